@@ -1,0 +1,109 @@
+"""Reading and writing trace files: paths or `-`, gzip both ways, atomic writes, size limits."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import sys
+import tempfile
+import zlib
+from pathlib import Path
+from typing import BinaryIO
+
+from .errors import JsprofError, TraceFormatError
+from .formats import read_any, writer_for
+from .trace import ProfilerTrace, Recording
+
+MAX_INPUT_BYTES = 8 << 30  # after decompression: a limit against gzip bombs and runaway files
+_GZIP_MAGIC = b"\x1f\x8b"
+
+PathOrFile = str | os.PathLike | BinaryIO
+
+
+def _read_limited(f: BinaryIO, source: str) -> bytes:
+    data = f.read(MAX_INPUT_BYTES + 1)
+    if len(data) > MAX_INPUT_BYTES:
+        raise TraceFormatError(f"{source}: larger than the {MAX_INPUT_BYTES} byte input limit")
+    return data
+
+
+def _gunzip(data: bytes, source: str) -> bytes:
+    d = zlib.decompressobj(wbits=31)
+    try:
+        out = d.decompress(data, MAX_INPUT_BYTES + 1)
+    except zlib.error as e:
+        raise TraceFormatError(f"{source}: corrupt gzip data ({e})") from None
+    if len(out) > MAX_INPUT_BYTES:
+        raise TraceFormatError(
+            f"{source}: decompresses to more than the {MAX_INPUT_BYTES} byte input limit"
+        )
+    return out
+
+
+def read_input(src: PathOrFile) -> tuple[bytes, str]:
+    """The bytes of a trace input (decompressed) and a name for messages."""
+    if hasattr(src, "read"):
+        source = getattr(src, "name", "<file>")
+        data = _read_limited(src, str(source))  # type: ignore[arg-type]
+    elif str(src) == "-":
+        source = "<stdin>"
+        data = _read_limited(sys.stdin.buffer, source)
+    else:
+        source = str(src)
+        try:
+            with open(src, "rb") as f:
+                data = _read_limited(f, source)
+        except FileNotFoundError:
+            raise JsprofError(f"{source}: no such file") from None
+        except IsADirectoryError:
+            raise JsprofError(f"{source}: is a directory, not a trace file") from None
+        except PermissionError:
+            raise JsprofError(f"{source}: permission denied") from None
+    if data[:2] == _GZIP_MAGIC:
+        data = _gunzip(data, str(source))
+    if not data.strip():
+        raise TraceFormatError(f"{source}: empty file; expected a trace")
+    return data, str(source)
+
+
+def load(src: PathOrFile) -> Recording:
+    """Load any trace format jsprof reads (sniffed from content) as a validated Recording."""
+    data, source = read_input(src)
+    return read_any(data, source)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+    """Write via a temp file in the same directory and rename, so a failure leaves no half file."""
+    path = Path(path)
+    directory = path.parent
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    except FileNotFoundError:
+        raise JsprofError(f"{path}: directory {directory} does not exist") from None
+    except PermissionError:
+        raise JsprofError(f"{path}: cannot write in {directory} (permission denied)") from None
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+def save(obj: Recording | ProfilerTrace, dest: str | os.PathLike, format: str | None = None) -> None:
+    """Write a Recording (or one ProfilerTrace) to `dest`; `-` is stdout; `.gz` compresses."""
+    rec = obj if isinstance(obj, Recording) else Recording.of(obj)
+    dest_s = str(dest)
+    fmt = writer_for(dest_s, format)
+    data = fmt.write(rec)  # type: ignore[misc]
+    if dest_s.endswith(".gz"):
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    if dest_s == "-":
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        atomic_write(dest, data)

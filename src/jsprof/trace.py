@@ -1,0 +1,315 @@
+"""The one data model: ProfilerTrace (the spec's four tables), Recording (tracks), TraceBuilder.
+
+Stacks and samples are numpy columns so that traces of tens of millions of samples are
+analysed without Python loops. Frames and resources stay Python lists: they are few.
+
+JSON io lives in `jsprof.tracefile`; this module only holds the model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+# The spec's marker extension: what the agent was doing when a sample was taken.
+MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
+MARKER_CODE: dict[str, int] = {m: i for i, m in enumerate(MARKERS)}
+
+NONE = -1  # "no value" in an int column (no parent, no stack, no marker)
+NO_LINE = 0  # "unknown line" in the per-sample line column (lines are 1-based)
+
+
+class ProfilerFrame(NamedTuple):
+    """A spec ProfilerFrame; None where the spec's optional member is absent."""
+
+    name: str
+    resource_id: int | None = None
+    line: int | None = None
+    column: int | None = None
+
+
+def _i32(values: Iterable[int] | np.ndarray | None, n: int = 0) -> np.ndarray:
+    if values is None:
+        return np.full(n, NONE, dtype=np.int32)
+    return np.ascontiguousarray(values, dtype=np.int32)
+
+
+class ProfilerTrace:
+    """The spec's ProfilerTrace as columns.
+
+    stack_parent / stack_frame: int32, one entry per stack, NONE for no parent.
+    sample_time: float64 ms since the track's time origin.
+    sample_stack: int32, NONE for a sample with no JavaScript on the stack.
+    sample_marker: int8 codes into MARKERS, or None when the trace has no markers.
+    sample_line: int32 line executing in the leaf frame (NO_LINE unknown), or None.
+    """
+
+    __slots__ = (
+        "resources",
+        "frames",
+        "stack_parent",
+        "stack_frame",
+        "sample_time",
+        "sample_stack",
+        "sample_marker",
+        "sample_line",
+    )
+
+    def __init__(
+        self,
+        resources: Sequence[str] = (),
+        frames: Sequence[ProfilerFrame] = (),
+        stack_parent: Iterable[int] | np.ndarray = (),
+        stack_frame: Iterable[int] | np.ndarray = (),
+        sample_time: Iterable[float] | np.ndarray = (),
+        sample_stack: Iterable[int] | np.ndarray | None = None,
+        sample_marker: Iterable[int] | np.ndarray | None = None,
+        sample_line: Iterable[int] | np.ndarray | None = None,
+    ) -> None:
+        self.resources: list[str] = list(resources)
+        self.frames: list[ProfilerFrame] = [ProfilerFrame(*f) for f in frames]
+        self.stack_parent = _i32(stack_parent)
+        self.stack_frame = _i32(stack_frame)
+        self.sample_time = np.ascontiguousarray(sample_time, dtype=np.float64)
+        n = len(self.sample_time)
+        self.sample_stack = _i32(sample_stack, n)
+        self.sample_marker = (
+            None if sample_marker is None else np.ascontiguousarray(sample_marker, np.int8)
+        )
+        self.sample_line = None if sample_line is None else _i32(sample_line)
+        if len(self.stack_parent) != len(self.stack_frame):
+            raise ValueError("stack_parent and stack_frame differ in length")
+        for col in (self.sample_stack, self.sample_marker, self.sample_line):
+            if col is not None and len(col) != n:
+                raise ValueError("sample columns differ in length")
+
+    @property
+    def num_samples(self) -> int:
+        return len(self.sample_time)
+
+    @property
+    def num_stacks(self) -> int:
+        return len(self.stack_frame)
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+    def __repr__(self) -> str:
+        return (
+            f"ProfilerTrace({len(self.resources)} resources, {len(self.frames)} frames, "
+            f"{self.num_stacks} stacks, {self.num_samples} samples)"
+        )
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ProfilerTrace):
+            return NotImplemented
+        return (
+            self.resources == other.resources
+            and self.frames == other.frames
+            and np.array_equal(self.stack_parent, other.stack_parent)
+            and np.array_equal(self.stack_frame, other.stack_frame)
+            and np.array_equal(self.sample_time, other.sample_time)
+            and np.array_equal(self.sample_stack, other.sample_stack)
+            and _opt_equal(self.sample_marker, other.sample_marker)
+            and _opt_equal(self.sample_line, other.sample_line)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def stack_frames(self, stack_id: int) -> list[int]:
+        """Frame ids of a stack, outermost first."""
+        out = []
+        while stack_id != NONE:
+            out.append(int(self.stack_frame[stack_id]))
+            stack_id = int(self.stack_parent[stack_id])
+        return out[::-1]
+
+    def stack_depths(self) -> np.ndarray:
+        """Depth of each stack (1 for a root), vectorised: parents are earlier stacks."""
+        return stack_depths(self.stack_parent)
+
+
+def stack_depths(parent: np.ndarray) -> np.ndarray:
+    """Depth per node of a forest whose parents precede their children."""
+    n = len(parent)
+    depth = np.ones(n, dtype=np.int32)
+    anc = parent.astype(np.int64)
+    active = np.nonzero(anc != NONE)[0]
+    # Pointer chasing, one level per round, only over nodes still climbing.
+    while len(active):
+        depth[active] += 1
+        anc[active] = parent[anc[active]]
+        active = active[anc[active] != NONE]
+    return depth
+
+
+def _opt_equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return np.array_equal(a, b)
+
+
+@dataclass
+class Spans:
+    """Exact enter/exit intervals of an instrumented run, as columns (ms, frame ids)."""
+
+    start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
+    frame: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    parent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Spans):
+            return NotImplemented
+        return all(
+            np.array_equal(getattr(self, k), getattr(other, k))
+            for k in ("start", "end", "frame", "parent")
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@dataclass
+class Track:
+    """One runtime/thread: its trace, time origin (Unix epoch ms) and what we know of it."""
+
+    name: str
+    trace: ProfilerTrace
+    time_origin: float = 0.0
+    engine: str | None = None
+    sample_interval: float | None = None  # effective, ms
+    requested_interval: float | None = None  # ms
+    spans: Spans | None = None
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass
+class Recording:
+    """One or more tracks. A plain ProfilerTrace file is a Recording of one track."""
+
+    tracks: list[Track] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, trace: ProfilerTrace, name: str = "main", **kw: object) -> Recording:
+        return cls([Track(name, trace, **kw)])  # type: ignore[arg-type]
+
+    def track(self, name: str) -> Track:
+        for t in self.tracks:
+            if t.name == name:
+                return t
+        from .errors import UsageError
+
+        names = ", ".join(repr(t.name) for t in self.tracks)
+        raise UsageError(f"no track named {name!r}; this recording has {names}")
+
+    @property
+    def num_samples(self) -> int:
+        return sum(t.trace.num_samples for t in self.tracks)
+
+
+class TraceBuilder:
+    """Builds a ProfilerTrace with the spec's algorithms.
+
+    "get an element ID": a component-wise equal resource, frame or stack gets the index
+    it already has, otherwise it is appended. "get a stack ID": frames outermost first; a
+    frame whose ID is undefined (None) is skipped and its parent's stack ID used; an empty
+    stack gives no stackId. The sample buffer limit: once `max_buffer_size` samples are
+    held, further samples are refused and `full` becomes true.
+    """
+
+    def __init__(self, max_buffer_size: int | None = None) -> None:
+        self.max_buffer_size = max_buffer_size
+        self._resources: dict[str, int] = {}
+        self._frames: dict[ProfilerFrame, int] = {}
+        self._stacks: dict[tuple[int, int], int] = {}
+        self._stack_parent: list[int] = []
+        self._stack_frame: list[int] = []
+        self._times: list[float] = []
+        self._sample_stacks: list[int] = []
+        self._markers: list[int] | None = None
+        self._lines: list[int] | None = None
+        self.full = False
+
+    def __len__(self) -> int:
+        return len(self._times)
+
+    def resource_id(self, url: str) -> int:
+        rid = self._resources.get(url)
+        if rid is None:
+            rid = self._resources[url] = len(self._resources)
+        return rid
+
+    def frame_id(
+        self,
+        name: str,
+        resource_id: int | None = None,
+        line: int | None = None,
+        column: int | None = None,
+    ) -> int:
+        key = ProfilerFrame(name, resource_id, line, column)
+        fid = self._frames.get(key)
+        if fid is None:
+            fid = self._frames[key] = len(self._frames)
+        return fid
+
+    def stack_id(self, frame_ids: Iterable[int | None]) -> int | None:
+        parent = NONE
+        stacks = self._stacks
+        for fid in frame_ids:
+            if fid is None:
+                continue
+            key = (parent, fid)
+            sid = stacks.get(key)
+            if sid is None:
+                sid = stacks[key] = len(self._stack_frame)
+                self._stack_parent.append(parent)
+                self._stack_frame.append(fid)
+            parent = sid
+        return None if parent == NONE else parent
+
+    def add_sample(
+        self,
+        timestamp: float,
+        stack_id: int | None,
+        marker: str | None = None,
+        line: int | None = None,
+    ) -> bool:
+        if self.max_buffer_size is not None and len(self._times) >= self.max_buffer_size:
+            self.full = True
+            return False
+        n = len(self._times)
+        self._times.append(timestamp)
+        self._sample_stacks.append(NONE if stack_id is None else stack_id)
+        if marker is not None:
+            if self._markers is None:
+                self._markers = [NONE] * n
+            self._markers.append(MARKER_CODE[marker])
+        elif self._markers is not None:
+            self._markers.append(NONE)
+        if line is not None:
+            if self._lines is None:
+                self._lines = [NO_LINE] * n
+            self._lines.append(line)
+        elif self._lines is not None:
+            self._lines.append(NO_LINE)
+        if self.max_buffer_size is not None and len(self._times) >= self.max_buffer_size:
+            self.full = True
+        return True
+
+    def build(self) -> ProfilerTrace:
+        return ProfilerTrace(
+            resources=list(self._resources),
+            frames=list(self._frames),
+            stack_parent=self._stack_parent,
+            stack_frame=self._stack_frame,
+            sample_time=self._times,
+            sample_stack=self._sample_stacks,
+            sample_marker=self._markers,
+            sample_line=self._lines,
+        )
