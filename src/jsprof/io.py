@@ -94,7 +94,9 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         raise
 
 
-def save(obj: Recording | ProfilerTrace, dest: str | os.PathLike, format: str | None = None) -> None:
+def save(
+    obj: Recording | ProfilerTrace, dest: str | os.PathLike, format: str | None = None
+) -> None:
     """Write a Recording (or one ProfilerTrace) to `dest`; `-` is stdout; `.gz` compresses."""
     rec = obj if isinstance(obj, Recording) else Recording.of(obj)
     dest_s = str(dest)

@@ -120,7 +120,9 @@ def _read_frames(ctx: _Ctx, doc: dict, n_resources: int) -> list[ProfilerFrame]:
         rid = f.get("resourceId")
         if rid is not None:
             if not _is_int(rid):
-                raise ctx.error(f"{where}.resourceId", f"expected an integer, got {_type_name(rid)}")
+                raise ctx.error(
+                    f"{where}.resourceId", f"expected an integer, got {_type_name(rid)}"
+                )
             if not 0 <= rid < n_resources:
                 raise ctx.error(
                     f"{where}.resourceId", f"{rid} is out of range (resources has {n_resources})"
@@ -146,9 +148,7 @@ def _int_column(values: list, what: str) -> np.ndarray | None:
     return arr
 
 
-def _slow_id_error(
-    ctx: _Ctx, table: list, name: str, key: str, required: bool
-) -> TraceFormatError:
+def _slow_id_error(ctx: _Ctx, table: list, name: str, key: str, required: bool) -> TraceFormatError:
     """Walk a table to find the first entry whose `key` is not an integer."""
     for i, s in enumerate(table):
         where = f"{name}[{i}]"
@@ -212,7 +212,9 @@ def _read_samples(
                 raise ctx.error(where, f"expected an object, got {_type_name(s)}")
             t = s.get("timestamp")
             if type(t) not in (int, float):
-                got = "missing" if "timestamp" not in s else f"expected a number, got {_type_name(t)}"
+                got = (
+                    "missing" if "timestamp" not in s else f"expected a number, got {_type_name(t)}"
+                )
                 raise ctx.error(f"{where}.timestamp", got)
         raise ctx.error("samples", "malformed")  # pragma: no cover
     times = times.astype(np.float64)
@@ -270,7 +272,7 @@ def _check_depth(ctx: _Ctx, v: Any, where: str, depth: int = 0) -> None:
     if depth > MAX_META_DEPTH:
         raise ctx.error(where, f"nests deeper than {MAX_META_DEPTH} levels")
     if type(v) is dict:
-        for k, x in v.items():
+        for x in v.values():
             _check_depth(ctx, x, where, depth + 1)
     elif type(v) is list:
         for x in v:
@@ -290,7 +292,9 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     arr = _int_column(lines, "sampleLines")
     if arr is None:
         bad = next(i for i, v in enumerate(lines) if not _is_int(v))
-        raise ctx.error(f"{where}.sampleLines[{bad}]", f"expected an integer, got {_type_name(lines[bad])}")
+        raise ctx.error(
+            f"{where}.sampleLines[{bad}]", f"expected an integer, got {_type_name(lines[bad])}"
+        )
     neg = np.nonzero(arr < 0)[0]
     if len(neg):
         i = int(neg[0])
@@ -423,7 +427,12 @@ def trace_to_doc(trace: ProfilerTrace) -> dict:
         for d, m in zip(samples, trace.sample_marker.tolist(), strict=True):
             if m != NONE:
                 d["marker"] = MARKERS[m]
-    return {"resources": list(trace.resources), "frames": frames, "stacks": stacks, "samples": samples}
+    return {
+        "resources": list(trace.resources),
+        "frames": frames,
+        "stacks": stacks,
+        "samples": samples,
+    }
 
 
 def _track_ext(track: Track) -> dict:

@@ -1,0 +1,273 @@
+"""Self and total time per function, per resource and per line: vectorised over the columns.
+
+A function is name + resource + line + column (frames that agree on all four are one
+function, whichever track or frame id they came from). A sample's time is the gap to the
+next sample of its track (the last sample gets the track's interval, else the median gap),
+so samples around an idle gap or a late tick carry the time they stood for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+
+from ..trace import MARKERS, NO_LINE, NONE, ProfilerTrace, Recording, Track
+
+
+class FunctionKey(NamedTuple):
+    name: str
+    resource: str | None
+    line: int | None
+    column: int | None
+
+    def location(self) -> str:
+        parts = [self.resource or "(unknown)"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+    def label(self) -> str:
+        return self.name or "(anonymous)"
+
+
+def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.ndarray:
+    """Milliseconds each sample stands for; never negative (out-of-order deltas count 0)."""
+    t = trace.sample_time
+    n = len(t)
+    w = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return w
+    d = np.diff(t)
+    np.maximum(d, 0.0, out=w[:-1])
+    if interval is None or not interval > 0:
+        positive = d[d > 0]
+        interval = float(np.median(positive)) if len(positive) else 0.0
+    w[-1] = interval
+    return w
+
+
+class KeyTable:
+    """Interns keys (functions, resources, ...) across tracks: key -> dense index."""
+
+    def __init__(self) -> None:
+        self.keys: list = []
+        self._index: dict = {}
+
+    def intern(self, key: object) -> int:
+        i = self._index.get(key)
+        if i is None:
+            i = self._index[key] = len(self.keys)
+            self.keys.append(key)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+
+def frame_function_ids(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
+    res = trace.resources
+    ids = [
+        table.intern(
+            FunctionKey(
+                f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column
+            )
+        )
+        for f in trace.frames
+    ]
+    return np.asarray(ids, dtype=np.int64)
+
+
+def frame_resource_ids(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
+    res = trace.resources
+    ids = [
+        table.intern(None if f.resource_id is None else res[f.resource_id]) for f in trace.frames
+    ]
+    return np.asarray(ids, dtype=np.int64)
+
+
+def subtree_sums(parent: np.ndarray, own: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Each node's own value plus all its descendants', one depth level at a time."""
+    acc = own.astype(np.float64, copy=True)
+    if len(parent) == 0:
+        return acc
+    order = np.argsort(depth, kind="stable")
+    bounds = np.searchsorted(depth[order], np.arange(1, int(depth.max()) + 2))
+    for d in range(len(bounds) - 1, 1, -1):
+        level = order[bounds[d - 1] : bounds[d]]
+        np.add.at(acc, parent[level], acc[level])
+    return acc
+
+
+def repeats_an_ancestor(parent: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """True where a node's key already appears among its ancestors (recursion)."""
+    n = len(parent)
+    rep = np.zeros(n, dtype=bool)
+    anc = parent.astype(np.int64)
+    active = np.nonzero(anc != NONE)[0]
+    while len(active):
+        a = anc[active]
+        hit = key[a] == key[active]
+        rep[active[hit]] = True
+        active = active[~hit]
+        anc[active] = parent[anc[active]]
+        active = active[anc[active] != NONE]
+    return rep
+
+
+@dataclass
+class KeyStats:
+    """Self and total per key: parallel columns indexed like `keys`."""
+
+    keys: list
+    self_ms: np.ndarray
+    total_ms: np.ndarray
+    self_samples: np.ndarray
+    total_samples: np.ndarray
+
+    def order(self, by: str = "self") -> np.ndarray:
+        primary = self.self_ms if by == "self" else self.total_ms
+        secondary = self.total_ms if by == "self" else self.self_ms
+        return np.lexsort((-secondary, -primary))
+
+
+class NoJsRow(NamedTuple):
+    label: str
+    samples: int
+    ms: float
+
+
+@dataclass
+class Summary:
+    """What `jsprof report` shows: totals, per-key stats, and the samples with no JS."""
+
+    total_ms: float
+    total_samples: int
+    stats: KeyStats
+    no_js: list[NoJsRow] = field(default_factory=list)
+
+
+def _empty(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    return (np.zeros(n), np.zeros(n), np.zeros(n, np.int64), np.zeros(n, np.int64))
+
+
+def _accumulate_track(
+    track: Track, frame_key: np.ndarray, n_keys: int, acc: tuple, weights: np.ndarray
+) -> None:
+    """Add one track's self/total per key into acc (self_ms, total_ms, self_n, total_n)."""
+    tr = track.trace
+    self_ms, total_ms, self_n, total_n = acc
+    sid = tr.sample_stack
+    has = sid != NONE
+    sid_v, w_v = sid[has], weights[has]
+    n_st = tr.num_stacks
+    if n_st == 0:
+        return
+    node_key = frame_key[tr.stack_frame] if len(frame_key) else np.zeros(0, np.int64)
+    # Self: by the leaf frame of each sample.
+    stack_ms = np.bincount(sid_v, weights=w_v, minlength=n_st)
+    stack_n = np.bincount(sid_v, minlength=n_st)
+    self_ms += np.bincount(node_key, weights=stack_ms, minlength=n_keys)
+    self_n += np.bincount(node_key, weights=stack_n, minlength=n_keys).astype(np.int64)
+    # Total: subtree sums at the outermost occurrence of each key on a path, so recursion
+    # counts once per sample.
+    depth = tr.stack_depths()
+    sub_ms = subtree_sums(tr.stack_parent, stack_ms, depth)
+    sub_n = subtree_sums(tr.stack_parent, stack_n.astype(np.float64), depth)
+    first = ~repeats_an_ancestor(tr.stack_parent, node_key)
+    total_ms += np.bincount(node_key[first], weights=sub_ms[first], minlength=n_keys)
+    total_n += np.rint(np.bincount(node_key[first], weights=sub_n[first], minlength=n_keys)).astype(
+        np.int64
+    )
+
+
+def no_js_rows(tracks: Sequence[Track], weights: Sequence[np.ndarray]) -> list[NoJsRow]:
+    counts: dict[str, list] = {}
+    for track, w in zip(tracks, weights, strict=True):
+        tr = track.trace
+        none = tr.sample_stack == NONE
+        if not none.any():
+            continue
+        markers = (
+            tr.sample_marker[none]
+            if tr.sample_marker is not None
+            else np.full(int(none.sum()), NONE, np.int8)
+        )
+        wn = w[none]
+        for code in np.unique(markers).tolist():
+            sel = markers == code
+            label = "(no JavaScript)" if code == NONE else f"(no JavaScript: {MARKERS[code]})"
+            row = counts.setdefault(label, [0, 0.0])
+            row[0] += int(sel.sum())
+            row[1] += float(wn[sel].sum())
+    return sorted((NoJsRow(k, n, ms) for k, (n, ms) in counts.items()), key=lambda r: -r.ms)
+
+
+def _tracks(rec: Recording, track: str | None) -> list[Track]:
+    return [rec.track(track)] if track is not None else list(rec.tracks)
+
+
+def summarize(rec: Recording, by: str = "function", track: str | None = None) -> Summary:
+    """Self/total per function or per resource over one track or all tracks."""
+    tracks = _tracks(rec, track)
+    table = KeyTable()
+    keyer = frame_function_ids if by == "function" else frame_resource_ids
+    frame_keys = [keyer(t.trace, table) for t in tracks]
+    weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
+    acc = _empty(len(table))
+    for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
+        _accumulate_track(t, fk, len(table), acc, w)
+    return Summary(
+        total_ms=float(sum(w.sum() for w in weights)),
+        total_samples=sum(t.trace.num_samples for t in tracks),
+        stats=KeyStats(table.keys, *acc),
+        no_js=no_js_rows(tracks, weights),
+    )
+
+
+class LineKey(NamedTuple):
+    function: FunctionKey
+    line: int
+
+
+def hot_lines(rec: Recording, track: str | None = None) -> Summary | None:
+    """Self time per (leaf function, executing line); None when no track has line data."""
+    tracks = _tracks(rec, track)
+    if all(t.trace.sample_line is None for t in tracks):
+        return None
+    funcs = KeyTable()
+    lines = KeyTable()
+    self_ms: dict[int, float] = {}
+    self_n: dict[int, int] = {}
+    weights = []
+    for t in tracks:
+        tr = t.trace
+        w = sample_weights(tr, t.sample_interval)
+        weights.append(w)
+        if tr.sample_line is None:
+            continue
+        fk = frame_function_ids(tr, funcs)
+        ok = (tr.sample_stack != NONE) & (tr.sample_line != NO_LINE)
+        leaf_fn = fk[tr.stack_frame[tr.sample_stack[ok]]]
+        ln = tr.sample_line[ok].astype(np.int64)
+        combined = leaf_fn * (1 << 32) + ln
+        uniq, inv = np.unique(combined, return_inverse=True)
+        ms = np.bincount(inv, weights=w[ok], minlength=len(uniq))
+        cnt = np.bincount(inv, minlength=len(uniq))
+        for u, m, c in zip(uniq.tolist(), ms.tolist(), cnt.tolist(), strict=True):
+            key = lines.intern(LineKey(funcs.keys[u >> 32], u & 0xFFFFFFFF))
+            self_ms[key] = self_ms.get(key, 0.0) + m
+            self_n[key] = self_n.get(key, 0) + c
+    n = len(lines)
+    s_ms = np.array([self_ms[i] for i in range(n)], dtype=np.float64)
+    s_n = np.array([self_n[i] for i in range(n)], dtype=np.int64)
+    return Summary(
+        total_ms=float(sum(w.sum() for w in weights)),
+        total_samples=sum(t.trace.num_samples for t in tracks),
+        stats=KeyStats(lines.keys, s_ms, s_ms.copy(), s_n, s_n.copy()),
+        no_js=no_js_rows(tracks, weights),
+    )

@@ -1,0 +1,205 @@
+"""The `jsprof` command: argument parsing and wiring only."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+
+import numpy as np
+import orjson
+from rich.console import Console
+
+from . import io
+from .errors import JsprofError, UsageError
+from .formats import FORMATS
+from .trace import Recording
+
+
+def _console() -> Console:
+    # Piped output (CI logs, files) should not wrap at rich's 80-column default.
+    width = None if sys.stdout.isatty() else 200
+    return Console(highlight=False, width=width)
+
+
+def _print_json(obj: object) -> None:
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+# ---- report ------------------------------------------------------------------------------
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .analysis.calltree import build_call_tree
+    from .analysis.profile import hot_lines, summarize
+    from .render import console as render
+
+    rec = io.load(args.trace)
+    if args.track is not None:
+        rec.track(args.track)  # a clear error for an unknown name, before any work
+    if args.tree:
+        tree = build_call_tree(rec, args.track)
+        if args.json:
+            _print_json({"tree": render.tree_json(tree, args.threshold)})
+        else:
+            c = _console()
+            for line in render.tree_lines(tree, args.threshold):
+                c.print(line, markup=False, highlight=False, soft_wrap=True)
+        return 0
+    if args.by == "line":
+        summary = hot_lines(rec, args.track)
+        if summary is None:
+            raise UsageError(
+                f"{args.trace}: has no per-sample line data (the engine did not record it); "
+                "use --by function"
+            )
+    else:
+        summary = summarize(rec, by=args.by, track=args.track)
+    if args.json:
+        _print_json(render.summary_json(summary, args.top, args.by, args.sort))
+    else:
+        title = _title(rec, args.track)
+        render.print_summary(_console(), summary, args.top, args.by, title, args.sort)
+    return 0
+
+
+def _title(rec: Recording, track: str | None) -> str:
+    tracks = [rec.track(track)] if track else rec.tracks
+    parts = []
+    for t in tracks:
+        bits = [t.name]
+        if t.engine:
+            bits.append(t.engine)
+        if t.sample_interval:
+            bits.append(f"{t.sample_interval:g} ms interval")
+        parts.append(" · ".join(bits))
+    return "; ".join(parts)
+
+
+# ---- validate, convert, formats ----------------------------------------------------------
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    rec = io.load(args.trace)
+    for t in rec.tracks:
+        tr = t.trace
+        d = np.diff(tr.sample_time)
+        back = int((d < 0).sum())
+        note = ""
+        if back:
+            note = f"; note: {back} timestamps go backwards (kept in order, counted as 0 ms)"
+        print(
+            f"OK {args.trace} track {t.name!r}: {len(tr.resources)} resources, "
+            f"{len(tr.frames)} frames, {tr.num_stacks} stacks, {tr.num_samples} samples"
+            f"{note}"
+        )
+    return 0
+
+
+def cmd_convert(args: argparse.Namespace) -> int:
+    rec = io.load(args.input)
+    io.save(rec, args.output, format=args.format)
+    if args.output != "-":
+        print(
+            f"wrote {args.output} ({rec.num_samples} samples, {len(rec.tracks)} track(s))",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def cmd_formats(args: argparse.Namespace) -> int:
+    for f in FORMATS.values():
+        rw = (
+            ("read" if f.read else "")
+            + ("/" if f.read and f.write else "")
+            + ("write" if f.write else "")
+        )
+        print(f"{f.name:12} {rw:11} {' '.join(f.extensions):24} {f.description}")
+    return 0
+
+
+# ---- parser ------------------------------------------------------------------------------
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _nonneg_float(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
+    return v
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="jsprof",
+        description="Profile JavaScript on real engines; read and write JS Self-Profiling traces.",
+    )
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    r = sub.add_parser("report", help="print self/total time per function, resource or line")
+    r.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
+    r.add_argument("--top", type=_positive_int, default=20, help="rows to show (default 20)")
+    r.add_argument("--all", dest="top", action="store_const", const=None, help="show every row")
+    r.add_argument("--by", choices=("function", "resource", "line"), default="function")
+    r.add_argument("--sort", choices=("self", "total"), default="self")
+    r.add_argument("--tree", action="store_true", help="print the call tree")
+    r.add_argument(
+        "--threshold",
+        type=_nonneg_float,
+        default=1.0,
+        help="--tree: hide nodes below this %% of all time (default 1)",
+    )
+    r.add_argument("--track", help="only this track (default: all tracks together)")
+    r.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    r.set_defaults(func=cmd_report)
+
+    v = sub.add_parser("validate", help="check a trace file; print counts or the first problem")
+    v.add_argument("trace")
+    v.set_defaults(func=cmd_validate)
+
+    c = sub.add_parser("convert", help="convert between trace formats (input sniffed from content)")
+    c.add_argument("input")
+    c.add_argument("output", help="output path (- for stdout); the extension picks the format")
+    c.add_argument("--format", help="output format (see `jsprof formats`)")
+    c.set_defaults(func=cmd_convert)
+
+    f = sub.add_parser("formats", help="list the trace formats jsprof reads and writes")
+    f.set_defaults(func=cmd_formats)
+
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args) or 0)
+    except JsprofError as e:
+        print(f"jsprof: error: {e}", file=sys.stderr)
+        return 2 if isinstance(e, UsageError) else 1
+    except KeyboardInterrupt:
+        print("jsprof: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (e.g. `| head`): not an error worth a traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""Console renderings of analysis results (rich tables and trees) and their JSON twins."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from ..analysis.calltree import CallTree
+from ..analysis.profile import FunctionKey, LineKey, Summary
+
+
+def _pct(x: float, total: float) -> float:
+    return 100.0 * x / total if total > 0 else 0.0
+
+
+def key_label(key: Any) -> tuple[str, str]:
+    """(what, where) for a function, resource or line key."""
+    if isinstance(key, LineKey):
+        return key.function.label(), f"{key.function.resource or '(unknown)'}:{key.line}"
+    if isinstance(key, FunctionKey):
+        return key.label(), key.location()
+    return (key or "(no resource)"), ""
+
+
+def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[dict]:
+    """Rows for the table and for --json: the top keys, then the no-JavaScript rows."""
+    st = summary.stats
+    total = summary.total_ms
+    rows = []
+    order = st.order(sort)
+    if top is not None:
+        order = order[:top]
+    for i in order.tolist():
+        what, where = key_label(st.keys[i])
+        row = {
+            "name": what,
+            "location": where,
+            "self_ms": round(float(st.self_ms[i]), 3),
+            "total_ms": round(float(st.total_ms[i]), 3),
+            "self_pct": round(_pct(float(st.self_ms[i]), total), 2),
+            "total_pct": round(_pct(float(st.total_ms[i]), total), 2),
+            "self_samples": int(st.self_samples[i]),
+            "total_samples": int(st.total_samples[i]),
+        }
+        key = st.keys[i]
+        if isinstance(key, FunctionKey):
+            row.update(resource=key.resource, line=key.line, column=key.column)
+        elif isinstance(key, LineKey):
+            row.update(resource=key.function.resource, line=key.line)
+        rows.append(row)
+    for r in summary.no_js:
+        rows.append(
+            {
+                "name": r.label,
+                "location": "",
+                "self_ms": round(r.ms, 3),
+                "total_ms": round(r.ms, 3),
+                "self_pct": round(_pct(r.ms, total), 2),
+                "total_pct": round(_pct(r.ms, total), 2),
+                "self_samples": r.samples,
+                "total_samples": r.samples,
+            }
+        )
+    return rows
+
+
+def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
+    return {
+        "by": by,
+        "total_ms": round(summary.total_ms, 3),
+        "total_samples": summary.total_samples,
+        "rows": summary_rows(summary, top, sort),
+    }
+
+
+def print_summary(
+    console: Console, summary: Summary, top: int | None, by: str, title: str, sort: str = "self"
+) -> None:
+    rows = summary_rows(summary, top, sort)
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    table.add_column("self %", justify="right")
+    table.add_column("total %", justify="right")
+    table.add_column("self ms", justify="right")
+    table.add_column("total ms", justify="right")
+    table.add_column({"function": "function", "resource": "resource", "line": "function"}[by])
+    if by != "resource":
+        table.add_column("location" if by == "function" else "line", overflow="fold")
+    for r in rows:
+        cells = [
+            f"{r['self_pct']:.1f}",
+            f"{r['total_pct']:.1f}",
+            f"{r['self_ms']:.1f}",
+            f"{r['total_ms']:.1f}",
+            Text(r["name"]),
+        ]
+        if by != "resource":
+            cells.append(Text(r["location"], style="dim"))
+        style = "italic dim" if r["name"].startswith("(no JavaScript") else None
+        table.add_row(*cells, style=style)
+    console.print(table)
+    shown = len(summary.stats.keys) if top is None else min(top, len(summary.stats.keys))
+    console.print(
+        f"[dim]{summary.total_samples} samples, {summary.total_ms:.1f} ms; "
+        f"showing {shown} of {len(summary.stats.keys)} {escape(by)} rows[/dim]"
+    )
+
+
+def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200) -> list[str]:
+    """pyinstrument-style text tree, pruned below threshold_pct of all time."""
+    kids = tree.children()
+    total = tree.total_time
+    cut = total * threshold_pct / 100.0
+    out: list[str] = []
+
+    def visit(node: int, prefix: str, last: bool, depth: int) -> None:
+        fn = tree.functions[int(tree.function[node])]
+        ms = float(tree.total_ms[node])
+        branch = "└─ " if last else "├─ "
+        out.append(
+            f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {fn.label()}  {fn.location()}"
+        )
+        if depth >= max_depth:
+            return
+        shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
+        shown.sort(key=lambda k: -tree.total_ms[k])
+        hidden = len(kids[node]) - len(shown)
+        child_prefix = prefix + ("   " if last else "│  ")
+        for j, k in enumerate(shown):
+            visit(k, child_prefix, j == len(shown) - 1 and not hidden, depth + 1)
+        if hidden:
+            hidden_ms = float(sum(tree.total_ms[k] for k in kids[node] if tree.total_ms[k] < cut))
+            out.append(
+                f"{child_prefix}└─ ({hidden} more below {threshold_pct:g}%: {hidden_ms:.1f} ms)"
+            )
+
+    roots = [r for r in tree.roots() if tree.total_ms[r] >= cut]
+    roots.sort(key=lambda r: -tree.total_ms[r])
+    for j, r in enumerate(roots):
+        visit(r, "", j == len(roots) - 1, 1)
+    return out
+
+
+def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) -> list[dict]:
+    kids = tree.children()
+    cut = tree.total_time * threshold_pct / 100.0
+
+    def node(i: int, depth: int) -> dict:
+        fn = tree.functions[int(tree.function[i])]
+        return {
+            "name": fn.name,
+            "resource": fn.resource,
+            "line": fn.line,
+            "column": fn.column,
+            "self_ms": round(float(tree.self_ms[i]), 3),
+            "total_ms": round(float(tree.total_ms[i]), 3),
+            "self_samples": int(tree.self_samples[i]),
+            "total_samples": int(tree.total_samples[i]),
+            "children": [
+                node(k, depth + 1)
+                for k in sorted(kids[i], key=lambda k: -tree.total_ms[k])
+                if tree.total_ms[k] >= cut and depth < max_depth
+            ],
+        }
+
+    return [node(r, 1) for r in tree.roots() if tree.total_ms[r] >= cut]
