@@ -1,0 +1,135 @@
+"""Self/total/tree/lines on traces whose answers follow from how they were built."""
+
+import numpy as np
+import pytest
+
+import jsprof
+from jsprof.analysis.calltree import build_call_tree
+from jsprof.analysis.profile import hot_lines, sample_weights, summarize
+from jsprof.trace import Recording, TraceBuilder, Track
+
+
+def _by_name(summary):
+    st = summary.stats
+    return {
+        k.name: (st.self_ms[i], st.total_ms[i], st.self_samples[i], st.total_samples[i])
+        for i, k in enumerate(st.keys)
+    }
+
+
+def _trace(stacks: list[list[str]], lines=None, markers=None):
+    """One sample per ms; each stack is a list of function names, outermost first."""
+    b = TraceBuilder()
+    r = b.resource_id("file:///t.js")
+    fids = {}
+    for i, names in enumerate(stacks):
+        for n in names:
+            if n not in fids:
+                fids[n] = b.frame_id(n, r, len(fids) + 1, 1)
+        ids = [fids[n] for n in names]
+        b.add_sample(
+            float(i),
+            b.stack_id(ids),
+            marker=markers[i] if markers else None,
+            line=lines[i] if lines else None,
+        )
+    return b.build()
+
+
+def test_self_and_total_with_recursion_counted_once():
+    stacks = [["main", "fib", "fib", "fib"]] * 6 + [["main", "fib", "leaf"]] * 3 + [["main"]]
+    rec = Recording.of(_trace(stacks), sample_interval=1.0)
+    s = _by_name(summarize(rec))
+    assert s["fib"][0] == pytest.approx(6.0) and s["fib"][2] == 6
+    assert s["fib"][1] == pytest.approx(9.0) and s["fib"][3] == 9  # not 6*3 + 3*1
+    assert s["leaf"][:2] == pytest.approx((3.0, 3.0))
+    assert s["main"][:2] == pytest.approx((1.0, 10.0))
+    assert summarize(rec).total_ms == pytest.approx(10.0)
+
+
+def test_weights_use_gaps_and_clip_backwards_time():
+    b = TraceBuilder()
+    s = b.stack_id([b.frame_id("a")])
+    for t in (0.0, 1.0, 5.0, 4.9, 6.0):
+        b.add_sample(t, s)
+    w = sample_weights(b.build(), interval=2.0)
+    assert w.tolist() == pytest.approx([1.0, 4.0, 0.0, 1.1, 2.0])
+
+
+def test_no_js_samples_are_reported_by_marker_not_dropped():
+    stacks = [["a"], [], [], ["a"], []]
+    markers = [None, "gc", None, None, "gc"]
+    rec = Recording.of(_trace(stacks, markers=markers), sample_interval=1.0)
+    summ = summarize(rec)
+    rows = {r.label: (r.samples, r.ms) for r in summ.no_js}
+    assert rows == {"(no JavaScript: gc)": (2, 2.0), "(no JavaScript)": (1, 1.0)}
+    js = sum(summ.stats.self_ms)
+    assert js + sum(r.ms for r in summ.no_js) == pytest.approx(summ.total_ms)
+
+
+def test_functions_merge_across_tracks_and_track_selection():
+    t1 = _trace([["main", "work"]] * 4)
+    t2 = _trace([["main", "work"]] * 2 + [["main"]] * 2)
+    rec = Recording([Track("a", t1, sample_interval=1.0), Track("b", t2, sample_interval=1.0)])
+    assert _by_name(summarize(rec))["work"][0] == pytest.approx(6.0)
+    assert _by_name(summarize(rec, track="b"))["work"][0] == pytest.approx(2.0)
+    with pytest.raises(jsprof.errors.UsageError, match="no track named 'c'"):
+        summarize(rec, track="c")
+
+
+def test_by_resource():
+    b = TraceBuilder()
+    ra, rb = b.resource_id("file:///a.js"), b.resource_id("file:///b.js")
+    fa, fb = b.frame_id("fa", ra, 1, 1), b.frame_id("fb", rb, 1, 1)
+    for i in range(4):
+        b.add_sample(float(i), b.stack_id([fa, fb] if i < 3 else [fa]))
+    s = summarize(Recording.of(b.build(), sample_interval=1.0), by="resource")
+    got = {k: (s.stats.self_ms[i], s.stats.total_ms[i]) for i, k in enumerate(s.stats.keys)}
+    assert got == {"file:///a.js": (1.0, 4.0), "file:///b.js": (3.0, 3.0)}
+
+
+def test_call_tree_merges_paths_by_function():
+    # Two frame ids for one function (same name/resource/line/column) merge in the tree.
+    tr = _trace([["main", "a", "b"]] * 3 + [["main", "c"]] * 2 + [["main"]])
+    rec = Recording.of(tr, sample_interval=1.0)
+    tree = build_call_tree(rec)
+    names = [tree.functions[f].name for f in tree.function.tolist()]
+    kids = tree.children()
+    (root,) = tree.roots()
+    assert names[root] == "main" and tree.total_ms[root] == pytest.approx(6.0)
+    assert tree.self_ms[root] == pytest.approx(1.0)
+    child = {names[k]: k for k in kids[root]}
+    assert tree.total_ms[child["a"]] == pytest.approx(3.0)
+    assert tree.total_ms[child["c"]] == pytest.approx(2.0)
+    assert [names[k] for k in kids[child["a"]]] == ["b"]
+
+
+def test_call_tree_over_two_tracks_merges_equal_paths():
+    rec = Recording(
+        [
+            Track("a", _trace([["m", "x"]] * 2), sample_interval=1.0),
+            Track("b", _trace([["m", "x"]] * 3), sample_interval=1.0),
+        ]
+    )
+    tree = build_call_tree(rec)
+    assert len(tree.roots()) == 1 and len(tree.parent) == 2
+    assert tree.total_ms.tolist() == pytest.approx([5.0, 5.0])
+
+
+def test_hot_lines():
+    stacks = [["main", "loop"]] * 5
+    lines = [3, 4, 4, 4, 3]
+    s = hot_lines(Recording.of(_trace(stacks, lines=lines), sample_interval=1.0))
+    got = {(k.function.name, k.line): s.stats.self_samples[i] for i, k in enumerate(s.stats.keys)}
+    assert got == {("loop", 3): 2, ("loop", 4): 3}
+    assert hot_lines(Recording.of(_trace(stacks))) is None
+
+
+def test_chromium_fixture_self_time_led_by_busyloop_and_fib(data):
+    summ = summarize(jsprof.load(data / "chromium" / "trace-basic.json"))
+    order = summ.stats.order("self")
+    top2 = {summ.stats.keys[i].name for i in order[:2].tolist()}
+    assert top2 == {"busyLoop", "fib"}
+    # Every sample's time is accounted for exactly once in self time.
+    total_self = float(np.sum(summ.stats.self_ms)) + sum(r.ms for r in summ.no_js)
+    assert total_self == pytest.approx(summ.total_ms)

@@ -1,0 +1,74 @@
+"""`jsprof report` / `convert` / `formats` end to end, in a subprocess like a user runs them."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import jsprof
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+
+
+def run(*args, ok=True):
+    p = subprocess.run([*JSPROF, *map(str, args)], capture_output=True, text=True, timeout=120)
+    if ok:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def test_report_table(data):
+    out = run("report", data / "chromium" / "trace-basic.json", "--top", "5").stdout
+    lines = out.splitlines()
+    first_rows = [ln for ln in lines if "busyLoop" in ln or "fib" in ln]
+    assert "busyLoop" in first_rows[0] and "fib" in first_rows[1]
+    assert "page.html?exp=basic:14:18" in out  # resource:line:column
+
+
+def test_report_json_matches_analysis(data):
+    rows = json.loads(run("report", data / "chromium" / "trace-idle.json", "--json").stdout)
+    assert rows["total_samples"] == 96
+    names = [r["name"] for r in rows["rows"]]
+    assert "(no JavaScript)" in names and names[0] == "busyLoop"
+    assert sum(r["self_ms"] for r in rows["rows"]) == pytest.approx(rows["total_ms"], abs=0.05)
+
+
+def test_report_tree(data):
+    out = run("report", data / "chromium" / "trace-basic.json", "--tree").stdout
+    assert out.splitlines()[0].lstrip("└─ ").startswith("100.0%")
+    assert "workload" in out and "extInner" in out
+    tree = json.loads(
+        run("report", data / "chromium" / "trace-basic.json", "--tree", "--json").stdout
+    )
+    (root,) = tree["tree"]
+    assert root["children"][0]["name"] == "basic"
+
+
+def test_report_by_line_without_lines_is_a_clear_error(data):
+    p = run("report", data / "chromium" / "trace-basic.json", "--by", "line", ok=False)
+    assert p.returncode == 2 and "has no per-sample line data" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_bad_flag_is_usage_error(data):
+    p = run("report", data / "chromium" / "trace-basic.json", "--top", "0", ok=False)
+    assert p.returncode == 2 and "must be at least 1" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_convert_round_trip_and_stdout(data, tmp_path):
+    out = tmp_path / "c.json.gz"
+    run("convert", data / "chromium" / "trace-builtins.json", out)
+    assert jsprof.load(out) == jsprof.load(data / "chromium" / "trace-builtins.json")
+    p = run("convert", out, "-")
+    assert json.loads(p.stdout)["jsprof"]["formatVersion"] == 1
+
+
+def test_convert_unknown_format(data, tmp_path):
+    p = run("convert", data / "chromium" / "trace-idle.json", tmp_path / "x.bin", ok=False)
+    assert p.returncode == 2 and "pass --format" in p.stderr
+    assert not (tmp_path / "x.bin").exists()
+
+
+def test_formats_lists_jsprof():
+    assert "jsprof" in run("formats").stdout

@@ -1,0 +1,71 @@
+"""TraceBuilder follows the spec's "get an element ID" / "get a stack ID" and the buffer limit."""
+
+import numpy as np
+
+from jsprof.trace import NONE, ProfilerFrame, TraceBuilder
+
+
+def test_equal_resources_and_frames_get_the_existing_id():
+    b = TraceBuilder()
+    r0 = b.resource_id("file:///a.js")
+    r1 = b.resource_id("file:///b.js")
+    assert b.resource_id("file:///a.js") == r0 != r1
+    f = b.frame_id("f", r0, 1, 10)
+    assert b.frame_id("f", r0, 1, 10) == f
+    # Component-wise: any differing member makes a new frame.
+    others = {
+        b.frame_id("f", r1, 1, 10),
+        b.frame_id("f", r0, 2, 10),
+        b.frame_id("f", r0, 1, 11),
+        b.frame_id("g", r0, 1, 10),
+        b.frame_id("f", None, 1, 10),
+    }
+    assert f not in others and len(others) == 5
+    t = b.build()
+    assert t.resources == ["file:///a.js", "file:///b.js"]
+    assert t.frames[f] == ProfilerFrame("f", r0, 1, 10)
+
+
+def test_stack_ids_are_shared_by_common_prefixes():
+    b = TraceBuilder()
+    a, c, d = (b.frame_id(n) for n in "acd")
+    s1 = b.stack_id([a, c])
+    s2 = b.stack_id([a, d])
+    s3 = b.stack_id([a, c])
+    assert s1 == s3 and s1 != s2
+    t = b.build()
+    assert t.num_stacks == 3  # a, a>c, a>d
+    assert t.stack_frames(s1) == [a, c] and t.stack_frames(s2) == [a, d]
+    # Parents always precede children.
+    assert all(p < i for i, p in enumerate(t.stack_parent.tolist()) if p != NONE)
+
+
+def test_undefined_frames_are_skipped_and_empty_stack_has_no_id():
+    b = TraceBuilder()
+    a, c = b.frame_id("a"), b.frame_id("c")
+    assert b.stack_id([a, None, c]) == b.stack_id([a, c])
+    assert b.stack_id([None, None]) is None
+    assert b.stack_id([]) is None
+
+
+def test_sample_buffer_limit():
+    b = TraceBuilder(max_buffer_size=3)
+    s = b.stack_id([b.frame_id("a")])
+    assert [b.add_sample(float(i), s) for i in range(5)] == [True, True, True, False, False]
+    assert b.full and len(b) == 3
+    assert b.build().num_samples == 3
+
+
+def test_markers_and_lines_are_optional_columns():
+    b = TraceBuilder()
+    s = b.stack_id([b.frame_id("a")])
+    b.add_sample(0.0, s)
+    t = b.build()
+    assert t.sample_marker is None and t.sample_line is None
+    b.add_sample(1.0, None, marker="gc")
+    b.add_sample(2.0, s, line=7)
+    t = b.build()
+    assert t.sample_marker.tolist() == [NONE, 1, NONE]
+    assert t.sample_line.tolist() == [0, 0, 7]
+    assert t.sample_stack.tolist() == [s, NONE, s]
+    assert np.array_equal(t.sample_time, [0.0, 1.0, 2.0])
