@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test lint bench clean chromium
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,7 +16,11 @@ demo: $(STAMP)
 	mkdir -p demo-out
 	$(VENV)/bin/jsprof report tests/data/chromium/trace-basic.json --top 15
 
-test: $(STAMP)
+# The flame graph tests render HTML in headless Chromium; install it once (CI runs as root).
+chromium:
+	@test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
+
+test: $(STAMP) chromium
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
