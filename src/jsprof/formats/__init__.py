@@ -54,10 +54,13 @@ def _looks_like_json(data: bytes) -> bool:
 
 
 def read_any(data: bytes, source: str) -> Recording:
-    doc = tracefile.parse_json(data, source) if _looks_like_json(data) else None
-    for fmt in FORMATS.values():
-        if fmt.read is not None and fmt.sniff is not None and fmt.sniff(data, doc):
-            return fmt.read(data, doc, source)
+    with tracefile.gc_paused():
+        doc = tracefile.parse_json(data, source) if _looks_like_json(data) else None
+        for fmt in FORMATS.values():
+            if fmt.read is not None and fmt.sniff is not None and fmt.sniff(data, doc):
+                rec = fmt.read(data, doc, source)
+                del doc  # freed while the GC is still paused
+                return rec
     readable = ", ".join(n for n, f in FORMATS.items() if f.read)
     raise TraceFormatError(
         f"{source}: not a trace format jsprof reads ({readable}); see `jsprof formats`"
@@ -83,3 +86,7 @@ def writer_for(path: str, format: str | None) -> Format:
             return FORMATS["jsprof"]
         raise UsageError(f"cannot tell the output format from {path!r}; pass --format")
     return best[0]
+
+
+# Format modules register themselves on import; imported last because they use register().
+from . import cpuprofile  # noqa: E402,F401
