@@ -1,0 +1,258 @@
+"""Compare two profiles: per-function change in self and total share, and per call path.
+
+Shares, not milliseconds: two runs rarely last equally long, so a function is compared by
+the fraction of its profile's time it took (percent of all samples, with and without
+JavaScript). Functions are matched by name and resource only — not line or column — so
+an edit elsewhere in a file, which moves every function below it, does not break the
+match. The cost: same-named functions of one resource (typically anonymous ones) are
+compared as one. Resources are compared without their query string and fragment:
+cache busters (`app.js?v=41`) change from build to build while the code stays put.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from ..errors import UsageError
+from ..trace import NONE, ProfilerTrace, Recording
+from .calltree import CallTree
+from .profile import KeyTable, _accumulate_track, _empty, sample_weights
+
+
+class NameKey(NamedTuple):
+    """What a function is matched by across two profiles."""
+
+    name: str
+    resource: str | None
+
+    def label(self) -> str:
+        return self.name or "(anonymous)"
+
+
+def match_resource(url: str | None) -> str | None:
+    """The part of a resource URL that identifies the code: no `?query`, no `#fragment`."""
+    if url is None:
+        return None
+    return url.split("#", 1)[0].split("?", 1)[0] or url
+
+
+def _frame_name_keys(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
+    res = [match_resource(r) for r in trace.resources]
+    ids = [
+        table.intern(NameKey(f.name, None if f.resource_id is None else res[f.resource_id]))
+        for f in trace.frames
+    ]
+    return np.asarray(ids, dtype=np.int64)
+
+
+def _shares(rec: Recording, track: str | None) -> tuple[dict[NameKey, tuple[float, float]], float]:
+    """Self and total share (percent of all time) per NameKey, and the total time in ms."""
+    tracks = [rec.track(track)] if track is not None else list(rec.tracks)
+    table = KeyTable()
+    frame_keys = [_frame_name_keys(t.trace, table) for t in tracks]
+    weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
+    acc = _empty(len(table))
+    # The same accumulation `summarize` uses, keyed by NameKey, so recursion (and two
+    # same-named functions calling each other) counts once per sample in the total.
+    for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
+        _accumulate_track(t, fk, len(table), acc, w)
+    total = float(sum(w.sum() for w in weights))
+    scale = 100.0 / total if total > 0 else 0.0
+    self_ms, total_ms = acc[0], acc[1]
+    return (
+        {
+            k: (float(self_ms[i]) * scale, float(total_ms[i]) * scale)
+            for i, k in enumerate(table.keys)
+        },
+        total,
+    )
+
+
+@dataclass
+class FunctionChange:
+    """One function's share in BASE and NEW (percent of all time) and the change in points."""
+
+    key: NameKey
+    base_self: float
+    base_total: float
+    new_self: float
+    new_total: float
+    status: str  # "new" (only in NEW), "removed" (only in BASE) or "" (in both)
+
+    @property
+    def d_self(self) -> float:
+        """Change in self share, percentage points."""
+        return self.new_self - self.base_self
+
+    @property
+    def d_total(self) -> float:
+        return self.new_total - self.base_total
+
+    def relative(self, metric: str) -> float:
+        """Relative change of the share in percent (inf when it appeared from nothing)."""
+        base = self.base_self if metric == "self" else self.base_total
+        new = self.new_self if metric == "self" else self.new_total
+        if base > 0:
+            return 100.0 * (new - base) / base
+        return math.inf if new > 0 else 0.0
+
+    @property
+    def impact(self) -> float:
+        """Sort key: the larger of the two absolute changes."""
+        return max(abs(self.d_self), abs(self.d_total))
+
+
+@dataclass
+class ProfileDiff:
+    base_total_ms: float
+    new_total_ms: float
+    rows: list[FunctionChange]  # sorted by impact, largest first
+
+    def find(self, name: str) -> list[FunctionChange]:
+        """Rows whose function is called `name` (any resource); `*` matches every row."""
+        if name == "*":
+            return list(self.rows)
+        return [r for r in self.rows if r.key.name == name or r.key.label() == name]
+
+
+def diff_profiles(base: Recording, new: Recording, track: str | None = None) -> ProfileDiff:
+    """Per-function change in self and total share from BASE to NEW, largest change first."""
+    b, b_total = _shares(base, track)
+    n, n_total = _shares(new, track)
+    rows = []
+    for key in list(n) + [k for k in b if k not in n]:
+        bs, bt = b.get(key, (0.0, 0.0))
+        ns, nt = n.get(key, (0.0, 0.0))
+        status = "new" if key not in b else "removed" if key not in n else ""
+        rows.append(FunctionChange(key, bs, bt, ns, nt, status))
+    # Ties (often exact zeros) fall back to name so the order is stable across runs.
+    rows.sort(key=lambda r: (-r.impact, -abs(r.d_self), r.key.name, r.key.resource or ""))
+    return ProfileDiff(b_total, n_total, rows)
+
+
+# ---- per call path, for the differential flame graph --------------------------------------
+
+
+@dataclass
+class TreeChange:
+    """Per node of NEW's call tree: change of its call path's shares vs BASE, in points.
+
+    A path is the chain of (name, resource) from the root, so nodes are matched the same
+    way functions are. `in_base` is False for paths BASE never took.
+    """
+
+    d_self: np.ndarray
+    d_total: np.ndarray
+    in_base: np.ndarray
+
+
+def _path_shares(tree: CallTree, paths: dict) -> tuple[np.ndarray, dict[int, list[float]]]:
+    """Path id per node (interning into `paths`) and self/total share per path id."""
+    fkeys = [NameKey(f.name, match_resource(f.resource)) for f in tree.functions]
+    n = len(tree.parent)
+    path_of = np.empty(n, dtype=np.int64)
+    scale = 100.0 / tree.total_time if tree.total_time > 0 else 0.0
+    sums: dict[int, list[float]] = {}
+    parents = tree.parent.tolist()
+    funcs = tree.function.tolist()
+    self_ms = tree.self_ms.tolist()
+    total_ms = tree.total_ms.tolist()
+    # build_call_tree creates nodes level by level, so a parent always precedes its children.
+    for i in range(n):
+        p = parents[i]
+        key = (NONE if p == NONE else int(path_of[p]), fkeys[funcs[i]])
+        pid = paths.setdefault(key, len(paths))
+        path_of[i] = pid
+        acc = sums.setdefault(pid, [0.0, 0.0])
+        # Sibling nodes on one path (same name and resource, different line) add up.
+        acc[0] += self_ms[i] * scale
+        acc[1] += total_ms[i] * scale
+    return path_of, sums
+
+
+def tree_changes(base: CallTree, new: CallTree) -> TreeChange:
+    """For each node of NEW's tree, how its call path's self and total share changed."""
+    paths: dict = {}
+    _, b_sums = _path_shares(base, paths)
+    n_path, n_sums = _path_shares(new, paths)
+    d_self = np.zeros(len(n_path))
+    d_total = np.zeros(len(n_path))
+    in_base = np.zeros(len(n_path), dtype=bool)
+    for i, pid in enumerate(n_path.tolist()):
+        ns, nt = n_sums[pid]
+        bs, bt = b_sums.get(pid, (0.0, 0.0))
+        d_self[i] = ns - bs
+        d_total[i] = nt - bt
+        in_base[i] = pid in b_sums
+    return TreeChange(d_self, d_total, in_base)
+
+
+# ---- CI gate: --fail-if 'fib:self>+5pp' ---------------------------------------------------
+
+_GATE = re.compile(
+    r"^(?P<name>.+):(?P<metric>self|total)\s*(?P<op>[<>])\s*"
+    r"(?P<value>[+-]?\d+(?:\.\d+)?)\s*(?P<unit>pp|%)$"
+)
+
+
+@dataclass
+class Gate:
+    """`NAME:METRIC>VALUE(pp|%)`: fail when NAME's change exceeds VALUE (or is below, `<`)."""
+
+    spec: str
+    name: str
+    metric: str  # "self" or "total"
+    op: str  # ">" or "<"
+    value: float
+    unit: str  # "pp" (percentage points of share) or "%" (relative change of the share)
+
+    def change(self, row: FunctionChange) -> float:
+        if self.unit == "pp":
+            return row.d_self if self.metric == "self" else row.d_total
+        return row.relative(self.metric)
+
+    def violated_by(self, row: FunctionChange) -> bool:
+        c = self.change(row)
+        return c > self.value if self.op == ">" else c < self.value
+
+
+def parse_gate(spec: str) -> Gate:
+    """Parse a --fail-if rule; a malformed one is a UsageError that shows the syntax."""
+    m = _GATE.match(spec.strip())
+    if not m:
+        raise UsageError(
+            f"--fail-if {spec!r}: expected NAME:self|total>CHANGE with CHANGE in pp or %, "
+            "e.g. 'fib:self>+5pp' or 'render:total>+20%'"
+        )
+    return Gate(spec, m["name"].strip(), m["metric"], m["op"], float(m["value"]), m["unit"])
+
+
+def _fmt_change(gate: Gate, row: FunctionChange) -> str:
+    c = gate.change(row)
+    if math.isinf(c):
+        return "new"
+    return f"{c:+.2f}{gate.unit}"
+
+
+def check_gates(diff: ProfileDiff, gates: list[Gate]) -> list[str]:
+    """One line per rule a function broke, naming the function, its change and the rule."""
+    out = []
+    for g in gates:
+        for row in diff.find(g.name):
+            if g.violated_by(row):
+                where = f" ({row.key.resource})" if row.key.resource else ""
+                before, after = (
+                    (row.base_self, row.new_self)
+                    if g.metric == "self"
+                    else (row.base_total, row.new_total)
+                )
+                out.append(
+                    f"{row.key.label()}{where}: {g.metric} share {before:.2f}% -> {after:.2f}%"
+                    f" ({_fmt_change(g, row)}) breaks --fail-if {g.spec!r}"
+                )
+    return out
