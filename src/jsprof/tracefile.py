@@ -15,6 +15,9 @@ from __future__ import annotations
 
 import gc
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -32,10 +35,26 @@ MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
 _ABSENT = -(2**40)
 
 
-def parse_json(data: bytes, source: str) -> Any:
-    """orjson.loads with GC paused (it is 2-3x faster on node-heavy files) and a clear error."""
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic GC while a parsed document is alive.
+
+    A parse allocates millions of dicts; with the GC on, each young-generation pass walks
+    them all (2-3x slower on node-heavy files). Re-enabling right after the parse only
+    moves that cost to the next allocation, so the pause must cover the whole read, until
+    the document is freed.
+    """
     enabled = gc.isenabled()
     gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def parse_json(data: bytes, source: str) -> Any:
+    """orjson.loads with a clear one-line error. Call it inside `gc_paused()`."""
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -45,9 +64,6 @@ def parse_json(data: bytes, source: str) -> Any:
                 f"{source}: JSON nesting deeper than 1024 levels; no trace format nests that deep"
             ) from None
         raise TraceFormatError(f"{source}: not valid JSON ({e}); is this a trace file?") from None
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def is_profiler_trace(doc: Any) -> bool:
@@ -201,13 +217,29 @@ def _read_stacks(ctx: _Ctx, doc: dict, n_frames: int) -> tuple[np.ndarray, np.nd
     return parent.astype(np.int32), frame.astype(np.int32)
 
 
+_get_timestamp = itemgetter("timestamp")
+_get_stack_id = itemgetter("stackId")
+
+
+def _stack_ids(samples: list) -> list:
+    """stackId per sample, _ABSENT where the key is missing.
+
+    Busy traces often have a stackId on every sample: map(itemgetter) is ~30 % faster than
+    a comprehension with dict.get, so try it first and fall back at the first idle sample.
+    """
+    try:
+        return list(map(_get_stack_id, samples))
+    except KeyError:
+        return [s.get("stackId", _ABSENT) for s in samples]
+
+
 def _read_samples(
     ctx: _Ctx, doc: dict, n_stacks: int, has_markers: bool
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     samples = _table(ctx, doc, "samples")
     try:
-        times = np.array([s["timestamp"] for s in samples])
-        stack = _int_column([s.get("stackId", _ABSENT) for s in samples], "stackId")
+        times = np.array(list(map(_get_timestamp, samples)))
+        stack = _int_column(_stack_ids(samples), "stackId")
     except (KeyError, TypeError, AttributeError):
         times, stack = None, None
     if times is None or (len(samples) and times.dtype.kind not in "if"):
@@ -222,7 +254,7 @@ def _read_samples(
                 )
                 raise ctx.error(f"{where}.timestamp", got)
         raise ctx.error("samples", "malformed")  # pragma: no cover
-    times = times.astype(np.float64)
+    times = times.astype(np.float64, copy=False)
     finite = np.isfinite(times)
     if not finite.all():
         i = int(np.argmin(finite))
