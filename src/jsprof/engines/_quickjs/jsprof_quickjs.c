@@ -1,0 +1,1550 @@
+/*
+ * jsprof._quickjs: QuickJS-ng embedded in Python, with a sampling profiler.
+ *
+ * We #include quickjs.c (patched at build time, see quickjs.patch) to reach the
+ * interpreter's internals: the stack frame chain, the interrupt counter, the bytecode's
+ * pc-to-line table.
+ *
+ * Sampler design (measured in notes/ENGINES.md):
+ *  - One sampler per runtime. A timer thread wakes at each interval ("due time") on an
+ *    absolute CLOCK_MONOTONIC grid. If the runtime is running JavaScript it marks a tick
+ *    pending and zeroes every context's interrupt counter, so the interpreter calls our
+ *    interrupt handler at its next poll (function entry or backward jump). If the runtime
+ *    is idle (not inside JS: event loop waiting, or Python doing other work) the timer
+ *    thread records an empty sample itself.
+ *  - The interrupt handler (owner thread) walks rt->current_stack_frame and appends raw
+ *    (function object, pc) pairs into preallocated buffers: no allocation, no strings, no
+ *    JS calls. Stacks are delta-encoded against the previous captured stack (common
+ *    root prefix kept), so an hour at 1 ms fits in a few hundred MB of *virtual* memory
+ *    (mmap'ed lazily). Each stored function is ref-counted so it stays alive until drained.
+ *  - Built-in (C) functions never poll. The patch calls JSPROF_NATIVE_RETURN when a C
+ *    function returns; if a tick came due meanwhile (counter <= 0 and ticks pending) we
+ *    capture right there, where the stack is the JS caller's: time in JSON.parse/sort/
+ *    regex is charged to the function that called it, not to whatever runs next.
+ *  - Draining (owner thread) symbolises: names via the closure's own `name` data property,
+ *    files, lines and columns via the bytecode, and interns stacks into a (parent, func)
+ *    trie. Python gets flat arrays.
+ *  - Several profiler sessions (issue 4) will share this one sampler: the interval can be
+ *    changed while running (sampler_set_interval) and drain() can be called repeatedly;
+ *    each drain returns only new samples, so a session layer can fan them out.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+struct JSContext;
+static void jsprof_native_return(struct JSContext *ctx);
+/* a built-in returned: only when the interrupt counter was zeroed by the timer thread */
+#define JSPROF_NATIVE_RETURN(ctx)                                  \
+    do {                                                           \
+        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0))    \
+            jsprof_native_return(ctx);                             \
+    } while (0)
+
+#include "quickjs.c"
+
+/* ------------------------------------------------------------------------- clocks */
+
+static inline double mono_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    /* same clock and formula as quickjs-ng's performance.now() (js__hrtime_ns) */
+    return (double)((uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec) / 1e6;
+}
+
+static inline double real_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_REALTIME, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static void ms_to_timespec(double ms, struct timespec *ts)
+{
+    double sec = ms / 1e3;
+    ts->tv_sec = (time_t)sec;
+    ts->tv_nsec = (long)((sec - (double)ts->tv_sec) * 1e9);
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+    if (ts->tv_nsec < 0)
+        ts->tv_nsec = 0;
+}
+
+/* ------------------------------------------------------------------------- sampler */
+
+#define SAMPLE_IDLE 0x80000000u     /* no JS on the stack */
+#define SAMPLE_DEFERRED 0x40000000u /* tick came due before the capture point (native call) */
+#define SAMPLE_NATIVE 0x20000000u   /* captured when a built-in returned */
+#define SAMPLE_NNEW_MASK 0x1fffffffu
+#define MAX_DEPTH 16384
+#define MAX_CTX 16
+
+typedef struct {
+    double due;        /* when the tick was due (performance.now() ms) */
+    double cap;        /* when the stack was captured */
+    uint32_t keep;     /* frames kept from the previous captured stack (root first) */
+    uint32_t nnew;     /* new frames appended + flags */
+} RawSample;
+
+typedef struct {
+    JSObject *fn;
+    uint32_t pc;
+} RawFrame;
+
+typedef struct Sampler {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    pthread_t thread;
+    int thread_started;
+    int running;          /* under lock */
+    double interval_ms;   /* under lock */
+    int interval_changed; /* under lock */
+
+    RawSample *samples;
+    size_t nsamples, cap_samples, map_samples;
+    RawFrame *frames;
+    size_t nframes, cap_frames, map_frames;
+    RawFrame *walk, *prev;
+    uint32_t prev_depth;
+
+    atomic_int pending; /* ticks due, not yet captured */
+    double pending_first_due, pending_last_due;
+    int idle;           /* under lock: runtime not executing JS */
+    int full;
+    uint64_t dropped;
+    uint64_t native_captures;
+
+    JSContext *ctxs[MAX_CTX];
+    int nctx;
+    double time_origin_mono; /* ctx->time_origin: performance.now() == mono_ms() - this */
+} Sampler;
+
+static inline double sampler_now(Sampler *s)
+{
+    return mono_ms() - s->time_origin_mono;
+}
+
+static void *map_zero(size_t bytes)
+{
+    /* lazily committed: untouched pages cost nothing, so the default hour-long buffer is
+       cheap for short runs */
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* lock held */
+static int sampler_push(Sampler *s, double due, double cap, uint32_t keep, uint32_t nnew)
+{
+    RawSample *r;
+    if (s->nsamples >= s->cap_samples) {
+        s->full = 1;
+        s->dropped++;
+        return -1;
+    }
+    r = &s->samples[s->nsamples++];
+    r->due = due;
+    r->cap = cap;
+    r->keep = keep;
+    r->nnew = nnew;
+    return 0;
+}
+
+/* lock held, owner thread: record `pending` ticks with the current JS stack */
+static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
+{
+    int n = atomic_exchange(&s->pending, 0);
+    JSStackFrame *sf;
+    uint32_t d = 0, i, keep, nnew;
+    double now, first, last;
+
+    if (n <= 0 || s->full)
+        return;
+    now = sampler_now(s);
+    for (sf = rt->current_stack_frame; sf && d < MAX_DEPTH; sf = sf->prev_frame) {
+        JSObject *p;
+        JSFunctionBytecode *b;
+        uint32_t pc = 0;
+        if (JS_VALUE_GET_TAG(sf->cur_func) != JS_TAG_OBJECT)
+            continue;
+        p = JS_VALUE_GET_OBJ(sf->cur_func);
+        if (!js_class_has_bytecode(p->class_id))
+            continue; /* built-in (C) functions are not frames */
+        b = p->u.func.function_bytecode;
+        if (sf->cur_pc && sf->cur_pc >= b->byte_code_buf &&
+            sf->cur_pc <= b->byte_code_buf + b->byte_code_len)
+            pc = (uint32_t)(sf->cur_pc - b->byte_code_buf);
+        s->walk[d].fn = p;
+        s->walk[d].pc = pc;
+        d++;
+    }
+    /* walk is leaf first; compare root first against the previous stack */
+    keep = 0;
+    while (keep < d && keep < s->prev_depth &&
+           s->prev[keep].fn == s->walk[d - 1 - keep].fn &&
+           s->prev[keep].pc == s->walk[d - 1 - keep].pc)
+        keep++;
+    nnew = d - keep;
+    if (s->nframes + nnew > s->cap_frames) {
+        s->full = 1;
+        s->dropped += n;
+        return;
+    }
+    for (i = keep; i < d; i++) {
+        RawFrame f = s->walk[d - 1 - i];
+        js_dup(JS_MKPTR(JS_TAG_OBJECT, f.fn)); /* keep it alive until drained */
+        s->frames[s->nframes++] = f;
+        s->prev[i] = f;
+    }
+    s->prev_depth = d;
+    if (native)
+        s->native_captures++;
+    first = s->pending_first_due;
+    last = s->pending_last_due;
+    /* n ticks came due since the last capture point; no poll happened in between, so the
+       stack at each of those due times is this one (typically: inside a built-in called
+       from here). Earlier ones are stamped at their due time, the last at capture time. */
+    for (int k = 0; k < n; k++) {
+        double due = n > 1 ? first + (last - first) * k / (n - 1) : last;
+        uint32_t flags = (k < n - 1 ? SAMPLE_DEFERRED : 0) | (native ? SAMPLE_NATIVE : 0);
+        if (sampler_push(s, due, now, k == 0 ? keep : d, (k == 0 ? nnew : 0) | flags) < 0)
+            return;
+    }
+}
+
+/* lock held: ticks pending when JS stops running have no stack left to charge */
+static void sampler_flush_pending_idle_locked(Sampler *s)
+{
+    int n = atomic_exchange(&s->pending, 0);
+    double now = sampler_now(s);
+    for (int k = 0; k < n; k++) {
+        double due = n > 1 ? s->pending_first_due +
+                                 (s->pending_last_due - s->pending_first_due) * k / (n - 1)
+                           : s->pending_last_due;
+        sampler_push(s, due, now, 0, SAMPLE_IDLE);
+    }
+}
+
+static void *sampler_thread(void *arg)
+{
+    Sampler *s = arg;
+    sigset_t all;
+    double next;
+    struct timespec ts;
+
+    /* signals (SIGINT) belong to the Python main thread, never to us */
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, NULL);
+
+    pthread_mutex_lock(&s->lock);
+    next = mono_ms() + s->interval_ms;
+    while (s->running) {
+        int rc;
+        ms_to_timespec(next, &ts);
+        rc = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        if (!s->running)
+            break;
+        if (s->interval_changed) {
+            s->interval_changed = 0;
+            next = mono_ms() + s->interval_ms;
+            continue;
+        }
+        if (rc != ETIMEDOUT)
+            continue;
+        {
+            double due = next - s->time_origin_mono;
+            double now = mono_ms();
+            if (!s->full) {
+                if (s->idle) {
+                    sampler_push(s, due, now - s->time_origin_mono, 0, SAMPLE_IDLE);
+                } else {
+                    if (atomic_load(&s->pending) == 0)
+                        s->pending_first_due = due;
+                    s->pending_last_due = due;
+                    atomic_fetch_add(&s->pending, 1);
+                    /* benign race with the interpreter's --counter: a lost write only
+                       delays the capture by one natural poll gap */
+                    for (int i = 0; i < s->nctx; i++)
+                        *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+                }
+            }
+            next += s->interval_ms;
+            if (next < now) /* fell behind (CPU contention): skip missed grid points */
+                next += s->interval_ms * (double)(int64_t)((now - next) / s->interval_ms + 1);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+/* ------------------------------------------------------------------------- host */
+
+typedef struct Timer {
+    struct Timer *next;
+    int64_t id;
+    double when; /* mono ms */
+    double interval; /* < 0: one-shot */
+    JSValue func;
+    int argc;
+    JSValue *argv;
+} Timer;
+
+typedef struct {
+    JSValue promise, reason;
+} Rejection;
+
+#define MAX_REJECTIONS 64
+
+typedef struct Host {
+    JSRuntime *rt;
+    JSContext *ctx;
+    Sampler s;
+    Timer *timers;
+    int64_t next_timer_id;
+    atomic_int interrupt_req;
+    int catch_sigint;
+    int busy;
+    Rejection rej[MAX_REJECTIONS];
+    int nrej;
+    double time_origin_epoch;
+    /* error of the last run, converted to Python after the GIL is back */
+    int err_kind; /* 0 none, 1 JS error, 2 interrupted, 3 host error */
+    char *err_name, *err_message, *err_stack;
+} Host;
+
+static volatile sig_atomic_t g_sigint;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    g_sigint = 1;
+}
+
+static inline int host_interrupted(Host *h)
+{
+    return atomic_load_explicit(&h->interrupt_req, memory_order_relaxed) ||
+           (h->catch_sigint && g_sigint);
+}
+
+static int interrupt_handler(JSRuntime *rt, void *opaque)
+{
+    Host *h = opaque;
+    if (atomic_load_explicit(&h->s.pending, memory_order_relaxed) > 0) {
+        pthread_mutex_lock(&h->s.lock);
+        sampler_capture_locked(&h->s, rt, 0);
+        pthread_mutex_unlock(&h->s.lock);
+    }
+    /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
+    return host_interrupted(h);
+}
+
+static void jsprof_native_return(struct JSContext *ctx)
+{
+    Host *h = JS_GetRuntimeOpaque(ctx->rt);
+    if (!h || atomic_load_explicit(&h->s.pending, memory_order_relaxed) <= 0)
+        return;
+    pthread_mutex_lock(&h->s.lock);
+    sampler_capture_locked(&h->s, ctx->rt, 1);
+    pthread_mutex_unlock(&h->s.lock);
+    if (!host_interrupted(h)) /* else leave it at 0 so the next poll throws promptly */
+        ctx->interrupt_counter = JS_INTERRUPT_COUNTER_INIT;
+}
+
+static void host_set_idle(Host *h, int idle)
+{
+    pthread_mutex_lock(&h->s.lock);
+    if (idle)
+        sampler_flush_pending_idle_locked(&h->s);
+    h->s.idle = idle;
+    pthread_mutex_unlock(&h->s.lock);
+}
+
+static void write_all(int fd, const char *buf, size_t len)
+{
+    while (len > 0) {
+        ssize_t n = write(fd, buf, len);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        buf += n;
+        len -= (size_t)n;
+    }
+}
+
+/* console.* formatting: strings as-is, Errors by their stack, plain objects as JSON */
+static JSValue js_console_write(JSContext *ctx, JSValueConst this_val, int argc,
+                                JSValueConst *argv, int magic)
+{
+    DynBuf db;
+    dbuf_init(&db);
+    for (int i = 0; i < argc; i++) {
+        JSValueConst v = argv[i];
+        const char *str = NULL;
+        size_t len = 0;
+        JSValue tmp = JS_UNDEFINED;
+        if (i)
+            dbuf_putc(&db, ' ');
+        if (JS_IsObject(v) && !JS_IsFunction(ctx, v)) {
+            if (JS_IsError(v)) {
+                JSValue st = JS_GetPropertyStr(ctx, v, "stack");
+                JSValue s0 = JS_ToString(ctx, v);
+                str = JS_ToCStringLen(ctx, &len, s0);
+                if (str) {
+                    dbuf_put(&db, (const uint8_t *)str, len);
+                    JS_FreeCString(ctx, str);
+                }
+                JS_FreeValue(ctx, s0);
+                if (JS_IsString(st)) {
+                    str = JS_ToCStringLen(ctx, &len, st);
+                    if (str) {
+                        dbuf_putc(&db, '\n');
+                        dbuf_put(&db, (const uint8_t *)str, len);
+                        /* stack text ends with a newline already */
+                        if (len && str[len - 1] == '\n')
+                            db.size--;
+                        JS_FreeCString(ctx, str);
+                    }
+                }
+                JS_FreeValue(ctx, st);
+                continue;
+            }
+            tmp = JS_JSONStringify(ctx, v, JS_UNDEFINED, JS_UNDEFINED);
+            if (JS_IsException(tmp)) {
+                JS_FreeValue(ctx, JS_GetException(ctx));
+                tmp = JS_UNDEFINED;
+            }
+        }
+        str = JS_ToCStringLen(ctx, &len, JS_IsString(tmp) ? (JSValueConst)tmp : v);
+        JS_FreeValue(ctx, tmp);
+        if (!str) {
+            JS_FreeValue(ctx, JS_GetException(ctx));
+            continue;
+        }
+        dbuf_put(&db, (const uint8_t *)str, len);
+        JS_FreeCString(ctx, str);
+    }
+    dbuf_putc(&db, '\n');
+    write_all(magic ? 2 : 1, (const char *)db.buf, db.size);
+    dbuf_free(&db);
+    return JS_UNDEFINED;
+}
+
+static JSValue js_set_timer(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv,
+                            int magic)
+{
+    Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
+    double delay = 0;
+    Timer *t, **pp;
+    if (argc < 1 || !JS_IsFunction(ctx, argv[0]))
+        return JS_ThrowTypeError(ctx, "callback must be a function");
+    if (argc > 1 && JS_ToFloat64(ctx, &delay, argv[1]))
+        return JS_EXCEPTION;
+    if (!(delay >= 0) || isnan(delay))
+        delay = 0;
+    t = js_mallocz(ctx, sizeof(*t));
+    if (!t)
+        return JS_EXCEPTION;
+    t->id = ++h->next_timer_id;
+    t->when = mono_ms() + delay;
+    t->interval = magic ? (delay < 1 ? 1 : delay) : -1;
+    t->func = js_dup(argv[0]);
+    t->argc = argc > 2 ? argc - 2 : 0;
+    if (t->argc) {
+        t->argv = js_malloc(ctx, sizeof(JSValue) * t->argc);
+        for (int i = 0; i < t->argc; i++)
+            t->argv[i] = js_dup(argv[i + 2]);
+    }
+    /* keep the list sorted by due time, FIFO among equals */
+    for (pp = &h->timers; *pp && (*pp)->when <= t->when; pp = &(*pp)->next)
+        ;
+    t->next = *pp;
+    *pp = t;
+    return JS_NewInt64(ctx, t->id);
+}
+
+static void timer_free(JSRuntime *rt, Timer *t)
+{
+    JS_FreeValueRT(rt, t->func);
+    for (int i = 0; i < t->argc; i++)
+        JS_FreeValueRT(rt, t->argv[i]);
+    js_free_rt(rt, t->argv);
+    js_free_rt(rt, t);
+}
+
+static JSValue js_clear_timer(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
+    int64_t id;
+    if (argc < 1 || JS_ToInt64(ctx, &id, argv[0]))
+        return JS_UNDEFINED;
+    for (Timer **pp = &h->timers; *pp; pp = &(*pp)->next) {
+        if ((*pp)->id == id) {
+            Timer *t = *pp;
+            *pp = t->next;
+            timer_free(JS_GetRuntime(ctx), t);
+            break;
+        }
+    }
+    return JS_UNDEFINED;
+}
+
+static void rejection_tracker(JSContext *ctx, JSValueConst promise, JSValueConst reason,
+                              bool is_handled, void *opaque)
+{
+    Host *h = opaque;
+    if (!is_handled) {
+        if (h->nrej < MAX_REJECTIONS) {
+            h->rej[h->nrej].promise = js_dup(promise);
+            h->rej[h->nrej].reason = js_dup(reason);
+            h->nrej++;
+        }
+    } else {
+        for (int i = 0; i < h->nrej; i++) {
+            if (JS_VALUE_GET_PTR(h->rej[i].promise) == JS_VALUE_GET_PTR(promise)) {
+                JS_FreeValue(ctx, h->rej[i].promise);
+                JS_FreeValue(ctx, h->rej[i].reason);
+                h->rej[i] = h->rej[--h->nrej];
+                break;
+            }
+        }
+    }
+}
+
+static void clear_rejections(Host *h)
+{
+    for (int i = 0; i < h->nrej; i++) {
+        JS_FreeValue(h->ctx, h->rej[i].promise);
+        JS_FreeValue(h->ctx, h->rej[i].reason);
+    }
+    h->nrej = 0;
+}
+
+static char *dup_js_string(JSContext *ctx, JSValueConst v)
+{
+    size_t len;
+    const char *s = JS_ToCStringLen(ctx, &len, v);
+    char *r;
+    if (!s) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        return strdup("");
+    }
+    r = malloc(len + 1);
+    memcpy(r, s, len);
+    r[len] = 0;
+    JS_FreeCString(ctx, s);
+    return r;
+}
+
+static void host_clear_error(Host *h)
+{
+    free(h->err_name);
+    free(h->err_message);
+    free(h->err_stack);
+    h->err_name = h->err_message = h->err_stack = NULL;
+    h->err_kind = 0;
+}
+
+/* take ownership of an exception value and remember it for Python */
+static void host_set_error(Host *h, JSValue exc)
+{
+    JSContext *ctx = h->ctx;
+    if (h->err_kind)
+        goto done;
+    if (host_interrupted(h) || (JS_IsUncatchableError(exc) && JS_IsError(exc))) {
+        h->err_kind = 2;
+        goto done;
+    }
+    h->err_kind = 1;
+    if (JS_IsError(exc)) {
+        JSValue v = JS_GetPropertyStr(ctx, exc, "name");
+        h->err_name = dup_js_string(ctx, v);
+        JS_FreeValue(ctx, v);
+        v = JS_GetPropertyStr(ctx, exc, "message");
+        h->err_message = dup_js_string(ctx, v);
+        JS_FreeValue(ctx, v);
+        v = JS_GetPropertyStr(ctx, exc, "stack");
+        h->err_stack = JS_IsString(v) ? dup_js_string(ctx, v) : strdup("");
+        JS_FreeValue(ctx, v);
+    } else {
+        h->err_name = strdup("Error");
+        h->err_message = dup_js_string(ctx, exc);
+        h->err_stack = strdup("");
+        {
+            /* "Uncaught 42": say what was thrown */
+            size_t n = strlen(h->err_message) + 16;
+            char *m = malloc(n);
+            snprintf(m, n, "Uncaught %s", h->err_message);
+            free(h->err_message);
+            h->err_message = m;
+        }
+    }
+done:
+    JS_FreeValue(ctx, exc);
+}
+
+static void host_take_exception(Host *h)
+{
+    host_set_error(h, JS_GetException(h->ctx));
+}
+
+static int host_run_jobs(Host *h)
+{
+    JSContext *c;
+    for (;;) {
+        int r = JS_ExecutePendingJob(h->rt, &c);
+        if (r == 0)
+            return 0;
+        if (r < 0) {
+            host_take_exception(h);
+            return -1;
+        }
+    }
+}
+
+static int host_check_rejections(Host *h)
+{
+    if (h->nrej > 0) {
+        JSValue reason = js_dup(h->rej[0].reason);
+        clear_rejections(h);
+        host_set_error(h, reason);
+        return -1;
+    }
+    return 0;
+}
+
+static void host_clear_timers(Host *h)
+{
+    while (h->timers) {
+        Timer *t = h->timers;
+        h->timers = t->next;
+        timer_free(h->rt, t);
+    }
+}
+
+/* Run promise jobs and timers until nothing is left (as qjs does). 0 ok, -1 error. */
+static int host_event_loop(Host *h)
+{
+    for (;;) {
+        Timer *t;
+        double now;
+        if (host_run_jobs(h) < 0 || host_check_rejections(h) < 0)
+            return -1;
+        if (host_interrupted(h)) {
+            h->err_kind = 2;
+            return -1;
+        }
+        t = h->timers;
+        if (!t)
+            return 0;
+        now = mono_ms();
+        if (t->when > now) {
+            /* nothing to run: the sampler records idle samples meanwhile. Sleep in short
+               slices so Ctrl-C and interrupt() are noticed. */
+            double wait = t->when - now;
+            struct timespec ts;
+            if (wait > 10)
+                wait = 10;
+            ms_to_timespec(wait, &ts);
+            host_set_idle(h, 1);
+            nanosleep(&ts, NULL);
+            host_set_idle(h, 0);
+            continue;
+        }
+        h->timers = t->next;
+        {
+            JSValue ret = JS_Call(h->ctx, t->func, JS_UNDEFINED, t->argc, vc(t->argv));
+            if (JS_IsException(ret)) {
+                timer_free(h->rt, t);
+                host_take_exception(h);
+                return -1;
+            }
+            JS_FreeValue(h->ctx, ret);
+        }
+        if (t->interval >= 0) {
+            Timer **pp;
+            t->when = mono_ms() + t->interval;
+            for (pp = &h->timers; *pp && (*pp)->when <= t->when; pp = &(*pp)->next)
+                ;
+            t->next = *pp;
+            *pp = t;
+        } else {
+            timer_free(h->rt, t);
+        }
+    }
+}
+
+static char *read_file(const char *path, size_t *plen)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    buf = malloc(n + 1);
+    if (fread(buf, 1, n, f) != (size_t)n) {
+        free(buf);
+        fclose(f);
+        return NULL;
+    }
+    buf[n] = 0;
+    fclose(f);
+    *plen = n;
+    return buf;
+}
+
+static JSModuleDef *module_loader(JSContext *ctx, const char *name, void *opaque)
+{
+    size_t len;
+    char *buf = read_file(name, &len);
+    JSValue fn;
+    JSModuleDef *m;
+    if (!buf) {
+        JS_ThrowReferenceError(ctx, "could not load module '%s'", name);
+        return NULL;
+    }
+    fn = JS_Eval(ctx, buf, len, name, JS_EVAL_TYPE_MODULE | JS_EVAL_FLAG_COMPILE_ONLY);
+    free(buf);
+    if (JS_IsException(fn))
+        return NULL;
+    m = JS_VALUE_GET_PTR(fn);
+    {
+        /* import.meta.url, as qjs provides */
+        JSValue meta = JS_GetImportMeta(ctx, m);
+        if (!JS_IsException(meta)) {
+            char url[PATH_MAX + 16];
+            snprintf(url, sizeof url, "%s%s", name[0] == '/' ? "file://" : "", name);
+            JS_DefinePropertyValueStr(ctx, meta, "url", JS_NewString(ctx, url),
+                                      JS_PROP_C_W_E);
+            JS_DefinePropertyValueStr(ctx, meta, "main", JS_FALSE, JS_PROP_C_W_E);
+        }
+        JS_FreeValue(ctx, meta);
+    }
+    JS_FreeValue(ctx, fn);
+    return m;
+}
+
+/* the whole run of one eval: compile, execute, then the event loop. GIL released. */
+static JSValue host_eval(Host *h, const char *src, size_t len, const char *filename, int module)
+{
+    JSValue r;
+    int flags = module ? JS_EVAL_TYPE_MODULE : JS_EVAL_TYPE_GLOBAL;
+    JS_UpdateStackTop(h->rt); /* we may be on another thread than last time */
+    host_set_idle(h, 0);
+    r = JS_Eval(h->ctx, src, len, filename, flags);
+    if (JS_IsException(r)) {
+        host_take_exception(h);
+        r = JS_UNDEFINED;
+    } else if (host_event_loop(h) == 0 && JS_IsPromise(r)) {
+        /* a module's evaluation promise: report its rejection */
+        if (JS_PromiseState(h->ctx, r) == JS_PROMISE_REJECTED) {
+            host_set_error(h, JS_PromiseResult(h->ctx, r));
+        }
+    }
+    if (h->err_kind) {
+        host_clear_timers(h);
+        clear_rejections(h);
+        /* drop jobs left behind by an aborted run */
+        while (JS_IsJobPending(h->rt)) {
+            JSContext *c;
+            if (JS_ExecutePendingJob(h->rt, &c) < 0)
+                JS_FreeValue(h->ctx, JS_GetException(h->ctx));
+        }
+    }
+    host_set_idle(h, 1);
+    return r;
+}
+
+/* ------------------------------------------------------------------------- Python type */
+
+typedef struct {
+    PyObject_HEAD
+    Host *h;
+} RuntimeObject;
+
+static PyObject *JSErrorType; /* jsprof.errors.JSError, imported lazily */
+
+static int ensure_error_types(void)
+{
+    if (!JSErrorType) {
+        PyObject *m = PyImport_ImportModule("jsprof.errors");
+        if (!m)
+            return -1;
+        JSErrorType = PyObject_GetAttrString(m, "JSError");
+        Py_DECREF(m);
+        if (!JSErrorType)
+            return -1;
+    }
+    return 0;
+}
+
+static const JSCFunctionListEntry console_funcs[] = {
+    JS_CFUNC_MAGIC_DEF("log", 0, js_console_write, 0),
+    JS_CFUNC_MAGIC_DEF("info", 0, js_console_write, 0),
+    JS_CFUNC_MAGIC_DEF("debug", 0, js_console_write, 0),
+    JS_CFUNC_MAGIC_DEF("error", 0, js_console_write, 1),
+    JS_CFUNC_MAGIC_DEF("warn", 0, js_console_write, 1),
+};
+
+static const JSCFunctionListEntry global_funcs[] = {
+    JS_CFUNC_MAGIC_DEF("setTimeout", 2, js_set_timer, 0),
+    JS_CFUNC_MAGIC_DEF("setInterval", 2, js_set_timer, 1),
+    JS_CFUNC_DEF("clearTimeout", 1, js_clear_timer),
+    JS_CFUNC_DEF("clearInterval", 1, js_clear_timer),
+    JS_CFUNC_MAGIC_DEF("print", 0, js_console_write, 0),
+};
+
+static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"args", NULL};
+    PyObject *script_args = NULL;
+    Host *h;
+    JSValue g, arr, perf;
+    double mono_now, epoch_now;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O", kwlist, &script_args))
+        return -1;
+    if (self->h) {
+        PyErr_SetString(PyExc_RuntimeError, "Runtime already initialised");
+        return -1;
+    }
+    h = calloc(1, sizeof(*h));
+    h->rt = JS_NewRuntime();
+    if (!h->rt) {
+        free(h);
+        PyErr_NoMemory();
+        return -1;
+    }
+    JS_SetRuntimeOpaque(h->rt, h);
+    JS_SetInterruptHandler(h->rt, interrupt_handler, h);
+    JS_SetHostPromiseRejectionTracker(h->rt, rejection_tracker, h);
+    JS_SetModuleLoaderFunc(h->rt, NULL, module_loader, h);
+    h->ctx = JS_NewContext(h->rt);
+    mono_now = mono_ms();
+    epoch_now = real_ms();
+    /* performance.timeOrigin as the web has it: Unix epoch ms of performance.now() == 0 */
+    h->time_origin_epoch = epoch_now - (mono_now - h->ctx->time_origin);
+
+    pthread_mutex_init(&h->s.lock, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&h->s.cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
+    h->s.idle = 1;
+    h->s.ctxs[0] = h->ctx;
+    h->s.nctx = 1;
+    h->s.time_origin_mono = h->ctx->time_origin;
+
+    g = JS_GetGlobalObject(h->ctx);
+    {
+        JSValue console = JS_NewObject(h->ctx);
+        JS_SetPropertyFunctionList(h->ctx, console, console_funcs, countof(console_funcs));
+        JS_SetPropertyStr(h->ctx, g, "console", console);
+    }
+    JS_SetPropertyFunctionList(h->ctx, g, global_funcs, countof(global_funcs));
+    /* quickjs-ng's timeOrigin is the monotonic clock's reading (read-only); the web's is
+       Unix epoch ms. Replace the object, keeping quickjs-ng's own now(). */
+    perf = JS_NewObject(h->ctx);
+    JS_SetPropertyFunctionList(h->ctx, perf, js_perf_proto_funcs, countof(js_perf_proto_funcs));
+    JS_DefinePropertyValueStr(h->ctx, perf, "timeOrigin", JS_NewFloat64(h->ctx, h->time_origin_epoch),
+                              JS_PROP_ENUMERABLE);
+    JS_DefinePropertyValueStr(h->ctx, g, "performance", perf,
+                              JS_PROP_WRITABLE | JS_PROP_ENUMERABLE | JS_PROP_CONFIGURABLE);
+    arr = JS_NewArray(h->ctx);
+    if (script_args && script_args != Py_None) {
+        PyObject *seq = PySequence_Fast(script_args, "args must be a sequence of str");
+        if (!seq) {
+            JS_FreeValue(h->ctx, arr);
+            JS_FreeValue(h->ctx, g);
+            self->h = h;
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+            Py_ssize_t n;
+            const char *s = PyUnicode_AsUTF8AndSize(PySequence_Fast_GET_ITEM(seq, i), &n);
+            if (!s) {
+                Py_DECREF(seq);
+                JS_FreeValue(h->ctx, arr);
+                JS_FreeValue(h->ctx, g);
+                self->h = h;
+                return -1;
+            }
+            JS_SetPropertyUint32(h->ctx, arr, (uint32_t)i, JS_NewStringLen(h->ctx, s, n));
+        }
+        Py_DECREF(seq);
+    }
+    JS_SetPropertyStr(h->ctx, g, "scriptArgs", arr);
+    JS_FreeValue(h->ctx, g);
+    self->h = h;
+    return 0;
+}
+
+static void sampler_release_frames(Host *h)
+{
+    for (size_t i = 0; i < h->s.nframes; i++)
+        JS_FreeValueRT(h->rt, JS_MKPTR(JS_TAG_OBJECT, h->s.frames[i].fn));
+    h->s.nframes = 0;
+    h->s.nsamples = 0;
+    h->s.prev_depth = 0;
+}
+
+static void sampler_stop_thread(Host *h)
+{
+    if (!h->s.thread_started)
+        return;
+    pthread_mutex_lock(&h->s.lock);
+    h->s.running = 0;
+    pthread_cond_signal(&h->s.cond);
+    pthread_mutex_unlock(&h->s.lock);
+    Py_BEGIN_ALLOW_THREADS
+    pthread_join(h->s.thread, NULL);
+    Py_END_ALLOW_THREADS
+    h->s.thread_started = 0;
+}
+
+static void sampler_free_buffers(Host *h)
+{
+    sampler_release_frames(h);
+    if (h->s.samples)
+        munmap(h->s.samples, h->s.map_samples);
+    if (h->s.frames)
+        munmap(h->s.frames, h->s.map_frames);
+    free(h->s.walk);
+    free(h->s.prev);
+    h->s.samples = NULL;
+    h->s.frames = NULL;
+    h->s.walk = h->s.prev = NULL;
+    h->s.cap_samples = h->s.cap_frames = 0;
+}
+
+static void Runtime_dealloc(RuntimeObject *self)
+{
+    Host *h = self->h;
+    if (h) {
+        sampler_stop_thread(h);
+        sampler_free_buffers(h);
+        host_clear_timers(h);
+        clear_rejections(h);
+        host_clear_error(h);
+        JS_FreeContext(h->ctx);
+        JS_FreeRuntime(h->rt);
+        pthread_mutex_destroy(&h->s.lock);
+        pthread_cond_destroy(&h->s.cond);
+        free(h);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Host *get_host(RuntimeObject *self)
+{
+    if (!self->h) {
+        PyErr_SetString(PyExc_RuntimeError, "Runtime not initialised");
+        return NULL;
+    }
+    if (self->h->busy) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "this QuickJS runtime is already running JavaScript (one thread at a time)");
+        return NULL;
+    }
+    return self->h;
+}
+
+static PyObject *to_python(JSContext *ctx, JSValueConst v)
+{
+    switch (JS_VALUE_GET_TAG(v)) {
+    case JS_TAG_BOOL:
+        return PyBool_FromLong(JS_VALUE_GET_BOOL(v));
+    case JS_TAG_INT:
+        return PyLong_FromLong(JS_VALUE_GET_INT(v));
+    case JS_TAG_FLOAT64:
+        return PyFloat_FromDouble(JS_VALUE_GET_FLOAT64(v));
+    case JS_TAG_STRING: {
+        size_t len;
+        const char *s = JS_ToCStringLen(ctx, &len, v);
+        PyObject *r;
+        if (!s) {
+            JS_FreeValue(ctx, JS_GetException(ctx));
+            Py_RETURN_NONE;
+        }
+        r = PyUnicode_DecodeUTF8(s, len, "replace");
+        JS_FreeCString(ctx, s);
+        return r;
+    }
+    default:
+        Py_RETURN_NONE;
+    }
+}
+
+static PyObject *raise_host_error(Host *h)
+{
+    int kind = h->err_kind;
+    if (kind == 2) {
+        host_clear_error(h);
+        atomic_store(&h->interrupt_req, 0);
+        PyErr_SetNone(PyExc_KeyboardInterrupt);
+        return NULL;
+    }
+    if (ensure_error_types() < 0) {
+        host_clear_error(h);
+        return NULL;
+    }
+    {
+        PyObject *e = PyObject_CallFunction(JSErrorType, "sss", h->err_message ? h->err_message : "",
+                                            h->err_stack ? h->err_stack : "",
+                                            h->err_name ? h->err_name : "Error");
+        host_clear_error(h);
+        if (e) {
+            PyErr_SetObject(JSErrorType, e);
+            Py_DECREF(e);
+        }
+    }
+    return NULL;
+}
+
+static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
+{
+    static char *kwlist[] = {"source", "filename", "module", "catch_sigint", NULL};
+    const char *src, *filename = "<input>";
+    Py_ssize_t len;
+    int module = -1, catch_sigint = 0;
+    Host *h = get_host(self);
+    JSValue r;
+    PyObject *ret;
+    struct sigaction sa, old;
+    char *fname;
+
+    if (!h)
+        return NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|sip", kwlist, &src, &len, &filename, &module,
+                                     &catch_sigint))
+        return NULL;
+    if (module < 0) {
+        size_t fl = strlen(filename);
+        module = (fl > 4 && strcmp(filename + fl - 4, ".mjs") == 0) || JS_DetectModule(src, len);
+    }
+    fname = strdup(filename);
+    h->busy = 1;
+    h->catch_sigint = catch_sigint;
+    if (catch_sigint) {
+        /* Python's own handler can't run while we hold no GIL; a tiny C handler sets a flag
+           the interrupt handler and the event loop check. */
+        g_sigint = 0;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_sigint;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old);
+    }
+    Py_BEGIN_ALLOW_THREADS
+    r = host_eval(h, src, (size_t)len, fname, module);
+    Py_END_ALLOW_THREADS
+    free(fname);
+    if (catch_sigint) {
+        sigaction(SIGINT, &old, NULL);
+        if (g_sigint && h->err_kind == 2) {
+            g_sigint = 0;
+            h->catch_sigint = 0;
+            host_clear_error(h);
+            h->busy = 0;
+            JS_FreeValue(h->ctx, r);
+            /* hand the signal to Python's handler (KeyboardInterrupt by default) */
+            PyErr_SetInterrupt();
+            if (PyErr_CheckSignals() < 0)
+                return NULL;
+            PyErr_SetNone(PyExc_KeyboardInterrupt);
+            return NULL;
+        }
+    }
+    h->catch_sigint = 0;
+    h->busy = 0;
+    if (h->err_kind) {
+        JS_FreeValue(h->ctx, r);
+        return raise_host_error(h);
+    }
+    ret = to_python(h->ctx, r);
+    JS_FreeValue(h->ctx, r);
+    return ret;
+}
+
+static PyObject *Runtime_interrupt(RuntimeObject *self, PyObject *unused)
+{
+    /* thread-safe: may be called from any thread while JS runs */
+    Host *h = self->h;
+    if (h) {
+        atomic_store(&h->interrupt_req, 1);
+        for (int i = 0; i < h->s.nctx; i++)
+            *(volatile int *)&h->s.ctxs[i]->interrupt_counter = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_now(RuntimeObject *self, PyObject *unused)
+{
+    if (!self->h)
+        return PyFloat_FromDouble(0);
+    return PyFloat_FromDouble(mono_ms() - self->h->ctx->time_origin);
+}
+
+static PyObject *Runtime_get_time_origin(RuntimeObject *self, void *c)
+{
+    return PyFloat_FromDouble(self->h ? self->h->time_origin_epoch : 0);
+}
+
+static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
+{
+    double interval;
+    Py_ssize_t capacity;
+    Host *h = get_host(self);
+    if (!h)
+        return NULL;
+    if (!PyArg_ParseTuple(args, "dn", &interval, &capacity))
+        return NULL;
+    if (!(interval > 0) || capacity <= 0) {
+        PyErr_SetString(PyExc_ValueError, "interval must be > 0 and capacity > 0");
+        return NULL;
+    }
+    if (h->s.thread_started) {
+        PyErr_SetString(PyExc_RuntimeError, "sampler already running");
+        return NULL;
+    }
+    sampler_free_buffers(h);
+    h->s.map_samples = ((size_t)capacity + 1) * sizeof(RawSample);
+    /* delta-encoded stacks need few new frames per sample; 8 on average is generous */
+    h->s.cap_frames = (size_t)capacity * 8 + 65536;
+    h->s.map_frames = h->s.cap_frames * sizeof(RawFrame);
+    h->s.samples = map_zero(h->s.map_samples);
+    h->s.frames = map_zero(h->s.map_frames);
+    h->s.walk = malloc(sizeof(RawFrame) * MAX_DEPTH);
+    h->s.prev = malloc(sizeof(RawFrame) * MAX_DEPTH);
+    if (!h->s.samples || !h->s.frames || !h->s.walk || !h->s.prev) {
+        sampler_free_buffers(h);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    h->s.cap_samples = (size_t)capacity;
+    h->s.nsamples = h->s.nframes = 0;
+    h->s.prev_depth = 0;
+    h->s.full = 0;
+    h->s.dropped = 0;
+    h->s.native_captures = 0;
+    atomic_store(&h->s.pending, 0);
+    h->s.interval_ms = interval;
+    h->s.interval_changed = 0;
+    h->s.running = 1;
+    if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
+        h->s.running = 0;
+        sampler_free_buffers(h);
+        PyErr_SetString(PyExc_OSError, "could not start the sampler thread");
+        return NULL;
+    }
+    h->s.thread_started = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *args)
+{
+    double interval;
+    if (!self->h || !PyArg_ParseTuple(args, "d", &interval))
+        return NULL;
+    if (!(interval > 0)) {
+        PyErr_SetString(PyExc_ValueError, "interval must be > 0");
+        return NULL;
+    }
+    pthread_mutex_lock(&self->h->s.lock);
+    self->h->s.interval_ms = interval;
+    self->h->s.interval_changed = 1;
+    pthread_cond_signal(&self->h->s.cond);
+    pthread_mutex_unlock(&self->h->s.lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_sampler_stop(RuntimeObject *self, PyObject *unused)
+{
+    if (!self->h)
+        Py_RETURN_NONE;
+    sampler_stop_thread(self->h);
+    pthread_mutex_lock(&self->h->s.lock);
+    atomic_store(&self->h->s.pending, 0);
+    pthread_mutex_unlock(&self->h->s.lock);
+    Py_RETURN_NONE;
+}
+
+/* --- drain: symbolise and intern on the owner thread --- */
+
+typedef struct {
+    uint64_t *keys;
+    int32_t *vals;
+    size_t cap, n;
+} Map;
+
+static inline uint64_t mix64(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdULL;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static int map_init(Map *m, size_t cap)
+{
+    m->cap = 1024;
+    while (m->cap < cap * 2)
+        m->cap <<= 1;
+    m->n = 0;
+    m->keys = malloc(sizeof(uint64_t) * m->cap);
+    m->vals = malloc(sizeof(int32_t) * m->cap);
+    if (!m->keys || !m->vals)
+        return -1;
+    memset(m->vals, 0xff, sizeof(int32_t) * m->cap); /* -1: empty */
+    return 0;
+}
+
+static void map_free(Map *m)
+{
+    free(m->keys);
+    free(m->vals);
+}
+
+/* returns the slot for key; *found says whether it was there */
+static size_t map_slot(Map *m, uint64_t key, int *found)
+{
+    size_t i = mix64(key) & (m->cap - 1);
+    while (m->vals[i] != -1) {
+        if (m->keys[i] == key) {
+            *found = 1;
+            return i;
+        }
+        i = (i + 1) & (m->cap - 1);
+    }
+    *found = 0;
+    return i;
+}
+
+static int map_grow(Map *m)
+{
+    Map n2;
+    if (m->n * 2 < m->cap)
+        return 0;
+    if (map_init(&n2, m->cap) < 0)
+        return -1;
+    for (size_t i = 0; i < m->cap; i++) {
+        if (m->vals[i] != -1) {
+            int f;
+            size_t j = map_slot(&n2, m->keys[i], &f);
+            n2.keys[j] = m->keys[i];
+            n2.vals[j] = m->vals[i];
+            n2.n++;
+        }
+    }
+    map_free(m);
+    *m = n2;
+    return 0;
+}
+
+static PyObject *py_str_atom(JSContext *ctx, JSAtom atom)
+{
+    const char *s;
+    PyObject *r;
+    if (atom == JS_ATOM_NULL)
+        return PyUnicode_FromString("");
+    s = JS_AtomToCString(ctx, atom);
+    if (!s) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        return PyUnicode_FromString("");
+    }
+    r = PyUnicode_DecodeUTF8(s, strlen(s), "replace");
+    JS_FreeCString(ctx, s);
+    return r;
+}
+
+/* The ECMAScript `name` of a function: its own `name` data property (set by the engine for
+   inferred names, `get x`, class and static methods); never calls a getter. Top-level
+   script/module code is ''. */
+static PyObject *function_name(JSContext *ctx, JSObject *p)
+{
+    JSFunctionBytecode *b = p->u.func.function_bytecode;
+    JSPropertyDescriptor desc;
+    JSValue fn = JS_MKPTR(JS_TAG_OBJECT, p);
+    int r;
+    if (b->func_name == JS_ATOM__eval_)
+        return PyUnicode_FromString("");
+    r = JS_GetOwnProperty(ctx, &desc, fn, JS_ATOM_name);
+    if (r < 0) {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        r = 0;
+    }
+    if (r > 0) {
+        PyObject *res = NULL;
+        if (!(desc.flags & JS_PROP_GETSET) && JS_IsString(desc.value)) {
+            size_t len;
+            const char *s = JS_ToCStringLen(ctx, &len, desc.value);
+            if (s) {
+                res = PyUnicode_DecodeUTF8(s, len, "replace");
+                JS_FreeCString(ctx, s);
+            }
+        }
+        JS_FreeValue(ctx, desc.value);
+        JS_FreeValue(ctx, desc.getter);
+        JS_FreeValue(ctx, desc.setter);
+        if (res)
+            return res;
+    }
+    return py_str_atom(ctx, b->func_name);
+}
+
+static PyObject *bytes_of(const void *p, size_t n)
+{
+    return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
+}
+
+static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
+{
+    Host *h = get_host(self);
+    Sampler *s;
+    JSContext *ctx;
+    size_t ns, nf;
+    Map fmap = {0}, smap = {0};
+    PyObject *funcs = NULL, *out = NULL;
+    double *ts = NULL, *due = NULL, *cap = NULL;
+    int32_t *stack = NULL, *line = NULL, *sparent = NULL, *sfunc = NULL, *cur = NULL;
+    uint8_t *flags = NULL;
+    int32_t *frame_func = NULL, *frame_line = NULL;
+    size_t nstacks = 0;
+    uint32_t depth = 0;
+    double last_ts = -1e300;
+    int full;
+    uint64_t dropped, native_caps;
+
+    if (!h)
+        return NULL;
+    s = &h->s;
+    ctx = h->ctx;
+    pthread_mutex_lock(&s->lock);
+    ns = s->nsamples;
+    nf = s->nframes;
+    full = s->full;
+    dropped = s->dropped;
+    native_caps = s->native_captures;
+    funcs = PyList_New(0);
+    ts = malloc(sizeof(double) * (ns + 1));
+    due = malloc(sizeof(double) * (ns + 1));
+    cap = malloc(sizeof(double) * (ns + 1));
+    stack = malloc(sizeof(int32_t) * (ns + 1));
+    line = malloc(sizeof(int32_t) * (ns + 1));
+    flags = malloc(ns + 1);
+    frame_func = malloc(sizeof(int32_t) * (nf + 1));
+    frame_line = malloc(sizeof(int32_t) * (nf + 1));
+    sparent = malloc(sizeof(int32_t) * (nf + 1));
+    sfunc = malloc(sizeof(int32_t) * (nf + 1));
+    cur = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
+    if (!funcs || !ts || !due || !cap || !stack || !line || !flags || !frame_func ||
+        !frame_line || !sparent || !sfunc || !cur || map_init(&fmap, 1024) < 0 ||
+        map_init(&smap, 1024) < 0) {
+        pthread_mutex_unlock(&s->lock);
+        PyErr_NoMemory();
+        goto fail;
+    }
+    /* 1. functions: distinct objects -> index, with their symbol info; frame lines */
+    for (size_t i = 0; i < nf; i++) {
+        JSObject *p = s->frames[i].fn;
+        JSFunctionBytecode *b = p->u.func.function_bytecode;
+        int found, col;
+        size_t slot;
+        uint32_t pc = s->frames[i].pc;
+        if (map_grow(&fmap) < 0)
+            goto nomem;
+        slot = map_slot(&fmap, (uint64_t)(uintptr_t)p, &found);
+        if (!found) {
+            PyObject *t = Py_BuildValue("(NNii)", function_name(ctx, p),
+                                        py_str_atom(ctx, b->filename), b->line_num,
+                                        b->col_num);
+            if (!t || PyList_Append(funcs, t) < 0) {
+                Py_XDECREF(t);
+                pthread_mutex_unlock(&s->lock);
+                goto fail;
+            }
+            Py_DECREF(t);
+            fmap.keys[slot] = (uint64_t)(uintptr_t)p;
+            fmap.vals[slot] = (int32_t)(PyList_GET_SIZE(funcs) - 1);
+            fmap.n++;
+        }
+        frame_func[i] = fmap.vals[slot];
+        /* cur_pc is the end of the executing instruction (a call, or the poll point):
+           look up the instruction itself */
+        frame_line[i] = find_line_num(ctx, b, pc > 0 ? pc - 1 : 0, &col);
+    }
+    /* 2. replay the delta-encoded stacks; intern (parent, func) into a trie */
+    {
+        size_t fi = 0;
+        int32_t leaf_line = 0;
+        int32_t *cur_line = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
+        if (!cur_line)
+            goto nomem;
+        for (size_t i = 0; i < ns; i++) {
+            RawSample *r = &s->samples[i];
+            uint32_t nnew = r->nnew & SAMPLE_NNEW_MASK;
+            double t;
+            flags[i] = ((r->nnew & SAMPLE_DEFERRED) ? 1 : 0) | ((r->nnew & SAMPLE_IDLE) ? 2 : 0) |
+                       ((r->nnew & SAMPLE_NATIVE) ? 4 : 0);
+            due[i] = r->due;
+            cap[i] = r->cap;
+            /* a deferred tick is stamped at its due time: the stack was this one then */
+            t = (r->nnew & SAMPLE_DEFERRED) ? r->due : r->cap;
+            if (t <= last_ts)
+                t = last_ts + 1e-6; /* strictly increasing timestamps */
+            ts[i] = last_ts = t;
+            if (r->nnew & SAMPLE_IDLE) {
+                stack[i] = -1;
+                line[i] = 0;
+                continue; /* idle samples leave the delta chain untouched */
+            }
+            depth = r->keep;
+            for (uint32_t k = 0; k < nnew; k++, fi++) {
+                int32_t parent = depth ? cur[depth - 1] : -1;
+                uint64_t key = ((uint64_t)(uint32_t)(parent + 1) << 32) | (uint32_t)frame_func[fi];
+                int found;
+                size_t slot;
+                if (map_grow(&smap) < 0) {
+                    free(cur_line);
+                    goto nomem;
+                }
+                slot = map_slot(&smap, key, &found);
+                if (!found) {
+                    smap.keys[slot] = key;
+                    smap.vals[slot] = (int32_t)nstacks;
+                    smap.n++;
+                    sparent[nstacks] = parent;
+                    sfunc[nstacks] = frame_func[fi];
+                    nstacks++;
+                }
+                cur_line[depth] = frame_line[fi];
+                cur[depth++] = smap.vals[slot];
+            }
+            leaf_line = depth ? cur_line[depth - 1] : 0;
+            stack[i] = depth ? cur[depth - 1] : -1;
+            line[i] = leaf_line;
+        }
+        free(cur_line);
+    }
+    /* 3. release the references; the next capture starts a fresh delta chain */
+    s->full = 0;
+    s->dropped = 0;
+    s->native_captures = 0;
+    sampler_release_frames(h);
+    pthread_mutex_unlock(&s->lock);
+
+    out = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:K,s:K}",
+                        "funcs", funcs,
+                        "stack_parent", bytes_of(sparent, sizeof(int32_t) * nstacks),
+                        "stack_func", bytes_of(sfunc, sizeof(int32_t) * nstacks),
+                        "ts", bytes_of(ts, sizeof(double) * ns),
+                        "due", bytes_of(due, sizeof(double) * ns),
+                        "cap", bytes_of(cap, sizeof(double) * ns),
+                        "stack", bytes_of(stack, sizeof(int32_t) * ns),
+                        "line", bytes_of(line, sizeof(int32_t) * ns),
+                        "flags", bytes_of(flags, ns),
+                        "full", full ? Py_True : Py_False,
+                        "dropped", (unsigned long long)dropped,
+                        "native_captures", (unsigned long long)native_caps);
+    funcs = NULL;
+    goto done;
+nomem:
+    pthread_mutex_unlock(&s->lock);
+    PyErr_NoMemory();
+fail:
+    Py_XDECREF(funcs);
+    out = NULL;
+done:
+    free(ts);
+    free(due);
+    free(cap);
+    free(stack);
+    free(line);
+    free(flags);
+    free(frame_func);
+    free(frame_line);
+    free(sparent);
+    free(sfunc);
+    free(cur);
+    map_free(&fmap);
+    map_free(&smap);
+    return out;
+}
+
+static PyObject *Runtime_get_sampler_running(RuntimeObject *self, void *c)
+{
+    return PyBool_FromLong(self->h && self->h->s.thread_started);
+}
+
+static PyMethodDef Runtime_methods[] = {
+    {"eval", (PyCFunction)(void (*)(void))Runtime_eval, METH_VARARGS | METH_KEYWORDS,
+     "eval(source, filename='<input>', module=-1, catch_sigint=False): run to completion "
+     "(promise jobs and timers included), GIL released. module=-1 detects."},
+    {"interrupt", (PyCFunction)Runtime_interrupt, METH_NOARGS,
+     "Make the running eval stop with KeyboardInterrupt (thread-safe)."},
+    {"now", (PyCFunction)Runtime_now, METH_NOARGS, "performance.now() of this runtime (ms)."},
+    {"sampler_start", (PyCFunction)Runtime_sampler_start, METH_VARARGS,
+     "sampler_start(interval_ms, capacity)"},
+    {"sampler_set_interval", (PyCFunction)Runtime_sampler_set_interval, METH_VARARGS,
+     "sampler_set_interval(interval_ms): change the tick while running"},
+    {"sampler_stop", (PyCFunction)Runtime_sampler_stop, METH_NOARGS, "stop the timer thread"},
+    {"sampler_drain", (PyCFunction)Runtime_sampler_drain, METH_NOARGS,
+     "Symbolise and return the samples taken since the last drain (owner thread)."},
+    {NULL}};
+
+static PyGetSetDef Runtime_getset[] = {
+    {"time_origin", (getter)Runtime_get_time_origin, NULL,
+     "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
+    {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
+    {NULL}};
+
+static PyTypeObject RuntimeType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "jsprof._quickjs.Runtime",
+    .tp_basicsize = sizeof(RuntimeObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A QuickJS-ng runtime with one context, a small host and a sampler.",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Runtime_init,
+    .tp_dealloc = (destructor)Runtime_dealloc,
+    .tp_methods = Runtime_methods,
+    .tp_getset = Runtime_getset,
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "jsprof._quickjs",
+    "QuickJS-ng (patched) with jsprof's sampling profiler.", -1, NULL};
+
+PyMODINIT_FUNC PyInit__quickjs(void)
+{
+    PyObject *m;
+    if (PyType_Ready(&RuntimeType) < 0)
+        return NULL;
+    m = PyModule_Create(&moduledef);
+    if (!m)
+        return NULL;
+    Py_INCREF(&RuntimeType);
+    PyModule_AddObject(m, "Runtime", (PyObject *)&RuntimeType);
+    PyModule_AddStringConstant(m, "QUICKJS_VERSION", JS_GetVersion());
+    PyModule_AddIntConstant(m, "MAX_DEPTH", MAX_DEPTH);
+    return m;
+}

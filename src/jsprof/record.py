@@ -1,0 +1,94 @@
+"""Record or run a script: what `jsprof record` and `jsprof run` call.
+
+Both raise typed errors (jsprof.errors) and print nothing themselves; the CLI prints.
+A script that throws or is interrupted still yields its samples: `record` saves the trace
+(when `output` is given) and attaches the Recording to the exception it re-raises.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+
+from .errors import EngineError, JSError, UsageError
+from .trace import Recording
+
+ENGINES = ("quickjs",)
+
+
+def _check(path: str | os.PathLike[str], engine: str) -> str:
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+    p = os.fspath(path)
+    if not os.path.isfile(p):
+        raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script")
+    return p
+
+
+def default_output(path: str | os.PathLike[str]) -> str:
+    """`app.js` -> `app.jsprof.json` (next to the script)."""
+    root, _ = os.path.splitext(os.fspath(path))
+    return root + ".jsprof.json"
+
+
+def record(
+    path: str | os.PathLike[str],
+    engine: str = "quickjs",
+    sample_interval: float = 1.0,
+    max_buffer_size: int | None = None,
+    args: Sequence[str] = (),
+    output: str | os.PathLike[str] | None = None,
+) -> Recording:
+    """Run the script at `path` under the sampling profiler and return its Recording.
+
+    One track, named "main", engine "quickjs"; `meta` holds the capture latency
+    (p50/p99 ms), `buffer_full`, the script and how it ended (`exit`: ok/error/
+    interrupted). With `output`, the recording is also saved there -- also when the
+    script fails: then the JSError (or KeyboardInterrupt) is re-raised carrying
+    `.recording` (and `.output`), so the caller can report on the partial profile.
+    `scriptArgs` in the script is [path, *args], as with qjs.
+    """
+    from .engines.quickjs import QuickJS
+
+    p = _check(path, engine)
+    rt = QuickJS(args=[p, *args])
+    session = rt.profiler(sample_interval=sample_interval, max_buffer_size=max_buffer_size)
+    error: BaseException | None = None
+    try:
+        rt.eval_file(p)
+    except (JSError, KeyboardInterrupt) as e:
+        error = e
+    finally:
+        trace = session.stop()
+    track = session.track(trace)
+    track.meta["script"] = p
+    track.meta["args"] = list(args)
+    if error is None:
+        track.meta["exit"] = "ok"
+    elif isinstance(error, KeyboardInterrupt):
+        track.meta["exit"] = "interrupted"
+    else:
+        track.meta["exit"] = "error"
+        track.meta["error"] = f"{getattr(error, 'name', 'Error')}: {error}"
+    rec = Recording([track])
+    if output is not None:
+        from .io import save
+
+        try:
+            save(rec, output)
+        except OSError as e:
+            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
+    if error is not None:
+        error.recording = rec  # type: ignore[attr-defined]
+        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
+        raise error
+    return rec
+
+
+def run(path: str | os.PathLike[str], args: Sequence[str] = ()) -> None:
+    """Run the script at `path` with no outer profiling (console output goes to stdout/
+    stderr). Raises JSError for an uncaught error, KeyboardInterrupt on Ctrl-C."""
+    from .engines.quickjs import QuickJS
+
+    p = _check(path, "quickjs")
+    QuickJS(args=[p, *args]).eval_file(p)
