@@ -1,0 +1,579 @@
+"""Flame graphs as one self-contained SVG or HTML file: no external URLs, works offline.
+
+The frames are drawn statically (rects, labels and <title> tooltips), so the file is a
+picture even where scripts do not run (an SVG in an <img>, an image viewer). An inline
+script then adds click-to-zoom, search with the matched share, and hover details; it
+reads the numbers from a JSON block. Frame names come from the profiled program, so they
+are untrusted: they reach the page only as escaped XML/HTML text or as JSON with `<`, `>`,
+`&` and U+2028/2029 escaped, and the HTML page's Content-Security-Policy allows only its
+own script (by hash), so even a slip in escaping could not run an injected handler.
+
+Layout, colours and pruning are rendering decisions; the numbers come from the CallTree.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html
+import re
+import zlib
+from dataclasses import dataclass
+
+import numpy as np
+import orjson
+
+from ..analysis.calltree import CallTree
+from ..analysis.diff import TreeChange
+from ..trace import NONE
+
+ROW = 16  # px per stack level
+FONT = 11  # px
+CHAR_W = FONT * 0.62  # monospace advance, to fit labels without measuring text
+PAD = 10  # px left/right
+WIDTH = 1200  # px of the static drawing (the HTML page re-lays out to the window width)
+
+ROOT_FN = -1  # flame node standing for all samples
+NO_JS_FN = -2  # flame node standing for samples with no JavaScript on the stack
+
+_BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
+
+
+def clean(s: str) -> str:
+    """Replace characters XML cannot carry at all (even escaped) with U+FFFD."""
+    return _BAD_CHARS.sub("\ufffd", s)
+
+
+def esc(s: str) -> str:
+    """Escape for XML/HTML text and attribute values."""
+    return html.escape(clean(s), quote=True)
+
+
+def script_json(obj: object) -> str:
+    """JSON safe inside <script> in HTML and in SVG (XML): no `<`, `>`, `&`, U+2028/9 raw.
+
+    `</script>` cannot close the element early, `<!--` cannot open a comment, `&` cannot
+    start an entity in XML, and the two line separators are escaped for old JS parsers.
+    """
+    data = orjson.dumps(obj).decode()
+    return (
+        data.replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("&", "\\u0026")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+@dataclass
+class FlameLayout:
+    """Visible frames in depth-first pre-order (children widest first)."""
+
+    node: list[int]  # CallTree node, or ROOT_FN / NO_JS_FN
+    depth: list[int]  # 0 for the root
+    x: list[float]  # ms from the left edge
+    w: list[float]  # ms (the node's total)
+    total: float
+
+    def __len__(self) -> int:
+        return len(self.node)
+
+
+def layout(tree: CallTree, min_width_px: float = 0.1, width: int = WIDTH) -> FlameLayout:
+    """Place the call tree; nodes narrower than `min_width_px` at full width are dropped.
+
+    A node is never wider than its parent, so the kept set is closed under parents and
+    one vectorised comparison prunes millions of nodes before any Python loop runs.
+    """
+    total = float(tree.total_time)
+    js_ms = float(tree.total_ms[tree.parent == NONE].sum()) if len(tree.parent) else 0.0
+    scale_total = total if total > 0 else 1.0
+    min_ms = scale_total * min_width_px / max(width - 2 * PAD, 1)
+    keep = np.nonzero((tree.total_ms >= min_ms) & (tree.total_ms > 0))[0]
+    # Children of each kept node, widest first (ties by node id, which is stable).
+    order = keep[np.lexsort((keep, -tree.total_ms[keep], tree.parent[keep]))]
+    kids: dict[int, list[int]] = {}
+    for i, p in zip(order.tolist(), tree.parent[order].tolist(), strict=True):
+        kids.setdefault(p, []).append(i)
+
+    out = FlameLayout([ROOT_FN], [0], [0.0], [total], total)
+    total_ms = tree.total_ms
+    # Iterative DFS (real stacks can be thousands of frames deep); each child starts where
+    # its wider siblings end, so a parent's self time shows as the gap on its right.
+    roots, x = [], 0.0
+    for i in kids.get(NONE, []):
+        roots.append((i, 1, x))
+        x += float(total_ms[i])
+    stack = roots[::-1]
+    while stack:
+        i, d, x0 = stack.pop()
+        out.node.append(i)
+        out.depth.append(d)
+        out.x.append(x0)
+        out.w.append(float(total_ms[i]))
+        cx = x0
+        pushed = []
+        for k in kids.get(i, []):
+            pushed.append((k, d + 1, cx))
+            cx += float(total_ms[k])
+        stack.extend(reversed(pushed))
+    no_js = total - js_ms
+    if no_js >= min_ms and no_js > 1e-9 * scale_total:
+        out.node.append(NO_JS_FN)
+        out.depth.append(1)
+        out.x.append(js_ms)
+        out.w.append(no_js)
+    return out
+
+
+# ---- colours ---------------------------------------------------------------------------------
+
+# Hues for resources, most time first: distinct, and light enough for dark labels.
+_HUES = (28, 205, 140, 275, 340, 50, 175, 0, 235, 100, 310, 75)
+
+
+def _hash(s: str) -> int:
+    return zlib.crc32(s.encode("utf-8", "replace"))
+
+
+def _resource_fill(hue: int, name: str) -> str:
+    # Hue and lightness vary a little per function, within the resource's family, so
+    # neighbouring frames stay distinguishable and one function keeps one colour.
+    h = _hash(name)
+    return f"hsl({hue - 7 + h % 15},{58 + (h >> 8) % 20}%,{62 + (h >> 16) % 15}%)"
+
+
+def _function_fill(name: str) -> str:
+    # The classic warm palette: red to yellow, stable per name.
+    h = _hash(name)
+    return f"hsl({8 + h % 44},{70 + (h >> 8) % 20}%,{58 + (h >> 16) % 12}%)"
+
+
+GREY = "hsl(220,8%,78%)"
+NO_RESOURCE = "hsl(210,18%,72%)"
+
+
+def _diff_fill(d: float, scale: float) -> str:
+    """White for no change, towards red for a larger share, blue for a smaller one."""
+    t = min(abs(d) / scale, 1.0) if scale > 0 else 0.0
+    light = 96 - 44 * t
+    hue = 2 if d > 0 else 215
+    return f"hsl({hue},{int(20 + 65 * t)}%,{light:.0f}%)"
+
+
+# ---- the drawing ---------------------------------------------------------------------------
+
+
+def _label(name: str, width_px: float) -> str:
+    fit = int((width_px - 6) / CHAR_W)
+    if fit < 3:
+        return ""
+    return name if len(name) <= fit else name[: fit - 1] + "\u2026"
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:.1f} ms" if ms >= 0.1 or ms == 0 else f"{ms:.3f} ms"
+
+
+@dataclass
+class _Frames:
+    svg: str  # the <g> of frames
+    data: dict  # for the script
+    height: int  # px of the frame area
+    legend: list[tuple[str, str]]  # (fill, label)
+
+
+def _frames(
+    tree: CallTree,
+    lay: FlameLayout,
+    icicle: bool,
+    color_by: str,
+    change: TreeChange | None,
+    width: int,
+) -> _Frames:
+    total = lay.total if lay.total > 0 else 1.0
+    max_depth = max(lay.depth) if len(lay) else 0
+    height = (max_depth + 1) * ROW
+    scale = (width - 2 * PAD) / total
+    funcs = tree.functions
+
+    names: list[str] = []
+    locs: list[str] = []
+    name_ix: dict[str, int] = {}
+    loc_ix: dict[str, int] = {}
+    hue_of: dict[str | None, int] = {}
+    legend: list[tuple[str, str]] = []
+    d_scale = 0.0
+    if change is not None:
+        shown = [n for n in lay.node if n >= 0]
+        d_scale = float(np.abs(change.d_self[shown]).max()) if shown else 0.0
+
+    col_n: list[int] = []
+    col_l: list[int] = []
+    parts = []
+    for j in range(len(lay)):
+        n = lay.node[j]
+        if n == ROOT_FN:
+            name, loc, self_ms, samples = "all", "every sample in the profile", 0.0, None
+            fill = GREY
+        elif n == NO_JS_FN:
+            name, loc = "(no JavaScript)", "samples with no JavaScript on the stack"
+            self_ms, samples, fill = lay.w[j], None, GREY
+        else:
+            fn = funcs[int(tree.function[n])]
+            name, loc = clean(fn.label()), clean(fn.location())
+            self_ms, samples = float(tree.self_ms[n]), int(tree.total_samples[n])
+            if change is not None:
+                fill = _diff_fill(float(change.d_self[n]), d_scale)
+            elif color_by == "function":
+                fill = _function_fill(name)
+            elif fn.resource is None:
+                fill = NO_RESOURCE
+            else:
+                if fn.resource not in hue_of:
+                    hue_of[fn.resource] = _HUES[len(hue_of) % len(_HUES)]
+                    legend.append((_resource_fill(hue_of[fn.resource], ""), clean(fn.resource)))
+                fill = _resource_fill(hue_of[fn.resource], name)
+        w_ms = lay.w[j]
+        tip = [name, loc]
+        line = f"total {_fmt_ms(w_ms)} ({100 * w_ms / total:.1f}%)"
+        if n >= 0:
+            line += f" \u00b7 self {_fmt_ms(self_ms)} ({100 * self_ms / total:.1f}%)"
+            line += f" \u00b7 {samples} sample{'s' if samples != 1 else ''}"
+        tip.append(line)
+        if change is not None and n >= 0:
+            dd, dt = float(change.d_self[n]), float(change.d_total[n])
+            if change.in_base[n]:
+                tip.append(f"vs base: self {dd:+.2f} pp \u00b7 total {dt:+.2f} pp")
+            else:
+                tip.append(f"new: this call path is not in the base profile (+{dt:.2f} pp)")
+
+        x = PAD + lay.x[j] * scale
+        w = lay.w[j] * scale
+        y = lay.depth[j] * ROW if icicle else height - (lay.depth[j] + 1) * ROW
+        parts.append(
+            f'<g data-i="{j}"><title>{esc(chr(10).join(tip))}</title>'
+            f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.6 if w > 2 else w, 0):.2f}" '
+            f'height="{ROW - 1}" rx="2" fill="{fill}"/>'
+            f'<text x="{x + 3:.2f}" y="{y + ROW - 4.5:.1f}">{esc(_label(name, w))}</text></g>'
+        )
+        col_n.append(name_ix.setdefault(name, len(name_ix)))
+        if len(name_ix) > len(names):
+            names.append(name)
+        col_l.append(loc_ix.setdefault(loc, len(loc_ix)))
+        if len(loc_ix) > len(locs):
+            locs.append(loc)
+
+    data = {
+        "width": width,
+        "row": ROW,
+        "pad": PAD,
+        "charW": CHAR_W,
+        "height": height,
+        "icicle": icicle,
+        "total": lay.total,
+        "names": names,
+        "locs": locs,
+        "d": lay.depth,
+        "x": [round(v, 6) for v in lay.x],
+        "w": [round(v, 6) for v in lay.w],
+        "n": col_n,
+        "l": col_l,
+    }
+    return _Frames(
+        svg=f'<g id="fg-frames">{"".join(parts)}</g>', data=data, height=height, legend=legend
+    )
+
+
+def render_flame(
+    tree: CallTree,
+    fmt: str = "html",
+    *,
+    title: str = "Flame graph",
+    subtitle: str = "",
+    icicle: bool = False,
+    color_by: str = "resource",
+    change: TreeChange | None = None,
+    width: int = WIDTH,
+    min_width_px: float = 0.1,
+) -> str:
+    """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
+
+    `change` (from analysis.diff.tree_changes) makes it a differential flame graph: the
+    tree's shape, each frame coloured by how its call path's self share moved.
+    """
+    if fmt not in ("svg", "html"):
+        raise ValueError(f"unknown flame graph format {fmt!r}")
+    if color_by not in ("resource", "function"):
+        raise ValueError(f"unknown colouring {color_by!r}")
+    lay = layout(tree, min_width_px, width)
+    fr = _frames(tree, lay, icicle, color_by, change, width)
+    legend = fr.legend
+    if change is not None:
+        m = (
+            float(np.abs(change.d_self[[n for n in lay.node if n >= 0]]).max())
+            if any(n >= 0 for n in lay.node)
+            else 0.0
+        )
+        legend = [
+            (_diff_fill(m, m), f"larger self share than base (up to +{m:.2f} pp)"),
+            (_diff_fill(-m, m), "smaller self share than base"),
+            (_diff_fill(0.0, m), "unchanged"),
+        ]
+    fr.data["mode"] = fmt
+    data = script_json(fr.data)
+    if fmt == "svg":
+        return _svg_document(fr, data, title, subtitle, width)
+    return _html_document(fr, data, title, subtitle, legend, width)
+
+
+_CSS = """
+#fg-frames text { font: FONTpx ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
+  fill: #1d1d1f; pointer-events: none; }
+#fg-frames g { cursor: pointer; }
+#fg-frames g:hover rect { stroke: #1d1d1f; stroke-width: 0.8; }
+#fg-frames g.fg-anc rect { opacity: 0.45; }
+#fg-frames g.fg-hit rect { fill: hsl(300,80%,62%); }
+""".replace("FONT", str(FONT))
+
+_JS = r"""
+(function () {
+  "use strict";
+  var doc = document;
+  var D = JSON.parse(doc.getElementById("fg-data").textContent);
+  var svg = doc.getElementById("fg-svg");
+  var gs = doc.getElementById("fg-frames").children;
+  var N = D.d.length, html = D.mode === "html";
+  var rects = [], texts = [], tips = [], parent = [], end = [], stack = [];
+  var tipEl = doc.getElementById("fg-tip");
+  var details = doc.getElementById("fg-details");
+  var status = doc.getElementById("fg-status");
+  var reset = doc.getElementById("fg-reset");
+  var input = doc.getElementById("fg-search");
+  for (var i = 0; i < N; i++) {
+    var g = gs[i];
+    rects.push(g.getElementsByTagName("rect")[0]);
+    texts.push(g.getElementsByTagName("text")[0]);
+    var t = g.getElementsByTagName("title")[0];
+    tips.push(t ? t.textContent : "");
+    // The page shows its own tooltip; the <title> stays for viewers without scripts.
+    if (t && tipEl) g.removeChild(t);
+    while (stack.length && D.d[stack[stack.length - 1]] >= D.d[i]) end[stack.pop()] = i;
+    parent.push(stack.length ? stack[stack.length - 1] : -1);
+    stack.push(i);
+  }
+  while (stack.length) end[stack.pop()] = N;
+
+  var zoomed = 0, query = "";
+  function width() {
+    if (!html) return D.width;
+    // The wrapper's padding (6px each side) is not ours to draw in.
+    var w = svg.parentNode.clientWidth - 12;
+    return w > 200 ? w : D.width;
+  }
+  function label(name, px) {
+    var fit = Math.floor((px - 6) / D.charW);
+    if (fit < 3) return "";
+    return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
+  }
+  function layout() {
+    var W = width(), z = zoomed, x0 = D.x[z], scale = (W - 2 * D.pad) / (D.w[z] || 1);
+    if (html) svg.setAttribute("width", W);
+    var anc = {};
+    for (var a = parent[z]; a >= 0; a = parent[a]) anc[a] = true;
+    for (var i = 0; i < N; i++) {
+      var g = gs[i], x, w, isAnc = false;
+      if (i >= z && i < end[z]) { x = D.pad + (D.x[i] - x0) * scale; w = D.w[i] * scale; }
+      else if (anc[i]) { x = D.pad; w = W - 2 * D.pad; isAnc = true; }
+      else { g.style.display = "none"; continue; }
+      if (w < 0.1) { g.style.display = "none"; continue; }
+      g.style.display = "";
+      g.setAttribute("class", (isAnc ? "fg-anc" : "") + (hit(i) ? " fg-hit" : ""));
+      rects[i].setAttribute("x", x.toFixed(2));
+      rects[i].setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
+      texts[i].setAttribute("x", (x + 3).toFixed(2));
+      texts[i].textContent = label(D.names[D.n[i]], w);
+    }
+    if (reset) reset.style.visibility = zoomed ? "visible" : "hidden";
+  }
+  function hit(i) {
+    if (!query || i === 0) return false;
+    return D.names[D.n[i]].toLowerCase().indexOf(query) >= 0 ||
+      D.locs[D.l[i]].toLowerCase().indexOf(query) >= 0;
+  }
+  function search(q) {
+    query = (q || "").toLowerCase();
+    var ms = 0, count = 0, covered = 0;
+    for (var i = 1; i < N; i++) {
+      if (!hit(i)) continue;
+      count++;
+      // Nested matches (recursion) are inside an outer match: count their time once.
+      if (i >= covered) { ms += D.w[i]; covered = end[i]; }
+    }
+    layout();
+    var pct = D.total > 0 ? (100 * ms / D.total) : 0;
+    if (status) {
+      status.textContent = query ?
+        "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
+        ", " + pct.toFixed(1) + "% of total (" + ms.toFixed(1) + " ms)" : "";
+    }
+  }
+  function frameOf(el) {
+    while (el && el !== svg) {
+      if (el.getAttribute && el.getAttribute("data-i") !== null) {
+        return +el.getAttribute("data-i");
+      }
+      el = el.parentNode;
+    }
+    return -1;
+  }
+  svg.addEventListener("click", function (e) {
+    var i = frameOf(e.target);
+    if (i < 0) return;
+    zoomed = i;
+    layout();
+  });
+  svg.addEventListener("mousemove", function (e) {
+    var i = frameOf(e.target);
+    if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
+    if (!tipEl) return;
+    if (i < 0) { tipEl.style.display = "none"; return; }
+    tipEl.textContent = tips[i];
+    tipEl.style.display = "block";
+    var r = tipEl.getBoundingClientRect();
+    var left = e.clientX + 14, top = e.clientY + 16;
+    if (left + r.width > window.innerWidth - 4) left = Math.max(4, e.clientX - r.width - 14);
+    if (top + r.height > window.innerHeight - 4) top = Math.max(4, e.clientY - r.height - 12);
+    tipEl.style.left = left + "px";
+    tipEl.style.top = top + "px";
+  });
+  svg.addEventListener("mouseleave", function () {
+    if (tipEl) tipEl.style.display = "none";
+  });
+  if (reset) reset.addEventListener("click", function () { zoomed = 0; layout(); });
+  if (input) {
+    input.addEventListener("input", function () { search(input.value); });
+  } else {
+    var s = doc.getElementById("fg-search-button");
+    if (s) s.addEventListener("click", function () {
+      var q = window.prompt("Search frames (name or location):", query);
+      if (q !== null) search(q);
+    });
+  }
+  doc.addEventListener("keydown", function (e) {
+    if (e.key === "Escape") {
+      zoomed = 0;
+      if (input) input.value = "";
+      search("");
+    } else if (e.key === "/" && input && doc.activeElement !== input) {
+      e.preventDefault();
+      input.focus();
+    }
+  });
+  if (html) window.addEventListener("resize", layout);
+  // A link can carry a search and a zoom: flame.html#q=fib&z=12 (z: frame index).
+  var params = {};
+  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+    var p = kv.split("=");
+    if (p.length === 2) params[p[0]] = decodeURIComponent(p[1]);
+  });
+  var zi = parseInt(params.z, 10);
+  if (zi > 0 && zi < N) zoomed = zi;
+  if (params.q) {
+    if (input) input.value = params.q;
+    search(params.q);
+  } else {
+    layout();
+  }
+  // Marks that the script ran (tests read it from the rendered DOM).
+  svg.setAttribute("data-ready", "1");
+})();
+"""
+
+
+def _svg_document(fr: _Frames, data: str, title: str, subtitle: str, width: int) -> str:
+    top = 44
+    height = top + fr.height + 26
+    return (
+        '<?xml version="1.0" encoding="UTF-8" standalone="no"?>\n'
+        f'<svg xmlns="http://www.w3.org/2000/svg" id="fg-svg" version="1.1" '
+        f'width="{width}" height="{height}" viewBox="0 0 {width} {height}">\n'
+        f"<style>{_CSS}\n"
+        ".fg-ui { font: 12px system-ui, 'DejaVu Sans', sans-serif; fill: #333; }\n"
+        ".fg-btn { cursor: pointer; fill: #0b61c4; }\n</style>\n"
+        f'<rect width="100%" height="100%" fill="#fbfbfa"/>\n'
+        f'<text class="fg-ui" x="{width / 2}" y="18" text-anchor="middle" '
+        f'style="font-size:15px;font-weight:600">{esc(title)}</text>\n'
+        f'<text class="fg-ui" x="{PAD}" y="36" style="fill:#777">{esc(subtitle)}</text>\n'
+        f'<text class="fg-ui fg-btn" id="fg-reset" x="{PAD}" y="18" '
+        'style="visibility:hidden">Reset zoom</text>\n'
+        f'<text class="fg-ui fg-btn" id="fg-search-button" x="{width - PAD}" y="18" '
+        'text-anchor="end">Search</text>\n'
+        f'<text class="fg-ui" id="fg-status" x="{width - PAD}" y="36" '
+        'text-anchor="end"></text>\n'
+        f'<g transform="translate(0,{top})">{fr.svg}</g>\n'
+        f'<text class="fg-ui" id="fg-details" x="{PAD}" y="{height - 9}"></text>\n'
+        f'<script type="application/json" id="fg-data">{data}</script>\n'
+        # CDATA so the script's own `<` and `&` are plain text in XML.
+        f'<script type="text/javascript"><![CDATA[{_JS}]]></script>\n'
+        "</svg>\n"
+    )
+
+
+_PAGE_CSS = """
+:root { color-scheme: light; }
+body { margin: 0; background: #fbfbfa; color: #1d1d1f;
+  font: 13px system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
+header { padding: 12px 16px 6px; display: flex; flex-wrap: wrap; align-items: baseline;
+  gap: 6px 18px; }
+h1 { font-size: 16px; margin: 0; font-weight: 600; }
+.sub { color: #6e6e73; }
+.controls { margin-left: auto; display: flex; gap: 8px; align-items: center; }
+#fg-search { font: inherit; padding: 4px 8px; width: 220px; border: 1px solid #c8c8cc;
+  border-radius: 6px; background: #fff; }
+#fg-reset { font: inherit; padding: 4px 10px; border: 1px solid #c8c8cc; border-radius: 6px;
+  background: #fff; cursor: pointer; visibility: hidden; }
+#fg-status { color: #8a2be2; min-height: 1em; padding: 0 16px; }
+.legend { padding: 2px 16px 6px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
+.legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
+  margin-right: 5px; vertical-align: -1px; }
+#fg-wrap { padding: 0 6px 12px; }
+#fg-svg { display: block; }
+#fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;
+  word-break: break-all; background: rgba(29,29,31,0.94); color: #f5f5f7; padding: 7px 9px;
+  border-radius: 6px; font-size: 12px; line-height: 1.45; pointer-events: none;
+  box-shadow: 0 4px 14px rgba(0,0,0,0.18); z-index: 2; }
+footer { color: #8e8e93; padding: 0 16px 14px; font-size: 12px; }
+"""
+
+
+def _html_document(
+    fr: _Frames, data: str, title: str, subtitle: str, legend: list, width: int
+) -> str:
+    legend_html = "".join(
+        f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
+        for fill, label in legend[:12]
+    )
+    # Only this exact script may run: a hash-pinned Content-Security-Policy, no network.
+    digest = base64.b64encode(hashlib.sha256(_JS.encode()).digest()).decode()
+    csp = (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'"
+    )
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}{_CSS}</style>\n</head>\n<body>\n"
+        f'<header><h1>{esc(title)}</h1><span class="sub">{esc(subtitle)}</span>'
+        '<div class="controls"><button id="fg-reset" type="button">Reset zoom</button>'
+        '<input id="fg-search" type="search" placeholder="Search frames ( / )" '
+        'aria-label="Search frames by name or location" autocomplete="off"></div></header>\n'
+        f'<div class="legend">{legend_html}</div>\n<div id="fg-status"></div>\n'
+        f'<div id="fg-wrap"><svg id="fg-svg" xmlns="http://www.w3.org/2000/svg" '
+        f'width="{width}" height="{fr.height}">{fr.svg}</svg></div>\n'
+        '<div id="fg-tip" role="tooltip"></div>\n'
+        "<footer>Click a frame to zoom, Esc to reset; hover for details.</footer>\n"
+        f'<script type="application/json" id="fg-data">{data}</script>\n'
+        f"<script>{_JS}</script>\n</body>\n</html>\n"
+    )
