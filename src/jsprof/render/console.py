@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..analysis.calltree import CallTree
+from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
 
 
@@ -167,3 +169,73 @@ def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) 
         }
 
     return [node(r, 1) for r in tree.roots() if tree.total_ms[r] >= cut]
+
+
+# ---- diff --------------------------------------------------------------------------------
+
+
+def diff_rows(diff: ProfileDiff, top: int | None) -> list[dict]:
+    """Rows for the diff table and for --json: shares in percent, changes in points."""
+    rows = diff.rows if top is None else diff.rows[:top]
+    out = []
+    for r in rows:
+        rel_self, rel_total = r.relative("self"), r.relative("total")
+        out.append(
+            {
+                "name": r.key.label(),
+                "resource": r.key.resource,
+                "status": r.status or ("changed" if r.impact > 1e-9 else "same"),
+                "base_self_pct": round(r.base_self, 3),
+                "new_self_pct": round(r.new_self, 3),
+                "base_total_pct": round(r.base_total, 3),
+                "new_total_pct": round(r.new_total, 3),
+                "self_pp": round(r.d_self, 3),
+                "total_pp": round(r.d_total, 3),
+                # JSON has no infinity: a share that grew from nothing has no ratio.
+                "self_rel_pct": None if math.isinf(rel_self) else round(rel_self, 2),
+                "total_rel_pct": None if math.isinf(rel_total) else round(rel_total, 2),
+            }
+        )
+    return out
+
+
+def diff_json(diff: ProfileDiff, top: int | None) -> dict:
+    return {
+        "base_total_ms": round(diff.base_total_ms, 3),
+        "new_total_ms": round(diff.new_total_ms, 3),
+        "functions": len(diff.rows),
+        "rows": diff_rows(diff, top),
+    }
+
+
+def _pp(v: float) -> Text:
+    # Slower (a larger share) in red, faster in blue, as in the differential flame graph.
+    style = "red" if v > 0.005 else "blue" if v < -0.005 else "dim"
+    return Text(f"{v:+.2f}", style=style)
+
+
+def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
+    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    for col in ("Δ self pp", "Δ total pp", "self %", "total %"):
+        table.add_column(col, justify="right")
+    table.add_column("function")
+    table.add_column("resource", overflow="fold")
+    rows = diff.rows if top is None else diff.rows[:top]
+    for r in rows:
+        name = Text(r.key.label())
+        if r.status:
+            name.append(f"  [{r.status}]", style="bold red" if r.status == "new" else "bold blue")
+        table.add_row(
+            _pp(r.d_self),
+            _pp(r.d_total),
+            f"{r.base_self:.1f} → {r.new_self:.1f}",
+            f"{r.base_total:.1f} → {r.new_total:.1f}",
+            name,
+            Text(r.key.resource or "(unknown)", style="dim"),
+        )
+    console.print(table)
+    console.print(
+        f"[dim]shares of all time: base {diff.base_total_ms:.1f} ms, new "
+        f"{diff.new_total_ms:.1f} ms; showing {len(rows)} of {len(diff.rows)} functions, "
+        "largest change first[/dim]"
+    )
