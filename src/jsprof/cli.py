@@ -120,6 +120,44 @@ def cmd_formats(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- flame --------------------------------------------------------------------------------
+
+
+def _flame_format(path: str) -> str:
+    low = path.lower()
+    if low.endswith(".svg"):
+        return "svg"
+    if low.endswith((".html", ".htm")):
+        return "html"
+    raise UsageError(f"{path}: a flame graph is written as .html or .svg; use one of those")
+
+
+def cmd_flame(args: argparse.Namespace) -> int:
+    from .analysis.calltree import build_call_tree
+    from .render.flame import render_flame
+
+    fmt = _flame_format(args.output)  # before loading: a bad name should not cost a parse
+    rec = io.load(args.trace)
+    if args.track is not None:
+        rec.track(args.track)
+    tree = build_call_tree(rec, args.track)
+    if not tree.total_time > 0:
+        raise UsageError(f"{args.trace}: has no samples; there is nothing to draw")
+    tracks = [rec.track(args.track)] if args.track else rec.tracks
+    samples = sum(t.trace.num_samples for t in tracks)
+    doc = render_flame(
+        tree,
+        fmt,
+        title=os.path.basename(args.trace),
+        subtitle=f"{tree.total_time:.1f} ms · {samples} samples · {_title(rec, args.track)}",
+        icicle=args.icicle,
+        color_by=args.color_by,
+    )
+    io.atomic_write(args.output, doc.encode("utf-8"))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
 # ---- parser ------------------------------------------------------------------------------
 
 
@@ -179,6 +217,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("formats", help="list the trace formats jsprof reads and writes")
     f.set_defaults(func=cmd_formats)
+
+    fl = sub.add_parser("flame", help="write a flame graph (self-contained .html or .svg)")
+    fl.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
+    fl.add_argument("-o", "--output", required=True, help="flame.html or flame.svg")
+    fl.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
+    fl.add_argument("--color-by", choices=("resource", "function"), default="resource")
+    fl.add_argument("--track", help="only this track (default: all tracks together)")
+    fl.set_defaults(func=cmd_flame)
 
     return p
 
