@@ -158,6 +158,51 @@ def cmd_flame(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- diff ---------------------------------------------------------------------------------
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from .analysis.calltree import build_call_tree
+    from .analysis.diff import check_gates, diff_profiles, parse_gate, tree_changes
+    from .render import console as render
+    from .render.flame import render_flame
+
+    # Bad rules and output names fail before any parsing work.
+    gates = [parse_gate(spec) for spec in args.fail_if]
+    fmt = _flame_format(args.flame) if args.flame else None
+    base, new = io.load(args.base), io.load(args.new)
+    if args.track is not None:
+        base.track(args.track)
+        new.track(args.track)
+    d = diff_profiles(base, new, args.track)
+    if args.json:
+        _print_json(render.diff_json(d, args.top))
+    else:
+        title = f"{args.new} vs {args.base} (change in share of all time, percentage points)"
+        render.print_diff(_console(), d, args.top, title)
+    if fmt is not None:
+        new_tree = build_call_tree(new, args.track)
+        change = tree_changes(build_call_tree(base, args.track), new_tree)
+        doc = render_flame(
+            new_tree,
+            fmt,
+            title=f"{os.path.basename(args.new)} vs {os.path.basename(args.base)}",
+            subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
+            icicle=args.icicle,
+            change=change,
+        )
+        io.atomic_write(args.flame, doc.encode("utf-8"))
+        print(f"wrote {args.flame}", file=sys.stderr)
+    for g in gates:
+        if not d.find(g.name):
+            # A typo in a CI rule would otherwise pass silently forever.
+            print(f"jsprof: warning: --fail-if {g.spec!r} matches no function", file=sys.stderr)
+    failures = check_gates(d, gates)
+    for line in failures:
+        print(f"jsprof: diff: {line}", file=sys.stderr)
+    return 1 if failures else 0
+
+
 # ---- parser ------------------------------------------------------------------------------
 
 
@@ -225,6 +270,25 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--color-by", choices=("resource", "function"), default="resource")
     fl.add_argument("--track", help="only this track (default: all tracks together)")
     fl.set_defaults(func=cmd_flame)
+
+    df = sub.add_parser("diff", help="compare two profiles by each function's share of time")
+    df.add_argument("base", help="the baseline trace")
+    df.add_argument("new", help="the trace to compare against it")
+    df.add_argument("--top", type=_positive_int, default=20, help="rows to show (default 20)")
+    df.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
+    df.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    df.add_argument("--flame", metavar="OUT", help="also write a differential flame graph")
+    df.add_argument("--icicle", action="store_true", help="--flame: roots at the top")
+    df.add_argument("--track", help="only this track, in both profiles")
+    df.add_argument(
+        "--fail-if",
+        metavar="RULE",
+        action="append",
+        default=[],
+        help="exit 1 when a function got worse than RULE: NAME:self|total>+Npp (points of "
+        "share) or >+N%% (relative); NAME * means any function; repeatable",
+    )
+    df.set_defaults(func=cmd_diff)
 
     return p
 
