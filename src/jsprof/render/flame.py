@@ -536,7 +536,7 @@ h1 { font-size: 16px; margin: 0; font-weight: 600; }
 #fg-status { color: #8a2be2; min-height: 1em; padding: 0 16px; }
 .legend { padding: 2px 16px 6px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
-  margin-right: 5px; vertical-align: -1px; }
+  margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
 #fg-wrap { padding: 0 6px 12px; }
 #fg-svg { display: block; }
 #fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;

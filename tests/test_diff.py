@@ -1,0 +1,162 @@
+"""Profile diffs on traces whose share changes follow from how they were built."""
+
+import json
+
+import numpy as np
+import pytest
+
+from jsprof import io
+from jsprof.analysis.calltree import build_call_tree
+from jsprof.analysis.diff import (
+    NameKey,
+    check_gates,
+    diff_profiles,
+    parse_gate,
+    tree_changes,
+)
+from jsprof.cli import main
+from jsprof.errors import UsageError
+from jsprof.trace import Recording, TraceBuilder
+
+APP = "file:///app.js"
+
+
+def _rec(stacks, lines=None, resource=APP):
+    """One sample per ms; stacks are lists of names, outermost first; `lines` moves
+    functions (as an edit above them would), by name."""
+    b = TraceBuilder()
+    r = b.resource_id(resource)
+    lines = lines or {}
+    for i, names in enumerate(stacks):
+        ids = [b.frame_id(n, r, lines.get(n, 10 + len(n)), 3) for n in names]
+        b.add_sample(float(i), b.stack_id(ids))
+    return Recording.of(b.build(), sample_interval=1.0)
+
+
+# BASE: 10 ms, a 6 (60%), b 3 (30%), gone 1 (10%).
+BASE = [["main", "a"]] * 6 + [["main", "b"]] * 3 + [["main", "gone"]]
+# NEW: 20 ms, a 4 (20%), b 6 (30%), c 10 (50%, new); `a` moved 40 lines down.
+NEW = [["main", "a"]] * 4 + [["main", "b"]] * 6 + [["main", "c"]] * 10
+
+
+def _rows(d):
+    return {r.key.name: r for r in d.rows}
+
+
+def test_share_changes_follow_from_construction():
+    d = diff_profiles(_rec(BASE), _rec(NEW, lines={"a": 55}))
+    rows = _rows(d)
+    assert d.base_total_ms == pytest.approx(10) and d.new_total_ms == pytest.approx(20)
+    # a moved to another line but is still matched (by name and resource): 60% -> 20%.
+    assert rows["a"].status == ""
+    assert rows["a"].d_self == pytest.approx(-40) and rows["a"].d_total == pytest.approx(-40)
+    assert rows["a"].relative("self") == pytest.approx(-200 / 3)
+    assert rows["b"].d_self == pytest.approx(0) and rows["b"].new_self == pytest.approx(30)
+    assert rows["c"].status == "new" and rows["c"].d_self == pytest.approx(50)
+    assert rows["c"].relative("self") == float("inf")
+    assert rows["gone"].status == "removed" and rows["gone"].d_total == pytest.approx(-10)
+    # main has no self time and 100% total in both.
+    assert rows["main"].d_self == 0 and rows["main"].d_total == pytest.approx(0)
+    # Largest absolute change first; the unchanged ones last.
+    assert [r.key.name for r in d.rows][:3] == ["c", "a", "gone"]
+    assert {r.key.name for r in d.rows[3:]} == {"b", "main"}
+
+
+def test_recursion_counts_once_in_total_share():
+    base = _rec([["main", "f", "f", "f"]] * 5 + [["main", "g"]] * 5)
+    new = _rec([["main", "f"]] * 5 + [["main", "g"]] * 5)
+    rows = _rows(diff_profiles(base, new))
+    assert rows["f"].base_total == pytest.approx(50)  # not 150
+    assert rows["f"].d_total == pytest.approx(0)
+
+
+def test_query_string_of_resource_does_not_break_the_match():
+    base = _rec(BASE, resource="https://x.test/app.js?v=41")
+    new = _rec(BASE, resource="https://x.test/app.js?v=42#frag")
+    d = diff_profiles(base, new)
+    assert all(r.status == "" and r.impact == pytest.approx(0) for r in d.rows)
+    assert d.rows[0].key.resource == "https://x.test/app.js"
+
+
+def test_fixture_against_itself_is_zero(data):
+    rec = io.load(data / "chromium" / "trace-basic.json")
+    d = diff_profiles(rec, io.load(data / "chromium" / "trace-basic.json"))
+    assert len(d.rows) > 5
+    assert all(r.status == "" for r in d.rows)
+    assert max(r.impact for r in d.rows) == pytest.approx(0, abs=1e-9)
+    assert NameKey("busyLoop", "http://127.0.0.1:8000/page.html") in {r.key for r in d.rows}
+    tree = build_call_tree(rec)
+    ch = tree_changes(tree, build_call_tree(rec))
+    assert ch.in_base.all()
+    assert np.abs(ch.d_self).max() == pytest.approx(0, abs=1e-9)
+    assert np.abs(ch.d_total).max() == pytest.approx(0, abs=1e-9)
+
+
+def test_fixtures_of_two_pages_differ_as_their_workloads(data):
+    d = diff_profiles(
+        io.load(data / "chromium" / "trace-basic.json"),
+        io.load(data / "chromium" / "trace-builtins.json"),
+    )
+    rows = _rows(d)
+    assert rows["busyLoop"].status == "removed" and rows["busyLoop"].d_self < -50
+    assert rows["domWork"].status == "new" and rows["domWork"].d_self > 5
+
+
+def test_tree_changes_per_call_path():
+    base = _rec(BASE)
+    new = _rec(NEW, lines={"a": 55})
+    tree = build_call_tree(new)
+    ch = tree_changes(build_call_tree(base), tree)
+    by_name = {tree.functions[int(tree.function[i])].name: i for i in range(len(tree.parent))}
+    assert ch.d_self[by_name["a"]] == pytest.approx(-40)
+    assert ch.d_self[by_name["c"]] == pytest.approx(50)
+    assert not ch.in_base[by_name["c"]] and ch.in_base[by_name["a"]]
+    assert ch.d_total[by_name["main"]] == pytest.approx(0)
+
+
+def test_gates():
+    d = diff_profiles(_rec(BASE), _rec(NEW))
+    assert check_gates(d, [parse_gate("b:self>+1pp")]) == []
+    (msg,) = check_gates(d, [parse_gate("c:self>+5pp")])
+    assert "c (file:///app.js)" in msg and "+50.00pp" in msg
+    assert check_gates(d, [parse_gate("a:total > -50pp")])  # -40 is above -50
+    assert check_gates(d, [parse_gate("a:self<-30%")])  # relative: -66.7%
+    assert not check_gates(d, [parse_gate("a:self<-70%")])
+    assert len(check_gates(d, [parse_gate("*:self>+0.5pp")])) == 1  # only c grew
+    assert check_gates(d, [parse_gate("c:total>+20%")])  # from nothing: infinitely more
+    for bad in ("fib>3", "fib:self>5", "fib:wall>+5pp", ":self>+5pp"):
+        with pytest.raises(UsageError, match="fail-if"):
+            parse_gate(bad)
+
+
+def _write(tmp_path, name, rec):
+    p = tmp_path / name
+    io.save(rec, p)
+    return str(p)
+
+
+def test_cli_diff_table_json_gate_and_flame(tmp_path, capsys):
+    base = _write(tmp_path, "base.json", _rec(BASE))
+    new = _write(tmp_path, "new.json", _rec(NEW))
+    assert main(["diff", base, new]) == 0
+    out = capsys.readouterr().out
+    assert "c  [new]" in out and "gone  [removed]" in out and "-40.00" in out
+
+    assert main(["diff", base, new, "--json", "--top", "2"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["name"] for r in doc["rows"]] == ["c", "a"]
+    assert doc["rows"][0]["status"] == "new" and doc["rows"][0]["self_rel_pct"] is None
+    assert doc["rows"][1]["self_pp"] == pytest.approx(-40)
+
+    flame = tmp_path / "d.html"
+    rc = main(["diff", base, new, "--flame", str(flame), "--fail-if", "c:self>+10pp"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "breaks --fail-if 'c:self>+10pp'" in err
+    page = flame.read_text()
+    assert "vs base: self -40.00 pp" in page and "new: this call path is not in the base" in page
+
+    assert main(["diff", base, new, "--fail-if", "nosuch:self>+1pp"]) == 0
+    assert "matches no function" in capsys.readouterr().err
+    assert main(["diff", base, new, "--fail-if", "c>1"]) == 2
+    assert main(["diff", base, new, "--flame", str(tmp_path / "d.png")]) == 2
+    assert not (tmp_path / "d.png").exists()
