@@ -344,7 +344,7 @@ _JS = r"""
   var svg = doc.getElementById("fg-svg");
   var gs = doc.getElementById("fg-frames").children;
   var N = D.d.length, html = D.mode === "html";
-  var rects = [], texts = [], tips = [], parent = [], end = [], stack = [];
+  var rects = [], texts = [], tips = [], titles = [], parent = [], end = [], stack = [];
   var tipEl = doc.getElementById("fg-tip");
   var details = doc.getElementById("fg-details");
   var status = doc.getElementById("fg-status");
@@ -355,9 +355,8 @@ _JS = r"""
     rects.push(g.getElementsByTagName("rect")[0]);
     texts.push(g.getElementsByTagName("text")[0]);
     var t = g.getElementsByTagName("title")[0];
+    titles.push(t);
     tips.push(t ? t.textContent : "");
-    // The page shows its own tooltip; the <title> stays for viewers without scripts.
-    if (t && tipEl) g.removeChild(t);
     while (stack.length && D.d[stack[stack.length - 1]] >= D.d[i]) end[stack.pop()] = i;
     parent.push(stack.length ? stack[stack.length - 1] : -1);
     stack.push(i);
@@ -433,8 +432,19 @@ _JS = r"""
     zoomed = i;
     layout();
   });
+  // The page draws its own tooltip. The hovered frame's <title> is taken out meanwhile,
+  // so the browser's slower native one does not show on top; it stays in the document
+  // otherwise, for search engines, screen readers and viewers without scripts.
+  var hovered = -1;
+  function hover(i) {
+    if (!tipEl || i === hovered) return;
+    if (hovered >= 0 && titles[hovered]) gs[hovered].insertBefore(titles[hovered], rects[hovered]);
+    if (i >= 0 && titles[i] && titles[i].parentNode) gs[i].removeChild(titles[i]);
+    hovered = i;
+  }
   svg.addEventListener("mousemove", function (e) {
     var i = frameOf(e.target);
+    hover(i);
     if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
     if (!tipEl) return;
     if (i < 0) { tipEl.style.display = "none"; return; }
@@ -448,6 +458,7 @@ _JS = r"""
     tipEl.style.top = top + "px";
   });
   svg.addEventListener("mouseleave", function () {
+    hover(-1);
     if (tipEl) tipEl.style.display = "none";
   });
   if (reset) reset.addEventListener("click", function () { zoomed = 0; layout(); });

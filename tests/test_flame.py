@@ -1,0 +1,275 @@
+"""Flame graphs: layout and escaping from the file, and rendering in real headless Chromium.
+
+Chromium is required, never skipped: `make test` installs it (Debian package `chromium`).
+"""
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from jsprof import io
+from jsprof.analysis.calltree import build_call_tree
+from jsprof.analysis.diff import tree_changes
+from jsprof.cli import main
+from jsprof.render.flame import ROW, render_flame, script_json
+from jsprof.trace import Recording, TraceBuilder
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+XSS_SCRIPT = "</script><img src=x onerror=alert(1)>"
+XSS_ATTR = '"><svg onload=alert(1)>'
+# Variants whose effect would be visible in the dumped DOM if they ever ran.
+XSS_TITLE = "</script><img src=x onerror=\"document.title='pwned'\">"
+XSS_MARK = "\"><svg onload=\"document.body.setAttribute('data-pwned','1')\">"
+ODD = "line\u2028sep\u2029para & <b> ]]> \x01ctl"
+
+
+def _basic(data):
+    return build_call_tree(io.load(data / "chromium" / "trace-basic.json"))
+
+
+def _rec(stacks, resources=None):
+    """One sample per ms; stacks are lists of names, outermost first."""
+    b = TraceBuilder()
+    res = resources or {}
+    for i, names in enumerate(stacks):
+        ids = [b.frame_id(n, b.resource_id(res.get(n, "file:///app.js")), 1, 1) for n in names]
+        b.add_sample(float(i), b.stack_id(ids))
+    return Recording.of(b.build(), sample_interval=1.0)
+
+
+def _xss_tree():
+    stacks = [["main", XSS_SCRIPT], ["main", XSS_ATTR], ["main", XSS_TITLE, XSS_MARK]] * 3
+    stacks += [["main", ODD]] * 3
+    return build_call_tree(_rec(stacks))
+
+
+def _frames(svg_root):
+    """(title text, rect attributes) per frame group of a parsed SVG."""
+    out = []
+    for g in svg_root.iter(SVG_NS + "g"):
+        if "data-i" in g.attrib:
+            out.append((g.find(SVG_NS + "title").text, g.find(SVG_NS + "rect").attrib))
+    return out
+
+
+# ---- from the file ---------------------------------------------------------------------
+
+
+def test_svg_of_fixture_is_valid_xml_with_every_function(data):
+    tree = _basic(data)
+    root = ET.fromstring(render_flame(tree, "svg", title="basic"))
+    frames = _frames(root)
+    titles = [t.split("\n")[0] for t, _ in frames]
+    assert titles[0] == "all"
+    for name in ("busyLoop", "fib", "extWork", "extInner", "set scale", "get perimeter", "area"):
+        assert name in titles
+    # Tooltips carry location, total and self.
+    busy = next(t for t, _ in frames if t.startswith("busyLoop\n"))
+    assert "page.html?exp=basic:14:18" in busy and "total " in busy and "self " in busy
+    # The root spans the drawing; a child is never wider than the whole.
+    root_w = float(frames[0][1]["width"])
+    assert root_w == pytest.approx(1200 - 20, abs=1)
+    assert all(float(r["width"]) <= root_w for _, r in frames)
+
+
+def test_flame_and_icicle_put_the_root_at_opposite_ends(data):
+    tree = _basic(data)
+    flame = _frames(ET.fromstring(render_flame(tree, "svg")))
+    icicle = _frames(ET.fromstring(render_flame(tree, "svg", icicle=True)))
+    depth = max(int(float(r["y"])) for _, r in icicle) // ROW
+    assert float(icicle[0][1]["y"]) == 0
+    assert float(flame[0][1]["y"]) == depth * ROW
+    assert len(flame) == len(icicle)
+
+
+def test_colour_by_resource_and_by_function(data):
+    def fills(color_by):
+        frames = _frames(ET.fromstring(render_flame(_basic(data), "svg", color_by=color_by)))
+        return {t.split("\n")[0]: r["fill"] for t, r in frames}
+
+    def hue(fill):
+        return int(re.match(r"hsl\((-?\d+),", fill).group(1))
+
+    by_res = fills("resource")
+    # page.html is the first (orange) family, workload-ext.js the second (blue).
+    assert abs(hue(by_res["busyLoop"]) - hue(by_res["fib"])) <= 14
+    assert abs(hue(by_res["extWork"]) - hue(by_res["busyLoop"])) > 100
+    by_fn = fills("function")
+    assert all(0 <= hue(by_fn[n]) <= 60 for n in ("busyLoop", "fib", "extWork"))
+
+
+def test_untrusted_names_are_escaped_everywhere():
+    tree = _xss_tree()
+    for fmt in ("svg", "html"):
+        doc = render_flame(tree, fmt, title=XSS_SCRIPT, subtitle=XSS_ATTR)
+        for raw in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK, "<img", "<b>"):
+            assert raw not in doc, (fmt, raw)
+        assert doc.count("</script>") == 2  # the JSON block and the script, nothing else
+        # The JSON block holds the names, escaped for a <script> element.
+        block = re.search(r'id="fg-data">(.*?)</script>', doc, re.S).group(1)
+        assert "<" not in block and ">" not in block and "&" not in block
+        assert "\u2028" not in block and "\u2029" not in block
+        assert XSS_SCRIPT in json.loads(block)["names"]
+    # The SVG is well-formed XML and the names read back exactly as text.
+    titles = [t.split("\n")[0] for t, _ in _frames(ET.fromstring(render_flame(tree, "svg")))]
+    for name in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK):
+        assert name in titles
+    assert ODD.replace("\x01", "\ufffd") in titles  # XML cannot hold U+0001 at all
+
+
+def test_script_json_escapes():
+    s = script_json({"n": "</script>&\u2028\u2029"})
+    assert s == '{"n":"\\u003c/script\\u003e\\u0026\\u2028\\u2029"}'
+    assert json.loads(s) == {"n": "</script>&\u2028\u2029"}
+
+
+def test_self_contained_no_external_urls(data):
+    for fmt in ("svg", "html"):
+        doc = render_flame(_basic(data), fmt)
+        # Resource URLs appear as text (names, tooltips), never as something to fetch.
+        assert not re.search(r"""(src|href)\s*=\s*["']?\s*(https?:|//)""", doc, re.I)
+        assert "<link" not in doc and "@import" not in doc and "url(" not in doc
+    assert "default-src 'none'" in render_flame(_basic(data), "html")
+
+
+def test_narrow_nodes_are_pruned_so_files_stay_small():
+    # One hot function and 20,000 distinct one-sample callees far below a pixel.
+    b = TraceBuilder()
+    r = b.resource_id("file:///big.js")
+    main_f = b.frame_id("main", r, 1, 1)
+    hot = b.stack_id([main_f, b.frame_id("hot", r, 2, 1)])
+    t = 0.0
+    for i in range(20000):
+        b.add_sample(t, b.stack_id([main_f, b.frame_id(f"tiny{i}", r, 3 + i, 1)]))
+        t += 1.0
+    b.add_sample(t, hot)
+    b.add_sample(t + 1e7, hot)  # the hot sample stands for 10,000 s
+    tree = build_call_tree(Recording.of(b.build(), sample_interval=1.0))
+    assert len(tree.parent) == 20002
+    doc = render_flame(tree, "html")
+    assert len(doc) < 60_000
+    assert "hot" in doc and "tiny17" not in doc
+    kept = render_flame(tree, "svg", min_width_px=0)
+    assert "tiny17" in kept
+
+
+def test_differential_colours_red_for_growth_blue_for_shrink():
+    base = _rec([["main", "a"]] * 8 + [["main", "b"]] * 2)
+    new = _rec([["main", "a"]] * 2 + [["main", "b"]] * 8)
+    tree = build_call_tree(new)
+    doc = render_flame(tree, "svg", change=tree_changes(build_call_tree(base), tree))
+    fills = {t.split("\n")[0]: r["fill"] for t, r in _frames(ET.fromstring(doc))}
+    assert fills["b"].startswith("hsl(2,85%")  # full red: the largest growth
+    assert fills["a"].startswith("hsl(215,85%")  # full blue
+    assert fills["main"].endswith(",96%)")  # no self time on either side: neutral
+
+
+def test_cli_flame(data, tmp_path, capsys):
+    out = tmp_path / "f.svg"
+    trace = str(data / "chromium" / "trace-basic.json")
+    assert main(["flame", trace, "-o", str(out), "--icicle", "--color-by", "function"]) == 0
+    assert "busyLoop" in out.read_text()
+    assert main(["flame", trace, "-o", str(tmp_path / "f.png")]) == 2
+    assert "use one of those" in capsys.readouterr().err
+    assert main(["flame", trace, "-o", str(tmp_path / "f.html"), "--track", "nope"]) == 2
+    assert not (tmp_path / "f.html").exists()
+
+
+# ---- in headless Chromium ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chromium() -> str:
+    path = shutil.which("chromium") or "/usr/bin/chromium"
+    if not os.access(path, os.X_OK):
+        pytest.fail(
+            "Chromium is required for the flame graph tests and is missing: "
+            "run `make test` (it installs it) or `apt-get install -y chromium`"
+        )
+    return path
+
+
+def _chromium(exe: str, tmp: Path, url: str, *mode: str) -> subprocess.CompletedProcess:
+    profile = tmp / f"profile-{len(list(tmp.iterdir()))}"
+    cmd = [
+        exe,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=3000",  # let the page's script run before the dump
+        *mode,
+        url,
+    ]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=tmp)
+    assert p.returncode == 0, p.stderr[-2000:]
+    return p
+
+
+def _dom(exe: str, tmp: Path, url: str) -> str:
+    return _chromium(exe, tmp, url, "--dump-dom").stdout
+
+
+def test_chromium_renders_the_fixture(chromium, data, tmp_path):
+    page = tmp_path / "flame.html"
+    tree = _basic(data)
+    page.write_text(render_flame(tree, "html", title="trace-basic.json"), encoding="utf-8")
+
+    dom = _dom(chromium, tmp_path, page.as_uri() + "#q=fib")
+    assert 'data-ready="1"' in dom  # the script ran
+    for name in ("busyLoop", "extWork", "arrowWork", "set scale", "fib"):
+        assert name in dom
+    # The search found fib and reported its share (18.4% of this fixture).
+    status = re.search(r'id="fg-status">([^<]*)<', dom).group(1)
+    assert re.search(r"\d+ frames, 18\.4% of total", status), status
+    assert 'class=" fg-hit"' in dom
+
+    png = tmp_path / "shot.png"
+    _chromium(chromium, tmp_path, page.as_uri(), f"--screenshot={png}", "--window-size=1280,600")
+    img = Image.open(png).convert("RGB")
+    assert img.size == (1280, 600)
+    colours = img.getcolors(maxcolors=1 << 20)
+    background = max(colours)[1]
+    painted = sum(n for n, c in colours if c != background)
+    assert len(colours) > 50, "screenshot has too few colours: blank or unstyled"
+    assert painted > 0.08 * img.size[0] * img.size[1], "too few non-background pixels"
+    # The frame fills (orange family for page.html) are really on screen.
+    assert sum(n for n, (r, g, b) in colours if r > 180 and 110 < g < 190 and b < 140) > 5000
+
+
+def test_chromium_svg_zooms_by_link(chromium, data, tmp_path):
+    svg = tmp_path / "flame.svg"
+    svg.write_text(render_flame(_basic(data), "svg"), encoding="utf-8")
+    # Zoom into frame 3 (workload): its ancestors stay, drawn full width and faded.
+    dom = _dom(chromium, tmp_path, svg.as_uri() + "#z=3")
+    assert 'data-ready="1"' in dom and 'class="fg-anc"' in dom
+
+
+def test_chromium_does_not_run_injected_names(chromium, tmp_path):
+    page = tmp_path / "xss.html"
+    page.write_text(render_flame(_xss_tree(), "html", title=XSS_TITLE), encoding="utf-8")
+    dom = _dom(chromium, tmp_path, page.as_uri() + "#q=" + "%3C%2Fscript")
+    assert 'data-ready="1"' in dom
+    # Had an injected handler run, the title would read "pwned" and <body> carry a mark.
+    title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
+    assert html.unescape(title) == XSS_TITLE
+    assert "data-pwned" not in re.search(r"<body[^>]*>", dom).group(0)
+    # No element was injected: the only <svg> is the graph, and there is no <img>.
+    assert "<img" not in dom and dom.count("<svg") == 1
+    # Every name is in the rendered document as text, and search found the injected one.
+    for name in ("main", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"):
+        assert name in dom
+    assert re.search(r'id="fg-status">[^<]*\d+ frames?, ', dom)
