@@ -89,4 +89,4 @@ def writer_for(path: str, format: str | None) -> Format:
 
 
 # Format modules register themselves on import; imported last because they use register().
-from . import cpuprofile  # noqa: E402,F401
+from . import chrometrace, cpuprofile, perfetto  # noqa: E402,F401

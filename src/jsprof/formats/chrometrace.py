@@ -1,0 +1,331 @@
+"""Chrome trace-event JSON: CPU profiles embedded the way Chrome does (Profile + ProfileChunk).
+
+Writing: per track, a `Profile` event and `ProfileChunk` events (category
+`disabled-by-default-v8.cpu_profiler`, phase `P`, linked by `id` and `pid`) carrying the
+nodes (with `parent`, each node once, in the chunk that first uses it), `samples`,
+`timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; plus `thread_name` /
+`process_name` metadata. Spans of instrumented runs become complete (`X`) events. Times
+are microseconds since the Unix epoch (the track's time origin + sample time), so tracks
+from different runtimes line up on one clock. Precision is 1 µs, as in Chrome's own files.
+
+Spans are written for viewing only: reading keeps the sampled profile, not the spans.
+
+Reading: the same events (as a bare array or `{"traceEvents": [...]}`) from jsprof or from
+Chrome DevTools' Performance panel, and the `CpuProfile` instant event DevTools also
+accepts. Each profile becomes one track; its nodes are turned into a CDP profile and
+converted by `formats.cpuprofile`, so both formats share one set of V8 rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..errors import TraceFormatError
+from ..trace import Recording, Track
+from . import Format, register
+from .cpuprofile import profile_to_trace, trace_to_profile
+
+CATEGORY = "disabled-by-default-v8.cpu_profiler"
+CHUNK_SAMPLES = 5000  # V8 flushes every 100 samples; bigger chunks keep files smaller
+PID = 1
+
+
+def _err(source: str, where: str, problem: str) -> TraceFormatError:
+    return TraceFormatError(f"{source}: {where}: {problem}")
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+
+def _track_events(track: Track, index: int) -> list[dict]:
+    tid = (
+        int(track.meta.get("tid", index + 1))
+        if isinstance(track.meta.get("tid"), int)
+        else index + 1
+    )
+    pid = int(track.meta["pid"]) if isinstance(track.meta.get("pid"), int) else PID
+    origin_us = track.time_origin * 1000.0
+    prof = trace_to_profile(track.trace, origin_us)
+    pid_id = f"0x{index + 1:x}"
+    base = {"ph": "P", "cat": CATEGORY, "id": pid_id, "pid": pid, "tid": tid}
+    events: list[dict] = [
+        {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": track.name}},
+        {
+            "name": "Profile",
+            **base,
+            "ts": prof["startTime"],
+            "args": {"data": {"startTime": prof["startTime"]}},
+        },
+    ]
+    # Nodes with `parent` instead of `children`, emitted in the chunk that first needs them.
+    parent_of: dict[int, int] = {}
+    for nd in prof["nodes"]:
+        for c in nd.get("children", ()):
+            parent_of[c] = nd["id"]
+    node_by_id = {nd["id"]: nd for nd in prof["nodes"]}
+    emitted: set[int] = set()
+    samples, deltas = prof["samples"], prof["timeDeltas"]
+    lines = track.trace.sample_line
+    ts = prof["startTime"]
+
+    def chunk_nodes(ids: list[int]) -> list[dict]:
+        out: list[dict] = []
+        for nid in ids:
+            chain = []
+            while nid not in emitted:
+                chain.append(nid)
+                emitted.add(nid)
+                p = parent_of.get(nid)
+                if p is None:
+                    break
+                nid = p
+            for n in reversed(chain):  # parents before children
+                nd = node_by_id[n]
+                cf = {
+                    k: v for k, v in nd["callFrame"].items() if not (k.endswith("Number") and v < 0)
+                }
+                cf["scriptId"] = int(cf.get("scriptId", 0))
+                cf["codeType"] = (
+                    "other" if cf["functionName"].startswith("(") and not cf["url"] else "JS"
+                )
+                node = {"id": n, "callFrame": cf}
+                if n in parent_of:
+                    node["parent"] = parent_of[n]
+                out.append(node)
+        return out
+
+    n = len(samples)
+    for lo in range(0, max(n, 1), CHUNK_SAMPLES):
+        hi = min(n, lo + CHUNK_SAMPLES)
+        part = samples[lo:hi]
+        data: dict[str, Any] = {
+            "cpuProfile": {"nodes": chunk_nodes(sorted(set(part)) or [1]), "samples": part},
+            "timeDeltas": deltas[lo:hi],
+        }
+        if lines is not None and (lines[lo:hi] != 0).any():
+            data["lines"] = lines[lo:hi].tolist()
+        ts += int(sum(deltas[lo:hi]))
+        events.append({"name": "ProfileChunk", **base, "ts": ts, "args": {"data": data}})
+    events.append(
+        {
+            "name": "ProfileChunk",
+            **base,
+            "ts": prof["endTime"],
+            "args": {"data": {"endTime": prof["endTime"]}},
+        }
+    )
+    if track.spans is not None and len(track.spans):
+        events.extend(_span_events(track, pid, tid, origin_us))
+    return events
+
+
+def _span_events(track: Track, pid: int, tid: int, origin_us: float) -> list[dict]:
+    s = track.spans
+    assert s is not None
+    frames, res = track.trace.frames, track.trace.resources
+    out = []
+    for start, end, fid in zip(s.start.tolist(), s.end.tolist(), s.frame.tolist(), strict=True):
+        f = frames[fid]
+        args: dict[str, Any] = {"frameId": fid}
+        if f.resource_id is not None:
+            args["url"] = res[f.resource_id]
+        if f.line is not None:
+            args["line"] = f.line
+        out.append(
+            {
+                "name": f.name or "(anonymous)",
+                "cat": "jsprof.span",
+                "ph": "X",
+                "pid": pid,
+                "tid": tid,
+                "ts": round(origin_us + start * 1000.0, 3),
+                "dur": round((end - start) * 1000.0, 3),
+                "args": args,
+            }
+        )
+    return out
+
+
+def write(rec: Recording) -> bytes:
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    events: list[dict] = [
+        {"name": "process_name", "ph": "M", "pid": PID, "tid": 0, "args": {"name": "jsprof"}}
+    ]
+    for i, t in enumerate(rec.tracks):
+        events.extend(_track_events(t, i))
+    return orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
+
+
+# ---- reading -----------------------------------------------------------------------------
+
+
+def _events(doc: Any) -> list | None:
+    if type(doc) is list:
+        return doc
+    if type(doc) is dict and type(doc.get("traceEvents")) is list:
+        return doc["traceEvents"]
+    return None
+
+
+def sniff(data: bytes, doc: Any) -> bool:
+    """Any trace-event file: reading then says so if it holds no CPU profile."""
+    events = _events(doc)
+    return bool(events) and all(type(e) is dict and "ph" in e for e in events[:10])
+
+
+class _Profile:
+    def __init__(self, pid: Any, tid: Any, start: float) -> None:
+        self.pid, self.tid, self.start = pid, tid, start
+        self.nodes: list[dict] = []
+        self.samples: list = []
+        self.deltas: list = []
+        self.lines: list = []
+
+
+def _num(source: str, where: str, v: Any) -> float:
+    if type(v) not in (int, float):
+        raise _err(source, where, "expected a number")
+    return float(v)
+
+
+def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
+    profiles: dict[tuple, _Profile] = {}
+    names: dict[tuple, str] = {}
+    for i, e in enumerate(events):
+        if type(e) is not dict:
+            raise _err(source, f"traceEvents[{i}]", "expected an event object")
+        name = e.get("name")
+        where = f"traceEvents[{i}]"
+        if name == "thread_name" and e.get("ph") == "M":
+            a = e.get("args")
+            if type(a) is dict and type(a.get("name")) is str:
+                names[(e.get("pid"), e.get("tid"))] = a["name"]
+        elif name == "Profile":
+            data = (e.get("args") or {}).get("data") if type(e.get("args")) is dict else None
+            start = data.get("startTime", e.get("ts")) if type(data) is dict else e.get("ts")
+            key = (e.get("pid"), e.get("id"))
+            profiles[key] = _Profile(e.get("pid"), e.get("tid"), _num(source, f"{where}.ts", start))
+        elif name == "ProfileChunk":
+            key = (e.get("pid"), e.get("id"))
+            prof = profiles.get(key)
+            if prof is None:
+                raise _err(
+                    source, where, f"ProfileChunk for id {e.get('id')!r} before its Profile event"
+                )
+            args = e.get("args")
+            data = args.get("data") if type(args) is dict else None
+            if type(data) is not dict:
+                raise _err(source, f"{where}.args.data", "missing")
+            cpu = data.get("cpuProfile")
+            if cpu is None:
+                continue  # the closing chunk with only endTime
+            if type(cpu) is not dict:
+                raise _err(source, f"{where}.args.data.cpuProfile", "expected an object")
+            nodes, samples = cpu.get("nodes", []), cpu.get("samples", [])
+            deltas = data.get("timeDeltas", [])
+            if type(nodes) is not list or type(samples) is not list or type(deltas) is not list:
+                raise _err(
+                    source, f"{where}.args.data", "nodes, samples and timeDeltas must be arrays"
+                )
+            if len(deltas) != len(samples):
+                raise _err(
+                    source,
+                    f"{where}.args.data.timeDeltas",
+                    f"has {len(deltas)} entries but samples has {len(samples)}",
+                )
+            lines = data.get("lines")
+            if lines is not None and (type(lines) is not list or len(lines) != len(samples)):
+                raise _err(source, f"{where}.args.data.lines", "must be an array, one per sample")
+            prof.nodes.extend(nodes)
+            prof.samples.extend(samples)
+            prof.deltas.extend(deltas)
+            prof.lines.extend(lines if lines is not None else [0] * len(samples))
+        elif name == "CpuProfile":
+            data = (e.get("args") or {}).get("data") if type(e.get("args")) is dict else None
+            cpu = data.get("cpuProfile") if type(data) is dict else None
+            if type(cpu) is not dict:
+                raise _err(source, f"{where}.args.data.cpuProfile", "expected a CDP profile object")
+            p = _Profile(e.get("pid"), e.get("tid"), float(cpu.get("startTime", 0) or 0))
+            p.nodes = cpu.get("nodes", [])
+            p.samples = cpu.get("samples", [])
+            p.deltas = cpu.get("timeDeltas", data.get("timeDeltas", []))
+            p.lines = []
+            profiles[("cpu", i)] = p
+    return list(profiles.values()), names
+
+
+def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
+    """Chunk nodes (with `parent`) as a CDP profile (with `children`)."""
+    nodes = []
+    children: dict[Any, list] = {}
+    for j, nd in enumerate(prof.nodes):
+        if type(nd) is not dict:
+            raise _err(source, f"{where}.nodes[{j}]", "expected a node object")
+        if "parent" in nd:
+            children.setdefault(nd["parent"], []).append(nd.get("id"))
+    for nd in prof.nodes:
+        cf = dict(nd.get("callFrame") or {})
+        cf["scriptId"] = str(cf.get("scriptId", "0"))
+        cf.setdefault("url", "")
+        cf.setdefault("lineNumber", -1)
+        cf.setdefault("columnNumber", -1)
+        out = {"id": nd.get("id"), "callFrame": cf}
+        if "children" in nd:
+            out["children"] = nd["children"]
+        elif nd.get("id") in children:
+            out["children"] = children[nd.get("id")]
+        nodes.append(out)
+    return {
+        "nodes": nodes,
+        "startTime": prof.start,
+        "samples": prof.samples,
+        "timeDeltas": prof.deltas,
+    }
+
+
+def read(data: bytes, doc: Any, source: str) -> Recording:
+    events = _events(doc)
+    if events is None:
+        raise _err(source, "(top level)", "expected a trace-event array or {traceEvents: [...]}")
+    profiles, names = _collect(events, source)
+    if not profiles:
+        raise _err(
+            source, "traceEvents", "no CPU profile (Profile/ProfileChunk events) in this trace"
+        )
+    tracks: list[Track] = []
+    used: set[str] = set()
+    for k, p in enumerate(profiles):
+        where = f"profile {k + 1}"
+        trace, origin_us = profile_to_trace(
+            _as_cdp(p, source, where), source, p.start, f"{where}: "
+        )
+        if any(p.lines) and len(p.lines) == trace.num_samples:
+            trace.sample_line = np.asarray(p.lines, dtype=np.int32)
+        name = names.get((p.pid, p.tid), f"pid {p.pid} tid {p.tid}")
+        while name in used:
+            name += "'"
+        used.add(name)
+        track = Track(name, trace, time_origin=origin_us / 1000.0, engine="v8")
+        track.meta = (
+            {"pid": p.pid, "tid": p.tid}
+            if isinstance(p.pid, int) and isinstance(p.tid, int)
+            else {}
+        )
+        tracks.append(track)
+    return Recording(tracks)
+
+
+register(
+    Format(
+        name="chrome-trace",
+        description="Chrome trace events with embedded CPU profiles (Profile/ProfileChunk)",
+        extensions=(".trace.json", ".chrome.json"),
+        sniff=sniff,
+        read=read,
+        write=write,
+    )
+)
