@@ -21,10 +21,11 @@ Frames in the traces
   records it*: for ``function f(a) {}`` (declaration or expression) the ``function``
   keyword; for methods, getters/setters and class members the start of the property name
   (``x`` in ``get x() {}``, ``m`` in ``static m() {}``); for arrow functions the start of
-  the parameter list (``(`` or the lone parameter's name); for top-level code line 1,
-  column 1. Chromium/V8 instead report the ``(`` that opens the parameter list, so a
-  QuickJS column is usually a few characters left of Chromium's for the same function
-  (equal for parenthesised arrows).
+  the parameter list (``(`` or the lone parameter's name); for a class constructor the
+  ``constructor`` keyword (its name is the class's); for top-level code line 1, column 1.
+  Chromium/V8 instead report the ``(`` that opens the parameter list, so a QuickJS column
+  is usually a few characters left of Chromium's for the same function (equal for
+  parenthesised arrows).
 - The per-sample ``line`` column is the line executing in the leaf frame: the instruction
   at which the interpreter polled (a backward jump, i.e. the loop the time is spent in, or
   a call being made).
@@ -33,6 +34,7 @@ Frames in the traces
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 import threading
@@ -61,6 +63,21 @@ DEFAULT_MAX_BUFFER_SIZE = 3_600_000
 
 # flag bits per raw sample, as the C drain reports them
 _DEFERRED, _IDLE, _NATIVE = 1, 2, 4
+
+
+# An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
+# own JS_DetectModule calls anything that *parses* as a module a module, which would turn
+# sloppy scripts strict and their top-level `var`s non-global.
+_MODULE_RE = re.compile(r"^[ \t]*(import\b[ \t]*[\w{*'\"]|import\.meta\b|export\b)", re.M)
+
+
+def is_module(source: str, filename: str) -> bool:
+    """ES module when the file is .mjs or the source has import/export statements."""
+    if filename.endswith(".mjs"):
+        return True
+    if filename.endswith(".cjs"):
+        return False
+    return _MODULE_RE.search(source) is not None
 
 
 def _require_extension() -> Any:
@@ -121,8 +138,8 @@ class QuickJS:
         catch_sigint = threading.current_thread() is threading.main_thread() and callable(
             signal.getsignal(signal.SIGINT)
         )
-        mod = -1 if module is None else int(module)
-        return self._rt.eval(source, filename, mod, catch_sigint)
+        mod = is_module(source, filename) if module is None else module
+        return self._rt.eval(source, filename, int(mod), catch_sigint)
 
     def eval_file(self, path: str | os.PathLike[str], *, module: bool | None = None) -> Any:
         """Run a script file; its resource is the path as given (absolute -> file:// URL)."""

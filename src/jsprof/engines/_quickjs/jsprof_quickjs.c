@@ -709,6 +709,21 @@ static char *read_file(const char *path, size_t *plen)
     return buf;
 }
 
+/* import.meta.url and .main, as qjs provides them */
+static void set_import_meta(JSContext *ctx, JSModuleDef *m, const char *name, int is_main)
+{
+    JSValue meta = JS_GetImportMeta(ctx, m);
+    if (!JS_IsException(meta)) {
+        char url[PATH_MAX + 16];
+        snprintf(url, sizeof url, "%s%s", name[0] == '/' ? "file://" : "", name);
+        JS_DefinePropertyValueStr(ctx, meta, "url", JS_NewString(ctx, url), JS_PROP_C_W_E);
+        JS_DefinePropertyValueStr(ctx, meta, "main", JS_NewBool(ctx, is_main), JS_PROP_C_W_E);
+    } else {
+        JS_FreeValue(ctx, JS_GetException(ctx));
+    }
+    JS_FreeValue(ctx, meta);
+}
+
 static JSModuleDef *module_loader(JSContext *ctx, const char *name, void *opaque)
 {
     size_t len;
@@ -724,18 +739,7 @@ static JSModuleDef *module_loader(JSContext *ctx, const char *name, void *opaque
     if (JS_IsException(fn))
         return NULL;
     m = JS_VALUE_GET_PTR(fn);
-    {
-        /* import.meta.url, as qjs provides */
-        JSValue meta = JS_GetImportMeta(ctx, m);
-        if (!JS_IsException(meta)) {
-            char url[PATH_MAX + 16];
-            snprintf(url, sizeof url, "%s%s", name[0] == '/' ? "file://" : "", name);
-            JS_DefinePropertyValueStr(ctx, meta, "url", JS_NewString(ctx, url),
-                                      JS_PROP_C_W_E);
-            JS_DefinePropertyValueStr(ctx, meta, "main", JS_FALSE, JS_PROP_C_W_E);
-        }
-        JS_FreeValue(ctx, meta);
-    }
+    set_import_meta(ctx, m, name, 0);
     JS_FreeValue(ctx, fn);
     return m;
 }
@@ -747,7 +751,15 @@ static JSValue host_eval(Host *h, const char *src, size_t len, const char *filen
     int flags = module ? JS_EVAL_TYPE_MODULE : JS_EVAL_TYPE_GLOBAL;
     JS_UpdateStackTop(h->rt); /* we may be on another thread than last time */
     host_set_idle(h, 0);
-    r = JS_Eval(h->ctx, src, len, filename, flags);
+    if (module) {
+        r = JS_Eval(h->ctx, src, len, filename, flags | JS_EVAL_FLAG_COMPILE_ONLY);
+        if (!JS_IsException(r)) {
+            set_import_meta(h->ctx, JS_VALUE_GET_PTR(r), filename, 1);
+            r = JS_EvalFunction(h->ctx, r);
+        }
+    } else {
+        r = JS_Eval(h->ctx, src, len, filename, flags);
+    }
     if (JS_IsException(r)) {
         host_take_exception(h);
         r = JS_UNDEFINED;

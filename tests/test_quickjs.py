@@ -1,0 +1,411 @@
+"""The QuickJS engine on the real, patched engine: host behaviour and sampler correctness."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from jsprof.engines import QuickJS
+from jsprof.engines.quickjs import MIN_INTERVAL_MS, ProfilerSession
+from jsprof.errors import JSError, UsageError
+from jsprof.record import record, run
+from jsprof.trace import ProfilerTrace
+
+DATA = Path(__file__).parent / "data" / "quickjs"
+
+
+def leaf_names(trace: ProfilerTrace) -> collections.Counter:
+    """Samples per leaf function name (None: no stack)."""
+    c: collections.Counter = collections.Counter()
+    for s in trace.sample_stack:
+        c[None if s < 0 else trace.frames[trace.stack_frame[s]].name] += 1
+    return c
+
+
+def paths(trace: ProfilerTrace) -> collections.Counter:
+    """Samples per full stack, as tuples of names outermost first."""
+    c: collections.Counter = collections.Counter()
+    for s in trace.sample_stack:
+        c[() if s < 0 else tuple(trace.frames[f].name for f in trace.stack_frames(int(s)))] += 1
+    return c
+
+
+def inclusive(trace: ProfilerTrace, name: str) -> int:
+    return sum(n for p, n in paths(trace).items() if name in p)
+
+
+def profile(
+    source: str, filename: str = "t.js", interval: float = 1.0
+) -> tuple[ProfilerTrace, ProfilerSession]:
+    rt = QuickJS()
+    session = rt.profiler(sample_interval=interval)
+    rt.eval(source, filename)
+    return session.stop(), session
+
+
+# --------------------------------------------------------------------------- host
+
+
+def test_console_args_and_perf(capfd: pytest.CaptureFixture[str]) -> None:
+    rt = QuickJS(args=["app.js", "a", "b"])
+    before = time.time() * 1000
+    rt.eval(
+        "console.log('hi', 1, {a: [1, 2]}, scriptArgs.join(','));"
+        "console.error('oops', new TypeError('bad').message);"
+        "globalThis.origin = performance.timeOrigin; globalThis.now0 = performance.now();"
+    )
+    out, err = capfd.readouterr()
+    assert out == 'hi 1 {"a":[1,2]} app.js,a,b\n'
+    assert err == "oops bad\n"
+    origin = rt.eval("origin")
+    # performance.timeOrigin is Unix epoch ms, as on the web, and the runtime's time origin
+    assert abs(origin - rt.time_origin) < 1e-6
+    assert before - 5000 < origin <= time.time() * 1000
+    assert 0 <= rt.eval("now0") <= rt.now()
+
+
+def test_timers_and_jobs_run_to_completion(capfd: pytest.CaptureFixture[str]) -> None:
+    rt = QuickJS()
+    rt.eval(
+        textwrap.dedent(
+            """
+            const log = [];
+            setTimeout(() => { log.push('t20'); console.log(log.join(' ')); }, 20);
+            const id = setTimeout(() => log.push('never'), 5);
+            clearTimeout(id);
+            setTimeout((a, b) => log.push('t0:' + a + b), 0, 'x', 'y');
+            Promise.resolve().then(() => log.push('job'));
+            (async () => { await null; log.push('async'); })();
+            log.push('sync');
+            """
+        )
+    )
+    assert capfd.readouterr().out == "sync job async t0:xy t20\n"
+
+
+def test_eval_returns_primitives_and_script_globals() -> None:
+    rt = QuickJS()
+    assert rt.eval("1 + 2") == 3
+    assert rt.eval("var g = 'x'; g + g") == "xx"
+    assert rt.eval("g") == "x"  # a sloppy script's var is a global (not a module)
+    assert rt.eval("0.5") == 0.5
+    assert rt.eval("true") is True
+    assert rt.eval("({})") is None
+
+
+def test_modules(capfd: pytest.CaptureFixture[str]) -> None:
+    rt = QuickJS()
+    rt.eval_file(DATA / "main.mjs")
+    assert capfd.readouterr().out == "answer 42 true\n"
+    # import/export detected without .mjs
+    rt.eval("import { answer } from './lib.mjs'; globalThis.a = answer;", str(DATA / "x.js"))
+    assert rt.eval("a") == 42
+
+
+def test_uncaught_error_is_jserror_with_stack() -> None:
+    rt = QuickJS()
+    with pytest.raises(JSError) as ei:
+        rt.eval("function boom() { throw new TypeError('bad thing'); }\nboom();", "app.js")
+    e = ei.value
+    assert str(e) == "bad thing" and e.name == "TypeError"
+    assert "at boom (app.js:1:" in e.js_stack
+    with pytest.raises(JSError, match="Uncaught 42"):
+        rt.eval("throw 42")
+    with pytest.raises(JSError, match="late"):
+        rt.eval("setTimeout(() => { throw new Error('late'); }, 1)")
+    with pytest.raises(JSError, match="rejected"):
+        rt.eval("Promise.reject(new Error('rejected'))")
+    with pytest.raises(JSError, match="in module"):
+        rt.eval("export const x = 1; throw new RangeError('in module')", "m.mjs")
+    # the runtime stays usable
+    assert rt.eval("1") == 1
+
+
+def test_missing_file_is_usage_error() -> None:
+    with pytest.raises(UsageError, match="no such file"):
+        QuickJS().eval_file("/nonexistent/app.js")
+    with pytest.raises(UsageError, match="no such file"):
+        run("/nonexistent/app.js")
+    with pytest.raises(UsageError, match="unknown engine"):
+        record(DATA / "split.js", engine="spidermonkey")
+
+
+# --------------------------------------------------------------------------- sampler
+
+
+def test_split_50_30_20() -> None:
+    rec = record(DATA / "split.js", sample_interval=1.0)
+    trace = rec.tracks[0].trace
+    counts = {n: inclusive(trace, n) for n in ("fifty", "thirty", "twenty")}
+    total = sum(counts.values())
+    assert total > 900, counts
+    for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
+        got = 100 * counts[name] / total
+        assert abs(got - want) <= 3, (name, got, counts)
+
+
+def test_deep_recursion_fully_captured() -> None:
+    src = textwrap.dedent(
+        """
+        function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }
+        function rec(n) { if (n === 0) spin(100); else rec(n - 1); }
+        rec(250);
+        """
+    )
+    trace, _ = profile(src)
+    deep = [p for p, n in paths(trace).items() for _ in range(n) if "spin" in p]
+    assert len(deep) > 60
+    for p in deep:
+        assert p == ("",) + ("rec",) * 251 + ("spin",)
+
+
+def test_names_lines_columns_exact() -> None:
+    path = DATA / "names.js"
+    rec = record(path)
+    trace = rec.tracks[0].trace
+    assert trace.resources == [path.resolve().as_uri()]
+    got = {(f.name, f.line, f.column) for f in trace.frames}
+    want = {
+        ("", 1, 1),  # top-level script code
+        ("spin", 2, 1),
+        ("declared", 3, 1),
+        ("expr", 4, 14),  # inferred from the binding; column of `function`
+        ("inner", 5, 15),  # a named function expression keeps its own name
+        ("arrow", 6, 15),  # arrows: the parameter list's `(`
+        ("arrowParam", 7, 20),  # ... or the lone parameter
+        ("Shape", 9, 3),  # class constructor: the class's name, at `constructor`
+        ("method", 10, 3),
+        ("get area", 11, 7),  # accessors: the property name after get/set
+        ("set area", 12, 7),
+        ("create", 13, 10),  # static method
+        ("get kind", 14, 14),  # static getter
+        ("plain", 17, 3),
+        ("prop", 18, 9),
+        ("computed", 19, 3),  # computed key: at `[`
+        ("", 24, 2),  # anonymous IIFE
+        ("", 25, 13),  # anonymous callback (forEach itself is built-in: not a frame)
+    }
+    assert got == want
+    assert all(f.resource_id == 0 for f in trace.frames)
+    p = paths(trace)
+    assert p[("", "", "spin")] >= 20  # the forEach callback under top-level code
+    assert p[("", "get kind", "spin")] >= 8
+
+
+def test_native_call_time_charged_to_caller() -> None:
+    src = textwrap.dedent(
+        """
+        const big = JSON.stringify(Array.from({length: 400000}, (_, i) => ({a: i, b: 'x' + i})));
+        function f() {
+          const t = performance.now(); JSON.parse(big); globalThis.parseMs = performance.now() - t;
+        }
+        function g() {
+          let s = 0; const t = performance.now(); while (performance.now() - t < 200) { s++; }
+        }
+        f(); g();
+        """
+    )
+    rt = QuickJS()
+    session = rt.profiler(sample_interval=1.0)
+    rt.eval(src, "charge.js")
+    trace = session.stop()
+    parse_ms = rt.eval("parseMs")
+    assert parse_ms > 50, "JSON.parse too fast to test on this machine"
+    leaves = leaf_names(trace)
+    # f gets the parse time (JSON.parse never polls; its ticks are captured when it
+    # returns to f), g only its own 200 ms.
+    assert abs(leaves["f"] - parse_ms) <= max(10, 0.15 * parse_ms), (leaves, parse_ms)
+    assert abs(leaves["g"] - 200) <= 20, (leaves, parse_ms)
+    assert session.meta["native_charged_samples"] >= leaves["f"] - 2
+
+
+def test_hot_line() -> None:
+    rec = record(DATA / "hot.js")
+    trace = rec.tracks[0].trace
+    assert trace.sample_line is not None
+    in_work = [
+        int(line)
+        for s, line in zip(trace.sample_stack, trace.sample_line, strict=True)
+        if s >= 0 and trace.frames[trace.stack_frame[s]].name == "work"
+    ]
+    assert len(in_work) > 20
+    lines = collections.Counter(in_work)
+    assert lines.most_common(1)[0][0] == 5, lines
+    assert lines[5] / len(in_work) > 0.9
+
+
+def test_idle_samples_have_no_stack() -> None:
+    src = textwrap.dedent(
+        """
+        function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }
+        spin(30);
+        setTimeout(() => spin(30), 100);
+        """
+    )
+    trace, session = profile(src)
+    t = trace.sample_time
+    idle = trace.sample_stack < 0
+    assert session.meta["idle_samples"] == int(idle.sum())
+    # the 100 ms wait between the two bursts is sampled, with no stack
+    gap = idle & (t > t[~idle][0] + 40) & (t < t[~idle][-1] - 40)
+    assert gap.sum() >= 50, (int(gap.sum()), int(idle.sum()))
+
+
+def test_timestamps_strictly_increasing_and_in_window() -> None:
+    rt = QuickJS()
+    before = rt.now()
+    session = rt.profiler(sample_interval=0.1)
+    rt.eval(
+        "function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }"
+        "spin(100); JSON.parse(JSON.stringify(Array.from({length: 100000}, (_, i) => i)));"
+    )
+    trace = session.stop()
+    after = rt.now()
+    t = trace.sample_time
+    assert len(t) > 500
+    assert np.all(np.diff(t) > 0)
+    assert before <= t[0] and t[-1] <= after
+    lat = session.meta["capture_latency_ms"]
+    assert lat["p50"] is not None and lat["p50"] < 1.0
+    assert session.sample_interval == 0.1
+
+
+def test_minimum_interval_and_buffer_full() -> None:
+    rt = QuickJS()
+    s = rt.profiler(sample_interval=0)
+    assert s.sample_interval == MIN_INTERVAL_MS
+    s.stop()
+    with pytest.raises(UsageError):
+        s.stop()
+    s = rt.profiler(sample_interval=0.1, max_buffer_size=50)
+    rt.eval("const t = performance.now(); while (performance.now() - t < 30) {}")
+    trace = s.stop()
+    assert trace.num_samples == 50
+    assert s.meta["buffer_full"] is True
+
+
+def test_two_runtimes_on_two_threads() -> None:
+    results: dict[str, ProfilerTrace] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(2)
+
+    def work(name: str) -> None:
+        try:
+            rt = QuickJS()
+            session = rt.profiler(sample_interval=1.0)
+            barrier.wait()
+            rt.eval(
+                f"function {name}() {{ let x = 0; const t = performance.now();"
+                f" while (performance.now() - t < 300) x++; }} {name}();",
+                f"{name}.js",
+            )
+            results[name] = session.stop()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in ("alpha", "beta")]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - t0
+    assert not errors, errors
+    for name, other in (("alpha", "beta"), ("beta", "alpha")):
+        leaves = leaf_names(results[name])
+        assert leaves[name] >= 240, leaves
+        assert leaves[other] == 0
+        assert results[name].resources == [f"{name}.js"]
+    assert wall < 0.55  # the GIL was released: both ran at once
+
+
+def test_exception_still_yields_trace(tmp_path: Path) -> None:
+    script = tmp_path / "fails.js"
+    script.write_text(
+        "function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }\n"
+        "function work() { spin(50); throw new Error('boom'); }\nwork();\n"
+    )
+    out = tmp_path / "fails.jsprof.json"
+    with pytest.raises(JSError, match="boom") as ei:
+        record(script, output=out)
+    rec = ei.value.recording  # type: ignore[attr-defined]
+    assert inclusive(rec.tracks[0].trace, "work") >= 40
+    assert rec.tracks[0].meta["exit"] == "error"
+    from jsprof import load
+
+    assert load(out).tracks[0].trace.num_samples == rec.tracks[0].trace.num_samples
+
+
+def test_interrupt_from_another_thread_keeps_samples() -> None:
+    rt = QuickJS()
+    session = rt.profiler()
+    threading.Timer(0.2, rt.interrupt).start()
+    with pytest.raises(KeyboardInterrupt):
+        rt.eval("function forever() { for (;;) {} } forever();")
+    trace = session.stop()
+    assert inclusive(trace, "forever") >= 150
+    # the runtime is usable afterwards
+    assert rt.eval("2") == 2
+
+
+def test_ctrl_c_in_subprocess_writes_trace(tmp_path: Path) -> None:
+    script = tmp_path / "loop.js"
+    script.write_text("function forever() { for (;;) {} }\nconsole.log('started'); forever();\n")
+    out = tmp_path / "loop.jsprof.json"
+    code = textwrap.dedent(
+        f"""
+        import sys
+        from jsprof.record import record
+        try:
+            record({str(script)!r}, output={str(out)!r})
+        except KeyboardInterrupt as e:
+            print('interrupted', e.recording.tracks[0].meta['exit'], flush=True)
+            sys.exit(130)
+        """
+    )
+    p = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert p.stdout is not None
+    assert p.stdout.readline() == "started\n"
+    time.sleep(0.3)
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=20)
+    assert p.returncode == 130, stderr
+    assert stdout == "interrupted interrupted\n"
+    from jsprof import load
+
+    trace = load(out).tracks[0].trace
+    assert inclusive(trace, "forever") >= 200
+
+
+def test_run_prints_and_raises(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    ok = tmp_path / "ok.js"
+    ok.write_text("console.log(scriptArgs.slice(1).join('+'))")
+    run(ok, ["1", "2"])
+    assert capfd.readouterr().out == "1+2\n"
+    bad = tmp_path / "bad.js"
+    bad.write_text("null.x")
+    with pytest.raises(JSError, match="cannot read property"):
+        run(bad)
+
+
+def test_record_track_facts() -> None:
+    rec = record(DATA / "split.js", sample_interval=0.5)
+    track = rec.tracks[0]
+    assert track.engine == "quickjs"
+    assert track.sample_interval == 0.5 and track.requested_interval == 0.5
+    assert abs(track.time_origin - time.time() * 1000) < 60_000
+    assert track.meta["exit"] == "ok" and track.meta["buffer_full"] is False
+    assert set(track.meta["capture_latency_ms"]) == {"p50", "p99"}
+    assert os.path.basename(track.meta["script"]) == "split.js"
