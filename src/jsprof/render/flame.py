@@ -208,6 +208,17 @@ def _frames(
         shown = [n for n in lay.node if n >= 0]
         d_scale = float(np.abs(change.d_self[shown]).max()) if shown else 0.0
 
+    # Hues go to resources by their self time, so the hottest code gets the first colour
+    # (and the legend lists resources hottest first).
+    res_self: dict[str, float] = {}
+    for n in lay.node:
+        if n >= 0:
+            r = funcs[int(tree.function[n])].resource
+            if r is not None:
+                res_self[r] = res_self.get(r, 0.0) + float(tree.self_ms[n])
+    for r in sorted(res_self, key=lambda r: -res_self[r]):
+        hue_of[r] = _HUES[len(hue_of) % len(_HUES)]
+        legend.append((_resource_fill(hue_of[r], ""), clean(r)))
     col_n: list[int] = []
     col_l: list[int] = []
     parts = []
@@ -230,9 +241,6 @@ def _frames(
             elif fn.resource is None:
                 fill = NO_RESOURCE
             else:
-                if fn.resource not in hue_of:
-                    hue_of[fn.resource] = _HUES[len(hue_of) % len(_HUES)]
-                    legend.append((_resource_fill(hue_of[fn.resource], ""), clean(fn.resource)))
                 fill = _resource_fill(hue_of[fn.resource], name)
         w_ms = lay.w[j]
         tip = [name, loc]
@@ -490,6 +498,10 @@ _JS = r"""
   });
   var zi = parseInt(params.z, 10);
   if (zi > 0 && zi < N) zoomed = zi;
+  // A flame graph taller than the window opens at its roots, where reading starts.
+  if (html && !D.icicle && svg.getBoundingClientRect().bottom > window.innerHeight) {
+    svg.scrollIntoView({block: "end"});
+  }
   if (params.q) {
     if (input) input.value = params.q;
     search(params.q);
