@@ -14,7 +14,9 @@ $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_qui
 
 demo: $(STAMP)
 	mkdir -p demo-out
-	$(VENV)/bin/jsprof report tests/data/chromium/trace-basic.json --top 15
+	$(VENV)/bin/jsprof report tests/data/chromium/trace-basic.json --top 15 > demo-out/report.txt
+	cat demo-out/report.txt
+	$(VENV)/bin/jsprof flame tests/data/chromium/trace-basic.json -o demo-out/flame.html
 
 # The flame graph tests render HTML in headless Chromium; install it once (CI runs as root).
 chromium:
