@@ -1,0 +1,235 @@
+"""ProfilerManager's rules: a fake runtime pins the rules, real QuickJS runtimes the lifecycle."""
+
+import threading
+
+import pytest
+
+import jsprof
+from jsprof.engines.base import RuntimeProfiler
+from jsprof.engines.quickjs import QuickJS, QuickJSProfiler
+from jsprof.errors import UsageError
+from jsprof.manager import ProfilerManager
+from jsprof.trace import TraceBuilder, Track
+
+
+class FakeProfiler(RuntimeProfiler):
+    """Records the calls it gets; stop() returns `samples` samples of one frame."""
+
+    def __init__(
+        self, type_: str = "quickjs", name: str = "fake", samples: int = 3, single: bool = False
+    ) -> None:
+        self.type = type_  # type: ignore[misc]
+        self.name = name
+        self.samples = samples
+        self.single = single
+        self.calls: list[tuple] = []
+        self._started = False
+        self._last = None
+
+    def setup(self, sample_interval: float) -> None:
+        self.calls.append(("setup", sample_interval))
+
+    def start(self, is_create: bool = False) -> None:
+        self.calls.append(("start", is_create))
+        self._started = True
+
+    def stop(self, is_destroy: bool = False):
+        self.calls.append(("stop", is_destroy))
+        if not self._started:
+            return None
+        self._started = False
+        b = TraceBuilder()
+        for i in range(self.samples):
+            b.add_sample(float(i), b.stack_id([b.frame_id(self.name)]))
+        self._last = b.build()
+        return self._last
+
+    def track(self, name: str = "main"):
+        return None if self._last is None else Track(name, self._last, engine=self.type)
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+
+def test_phases_and_registration_order():
+    m = ProfilerManager()
+    a, b, c = FakeProfiler(name="a"), FakeProfiler("v8", name="b"), FakeProfiler(name="c")
+    for p in (a, b, c):
+        m.add(p)
+    m.setup(2.0, "all")
+    m.begin()
+    rec = m.end()
+    assert [t.trace.frames[0].name for t in rec.tracks] == ["a", "b", "c"]
+    assert a.calls == [("setup", 2.0), ("start", False), ("stop", False)]
+    assert rec.tracks[0].name.startswith("a (")  # runtime name and registering thread
+
+
+def test_type_filter():
+    m = ProfilerManager()
+    q, v = FakeProfiler("quickjs", "q"), FakeProfiler("v8", "v")
+    m.add(q)
+    m.add(v)
+    m.setup(1.0, "v8")
+    m.begin()
+    rec = m.end()
+    assert [t.trace.frames[0].name for t in rec.tracks] == ["v"]
+    assert q.calls == []
+
+
+def test_interval_zero_means_js_profiling_off():
+    m = ProfilerManager()
+    p = FakeProfiler()
+    m.add(p)
+    m.setup(0, "all")
+    m.begin()
+    assert m.end().tracks == [] and p.calls == []
+
+
+def test_late_registration_and_removal_keep_profiles_in_order():
+    m = ProfilerManager()
+    first, gone = FakeProfiler(name="first"), FakeProfiler(name="gone")
+    m.add(first)
+    m.add(gone)
+    m.setup(1.0)
+    m.begin()
+    late = FakeProfiler(name="late")
+    m.add(late)
+    assert late.calls == [("setup", 1.0), ("start", True)]
+    m.remove(gone)
+    assert gone.calls[-1] == ("stop", True)
+    rec = m.end()
+    assert [t.trace.frames[0].name for t in rec.tracks] == ["first", "gone", "late"]
+    # The next recording starts clean.
+    m.setup(1.0)
+    m.begin()
+    assert [t.trace.frames[0].name for t in m.end().tracks] == ["first", "late"]
+
+
+def test_empty_results_are_dropped():
+    m = ProfilerManager()
+    m.add(FakeProfiler(name="empty", samples=0))
+    m.add(FakeProfiler(name="full"))
+    m.setup(1.0)
+    m.begin()
+    assert [t.trace.frames[0].name for t in m.end().tracks] == ["full"]
+
+
+def test_single_v8_rule():
+    m = ProfilerManager()
+    v1, q = FakeProfiler("v8", "v1"), FakeProfiler("quickjs", "q")
+    m.add(v1)
+    m.add(q)
+    m.setup(1.0)
+    m.begin()
+    single = FakeProfiler("v8", "single", single=True)
+    m.add(single)
+    assert v1 not in m.profilers and q in m.profilers
+    assert v1.calls[-1] == ("stop", True)  # evicted while recording: stopped, profile kept
+    with pytest.raises(UsageError, match="single V8 profiler"):
+        m.add(FakeProfiler("v8", "v2"))
+    m.add(FakeProfiler("quickjs", "q2"))  # other engines are unaffected
+    rec = m.end()
+    assert [t.trace.frames[0].name for t in rec.tracks] == ["v1", "q", "single", "q2"]
+    m.remove(single)
+    m.add(FakeProfiler("v8", "v3"))  # allowed again
+
+
+def test_misuse_is_a_clear_error():
+    m = ProfilerManager()
+    with pytest.raises(UsageError, match="end\\(\\) without begin"):
+        m.end()
+    m.begin()
+    with pytest.raises(UsageError, match="begin\\(\\) twice"):
+        m.begin()
+    p = FakeProfiler()
+    m.add(p)
+    with pytest.raises(UsageError, match="already registered"):
+        m.add(p)
+
+
+def test_add_remove_from_many_threads_during_recording():
+    m = ProfilerManager()
+    m.setup(1.0)
+    m.begin()
+    profs = [FakeProfiler(name=f"t{i}") for i in range(40)]
+
+    def worker(p):
+        m.add(p)
+        if int(p.name[1:]) % 2:
+            m.remove(p)
+
+    threads = [threading.Thread(target=worker, args=(p,)) for p in profs]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    rec = m.end()
+    assert sorted(t.trace.frames[0].name for t in rec.tracks) == sorted(p.name for p in profs)
+    assert all(p.calls.count(("stop", True)) + p.calls.count(("stop", False)) == 1 for p in profs)
+
+
+BUSY = """
+function spin(ms) { const end = performance.now() + ms; let x = 0;
+  while (performance.now() < end) x++; return x; }
+function work_%(i)d() { return spin(%(ms)d); }
+work_%(i)d();
+"""
+
+
+def test_real_quickjs_runtimes_on_threads(tmp_path):
+    """Four runtimes on four threads; one created and one destroyed mid-recording."""
+    m = ProfilerManager()
+    go, done = threading.Event(), threading.Event()
+    evaluated = [threading.Event() for _ in range(4)]
+    registered = threading.Semaphore(0)
+    order: list[str] = []
+    order_lock = threading.Lock()
+
+    def register(prof: QuickJSProfiler, i: int) -> None:
+        with order_lock:  # so `order` is the manager's registration order
+            m.add(prof, name=f"rt{i}")
+            order.append(f"rt{i}")
+
+    def runtime_thread(i: int, register_late: bool, leave_early: bool) -> None:
+        rt = QuickJS()
+        prof = QuickJSProfiler(rt)
+        if not register_late:
+            register(prof, i)
+            registered.release()
+        go.wait()
+        if register_late:
+            register(prof, i)  # created mid-recording: starts at once
+        rt.eval(BUSY % {"i": i, "ms": 150}, f"rt{i}.js")
+        if leave_early:
+            m.remove(prof)  # destroyed mid-recording: stopped first, profile kept
+        evaluated[i].set()
+        done.wait()
+
+    specs = [(0, False, False), (1, False, True), (2, True, False), (3, False, False)]
+    threads = [threading.Thread(target=runtime_thread, args=s, name=f"js-{s[0]}") for s in specs]
+    for t in threads:
+        t.start()
+    for _ in range(3):
+        assert registered.acquire(timeout=30)
+    out = tmp_path / "all.pftrace"
+    try:
+        with m.recording(sample_interval=1.0, out=out) as handle:
+            go.set()
+            for ev in evaluated:
+                assert ev.wait(timeout=60)
+    finally:
+        go.set()
+        done.set()
+        for t in threads:
+            t.join()
+    rec = handle.recording
+    assert [t.name.split(" ")[0] for t in rec.tracks] == order and order[-1] == "rt2"
+    for t in rec.tracks:
+        i = int(t.name[2])
+        fn = {f.name for f in t.trace.frames}
+        assert f"work_{i}" in fn and "spin" in fn
+        assert t.trace.num_samples >= 50  # 150 ms at 1 ms
+        assert t.name.endswith(f"(js-{i})")
+    back = jsprof.load(out)
+    assert [t.trace.num_samples for t in back.tracks] == [t.trace.num_samples for t in rec.tracks]
