@@ -354,3 +354,13 @@ def test_save_plain_trace_wraps_it_as_one_track(tmp_path):
     jsprof.save(t, tmp_path / "t.json")
     rec = jsprof.load(tmp_path / "t.json")
     assert rec.tracks[0].trace == t and rec.tracks[0].name == "main"
+
+
+def test_saved_file_has_the_usual_mode(tmp_path):
+    import os
+    import stat
+
+    jsprof.save(_rich_recording(), tmp_path / "m.json")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "m.json").stat().st_mode) == 0o666 & ~umask

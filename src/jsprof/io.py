@@ -83,6 +83,10 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     except PermissionError:
         raise JsprofError(f"{path}: cannot write in {directory} (permission denied)") from None
     try:
+        # mkstemp makes the file 0600; give it the mode a plain open() would have.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
