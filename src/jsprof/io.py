@@ -72,6 +72,20 @@ def load(src: PathOrFile) -> Recording:
     return read_any(data, source)
 
 
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     """Write via a temp file in the same directory and rename, so a failure leaves no half file."""
     path = Path(path)
@@ -84,9 +98,7 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         raise JsprofError(f"{path}: cannot write in {directory} (permission denied)") from None
     try:
         # mkstemp makes the file 0600; give it the mode a plain open() would have.
-        umask = os.umask(0)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
