@@ -28,6 +28,57 @@ def _print_json(obj: object) -> None:
     sys.stdout.flush()
 
 
+# ---- shared filters ----------------------------------------------------------------------
+
+
+def _add_filter_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("filters (applied in this order)")
+    g.add_argument(
+        "--time-range",
+        metavar="START:END",
+        help="only samples with START <= timestamp < END (ms; either side may be empty)",
+    )
+    g.add_argument(
+        "--focus",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="only stacks through a function named NAME (wildcards allowed)",
+    )
+    g.add_argument(
+        "--exclude",
+        metavar="NAME",
+        action="append",
+        default=[],
+        help="drop stacks through a function named NAME (wildcards allowed)",
+    )
+    g.add_argument(
+        "--hide-internal",
+        action="store_true",
+        help="hide node:internal frames (their time goes to the caller)",
+    )
+
+
+def _load(path: str, args: argparse.Namespace) -> Recording:
+    """Load a trace and apply the shared filters the command was given."""
+    from .analysis import filters
+
+    rec = io.load(path)
+    if getattr(args, "time_range", None):
+        try:
+            start, end = filters.parse_time_range(args.time_range)
+        except ValueError as e:
+            raise UsageError(f"--time-range: {e}") from None
+        rec = filters.time_range(rec, start, end)
+    for name in getattr(args, "focus", ()):
+        rec = filters.focus(rec, name)
+    for name in getattr(args, "exclude", ()):
+        rec = filters.exclude(rec, name)
+    if getattr(args, "hide_internal", False):
+        rec = filters.hide_internal(rec)
+    return rec
+
+
 # ---- report ------------------------------------------------------------------------------
 
 
@@ -36,7 +87,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .analysis.profile import hot_lines, summarize
     from .render import console as render
 
-    rec = io.load(args.trace)
+    rec = _load(args.trace, args)
     if args.track is not None:
         rec.track(args.track)  # a clear error for an unknown name, before any work
     if args.tree:
@@ -99,7 +150,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
-    rec = io.load(args.input)
+    rec = _load(args.input, args)
     io.save(rec, args.output, format=args.format)
     if args.output != "-":
         print(
@@ -137,7 +188,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
     from .render.flame import render_flame
 
     fmt = _flame_format(args.output)  # before loading: a bad name should not cost a parse
-    rec = io.load(args.trace)
+    rec = _load(args.trace, args)
     if args.track is not None:
         rec.track(args.track)
     tree = build_call_tree(rec, args.track)
@@ -170,7 +221,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # Bad rules and output names fail before any parsing work.
     gates = [parse_gate(spec) for spec in args.fail_if]
     fmt = _flame_format(args.flame) if args.flame else None
-    base, new = io.load(args.base), io.load(args.new)
+    base, new = _load(args.base, args), _load(args.new, args)
     if args.track is not None:
         base.track(args.track)
         new.track(args.track)
@@ -248,6 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     r.add_argument("--track", help="only this track (default: all tracks together)")
     r.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    _add_filter_args(r)
     r.set_defaults(func=cmd_report)
 
     v = sub.add_parser("validate", help="check a trace file; print counts or the first problem")
@@ -258,6 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("input")
     c.add_argument("output", help="output path (- for stdout); the extension picks the format")
     c.add_argument("--format", help="output format (see `jsprof formats`)")
+    _add_filter_args(c)
     c.set_defaults(func=cmd_convert)
 
     f = sub.add_parser("formats", help="list the trace formats jsprof reads and writes")
@@ -269,6 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
     fl.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
     fl.add_argument("--color-by", choices=("resource", "function"), default="resource")
     fl.add_argument("--track", help="only this track (default: all tracks together)")
+    _add_filter_args(fl)
     fl.set_defaults(func=cmd_flame)
 
     df = sub.add_parser("diff", help="compare two profiles by each function's share of time")
@@ -288,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="exit 1 when a function got worse than RULE: NAME:self|total>+Npp (points of "
         "share) or >+N%% (relative); NAME * means any function; repeatable",
     )
+    _add_filter_args(df)
     df.set_defaults(func=cmd_diff)
 
     return p

@@ -273,6 +273,16 @@ class TraceBuilder:
             parent = sid
         return None if parent == NONE else parent
 
+    def stack_id_from(self, parent: int | None, frame_id: int) -> int:
+        """The stack of `frame_id` called from stack `parent` (None or NONE for a root)."""
+        key = (NONE if parent is None else parent, frame_id)
+        sid = self._stacks.get(key)
+        if sid is None:
+            sid = self._stacks[key] = len(self._stack_frame)
+            self._stack_parent.append(key[0])
+            self._stack_frame.append(frame_id)
+        return sid
+
     def add_sample(
         self,
         timestamp: float,

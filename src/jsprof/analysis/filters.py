@@ -1,0 +1,189 @@
+"""Filters: pure Recording -> Recording steps shared by report, flame, diff and convert.
+
+Like pyinstrument's processors, each returns a new Recording and leaves its input alone;
+they compose in any order. Per-stack work is a Python pass over the stacks table (stacks
+are far fewer than samples); per-sample work is numpy.
+
+- `focus(rec, pattern)`: only samples whose stack passes through a matching function.
+- `exclude(rec, pattern)`: drop samples whose stack passes through a matching function.
+- `hide(rec, predicate)`: remove matching frames from stacks; their time goes to the
+  nearest visible caller (a sample with no visible frame left keeps its time under one
+  `(hidden)` frame, so totals never shrink).
+- `hide_internal(rec)`: hide Node's own `node:internal/...` frames (they stay in the file).
+- `time_range(rec, start, end)`: samples with start <= timestamp < end (ms, the trace's
+  own clock: relative to each track's time origin).
+
+Patterns match the function name with shell wildcards (`fnmatch`), e.g. `fib`, `get *`,
+`*Loop`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from fnmatch import fnmatchcase
+
+import numpy as np
+
+from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, TraceBuilder
+
+FramePredicate = Callable[[ProfilerFrame, str | None], bool]  # frame, its resource URL
+
+
+def _frame_mask(trace: ProfilerTrace, pred: FramePredicate) -> np.ndarray:
+    res = trace.resources
+    return np.array(
+        [pred(f, None if f.resource_id is None else res[f.resource_id]) for f in trace.frames],
+        dtype=bool,
+    )
+
+
+def _through(trace: ProfilerTrace, frame_hit: np.ndarray) -> np.ndarray:
+    """Per stack: does the path from the root to it pass a matching frame?"""
+    hit = frame_hit[trace.stack_frame] if trace.num_stacks else np.zeros(0, bool)
+    parent = trace.stack_parent.tolist()
+    out = hit.copy()
+    for s, p in enumerate(parent):  # parents precede children
+        if p != NONE and out[p]:
+            out[s] = True
+    return out
+
+
+def _select(trace: ProfilerTrace, keep: np.ndarray) -> ProfilerTrace:
+    return ProfilerTrace(
+        trace.resources,
+        trace.frames,
+        trace.stack_parent,
+        trace.stack_frame,
+        trace.sample_time[keep],
+        trace.sample_stack[keep],
+        None if trace.sample_marker is None else trace.sample_marker[keep],
+        None if trace.sample_line is None else trace.sample_line[keep],
+    )
+
+
+def _map_tracks(
+    rec: Recording, fn: Callable[[ProfilerTrace], ProfilerTrace], frames_kept: bool = True
+) -> Recording:
+    # Spans point into the frames table: they survive only filters that keep it as is.
+    return Recording(
+        [replace(t, trace=fn(t.trace), spans=t.spans if frames_kept else None) for t in rec.tracks]
+    )
+
+
+def name_matcher(pattern: str) -> FramePredicate:
+    return lambda f, url: fnmatchcase(f.name or "(anonymous)", pattern)
+
+
+def focus(rec: Recording, pattern: str) -> Recording:
+    def one(tr: ProfilerTrace) -> ProfilerTrace:
+        through = _through(tr, _frame_mask(tr, name_matcher(pattern)))
+        sid = tr.sample_stack
+        keep = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
+        return _select(tr, keep)
+
+    return _map_tracks(rec, one)
+
+
+def exclude(rec: Recording, pattern: str) -> Recording:
+    def one(tr: ProfilerTrace) -> ProfilerTrace:
+        through = _through(tr, _frame_mask(tr, name_matcher(pattern)))
+        sid = tr.sample_stack
+        hit = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
+        return _select(tr, ~hit)
+
+    return _map_tracks(rec, one)
+
+
+def _hide_trace(tr: ProfilerTrace, pred: FramePredicate) -> ProfilerTrace:
+    hidden = _frame_mask(tr, pred)
+    if not hidden.any():
+        return tr
+    b = TraceBuilder()
+    res = tr.resources
+    new_frame = [
+        b.frame_id(
+            f.name,
+            None if f.resource_id is None else b.resource_id(res[f.resource_id]),
+            f.line,
+            f.column,
+        )
+        if not hidden[i]
+        else None
+        for i, f in enumerate(tr.frames)
+    ]
+    new_stack = np.empty(tr.num_stacks + 1, np.int64)
+    new_stack[-1] = NONE  # index -1: no stack stays no stack
+    for s, (p, f) in enumerate(zip(tr.stack_parent.tolist(), tr.stack_frame.tolist(), strict=True)):
+        up = int(new_stack[p]) if p != NONE else NONE
+        nf = new_frame[f]
+        if nf is None:
+            new_stack[s] = up
+            continue
+        new_stack[s] = b.stack_id_from(up, nf)
+    sid = new_stack[tr.sample_stack]
+    lost = (sid == NONE) & (tr.sample_stack != NONE)
+    if lost.any():
+        sid[lost] = b.stack_id([b.frame_id("(hidden)")])
+    out = b.build()
+    return ProfilerTrace(
+        out.resources,
+        out.frames,
+        out.stack_parent,
+        out.stack_frame,
+        tr.sample_time,
+        sid,
+        tr.sample_marker,
+        # the executing line belonged to the hidden leaf: keep it only where the leaf stayed
+        None if tr.sample_line is None else np.where(_leaf_kept(tr, hidden), tr.sample_line, 0),
+    )
+
+
+def _leaf_kept(tr: ProfilerTrace, hidden: np.ndarray) -> np.ndarray:
+    sid = tr.sample_stack
+    has = sid != NONE
+    out = np.zeros(len(sid), bool)
+    if tr.num_stacks:
+        out[has] = ~hidden[tr.stack_frame[sid[has]]]
+    return out
+
+
+def hide(rec: Recording, pred: FramePredicate) -> Recording:
+    return _map_tracks(rec, lambda tr: _hide_trace(tr, pred), frames_kept=False)
+
+
+def is_node_internal(frame: ProfilerFrame, url: str | None) -> bool:
+    return url is not None and (url.startswith("node:internal/") or url.startswith("internal/"))
+
+
+def hide_internal(rec: Recording) -> Recording:
+    return hide(rec, is_node_internal)
+
+
+def time_range(rec: Recording, start: float | None, end: float | None) -> Recording:
+    def one(tr: ProfilerTrace) -> ProfilerTrace:
+        t = tr.sample_time
+        keep = np.ones(len(t), bool)
+        if start is not None:
+            keep &= t >= start
+        if end is not None:
+            keep &= t < end
+        return _select(tr, keep)
+
+    return _map_tracks(rec, one)
+
+
+def parse_time_range(text: str) -> tuple[float | None, float | None]:
+    """`START:END` in ms; either side may be empty. Raises ValueError with a reason."""
+    if ":" not in text:
+        raise ValueError(f"expected START:END in ms, got {text!r}")
+    a, b = text.split(":", 1)
+    start = float(a) if a.strip() else None
+    end = float(b) if b.strip() else None
+    if start is not None and end is not None and end <= start:
+        raise ValueError(f"END must be after START, got {text!r}")
+    return start, end
+
+
+def drop_empty_tracks(rec: Recording) -> Recording:
+    return Recording([t for t in rec.tracks if t.trace.num_samples])
