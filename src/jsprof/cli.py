@@ -32,7 +32,7 @@ def _print_json(obj: object) -> None:
 
 
 def _add_filter_args(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("filters (applied in this order)")
+    g = p.add_argument_group("filters (source maps first, then in the order listed)")
     g.add_argument(
         "--time-range",
         metavar="START:END",
@@ -53,6 +53,14 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         help="drop stacks through a function named NAME (wildcards allowed)",
     )
     g.add_argument(
+        "--sourcemap",
+        metavar="DIR|FILE",
+        nargs="?",
+        const="",
+        help="map positions and names back to original sources (a .map file or a folder; "
+        "without a value: the sourceMappingURL comment or .map beside each local script)",
+    )
+    g.add_argument(
         "--hide-internal",
         action="store_true",
         help="hide node:internal frames (their time goes to the caller)",
@@ -64,6 +72,10 @@ def _load(path: str, args: argparse.Namespace) -> Recording:
     from .analysis import filters
 
     rec = io.load(path)
+    if getattr(args, "sourcemap", None) is not None:
+        from .analysis import sourcemap
+
+        rec = sourcemap.apply(rec, args.sourcemap or None)
     if getattr(args, "time_range", None):
         try:
             start, end = filters.parse_time_range(args.time_range)

@@ -1,0 +1,284 @@
+"""Source maps (v3): map frames' generated positions and names back to original sources.
+
+A frame (name, resource, line, column) whose resource has a map is looked up at its
+line/column: the mapping segment at or before that position gives the original source,
+line and column, and the original name when the segment carries one (minifiers record
+names at the identifier). Frames without a mapping stay as they are.
+
+Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
+- a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
+  every resource when the map names no file);
+- a DIR: for each resource, `DIR/<basename>.map`, else the `//# sourceMappingURL=` of
+  `DIR/<basename>`;
+- with neither, a `file://` resource that exists locally: its `sourceMappingURL` comment
+  (relative path or inline `data:` URL) or a `.map` beside it.
+Map files are data: parsed as JSON with size limits, never evaluated.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import numpy as np
+import orjson
+
+from ..errors import JsprofError
+from ..trace import NONE, ProfilerTrace, Recording, TraceBuilder
+
+MAX_MAP_BYTES = 256 << 20
+_B64 = {
+    c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+}
+_URL_COMMENT = re.compile(rb"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
+
+
+class SourceMapError(JsprofError):
+    pass
+
+
+def _vlq(segment: str, where: str) -> list[int]:
+    out, value, shift = [], 0, 0
+    for ch in segment:
+        d = _B64.get(ch)
+        if d is None:
+            raise SourceMapError(f"{where}: invalid base64 VLQ character {ch!r}")
+        value += (d & 31) << shift
+        if d & 32:
+            shift += 5
+            continue
+        out.append(-(value >> 1) if value & 1 else value >> 1)
+        value, shift = 0, 0
+    return out
+
+
+class SourceMap:
+    """One decoded v3 map: per generated line, sorted columns and their original position."""
+
+    def __init__(self, doc: object, where: str, base_dir: str | None = None) -> None:
+        if type(doc) is not dict or doc.get("version") != 3:
+            raise SourceMapError(f"{where}: not a version 3 source map")
+        if "sections" in doc:
+            raise SourceMapError(f"{where}: indexed (sectioned) source maps are not supported")
+        mappings = doc.get("mappings")
+        if type(mappings) is not str:
+            raise SourceMapError(f"{where}: mappings: missing or not a string")
+        root = doc.get("sourceRoot") or ""
+        srcs = doc.get("sources") or []
+        self.sources = [root + s if type(s) is str else "" for s in srcs]
+        self.names = [n if type(n) is str else "" for n in (doc.get("names") or [])]
+        self.file = doc.get("file") if type(doc.get("file")) is str else None
+        self.base_dir = base_dir
+        self._cols: list[list[int]] = []
+        self._segs: list[list[tuple[int, int, int, int]]] = []
+        src = line = col = name = 0
+        for gl, text in enumerate(mappings.split(";")):
+            cols: list[int] = []
+            segs: list[tuple[int, int, int, int]] = []
+            gcol = 0
+            for seg in text.split(","):
+                if not seg:
+                    continue
+                v = _vlq(seg, f"{where}: mappings line {gl + 1}")
+                gcol += v[0]
+                if len(v) >= 4:
+                    src += v[1]
+                    line += v[2]
+                    col += v[3]
+                    n = -1
+                    if len(v) >= 5:
+                        name += v[4]
+                        n = name
+                    cols.append(gcol)
+                    segs.append((src, line, col, n))
+            order = sorted(range(len(cols)), key=cols.__getitem__)
+            self._cols.append([cols[i] for i in order])
+            self._segs.append([segs[i] for i in order])
+
+    def lookup_line(self, line: int) -> int:
+        """Original line of the first mapping on a generated line (1-based), 0 if none."""
+        gl = line - 1
+        if 0 <= gl < len(self._segs) and self._segs[gl]:
+            return self._segs[gl][0][1] + 1
+        return 0
+
+    def lookup(self, line: int, column: int) -> tuple[str, int, int, str | None] | None:
+        """1-based generated position -> (source, line, column 1-based, name or None)."""
+        gl = line - 1
+        if not 0 <= gl < len(self._cols):
+            return None
+        cols = self._cols[gl]
+        i = bisect.bisect_right(cols, column - 1) - 1
+        if i < 0:
+            return None
+        s, ln, c, n = self._segs[gl][i]
+        if not 0 <= s < len(self.sources):
+            return None
+        src = self.sources[s]
+        if self.base_dir and not re.match(r"^[a-z][a-z0-9+.-]*:", src):
+            src = Path(os.path.normpath(os.path.join(self.base_dir, src))).as_uri()
+        name = self.names[n] if 0 <= n < len(self.names) else None
+        return src, ln + 1, c + 1, name
+
+
+def _read_limited(path: Path) -> bytes:
+    try:
+        if path.stat().st_size > MAX_MAP_BYTES:
+            raise SourceMapError(f"{path}: larger than the {MAX_MAP_BYTES} byte source map limit")
+        return path.read_bytes()
+    except OSError as e:
+        raise SourceMapError(f"{path}: cannot read source map ({e.strerror})") from None
+
+
+def load_map(path: str | os.PathLike) -> SourceMap:
+    p = Path(path)
+    try:
+        doc = orjson.loads(_read_limited(p))
+    except orjson.JSONDecodeError as e:
+        raise SourceMapError(f"{p}: not valid JSON ({e})") from None
+    return SourceMap(doc, str(p), str(p.parent))
+
+
+def _from_comment(script: Path) -> SourceMap | None:
+    try:
+        with open(script, "rb") as f:
+            f.seek(max(0, script.stat().st_size - 65536))
+            tail = f.read()
+    except OSError:
+        return None
+    m = None
+    for line in reversed(tail.splitlines()[-5:]):
+        m = _URL_COMMENT.search(line.strip())
+        if m:
+            break
+    if m is None:
+        return None
+    url = m.group(1).decode("utf-8", "replace")
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload).encode()
+        try:
+            return SourceMap(orjson.loads(raw), f"{script} (inline map)", str(script.parent))
+        except orjson.JSONDecodeError as e:
+            raise SourceMapError(f"{script}: inline source map is not valid JSON ({e})") from None
+    target = script.parent / unquote(url)
+    return load_map(target) if target.is_file() else None
+
+
+def _local_path(resource: str) -> Path | None:
+    if resource.startswith("file://"):
+        return Path(unquote(urlparse(resource).path))
+    if resource and "://" not in resource and os.path.isabs(resource):
+        return Path(resource)
+    return None
+
+
+def _basename(resource: str) -> str:
+    path = urlparse(resource).path if "://" in resource else resource
+    return os.path.basename(path)
+
+
+def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
+    """Source maps per resource, from `where` (a DIR or a .map FILE) or beside the scripts."""
+    found: dict[str, SourceMap] = {}
+    if where is not None and not os.path.exists(where):
+        raise SourceMapError(f"{where}: no such file or directory (give a .map file or a folder)")
+    single = load_map(where) if where is not None and os.path.isfile(where) else None
+    for r in resources:
+        sm = None
+        if single is not None:
+            if single.file is None or _basename(single.file) == _basename(r):
+                sm = single
+        elif where is not None:
+            base = _basename(r)
+            cand = Path(where) / f"{base}.map"
+            if base and cand.is_file():
+                sm = load_map(cand)
+            elif base and (Path(where) / base).is_file():
+                sm = _from_comment(Path(where) / base)
+        else:
+            local = _local_path(r)
+            if local is not None and local.is_file():
+                sm = _from_comment(local)
+                beside = local.with_name(local.name + ".map")
+                if sm is None and beside.is_file():
+                    sm = load_map(beside)
+        if sm is not None:
+            found[r] = sm
+    return found
+
+
+def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> ProfilerTrace:
+    """Frames mapped to original positions and names; stacks re-interned (two generated
+    frames may map to one original frame), samples remapped through them."""
+    if not maps:
+        return trace
+    b = TraceBuilder()
+    res = trace.resources
+    new_frame: list[int] = []
+    frame_map: list[SourceMap | None] = []
+    for f in trace.frames:
+        url = None if f.resource_id is None else res[f.resource_id]
+        sm = maps.get(url) if url is not None else None
+        hit = sm.lookup(f.line, f.column or 1) if sm is not None and f.line is not None else None
+        frame_map.append(sm)
+        if hit is None:
+            rid = None if url is None else b.resource_id(url)
+            new_frame.append(b.frame_id(f.name, rid, f.line, f.column))
+        else:
+            src, line, col, name = hit
+            new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
+    new_stack = np.empty(trace.num_stacks + 1, np.int64)
+    new_stack[-1] = NONE  # so that a sample with no stack stays without one
+    for s, (p, fr) in enumerate(
+        zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True)
+    ):
+        new_stack[s] = b.stack_id_from(int(new_stack[p]) if p != NONE else None, new_frame[fr])
+    out = b.build()
+    return ProfilerTrace(
+        out.resources,
+        out.frames,
+        out.stack_parent,
+        out.stack_frame,
+        trace.sample_time,
+        new_stack[trace.sample_stack],
+        trace.sample_marker,
+        _map_lines(trace, frame_map),
+    )
+
+
+def _map_lines(trace: ProfilerTrace, frame_map: list[SourceMap | None]) -> np.ndarray | None:
+    """Per-sample executing lines of mapped leaf frames -> original lines (0 if unmapped)."""
+    lines = trace.sample_line
+    if lines is None:
+        return None
+    out = lines.copy()
+    has = (trace.sample_stack != NONE) & (lines != 0)
+    if not has.any():
+        return out
+    leaf = np.full(len(lines), -1, np.int64)
+    leaf[has] = trace.stack_frame[trace.sample_stack[has]]
+    for f in np.unique(leaf[has]).tolist():
+        sm = frame_map[f]
+        if sm is None:
+            continue
+        sel = leaf == f
+        for ln in np.unique(lines[sel]).tolist():
+            out[sel & (lines == ln)] = sm.lookup_line(ln)
+    return out
+
+
+def apply(rec: Recording, where: str | None = None) -> Recording:
+    """Every track with source maps applied (from `where`, else beside local scripts)."""
+    tracks = []
+    for t in rec.tracks:
+        maps = find_maps(t.trace.resources, where)
+        tracks.append(
+            replace(t, trace=apply_to_trace(t.trace, maps), spans=None if maps else t.spans)
+        )
+    return Recording(tracks)
