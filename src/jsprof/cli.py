@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import orjson
@@ -161,9 +162,27 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _progress(what: str, path: str) -> Any:
+    """A spinner on stderr for big inputs when a person is watching; silent otherwise."""
+    import contextlib
+
+    try:
+        big = path != "-" and os.path.getsize(path) > 20 << 20
+    except OSError:
+        big = False
+    if not (big and sys.stderr.isatty()):
+        return contextlib.nullcontext()
+    return Console(stderr=True).status(f"{what} {path} ...")
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
-    rec = _load(args.input, args)
-    io.save(rec, args.output, format=args.format)
+    from .formats import writer_for
+
+    writer_for(args.output, args.format)  # a bad output name fails before a long read
+    with _progress("reading", args.input):
+        rec = _load(args.input, args)
+    with _progress("writing", args.input):
+        io.save(rec, args.output, format=args.format)
     if args.output != "-":
         print(
             f"wrote {args.output} ({rec.num_samples} samples, {len(rec.tracks)} track(s))",
