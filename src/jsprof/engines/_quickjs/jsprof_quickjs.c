@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -247,6 +248,8 @@ static void *sampler_thread(void *arg)
     /* signals (SIGINT) belong to the Python main thread, never to us */
     sigfillset(&all);
     pthread_sigmask(SIG_BLOCK, &all, NULL);
+    /* the kernel's default 50 us timer slack would be added to every tick's latency */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
     pthread_mutex_lock(&s->lock);
     next = mono_ms() + s->interval_ms;
@@ -264,25 +267,34 @@ static void *sampler_thread(void *arg)
         if (rc != ETIMEDOUT)
             continue;
         {
-            double due = next - s->time_origin_mono;
+            /* every grid point that has passed is a tick: if this thread woke late (CPU
+               contention), the ticks it missed still count, stamped at their due times,
+               so sample counts keep following wall time */
             double now = mono_ms();
+            int k = 1 + (int)((now - next) / s->interval_ms);
+            double first = next - s->time_origin_mono;
+            double last = first + (k - 1) * s->interval_ms;
+            if (k > 1000) { /* a stall (suspend?) is not worth thousands of samples */
+                first = last - 999 * s->interval_ms;
+                k = 1000;
+            }
             if (!s->full) {
                 if (s->idle) {
-                    sampler_push(s, due, now - s->time_origin_mono, 0, SAMPLE_IDLE);
+                    for (int i = 0; i < k; i++)
+                        sampler_push(s, first + i * s->interval_ms, now - s->time_origin_mono,
+                                     0, SAMPLE_IDLE | (i < k - 1 ? SAMPLE_DEFERRED : 0));
                 } else {
                     if (atomic_load(&s->pending) == 0)
-                        s->pending_first_due = due;
-                    s->pending_last_due = due;
-                    atomic_fetch_add(&s->pending, 1);
+                        s->pending_first_due = first;
+                    s->pending_last_due = last;
+                    atomic_fetch_add(&s->pending, k);
                     /* benign race with the interpreter's --counter: a lost write only
                        delays the capture by one natural poll gap */
                     for (int i = 0; i < s->nctx; i++)
                         *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
                 }
             }
-            next += s->interval_ms;
-            if (next < now) /* fell behind (CPU contention): skip missed grid points */
-                next += s->interval_ms * (double)(int64_t)((now - next) / s->interval_ms + 1);
+            next += k * s->interval_ms;
         }
     }
     pthread_mutex_unlock(&s->lock);

@@ -1,0 +1,137 @@
+"""The RuntimeProfiler contract (engines/base.py), the same checks for every engine.
+
+Each engine contributes a factory: it returns a fresh RuntimeProfiler and a `work(ms)`
+callable that runs JavaScript on that runtime for about `ms` milliseconds in a function
+named `contractWork`. Node joins this list in its issue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from jsprof.engines.base import RuntimeProfiler
+from jsprof.errors import UsageError
+from jsprof.trace import ProfilerTrace, Track
+
+Factory = Callable[[], tuple[RuntimeProfiler, Callable[[float], Any]]]
+
+WORK = (
+    "function contractWork(ms) {{ const t = performance.now();"
+    " while (performance.now() - t < ms) {{}} }} contractWork({ms});"
+)
+
+
+def quickjs_factory() -> tuple[RuntimeProfiler, Callable[[float], Any]]:
+    from jsprof.engines.quickjs import QuickJS, QuickJSProfiler
+
+    rt = QuickJS()
+    return QuickJSProfiler(rt), lambda ms: rt.eval(WORK.format(ms=ms), "contract.js")
+
+
+ENGINES: dict[str, Factory] = {"quickjs": quickjs_factory}
+EXPECTED_TYPE = {"quickjs": "quickjs"}
+
+
+@pytest.fixture(params=sorted(ENGINES))
+def engine(request: pytest.FixtureRequest) -> tuple[str, RuntimeProfiler, Callable[[float], Any]]:
+    prof, work = ENGINES[request.param]()
+    return request.param, prof, work
+
+
+def names(trace: ProfilerTrace) -> set[str]:
+    return {trace.frames[trace.stack_frame[s]].name for s in trace.sample_stack if s >= 0}
+
+
+def test_type(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    name, prof, _ = engine
+    assert prof.type == EXPECTED_TYPE[name]
+    assert isinstance(prof, RuntimeProfiler)
+
+
+def test_setup_start_stop_returns_trace(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, work = engine
+    prof.setup(1.0)
+    assert not prof.started
+    prof.start()
+    assert prof.started
+    work(100)
+    trace = prof.stop()
+    assert isinstance(trace, ProfilerTrace)
+    assert not prof.started
+    assert trace.num_samples >= 50
+    assert "contractWork" in names(trace)
+    assert np.all(np.diff(trace.sample_time) > 0)
+
+
+def test_stop_again_returns_none(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, work = engine
+    assert prof.stop() is None  # never started
+    prof.setup(1.0)
+    prof.start()
+    work(10)
+    assert prof.stop() is not None
+    assert prof.stop() is None
+
+
+def test_start_twice_is_one_session(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, work = engine
+    prof.setup(1.0)
+    prof.start()
+    prof.start()
+    work(30)
+    assert prof.stop() is not None
+    assert prof.stop() is None
+
+
+def test_start_without_setup_uses_default(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, work = engine
+    prof.start(is_create=True)
+    work(30)
+    trace = prof.stop(is_destroy=True)
+    assert trace is not None and trace.num_samples >= 10
+
+
+def test_restart_gives_fresh_trace(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, work = engine
+    prof.setup(1.0)
+    prof.start()
+    work(50)
+    first = prof.stop()
+    prof.setup(0.5)
+    prof.start()
+    work(50)
+    second = prof.stop()
+    assert first is not None and second is not None
+    assert second.sample_time[0] > first.sample_time[-1]
+    # 0.5 ms: about twice as many samples for the same work
+    assert second.num_samples > 1.4 * first.num_samples
+
+
+def test_setup_validates(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    _, prof, _ = engine
+    with pytest.raises(UsageError):
+        prof.setup(-1.0)
+    prof.setup(1.0)
+    prof.start()
+    with pytest.raises(UsageError):
+        prof.setup(2.0)  # not while started
+    prof.stop()
+
+
+def test_track_after_stop(engine: tuple[str, RuntimeProfiler, Any]) -> None:
+    name, prof, work = engine
+    assert prof.track() is None
+    prof.setup(1.0)
+    prof.start()
+    work(30)
+    trace = prof.stop()
+    track = prof.track("worker")
+    assert isinstance(track, Track)
+    assert track.name == "worker" and track.trace is trace
+    assert track.engine == name
+    assert track.sample_interval == 1.0
+    assert track.time_origin > 1.5e12  # Unix epoch ms
