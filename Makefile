@@ -14,6 +14,8 @@ $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_qui
 
 demo: $(STAMP)
 	mkdir -p demo-out
+	$(PY) -c "from jsprof.record import record; record('examples/app.js', output='demo-out/app.jsprof.json')"
+	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --top 15
 	$(VENV)/bin/jsprof report tests/data/chromium/trace-basic.json --top 15 > demo-out/report.txt
 	cat demo-out/report.txt
 	$(VENV)/bin/jsprof flame tests/data/chromium/trace-basic.json -o demo-out/flame.html
@@ -30,6 +32,7 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_trace.py
+	$(PY) benchmarks/bench_quickjs.py
 
 clean:
 	rm -rf $(VENV) build demo-out src/*.egg-info
