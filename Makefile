@@ -24,7 +24,14 @@ demo: $(STAMP)
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
-test: $(STAMP) chromium
+# The format tests check our output with real JavaScript tools (speedscope's schema,
+# pprof-format); install them from the lock file, again only when the lock file changes.
+JS_STAMP := tests/js/node_modules/.jsprof-installed
+$(JS_STAMP): tests/js/package-lock.json
+	npm ci --prefix tests/js --no-audit --no-fund
+	touch $(JS_STAMP)
+
+test: $(STAMP) chromium $(JS_STAMP)
 	$(PY) -m pytest -q
 
 lint: $(STAMP)

@@ -118,7 +118,8 @@ def save(
     dest_s = str(dest)
     fmt = writer_for(dest_s, format)
     data = fmt.write(rec)  # type: ignore[misc]
-    if dest_s.endswith(".gz"):
+    # A format that is gzipped by definition (pprof) must not be compressed twice.
+    if dest_s.endswith(".gz") and data[:2] != _GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
     if dest_s == "-":
         sys.stdout.buffer.write(data)

@@ -89,4 +89,12 @@ def writer_for(path: str, format: str | None) -> Format:
 
 
 # Format modules register themselves on import; imported last because they use register().
-from . import chrometrace, cpuprofile, perfetto  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    chrometrace,
+    cpuprofile,
+    firefox,
+    folded,
+    perfetto,
+    pprof,
+    speedscope,
+)

@@ -1,0 +1,98 @@
+"""Helpers shared by the stack-list formats (speedscope, pprof, folded, Firefox Profiler).
+
+Samples without JavaScript: those formats have no "sample with no stack", and dropping
+such samples would hide idle and GC time. They are written as a one-frame stack of a
+pseudo frame named after the sample's marker, the way V8 names its own pseudo nodes, and
+read back into no stackId plus that marker. A pseudo frame has no resource, so a real
+JavaScript function of the same name (which has a script) is never taken for one.
+
+`build_trace` is the one builder the readers share: unique stacks as frame lists (per
+stack work, Python) plus a per-sample index into them (per sample work, numpy).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from ..trace import MARKERS, NONE, ProfilerTrace, TraceBuilder
+
+# Index 0: no marker; index m + 1: marker code m.
+PSEUDO_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
+    {"gc": "(garbage collector)", "other": "(program)"}.get(m, f"({m})") for m in MARKERS
+)
+PSEUDO_INDEX: dict[str, int] = {n: i for i, n in enumerate(PSEUDO_NAMES)}
+
+# A frame as the stack-list formats carry it: name, resource URL, line, column (1-based).
+FrameKey = tuple[str, str | None, int | None, int | None]
+
+
+def pseudo_index(trace: ProfilerTrace) -> np.ndarray:
+    """Per sample: index into PSEUDO_NAMES for samples without a stack, -1 for the others."""
+    if trace.sample_marker is None:
+        idx = np.zeros(trace.num_samples, np.int64)
+    else:
+        idx = trace.sample_marker.astype(np.int64) + 1  # NONE (-1) -> 0, "(idle)"
+    return np.where(trace.sample_stack == NONE, idx, -1)
+
+
+def frame_keys(trace: ProfilerTrace) -> list[FrameKey]:
+    """Each frame with its resource resolved to the URL."""
+    res = trace.resources
+    return [
+        (f.name, res[f.resource_id] if f.resource_id is not None else None, f.line, f.column)
+        for f in trace.frames
+    ]
+
+
+def stack_lists(trace: ProfilerTrace) -> list[list[int]]:
+    """Frame ids of every stack, root first; parents precede children, so one pass."""
+    out: list[list[int]] = []
+    for p, f in zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True):
+        out.append([*out[p], f] if p != NONE else [f])
+    return out
+
+
+def build_trace(
+    stacks: Sequence[Sequence[FrameKey]],
+    sample_key: np.ndarray,
+    times: np.ndarray,
+    markers: np.ndarray | None = None,
+    lines: np.ndarray | None = None,
+) -> ProfilerTrace:
+    """A trace from unique stacks (frames root first) and, per sample, an index into them.
+
+    A stack that is exactly one pseudo frame becomes "no stackId" with its marker, unless
+    `markers` (per sample, int8 codes or NONE) is given, which then wins.
+    """
+    b = TraceBuilder()
+    stack_id = np.full(len(stacks) + 1, NONE, np.int64)  # +1: empty input still indexes
+    pseudo_marker = np.full(len(stacks) + 1, NONE, np.int64)
+    any_pseudo = False
+    for k, frames in enumerate(stacks):
+        if len(frames) == 1 and frames[0][1] is None and frames[0][0] in PSEUDO_INDEX:
+            pseudo_marker[k] = PSEUDO_INDEX[frames[0][0]] - 1
+            any_pseudo = True
+            continue
+        ids = []
+        for name, url, line, col in frames:
+            rid = b.resource_id(url) if url is not None else None
+            ids.append(b.frame_id(name, rid, line, col))
+        sid = b.stack_id(ids)
+        stack_id[k] = NONE if sid is None else sid
+    base = b.build()
+    sample_key = np.asarray(sample_key, np.int64)
+    if markers is None and any_pseudo:
+        m = pseudo_marker[sample_key]
+        markers = m if (m != NONE).any() else None
+    return ProfilerTrace(
+        resources=base.resources,
+        frames=base.frames,
+        stack_parent=base.stack_parent,
+        stack_frame=base.stack_frame,
+        sample_time=times,
+        sample_stack=stack_id[sample_key],
+        sample_marker=markers,
+        sample_line=lines,
+    )

@@ -1,0 +1,129 @@
+"""A small protocol-buffers wire codec: just what pprof's profile.proto needs.
+
+Why not the `protobuf` package: profile.proto uses five scalar shapes (varint, packed
+varints, strings, nested messages), a codec for them is a hundred lines of our own, and
+it spares every user a compiled-schema build step and a large dependency. Encoding
+builds bytes directly; decoding walks fields lazily over a memoryview, so nested
+messages are sliced, never copied.
+
+Wire types: 0 varint, 1 fixed 64-bit, 2 length-delimited, 5 fixed 32-bit. int64 values
+are two's complement in 10 bytes when negative, as the spec says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+VARINT, I64, LEN, I32 = 0, 1, 2, 5
+_MASK64 = (1 << 64) - 1
+
+
+class WireError(ValueError):
+    """Malformed protobuf: `offset` is the byte where decoding failed."""
+
+    def __init__(self, offset: int, problem: str) -> None:
+        super().__init__(problem)
+        self.offset = offset
+        self.problem = problem
+
+
+# ---- encoding ----------------------------------------------------------------------------
+
+
+def varint(n: int) -> bytes:
+    n &= _MASK64  # negative int64 -> two's complement, 10 bytes
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def key(field: int, wire: int) -> bytes:
+    return varint((field << 3) | wire)
+
+
+def uint_field(field: int, n: int) -> bytes:
+    """A varint field; proto3 omits zero values."""
+    return key(field, VARINT) + varint(n) if n else b""
+
+
+def bytes_field(field: int, payload: bytes) -> bytes:
+    return key(field, LEN) + varint(len(payload)) + payload
+
+
+def packed(field: int, values: Iterable[int]) -> bytes:
+    body = b"".join(varint(v) for v in values)
+    return bytes_field(field, body) if body else b""
+
+
+# ---- decoding ----------------------------------------------------------------------------
+
+
+def read_varint(buf: memoryview, pos: int, end: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    start = pos
+    while True:
+        if pos >= end:
+            raise WireError(start, "truncated varint")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result & _MASK64, pos
+        shift += 7
+        if shift >= 70:
+            raise WireError(start, "varint longer than 10 bytes")
+
+
+def signed(n: int) -> int:
+    """An int64 decoded as unsigned back to its sign."""
+    return n - (1 << 64) if n >= 1 << 63 else n
+
+
+def fields(buf: memoryview, start: int = 0, end: int | None = None) -> Iterator[tuple]:
+    """Yield (field, wire type, value, offset): value is an int, or (start, end) for LEN."""
+    pos = start
+    end = len(buf) if end is None else end
+    while pos < end:
+        at = pos
+        tag, pos = read_varint(buf, pos, end)
+        field, wire = tag >> 3, tag & 7
+        if field == 0:
+            raise WireError(at, "field number 0")
+        if wire == VARINT:
+            value, pos = read_varint(buf, pos, end)
+        elif wire == LEN:
+            n, pos = read_varint(buf, pos, end)
+            if pos + n > end:
+                raise WireError(at, f"field {field} is {n} bytes long but runs past its end")
+            value = (pos, pos + n)
+            pos += n
+        elif wire == I64:
+            if pos + 8 > end:
+                raise WireError(at, "truncated 64-bit field")
+            value = int.from_bytes(buf[pos : pos + 8], "little")
+            pos += 8
+        elif wire == I32:
+            if pos + 4 > end:
+                raise WireError(at, "truncated 32-bit field")
+            value = int.from_bytes(buf[pos : pos + 4], "little")
+            pos += 4
+        else:
+            raise WireError(at, f"field {field} has wire type {wire}, which is not supported")
+        yield field, wire, value, at
+
+
+def repeated_ints(buf: memoryview, wire: int, value, out: list[int]) -> None:
+    """Append a repeated integer field's values: packed (LEN) or one varint."""
+    if wire == VARINT:
+        out.append(value)
+        return
+    if wire != LEN:
+        raise WireError(0, "expected a varint or packed varints")
+    pos, end = value
+    while pos < end:
+        v, pos = read_varint(buf, pos, end)
+        out.append(v)

@@ -1,0 +1,163 @@
+"""Folded stacks (Brendan Gregg's collapsed format): read and write.
+
+One line per unique stack, `root;caller;leaf COUNT`, COUNT the number of samples, as
+flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
+
+- A frame is `name (url:line:column)`, or `name (url)` without a line, or just `name`
+  without a script. Unknown line or column parts are written as 0 (lines are 1-based, so
+  0 cannot be a real one); an empty name is written `(anonymous)`, as viewers show it.
+- `;` cannot appear in a frame (it separates frames) and a line break cannot appear
+  either: both become `,`/space. This loses nothing a person reads, but a name that held
+  them does not read back identically.
+- Samples without JavaScript are one-frame stacks of a pseudo frame named after the
+  sample's marker: `(idle)`, `(garbage collector)`, `(program)`, ...
+- One track: lines as above. Several tracks: each line starts with a root frame
+  `[track: NAME]`; when every line of a file starts with such a frame, reading splits the
+  file back into those tracks.
+- Lines are sorted, like stackcollapse output. Counts are per stack, so timestamps do
+  not survive; reading back gives each line's samples one after the other, 1 ms apart
+  (the format has no interval), which keeps per-stack totals.
+
+Reading accepts what the tools write: any frame text (a trailing `(url:line:col)` is
+parsed back), an integer count after the last space, blank lines ignored.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Any
+
+import numpy as np
+
+from ..errors import TraceFormatError
+from ..trace import NONE, Recording, Track
+from . import Format, register
+from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index
+
+TRACK_FRAME = re.compile(r"^\[track: (.*)\]$")
+_LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+):(?P<col>\d+))?\)$")
+_LINE = re.compile(r"^\S.*[ \t]\d+$")
+_CLEAN = str.maketrans({";": ",", "\n": " ", "\r": " "})
+NOMINAL_INTERVAL_MS = 1.0
+
+
+def _frame_text(name: str, url: str | None, line: int | None, col: int | None) -> str:
+    text = name or "(anonymous)"
+    if url is not None or line is not None:
+        loc = url or ""
+        if line is not None or col is not None:
+            loc += f":{line or 0}:{col or 0}"
+        text += f" ({loc})"
+    return text.translate(_CLEAN)
+
+
+def _track_lines(track: Track, prefix: str) -> dict[str, int]:
+    trace = track.trace
+    texts = [_frame_text(*k) for k in frame_keys(trace)]
+    # Stack text built once per stack; parents precede children.
+    stack_text: list[str] = []
+    for p, f in zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True):
+        stack_text.append(f"{stack_text[p]};{texts[f]}" if p != NONE else prefix + texts[f])
+    # Key per sample: stack id, or -(pseudo index) - 2 for samples without JavaScript.
+    pseudo = pseudo_index(trace)
+    key = np.where(trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2)
+    uniq, counts = np.unique(key, return_counts=True)
+    out: dict[str, int] = {}
+    for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
+        text = stack_text[k] if k >= 0 else prefix + PSEUDO_NAMES[-k - 2]
+        out[text] = out.get(text, 0) + c  # two frames may print alike
+    return out
+
+
+def write(rec: Recording) -> bytes:
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    several = len(rec.tracks) > 1
+    lines: dict[str, int] = {}
+    for t in rec.tracks:
+        prefix = f"[track: {t.name.translate(_CLEAN)}];" if several else ""
+        for text, c in _track_lines(t, prefix).items():
+            lines[text] = lines.get(text, 0) + c
+    return "".join(f"{s} {c}\n" for s, c in sorted(lines.items())).encode()
+
+
+def _parse_frame(text: str) -> FrameKey:
+    m = _LOCATION.match(text)
+    if m is None:
+        return (text, None, None, None)
+    line = int(m["line"]) if m["line"] is not None else 0
+    col = int(m["col"]) if m["col"] is not None else 0
+    return (m["name"], m["url"] or None, line or None, col or None)
+
+
+def sniff(data: bytes, doc: Any) -> bool:
+    if doc is not None or b"\0" in data[:4096]:
+        return False
+    try:
+        # Incremental, so a character cut at the 4096th byte is not an error.
+        head = codecs.getincrementaldecoder("utf-8")().decode(data[:4096], final=False)
+    except UnicodeDecodeError:
+        return False
+    # Text, not binary: protobuf (pprof, Perfetto) is full of bytes below 0x20.
+    if any(c < " " and c not in "\t\r\n" for c in head):
+        return False
+    for raw in head.splitlines()[:-1] or head.splitlines():
+        if raw.strip():
+            return _LINE.match(raw.strip()) is not None
+    return False
+
+
+def read(data: bytes, doc: Any, source: str) -> Recording:
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(
+            f"{source}: byte {e.start}: not UTF-8 text; folded stacks are text lines"
+        ) from None
+    stacks: list[list[str]] = []
+    counts: list[int] = []
+    for n, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        head, _, count = line.rpartition(" ")
+        head = head.rstrip()
+        if not head or not count.isdigit():
+            raise TraceFormatError(
+                f"{source}: line {n}: expected `frame;frame;... COUNT` with a whole-number "
+                f"count after the last space, got {line[:60]!r}"
+            )
+        frames = head.split(";")
+        if any(f == "" for f in frames):
+            raise TraceFormatError(f"{source}: line {n}: empty frame name between `;`")
+        stacks.append(frames)
+        counts.append(int(count))
+    if not stacks:
+        raise TraceFormatError(f"{source}: no stack lines; expected `frame;frame COUNT` lines")
+    groups: dict[str, list[int]] = {}
+    tracked = all(TRACK_FRAME.match(s[0]) and len(s) > 1 for s in stacks)
+    for i, s in enumerate(stacks):
+        name = TRACK_FRAME.match(s[0])[1] if tracked else "main"  # type: ignore[index]
+        groups.setdefault(name, []).append(i)
+    tracks = []
+    for name, idx in groups.items():
+        frame_lists = [[_parse_frame(f) for f in stacks[i][int(tracked) :]] for i in idx]
+        reps = np.array([counts[i] for i in idx], np.int64)
+        key = np.repeat(np.arange(len(idx)), reps)
+        times = np.arange(len(key), dtype=np.float64) * NOMINAL_INTERVAL_MS
+        trace = build_trace(frame_lists, key, times)
+        tracks.append(Track(name, trace, meta={"source_format": "folded"}))
+    return Recording(tracks)
+
+
+register(
+    Format(
+        name="folded",
+        description="folded stacks `root;caller;leaf COUNT` (flamegraph.pl, inferno, speedscope)",
+        extensions=(".folded", ".collapsed"),
+        sniff=sniff,
+        read=read,
+        write=write,
+    )
+)

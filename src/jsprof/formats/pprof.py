@@ -1,0 +1,458 @@
+"""pprof (`profile.proto`, package perftools.profiles), gzipped: read and write.
+
+The protobuf wire format is spoken by our own small codec (`_protobuf`). What jsprof
+writes, and how the model maps onto it:
+
+- Sample types `samples/count` and `cpu/nanoseconds` (period type `cpu/nanoseconds`,
+  period = the track's sample interval). pprof aggregates by design: one pprof sample
+  per distinct (stack, leaf line, marker, track), with its sample count and the time the
+  samples stood for (`analysis.profile.sample_weights`, ms -> ns here and only here).
+- One Function per distinct frame: name (and system_name), filename = the resource URL,
+  start_line = the frame's line (the function's position in ProfilerTrace). Frame
+  columns have no place in pprof and are dropped.
+- Locations hold one Line each; a sample lists them leaf first. `Line.line` is the line
+  executing: for the leaf it is the per-sample line column where the trace has one
+  (0 = unknown, as profile.proto says); callers get 0, since a trace does not know
+  call-site lines.
+- Samples without JavaScript are one-location pseudo stacks (`(idle)`,
+  `(garbage collector)`, ...; see `_common`). Labels carry what pprof has no field for:
+  `marker` (the spec's marker, when the trace has markers) and `track` (only when the
+  recording has several tracks; reading splits by it).
+- `time_nanos` is the earliest sample's Unix epoch time, `duration_nanos` the span.
+
+Reading accepts any pprof whose sample types include a count (`samples`/`sample` with
+unit `count`) or a time in nanoseconds (`count = value / period`). Individual timestamps
+do not exist in pprof: a pprof sample's samples are laid out one after another, each
+taking its share of the sample's nanoseconds (or the period), in file order, so per-stack
+counts and time totals survive a round trip. Inlined functions (several Lines in one
+Location) become caller-first frames.
+"""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from typing import Any
+
+import numpy as np
+
+from ..analysis.profile import sample_weights
+from ..errors import TraceFormatError
+from ..trace import MARKERS, NO_LINE, NONE, Recording, Track
+from . import Format, register
+from . import _protobuf as pb
+from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+
+NS_PER_MS = 1_000_000
+# Profile message fields (profile.proto).
+SAMPLE_TYPE, SAMPLE, MAPPING, LOCATION, FUNCTION, STRING_TABLE = 1, 2, 3, 4, 5, 6
+TIME_NANOS, DURATION_NANOS, PERIOD_TYPE, PERIOD, COMMENT = 9, 10, 11, 12, 13
+LEN_FIELDS = {1, 2, 3, 4, 5, 6, 11}
+VARINT_FIELDS = {7, 8, 9, 10, 12, 14, 15}
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+
+class _Strings:
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {"": 0}
+
+    def __call__(self, s: str) -> int:
+        i = self.index.get(s)
+        if i is None:
+            i = self.index[s] = len(self.index)
+        return i
+
+    def encode(self) -> bytes:
+        return b"".join(pb.bytes_field(STRING_TABLE, s.encode("utf-8")) for s in self.index)
+
+
+def _value_type(strings: _Strings, type_: str, unit: str) -> bytes:
+    return pb.uint_field(1, strings(type_)) + pb.uint_field(2, strings(unit))
+
+
+def encode_profile(rec: Recording) -> bytes:
+    """The uncompressed Profile message."""
+    strings = _Strings()
+    functions: dict[FrameKey, int] = {}
+    locations: dict[tuple[int, int], int] = {}
+    func_msgs: list[bytes] = []
+    loc_msgs: list[bytes] = []
+    sample_msgs: list[bytes] = []
+
+    def function_id(k: FrameKey) -> int:
+        fid = functions.get(k)
+        if fid is None:
+            fid = functions[k] = len(functions) + 1
+            name, url, line, _col = k
+            func_msgs.append(
+                pb.uint_field(1, fid)
+                + pb.uint_field(2, strings(name))
+                + pb.uint_field(3, strings(name))
+                + pb.uint_field(4, strings(url or ""))
+                + pb.uint_field(5, line or 0)
+            )
+        return fid
+
+    def location_id(fid: int, line: int) -> int:
+        lid = locations.get((fid, line))
+        if lid is None:
+            lid = locations[(fid, line)] = len(locations) + 1
+            line_msg = pb.uint_field(1, fid) + pb.uint_field(2, line)
+            loc_msgs.append(pb.uint_field(1, lid) + pb.bytes_field(4, line_msg))
+        return lid
+
+    several = len(rec.tracks) > 1
+    starts: list[float] = []
+    ends: list[float] = []
+    intervals: list[float] = []
+    for track in rec.tracks:
+        trace = track.trace
+        n = trace.num_samples
+        if not n:
+            continue
+        keys = frame_keys(trace)
+        stacks = stack_lists(trace)
+        w = sample_weights(trace, track.sample_interval)
+        absolute = trace.sample_time + track.time_origin
+        starts.append(float(absolute.min()))
+        ends.append(float((absolute + w).max()))
+        intervals.append(track.sample_interval or float(np.median(w)))
+        pseudo = pseudo_index(trace)
+        stack = np.where(
+            trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2
+        )
+        line = (
+            np.zeros(n, np.int64)
+            if trace.sample_line is None
+            else np.where(trace.sample_stack != NONE, trace.sample_line.astype(np.int64), NO_LINE)
+        )
+        marker = (
+            np.full(n, NONE, np.int64)
+            if trace.sample_marker is None
+            else trace.sample_marker.astype(np.int64)
+        )
+        # One pprof sample per distinct (stack, leaf line, marker), in first-seen order.
+        uniq, first, inverse, counts = np.unique(
+            np.stack([stack, line, marker], 1),
+            axis=0,
+            return_index=True,
+            return_inverse=True,
+            return_counts=True,
+        )
+        inverse = inverse.reshape(-1)
+        ns = np.rint(np.bincount(inverse, weights=w, minlength=len(uniq)) * NS_PER_MS)
+        track_label = (
+            pb.bytes_field(
+                3, pb.uint_field(1, strings("track")) + pb.uint_field(2, strings(track.name))
+            )
+            if several
+            else b""
+        )
+        for u in np.argsort(first, kind="stable").tolist():
+            s, ln, m = uniq[u].tolist()
+            if s >= 0:
+                fids = [function_id(keys[f]) for f in stacks[s]]
+            else:
+                fids = [function_id((PSEUDO_NAMES[-s - 2], None, None, None))]
+            # Leaf first; only the leaf knows its executing line.
+            locs = [location_id(fids[-1], ln)] + [location_id(f, 0) for f in reversed(fids[:-1])]
+            msg = pb.packed(1, locs) + pb.packed(2, [int(counts[u]), int(ns[u])]) + track_label
+            if m != NONE:
+                label = pb.uint_field(1, strings("marker")) + pb.uint_field(2, strings(MARKERS[m]))
+                msg += pb.bytes_field(3, label)
+            sample_msgs.append(msg)
+
+    out = bytearray()
+    out += pb.bytes_field(SAMPLE_TYPE, _value_type(strings, "samples", "count"))
+    out += pb.bytes_field(SAMPLE_TYPE, _value_type(strings, "cpu", "nanoseconds"))
+    for m in sample_msgs:
+        out += pb.bytes_field(SAMPLE, m)
+    for m in loc_msgs:
+        out += pb.bytes_field(LOCATION, m)
+    for m in func_msgs:
+        out += pb.bytes_field(FUNCTION, m)
+    period_type = _value_type(strings, "cpu", "nanoseconds")
+    out += strings.encode()
+    if starts:
+        out += pb.uint_field(TIME_NANOS, round(min(starts) * NS_PER_MS))
+        out += pb.uint_field(DURATION_NANOS, round((max(ends) - min(starts)) * NS_PER_MS))
+    out += pb.bytes_field(PERIOD_TYPE, period_type)
+    if intervals:
+        out += pb.uint_field(PERIOD, round(float(np.median(intervals)) * NS_PER_MS))
+    return bytes(out)
+
+
+def write(rec: Recording) -> bytes:
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    # pprof files are gzipped on disk; mtime=0 keeps the output reproducible.
+    return gzip.compress(encode_profile(rec), compresslevel=6, mtime=0)
+
+
+# ---- reading -----------------------------------------------------------------------------
+
+
+def sniff(data: bytes, doc: Any) -> bool:
+    """A Profile message: every top-level field a Profile field with its wire type, and a
+    string table. (A Perfetto trace, also protobuf, has only field 1 at the top.)"""
+    if doc is not None:
+        return False
+    if data[:2] == b"\x1f\x8b":
+        return True  # gzip inside gzip: only pprof is stored that way (read() checks)
+    seen = set()
+    try:
+        for i, (field, wire, _v, _at) in enumerate(pb.fields(memoryview(data))):
+            ok = (field in LEN_FIELDS and wire == pb.LEN) or (
+                field in VARINT_FIELDS | {COMMENT} and wire in (pb.VARINT, pb.LEN)
+            )
+            if not ok:
+                return False
+            seen.add(field)
+            if i > 1_000_000:
+                break
+    except pb.WireError:
+        return False
+    return STRING_TABLE in seen and len(seen) >= 2
+
+
+class _Reader:
+    def __init__(self, buf: memoryview, source: str) -> None:
+        self.buf = buf
+        self.source = source
+
+    def err(self, where: str, problem: str) -> TraceFormatError:
+        return TraceFormatError(f"{self.source}: {where}: {problem}")
+
+    def fields(self, span: tuple[int, int] | None, where: str):
+        start, end = span if span is not None else (0, len(self.buf))
+        try:
+            yield from pb.fields(self.buf, start, end)
+        except pb.WireError as e:
+            raise self.err(where, f"malformed protobuf at byte {e.offset} ({e.problem})") from None
+
+    def ints(self, wire: int, value, out: list[int], where: str) -> None:
+        try:
+            pb.repeated_ints(self.buf, wire, value, out)
+        except pb.WireError as e:
+            raise self.err(where, f"malformed packed integers ({e.problem})") from None
+
+    def message(self, wire: int, value, where: str) -> tuple[int, int]:
+        if wire != pb.LEN:
+            raise self.err(where, f"expected an embedded message, got wire type {wire}")
+        return value
+
+    def scalar(self, wire: int, value, where: str) -> int:
+        if wire != pb.VARINT:
+            raise self.err(where, f"expected a varint, got wire type {wire}")
+        return value
+
+
+def read(data: bytes, doc: Any, source: str) -> Recording:
+    if data[:2] == b"\x1f\x8b":
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as e:
+            raise TraceFormatError(f"{source}: corrupt gzip data ({e})") from None
+    r = _Reader(memoryview(data), source)
+    strings: list[str] = []
+    sample_types: list[tuple[int, int]] = []
+    samples: list[tuple[int, int]] = []
+    locs: dict[int, list[tuple[int, int]]] = {}
+    funcs: dict[int, tuple[int, int, int]] = {}
+    time_nanos = period = 0
+    counts = {"sample": 0, "location": 0, "function": 0}
+    for field, wire, value, _at in r.fields(None, "(top level)"):
+        if field == STRING_TABLE:
+            s, e = r.message(wire, value, f"string_table[{len(strings)}]")
+            try:
+                strings.append(bytes(r.buf[s:e]).decode("utf-8"))
+            except UnicodeDecodeError:
+                raise r.err(f"string_table[{len(strings)}]", "not UTF-8") from None
+        elif field == SAMPLE_TYPE:
+            where = f"sample_type[{len(sample_types)}]"
+            vt = [0, 0]
+            for f, w, v, _ in r.fields(r.message(wire, value, where), where):
+                if f in (1, 2):
+                    vt[f - 1] = r.scalar(w, v, f"{where}.{'type' if f == 1 else 'unit'}")
+            sample_types.append((vt[0], vt[1]))
+        elif field == SAMPLE:
+            samples.append(r.message(wire, value, f"sample[{len(samples)}]"))
+        elif field == LOCATION:
+            where = f"location[{counts['location']}]"
+            counts["location"] += 1
+            lid, lines = 0, []
+            for f, w, v, _ in r.fields(r.message(wire, value, where), where):
+                if f == 1:
+                    lid = r.scalar(w, v, f"{where}.id")
+                elif f == 4:
+                    lw = f"{where}.line[{len(lines)}]"
+                    fn = ln = 0
+                    for f2, w2, v2, _ in r.fields(r.message(w, v, lw), lw):
+                        if f2 == 1:
+                            fn = r.scalar(w2, v2, f"{lw}.function_id")
+                        elif f2 == 2:
+                            ln = pb.signed(r.scalar(w2, v2, f"{lw}.line"))
+                    lines.append((fn, ln))
+            if lid == 0:
+                raise r.err(f"{where}.id", "missing or 0; location ids must be nonzero")
+            locs[lid] = lines
+        elif field == FUNCTION:
+            where = f"function[{counts['function']}]"
+            counts["function"] += 1
+            fv = {1: 0, 2: 0, 4: 0, 5: 0}
+            for f, w, v, _ in r.fields(r.message(wire, value, where), where):
+                if f in fv:
+                    fv[f] = r.scalar(w, v, f"{where} field {f}")
+            if fv[1] == 0:
+                raise r.err(f"{where}.id", "missing or 0; function ids must be nonzero")
+            funcs[fv[1]] = (fv[2], fv[4], pb.signed(fv[5]))
+        elif field == TIME_NANOS:
+            time_nanos = pb.signed(r.scalar(wire, value, "time_nanos"))
+        elif field == PERIOD:
+            period = pb.signed(r.scalar(wire, value, "period"))
+    if not strings or strings[0] != "":
+        raise r.err("string_table[0]", "must be the empty string; is this a pprof profile?")
+
+    def string(i: int, where: str) -> str:
+        if not 0 <= i < len(strings):
+            raise r.err(where, f"string index {i} is outside string_table (0..{len(strings) - 1})")
+        return strings[i]
+
+    types = [
+        (string(t, f"sample_type[{i}].type"), string(u, f"sample_type[{i}].unit"))
+        for i, (t, u) in enumerate(sample_types)
+    ]
+    count_idx = next(
+        (i for i, (t, u) in enumerate(types) if t in ("samples", "sample") and u == "count"), None
+    )
+    ns_idx = next((i for i, (_t, u) in enumerate(types) if u == "nanoseconds"), None)
+    if count_idx is None and (ns_idx is None or period <= 0):
+        found = ", ".join(f"{t}/{u}" for t, u in types) or "none"
+        raise r.err(
+            "sample_type",
+            f"has no samples/count and no nanoseconds type with a period (found {found}); "
+            "jsprof reads CPU and wall-time profiles",
+        )
+
+    # Functions -> frame keys; locations -> caller-first frame keys and the leaf line.
+    fkeys: dict[int, FrameKey] = {}
+    for fid, (name, fname, start) in funcs.items():
+        w = f"function id {fid}"
+        fkeys[fid] = (
+            string(name, f"{w}.name"),
+            string(fname, f"{w}.filename") or None,
+            start if start > 0 else None,
+            None,
+        )
+    loc_frames: dict[int, list[FrameKey]] = {}
+    for lid, lines in locs.items():
+        fr = []
+        for fn, _ln in reversed(lines):  # the last Line is the caller of the ones before
+            if fn not in fkeys:
+                raise r.err(
+                    f"location id {lid}", f"refers to function id {fn}, which does not exist"
+                )
+            fr.append(fkeys[fn])
+        loc_frames[lid] = fr
+
+    stack_index: dict[tuple, int] = {}
+    per_track: dict[str, dict[str, list]] = {}
+    nvalues = len(types)
+    for j, span in enumerate(samples):
+        where = f"sample[{j}]"
+        loc_ids: list[int] = []
+        values: list[int] = []
+        track, marker = "main", NONE
+        for f, w, v, _ in r.fields(span, where):
+            if f == 1:
+                r.ints(w, v, loc_ids, f"{where}.location_id")
+            elif f == 2:
+                r.ints(w, v, values, f"{where}.value")
+            elif f == 3:
+                lw = f"{where}.label"
+                lk = ls = 0
+                for f2, w2, v2, _ in r.fields(r.message(w, v, lw), lw):
+                    if f2 == 1:
+                        lk = r.scalar(w2, v2, f"{lw}.key")
+                    elif f2 == 2:
+                        ls = r.scalar(w2, v2, f"{lw}.str")
+                k, s = string(lk, f"{lw}.key"), string(ls, f"{lw}.str")
+                if k == "track" and s:
+                    track = s
+                elif k == "marker" and s in MARKERS:
+                    marker = MARKERS.index(s)
+        if len(values) != nvalues:
+            raise r.err(
+                f"{where}.value", f"has {len(values)} values but there are {nvalues} sample types"
+            )
+        values = [pb.signed(v) for v in values]
+        if count_idx is not None:
+            count = values[count_idx]
+        else:
+            count = round(values[ns_idx] / period)  # type: ignore[index]
+        if count < 0:
+            raise r.err(f"{where}.value[{count_idx}]", f"negative sample count {count}")
+        key = tuple(loc_ids)
+        k = stack_index.get(key)
+        if k is None:
+            for lid in loc_ids:
+                if lid not in loc_frames:
+                    raise r.err(f"{where}.location_id", f"location id {lid} does not exist")
+            k = stack_index[key] = len(stack_index)
+        leaf_line = locs[loc_ids[0]][0][1] if loc_ids and locs[loc_ids[0]] else 0
+        ns = values[ns_idx] if ns_idx is not None else count * period
+        t = per_track.setdefault(
+            track, {"key": [], "count": [], "ns": [], "marker": [], "line": []}
+        )
+        t["key"].append(k)
+        t["count"].append(count)
+        t["ns"].append(ns)
+        t["marker"].append(marker)
+        t["line"].append(max(leaf_line, 0))
+
+    all_stacks: list[list[FrameKey]] = [[] for _ in stack_index]
+    for key, k in stack_index.items():
+        all_stacks[k] = [fr for lid in reversed(key) for fr in loc_frames[lid]] or [
+            (PSEUDO_NAMES[0], None, None, None)
+        ]
+    tracks = []
+    interval_ms = period / NS_PER_MS if period > 0 else None
+    for name, t in per_track.items():
+        c = np.array(t["count"], np.int64)
+        # Each sample's samples share its nanoseconds (or take one period each).
+        step = np.where(c > 0, np.array(t["ns"], np.float64) / np.maximum(c, 1), 0) / NS_PER_MS
+        if ns_idx is None or not (step > 0).any():
+            step = np.full(len(c), interval_ms or 1.0)
+        spacing = np.repeat(step, c)
+        times = np.cumsum(spacing) - spacing
+        marker = np.array(t["marker"], np.int64)
+        line = np.array(t["line"], np.int64)
+        # Only this track's stacks, so each track's frame table holds its own frames.
+        used, local = np.unique(np.array(t["key"], np.int64), return_inverse=True)
+        trace = build_trace(
+            [all_stacks[k] for k in used.tolist()],
+            np.repeat(local.reshape(-1), c),
+            times,
+            markers=np.repeat(marker, c).astype(np.int8) if (marker != NONE).any() else None,
+            lines=np.repeat(line, c) if (line != NO_LINE).any() else None,
+        )
+        tracks.append(
+            Track(name, trace, time_origin=time_nanos / NS_PER_MS, sample_interval=interval_ms)
+        )
+    if not tracks:
+        tracks.append(Track("main", build_trace([], np.zeros(0, np.int64), np.zeros(0))))
+    return Recording(tracks)
+
+
+register(
+    Format(
+        name="pprof",
+        description="pprof profile.proto, gzipped (go tool pprof, Datadog, Pyroscope)",
+        extensions=(".pprof", ".pb", ".pb.gz"),
+        sniff=sniff,
+        read=read,
+        write=write,
+    )
+)

@@ -1,0 +1,413 @@
+"""speedscope's file format (https://www.speedscope.app/file-format-schema.json): read and write.
+
+Writing: one sampled profile per track, unit milliseconds, `shared.frames` with name,
+file (the resource URL), line and col (both 1-based, as in the trace). Consecutive
+samples with the same stack are merged into one entry whose weight is the time they
+stand for (`analysis.profile.sample_weights`): a full stack per sample would make big
+profiles huge. Samples without JavaScript become one-frame pseudo stacks (`(idle)`,
+`(garbage collector)`, ...; see `_common`).
+
+Merging loses the individual timestamps, markers and lines, so each profile carries one
+extra key, `jsprof`, which the schema allows (it sets no `additionalProperties`) and the
+viewer ignores:
+
+    "jsprof": {"version": 1, "counts": [samples per entry], "timestamps": [ms per sample],
+               "timeOrigin": epoch ms, "engine", "sampleInterval", "requestedInterval",
+               "markers": [code per sample, -1 none; codes index "markerNames"],
+               "markerNames": [...], "lines": [line per sample, 0 unknown]}
+
+Timestamps are the trace's own (ms since `timeOrigin`), written at full float precision,
+so a round trip through speedscope keeps every sample, its order and its time. Reading
+uses the key only when it is present and consistent with the entries; a file from any
+other producer (or one edited in a way that breaks the counts) falls back to the weights:
+one sample per entry, at the entry's start (startValue plus the weights before it), so
+time-weighted totals stay right. Unit `none` (counts, as speedscope's own folded import
+writes) gives weight-many samples 1 ms apart; unit `bytes` is refused (not a time
+profile). Evented profiles are read too: each span between two events becomes one sample
+of the stack open during it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import orjson
+
+from ..analysis.profile import sample_weights
+from ..errors import TraceFormatError
+from ..trace import MARKERS, NO_LINE, NONE, Recording, Track
+from . import Format, register
+from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+
+SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
+EXTRA = "jsprof"
+EXTRA_VERSION = 1
+UNIT_MS = {"nanoseconds": 1e-6, "microseconds": 1e-3, "milliseconds": 1.0, "seconds": 1000.0}
+
+
+# ---- writing -----------------------------------------------------------------------------
+
+
+class _SharedFrames:
+    def __init__(self) -> None:
+        self.index: dict[FrameKey, int] = {}
+        self.frames: list[dict] = []
+
+    def get(self, key: FrameKey) -> int:
+        i = self.index.get(key)
+        if i is None:
+            i = self.index[key] = len(self.frames)
+            name, url, line, col = key
+            d: dict[str, Any] = {"name": name}
+            if url is not None:
+                d["file"] = url
+            if line is not None:
+                d["line"] = line
+            if col is not None:
+                d["col"] = col
+            self.frames.append(d)
+        return i
+
+
+def _profile(track: Track, shared: _SharedFrames) -> dict:
+    trace = track.trace
+    n = trace.num_samples
+    fids = [shared.get(k) for k in frame_keys(trace)]
+    stacks = [[fids[f] for f in s] for s in stack_lists(trace)]
+    pseudo = pseudo_index(trace)
+    key = np.where(trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2)
+    if n:
+        starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+        weights = np.add.reduceat(sample_weights(trace, track.sample_interval), starts)
+        counts = np.diff(np.append(starts, n))
+        start_value = float(trace.sample_time[0])
+    else:
+        starts = np.zeros(0, np.int64)
+        weights = np.zeros(0)
+        counts = np.zeros(0, np.int64)
+        start_value = 0.0
+    pseudo_stack = {}
+    samples = []
+    for k in key[starts].tolist():
+        if k >= 0:
+            samples.append(stacks[k])
+        else:
+            s = pseudo_stack.get(k)
+            if s is None:
+                s = pseudo_stack[k] = [shared.get((PSEUDO_NAMES[-k - 2], None, None, None))]
+            samples.append(s)
+    extra: dict[str, Any] = {
+        "version": EXTRA_VERSION,
+        "counts": counts,
+        "timestamps": trace.sample_time,
+        "timeOrigin": track.time_origin,
+    }
+    for k, v in (
+        ("engine", track.engine),
+        ("sampleInterval", track.sample_interval),
+        ("requestedInterval", track.requested_interval),
+    ):
+        if v is not None:
+            extra[k] = v
+    if trace.sample_marker is not None:
+        extra["markers"] = trace.sample_marker
+        extra["markerNames"] = list(MARKERS)
+    if trace.sample_line is not None:
+        extra["lines"] = trace.sample_line
+    return {
+        "type": "sampled",
+        "name": track.name,
+        "unit": "milliseconds",
+        "startValue": start_value,
+        "endValue": start_value + float(weights.sum()),
+        "samples": samples,
+        "weights": weights,
+        EXTRA: extra,
+    }
+
+
+def write(rec: Recording) -> bytes:
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    shared = _SharedFrames()
+    profiles = [_profile(t, shared) for t in rec.tracks]
+    doc = {
+        "$schema": SCHEMA_URL,
+        "shared": {"frames": shared.frames},
+        "profiles": profiles,
+        "name": rec.tracks[0].name if len(rec.tracks) == 1 else "jsprof recording",
+        "activeProfileIndex": 0,
+        "exporter": "jsprof",
+    }
+    return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+# ---- reading -----------------------------------------------------------------------------
+
+
+def _type_name(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(v), "null" if v is None else "a number"
+    )
+
+
+def _num(v: Any) -> bool:
+    return type(v) in (int, float)
+
+
+def sniff(data: bytes, doc: Any) -> bool:
+    if type(doc) is not dict:
+        return False
+    return doc.get("$schema") == SCHEMA_URL or ("shared" in doc and "profiles" in doc)
+
+
+def _frames(doc: dict, err) -> list[FrameKey]:
+    shared = doc.get("shared")
+    if type(shared) is not dict:
+        raise err("shared", "missing; a speedscope file needs shared.frames")
+    frames = shared.get("frames")
+    if type(frames) is not list:
+        raise err("shared.frames", "missing" if frames is None else "expected an array")
+    out: list[FrameKey] = []
+    for i, f in enumerate(frames):
+        if type(f) is not dict:
+            raise err(f"shared.frames[{i}]", f"expected an object, got {_type_name(f)}")
+        name = f.get("name")
+        if type(name) is not str:
+            raise err(f"shared.frames[{i}].name", "missing or not a string")
+        file = f.get("file")
+        if file is not None and type(file) is not str:
+            raise err(f"shared.frames[{i}].file", f"expected a string, got {_type_name(file)}")
+        pos: list[int | None] = []
+        for k in ("line", "col"):
+            v = f.get(k)
+            if v is not None and not _num(v):
+                raise err(f"shared.frames[{i}].{k}", f"expected a number, got {_type_name(v)}")
+            pos.append(int(v) if v is not None and v >= 1 else None)
+        out.append((name, file or None, pos[0], pos[1]))
+    return out
+
+
+def _stack_keys(samples: list, nframes: int, err, where: str) -> tuple[list, np.ndarray]:
+    """Unique stacks (as frame index tuples) and a per-entry index into them."""
+    index: dict[tuple, int] = {}
+    keys = np.empty(len(samples), np.int64)
+    for j, s in enumerate(samples):
+        if type(s) is not list:
+            raise err(
+                f"{where}.samples[{j}]", f"expected an array of frame indices, got {_type_name(s)}"
+            )
+        t = tuple(s)
+        k = index.get(t)
+        if k is None:
+            for v in t:
+                if type(v) is not int or not 0 <= v < nframes:
+                    raise err(
+                        f"{where}.samples[{j}]",
+                        f"{v!r} is not an index into shared.frames (0..{nframes - 1})",
+                    )
+            k = index[t] = len(index)
+        keys[j] = k
+    return list(index), keys
+
+
+def _extra(p: dict, n_entries: int) -> dict | None:
+    """The `jsprof` key if present and consistent with the entries; else None (fall back)."""
+    x = p.get(EXTRA)
+    if type(x) is not dict or x.get("version") != EXTRA_VERSION:
+        return None
+    counts, ts = x.get("counts"), x.get("timestamps")
+    if type(counts) is not list or type(ts) is not list or len(counts) != n_entries:
+        return None
+    try:
+        c = np.array(counts, dtype=np.int64) if counts else np.zeros(0, np.int64)
+        t = np.array(ts, dtype=np.float64) if ts else np.zeros(0)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if c.ndim != 1 or t.ndim != 1 or (c < 1).any() or int(c.sum()) != len(t):
+        return None
+    out = {"counts": c, "timestamps": t}
+    for k in ("markers", "lines"):
+        v = x.get(k)
+        if type(v) is list and len(v) == len(t):
+            try:
+                out[k] = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
+            except (ValueError, TypeError, OverflowError):
+                pass
+    names = x.get("markerNames")
+    if "markers" in out:
+        # Codes are indices into markerNames; map them to ours by name.
+        if type(names) is not list or not all(type(s) is str for s in names):
+            del out["markers"]
+        else:
+            lut = np.array([MARKERS.index(s) if s in MARKERS else NONE for s in names] + [NONE])
+            m = out["markers"]
+            m = np.where((m >= 0) & (m < len(names)), m, len(names))
+            out["markers"] = lut[m].astype(np.int8)
+    for k in ("timeOrigin", "engine", "sampleInterval", "requestedInterval"):
+        out[k] = x.get(k)
+    return out
+
+
+def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
+    unit = p.get("unit")
+    if unit == "bytes":
+        raise err(f"{where}.unit", "is bytes: a memory profile; jsprof reads time profiles")
+    if unit != "none" and unit not in UNIT_MS:
+        raise err(f"{where}.unit", f"{unit!r} is not a speedscope unit")
+    samples = p.get("samples")
+    if type(samples) is not list:
+        raise err(f"{where}.samples", "missing or not an array")
+    weights = p.get("weights")
+    if type(weights) is not list:
+        raise err(f"{where}.weights", "missing or not an array")
+    if len(weights) != len(samples):
+        raise err(
+            f"{where}.weights",
+            f"has {len(weights)} entries but samples has {len(samples)}; each sample needs one",
+        )
+    try:
+        w = np.array(weights) if weights else np.zeros(0)
+    except (ValueError, TypeError):
+        w = np.zeros(0, object)
+    # np.array would turn "1" into a number under dtype=float; check the kinds first.
+    if w.dtype.kind not in "iuf":
+        bad = next((i for i, v in enumerate(weights) if not _num(v)), 0)
+        raise err(f"{where}.weights[{bad}]", f"expected a number, got {_type_name(weights[bad])}")
+    w = w.astype(np.float64)
+    if w.ndim != 1 or (bad_w := ~(w >= 0)).any():
+        i = int(np.argmax(bad_w)) if w.ndim == 1 else 0
+        raise err(f"{where}.weights[{i}]", "expected a number >= 0")
+    start = p.get("startValue", 0)
+    if not _num(start):
+        raise err(f"{where}.startValue", f"expected a number, got {_type_name(start)}")
+    uniq, keys = _stack_keys(samples, len(frames), err, where)
+    stacks = [[frames[i] for i in s] for s in uniq]
+    # An empty stack: a sample without JavaScript and without a marker.
+    stacks = [s or [(PSEUDO_NAMES[0], None, None, None)] for s in stacks]
+    name = p.get("name") if type(p.get("name")) is str else "main"
+    x = _extra(p, len(samples))
+    if x is not None:
+        key = np.repeat(keys, x["counts"])
+        lines = x.get("lines")
+        trace = build_trace(
+            stacks,
+            key,
+            x["timestamps"],
+            markers=x.get("markers"),
+            lines=None if lines is None else np.maximum(lines, NO_LINE),
+        )
+        origin = x["timeOrigin"]
+        return Track(
+            name,
+            trace,
+            time_origin=float(origin) if _num(origin) else 0.0,
+            engine=x["engine"] if type(x["engine"]) is str else None,
+            sample_interval=float(x["sampleInterval"]) if _num(x["sampleInterval"]) else None,
+            requested_interval=(
+                float(x["requestedInterval"]) if _num(x["requestedInterval"]) else None
+            ),
+        )
+    if unit == "none":
+        # Weights are sample counts (speedscope's folded import writes these).
+        reps = np.rint(w).astype(np.int64)
+        key = np.repeat(keys, reps)
+        times = float(start) + np.arange(len(key), dtype=np.float64)
+        return Track(name, build_trace(stacks, key, times))
+    ms = w * UNIT_MS[unit]
+    times = float(start) * UNIT_MS[unit] + np.cumsum(ms) - ms
+    interval = float(np.median(ms[ms > 0])) if (ms > 0).any() else None
+    return Track(name, build_trace(stacks, keys, times), sample_interval=interval)
+
+
+def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
+    unit = p.get("unit")
+    if unit not in UNIT_MS:
+        raise err(f"{where}.unit", f"{unit!r}: evented profiles need a time unit")
+    events = p.get("events")
+    if type(events) is not list:
+        raise err(f"{where}.events", "missing or not an array")
+    scale = UNIT_MS[unit]
+    open_: list[int] = []
+    index: dict[tuple, int] = {}
+    keys: list[int] = []
+    times: list[float] = []
+    prev = None
+    for j, e in enumerate(events):
+        if type(e) is not dict:
+            raise err(f"{where}.events[{j}]", f"expected an object, got {_type_name(e)}")
+        kind, at, fr = e.get("type"), e.get("at"), e.get("frame")
+        if kind not in ("O", "C"):
+            raise err(f"{where}.events[{j}].type", f'expected "O" or "C", got {kind!r}')
+        if not _num(at):
+            raise err(f"{where}.events[{j}].at", "missing or not a number")
+        if type(fr) is not int or not 0 <= fr < len(frames):
+            raise err(f"{where}.events[{j}].frame", f"{fr!r} is not an index into shared.frames")
+        if prev is not None and at < prev:
+            raise err(f"{where}.events[{j}].at", "goes backwards; events must be in time order")
+        if prev is not None and at > prev and open_:
+            t = tuple(open_)
+            k = index.get(t)
+            if k is None:
+                k = index[t] = len(index)
+            keys.append(k)
+            times.append(prev * scale)
+        prev = at
+        if kind == "O":
+            open_.append(fr)
+        elif not open_ or open_[-1] != fr:
+            raise err(
+                f"{where}.events[{j}]", f"closes frame {fr}, which is not the innermost open frame"
+            )
+        else:
+            open_.pop()
+    stacks = [[frames[i] for i in s] for s in index]
+    name = p.get("name") if type(p.get("name")) is str else "main"
+    trace = build_trace(stacks, np.array(keys, np.int64), np.array(times, np.float64))
+    return Track(name, trace)
+
+
+def read(data: bytes, doc: Any, source: str) -> Recording:
+    def err(where: str, problem: str) -> TraceFormatError:
+        return TraceFormatError(f"{source}: {where}: {problem}")
+
+    if doc.get("$schema", SCHEMA_URL) != SCHEMA_URL:
+        raise err("$schema", f"expected {SCHEMA_URL!r}; is this a speedscope file?")
+    frames = _frames(doc, err)
+    profiles = doc.get("profiles")
+    if type(profiles) is not list or not profiles:
+        raise err("profiles", "missing or empty; a speedscope file needs at least one profile")
+    tracks = []
+    names: set[str] = set()
+    for i, p in enumerate(profiles):
+        where = f"profiles[{i}]"
+        if type(p) is not dict:
+            raise err(where, f"expected an object, got {_type_name(p)}")
+        kind = p.get("type")
+        if kind == "sampled":
+            track = _sampled(p, frames, err, where)
+        elif kind == "evented":
+            track = _evented(p, frames, err, where)
+        else:
+            raise err(f"{where}.type", f'expected "sampled" or "evented", got {kind!r}')
+        # Track names identify tracks; speedscope does not require them to differ.
+        base, n = track.name, 2
+        while track.name in names:
+            track.name = f"{base} ({n})"
+            n += 1
+        names.add(track.name)
+        tracks.append(track)
+    return Recording(tracks)
+
+
+register(
+    Format(
+        name="speedscope",
+        description="speedscope JSON (sampled profiles; reads evented ones too)",
+        extensions=(".speedscope.json",),
+        sniff=sniff,
+        read=read,
+        write=write,
+    )
+)
