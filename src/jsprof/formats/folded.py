@@ -12,14 +12,15 @@ flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
 - Samples without JavaScript are one-frame stacks of a pseudo frame named after the
   sample's marker: `(idle)`, `(garbage collector)`, `(program)`, ...
 - One track: lines as above. Several tracks: each line starts with a root frame
-  `[track: NAME]`; when every line of a file starts with such a frame, reading splits the
-  file back into those tracks.
+  `track:NAME` (not `[...]`: a leading bracket reads as JSON); when every line of a file
+  starts with such a frame, reading splits the file back into those tracks.
 - Lines are sorted, like stackcollapse output. Counts are per stack, so timestamps do
   not survive; reading back gives each line's samples one after the other, 1 ms apart
   (the format has no interval), which keeps per-stack totals.
 
-Reading accepts what the tools write: any frame text (a trailing `(url:line:col)` is
-parsed back), an integer count after the last space, blank lines ignored.
+Reading accepts what the tools write: any frame text (a trailing `(url:line:col)` or
+`(url)` is parsed back, so a bare name that itself ends in ` (...)` reads as name plus
+URL), a whole-number count after the last space, blank lines ignored.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..trace import NONE, Recording, Track
 from . import Format, register
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index
 
-TRACK_FRAME = re.compile(r"^\[track: (.*)\]$")
+TRACK_FRAME = re.compile(r"^track:(.+)$")
 _LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+):(?P<col>\d+))?\)$")
 _LINE = re.compile(r"^\S.*[ \t]\d+$")
 _CLEAN = str.maketrans({";": ",", "\n": " ", "\r": " "})
@@ -76,7 +77,7 @@ def write(rec: Recording) -> bytes:
     several = len(rec.tracks) > 1
     lines: dict[str, int] = {}
     for t in rec.tracks:
-        prefix = f"[track: {t.name.translate(_CLEAN)}];" if several else ""
+        prefix = f"track:{t.name.translate(_CLEAN)};" if several else ""
         for text, c in _track_lines(t, prefix).items():
             lines[text] = lines.get(text, 0) + c
     return "".join(f"{s} {c}\n" for s, c in sorted(lines.items())).encode()

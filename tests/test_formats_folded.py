@@ -1,0 +1,119 @@
+"""Folded stacks: the line format, per-stack totals through round trips, tracks, errors."""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+
+import jsprof
+from formats_util import CHROMIUM, jsprof_cli, mixed_recording, one_line_error, totals
+from jsprof.errors import TraceFormatError
+from jsprof.formats import folded, read_any
+from jsprof.trace import MARKER_CODE, NONE
+
+
+def _normalise(t: collections.Counter) -> collections.Counter:
+    """What folded keeps: names with `;`/newlines replaced, empty names as (anonymous),
+    markers only on samples without JavaScript."""
+    out: collections.Counter = collections.Counter()
+    for (path, marker), c in t.items():
+        if path is not None:
+            path = tuple(
+                ((n or "(anonymous)").replace(";", ",").replace("\n", " "), *rest)
+                for n, *rest in path
+            )
+            marker = NONE  # folded has no markers; only no-JS pseudo frames carry one
+        out[(path, marker)] += c
+    return out
+
+
+@pytest.mark.parametrize("fixture", CHROMIUM, ids=lambda p: p.stem)
+def test_cli_convert_and_back_keeps_per_stack_totals(fixture, tmp_path):
+    out = tmp_path / "out.folded"
+    r = jsprof_cli("convert", str(fixture), str(out))
+    assert r.returncode == 0, r.stderr
+    lines = out.read_text().splitlines()
+    assert lines == sorted(lines)
+    for line in lines:
+        stack, count = line.rsplit(" ", 1)
+        assert int(count) > 0 and stack
+    original = jsprof.load(fixture).tracks[0].trace
+    assert sum(int(x.rsplit(" ", 1)[1]) for x in lines) == original.num_samples
+    back = jsprof.load(out).tracks[0].trace
+    assert totals(back, with_column=True) == _normalise(totals(original, with_column=True))
+
+
+def test_frame_text_and_escaping():
+    rec = mixed_recording()
+    text = folded.write(rec).decode()
+    assert "\r" not in text and all(ln.count(" ") >= 1 for ln in text.splitlines())
+    assert "track:main;main (file:///app/0.js:1:1);f,g h (file:///app/0.js:5:3) " in text
+    assert "(anonymous) (file:///app/0.js:9:0);Array.prototype.sort;" not in text
+    assert "(anonymous) (file:///app/0.js:9:0);Array.prototype.sort 1" in text
+    assert "track:worker 1;(garbage collector) 4" in text
+    assert "track:main;(idle) 1" in text
+    assert "track:main;(program) 1" in text
+
+
+def test_tracks_and_no_js_samples_round_trip():
+    rec = mixed_recording()
+    back = read_any(folded.write(rec), "m.folded")
+    assert [t.name for t in back.tracks] == ["main", "worker 1"]
+    for a, b in zip(rec.tracks, back.tracks, strict=True):
+        assert totals(b.trace, with_column=True) == _normalise(totals(a.trace, with_column=True))
+    t = back.tracks[0].trace
+    gc = (t.sample_stack == NONE) & (t.sample_marker == MARKER_CODE["gc"])
+    assert int(gc.sum()) == 2
+
+
+def test_single_track_has_no_prefix_and_reads_foreign_lines():
+    data = b"main;work;leaf 5\n\nmain;idle 2\nmain 1\n"
+    rec = read_any(data, "flamegraph.folded")
+    assert [t.name for t in rec.tracks] == ["main"]
+    t = rec.tracks[0].trace
+    assert t.num_samples == 8
+    assert [f.name for f in t.frames] == ["main", "work", "leaf", "idle"]
+    assert t.resources == []
+    text = folded.write(rec).decode()
+    assert text == "main 1\nmain;idle 2\nmain;work;leaf 5\n"
+
+
+def test_location_parsing_with_ports_in_urls():
+    rec = read_any(b"f (http://h:8000/x.js:12:0) 2\ng (http://h:8000/x.js) 1\n", "u.folded")
+    frames = rec.tracks[0].trace.frames
+    res = rec.tracks[0].trace.resources
+    assert [(f.name, res[f.resource_id], f.line, f.column) for f in frames] == [
+        ("f", "http://h:8000/x.js", 12, None),
+        ("g", "http://h:8000/x.js", None, None),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("data", "expect"),
+    [
+        (b"main;f\n", "line 1: expected `frame;frame;... COUNT`"),
+        (b"main;f 3\nmain;g x\n", "line 2: expected"),
+        (b"main;f 3\nmain;g -2\n", "line 2: expected"),
+        (b"main;;f 3\n", "line 1: empty frame name"),
+        (b"main 1\n\xff\xfe 3\n", "not UTF-8"),
+        (b"\n  \n", "no stack lines"),
+    ],
+)
+def test_malformed_input_is_one_clear_line(data, expect):
+    with pytest.raises(TraceFormatError) as e:
+        folded.read(data, None, "bad.folded")
+    msg = str(e.value)
+    assert msg.startswith("bad.folded: ") and "\n" not in msg
+    assert expect in msg
+
+
+def test_sniff_and_cli_error(tmp_path):
+    assert folded.sniff(b"a;b 1\n", None)
+    assert not folded.sniff(b"a;b\n", None)
+    assert not folded.sniff(b"\n\x04\x08\x01 1\n", None)  # binary
+    bad = tmp_path / "bad.folded"
+    bad.write_bytes(b"main;f 3\nmain;g 4.5x 2 y\n")
+    r = jsprof_cli("convert", str(bad), str(tmp_path / "o.speedscope.json"))
+    assert r.returncode != 0
+    assert "line 2" in one_line_error(r.stderr)
