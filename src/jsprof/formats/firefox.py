@@ -208,7 +208,6 @@ def write(rec: Recording) -> bytes:
             "symbolicated": True,
             "categories": CATEGORIES,
             "markerSchema": [],
-            "sampleUnits": {"time": "ms", "eventDelay": "ms", "threadCPUDelta": "µs"},
             "pausedRanges": [],
         },
         "libs": [],
