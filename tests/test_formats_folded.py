@@ -117,3 +117,11 @@ def test_sniff_and_cli_error(tmp_path):
     r = jsprof_cli("convert", str(bad), str(tmp_path / "o.speedscope.json"))
     assert r.returncode != 0
     assert "line 2" in one_line_error(r.stderr)
+
+
+def test_sniffs_files_with_very_long_lines():
+    deep = ";".join(f"fn{i} (file:///a/very/long/path/to/a/module.js:{i}:1)" for i in range(400))
+    data = f"{deep} 3\nmain 1\n".encode()
+    assert len(deep) > 4096 and folded.sniff(data, None)
+    t = read_any(data, "deep.folded").tracks[0].trace
+    assert t.num_samples == 4 and int(t.stack_depths().max()) == 400

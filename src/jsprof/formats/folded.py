@@ -40,7 +40,9 @@ TRACK_FRAME = re.compile(r"^track:(.+)$")
 _LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+):(?P<col>\d+))?\)$")
 _LINE = re.compile(r"^\S.*[ \t]\d+$")
 _CLEAN = str.maketrans({";": ",", "\n": " ", "\r": " "})
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 NOMINAL_INTERVAL_MS = 1.0
+SNIFF_BYTES = 1 << 20
 
 
 def _frame_text(name: str, url: str | None, line: int | None, col: int | None) -> str:
@@ -93,17 +95,22 @@ def _parse_frame(text: str) -> FrameKey:
 
 
 def sniff(data: bytes, doc: Any) -> bool:
-    if doc is not None or b"\0" in data[:4096]:
+    if doc is not None:
         return False
+    # Deep stacks make long lines: look at up to 1 MiB to see the first line whole.
+    head_bytes = data[:SNIFF_BYTES]
     try:
-        # Incremental, so a character cut at the 4096th byte is not an error.
-        head = codecs.getincrementaldecoder("utf-8")().decode(data[:4096], final=False)
+        # Incremental, so a character cut at the limit is not an error.
+        head = codecs.getincrementaldecoder("utf-8")().decode(head_bytes, final=False)
     except UnicodeDecodeError:
         return False
     # Text, not binary: protobuf (pprof, Perfetto) is full of bytes below 0x20.
-    if any(c < " " and c not in "\t\r\n" for c in head):
+    if _CONTROL.search(head):
         return False
-    for raw in head.splitlines()[:-1] or head.splitlines():
+    lines = head.split("\n")
+    if len(data) > SNIFF_BYTES:
+        lines = lines[:-1]  # the last one may be cut
+    for raw in lines:
         if raw.strip():
             return _LINE.match(raw.strip()) is not None
     return False
