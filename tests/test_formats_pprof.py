@@ -52,7 +52,7 @@ def test_cli_convert_decoded_by_pprof_format(fixture, tmp_path):
         decoded[names] += s["value"][0]
     want = collections.Counter()
     for path, _m in totals(trace, by_marker=False).elements():
-        want[tuple(f[0] for f in path) if path is not None else None] += 1
+        want[tuple(f[0] or "(anonymous)" for f in path) if path is not None else None] += 1
     no_js = sum(c for k, c in want.items() if k is None)
     pseudo = sum(c for k, c in decoded.items() if len(k) == 1 and k[0].startswith("("))
     assert pseudo >= no_js
@@ -62,7 +62,9 @@ def test_cli_convert_decoded_by_pprof_format(fixture, tmp_path):
     # Functions carry file and start line.
     f0 = trace.frames[0]
     assert any(
-        f["name"] == f0.name and f["startLine"] == (f0.line or 0) and f["filename"]
+        f["name"] == (f0.name or "(anonymous)")
+        and f["startLine"] == (f0.line or 0)
+        and f["filename"]
         for f in p["functions"]
     )
     # Round trip: per-stack totals (columns are not in pprof).

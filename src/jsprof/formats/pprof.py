@@ -7,7 +7,8 @@ writes, and how the model maps onto it:
   period = the track's sample interval). pprof aggregates by design: one pprof sample
   per distinct (stack, leaf line, marker, track), with its sample count and the time the
   samples stood for (`analysis.profile.sample_weights`, ms -> ns here and only here).
-- One Function per distinct frame: name (and system_name), filename = the resource URL,
+- One Function per distinct frame: name (`(anonymous)` for an empty one, which
+  system_name keeps empty, so it reads back as it was), filename = the resource URL,
   start_line = the frame's line (the function's position in ProfilerTrace). Frame
   columns have no place in pprof and are dropped.
 - Locations hold one Line each; a sample lists them leaf first. `Line.line` is the line
@@ -44,6 +45,8 @@ from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
 
 NS_PER_MS = 1_000_000
+# pprof tools show an empty name as "<unknown>"; V8's empty name means an anonymous function.
+ANONYMOUS = "(anonymous)"
 # Profile message fields (profile.proto).
 SAMPLE_TYPE, SAMPLE, MAPPING, LOCATION, FUNCTION, STRING_TABLE = 1, 2, 3, 4, 5, 6
 TIME_NANOS, DURATION_NANOS, PERIOD_TYPE, PERIOD, COMMENT = 9, 10, 11, 12, 13
@@ -88,7 +91,7 @@ def encode_profile(rec: Recording) -> bytes:
             name, url, line, _col = k
             func_msgs.append(
                 pb.uint_field(1, fid)
-                + pb.uint_field(2, strings(name))
+                + pb.uint_field(2, strings(name or ANONYMOUS))
                 + pb.uint_field(3, strings(name))
                 + pb.uint_field(4, strings(url or ""))
                 + pb.uint_field(5, line or 0)
@@ -301,13 +304,13 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         elif field == FUNCTION:
             where = f"function[{counts['function']}]"
             counts["function"] += 1
-            fv = {1: 0, 2: 0, 4: 0, 5: 0}
+            fv = {1: 0, 2: 0, 3: 0, 4: 0, 5: 0}
             for f, w, v, _ in r.fields(r.message(wire, value, where), where):
                 if f in fv:
                     fv[f] = r.scalar(w, v, f"{where} field {f}")
             if fv[1] == 0:
                 raise r.err(f"{where}.id", "missing or 0; function ids must be nonzero")
-            funcs[fv[1]] = (fv[2], fv[4], pb.signed(fv[5]))
+            funcs[fv[1]] = (fv[2], fv[3], fv[4], pb.signed(fv[5]))
         elif field == TIME_NANOS:
             time_nanos = pb.signed(r.scalar(wire, value, "time_nanos"))
         elif field == PERIOD:
@@ -338,10 +341,13 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
 
     # Functions -> frame keys; locations -> caller-first frame keys and the leaf line.
     fkeys: dict[int, FrameKey] = {}
-    for fid, (name, fname, start) in funcs.items():
+    for fid, (name_i, system_i, fname, start) in funcs.items():
         w = f"function id {fid}"
+        name = string(name_i, f"{w}.name")
+        if name == ANONYMOUS and not string(system_i, f"{w}.system_name"):
+            name = ""  # what V8 and the spec call an anonymous function
         fkeys[fid] = (
-            string(name, f"{w}.name"),
+            name,
             string(fname, f"{w}.filename") or None,
             start if start > 0 else None,
             None,
