@@ -63,6 +63,8 @@ def test_written_file_is_valid_with_pseudo_frames(tmp_path):
     doc = orjson.loads(out.read_bytes())
     names = {f["name"] for f in doc["shared"]["frames"]}
     assert {"(garbage collector)", "(idle)", "(program)"} <= names
+    # Empty (anonymous) names are shown as such, and read back empty (see round trips).
+    assert "" not in names and "(anonymous)" in names
     assert len(doc["profiles"]) == 2
 
 

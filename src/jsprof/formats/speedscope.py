@@ -14,7 +14,8 @@ viewer ignores:
     "jsprof": {"version": 1, "counts": [samples per entry], "timestamps": [ms per sample],
                "timeOrigin": epoch ms, "engine", "sampleInterval", "requestedInterval",
                "markers": [code per sample, -1 none; codes index "markerNames"],
-               "markerNames": [...], "lines": [line per sample, 0 unknown]}
+               "markerNames": [...], "lines": [line per sample, 0 unknown],
+               "anonymousFrames": [shared frame indices written "(anonymous)" for ""]}
 
 Timestamps are the trace's own (ms since `timeOrigin`), written at full float precision,
 so a round trip through speedscope keeps every sample, its order and its time. Reading
@@ -43,6 +44,7 @@ from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_ind
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 EXTRA = "jsprof"
 EXTRA_VERSION = 1
+ANONYMOUS = "(anonymous)"
 UNIT_MS = {"nanoseconds": 1e-6, "microseconds": 1e-3, "milliseconds": 1.0, "seconds": 1000.0}
 
 
@@ -53,13 +55,17 @@ class _SharedFrames:
     def __init__(self) -> None:
         self.index: dict[FrameKey, int] = {}
         self.frames: list[dict] = []
+        self.anonymous: list[int] = []
 
     def get(self, key: FrameKey) -> int:
         i = self.index.get(key)
         if i is None:
             i = self.index[key] = len(self.frames)
             name, url, line, col = key
-            d: dict[str, Any] = {"name": name}
+            # The viewer shows an empty name as a blank box; V8's "" is an anonymous function.
+            d: dict[str, Any] = {"name": name or ANONYMOUS}
+            if not name:
+                self.anonymous.append(i)
             if url is not None:
                 d["file"] = url
             if line is not None:
@@ -132,6 +138,9 @@ def write(rec: Recording) -> bytes:
         raise TraceFormatError("cannot write a recording with no tracks")
     shared = _SharedFrames()
     profiles = [_profile(t, shared) for t in rec.tracks]
+    if shared.anonymous:
+        for p in profiles:
+            p[EXTRA]["anonymousFrames"] = shared.anonymous
     doc = {
         "$schema": SCHEMA_URL,
         "shared": {"frames": shared.frames},
@@ -212,7 +221,7 @@ def _stack_keys(samples: list, nframes: int, err, where: str) -> tuple[list, np.
     return list(index), keys
 
 
-def _extra(p: dict, n_entries: int) -> dict | None:
+def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
     """The `jsprof` key if present and consistent with the entries; else None (fall back)."""
     x = p.get(EXTRA)
     if type(x) is not dict or x.get("version") != EXTRA_VERSION:
@@ -247,6 +256,9 @@ def _extra(p: dict, n_entries: int) -> dict | None:
             out["markers"] = lut[m].astype(np.int8)
     for k in ("timeOrigin", "engine", "sampleInterval", "requestedInterval"):
         out[k] = x.get(k)
+    anon = x.get("anonymousFrames")
+    ok = type(anon) is list and all(type(i) is int and 0 <= i < n_frames for i in anon)
+    out["anonymousFrames"] = anon if ok else []
     return out
 
 
@@ -283,11 +295,15 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     if not _num(start):
         raise err(f"{where}.startValue", f"expected a number, got {_type_name(start)}")
     uniq, keys = _stack_keys(samples, len(frames), err, where)
+    x = _extra(p, len(samples), len(frames))
+    if x is not None and x["anonymousFrames"]:
+        frames = list(frames)
+        for i in x["anonymousFrames"]:
+            frames[i] = ("", *frames[i][1:])
     stacks = [[frames[i] for i in s] for s in uniq]
     # An empty stack: a sample without JavaScript and without a marker.
     stacks = [s or [(PSEUDO_NAMES[0], None, None, None)] for s in stacks]
     name = p.get("name") if type(p.get("name")) is str else "main"
-    x = _extra(p, len(samples))
     if x is not None:
         key = np.repeat(keys, x["counts"])
         lines = x.get("lines")
