@@ -1,0 +1,315 @@
+"""The instrumenting method profiler: exact call counts, total and self time per
+Class.method, on QuickJS (embedded) or Node (a subprocess with a preload).
+
+Every class the program creates is registered as it is created: the source transform
+(`transform.py`, tree-sitter) inserts a call right after each class declaration or
+expression; the JavaScript runtime (`runtime.js`) then wraps the methods, accessors,
+statics and constructor of the watched ones and keeps the books. See README
+"Instrumenting profiler" for the mechanism and its limits.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import posixpath
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import EngineError, JSError, UsageError
+from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, Track
+
+ENGINES = ("quickjs", "node")
+_HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class MethodRow:
+    """One Class.method (or one instance's, with by_instance). Times in ms.
+
+    For async methods `total_ms`/`mean_ms`/`max_ms` run until the returned promise
+    settles and `sync_ms` is the synchronous part; `self_ms` is always on-stack time
+    minus watched callees.
+    """
+
+    cls: str
+    method: str
+    kind: str
+    calls: int
+    total_ms: float
+    self_ms: float
+    mean_ms: float
+    max_ms: float
+    instance: int | None = None
+    sync_ms: float | None = None
+
+    @property
+    def name(self) -> str:
+        base = f"{self.cls}.{self.method}"
+        return base if self.instance is None else f"{self.cls}#{self.instance}.{self.method}"
+
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "class": self.cls,
+            "method": self.method,
+            "kind": self.kind,
+            "calls": self.calls,
+            "total_ms": self.total_ms,
+            "self_ms": self.self_ms,
+            "mean_ms": self.mean_ms,
+            "max_ms": self.max_ms,
+        }
+        if self.instance is not None:
+            d["instance"] = self.instance
+        if self.sync_ms is not None:
+            d["sync_ms"] = self.sync_ms
+        return d
+
+
+@dataclass
+class InstrumentResult:
+    """Rows (every watched Class.method that ran, by self time) and the spans Recording."""
+
+    rows: list[MethodRow]
+    recording: Recording
+    engine: str
+    script: str
+    exit: str = "ok"
+    error: str | None = None
+    classes: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "engine": self.engine,
+            "script": self.script,
+            "exit": self.exit,
+            "error": self.error,
+            "rows": [r.to_json() for r in self.rows],
+        }
+
+
+@functools.cache
+def runtime_source() -> str:
+    return (_HERE / "runtime.js").read_text(encoding="utf-8")
+
+
+def _config(watch: Sequence[str], by_instance: bool, spans: bool) -> dict[str, Any]:
+    return {"watch": list(watch), "byInstance": by_instance, "spans": spans}
+
+
+def parse_watch(spec: str) -> list[str]:
+    """`Shape,Store` -> ["Shape", "Store"]; `*` watches every class."""
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--watch needs class names (Shape,Store) or '*' for every class")
+    return names
+
+
+def run_instrumented(
+    path: str | os.PathLike[str],
+    watch: Sequence[str],
+    engine: str = "quickjs",
+    args: Sequence[str] = (),
+    by_instance: bool = False,
+    spans: bool = True,
+) -> InstrumentResult:
+    """Run the script with the named classes watched and return the rows and spans.
+
+    A script that throws still yields its rows: the JSError is re-raised carrying
+    `.result`. Node's own exit status other than 0 raises JSError the same way.
+    """
+    if engine not in ENGINES:
+        raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            source = f.read()
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{p}: cannot read the script ({e})") from None
+    cfg = _config(watch, by_instance, spans)
+    if engine == "quickjs":
+        dump, error, origin = _run_quickjs(p, source, cfg, args)
+    else:
+        dump, error = _run_node(p, source, cfg, args)
+        origin = None
+    result = _result(dump, engine, p, origin)
+    if error is not None:
+        result.exit = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
+        result.error = f"{getattr(error, 'name', 'Error')}: {error}"
+        error.result = result  # type: ignore[attr-defined]
+        raise error
+    return result
+
+
+# ---- QuickJS -------------------------------------------------------------------------------
+
+
+def _static_imports(source: str) -> list[str]:
+    """Specifiers of a module's static `import ... from 'x'` / `export ... from 'x'`."""
+    from .transform import _parser
+
+    tree = _parser().parse(source.encode("utf-8"))
+    out = []
+    for node in tree.root_node.children:
+        if node.type in ("import_statement", "export_statement"):
+            src = node.child_by_field_name("source")
+            if src is not None and src.type == "string":
+                out.append(src.text.decode("utf-8")[1:-1])
+    return out
+
+
+def _module_deps(entry: str, source: str) -> list[tuple[str, str]]:
+    """(name as QuickJS normalizes it, source) of the entry's file dependencies, in
+    evaluation order (depth-first post-order, as the module graph evaluates)."""
+    from ..engines.quickjs import is_module
+
+    if not is_module(source, entry):
+        return []
+    order: list[tuple[str, str]] = []
+    seen = {entry}
+
+    def visit(name: str, src: str) -> None:
+        for spec in _static_imports(src):
+            if not spec.startswith(("./", "../", "/")):
+                continue  # bare names are not files QuickJS loads by path
+            dep = spec if spec.startswith("/") else posixpath.normpath(
+                posixpath.join(posixpath.dirname(name), spec)
+            )
+            if dep in seen:
+                continue
+            seen.add(dep)
+            try:
+                with open(dep, encoding="utf-8") as f:
+                    dsrc = f.read()
+            except OSError:
+                continue  # QuickJS reports the missing module itself
+            visit(dep, dsrc)
+            order.append((dep, dsrc))
+
+    visit(entry, source)
+    return order
+
+
+def _run_quickjs(
+    p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
+) -> tuple[dict[str, Any], BaseException | None, float]:
+    from ..engines.quickjs import QuickJS, is_module
+    from .transform import transform
+
+    rt = QuickJS(args=[p, *args])
+    prelude = f"globalThis.__jsprof_config = {json.dumps(cfg)};\n" + runtime_source()
+    rt.eval(prelude, "jsprof-instrument-runtime.js", module=False)
+    error: BaseException | None = None
+    try:
+        # Imported modules are read by QuickJS's own loader, past the transform: evaluate
+        # their transformed sources first under the names the imports resolve to, so the
+        # loader finds them already loaded.
+        for name, dsrc in _module_deps(p, source):
+            rt.eval(transform(dsrc), name, module=True)
+        rt.eval(transform(source), p, module=is_module(source, p))
+    except (JSError, KeyboardInterrupt) as e:
+        error = e
+    raw = rt.eval("__jsprof_dump()", "<jsprof>", module=False)
+    return json.loads(raw), error, rt.time_origin
+
+
+# ---- Node ----------------------------------------------------------------------------------
+
+
+def _run_node(
+    p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
+) -> tuple[dict[str, Any], BaseException | None]:
+    from .transform import transform
+
+    with tempfile.TemporaryDirectory(prefix="jsprof-instrument-") as tmp:
+        out = os.path.join(tmp, "result.json")
+        env = dict(os.environ)
+        env["JSPROF_INSTRUMENT"] = json.dumps(
+            {
+                "config": cfg,
+                "out": out,
+                "python": sys.executable,
+                # The entry, already transformed: saves one Python start-up in the run.
+                "pre": {os.path.realpath(p): [source, transform(source)]},
+            }
+        )
+        preload = (_HERE / "node_preload.mjs").as_uri()
+        try:
+            proc = subprocess.run(["node", "--import", preload, p, *args], env=env)
+        except FileNotFoundError:
+            raise EngineError("node: not found on PATH; install Node.js >= 20") from None
+        error: BaseException | None = None
+        if proc.returncode < 0 and proc.returncode in (-2,):
+            error = KeyboardInterrupt()
+        elif proc.returncode != 0:
+            error = JSError(f"{p}: node exited with status {proc.returncode}")
+        try:
+            with open(out, encoding="utf-8") as f:
+                dump = json.load(f)
+        except OSError:
+            raise EngineError(
+                f"{p}: node ended (status {proc.returncode}) without writing results"
+            ) from None
+    return dump, error
+
+
+# ---- results -------------------------------------------------------------------------------
+
+
+def _result(
+    dump: dict[str, Any], engine: str, script: str, origin: float | None
+) -> InstrumentResult:
+    all_rows = [
+        MethodRow(
+            cls=r["class"],
+            method=r["method"],
+            kind=r["kind"],
+            calls=int(r["calls"]),
+            total_ms=float(r["total_ms"]),
+            self_ms=float(r["self_ms"]),
+            mean_ms=float(r["mean_ms"]),
+            max_ms=float(r["max_ms"]),
+            instance=r.get("instance"),
+            sync_ms=r.get("sync_ms"),
+        )
+        for r in dump["rows"]
+    ]
+    frames = [ProfilerFrame(r.name) for r in all_rows]
+    s = dump["spans"]
+    spans = Spans(
+        np.asarray(s["start"], np.float64),
+        np.asarray(s["end"], np.float64),
+        np.asarray(s["frame"], np.int32),
+        np.asarray(s["parent"], np.int32),
+    )
+    track = Track(
+        name="main",
+        trace=ProfilerTrace(frames=frames),
+        time_origin=float(dump.get("timeOrigin") or origin or 0.0),
+        engine=engine,
+        spans=spans,
+        meta={
+            "instrumented": True,
+            "script": script,
+            "spans_dropped": int(dump.get("spansDropped", 0)),
+        },
+    )
+    rows = [r for r in all_rows if r.calls > 0]
+    rows.sort(key=lambda r: -r.self_ms)
+    return InstrumentResult(
+        rows=rows,
+        recording=Recording([track]),
+        engine=engine,
+        script=script,
+        classes=list(dump.get("classes", [])),
+    )

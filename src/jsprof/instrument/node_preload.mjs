@@ -1,0 +1,26 @@
+// `node --import node_preload.mjs app.js`: installs the instrumenting runtime, transforms
+// CommonJS sources as they compile and ES modules through loader hooks, and writes the
+// results to the file jsprof gave when the process exits (however it exits).
+import Module, { register } from "node:module";
+import { readFileSync, writeFileSync } from "node:fs";
+import vm from "node:vm";
+import { makeTransform } from "./node_transform.mjs";
+
+const cfg = JSON.parse(process.env.JSPROF_INSTRUMENT);
+delete process.env.JSPROF_INSTRUMENT; // the program and its children do not see it
+
+globalThis.__jsprof_config = cfg.config;
+vm.runInThisContext(readFileSync(new URL("./runtime.js", import.meta.url), "utf8"), {
+  filename: "jsprof-instrument-runtime.js",
+});
+const dump = globalThis.__jsprof_dump;
+process.on("exit", () => {
+  writeFileSync(cfg.out, dump());
+});
+
+const transform = makeTransform(cfg);
+const compile = Module.prototype._compile;
+Module.prototype._compile = function (content, filename) {
+  return compile.call(this, transform(content, filename), filename);
+};
+register("./node_hooks.mjs", import.meta.url, { data: cfg });
