@@ -285,6 +285,45 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+# ---- instrument ---------------------------------------------------------------------------
+
+
+def cmd_instrument(args: argparse.Namespace) -> int:
+    from .errors import JSError
+    from .instrument import parse_watch, run_instrumented
+    from .render.methods import print_methods
+
+    watch = parse_watch(args.watch)
+    error: BaseException | None = None
+    try:
+        result = run_instrumented(
+            args.script,
+            watch,
+            engine=args.engine,
+            args=args.args,
+            by_instance=args.by_instance,
+            spans=args.trace is not None,
+        )
+    except (JSError, KeyboardInterrupt) as e:
+        result = getattr(e, "result", None)
+        if result is None:
+            raise
+        error = e
+    # The program owns stdout: the report and notes go to stderr.
+    err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+    if args.output:
+        io.atomic_write(args.output, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
+        print(f"wrote {args.output}", file=sys.stderr)
+    if args.trace:
+        io.save(result.recording, args.trace)
+        print(f"wrote {args.trace}", file=sys.stderr)
+    title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
+    print_methods(err, [r.to_json() for r in result.rows], title, args.top)
+    if error is not None:
+        raise error
+    return 0
+
+
 # ---- parser ------------------------------------------------------------------------------
 
 
@@ -375,6 +414,23 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_filter_args(df)
     df.set_defaults(func=cmd_diff)
+
+    ins = sub.add_parser(
+        "instrument", help="run a script with classes' methods wrapped: exact calls and times"
+    )
+    ins.add_argument(
+        "--watch", required=True, metavar="NAMES", help="classes to watch: Shape,Store or '*'"
+    )
+    ins.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    ins.add_argument("-o", "--output", metavar="OUT.json", help="write the rows as JSON")
+    ins.add_argument(
+        "--trace", metavar="OUT", help="write the calls as spans (format by extension)"
+    )
+    ins.add_argument("--by-instance", action="store_true", help="one row per instance")
+    ins.add_argument("--top", type=_positive_int, default=None, help="rows to show (default all)")
+    ins.add_argument("script", help="the .js or .mjs script to run")
+    ins.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    ins.set_defaults(func=cmd_instrument)
 
     return p
 

@@ -1,0 +1,81 @@
+"""The instrumenting profiler's report: rows by self time, then per-class subtotals.
+
+Takes the rows as plain mappings (the `-o` JSON row objects: class, method, calls,
+total_ms, self_ms, mean_ms, max_ms, optional instance/sync_ms), so rendering needs
+nothing from the instrumenting machinery.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def row_label(row: Mapping[str, Any]) -> str:
+    inst = row.get("instance")
+    cls = row["class"] if inst is None else f"{row['class']}#{inst}"
+    return f"{cls}.{row['method']}"
+
+
+def class_subtotals(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Per class: calls and self time summed (self times add up without double counting;
+    totals do not, since one method's total contains another's), by self time."""
+    acc: dict[str, dict[str, Any]] = {}
+    for r in rows:
+        a = acc.setdefault(
+            r["class"], {"class": r["class"], "methods": 0, "calls": 0, "self_ms": 0.0}
+        )
+        a["methods"] += 1
+        a["calls"] += r["calls"]
+        a["self_ms"] += r["self_ms"]
+    return sorted(acc.values(), key=lambda a: -a["self_ms"])
+
+
+def print_methods(
+    console: Console, rows: Sequence[Mapping[str, Any]], title: str, top: int | None = None
+) -> None:
+    """Print the rows (sorted by self time) and the per-class subtotals."""
+    ordered = sorted(rows, key=lambda r: -r["self_ms"])
+    shown = ordered if top is None else ordered[:top]
+    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    t.add_column("Class.method", overflow="fold")
+    t.add_column("kind")
+    for name in ("calls", "self ms", "total ms", "mean ms", "max ms"):
+        t.add_column(name, justify="right")
+    for r in shown:
+        t.add_row(
+            row_label(r),
+            r.get("kind", ""),
+            str(r["calls"]),
+            _ms(r["self_ms"]),
+            _ms(r["total_ms"]),
+            _ms(r["mean_ms"]),
+            _ms(r["max_ms"]),
+        )
+    if not rows:
+        console.print("no watched method ran (check the --watch names)", markup=False)
+        return
+    console.print(t)
+    if len(shown) < len(ordered):
+        console.print(f"... {len(ordered) - len(shown)} more rows (--all shows them)", markup=False)
+    s = Table(title="per class", title_justify="left", show_edge=False, pad_edge=False)
+    s.add_column("class")
+    for name in ("methods", "calls", "self ms"):
+        s.add_column(name, justify="right")
+    for a in class_subtotals(rows):
+        s.add_row(a["class"], str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
+    console.print()
+    console.print(s)
+    if any(r.get("sync_ms") is not None for r in rows):
+        console.print(
+            "async methods: total/mean/max run until the promise settles; self is the "
+            "synchronous part",
+            markup=False,
+        )
