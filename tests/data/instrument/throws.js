@@ -1,0 +1,5 @@
+class Boom {
+  go() { throw new TypeError("boom"); }
+}
+console.log("before");
+new Boom().go();
