@@ -5,9 +5,10 @@ profiling and with the sampler at 1 ms and 0.1 ms, interleaved (none, 1 ms, 0.1 
 ...) so drift on a shared machine hits every mode alike. Each run gets a fresh runtime.
 Reports median process CPU time (which includes the timer thread's own CPU) and wall time
 per mode, overhead ratios against no profiling, and the capture latency (tick due ->
-stack captured at the interpreter's next poll) pooled over all profiled runs. "polled" is
-the share of samples captured at a poll; the rest were due during a built-in call and
-were captured when it returned (charged to its caller), so they have no poll latency.
+stack captured at the interpreter's next poll or when a built-in returns) pooled over all
+profiled runs. "captured" is the share of samples stamped at their capture time; the
+others came due during a built-in call (stamped at their due time, charged to its
+caller) or while the runtime was idle.
 
     .venv/bin/python benchmarks/bench_quickjs.py [--repeats 9] [--size 1.0]
 """
@@ -101,16 +102,16 @@ def main() -> None:
     base_cpu, base_wall = statistics.median(cpu["none"]), statistics.median(wall["none"])
     print(f"QuickJS sampler benchmark: {args.repeats} interleaved repeats, size {args.size}")
     print(f"{'mode':<8} {'cpu s':>8} {'wall s':>8} {'cpu ovh':>8} {'wall ovh':>9}"
-          f" {'lat p50 ms':>11} {'lat p99 ms':>11} {'samples/run':>12} {'polled':>7}")
+          f" {'lat p50 ms':>11} {'lat p99 ms':>11} {'samples/run':>12} {'captured':>9}")
     for name, _ in modes:
         c, w = statistics.median(cpu[name]), statistics.median(wall[name])
         pooled = np.concatenate(lats[name]) if lats[name] else np.zeros(0)
         if len(pooled):
             p50, p99 = np.percentile(pooled, [50, 99])
             lat_s = (f"{p50:>11.3f} {p99:>11.3f} {statistics.median(counts[name]):>12.0f}"
-                     f" {100 * len(pooled) / sum(counts[name]):>6.0f}%")
+                     f" {100 * len(pooled) / sum(counts[name]):>8.0f}%")
         else:
-            lat_s = f"{'-':>11} {'-':>11} {'-':>12} {'-':>7}"
+            lat_s = f"{'-':>11} {'-':>11} {'-':>12} {'-':>9}"
         print(f"{name:<8} {c:>8.3f} {w:>8.3f} {100 * (c / base_cpu - 1):>7.1f}%"
               f" {100 * (w / base_wall - 1):>8.1f}% {lat_s}")
 

@@ -226,7 +226,8 @@ def test_native_call_time_charged_to_caller() -> None:
     # returns to f), g only its own 200 ms.
     assert abs(leaves["f"] - parse_ms) <= max(10, 0.15 * parse_ms), (leaves, parse_ms)
     assert abs(leaves["g"] - 200) <= 20, (leaves, parse_ms)
-    assert session.meta["native_charged_samples"] >= leaves["f"] - 2
+    # the parse's ticks are stamped at their due times (deferred), not at the capture
+    assert session.meta["deferred_samples"] >= leaves["f"] - 5
 
 
 def test_hot_line() -> None:

@@ -189,7 +189,7 @@ class ProfilerSession:
         self.max_buffer_size = int(max_buffer_size)
         self.stopped = False
         self.meta: dict[str, Any] = {}
-        # per sample captured at a poll: due -> capture (ms); for benchmarks
+        # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
         self.capture_latencies_ms = np.zeros(0)
         runtime._rt.sampler_start(self.sample_interval, self.max_buffer_size)
         runtime._session = self
@@ -271,13 +271,17 @@ def build_trace(
     line = np.frombuffer(raw["line"], np.int32)
     n = min(len(ts), max_buffer_size)
     sample_stack = remap[c_stack[:n]]
-    direct = (flags[:n] & (_DEFERRED | _NATIVE | _IDLE)) == 0
-    latencies = (cap[:n] - due[:n])[direct]
+    # Samples stamped at their capture time (all but deferred ones, which carry their
+    # due time: they came due inside a built-in call and were captured when it returned).
+    captured = (flags[:n] & (_DEFERRED | _IDLE)) == 0
+    latencies = (cap[:n] - due[:n])[captured]
     full = bool(raw["full"]) or len(ts) > max_buffer_size
     meta: dict[str, Any] = {
         "samples": int(n),
         "idle_samples": int(np.count_nonzero(flags[:n] & _IDLE)),
-        "native_charged_samples": int(np.count_nonzero(flags[:n] & (_NATIVE | _DEFERRED))),
+        # ticks that came due inside a built-in call, charged to its JS caller
+        "deferred_samples": int(np.count_nonzero((flags[:n] & (_DEFERRED | _IDLE)) == _DEFERRED)),
+        "native_return_samples": int(np.count_nonzero(flags[:n] & _NATIVE)),
         # due -> captured at the interpreter's next poll: the accuracy of a sample's time
         "capture_latency_ms": _percentiles(latencies),
         "buffer_full": full,
