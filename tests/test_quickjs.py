@@ -414,3 +414,24 @@ def test_record_track_facts() -> None:
     assert track.meta["exit"] == "ok" and track.meta["buffer_full"] is False
     assert set(track.meta["capture_latency_ms"]) == {"p50", "p99"}
     assert os.path.basename(track.meta["script"]) == "split.js"
+
+
+def test_profiling_is_observational(capfd: pytest.CaptureFixture[str]) -> None:
+    src = textwrap.dedent(
+        """
+        function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+        const data = JSON.parse(JSON.stringify(Array.from({length: 5000}, (_, i) => i * 3)));
+        console.log(fib(24), data.reduce((a, b) => a + b, 0), [3, 1, 2].sort().join());
+        try { null.x; } catch (e) { console.log(e.name, e.stack); }
+        setTimeout(() => console.log('timer', typeof performance.now()), 5);
+        """
+    )
+    QuickJS().eval(src, "obs.js")
+    plain = capfd.readouterr()
+    rt = QuickJS()
+    session = rt.profiler(sample_interval=0.1)
+    rt.eval(src, "obs.js")
+    session.stop()
+    profiled = capfd.readouterr()
+    assert plain.out == profiled.out and plain.err == profiled.err
+    assert "TypeError" in plain.out and "timer number" in plain.out
