@@ -1,0 +1,217 @@
+"""One small Chrome DevTools Protocol client, synchronous, on `websockets`.
+
+Used by the Node engine (and later by a Chromium engine). A `CDPClient` owns the
+WebSocket; `Session`s speak to one target through it: the root session directly, a Node
+worker's session by wrapping messages in `NodeWorker.sendMessageToWorker` (Node's own
+way), a Chromium target's by the flattened `sessionId` key. Events that arrive while
+waiting for a reply are kept per session, in order, for `next_event`/`events`.
+
+Everything happens on the caller's thread: `pump()` reads what has arrived (with a
+short timeout so Ctrl-C and deadlines stay responsive) and routes it.
+"""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import ClientConnection, connect
+
+from ..errors import EngineError
+
+
+class CDPError(EngineError):
+    """The other end answered a command with an error."""
+
+    def __init__(self, method: str, error: dict) -> None:
+        self.code = error.get("code")
+        self.error_message = str(error.get("message", ""))
+        super().__init__(f"CDP {method} failed: {self.error_message} ({self.code})")
+
+
+class CDPClosed(EngineError):
+    """The connection closed (the target went away)."""
+
+
+class Session:
+    """Commands to and events from one target."""
+
+    def __init__(self, client: CDPClient, session_id: str | None, via_node_worker: bool) -> None:
+        self.client = client
+        self.session_id = session_id
+        self.via_node_worker = via_node_worker
+        self.events: collections.deque[dict] = collections.deque()
+        self.replies: dict[int, dict] = {}
+        self.closed = False
+
+    def send_nowait(self, method: str, params: dict | None = None) -> int:
+        """Send a command; returns its id (use `result(id)` to wait for the reply)."""
+        c = self.client
+        c._next_id += 1
+        mid = c._next_id
+        msg: dict[str, Any] = {"id": mid, "method": method}
+        if params:
+            msg["params"] = params
+        if self.session_id is None:
+            c._send(msg)
+        elif self.via_node_worker:
+            # Node wraps worker traffic in its NodeWorker domain on the parent session.
+            c.root._send_wrapped(self.session_id, msg)
+        else:
+            msg["sessionId"] = self.session_id
+            c._send(msg)
+        c._pending[mid] = (self, method)
+        return mid
+
+    def result(self, mid: int, timeout: float = 30.0) -> dict:
+        deadline = time.monotonic() + timeout
+        while mid not in self.replies:
+            if self.closed:
+                raise CDPClosed("the target closed before it answered")
+            if time.monotonic() > deadline:
+                raise EngineError(f"no CDP reply within {timeout:g} s")
+            self.client.pump(min(0.1, max(deadline - time.monotonic(), 0.001)))
+        reply = self.replies.pop(mid)
+        if "error" in reply:
+            raise CDPError(reply.get("_method", "?"), reply["error"])
+        return reply.get("result", {})
+
+    def send(self, method: str, params: dict | None = None, timeout: float = 30.0) -> dict:
+        return self.result(self.send_nowait(method, params), timeout)
+
+    def next_event(
+        self, match: str | Callable[[dict], bool] | None = None, timeout: float = 30.0
+    ) -> dict | None:
+        """The first queued event matching (a method name or a predicate), waiting up to timeout."""
+        pred = (lambda e: e["method"] == match) if isinstance(match, str) else match
+        deadline = time.monotonic() + timeout
+        while True:
+            for i, e in enumerate(self.events):
+                if pred is None or pred(e):
+                    del self.events[i]
+                    return e
+            left = deadline - time.monotonic()
+            if left <= 0 or self.closed:
+                return None
+            self.client.pump(min(0.1, left))
+
+
+class CDPClient:
+    """A synchronous CDP connection. `max_size=None`: profiles easily exceed 1 MiB."""
+
+    def __init__(self, url: str, open_timeout: float = 10.0) -> None:
+        try:
+            self.ws: ClientConnection = connect(
+                url, max_size=None, open_timeout=open_timeout, compression=None, ping_interval=None
+            )
+        except (OSError, TimeoutError) as e:
+            raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
+        self._next_id = 0
+        self._pending: dict[int, tuple[Session, str]] = {}
+        self.root = self
+        self.session = Session(self, None, False)
+        self.sessions: dict[str, Session] = {}
+        self.closed = False
+
+    # -- low level
+    def _send(self, msg: dict) -> None:
+        try:
+            self.ws.send(orjson.dumps(msg).decode())
+        except ConnectionClosed:
+            self._mark_closed()
+            raise CDPClosed("the inspector connection closed") from None
+
+    def _send_wrapped(self, session_id: str, msg: dict) -> None:
+        self._next_id += 1
+        wrapper = {
+            "id": self._next_id,
+            "method": "NodeWorker.sendMessageToWorker",
+            "params": {"sessionId": session_id, "message": orjson.dumps(msg).decode()},
+        }
+        # The wrapper's own (empty) reply is not interesting; drop it when it comes.
+        self._pending[self._next_id] = (_DROP, "NodeWorker.sendMessageToWorker")
+        self._send(wrapper)
+
+    def _mark_closed(self) -> None:
+        self.closed = True
+        self.session.closed = True
+        for s in self.sessions.values():
+            s.closed = True
+
+    def attach(self, session_id: str, via_node_worker: bool = True) -> Session:
+        s = Session(self, session_id, via_node_worker)
+        self.sessions[session_id] = s
+        return s
+
+    def pump(self, timeout: float = 0.1) -> bool:
+        """Read and route whatever arrives within `timeout` s; False once the socket closed."""
+        if self.closed:
+            return False
+        try:
+            raw = self.ws.recv(timeout=timeout)
+        except TimeoutError:
+            return True
+        except ConnectionClosed:
+            self._mark_closed()
+            return False
+        self._route(orjson.loads(raw))
+        # Drain what else is already there without waiting.
+        while True:
+            try:
+                raw = self.ws.recv(timeout=0)
+            except TimeoutError:
+                return True
+            except ConnectionClosed:
+                self._mark_closed()
+                return False
+            self._route(orjson.loads(raw))
+
+    def _route(self, msg: dict, session: Session | None = None) -> None:
+        if session is None:
+            sid = msg.get("sessionId")
+            session = self.sessions.get(sid, self.session) if sid else self.session
+        if "id" in msg:
+            target = self._pending.pop(msg["id"], None)
+            if target is None or target[0] is _DROP:
+                return
+            owner, method = target
+            msg["_method"] = method
+            owner.replies[msg["id"]] = msg
+            return
+        method = msg.get("method")
+        if method == "NodeWorker.receivedMessageFromWorker":
+            p = msg["params"]
+            child = self.sessions.get(p["sessionId"])
+            if child is not None:
+                self._route(orjson.loads(p["message"]), child)
+            return
+        if method == "NodeWorker.detachedFromWorker":
+            child = self.sessions.get(msg["params"]["sessionId"])
+            if child is not None:
+                child.closed = True
+        session.events.append(msg)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self.ws.close()
+            except Exception:  # noqa: BLE001 - closing a dead socket is not an error here
+                pass
+        self._mark_closed()
+
+    def __enter__(self) -> CDPClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class _Drop:
+    replies: dict = {}
+
+
+_DROP: Any = _Drop()

@@ -1,0 +1,625 @@
+"""V8 through Node.js: the inspector protocol (CDP) drives V8's own CPU profiler.
+
+- `record_node(script, ...)`: run a script under `node --inspect-brk=127.0.0.1:0` (its own
+  process group, random port, loopback only), profile the main thread and every worker
+  thread (the inspector's NodeWorker domain), return a Recording with a track per thread.
+- `attach_node(pid, ...)`: profile a running Node process (SIGUSR1 opens its inspector on
+  127.0.0.1:9229), then close that inspector again.
+- `NodeRuntime` + `NodeProfiler`: a long-lived Node process whose V8 profiler implements
+  the RuntimeProfiler contract (engines/base.py).
+- `run_node(script, ...)`: run a script with the spec's `Profiler` global (js/node_profiler.js).
+
+V8's profile comes back as a CDP Profile and is converted by formats/cpuprofile.py: the one
+place that knows CDP's units. Times are made relative to each thread's own
+`performance.timeOrigin`, through the monotonic clock that V8's timestamps and
+`process.hrtime` share.
+
+How each ending is caught (measured, see shared/notes/ENGINES.md):
+- main thread: with --inspect-brk Node waits for the debugger to disconnect after the
+  script ends, throws or calls process.exit(), so Profiler.stop still works then;
+- a worker thread does not wait: a `process.on('exit')` hook holding a `debugger`
+  statement pauses it at its end, we stop its profiler, then resume it;
+- Ctrl-C: jsprof gets SIGINT (Node is in another process group), stops every profiler,
+  then ends Node;
+- Node killed from outside: nothing was delivered; the error says so.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Sequence
+from importlib import resources as _res
+from typing import Any, BinaryIO, ClassVar
+
+import orjson
+
+from ..errors import EngineError, UsageError
+from ..formats.cpuprofile import profile_to_trace
+from ..trace import ProfilerTrace, Recording, Track
+from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler
+from .cdp import CDPClient, CDPClosed, CDPError, Session
+
+ENGINE = "node"
+_WS_RE = re.compile(rb"Debugger listening on (ws://\S+)")
+# Lines the inspector writes to stderr that are ours, not the script's.
+_INSPECTOR_LINES = (
+    b"Debugger listening on ",
+    b"For help, see: https://nodejs.org/",
+    b"Debugger attached.",
+    b"Waiting for the debugger to disconnect...",
+    b"Debugger ending on ",
+)
+_WAITING = b"Waiting for the debugger to disconnect..."
+# Evaluated in each isolate: its epoch time origin and the same instant on the monotonic
+# clock V8's profile timestamps use (microseconds), read back to back.
+_ORIGIN_EXPR = (
+    "(() => { const n = performance.now(); const h = process.hrtime.bigint();"
+    " return [performance.timeOrigin, Number(h / 1000n) - n * 1000]; })()"
+)
+_WORKER_EXIT_FN = "jsprofWorkerExit"
+_WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
+PROFILE_STOP_TIMEOUT = 120.0  # s; a long recording's profile is big
+
+
+def find_node(node: str | None = None) -> str:
+    """The node binary: the argument, $JSPROF_NODE, or `node` on PATH."""
+    exe = node or os.environ.get("JSPROF_NODE") or "node"
+    path = shutil.which(exe)
+    if path is None:
+        raise EngineError(
+            f"cannot find Node.js ({exe!r}); install Node 18+ or set JSPROF_NODE to its path"
+        )
+    return path
+
+
+def interval_us(sample_interval: float) -> int:
+    """CDP wants whole microseconds; 0 means V8's finest (1 us asked, ~120 us given)."""
+    if not sample_interval >= 0 or sample_interval == float("inf"):
+        raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
+    return max(1, round(sample_interval * 1000))
+
+
+# ---- the node process ---------------------------------------------------------------------
+
+
+class NodeProcess:
+    """`node --inspect-brk=127.0.0.1:0 ...` in its own process group; forwards its stderr
+    (less the inspector's own lines) and finds the WebSocket URL there."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        node: str | None = None,
+        node_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        stderr: BinaryIO | None = None,
+        start_timeout: float = 15.0,
+    ) -> None:
+        exe = find_node(node)
+        cmd = [exe, "--inspect-brk=127.0.0.1:0", *node_args, *argv]
+        self._err_out = stderr
+        self.url: str | None = None
+        self.waiting = threading.Event()  # "Waiting for the debugger to disconnect..."
+        self._url_ready = threading.Event()
+        try:
+            self.proc = subprocess.Popen(
+                cmd, stderr=subprocess.PIPE, start_new_session=True, env=env
+            )
+        except OSError as e:
+            raise EngineError(f"cannot start {exe}: {e}") from None
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True, name="node-stderr")
+        self._reader.start()
+        if not self._url_ready.wait(start_timeout) or self.url is None:
+            self.kill()
+            raise EngineError(
+                f"node did not open its inspector within {start_timeout:g} s "
+                f"(exit code {self.proc.poll()}); is {exe} Node.js 18 or newer?"
+            )
+
+    def _write_err(self, line: bytes) -> None:
+        out = self._err_out
+        if out is None:
+            out = getattr(sys.stderr, "buffer", None)
+        try:
+            if out is None:
+                sys.stderr.write(line.decode(errors="replace"))
+                sys.stderr.flush()
+            else:
+                out.write(line)
+                out.flush()
+        except (OSError, ValueError):
+            pass  # our stderr went away; the script's stderr is not worth dying for
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in iter(self.proc.stderr.readline, b""):
+            if self.url is None:
+                m = _WS_RE.search(line)
+                if m:
+                    self.url = m.group(1).decode()
+                    self._url_ready.set()
+                    continue
+            if line.startswith(_WAITING):
+                self.waiting.set()
+                continue
+            if line.startswith(_INSPECTOR_LINES):
+                continue
+            self._write_err(line)
+        self._url_ready.set()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self, grace: float = 2.0) -> int | None:
+        """End the whole process group: SIGTERM, then SIGKILL after `grace` s."""
+        if self.proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, sig)
+                try:
+                    self.proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        # Worker or child processes left in the group die with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(2.0)
+        return self.proc.poll()
+
+    def wait_exit(self, timeout: float = 10.0) -> int | None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(2.0)
+        return self.proc.returncode
+
+
+# ---- one isolate (main thread or a worker) -------------------------------------------------
+
+
+class _Isolate:
+    """One V8 isolate seen through a CDP session: its clock and its profiler."""
+
+    def __init__(self, session: Session, name: str) -> None:
+        self.session = session
+        self.name = name
+        self.time_origin = 0.0  # epoch ms
+        self.origin_us: float | None = None  # the same instant, monotonic microseconds
+        self.profile: dict | None = None
+        self.lost: str | None = None
+        self.profiling = False
+
+    def read_origin(self) -> None:
+        r = self.session.send(
+            "Runtime.evaluate", {"expression": _ORIGIN_EXPR, "returnByValue": True}
+        )
+        value = r.get("result", {}).get("value")
+        if isinstance(value, list) and len(value) == 2:
+            self.time_origin, self.origin_us = float(value[0]), float(value[1])
+
+    def start(self, us: int) -> None:
+        s = self.session
+        s.send("Profiler.enable")
+        # Must come before start: V8 refuses to change the interval of a running profiler.
+        s.send("Profiler.setSamplingInterval", {"interval": us})
+        s.send("Profiler.start")
+        self.profiling = True
+
+    def stop_nowait(self) -> int | None:
+        if not self.profiling or self.session.closed:
+            return None
+        try:
+            return self.session.send_nowait("Profiler.stop")
+        except CDPClosed:
+            return None
+
+    def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
+        if mid is None:
+            if self.profiling and self.profile is None:
+                self.lost = "the thread ended before its profile could be taken"
+            self.profiling = False
+            return
+        try:
+            self.profile = self.session.result(mid, timeout)["profile"]
+        except (CDPClosed, CDPError, EngineError) as e:
+            self.lost = f"the profile could not be taken ({e})"
+        self.profiling = False
+
+    def track(self, requested_ms: float, source: str) -> Track | None:
+        if self.profile is None:
+            return None
+        trace, _ = profile_to_trace(self.profile, source, origin_us=self.origin_us)
+        return _make_track(self.name, trace, self.time_origin, requested_ms)
+
+
+def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: float) -> Track:
+    import numpy as np
+
+    d = np.diff(trace.sample_time)
+    d = d[d > 0]
+    meta: dict[str, Any] = {}
+    if len(d):
+        meta["median_interval_ms"] = round(float(np.median(d)), 4)
+    return Track(
+        name=name,
+        trace=trace,
+        time_origin=time_origin,
+        engine=ENGINE,
+        sample_interval=requested,
+        requested_interval=requested,
+        meta=meta,
+    )
+
+
+# ---- record a script ----------------------------------------------------------------------
+
+
+class _SigintFlag:
+    """Turn Ctrl-C into a flag while recording, so we stop the profiler before Node ends."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old: Any = None
+
+    def __enter__(self) -> _SigintFlag:
+        if threading.current_thread() is threading.main_thread():
+            self._old = signal.signal(signal.SIGINT, self._on)
+        return self
+
+    def _on(self, signum: int, frame: Any) -> None:
+        self.hit = True
+
+    def __exit__(self, *exc: object) -> None:
+        if self._old is not None:
+            signal.signal(signal.SIGINT, self._old)
+
+
+def record_node(
+    script: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    sample_interval: float = DEFAULT_INTERVAL_MS,
+    node: str | None = None,
+    node_args: Sequence[str] = (),
+    workers: bool = True,
+    timeout: float | None = None,
+) -> Recording:
+    """Run `script` under Node with V8's sampling profiler; one track per thread.
+
+    Tracks: "main", then "worker N" in the order workers started. `meta` of the main track:
+    `script`, `args`, `exit` ("ok", "error", "interrupted", "timeout"), `exit_code`, and
+    `error` (the uncaught exception's text) when the script threw. A worker whose profile
+    could not be taken is listed in the main track's `meta["lost"]`. Raises EngineError
+    when Node cannot start or dies before any profile is delivered.
+    """
+    path = os.fspath(script)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    us = interval_us(sample_interval)
+    requested = sample_interval if sample_interval > 0 else us / 1000.0
+    proc = NodeProcess([path, *args], node=node, node_args=node_args)
+    client: CDPClient | None = None
+    isolates: list[_Isolate] = []
+    error_text: str | None = None
+    how = "ok"
+    try:
+        client = CDPClient(proc.url or "")
+        root = client.session
+        main = _Isolate(root, "main")
+        isolates.append(main)
+        root.send("Runtime.enable")
+        main.read_origin()
+        main.start(us)
+        worker_of: dict[str, _Isolate] = {}
+        if workers:
+            root.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
+        root.send("Runtime.runIfWaitingForDebugger")
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with _SigintFlag() as sigint:
+            while True:
+                if sigint.hit:
+                    how = "interrupted"
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    how = "timeout"
+                    break
+                if not client.pump(0.05):
+                    break  # the socket closed: Node is gone
+                ended = False
+                while root.events:
+                    e = root.events.popleft()
+                    m = e["method"]
+                    if m == "Runtime.executionContextDestroyed":
+                        ended = True
+                    elif m == "Runtime.exceptionThrown":
+                        d = e["params"]["exceptionDetails"]
+                        error_text = _exception_text(d)
+                    elif m == "NodeWorker.attachedToWorker":
+                        iso = _attach_worker(client, e["params"], us, len(worker_of) + 1)
+                        worker_of[e["params"]["sessionId"]] = iso
+                        isolates.append(iso)
+                for iso in worker_of.values():
+                    _service_worker(iso)
+                if ended or proc.waiting.is_set():
+                    break
+        # Stop every profiler still running: all requests first, so none waits on another.
+        pending = [(iso, iso.stop_nowait()) for iso in isolates]
+        for iso, mid in pending:
+            iso.collect(mid)
+    except CDPClosed:
+        pass
+    finally:
+        if client is not None:
+            client.close()
+        if how in ("interrupted", "timeout"):
+            code = proc.kill()
+        else:
+            # Closing the socket lets Node finish exiting on its own.
+            code = proc.wait_exit(10.0)
+    if (not isolates or isolates[0].profile is None) and how != "interrupted":
+        signame = ""
+        if code is not None and code < 0:
+            signame = f" (killed by {signal.Signals(-code).name})"
+        raise EngineError(
+            f"{path}: node exited{signame} with code {code} before V8 delivered its profile; "
+            "nothing was recorded (was it killed from outside?)"
+        )
+    tracks: list[Track] = []
+    lost: list[str] = []
+    for iso in isolates:
+        t = iso.track(requested, f"{path} [{iso.name}]")
+        if t is not None:
+            tracks.append(t)
+        elif iso.lost:
+            lost.append(f"{iso.name}: {iso.lost}")
+    if not tracks:
+        raise EngineError(f"{path}: no profile was delivered by node")
+    meta = tracks[0].meta
+    meta.update(script=path, args=list(args), exit_code=code)
+    if how == "ok" and (error_text is not None or (code or 0) != 0):
+        how = "error"
+    meta["exit"] = how
+    if error_text is not None:
+        meta["error"] = error_text
+    if lost:
+        meta["lost"] = lost
+    return Recording(tracks)
+
+
+def _exception_text(details: dict) -> str:
+    exc = details.get("exception") or {}
+    return str(exc.get("description") or details.get("text") or "uncaught exception")
+
+
+def _attach_worker(client: CDPClient, params: dict, us: int, n: int) -> _Isolate:
+    session = client.attach(params["sessionId"])
+    info = params.get("workerInfo", {})
+    iso = _Isolate(session, f"worker {info.get('workerId', n)}")
+    try:
+        session.send("Debugger.enable")
+        iso.read_origin()
+        iso.start(us)
+        session.send("Runtime.evaluate", {"expression": _WORKER_EXIT_HOOK})
+        session.send_nowait("Runtime.runIfWaitingForDebugger")
+    except (CDPClosed, CDPError) as e:
+        iso.lost = f"could not start profiling it ({e})"
+    return iso
+
+
+def _service_worker(iso: _Isolate) -> None:
+    """Handle a worker's pauses: ours (its exit hook) takes the profile; others resume."""
+    s = iso.session
+    while s.events:
+        e = s.events.popleft()
+        if e["method"] != "Debugger.paused":
+            continue
+        frames = e["params"].get("callFrames") or [{}]
+        if frames[0].get("functionName") == _WORKER_EXIT_FN and iso.profiling:
+            iso.collect(iso.stop_nowait())
+        # "Break on start", a `debugger` statement of the script, or ours after the stop.
+        with contextlib.suppress(CDPClosed):
+            s.send_nowait("Debugger.resume")
+
+
+# ---- a long-lived runtime for the RuntimeProfiler contract ------------------------------
+
+
+class NodeRuntime:
+    """A Node process kept alive and driven over CDP: `eval(source)` runs JavaScript."""
+
+    def __init__(self, node: str | None = None) -> None:
+        # An interval holds the event loop open until we close the process.
+        self.proc = NodeProcess(["-e", "setInterval(() => {}, 1 << 30)"], node=node)
+        try:
+            self.client = CDPClient(self.proc.url or "")
+            self.session = self.client.session
+            self.session.send("Runtime.runIfWaitingForDebugger")
+            self.isolate = _Isolate(self.session, "main")
+            self.isolate.read_origin()
+        except BaseException:
+            self.proc.kill()
+            raise
+
+    def eval(self, source: str, timeout: float = 60.0) -> Any:
+        r = self.session.send(
+            "Runtime.evaluate",
+            {"expression": source, "returnByValue": True, "awaitPromise": True},
+            timeout=timeout,
+        )
+        if "exceptionDetails" in r:
+            from ..errors import JSError
+
+            raise JSError(_exception_text(r["exceptionDetails"]))
+        return r.get("result", {}).get("value")
+
+    def profiler(self) -> NodeProfiler:
+        return NodeProfiler(self)
+
+    def close(self) -> None:
+        self.client.close()
+        self.proc.kill(grace=1.0)
+
+    def __enter__(self) -> NodeRuntime:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class NodeProfiler(RuntimeProfiler):
+    """V8's CPU profiler of a NodeRuntime, behind the engine contract."""
+
+    type: ClassVar[str] = "v8"
+
+    def __init__(self, runtime: NodeRuntime) -> None:
+        self.runtime = runtime
+        self._interval = DEFAULT_INTERVAL_MS
+        self._started = False
+        self._track: Track | None = None
+        self._enabled = False
+
+    def setup(self, sample_interval: float) -> None:
+        if self._started:
+            raise UsageError("cannot change the sample interval while the profiler runs")
+        interval_us(sample_interval)
+        self._interval = sample_interval
+
+    def start(self, is_create: bool = False) -> None:
+        if self._started:
+            return
+        self.runtime.isolate.start(interval_us(self._interval))
+        self._started = True
+
+    def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
+        if not self._started:
+            return None
+        iso = self.runtime.isolate
+        iso.collect(iso.stop_nowait())
+        self._started = False
+        if iso.profile is None:
+            raise EngineError(f"node: {iso.lost or 'no profile delivered'}")
+        requested = self._interval if self._interval > 0 else interval_us(0) / 1000.0
+        self._track = iso.track(requested, "node")
+        iso.profile = None
+        return self._track.trace if self._track else None
+
+    def track(self, name: str = "main") -> Track | None:
+        if self._track is None:
+            return None
+        self._track.name = name
+        return self._track
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+
+# ---- attach to a running process ----------------------------------------------------------
+
+INSPECTOR_PORT = 9229
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _inspector_targets(port: int) -> list[dict]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=1.0) as r:
+        return orjson.loads(r.read())
+
+
+def attach_node(
+    pid: int,
+    duration: float | None = None,
+    sample_interval: float = DEFAULT_INTERVAL_MS,
+    port: int = INSPECTOR_PORT,
+    open_timeout: float = 10.0,
+) -> Recording:
+    """Profile the running Node process `pid` for `duration` s (None: until Ctrl-C or its
+    exit), then close its inspector again and leave it running."""
+    us = interval_us(sample_interval)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        raise UsageError(f"--pid {pid}: no such process") from None
+    except PermissionError:
+        raise UsageError(f"--pid {pid}: not allowed to signal that process") from None
+    if _port_open(port):
+        raise EngineError(
+            f"127.0.0.1:{port} is already in use; the inspector of process {pid} cannot open "
+            "there (close whatever listens on it, or a debugger attached to that process)"
+        )
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + open_timeout
+    url = None
+    while time.monotonic() < deadline:
+        try:
+            targets = _inspector_targets(port)
+            if targets:
+                url = targets[0]["webSocketDebuggerUrl"]
+                break
+        except (OSError, ValueError, KeyError, IndexError):
+            pass
+        time.sleep(0.05)
+    if url is None:
+        raise EngineError(
+            f"process {pid} did not open an inspector on 127.0.0.1:{port} within "
+            f"{open_timeout:g} s after SIGUSR1; is it Node.js (and not run with "
+            "--disable-sigusr1)?"
+        )
+    client = CDPClient(url)
+    iso = _Isolate(client.session, "main")
+    how = "duration"
+    try:
+        iso.read_origin()
+        iso.start(us)
+        end = None if duration is None else time.monotonic() + duration
+        with _SigintFlag() as sigint:
+            while not sigint.hit and (end is None or time.monotonic() < end):
+                if not client.pump(0.05):
+                    how = "exited"
+                    break
+            if sigint.hit:
+                how = "interrupted"
+        iso.collect(iso.stop_nowait())
+        # Close the inspector it opened for us, so the process is as it was. close() waits
+        # for sessions to end, so it runs after we disconnect.
+        with contextlib.suppress(CDPClosed, CDPError, EngineError):
+            client.session.send(
+                "Runtime.evaluate",
+                {
+                    "expression": "setImmediate(() => process.binding"
+                    " ? require('node:inspector').close() : 0), 0",
+                    "includeCommandLineAPI": True,
+                },
+                timeout=5.0,
+            )
+    finally:
+        client.close()
+    if iso.profile is None:
+        raise EngineError(f"process {pid}: {iso.lost or 'no profile delivered'}")
+    track = iso.track(sample_interval or us / 1000.0, f"pid {pid}")
+    assert track is not None
+    track.meta.update(pid=pid, exit=how)
+    return Recording([track])
+
+
+def preload_path() -> str:
+    """The Profiler-global preload shipped as package data."""
+    return str(_res.files("jsprof").joinpath("js", "node_profiler.js"))
