@@ -1090,6 +1090,8 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
     }
     fname = strdup(filename);
     h->busy = 1;
+    /* interrupt() stops the eval in progress; one left over from before doesn't count */
+    atomic_store(&h->interrupt_req, 0);
     h->catch_sigint = catch_sigint;
     if (catch_sigint) {
         /* Python's own handler can't run while we hold no GIL; a tiny C handler sets a flag
