@@ -7,7 +7,8 @@ named `contractWork`. Node joins this list in its issue.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import shutil
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -32,14 +33,33 @@ def quickjs_factory() -> tuple[RuntimeProfiler, Callable[[float], Any]]:
     return QuickJSProfiler(rt), lambda ms: rt.eval(WORK.format(ms=ms), "contract.js")
 
 
-ENGINES: dict[str, Factory] = {"quickjs": quickjs_factory}
-EXPECTED_TYPE = {"quickjs": "quickjs"}
+_node_runtimes: list[Any] = []
+
+
+def node_factory() -> tuple[RuntimeProfiler, Callable[[float], Any]]:
+    from jsprof.engines.node import NodeProfiler, NodeRuntime
+
+    rt = NodeRuntime()
+    _node_runtimes.append(rt)  # closed by the fixture: a Node process must not outlive a test
+    return NodeProfiler(rt), lambda ms: rt.eval(WORK.format(ms=ms))
+
+
+ENGINES: dict[str, Factory] = {"quickjs": quickjs_factory, "node": node_factory}
+EXPECTED_TYPE = {"quickjs": "quickjs", "node": "v8"}
 
 
 @pytest.fixture(params=sorted(ENGINES))
-def engine(request: pytest.FixtureRequest) -> tuple[str, RuntimeProfiler, Callable[[float], Any]]:
+def engine(
+    request: pytest.FixtureRequest,
+) -> Iterator[tuple[str, RuntimeProfiler, Callable[[float], Any]]]:
+    if request.param == "node" and shutil.which("node") is None:
+        pytest.skip("needs Node.js")
     prof, work = ENGINES[request.param]()
-    return request.param, prof, work
+    try:
+        yield request.param, prof, work
+    finally:
+        while _node_runtimes:
+            _node_runtimes.pop().close()
 
 
 def names(trace: ProfilerTrace) -> set[str]:

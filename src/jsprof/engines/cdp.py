@@ -105,9 +105,11 @@ class CDPClient:
 
     def __init__(self, url: str, open_timeout: float = 10.0) -> None:
         try:
+            # Entered explicitly: newer websockets warn about (and will drop) a bare
+            # connect(); older ones return the connection, whose __enter__ returns itself.
             self.ws: ClientConnection = connect(
                 url, max_size=None, open_timeout=open_timeout, compression=None, ping_interval=None
-            )
+            ).__enter__()
         except (OSError, TimeoutError) as e:
             raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
         self._next_id = 0

@@ -389,7 +389,7 @@ def record_node(
     if not tracks:
         raise EngineError(f"{path}: no profile was delivered by node")
     meta = tracks[0].meta
-    meta.update(script=path, args=list(args), exit_code=code)
+    meta.update(script=path, args=list(args), exit_code=code, node_pid=proc.pid)
     if how == "ok" and (error_text is not None or (code or 0) != 0):
         how = "error"
     meta["exit"] = how
@@ -604,8 +604,10 @@ def attach_node(
             client.session.send(
                 "Runtime.evaluate",
                 {
-                    "expression": "setImmediate(() => process.binding"
-                    " ? require('node:inspector').close() : 0), 0",
+                    # `require` of the console's command line API is gone once the
+                    # evaluation ends: capture it for the deferred call.
+                    "expression": "((r) => { setImmediate(() => r('node:inspector').close());"
+                    " return 0; })(require)",
                     "includeCommandLineAPI": True,
                 },
                 timeout=5.0,

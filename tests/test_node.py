@@ -1,0 +1,206 @@
+"""The Node engine on real Node.js: V8's profiler through the inspector."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jsprof
+from jsprof.cli import main
+from jsprof.engines.node import attach_node, record_node
+from jsprof.errors import UsageError
+from jsprof.formats import cpuprofile as cp
+from jsprof.formats import read_any
+from jsprof.trace import ProfilerFrame, ProfilerTrace
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+
+JS = Path(__file__).parent / "data" / "nodejs"
+
+
+def _inclusive_share(trace: ProfilerTrace, names: tuple[str, ...]) -> dict[str, float]:
+    frame_names = [f.name for f in trace.frames]
+    counts = dict.fromkeys(names, 0)
+    for s in trace.sample_stack.tolist():
+        if s < 0:
+            continue
+        on = {frame_names[f] for f in trace.stack_frames(s)}
+        for n in names:
+            if n in on:
+                counts[n] += 1
+    total = sum(counts.values())
+    return {n: 100.0 * c / total for n, c in counts.items()}
+
+
+def _script_frames(trace: ProfilerTrace, script: str) -> set[ProfilerFrame]:
+    return {
+        f
+        for f in trace.frames
+        if f.resource_id is not None and trace.resources[f.resource_id].endswith(script)
+    }
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead for our purposes.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def test_known_split_within_3_points():
+    rec = record_node(JS / "split.js", sample_interval=1.0)
+    main_track = rec.tracks[0]
+    assert main_track.engine == "node" and main_track.sample_interval == 1.0
+    share = _inclusive_share(main_track.trace, ("fifty", "thirty", "twenty"))
+    for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
+        assert abs(share[name] - want) <= 3, share
+
+
+def test_names_lines_columns_as_v8_reports_them():
+    rec = record_node(JS / "names.js", sample_interval=0.2)
+    trace = rec.tracks[0].trace
+    url = (JS / "names.js").resolve().as_uri()
+    assert url in trace.resources
+    rid = trace.resources.index(url)
+    got = {(f.name, f.line, f.column) for f in _script_frames(trace, "names.js")}
+    assert all(f.resource_id == rid for f in _script_frames(trace, "names.js"))
+    # 1-based; the column of the `(` opening the parameters (an arrow: its first character).
+    assert {
+        ("", 1, 1),  # top-level script code
+        ("declared", 1, 18),
+        ("arrow", 2, 15),
+        ("area", 4, 7),
+        ("get size", 5, 11),
+        ("busy", 7, 14),
+        ("", 9, 11),
+        ("", 10, 11),
+    } <= got
+    # Time origin: Unix epoch ms; samples are on the performance.now() clock of the script.
+    t = rec.tracks[0]
+    assert t.time_origin > 1.5e12
+    assert 0 < trace.sample_time[0] < 5000
+    # Node's own code is there, and --hide-internal can drop it.
+    assert any(r.startswith("node:internal/") for r in trace.resources)
+
+
+@pytest.mark.parametrize(
+    "how,exit_,code",
+    [("normal", "ok", 0), ("throw", "error", 1), ("exit", "error", 3)],
+)
+def test_each_ending_yields_the_trace(how, exit_, code, capfd):
+    rec = record_node(JS / "ending.js", args=[how], sample_interval=1.0)
+    t = rec.tracks[0]
+    assert t.meta["exit"] == exit_ and t.meta["exit_code"] == code
+    assert t.trace.num_samples >= 100
+    assert any(f.name == "work" for f in _script_frames(t.trace, "ending.js"))
+    err = capfd.readouterr().err
+    # The inspector's own chatter is not passed on; the script's stderr is.
+    assert "Debugger" not in err
+    if how == "throw":
+        assert "boom from ending.js" in t.meta["error"]
+        assert "boom from ending.js" in err
+
+
+def test_ctrl_c_stops_the_profiler_then_node(tmp_path):
+    out = tmp_path / "out.jsprof.json"
+    code = (
+        "import sys; from jsprof.engines.node import record_node; import jsprof\n"
+        f"rec = record_node({str(JS / 'ending.js')!r}, args=['forever'])\n"
+        f"jsprof.save(rec, {str(out)!r})\n"
+        "print(rec.tracks[0].meta['exit'], rec.tracks[0].meta['node_pid'])\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGINT)
+    stdout, _ = p.communicate(timeout=30)
+    assert p.returncode == 0, stdout
+    how, pid = stdout.split()
+    assert how == "interrupted"
+    assert not _alive(int(pid))
+    rec = jsprof.load(out)
+    assert rec.tracks[0].trace.num_samples >= 300
+
+
+def test_worker_thread_is_its_own_track():
+    rec = record_node(JS / "worker.js", sample_interval=1.0)
+    names = [t.name for t in rec.tracks]
+    assert names == ["main", "worker 1"], names
+    main_t, worker_t = rec.tracks
+    main_fns = {f.name for f in _script_frames(main_t.trace, "worker.js")}
+    worker_fns = {f.name for f in _script_frames(worker_t.trace, "worker.js")}
+    assert "mainWork" in main_fns and "workerWork" not in main_fns
+    assert "workerWork" in worker_fns and "mainWork" not in worker_fns
+    share = _inclusive_share(worker_t.trace, ("workerWork",))
+    assert share["workerWork"] == 100.0
+    assert worker_t.trace.num_samples >= 200
+    assert worker_t.time_origin > 1.5e12
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(0.2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def test_attach_by_pid_then_close_the_inspector():
+    if _port_open(9229):
+        pytest.skip("127.0.0.1:9229 is in use here")
+    p = subprocess.Popen(
+        ["node", str(JS / "server.js")], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        rec = attach_node(p.pid, duration=1.0, sample_interval=1.0)
+        t = rec.tracks[0]
+        assert t.meta["pid"] == p.pid and t.meta["exit"] == "duration"
+        assert any(f.name == "tick" for f in _script_frames(t.trace, "server.js"))
+        assert t.trace.num_samples >= 300
+        deadline = time.monotonic() + 5
+        while _port_open(9229) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _port_open(9229), "the inspector is still open"
+        time.sleep(0.2)
+        assert p.poll() is None, "the process did not keep running"
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
+
+
+def test_attach_refuses_a_missing_process():
+    with pytest.raises(UsageError, match="no such process"):
+        attach_node(2**22 + 12345, duration=0.1)
+
+
+def test_node_trace_round_trips_through_cpuprofile(tmp_path):
+    rec = record_node(JS / "split.js", sample_interval=1.0)
+    t = rec.tracks[0].trace
+    data = cp.write(jsprof.Recording([rec.tracks[0]]))
+    back = read_any(data, "x.cpuprofile").tracks[0].trace
+    assert back.frames == t.frames and back.resources == t.resources
+    assert np.array_equal(back.sample_stack, t.sample_stack)
+    assert np.array_equal(back.stack_parent, t.stack_parent)
+    assert np.allclose(back.sample_time, t.sample_time, atol=1e-3)
+
+
+def test_hide_internal_on_a_node_recording(tmp_path, capsys):
+    rec = record_node(JS / "names.js", sample_interval=1.0)
+    path = tmp_path / "n.jsprof.json"
+    jsprof.save(rec, path)
+    assert main(["report", str(path), "--hide-internal", "--all", "--json"]) == 0
+    out = capsys.readouterr().out
+    assert "node:internal" not in out and "declared" in out
