@@ -1,0 +1,293 @@
+// The W3C JS Self-Profiling `Profiler` global for Node.js, preloaded by
+// `jsprof run --engine node` (node --require this file). It runs in every thread (worker
+// threads get the preload too); each isolate profiles itself.
+//
+// How: one in-thread inspector session (node:inspector) starts ONE V8 profile at the first
+// `new Profiler(...)` and never stops it: stopping and restarting V8's profiler loses the
+// frames of code optimised before the restart. Each Profiler session is a nested V8 profile
+// on that same sampler (console.profile/profileEnd with a unique title), which V8 ends and
+// hands back synchronously (`Profiler.consoleProfileFinished` on our session). The spec's
+// trace is built from that slice: ticks kept by the session's own interval, the sample
+// buffer limit applied, pseudo-frames dropped.
+//
+// V8 cannot be asked for a live sample count, so a full buffer is found by the clock: a
+// timer set for when the buffer could be full slices the profile; if it really is full,
+// the session stops and `samplebufferfull` is dispatched (as a task, never from the
+// sampler); if not, a new nested profile continues the slice.
+'use strict';
+
+(() => {
+  if (typeof globalThis.Profiler === 'function') return;
+  const inspector = require('node:inspector');
+  const { performance } = require('node:perf_hooks');
+
+  // V8's sampler: requests below this are raised to it (V8 gives ~180 us real spacing
+  // at 100 us). Above 1 ms the sampler still runs at 1 ms, so a later session asking for a
+  // finer interval is served without restarting V8's profiler.
+  const MIN_INTERVAL_MS = 0.1;
+  const MAX_BASE_INTERVAL_MS = 1.0;
+  const PRELOAD_URL = require('node:url').pathToFileURL(__filename).href;
+  const ALLOWED = process.env.JSPROF_NO_PROFILING !== '1';
+  const PSEUDO = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
+
+  let session = null;
+  let baseIntervalMs = 0;
+  let finished = null; // the last Profiler.consoleProfileFinished params
+  let titleCounter = 0;
+  // performance.now() = (V8 monotonic microseconds - clockOffsetUs) / 1000
+  let clockOffsetUs = 0;
+
+  function ensureSampler(requestMs) {
+    if (session !== null) return;
+    baseIntervalMs = Math.min(Math.max(requestMs, MIN_INTERVAL_MS), MAX_BASE_INTERVAL_MS);
+    session = new inspector.Session();
+    session.connect();
+    session.on('Profiler.consoleProfileFinished', (m) => { finished = m.params; });
+    const check = (err) => { if (err) throw err; };
+    // Session.post callbacks run synchronously for an in-thread session.
+    session.post('Profiler.enable', check);
+    session.post('Profiler.setSamplingInterval',
+      { interval: Math.max(1, Math.round(baseIntervalMs * 1000)) }, check);
+    session.post('Profiler.start', check);
+    const n = performance.now();
+    clockOffsetUs = Number(process.hrtime.bigint() / 1000n) - n * 1000;
+  }
+
+  function beginSlice() {
+    const title = `jsprof-session-${++titleCounter}`;
+    console.profile(title);
+    return title;
+  }
+
+  function endSlice(title) {
+    finished = null;
+    console.profileEnd(title);
+    const got = finished;
+    finished = null;
+    return got && got.title === title ? got.profile : null;
+  }
+
+  function notAllowed() {
+    return new DOMException('profiling is not allowed here (jsprof run --no-profiling)',
+      'NotAllowedError');
+  }
+
+  // WebIDL `unsigned long`: ToNumber, truncate, modulo 2^32; NaN and infinities give 0.
+  function toUnsignedLong(v) {
+    const x = Number(v);
+    if (!Number.isFinite(x)) return 0;
+    const t = Math.trunc(x);
+    return ((t % 4294967296) + 4294967296) % 4294967296;
+  }
+
+  const sessions = new WeakMap();
+
+  class Profiler extends EventTarget {
+    constructor(options) {
+      super();
+      // WebIDL converts the dictionary's members in lexicographic order, so a missing
+      // maxBufferSize is reported before anything about sampleInterval.
+      if (options !== undefined && options !== null && typeof options !== 'object' &&
+          typeof options !== 'function') {
+        throw new TypeError("Failed to construct 'Profiler': The provided value is not of type 'ProfilerInitOptions'.");
+      }
+      const opts = options == null ? {} : options;
+      const rawMax = opts.maxBufferSize;
+      if (rawMax === undefined) {
+        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'maxBufferSize' property from 'ProfilerInitOptions': Required member is undefined.");
+      }
+      const maxBufferSize = toUnsignedLong(rawMax);
+      const rawInterval = opts.sampleInterval;
+      if (rawInterval === undefined) {
+        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': Required member is undefined.");
+      }
+      const interval = Number(rawInterval);
+      if (!Number.isFinite(interval)) {
+        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': The provided double value is non-finite.");
+      }
+      if (interval < 0) {
+        throw new RangeError("Failed to construct 'Profiler': sampleInterval must be non-negative.");
+      }
+      if (!ALLOWED) throw notAllowed();
+      ensureSampler(interval);
+      const state = {
+        state: 'started',
+        interval: Math.max(interval, baseIntervalMs),
+        maxBufferSize,
+        slices: [],
+        title: null,
+        trace: null, // built once, on the first stop() or when the buffer fills
+        traceTaken: false,
+        timer: null,
+        onsamplebufferfull: null,
+        startTime: performance.now(),
+      };
+      sessions.set(this, state);
+      state.title = beginSlice();
+      scheduleBufferCheck(this, state);
+    }
+
+    get sampleInterval() { return sessionOf(this).interval; }
+
+    get stopped() { return sessionOf(this).state === 'stopped'; }
+
+    get onsamplebufferfull() { return sessionOf(this).onsamplebufferfull; }
+
+    set onsamplebufferfull(fn) {
+      const st = sessionOf(this);
+      if (st.onsamplebufferfull) this.removeEventListener('samplebufferfull', st.onsamplebufferfull);
+      st.onsamplebufferfull = typeof fn === 'function' ? fn : null;
+      if (st.onsamplebufferfull) this.addEventListener('samplebufferfull', st.onsamplebufferfull);
+    }
+
+    stop() {
+      let st;
+      try {
+        st = sessionOf(this);
+      } catch (e) {
+        return Promise.reject(e);
+      }
+      if (st.traceTaken) {
+        return Promise.reject(new DOMException('the profiler was already stopped', 'InvalidStateError'));
+      }
+      st.traceTaken = true;
+      if (st.state !== 'stopped') finish(st);
+      return Promise.resolve(st.trace);
+    }
+  }
+
+  function sessionOf(p) {
+    const st = sessions.get(p);
+    if (st === undefined) throw new TypeError('Illegal invocation');
+    return st;
+  }
+
+  function finish(st) {
+    st.state = 'stopped';
+    if (st.timer) { clearTimeout(st.timer); st.timer = null; }
+    if (st.title !== null) {
+      const prof = endSlice(st.title);
+      if (prof) st.slices.push(prof);
+      st.title = null;
+    }
+    st.trace = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize).trace;
+    st.slices = [];
+  }
+
+  // When could the buffer be full? Not before maxBufferSize intervals have passed.
+  function scheduleBufferCheck(profiler, st) {
+    if (st.state !== 'started') return;
+    const kept = st.slices.length ? buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize).count : 0;
+    const left = Math.max(st.maxBufferSize - kept, 0);
+    const wait = Math.max(left * st.interval, 1);
+    st.timer = setTimeout(() => checkBuffer(profiler, st), Math.min(wait, 2 ** 31 - 1));
+    st.timer.unref();
+  }
+
+  function checkBuffer(profiler, st) {
+    st.timer = null;
+    if (st.state !== 'started') return;
+    // Confirm by slicing: end the nested profile and start the next one at once.
+    const prof = endSlice(st.title);
+    if (prof) st.slices.push(prof);
+    const built = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize);
+    if (built.full) {
+      st.title = null;
+      st.state = 'stopped';
+      st.trace = built.trace;
+      st.slices = [];
+      // A task, never from inside the sampler; a plain Event, not bubbling.
+      setImmediate(() => profiler.dispatchEvent(new Event('samplebufferfull')));
+      return;
+    }
+    st.title = beginSlice();
+    scheduleBufferCheck(profiler, st);
+  }
+
+  // V8 profile slices -> the spec's ProfilerTrace (plain object, element-ID dedup).
+  function buildTrace(slices, intervalMs, baseMs, maxBufferSize) {
+    const resources = [];
+    const resourceIds = new Map();
+    const frames = [];
+    const frameIds = new Map();
+    const stacks = [];
+    const stackIds = new Map();
+    const samples = [];
+    let full = false;
+    let lastKept = -Infinity;
+    // The spec's rule for a shared sampler: keep a tick when at least the session's own
+    // interval, less half a tick, has passed since the last kept sample.
+    const threshold = intervalMs - baseMs / 2;
+
+    const resourceId = (url) => {
+      let id = resourceIds.get(url);
+      if (id === undefined) { id = resources.length; resourceIds.set(url, id); resources.push(url); }
+      return id;
+    };
+    const frameId = (cf) => {
+      const key = `${cf.functionName}\u0000${cf.url}\u0000${cf.lineNumber}\u0000${cf.columnNumber}`;
+      let id = frameIds.get(key);
+      if (id === undefined) {
+        const f = { name: cf.functionName };
+        if (cf.url) f.resourceId = resourceId(cf.url);
+        if (cf.lineNumber >= 0) f.line = cf.lineNumber + 1;
+        if (cf.columnNumber >= 0) f.column = cf.columnNumber + 1;
+        id = frames.length;
+        frameIds.set(key, id);
+        frames.push(f);
+      }
+      return id;
+    };
+
+    outer: for (const prof of slices) {
+      const byId = new Map();
+      for (const n of prof.nodes) byId.set(n.id, n);
+      const parentOf = new Map();
+      for (const n of prof.nodes) for (const c of n.children || []) parentOf.set(c, n.id);
+      const stackOfNode = new Map();
+      const stackFor = (nid) => {
+        if (stackOfNode.has(nid)) return stackOfNode.get(nid);
+        // Walk up to the first ancestor already known, then intern back down.
+        const chain = [];
+        let cur = nid;
+        while (cur !== undefined && !stackOfNode.has(cur)) { chain.push(cur); cur = parentOf.get(cur); }
+        let parent = cur === undefined ? undefined : stackOfNode.get(cur);
+        for (let i = chain.length - 1; i >= 0; i--) {
+          const node = byId.get(chain[i]);
+          const cf = node.callFrame;
+          // Pseudo nodes are not frames, nor is this preload's own code.
+          if (!(PSEUDO.has(cf.functionName) && !cf.url) && cf.url !== PRELOAD_URL) {
+            const fid = frameId(cf);
+            const key = `${parent === undefined ? -1 : parent}:${fid}`;
+            let sid = stackIds.get(key);
+            if (sid === undefined) {
+              sid = stacks.length;
+              stackIds.set(key, sid);
+              stacks.push(parent === undefined ? { frameId: fid } : { parentId: parent, frameId: fid });
+            }
+            parent = sid;
+          }
+          stackOfNode.set(chain[i], parent);
+        }
+        return stackOfNode.get(nid);
+      };
+      let t = prof.startTime;
+      for (let i = 0; i < prof.samples.length; i++) {
+        t += prof.timeDeltas[i];
+        const ts = (t - clockOffsetUs) / 1000;
+        if (ts - lastKept < threshold) continue;
+        if (samples.length >= maxBufferSize) { full = true; break outer; }
+        lastKept = ts;
+        const sid = stackFor(prof.samples[i]);
+        // No JavaScript on the stack: no stackId key at all.
+        samples.push(sid === undefined ? { timestamp: ts } : { timestamp: ts, stackId: sid });
+      }
+    }
+    if (samples.length >= maxBufferSize) full = true;
+    return { trace: { frames, resources, samples, stacks }, count: samples.length, full };
+  }
+
+  Object.defineProperty(globalThis, 'Profiler', {
+    value: Profiler, writable: true, configurable: true, enumerable: false,
+  });
+})();

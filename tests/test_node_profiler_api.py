@@ -1,0 +1,60 @@
+"""The spec's `Profiler` global inside Node (`jsprof run --engine node`), on real Node."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jsprof.engines.node import preload_path
+
+pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+
+JS = Path(__file__).parent / "data" / "nodejs"
+
+
+def _run(script: str, allow: bool = True) -> list[str]:
+    # run_node in a child Python so that Node's stdout is captured like a user would see it.
+    code = (
+        "import sys; from jsprof.engines.node import run_node; "
+        f"sys.exit(run_node({str(JS / script)!r}, allow_profiling={allow}))"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.splitlines()
+
+
+def test_preload_is_package_data():
+    assert Path(preload_path()).is_file()
+
+
+def test_conformance_checks_pass_on_node():
+    lines = _run("conformance.js")
+    results = [json.loads(line) for line in lines if line.startswith("{")]
+    assert results and results[-1] == {"done": True}, lines[-3:]
+    failed = [r for r in results[:-1] if not r["ok"]]
+    assert not failed, failed
+    assert len(results) > 30
+
+
+def test_mdn_example_runs_unchanged():
+    (line,) = _run("mdn.js")
+    trace = json.loads(line)
+    assert sorted(trace) == ["frames", "resources", "samples", "stacks"]
+    assert any(f["name"] == "work" for f in trace["frames"])
+    assert trace["samples"]
+
+
+def test_not_allowed():
+    assert _run("not_allowed.js", allow=False) == ["NotAllowedError"]
+    assert _run("not_allowed.js", allow=True) == ["constructed"]
+
+
+def test_global_in_a_worker_thread():
+    (line,) = _run("worker_api.js")
+    got = json.loads(line)
+    assert got["n"] >= 50 and "spinInWorker" in got["names"]
