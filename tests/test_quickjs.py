@@ -285,6 +285,7 @@ def test_minimum_interval_and_buffer_full() -> None:
     rt = QuickJS()
     s = rt.profiler(sample_interval=0)
     assert s.sample_interval == MIN_INTERVAL_MS
+    assert s.max_buffer_size >= 3_600_000  # an hour at 1 ms by default
     s.stop()
     with pytest.raises(UsageError):
         s.stop()

@@ -1176,8 +1176,10 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     }
     sampler_free_buffers(h);
     h->s.map_samples = ((size_t)capacity + 1) * sizeof(RawSample);
-    /* delta-encoded stacks need few new frames per sample; 8 on average is generous */
-    h->s.cap_frames = (size_t)capacity * 8 + 65536;
+    /* delta-encoded stacks need few new frames per sample (only what changed since the
+       previous one, leaf side); 16 on average plus 1M spare covers deep stacks changing
+       near the root. Virtual memory only until used. */
+    h->s.cap_frames = (size_t)capacity * 16 + (1u << 20);
     h->s.map_frames = h->s.cap_frames * sizeof(RawFrame);
     h->s.samples = map_zero(h->s.map_samples);
     h->s.frames = map_zero(h->s.map_frames);
