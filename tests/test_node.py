@@ -204,3 +204,18 @@ def test_hide_internal_on_a_node_recording(tmp_path, capsys):
     assert main(["report", str(path), "--hide-internal", "--all", "--json"]) == 0
     out = capsys.readouterr().out
     assert "node:internal" not in out and "declared" in out
+
+
+def test_python_api_record_engine_node(tmp_path):
+    from jsprof.errors import JSError
+    from jsprof.record import record
+
+    out = tmp_path / "split.jsprof.json"
+    rec = record(JS / "split.js", engine="node", sample_interval=0.5, output=out)
+    assert rec.tracks[0].engine == "node" and rec.tracks[0].sample_interval == 0.5
+    assert jsprof.load(out).tracks[0].trace.num_samples == rec.tracks[0].trace.num_samples
+    # A script that throws: saved first, then the JSError carries the recording.
+    with pytest.raises(JSError, match="boom from ending.js") as e:
+        record(JS / "ending.js", engine="node", args=["throw"], output=tmp_path / "t.json")
+    assert e.value.recording.tracks[0].trace.num_samples > 0  # type: ignore[attr-defined]
+    assert (tmp_path / "t.json").exists()

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from .errors import EngineError, JSError, UsageError
 from .trace import Recording
 
-ENGINES = ("quickjs",)
+ENGINES = ("quickjs", "node")
 
 
 def _check(path: str | os.PathLike[str], engine: str) -> str:
@@ -48,9 +48,11 @@ def record(
     `.recording` (and `.output`), so the caller can report on the partial profile.
     `scriptArgs` in the script is [path, *args], as with qjs.
     """
+    p = _check(path, engine)
+    if engine == "node":
+        return _record_node(p, sample_interval, max_buffer_size, args, output)
     from .engines.quickjs import QuickJS
 
-    p = _check(path, engine)
     rt = QuickJS(args=[p, *args])
     session = rt.profiler(sample_interval=sample_interval, max_buffer_size=max_buffer_size)
     error: BaseException | None = None
@@ -85,10 +87,60 @@ def record(
     return rec
 
 
-def run(path: str | os.PathLike[str], args: Sequence[str] = ()) -> None:
+def _record_node(
+    p: str,
+    sample_interval: float,
+    max_buffer_size: int | None,
+    args: Sequence[str],
+    output: str | os.PathLike[str] | None,
+) -> Recording:
+    """The node branch of `record`: one track per thread (main, worker N); the same
+    save-then-re-raise rule for a script that throws or is interrupted."""
+    from .engines.node import record_node
+
+    if max_buffer_size is not None:
+        raise UsageError("--max-buffer-size is not supported with --engine node (V8 keeps all)")
+    rec = record_node(p, args=args, sample_interval=sample_interval)
+    if output is not None:
+        from .io import save
+
+        try:
+            save(rec, output)
+        except OSError as e:
+            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
+    meta = rec.tracks[0].meta
+    error: BaseException | None = None
+    if meta.get("exit") == "interrupted":
+        error = KeyboardInterrupt()
+    elif meta.get("error"):
+        text = str(meta["error"])
+        error = JSError(text.splitlines()[0] if text else "uncaught exception", text)
+    if error is not None:
+        error.recording = rec  # type: ignore[attr-defined]
+        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
+        raise error
+    return rec
+
+
+def run(
+    path: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    engine: str = "quickjs",
+    allow_profiling: bool = True,
+) -> int | None:
     """Run the script at `path` with no outer profiling (console output goes to stdout/
-    stderr). Raises JSError for an uncaught error, KeyboardInterrupt on Ctrl-C."""
+    stderr). Raises JSError for an uncaught error, KeyboardInterrupt on Ctrl-C.
+
+    engine="node": the script runs under Node with the spec's `Profiler` global (the
+    preload in js/node_profiler.js); returns Node's exit code (Node printed any error).
+    `allow_profiling=False` makes its constructor throw NotAllowedError.
+    """
+    p = _check(path, engine)
+    if engine == "node":
+        from .engines.node import run_node
+
+        return run_node(p, args, allow_profiling=allow_profiling)
     from .engines.quickjs import QuickJS
 
-    p = _check(path, "quickjs")
     QuickJS(args=[p, *args]).eval_file(p)
+    return None
