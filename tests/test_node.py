@@ -219,3 +219,46 @@ def test_python_api_record_engine_node(tmp_path):
         record(JS / "ending.js", engine="node", args=["throw"], output=tmp_path / "t.json")
     assert e.value.recording.tracks[0].trace.num_samples > 0  # type: ignore[attr-defined]
     assert (tmp_path / "t.json").exists()
+
+
+def _children_of(pid: int) -> list[int]:
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid:
+                out.append(int(d))
+    return out
+
+
+def test_node_killed_from_outside_is_reported_not_hung():
+    import threading
+
+    from jsprof.errors import EngineError
+
+    box: dict = {}
+
+    def go() -> None:
+        try:
+            box["rec"] = record_node(JS / "ending.js", args=["forever"])
+        except EngineError as e:
+            box["err"] = e
+
+    th = threading.Thread(target=go)
+    th.start()
+    time.sleep(1.0)
+    kids = [
+        k
+        for k in _children_of(os.getpid())
+        if "ending.js" in Path(f"/proc/{k}/cmdline").read_text()
+    ]
+    assert len(kids) == 1
+    os.kill(kids[0], signal.SIGKILL)
+    th.join(30)
+    assert not th.is_alive()
+    assert "killed by SIGKILL" in str(box.get("err")), box
+    assert "nothing was recorded" in str(box["err"])

@@ -68,6 +68,7 @@ _ORIGIN_EXPR = (
 )
 _WORKER_EXIT_FN = "jsprofWorkerExit"
 _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
+MIN_INTERVAL_US = 100
 PROFILE_STOP_TIMEOUT = 120.0  # s; a long recording's profile is big
 
 
@@ -83,9 +84,12 @@ def find_node(node: str | None = None) -> str:
 
 
 def interval_us(sample_interval: float) -> int:
-    """CDP wants whole microseconds; 0 means V8's finest (1 us asked, ~120 us given)."""
+    """CDP wants whole microseconds. 0 means the minimum, 0.1 ms as in the Profiler global:
+    V8 takes finer requests but spaces samples ~120-180 us apart anyway."""
     if not sample_interval >= 0 or sample_interval == float("inf"):
         raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
+    if sample_interval == 0:
+        return MIN_INTERVAL_US
     return max(1, round(sample_interval * 1000))
 
 
@@ -316,6 +320,7 @@ def record_node(
     isolates: list[_Isolate] = []
     error_text: str | None = None
     how = "ok"
+    finished = False  # False while an exception unwinds: then Node is ended, not awaited
     try:
         client = CDPClient(proc.url or "")
         root = client.session
@@ -360,12 +365,13 @@ def record_node(
         pending = [(iso, iso.stop_nowait()) for iso in isolates]
         for iso, mid in pending:
             iso.collect(mid)
+        finished = True
     except CDPClosed:
-        pass
+        finished = True
     finally:
         if client is not None:
             client.close()
-        if how in ("interrupted", "timeout"):
+        if how in ("interrupted", "timeout") or not finished:
             code = proc.kill()
         else:
             # Closing the socket lets Node finish exiting on its own.
