@@ -70,15 +70,21 @@ def build_trace(
     stack_id = np.full(len(stacks) + 1, NONE, np.int64)  # +1: empty input still indexes
     pseudo_marker = np.full(len(stacks) + 1, NONE, np.int64)
     any_pseudo = False
+    frame_ids: dict[FrameKey, int] = {}
     for k, frames in enumerate(stacks):
         if len(frames) == 1 and frames[0][1] is None and frames[0][0] in PSEUDO_INDEX:
             pseudo_marker[k] = PSEUDO_INDEX[frames[0][0]] - 1
             any_pseudo = True
             continue
         ids = []
-        for name, url, line, col in frames:
-            rid = b.resource_id(url) if url is not None else None
-            ids.append(b.frame_id(name, rid, line, col))
+        for fk in frames:
+            # One dict lookup per frame; the builder is asked once per distinct frame.
+            fid = frame_ids.get(fk)
+            if fid is None:
+                name, url, line, col = fk
+                rid = b.resource_id(url) if url is not None else None
+                fid = frame_ids[fk] = b.frame_id(name, rid, line, col)
+            ids.append(fid)
         sid = b.stack_id(ids)
         stack_id[k] = NONE if sid is None else sid
     base = b.build()

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 
+import numpy as np
+
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 _MASK64 = (1 << 64) - 1
 
@@ -124,6 +126,24 @@ def repeated_ints(buf: memoryview, wire: int, value, out: list[int]) -> None:
     if wire != LEN:
         raise WireError(0, "expected a varint or packed varints")
     pos, end = value
+    if end - pos >= 32:
+        out.extend(packed_varints(buf, pos, end).tolist())
+        return
     while pos < end:
         v, pos = read_varint(buf, pos, end)
         out.append(v)
+
+
+def packed_varints(buf: memoryview, start: int, end: int) -> np.ndarray:
+    """Decode a run of packed varints at once (uint64): a byte below 0x80 ends a value."""
+    b = np.frombuffer(buf[start:end], np.uint8)
+    last = np.flatnonzero(b < 0x80)
+    if not len(last) or last[-1] != len(b) - 1:
+        raise WireError(start, "truncated packed varints")
+    first = np.concatenate(([0], last[:-1] + 1))
+    if int((last - first).max()) >= 10:
+        raise WireError(start, "varint longer than 10 bytes")
+    # Each byte's 7 bits shifted by 7 x its place in its value; uint64 wraps like int64.
+    place = np.arange(len(b)) - np.repeat(first, last - first + 1)
+    parts = (b & 0x7F).astype(np.uint64) << (place.astype(np.uint64) * np.uint64(7))
+    return np.add.reduceat(parts, first)

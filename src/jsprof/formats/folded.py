@@ -148,9 +148,18 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     for i, s in enumerate(stacks):
         name = TRACK_FRAME.match(s[0])[1] if tracked else "main"  # type: ignore[index]
         groups.setdefault(name, []).append(i)
+    parsed: dict[str, FrameKey] = {}  # a deep profile repeats few frames many times
+
+    def frame(text: str) -> FrameKey:
+        k = parsed.get(text)
+        if k is None:
+            k = parsed[text] = _parse_frame(text)
+        return k
+
     tracks = []
     for name, idx in groups.items():
-        frame_lists = [[_parse_frame(f) for f in stacks[i][int(tracked) :]] for i in idx]
+        skip = int(tracked)
+        frame_lists = [[frame(f) for f in stacks[i][skip:]] for i in idx]
         reps = np.array([counts[i] for i in idx], np.int64)
         key = np.repeat(np.arange(len(idx)), reps)
         times = np.arange(len(key), dtype=np.float64) * NOMINAL_INTERVAL_MS
