@@ -439,3 +439,34 @@ def test_profiling_is_observational(capfd: pytest.CaptureFixture[str]) -> None:
     profiled = capfd.readouterr()
     assert plain.out == profiled.out and plain.err == profiled.err
     assert "TypeError" in plain.out and "timer number" in plain.out
+
+
+def test_stop_from_another_thread_while_running_is_refused() -> None:
+    rt = QuickJS()
+    session = rt.profiler()
+    refused: list[BaseException] = []
+
+    def stopper() -> None:
+        time.sleep(0.1)
+        try:
+            session.stop()
+        except UsageError as e:
+            refused.append(e)
+        rt.interrupt()
+
+    threading.Thread(target=stopper).start()
+    with pytest.raises(KeyboardInterrupt):
+        rt.eval("for (;;) {}")
+    assert refused and not session.stopped
+    assert session.stop().num_samples >= 80
+
+
+def test_runtime_dropped_while_sampling() -> None:
+    import gc
+
+    for _ in range(3):
+        rt = QuickJS()
+        rt.profiler(sample_interval=0.1)
+        rt.eval("function f() { let s = 0; for (let i = 0; i < 1e5; i++) s += i; } f();")
+        del rt
+        gc.collect()

@@ -199,6 +199,12 @@ class ProfilerSession:
         if self.stopped:
             raise UsageError("this profiling session is already stopped")
         rt = self.runtime._rt
+        if rt.busy:
+            # symbolising needs the runtime, which belongs to the thread running it now
+            raise UsageError(
+                "cannot stop a QuickJS profiling session while its runtime runs JavaScript "
+                "on another thread; stop it after eval() returns (or interrupt() it)"
+            )
         rt.sampler_stop()
         self.stopped = True
         raw = rt.sampler_drain()

@@ -1563,7 +1563,13 @@ static PyMethodDef Runtime_methods[] = {
      "Symbolise and return the samples taken since the last drain (owner thread)."},
     {NULL}};
 
+static PyObject *Runtime_get_busy(RuntimeObject *self, void *c)
+{
+    return PyBool_FromLong(self->h && self->h->busy);
+}
+
 static PyGetSetDef Runtime_getset[] = {
+    {"busy", (getter)Runtime_get_busy, NULL, "True while an eval runs (on any thread)", NULL},
     {"time_origin", (getter)Runtime_get_time_origin, NULL,
      "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
     {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
