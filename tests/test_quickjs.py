@@ -470,3 +470,22 @@ def test_runtime_dropped_while_sampling() -> None:
         rt.eval("function f() { let s = 0; for (let i = 0; i < 1e5; i++) s += i; } f();")
         del rt
         gc.collect()
+
+
+def test_contract_restart_with_new_interval() -> None:
+    from jsprof.engines.quickjs import QuickJSProfiler
+
+    rt = QuickJS()
+    prof = QuickJSProfiler(rt)
+    work = "const t = performance.now(); while (performance.now() - t < 50) {}"
+    prof.setup(1.0)
+    prof.start()
+    rt.eval(work)
+    first = prof.stop()
+    prof.setup(0.5)
+    prof.start()
+    rt.eval(work)
+    second = prof.stop()
+    assert first is not None and second is not None
+    # 0.5 ms: about twice as many samples for the same work
+    assert second.num_samples > 1.6 * first.num_samples
