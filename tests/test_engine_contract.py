@@ -82,7 +82,7 @@ def test_setup_start_stop_returns_trace(engine: tuple[str, RuntimeProfiler, Any]
     trace = prof.stop()
     assert isinstance(trace, ProfilerTrace)
     assert not prof.started
-    assert trace.num_samples >= 50
+    assert trace.num_samples >= 30  # 100 ms at 1 ms, with room for V8's coarser spacing
     assert "contractWork" in names(trace)
     assert np.all(np.diff(trace.sample_time) > 0)
 

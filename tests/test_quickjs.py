@@ -477,7 +477,7 @@ def test_contract_restart_with_new_interval() -> None:
 
     rt = QuickJS()
     prof = QuickJSProfiler(rt)
-    work = "const t = performance.now(); while (performance.now() - t < 50) {}"
+    work = "{ const t = performance.now(); while (performance.now() - t < 50) {} }"
     prof.setup(1.0)
     prof.start()
     rt.eval(work)

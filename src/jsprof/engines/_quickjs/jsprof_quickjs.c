@@ -130,6 +130,7 @@ typedef struct Sampler {
     JSContext *ctxs[MAX_CTX];
     int nctx;
     double time_origin_mono; /* ctx->time_origin: performance.now() == mono_ms() - this */
+    double start_mono;       /* when sampler_start was called */
 } Sampler;
 
 static inline double sampler_now(Sampler *s)
@@ -257,7 +258,10 @@ static void *sampler_thread(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
     pthread_mutex_lock(&s->lock);
-    next = mono_ms() + s->interval_ms;
+    /* the grid starts when sampling was requested, not when this thread first ran: on a
+       loaded machine a new thread can wait a while for its first time slice, and the
+       catch-up below then still counts those ticks */
+    next = s->start_mono + s->interval_ms;
     while (s->running) {
         int rc;
         ms_to_timespec(next, &ts);
@@ -1200,6 +1204,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.interval_ms = interval;
     h->s.interval_changed = 0;
     h->s.running = 1;
+    h->s.start_mono = mono_ms();
     if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
         h->s.running = 0;
         sampler_free_buffers(h);
