@@ -22,21 +22,17 @@ from typing import Any
 import numpy as np
 
 from ..errors import TraceFormatError
-from ..trace import MARKER_CODE, MARKERS, NONE, Recording, TraceBuilder, Track
+from ..trace import MARKERS, NONE, Recording, Track
 from . import Format, register
+from ._common import PSEUDO_NAMES, build_trace
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
 BATCH = 1000  # samples per streaming_profile_packet
 PID = 1
 
-_PSEUDO = {
-    NONE: "(idle)",
-    MARKER_CODE["gc"]: "(garbage collector)",
-    MARKER_CODE["other"]: "(program)",
-}
-_PSEUDO.update({c: f"({m})" for m, c in MARKER_CODE.items() if c not in _PSEUDO})
-_PSEUDO_MARKER = {name: (None if code == NONE else MARKERS[code]) for code, name in _PSEUDO.items()}
+# Samples with no JavaScript: marker code -> pseudo frame name (-1: no marker).
+_PSEUDO = {i - 1: name for i, name in enumerate(PSEUDO_NAMES)}
 
 
 def _pb() -> Any:
@@ -88,8 +84,12 @@ def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
         pseudo_frame[code] = n_frames + j + 1
         interned.frames.add(iid=n_frames + j + 1, function_name_id=name_iid[name])
     # Call stacks: one per stack id (iid = stack id + 1), frames root first.
-    for s in range(tr.num_stacks):
-        interned.callstacks.add(iid=s + 1, frame_ids=[f + 1 for f in tr.stack_frames(s)])
+    # Each stack's root-first frame path, built from its parent's (parents come first).
+    paths: list[list[int]] = []
+    for p, f in zip(tr.stack_parent.tolist(), tr.stack_frame.tolist(), strict=True):
+        path = (paths[p] if p != NONE else []) + [f + 1]
+        paths.append(path)
+        interned.callstacks.add(iid=len(paths), frame_ids=path)
     pseudo_stack = {}
     for j, code in enumerate(sorted(_PSEUDO)):
         pseudo_stack[code] = tr.num_stacks + j + 1
@@ -153,16 +153,24 @@ def sniff(data: bytes, doc: Any) -> bool:
     )
 
 
-class _Seq:
+class _Epoch:
+    """Interning tables valid between two SEQ_INCREMENTAL_STATE_CLEARED packets."""
+
     def __init__(self) -> None:
         self.names: dict[int, str] = {}
         self.paths: dict[int, str] = {}
         self.frames: dict[int, Any] = {}
         self.stacks: dict[int, list[int]] = {}
+        self.iids: list[np.ndarray] = []
+        self.first_packet = 0
+
+
+class _Seq:
+    def __init__(self) -> None:
+        self.epochs: list[_Epoch] = [_Epoch()]
         self.thread: Any = None
         self.ref_us = 0
-        self.times: list[int] = []
-        self.iids: list[int] = []
+        self.deltas: list[np.ndarray] = []
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
@@ -172,17 +180,18 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     seqs: dict[int, _Seq] = {}
     for i, p in enumerate(msg.packet):
         seq = seqs.setdefault(p.trusted_packet_sequence_id, _Seq())
-        if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED:
-            seq.names.clear(), seq.paths.clear(), seq.frames.clear(), seq.stacks.clear()
+        if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED and seq.epochs[-1].iids:
+            seq.epochs.append(_Epoch())
+        ep = seq.epochs[-1]
         if p.HasField("thread_descriptor"):
             seq.thread = p.thread_descriptor
             seq.ref_us = p.thread_descriptor.reference_timestamp_us
         if p.HasField("interned_data"):
             d = p.interned_data
-            seq.names.update({e.iid: e.str.decode("utf-8", "replace") for e in d.function_names})
-            seq.paths.update({e.iid: e.str.decode("utf-8", "replace") for e in d.source_paths})
-            seq.frames.update({f.iid: f for f in d.frames})
-            seq.stacks.update({c.iid: list(c.frame_ids) for c in d.callstacks})
+            ep.names.update({e.iid: e.str.decode("utf-8", "replace") for e in d.function_names})
+            ep.paths.update({e.iid: e.str.decode("utf-8", "replace") for e in d.source_paths})
+            ep.frames.update({f.iid: f for f in d.frames})
+            ep.stacks.update({c.iid: list(c.frame_ids) for c in d.callstacks})
         if p.HasField("streaming_profile_packet"):
             sp = p.streaming_profile_packet
             if len(sp.callstack_iid) != len(sp.timestamp_delta_us):
@@ -190,34 +199,34 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                     f"{source}: packet[{i}].streaming_profile_packet: "
                     f"{len(sp.callstack_iid)} callstacks but {len(sp.timestamp_delta_us)} deltas"
                 )
-            t = seq.times[-1] if seq.times else seq.ref_us
-            for iid, dt in zip(sp.callstack_iid, sp.timestamp_delta_us, strict=True):
-                t += dt
-                seq.times.append(t)
-                seq.iids.append(_resolve(seq, iid, source, i))
-    tracks = []
-    for n, (seq_id, seq) in enumerate(sorted(seqs.items())):
-        if seq.thread is None and not seq.iids:
-            continue
-        tracks.append(_to_track(seq, seq_id, n))
+            if not ep.iids:
+                ep.first_packet = i
+            ep.iids.append(np.array(sp.callstack_iid, dtype=np.int64))
+            seq.deltas.append(np.array(sp.timestamp_delta_us, dtype=np.int64))
+    tracks = [
+        _to_track(seq, seq_id, source)
+        for seq_id, seq in sorted(seqs.items())
+        if seq.thread is not None or seq.deltas
+    ]
     if not tracks:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
     return Recording(tracks)
 
 
-def _resolve(seq: _Seq, iid: int, source: str, i: int) -> Any:
-    frames = seq.stacks.get(iid)
+def _resolve(ep: _Epoch, iid: int, source: str) -> tuple:
+    where = f"{source}: packet[{ep.first_packet}]"
+    frames = ep.stacks.get(iid)
     if frames is None:
-        raise TraceFormatError(f"{source}: packet[{i}]: callstack_iid {iid} was never interned")
+        raise TraceFormatError(f"{where}: callstack_iid {iid} was never interned")
     out = []
     for fid in frames:
-        f = seq.frames.get(fid)
+        f = ep.frames.get(fid)
         if f is None:
-            raise TraceFormatError(f"{source}: packet[{i}]: frame iid {fid} was never interned")
+            raise TraceFormatError(f"{where}: frame iid {fid} was never interned")
         out.append(
             (
-                seq.names.get(f.function_name_id, ""),
-                seq.paths.get(f.source_path_iid) if f.source_path_iid else None,
+                ep.names.get(f.function_name_id, ""),
+                ep.paths.get(f.source_path_iid) if f.source_path_iid else None,
                 f.line_number or None,
                 f.rel_pc or None,
             )
@@ -225,28 +234,32 @@ def _resolve(seq: _Seq, iid: int, source: str, i: int) -> Any:
     return tuple(out)
 
 
-def _to_track(seq: _Seq, seq_id: int, n: int) -> Track:
-    b = TraceBuilder()
-    origin_us = seq.times[0] if seq.times else seq.ref_us
-    memo: dict[tuple, int | None] = {}
-    for t, stack in zip(seq.times, seq.iids, strict=True):
-        if len(stack) == 1 and stack[0][0] in _PSEUDO_MARKER and stack[0][1] is None:
-            b.add_sample((t - origin_us) / 1000.0, None, marker=_PSEUDO_MARKER[stack[0][0]])
+def _to_track(seq: _Seq, seq_id: int, source: str) -> Track:
+    # Per unique call stack Python work; per sample numpy.
+    stacks: list[tuple] = []
+    index: dict[tuple, int] = {}
+    keys = []
+    for ep in seq.epochs:
+        if not ep.iids:
             continue
-        sid = memo.get(stack, -2)
-        if sid == -2:
-            sid = b.stack_id(
-                [
-                    b.frame_id(nm, None if url is None else b.resource_id(url), ln, col)
-                    for nm, url, ln, col in stack
-                ]
-            )
-            memo[stack] = sid
-        b.add_sample((t - origin_us) / 1000.0, sid)
+        iids = np.concatenate(ep.iids)
+        uniq, inv = np.unique(iids, return_inverse=True)
+        lut = np.empty(len(uniq), np.int64)
+        for j, iid in enumerate(uniq.tolist()):
+            st = _resolve(ep, iid, source)
+            lut[j] = index.setdefault(st, len(stacks))
+            if lut[j] == len(stacks):
+                stacks.append(st)
+        keys.append(lut[inv])
+    sample_key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
+    abs_us = seq.ref_us + np.cumsum(np.concatenate(seq.deltas)) if seq.deltas else np.zeros(0)
+    origin_us = float(abs_us[0]) if len(abs_us) else float(seq.ref_us)
+    times = (abs_us - origin_us) / 1000.0
     th = seq.thread
     name = th.thread_name if th is not None and th.thread_name else f"sequence {seq_id}"
     meta = {"pid": th.pid, "tid": th.tid} if th is not None else {}
-    return Track(name, b.build(), time_origin=origin_us / 1000.0, meta=meta)
+    trace = build_trace(stacks, sample_key, times.astype(np.float64))
+    return Track(name, trace, time_origin=origin_us / 1000.0, meta=meta)
 
 
 register(
