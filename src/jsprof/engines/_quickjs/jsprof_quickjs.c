@@ -131,6 +131,7 @@ typedef struct Sampler {
     int nctx;
     double time_origin_mono; /* ctx->time_origin: performance.now() == mono_ms() - this */
     double start_mono;       /* when sampler_start was called */
+    double next_due;         /* under lock: mono ms of the next tick on the grid */
 } Sampler;
 
 static inline double sampler_now(Sampler *s)
@@ -243,11 +244,42 @@ static void sampler_flush_pending_idle_locked(Sampler *s)
    for benchmarks through _quickjs.set_repoke_us() */
 static double g_repoke_ms = 0.001;
 
+/* lock held: register the ticks whose due time has passed (`now` >= next_due). Every grid
+   point that has passed is a tick: if nobody looked for a while (CPU contention), the
+   missed ticks still count, stamped at their due times, so sample counts keep following
+   wall time. Idle: recorded as empty samples right away; running: made pending for the
+   owner thread to capture. Returns 1 when ticks were made pending. */
+static int sampler_due_locked(Sampler *s, double now)
+{
+    int k = 1 + (int)((now - s->next_due) / s->interval_ms);
+    double first = s->next_due - s->time_origin_mono;
+    double last = first + (k - 1) * s->interval_ms;
+    int pending = 0;
+    if (k > 1000) { /* a stall (suspend?) is not worth thousands of samples */
+        first = last - 999 * s->interval_ms;
+        k = 1000;
+    }
+    if (!s->full) {
+        if (s->idle) {
+            for (int i = 0; i < k; i++)
+                sampler_push(s, first + i * s->interval_ms, now - s->time_origin_mono, 0,
+                             SAMPLE_IDLE | (i < k - 1 ? SAMPLE_DEFERRED : 0));
+        } else {
+            if (atomic_load(&s->pending) == 0)
+                s->pending_first_due = first;
+            s->pending_last_due = last;
+            atomic_fetch_add(&s->pending, k);
+            pending = 1;
+        }
+    }
+    s->next_due += k * s->interval_ms;
+    return pending;
+}
+
 static void *sampler_thread(void *arg)
 {
     Sampler *s = arg;
     sigset_t all;
-    double next;
     int poke;
     struct timespec ts;
 
@@ -258,51 +290,23 @@ static void *sampler_thread(void *arg)
     prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
 
     pthread_mutex_lock(&s->lock);
-    /* the grid starts when sampling was requested, not when this thread first ran: on a
-       loaded machine a new thread can wait a while for its first time slice, and the
-       catch-up below then still counts those ticks */
-    next = s->start_mono + s->interval_ms;
+    /* s->next_due was set by sampler_start: the grid starts when sampling was requested,
+       not when this thread first ran (a new thread can wait for its first time slice) */
     while (s->running) {
-        int rc;
-        ms_to_timespec(next, &ts);
-        rc = pthread_cond_timedwait(&s->cond, &s->lock, &ts);
+        double now;
+        ms_to_timespec(s->next_due, &ts);
+        pthread_cond_timedwait(&s->cond, &s->lock, &ts);
         if (!s->running)
             break;
         if (s->interval_changed) {
             s->interval_changed = 0;
-            next = mono_ms() + s->interval_ms;
+            s->next_due = mono_ms() + s->interval_ms;
             continue;
         }
-        if (rc != ETIMEDOUT)
-            continue;
-        poke = 0;
-        {
-            /* every grid point that has passed is a tick: if this thread woke late (CPU
-               contention), the ticks it missed still count, stamped at their due times,
-               so sample counts keep following wall time */
-            double now = mono_ms();
-            int k = 1 + (int)((now - next) / s->interval_ms);
-            double first = next - s->time_origin_mono;
-            double last = first + (k - 1) * s->interval_ms;
-            if (k > 1000) { /* a stall (suspend?) is not worth thousands of samples */
-                first = last - 999 * s->interval_ms;
-                k = 1000;
-            }
-            if (!s->full) {
-                if (s->idle) {
-                    for (int i = 0; i < k; i++)
-                        sampler_push(s, first + i * s->interval_ms, now - s->time_origin_mono,
-                                     0, SAMPLE_IDLE | (i < k - 1 ? SAMPLE_DEFERRED : 0));
-                } else {
-                    if (atomic_load(&s->pending) == 0)
-                        s->pending_first_due = first;
-                    s->pending_last_due = last;
-                    atomic_fetch_add(&s->pending, k);
-                    poke = 1;
-                }
-            }
-            next += k * s->interval_ms;
-        }
+        now = mono_ms();
+        if (now < s->next_due)
+            continue; /* early wake-up, or the owner thread took the tick already */
+        poke = sampler_due_locked(s, now);
         if (poke) {
             /* One write of 0 races with the interpreter's non-atomic `--counter` and is
                sometimes lost; the capture then waited for the next natural poll (10,000
@@ -380,10 +384,23 @@ static inline int host_interrupted(Host *h)
 static int interrupt_handler(JSRuntime *rt, void *opaque)
 {
     Host *h = opaque;
-    if (atomic_load_explicit(&h->s.pending, memory_order_relaxed) > 0) {
-        pthread_mutex_lock(&h->s.lock);
-        sampler_capture_locked(&h->s, rt, 0);
-        pthread_mutex_unlock(&h->s.lock);
+    Sampler *s = &h->s;
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0) {
+        pthread_mutex_lock(&s->lock);
+        sampler_capture_locked(s, rt, 0);
+        pthread_mutex_unlock(&s->lock);
+    } else if (s->running) {
+        /* A natural poll (every 10,000): if a tick is overdue by more than an interval,
+           the timer thread is starved of CPU (a loaded machine); take the ticks here so
+           they are charged to what runs now, not to whatever runs when it gets a slice.
+           One clock read per ~150 us of bytecode. (Racy reads: re-checked under lock.) */
+        double now = mono_ms();
+        if (now >= s->next_due + s->interval_ms) {
+            pthread_mutex_lock(&s->lock);
+            if (s->running && now >= s->next_due && sampler_due_locked(s, now))
+                sampler_capture_locked(s, rt, 0);
+            pthread_mutex_unlock(&s->lock);
+        }
     }
     /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
     return host_interrupted(h);
@@ -1205,6 +1222,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.interval_changed = 0;
     h->s.running = 1;
     h->s.start_mono = mono_ms();
+    h->s.next_due = h->s.start_mono + interval;
     if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
         h->s.running = 0;
         sampler_free_buffers(h);
