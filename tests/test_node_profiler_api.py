@@ -57,4 +57,4 @@ def test_not_allowed():
 def test_global_in_a_worker_thread():
     (line,) = _run("worker_api.js")
     got = json.loads(line)
-    assert got["n"] >= 50 and "spinInWorker" in got["names"]
+    assert got["n"] >= 10 and "spinInWorker" in got["names"]

@@ -365,6 +365,11 @@ def record_node(
         pending = [(iso, iso.stop_nowait()) for iso in isolates]
         for iso, mid in pending:
             iso.collect(mid)
+        # The stop's reply comes after every earlier event on the socket: an uncaught
+        # exception reported just before the end is in the queue by now.
+        for e in root.events:
+            if e["method"] == "Runtime.exceptionThrown" and error_text is None:
+                error_text = _exception_text(e["params"]["exceptionDetails"])
         finished = True
     except CDPClosed:
         finished = True
