@@ -17,7 +17,7 @@ import pytest
 import jsprof
 from jsprof.cli import main
 from jsprof.engines.node import attach_node, record_node
-from jsprof.errors import UsageError
+from jsprof.errors import EngineError, UsageError
 from jsprof.formats import cpuprofile as cp
 from jsprof.formats import read_any
 from jsprof.trace import ProfilerFrame, ProfilerTrace
@@ -171,7 +171,12 @@ def test_attach_by_pid_then_close_the_inspector():
     )
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        rec = attach_node(p.pid, duration=1.0, sample_interval=1.0)
+        try:
+            rec = attach_node(p.pid, duration=1.0, sample_interval=1.0)
+        except EngineError as e:
+            if "already in use" in str(e):  # another test run on this machine holds 9229
+                pytest.skip(str(e))
+            raise
         t = rec.tracks[0]
         assert t.meta["pid"] == p.pid and t.meta["exit"] == "duration"
         assert any(f.name == "tick" for f in _script_frames(t.trace, "server.js"))
