@@ -48,8 +48,9 @@ class Session:
         self.replies: dict[int, dict] = {}
         self.closed = False
 
-    def send_nowait(self, method: str, params: dict | None = None) -> int:
-        """Send a command; returns its id (use `result(id)` to wait for the reply)."""
+    def send_nowait(self, method: str, params: dict | None = None, reply: bool = True) -> int:
+        """Send a command; returns its id (use `result(id)` to wait for the reply, or pass
+        reply=False to have the reply dropped when it comes)."""
         c = self.client
         c._next_id += 1
         mid = c._next_id
@@ -64,7 +65,7 @@ class Session:
         else:
             msg["sessionId"] = self.session_id
             c._send(msg)
-        c._pending[mid] = (self, method)
+        c._pending[mid] = (self if reply else _DROP, method)
         return mid
 
     def result(self, mid: int, timeout: float = 30.0) -> dict:

@@ -70,6 +70,16 @@ _WORKER_EXIT_FN = "jsprofWorkerExit"
 _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
 MIN_INTERVAL_US = 100
 PROFILE_STOP_TIMEOUT = 120.0  # s; a long recording's profile is big
+# While recording, each thread's profile is also taken in slices this often (nested V8
+# profiles on the same sampler), so that if Node is killed from outside, the samples up
+# to the last slice survive. The full profile from Profiler.stop is used when there is one.
+SLICE_PERIOD = 1.0  # s
+_SLICE_PREFIX = "jsprof-slice-"
+# console.profile/profileEnd as they are before the script runs (it may replace them later),
+# kept as a remote object: nothing is added to the script's globals. Not require(): at the
+# --inspect-brk pause Node's module system is not ready, and calling it there breaks it.
+_CONSOLE_FNS = "((c) => [c.profile.bind(c), c.profileEnd.bind(c)])(console)"
+_ROTATE_FN = "function (next, prev) { this[0](next); if (prev) this[1](prev); }"
 
 
 def find_node(node: str | None = None) -> str:
@@ -207,6 +217,10 @@ class _Isolate:
         self.profile: dict | None = None
         self.lost: str | None = None
         self.profiling = False
+        self.slices: list[dict] = []
+        self.slice_no = 0
+        self.next_slice = float("inf")
+        self._console_id: str | None = None
 
     def read_origin(self) -> None:
         r = self.session.send(
@@ -216,13 +230,84 @@ class _Isolate:
         if isinstance(value, list) and len(value) == 2:
             self.time_origin, self.origin_us = float(value[0]), float(value[1])
 
-    def start(self, us: int) -> None:
+    def start(self, us: int, reoptimize: bool = False) -> None:
         s = self.session
         s.send("Profiler.enable")
         # Must come before start: V8 refuses to change the interval of a running profiler.
         s.send("Profiler.setSamplingInterval", {"interval": us})
         s.send("Profiler.start")
+        if reoptimize:
+            # Code V8 optimised while no profiler ran lacks the positions of inlined
+            # functions, so their frames vanish (measured: a timer callback optimised
+            # before an attach showed only as its caller). Switching precise coverage on
+            # and off deoptimises everything; it re-optimises with the profiler running.
+            # The price is a short slowdown while hot code is optimised again.
+            with contextlib.suppress(CDPError):
+                s.send("Profiler.startPreciseCoverage", {"callCount": False, "detailed": False})
+                s.send("Profiler.stopPreciseCoverage")
         self.profiling = True
+
+    def begin_slices(self) -> None:
+        """Start the first slice (after `start`). Without slices we only lose the
+        insurance against a kill from outside, so failures here are not fatal."""
+        try:
+            r = self.session.send(
+                "Runtime.evaluate",
+                {"expression": _CONSOLE_FNS, "objectGroup": "jsprof"},
+            )
+            ok = "exceptionDetails" not in r and r.get("result", {}).get("subtype") == "array"
+            self._console_id = r["result"].get("objectId") if ok else None
+        except (CDPError, CDPClosed):
+            self._console_id = None
+        if self._console_id is None:
+            return
+        self.slice_no = 0
+        self.rotate(wait=True)
+
+    def rotate(self, wait: bool = False) -> None:
+        """End the current slice and start the next in one call (no tick falls between)."""
+        if self._console_id is None or not self.profiling or self.session.closed:
+            return
+        k = self.slice_no + 1
+        prev = f"{_SLICE_PREFIX}{self.slice_no}" if self.slice_no else ""
+        params = {
+            "objectId": self._console_id,
+            "functionDeclaration": _ROTATE_FN,
+            "arguments": [{"value": f"{_SLICE_PREFIX}{k}"}, {"value": prev}],
+        }
+        try:
+            if wait:
+                self.session.send("Runtime.callFunctionOn", params)
+            else:
+                self.session.send_nowait("Runtime.callFunctionOn", params, reply=False)
+        except (CDPError, CDPClosed):
+            return
+        self.slice_no = k
+        self.next_slice = time.monotonic() + SLICE_PERIOD
+
+    def take_slice(self, event: dict) -> bool:
+        """Keep a slice that arrived (Profiler.consoleProfileFinished of ours)."""
+        p = event.get("params", {})
+        if event.get("method") == "Profiler.consoleProfileFinished" and str(
+            p.get("title", "")
+        ).startswith(_SLICE_PREFIX):
+            self.slices.append(p["profile"])
+            return True
+        return False
+
+    def fall_back_to_slices(self) -> None:
+        """No full profile: join the slices taken so far, and say what was lost."""
+        if self.profile is None and self.slices:
+            from ..formats.cpuprofile import concat_profiles
+
+            self.profile = concat_profiles(self.slices)
+            self.lost = (
+                f"the full profile was never delivered; kept {len(self.slices)} slice(s) "
+                f"taken every {SLICE_PERIOD:g} s, so up to the last {SLICE_PERIOD:g} s is missing"
+            )
+            self.partial = True
+
+    partial = False
 
     def stop_nowait(self) -> int | None:
         if not self.profiling or self.session.closed:
@@ -305,10 +390,11 @@ def record_node(
     """Run `script` under Node with V8's sampling profiler; one track per thread.
 
     Tracks: "main", then "worker N" in the order workers started. `meta` of the main track:
-    `script`, `args`, `exit` ("ok", "error", "interrupted", "timeout"), `exit_code`, and
-    `error` (the uncaught exception's text) when the script threw. A worker whose profile
-    could not be taken is listed in the main track's `meta["lost"]`. Raises EngineError
-    when Node cannot start or dies before any profile is delivered.
+    `script`, `args`, `exit` ("ok", "error", "interrupted", "timeout", "killed"), `exit_code`,
+    `error` (the uncaught exception's text) when the script threw, and `partial` when Node
+    died without delivering its profile and the slices taken while recording stand in. A
+    worker whose profile could not be taken is listed in the main track's `meta["lost"]`.
+    Raises EngineError when Node cannot start or dies before any profile is delivered.
     """
     path = os.fspath(script)
     if not os.path.isfile(path):
@@ -329,6 +415,7 @@ def record_node(
         root.send("Runtime.enable")
         main.read_origin()
         main.start(us)
+        main.begin_slices()
         worker_of: dict[str, _Isolate] = {}
         if workers:
             root.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
@@ -348,6 +435,8 @@ def record_node(
                 while root.events:
                     e = root.events.popleft()
                     m = e["method"]
+                    if main.take_slice(e):
+                        continue
                     if m == "Runtime.executionContextDestroyed":
                         ended = True
                     elif m == "Runtime.exceptionThrown":
@@ -359,12 +448,20 @@ def record_node(
                         isolates.append(iso)
                 for iso in worker_of.values():
                     _service_worker(iso)
+                now = time.monotonic()
+                for iso in isolates:
+                    if now >= iso.next_slice:
+                        iso.rotate()
                 if ended or proc.waiting.is_set():
                     break
         # Stop every profiler still running: all requests first, so none waits on another.
         pending = [(iso, iso.stop_nowait()) for iso in isolates]
         for iso, mid in pending:
             iso.collect(mid)
+        for iso in isolates:
+            for e in list(iso.session.events):
+                iso.take_slice(e)
+            iso.fall_back_to_slices()
         # The stop's reply comes after every earlier event on the socket: an uncaught
         # exception reported just before the end is in the queue by now.
         for e in root.events:
@@ -373,6 +470,11 @@ def record_node(
         finished = True
     except CDPClosed:
         finished = True
+        # Node went away without answering: whatever slices arrived are all there is.
+        for iso in isolates:
+            while iso.session.events:
+                iso.take_slice(iso.session.events.popleft())
+            iso.fall_back_to_slices()
     finally:
         if client is not None:
             client.close()
@@ -395,12 +497,17 @@ def record_node(
         t = iso.track(requested, f"{path} [{iso.name}]")
         if t is not None:
             tracks.append(t)
+            if iso.partial:
+                t.meta["partial"] = iso.lost
         elif iso.lost:
             lost.append(f"{iso.name}: {iso.lost}")
     if not tracks:
         raise EngineError(f"{path}: no profile was delivered by node")
     meta = tracks[0].meta
     meta.update(script=path, args=list(args), exit_code=code, node_pid=proc.pid)
+    if how == "ok" and code is not None and code < 0:
+        how = "killed"
+        meta["signal"] = signal.Signals(-code).name
     if how == "ok" and (error_text is not None or (code or 0) != 0):
         how = "error"
     meta["exit"] = how
@@ -425,6 +532,7 @@ def _attach_worker(client: CDPClient, params: dict, us: int, n: int) -> _Isolate
         iso.read_origin()
         iso.start(us)
         session.send("Runtime.evaluate", {"expression": _WORKER_EXIT_HOOK})
+        iso.begin_slices()
         session.send_nowait("Runtime.runIfWaitingForDebugger")
     except (CDPClosed, CDPError) as e:
         iso.lost = f"could not start profiling it ({e})"
@@ -436,7 +544,7 @@ def _service_worker(iso: _Isolate) -> None:
     s = iso.session
     while s.events:
         e = s.events.popleft()
-        if e["method"] != "Debugger.paused":
+        if iso.take_slice(e) or e["method"] != "Debugger.paused":
             continue
         frames = e["params"].get("callFrames") or [{}]
         if frames[0].get("functionName") == _WORKER_EXIT_FN and iso.profiling:
@@ -512,7 +620,9 @@ class NodeProfiler(RuntimeProfiler):
     def start(self, is_create: bool = False) -> None:
         if self._started:
             return
-        self.runtime.isolate.start(interval_us(self._interval))
+        # A runtime that already ran code (a restart, or code run before the first start)
+        # has optimised code without inlining positions: re-optimise under the profiler.
+        self.runtime.isolate.start(interval_us(self._interval), reoptimize=not is_create)
         self._started = True
 
     def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
@@ -599,7 +709,7 @@ def attach_node(
     how = "duration"
     try:
         iso.read_origin()
-        iso.start(us)
+        iso.start(us, reoptimize=True)
         end = None if duration is None else time.monotonic() + duration
         with _SigintFlag() as sigint:
             while not sigint.hit and (end is None or time.monotonic() < end):
