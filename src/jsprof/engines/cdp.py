@@ -13,6 +13,8 @@ short timeout so Ctrl-C and deadlines stay responsive) and routes it.
 from __future__ import annotations
 
 import collections
+import contextlib
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +24,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import ClientConnection, connect
 
 from ..errors import EngineError
+
+_QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
 
 class CDPError(EngineError):
@@ -113,6 +117,10 @@ class CDPClient:
             ).__enter__()
         except (OSError, TimeoutError) as e:
             raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
+        self._sock = getattr(self.ws, "socket", None)
+        self._quickack()
+        with contextlib.suppress(OSError, AttributeError):
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # type: ignore[union-attr]
         self._next_id = 0
         self._pending: dict[int, tuple[Session, str]] = {}
         self.root = self
@@ -121,6 +129,14 @@ class CDPClient:
         self.closed = False
 
     # -- low level
+    def _quickack(self) -> None:
+        """ACK at once. Node's inspector often writes an event then a reply: with Nagle on
+        its side and delayed ACKs on ours, the reply waited ~40 ms (measured). Linux turns
+        quick ACKs off again by itself, so this is repeated before each wait."""
+        if _QUICKACK is not None and self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.setsockopt(socket.IPPROTO_TCP, _QUICKACK, 1)
+
     def _send(self, msg: dict) -> None:
         try:
             self.ws.send(orjson.dumps(msg).decode())
@@ -154,6 +170,7 @@ class CDPClient:
         """Read and route whatever arrives within `timeout` s; False once the socket closed."""
         if self.closed:
             return False
+        self._quickack()
         try:
             raw = self.ws.recv(timeout=timeout)
         except TimeoutError:
