@@ -143,12 +143,15 @@ def test_missing_file_is_usage_error() -> None:
 # --------------------------------------------------------------------------- sampler
 
 
-def test_split_50_30_20() -> None:
-    rec = record(DATA / "split.js", sample_interval=1.0)
+# Below 1 ms the interpreter samples itself (the timer thread wakes every 1 ms only):
+# every sampler test that matters runs in both modes.
+@pytest.mark.parametrize("interval", [1.0, 0.1])
+def test_split_50_30_20(interval: float) -> None:
+    rec = record(DATA / "split.js", sample_interval=interval)
     trace = rec.tracks[0].trace
     counts = {n: inclusive(trace, n) for n in ("fifty", "thirty", "twenty")}
     total = sum(counts.values())
-    assert total > 900, counts
+    assert total > 900 / interval, counts
     for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
         got = 100 * counts[name] / total
         assert abs(got - want) <= 3, (name, got, counts)
@@ -202,7 +205,8 @@ def test_names_lines_columns_exact() -> None:
     assert p[("", "get kind", "spin")] >= 8
 
 
-def test_native_call_time_charged_to_caller() -> None:
+@pytest.mark.parametrize("interval", [1.0, 0.1])
+def test_native_call_time_charged_to_caller(interval: float) -> None:
     src = textwrap.dedent(
         """
         const big = JSON.stringify(Array.from({length: 400000}, (_, i) => ({a: i, b: 'x' + i})));
@@ -216,22 +220,24 @@ def test_native_call_time_charged_to_caller() -> None:
         """
     )
     rt = QuickJS()
-    session = rt.profiler(sample_interval=1.0)
+    session = rt.profiler(sample_interval=interval)
     rt.eval(src, "charge.js")
     trace = session.stop()
     parse_ms = rt.eval("parseMs")
     assert parse_ms > 50, "JSON.parse too fast to test on this machine"
     leaves = leaf_names(trace)
+    f_ms, g_ms = leaves["f"] * interval, leaves["g"] * interval
     # f gets the parse time (JSON.parse never polls; its ticks are captured when it
     # returns to f), g only its own 200 ms.
-    assert abs(leaves["f"] - parse_ms) <= max(10, 0.15 * parse_ms), (leaves, parse_ms)
-    assert abs(leaves["g"] - 200) <= 20, (leaves, parse_ms)
+    assert abs(f_ms - parse_ms) <= max(10, 0.15 * parse_ms), (f_ms, g_ms, parse_ms)
+    assert abs(g_ms - 200) <= 20, (f_ms, g_ms, parse_ms)
     # the parse's ticks are stamped at their due times (deferred), not at the capture
-    assert session.meta["deferred_samples"] >= leaves["f"] - 5
+    assert session.meta["deferred_samples"] >= leaves["f"] - 5 / interval
 
 
-def test_hot_line() -> None:
-    rec = record(DATA / "hot.js")
+@pytest.mark.parametrize("interval", [1.0, 0.1])
+def test_hot_line(interval: float) -> None:
+    rec = record(DATA / "hot.js", sample_interval=interval)
     trace = rec.tracks[0].trace
     assert trace.sample_line is not None
     in_work = [
@@ -245,7 +251,8 @@ def test_hot_line() -> None:
     assert lines[5] / len(in_work) > 0.9
 
 
-def test_idle_samples_have_no_stack() -> None:
+@pytest.mark.parametrize("interval", [1.0, 0.1])
+def test_idle_samples_have_no_stack(interval: float) -> None:
     src = textwrap.dedent(
         """
         function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }
@@ -253,13 +260,16 @@ def test_idle_samples_have_no_stack() -> None:
         setTimeout(() => spin(30), 100);
         """
     )
-    trace, session = profile(src)
+    trace, session = profile(src, interval=interval)
     t = trace.sample_time
     idle = trace.sample_stack < 0
-    assert session.meta["idle_samples"] == int(idle.sum())
+    # idle: taken while the event loop waited; a few more can have an empty stack when a
+    # tick lands between two jobs
+    assert 0 <= int(idle.sum()) - session.meta["idle_samples"] <= 3
+    assert np.all(np.diff(t) > 0)
     # the 100 ms wait between the two bursts is sampled, with no stack
     gap = idle & (t > t[~idle][0] + 40) & (t < t[~idle][-1] - 40)
-    assert gap.sum() >= 50, (int(gap.sum()), int(idle.sum()))
+    assert gap.sum() >= 50 / interval, (int(gap.sum()), int(idle.sum()))
 
 
 def test_timestamps_strictly_increasing_and_in_window() -> None:

@@ -44,6 +44,10 @@
 
 struct JSContext;
 static void jsprof_native_return(struct JSContext *ctx);
+static int jsprof_counter_init(struct JSContext *ctx);
+/* polls between interrupt-handler calls: 10,000 (QuickJS's own) unless the runtime samples
+   below 1 ms, where the interpreter takes its ticks itself (see Sampler) */
+#define JS_INTERRUPT_COUNTER_INIT jsprof_counter_init(ctx)
 /* a built-in returned: only when the interrupt counter was zeroed by the timer thread */
 #define JSPROF_NATIVE_RETURN(ctx)                                  \
     do {                                                           \
@@ -90,6 +94,9 @@ static void ms_to_timespec(double ms, struct timespec *ts)
 #define SAMPLE_NATIVE 0x20000000u   /* captured when a built-in returned */
 #define SAMPLE_NNEW_MASK 0x1fffffffu
 #define MAX_DEPTH 16384
+#define SELF_SAMPLE_BELOW_MS 1.0
+#define SELF_SAMPLE_WAKE_MS 1.0
+#define SELF_SAMPLE_COUNTER_INIT 1000
 #define MAX_CTX 16
 
 typedef struct {
@@ -132,6 +139,15 @@ typedef struct Sampler {
     double time_origin_mono; /* ctx->time_origin: performance.now() == mono_ms() - this */
     double start_mono;       /* when sampler_start was called */
     double next_due;         /* under lock: mono ms of the next tick on the grid */
+    /* Below 1 ms the timer thread's wake-ups dominate the cost (~15 us each here), so the
+       interpreter samples itself: the handler runs every 1,000 polls (~15 us of bytecode)
+       and takes due ticks with a clock read; the timer thread wakes only every 1 ms, for
+       idle time and for ticks left overdue by a built-in call (poked, captured when the
+       built-in returns, charged to its caller). At >= 1 ms the timer thread ticks. */
+    int self_sample;
+    int counter_init;
+    double self_grace;       /* how overdue a tick must be before the handler takes it */
+    double wake_slack;       /* timer thread wakes this long after a tick is due */
 } Sampler;
 
 static inline double sampler_now(Sampler *s)
@@ -276,6 +292,17 @@ static int sampler_due_locked(Sampler *s, double now)
     return pending;
 }
 
+/* lock held (or thread not started): choose timer ticking vs self-sampling for `interval` */
+static void sampler_set_mode(Sampler *s, double interval)
+{
+    s->self_sample = interval < SELF_SAMPLE_BELOW_MS;
+    s->counter_init = s->self_sample ? SELF_SAMPLE_COUNTER_INIT : 10000;
+    s->self_grace = s->self_sample ? 0 : interval;
+    s->wake_slack = s->self_sample ? SELF_SAMPLE_WAKE_MS - interval : 0;
+    for (int i = 0; i < s->nctx; i++) /* apply the new cadence at the next poll */
+        *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+}
+
 static void *sampler_thread(void *arg)
 {
     Sampler *s = arg;
@@ -294,7 +321,7 @@ static void *sampler_thread(void *arg)
        not when this thread first ran (a new thread can wait for its first time slice) */
     while (s->running) {
         double now;
-        ms_to_timespec(s->next_due, &ts);
+        ms_to_timespec(s->next_due + s->wake_slack, &ts);
         pthread_cond_timedwait(&s->cond, &s->lock, &ts);
         if (!s->running)
             break;
@@ -304,7 +331,7 @@ static void *sampler_thread(void *arg)
             continue;
         }
         now = mono_ms();
-        if (now < s->next_due)
+        if (now < s->next_due + s->wake_slack)
             continue; /* early wake-up, or the owner thread took the tick already */
         poke = sampler_due_locked(s, now);
         if (poke) {
@@ -390,12 +417,13 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
         sampler_capture_locked(s, rt, 0);
         pthread_mutex_unlock(&s->lock);
     } else if (s->running) {
-        /* A natural poll (every 10,000): if a tick is overdue by more than an interval,
-           the timer thread is starved of CPU (a loaded machine); take the ticks here so
-           they are charged to what runs now, not to whatever runs when it gets a slice.
-           One clock read per ~150 us of bytecode. (Racy reads: re-checked under lock.) */
+        /* A natural poll. Below 1 ms (self_sample): take every due tick here. At >= 1 ms:
+           only a tick overdue by more than an interval, i.e. the timer thread is starved
+           of CPU (a loaded machine), so it is charged to what runs now, not to whatever
+           runs when the timer gets a slice. One clock read per natural poll. (Racy reads:
+           re-checked under lock.) */
         double now = mono_ms();
-        if (now >= s->next_due + s->interval_ms) {
+        if (now >= s->next_due + s->self_grace) {
             pthread_mutex_lock(&s->lock);
             if (s->running && now >= s->next_due && sampler_due_locked(s, now))
                 sampler_capture_locked(s, rt, 0);
@@ -404,6 +432,12 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
     }
     /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
     return host_interrupted(h);
+}
+
+static int jsprof_counter_init(struct JSContext *ctx)
+{
+    Host *h = JS_GetRuntimeOpaque(ctx->rt);
+    return h && h->s.counter_init > 0 ? h->s.counter_init : 10000;
 }
 
 static void jsprof_native_return(struct JSContext *ctx)
@@ -420,11 +454,20 @@ static void jsprof_native_return(struct JSContext *ctx)
 
 static void host_set_idle(Host *h, int idle)
 {
-    pthread_mutex_lock(&h->s.lock);
+    Sampler *s = &h->s;
+    pthread_mutex_lock(&s->lock);
+    if (s->running && mono_ms() >= s->next_due) {
+        /* ticks due before this transition belong to the state before it (with
+           self-sampling the timer thread may not have looked yet) */
+        if (s->idle)
+            sampler_due_locked(s, mono_ms());
+        else if (sampler_due_locked(s, mono_ms()) && !idle)
+            sampler_capture_locked(s, h->rt, 0);
+    }
     if (idle)
-        sampler_flush_pending_idle_locked(&h->s);
-    h->s.idle = idle;
-    pthread_mutex_unlock(&h->s.lock);
+        sampler_flush_pending_idle_locked(s);
+    s->idle = idle;
+    pthread_mutex_unlock(&s->lock);
 }
 
 static void write_all(int fd, const char *buf, size_t len)
@@ -980,7 +1023,11 @@ static void sampler_stop_thread(Host *h)
     if (!h->s.thread_started)
         return;
     pthread_mutex_lock(&h->s.lock);
+    /* idle ticks the (possibly 1 ms-paced) timer thread has not recorded yet */
+    if (h->s.idle && mono_ms() >= h->s.next_due)
+        sampler_due_locked(&h->s, mono_ms());
     h->s.running = 0;
+    h->s.counter_init = 10000; /* QuickJS's own poll cadence again */
     pthread_cond_signal(&h->s.cond);
     pthread_mutex_unlock(&h->s.lock);
     Py_BEGIN_ALLOW_THREADS
@@ -1220,6 +1267,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     atomic_store(&h->s.pending, 0);
     h->s.interval_ms = interval;
     h->s.interval_changed = 0;
+    sampler_set_mode(&h->s, interval);
     h->s.running = 1;
     h->s.start_mono = mono_ms();
     h->s.next_due = h->s.start_mono + interval;
@@ -1244,6 +1292,7 @@ static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *arg
     }
     pthread_mutex_lock(&self->h->s.lock);
     self->h->s.interval_ms = interval;
+    sampler_set_mode(&self->h->s, interval);
     self->h->s.interval_changed = 1;
     pthread_cond_signal(&self->h->s.cond);
     pthread_mutex_unlock(&self->h->s.lock);
