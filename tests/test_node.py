@@ -294,3 +294,16 @@ def test_node_killed_before_any_slice_is_reported_not_hung():
         return
     assert "killed by SIGKILL" in str(box.get("err")), box
     assert "nothing was recorded" in str(box["err"])
+
+
+def test_console_output_costs_no_more_under_the_profiler(capfd):
+    def loop_ms(err: str) -> float:
+        return float(err.strip().splitlines()[-1].split()[-1])
+
+    subprocess.run(["node", str(JS / "logs.js")], stdout=subprocess.DEVNULL, check=True)
+    plain = loop_ms(capfd.readouterr().err)
+    rec = record_node(JS / "logs.js")
+    profiled = loop_ms(capfd.readouterr().err)
+    assert rec.tracks[0].meta["exit"] == "ok"
+    # With Runtime.enable every console call became a protocol message: ~14x slower.
+    assert profiled < 4 * plain + 50, (plain, profiled)

@@ -79,6 +79,17 @@ _SLICE_PREFIX = "jsprof-slice-"
 # kept as a remote object: nothing is added to the script's globals. Not require(): at the
 # --inspect-brk pause Node's module system is not ready, and calling it there breaks it.
 _CONSOLE_FNS = "((c) => [c.profile.bind(c), c.profileEnd.bind(c)])(console)"
+# The main thread also reports an uncaught exception through that channel: a profile titled
+# with the error, started and ended at once, reaches us as Profiler.consoleProfileStarted.
+# (Runtime.enable would tell us too, but it makes every console.log of the script cost a
+# protocol message with previews and a stack: measured 14x slower on a logging loop.)
+_ERROR_PREFIX = "jsprof-error:"
+_CONSOLE_FNS_MAIN = (
+    "((c) => { const p = c.profile.bind(c), e = c.profileEnd.bind(c);"
+    " process.on('uncaughtExceptionMonitor', (err) => {"
+    f" const t = '{_ERROR_PREFIX}' + String((err && err.stack) || err); p(t); e(t); }});"
+    " return [p, e]; })(console)"
+)
 _ROTATE_FN = "function (next, prev) { this[0](next); if (prev) this[1](prev); }"
 
 
@@ -248,13 +259,16 @@ class _Isolate:
                 s.send("Profiler.stopPreciseCoverage")
         self.profiling = True
 
-    def begin_slices(self) -> None:
+    def begin_slices(self, report_errors: bool = False) -> None:
         """Start the first slice (after `start`). Without slices we only lose the
         insurance against a kill from outside, so failures here are not fatal."""
         try:
             r = self.session.send(
                 "Runtime.evaluate",
-                {"expression": _CONSOLE_FNS, "objectGroup": "jsprof"},
+                {
+                    "expression": _CONSOLE_FNS_MAIN if report_errors else _CONSOLE_FNS,
+                    "objectGroup": "jsprof",
+                },
             )
             ok = "exceptionDetails" not in r and r.get("result", {}).get("subtype") == "array"
             self._console_id = r["result"].get("objectId") if ok else None
@@ -413,10 +427,9 @@ def record_node(
         root = client.session
         main = _Isolate(root, "main")
         isolates.append(main)
-        root.send("Runtime.enable")
         main.read_origin()
         main.start(us)
-        main.begin_slices()
+        main.begin_slices(report_errors=True)
         worker_of: dict[str, _Isolate] = {}
         if workers:
             root.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
@@ -430,19 +443,19 @@ def record_node(
                 if deadline is not None and time.monotonic() > deadline:
                     how = "timeout"
                     break
-                if not client.pump(0.05):
+                # The end shows on Node's stderr ("Waiting for the debugger to disconnect"),
+                # seen by the reader thread: poll often enough to stop within ~20 ms.
+                if not client.pump(0.02):
                     break  # the socket closed: Node is gone
-                ended = False
                 while root.events:
                     e = root.events.popleft()
                     m = e["method"]
                     if main.take_slice(e):
                         continue
-                    if m == "Runtime.executionContextDestroyed":
-                        ended = True
-                    elif m == "Runtime.exceptionThrown":
-                        d = e["params"]["exceptionDetails"]
-                        error_text = _exception_text(d)
+                    if m == "Profiler.consoleProfileStarted":
+                        title = str(e["params"].get("title", ""))
+                        if title.startswith(_ERROR_PREFIX):
+                            error_text = title[len(_ERROR_PREFIX) :]
                     elif m == "NodeWorker.attachedToWorker":
                         iso = _attach_worker(client, e["params"], us, len(worker_of) + 1)
                         worker_of[e["params"]["sessionId"]] = iso
@@ -453,7 +466,7 @@ def record_node(
                 for iso in isolates:
                     if now >= iso.next_slice:
                         iso.rotate()
-                if ended or proc.waiting.is_set():
+                if proc.waiting.is_set():
                     break
         # Stop every profiler still running: all requests first, so none waits on another.
         pending = [(iso, iso.stop_nowait()) for iso in isolates]
@@ -466,8 +479,9 @@ def record_node(
         # The stop's reply comes after every earlier event on the socket: an uncaught
         # exception reported just before the end is in the queue by now.
         for e in root.events:
-            if e["method"] == "Runtime.exceptionThrown" and error_text is None:
-                error_text = _exception_text(e["params"]["exceptionDetails"])
+            title = str(e.get("params", {}).get("title", ""))
+            if e["method"] == "Profiler.consoleProfileStarted" and title.startswith(_ERROR_PREFIX):
+                error_text = error_text or title[len(_ERROR_PREFIX) :]
         finished = True
     except CDPClosed:
         finished = True
