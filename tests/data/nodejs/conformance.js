@@ -54,6 +54,7 @@ function wellFormed(trace) {
   // --- one session: state, interval, stop(), trace shape, timestamps
   const before = performance.now();
   const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+  const afterConstructor = performance.now();
   check('sampleInterval is a number >= the request', typeof p.sampleInterval === 'number' && p.sampleInterval >= 1, p.sampleInterval);
   check('not stopped while started', p.stopped === false);
   hot(200);
@@ -68,6 +69,9 @@ function wellFormed(trace) {
   check('samples lie between performance.now() before and after',
     trace.samples.every((s) => s.timestamp >= before && s.timestamp <= after),
     `${before} ${trace.samples[0] && trace.samples[0].timestamp} ${after}`);
+  check('the constructor takes the first sample',
+    trace.samples.length > 0 && trace.samples[0].timestamp <= afterConstructor,
+    `${trace.samples[0] && trace.samples[0].timestamp} > ${afterConstructor}`);
   const hotFrame = trace.frames.findIndex((f) => f.name === 'hot');
   check('a known function is a frame with resource, line and column',
     hotFrame >= 0 && trace.frames[hotFrame].line === 16 && trace.frames[hotFrame].column === 13 &&
