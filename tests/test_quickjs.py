@@ -143,8 +143,7 @@ def test_missing_file_is_usage_error() -> None:
 # --------------------------------------------------------------------------- sampler
 
 
-# Below 1 ms the interpreter samples itself (the timer thread wakes every 1 ms only):
-# every sampler test that matters runs in both modes.
+# The sampler tests that matter run at 1 ms and at QuickJS's minimum interval.
 @pytest.mark.parametrize("interval", [1.0, 0.1])
 def test_split_50_30_20(interval: float) -> None:
     rec = record(DATA / "split.js", sample_interval=interval)
@@ -499,3 +498,21 @@ def test_contract_restart_with_new_interval() -> None:
     assert first is not None and second is not None
     # 0.5 ms: about twice as many samples for the same work
     assert second.num_samples > 1.6 * first.num_samples
+
+
+def test_opt_in_self_sampling_keeps_split() -> None:
+    """The low-overhead mode (interpreter samples itself; off by default because short
+    built-in calls are then charged to what runs next) still measures bytecode right."""
+    from jsprof import _quickjs
+
+    _quickjs.set_tuning(1.0, 1.0)
+    try:
+        rec = record(DATA / "split.js", sample_interval=0.1)
+    finally:
+        _quickjs.set_tuning(0.0, 1.0)
+    trace = rec.tracks[0].trace
+    counts = {n: inclusive(trace, n) for n in ("fifty", "thirty", "twenty")}
+    total = sum(counts.values())
+    assert total > 9000, counts
+    for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
+        assert abs(100 * counts[name] / total - want) <= 3, counts
