@@ -122,7 +122,8 @@ def test_each_ending_yields_the_trace(how, exit_, code, capfd):
         assert "boom from ending.js" in err
 
 
-def test_ctrl_c_stops_the_profiler_then_node(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_stops_the_profiler_then_node(tmp_path, sig):
     out = tmp_path / "out.jsprof.json"
     code = (
         "import sys; from jsprof.engines.node import record_node; import jsprof\n"
@@ -132,7 +133,7 @@ def test_ctrl_c_stops_the_profiler_then_node(tmp_path):
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     time.sleep(1.5)
-    p.send_signal(signal.SIGINT)
+    p.send_signal(sig)
     stdout, _ = p.communicate(timeout=30)
     assert p.returncode == 0, stdout
     how, pid = stdout.split()
@@ -307,3 +308,27 @@ def test_console_output_costs_no_more_under_the_profiler(capfd):
     assert rec.tracks[0].meta["exit"] == "ok"
     # With Runtime.enable every console call became a protocol message: ~14x slower.
     assert profiled < 4 * plain + 50, (plain, profiled)
+
+
+def test_no_node_left_behind_when_jsprof_is_killed():
+    code = (
+        "from jsprof.engines.node import record_node\n"
+        f"record_node({str(JS / 'ending.js')!r}, args=['forever'])\n"
+    )
+    p = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 10
+        kids: list[int] = []
+        while not kids and time.monotonic() < deadline:
+            time.sleep(0.1)
+            kids = _children_of(p.pid)
+        assert kids, "node did not start"
+        p.kill()  # SIGKILL: no cleanup code of ours runs
+        p.wait()
+        deadline = time.monotonic() + 5
+        while any(_alive(k) for k in kids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not any(_alive(k) for k in kids)
+    finally:
+        if p.poll() is None:
+            p.kill()

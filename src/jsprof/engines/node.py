@@ -117,6 +117,21 @@ def interval_us(sample_interval: float) -> int:
 # ---- the node process ---------------------------------------------------------------------
 
 
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if jsprof dies (even by SIGKILL), so no Node
+    process is ever left behind. Linux only (prctl PR_SET_PDEATHSIG); a no-op elsewhere.
+    The signal follows the thread that started Node, so start it from a thread that lives
+    as long as the recording (record_node and NodeRuntime do)."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 class NodeProcess:
     """`node --inspect-brk=127.0.0.1:0 ...` in its own process group; forwards its stderr
     (less the inspector's own lines) and finds the WebSocket URL there."""
@@ -138,7 +153,11 @@ class NodeProcess:
         self._url_ready = threading.Event()
         try:
             self.proc = subprocess.Popen(
-                cmd, stderr=subprocess.PIPE, start_new_session=True, env=env
+                cmd,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                preexec_fn=_die_with_parent,
             )
         except OSError as e:
             raise EngineError(f"cannot start {exe}: {e}") from None
@@ -374,23 +393,27 @@ def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: 
 
 
 class _SigintFlag:
-    """Turn Ctrl-C into a flag while recording, so we stop the profiler before Node ends."""
+    """Turn Ctrl-C (and SIGTERM/SIGHUP: being told to end) into a flag while recording, so
+    we stop the profiler and end Node before we go."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
     def __init__(self) -> None:
         self.hit = False
-        self._old: Any = None
+        self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _SigintFlag:
         if threading.current_thread() is threading.main_thread():
-            self._old = signal.signal(signal.SIGINT, self._on)
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.signal(sig, self._on)
         return self
 
     def _on(self, signum: int, frame: Any) -> None:
         self.hit = True
 
     def __exit__(self, *exc: object) -> None:
-        if self._old is not None:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
 
 
 def record_node(
