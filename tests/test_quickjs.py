@@ -516,3 +516,28 @@ def test_opt_in_self_sampling_keeps_split() -> None:
     assert total > 9000, counts
     for name, want in (("fifty", 50), ("thirty", 30), ("twenty", 20)):
         assert abs(100 * counts[name] / total - want) <= 3, counts
+
+
+def test_short_builtin_calls_charged_to_caller() -> None:
+    """Many sub-millisecond JSON.parse calls alternating with a busy g(): at 0.1 ms the
+    ticks due inside each parse go to f, not to g or the loop that runs next."""
+    src = textwrap.dedent(
+        """
+        const s = JSON.stringify(Array.from({length: 1000}, (_, i) => ({a: i, b: 'x' + i})));
+        function f() { JSON.parse(s); }
+        function g() { const t = performance.now(); while (performance.now() - t < 0.3) {} }
+        let tf = 0, tg = 0;
+        for (let i = 0; i < 600; i++) {
+          let t = performance.now(); f(); tf += performance.now() - t;
+          t = performance.now(); g(); tg += performance.now() - t;
+        }
+        globalThis.share = tf / (tf + tg);
+        """
+    )
+    rt = QuickJS()
+    session = rt.profiler(sample_interval=0.1)
+    rt.eval(src, "short.js")
+    trace = session.stop()
+    leaves = leaf_names(trace)
+    sampled = leaves["f"] / (leaves["f"] + leaves["g"] + leaves[""])
+    assert abs(sampled - rt.eval("share")) <= 0.08, (sampled, rt.eval("share"), leaves)
