@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -11,9 +12,10 @@ from typing import Any
 import numpy as np
 import orjson
 from rich.console import Console
+from rich.markup import escape
 
 from . import io
-from .errors import JsprofError, UsageError
+from .errors import JSError, JsprofError, UsageError
 from .formats import FORMATS
 from .trace import Recording
 
@@ -285,6 +287,120 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+# ---- record, run ---------------------------------------------------------------------------
+
+
+def _err_console() -> Console:
+    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+
+
+def _summarize_recording(rec: Recording, out: str | None) -> None:
+    """A short summary on stderr (stdout belongs to the profiled program)."""
+    c = _err_console()
+    for t in rec.tracks:
+        tr = t.trace
+        span = float(tr.sample_time[-1] - tr.sample_time[0]) if tr.num_samples > 1 else 0.0
+        interval = f", {t.sample_interval:g} ms interval" if t.sample_interval else ""
+        lat = t.meta.get("capture_latency_ms") or {}
+        latency = (
+            f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
+            if lat.get("p50") is not None and lat.get("p99") is not None
+            else ""
+        )
+        c.print(
+            f"[bold]{escape(t.name)}[/bold]: {tr.num_samples} samples over {span:.1f} ms"
+            f"{interval}{latency}"
+        )
+        if t.meta.get("buffer_full"):
+            c.print(
+                f"[bold red]WARNING: the sample buffer of {escape(t.name)} filled up after "
+                f"{tr.num_samples} samples; later samples were dropped. Raise --max-buffer-size "
+                "or the --interval.[/bold red]"
+            )
+    if out:
+        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
+
+
+def _finish_partial(e: BaseException, out: str | None) -> int:
+    rec = getattr(e, "recording", None)
+    if rec is not None:
+        _summarize_recording(rec, out)
+    if isinstance(e, KeyboardInterrupt):
+        print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
+        return 130
+    _print_js_error(e)  # type: ignore[arg-type]
+    return 1
+
+
+def _print_js_error(e: JSError) -> None:
+    msg = str(e)
+    # Node's text already starts with its own "TypeError: ..."; don't prefix it again.
+    head = msg if re.match(r"^[A-Za-z_$][\w$]*: ", msg) else f"{e.name}: {msg}"
+    print(f"jsprof: uncaught JavaScript exception: {head}", file=sys.stderr)
+    stack = (e.js_stack or "").rstrip()
+    if stack:
+        print(stack, file=sys.stderr)
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from .record import default_output, record
+
+    if args.pid is not None:
+        if args.script:
+            raise UsageError("give either --pid PID or a script, not both")
+        from .engines.node import attach_node
+
+        out = args.output or f"node-{args.pid}.jsprof.json"
+        rec = attach_node(args.pid, duration=args.duration, sample_interval=args.interval)
+        io.save(rec, out)
+        _summarize_recording(rec, out)
+        return 0
+    if not args.script:
+        raise UsageError("give the script to record (or --pid PID to attach to Node)")
+    if args.duration is not None:
+        raise UsageError("--duration goes with --pid")
+    out = args.output or default_output(args.script)
+    try:
+        if args.workers is not None:
+            if args.engine != "quickjs":
+                raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
+            from .workers import record_workers
+
+            rec = record_workers(
+                args.script, args.workers, args.interval, args.max_buffer_size, args.args
+            )
+            io.save(rec, out)
+        else:
+            rec = record(
+                args.script,
+                engine=args.engine,
+                sample_interval=args.interval,
+                max_buffer_size=args.max_buffer_size,
+                args=args.args,
+                output=out,
+            )
+    except (JSError, KeyboardInterrupt) as e:
+        rec = getattr(e, "recording", None)
+        if rec is not None and args.workers is not None:
+            io.save(rec, out)
+        return _finish_partial(e, out if rec is not None else None)
+    _summarize_recording(rec, out)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .record import run
+
+    try:
+        code = run(
+            args.script, args.args, engine=args.engine, allow_profiling=not args.no_profiling
+        )
+    except JSError as e:
+        _print_js_error(e)
+        return 1
+    return int(code or 0)
+
+
 # ---- instrument ---------------------------------------------------------------------------
 
 
@@ -415,6 +531,61 @@ def build_parser() -> argparse.ArgumentParser:
     _add_filter_args(df)
     df.set_defaults(func=cmd_diff)
 
+    rc = sub.add_parser(
+        "record",
+        help="run a script under the sampling profiler and write its trace",
+        description="Profile a script (QuickJS by default, or Node), or attach to a running "
+        "Node process with --pid. The trace keeps the samples taken so far when the script "
+        "throws or is interrupted.",
+    )
+    rc.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    rc.add_argument(
+        "--interval",
+        type=_nonneg_float,
+        default=1.0,
+        metavar="MS",
+        help="sampling interval in ms (default 1; 0 = the engine's minimum)",
+    )
+    rc.add_argument(
+        "--max-buffer-size",
+        type=_positive_int,
+        metavar="N",
+        help="most samples to keep (default: an hour at 1 ms)",
+    )
+    rc.add_argument(
+        "-o",
+        "--output",
+        metavar="OUT",
+        help="output file; the extension picks the format (default APP.jsprof.json)",
+    )
+    rc.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="QuickJS: run N copies on N threads (each sees jsprof.worker)",
+    )
+    rc.add_argument("--pid", type=_positive_int, help="attach to a running Node process")
+    rc.add_argument(
+        "--duration",
+        type=_nonneg_float,
+        metavar="S",
+        help="with --pid: seconds to record (default: until Ctrl-C)",
+    )
+    rc.add_argument("script", nargs="?", help="the .js or .mjs script to run")
+    rc.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    rc.set_defaults(func=cmd_record)
+
+    rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
+    rn.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    rn.add_argument(
+        "--no-profiling",
+        action="store_true",
+        help="forbid profiling: `new Profiler(...)` throws NotAllowedError",
+    )
+    rn.add_argument("script", help="the .js or .mjs script to run")
+    rn.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    rn.set_defaults(func=cmd_run)
+
     ins = sub.add_parser(
         "instrument", help="run a script with classes' methods wrapped: exact calls and times"
     )
@@ -440,6 +611,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return int(args.func(args) or 0)
+    except JSError as e:  # the profiled program's error: its JS stack helps, ours would not
+        _print_js_error(e)
+        return 1
     except JsprofError as e:
         print(f"jsprof: error: {e}", file=sys.stderr)
         return 2 if isinstance(e, UsageError) else 1

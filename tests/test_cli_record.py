@@ -1,0 +1,115 @@
+"""`jsprof record` / `jsprof run` end to end on real QuickJS, as a user runs them."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import jsprof
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+
+BUSY = """
+function spin(ms) { const end = performance.now() + ms; let x = 0;
+  while (performance.now() < end) x++; return x; }
+function work() { return spin(MS); }
+work();
+console.log("done");
+"""
+
+
+def _script(tmp_path, text, name="app.js"):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def run(*args, **kw):
+    return subprocess.run(
+        [*JSPROF, *map(str, args)], capture_output=True, text=True, timeout=120, **kw
+    )
+
+
+def test_record_writes_trace_and_summary(tmp_path):
+    app = _script(tmp_path, BUSY.replace("MS", "150"))
+    p = run("record", "--interval", "0.5", app)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "done\n"  # the program's stdout is untouched
+    out = tmp_path / "app.jsprof.json"
+    assert "samples over" in p.stderr and str(out) in p.stderr
+    t = jsprof.load(out).tracks[0]
+    assert t.engine == "quickjs" and t.sample_interval == 0.5
+    assert t.trace.num_samples >= 200  # 150 ms at 0.5 ms
+    assert "work" in {f.name for f in t.trace.frames}
+
+
+def test_uncaught_exception_keeps_samples_and_shows_js_stack(tmp_path):
+    app = _script(
+        tmp_path,
+        BUSY.replace("MS", "60") + "\nfunction f() { throw new TypeError('boom'); }\nf();\n",
+    )
+    out = tmp_path / "t.json"
+    p = run("record", "-o", out, app)
+    assert p.returncode == 1
+    assert "uncaught JavaScript exception: TypeError: boom" in p.stderr
+    assert "at f" in p.stderr and "Traceback" not in p.stderr
+    tr = jsprof.load(out).tracks[0]
+    assert tr.meta["exit"] == "error" and tr.trace.num_samples >= 40
+
+
+def test_buffer_full_is_loud(tmp_path):
+    app = _script(tmp_path, BUSY.replace("MS", "120"))
+    out = tmp_path / "t.json"
+    p = run("record", "--max-buffer-size", "30", "-o", out, app)
+    assert p.returncode == 0
+    assert "WARNING: the sample buffer" in p.stderr
+    assert jsprof.load(out).tracks[0].trace.num_samples == 30
+
+
+def test_ctrl_c_still_writes_the_trace(tmp_path):
+    app = _script(tmp_path, "function loop() { for (;;) {} }\nconsole.log('started');\nloop();\n")
+    out = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "-o", str(out), str(app)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline() == "started\n"
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted" in err and "Traceback" not in err
+    tr = jsprof.load(out).tracks[0]
+    assert "loop" in {f.name for f in tr.trace.frames} and tr.trace.num_samples >= 100
+
+
+def test_workers_record_one_track_per_runtime(tmp_path):
+    app = _script(
+        tmp_path,
+        BUSY.replace("MS", "80").replace(
+            'console.log("done");',
+            'console.log("worker", jsprof.worker.index, jsprof.worker.count);',
+        ),
+    )
+    out = tmp_path / "w.pftrace"
+    p = run("record", "--workers", "3", "-o", out, app)
+    assert p.returncode == 0, p.stderr
+    assert sorted(p.stdout.splitlines()) == ["worker 0 3", "worker 1 3", "worker 2 3"]
+    rec = jsprof.load(out)
+    assert [t.name.split(" (")[0] for t in rec.tracks] == ["worker 0", "worker 1", "worker 2"]
+    for t in rec.tracks:
+        assert "work" in {f.name for f in t.trace.frames} and t.trace.num_samples >= 60
+
+
+def test_run_and_usage_errors(tmp_path):
+    app = _script(tmp_path, "console.log(scriptArgs.slice(1).join(','));")
+    p = run("run", app, "a", "--b")
+    assert p.returncode == 0 and p.stdout == "a,--b\n"
+    p = run("record", tmp_path / "missing.js")
+    assert p.returncode == 2 and "no such file" in p.stderr and "Traceback" not in p.stderr
+    p = run("record")
+    assert p.returncode == 2 and "give the script" in p.stderr
+    assert not os.path.exists(tmp_path / "missing.jsprof.json")
