@@ -14,11 +14,13 @@ $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_qui
 
 demo: $(STAMP)
 	mkdir -p demo-out
-	$(PY) -c "from jsprof.record import record; record('examples/app.js', output='demo-out/app.jsprof.json')"
-	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --top 15
-	$(VENV)/bin/jsprof report tests/data/chromium/trace-basic.json --top 15 > demo-out/report.txt
+	$(VENV)/bin/jsprof record -o demo-out/app.jsprof.json examples/app.js
+	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --top 15 > demo-out/report.txt
+	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --tree --threshold 2 >> demo-out/report.txt
+	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --by line --top 8 >> demo-out/report.txt
 	cat demo-out/report.txt
-	$(VENV)/bin/jsprof flame tests/data/chromium/trace-basic.json -o demo-out/flame.html
+	$(VENV)/bin/jsprof flame demo-out/app.jsprof.json -o demo-out/flame.html
+	@echo "open demo-out/flame.html in a browser for the flame graph"
 
 # The flame graph tests render HTML in headless Chromium; install it once (CI runs as root).
 chromium:
