@@ -107,8 +107,14 @@ class SourceMap:
             return self._segs[gl][0][1] + 1
         return 0
 
-    def lookup(self, line: int, column: int) -> tuple[str, int, int, str | None] | None:
-        """1-based generated position -> (source, line, column 1-based, name or None)."""
+    def lookup(
+        self, line: int, column: int, named: bool = True
+    ) -> tuple[str, int, int, str | None] | None:
+        """1-based generated position -> (source, line, column 1-based, name or None).
+
+        `named=False` is for frames without a name (top-level code, anonymous functions):
+        their position is mapped as is, and no neighbouring name is borrowed.
+        """
         gl = line - 1
         if not 0 <= gl < len(self._cols):
             return None
@@ -116,14 +122,32 @@ class SourceMap:
         i = bisect.bisect_right(cols, column - 1) - 1
         if i < 0:
             return None
-        s, ln, c, n = self._segs[gl][i]
+        j = self._function_segment(gl, i, column - 1) if named else i
+        s, ln, c, n = self._segs[gl][j]
         if not 0 <= s < len(self.sources):
             return None
         src = self.sources[s]
         if self.base_dir and not re.match(r"^[a-z][a-z0-9+.-]*:", src):
-            src = Path(os.path.normpath(os.path.join(self.base_dir, src))).as_uri()
-        name = self.names[n] if 0 <= n < len(self.names) else None
+            src = Path(os.path.abspath(os.path.join(self.base_dir, src))).as_uri()
+        name = self.names[n] if named and 0 <= n < len(self.names) else None
         return src, ln + 1, c + 1, name
+
+    def _function_segment(self, gl: int, i: int, col0: int) -> int:
+        """The segment naming the function whose position is col0 (segment i at/before it).
+
+        Engines point at different tokens: V8 at the `(` of the parameters, which has no
+        segment of its own, so the name is segment i itself; QuickJS at the `function`
+        keyword (or the token just before it), which starts a segment, and the name
+        follows within a couple of segments. Fall back to segment i.
+        """
+        cols, segs = self._cols[gl], self._segs[gl]
+        if segs[i][3] >= 0:
+            return i
+        if cols[i] == col0:
+            for j in (i + 1, i + 2):
+                if j < len(segs) and cols[j] - col0 <= 16 and segs[j][3] >= 0:
+                    return j
+        return i
 
 
 def _read_limited(path: Path) -> bytes:
@@ -173,8 +197,8 @@ def _from_comment(script: Path) -> SourceMap | None:
 def _local_path(resource: str) -> Path | None:
     if resource.startswith("file://"):
         return Path(unquote(urlparse(resource).path))
-    if resource and "://" not in resource and os.path.isabs(resource):
-        return Path(resource)
+    if resource and "://" not in resource:
+        return Path(resource)  # a path as given to the engine: absolute, or from the cwd
     return None
 
 
@@ -225,7 +249,11 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
     for f in trace.frames:
         url = None if f.resource_id is None else res[f.resource_id]
         sm = maps.get(url) if url is not None else None
-        hit = sm.lookup(f.line, f.column or 1) if sm is not None and f.line is not None else None
+        hit = (
+            sm.lookup(f.line, f.column or 1, named=bool(f.name))
+            if sm is not None and f.line is not None
+            else None
+        )
         frame_map.append(sm)
         if hit is None:
             rid = None if url is None else b.resource_id(url)

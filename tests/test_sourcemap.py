@@ -1,0 +1,160 @@
+"""Source maps: a bundle minified by a real minifier (npm terser), profiled for real."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import jsprof
+from jsprof.analysis import sourcemap
+from jsprof.analysis.profile import summarize
+from jsprof.record import record
+
+TERSER = Path(__file__).parent / "js" / "node_modules" / ".bin" / "terser"
+
+ORIG = """\
+function computeChecksum(data) {
+  let h = 0;
+  for (let i = 0; i < data.length; i++) h = (h * 31 + data[i]) | 0;
+  return h;
+}
+
+function buildTable(size) {
+  const rows = [];
+  for (let i = 0; i < size; i++) rows.push(i * 7 % 13);
+  return rows;
+}
+
+function runWorkload() {
+  let total = 0;
+  const end = Date.now() + 250;
+  while (Date.now() < end) total += computeChecksum(buildTable(2000));
+  return total;
+}
+
+console.log(runWorkload() !== 0);
+"""
+
+DEFS = {"computeChecksum": 1, "buildTable": 7, "runWorkload": 13}
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory) -> Path:
+    d = tmp_path_factory.mktemp("sm")
+    (d / "orig.js").write_text(ORIG)
+    assert TERSER.exists(), f"{TERSER} missing: `make test` installs tests/js (npm ci)"
+    subprocess.run(
+        [
+            str(TERSER),
+            "orig.js",
+            "--compress",
+            "--mangle",
+            "toplevel",
+            "--source-map",
+            "url='bundle.min.js.map'",
+            "-o",
+            "bundle.min.js",
+        ],
+        cwd=d,
+        check=True,
+    )
+    text = (d / "bundle.min.js").read_text()
+    assert "computeChecksum" not in text  # really minified
+    return d / "bundle.min.js"
+
+
+def _names(rec):
+    s = summarize(rec)
+    return {k.name: (k.resource, k.line) for k in s.stats.keys}
+
+
+def test_quickjs_profile_maps_back_beside_the_script(bundle):
+    rec = record(bundle, sample_interval=1.0)
+    minified = _names(rec)
+    assert not set(DEFS) & set(minified)
+    mapped = _names(sourcemap.apply(rec))  # the sourceMappingURL comment beside the script
+    orig = (bundle.parent / "orig.js").as_uri()
+    for name, line in DEFS.items():
+        assert mapped[name] == (orig, line)
+    assert mapped[""][0] == orig  # top-level code keeps its empty name, mapped position
+
+
+def test_node_profile_with_map_file_on_the_command_line(bundle, tmp_path):
+    out = tmp_path / "n.json"
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jsprof.cli",
+            "record",
+            "--engine",
+            "node",
+            "-o",
+            str(out),
+            str(bundle),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jsprof.cli",
+            "report",
+            str(out),
+            "--json",
+            "--all",
+            "--sourcemap",
+            str(bundle) + ".map",
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(p.stdout)["rows"]
+    mapped = {r["name"]: r for r in rows if (r.get("resource") or "").endswith("orig.js")}
+    assert "runWorkload" in mapped and mapped["runWorkload"]["line"] == DEFS["runWorkload"]
+    # Frames without a mapping stay as they are.
+    assert all(
+        not (r.get("resource") or "").endswith("bundle.min.js") or r["name"] == ""
+        for r in rows
+        if r.get("resource")
+    )
+
+
+def test_bad_map_is_one_line(tmp_path):
+    m = tmp_path / "x.map"
+    m.write_text('{"version": 3, "sources": ["a.js"], "mappings": "A!!"}')
+    with pytest.raises(sourcemap.SourceMapError, match=r"x.map: mappings line 1: invalid base64"):
+        sourcemap.load_map(m)
+    m.write_text('{"version": 2}')
+    with pytest.raises(sourcemap.SourceMapError, match="not a version 3 source map"):
+        sourcemap.load_map(m)
+    trace = tmp_path / "t.json"
+    jsprof.save(record_stub(), trace)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "jsprof.cli",
+            "report",
+            str(trace),
+            "--sourcemap",
+            str(tmp_path / "nope"),
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 1 and "no such file or directory" in p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def record_stub():
+    b = jsprof.TraceBuilder()
+    b.add_sample(0.0, b.stack_id([b.frame_id("f", b.resource_id("file:///x.js"), 1, 1)]))
+    return b.build()
