@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -332,3 +333,32 @@ def test_no_node_left_behind_when_jsprof_is_killed():
     finally:
         if p.poll() is None:
             p.kill()
+
+
+def test_attach_to_a_process_that_exits_while_watched():
+    if _port_open(9229):
+        pytest.skip("127.0.0.1:9229 is in use here")
+    p = subprocess.Popen(
+        ["node", str(JS / "server_exits.js")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        try:
+            rec = attach_node(p.pid, duration=None, sample_interval=1.0)
+        except EngineError as e:
+            if "already in use" in str(e):
+                pytest.skip(str(e))
+            raise
+        t = rec.tracks[0]
+        assert t.meta["exit"] == "exited" and "partial" not in t.meta
+        assert any(f.name == "tick" for f in _script_frames(t.trace, "server_exits.js"))
+        # It waited for us to disconnect, then ended as it meant to.
+        assert p.wait(5) == 0
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()

@@ -451,6 +451,9 @@ def record_node(
         main = _Isolate(root, "main")
         isolates.append(main)
         main.read_origin()
+        # The end of the script: this event, or the same news on stderr, whichever is first.
+        with contextlib.suppress(CDPError):
+            root.send("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
         main.start(us)
         main.begin_slices(report_errors=True)
         worker_of: dict[str, _Isolate] = {}
@@ -475,7 +478,9 @@ def record_node(
                     m = e["method"]
                     if main.take_slice(e):
                         continue
-                    if m == "Profiler.consoleProfileStarted":
+                    if m == "NodeRuntime.waitingForDisconnect":
+                        proc.waiting.set()
+                    elif m == "Profiler.consoleProfileStarted":
                         title = str(e["params"].get("title", ""))
                         if title.startswith(_ERROR_PREFIX):
                             error_text = title[len(_ERROR_PREFIX) :]
@@ -747,19 +752,39 @@ def attach_node(
     how = "duration"
     try:
         iso.read_origin()
+        # A process that ends while we are connected waits for us to disconnect: ask to
+        # be told, then take the profile before letting it go.
+        with contextlib.suppress(CDPError):
+            client.session.send("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
         iso.start(us, reoptimize=True)
+        iso.begin_slices()  # insurance if the process dies while we watch
         end = None if duration is None else time.monotonic() + duration
         with _SigintFlag() as sigint:
             while not sigint.hit and (end is None or time.monotonic() < end):
                 if not client.pump(0.05):
                     how = "exited"
                     break
+                while client.session.events:
+                    e = client.session.events.popleft()
+                    if e["method"] == "NodeRuntime.waitingForDisconnect":
+                        how = "exited"
+                    iso.take_slice(e)
+                if how == "exited":
+                    break
+                if time.monotonic() >= iso.next_slice:
+                    iso.rotate()
             if sigint.hit:
                 how = "interrupted"
         iso.collect(iso.stop_nowait())
+        while client.session.events:
+            iso.take_slice(client.session.events.popleft())
+        iso.fall_back_to_slices()
         # Close the inspector it opened for us, so the process is as it was. close() waits
-        # for sessions to end, so it runs after we disconnect.
+        # for sessions to end, so it runs after we disconnect. (Not for a process that is
+        # ending: its context is gone.)
         with contextlib.suppress(CDPClosed, CDPError, EngineError):
+            if how == "exited":
+                raise CDPClosed("ending")
             client.session.send(
                 "Runtime.evaluate",
                 {
@@ -778,6 +803,8 @@ def attach_node(
     track = iso.track(sample_interval or us / 1000.0, f"pid {pid}")
     assert track is not None
     track.meta.update(pid=pid, exit=how)
+    if iso.partial:
+        track.meta["partial"] = iso.lost
     return Recording([track])
 
 
