@@ -362,3 +362,15 @@ def test_attach_to_a_process_that_exits_while_watched():
         with contextlib.suppress(ProcessLookupError):
             os.killpg(p.pid, signal.SIGKILL)
         p.wait()
+
+
+
+def test_a_workers_own_worker_is_a_track_too():
+    # Node 20 reports a worker's own worker on the main session (a worker's session has no
+    # NodeWorker domain): three threads, three tracks, each with only its own function.
+    rec = record_node(JS / "nested_worker.js", sample_interval=1.0)
+    assert [t.name for t in rec.tracks][0] == "main" and len(rec.tracks) == 3, rec.tracks
+    levels = {"level0", "level1", "level2"}
+    for i, t in enumerate(rec.tracks):
+        fns = {f.name for f in _script_frames(t.trace, "nested_worker.js")} & levels
+        assert fns == {f"level{i}"}, (t.name, fns)

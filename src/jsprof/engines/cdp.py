@@ -44,10 +44,18 @@ class CDPClosed(EngineError):
 class Session:
     """Commands to and events from one target."""
 
-    def __init__(self, client: CDPClient, session_id: str | None, via_node_worker: bool) -> None:
+    def __init__(
+        self,
+        client: CDPClient,
+        session_id: str | None,
+        via_node_worker: bool,
+        parent: Session | None = None,
+    ) -> None:
         self.client = client
         self.session_id = session_id
         self.via_node_worker = via_node_worker
+        self.parent = parent  # the session a Node worker's messages are wrapped through
+        self.children: dict[str, Session] = {}  # Node workers attached through this one
         self.events: collections.deque[dict] = collections.deque()
         self.replies: dict[int, dict] = {}
         self.closed = False
@@ -64,13 +72,32 @@ class Session:
         if self.session_id is None:
             c._send(msg)
         elif self.via_node_worker:
-            # Node wraps worker traffic in its NodeWorker domain on the parent session.
-            c.root._send_wrapped(self.session_id, msg)
+            # Node wraps worker traffic in its NodeWorker domain on the parent session
+            # (a worker's own workers: wrapped once more per level).
+            (self.parent or c.session)._send_to_worker(self.session_id, msg)
         else:
             msg["sessionId"] = self.session_id
             c._send(msg)
         c._pending[mid] = (self if reply else _DROP, method)
         return mid
+
+    def _send_to_worker(self, worker_session: str, msg: dict) -> None:
+        c = self.client
+        c._next_id += 1
+        wrapper = {
+            "id": c._next_id,
+            "method": "NodeWorker.sendMessageToWorker",
+            "params": {"sessionId": worker_session, "message": orjson.dumps(msg).decode()},
+        }
+        # The wrapper's own (empty) reply is not interesting; drop it when it comes.
+        c._pending[c._next_id] = (_DROP, "NodeWorker.sendMessageToWorker")
+        if self.session_id is None:
+            c._send(wrapper)
+        elif self.via_node_worker:
+            (self.parent or c.session)._send_to_worker(self.session_id, wrapper)
+        else:
+            wrapper["sessionId"] = self.session_id
+            c._send(wrapper)
 
     def result(self, mid: int, timeout: float = 30.0) -> dict:
         deadline = time.monotonic() + timeout
@@ -144,26 +171,29 @@ class CDPClient:
             self._mark_closed()
             raise CDPClosed("the inspector connection closed") from None
 
-    def _send_wrapped(self, session_id: str, msg: dict) -> None:
-        self._next_id += 1
-        wrapper = {
-            "id": self._next_id,
-            "method": "NodeWorker.sendMessageToWorker",
-            "params": {"sessionId": session_id, "message": orjson.dumps(msg).decode()},
-        }
-        # The wrapper's own (empty) reply is not interesting; drop it when it comes.
-        self._pending[self._next_id] = (_DROP, "NodeWorker.sendMessageToWorker")
-        self._send(wrapper)
-
     def _mark_closed(self) -> None:
         self.closed = True
         self.session.closed = True
         for s in self.sessions.values():
             s.closed = True
+        stack = list(self.session.children.values())
+        while stack:
+            s = stack.pop()
+            s.closed = True
+            stack.extend(s.children.values())
 
-    def attach(self, session_id: str, via_node_worker: bool = True) -> Session:
-        s = Session(self, session_id, via_node_worker)
-        self.sessions[session_id] = s
+    def attach(
+        self, session_id: str, via_node_worker: bool = True, parent: Session | None = None
+    ) -> Session:
+        """A session for a target: a Node worker (attached through `parent`, default the
+        root session) or, with via_node_worker=False, a flattened CDP session."""
+        if not via_node_worker:
+            s = Session(self, session_id, False)
+            self.sessions[session_id] = s
+            return s
+        owner = parent or self.session
+        s = Session(self, session_id, True, owner)
+        owner.children[session_id] = s
         return s
 
     def pump(self, timeout: float = 0.1) -> bool:
@@ -203,14 +233,15 @@ class CDPClient:
             owner.replies[msg["id"]] = msg
             return
         method = msg.get("method")
+        # Worker session ids are only unique under their parent session.
         if method == "NodeWorker.receivedMessageFromWorker":
             p = msg["params"]
-            child = self.sessions.get(p["sessionId"])
+            child = session.children.get(p["sessionId"])
             if child is not None:
                 self._route(orjson.loads(p["message"]), child)
             return
         if method == "NodeWorker.detachedFromWorker":
-            child = self.sessions.get(msg["params"]["sessionId"])
+            child = session.children.get(msg["params"]["sessionId"])
             if child is not None:
                 child.closed = True
         session.events.append(msg)

@@ -456,7 +456,6 @@ def record_node(
             root.send("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
         main.start(us)
         main.begin_slices(report_errors=True)
-        worker_of: dict[str, _Isolate] = {}
         if workers:
             root.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
         root.send("Runtime.runIfWaitingForDebugger")
@@ -485,11 +484,10 @@ def record_node(
                         if title.startswith(_ERROR_PREFIX):
                             error_text = title[len(_ERROR_PREFIX) :]
                     elif m == "NodeWorker.attachedToWorker":
-                        iso = _attach_worker(client, e["params"], us, len(worker_of) + 1)
-                        worker_of[e["params"]["sessionId"]] = iso
-                        isolates.append(iso)
-                for iso in worker_of.values():
-                    _service_worker(iso)
+                        isolates.append(_attach_worker(client, e["params"], us, len(isolates)))
+                # Workers, including those a worker starts (appended while we go).
+                for iso in isolates[1:]:
+                    _service_worker(client, iso, us, isolates)
                 now = time.monotonic()
                 for iso in isolates:
                     if now >= iso.next_slice:
@@ -566,27 +564,41 @@ def _exception_text(details: dict) -> str:
     return str(exc.get("description") or details.get("text") or "uncaught exception")
 
 
-def _attach_worker(client: CDPClient, params: dict, us: int, n: int) -> _Isolate:
-    session = client.attach(params["sessionId"])
+def _attach_worker(
+    client: CDPClient, params: dict, us: int, n: int, parent: Session | None = None
+) -> _Isolate:
+    session = client.attach(params["sessionId"], parent=parent)
     info = params.get("workerInfo", {})
+    # Node's workerId is the thread id: unique in the process, also for nested workers.
     iso = _Isolate(session, f"worker {info.get('workerId', n)}")
     try:
+        # Its own workers would reach us through it; Node 20 has no NodeWorker domain in a
+        # worker's session ("wasn't found"), so there they run unprofiled.
+        with contextlib.suppress(CDPError):
+            session.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
         session.send("Debugger.enable")
         iso.read_origin()
         iso.start(us)
         session.send("Runtime.evaluate", {"expression": _WORKER_EXIT_HOOK})
         iso.begin_slices()
-        session.send_nowait("Runtime.runIfWaitingForDebugger")
     except (CDPClosed, CDPError) as e:
         iso.lost = f"could not start profiling it ({e})"
+    finally:
+        # Whatever happened above, the worker must not stay waiting for a debugger.
+        with contextlib.suppress(CDPClosed):
+            session.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
     return iso
 
 
-def _service_worker(iso: _Isolate) -> None:
-    """Handle a worker's pauses: ours (its exit hook) takes the profile; others resume."""
+def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_Isolate]) -> None:
+    """Handle a worker's events: its pauses (ours, the exit hook, takes the profile; others
+    resume), its slices, and workers it starts (appended to `isolates`)."""
     s = iso.session
     while s.events:
         e = s.events.popleft()
+        if e["method"] == "NodeWorker.attachedToWorker":
+            isolates.append(_attach_worker(client, e["params"], us, len(isolates), parent=s))
+            continue
         if iso.take_slice(e) or e["method"] != "Debugger.paused":
             continue
         frames = e["params"].get("callFrames") or [{}]
