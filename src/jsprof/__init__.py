@@ -5,5 +5,15 @@ from .io import load, save
 from .record import record
 from .trace import ProfilerFrame, ProfilerTrace, Recording, TraceBuilder, Track
 
-__all__ = ["engines", "load", "record", "save", "ProfilerFrame", "ProfilerTrace", "Recording", "TraceBuilder", "Track"]
+__all__ = [
+    "engines",
+    "load",
+    "record",
+    "save",
+    "ProfilerFrame",
+    "ProfilerTrace",
+    "Recording",
+    "TraceBuilder",
+    "Track",
+]
 __version__ = "0.1.0"
