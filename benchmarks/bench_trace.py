@@ -31,7 +31,11 @@ def synthetic(n_samples: int, n_stacks: int, n_frames: int = 5000, seed: int = 1
     parent[0], depth[0] = -1, 1
     for i in range(1, n_stacks):
         # Mostly extend a recent stack (deep paths), sometimes branch from anywhere (variety).
-        p = i - 1 - int(rng.integers(0, min(i, 50))) if rng.random() < 0.9 else int(rng.integers(0, i))
+        p = (
+            i - 1 - int(rng.integers(0, min(i, 50)))
+            if rng.random() < 0.9
+            else int(rng.integers(0, i))
+        )
         if depth[p] >= 200:
             p = int(rng.integers(0, i))
         parent[i], depth[i] = p, depth[p] + 1
@@ -64,8 +68,10 @@ def main() -> None:
 
     rec = synthetic(a.samples, a.stacks)
     data = tracefile.dumps(rec)
-    print(f"synthetic trace: {a.samples:,} samples, {a.stacks:,} stacks, "
-          f"max depth {int(rec.tracks[0].trace.stack_depths().max())}, {len(data) / 1e6:.0f} MB JSON")
+    print(
+        f"synthetic trace: {a.samples:,} samples, {a.stacks:,} stacks, "
+        f"max depth {int(rec.tracks[0].trace.stack_depths().max())}, {len(data) / 1e6:.0f} MB JSON"
+    )
 
     # Interleave baseline and ours so machine noise hits both alike.
     base, ours = [], []
