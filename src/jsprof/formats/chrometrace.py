@@ -66,23 +66,25 @@ def _track_events(track: Track, index: int) -> list[dict]:
         for c in nd.get("children", ()):
             parent_of[c] = nd["id"]
     node_by_id = {nd["id"]: nd for nd in prof["nodes"]}
-    emitted: set[int] = set()
-    samples, deltas = prof["samples"], prof["timeDeltas"]
+    emitted = np.zeros(len(prof["nodes"]) + 2, dtype=bool)  # node ids are 1..n
+    samples = np.asarray(prof["samples"], dtype=np.int64)
+    deltas = prof["timeDeltas"]
+    chunk_end_ts = prof["startTime"] + np.cumsum(np.asarray(deltas, dtype=np.int64))
     lines = track.trace.sample_line
-    ts = prof["startTime"]
 
     def chunk_nodes(ids: list[int]) -> list[dict]:
+        """The nodes this chunk uses that no earlier chunk emitted, parents first."""
         out: list[dict] = []
         for nid in ids:
             chain = []
-            while nid not in emitted:
+            while not emitted[nid]:
                 chain.append(nid)
-                emitted.add(nid)
+                emitted[nid] = True
                 p = parent_of.get(nid)
                 if p is None:
                     break
                 nid = p
-            for n in reversed(chain):  # parents before children
+            for n in reversed(chain):
                 nd = node_by_id[n]
                 cf = {
                     k: v for k, v in nd["callFrame"].items() if not (k.endswith("Number") and v < 0)
@@ -101,13 +103,16 @@ def _track_events(track: Track, index: int) -> list[dict]:
     for lo in range(0, max(n, 1), CHUNK_SAMPLES):
         hi = min(n, lo + CHUNK_SAMPLES)
         part = samples[lo:hi]
+        # Only ids no earlier chunk emitted need the (Python) walk up their parents.
+        used = np.unique(part) if len(part) else np.array([1], np.int64)
+        fresh = used[~emitted[used]].tolist()
         data: dict[str, Any] = {
-            "cpuProfile": {"nodes": chunk_nodes(sorted(set(part)) or [1]), "samples": part},
+            "cpuProfile": {"nodes": chunk_nodes(fresh), "samples": part.tolist()},
             "timeDeltas": deltas[lo:hi],
         }
         if lines is not None and (lines[lo:hi] != 0).any():
             data["lines"] = lines[lo:hi].tolist()
-        ts += int(sum(deltas[lo:hi]))
+        ts = int(chunk_end_ts[hi - 1]) if hi > lo else prof["startTime"]
         events.append({"name": "ProfileChunk", **base, "ts": ts, "args": {"data": data}})
     events.append(
         {
