@@ -131,9 +131,11 @@ def run(
     """Run the script at `path` with no outer profiling (console output goes to stdout/
     stderr). Raises JSError for an uncaught error, KeyboardInterrupt on Ctrl-C.
 
-    engine="node": the script runs under Node with the spec's `Profiler` global (the
-    preload in js/node_profiler.js); returns Node's exit code (Node printed any error).
-    `allow_profiling=False` makes its constructor throw NotAllowedError.
+    The script sees the spec's `Profiler` global on both engines (QuickJS: built into our
+    host, js/quickjs_profiler.js; engine="node": the preload js/node_profiler.js, and the
+    return value is Node's exit code, Node having printed any error).
+    `allow_profiling=False` (`jsprof run --no-profiling`) makes its constructor throw
+    NotAllowedError.
     """
     p = _check(path, engine)
     if engine == "node":
@@ -142,5 +144,5 @@ def run(
         return run_node(p, args, allow_profiling=allow_profiling)
     from .engines.quickjs import QuickJS
 
-    QuickJS(args=[p, *args]).eval_file(p)
+    QuickJS(args=[p, *args], allow_profiling=allow_profiling).eval_file(p)
     return None

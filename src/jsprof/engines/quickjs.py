@@ -33,19 +33,24 @@ Frames in the traces
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+import weakref
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
+import orjson
 
 from ..errors import EngineError, UsageError
+from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Track
+from ..tracefile import trace_to_doc
 from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler
 
 try:
@@ -61,8 +66,6 @@ MIN_INTERVAL_MS = 0.1  # below this the timer thread's wake-ups dominate (notes/
 # An hour of samples at 1 ms; the buffer is virtual memory committed only as it fills.
 DEFAULT_MAX_BUFFER_SIZE = 3_600_000
 
-# flag bits per raw sample, as the C drain reports them
-_DEFERRED, _IDLE, _NATIVE = 1, 2, 4
 
 
 # An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
@@ -103,15 +106,105 @@ def effective_interval(sample_interval: float) -> float:
     return max(float(sample_interval), MIN_INTERVAL_MS)
 
 
+class _Backend:
+    """The C sampler seen by the session layer (session.SamplerBackend)."""
+
+    def __init__(self, runtime: QuickJS) -> None:
+        self._q = runtime
+
+    def start(self, interval: float, capacity: int) -> None:
+        self._q._rt.sampler_start(interval, capacity)
+
+    def set_interval(self, interval: float) -> None:
+        self._q._rt.sampler_set_interval(interval)
+
+    def stop(self) -> None:
+        self._q._rt.sampler_stop()
+
+    def sample_now(self) -> None:
+        self._q._rt.sampler_sample_now()
+
+    def notify_at(self, n: int) -> None:
+        self._q._rt.sampler_notify_at(n)
+
+    def drain(self) -> Chunk:
+        return chunk_from_drain(self._q._rt.sampler_drain(), self._q._muted)
+
+
+def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = frozenset()) -> Chunk:
+    """One drain of the C sampler as a session Chunk (resources as URLs, muted marked)."""
+    funcs = [
+        (name, resource_url(filename), int(line), int(col), int(realm), filename in muted)
+        for name, filename, line, col, realm in raw["funcs"]
+    ]
+    return Chunk(
+        funcs=funcs,
+        stack_parent=np.frombuffer(raw["stack_parent"], np.int32),
+        stack_func=np.frombuffer(raw["stack_func"], np.int32),
+        time=np.frombuffer(raw["ts"], np.float64),
+        stack=np.frombuffer(raw["stack"], np.int32),
+        line=np.frombuffer(raw["line"], np.int32),
+        flags=np.frombuffer(raw["flags"], np.uint8),
+        due=np.frombuffer(raw["due"], np.float64),
+        cap=np.frombuffer(raw["cap"], np.float64),
+        overflow=bool(raw["full"]),
+        dropped=int(raw["dropped"]),
+    )
+
+
+class _JSFacingError(UsageError):
+    """An error the JS Profiler global rethrows under the spec's name."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.js_name = name
+
+
+_BOOTSTRAP = "jsprof:quickjs_profiler.js"
+_BOOTSTRAP_JS = Path(__file__).resolve().parent.parent / "js" / "quickjs_profiler.js"
+
+
 class QuickJS:
-    """A QuickJS-ng runtime. Use from one thread at a time (any thread)."""
+    """A QuickJS-ng runtime. Use from one thread at a time (any thread).
+
+    The global `Profiler` (the W3C JS Self-Profiling API, extending `EventTarget`) is
+    available to scripts; with `allow_profiling=False` its constructor throws
+    `NotAllowedError` (the embedder forbids profiling, like a page without the document
+    policy). Python sessions (`profiler()`) and JS ones share the runtime's one sampler.
+    """
 
     type: ClassVar[str] = ENGINE
 
-    def __init__(self, args: Sequence[str] = ()) -> None:
+    def __init__(self, args: Sequence[str] = (), allow_profiling: bool = True) -> None:
         q = _require_extension()
         self._rt = q.Runtime(args=[str(a) for a in args])
-        self._session: ProfilerSession | None = None
+        self.allow_profiling = allow_profiling
+        self._muted: set[str] = {_BOOTSTRAP}
+        self._js_sessions: dict[int, ProfilerSession] = {}
+        self._next_js_id = 0
+        self.sampler = SharedSampler(
+            backend=_Backend(self),
+            min_interval=MIN_INTERVAL_MS,
+            capacity=DEFAULT_MAX_BUFFER_SIZE,
+            engine=ENGINE,
+            time_origin=self.time_origin,
+            meta={"quickjs_version": str(q.QUICKJS_VERSION)},
+            can_drain=self._can_drain,
+            require_owner=self._check_owner,
+            on_filled=self._rt.request_check,
+        )
+        # The C side holds the callback; a weak reference back avoids a cycle through a
+        # C object the garbage collector cannot see (it would keep the runtime alive).
+        ref = weakref.ref(self)
+
+        def host(op: str, arg: str) -> str | None:
+            me = ref()
+            if me is None:
+                raise _JSFacingError("InvalidStateError", "the runtime is gone")
+            return me._host_call(op, arg)
+
+        self._rt.set_host_callback(host)
+        self._rt.eval(_BOOTSTRAP_JS.read_text(encoding="utf-8"), _BOOTSTRAP, 0, False)
 
     @property
     def time_origin(self) -> float:
@@ -122,12 +215,27 @@ class QuickJS:
         """This runtime's performance.now(), ms."""
         return float(self._rt.now())
 
-    def eval(self, source: str, filename: str = "<input>", *, module: bool | None = None) -> Any:
+    def new_realm(self) -> int:
+        """Create another realm (a second context of this runtime, with console and
+        timers); returns its index for `eval(..., realm=)`. Sessions profile realm 0."""
+        return int(self._rt.new_context())
+
+    def eval(
+        self,
+        source: str,
+        filename: str = "<input>",
+        muted: bool = False,
+        *,
+        module: bool | None = None,
+        realm: int = 0,
+    ) -> Any:
         """Run `source` to completion (promise jobs and timers included).
 
         Returns the completion value when it is a primitive (else None). Raises
         jsprof.errors.JSError for an uncaught exception or unhandled rejection, and
-        KeyboardInterrupt on Ctrl-C (main thread) or `interrupt()`.
+        KeyboardInterrupt on Ctrl-C (main thread) or `interrupt()`. `muted=True` treats
+        the script like a cross-origin script without CORS: it contributes no resource and
+        no frames to traces (samples inside it keep their non-muted callers).
         """
         # Keep Python's buffered output ahead of what the script writes to the same fds.
         for stream in (sys.stdout, sys.stderr):
@@ -138,8 +246,15 @@ class QuickJS:
         catch_sigint = threading.current_thread() is threading.main_thread() and callable(
             signal.getsignal(signal.SIGINT)
         )
+        if muted:
+            self._muted.add(filename)
         mod = is_module(source, filename) if module is None else module
-        return self._rt.eval(source, filename, int(mod), catch_sigint)
+        try:
+            return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
+        finally:
+            # buffer-full callbacks of Python sessions noticed at the very end
+            if self.sampler.filled and not self._rt.busy:
+                self.sampler.check()
 
     def eval_file(self, path: str | os.PathLike[str], *, module: bool | None = None) -> Any:
         """Run a script file; its resource is the path as given (absolute -> file:// URL)."""
@@ -158,152 +273,63 @@ class QuickJS:
         self._rt.interrupt()
 
     def profiler(
-        self, sample_interval: float = DEFAULT_INTERVAL_MS, max_buffer_size: int | None = None
+        self,
+        sample_interval: float = DEFAULT_INTERVAL_MS,
+        max_buffer_size: int | None = None,
+        on_sample_buffer_full: Callable[[ProfilerSession], Any] | None = None,
     ) -> ProfilerSession:
-        """Start a profiling session on this runtime; `.stop()` returns the ProfilerTrace."""
-        return ProfilerSession(self, sample_interval, max_buffer_size)
-
-
-class ProfilerSession:
-    """A started sampling session (the Profiler-API issue grows this into the spec's
-    Profiler; today: one session per runtime at a time).
-
-    The C sampler is per runtime; its interval can be changed while it runs and it can be
-    drained repeatedly, which is what sharing it between sessions needs.
-    """
-
-    def __init__(
-        self, runtime: QuickJS, sample_interval: float, max_buffer_size: int | None
-    ) -> None:
-        if runtime._session is not None and not runtime._session.stopped:
-            raise UsageError(
-                "this QuickJS runtime already has a profiling session; stop it first"
-            )
+        """Start a profiling session on this runtime (sampling starts now, with a first
+        sample); `.stop()` returns the ProfilerTrace. Several may run at once."""
         if max_buffer_size is None:
             max_buffer_size = DEFAULT_MAX_BUFFER_SIZE
-        if max_buffer_size < 1:
-            raise UsageError(f"max buffer size must be >= 1 sample, got {max_buffer_size}")
-        self.runtime = runtime
-        self.requested_interval = float(sample_interval)
-        self.sample_interval = effective_interval(sample_interval)
-        self.max_buffer_size = int(max_buffer_size)
-        self.stopped = False
-        self.meta: dict[str, Any] = {}
-        # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
-        self.capture_latencies_ms = np.zeros(0)
-        runtime._rt.sampler_start(self.sample_interval, self.max_buffer_size)
-        runtime._session = self
-
-    def stop(self) -> ProfilerTrace:
-        """Stop sampling and return the trace (also after an exception or Ctrl-C)."""
-        if self.stopped:
-            raise UsageError("this profiling session is already stopped")
-        rt = self.runtime._rt
-        if rt.busy:
-            # symbolising needs the runtime, which belongs to the thread running it now
-            raise UsageError(
-                "cannot stop a QuickJS profiling session while its runtime runs JavaScript "
-                "on another thread; stop it after eval() returns (or interrupt() it)"
-            )
-        rt.sampler_stop()
-        self.stopped = True
-        raw = rt.sampler_drain()
-        trace, self.meta, self.capture_latencies_ms = build_trace(raw, self.max_buffer_size)
-        return trace
-
-    def track(self, trace: ProfilerTrace, name: str = "main") -> Track:
-        """Wrap a trace from `stop()` as a Track with this session's facts."""
-        return Track(
-            name=name,
-            trace=trace,
-            time_origin=self.runtime.time_origin,
-            engine=ENGINE,
-            sample_interval=self.sample_interval,
-            requested_interval=self.requested_interval,
-            meta=dict(self.meta),
+        if max_buffer_size < 0:
+            raise UsageError(f"max buffer size must be >= 0 samples, got {max_buffer_size}")
+        self._check_owner("start a profiling session")
+        return ProfilerSession(
+            self.sampler, sample_interval, max_buffer_size,
+            on_sample_buffer_full=on_sample_buffer_full,
         )
 
+    # --- the owner-thread rule and the JS side
 
-def _percentiles(values: np.ndarray) -> dict[str, float | None]:
-    if len(values) == 0:
-        return {"p50": None, "p99": None}
-    p50, p99 = np.percentile(values, [50, 99])
-    return {"p50": round(float(p50), 4), "p99": round(float(p99), 4)}
+    def _can_drain(self) -> bool:
+        # Draining symbolises through the runtime: only its owner may, i.e. nobody while
+        # an eval runs, except the eval's own thread inside a host callback.
+        return not self._rt.busy or bool(self._rt.in_owner_callback)
 
+    def _check_owner(self, what: str) -> None:
+        if not self._can_drain():
+            raise UsageError(
+                f"cannot {what} while this QuickJS runtime runs JavaScript on another "
+                "thread; do it after eval() returns (or interrupt() it)"
+            )
 
-def build_trace(
-    raw: dict[str, Any], max_buffer_size: int
-) -> tuple[ProfilerTrace, dict, np.ndarray]:
-    """Turn one drain of the C sampler into a ProfilerTrace, meta facts and the capture
-    latencies (ms) of the samples captured directly at a poll.
-
-    Frames are interned by (name, resource, line, column) as the spec's "get an element
-    ID" says; distinct closures of one function collapse into one frame, and the C
-    stack trie is re-interned over frame IDs accordingly. Sample columns stay vectorised.
-    """
-    resources: dict[str, int] = {}
-    frames: dict[tuple[str, int, int, int], int] = {}
-    func_frame: list[int] = []
-    for name, filename, line, col in raw["funcs"]:
-        url = resource_url(filename)
-        rid = resources.setdefault(url, len(resources))
-        key = (name, rid, int(line), int(col))
-        func_frame.append(frames.setdefault(key, len(frames)))
-
-    c_parent = np.frombuffer(raw["stack_parent"], np.int32)
-    c_func = np.frombuffer(raw["stack_func"], np.int32)
-    # C stack nodes are created parent-first, so one forward pass re-interns them.
-    stacks: dict[tuple[int, int], int] = {}
-    stack_parent: list[int] = []
-    stack_frame: list[int] = []
-    remap = np.empty(len(c_parent) + 1, np.int32)
-    remap[-1] = -1  # index -1 (no stack) maps to no stack
-    for i in range(len(c_parent)):
-        p = int(c_parent[i])
-        parent = int(remap[p]) if p >= 0 else -1
-        key = (parent, func_frame[c_func[i]])
-        sid = stacks.get(key)
-        if sid is None:
-            sid = stacks[key] = len(stack_frame)
-            stack_parent.append(parent)
-            stack_frame.append(key[1])
-        remap[i] = sid
-
-    ts = np.frombuffer(raw["ts"], np.float64)
-    due = np.frombuffer(raw["due"], np.float64)
-    cap = np.frombuffer(raw["cap"], np.float64)
-    flags = np.frombuffer(raw["flags"], np.uint8)
-    c_stack = np.frombuffer(raw["stack"], np.int32)
-    line = np.frombuffer(raw["line"], np.int32)
-    n = min(len(ts), max_buffer_size)
-    sample_stack = remap[c_stack[:n]]
-    # Samples stamped at their capture time (all but deferred ones, which carry their
-    # due time: they came due inside a built-in call and were captured when it returned).
-    captured = (flags[:n] & (_DEFERRED | _IDLE)) == 0
-    latencies = (cap[:n] - due[:n])[captured]
-    full = bool(raw["full"]) or len(ts) > max_buffer_size
-    meta: dict[str, Any] = {
-        "samples": int(n),
-        "idle_samples": int(np.count_nonzero(flags[:n] & _IDLE)),
-        # ticks that came due inside a built-in call, charged to its JS caller
-        "deferred_samples": int(np.count_nonzero((flags[:n] & (_DEFERRED | _IDLE)) == _DEFERRED)),
-        "native_return_samples": int(np.count_nonzero(flags[:n] & _NATIVE)),
-        # due -> captured at the interpreter's next poll: the accuracy of a sample's time
-        "capture_latency_ms": _percentiles(latencies),
-        "buffer_full": full,
-        "dropped_ticks": int(raw["dropped"]) + max(0, len(ts) - max_buffer_size),
-        "quickjs_version": str(_quickjs.QUICKJS_VERSION) if _quickjs else None,
-    }
-    trace = ProfilerTrace(
-        resources=list(resources),
-        frames=list(frames),
-        stack_parent=stack_parent,
-        stack_frame=stack_frame,
-        sample_time=ts[:n].copy(),
-        sample_stack=sample_stack,
-        sample_line=line[:n].copy(),
-    )
-    return trace, meta, latencies
+    def _host_call(self, op: str, arg: str) -> str | None:
+        """The JS Profiler global's requests (owner thread, GIL held)."""
+        if op == "create":
+            if not self.allow_profiling:
+                raise _JSFacingError(
+                    "NotAllowedError", "profiling is not allowed here (jsprof run --no-profiling)"
+                )
+            opts = json.loads(arg)
+            s = ProfilerSession(self.sampler, opts["sampleInterval"], opts["maxBufferSize"])
+            self._next_js_id += 1
+            s.js_id = self._next_js_id
+            self._js_sessions[s.js_id] = s
+            return json.dumps({"id": s.js_id, "sampleInterval": s.sample_interval})
+        if op == "stop":
+            s = self._js_sessions.pop(int(arg), None)
+            if s is None:
+                raise _JSFacingError("InvalidStateError", "the profiler was already stopped")
+            return orjson.dumps(trace_to_doc(s.stop())).decode()
+        if op == "stopped":
+            s = self._js_sessions.get(int(arg))
+            return "1" if s is None or s.stopped else "0"
+        if op == "check":
+            return sessions_json_ids(self.sampler.check())
+        if op == "serve":
+            return None
+        raise _JSFacingError("TypeError", f"unknown host request {op!r}")
 
 
 class QuickJSProfiler(RuntimeProfiler):

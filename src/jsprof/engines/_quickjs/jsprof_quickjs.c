@@ -138,6 +138,11 @@ typedef struct Sampler {
     int full;
     uint64_t dropped;
     uint64_t native_captures;
+    /* The session layer (Python) asks to look at the samples once `notify_at` are held
+       (0: never): the earliest any session's buffer could be full. The owner thread
+       sees check_due at its next event-loop turn, never inside the sampler. */
+    size_t notify_at;
+    atomic_int check_due;
 
     JSContext *ctxs[MAX_CTX];
     int nctx;
@@ -179,6 +184,8 @@ static int sampler_push(Sampler *s, double due, double cap, uint32_t keep, uint3
         return -1;
     }
     r = &s->samples[s->nsamples++];
+    if (s->notify_at && s->nsamples >= s->notify_at)
+        atomic_store_explicit(&s->check_due, 1, memory_order_relaxed);
     r->due = due;
     r->cap = cap;
     r->keep = keep;
@@ -394,6 +401,14 @@ typedef struct Host {
     Rejection rej[MAX_REJECTIONS];
     int nrej;
     double time_origin_epoch;
+    /* The Python side (session layer, owner-thread requests): py_cb(op, arg) -> str|None,
+       called on the owner thread with the GIL taken (see host_py_call). While it runs,
+       this thread may use the Runtime's methods although an eval is in progress. */
+    PyObject *py_cb;
+    int in_cb;
+    pthread_t cb_thread;
+    atomic_int owner_req; /* a foreign thread queued work for the owner thread */
+    JSValue dispatch_fn;  /* JS: (id) => fire samplebufferfull at Profiler `id` */
     /* error of the last run, converted to Python after the GIL is back */
     int err_kind; /* 0 none, 1 JS error, 2 interrupted, 3 host error */
     char *err_name, *err_message, *err_stack;
@@ -411,6 +426,89 @@ static inline int host_interrupted(Host *h)
 {
     return atomic_load_explicit(&h->interrupt_req, memory_order_relaxed) ||
            (h->catch_sigint && g_sigint);
+}
+
+/* Call the Python side on the owner thread: takes the GIL (the eval released it), marks
+   this thread as the one allowed into the Runtime meanwhile. 0: *out is the malloc'ed
+   result (NULL for None); -1: *out is "ErrorName\nmessage" for a JS exception. */
+static int host_py_call(Host *h, const char *op, const char *arg, size_t arglen, char **out,
+                        size_t *outlen)
+{
+    PyGILState_STATE g = PyGILState_Ensure();
+    int rc = 0, prev_in = h->in_cb;
+    pthread_t prev_thread = h->cb_thread;
+    PyObject *r = NULL;
+    *out = NULL;
+    *outlen = 0;
+    if (h->py_cb) {
+        h->in_cb = 1;
+        h->cb_thread = pthread_self();
+        r = PyObject_CallFunction(h->py_cb, "ss#", op, arg, (Py_ssize_t)arglen);
+        h->in_cb = prev_in;
+        h->cb_thread = prev_thread;
+    } else {
+        PyErr_SetString(PyExc_RuntimeError, "no Python host attached to this runtime");
+    }
+    if (!r) {
+        PyObject *t, *v, *tb, *name = NULL, *msg = NULL;
+        const char *ns = "Error", *ms = "";
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (v) {
+            name = PyObject_GetAttrString(v, "js_name");
+            if (!name) {
+                PyErr_Clear();
+                name = PyUnicode_FromString("InternalError");
+            }
+            msg = PyObject_Str(v);
+            if (!msg)
+                PyErr_Clear();
+        }
+        if (name && PyUnicode_Check(name))
+            ns = PyUnicode_AsUTF8(name);
+        if (msg)
+            ms = PyUnicode_AsUTF8(msg);
+        if (!ns || !ms) {
+            PyErr_Clear();
+            ns = ns ? ns : "Error";
+            ms = ms ? ms : "";
+        }
+        *outlen = strlen(ns) + 1 + strlen(ms);
+        *out = malloc(*outlen + 1);
+        snprintf(*out, *outlen + 1, "%s\n%s", ns, ms);
+        Py_XDECREF(name);
+        Py_XDECREF(msg);
+        Py_XDECREF(t);
+        Py_XDECREF(v);
+        Py_XDECREF(tb);
+        rc = -1;
+    } else {
+        if (r != Py_None) {
+            Py_ssize_t n;
+            const char *str = PyUnicode_Check(r) ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
+            if (str) {
+                *out = malloc(n + 1);
+                memcpy(*out, str, n + 1);
+                *outlen = n;
+            } else {
+                PyErr_Clear();
+            }
+        }
+        Py_DECREF(r);
+    }
+    PyGILState_Release(g);
+    return rc;
+}
+
+/* owner thread, at a poll or between event-loop turns: run what foreign threads queued */
+static void host_serve_requests(Host *h)
+{
+    char *out;
+    size_t n;
+    if (!atomic_exchange(&h->owner_req, 0))
+        return;
+    host_py_call(h, "serve", "", 0, &out, &n);
+    free(out);
 }
 
 static int interrupt_handler(JSRuntime *rt, void *opaque)
@@ -435,6 +533,8 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
             pthread_mutex_unlock(&s->lock);
         }
     }
+    if (atomic_load_explicit(&h->owner_req, memory_order_relaxed))
+        host_serve_requests(h);
     /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
     return host_interrupted(h);
 }
@@ -739,14 +839,49 @@ static void host_clear_timers(Host *h)
     }
 }
 
+static JSValue job_call1(JSContext *ctx, int argc, JSValueConst *argv)
+{
+    return JS_Call(ctx, argv[0], JS_UNDEFINED, 1, &argv[1]);
+}
+
+/* A session's buffer may be full: ask the Python side (owner thread, between jobs, never
+   inside the sampler); it answers with the ids of JS Profilers whose buffer filled, and
+   samplebufferfull is dispatched to each as a job. */
+static void host_check_buffers(Host *h)
+{
+    char *out, *p;
+    size_t n;
+    if (!atomic_exchange(&h->s.check_due, 0))
+        return;
+    if (host_py_call(h, "check", "", 0, &out, &n) == 0 && out && JS_IsFunction(h->ctx, h->dispatch_fn)) {
+        JSContext *ctx = h->s.ctxs[0];
+        for (p = out; *p;) {
+            char *end;
+            long long id = strtoll(p, &end, 10);
+            JSValue args[2];
+            if (end == p)
+                break;
+            args[0] = h->dispatch_fn;
+            args[1] = JS_NewInt64(ctx, id);
+            JS_EnqueueJob(ctx, job_call1, 2, args);
+            p = *end ? end + 1 : end;
+        }
+    }
+    free(out);
+}
+
 /* Run promise jobs and timers until nothing is left (as qjs does). 0 ok, -1 error. */
 static int host_event_loop(Host *h)
 {
     for (;;) {
         Timer *t;
         double now;
+        host_serve_requests(h);
+        host_check_buffers(h);
         if (host_run_jobs(h) < 0 || host_check_rejections(h) < 0)
             return -1;
+        if (atomic_load(&h->s.check_due))
+            continue; /* a job may have filled a buffer: dispatch before sleeping */
         if (host_interrupted(h)) {
             h->err_kind = 2;
             return -1;
@@ -910,6 +1045,52 @@ static int ensure_error_types(void)
     return 0;
 }
 
+/* __jsprof_host(op, arg): the JS Profiler global's way into the Python session layer.
+   Returns "R<result>" or "E<ErrorName>\n<message>" (the JS side throws the right error). */
+static JSValue js_host_call(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
+    const char *op, *arg;
+    size_t arglen, n;
+    char *out;
+    int rc;
+    JSValue ret;
+    if (argc < 2)
+        return JS_ThrowTypeError(ctx, "__jsprof_host(op, arg)");
+    op = JS_ToCString(ctx, argv[0]);
+    if (!op)
+        return JS_EXCEPTION;
+    arg = JS_ToCStringLen(ctx, &arglen, argv[1]);
+    if (!arg) {
+        JS_FreeCString(ctx, op);
+        return JS_EXCEPTION;
+    }
+    rc = host_py_call(h, op, arg, arglen, &out, &n);
+    JS_FreeCString(ctx, op);
+    JS_FreeCString(ctx, arg);
+    {
+        char *buf = malloc(n + 2);
+        buf[0] = rc < 0 ? 'E' : 'R';
+        if (out)
+            memcpy(buf + 1, out, n);
+        buf[n + 1] = 0;
+        ret = JS_NewStringLen(ctx, buf, n + 1);
+        free(buf);
+    }
+    free(out);
+    return ret;
+}
+
+static JSValue js_set_dispatch(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
+{
+    Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
+    if (argc < 1 || !JS_IsFunction(ctx, argv[0]))
+        return JS_ThrowTypeError(ctx, "a function is needed");
+    JS_FreeValue(ctx, h->dispatch_fn);
+    h->dispatch_fn = js_dup(argv[0]);
+    return JS_UNDEFINED;
+}
+
 static const JSCFunctionListEntry console_funcs[] = {
     JS_CFUNC_MAGIC_DEF("log", 0, js_console_write, 0),
     JS_CFUNC_MAGIC_DEF("info", 0, js_console_write, 0),
@@ -925,6 +1106,23 @@ static const JSCFunctionListEntry global_funcs[] = {
     JS_CFUNC_DEF("clearInterval", 1, js_clear_timer),
     JS_CFUNC_MAGIC_DEF("print", 0, js_console_write, 0),
 };
+
+/* only in the main realm; the bootstrap (js/quickjs_profiler.js) takes and deletes them */
+static const JSCFunctionListEntry hook_funcs[] = {
+    JS_CFUNC_DEF("__jsprof_host", 2, js_host_call),
+    JS_CFUNC_DEF("__jsprof_set_dispatch", 1, js_set_dispatch),
+};
+
+/* console, timers and print, in every realm */
+static void host_install_globals(JSContext *ctx)
+{
+    JSValue g = JS_GetGlobalObject(ctx);
+    JSValue console = JS_NewObject(ctx);
+    JS_SetPropertyFunctionList(ctx, console, console_funcs, countof(console_funcs));
+    JS_SetPropertyStr(ctx, g, "console", console);
+    JS_SetPropertyFunctionList(ctx, g, global_funcs, countof(global_funcs));
+    JS_FreeValue(ctx, g);
+}
 
 static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
 {
@@ -970,13 +1168,10 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
     h->s.nctx = 1;
     h->s.time_origin_mono = h->ctx->time_origin;
 
+    h->dispatch_fn = JS_UNDEFINED;
+    host_install_globals(h->ctx);
     g = JS_GetGlobalObject(h->ctx);
-    {
-        JSValue console = JS_NewObject(h->ctx);
-        JS_SetPropertyFunctionList(h->ctx, console, console_funcs, countof(console_funcs));
-        JS_SetPropertyStr(h->ctx, g, "console", console);
-    }
-    JS_SetPropertyFunctionList(h->ctx, g, global_funcs, countof(global_funcs));
+    JS_SetPropertyFunctionList(h->ctx, g, hook_funcs, countof(hook_funcs));
     /* quickjs-ng's timeOrigin is the monotonic clock's reading (read-only); the web's is
        Unix epoch ms. Replace the object, keeping quickjs-ng's own now(). */
     perf = JS_NewObject(h->ctx);
@@ -1065,7 +1260,10 @@ static void Runtime_dealloc(RuntimeObject *self)
         host_clear_timers(h);
         clear_rejections(h);
         host_clear_error(h);
-        JS_FreeContext(h->ctx);
+        JS_FreeValue(h->s.ctxs[0], h->dispatch_fn);
+        Py_CLEAR(h->py_cb);
+        for (int i = h->s.nctx - 1; i >= 0; i--)
+            JS_FreeContext(h->s.ctxs[i]);
         JS_FreeRuntime(h->rt);
         pthread_mutex_destroy(&h->s.lock);
         pthread_cond_destroy(&h->s.cond);
@@ -1080,7 +1278,7 @@ static Host *get_host(RuntimeObject *self)
         PyErr_SetString(PyExc_RuntimeError, "Runtime not initialised");
         return NULL;
     }
-    if (self->h->busy) {
+    if (self->h->busy && !(self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self()))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this QuickJS runtime is already running JavaScript (one thread at a time)");
         return NULL;
@@ -1142,10 +1340,11 @@ static PyObject *raise_host_error(Host *h)
 
 static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
 {
-    static char *kwlist[] = {"source", "filename", "module", "catch_sigint", NULL};
+    static char *kwlist[] = {"source", "filename", "module", "catch_sigint", "context", NULL};
     const char *src, *filename = "<input>";
     Py_ssize_t len;
-    int module = -1, catch_sigint = 0;
+    int module = -1, catch_sigint = 0, context = 0;
+    JSContext *main_ctx, *rctx;
     Host *h = get_host(self);
     JSValue r;
     PyObject *ret;
@@ -1154,9 +1353,16 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
 
     if (!h)
         return NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|sip", kwlist, &src, &len, &filename, &module,
-                                     &catch_sigint))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|sipi", kwlist, &src, &len, &filename, &module,
+                                     &catch_sigint, &context))
         return NULL;
+    if (context < 0 || context >= h->s.nctx) {
+        PyErr_SetString(PyExc_ValueError, "no such context");
+        return NULL;
+    }
+    /* a second realm runs through the same host; h->ctx is the realm of this eval */
+    main_ctx = h->ctx;
+    h->ctx = h->s.ctxs[context];
     if (module < 0) {
         size_t fl = strlen(filename);
         module = (fl > 4 && strcmp(filename + fl - 4, ".mjs") == 0) || JS_DetectModule(src, len);
@@ -1179,6 +1385,8 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
     r = host_eval(h, src, (size_t)len, fname, module);
     Py_END_ALLOW_THREADS
     free(fname);
+    rctx = h->ctx;
+    h->ctx = main_ctx;
     if (catch_sigint) {
         sigaction(SIGINT, &old, NULL);
         if (g_sigint && h->err_kind == 2) {
@@ -1186,7 +1394,7 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
             h->catch_sigint = 0;
             host_clear_error(h);
             h->busy = 0;
-            JS_FreeValue(h->ctx, r);
+            JS_FreeValue(rctx, r);
             /* hand the signal to Python's handler (KeyboardInterrupt by default) */
             PyErr_SetInterrupt();
             if (PyErr_CheckSignals() < 0)
@@ -1198,11 +1406,11 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
     h->catch_sigint = 0;
     h->busy = 0;
     if (h->err_kind) {
-        JS_FreeValue(h->ctx, r);
+        JS_FreeValue(rctx, r);
         return raise_host_error(h);
     }
-    ret = to_python(h->ctx, r);
-    JS_FreeValue(h->ctx, r);
+    ret = to_python(rctx, r);
+    JS_FreeValue(rctx, r);
     return ret;
 }
 
@@ -1269,6 +1477,8 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.full = 0;
     h->s.dropped = 0;
     h->s.native_captures = 0;
+    h->s.notify_at = 0;
+    atomic_store(&h->s.check_due, 0);
     atomic_store(&h->s.pending, 0);
     h->s.interval_ms = interval;
     h->s.interval_changed = 0;
@@ -1302,6 +1512,101 @@ static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *arg
     pthread_cond_signal(&self->h->s.cond);
     pthread_mutex_unlock(&self->h->s.lock);
     Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_new_context(RuntimeObject *self, PyObject *unused)
+{
+    Host *h = get_host(self);
+    JSContext *c;
+    if (!h)
+        return NULL;
+    if (h->s.nctx >= MAX_CTX) {
+        PyErr_SetString(PyExc_RuntimeError, "too many contexts in this runtime");
+        return NULL;
+    }
+    c = JS_NewContext(h->rt);
+    if (!c)
+        return PyErr_NoMemory();
+    host_install_globals(c);
+    pthread_mutex_lock(&h->s.lock); /* the timer thread pokes every context */
+    h->s.ctxs[h->s.nctx++] = c;
+    pthread_mutex_unlock(&h->s.lock);
+    return PyLong_FromLong(h->s.nctx - 1);
+}
+
+/* Take a sample now, on the owner thread (the spec's constructor takes the first sample):
+   the current JS stack, or an empty sample when no JS runs. */
+static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unused)
+{
+    Host *h = get_host(self);
+    Sampler *s;
+    if (!h)
+        return NULL;
+    s = &h->s;
+    pthread_mutex_lock(&s->lock);
+    if (s->running && !s->full) {
+        double now = sampler_now(s);
+        if (!s->idle && h->rt->current_stack_frame) {
+            if (atomic_load(&s->pending) == 0)
+                s->pending_first_due = now;
+            s->pending_last_due = now;
+            atomic_fetch_add(&s->pending, 1);
+            sampler_capture_locked(s, h->rt, 0);
+        } else {
+            sampler_flush_pending_idle_locked(s);
+            sampler_push(s, now, now, 0, SAMPLE_IDLE);
+        }
+    }
+    pthread_mutex_unlock(&s->lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_sampler_notify_at(RuntimeObject *self, PyObject *args)
+{
+    Py_ssize_t n;
+    if (!self->h || !PyArg_ParseTuple(args, "n", &n))
+        return NULL;
+    pthread_mutex_lock(&self->h->s.lock);
+    self->h->s.notify_at = n > 0 ? (size_t)n : 0;
+    if (n > 0 && self->h->s.nsamples >= (size_t)n)
+        atomic_store(&self->h->s.check_due, 1);
+    pthread_mutex_unlock(&self->h->s.lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_request_check(RuntimeObject *self, PyObject *unused)
+{
+    if (self->h)
+        atomic_store(&self->h->s.check_due, 1);
+    Py_RETURN_NONE;
+}
+
+/* A foreign thread has queued work for the owner: make the interpreter poll soon (the
+   interrupt handler serves it) -- thread-safe. */
+static PyObject *Runtime_request_owner(RuntimeObject *self, PyObject *unused)
+{
+    Host *h = self->h;
+    if (h) {
+        atomic_store(&h->owner_req, 1);
+        for (int i = 0; i < h->s.nctx; i++)
+            *(volatile int *)&h->s.ctxs[i]->interrupt_counter = 0;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_set_host_callback(RuntimeObject *self, PyObject *cb)
+{
+    if (!self->h)
+        return NULL;
+    Py_XINCREF(cb == Py_None ? NULL : cb);
+    Py_XSETREF(self->h->py_cb, cb == Py_None ? NULL : cb);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_get_owner_here(RuntimeObject *self, void *c)
+{
+    /* True when called from inside a host callback on the owner thread */
+    return PyBool_FromLong(self->h && self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self()));
 }
 
 static PyObject *Runtime_sampler_stop(RuntimeObject *self, PyObject *unused)
@@ -1503,9 +1808,13 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             goto nomem;
         slot = map_slot(&fmap, (uint64_t)(uintptr_t)p, &found);
         if (!found) {
-            PyObject *t = Py_BuildValue("(NNii)", function_name(ctx, p),
+            int realm = -1;
+            for (int k = 0; k < s->nctx; k++)
+                if (s->ctxs[k] == b->realm)
+                    realm = k;
+            PyObject *t = Py_BuildValue("(NNiii)", function_name(ctx, p),
                                         py_str_atom(ctx, b->filename), b->line_num,
-                                        b->col_num);
+                                        b->col_num, realm);
             if (!t || PyList_Append(funcs, t) < 0) {
                 Py_XDECREF(t);
                 pthread_mutex_unlock(&s->lock);
@@ -1638,6 +1947,18 @@ static PyMethodDef Runtime_methods[] = {
     {"sampler_stop", (PyCFunction)Runtime_sampler_stop, METH_NOARGS, "stop the timer thread"},
     {"sampler_drain", (PyCFunction)Runtime_sampler_drain, METH_NOARGS,
      "Symbolise and return the samples taken since the last drain (owner thread)."},
+    {"new_context", (PyCFunction)Runtime_new_context, METH_NOARGS,
+     "Create another realm (context) in this runtime; returns its index for eval(context=)."},
+    {"sampler_sample_now", (PyCFunction)Runtime_sampler_sample_now, METH_NOARGS,
+     "Record one sample now (owner thread)."},
+    {"sampler_notify_at", (PyCFunction)Runtime_sampler_notify_at, METH_VARARGS,
+     "sampler_notify_at(n): ask for a 'check' callback once n raw samples are held (0: never)."},
+    {"request_check", (PyCFunction)Runtime_request_check, METH_NOARGS,
+     "Ask for a 'check' callback at the owner's next event-loop turn."},
+    {"request_owner", (PyCFunction)Runtime_request_owner, METH_NOARGS,
+     "Ask for a 'serve' callback on the owner thread at its next poll (thread-safe)."},
+    {"set_host_callback", (PyCFunction)Runtime_set_host_callback, METH_O,
+     "set_host_callback(fn(op, arg) -> str | None): the Python side of the host."},
     {NULL}};
 
 static PyObject *Runtime_get_busy(RuntimeObject *self, void *c)
@@ -1650,6 +1971,8 @@ static PyGetSetDef Runtime_getset[] = {
     {"time_origin", (getter)Runtime_get_time_origin, NULL,
      "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
     {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
+    {"in_owner_callback", (getter)Runtime_get_owner_here, NULL,
+     "True inside a host callback on the owner thread", NULL},
     {NULL}};
 
 static PyTypeObject RuntimeType = {

@@ -1,0 +1,404 @@
+"""The spec's `Profiler` session, engine-independent: many sessions share one sampler.
+
+A `ProfilerSession` has a state (started, stopped), a sample interval, a sample buffer
+limit and the realm it profiles; `stop()` gives its ProfilerTrace once. A `SharedSampler`
+owns one engine sampler (a `SamplerBackend`) and the live sessions on it:
+
+- the sampler ticks at the smallest live interval (`base`); each session keeps a tick when
+  at least its own interval less half a tick has passed since its last kept sample (the
+  rule Chromium follows: a 100 ms profiler keeps every 10th tick of a 10 ms one);
+- samples are drained from the engine whenever the set of live sessions changes, so every
+  drained chunk belongs to exactly the sessions live during it, and stopping one session
+  never disturbs another;
+- a session whose trace holds `max_buffer_size` samples moves to stopped (the spec's rule)
+  and is reported by `check()`, which the engine calls between jobs, never from inside the
+  sampler, so that `samplebufferfull` is dispatched as a task.
+
+Frames follow the spec's "get a frame ID": a function of another realm or of a muted script
+has no frame ID, so it is skipped and its caller's stack is used (TraceBuilder interning).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from .errors import UsageError
+from .trace import NONE, ProfilerTrace, TraceBuilder, Track
+
+# flag bits per raw sample
+DEFERRED, IDLE, NATIVE = 1, 2, 4
+# WebIDL unsigned long
+MAX_UNSIGNED_LONG = 2**32 - 1
+
+
+class InvalidStateError(UsageError):
+    """stop() on a session whose trace was already given (the spec's InvalidStateError)."""
+
+    js_name = "InvalidStateError"
+
+
+class NotAllowedError(UsageError):
+    """The embedder does not allow profiling here (the spec's NotAllowedError)."""
+
+    js_name = "NotAllowedError"
+
+
+@dataclass
+class Chunk:
+    """One drain of an engine sampler: raw samples over a trie of functions.
+
+    `funcs`: (name, resource url, line, column, realm, muted) per function; the trie
+    `stack_parent`/`stack_func` lists parents before children; per sample: `time` (ms,
+    strictly increasing), `stack` (trie node or -1), `line`, `flags`, `due` (the tick's
+    time on the grid, increasing), `cap` (when its stack was captured).
+    """
+
+    funcs: list[tuple[str, str, int, int, int, bool]]
+    stack_parent: np.ndarray
+    stack_func: np.ndarray
+    time: np.ndarray
+    stack: np.ndarray
+    line: np.ndarray
+    flags: np.ndarray
+    due: np.ndarray
+    cap: np.ndarray
+    overflow: bool = False  # the engine's raw buffer overflowed
+    dropped: int = 0
+    interval: float = 1.0  # the sampler's interval during this chunk
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+
+class SamplerBackend(Protocol):
+    """What an engine's sampler offers the session layer (all on the owner thread)."""
+
+    def start(self, interval: float, capacity: int) -> None: ...
+    def set_interval(self, interval: float) -> None: ...
+    def stop(self) -> None: ...
+    def drain(self) -> Chunk: ...
+    def sample_now(self) -> None: ...
+    def notify_at(self, n: int) -> None: ...
+
+
+def keep_indices(time: np.ndarray, threshold: float, last_kept: float) -> np.ndarray:
+    """Indices of the ticks a session keeps: each at least `threshold` ms after the last
+    kept one. Vectorised when every tick qualifies (one session alone on the sampler)."""
+    n = len(time)
+    if n == 0:
+        return np.zeros(0, np.intp)
+    if time[0] - last_kept >= threshold and (n == 1 or float(np.min(np.diff(time))) >= threshold):
+        return np.arange(n)
+    out = []
+    last = last_kept
+    for i, t in enumerate(time.tolist()):
+        if t - last >= threshold:
+            out.append(i)
+            last = t
+    return np.asarray(out, np.intp)
+
+
+def _percentiles(values: np.ndarray) -> dict[str, float | None]:
+    if len(values) == 0:
+        return {"p50": None, "p99": None}
+    p50, p99 = np.percentile(values, [50, 99])
+    return {"p50": round(float(p50), 4), "p99": round(float(p99), 4)}
+
+
+class ProfilerSession:
+    """One profiling session (the spec's Profiler), created through a runtime:
+    `runtime.profiler(sample_interval=..., max_buffer_size=...)`.
+
+    `sample_interval` is the interval actually used (the request raised to the engine's
+    minimum); `stopped` is true once stopped (by `stop()` or a full buffer); `stop()`
+    returns the ProfilerTrace the first time, then raises InvalidStateError;
+    `on_sample_buffer_full` (a callable taking the session) is called once when the buffer
+    fills, on the owner thread, outside the sampler.
+    """
+
+    def __init__(
+        self,
+        sampler: SharedSampler,
+        sample_interval: float,
+        max_buffer_size: int,
+        realm: int = 0,
+        on_sample_buffer_full: Callable[[ProfilerSession], Any] | None = None,
+    ) -> None:
+        self._sampler = sampler
+        self.requested_interval = float(sample_interval)
+        self.sample_interval = sampler.effective_interval(sample_interval)
+        self.max_buffer_size = int(max_buffer_size)
+        self.realm = realm
+        self.on_sample_buffer_full = on_sample_buffer_full
+        self.state = "started"
+        self.buffer_full = False
+        self.js_id: int | None = None
+        self.meta: dict[str, Any] = {}
+        self._taken = False
+        self._trace: ProfilerTrace | None = None
+        self._builder = TraceBuilder()
+        self._times: list[np.ndarray] = []
+        self._stacks: list[np.ndarray] = []
+        self._lines: list[np.ndarray] = []
+        self._latencies: list[np.ndarray] = []
+        self._count = 0
+        self._last_kept = -math.inf
+        self._last_time = -math.inf
+        self._last_base = math.inf
+        self._counts = {"idle": 0, "deferred": 0, "native": 0, "dropped": 0}
+        self._overflow = False
+        # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
+        self.capture_latencies_ms = np.zeros(0)
+        sampler.add(self)
+
+    @property
+    def stopped(self) -> bool:
+        """True in the stopped state (after stop(), or once the buffer filled)."""
+        if self.state == "started":
+            self._sampler.refresh()
+        return self.state == "stopped"
+
+    def stop(self) -> ProfilerTrace:
+        """Stop sampling (if still started) and return the trace; only the first call."""
+        if self._taken:
+            raise InvalidStateError("this profiling session is already stopped")
+        self._sampler.require_owner("stop a profiling session")
+        if self.state == "started":
+            self._sampler.remove(self)
+        self._taken = True
+        return self._build()
+
+    def track(self, trace: ProfilerTrace, name: str = "main") -> Track:
+        """Wrap a trace from `stop()` as a Track with this session's facts."""
+        return Track(
+            name=name,
+            trace=trace,
+            time_origin=self._sampler.time_origin,
+            engine=self._sampler.engine,
+            sample_interval=self.sample_interval,
+            requested_interval=self.requested_interval,
+            meta=dict(self.meta),
+        )
+
+    # --- fed by the SharedSampler
+
+    def _finish(self) -> None:
+        self.state = "stopped"
+
+    def _frame_ids(self, chunk: Chunk) -> list[int | None]:
+        b = self._builder
+        out: list[int | None] = []
+        for name, url, line, col, realm, muted in chunk.funcs:
+            if muted or realm != self.realm:
+                out.append(None)  # no frame ID: skipped, the caller's stack is used
+                continue
+            out.append(b.frame_id(name, b.resource_id(url), line, col))
+        return out
+
+    def _stack_map(self, chunk: Chunk) -> np.ndarray:
+        """Trie node -> this session's stack id (index -1, no stack, maps to NONE)."""
+        fids = self._frame_ids(chunk)
+        parent = chunk.stack_parent.tolist()
+        func = chunk.stack_func.tolist()
+        remap = np.empty(len(parent) + 1, np.int32)
+        remap[-1] = NONE
+        b = self._builder
+        for i in range(len(parent)):
+            p = int(remap[parent[i]]) if parent[i] >= 0 else NONE
+            fid = fids[func[i]]
+            remap[i] = p if fid is None else b.stack_id_from(p, fid)
+        return remap
+
+    def _add_chunk(self, chunk: Chunk) -> bool:
+        """Keep this session's share of a chunk; True when the buffer became full."""
+        if self.state != "started":
+            return False
+        self._overflow |= chunk.overflow
+        self._counts["dropped"] += chunk.dropped
+        # half a tick of the finer of the grids before and now (the sampler may just have
+        # been slowed down when a faster session stopped)
+        threshold = self.sample_interval - min(self._last_base, chunk.interval) / 2
+        if self.sample_interval <= chunk.interval:
+            # Every tick of the sampler is one of ours, once past the last kept sample.
+            # (Thinning by timestamps throughout would drop ticks captured late on a
+            # loaded machine, which are still real ticks.)
+            first = int(np.searchsorted(chunk.due, self._last_kept + threshold))
+            idx = np.arange(first, len(chunk))
+        else:
+            idx = keep_indices(chunk.due, threshold, self._last_kept)
+        left = self.max_buffer_size - self._count
+        full = len(idx) >= left
+        idx = idx[: max(left, 0)]
+        if len(idx):
+            self._last_kept = float(chunk.due[idx[-1]])
+            self._last_base = chunk.interval
+            remap = self._stack_map(chunk)
+            # A sample is stamped with its tick's due time on the sampler's grid (its
+            # stack is the one captured at the interpreter's next poll, `capture_latency_ms`
+            # later): so a session's samples are exactly as far apart as its ticks.
+            t = chunk.due[idx]
+            if t[0] <= self._last_time:  # strictly increasing across chunks too
+                t = np.maximum(t, self._last_time + 1e-6 * np.arange(1, len(t) + 1))
+            self._last_time = float(t[-1])
+            self._times.append(t)
+            self._stacks.append(remap[chunk.stack[idx]])
+            self._lines.append(chunk.line[idx])
+            flags = chunk.flags[idx]
+            self._counts["idle"] += int(np.count_nonzero(flags & IDLE))
+            deferred = (flags & (DEFERRED | IDLE)) == DEFERRED
+            self._counts["deferred"] += int(np.count_nonzero(deferred))
+            self._counts["native"] += int(np.count_nonzero(flags & NATIVE))
+            captured = (flags & (DEFERRED | IDLE)) == 0
+            self._latencies.append((chunk.cap[idx] - chunk.due[idx])[captured])
+            self._count += len(idx)
+        if full:
+            self.buffer_full = True
+            self._finish()
+        return full
+
+    def _build(self) -> ProfilerTrace:
+        if self._trace is not None:
+            return self._trace
+        b = self._builder.build()
+
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
+
+        self.capture_latencies_ms = cat(self._latencies, np.float64)
+        self.meta.update(
+            samples=self._count,
+            idle_samples=self._counts["idle"],
+            # ticks that came due inside a built-in call, charged to its JS caller
+            deferred_samples=self._counts["deferred"],
+            native_return_samples=self._counts["native"],
+            # due -> captured at the interpreter's next poll: the accuracy of a sample's time
+            capture_latency_ms=_percentiles(self.capture_latencies_ms),
+            buffer_full=self.buffer_full or self._overflow,
+            dropped_ticks=self._counts["dropped"],
+        )
+        self.meta.update(self._sampler.meta)
+        self._trace = ProfilerTrace(
+            resources=b.resources,
+            frames=b.frames,
+            stack_parent=b.stack_parent,
+            stack_frame=b.stack_frame,
+            sample_time=cat(self._times, np.float64),
+            sample_stack=cat(self._stacks, np.int32),
+            sample_line=cat(self._lines, np.int32),
+        )
+        self._times, self._stacks, self._lines, self._latencies = [], [], [], []
+        return self._trace
+
+
+@dataclass
+class SharedSampler:
+    """One engine sampler shared by the live sessions of one runtime.
+
+    Every method runs on the runtime's owner thread (the engine makes sure: draining
+    symbolises through the runtime). `refresh()` is a no-op when `can_drain()` says the
+    caller may not drain now.
+    """
+
+    backend: SamplerBackend
+    min_interval: float
+    capacity: int
+    engine: str = ""
+    time_origin: float = 0.0
+    meta: dict[str, Any] = field(default_factory=dict)
+    can_drain: Callable[[], bool] = lambda: True
+    # raises (UsageError) when the calling thread may not drive the sampler now
+    require_owner: Callable[[str], None] = lambda what: None
+    live: list[ProfilerSession] = field(default_factory=list)
+    interval: float | None = None  # the backend's interval while running
+    # sessions whose buffer filled, not yet reported by check()
+    filled: list[ProfilerSession] = field(default_factory=list)
+    on_filled: Callable[[], Any] | None = None  # ask the engine for a check() soon
+
+    def effective_interval(self, sample_interval: float) -> float:
+        """The request raised to the engine's minimum (0 -> minimum)."""
+        x = float(sample_interval)
+        if not math.isfinite(x) or x < 0:
+            raise UsageError(
+                f"sample interval must be a finite number >= 0 ms, got {sample_interval}"
+            )
+        return max(x, self.min_interval)
+
+    def add(self, session: ProfilerSession) -> None:
+        if self.interval is not None:
+            self._distribute()  # what was sampled so far belongs to the sessions before
+        self.live.append(session)
+        self._retune(start_capacity=max(self.capacity, min(session.max_buffer_size, 1 << 28)))
+        # The spec: the constructor takes the first sample.
+        self.backend.sample_now()
+        if session.max_buffer_size == 0:  # keeps nothing: full at once
+            self._distribute()
+            self._retune()
+
+    def remove(self, session: ProfilerSession) -> None:
+        if session in self.live and len(self.live) == 1:
+            # last one: stop first so the final ticks are in the drain
+            self.backend.stop()
+            self._distribute()
+        elif session in self.live:
+            self._distribute()
+        if session in self.live:
+            self.live.remove(session)
+        session._finish()
+        self._retune()
+
+    def refresh(self) -> None:
+        """Drain now (if allowed) so states and buffers are current."""
+        if self.interval is not None and self.can_drain():
+            self._distribute()
+            self._retune()
+
+    def check(self) -> list[ProfilerSession]:
+        """Drain, and return the sessions whose buffer filled since the last check (each
+        once); Python callbacks (`on_sample_buffer_full`) are called here."""
+        self.refresh()
+        filled, self.filled = self.filled, []
+        for s in filled:
+            if s.on_sample_buffer_full is not None:
+                s.on_sample_buffer_full(s)
+        return filled
+
+    def _distribute(self) -> None:
+        chunk = self.backend.drain()
+        chunk.interval = self.interval if self.interval is not None else self.min_interval
+        newly = []
+        for s in list(self.live):
+            if s._add_chunk(chunk):
+                self.live.remove(s)
+                newly.append(s)
+        if newly:
+            self.filled.extend(newly)
+            if self.on_filled is not None:
+                self.on_filled()
+
+    def _retune(self, start_capacity: int | None = None) -> None:
+        """Run the backend at the smallest live interval, or stop it when none is live."""
+        if not self.live:
+            if self.interval is not None:
+                self.backend.stop()
+                self.backend.drain()  # release what the last stop left behind
+                self.interval = None
+            return
+        base = min(s.sample_interval for s in self.live)
+        if self.interval is None:
+            self.backend.start(base, start_capacity or self.capacity)
+        elif base != self.interval:
+            self.backend.set_interval(base)
+        self.interval = base
+        # No session can fill before `left` more ticks: look again then.
+        left = min(s.max_buffer_size - s._count for s in self.live)
+        self.backend.notify_at(max(1, min(left, self.capacity * 9 // 10)))
+
+
+def sessions_json_ids(sessions: Sequence[ProfilerSession]) -> str:
+    """The JS-side ids of sessions, comma-separated (for the engine's dispatcher)."""
+    return ",".join(str(s.js_id) for s in sessions if s.js_id is not None)

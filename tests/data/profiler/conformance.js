@@ -1,0 +1,171 @@
+// Conformance checks of the spec's `Profiler` global, written against the W3C JS
+// Self-Profiling spec's wording. Uses only Profiler, performance, Event, setTimeout and
+// console, so any engine with the global can run it. Prints one JSON line per check:
+// {"check": name, "ok": bool, "detail": string}; the last line is {"done": true}.
+'use strict';
+
+const results = [];
+function check(name, ok, detail = '') {
+  results.push({ check: name, ok: !!ok, detail: String(detail) });
+}
+function throwsName(fn) {
+  try { fn(); } catch (e) { return e && (e.constructor === TypeError ? 'TypeError' : e.constructor === RangeError ? 'RangeError' : e.name); }
+  return 'no error';
+}
+function busy(ms) { const end = performance.now() + ms; let x = 0; while (performance.now() < end) x++; return x; }
+function hot(ms) { return busy(ms); }
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+function wellFormed(trace) {
+  const keys = Object.keys(trace).sort().join(',');
+  if (keys !== 'frames,resources,samples,stacks') return `own keys ${keys}`;
+  const uniq = (arr) => new Set(arr.map((x) => JSON.stringify(x))).size === arr.length;
+  if (!uniq(trace.resources) || !uniq(trace.frames) || !uniq(trace.stacks)) return 'duplicate elements';
+  for (let i = 0; i < trace.stacks.length; i++) {
+    const s = trace.stacks[i];
+    if ('parentId' in s && !(s.parentId < i)) return `stacks[${i}].parentId ${s.parentId} not earlier`;
+    if (!(s.frameId < trace.frames.length)) return `stacks[${i}].frameId out of range`;
+  }
+  for (let i = 0; i < trace.samples.length; i++) {
+    const s = trace.samples[i];
+    if ('stackId' in s && (s.stackId === undefined || !(s.stackId < trace.stacks.length))) return `samples[${i}].stackId`;
+    if (i && !(s.timestamp > trace.samples[i - 1].timestamp)) return `samples[${i}] not increasing`;
+  }
+  for (const f of trace.frames) {
+    if ('resourceId' in f && !(f.resourceId < trace.resources.length)) return 'frame resourceId';
+    if ('line' in f && !(f.line >= 1)) return 'frame line';
+  }
+  return '';
+}
+
+(async () => {
+  // --- constructor validation, in WebIDL order
+  check('without new: TypeError', throwsName(() => Profiler({ sampleInterval: 1, maxBufferSize: 1 })) === 'TypeError');
+  check('no options: TypeError', throwsName(() => new Profiler()) === 'TypeError');
+  check('missing maxBufferSize: TypeError', throwsName(() => new Profiler({ sampleInterval: 10 })) === 'TypeError');
+  check('maxBufferSize checked before sampleInterval',
+    throwsName(() => new Profiler({ sampleInterval: -1 })) === 'TypeError');
+  check('missing sampleInterval: TypeError', throwsName(() => new Profiler({ maxBufferSize: 10 })) === 'TypeError');
+  check('NaN sampleInterval: TypeError', throwsName(() => new Profiler({ sampleInterval: NaN, maxBufferSize: 1 })) === 'TypeError');
+  check('Infinity sampleInterval: TypeError', throwsName(() => new Profiler({ sampleInterval: Infinity, maxBufferSize: 1 })) === 'TypeError');
+  check('negative sampleInterval: RangeError', throwsName(() => new Profiler({ sampleInterval: -1, maxBufferSize: 1 })) === 'RangeError');
+  check('Profiler extends EventTarget', Profiler.prototype instanceof EventTarget);
+
+  // --- one session: state, interval, stop(), trace shape, timestamps
+  const before = performance.now();
+  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+  const afterConstructor = performance.now();
+  check('sampleInterval is a number >= the request', typeof p.sampleInterval === 'number' && p.sampleInterval >= 1, p.sampleInterval);
+  check('not stopped while started', p.stopped === false);
+  hot(200);
+  await sleep(150); // nothing running: samples without a stackId
+  const promise = p.stop();
+  check('stopped becomes true synchronously in stop()', p.stopped === true);
+  check('stop() returns a Promise', promise instanceof Promise);
+  const trace = await promise;
+  const after = performance.now();
+  check('trace is well formed', wellFormed(trace) === '', wellFormed(trace));
+  check('samples taken', trace.samples.length >= 50, trace.samples.length);
+  check('samples lie between performance.now() before and after',
+    trace.samples.every((s) => s.timestamp >= before && s.timestamp <= after),
+    `${before} ${trace.samples[0] && trace.samples[0].timestamp} ${after}`);
+  check('the constructor takes the first sample',
+    trace.samples.length > 0 && trace.samples[0].timestamp <= afterConstructor,
+    `${trace.samples[0] && trace.samples[0].timestamp} > ${afterConstructor}`);
+  const hotFrame = trace.frames.findIndex((f) => f.name === 'hot');
+  // The column is engine-defined: V8 gives the `(` of the parameter list (13), QuickJS
+  // the `function` keyword (1), as documented in jsprof/engines/quickjs.py.
+  check('a known function is a frame with resource, line and column',
+    hotFrame >= 0 && trace.frames[hotFrame].line === 16 && [1, 13].includes(trace.frames[hotFrame].column) &&
+    /conformance\.js$/.test(trace.resources[trace.frames[hotFrame].resourceId]),
+    JSON.stringify(trace.frames[hotFrame]));
+  const idle = trace.samples.filter((s) => !('stackId' in s));
+  check('samples with no JavaScript have no stackId key', idle.length >= 20, idle.length);
+  check('no stackId key set to undefined', trace.samples.every((s) => !('stackId' in s) || s.stackId !== undefined));
+  let second = 'resolved';
+  try { await p.stop(); } catch (e) { second = e.name; }
+  check('a second stop() rejects with InvalidStateError', second === 'InvalidStateError', second);
+
+  // --- sampleInterval 0 means the engine's minimum
+  const z = new Profiler({ sampleInterval: 0, maxBufferSize: 10 });
+  check('sampleInterval 0 gives the minimum (> 0)', z.sampleInterval > 0, z.sampleInterval);
+  await z.stop();
+
+  // --- buffer full: one event, stopped, exactly maxBufferSize samples
+  const b = new Profiler({ sampleInterval: 1, maxBufferSize: 5 });
+  const events = [];
+  b.addEventListener('samplebufferfull', (e) => events.push(e));
+  let viaHandler = 0;
+  b.onsamplebufferfull = () => { viaHandler++; };
+  hot(50);
+  for (let i = 0; i < 20 && !events.length; i++) await sleep(10);
+  check('samplebufferfull fired once', events.length === 1, events.length);
+  check('onsamplebufferfull handler called', viaHandler === 1, viaHandler);
+  check('samplebufferfull is a plain Event, not bubbling',
+    events.length === 1 && events[0] instanceof Event && events[0].bubbles === false && events[0].type === 'samplebufferfull');
+  check('a full buffer stops the session', b.stopped === true);
+  const bt = await b.stop();
+  check('exactly maxBufferSize samples kept', bt.samples.length === 5, bt.samples.length);
+  let bsecond = 'resolved';
+  try { await b.stop(); } catch (e) { bsecond = e.name; }
+  check('stop() after a full buffer: first gives the trace, then InvalidStateError', bsecond === 'InvalidStateError');
+
+  // --- maxBufferSize as WebIDL unsigned long
+  const wrap = new Profiler({ sampleInterval: 1, maxBufferSize: 2 ** 32 + 2 });
+  hot(30);
+  await sleep(20);
+  const wt = await wrap.stop();
+  check('maxBufferSize 2^32+2 keeps 2', wt.samples.length === 2, wt.samples.length);
+  const neg = new Profiler({ sampleInterval: 1, maxBufferSize: -1 });
+  hot(30);
+  const nt = await neg.stop();
+  check('maxBufferSize -1 keeps everything (4294967295)', nt.samples.length >= 10, nt.samples.length);
+
+  // --- several sessions at once share one sampler
+  const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+  const slow = new Profiler({ sampleInterval: 5, maxBufferSize: 100000 });
+  check('each session reports its own interval', slow.sampleInterval === 5 && fast.sampleInterval >= 1,
+    `${fast.sampleInterval} ${slow.sampleInterval}`);
+  hot(150);
+  const ft = await fast.stop();
+  check('stopping one session leaves the other running', slow.stopped === false);
+  hot(150);
+  const st = await slow.stop();
+  const gaps = st.samples.slice(1).map((s, i) => s.timestamp - st.samples[i].timestamp);
+  check('the slower session keeps ticks at least its interval apart (less half a tick)',
+    gaps.every((g) => g >= 5 - fast.sampleInterval / 2 - 1e-6), Math.min(...gaps));
+  // Counts are bounded above by the clock; below only loosely (a loaded machine loses ticks).
+  const slowSpan = st.samples.length ? st.samples[st.samples.length - 1].timestamp - st.samples[0].timestamp : 0;
+  check('the slower session keeps at most one tick per interval',
+    st.samples.length >= 10 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1, st.samples.length);
+  check('the other session is whole', ft.samples.length >= 20 && ft.samples.length > st.samples.length / 2, ft.samples.length);
+  check('both well formed', wellFormed(ft) === '' && wellFormed(st) === '', wellFormed(ft) + wellFormed(st));
+
+  // --- names: built-ins never appear; a bound function reports its target's name
+  function boundTarget() { return hot(60); }
+  function sorter() { const a = Array.from({ length: 2e5 }, (_, i) => (i * 7919) % 1000); for (let i = 0; i < 5; i++) a.slice().sort((x, y) => x - y); return JSON.stringify(a).length; }
+  const names = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+  boundTarget.bind(null)();
+  sorter();
+  const nt2 = await names.stop();
+  const frameNames = nt2.frames.map((f) => f.name);
+  check('a bound function reports its target\'s name',
+    frameNames.includes('boundTarget') && !frameNames.some((n) => n.startsWith('bound ')), frameNames);
+  check('built-ins never appear as frames',
+    !frameNames.some((n) => ['sort', 'slice', 'from', 'stringify', 'bind'].includes(n)), frameNames);
+  check('frames and resources de-duplicated', wellFormed(nt2) === '', wellFormed(nt2));
+
+  // --- maxBufferSize 0 keeps nothing and fills at once
+  const zero = new Profiler({ sampleInterval: 1, maxBufferSize: 0 });
+  let zeroEvents = 0;
+  zero.addEventListener('samplebufferfull', () => { zeroEvents++; });
+  hot(10);
+  await sleep(20);
+  const zt = await zero.stop();
+  check('maxBufferSize 0 keeps no sample', zt.samples.length === 0, zt.samples.length);
+  check('maxBufferSize 0: samplebufferfull fired', zeroEvents === 1, zeroEvents);
+  check('options must be an object: TypeError', throwsName(() => new Profiler(5)) === 'TypeError');
+
+  for (const r of results) console.log(JSON.stringify(r));
+  console.log(JSON.stringify({ done: true }));
+})().catch((e) => { console.log(JSON.stringify({ check: 'uncaught', ok: false, detail: String(e && e.stack) })); });

@@ -1,0 +1,160 @@
+"""The spec's Profiler on QuickJS: the Python API (`runtime.profiler`) and what only the
+embedder can set up (realms, muted scripts, forbidding profiling). The JavaScript checks
+shared with every engine are in test_profiler_conformance.py."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from jsprof.engines.quickjs import MIN_INTERVAL_MS, QuickJS
+from jsprof.errors import JSError
+from jsprof.session import InvalidStateError
+from jsprof.trace import NONE
+
+BUSY = (
+    "function {name}(ms) {{ const t = performance.now(); while (performance.now() - t < ms) {{}} }}"
+)
+
+
+def frame_names(trace) -> set[str]:
+    return {f.name for f in trace.frames}
+
+
+def test_python_session_states_and_interval() -> None:
+    rt = QuickJS()
+    before = rt.now()
+    s = rt.profiler(sample_interval=0)
+    assert s.sample_interval == MIN_INTERVAL_MS and s.stopped is False
+    rt.eval(BUSY.format(name="work") + "; work(20);", "w.js")
+    trace = s.stop()
+    after = rt.now()
+    assert s.stopped is True
+    with pytest.raises(InvalidStateError):
+        s.stop()
+    t = trace.sample_time
+    assert trace.num_samples >= 50 and before <= t[0] and t[-1] <= after
+    assert (t[1:] > t[:-1]).all()
+    # the first sample is taken when the session starts (idle here: no stack)
+    assert t[0] - before < 1.0 and trace.sample_stack[0] == NONE
+    assert "work" in frame_names(trace)
+
+
+def test_buffer_full_callback_stops_with_exactly_max_samples() -> None:
+    rt = QuickJS()
+    seen = []
+    s = rt.profiler(sample_interval=0.1, max_buffer_size=7, on_sample_buffer_full=seen.append)
+    rt.eval(BUSY.format(name="work") + "; work(30);")
+    assert seen == [s] and s.stopped
+    trace = s.stop()  # the first stop() gives the trace, also after a full buffer
+    assert trace.num_samples == 7 and s.meta["buffer_full"] is True
+
+
+def test_two_python_sessions_share_the_sampler() -> None:
+    rt = QuickJS()
+    fast = rt.profiler(sample_interval=0.5)
+    slow = rt.profiler(sample_interval=4)
+    assert rt.sampler.interval == 0.5
+    rt.eval(BUSY.format(name="work") + "; work(100);")
+    ft = fast.stop()
+    assert rt.sampler.interval == 4 and not slow.stopped
+    rt.eval("work(100);")
+    st = slow.stop()
+    assert rt.sampler.interval is None  # nothing live: the sampler stopped
+    gaps = st.sample_time[1:] - st.sample_time[:-1]
+    assert gaps.min() >= 4 - 0.5 / 2 - 1e-6
+    assert 35 <= st.num_samples <= 53 and ft.num_samples >= 150
+
+
+def test_other_realms_never_appear() -> None:
+    rt = QuickJS()
+    other = rt.new_realm()
+    rt.eval(BUSY.format(name="mine") + "; mine(1);", "main.js")
+    s = rt.profiler(sample_interval=0.5)
+    rt.eval(BUSY.format(name="theirs") + "; theirs(60);", "other.js", realm=other)
+    rt.eval("mine(60);")
+    trace = s.stop()
+    assert "theirs" not in frame_names(trace) and "other.js" not in trace.resources
+    assert "mine" in frame_names(trace)
+    # the other realm's time: samples with no stack
+    assert (trace.sample_stack == NONE).sum() >= 60
+
+
+def test_muted_script_contributes_no_frames_and_keeps_callers() -> None:
+    rt = QuickJS()
+    rt.eval(BUSY.format(name="hidden") + "; globalThis.hidden = hidden;", "https://cdn/x.js",
+            muted=True)
+    s = rt.profiler(sample_interval=0.5)
+    rt.eval("function caller() { hidden(80); } caller();", "app.js")
+    trace = s.stop()
+    assert trace.resources == ["app.js"]
+    assert "hidden" not in frame_names(trace)
+    leaves = [trace.frames[trace.stack_frame[i]].name for i in trace.sample_stack if i != NONE]
+    assert leaves.count("caller") >= 100
+
+
+def test_js_global_without_permission_throws_not_allowed() -> None:
+    rt = QuickJS(allow_profiling=False)
+    got = rt.eval(
+        "let n; try { new Profiler({sampleInterval: 1, maxBufferSize: 1}); n = 'constructed'; }"
+        " catch (e) { n = e.name + ':' + (e instanceof DOMException); } n"
+    )
+    assert got == "NotAllowedError:true"
+    rt.profiler().stop()  # the embedder itself may still profile from Python
+
+
+def test_js_and_python_sessions_together() -> None:
+    rt = QuickJS()
+    py = rt.profiler(sample_interval=1)
+    rt.eval(
+        BUSY.format(name="work")
+        + """;
+        (async () => {
+          const p = new Profiler({sampleInterval: 0.2, maxBufferSize: 1e6});
+          work(50);
+          globalThis.out = JSON.stringify(await p.stop());
+        })();
+        """,
+        "both.js",
+    )
+    js = json.loads(rt.eval("out"))
+    trace = py.stop()
+    assert len(js["samples"]) >= 150 and trace.num_samples >= 40
+    assert any(f["name"] == "work" for f in js["frames"]) and "work" in frame_names(trace)
+    # the bootstrap (the Profiler's own JS) is muted: never a frame
+    assert not [r for r in js["resources"] if r.startswith("jsprof:")]
+
+
+def test_samplebufferfull_is_a_job_not_inside_the_sampler() -> None:
+    rt = QuickJS()
+    got = rt.eval(
+        BUSY.format(name="work")
+        + """;
+        const log = [];
+        const p = new Profiler({sampleInterval: 0.1, maxBufferSize: 3});
+        p.addEventListener('samplebufferfull', (e) => log.push('event ' + p.stopped));
+        work(20);
+        log.push('sync end');
+        Promise.resolve().then(() => log.push('job'));
+        """
+    )
+    assert got is None
+    log = rt.eval("log.join(',')")
+    assert log.startswith("sync end") and "event true" in log
+
+
+def test_uncaught_error_inside_listener_is_reported_not_thrown(capfd) -> None:
+    rt = QuickJS()
+    rt.eval(
+        "const t = new EventTarget(); t.addEventListener('x', () => { throw new Error('boom'); });"
+        " t.dispatchEvent(new Event('x')); console.log('after');"
+    )
+    out = capfd.readouterr()
+    assert "after" in out.out and "boom" in out.err
+
+
+def test_constructor_errors_from_python_eval() -> None:
+    rt = QuickJS()
+    with pytest.raises(JSError, match="maxBufferSize"):
+        rt.eval("new Profiler({sampleInterval: 1})")
