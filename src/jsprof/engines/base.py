@@ -24,8 +24,12 @@ Lifecycle (pinned by the contract tests):
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any, ClassVar
 
+from ..errors import EngineError
 from ..trace import ProfilerTrace, Track
 
 DEFAULT_INTERVAL_MS = 1.0
@@ -35,6 +39,42 @@ class RuntimeProfiler(ABC):
     """One runtime's sampler, seen through the manager's four-method contract."""
 
     type: ClassVar[str]
+    # How long a stop() from a foreign thread waits for the owner thread (seconds).
+    stop_timeout: float = 10.0
+
+    # --- owner-thread dispatch (issue 6): a runtime is used from the thread that owns it.
+    # Engines whose runtime is thread-bound call `_dispatch` from setup/start/stop and
+    # override `_owner_thread` and `_submit`; the default runs everything inline.
+
+    def _owner_thread(self) -> bool:
+        """True when the caller may use the runtime directly."""
+        return True
+
+    def _submit(self, fn: Callable[[], Any]) -> Future:
+        """Hand `fn` to the owner thread; the default runs it here."""
+        fut: Future = Future()
+        try:
+            fut.set_result(fn())
+        except BaseException as e:  # noqa: BLE001 - handed to the waiter
+            fut.set_exception(e)
+        return fut
+
+    def _dispatch(self, fn: Callable[[], Any], inline: bool, wait: bool) -> Any:
+        """Run `fn` inline on the owner thread (or when `inline`), else hand it over: then
+        return at once (`wait=False`) or block until it ran, with `stop_timeout`."""
+        if inline or self._owner_thread():
+            return fn()
+        fut = self._submit(fn)
+        if not wait:
+            return None
+        try:
+            return fut.result(timeout=self.stop_timeout)
+        except FutureTimeout:
+            raise EngineError(
+                f"the {self.type} runtime's owner thread did not answer within "
+                f"{self.stop_timeout:g} s (is it blocked outside JavaScript?); the profile "
+                "was not collected"
+            ) from None
 
     @abstractmethod
     def setup(self, sample_interval: float) -> None:

@@ -41,6 +41,7 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -182,6 +183,12 @@ class QuickJS:
         self._muted: set[str] = {_BOOTSTRAP}
         self._js_sessions: dict[int, ProfilerSession] = {}
         self._next_js_id = 0
+        # Held by eval() for its whole run: whoever holds it owns the runtime. Work from
+        # other threads queues in _requests and is served by the owner at its next poll
+        # (interrupt handler) or by the caller itself when the runtime is idle.
+        self._owner_lock = threading.RLock()
+        self._requests: list[tuple[Callable[[], Any], Future]] = []
+        self._requests_lock = threading.Lock()
         self.sampler = SharedSampler(
             backend=_Backend(self),
             min_interval=MIN_INTERVAL_MS,
@@ -249,12 +256,39 @@ class QuickJS:
         if muted:
             self._muted.add(filename)
         mod = is_module(source, filename) if module is None else module
-        try:
-            return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
-        finally:
-            # buffer-full callbacks of Python sessions noticed at the very end
-            if self.sampler.filled and not self._rt.busy:
-                self.sampler.check()
+        with self._owner_lock:
+            try:
+                return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
+            finally:
+                self._serve_requests()
+                # buffer-full callbacks of Python sessions noticed at the very end
+                if self.sampler.filled and not self._rt.busy:
+                    self.sampler.check()
+
+    def call_on_owner(self, fn: Callable[[], Any]) -> Future:
+        """Run `fn` where the runtime may be used: now, by this thread, when the runtime
+        is idle; else on the thread running eval(), at its next poll (about one sampler
+        interval, even deep inside a long eval). Thread-safe; returns a Future."""
+        fut: Future = Future()
+        with self._requests_lock:
+            self._requests.append((fn, fut))
+        if self._owner_lock.acquire(blocking=False):
+            try:
+                self._serve_requests()
+            finally:
+                self._owner_lock.release()
+        else:
+            self._rt.request_owner()
+        return fut
+
+    def _serve_requests(self) -> None:
+        with self._requests_lock:
+            todo, self._requests = self._requests, []
+        for fn, fut in todo:
+            try:
+                fut.set_result(fn())
+            except BaseException as e:  # noqa: BLE001 - handed to the waiter
+                fut.set_exception(e)
 
     def eval_file(self, path: str | os.PathLike[str], *, module: bool | None = None) -> Any:
         """Run a script file; its resource is the path as given (absolute -> file:// URL)."""
@@ -328,6 +362,7 @@ class QuickJS:
         if op == "check":
             return sessions_json_ids(self.sampler.check())
         if op == "serve":
+            self._serve_requests()
             return None
         raise _JSFacingError("TypeError", f"unknown host request {op!r}")
 
@@ -342,6 +377,7 @@ class QuickJSProfiler(RuntimeProfiler):
         self.max_buffer_size = max_buffer_size
         self.sample_interval = DEFAULT_INTERVAL_MS
         self._session: ProfilerSession | None = None
+        self._starting = False  # start() asked (maybe not yet served by the owner)
         self._last: tuple[ProfilerSession, ProfilerTrace] | None = None
 
     def setup(self, sample_interval: float) -> None:
@@ -350,11 +386,28 @@ class QuickJSProfiler(RuntimeProfiler):
         effective_interval(sample_interval)  # validate now, not at start
         self.sample_interval = float(sample_interval)
 
+    # Owner-thread dispatch (base.py): inline inside a host callback on the eval's thread;
+    # otherwise through QuickJS.call_on_owner (inline when the runtime is idle, else served
+    # by the interrupt handler of the running eval).
+    def _owner_thread(self) -> bool:
+        return bool(self.runtime._rt.in_owner_callback)
+
+    def _submit(self, fn: Callable[[], Any]) -> Future:
+        return self.runtime.call_on_owner(fn)
+
     def start(self, is_create: bool = False) -> None:
-        if self._session is None:
+        self._starting = True
+        self._dispatch(self._start_here, inline=is_create, wait=False)
+
+    def _start_here(self) -> None:
+        if self._session is None and self._starting:
             self._session = self.runtime.profiler(self.sample_interval, self.max_buffer_size)
 
     def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
+        self._starting = False
+        return self._dispatch(self._stop_here, inline=is_destroy, wait=True)
+
+    def _stop_here(self) -> ProfilerTrace | None:
         session, self._session = self._session, None
         if session is None:
             return None
@@ -370,4 +423,4 @@ class QuickJSProfiler(RuntimeProfiler):
 
     @property
     def started(self) -> bool:
-        return self._session is not None
+        return self._session is not None or self._starting
