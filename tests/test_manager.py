@@ -1,6 +1,7 @@
 """ProfilerManager's rules: a fake runtime pins the rules, real QuickJS runtimes the lifecycle."""
 
 import threading
+import time
 
 import pytest
 
@@ -233,3 +234,40 @@ def test_real_quickjs_runtimes_on_threads(tmp_path):
         assert t.name.endswith(f"(js-{i})")
     back = jsprof.load(out)
     assert [t.trace.num_samples for t in back.tracks] == [t.trace.num_samples for t in rec.tracks]
+
+
+def test_end_from_another_thread_while_the_owner_is_deep_in_a_long_eval():
+    """end() is served through the interrupt handler; it does not wait for the eval."""
+    m = ProfilerManager()
+    registered = threading.Event()
+    timing: dict = {}
+
+    def owner() -> None:
+        rt = QuickJS()
+        m.add(QuickJSProfiler(rt), name="busy")
+        registered.set()
+        t0 = time.perf_counter()
+        rt.eval(
+            "function spin(ms) { const t = performance.now();"
+            " while (performance.now() - t < ms) {} } spin(5000);",
+            "long.js",
+        )
+        timing["eval_end"] = time.perf_counter()
+        timing["eval_start"] = t0
+
+    th = threading.Thread(target=owner, name="owner")
+    th.start()
+    assert registered.wait(30)
+    m.setup(1.0)
+    m.begin()  # handed to the owner, which is idle or about to run: returns at once
+    time.sleep(0.8)
+    t0 = time.perf_counter()
+    rec = m.end()
+    timing["end_took"] = time.perf_counter() - t0
+    timing["ended_at"] = time.perf_counter()
+    th.join()
+    assert timing["end_took"] < 1.0
+    assert timing["ended_at"] < timing["eval_end"] - 2.5
+    (track,) = rec.tracks
+    assert "spin" in {f.name for f in track.trace.frames}
+    assert 300 <= track.trace.num_samples <= 1500
