@@ -12,7 +12,13 @@ import pytest
 
 from jsprof.engines.node import preload_path
 
-pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs Node.js")
+
+@pytest.fixture(autouse=True)
+def _node_is_required() -> None:
+    # Node 20 is part of the machine; a missing node must fail loudly, never skip.
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+
 
 JS = Path(__file__).parent / "data" / "nodejs"
 

@@ -22,7 +22,7 @@ ENGINES = ["quickjs", "node"]
 
 def run_script(engine: str, script: str, allow: bool = True) -> list[str]:
     if engine == "node" and shutil.which("node") is None:
-        pytest.skip("needs Node.js")
+        pytest.fail("node is not installed; the conformance tests need Node.js 20")
     code = (
         "import sys; from jsprof.record import run; "
         f"sys.exit(run({str(DATA / script)!r}, engine={engine!r}, allow_profiling={allow}) or 0)"
