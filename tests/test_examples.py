@@ -1,0 +1,40 @@
+"""The bundled examples run for real and produce what they promise."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
+
+import jsprof
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_workers_example_records_five_runtimes_into_one_perfetto_trace(tmp_path):
+    out = tmp_path / "workers.pftrace"
+    p = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "workers.py"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert p.returncode == 0, p.stderr
+    msg = pb.Trace.FromString(out.read_bytes())
+    names: dict[int, str] = {}
+    counts: dict[int, int] = {}
+    for pkt in msg.packet:
+        if pkt.HasField("thread_descriptor"):
+            names[pkt.trusted_packet_sequence_id] = pkt.thread_descriptor.thread_name
+        if pkt.HasField("streaming_profile_packet"):
+            seq = pkt.trusted_packet_sequence_id
+            counts[seq] = counts.get(seq, 0) + len(pkt.streaming_profile_packet.callstack_iid)
+    got = {names[s].split(" (")[0]: n for s, n in counts.items()}
+    # Four QuickJS runtimes (one created, one destroyed mid-recording) and the Node process.
+    assert set(got) == {"quickjs 0", "quickjs 1", "quickjs 2", "quickjs 3", "node"}
+    assert all(n >= 50 for n in got.values()), got  # each ran 150-300 ms of work at 1 ms
+    rec = jsprof.load(out)
+    for t in rec.tracks:
+        names = {f.name for f in t.trace.frames}
+        want = "nodeTask" if t.name.startswith("node") else f"task{t.name.split()[1]}"
+        assert want in names, (t.name, names)
