@@ -271,3 +271,31 @@ def test_end_from_another_thread_while_the_owner_is_deep_in_a_long_eval():
     (track,) = rec.tracks
     assert "spin" in {f.name for f in track.trace.frames}
     assert 300 <= track.trace.num_samples <= 1500
+
+
+def test_single_v8_rule_beside_real_runtimes():
+    """A fake `single` V8 profiler evicts a real Node profiler; real QuickJS is unaffected."""
+    from jsprof.engines.node import NodeRuntime
+
+    m = ProfilerManager()
+    rt = QuickJS()
+    qjs = QuickJSProfiler(rt)
+    with NodeRuntime() as node:
+        v8 = node.profiler()
+        m.add(qjs, name="qjs")
+        m.add(v8, name="node")
+        m.setup(1.0)
+        m.begin()
+        node.eval(BUSY % {"i": 0, "ms": 120})
+        single = FakeProfiler("v8", "single", single=True)
+        m.add(single)  # the real V8 profiler is stopped (its profile kept) and removed
+        assert v8 not in m.profilers and qjs in m.profilers and not v8.started
+        with pytest.raises(UsageError, match="single V8 profiler"):
+            m.add(node.profiler())
+        rt.eval(BUSY % {"i": 1, "ms": 120}, "q.js")
+        rec = m.end()
+    names = [t.name.split(" (")[0] for t in rec.tracks]
+    assert names == ["qjs", "node", "single"]
+    node_track = rec.tracks[1]
+    assert "work_0" in {f.name for f in node_track.trace.frames}
+    assert "work_1" in {f.name for f in rec.tracks[0].trace.frames}
