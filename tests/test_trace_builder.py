@@ -69,3 +69,18 @@ def test_markers_and_lines_are_optional_columns():
     assert t.sample_line.tolist() == [0, 0, 7]
     assert t.sample_stack.tolist() == [s, NONE, s]
     assert np.array_equal(t.sample_time, [0.0, 1.0, 2.0])
+
+
+def test_map_stacks_reinterns_with_dropped_frames_skipped():
+    b = TraceBuilder()
+    a, h, c = b.frame_id("a"), b.frame_id("hidden"), b.frame_id("c")
+    s_ahc = b.stack_id([a, h, c])
+    s_ah = b.stack_id([a, h])
+    t = b.build()
+    nb = TraceBuilder()
+    na, nc = nb.frame_id("a"), nb.frame_id("c")
+    m = nb.map_stacks(t, [na, None, nc])
+    out = nb.build()
+    assert out.stack_frames(int(m[s_ahc])) == [na, nc]  # 'hidden' skipped, caller used
+    assert m[s_ah] == m[t.stack_parent[s_ah]]  # a stack ending in a dropped frame = its parent
+    assert m[-1] == NONE  # indexing with "no stack" stays "no stack"

@@ -283,6 +283,23 @@ class TraceBuilder:
             self._stack_frame.append(frame_id)
         return sid
 
+    def map_stacks(self, trace: ProfilerTrace, new_frame: Sequence[int | None]) -> np.ndarray:
+        """Re-intern `trace`'s stacks with each frame f replaced by `new_frame[f]`.
+
+        A None frame is skipped as the spec skips a frame with no ID (its caller's stack is
+        used). Returns, per old stack id, the new stack id (NONE where no frame is left),
+        plus a last entry NONE, so indexing it with a sample's NONE keeps "no stack".
+        """
+        out = np.empty(trace.num_stacks + 1, np.int64)
+        out[-1] = NONE
+        for s, (p, f) in enumerate(
+            zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True)
+        ):
+            up = int(out[p]) if p != NONE else NONE
+            nf = new_frame[f]
+            out[s] = up if nf is None else self.stack_id_from(up, nf)
+        return out
+
     def add_sample(
         self,
         timestamp: float,

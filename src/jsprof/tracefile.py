@@ -85,7 +85,8 @@ class _Ctx:
         return TraceFormatError(f"{self.source}: {self.prefix}{where}: {problem}")
 
 
-def _type_name(v: Any) -> str:
+def type_name(v: Any) -> str:
+    """A JSON value's type as messages name it ("an object", "null", ...)."""
     return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
         type(v), "null" if v is None else "a number"
     )
@@ -100,7 +101,7 @@ def _table(ctx: _Ctx, doc: dict, key: str) -> list:
         raise ctx.error(key, "missing; a ProfilerTrace needs resources, frames, stacks and samples")
     table = doc[key]
     if type(table) is not list:
-        raise ctx.error(key, f"expected an array, got {_type_name(table)}")
+        raise ctx.error(key, f"expected an array, got {type_name(table)}")
     if len(table) > MAX_TABLE_ENTRIES:
         raise ctx.error(key, f"{len(table)} entries exceed the limit of {MAX_TABLE_ENTRIES}")
     return table
@@ -113,7 +114,7 @@ def _opt_pos_int(ctx: _Ctx, obj: dict, where: str, key: str) -> int | None:
             raise ctx.error(f"{where}.{key}", "is null; omit the key instead")
         return None
     if not _is_int(v):
-        raise ctx.error(f"{where}.{key}", f"expected an integer, got {_type_name(v)}")
+        raise ctx.error(f"{where}.{key}", f"expected an integer, got {type_name(v)}")
     if v < 1:
         raise ctx.error(f"{where}.{key}", f"is {v}; lines and columns are 1-based")
     return v
@@ -123,7 +124,7 @@ def _read_resources(ctx: _Ctx, doc: dict) -> list[str]:
     resources = _table(ctx, doc, "resources")
     for i, r in enumerate(resources):
         if type(r) is not str:
-            raise ctx.error(f"resources[{i}]", f"expected a string, got {_type_name(r)}")
+            raise ctx.error(f"resources[{i}]", f"expected a string, got {type_name(r)}")
     return resources
 
 
@@ -133,16 +134,16 @@ def _read_frames(ctx: _Ctx, doc: dict, n_resources: int) -> list[ProfilerFrame]:
     for i, f in enumerate(frames):
         where = f"frames[{i}]"
         if type(f) is not dict:
-            raise ctx.error(where, f"expected an object, got {_type_name(f)}")
+            raise ctx.error(where, f"expected an object, got {type_name(f)}")
         name = f.get("name")
         if type(name) is not str:
-            problem = "missing" if "name" not in f else f"expected a string, got {_type_name(name)}"
+            problem = "missing" if "name" not in f else f"expected a string, got {type_name(name)}"
             raise ctx.error(f"{where}.name", problem)
         rid = f.get("resourceId")
         if rid is not None:
             if not _is_int(rid):
                 raise ctx.error(
-                    f"{where}.resourceId", f"expected an integer, got {_type_name(rid)}"
+                    f"{where}.resourceId", f"expected an integer, got {type_name(rid)}"
                 )
             if not 0 <= rid < n_resources:
                 raise ctx.error(
@@ -174,7 +175,7 @@ def _slow_id_error(ctx: _Ctx, table: list, name: str, key: str, required: bool) 
     for i, s in enumerate(table):
         where = f"{name}[{i}]"
         if type(s) is not dict:
-            return ctx.error(where, f"expected an object, got {_type_name(s)}")
+            return ctx.error(where, f"expected an object, got {type_name(s)}")
         if key not in s:
             if required:
                 return ctx.error(f"{where}.{key}", "missing")
@@ -183,7 +184,7 @@ def _slow_id_error(ctx: _Ctx, table: list, name: str, key: str, required: bool) 
         if v is None:
             return ctx.error(f"{where}.{key}", "is null; omit the key instead")
         if not _is_int(v):
-            return ctx.error(f"{where}.{key}", f"expected an integer, got {_type_name(v)}")
+            return ctx.error(f"{where}.{key}", f"expected an integer, got {type_name(v)}")
     return ctx.error(name, "malformed")  # pragma: no cover - the fast path failed for a reason
 
 
@@ -246,11 +247,11 @@ def _read_samples(
         for i, s in enumerate(samples):
             where = f"samples[{i}]"
             if type(s) is not dict:
-                raise ctx.error(where, f"expected an object, got {_type_name(s)}")
+                raise ctx.error(where, f"expected an object, got {type_name(s)}")
             t = s.get("timestamp")
             if type(t) not in (int, float):
                 got = (
-                    "missing" if "timestamp" not in s else f"expected a number, got {_type_name(t)}"
+                    "missing" if "timestamp" not in s else f"expected a number, got {type_name(t)}"
                 )
                 raise ctx.error(f"{where}.timestamp", got)
         raise ctx.error("samples", "malformed")  # pragma: no cover
@@ -288,7 +289,7 @@ def _read_samples(
 
 def _trace_from_doc(ctx: _Ctx, doc: Any, has_markers: bool) -> ProfilerTrace:
     if type(doc) is not dict:
-        raise ctx.error("(top level)", f"expected an object, got {_type_name(doc)}")
+        raise ctx.error("(top level)", f"expected an object, got {type_name(doc)}")
     resources = _read_resources(ctx, doc)
     frames = _read_frames(ctx, doc, len(resources))
     parent, frame = _read_stacks(ctx, doc, len(frames))
@@ -301,7 +302,7 @@ def _opt_number(ctx: _Ctx, obj: dict, key: str, where: str) -> float | None:
     if v is None:
         return None
     if type(v) not in (int, float) or not math.isfinite(v):
-        raise ctx.error(f"{where}.{key}", f"expected a finite number, got {_type_name(v)}")
+        raise ctx.error(f"{where}.{key}", f"expected a finite number, got {type_name(v)}")
     return float(v)
 
 
@@ -321,7 +322,7 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     if lines is None:
         return None
     if type(lines) is not list:
-        raise ctx.error(f"{where}.sampleLines", f"expected an array, got {_type_name(lines)}")
+        raise ctx.error(f"{where}.sampleLines", f"expected an array, got {type_name(lines)}")
     if len(lines) != n:
         raise ctx.error(
             f"{where}.sampleLines", f"has {len(lines)} entries but there are {n} samples"
@@ -330,7 +331,7 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     if arr is None:
         bad = next(i for i, v in enumerate(lines) if not _is_int(v))
         raise ctx.error(
-            f"{where}.sampleLines[{bad}]", f"expected an integer, got {_type_name(lines[bad])}"
+            f"{where}.sampleLines[{bad}]", f"expected an integer, got {type_name(lines[bad])}"
         )
     neg = np.nonzero(arr < 0)[0]
     if len(neg):
@@ -345,7 +346,7 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
         return None
     where = f"{where}.spans"
     if type(spans) is not dict:
-        raise ctx.error(where, f"expected an object, got {_type_name(spans)}")
+        raise ctx.error(where, f"expected an object, got {type_name(spans)}")
     cols = {}
     for key in ("start", "end", "frameId", "parentId"):
         v = spans.get(key)
@@ -380,13 +381,13 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
 def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default: str) -> Track:
     name = ext.get("track", default)
     if type(name) is not str:
-        raise ctx.error(f"{where}.track", f"expected a string, got {_type_name(name)}")
+        raise ctx.error(f"{where}.track", f"expected a string, got {type_name(name)}")
     engine = ext.get("engine")
     if engine is not None and type(engine) is not str:
-        raise ctx.error(f"{where}.engine", f"expected a string, got {_type_name(engine)}")
+        raise ctx.error(f"{where}.engine", f"expected a string, got {type_name(engine)}")
     meta = ext.get("meta", {})
     if type(meta) is not dict:
-        raise ctx.error(f"{where}.meta", f"expected an object, got {_type_name(meta)}")
+        raise ctx.error(f"{where}.meta", f"expected an object, got {type_name(meta)}")
     _check_depth(ctx, meta, f"{where}.meta")
     trace.sample_line = _read_lines(ctx, ext, where, trace.num_samples)
     return Track(
@@ -409,7 +410,7 @@ def recording_from_doc(doc: Any, source: str, has_markers: bool = True) -> Recor
     if ext is None:
         return Recording([Track("main", trace)])
     if type(ext) is not dict:
-        raise ctx.error(FORMAT_KEY, f"expected an object, got {_type_name(ext)}")
+        raise ctx.error(FORMAT_KEY, f"expected an object, got {type_name(ext)}")
     version = ext.get("formatVersion")
     if not _is_int(version):
         raise ctx.error(f"{FORMAT_KEY}.formatVersion", "missing or not an integer")
@@ -421,7 +422,7 @@ def recording_from_doc(doc: Any, source: str, has_markers: bool = True) -> Recor
     tracks = [_track_from(ctx, trace, ext, FORMAT_KEY, "main")]
     more = ext.get("tracks", [])
     if type(more) is not list:
-        raise ctx.error(f"{FORMAT_KEY}.tracks", f"expected an array, got {_type_name(more)}")
+        raise ctx.error(f"{FORMAT_KEY}.tracks", f"expected an array, got {type_name(more)}")
     for i, t in enumerate(more):
         where = f"{FORMAT_KEY}.tracks[{i}]"
         if type(t) is not dict or type(t.get("trace")) is not dict:

@@ -112,15 +112,7 @@ def _hide_trace(tr: ProfilerTrace, pred: FramePredicate) -> ProfilerTrace:
         else None
         for i, f in enumerate(tr.frames)
     ]
-    new_stack = np.empty(tr.num_stacks + 1, np.int64)
-    new_stack[-1] = NONE  # index -1: no stack stays no stack
-    for s, (p, f) in enumerate(zip(tr.stack_parent.tolist(), tr.stack_frame.tolist(), strict=True)):
-        up = int(new_stack[p]) if p != NONE else NONE
-        nf = new_frame[f]
-        if nf is None:
-            new_stack[s] = up
-            continue
-        new_stack[s] = b.stack_id_from(up, nf)
+    new_stack = b.map_stacks(tr, new_frame)
     sid = new_stack[tr.sample_stack]
     lost = (sid == NONE) & (tr.sample_stack != NONE)
     if lost.any():

@@ -261,12 +261,7 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
         else:
             src, line, col, name = hit
             new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
-    new_stack = np.empty(trace.num_stacks + 1, np.int64)
-    new_stack[-1] = NONE  # so that a sample with no stack stays without one
-    for s, (p, fr) in enumerate(
-        zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True)
-    ):
-        new_stack[s] = b.stack_id_from(int(new_stack[p]) if p != NONE else None, new_frame[fr])
+    new_stack = b.map_stacks(trace, new_frame)
     out = b.build()
     return ProfilerTrace(
         out.resources,

@@ -33,6 +33,7 @@ import orjson
 
 from ..errors import TraceFormatError, UsageError
 from ..trace import MARKER_CODE, NO_LINE, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
+from ..tracefile import type_name
 from . import Format, register
 
 PSEUDO_MARKERS: dict[str, str | None] = {
@@ -44,12 +45,6 @@ PSEUDO_MARKERS: dict[str, str | None] = {
 # Where a file gives no time origin we keep its startTime here, so writing it back
 # restores the original absolute microseconds.
 META_START = "cpuprofileStartTime"
-
-
-def _type_name(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(v), "null" if v is None else "a number"
-    )
 
 
 class _Err:
@@ -90,7 +85,7 @@ def _int_array(values: list, err: _Err, field: str) -> np.ndarray:
     if arr is None or arr.dtype.kind != "i" or arr.ndim != 1:
         for i, v in enumerate(values):
             if type(v) is not int:
-                raise err(f"{field}[{i}]", f"expected an integer, got {_type_name(v)}")
+                raise err(f"{field}[{i}]", f"expected an integer, got {type_name(v)}")
         raise err(field, "expected an array of integers")  # pragma: no cover
     return arr.astype(np.int64)
 
@@ -99,7 +94,7 @@ def _check_node(err: _Err, i: int, n: Any) -> None:
     """Slow path: name the first malformed member of node i."""
     where = f"nodes[{i}]"
     if type(n) is not dict:
-        raise err(where, f"expected an object, got {_type_name(n)}")
+        raise err(where, f"expected an object, got {type_name(n)}")
     if type(n.get("id")) is not int:
         raise err(f"{where}.id", "missing" if "id" not in n else "expected an integer")
     cf = n.get("callFrame")
@@ -111,7 +106,7 @@ def _check_node(err: _Err, i: int, n: Any) -> None:
         raise err(f"{where}.callFrame.url", "expected a string")
     for key in ("lineNumber", "columnNumber"):
         if type(cf.get(key, -1)) is not int:
-            raise err(f"{where}.callFrame.{key}", f"expected an integer, got {_type_name(cf[key])}")
+            raise err(f"{where}.callFrame.{key}", f"expected an integer, got {type_name(cf[key])}")
     ch = n.get("children", [])
     if type(ch) is not list or any(type(c) is not int for c in ch):
         raise err(f"{where}.children", "expected an array of node ids")
@@ -227,16 +222,16 @@ def profile_to_trace(
     """Convert one CDP Profile object; returns the trace and the origin used (microseconds)."""
     err = _Err(source, prefix)
     if type(profile) is not dict:
-        raise err("(top level)", f"expected a Profile object, got {_type_name(profile)}")
+        raise err("(top level)", f"expected a Profile object, got {type_name(profile)}")
     nodes = profile.get("nodes")
     if type(nodes) is not list:
         raise err("nodes", "missing" if nodes is None else "expected an array")
     start_time = profile.get("startTime", 0)
     if type(start_time) not in (int, float):
-        raise err("startTime", f"expected a number, got {_type_name(start_time)}")
+        raise err("startTime", f"expected a number, got {type_name(start_time)}")
     end_time = profile.get("endTime")
     if end_time is not None and type(end_time) not in (int, float):
-        raise err("endTime", f"expected a number, got {_type_name(end_time)}")
+        raise err("endTime", f"expected a number, got {type_name(end_time)}")
     raw_samples = profile.get("samples", [])
     raw_deltas = profile.get("timeDeltas", [])
     if type(raw_samples) is not list:

@@ -38,6 +38,7 @@ import orjson
 from ..analysis.profile import sample_weights
 from ..errors import TraceFormatError
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track
+from ..tracefile import type_name
 from . import Format, register
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
 
@@ -155,12 +156,6 @@ def write(rec: Recording) -> bytes:
 # ---- reading -----------------------------------------------------------------------------
 
 
-def _type_name(v: Any) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
-        type(v), "null" if v is None else "a number"
-    )
-
-
 def _num(v: Any) -> bool:
     return type(v) in (int, float)
 
@@ -181,18 +176,18 @@ def _frames(doc: dict, err) -> list[FrameKey]:
     out: list[FrameKey] = []
     for i, f in enumerate(frames):
         if type(f) is not dict:
-            raise err(f"shared.frames[{i}]", f"expected an object, got {_type_name(f)}")
+            raise err(f"shared.frames[{i}]", f"expected an object, got {type_name(f)}")
         name = f.get("name")
         if type(name) is not str:
             raise err(f"shared.frames[{i}].name", "missing or not a string")
         file = f.get("file")
         if file is not None and type(file) is not str:
-            raise err(f"shared.frames[{i}].file", f"expected a string, got {_type_name(file)}")
+            raise err(f"shared.frames[{i}].file", f"expected a string, got {type_name(file)}")
         pos: list[int | None] = []
         for k in ("line", "col"):
             v = f.get(k)
             if v is not None and not _num(v):
-                raise err(f"shared.frames[{i}].{k}", f"expected a number, got {_type_name(v)}")
+                raise err(f"shared.frames[{i}].{k}", f"expected a number, got {type_name(v)}")
             pos.append(int(v) if v is not None and v >= 1 else None)
         out.append((name, file or None, pos[0], pos[1]))
     return out
@@ -205,7 +200,7 @@ def _stack_keys(samples: list, nframes: int, err, where: str) -> tuple[list, np.
     for j, s in enumerate(samples):
         if type(s) is not list:
             raise err(
-                f"{where}.samples[{j}]", f"expected an array of frame indices, got {_type_name(s)}"
+                f"{where}.samples[{j}]", f"expected an array of frame indices, got {type_name(s)}"
             )
         t = tuple(s)
         k = index.get(t)
@@ -286,14 +281,14 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     # np.array would turn "1" into a number under dtype=float; check the kinds first.
     if w.dtype.kind not in "iuf":
         bad = next((i for i, v in enumerate(weights) if not _num(v)), 0)
-        raise err(f"{where}.weights[{bad}]", f"expected a number, got {_type_name(weights[bad])}")
+        raise err(f"{where}.weights[{bad}]", f"expected a number, got {type_name(weights[bad])}")
     w = w.astype(np.float64)
     if w.ndim != 1 or (bad_w := ~(w >= 0)).any():
         i = int(np.argmax(bad_w)) if w.ndim == 1 else 0
         raise err(f"{where}.weights[{i}]", "expected a number >= 0")
     start = p.get("startValue", 0)
     if not _num(start):
-        raise err(f"{where}.startValue", f"expected a number, got {_type_name(start)}")
+        raise err(f"{where}.startValue", f"expected a number, got {type_name(start)}")
     uniq, keys = _stack_keys(samples, len(frames), err, where)
     x = _extra(p, len(samples), len(frames))
     if x is not None and x["anonymousFrames"]:
@@ -352,7 +347,7 @@ def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     prev = None
     for j, e in enumerate(events):
         if type(e) is not dict:
-            raise err(f"{where}.events[{j}]", f"expected an object, got {_type_name(e)}")
+            raise err(f"{where}.events[{j}]", f"expected an object, got {type_name(e)}")
         kind, at, fr = e.get("type"), e.get("at"), e.get("frame")
         if kind not in ("O", "C"):
             raise err(f"{where}.events[{j}].type", f'expected "O" or "C", got {kind!r}')
@@ -399,7 +394,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     for i, p in enumerate(profiles):
         where = f"profiles[{i}]"
         if type(p) is not dict:
-            raise err(where, f"expected an object, got {_type_name(p)}")
+            raise err(where, f"expected an object, got {type_name(p)}")
         kind = p.get("type")
         if kind == "sampled":
             track = _sampled(p, frames, err, where)
