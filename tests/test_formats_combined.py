@@ -185,3 +185,15 @@ def test_times_line_up_across_tracks(tmp_path):
 def _save(rec, path):
     jsprof.save(rec, path)
     return path
+
+
+def test_convert_one_track_to_a_one_thread_format(tmp_path):
+    src = _save(three_tracks(), tmp_path / "rec.json")
+    out = tmp_path / "one.cpuprofile"
+    cmd = [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(out)]
+    p = subprocess.run(cmd, capture_output=True, text=True)
+    assert p.returncode == 2 and "--track NAME" in p.stderr and not out.exists()
+    subprocess.run([*cmd, "--track", "worker 1"], check=True, capture_output=True)
+    back = jsprof.load(out).tracks[0]
+    want = three_tracks().track("worker 1")
+    assert back.trace.num_samples == want.trace.num_samples

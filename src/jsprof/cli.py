@@ -183,6 +183,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
     writer_for(args.output, args.format)  # a bad output name fails before a long read
     with _progress("reading", args.input):
         rec = _load(args.input, args)
+    if args.track is not None:
+        rec = Recording([rec.track(args.track)])
     with _progress("writing", args.input):
         io.save(rec, args.output, format=args.format)
     if args.output != "-":
@@ -496,6 +498,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("input")
     c.add_argument("output", help="output path (- for stdout); the extension picks the format")
     c.add_argument("--format", help="output format (see `jsprof formats`)")
+    c.add_argument("--track", help="only this track (e.g. for a one-thread .cpuprofile)")
     _add_filter_args(c)
     c.set_defaults(func=cmd_convert)
 

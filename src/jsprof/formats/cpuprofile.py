@@ -529,7 +529,7 @@ def write(rec: Recording) -> bytes:
         names = ", ".join(repr(t.name) for t in rec.tracks)
         raise UsageError(
             f"a .cpuprofile holds one thread but this recording has {len(rec.tracks)} tracks "
-            f"({names}); write a .jsprof.json, or pick one track"
+            f"({names}); write a .jsprof.json, or pick one with --track NAME"
         )
     return write_track(rec.tracks[0])
 
