@@ -340,8 +340,16 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
 
     # Functions -> frame keys; locations -> caller-first frame keys and the leaf line.
+    # A function without start_line (0, unset) whose Lines all name one line takes that
+    # line: @datadog/pprof leaves start_line unset and puts V8's function line in every Line.
+    line_of: dict[int, set[int]] = {}
+    for lines in locs.values():
+        for fn, ln in lines:
+            line_of.setdefault(fn, set()).add(ln)
     fkeys: dict[int, FrameKey] = {}
     for fid, (name_i, system_i, fname, start) in funcs.items():
+        if start <= 0 and len(only := line_of.get(fid, ())) == 1:
+            start = next(iter(only))
         w = f"function id {fid}"
         name = string(name_i, f"{w}.name")
         if name == ANONYMOUS and not string(system_i, f"{w}.system_name"):
