@@ -56,7 +56,7 @@ def check_datadog(path, expect_light: bool, busy_line: int) -> None:
     assert self_ms["busyLoop"] > 0.6 * whole, (self_ms, whole)
     assert self_ms["busyLoop"] == max(self_ms.values())
     assert total_ms["mainLoop"] > 0.8 * whole
-    assert total_ms["mainLoop"] >= self_ms["busyLoop"] + self_ms["lightWork"]
+    assert total_ms["mainLoop"] >= self_ms["busyLoop"] + self_ms["lightWork"] - 1e-6
     if expect_light:
         assert 0 < self_ms["lightWork"] < self_ms["busyLoop"]
     rec = jsprof.load(path)
@@ -106,3 +106,36 @@ def test_pprof_made_now_by_datadog_pprof(tmp_path):
 def test_pprof_fixture_from_datadog_pprof(tmp_path):
     check_datadog(PPROF, expect_light=True, busy_line=8)
     check_cli(PPROF, tmp_path, "busyLoop")
+
+
+def check_py_spy(path, unit_ms: float) -> None:
+    """py-spy's view of tests/data/folded/py_spy_busy.py: frames keyed by executing line."""
+    self_ms, total_ms, whole = self_total(path)
+    n = whole / unit_ms
+    assert n > 50
+    assert total_ms["<module>"] == total_ms["main"] == whole  # -I -S: no import frames
+    assert self_ms["busy_loop"] == max(self_ms.values()) and self_ms["busy_loop"] > 0.8 * whole
+    assert total_ms["light_work"] == whole - self_ms["busy_loop"] > 0
+    assert self_ms["light_work.<locals>.<genexpr>"] > 0
+    trace = jsprof.load(path).tracks[0].trace
+    busy = [f for f in trace.frames if f.name == "busy_loop"]
+    assert {f.line for f in busy} == {8, 9}  # the lines of its loop, not the def line
+    assert all(trace.resources[f.resource_id].endswith("py_spy_busy.py") for f in busy)
+
+
+def test_folded_fixture_from_py_spy(tmp_path):
+    # 103 samples, one `name (file:line)` frame each, counted as 1 ms apiece.
+    self_ms, total_ms, whole = self_total(FOLDED)
+    assert (whole, self_ms["busy_loop"], total_ms["light_work"]) == (103, 94, 9)
+    check_py_spy(FOLDED, 1.0)
+    check_cli(FOLDED, tmp_path, "busy_loop")
+
+
+def test_speedscope_fixture_from_py_spy(tmp_path):
+    # One sampled profile in seconds, weights 0.005 (py-spy -r 200).
+    rec = jsprof.load(SPEEDSCOPE)
+    assert len(rec.tracks) == 1 and rec.tracks[0].sample_interval == pytest.approx(5.0)
+    self_ms, _t, whole = self_total(SPEEDSCOPE)
+    assert whole == pytest.approx(520) and self_ms["busy_loop"] == pytest.approx(500)
+    check_py_spy(SPEEDSCOPE, 5.0)
+    check_cli(SPEEDSCOPE, tmp_path, "busy_loop")

@@ -18,9 +18,10 @@ flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
   not survive; reading back gives each line's samples one after the other, 1 ms apart
   (the format has no interval), which keeps per-stack totals.
 
-Reading accepts what the tools write: any frame text (a trailing `(url:line:col)` or
-`(url)` is parsed back, so a bare name that itself ends in ` (...)` reads as name plus
-URL), a whole-number count after the last space, blank lines ignored.
+Reading accepts what the tools write: any frame text (a trailing `(url:line:col)`,
+`(url:line)` as py-spy writes it, or `(url)` is parsed back, so a bare name that itself
+ends in ` (...)` reads as name plus URL), a whole-number count after the last space,
+blank lines ignored.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from . import Format, register
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index
 
 TRACK_FRAME = re.compile(r"^track:(.+)$")
-_LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+):(?P<col>\d+))?\)$")
+_LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+)(?::(?P<col>\d+))?)?\)$")
 _LINE = re.compile(r"^\S.*[ \t]\d+$")
 _CLEAN = str.maketrans({";": ",", "\n": " ", "\r": " "})
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
