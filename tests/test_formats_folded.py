@@ -125,3 +125,11 @@ def test_sniffs_files_with_very_long_lines():
     assert len(deep) > 4096 and folded.sniff(data, None)
     t = read_any(data, "deep.folded").tracks[0].trace
     assert t.num_samples == 4 and int(t.stack_depths().max()) == 400
+
+
+def test_frame_with_url_and_line_only():
+    # py-spy writes `name (file:line)`; a URL with a port but no line stays a URL.
+    assert folded._parse_frame("busy_loop (busy.py:9)") == ("busy_loop", "busy.py", 9, None)
+    assert folded._parse_frame("f (<frozen zipimport>:94)") == ("f", "<frozen zipimport>", 94, None)
+    assert folded._parse_frame("g (a.js:3:7)") == ("g", "a.js", 3, 7)
+    assert folded._parse_frame("h (http://x:8/a.js)") == ("h", "http://x:8/a.js", None, None)
