@@ -23,13 +23,14 @@ Lifecycle (pinned by the contract tests):
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, ClassVar
 
-from ..errors import EngineError
+from ..errors import EngineError, UsageError
 from ..trace import ProfilerTrace, Track
 
 DEFAULT_INTERVAL_MS = 1.0
@@ -96,3 +97,15 @@ class RuntimeProfiler(ABC):
     @abstractmethod
     def started(self) -> bool:
         """True between start() and stop()."""
+
+
+def read_script(path: str | os.PathLike[str]) -> str:
+    """A script's source text, or a one-line UsageError naming the file."""
+    p = os.fspath(path)
+    try:
+        with open(p, encoding="utf-8") as f:
+            return f.read()
+    except FileNotFoundError:
+        raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(f"{p}: cannot read the script ({e})") from None

@@ -69,6 +69,13 @@ class Session:
         msg: dict[str, Any] = {"id": mid, "method": method}
         if params:
             msg["params"] = params
+        self._route(msg)
+        c._pending[mid] = (self if reply else _DROP, method)
+        return mid
+
+    def _route(self, msg: dict) -> None:
+        """Send a message addressed to this session."""
+        c = self.client
         if self.session_id is None:
             c._send(msg)
         elif self.via_node_worker:
@@ -78,8 +85,6 @@ class Session:
         else:
             msg["sessionId"] = self.session_id
             c._send(msg)
-        c._pending[mid] = (self if reply else _DROP, method)
-        return mid
 
     def _send_to_worker(self, worker_session: str, msg: dict) -> None:
         c = self.client
@@ -91,13 +96,7 @@ class Session:
         }
         # The wrapper's own (empty) reply is not interesting; drop it when it comes.
         c._pending[c._next_id] = (_DROP, "NodeWorker.sendMessageToWorker")
-        if self.session_id is None:
-            c._send(wrapper)
-        elif self.via_node_worker:
-            (self.parent or c.session)._send_to_worker(self.session_id, wrapper)
-        else:
-            wrapper["sessionId"] = self.session_id
-            c._send(wrapper)
+        self._route(wrapper)
 
     def result(self, mid: int, timeout: float = 30.0) -> dict:
         deadline = time.monotonic() + timeout

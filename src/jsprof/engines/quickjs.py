@@ -52,7 +52,7 @@ from ..errors import EngineError, UsageError
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Track
 from ..tracefile import trace_to_doc
-from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler
+from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler, read_script
 
 try:
     from .. import _quickjs
@@ -293,14 +293,7 @@ class QuickJS:
     def eval_file(self, path: str | os.PathLike[str], *, module: bool | None = None) -> Any:
         """Run a script file; its resource is the path as given (absolute -> file:// URL)."""
         p = os.fspath(path)
-        try:
-            with open(p, encoding="utf-8") as f:
-                source = f.read()
-        except FileNotFoundError:
-            raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise UsageError(f"{p}: cannot read the script ({e})") from None
-        return self.eval(source, p, module=module)
+        return self.eval(read_script(p), p, module=module)
 
     def interrupt(self) -> None:
         """Stop the running script with KeyboardInterrupt (safe from any thread)."""

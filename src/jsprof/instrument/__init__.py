@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from ..engines.base import read_script
 from ..errors import EngineError, JSError, UsageError
 from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, Track
 
@@ -129,13 +130,7 @@ def run_instrumented(
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
     p = os.fspath(path)
-    try:
-        with open(p, encoding="utf-8") as f:
-            source = f.read()
-    except FileNotFoundError:
-        raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UsageError(f"{p}: cannot read the script ({e})") from None
+    source = read_script(p)
     cfg = _config(watch, by_instance, spans)
     if engine == "quickjs":
         dump, error, origin = _run_quickjs(p, source, cfg, args)
