@@ -119,6 +119,13 @@ class ProfilerTrace:
 
     __hash__ = None  # type: ignore[assignment]
 
+    def median_gap(self) -> float | None:
+        """The median of the positive gaps between samples (ms): the interval the samples
+        show, for traces that do not say theirs. None with fewer than two distinct times."""
+        d = np.diff(self.sample_time)
+        d = d[d > 0]
+        return float(np.median(d)) if len(d) else None
+
     def stack_frames(self, stack_id: int) -> list[int]:
         """Frame ids of a stack, outermost first."""
         out = []

@@ -42,11 +42,9 @@ def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.nd
     w = np.empty(n, dtype=np.float64)
     if n == 0:
         return w
-    d = np.diff(t)
-    np.maximum(d, 0.0, out=w[:-1])
+    np.maximum(np.diff(t), 0.0, out=w[:-1])
     if interval is None or not interval > 0:
-        positive = d[d > 0]
-        interval = float(np.median(positive)) if len(positive) else 0.0
+        interval = trace.median_gap() or 0.0
     w[-1] = interval
     return w
 

@@ -371,13 +371,8 @@ class _Isolate:
 
 
 def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: float) -> Track:
-    import numpy as np
-
-    d = np.diff(trace.sample_time)
-    d = d[d > 0]
-    meta: dict[str, Any] = {}
-    if len(d):
-        meta["median_interval_ms"] = round(float(np.median(d)), 4)
+    gap = trace.median_gap()
+    meta: dict[str, Any] = {} if gap is None else {"median_interval_ms": round(gap, 4)}
     return Track(
         name=name,
         trace=trace,

@@ -406,7 +406,8 @@ def _position_lines(err: _Err, ticks: list, idx: np.ndarray, nn: int) -> np.ndar
 def read(data: bytes, doc: Any, source: str) -> Recording:
     profile, prefix = unwrap(doc)
     trace, origin = profile_to_trace(profile, source, prefix=prefix)
-    interval = _median_interval(trace)
+    gap = trace.median_gap()
+    interval = None if gap is None else round(gap, 4)
     meta: dict = {META_START: origin}
     return Recording(
         [
@@ -420,12 +421,6 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             )
         ]
     )
-
-
-def _median_interval(trace: ProfilerTrace) -> float | None:
-    d = np.diff(trace.sample_time)
-    d = d[d > 0]
-    return round(float(np.median(d)), 4) if len(d) else None
 
 
 # ---- writing -----------------------------------------------------------------------------

@@ -190,10 +190,7 @@ def write(rec: Recording) -> bytes:
     start = min(t.time_origin for t in rec.tracks)
     intervals = [t.sample_interval for t in rec.tracks if t.sample_interval]
     if not intervals:
-        for t in rec.tracks:
-            d = np.diff(t.trace.sample_time)
-            if (d > 0).any():
-                intervals.append(float(np.median(d[d > 0])))
+        intervals = [g for t in rec.tracks if (g := t.trace.median_gap()) is not None]
     threads = [_thread(t, t.time_origin - start, i) for i, t in enumerate(rec.tracks)]
     doc = {
         "meta": {
