@@ -114,6 +114,11 @@ def interval_us(sample_interval: float) -> int:
     return max(1, round(sample_interval * 1000))
 
 
+def effective_interval(sample_interval: float) -> float:
+    """The interval asked of V8 in ms: the request, or V8's minimum for 0."""
+    return sample_interval if sample_interval > 0 else MIN_INTERVAL_US / 1000.0
+
+
 # ---- the node process ---------------------------------------------------------------------
 
 
@@ -433,7 +438,7 @@ def record_node(
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
     us = interval_us(sample_interval)
-    requested = sample_interval if sample_interval > 0 else us / 1000.0
+    requested = effective_interval(sample_interval)
     proc = NodeProcess([path, *args], node=node, node_args=node_args)
     client: CDPClient | None = None
     isolates: list[_Isolate] = []
@@ -683,7 +688,7 @@ class NodeProfiler(RuntimeProfiler):
         self._started = False
         if iso.profile is None:
             raise EngineError(f"node: {iso.lost or 'no profile delivered'}")
-        requested = self._interval if self._interval > 0 else interval_us(0) / 1000.0
+        requested = effective_interval(self._interval)
         self._track = iso.track(requested, "node")
         iso.profile = None
         return self._track.trace if self._track else None
@@ -807,7 +812,7 @@ def attach_node(
         client.close()
     if iso.profile is None:
         raise EngineError(f"process {pid}: {iso.lost or 'no profile delivered'}")
-    track = iso.track(sample_interval or us / 1000.0, f"pid {pid}")
+    track = iso.track(effective_interval(sample_interval), f"pid {pid}")
     assert track is not None
     track.meta.update(pid=pid, exit=how)
     if iso.partial:
