@@ -33,6 +33,7 @@ Frames in the traces
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
@@ -66,7 +67,6 @@ ENGINE = "quickjs"
 MIN_INTERVAL_MS = 0.1  # below this the timer thread's wake-ups dominate (notes/ENGINES.md)
 # An hour of samples at 1 ms; the buffer is virtual memory committed only as it fills.
 DEFAULT_MAX_BUFFER_SIZE = 3_600_000
-
 
 
 # An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
@@ -162,7 +162,18 @@ class _JSFacingError(UsageError):
 
 
 _BOOTSTRAP = "jsprof:quickjs_profiler.js"
-_BOOTSTRAP_JS = Path(__file__).resolve().parent.parent / "js" / "quickjs_profiler.js"
+_JS_DIR = Path(__file__).resolve().parent.parent / "js"
+
+
+@functools.cache
+def _bootstrap_source() -> str:
+    """The Profiler global's source, read once per process: the shared WebIDL option
+    checks and the QuickJS surface in one function scope, so neither adds a global."""
+    parts = [
+        (_JS_DIR / n).read_text(encoding="utf-8")
+        for n in ("profiler_options.js", "quickjs_profiler.js")
+    ]
+    return "(() => {\n" + "\n".join(parts) + "\n})();\n"
 
 
 class QuickJS:
@@ -211,7 +222,7 @@ class QuickJS:
             return me._host_call(op, arg)
 
         self._rt.set_host_callback(host)
-        self._rt.eval(_BOOTSTRAP_JS.read_text(encoding="utf-8"), _BOOTSTRAP, 0, False)
+        self._rt.eval(_bootstrap_source(), _BOOTSTRAP, 0, False)
 
     @property
     def time_origin(self) -> float:
@@ -313,7 +324,9 @@ class QuickJS:
             raise UsageError(f"max buffer size must be >= 0 samples, got {max_buffer_size}")
         self._check_owner("start a profiling session")
         return ProfilerSession(
-            self.sampler, sample_interval, max_buffer_size,
+            self.sampler,
+            sample_interval,
+            max_buffer_size,
             on_sample_buffer_full=on_sample_buffer_full,
         )
 

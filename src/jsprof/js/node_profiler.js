@@ -20,13 +20,17 @@
   if (typeof globalThis.Profiler === 'function') return;
   const inspector = require('node:inspector');
   const { performance } = require('node:perf_hooks');
+  const readProfilerOptions = require('./profiler_options.js');
 
   // V8's sampler: requests below this are raised to it (V8 gives ~180 us real spacing
   // at 100 us). Above 1 ms the sampler still runs at 1 ms, so a later session asking for a
   // finer interval is served without restarting V8's profiler.
   const MIN_INTERVAL_MS = 0.1;
   const MAX_BASE_INTERVAL_MS = 1.0;
-  const PRELOAD_URL = require('node:url').pathToFileURL(__filename).href;
+  // jsprof's own files never appear in traces (the spec's muted scripts, in spirit).
+  const { pathToFileURL } = require('node:url');
+  const OWN_URLS = new Set([__filename, require.resolve('./profiler_options.js')]
+    .map((f) => pathToFileURL(f).href));
   const ALLOWED = process.env.JSPROF_NO_PROFILING !== '1';
   const PSEUDO = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
 
@@ -72,42 +76,12 @@
       'NotAllowedError');
   }
 
-  // WebIDL `unsigned long`: ToNumber, truncate, modulo 2^32; NaN and infinities give 0.
-  function toUnsignedLong(v) {
-    const x = Number(v);
-    if (!Number.isFinite(x)) return 0;
-    const t = Math.trunc(x);
-    return ((t % 4294967296) + 4294967296) % 4294967296;
-  }
-
   const sessions = new WeakMap();
 
   class Profiler extends EventTarget {
     constructor(options) {
       super();
-      // WebIDL converts the dictionary's members in lexicographic order, so a missing
-      // maxBufferSize is reported before anything about sampleInterval.
-      if (options !== undefined && options !== null && typeof options !== 'object' &&
-          typeof options !== 'function') {
-        throw new TypeError("Failed to construct 'Profiler': The provided value is not of type 'ProfilerInitOptions'.");
-      }
-      const opts = options == null ? {} : options;
-      const rawMax = opts.maxBufferSize;
-      if (rawMax === undefined) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'maxBufferSize' property from 'ProfilerInitOptions': Required member is undefined.");
-      }
-      const maxBufferSize = toUnsignedLong(rawMax);
-      const rawInterval = opts.sampleInterval;
-      if (rawInterval === undefined) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': Required member is undefined.");
-      }
-      const interval = Number(rawInterval);
-      if (!Number.isFinite(interval)) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': The provided double value is non-finite.");
-      }
-      if (interval < 0) {
-        throw new RangeError("Failed to construct 'Profiler': sampleInterval must be non-negative.");
-      }
+      const { sampleInterval: interval, maxBufferSize } = readProfilerOptions(options);
       if (!ALLOWED) throw notAllowed();
       ensureSampler(interval);
       const state = {
@@ -256,7 +230,7 @@
           const node = byId.get(chain[i]);
           const cf = node.callFrame;
           // Pseudo nodes are not frames, nor is this preload's own code.
-          if (!(PSEUDO.has(cf.functionName) && !cf.url) && cf.url !== PRELOAD_URL) {
+          if (!(PSEUDO.has(cf.functionName) && !cf.url) && !OWN_URLS.has(cf.url)) {
             const fid = frameId(cf);
             const key = `${parent === undefined ? -1 : parent}:${fid}`;
             let sid = stackIds.get(key);

@@ -90,14 +90,6 @@
     throw new DOMException(message, name);
   }
 
-  // WebIDL `unsigned long`: ToNumber, truncate, modulo 2^32; NaN and infinities give 0.
-  function toUnsignedLong(v) {
-    const x = Number(v);
-    if (!Number.isFinite(x)) return 0;
-    const t = Math.trunc(x);
-    return ((t % 4294967296) + 4294967296) % 4294967296;
-  }
-
   const sessions = new WeakMap();
   const byId = new Map(); // live JS profilers by host id, for samplebufferfull
 
@@ -110,29 +102,7 @@
   class Profiler extends EventTarget {
     constructor(options) {
       super();
-      // WebIDL converts the dictionary's members in lexicographic order, so a missing
-      // maxBufferSize is reported before anything about sampleInterval.
-      if (options !== undefined && options !== null && typeof options !== 'object' &&
-          typeof options !== 'function') {
-        throw new TypeError("Failed to construct 'Profiler': The provided value is not of type 'ProfilerInitOptions'.");
-      }
-      const opts = options == null ? {} : options;
-      const rawMax = opts.maxBufferSize;
-      if (rawMax === undefined) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'maxBufferSize' property from 'ProfilerInitOptions': Required member is undefined.");
-      }
-      const maxBufferSize = toUnsignedLong(rawMax);
-      const rawInterval = opts.sampleInterval;
-      if (rawInterval === undefined) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': Required member is undefined.");
-      }
-      const interval = Number(rawInterval);
-      if (!Number.isFinite(interval)) {
-        throw new TypeError("Failed to construct 'Profiler': Failed to read the 'sampleInterval' property from 'ProfilerInitOptions': The provided double value is non-finite.");
-      }
-      if (interval < 0) {
-        throw new RangeError("Failed to construct 'Profiler': sampleInterval must be non-negative.");
-      }
+      const { sampleInterval: interval, maxBufferSize } = readProfilerOptions(options);
       // Starts sampling and takes the first sample.
       const got = JSON.parse(call('create', JSON.stringify({ sampleInterval: interval, maxBufferSize })));
       sessions.set(this, { id: got.id, interval: got.sampleInterval, stopped: false, taken: false, handler: null });
