@@ -363,29 +363,17 @@ def cmd_record(args: argparse.Namespace) -> int:
         raise UsageError("--duration goes with --pid")
     out = args.output or default_output(args.script)
     try:
-        if args.workers is not None:
-            if args.engine != "quickjs":
-                raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
-            from .workers import record_workers
-
-            rec = record_workers(
-                args.script, args.workers, args.interval, args.max_buffer_size, args.args
-            )
-            io.save(rec, out)
-        else:
-            rec = record(
-                args.script,
-                engine=args.engine,
-                sample_interval=args.interval,
-                max_buffer_size=args.max_buffer_size,
-                args=args.args,
-                output=out,
-            )
+        rec = record(
+            args.script,
+            engine=args.engine,
+            sample_interval=args.interval,
+            max_buffer_size=args.max_buffer_size,
+            args=args.args,
+            output=out,
+            workers=args.workers,
+        )
     except (JSError, KeyboardInterrupt) as e:
-        rec = getattr(e, "recording", None)
-        if rec is not None and args.workers is not None:
-            io.save(rec, out)
-        return _finish_partial(e, out if rec is not None else None)
+        return _finish_partial(e, out if getattr(e, "recording", None) is not None else None)
     _summarize_recording(rec, out)
     return 0
 

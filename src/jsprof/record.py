@@ -38,8 +38,11 @@ def record(
     max_buffer_size: int | None = None,
     args: Sequence[str] = (),
     output: str | os.PathLike[str] | None = None,
+    workers: int | None = None,
 ) -> Recording:
     """Run the script at `path` under the sampling profiler and return its Recording.
+
+    `workers=N` (QuickJS) runs N copies on N threads into one Recording, a track each.
 
     One track, named "main", engine "quickjs"; `meta` holds the capture latency
     (p50/p99 ms), `buffer_full`, the script and how it ended (`exit`: ok/error/
@@ -49,8 +52,37 @@ def record(
     `scriptArgs` in the script is [path, *args], as with qjs.
     """
     p = _check(path, engine)
-    if engine == "node":
-        return _record_node(p, sample_interval, max_buffer_size, args, output)
+    if workers is not None:
+        if engine != "quickjs":
+            raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
+        from .workers import record_workers
+
+        try:
+            rec, error = record_workers(p, workers, sample_interval, max_buffer_size, args), None
+        except (JSError, KeyboardInterrupt) as e:
+            rec, error = e.recording, e  # type: ignore[union-attr]
+    elif engine == "node":
+        rec, error = _record_node(p, sample_interval, max_buffer_size, args)
+    else:
+        rec, error = _record_quickjs(p, sample_interval, max_buffer_size, args)
+    if output is not None:
+        from .io import save
+
+        try:
+            save(rec, output)
+        except OSError as e:
+            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
+    if error is not None:
+        error.recording = rec  # type: ignore[attr-defined]
+        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
+        raise error
+    return rec
+
+
+def _record_quickjs(
+    p: str, sample_interval: float, max_buffer_size: int | None, args: Sequence[str]
+) -> tuple[Recording, BaseException | None]:
+    """One track, "main"; the script's error (JSError, KeyboardInterrupt) is returned."""
     from .engines.quickjs import QuickJS
 
     rt = QuickJS(args=[p, *args])
@@ -72,42 +104,19 @@ def record(
     else:
         track.meta["exit"] = "error"
         track.meta["error"] = f"{getattr(error, 'name', 'Error')}: {error}"
-    rec = Recording([track])
-    if output is not None:
-        from .io import save
-
-        try:
-            save(rec, output)
-        except OSError as e:
-            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
-    if error is not None:
-        error.recording = rec  # type: ignore[attr-defined]
-        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
-        raise error
-    return rec
+    return Recording([track]), error
 
 
 def _record_node(
-    p: str,
-    sample_interval: float,
-    max_buffer_size: int | None,
-    args: Sequence[str],
-    output: str | os.PathLike[str] | None,
-) -> Recording:
-    """The node branch of `record`: one track per thread (main, worker N); the same
-    save-then-re-raise rule for a script that throws or is interrupted."""
+    p: str, sample_interval: float, max_buffer_size: int | None, args: Sequence[str]
+) -> tuple[Recording, BaseException | None]:
+    """One track per thread (main, worker N); the script's error is taken from the main
+    track's meta (record_node itself never raises for the script)."""
     from .engines.node import record_node
 
     if max_buffer_size is not None:
         raise UsageError("--max-buffer-size is not supported with --engine node (V8 keeps all)")
     rec = record_node(p, args=args, sample_interval=sample_interval)
-    if output is not None:
-        from .io import save
-
-        try:
-            save(rec, output)
-        except OSError as e:
-            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
     meta = rec.tracks[0].meta
     error: BaseException | None = None
     if meta.get("exit") == "interrupted":
@@ -115,11 +124,7 @@ def _record_node(
     elif meta.get("error"):
         text = str(meta["error"])
         error = JSError(text.splitlines()[0] if text else "uncaught exception", text)
-    if error is not None:
-        error.recording = rec  # type: ignore[attr-defined]
-        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
-        raise error
-    return rec
+    return rec, error
 
 
 def run(
