@@ -139,6 +139,11 @@ def test_ctrl_c_stops_the_profiler_then_node(tmp_path, sig):
         "print(rec.tracks[0].meta['exit'], rec.tracks[0].meta['node_pid'])\n"
     )
     p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    # Python's start-up on a loaded machine can take longer than any fixed sleep: wait for
+    # Node to exist (jsprof's handlers are in place by then), then let it run a while.
+    deadline = time.monotonic() + 30
+    while not _children_of(p.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     time.sleep(1.5)
     p.send_signal(sig)
     stdout, _ = p.communicate(timeout=30)

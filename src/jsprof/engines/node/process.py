@@ -1,0 +1,199 @@
+"""The Node process: finding Node, starting it with its inspector on a loopback port,
+forwarding its stderr (less the inspector's own lines), and ending it and its group."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+from collections.abc import Sequence
+from typing import Any, BinaryIO
+
+from ...errors import EngineError, UsageError
+
+ENGINE = "node"
+_WS_RE = re.compile(rb"Debugger listening on (ws://\S+)")
+# Lines the inspector writes to stderr that are ours, not the script's.
+_INSPECTOR_LINES = (
+    b"Debugger listening on ",
+    b"For help, see: https://nodejs.org/",
+    b"Debugger attached.",
+    b"Waiting for the debugger to disconnect...",
+    b"Debugger ending on ",
+)
+_WAITING = b"Waiting for the debugger to disconnect..."
+MIN_INTERVAL_US = 100
+
+
+def find_node(node: str | None = None) -> str:
+    """The node binary: the argument, $JSPROF_NODE, or `node` on PATH."""
+    exe = node or os.environ.get("JSPROF_NODE") or "node"
+    path = shutil.which(exe)
+    if path is None:
+        raise EngineError(
+            f"cannot find Node.js ({exe!r}); install Node 18+ or set JSPROF_NODE to its path"
+        )
+    return path
+
+
+def interval_us(sample_interval: float) -> int:
+    """CDP wants whole microseconds. 0 means the minimum, 0.1 ms as in the Profiler global:
+    V8 takes finer requests but spaces samples ~120-180 us apart anyway."""
+    if not sample_interval >= 0 or sample_interval == float("inf"):
+        raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
+    if sample_interval == 0:
+        return MIN_INTERVAL_US
+    return max(1, round(sample_interval * 1000))
+
+
+def effective_interval(sample_interval: float) -> float:
+    """The interval asked of V8 in ms: the request, or V8's minimum for 0."""
+    return sample_interval if sample_interval > 0 else MIN_INTERVAL_US / 1000.0
+
+
+# ---- the node process ---------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """In the child before exec: SIGKILL it if jsprof dies (even by SIGKILL), so no Node
+    process is ever left behind. Linux only (prctl PR_SET_PDEATHSIG); a no-op elsewhere.
+    The signal follows the thread that started Node, so start it from a thread that lives
+    as long as the recording (record_node and NodeRuntime do)."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+class NodeProcess:
+    """`node --inspect-brk=127.0.0.1:0 ...` in its own process group; forwards its stderr
+    (less the inspector's own lines) and finds the WebSocket URL there."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        node: str | None = None,
+        node_args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        stderr: BinaryIO | None = None,
+        start_timeout: float = 15.0,
+    ) -> None:
+        exe = find_node(node)
+        cmd = [exe, "--inspect-brk=127.0.0.1:0", *node_args, *argv]
+        self._err_out = stderr
+        self.url: str | None = None
+        self.waiting = threading.Event()  # "Waiting for the debugger to disconnect..."
+        self._url_ready = threading.Event()
+        try:
+            self.proc = subprocess.Popen(
+                cmd,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+                env=env,
+                preexec_fn=_die_with_parent,
+            )
+        except OSError as e:
+            raise EngineError(f"cannot start {exe}: {e}") from None
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True, name="node-stderr")
+        self._reader.start()
+        if not self._url_ready.wait(start_timeout) or self.url is None:
+            self.kill()
+            raise EngineError(
+                f"node did not open its inspector within {start_timeout:g} s "
+                f"(exit code {self.proc.poll()}); is {exe} Node.js 18 or newer?"
+            )
+
+    def _write_err(self, line: bytes) -> None:
+        out = self._err_out
+        if out is None:
+            out = getattr(sys.stderr, "buffer", None)
+        try:
+            if out is None:
+                sys.stderr.write(line.decode(errors="replace"))
+                sys.stderr.flush()
+            else:
+                out.write(line)
+                out.flush()
+        except (OSError, ValueError):
+            pass  # our stderr went away; the script's stderr is not worth dying for
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in iter(self.proc.stderr.readline, b""):
+            if self.url is None:
+                m = _WS_RE.search(line)
+                if m:
+                    self.url = m.group(1).decode()
+                    self._url_ready.set()
+                    continue
+            if line.startswith(_WAITING):
+                self.waiting.set()
+                continue
+            if line.startswith(_INSPECTOR_LINES):
+                continue
+            self._write_err(line)
+        self._url_ready.set()
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def kill(self, grace: float = 2.0) -> int | None:
+        """End the whole process group: SIGTERM, then SIGKILL after `grace` s."""
+        if self.proc.poll() is None:
+            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(self.proc.pid, sig)
+                try:
+                    self.proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        # Worker or child processes left in the group die with it.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(2.0)
+        return self.proc.poll()
+
+    def wait_exit(self, timeout: float = 10.0) -> int | None:
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return self.kill()
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self._reader.join(2.0)
+        return self.proc.returncode
+
+
+class _SigintFlag:
+    """Turn Ctrl-C (and SIGTERM/SIGHUP: being told to end) into a flag while recording, so
+    we stop the profiler and end Node before we go."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _SigintFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.signal(sig, self._on)
+        return self
+
+    def _on(self, signum: int, frame: Any) -> None:
+        self.hit = True
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
