@@ -1,5 +1,6 @@
 """Filters are pure Recording -> Recording steps; their effects follow from construction."""
 
+import json
 import subprocess
 import sys
 
@@ -98,3 +99,109 @@ def test_filters_on_the_command_line(data, tmp_path):
         text=True,
     )
     assert p.returncode == 2 and "--time-range" in p.stderr and "Traceback" not in p.stderr
+
+
+# ---- a sample's weight is a property of the recording (issue 11) --------------------------
+
+
+def _interleaved() -> Recording:
+    """`hot` runs 2 ms, then `other` 20 ms, alternating: hot's self time is 10 x 2 ms."""
+    b = TraceBuilder()
+    app = b.resource_id("file:///app.js")
+    main = b.frame_id("main", app, 1, 1)
+    hot = b.frame_id("hot", app, 3, 1)
+    other = b.frame_id("other", app, 9, 1)
+    t = 0.0
+    for _ in range(10):
+        b.add_sample(t, b.stack_id([main, hot]))
+        t += 2.0
+        b.add_sample(t, b.stack_id([main, other]))
+        t += 20.0
+    return Recording.of(b.build(), sample_interval=2.0)
+
+
+def test_focus_exclude_and_time_range_keep_each_samples_weight():
+    rec = _interleaved()
+    assert _self(rec)["hot"] == 20.0
+    # Before the fix hot was charged the gap to the next *kept* sample: 22 ms each.
+    assert _self(filters.focus(rec, "hot"))["hot"] == 20.0
+    assert _self(filters.exclude(rec, "other"))["hot"] == 20.0
+    assert summarize(filters.exclude(rec, "other")).total_ms == 20.0
+    r = filters.time_range(rec, 0.0, 44.0)  # hot, other, hot, other
+    assert _self(r) == {"main": 0.0, "hot": 4.0, "other": 40.0}
+    # Composed filters keep the weights too, and the input is untouched.
+    both = filters.focus(filters.time_range(rec, 20.0, None), "hot")
+    assert _self(both)["hot"] == 18.0
+    assert rec.tracks[0].trace.sample_weight is None
+
+
+def test_hide_and_sourcemap_style_rebuilds_keep_the_weight_column():
+    f = filters.focus(_interleaved(), "hot")
+    h = filters.hide(f, lambda fr, url: fr.name == "main")
+    assert h.tracks[0].trace.sample_weight.tolist() == [2.0] * 10
+    assert _self(h)["hot"] == 20.0
+
+
+def test_weights_survive_the_jsprof_format(tmp_path):
+    f = filters.focus(_interleaved(), "hot")
+    out = tmp_path / "focus.jsprof.json"
+    jsprof.save(f, out)
+    doc = json.loads(out.read_text())
+    assert doc["jsprof"]["sampleWeights"] == [2.0] * 10
+    back = jsprof.load(out)
+    assert back.tracks[0].trace == f.tracks[0].trace
+    assert _self(back)["hot"] == 20.0
+    # An unfiltered trace has no column: its timestamps imply the weights.
+    plain = tmp_path / "plain.jsprof.json"
+    jsprof.save(_interleaved(), plain)
+    assert "sampleWeights" not in json.loads(plain.read_text())["jsprof"]
+
+
+@pytest.mark.parametrize(
+    ("weights", "problem"),
+    [
+        ("[1, 2]", "has 2 entries but there are 10 samples"),
+        ('"x"', "expected an array, got a string"),
+        ("[true, 2, 2, 2, 2, 2, 2, 2, 2, 2]", "sampleWeights[0]: expected a number, got a boolean"),
+        ("[2, 2, -1, 2, 2, 2, 2, 2, 2, 2]", "sampleWeights[2]: is -1.0"),
+    ],
+)
+def test_a_bad_weight_column_is_named(tmp_path, weights, problem):
+    f = filters.focus(_interleaved(), "hot")
+    out = tmp_path / "focus.jsprof.json"
+    jsprof.save(f, out)
+    text = out.read_text().replace(
+        '"sampleWeights":[2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0,2.0]', f'"sampleWeights":{weights}'
+    )
+    assert text != out.read_text()
+    out.write_text(text)
+    with pytest.raises(jsprof.errors.TraceFormatError, match=problem.replace("[", r"\[")):
+        jsprof.load(out)
+
+
+def _report_self(path, *flags) -> dict:
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "report", str(path), "--json", "--all", *flags],
+        check=True,
+        capture_output=True,
+    )
+    rows = json.loads(p.stdout)["rows"]
+    return {r["name"]: r["self_ms"] for r in rows}
+
+
+def test_focus_keeps_self_ms_on_a_real_chromium_trace(data, tmp_path):
+    """The issue's symptom on a real recording: report --focus must not inflate self ms."""
+    src = data / "chromium" / "trace-basic.json"
+    full = _report_self(src)
+    focused = _report_self(src, "--focus", "fib")
+    assert focused["fib"] == full["fib"]
+    excluded = _report_self(src, "--exclude", "busyLoop")
+    assert excluded["fib"] == full["fib"]
+    # ... and through a converted file too: the focused jsprof file keeps its weights.
+    out = tmp_path / "focused.jsprof.json"
+    subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(out), "--focus", "fib"],
+        check=True,
+        capture_output=True,
+    )
+    assert _report_self(out)["fib"] == full["fib"]

@@ -45,6 +45,9 @@ class ProfilerTrace:
     sample_stack: int32, NONE for a sample with no JavaScript on the stack.
     sample_marker: int8 codes into MARKERS, or None when the trace has no markers.
     sample_line: int32 line executing in the leaf frame (NO_LINE unknown), or None.
+    sample_weight: float64 ms each sample stands for, or None: then it is implied by the
+        timestamps (`sample_weights`). A filter that drops samples fills it in first, so a
+        kept sample keeps the weight it had in the recording.
     """
 
     __slots__ = (
@@ -56,6 +59,7 @@ class ProfilerTrace:
         "sample_stack",
         "sample_marker",
         "sample_line",
+        "sample_weight",
     )
 
     def __init__(
@@ -68,6 +72,7 @@ class ProfilerTrace:
         sample_stack: Iterable[int] | np.ndarray | None = None,
         sample_marker: Iterable[int] | np.ndarray | None = None,
         sample_line: Iterable[int] | np.ndarray | None = None,
+        sample_weight: Iterable[float] | np.ndarray | None = None,
     ) -> None:
         self.resources: list[str] = list(resources)
         self.frames: list[ProfilerFrame] = [ProfilerFrame(*f) for f in frames]
@@ -80,9 +85,12 @@ class ProfilerTrace:
             None if sample_marker is None else np.ascontiguousarray(sample_marker, np.int8)
         )
         self.sample_line = None if sample_line is None else _i32(sample_line)
+        self.sample_weight = (
+            None if sample_weight is None else np.ascontiguousarray(sample_weight, np.float64)
+        )
         if len(self.stack_parent) != len(self.stack_frame):
             raise ValueError("stack_parent and stack_frame differ in length")
-        for col in (self.sample_stack, self.sample_marker, self.sample_line):
+        for col in (self.sample_stack, self.sample_marker, self.sample_line, self.sample_weight):
             if col is not None and len(col) != n:
                 raise ValueError("sample columns differ in length")
 
@@ -115,6 +123,7 @@ class ProfilerTrace:
             and np.array_equal(self.sample_stack, other.sample_stack)
             and _opt_equal(self.sample_marker, other.sample_marker)
             and _opt_equal(self.sample_line, other.sample_line)
+            and _opt_equal(self.sample_weight, other.sample_weight)
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -137,6 +146,28 @@ class ProfilerTrace:
     def stack_depths(self) -> np.ndarray:
         """Depth of each stack (1 for a root), vectorised: parents are earlier stacks."""
         return stack_depths(self.stack_parent)
+
+
+def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.ndarray:
+    """Milliseconds each sample stands for, as the recording implies them.
+
+    The stored `sample_weight` column when there is one; otherwise the gap to the next
+    sample (out-of-order gaps count 0), the last sample getting `interval` (the track's
+    effective interval), else the median gap. Compute it before dropping samples: a gap
+    to the next *kept* sample would charge a sample for time it never stood for.
+    """
+    if trace.sample_weight is not None:
+        return trace.sample_weight
+    t = trace.sample_time
+    n = len(t)
+    w = np.empty(n, dtype=np.float64)
+    if n == 0:
+        return w
+    np.maximum(np.diff(t), 0.0, out=w[:-1])
+    if interval is None or not interval > 0:
+        interval = trace.median_gap() or 0.0
+    w[-1] = interval
+    return w
 
 
 def stack_depths(parent: np.ndarray) -> np.ndarray:

@@ -3,7 +3,8 @@
 A single-track file is exactly a spec ProfilerTrace (`resources`, `frames`, `stacks`,
 `samples`, and the marker extension's `marker` on samples) plus the key `jsprof` holding what
 the spec has no field for: format version, track name, engine, time origin, intervals, the
-per-sample line column, spans, free-form meta, and any further tracks. Files written by
+per-sample line column (`sampleLines`), the per-sample weight column (`sampleWeights`, ms,
+only when the trace carries one), spans, free-form meta, and any further tracks. Files written by
 Chromium's native Profiler (no `jsprof` key) load unchanged as one track.
 
 Loading is the hot path for big files: orjson parses, list comprehensions pull each column
@@ -340,6 +341,32 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     return arr.astype(np.int32)
 
 
+def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
+    weights = ext.get("sampleWeights")
+    if weights is None:
+        return None
+    if type(weights) is not list:
+        raise ctx.error(f"{where}.sampleWeights", f"expected an array, got {type_name(weights)}")
+    if len(weights) != n:
+        raise ctx.error(
+            f"{where}.sampleWeights", f"has {len(weights)} entries but there are {n} samples"
+        )
+    bad = next((i for i, v in enumerate(weights) if type(v) not in (int, float)), None)
+    if bad is not None:
+        raise ctx.error(
+            f"{where}.sampleWeights[{bad}]",
+            f"expected a number, got {type_name(weights[bad])}",
+        )
+    arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
+    bad_mask = ~np.isfinite(arr) | (arr < 0)
+    if bad_mask.any():
+        i = int(np.argmax(bad_mask))
+        raise ctx.error(
+            f"{where}.sampleWeights[{i}]", f"is {arr[i]}; a weight is a finite number of ms >= 0"
+        )
+    return arr
+
+
 def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans | None:
     spans = ext.get("spans")
     if spans is None:
@@ -390,6 +417,7 @@ def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default:
         raise ctx.error(f"{where}.meta", f"expected an object, got {type_name(meta)}")
     _check_depth(ctx, meta, f"{where}.meta")
     trace.sample_line = _read_lines(ctx, ext, where, trace.num_samples)
+    trace.sample_weight = _read_weights(ctx, ext, where, trace.num_samples)
     return Track(
         name=name,
         trace=trace,
@@ -483,6 +511,10 @@ def _track_ext(track: Track) -> dict:
         ext["requestedInterval"] = track.requested_interval
     if track.trace.sample_line is not None:
         ext["sampleLines"] = track.trace.sample_line.tolist()
+    if track.trace.sample_weight is not None:
+        # Only a trace whose samples were filtered (or read with weights) carries it: the
+        # timestamps no longer imply what each sample stood for.
+        ext["sampleWeights"] = track.trace.sample_weight.tolist()
     if track.spans is not None:
         s = track.spans
         ext["spans"] = {

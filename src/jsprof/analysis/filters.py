@@ -25,7 +25,15 @@ from fnmatch import fnmatchcase
 
 import numpy as np
 
-from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, TraceBuilder
+from ..trace import (
+    NONE,
+    ProfilerFrame,
+    ProfilerTrace,
+    Recording,
+    TraceBuilder,
+    Track,
+    sample_weights,
+)
 
 FramePredicate = Callable[[ProfilerFrame, str | None], bool]  # frame, its resource URL
 
@@ -49,7 +57,10 @@ def _through(trace: ProfilerTrace, frame_hit: np.ndarray) -> np.ndarray:
     return out
 
 
-def _select(trace: ProfilerTrace, keep: np.ndarray) -> ProfilerTrace:
+def _select(trace: ProfilerTrace, keep: np.ndarray, interval: float | None) -> ProfilerTrace:
+    # Weights first, from the full recording: a kept sample must not be charged the gap
+    # to the next *kept* sample.
+    weights = sample_weights(trace, interval)
     return ProfilerTrace(
         trace.resources,
         trace.frames,
@@ -59,15 +70,16 @@ def _select(trace: ProfilerTrace, keep: np.ndarray) -> ProfilerTrace:
         trace.sample_stack[keep],
         None if trace.sample_marker is None else trace.sample_marker[keep],
         None if trace.sample_line is None else trace.sample_line[keep],
+        weights[keep],
     )
 
 
 def _map_tracks(
-    rec: Recording, fn: Callable[[ProfilerTrace], ProfilerTrace], frames_kept: bool = True
+    rec: Recording, fn: Callable[[Track], ProfilerTrace], frames_kept: bool = True
 ) -> Recording:
     # Spans point into the frames table: they survive only filters that keep it as is.
     return Recording(
-        [replace(t, trace=fn(t.trace), spans=t.spans if frames_kept else None) for t in rec.tracks]
+        [replace(t, trace=fn(t), spans=t.spans if frames_kept else None) for t in rec.tracks]
     )
 
 
@@ -76,21 +88,23 @@ def name_matcher(pattern: str) -> FramePredicate:
 
 
 def focus(rec: Recording, pattern: str) -> Recording:
-    def one(tr: ProfilerTrace) -> ProfilerTrace:
+    def one(track: Track) -> ProfilerTrace:
+        tr = track.trace
         through = _through(tr, _frame_mask(tr, name_matcher(pattern)))
         sid = tr.sample_stack
         keep = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
-        return _select(tr, keep)
+        return _select(tr, keep, track.sample_interval)
 
     return _map_tracks(rec, one)
 
 
 def exclude(rec: Recording, pattern: str) -> Recording:
-    def one(tr: ProfilerTrace) -> ProfilerTrace:
+    def one(track: Track) -> ProfilerTrace:
+        tr = track.trace
         through = _through(tr, _frame_mask(tr, name_matcher(pattern)))
         sid = tr.sample_stack
         hit = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
-        return _select(tr, ~hit)
+        return _select(tr, ~hit, track.sample_interval)
 
     return _map_tracks(rec, one)
 
@@ -128,6 +142,7 @@ def _hide_trace(tr: ProfilerTrace, pred: FramePredicate) -> ProfilerTrace:
         tr.sample_marker,
         # the executing line belonged to the hidden leaf: keep it only where the leaf stayed
         None if tr.sample_line is None else np.where(_leaf_kept(tr, hidden), tr.sample_line, 0),
+        tr.sample_weight,
     )
 
 
@@ -141,7 +156,7 @@ def _leaf_kept(tr: ProfilerTrace, hidden: np.ndarray) -> np.ndarray:
 
 
 def hide(rec: Recording, pred: FramePredicate) -> Recording:
-    return _map_tracks(rec, lambda tr: _hide_trace(tr, pred), frames_kept=False)
+    return _map_tracks(rec, lambda t: _hide_trace(t.trace, pred), frames_kept=False)
 
 
 def is_node_internal(frame: ProfilerFrame, url: str | None) -> bool:
@@ -153,14 +168,15 @@ def hide_internal(rec: Recording) -> Recording:
 
 
 def time_range(rec: Recording, start: float | None, end: float | None) -> Recording:
-    def one(tr: ProfilerTrace) -> ProfilerTrace:
+    def one(track: Track) -> ProfilerTrace:
+        tr = track.trace
         t = tr.sample_time
         keep = np.ones(len(t), bool)
         if start is not None:
             keep &= t >= start
         if end is not None:
             keep &= t < end
-        return _select(tr, keep)
+        return _select(tr, keep, track.sample_interval)
 
     return _map_tracks(rec, one)
 

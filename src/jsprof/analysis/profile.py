@@ -1,9 +1,10 @@
 """Self and total time per function, per resource and per line: vectorised over the columns.
 
 A function is name + resource + line + column (frames that agree on all four are one
-function, whichever track or frame id they came from). A sample's time is the gap to the
-next sample of its track (the last sample gets the track's interval, else the median gap),
-so samples around an idle gap or a late tick carry the time they stood for.
+function, whichever track or frame id they came from). A sample's time is its weight
+(`trace.sample_weights`: the stored column, else the gap to the next sample of its track,
+the last sample getting the track's interval), so samples around an idle gap or a late tick
+carry the time they stood for, and filters that drop samples don't move time around.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..trace import MARKERS, NO_LINE, NONE, ProfilerTrace, Recording, Track
+from ..trace import MARKERS, NO_LINE, NONE, ProfilerTrace, Recording, Track, sample_weights
 
 
 class FunctionKey(NamedTuple):
@@ -33,20 +34,6 @@ class FunctionKey(NamedTuple):
 
     def label(self) -> str:
         return self.name or "(anonymous)"
-
-
-def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.ndarray:
-    """Milliseconds each sample stands for; never negative (out-of-order deltas count 0)."""
-    t = trace.sample_time
-    n = len(t)
-    w = np.empty(n, dtype=np.float64)
-    if n == 0:
-        return w
-    np.maximum(np.diff(t), 0.0, out=w[:-1])
-    if interval is None or not interval > 0:
-        interval = trace.median_gap() or 0.0
-    w[-1] = interval
-    return w
 
 
 class KeyTable:

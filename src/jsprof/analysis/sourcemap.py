@@ -272,6 +272,7 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
         new_stack[trace.sample_stack],
         trace.sample_marker,
         _map_lines(trace, frame_map),
+        trace.sample_weight,
     )
 
 
