@@ -197,6 +197,15 @@ def test_focus_keeps_self_ms_on_a_real_chromium_trace(data, tmp_path):
     assert focused["fib"] == full["fib"]
     excluded = _report_self(src, "--exclude", "busyLoop")
     assert excluded["fib"] == full["fib"]
+    # The call tree (what the flame graph draws) agrees: only fib's time is left.
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "report", str(src), "--tree", "--json"]
+        + ["--focus", "fib"],
+        check=True,
+        capture_output=True,
+    )
+    roots = json.loads(p.stdout)["tree"]
+    assert sum(r["total_ms"] for r in roots) == pytest.approx(full["fib"], abs=1e-3)
     # ... and through a converted file too: the focused jsprof file keeps its weights.
     out = tmp_path / "focused.jsprof.json"
     subprocess.run(
@@ -205,3 +214,37 @@ def test_focus_keeps_self_ms_on_a_real_chromium_trace(data, tmp_path):
         capture_output=True,
     )
     assert _report_self(out)["fib"] == full["fib"]
+
+
+@pytest.mark.parametrize("ext", [".speedscope.json", ".pb.gz"])
+def test_convert_keeps_the_weights_where_the_format_has_them(data, tmp_path, ext):
+    src = data / "chromium" / "trace-basic.json"
+    full = _report_self(src)
+    out = tmp_path / f"focused{ext}"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(out), "--focus", "fib"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "note:" not in p.stderr
+    assert _report_self(out)["fib"] == pytest.approx(full["fib"], abs=1e-3)
+
+
+def test_convert_says_what_a_format_without_weights_loses(data, tmp_path):
+    src = data / "chromium" / "trace-basic.json"
+    out = tmp_path / "focused.cpuprofile"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(out), "--focus", "fib"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "note: cpuprofile has no per-sample weights" in p.stderr
+    plain = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(tmp_path / "p.cpuprofile")],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    assert "note:" not in plain.stderr

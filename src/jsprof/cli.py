@@ -177,10 +177,14 @@ def _progress(what: str, path: str) -> Any:
     return Console(stderr=True).status(f"{what} {path} ...")
 
 
+# Output formats that keep each sample's weight (README, "Formats").
+WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof"})
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from .formats import writer_for
 
-    writer_for(args.output, args.format)  # a bad output name fails before a long read
+    fmt = writer_for(args.output, args.format)  # a bad output name fails before a long read
     with _progress("reading", args.input):
         rec = _load(args.input, args)
     if args.track is not None:
@@ -190,6 +194,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if args.output != "-":
         print(
             f"wrote {args.output} ({rec.num_samples} samples, {len(rec.tracks)} track(s))",
+            file=sys.stderr,
+        )
+    if fmt.name not in WEIGHTED_FORMATS and any(
+        t.trace.sample_weight is not None for t in rec.tracks
+    ):
+        print(
+            f"note: {fmt.name} has no per-sample weights: read back, each kept sample is "
+            "charged the gap to the next kept one; write .jsprof.json, .speedscope.json or "
+            ".pb.gz to keep the filtered times",
             file=sys.stderr,
         )
     return 0

@@ -24,8 +24,9 @@ writes, and how the model maps onto it:
 Reading accepts any pprof whose sample types include a count (`samples`/`sample` with
 unit `count`) or a time in nanoseconds (`count = value / period`). Individual timestamps
 do not exist in pprof: a pprof sample's samples are laid out one after another, each
-taking its share of the sample's nanoseconds (or the period), in file order, so per-stack
-counts and time totals survive a round trip. Inlined functions (several Lines in one
+taking its share of the sample's nanoseconds (or the period), in file order, and that
+share is kept as the sample's weight (`sample_weight`), so per-stack counts and time
+totals survive a round trip, also of a filtered trace. Inlined functions (several Lines in one
 Location) become caller-first frames.
 """
 
@@ -452,6 +453,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             markers=np.repeat(marker, c).astype(np.int8) if (marker != NONE).any() else None,
             lines=np.repeat(line, c) if (line != NO_LINE).any() else None,
         )
+        trace.sample_weight = spacing  # pprof's values are the weights, the last one too
         tracks.append(
             Track(name, trace, time_origin=time_nanos / NS_PER_MS, sample_interval=interval_ms)
         )

@@ -15,7 +15,8 @@ viewer ignores:
                "timeOrigin": epoch ms, "engine", "sampleInterval", "requestedInterval",
                "markers": [code per sample, -1 none; codes index "markerNames"],
                "markerNames": [...], "lines": [line per sample, 0 unknown],
-               "anonymousFrames": [shared frame indices written "(anonymous)" for ""]}
+               "anonymousFrames": [shared frame indices written "(anonymous)" for ""],
+               "weights": [ms per sample, only when the trace carries a weight column]}
 
 Timestamps are the trace's own (ms since `timeOrigin`), written at full float precision,
 so a round trip through speedscope keeps every sample, its order and its time. Reading
@@ -122,6 +123,8 @@ def _profile(track: Track, shared: _SharedFrames) -> dict:
         extra["markerNames"] = list(MARKERS)
     if trace.sample_line is not None:
         extra["lines"] = trace.sample_line
+    if trace.sample_weight is not None:
+        extra["weights"] = trace.sample_weight  # a filtered trace: gaps no longer imply them
     return {
         "type": "sampled",
         "name": track.name,
@@ -239,6 +242,11 @@ def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
                 out[k] = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
             except (ValueError, TypeError, OverflowError):
                 pass
+    w = x.get("weights")
+    if type(w) is list and len(w) == len(t) and all(_num(v) for v in w):
+        wa = np.array(w, dtype=np.float64) if w else np.zeros(0)
+        if (np.isfinite(wa) & (wa >= 0)).all():
+            out["weights"] = wa
     names = x.get("markerNames")
     if "markers" in out:
         # Codes are indices into markerNames; map them to ours by name.
@@ -309,6 +317,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
             markers=x.get("markers"),
             lines=None if lines is None else np.maximum(lines, NO_LINE),
         )
+        trace.sample_weight = x.get("weights")
         origin = x["timeOrigin"]
         return Track(
             name,
@@ -329,7 +338,9 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     ms = w * UNIT_MS[unit]
     times = float(start) * UNIT_MS[unit] + np.cumsum(ms) - ms
     interval = float(np.median(ms[ms > 0])) if (ms > 0).any() else None
-    return Track(name, build_trace(stacks, keys, times), sample_interval=interval)
+    trace = build_trace(stacks, keys, times)
+    trace.sample_weight = ms  # the file's weights, the last entry's too
+    return Track(name, trace, sample_interval=interval)
 
 
 def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
