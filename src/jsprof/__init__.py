@@ -1,9 +1,31 @@
-"""jsprof: profile JavaScript on real engines; speaks the W3C JS Self-Profiling trace format."""
+"""jsprof: profile JavaScript on real engines; speaks the W3C JS Self-Profiling trace format.
 
-from . import engines
-from .io import load, save
-from .record import record
-from .trace import ProfilerFrame, ProfilerTrace, Recording, TraceBuilder, Track
+The public names resolve lazily (module ``__getattr__``): ``import jsprof`` and
+``jsprof --help`` load neither numpy nor any format, engine, analysis or render module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import types
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
+
+__version__ = "0.1.0"
+
+# public name -> (module, attribute); None as attribute means the module itself.
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "engines": ("jsprof.engines", None),
+    "load": ("jsprof.io", "load"),
+    "save": ("jsprof.io", "save"),
+    "record": ("jsprof.record", "record"),
+    "ProfilerFrame": ("jsprof.trace", "ProfilerFrame"),
+    "ProfilerTrace": ("jsprof.trace", "ProfilerTrace"),
+    "Recording": ("jsprof.trace", "Recording"),
+    "TraceBuilder": ("jsprof.trace", "TraceBuilder"),
+    "Track": ("jsprof.trace", "Track"),
+}
 
 __all__ = [
     "engines",
@@ -16,4 +38,38 @@ __all__ = [
     "TraceBuilder",
     "Track",
 ]
-__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from typing import Any
+
+    from . import engines
+    from .io import load, save
+    from .record import record
+    from .trace import ProfilerFrame, ProfilerTrace, Recording, TraceBuilder, Track
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'jsprof' has no attribute {name!r}") from None
+    mod = importlib.import_module(module)
+    value = mod if attr is None else getattr(mod, attr)
+    globals()[name] = value  # resolve once
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+class _Package(types.ModuleType):
+    def __setattr__(self, name: str, value: Any) -> None:
+        # Importing the submodule jsprof.record would otherwise rebind `jsprof.record` (the
+        # function, as before the names were lazy) to the module.
+        if name == "record" and isinstance(value, types.ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -7,26 +7,31 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
 
-import numpy as np
-import orjson
-from rich.console import Console
-from rich.markup import escape
-
-from . import io
 from .errors import JSError, JsprofError, UsageError
-from .formats import FORMATS
-from .trace import Recording
+
+# Start-up is what users of short scripts feel: `jsprof --help` must not pay for numpy, rich,
+# the formats or the engines, so every command imports what it uses when it runs.
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from typing import Any
+
+    from rich.console import Console
+
+    from .trace import Recording
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     # Piped output (CI logs, files) should not wrap at rich's 80-column default.
     width = None if sys.stdout.isatty() else 200
     return Console(highlight=False, width=width)
 
 
 def _print_json(obj: object) -> None:
+    import orjson
+
     sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
     sys.stdout.flush()
 
@@ -72,6 +77,7 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
 
 def _load(path: str, args: argparse.Namespace) -> Recording:
     """Load a trace and apply the shared filters the command was given."""
+    from . import io
     from .analysis import filters
 
     rec = io.load(path)
@@ -148,6 +154,10 @@ def _title(rec: Recording, track: str | None) -> str:
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from . import io
+
     rec = io.load(args.trace)
     for t in rec.tracks:
         tr = t.trace
@@ -174,6 +184,8 @@ def _progress(what: str, path: str) -> Any:
         big = False
     if not (big and sys.stderr.isatty()):
         return contextlib.nullcontext()
+    from rich.console import Console
+
     return Console(stderr=True).status(f"{what} {path} ...")
 
 
@@ -182,7 +194,9 @@ WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof"})
 
 
 def cmd_convert(args: argparse.Namespace) -> int:
+    from . import io
     from .formats import writer_for
+    from .trace import Recording
 
     fmt = writer_for(args.output, args.format)  # a bad output name fails before a long read
     with _progress("reading", args.input):
@@ -209,6 +223,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_formats(args: argparse.Namespace) -> int:
+    from .formats import FORMATS
+
     for f in FORMATS.values():
         rw = (
             ("read" if f.read else "")
@@ -232,6 +248,7 @@ def _flame_format(path: str) -> str:
 
 
 def cmd_flame(args: argparse.Namespace) -> int:
+    from . import io
     from .analysis.calltree import build_call_tree
     from .render.flame import render_flame
 
@@ -261,6 +278,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
+    from . import io
     from .analysis.calltree import build_call_tree
     from .analysis.diff import check_gates, diff_profiles, parse_gate, tree_changes
     from .render import console as render
@@ -306,11 +324,15 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 
 def _err_console() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
 
 
 def _summarize_recording(rec: Recording, out: str | None) -> None:
     """A short summary on stderr (stdout belongs to the profiled program)."""
+    from rich.markup import escape
+
     c = _err_console()
     for t in rec.tracks:
         tr = t.trace
@@ -358,6 +380,7 @@ def _print_js_error(e: JSError) -> None:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from . import io
     from .record import default_output, record
 
     if args.pid is not None:
@@ -408,7 +431,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_instrument(args: argparse.Namespace) -> int:
-    from .errors import JSError
+    import orjson
+    from rich.console import Console
+
+    from . import io
     from .instrument import parse_watch, run_instrumented
     from .render.methods import print_methods
 
@@ -471,6 +497,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="jsprof",
         description="Profile JavaScript on real engines; read and write JS Self-Profiling traces.",
     )
+    from . import __version__
+
+    p.add_argument("--version", action="version", version=f"jsprof {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
     r = sub.add_parser("report", help="print self/total time per function, resource or line")

@@ -1,0 +1,68 @@
+"""`jsprof --help` (and friends) import no numpy, rich, format, engine, analysis or render
+module: start-up is what users of short scripts feel (issue 16). The time itself is
+measured in benchmarks/bench_startup.py, never here."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+JSPROF = Path(sys.executable).parent / "jsprof"  # the console script pip installed
+FORBIDDEN = (
+    "numpy",
+    "rich",
+    "jsprof.formats",
+    "jsprof.engines",
+    "jsprof.analysis",
+    "jsprof.render",
+    "jsprof.trace",
+    "jsprof.tracefile",
+)
+
+
+def imported_modules(*args: str) -> tuple[list[str], subprocess.CompletedProcess]:
+    assert JSPROF.exists(), f"{JSPROF} is missing: run `make .venv/.jsprof-installed`"
+    p = subprocess.run(
+        [sys.executable, "-X", "importtime", str(JSPROF), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    names = [
+        line.split("|")[-1].strip()
+        for line in p.stderr.splitlines()
+        if line.startswith("import time:") and "|" in line
+    ]
+    assert names and "jsprof.cli" in names, p.stderr[-2000:]
+    return names, p
+
+
+@pytest.mark.parametrize(
+    "args", [("--help",), ("--version",), ("report", "--help"), ("record", "--help")]
+)
+def test_help_imports_nothing_heavy(args):
+    names, p = imported_modules(*args)
+    assert p.returncode == 0, p.stderr[-2000:]
+    heavy = sorted(
+        n for n in names if any(n == f or n.startswith(f + ".") for f in FORBIDDEN)
+    )
+    assert heavy == [], f"jsprof {' '.join(args)} imported {heavy}"
+
+
+def test_public_names_resolve_lazily():
+    code = (
+        "import sys, jsprof\n"
+        "assert 'numpy' not in sys.modules, 'import jsprof loaded numpy'\n"
+        "assert callable(jsprof.load) and callable(jsprof.record)\n"
+        "import jsprof.record as m\n"  # the submodule must not replace the function
+        "from jsprof.record import default_output\n"
+        "assert callable(jsprof.record) and not isinstance(jsprof.record, type(sys))\n"
+        "assert jsprof.ProfilerTrace.__name__ == 'ProfilerTrace'\n"
+        "assert 'numpy' in sys.modules\n"
+        "assert set(jsprof.__all__) <= set(dir(jsprof))\n"
+        "try:\n    jsprof.nosuch\nexcept AttributeError as e:\n    assert 'nosuch' in str(e)\n"
+        "else:\n    raise SystemExit('no AttributeError')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
