@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from collections.abc import Sequence
 
@@ -21,12 +20,16 @@ if TYPE_CHECKING:
     from .trace import Recording
 
 
-def _console() -> Console:
-    from rich.console import Console
+def _print_js_error(e: JSError) -> None:
+    from .render.summary import print_js_error
 
-    # Piped output (CI logs, files) should not wrap at rich's 80-column default.
-    width = None if sys.stdout.isatty() else 200
-    return Console(highlight=False, width=width)
+    print_js_error(e)
+
+
+def _console() -> Console:
+    from .render.summary import stdout_console
+
+    return stdout_console()
 
 
 def _print_json(obj: object) -> None:
@@ -103,24 +106,50 @@ def _load(path: str, args: argparse.Namespace) -> Recording:
 # ---- report ------------------------------------------------------------------------------
 
 
+def _top(args: argparse.Namespace, default: int | None = 20) -> int | None:
+    """--top N / --all / neither, refusing both."""
+    if args.all and args.top is not None:
+        raise UsageError("--top and --all contradict each other; give one")
+    if args.all:
+        return None
+    return default if args.top is None else args.top
+
+
+def _check_report_args(args: argparse.Namespace) -> None:
+    """Refuse options that would be silently ignored, before any work."""
+    if args.tree:
+        if args.by not in (None, "function"):
+            raise UsageError(f"--tree shows functions; --by {args.by} does not apply to it")
+        for flag, given in (("--top", args.top), ("--all", args.all), ("--sort", args.sort)):
+            if given:
+                raise UsageError(f"{flag} does not apply to --tree (prune it with --threshold)")
+    elif args.threshold is not None:
+        raise UsageError("--threshold goes with --tree (it prunes the call tree)")
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     from .analysis.calltree import build_call_tree
     from .analysis.profile import hot_lines, summarize
     from .render import console as render
 
+    _check_report_args(args)
+    top = _top(args)
+    by = args.by or "function"
+    sort = args.sort or "self"
+    threshold = 1.0 if args.threshold is None else args.threshold
     rec = _load(args.trace, args)
     if args.track is not None:
         rec.track(args.track)  # a clear error for an unknown name, before any work
     if args.tree:
         tree = build_call_tree(rec, args.track)
         if args.json:
-            _print_json({"tree": render.tree_json(tree, args.threshold)})
+            _print_json({"tree": render.tree_json(tree, threshold)})
         else:
             c = _console()
-            for line in render.tree_lines(tree, args.threshold):
+            for line in render.tree_lines(tree, threshold):
                 c.print(line, markup=False, highlight=False, soft_wrap=True)
         return 0
-    if args.by == "line":
+    if by == "line":
         summary = hot_lines(rec, args.track)
         if summary is None:
             raise UsageError(
@@ -128,49 +157,30 @@ def cmd_report(args: argparse.Namespace) -> int:
                 "use --by function"
             )
     else:
-        summary = summarize(rec, by=args.by, track=args.track)
+        summary = summarize(rec, by=by, track=args.track)
     if args.json:
-        _print_json(render.summary_json(summary, args.top, args.by, args.sort))
+        _print_json(render.summary_json(summary, top, by, sort))
     else:
         title = _title(rec, args.track)
-        render.print_summary(_console(), summary, args.top, args.by, title, args.sort)
+        render.print_summary(_console(), summary, top, by, title, sort)
     return 0
 
 
 def _title(rec: Recording, track: str | None) -> str:
-    tracks = [rec.track(track)] if track else rec.tracks
-    parts = []
-    for t in tracks:
-        bits = [t.name]
-        if t.engine:
-            bits.append(t.engine)
-        if t.sample_interval:
-            bits.append(f"{t.sample_interval:g} ms interval")
-        parts.append(" · ".join(bits))
-    return "; ".join(parts)
+    from .render.summary import trace_title
+
+    return trace_title(rec, track)
 
 
 # ---- validate, convert, formats ----------------------------------------------------------
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
-    import numpy as np
-
     from . import io
+    from .render.summary import validate_lines
 
-    rec = io.load(args.trace)
-    for t in rec.tracks:
-        tr = t.trace
-        d = np.diff(tr.sample_time)
-        back = int((d < 0).sum())
-        note = ""
-        if back:
-            note = f"; note: {back} timestamps go backwards (kept in order, counted as 0 ms)"
-        print(
-            f"OK {args.trace} track {t.name!r}: {len(tr.resources)} resources, "
-            f"{len(tr.frames)} frames, {tr.num_stacks} stacks, {tr.num_samples} samples"
-            f"{note}"
-        )
+    for line in validate_lines(io.load(args.trace), args.trace):
+        print(line)
     return 0
 
 
@@ -284,6 +294,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .render import console as render
     from .render.flame import render_flame
 
+    top = _top(args)
+    if args.icicle and not args.flame:
+        raise UsageError("--icicle shapes the --flame graph; give --flame OUT.html too")
     # Bad rules and output names fail before any parsing work.
     gates = [parse_gate(spec) for spec in args.fail_if]
     fmt = _flame_format(args.flame) if args.flame else None
@@ -293,10 +306,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
         new.track(args.track)
     d = diff_profiles(base, new, args.track)
     if args.json:
-        _print_json(render.diff_json(d, args.top))
+        _print_json(render.diff_json(d, top))
     else:
         title = f"{args.new} vs {args.base} (change in share of all time, percentage points)"
-        render.print_diff(_console(), d, args.top, title)
+        render.print_diff(_console(), d, top, title)
     if fmt is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(build_call_tree(base, args.track), new_tree)
@@ -323,39 +336,10 @@ def cmd_diff(args: argparse.Namespace) -> int:
 # ---- record, run ---------------------------------------------------------------------------
 
 
-def _err_console() -> Console:
-    from rich.console import Console
-
-    return Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
-
-
 def _summarize_recording(rec: Recording, out: str | None) -> None:
-    """A short summary on stderr (stdout belongs to the profiled program)."""
-    from rich.markup import escape
+    from .render.summary import print_recording_summary
 
-    c = _err_console()
-    for t in rec.tracks:
-        tr = t.trace
-        span = float(tr.sample_time[-1] - tr.sample_time[0]) if tr.num_samples > 1 else 0.0
-        interval = f", {t.sample_interval:g} ms interval" if t.sample_interval else ""
-        lat = t.meta.get("capture_latency_ms") or {}
-        latency = (
-            f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
-            if lat.get("p50") is not None and lat.get("p99") is not None
-            else ""
-        )
-        c.print(
-            f"[bold]{escape(t.name)}[/bold]: {tr.num_samples} samples over {span:.1f} ms"
-            f"{interval}{latency}"
-        )
-        if t.meta.get("buffer_full"):
-            c.print(
-                f"[bold red]WARNING: the sample buffer of {escape(t.name)} filled up after "
-                f"{tr.num_samples} samples; later samples were dropped. Raise --max-buffer-size "
-                "or the --interval.[/bold red]"
-            )
-    if out:
-        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
+    print_recording_summary(rec, out)
 
 
 def _finish_partial(e: BaseException, out: str | None) -> int:
@@ -369,16 +353,6 @@ def _finish_partial(e: BaseException, out: str | None) -> int:
     return 1
 
 
-def _print_js_error(e: JSError) -> None:
-    msg = str(e)
-    # Node's text already starts with its own "TypeError: ..."; don't prefix it again.
-    head = msg if re.match(r"^[A-Za-z_$][\w$]*: ", msg) else f"{e.name}: {msg}"
-    print(f"jsprof: uncaught JavaScript exception: {head}", file=sys.stderr)
-    stack = (e.js_stack or "").rstrip()
-    if stack:
-        print(stack, file=sys.stderr)
-
-
 def cmd_record(args: argparse.Namespace) -> int:
     from . import io
     from .record import default_output, record
@@ -386,6 +360,14 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.pid is not None:
         if args.script:
             raise UsageError("give either --pid PID or a script, not both")
+        if args.engine not in (None, "node"):
+            raise UsageError(f"--pid attaches to Node; --engine {args.engine} does not apply")
+        for flag, given in (
+            ("--workers", args.workers),
+            ("--max-buffer-size", args.max_buffer_size),
+        ):
+            if given is not None:
+                raise UsageError(f"{flag} does not apply to --pid (Node keeps every sample)")
         from .engines.node import attach_node
 
         out = args.output or f"node-{args.pid}.jsprof.json"
@@ -401,7 +383,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     try:
         rec = record(
             args.script,
-            engine=args.engine,
+            engine=args.engine or "quickjs",
             sample_interval=args.interval,
             max_buffer_size=args.max_buffer_size,
             args=args.args,
@@ -432,12 +414,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_instrument(args: argparse.Namespace) -> int:
     import orjson
-    from rich.console import Console
 
     from . import io
     from .instrument import parse_watch, run_instrumented
     from .render.methods import print_methods
+    from .render.summary import stderr_console
 
+    top = _top(args, default=None)
     watch = parse_watch(args.watch)
     error: BaseException | None = None
     try:
@@ -455,7 +438,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
             raise
         error = e
     # The program owns stdout: the report and notes go to stderr.
-    err = Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else 200)
+    err = stderr_console()
     if args.output:
         io.atomic_write(args.output, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
         print(f"wrote {args.output}", file=sys.stderr)
@@ -463,13 +446,25 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         io.save(result.recording, args.trace)
         print(f"wrote {args.trace}", file=sys.stderr)
     title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
-    print_methods(err, [r.to_json() for r in result.rows], title, args.top)
+    print_methods(err, [r.to_json() for r in result.rows], title, top)
     if error is not None:
         raise error
     return 0
 
 
 # ---- parser ------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors: the problem and where to read more, not the usage."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        if message.startswith("the following arguments are required: COMMAND"):
+            message = "give a command (report, record, flame, diff, convert, ...)"
+        self.exit(2, f"{self.prog}: error: {message} (see: {self.prog} --help)\n")
+
+
+MAX_INTERVAL_MS = 1000.0  # coarser than a sample a second says little about where time goes
 
 
 def _positive_int(s: str) -> int:
@@ -492,43 +487,90 @@ def _nonneg_float(s: str) -> float:
     return v
 
 
+def _interval(s: str) -> float:
+    v = _nonneg_float(s)
+    if v > MAX_INTERVAL_MS:
+        raise argparse.ArgumentTypeError(
+            f"at most {MAX_INTERVAL_MS:g} ms, got {s} (the interval is in milliseconds)"
+        )
+    return v
+
+
+def _add_top_args(p: argparse.ArgumentParser, default: str) -> None:
+    p.add_argument("--top", type=_positive_int, metavar="N", help=f"rows to show ({default})")
+    p.add_argument("--all", action="store_true", help="show every row")
+
+
+def _add_track_arg(p: argparse.ArgumentParser, what: str) -> None:
+    p.add_argument("--track", metavar="NAME", help=what)
+
+
+_ENGINE_HELP = "the engine that runs the script (default quickjs)"
+_SCRIPT_HELP = "the .js or .mjs script to run"
+_ARGS_HELP = "arguments for the script (everything after it)"
+
+_DIFF_EPILOG = """\
+--fail-if rules (repeatable; `jsprof diff` exits 1 when one breaks, 2 on an error):
+  NAME:self>+Npp    NAME's share of self time grew by more than N percentage points
+  NAME:total>+N%    NAME's share of total time grew by more than N percent of itself
+  NAME:self<-Npp    `<` fails when the change is below the value (e.g. a fast path lost)
+  *:self>+Npp       `*` as NAME: any function
+NAME is a function name as the report shows it (any resource). Examples:
+  jsprof diff base.json new.json --fail-if 'fib:self>+5pp'
+  jsprof diff base.json new.json --fail-if 'render:total>+20%' --fail-if '*:self>+10pp'
+"""
+
+
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    from . import __version__
+
+    p = _Parser(
         prog="jsprof",
         description="Profile JavaScript on real engines; read and write JS Self-Profiling traces.",
     )
-    from . import __version__
-
     p.add_argument("--version", action="version", version=f"jsprof {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    r = sub.add_parser("report", help="print self/total time per function, resource or line")
+    r = sub.add_parser(
+        "report",
+        help="print self/total time per function, resource or line",
+        description="Self and total time per function (or resource, or line), or the call "
+        "tree. Columns: self %%, total %%, self ms, total ms, function, location.",
+    )
     r.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
-    r.add_argument("--top", type=_positive_int, default=20, help="rows to show (default 20)")
-    r.add_argument("--all", dest="top", action="store_const", const=None, help="show every row")
-    r.add_argument("--by", choices=("function", "resource", "line"), default="function")
-    r.add_argument("--sort", choices=("self", "total"), default="self")
-    r.add_argument("--tree", action="store_true", help="print the call tree")
+    _add_top_args(r, "default 20")
+    r.add_argument(
+        "--by",
+        choices=("function", "resource", "line"),
+        help="what a row is (default function; line: the line executing in the leaf frame)",
+    )
+    r.add_argument(
+        "--sort", choices=("self", "total"), help="order rows by self or total time (default self)"
+    )
+    r.add_argument("--tree", action="store_true", help="print the call tree instead of a table")
     r.add_argument(
         "--threshold",
         type=_nonneg_float,
-        default=1.0,
-        help="--tree: hide nodes below this %% of all time (default 1)",
+        metavar="PCT",
+        help="with --tree: hide nodes below this %% of all time (default 1)",
     )
-    r.add_argument("--track", help="only this track (default: all tracks together)")
+    _add_track_arg(r, "only this track (default: all tracks together)")
     r.add_argument("--json", action="store_true", help="print the numbers as JSON")
     _add_filter_args(r)
     r.set_defaults(func=cmd_report)
 
     v = sub.add_parser("validate", help="check a trace file; print counts or the first problem")
-    v.add_argument("trace")
+    v.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("convert", help="convert between trace formats (input sniffed from content)")
-    c.add_argument("input")
+    c.add_argument("input", help="a trace file (any format jsprof reads; - for stdin)")
     c.add_argument("output", help="output path (- for stdout); the extension picks the format")
-    c.add_argument("--format", help="output format (see `jsprof formats`)")
-    c.add_argument("--track", help="only this track (e.g. for a one-thread .cpuprofile)")
+    c.add_argument(
+        "--format", metavar="NAME", help="output format, when the extension does not say "
+        "(see `jsprof formats`)"
+    )
+    _add_track_arg(c, "only this track (e.g. for a one-thread .cpuprofile)")
     _add_filter_args(c)
     c.set_defaults(func=cmd_convert)
 
@@ -537,32 +579,45 @@ def build_parser() -> argparse.ArgumentParser:
 
     fl = sub.add_parser("flame", help="write a flame graph (self-contained .html or .svg)")
     fl.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
-    fl.add_argument("-o", "--output", required=True, help="flame.html or flame.svg")
+    fl.add_argument("-o", "--output", required=True, metavar="OUT", help="flame.html or flame.svg")
     fl.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
-    fl.add_argument("--color-by", choices=("resource", "function"), default="resource")
-    fl.add_argument("--track", help="only this track (default: all tracks together)")
+    fl.add_argument(
+        "--color-by",
+        choices=("resource", "function"),
+        default="resource",
+        help="one colour per resource (script) or per function (default resource)",
+    )
+    _add_track_arg(fl, "only this track (default: all tracks together)")
     _add_filter_args(fl)
     fl.set_defaults(func=cmd_flame)
 
-    df = sub.add_parser("diff", help="compare two profiles by each function's share of time")
+    df = sub.add_parser(
+        "diff",
+        help="compare two profiles by each function's share of time (a CI gate)",
+        description="Compare NEW against BASE by each function's share of all time, largest "
+        "change first. Exits 0, 1 when a --fail-if rule breaks, 2 on an error.",
+        epilog=_DIFF_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     df.add_argument("base", help="the baseline trace")
     df.add_argument("new", help="the trace to compare against it")
-    df.add_argument("--top", type=_positive_int, default=20, help="rows to show (default 20)")
-    df.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
+    _add_top_args(df, "default 20")
     df.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    df.add_argument("--flame", metavar="OUT", help="also write a differential flame graph")
-    df.add_argument("--icicle", action="store_true", help="--flame: roots at the top")
-    df.add_argument("--track", help="only this track, in both profiles")
+    df.add_argument(
+        "--flame", metavar="OUT", help="also write a differential flame graph (.html or .svg)"
+    )
+    df.add_argument("--icicle", action="store_true", help="with --flame: roots at the top")
+    _add_track_arg(df, "only this track, in both profiles")
     df.add_argument(
         "--fail-if",
         metavar="RULE",
         action="append",
         default=[],
-        help="exit 1 when a function got worse than RULE: NAME:self|total>+Npp (points of "
-        "share) or >+N%% (relative); NAME * means any function; repeatable",
+        help="exit 1 when a function got worse than RULE, e.g. 'fib:self>+5pp' or "
+        "'render:total>+20%%' (syntax below); repeatable",
     )
     _add_filter_args(df)
-    df.set_defaults(func=cmd_diff)
+    df.set_defaults(func=cmd_diff, error_exit=2)
 
     rc = sub.add_parser(
         "record",
@@ -571,19 +626,20 @@ def build_parser() -> argparse.ArgumentParser:
         "Node process with --pid. The trace keeps the samples taken so far when the script "
         "throws or is interrupted.",
     )
-    rc.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    rc.add_argument("--engine", choices=("quickjs", "node"), help=_ENGINE_HELP)
     rc.add_argument(
         "--interval",
-        type=_nonneg_float,
+        type=_interval,
         default=1.0,
         metavar="MS",
-        help="sampling interval in ms (default 1; 0 = the engine's minimum)",
+        help=f"sampling interval in ms (default 1; 0 = the engine's minimum; at most "
+        f"{MAX_INTERVAL_MS:g})",
     )
     rc.add_argument(
         "--max-buffer-size",
         type=_positive_int,
         metavar="N",
-        help="most samples to keep (default: an hour at 1 ms)",
+        help="QuickJS: most samples to keep (default: an hour at 1 ms)",
     )
     rc.add_argument(
         "-o",
@@ -604,19 +660,19 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="S",
         help="with --pid: seconds to record (default: until Ctrl-C)",
     )
-    rc.add_argument("script", nargs="?", help="the .js or .mjs script to run")
-    rc.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    rc.add_argument("script", nargs="?", help=_SCRIPT_HELP)
+    rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rc.set_defaults(func=cmd_record)
 
     rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
-    rn.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    rn.add_argument("--engine", choices=("quickjs", "node"), default="quickjs", help=_ENGINE_HELP)
     rn.add_argument(
         "--no-profiling",
         action="store_true",
         help="forbid profiling: `new Profiler(...)` throws NotAllowedError",
     )
-    rn.add_argument("script", help="the .js or .mjs script to run")
-    rn.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    rn.add_argument("script", help=_SCRIPT_HELP)
+    rn.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rn.set_defaults(func=cmd_run)
 
     ins = sub.add_parser(
@@ -625,15 +681,15 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument(
         "--watch", required=True, metavar="NAMES", help="classes to watch: Shape,Store or '*'"
     )
-    ins.add_argument("--engine", choices=("quickjs", "node"), default="quickjs")
+    ins.add_argument("--engine", choices=("quickjs", "node"), default="quickjs", help=_ENGINE_HELP)
     ins.add_argument("-o", "--output", metavar="OUT.json", help="write the rows as JSON")
     ins.add_argument(
         "--trace", metavar="OUT", help="write the calls as spans (format by extension)"
     )
     ins.add_argument("--by-instance", action="store_true", help="one row per instance")
-    ins.add_argument("--top", type=_positive_int, default=None, help="rows to show (default all)")
-    ins.add_argument("script", help="the .js or .mjs script to run")
-    ins.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
+    _add_top_args(ins, "default all")
+    ins.add_argument("script", help=_SCRIPT_HELP)
+    ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     ins.set_defaults(func=cmd_instrument)
 
     return p
@@ -642,6 +698,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # diff is a CI gate: 1 means "a rule broke", so its own errors must not look like that.
+    error_exit = getattr(args, "error_exit", 1)
     try:
         return int(args.func(args) or 0)
     except JSError as e:  # the profiled program's error: its JS stack helps, ours would not
@@ -649,7 +707,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except JsprofError as e:
         print(f"jsprof: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, UsageError) else 1
+        return 2 if isinstance(e, UsageError) else error_exit
     except KeyboardInterrupt:
         print("jsprof: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,131 @@
+"""What the CLI prints about a recording, a checked trace file and a JavaScript error.
+
+Everything here goes to stderr except the titles used by tables on stdout: while
+recording, stdout belongs to the profiled program.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import TYPE_CHECKING
+
+from rich.console import Console
+from rich.markup import escape
+
+if TYPE_CHECKING:
+    from ..errors import JSError
+    from ..trace import Recording
+
+# Piped output (CI logs, files) must not wrap at rich's 80-column default, nor titles.
+PIPED_WIDTH = 10_000
+
+
+def stdout_console() -> Console:
+    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def stderr_console() -> Console:
+    return Console(
+        stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH
+    )
+
+
+def trace_title(rec: Recording, track: str | None = None) -> str:
+    """`main · quickjs · 1 ms interval; worker 1 · ...`: the tracks a table covers."""
+    tracks = [rec.track(track)] if track else rec.tracks
+    parts = []
+    for t in tracks:
+        bits = [t.name]
+        if t.engine:
+            bits.append(t.engine)
+        if t.sample_interval:
+            bits.append(f"{t.sample_interval:g} ms interval")
+        parts.append(" · ".join(bits))
+    return "; ".join(parts)
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def validate_lines(rec: Recording, source: str) -> list[str]:
+    """`jsprof validate`'s report: one OK line per track, with its counts."""
+    import numpy as np
+
+    out = []
+    for t in rec.tracks:
+        tr = t.trace
+        back = int((np.diff(tr.sample_time) < 0).sum())
+        note = ""
+        if back:
+            note = f"; note: {back} timestamps go backwards (kept in order, counted as 0 ms)"
+        out.append(
+            f"OK {source} track {t.name!r}: {plural(len(tr.resources), 'resource')}, "
+            f"{plural(len(tr.frames), 'frame')}, {plural(tr.num_stacks, 'stack')}, "
+            f"{plural(tr.num_samples, 'sample')}{note}"
+        )
+    return out
+
+
+def print_js_error(e: JSError) -> None:
+    """The profiled program's uncaught error: its class, message and JS stack, once."""
+    msg = str(e)
+    # Node's text already starts with its own "TypeError: ..."; don't prefix it again.
+    head = msg if re.match(r"^[A-Za-z_$][\w$]*: ", msg) else f"{e.name}: {msg}"
+    print(f"jsprof: uncaught JavaScript exception: {head}", file=sys.stderr)
+    stack = (e.js_stack or "").rstrip()
+    if stack:
+        print(stack, file=sys.stderr)
+
+
+def _ms(x: float) -> str:
+    return f"{x:.3g}" if x < 10 else f"{x:.0f}"
+
+
+def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> None:
+    """Per track: samples, span, requested and achieved interval, capture latency and a
+    full buffer; then the `top` functions by self time (pyinstrument style) and where the
+    trace went."""
+    c = stderr_console()
+    for t in rec.tracks:
+        tr = t.trace
+        span = float(tr.sample_time[-1] - tr.sample_time[0]) if tr.num_samples > 1 else 0.0
+        interval = ""
+        if t.sample_interval:
+            interval = f", {t.sample_interval:g} ms interval"
+            achieved = tr.median_gap()
+            if achieved is not None:
+                interval += f" (achieved {_ms(achieved)} ms)"
+        lat = t.meta.get("capture_latency_ms") or t.meta.get("captureLatencyMs") or {}
+        latency = (
+            f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
+            if lat.get("p50") is not None and lat.get("p99") is not None
+            else ""
+        )
+        c.print(
+            f"[bold]{escape(t.name)}[/bold]: {plural(tr.num_samples, 'sample')} over "
+            f"{span:.1f} ms{interval}{latency}"
+        )
+        if t.meta.get("buffer_full") or t.meta.get("bufferFull"):
+            c.print(
+                f"[bold red]WARNING: the sample buffer of {escape(t.name)} filled up after "
+                f"{plural(tr.num_samples, 'sample')}; later samples were dropped. Raise "
+                "--max-buffer-size or the --interval.[/bold red]"
+            )
+    if top and rec.num_samples:
+        from ..analysis.profile import summarize
+        from .console import summary_rows
+
+        rows = [r for r in summary_rows(summarize(rec), top) if r.get("self_ms", 0) > 0]
+        rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
+        if rows:
+            c.print(f"top {len(rows)} by self time:")
+            for r in rows:
+                where = f"  {r['location']}" if r["location"] else ""
+                c.print(
+                    f"  {r['self_pct']:5.1f}%  {r['self_ms']:9.1f} ms  "
+                    f"{escape(r['name'])}[dim]{escape(where)}[/dim]"
+                )
+    if out:
+        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")

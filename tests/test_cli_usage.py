@@ -1,0 +1,120 @@
+"""The CLI as a new user meets it: --version, one-line argument errors, every option
+explained, and options that would be silently ignored refused with one line."""
+
+import argparse
+import re
+
+import pytest
+
+from jsprof import __version__
+from jsprof.cli import build_parser, main
+
+TRACE = "tests/data/chromium/trace-basic.json"
+
+
+def _exit(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    out, err = capsys.readouterr()
+    return e.value.code, out, err
+
+
+def test_version(capsys):
+    code, out, _ = _exit(["--version"], capsys)
+    assert code == 0 and out == f"jsprof {__version__}\n"
+    assert re.fullmatch(r"\d+\.\d+\.\d+", __version__)
+
+
+@pytest.mark.parametrize(
+    "argv, what",
+    [
+        ([], "give a command"),
+        (["reprot", TRACE], "invalid choice: 'reprot'"),
+        (["report", TRACE, "--top", "x"], "expected a whole number"),
+        (["report", TRACE, "--by", "file"], "invalid choice: 'file'"),
+        (["report"], "required: trace"),
+        (["record", "--interval", "5000", "a.js"], "at most 1000 ms"),
+        (["record", "--interval", "-1", "a.js"], "finite number >= 0"),
+        (["flame", TRACE], "required: -o/--output"),
+    ],
+)
+def test_argument_errors_are_one_line_with_a_pointer_to_help(argv, what, capsys):
+    code, out, err = _exit(argv, capsys)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and what in err, err
+    command = argv[0] if argv and argv[0] in ("report", "record", "flame") else None
+    assert err.rstrip().endswith(f"(see: jsprof{' ' + command if command else ''} --help)")
+    assert "usage:" not in err
+
+
+@pytest.mark.parametrize(
+    "argv, what",
+    [
+        (["report", TRACE, "--tree", "--by", "line"], "--by line does not apply"),
+        (["report", TRACE, "--tree", "--top", "5"], "--top does not apply to --tree"),
+        (["report", TRACE, "--tree", "--sort", "total"], "--sort does not apply to --tree"),
+        (["report", TRACE, "--threshold", "2"], "--threshold goes with --tree"),
+        (["report", TRACE, "--top", "3", "--all"], "--top and --all"),
+        (["diff", TRACE, TRACE, "--top", "3", "--all"], "--top and --all"),
+        (["diff", TRACE, TRACE, "--icicle"], "--icicle shapes the --flame graph"),
+        (["record", "--pid", "1", "--engine", "quickjs"], "--pid attaches to Node"),
+        (["record", "--pid", "1", "--workers", "2"], "--workers does not apply to --pid"),
+    ],
+)
+def test_meaningless_combinations_are_refused(argv, what, capsys):
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and what in err, err
+
+
+def test_the_defaults_still_work(capsys):
+    assert main(["report", TRACE, "--tree", "--threshold", "2"]) == 0
+    assert main(["report", TRACE, "--all", "--by", "resource", "--sort", "total"]) == 0
+    capsys.readouterr()
+
+
+def _parsers(p: argparse.ArgumentParser):
+    yield p
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sp in a.choices.values():
+                yield from _parsers(sp)
+
+
+def test_every_option_has_help():
+    missing = [
+        f"{p.prog} {a.option_strings or a.dest}"
+        for p in _parsers(build_parser())
+        for a in p._actions
+        if not isinstance(a, argparse._SubParsersAction) and not (a.help or "").strip()
+    ]
+    assert missing == []
+
+
+def test_all_hint_names_an_existing_option():
+    # render/methods.py tells `instrument` users "--all shows them"; --top/--all go together.
+    for p in _parsers(build_parser()):
+        opts = {o for a in p._actions for o in a.option_strings}
+        if "--top" in opts:
+            assert "--all" in opts, p.prog
+
+
+def test_diff_help_shows_the_rule_syntax(capsys):
+    code, out, _ = _exit(["diff", "--help"], capsys)
+    assert code == 0
+    for piece in (":self>+", ":total>+", "<-", "*:self", "--fail-if 'fib:self>+5pp'"):
+        assert piece in out, piece
+    assert "exits 1" in out.replace("\n", " ") or "exit 1" in out
+
+
+def test_diff_exit_codes(tmp_path, capsys):
+    # 0: no rule broke; 1: a rule broke; 2: any error (a missing file, a bad rule).
+    assert main(["diff", TRACE, TRACE, "--fail-if", "*:self>+1pp"]) == 0
+    assert main(["diff", TRACE, str(tmp_path / "missing.json")]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"frames": 1}')
+    assert main(["diff", TRACE, str(bad)]) == 2
+    assert main(["diff", TRACE, TRACE, "--fail-if", "fib>1"]) == 2
+    other = "tests/data/chromium/trace-idle.json"
+    assert main(["diff", TRACE, other, "--fail-if", "*:self>+0.01pp"]) == 1
+    capsys.readouterr()
