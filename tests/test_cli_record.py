@@ -33,11 +33,11 @@ def run(*args, **kw):
 
 def test_record_writes_trace_and_summary(tmp_path):
     app = _script(tmp_path, BUSY.replace("MS", "150"))
-    p = run("record", "--interval", "0.5", app)
+    p = run("record", "--interval", "0.5", app, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert p.stdout == "done\n"  # the program's stdout is untouched
-    out = tmp_path / "app.jsprof.json"
-    assert "samples over" in p.stderr and str(out) in p.stderr
+    out = tmp_path / "app.quickjs.jsprof.json"  # in the current directory, naming the engine
+    assert "samples over" in p.stderr and "wrote app.quickjs.jsprof.json" in p.stderr
     t = jsprof.load(out).tracks[0]
     assert t.engine == "quickjs" and t.sample_interval == 0.5
     assert t.trace.num_samples >= 200  # 150 ms at 0.5 ms

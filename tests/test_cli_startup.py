@@ -56,7 +56,7 @@ def test_public_names_resolve_lazily():
         "assert 'numpy' not in sys.modules, 'import jsprof loaded numpy'\n"
         "assert callable(jsprof.load) and callable(jsprof.record)\n"
         "import jsprof.record as m\n"  # the submodule must not replace the function
-        "from jsprof.record import default_output\n"
+        "from jsprof.record import check_script\n"
         "assert callable(jsprof.record) and not isinstance(jsprof.record, type(sys))\n"
         "assert jsprof.ProfilerTrace.__name__ == 'ProfilerTrace'\n"
         "assert 'numpy' in sys.modules\n"

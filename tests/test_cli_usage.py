@@ -35,7 +35,7 @@ def test_version(capsys):
         (["report"], "required: trace"),
         (["record", "--interval", "5000", "a.js"], "at most 1000 ms"),
         (["record", "--interval", "-1", "a.js"], "finite number >= 0"),
-        (["flame", TRACE], "required: -o/--output"),
+        (["flame", TRACE, "--color-by", "x"], "invalid choice: 'x'"),
     ],
 )
 def test_argument_errors_are_one_line_with_a_pointer_to_help(argv, what, capsys):
@@ -118,3 +118,9 @@ def test_diff_exit_codes(tmp_path, capsys):
     other = "tests/data/chromium/trace-idle.json"
     assert main(["diff", TRACE, other, "--fail-if", "*:self>+0.01pp"]) == 1
     capsys.readouterr()
+
+
+def test_a_tree_pruned_to_nothing_says_so(capsys):
+    assert main(["report", TRACE, "--tree", "--threshold", "200"]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "nothing is left above --threshold 200" in err

@@ -146,8 +146,15 @@ def cmd_report(args: argparse.Namespace) -> int:
             _print_json({"tree": render.tree_json(tree, threshold)})
         else:
             c = _console()
-            for line in render.tree_lines(tree, threshold):
+            lines = render.tree_lines(tree, threshold)
+            for line in lines:
                 c.print(line, markup=False, highlight=False, soft_wrap=True)
+            if not lines:
+                print(
+                    f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
+                    "lower it",
+                    file=sys.stderr,
+                )
         return 0
     if by == "line":
         summary = hot_lines(rec, args.track)
@@ -208,7 +215,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from .formats import writer_for
     from .trace import Recording
 
-    fmt = writer_for(args.output, args.format)  # a bad output name fails before a long read
+    # A bad output fails before a long read.
+    if args.output != "-":
+        io.check_output(args.output)
+    fmt = writer_for(args.output, args.format)
     with _progress("reading", args.input):
         rec = _load(args.input, args)
     if args.track is not None:
@@ -262,7 +272,13 @@ def cmd_flame(args: argparse.Namespace) -> int:
     from .analysis.calltree import build_call_tree
     from .render.flame import render_flame
 
-    fmt = _flame_format(args.output)  # before loading: a bad name should not cost a parse
+    out = args.output
+    if out is None:
+        if args.trace == "-":
+            raise UsageError("reading stdin: give the flame graph's name with -o OUT.html")
+        out = args.trace + ".html"
+    fmt = _flame_format(out)  # before loading: a bad name should not cost a parse
+    io.check_output(out)
     rec = _load(args.trace, args)
     if args.track is not None:
         rec.track(args.track)
@@ -279,9 +295,19 @@ def cmd_flame(args: argparse.Namespace) -> int:
         icicle=args.icicle,
         color_by=args.color_by,
     )
-    io.atomic_write(args.output, doc.encode("utf-8"))
-    print(f"wrote {args.output}", file=sys.stderr)
+    io.atomic_write(out, doc.encode("utf-8"))
+    print(f"wrote {out}", file=sys.stderr)
+    if args.open:
+        _open_in_browser(out)
     return 0
+
+
+def _open_in_browser(path: str) -> None:
+    import pathlib
+    import webbrowser
+
+    if not webbrowser.open(pathlib.Path(path).resolve().as_uri()):
+        print(f"jsprof: could not open a browser; open {path} yourself", file=sys.stderr)
 
 
 # ---- diff ---------------------------------------------------------------------------------
@@ -300,6 +326,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # Bad rules and output names fail before any parsing work.
     gates = [parse_gate(spec) for spec in args.fail_if]
     fmt = _flame_format(args.flame) if args.flame else None
+    if args.flame:
+        io.check_output(args.flame)
     base, new = _load(args.base, args), _load(args.new, args)
     if args.track is not None:
         base.track(args.track)
@@ -353,9 +381,54 @@ def _finish_partial(e: BaseException, out: str | None) -> int:
     return 1
 
 
-def cmd_record(args: argparse.Namespace) -> int:
+def _record_output(args: argparse.Namespace, default_stem: str) -> str:
+    """Where the recording goes, checked before anything runs: a bad -o must not cost a run.
+
+    By default `STEM.jsprof.json` in the current directory (as `node --cpu-prof` and py-spy
+    do), never replacing an earlier recording: the next free `STEM.N.jsprof.json` instead.
+    An explicit -o FILE is replaced (atomically)."""
     from . import io
-    from .record import default_output, record
+    from .formats import writer_for
+
+    if args.output is None:
+        out = io.free_name(default_stem, ".jsprof.json")
+        if out != default_stem + ".jsprof.json":
+            print(f"jsprof: {default_stem}.jsprof.json exists; writing {out}", file=sys.stderr)
+        return out
+    if args.output == "-":
+        raise UsageError(
+            "-o -: record writes a file (stdout belongs to the program); give -o FILE, "
+            "then `jsprof convert FILE -`"
+        )
+    io.check_output(args.output)
+    writer_for(args.output, None)  # the format must be known
+    return args.output
+
+
+def _save_recording(rec: Recording, out: str) -> str:
+    """Save to `out`; if that still fails (a full disk, a directory removed meanwhile), save
+    to a fallback file in the temp directory and say where: a recording is never lost."""
+    import tempfile
+
+    from . import io
+    from .errors import JsprofError
+
+    try:
+        io.save(rec, out)
+        return out
+    except (JsprofError, OSError) as e:
+        stem = os.path.join(tempfile.gettempdir(), "jsprof-" + os.path.basename(out).split(".")[0])
+        fallback = io.free_name(stem, ".jsprof.json")
+        io.save(rec, fallback)
+        print(
+            f"jsprof: could not write {out} ({e}); saved the recording to {fallback}",
+            file=sys.stderr,
+        )
+        return fallback
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from .record import check_script, record
 
     if args.pid is not None:
         if args.script:
@@ -370,28 +443,37 @@ def cmd_record(args: argparse.Namespace) -> int:
                 raise UsageError(f"{flag} does not apply to --pid (Node keeps every sample)")
         from .engines.node import attach_node
 
-        out = args.output or f"node-{args.pid}.jsprof.json"
+        out = _record_output(args, f"node-{args.pid}")
         rec = attach_node(args.pid, duration=args.duration, sample_interval=args.interval)
-        io.save(rec, out)
+        out = _save_recording(rec, out)
         _summarize_recording(rec, out)
         return 0
     if not args.script:
         raise UsageError("give the script to record (or --pid PID to attach to Node)")
     if args.duration is not None:
         raise UsageError("--duration goes with --pid")
-    out = args.output or default_output(args.script)
+    engine = args.engine or "quickjs"
+    check_script(args.script, engine)  # before the output: the likelier mistake
+    stem = os.path.splitext(os.path.basename(args.script))[0]
+    out = _record_output(args, f"{stem}.{engine}")
+    error: BaseException | None = None
     try:
         rec = record(
             args.script,
-            engine=args.engine or "quickjs",
+            engine=engine,
             sample_interval=args.interval,
             max_buffer_size=args.max_buffer_size,
             args=args.args,
-            output=out,
             workers=args.workers,
         )
     except (JSError, KeyboardInterrupt) as e:
-        return _finish_partial(e, out if getattr(e, "recording", None) is not None else None)
+        rec = getattr(e, "recording", None)
+        if rec is None:
+            raise
+        error = e
+    out = _save_recording(rec, out)
+    if error is not None:
+        return _finish_partial(error, out)
     _summarize_recording(rec, out)
     return 0
 
@@ -417,11 +499,23 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
     from . import io
     from .instrument import parse_watch, run_instrumented
+    from .record import check_script
     from .render.methods import print_methods
     from .render.summary import stderr_console
 
     top = _top(args, default=None)
+    check_script(args.script, args.engine)
     watch = parse_watch(args.watch)
+    # Outputs are checked before the run: a bad name must not cost the program's work.
+    for out in (args.output, args.trace):
+        if out == "-":
+            raise UsageError("-o/--trace -: stdout belongs to the program; give a file name")
+        if out is not None:
+            io.check_output(out)
+    if args.trace is not None:
+        from .formats import writer_for
+
+        writer_for(args.trace, None)
     error: BaseException | None = None
     try:
         result = run_instrumented(
@@ -579,7 +673,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     fl = sub.add_parser("flame", help="write a flame graph (self-contained .html or .svg)")
     fl.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
-    fl.add_argument("-o", "--output", required=True, metavar="OUT", help="flame.html or flame.svg")
+    fl.add_argument(
+        "-o", "--output", metavar="OUT", help="flame.html or flame.svg (default TRACE.html)"
+    )
+    fl.add_argument("--open", action="store_true", help="open the flame graph in a browser")
     fl.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
     fl.add_argument(
         "--color-by",

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import errno
 import gzip
 import os
+import stat
 import sys
 import tempfile
 import zlib
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import JsprofError, TraceFormatError
+from .errors import JsprofError, TraceFormatError, UsageError
 from .formats import read_any, writer_for
 from .trace import ProfilerTrace, Recording
 
@@ -86,28 +88,95 @@ def _umask() -> int:
     return mask
 
 
+def _existing_kind(path: Path) -> str | None:
+    """None (missing), "file", "dir" or "special" (a device, FIFO or socket)."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        raise JsprofError(f"{path}: cannot write there ({e.strerror})") from None
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "file" if stat.S_ISREG(mode) else "special"
+
+
+def check_output(path: str | os.PathLike) -> None:
+    """Fail now, with one line, if `path` cannot be written: before a long run or a parse,
+    not after. A missing file in a writable directory, a regular file or a device is fine."""
+    p = Path(path)
+    kind = _existing_kind(p)
+    if kind == "dir":
+        raise UsageError(f"{p}: is a directory; give a file name for the output")
+    if kind == "special":
+        return
+    directory = p.parent
+    if not directory.is_dir():
+        raise UsageError(f"{p}: directory {directory} does not exist")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"{p}: cannot write in {directory} (permission denied)")
+
+
+def _write_in_place(path: Path, data: bytes) -> None:
+    # A device (/dev/null, /dev/stdout) or a FIFO: a rename would replace it with a file.
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise JsprofError(f"{path}: cannot write ({e.strerror})") from None
+
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
-    """Write via a temp file in the same directory and rename, so a failure leaves no half file."""
-    path = Path(path)
+    """Write via a temp file in the same directory and rename, so a failure leaves no half
+    file. A symlink is followed (its target is replaced, the link stays); an existing
+    device or FIFO is written in place; a directory is refused."""
+    path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
+    kind = _existing_kind(path)
+    if kind == "dir":
+        raise JsprofError(f"{path}: is a directory; give a file name for the output")
+    if kind == "special":
+        _write_in_place(path, data)
+        return
     directory = path.parent
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     except FileNotFoundError:
+        if directory.is_dir():  # e.g. /proc: there, but no new files
+            raise JsprofError(f"{path}: cannot create a file in {directory}") from None
         raise JsprofError(f"{path}: directory {directory} does not exist") from None
+    except NotADirectoryError:
+        raise JsprofError(f"{path}: {directory} is not a directory") from None
     except PermissionError:
         raise JsprofError(f"{path}: cannot write in {directory} (permission denied)") from None
+    except OSError as e:
+        raise JsprofError(f"{path}: cannot write in {directory} ({e.strerror})") from None
     try:
         # mkstemp makes the file 0600; give it the mode a plain open() would have.
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        if isinstance(e, OSError):
+            if e.errno == errno.EISDIR:  # made a directory meanwhile
+                raise JsprofError(f"{path}: is a directory; give a file name") from None
+            raise JsprofError(f"{path}: cannot write ({e.strerror})") from None
         raise
+
+
+def free_name(stem: str, suffix: str) -> str:
+    """`stem + suffix` if nothing is there, else the first free `stem.N + suffix` (N = 1,
+    2, ...): default output names never overwrite an earlier recording."""
+    candidate = stem + suffix
+    i = 0
+    while os.path.lexists(candidate):
+        i += 1
+        candidate = f"{stem}.{i}{suffix}"
+    return candidate
 
 
 def save(

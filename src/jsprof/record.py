@@ -16,19 +16,34 @@ from .trace import Recording
 ENGINES = ("quickjs", "node")
 
 
-def _check(path: str | os.PathLike[str], engine: str) -> str:
+# Engines that run a script file; pages and URLs are for a browser engine.
+SCRIPT_ENGINES = ("quickjs", "node")
+SCRIPT_EXTENSIONS = (".js", ".mjs", ".cjs")
+_TRACE_EXTENSIONS = (".json", ".cpuprofile", ".pftrace", ".gz", ".pprof", ".folded")
+
+
+def check_script(path: str | os.PathLike[str], engine: str) -> str:
+    """The script's path, or a UsageError saying why `engine` cannot run it."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
     p = os.fspath(path)
-    if not os.path.isfile(p):
+    low = p.lower()
+    script_engine = engine in SCRIPT_ENGINES
+    if script_engine and ("://" in p or low.endswith((".html", ".htm"))):
+        raise UsageError(f"{p}: pages and URLs are for a browser engine; {engine} runs scripts")
+    if os.path.isdir(p):
+        raise UsageError(f"{p}: is a directory; give the path of a .js or .mjs script")
+    if not os.path.exists(p):
         raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script")
+    if not os.path.isfile(p):
+        raise UsageError(f"{p}: not a regular file; give the path of a .js or .mjs script")
+    ext = os.path.splitext(low)[1]
+    if script_engine and ext and ext not in SCRIPT_EXTENSIONS:
+        hint = "; it looks like a trace: see it with `jsprof report`" if (
+            ext in _TRACE_EXTENSIONS
+        ) else ""
+        raise UsageError(f"{p}: not a JavaScript file ({engine} runs .js, .mjs or .cjs){hint}")
     return p
-
-
-def default_output(path: str | os.PathLike[str]) -> str:
-    """`app.js` -> `app.jsprof.json` (next to the script)."""
-    root, _ = os.path.splitext(os.fspath(path))
-    return root + ".jsprof.json"
 
 
 def record(
@@ -51,7 +66,7 @@ def record(
     `.recording` (and `.output`), so the caller can report on the partial profile.
     `scriptArgs` in the script is [path, *args], as with qjs.
     """
-    p = _check(path, engine)
+    p = check_script(path, engine)
     if workers is not None:
         if engine != "quickjs":
             raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
@@ -142,7 +157,7 @@ def run(
     `allow_profiling=False` (`jsprof run --no-profiling`) makes its constructor throw
     NotAllowedError.
     """
-    p = _check(path, engine)
+    p = check_script(path, engine)
     if engine == "node":
         from .engines.node import run_node
 
