@@ -332,7 +332,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.track is not None:
         base.track(args.track)
         new.track(args.track)
-    d = diff_profiles(base, new, args.track)
+    d = diff_profiles(base, new, args.track, args.strip_prefix)
     if args.json:
         _print_json(render.diff_json(d, top))
     else:
@@ -340,7 +340,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         render.print_diff(_console(), d, top, title)
     if fmt is not None:
         new_tree = build_call_tree(new, args.track)
-        change = tree_changes(build_call_tree(base, args.track), new_tree)
+        change = tree_changes(build_call_tree(base, args.track), new_tree, args.strip_prefix)
         doc = render_flame(
             new_tree,
             fmt,
@@ -712,6 +712,14 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="exit 1 when a function got worse than RULE, e.g. 'fib:self>+5pp' or "
         "'render:total>+20%%' (syntax below); repeatable",
+    )
+    df.add_argument(
+        "--strip-prefix",
+        metavar="PREFIX",
+        action="append",
+        default=[],
+        help="match resources relative to PREFIX (a path or URL cut off the front), e.g. "
+        "each checkout's root, to compare profiles made in two places; repeatable",
     )
     _add_filter_args(df)
     df.set_defaults(func=cmd_diff, error_exit=2)

@@ -8,8 +8,12 @@ JSON io lives in `jsprof.tracefile`; this module only holds the model.
 
 from __future__ import annotations
 
+import functools
+import os
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -378,3 +382,57 @@ class TraceBuilder:
             sample_marker=self._markers,
             sample_line=self._lines,
         )
+
+
+# ---- resources: one spelling per script -------------------------------------------------
+
+# A URL scheme of two or more letters (`file:`, `node:`, `https:`, `data:`...): one letter
+# would be a Windows drive.
+URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+
+def normalise_resource(name: str) -> str:
+    """The resource string every engine records for a script.
+
+    A local file, however it was named (`app.js`, `./app.js`, `/abs/app.js`, through a
+    symlink), becomes the `file://` URL of its real path, as V8 and Node report scripts.
+    URLs (`file:`, `node:`, `https:`...) are kept as they are; a name that is neither a URL
+    nor an existing file (`<eval>`, `[eval]`) is kept too, except that an absolute path is
+    always a `file://` URL. Relative names resolve against the current directory.
+    """
+    if not name or URL_SCHEME.match(name):
+        return name
+    return _local_resource(name, os.getcwd())
+
+
+@functools.lru_cache(maxsize=4096)
+def _local_resource(name: str, cwd: str) -> str:
+    path = os.path.join(cwd, name)
+    if os.path.isabs(name) or os.path.isfile(path):
+        return Path(os.path.realpath(path)).as_uri()
+    return name
+
+
+def normalise_resources(trace: ProfilerTrace) -> ProfilerTrace:
+    """`trace` with every resource spelled by `normalise_resource`; two spellings of one
+    script become one resource (frames are re-pointed), so the table stays unique."""
+    new = [normalise_resource(r) for r in trace.resources]
+    if new == trace.resources:
+        return trace
+    index: dict[str, int] = {}
+    remap = [index.setdefault(r, len(index)) for r in new]
+    frames = [
+        f if f.resource_id is None else f._replace(resource_id=remap[f.resource_id])
+        for f in trace.frames
+    ]
+    return ProfilerTrace(
+        list(index),
+        frames,
+        trace.stack_parent,
+        trace.stack_frame,
+        trace.sample_time,
+        trace.sample_stack,
+        trace.sample_marker,
+        trace.sample_line,
+        trace.sample_weight,
+    )

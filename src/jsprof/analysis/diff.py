@@ -5,21 +5,27 @@ the fraction of its profile's time it took (percent of all samples, with and wit
 JavaScript). Functions are matched by name and resource only — not line or column — so
 an edit elsewhere in a file, which moves every function below it, does not break the
 match. The cost: same-named functions of one resource (typically anonymous ones) are
-compared as one. Resources are compared without their query string and fragment:
-cache busters (`app.js?v=41`) change from build to build while the code stays put.
+compared as one. Resources are compared by a match key (`ResourceMatcher`): without
+their query string and fragment (cache busters such as `app.js?v=41` change from build
+to build while the code stays put), local files by path however spelled, optionally
+relative to a stripped root so that two checkouts match.
 """
 
 from __future__ import annotations
 
 import math
+import posixpath
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import unquote, urlsplit
 
 import numpy as np
 
 from ..errors import UsageError
-from ..trace import NONE, ProfilerTrace, Recording
+from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording
 from .calltree import CallTree
 from .profile import KeyTable, _accumulate_track, _empty, sample_weights
 
@@ -41,8 +47,94 @@ def match_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] or url
 
 
-def _frame_name_keys(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
-    res = [match_resource(r) for r in trace.resources]
+def _local_path(url: str) -> str | None:
+    """The path of a local-file resource (`file://` URL or plain path), else None."""
+    if url.startswith("file://"):
+        return unquote(urlsplit(url).path) or None
+    if URL_SCHEME.match(url) or not url:
+        return None
+    return posixpath.normpath(url)
+
+
+class ResourceMatcher:
+    """What each resource is matched by across two profiles (its *match key*).
+
+    - no `?query` or `#fragment` (cache busters change from build to build);
+    - a local file is its path, however it was spelled: `file:///x/app.js` and `/x/app.js`
+      are `file:///x/app.js`, `./lib/../app.js` is `app.js`;
+    - `strip_prefixes` (paths, `file://` or other URLs) are cut off the front, leaving a
+      path relative to that root: `--strip-prefix /ci/build --strip-prefix /home/me/proj`
+      matches two checkouts' `src/app.js`;
+    - a relative path left unmatched matches the one unmatched local file of the other
+      profile whose path ends with it (`app.js` recorded relative by an old jsprof matches
+      `file:///home/me/proj/app.js`); with two such candidates it stays unmatched.
+    """
+
+    def __init__(self, strip_prefixes: Sequence[str] = ()) -> None:
+        self._paths: list[str] = []
+        self._urls: list[str] = []
+        for p in strip_prefixes:
+            path = _local_path(p)
+            if path is not None:
+                self._paths.append(path.rstrip("/") or "/")
+            else:
+                self._urls.append(p)
+        self.aliases: dict[str, str] = {}
+
+    def own_key(self, url: str) -> str:
+        u = match_resource(url) or url
+        path = _local_path(u)
+        if path is None:
+            for p in self._urls:
+                if u.startswith(p) and len(u) > len(p):
+                    return u[len(p) :].lstrip("/")
+            return u
+        for p in self._paths:
+            if p == "/" or path.startswith(p + "/"):
+                return path[len(p) :].lstrip("/")
+        return Path(path).as_uri() if path.startswith("/") else path
+
+    def __call__(self, url: str | None) -> str | None:
+        if url is None:
+            return None
+        k = self.own_key(url)
+        return self.aliases.get(k, k)
+
+    @classmethod
+    def for_pair(
+        cls, base: Iterable[str], new: Iterable[str], strip_prefixes: Sequence[str] = ()
+    ) -> ResourceMatcher:
+        """A matcher for two profiles' resources, relative paths paired where unambiguous."""
+        m = cls(strip_prefixes)
+        b = {m.own_key(r) for r in base}
+        n = {m.own_key(r) for r in new}
+
+        def local(k: str) -> bool:
+            return k.startswith("file://") or not URL_SCHEME.match(k)
+
+        def relative(k: str) -> bool:
+            return local(k) and not k.startswith("file://") and not k.startswith("/")
+
+        claims: dict[str, list[str]] = {}
+        for mine, theirs in ((b - n, n - b), (n - b, b - n)):
+            for k in sorted(filter(relative, mine)):
+                hits = [o for o in theirs if local(o) and o.endswith("/" + k)]
+                if len(hits) == 1:
+                    claims.setdefault(hits[0], []).append(k)
+        # A path claimed by two relative names, or itself renamed, stays as it is.
+        for target, names in claims.items():
+            if len(names) == 1 and target not in {x for v in claims.values() for x in v}:
+                m.aliases[names[0]] = target
+        return m
+
+
+def _resources(rec: Recording, track: str | None) -> set[str]:
+    tracks = [rec.track(track)] if track is not None else rec.tracks
+    return {r for t in tracks for r in t.trace.resources}
+
+
+def _frame_name_keys(trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher) -> np.ndarray:
+    res = [match(r) for r in trace.resources]
     ids = [
         table.intern(NameKey(f.name, None if f.resource_id is None else res[f.resource_id]))
         for f in trace.frames
@@ -50,11 +142,13 @@ def _frame_name_keys(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _shares(rec: Recording, track: str | None) -> tuple[dict[NameKey, tuple[float, float]], float]:
+def _shares(
+    rec: Recording, track: str | None, match: ResourceMatcher
+) -> tuple[dict[NameKey, tuple[float, float]], float]:
     """Self and total share (percent of all time) per NameKey, and the total time in ms."""
     tracks = [rec.track(track)] if track is not None else list(rec.tracks)
     table = KeyTable()
-    frame_keys = [_frame_name_keys(t.trace, table) for t in tracks]
+    frame_keys = [_frame_name_keys(t.trace, table, match) for t in tracks]
     weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
     acc = _empty(len(table))
     # The same accumulation `summarize` uses, keyed by NameKey, so recursion (and two
@@ -120,10 +214,20 @@ class ProfileDiff:
         return [r for r in self.rows if r.key.name == name or r.key.label() == name]
 
 
-def diff_profiles(base: Recording, new: Recording, track: str | None = None) -> ProfileDiff:
-    """Per-function change in self and total share from BASE to NEW, largest change first."""
-    b, b_total = _shares(base, track)
-    n, n_total = _shares(new, track)
+def diff_profiles(
+    base: Recording,
+    new: Recording,
+    track: str | None = None,
+    strip_prefixes: Sequence[str] = (),
+) -> ProfileDiff:
+    """Per-function change in self and total share from BASE to NEW, largest change first.
+
+    Functions match by name and resource match key (`ResourceMatcher`)."""
+    match = ResourceMatcher.for_pair(
+        _resources(base, track), _resources(new, track), strip_prefixes
+    )
+    b, b_total = _shares(base, track, match)
+    n, n_total = _shares(new, track, match)
     rows = []
     for key in list(n) + [k for k in b if k not in n]:
         bs, bt = b.get(key, (0.0, 0.0))
@@ -151,9 +255,11 @@ class TreeChange:
     in_base: np.ndarray
 
 
-def _path_shares(tree: CallTree, paths: dict) -> tuple[np.ndarray, dict[int, list[float]]]:
+def _path_shares(
+    tree: CallTree, paths: dict, match: ResourceMatcher
+) -> tuple[np.ndarray, dict[int, list[float]]]:
     """Path id per node (interning into `paths`) and self/total share per path id."""
-    fkeys = [NameKey(f.name, match_resource(f.resource)) for f in tree.functions]
+    fkeys = [NameKey(f.name, match(f.resource)) for f in tree.functions]
     n = len(tree.parent)
     path_of = np.empty(n, dtype=np.int64)
     scale = 100.0 / tree.total_time if tree.total_time > 0 else 0.0
@@ -175,11 +281,16 @@ def _path_shares(tree: CallTree, paths: dict) -> tuple[np.ndarray, dict[int, lis
     return path_of, sums
 
 
-def tree_changes(base: CallTree, new: CallTree) -> TreeChange:
+def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = ()) -> TreeChange:
     """For each node of NEW's tree, how its call path's self and total share changed."""
+    match = ResourceMatcher.for_pair(
+        (f.resource for f in base.functions if f.resource is not None),
+        (f.resource for f in new.functions if f.resource is not None),
+        strip_prefixes,
+    )
     paths: dict = {}
-    _, b_sums = _path_shares(base, paths)
-    n_path, n_sums = _path_shares(new, paths)
+    _, b_sums = _path_shares(base, paths, match)
+    n_path, n_sums = _path_shares(new, paths, match)
     d_self = np.zeros(len(n_path))
     d_total = np.zeros(len(n_path))
     in_base = np.zeros(len(n_path), dtype=bool)

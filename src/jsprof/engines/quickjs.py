@@ -15,8 +15,9 @@ Frames in the traces
   ``get x``/``set x``, class and static methods by their key; ``''`` for top-level script
   or module code and truly anonymous functions. Built-in (C) functions are never frames:
   time inside them is charged to the JavaScript function that called them.
-- ``resourceId`` names the script as given to ``eval``/``eval_file``; an absolute path
-  becomes a ``file://`` URL.
+- ``resourceId`` names the script given to ``eval``/``eval_file`` as
+  ``jsprof.trace.normalise_resource`` spells it: a local file as the ``file://`` URL of
+  its real path, however it was named.
 - ``line``/``column`` (1-based) are the function's *definition position as QuickJS
   records it*: for ``function f(a) {}`` (declaration or expression) the ``function``
   keyword; for methods, getters/setters and class members the start of the property name
@@ -51,7 +52,7 @@ import orjson
 
 from ..errors import EngineError, UsageError
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
-from ..trace import ProfilerTrace, Track
+from ..trace import ProfilerTrace, Track, normalise_resource
 from ..tracefile import trace_to_doc
 from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler, read_script
 
@@ -93,13 +94,6 @@ def _require_extension() -> Any:
     return _quickjs
 
 
-def resource_url(filename: str) -> str:
-    """The resource string for a script: as given, but absolute paths as file:// URLs."""
-    if os.path.isabs(filename):
-        return Path(filename).as_uri()
-    return filename
-
-
 def effective_interval(sample_interval: float) -> float:
     """The interval actually used: the request raised to QuickJS's minimum (0 -> minimum)."""
     if sample_interval != sample_interval or sample_interval < 0:  # NaN or negative
@@ -135,7 +129,7 @@ class _Backend:
 def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = frozenset()) -> Chunk:
     """One drain of the C sampler as a session Chunk (resources as URLs, muted marked)."""
     funcs = [
-        (name, resource_url(filename), int(line), int(col), int(realm), filename in muted)
+        (name, normalise_resource(filename), int(line), int(col), int(realm), filename in muted)
         for name, filename, line, col, realm in raw["funcs"]
     ]
     return Chunk(

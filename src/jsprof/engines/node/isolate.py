@@ -8,7 +8,7 @@ import time
 from typing import Any
 
 from ...errors import EngineError
-from ...trace import ProfilerTrace, Track
+from ...trace import ProfilerTrace, Track, normalise_resources
 from ..cdp import CDPClosed, CDPError, Session
 from .process import ENGINE
 
@@ -183,7 +183,7 @@ def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: 
     meta: dict[str, Any] = {} if gap is None else {"median_interval_ms": round(gap, 4)}
     return Track(
         name=name,
-        trace=trace,
+        trace=normalise_resources(trace),  # `vm` scripts named `app.js` or `./app.js` too
         time_origin=time_origin,
         engine=ENGINE,
         sample_interval=requested,
