@@ -797,6 +797,11 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     ins.set_defaults(func=cmd_instrument)
 
+    # The collector parses its own options (stdlib-only module; the server loads on run).
+    from .serve.cli import add_parser as add_serve_parser
+
+    add_serve_parser(sub)
+
     return p
 
 

@@ -1,0 +1,177 @@
+"""`jsprof serve` and `jsprof serve prune`: argument parsing only (stdlib imports at module
+level, so `jsprof --help` stays light; the server and store load when the command runs)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from ..errors import UsageError
+from .config import (
+    Limits,
+    ServeConfig,
+    parse_apps,
+    parse_duration,
+    parse_origins,
+    parse_rate,
+    parse_size,
+    resolve_read_token,
+)
+
+DEFAULT_STORE = "jsprof-store"
+
+
+def _port(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {s!r}") from None
+    if not 0 <= v <= 65535:
+        raise argparse.ArgumentTypeError(f"must be 0-65535 (0 picks a free port), got {v}")
+    return v
+
+
+def _count(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="collect ProfilerTraces from browsers (HTTP collector with an embedded store)",
+        description="Collect ProfilerTraces posted by browsers (jsprof-client.js) into a store. "
+        "The first stdout line is `jsprof serve: listening on http://HOST:PORT`.",
+    )
+    p.add_argument(
+        "--store", default=DEFAULT_STORE, help=f"store directory (default ./{DEFAULT_STORE})"
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=_port, default=8400, help="port (default 8400; 0: a free one)")
+    p.add_argument(
+        "--app",
+        action="append",
+        default=[],
+        metavar="NAME:KEY",
+        help="an app that may upload, with its public ingest key (repeatable)",
+    )
+    p.add_argument(
+        "--allow-origin",
+        action="append",
+        default=[],
+        metavar="NAME=ORIGIN",
+        help="let pages from ORIGIN upload for app NAME (CORS; repeatable; * for any)",
+    )
+    p.add_argument(
+        "--read-token",
+        metavar="TOKEN",
+        help="token for reading traces and queries (else $JSPROF_READ_TOKEN, else one is "
+        "generated and kept in the store)",
+    )
+    p.add_argument("--admin-token", metavar="TOKEN", help="token for admin writes (source maps)")
+    p.add_argument(
+        "--rate-limit", metavar="N/s", help="uploads per second per app (off by default)"
+    )
+    p.add_argument("--workers", type=_count, default=1, help="collector processes (default 1)")
+    p.add_argument("--access-log", action="store_true", help="log each request on stderr")
+    p.add_argument(
+        "--keep-query",
+        action="store_true",
+        help="keep query strings and fragments in resource URLs (stripped by default)",
+    )
+    p.add_argument("--retention", metavar="AGE", help="delete uploads older than AGE (e.g. 30d)")
+    g = p.add_argument_group("limits per upload")
+    g.add_argument("--max-body", default="8MiB", metavar="SIZE", help="body on the wire (8MiB)")
+    g.add_argument(
+        "--max-decompressed", default="64MiB", metavar="SIZE", help="after decompression (64MiB)"
+    )
+    g.add_argument("--max-samples", type=_count, default=200_000, help="samples (200000)")
+    g.add_argument("--max-depth", type=_count, default=1024, help="stack depth (1024)")
+    p.set_defaults(func=main)
+
+    ps = p.add_subparsers(dest="serve_command", metavar="prune")
+    pr = ps.add_parser("prune", help="delete old uploads from a store")
+    pr.add_argument("--store", default=DEFAULT_STORE, help="store directory")
+    pr.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
+    pr.add_argument("--app", metavar="NAME", help="only this app's uploads")
+    pr.set_defaults(func=main_prune)
+
+
+def _config(args: argparse.Namespace) -> ServeConfig:
+    apps = parse_apps(args.app)
+    limits = Limits(
+        max_body=parse_size(args.max_body, "--max-body"),
+        max_decompressed=parse_size(args.max_decompressed, "--max-decompressed"),
+        max_samples=args.max_samples,
+        max_depth=args.max_depth,
+    )
+    return ServeConfig(
+        store=args.store,
+        apps=apps,
+        origins=parse_origins(args.allow_origin, apps),
+        admin_token=args.admin_token or os.environ.get("JSPROF_ADMIN_TOKEN") or None,
+        rate_limit=parse_rate(args.rate_limit) if args.rate_limit else None,
+        keep_query=args.keep_query,
+        retention_s=parse_duration(args.retention, "--retention") if args.retention else None,
+        access_log=args.access_log,
+        limits=limits,
+        workers=args.workers,
+    )
+
+
+def _open_store(path: str) -> object:
+    from ..store import Store, StoreError
+
+    try:
+        return Store(path)
+    except StoreError as e:
+        raise UsageError(f"--store {e}") from None
+
+
+def main(args: argparse.Namespace) -> int:
+    config = _config(args)
+    store = _open_store(config.store)
+    store.close()  # opened here only to create it and check it; each worker opens its own
+    token, kept_in = resolve_read_token(args.read_token, Path(config.store))
+    config.read_token = token
+    from . import server
+
+    err = sys.stderr
+    print(f"jsprof serve: store {Path(config.store).resolve()}", file=err)
+    if kept_in:
+        print(f"jsprof serve: read token (kept in {kept_in}): {token}", file=err)
+    else:
+        print("jsprof serve: read token from --read-token or JSPROF_READ_TOKEN", file=err)
+    if not config.apps:
+        print("jsprof serve: no --app NAME:KEY given; every upload will be refused", file=err)
+    else:
+        print(f"jsprof serve: apps {', '.join(sorted(config.apps))}", file=err)
+    err.flush()
+    return server.run(config, args.host, args.port)
+
+
+def main_prune(args: argparse.Namespace) -> int:
+    if not Path(args.store, "segments").is_dir():
+        raise UsageError(f"--store {args.store}: not a jsprof store (no segments/ folder)")
+    age = parse_duration(args.older_than, "--older-than")
+    store = _open_store(args.store)
+    try:
+        res = store.prune(time.time() * 1000 - age * 1000, app=args.app)
+    finally:
+        store.close()
+    print(f"jsprof serve prune: removed {res.removed} uploads, kept {res.kept}")
+    if res.busy:
+        print(
+            f"jsprof serve prune: {len(res.busy)} open segment(s) of running collectors were "
+            "skipped; they are pruned once closed",
+            file=sys.stderr,
+        )
+    return 0

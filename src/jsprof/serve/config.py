@@ -1,0 +1,146 @@
+"""The collector's settings: one plain object built by serve/cli.py, read by the app.
+
+Stdlib only: `jsprof --help` imports this module's package without Starlette.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import UsageError
+
+MiB = 1 << 20
+TOKEN_FILE = "read-token"
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)\s*$")
+_UNIT_S = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(|b|k|kb|kib|m|mb|mib|g|gb|gib)\s*$", re.I)
+_SIZE_MULT = {"": 1, "b": 1, "k": 1024, "m": MiB, "g": 1 << 30}
+
+
+@dataclass
+class Limits:
+    max_body: int = 8 * MiB  # bytes on the wire
+    max_decompressed: int = 64 * MiB  # bytes after Content-Encoding is undone
+    max_samples: int = 200_000
+    max_depth: int = 1024  # frames in the deepest stack
+    max_meta: int = 64 * 1024  # bytes of client metadata (JSON)
+
+
+@dataclass
+class ServeConfig:
+    store: str = "jsprof-store"
+    apps: dict[str, str] = field(default_factory=dict)  # name -> ingest key
+    origins: dict[str, list[str]] = field(default_factory=dict)  # name -> allowed origins
+    read_token: str = ""
+    admin_token: str | None = None
+    rate_limit: float | None = None  # uploads per second per app (per worker process)
+    keep_query: bool = False
+    retention_s: float | None = None
+    access_log: bool = False
+    limits: Limits = field(default_factory=Limits)
+    workers: int = 1
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServeConfig:
+        d = json.loads(text)
+        d["limits"] = Limits(**d["limits"])
+        return cls(**d)
+
+
+def parse_duration(text: str, what: str) -> float:
+    """`30d`, `12h`, `90m`, `45s` -> seconds."""
+    m = _DURATION.match(text)
+    if not m:
+        raise UsageError(f"{what}: {text!r} is not a duration; use e.g. 30d, 12h, 90m or 45s")
+    return float(m.group(1)) * _UNIT_S[m.group(2)]
+
+
+def parse_size(text: str, what: str) -> int:
+    """`8MiB`, `64m`, `1048576` -> bytes."""
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"{what}: {text!r} is not a size; use e.g. 8MiB, 512KiB or 1048576")
+    return int(float(m.group(1)) * _SIZE_MULT[m.group(2).lower()[:1]])
+
+
+def parse_rate(text: str) -> float:
+    m = re.match(r"^\s*(\d+(?:\.\d+)?)\s*/\s*(s|m|h)\s*$", text)
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"--rate-limit: {text!r} is not a rate; use e.g. 50/s or 600/m")
+    return float(m.group(1)) / _UNIT_S[m.group(2)]
+
+
+_APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+
+
+def parse_apps(items: list[str]) -> dict[str, str]:
+    apps: dict[str, str] = {}
+    for item in items:
+        name, sep, key = item.partition(":")
+        if not sep or not key or not _APP_NAME.match(name):
+            raise UsageError(
+                f"--app {item!r}: expected NAME:KEY "
+                "(NAME of letters, digits, . _ -; a non-empty KEY)"
+            )
+        if name in apps:
+            raise UsageError(f"--app {name}: given twice")
+        apps[name] = key
+    return apps
+
+
+def parse_origins(items: list[str], apps: dict[str, str]) -> dict[str, list[str]]:
+    origins: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, origin = item.partition("=")
+        if not sep or name not in apps:
+            known = ", ".join(sorted(apps)) or "none"
+            raise UsageError(
+                f"--allow-origin {item!r}: expected NAME=ORIGIN for an app given with --app "
+                f"(apps: {known})"
+            )
+        origin = origin.rstrip("/")
+        if origin != "*" and not re.match(r"^https?://[^/?#\s]+$", origin):
+            raise UsageError(
+                f"--allow-origin {item!r}: ORIGIN is scheme://host[:port] "
+                "(e.g. https://shop.example) or *"
+            )
+        origins.setdefault(name, []).append(origin)
+    return origins
+
+
+def _read_token_file(path: Path) -> str:
+    try:
+        token = path.read_text().strip()
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied reading the read token") from None
+    if not token:
+        raise UsageError(f"{path}: empty; delete it to have a new token generated")
+    return token
+
+
+def resolve_read_token(given: str | None, store: Path) -> tuple[str, str | None]:
+    """(token, the file it is kept in or None). Generated once into the store, mode 0600."""
+    if given:
+        return given, None
+    env = os.environ.get("JSPROF_READ_TOKEN")
+    if env:
+        return env, None
+    path = store / TOKEN_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_token_file(path), str(path)
+    token = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return token, str(path)

@@ -1,0 +1,269 @@
+"""One upload, from request bytes to what the store keeps: checks, decoding, normalising.
+
+No HTTP framework here: `app.py` hands over headers and body bytes, and turns `Refused`
+into the 4xx answer. Every check that can refuse an upload cheaply (size, content type,
+encoding) runs before any parsing, and parsing is bounded: the body is inflated in a
+streaming decompressor that stops at the limit, so a gzip bomb costs at most the limit.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import zlib
+from typing import Any
+
+import orjson
+
+from ..errors import TraceFormatError
+from .config import Limits
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_TYPES = ("application/json", "text/plain")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+_TRACE_KEYS = ("resources", "frames", "stacks", "samples")
+# Keys the collector sets; a client's envelope meta cannot override them.
+SERVER_KEYS = ("app", "release", "route", "env", "receivedAt")
+
+
+class Refused(Exception):
+    """An upload that is not stored: the HTTP status and a one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = " ".join(message.split())  # one line, whatever the reader said
+
+
+def check_upload_id(value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not _ID.match(value):
+        raise Refused(
+            400,
+            "query parameter id: expected 1-128 letters, digits, '.', '_', ':' or '-' "
+            "(a UUID is fine)",
+        )
+    return value
+
+
+def check_content_type(value: str | None) -> None:
+    media = (value or "").split(";", 1)[0].strip().lower()
+    if media not in _TYPES:
+        got = f"{value!r}" if value else "none"
+        raise Refused(
+            415, f"Content-Type {got} is not accepted; send application/json or text/plain"
+        )
+
+
+def check_encoding(value: str | None) -> str:
+    enc = (value or "identity").strip().lower()
+    if enc in ("", "none"):
+        enc = "identity"
+    if enc not in ("identity", "gzip", "x-gzip", "deflate"):
+        raise Refused(
+            415, f"Content-Encoding {value!r} is not accepted; send gzip, deflate or none"
+        )
+    return "gzip" if enc == "x-gzip" else enc
+
+
+def check_length(value: str | None, limits: Limits) -> None:
+    if value is None:
+        return
+    try:
+        n = int(value)
+    except ValueError:
+        raise Refused(400, f"Content-Length {value!r} is not a number") from None
+    if n > limits.max_body:
+        raise Refused(413, f"body of {n} bytes is over the {limits.max_body} byte limit")
+
+
+def decode_body(body: bytes, encoding: str, limits: Limits) -> bytes:
+    """Undo Content-Encoding, never producing more than `max_decompressed` bytes.
+
+    A body that starts with gzip's magic bytes but came without Content-Encoding is
+    inflated too: `navigator.sendBeacon` cannot set headers, and no JSON starts with 0x1f.
+    """
+    if encoding == "identity":
+        if body[:2] != _GZIP_MAGIC:
+            if len(body) > limits.max_decompressed:
+                raise Refused(413, "body is over the decompressed size limit")
+            return body
+        encoding = "gzip"
+    cap = limits.max_decompressed
+    if encoding == "gzip":
+        attempts = [31]
+    else:  # RFC 9110's deflate is zlib-wrapped; some clients send raw deflate anyway
+        attempts = [15, -15]
+    for i, wbits in enumerate(attempts):
+        d = zlib.decompressobj(wbits)
+        try:
+            out = d.decompress(body, cap + 1)
+        except zlib.error as e:
+            if i + 1 < len(attempts):
+                continue
+            raise Refused(400, f"body is not valid {encoding} data ({e})") from None
+        if len(out) > cap or d.unconsumed_tail:
+            raise Refused(413, f"body inflates to more than the {cap} byte decompressed size limit")
+        if not d.eof:
+            raise Refused(400, f"{encoding} body is cut short")
+        if d.unused_data.strip(b"\x00"):
+            raise Refused(400, f"{encoding} body has data after its end")
+        return out
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _type_name(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(v), "null" if v is None else "a number"
+    )
+
+
+def split_envelope(doc: Any) -> tuple[dict, dict, bool]:
+    """(trace document, client meta, was an envelope)."""
+    if type(doc) is not dict:
+        raise Refused(400, f"body: expected a JSON object, got {_type_name(doc)}")
+    if "trace" in doc and not any(k in doc for k in _TRACE_KEYS):
+        extra = sorted(set(doc) - {"trace", "meta"})
+        if extra:
+            raise Refused(400, f"body.{extra[0]}: unknown envelope key; use trace and meta")
+        trace, meta = doc["trace"], doc.get("meta", {})
+        if type(trace) is not dict:
+            raise Refused(
+                400, f"body.trace: expected a ProfilerTrace object, got {_type_name(trace)}"
+            )
+        if type(meta) is not dict:
+            raise Refused(400, f"body.meta: expected an object, got {_type_name(meta)}")
+        return trace, meta, True
+    return doc, {}, False
+
+
+def check_trace(trace: dict, where: str, limits: Limits) -> None:
+    """jsprof's own ProfilerTrace reader, plus the collector's size limits."""
+    from .. import tracefile
+
+    if not tracefile.is_profiler_trace(trace) or tracefile.FORMAT_KEY in trace:
+        raise Refused(
+            400,
+            f"{where}: not a ProfilerTrace (resources, frames, stacks, samples as "
+            "profiler.stop() gives it); other profile formats are refused",
+        )
+    samples = trace.get("samples")
+    if type(samples) is list and len(samples) > limits.max_samples:
+        raise Refused(
+            413, f"{where}.samples: {len(samples)} samples, over the limit of {limits.max_samples}"
+        )
+    try:
+        rec = tracefile.recording_from_doc(trace, where)
+    except TraceFormatError as e:
+        raise Refused(400, str(e)) from None
+    t = rec.tracks[0].trace
+    if t.num_stacks:
+        depth = int(t.stack_depths().max())
+        if depth > limits.max_depth:
+            raise Refused(
+                413,
+                f"{where}.stacks: a stack {depth} frames deep, over the limit of "
+                f"{limits.max_depth}",
+            )
+
+
+def strip_url(url: str) -> str:
+    cut = len(url)
+    for ch in "?#":
+        i = url.find(ch)
+        if 0 <= i < cut:
+            cut = i
+    return url[:cut]
+
+
+def normalise_resources(trace: dict) -> bool:
+    """Strip query strings and fragments; merge resources that become equal. True if changed.
+
+    Frames keep their ids (only their resourceId is remapped), so stacks and samples stay
+    exactly as uploaded.
+    """
+    resources = trace["resources"]
+    if not any("?" in r or "#" in r for r in resources):
+        return False
+    new: list[str] = []
+    index: dict[str, int] = {}
+    remap = []
+    for r in resources:
+        s = strip_url(r)
+        i = index.get(s)
+        if i is None:
+            i = index[s] = len(new)
+            new.append(s)
+        remap.append(i)
+    trace["resources"] = new
+    if len(new) != len(resources) or remap != list(range(len(remap))):
+        for f in trace["frames"]:
+            rid = f.get("resourceId")
+            if rid is not None:
+                f["resourceId"] = remap[rid]
+    return True
+
+
+def build_meta(
+    client_meta: dict,
+    params: dict[str, str | None],
+    user_agent: str | None,
+    limits: Limits,
+) -> dict:
+    meta: dict[str, Any] = {}
+    for k, v in client_meta.items():
+        if k not in SERVER_KEYS:
+            meta[k] = v
+    for key in ("release", "route", "env"):
+        v = params.get(key)
+        if v is None:
+            cv = client_meta.get(key)
+            v = cv if type(cv) is str else None
+        if v is not None:
+            meta[key] = strip_url(v) if key == "route" else v
+    meta["app"] = params["app"]
+    meta["receivedAt"] = time.time() * 1000.0
+    if "userAgent" not in meta and user_agent:
+        meta["userAgent"] = user_agent
+    for key in ("sampleInterval", "timeOrigin"):
+        v = meta.get(key)
+        if v is not None and (type(v) not in (int, float) or not math.isfinite(v)):
+            raise Refused(400, f"body.meta.{key}: expected a finite number, got {_type_name(v)}")
+    try:
+        size = len(orjson.dumps(meta))
+    except (TypeError, orjson.JSONEncodeError):  # pragma: no cover - it came from JSON
+        raise Refused(400, "body.meta: not serialisable") from None
+    if size > limits.max_meta:
+        raise Refused(413, f"body.meta: {size} bytes, over the limit of {limits.max_meta}")
+    return meta
+
+
+def prepare(
+    raw: bytes,
+    encoding: str,
+    params: dict[str, str | None],
+    user_agent: str | None,
+    limits: Limits,
+    keep_query: bool,
+) -> tuple[dict, bytes]:
+    """(meta, normalised ProfilerTrace JSON) for a body, or Refused."""
+    data = decode_body(raw, encoding, limits)
+    if not data.strip():
+        raise Refused(400, "body is empty; expected a ProfilerTrace")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise Refused(400, f"body: not valid JSON ({e})") from None
+    trace, client_meta, envelope = split_envelope(doc)
+    where = "body.trace" if envelope else "body"
+    check_trace(trace, where, limits)
+    meta = build_meta(client_meta, params, user_agent, limits)
+    changed = False if keep_query else normalise_resources(trace)
+    if envelope or changed or set(trace) != set(_TRACE_KEYS):
+        trace_json = orjson.dumps({k: trace[k] for k in _TRACE_KEYS})
+    else:
+        # Nothing to change: keep the bytes as uploaded (timestamps bit for bit, no re-dump).
+        trace_json = data.strip()
+    return meta, trace_json
