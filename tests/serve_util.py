@@ -1,0 +1,129 @@
+"""A real `jsprof serve` process on loopback, and a small HTTP client for tests."""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import orjson
+
+FIXTURES = Path(__file__).parent / "data" / "chromium"
+PY = Path(sys.executable)
+JSPROF = PY.parent / "jsprof"
+READ_TOKEN = "test-read-token"
+
+
+class Collector:
+    """`jsprof serve --port 0 ...` as a subprocess; `url` from its first stdout line."""
+
+    def __init__(self, store: Path, *args: str, read_token: str | None = READ_TOKEN) -> None:
+        cmd = [str(JSPROF), "serve", "--store", str(store), "--port", "0", *args]
+        if read_token:
+            cmd += ["--read-token", read_token]
+        env = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+        self.stderr_lines: list[str] = []
+        line = self.proc.stdout.readline().decode()
+        prefix = "jsprof serve: listening on "
+        if not line.startswith(prefix):
+            self.proc.kill()
+            err = self.proc.stderr.read().decode()
+            raise AssertionError(f"bad first line {line!r}; stderr: {err}")
+        self.first_line = line
+        self.url = line[len(prefix) :].strip()
+        u = urlsplit(self.url)
+        self.host, self.port = u.hostname, u.port
+        self._err = threading.Thread(target=self._drain_stderr, daemon=True)
+        self._err.start()
+
+    def _drain_stderr(self) -> None:
+        for raw in self.proc.stderr:
+            self.stderr_lines.append(raw.decode(errors="replace"))
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 30,
+    ) -> tuple[int, dict[str, str], bytes]:
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=headers or {})
+            r = conn.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            conn.close()
+
+    def post(
+        self,
+        body: bytes,
+        query: str = "app=shop&key=k1",
+        ctype: str = "application/json",
+        encoding: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, dict]:
+        h = {"Content-Type": ctype} if ctype else {}
+        if encoding:
+            h["Content-Encoding"] = encoding
+        h.update(headers or {})
+        status, _, data = self.request("POST", f"/v1/traces?{query}", body, h)
+        return status, orjson.loads(data) if data else {}
+
+    def get(self, upload_id: str, token: str | None = READ_TOKEN) -> tuple[int, bytes]:
+        h = {"Authorization": f"Bearer {token}"} if token else {}
+        status, _, data = self.request("GET", f"/v1/traces/{upload_id}", headers=h)
+        return status, data
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> float:
+        """Signal it; return how long it took to exit (fails past `timeout`)."""
+        t0 = time.monotonic()
+        if self.proc.poll() is None:
+            self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            raise AssertionError(
+                f"collector did not exit within {timeout} s of signal {sig}"
+            ) from None
+        self._err.join(timeout=5)
+        return time.monotonic() - t0
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+def fixture_bytes(name: str = "trace-basic.json") -> bytes:
+    return (FIXTURES / name).read_bytes()
+
+
+def gz(data: bytes) -> bytes:
+    return gzip.compress(data, 6)
+
+
+def field_trace(n_samples: int = 6000, seed: int = 1) -> bytes:
+    """A field-sized trace: Chromium's own frames and stacks, its sampling pattern stretched
+    to `n_samples` samples at ~10 ms (timestamps with the usual binary fractions)."""
+    doc = orjson.loads(fixture_bytes())
+    base = doc["samples"]
+    span = base[-1]["timestamp"] - base[0]["timestamp"] + 10.0
+    samples = []
+    for i in range(n_samples):
+        s = dict(base[(i * 7 + seed) % len(base)])
+        s["timestamp"] = base[i % len(base)]["timestamp"] + span * (i // len(base)) + seed * 0.1
+        samples.append(s)
+    doc["samples"] = samples
+    doc["resources"] = [r.split("?")[0] for r in doc["resources"]]
+    return orjson.dumps(doc)
