@@ -106,6 +106,7 @@ def _spawn(config: ServeConfig, sock: socket.socket, index: int) -> int:
         # Own process group: a terminal's ctrl-c reaches the parent only, which forwards
         # it once (a second signal would make uvicorn skip its graceful shutdown).
         os.setpgid(0, 0)
+        _die_with_parent()
         os.environ["JSPROF_SERVE_WORKER"] = str(index)
         _run_worker(config, sock)
     except KeyboardInterrupt:
@@ -117,6 +118,20 @@ def _spawn(config: ServeConfig, sock: socket.socket, index: int) -> int:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(code)
+
+
+def _die_with_parent() -> None:
+    """A worker whose supervisor is killed goes too, at once (as if the collector crashed),
+    instead of serving on as an orphan."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the supervisor's SIGTERM path remains
+        pass
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
 
 
 def _supervise(config: ServeConfig, sock: socket.socket) -> int:

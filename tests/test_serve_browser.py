@@ -1,0 +1,180 @@
+"""End to end in real headless Chromium: a page with the Document-Policy header loads
+jsprof-client.js from the collector, profiles a known hot function, and the collector
+stores Chromium's own trace, which `GET /v1/traces/{id}` and `jsprof report` give back."""
+
+from __future__ import annotations
+
+import http.server
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+from playwright.sync_api import sync_playwright
+
+from serve_util import JSPROF, Collector
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+PAGE = """<!doctype html>
+<meta charset="utf-8"><title>jsprof e2e</title>
+<script type="module">
+import {startProfiling, inSample} from "%(collector)s/v1/client.js";
+function hotFunctionForJsprof(ms) {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 1);
+  return x;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let vis = "visible";
+Object.defineProperty(document, "visibilityState", {configurable: true, get: () => vis});
+function setVisibility(v) { vis = v; document.dispatchEvent(new Event("visibilitychange")); }
+window.runProfiled = async (rate) => {
+  const p = startProfiling({endpoint: "%(collector)s", app: "shop", key: "k1",
+                            release: "e2e", env: "test", sampleRate: rate, chunkMs: 600});
+  if (!p.enabled) return {enabled: false, reason: p.reason};
+  for (let i = 0; i < 4; i++) { hotFunctionForJsprof(250); await sleep(20); }  // a timed chunk
+  setVisibility("hidden");              // the chunk so far leaves by keepalive fetch
+  await sleep(300);
+  const pausedWhileHidden = p.stats.chunks;
+  setVisibility("visible");             // a new Profiler starts
+  hotFunctionForJsprof(300);
+  await p.flush({keepalive: true});
+  hotFunctionForJsprof(300);
+  const ids = await p.stop();
+  return {enabled: true, reason: p.reason, ids, stats: p.stats, pausedWhileHidden};
+};
+window.decisions = () => {
+  const same = [1, 2, 3].map(() => inSample("session-42", "shop", 0.5));
+  let n = 0;
+  for (let i = 0; i < 2000; i++) n += inSample("s" + i, "shop", 0.25) ? 1 : 0;
+  return {same, share: n / 2000};
+};
+window.ready = true;
+</script>
+"""
+
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    collector = ""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        body = (PAGE % {"collector": self.collector}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html; charset=utf-8")
+        if self.path.startswith("/profiled"):
+            self.send_header("Document-Policy", "js-profiling")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Collector]]:
+    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
+    origin = f"http://127.0.0.1:{pages.server_address[1]}"
+    store = tmp_path_factory.mktemp("e2e") / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    _Pages.collector = col.url
+    t = threading.Thread(target=pages.serve_forever, daemon=True)
+    t.start()
+    yield origin, col
+    pages.shutdown()
+    col.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make chromium`"
+    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+        yield b
+        b.close()
+
+
+def _open(browser: object, url: str) -> object:
+    page = browser.new_page()
+    page.goto(url)
+    page.wait_for_function("window.ready === true", timeout=15000)
+    return page
+
+
+def _wait_stored(col: Collector, upload_id: str) -> bytes:
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        status, data = col.get(upload_id)
+        if status == 200:
+            return data
+        time.sleep(0.1)
+    raise AssertionError(f"upload {upload_id} never arrived")
+
+
+def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> None:
+    origin, col = site
+    page = _open(browser, f"{origin}/profiled")
+    res = page.evaluate("runProfiled(1)")
+    page.close()
+    assert res["enabled"] and res["reason"] is None, res
+    assert res["stats"]["dropped"] == 0 and res["stats"]["failed"] == 0, res
+    assert res["pausedWhileHidden"] >= 2  # the timed chunk and the hidden one
+    ids = res["ids"]
+    assert len(ids) >= 4, res  # interval, hidden, flush (keepalive), stop
+    reasons, hot = [], 0
+    for upload_id in ids:
+        doc = orjson.loads(_wait_stored(col, upload_id))
+        meta = doc["jsprof"]["meta"]
+        assert meta["app"] == "shop" and meta["release"] == "e2e" and meta["route"] == "/profiled"
+        assert meta["sampleInterval"] == 10 and meta["userAgent"].find("Chrome") >= 0
+        assert doc["jsprof"]["timeOrigin"] > 1.6e12
+        reasons.append(meta["chunkReason"])
+        names = {f["name"] for f in doc["frames"]}
+        if "hotFunctionForJsprof" in names:
+            hot += 1
+            out = tmp_path / f"{upload_id}.json"
+            out.write_bytes(orjson.dumps(doc))
+    assert {"hidden", "flush", "stop"} <= set(reasons), reasons
+    # The timed chunk ends on its timer, or earlier on samplebufferfull when the busy loop
+    # kept the timer from firing (maxBufferSize is 1.5 x the chunk's samples).
+    assert {"interval", "bufferfull"} & set(reasons), reasons
+    assert hot >= 3
+    r = subprocess.run(
+        [str(JSPROF), "report", str(out), "--top", "3"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    top = r.stdout.splitlines()[2]  # the first row under the title and the header
+    assert "hotFunctionForJsprof" in top, r.stdout
+
+
+def test_reasons_when_off(site, browser) -> None:
+    origin, col = site
+    page = _open(browser, f"{origin}/no-policy")
+    assert page.evaluate("runProfiled(1)") == {"enabled": False, "reason": "document-policy"}
+    page.close()
+    page = _open(browser, f"{origin}/profiled")
+    assert page.evaluate("runProfiled(0)") == {"enabled": False, "reason": "not-sampled"}
+    d = page.evaluate("decisions()")
+    assert d["same"] in ([True] * 3, [False] * 3)
+    assert 0.2 < d["share"] < 0.3
+    page.close()

@@ -1,0 +1,255 @@
+"""The collector under abuse: a malformed-trace corpus next to good uploads, and SIGKILL in
+the middle of many concurrent uploads (one process and two workers)."""
+
+from __future__ import annotations
+
+import copy
+import os
+import random
+import signal
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import orjson
+import pytest
+
+from jsprof.store import Store
+from jsprof.store import segment as seg
+from serve_util import Collector, field_trace, fixture_bytes, gz
+
+REAL = ["trace-basic.json", "trace-idle.json", "trace-builtins.json"]
+
+
+def _structural(doc: dict, rng: random.Random) -> list[tuple[str, dict | list | str | int]]:
+    """Mutations of a real trace that jsprof's reader must refuse, each labelled."""
+    out: list[tuple[str, object]] = []
+
+    def mut(label: str, fn) -> None:
+        d = copy.deepcopy(doc)
+        fn(d)
+        out.append((label, d))
+
+    nf, ns, nr = len(doc["frames"]), len(doc["stacks"]), len(doc["resources"])
+    for key in ("resources", "frames", "stacks", "samples"):
+        mut(f"drop {key}", lambda d, k=key: d.pop(k))
+        mut(f"{key} as object", lambda d, k=key: d.update({k: {}}))
+        mut(f"{key} as string", lambda d, k=key: d.update({k: "x"}))
+    f = rng.randrange(nf)
+    s = rng.randrange(1, ns)
+    i = rng.randrange(len(doc["samples"]))
+    mut("frame not object", lambda d: d["frames"].__setitem__(f, 7))
+    mut("frame name null", lambda d: d["frames"][f].update(name=None))
+    mut("frame name missing", lambda d: d["frames"][f].pop("name"))
+    mut("resourceId out of range", lambda d: d["frames"][f].update(resourceId=nr))
+    mut("resourceId float", lambda d: d["frames"][f].update(resourceId=0.5))
+    mut("line zero", lambda d: d["frames"][f].update(line=0))
+    mut("column string", lambda d: d["frames"][f].update(column="3"))
+    mut("resource number", lambda d: d["resources"].append(5))
+    mut("frameId out of range", lambda d: d["stacks"][s].update(frameId=nf + 3))
+    mut("frameId missing", lambda d: d["stacks"][s].pop("frameId"))
+    mut("parentId forward", lambda d: d["stacks"][s].update(parentId=s))
+    mut("parentId negative", lambda d: d["stacks"][s].update(parentId=-2))
+    mut("parentId null", lambda d: d["stacks"][s].update(parentId=None))
+    mut("stack not object", lambda d: d["stacks"].__setitem__(s, [1]))
+    mut("timestamp missing", lambda d: d["samples"][i].pop("timestamp"))
+    mut("timestamp string", lambda d: d["samples"][i].update(timestamp="12.5"))
+    # (Booleans where numbers belong are formats-speed's open reader fix, issue 11.)
+    mut("stackId out of range", lambda d: d["samples"][i].update(stackId=ns))
+    mut("stackId float", lambda d: d["samples"][i].update(stackId=1.5))
+    mut("marker unknown", lambda d: d["samples"][i].update(marker="nap"))
+    mut("sample not object", lambda d: d["samples"].__setitem__(i, None))
+    mut("jsprof key", lambda d: d.update(jsprof={"formatVersion": 1}))
+    out.append(("envelope trace not object", {"trace": "x", "meta": {}}))
+    out.append(("envelope unknown key", {"trace": doc, "meta": {}, "x": 1}))
+    out.append(("envelope meta array", {"trace": doc, "meta": []}))
+    out.append(("top-level array", [doc]))
+    out.append(("top-level number", 3))
+    return out
+
+
+def _corpus() -> list[tuple[str, bytes, str | None, int]]:
+    """(label, body, Content-Encoding, expected status) over the three real traces."""
+    rng = random.Random(13)
+    corpus = []
+    for name in REAL:
+        raw = fixture_bytes(name)
+        doc = orjson.loads(raw)
+        for label, bad in _structural(doc, rng):
+            body = orjson.dumps(bad)
+            enc = rng.choice([None, "gzip", "deflate"])
+            data = gz(body) if enc == "gzip" else zlib.compress(body) if enc == "deflate" else body
+            corpus.append((f"{name}: {label}", data, enc, 400))
+        corpus.append((f"{name}: cut short", raw[: len(raw) // 2], None, 400))
+        corpus.append(
+            (f"{name}: NaN", raw.replace(b'"timestamp":', b'"timestamp":NaN,"t":', 1), None, 400)
+        )
+        corpus.append((f"{name}: gzip cut", gz(raw)[:-9], "gzip", 400))
+        corpus.append((f"{name}: gzip flipped", _flip(gz(raw), 30), "gzip", 400))
+        corpus.append((f"{name}: gzip trailing junk", gz(raw) + b"junk", "gzip", 400))
+        corpus.append((f"{name}: deflate garbage", os.urandom(300), "deflate", 400))
+        corpus.append((f"{name}: deep nesting", b"[" * 5000 + b"]" * 5000, None, 400))
+    corpus.append(
+        (
+            "cpuprofile",
+            (Path(__file__).parent / "data/node/bench.cpuprofile").read_bytes(),
+            None,
+            400,
+        )
+    )
+    corpus.append(("gzip bomb", gz(b"{" + b" " * (80 << 20) + b"}"), "gzip", 413))
+    return corpus
+
+
+def _flip(data: bytes, at: int) -> bytes:
+    b = bytearray(data)
+    b[at] ^= 0x55
+    return bytes(b)
+
+
+def test_malformed_corpus_is_refused_while_good_uploads_land(tmp_path: Path) -> None:
+    col = Collector(tmp_path / "st", "--app", "shop:k1")
+    corpus = _corpus()
+    assert len(corpus) > 100
+    results: dict[str, tuple[int, dict]] = {}
+    good: list[str] = []
+    stop = threading.Event()
+    good_body = gz(field_trace(3000))
+
+    def bad_sender(part: list) -> None:
+        for label, body, enc, _ in part:
+            results[label] = col.post(
+                body, f"app=shop&key=k1&id=bad-{len(results)}-{os.getpid()}", encoding=enc
+            )
+
+    def good_sender() -> None:
+        n = 0
+        while not stop.is_set():
+            status, doc = col.post(good_body, f"app=shop&key=k1&id=good-{n}", encoding="gzip")
+            assert status == 202, doc
+            good.append(doc["id"])
+            n += 1
+
+    try:
+        g = threading.Thread(target=good_sender)
+        g.start()
+        senders = [threading.Thread(target=bad_sender, args=(corpus[i::4],)) for i in range(4)]
+        [t.start() for t in senders]
+        [t.join() for t in senders]
+        stop.set()
+        g.join()
+        for label, _, _, want in corpus:
+            status, doc = results[label]
+            assert status == want, (label, status, doc)
+            assert list(doc) == ["error"] and doc["error"] and "\n" not in doc["error"], label
+        assert good
+        for uid in good:
+            status, data = col.get(uid)
+            assert status == 200
+    finally:
+        col.stop()
+    ids = [u for _, u, _, _ in Store(tmp_path / "st").iter_uploads()]
+    assert sorted(ids) == sorted(good)  # nothing bad was stored
+
+
+def _bodies() -> list[bytes]:
+    return [field_trace(2000, seed) for seed in range(4)]
+
+
+def _body_for(uid: str, bodies: list[bytes]) -> bytes:
+    return bodies[zlib.crc32(uid.encode()) % len(bodies)]
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        text = (task / "children").read_text().split()
+        out += [int(x) for x in text]
+    return out
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path, workers: int) -> None:
+    store = tmp_path / "st"
+    bodies = _bodies()
+    zipped = [gz(b) for b in bodies]
+    acked: list[str] = []
+    sent: list[str] = []
+    col = Collector(store, "--app", "shop:k1", "--workers", str(workers))
+    if workers > 1:
+        deadline = time.monotonic() + 20
+        while len(_children(col.proc.pid)) < workers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        kids = _children(col.proc.pid)
+        assert len(kids) == workers
+
+    def client(t: int) -> None:
+        for j in range(10_000):
+            uid = f"c{t}-{j}"
+            sent.append(uid)
+            body = zipped[zlib.crc32(uid.encode()) % len(zipped)]
+            try:
+                status, doc = col.post(body, f"app=shop&key=k1&id={uid}", encoding="gzip")
+            except OSError:
+                return  # the collector is gone
+            assert status == 202, doc
+            acked.append(uid)
+
+    threads = [threading.Thread(target=client, args=(t,)) for t in range(16)]
+    [t.start() for t in threads]
+    deadline = time.monotonic() + 60
+    while len(acked) < 200 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    os.kill(col.proc.pid, signal.SIGKILL)  # mid-stream: 16 uploads in flight
+    if workers > 1:
+        for k in kids:  # a crash of the whole collector
+            try:
+                os.kill(k, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    col.proc.wait()
+    [t.join() for t in threads]
+    n_acked = len(acked)
+    assert n_acked >= 200
+
+    col = Collector(store, "--app", "shop:k1", "--workers", str(workers))
+    try:
+        for uid in acked:
+            status, data = col.get(uid)
+            assert status == 200, uid
+            got = orjson.loads(data)
+            want = orjson.loads(_body_for(uid, bodies))
+            for key in ("resources", "frames", "stacks", "samples"):
+                assert got[key] == want[key], (uid, key)
+        before = Store(store)
+        ids_before = [u for _, u, _, _ in before.iter_uploads()]
+        assert len(ids_before) == len(set(ids_before))
+        # Re-send everything that was sent (acknowledged or not): all 202, nothing twice.
+        resend = sorted(set(sent))
+
+        def again(part: list[str]) -> None:
+            for uid in part:
+                body = zipped[zlib.crc32(uid.encode()) % len(zipped)]
+                status, doc = col.post(body, f"app=shop&key=k1&id={uid}", encoding="gzip")
+                assert (status, doc) == (202, {"id": uid})
+
+        ts = [threading.Thread(target=again, args=(resend[i::8],)) for i in range(8)]
+        [t.start() for t in ts]
+        [t.join() for t in ts]
+    finally:
+        col.stop()
+    after = Store(store)
+    ids_after = [u for _, u, _, _ in after.iter_uploads()]
+    assert sorted(ids_after) == resend  # every id once
+    assert set(ids_before) <= set(ids_after)
+    # Nothing corrupt: each segment is sealed (recovered) and each record passes its CRC.
+    for path in (store / "segments").glob("*.seg"):
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            heads = list(seg.scan(fd))
+            assert heads and isinstance(heads[-1], seg.Trailer), path
+            assert heads[-1].offset + seg.HEADER_SIZE == os.fstat(fd).st_size
+            assert all(seg.body_ok(fd, h) for h in heads[:-1])
+        finally:
+            os.close(fd)
