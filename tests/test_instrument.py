@@ -35,11 +35,13 @@ def _need_node() -> None:
 
 # Exact calls per row of shapes.js with --watch '*'.
 SHAPES_CALLS = {
-    "Shape.constructor": 5,  # the super() calls of 3 Circles and 2 Squares (see README)
+    # the super() calls of 3 Circles and 2 Squares, and Shape.create's `new Shape` (the
+    # class's inner binding)
+    "Shape.constructor": 6,
     "Circle.constructor": 3,
     "Square.constructor": 2,
     "MathBox.constructor": 1,
-    "Shape.static create": 1,
+    "Shape.create": 1,
     "Shape.describe": 6,
     "Circle.area": 3,
     "Square.area": 2,
@@ -80,6 +82,12 @@ def test_transform_keeps_lines_and_registers_every_class():
     assert "'class {'" in out  # strings untouched
     assert 'static{__jsprof_register(this,"default",4,2)}' in out
     assert '(__jsprof_register(class Inner extends A {},"Inner",5,0))' in out
+    # the inner binding inside a class's own body goes through the registration too
+    out = transform(
+        "class S {\n static make() { return new S(1); }\n static T = class extends S {};\n}"
+    )
+    assert 'new (__jsprof_register(S,"S",1,3))(1)' in out
+    assert 'extends (__jsprof_register(S,"S",1,3))' in out
 
 
 def test_transform_leaves_unparseable_and_classless_sources_alone():
@@ -98,6 +106,7 @@ def test_exact_calls_on_every_feature(engine, capfd):
     assert rows["MathBox.later"].kind == "async"
     assert rows["MathBox.count"].kind == "generator"
     assert rows["Shape.get label"].kind == "get"
+    assert rows["Shape.create"].kind == "static"
     # async: total runs until settle, so it covers the synchronous part
     later = rows["MathBox.later"]
     assert later.total_ms >= later.sync_ms >= later.self_ms >= 0
@@ -112,6 +121,40 @@ def test_exact_calls_on_every_feature(engine, capfd):
     assert "Circle 1 area 0" in out
     assert "true class MathBox " in out
     assert "caught true bad 7" in out  # the exception passed unchanged
+
+
+CONSTRUCTIONS = DATA / "constructions.js"
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_every_construction_is_counted_however_reached(engine, capfd):
+    """Directly, through the class's inner binding (a static factory, a static generator, a
+    static initializer), through super() of a subclass defined in the body or outside,
+    through Reflect.construct and this.constructor (issue 11)."""
+    res = run_instrumented(CONSTRUCTIONS, ["*"], engine=engine)
+    rows = by_name(res)
+    assert rows["Shape.constructor"].calls == 9
+    assert rows["Circle.constructor"].calls == 1 and rows["Unit.constructor"].calls == 1
+    # statics are named like methods; the kind says static
+    assert (rows["Shape.make"].kind, rows["Shape.make"].calls) == ("static", 1)
+    assert rows["Shape.many"].kind == "static generator"
+    assert rows["Shape.get count"].kind == "static get"
+    assert not any("static " in name for name in rows)
+    # `new.target === Abstract` inside the constructor behaves as without jsprof
+    assert rows["Abstract.constructor"].calls == 2
+    out = capfd.readouterr().out
+    assert "8 origin 0 true\nabstract throws true\nconcrete true\n" in out
+
+
+def test_constructions_output_identical_with_and_without_watch():
+    plain = _run(["node", str(CONSTRUCTIONS)])
+    inst = _run([*JSPROF, "instrument", "--engine", "node", "--watch", "*", str(CONSTRUCTIONS)])
+    q_plain = _run(
+        [sys.executable, "-c", f"from jsprof.record import run; run({str(CONSTRUCTIONS)!r})"]
+    )
+    q_inst = _run([*JSPROF, "instrument", "--watch", "*", str(CONSTRUCTIONS)])
+    assert plain.returncode == inst.returncode == q_plain.returncode == q_inst.returncode == 0
+    assert inst.stdout == plain.stdout == q_plain.stdout == q_inst.stdout
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -178,13 +178,14 @@
     return row;
   }
 
-  function siteFor(rec, method, kind) {
-    const key = rec.id + "\0" + method;
+  // Statics are named like methods (`Shape.make`) and told apart by their kind.
+  function siteFor(rec, method, kind, isStatic) {
+    const key = rec.id + (isStatic ? "\0static\0" : "\0") + method;
     let site = sites.get(key);
     if (site === undefined) {
-      site = { rec, method, kind, row: newRow(rec, method, kind, null), byInst: null };
+      site = { rec, method, kind, isStatic: !!isStatic, row: newRow(rec, method, kind, null), byInst: null };
       // statics and constructors are not split by instance
-      if (byInstance && !method.startsWith("static ") && kind !== "constructor") {
+      if (byInstance && !isStatic && kind !== "constructor") {
         site.byInst = new Map();
       }
       sites.set(key, site);
@@ -213,11 +214,12 @@
   function wrapFn(fn, site) {
     let w;
     const proto = getPrototypeOf(fn);
+    const staticPrefix = site.isStatic ? "static " : "";
     if (proto === AsyncFunctionProto) {
-      site.kind = site.row.kind = "async";
+      site.kind = site.row.kind = staticPrefix + "async";
       w = { m() { return runAsync(site.byInst ? instRow(site, this) : site.row, fn, this, arguments); } }.m;
     } else if (proto === GeneratorFunctionProto || proto === AsyncGeneratorFunctionProto) {
-      site.kind = site.row.kind = "generator";
+      site.kind = site.row.kind = staticPrefix + "generator";
       w = { m() { return runGen(site.byInst ? instRow(site, this) : site.row, fn, this, arguments); } }.m;
     } else if (hasOwn(fn, "prototype")) {
       // A plain `function`: it may be called with `new`, so the wrapper must be too.
@@ -243,7 +245,7 @@
 
   const SKIP_STATIC = new Set(["length", "name", "prototype", "caller", "arguments"]);
 
-  function wrapProp(rec, obj, key, prefix) {
+  function wrapProp(rec, obj, key, isStatic) {
     let d;
     try {
       d = getOwnPropertyDescriptor(obj, key);
@@ -251,22 +253,23 @@
       return;
     }
     if (!d) return;
-    const label = prefix + keyLabel(key);
+    const label = keyLabel(key);
+    const staticPrefix = isStatic ? "static " : "";
     let changed = false;
     if ("value" in d) {
       const f = d.value;
       if (typeof f !== "function" || wrappers.has(f) || recOf.has(f) || isClass(f)) return;
       if (!d.writable && !d.configurable) return;
-      d.value = wrapFn(f, siteFor(rec, label, "method"));
+      d.value = wrapFn(f, siteFor(rec, label, isStatic ? "static" : "method", isStatic));
       changed = true;
     } else {
       if (!d.configurable) return;
       if (typeof d.get === "function" && !wrappers.has(d.get)) {
-        d.get = wrapFn(d.get, siteFor(rec, "get " + label, "get"));
+        d.get = wrapFn(d.get, siteFor(rec, "get " + label, staticPrefix + "get", isStatic));
         changed = true;
       }
       if (typeof d.set === "function" && !wrappers.has(d.set)) {
-        d.set = wrapFn(d.set, siteFor(rec, "set " + label, "set"));
+        d.set = wrapFn(d.set, siteFor(rec, "set " + label, staticPrefix + "set", isStatic));
         changed = true;
       }
     }
@@ -280,7 +283,7 @@
     const o = owners.get(target);
     if (o === undefined || !o.rec.watched) return;
     if (o.role === "instance" && ctorDepth > 0) return; // construction-time state
-    wrapProp(o.rec, o.obj, key, o.role === "static" ? "static " : "");
+    wrapProp(o.rec, o.obj, key, o.role === "static");
   }
 
   // ---- later additions: a Proxy spliced into the prototype chain ------------------------
@@ -316,11 +319,11 @@
     const C = rec.raw;
     const P = C.prototype;
     if (P !== null && typeof P === "object") {
-      for (const k of ownKeys(P)) if (k !== "constructor") wrapProp(rec, P, k, "");
+      for (const k of ownKeys(P)) if (k !== "constructor") wrapProp(rec, P, k, false);
       owners.set(P, { rec, role: "proto", obj: P });
       spliceChain(P);
     }
-    for (const k of ownKeys(C)) if (!SKIP_STATIC.has(k)) wrapProp(rec, C, k, "static ");
+    for (const k of ownKeys(C)) if (!SKIP_STATIC.has(k)) wrapProp(rec, C, k, true);
     owners.set(C, { rec, role: "static", obj: C });
     if (rec.proxy) owners.set(rec.proxy, { rec, role: "static", obj: C });
   }
@@ -343,8 +346,12 @@
         if (rec.ctorSite === null) rec.ctorSite = siteFor(rec, "constructor", "constructor");
         ctorDepth++;
         let obj;
+        // The constructor sees the raw class as new.target, as without jsprof: its own
+        // body compares new.target with the inner binding (`new.target === Shape`).
+        const nt = recOf.get(newTarget);
+        const rawTarget = nt !== undefined && nt.proxy === newTarget ? nt.raw : newTarget;
         try {
-          obj = run(rec.ctorSite.row, construct, undefined, [target, args, newTarget], 1);
+          obj = run(rec.ctorSite.row, construct, undefined, [target, args, rawTarget], 1);
         } finally {
           ctorDepth--;
         }
@@ -380,9 +387,14 @@
 
   // mode: undefined = class declaration (rebound to the result), 0/1 = class expression
   // (1: the spec would have inferred `hint` as its name), 2 = registered from a static
-  // block (`export default class {}`; no constructor timing).
+  // block (`export default class {}`; no constructor timing), 3 = the class's inner
+  // binding used inside its own body (`new Shape()`, `extends Shape`): the watched class,
+  // registered here already when a static initializer runs before the class is complete.
   function register(C, hint, line, mode) {
-    if (typeof C !== "function" || recOf.has(C)) return C;
+    if (typeof C !== "function") return C;
+    const known = recOf.get(C);
+    if (known !== undefined) return known.proxy || C;
+    if (mode === 3 && !isClass(C)) return C; // the name is shadowed by a plain function
     if (mode === 1 && typeof hint === "string") {
       const d = getOwnPropertyDescriptor(C, "name");
       if (!d || d.value === "") defineProperty(C, "name", { value: hint, configurable: true });
@@ -520,7 +532,7 @@
           defineProperty(instance, k, { value: w, writable: true, configurable: true, enumerable: false });
         }
       }
-      for (const k of ownKeys(instance)) wrapProp(rec, instance, k, "");
+      for (const k of ownKeys(instance)) wrapProp(rec, instance, k, false);
       owners.set(instance, { rec, role: "instance", obj: instance });
       return instance;
     },

@@ -15,6 +15,11 @@ columns to the right of an insertion on the same line shift.
   wrapping call would otherwise lose.
 - `export default class {...}` (anonymous: its binding cannot be rebound) -> a static
   block registering `this`, so its methods are watched but its constructor is not.
+- inside a named class's own body, `new Shape(...)` and `extends Shape` ->
+  `new (__jsprof_register(Shape,"Shape",LINE,3))(...)`: the inner binding is the raw
+  class, so a static factory (`static make(n) { return new Shape(n) }`), a subclass
+  defined in the body, or a static field (`static ORIGIN = new Shape(0)`, registering the
+  class early) would otherwise construct past the watched class uncounted.
 
 Sources that do not parse are returned unchanged: the engine then reports the syntax
 error at the original position.
@@ -87,6 +92,29 @@ def _inferred_name(node: Any) -> tuple[str | None, bool]:
     return None, False
 
 
+def _inner_binding_edits(body: Any, name: str, line: int, edits: list) -> None:
+    """`new Shape(...)` and `extends Shape` inside Shape's own body use the class's inner
+    binding, which is the raw class (the language does not let it be rebound): route them
+    through the registration call, which returns the watched class (registering it first
+    when a static initializer runs before the class is complete)."""
+    stack = list(body.children)
+    while stack:
+        node = stack.pop()
+        if node.type in ("class_declaration", "class"):
+            inner = node.child_by_field_name("name")
+            if inner is not None and inner.text.decode() == name:
+                continue  # a nested class of the same name: its own binding from here on
+        target = None
+        if node.type == "new_expression":
+            target = node.child_by_field_name("constructor")
+        elif node.type == "class_heritage":
+            target = next((c for c in node.named_children), None)
+        if target is not None and target.type == "identifier" and target.text.decode() == name:
+            edits.append((target.start_byte, 500, f"({REGISTER}("))
+            edits.append((target.end_byte, -500, f",{_js_str(name)},{line},3))"))
+        stack.extend(node.children)
+
+
 def transform(source: str) -> str:
     """The source with a registration call for every class (see the module docstring)."""
     if "class" not in source:
@@ -127,6 +155,11 @@ def transform(source: str) -> str:
             edits.append((node.start_byte, 1000 + depth, f"({REGISTER}("))
             hint = _js_str(label) if label is not None else "void 0"
             edits.append((node.end_byte, -depth, f",{hint},{line},{int(infer)}))"))
+        if node.type in ("class_declaration", "class") and node.is_named:
+            name = node.child_by_field_name("name")
+            body = node.child_by_field_name("body")
+            if name is not None and body is not None:
+                _inner_binding_edits(body, name.text.decode(), line, edits)
     if not edits:
         return source
     edits.sort(key=lambda e: (e[0], e[1]))
