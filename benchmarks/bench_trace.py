@@ -1,29 +1,51 @@
-"""Trace loading and analysis speed on a big synthetic trace, against plain orjson.loads.
+"""Trace loading, saving and analysis speed on big synthetic traces, against plain orjson.
 
-    .venv/bin/python benchmarks/bench_trace.py [--samples 5000000] [--stacks 100000] [--repeat 3]
+    .venv/bin/python benchmarks/bench_trace.py [--samples 5000000] [--stacks 100000]
+        [--repeat 3] [--only 0,2,40,markers] [--before SRC_DIR]
 
-Prints jsprof.load / orjson.loads as a ratio (same bytes, same run) and the self/total
-analysis throughput in samples per second.
+For each variant (0 %, 2 % and 40 % idle samples, i.e. samples without a stackId, and one
+with a marker on every sample) it prints, as ratios taken in the same run on the same
+bytes (baseline and jsprof interleaved, best of --repeat):
+
+- load: `jsprof.load(path)` (read the file, parse, validate every field, numpy columns)
+  over `orjson.loads` of the file's bytes already in memory (goal <= 0.6);
+- peak memory while loading, in a fresh process: peak RSS minus RSS before the load, over
+  the file's size (goal <= 2); `--before SRC_DIR` measures another checkout's `src` too
+  (e.g. the code before a change, extracted with `git archive`);
+- save: `jsprof.save(rec, path)` over `orjson.dumps` of the same document already built
+  as dicts (goal <= 1.0).
+
+Then the self/total analysis throughput in samples per second (first variant).
 """
 
 from __future__ import annotations
 
 import argparse
 import gc
-import statistics
+import os
+import subprocess
+import sys
+import tempfile
 import time
 
 import numpy as np
 import orjson
 
+import jsprof
 from jsprof import tracefile
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.profile import summarize
-from jsprof.formats import read_any
 from jsprof.trace import ProfilerFrame, ProfilerTrace, Recording
 
 
-def synthetic(n_samples: int, n_stacks: int, n_frames: int = 5000, seed: int = 1) -> Recording:
+def synthetic(
+    n_samples: int,
+    n_stacks: int,
+    n_frames: int = 5000,
+    seed: int = 1,
+    idle: float = 0.05,
+    markers: bool = False,
+) -> Recording:
     """Deep, varied stacks: each new stack extends a random recent one (depth up to ~200)."""
     rng = np.random.default_rng(seed)
     parent = np.empty(n_stacks, np.int64)
@@ -44,19 +66,83 @@ def synthetic(n_samples: int, n_stacks: int, n_frames: int = 5000, seed: int = 1
     resources = [f"https://example.com/bundle{i}.js" for i in range(50)]
     times = np.cumsum(rng.uniform(0.9, 1.1, n_samples))
     stack = rng.integers(0, n_stacks, n_samples)
-    stack[rng.random(n_samples) < 0.05] = -1
-    trace = ProfilerTrace(resources, frames, parent, frame, times, stack)
+    stack[rng.random(n_samples) < idle] = -1
+    marker = None
+    if markers:
+        # script on JavaScript samples; gc, other or none on the rest, as Chromium writes.
+        marker = np.where(stack >= 0, 0, rng.choice([1, 5, -1], n_samples)).astype(np.int8)
+    trace = ProfilerTrace(resources, frames, parent, frame, times, stack, marker)
     return Recording.of(trace, sample_interval=1.0)
 
 
-def best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times), statistics.median(times)
+def timed(fn) -> float:
+    gc.collect()
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+_PEAK_CHILD = """
+import gc, sys
+import jsprof, jsprof.formats
+def status(key):
+    # VmHWM, not ru_maxrss: Linux carries the parent's peak into ru_maxrss across exec.
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key):
+                return int(line.split()[1]) * 1024
+gc.collect()
+before = status("VmRSS:")
+rec = jsprof.load(sys.argv[1])
+print(status("VmHWM:") - before)
+"""
+
+
+def peak_load_bytes(path: str, src: str | None = None) -> int:
+    """Peak RSS growth of a fresh process loading `path` (imports done before measuring)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    out = subprocess.run(
+        [sys.executable, "-c", _PEAK_CHILD, path], env=env, capture_output=True, check=True
+    )
+    return int(out.stdout)
+
+
+def variant(name: str, rec: Recording, a: argparse.Namespace, tmp: str) -> None:
+    data = tracefile.dumps(rec)
+    path = os.path.join(tmp, f"{name}.json")
+    with open(path, "wb") as f:
+        f.write(data)
+    size = len(data)
+    # Interleave baseline and ours so machine noise hits both alike.
+    base, ours = [], []
+    for _ in range(a.repeat):
+        base.append(timed(lambda: orjson.loads(data)))
+        ours.append(timed(lambda: jsprof.load(path)))
+    b, o = min(base), min(ours)
+    loaded = jsprof.load(path)
+    assert loaded.tracks[0].trace == rec.tracks[0].trace, "load changed the trace"
+    del loaded
+    data = b""
+    doc = tracefile.recording_to_doc(rec)
+    out = os.path.join(tmp, f"{name}.out.json")
+    dumps, saves = [], []
+    for _ in range(a.repeat):
+        dumps.append(timed(lambda: orjson.dumps(doc)))
+        saves.append(timed(lambda: jsprof.save(rec, out)))
+    doc = {}
+    d, s = min(dumps), min(saves)
+    peak = peak_load_bytes(path)
+    line = (
+        f"{name:>9} {size / 1e6:6.0f} MB | orjson.loads {b:6.2f} s  jsprof.load {o:6.2f} s  "
+        f"load {o / b:5.2f}x | peak {peak / size:4.2f}x file"
+    )
+    if a.before:
+        line += f" (before: {peak_load_bytes(path, a.before) / size:4.2f}x)"
+    line += f" | orjson.dumps {d:5.2f} s  save {s:5.2f} s  save {s / d:5.2f}x"
+    print(line, flush=True)
+    os.unlink(out)
 
 
 def main() -> None:
@@ -64,29 +150,32 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=5_000_000)
     ap.add_argument("--stacks", type=int, default=100_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--only", default="0,2,40,markers")
+    ap.add_argument("--before", help="another checkout's src/ to measure peak memory of")
     a = ap.parse_args()
 
-    rec = synthetic(a.samples, a.stacks)
-    data = tracefile.dumps(rec)
+    variants = {
+        "0": dict(idle=0.0),
+        "2": dict(idle=0.02),
+        "40": dict(idle=0.40),
+        "markers": dict(idle=0.02, markers=True),
+    }
     print(
-        f"synthetic trace: {a.samples:,} samples, {a.stacks:,} stacks, "
-        f"max depth {int(rec.tracks[0].trace.stack_depths().max())}, {len(data) / 1e6:.0f} MB JSON"
+        f"{a.samples:,} samples over {a.stacks:,} stacks; goals: load <= 0.6x, "
+        "peak <= 2x file, save <= 1.0x"
     )
-
-    # Interleave baseline and ours so machine noise hits both alike.
-    base, ours = [], []
-    for _ in range(a.repeat):
-        base.append(best(lambda: orjson.loads(data), 1)[0])
-        ours.append(best(lambda: read_any(data, "bench"), 1)[0])
-    b, o = min(base), min(ours)
-    print(f"orjson.loads        {b:7.3f} s  ({len(data) / b / 1e6:.0f} MB/s)")
-    print(f"jsprof load         {o:7.3f} s  (validated, into numpy columns)")
-    print(f"load ratio          {o / b:7.2f} x  (goal <= 1.5)")
-
-    loaded = read_any(data, "bench")
-    t, _ = best(lambda: summarize(loaded), a.repeat)
+    first = None
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in a.only.split(","):
+            rec = synthetic(a.samples, a.stacks, **variants[name])
+            label = f"{name}% idle" if name != "markers" else "markers"
+            variant(label, rec, a, tmp)
+            if first is None:
+                first = rec
+    assert first is not None
+    t = min(timed(lambda: summarize(first)) for _ in range(a.repeat))
     print(f"self/total summary  {t:7.3f} s  {a.samples / t / 1e6:6.1f} M samples/s (goal >= 10)")
-    t, _ = best(lambda: build_call_tree(loaded), a.repeat)
+    t = min(timed(lambda: build_call_tree(first)) for _ in range(a.repeat))
     print(f"call tree           {t:7.3f} s  {a.samples / t / 1e6:6.1f} M samples/s")
 
 

@@ -13,6 +13,7 @@ from jsprof import io as jio
 from jsprof import tracefile
 from jsprof.cli import main
 from jsprof.errors import TraceFormatError
+from jsprof.formats import jsprof as jsprof_format
 from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, TraceBuilder, Track
 
 FIXTURES = ["trace-basic.json", "trace-idle.json", "trace-builtins.json"]
@@ -305,7 +306,7 @@ def test_meta_nesting_limited(tmp_path):
 
 
 def test_table_size_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(tracefile, "MAX_TABLE_ENTRIES", 1)
+    monkeypatch.setattr(jsprof_format, "MAX_TABLE_ENTRIES", 1)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(_valid()))
     with pytest.raises(TraceFormatError, match="frames: 2 entries exceed the limit of 1"):

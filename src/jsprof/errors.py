@@ -9,6 +9,24 @@ class TraceFormatError(JsprofError):
     """A trace file is malformed: the message names the file, field and index."""
 
 
+class ErrorAt:
+    """The one shape of a reader's message: `source: where: problem`.
+
+    `prefix` goes before every `where` (e.g. `jsprof.tracks[1].trace.` or `profile.`).
+    """
+
+    __slots__ = ("source", "prefix")
+
+    def __init__(self, source: str, prefix: str = "") -> None:
+        self.source = source
+        self.prefix = prefix
+
+    def __call__(self, where: str, problem: str) -> TraceFormatError:
+        return TraceFormatError(f"{self.source}: {self.prefix}{where}: {problem}")
+
+    error = __call__
+
+
 class UsageError(JsprofError):
     """A command was called with arguments that cannot work."""
 

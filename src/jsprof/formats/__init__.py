@@ -1,67 +1,47 @@
-"""Registry of trace formats. Input is sniffed from content, never from the extension alone.
+"""The trace formats. Input is sniffed from content, never from the extension alone.
 
 Each format converts to or from the Recording; there is no format-to-format converter.
+`READERS` is the order sniffing tries: first every reader's cheap look at the first bytes
+(`sniff_head`), then, in the same order, the sniffers that may parse the input. The jsprof
+format comes first (it is the native one); pprof before Perfetto, since both are protobuf
+and pprof's check is the stricter; folded stacks, plain text, last.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-from .. import tracefile
 from ..errors import TraceFormatError, UsageError
 from ..trace import Recording
+from . import chrometrace, cpuprofile, firefox, folded, jsprof, perfetto, pprof, speedscope
+from ._format import Format, Probe
+from ._json import gc_paused
 
-
-@dataclass(frozen=True)
-class Format:
-    name: str
-    description: str
-    extensions: tuple[str, ...]
-    # sniff(data, doc): doc is the parsed JSON, or None when the input is not JSON.
-    sniff: Callable[[bytes, Any], bool] | None = None
-    read: Callable[[bytes, Any, str], Recording] | None = None
-    write: Callable[[Recording], bytes] | None = None
-
-
-def _read_jsprof(data: bytes, doc: Any, source: str) -> Recording:
-    return tracefile.recording_from_doc(doc, source, has_markers=b'"marker"' in data)
-
-
-FORMATS: dict[str, Format] = {}
-
-
-def register(fmt: Format) -> None:
-    FORMATS[fmt.name] = fmt
-
-
-register(
-    Format(
-        name="jsprof",
-        description="W3C JS Self-Profiling ProfilerTrace, with jsprof's extra track data",
-        extensions=(".json", ".jsprof.json"),
-        sniff=lambda data, doc: tracefile.is_profiler_trace(doc),
-        read=_read_jsprof,
-        write=tracefile.dumps,
-    )
+READERS: tuple[Format, ...] = (
+    jsprof.FORMAT,
+    cpuprofile.FORMAT,
+    chrometrace.FORMAT,
+    speedscope.FORMAT,
+    pprof.FORMAT,
+    perfetto.FORMAT,
+    folded.FORMAT,
 )
+WRITE_ONLY: tuple[Format, ...] = (firefox.FORMAT,)
+FORMATS: dict[str, Format] = {f.name: f for f in (*READERS, *WRITE_ONLY)}
 
-
-def _looks_like_json(data: bytes) -> bool:
-    head = data[:64].lstrip()
-    return head[:1] in (b"{", b"[")
+__all__ = ["FORMATS", "READERS", "Format", "Probe", "read_any", "writer_for"]
 
 
 def read_any(data: bytes, source: str) -> Recording:
-    with tracefile.gc_paused():
-        doc = tracefile.parse_json(data, source) if _looks_like_json(data) else None
-        for fmt in FORMATS.values():
-            if fmt.read is not None and fmt.sniff is not None and fmt.sniff(data, doc):
-                rec = fmt.read(data, doc, source)
-                del doc  # freed while the GC is still paused
+    probe = Probe(data, source)
+    with gc_paused():
+        for fmt in READERS:
+            if fmt.sniff_head is not None and fmt.sniff_head(probe):
+                return fmt.read(probe)  # type: ignore[misc]
+        for fmt in READERS:
+            if fmt.sniff is not None and fmt.sniff(probe):
+                rec = fmt.read(probe)  # type: ignore[misc]
+                del probe  # the parsed document is freed while the GC is still paused
                 return rec
-    readable = ", ".join(n for n, f in FORMATS.items() if f.read)
+    readable = ", ".join(f.name for f in READERS)
     raise TraceFormatError(
         f"{source}: not a trace format jsprof reads ({readable}); see `jsprof formats`"
     )
@@ -74,7 +54,9 @@ def writer_for(path: str, format: str | None) -> Format:
             names = ", ".join(n for n, f in FORMATS.items() if f.write)
             raise UsageError(f"unknown output format {format!r}; choose one of: {names}")
         return fmt
-    name = path[:-3] if path.endswith(".gz") else path
+    # Extensions compare case-insensitively: `.CPUPROFILE` is a .cpuprofile.
+    lower = path.lower()
+    name = lower[:-3] if lower.endswith(".gz") else lower
     # Longest extension first, so `.jsprof.json` beats `.json`.
     best = None
     for fmt in FORMATS.values():
@@ -86,15 +68,3 @@ def writer_for(path: str, format: str | None) -> Format:
             return FORMATS["jsprof"]
         raise UsageError(f"cannot tell the output format from {path!r}; pass --format")
     return best[0]
-
-
-# Format modules register themselves on import; imported last because they use register().
-from . import (  # noqa: E402,F401
-    chrometrace,
-    cpuprofile,
-    firefox,
-    folded,
-    perfetto,
-    pprof,
-    speedscope,
-)

@@ -18,15 +18,16 @@ converted by `formats.cpuprofile`, so both formats share one set of V8 rules.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import orjson
 
-from ..errors import TraceFormatError
+from ..errors import ErrorAt, TraceFormatError
 from ..trace import Recording, Track
-from . import Format, register
-from .cpuprofile import profile_to_trace, trace_to_profile
+from ._format import Format, Probe
+from ._v8profile import profile_to_trace, trace_to_profile
 
 CATEGORY = "disabled-by-default-v8.cpu_profiler"
 CHUNK_SAMPLES = 5000  # V8 flushes every 100 samples; bigger chunks keep files smaller
@@ -34,7 +35,7 @@ PID = 1
 
 
 def _err(source: str, where: str, problem: str) -> TraceFormatError:
-    return TraceFormatError(f"{source}: {where}: {problem}")
+    return ErrorAt(source)(where, problem)
 
 
 # ---- writing -----------------------------------------------------------------------------
@@ -174,6 +175,14 @@ def _events(doc: Any) -> list | None:
     if type(doc) is dict and type(doc.get("traceEvents")) is list:
         return doc["traceEvents"]
     return None
+
+
+_HEAD = re.compile(rb'\s*(\[\s*\{\s*"(name|ph|cat|pid|tid|ts|args)"|\{\s*"traceEvents"\s*:)')
+
+
+def _sniff_head(probe: Probe) -> bool:
+    """An array whose first object starts with an event key, or `{"traceEvents": ...`."""
+    return _HEAD.match(probe.data, 0, 4096) is not None
 
 
 def sniff(data: bytes, doc: Any) -> bool:
@@ -324,13 +333,12 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     return Recording(tracks)
 
 
-register(
-    Format(
-        name="chrome-trace",
-        description="Chrome trace events with embedded CPU profiles (Profile/ProfileChunk)",
-        extensions=(".trace.json", ".chrome.json"),
-        sniff=sniff,
-        read=read,
-        write=write,
-    )
+FORMAT = Format(
+    name="chrome-trace",
+    description="Chrome trace events with embedded CPU profiles (Profile/ProfileChunk)",
+    extensions=(".trace.json", ".chrome.json"),
+    sniff_head=_sniff_head,
+    sniff=lambda p: p.is_json and sniff(p.data, p.doc),
+    read=lambda p: read(p.data, p.doc, p.source),
+    write=write,
 )

@@ -29,8 +29,8 @@ import orjson
 
 from ..errors import TraceFormatError
 from ..trace import NO_LINE, NONE, Recording, Track
-from . import Format, register
 from ._common import PSEUDO_NAMES, pseudo_index
+from ._format import Format
 
 PROCESSED_VERSION = 54
 GECKO_VERSION = 24  # meta.version; the front end only reads preprocessedProfileVersion
@@ -216,11 +216,9 @@ def write(rec: Recording) -> bytes:
     return orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
 
 
-register(
-    Format(
-        name="firefox",
-        description="Firefox Profiler processed profile (write only; open in profiler.firefox.com)",
-        extensions=(".firefox.json",),
-        write=write,
-    )
+FORMAT = Format(
+    name="firefox",
+    description="Firefox Profiler processed profile (write only; open in profiler.firefox.com)",
+    extensions=(".firefox.json",),
+    write=write,
 )

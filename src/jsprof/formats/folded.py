@@ -34,8 +34,8 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..trace import NONE, Recording, Track
-from . import Format, register
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index
+from ._format import Format
 
 TRACK_FRAME = re.compile(r"^track:(.+)$")
 _LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+)(?::(?P<col>\d+))?)?\)$")
@@ -169,13 +169,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     return Recording(tracks)
 
 
-register(
-    Format(
-        name="folded",
-        description="folded stacks `root;caller;leaf COUNT` (flamegraph.pl, inferno, speedscope)",
-        extensions=(".folded", ".collapsed"),
-        sniff=sniff,
-        read=read,
-        write=write,
-    )
+FORMAT = Format(
+    name="folded",
+    description="folded stacks `root;caller;leaf COUNT` (flamegraph.pl, inferno, speedscope)",
+    extensions=(".folded", ".collapsed"),
+    sniff_head=lambda p: not p.is_json and sniff(p.data, None),
+    read=lambda p: read(p.data, None, p.source),
+    write=write,
 )

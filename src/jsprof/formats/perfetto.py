@@ -23,8 +23,9 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..trace import MARKERS, NONE, Recording, Track
-from . import Format, register
+from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, build_trace
+from ._format import Format
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
 SEQ_NEEDS_INCREMENTAL_STATE = 2
@@ -132,25 +133,41 @@ def write(rec: Recording) -> bytes:
 # ---- reading -----------------------------------------------------------------------------
 
 
-def _parse(data: bytes) -> Any | None:
-    if not data or data[0] != 0x0A:  # field 1 (packet), length-delimited
-        return None
-    pb = _pb()
-    try:
-        msg = pb.Trace.FromString(data)
-    except Exception:
-        return None
-    return msg
+# TracePacket fields that say "a Perfetto trace with CPU samples": thread_descriptor,
+# streaming_profile_packet, process_descriptor, interned_data, track_descriptor.
+_PACKET_FIELDS = {44, 54, 43, 12, 60}
+SNIFF_PACKETS = 16
 
 
 def sniff(data: bytes, doc: Any) -> bool:
-    if doc is not None:
+    """The first packets only: a Trace is a run of field-1 TracePackets, and one of them
+    carries a descriptor, interned data or samples. read() parses the file once."""
+    if doc is not None or not data or data[0] != 0x0A:  # field 1 (packet), length-delimited
         return False
-    msg = _parse(data)
-    return msg is not None and any(
-        p.HasField("streaming_profile_packet") or p.HasField("thread_descriptor")
-        for p in msg.packet
-    )
+    buf = memoryview(data)
+    known = False
+    try:
+        for i, (field, wire, value, _at) in enumerate(pb.fields(buf)):
+            if field != 1 or wire != pb.LEN:
+                return False
+            if not known:
+                known = any(f in _PACKET_FIELDS for f, *_ in pb.fields(buf, *value))
+            if i >= SNIFF_PACKETS:
+                break
+    except pb.WireError:
+        pass  # cut short: read() says so
+    return known
+
+
+def _parse(data: bytes, source: str) -> Any:
+    pb2 = _pb()
+    try:
+        return pb2.Trace.FromString(data)
+    except Exception as e:  # protobuf raises DecodeError, or others on garbage
+        raise TraceFormatError(
+            f"{source}: truncated or corrupt Perfetto trace ({len(data)} bytes; the protobuf "
+            f"does not parse: {str(e) or type(e).__name__}); was the file copied whole?"
+        ) from None
 
 
 class _Epoch:
@@ -174,9 +191,7 @@ class _Seq:
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
-    msg = _parse(data)
-    if msg is None:
-        raise TraceFormatError(f"{source}: not a Perfetto trace (protobuf Trace expected)")
+    msg = _parse(data, source)
     seqs: dict[int, _Seq] = {}
     for i, p in enumerate(msg.packet):
         seq = seqs.setdefault(p.trusted_packet_sequence_id, _Seq())
@@ -262,13 +277,11 @@ def _to_track(seq: _Seq, seq_id: int, source: str) -> Track:
     return Track(name, trace, time_origin=origin_us / 1000.0, meta=meta)
 
 
-register(
-    Format(
-        name="perfetto",
-        description="Perfetto trace (protobuf): a track per runtime, for ui.perfetto.dev",
-        extensions=(".pftrace", ".perfetto-trace", ".perfetto"),
-        sniff=sniff,
-        read=read,
-        write=write,
-    )
+FORMAT = Format(
+    name="perfetto",
+    description="Perfetto trace (protobuf): a track per runtime, for ui.perfetto.dev",
+    extensions=(".pftrace", ".perfetto-trace", ".perfetto"),
+    sniff_head=lambda p: not p.is_json and sniff(p.data, None),
+    read=lambda p: read(p.data, None, p.source),
+    write=write,
 )

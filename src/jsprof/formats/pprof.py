@@ -6,7 +6,7 @@ writes, and how the model maps onto it:
 - Sample types `samples/count` and `cpu/nanoseconds` (period type `cpu/nanoseconds`,
   period = the track's sample interval). pprof aggregates by design: one pprof sample
   per distinct (stack, leaf line, marker, track), with its sample count and the time the
-  samples stood for (`analysis.profile.sample_weights`, ms -> ns here and only here).
+  samples stood for (`trace.sample_weights`, ms -> ns here and only here).
 - One Function per distinct frame: name (`(anonymous)` for an empty one, which
   system_name keeps empty, so it reads back as it was), filename = the resource URL,
   start_line = the frame's line (the function's position in ProfilerTrace). Frame
@@ -38,12 +38,11 @@ from typing import Any
 
 import numpy as np
 
-from ..analysis.profile import sample_weights
-from ..errors import TraceFormatError
-from ..trace import MARKERS, NO_LINE, NONE, Recording, Track
-from . import Format, register
+from ..errors import ErrorAt, TraceFormatError
+from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
 from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+from ._format import Format
 
 NS_PER_MS = 1_000_000
 # pprof tools show an empty name as "<unknown>"; V8's empty name means an anonymous function.
@@ -198,14 +197,19 @@ def write(rec: Recording) -> bytes:
 # ---- reading -----------------------------------------------------------------------------
 
 
+SNIFF_FIELDS = 256  # top-level fields looked at: enough to tell, cheap on any size
+
+
 def sniff(data: bytes, doc: Any) -> bool:
-    """A Profile message: every top-level field a Profile field with its wire type, and a
-    string table. (A Perfetto trace, also protobuf, has only field 1 at the top.)"""
+    """A Profile message: its first top-level fields are Profile fields with their wire
+    types, and more than one field number (a Perfetto trace, also protobuf, has only field
+    1 at the top). A file cut short still sniffs as pprof; read() says where it breaks."""
     if doc is not None:
         return False
     if data[:2] == b"\x1f\x8b":
         return True  # gzip inside gzip: only pprof is stored that way (read() checks)
     seen = set()
+    complete = False
     try:
         for i, (field, wire, _v, _at) in enumerate(pb.fields(memoryview(data))):
             ok = (field in LEN_FIELDS and wire == pb.LEN) or (
@@ -214,11 +218,15 @@ def sniff(data: bytes, doc: Any) -> bool:
             if not ok:
                 return False
             seen.add(field)
-            if i > 1_000_000:
+            if i >= SNIFF_FIELDS:
                 break
+        else:
+            complete = True
     except pb.WireError:
-        return False
-    return STRING_TABLE in seen and len(seen) >= 2
+        pass
+    if complete:
+        return STRING_TABLE in seen and len(seen) >= 2
+    return len(seen) >= 2
 
 
 class _Reader:
@@ -227,7 +235,7 @@ class _Reader:
         self.source = source
 
     def err(self, where: str, problem: str) -> TraceFormatError:
-        return TraceFormatError(f"{self.source}: {where}: {problem}")
+        return ErrorAt(self.source)(where, problem)
 
     def fields(self, span: tuple[int, int] | None, where: str):
         start, end = span if span is not None else (0, len(self.buf))
@@ -462,13 +470,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     return Recording(tracks)
 
 
-register(
-    Format(
-        name="pprof",
-        description="pprof profile.proto, gzipped (go tool pprof, Datadog, Pyroscope)",
-        extensions=(".pprof", ".pb", ".pb.gz"),
-        sniff=sniff,
-        read=read,
-        write=write,
-    )
+FORMAT = Format(
+    name="pprof",
+    description="pprof profile.proto, gzipped (go tool pprof, Datadog, Pyroscope)",
+    extensions=(".pprof", ".pb", ".pb.gz"),
+    sniff_head=lambda p: not p.is_json and sniff(p.data, None),
+    read=lambda p: read(p.data, None, p.source),
+    write=write,
 )

@@ -3,7 +3,7 @@
 Writing: one sampled profile per track, unit milliseconds, `shared.frames` with name,
 file (the resource URL), line and col (both 1-based, as in the trace). Consecutive
 samples with the same stack are merged into one entry whose weight is the time they
-stand for (`analysis.profile.sample_weights`): a full stack per sample would make big
+stand for (`trace.sample_weights`): a full stack per sample would make big
 profiles huge. Samples without JavaScript become one-frame pseudo stacks (`(idle)`,
 `(garbage collector)`, ...; see `_common`).
 
@@ -36,12 +36,11 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..analysis.profile import sample_weights
-from ..errors import TraceFormatError
-from ..trace import MARKERS, NO_LINE, NONE, Recording, Track
-from ..tracefile import type_name
-from . import Format, register
+from ..errors import ErrorAt, TraceFormatError
+from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
 from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+from ._format import Format, Probe
+from ._json import type_name
 
 SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 EXTRA = "jsprof"
@@ -161,6 +160,10 @@ def write(rec: Recording) -> bytes:
 
 def _num(v: Any) -> bool:
     return type(v) in (int, float)
+
+
+def _sniff_head(probe: Probe) -> bool:
+    return probe.first_key == "$schema" and SCHEMA_URL.encode() in probe.data[:512]
 
 
 def sniff(data: bytes, doc: Any) -> bool:
@@ -287,7 +290,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     except (ValueError, TypeError):
         w = np.zeros(0, object)
     # np.array would turn "1" into a number under dtype=float; check the kinds first.
-    if w.dtype.kind not in "iuf":
+    if w.dtype.kind not in "iuf" or any(type(v) is bool for v in weights):
         bad = next((i for i, v in enumerate(weights) if not _num(v)), 0)
         raise err(f"{where}.weights[{bad}]", f"expected a number, got {type_name(weights[bad])}")
     w = w.astype(np.float64)
@@ -391,8 +394,7 @@ def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
-    def err(where: str, problem: str) -> TraceFormatError:
-        return TraceFormatError(f"{source}: {where}: {problem}")
+    err = ErrorAt(source)
 
     if doc.get("$schema", SCHEMA_URL) != SCHEMA_URL:
         raise err("$schema", f"expected {SCHEMA_URL!r}; is this a speedscope file?")
@@ -423,13 +425,12 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     return Recording(tracks)
 
 
-register(
-    Format(
-        name="speedscope",
-        description="speedscope JSON (sampled profiles; reads evented ones too)",
-        extensions=(".speedscope.json",),
-        sniff=sniff,
-        read=read,
-        write=write,
-    )
+FORMAT = Format(
+    name="speedscope",
+    description="speedscope JSON (sampled profiles; reads evented ones too)",
+    extensions=(".speedscope.json",),
+    sniff_head=_sniff_head,
+    sniff=lambda p: p.is_json and sniff(p.data, p.doc),
+    read=lambda p: read(p.data, p.doc, p.source),
+    write=write,
 )

@@ -1,0 +1,845 @@
+"""jsprof's own JSON: a ProfilerTrace file with one extra top-level key, validated on load.
+
+A single-track file is exactly a spec ProfilerTrace (`resources`, `frames`, `stacks`,
+`samples`, and the marker extension's `marker` on samples) plus the key `jsprof` holding what
+the spec has no field for: format version, track name, engine, time origin, intervals, the
+per-sample line column (`sampleLines`), the per-sample weight column (`sampleWeights`, ms,
+only when the trace carries one), spans, free-form meta, and any further tracks. Files written by
+Chromium's native Profiler (no `jsprof` key) load unchanged as one track.
+
+Loading is the hot path for big files: orjson parses, list comprehensions pull each column
+out in one pass, numpy checks ranges. Only when a fast pass fails do we walk the data again,
+slowly, to name the first bad field and index.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from operator import itemgetter
+from typing import Any
+
+import msgspec
+import numpy as np
+import orjson
+
+from ..errors import ErrorAt, TraceFormatError
+from ..trace import (
+    MARKER_CODE,
+    MARKERS,
+    NONE,
+    ProfilerFrame,
+    ProfilerTrace,
+    Recording,
+    Spans,
+    Track,
+)
+from ._format import Format, Probe
+from ._json import gc_paused, parse_json, type_name
+
+FORMAT_KEY = "jsprof"
+FORMAT_VERSION = 1
+MAX_TABLE_ENTRIES = 2**31 - 1  # ids are int32 columns
+MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
+# Stands for an absent optional id while columns are pulled out; far outside int32, so an
+# explicit -1 in a file stays distinguishable from "key absent".
+_ABSENT = -(2**40)
+
+
+def is_profiler_trace(doc: Any) -> bool:
+    """Ours, or meant as a ProfilerTrace: validation then names whatever is missing."""
+    if type(doc) is not dict:
+        return False
+    tables = sum(k in doc for k in ("resources", "frames", "stacks", "samples"))
+    return FORMAT_KEY in doc or tables >= 2
+
+
+_Ctx = ErrorAt  # `ctx.error(where, problem)`: where we are, for messages
+
+
+def _is_int(v: Any) -> bool:
+    return type(v) is int
+
+
+def _table(ctx: _Ctx, doc: dict, key: str) -> list:
+    if key not in doc:
+        raise ctx.error(key, "missing; a ProfilerTrace needs resources, frames, stacks and samples")
+    table = doc[key]
+    if type(table) is not list:
+        raise ctx.error(key, f"expected an array, got {type_name(table)}")
+    if len(table) > MAX_TABLE_ENTRIES:
+        raise ctx.error(key, f"{len(table)} entries exceed the limit of {MAX_TABLE_ENTRIES}")
+    return table
+
+
+def _opt_pos_int(ctx: _Ctx, obj: dict, where: str, key: str) -> int | None:
+    v = obj.get(key)
+    if v is None:
+        if key in obj:
+            raise ctx.error(f"{where}.{key}", "is null; omit the key instead")
+        return None
+    if not _is_int(v):
+        raise ctx.error(f"{where}.{key}", f"expected an integer, got {type_name(v)}")
+    if v < 1:
+        raise ctx.error(f"{where}.{key}", f"is {v}; lines and columns are 1-based")
+    return v
+
+
+def _read_resources(ctx: _Ctx, doc: dict) -> list[str]:
+    resources = _table(ctx, doc, "resources")
+    for i, r in enumerate(resources):
+        if type(r) is not str:
+            raise ctx.error(f"resources[{i}]", f"expected a string, got {type_name(r)}")
+    return resources
+
+
+def _read_frames(ctx: _Ctx, doc: dict, n_resources: int) -> list[ProfilerFrame]:
+    frames = _table(ctx, doc, "frames")
+    out = []
+    for i, f in enumerate(frames):
+        where = f"frames[{i}]"
+        if type(f) is not dict:
+            raise ctx.error(where, f"expected an object, got {type_name(f)}")
+        name = f.get("name")
+        if type(name) is not str:
+            problem = "missing" if "name" not in f else f"expected a string, got {type_name(name)}"
+            raise ctx.error(f"{where}.name", problem)
+        rid = f.get("resourceId")
+        if rid is not None:
+            if not _is_int(rid):
+                raise ctx.error(
+                    f"{where}.resourceId", f"expected an integer, got {type_name(rid)}"
+                )
+            if not 0 <= rid < n_resources:
+                raise ctx.error(
+                    f"{where}.resourceId", f"{rid} is out of range (resources has {n_resources})"
+                )
+        elif "resourceId" in f:
+            raise ctx.error(f"{where}.resourceId", "is null; omit the key instead")
+        line = _opt_pos_int(ctx, f, where, "line")
+        column = _opt_pos_int(ctx, f, where, "column")
+        out.append(ProfilerFrame(name, rid, line, column))
+    return out
+
+
+def _int_column(values: list, what: str) -> np.ndarray | None:
+    """A list of ints as int64, or None when any entry is not a plain integer."""
+    try:
+        arr = np.array(values)
+    except (ValueError, TypeError, OverflowError):
+        return None
+    if len(values) == 0:
+        return np.zeros(0, np.int64)
+    if arr.dtype.kind != "i" or _has_bool(values):
+        return None
+    return arr
+
+
+def _has_bool(values: list) -> bool:
+    """numpy takes true for 1; JSON's booleans are neither numbers nor ids."""
+    return any(type(v) is bool for v in values)
+
+
+def _slow_id_error(ctx: _Ctx, table: list, name: str, key: str, required: bool) -> TraceFormatError:
+    """Walk a table to find the first entry whose `key` is not an integer."""
+    for i, s in enumerate(table):
+        where = f"{name}[{i}]"
+        if type(s) is not dict:
+            return ctx.error(where, f"expected an object, got {type_name(s)}")
+        if key not in s:
+            if required:
+                return ctx.error(f"{where}.{key}", "missing")
+            continue
+        v = s[key]
+        if v is None:
+            return ctx.error(f"{where}.{key}", "is null; omit the key instead")
+        if not _is_int(v):
+            return ctx.error(f"{where}.{key}", f"expected an integer, got {type_name(v)}")
+    return ctx.error(name, "malformed")  # pragma: no cover - the fast path failed for a reason
+
+
+def _read_stacks(ctx: _Ctx, doc: dict, n_frames: int) -> tuple[np.ndarray, np.ndarray]:
+    stacks = _table(ctx, doc, "stacks")
+    try:
+        frame = _int_column([s["frameId"] for s in stacks], "frameId")
+        parent = _int_column([s.get("parentId", _ABSENT) for s in stacks], "parentId")
+    except (KeyError, TypeError, AttributeError):
+        frame = parent = None
+    if frame is None:
+        raise _slow_id_error(ctx, stacks, "stacks", "frameId", True)
+    if parent is None:
+        raise _slow_id_error(ctx, stacks, "stacks", "parentId", False)
+    bad = np.nonzero((frame < 0) | (frame >= n_frames))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(
+            f"stacks[{i}].frameId", f"{int(frame[i])} is out of range (frames has {n_frames})"
+        )
+    # A parent must be an earlier stack: this rules out cycles and forward references.
+    idx = np.arange(len(parent))
+    bad = np.nonzero((parent != _ABSENT) & ((parent < 0) | (parent >= idx)))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(
+            f"stacks[{i}].parentId",
+            f"{int(parent[i])} is not an earlier stack; a parent must come before its child",
+        )
+    parent[parent == _ABSENT] = NONE
+    return parent.astype(np.int32), frame.astype(np.int32)
+
+
+_get_timestamp = itemgetter("timestamp")
+_get_stack_id = itemgetter("stackId")
+
+
+def _stack_ids(samples: list) -> list:
+    """stackId per sample, _ABSENT where the key is missing.
+
+    Busy traces often have a stackId on every sample: map(itemgetter) is ~30 % faster than
+    a comprehension with dict.get, so try it first and fall back at the first idle sample.
+    """
+    try:
+        return list(map(_get_stack_id, samples))
+    except KeyError:
+        return [s.get("stackId", _ABSENT) for s in samples]
+
+
+def _read_samples(
+    ctx: _Ctx, doc: dict, n_stacks: int, has_markers: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    samples = _table(ctx, doc, "samples")
+    try:
+        raw_times = list(map(_get_timestamp, samples))
+        times = np.array(raw_times)
+        if _has_bool(raw_times):
+            times = None
+        del raw_times
+        stack = _int_column(_stack_ids(samples), "stackId")
+    except (KeyError, TypeError, AttributeError):
+        times, stack = None, None
+    if times is None or (len(samples) and times.dtype.kind not in "if"):
+        for i, s in enumerate(samples):
+            where = f"samples[{i}]"
+            if type(s) is not dict:
+                raise ctx.error(where, f"expected an object, got {type_name(s)}")
+            t = s.get("timestamp")
+            if type(t) not in (int, float):
+                got = (
+                    "missing" if "timestamp" not in s else f"expected a number, got {type_name(t)}"
+                )
+                raise ctx.error(f"{where}.timestamp", got)
+        raise ctx.error("samples", "malformed")  # pragma: no cover
+    times = times.astype(np.float64, copy=False)
+    finite = np.isfinite(times)
+    if not finite.all():
+        i = int(np.argmin(finite))
+        raise ctx.error(f"samples[{i}].timestamp", f"{times[i]} is not a finite number")
+    if stack is None:
+        raise _slow_id_error(ctx, samples, "samples", "stackId", False)
+    bad = np.nonzero((stack != _ABSENT) & ((stack < 0) | (stack >= n_stacks)))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(
+            f"samples[{i}].stackId", f"{int(stack[i])} is out of range (stacks has {n_stacks})"
+        )
+    markers = None
+    if has_markers:
+        raw = [s.get("marker") for s in samples]
+        markers = np.full(len(raw), NONE, dtype=np.int8)
+        for i, m in enumerate(raw):
+            if m is not None:
+                code = MARKER_CODE.get(m) if type(m) is str else None
+                if code is None:
+                    raise ctx.error(
+                        f"samples[{i}].marker",
+                        f"{m!r} is not a spec marker ({', '.join(MARKERS)})",
+                    )
+                markers[i] = code
+        if not (markers != NONE).any():
+            markers = None
+    stack[stack == _ABSENT] = NONE
+    return times, stack.astype(np.int32), markers
+
+
+def _trace_from_doc(ctx: _Ctx, doc: Any, has_markers: bool) -> ProfilerTrace:
+    if type(doc) is not dict:
+        raise ctx.error("(top level)", f"expected an object, got {type_name(doc)}")
+    resources = _read_resources(ctx, doc)
+    frames = _read_frames(ctx, doc, len(resources))
+    parent, frame = _read_stacks(ctx, doc, len(frames))
+    times, stack, markers = _read_samples(ctx, doc, len(parent), has_markers)
+    return ProfilerTrace(resources, frames, parent, frame, times, stack, markers)
+
+
+def _opt_number(ctx: _Ctx, obj: dict, key: str, where: str) -> float | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if type(v) not in (int, float) or not math.isfinite(v):
+        raise ctx.error(f"{where}.{key}", f"expected a finite number, got {type_name(v)}")
+    return float(v)
+
+
+def _check_depth(ctx: _Ctx, v: Any, where: str, depth: int = 0) -> None:
+    if depth > MAX_META_DEPTH:
+        raise ctx.error(where, f"nests deeper than {MAX_META_DEPTH} levels")
+    if type(v) is dict:
+        for x in v.values():
+            _check_depth(ctx, x, where, depth + 1)
+    elif type(v) is list:
+        for x in v:
+            _check_depth(ctx, x, where, depth + 1)
+
+
+def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
+    lines = ext.get("sampleLines")
+    if lines is None:
+        return None
+    if type(lines) is np.ndarray:  # the typed path decoded integers already
+        arr = lines
+    elif type(lines) is not list:
+        raise ctx.error(f"{where}.sampleLines", f"expected an array, got {type_name(lines)}")
+    if len(lines) != n:
+        raise ctx.error(
+            f"{where}.sampleLines", f"has {len(lines)} entries but there are {n} samples"
+        )
+    if type(lines) is list:
+        arr = _int_column(lines, "sampleLines")
+        if arr is None:
+            bad = next(i for i, v in enumerate(lines) if not _is_int(v))
+            raise ctx.error(
+                f"{where}.sampleLines[{bad}]",
+                f"expected an integer, got {type_name(lines[bad])}",
+            )
+    neg = np.nonzero(arr < 0)[0]
+    if len(neg):
+        i = int(neg[0])
+        raise ctx.error(f"{where}.sampleLines[{i}]", f"is {int(arr[i])}; use 0 for unknown")
+    return arr.astype(np.int32)
+
+
+def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
+    weights = ext.get("sampleWeights")
+    if weights is None:
+        return None
+    if type(weights) is not list:
+        raise ctx.error(f"{where}.sampleWeights", f"expected an array, got {type_name(weights)}")
+    if len(weights) != n:
+        raise ctx.error(
+            f"{where}.sampleWeights", f"has {len(weights)} entries but there are {n} samples"
+        )
+    bad = next((i for i, v in enumerate(weights) if type(v) not in (int, float)), None)
+    if bad is not None:
+        raise ctx.error(
+            f"{where}.sampleWeights[{bad}]",
+            f"expected a number, got {type_name(weights[bad])}",
+        )
+    arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
+    bad_mask = ~np.isfinite(arr) | (arr < 0)
+    if bad_mask.any():
+        i = int(np.argmax(bad_mask))
+        raise ctx.error(
+            f"{where}.sampleWeights[{i}]", f"is {arr[i]}; a weight is a finite number of ms >= 0"
+        )
+    return arr
+
+
+def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans | None:
+    spans = ext.get("spans")
+    if spans is None:
+        return None
+    where = f"{where}.spans"
+    if type(spans) is not dict:
+        raise ctx.error(where, f"expected an object, got {type_name(spans)}")
+    cols = {}
+    for key in ("start", "end", "frameId", "parentId"):
+        v = spans.get(key)
+        if type(v) is not list:
+            raise ctx.error(f"{where}.{key}", "missing" if v is None else "expected an array")
+        cols[key] = v
+    n = len(cols["start"])
+    for key, v in cols.items():
+        if len(v) != n:
+            raise ctx.error(f"{where}.{key}", f"has {len(v)} entries, start has {n}")
+    for key in ("start", "end"):
+        bad = next((i for i, v in enumerate(cols[key]) if type(v) not in (int, float)), None)
+        if bad is not None:
+            raise ctx.error(
+                f"{where}.{key}[{bad}]", f"expected a number, got {type_name(cols[key][bad])}"
+            )
+    start = np.array(cols["start"], dtype=np.float64) if n else np.zeros(0)
+    end = np.array(cols["end"], dtype=np.float64) if n else np.zeros(0)
+    frame = _int_column(cols["frameId"], "frameId")
+    parent = _int_column(cols["parentId"], "parentId")
+    if frame is None or parent is None:
+        raise ctx.error(where, "frameId and parentId must be integers")
+    bad = np.nonzero((frame < 0) | (frame >= len(trace.frames)))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(f"{where}.frameId[{i}]", f"{int(frame[i])} is out of range")
+    bad = np.nonzero((parent != NONE) & ((parent < 0) | (parent >= np.arange(n))))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(f"{where}.parentId[{i}]", f"{int(parent[i])} is not an earlier span")
+    bad = np.nonzero(~np.isfinite(start) | ~np.isfinite(end) | (end < start))[0]
+    if len(bad):
+        i = int(bad[0])
+        raise ctx.error(f"{where}[{i}]", "start and end must be finite with end >= start")
+    return Spans(start, end, frame.astype(np.int32), parent.astype(np.int32))
+
+
+def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default: str) -> Track:
+    name = ext.get("track", default)
+    if type(name) is not str:
+        raise ctx.error(f"{where}.track", f"expected a string, got {type_name(name)}")
+    engine = ext.get("engine")
+    if engine is not None and type(engine) is not str:
+        raise ctx.error(f"{where}.engine", f"expected a string, got {type_name(engine)}")
+    meta = ext.get("meta", {})
+    if type(meta) is not dict:
+        raise ctx.error(f"{where}.meta", f"expected an object, got {type_name(meta)}")
+    _check_depth(ctx, meta, f"{where}.meta")
+    trace.sample_line = _read_lines(ctx, ext, where, trace.num_samples)
+    trace.sample_weight = _read_weights(ctx, ext, where, trace.num_samples)
+    return Track(
+        name=name,
+        trace=trace,
+        time_origin=_opt_number(ctx, ext, "timeOrigin", where) or 0.0,
+        engine=engine,
+        sample_interval=_opt_number(ctx, ext, "sampleInterval", where),
+        requested_interval=_opt_number(ctx, ext, "requestedInterval", where),
+        spans=_read_spans(ctx, ext, where, trace),
+        meta=meta,
+    )
+
+
+def recording_from_doc(doc: Any, source: str, has_markers: bool = True) -> Recording:
+    """Validate a parsed jsprof/ProfilerTrace document and build the Recording.
+
+    The validating path: slow, and it names the first bad field and index.
+    """
+    ctx = _Ctx(source)
+    trace = _trace_from_doc(ctx, doc, has_markers)
+    return _recording(
+        ctx,
+        trace,
+        doc,
+        lambda sub_ctx, d: _trace_from_doc(sub_ctx, d, has_markers),
+    )
+
+
+def _recording(ctx: _Ctx, trace: ProfilerTrace, doc: dict, make_trace) -> Recording:
+    """The Recording of a top-level trace and its `jsprof` key; `make_trace(ctx, value)`
+    builds the trace of each further track from its `trace` value."""
+    ext = doc.get(FORMAT_KEY)
+    if ext is None:
+        return Recording([Track("main", trace)])
+    if type(ext) is not dict:
+        raise ctx.error(FORMAT_KEY, f"expected an object, got {type_name(ext)}")
+    version = ext.get("formatVersion")
+    if not _is_int(version):
+        raise ctx.error(f"{FORMAT_KEY}.formatVersion", "missing or not an integer")
+    if version > FORMAT_VERSION:
+        raise ctx.error(
+            f"{FORMAT_KEY}.formatVersion",
+            f"is {version}, newer than this jsprof understands ({FORMAT_VERSION}); upgrade jsprof",
+        )
+    tracks = [_track_from(ctx, trace, ext, FORMAT_KEY, "main")]
+    more = ext.get("tracks", [])
+    if type(more) is not list:
+        raise ctx.error(f"{FORMAT_KEY}.tracks", f"expected an array, got {type_name(more)}")
+    for i, t in enumerate(more):
+        where = f"{FORMAT_KEY}.tracks[{i}]"
+        if type(t) is not dict or type(t.get("trace")) not in (dict, _RawTrace):
+            raise ctx.error(where, "expected an object with a `trace` object")
+        sub = make_trace(_Ctx(ctx.source, f"{where}.trace."), t["trace"])
+        tracks.append(_track_from(ctx, sub, t, where, f"track {i + 1}"))
+    names = [t.name for t in tracks]
+    if len(set(names)) != len(names):
+        dup = next(n for n in names if names.count(n) > 1)
+        raise ctx.error(f"{FORMAT_KEY}.tracks", f"track name {dup!r} appears twice")
+    return Recording(tracks)
+
+
+# ---- the fast path: typed decoding straight into columns ---------------------------------
+#
+# msgspec decodes each sample into a small typed struct (no dict per sample) and rejects a
+# wrong type as it goes (a boolean is neither a number nor an id); numpy checks the ranges.
+# This path never words an error: whenever it cannot accept a file it gives up, and the
+# validating path reads the file again and names the first bad field and index. So both
+# paths accept the same files, and only a broken file pays for two reads.
+
+
+class _Fallback(Exception):
+    """The typed path cannot accept this input; the validating path will say why."""
+
+
+class _Frame(msgspec.Struct, gc=False):
+    name: str
+    resourceId: int = _ABSENT
+    line: int = _ABSENT
+    column: int = _ABSENT
+
+
+class _Stack(msgspec.Struct, gc=False):
+    frameId: int
+    parentId: int = _ABSENT
+
+
+class _Sample(msgspec.Struct, gc=False, forbid_unknown_fields=True):
+    """Most samples: without a marker (or any other key) they decode fastest this way."""
+
+    timestamp: float
+    stackId: int = _ABSENT
+
+
+class _MarkedSample(msgspec.Struct, gc=False):
+    timestamp: float
+    stackId: int = _ABSENT
+    marker: str | None = None
+
+
+class _RawTrace:
+    """A further track's `trace` object, still undecoded."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: msgspec.Raw) -> None:
+        self.raw = raw
+
+
+_PARTS = msgspec.json.Decoder(dict[str, msgspec.Raw])
+_TRACK_PARTS = msgspec.json.Decoder(list[dict[str, msgspec.Raw]])
+_STRINGS = msgspec.json.Decoder(list[str])
+_FRAMES = msgspec.json.Decoder(list[_Frame])
+_STACKS = msgspec.json.Decoder(list[_Stack])
+_SAMPLES = msgspec.json.Decoder(list[_Sample])
+_MARKED_SAMPLES = msgspec.json.Decoder(list[_MarkedSample])
+_INTS = msgspec.json.Decoder(list[int])
+_MARKER_CODES: dict[str | None, int] = {None: NONE, **MARKER_CODE}
+# Samples are decoded a few MB at a time, so the per-sample structs of only one piece are
+# alive at once: peak memory stays near the file's size plus the columns.
+_PIECE_BYTES = 1 << 22
+_SEPARATOR = re.compile(rb"\}\s*,\s*\{")
+_SAMPLES_KEY = b'"samples":'
+_TYPED_ERRORS = (
+    msgspec.MsgspecError,
+    _Fallback,
+    OverflowError,
+    KeyError,
+    ValueError,
+    RecursionError,
+)
+
+
+def read_bytes(data: bytes, source: str) -> Recording:
+    """Load a jsprof/ProfilerTrace file from its bytes: typed decoding when the file is
+    valid, the validating path (which names what is wrong) when it is not."""
+    ctx = _Ctx(source)
+    try:
+        with gc_paused():
+            return _fast_recording(ctx, data)
+    except _TYPED_ERRORS:
+        pass
+    with gc_paused():
+        doc = parse_json(data, source)
+        rec = recording_from_doc(doc, source, has_markers=True)
+        del doc  # freed while the GC is still paused
+        return rec
+
+
+def _fast_recording(ctx: _Ctx, data: bytes) -> Recording:
+    split = _split_samples(data)
+    if split is not None:
+        parts, start, end = split
+        trace = _fast_trace(parts, _pieces(data, start, end))
+    else:
+        parts = _PARTS.decode(data)
+        trace = _fast_trace(parts, _raw_pieces(parts.get("samples")))
+    doc = {}
+    if FORMAT_KEY in parts:
+        doc[FORMAT_KEY] = _fast_ext(parts[FORMAT_KEY])
+    return _recording(ctx, trace, doc, _fast_sub_trace)
+
+
+def _split_samples(data: bytes) -> tuple[dict, int, int] | None:
+    """The top-level `samples` array found without parsing it twice: the other keys decoded
+    as raw parts, and the array's first element and closing bracket offsets. None when the
+    file is not laid out as jsprof and Chromium write it (then the whole top level is
+    scanned once more)."""
+    i = data.find(_SAMPLES_KEY)
+    if i < 0:
+        return None
+    start = i + len(_SAMPLES_KEY)
+    if data[start : start + 1] != b"[":
+        return None
+    start += 1
+    if data[start : start + 1] == b"]":
+        end = start
+    else:
+        # The first `]` (memchr-fast) closes the array unless a sample holds an array or a
+        # string with a `]`; then the rest is malformed and the caller scans instead.
+        end = data.find(b"]", start)
+        if end < 0 or data[end - 1 : end] != b"}":
+            return None
+    # If `"samples":` was found anywhere but as the top-level key (a key of a nested
+    # object, a further track), the rest holds another one, or its top level no
+    # placeholder: then this layout guess is wrong and the caller scans instead.
+    rest = data[:i] + _SAMPLES_KEY + b"[]" + data[end + 1 :]
+    if rest.count(b'"samples') != 1:
+        return None
+    parts = _PARTS.decode(rest)
+    if bytes(parts.get("samples", b"")) != b"[]":
+        return None
+    # A wrong guess of the array's end cannot slip through: the pieces are then not valid
+    # arrays of objects (an unclosed string or bracket), and decoding them fails.
+    return parts, start, end
+
+
+def _pieces(buf: Any, start: int, end: int) -> Iterator[bytes]:
+    """JSON arrays of consecutive elements of the object array whose first element starts
+    at `start` and whose `]` is at `end`, split only between two objects."""
+    pos = start
+    while True:
+        m = _SEPARATOR.search(buf, pos + _PIECE_BYTES, end) if end - pos > _PIECE_BYTES else None
+        stop = end if m is None else m.start() + 1
+        yield b"".join((b"[", memoryview(buf)[pos:stop], b"]"))
+        if m is None:
+            return
+        pos = m.end() - 1
+
+
+def _raw_pieces(raw: msgspec.Raw | None) -> Iterator[bytes]:
+    if raw is None:
+        raise _Fallback("no samples")
+    buf = memoryview(raw)
+    text = bytes(buf[:1]), bytes(buf[-1:])
+    if text != (b"[", b"]"):
+        raise _Fallback("samples is not an array")
+    return _pieces(buf, 1, len(buf) - 1)
+
+
+def _fast_trace(parts: dict, pieces: Iterator[bytes]) -> ProfilerTrace:
+    limit = MAX_TABLE_ENTRIES
+    resources = _STRINGS.decode(parts["resources"])
+    frames = _FRAMES.decode(parts["frames"])
+    stacks = _STACKS.decode(parts["stacks"])
+    if max(len(resources), len(frames), len(stacks)) > limit:
+        raise _Fallback("table too long")
+    n_res = len(resources)
+    out_frames = []
+    for f in frames:
+        rid, line, col = f.resourceId, f.line, f.column
+        if rid != _ABSENT and not 0 <= rid < n_res:
+            raise _Fallback("resourceId")
+        if (line != _ABSENT and line < 1) or (col != _ABSENT and col < 1):
+            raise _Fallback("line or column")
+        out_frames.append(
+            ProfilerFrame(
+                f.name,
+                None if rid == _ABSENT else rid,
+                None if line == _ABSENT else line,
+                None if col == _ABSENT else col,
+            )
+        )
+    n_frames = len(out_frames)
+    frame = np.array([s.frameId for s in stacks], np.int64)
+    parent = np.array([s.parentId for s in stacks], np.int64)
+    del stacks
+    if len(frame) and ((frame < 0) | (frame >= n_frames)).any():
+        raise _Fallback("frameId")
+    has_parent = parent != _ABSENT
+    if ((parent < 0) | (parent >= np.arange(len(parent))))[has_parent].any():
+        raise _Fallback("parentId")
+    parent[~has_parent] = NONE
+
+    times, stack, markers = _sample_columns(pieces)
+    if len(times) > limit:
+        raise _Fallback("samples too long")
+    if not np.isfinite(times).all():
+        raise _Fallback("timestamp")
+    has_stack = stack != _ABSENT
+    if ((stack < 0) | (stack >= len(frame)))[has_stack].any():
+        raise _Fallback("stackId")
+    stack[~has_stack] = NONE
+    return ProfilerTrace(
+        resources,
+        out_frames,
+        parent.astype(np.int32),
+        frame.astype(np.int32),
+        times,
+        stack.astype(np.int32),
+        markers,
+    )
+
+
+def _sample_columns(
+    pieces: Iterator[bytes],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    times: list[np.ndarray] = []
+    stacks: list[np.ndarray] = []
+    markers: list[np.ndarray | None] = []
+    codes = _MARKER_CODES
+    for piece in pieces:
+        try:
+            items = _SAMPLES.decode(piece)
+            marked = False
+        except msgspec.ValidationError:
+            # A marker (or another key): decoded again with the struct that keeps it.
+            items = _MARKED_SAMPLES.decode(piece)
+            marked = True
+        times.append(np.array([s.timestamp for s in items], np.float64))
+        stacks.append(np.array([s.stackId for s in items], np.int64))
+        markers.append(
+            np.array([codes[s.marker] for s in items], np.int8) if marked else None
+        )
+        del items
+    if not times:
+        return np.zeros(0), np.zeros(0, np.int64), None
+    marker = None
+    if any(m is not None and (m != NONE).any() for m in markers):
+        marker = np.concatenate(
+            [
+                np.full(len(t), NONE, np.int8) if m is None else m
+                for t, m in zip(times, markers, strict=True)
+            ]
+        )
+    return np.concatenate(times), np.concatenate(stacks), marker
+
+
+def _fast_ext(raw: msgspec.Raw) -> Any:
+    """The `jsprof` key (or a further track) with its per-sample line column decoded typed
+    and each further track's trace left raw; everything else decoded as plain JSON for the
+    validating checks (it is small)."""
+    if bytes(memoryview(raw)[:1]) != b"{":
+        return orjson.loads(bytes(raw))  # not an object: the checks will say so
+    out: dict[str, Any] = {}
+    for key, value in _PARTS.decode(raw).items():
+        if key == "sampleLines" and bytes(memoryview(value)[:1]) == b"[":
+            out[key] = np.array(_INTS.decode(value), np.int64)
+        elif key == "tracks" and bytes(memoryview(value)[:1]) == b"[":
+            out[key] = [
+                {k: _RawTrace(v) if k == "trace" else _fast_value(k, v) for k, v in t.items()}
+                for t in _TRACK_PARTS.decode(value)
+            ]
+        else:
+            out[key] = _fast_value(key, value)
+    return out
+
+
+def _fast_value(key: str, raw: msgspec.Raw) -> Any:
+    if key == "sampleLines" and bytes(memoryview(raw)[:1]) == b"[":
+        return np.array(_INTS.decode(raw), np.int64)
+    return orjson.loads(bytes(raw))
+
+
+def _fast_sub_trace(ctx: _Ctx, value: Any) -> ProfilerTrace:
+    if type(value) is not _RawTrace:
+        raise _Fallback("track trace")
+    parts = _PARTS.decode(value.raw)
+    return _fast_trace(parts, _raw_pieces(parts.get("samples")))
+
+
+# ---- writing ---------------------------------------------------------------------------
+
+
+def trace_to_doc(trace: ProfilerTrace) -> dict:
+    """The spec's ProfilerTrace as a JSON-able dict (keys absent where the spec omits them)."""
+    frames = []
+    for f in trace.frames:
+        d: dict[str, Any] = {"name": f.name}
+        if f.resource_id is not None:
+            d["resourceId"] = f.resource_id
+        if f.line is not None:
+            d["line"] = f.line
+        if f.column is not None:
+            d["column"] = f.column
+        frames.append(d)
+    stacks = [
+        {"frameId": fr} if pa == NONE else {"parentId": pa, "frameId": fr}
+        for pa, fr in zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True)
+    ]
+    times = trace.sample_time.tolist()
+    sids = trace.sample_stack.tolist()
+    samples = [
+        {"timestamp": t} if s == NONE else {"timestamp": t, "stackId": s}
+        for t, s in zip(times, sids, strict=True)
+    ]
+    if trace.sample_marker is not None:
+        for d, m in zip(samples, trace.sample_marker.tolist(), strict=True):
+            if m != NONE:
+                d["marker"] = MARKERS[m]
+    return {
+        "resources": list(trace.resources),
+        "frames": frames,
+        "stacks": stacks,
+        "samples": samples,
+    }
+
+
+def _track_ext(track: Track) -> dict:
+    ext: dict[str, Any] = {"track": track.name, "timeOrigin": track.time_origin}
+    if track.engine is not None:
+        ext["engine"] = track.engine
+    if track.sample_interval is not None:
+        ext["sampleInterval"] = track.sample_interval
+    if track.requested_interval is not None:
+        ext["requestedInterval"] = track.requested_interval
+    if track.trace.sample_line is not None:
+        ext["sampleLines"] = track.trace.sample_line.tolist()
+    if track.trace.sample_weight is not None:
+        # Only a trace whose samples were filtered (or read with weights) carries it: the
+        # timestamps no longer imply what each sample stood for.
+        ext["sampleWeights"] = track.trace.sample_weight.tolist()
+    if track.spans is not None:
+        s = track.spans
+        ext["spans"] = {
+            "start": s.start.tolist(),
+            "end": s.end.tolist(),
+            "frameId": s.frame.tolist(),
+            "parentId": s.parent.tolist(),
+        }
+    if track.meta:
+        ext["meta"] = track.meta
+    return ext
+
+
+def recording_to_doc(rec: Recording) -> dict:
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    first, *rest = rec.tracks
+    doc = trace_to_doc(first.trace)
+    ext = {"formatVersion": FORMAT_VERSION, **_track_ext(first)}
+    if rest:
+        ext["tracks"] = [{**_track_ext(t), "trace": trace_to_doc(t.trace)} for t in rest]
+    doc[FORMAT_KEY] = ext
+    return doc
+
+
+def dumps(rec: Recording) -> bytes:
+    return orjson.dumps(recording_to_doc(rec), option=orjson.OPT_SERIALIZE_NUMPY)
+
+
+def sniff_head(probe: Probe) -> bool:
+    """jsprof and Chromium write one of the spec's tables first."""
+    return probe.first_key in ("resources", "frames", "stacks", FORMAT_KEY)
+
+
+def sniff(probe: Probe) -> bool:
+    return probe.is_json and is_profiler_trace(probe.doc)
+
+
+def read(probe: Probe) -> Recording:
+    return read_bytes(probe.data, probe.source)
+
+
+FORMAT = Format(
+    name="jsprof",
+    description="W3C JS Self-Profiling ProfilerTrace, with jsprof's extra track data",
+    extensions=(".json", ".jsprof.json"),
+    sniff_head=sniff_head,
+    sniff=sniff,
+    read=read,
+    write=dumps,
+)

@@ -1,0 +1,230 @@
+"""Readers are strict about JSON types: a boolean is not a number, nor an id (issue 11).
+
+Also: the jsprof loader's typed fast path and its validating path agree, whatever the
+layout of the file (compact, pretty-printed, keys in another order, several tracks,
+strings that look like JSON syntax).
+"""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+import jsprof
+from jsprof.cli import main
+from jsprof.errors import TraceFormatError
+from jsprof.formats import jsprof as jsprof_format
+from jsprof.formats import read_any
+from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, Track
+
+
+def _valid() -> dict:
+    return {
+        "resources": ["file:///a.js"],
+        "frames": [{"name": "f", "resourceId": 0, "line": 1, "column": 2}, {"name": "g"}],
+        "stacks": [{"frameId": 0}, {"frameId": 1, "parentId": 0}],
+        "samples": [{"timestamp": 1.0, "stackId": 1}, {"timestamp": 2.0}],
+    }
+
+
+def _ext(**kw) -> dict:
+    return {"formatVersion": 1, **kw}
+
+
+BOOLEANS = [
+    ("timestamp", lambda d: d["samples"][0].update(timestamp=True), "samples[0].timestamp"),
+    ("stackId", lambda d: d["samples"][0].update(stackId=True), "samples[0].stackId"),
+    ("stackId false", lambda d: d["samples"][1].update(stackId=False), "samples[1].stackId"),
+    ("frameId", lambda d: d["stacks"][1].update(frameId=True), "stacks[1].frameId"),
+    ("parentId", lambda d: d["stacks"][1].update(parentId=False), "stacks[1].parentId"),
+    ("resourceId", lambda d: d["frames"][0].update(resourceId=False), "frames[0].resourceId"),
+    ("line", lambda d: d["frames"][0].update(line=True), "frames[0].line"),
+    ("column", lambda d: d["frames"][0].update(column=True), "frames[0].column"),
+    (
+        "sampleLines",
+        lambda d: d.update(jsprof=_ext(sampleLines=[3, True])),
+        "jsprof.sampleLines[1]",
+    ),
+    (
+        "span start",
+        lambda d: d.update(
+            jsprof=_ext(spans={"start": [True], "end": [1.0], "frameId": [0], "parentId": [-1]})
+        ),
+        "jsprof.spans.start[0]",
+    ),
+    (
+        "span frameId",
+        lambda d: d.update(
+            jsprof=_ext(spans={"start": [0.0], "end": [1.0], "frameId": [True], "parentId": [-1]})
+        ),
+        "jsprof.spans",
+    ),
+    ("timeOrigin", lambda d: d.update(jsprof=_ext(timeOrigin=True)), "jsprof.timeOrigin"),
+    ("formatVersion", lambda d: d.update(jsprof={"formatVersion": True}), "jsprof.formatVersion"),
+]
+
+
+@pytest.mark.parametrize("label,mutate,where", BOOLEANS, ids=[b[0] for b in BOOLEANS])
+def test_jsprof_rejects_booleans_naming_the_field(tmp_path, capsys, label, mutate, where):
+    d = copy.deepcopy(_valid())
+    mutate(d)
+    path = tmp_path / "bool.json"
+    path.write_text(json.dumps(d))
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}: {where}" in err, err
+
+
+def _cpuprofile() -> dict:
+    return {
+        "nodes": [
+            {
+                "id": 1,
+                "callFrame": {"functionName": "(root)", "scriptId": "0", "url": ""},
+                "children": [2],
+            },
+            {
+                "id": 2,
+                "callFrame": {
+                    "functionName": "f",
+                    "scriptId": "1",
+                    "url": "file:///a.js",
+                    "lineNumber": 0,
+                    "columnNumber": 0,
+                },
+                "hitCount": 2,
+                "positionTicks": [{"line": 1, "ticks": 2}],
+            },
+        ],
+        "startTime": 0,
+        "endTime": 20,
+        "samples": [2, 2],
+        "timeDeltas": [10, 10],
+    }
+
+
+CPU_BOOLEANS = [
+    ("startTime", lambda d: d.update(startTime=True), "startTime"),
+    ("endTime", lambda d: d.update(endTime=False), "endTime"),
+    ("sample id", lambda d: d["samples"].__setitem__(0, True), "samples[0]"),
+    ("delta", lambda d: d["timeDeltas"].__setitem__(1, True), "timeDeltas[1]"),
+    ("node id", lambda d: d["nodes"][1].update(id=True), "nodes[1].id"),
+    ("child id", lambda d: d["nodes"][0].update(children=[True]), "nodes[0].children"),
+    (
+        "lineNumber",
+        lambda d: d["nodes"][1]["callFrame"].update(lineNumber=True),
+        "nodes[1].callFrame.lineNumber",
+    ),
+    (
+        "columnNumber",
+        lambda d: d["nodes"][1]["callFrame"].update(columnNumber=False),
+        "nodes[1].callFrame.columnNumber",
+    ),
+    ("hitCount", lambda d: d["nodes"][1].update(hitCount=True), "nodes[1].hitCount"),
+    (
+        "positionTicks line",
+        lambda d: d["nodes"][1]["positionTicks"][0].update(line=True),
+        "nodes[1].positionTicks[0]",
+    ),
+]
+
+
+@pytest.mark.parametrize("label,mutate,where", CPU_BOOLEANS, ids=[b[0] for b in CPU_BOOLEANS])
+def test_cpuprofile_rejects_booleans_naming_the_field(label, mutate, where):
+    d = _cpuprofile()
+    read_any(json.dumps(d).encode(), "ok.cpuprofile")  # the unmutated profile reads
+    mutate(d)
+    with pytest.raises(TraceFormatError) as e:
+        read_any(json.dumps(d).encode(), "b.cpuprofile")
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"b.cpuprofile: {where}"), msg
+
+
+def test_speedscope_rejects_boolean_weights_and_indices():
+    base = {
+        "$schema": "https://www.speedscope.app/file-format-schema.json",
+        "shared": {"frames": [{"name": "f"}]},
+        "profiles": [
+            {
+                "type": "sampled",
+                "name": "p",
+                "unit": "milliseconds",
+                "startValue": 0,
+                "endValue": 2,
+                "samples": [[0], [0]],
+                "weights": [1, 1],
+            }
+        ],
+    }
+    read_any(json.dumps(base).encode(), "ok.speedscope.json")
+    for mutate, where in (
+        (lambda d: d["profiles"][0]["weights"].__setitem__(1, True), "profiles[0].weights[1]"),
+        (lambda d: d["profiles"][0]["samples"].__setitem__(0, [False]), "profiles[0].samples[0]"),
+        (lambda d: d["shared"]["frames"][0].update(line=True), "shared.frames[0].line"),
+        (lambda d: d["profiles"][0].update(startValue=True), "profiles[0].startValue"),
+    ):
+        d = copy.deepcopy(base)
+        mutate(d)
+        with pytest.raises(TraceFormatError) as e:
+            read_any(json.dumps(d).encode(), "s.json")
+        assert str(e.value).startswith(f"s.json: {where}"), str(e.value)
+
+
+def _recording(markers: list[str | None]) -> Recording:
+    n = len(markers)
+    codes = [NONE if m is None else jsprof_format.MARKER_CODE[m] for m in markers]
+    trace = ProfilerTrace(
+        ["file:///x.js"],
+        [("f", 0, 1, 1), ("g]", None, None, None)],
+        [NONE, 0],
+        [0, 1],
+        np.arange(n, dtype=np.float64) * 0.5,
+        [i % 3 - 1 for i in range(n)],
+        codes,
+    )
+    return Recording(
+        [
+            Track("main", trace, time_origin=5.0, meta={"note": '}],"samples":[{'}),
+            Track(
+                "w",
+                trace,
+                spans=Spans(
+                    np.array([0.0]), np.array([1.0]), np.array([0], np.int32), np.array([-1])
+                ),
+            ),
+        ]
+    )
+
+
+@pytest.mark.parametrize("layout", ["compact", "indented", "reversed keys", "one track"])
+def test_fast_and_validating_paths_agree_on_any_layout(layout, monkeypatch):
+    rec = _recording(["script", None, "gc", "other", None] * 40)
+    if layout == "one track":
+        rec = Recording(rec.tracks[:1])
+    doc = json.loads(jsprof_format.dumps(rec))
+    if layout == "indented":
+        data = json.dumps(doc, indent=1).encode()
+    elif layout == "reversed keys":
+        data = json.dumps(dict(reversed(list(doc.items())))).encode()
+    else:
+        data = jsprof_format.dumps(rec)
+    # Small pieces, so the samples are split into many.
+    monkeypatch.setattr(jsprof_format, "_PIECE_BYTES", 64)
+    fast = jsprof_format._fast_recording(jsprof_format._Ctx("x"), data)
+    slow = jsprof_format.recording_from_doc(json.loads(data), "x")
+    for a, b, c in zip(fast.tracks, slow.tracks, rec.tracks, strict=True):
+        assert a.trace == b.trace == c.trace
+        assert (a.name, a.time_origin, a.meta, a.spans) == (b.name, b.time_origin, b.meta, b.spans)
+
+
+def test_a_string_that_looks_like_the_end_of_the_samples_is_not_taken_for_it(tmp_path):
+    rec = _recording(["script"] * 10)
+    rec.tracks[0].trace.frames[1] = rec.tracks[0].trace.frames[1]._replace(name='x"}],{"')
+    rec = Recording(rec.tracks[:1])
+    path = tmp_path / "t.json"
+    jsprof.save(rec, path)
+    again = jsprof.load(path)
+    assert again.tracks[0].trace == rec.tracks[0].trace
+    assert again.tracks[0].meta == rec.tracks[0].meta
