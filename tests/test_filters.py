@@ -56,7 +56,7 @@ def test_hide_internal_charges_the_caller_and_keeps_totals():
     assert "processTimers" not in {f.name for f in tr.frames}
     assert tr.num_samples == 11
     s = _self(h)
-    assert s["onTimer"] == 3.0 and s["(hidden)"] == 2.0
+    assert s["onTimer"] == 3.0 and s["(internal)"] == 2.0
     assert summarize(h).total_ms == summarize(rec).total_ms
     # A sample whose leaf was hidden loses its line (it was the hidden frame's line).
     assert tr.sample_line.tolist()[7:9] == [0, 0] and tr.sample_line[4] == 7
@@ -248,3 +248,85 @@ def test_convert_says_what_a_format_without_weights_loses(data, tmp_path):
         text=True,
     )
     assert "note:" not in plain.stderr
+
+
+def test_internal_means_node_modules_and_natives_not_eval_code():
+    from jsprof.trace import ProfilerFrame as F
+
+    assert filters.is_internal(F("readFileSync", 0, 441, 22), "node:fs")
+    assert filters.is_internal(F("join", 0, 1298, 7), "node:path")
+    assert filters.is_internal(F("x", 0, 1, 1), "node:internal/modules/cjs/loader")
+    assert filters.is_internal(F("read"), None)  # a native (V8's C++ binding)
+    assert filters.is_internal(F("callAndPauseOnStart"), None)
+    assert not filters.is_internal(F("(anonymous)", None, 1, 11), None)  # eval'd code
+    assert not filters.is_internal(F("(program)"), None)  # a pseudo frame
+    assert not filters.is_internal(F("fs", 0, 1, 1), "file:///app/node_modules/fs.js")
+
+
+NODE_FS = """\
+const fs = require("fs"), path = require("path");
+function hot() { let s = 0; for (let i = 0; i < 2e5; i++) s += i % 7; return s; }
+const t = Date.now();
+while (Date.now() - t < 300) { hot(); fs.readFileSync(__filename); path.join("a", "b"); }
+"""
+
+
+def test_hide_internal_on_a_real_node_recording(tmp_path):
+    script = tmp_path / "fsy.js"
+    script.write_text(NODE_FS)
+    out = tmp_path / "n.json"
+    subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", "node", "-o", str(out)]
+        + [str(script)],
+        check=True,
+        capture_output=True,
+    )
+    rec = jsprof.load(out)
+    h = filters.hide_internal(rec)
+    tr = h.tracks[0].trace
+    urls = {tr.resources[f.resource_id] for f in tr.frames if f.resource_id is not None}
+    assert not any(u.startswith("node:") for u in urls), urls
+    # natives are gone; what has no script but a position is eval'd code and stays
+    assert all(f.name == "(internal)" or f.line is not None for f in tr.frames)
+    assert summarize(h).total_ms == pytest.approx(summarize(rec).total_ms)
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "report", str(out), "--hide-internal", "--all"]
+        + ["--json"],
+        check=True,
+        capture_output=True,
+    )
+    rows = json.loads(p.stdout)["rows"]
+    names = [r["name"] for r in rows]
+    assert "hot" in names and "(hidden)" not in names
+    assert not any(r["location"] == "(unknown)" for r in rows), rows
+    internal = [r for r in rows if r["name"] == "(internal)"]
+    assert all(r["location"] == "" for r in internal)
+
+
+@pytest.mark.parametrize(
+    ("flags", "says"),
+    [
+        (["--focus", "nosuch"], "--focus 'nosuch': no function in"),
+        (["--exclude", "nosuch*"], "--exclude 'nosuch*': no function in"),
+        (["--time-range", "99999:"], "no sample of"),
+    ],
+)
+@pytest.mark.parametrize("command", ["report", "flame", "convert"])
+def test_a_filter_that_selects_nothing_says_so(data, tmp_path, flags, says, command):
+    src = str(data / "chromium" / "trace-basic.json")
+    out = {"report": [], "flame": ["-o", str(tmp_path / "f.html")]}.get(
+        command, [str(tmp_path / "c.json")]
+    )
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", command, src, *out, *flags],
+        capture_output=True,
+        text=True,
+    )
+    assert p.returncode == 2 and says in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_rows_are_only_functions_that_were_sampled():
+    rec = filters.focus(_rec(), "fib")
+    assert set(_self(rec)) == {"main", "fib"}  # not onTimer or processTimers with 0 ms

@@ -74,7 +74,8 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--hide-internal",
         action="store_true",
-        help="hide node:internal frames (their time goes to the caller)",
+        help="hide the runtime's own frames (node: modules, natives); their time goes to "
+        "the caller",
     )
 
 
@@ -88,19 +89,14 @@ def _load(path: str, args: argparse.Namespace) -> Recording:
         from .analysis import sourcemap
 
         rec = sourcemap.apply(rec, args.sourcemap or None)
-    if getattr(args, "time_range", None):
-        try:
-            start, end = filters.parse_time_range(args.time_range)
-        except ValueError as e:
-            raise UsageError(f"--time-range: {e}") from None
-        rec = filters.time_range(rec, start, end)
-    for name in getattr(args, "focus", ()):
-        rec = filters.focus(rec, name)
-    for name in getattr(args, "exclude", ()):
-        rec = filters.exclude(rec, name)
-    if getattr(args, "hide_internal", False):
-        rec = filters.hide_internal(rec)
-    return rec
+    return filters.apply(
+        rec,
+        path,
+        getattr(args, "time_range", None),
+        getattr(args, "focus", ()),
+        getattr(args, "exclude", ()),
+        getattr(args, "hide_internal", False),
+    )
 
 
 # ---- report ------------------------------------------------------------------------------

@@ -35,6 +35,40 @@ class ProfilerFrame(NamedTuple):
     column: int | None = None
 
 
+class FunctionKey(NamedTuple):
+    """The one frame identity outside a trace's own tables: name, resource URL, line,
+    column (1-based). Frames that agree on all four are one function, whichever trace or
+    frame id they came from; analysis keys by it and the stack-list formats carry it."""
+
+    name: str
+    resource: str | None = None
+    line: int | None = None
+    column: int | None = None
+
+    def label(self) -> str:
+        return self.name or "(anonymous)"
+
+    def location(self) -> str:
+        """`url:line:column`; empty for a profiler's pseudo frame (`(program)`, ...)."""
+        if self.resource is None and self.line is None and self.name.startswith("("):
+            return ""
+        parts = [self.resource or "(unknown)"]
+        if self.line is not None:
+            parts.append(str(self.line))
+            if self.column is not None:
+                parts.append(str(self.column))
+        return ":".join(parts)
+
+
+def function_keys(trace: ProfilerTrace) -> list[FunctionKey]:
+    """Each frame of `trace` as a FunctionKey (its resource id resolved to the URL)."""
+    res = trace.resources
+    return [
+        FunctionKey(f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column)
+        for f in trace.frames
+    ]
+
+
 def _i32(values: Iterable[int] | np.ndarray | None, n: int = 0) -> np.ndarray:
     if values is None:
         return np.full(n, NONE, dtype=np.int32)

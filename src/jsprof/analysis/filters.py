@@ -6,10 +6,12 @@ are far fewer than samples); per-sample work is numpy.
 
 - `focus(rec, pattern)`: only samples whose stack passes through a matching function.
 - `exclude(rec, pattern)`: drop samples whose stack passes through a matching function.
-- `hide(rec, predicate)`: remove matching frames from stacks; their time goes to the
-  nearest visible caller (a sample with no visible frame left keeps its time under one
-  `(hidden)` frame, so totals never shrink).
-- `hide_internal(rec)`: hide Node's own `node:internal/...` frames (they stay in the file).
+- `hide(rec, predicate, label)`: remove matching frames from stacks; their time goes to
+  the nearest visible caller (a sample with no visible frame left keeps its time under
+  one pseudo frame named `label`, so totals never shrink).
+- `hide_internal(rec)`: hide the runtime's own frames (`is_internal`: Node's `node:`
+  modules, built-in natives); samples that were all internal (start-up, module loading)
+  are one `(internal)` row.
 - `time_range(rec, start, end)`: samples with start <= timestamp < end (ms, the trace's
   own clock: relative to each track's time origin).
 
@@ -19,12 +21,13 @@ Patterns match the function name with shell wildcards (`fnmatch`), e.g. `fib`, `
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
 
 import numpy as np
 
+from ..errors import UsageError
 from ..trace import (
     NONE,
     ProfilerFrame,
@@ -109,7 +112,7 @@ def exclude(rec: Recording, pattern: str) -> Recording:
     return _map_tracks(rec, one)
 
 
-def _hide_trace(tr: ProfilerTrace, pred: FramePredicate) -> ProfilerTrace:
+def _hide_trace(tr: ProfilerTrace, pred: FramePredicate, label: str) -> ProfilerTrace:
     hidden = _frame_mask(tr, pred)
     if not hidden.any():
         return tr
@@ -130,7 +133,7 @@ def _hide_trace(tr: ProfilerTrace, pred: FramePredicate) -> ProfilerTrace:
     sid = new_stack[tr.sample_stack]
     lost = (sid == NONE) & (tr.sample_stack != NONE)
     if lost.any():
-        sid[lost] = b.stack_id([b.frame_id("(hidden)")])
+        sid[lost] = b.stack_id([b.frame_id(label)])
     out = b.build()
     return ProfilerTrace(
         out.resources,
@@ -155,16 +158,31 @@ def _leaf_kept(tr: ProfilerTrace, hidden: np.ndarray) -> np.ndarray:
     return out
 
 
-def hide(rec: Recording, pred: FramePredicate) -> Recording:
-    return _map_tracks(rec, lambda t: _hide_trace(t.trace, pred), frames_kept=False)
+def hide(rec: Recording, pred: FramePredicate, label: str = "(hidden)") -> Recording:
+    return _map_tracks(rec, lambda t: _hide_trace(t.trace, pred, label), frames_kept=False)
 
 
-def is_node_internal(frame: ProfilerFrame, url: str | None) -> bool:
-    return url is not None and (url.startswith("node:internal/") or url.startswith("internal/"))
+def is_internal(frame: ProfilerFrame, url: str | None) -> bool:
+    """The runtime's own code, not the program's: Node's built-in modules (`node:fs`,
+    `node:internal/...`; `internal/...` in older Nodes) and natives, i.e. frames with
+    neither a script nor a line (V8's C++ bindings such as `read` or `open`, and
+    inspector glue). Code without a URL but with a position (`eval`, `new Function`) is the
+    program's and stays."""
+    if url:
+        return url.startswith(("node:", "internal/"))
+    return frame.line is None and not _is_pseudo(frame.name)
+
+
+def _is_pseudo(name: str) -> bool:
+    # `(program)`, `(garbage collector)`, `(root)`...: a profiler's own bucket, not code
+    return name.startswith("(") and name.endswith(")")
 
 
 def hide_internal(rec: Recording) -> Recording:
-    return hide(rec, is_node_internal)
+    return hide(rec, is_internal, "(internal)")
+
+
+_exclude = exclude  # `apply` takes a parameter of that name
 
 
 def time_range(rec: Recording, start: float | None, end: float | None) -> Recording:
@@ -195,3 +213,50 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
 
 def drop_empty_tracks(rec: Recording) -> Recording:
     return Recording([t for t in rec.tracks if t.trace.num_samples])
+
+
+def matches_any(rec: Recording, pattern: str) -> bool:
+    """Does any frame of any track have a name that `pattern` matches?"""
+    pred = name_matcher(pattern)
+    return any(pred(f, None) for t in rec.tracks for f in t.trace.frames)
+
+
+def apply(
+    rec: Recording,
+    source: str,
+    time_range_text: str | None = None,
+    focus_on: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    hide_runtime: bool = False,
+) -> Recording:
+    """The command line's filters, in its order, refusing ones that select nothing.
+
+    A `--focus` or `--exclude` name that matches no function, or a `--time-range` with no
+    sample in it, is a UsageError that says so: an empty report (or an unchanged one)
+    would look like a result."""
+    if time_range_text:
+        try:
+            start, end = parse_time_range(time_range_text)
+        except ValueError as e:
+            raise UsageError(f"--time-range: {e}") from None
+        kept = time_range(rec, start, end)
+        if rec.num_samples and not kept.num_samples:
+            times = [t.trace.sample_time for t in rec.tracks if t.trace.num_samples]
+            lo = min(float(t[0]) for t in times)
+            hi = max(float(t[-1]) for t in times)
+            raise UsageError(
+                f"--time-range {time_range_text!r}: no sample of {source} lies in that range; "
+                f"its samples run from {lo:.1f} to {hi:.1f} ms"
+            )
+        rec = kept
+    for option, names, step in (("--focus", focus_on, focus), ("--exclude", exclude, _exclude)):
+        for name in names:
+            if not matches_any(rec, name):
+                raise UsageError(
+                    f"{option} {name!r}: no function in {source} matches; names match "
+                    "whole, with * and ? as wildcards (e.g. 'fib', 'get *', '*Loop')"
+                )
+            rec = step(rec, name)
+    if hide_runtime:
+        rec = hide_internal(rec)
+    return rec

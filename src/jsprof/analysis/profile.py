@@ -15,25 +15,17 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..trace import MARKERS, NO_LINE, NONE, ProfilerTrace, Recording, Track, sample_weights
-
-
-class FunctionKey(NamedTuple):
-    name: str
-    resource: str | None
-    line: int | None
-    column: int | None
-
-    def location(self) -> str:
-        parts = [self.resource or "(unknown)"]
-        if self.line is not None:
-            parts.append(str(self.line))
-            if self.column is not None:
-                parts.append(str(self.column))
-        return ":".join(parts)
-
-    def label(self) -> str:
-        return self.name or "(anonymous)"
+from ..trace import (
+    MARKERS,
+    NO_LINE,
+    NONE,
+    FunctionKey,
+    ProfilerTrace,
+    Recording,
+    Track,
+    function_keys,
+    sample_weights,
+)
 
 
 class KeyTable:
@@ -55,15 +47,7 @@ class KeyTable:
 
 
 def frame_function_ids(trace: ProfilerTrace, table: KeyTable) -> np.ndarray:
-    res = trace.resources
-    ids = [
-        table.intern(
-            FunctionKey(
-                f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column
-            )
-        )
-        for f in trace.frames
-    ]
+    ids = [table.intern(k) for k in function_keys(trace)]
     return np.asarray(ids, dtype=np.int64)
 
 
@@ -206,10 +190,13 @@ def summarize(rec: Recording, by: str = "function", track: str | None = None) ->
     acc = _empty(len(table))
     for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
         _accumulate_track(t, fk, len(table), acc, w)
+    # Functions no sample passed through (a filter dropped them, or the engine listed them
+    # without sampling them) are not rows.
+    seen = np.nonzero(acc[3] > 0)[0]
     return Summary(
         total_ms=float(sum(w.sum() for w in weights)),
         total_samples=sum(t.trace.num_samples for t in tracks),
-        stats=KeyStats(table.keys, *acc),
+        stats=KeyStats([table.keys[i] for i in seen.tolist()], *(a[seen] for a in acc)),
         no_js=no_js_rows(tracks, weights),
     )
 

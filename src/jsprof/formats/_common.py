@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..trace import MARKERS, NONE, ProfilerTrace, TraceBuilder
+from ..trace import MARKERS, NONE, FunctionKey, ProfilerTrace, TraceBuilder, function_keys
 
 # Index 0: no marker; index m + 1: marker code m.
 PSEUDO_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
@@ -24,8 +24,9 @@ PSEUDO_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
 )
 PSEUDO_INDEX: dict[str, int] = {n: i for i, n in enumerate(PSEUDO_NAMES)}
 
-# A frame as the stack-list formats carry it: name, resource URL, line, column (1-based).
-FrameKey = tuple[str, str | None, int | None, int | None]
+# A frame as the stack-list formats carry it: the model's one frame identity (plain
+# (name, url, line, column) tuples compare and hash equal to it).
+FrameKey = FunctionKey
 
 
 def pseudo_index(trace: ProfilerTrace) -> np.ndarray:
@@ -39,11 +40,7 @@ def pseudo_index(trace: ProfilerTrace) -> np.ndarray:
 
 def frame_keys(trace: ProfilerTrace) -> list[FrameKey]:
     """Each frame with its resource resolved to the URL."""
-    res = trace.resources
-    return [
-        (f.name, res[f.resource_id] if f.resource_id is not None else None, f.line, f.column)
-        for f in trace.frames
-    ]
+    return function_keys(trace)
 
 
 def stack_lists(trace: ProfilerTrace) -> list[list[int]]:
