@@ -798,6 +798,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_serve_parser(sub)
 
+    from .fleet.cli import add_parser as add_fleet_parser  # its own parsing; no numpy
+
+    add_fleet_parser(sub)
+
     return p
 
 

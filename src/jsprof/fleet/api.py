@@ -1,0 +1,205 @@
+"""The fleet queries as functions: store + filters in, JSON-able documents out.
+
+The CLI, the HTTP routes and the dashboard call these; each first compacts what the
+store acknowledged (so a query sees every upload acknowledged before it started), then
+reads one manifest snapshot, so compactors and collectors may keep writing meanwhile.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import JsprofError, UsageError
+from .engine import DaskEngine, DuckEngine, Snapshot, open_engine
+from .filters import Filters
+
+Engine = DuckEngine | DaskEngine
+
+
+def open_store(path: str | os.PathLike) -> Any:
+    """The raw store at `path` (jsprof.store.Store); a clear error when it is not one."""
+    if not os.path.isdir(path):
+        raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
+    try:
+        from ..store import Store  # type: ignore[attr-defined]
+    except ImportError:
+        raise JsprofError("this jsprof has no raw store (jsprof.store.Store) to read") from None
+    return Store(path)
+
+
+def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Snapshot:
+    """Compact on demand, then read the committed tables once."""
+    from ..store.compact import compact, read_manifest
+
+    if compact_first:
+        try:
+            compact(store, progress=progress)
+        except PermissionError as e:
+            raise UsageError(
+                f"{store.path}: cannot compact the store ({e.strerror}); run the query as a "
+                "user who may write it"
+            ) from None
+    return Snapshot(store.path, read_manifest(store.path))
+
+
+@dataclass
+class Session:
+    """A store snapshot and an engine: several queries may share them."""
+
+    snap: Snapshot
+    engine: Engine
+
+    def close(self) -> None:
+        self.engine.close()
+
+
+@contextmanager
+def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
+            local_workers: int | None = None, compact_first: bool = True,
+            progress: Any = None) -> Iterator[Session]:
+    snap = snapshot(store, compact_first, progress)
+    eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
+    try:
+        yield Session(snap, eng)
+    finally:
+        if isinstance(engine, str):
+            eng.close()
+
+
+def top(s: Session, f: Filters, n: int | None = 20) -> dict:
+    from . import query
+
+    sel = query.select(s.engine, s.snap, f, per_trace="frames")
+    return query.top(sel, n)
+
+
+def recording(s: Session, f: Filters) -> Any:
+    from . import query
+
+    return query.select(s.engine, s.snap, f).recording
+
+
+def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
+          icicle: bool = False, color_by: str = "resource", title: str | None = None) -> str:
+    from ..analysis.calltree import build_call_tree
+    from ..render.flame import render_flame
+    from . import query
+
+    sel = query.select(s.engine, s.snap, f)
+    tree = build_call_tree(sel.recording)
+    if not tree.total_time > 0:
+        raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
+    tree = query.fold_tree(tree, max_nodes)
+    return render_flame(
+        tree, fmt, title=title or f"{f.app} · {describe(f)}",
+        subtitle=f"{tree.total_time:.1f} ms · {sel.samples} samples · {sel.traces} traces",
+        icicle=icicle, color_by=color_by,
+    )
+
+
+def describe(f: Filters) -> str:
+    bits = [f"app={f.app}"]
+    for k in ("release", "route", "env"):
+        v = getattr(f, k)
+        if v is not None:
+            bits.append(f"{k}={v}")
+    bits += [f"{k}={v}" for k, v in f.where]
+    return ", ".join(bits)
+
+
+def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
+         rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
+         flame_fmt: str | None = None, reps: int = 200) -> tuple[dict, str | None]:
+    """The diff document (with `failures`) and, when asked, the differential flame graph."""
+    import math
+
+    from ..analysis.calltree import build_call_tree
+    from ..analysis.diff import parse_gate, tree_changes
+    from ..render.flame import render_flame
+    from . import query
+
+    gates = [parse_gate(r) for r in rules]
+    base = query.select(s.engine, s.snap, base_f, per_trace="stacks")
+    new = query.select(s.engine, s.snap, new_f, per_trace="stacks")
+    query.check_evidence(base, f"--base ({describe(base_f)})", min_traces, min_samples)
+    query.check_evidence(new, f"--new ({describe(new_f)})", min_traces, min_samples)
+
+    def keys_for(d: Any) -> list:
+        shown = d.rows if top_n is None else d.rows[:top_n]
+        keys = {r.key: None for r in shown}
+        for g in gates:
+            for r in d.find(g.name):
+                keys[r.key] = None
+        return list(keys)
+
+    d, keys, ci = query.diff(base, new, keys_for, reps)
+    col = {k: i for i, k in enumerate(keys)}
+
+    def interval(key: Any, name: str) -> list[float] | None:
+        if not ci or key not in col:
+            return None
+        lo, hi = ci[name][:, col[key]]
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            return None
+        return [round(float(lo), 3), round(float(hi), 3)]
+
+    def r3(x: float) -> float | None:
+        return round(x, 3) if math.isfinite(x) else None
+
+    shown = d.rows if top_n is None else d.rows[:top_n]
+    rows = []
+    for r in shown:
+        rows.append({
+            "name": r.key.name, "resource": r.key.resource,
+            "status": r.status or ("changed" if r.impact > 1e-9 else "same"),
+            "baseSelfPct": r3(r.base_self), "newSelfPct": r3(r.new_self),
+            "baseTotalPct": r3(r.base_total), "newTotalPct": r3(r.new_total),
+            "selfPp": r3(r.d_self), "totalPp": r3(r.d_total),
+            "selfPpCi": interval(r.key, "self_pp"), "totalPpCi": interval(r.key, "total_pp"),
+            "selfRelPct": r3(r.relative("self")), "totalRelPct": r3(r.relative("total")),
+            "selfRelCi": interval(r.key, "self_rel"), "totalRelCi": interval(r.key, "total_rel"),
+        })
+    failures = []
+    for g in gates:
+        matched = d.find(g.name)
+        for r in matched:
+            if not g.violated_by(r):
+                continue
+            unit = "pp" if g.unit == "pp" or math.isinf(r.relative(g.metric)) else "rel"
+            iv = interval(r.key, f"{g.metric}_{unit}")
+            # Fire only when the change is more than resampling noise: the interval of the
+            # change lies wholly on one side of zero.
+            if iv is None or not (iv[0] > 0 or iv[1] < 0):
+                continue
+            where = f" ({r.key.resource})" if r.key.resource else ""
+            before, after = ((r.base_self, r.new_self) if g.metric == "self"
+                             else (r.base_total, r.new_total))
+            failures.append(
+                f"{r.key.label()}{where}: {g.metric} share {before:.2f}% -> {after:.2f}% "
+                f"(95% interval of the change {iv[0]:+.2f} to {iv[1]:+.2f}"
+                f"{'pp' if unit == 'pp' else '%'}) breaks --fail-if {g.spec!r}"
+            )
+    doc = {
+        "base": {"filters": describe(base_f), "traces": base.traces, "samples": base.samples,
+                 "totalMs": r3(base.total_ms)},
+        "new": {"filters": describe(new_f), "traces": new.traces, "samples": new.samples,
+                "totalMs": r3(new.total_ms)},
+        "functions": len(d.rows),
+        "rows": rows,
+        "unmatchedRules": [g.spec for g in gates if not d.find(g.name)],
+        "failures": failures,
+    }
+    page = None
+    if flame_fmt is not None:
+        new_tree = build_call_tree(new.recording)
+        change = tree_changes(build_call_tree(base.recording), new_tree)
+        page = render_flame(
+            new_tree, flame_fmt, title=f"{describe(new_f)} vs {describe(base_f)}",
+            subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
+            change=change,
+        )
+    return doc, page

@@ -1,0 +1,308 @@
+"""`jsprof fleet ...`: argument parsing and wiring only (imports nothing heavy at load)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any
+
+DEFAULT_STORE = "./jsprof-store"
+
+
+def _positive_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _nonneg_int(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
+    return v
+
+
+def _source_args(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("where the data is")
+    g.add_argument("--store", metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
+    g.add_argument(
+        "--url", metavar="http://HOST:PORT",
+        help="ask a running `jsprof serve` instead (read token from JSPROF_READ_TOKEN)",
+    )
+    g.add_argument("--engine", choices=("duckdb", "dask"), default="duckdb",
+                   help="query engine (default duckdb, in process)")
+    g.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="--engine dask: a cluster")
+    g.add_argument("--local-workers", type=_positive_int, metavar="N",
+                   help="--engine dask: start a local cluster of N worker processes")
+
+
+def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
+    g = p.add_argument_group("which uploads")
+    g.add_argument("--app", required=app_required, metavar="NAME", help="the app (required)")
+    g.add_argument("--release", metavar="R")
+    g.add_argument("--route", metavar="GLOB", help="route pattern: * any run, ? one character")
+    g.add_argument("--env", metavar="E")
+    g.add_argument("--since", metavar="TIME", help="receivedAt from: ISO time or 7d/12h/30m ago")
+    g.add_argument("--until", metavar="TIME", help="receivedAt before: ISO time or age")
+    g.add_argument("--where", metavar="KEY=VALUE", action="append", default=[],
+                   help="any meta key; repeatable")
+
+
+def add_parser(sub: Any) -> None:
+    """Register `jsprof fleet` on the top-level subparsers."""
+    fp = sub.add_parser(
+        "fleet", help="query the field store: top functions, merged flame graph, release diff",
+        description="Queries over every upload `jsprof serve` stored (compacted on demand).",
+    )
+    fs = fp.add_subparsers(dest="fleet_command", metavar="QUERY", required=True)
+
+    t = fs.add_parser("top", help="functions by self time over all matching samples")
+    _source_args(t)
+    _filter_args(t)
+    t.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
+    t.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
+    t.add_argument("--json", action="store_true")
+    t.set_defaults(func=cmd_top)
+
+    f = fs.add_parser("flame", help="one flame graph over all matching samples")
+    _source_args(f)
+    _filter_args(f)
+    f.add_argument("-o", "--output", required=True, help="merged.html or merged.svg")
+    f.add_argument("--max-nodes", type=_positive_int, default=2000,
+                   help="widest N call-tree nodes; the rest folded into 'other' (default 2000)")
+    f.add_argument("--icicle", action="store_true")
+    f.add_argument("--color-by", choices=("resource", "function"), default="resource")
+    f.set_defaults(func=cmd_flame)
+
+    d = fs.add_parser("diff", help="compare two sets of uploads (e.g. two releases)")
+    _source_args(d)
+    _filter_args(d)
+    d.add_argument("--base", required=True, metavar="KEY=VALUE",
+                   help="the baseline, e.g. release=1.4.1 (also route=, env=, any meta key)")
+    d.add_argument("--new", required=True, metavar="KEY=VALUE", help="e.g. release=1.4.2")
+    d.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
+    d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
+    d.add_argument("--json", action="store_true")
+    d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
+    d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
+                   help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
+                   "passes the rule and its 95%% interval excludes zero; repeatable")
+    d.add_argument("--min-traces", type=_positive_int, default=5, help="per side (default 5)")
+    d.add_argument("--min-samples", type=_positive_int, default=1000,
+                   help="per side (default 1000)")
+    d.add_argument("--resamples", type=_nonneg_int, default=200,
+                   help="bootstrap resamples of traces for the intervals (default 200)")
+    d.set_defaults(func=cmd_diff)
+
+    e = fs.add_parser("export", help="the merged profile in any writable format")
+    _source_args(e)
+    _filter_args(e)
+    e.add_argument("-o", "--output", required=True,
+                   help="OUT.jsprof.json, .pftrace, .pprof, .speedscope.json, ... (by extension)")
+    e.add_argument("--format", help="output format (see `jsprof formats`)")
+    e.set_defaults(func=cmd_export)
+
+    sm = fs.add_parser("sourcemaps", help="per-release source maps")
+    sms = sm.add_subparsers(dest="sourcemaps_command", metavar="ACTION", required=True)
+    up = sms.add_parser("upload", help="keep .map files for a release (applied at query time)")
+    up.add_argument("--store", metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
+    up.add_argument("--url", metavar="http://HOST:PORT",
+                    help="upload to a running `jsprof serve` (admin token: JSPROF_ADMIN_TOKEN)")
+    up.add_argument("--app", required=True)
+    up.add_argument("--release", required=True)
+    up.add_argument("maps", nargs="+", metavar="DIR|FILE.map")
+    up.set_defaults(func=cmd_sourcemaps_upload)
+
+
+# ---- shared ----------------------------------------------------------------------------------
+
+
+def filters_from(args: argparse.Namespace) -> Any:
+    from .filters import Filters, parse_time, parse_where
+
+    return Filters(
+        app=args.app, release=args.release, route=args.route, env=args.env,
+        since=parse_time(args.since, "--since") if args.since else None,
+        until=parse_time(args.until, "--until") if args.until else None,
+        where=parse_where(args.where),
+    )
+
+
+def _check_source(args: argparse.Namespace) -> None:
+    from ..errors import UsageError
+
+    if args.url and args.store:
+        raise UsageError("give --store PATH or --url URL, not both")
+    if args.url and (args.engine != "duckdb" or args.scheduler or args.local_workers):
+        raise UsageError("--engine/--scheduler/--local-workers choose the local engine; "
+                         "with --url the server's engine runs the query")
+
+
+def _status(what: str) -> Any:
+    """A spinner on stderr while a person watches; nothing when piped."""
+    import contextlib
+
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+
+    return Console(stderr=True).status(what)
+
+
+def _session(args: argparse.Namespace) -> Any:
+    from . import api
+
+    store = api.open_store(args.store or DEFAULT_STORE)
+    return api.session(store, args.engine, args.scheduler, args.local_workers)
+
+
+def _remote(args: argparse.Namespace) -> Any:
+    from .remote import Remote
+
+    return Remote(args.url)
+
+
+def _print_json(obj: object) -> None:
+    import orjson
+
+    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
+    sys.stdout.flush()
+
+
+def _flame_format(path: str) -> str:
+    from ..errors import UsageError
+
+    low = path.lower()
+    if low.endswith(".svg"):
+        return "svg"
+    if low.endswith((".html", ".htm")):
+        return "html"
+    raise UsageError(f"{path}: a flame graph is written as .html or .svg; use one of those")
+
+
+# ---- commands --------------------------------------------------------------------------------
+
+
+def cmd_top(args: argparse.Namespace) -> int:
+    from . import api
+
+    _check_source(args)
+    f = filters_from(args)
+    with _status("querying the store ..."):
+        if args.url:
+            doc = _remote(args).top(f, args.top)
+        else:
+            with _session(args) as s:
+                doc = api.top(s, f, args.top)
+    if args.json:
+        _print_json(doc)
+    else:
+        from .text import print_top
+
+        print_top(doc, api.describe(f))
+    return 0
+
+
+def cmd_flame(args: argparse.Namespace) -> int:
+    from ..io import atomic_write
+    from . import api
+
+    _check_source(args)
+    fmt = _flame_format(args.output)
+    f = filters_from(args)
+    with _status("querying the store ..."):
+        if args.url:
+            page = _remote(args).flame(f, fmt, args.max_nodes)
+        else:
+            with _session(args) as s:
+                page = api.flame(s, f, fmt, args.max_nodes, args.icicle, args.color_by)
+    atomic_write(args.output, page.encode("utf-8"))
+    print(f"wrote {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ..analysis.diff import parse_gate
+    from ..io import atomic_write
+    from . import api
+
+    _check_source(args)
+    for r in args.fail_if:
+        parse_gate(r)  # a bad rule fails before any query
+    fmt = _flame_format(args.flame) if args.flame else None
+    f = filters_from(args)
+    base_f = f.with_side(args.base, "--base")
+    new_f = f.with_side(args.new, "--new")
+    with _status("querying the store ..."):
+        if args.url:
+            doc, page = _remote(args).diff(args, f, fmt)
+        else:
+            with _session(args) as s:
+                doc, page = api.diff(
+                    s, base_f, new_f, args.top, args.fail_if, args.min_traces,
+                    args.min_samples, fmt, args.resamples,
+                )
+    if args.json:
+        _print_json(doc)
+    else:
+        from .text import print_diff
+
+        print_diff(doc)
+    if page is not None:
+        atomic_write(args.flame, page.encode("utf-8"))
+        print(f"wrote {args.flame}", file=sys.stderr)
+    for spec in doc["unmatchedRules"]:
+        print(f"jsprof: warning: --fail-if {spec!r} matches no function", file=sys.stderr)
+    for line in doc["failures"]:
+        print(f"jsprof: fleet diff: {line}", file=sys.stderr)
+    return 1 if doc["failures"] else 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from .. import io
+    from ..formats import writer_for
+    from . import api
+
+    _check_source(args)
+    writer_for(args.output, args.format)  # a bad name fails before the query
+    f = filters_from(args)
+    with _status("querying the store ..."):
+        if args.url:
+            rec = _remote(args).recording(f)
+        else:
+            with _session(args) as s:
+                rec = api.recording(s, f)
+    if not rec.tracks:
+        from ..errors import UsageError
+
+        raise UsageError(f"fleet export: no uploads match {api.describe(f)}")
+    io.save(rec, args.output, format=args.format)
+    if args.output != "-":
+        print(f"wrote {args.output} ({len(rec.tracks)} release(s))", file=sys.stderr)
+    return 0
+
+
+def cmd_sourcemaps_upload(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from . import sourcemaps
+
+    if args.url and args.store:
+        raise UsageError("give --store PATH or --url URL, not both")
+    if args.url:
+        names = _remote(args).upload_sourcemaps(args.app, args.release, args.maps)
+    else:
+        store = args.store or DEFAULT_STORE
+        if not os.path.isdir(store):
+            raise UsageError(f"--store {store}: no such store (a directory `jsprof serve` writes)")
+        names = sourcemaps.upload(store, args.app, args.release, args.maps)
+    for n in names:
+        print(f"stored {n} for {args.app} {args.release}", file=sys.stderr)
+    return 0

@@ -1,0 +1,332 @@
+"""The query plan, run by an engine: DuckDB in process (default) or Dask on a cluster.
+
+Both run the same three steps over the store's Parquet tables and hand back the same
+small, sorted numpy columns; everything after that (trees, symbolication, quantiles) is
+one shared piece of client code, so the engines give identical results. Weights are
+integer nanoseconds, so the sums do not depend on the order an engine adds them in.
+
+  1. uploads  : the uploads table filtered (app, release, route glob, env, time, meta)
+  2. stacks   : weights of those uploads, summed per (release, stack, marker)
+  3. per trace: either upload_frames rows (frames present, self ns) for `top`, or the
+                uploads' own (stack, marker, weight) rows for `diff`'s resampling
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import UsageError
+from .filters import Filters, glob_regex, meta_text
+
+UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms")
+
+
+@dataclass
+class Uploads:
+    uk: np.ndarray
+    id: list[str]
+    rkey: list[str]
+    release: list[str]
+    received_at: np.ndarray
+    samples: np.ndarray
+    total_ms: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.uk)
+
+
+@dataclass
+class StackRows:
+    """(rkey, stack_id, marker) -> samples, weight_ns; per trace when `uk` is set."""
+
+    rkey: list[str]
+    stack_id: np.ndarray
+    marker: np.ndarray
+    samples: np.ndarray
+    weight_ns: np.ndarray
+    uk: np.ndarray | None = None
+
+
+@dataclass
+class FrameRows:
+    uk: np.ndarray
+    rkey: list[str]
+    frame_id: np.ndarray
+    marker: np.ndarray
+    self_ns: np.ndarray
+
+
+class Snapshot:
+    """The committed tables a query reads: the manifest read once."""
+
+    def __init__(self, store_path: str | os.PathLike, manifest: dict) -> None:
+        from ..store.compact import tables_dir
+
+        self.tdir = tables_dir(store_path)
+        self.manifest = manifest
+
+    def files(self, kind: str, rkeys: list[str] | None = None) -> list[str]:
+        if kind == "uploads":
+            return [str(self.tdir / p) for p in self.manifest["uploads"]]
+        rel = self.manifest["releases"]
+        keys = sorted(rel) if rkeys is None else rkeys
+        return [str(self.tdir / p) for k in keys if k in rel for p in rel[k]["parts"][kind]]
+
+
+def _uploads_sql(f: Filters) -> tuple[str, list[Any]]:
+    where = ["app = ?"]
+    params: list[Any] = [f.app]
+    if f.release is not None:
+        where.append("release = ?")
+        params.append(f.release)
+    if f.route is not None:
+        where.append("regexp_full_match(coalesce(route, ''), ?, 's')")
+        params.append(glob_regex(f.route))
+    if f.env is not None:
+        where.append("env = ?")
+        params.append(f.env)
+    if f.since is not None:
+        where.append("received_at >= ?")
+        params.append(f.since)
+    if f.until is not None:
+        where.append("received_at < ?")
+        params.append(f.until)
+    for key, value in f.where:
+        where.append("json_extract_string(meta, ?) = ?")
+        params.extend([_json_path(key), value])
+    return " AND ".join(where), params
+
+
+def _json_path(key: str) -> str:
+    return "$." + json.dumps(key)
+
+
+def _pandas_filter(df: Any, f: Filters) -> Any:
+    """The same predicate as _uploads_sql, on a pandas frame (one Dask partition)."""
+    import orjson
+
+    m = df["app"] == f.app
+    if f.release is not None:
+        m &= df["release"] == f.release
+    if f.route is not None:
+        m &= df["route"].fillna("").str.fullmatch(glob_regex(f.route), flags=16)  # re.DOTALL
+    if f.env is not None:
+        m &= df["env"] == f.env
+    if f.since is not None:
+        m &= df["received_at"] >= f.since
+    if f.until is not None:
+        m &= df["received_at"] < f.until
+    for key, value in f.where:
+        got = df["meta"].map(lambda s, k=key: meta_text(orjson.loads(s).get(k)))
+        m &= got == value
+    return df[m.fillna(False).astype(bool)]
+
+
+def _np(col: Any, dtype: Any) -> np.ndarray:
+    return np.asarray(col, dtype=dtype)
+
+
+class DuckEngine:
+    name = "duckdb"
+
+    def __init__(self, threads: int | None = None) -> None:
+        import duckdb
+
+        self.con = duckdb.connect(":memory:")
+        if threads:
+            self.con.execute(f"SET threads = {int(threads)}")
+
+    def close(self) -> None:
+        self.con.close()
+
+    def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
+        files = snap.files("uploads")
+        if not files:
+            return Uploads(np.zeros(0, np.int64), [], [], [], np.zeros(0), np.zeros(0, np.int64),
+                           np.zeros(0))
+        cond, params = _uploads_sql(f)
+        t = self.con.sql(
+            f"SELECT {', '.join(UPLOAD_COLS)} FROM read_parquet(?) WHERE {cond} ORDER BY uk",
+            params=[files, *params],
+        ).to_arrow_table()
+        return _uploads_from(t.to_pydict())
+
+    def _register_u(self, up: Uploads) -> None:
+        import pyarrow as pa
+
+        self.con.register("u", pa.table({"uk": up.uk, "rkey": up.rkey}))
+
+    def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
+        files = snap.files("weights", sorted(set(up.rkey)))
+        if not files:
+            return _empty_stacks(per_trace)
+        self._register_u(up)
+        if per_trace:
+            sql = (
+                "SELECT u.rkey, w.stack_id, w.marker, w.samples, w.weight_ns, w.uk "
+                "FROM read_parquet(?) w JOIN u USING (uk) "
+                "ORDER BY w.uk, w.stack_id, w.marker"
+            )
+        else:
+            sql = (
+                "SELECT u.rkey, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
+                "sum(w.weight_ns)::BIGINT AS weight_ns "
+                "FROM read_parquet(?) w JOIN u USING (uk) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
+            )
+        t = self.con.sql(sql, params=[files]).to_arrow_table().to_pydict()
+        self.con.unregister("u")
+        return _stacks_from(t, per_trace)
+
+    def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
+        files = snap.files("upload_frames", sorted(set(up.rkey)))
+        if not files:
+            return _empty_frames()
+        self._register_u(up)
+        t = self.con.sql(
+            "SELECT f.uk, u.rkey, f.frame_id, f.marker, f.self_ns "
+            "FROM read_parquet(?) f JOIN u USING (uk) ORDER BY 1, 3, 4",
+            params=[files],
+        ).to_arrow_table().to_pydict()
+        self.con.unregister("u")
+        return _frames_from(t)
+
+
+class DaskEngine:
+    """The same plan as dask dataframe steps on a distributed cluster."""
+
+    name = "dask"
+
+    def __init__(self, scheduler: str | None = None, local_workers: int | None = None,
+                 client: Any = None) -> None:
+        from distributed import Client, LocalCluster
+
+        self._own: list[Any] = []
+        if client is not None:
+            self.client = client
+        elif scheduler:
+            try:
+                self.client = Client(scheduler, timeout="10s")
+            except OSError as e:
+                raise UsageError(
+                    f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); check "
+                    "the address, or use --local-workers N"
+                ) from None
+            self._own.append(self.client)
+        else:
+            cluster = LocalCluster(
+                n_workers=local_workers or 1, threads_per_worker=1, processes=True,
+                dashboard_address=None, host="127.0.0.1",
+            )
+            self.client = Client(cluster)
+            self._own += [self.client, cluster]
+
+    def close(self) -> None:
+        for o in self._own:
+            o.close()
+
+    def _read(self, files: list[str], columns: list[str]) -> Any:
+        import dask.dataframe as dd
+
+        return dd.read_parquet(files, columns=columns)
+
+    def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
+        files = snap.files("uploads")
+        if not files:
+            return Uploads(np.zeros(0, np.int64), [], [], [], np.zeros(0), np.zeros(0, np.int64),
+                           np.zeros(0))
+        cols = sorted(set(UPLOAD_COLS) | {"app", "route", "env", "meta"})
+        df = self._read(files, cols)
+        out = df.map_partitions(_pandas_filter, f)[list(UPLOAD_COLS)]
+        pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
+        return _uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS})
+
+    def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
+        import pandas as pd
+
+        files = snap.files("weights", sorted(set(up.rkey)))
+        if not files:
+            return _empty_stacks(per_trace)
+        u = pd.DataFrame({"uk": up.uk, "rkey": up.rkey})
+        w = self._read(files, ["uk", "stack_id", "marker", "samples", "weight_ns"])
+        j = w.merge(u, on="uk", how="inner")
+        if per_trace:
+            pdf = self.client.compute(j).result()
+            pdf = pdf.sort_values(["uk", "stack_id", "marker"], kind="stable")
+            cols = ["rkey", "stack_id", "marker", "samples", "weight_ns", "uk"]
+        else:
+            g = j.groupby(["rkey", "stack_id", "marker"])[["samples", "weight_ns"]].sum()
+            pdf = self.client.compute(g).result().reset_index()
+            pdf = pdf.sort_values(["rkey", "stack_id", "marker"], kind="stable")
+            cols = ["rkey", "stack_id", "marker", "samples", "weight_ns"]
+        return _stacks_from({c: pdf[c].tolist() if c == "rkey" else pdf[c].to_numpy()
+                             for c in cols}, per_trace)
+
+    def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
+        import pandas as pd
+
+        files = snap.files("upload_frames", sorted(set(up.rkey)))
+        if not files:
+            return _empty_frames()
+        u = pd.DataFrame({"uk": up.uk, "rkey": up.rkey})
+        fr = self._read(files, ["uk", "frame_id", "marker", "self_ns"])
+        pdf = self.client.compute(fr.merge(u, on="uk", how="inner")).result()
+        pdf = pdf.sort_values(["uk", "frame_id", "marker"], kind="stable")
+        return _frames_from({c: pdf[c].tolist() if c == "rkey" else pdf[c].to_numpy()
+                             for c in ("uk", "rkey", "frame_id", "marker", "self_ns")})
+
+
+def _uploads_from(t: dict) -> Uploads:
+    return Uploads(
+        uk=_np(t["uk"], np.int64), id=list(t["id"]), rkey=list(t["rkey"]),
+        release=list(t["release"]),
+        received_at=np.asarray([np.nan if v is None else v for v in t["received_at"]],
+                               np.float64),
+        samples=_np(t["samples"], np.int64), total_ms=_np(t["total_ms"], np.float64),
+    )
+
+
+def _stacks_from(t: dict, per_trace: bool) -> StackRows:
+    return StackRows(
+        rkey=list(t["rkey"]), stack_id=_np(t["stack_id"], np.int64),
+        marker=_np(t["marker"], np.int64), samples=_np(t["samples"], np.int64),
+        weight_ns=_np(t["weight_ns"], np.int64),
+        uk=_np(t["uk"], np.int64) if per_trace else None,
+    )
+
+
+def _frames_from(t: dict) -> FrameRows:
+    return FrameRows(
+        uk=_np(t["uk"], np.int64), rkey=list(t["rkey"]), frame_id=_np(t["frame_id"], np.int64),
+        marker=_np(t["marker"], np.int64), self_ns=_np(t["self_ns"], np.int64),
+    )
+
+
+def _empty_stacks(per_trace: bool) -> StackRows:
+    z = np.zeros(0, np.int64)
+    return StackRows([], z, z, z, z, z if per_trace else None)
+
+
+def _empty_frames() -> FrameRows:
+    z = np.zeros(0, np.int64)
+    return FrameRows(z, [], z, z, z)
+
+
+def open_engine(name: str, scheduler: str | None = None, local_workers: int | None = None
+                ) -> DuckEngine | DaskEngine:
+    if name == "duckdb":
+        if scheduler or local_workers:
+            raise UsageError("--scheduler and --local-workers go with --engine dask")
+        return DuckEngine()
+    if name == "dask":
+        return DaskEngine(scheduler, local_workers)
+    raise UsageError(f"--engine {name!r}: choose duckdb or dask")
+
+
+def snapshot_path(p: str | os.PathLike) -> Path:
+    return Path(p)

@@ -1,0 +1,114 @@
+"""Which uploads a query covers: the contract's filters, parsed once for every engine."""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+
+from ..errors import UsageError
+
+_REL = re.compile(r"^(\d+(?:\.\d+)?)\s*(s|m|h|d|w)$")
+_UNIT_MS = {"s": 1e3, "m": 60e3, "h": 3600e3, "d": 86400e3, "w": 7 * 86400e3}
+
+
+def parse_time(text: str, option: str, now_ms: float | None = None) -> float:
+    """`7d`/`12h`/`30m` (that long before now) or an ISO time -> epoch ms."""
+    now = time.time() * 1000.0 if now_ms is None else now_ms
+    s = text.strip()
+    try:
+        return float(s)  # epoch ms, as `--url` sends it
+    except ValueError:
+        pass
+    m = _REL.match(s)
+    if m:
+        return now - float(m[1]) * _UNIT_MS[m[2]]
+    try:
+        dt = datetime.fromisoformat(s.replace("Z", "+00:00"))
+    except ValueError:
+        raise UsageError(
+            f"{option} {text!r}: expected an ISO time (2026-11-30T12:00Z) or an age like "
+            "7d, 12h, 30m"
+        ) from None
+    if dt.tzinfo is None:
+        from datetime import UTC
+
+        dt = dt.replace(tzinfo=UTC)  # a time without zone is UTC, as receivedAt is
+    return dt.timestamp() * 1000.0
+
+
+def glob_regex(pattern: str) -> str:
+    """A route GLOB as a regex both engines run alike: `*` any run, `?` one character."""
+    out = []
+    for ch in pattern:
+        if ch == "*":
+            out.append(".*")
+        elif ch == "?":
+            out.append(".")
+        else:
+            out.append(re.escape(ch))
+    return "".join(out)
+
+
+@dataclass(frozen=True)
+class Filters:
+    app: str
+    release: str | None = None
+    route: str | None = None  # a GLOB
+    env: str | None = None
+    since: float | None = None  # epoch ms, inclusive
+    until: float | None = None  # epoch ms, exclusive
+    where: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def with_side(self, spec: str, option: str) -> Filters:
+        """`release=A` (or `route=/x*,env=prod`, any meta key): this filter set narrowed."""
+        f = self
+        extra = list(self.where)
+        for part in spec.split(","):
+            key, eq, value = part.partition("=")
+            key = key.strip()
+            if not eq or not key:
+                raise UsageError(
+                    f"{option} {spec!r}: expected KEY=VALUE pairs like release=1.4.2 "
+                    "(or route=/cart*,env=prod)"
+                )
+            if key in ("release", "route", "env"):
+                f = replace(f, **{key: value})
+            elif key in ("since", "until"):
+                f = replace(f, **{key: parse_time(value, f"{option} {key}=")})
+            elif key == "app":
+                f = replace(f, app=value)
+            else:
+                extra.append((key, value))
+        return replace(f, where=tuple(extra))
+
+    def to_params(self) -> dict[str, object]:
+        return {
+            "app": self.app, "release": self.release, "route": self.route, "env": self.env,
+            "since": self.since, "until": self.until, "where": [list(w) for w in self.where],
+        }
+
+
+def parse_where(items: list[str]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for i, item in enumerate(items):
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip():
+            raise UsageError(
+                f"--where {item!r} (number {i + 1}): expected KEY=VALUE, e.g. --where "
+                "country=DE"
+            )
+        out.append((key.strip(), value))
+    return tuple(out)
+
+
+def meta_text(value: object) -> str | None:
+    """A meta value as the engines compare it: strings as is, other JSON as its text."""
+    import orjson
+
+    if value is None:
+        return None
+    if type(value) is str:
+        return value
+    return orjson.dumps(value).decode()

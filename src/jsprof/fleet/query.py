@@ -1,0 +1,420 @@
+"""Fleet queries: the engine's small sorted columns -> a Recording and analysis tables.
+
+A query result is a `Recording` with one track per (app, release): the release's frame
+and stack tables (source-mapped) and one weighted sample per (stack, marker) with the
+summed time of every matching sample. `analysis/` reads it like any recording (the
+per-sample weights column carries the time), so `fleet top` is `summarize`, `fleet flame`
+is `build_call_tree` + the flame renderer, and `fleet diff` is `diff_profiles`: the same
+numbers `jsprof report` gives for those traces merged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..analysis.calltree import CallTree
+from ..analysis.diff import NameKey, ProfileDiff, diff_profiles, match_resource
+from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
+from ..errors import UsageError
+from ..trace import MARKERS, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
+from . import sourcemaps
+from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads
+from .filters import Filters
+
+NS_PER_MS = 1_000_000
+Engine = DuckEngine | DaskEngine
+
+
+@dataclass
+class Release:
+    """One release's tables as read from the store, after source maps."""
+
+    rkey: str
+    app: str
+    release: str
+    trace: ProfilerTrace  # frames and stacks only (no samples), source-mapped
+    frame_key: list[FunctionKey]  # per stored frame id, the (mapped) function
+    stack_map: np.ndarray | None  # stored stack id -> id in `trace` (None: the same)
+
+
+@dataclass
+class Selection:
+    """What one filter set matched."""
+
+    filters: Filters
+    uploads: Uploads
+    releases: dict[str, Release]
+    recording: Recording
+    samples: int
+    total_ms: float
+    per_trace: Any = None
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def traces(self) -> int:
+        return len(self.uploads)
+
+
+def _read_release(snap: Snapshot, rkey: str) -> Release:
+    import pyarrow.parquet as pq
+
+    entry = snap.manifest["releases"][rkey]
+    names, res, lines, cols = [], [], [], []
+    for p in snap.files("frames", [rkey]):
+        t = pq.read_table(p).to_pydict()
+        names += t["name"]
+        res += t["resource"]
+        lines += t["line"]
+        cols += t["column"]
+    par, fr = [], []
+    for p in snap.files("stacks", [rkey]):
+        t = pq.read_table(p, columns=["parent_id", "frame_id"])
+        par.append(t.column("parent_id").to_numpy())
+        fr.append(t.column("frame_id").to_numpy())
+    resources: dict[str, int] = {}
+    frames = []
+    for n, r, ln, c in zip(names, res, lines, cols, strict=True):
+        rid = None if r is None else resources.setdefault(r, len(resources))
+        frames.append(ProfilerFrame(n, rid, ln, c))
+    trace = ProfilerTrace(
+        list(resources), frames,
+        np.concatenate(par) if par else np.zeros(0, np.int32),
+        np.concatenate(fr) if fr else np.zeros(0, np.int32),
+    )
+    maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
+    frame_key = sourcemaps.frame_functions(trace, maps)
+    stack_map = None
+    if maps:
+        trace, stack_map = sourcemaps.apply(trace, maps)
+    return Release(rkey, entry["app"], entry["release"], trace, frame_key, stack_map)
+
+
+def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:
+    """One track per release: a weighted sample per (stack, marker) row."""
+    tracks = []
+    rk = np.asarray(rows.rkey, dtype=object)
+    for rkey in sorted(releases):
+        rel = releases[rkey]
+        sel = rk == rkey if len(rk) else np.zeros(0, bool)
+        stack = rows.stack_id[sel]
+        marker = rows.marker[sel]
+        w = rows.weight_ns[sel] / NS_PER_MS
+        base = rel.trace
+        st = stack if rel.stack_map is None else rel.stack_map[stack]
+        t = np.concatenate([[0.0], np.cumsum(w)[:-1]]) if len(w) else np.zeros(0)
+        trace = ProfilerTrace(
+            base.resources, base.frames, base.stack_parent, base.stack_frame,
+            sample_time=t,  # a merged timeline: each row starts where the last one ended
+            sample_stack=st,
+            sample_marker=marker if (marker != NONE).any() else None,
+            sample_weight=w,
+        )
+        mine = [i for i, k in enumerate(up.rkey) if k == rkey]
+        tracks.append(Track(
+            name=f"{rel.app} {rel.release}".strip(),
+            trace=trace,
+            engine="fleet",
+            sample_interval=float(w[-1]) if len(w) and w[-1] > 0 else None,
+            meta={
+                "app": rel.app, "release": rel.release, "traces": len(mine),
+                "samples": int(up.samples[mine].sum()) if mine else 0,
+            },
+        ))
+    return Recording(tracks)
+
+
+def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = None) -> Selection:
+    """Run the plan for one filter set. per_trace: None, "frames" (top) or "stacks" (diff)."""
+    up = engine.uploads(snap, f)
+    rkeys = sorted(set(up.rkey))
+    releases = {k: _read_release(snap, k) for k in rkeys}
+    rows = engine.stacks(snap, up)
+    rec = _recording(releases, rows, up)
+    extra = None
+    if per_trace == "frames":
+        extra = engine.frames(snap, up)
+    elif per_trace == "stacks":
+        extra = engine.stacks(snap, up, per_trace=True)
+    return Selection(
+        f, up, releases, rec, int(up.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
+        extra,
+    )
+
+
+# ---- top -------------------------------------------------------------------------------------
+
+
+def _no_js_label(code: int) -> str:
+    return "(no JavaScript)" if code == NONE else f"(no JavaScript: {MARKERS[code]})"
+
+
+def _per_trace_quantiles(groups: np.ndarray, values_ms: np.ndarray, n_groups: int
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per group: how many traces, and the p50/p95 of their values (linear interpolation)."""
+    count = np.bincount(groups, minlength=n_groups)
+    p50 = np.full(n_groups, np.nan)
+    p95 = np.full(n_groups, np.nan)
+    if len(groups) == 0:
+        return count, p50, p95
+    order = np.lexsort((values_ms, groups))
+    v = values_ms[order]
+    starts = np.concatenate([[0], np.cumsum(count)[:-1]])
+    for q, out in ((0.5, p50), (0.95, p95)):
+        has = count > 0
+        pos = (count[has] - 1) * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.ceil(pos).astype(np.int64)
+        s = starts[has]
+        a, b = v[s + lo], v[s + hi]
+        out[has] = a + (b - a) * (pos - lo)
+    return count, p50, p95
+
+
+def top(sel: Selection, n: int | None = 20) -> dict:
+    """The `fleet top --json` document."""
+    summary = summarize(sel.recording)
+    st = summary.stats
+    index = {k: i for i, k in enumerate(st.keys)}
+    n_keys = len(st.keys)
+    fr: FrameRows = sel.per_trace
+    # Per stored (release, frame): the summary row of its mapped function.
+    gid = np.full(len(fr.uk), -1, np.int64)
+    rk = np.asarray(fr.rkey, dtype=object)
+    for rkey, rel in sel.releases.items():
+        m = rk == rkey
+        fk = np.asarray([index.get(k, -1) for k in rel.frame_key] or [-1], np.int64)
+        js = m & (fr.frame_id >= 0)
+        gid[js] = fk[fr.frame_id[js]]
+    no_js_labels = {r.label: n_keys + i for i, r in enumerate(summary.no_js)}
+    idle = fr.frame_id < 0
+    for code in np.unique(fr.marker[idle]).tolist():
+        g = no_js_labels.get(_no_js_label(code))
+        if g is not None:
+            gid[idle & (fr.marker == code)] = g
+    ok = gid >= 0
+    n_groups = n_keys + len(summary.no_js)
+    # A trace where two stored frames map to one function counts once, with their sum.
+    pair = fr.uk[ok] * (n_groups + 1) + gid[ok]
+    uniq, inv = np.unique(pair, return_inverse=True)
+    ns = np.zeros(len(uniq), np.int64)
+    np.add.at(ns, inv, fr.self_ns[ok])
+    groups = uniq % (n_groups + 1)
+    traces, p50, p95 = _per_trace_quantiles(groups, ns / NS_PER_MS, n_groups)
+    return top_document(sel, summary, traces, p50, p95, n)
+
+
+def _r(x: float, nd: int = 3) -> float | None:
+    return None if x is None or not math.isfinite(x) else round(float(x), nd)
+
+
+def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.ndarray,
+                 p95: np.ndarray, n: int | None) -> dict:
+    st = summary.stats
+    total = summary.total_ms
+    pct = 100.0 / total if total > 0 else 0.0
+    order = st.order("self")
+    if n is not None:
+        order = order[:n]
+    rows = []
+    for i in order.tolist():
+        k: FunctionKey = st.keys[i]
+        rows.append({
+            "name": k.name, "resource": k.resource, "line": k.line, "column": k.column,
+            "selfMs": _r(st.self_ms[i]), "totalMs": _r(st.total_ms[i]),
+            "selfPct": _r(st.self_ms[i] * pct, 2), "totalPct": _r(st.total_ms[i] * pct, 2),
+            "traces": int(traces[i]), "p50SelfMs": _r(p50[i]), "p95SelfMs": _r(p95[i]),
+        })
+    base = len(st.keys)
+    for j, r in enumerate(summary.no_js):
+        rows.append({
+            "name": r.label, "resource": None, "line": None, "column": None,
+            "selfMs": _r(r.ms), "totalMs": _r(r.ms), "selfPct": _r(r.ms * pct, 2),
+            "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
+            "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
+        })
+    return {"traces": sel.traces, "samples": sel.samples, "totalMs": _r(total), "rows": rows}
+
+
+# ---- flame -----------------------------------------------------------------------------------
+
+OTHER = FunctionKey("other", None, None, None)
+
+
+def fold_tree(tree: CallTree, max_nodes: int) -> CallTree:
+    """Keep the `max_nodes` widest nodes; each parent's dropped children become one "other"."""
+    n = len(tree.parent)
+    if n <= max_nodes:
+        return tree
+    # Widest first; a parent is never narrower than its child, ties broken toward parents
+    # (lower depth first), so the kept set is closed under parents.
+    from ..trace import stack_depths
+
+    depth = stack_depths(tree.parent) if n else np.zeros(0, np.int32)
+    order = np.lexsort((np.arange(n), depth, -tree.total_ms))
+    keep = np.zeros(n, bool)
+    keep[order[:max_nodes]] = True
+    # Close under parents (float ties could otherwise leave a child without its parent).
+    p = tree.parent
+    while True:
+        bad = np.nonzero(keep & (p != NONE))[0]
+        missing = bad[~keep[p[bad]]]
+        if not len(missing):
+            break
+        keep[p[missing]] = True
+    new_id = np.full(n, NONE, np.int64)
+    kept = np.nonzero(keep)[0]
+    new_id[kept] = np.arange(len(kept))
+    functions = list(tree.functions)
+    other_fn = len(functions)
+    functions.append(OTHER)
+    parent = [int(new_id[p[i]]) if p[i] != NONE else NONE for i in kept.tolist()]
+    function = tree.function[kept].tolist()
+    self_ms = tree.self_ms[kept].tolist()
+    total_ms = tree.total_ms[kept].tolist()
+    self_n = tree.self_samples[kept].tolist()
+    total_n = tree.total_samples[kept].tolist()
+    dropped = np.nonzero(~keep)[0]
+    top_dropped = dropped[(p[dropped] == NONE) | keep[np.maximum(p[dropped], 0)]]
+    acc: dict[int, list[float]] = {}
+    for i in top_dropped.tolist():
+        a = acc.setdefault(int(p[i]), [0.0, 0])
+        a[0] += float(tree.total_ms[i])
+        a[1] += int(tree.total_samples[i])
+    for par, (ms, cnt) in sorted(acc.items()):
+        parent.append(NONE if par == NONE else int(new_id[par]))
+        function.append(other_fn)
+        self_ms.append(ms)
+        total_ms.append(ms)
+        self_n.append(cnt)
+        total_n.append(cnt)
+    return CallTree(
+        functions=functions, parent=np.asarray(parent, np.int64),
+        function=np.asarray(function, np.int64), self_ms=np.asarray(self_ms),
+        total_ms=np.asarray(total_ms), self_samples=np.asarray(self_n, np.int64),
+        total_samples=np.asarray(total_n, np.int64), total_time=tree.total_time,
+    )
+
+
+# ---- diff ------------------------------------------------------------------------------------
+
+MIN_TRACES = 5
+MIN_SAMPLES = 1000
+
+
+def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int) -> None:
+    if sel.traces < min_traces or sel.samples < min_samples:
+        raise UsageError(
+            f"fleet diff: {side} matches {sel.traces} traces and {sel.samples:,} samples; each "
+            f"side needs at least {min_traces} traces and {min_samples:,} samples (widen the "
+            "filters, wait for more uploads, or lower --min-traces/--min-samples)"
+        )
+
+
+def _name_key(k: FunctionKey) -> NameKey:
+    return NameKey(k.name, match_resource(k.resource))
+
+
+def _trace_function_keys(tr: ProfilerTrace) -> list[FunctionKey]:
+    res = tr.resources
+    return [
+        FunctionKey(f.name, None if f.resource_id is None else res[f.resource_id], f.line,
+                    f.column)
+        for f in tr.frames
+    ]
+
+
+def trace_shares(sel: Selection, keys: list[NameKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trace: self and total ms of each of `keys` (traces x keys), and all its ms."""
+    rows: StackRows = sel.per_trace
+    uks = sel.uploads.uk
+    pos = {k: i for i, k in enumerate(keys)}
+    K = len(keys)
+    U = len(uks)
+    self_m = np.zeros((U, K))
+    total_m = np.zeros((U, K))
+    trace_ix = np.searchsorted(uks, rows.uk)
+    all_ms = np.bincount(trace_ix, weights=rows.weight_ns / NS_PER_MS, minlength=U)
+    rk = np.asarray(rows.rkey, dtype=object)
+    for rkey, rel in sel.releases.items():
+        tr = rel.trace
+        m = (rk == rkey) & (rows.stack_id >= 0)
+        if not m.any() or K == 0:
+            continue
+        sid = rows.stack_id[m]
+        st = sid if rel.stack_map is None else rel.stack_map[sid]
+        w = rows.weight_ns[m] / NS_PER_MS
+        ti = trace_ix[m]
+        fkey = np.asarray(
+            [pos.get(_name_key(k), -1) for k in _trace_function_keys(tr)] or [-1], np.int64
+        )
+        node_key = fkey[tr.stack_frame] if tr.num_stacks else np.zeros(0, np.int64)
+        leaf = np.where(st >= 0, node_key[np.maximum(st, 0)], -1)
+        hit = leaf >= 0
+        np.add.at(self_m, (ti[hit], leaf[hit]), w[hit])
+        # Total: a key counts once per sample, at its outermost node on the path (as in
+        # `summarize`), so walk each row up its path one level per round.
+        first = ~repeats_an_ancestor(tr.stack_parent, node_key) & (node_key >= 0)
+        cur = st.copy()
+        active = np.nonzero(cur >= 0)[0]
+        while len(active):
+            node = cur[active]
+            add = first[node]
+            np.add.at(total_m, (ti[active[add]], node_key[node[add]]), w[active[add]])
+            cur[active] = tr.stack_parent[node]
+            active = active[cur[active] >= 0]
+    return self_m, total_m, all_ms
+
+
+@dataclass
+class Interval:
+    lo: float
+    hi: float
+
+    def excludes_zero(self) -> bool:
+        return self.lo > 0 or self.hi < 0
+
+
+def bootstrap(base: Selection, new: Selection, keys: list[NameKey], reps: int = 200,
+              seed: int = 0) -> dict[str, np.ndarray]:
+    """95 % intervals of each key's change (pp of share, and relative %) by resampling
+    traces with replacement on both sides."""
+    rng = np.random.default_rng(seed)
+    out = {}
+    draws = {}
+    for side, sel in (("base", base), ("new", new)):
+        s, t, a = trace_shares(sel, keys)
+        U = len(a)
+        c = rng.multinomial(U, np.full(U, 1.0 / U), size=reps).astype(np.float64)
+        den = c @ a
+        den[den == 0] = np.nan
+        draws[side] = (100.0 * (c @ s) / den[:, None], 100.0 * (c @ t) / den[:, None])
+    for j, metric in enumerate(("self", "total")):
+        b, n = draws["base"][j], draws["new"][j]
+        d = n - b
+        with np.errstate(divide="ignore", invalid="ignore"):
+            rel = np.where(b > 0, 100.0 * d / b, np.nan)
+        out[f"{metric}_pp"] = _interval(d, len(keys))
+        out[f"{metric}_rel"] = _interval(rel, len(keys))
+    return out
+
+
+def _interval(draws: np.ndarray, k: int) -> np.ndarray:
+    """2.5th and 97.5th percentiles per column, NaN where a column has no finite draw."""
+    out = np.full((2, k), np.nan)
+    ok = np.isfinite(draws).any(axis=0) if len(draws) else np.zeros(k, bool)
+    if ok.any():
+        out[:, ok] = np.nanpercentile(draws[:, ok], [2.5, 97.5], axis=0)
+    return out
+
+
+def diff(base: Selection, new: Selection, keys_for: Callable[[ProfileDiff], list[NameKey]],
+         reps: int = 200) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray]]:
+    d = diff_profiles(base.recording, new.recording)
+    keys = keys_for(d)
+    ci = bootstrap(base, new, keys, reps) if keys else {}
+    return d, keys, ci

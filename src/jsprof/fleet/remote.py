@@ -1,0 +1,110 @@
+"""`--url`: the same queries asked of a running `jsprof serve` (read token from the env)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+import orjson
+
+from ..errors import JsprofError, UsageError
+from .filters import Filters
+
+TIMEOUT = 600.0
+
+
+def filter_params(f: Filters) -> list[tuple[str, str]]:
+    out = [("app", f.app)]
+    for k in ("release", "route", "env"):
+        v = getattr(f, k)
+        if v is not None:
+            out.append((k, v))
+    for k in ("since", "until"):
+        v = getattr(f, k)
+        if v is not None:
+            out.append((k, repr(v)))  # epoch ms: the server parses numbers as such
+    out += [("where", f"{k}={v}") for k, v in f.where]
+    return out
+
+
+class Remote:
+    def __init__(self, url: str) -> None:
+        u = urllib.parse.urlparse(url)
+        if u.scheme not in ("http", "https") or not u.netloc:
+            raise UsageError(f"--url {url!r}: expected http://HOST:PORT")
+        self.base = url.rstrip("/")
+
+    def _token(self, env: str) -> str:
+        tok = os.environ.get(env)
+        if not tok:
+            raise UsageError(f"--url needs the token in the environment variable {env}")
+        return tok
+
+    def _request(self, method: str, path: str, params: list[tuple[str, str]],
+                 token_env: str = "JSPROF_READ_TOKEN", body: bytes | None = None) -> bytes:
+        url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
+        req = urllib.request.Request(url, data=body, method=method, headers={
+            "Authorization": f"Bearer {self._token(token_env)}",
+            "Accept": "application/json",
+        })
+        try:
+            with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                return resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                msg = orjson.loads(raw).get("error") or raw.decode("utf-8", "replace")
+            except (orjson.JSONDecodeError, AttributeError):
+                msg = raw.decode("utf-8", "replace")[:300]
+            err = UsageError if e.code in (400, 401, 403, 404, 422) else JsprofError
+            raise err(f"{self.base}{path}: {e.code} {msg}") from None
+        except (urllib.error.URLError, OSError) as e:
+            reason = getattr(e, "reason", e)
+            raise JsprofError(f"--url {self.base}: cannot connect ({reason})") from None
+
+    def top(self, f: Filters, n: int | None) -> dict:
+        params = filter_params(f) + [("format", "json")]
+        params.append(("top", "all" if n is None else str(n)))
+        return orjson.loads(self._request("GET", "/v1/query/top", params))
+
+    def flame(self, f: Filters, fmt: str, max_nodes: int) -> str:
+        params = filter_params(f) + [("format", fmt), ("max_nodes", str(max_nodes))]
+        return self._request("GET", "/v1/query/flame", params).decode("utf-8")
+
+    def diff(self, args: argparse.Namespace, f: Filters, fmt: str | None
+             ) -> tuple[dict, str | None]:
+        params = filter_params(f) + [("base", args.base), ("new", args.new)]
+        params += [("fail_if", r) for r in args.fail_if]
+        params += [("min_traces", str(args.min_traces)), ("min_samples", str(args.min_samples)),
+                   ("resamples", str(args.resamples)),
+                   ("top", "all" if args.top is None else str(args.top))]
+        doc = orjson.loads(self._request("GET", "/v1/query/diff", params + [("format", "json")]))
+        page = None
+        if fmt is not None:
+            page = self._request(
+                "GET", "/v1/query/diff", params + [("format", f"flame-{fmt}")]
+            ).decode("utf-8")
+        return doc, page
+
+    def recording(self, f: Filters) -> Any:
+        from ..formats import read_any
+
+        data = self._request("GET", "/v1/query/export", filter_params(f))
+        return read_any(data, f"{self.base}/v1/query/export")
+
+    def upload_sourcemaps(self, app: str, release: str, items: list[str]) -> list[str]:
+        from .sourcemaps import _map_files
+
+        names = []
+        for p in _map_files(items):
+            doc = orjson.loads(self._request(
+                "POST", "/v1/sourcemaps",
+                [("app", app), ("release", release), ("name", p.name)],
+                token_env="JSPROF_ADMIN_TOKEN", body=p.read_bytes(),
+            ))
+            names.append(doc.get("stored", p.name))
+        return names

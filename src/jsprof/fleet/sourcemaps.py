@@ -1,0 +1,135 @@
+"""Per-release source maps, kept in the store and applied to a release's unique frames.
+
+`<store>/sourcemaps/rkey=K/<script>.map`, K the release key of (app, release). At query
+time `analysis.sourcemap` maps the release's frame table (and re-interns its stack
+table): never per sample, so the cost grows with unique frames, not with traffic.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from ..analysis import sourcemap
+from ..analysis.profile import FunctionKey
+from ..errors import UsageError
+from ..io import atomic_write
+from ..store.compact import release_key
+from ..trace import ProfilerTrace
+
+DIR = "sourcemaps"
+MAX_FILES = 10_000
+
+
+def release_dir(store_path: str | os.PathLike, rkey: str) -> Path:
+    return Path(store_path) / DIR / f"rkey={rkey}"
+
+
+def _map_files(items: list[str]) -> list[Path]:
+    out: list[Path] = []
+    for item in items:
+        p = Path(item)
+        if p.is_dir():
+            out += sorted(q for q in p.rglob("*.map") if q.is_file())
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise UsageError(f"{item}: no such file or directory (give .map files or a folder)")
+    if not out:
+        raise UsageError(f"{' '.join(items)}: no .map files found")
+    if len(out) > MAX_FILES:
+        raise UsageError(f"{len(out)} source maps: more than {MAX_FILES}; upload fewer at once")
+    return out
+
+
+def stored_name(path: Path, sm: sourcemap.SourceMap) -> str:
+    """The name a map is kept under: `<script basename>.map`, as find_maps looks it up."""
+    if sm.file:
+        base = os.path.basename(sm.file.split("?", 1)[0].split("#", 1)[0])
+        if base:
+            return f"{base}.map"
+    return path.name if path.name.endswith(".map") else f"{path.name}.map"
+
+
+def validate(data: bytes, where: str) -> sourcemap.SourceMap:
+    import orjson
+
+    if len(data) > sourcemap.MAX_MAP_BYTES:
+        raise UsageError(f"{where}: larger than the {sourcemap.MAX_MAP_BYTES} byte limit")
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError as e:
+        raise UsageError(f"{where}: not JSON ({e})") from None
+    try:
+        return sourcemap.SourceMap(doc, where)
+    except sourcemap.SourceMapError as e:
+        raise UsageError(str(e)) from None
+
+
+def store_map(store_path: str | os.PathLike, app: str, release: str, data: bytes,
+              name_hint: str) -> str:
+    """Validate one map and keep it for (app, release); returns the stored name."""
+    sm = validate(data, name_hint)
+    name = stored_name(Path(name_hint), sm)
+    d = release_dir(store_path, release_key(app, release))
+    d.mkdir(parents=True, exist_ok=True)
+    atomic_write(d / name, data)
+    return name
+
+
+def upload(store_path: str | os.PathLike, app: str, release: str, items: list[str]) -> list[str]:
+    names = []
+    for p in _map_files(items):
+        names.append(store_map(store_path, app, release, p.read_bytes(), str(p)))
+    return names
+
+
+def maps_for(store_path: str | os.PathLike, rkey: str, resources: list[str]
+             ) -> dict[str, sourcemap.SourceMap]:
+    d = release_dir(store_path, rkey)
+    if not d.is_dir():
+        return {}
+    return sourcemap.find_maps(resources, str(d))
+
+
+def frame_functions(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap]
+                    ) -> list[FunctionKey]:
+    """Per frame, its function after source maps (itself where no map applies)."""
+    res = trace.resources
+    keys = [
+        FunctionKey(f.name, None if f.resource_id is None else res[f.resource_id], f.line,
+                    f.column)
+        for f in trace.frames
+    ]
+    if not maps or not keys:
+        return keys
+    # One root stack and one sample per frame: the library maps them exactly as it maps
+    # a recording, and each sample's new stack names its frame's new function.
+    n = len(trace.frames)
+    probe = ProfilerTrace(
+        trace.resources, trace.frames, np.full(n, -1), np.arange(n), np.arange(n, dtype=float),
+        np.arange(n),
+    )
+    out = sourcemap.apply_to_trace(probe, maps)
+    new_frame = out.stack_frame[out.sample_stack]
+    ores = out.resources
+    return [
+        FunctionKey(f.name, None if f.resource_id is None else ores[f.resource_id], f.line,
+                    f.column)
+        for f in (out.frames[i] for i in new_frame.tolist())
+    ]
+
+
+def apply(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap]
+          ) -> tuple[ProfilerTrace, np.ndarray]:
+    """The release's tables mapped; and per stored stack id, its stack in the new tables."""
+    n = trace.num_stacks
+    probe = ProfilerTrace(
+        trace.resources, trace.frames, trace.stack_parent, trace.stack_frame,
+        np.arange(n, dtype=float), np.arange(n),
+    )
+    out = sourcemap.apply_to_trace(probe, maps)
+    stack_map = np.concatenate([out.sample_stack.astype(np.int64), [-1]])
+    return ProfilerTrace(out.resources, out.frames, out.stack_parent, out.stack_frame), stack_map
