@@ -158,9 +158,13 @@ def _status(what: str) -> Any:
 
 
 def _session(args: argparse.Namespace) -> Any:
+    from ..errors import UsageError
     from . import api
 
-    store = api.open_store(args.store or DEFAULT_STORE)
+    path = args.store or DEFAULT_STORE
+    if not os.path.isdir(path):
+        raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
+    store = api.open_store(path)
     return api.session(store, args.engine, args.scheduler, args.local_workers)
 
 

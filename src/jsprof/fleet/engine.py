@@ -242,7 +242,7 @@ class DaskEngine:
                            np.zeros(0))
         cols = sorted(set(UPLOAD_COLS) | {"app", "route", "env", "meta"})
         df = self._read(files, cols)
-        out = df.map_partitions(_pandas_filter, f)[list(UPLOAD_COLS)]
+        out = df.map_partitions(_pandas_filter, f, meta=df._meta)[list(UPLOAD_COLS)]
         pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
         return _uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS})
 

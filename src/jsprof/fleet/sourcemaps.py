@@ -8,7 +8,9 @@ table): never per sample, so the cost grows with unique frames, not with traffic
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+from urllib.parse import urljoin
 
 import numpy as np
 
@@ -91,7 +93,16 @@ def maps_for(store_path: str | os.PathLike, rkey: str, resources: list[str]
     d = release_dir(store_path, rkey)
     if not d.is_dir():
         return {}
-    return sourcemap.find_maps(resources, str(d))
+    maps = sourcemap.find_maps(resources, str(d))
+    for resource, sm in maps.items():
+        # A map kept in the store stands for one beside the script: its relative sources
+        # are relative to the script's URL, not to the store's folder.
+        sm.base_dir = None
+        sm.sources = [
+            s if not s or re.match(r"^[a-z][a-z0-9+.-]*:", s) else urljoin(resource, s)
+            for s in sm.sources
+        ]
+    return maps
 
 
 def frame_functions(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap]

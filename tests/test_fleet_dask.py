@@ -1,0 +1,78 @@
+"""DuckDB and Dask run the same plan: identical results on a real 2-worker LocalCluster."""
+
+from __future__ import annotations
+
+import numpy as np
+import orjson
+import pytest
+
+from fleet_util import DirStore, make_trace, upload
+from jsprof.cli import main
+from jsprof.fleet import api
+from jsprof.fleet.engine import DaskEngine, DuckEngine
+from jsprof.fleet.filters import Filters
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    from distributed import Client, LocalCluster
+
+    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                     dashboard_address=None, host="127.0.0.1")
+    client = Client(c)
+    assert len(client.scheduler_info()["workers"]) == 2
+    yield c, client
+    client.close()
+    c.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    st = DirStore(tmp_path_factory.mktemp("dask") / "store")
+    rng = np.random.default_rng(5)
+    for rel, hot in (("1.0", None), ("1.1", "slowThing"), ("1.2", "slowThing")):
+        for i in range(8):
+            upload(st, f"{rel}-{i}", make_trace(rng, 500, hot=hot, hot_share=0.1),
+                   app="shop", release=rel, route=f"/p/{i % 3}", env="prod",
+                   receivedAt=1.7e12 + i * 60e3, country=["DE", "FR"][i % 2], ab=i % 2 == 0)
+    upload(st, "other-app", make_trace(rng, 300), app="blog", release="1.0")
+    return st
+
+
+FILTERS = [
+    Filters(app="shop"),
+    Filters(app="shop", release="1.1"),
+    Filters(app="shop", route="/p/[12]".replace("[12]", "?"), where=(("country", "DE"),)),
+    Filters(app="shop", since=1.7e12 + 120e3, until=1.7e12 + 400e3, env="prod"),
+    Filters(app="shop", where=(("ab", "true"),)),
+    Filters(app="blog"),
+]
+
+
+def test_both_engines_give_identical_results(store, cluster):
+    _, client = cluster
+    duck = DuckEngine()
+    dask = DaskEngine(client=client)
+    with api.session(store, duck) as sd, api.session(store, dask, compact_first=False) as sk:
+        for f in FILTERS:
+            a, b = api.top(sd, f, None), api.top(sk, f, None)
+            assert a == b, f
+            assert a["traces"] > 0, f
+        base, new = Filters(app="shop", release="1.0"), Filters(app="shop", release="1.2")
+        da, _ = api.diff(sd, base, new, None, ["slowThing:self>+2pp"])
+        dk, _ = api.diff(sk, base, new, None, ["slowThing:self>+2pp"])
+        assert da == dk
+        assert da["failures"]
+    duck.close()
+
+
+def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys, monkeypatch):
+    c, _ = cluster
+    monkeypatch.setattr(api, "open_store", lambda path: DirStore(path))
+    argv = ["fleet", "top", "--store", str(store.path), "--app", "shop", "--json", "--all"]
+    assert main(argv) == 0
+    local = orjson.loads(capsys.readouterr().out)
+    assert main(argv + ["--engine", "dask", "--scheduler", c.scheduler_address]) == 0
+    assert orjson.loads(capsys.readouterr().out) == local
+    assert main(argv + ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:1"]) == 2
+    assert "cannot reach the Dask scheduler" in capsys.readouterr().err
