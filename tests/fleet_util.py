@@ -1,13 +1,8 @@
-"""Helpers for the fleet tests: synthetic field traces and an upload source to compact."""
+"""Helpers for the fleet tests: synthetic field traces, uploaded to a real store."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from pathlib import Path
-
 import numpy as np
-import orjson
 
 from jsprof.trace import ProfilerTrace, Recording, TraceBuilder, Track
 from jsprof.tracefile import dumps
@@ -56,41 +51,6 @@ def make_trace(rng: np.random.Generator, n: int, interval: float = 10.0,
         else:
             b.add_sample(float(t[i]), stacks[pick[i]], marker="script")
     return b.build()
-
-
-class DirStore:
-    """Stand-in for jsprof.store.Store with the agreed interface (append/get/iter_uploads/path),
-    kept beside the tests that run the real store."""
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self.path = Path(path)
-        (self.path / "raw").mkdir(parents=True, exist_ok=True)
-
-    def _files(self) -> list[Path]:
-        return sorted((self.path / "raw").glob("*.json"))
-
-    def append(self, upload_id: str, meta: dict, trace_json: bytes) -> bool:
-        if self.get(upload_id) is not None:
-            return False
-        n = len(self._files())
-        tmp = self.path / "raw" / f".{n:08d}.tmp"
-        tmp.write_bytes(orjson.dumps({"id": upload_id, "meta": meta}) + b"\n" + trace_json)
-        os.replace(tmp, self.path / "raw" / f"{n:08d}.json")
-        return True
-
-    def get(self, upload_id: str) -> tuple[dict, bytes] | None:
-        for _, uid, meta, body in self.iter_uploads():
-            if uid == upload_id:
-                return meta, body
-        return None
-
-    def iter_uploads(self, after: object = None) -> Iterator[tuple[int, str, dict, bytes]]:
-        for i, p in enumerate(self._files()):
-            if after is not None and i <= after:
-                continue
-            head, body = p.read_bytes().split(b"\n", 1)
-            d = orjson.loads(head)
-            yield i, d["id"], d["meta"], body
 
 
 def upload(store: object, uid: str, trace: ProfilerTrace, **meta: object) -> None:

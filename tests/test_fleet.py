@@ -9,20 +9,21 @@ import numpy as np
 import orjson
 import pytest
 
-from fleet_util import RES, DirStore, make_trace, merged_recording, upload
+from fleet_util import RES, make_trace, merged_recording, upload
 from jsprof import io
 from jsprof.analysis.profile import summarize
 from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
+from jsprof.store import Store
 from jsprof.store.compact import compact, read_manifest
 
 
 @pytest.fixture
-def store(tmp_path, monkeypatch):
-    st = DirStore(tmp_path / "store")
-    monkeypatch.setattr(api, "open_store", lambda path: DirStore(path))
-    return st
+def store(tmp_path):
+    st = Store(tmp_path / "store")
+    yield st
+    st.close()
 
 
 def _fill(st, n_per_release=6, samples=600, seed=7):
@@ -135,11 +136,11 @@ def test_compaction_is_idempotent_and_sees_new_uploads(store):
 
 
 def _compact_in_child(path: str) -> int:
-    return compact(DirStore(path)).uploads
+    return compact(Store(path)).uploads
 
 
 def _writer(path: str, n: int) -> None:
-    st = DirStore(path)
+    st = Store(path)
     rng = np.random.default_rng(11)
     for i in range(n):
         upload(st, f"w{i}", make_trace(rng, 200), app="shop", release="2.0")

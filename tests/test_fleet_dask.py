@@ -6,11 +6,12 @@ import numpy as np
 import orjson
 import pytest
 
-from fleet_util import DirStore, make_trace, upload
+from fleet_util import make_trace, upload
 from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.engine import DaskEngine, DuckEngine
 from jsprof.fleet.filters import Filters
+from jsprof.store import Store
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +29,7 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    st = DirStore(tmp_path_factory.mktemp("dask") / "store")
+    st = Store(tmp_path_factory.mktemp("dask") / "store")
     rng = np.random.default_rng(5)
     for rel, hot in (("1.0", None), ("1.1", "slowThing"), ("1.2", "slowThing")):
         for i in range(8):
@@ -66,9 +67,8 @@ def test_both_engines_give_identical_results(store, cluster):
     duck.close()
 
 
-def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys, monkeypatch):
+def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys):
     c, _ = cluster
-    monkeypatch.setattr(api, "open_store", lambda path: DirStore(path))
     argv = ["fleet", "top", "--store", str(store.path), "--app", "shop", "--json", "--all"]
     assert main(argv) == 0
     local = orjson.loads(capsys.readouterr().out)

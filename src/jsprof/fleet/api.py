@@ -22,13 +22,14 @@ Engine = DuckEngine | DaskEngine
 
 def open_store(path: str | os.PathLike) -> Any:
     """The raw store at `path` (jsprof.store.Store); a clear error when it is not one."""
-    if not os.path.isdir(path):
-        raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
+    from ..store import Store, StoreError
+
+    if not os.path.isdir(os.path.join(path, "segments")):
+        raise UsageError(f"--store {path}: not a store (a directory `jsprof serve` writes)")
     try:
-        from ..store import Store  # type: ignore[attr-defined]
-    except ImportError:
-        raise JsprofError("this jsprof has no raw store (jsprof.store.Store) to read") from None
-    return Store(path)
+        return Store(path)
+    except StoreError as e:
+        raise JsprofError(f"--store {path}: {e}") from None
 
 
 def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Snapshot:

@@ -391,23 +391,23 @@ class _Lock:
         os.close(self.fd)
 
 
-def _cursor_in(value: Any) -> Any:
-    """The store's cursor from its JSON form (a store may offer Cursor.from_json)."""
-    try:
-        from . import Cursor  # type: ignore[attr-defined]
-    except ImportError:
-        return value
-    conv = getattr(Cursor, "from_json", None)
-    return conv(value) if conv is not None else value
+def _cursor_in(man: dict) -> Any:
+    """The store's cursor from the manifest (`Cursor.dumps` text, or a plain JSON value)."""
+    if not man["hasCursor"]:
+        return None
+    if man.get("cursorKind") == "Cursor":
+        from .store import Cursor
+
+        return Cursor.loads(man["cursor"])
+    return man["cursor"]
 
 
-def _cursor_out(cursor: Any) -> Any:
-    conv = getattr(cursor, "to_json", None)
-    if conv is not None:
-        return conv()
-    if isinstance(cursor, tuple):
-        return list(cursor)
-    return cursor
+def _cursor_out(man: dict, cursor: Any) -> None:
+    if hasattr(cursor, "dumps"):
+        man["cursor"], man["cursorKind"] = cursor.dumps(), "Cursor"
+    else:
+        man["cursor"], man["cursorKind"] = cursor, "json"
+    man["hasCursor"] = True
 
 
 def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> CompactStats:
@@ -424,7 +424,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
         man = read_manifest(store.path)
         releases: dict[str, _Release] = {}
         pending: list[dict] = []
-        cursor = _cursor_in(man["cursor"]) if man["hasCursor"] else None
+        cursor = _cursor_in(man)
         last_cursor: Any = None
         have_new = False
 
@@ -457,8 +457,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 if (tdir / sub).is_dir():
                     _fsync_dir(tdir / sub)
             man["nextPart"] = part + 1
-            man["cursor"] = _cursor_out(last_cursor)
-            man["hasCursor"] = True
+            _cursor_out(man, last_cursor)
             _fsync_write(tdir / MANIFEST, orjson.dumps(man))
             stats.batches += 1
             pending = []
