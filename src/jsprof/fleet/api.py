@@ -204,3 +204,86 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
             change=change,
         )
     return doc, page
+
+
+def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
+    """A function's self and total share (percent of all time) per release or per UTC day."""
+    from dataclasses import replace
+
+    from ..analysis.profile import summarize
+    from ..trace import Recording
+    from . import query
+
+    def shares(rec: Recording) -> tuple[float, float, float]:
+        sm = summarize(rec)
+        total = sm.total_ms
+        hit = [i for i, k in enumerate(sm.stats.keys) if k.name == name]
+        self_ms = float(sum(sm.stats.self_ms[i] for i in hit))
+        # Two functions of one name on one path would be counted twice in a plain sum of
+        # totals; take the widest as the share the name has at least.
+        total_ms = float(max((sm.stats.total_ms[i] for i in hit), default=0.0))
+        pct = 100.0 / total if total > 0 else 0.0
+        return self_ms * pct, total_ms * pct, total
+
+    points = []
+    if by == "release":
+        sel = query.select(s.engine, s.snap, f)
+        first: dict[str, float] = {}
+        for r, t in zip(sel.uploads.release, sel.uploads.received_at.tolist(), strict=True):
+            first[r] = min(first.get(r, t), t)
+        by_release = {t.meta["release"]: t for t in sel.recording.tracks}
+        for rel in sorted(by_release, key=lambda r: (first.get(r, 0.0), r)):
+            t = by_release[rel]
+            sp, tp, total = shares(Recording([t]))
+            points.append({"label": rel, "selfPct": round(sp, 3), "totalPct": round(tp, 3),
+                           "traces": t.meta["traces"], "totalMs": round(total, 3)})
+    else:
+        import math
+
+        up = s.engine.uploads(s.snap, f)
+        times = [t for t in up.received_at.tolist() if math.isfinite(t)]
+        if times:
+            day = 86400e3
+            d0 = math.floor(min(times) / day)
+            d1 = min(math.floor(max(times) / day), d0 + 90)  # a chart, not a report
+            for d in range(d0, d1 + 1):
+                df = replace(f, since=max(d * day, f.since or -math.inf),
+                             until=min((d + 1) * day, f.until or math.inf))
+                sel = query.select(s.engine, s.snap, df)
+                if not sel.traces:
+                    continue
+                from datetime import UTC, datetime
+
+                sp, tp, total = shares(sel.recording)
+                points.append({
+                    "label": datetime.fromtimestamp(d * 86400, UTC).strftime("%Y-%m-%d"),
+                    "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
+                    "totalMs": round(total, 3)})
+    return {"function": name, "by": by, "points": points}
+
+
+def options(s: Session, app: str | None) -> dict:
+    """What the pickers offer: apps, and for `app` its releases (newest first), routes, envs."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    files = s.snap.files("uploads")
+    apps: set[str] = set()
+    rel_first: dict[str, float] = {}
+    routes: set[str] = set()
+    envs: set[str] = set()
+    for p in files:
+        t = pq.read_table(p, columns=["app", "release", "route", "env", "received_at"])
+        apps.update(x for x in t.column("app").to_pylist() if x is not None)
+        if app is None:
+            continue
+        t = t.filter(pc.equal(t.column("app"), app))
+        for r, at in zip(t.column("release").to_pylist(), t.column("received_at").to_pylist(),
+                         strict=True):
+            at = at if at is not None else 0.0
+            rel_first[r] = min(rel_first.get(r, at), at)
+        routes.update(x for x in t.column("route").to_pylist() if x is not None)
+        envs.update(x for x in t.column("env").to_pylist() if x is not None)
+    releases = sorted(rel_first, key=lambda r: (-rel_first[r], r))
+    return {"apps": sorted(apps), "releases": releases, "routes": sorted(routes),
+            "envs": sorted(envs)}

@@ -47,9 +47,9 @@ def _source_args(p: argparse.ArgumentParser) -> None:
 def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
     g = p.add_argument_group("which uploads")
     g.add_argument("--app", required=app_required, metavar="NAME", help="the app (required)")
-    g.add_argument("--release", metavar="R")
+    g.add_argument("--release", metavar="R", help="only this release")
     g.add_argument("--route", metavar="GLOB", help="route pattern: * any run, ? one character")
-    g.add_argument("--env", metavar="E")
+    g.add_argument("--env", metavar="E", help="only this environment (e.g. prod)")
     g.add_argument("--since", metavar="TIME", help="receivedAt from: ISO time or 7d/12h/30m ago")
     g.add_argument("--until", metavar="TIME", help="receivedAt before: ISO time or age")
     g.add_argument("--where", metavar="KEY=VALUE", action="append", default=[],
@@ -69,7 +69,7 @@ def add_parser(sub: Any) -> None:
     _filter_args(t)
     t.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
     t.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--json", action="store_true", help="print the rows as JSON")
     t.set_defaults(func=cmd_top)
 
     f = fs.add_parser("flame", help="one flame graph over all matching samples")
@@ -78,8 +78,9 @@ def add_parser(sub: Any) -> None:
     f.add_argument("-o", "--output", required=True, help="merged.html or merged.svg")
     f.add_argument("--max-nodes", type=_positive_int, default=2000,
                    help="widest N call-tree nodes; the rest folded into 'other' (default 2000)")
-    f.add_argument("--icicle", action="store_true")
-    f.add_argument("--color-by", choices=("resource", "function"), default="resource")
+    f.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
+    f.add_argument("--color-by", choices=("resource", "function"), default="resource",
+                   help="colour frames by resource (default) or by function")
     f.set_defaults(func=cmd_flame)
 
     d = fs.add_parser("diff", help="compare two sets of uploads (e.g. two releases)")
@@ -90,7 +91,7 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--new", required=True, metavar="KEY=VALUE", help="e.g. release=1.4.2")
     d.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
     d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
-    d.add_argument("--json", action="store_true")
+    d.add_argument("--json", action="store_true", help="print the rows as JSON")
     d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
@@ -116,9 +117,10 @@ def add_parser(sub: Any) -> None:
     up.add_argument("--store", metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
     up.add_argument("--url", metavar="http://HOST:PORT",
                     help="upload to a running `jsprof serve` (admin token: JSPROF_ADMIN_TOKEN)")
-    up.add_argument("--app", required=True)
-    up.add_argument("--release", required=True)
-    up.add_argument("maps", nargs="+", metavar="DIR|FILE.map")
+    up.add_argument("--app", required=True, help="the app the maps belong to")
+    up.add_argument("--release", required=True, help="the release they were built for")
+    up.add_argument("maps", nargs="+", metavar="DIR|FILE.map",
+                    help=".map files, or folders searched for them")
     up.set_defaults(func=cmd_sourcemaps_upload)
 
 

@@ -1,0 +1,318 @@
+"""The fleet queries over HTTP: `GET /v1/query/top|flame|diff|export|series|options`.
+
+Query parameters are the CLI's options (`app`, `release`, `route`, `env`, `since`, `until`,
+repeatable `where=KEY=VALUE`; `top`, `max_nodes`, `base`, `new`, repeatable `fail_if`, ...),
+`format` picks JSON or HTML. Every route needs the read token (`require_read`); uploading
+source maps (`POST /v1/sourcemaps`) is a write and needs the admin token. Queries run in a
+worker thread: they compact and scan, and must not stall ingest on the event loop.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+from typing import Any
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+MAX_BODY = 64 << 20  # a source map
+
+# Pages we make from query results: our own markup only, no script, no outside fetches.
+PAGE_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+            "form-action 'none'; frame-ancestors 'self'")
+
+
+def _auth(request: Request) -> None:
+    from .auth import require_read
+
+    require_read(request)
+
+
+def _store(request: Request) -> Any:
+    return request.app.state.store
+
+
+def _json(doc: Any, status: int = 200) -> Response:
+    import orjson
+
+    return Response(orjson.dumps(doc), status_code=status, media_type="application/json",
+                    headers={"Cache-Control": "no-store"})
+
+
+def _error(status: int, msg: str) -> Response:
+    return JSONResponse({"error": msg}, status_code=status, headers={"Cache-Control": "no-store"})
+
+
+def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int | None:
+    from ..errors import UsageError
+
+    v = q.get(name)
+    if v is None or v == "":
+        return default
+    if allow_all and v == "all":
+        return None
+    try:
+        n = int(v)
+    except ValueError:
+        raise UsageError(f"query parameter {name}: expected a whole number, got {v[:40]!r}"
+                         ) from None
+    if n < (0 if name == "resamples" else 1):
+        raise UsageError(f"query parameter {name}: must be at least 1, got {n}")
+    return n
+
+
+def filters_from_query(request: Request) -> Any:
+    from ..errors import UsageError
+    from ..fleet.filters import Filters, parse_time, parse_where
+
+    q = request.query_params
+    app = q.get("app")
+    if not app:
+        raise UsageError("query parameter app: missing; e.g. ?app=shop")
+    return Filters(
+        app=app, release=q.get("release") or None, route=q.get("route") or None,
+        env=q.get("env") or None,
+        since=parse_time(q["since"], "since") if q.get("since") else None,
+        until=parse_time(q["until"], "until") if q.get("until") else None,
+        where=parse_where(q.getlist("where")),
+    )
+
+
+async def _run(request: Request, work: Callable[[], Response]) -> Response:
+    from ..errors import JsprofError, UsageError
+
+    _auth(request)
+
+    def guarded() -> Response:
+        try:
+            return work()
+        except UsageError as e:
+            return _error(400, str(e))
+        except JsprofError as e:
+            return _error(422, str(e))
+
+    return await run_in_threadpool(guarded)
+
+
+def _session(request: Request) -> Any:
+    from ..fleet import api
+
+    return api.session(_store(request))
+
+
+def _page(title: str, body: str) -> Response:
+    doc = (
+        "<!doctype html><html><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>body{{font:13px system-ui,sans-serif}}"
+        "td,th{padding:2px 8px;text-align:right}td.l,th.l{text-align:left}</style></head>"
+        f"<body><h3>{html.escape(title)}</h3>{body}</body></html>"
+    )
+    return Response(doc, media_type="text/html; charset=utf-8",
+                    headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
+
+
+def _table(cols: list[tuple[str, str]], rows: list[dict]) -> str:
+    head = "".join(f"<th class='{'l' if k in ('name', 'resource') else ''}'>{html.escape(t)}</th>"
+                   for k, t in cols)
+    out = [f"<table><tr>{head}</tr>"]
+    for r in rows:
+        cells = []
+        for k, _ in cols:
+            v = r.get(k)
+            cls = "l" if k in ("name", "resource") else ""
+            cells.append(f"<td class='{cls}'>{html.escape('' if v is None else str(v))}</td>")
+        out.append(f"<tr>{''.join(cells)}</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _html_wanted(request: Request) -> bool:
+    fmt = request.query_params.get("format")
+    if fmt:
+        return fmt == "html"
+    return "text/html" in request.headers.get("accept", "") and "json" not in request.headers.get(
+        "accept", "")
+
+
+async def top(request: Request) -> Response:
+    def work() -> Response:
+        from ..fleet import api
+
+        f = filters_from_query(request)
+        n = _int(request.query_params, "top", 20, allow_all=True)
+        with _session(request) as s:
+            doc = api.top(s, f, n)
+        if not _html_wanted(request):
+            return _json(doc)
+        cols = [("selfPct", "self %"), ("totalPct", "total %"), ("selfMs", "self ms"),
+                ("totalMs", "total ms"), ("traces", "traces"), ("p50SelfMs", "p50 self ms"),
+                ("p95SelfMs", "p95 self ms"), ("name", "function"), ("resource", "resource"),
+                ("line", "line")]
+        return _page(f"top functions: {api.describe(f)}", _table(cols, doc["rows"]))
+
+    return await _run(request, work)
+
+
+def _flame_response(page: str, fmt: str) -> Response:
+    media = "image/svg+xml" if fmt == "svg" else "text/html; charset=utf-8"
+    # The page carries its own CSP (its one script by hash); this header only adds that it
+    # may be framed by the dashboard of this origin and nowhere else.
+    return Response(page, media_type=media, headers={
+        "Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'"})
+
+
+async def flame(request: Request) -> Response:
+    def work() -> Response:
+        from ..errors import UsageError
+        from ..fleet import api
+
+        f = filters_from_query(request)
+        fmt = request.query_params.get("format") or "html"
+        if fmt not in ("html", "svg"):
+            raise UsageError(f"query parameter format: {fmt[:20]!r}; use html or svg")
+        max_nodes = _int(request.query_params, "max_nodes", 2000)
+        with _session(request) as s:
+            page = api.flame(s, f, fmt, max_nodes)
+        return _flame_response(page, fmt)
+
+    return await _run(request, work)
+
+
+async def diff(request: Request) -> Response:
+    def work() -> Response:
+        from ..errors import UsageError
+        from ..fleet import api
+
+        q = request.query_params
+        f = filters_from_query(request)
+        if not q.get("base") or not q.get("new"):
+            raise UsageError("query parameters base and new: both needed, e.g. "
+                             "?base=release=1.0&new=release=1.1")
+        base_f = f.with_side(q["base"], "base")
+        new_f = f.with_side(q["new"], "new")
+        fmt = q.get("format") or ("html" if _html_wanted(request) else "json")
+        if fmt not in ("json", "html", "flame-html", "flame-svg"):
+            raise UsageError(f"query parameter format: {fmt[:20]!r}; use json, html, "
+                             "flame-html or flame-svg")
+        flame_fmt = fmt.removeprefix("flame-") if fmt.startswith("flame-") else None
+        with _session(request) as s:
+            doc, page = api.diff(
+                s, base_f, new_f, _int(q, "top", 20, allow_all=True), q.getlist("fail_if"),
+                _int(q, "min_traces", 5), _int(q, "min_samples", 1000), flame_fmt,
+                _int(q, "resamples", 200),
+            )
+        if page is not None:
+            return _flame_response(page, flame_fmt or "html")
+        if fmt == "json":
+            return _json(doc)
+        rows = [dict(r, selfPpCi=_ci(r["selfPpCi"]), totalPpCi=_ci(r["totalPpCi"]))
+                for r in doc["rows"]]
+        cols = [("selfPp", "Δ self pp"), ("selfPpCi", "95% interval"), ("totalPp", "Δ total pp"),
+                ("totalPpCi", "95% interval"), ("baseSelfPct", "base self %"),
+                ("newSelfPct", "new self %"), ("name", "function"), ("resource", "resource")]
+        body = _table(cols, rows) + "".join(
+            f"<p>{html.escape(x)}</p>" for x in doc["failures"])
+        return _page(f"{doc['new']['filters']} vs {doc['base']['filters']}", body)
+
+    return await _run(request, work)
+
+
+def _ci(iv: list | None) -> str:
+    return "" if iv is None else f"[{iv[0]:+.2f}, {iv[1]:+.2f}]"
+
+
+async def export(request: Request) -> Response:
+    def work() -> Response:
+        from ..fleet import api
+        from ..tracefile import dumps
+
+        f = filters_from_query(request)
+        with _session(request) as s:
+            rec = api.recording(s, f)
+        return Response(dumps(rec), media_type="application/json",
+                        headers={"Cache-Control": "no-store"})
+
+    return await _run(request, work)
+
+
+async def series(request: Request) -> Response:
+    """A function's self and total share per release (or per day): the dashboard's chart."""
+
+    def work() -> Response:
+        from ..errors import UsageError
+        from ..fleet import api
+
+        f = filters_from_query(request)
+        name = request.query_params.get("function")
+        if name is None:
+            raise UsageError("query parameter function: missing; the function's name")
+        by = request.query_params.get("by") or "release"
+        if by not in ("release", "day"):
+            raise UsageError(f"query parameter by: {by[:20]!r}; use release or day")
+        with _session(request) as s:
+            return _json(api.series(s, f, name, by))
+
+    return await _run(request, work)
+
+
+async def options(request: Request) -> Response:
+    """Apps, releases, routes and envs seen, for the dashboard's pickers."""
+
+    def work() -> Response:
+        from ..fleet import api
+
+        with _session(request) as s:
+            return _json(api.options(s, request.query_params.get("app")))
+
+    return await _run(request, work)
+
+
+async def post_sourcemap(request: Request) -> Response:
+    from ..errors import UsageError
+    from .auth import require_admin
+
+    require_admin(request)
+    q = request.query_params
+    app, release = q.get("app"), q.get("release")
+    if not app or not release:
+        return _error(400, "query parameters app and release: both needed, e.g. "
+                           "?app=shop&release=1.4.2")
+    size = int(request.headers.get("content-length") or 0)
+    if size > MAX_BODY:
+        return _error(413, f"source map over {MAX_BODY} bytes")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_BODY:
+            return _error(413, f"source map over {MAX_BODY} bytes")
+    name = (q.get("name") or "upload.map").replace("/", "_").replace("\\", "_")[:200]
+
+    def work() -> Response:
+        from ..fleet import sourcemaps
+
+        try:
+            stored = sourcemaps.store_map(_store(request).path, app, release, bytes(body), name)
+        except UsageError as e:
+            return _error(400, str(e))
+        return _json({"stored": stored}, 201)
+
+    return await run_in_threadpool(work)
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/v1/query/top", top, methods=["GET"]),
+        Route("/v1/query/flame", flame, methods=["GET"]),
+        Route("/v1/query/diff", diff, methods=["GET"]),
+        Route("/v1/query/export", export, methods=["GET"]),
+        Route("/v1/query/series", series, methods=["GET"]),
+        Route("/v1/query/options", options, methods=["GET"]),
+        Route("/v1/sourcemaps", post_sourcemap, methods=["POST"]),
+    ]
+
+
+__all__ = ["routes", "HTTPException"]

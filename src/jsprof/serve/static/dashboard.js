@@ -1,0 +1,196 @@
+// The jsprof dashboard. Everything from traces (function names, URLs, releases, routes)
+// is put into the page with textContent or as attribute values through the DOM, never as
+// markup. The read token is in an HttpOnly cookie this script cannot see; fetches are
+// same-origin and carry it.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const SVG = "http://www.w3.org/2000/svg";
+
+function status(text) { $("status").textContent = text || ""; }
+
+async function getJSON(path, params) {
+  const r = await fetch(`${path}?${params}`, {
+    credentials: "same-origin", headers: { Accept: "application/json" },
+  });
+  let body = null;
+  try { body = await r.json(); } catch (e) { body = null; }
+  if (!r.ok) throw new Error((body && body.error) || `${path}: HTTP ${r.status}`);
+  return body;
+}
+
+function fill(select, values, keepFirst) {
+  const first = keepFirst ? select.options[0] : null;
+  select.replaceChildren();
+  if (first) select.append(first);
+  for (const v of values) {
+    const o = document.createElement("option");
+    o.value = v; o.textContent = v;
+    select.append(o);
+  }
+}
+
+function filterParams() {
+  const p = new URLSearchParams();
+  p.set("app", $("app").value);
+  if ($("release").value) p.set("release", $("release").value);
+  if ($("route").value.trim()) p.set("route", $("route").value.trim());
+  if ($("env").value) p.set("env", $("env").value);
+  if ($("since").value) p.set("since", $("since").value);
+  return p;
+}
+
+function cell(tr, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  tr.append(td);
+  return td;
+}
+
+const fmt = (v, d = 1) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
+
+function location(r) {
+  if (r.resource === null) return "";
+  let s = r.resource;
+  if (r.line !== null) s += `:${r.line}`;
+  if (r.column !== null) s += `:${r.column}`;
+  return s;
+}
+
+async function loadTop() {
+  const p = filterParams();
+  p.set("top", "30");
+  const doc = await getJSON("/v1/query/top", p);
+  $("top-summary").textContent =
+    `${doc.traces} traces · ${doc.samples} samples · ${fmt(doc.totalMs / 1000, 1)} s`;
+  const body = $("top").tBodies[0];
+  body.replaceChildren();
+  for (const r of doc.rows) {
+    const tr = document.createElement("tr");
+    const idle = r.resource === null && r.name.startsWith("(no JavaScript");
+    if (idle) tr.className = "idle";
+    cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
+    cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
+    cell(tr, r.name || "(anonymous)", "l fn");
+    const loc = cell(tr, location(r), "l loc");
+    loc.title = location(r);
+    tr.addEventListener("click", () => loadChart(r.name));
+    body.append(tr);
+  }
+  const firstFn = doc.rows.find((r) => r.resource !== null);
+  if (firstFn && !$("chart").dataset.fn) loadChart(firstFn.name);
+}
+
+function loadFlame() {
+  const p = filterParams();
+  p.set("format", "html");
+  p.set("max_nodes", "1500");
+  $("flame").src = `/v1/query/flame?${p}`;
+}
+
+async function loadChart(name) {
+  $("chart").dataset.fn = name;
+  $("chart-fn").textContent = name || "(anonymous)";
+  const p = filterParams();
+  p.delete("release");
+  p.set("function", name);
+  p.set("by", "release");
+  const doc = await getJSON("/v1/query/series", p);
+  const pts = doc.points;
+  const W = 60 * Math.max(pts.length, 1) + 40, H = 150, base = 120;
+  const max = Math.max(1e-9, ...pts.map((x) => x.selfPct));
+  const svg = document.createElementNS(SVG, "svg");
+  svg.setAttribute("width", String(W));
+  svg.setAttribute("height", String(H));
+  pts.forEach((pt, i) => {
+    const h = (pt.selfPct / max) * 90;
+    const rect = document.createElementNS(SVG, "rect");
+    rect.setAttribute("x", String(30 + i * 60));
+    rect.setAttribute("y", String(base - h));
+    rect.setAttribute("width", "36");
+    rect.setAttribute("height", String(Math.max(h, 0.5)));
+    const tip = document.createElementNS(SVG, "title");
+    tip.textContent = `${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${pt.traces} traces`;
+    rect.append(tip);
+    const val = document.createElementNS(SVG, "text");
+    val.setAttribute("x", String(30 + i * 60));
+    val.setAttribute("y", String(base - h - 4));
+    val.textContent = `${fmt(pt.selfPct, 1)}%`;
+    const lab = document.createElementNS(SVG, "text");
+    lab.setAttribute("x", String(30 + i * 60));
+    lab.setAttribute("y", String(base + 16));
+    lab.textContent = pt.label.length > 9 ? `${pt.label.slice(0, 8)}…` : pt.label;
+    svg.append(rect, val, lab);
+  });
+  $("chart").replaceChildren(svg);
+}
+
+async function runDiff(ev) {
+  if (ev) ev.preventDefault();
+  const p = filterParams();
+  p.delete("release");
+  p.set("base", `release=${$("base").value}`);
+  p.set("new", `release=${$("new").value}`);
+  p.set("top", "25");
+  status("");
+  const body = $("diff").tBodies[0];
+  body.replaceChildren();
+  try {
+    const doc = await getJSON("/v1/query/diff", p);
+    for (const r of doc.rows) {
+      const tr = document.createElement("tr");
+      cell(tr, fmt(r.selfPp, 2), r.selfPp > 0 ? "up" : r.selfPp < 0 ? "down" : "");
+      cell(tr, r.selfPpCi ? `[${fmt(r.selfPpCi[0], 2)}, ${fmt(r.selfPpCi[1], 2)}]` : "");
+      cell(tr, fmt(r.totalPp, 2));
+      cell(tr, `${fmt(r.baseSelfPct)} → ${fmt(r.newSelfPct)}`);
+      cell(tr, (r.name || "(anonymous)") + (r.status === "new" || r.status === "removed"
+        ? `  [${r.status}]` : ""), "l");
+      cell(tr, r.resource === null ? "" : r.resource, "l loc");
+      body.append(tr);
+    }
+    p.set("format", "flame-html");
+    $("diff-flame").src = `/v1/query/diff?${p}`;
+  } catch (e) {
+    status(e.message);
+  }
+}
+
+async function refresh(ev) {
+  if (ev) ev.preventDefault();
+  status("");
+  try {
+    loadFlame();
+    await loadTop();
+    if ($("chart").dataset.fn) await loadChart($("chart").dataset.fn);
+  } catch (e) {
+    status(e.message);
+  }
+}
+
+async function pickApp() {
+  const o = await getJSON("/v1/query/options", new URLSearchParams({ app: $("app").value }));
+  fill($("release"), o.releases, true);
+  fill($("env"), o.envs, true);
+  fill($("base"), o.releases.slice().reverse(), false);
+  fill($("new"), o.releases, false);
+  delete $("chart").dataset.fn;
+  await refresh();
+}
+
+async function start() {
+  try {
+    const o = await getJSON("/v1/query/options", new URLSearchParams());
+    if (!o.apps.length) { status("No uploads yet."); return; }
+    fill($("app"), o.apps, false);
+    $("app").addEventListener("change", pickApp);
+    $("filters").addEventListener("submit", refresh);
+    $("diff-form").addEventListener("submit", runDiff);
+    await pickApp();
+    document.body.dataset.ready = "1";
+  } catch (e) {
+    status(e.message);
+  }
+}
+
+document.addEventListener("DOMContentLoaded", start);

@@ -1,0 +1,227 @@
+"""The fleet over HTTP: a real `jsprof serve` on loopback takes uploads, answers the query
+API with the read token, and its dashboard works in real headless Chromium."""
+
+from __future__ import annotations
+
+import http.client
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+import numpy as np
+import orjson
+import pytest
+
+from fleet_util import make_trace
+from jsprof.cli import main
+from jsprof.trace import Recording, TraceBuilder, Track
+from jsprof.tracefile import dumps
+
+JSPROF = Path(sys.executable).parent / "jsprof"
+TOKEN = "read-tok-123"
+ADMIN = "admin-tok-456"
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
+HOSTILE_URL = 'https://evil.example/"><script>document.title="pwned"</script>.js'
+
+
+class Server:
+    def __init__(self, store: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
+        self.proc = subprocess.Popen(
+            [str(JSPROF), "serve", "--store", str(store), "--port", "0", "--app", "shop:k1",
+             "--read-token", TOKEN, "--admin-token", ADMIN],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )
+        line = self.proc.stdout.readline().decode()
+        if not line.startswith("jsprof serve: listening on "):
+            self.proc.kill()
+            raise AssertionError(f"{line!r}: {self.proc.stderr.read().decode()}")
+        self.url = line.rsplit(" ", 1)[1].strip()
+        u = urlsplit(self.url)
+        self.host, self.port = u.hostname, u.port
+        self.err: list[bytes] = []
+        threading.Thread(target=lambda: self.err.extend(self.proc.stderr), daemon=True).start()
+
+    def request(self, method: str, path: str, body: bytes | None = None,
+                headers: dict | None = None) -> tuple[int, dict, bytes]:
+        c = http.client.HTTPConnection(self.host, self.port, timeout=120)
+        try:
+            c.request(method, path, body=body, headers=headers or {})
+            r = c.getresponse()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, r.read()
+        finally:
+            c.close()
+
+    def get(self, path: str, params: list, token: str | None = TOKEN) -> tuple[int, dict, bytes]:
+        h = {"Authorization": f"Bearer {token}"} if token else {}
+        return self.request("GET", f"{path}?{urlencode(params)}", headers=h)
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(15)
+
+
+def _hostile_trace(rng: np.random.Generator) -> object:
+    b = TraceBuilder()
+    r = b.resource_id(HOSTILE_URL)
+    main_f = b.frame_id("main", r, 1, 1)
+    bad = b.frame_id(HOSTILE, r, 2, 1)
+    s1 = b.stack_id([main_f, bad])
+    s0 = b.stack_id([main_f])
+    t = np.cumsum(rng.uniform(8, 12, 400))
+    for i, ti in enumerate(t.tolist()):
+        b.add_sample(ti, s1 if i % 3 else s0)
+    return b.build()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    store = tmp_path_factory.mktemp("http") / "store"
+    srv = Server(store)
+    rng = np.random.default_rng(21)
+    for rel, hot in (("1.0", None), ("1.1", "slowThing")):
+        for i in range(6):
+            tr = make_trace(rng, 500, hot=hot, hot_share=0.2)
+            body = dumps(Recording([Track("main", tr)]))
+            q = urlencode({"app": "shop", "release": rel, "route": f"/p/{i % 2}", "env": "prod",
+                           "id": f"{rel}-{i}", "key": "k1"})
+            status, _, data = srv.request("POST", f"/v1/traces?{q}", body,
+                                          {"Content-Type": "application/json"})
+            assert status == 202, data
+    body = dumps(Recording([Track("main", _hostile_trace(rng))]))
+    q = urlencode({"app": "shop", "release": "1.1", "route": "/p/0", "id": "evil", "key": "k1"})
+    assert srv.request("POST", f"/v1/traces?{q}", body,
+                       {"Content-Type": "application/json"})[0] == 202
+    srv.store = store
+    yield srv
+    srv.stop()
+
+
+def test_query_api_needs_the_read_token_and_matches_the_cli(server, capsys, monkeypatch):
+    status, h, body = server.get("/v1/query/top", [("app", "shop")], token=None)
+    assert status == 401 and orjson.loads(body)["error"]
+    status, h, body = server.get("/v1/query/top", [("app", "shop")], token="wrong")
+    assert status == 401
+    status, h, body = server.get("/v1/query/top", [("release", "1.0")])
+    assert status == 400 and "app" in orjson.loads(body)["error"]
+    status, h, body = server.get("/v1/query/top", [("app", "shop"), ("top", "all")])
+    assert status == 200 and h["content-type"].startswith("application/json")
+    doc = orjson.loads(body)
+    assert doc["traces"] == 13
+    names = {r["name"] for r in doc["rows"]}
+    assert HOSTILE in names and "slowThing" in names
+    # The CLI with --url asks the server; with --store it reads the same store itself.
+    monkeypatch.setenv("JSPROF_READ_TOKEN", TOKEN)
+    assert main(["fleet", "top", "--url", server.url, "--app", "shop", "--json", "--all"]) == 0
+    remote = orjson.loads(capsys.readouterr().out)
+    assert main(["fleet", "top", "--store", str(server.store), "--app", "shop", "--json",
+                 "--all"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == remote == doc
+    # HTML: the hostile name is text.
+    status, h, body = server.get("/v1/query/top", [("app", "shop"), ("format", "html")])
+    page = body.decode()
+    assert status == 200 and "default-src 'none'" in h["content-security-policy"]
+    assert "<img src=x" not in page and "&lt;img src=x" in page
+    assert "<script>document" not in page
+
+
+def test_flame_diff_export_and_sourcemaps_over_http(server, tmp_path, capsys, monkeypatch):
+    status, h, body = server.get("/v1/query/flame", [("app", "shop"), ("max_nodes", "50")])
+    assert status == 200 and h["content-type"].startswith("text/html")
+    assert "<img src=x" not in body.decode()
+    monkeypatch.setenv("JSPROF_READ_TOKEN", TOKEN)
+    base = ["fleet", "diff", "--url", server.url, "--app", "shop", "--base", "release=1.0",
+            "--new", "release=1.1"]
+    out = tmp_path / "d.html"
+    assert main(base + ["--fail-if", "slowThing:self>+5pp", "--flame", str(out)]) == 1
+    assert "breaks --fail-if" in capsys.readouterr().err
+    assert "larger self share than base" in out.read_text()
+    assert main(base + ["--min-traces", "50"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "\n" not in err and "at least 50 traces" in err
+    exp = tmp_path / "all.speedscope.json"
+    assert main(["fleet", "export", "--url", server.url, "--app", "shop", "-o", str(exp)]) == 0
+    assert exp.stat().st_size > 100
+    # Source maps are a write: the read token is not enough.
+    sm = orjson.dumps({"version": 3, "file": "app.min.js", "sources": ["a.ts"], "names": [],
+                       "mappings": "AAAA"})
+    q = urlencode({"app": "shop", "release": "1.1", "name": "app.min.js.map"})
+    status, _, body = server.request("POST", f"/v1/sourcemaps?{q}", sm,
+                                     {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 401
+    status, _, body = server.request("POST", f"/v1/sourcemaps?{q}", sm,
+                                     {"Authorization": f"Bearer {ADMIN}"})
+    assert status == 201 and orjson.loads(body)["stored"] == "app.min.js.map"
+    status, _, body = server.request("POST", f"/v1/sourcemaps?{q}", b'{"version": 1}',
+                                     {"Authorization": f"Bearer {ADMIN}"})
+    assert status == 400 and "version 3" in orjson.loads(body)["error"]
+
+
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+def test_dashboard_in_chromium(server):
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            csp_errors: list[str] = []
+            page.on("console", lambda m: csp_errors.append(m.text)
+                    if "Content Security Policy" in m.text else None)
+            page.goto(server.url + "/")
+            # Not signed in: the form, and no data.
+            assert page.locator("#token").count() == 1
+            page.fill("#token", "wrong")
+            page.click("#signin")
+            assert "Wrong token" in page.content()
+            page.fill("#token", TOKEN)
+            page.click("#signin")
+            page.wait_for_selector("body[data-ready='1']", timeout=60000)
+            assert TOKEN not in page.url
+            cookies = page.context.cookies()
+            c = next(c for c in cookies if c["value"] == TOKEN)
+            assert c["httpOnly"] and c["sameSite"] == "Strict"
+            assert page.evaluate("document.cookie") == ""
+            # The top table shows every upload's functions; the hostile name is text.
+            rows = page.locator("#top tbody tr")
+            assert rows.count() > 5
+            fn_cells = page.locator("#top td.fn").all_text_contents()
+            assert HOSTILE in fn_cells
+            assert page.locator("#top img").count() == 0
+            assert page.title() != "pwned"
+            assert "13 traces" in page.locator("#top-summary").text_content()
+            # Filters: one release.
+            page.select_option("#release", "1.0")
+            page.click("#apply")
+            page.wait_for_function(
+                "document.querySelector('#top-summary').textContent.startsWith('6 traces')",
+                timeout=60000)
+            assert "slowThing" not in page.locator("#top td.fn").all_text_contents()
+            # The merged flame graph draws in its frame.
+            frame = page.frame_locator("#flame")
+            frame.locator("rect").first.wait_for(timeout=60000)
+            assert frame.locator("rect").count() > 5
+            # Release diff and the per-release chart.
+            page.select_option("#base", "1.0")
+            page.select_option("#new", "1.1")
+            page.click("#diff-run")
+            page.wait_for_selector("#diff tbody tr", timeout=60000)
+            assert "slowThing  [new]" in page.locator("#diff tbody").text_content()
+            page.locator("#top td.fn", has_text="measure").first.click()
+            page.wait_for_function(
+                "document.querySelectorAll('#chart rect').length === 2", timeout=60000)
+            assert page.locator("#chart-fn").text_content() == "measure"
+            assert dialogs == [] and page.title() != "pwned"
+            assert csp_errors == [], csp_errors
+        finally:
+            browser.close()
