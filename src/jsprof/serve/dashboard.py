@@ -96,8 +96,13 @@ async def static(request: Request) -> Response:
                     headers={"Cache-Control": "no-cache", "Content-Security-Policy": CSP})
 
 
+async def favicon(request: Request) -> Response:
+    return Response(status_code=204)
+
+
 def routes() -> list[BaseRoute]:
     return [
+        Route("/favicon.ico", favicon, methods=["GET"]),
         Route("/", index, methods=["GET"]),
         Route("/signin", signin, methods=["POST"]),
         Route("/signout", signout, methods=["POST"]),

@@ -50,7 +50,7 @@ function cell(tr, text, cls) {
 
 const fmt = (v, d = 1) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
 
-function location(r) {
+function where(r) {
   if (r.resource === null) return "";
   let s = r.resource;
   if (r.line !== null) s += `:${r.line}`;
@@ -73,8 +73,8 @@ async function loadTop() {
     cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
     cell(tr, r.name || "(anonymous)", "l fn");
-    const loc = cell(tr, location(r), "l loc");
-    loc.title = location(r);
+    const loc = cell(tr, where(r), "l loc");
+    loc.title = where(r);
     tr.addEventListener("click", () => loadChart(r.name));
     body.append(tr);
   }
