@@ -19,7 +19,7 @@ def cluster():
     from distributed import Client, LocalCluster
 
     c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address=None, host="127.0.0.1")
+                     dashboard_address="127.0.0.1:0", host="127.0.0.1")
     client = Client(c)
     assert len(client.scheduler_info()["workers"]) == 2
     yield c, client

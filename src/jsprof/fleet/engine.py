@@ -37,15 +37,21 @@ class Uploads:
     samples: np.ndarray
     total_ms: np.ndarray
 
+    def __post_init__(self) -> None:
+        # Releases as small ints: the engines hand back `ri`, not strings, per row.
+        self.rkeys = sorted(set(self.rkey))
+        pos = {k: i for i, k in enumerate(self.rkeys)}
+        self.ri = np.asarray([pos[k] for k in self.rkey], np.int64)
+
     def __len__(self) -> int:
         return len(self.uk)
 
 
 @dataclass
 class StackRows:
-    """(rkey, stack_id, marker) -> samples, weight_ns; per trace when `uk` is set."""
+    """(release index, stack_id, marker) -> samples, weight_ns; per trace when `uk` is set."""
 
-    rkey: list[str]
+    ri: np.ndarray
     stack_id: np.ndarray
     marker: np.ndarray
     samples: np.ndarray
@@ -56,7 +62,7 @@ class StackRows:
 @dataclass
 class FrameRows:
     uk: np.ndarray
-    rkey: list[str]
+    ri: np.ndarray
     frame_id: np.ndarray
     marker: np.ndarray
     self_ns: np.ndarray
@@ -132,6 +138,10 @@ def _np(col: Any, dtype: Any) -> np.ndarray:
     return np.asarray(col, dtype=dtype)
 
 
+def _arrow_cols(t: Any) -> dict[str, np.ndarray]:
+    return {name: t.column(name).to_numpy() for name in t.column_names}
+
+
 class DuckEngine:
     name = "duckdb"
 
@@ -160,39 +170,39 @@ class DuckEngine:
     def _register_u(self, up: Uploads) -> None:
         import pyarrow as pa
 
-        self.con.register("u", pa.table({"uk": up.uk, "rkey": up.rkey}))
+        self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri}))
 
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
-        files = snap.files("weights", sorted(set(up.rkey)))
+        files = snap.files("weights", up.rkeys)
         if not files:
             return _empty_stacks(per_trace)
         self._register_u(up)
         if per_trace:
             sql = (
-                "SELECT u.rkey, w.stack_id, w.marker, w.samples, w.weight_ns, w.uk "
+                "SELECT u.ri, w.stack_id, w.marker, w.samples, w.weight_ns, w.uk "
                 "FROM read_parquet(?) w JOIN u USING (uk) "
                 "ORDER BY w.uk, w.stack_id, w.marker"
             )
         else:
             sql = (
-                "SELECT u.rkey, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
+                "SELECT u.ri, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
                 "sum(w.weight_ns)::BIGINT AS weight_ns "
                 "FROM read_parquet(?) w JOIN u USING (uk) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
             )
-        t = self.con.sql(sql, params=[files]).to_arrow_table().to_pydict()
+        t = _arrow_cols(self.con.sql(sql, params=[files]).to_arrow_table())
         self.con.unregister("u")
         return _stacks_from(t, per_trace)
 
     def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
-        files = snap.files("upload_frames", sorted(set(up.rkey)))
+        files = snap.files("upload_frames", up.rkeys)
         if not files:
             return _empty_frames()
         self._register_u(up)
-        t = self.con.sql(
-            "SELECT f.uk, u.rkey, f.frame_id, f.marker, f.self_ns "
+        t = _arrow_cols(self.con.sql(
+            "SELECT f.uk, u.ri, f.frame_id, f.marker, f.self_ns "
             "FROM read_parquet(?) f JOIN u USING (uk) ORDER BY 1, 3, 4",
             params=[files],
-        ).to_arrow_table().to_pydict()
+        ).to_arrow_table())
         self.con.unregister("u")
         return _frames_from(t)
 
@@ -221,7 +231,7 @@ class DaskEngine:
         else:
             cluster = LocalCluster(
                 n_workers=local_workers or 1, threads_per_worker=1, processes=True,
-                dashboard_address=None, host="127.0.0.1",
+                dashboard_address="127.0.0.1:0", host="127.0.0.1",
             )
             self.client = Client(cluster)
             self._own += [self.client, cluster]
@@ -249,36 +259,35 @@ class DaskEngine:
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
         import pandas as pd
 
-        files = snap.files("weights", sorted(set(up.rkey)))
+        files = snap.files("weights", up.rkeys)
         if not files:
             return _empty_stacks(per_trace)
-        u = pd.DataFrame({"uk": up.uk, "rkey": up.rkey})
+        u = pd.DataFrame({"uk": up.uk, "ri": up.ri})
         w = self._read(files, ["uk", "stack_id", "marker", "samples", "weight_ns"])
         j = w.merge(u, on="uk", how="inner")
         if per_trace:
             pdf = self.client.compute(j).result()
             pdf = pdf.sort_values(["uk", "stack_id", "marker"], kind="stable")
-            cols = ["rkey", "stack_id", "marker", "samples", "weight_ns", "uk"]
+            cols = ["ri", "stack_id", "marker", "samples", "weight_ns", "uk"]
         else:
-            g = j.groupby(["rkey", "stack_id", "marker"])[["samples", "weight_ns"]].sum()
+            g = j.groupby(["ri", "stack_id", "marker"])[["samples", "weight_ns"]].sum()
             pdf = self.client.compute(g).result().reset_index()
-            pdf = pdf.sort_values(["rkey", "stack_id", "marker"], kind="stable")
-            cols = ["rkey", "stack_id", "marker", "samples", "weight_ns"]
-        return _stacks_from({c: pdf[c].tolist() if c == "rkey" else pdf[c].to_numpy()
-                             for c in cols}, per_trace)
+            pdf = pdf.sort_values(["ri", "stack_id", "marker"], kind="stable")
+            cols = ["ri", "stack_id", "marker", "samples", "weight_ns"]
+        return _stacks_from({c: pdf[c].to_numpy() for c in cols}, per_trace)
 
     def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
         import pandas as pd
 
-        files = snap.files("upload_frames", sorted(set(up.rkey)))
+        files = snap.files("upload_frames", up.rkeys)
         if not files:
             return _empty_frames()
-        u = pd.DataFrame({"uk": up.uk, "rkey": up.rkey})
+        u = pd.DataFrame({"uk": up.uk, "ri": up.ri})
         fr = self._read(files, ["uk", "frame_id", "marker", "self_ns"])
         pdf = self.client.compute(fr.merge(u, on="uk", how="inner")).result()
         pdf = pdf.sort_values(["uk", "frame_id", "marker"], kind="stable")
-        return _frames_from({c: pdf[c].tolist() if c == "rkey" else pdf[c].to_numpy()
-                             for c in ("uk", "rkey", "frame_id", "marker", "self_ns")})
+        return _frames_from({c: pdf[c].to_numpy()
+                             for c in ("uk", "ri", "frame_id", "marker", "self_ns")})
 
 
 def _uploads_from(t: dict) -> Uploads:
@@ -293,7 +302,7 @@ def _uploads_from(t: dict) -> Uploads:
 
 def _stacks_from(t: dict, per_trace: bool) -> StackRows:
     return StackRows(
-        rkey=list(t["rkey"]), stack_id=_np(t["stack_id"], np.int64),
+        ri=_np(t["ri"], np.int64), stack_id=_np(t["stack_id"], np.int64),
         marker=_np(t["marker"], np.int64), samples=_np(t["samples"], np.int64),
         weight_ns=_np(t["weight_ns"], np.int64),
         uk=_np(t["uk"], np.int64) if per_trace else None,
@@ -302,19 +311,20 @@ def _stacks_from(t: dict, per_trace: bool) -> StackRows:
 
 def _frames_from(t: dict) -> FrameRows:
     return FrameRows(
-        uk=_np(t["uk"], np.int64), rkey=list(t["rkey"]), frame_id=_np(t["frame_id"], np.int64),
+        uk=_np(t["uk"], np.int64), ri=_np(t["ri"], np.int64),
+        frame_id=_np(t["frame_id"], np.int64),
         marker=_np(t["marker"], np.int64), self_ns=_np(t["self_ns"], np.int64),
     )
 
 
 def _empty_stacks(per_trace: bool) -> StackRows:
     z = np.zeros(0, np.int64)
-    return StackRows([], z, z, z, z, z if per_trace else None)
+    return StackRows(z, z, z, z, z, z if per_trace else None)
 
 
 def _empty_frames() -> FrameRows:
     z = np.zeros(0, np.int64)
-    return FrameRows(z, [], z, z, z)
+    return FrameRows(z, z, z, z, z)
 
 
 def open_engine(name: str, scheduler: str | None = None, local_workers: int | None = None

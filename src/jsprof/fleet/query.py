@@ -97,10 +97,9 @@ def _read_release(snap: Snapshot, rkey: str) -> Release:
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:
     """One track per release: a weighted sample per (stack, marker) row."""
     tracks = []
-    rk = np.asarray(rows.rkey, dtype=object)
-    for rkey in sorted(releases):
+    for i, rkey in enumerate(up.rkeys):
         rel = releases[rkey]
-        sel = rk == rkey if len(rk) else np.zeros(0, bool)
+        sel = rows.ri == i
         stack = rows.stack_id[sel]
         marker = rows.marker[sel]
         w = rows.weight_ns[sel] / NS_PER_MS
@@ -114,15 +113,15 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
             sample_marker=marker if (marker != NONE).any() else None,
             sample_weight=w,
         )
-        mine = [i for i, k in enumerate(up.rkey) if k == rkey]
+        mine = up.ri == i
         tracks.append(Track(
             name=f"{rel.app} {rel.release}".strip(),
             trace=trace,
             engine="fleet",
             sample_interval=float(w[-1]) if len(w) and w[-1] > 0 else None,
             meta={
-                "app": rel.app, "release": rel.release, "traces": len(mine),
-                "samples": int(up.samples[mine].sum()) if mine else 0,
+                "app": rel.app, "release": rel.release, "traces": int(mine.sum()),
+                "samples": int(up.samples[mine].sum()),
             },
         ))
     return Recording(tracks)
@@ -131,8 +130,7 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
 def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = None) -> Selection:
     """Run the plan for one filter set. per_trace: None, "frames" (top) or "stacks" (diff)."""
     up = engine.uploads(snap, f)
-    rkeys = sorted(set(up.rkey))
-    releases = {k: _read_release(snap, k) for k in rkeys}
+    releases = {k: _read_release(snap, k) for k in up.rkeys}
     rows = engine.stacks(snap, up)
     rec = _recording(releases, rows, up)
     extra = None
@@ -184,9 +182,9 @@ def top(sel: Selection, n: int | None = 20) -> dict:
     fr: FrameRows = sel.per_trace
     # Per stored (release, frame): the summary row of its mapped function.
     gid = np.full(len(fr.uk), -1, np.int64)
-    rk = np.asarray(fr.rkey, dtype=object)
-    for rkey, rel in sel.releases.items():
-        m = rk == rkey
+    for ri, rkey in enumerate(sel.uploads.rkeys):
+        rel = sel.releases[rkey]
+        m = fr.ri == ri
         fk = np.asarray([index.get(k, -1) for k in rel.frame_key] or [-1], np.int64)
         js = m & (fr.frame_id >= 0)
         gid[js] = fk[fr.frame_id[js]]
@@ -339,10 +337,10 @@ def trace_shares(sel: Selection, keys: list[NameKey]) -> tuple[np.ndarray, np.nd
     total_m = np.zeros((U, K))
     trace_ix = np.searchsorted(uks, rows.uk)
     all_ms = np.bincount(trace_ix, weights=rows.weight_ns / NS_PER_MS, minlength=U)
-    rk = np.asarray(rows.rkey, dtype=object)
-    for rkey, rel in sel.releases.items():
+    for ri, rkey in enumerate(sel.uploads.rkeys):
+        rel = sel.releases[rkey]
         tr = rel.trace
-        m = (rk == rkey) & (rows.stack_id >= 0)
+        m = (rows.ri == ri) & (rows.stack_id >= 0)
         if not m.any() or K == 0:
             continue
         sid = rows.stack_id[m]
