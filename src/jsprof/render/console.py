@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import math
+import os
 from typing import Any
+from urllib.parse import unquote, urlparse
 
 from rich.console import Console
 from rich.markup import escape
@@ -28,15 +30,26 @@ def key_label(key: Any) -> tuple[str, str]:
     return (key or "(no resource)"), ""
 
 
+def short_location(where: str, cwd: str | None = None) -> str:
+    """A `file://` URL or absolute path under the current directory, relative to it
+    (`file:///home/me/app/src/a.js:3:5` -> `src/a.js:3:5` in /home/me/app); else as is."""
+    path = where
+    if where.startswith("file://"):
+        path = unquote(urlparse(where).path)
+    if not path.startswith("/"):
+        return where
+    cwd = cwd if cwd is not None else os.getcwd()
+    prefix = cwd.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
 def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[dict]:
-    """Rows for the table and for --json: the top keys, then the no-JavaScript rows."""
+    """Rows for the table and for --json, largest first by `sort`: the keys and the
+    no-JavaScript rows together (idle time is ranked and counted like any function)."""
     st = summary.stats
     total = summary.total_ms
     rows = []
-    order = st.order(sort)
-    if top is not None:
-        order = order[:top]
-    for i in order.tolist():
+    for i in st.order(sort).tolist():
         what, where = key_label(st.keys[i])
         row = {
             "name": what,
@@ -67,7 +80,26 @@ def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[
                 "total_samples": r.samples,
             }
         )
-    return rows
+    key = "self_ms" if sort == "self" else "total_ms"
+    rows.sort(key=lambda r: -r[key])  # stable: equal shares keep the analysis's order
+    return rows if top is None else rows[:top]
+
+
+def row_count(summary: Summary) -> int:
+    """All rows a summary has: its keys and its no-JavaScript rows."""
+    return len(summary.stats.keys) + len(summary.no_js)
+
+
+def print_plain_table(console: Console, title: str | None, table: Table) -> None:
+    """The title on its own line (a table title wraps to the table's width), then the
+    table with no trailing spaces on any line."""
+    if title:
+        console.print(Text(title, style="bold"), soft_wrap=True)
+    with console.capture() as cap:
+        console.print(table)
+    text = "\n".join(line.rstrip() for line in cap.get().splitlines())
+    console.file.write(text + "\n")
+    console.file.flush()
 
 
 def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
@@ -82,8 +114,10 @@ def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
 def print_summary(
     console: Console, summary: Summary, top: int | None, by: str, title: str, sort: str = "self"
 ) -> None:
+    """The table: self %, total %, self ms, total ms, function, location; plain numbers."""
     rows = summary_rows(summary, top, sort)
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    cwd = os.getcwd()
+    table = Table(box=None, header_style="bold", pad_edge=False)
     table.add_column("self %", justify="right")
     table.add_column("total %", justify="right")
     table.add_column("self ms", justify="right")
@@ -92,22 +126,25 @@ def print_summary(
     if by != "resource":
         table.add_column("location" if by == "function" else "line", overflow="fold")
     for r in rows:
+        name = short_location(r["name"], cwd) if by == "resource" else r["name"]
         cells = [
             f"{r['self_pct']:.1f}",
             f"{r['total_pct']:.1f}",
             f"{r['self_ms']:.1f}",
             f"{r['total_ms']:.1f}",
-            Text(r["name"]),
+            Text(name),
         ]
         if by != "resource":
-            cells.append(Text(r["location"], style="dim"))
+            cells.append(Text(short_location(r["location"], cwd), style="dim"))
         style = "italic dim" if r["name"].startswith("(no JavaScript") else None
         table.add_row(*cells, style=style)
-    console.print(table)
-    shown = len(summary.stats.keys) if top is None else min(top, len(summary.stats.keys))
+    print_plain_table(console, title, table)
+    n = row_count(summary)
+    hint = "" if len(rows) == n else " (--all shows every row)"
+    samples = "1 sample" if summary.total_samples == 1 else f"{summary.total_samples} samples"
     console.print(
-        f"[dim]{summary.total_samples} samples, {summary.total_ms:.1f} ms; "
-        f"showing {shown} of {len(summary.stats.keys)} {escape(by)} rows[/dim]"
+        f"[dim]{samples}, {summary.total_ms:.1f} ms; showing {len(rows)} of {n} "
+        f"{escape(by)} rows{hint}[/dim]"
     )
 
 
@@ -215,7 +252,8 @@ def _pp(v: float) -> Text:
 
 
 def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
-    table = Table(title=title, title_justify="left", box=None, header_style="bold")
+    cwd = os.getcwd()
+    table = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Δ self pp", "Δ total pp", "self %", "total %"):
         table.add_column(col, justify="right")
     table.add_column("function")
@@ -231,9 +269,9 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
             f"{r.base_self:.1f} → {r.new_self:.1f}",
             f"{r.base_total:.1f} → {r.new_total:.1f}",
             name,
-            Text(r.key.resource or "(unknown)", style="dim"),
+            Text(short_location(r.key.resource or "(unknown)", cwd), style="dim"),
         )
-    console.print(table)
+    print_plain_table(console, title, table)
     console.print(
         f"[dim]shares of all time: base {diff.base_total_ms:.1f} ms, new "
         f"{diff.new_total_ms:.1f} ms; showing {len(rows)} of {len(diff.rows)} functions, "

@@ -1,0 +1,59 @@
+"""The README's promises that code can check: its Python example runs and prints the
+hottest functions, and its list of QuickJS's globals is what QuickJS has."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from jsprof.engines.quickjs import QuickJS
+
+ROOT = Path(__file__).parent.parent
+README = (ROOT / "README.md").read_text()
+
+# ECMAScript's own globals (ES2025 + stage-4 additions QuickJS-ng ships): not listed.
+ECMASCRIPT = set(
+    """Object Function Error EvalError RangeError ReferenceError SyntaxError TypeError
+    URIError InternalError AggregateError SuppressedError Iterator Array parseInt parseFloat
+    isNaN isFinite decodeURI decodeURIComponent encodeURI encodeURIComponent escape unescape
+    Infinity NaN undefined eval Number Boolean String Math Reflect Symbol DisposableStack
+    AsyncDisposableStack globalThis BigInt Date RegExp JSON Proxy Map Set WeakMap WeakSet
+    ArrayBuffer SharedArrayBuffer Uint8ClampedArray Int8Array Uint8Array Int16Array
+    Uint16Array Int32Array Uint32Array BigInt64Array BigUint64Array Float16Array Float32Array
+    Float64Array DataView Atomics Promise WeakRef FinalizationRegistry""".split()
+)
+
+
+APP = """
+function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
+function strings(n) { let s = ''; for (let i = 0; i < n; i++) s += i % 10; return s.length; }
+function sorts(n) { const a = []; for (let i = 0; i < n; i++) a.push((i * 7919) % n);
+  return a.sort((x, y) => x - y).length; }
+const end = Date.now() + 400;
+while (Date.now() < end) { fib(20); strings(20000); sorts(20000); }
+"""
+
+
+def test_python_example_prints_the_hottest_functions(tmp_path):
+    block = re.search(r"## From Python\n\n```python\n(.*?)```", README, re.S).group(1)
+    (tmp_path / "app.js").write_text(APP)
+    p = subprocess.run(
+        [sys.executable, "-c", block], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.splitlines()
+    assert len(lines) == 5, p.stdout
+    ms = [float(line.split()[0]) for line in lines]
+    assert ms == sorted(ms, reverse=True) and ms[0] > 0
+    assert any(line.split()[2] in ("fib", "strings", "sorts") for line in lines), lines
+    assert (tmp_path / "app.pftrace").stat().st_size > 0
+
+
+def test_readme_lists_quickjs_globals():
+    para = re.search(r"What a script sees on QuickJS(.*?)\n\n", README, re.S).group(1)
+    names = re.findall(r"`([A-Za-z_$][\w$]*)`", para)  # `now()` is not a name: skipped
+    members = {"log", "info", "debug", "error", "warn", "timeOrigin", "index", "count"}
+    listed = set(names) - members - {"jsprof", "require", "import", "qjs"}
+    have = set(QuickJS().eval("Object.getOwnPropertyNames(globalThis).join(' ')").split())
+    assert listed - have == set(), "listed but missing"
+    assert have - ECMASCRIPT - listed == set(), "present but not in the README"
