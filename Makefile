@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test lint bench clean chromium
+.PHONY: demo test test-fast lint bench clean chromium
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,8 +33,14 @@ $(JS_STAMP): tests/js/package-lock.json
 	npm ci --prefix tests/js --no-audit --no-fund
 	touch $(JS_STAMP)
 
+# Everything, and a skipped test fails the run (JSPROF_NO_SKIP=1, tests/conftest.py).
 test: $(STAMP) chromium $(JS_STAMP)
-	$(PY) -m pytest -q
+	JSPROF_NO_SKIP=1 $(PY) -m pytest -q
+
+# For contributors: all but the tests that need headless Chromium or the npm test tools
+# (pytest markers `chromium` and `npm`, registered in pyproject.toml).
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not chromium and not npm"
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

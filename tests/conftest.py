@@ -1,3 +1,4 @@
+import os
 from pathlib import Path
 
 import pytest
@@ -8,3 +9,27 @@ DATA = Path(__file__).parent / "data"
 @pytest.fixture
 def data() -> Path:
     return DATA
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # `make test-fast` deselects what needs headless Chromium or the npm test tools; tests
+    # say so with @pytest.mark.chromium / @pytest.mark.npm, and a test that uses the
+    # `chromium` fixture or lives in a test_chromium*.py file is a chromium test anyway.
+    for item in items:
+        uses = getattr(item, "fixturenames", ())
+        if "chromium" in uses or item.path.name.startswith("test_chromium"):
+            item.add_marker(pytest.mark.chromium)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    # `make test` sets JSPROF_NO_SKIP=1: everything runs, and a skip (a missing tool, a
+    # forgotten pytest.skip) is a failure, not a quiet pass.
+    outcome = yield
+    report = outcome.get_result()
+    if os.environ.get("JSPROF_NO_SKIP") == "1" and report.skipped and not hasattr(
+        report, "wasxfail"
+    ):
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
+        report.outcome = "failed"
+        report.longrepr = f"skipped, but JSPROF_NO_SKIP=1 forbids skips: {reason}"

@@ -26,6 +26,7 @@ def _decode(path) -> dict:
     return orjson.loads(r.stdout)
 
 
+@pytest.mark.npm
 @pytest.mark.parametrize("fixture", [*CHROMIUM, BENCH], ids=lambda p: p.stem)
 def test_cli_convert_decoded_by_pprof_format(fixture, tmp_path):
     out = tmp_path / "out.pb.gz"
@@ -96,6 +97,7 @@ def _paths(t):
     return paths(t, with_column=False)
 
 
+@pytest.mark.npm
 def test_multi_track_markers_and_time_weights(tmp_path):
     rec = mixed_recording()
     out = tmp_path / "m.pprof"
@@ -117,6 +119,7 @@ def test_multi_track_markers_and_time_weights(tmp_path):
         assert b.time_origin == pytest.approx(first, abs=1e-3)
 
 
+@pytest.mark.npm
 def test_reads_a_file_written_by_pprof_format(tmp_path):
     out = tmp_path / "foreign.pb.gz"
     spec = [

@@ -90,6 +90,7 @@ def check_cli(path, tmp_path, top: str) -> None:
             assert back[top] / whole2 == pytest.approx(want[top] / whole, abs=0.02), ext
 
 
+@pytest.mark.npm
 def test_pprof_made_now_by_datadog_pprof(tmp_path):
     out = tmp_path / "profile.pb.gz"
     r = node("datadog-pprof.js", str(out), "300")

@@ -23,6 +23,7 @@ from jsprof.formats import read_any, speedscope
 from jsprof.trace import MARKER_CODE, NONE
 
 
+@pytest.mark.npm
 @pytest.mark.parametrize("fixture", CHROMIUM, ids=lambda p: p.stem)
 def test_cli_convert_is_schema_valid_and_round_trips(fixture, tmp_path):
     out = tmp_path / "out.speedscope.json"
@@ -55,6 +56,7 @@ def test_round_trip_keeps_tracks_markers_lines_and_origins():
         )
 
 
+@pytest.mark.npm
 def test_written_file_is_valid_with_pseudo_frames(tmp_path):
     out = tmp_path / "mixed.speedscope.json"
     out.write_bytes(speedscope.write(mixed_recording()))

@@ -70,6 +70,7 @@ def _names(rec):
     return {k.name: (k.resource, k.line) for k in s.stats.keys}
 
 
+@pytest.mark.npm
 def test_quickjs_profile_maps_back_beside_the_script(bundle):
     rec = record(bundle, sample_interval=1.0)
     minified = _names(rec)
@@ -81,6 +82,7 @@ def test_quickjs_profile_maps_back_beside_the_script(bundle):
     assert mapped[""][0] == orig  # top-level code keeps its empty name, mapped position
 
 
+@pytest.mark.npm
 def test_node_profile_with_map_file_on_the_command_line(bundle, tmp_path):
     out = tmp_path / "n.json"
     p = subprocess.run(
