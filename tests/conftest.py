@@ -13,11 +13,12 @@ def data() -> Path:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     # `make test-fast` deselects what needs headless Chromium or the npm test tools; tests
-    # say so with @pytest.mark.chromium / @pytest.mark.npm, and a test that uses the
-    # `chromium` fixture or lives in a test_chromium*.py file is a chromium test anyway.
+    # say so with @pytest.mark.chromium / @pytest.mark.npm, and a test that uses a
+    # `chromium` or `browser` fixture or lives in a test_chromium*.py file is a chromium
+    # test anyway.
     for item in items:
         uses = getattr(item, "fixturenames", ())
-        if "chromium" in uses or item.path.name.startswith("test_chromium"):
+        if {"chromium", "browser"} & set(uses) or item.path.name.startswith("test_chromium"):
             item.add_marker(pytest.mark.chromium)
 
 
