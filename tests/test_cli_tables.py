@@ -71,3 +71,12 @@ def test_short_location():
     assert short_location("/home/me/app/a.js", "/home/me/app/") == "a.js"
     assert short_location("https://x.test/a.js:1", "/") == "https://x.test/a.js:1"
     assert short_location("app.js:1:1", "/home") == "app.js:1:1"
+
+
+def test_meta_keys_read_in_both_casings():
+    from jsprof.render.summary import meta_get
+
+    assert meta_get({"captureLatencyMs": 1}, "captureLatencyMs") == 1
+    assert meta_get({"capture_latency_ms": 2}, "captureLatencyMs") == 2
+    assert meta_get({"bufferFull": False, "buffer_full": True}, "bufferFull") is False
+    assert meta_get({}, "bufferFull", "none") == "none"

@@ -45,6 +45,15 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
     return "; ".join(parts)
 
 
+def meta_get(meta: dict, key: str, default: object = None) -> object:
+    """A track meta value by its camelCase key (the README's contract), or by the
+    snake_case spelling older files and engines used."""
+    if key in meta:
+        return meta[key]
+    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
+    return meta.get(snake, default)
+
+
 def plural(n: int, word: str) -> str:
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
@@ -97,7 +106,7 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
             achieved = tr.median_gap()
             if achieved is not None:
                 interval += f" (achieved {_ms(achieved)} ms)"
-        lat = t.meta.get("capture_latency_ms") or t.meta.get("captureLatencyMs") or {}
+        lat = meta_get(t.meta, "captureLatencyMs") or {}
         latency = (
             f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
             if lat.get("p50") is not None and lat.get("p99") is not None
@@ -107,7 +116,7 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
             f"[bold]{escape(t.name)}[/bold]: {plural(tr.num_samples, 'sample')} over "
             f"{span:.1f} ms{interval}{latency}"
         )
-        if t.meta.get("buffer_full") or t.meta.get("bufferFull"):
+        if meta_get(t.meta, "bufferFull"):
             c.print(
                 f"[bold red]WARNING: the sample buffer of {escape(t.name)} filled up after "
                 f"{plural(tr.num_samples, 'sample')}; later samples were dropped. Raise "
