@@ -6,6 +6,7 @@ import pytest
 import jsprof
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.profile import hot_lines, sample_weights, summarize
+from jsprof.errors import UsageError
 from jsprof.trace import Recording, TraceBuilder, Track
 
 
@@ -73,7 +74,7 @@ def test_functions_merge_across_tracks_and_track_selection():
     rec = Recording([Track("a", t1, sample_interval=1.0), Track("b", t2, sample_interval=1.0)])
     assert _by_name(summarize(rec))["work"][0] == pytest.approx(6.0)
     assert _by_name(summarize(rec, track="b"))["work"][0] == pytest.approx(2.0)
-    with pytest.raises(jsprof.errors.UsageError, match="no track named 'c'"):
+    with pytest.raises(UsageError, match="no track named 'c'"):
         summarize(rec, track="c")
 
 
@@ -133,3 +134,38 @@ def test_chromium_fixture_self_time_led_by_busyloop_and_fib(data):
     # Every sample's time is accounted for exactly once in self time.
     total_self = float(np.sum(summ.stats.self_ms)) + sum(r.ms for r in summ.no_js)
     assert total_self == pytest.approx(summ.total_ms)
+
+
+def test_readme_python_example_on_a_bare_profiler_trace(capsys):
+    """The README's example: summarize() takes what Profiler.stop() returns (a bare
+    ProfilerTrace) and top() gives the hottest functions first (issue 15)."""
+    import re
+    from pathlib import Path
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    block = readme.split("## From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
+    first = block.split("\nrec = jsprof.record", 1)[0]  # the QuickJS half runs in-process
+    exec(compile(first, "README.md", "exec"), {})
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and re.match(r"^\s*\d+\.\d ms  f  \S*app\.js:1:1$", lines[0]), lines
+
+
+def test_analysis_takes_a_bare_trace_or_says_what_it_needs():
+    from jsprof.analysis import filters
+    from jsprof.analysis.calltree import build_call_tree
+    from jsprof.analysis.diff import diff_profiles
+
+    b = TraceBuilder()
+    f = b.frame_id("f", b.resource_id("file:///a.js"), 1, 1)
+    g = b.frame_id("g", b.resource_id("file:///a.js"), 5, 1)
+    for i in range(6):
+        b.add_sample(float(i), b.stack_id([f, g] if i % 3 else [f]))
+    trace = b.build()
+    s = summarize(trace)
+    assert [r.key.name for r in s.top()] == ["g", "f"]
+    assert s.top(1)[0].self_ms == pytest.approx(4.0)
+    assert build_call_tree(trace).total_time == pytest.approx(6.0)
+    assert all(r.impact == 0 for r in diff_profiles(trace, trace).rows)
+    assert filters.focus(trace, "g").num_samples == 4
+    with pytest.raises(TypeError, match="expected a Recording or a ProfilerTrace, got dict"):
+        summarize({"samples": []})

@@ -10,6 +10,7 @@ import pytest
 import jsprof
 from jsprof.analysis import filters
 from jsprof.analysis.profile import summarize
+from jsprof.errors import TraceFormatError
 from jsprof.trace import NONE, Recording, TraceBuilder
 
 
@@ -175,7 +176,7 @@ def test_a_bad_weight_column_is_named(tmp_path, weights, problem):
     )
     assert text != out.read_text()
     out.write_text(text)
-    with pytest.raises(jsprof.errors.TraceFormatError, match=problem.replace("[", r"\[")):
+    with pytest.raises(TraceFormatError, match=problem.replace("[", r"\[")):
         jsprof.load(out)
 
 

@@ -311,3 +311,27 @@ def test_env_not_leaked_to_program(tmp_path):
     r = _run([*JSPROF, "instrument", "--engine", "node", "--watch", "*", str(script)])
     assert r.stdout == "false\n", r.stderr
     assert os.environ.get("JSPROF_INSTRUMENT") is None
+
+
+def test_instrument_trace_opens_in_report_and_flame_with_spans_as_time(tmp_path):
+    rows_out, spans_out = tmp_path / "rows.json", tmp_path / "spans.jsprof.json"
+    r = _run(
+        [*JSPROF, "instrument", "--watch", "*", "-o", str(rows_out), "--trace", str(spans_out)]
+        + [str(SHAPES)]
+    )
+    assert r.returncode == 0, r.stderr
+    rows = {f"{x['class']}.{x['method']}": x for x in orjson.loads(rows_out.read_bytes())["rows"]}
+    rep = _run([*JSPROF, "report", str(spans_out), "--json", "--all"])
+    assert rep.returncode == 0, rep.stderr
+    got = {x["name"]: x for x in orjson.loads(rep.stdout)["rows"]}
+    # exactly the instrumented rows, each with its self time (async: the synchronous part)
+    assert set(got) == set(rows)
+    for name, row in rows.items():
+        assert got[name]["self_ms"] == pytest.approx(row["self_ms"], abs=2e-3), name
+    describe = rows["Shape.describe"]
+    assert got["Shape.describe"]["total_ms"] == pytest.approx(describe["total_ms"], abs=2e-3)
+    assert got["MathBox.fib"]["self_samples"] == 177  # one sample per call
+    flame = tmp_path / "spans.html"
+    f = _run([*JSPROF, "flame", str(spans_out), "-o", str(flame)])
+    assert f.returncode == 0, f.stderr
+    assert "MathBox.fib" in flame.read_text()

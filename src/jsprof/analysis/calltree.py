@@ -10,10 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace import NONE, Recording
+from ..trace import NONE, ProfilerTrace, Recording
 from .profile import (
     FunctionKey,
     KeyTable,
+    _tracks,
     frame_function_ids,
     sample_weights,
     subtree_sums,
@@ -44,8 +45,8 @@ class CallTree:
         return np.nonzero(self.parent == NONE)[0].tolist()
 
 
-def build_call_tree(rec: Recording, track: str | None = None) -> CallTree:
-    tracks = [rec.track(track)] if track is not None else rec.tracks
+def build_call_tree(rec: Recording | ProfilerTrace, track: str | None = None) -> CallTree:
+    tracks = _tracks(rec, track)
     table = KeyTable()
     parts = []
     for t in tracks:

@@ -27,7 +27,7 @@ import numpy as np
 from ..errors import UsageError
 from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording
 from .calltree import CallTree
-from .profile import KeyTable, _accumulate_track, _empty, sample_weights
+from .profile import KeyTable, _accumulate_track, _empty, as_recording, sample_weights
 
 
 class NameKey(NamedTuple):
@@ -215,14 +215,15 @@ class ProfileDiff:
 
 
 def diff_profiles(
-    base: Recording,
-    new: Recording,
+    base: Recording | ProfilerTrace,
+    new: Recording | ProfilerTrace,
     track: str | None = None,
     strip_prefixes: Sequence[str] = (),
 ) -> ProfileDiff:
     """Per-function change in self and total share from BASE to NEW, largest change first.
 
     Functions match by name and resource match key (`ResourceMatcher`)."""
+    base, new = as_recording(base), as_recording(new)
     match = ResourceMatcher.for_pair(
         _resources(base, track), _resources(new, track), strip_prefixes
     )

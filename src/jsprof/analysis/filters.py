@@ -37,6 +37,7 @@ from ..trace import (
     Track,
     sample_weights,
 )
+from .profile import as_recording
 
 FramePredicate = Callable[[ProfilerFrame, str | None], bool]  # frame, its resource URL
 
@@ -78,8 +79,9 @@ def _select(trace: ProfilerTrace, keep: np.ndarray, interval: float | None) -> P
 
 
 def _map_tracks(
-    rec: Recording, fn: Callable[[Track], ProfilerTrace], frames_kept: bool = True
+    rec: Recording | ProfilerTrace, fn: Callable[[Track], ProfilerTrace], frames_kept: bool = True
 ) -> Recording:
+    rec = as_recording(rec)
     # Spans point into the frames table: they survive only filters that keep it as is.
     return Recording(
         [replace(t, trace=fn(t), spans=t.spans if frames_kept else None) for t in rec.tracks]

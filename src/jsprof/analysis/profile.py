@@ -110,6 +110,14 @@ class NoJsRow(NamedTuple):
     ms: float
 
 
+class TopRow(NamedTuple):
+    key: FunctionKey | LineKey | str | None
+    self_ms: float
+    total_ms: float
+    self_samples: int
+    total_samples: int
+
+
 @dataclass
 class Summary:
     """What `jsprof report` shows: totals, per-key stats, and the samples with no JS."""
@@ -118,6 +126,21 @@ class Summary:
     total_samples: int
     stats: KeyStats
     no_js: list[NoJsRow] = field(default_factory=list)
+
+    def top(self, n: int | None = 10, by: str = "self") -> list[TopRow]:
+        """The `n` hottest keys (all with None) by self or total time, hottest first."""
+        st = self.stats
+        order = st.order(by).tolist()
+        return [
+            TopRow(
+                st.keys[i],
+                float(st.self_ms[i]),
+                float(st.total_ms[i]),
+                int(st.self_samples[i]),
+                int(st.total_samples[i]),
+            )
+            for i in (order if n is None else order[:n])
+        ]
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -176,11 +199,23 @@ def no_js_rows(tracks: Sequence[Track], weights: Sequence[np.ndarray]) -> list[N
     return sorted((NoJsRow(k, n, ms) for k, (n, ms) in counts.items()), key=lambda r: -r.ms)
 
 
-def _tracks(rec: Recording, track: str | None) -> list[Track]:
+def as_recording(rec: Recording | ProfilerTrace) -> Recording:
+    """A Recording as is; a bare ProfilerTrace (what `Profiler.stop()` returns) as one."""
+    if isinstance(rec, Recording):
+        return rec
+    if isinstance(rec, ProfilerTrace):
+        return Recording.of(rec)
+    raise TypeError(f"expected a Recording or a ProfilerTrace, got {type(rec).__name__}")
+
+
+def _tracks(rec: Recording | ProfilerTrace, track: str | None) -> list[Track]:
+    rec = as_recording(rec)
     return [rec.track(track)] if track is not None else list(rec.tracks)
 
 
-def summarize(rec: Recording, by: str = "function", track: str | None = None) -> Summary:
+def summarize(
+    rec: Recording | ProfilerTrace, by: str = "function", track: str | None = None
+) -> Summary:
     """Self/total per function or per resource over one track or all tracks."""
     tracks = _tracks(rec, track)
     table = KeyTable()
@@ -206,7 +241,7 @@ class LineKey(NamedTuple):
     line: int
 
 
-def hot_lines(rec: Recording, track: str | None = None) -> Summary | None:
+def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summary | None:
     """Self time per (leaf function, executing line); None when no track has line data."""
     tracks = _tracks(rec, track)
     if all(t.trace.sample_line is None for t in tracks):

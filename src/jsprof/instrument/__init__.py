@@ -26,7 +26,7 @@ import numpy as np
 
 from ..engines.base import read_script
 from ..errors import EngineError, JSError, UsageError
-from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, Track
+from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, TraceBuilder, Track
 
 ENGINES = ("quickjs", "node")
 _HERE = Path(__file__).resolve().parent
@@ -261,6 +261,35 @@ def _run_node(
 # ---- results -------------------------------------------------------------------------------
 
 
+def spans_as_samples(frames: Sequence[ProfilerFrame], spans: Spans) -> ProfilerTrace:
+    """The spans as a sampled trace that `report` and `flame` read: one sample per span,
+    at its start, on the stack of its enclosing spans, weighing the span's self time (its
+    duration minus its children's), so self and total per method come out exact."""
+    b = TraceBuilder()
+    ids = [b.frame_id(f.name, None, f.line, f.column) for f in frames]
+    n = len(spans)
+    dur = np.maximum(spans.end - spans.start, 0.0)
+    child = np.zeros(n)
+    has = spans.parent >= 0
+    np.add.at(child, spans.parent[has], dur[has])
+    stack = np.empty(n, np.int32)
+    parents = spans.parent.tolist()
+    for i, f in enumerate(spans.frame.tolist()):
+        p = parents[i]
+        stack[i] = b.stack_id_from(int(stack[p]) if p >= 0 else None, ids[f])
+    base = b.build()
+    return ProfilerTrace(
+        base.resources,
+        base.frames,
+        base.stack_parent,
+        base.stack_frame,
+        spans.start,
+        stack,
+        sample_weight=np.maximum(dur - child, 0.0),
+    )
+
+
+
 def _result(
     dump: dict[str, Any], engine: str, script: str, origin: float | None
 ) -> InstrumentResult:
@@ -289,7 +318,7 @@ def _result(
     )
     track = Track(
         name="main",
-        trace=ProfilerTrace(frames=frames),
+        trace=spans_as_samples(frames, spans),
         time_origin=float(dump.get("timeOrigin") or origin or 0.0),
         engine=engine,
         spans=spans,
