@@ -1,7 +1,7 @@
 """Firefox Profiler processed profile: table shapes, categories, tracks, totals.
 
 No loader for the processed format is published on npm and none runs offline, so the
-checks here pin down what FORMATS.md lists a file needs to load: every table's columns
+checks here pin down what docs/formats.md lists a file needs to load: every table's columns
 and `length`, indices inside their tables, categories, and meta.
 """
 

@@ -21,7 +21,7 @@ import os
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from .engines.base import RuntimeProfiler
 from .errors import UsageError
@@ -51,7 +51,6 @@ class RecordingHandle:
 
     recording: Recording | None = None
     out: str | None = None
-    extra: dict = field(default_factory=dict)
 
 
 def _types(types: str | Iterable[str]) -> frozenset[str] | None:

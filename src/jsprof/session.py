@@ -42,12 +42,6 @@ class InvalidStateError(UsageError):
     js_name = "InvalidStateError"
 
 
-class NotAllowedError(UsageError):
-    """The embedder does not allow profiling here (the spec's NotAllowedError)."""
-
-    js_name = "NotAllowedError"
-
-
 @dataclass
 class Chunk:
     """One drain of an engine sampler: raw samples over a trie of functions.

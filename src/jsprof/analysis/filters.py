@@ -213,10 +213,6 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
     return start, end
 
 
-def drop_empty_tracks(rec: Recording) -> Recording:
-    return Recording([t for t in rec.tracks if t.trace.num_samples])
-
-
 def matches_any(rec: Recording, pattern: str) -> bool:
     """Does any frame of any track have a name that `pattern` matches?"""
     pred = name_matcher(pattern)

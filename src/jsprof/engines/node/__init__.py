@@ -18,7 +18,7 @@ place that knows CDP's units. Times are made relative to each thread's own
 `performance.timeOrigin`, through the monotonic clock that V8's timestamps and
 `process.hrtime` share.
 
-How each ending is caught (measured, see shared/notes/ENGINES.md):
+How each ending is caught (measured, see docs/engines.md):
 - main thread: with --inspect-brk Node waits for the debugger to disconnect after the
   script ends, throws or calls process.exit(), so Profiler.stop still works then;
 - a worker thread does not wait: a `process.on('exit')` hook holding a `debugger`
