@@ -1,6 +1,7 @@
 """`jsprof record` / `jsprof run` end to end on real QuickJS, as a user runs them."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -38,6 +39,12 @@ def test_record_writes_trace_and_summary(tmp_path):
     assert p.stdout == "done\n"  # the program's stdout is untouched
     out = tmp_path / "app.quickjs.jsprof.json"  # in the current directory, naming the engine
     assert "samples over" in p.stderr and "wrote app.quickjs.jsprof.json" in p.stderr
+    # requested and achieved interval; the summary ends with the hottest functions
+    assert "interval 0.5 ms (achieved 0.5 ms)" in p.stderr, p.stderr
+    tail = p.stderr.split("wrote app.quickjs.jsprof.json")[1].splitlines()[1:]
+    assert tail[0].startswith("top ") and tail[0].endswith("by self time:"), p.stderr
+    assert len(tail) - 1 == int(tail[0].split()[1]) <= 5
+    assert tail[1].split()[3:] == ["spin", "app.js:2:1"], p.stderr
     t = jsprof.load(out).tracks[0]
     assert t.engine == "quickjs" and t.sample_interval == 0.5
     assert t.trace.num_samples >= 200  # 150 ms at 0.5 ms
@@ -113,3 +120,41 @@ def test_run_and_usage_errors(tmp_path):
     p = run("record")
     assert p.returncode == 2 and "give the script" in p.stderr
     assert not os.path.exists(tmp_path / "missing.jsprof.json")
+
+
+def _read_all(fd: int) -> bytes:
+    out = b""
+    while True:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: the other side closed
+            return out
+        if not chunk:
+            return out
+        out += chunk
+
+
+def test_live_status_line_on_a_terminal_only(tmp_path):
+    import pty
+
+    app = _script(tmp_path, BUSY.replace("MS", "1500"))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "-o", str(tmp_path / "t.json"), str(app)],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    err = _read_all(master).decode()
+    os.close(master)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and out == b"done\n", err
+    lines = [s for s in err.split("\r") if s.startswith("\x1b[Kjsprof: recording")]
+    assert len(lines) >= 3, err  # updated while it ran (every 0.25 s)
+    counts = [int(s.split(" · ")[1].split()[0]) for s in lines]
+    assert counts == sorted(counts) and counts[-1] >= 500, counts  # samples so far, growing
+    assert all(s.endswith(" · 1 track") for s in lines)
+    plain = re.sub(r"\x1b\[[0-9;]*m", "", err)  # the summary is in colour on a terminal
+    assert "main: " in plain and "samples over" in plain  # the summary follows
+    # Piped: nothing but the summary.
+    p = run("record", "-o", tmp_path / "u.json", _script(tmp_path, BUSY.replace("MS", "600")))
+    assert p.returncode == 0 and "\r" not in p.stderr and "recording" not in p.stderr

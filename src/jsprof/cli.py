@@ -452,16 +452,22 @@ def cmd_record(args: argparse.Namespace) -> int:
     check_script(args.script, engine)  # before the output: the likelier mistake
     stem = os.path.splitext(os.path.basename(args.script))[0]
     out = _record_output(args, f"{stem}.{engine}")
+    from .record import Progress
+    from .render.summary import StatusLine
+
     error: BaseException | None = None
+    progress = Progress()
     try:
-        rec = record(
-            args.script,
-            engine=engine,
-            sample_interval=args.interval,
-            max_buffer_size=args.max_buffer_size,
-            args=args.args,
-            workers=args.workers,
-        )
+        with StatusLine(lambda: progress.poll() if progress.poll else None):
+            rec = record(
+                args.script,
+                engine=engine,
+                sample_interval=args.interval,
+                max_buffer_size=args.max_buffer_size,
+                args=args.args,
+                workers=args.workers,
+                progress=progress,
+            )
     except (JSError, KeyboardInterrupt) as e:
         rec = getattr(e, "recording", None)
         if rec is None:

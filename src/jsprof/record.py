@@ -8,7 +8,7 @@ A script that throws or is interrupted still yields its samples: `record` saves 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from .errors import EngineError, JSError, UsageError
 from .trace import Recording
@@ -46,6 +46,14 @@ def check_script(path: str | os.PathLike[str], engine: str) -> str:
     return p
 
 
+class Progress:
+    """Where a live status line reads a recording's progress: the engine sets `poll` to a
+    cheap, thread-safe callable returning (samples so far, tracks); None while it has none."""
+
+    def __init__(self) -> None:
+        self.poll: Callable[[], tuple[int, int]] | None = None
+
+
 def record(
     path: str | os.PathLike[str],
     engine: str = "quickjs",
@@ -54,6 +62,7 @@ def record(
     args: Sequence[str] = (),
     output: str | os.PathLike[str] | None = None,
     workers: int | None = None,
+    progress: Progress | None = None,
 ) -> Recording:
     """Run the script at `path` under the sampling profiler and return its Recording.
 
@@ -64,7 +73,8 @@ def record(
     interrupted). With `output`, the recording is also saved there -- also when the
     script fails: then the JSError (or KeyboardInterrupt) is re-raised carrying
     `.recording` (and `.output`), so the caller can report on the partial profile.
-    `scriptArgs` in the script is [path, *args], as with qjs.
+    `scriptArgs` in the script is [path, *args], as with qjs. `progress`: filled in with a
+    cheap way to count samples while the script runs (a status line's; QuickJS so far).
     """
     p = check_script(path, engine)
     if workers is not None:
@@ -79,7 +89,7 @@ def record(
     elif engine == "node":
         rec, error = _record_node(p, sample_interval, max_buffer_size, args)
     else:
-        rec, error = _record_quickjs(p, sample_interval, max_buffer_size, args)
+        rec, error = _record_quickjs(p, sample_interval, max_buffer_size, args, progress)
     if output is not None:
         from .io import save
 
@@ -95,13 +105,20 @@ def record(
 
 
 def _record_quickjs(
-    p: str, sample_interval: float, max_buffer_size: int | None, args: Sequence[str]
+    p: str,
+    sample_interval: float,
+    max_buffer_size: int | None,
+    args: Sequence[str],
+    progress: Progress | None = None,
 ) -> tuple[Recording, BaseException | None]:
     """One track, "main"; the script's error (JSError, KeyboardInterrupt) is returned."""
     from .engines.quickjs import QuickJS
 
     rt = QuickJS(args=[p, *args])
     session = rt.profiler(sample_interval=sample_interval, max_buffer_size=max_buffer_size)
+    if progress is not None:
+        # kept so far + taken since the last drain (read from another thread, lock-free)
+        progress.poll = lambda: (session._count + rt._rt.sampler_pending, 1)
     error: BaseException | None = None
     try:
         rt.eval_file(p)

@@ -94,17 +94,17 @@ def _ms(x: float) -> str:
 
 def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> None:
     """Per track: samples, span, requested and achieved interval, capture latency and a
-    full buffer; then the `top` functions by self time (pyinstrument style) and where the
-    trace went."""
+    full buffer; where the trace went; then, last, the `top` functions by self time
+    (pyinstrument style)."""
     c = stderr_console()
     for t in rec.tracks:
         tr = t.trace
         span = float(tr.sample_time[-1] - tr.sample_time[0]) if tr.num_samples > 1 else 0.0
         interval = ""
         if t.sample_interval:
-            interval = f", {t.sample_interval:g} ms interval"
+            interval = f", interval {t.sample_interval:g} ms"
             achieved = tr.median_gap()
-            if achieved is not None:
+            if achieved is not None:  # what the samples show, not only what was asked
                 interval += f" (achieved {_ms(achieved)} ms)"
         lat = meta_get(t.meta, "captureLatencyMs") or {}
         latency = (
@@ -122,19 +122,70 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
                 f"{plural(tr.num_samples, 'sample')}; later samples were dropped. Raise "
                 "--max-buffer-size or the --interval.[/bold red]"
             )
+    if out:
+        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
     if top and rec.num_samples:
         from ..analysis.profile import summarize
-        from .console import summary_rows
+        from .console import short_location, summary_rows
 
         rows = [r for r in summary_rows(summarize(rec), top) if r.get("self_ms", 0) > 0]
         rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
         if rows:
             c.print(f"top {len(rows)} by self time:")
             for r in rows:
-                where = f"  {r['location']}" if r["location"] else ""
+                where = f"  {short_location(r['location'])}" if r["location"] else ""
                 c.print(
                     f"  {r['self_pct']:5.1f}%  {r['self_ms']:9.1f} ms  "
                     f"{escape(r['name'])}[dim]{escape(where)}[/dim]"
                 )
-    if out:
-        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
+
+
+class StatusLine:
+    """py-spy's live line on stderr while recording: elapsed time, samples so far, tracks.
+
+    Only when stderr is a terminal (nothing in logs or pipes); `poll` is the engine's cheap
+    way to count (None: the engine has none yet, and only the time is shown). Used as a
+    context manager around the recording; the line is erased at the end.
+    """
+
+    def __init__(self, poll: object = None, every: float = 0.25) -> None:
+        import threading
+
+        self.poll = poll  # a callable -> (samples, tracks), or None
+        self.every = every
+        self.enabled = sys.stderr.isatty()
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jsprof-status", daemon=True)
+
+    def text(self, elapsed: float) -> str:
+        parts = [f"jsprof: recording {elapsed:.1f} s"]
+        got = None
+        if callable(self.poll):
+            try:
+                got = self.poll()
+            except Exception:  # a status line must never break a recording
+                got = None
+        if got is not None:
+            samples, tracks = got
+            parts += [plural(int(samples), "sample"), plural(int(tracks), "track")]
+        return " · ".join(parts)
+
+    def _run(self) -> None:
+        import time
+
+        t0 = time.monotonic()
+        while not self._done.wait(self.every):
+            sys.stderr.write("\r\x1b[K" + self.text(time.monotonic() - t0))
+            sys.stderr.flush()
+
+    def __enter__(self) -> StatusLine:
+        if self.enabled:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self._done.set()
+            self._thread.join()
+            sys.stderr.write("\r\x1b[K")
+            sys.stderr.flush()

@@ -1933,6 +1933,14 @@ static PyObject *Runtime_get_sampler_running(RuntimeObject *self, void *c)
     return PyBool_FromLong(self->h && self->h->s.thread_started);
 }
 
+/* For a live status line, from any thread and without the lock: a relaxed read that may
+   lag the sampler by a sample, never blocks it. */
+static PyObject *Runtime_get_sampler_pending(RuntimeObject *self, void *c)
+{
+    return PyLong_FromSize_t(self->h ? __atomic_load_n(&self->h->s.nsamples, __ATOMIC_RELAXED)
+                                     : 0);
+}
+
 static PyMethodDef Runtime_methods[] = {
     {"eval", (PyCFunction)(void (*)(void))Runtime_eval, METH_VARARGS | METH_KEYWORDS,
      "eval(source, filename='<input>', module=-1, catch_sigint=False): run to completion "
@@ -1971,6 +1979,8 @@ static PyGetSetDef Runtime_getset[] = {
     {"time_origin", (getter)Runtime_get_time_origin, NULL,
      "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
     {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
+    {"sampler_pending", (getter)Runtime_get_sampler_pending, NULL,
+     "samples taken since the last drain (any thread, no lock: an estimate)", NULL},
     {"in_owner_callback", (getter)Runtime_get_owner_here, NULL,
      "True inside a host callback on the owner thread", NULL},
     {NULL}};
