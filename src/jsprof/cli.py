@@ -752,7 +752,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         "--output",
         metavar="OUT",
-        help="output file; the extension picks the format (default APP.jsprof.json)",
+        help="output file, replaced if it exists; the extension picks the format (default: "
+        "APP.ENGINE.jsprof.json in the current directory, or the next free APP.ENGINE.N.jsprof."
+        "json: never an earlier recording)",
     )
     rc.add_argument(
         "--workers",

@@ -3,7 +3,8 @@
 Stacks and samples are numpy columns so that traces of tens of millions of samples are
 analysed without Python loops. Frames and resources stay Python lists: they are few.
 
-JSON io lives in `jsprof.tracefile`; this module only holds the model.
+JSON io lives in `jsprof.formats.jsprof` (formerly `jsprof.tracefile`); this module only holds
+the model.
 """
 
 from __future__ import annotations

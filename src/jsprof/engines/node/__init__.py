@@ -13,7 +13,7 @@ RuntimeProfiler contract), preload.py (the `Profiler` global for `jsprof run`).
   the RuntimeProfiler contract (engines/base.py).
 - `run_node(script, ...)`: run a script with the spec's `Profiler` global (js/node_profiler.js).
 
-V8's profile comes back as a CDP Profile and is converted by formats/cpuprofile.py: the one
+V8's profile comes back as a CDP Profile and is converted by formats/_v8profile.py: the one
 place that knows CDP's units. Times are made relative to each thread's own
 `performance.timeOrigin`, through the monotonic clock that V8's timestamps and
 `process.hrtime` share.
