@@ -172,3 +172,10 @@ def test_record_falls_back_when_writing_fails_after_the_run(tmp_path):
     (fallback,) = tmp.glob("jsprof-t*.jsprof.json")
     assert f"could not write {out_dir / 't.json'}" in p.stderr and str(fallback) in p.stderr
     assert jsprof.load(fallback).tracks[0].engine == "node"
+
+
+def test_gzip_by_extension_in_any_case(tmp_path, capsys):
+    out = tmp_path / "T.JSON.GZ"
+    assert main(["convert", TRACE, str(out)]) == 0
+    assert out.read_bytes()[:2] == b"\x1f\x8b" and jsprof.load(out) == jsprof.load(TRACE)
+    capsys.readouterr()

@@ -32,6 +32,10 @@ def _console() -> Console:
     return stdout_console()
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def _print_json(obj: object) -> None:
     import orjson
 
@@ -223,7 +227,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         io.save(rec, args.output, format=args.format)
     if args.output != "-":
         print(
-            f"wrote {args.output} ({rec.num_samples} samples, {len(rec.tracks)} track(s))",
+            f"wrote {args.output} ({_plural(rec.num_samples, 'sample')}, "
+            f"{_plural(len(rec.tracks), 'track')})",
             file=sys.stderr,
         )
     if fmt.name not in WEIGHTED_FORMATS and any(

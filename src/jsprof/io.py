@@ -189,7 +189,7 @@ def save(
     fmt = writer_for(dest_s, format)
     data = fmt.write(rec)  # type: ignore[misc]
     # A format that is gzipped by definition (pprof) must not be compressed twice.
-    if dest_s.endswith(".gz") and data[:2] != _GZIP_MAGIC:
+    if dest_s.lower().endswith(".gz") and data[:2] != _GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
     if dest_s == "-":
         sys.stdout.buffer.write(data)
