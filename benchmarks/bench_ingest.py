@@ -80,15 +80,17 @@ def field_trace(seed: int, n_samples: int = 6000, interval: float = 10.0) -> byt
     return orjson.dumps(doc)
 
 
-def baseline(bodies: list[bytes], seconds: float) -> float:
-    """Bodies per second one core can gunzip and parse (no validation, no storage)."""
+def baseline(bodies: list[bytes], seconds: float) -> tuple[float, float]:
+    """Bodies one core can gunzip and parse (no validation, no storage): per wall second
+    and per CPU second of this process (the machine is shared: CPU time is the fair unit)."""
     n = 0
     t0 = time.perf_counter()
+    c0 = time.process_time()
     while time.perf_counter() - t0 < seconds:
         for b in bodies:
             orjson.loads(zlib.decompress(b, 31))
             n += 1
-    return n / (time.perf_counter() - t0)
+    return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
 def _client_proc(
@@ -263,8 +265,11 @@ def main() -> int:
         f"JSON, {statistics.mean(map(len, bodies)) / 1024:.0f} KiB gzip; "
         f"{CLIENTS} clients in {CLIENT_PROCS} processes; {os.cpu_count()} cores"
     )
-    base = baseline(bodies, 3.0)
-    print(f"baseline (one core, gunzip + orjson.loads only): {base:.0f} bodies/s")
+    base, base_cpu = baseline(bodies, 3.0)
+    print(
+        f"baseline (one core, gunzip + orjson.loads only): {base:.0f} bodies/s wall, "
+        f"{base_cpu:.0f} per CPU-second"
+    )
     rows = []
     for w in args.workers:
         r = run_collector(bodies, w, args.seconds)
@@ -274,12 +279,18 @@ def main() -> int:
             f"--workers {w}: {r['rate']:.0f} uploads/s ({r['rate'] / base:.2f}x baseline), "
             f"p50 {r['p50_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, errors {r['errors']}; "
             f"collector CPU {r['collector_cpu_s']:.1f} s ({per_core:.0f} uploads per "
-            f"CPU-second = {per_core / base:.2f}x baseline), clients' CPU "
+            f"CPU-second = {per_core / base_cpu:.2f}x baseline), clients' CPU "
             f"{r['client_cpu_s']:.1f} s over {args.seconds:.0f} s; "
             f"{r['store_bytes_per_upload'] / 1024:.0f} KiB stored per upload"
         )
-    ok = rows[0]["workers"] != 1 or rows[0]["rate"] >= 0.5 * base
-    print("goal (one process >= 0.5x baseline):", "met" if ok else "NOT met")
+    one = [r for r in rows if r["workers"] == 1]
+    if one:
+        r = one[0]
+        per_core = r["uploads"] / r["collector_cpu_s"] if r["collector_cpu_s"] else 0
+        print(
+            "goal (one process >= 0.5x what one core gunzips + parses): "
+            f"{per_core / base_cpu:.2f}x per CPU-second, {r['rate'] / base:.2f}x wall rate"
+        )
     return 0
 
 

@@ -233,3 +233,17 @@ def test_url_store_is_refused(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(StoreError, match="not a store"):
         Store(tmp_path / "f")
+
+
+def test_gzipped_body_is_kept_as_received(tmp_path: Path) -> None:
+    import gzip
+
+    s = Store(tmp_path)
+    body = _trace(5)
+    zipped = gzip.compress(body)
+    assert s.append("gz", _meta(), None, gzipped=zipped) is True
+    assert s.get("gz")[1] == body
+    assert [b for _, u, _, b in s.iter_uploads()] == [body]
+    path = next((tmp_path / "segments").glob("*.seg"))
+    assert zipped in path.read_bytes()  # not compressed again
+    s.close()

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import anyio
 import orjson
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -74,21 +75,10 @@ async def _read_body(request: Request, cap: int) -> bytes:
     return b"".join(chunks)
 
 
-def _ingest(
-    store: Store,
-    upload_id: str | None,
-    raw: bytes,
-    encoding: str,
-    params: dict[str, str | None],
-    user_agent: str | None,
-    config: ServeConfig,
-) -> str:
-    meta, trace_json = ingest.prepare(
-        raw, encoding, params, user_agent, config.limits, config.keep_query
-    )
-    upload_id = upload_id or str(uuid.uuid4())
-    store.append(upload_id, meta, trace_json)  # False for a repeat: answered the same
-    return upload_id
+# Parsing and validating is CPU work under the GIL: more threads than this only add
+# switching. Appends mostly wait in fsync and get the default (larger) thread pool, so the
+# CPU threads go on parsing while a batch of appends shares one fsync.
+CPU_THREADS = 1
 
 
 async def post_trace(request: Request) -> Response:
@@ -116,16 +106,20 @@ async def post_trace(request: Request) -> Response:
         ingest.check_length(request.headers.get("content-length"), config.limits)
         raw = await _read_body(request, config.limits.max_body)
         params = {k: q.get(k) for k in ("app", "release", "route", "env")}
-        upload_id = await run_in_threadpool(
-            _ingest,
-            request.app.state.store,
-            upload_id,
+        meta, trace_json, gzipped = await anyio.to_thread.run_sync(
+            ingest.prepare,
             raw,
             encoding,
             params,
             request.headers.get("user-agent"),
-            config,
+            config.limits,
+            config.keep_query,
+            limiter=request.app.state.cpu_limiter,
         )
+        upload_id = upload_id or str(uuid.uuid4())
+        store: Store = request.app.state.store
+        # False for a repeated id: answered the same as the first time.
+        await run_in_threadpool(store.append, upload_id, meta, trace_json, gzipped=gzipped)
     except Refused as e:
         headers = dict(cors)
         if e.status == 429:
@@ -290,6 +284,7 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        app.state.cpu_limiter = anyio.CapacityLimiter(CPU_THREADS)
         own = app.state.store is None
         if own:
             app.state.store = Store(config.store)

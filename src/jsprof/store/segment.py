@@ -26,6 +26,7 @@ TRAILER_MAGIC = b"JSE1"
 VERSION = 1
 CODEC_NONE = 0
 CODEC_ZSTD = 1
+CODEC_GZIP = 2  # a client's gzip body kept as received, when nothing in it had to change
 
 # magic, version, codec, id_len, meta_len, body_len, seq, received_at, body_crc
 _HEAD = struct.Struct("<4sBBHIIQdI")
@@ -76,41 +77,75 @@ def decompress(data: bytes, codec: int) -> bytes:
         return data
     if codec == CODEC_ZSTD:
         return zstandard.ZstdDecompressor().decompress(data)
+    if codec == CODEC_GZIP:
+        return zlib.decompress(data, 31)
     raise SegmentError(f"unknown codec {codec}")
+
+
+class Record:
+    """An encoded record but for its number, which the writer assigns under its lock."""
+
+    __slots__ = ("codec", "received_at", "body_crc", "id_b", "meta", "body")
+
+    def __init__(
+        self, upload_id: str, meta_json: bytes, body: bytes, codec: int, received_at: float
+    ) -> None:
+        self.id_b = upload_id.encode()
+        if not 0 < len(self.id_b) <= MAX_ID_BYTES:
+            raise ValueError(f"upload id must be 1 to {MAX_ID_BYTES} bytes of UTF-8")
+        if len(meta_json) > MAX_META_BYTES:
+            raise ValueError(f"metadata over {MAX_META_BYTES} bytes")
+        if len(body) > MAX_BODY_BYTES:
+            raise ValueError("trace too large for one record")
+        self.codec = codec
+        self.received_at = received_at
+        self.meta = meta_json
+        self.body = body
+        self.body_crc = zlib.crc32(body, zlib.crc32(meta_json, zlib.crc32(self.id_b)))
+
+    @property
+    def size(self) -> int:
+        return HEADER_SIZE + len(self.id_b) + len(self.meta) + len(self.body)
+
+    def parts(self, seq: int) -> list[bytes]:
+        """The record's bytes as pieces for one writev (no copy of the body)."""
+        head = _HEAD.pack(
+            RECORD_MAGIC,
+            VERSION,
+            self.codec,
+            len(self.id_b),
+            len(self.meta),
+            len(self.body),
+            seq,
+            self.received_at,
+            self.body_crc,
+        )
+        return [head + _CRC.pack(zlib.crc32(head)), self.id_b, self.meta, self.body]
+
+
+def make_record(
+    upload_id: str,
+    meta_json: bytes,
+    trace_json: bytes | None,
+    received_at: float,
+    gzipped: bytes | None = None,
+) -> Record:
+    """A record for an upload; the body is compressed here, outside any lock.
+
+    `gzipped`, when given, is a gzip stream that inflates to the trace JSON (the client's
+    own upload): stored as is instead of compressing again.
+    """
+    if gzipped is not None:
+        return Record(upload_id, meta_json, gzipped, CODEC_GZIP, received_at)
+    assert trace_json is not None
+    return Record(upload_id, meta_json, compress(trace_json), CODEC_ZSTD, received_at)
 
 
 def encode_record(
     seq: int, upload_id: str, meta_json: bytes, trace_json: bytes, received_at: float
 ) -> bytes:
-    """One record, ready to append. The body is compressed here, outside any lock."""
-    id_b = upload_id.encode()
-    if not 0 < len(id_b) <= MAX_ID_BYTES:
-        raise ValueError(f"upload id must be 1 to {MAX_ID_BYTES} bytes of UTF-8")
-    if len(meta_json) > MAX_META_BYTES:
-        raise ValueError(f"metadata over {MAX_META_BYTES} bytes")
-    body = compress(trace_json)
-    if len(body) > MAX_BODY_BYTES:
-        raise ValueError("trace too large for one record")
-    crc = zlib.crc32(body, zlib.crc32(meta_json, zlib.crc32(id_b)))
-    head = _HEAD.pack(
-        RECORD_MAGIC,
-        VERSION,
-        CODEC_ZSTD,
-        len(id_b),
-        len(meta_json),
-        len(body),
-        seq,
-        received_at,
-        crc,
-    )
-    return b"".join((head, _CRC.pack(zlib.crc32(head)), id_b, meta_json, body))
-
-
-def with_seq(record: bytes, seq: int) -> bytes:
-    """The same record renumbered (the writer assigns seq under its lock, after encoding)."""
-    head = bytearray(record[: _HEAD.size])
-    struct.pack_into("<Q", head, 16, seq)
-    return b"".join((head, _CRC.pack(zlib.crc32(head)), memoryview(record)[HEADER_SIZE:]))
+    """One whole record as bytes (tests and tools; the writer uses `make_record`)."""
+    return b"".join(make_record(upload_id, meta_json, trace_json, received_at).parts(seq))
 
 
 def encode_trailer(count: int) -> bytes:
@@ -186,7 +221,7 @@ def read_record(fd: int, h: RecordHeader) -> tuple[bytes, bytes]:
         raise SegmentError(f"record at offset {h.offset} fails its checksum")
     try:
         return meta, decompress(body, h.codec)
-    except zstandard.ZstdError as e:
+    except (zstandard.ZstdError, zlib.error) as e:
         raise SegmentError(f"record at offset {h.offset} does not decompress ({e})") from None
 
 

@@ -125,24 +125,23 @@ class _Writer:
         with self.cond:
             self.synced = max(self.synced, self.written)
 
-    def write(self, record: bytes) -> tuple[str, int, int, int]:
-        """Append one encoded record; returns (segment, offset, seq, position to sync to)."""
+    def write(self, record: seg.Record) -> tuple[str, int, int, int]:
+        """Append one record; returns (segment, offset, seq, position to sync to)."""
         with self.wlock:
             if self.closed:
                 raise StoreError("store is closed")
             if self.fd >= 0 and (
-                self.size + len(record) > self.segment_bytes
+                self.size + record.size > self.segment_bytes
                 or time.monotonic() - self.opened > SEGMENT_SECONDS
             ):
                 self._seal()
             if self.fd < 0:
                 self._open_next()
-            rec = seg.with_seq(record, self.seq)
-            _write_all(self.fd, rec)
+            _writev_all(self.fd, record.parts(self.seq))
             offset, seq = self.size, self.seq
-            self.size += len(rec)
+            self.size += record.size
             self.seq += 1
-            self.written += len(rec)
+            self.written += record.size
             return self.name, offset, seq, self.written
 
     def sync(self, upto: int) -> None:
@@ -218,13 +217,24 @@ class Store:
 
     # ---- writing ----
 
-    def append(self, upload_id: str, meta: dict, trace_json: bytes) -> bool:
-        """Store an upload durably. False (and nothing written) when the id is stored already."""
+    def append(
+        self,
+        upload_id: str,
+        meta: dict,
+        trace_json: bytes | None,
+        *,
+        gzipped: bytes | None = None,
+    ) -> bool:
+        """Store an upload durably. False (and nothing written) when the id is stored already.
+
+        `gzipped`: the trace JSON as one gzip stream (a client's upload that needed no
+        change); kept as is, and `trace_json` may then be None.
+        """
         meta_json = orjson.dumps(meta)
         received = meta.get("receivedAt")
         if type(received) not in (int, float):
             received = time.time() * 1000.0
-        record = seg.encode_record(0, upload_id, meta_json, trace_json, float(received))
+        record = seg.make_record(upload_id, meta_json, trace_json, float(received), gzipped)
         fd, fresh = self._claim(upload_id)
         try:
             if os.pread(fd, 1, 0) == _STORED:
@@ -548,6 +558,13 @@ def _write_all(fd: int, data: bytes) -> None:
     while view:
         n = os.write(fd, view)
         view = view[n:]
+
+
+def _writev_all(fd: int, parts: list[bytes]) -> None:
+    n = os.writev(fd, parts)
+    total = sum(len(p) for p in parts)
+    if n < total:  # a short write (rare on regular files): finish it from where it stopped
+        _write_all(fd, b"".join(parts)[n:])
 
 
 def _fsync_dir(path: Path) -> None:
