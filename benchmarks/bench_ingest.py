@@ -93,6 +93,52 @@ def baseline(bodies: list[bytes], seconds: float) -> tuple[float, float]:
     return n / (time.perf_counter() - t0), n / (time.process_time() - c0)
 
 
+def stages(raw: list[bytes], bodies: list[bytes]) -> dict[str, float]:
+    """CPU ms per upload of each step of the collector's path, in this process."""
+    from jsprof import tracefile
+    from jsprof.serve import ingest
+    from jsprof.serve.config import Limits
+    from jsprof.store import Store
+
+    limits = Limits()
+    params = {"app": "bench", "release": "1.0", "route": "/home", "env": None}
+    tmp = Path(tempfile.mkdtemp(prefix="jsprof-bench-stages-"))
+    store = Store(tmp / "store")
+    n = [0]
+
+    def append(i: int) -> None:
+        n[0] += 1
+        store.append(f"s{n[0]}", {"app": "bench"}, None, gzipped=bodies[i])
+
+    steps = {
+        "gunzip": lambda i: zlib.decompress(bodies[i], 31),
+        "orjson.loads": lambda i: orjson.loads(raw[i]),
+        "jsprof's reader on dicts (loads + recording_from_doc)": lambda i: ingest.check_trace(
+            orjson.loads(raw[i]), "b", limits, False
+        ),
+        "jsprof's typed reader from bytes (tracefile.read_bytes)": lambda i: tracefile.read_bytes(
+            raw[i], "b"
+        ),
+        "ingest.prepare (gunzip, checks, typed reader, meta)": lambda i: ingest.prepare(
+            bodies[i], "gzip", params, "UA", limits, False
+        ),
+        "store.append (one fsync each)": append,
+    }
+    out = {}
+    for name, fn in steps.items():
+        for i in range(len(raw)):
+            fn(i)
+        c0 = time.process_time()
+        k = 0
+        while time.process_time() - c0 < 1.0:
+            fn(k % len(raw))
+            k += 1
+        out[name] = 1000 * (time.process_time() - c0) / k
+    store.close()
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def _client_proc(
     host: str,
     port: int,
@@ -270,6 +316,8 @@ def main() -> int:
         f"baseline (one core, gunzip + orjson.loads only): {base:.0f} bodies/s wall, "
         f"{base_cpu:.0f} per CPU-second"
     )
+    for name, ms in stages(raw, bodies).items():
+        print(f"  {name}: {ms:.2f} ms CPU per upload")
     rows = []
     for w in args.workers:
         r = run_collector(bodies, w, args.seconds)
