@@ -253,3 +253,29 @@ def test_sigkill_mid_stream_loses_nothing_acknowledged(tmp_path: Path, workers: 
             assert all(seg.body_ok(fd, h) for h in heads[:-1])
         finally:
             os.close(fd)
+
+
+def test_fast_path_decides_as_the_general_path() -> None:
+    """The typed-reader shortcut never accepts what the dict path refuses, and takes the
+    plain valid traces (those are the bytes it stores unchanged)."""
+    from jsprof.serve import ingest
+    from jsprof.serve.config import Limits
+
+    limits = Limits()
+    for label, body, enc, _ in _corpus():
+        try:
+            data, _ = ingest.decode_body(body, enc or "identity", limits)
+        except ingest.Refused:
+            continue
+        try:
+            fast = ingest._fast_path(data, limits, False)
+        except ingest.Refused:
+            fast = False  # over a limit: refused on either path
+        assert not fast, label
+    for name in REAL:
+        doc = orjson.loads(fixture_bytes(name))
+        doc["resources"] = [r.split("?")[0] for r in doc["resources"]]
+        data = orjson.dumps(doc)
+        assert ingest._fast_path(data, limits, False), name
+        meta, stored, _ = ingest.prepare(data, "identity", {"app": "a"}, None, limits, False)
+        assert stored == data
