@@ -59,6 +59,17 @@ window.runProfiled = async (rate) => {
   const ids = await p.stop();
   return {enabled: true, reason: p.reason, ids, stats: p.stats, pausedWhileHidden};
 };
+window.beaconOnly = async () => {
+  // A keepalive budget of 0 bytes: a page going away must fall back to sendBeacon.
+  const p = startProfiling({endpoint: "%(collector)s", app: "shop", key: "k1",
+                            release: "beacon", sampleRate: 1, keepaliveLimit: 0});
+  hotFunctionForJsprof(300);
+  setVisibility("hidden");
+  await sleep(500);
+  setVisibility("visible");
+  const ids = await p.stop();
+  return {ids, stats: p.stats};
+};
 window.decisions = () => {
   const same = [1, 2, 3].map(() => inSample("session-42", "shop", 0.5));
   let n = 0;
@@ -165,6 +176,21 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
     assert r.returncode == 0, r.stderr
     top = r.stdout.splitlines()[2]  # the first row under the title and the header
     assert "hotFunctionForJsprof" in top, r.stdout
+
+
+def test_beacon_when_keepalive_cannot_take_it(site, browser) -> None:
+    origin, col = site
+    page = _open(browser, f"{origin}/profiled")
+    res = page.evaluate("beaconOnly()")
+    page.close()
+    assert res["stats"]["sent"] >= 2 and res["stats"]["dropped"] == 0, res
+    assert res["stats"]["beacons"] == 1, res
+    reasons = set()
+    for upload_id in res["ids"]:
+        doc = orjson.loads(_wait_stored(col, upload_id))
+        reasons.add(doc["jsprof"]["meta"]["chunkReason"])
+        assert doc["jsprof"]["meta"]["release"] == "beacon"
+    assert "hidden" in reasons  # sent as a text/plain beacon of gzip bytes
 
 
 def test_reasons_when_off(site, browser) -> None:

@@ -71,7 +71,7 @@ class Session {
     this.opts = opts;
     this.enabled = false;
     this.reason = null;
-    this.stats = {chunks: 0, sent: 0, failed: 0, dropped: 0, bytes: 0, ids: []};
+    this.stats = {chunks: 0, sent: 0, beacons: 0, failed: 0, dropped: 0, bytes: 0, ids: []};
     this.profiler = null;
     this.timer = null;
     this.stopped = false;
@@ -193,7 +193,7 @@ class Session {
     }
     const size = gz ? gz.byteLength : new Blob([json]).size;
     if (keepalive) {
-      if (size <= KEEPALIVE_LIMIT) {
+      if (size <= this.opts.keepaliveLimit) {
         try {
           fetch(url, {method: "POST", body, headers, keepalive: true, mode: "cors"});
           return this.sent(id, size);
@@ -203,6 +203,7 @@ class Session {
       }
       // A beacon cannot set headers: text/plain, and the collector recognises gzip bytes.
       if (navigator.sendBeacon && navigator.sendBeacon(url, new Blob([body], {type: "text/plain"}))) {
+        this.stats.beacons++;
         return this.sent(id, size);
       }
       this.stats.dropped++;
@@ -237,7 +238,15 @@ class Session {
  */
 export function startProfiling(options) {
   const opts = Object.assign(
-    {sampleRate: 1, sampleInterval: 10, chunkMs: 60000, route: null, release: null, env: null},
+    {
+      sampleRate: 1,
+      sampleInterval: 10,
+      chunkMs: 60000,
+      route: null,
+      release: null,
+      env: null,
+      keepaliveLimit: KEEPALIVE_LIMIT, // the browser's budget for keepalive request bodies
+    },
     options || {},
   );
   if (!opts.endpoint || !opts.app || !opts.key) {

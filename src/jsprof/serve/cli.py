@@ -78,7 +78,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--admin-token", metavar="TOKEN", help="token for admin writes (source maps)")
     p.add_argument(
-        "--rate-limit", metavar="N/s", help="uploads per second per app (off by default)"
+        "--rate-limit",
+        metavar="N/s",
+        help="uploads per second per app, in each worker process (off by default)",
     )
     p.add_argument("--workers", type=_count, default=1, help="collector processes (default 1)")
     p.add_argument("--access-log", action="store_true", help="log each request on stderr")
