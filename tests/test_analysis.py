@@ -169,3 +169,32 @@ def test_analysis_takes_a_bare_trace_or_says_what_it_needs():
     assert filters.focus(trace, "g").num_samples == 4
     with pytest.raises(TypeError, match="expected a Recording or a ProfilerTrace, got dict"):
         summarize({"samples": []})
+
+
+def test_root_names_agree_between_table_tree_json_and_folded(data, tmp_path):
+    """The top-level script is `(anonymous)` in the table, the tree JSON and the folded
+    export; samples without JavaScript are tree roots named as the table names them, so the
+    roots add up to all the time (issue 15)."""
+    import json
+    import subprocess
+    import sys
+
+    def cli(*args):
+        p = subprocess.run(
+            [sys.executable, "-m", "jsprof.cli", *args], check=True, capture_output=True
+        )
+        return p.stdout
+
+    for name in ("trace-basic.json", "trace-idle.json"):
+        src = str(data / "chromium" / name)
+        table = json.loads(cli("report", src, "--json", "--all"))
+        tree = json.loads(cli("report", src, "--tree", "--json", "--threshold", "0"))["tree"]
+        names = {r["name"] for r in table["rows"]}
+        roots = {r["name"] for r in tree}
+        assert roots <= names, (roots, names)
+        assert sum(r["total_ms"] for r in tree) == pytest.approx(table["total_ms"], abs=0.01)
+        folded = tmp_path / f"{name}.folded"
+        cli("convert", src, str(folded))
+        js_roots = {line.split(";")[0].split(" (")[0] for line in folded.read_text().splitlines()}
+        assert {r for r in roots if not r.startswith("(no JavaScript")} <= js_roots
+    assert "(no JavaScript)" in roots and "(anonymous)" in roots

@@ -273,3 +273,44 @@ def test_chromium_does_not_run_injected_names(chromium, tmp_path):
     for name in ("main", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"):
         assert name in dom
     assert re.search(r'id="fg-status">[^<]*\d+ frames?, ', dom)
+
+
+def _legend(page: str) -> list[tuple[str, str]]:
+    block = page.split('<div class="legend">', 1)[1].split("</div>", 1)[0]
+    return re.findall(r'background:([^"]+)"></span>([^<]*)</span>', block)
+
+
+def test_the_legend_follows_the_colouring(data):
+    by_res = _legend(render_flame(_basic(data), "html", color_by="resource"))
+    assert [label for _, label in by_res][:2] == [
+        "http://127.0.0.1:8000/page.html?exp=basic",
+        "http://127.0.0.1:8000/workload-ext.js?v=2",
+    ]
+    page = render_flame(_basic(data), "html", color_by="function")
+    by_fn = _legend(page)
+    labels = [label for _, label in by_fn]
+    # the hottest functions by self time, each with the colour its frames have
+    assert labels[0] == "busyLoop" and "fib" in labels and "page.html" not in " ".join(labels)
+    svg = page.split('<svg id="fg-svg"', 1)[1]
+    for fill, label in by_fn:
+        assert re.search(
+            rf"<title>{re.escape(html.escape(label, quote=False))}\n[^<]*</title><rect [^>]*"
+            rf'fill="{re.escape(fill)}"',
+            svg,
+        ), label
+
+
+def test_the_page_script_is_package_data_and_valid_javascript():
+    from jsprof.render import flame
+
+    js = Path(flame.__file__).with_name("flame.js")
+    assert js.read_text() == flame.flame_script()
+    assert flame.flame_script() in render_flame(_basic_tree_small(), "html")
+    r = subprocess.run(["node", "--check", str(js)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    assert '"render/*.js"' in pyproject
+
+
+def _basic_tree_small():
+    return build_call_tree(_rec([["main", "a"], ["main", "b"]]))

@@ -16,6 +16,7 @@ from .profile import (
     KeyTable,
     _tracks,
     frame_function_ids,
+    no_js_rows,
     sample_weights,
     subtree_sums,
 )
@@ -57,13 +58,21 @@ def build_call_tree(rec: Recording | ProfilerTrace, track: str | None = None) ->
         n_st = tr.num_stacks
         stack_ms = np.bincount(tr.sample_stack[has], weights=w[has], minlength=n_st)
         stack_n = np.bincount(tr.sample_stack[has], minlength=n_st)
+        # Samples without JavaScript are roots named as the table names them, so the
+        # tree's roots add up to all the time and agree with `report`'s rows.
+        pseudo = no_js_rows([t], [w])
         parts.append(
             (
-                tr.stack_parent,
-                fk[tr.stack_frame] if n_st else np.zeros(0, np.int64),
-                tr.stack_depths(),
-                stack_ms,
-                stack_n,
+                np.concatenate([tr.stack_parent, np.full(len(pseudo), NONE, np.int32)]),
+                np.concatenate(
+                    [
+                        fk[tr.stack_frame] if n_st else np.zeros(0, np.int64),
+                        np.array([table.intern(FunctionKey(r.label)) for r in pseudo], np.int64),
+                    ]
+                ),
+                np.concatenate([tr.stack_depths(), np.ones(len(pseudo), np.int32)]),
+                np.concatenate([stack_ms, [r.ms for r in pseudo]]),
+                np.concatenate([stack_n, [r.samples for r in pseudo]]).astype(np.int64),
                 float(w.sum()),
             )
         )

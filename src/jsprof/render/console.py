@@ -159,9 +159,8 @@ def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200)
         fn = tree.functions[int(tree.function[node])]
         ms = float(tree.total_ms[node])
         branch = "└─ " if last else "├─ "
-        out.append(
-            f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {fn.label()}  {fn.location()}"
-        )
+        line = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {fn.label()}"
+        out.append(f"{line}  {fn.location()}".rstrip())
         if depth >= max_depth:
             return
         shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
@@ -190,7 +189,7 @@ def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) 
     def node(i: int, depth: int) -> dict:
         fn = tree.functions[int(tree.function[i])]
         return {
-            "name": fn.name,
+            "name": fn.label(),  # as the table and the folded export name it
             "resource": fn.resource,
             "line": fn.line,
             "column": fn.column,
@@ -205,7 +204,8 @@ def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) 
             ],
         }
 
-    return [node(r, 1) for r in tree.roots() if tree.total_ms[r] >= cut]
+    roots = sorted(tree.roots(), key=lambda r: -tree.total_ms[r])
+    return [node(r, 1) for r in roots if tree.total_ms[r] >= cut]
 
 
 # ---- diff --------------------------------------------------------------------------------
