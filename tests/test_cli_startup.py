@@ -18,6 +18,8 @@ FORBIDDEN = (
     "jsprof.render",
     "jsprof.trace",
     "jsprof.tracefile",
+    "jsprof.serve",  # commands with their own parsers: built only when they run
+    "jsprof.fleet",
 )
 
 
@@ -66,3 +68,15 @@ def test_public_names_resolve_lazily():
     )
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0, p.stderr
+
+
+def test_package_commands_are_listed_with_their_own_help():
+    from jsprof.cli import PACKAGE_COMMANDS, build_parser
+
+    def helps(parser):
+        sub = next(a for a in parser._actions if a.dest == "command")
+        return {a.dest: a.help for a in sub._choices_actions}
+
+    full, light = helps(build_parser()), helps(build_parser("report"))
+    assert full == light  # the light listing says what the real parsers say
+    assert set(PACKAGE_COMMANDS) <= set(full)

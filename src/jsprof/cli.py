@@ -622,7 +622,23 @@ NAME is a function name as the report shows it (any resource). Examples:
 """
 
 
-def build_parser() -> argparse.ArgumentParser:
+# name -> (module with add_parser(subparsers), the help its add_parser gives)
+PACKAGE_COMMANDS = {
+    "serve": (
+        "jsprof.serve.cli",
+        "collect ProfilerTraces from browsers (HTTP collector with an embedded store)",
+    ),
+    "fleet": (
+        "jsprof.fleet.cli",
+        "query the field store: top functions, merged flame graph, release diff",
+    ),
+}
+ALL_COMMANDS = "*"
+
+
+def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
+    """The parser; `command` (the subcommand about to run) spares building the parsers of
+    the package commands (serve, fleet) that will not run; the default builds them all."""
     from . import __version__
 
     p = _Parser(
@@ -806,20 +822,28 @@ def build_parser() -> argparse.ArgumentParser:
     ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     ins.set_defaults(func=cmd_instrument)
 
-    # The collector parses its own options (stdlib-only module; the server loads on run).
-    from .serve.cli import add_parser as add_serve_parser
+    # Commands that parse their own options in their own package. Their parsers are built
+    # only when that command runs (or for the full parser): `jsprof --help` and every other
+    # command list them by name and help without importing them (start-up, issue 16).
+    import importlib
 
-    add_serve_parser(sub)
-
-    from .fleet.cli import add_parser as add_fleet_parser  # its own parsing; no numpy
-
-    add_fleet_parser(sub)
+    for name, (module, help_text) in PACKAGE_COMMANDS.items():
+        if command in (ALL_COMMANDS, name):
+            importlib.import_module(module).add_parser(sub)
+        else:
+            sub.add_parser(name, help=help_text, add_help=False)
 
     return p
 
 
+def _command_word(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option)."""
+    return next((a for a in argv if not a.startswith("-")), None)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(_command_word(argv))
     args = parser.parse_args(argv)
     # diff is a CI gate: 1 means "a rule broke", so its own errors must not look like that.
     error_exit = getattr(args, "error_exit", 1)
