@@ -136,21 +136,6 @@ def test_chromium_fixture_self_time_led_by_busyloop_and_fib(data):
     assert total_self == pytest.approx(summ.total_ms)
 
 
-def test_readme_python_example_on_a_bare_profiler_trace():
-    """The README's example: summarize() takes what Profiler.stop() returns (a bare
-    ProfilerTrace) and top() gives the hottest functions first (issue 15)."""
-    from pathlib import Path
-
-    readme = (Path(__file__).parent.parent / "README.md").read_text()
-    block = readme.split("## From Python", 1)[1].split("```python", 1)[1].split("```", 1)[0]
-    first = block.split("\nrec = jsprof.record", 1)[0]  # the QuickJS half runs in-process
-    ns: dict = {}
-    exec(compile(first, "README.md", "exec"), ns)
-    (row,) = ns["hottest"]
-    assert row.key.name == "f" and row.key.location().endswith("app.js:1:1")
-    assert row.self_ms > 0 and row.self_samples > 0
-
-
 def test_analysis_takes_a_bare_trace_or_says_what_it_needs():
     from jsprof.analysis import filters
     from jsprof.analysis.calltree import build_call_tree
