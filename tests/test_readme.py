@@ -42,10 +42,15 @@ def test_python_example_prints_the_hottest_functions(tmp_path):
     )
     assert p.returncode == 0, p.stderr
     lines = p.stdout.splitlines()
-    assert len(lines) == 5, p.stdout  # the Node recording's five hottest, largest first
-    ms = [float(line.split()[0]) for line in lines]
-    assert ms == sorted(ms, reverse=True) and ms[0] > 0, p.stdout
-    assert any(line.split()[2] in ("fib", "strings", "sorts") for line in lines), lines
+    # The Node recording's five hottest functions come last, largest first; before them
+    # the example may print the QuickJS session's top 3 (led by its `f`).
+    first, last = lines[:-5], lines[-5:]
+    assert len(last) == 5 and len(first) <= 3, p.stdout
+    assert not first or first[0].split()[2] == "f", p.stdout
+    for group in (first, last):
+        ms = [float(line.split()[0]) for line in group]
+        assert ms == sorted(ms, reverse=True) and all(x >= 0 for x in ms), p.stdout
+    assert any(line.split()[2] in ("fib", "strings", "sorts") for line in last), lines
     assert (tmp_path / "app.pftrace").stat().st_size > 0
 
 
