@@ -9,16 +9,22 @@ re-download. Set JSPROF_QUICKJS_SDIST=/path/to/quickjs_ng-0.17.0.2.tar.gz to bui
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 QUICKJS_VERSION = "0.17.0.2"
+# sha256 of quickjs_ng-0.17.0.2.tar.gz as PyPI serves it: a local or cached sdist, or one
+# pip fetched, is used only when it matches.
+QUICKJS_SHA256 = "43d2e48272208721a7aaea8e3f02d4b9318f12ef20cc4f5421b59d9a470706ef"
+SDIST_NAME = f"quickjs_ng-{QUICKJS_VERSION}.tar.gz"
 HERE = Path(__file__).resolve().parent
 EXT_DIR = HERE / "src" / "jsprof" / "engines" / "_quickjs"
 PATCH = EXT_DIR / "quickjs.patch"
@@ -26,34 +32,108 @@ CACHE = HERE / "build" / f"quickjs-ng-{QUICKJS_VERSION}"
 # quickjs-libc.c is not in the sdist and not needed: our host (console, timers, module
 # loader) is in jsprof_quickjs.c.
 QJS_SOURCES = ["dtoa.c", "libregexp.c", "libunicode.c"]
+OFFLINE_HINT = (
+    f"download {SDIST_NAME} (sha256 {QUICKJS_SHA256}) from "
+    f"https://pypi.org/project/quickjs-ng/{QUICKJS_VERSION}/#files and set "
+    "JSPROF_QUICKJS_SDIST=/path/to/it"
+)
+# jsprof's own C is built with warnings on; QuickJS's sources (compiled separately, and
+# quickjs.c found through -isystem when jsprof_quickjs.c includes it) with warnings off.
+OWN_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra"]
+QJS_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w"]
+
+
+class BuildError(SystemExit):
+    """One line on stderr and exit status 1: setuptools and pip print no traceback."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"jsprof: {message}")
+
+
+def sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_sdist(path: Path, origin: str) -> Path:
+    """`path` if it is the pinned sdist, else a BuildError naming it."""
+    if not path.is_file():
+        raise BuildError(f"{origin} {path} is not a file; {OFFLINE_HINT}")
+    digest = sha256_of(path)
+    if digest != QUICKJS_SHA256:
+        raise BuildError(
+            f"{origin} {path} has sha256 {digest}, not the pinned {QUICKJS_SHA256} of "
+            f"{SDIST_NAME}; {OFFLINE_HINT}"
+        )
+    return path
 
 
 def _download_sdist(dest: Path) -> Path:
     local = os.environ.get("JSPROF_QUICKJS_SDIST")
     if local:
-        return Path(local)
-    found = sorted(dest.glob(f"quickjs_ng-{QUICKJS_VERSION}.tar.gz"))
-    if found:
-        return found[0]
+        return check_sdist(Path(local), "JSPROF_QUICKJS_SDIST")
+    cached = dest / SDIST_NAME
+    if cached.is_file() and sha256_of(cached) == QUICKJS_SHA256:
+        return cached
     dest.mkdir(parents=True, exist_ok=True)
+    cached.unlink(missing_ok=True)  # a damaged or foreign file is fetched again
     cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-           "--no-build-isolation", f"quickjs-ng=={QUICKJS_VERSION}", "-d", str(dest)]
-    print("jsprof: downloading QuickJS-ng sdist:", " ".join(cmd), flush=True)
+           f"quickjs-ng=={QUICKJS_VERSION}", "-d", str(dest)]
+    print("jsprof: downloading the QuickJS-ng sdist:", " ".join(cmd), flush=True)
     # pip's isolated build environment hides the interpreter's own site-packages (and so
     # pip itself) through PYTHONPATH/PYTHONNOUSERSITE; the download runs outside it.
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONNOUSERSITE")}
-    attempts = [([c for c in cmd if c != "--no-build-isolation"], env), (cmd, env)]
-    for i, (c, e) in enumerate(attempts):
+    reason = ""
+    for c in (cmd, cmd + ["--no-build-isolation"]):
         try:
-            subprocess.run(c, check=True, env=e)
-            break
-        except subprocess.CalledProcessError:
-            if i == len(attempts) - 1:
-                raise
-    found = sorted(dest.glob(f"quickjs_ng-{QUICKJS_VERSION}.tar.gz"))
-    if not found:
-        raise RuntimeError(f"jsprof: pip did not produce quickjs_ng-{QUICKJS_VERSION}.tar.gz")
-    return found[0]
+            r = subprocess.run(c, env=env, capture_output=True, text=True, timeout=600)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            reason = str(e)
+            continue
+        if r.returncode == 0 and cached.is_file():
+            return check_sdist(cached, "the downloaded")
+        lines = [x for x in (r.stderr or r.stdout).splitlines() if x.strip()]
+        reason = lines[-1].strip() if lines else f"pip exited with {r.returncode}"
+    raise BuildError(f"could not download {SDIST_NAME} from PyPI ({reason}); {OFFLINE_HINT}")
+
+
+def safe_member_path(name: str, prefix: str) -> PurePosixPath | None:
+    """The path of an sdist member below `prefix`, or None for anything that is not
+    plainly inside it (absolute, `..`, another directory)."""
+    p = PurePosixPath(name)
+    if p.is_absolute() or ".." in p.parts or not name.startswith(prefix):
+        return None
+    rel = PurePosixPath(name[len(prefix):])
+    if not rel.parts or rel.is_absolute() or ".." in rel.parts:
+        return None
+    return rel
+
+
+def extract_upstream(tarball: Path, dest: Path) -> None:
+    """Unpack the sdist's upstream-quickjs/ regular files into `dest` (nothing else: no
+    links, devices, absolute paths or `..`)."""
+    prefix = f"quickjs_ng-{QUICKJS_VERSION}/upstream-quickjs/"
+    try:
+        with tarfile.open(tarball) as tf:
+            for m in tf.getmembers():
+                rel = safe_member_path(m.name, prefix)
+                if rel is None or not m.isfile():
+                    continue
+                out = dest.joinpath(*rel.parts)
+                if dest.resolve() not in out.resolve().parents:
+                    continue
+                data = tf.extractfile(m)
+                if data is None:
+                    continue
+                out.parent.mkdir(parents=True, exist_ok=True)
+                out.write_bytes(data.read())
+    except (tarfile.TarError, OSError, EOFError) as e:
+        raise BuildError(f"cannot unpack {tarball} ({e}); {OFFLINE_HINT}") from None
+    if not (dest / "quickjs.c").is_file():
+        raise BuildError(f"{tarball} holds no upstream-quickjs/quickjs.c; {OFFLINE_HINT}")
 
 
 def apply_unified_patch(text: str, patch: str) -> str:
@@ -97,24 +177,12 @@ def prepare_quickjs() -> Path:
     tarball = _download_sdist(HERE / "build" / "sdist")
     tmp = CACHE.with_suffix(".tmp")
     if tmp.exists():
-        import shutil
-
         shutil.rmtree(tmp)
     tmp.mkdir(parents=True)
-    prefix = f"quickjs_ng-{QUICKJS_VERSION}/upstream-quickjs/"
-    with tarfile.open(tarball) as tf:
-        for m in tf.getmembers():
-            if m.name.startswith(prefix) and m.isfile():
-                data = tf.extractfile(m)
-                assert data is not None
-                out = tmp / "upstream-quickjs" / m.name[len(prefix):]
-                out.parent.mkdir(parents=True, exist_ok=True)
-                out.write_bytes(data.read())
+    extract_upstream(tarball, tmp / "upstream-quickjs")
     qc = tmp / "upstream-quickjs" / "quickjs.c"
     qc.write_text(apply_unified_patch(qc.read_text(), PATCH.read_text()))
     if CACHE.exists():
-        import shutil
-
         shutil.rmtree(CACHE)
     tmp.rename(CACHE)
     stamp.write_text(PATCH.read_text())
@@ -131,20 +199,35 @@ class BuildQuickJS(build_ext):
         for ext in self.extensions:
             if ext.name == "jsprof._quickjs":
                 # setuptools wants sources relative to setup.py
-                ext.sources = [_rel(EXT_DIR / "jsprof_quickjs.c")] + [
-                    _rel(qjs / s) for s in QJS_SOURCES
-                ]
-                ext.include_dirs = [str(qjs), str(EXT_DIR)]
-                # quickjs.c is #included by jsprof_quickjs.c; rebuild when it changes.
+                ext.sources = [_rel(EXT_DIR / "jsprof_quickjs.c")]
+                ext.include_dirs = [str(EXT_DIR)]
+                # quickjs.c is #included by jsprof_quickjs.c: found as a system header,
+                # so its own warnings stay quiet while ours are on; rebuild when it changes.
+                ext.extra_compile_args = OWN_CFLAGS + ["-isystem", str(qjs)]
                 ext.depends = [str(qjs / "quickjs.c"), str(PATCH)]
+                self._qjs_sources = [_rel(qjs / s) for s in QJS_SOURCES]
         super().run()
 
+    def build_extension(self, ext: Extension) -> None:
+        if ext.name == "jsprof._quickjs":
+            # QuickJS's other sources: compiled apart, with their warnings off
+            objects = self.compiler.compile(
+                self._qjs_sources, output_dir=self.build_temp, extra_postargs=QJS_CFLAGS,
+                depends=ext.depends,
+            )
+            ext.extra_objects = list(objects)
+        super().build_extension(ext)
 
-ext = Extension(
-    "jsprof._quickjs",
-    sources=["src/jsprof/engines/_quickjs/jsprof_quickjs.c"],
-    extra_compile_args=["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w"],
-    extra_link_args=["-lpthread", "-lm"],
-)
 
-setup(ext_modules=[ext], cmdclass={"build_ext": BuildQuickJS})
+if __name__ == "__main__":
+    setup(
+        ext_modules=[
+            Extension(
+                "jsprof._quickjs",
+                sources=["src/jsprof/engines/_quickjs/jsprof_quickjs.c"],
+                extra_compile_args=OWN_CFLAGS,
+                extra_link_args=["-lpthread", "-lm"],
+            )
+        ],
+        cmdclass={"build_ext": BuildQuickJS},
+    )

@@ -1,32 +1,40 @@
-"""QuickJS sampler overhead and capture latency.
+"""QuickJS sampler cost, sample counts and attribution, as `jsprof` users run it.
 
-Runs one JavaScript workload (calls, allocation, strings, sort, JSON, regex) without
-profiling and with the sampler at 1 ms and 0.1 ms, interleaved (none, 1 ms, 0.1 ms, none,
-...) so drift on a shared machine hits every mode alike. Each run gets a fresh runtime.
-Reports median process CPU time (which includes the timer thread's own CPU) and wall time
-per mode, overhead ratios against no profiling, and the capture latency (tick due ->
-stack captured at the interpreter's next poll or when a built-in returns) pooled over all
-profiled runs. "captured" is the share of samples stamped at their capture time; the
-others came due during a built-in call (stamped at their due time, charged to its
-caller) or while the runtime was idle.
+CPU: `jsprof record --interval X` over `jsprof run` of the same script, each command's
+CPU on an empty script subtracted (so Python's start-up and imports cancel out), all
+children's user+system CPU (the sampler's timer thread included). Runs are interleaved
+(run, record 1 ms, record 0.1 ms, the timer-thread mode at 0.1 ms, ...) so drift on a
+shared machine hits every mode alike; medians are reported. "timer 0.1" is the older
+default (a timer thread wakes at every tick: JSPROF_QUICKJS_SAMPLER=timer); the default
+now self-samples (the interpreter compares a cheap clock with the next due time at
+polls and where built-ins return).
 
-"0.1 self" is the opt-in self-sampling mode (jsprof._quickjs.set_tuning): the interpreter
-samples itself and the timer thread wakes every 1 ms; cheaper, but ticks due inside short
-built-in calls are charged to what runs next, so it is off by default.
+Samples: each trace's sample count against what its interval implies over the sampled
+span, and the median gap between samples (the achieved interval).
 
-    .venv/bin/python benchmarks/bench_quickjs.py [--repeats 11] [--size 6]
+Attribution: short JSON.parse calls (f) alternating with a busy loop (g), profiled at
+0.1 ms in-process: f's share of f+g samples against its share of time measured inside the
+script with performance.now().
+
+    .venv/bin/python benchmarks/bench_quickjs.py [--repeats 5] [--size 6]
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
+import os
+import resource
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
-from jsprof import _quickjs
-from jsprof.engines.quickjs import QuickJS
+JSPROF = str(Path(sys.executable).parent / "jsprof")
 
 WORKLOAD = """
 function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
@@ -71,61 +79,106 @@ function main(k) {
 main(SIZE);
 """
 
+ALTERNATION = """
+const s = JSON.stringify(Array.from({length: 1000}, (_, i) => ({a: i, b: 'x' + i})));
+function f() { JSON.parse(s); }
+function g() { const t = performance.now(); while (performance.now() - t < 0.3) {} }
+let tf = 0, tg = 0;
+for (let i = 0; i < 1500; i++) {
+  let t = performance.now(); f(); tf += performance.now() - t;
+  t = performance.now(); g(); tg += performance.now() - t;
+}
+globalThis.share = tf / (tf + tg);
+"""
 
-def run_once(
-    interval: float | None, size: int, self_sampling: bool = False
-) -> tuple[float, float, np.ndarray, int]:
-    rt = QuickJS()
-    src = WORKLOAD.replace("SIZE", str(size))
-    # opt-in mode: the interpreter samples itself, the timer thread wakes every 1 ms
-    _quickjs.set_tuning(1.0 if self_sampling else 0.0, 1.0)
-    session = rt.profiler(sample_interval=interval) if interval is not None else None
-    _quickjs.set_tuning(0.0, 1.0)
-    c0, w0 = time.process_time(), time.perf_counter()
-    rt.eval(src, "bench.js")
-    c1, w1 = time.process_time(), time.perf_counter()
-    lat, n = np.zeros(0), 0
-    if session is not None:
-        n = session.stop().num_samples
-        lat = session.capture_latencies_ms
-    return c1 - c0, w1 - w0, lat, n
+# name, extra jsprof arguments (None: `jsprof run`), environment
+MODES: list[tuple[str, list[str] | None, dict[str, str]]] = [
+    ("run", None, {}),
+    ("record 1 ms", ["--interval", "1"], {}),
+    ("record 0.1 ms", ["--interval", "0.1"], {}),
+    ("timer 1 ms", ["--interval", "1"], {"JSPROF_QUICKJS_SAMPLER": "timer"}),
+    ("timer 0.1 ms", ["--interval", "0.1"], {"JSPROF_QUICKJS_SAMPLER": "timer"}),
+]
+
+
+def child_cpu(cmd: list[str], env: dict[str, str]) -> float:
+    """User+system CPU seconds of one command (and its children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(cmd, check=True, env={**os.environ, **env}, stdout=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def command(extra: list[str] | None, script: Path, out: Path) -> list[str]:
+    if extra is None:
+        return [JSPROF, "run", str(script)]
+    return [JSPROF, "record", *extra, "-o", str(out), str(script)]
+
+
+def alternation(mode_env: dict[str, str]) -> tuple[float, float]:
+    """(sampled share of f, true share of f) in a fresh interpreter."""
+    code = (
+        "import collections, sys\n"
+        "from jsprof.engines.quickjs import QuickJS\n"
+        "rt = QuickJS(); s = rt.profiler(sample_interval=0.1)\n"
+        "rt.eval(sys.stdin.read(), 'alt.js'); tr = s.stop()\n"
+        "c = collections.Counter(tr.frames[tr.stack_frame[x]].name for x in tr.sample_stack "
+        "if x >= 0)\n"
+        "print(c['f'] / (c['f'] + c['g']), rt.eval('share'))\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], input=ALTERNATION, text=True,
+                       capture_output=True, check=True, env={**os.environ, **mode_env})
+    sampled, true = map(float, r.stdout.split())
+    return sampled, true
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeats", type=int, default=9)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--size", type=int, default=6, help="workload repetitions per run")
     args = ap.parse_args()
-    modes: list[tuple[str, float | None]] = [
-        ("none", None), ("1 ms", 1.0), ("0.1 ms", 0.1), ("0.1 self", 0.1)
-    ]
-    cpu: dict[str, list[float]] = {m: [] for m, _ in modes}
-    wall: dict[str, list[float]] = {m: [] for m, _ in modes}
-    lats: dict[str, list[np.ndarray]] = {m: [] for m, _ in modes}
-    counts: dict[str, list[int]] = {m: [] for m, _ in modes}
-    run_once(None, 1)  # warm up (page faults, caches)
-    for _ in range(args.repeats):
-        for name, interval in modes:
-            c, w, lat, n = run_once(interval, args.size, name.endswith("self"))
-            counts[name].append(n)
-            cpu[name].append(c)
-            wall[name].append(w)
-            lats[name].append(lat)
-    base_cpu, base_wall = statistics.median(cpu["none"]), statistics.median(wall["none"])
-    print(f"QuickJS sampler benchmark: {args.repeats} interleaved repeats, size {args.size}")
-    print(f"{'mode':<8} {'cpu s':>8} {'wall s':>8} {'cpu ovh':>8} {'wall ovh':>9}"
-          f" {'lat p50 ms':>11} {'lat p99 ms':>11} {'samples/run':>12} {'captured':>9}")
-    for name, _ in modes:
-        c, w = statistics.median(cpu[name]), statistics.median(wall[name])
-        pooled = np.concatenate(lats[name]) if lats[name] else np.zeros(0)
-        if len(pooled):
-            p50, p99 = np.percentile(pooled, [50, 99])
-            lat_s = (f"{p50:>11.3f} {p99:>11.3f} {statistics.median(counts[name]):>12.0f}"
-                     f" {100 * len(pooled) / sum(counts[name]):>8.0f}%")
-        else:
-            lat_s = f"{'-':>11} {'-':>11} {'-':>12} {'-':>9}"
-        print(f"{name:<8} {c:>8.3f} {w:>8.3f} {100 * (c / base_cpu - 1):>7.1f}%"
-              f" {100 * (w / base_wall - 1):>8.1f}% {lat_s}")
+    from jsprof import load
+
+    cpu: dict[str, list[float]] = collections.defaultdict(list)
+    empty: dict[str, list[float]] = collections.defaultdict(list)
+    samples: dict[str, list[tuple[int, float, float]]] = collections.defaultdict(list)
+    with tempfile.TemporaryDirectory() as d:
+        work, nothing, out = Path(d) / "work.js", Path(d) / "empty.js", Path(d) / "o.json"
+        work.write_text(WORKLOAD.replace("SIZE", str(args.size)))
+        nothing.write_text("")
+        child_cpu(command(None, work, out), {})  # warm the page cache
+        for _ in range(args.repeats):
+            for name, extra, env in MODES:
+                cpu[name].append(child_cpu(command(extra, work, out), env))
+                if extra is not None:
+                    t = load(out).tracks[0].trace
+                    interval = float(extra[1])
+                    span = float(t.sample_time[-1] - t.sample_time[0])
+                    gap = float(np.median(np.diff(t.sample_time)))
+                    samples[name].append((t.num_samples, span / interval, gap))
+                empty[name].append(child_cpu(command(extra, nothing, out), env))
+        alt = {name: [alternation(env) for _ in range(3)]
+               for name, env in (("self 0.1 ms", {}),
+                                 ("timer 0.1 ms", {"JSPROF_QUICKJS_SAMPLER": "timer"}))}
+    base = statistics.median(cpu["run"]) - statistics.median(empty["run"])
+    print(f"QuickJS sampler: {args.repeats} interleaved repeats, workload size {args.size}, "
+          f"{time.strftime('%Y-%m-%d %H:%M')}")
+    print(f"{'mode':<14} {'cpu s':>7} {'empty s':>8} {'net s':>7} {'ratio':>6} "
+          f"{'samples':>8} {'implied':>8} {'kept':>5} {'gap ms':>7}")
+    for name, extra, _ in MODES:
+        c, e = statistics.median(cpu[name]), statistics.median(empty[name])
+        line = f"{name:<14} {c:>7.3f} {e:>8.3f} {c - e:>7.3f} {(c - e) / base:>6.3f}"
+        if extra is not None:
+            n = statistics.median(x[0] for x in samples[name])
+            implied = statistics.median(x[1] for x in samples[name])
+            gap = statistics.median(x[2] for x in samples[name])
+            line += f" {n:>8.0f} {implied:>8.0f} {n / implied:>5.2f} {gap:>7.3f}"
+        print(line)
+    print("alternation at 0.1 ms: f's share of f+g samples vs of time (3 runs each)")
+    for name, runs in alt.items():
+        diffs = [100 * (s - t) for s, t in runs]
+        print(f"  {name:<13} " + "  ".join(f"{100 * s:.1f}% vs {100 * t:.1f}%" for s, t in runs)
+              + f"  (max |diff| {max(abs(x) for x in diffs):.1f} pp)")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ def test_buffer_full_callback_stops_with_exactly_max_samples() -> None:
     rt.eval(BUSY.format(name="work") + "; work(30);")
     assert seen == [s] and s.stopped
     trace = s.stop()  # the first stop() gives the trace, also after a full buffer
-    assert trace.num_samples == 7 and s.meta["buffer_full"] is True
+    assert trace.num_samples == 7 and s.meta["bufferFull"] is True
 
 
 def test_two_python_sessions_share_the_sampler() -> None:

@@ -231,7 +231,7 @@ def test_native_call_time_charged_to_caller(interval: float) -> None:
     assert abs(f_ms - parse_ms) <= max(10, 0.15 * parse_ms), (f_ms, g_ms, parse_ms)
     assert abs(g_ms - 200) <= 20, (f_ms, g_ms, parse_ms)
     # the parse's ticks are stamped at their due times (deferred), not at the capture
-    assert session.meta["deferred_samples"] >= leaves["f"] - 5 / interval
+    assert session.meta["deferredSamples"] >= leaves["f"] - 5 / interval
 
 
 @pytest.mark.parametrize("interval", [1.0, 0.1])
@@ -264,7 +264,7 @@ def test_idle_samples_have_no_stack(interval: float) -> None:
     idle = trace.sample_stack < 0
     # idle: taken while the event loop waited; a few more can have an empty stack when a
     # tick lands between two jobs
-    assert 0 <= int(idle.sum()) - session.meta["idle_samples"] <= 3
+    assert 0 <= int(idle.sum()) - session.meta["idleSamples"] <= 3
     assert np.all(np.diff(t) > 0)
     # the 100 ms wait between the two bursts is sampled, with no stack
     gap = idle & (t > t[~idle][0] + 40) & (t < t[~idle][-1] - 40)
@@ -285,7 +285,7 @@ def test_timestamps_strictly_increasing_and_in_window() -> None:
     assert len(t) > 500
     assert np.all(np.diff(t) > 0)
     assert before <= t[0] and t[-1] <= after
-    lat = session.meta["capture_latency_ms"]
+    lat = session.meta["captureLatencyMs"]
     assert lat["p50"] is not None and lat["p50"] < 1.0
     assert session.sample_interval == 0.1
 
@@ -302,7 +302,7 @@ def test_minimum_interval_and_buffer_full() -> None:
     rt.eval("const t = performance.now(); while (performance.now() - t < 30) {}")
     trace = s.stop()
     assert trace.num_samples == 50
-    assert s.meta["buffer_full"] is True
+    assert s.meta["bufferFull"] is True
 
 
 def test_two_runtimes_on_two_threads() -> None:
@@ -424,8 +424,8 @@ def test_record_track_facts() -> None:
     assert track.engine == "quickjs"
     assert track.sample_interval == 0.5 and track.requested_interval == 0.5
     assert abs(track.time_origin - time.time() * 1000) < 60_000
-    assert track.meta["exit"] == "ok" and track.meta["buffer_full"] is False
-    assert set(track.meta["capture_latency_ms"]) == {"p50", "p99"}
+    assert track.meta["exit"] == "ok" and track.meta["bufferFull"] is False
+    assert set(track.meta["captureLatencyMs"]) == {"p50", "p99"}
     assert os.path.basename(track.meta["script"]) == "split.js"
 
 
@@ -539,5 +539,8 @@ def test_short_builtin_calls_charged_to_caller() -> None:
     rt.eval(src, "short.js")
     trace = session.stop()
     leaves = leaf_names(trace)
-    sampled = leaves["f"] / (leaves["f"] + leaves["g"] + leaves[""])
-    assert abs(sampled - rt.eval("share")) <= 0.08, (sampled, rt.eval("share"), leaves)
+    # f's share of f + g, as measured from inside by performance.now() (the top-level
+    # loop's own samples belong to neither); benchmarks/bench_quickjs.py reports the split
+    # on a quiet machine (goal: within 3 points)
+    sampled = leaves["f"] / (leaves["f"] + leaves["g"])
+    assert abs(sampled - rt.eval("share")) <= 0.05, (sampled, rt.eval("share"), leaves)

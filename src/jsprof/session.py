@@ -62,7 +62,9 @@ class Chunk:
     due: np.ndarray
     cap: np.ndarray
     overflow: bool = False  # the engine's raw buffer overflowed
-    dropped: int = 0
+    dropped: int = 0  # ticks lost to a full raw buffer
+    stall_dropped: int = 0  # ticks beyond the engine's stall cap (process stopped)
+    truncated: int = 0  # stacks deeper than the engine's walker limit
     interval: float = 1.0  # the sampler's interval during this chunk
 
     def __len__(self) -> int:
@@ -144,7 +146,9 @@ class ProfilerSession:
         self._last_kept = -math.inf
         self._last_time = -math.inf
         self._last_base = math.inf
-        self._counts = {"idle": 0, "deferred": 0, "native": 0, "dropped": 0}
+        self._counts = {
+            "idle": 0, "deferred": 0, "native": 0, "dropped": 0, "stall": 0, "truncated": 0
+        }
         self._overflow = False
         # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
         self.capture_latencies_ms = np.zeros(0)
@@ -214,6 +218,8 @@ class ProfilerSession:
             return False
         self._overflow |= chunk.overflow
         self._counts["dropped"] += chunk.dropped
+        self._counts["stall"] += chunk.stall_dropped
+        self._counts["truncated"] += chunk.truncated
         # half a tick of the finer of the grids before and now (the sampler may just have
         # been slowed down when a faster session stopped)
         threshold = self.sample_interval - min(self._last_base, chunk.interval) / 2
@@ -233,7 +239,7 @@ class ProfilerSession:
             self._last_base = chunk.interval
             remap = self._stack_map(chunk)
             # A sample is stamped with its tick's due time on the sampler's grid (its
-            # stack is the one captured at the interpreter's next poll, `capture_latency_ms`
+            # stack is the one captured at the interpreter's next poll, `captureLatencyMs`
             # later): so a session's samples are exactly as far apart as its ticks.
             t = chunk.due[idx]
             if t[0] <= self._last_time:  # strictly increasing across chunks too
@@ -264,16 +270,22 @@ class ProfilerSession:
             return np.concatenate(parts).astype(dtype) if parts else np.zeros(0, dtype)
 
         self.capture_latencies_ms = cat(self._latencies, np.float64)
+        # Track meta keys are camelCase, like the trace format's own keys.
         self.meta.update(
             samples=self._count,
-            idle_samples=self._counts["idle"],
+            idleSamples=self._counts["idle"],
             # ticks that came due inside a built-in call, charged to its JS caller
-            deferred_samples=self._counts["deferred"],
-            native_return_samples=self._counts["native"],
+            deferredSamples=self._counts["deferred"],
+            nativeReturnSamples=self._counts["native"],
             # due -> captured at the interpreter's next poll: the accuracy of a sample's time
-            capture_latency_ms=_percentiles(self.capture_latencies_ms),
-            buffer_full=self.buffer_full or self._overflow,
-            dropped_ticks=self._counts["dropped"],
+            captureLatencyMs=_percentiles(self.capture_latencies_ms),
+            bufferFull=self.buffer_full or self._overflow,
+            # ticks never recorded: the engine's raw buffer was full, or the process was
+            # stopped (suspended) longer than the engine's stall cap
+            droppedTicks=self._counts["dropped"] + self._counts["stall"],
+            stallDroppedTicks=self._counts["stall"],
+            # samples whose stack was deeper than the engine's walker limit (root side cut)
+            truncatedStacks=self._counts["truncated"],
         )
         self.meta.update(self._sampler.meta)
         self._trace = ProfilerTrace(

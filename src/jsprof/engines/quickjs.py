@@ -63,9 +63,14 @@ except ImportError as e:  # pragma: no cover - only when the extension was not b
     _IMPORT_ERROR: ImportError | None = e
 else:
     _IMPORT_ERROR = None
+    # The sampler self-samples (the interpreter checks a cheap clock at polls and where
+    # built-ins return); JSPROF_QUICKJS_SAMPLER=timer selects the older timer-thread mode
+    # (one wake-up per tick), for benchmarks/bench_quickjs.py's side-by-side figures.
+    if os.environ.get("JSPROF_QUICKJS_SAMPLER") == "timer":
+        _quickjs.set_tuning(0.0, 1.0)
 
 ENGINE = "quickjs"
-MIN_INTERVAL_MS = 0.1  # below this the timer thread's wake-ups dominate (notes/ENGINES.md)
+MIN_INTERVAL_MS = 0.1  # below this sampling costs more than the goal (benchmarks/RESULTS.md)
 # An hour of samples at 1 ms; the buffer is virtual memory committed only as it fills.
 DEFAULT_MAX_BUFFER_SIZE = 3_600_000
 
@@ -144,6 +149,8 @@ def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = fro
         cap=np.frombuffer(raw["cap"], np.float64),
         overflow=bool(raw["full"]),
         dropped=int(raw["dropped"]),
+        stall_dropped=int(raw["stall_dropped"]),
+        truncated=int(raw["truncated"]),
     )
 
 
@@ -200,7 +207,7 @@ class QuickJS:
             capacity=DEFAULT_MAX_BUFFER_SIZE,
             engine=ENGINE,
             time_origin=self.time_origin,
-            meta={"quickjs_version": str(q.QUICKJS_VERSION)},
+            meta={"quickjsVersion": str(q.QUICKJS_VERSION)},
             can_drain=self._can_drain,
             require_owner=self._check_owner,
             on_filled=self._rt.request_check,
@@ -258,17 +265,30 @@ class QuickJS:
         catch_sigint = threading.current_thread() is threading.main_thread() and callable(
             signal.getsignal(signal.SIGINT)
         )
+        if self._rt.in_owner_callback:
+            # A nested run would mark the runtime free while the outer eval still runs in
+            # it (two threads could then enter one JSRuntime).
+            raise UsageError(
+                "eval() was called from inside a callback of this runtime's running eval; "
+                "run it after eval() returns"
+            )
         if muted:
             self._muted.add(filename)
         mod = is_module(source, filename) if module is None else module
-        with self._owner_lock:
-            try:
-                return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
-            finally:
-                self._serve_requests()
-                # buffer-full callbacks of Python sessions noticed at the very end
-                if self.sampler.filled and not self._rt.busy:
-                    self.sampler.check()
+        try:
+            with self._owner_lock:
+                try:
+                    return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
+                finally:
+                    self._serve_requests()
+                    # buffer-full callbacks of Python sessions noticed at the very end
+                    if self.sampler.filled and not self._rt.busy:
+                        self.sampler.check()
+        finally:
+            # A request queued after the last service above but before the lock was
+            # released found the runtime owned and asked the owner, who had stopped
+            # looking: serve it now.
+            self._serve_orphans()
 
     def call_on_owner(self, fn: Callable[[], Any]) -> Future:
         """Run `fn` where the runtime may be used: now, by this thread, when the runtime
@@ -283,8 +303,20 @@ class QuickJS:
             finally:
                 self._owner_lock.release()
         else:
+            # The owner serves it at its next poll or event-loop turn, or after releasing
+            # the lock (eval's _serve_orphans), whichever comes first.
             self._rt.request_owner()
         return fut
+
+    def _serve_orphans(self) -> None:
+        """Serve requests left queued while nobody owns the runtime (see call_on_owner:
+        the requester serves them itself when it gets the lock, so this loop only has to
+        look again after each release)."""
+        while self._requests and self._owner_lock.acquire(blocking=False):
+            try:
+                self._serve_requests()
+            finally:
+                self._owner_lock.release()
 
     def _serve_requests(self) -> None:
         with self._requests_lock:
@@ -378,6 +410,7 @@ class QuickJSProfiler(RuntimeProfiler):
         self.sample_interval = DEFAULT_INTERVAL_MS
         self._session: ProfilerSession | None = None
         self._starting = False  # start() asked (maybe not yet served by the owner)
+        self._start_error: BaseException | None = None
         self._last: tuple[ProfilerSession, ProfilerTrace] | None = None
 
     def setup(self, sample_interval: float) -> None:
@@ -396,15 +429,34 @@ class QuickJSProfiler(RuntimeProfiler):
         return self.runtime.call_on_owner(fn)
 
     def start(self, is_create: bool = False) -> None:
+        if self._session is not None:
+            return
         self._starting = True
-        self._dispatch(self._start_here, inline=is_create, wait=False)
+        try:
+            self._dispatch(self._start_here, inline=is_create, wait=True)
+        except EngineError:
+            # The owner did not answer in time (blocked outside JavaScript): the start
+            # stays queued and runs when it next polls; its error, if any, is raised by
+            # stop().
+            pass
+        except BaseException:
+            self._starting = False
+            raise
 
     def _start_here(self) -> None:
         if self._session is None and self._starting:
-            self._session = self.runtime.profiler(self.sample_interval, self.max_buffer_size)
+            try:
+                self._session = self.runtime.profiler(self.sample_interval, self.max_buffer_size)
+            except BaseException as e:
+                self._start_error = e
+                self._starting = False
+                raise
 
     def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
         self._starting = False
+        err, self._start_error = self._start_error, None
+        if err is not None and self._session is None:
+            raise err  # a late start (served after start() returned) failed
         return self._dispatch(self._stop_here, inline=is_destroy, wait=True)
 
     def _stop_here(self) -> ProfilerTrace | None:

@@ -147,6 +147,14 @@
     }
   }
 
+  // WebIDL interfaces brand their instances: Object.prototype.toString gives
+  // `[object Profiler]` (and `[object EventTarget]`/`[object Event]` for the fallbacks).
+  for (const [C, tag] of [[Profiler, 'Profiler'], [globalThis.EventTarget, 'EventTarget'], [globalThis.Event, 'Event']]) {
+    if (!Object.prototype.hasOwnProperty.call(C.prototype, Symbol.toStringTag)) {
+      Object.defineProperty(C.prototype, Symbol.toStringTag, { value: tag, configurable: true });
+    }
+  }
+
   // Called by the host as a job when a profiler's buffer filled: a plain Event.
   setDispatch((id) => {
     const p = byId.get(id);

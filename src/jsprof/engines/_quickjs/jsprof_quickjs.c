@@ -42,17 +42,56 @@
 #include <time.h>
 #include <unistd.h>
 
+/* A cheap monotonic tick counter for the hot paths (the TSC, or the ARM virtual counter);
+   converted to ms with a rate calibrated once against CLOCK_MONOTONIC. */
+#if defined(__x86_64__) || defined(__i386__)
+#include <x86intrin.h>
+#define JSPROF_TICKS_NS 0
+static inline uint64_t jsprof_ticks(void) { return __rdtsc(); }
+#elif defined(__aarch64__)
+#define JSPROF_TICKS_NS 0
+static inline uint64_t jsprof_ticks(void)
+{
+    uint64_t v;
+    __asm__ __volatile__("mrs %0, cntvct_el0" : "=r"(v));
+    return v;
+}
+#else
+#define JSPROF_TICKS_NS 1
+static inline uint64_t jsprof_ticks(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec;
+}
+#endif
+
+/* The first member of a runtime's host (its JS_GetRuntimeOpaque): the few fields the
+   interpreter's hooks read on every poll reset and every built-in return. Written by the
+   owner thread and, under the sampler lock, the timer thread: racy reads are benign (a
+   stale deadline delays one sample by at most one poll period). */
+typedef struct JsprofHot {
+    int counter_init;           /* polls between interrupt-handler calls (0: QuickJS's) */
+    volatile int armed;         /* self-sampling: check `deadline` where built-ins return */
+    volatile uint64_t deadline; /* jsprof_ticks() at which the next tick is due */
+} JsprofHot;
+
 struct JSContext;
 static void jsprof_native_return(struct JSContext *ctx);
-static int jsprof_counter_init(struct JSContext *ctx);
-/* polls between interrupt-handler calls: 10,000 (QuickJS's own) unless the runtime uses the
-   optional self-sampling mode (see Sampler) */
-#define JS_INTERRUPT_COUNTER_INIT jsprof_counter_init(ctx)
-/* a built-in returned: only when the interrupt counter was zeroed by the timer thread */
-#define JSPROF_NATIVE_RETURN(ctx)                                  \
-    do {                                                           \
-        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0))    \
-            jsprof_native_return(ctx);                             \
+/* polls between interrupt-handler calls: QuickJS's own 10,000 unless a sampler runs */
+#define JS_INTERRUPT_COUNTER_INIT                                                      \
+    (ctx->rt->user_opaque && ((JsprofHot *)ctx->rt->user_opaque)->counter_init > 0     \
+         ? ((JsprofHot *)ctx->rt->user_opaque)->counter_init                           \
+         : 10000)
+/* a built-in returned to its caller: take the ticks that came due meanwhile (the timer
+   thread zeroed the counter, or, self-sampling, the deadline passed) with the caller's
+   stack */
+#define JSPROF_NATIVE_RETURN(ctx)                                                      \
+    do {                                                                               \
+        JsprofHot *hot_ = (JsprofHot *)(ctx)->rt->user_opaque;                         \
+        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0) ||                      \
+            (hot_ && hot_->armed && __builtin_expect(jsprof_ticks() >= hot_->deadline, 0))) \
+            jsprof_native_return(ctx);                                                 \
     } while (0)
 
 #include "quickjs.c"
@@ -95,13 +134,19 @@ static void ms_to_timespec(double ms, struct timespec *ts)
 #define SAMPLE_NNEW_MASK 0x1fffffffu
 #define MAX_DEPTH 16384
 #define SELF_SAMPLE_COUNTER_INIT 1000
-/* Self-sampling is OFF by default (tunable through _quickjs.set_tuning): it cuts the cost
-   at 0.1 ms from ~25 % to ~3 %, but ticks that come due inside a built-in call shorter
-   than the timer's wake period are then taken at the next natural poll, i.e. charged to
-   whatever runs next (measured: a caller doing 0.1-0.3 ms JSON.parse calls got 0-34 % of
-   the samples for 23-49 % of the time). Correct charging comes first. */
-static double g_self_below_ms = 0.0; /* self-sample below this interval */
-static double g_self_wake_ms = 1.0;  /* then the timer thread wakes this often */
+/* the walker's depth limit: MAX_DEPTH, lowered by tests through _quickjs.set_max_depth */
+static uint32_t g_max_depth = MAX_DEPTH;
+#define STALL_MAX_TICKS 1000
+/* Self-sampling (the default for every interval; _quickjs.set_tuning switches it off for
+   benchmarks): the timer thread's wake-ups cost ~20-25 us each on a VM, i.e. +20-25 % CPU
+   at 0.1 ms, so the interpreter samples itself instead: its interrupt handler runs every
+   1,000 polls and compares a cheap tick counter with the next due time, and so does every
+   built-in's return to bytecode (JSPROF_NATIVE_RETURN), so ticks due inside a built-in
+   call, however short, are charged to its JavaScript caller. The timer thread then wakes
+   only every g_self_wake_ms, for idle time. */
+static double g_self_below_ms = 1e300; /* self-sample below this interval */
+static double g_self_wake_ms = 1.0;    /* then the timer thread wakes this often */
+static double g_ticks_per_ms;          /* jsprof_ticks() rate; 0 until calibrated */
 #define MAX_CTX 16
 
 typedef struct {
@@ -117,6 +162,7 @@ typedef struct {
 } RawFrame;
 
 typedef struct Sampler {
+    JsprofHot *hot; /* the interpreter-facing fields (first member of the Host) */
     pthread_mutex_t lock;
     pthread_cond_t cond;
     pthread_t thread;
@@ -129,6 +175,11 @@ typedef struct Sampler {
     size_t nsamples, cap_samples, map_samples;
     RawFrame *frames;
     size_t nframes, cap_frames, map_frames;
+    /* drain swaps the raw buffers with these under the lock and symbolises the old ones
+       after unlocking (owner thread only) */
+    RawSample *spare_samples;
+    RawFrame *spare_frames;
+    int draining;
     RawFrame *walk, *prev;
     uint32_t prev_depth;
 
@@ -136,7 +187,9 @@ typedef struct Sampler {
     double pending_first_due, pending_last_due;
     int idle;           /* under lock: runtime not executing JS */
     int full;
-    uint64_t dropped;
+    uint64_t dropped;         /* ticks lost: buffer full, or beyond the stall cap */
+    uint64_t stall_dropped;   /* of which beyond the stall cap (STALL_MAX_TICKS) */
+    uint64_t truncated;       /* stacks deeper than MAX_DEPTH (root side cut off) */
     uint64_t native_captures;
     /* The session layer (Python) asks to look at the samples once `notify_at` are held
        (0: never): the earliest any session's buffer could be full. The owner thread
@@ -155,7 +208,6 @@ typedef struct Sampler {
        due ticks with a clock read; the timer thread wakes only every g_self_wake_ms, for
        idle time and for ticks left overdue by a long built-in call. */
     int self_sample;
-    int counter_init;
     double self_grace;       /* how overdue a tick must be before the handler takes it */
     double wake_slack;       /* timer thread wakes this long after a tick is due */
 } Sampler;
@@ -204,7 +256,7 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
     if (n <= 0 || s->full)
         return;
     now = sampler_now(s);
-    for (sf = rt->current_stack_frame; sf && d < MAX_DEPTH; sf = sf->prev_frame) {
+    for (sf = rt->current_stack_frame; sf && d < g_max_depth; sf = sf->prev_frame) {
         JSObject *p;
         JSFunctionBytecode *b;
         uint32_t pc = 0;
@@ -220,6 +272,15 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
         s->walk[d].fn = p;
         s->walk[d].pc = pc;
         d++;
+    }
+    if (sf) { /* the depth limit reached: count the samples when bytecode frames were cut */
+        for (; sf; sf = sf->prev_frame) {
+            if (JS_VALUE_GET_TAG(sf->cur_func) == JS_TAG_OBJECT &&
+                js_class_has_bytecode(JS_VALUE_GET_OBJ(sf->cur_func)->class_id)) {
+                s->truncated += (uint64_t)n;
+                break;
+            }
+        }
     }
     /* walk is leaf first; compare root first against the previous stack */
     keep = 0;
@@ -272,6 +333,21 @@ static void sampler_flush_pending_idle_locked(Sampler *s)
    for benchmarks through _quickjs.set_repoke_us() */
 static double g_repoke_ms = 0.001;
 
+/* lock held: point the interpreter's deadline checks at next_due (self-sampling) */
+static void sampler_arm_locked(Sampler *s)
+{
+    double ahead;
+    if (!s->self_sample || !s->running || g_ticks_per_ms <= 0) {
+        s->hot->armed = 0;
+        return;
+    }
+    /* anchored afresh each time, so a small rate error shifts a deadline by a tiny
+       fraction of one interval, never accumulates */
+    ahead = (s->next_due - mono_ms()) * g_ticks_per_ms;
+    s->hot->deadline = jsprof_ticks() + (uint64_t)(ahead > 0 ? ahead : 0);
+    s->hot->armed = 1;
+}
+
 /* lock held: register the ticks whose due time has passed (`now` >= next_due). Every grid
    point that has passed is a tick: if nobody looked for a while (CPU contention), the
    missed ticks still count, stamped at their due times, so sample counts keep following
@@ -279,13 +355,16 @@ static double g_repoke_ms = 0.001;
    owner thread to capture. Returns 1 when ticks were made pending. */
 static int sampler_due_locked(Sampler *s, double now)
 {
-    int k = 1 + (int)((now - s->next_due) / s->interval_ms);
+    double passed = 1 + floor((now - s->next_due) / s->interval_ms);
+    int k = passed > STALL_MAX_TICKS ? STALL_MAX_TICKS + 1 : (int)passed;
     double first = s->next_due - s->time_origin_mono;
     double last = first + (k - 1) * s->interval_ms;
     int pending = 0;
-    if (k > 1000) { /* a stall (suspend?) is not worth thousands of samples */
-        first = last - 999 * s->interval_ms;
-        k = 1000;
+    if (k > STALL_MAX_TICKS) { /* a stall (suspend?) is not worth thousands of samples */
+        last = first + (passed - 1) * s->interval_ms;
+        s->stall_dropped += (uint64_t)(passed - STALL_MAX_TICKS);
+        first = last - (STALL_MAX_TICKS - 1) * s->interval_ms;
+        k = STALL_MAX_TICKS;
     }
     if (!s->full) {
         if (s->idle) {
@@ -300,19 +379,51 @@ static int sampler_due_locked(Sampler *s, double now)
             pending = 1;
         }
     }
-    s->next_due += k * s->interval_ms;
+    s->next_due += passed * s->interval_ms; /* past every grid point that has passed */
+    sampler_arm_locked(s);
     return pending;
 }
 
 /* lock held (or thread not started): choose timer ticking vs self-sampling for `interval` */
 static void sampler_set_mode(Sampler *s, double interval)
 {
-    s->self_sample = interval < g_self_below_ms;
-    s->counter_init = s->self_sample ? SELF_SAMPLE_COUNTER_INIT : 10000;
+    s->self_sample = interval < g_self_below_ms && g_ticks_per_ms > 0;
+    s->hot->counter_init = s->self_sample ? SELF_SAMPLE_COUNTER_INIT : 10000;
     s->self_grace = s->self_sample ? 0 : interval;
     s->wake_slack = s->self_sample && g_self_wake_ms > interval ? g_self_wake_ms - interval : 0;
+    sampler_arm_locked(s);
     for (int i = 0; i < s->nctx; i++) /* apply the new cadence at the next poll */
         *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+}
+
+/* jsprof_ticks() per ms, measured once per process against CLOCK_MONOTONIC (~2 ms) */
+static void calibrate_ticks(void)
+{
+    double m0, m1, m2, m3;
+    uint64_t t0, t1;
+    if (g_ticks_per_ms > 0)
+        return;
+    if (JSPROF_TICKS_NS) {
+        g_ticks_per_ms = 1e6;
+        return;
+    }
+    for (int attempt = 0; attempt < 5; attempt++) {
+        /* each end read between two clock reads; an end disturbed by preemption (the
+           bracket wider than 5 us) is measured again */
+        m0 = mono_ms();
+        t0 = jsprof_ticks();
+        m1 = mono_ms();
+        do {
+            m2 = mono_ms();
+        } while (m2 - m1 < 2.0);
+        t1 = jsprof_ticks();
+        m3 = mono_ms();
+        if (m1 - m0 < 0.005 && m3 - m2 < 0.005 && t1 > t0) {
+            g_ticks_per_ms = (double)(t1 - t0) / (((m2 + m3) - (m0 + m1)) / 2);
+            return;
+        }
+    }
+    /* never undisturbed: stay with the timer thread (g_ticks_per_ms 0 disables self-sampling) */
 }
 
 static void *sampler_thread(void *arg)
@@ -338,8 +449,9 @@ static void *sampler_thread(void *arg)
         if (!s->running)
             break;
         if (s->interval_changed) {
+            /* sampler_set_interval restarted the grid (next_due) itself: the owner may
+               have taken ticks on it already, so never move it back */
             s->interval_changed = 0;
-            s->next_due = mono_ms() + s->interval_ms;
             continue;
         }
         now = mono_ms();
@@ -390,11 +502,14 @@ typedef struct {
 #define MAX_REJECTIONS 64
 
 typedef struct Host {
+    JsprofHot hot; /* must come first: the interpreter's hooks read it via the opaque */
     JSRuntime *rt;
     JSContext *ctx;
     Sampler s;
     Timer *timers;
     int64_t next_timer_id;
+    Timer *running_timer;    /* the timer whose callback runs now (out of the list) */
+    int running_cleared;     /* ... and its callback cleared it */
     atomic_int interrupt_req;
     int catch_sigint;
     int busy;
@@ -475,7 +590,10 @@ static int host_py_call(Host *h, const char *op, const char *arg, size_t arglen,
         }
         *outlen = strlen(ns) + 1 + strlen(ms);
         *out = malloc(*outlen + 1);
-        snprintf(*out, *outlen + 1, "%s\n%s", ns, ms);
+        if (*out)
+            snprintf(*out, *outlen + 1, "%s\n%s", ns, ms);
+        else
+            *outlen = 0;
         Py_XDECREF(name);
         Py_XDECREF(msg);
         Py_XDECREF(t);
@@ -488,8 +606,12 @@ static int host_py_call(Host *h, const char *op, const char *arg, size_t arglen,
             const char *str = PyUnicode_Check(r) ? PyUnicode_AsUTF8AndSize(r, &n) : NULL;
             if (str) {
                 *out = malloc(n + 1);
-                memcpy(*out, str, n + 1);
-                *outlen = n;
+                if (*out) {
+                    memcpy(*out, str, n + 1);
+                    *outlen = n;
+                } else {
+                    rc = -1; /* reported to JS as an out-of-memory error */
+                }
             } else {
                 PyErr_Clear();
             }
@@ -511,6 +633,7 @@ static void host_serve_requests(Host *h)
     free(out);
 }
 
+/* Owner thread, in the interpreter: only the sampler's C work (no Python, no JS). */
 static int interrupt_handler(JSRuntime *rt, void *opaque)
 {
     Host *h = opaque;
@@ -520,14 +643,15 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
         sampler_capture_locked(s, rt, 0);
         pthread_mutex_unlock(&s->lock);
     } else if (s->running) {
-        /* A natural poll. Self-sampling mode: take every due tick here. Otherwise: only
-           a tick overdue by more than an interval, i.e. the timer thread is starved
-           of CPU (a loaded machine), so it is charged to what runs now, not to whatever
-           runs when the timer gets a slice. One clock read per natural poll. (Racy reads:
-           re-checked under lock.) */
-        double now = mono_ms();
-        if (now >= s->next_due + s->self_grace) {
+        /* A natural poll. Self-sampling: take every due tick here (one tick-counter read).
+           Otherwise: only a tick overdue by more than an interval, i.e. the timer thread
+           is starved of CPU (a loaded machine), so it is charged to what runs now, not to
+           whatever runs when the timer gets a slice. (Racy reads: re-checked under lock.) */
+        int due = s->hot->armed ? jsprof_ticks() >= s->hot->deadline
+                                : mono_ms() >= s->next_due + s->self_grace;
+        if (due) {
             pthread_mutex_lock(&s->lock);
+            double now = mono_ms();
             if (s->running && now >= s->next_due && sampler_due_locked(s, now))
                 sampler_capture_locked(s, rt, 0);
             pthread_mutex_unlock(&s->lock);
@@ -539,21 +663,29 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
     return host_interrupted(h);
 }
 
-static int jsprof_counter_init(struct JSContext *ctx)
-{
-    Host *h = JS_GetRuntimeOpaque(ctx->rt);
-    return h && h->s.counter_init > 0 ? h->s.counter_init : 10000;
-}
-
 static void jsprof_native_return(struct JSContext *ctx)
 {
     Host *h = JS_GetRuntimeOpaque(ctx->rt);
-    if (!h || atomic_load_explicit(&h->s.pending, memory_order_relaxed) <= 0)
+    Sampler *s;
+    if (!h)
         return;
-    pthread_mutex_lock(&h->s.lock);
-    sampler_capture_locked(&h->s, ctx->rt, 1);
-    pthread_mutex_unlock(&h->s.lock);
-    if (!host_interrupted(h)) /* else leave it at 0 so the next poll throws promptly */
+    s = &h->s;
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 || s->hot->armed) {
+        pthread_mutex_lock(&s->lock);
+        if (s->hot->armed && s->running) {
+            double now = mono_ms();
+            if (now >= s->next_due)
+                sampler_due_locked(s, now);
+            else
+                sampler_arm_locked(s); /* the rate's error: look again a little later */
+        }
+        sampler_capture_locked(s, ctx->rt, 1);
+        pthread_mutex_unlock(&s->lock);
+    }
+    /* the counter was zeroed for a tick: back to the poll cadence, unless an interrupt
+       or an owner request wants the next poll to reach the handler */
+    if (ctx->interrupt_counter <= 0 && !host_interrupted(h) &&
+        !atomic_load_explicit(&h->owner_req, memory_order_relaxed))
         ctx->interrupt_counter = JS_INTERRUPT_COUNTER_INIT;
 }
 
@@ -593,6 +725,7 @@ static void write_all(int fd, const char *buf, size_t len)
 static JSValue js_console_write(JSContext *ctx, JSValueConst this_val, int argc,
                                 JSValueConst *argv, int magic)
 {
+    (void)this_val;
     DynBuf db;
     dbuf_init(&db);
     for (int i = 0; i < argc; i++) {
@@ -650,6 +783,7 @@ static JSValue js_console_write(JSContext *ctx, JSValueConst this_val, int argc,
 static JSValue js_set_timer(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv,
                             int magic)
 {
+    (void)this_val;
     Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
     double delay = 0;
     Timer *t, **pp;
@@ -669,6 +803,11 @@ static JSValue js_set_timer(JSContext *ctx, JSValueConst this_val, int argc, JSV
     t->argc = argc > 2 ? argc - 2 : 0;
     if (t->argc) {
         t->argv = js_malloc(ctx, sizeof(JSValue) * t->argc);
+        if (!t->argv) {
+            JS_FreeValue(ctx, t->func);
+            js_free(ctx, t);
+            return JS_EXCEPTION;
+        }
         for (int i = 0; i < t->argc; i++)
             t->argv[i] = js_dup(argv[i + 2]);
     }
@@ -691,10 +830,16 @@ static void timer_free(JSRuntime *rt, Timer *t)
 
 static JSValue js_clear_timer(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
 {
+    (void)this_val;
     Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
     int64_t id;
     if (argc < 1 || JS_ToInt64(ctx, &id, argv[0]))
         return JS_UNDEFINED;
+    if (h->running_timer && h->running_timer->id == id) {
+        /* clearInterval(id) inside its own callback: not re-armed after it returns */
+        h->running_cleared = 1;
+        return JS_UNDEFINED;
+    }
     for (Timer **pp = &h->timers; *pp; pp = &(*pp)->next) {
         if ((*pp)->id == id) {
             Timer *t = *pp;
@@ -747,8 +892,10 @@ static char *dup_js_string(JSContext *ctx, JSValueConst v)
         return strdup("");
     }
     r = malloc(len + 1);
-    memcpy(r, s, len);
-    r[len] = 0;
+    if (r) {
+        memcpy(r, s, len);
+        r[len] = 0;
+    }
     JS_FreeCString(ctx, s);
     return r;
 }
@@ -787,13 +934,15 @@ static void host_set_error(Host *h, JSValue exc)
         h->err_name = strdup("Error");
         h->err_message = dup_js_string(ctx, exc);
         h->err_stack = strdup("");
-        {
+        if (h->err_message) {
             /* "Uncaught 42": say what was thrown */
             size_t n = strlen(h->err_message) + 16;
             char *m = malloc(n);
-            snprintf(m, n, "Uncaught %s", h->err_message);
-            free(h->err_message);
-            h->err_message = m;
+            if (m) {
+                snprintf(m, n, "Uncaught %s", h->err_message);
+                free(h->err_message);
+                h->err_message = m;
+            }
         }
     }
 done:
@@ -841,6 +990,7 @@ static void host_clear_timers(Host *h)
 
 static JSValue job_call1(JSContext *ctx, int argc, JSValueConst *argv)
 {
+    (void)argc;
     return JS_Call(ctx, argv[0], JS_UNDEFINED, 1, &argv[1]);
 }
 
@@ -904,8 +1054,11 @@ static int host_event_loop(Host *h)
             continue;
         }
         h->timers = t->next;
+        h->running_timer = t;
+        h->running_cleared = 0;
         {
             JSValue ret = JS_Call(h->ctx, t->func, JS_UNDEFINED, t->argc, vc(t->argv));
+            h->running_timer = NULL;
             if (JS_IsException(ret)) {
                 timer_free(h->rt, t);
                 host_take_exception(h);
@@ -913,7 +1066,7 @@ static int host_event_loop(Host *h)
             }
             JS_FreeValue(h->ctx, ret);
         }
-        if (t->interval >= 0) {
+        if (t->interval >= 0 && !h->running_cleared) {
             Timer **pp;
             t->when = mono_ms() + t->interval;
             for (pp = &h->timers; *pp && (*pp)->when <= t->when; pp = &(*pp)->next)
@@ -936,8 +1089,8 @@ static char *read_file(const char *path, size_t *plen)
     fseek(f, 0, SEEK_END);
     n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    buf = malloc(n + 1);
-    if (fread(buf, 1, n, f) != (size_t)n) {
+    buf = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (!buf || fread(buf, 1, (size_t)n, f) != (size_t)n) {
         free(buf);
         fclose(f);
         return NULL;
@@ -965,6 +1118,7 @@ static void set_import_meta(JSContext *ctx, JSModuleDef *m, const char *name, in
 
 static JSModuleDef *module_loader(JSContext *ctx, const char *name, void *opaque)
 {
+    (void)opaque;
     size_t len;
     char *buf = read_file(name, &len);
     JSValue fn;
@@ -1049,6 +1203,7 @@ static int ensure_error_types(void)
    Returns "R<result>" or "E<ErrorName>\n<message>" (the JS side throws the right error). */
 static JSValue js_host_call(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
 {
+    (void)this_val;
     Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
     const char *op, *arg;
     size_t arglen, n;
@@ -1068,8 +1223,16 @@ static JSValue js_host_call(JSContext *ctx, JSValueConst this_val, int argc, JSV
     rc = host_py_call(h, op, arg, arglen, &out, &n);
     JS_FreeCString(ctx, op);
     JS_FreeCString(ctx, arg);
+    if (rc < 0 && !out) {
+        free(out);
+        return JS_ThrowOutOfMemory(ctx);
+    }
     {
         char *buf = malloc(n + 2);
+        if (!buf) {
+            free(out);
+            return JS_ThrowOutOfMemory(ctx);
+        }
         buf[0] = rc < 0 ? 'E' : 'R';
         if (out)
             memcpy(buf + 1, out, n);
@@ -1083,6 +1246,7 @@ static JSValue js_host_call(JSContext *ctx, JSValueConst this_val, int argc, JSV
 
 static JSValue js_set_dispatch(JSContext *ctx, JSValueConst this_val, int argc, JSValueConst *argv)
 {
+    (void)this_val;
     Host *h = JS_GetRuntimeOpaque(JS_GetRuntime(ctx));
     if (argc < 1 || !JS_IsFunction(ctx, argv[0]))
         return JS_ThrowTypeError(ctx, "a function is needed");
@@ -1139,6 +1303,11 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
         return -1;
     }
     h = calloc(1, sizeof(*h));
+    if (!h) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    h->s.hot = &h->hot;
     h->rt = JS_NewRuntime();
     if (!h->rt) {
         free(h);
@@ -1150,6 +1319,12 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
     JS_SetHostPromiseRejectionTracker(h->rt, rejection_tracker, h);
     JS_SetModuleLoaderFunc(h->rt, NULL, module_loader, h);
     h->ctx = JS_NewContext(h->rt);
+    if (!h->ctx) {
+        JS_FreeRuntime(h->rt);
+        free(h);
+        PyErr_NoMemory();
+        return -1;
+    }
     mono_now = mono_ms();
     epoch_now = real_ms();
     /* performance.timeOrigin as the web has it: Unix epoch ms of performance.now() == 0 */
@@ -1209,10 +1384,27 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
     return 0;
 }
 
+/* Take the sampler lock from a Python-facing method (GIL held): never block on it with
+   the GIL, since the lock's holder may be waiting for the GIL. */
+static void sampler_lock_gil(Sampler *s)
+{
+    if (pthread_mutex_trylock(&s->lock) == 0)
+        return;
+    Py_BEGIN_ALLOW_THREADS
+    pthread_mutex_lock(&s->lock);
+    Py_END_ALLOW_THREADS
+}
+
+static void release_raw_frames(JSRuntime *rt, RawFrame *frames, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        JS_FreeValueRT(rt, JS_MKPTR(JS_TAG_OBJECT, frames[i].fn));
+}
+
+/* lock held, owner thread */
 static void sampler_release_frames(Host *h)
 {
-    for (size_t i = 0; i < h->s.nframes; i++)
-        JS_FreeValueRT(h->rt, JS_MKPTR(JS_TAG_OBJECT, h->s.frames[i].fn));
+    release_raw_frames(h->rt, h->s.frames, h->s.nframes);
     h->s.nframes = 0;
     h->s.nsamples = 0;
     h->s.prev_depth = 0;
@@ -1222,12 +1414,13 @@ static void sampler_stop_thread(Host *h)
 {
     if (!h->s.thread_started)
         return;
-    pthread_mutex_lock(&h->s.lock);
+    sampler_lock_gil(&h->s);
     /* idle ticks the (possibly 1 ms-paced) timer thread has not recorded yet */
     if (h->s.idle && mono_ms() >= h->s.next_due)
         sampler_due_locked(&h->s, mono_ms());
     h->s.running = 0;
-    h->s.counter_init = 10000; /* QuickJS's own poll cadence again */
+    h->hot.counter_init = 0; /* QuickJS's own poll cadence again */
+    h->hot.armed = 0;
     pthread_cond_signal(&h->s.cond);
     pthread_mutex_unlock(&h->s.lock);
     Py_BEGIN_ALLOW_THREADS
@@ -1243,10 +1436,14 @@ static void sampler_free_buffers(Host *h)
         munmap(h->s.samples, h->s.map_samples);
     if (h->s.frames)
         munmap(h->s.frames, h->s.map_frames);
+    if (h->s.spare_samples)
+        munmap(h->s.spare_samples, h->s.map_samples);
+    if (h->s.spare_frames)
+        munmap(h->s.spare_frames, h->s.map_frames);
     free(h->s.walk);
     free(h->s.prev);
-    h->s.samples = NULL;
-    h->s.frames = NULL;
+    h->s.samples = h->s.spare_samples = NULL;
+    h->s.frames = h->s.spare_frames = NULL;
     h->s.walk = h->s.prev = NULL;
     h->s.cap_samples = h->s.cap_frames = 0;
 }
@@ -1353,6 +1550,14 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
 
     if (!h)
         return NULL;
+    if (h->busy) {
+        /* From a host callback of the running eval: a nested run would end by marking the
+           runtime free while the outer one still runs in it. */
+        PyErr_SetString(PyExc_RuntimeError,
+                        "eval() inside a host callback of this runtime's running eval is not "
+                        "allowed; run it after eval() returns");
+        return NULL;
+    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "s#|sipi", kwlist, &src, &len, &filename, &module,
                                      &catch_sigint, &context))
         return NULL;
@@ -1368,6 +1573,10 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
         module = (fl > 4 && strcmp(filename + fl - 4, ".mjs") == 0) || JS_DetectModule(src, len);
     }
     fname = strdup(filename);
+    if (!fname) {
+        h->ctx = main_ctx;
+        return PyErr_NoMemory();
+    }
     h->busy = 1;
     /* interrupt() stops the eval in progress; one left over from before doesn't count */
     atomic_store(&h->interrupt_req, 0);
@@ -1416,6 +1625,7 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
 
 static PyObject *Runtime_interrupt(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     /* thread-safe: may be called from any thread while JS runs */
     Host *h = self->h;
     if (h) {
@@ -1428,6 +1638,7 @@ static PyObject *Runtime_interrupt(RuntimeObject *self, PyObject *unused)
 
 static PyObject *Runtime_now(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     if (!self->h)
         return PyFloat_FromDouble(0);
     return PyFloat_FromDouble(mono_ms() - self->h->ctx->time_origin);
@@ -1435,6 +1646,7 @@ static PyObject *Runtime_now(RuntimeObject *self, PyObject *unused)
 
 static PyObject *Runtime_get_time_origin(RuntimeObject *self, void *c)
 {
+    (void)c;
     return PyFloat_FromDouble(self->h ? self->h->time_origin_epoch : 0);
 }
 
@@ -1464,9 +1676,12 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.map_frames = h->s.cap_frames * sizeof(RawFrame);
     h->s.samples = map_zero(h->s.map_samples);
     h->s.frames = map_zero(h->s.map_frames);
+    h->s.spare_samples = map_zero(h->s.map_samples);
+    h->s.spare_frames = map_zero(h->s.map_frames);
     h->s.walk = malloc(sizeof(RawFrame) * MAX_DEPTH);
     h->s.prev = malloc(sizeof(RawFrame) * MAX_DEPTH);
-    if (!h->s.samples || !h->s.frames || !h->s.walk || !h->s.prev) {
+    if (!h->s.samples || !h->s.frames || !h->s.spare_samples || !h->s.spare_frames ||
+        !h->s.walk || !h->s.prev) {
         sampler_free_buffers(h);
         PyErr_NoMemory();
         return NULL;
@@ -1476,18 +1691,24 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.prev_depth = 0;
     h->s.full = 0;
     h->s.dropped = 0;
+    h->s.stall_dropped = 0;
+    h->s.truncated = 0;
     h->s.native_captures = 0;
     h->s.notify_at = 0;
     atomic_store(&h->s.check_due, 0);
     atomic_store(&h->s.pending, 0);
     h->s.interval_ms = interval;
     h->s.interval_changed = 0;
-    sampler_set_mode(&h->s, interval);
+    if (interval < g_self_below_ms)
+        calibrate_ticks();
     h->s.running = 1;
     h->s.start_mono = mono_ms();
     h->s.next_due = h->s.start_mono + interval;
+    sampler_set_mode(&h->s, interval);
     if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
         h->s.running = 0;
+        h->hot.armed = 0;
+        h->hot.counter_init = 0;
         sampler_free_buffers(h);
         PyErr_SetString(PyExc_OSError, "could not start the sampler thread");
         return NULL;
@@ -1499,14 +1720,19 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
 static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *args)
 {
     double interval;
-    if (!self->h || !PyArg_ParseTuple(args, "d", &interval))
+    Host *h = get_host(self);
+    if (!h || !PyArg_ParseTuple(args, "d", &interval))
         return NULL;
     if (!(interval > 0)) {
         PyErr_SetString(PyExc_ValueError, "interval must be > 0");
         return NULL;
     }
-    pthread_mutex_lock(&self->h->s.lock);
+    if (interval < g_self_below_ms)
+        calibrate_ticks();
+    sampler_lock_gil(&self->h->s);
     self->h->s.interval_ms = interval;
+    /* the grid restarts now (the timer thread sees interval_changed as well) */
+    self->h->s.next_due = mono_ms() + interval;
     sampler_set_mode(&self->h->s, interval);
     self->h->s.interval_changed = 1;
     pthread_cond_signal(&self->h->s.cond);
@@ -1516,6 +1742,7 @@ static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *arg
 
 static PyObject *Runtime_new_context(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     Host *h = get_host(self);
     JSContext *c;
     if (!h)
@@ -1528,7 +1755,7 @@ static PyObject *Runtime_new_context(RuntimeObject *self, PyObject *unused)
     if (!c)
         return PyErr_NoMemory();
     host_install_globals(c);
-    pthread_mutex_lock(&h->s.lock); /* the timer thread pokes every context */
+    sampler_lock_gil(&h->s); /* the timer thread pokes every context */
     h->s.ctxs[h->s.nctx++] = c;
     pthread_mutex_unlock(&h->s.lock);
     return PyLong_FromLong(h->s.nctx - 1);
@@ -1538,12 +1765,13 @@ static PyObject *Runtime_new_context(RuntimeObject *self, PyObject *unused)
    the current JS stack, or an empty sample when no JS runs. */
 static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     Host *h = get_host(self);
     Sampler *s;
     if (!h)
         return NULL;
     s = &h->s;
-    pthread_mutex_lock(&s->lock);
+    sampler_lock_gil(s);
     if (s->running && !s->full) {
         double now = sampler_now(s);
         if (!s->idle && h->rt->current_stack_frame) {
@@ -1564,9 +1792,9 @@ static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unuse
 static PyObject *Runtime_sampler_notify_at(RuntimeObject *self, PyObject *args)
 {
     Py_ssize_t n;
-    if (!self->h || !PyArg_ParseTuple(args, "n", &n))
+    if (!get_host(self) || !PyArg_ParseTuple(args, "n", &n))
         return NULL;
-    pthread_mutex_lock(&self->h->s.lock);
+    sampler_lock_gil(&self->h->s);
     self->h->s.notify_at = n > 0 ? (size_t)n : 0;
     if (n > 0 && self->h->s.nsamples >= (size_t)n)
         atomic_store(&self->h->s.check_due, 1);
@@ -1576,6 +1804,7 @@ static PyObject *Runtime_sampler_notify_at(RuntimeObject *self, PyObject *args)
 
 static PyObject *Runtime_request_check(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     if (self->h)
         atomic_store(&self->h->s.check_due, 1);
     Py_RETURN_NONE;
@@ -1585,6 +1814,7 @@ static PyObject *Runtime_request_check(RuntimeObject *self, PyObject *unused)
    interrupt handler serves it) -- thread-safe. */
 static PyObject *Runtime_request_owner(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     Host *h = self->h;
     if (h) {
         atomic_store(&h->owner_req, 1);
@@ -1596,7 +1826,7 @@ static PyObject *Runtime_request_owner(RuntimeObject *self, PyObject *unused)
 
 static PyObject *Runtime_set_host_callback(RuntimeObject *self, PyObject *cb)
 {
-    if (!self->h)
+    if (!get_host(self))
         return NULL;
     Py_XINCREF(cb == Py_None ? NULL : cb);
     Py_XSETREF(self->h->py_cb, cb == Py_None ? NULL : cb);
@@ -1605,16 +1835,18 @@ static PyObject *Runtime_set_host_callback(RuntimeObject *self, PyObject *cb)
 
 static PyObject *Runtime_get_owner_here(RuntimeObject *self, void *c)
 {
+    (void)c;
     /* True when called from inside a host callback on the owner thread */
     return PyBool_FromLong(self->h && self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self()));
 }
 
 static PyObject *Runtime_sampler_stop(RuntimeObject *self, PyObject *unused)
 {
-    if (!self->h)
-        Py_RETURN_NONE;
+    (void)unused;
+    if (!get_host(self))
+        return NULL;
     sampler_stop_thread(self->h);
-    pthread_mutex_lock(&self->h->s.lock);
+    sampler_lock_gil(&self->h->s);
     atomic_store(&self->h->s.pending, 0);
     pthread_mutex_unlock(&self->h->s.lock);
     Py_RETURN_NONE;
@@ -1750,34 +1982,154 @@ static PyObject *bytes_of(const void *p, size_t n)
     return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
 }
 
+/* --- the line charged to a frame --- */
+
+/* the target of a jump instruction at `pos` (0: not a jump) */
+static int jump_target(const uint8_t *buf, uint32_t pos, uint32_t *target)
+{
+    int32_t off;
+    switch (buf[pos]) {
+    case OP_goto:
+    case OP_if_true:
+    case OP_if_false:
+        off = (int32_t)get_u32(buf + pos + 1);
+        break;
+    case OP_goto16:
+        off = (int16_t)get_u16(buf + pos + 1);
+        break;
+    case OP_goto8:
+    case OP_if_true8:
+    case OP_if_false8:
+        off = (int8_t)buf[pos + 1];
+        break;
+    default:
+        return 0;
+    }
+    *target = (uint32_t)((int64_t)pos + 1 + off);
+    return 1;
+}
+
+static inline uint32_t insn_len(const uint8_t *buf, uint32_t pos)
+{
+    uint32_t n = short_opcode_info(buf[pos]).size;
+    return n ? n : 1;
+}
+
+static int line_at(JSContext *ctx, JSFunctionBytecode *b, uint32_t pos)
+{
+    int col;
+    return find_line_num(ctx, b, pos, &col);
+}
+
+/* The line of a frame stopped at `pc` (the end of the instruction executing: a call, or a
+   poll). The interpreter polls only at calls and branches, so in a loop whose body makes
+   no call every sample is taken at the loop's own branches (the test's conditional jump,
+   the backward jump), which carry the loop *header's* line. The time between two such
+   polls is one iteration, spent mostly in the body: a poll at a branch on the header's
+   line is charged to the body's last line (the last line inside the loop that is not the
+   header's). A loop written on one line keeps that line. */
+static int frame_line_of(JSContext *ctx, JSFunctionBytecode *b, uint32_t pc)
+{
+    const uint8_t *buf = b->byte_code_buf;
+    uint32_t len = (uint32_t)b->byte_code_len, pos = 0, ipos = UINT32_MAX, t, loop_t, loop_g;
+    int line, head, body = -1;
+    if (pc == 0 || pc > len)
+        return line_at(ctx, b, 0);
+    while (pos < pc) {
+        uint32_t n = insn_len(buf, pos);
+        if (pos + n == pc) {
+            ipos = pos;
+            break;
+        }
+        pos += n;
+    }
+    if (ipos == UINT32_MAX)
+        return line_at(ctx, b, pc - 1);
+    line = line_at(ctx, b, ipos);
+    if (!jump_target(buf, ipos, &t))
+        return line;
+    if (t <= ipos) { /* a backward jump: the loop is [t, ipos] */
+        loop_t = t;
+        loop_g = ipos;
+    } else { /* a forward branch: inside the loop whose backward jump comes later? */
+        loop_g = UINT32_MAX;
+        for (pos = ipos; pos < len; pos += insn_len(buf, pos)) {
+            uint32_t t2;
+            if (jump_target(buf, pos, &t2) && t2 <= ipos) {
+                loop_g = pos;
+                loop_t = t2;
+                break;
+            }
+        }
+        if (loop_g == UINT32_MAX)
+            return line;
+    }
+    head = line_at(ctx, b, loop_t);
+    if (line != head)
+        return line; /* a branch in the body (an `if`): its own line */
+    for (pos = loop_t; pos < loop_g; pos += insn_len(buf, pos)) {
+        int l = line_at(ctx, b, pos);
+        if (l != head)
+            body = l;
+    }
+    return body >= 0 ? body : line;
+}
+
+/* --- drain: symbolise and intern on the owner thread --- */
+
 static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
 {
+    (void)unused;
     Host *h = get_host(self);
     Sampler *s;
     JSContext *ctx;
     size_t ns, nf;
-    Map fmap = {0}, smap = {0};
+    Map fmap = {0}, smap = {0}, lmap = {0};
     PyObject *funcs = NULL, *out = NULL;
     double *ts = NULL, *due = NULL, *cap = NULL;
     int32_t *stack = NULL, *line = NULL, *sparent = NULL, *sfunc = NULL, *cur = NULL;
+    int32_t *cur_line = NULL;
     uint8_t *flags = NULL;
     int32_t *frame_func = NULL, *frame_line = NULL;
     size_t nstacks = 0;
     uint32_t depth = 0;
     double last_ts = -1e300;
     int full;
-    uint64_t dropped, native_caps;
+    uint64_t dropped, stall_dropped, truncated, native_caps;
+    RawSample *rs;
+    RawFrame *rf;
 
     if (!h)
         return NULL;
     s = &h->s;
     ctx = h->ctx;
-    pthread_mutex_lock(&s->lock);
+    if (s->draining) {
+        PyErr_SetString(PyExc_RuntimeError, "sampler_drain() is already running");
+        return NULL;
+    }
+    /* Swap the raw buffers under the lock; symbolise the old ones after unlocking, so the
+       timer thread and the interpreter's capture never wait on Python or on JS lookups. */
+    sampler_lock_gil(s);
+    rs = s->samples;
+    rf = s->frames;
     ns = s->nsamples;
     nf = s->nframes;
     full = s->full;
     dropped = s->dropped;
+    stall_dropped = s->stall_dropped;
+    truncated = s->truncated;
     native_caps = s->native_captures;
+    s->samples = s->spare_samples;
+    s->frames = s->spare_frames;
+    s->spare_samples = rs;
+    s->spare_frames = rf;
+    s->nsamples = s->nframes = 0;
+    s->prev_depth = 0; /* the next capture starts a fresh delta chain */
+    s->full = 0;
+    s->dropped = s->stall_dropped = s->truncated = s->native_captures = 0;
+    s->draining = 1;
+    pthread_mutex_unlock(&s->lock);
+
     funcs = PyList_New(0);
     ts = malloc(sizeof(double) * (ns + 1));
     due = malloc(sizeof(double) * (ns + 1));
@@ -1790,34 +2142,32 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     sparent = malloc(sizeof(int32_t) * (nf + 1));
     sfunc = malloc(sizeof(int32_t) * (nf + 1));
     cur = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
+    cur_line = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
     if (!funcs || !ts || !due || !cap || !stack || !line || !flags || !frame_func ||
-        !frame_line || !sparent || !sfunc || !cur || map_init(&fmap, 1024) < 0 ||
-        map_init(&smap, 1024) < 0) {
-        pthread_mutex_unlock(&s->lock);
-        PyErr_NoMemory();
-        goto fail;
-    }
+        !frame_line || !sparent || !sfunc || !cur || !cur_line || map_init(&fmap, 1024) < 0 ||
+        map_init(&smap, 1024) < 0 || map_init(&lmap, 1024) < 0)
+        goto nomem;
     /* 1. functions: distinct objects -> index, with their symbol info; frame lines */
     for (size_t i = 0; i < nf; i++) {
-        JSObject *p = s->frames[i].fn;
+        JSObject *p = rf[i].fn;
         JSFunctionBytecode *b = p->u.func.function_bytecode;
-        int found, col;
+        int found;
         size_t slot;
-        uint32_t pc = s->frames[i].pc;
-        if (map_grow(&fmap) < 0)
+        uint32_t pc = rf[i].pc;
+        uint64_t lkey;
+        if (map_grow(&fmap) < 0 || map_grow(&lmap) < 0)
             goto nomem;
         slot = map_slot(&fmap, (uint64_t)(uintptr_t)p, &found);
         if (!found) {
             int realm = -1;
+            PyObject *t;
             for (int k = 0; k < s->nctx; k++)
                 if (s->ctxs[k] == b->realm)
                     realm = k;
-            PyObject *t = Py_BuildValue("(NNiii)", function_name(ctx, p),
-                                        py_str_atom(ctx, b->filename), b->line_num,
-                                        b->col_num, realm);
+            t = Py_BuildValue("(NNiii)", function_name(ctx, p), py_str_atom(ctx, b->filename),
+                              b->line_num, b->col_num, realm);
             if (!t || PyList_Append(funcs, t) < 0) {
                 Py_XDECREF(t);
-                pthread_mutex_unlock(&s->lock);
                 goto fail;
             }
             Py_DECREF(t);
@@ -1826,19 +2176,21 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             fmap.n++;
         }
         frame_func[i] = fmap.vals[slot];
-        /* cur_pc is the end of the executing instruction (a call, or the poll point):
-           look up the instruction itself */
-        frame_line[i] = find_line_num(ctx, b, pc > 0 ? pc - 1 : 0, &col);
+        /* one line lookup per distinct (function, pc) */
+        lkey = ((uint64_t)(uint32_t)frame_func[i] << 32) | pc;
+        slot = map_slot(&lmap, lkey, &found);
+        if (!found) {
+            lmap.keys[slot] = lkey;
+            lmap.vals[slot] = frame_line_of(ctx, b, pc);
+            lmap.n++;
+        }
+        frame_line[i] = lmap.vals[slot];
     }
     /* 2. replay the delta-encoded stacks; intern (parent, func) into a trie */
     {
         size_t fi = 0;
-        int32_t leaf_line = 0;
-        int32_t *cur_line = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
-        if (!cur_line)
-            goto nomem;
         for (size_t i = 0; i < ns; i++) {
-            RawSample *r = &s->samples[i];
+            RawSample *r = &rs[i];
             uint32_t nnew = r->nnew & SAMPLE_NNEW_MASK;
             double t;
             flags[i] = ((r->nnew & SAMPLE_DEFERRED) ? 1 : 0) | ((r->nnew & SAMPLE_IDLE) ? 2 : 0) |
@@ -1856,15 +2208,13 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
                 continue; /* idle samples leave the delta chain untouched */
             }
             depth = r->keep;
-            for (uint32_t k = 0; k < nnew; k++, fi++) {
+            for (uint32_t k = 0; k < nnew && fi < nf; k++, fi++) {
                 int32_t parent = depth ? cur[depth - 1] : -1;
                 uint64_t key = ((uint64_t)(uint32_t)(parent + 1) << 32) | (uint32_t)frame_func[fi];
                 int found;
                 size_t slot;
-                if (map_grow(&smap) < 0) {
-                    free(cur_line);
+                if (map_grow(&smap) < 0)
                     goto nomem;
-                }
                 slot = map_slot(&smap, key, &found);
                 if (!found) {
                     smap.keys[slot] = key;
@@ -1877,20 +2227,11 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
                 cur_line[depth] = frame_line[fi];
                 cur[depth++] = smap.vals[slot];
             }
-            leaf_line = depth ? cur_line[depth - 1] : 0;
             stack[i] = depth ? cur[depth - 1] : -1;
-            line[i] = leaf_line;
+            line[i] = depth ? cur_line[depth - 1] : 0;
         }
-        free(cur_line);
     }
-    /* 3. release the references; the next capture starts a fresh delta chain */
-    s->full = 0;
-    s->dropped = 0;
-    s->native_captures = 0;
-    sampler_release_frames(h);
-    pthread_mutex_unlock(&s->lock);
-
-    out = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:K,s:K}",
+    out = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:K,s:K,s:K,s:K}",
                         "funcs", funcs,
                         "stack_parent", bytes_of(sparent, sizeof(int32_t) * nstacks),
                         "stack_func", bytes_of(sfunc, sizeof(int32_t) * nstacks),
@@ -1902,16 +2243,24 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
                         "flags", bytes_of(flags, ns),
                         "full", full ? Py_True : Py_False,
                         "dropped", (unsigned long long)dropped,
+                        "stall_dropped", (unsigned long long)stall_dropped,
+                        "truncated", (unsigned long long)truncated,
                         "native_captures", (unsigned long long)native_caps);
-    funcs = NULL;
+    funcs = NULL; /* stolen by Py_BuildValue, also when it failed */
     goto done;
 nomem:
-    pthread_mutex_unlock(&s->lock);
     PyErr_NoMemory();
 fail:
     Py_XDECREF(funcs);
     out = NULL;
 done:
+    /* release the references the raw frames held; give back big buffers' pages */
+    release_raw_frames(h->rt, rf, nf);
+    if (nf * sizeof(RawFrame) > (4u << 20))
+        madvise(rf, nf * sizeof(RawFrame), MADV_DONTNEED);
+    if (ns * sizeof(RawSample) > (4u << 20))
+        madvise(rs, ns * sizeof(RawSample), MADV_DONTNEED);
+    s->draining = 0;
     free(ts);
     free(due);
     free(cap);
@@ -1923,13 +2272,16 @@ done:
     free(sparent);
     free(sfunc);
     free(cur);
+    free(cur_line);
     map_free(&fmap);
     map_free(&smap);
+    map_free(&lmap);
     return out;
 }
 
 static PyObject *Runtime_get_sampler_running(RuntimeObject *self, void *c)
 {
+    (void)c;
     return PyBool_FromLong(self->h && self->h->s.thread_started);
 }
 
@@ -1971,6 +2323,7 @@ static PyMethodDef Runtime_methods[] = {
 
 static PyObject *Runtime_get_busy(RuntimeObject *self, void *c)
 {
+    (void)c;
     return PyBool_FromLong(self->h && self->h->busy);
 }
 
@@ -1999,6 +2352,7 @@ static PyTypeObject RuntimeType = {
 
 static PyObject *set_repoke_us(PyObject *mod, PyObject *arg)
 {
+    (void)mod;
     double us = PyFloat_AsDouble(arg);
     if (us == -1 && PyErr_Occurred())
         return NULL;
@@ -2008,12 +2362,29 @@ static PyObject *set_repoke_us(PyObject *mod, PyObject *arg)
 
 static PyObject *set_tuning(PyObject *mod, PyObject *args)
 {
+    (void)mod;
     if (!PyArg_ParseTuple(args, "dd", &g_self_below_ms, &g_self_wake_ms))
         return NULL;
     Py_RETURN_NONE;
 }
 
+static PyObject *set_max_depth(PyObject *mod, PyObject *arg)
+{
+    (void)mod;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 1 || n > MAX_DEPTH) {
+        PyErr_Format(PyExc_ValueError, "max depth must be in 1..%d", MAX_DEPTH);
+        return NULL;
+    }
+    g_max_depth = (uint32_t)n;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"set_max_depth", set_max_depth, METH_O,
+     "set_max_depth(n): the stack walker's depth limit (default and maximum MAX_DEPTH; tests)."},
     {"set_tuning", set_tuning, METH_VARARGS,
      "set_tuning(self_sample_below_ms, self_sample_wake_ms): sampler mode switch (benchmarks)."},
     {"set_repoke_us", set_repoke_us, METH_O,
@@ -2022,7 +2393,8 @@ static PyMethodDef module_methods[] = {
 
 static struct PyModuleDef moduledef = {
     PyModuleDef_HEAD_INIT, "jsprof._quickjs",
-    "QuickJS-ng (patched) with jsprof's sampling profiler.", -1, module_methods};
+    "QuickJS-ng (patched) with jsprof's sampling profiler.", -1, module_methods,
+    NULL, NULL, NULL, NULL};
 
 PyMODINIT_FUNC PyInit__quickjs(void)
 {
