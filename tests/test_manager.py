@@ -237,7 +237,8 @@ def test_real_quickjs_runtimes_on_threads(tmp_path):
 
 
 def test_end_from_another_thread_while_the_owner_is_deep_in_a_long_eval():
-    """end() is served through the interrupt handler; it does not wait for the eval."""
+    """end() is served mid-eval (the owner parks at its next poll); it does not wait for
+    the eval."""
     m = ProfilerManager()
     registered = threading.Event()
     timing: dict = {}

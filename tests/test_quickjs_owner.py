@@ -1,5 +1,5 @@
 """Owner-thread dispatch (issue 6) on QuickJS: a foreign-thread stop is served by the
-interrupt handler while the owner is deep inside a long eval."""
+requesting thread while the owner, deep inside a long eval, is parked at its next poll."""
 
 from __future__ import annotations
 

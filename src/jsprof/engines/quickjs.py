@@ -41,6 +41,7 @@ import re
 import signal
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -196,8 +197,8 @@ class QuickJS:
         self._js_sessions: dict[int, ProfilerSession] = {}
         self._next_js_id = 0
         # Held by eval() for its whole run: whoever holds it owns the runtime. Work from
-        # other threads queues in _requests and is served by the owner at its next poll
-        # (interrupt handler) or by the caller itself when the runtime is idle.
+        # other threads queues in _requests and is served by the caller itself: at once
+        # when the runtime is idle, else while the owner is parked at its next poll.
         self._owner_lock = threading.RLock()
         self._requests: list[tuple[Callable[[], Any], Future]] = []
         self._requests_lock = threading.Lock()
@@ -290,22 +291,38 @@ class QuickJS:
             # looking: serve it now.
             self._serve_orphans()
 
-    def call_on_owner(self, fn: Callable[[], Any]) -> Future:
-        """Run `fn` where the runtime may be used: now, by this thread, when the runtime
-        is idle; else on the thread running eval(), at its next poll (about one sampler
-        interval, even deep inside a long eval). Thread-safe; returns a Future."""
+    def call_on_owner(self, fn: Callable[[], Any], timeout: float = 10.0) -> Future:
+        """Run `fn` where the runtime may be used and return a Future with its outcome:
+        now, by this thread, when the runtime is idle; while another thread runs eval(),
+        also by this thread, once that thread has parked at its next poll or event-loop
+        turn (about one sampler interval, even deep inside a long eval; the interrupt
+        handler itself runs no Python). Thread-safe. If the runtime is held but runs no
+        JavaScript for `timeout` s, the request stays queued for the holder (served when
+        its eval returns) and the Future is still pending."""
         fut: Future = Future()
         with self._requests_lock:
             self._requests.append((fn, fut))
-        if self._owner_lock.acquire(blocking=False):
-            try:
-                self._serve_requests()
-            finally:
-                self._owner_lock.release()
-        else:
-            # The owner serves it at its next poll or event-loop turn, or after releasing
-            # the lock (eval's _serve_orphans), whichever comes first.
-            self._rt.request_owner()
+        deadline = time.monotonic() + timeout
+        while not fut.done():
+            if self._owner_lock.acquire(blocking=False):
+                try:
+                    self._serve_requests()
+                finally:
+                    self._owner_lock.release()
+                break
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            if self._rt.busy:
+                if self._rt.borrow(left):
+                    try:
+                        self._serve_requests()
+                    finally:
+                        self._rt.give_back()
+                    break
+            else:
+                # held by a thread about to run (or just done with) an eval: look again
+                time.sleep(0.001)
         return fut
 
     def _serve_orphans(self) -> None:
@@ -420,13 +437,13 @@ class QuickJSProfiler(RuntimeProfiler):
         self.sample_interval = float(sample_interval)
 
     # Owner-thread dispatch (base.py): inline inside a host callback on the eval's thread;
-    # otherwise through QuickJS.call_on_owner (inline when the runtime is idle, else served
-    # by the interrupt handler of the running eval).
+    # otherwise through QuickJS.call_on_owner (inline when the runtime is idle, else by
+    # this thread while the running eval's thread is parked at its next poll).
     def _owner_thread(self) -> bool:
         return bool(self.runtime._rt.in_owner_callback)
 
     def _submit(self, fn: Callable[[], Any]) -> Future:
-        return self.runtime.call_on_owner(fn)
+        return self.runtime.call_on_owner(fn, timeout=self.stop_timeout)
 
     def start(self, is_create: bool = False) -> None:
         if self._session is not None:

@@ -522,7 +522,16 @@ typedef struct Host {
     PyObject *py_cb;
     int in_cb;
     pthread_t cb_thread;
-    atomic_int owner_req; /* a foreign thread queued work for the owner thread */
+    atomic_int owner_req; /* a foreign thread wants the runtime: park at the next poll */
+    /* Lending (owner-thread dispatch without Python in the interrupt handler): a foreign
+       thread that needs the runtime mid-eval asks (`want`); the owner parks at its next
+       poll or event-loop turn, in C, and the foreign thread uses the runtime (`lent`)
+       with the GIL, then gives it back. Under park_lock. */
+    pthread_mutex_t park_lock;
+    pthread_cond_t park_cond;
+    int want, parked, lent;
+    pthread_t lent_to;
+    uintptr_t owner_stack_top, owner_stack_limit;
     JSValue dispatch_fn;  /* JS: (id) => fire samplebufferfull at Profiler `id` */
     /* error of the last run, converted to Python after the GIL is back */
     int err_kind; /* 0 none, 1 JS error, 2 interrupted, 3 host error */
@@ -622,15 +631,21 @@ static int host_py_call(Host *h, const char *op, const char *arg, size_t arglen,
     return rc;
 }
 
-/* owner thread, at a poll or between event-loop turns: run what foreign threads queued */
-static void host_serve_requests(Host *h)
+/* Owner thread, at a poll or between event-loop turns (no GIL): while foreign threads
+   want the runtime, wait for them to use it and give it back. */
+static void host_park(Host *h)
 {
-    char *out;
-    size_t n;
     if (!atomic_exchange(&h->owner_req, 0))
         return;
-    host_py_call(h, "serve", "", 0, &out, &n);
-    free(out);
+    pthread_mutex_lock(&h->park_lock);
+    if (h->want > 0) {
+        h->parked = 1;
+        pthread_cond_broadcast(&h->park_cond);
+        while (h->want > 0 || h->lent)
+            pthread_cond_wait(&h->park_cond, &h->park_lock);
+        h->parked = 0;
+    }
+    pthread_mutex_unlock(&h->park_lock);
 }
 
 /* Owner thread, in the interpreter: only the sampler's C work (no Python, no JS). */
@@ -658,7 +673,7 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
         }
     }
     if (atomic_load_explicit(&h->owner_req, memory_order_relaxed))
-        host_serve_requests(h);
+        host_park(h);
     /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
     return host_interrupted(h);
 }
@@ -1026,7 +1041,7 @@ static int host_event_loop(Host *h)
     for (;;) {
         Timer *t;
         double now;
-        host_serve_requests(h);
+        host_park(h);
         host_check_buffers(h);
         if (host_run_jobs(h) < 0 || host_check_rejections(h) < 0)
             return -1;
@@ -1331,6 +1346,14 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
     h->time_origin_epoch = epoch_now - (mono_now - h->ctx->time_origin);
 
     pthread_mutex_init(&h->s.lock, NULL);
+    pthread_mutex_init(&h->park_lock, NULL);
+    {
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&h->park_cond, &ca);
+        pthread_condattr_destroy(&ca);
+    }
     {
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -1464,6 +1487,8 @@ static void Runtime_dealloc(RuntimeObject *self)
         JS_FreeRuntime(h->rt);
         pthread_mutex_destroy(&h->s.lock);
         pthread_cond_destroy(&h->s.cond);
+        pthread_mutex_destroy(&h->park_lock);
+        pthread_cond_destroy(&h->park_cond);
         free(h);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -1475,7 +1500,8 @@ static Host *get_host(RuntimeObject *self)
         PyErr_SetString(PyExc_RuntimeError, "Runtime not initialised");
         return NULL;
     }
-    if (self->h->busy && !(self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self()))) {
+    if (self->h->busy && !(self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self())) &&
+        !(self->h->lent && pthread_equal(self->h->lent_to, pthread_self()))) {
         PyErr_SetString(PyExc_RuntimeError,
                         "this QuickJS runtime is already running JavaScript (one thread at a time)");
         return NULL;
@@ -1603,6 +1629,9 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
             h->catch_sigint = 0;
             host_clear_error(h);
             h->busy = 0;
+            pthread_mutex_lock(&h->park_lock);
+            pthread_cond_broadcast(&h->park_cond);
+            pthread_mutex_unlock(&h->park_lock);
             JS_FreeValue(rctx, r);
             /* hand the signal to Python's handler (KeyboardInterrupt by default) */
             PyErr_SetInterrupt();
@@ -1614,6 +1643,9 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
     }
     h->catch_sigint = 0;
     h->busy = 0;
+    pthread_mutex_lock(&h->park_lock); /* borrowers waiting for a poll: the eval is over */
+    pthread_cond_broadcast(&h->park_cond);
+    pthread_mutex_unlock(&h->park_lock);
     if (h->err_kind) {
         JS_FreeValue(rctx, r);
         return raise_host_error(h);
@@ -1810,17 +1842,87 @@ static PyObject *Runtime_request_check(RuntimeObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/* A foreign thread has queued work for the owner: make the interpreter poll soon (the
-   interrupt handler serves it) -- thread-safe. */
-static PyObject *Runtime_request_owner(RuntimeObject *self, PyObject *unused)
+/* borrow(timeout_s) -> bool, from a foreign thread while an eval runs: wait (GIL
+   released) until the owner parks at its next poll or event-loop turn, then this thread
+   may use the runtime until give_back(). False when the eval ended first or on timeout. */
+static PyObject *Runtime_borrow(RuntimeObject *self, PyObject *args)
 {
-    (void)unused;
     Host *h = self->h;
-    if (h) {
+    double timeout;
+    int ok = 0;
+    struct timespec until;
+    if (!h) {
+        PyErr_SetString(PyExc_RuntimeError, "Runtime not initialised");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "d", &timeout))
+        return NULL;
+    Py_BEGIN_ALLOW_THREADS
+    clock_gettime(CLOCK_MONOTONIC, &until);
+    {
+        double t = (double)until.tv_sec + until.tv_nsec / 1e9 + (timeout > 0 ? timeout : 0);
+        until.tv_sec = (time_t)t;
+        until.tv_nsec = (long)((t - (double)until.tv_sec) * 1e9);
+    }
+    pthread_mutex_lock(&h->park_lock);
+    h->want++;
+    for (;;) {
+        if (h->parked && !h->lent) {
+            ok = 1;
+            break;
+        }
+        if (!h->busy)
+            break;
+        /* (again each time: a poke can be lost to the interpreter's own decrement) */
         atomic_store(&h->owner_req, 1);
         for (int i = 0; i < h->s.nctx; i++)
             *(volatile int *)&h->s.ctxs[i]->interrupt_counter = 0;
+        {
+            struct timespec step;
+            clock_gettime(CLOCK_MONOTONIC, &step);
+            step.tv_nsec += 20000000; /* look again every 20 ms */
+            if (step.tv_nsec >= 1000000000L) {
+                step.tv_sec++;
+                step.tv_nsec -= 1000000000L;
+            }
+            if (step.tv_sec > until.tv_sec ||
+                (step.tv_sec == until.tv_sec && step.tv_nsec > until.tv_nsec))
+                step = until;
+            if (pthread_cond_timedwait(&h->park_cond, &h->park_lock, &step) == ETIMEDOUT &&
+                (step.tv_sec == until.tv_sec && step.tv_nsec == until.tv_nsec) &&
+                !(h->parked && !h->lent))
+                break;
+        }
     }
+    h->want--;
+    if (ok) {
+        h->lent = 1;
+        h->lent_to = pthread_self();
+        /* JS's stack checks measure this thread's stack while it holds the runtime */
+        h->owner_stack_top = h->rt->stack_top;
+        h->owner_stack_limit = h->rt->stack_limit;
+        JS_UpdateStackTop(h->rt);
+    }
+    pthread_cond_broadcast(&h->park_cond);
+    pthread_mutex_unlock(&h->park_lock);
+    Py_END_ALLOW_THREADS
+    return PyBool_FromLong(ok);
+}
+
+static PyObject *Runtime_give_back(RuntimeObject *self, PyObject *unused)
+{
+    Host *h = self->h;
+    (void)unused;
+    if (!h || !h->lent || !pthread_equal(h->lent_to, pthread_self())) {
+        PyErr_SetString(PyExc_RuntimeError, "give_back() without borrow()");
+        return NULL;
+    }
+    pthread_mutex_lock(&h->park_lock);
+    h->rt->stack_top = h->owner_stack_top;
+    h->rt->stack_limit = h->owner_stack_limit;
+    h->lent = 0;
+    pthread_cond_broadcast(&h->park_cond);
+    pthread_mutex_unlock(&h->park_lock);
     Py_RETURN_NONE;
 }
 
@@ -1835,9 +1937,11 @@ static PyObject *Runtime_set_host_callback(RuntimeObject *self, PyObject *cb)
 
 static PyObject *Runtime_get_owner_here(RuntimeObject *self, void *c)
 {
+    /* True inside a host callback on the owner thread, or while this thread borrows it */
     (void)c;
-    /* True when called from inside a host callback on the owner thread */
-    return PyBool_FromLong(self->h && self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self()));
+    return PyBool_FromLong(
+        self->h && ((self->h->in_cb && pthread_equal(self->h->cb_thread, pthread_self())) ||
+                    (self->h->lent && pthread_equal(self->h->lent_to, pthread_self()))));
 }
 
 static PyObject *Runtime_sampler_stop(RuntimeObject *self, PyObject *unused)
@@ -2315,8 +2419,11 @@ static PyMethodDef Runtime_methods[] = {
      "sampler_notify_at(n): ask for a 'check' callback once n raw samples are held (0: never)."},
     {"request_check", (PyCFunction)Runtime_request_check, METH_NOARGS,
      "Ask for a 'check' callback at the owner's next event-loop turn."},
-    {"request_owner", (PyCFunction)Runtime_request_owner, METH_NOARGS,
-     "Ask for a 'serve' callback on the owner thread at its next poll (thread-safe)."},
+    {"borrow", (PyCFunction)Runtime_borrow, METH_VARARGS,
+     "borrow(timeout_s) -> bool: wait until the running eval's owner thread parks at its "
+     "next poll and use the runtime from this thread until give_back() (thread-safe)."},
+    {"give_back", (PyCFunction)Runtime_give_back, METH_NOARGS,
+     "Hand a borrowed runtime back to its owner thread."},
     {"set_host_callback", (PyCFunction)Runtime_set_host_callback, METH_O,
      "set_host_callback(fn(op, arg) -> str | None): the Python side of the host."},
     {NULL}};
