@@ -2393,6 +2393,7 @@ static PyObject *Runtime_get_sampler_running(RuntimeObject *self, void *c)
    lag the sampler by a sample, never blocks it. */
 static PyObject *Runtime_get_sampler_pending(RuntimeObject *self, void *c)
 {
+    (void)c;
     return PyLong_FromSize_t(self->h ? __atomic_load_n(&self->h->s.nsamples, __ATOMIC_RELAXED)
                                      : 0);
 }
