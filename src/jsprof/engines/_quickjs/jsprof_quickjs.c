@@ -5,7 +5,7 @@
  * interpreter's internals: the stack frame chain, the interrupt counter, the bytecode's
  * pc-to-line table.
  *
- * Sampler design (measured in notes/ENGINES.md):
+ * Sampler design (measured in docs/engines.md):
  *  - One sampler per runtime. A timer thread wakes at each interval ("due time") on an
  *    absolute CLOCK_MONOTONIC grid. If the runtime is running JavaScript it marks a tick
  *    pending and zeroes every context's interrupt counter, so the interpreter calls our
