@@ -179,3 +179,11 @@ def test_gzip_by_extension_in_any_case(tmp_path, capsys):
     assert main(["convert", TRACE, str(out)]) == 0
     assert out.read_bytes()[:2] == b"\x1f\x8b" and jsprof.load(out) == jsprof.load(TRACE)
     capsys.readouterr()
+
+
+def test_record_pid_checks_its_output_before_attaching(tmp_path, capsys):
+    (tmp_path / "sub").mkdir()
+    # No such process either: the output is checked first, so nothing is attached to.
+    assert main(["record", "--pid", "999999", "-o", str(tmp_path / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert one_line(err) and "is a directory" in err, err
