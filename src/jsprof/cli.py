@@ -431,6 +431,12 @@ def _save_recording(rec: Recording, out: str) -> str:
 def cmd_record(args: argparse.Namespace) -> int:
     from .record import check_script, record
 
+    if args.engine == "chromium" or args.cdp:
+        from .engines.chromium_cli import cmd_record as record_chromium
+
+        return record_chromium(args)
+    if args.until is not None or args.target is not None or args.allow_remote:
+        raise UsageError("--until, --target and --allow-remote go with --engine chromium/--cdp")
     if args.pid is not None:
         if args.script:
             raise UsageError("give either --pid PID or a script, not both")
@@ -488,6 +494,10 @@ def cmd_record(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from .record import run
 
+    if args.engine == "chromium":
+        from .engines.chromium_cli import cmd_run as run_chromium
+
+        return run_chromium(args)
     try:
         code = run(
             args.script, args.args, engine=args.engine, allow_profiling=not args.no_profiling
@@ -754,7 +764,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "Node process with --pid. The trace keeps the samples taken so far when the script "
         "throws or is interrupted.",
     )
-    rc.add_argument("--engine", choices=("quickjs", "node"), help=_ENGINE_HELP)
+    rc.add_argument("--engine", choices=("quickjs", "node", "chromium"), help=_ENGINE_HELP)
     rc.add_argument(
         "--interval",
         type=_interval,
@@ -788,14 +798,34 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "--duration",
         type=_nonneg_float,
         metavar="S",
-        help="with --pid: seconds to record (default: until Ctrl-C)",
+        help="with --pid, --cdp or --engine chromium: seconds to record at most "
+        "(default: until Ctrl-C; chromium: until the --until rule)",
     )
-    rc.add_argument("script", nargs="?", help=_SCRIPT_HELP)
+    rc.add_argument(
+        "--until",
+        metavar="WHEN",
+        help="chromium: `load` (default: the load event, then nothing pending for 500 ms) "
+        "or js:EXPR (until EXPR is truthy in the page)",
+    )
+    rc.add_argument(
+        "--cdp",
+        metavar="ENDPOINT",
+        help="attach to a running browser's remote debugging (http://127.0.0.1:9222)",
+    )
+    rc.add_argument("--target", metavar="SUBSTRING", help="with --cdp: the tab whose URL has it")
+    rc.add_argument(
+        "--allow-remote", action="store_true", help="with --cdp: allow a non-loopback endpoint"
+    )
+    rc.add_argument(
+        "script", nargs="?", help="the .js or .mjs script to run (chromium: also .html or a URL)"
+    )
     rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rc.set_defaults(func=cmd_record)
 
     rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
-    rn.add_argument("--engine", choices=("quickjs", "node"), default="quickjs", help=_ENGINE_HELP)
+    rn.add_argument(
+        "--engine", choices=("quickjs", "node", "chromium"), default="quickjs", help=_ENGINE_HELP
+    )
     rn.add_argument(
         "--no-profiling",
         action="store_true",

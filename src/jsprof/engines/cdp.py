@@ -134,15 +134,24 @@ class Session:
 class CDPClient:
     """A synchronous CDP connection. `max_size=None`: profiles easily exceed 1 MiB."""
 
-    def __init__(self, url: str, open_timeout: float = 10.0) -> None:
-        try:
-            # Entered explicitly: newer websockets warn about (and will drop) a bare
-            # connect(); older ones return the connection, whose __enter__ returns itself.
-            self.ws: ClientConnection = connect(
-                url, max_size=None, open_timeout=open_timeout, compression=None, ping_interval=None
-            ).__enter__()
-        except (OSError, TimeoutError) as e:
-            raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
+    def __init__(self, url: str, open_timeout: float = 10.0, connection: Any = None) -> None:
+        # `connection`: anything with the WebSocket's send/recv(timeout)/close, e.g.
+        # Chromium's debugging pipe (engines/cdp_pipe.py); then `url` is only a label.
+        if connection is not None:
+            self.ws = connection
+        else:
+            try:
+                # Entered explicitly: newer websockets warn about (and will drop) a bare
+                # connect(); older ones return the connection, whose __enter__ returns it.
+                self.ws: ClientConnection = connect(
+                    url,
+                    max_size=None,
+                    open_timeout=open_timeout,
+                    compression=None,
+                    ping_interval=None,
+                ).__enter__()
+            except (OSError, TimeoutError) as e:
+                raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
         self._sock = getattr(self.ws, "socket", None)
         self._quickack()
         with contextlib.suppress(OSError, AttributeError):

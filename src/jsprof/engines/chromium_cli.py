@@ -1,0 +1,109 @@
+"""`jsprof record --engine chromium`, `record --cdp` and `run --engine chromium`: the
+command-line side (output name, saving, exit codes), kept out of cli.py so that `jsprof
+--help` imports nothing of the engine."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import urllib.parse
+
+from ..errors import EngineError, UsageError
+
+
+def default_output(target: str) -> str:
+    """`app.js`/`page.html` -> beside it; a URL -> `<host>-<last path part>.jsprof.json`."""
+    if "://" not in target:
+        root, _ = os.path.splitext(target)
+        return root + ".jsprof.json"
+    u = urllib.parse.urlparse(target)
+    last = os.path.splitext(os.path.basename(u.path.rstrip("/")))[0]
+    stem = "-".join(p for p in (u.hostname or "page", last) if p)
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".jsprof.json"
+
+
+def _save(rec, out: str) -> None:  # noqa: ANN001 - a Recording
+    from .. import io
+
+    try:
+        io.save(rec, out)
+    except OSError as e:
+        raise EngineError(f"{out}: cannot write the recording ({e})") from None
+
+
+def cmd_record(args: argparse.Namespace) -> int:
+    from ..cli import _summarize_recording
+    from .chromium import attach_cdp, record_chromium
+
+    if getattr(args, "max_buffer_size", None) is not None:
+        raise UsageError("--max-buffer-size is not supported with Chromium (V8 keeps all)")
+    if getattr(args, "workers", None) is not None:
+        raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
+    if args.cdp:
+        if args.script:
+            raise UsageError("give either --cdp ENDPOINT or a target to open, not both")
+        if args.until is not None:
+            raise UsageError("--until goes with a target that jsprof opens, not --cdp")
+        out = args.output or "cdp.jsprof.json"
+        rec = attach_cdp(
+            args.cdp,
+            target=args.target,
+            duration=args.duration,
+            sample_interval=args.interval,
+            allow_remote=args.allow_remote,
+        )
+    else:
+        if not args.script:
+            raise UsageError("give the URL, .html, .js or .mjs file to record")
+        if args.args:
+            raise UsageError(
+                f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})"
+            )
+        if args.target is not None or args.allow_remote:
+            raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
+        out = args.output or default_output(args.script)
+        rec = record_chromium(
+            args.script,
+            sample_interval=args.interval,
+            until=args.until,
+            duration=args.duration,
+        )
+    _save(rec, out)
+    _summarize_recording(rec, out)
+    meta = rec.tracks[0].meta
+    for lost in meta.get("lost", ()):
+        print(f"jsprof: warning: {lost}", file=sys.stderr)
+    for t in rec.tracks:
+        if t.meta.get("partial"):
+            print(f"jsprof: warning: {t.name}: {t.meta['partial']}", file=sys.stderr)
+    how = meta.get("exit")
+    if how == "interrupted":
+        print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
+        return 130
+    if how in ("crashed", "browser-exited"):
+        what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
+        print(f"jsprof: {what}; the samples taken so far were kept", file=sys.stderr)
+        return 1
+    if meta.get("errors"):
+        n = len(meta["errors"])
+        print(
+            f"jsprof: the page had {n} uncaught error(s) (printed above); the trace was kept",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .chromium import run_chromium
+
+    if args.args:
+        raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
+    return run_chromium(
+        args.script,
+        allow_profiling=not args.no_profiling,
+        until=getattr(args, "until", None),
+        duration=getattr(args, "duration", None),
+    )

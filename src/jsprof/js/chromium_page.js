@@ -1,0 +1,61 @@
+// jsprof's helper inside a Chromium page or worker, evaluated before the first script.
+// It answers two questions the DevTools protocol cannot: is a timer or animation frame
+// still pending, and when did the last one fall due (the `--until load` rule). It also
+// keeps console.profile/profileEnd as they were, for the profile slices taken while
+// recording (insurance against a crash). Callbacks are not wrapped, so the page's own
+// stacks stay as they are; jsprof drops this file's frames from the profile.
+(() => {
+  'use strict';
+  const g = globalThis;
+  if (Object.prototype.hasOwnProperty.call(g, '__jsprof')) return;
+  const perf = g.performance;
+  const now = () => perf.now();
+  const timers = new Map(); // id -> due time (Infinity for an interval)
+  let lastDue = -1e9;
+  let rafAt = -1e9;
+  const define = (name, fn) => {
+    Object.defineProperty(g, name, { value: fn, writable: true, configurable: true, enumerable: true });
+  };
+  const sT = g.setTimeout, sI = g.setInterval, cT = g.clearTimeout, cI = g.clearInterval;
+  define('setTimeout', function setTimeout(f, ms, ...args) {
+    const id = sT.call(g, f, ms, ...args);
+    timers.set(id, now() + Math.max(0, Number(ms) || 0));
+    return id;
+  });
+  define('setInterval', function setInterval(f, ms, ...args) {
+    const id = sI.call(g, f, ms, ...args);
+    timers.set(id, Infinity);
+    return id;
+  });
+  define('clearTimeout', function clearTimeout(id) { timers.delete(id); return cT.call(g, id); });
+  define('clearInterval', function clearInterval(id) { timers.delete(id); return cI.call(g, id); });
+  if (typeof g.requestAnimationFrame === 'function') {
+    const rAF = g.requestAnimationFrame;
+    define('requestAnimationFrame', function requestAnimationFrame(f) {
+      rafAt = now();
+      return rAF.call(g, f);
+    });
+  }
+  const con = g.console;
+  const profile = con.profile.bind(con), profileEnd = con.profileEnd.bind(con);
+  Object.defineProperty(g, '__jsprof', {
+    enumerable: false,
+    value: Object.freeze({
+      // Resolves in a task of its own, so a busy thread answers late:
+      // [pending timers + animation frames, ms since the last one fell due].
+      idle: () => new Promise((resolve) => sT.call(g, () => {
+        const t = now();
+        let pending = 0;
+        for (const [id, due] of timers) {
+          if (due > t) pending++;
+          else { timers.delete(id); if (due > lastDue) lastDue = due; }
+        }
+        if (t - rafAt < 100) pending++;
+        resolve([pending, t - Math.max(lastDue, rafAt)]);
+      }, 0)),
+      // End one slice and start the next in one call, so no tick falls between.
+      slice: (next, prev) => { profile(next); if (prev) profileEnd(prev); },
+      origin: () => [perf.timeOrigin, now()],
+    }),
+  });
+})();
