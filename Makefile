@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium
+.PHONY: demo test test-fast lint bench clean chromium conformance
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: $(STAMP) chromium $(JS_STAMP)
 # (pytest markers `chromium` and `npm`, registered in pyproject.toml).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not chromium and not npm"
+
+# The spec's Profiler checks (tests/data/profiler/) run by `jsprof run` on each engine: a table.
+conformance: $(STAMP) chromium
+	$(PY) tests/conformance_table.py --engines chromium,quickjs,node
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -631,6 +631,7 @@ class PageSession:
         tree = s.send("Page.getFrameTree")
         self.frame_id = tree.get("frameTree", {}).get("frame", {}).get("id")
         if self._helper is not None:
+            s.send("Runtime.addBinding", {"name": "__jsprofClose"})
             s.send("Page.addScriptToEvaluateOnNewDocument", {"source": self._helper})
             self.main.helper = True
         s.send(
@@ -683,7 +684,8 @@ class PageSession:
                 sess.send_nowait("Page.enable", reply=False)
                 if self._helper is not None:
                     sess.send_nowait(
-                        "Page.addScriptToEvaluateOnNewDocument", {"source": self._helper},
+                        "Page.addScriptToEvaluateOnNewDocument",
+                        {"source": self._helper},
                         reply=False,
                     )
                     th.helper = True
@@ -754,8 +756,9 @@ class PageSession:
             th.gone = True
             if th is self.main:
                 self.closed_by_page = True
-        elif m == "Page.windowOpen":
-            pass
+        elif m == "Runtime.bindingCalled" and p.get("name") == "__jsprofClose":
+            if th is self.main:
+                self.closed_by_page = True
         elif m == "Network.requestWillBeSent":
             self.inflight.add(p.get("requestId", ""))
             self.last_net = now
@@ -951,11 +954,13 @@ def record_chromium(
         url = str(value)
     try:
         if browser is not None:
-            return _record_in(browser, url, us, sample_interval, until_expr, duration,
-                              stdout, stderr, target)
+            return _record_in(
+                browser, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+            )
         with Browser(chromium) as own:
-            return _record_in(own, url, us, sample_interval, until_expr, duration,
-                              stdout, stderr, target)
+            return _record_in(
+                own, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+            )
     finally:
         if server is not None:
             server.close()
@@ -1130,9 +1135,7 @@ def attach_cdp(
         chosen = [t for t in pages if target is None or target in t.get("url", "")]
         if not chosen:
             urls = ", ".join(t.get("url", "?") for t in pages) or "none"
-            raise UsageError(
-                f"--target {target!r}: no open tab's URL contains it (tabs: {urls})"
-            )
+            raise UsageError(f"--target {target!r}: no open tab's URL contains it (tabs: {urls})")
         info = chosen[0]
         sid = root.send("Target.attachToTarget", {"targetId": info["targetId"], "flatten": True})[
             "sessionId"
@@ -1203,13 +1206,15 @@ class ChromiumRuntime:
         self.browser = browser or Browser(chromium)
         try:
             self.session, self.target_id = self.browser.new_page()
-            self.page = PageSession(self.browser.client, self.session, None, helper=False,
-                                    network=False)
+            self.page = PageSession(
+                self.browser.client, self.session, None, helper=False, network=False
+            )
             self.page.prepare(start_profiler=False)
             from .chromium_serve import PageServer
 
-            self.server = PageServer(tempfile.gettempdir(), page=b"<!doctype html><title>jsprof"
-                                     b"</title>")
+            self.server = PageServer(
+                tempfile.gettempdir(), page=b"<!doctype html><title>jsprof</title>"
+            )
             from .chromium_serve import GENERATED_PAGE
 
             self.page.navigate(self.server.url(GENERATED_PAGE))

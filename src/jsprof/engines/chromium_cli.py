@@ -34,7 +34,7 @@ def _save(rec, out: str) -> None:  # noqa: ANN001 - a Recording
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from ..cli import _summarize_recording
+    from ..render.summary import print_recording_summary
     from .chromium import attach_cdp, record_chromium
 
     if getattr(args, "max_buffer_size", None) is not None:
@@ -58,9 +58,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         if not args.script:
             raise UsageError("give the URL, .html, .js or .mjs file to record")
         if args.args:
-            raise UsageError(
-                f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})"
-            )
+            raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
         if args.target is not None or args.allow_remote:
             raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
         out = args.output or default_output(args.script)
@@ -71,7 +69,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             duration=args.duration,
         )
     _save(rec, out)
-    _summarize_recording(rec, out)
+    print_recording_summary(rec, out)
     meta = rec.tracks[0].meta
     for lost in meta.get("lost", ()):
         print(f"jsprof: warning: {lost}", file=sys.stderr)

@@ -37,8 +37,8 @@ def script_page(script_name: str, module: bool) -> bytes:
     src = html.escape("/" + urllib.parse.quote(script_name), quote=True)
     kind = ' type="module"' if module else ""
     return (
-        "<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>jsprof</title></head>"
-        f"<body><script{kind} src=\"{src}\"></script></body></html>\n"
+        '<!doctype html>\n<html><head><meta charset="utf-8"><title>jsprof</title></head>'
+        f'<body><script{kind} src="{src}"></script></body></html>\n'
     ).encode()
 
 
@@ -91,7 +91,9 @@ class PageServer(http.server.ThreadingHTTPServer):
 
         super().__init__(("127.0.0.1", 0), handler)
         self._thread = threading.Thread(
-            target=self.serve_forever, kwargs={"poll_interval": 0.1}, daemon=True,
+            target=self.serve_forever,
+            kwargs={"poll_interval": 0.1},
+            daemon=True,
             name="jsprof-page-server",
         )
         self._thread.start()

@@ -36,6 +36,17 @@
       return rAF.call(g, f);
     });
   }
+  // window.close() is refused for a tab whose history has two entries (ours: about:blank,
+  // then the page), so tell jsprof through its binding; the run ends there.
+  if (typeof g.close === 'function' && typeof g.document === 'object') {
+    const close = g.close;
+    define('close', function close_() {
+      const tell = g.__jsprofClose;
+      if (typeof tell === 'function') tell('');
+      return close.call(g);
+    });
+    Object.defineProperty(g.close, 'name', { value: 'close' });
+  }
   const con = g.console;
   const profile = con.profile.bind(con), profileEnd = con.profileEnd.bind(con);
   Object.defineProperty(g, '__jsprof', {
