@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -106,6 +107,10 @@ def test_no_browser_left_behind() -> None:
     b.close()
     assert b.proc.poll() is not None
     assert not os.path.exists(b.user_data)
+    # SIGKILL is delivered at once but a process takes a moment to die.
+    deadline = time.monotonic() + 10
+    while live_in_group(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert live_in_group(pid) == []
 
 
