@@ -3,5 +3,5 @@ function spin(ms) { const end = performance.now() + ms; let x = 0; while (perfor
 function fifty() { return spin(25); }
 function thirty() { return spin(15); }
 function twenty() { return spin(10); }
-for (let i = 0; i < 24; i++) { fifty(); thirty(); twenty(); }
+for (let i = 0; i < 40; i++) { fifty(); thirty(); twenty(); }
 console.log('split done');
