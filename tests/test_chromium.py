@@ -340,3 +340,117 @@ def test_record_keeps_trace_when_the_page_throws(tmp_path: Path) -> None:
     rec = load(str(out))
     assert rec.tracks[0].meta["exit"] == "ok"
     assert "failing" in {f.name for f in rec.tracks[0].trace.frames}
+
+
+# ---- nothing lost: Ctrl-C, a crashed page, a browser killed from outside -----------------
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _ppid(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return int(f.read().rsplit(")", 1)[1].split()[1])
+    except OSError:
+        return -1
+
+
+def _browser_of(jsprof_pid: int, timeout: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for d in os.listdir("/proc"):
+            if d.isdigit() and _ppid(int(d)) == jsprof_pid:
+                if "--remote-debugging-pipe" in _cmdline(int(d)):
+                    return int(d)
+        time.sleep(0.1)
+    raise AssertionError("jsprof started no browser")
+
+
+def _renderers(browser_pid: int) -> list[int]:
+    return [p for p in live_in_group(browser_pid) if "--type=renderer" in _cmdline(p)]
+
+
+def _record_forever(tmp_path: Path, act: str) -> tuple[int, str, Path]:
+    """Record forever.html in a jsprof process; after ~2.5 s of recording, `act`."""
+    import signal
+    import subprocess
+    import sys
+
+    out = tmp_path / "forever.jsprof.json"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "jsprof.cli",
+            "record",
+            "--engine",
+            "chromium",
+            "-o",
+            str(out),
+            "--duration",
+            "60",
+            str(DATA / "forever.html"),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        browser = _browser_of(proc.pid)
+        assert proc.stdout is not None
+        assert proc.stdout.readline() == "ready\n"  # the page runs (jsprof forwards its console)
+        time.sleep(2.5)  # more than one slice period of recording
+        if act == "sigint":
+            proc.send_signal(signal.SIGINT)
+        elif act == "crash":
+            for r in _renderers(browser):
+                os.kill(r, signal.SIGKILL)
+        elif act == "kill-browser":
+            os.kill(browser, signal.SIGKILL)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    deadline = time.monotonic() + 10
+    while live_in_group(browser) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert live_in_group(browser) == [], "a browser process was left behind"
+    return proc.returncode, err, out
+
+
+def _tick_samples(out: Path) -> int:
+    from jsprof.io import load
+
+    trace = load(str(out)).tracks[0].trace
+    tick = {i for i, f in enumerate(trace.frames) if f.name == "tickWork"}
+    return sum(
+        1 for s in trace.sample_stack.tolist() if s >= 0 and tick & set(trace.stack_frames(s))
+    )
+
+
+def test_ctrl_c_keeps_the_samples(tmp_path: Path) -> None:
+    code, err, out = _record_forever(tmp_path, "sigint")
+    assert code == 130, err
+    assert "interrupted; the samples taken so far were kept" in err
+    assert _tick_samples(out) >= 20
+
+
+def test_crashed_page_keeps_the_samples(tmp_path: Path) -> None:
+    code, err, out = _record_forever(tmp_path, "crash")
+    assert code == 1, err
+    assert "the page crashed" in err
+    assert _tick_samples(out) >= 20  # from the slices taken while recording
+
+
+def test_browser_killed_from_outside_keeps_the_samples(tmp_path: Path) -> None:
+    code, err, out = _record_forever(tmp_path, "kill-browser")
+    assert code == 1, err
+    assert "Chromium exited unexpectedly" in err
+    assert _tick_samples(out) >= 20

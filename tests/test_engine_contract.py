@@ -44,8 +44,32 @@ def node_factory() -> tuple[RuntimeProfiler, Callable[[float], Any]]:
     return NodeProfiler(rt), lambda ms: rt.eval(WORK.format(ms=ms))
 
 
-ENGINES: dict[str, Factory] = {"quickjs": quickjs_factory, "node": node_factory}
-EXPECTED_TYPE = {"quickjs": "quickjs", "node": "v8"}
+_chromium: list[Any] = []  # one browser for the module (closed below); a tab per test
+
+
+def chromium_factory() -> tuple[RuntimeProfiler, Callable[[float], Any]]:
+    from jsprof.engines.chromium import Browser, ChromiumProfiler, ChromiumRuntime
+
+    if not _chromium:
+        _chromium.append(Browser())
+    rt = ChromiumRuntime(browser=_chromium[0])
+    _node_runtimes.append(rt)  # its tab is closed by the fixture
+    return ChromiumProfiler(rt), lambda ms: rt.eval(WORK.format(ms=ms))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_chromium() -> Iterator[None]:
+    yield
+    while _chromium:
+        _chromium.pop().close()
+
+
+ENGINES: dict[str, Factory] = {
+    "quickjs": quickjs_factory,
+    "node": node_factory,
+    "chromium": chromium_factory,
+}
+EXPECTED_TYPE = {"quickjs": "quickjs", "node": "v8", "chromium": "v8"}
 
 
 @pytest.fixture(params=sorted(ENGINES))
