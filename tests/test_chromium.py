@@ -454,3 +454,62 @@ def test_browser_killed_from_outside_keeps_the_samples(tmp_path: Path) -> None:
     assert code == 1, err
     assert "Chromium exited unexpectedly" in err
     assert _tick_samples(out) >= 20
+
+
+# ---- record --cdp: a browser the user runs ------------------------------------------------
+
+
+def test_cdp_attach_profiles_the_tab_and_detaches(tmp_path: Path) -> None:
+    import json
+    import signal
+    import subprocess
+    import urllib.request
+
+    from jsprof.engines.chromium import HEADLESS_FLAGS, attach_cdp
+    from jsprof.engines.chromium_serve import serve_target
+
+    server, url = serve_target(str(DATA / "forever.html"))
+    profile = tmp_path / "profile"
+    proc = subprocess.Popen(
+        [
+            find_chromium(),
+            *HEADLESS_FLAGS,
+            f"--user-data-dir={profile}",
+            "--remote-debugging-address=127.0.0.1",
+            "--remote-debugging-port=0",
+            url,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not port_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        endpoint = f"http://127.0.0.1:{port}"
+        time.sleep(1.0)  # let the page start its interval
+        rec = attach_cdp(endpoint, target="forever.html", duration=1.5)
+        main = rec.tracks[0]
+        assert main.meta["exit"] == "duration"
+        assert "tickWork" in {f.name for f in main.trace.frames}
+        assert main.trace.num_samples > 300
+        assert main.time_origin > 1.5e12
+        # Detached cleanly: the tab is still there, and a second attach works again.
+        with urllib.request.urlopen(endpoint + "/json/list", timeout=10) as r:
+            assert any("forever.html" in t["url"] for t in json.loads(r.read()))
+        again = attach_cdp(endpoint, target="forever.html", duration=0.5)
+        assert again.tracks[0].trace.num_samples > 0
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        server.close()
+
+
+def test_cdp_refuses_non_loopback_before_connecting() -> None:
+    from jsprof.cli import main
+
+    # Refused before any connection or name lookup is tried (.invalid never resolves).
+    assert main(["record", "--cdp", "http://browser.invalid:9222", "--duration", "1"]) == 2

@@ -98,6 +98,11 @@ class PageServer(http.server.ThreadingHTTPServer):
         )
         self._thread.start()
 
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A tab closed mid-response (BrokenPipe) is normal here, and the page's server
+        # is not the user's program: its errors must not reach the user's stderr.
+        pass
+
     @property
     def origin(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}"
