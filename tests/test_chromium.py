@@ -155,7 +155,7 @@ def test_cli_record_js_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     cap = capsys.readouterr()
     assert code == 0, cap.err
     assert cap.out == "split done\n"
-    assert "main:" in cap.err and "0.1 ms interval" in cap.err
+    assert "main:" in cap.err and "interval 0.1 ms" in cap.err
     rec = load(str(out))
     trace = rec.tracks[0].trace
     assert rec.tracks[0].sample_interval == 0.1
