@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -186,7 +187,8 @@ def test_keep_query(tmp_path: Path) -> None:
         got = orjson.loads(c.get("q")[1])
         assert got["resources"] == orjson.loads(raw)["resources"]
     finally:
-        c.stop()
+        took = c.stop(signal.SIGINT)  # ctrl-c: the same graceful stop as SIGTERM
+    assert c.proc.returncode == 0 and took < 10
 
 
 def test_idempotent_ids(col: Collector) -> None:

@@ -247,3 +247,26 @@ def test_gzipped_body_is_kept_as_received(tmp_path: Path) -> None:
     path = next((tmp_path / "segments").glob("*.seg"))
     assert zipped in path.read_bytes()  # not compressed again
     s.close()
+
+
+def test_failed_write_leaves_no_torn_record_behind(tmp_path: Path, monkeypatch) -> None:
+    from jsprof.store import store as store_mod
+
+    s = Store(tmp_path)
+    s.append("a", _meta(), _trace(1))
+    real = os.writev
+
+    def half_then_fail(fd: int, parts: list) -> int:
+        data = b"".join(parts)
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(store_mod.os, "writev", half_then_fail)
+    with pytest.raises(OSError):
+        s.append("b", _meta(), _trace(2))
+    monkeypatch.setattr(store_mod.os, "writev", real)
+    assert s.append("c", _meta(), _trace(3)) is True
+    assert s.append("b", _meta(), _trace(2)) is True  # its claim was not marked stored
+    other = Store(tmp_path)  # another process sees every acknowledged record
+    assert [u for _, u, _, _ in other.iter_uploads()] == ["a", "c", "b"]
+    s.close()

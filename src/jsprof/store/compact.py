@@ -93,11 +93,15 @@ def read_manifest(store_path: str | os.PathLike) -> dict:
     except FileNotFoundError:
         return _empty_manifest()
     except (OSError, orjson.JSONDecodeError) as e:
-        raise CompactError(f"{p}: unreadable compaction manifest ({e}); remove {p.parent} "
-                           "to rebuild the tables from the raw uploads") from None
+        raise CompactError(
+            f"{p}: unreadable compaction manifest ({e}); remove {p.parent} "
+            "to rebuild the tables from the raw uploads"
+        ) from None
     if doc.get("formatVersion") != FORMAT_VERSION:
-        raise CompactError(f"{p}: tables of format {doc.get('formatVersion')!r}, this jsprof "
-                           f"reads {FORMAT_VERSION}; remove {p.parent} to rebuild them")
+        raise CompactError(
+            f"{p}: tables of format {doc.get('formatVersion')!r}, this jsprof "
+            f"reads {FORMAT_VERSION}; remove {p.parent} to rebuild them"
+        )
     return doc
 
 
@@ -209,14 +213,18 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
         w = sample_weights(tr, interval)
         res = tr.resources
         fmap = [
-            rel.frame((f.name, None if f.resource_id is None else res[f.resource_id],
-                       f.line, f.column))
+            rel.frame(
+                (f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column)
+            )
             for f in tr.frames
         ]
         smap = _map_stacks(rel, tr.stack_parent, tr.stack_frame, fmap)
         st = smap[tr.sample_stack]  # NONE stays NONE through the last entry
-        mk = (tr.sample_marker.astype(np.int64) if tr.sample_marker is not None
-              else np.full(tr.num_samples, NONE, np.int64))
+        mk = (
+            tr.sample_marker.astype(np.int64)
+            if tr.sample_marker is not None
+            else np.full(tr.num_samples, NONE, np.int64)
+        )
         # One key per (stack, marker); markers are small codes, -1 for none.
         keys.append((st + 1) * 16 + (mk + 1))
         samples.append(np.ones(tr.num_samples, np.int64))
@@ -226,8 +234,9 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
     k, n, ns = _segment_sums(np.concatenate(keys), np.concatenate(samples), np.concatenate(wns))
     stack = k // 16 - 1
     marker = k % 16 - 1
-    rel.weights.append({"uk": uk, "stack_id": stack, "marker": marker, "samples": n,
-                        "weight_ns": ns})
+    rel.weights.append(
+        {"uk": uk, "stack_id": stack, "marker": marker, "samples": n, "weight_ns": ns}
+    )
     # Frames present in this upload (anywhere on a sampled stack) and their self time.
     sp = rel.stack_parent
     sf = rel.stack_frame
@@ -245,18 +254,21 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
     self_ns = dict(zip(fk.tolist(), fns.tolist(), strict=True))
     fids = sorted(present)
     ik, in_, ins = _segment_sums(marker[~js], n[~js], ns[~js])
-    rel.upload_frames.append({
-        "uk": uk,
-        "frame_id": np.asarray(fids + [NONE] * len(ik), np.int64),
-        "marker": np.asarray([NONE] * len(fids) + ik.tolist(), np.int64),
-        "self_samples": np.asarray([self_n.get(f, 0) for f in fids] + in_.tolist(), np.int64),
-        "self_ns": np.asarray([self_ns.get(f, 0) for f in fids] + ins.tolist(), np.int64),
-    })
+    rel.upload_frames.append(
+        {
+            "uk": uk,
+            "frame_id": np.asarray(fids + [NONE] * len(ik), np.int64),
+            "marker": np.asarray([NONE] * len(fids) + ik.tolist(), np.int64),
+            "self_samples": np.asarray([self_n.get(f, 0) for f in fids] + in_.tolist(), np.int64),
+            "self_ns": np.asarray([self_ns.get(f, 0) for f in fids] + ins.tolist(), np.int64),
+        }
+    )
     return int(n.sum()), float(ns.sum()) / NS_PER_MS
 
 
-def _map_stacks(rel: _Release, parent: np.ndarray, frame: np.ndarray, fmap: list[int]
-                ) -> np.ndarray:
+def _map_stacks(
+    rel: _Release, parent: np.ndarray, frame: np.ndarray, fmap: list[int]
+) -> np.ndarray:
     """Per trace stack id, the release's stack id (plus a last NONE entry for samples)."""
     n = len(parent)
     out = np.full(n + 1, NONE, np.int64)
@@ -298,28 +310,57 @@ def schemas() -> dict[str, Any]:
     import pyarrow as pa
 
     return {
-        "uploads": pa.schema([
-            ("uk", pa.int64()), ("id", pa.string()), ("app", pa.string()),
-            ("release", pa.string()), ("rkey", pa.string()), ("route", pa.string()),
-            ("env", pa.string()), ("received_at", pa.float64()), ("user_agent", pa.string()),
-            ("sample_interval", pa.float64()), ("meta", pa.string()), ("samples", pa.int64()),
-            ("total_ms", pa.float64()),
-        ]),
-        "frames": pa.schema([
-            ("frame_id", pa.int64()), ("name", pa.string()), ("resource", pa.string()),
-            ("line", pa.int64()), ("column", pa.int64()),
-        ]),
-        "stacks": pa.schema([
-            ("stack_id", pa.int64()), ("parent_id", pa.int64()), ("frame_id", pa.int64()),
-        ]),
-        "weights": pa.schema([
-            ("uk", pa.int64()), ("stack_id", pa.int64()), ("marker", pa.int8()),
-            ("samples", pa.int64()), ("weight_ns", pa.int64()),
-        ]),
-        "upload_frames": pa.schema([
-            ("uk", pa.int64()), ("frame_id", pa.int64()), ("marker", pa.int8()),
-            ("self_samples", pa.int64()), ("self_ns", pa.int64()),
-        ]),
+        "uploads": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("id", pa.string()),
+                ("app", pa.string()),
+                ("release", pa.string()),
+                ("rkey", pa.string()),
+                ("route", pa.string()),
+                ("env", pa.string()),
+                ("received_at", pa.float64()),
+                ("user_agent", pa.string()),
+                ("sample_interval", pa.float64()),
+                ("meta", pa.string()),
+                ("samples", pa.int64()),
+                ("total_ms", pa.float64()),
+            ]
+        ),
+        "frames": pa.schema(
+            [
+                ("frame_id", pa.int64()),
+                ("name", pa.string()),
+                ("resource", pa.string()),
+                ("line", pa.int64()),
+                ("column", pa.int64()),
+            ]
+        ),
+        "stacks": pa.schema(
+            [
+                ("stack_id", pa.int64()),
+                ("parent_id", pa.int64()),
+                ("frame_id", pa.int64()),
+            ]
+        ),
+        "weights": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("stack_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("samples", pa.int64()),
+                ("weight_ns", pa.int64()),
+            ]
+        ),
+        "upload_frames": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("frame_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("self_samples", pa.int64()),
+                ("self_ns", pa.int64()),
+            ]
+        ),
     }
 
 
@@ -339,19 +380,29 @@ def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict
     if rel.new_frames:
         n0 = rel.n_frames_committed
         cols = list(zip(*rel.new_frames, strict=True))
-        _write_parquet(tdir / "frames" / f"rkey={rkey}" / name, {
-            "frame_id": np.arange(n0, n0 + len(rel.new_frames), dtype=np.int64),
-            "name": list(cols[0]), "resource": list(cols[1]),
-            "line": list(cols[2]), "column": list(cols[3]),
-        }, sch["frames"])
+        _write_parquet(
+            tdir / "frames" / f"rkey={rkey}" / name,
+            {
+                "frame_id": np.arange(n0, n0 + len(rel.new_frames), dtype=np.int64),
+                "name": list(cols[0]),
+                "resource": list(cols[1]),
+                "line": list(cols[2]),
+                "column": list(cols[3]),
+            },
+            sch["frames"],
+        )
         written["frames"] = f"frames/rkey={rkey}/{name}"
     if len(rel.stack_parent) > rel.n_stacks_committed:
         s0 = rel.n_stacks_committed
-        _write_parquet(tdir / "stacks" / f"rkey={rkey}" / name, {
-            "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64),
-            "parent_id": np.asarray(rel.stack_parent[s0:], np.int64),
-            "frame_id": np.asarray(rel.stack_frame[s0:], np.int64),
-        }, sch["stacks"])
+        _write_parquet(
+            tdir / "stacks" / f"rkey={rkey}" / name,
+            {
+                "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64),
+                "parent_id": np.asarray(rel.stack_parent[s0:], np.int64),
+                "frame_id": np.asarray(rel.stack_frame[s0:], np.int64),
+            },
+            sch["stacks"],
+        )
         written["stacks"] = f"stacks/rkey={rkey}/{name}"
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames)):
         if not rows:
@@ -434,10 +485,16 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 return
             part = man["nextPart"]
             for rkey, rel in releases.items():
-                entry = man["releases"].setdefault(rkey, {
-                    "app": rel.app, "release": rel.release, "frames": 0, "stacks": 0,
-                    "parts": {k: [] for k in KINDS},
-                })
+                entry = man["releases"].setdefault(
+                    rkey,
+                    {
+                        "app": rel.app,
+                        "release": rel.release,
+                        "frames": 0,
+                        "stacks": 0,
+                        "parts": {k: [] for k in KINDS},
+                    },
+                )
                 for kind, path in write_release_parts(tdir, rkey, rel, part).items():
                     entry["parts"][kind].append(path)
                 entry["frames"] = len(rel.frame_ids)
@@ -486,15 +543,23 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             uk = man["nextUk"]
             man["nextUk"] = uk + 1
             n, total_ms = add_upload(rel, uk, rec, meta)
-            pending.append({
-                "uk": uk, "id": upload_id, "app": app, "release": release, "rkey": rkey,
-                "route": _text(meta.get("route")), "env": _text(meta.get("env")),
-                "received_at": _number(meta.get("receivedAt")),
-                "user_agent": _text(meta.get("userAgent")),
-                "sample_interval": _number(meta.get("sampleInterval")),
-                "meta": orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode(),
-                "samples": n, "total_ms": total_ms,
-            })
+            pending.append(
+                {
+                    "uk": uk,
+                    "id": upload_id,
+                    "app": app,
+                    "release": release,
+                    "rkey": rkey,
+                    "route": _text(meta.get("route")),
+                    "env": _text(meta.get("env")),
+                    "received_at": _number(meta.get("receivedAt")),
+                    "user_agent": _text(meta.get("userAgent")),
+                    "sample_interval": _number(meta.get("sampleInterval")),
+                    "meta": orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode(),
+                    "samples": n,
+                    "total_ms": total_ms,
+                }
+            )
             stats.uploads += 1
             stats.samples += n
             if progress is not None:

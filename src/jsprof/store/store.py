@@ -110,7 +110,9 @@ class _Writer:
     def _open_next(self) -> None:
         self.name = f"{self.prefix}-{self.n:06d}.seg"
         self.n += 1
-        fd = os.open(self.segdir / self.name, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(
+            self.segdir / self.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644
+        )
         # Held for the writer's life: tells other processes this segment is live.
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         _fsync_dir(self.segdir)
@@ -137,12 +139,27 @@ class _Writer:
                 self._seal()
             if self.fd < 0:
                 self._open_next()
-            _writev_all(self.fd, record.parts(self.seq))
+            try:
+                _writev_all(self.fd, record.parts(self.seq))
+            except OSError:
+                self._abandon_partial()
+                raise
             offset, seq = self.size, self.seq
             self.size += record.size
             self.seq += 1
             self.written += record.size
             return self.name, offset, seq, self.written
+
+    def _abandon_partial(self) -> None:
+        """After a failed write (disk full, I/O error): cut what part of the record got
+        written, so the next record does not land behind a torn one that would hide it from
+        every reader; if even that fails, leave this segment (its tail is cut by whoever
+        recovers it) and open a new one on the next write. Called under wlock."""
+        try:
+            os.ftruncate(self.fd, self.size)
+        except OSError:
+            os.close(self.fd)
+            self.fd = -1
 
     def sync(self, upto: int) -> None:
         """Return once bytes up to `upto` are durable (group commit)."""
