@@ -49,8 +49,9 @@ window.runProfiled = async (rate) => {
                             release: "e2e", env: "test", sampleRate: rate, chunkMs: 600});
   if (!p.enabled) return {enabled: false, reason: p.reason};
   for (let i = 0; i < 4; i++) { hotFunctionForJsprof(250); await sleep(20); }  // a timed chunk
+  const before = p.stats.chunks;
   setVisibility("hidden");              // the chunk so far leaves by keepalive fetch
-  await sleep(300);
+  for (let i = 0; i < 200 && p.stats.chunks === before; i++) await sleep(25);
   const pausedWhileHidden = p.stats.chunks;
   setVisibility("visible");             // a new Profiler starts
   hotFunctionForJsprof(300);
@@ -65,7 +66,7 @@ window.beaconOnly = async () => {
                             release: "beacon", sampleRate: 1, keepaliveLimit: 0});
   hotFunctionForJsprof(300);
   setVisibility("hidden");
-  await sleep(500);
+  for (let i = 0; i < 200 && p.stats.beacons === 0; i++) await sleep(25);
   setVisibility("visible");
   const ids = await p.stop();
   return {ids, stats: p.stats};
