@@ -269,8 +269,12 @@ def test_fast_path_decides_as_the_general_path() -> None:
             continue
         try:
             fast = ingest._fast_path(data, limits, False)
-        except ingest.Refused:
-            fast = False  # over a limit: refused on either path
+        except ingest.Refused as e:
+            fast = False
+            # Refused here with the same status and words as on the general path.
+            with pytest.raises(ingest.Refused) as general:
+                ingest.prepare_general(data, {"app": "a"}, None, limits, False)
+            assert (general.value.status, general.value.message) == (e.status, e.message)
         assert not fast, label
     for name in REAL:
         doc = orjson.loads(fixture_bytes(name))

@@ -24,8 +24,10 @@ CSP = (
     "frame-ancestors 'none'"
 )
 MAX_FORM = 4096
-STATIC = {"dashboard.js": "text/javascript; charset=utf-8",
-          "dashboard.css": "text/css; charset=utf-8"}
+STATIC = {
+    "dashboard.js": "text/javascript; charset=utf-8",
+    "dashboard.css": "text/css; charset=utf-8",
+}
 
 
 def _static(name: str) -> bytes:
@@ -33,8 +35,12 @@ def _static(name: str) -> bytes:
 
 
 def _headers() -> dict[str, str]:
-    return {"Content-Security-Policy": CSP, "Cache-Control": "no-store",
-            "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+    return {
+        "Content-Security-Policy": CSP,
+        "Cache-Control": "no-store",
+        "Referrer-Policy": "no-referrer",
+        "X-Frame-Options": "DENY",
+    }
 
 
 def _signin_page(message: str = "", status: int = 200) -> Response:
@@ -49,8 +55,9 @@ def _signin_page(message: str = "", status: int = 200) -> Response:
         "<p class='hint'>The token <code>jsprof serve</code> printed at start "
         "(or --read-token / JSPROF_READ_TOKEN).</p></form></body></html>"
     )
-    return Response(doc, status_code=status, media_type="text/html; charset=utf-8",
-                    headers=_headers())
+    return Response(
+        doc, status_code=status, media_type="text/html; charset=utf-8", headers=_headers()
+    )
 
 
 async def index(request: Request) -> Response:
@@ -58,8 +65,9 @@ async def index(request: Request) -> Response:
 
     if not has_read(request):
         return _signin_page()
-    return Response(_static("dashboard.html"), media_type="text/html; charset=utf-8",
-                    headers=_headers())
+    return Response(
+        _static("dashboard.html"), media_type="text/html; charset=utf-8", headers=_headers()
+    )
 
 
 async def signin(request: Request) -> Response:
@@ -74,8 +82,14 @@ async def signin(request: Request) -> Response:
     if not token_matches(token, request.app.state.config.read_token):
         return _signin_page("Wrong token.", 401)
     resp = RedirectResponse("/", status_code=303, headers=_headers())
-    resp.set_cookie(READ_COOKIE, token, httponly=True, samesite="strict", path="/",
-                    secure=request.url.scheme == "https")
+    resp.set_cookie(
+        READ_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        path="/",
+        secure=request.url.scheme == "https",
+    )
     return resp
 
 
@@ -92,8 +106,11 @@ async def static(request: Request) -> Response:
     media = STATIC.get(name)
     if media is None:
         return Response(status_code=404)
-    return Response(_static(name), media_type=media,
-                    headers={"Cache-Control": "no-cache", "Content-Security-Policy": CSP})
+    return Response(
+        _static(name),
+        media_type=media,
+        headers={"Cache-Control": "no-cache", "Content-Security-Policy": CSP},
+    )
 
 
 async def favicon(request: Request) -> Response:

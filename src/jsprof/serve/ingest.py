@@ -260,8 +260,8 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
     """True when `data` is a bare ProfilerTrace that is valid by jsprof's reader and needs
     no change, checked with the reader's typed decoding straight from the bytes (about half
     the cost of parsing to dicts and validating those). Anything else (an envelope, a
-    query string to strip, an error to word) takes the general path, which decides the
-    same way; this one only saves work.
+    query string to strip) takes the general path, which decides the same way; this one
+    only saves work. Raises Refused for an invalid trace.
     """
     from .. import tracefile
 
@@ -273,8 +273,10 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
         return False  # an envelope, jsprof's own key, extra keys: the general path decides
     try:
         rec = tracefile.read_bytes(data, "body")
-    except TraceFormatError:
-        return False
+    except TraceFormatError as e:
+        # Its error comes from the validating path, as the general path's would: no need
+        # to parse the body a third time to say the same.
+        raise Refused(400, str(e)) from None
     if len(rec.tracks) != 1:
         return False
     t = rec.tracks[0].trace
@@ -296,11 +298,22 @@ def prepare(
     data, is_gzip = decode_body(raw, encoding, limits)
     if not data.strip():
         raise Refused(400, "body is empty; expected a ProfilerTrace")
-    fast = _fast_path(data, limits, keep_query)
-    if fast:
+    if _fast_path(data, limits, keep_query):
         meta = build_meta({}, params, user_agent, limits)
         # Valid and nothing to change: keep the bytes as uploaded (the client's gzip too).
         return meta, data, raw if is_gzip else None
+    meta, trace_json = prepare_general(data, params, user_agent, limits, keep_query)
+    return meta, trace_json, raw if is_gzip and trace_json is data else None
+
+
+def prepare_general(
+    data: bytes,
+    params: dict[str, str | None],
+    user_agent: str | None,
+    limits: Limits,
+    keep_query: bool,
+) -> tuple[dict, bytes]:
+    """Any body, through dicts: envelopes, normalising, and the wording of every error."""
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
@@ -313,6 +326,5 @@ def prepare(
     meta = build_meta(client_meta, params, user_agent, limits)
     changed = False if keep_query else normalise_resources(trace)
     if envelope or changed or set(trace) != set(_TRACE_KEYS):
-        return meta, orjson.dumps({k: trace[k] for k in _TRACE_KEYS}), None
-    # Nothing to change: keep the bytes as uploaded (no re-encoding; the client's gzip too).
-    return meta, data, raw if is_gzip else None
+        return meta, orjson.dumps({k: trace[k] for k in _TRACE_KEYS})
+    return meta, data  # nothing to change: the bytes as uploaded

@@ -22,8 +22,10 @@ from starlette.routing import BaseRoute, Route
 MAX_BODY = 64 << 20  # a source map
 
 # Pages we make from query results: our own markup only, no script, no outside fetches.
-PAGE_CSP = ("default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
-            "form-action 'none'; frame-ancestors 'self'")
+PAGE_CSP = (
+    "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; "
+    "form-action 'none'; frame-ancestors 'self'"
+)
 
 
 def _auth(request: Request) -> None:
@@ -39,8 +41,12 @@ def _store(request: Request) -> Any:
 def _json(doc: Any, status: int = 200) -> Response:
     import orjson
 
-    return Response(orjson.dumps(doc), status_code=status, media_type="application/json",
-                    headers={"Cache-Control": "no-store"})
+    return Response(
+        orjson.dumps(doc),
+        status_code=status,
+        media_type="application/json",
+        headers={"Cache-Control": "no-store"},
+    )
 
 
 def _error(status: int, msg: str) -> Response:
@@ -58,8 +64,9 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
     try:
         n = int(v)
     except ValueError:
-        raise UsageError(f"query parameter {name}: expected a whole number, got {v[:40]!r}"
-                         ) from None
+        raise UsageError(
+            f"query parameter {name}: expected a whole number, got {v[:40]!r}"
+        ) from None
     if n < (0 if name == "resamples" else 1):
         raise UsageError(f"query parameter {name}: must be at least 1, got {n}")
     return n
@@ -74,7 +81,9 @@ def filters_from_query(request: Request) -> Any:
     if not app:
         raise UsageError("query parameter app: missing; e.g. ?app=shop")
     return Filters(
-        app=app, release=q.get("release") or None, route=q.get("route") or None,
+        app=app,
+        release=q.get("release") or None,
+        route=q.get("route") or None,
         env=q.get("env") or None,
         since=parse_time(q["since"], "since") if q.get("since") else None,
         until=parse_time(q["until"], "until") if q.get("until") else None,
@@ -111,13 +120,18 @@ def _page(title: str, body: str) -> Response:
         "td,th{padding:2px 8px;text-align:right}td.l,th.l{text-align:left}</style></head>"
         f"<body><h3>{html.escape(title)}</h3>{body}</body></html>"
     )
-    return Response(doc, media_type="text/html; charset=utf-8",
-                    headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"})
+    return Response(
+        doc,
+        media_type="text/html; charset=utf-8",
+        headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"},
+    )
 
 
 def _table(cols: list[tuple[str, str]], rows: list[dict]) -> str:
-    head = "".join(f"<th class='{'l' if k in ('name', 'resource') else ''}'>{html.escape(t)}</th>"
-                   for k, t in cols)
+    head = "".join(
+        f"<th class='{'l' if k in ('name', 'resource') else ''}'>{html.escape(t)}</th>"
+        for k, t in cols
+    )
     out = [f"<table><tr>{head}</tr>"]
     for r in rows:
         cells = []
@@ -135,7 +149,8 @@ def _html_wanted(request: Request) -> bool:
     if fmt:
         return fmt == "html"
     return "text/html" in request.headers.get("accept", "") and "json" not in request.headers.get(
-        "accept", "")
+        "accept", ""
+    )
 
 
 async def top(request: Request) -> Response:
@@ -148,10 +163,18 @@ async def top(request: Request) -> Response:
             doc = api.top(s, f, n)
         if not _html_wanted(request):
             return _json(doc)
-        cols = [("selfPct", "self %"), ("totalPct", "total %"), ("selfMs", "self ms"),
-                ("totalMs", "total ms"), ("traces", "traces"), ("p50SelfMs", "p50 self ms"),
-                ("p95SelfMs", "p95 self ms"), ("name", "function"), ("resource", "resource"),
-                ("line", "line")]
+        cols = [
+            ("selfPct", "self %"),
+            ("totalPct", "total %"),
+            ("selfMs", "self ms"),
+            ("totalMs", "total ms"),
+            ("traces", "traces"),
+            ("p50SelfMs", "p50 self ms"),
+            ("p95SelfMs", "p95 self ms"),
+            ("name", "function"),
+            ("resource", "resource"),
+            ("line", "line"),
+        ]
         return _page(f"top functions: {api.describe(f)}", _table(cols, doc["rows"]))
 
     return await _run(request, work)
@@ -161,8 +184,11 @@ def _flame_response(page: str, fmt: str) -> Response:
     media = "image/svg+xml" if fmt == "svg" else "text/html; charset=utf-8"
     # The page carries its own CSP (its one script by hash); this header only adds that it
     # may be framed by the dashboard of this origin and nowhere else.
-    return Response(page, media_type=media, headers={
-        "Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'"})
+    return Response(
+        page,
+        media_type=media,
+        headers={"Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'"},
+    )
 
 
 async def flame(request: Request) -> Response:
@@ -190,32 +216,47 @@ async def diff(request: Request) -> Response:
         q = request.query_params
         f = filters_from_query(request)
         if not q.get("base") or not q.get("new"):
-            raise UsageError("query parameters base and new: both needed, e.g. "
-                             "?base=release=1.0&new=release=1.1")
+            raise UsageError(
+                "query parameters base and new: both needed, e.g. ?base=release=1.0&new=release=1.1"
+            )
         base_f = f.with_side(q["base"], "base")
         new_f = f.with_side(q["new"], "new")
         fmt = q.get("format") or ("html" if _html_wanted(request) else "json")
         if fmt not in ("json", "html", "flame-html", "flame-svg"):
-            raise UsageError(f"query parameter format: {fmt[:20]!r}; use json, html, "
-                             "flame-html or flame-svg")
+            raise UsageError(
+                f"query parameter format: {fmt[:20]!r}; use json, html, flame-html or flame-svg"
+            )
         flame_fmt = fmt.removeprefix("flame-") if fmt.startswith("flame-") else None
         with _session(request) as s:
             doc, page = api.diff(
-                s, base_f, new_f, _int(q, "top", 20, allow_all=True), q.getlist("fail_if"),
-                _int(q, "min_traces", 5), _int(q, "min_samples", 1000), flame_fmt,
+                s,
+                base_f,
+                new_f,
+                _int(q, "top", 20, allow_all=True),
+                q.getlist("fail_if"),
+                _int(q, "min_traces", 5),
+                _int(q, "min_samples", 1000),
+                flame_fmt,
                 _int(q, "resamples", 200),
             )
         if page is not None:
             return _flame_response(page, flame_fmt or "html")
         if fmt == "json":
             return _json(doc)
-        rows = [dict(r, selfPpCi=_ci(r["selfPpCi"]), totalPpCi=_ci(r["totalPpCi"]))
-                for r in doc["rows"]]
-        cols = [("selfPp", "Δ self pp"), ("selfPpCi", "95% interval"), ("totalPp", "Δ total pp"),
-                ("totalPpCi", "95% interval"), ("baseSelfPct", "base self %"),
-                ("newSelfPct", "new self %"), ("name", "function"), ("resource", "resource")]
-        body = _table(cols, rows) + "".join(
-            f"<p>{html.escape(x)}</p>" for x in doc["failures"])
+        rows = [
+            dict(r, selfPpCi=_ci(r["selfPpCi"]), totalPpCi=_ci(r["totalPpCi"])) for r in doc["rows"]
+        ]
+        cols = [
+            ("selfPp", "Δ self pp"),
+            ("selfPpCi", "95% interval"),
+            ("totalPp", "Δ total pp"),
+            ("totalPpCi", "95% interval"),
+            ("baseSelfPct", "base self %"),
+            ("newSelfPct", "new self %"),
+            ("name", "function"),
+            ("resource", "resource"),
+        ]
+        body = _table(cols, rows) + "".join(f"<p>{html.escape(x)}</p>" for x in doc["failures"])
         return _page(f"{doc['new']['filters']} vs {doc['base']['filters']}", body)
 
     return await _run(request, work)
@@ -233,8 +274,9 @@ async def export(request: Request) -> Response:
         f = filters_from_query(request)
         with _session(request) as s:
             rec = api.recording(s, f)
-        return Response(dumps(rec), media_type="application/json",
-                        headers={"Cache-Control": "no-store"})
+        return Response(
+            dumps(rec), media_type="application/json", headers={"Cache-Control": "no-store"}
+        )
 
     return await _run(request, work)
 
@@ -279,8 +321,9 @@ async def post_sourcemap(request: Request) -> Response:
     q = request.query_params
     app, release = q.get("app"), q.get("release")
     if not app or not release:
-        return _error(400, "query parameters app and release: both needed, e.g. "
-                           "?app=shop&release=1.4.2")
+        return _error(
+            400, "query parameters app and release: both needed, e.g. ?app=shop&release=1.4.2"
+        )
     size = int(request.headers.get("content-length") or 0)
     if size > MAX_BODY:
         return _error(413, f"source map over {MAX_BODY} bytes")
