@@ -383,49 +383,15 @@ def _finish_partial(e: BaseException, out: str | None) -> int:
 
 
 def _record_output(args: argparse.Namespace, default_stem: str) -> str:
-    """Where the recording goes, checked before anything runs: a bad -o must not cost a run.
+    from .outputs import recording_output
 
-    By default `STEM.jsprof.json` in the current directory (as `node --cpu-prof` and py-spy
-    do), never replacing an earlier recording: the next free `STEM.N.jsprof.json` instead.
-    An explicit -o FILE is replaced (atomically)."""
-    from . import io
-    from .formats import writer_for
-
-    if args.output is None:
-        out = io.free_name(default_stem, ".jsprof.json")
-        if out != default_stem + ".jsprof.json":
-            print(f"jsprof: {default_stem}.jsprof.json exists; writing {out}", file=sys.stderr)
-        return out
-    if args.output == "-":
-        raise UsageError(
-            "-o -: record writes a file (stdout belongs to the program); give -o FILE, "
-            "then `jsprof convert FILE -`"
-        )
-    io.check_output(args.output)
-    writer_for(args.output, None)  # the format must be known
-    return args.output
+    return recording_output(args.output, default_stem)
 
 
 def _save_recording(rec: Recording, out: str) -> str:
-    """Save to `out`; if that still fails (a full disk, a directory removed meanwhile), save
-    to a fallback file in the temp directory and say where: a recording is never lost."""
-    import tempfile
+    from .outputs import save_recording
 
-    from . import io
-    from .errors import JsprofError
-
-    try:
-        io.save(rec, out)
-        return out
-    except (JsprofError, OSError) as e:
-        stem = os.path.join(tempfile.gettempdir(), "jsprof-" + os.path.basename(out).split(".")[0])
-        fallback = io.free_name(stem, ".jsprof.json")
-        io.save(rec, fallback)
-        print(
-            f"jsprof: could not write {out} ({e}); saved the recording to {fallback}",
-            file=sys.stderr,
-        )
-        return fallback
+    return save_recording(rec, out)
 
 
 def cmd_record(args: argparse.Namespace) -> int:

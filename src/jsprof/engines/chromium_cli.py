@@ -10,30 +10,23 @@ import re
 import sys
 import urllib.parse
 
-from ..errors import EngineError, UsageError
+from ..errors import UsageError
 
 
-def default_output(target: str) -> str:
-    """`app.js`/`page.html` -> beside it; a URL -> `<host>-<last path part>.jsprof.json`."""
+def default_stem(target: str) -> str:
+    """The default output's stem, in the current directory and naming the engine (as for
+    every engine, jsprof/outputs.py): `app.js`/`page.html` -> `app.chromium`, a URL ->
+    `<host>-<last path part>.chromium`."""
     if "://" not in target:
-        root, _ = os.path.splitext(target)
-        return root + ".jsprof.json"
+        return os.path.splitext(os.path.basename(target))[0] + ".chromium"
     u = urllib.parse.urlparse(target)
     last = os.path.splitext(os.path.basename(u.path.rstrip("/")))[0]
     stem = "-".join(p for p in (u.hostname or "page", last) if p)
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".jsprof.json"
-
-
-def _save(rec, out: str) -> None:  # noqa: ANN001 - a Recording
-    from .. import io
-
-    try:
-        io.save(rec, out)
-    except OSError as e:
-        raise EngineError(f"{out}: cannot write the recording ({e})") from None
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".chromium"
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from ..outputs import recording_output, save_recording
     from ..render.summary import print_recording_summary
     from .chromium import attach_cdp, record_chromium
 
@@ -46,7 +39,7 @@ def cmd_record(args: argparse.Namespace) -> int:
             raise UsageError("give either --cdp ENDPOINT or a target to open, not both")
         if args.until is not None:
             raise UsageError("--until goes with a target that jsprof opens, not --cdp")
-        out = args.output or "cdp.jsprof.json"
+        out = recording_output(args.output, "cdp.chromium")  # checked before attaching
         rec = attach_cdp(
             args.cdp,
             target=args.target,
@@ -61,14 +54,14 @@ def cmd_record(args: argparse.Namespace) -> int:
             raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
         if args.target is not None or args.allow_remote:
             raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
-        out = args.output or default_output(args.script)
+        out = recording_output(args.output, default_stem(args.script))  # before the run
         rec = record_chromium(
             args.script,
             sample_interval=args.interval,
             until=args.until,
             duration=args.duration,
         )
-    _save(rec, out)
+    out = save_recording(rec, out)
     print_recording_summary(rec, out)
     meta = rec.tracks[0].meta
     for lost in meta.get("lost", ()):
