@@ -99,6 +99,18 @@ def keep_indices(time: np.ndarray, threshold: float, last_kept: float) -> np.nda
     return np.asarray(out, np.intp)
 
 
+def strictly_increasing(t: np.ndarray, after: float) -> np.ndarray:
+    """`t` raised where needed so each time is at least 1 ns past the one before (and the
+    first past `after`): the trace format's rule, kept even if an engine's grid stepped
+    back (a tick registered late)."""
+    out = np.empty_like(t)
+    last = after
+    for i, x in enumerate(t.tolist()):
+        last = x if x > last else last + 1e-6
+        out[i] = last
+    return out
+
+
 def _percentiles(values: np.ndarray) -> dict[str, float | None]:
     if len(values) == 0:
         return {"p50": None, "p99": None}
@@ -242,8 +254,8 @@ class ProfilerSession:
             # stack is the one captured at the interpreter's next poll, `captureLatencyMs`
             # later): so a session's samples are exactly as far apart as its ticks.
             t = chunk.due[idx]
-            if t[0] <= self._last_time:  # strictly increasing across chunks too
-                t = np.maximum(t, self._last_time + 1e-6 * np.arange(1, len(t) + 1))
+            if t[0] <= self._last_time or (len(t) > 1 and not (t[1:] > t[:-1]).all()):
+                t = strictly_increasing(t, self._last_time)
             self._last_time = float(t[-1])
             self._times.append(t)
             self._stacks.append(remap[chunk.stack[idx]])

@@ -2,9 +2,10 @@
 // host in every runtime, as a muted script: its own functions never appear in traces).
 //
 // The session logic (state, shared sampler, keeping rule, buffer limit) is Python's
-// (jsprof/session.py); this file is the spec's JavaScript surface over it: WebIDL
-// conversions and errors, EventTarget, the Promise from stop(), and `samplebufferfull`,
-// which the host dispatches as a job (never from inside the sampler).
+// (jsprof/session.py); the spec's JavaScript surface is the shared base
+// (profiler_base.js, also for Node). This file adds what QuickJS lacks (Event,
+// EventTarget), the host bridge as the base's backend, and `samplebufferfull`, which the
+// host dispatches as a job (never from inside the sampler).
 'use strict';
 
 (() => {
@@ -90,66 +91,30 @@
     throw new DOMException(message, name);
   }
 
-  const sessions = new WeakMap();
   const byId = new Map(); // live JS profilers by host id, for samplebufferfull
 
-  function sessionOf(p) {
-    const st = sessions.get(p);
-    if (st === undefined) throw new TypeError('Illegal invocation');
-    return st;
-  }
-
-  class Profiler extends EventTarget {
-    constructor(options) {
-      super();
-      const { sampleInterval: interval, maxBufferSize } = readProfilerOptions(options);
+  // The spec's surface is the shared base's (profiler_base.js); the sessions themselves are
+  // Python's, reached through the host bridge.
+  const { Profiler, sessionOf, dispatchBufferFull } = makeProfilerClass({
+    create(sampleInterval, maxBufferSize, profiler) {
       // Starts sampling and takes the first sample.
-      const got = JSON.parse(call('create', JSON.stringify({ sampleInterval: interval, maxBufferSize })));
-      sessions.set(this, { id: got.id, interval: got.sampleInterval, stopped: false, taken: false, handler: null });
-      byId.set(got.id, this);
-    }
-
-    get sampleInterval() { return sessionOf(this).interval; }
-
-    get stopped() {
-      const st = sessionOf(this);
+      const got = JSON.parse(call('create', JSON.stringify({ sampleInterval, maxBufferSize })));
+      byId.set(got.id, profiler);
+      return { id: got.id, interval: got.sampleInterval, stopped: false };
+    },
+    isStopped(st) {
       if (!st.stopped && call('stopped', st.id) === '1') st.stopped = true;
       return st.stopped;
-    }
-
-    get onsamplebufferfull() { return sessionOf(this).handler; }
-
-    set onsamplebufferfull(fn) {
-      const st = sessionOf(this);
-      if (st.handler) this.removeEventListener('samplebufferfull', st.handler);
-      st.handler = typeof fn === 'function' ? fn : null;
-      if (st.handler) this.addEventListener('samplebufferfull', st.handler);
-    }
-
-    stop() {
-      let st;
-      try {
-        st = sessionOf(this);
-      } catch (e) {
-        return Promise.reject(e);
-      }
-      if (st.taken) {
-        return Promise.reject(new DOMException('the profiler was already stopped', 'InvalidStateError'));
-      }
-      st.taken = true;
+    },
+    stop(st) {
       st.stopped = true;
       byId.delete(st.id);
-      try {
-        return Promise.resolve(JSON.parse(call('stop', st.id)));
-      } catch (e) {
-        return Promise.reject(e);
-      }
-    }
-  }
+      return JSON.parse(call('stop', st.id));
+    },
+  }, readProfilerOptions);
 
-  // WebIDL interfaces brand their instances: Object.prototype.toString gives
-  // `[object Profiler]` (and `[object EventTarget]`/`[object Event]` for the fallbacks).
-  for (const [C, tag] of [[Profiler, 'Profiler'], [globalThis.EventTarget, 'EventTarget'], [globalThis.Event, 'Event']]) {
+  // The fallbacks brand their instances as the web's do.
+  for (const [C, tag] of [[globalThis.EventTarget, 'EventTarget'], [globalThis.Event, 'Event']]) {
     if (!Object.prototype.hasOwnProperty.call(C.prototype, Symbol.toStringTag)) {
       Object.defineProperty(C.prototype, Symbol.toStringTag, { value: tag, configurable: true });
     }
@@ -160,7 +125,7 @@
     const p = byId.get(id);
     if (p === undefined) return;
     sessionOf(p).stopped = true;
-    p.dispatchEvent(new Event('samplebufferfull'));
+    dispatchBufferFull(p);
   });
 
   Object.defineProperty(globalThis, 'Profiler', {

@@ -396,34 +396,60 @@ static void sampler_set_mode(Sampler *s, double interval)
         *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
 }
 
-/* jsprof_ticks() per ms, measured once per process against CLOCK_MONOTONIC (~2 ms) */
+/* jsprof_ticks() per ms: a first estimate over ~0.25 ms when sampling first starts (so
+   creating a profiler stays fast), refined from then on against a baseline that grows
+   with the process (refine_ticks_rate), so its error shrinks below 0.1 % within a second. */
+static uint64_t g_base_ticks;
+static double g_base_mono;
+static pthread_mutex_t g_rate_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* one (ticks, mono) pair read between two clock reads; 0 when disturbed (> 20 us) */
+static int read_pair(uint64_t *t, double *m)
+{
+    double m0 = mono_ms();
+    *t = jsprof_ticks();
+    double m1 = mono_ms();
+    *m = (m0 + m1) / 2;
+    return m1 - m0 < 0.02;
+}
+
 static void calibrate_ticks(void)
 {
-    double m0, m1, m2, m3;
     uint64_t t0, t1;
+    double m0, m1;
     if (g_ticks_per_ms > 0)
         return;
     if (JSPROF_TICKS_NS) {
         g_ticks_per_ms = 1e6;
         return;
     }
-    for (int attempt = 0; attempt < 5; attempt++) {
-        /* each end read between two clock reads; an end disturbed by preemption (the
-           bracket wider than 5 us) is measured again */
-        m0 = mono_ms();
-        t0 = jsprof_ticks();
-        m1 = mono_ms();
-        do {
-            m2 = mono_ms();
-        } while (m2 - m1 < 2.0);
-        t1 = jsprof_ticks();
-        m3 = mono_ms();
-        if (m1 - m0 < 0.005 && m3 - m2 < 0.005 && t1 > t0) {
-            g_ticks_per_ms = (double)(t1 - t0) / (((m2 + m3) - (m0 + m1)) / 2);
-            return;
+    pthread_mutex_lock(&g_rate_lock);
+    for (int attempt = 0; attempt < 5 && g_ticks_per_ms <= 0; attempt++) {
+        if (!read_pair(&t0, &m0))
+            continue;
+        while (mono_ms() - m0 < 0.25)
+            ;
+        if (read_pair(&t1, &m1) && t1 > t0 && m1 > m0) {
+            g_base_ticks = t0;
+            g_base_mono = m0;
+            g_ticks_per_ms = (double)(t1 - t0) / (m1 - m0);
         }
     }
-    /* never undisturbed: stay with the timer thread (g_ticks_per_ms 0 disables self-sampling) */
+    /* never undisturbed: g_ticks_per_ms stays 0 and the timer thread samples instead */
+    pthread_mutex_unlock(&g_rate_lock);
+}
+
+/* any thread, now and then: the rate over the whole baseline so far */
+static void refine_ticks_rate(void)
+{
+    uint64_t t;
+    double m;
+    if (JSPROF_TICKS_NS || g_ticks_per_ms <= 0 || !read_pair(&t, &m))
+        return;
+    if (m - g_base_mono > 10 && t > g_base_ticks && pthread_mutex_trylock(&g_rate_lock) == 0) {
+        g_ticks_per_ms = (double)(t - g_base_ticks) / (m - g_base_mono);
+        pthread_mutex_unlock(&g_rate_lock);
+    }
 }
 
 static void *sampler_thread(void *arg)
@@ -454,6 +480,8 @@ static void *sampler_thread(void *arg)
             s->interval_changed = 0;
             continue;
         }
+        if (s->self_sample)
+            refine_ticks_rate();
         now = mono_ms();
         if (now < s->next_due + s->wake_slack)
             continue; /* early wake-up, or the owner thread took the tick already */
@@ -1804,6 +1832,12 @@ static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unuse
         return NULL;
     s = &h->s;
     sampler_lock_gil(s);
+    if (s->running && mono_ms() >= s->next_due) {
+        /* ticks already due (a self-sampling timer thread looks only every millisecond)
+           go first, so due times stay increasing */
+        if (sampler_due_locked(s, mono_ms()) && !s->idle && h->rt->current_stack_frame)
+            sampler_capture_locked(s, h->rt, 0);
+    }
     if (s->running && !s->full) {
         double now = sampler_now(s);
         if (!s->idle && h->rt->current_stack_frame) {
