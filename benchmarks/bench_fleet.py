@@ -209,13 +209,15 @@ def in_memory(mem) -> Recording:
     return Recording(tracks)
 
 
-def best(fn, repeat: int):
+def best(fn, repeat: int, what: str = ""):
     times = []
     out = None
     for _ in range(repeat):
         t0 = time.perf_counter()
         out = fn()
         times.append(time.perf_counter() - t0)
+    if what:
+        print(f"  {what}: {' '.join(f'{t:.3f}' for t in times)} s", file=sys.stderr)
     return min(times), out
 
 
@@ -223,53 +225,48 @@ def dir_bytes(p: Path) -> int:
     return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
 
 
-def gzipped_upload_bytes(mem, n: int = 20, n_samples: int = 6000) -> float:
+def upload_trace(mem, i: int, n_samples: int) -> ProfilerTrace:
+    """Page load i of the first release as the browser would send it: only its own
+    stacks (with their ancestors), frames and resources; timestamps in ms, 3 decimals."""
+    frames, parent, frame, st, mk, w = mem[RELEASES[0]]
+    sl = slice(i * n_samples, (i + 1) * n_samples)
+    s = st[sl]
+    keep: set[int] = set()
+    for u in np.unique(s[s >= 0]).tolist():
+        while u != NONE and u not in keep:
+            keep.add(u)
+            u = int(parent[u])
+    ids = sorted(keep)  # parents precede children in the generated tree
+    remap = {o: k for k, o in enumerate(ids)}
+    fids = sorted({int(frame[s_]) for s_ in ids})
+    fmap = {o: k for k, o in enumerate(fids)}
+    resources = sorted({frames[f][1] for f in fids})
+    rid = {r: k for k, r in enumerate(resources)}
+    return ProfilerTrace(
+        resources, [(frames[f][0], rid[frames[f][1]], frames[f][2], frames[f][3]) for f in fids],
+        [remap[int(parent[s_])] if parent[s_] != NONE else NONE for s_ in ids],
+        [fmap[int(frame[s_])] for s_ in ids],
+        np.round(np.cumsum(w[sl]) + 1234.5, 3),
+        [remap[x] if x != NONE else NONE for x in s.tolist()],
+    )
+
+
+def gzipped_upload_bytes(mem, n: int, n_samples: int) -> float:
     """Bytes per sample of gzipped ProfilerTrace uploads (as a browser sends them)."""
-    frames, parent, frame, st, mk, w = mem[RELEASES[0]]
-    total = samples = 0
+    total = 0
     for i in range(n):
-        sl = slice(i * n_samples, (i + 1) * n_samples)
-        s = st[sl]
-        used = np.unique(s[s >= 0])
-        # the trace's own tables: only its stacks (with ancestors) and frames
-        keep = set()
-        for u in used.tolist():
-            while u != NONE and u not in keep:
-                keep.add(u)
-                u = int(parent[u])
-        ids = sorted(keep)
-        remap = {o: k for k, o in enumerate(ids)}
-        fids = sorted({int(frame[s_]) for s_ in ids})
-        fmap = {o: k for k, o in enumerate(fids)}
-        resources = sorted({frames[f][1] for f in fids})
-        rid = {r: k for k, r in enumerate(resources)}
-        tr = ProfilerTrace(
-            resources, [(frames[f][0], rid[frames[f][1]], frames[f][2], frames[f][3])
-                        for f in fids],
-            [remap[int(parent[s_])] if parent[s_] != NONE else NONE for s_ in ids],
-            [fmap[int(frame[s_])] for s_ in ids],
-            np.round(np.cumsum(w[sl]) + 1234.5, 3),
-            [remap[x] if x != NONE else NONE for x in s.tolist()],
-        )
-        body = gzip.compress(orjson.dumps(trace_to_doc(tr)), 6)
-        total += len(body)
-        samples += n_samples
-    return total / samples
+        total += len(gzip.compress(orjson.dumps(trace_to_doc(upload_trace(mem, i, n_samples))),
+                                   6))
+    return total / (n * n_samples)
 
 
-def compactor_rate(mem, n: int = 60, n_samples: int = 6000) -> tuple[float, float]:
+def compactor_rate(mem, n: int, n_samples: int) -> tuple[float, float]:
     """Uploads/s and samples/s of the real compactor on real uploads in a real store."""
-    frames, parent, frame, st, mk, w = mem[RELEASES[0]]
     with tempfile.TemporaryDirectory() as d:
         store = Store(Path(d) / "s")
         for i in range(n):
-            sl = slice(i * n_samples, (i + 1) * n_samples)
-            resources = sorted({f[1] for f in frames})
-            rid = {r: k for k, r in enumerate(resources)}
-            tr = ProfilerTrace(resources, [(a, rid[b], c, e) for a, b, c, e in frames], parent,
-                               frame, np.round(np.cumsum(w[sl]), 3), st[sl])
             store.append(f"u{i}", {"app": APP, "release": "x", "sampleInterval": 10.0},
-                         orjson.dumps(trace_to_doc(tr)))
+                         orjson.dumps(trace_to_doc(upload_trace(mem, i, n_samples))))
         t0 = time.perf_counter()
         stats = compact(store)
         dt = time.perf_counter() - t0
@@ -293,6 +290,10 @@ def main() -> int:
     print(f"building {args.traces} traces x {args.samples} samples = {n_total / 1e6:.0f} M "
           f"samples in {root} ...", file=sys.stderr)
     t0 = time.perf_counter()
+    if args.dir and (root / "tables").exists():
+        import shutil
+
+        shutil.rmtree(root / "tables")
     mem = build_store(root, args.traces, args.samples)
     print(f"  built in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     man = read_manifest(root)
@@ -301,7 +302,7 @@ def main() -> int:
 
     rec = in_memory(mem)
     assert rec.num_samples == n_total
-    t_mem, summ = best(lambda: summarize(rec), args.repeat)
+    t_mem, summ = best(lambda: summarize(rec), args.repeat, "in memory")
     base_rate = n_total / t_mem
     rows.append(("`jsprof report` core in memory (`summarize`, baseline)", t_mem, base_rate, 1.0))
 
@@ -312,12 +313,13 @@ def main() -> int:
     f_base, f_new = Filters(app=APP, release=RELEASES[0]), Filters(app=APP, release=RELEASES[1])
     duck = DuckEngine()
     s = api.Session(snap, duck)
-    t_top, doc = best(lambda: api.top(s, f_all, 20), args.repeat)
+    t_top, doc = best(lambda: api.top(s, f_all, 20), args.repeat, "duckdb top")
     # the store and the in-memory baseline agree on the top function
     k0 = summ.stats.order("self")[0]
     assert abs(doc["rows"][0]["selfMs"] - summ.stats.self_ms[k0]) < 1e-3 * summ.stats.self_ms[k0]
     rows.append(("`fleet top` on DuckDB", t_top, n_total / t_top, n_total / t_top / base_rate))
-    t_diff, _ = best(lambda: api.diff(s, f_base, f_new, 20, ["fn1:self>+1pp"]), args.repeat)
+    t_diff, _ = best(lambda: api.diff(s, f_base, f_new, 20, ["fn1:self>+1pp"]), args.repeat,
+                       "duckdb diff")
     rows.append(("`fleet diff` (two releases, 200 resamples) on DuckDB", t_diff,
                  n_total / t_diff, n_total / t_diff / base_rate))
     t_plan, _ = best(lambda: duck.stacks(snap, duck.uploads(snap, f_all)), args.repeat)
@@ -335,11 +337,11 @@ def main() -> int:
             client = Client(cl)
             dk = api.Session(snap, DaskEngine(client=client))
             if workers == 2:
-                t, d2 = best(lambda dk=dk: api.top(dk, f_all, 20), args.repeat)
+                t, d2 = best(lambda dk=dk: api.top(dk, f_all, 20), args.repeat, "dask top")
                 assert d2 == doc, "Dask and DuckDB disagree"
                 rows.append(("`fleet top` on Dask, 2-worker LocalCluster", t, n_total / t,
                              n_total / t / base_rate))
-                t, _ = best(lambda dk=dk: api.diff(dk, f_base, f_new, 20), args.repeat)
+                t, _ = best(lambda dk=dk: api.diff(dk, f_base, f_new, 20), args.repeat, "dask diff")
                 rows.append(("`fleet diff` on Dask, 2-worker LocalCluster", t, n_total / t,
                              n_total / t / base_rate))
             if args.sim:
@@ -350,7 +352,7 @@ def main() -> int:
                     sn = Snapshot(root, m2)
                     eng = DaskEngine(client=client)
                     t, _ = best(lambda sn=sn, eng=eng: eng.stacks(sn, eng.uploads(sn, f_all)),
-                                args.repeat)
+                                args.repeat, f"sim {workers} workers x{rep}")
                     sim_rows.append((workers, rep, len(m2["releases"]) * len(
                         next(iter(m2["releases"].values()))["parts"]["weights"]), t,
                         rep * n_total / t))
@@ -358,8 +360,8 @@ def main() -> int:
             cl.close()
 
     table_bytes = dir_bytes(tables_dir(root))
-    gz = gzipped_upload_bytes(mem, n_samples=args.samples)
-    up_s, smp_s = compactor_rate(mem, n_samples=args.samples)
+    gz = gzipped_upload_bytes(mem, 20, args.samples)
+    up_s, smp_s = compactor_rate(mem, 60, args.samples)
 
     print(f"\nstore: {args.traces} traces, {n_total / 1e6:.0f} M samples, "
           f"{sum(e['stacks'] for e in man['releases'].values())} stacks in "

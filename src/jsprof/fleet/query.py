@@ -199,8 +199,8 @@ def top(sel: Selection, n: int | None = 20) -> dict:
     # A trace where two stored frames map to one function counts once, with their sum.
     pair = fr.uk[ok] * (n_groups + 1) + gid[ok]
     uniq, inv = np.unique(pair, return_inverse=True)
-    ns = np.zeros(len(uniq), np.int64)
-    np.add.at(ns, inv, fr.self_ns[ok])
+    # float64 sums of integer ns are exact below 2**53 ns (104 days per function and trace)
+    ns = np.bincount(inv, weights=fr.self_ns[ok], minlength=len(uniq))
     groups = uniq % (n_groups + 1)
     traces, p50, p95 = _per_trace_quantiles(groups, ns / NS_PER_MS, n_groups)
     return top_document(sel, summary, traces, p50, p95, n)
