@@ -74,8 +74,8 @@ def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None =
 def top(s: Session, f: Filters, n: int | None = 20) -> dict:
     from . import query
 
-    sel = query.select(s.engine, s.snap, f, per_trace="frames")
-    return query.top(sel, n)
+    sel = query.select(s.engine, s.snap, f)
+    return query.top(s.engine, s.snap, sel, n)
 
 
 def recording(s: Session, f: Filters) -> Any:

@@ -60,6 +60,14 @@ class StackRows:
 
 
 @dataclass
+class Want:
+    """(release index, stored frame id) pairs a query needs per-trace rows for."""
+
+    ri: np.ndarray
+    frame_id: np.ndarray
+
+
+@dataclass
 class FrameRows:
     uk: np.ndarray
     ri: np.ndarray
@@ -193,19 +201,30 @@ class DuckEngine:
         self.con.unregister("u")
         return _stacks_from(t, per_trace)
 
-    def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
+    def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
+        """Per-trace frame rows of the matching uploads: all, or only `want`'s frames
+        (plus the idle rows)."""
+        import pyarrow as pa
+
         files = snap.files("upload_frames", up.rkeys)
         if not files:
             return _empty_frames()
         self._register_u(up)
+        where = ""
+        if want is not None:
+            self.con.register("want", pa.table({"ri": want.ri, "frame_id": want.frame_id}))
+            where = ("WHERE f.frame_id < 0 OR (u.ri, f.frame_id) IN "
+                     "(SELECT (ri, frame_id) FROM want)")
         t = _arrow_cols(self.con.sql(
             "SELECT f.uk, u.ri, f.frame_id, f.marker, f.self_ns "
-            # No ORDER BY: the client groups these rows by value (np.unique) and sums
-            # integers, so their order cannot change a result.
-            "FROM read_parquet(?) f JOIN u USING (uk)",
+            # No ORDER BY: the client groups these rows by value and sums integers, so
+            # their order cannot change a result.
+            f"FROM read_parquet(?) f JOIN u USING (uk) {where}",
             params=[files],
         ).to_arrow_table())
         self.con.unregister("u")
+        if want is not None:
+            self.con.unregister("want")
         return _frames_from(t)
 
 
@@ -278,15 +297,23 @@ class DaskEngine:
             cols = ["ri", "stack_id", "marker", "samples", "weight_ns"]
         return _stacks_from({c: pdf[c].to_numpy() for c in cols}, per_trace)
 
-    def frames(self, snap: Snapshot, up: Uploads) -> FrameRows:
+    def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
         import pandas as pd
 
         files = snap.files("upload_frames", up.rkeys)
         if not files:
             return _empty_frames()
         u = pd.DataFrame({"uk": up.uk, "ri": up.ri})
-        fr = self._read(files, ["uk", "frame_id", "marker", "self_ns"])
-        pdf = self.client.compute(_join_uploads(fr, u)).result()
+        fr = _join_uploads(self._read(files, ["uk", "frame_id", "marker", "self_ns"]), u)
+        if want is not None:
+            keys = want.ri * (1 << 32) + want.frame_id
+
+            def pick(part: Any, keys: np.ndarray = keys) -> Any:
+                k = part["ri"].to_numpy() * (1 << 32) + part["frame_id"].to_numpy()
+                return part[(part["frame_id"].to_numpy() < 0) | np.isin(k, keys)]
+
+            fr = fr.map_partitions(pick, meta=fr._meta)
+        pdf = self.client.compute(fr).result()
         return _frames_from({c: pdf[c].to_numpy()
                              for c in ("uk", "ri", "frame_id", "marker", "self_ns")})
 

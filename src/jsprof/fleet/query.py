@@ -23,7 +23,7 @@ from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summar
 from ..errors import UsageError
 from ..trace import MARKERS, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
 from . import sourcemaps
-from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads
+from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads, Want
 from .filters import Filters
 
 NS_PER_MS = 1_000_000
@@ -134,9 +134,7 @@ def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = N
     rows = engine.stacks(snap, up)
     rec = _recording(releases, rows, up)
     extra = None
-    if per_trace == "frames":
-        extra = engine.frames(snap, up)
-    elif per_trace == "stacks":
+    if per_trace == "stacks":
         extra = engine.stacks(snap, up, per_trace=True)
     return Selection(
         f, up, releases, rec, int(up.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
@@ -183,13 +181,28 @@ def _per_trace_quantiles(groups: np.ndarray, values_ns: np.ndarray, n_groups: in
     return count, p50, p95
 
 
-def top(sel: Selection, n: int | None = 20) -> dict:
+def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> dict:
     """The `fleet top --json` document."""
     summary = summarize(sel.recording)
     st = summary.stats
     index = {k: i for i, k in enumerate(st.keys)}
     n_keys = len(st.keys)
-    fr: FrameRows = sel.per_trace
+    # Per-trace figures (traces, p50, p95) only for the rows shown: those rows cost one
+    # row per trace and function, the rest of the query only one per distinct stack.
+    want = None
+    if n is not None:
+        shown = np.zeros(n_keys + 1, bool)
+        shown[st.order("self")[:n]] = True
+        ri_l, fid_l = [], []
+        for ri, rkey in enumerate(sel.uploads.rkeys):
+            fk = np.asarray([index.get(k, n_keys) for k in sel.releases[rkey].frame_key]
+                            or [n_keys], np.int64)
+            hit = np.nonzero(shown[fk])[0]
+            ri_l.append(np.full(len(hit), ri, np.int64))
+            fid_l.append(hit.astype(np.int64))
+        want = Want(np.concatenate(ri_l or [np.zeros(0, np.int64)]),
+                    np.concatenate(fid_l or [np.zeros(0, np.int64)]))
+    fr: FrameRows = engine.frames(snap, sel.uploads, want)
     # Per stored (release, frame): the summary row of its mapped function.
     gid = np.full(len(fr.uk), -1, np.int64)
     for ri, rkey in enumerate(sel.uploads.rkeys):
