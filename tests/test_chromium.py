@@ -161,7 +161,7 @@ def test_cli_record_js_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert rec.tracks[0].sample_interval == 0.1
     assert "fifty" in {f.name for f in trace.frames}
     # 0.1 ms works: samples come well under 1 ms apart.
-    assert rec.tracks[0].meta["median_interval_ms"] < 0.5
+    assert rec.tracks[0].meta["medianIntervalMs"] < 0.5
 
 
 # ---- names, lines and columns: the same as Chromium's own Profiler -----------------------

@@ -505,7 +505,7 @@ class _Thread:
         gap = trace.median_gap()
         meta: dict[str, Any] = {"url": self.url, "kind": self.kind}
         if gap is not None:
-            meta["median_interval_ms"] = round(gap, 4)
+            meta["medianIntervalMs"] = round(gap, 4)
         if self.partial:
             meta["partial"] = self.lost
         return Track(
@@ -1027,7 +1027,7 @@ def _record_in(
     meta = tracks[0].meta
     meta.update(target=label, exit=how, chromium=browser.version.get("product"))
     if tracks[0].name != "main":
-        meta["main_lost"] = True
+        meta["mainLost"] = True
     if page.errors:
         meta["errors"] = page.errors
         meta["error"] = page.errors[0]

@@ -165,7 +165,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         key = np.repeat(np.arange(len(idx)), reps)
         times = np.arange(len(key), dtype=np.float64) * NOMINAL_INTERVAL_MS
         trace = build_trace(frame_lists, key, times)
-        tracks.append(Track(name, trace, meta={"source_format": "folded"}))
+        tracks.append(Track(name, trace, meta={"sourceFormat": "folded"}))
     return Recording(tracks)
 
 

@@ -325,7 +325,7 @@ def _result(
         meta={
             "instrumented": True,
             "script": script,
-            "spans_dropped": int(dump.get("spansDropped", 0)),
+            "spansDropped": int(dump.get("spansDropped", 0)),
         },
     )
     rows = [r for r in all_rows if r.calls > 0]
