@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium conformance
+.PHONY: demo test test-fast lint bench clean chromium conformance fuzz
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*)
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -45,6 +45,11 @@ test-fast: $(STAMP)
 # The spec's Profiler checks (tests/data/profiler/) run by `jsprof run` on each engine: a table.
 conformance: $(STAMP) chromium
 	$(PY) tests/conformance_table.py --engines chromium,quickjs,node
+
+# Property-based fuzzing of every reader: 10,000 mutated real files per reader (long).
+# `make test` runs the same properties on a short, fixed set of cases.
+fuzz: $(STAMP) $(JS_STAMP)
+	JSPROF_FUZZ=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

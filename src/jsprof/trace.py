@@ -24,6 +24,10 @@ MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
 MARKER_CODE: dict[str, int] = {m: i for i, m in enumerate(MARKERS)}
 
 NONE = -1  # "no value" in an int column (no parent, no stack, no marker)
+# The most samples a reader makes from counts in a file (pprof values, folded counts,
+# PrimJS hitCounts, speedscope weights): ~2 GB of columns. A count beyond it is a broken
+# or hostile file, not a profile; readers say so rather than run out of memory.
+MAX_SAMPLES = 100_000_000
 NO_LINE = 0  # "unknown line" in the per-sample line column (lines are 1-based)
 
 
@@ -337,17 +341,9 @@ class TraceBuilder:
 
     def stack_id(self, frame_ids: Iterable[int | None]) -> int | None:
         parent = NONE
-        stacks = self._stacks
         for fid in frame_ids:
-            if fid is None:
-                continue
-            key = (parent, fid)
-            sid = stacks.get(key)
-            if sid is None:
-                sid = stacks[key] = len(self._stack_frame)
-                self._stack_parent.append(parent)
-                self._stack_frame.append(fid)
-            parent = sid
+            if fid is not None:
+                parent = self.stack_id_from(parent, fid)
         return None if parent == NONE else parent
 
     def stack_id_from(self, parent: int | None, frame_id: int) -> int:
@@ -359,6 +355,51 @@ class TraceBuilder:
             self._stack_parent.append(key[0])
             self._stack_frame.append(frame_id)
         return sid
+
+    def intern_tree(
+        self,
+        parents: Sequence[int],
+        frames: Sequence[tuple[str, str | None, int | None, int | None] | None],
+        order: Iterable[int],
+    ) -> list[int]:
+        """The stack id of every node of a call tree (NONE where no frame is left).
+
+        `parents[i]` is node i's parent (NONE for a root), `frames[i]` its frame as (name,
+        resource URL, line, column), or None for a node that is not a frame (its children
+        take its parent's stack, as the spec skips a frame without an ID). `order` visits
+        parents before children. The per-node loop of `stack_id_from`, kept tight: profiles
+        have up to millions of nodes.
+        """
+        resources, frame_ids, stacks = self._resources, self._frames, self._stacks
+        stack_parent, stack_frame = self._stack_parent, self._stack_frame
+        node_stack = [NONE] * len(parents)
+        for i in order:
+            p = parents[i]
+            up = node_stack[p] if p != NONE else NONE
+            f = frames[i]
+            if f is None:
+                node_stack[i] = up
+                continue
+            name, url, line, column = f
+            if url is None:
+                rid = None
+            else:
+                rid = resources.get(url)
+                if rid is None:
+                    rid = resources[url] = len(resources)
+            # A plain tuple hashes and compares as the ProfilerFrame it stands for.
+            key = (name, rid, line, column)
+            fid = frame_ids.get(key)  # type: ignore[call-overload]
+            if fid is None:
+                fid = frame_ids[key] = len(frame_ids)  # type: ignore[index]
+            skey = (up, fid)
+            sid = stacks.get(skey)
+            if sid is None:
+                sid = stacks[skey] = len(stack_frame)
+                stack_parent.append(up)
+                stack_frame.append(fid)
+            node_stack[i] = sid
+        return node_stack
 
     def map_stacks(self, trace: ProfilerTrace, new_frame: Sequence[int | None]) -> np.ndarray:
         """Re-intern `trace`'s stacks with each frame f replaced by `new_frame[f]`.

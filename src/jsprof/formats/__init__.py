@@ -27,20 +27,33 @@ READERS: tuple[Format, ...] = (
 WRITE_ONLY: tuple[Format, ...] = (firefox.FORMAT,)
 FORMATS: dict[str, Format] = {f.name: f for f in (*READERS, *WRITE_ONLY)}
 
-__all__ = ["FORMATS", "READERS", "Format", "Probe", "read_any", "writer_for"]
+__all__ = ["FORMATS", "READERS", "Format", "Probe", "detect", "read_any", "writer_for"]
+
+
+def _detect(probe: Probe) -> Format | None:
+    for fmt in READERS:
+        if fmt.sniff_head is not None and fmt.sniff_head(probe):
+            return fmt
+    for fmt in READERS:
+        if fmt.sniff is not None and fmt.sniff(probe):
+            return fmt
+    return None
+
+
+def detect(data: bytes, source: str) -> Format | None:
+    """The format whose reader would read `data` (sniffed as `read_any` does), or None."""
+    with gc_paused():
+        return _detect(Probe(data, source))
 
 
 def read_any(data: bytes, source: str) -> Recording:
     probe = Probe(data, source)
     with gc_paused():
-        for fmt in READERS:
-            if fmt.sniff_head is not None and fmt.sniff_head(probe):
-                return fmt.read(probe)  # type: ignore[misc]
-        for fmt in READERS:
-            if fmt.sniff is not None and fmt.sniff(probe):
-                rec = fmt.read(probe)  # type: ignore[misc]
-                del probe  # the parsed document is freed while the GC is still paused
-                return rec
+        fmt = _detect(probe)
+        if fmt is not None:
+            rec = fmt.read(probe)  # type: ignore[misc]
+            del probe  # a parsed document is freed while the GC is still paused
+            return rec
     readable = ", ".join(f.name for f in READERS)
     raise TraceFormatError(
         f"{source}: not a trace format jsprof reads ({readable}); see `jsprof formats`"

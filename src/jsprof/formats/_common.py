@@ -16,6 +16,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .. import trace as model
+from ..errors import TraceFormatError
 from ..trace import MARKERS, NONE, FunctionKey, ProfilerTrace, TraceBuilder, function_keys
 
 # Index 0: no marker; index m + 1: marker code m.
@@ -27,6 +29,15 @@ PSEUDO_INDEX: dict[str, int] = {n: i for i, n in enumerate(PSEUDO_NAMES)}
 # A frame as the stack-list formats carry it: the model's one frame identity (plain
 # (name, url, line, column) tuples compare and hash equal to it).
 FrameKey = FunctionKey
+
+
+def check_expansion(total: int, source: str, where: str) -> None:
+    """Refuse counts that would make more samples than `trace.MAX_SAMPLES`."""
+    if total > model.MAX_SAMPLES:
+        raise TraceFormatError(
+            f"{source}: {where}: counts add up to {total} samples, more than jsprof reads "
+            f"({model.MAX_SAMPLES}); is this file intact?"
+        )
 
 
 def pseudo_index(trace: ProfilerTrace) -> np.ndarray:
@@ -99,3 +110,25 @@ def build_trace(
         sample_marker=markers,
         sample_line=lines,
     )
+
+
+def canonical(trace: ProfilerTrace) -> ProfilerTrace:
+    """The trace numbered as the stack-list readers number what they read: only the stacks
+    samples use (and their callers), in order of stack id, frames in order of first use.
+    Writers that lose the numbering write this, so write(read(x)) gives x back byte for
+    byte."""
+    stack = trace.sample_stack
+    used = np.unique(stack[stack != NONE])
+    keys = frame_keys(trace)
+    paths = stack_lists(trace)
+    lut = np.full(trace.num_stacks + 1, -1, np.int64)  # the last entry: NONE samples
+    lut[used] = np.arange(len(used))
+    out = build_trace(
+        [[keys[f] for f in paths[s]] for s in used.tolist()],
+        lut[stack],
+        trace.sample_time,
+        markers=trace.sample_marker,
+        lines=trace.sample_line,
+    )
+    out.sample_weight = trace.sample_weight
+    return out

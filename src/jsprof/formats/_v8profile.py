@@ -24,10 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgspec
 import numpy as np
 
+from .. import trace as model
 from ..errors import ErrorAt
-from ..trace import MARKER_CODE, NO_LINE, NONE, ProfilerFrame, ProfilerTrace
+from ..trace import MARKER_CODE, NO_LINE, NONE, ProfilerTrace, TraceBuilder
 from ._json import type_name
 
 PSEUDO_MARKERS: dict[str, str | None] = {
@@ -226,16 +228,59 @@ def profile_to_trace_counted(
             "each sample needs its delta",
         )
 
-    ids, names, urls, lines, cols, children, hits, ticks = _node_columns(err, nodes)
+    columns = _node_columns(err, nodes)
+    sample_ids = _int_array(raw_samples, err, "samples")
+    deltas = _int_array(raw_deltas, err, "timeDeltas") if raw_deltas else np.zeros(0, np.int64)
+    return _convert(
+        err, columns, start_time, end_time, sample_ids, deltas, origin_us, changes_only, nodes
+    )
+
+
+def _int64(err: ErrorAt, values: list, key: str) -> np.ndarray:
+    """A per-node integer column; JSON integers beyond 64 bits are refused by name."""
+    try:
+        return np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+    except OverflowError:
+        i = next(i for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
+        raise err(f"nodes[{i}].{key}", f"{values[i]} is out of range") from None
+
+
+def _convert(
+    err: ErrorAt,
+    columns: tuple,
+    start_time: float,
+    end_time: float | None,
+    sample_ids: np.ndarray,
+    deltas: np.ndarray,
+    origin_us: float | None,
+    changes_only: bool,
+    nodes: list,
+) -> tuple[ProfilerTrace, float, int]:
+    """The conversion proper, from checked node columns and sample columns. `nodes` (the
+    node objects as read) is only looked at to word an error."""
+    ids, names, urls, lines, cols, children, hits, ticks = columns
     nn = len(ids)
-    id_arr = np.array(ids, dtype=np.int64) if nn else np.zeros(0, np.int64)
+    id_arr = _int64(err, ids, "id")
     order = np.argsort(id_arr, kind="stable")
     sorted_ids = id_arr[order]
     if nn > 1 and (dup := np.nonzero(sorted_ids[1:] == sorted_ids[:-1])[0]).size:
         i = int(order[dup[0] + 1])
         raise err(f"nodes[{i}].id", f"{ids[i]} is used by two nodes")
 
+    # V8 numbers its nodes 1..n: then a table indexed by id finds each sample's node far
+    # faster than a binary search per sample. Sparse ids fall back to the search.
+    dense = nn > 0 and 0 <= int(sorted_ids[0]) and int(sorted_ids[-1]) < 4 * nn + 1024
+    if dense:
+        table = np.full(int(sorted_ids[-1]) + 1, -1, np.int64)
+        table[id_arr] = np.arange(nn)
+
     def lookup(values: np.ndarray, field: str) -> np.ndarray:
+        if dense and (not len(values) or (values.min() >= 0 and values.max() < len(table))):
+            found = table[values]
+            if len(found) and found.min() < 0:
+                j = int(np.argmax(found < 0))
+                raise err(f"{field}[{j}]", f"node id {int(values[j])} is not in nodes")
+            return found
         pos = np.searchsorted(sorted_ids, values)
         pos_c = np.minimum(pos, max(nn - 1, 0))
         ok = (pos < nn) & (sorted_ids[pos_c] == values) if nn else np.zeros(len(values), bool)
@@ -267,55 +312,37 @@ def profile_to_trace_counted(
 
     # Frames, resources and stacks, interned in topological order so that the same
     # profile always gives the same ids (and a written profile reads back identically).
-    resources: dict[str, int] = {}
-    frames: dict[tuple, int] = {}
-    stacks: dict[tuple[int, int], int] = {}
-    stack_parent: list[int] = []
-    stack_frame: list[int] = []
-    node_stack = [NONE] * nn
     node_marker = [MARKER_CODE["script"]] * nn
-    par = parent.tolist()
-    for i in topo.tolist():
-        name = names[i]
-        url = urls[i]
+    keys: list[tuple | None] = []
+    for name, url, ln, cn in zip(names, urls, lines, cols, strict=True):
         if name in PSEUDO_MARKERS and not url:
-            m = PSEUDO_MARKERS[name]
-            node_marker[i] = NONE if m is None else MARKER_CODE[m]
-            continue
-        if url:
-            rid = resources.get(url)
-            if rid is None:
-                rid = resources[url] = len(resources)
+            keys.append(None)
         else:
-            rid = None
-        ln, cn = lines[i], cols[i]
-        key = (name, rid, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
-        fid = frames.get(key)
-        if fid is None:
-            fid = frames[key] = len(frames)
-        p = par[i]
-        pstack = node_stack[p] if p != NONE else NONE
-        skey = (pstack, fid)
-        sid = stacks.get(skey)
-        if sid is None:
-            sid = stacks[skey] = len(stack_frame)
-            stack_parent.append(pstack)
-            stack_frame.append(fid)
-        node_stack[i] = sid
+            keys.append(
+                (name, url or None, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
+            )
+    for i in (i for i, k in enumerate(keys) if k is None):
+        m = PSEUDO_MARKERS[names[i]]
+        node_marker[i] = NONE if m is None else MARKER_CODE[m]
+    b = TraceBuilder()
+    node_stack = b.intern_tree(parent.tolist(), keys, topo.tolist())
+    base = b.build()
 
     # Samples: vectorised.
-    sample_ids = _int_array(raw_samples, err, "samples")
-    deltas = _int_array(raw_deltas, err, "timeDeltas") if raw_deltas else np.zeros(0, np.int64)
     idx = lookup(sample_ids, "samples")
     ts = np.cumsum(deltas) + start_time
-    hit_arr = np.array(hits, dtype=np.int64) if nn else np.zeros(0, np.int64)
+    hit_arr = _int64(err, hits, "hitCount")
     added = 0
     if changes_only and len(idx) and int(hit_arr.sum()) > len(idx):
+        if int(hit_arr.sum()) > model.MAX_SAMPLES or (hit_arr < 0).any():
+            raise err("nodes", f"hitCounts add up to {int(hit_arr.sum())}; is this file intact?")
         listed = len(idx)
         idx, ts = _expand_changes_only(idx, ts, hit_arr, end_time)
         added = len(idx) - listed
     origin = float(start_time) if origin_us is None else float(origin_us)
-    times = (np.asarray(ts, dtype=np.float64) - origin) / 1000.0
+    times = np.asarray(ts, dtype=np.float64)
+    times -= origin
+    times /= 1000.0
     node_stack_arr = np.array(node_stack, dtype=np.int32) if nn else np.zeros(0, np.int32)
     node_marker_arr = np.array(node_marker, dtype=np.int8) if nn else np.zeros(0, np.int8)
     sample_stack = node_stack_arr[idx]
@@ -326,10 +353,10 @@ def profile_to_trace_counted(
     sample_line = _position_lines(err, ticks, idx, nn)
 
     trace = ProfilerTrace(
-        resources=list(resources),
-        frames=[ProfilerFrame(*k) for k in frames],
-        stack_parent=stack_parent,
-        stack_frame=stack_frame,
+        resources=base.resources,
+        frames=base.frames,
+        stack_parent=base.stack_parent,
+        stack_frame=base.stack_frame,
         sample_time=times,
         sample_stack=sample_stack,
         sample_marker=sample_marker,
@@ -373,7 +400,10 @@ def _position_lines(err: ErrorAt, ticks: list, idx: np.ndarray, nn: int) -> np.n
             raise err(f"nodes[{i}].positionTicks[{j}]", "expected {line: integer, ticks: >= 0}")
         node_lines.extend(ls)
         node_counts.extend(cs)
-        per_node[i] = sum(cs)
+        total = sum(cs)
+        if total > model.MAX_SAMPLES:
+            raise err(f"nodes[{i}].positionTicks", "counts more ticks than jsprof reads")
+        per_node[i] = total
     # All lines of all nodes, each repeated by its ticks, grouped by node in node order.
     lines_flat = np.repeat(np.array(node_lines, np.int64), np.array(node_counts, np.int64))
     offset = np.cumsum(per_node) - per_node
@@ -388,6 +418,112 @@ def _position_lines(err: ErrorAt, ticks: list, idx: np.ndarray, nn: int) -> np.n
     vals = np.where(have, lines_flat[np.minimum(pos, max(len(lines_flat) - 1, 0))], NO_LINE)
     out[grouped] = np.maximum(vals, NO_LINE)
     return out
+
+
+# ---- the typed path: big profiles decoded straight into columns --------------------------
+#
+# Node structs decoded by msgspec and the two big integer arrays (samples, timeDeltas)
+# parsed by numpy from their text, so no Python object is made per sample. It gives up
+# (returns None) on anything unusual; the caller then reads the parsed document, whose
+# checks name the field and index.
+
+
+class _CallFrame(msgspec.Struct, gc=False):
+    functionName: str
+    url: str = ""
+    lineNumber: int = -1
+    columnNumber: int = -1
+
+
+class _Tick(msgspec.Struct, gc=False):
+    line: int
+    ticks: int
+
+
+class _Node(msgspec.Struct, gc=False):
+    id: int
+    callFrame: _CallFrame
+    children: list[int] = []
+    hitCount: int = 0
+    positionTicks: list[_Tick] = []
+
+
+class _Profile(msgspec.Struct, gc=False):
+    nodes: list[_Node]
+    startTime: int | float = 0
+    endTime: int | float | None = None
+    samples: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
+    timeDeltas: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
+
+
+class _Wrapped(msgspec.Struct, gc=False):
+    profile: _Profile
+
+
+_PROFILE = msgspec.json.Decoder(_Profile)
+_WRAPPED = msgspec.json.Decoder(_Wrapped)
+_I64 = np.iinfo(np.int64)
+
+
+def _int_text(raw: msgspec.Raw) -> np.ndarray | None:
+    """A JSON array of integers (already checked to be valid JSON) parsed by numpy."""
+    view = memoryview(raw)
+    if bytes(view[:1]) != b"[" or bytes(view[-1:]) != b"]":
+        return None
+    body = bytes(view[1:-1])  # the one copy: numpy parses bytes, not a buffer
+    if not body.strip():
+        return np.zeros(0, np.int64)
+    try:
+        arr = np.fromstring(body, dtype=np.int64, sep=",")  # ValueError on any non-integer
+    except ValueError:
+        return None
+    # numpy clamps what overflows int64: such a value is not one V8 writes.
+    if len(arr) and (arr.min() == _I64.min or arr.max() == _I64.max):
+        return None
+    return arr
+
+
+def typed_profile_to_trace(
+    data: bytes, source: str, wrapped: bool
+) -> tuple[ProfilerTrace, float, int] | None:
+    """Like `profile_to_trace_counted` on `data` (a Profile, or PrimJS's `{"profile": ...}`
+    when `wrapped`), or None when the typed decoding cannot take it."""
+    try:
+        profile = _WRAPPED.decode(data).profile if wrapped else _PROFILE.decode(data)
+    except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: bad UTF-8
+        return None
+    sample_ids = _int_text(profile.samples)
+    deltas = _int_text(profile.timeDeltas)
+    if sample_ids is None or deltas is None or len(sample_ids) != len(deltas):
+        return None
+    nodes = profile.nodes
+    frames = [n.callFrame for n in nodes]
+    ticks = [
+        [{"line": t.line, "ticks": t.ticks} for t in n.positionTicks] if n.positionTicks else None
+        for n in nodes
+    ]
+    columns = (
+        [n.id for n in nodes],
+        [f.functionName for f in frames],
+        [f.url for f in frames],
+        [f.lineNumber for f in frames],
+        [f.columnNumber for f in frames],
+        [n.children for n in nodes],
+        [n.hitCount for n in nodes],
+        ticks,
+    )
+    err = ErrorAt(source, "profile." if wrapped else "")
+    return _convert(
+        err,
+        columns,
+        profile.startTime,
+        profile.endTime,
+        sample_ids,
+        deltas,
+        None,
+        wrapped,
+        nodes,
+    )
 
 
 # ---- writing -----------------------------------------------------------------------------

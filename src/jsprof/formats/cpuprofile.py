@@ -14,9 +14,14 @@ from typing import Any
 import orjson
 
 from ..errors import TraceFormatError, UsageError
-from ..trace import Recording, Track
-from ._format import Format
-from ._v8profile import profile_to_trace, profile_to_trace_counted, trace_to_profile
+from ..trace import ProfilerTrace, Recording, Track
+from ._format import Format, Probe
+from ._v8profile import (
+    profile_to_trace,
+    profile_to_trace_counted,
+    trace_to_profile,
+    typed_profile_to_trace,
+)
 
 __all__ = ["profile_to_trace", "read", "sniff", "trace_to_profile", "write"]
 
@@ -44,12 +49,25 @@ def unwrap(doc: Any) -> tuple[dict, str]:
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
+    """Read from the parsed document (its checks name the field and index)."""
     profile, prefix = unwrap(doc)
     # Only PrimJS wraps its profile (`{"profile": {...}}`) and lists changes only; V8's
     # hitCounts are counted from its samples, so a surplus there is not ours to invent.
-    trace, origin, added = profile_to_trace_counted(
-        profile, source, prefix=prefix, changes_only=bool(prefix)
-    )
+    converted = profile_to_trace_counted(profile, source, prefix=prefix, changes_only=bool(prefix))
+    return _recording(*converted, primjs=bool(prefix))
+
+
+def read_probe(probe: Probe) -> Recording:
+    """The typed path first (no Python object per sample); the parsed document when it
+    gives up, which then also words any error."""
+    wrapped = probe.first_key == "profile"
+    converted = typed_profile_to_trace(probe.data, probe.source, wrapped)
+    if converted is None:
+        return read(probe.data, probe.doc, probe.source)
+    return _recording(*converted, primjs=wrapped)
+
+
+def _recording(trace: ProfilerTrace, origin: float, added: int, primjs: bool) -> Recording:
     gap = trace.median_gap()
     interval = None if gap is None else round(gap, 4)
     meta: dict = {META_START: origin}
@@ -61,7 +79,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                 "main",
                 trace,
                 time_origin=0.0,
-                engine="v8" if not prefix else None,
+                engine=None if primjs else "v8",
                 sample_interval=interval,
                 meta=meta,
             )
@@ -96,6 +114,6 @@ FORMAT = Format(
     extensions=(".cpuprofile",),
     sniff_head=lambda p: p.first_key == "nodes",
     sniff=lambda p: p.is_json and sniff(p.data, p.doc),
-    read=lambda p: read(p.data, p.doc, p.source),
+    read=read_probe,
     write=write,
 )

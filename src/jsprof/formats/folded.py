@@ -34,7 +34,14 @@ import numpy as np
 
 from ..errors import TraceFormatError
 from ..trace import NONE, Recording, Track
-from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index
+from ._common import (
+    PSEUDO_NAMES,
+    FrameKey,
+    build_trace,
+    check_expansion,
+    frame_keys,
+    pseudo_index,
+)
 from ._format import Format
 
 TRACK_FRAME = re.compile(r"^track:(.+)$")
@@ -157,6 +164,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             k = parsed[text] = _parse_frame(text)
         return k
 
+    check_expansion(sum(counts), source, "counts")
     tracks = []
     for name, idx in groups.items():
         skip = int(tracked)

@@ -216,7 +216,7 @@ def _read_samples(
             times = None
         del raw_times
         stack = _int_column(_stack_ids(samples), "stackId")
-    except (KeyError, TypeError, AttributeError):
+    except (KeyError, TypeError, AttributeError, ValueError, OverflowError):
         times, stack = None, None
     if times is None or (len(samples) and times.dtype.kind not in "if"):
         for i, s in enumerate(samples):

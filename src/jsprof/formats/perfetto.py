@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import TraceFormatError
 from ..trace import MARKERS, NONE, Recording, Track
 from . import _protobuf as pb
-from ._common import PSEUDO_NAMES, build_trace
+from ._common import PSEUDO_NAMES, build_trace, canonical
 from ._format import Format
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
@@ -50,7 +50,7 @@ def _pb() -> Any:
 
 
 def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
-    tr = track.trace
+    tr = canonical(track.trace)
     seq = index + 1
     tid = track.meta.get("tid") if isinstance(track.meta.get("tid"), int) else seq
     pid = track.meta.get("pid") if isinstance(track.meta.get("pid"), int) else PID

@@ -41,7 +41,15 @@ import numpy as np
 from ..errors import ErrorAt, TraceFormatError
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
 from . import _protobuf as pb
-from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+from ._common import (
+    PSEUDO_NAMES,
+    FrameKey,
+    build_trace,
+    check_expansion,
+    frame_keys,
+    pseudo_index,
+    stack_lists,
+)
 from ._format import Format
 
 NS_PER_MS = 1_000_000
@@ -440,6 +448,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         all_stacks[k] = [fr for lid in reversed(key) for fr in loc_frames[lid]] or [
             (PSEUDO_NAMES[0], None, None, None)
         ]
+    check_expansion(sum(sum(t["count"]) for t in per_track.values()), source, "sample values")
     tracks = []
     interval_ms = period / NS_PER_MS if period > 0 else None
     for name, t in per_track.items():

@@ -38,7 +38,15 @@ import orjson
 
 from ..errors import ErrorAt, TraceFormatError
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
-from ._common import PSEUDO_NAMES, FrameKey, build_trace, frame_keys, pseudo_index, stack_lists
+from ._common import (
+    PSEUDO_NAMES,
+    FrameKey,
+    build_trace,
+    check_expansion,
+    frame_keys,
+    pseudo_index,
+    stack_lists,
+)
 from ._format import Format, Probe
 from ._json import type_name
 
@@ -80,8 +88,22 @@ class _SharedFrames:
 def _profile(track: Track, shared: _SharedFrames) -> dict:
     trace = track.trace
     n = trace.num_samples
-    fids = [shared.get(k) for k in frame_keys(trace)]
-    stacks = [[fids[f] for f in s] for s in stack_lists(trace)]
+    keys = frame_keys(trace)
+    all_stacks = stack_lists(trace)
+    # Shared frames in the order the samples first use them (root first), and only those:
+    # the order reading interns them in, so a written file reads back and writes the same.
+    fids: dict[int, int] = {}
+    stacks: dict[int, list[int]] = {}
+
+    def stack(k: int) -> list[int]:
+        s = stacks.get(k)
+        if s is None:
+            s = stacks[k] = [
+                fids[f] if f in fids else fids.setdefault(f, shared.get(keys[f]))
+                for f in all_stacks[k]
+            ]
+        return s
+
     pseudo = pseudo_index(trace)
     key = np.where(trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2)
     if n:
@@ -98,7 +120,7 @@ def _profile(track: Track, shared: _SharedFrames) -> dict:
     samples = []
     for k in key[starts].tolist():
         if k >= 0:
-            samples.append(stacks[k])
+            samples.append(stack(k))
         else:
             s = pseudo_stack.get(k)
             if s is None:
@@ -209,7 +231,7 @@ def _stack_keys(samples: list, nframes: int, err, where: str) -> tuple[list, np.
                 f"{where}.samples[{j}]", f"expected an array of frame indices, got {type_name(s)}"
             )
         t = tuple(s)
-        k = index.get(t)
+        k = index.get(t) if all(type(v) is int for v in t) else None
         if k is None:
             for v in t:
                 if type(v) is not int or not 0 <= v < nframes:
@@ -272,7 +294,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     unit = p.get("unit")
     if unit == "bytes":
         raise err(f"{where}.unit", "is bytes: a memory profile; jsprof reads time profiles")
-    if unit != "none" and unit not in UNIT_MS:
+    if unit != "none" and (type(unit) is not str or unit not in UNIT_MS):
         raise err(f"{where}.unit", f"{unit!r} is not a speedscope unit")
     samples = p.get("samples")
     if type(samples) is not list:
@@ -334,6 +356,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
         )
     if unit == "none":
         # Weights are sample counts (speedscope's folded import writes these).
+        check_expansion(int(min(float(w.sum()), 2.0**62)), err.source, f"{where}.weights")
         reps = np.rint(w).astype(np.int64)
         key = np.repeat(keys, reps)
         times = float(start) + np.arange(len(key), dtype=np.float64)
@@ -348,7 +371,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
 
 def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     unit = p.get("unit")
-    if unit not in UNIT_MS:
+    if type(unit) is not str or unit not in UNIT_MS:
         raise err(f"{where}.unit", f"{unit!r}: evented profiles need a time unit")
     events = p.get("events")
     if type(events) is not list:

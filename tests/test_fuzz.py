@@ -1,0 +1,307 @@
+"""Fuzzing every reader (issue 11): mutated real files raise nothing but a one-line
+JsprofError, within the time limit; what reads back writes back the same.
+
+Seeds are real files: Chromium's own ProfilerTrace files, `node --cpu-prof` and PrimJS
+profiles, py-spy's speedscope and folded output, @datadog/pprof's pprof, a source map made
+by terser, and jsprof's own output for the formats only jsprof writes here (Chrome trace,
+Perfetto). Mutations: truncation, byte flips, byte runs inserted or deleted, and for JSON a
+key deleted, a value swapped for another type, a huge or negative number, deep nesting.
+
+Profiles (environment variable JSPROF_FUZZ): `short` (default, part of `make test`: a few
+dozen cases per reader) and `fuzz` (`make fuzz`: 10,000 cases per reader).
+"""
+
+from __future__ import annotations
+
+import copy
+import gzip
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import jsprof
+from jsprof import trace as trace_model
+from jsprof.analysis import sourcemap
+from jsprof.errors import JsprofError
+from jsprof.formats import FORMATS, detect
+
+DATA = Path(__file__).parent / "data"
+TERSER = Path(__file__).parent / "js" / "node_modules" / ".bin" / "terser"
+
+settings.register_profile(
+    "short",
+    max_examples=25,
+    deadline=10_000,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    database=None,
+)
+settings.register_profile(
+    "fuzz",
+    max_examples=10_000,
+    deadline=10_000,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+PROFILE = settings.get_profile(os.environ.get("JSPROF_FUZZ", "short"))
+
+# Bounded memory: counts in a file (pprof, folded, PrimJS hitCounts, speedscope weights)
+# may not expand past this many samples while fuzzing.
+FUZZ_MAX_SAMPLES = 2_000_000
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _small_expansion_limit():
+    saved = trace_model.MAX_SAMPLES
+    trace_model.MAX_SAMPLES = FUZZ_MAX_SAMPLES
+    yield
+    trace_model.MAX_SAMPLES = saved
+
+
+def _own(fmt: str, src: Path) -> bytes:
+    """jsprof's output in format `fmt` for a real input."""
+    return FORMATS[fmt].write(jsprof.load(src))  # type: ignore[misc]
+
+
+SEEDS: dict[str, list[bytes]] = {
+    "jsprof": [
+        (DATA / "chromium" / "trace-basic.json").read_bytes(),
+        (DATA / "chromium" / "trace-idle.json").read_bytes(),
+        _own("jsprof", DATA / "node" / "bench.cpuprofile"),
+    ],
+    "cpuprofile": [(DATA / "node" / "bench.cpuprofile").read_bytes()],
+    "primjs": [(DATA / "primjs" / "profile-interval100.json").read_bytes()],
+    "chrome-trace": [_own("chrome-trace", DATA / "chromium" / "trace-builtins.json")],
+    "speedscope": [
+        (DATA / "speedscope" / "py-spy.speedscope.json").read_bytes(),
+        _own("speedscope", DATA / "chromium" / "trace-basic.json"),
+    ],
+    "folded": [
+        (DATA / "folded" / "py-spy-raw.folded").read_bytes(),
+        _own("folded", DATA / "chromium" / "trace-basic.json"),
+    ],
+    "pprof": [
+        (DATA / "pprof" / "datadog-pprof-node20.pb.gz").read_bytes(),
+        gzip.decompress((DATA / "pprof" / "datadog-pprof-node20.pb.gz").read_bytes()),
+        _own("pprof", DATA / "chromium" / "trace-builtins.json"),
+    ],
+    "perfetto": [_own("perfetto", DATA / "chromium" / "trace-builtins.json")],
+}
+
+
+# ---- mutations ---------------------------------------------------------------------------
+
+SWAPS = [
+    None,
+    True,
+    False,
+    "",
+    "x",
+    0,
+    -1,
+    1.5,
+    2**63,
+    -(2**63) - 1,
+    2**70,
+    1e308,
+    -1e308,
+    [],
+    {},
+    [None],
+    {"": None},
+]
+
+
+def _paths(doc, prefix=(), out=None, limit=400):
+    """Paths to values in a JSON document (sampled breadth, capped)."""
+    if out is None:
+        out = []
+    if len(out) >= limit:
+        return out
+    out.append(prefix)
+    if isinstance(doc, dict):
+        for k, v in list(doc.items())[:20]:
+            _paths(v, (*prefix, k), out, limit)
+    elif isinstance(doc, list):
+        for i in sorted({0, 1, len(doc) // 2, len(doc) - 1} & set(range(len(doc)))):
+            _paths(doc[i], (*prefix, i), out, limit)
+    return out
+
+
+def _get(doc, path):
+    for p in path:
+        doc = doc[p]
+    return doc
+
+
+@st.composite
+def json_mutation(draw, doc):
+    doc = copy.deepcopy(doc)
+    paths = _paths(doc)
+    path = draw(st.sampled_from(paths))
+    kind = draw(st.sampled_from(["delete", "swap", "nest", "duplicate"]))
+    if not path:
+        return json.dumps(draw(st.sampled_from(SWAPS))).encode()
+    parent, key = _get(doc, path[:-1]), path[-1]
+    if kind == "delete":
+        del parent[key]
+    elif kind == "swap":
+        parent[key] = draw(st.sampled_from(SWAPS))
+    elif kind == "nest":
+        depth = draw(st.sampled_from([3, 40, 1100, 3000]))
+        v = parent[key]
+        for _ in range(depth):
+            v = [v]
+        parent[key] = v
+    elif isinstance(parent, list):
+        parent.insert(key, copy.deepcopy(parent[key]))
+    else:
+        parent[key] = [parent[key], parent[key]]
+    try:
+        return json.dumps(doc).encode()
+    except (ValueError, RecursionError):
+        return b"[" * 5000
+
+
+@st.composite
+def byte_mutation(draw, data: bytes):
+    kind = draw(st.sampled_from(["truncate", "flip", "insert", "delete"]))
+    n = len(data)
+    if kind == "truncate":
+        return data[: draw(st.integers(0, max(n - 1, 0)))]
+    pos = draw(st.integers(0, max(n - 1, 0)))
+    if kind == "flip":
+        count = draw(st.integers(1, 8))
+        out = bytearray(data)
+        for _ in range(count):
+            i = draw(st.integers(0, max(n - 1, 0)))
+            if out:
+                out[i] = draw(st.integers(0, 255))
+        return bytes(out)
+    if kind == "insert":
+        return data[:pos] + draw(st.binary(min_size=1, max_size=16)) + data[pos:]
+    return data[:pos] + data[pos + draw(st.integers(1, 64)) :]
+
+
+def mutated(name: str):
+    seeds = SEEDS[name]
+    strategies = [byte_mutation(s) for s in seeds]
+    for s in seeds:
+        raw = gzip.decompress(s) if s[:2] == b"\x1f\x8b" else s
+        if raw.lstrip()[:1] in (b"{", b"["):
+            strategies.append(json_mutation(orjson.loads(raw)))
+        if s[:2] == b"\x1f\x8b":  # the mutation inside the gzip layer
+            strategies.append(byte_mutation(raw).map(lambda b: gzip.compress(b, mtime=0)))
+    return st.one_of(strategies)
+
+
+# ---- properties --------------------------------------------------------------------------
+
+
+def _one_line(e: JsprofError) -> None:
+    msg = str(e)
+    assert msg and "\n" not in msg and "Traceback" not in msg, repr(msg)
+
+
+def _reads_or_says_why(data: bytes) -> None:
+    """Read as the CLI does (gzip, sniffing, the reader); if it reads, its own format
+    writes it, and that output reads back and writes the same bytes again."""
+    try:
+        rec = jsprof.load(io.BytesIO(data))
+    except JsprofError as e:
+        _one_line(e)
+        return
+    raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    fmt = detect(raw, "fuzz")
+    if fmt is None or fmt.write is None:
+        return
+    try:
+        out = fmt.write(rec)
+    except JsprofError as e:  # e.g. too many tracks for a one-thread format
+        _one_line(e)
+        return
+    again = fmt.write(jsprof.load(io.BytesIO(out)))
+    assert again == out, f"{fmt.name}: write(read(x)) is not stable"
+
+
+READERS = list(SEEDS)
+
+
+@pytest.mark.parametrize("name", READERS)
+def test_mutated_files_raise_only_one_line_errors(name):
+    @settings(PROFILE)
+    @given(mutated(name))
+    def run(data):
+        _reads_or_says_why(data)
+
+    run()
+
+
+@pytest.mark.parametrize(
+    "name,fmt",
+    [
+        ("jsprof", "jsprof"),
+        ("cpuprofile", "cpuprofile"),
+        ("primjs", "cpuprofile"),
+        ("chrome-trace", "chrome-trace"),
+        ("speedscope", "speedscope"),
+        ("folded", "folded"),
+        ("pprof", "pprof"),
+        ("perfetto", "perfetto"),
+    ],
+)
+def test_round_trip_of_each_seed_is_stable_in_every_writable_format(name, fmt):
+    for seed in SEEDS[name]:
+        rec = jsprof.load(io.BytesIO(seed))
+        for out_fmt in FORMATS.values():
+            if out_fmt.write is None or out_fmt.read is None:
+                continue
+            if len(rec.tracks) > 1 and out_fmt.name == "cpuprofile":
+                continue
+            out = out_fmt.write(rec)
+            again = out_fmt.write(jsprof.load(io.BytesIO(out)))
+            assert again == out, f"{name} -> {out_fmt.name}: not stable"
+
+
+# ---- source maps -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_map(tmp_path_factory) -> bytes:
+    d = tmp_path_factory.mktemp("map")
+    (d / "hot.js").write_text((DATA / "quickjs" / "hot.js").read_text())
+    assert TERSER.exists(), f"{TERSER} missing: `make test` installs tests/js (npm ci)"
+    subprocess.run(
+        [str(TERSER), "hot.js", "--compress", "--mangle", "--source-map", "-o", "hot.min.js"],
+        cwd=d,
+        check=True,
+    )
+    return (d / "hot.min.js.map").read_bytes()
+
+
+def test_mutated_source_maps_raise_only_one_line_errors(real_map, tmp_path):
+    doc = orjson.loads(real_map)
+    path = tmp_path / "m.js.map"
+
+    @settings(PROFILE)
+    @given(st.one_of(byte_mutation(real_map), json_mutation(doc)))
+    def run(data):
+        path.write_bytes(data)
+        try:
+            sm = sourcemap.load_map(path)
+        except JsprofError as e:
+            _one_line(e)
+            return
+        for line in (0, 1, 2, 10**9):
+            for col in (0, 1, 5, 10**9):
+                sm.lookup(line, col)
+                sm.lookup(line, col, named=False)
+            sm.lookup_line(line)
+
+    run()
