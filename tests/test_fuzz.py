@@ -50,6 +50,8 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 PROFILE = settings.get_profile(os.environ.get("JSPROF_FUZZ", "short"))
+if os.environ.get("JSPROF_FUZZ_EXAMPLES"):  # e.g. a longer run than `short` while debugging
+    PROFILE = settings(PROFILE, max_examples=int(os.environ["JSPROF_FUZZ_EXAMPLES"]))
 
 # Bounded memory: counts in a file (pprof, folded, PrimJS hitCounts, speedscope weights)
 # may not expand past this many samples while fuzzing.
