@@ -287,6 +287,7 @@ def real_map(tmp_path_factory) -> bytes:
     return (d / "hot.min.js.map").read_bytes()
 
 
+@pytest.mark.npm
 def test_mutated_source_maps_raise_only_one_line_errors(real_map, tmp_path):
     doc = orjson.loads(real_map)
     path = tmp_path / "m.js.map"
