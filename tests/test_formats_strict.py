@@ -228,3 +228,19 @@ def test_a_string_that_looks_like_the_end_of_the_samples_is_not_taken_for_it(tmp
     again = jsprof.load(path)
     assert again.tracks[0].trace == rec.tracks[0].trace
     assert again.tracks[0].meta == rec.tracks[0].meta
+
+
+@pytest.mark.parametrize("fmt,name", [("perfetto", "t.pftrace"), ("pprof", "t.pb.gz")])
+def test_a_truncated_binary_trace_names_the_file_and_what_is_wrong(fmt, name, tmp_path, capsys):
+    from pathlib import Path
+
+    from jsprof.formats import FORMATS
+
+    rec = jsprof.load(Path(__file__).parent / "data" / "chromium" / "trace-basic.json")
+    whole = FORMATS[fmt].write(rec)
+    path = tmp_path / name
+    path.write_bytes(whole[: len(whole) * 2 // 3])
+    assert main(["report", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{path}: " in err, err
+    assert "truncated" in err and "not a trace format" not in err, err

@@ -39,6 +39,11 @@ def _gunzip(data: bytes, source: str) -> bytes:
         raise TraceFormatError(
             f"{source}: decompresses to more than the {MAX_INPUT_BYTES} byte input limit"
         )
+    if not d.eof:
+        raise TraceFormatError(
+            f"{source}: truncated gzip data (the file ends inside the compressed stream); "
+            "was it copied whole?"
+        )
     return out
 
 

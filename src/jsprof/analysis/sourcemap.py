@@ -70,8 +70,18 @@ class SourceMap:
             raise SourceMapError(f"{where}: mappings: missing or not a string")
         root = doc.get("sourceRoot") or ""
         srcs = doc.get("sources") or []
+        names = doc.get("names") or []
+        for key, v, want in (
+            ("sourceRoot", root, str),
+            ("sources", srcs, list),
+            ("names", names, list),
+        ):
+            if type(v) is not want:
+                raise SourceMapError(
+                    f"{where}: {key}: expected {'a string' if want is str else 'an array'}"
+                )
         self.sources = [root + s if type(s) is str else "" for s in srcs]
-        self.names = [n if type(n) is str else "" for n in (doc.get("names") or [])]
+        self.names = [n if type(n) is str else "" for n in names]
         self.file = doc.get("file") if type(doc.get("file")) is str else None
         self.base_dir = base_dir
         self._cols: list[list[int]] = []

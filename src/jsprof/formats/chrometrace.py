@@ -206,6 +206,9 @@ def _num(source: str, where: str, v: Any) -> float:
     return float(v)
 
 
+_SCALARS = (int, float, str, type(None))
+
+
 def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
     profiles: dict[tuple, _Profile] = {}
     names: dict[tuple, str] = {}
@@ -214,6 +217,9 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
             raise _err(source, f"traceEvents[{i}]", "expected an event object")
         name = e.get("name")
         where = f"traceEvents[{i}]"
+        for key in ("pid", "tid", "id"):
+            if type(e.get(key)) not in _SCALARS:
+                raise _err(source, f"{where}.{key}", "expected a number or a string")
         if name == "thread_name" and e.get("ph") == "M":
             a = e.get("args")
             if type(a) is dict and type(a.get("name")) is str:
@@ -280,18 +286,22 @@ def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
         if type(nd) is not dict:
             raise _err(source, f"{where}.nodes[{j}]", "expected a node object")
         if "parent" in nd:
+            if type(nd["parent"]) is not int:
+                raise _err(source, f"{where}.nodes[{j}].parent", "expected a node id")
             children.setdefault(nd["parent"], []).append(nd.get("id"))
     for nd in prof.nodes:
-        cf = dict(nd.get("callFrame") or {})
-        cf["scriptId"] = str(cf.get("scriptId", "0"))
-        cf.setdefault("url", "")
-        cf.setdefault("lineNumber", -1)
-        cf.setdefault("columnNumber", -1)
+        cf = nd.get("callFrame")
+        if type(cf) is dict:  # anything else: the CDP checks name it
+            cf = dict(cf)
+            cf["scriptId"] = str(cf.get("scriptId", "0"))
+            cf.setdefault("url", "")
+            cf.setdefault("lineNumber", -1)
+            cf.setdefault("columnNumber", -1)
         out = {"id": nd.get("id"), "callFrame": cf}
         if "children" in nd:
             out["children"] = nd["children"]
-        elif nd.get("id") in children:
-            out["children"] = children[nd.get("id")]
+        elif type(nd.get("id")) is int and nd["id"] in children:
+            out["children"] = children[nd["id"]]
         nodes.append(out)
     return {
         "nodes": nodes,
