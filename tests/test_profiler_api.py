@@ -26,6 +26,7 @@ def test_python_session_states_and_interval() -> None:
     rt = QuickJS()
     before = rt.now()
     s = rt.profiler(sample_interval=0)
+    started = rt.now()
     assert s.sample_interval == MIN_INTERVAL_MS and s.stopped is False
     rt.eval(BUSY.format(name="work") + "; work(20);", "w.js")
     trace = s.stop()
@@ -36,8 +37,9 @@ def test_python_session_states_and_interval() -> None:
     t = trace.sample_time
     assert trace.num_samples >= 50 and before <= t[0] and t[-1] <= after
     assert (t[1:] > t[:-1]).all()
-    # the first sample is taken when the session starts (idle here: no stack)
-    assert t[0] - before < 1.0 and trace.sample_stack[0] == NONE
+    # the first sample is taken when the session starts, inside the call that starts it
+    # (measured, not assumed to take under 1 ms on a loaded machine); idle: no stack
+    assert before <= t[0] <= started and trace.sample_stack[0] == NONE
     assert "work" in frame_names(trace)
 
 

@@ -48,14 +48,6 @@ def test_undefined_frames_are_skipped_and_empty_stack_has_no_id():
     assert b.stack_id([]) is None
 
 
-def test_sample_buffer_limit():
-    b = TraceBuilder(max_buffer_size=3)
-    s = b.stack_id([b.frame_id("a")])
-    assert [b.add_sample(float(i), s) for i in range(5)] == [True, True, True, False, False]
-    assert b.full and len(b) == 3
-    assert b.build().num_samples == 3
-
-
 def test_markers_and_lines_are_optional_columns():
     b = TraceBuilder()
     s = b.stack_id([b.frame_id("a")])

@@ -300,12 +300,11 @@ class TraceBuilder:
     "get an element ID": a component-wise equal resource, frame or stack gets the index
     it already has, otherwise it is appended. "get a stack ID": frames outermost first; a
     frame whose ID is undefined (None) is skipped and its parent's stack ID used; an empty
-    stack gives no stackId. The sample buffer limit: once `max_buffer_size` samples are
-    held, further samples are refused and `full` becomes true.
+    stack gives no stackId. The spec's sample buffer limit is the session's
+    (`session.ProfilerSession`, `maxBufferSize`), the one place that applies it.
     """
 
-    def __init__(self, max_buffer_size: int | None = None) -> None:
-        self.max_buffer_size = max_buffer_size
+    def __init__(self) -> None:
         self._resources: dict[str, int] = {}
         self._frames: dict[ProfilerFrame, int] = {}
         self._stacks: dict[tuple[int, int], int] = {}
@@ -315,7 +314,6 @@ class TraceBuilder:
         self._sample_stacks: list[int] = []
         self._markers: list[int] | None = None
         self._lines: list[int] | None = None
-        self.full = False
 
     def __len__(self) -> int:
         return len(self._times)
@@ -424,10 +422,7 @@ class TraceBuilder:
         stack_id: int | None,
         marker: str | None = None,
         line: int | None = None,
-    ) -> bool:
-        if self.max_buffer_size is not None and len(self._times) >= self.max_buffer_size:
-            self.full = True
-            return False
+    ) -> None:
         n = len(self._times)
         self._times.append(timestamp)
         self._sample_stacks.append(NONE if stack_id is None else stack_id)
@@ -443,9 +438,6 @@ class TraceBuilder:
             self._lines.append(line)
         elif self._lines is not None:
             self._lines.append(NO_LINE)
-        if self.max_buffer_size is not None and len(self._times) >= self.max_buffer_size:
-            self.full = True
-        return True
 
     def build(self) -> ProfilerTrace:
         return ProfilerTrace(
