@@ -160,3 +160,17 @@ def test_cli_diff_table_json_gate_and_flame(tmp_path, capsys):
     assert main(["diff", base, new, "--fail-if", "c>1"]) == 2
     assert main(["diff", base, new, "--flame", str(tmp_path / "d.png")]) == 2
     assert not (tmp_path / "d.png").exists()
+
+
+def test_diff_filter_names_need_to_match_in_one_profile_only(tmp_path, capsys):
+    """`--exclude gone` when NEW removed `gone`: fine; a name neither has: one line, 2."""
+    base = _write(tmp_path, "base.json", _rec(BASE))
+    new = _write(tmp_path, "new.json", _rec(NEW))
+    assert main(["diff", base, new, "--exclude", "gone", "--json"]) == 0
+    rows = {r["name"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert "gone" not in rows and "a" in rows
+    assert main(["diff", base, new, "--focus", "c"]) == 0  # only NEW has c
+    capsys.readouterr()
+    assert main(["diff", base, new, "--exclude", "nosuch"]) == 2
+    err = capsys.readouterr().err
+    assert "--exclude 'nosuch': no function in" in err and err.count("\n") == 1

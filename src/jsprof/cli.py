@@ -83,7 +83,7 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(path: str, args: argparse.Namespace) -> Recording:
+def _load(path: str, args: argparse.Namespace, unmatched: list[str] | None = None) -> Recording:
     """Load a trace and apply the shared filters the command was given."""
     from . import io
     from .analysis import filters
@@ -100,6 +100,7 @@ def _load(path: str, args: argparse.Namespace) -> Recording:
         getattr(args, "focus", ()),
         getattr(args, "exclude", ()),
         getattr(args, "hide_internal", False),
+        unmatched,
     )
 
 
@@ -316,6 +317,7 @@ def _open_in_browser(path: str) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from . import io
+    from .analysis import filters
     from .analysis.calltree import build_call_tree
     from .analysis.diff import check_gates, diff_profiles, parse_gate, tree_changes
     from .render import console as render
@@ -329,7 +331,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
     fmt = _flame_format(args.flame) if args.flame else None
     if args.flame:
         io.check_output(args.flame)
-    base, new = _load(args.base, args), _load(args.new, args)
+    # A --focus/--exclude name may be in one profile only (a function added or removed).
+    missing_b: list[str] = []
+    missing_n: list[str] = []
+    base, new = _load(args.base, args, missing_b), _load(args.new, args, missing_n)
+    for both in sorted(set(missing_b) & set(missing_n)):
+        option, name = both.split("\0")
+        raise filters.no_match_error(option, name, f"{args.base} or {args.new}")
     if args.track is not None:
         base.track(args.track)
         new.track(args.track)

@@ -157,11 +157,14 @@ def _shares(
         _accumulate_track(t, fk, len(table), acc, w)
     total = float(sum(w.sum() for w in weights))
     scale = 100.0 / total if total > 0 else 0.0
-    self_ms, total_ms = acc[0], acc[1]
+    self_ms, total_ms, total_n = acc[0], acc[1], acc[3]
+    # Only functions some sample passed through: one that a filter removed (or an engine
+    # listed unsampled) is not "removed" from the profile.
     return (
         {
             k: (float(self_ms[i]) * scale, float(total_ms[i]) * scale)
             for i, k in enumerate(table.keys)
+            if total_n[i] > 0
         },
         total,
     )

@@ -219,6 +219,13 @@ def matches_any(rec: Recording, pattern: str) -> bool:
     return any(pred(f, None) for t in rec.tracks for f in t.trace.frames)
 
 
+def no_match_error(option: str, name: str, source: str) -> UsageError:
+    return UsageError(
+        f"{option} {name!r}: no function in {source} matches; names match whole, with * "
+        "and ? as wildcards (e.g. 'fib', 'get *', '*Loop')"
+    )
+
+
 def apply(
     rec: Recording,
     source: str,
@@ -226,12 +233,14 @@ def apply(
     focus_on: Sequence[str] = (),
     exclude: Sequence[str] = (),
     hide_runtime: bool = False,
+    unmatched: list[str] | None = None,
 ) -> Recording:
     """The command line's filters, in its order, refusing ones that select nothing.
 
     A `--focus` or `--exclude` name that matches no function, or a `--time-range` with no
     sample in it, is a UsageError that says so: an empty report (or an unchanged one)
-    would look like a result."""
+    would look like a result. With `unmatched` given, names that match nothing are
+    appended to it instead (`diff` refuses a name only when neither profile has it)."""
     if time_range_text:
         try:
             start, end = parse_time_range(time_range_text)
@@ -250,10 +259,9 @@ def apply(
     for option, names, step in (("--focus", focus_on, focus), ("--exclude", exclude, _exclude)):
         for name in names:
             if not matches_any(rec, name):
-                raise UsageError(
-                    f"{option} {name!r}: no function in {source} matches; names match "
-                    "whole, with * and ? as wildcards (e.g. 'fib', 'get *', '*Loop')"
-                )
+                if unmatched is None:
+                    raise no_match_error(option, name, source)
+                unmatched.append(f"{option}\0{name}")
             rec = step(rec, name)
     if hide_runtime:
         rec = hide_internal(rec)

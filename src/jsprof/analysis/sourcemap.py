@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 
 from ..errors import JsprofError
-from ..trace import NONE, ProfilerTrace, Recording, TraceBuilder
+from ..trace import NONE, ProfilerTrace, Recording, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
 _B64 = {
@@ -138,7 +138,8 @@ class SourceMap:
             return None
         src = self.sources[s]
         if self.base_dir and not re.match(r"^[a-z][a-z0-9+.-]*:", src):
-            src = Path(os.path.abspath(os.path.join(self.base_dir, src))).as_uri()
+            # spelled as engines spell scripts, so original sources match across runs
+            src = normalise_resource(os.path.abspath(os.path.join(self.base_dir, src)))
         name = self.names[n] if named and 0 <= n < len(self.names) else None
         return src, ln + 1, c + 1, name
 
