@@ -513,3 +513,77 @@ def test_cdp_refuses_non_loopback_before_connecting() -> None:
 
     # Refused before any connection or name lookup is tried (.invalid never resolves).
     assert main(["record", "--cdp", "http://browser.invalid:9222", "--duration", "1"]) == 2
+
+
+# ---- the project's Profiler conformance file on Chromium's native Profiler --------------
+
+# Where Chromium itself differs from the spec or from our engines (README's table): its
+# sampler's floor is 10 ms (requests are rounded up to multiples of 10), so the checks
+# that count samples at 1 ms or expect a 5 ms session see a tenth of the samples; it has
+# no `onsamplebufferfull` attribute and leaves `stopped` false after a full buffer.
+CHROMIUM_DIFFERS = {
+    "samples taken",
+    "samples with no JavaScript have no stackId key",
+    "onsamplebufferfull handler called",
+    "a full buffer stops the session",
+    "maxBufferSize -1 keeps everything (4294967295)",
+    "each session reports its own interval",
+    "the other session is whole",
+}
+
+
+def test_conformance_file_on_the_native_profiler(browser: Browser) -> None:
+    import json
+
+    from jsprof.engines.chromium import run_chromium
+
+    out = io.StringIO()
+    path = Path(__file__).parent / "data" / "profiler" / "conformance.js"
+    assert run_chromium(str(path), browser=browser, stdout=out) == 0
+    rows = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
+    assert rows and rows[-1] == {"done": True}
+    failed = {r["check"] for r in rows[:-1] if not r["ok"]}
+    assert failed <= CHROMIUM_DIFFERS, failed - CHROMIUM_DIFFERS
+    passed = {r["check"] for r in rows[:-1] if r["ok"]}
+    assert len(passed) >= 30
+    assert "a known function is a frame with resource, line and column" in passed
+
+
+def test_no_profiling_gives_chromiums_own_error(browser: Browser) -> None:
+    from jsprof.engines.chromium import run_chromium
+
+    path = Path(__file__).parent / "data" / "profiler" / "not_allowed.js"
+    out = io.StringIO()
+    assert run_chromium(str(path), allow_profiling=False, browser=browser, stdout=out) == 0
+    assert out.getvalue() == "NotAllowedError\n"
+    out = io.StringIO()
+    assert run_chromium(str(path), browser=browser, stdout=out) == 0
+    assert out.getvalue() == "constructed\n"
+
+
+def test_console_lines_as_the_console_shows_them(browser: Browser) -> None:
+    from jsprof.engines.chromium import run_chromium
+
+    out, err = io.StringIO(), io.StringIO()
+    assert run_chromium(str(DATA / "console.js"), browser=browser, stdout=out, stderr=err) == 0
+    assert out.getvalue().splitlines() == [
+        "text 1 1.5 true null undefined {a: 1, b: 'x'} [1, 'a'] 10n Symbol(q)",
+        "Ada is 36 years extra",
+        "info line",
+        "debug line",
+        "",  # console.log(''); V8's inspector drops a console.log() with no arguments
+    ]
+    assert err.getvalue().splitlines() == ["warn line", "error line shown"]
+
+
+def test_out_of_process_iframe_is_its_own_track(browser: Browser) -> None:
+    out = io.StringIO()
+    rec = record_chromium(str(DATA / "oopif.html"), 1.0, browser=browser, stdout=out)
+    assert out.getvalue() == "frame done\n"
+    assert len(rec.tracks) == 2
+    frame = rec.tracks[1]
+    assert frame.name.startswith("http://localhost:") and frame.name.endswith("/frame.html")
+    assert frame.meta["kind"] == "iframe"
+    main_self, frame_self = self_counts(rec.tracks[0].trace), self_counts(frame.trace)
+    assert "spin2" in frame_self and "spin2" not in main_self
+    assert "spin" in main_self and "spin" not in frame_self

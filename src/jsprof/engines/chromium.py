@@ -264,7 +264,9 @@ def format_remote(o: dict, top: bool = True) -> str:
         return o.get("value", "") if top else repr_js_string(o.get("value", ""))
     if t == "undefined":
         return "undefined"
-    if t in ("number", "boolean"):
+    if t == "boolean":
+        return "true" if o.get("value") else "false"
+    if t == "number":
         return o.get("description") or str(o.get("value"))
     if t == "bigint":
         return o.get("description") or str(o.get("unserializableValue", ""))
@@ -440,7 +442,14 @@ class _Thread:
         with contextlib.suppress(CDPClosed):
             self.origin_mid = self.session.send_nowait(
                 "Runtime.evaluate",
-                {"expression": "performance.timeOrigin" + _SOURCE_URL, "returnByValue": True},
+                {
+                    # (Not `location` in a worker paused at its start: reading it there
+                    # crashed the renderer. A worker's URL comes with its target info.)
+                    "expression": "[performance.timeOrigin, "
+                    + ("String(location.href)]" if self.kind == "iframe" else "'']")
+                    + _SOURCE_URL,
+                    "returnByValue": True,
+                },
             )
 
     def poll_origin(self) -> None:
@@ -449,8 +458,11 @@ class _Thread:
             self.origin_mid = None
             with contextlib.suppress(CDPError, CDPClosed, EngineError):
                 v = self.session.result(mid, 0).get("result", {}).get("value")
-                if isinstance(v, (int, float)):
-                    self.time_origin = float(v)
+                if isinstance(v, list) and len(v) == 2 and isinstance(v[0], (int, float)):
+                    self.time_origin = float(v[0])
+                    # An iframe is attached before it navigates: its URL comes now.
+                    if isinstance(v[1], str) and v[1] and (not self.url or self.kind == "iframe"):
+                        self.url = v[1].split("#", 1)[0]
 
     # -- idleness (the --until load rule)
     def probe(self, now: float) -> None:
@@ -639,7 +651,6 @@ class PageSession:
         self.last_console = 0.0
         self.frame_id: str | None = None
         self._helper = _helper_source() + _SOURCE_URL if helper else None
-        self._names: dict[str, int] = {}
         self.network = network
 
     # -- setup
@@ -691,9 +702,7 @@ class PageSession:
             return
         url = info.get("url", "")
         name = url or kind
-        n = self._names.get(name, 0) + 1
-        self._names[name] = n
-        th = _Thread(sess, kind, url, name=name if n == 1 else f"{name} #{n}")
+        th = _Thread(sess, kind, url, name=name)
         self.threads.append(th)
         self.by_session[sid] = th
         try:
@@ -842,7 +851,8 @@ class PageSession:
 
     def read_origins(self, timeout: float = 2.0) -> None:
         for th in self.threads:
-            if th.time_origin is None and th.origin_mid is None:
+            # An iframe's document (and so its origin) is the one it navigated to.
+            if (th.time_origin is None or th.kind == "iframe") and th.origin_mid is None:
                 th.ask_origin()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(
@@ -857,6 +867,12 @@ class PageSession:
         mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
         tracks: list[Track] = []
         lost: list[str] = []
+        # Tracks are named by URL, known for an iframe only once it navigated.
+        seen: dict[str, int] = {}
+        for th in self.threads[1:]:
+            base = th.url or th.kind
+            seen[base] = seen.get(base, 0) + 1
+            th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
         for th in self.threads:
             t = th.to_track(requested_ms, mono_to_epoch_us)
             if t is not None:
