@@ -495,7 +495,7 @@ def test_cdp_attach_profiles_the_tab_and_detaches(tmp_path: Path) -> None:
         main = rec.tracks[0]
         assert main.meta["exit"] == "duration"
         assert "tickWork" in {f.name for f in main.trace.frames}
-        assert main.trace.num_samples > 300
+        assert main.trace.num_samples > 100  # 1.5 s at 1 ms, on a loaded machine
         assert main.time_origin > 1.5e12
         # Detached cleanly: the tab is still there, and a second attach works again.
         with urllib.request.urlopen(endpoint + "/json/list", timeout=10) as r:
