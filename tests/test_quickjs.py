@@ -496,20 +496,24 @@ def test_contract_restart_with_new_interval() -> None:
     rt.eval(work)
     second = prof.stop()
     assert first is not None and second is not None
-    # 0.5 ms: about twice as many samples for the same work
-    assert second.num_samples > 1.6 * first.num_samples
+    # 0.5 ms: about twice as many samples per millisecond (the spans vary on a loaded
+    # machine: the eval may return late)
+    def rate(t: ProfilerTrace) -> float:
+        return (t.num_samples - 1) / float(t.sample_time[-1] - t.sample_time[0])
+
+    assert rate(second) > 1.6 * rate(first), (rate(first), rate(second))
 
 
-def test_opt_in_self_sampling_keeps_split() -> None:
-    """The low-overhead mode (interpreter samples itself; off by default because short
-    built-in calls are then charged to what runs next) still measures bytecode right."""
+def test_timer_thread_mode_keeps_split() -> None:
+    """The older mode (a timer thread pokes the interpreter at every tick; dearer at
+    0.1 ms, selectable for comparison) still measures bytecode right."""
     from jsprof import _quickjs
 
-    _quickjs.set_tuning(1.0, 1.0)
+    before = _quickjs.set_tuning(0.0, 1.0)
     try:
         rec = record(DATA / "split.js", sample_interval=0.1)
     finally:
-        _quickjs.set_tuning(0.0, 1.0)
+        _quickjs.set_tuning(*before)
     trace = rec.tracks[0].trace
     counts = {n: inclusive(trace, n) for n in ("fifty", "thirty", "twenty")}
     total = sum(counts.values())

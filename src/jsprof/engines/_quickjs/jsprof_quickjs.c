@@ -2504,10 +2504,11 @@ static PyObject *set_repoke_us(PyObject *mod, PyObject *arg)
 
 static PyObject *set_tuning(PyObject *mod, PyObject *args)
 {
+    double below = g_self_below_ms, wake = g_self_wake_ms;
     (void)mod;
     if (!PyArg_ParseTuple(args, "dd", &g_self_below_ms, &g_self_wake_ms))
         return NULL;
-    Py_RETURN_NONE;
+    return Py_BuildValue("(dd)", below, wake); /* the previous values, to restore */
 }
 
 static PyObject *set_max_depth(PyObject *mod, PyObject *arg)
@@ -2528,7 +2529,8 @@ static PyMethodDef module_methods[] = {
     {"set_max_depth", set_max_depth, METH_O,
      "set_max_depth(n): the stack walker's depth limit (default and maximum MAX_DEPTH; tests)."},
     {"set_tuning", set_tuning, METH_VARARGS,
-     "set_tuning(self_sample_below_ms, self_sample_wake_ms): sampler mode switch (benchmarks)."},
+     "set_tuning(self_sample_below_ms, self_sample_wake_ms) -> previous values: self-sample "
+     "below this interval (default: always; 0: the timer-thread mode), timer wake period."},
     {"set_repoke_us", set_repoke_us, METH_O,
      "Delay (us) before the timer thread re-zeroes the interrupt counters of a pending tick (default 1; 0: no second write)."},
     {NULL}};
