@@ -101,7 +101,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     ps = p.add_subparsers(dest="serve_command", metavar="prune")
     pr = ps.add_parser("prune", help="delete old uploads from a store")
-    pr.add_argument("--store", default=DEFAULT_STORE, help="store directory")
+    # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
+    pr.add_argument(
+        "--store", default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+    )
     pr.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
     pr.add_argument("--app", metavar="NAME", help="only this app's uploads")
     pr.set_defaults(func=main_prune)
