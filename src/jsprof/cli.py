@@ -377,17 +377,23 @@ def _summarize_recording(rec: Recording, out: str | None) -> None:
     from .render.summary import print_recording_summary
 
     print_recording_summary(rec, out)
+    note = rec.tracks[0].meta.get("childProcesses") if rec.tracks else None
+    if note:
+        print(f"jsprof: note: the script started child processes; {note}", file=sys.stderr)
 
 
 def _finish_partial(e: BaseException, out: str | None) -> int:
+    from .record import exit_status
+
     rec = getattr(e, "recording", None)
     if rec is not None:
         _summarize_recording(rec, out)
     if isinstance(e, KeyboardInterrupt):
         print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
-        return 130
-    _print_js_error(e)  # type: ignore[arg-type]
-    return 1
+        return exit_status(rec) if rec is not None else 130
+    if not getattr(e, "printed", False):  # Node prints its own uncaught errors
+        _print_js_error(e)  # type: ignore[arg-type]
+    return exit_status(rec) if rec is not None else 1
 
 
 def _record_output(args: argparse.Namespace, default_stem: str) -> str:
@@ -403,7 +409,7 @@ def _save_recording(rec: Recording, out: str) -> str:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .record import check_script, record
+    from .record import check_script, exit_status, record, start_engine
 
     if args.engine == "chromium" or args.cdp:
         from .engines.chromium_cli import cmd_record as record_chromium
@@ -431,12 +437,19 @@ def cmd_record(args: argparse.Namespace) -> int:
         return 0
     if not args.script:
         raise UsageError("give the script to record (or --pid PID to attach to Node)")
-    if args.duration is not None:
-        raise UsageError("--duration goes with --pid")
     engine = args.engine or "quickjs"
+    if args.node_arg and engine != "node":
+        raise UsageError("--node-arg goes with --engine node")
     check_script(args.script, engine)  # before the output: the likelier mistake
+    # Node boots (held before the script) while the output is checked and numpy imported.
+    started = None if args.workers else start_engine(args.script, engine, args.args, args.node_arg)
     stem = os.path.splitext(os.path.basename(args.script))[0]
-    out = _record_output(args, f"{stem}.{engine}")
+    try:
+        out = _record_output(args, f"{stem}.{engine}")
+    except BaseException:
+        if started is not None:
+            started.kill()
+        raise
     from .record import Progress
     from .render.summary import StatusLine
 
@@ -452,6 +465,9 @@ def cmd_record(args: argparse.Namespace) -> int:
                 args=args.args,
                 workers=args.workers,
                 progress=progress,
+                node_args=args.node_arg,
+                duration=args.duration,
+                started=started,
             )
     except (JSError, KeyboardInterrupt) as e:
         rec = getattr(e, "recording", None)
@@ -462,7 +478,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     if error is not None:
         return _finish_partial(error, out)
     _summarize_recording(rec, out)
-    return 0
+    return exit_status(rec)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -474,12 +490,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         return run_chromium(args)
     try:
         code = run(
-            args.script, args.args, engine=args.engine, allow_profiling=not args.no_profiling
+            args.script,
+            args.args,
+            engine=args.engine,
+            allow_profiling=not args.no_profiling,
+            node_args=args.node_arg,
         )
     except JSError as e:
         _print_js_error(e)
         return 1
-    return int(code or 0)
+    except KeyboardInterrupt as e:
+        print("jsprof: interrupted", file=sys.stderr)
+        return 128 + getattr(e, "signum", 2)
+    code = int(code or 0)
+    # Node killed by a signal: the shell's status for it, as `node` itself would give.
+    return 128 - code if code < 0 else code
 
 
 # ---- instrument ---------------------------------------------------------------------------
@@ -522,6 +547,13 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         if result is None:
             raise
         error = e
+    except JsprofError as e:
+        code = getattr(e, "exit_code", None)
+        if not isinstance(code, int) or code >= 0:
+            raise
+        # Node died of a signal before it could report: its status, as `record` exits.
+        print(f"jsprof: {e}", file=sys.stderr)
+        return 128 - code
     # The program owns stdout: the report and notes go to stderr.
     err = stderr_console()
     if args.output:
@@ -532,6 +564,13 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         print(f"wrote {args.trace}", file=sys.stderr)
     title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
     print_methods(err, [r.to_json() for r in result.rows], title, top)
+    if isinstance(error, KeyboardInterrupt):
+        print("jsprof: interrupted; the calls counted so far were kept", file=sys.stderr)
+        return 128 + getattr(error, "signum", 2)
+    code = getattr(error, "exit_code", None)
+    if isinstance(code, int):
+        # Node's own status (it printed its own error, if any), as `record` exits.
+        return 128 - code if code < 0 else code
     if error is not None:
         raise error
     return 0
@@ -605,6 +644,14 @@ NAME is a function name as the report shows it (any resource). Examples:
   jsprof diff base.json new.json --fail-if 'render:total>+20%' --fail-if '*:self>+10pp'
 """
 
+
+_NODE_ARG: dict[str, Any] = {
+    "metavar": "FLAG",
+    "action": "append",
+    "default": [],
+    "help": "a flag for Node itself, e.g. --node-arg=--max-old-space-size=4096 (repeatable; "
+    "the node binary is $JSPROF_NODE, else node on PATH)",
+}
 
 # name -> (module with add_parser(subparsers), the help its add_parser gives)
 PACKAGE_COMMANDS = {
@@ -772,9 +819,11 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "--duration",
         type=_nonneg_float,
         metavar="S",
-        help="with --pid, --cdp or --engine chromium: seconds to record at most "
-        "(default: until Ctrl-C; chromium: until the --until rule)",
+        help="seconds to record at most, then end the script (or detach from --pid/--cdp) "
+        "and keep the trace; exits 0 (default: until the script ends or Ctrl-C; chromium: "
+        "until the --until rule)",
     )
+    rc.add_argument("--node-arg", **_NODE_ARG)
     rc.add_argument(
         "--until",
         metavar="WHEN",
@@ -794,7 +843,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "script", nargs="?", help="the .js or .mjs script to run (chromium: also .html or a URL)"
     )
     rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    rc.set_defaults(func=cmd_record)
+    # jsprof's own errors exit 2: 1 and up belong to the script (its own status).
+    rc.set_defaults(func=cmd_record, error_exit=2)
 
     rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
     rn.add_argument(
@@ -805,9 +855,10 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         action="store_true",
         help="forbid profiling: `new Profiler(...)` throws NotAllowedError",
     )
+    rn.add_argument("--node-arg", **_NODE_ARG)
     rn.add_argument("script", help=_SCRIPT_HELP)
     rn.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    rn.set_defaults(func=cmd_run)
+    rn.set_defaults(func=cmd_run, error_exit=2)
 
     ins = sub.add_parser(
         "instrument", help="run a script with classes' methods wrapped: exact calls and times"
@@ -824,7 +875,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     _add_top_args(ins, "default all")
     ins.add_argument("script", help=_SCRIPT_HELP)
     ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    ins.set_defaults(func=cmd_instrument)
+    ins.set_defaults(func=cmd_instrument, error_exit=2)
 
     # Commands that parse their own options in their own package. Their parsers are built
     # only when that command runs (or for the full parser): `jsprof --help` and every other

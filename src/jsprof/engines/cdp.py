@@ -7,7 +7,10 @@ way), a Chromium target's by the flattened `sessionId` key. Events that arrive w
 waiting for a reply are kept per session, in order, for `next_event`/`events`.
 
 Everything happens on the caller's thread: `pump()` reads what has arrived (with a
-short timeout so Ctrl-C and deadlines stay responsive) and routes it.
+short timeout so Ctrl-C and deadlines stay responsive) and routes it. Several threads may
+use one client (a ProfilerManager's end() from one thread while another waits for an
+eval): one lock makes each send (id, pending entry, frame) and each pump atomic, and a
+reply read by one thread's pump is routed to the session that waits for it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -64,13 +68,19 @@ class Session:
         """Send a command; returns its id (use `result(id)` to wait for the reply, or pass
         reply=False to have the reply dropped when it comes)."""
         c = self.client
-        c._next_id += 1
-        mid = c._next_id
-        msg: dict[str, Any] = {"id": mid, "method": method}
-        if params:
-            msg["params"] = params
-        self._route(msg)
-        c._pending[mid] = (self if reply else _DROP, method)
+        with c._lock:
+            c._next_id += 1
+            mid = c._next_id
+            msg: dict[str, Any] = {"id": mid, "method": method}
+            if params:
+                msg["params"] = params
+            # Registered before it is sent: the reply may be read at once by another thread.
+            c._pending[mid] = (self if reply else _DROP, method)
+            try:
+                self._route(msg)
+            except BaseException:
+                c._pending.pop(mid, None)
+                raise
         return mid
 
     def _route(self, msg: dict) -> None:
@@ -87,7 +97,7 @@ class Session:
             c._send(msg)
 
     def _send_to_worker(self, worker_session: str, msg: dict) -> None:
-        c = self.client
+        c = self.client  # called under c._lock (from send_nowait)
         c._next_id += 1
         wrapper = {
             "id": c._next_id,
@@ -156,9 +166,9 @@ class CDPClient:
         self._quickack()
         with contextlib.suppress(OSError, AttributeError):
             self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # type: ignore[union-attr]
+        self._lock = threading.RLock()
         self._next_id = 0
         self._pending: dict[int, tuple[Session, str]] = {}
-        self.root = self
         self.session = Session(self, None, False)
         self.sessions: dict[str, Session] = {}
         self.closed = False
@@ -206,6 +216,10 @@ class CDPClient:
 
     def pump(self, timeout: float = 0.1) -> bool:
         """Read and route whatever arrives within `timeout` s; False once the socket closed."""
+        with self._lock:
+            return self._pump(timeout)
+
+    def _pump(self, timeout: float) -> bool:
         if self.closed:
             return False
         self._quickack()
@@ -255,6 +269,10 @@ class CDPClient:
         session.events.append(msg)
 
     def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
         if not self.closed:
             try:
                 self.ws.close()

@@ -248,13 +248,14 @@ def _run_node(
             error = KeyboardInterrupt()
         elif proc.returncode != 0:
             error = JSError(f"{p}: node exited with status {proc.returncode}")
+            error.exit_code = proc.returncode  # type: ignore[attr-defined]
         try:
             with open(out, encoding="utf-8") as f:
                 dump = json.load(f)
         except OSError:
-            raise EngineError(
-                f"{p}: node ended (status {proc.returncode}) without writing results"
-            ) from None
+            err = EngineError(f"{p}: node ended (status {proc.returncode}) without writing results")
+            err.exit_code = proc.returncode  # type: ignore[attr-defined]
+            raise err from None
     return dump, error
 
 

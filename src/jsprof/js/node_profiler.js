@@ -53,8 +53,25 @@
     session.post('Profiler.setSamplingInterval',
       { interval: Math.max(1, Math.round(baseIntervalMs * 1000)) }, check);
     session.post('Profiler.start', check);
-    const n = performance.now();
-    clockOffsetUs = Number(process.hrtime.bigint() / 1000n) - n * 1000;
+    clockOffsetUs = readClockOffsetUs();
+  }
+
+  // V8 stamps samples with the monotonic clock in whole microseconds; performance.now()
+  // is the same clock (hrtime) less the realm's origin. The offset between them is read
+  // in nanoseconds, back to back, and the tightest of a few reads is kept.
+  function readClockOffsetUs() {
+    let best = Infinity;
+    let offset = 0;
+    for (let i = 0; i < 5; i++) {
+      const a = process.hrtime.bigint();
+      const n = performance.now();
+      const b = process.hrtime.bigint();
+      if (b - a < best) {
+        best = Number(b - a);
+        offset = (Number(a) + best / 2) / 1000 - n * 1000;
+      }
+    }
+    return offset;
   }
 
   function beginSlice() {
@@ -144,14 +161,14 @@
       if (prof) st.slices.push(prof);
       st.title = null;
     }
-    st.trace = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize).trace;
+    st.trace = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize, st.startTime).trace;
     st.slices = [];
   }
 
   // When could the buffer be full? Not before maxBufferSize intervals have passed.
   function scheduleBufferCheck(profiler, st) {
     if (st.state !== 'started') return;
-    const kept = st.slices.length ? buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize).count : 0;
+    const kept = st.slices.length ? buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize, st.startTime).count : 0;
     const left = Math.max(st.maxBufferSize - kept, 0);
     const wait = Math.max(left * st.interval, 1);
     st.timer = setTimeout(() => checkBuffer(profiler, st), Math.min(wait, 2 ** 31 - 1));
@@ -164,7 +181,7 @@
     // Confirm by slicing: end the nested profile and start the next one at once.
     const prof = endSlice(st.title);
     if (prof) st.slices.push(prof);
-    const built = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize);
+    const built = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize, st.startTime);
     if (built.full) {
       st.title = null;
       st.state = 'stopped';
@@ -179,7 +196,7 @@
   }
 
   // V8 profile slices -> the spec's ProfilerTrace (plain object, element-ID dedup).
-  function buildTrace(slices, intervalMs, baseMs, maxBufferSize) {
+  function buildTrace(slices, intervalMs, baseMs, maxBufferSize, notBefore) {
     const resources = [];
     const resourceIds = new Map();
     const frames = [];
@@ -249,6 +266,9 @@
       for (let i = 0; i < prof.samples.length; i++) {
         t += prof.timeDeltas[i];
         const ts = (t - clockOffsetUs) / 1000;
+        // A new nested profile also gets the ticks V8 took (but had not yet processed)
+        // before it started: they are not this session's.
+        if (ts < notBefore) continue;
         if (ts - lastKept < threshold) continue;
         if (samples.length >= maxBufferSize) { full = true; break outer; }
         lastKept = ts;
@@ -260,6 +280,11 @@
     if (samples.length >= maxBufferSize) full = true;
     return { trace: { frames, resources, samples, stacks }, count: samples.length, full };
   }
+
+  // Object.prototype.toString.call(profiler) is "[object Profiler]", as WebIDL gives.
+  Object.defineProperty(Profiler.prototype, Symbol.toStringTag, {
+    value: 'Profiler', writable: false, enumerable: false, configurable: true,
+  });
 
   Object.defineProperty(globalThis, 'Profiler', {
     value: Profiler, writable: true, configurable: true, enumerable: false,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
-import socket
 import time
 import urllib.request
 
@@ -17,15 +17,11 @@ from ...trace import Recording
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClient, CDPClosed, CDPError
 from .isolate import _Isolate
-from .process import _SigintFlag, effective_interval, interval_us
+from .process import _SigintFlag, effective_interval, find_node, interval_us
 
-INSPECTOR_PORT = 9229
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
+INSPECTOR_PORT = 9229  # Node's default; a process started with --inspect-port may use another
+_NODE_NAME = re.compile(r"^node(js)?[-\d.]*$")
+_LOOPBACK = ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1, ::1 in /proc/net
 
 
 def _inspector_targets(port: int) -> list[dict]:
@@ -33,44 +29,101 @@ def _inspector_targets(port: int) -> list[dict]:
         return orjson.loads(r.read())
 
 
-def attach_node(
-    pid: int,
-    duration: float | None = None,
-    sample_interval: float = DEFAULT_INTERVAL_MS,
-    port: int = INSPECTOR_PORT,
-    open_timeout: float = 10.0,
-) -> Recording:
-    """Profile the running Node process `pid` for `duration` s (None: until Ctrl-C or its
-    exit), then close its inspector again and leave it running."""
-    us = interval_us(sample_interval)
+def check_is_node(pid: int) -> None:
+    """Refuse (one line, nothing sent) unless `pid` is a running Node.js process: SIGUSR1
+    opens Node's inspector, but ends most other programs."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         raise UsageError(f"--pid {pid}: no such process") from None
     except PermissionError:
         raise UsageError(f"--pid {pid}: not allowed to signal that process") from None
-    if _port_open(port):
-        raise EngineError(
-            f"127.0.0.1:{port} is already in use; the inspector of process {pid} cannot open "
-            "there (close whatever listens on it, or a debugger attached to that process)"
+    try:
+        exe = os.path.realpath(f"/proc/{pid}/exe")
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            argv0 = f.read().split(b"\0", 1)[0].decode(errors="replace")
+    except OSError:
+        raise UsageError(
+            f"--pid {pid}: cannot tell what program it runs (/proc/{pid} unreadable); "
+            "jsprof signals only Node.js processes"
+        ) from None
+    names = {os.path.basename(exe), os.path.basename(argv0)}
+    try:
+        ours = os.path.realpath(find_node())
+    except EngineError:
+        ours = None
+    if exe != ours and not any(_NODE_NAME.match(n) for n in names):
+        raise UsageError(
+            f"--pid {pid}: is {os.path.basename(exe) or argv0!r}, not Node.js; jsprof attaches "
+            "only to Node (it would have sent SIGUSR1, which ends most programs)"
         )
-    os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + open_timeout
-    url = None
+
+
+def _listening_ports(pid: int) -> set[int]:
+    """TCP ports the process listens on at a loopback or wildcard address (Linux /proc)."""
+    inodes = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes.add(link[8:-1])
+    ports = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError), open(f"/proc/{pid}/net/{table}") as f:
+            next(f, None)
+            for line in f:
+                fields = line.split()
+                # local address, state 0A = LISTEN, inode
+                if len(fields) > 9 and fields[3] == "0A" and fields[9] in inodes:
+                    addr, port = fields[1].split(":")
+                    if addr in _LOOPBACK or set(addr) == {"0"}:
+                        ports.add(int(port, 16))
+    return ports
+
+
+def _find_inspector(pid: int, before: set[int], port: int | None, timeout: float) -> str | None:
+    """The WebSocket URL of the inspector `pid` opened: on `port` if given, else on a port
+    it started listening on after SIGUSR1 (or Node's default, if it listened there already)."""
+    deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        try:
-            targets = _inspector_targets(port)
-            if targets:
-                url = targets[0]["webSocketDebuggerUrl"]
-                break
-        except (OSError, ValueError, KeyError, IndexError):
-            pass
+        if port is not None:
+            candidates = {port}
+        else:
+            now = _listening_ports(pid)
+            candidates = (now - before) | ({INSPECTOR_PORT} & now)
+        for p in sorted(candidates):
+            with contextlib.suppress(OSError, ValueError, KeyError, IndexError, TypeError):
+                targets = _inspector_targets(p)
+                if targets:
+                    return str(targets[0]["webSocketDebuggerUrl"])
         time.sleep(0.05)
+    return None
+
+
+def attach_node(
+    pid: int,
+    duration: float | None = None,
+    sample_interval: float = DEFAULT_INTERVAL_MS,
+    port: int | None = None,
+    open_timeout: float = 10.0,
+) -> Recording:
+    """Profile the running Node process `pid` for `duration` s (None: until Ctrl-C or its
+    exit), then close its inspector again and leave it running.
+
+    `pid` must be Node (checked in /proc before any signal). Its inspector is found on the
+    loopback port it opens (Node's default 127.0.0.1:9229, or what --inspect-port set);
+    `port` pins it."""
+    us = interval_us(sample_interval)
+    check_is_node(pid)
+    before = _listening_ports(pid)
+    os.kill(pid, signal.SIGUSR1)
+    url = _find_inspector(pid, before, port, open_timeout)
     if url is None:
         raise EngineError(
-            f"process {pid} did not open an inspector on 127.0.0.1:{port} within "
-            f"{open_timeout:g} s after SIGUSR1; is it Node.js (and not run with "
-            "--disable-sigusr1)?"
+            f"process {pid} did not open an inspector on a loopback port within "
+            f"{open_timeout:g} s after SIGUSR1 (was it run with --disable-sigusr1, or is "
+            f"127.0.0.1:{port or INSPECTOR_PORT} taken by another program?)"
         )
     client = CDPClient(url)
     iso = _Isolate(client.session, "main")
@@ -93,7 +146,7 @@ def attach_node(
                     e = client.session.events.popleft()
                     if e["method"] == "NodeRuntime.waitingForDisconnect":
                         how = "exited"
-                    iso.take_slice(e)
+                iso.take_slices()
                 if how == "exited":
                     break
                 if time.monotonic() >= iso.next_slice:
@@ -101,9 +154,6 @@ def attach_node(
             if sigint.hit:
                 how = "interrupted"
         iso.collect(iso.stop_nowait())
-        while client.session.events:
-            iso.take_slice(client.session.events.popleft())
-        iso.fall_back_to_slices()
         # Close the inspector it opened for us, so the process is as it was. close() waits
         # for sessions to end, so it runs after we disconnect. (Not for a process that is
         # ending: its context is gone.)

@@ -13,33 +13,35 @@ from ..cdp import CDPClosed, CDPError, Session
 from .process import ENGINE
 
 # Evaluated in each isolate: its epoch time origin and the same instant on the monotonic
-# clock V8's profile timestamps use (microseconds), read back to back.
+# clock V8's profile timestamps use (microseconds, from nanoseconds read around it).
 _ORIGIN_EXPR = (
-    "(() => { const n = performance.now(); const h = process.hrtime.bigint();"
-    " return [performance.timeOrigin, Number(h / 1000n) - n * 1000]; })()"
+    "(() => { const a = process.hrtime.bigint(); const n = performance.now();"
+    " const b = process.hrtime.bigint();"
+    " return [performance.timeOrigin, Number(a + b) / 2000 - n * 1000]; })()"
 )
 PROFILE_STOP_TIMEOUT = 120.0  # s; a long recording's profile is big
-# While recording, each thread's profile is also taken in slices this often (nested V8
-# profiles on the same sampler), so that if Node is killed from outside, the samples up
-# to the last slice survive. The full profile from Profiler.stop is used when there is one.
-SLICE_PERIOD = 1.0  # s
-_SLICE_PREFIX = "jsprof-slice-"
-# console.profile/profileEnd as they are before the script runs (it may replace them later),
-# kept as a remote object: nothing is added to the script's globals. Not require(): at the
-# --inspect-brk pause Node's module system is not ready, and calling it there breaks it.
+# While recording, each thread's profile is taken in slices (Profiler.stop, then
+# Profiler.start at once), so that if Node is killed from outside the samples up to the
+# last slice survive. Each sample is recorded once (the slices do not overlap) and each
+# slice is serialised once, so together they cost what one profile at the end costs, plus
+# a small fixed price per slice. Slices come often at first (a short run is the common
+# case): each after a quarter of the time recorded so far, at least FIRST_SLICE and at
+# most SLICE_PERIOD apart.
+FIRST_SLICE = 0.05  # s
+SLICE_PERIOD = 0.5  # s
+# While one slice ends and the next starts, a console.profile "bridge" keeps V8's profiler
+# alive: a profiler that stops entirely forgets the positions of code optimised while it
+# ran, and the next one loses their inlined frames (measured). The bridge holds a few
+# samples at most and is dropped. console.profile/profileEnd are bound as they are before
+# the script runs (it may replace them later) and kept as a remote object: nothing is
+# added to the script's globals.
+_BRIDGE = "jsprof-bridge"
 _CONSOLE_FNS = "((c) => [c.profile.bind(c), c.profileEnd.bind(c)])(console)"
-# The main thread also reports an uncaught exception through that channel: a profile titled
-# with the error, started and ended at once, reaches us as Profiler.consoleProfileStarted.
-# (Runtime.enable would tell us too, but it makes every console.log of the script cost a
-# protocol message with previews and a stack: measured 14x slower on a logging loop.)
+_BRIDGE_FN = f"function (i) {{ this[i]('{_BRIDGE}'); }}"
+# The main thread reports an uncaught exception (and its child processes) through console.profile
+# titles (js/node_record_hook.js): Runtime.enable would tell us too, but it makes every
+# console.log of the script cost a protocol message (measured 14x slower on a logging loop).
 _ERROR_PREFIX = "jsprof-error:"
-_CONSOLE_FNS_MAIN = (
-    "((c) => { const p = c.profile.bind(c), e = c.profileEnd.bind(c);"
-    " process.on('uncaughtExceptionMonitor', (err) => {"
-    f" const t = '{_ERROR_PREFIX}' + String((err && err.stack) || err); p(t); e(t); }});"
-    " return [p, e]; })(console)"
-)
-_ROTATE_FN = "function (next, prev) { this[0](next); if (prev) this[1](prev); }"
 
 
 class _Isolate:
@@ -55,9 +57,12 @@ class _Isolate:
         self.profiling = False
         self.slices: list[dict] = []
         self.partial = False  # the profile was joined from slices
-        self.slice_no = 0
+        self.slice_period = FIRST_SLICE
         self.next_slice = float("inf")
+        self._sliced_since = 0.0
         self._console_id: str | None = None
+        self.hide_urls: set[str] = set()  # code whose samples are jsprof's, not the script's
+        self._stops: list[int] = []  # Profiler.stop requests of slices not yet answered
 
     def read_origin(self) -> None:
         r = self.session.send(
@@ -84,70 +89,58 @@ class _Isolate:
                 s.send("Profiler.stopPreciseCoverage")
         self.profiling = True
 
-    def begin_slices(self, report_errors: bool = False) -> None:
-        """Start the first slice (after `start`). Without slices we only lose the
-        insurance against a kill from outside, so failures here are not fatal."""
+    def begin_slices(self) -> None:
+        """Slice the profile from now on (after `start`). Without the bridge a slice would
+        restart V8's profiler, so failures here mean no slices: only the insurance against
+        a kill from outside is lost."""
         try:
             r = self.session.send(
-                "Runtime.evaluate",
-                {
-                    "expression": _CONSOLE_FNS_MAIN if report_errors else _CONSOLE_FNS,
-                    "objectGroup": "jsprof",
-                },
+                "Runtime.evaluate", {"expression": _CONSOLE_FNS, "objectGroup": "jsprof"}
             )
             ok = "exceptionDetails" not in r and r.get("result", {}).get("subtype") == "array"
             self._console_id = r["result"].get("objectId") if ok else None
         except (CDPError, CDPClosed):
             self._console_id = None
-        if self._console_id is None:
-            return
-        self.slice_no = 0
-        # Not waited for: commands run in order, so the slice starts before the script does
-        # (waiting would cost ~40 ms: Node sends the reply after an event, Nagle-delayed).
-        self.rotate()
+        if self._console_id is not None:
+            self.slice_period = FIRST_SLICE
+            self._sliced_since = time.monotonic()
+            self.next_slice = self._sliced_since + FIRST_SLICE
 
-    def rotate(self, wait: bool = False) -> None:
-        """End the current slice and start the next in one call (no tick falls between)."""
+    def _bridge(self, i: int) -> None:
+        self.session.send_nowait(
+            "Runtime.callFunctionOn",
+            {
+                "objectId": self._console_id,
+                "functionDeclaration": _BRIDGE_FN,
+                "arguments": [{"value": i}],
+            },
+            reply=False,
+        )
+
+    def rotate(self) -> None:
+        """End the current slice and start the next. Not waited for: the four commands run
+        in order on Node's main thread, and the slice's reply is picked up later."""
         if self._console_id is None or not self.profiling or self.session.closed:
             return
-        k = self.slice_no + 1
-        prev = f"{_SLICE_PREFIX}{self.slice_no}" if self.slice_no else ""
-        params = {
-            "objectId": self._console_id,
-            "functionDeclaration": _ROTATE_FN,
-            "arguments": [{"value": f"{_SLICE_PREFIX}{k}"}, {"value": prev}],
-        }
         try:
-            if wait:
-                self.session.send("Runtime.callFunctionOn", params)
-            else:
-                self.session.send_nowait("Runtime.callFunctionOn", params, reply=False)
-        except (CDPError, CDPClosed):
+            self._bridge(0)
+            self._stops.append(self.session.send_nowait("Profiler.stop"))
+            self.session.send_nowait("Profiler.start", reply=False)
+            self._bridge(1)
+        except CDPClosed:
             return
-        self.slice_no = k
-        self.next_slice = time.monotonic() + SLICE_PERIOD
+        now = time.monotonic()
+        # What a kill from outside can lose stays under a quarter of the run so far.
+        self.slice_period = min(max((now - self._sliced_since) / 4, FIRST_SLICE), SLICE_PERIOD)
+        self.next_slice = now + self.slice_period
 
-    def take_slice(self, event: dict) -> bool:
-        """Keep a slice that arrived (Profiler.consoleProfileFinished of ours)."""
-        p = event.get("params", {})
-        if event.get("method") == "Profiler.consoleProfileFinished" and str(
-            p.get("title", "")
-        ).startswith(_SLICE_PREFIX):
-            self.slices.append(p["profile"])
-            return True
-        return False
-
-    def fall_back_to_slices(self) -> None:
-        """No full profile: join the slices taken so far, and say what was lost."""
-        if self.profile is None and self.slices:
-            from .slices import concat_profiles
-
-            self.profile = concat_profiles(self.slices)
-            self.lost = (
-                f"the full profile was never delivered; kept {len(self.slices)} slice(s) "
-                f"taken every {SLICE_PERIOD:g} s, so up to the last {SLICE_PERIOD:g} s is missing"
-            )
-            self.partial = True
+    def take_slices(self) -> None:
+        """Keep the slices whose replies have arrived, in order."""
+        while self._stops and self._stops[0] in self.session.replies:
+            reply = self.session.replies.pop(self._stops.pop(0))
+            profile = reply.get("result", {}).get("profile")
+            if profile is not None:
+                self.slices.append(profile)
 
     def stop_nowait(self) -> int | None:
         if not self.profiling or self.session.closed:
@@ -158,16 +151,41 @@ class _Isolate:
             return None
 
     def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
-        if mid is None:
-            if self.profiling and self.profile is None:
-                self.lost = "the thread ended before its profile could be taken"
-            self.profiling = False
-            return
-        try:
-            self.profile = self.session.result(mid, timeout)["profile"]
-        except (CDPClosed, CDPError, EngineError) as e:
-            self.lost = f"the profile could not be taken ({e})"
+        """Wait for the last slice (the reply to `mid`), then join all slices into
+        `profile`. Without that last one, what arrived before stands in, said in `lost`."""
+        if mid is None and not self.profiling:
+            return  # taken already (a worker at its end), or never started
         self.profiling = False
+        last = None
+        if mid is not None:
+            try:
+                last = self.session.result(mid, timeout)["profile"]
+            except (CDPClosed, CDPError, EngineError) as e:
+                self.lost = f"the profile could not be taken ({e})"
+        elif self.lost is None:
+            self.lost = "the thread ended before its profile could be taken"
+        self.take_slices()
+        if last is not None:
+            self.slices.append(last)
+        elif self.slices:
+            self.partial = True
+            self.lost = (
+                f"Node ended before its last slice was taken; kept {len(self.slices)} "
+                f"slice(s), so up to the last {self.slice_period:g} s is missing"
+            )
+        if self.hide_urls:
+            from .slices import drop_samples_under
+
+            self.slices = [drop_samples_under(p, self.hide_urls) for p in self.slices]
+        if not self.slices:
+            self.profile = None
+        elif len(self.slices) == 1:
+            self.profile = self.slices[0]
+        else:
+            from .slices import concat_profiles
+
+            self.profile = concat_profiles(self.slices)
+        self.slices = []
 
     def track(self, requested_ms: float, source: str) -> Track | None:
         if self.profile is None:
@@ -180,7 +198,7 @@ class _Isolate:
 
 def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: float) -> Track:
     gap = trace.median_gap()
-    meta: dict[str, Any] = {} if gap is None else {"median_interval_ms": round(gap, 4)}
+    meta: dict[str, Any] = {} if gap is None else {"medianIntervalMs": round(gap, 4)}
     return Track(
         name=name,
         trace=normalise_resources(trace),  # `vm` scripts named `app.js` or `./app.js` too

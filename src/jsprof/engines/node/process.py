@@ -75,8 +75,10 @@ def _die_with_parent() -> None:
 
 
 class NodeProcess:
-    """`node --inspect-brk=127.0.0.1:0 ...` in its own process group; forwards its stderr
-    (less the inspector's own lines) and finds the WebSocket URL there."""
+    """`node --inspect-brk=127.0.0.1:0 ...` (or the `inspect` flags given) in its own
+    process group; forwards its stderr (less the inspector's own lines) and finds the
+    WebSocket URL there. With wait=False it returns as soon as Node is spawned (Node boots
+    while the caller goes on); `wait_ready()` then gives the URL."""
 
     def __init__(
         self,
@@ -86,9 +88,11 @@ class NodeProcess:
         env: dict[str, str] | None = None,
         stderr: BinaryIO | None = None,
         start_timeout: float = 15.0,
+        inspect: Sequence[str] = ("--inspect-brk=127.0.0.1:0",),
+        wait: bool = True,
     ) -> None:
         exe = find_node(node)
-        cmd = [exe, "--inspect-brk=127.0.0.1:0", *node_args, *argv]
+        cmd = [exe, *inspect, *node_args, *argv]
         self._err_out = stderr
         self.url: str | None = None
         self.waiting = threading.Event()  # "Waiting for the debugger to disconnect..."
@@ -105,12 +109,26 @@ class NodeProcess:
             raise EngineError(f"cannot start {exe}: {e}") from None
         self._reader = threading.Thread(target=self._read_stderr, daemon=True, name="node-stderr")
         self._reader.start()
+        self._exe = exe
+        if wait:
+            self.wait_ready(start_timeout)
+
+    def wait_ready(self, start_timeout: float = 15.0) -> str:
+        """The inspector's WebSocket URL, once Node has printed it (EngineError if it
+        does not within `start_timeout` s)."""
+        exe = self._exe
         if not self._url_ready.wait(start_timeout) or self.url is None:
-            self.kill()
+            code = self.kill()
+            if code is not None and code < 0:
+                raise EngineError(
+                    f"node was killed by {signal.Signals(-code).name} before it opened its "
+                    "inspector; nothing was recorded"
+                )
             raise EngineError(
                 f"node did not open its inspector within {start_timeout:g} s "
                 f"(exit code {self.proc.poll()}); is {exe} Node.js 18 or newer?"
             )
+        return self.url
 
     def _write_err(self, line: bytes) -> None:
         out = self._err_out
@@ -183,6 +201,7 @@ class _SigintFlag:
 
     def __init__(self) -> None:
         self.hit = False
+        self.signum: int | None = None  # the first signal that came
         self._old: dict[int, Any] = {}
 
     def __enter__(self) -> _SigintFlag:
@@ -193,6 +212,8 @@ class _SigintFlag:
 
     def _on(self, signum: int, frame: Any) -> None:
         self.hit = True
+        if self.signum is None:
+            self.signum = signum
 
     def __exit__(self, *exc: object) -> None:
         for sig, old in self._old.items():

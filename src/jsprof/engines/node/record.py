@@ -5,135 +5,97 @@ from __future__ import annotations
 
 import contextlib
 import os
+import pathlib
 import signal
 import time
 from collections.abc import Sequence
+from importlib import resources
+from typing import TYPE_CHECKING
 
 from ...errors import EngineError, UsageError
-from ...trace import Recording, Track
-from ..base import DEFAULT_INTERVAL_MS
-from ..cdp import CDPClient, CDPClosed, CDPError, Session
-from .isolate import _ERROR_PREFIX, _Isolate
 from .process import NodeProcess, _SigintFlag, effective_interval, interval_us
 
+# Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
+# are imported while it boots (start_node, then record_node).
+if TYPE_CHECKING:
+    from ...trace import Recording, Track
+    from ..cdp import CDPClient, Session
+    from .isolate import _Isolate
+
+_CHILD_TITLE = "jsprof-child"
 _WORKER_EXIT_FN = "jsprofWorkerExit"
 _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
+
+
+def hook_path() -> str:
+    """The preload that holds the script until profiling runs (js/node_record_hook.js)."""
+    return str(resources.files("jsprof").joinpath("js", "node_record_hook.js"))
+
+
+def start_node(
+    script: str | os.PathLike[str],
+    args: Sequence[str] = (),
+    node: str | None = None,
+    node_args: Sequence[str] = (),
+) -> NodeProcess:
+    """Spawn Node for `record_node(..., process=)` and return at once: the hook holds the
+    script until the profiler runs, so the caller can do its own start-up meanwhile (and
+    kill the process if it gives up)."""
+    path = os.fspath(script)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    return NodeProcess(
+        [path, *args],
+        node=node,
+        node_args=node_args,
+        inspect=("--inspect=127.0.0.1:0", "--require", hook_path()),
+        wait=False,
+    )
 
 
 def record_node(
     script: str | os.PathLike[str],
     args: Sequence[str] = (),
-    sample_interval: float = DEFAULT_INTERVAL_MS,
+    sample_interval: float = 1.0,
     node: str | None = None,
     node_args: Sequence[str] = (),
     workers: bool = True,
     timeout: float | None = None,
+    process: NodeProcess | None = None,
 ) -> Recording:
     """Run `script` under Node with V8's sampling profiler; one track per thread.
 
     Tracks: "main", then "worker N" in the order workers started. `meta` of the main track:
-    `script`, `args`, `exit` ("ok", "error", "interrupted", "timeout", "killed"), `exit_code`,
-    `error` (the uncaught exception's text) when the script threw, and `partial` when Node
-    died without delivering its profile and the slices taken while recording stand in. A
-    worker whose profile could not be taken is listed in the main track's `meta["lost"]`.
-    Raises EngineError when Node cannot start or dies before any profile is delivered.
+    `script`, `args`, `exit` ("ok", "error", "killed", "interrupted", "duration"),
+    `exitCode` (Node's: negative for a signal, as in subprocess), `signal` (the signal
+    that ended Node for "killed", jsprof's own for "interrupted"), `error` (the uncaught
+    exception's text: `Name: message` then the stack) and `errorName`/`errorMessage` when the script
+    threw, and `partial` when Node died before the last slice of its profile was taken.
+    With `timeout` (seconds) Node is ended after that long ("duration"). A worker whose
+    profile could not be taken is listed in the main track's `meta["lost"]`.
+    Raises EngineError when Node cannot start or dies before any sample was delivered.
     """
     path = os.fspath(script)
     if not os.path.isfile(path):
         raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
     us = interval_us(sample_interval)
     requested = effective_interval(sample_interval)
-    proc = NodeProcess([path, *args], node=node, node_args=node_args)
-    client: CDPClient | None = None
-    isolates: list[_Isolate] = []
-    error_text: str | None = None
-    how = "ok"
-    finished = False  # False while an exception unwinds: then Node is ended, not awaited
-    try:
-        client = CDPClient(proc.url or "")
-        root = client.session
-        main = _Isolate(root, "main")
-        isolates.append(main)
-        main.read_origin()
-        # The end of the script: this event, or the same news on stderr, whichever is first.
-        with contextlib.suppress(CDPError):
-            root.send("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
-        main.start(us)
-        main.begin_slices(report_errors=True)
-        if workers:
-            root.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
-        root.send("Runtime.runIfWaitingForDebugger")
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with _SigintFlag() as sigint:
-            while True:
-                if sigint.hit:
-                    how = "interrupted"
-                    break
-                if deadline is not None and time.monotonic() > deadline:
-                    how = "timeout"
-                    break
-                # The end shows on Node's stderr ("Waiting for the debugger to disconnect"),
-                # seen by the reader thread: poll often enough to stop within ~20 ms.
-                if not client.pump(0.02):
-                    break  # the socket closed: Node is gone
-                while root.events:
-                    e = root.events.popleft()
-                    m = e["method"]
-                    if main.take_slice(e):
-                        continue
-                    if m == "NodeRuntime.waitingForDisconnect":
-                        proc.waiting.set()
-                    elif m == "Profiler.consoleProfileStarted":
-                        title = str(e["params"].get("title", ""))
-                        if title.startswith(_ERROR_PREFIX):
-                            error_text = title[len(_ERROR_PREFIX) :]
-                    elif m == "NodeWorker.attachedToWorker":
-                        isolates.append(_attach_worker(client, e["params"], us, len(isolates)))
-                # Workers, including those a worker starts (appended while we go).
-                for iso in isolates[1:]:
-                    _service_worker(client, iso, us, isolates)
-                now = time.monotonic()
-                for iso in isolates:
-                    if now >= iso.next_slice:
-                        iso.rotate()
-                if proc.waiting.is_set():
-                    break
-        # Stop every profiler still running: all requests first, so none waits on another.
-        pending = [(iso, iso.stop_nowait()) for iso in isolates]
-        for iso, mid in pending:
-            iso.collect(mid)
-        for iso in isolates:
-            for e in list(iso.session.events):
-                iso.take_slice(e)
-            iso.fall_back_to_slices()
-        # The stop's reply comes after every earlier event on the socket: an uncaught
-        # exception reported just before the end is in the queue by now.
-        for e in root.events:
-            title = str(e.get("params", {}).get("title", ""))
-            if e["method"] == "Profiler.consoleProfileStarted" and title.startswith(_ERROR_PREFIX):
-                error_text = error_text or title[len(_ERROR_PREFIX) :]
-        finished = True
-    except CDPClosed:
-        finished = True
-        # Node went away without answering: whatever slices arrived are all there is.
-        for iso in isolates:
-            while iso.session.events:
-                iso.take_slice(iso.session.events.popleft())
-            iso.fall_back_to_slices()
-    finally:
-        if client is not None:
-            client.close()
-        if how in ("interrupted", "timeout") or not finished:
-            code = proc.kill()
-        else:
-            # Closing the socket lets Node finish exiting on its own.
-            code = proc.wait_exit(10.0)
-    if (not isolates or isolates[0].profile is None) and how != "interrupted":
+    with _SigintFlag() as sigint:
+        proc = process or start_node(path, args, node, node_args)
+        try:
+            proc.wait_ready()
+        except BaseException:
+            proc.kill()
+            raise
+        isolates, how, error, code, children = _record(proc, us, workers, timeout, sigint)
+    from ...trace import Recording
+
+    if not isolates or isolates[0].profile is None:
         signame = ""
         if code is not None and code < 0:
             signame = f" (killed by {signal.Signals(-code).name})"
         raise EngineError(
-            f"{path}: node exited{signame} with code {code} before V8 delivered its profile; "
+            f"{path}: node exited{signame} with code {code} before V8 delivered any sample; "
             "nothing was recorded (was it killed from outside?)"
         )
     tracks: list[Track] = []
@@ -146,26 +108,155 @@ def record_node(
                 t.meta["partial"] = iso.lost
         elif iso.lost:
             lost.append(f"{iso.name}: {iso.lost}")
-    if not tracks:
-        raise EngineError(f"{path}: no profile was delivered by node")
     meta = tracks[0].meta
-    meta.update(script=path, args=list(args), exit_code=code, node_pid=proc.pid)
-    if how == "ok" and code is not None and code < 0:
+    meta.update(script=path, args=list(args), exitCode=code, nodePid=proc.pid)
+    if how == "interrupted" and sigint.signum is not None:
+        meta["signal"] = signal.Signals(sigint.signum).name
+    elif how == "ok" and code is not None and code < 0:
         how = "killed"
         meta["signal"] = signal.Signals(-code).name
-    if how == "ok" and (error_text is not None or (code or 0) != 0):
+    if how == "ok" and (error is not None or (code or 0) != 0):
         how = "error"
     meta["exit"] = how
-    if error_text is not None:
-        meta["error"] = error_text
+    if error is not None:
+        name = str(error.get("name") or "Error")
+        message = str(error.get("message") or "")
+        stack = str(error.get("stack") or "")
+        meta["errorName"] = name
+        meta["error"] = stack if stack else f"{name}: {message}"
+        meta["errorMessage"] = message
     if lost:
         meta["lost"] = lost
+    if children:
+        meta["childProcesses"] = "not profiled: child processes run without jsprof"
     return Recording(tracks)
+
+
+def _record(
+    proc: NodeProcess, us: int, workers: bool, timeout: float | None, sigint: _SigintFlag
+) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:
+    """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
+    whether the script started child processes)."""
+    import orjson
+
+    from ..cdp import CDPClient, CDPClosed, CDPError
+    from .isolate import _ERROR_PREFIX, _Isolate
+
+    client: CDPClient | None = None
+    isolates: list[_Isolate] = []
+    error: dict | None = None
+    children = False
+    how = "ok"
+    finished = False  # False while an exception unwinds: then Node is ended, not awaited
+
+    def note(e: dict) -> None:
+        nonlocal error, children
+        title = str(e.get("params", {}).get("title", ""))
+        if title == _CHILD_TITLE:
+            children = True
+        if title.startswith(_ERROR_PREFIX) and error is None:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                got = orjson.loads(title[len(_ERROR_PREFIX) :])
+                error = got if isinstance(got, dict) else {"message": str(got)}
+
+    try:
+        client = CDPClient(proc.url or "")
+        root = client.session
+        main = _Isolate(root, "main")
+        hook = hook_path()
+        main.hide_urls = {hook, pathlib.Path(hook).as_uri()}
+        isolates.append(main)
+        # The end of the script: this event, or the same news on stderr, whichever is first.
+        with contextlib.suppress(CDPError):
+            root.send_nowait("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
+        main.start(us)
+        main.begin_slices()
+        if workers:
+            root.send_nowait("NodeWorker.enable", {"waitForDebuggerOnStart": True}, reply=False)
+        main.read_origin()
+        _release(root)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            if sigint.hit:
+                how = "interrupted"
+                break
+            if deadline is not None and time.monotonic() > deadline:
+                how = "duration"
+                break
+            # The end shows on Node's stderr ("Waiting for the debugger to disconnect"),
+            # seen by the reader thread: poll often enough to stop within ~20 ms.
+            if not client.pump(0.02):
+                break  # the socket closed: Node is gone
+            while root.events:
+                e = root.events.popleft()
+                m = e["method"]
+                if m == "NodeRuntime.waitingForDisconnect":
+                    proc.waiting.set()
+                elif m == "Profiler.consoleProfileStarted":
+                    note(e)
+                elif m == "NodeWorker.attachedToWorker":
+                    isolates.append(_attach_worker(client, e["params"], us, len(isolates)))
+            # Workers, including those a worker starts (appended while we go).
+            for iso in isolates[1:]:
+                _service_worker(client, iso, us, isolates)
+            now = time.monotonic()
+            for iso in isolates:
+                iso.take_slices()
+                if now >= iso.next_slice:
+                    iso.rotate()
+            if proc.waiting.is_set():
+                break
+        # Stop every profiler still running: all requests first, so none waits on another.
+        pending = [(iso, iso.stop_nowait()) for iso in isolates]
+        for iso, mid in pending:
+            iso.collect(mid)
+        # The stop's reply comes after every earlier event on the socket: an uncaught
+        # exception reported just before the end is in the queue by now.
+        for e in root.events:
+            if e["method"] == "Profiler.consoleProfileStarted":
+                note(e)
+        finished = True
+    except CDPClosed:
+        finished = True
+        # Node went away without answering: whatever slices arrived are all there is.
+        for iso in isolates:
+            iso.collect(None)
+    finally:
+        if client is not None:
+            client.close()
+        if how in ("interrupted", "duration") or not finished:
+            code = proc.kill()
+        else:
+            # Closing the socket lets Node finish exiting on its own.
+            code = proc.wait_exit(10.0)
+    return isolates, how, error, code, children
+
+
+def _release(root: Session, timeout: float = 10.0) -> None:
+    """Let the script start: the hook waits (inspector.waitForDebugger) until a flag is
+    set. It may not have reached its wait yet when we first say go, so say it again until
+    the flag is gone."""
+    root.send_nowait(
+        "Runtime.evaluate", {"expression": "globalThis[Symbol.for('jsprof.go')] = true"}
+    )
+    deadline = time.monotonic() + timeout
+    while True:
+        root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+        r = root.send(
+            "Runtime.evaluate",
+            {"expression": "Symbol.for('jsprof.go') in globalThis", "returnByValue": True},
+        )
+        if r.get("result", {}).get("value") is not True or time.monotonic() > deadline:
+            return
+        time.sleep(0.005)
 
 
 def _attach_worker(
     client: CDPClient, params: dict, us: int, n: int, parent: Session | None = None
 ) -> _Isolate:
+    from ..cdp import CDPClosed, CDPError
+    from .isolate import _Isolate
+
     session = client.attach(params["sessionId"], parent=parent)
     info = params.get("workerInfo", {})
     # Node's workerId is the thread id: unique in the process, also for nested workers.
@@ -192,13 +283,15 @@ def _attach_worker(
 def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_Isolate]) -> None:
     """Handle a worker's events: its pauses (ours, the exit hook, takes the profile; others
     resume), its slices, and workers it starts (appended to `isolates`)."""
+    from ..cdp import CDPClosed
+
     s = iso.session
     while s.events:
         e = s.events.popleft()
         if e["method"] == "NodeWorker.attachedToWorker":
             isolates.append(_attach_worker(client, e["params"], us, len(isolates), parent=s))
             continue
-        if iso.take_slice(e) or e["method"] != "Debugger.paused":
+        if e["method"] != "Debugger.paused":
             continue
         frames = e["params"].get("callFrames") or [{}]
         if frames[0].get("functionName") == _WORKER_EXIT_FN and iso.profiling:

@@ -65,7 +65,6 @@ class NodeProfiler(RuntimeProfiler):
         self._interval = DEFAULT_INTERVAL_MS
         self._started = False
         self._track: Track | None = None
-        self._enabled = False
 
     def setup(self, sample_interval: float) -> None:
         if self._started:

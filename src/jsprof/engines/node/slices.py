@@ -10,7 +10,7 @@ import numpy as np
 
 def concat_profiles(profiles: list[dict]) -> dict:
     """Join consecutive CDP Profiles of one thread (e.g. slices taken while recording) into
-    one: node ids are shifted apart, samples kept in order, and a tick that two
+    one: node ids are shifted apart, samples kept in time order, and a tick that two
     overlapping slices both hold (one taken between ending one and starting the next) is
     kept once. Each slice keeps its own (root); hitCount is recounted from the samples."""
     nodes: list[dict] = []
@@ -31,6 +31,10 @@ def concat_profiles(profiles: list[dict]) -> dict:
             nodes.append(m)
         s = np.asarray(p.get("samples") or [], dtype=np.int64)
         ts = np.cumsum(np.asarray(p.get("timeDeltas") or [], dtype=np.int64)) + p["startTime"]
+        # A slice begins with the ticks V8 took before the previous one ended but processed
+        # after, behind the stack it records at its own start: put them back in time order.
+        order = np.argsort(ts, kind="stable")
+        s, ts = s[order], ts[order]
         keep = ts > last
         if keep.any():
             ids_out.append(s[keep] + offset)
@@ -52,3 +56,49 @@ def concat_profiles(profiles: list[dict]) -> dict:
         "samples": samples.tolist(),
         "timeDeltas": np.diff(ts, prepend=start).tolist(),
     }
+
+
+def drop_samples_under(profile: dict, urls: set[str]) -> dict:
+    """The profile without the samples taken inside code from `urls` (jsprof's own preload:
+    its wait for the profiler to start is not the script's time), and without the nodes
+    of that code. Every other sample keeps its timestamp."""
+    nodes = profile.get("nodes") or []
+    own = {n["id"] for n in nodes if (n.get("callFrame") or {}).get("url") in urls}
+    if not own:
+        return profile
+    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
+    under: dict[int, bool] = {}
+
+    def is_under(nid: int) -> bool:
+        chain = []
+        cur: int | None = nid
+        while cur is not None and cur not in under:
+            if cur in own:
+                under[cur] = True
+                break
+            chain.append(cur)
+            cur = parent.get(cur)
+        hit = cur is not None and under[cur]
+        for c in chain:
+            under[c] = hit
+        return hit
+
+    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
+    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64))
+    ts += int(profile.get("startTime", 0))
+    keep = np.array([not is_under(int(s)) for s in samples.tolist()], dtype=bool)
+    start = int(profile.get("startTime", 0))
+    for n in nodes:
+        is_under(n["id"])
+    out = dict(profile)
+    # The subtrees themselves go too: no sample points into them any more.
+    out["nodes"] = [
+        {**n, "children": [c for c in n.get("children") or () if not under[c]]}
+        if n.get("children")
+        else n
+        for n in nodes
+        if not under[n["id"]]
+    ]
+    out["samples"] = samples[keep].tolist()
+    out["timeDeltas"] = np.diff(ts[keep], prepend=start).tolist()
+    return out

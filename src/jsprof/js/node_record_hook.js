@@ -1,0 +1,60 @@
+// Preloaded (node --inspect=127.0.0.1:0 --require this file) by `jsprof record --engine
+// node`, in the main thread only. It
+// - removes jsprof's two flags from process.execArgv, so the script sees what it would see
+//   without jsprof and the children it forks do not inherit an inspector;
+// - holds the script until jsprof has started the profiler (instead of --inspect-brk,
+//   whose pause wraps the main module in a `callAndPauseOnStart` frame and is inherited);
+// - reports an uncaught exception (name, message, stack) through a console.profile title,
+//   the one channel jsprof listens to (Runtime.enable would make every console.log cost
+//   a protocol message);
+// - says when the script starts a child process (those run unprofiled).
+// It installs no signal listener: one would change how Node dies (a listener runs only
+// when the event loop gets to it, so a busy script would outlive a SIGTERM); the slices
+// jsprof takes while recording are the insurance against a death by signal.
+'use strict';
+
+(() => {
+  const { isMainThread } = require('node:worker_threads');
+  if (!isMainThread) return;
+  const inspector = require('node:inspector');
+
+  const argv = process.execArgv;
+  for (let i = argv.length - 1; i >= 0; i--) {
+    if (argv[i].startsWith('--inspect=127.0.0.1:')) argv.splice(i, 1);
+    else if (argv[i] === '--require' && argv[i + 1] === __filename) argv.splice(i, 2);
+  }
+
+  // Bound now: the script may replace console.profile later.
+  const profile = console.profile.bind(console);
+  const profileEnd = console.profileEnd.bind(console);
+
+  process.on('uncaughtExceptionMonitor', (err) => {
+    let info;
+    try {
+      info = err instanceof Error
+        ? { name: String(err.name), message: String(err.message), stack: String(err.stack) }
+        : { name: 'Error', message: String(err), stack: '' };
+    } catch {
+      info = { name: 'Error', message: 'uncaught exception', stack: '' };
+    }
+    const t = 'jsprof-error:' + JSON.stringify(info);
+    profile(t);
+    profileEnd(t);
+  });
+
+  // Child processes run without the profiler (and without jsprof's flags, see above):
+  // tell jsprof once, so the trace can say so.
+  const dc = require('node:diagnostics_channel');
+  const onChild = () => {
+    dc.unsubscribe('child_process', onChild);
+    profile('jsprof-child');
+    profileEnd('jsprof-child');
+  };
+  dc.subscribe('child_process', onChild);
+
+  // jsprof sets this flag, then sends Runtime.runIfWaitingForDebugger (again, until the
+  // flag is gone: it cannot know whether we were already waiting when it first sent it).
+  const go = Symbol.for('jsprof.go');
+  while (globalThis[go] !== true) inspector.waitForDebugger();
+  delete globalThis[go];
+})();

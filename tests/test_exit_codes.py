@@ -1,0 +1,214 @@
+"""The exit-code rule of `jsprof record`, `run` and `instrument` on real Node and QuickJS:
+the script's own status; jsprof told to end saves the trace first (130/143); a run ended
+on purpose (--duration) is 0; jsprof's own errors are 2. Each ending keeps its samples."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import jsprof
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+
+NODE_ENDINGS = r"""
+function work(ms) { const end = performance.now() + ms; let x = 0;
+  while (performance.now() < end) x += Math.sqrt(x + 1); return x; }
+work(300);
+const how = process.argv[2];
+if (how === 'exit') process.exit(3);
+if (how === 'exitCode') process.exitCode = 4;
+if (how === 'syntax') JSON.parse('{');
+if (how === 'throw') throw new SyntaxError('bad input at line 1');
+if (how === 'sigterm') process.kill(process.pid, 'SIGTERM');
+if (how === 'forever') { console.log('started'); setInterval(() => work(5), 1); }
+"""
+
+QUICKJS_LOOP = "function loop() { for (;;) {} }\nconsole.log('started');\nloop();\n"
+
+
+@pytest.fixture(autouse=True)
+def _node_is_required() -> None:
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+
+
+def _run(*args: object, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*JSPROF, *map(str, args)], capture_output=True, text=True, timeout=120, **kw
+    )
+
+
+def _work_span(path) -> tuple[int, float]:
+    """Samples inside `work`, and the ms from the first to the last of them."""
+    t = jsprof.load(path).tracks[0]
+    names = [f.name for f in t.trace.frames]
+    times = [
+        ts
+        for s, ts in zip(t.trace.sample_stack.tolist(), t.trace.sample_time.tolist(), strict=True)
+        if s >= 0 and any(names[f] == "work" for f in t.trace.stack_frames(s))
+    ]
+    return len(times), (times[-1] - times[0]) if times else 0.0
+
+
+@pytest.mark.parametrize("how,status", [("normal", 0), ("exit", 3), ("exitCode", 4), ("throw", 1)])
+def test_node_record_exits_with_the_scripts_status(tmp_path, how, status):
+    app = tmp_path / "app.js"
+    app.write_text(NODE_ENDINGS)
+    out = tmp_path / "out.jsprof.json"
+    p = _run("record", "--engine", "node", "-o", out, app, how)
+    assert p.returncode == status, p.stderr
+    assert "Traceback" not in p.stderr
+    # 300 ms of `work`: the samples up to the end are all there. Counts are loose: a
+    # loaded machine samples less often.
+    n, span = _work_span(out)
+    assert n >= 10 and span >= 250, (n, span, p.stderr)
+    assert plain_node_status(app, how) == status
+
+
+def plain_node_status(app, how: str) -> int:
+    code = subprocess.run(["node", str(app), how], capture_output=True, timeout=60).returncode
+    return 128 - code if code < 0 else code
+
+
+def test_node_uncaught_error_prints_once_with_its_class(tmp_path):
+    app = tmp_path / "app.js"
+    app.write_text(NODE_ENDINGS)
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", app, "throw")
+    assert p.returncode == 1
+    # Node prints it (its stderr is the script's); jsprof does not repeat it.
+    assert p.stderr.count("SyntaxError: bad input at line 1") == 1, p.stderr
+    assert "Error: " + str(app) not in p.stderr
+    meta = jsprof.load(tmp_path / "o.json").tracks[0].meta
+    assert meta["errorName"] == "SyntaxError" and meta["exit"] == "error"
+
+
+KILLED = (
+    "function work(ms) { const end = performance.now() + ms; let x = 0;\n"
+    "  while (performance.now() < end) x++; return x; }\n"
+    "work(200); HOW; work(3000);\n"
+)
+
+
+@pytest.mark.parametrize("sig,status", [("SIGTERM", 143), ("SIGKILL", 137)])
+def test_node_killing_itself_keeps_every_sample(tmp_path, sig, status):
+    app = tmp_path / "app.js"
+    app.write_text(KILLED.replace("HOW", f"process.kill(process.pid, '{sig}')"))
+    out = tmp_path / "o.json"
+    p = _run("record", "--engine", "node", "-o", out, app)
+    assert p.returncode == status, p.stderr
+    t = jsprof.load(out).tracks[0]
+    assert t.meta["exit"] == "killed" and t.meta["signal"] == sig
+    assert "partial" not in t.meta
+    n, span = _work_span(out)
+    assert n >= 10 and span >= 150, (n, span)
+
+
+def test_node_killed_from_outside_soon_after_start_keeps_the_slices(tmp_path):
+    # SIGKILL from outside 0.6 s in: no once-a-second slice would have been taken by then;
+    # the slices, frequent at first, keep all but the last ~0.15 s.
+    app = tmp_path / "app.js"
+    app.write_text(KILLED.replace("HOW", "work(400); console.log('ready')"))
+    out = tmp_path / "o.json"
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(out), str(app)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+        (node_pid,) = map(int, f.read().split())
+    os.kill(node_pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 137, err
+    t = jsprof.load(out).tracks[0]
+    assert t.meta["exit"] == "killed" and t.meta["signal"] == "SIGKILL"
+    assert "last slice" in t.meta["partial"]
+    n, span = _work_span(out)
+    assert n >= 10 and span >= 250, (n, span)
+
+
+@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+@pytest.mark.parametrize("engine", ["node", "quickjs"])
+def test_jsprof_told_to_end_saves_the_trace_first(tmp_path, engine, sig, status):
+    app = tmp_path / "app.js"
+    app.write_text(NODE_ENDINGS if engine == "node" else QUICKJS_LOOP)
+    out = tmp_path / "o.json"
+    args = [app, "forever"] if engine == "node" else [app]
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "--engine", engine, "-o", str(out), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    time.sleep(1.0)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == status, err
+    assert "Traceback" not in err
+    t = jsprof.load(out).tracks[0]
+    assert t.meta["exit"] == "interrupted" and t.meta["signal"] == sig.name
+    assert t.trace.num_samples >= 50
+
+
+@pytest.mark.parametrize("engine", ["node", "quickjs"])
+def test_duration_ends_the_run_on_purpose_with_0(tmp_path, engine):
+    app = tmp_path / "app.js"
+    app.write_text(NODE_ENDINGS if engine == "node" else QUICKJS_LOOP)
+    out = tmp_path / "o.json"
+    extra = ["forever"] if engine == "node" else []
+    p = _run("record", "--engine", engine, "--duration", "0.8", "-o", out, app, *extra)
+    assert p.returncode == 0, p.stderr
+    t = jsprof.load(out).tracks[0]
+    assert t.meta["exit"] == "duration" and t.trace.num_samples >= 50
+
+
+def test_quickjs_uncaught_error_is_1(tmp_path):
+    app = tmp_path / "app.js"
+    app.write_text("function f() { throw new TypeError('nope'); }\nf();\n")
+    p = _run("record", "-o", tmp_path / "o.json", app)
+    assert p.returncode == 1 and "TypeError: nope" in p.stderr
+
+
+def test_jsprofs_own_errors_before_the_script_are_2(tmp_path):
+    p = _run("record", "--engine", "node", tmp_path / "missing.js")
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    app = tmp_path / "app.js"
+    app.write_text("1;\n")
+    p = _run(
+        "record",
+        "--engine",
+        "node",
+        "-o",
+        tmp_path / "o.json",
+        app,
+        env=_env(JSPROF_NODE="/nonexistent/node"),
+    )
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr
+    p = _run("run", "--engine", "node", tmp_path / "missing.js")
+    assert p.returncode == 2, p.stderr
+
+
+def _env(**kw: str) -> dict[str, str]:
+    import os
+
+    return {**os.environ, **kw}
+
+
+@pytest.mark.parametrize("how,status", [("exit", 3), ("sigterm", 143), ("throw", 1)])
+def test_run_and_instrument_follow_the_same_rule(tmp_path, how, status):
+    app = tmp_path / "app.js"
+    app.write_text("class Shape { area() { return 1; } }\nnew Shape().area();\n" + NODE_ENDINGS)
+    p = _run("run", "--engine", "node", app, how)
+    assert p.returncode == status, p.stderr
+    p = _run("instrument", "--engine", "node", "--watch", "Shape", app, how)
+    assert p.returncode == status, p.stderr
+    assert "Traceback" not in p.stderr
