@@ -79,5 +79,8 @@ def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys):
     local = orjson.loads(capsys.readouterr().out)
     assert main(argv + ["--engine", "dask", "--scheduler", c.scheduler_address]) == 0
     assert orjson.loads(capsys.readouterr().out) == local
+    # --local-workers starts (and stops) a LocalCluster of its own for the one query
+    assert main(argv + ["--engine", "dask", "--local-workers", "1"]) == 0
+    assert orjson.loads(capsys.readouterr().out) == local
     assert main(argv + ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err

@@ -148,18 +148,27 @@ def _check_source(args: argparse.Namespace) -> None:
                          "with --url the server's engine runs the query")
 
 
-def _status(what: str) -> Any:
-    """A spinner on stderr while a person watches; nothing when piped."""
-    import contextlib
+class _NoStatus:
+    def __enter__(self) -> _NoStatus:
+        return self
 
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def update(self, text: str) -> None:
+        pass
+
+
+def _status(what: str) -> Any:
+    """A spinner with progress on stderr while a person watches; nothing when piped."""
     if not sys.stderr.isatty():
-        return contextlib.nullcontext()
+        return _NoStatus()
     from rich.console import Console
 
     return Console(stderr=True).status(what)
 
 
-def _session(args: argparse.Namespace) -> Any:
+def _session(args: argparse.Namespace, status: Any = None) -> Any:
     from ..errors import UsageError
     from . import api
 
@@ -167,7 +176,14 @@ def _session(args: argparse.Namespace) -> Any:
     if not os.path.isdir(path):
         raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
     store = api.open_store(path)
-    return api.session(store, args.engine, args.scheduler, args.local_workers)
+
+    def progress(stats: Any) -> None:
+        if status is not None and stats.uploads % 50 == 1:
+            status.update(f"compacting new uploads: {stats.uploads:,} "
+                          f"({stats.samples:,} samples) ...")
+
+    return api.session(store, args.engine, args.scheduler, args.local_workers,
+                       progress=progress)
 
 
 def _remote(args: argparse.Namespace) -> Any:
@@ -202,11 +218,11 @@ def cmd_top(args: argparse.Namespace) -> int:
 
     _check_source(args)
     f = filters_from(args)
-    with _status("querying the store ..."):
+    with _status("querying the store ...") as st:
         if args.url:
             doc = _remote(args).top(f, args.top)
         else:
-            with _session(args) as s:
+            with _session(args, st) as s:
                 doc = api.top(s, f, args.top)
     if args.json:
         _print_json(doc)
@@ -224,11 +240,11 @@ def cmd_flame(args: argparse.Namespace) -> int:
     _check_source(args)
     fmt = _flame_format(args.output)
     f = filters_from(args)
-    with _status("querying the store ..."):
+    with _status("querying the store ...") as st:
         if args.url:
             page = _remote(args).flame(f, fmt, args.max_nodes)
         else:
-            with _session(args) as s:
+            with _session(args, st) as s:
                 page = api.flame(s, f, fmt, args.max_nodes, args.icicle, args.color_by)
     atomic_write(args.output, page.encode("utf-8"))
     print(f"wrote {args.output}", file=sys.stderr)
@@ -247,11 +263,11 @@ def cmd_diff(args: argparse.Namespace) -> int:
     f = filters_from(args)
     base_f = f.with_side(args.base, "--base")
     new_f = f.with_side(args.new, "--new")
-    with _status("querying the store ..."):
+    with _status("querying the store ...") as st:
         if args.url:
             doc, page = _remote(args).diff(args, f, fmt)
         else:
-            with _session(args) as s:
+            with _session(args, st) as s:
                 doc, page = api.diff(
                     s, base_f, new_f, args.top, args.fail_if, args.min_traces,
                     args.min_samples, fmt, args.resamples,
@@ -280,11 +296,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     _check_source(args)
     writer_for(args.output, args.format)  # a bad name fails before the query
     f = filters_from(args)
-    with _status("querying the store ..."):
+    with _status("querying the store ...") as st:
         if args.url:
             rec = _remote(args).recording(f)
         else:
-            with _session(args) as s:
+            with _session(args, st) as s:
                 rec = api.recording(s, f)
     if not rec.tracks:
         from ..errors import UsageError
