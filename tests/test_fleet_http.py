@@ -221,6 +221,8 @@ def test_dashboard_in_chromium(server):
             page.locator("#top td.fn", has_text="measure").first.click()
             expect(page.locator("#chart rect")).to_have_count(2, timeout=60000)
             assert page.locator("#chart-fn").text_content() == "measure"
+            page.select_option("#chart-by", "day")  # bars per UTC day: labels are dates
+            expect(page.locator("#chart text").last).to_contain_text("-", timeout=60000)
             assert dialogs == [] and page.title() != "pwned"
             assert csp_errors == [], csp_errors
         finally:

@@ -95,7 +95,7 @@ async function loadChart(name) {
   const p = filterParams();
   p.delete("release");
   p.set("function", name);
-  p.set("by", "release");
+  p.set("by", $("chart-by").value);
   const doc = await getJSON("/v1/query/series", p);
   const pts = doc.points;
   const W = 60 * Math.max(pts.length, 1) + 40, H = 150, base = 120;
@@ -186,6 +186,10 @@ async function start() {
     $("app").addEventListener("change", pickApp);
     $("filters").addEventListener("submit", refresh);
     $("diff-form").addEventListener("submit", runDiff);
+    $("chart-by").addEventListener("change", () => {
+      if ($("chart").dataset.fn !== undefined) loadChart($("chart").dataset.fn).catch(
+        (e) => status(e.message));
+    });
     await pickApp();
     document.body.dataset.ready = "1";
   } catch (e) {
