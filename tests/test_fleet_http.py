@@ -159,6 +159,16 @@ def test_flame_diff_export_and_sourcemaps_over_http(server, tmp_path, capsys, mo
     status, _, body = server.request("POST", f"/v1/sourcemaps?{q}", b'{"version": 1}',
                                      {"Authorization": f"Bearer {ADMIN}"})
     assert status == 400 and "version 3" in orjson.loads(body)["error"]
+    mp = tmp_path / "vendor.js.map"
+    mp.write_bytes(sm.replace(b"app.min.js", b"vendor.js"))
+    monkeypatch.setenv("JSPROF_ADMIN_TOKEN", ADMIN)
+    assert main(["fleet", "sourcemaps", "upload", "--url", server.url, "--app", "shop",
+                 "--release", "1.1", str(mp)]) == 0
+    assert "stored vendor.js.map" in capsys.readouterr().err
+    status, _, body = server.get("/v1/query/diff", [("app", "shop"), ("base", "release=1.0"),
+                                                    ("new", "release=1.1"),
+                                                    ("resamples", "100000")])
+    assert status == 400 and "at most 5,000" in orjson.loads(body)["error"]
 
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",

@@ -20,6 +20,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 MAX_BODY = 64 << 20  # a source map
+# Work a reader may ask of the server in one request.
+CAPS = {"resamples": 5000, "max_nodes": 200_000}
 
 # Pages we make from query results: our own markup only, no script, no outside fetches.
 PAGE_CSP = (
@@ -69,6 +71,9 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
         ) from None
     if n < (0 if name == "resamples" else 1):
         raise UsageError(f"query parameter {name}: must be at least 1, got {n}")
+    cap = CAPS.get(name)
+    if cap is not None and n > cap:
+        raise UsageError(f"query parameter {name}: at most {cap:,}, got {n:,}")
     return n
 
 
