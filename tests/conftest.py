@@ -22,15 +22,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.chromium)
 
 
+# `make test` sets JSPROF_NO_SKIP=1: everything runs, and a skip (a missing tool, a
+# forgotten pytest.skip) is a failure, not a quiet pass. Read once and taken out of the
+# environment, so the programs the tests run never see it (they check for leaked JSPROF_*).
+NO_SKIP = os.environ.pop("JSPROF_NO_SKIP", "") == "1"
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
-    # `make test` sets JSPROF_NO_SKIP=1: everything runs, and a skip (a missing tool, a
-    # forgotten pytest.skip) is a failure, not a quiet pass.
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("JSPROF_NO_SKIP") == "1" and report.skipped and not hasattr(
-        report, "wasxfail"
-    ):
+    if NO_SKIP and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped, but JSPROF_NO_SKIP=1 forbids skips: {reason}"
