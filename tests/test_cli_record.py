@@ -158,3 +158,24 @@ def test_live_status_line_on_a_terminal_only(tmp_path):
     # Piped: nothing but the summary.
     p = run("record", "-o", tmp_path / "u.json", _script(tmp_path, BUSY.replace("MS", "600")))
     assert p.returncode == 0 and "\r" not in p.stderr and "recording" not in p.stderr
+
+
+def test_live_status_line_counts_node_samples_too(tmp_path):
+    import pty
+
+    app = _script(tmp_path, BUSY.replace("MS", "2500"))
+    master, slave = pty.openpty()
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(tmp_path / "n.json"), str(app)],
+        stdout=subprocess.PIPE, stderr=slave, stdin=subprocess.DEVNULL,
+    )
+    os.close(slave)
+    err = _read_all(master).decode()
+    os.close(master)
+    proc.communicate(timeout=120)
+    assert proc.returncode == 0, err
+    lines = [s for s in err.split("\r") if s.startswith("\x1b[Kjsprof: recording")]
+    counted = [s for s in lines if " · " in s]
+    assert counted, err  # the samples of the slices taken so far, and the tracks
+    counts = [int(s.split(" · ")[1].split()[0]) for s in counted]
+    assert counts == sorted(counts) and counts[-1] > 0 and counted[-1].endswith("1 track")

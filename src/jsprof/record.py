@@ -229,7 +229,7 @@ def record(
                 rec.tracks[0].meta["signal"] = _signal_name(e)
     elif engine == "node":
         rec, error = _record_node(
-            p, sample_interval, max_buffer_size, args, node_args, duration, started
+            p, sample_interval, max_buffer_size, args, node_args, duration, started, progress
         )
     else:
         rec, error = _record_quickjs(
@@ -316,6 +316,7 @@ def _record_node(
     node_args: Sequence[str],
     duration: float | None,
     started: Any = None,
+    progress: Progress | None = None,
 ) -> tuple[Recording, BaseException | None]:
     """One track per thread (main, worker N); the script's error is taken from the main
     track's meta (record_node itself never raises for the script)."""
@@ -332,6 +333,7 @@ def _record_node(
         node_args=node_args,
         timeout=duration,
         process=started,
+        progress=progress,
     )
     meta = rec.tracks[0].meta
     error: BaseException | None = None

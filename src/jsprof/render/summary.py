@@ -154,6 +154,7 @@ class StatusLine:
         self.poll = poll  # a callable -> (samples, tracks), or None
         self.every = every
         self.enabled = sys.stderr.isatty()
+        self._most = 0  # engines may regroup what they hold at the end: never count down
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="jsprof-status", daemon=True)
 
@@ -167,7 +168,8 @@ class StatusLine:
                 got = None
         if got is not None:
             samples, tracks = got
-            parts += [plural(int(samples), "sample"), plural(int(tracks), "track")]
+            self._most = max(self._most, int(samples))
+            parts += [plural(self._most, "sample"), plural(int(tracks), "track")]
         return " · ".join(parts)
 
     def _run(self) -> None:

@@ -18,6 +18,7 @@ from .process import NodeProcess, _SigintFlag, effective_interval, interval_us
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
 # are imported while it boots (start_node, then record_node).
 if TYPE_CHECKING:
+    from ...record import Progress
     from ...trace import Recording, Track
     from ..cdp import CDPClient, Session
     from .isolate import _Isolate
@@ -62,6 +63,7 @@ def record_node(
     workers: bool = True,
     timeout: float | None = None,
     process: NodeProcess | None = None,
+    progress: Progress | None = None,
 ) -> Recording:
     """Run `script` under Node with V8's sampling profiler; one track per thread.
 
@@ -87,7 +89,9 @@ def record_node(
         except BaseException:
             proc.kill()
             raise
-        isolates, how, error, code, children = _record(proc, us, workers, timeout, sigint)
+        isolates, how, error, code, children = _record(
+            proc, us, workers, timeout, sigint, progress
+        )
     from ...trace import Recording
 
     if not isolates or isolates[0].profile is None:
@@ -133,7 +137,12 @@ def record_node(
 
 
 def _record(
-    proc: NodeProcess, us: int, workers: bool, timeout: float | None, sigint: _SigintFlag
+    proc: NodeProcess,
+    us: int,
+    workers: bool,
+    timeout: float | None,
+    sigint: _SigintFlag,
+    progress: Progress | None = None,
 ) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:
     """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
     whether the script started child processes)."""
@@ -166,6 +175,11 @@ def _record(
         hook = hook_path()
         main.hide_urls = {hook, pathlib.Path(hook).as_uri()}
         isolates.append(main)
+        if progress is not None:  # record.Progress: a status line's count, from its thread
+            progress.poll = lambda: (
+                sum(len(s.get("samples", ())) for i in list(isolates) for s in list(i.slices)),
+                len(isolates),
+            )
         # The end of the script: this event, or the same news on stderr, whichever is first.
         with contextlib.suppress(CDPError):
             root.send_nowait("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
