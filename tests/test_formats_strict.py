@@ -244,3 +244,17 @@ def test_a_truncated_binary_trace_names_the_file_and_what_is_wrong(fmt, name, tm
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}: " in err, err
     assert "truncated" in err and "not a trace format" not in err, err
+
+
+@pytest.mark.parametrize("fmt", ["jsprof", "cpuprofile", "chrome-trace", "speedscope"])
+def test_converted_traces_keep_their_engine(fmt):
+    from jsprof.formats import FORMATS
+    from jsprof.trace import TraceBuilder
+
+    b = TraceBuilder()
+    s = b.stack_id([b.frame_id("f", b.resource_id("file:///a.js"), 1, 1)])
+    for i in range(5):
+        b.add_sample(float(i), s)
+    rec = Recording([Track("main", b.build(), engine="quickjs")])
+    again = read_any(FORMATS[fmt].write(rec), "x")
+    assert again.tracks[0].engine == "quickjs"

@@ -454,6 +454,7 @@ class _Profile(msgspec.Struct, gc=False):
     endTime: int | float | None = None
     samples: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
     timeDeltas: msgspec.Raw = msgspec.field(default_factory=lambda: msgspec.Raw(b"[]"))
+    jsprofEngine: str | None = None
 
 
 class _Wrapped(msgspec.Struct, gc=False):
@@ -485,9 +486,9 @@ def _int_text(raw: msgspec.Raw) -> np.ndarray | None:
 
 def typed_profile_to_trace(
     data: bytes, source: str, wrapped: bool
-) -> tuple[ProfilerTrace, float, int] | None:
+) -> tuple[ProfilerTrace, float, int, str | None] | None:
     """Like `profile_to_trace_counted` on `data` (a Profile, or PrimJS's `{"profile": ...}`
-    when `wrapped`), or None when the typed decoding cannot take it."""
+    when `wrapped`), plus the `jsprofEngine` key; None when typed decoding cannot take it."""
     try:
         profile = _WRAPPED.decode(data).profile if wrapped else _PROFILE.decode(data)
     except (msgspec.MsgspecError, RecursionError, ValueError):  # ValueError: bad UTF-8
@@ -513,7 +514,7 @@ def typed_profile_to_trace(
         ticks,
     )
     err = ErrorAt(source, "profile." if wrapped else "")
-    return _convert(
+    trace, origin, added = _convert(
         err,
         columns,
         profile.startTime,
@@ -524,6 +525,7 @@ def typed_profile_to_trace(
         wrapped,
         nodes,
     )
+    return trace, origin, added, profile.jsprofEngine
 
 
 # ---- writing -----------------------------------------------------------------------------

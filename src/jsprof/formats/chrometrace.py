@@ -32,6 +32,7 @@ from ._v8profile import profile_to_trace, trace_to_profile
 CATEGORY = "disabled-by-default-v8.cpu_profiler"
 CHUNK_SAMPLES = 5000  # V8 flushes every 100 samples; bigger chunks keep files smaller
 PID = 1
+ENGINE_KEY = "jsprofEngine"  # in thread_name's args: the engine of a non-V8 track
 
 
 def _err(source: str, where: str, problem: str) -> TraceFormatError:
@@ -52,8 +53,11 @@ def _track_events(track: Track, index: int) -> list[dict]:
     prof = trace_to_profile(track.trace, origin_us)
     pid_id = f"0x{index + 1:x}"
     base = {"ph": "P", "cat": CATEGORY, "id": pid_id, "pid": pid, "tid": tid}
+    thread_args: dict[str, Any] = {"name": track.name}
+    if track.engine not in (None, "v8"):
+        thread_args[ENGINE_KEY] = track.engine  # a converted trace keeps its engine
     events: list[dict] = [
-        {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": track.name}},
+        {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": thread_args},
         {
             "name": "Profile",
             **base,
@@ -209,9 +213,10 @@ def _num(source: str, where: str, v: Any) -> float:
 _SCALARS = (int, float, str, type(None))
 
 
-def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
+def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
     profiles: dict[tuple, _Profile] = {}
     names: dict[tuple, str] = {}
+    engines: dict[tuple, str] = {}
     for i, e in enumerate(events):
         if type(e) is not dict:
             raise _err(source, f"traceEvents[{i}]", "expected an event object")
@@ -224,6 +229,8 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
             a = e.get("args")
             if type(a) is dict and type(a.get("name")) is str:
                 names[(e.get("pid"), e.get("tid"))] = a["name"]
+            if type(a) is dict and type(a.get(ENGINE_KEY)) is str:
+                engines[(e.get("pid"), e.get("tid"))] = a[ENGINE_KEY]
         elif name == "Profile":
             data = (e.get("args") or {}).get("data") if type(e.get("args")) is dict else None
             start = data.get("startTime", e.get("ts")) if type(data) is dict else e.get("ts")
@@ -275,7 +282,7 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict]:
             p.deltas = cpu.get("timeDeltas", data.get("timeDeltas", []))
             p.lines = []
             profiles[("cpu", i)] = p
-    return list(profiles.values()), names
+    return list(profiles.values()), names, engines
 
 
 def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
@@ -315,7 +322,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     events = _events(doc)
     if events is None:
         raise _err(source, "(top level)", "expected a trace-event array or {traceEvents: [...]}")
-    profiles, names = _collect(events, source)
+    profiles, names, engines = _collect(events, source)
     if not profiles:
         raise _err(
             source, "traceEvents", "no CPU profile (Profile/ProfileChunk events) in this trace"
@@ -333,7 +340,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         while name in used:
             name += "'"
         used.add(name)
-        track = Track(name, trace, time_origin=origin_us / 1000.0, engine="v8")
+        engine = engines.get((p.pid, p.tid), "v8")
+        track = Track(name, trace, time_origin=origin_us / 1000.0, engine=engine)
         track.meta = (
             {"pid": p.pid, "tid": p.tid}
             if isinstance(p.pid, int) and isinstance(p.tid, int)

@@ -28,6 +28,8 @@ __all__ = ["profile_to_trace", "read", "sniff", "trace_to_profile", "write"]
 # Where a file gives no time origin we keep its startTime here, so writing it back
 # restores the original absolute microseconds.
 META_START = "cpuprofileStartTime"
+# The engine of a trace that was not recorded on V8 (a converted QuickJS trace).
+ENGINE_KEY = "jsprofEngine"
 # How many samples were restored from PrimJS's hitCounts (they were not in the file).
 META_SYNTHESIZED = "synthesizedSamples"
 
@@ -54,7 +56,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     # Only PrimJS wraps its profile (`{"profile": {...}}`) and lists changes only; V8's
     # hitCounts are counted from its samples, so a surplus there is not ours to invent.
     converted = profile_to_trace_counted(profile, source, prefix=prefix, changes_only=bool(prefix))
-    return _recording(*converted, primjs=bool(prefix))
+    engine = profile.get(ENGINE_KEY) if type(profile) is dict else None
+    return _recording(*converted, primjs=bool(prefix), engine=engine)
 
 
 def read_probe(probe: Probe) -> Recording:
@@ -64,10 +67,13 @@ def read_probe(probe: Probe) -> Recording:
     converted = typed_profile_to_trace(probe.data, probe.source, wrapped)
     if converted is None:
         return read(probe.data, probe.doc, probe.source)
-    return _recording(*converted, primjs=wrapped)
+    *converted, engine = converted
+    return _recording(*converted, primjs=wrapped, engine=engine)
 
 
-def _recording(trace: ProfilerTrace, origin: float, added: int, primjs: bool) -> Recording:
+def _recording(
+    trace: ProfilerTrace, origin: float, added: int, primjs: bool, engine: Any = None
+) -> Recording:
     gap = trace.median_gap()
     interval = None if gap is None else round(gap, 4)
     meta: dict = {META_START: origin}
@@ -79,7 +85,7 @@ def _recording(trace: ProfilerTrace, origin: float, added: int, primjs: bool) ->
                 "main",
                 trace,
                 time_origin=0.0,
-                engine=None if primjs else "v8",
+                engine=engine if type(engine) is str else None if primjs else "v8",
                 sample_interval=interval,
                 meta=meta,
             )
@@ -105,7 +111,11 @@ def write(rec: Recording) -> bytes:
 def write_track(track: Track) -> bytes:
     start = track.meta.get(META_START)
     start_us = float(start) if isinstance(start, int | float) else 0.0
-    return orjson.dumps(trace_to_profile(track.trace, start_us))
+    profile = trace_to_profile(track.trace, start_us)
+    if track.engine not in (None, "v8"):
+        # A converted trace keeps its engine: an extra key that V8's tools ignore.
+        profile[ENGINE_KEY] = track.engine
+    return orjson.dumps(profile)
 
 
 FORMAT = Format(
