@@ -818,7 +818,12 @@ def recording_to_doc(rec: Recording) -> dict:
 
 
 def dumps(rec: Recording) -> bytes:
-    return orjson.dumps(recording_to_doc(rec), option=orjson.OPT_SERIALIZE_NUMPY)
+    # Millions of sample dicts: with the GC on, each collection would walk them all.
+    with gc_paused():
+        doc = recording_to_doc(rec)
+        out = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
+        del doc  # freed while the GC is still paused
+    return out
 
 
 def sniff_head(probe: Probe) -> bool:
