@@ -53,7 +53,9 @@ window.close();
 
 
 def group_cpu(pgid: int) -> float:
-    """User+sys seconds of the live processes in a process group (the browser's)."""
+    """User+sys seconds of a process group (the browser's): its live processes plus the
+    children they reaped (a closed tab's renderer is reaped by Chromium's zygote, so its
+    time moves into the zygote's cutime/cstime instead of vanishing)."""
     tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for d in os.listdir("/proc"):
@@ -65,7 +67,7 @@ def group_cpu(pgid: int) -> float:
         except OSError:
             continue
         if int(fields[2]) == pgid:
-            total += int(fields[11]) + int(fields[12])
+            total += sum(int(x) for x in fields[11:15])
     return total / tick
 
 
@@ -105,8 +107,8 @@ def cdp_plain(browser: Browser, page: str, interval_ms: float) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--work", type=int, default=12, help="workload repetitions (~1-2 s)")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--work", type=int, default=40, help="workload repetitions (~1-2 s)")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         page = str(Path(tmp) / "workload.js")
