@@ -143,9 +143,12 @@ static uint32_t g_max_depth = MAX_DEPTH;
    1,000 polls and compares a cheap tick counter with the next due time, and so does every
    built-in's return to bytecode (JSPROF_NATIVE_RETURN), so ticks due inside a built-in
    call, however short, are charged to its JavaScript caller. The timer thread then wakes
-   only every g_self_wake_ms, for idle time. */
+   only every g_self_wake_ms: idle ticks are also registered when the event loop goes to
+   sleep and wakes (host_set_idle), so it only bounds how late they are recorded. Its
+   wake-ups are per wall-clock millisecond, so on a loaded machine, where the script gets
+   a fraction of a core, 1,000 a second cost several % of the script's CPU. */
 static double g_self_below_ms = 1e300; /* self-sample below this interval */
-static double g_self_wake_ms = 1.0;    /* then the timer thread wakes this often */
+static double g_self_wake_ms = 20.0;   /* then the timer thread wakes this often */
 static double g_ticks_per_ms;          /* jsprof_ticks() rate; 0 until calibrated */
 #define MAX_CTX 16
 
