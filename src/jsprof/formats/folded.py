@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import ErrorAt, TraceFormatError
 from ..trace import NONE, Recording, Track
 from ._common import (
     PSEUDO_NAMES,
@@ -146,7 +146,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             )
         frames = head.split(";")
         if any(f == "" for f in frames):
-            raise TraceFormatError(f"{source}: line {n}: empty frame name between `;`")
+            raise ErrorAt(source)(f"line {n}", "empty frame name between `;`")
         stacks.append(frames)
         counts.append(int(count))
     if not stacks:

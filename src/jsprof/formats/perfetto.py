@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TraceFormatError
+from ..errors import ErrorAt, TraceFormatError
 from ..trace import MARKERS, NONE, Recording, Track
 from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, build_trace, canonical
@@ -229,15 +229,15 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
 
 
 def _resolve(ep: _Epoch, iid: int, source: str) -> tuple:
-    where = f"{source}: packet[{ep.first_packet}]"
+    err, where = ErrorAt(source), f"packet[{ep.first_packet}]"
     frames = ep.stacks.get(iid)
     if frames is None:
-        raise TraceFormatError(f"{where}: callstack_iid {iid} was never interned")
+        raise err(where, f"callstack_iid {iid} was never interned")
     out = []
     for fid in frames:
         f = ep.frames.get(fid)
         if f is None:
-            raise TraceFormatError(f"{where}: frame iid {fid} was never interned")
+            raise err(where, f"frame iid {fid} was never interned")
         out.append(
             (
                 ep.names.get(f.function_name_id, ""),
