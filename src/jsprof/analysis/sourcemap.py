@@ -95,6 +95,8 @@ class SourceMap:
                 if not seg:
                     continue
                 v = _vlq(seg, f"{where}: mappings line {gl + 1}")
+                if not v:
+                    raise SourceMapError(f"{where}: mappings line {gl + 1}: unfinished VLQ {seg!r}")
                 gcol += v[0]
                 if len(v) >= 4:
                     src += v[1]

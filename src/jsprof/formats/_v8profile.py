@@ -260,6 +260,14 @@ def _convert(
     node objects as read) is only looked at to word an error."""
     ids, names, urls, lines, cols, children, hits, ticks = columns
     nn = len(ids)
+    # Microsecond clocks fit a double exactly below 2**53; positions are 32-bit in V8.
+    for key, v in (("startTime", start_time), ("endTime", end_time)):
+        if v is not None and not abs(v) < 2**53:
+            raise err(key, f"{v} is out of range")
+    for key, values in (("lineNumber", lines), ("columnNumber", cols)):
+        if values and not (-(2**31) <= min(values) and max(values) < 2**31):
+            i = next(i for i, v in enumerate(values) if not -(2**31) <= v < 2**31)
+            raise err(f"nodes[{i}].callFrame.{key}", f"{values[i]} is out of range")
     id_arr = _int64(err, ids, "id")
     order = np.argsort(id_arr, kind="stable")
     sorted_ids = id_arr[order]
