@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import signal
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import orjson
@@ -141,6 +142,34 @@ class Session:
             self.client.pump(min(0.1, left))
 
 
+# The signals a user sends to end or poke a process. See _signals_deferred.
+_DEFERRED = frozenset(
+    getattr(signal, n)
+    for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
+    if hasattr(signal, n)
+)
+
+
+@contextlib.contextmanager
+def _signals_deferred() -> Iterator[None]:
+    """Keep signals off this thread while it waits in the WebSocket's recv(timeout).
+
+    CPython 3.11's `queue.SimpleQueue.get(timeout)` (which websockets' sync recv uses)
+    waits forever when a signal handler runs during the wait and the deadline has passed
+    by the time it resumes: a Ctrl-C or SIGTERM to `jsprof record` then hung it for good
+    (seen under load). While blocked here, a signal goes to another thread, or stays
+    pending until the wait ends; its Python handler runs right after, on the main thread.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
 class CDPClient:
     """A synchronous CDP connection. `max_size=None`: profiles easily exceed 1 MiB."""
 
@@ -224,7 +253,8 @@ class CDPClient:
             return False
         self._quickack()
         try:
-            raw = self.ws.recv(timeout=timeout)
+            with _signals_deferred():
+                raw = self.ws.recv(timeout=timeout)
         except TimeoutError:
             return True
         except ConnectionClosed:
