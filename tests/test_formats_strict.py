@@ -7,6 +7,7 @@ strings that look like JSON syntax).
 
 import copy
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,8 @@ from jsprof.errors import TraceFormatError
 from jsprof.formats import jsprof as jsprof_format
 from jsprof.formats import read_any
 from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, Track
+
+DATA = Path(__file__).parent / "data"
 
 
 def _valid() -> dict:
@@ -258,3 +261,43 @@ def test_converted_traces_keep_their_engine(fmt):
     rec = Recording([Track("main", b.build(), engine="quickjs")])
     again = read_any(FORMATS[fmt].write(rec), "x")
     assert again.tracks[0].engine == "quickjs"
+
+
+# Found by `make fuzz`: values a reader took but no writer can write.
+@pytest.mark.parametrize("key", ["line", "column"])
+@pytest.mark.parametrize("value", [2**40, 2**70])
+def test_jsprof_rejects_positions_beyond_32_bits(tmp_path, key, value):
+    doc = _valid()
+    doc["frames"][0][key] = value
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps(doc))
+    for read in (lambda: jsprof.load(path), lambda: read_any(path.read_bytes(), "t.json")):
+        with pytest.raises(TraceFormatError, match=rf"frames\[0\]\.{key}: "):
+            read()
+
+
+def test_cpuprofile_rejects_a_position_tick_line_beyond_32_bits(data):
+    doc = json.loads((data / "node" / "bench.cpuprofile").read_text())
+    node = next(n for n in doc["nodes"] if n.get("positionTicks"))
+    node["positionTicks"][0]["line"] = 2**70
+    with pytest.raises(TraceFormatError, match=r"positionTicks\[0\]"):
+        read_any(json.dumps(doc).encode(), "p.cpuprofile")
+
+
+def test_perfetto_thread_name_that_is_not_utf8_reads_and_writes(tmp_path):
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb2
+
+    rec = jsprof.load(DATA / "chromium" / "trace-basic.json")
+    out = tmp_path / "t.pftrace"
+    jsprof.save(rec, out)
+    trace = pb2.Trace()
+    trace.ParseFromString(out.read_bytes())
+    named = next(p for p in trace.packet if p.HasField("thread_descriptor"))
+    name = named.thread_descriptor.thread_name.encode()
+    # Swap the name's bytes in place (same length) for bytes that are not UTF-8.
+    raw = out.read_bytes().replace(name, b"\x80" * len(name), 1)
+    got = read_any(raw, "t.pftrace")
+    assert got.tracks[0].name == "\ufffd" * len(name)
+    again = tmp_path / "again.pftrace"
+    jsprof.save(got, again)  # writes back without a UnicodeDecodeError
+    assert jsprof.load(again).tracks[0].name == got.tracks[0].name

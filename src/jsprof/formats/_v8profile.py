@@ -391,7 +391,7 @@ def _position_lines(err: ErrorAt, ticks: list, idx: np.ndarray, nn: int) -> np.n
             ls = cs = None
         if (
             ls is None
-            or not all(type(x) is int for x in ls)
+            or not all(type(x) is int and -(2**31) <= x < 2**31 for x in ls)
             or not all(type(x) is int and x >= 0 for x in cs)
         ):
             j = next(
@@ -400,12 +400,15 @@ def _position_lines(err: ErrorAt, ticks: list, idx: np.ndarray, nn: int) -> np.n
                     for j, p in enumerate(t)
                     if type(p) is not dict
                     or type(p.get("line")) is not int
+                    or not -(2**31) <= p["line"] < 2**31
                     or type(p.get("ticks")) is not int
                     or p["ticks"] < 0
                 ),
                 0,
             )
-            raise err(f"nodes[{i}].positionTicks[{j}]", "expected {line: integer, ticks: >= 0}")
+            raise err(
+                f"nodes[{i}].positionTicks[{j}]", "expected {line: 32-bit integer, ticks: >= 0}"
+            )
         node_lines.extend(ls)
         node_counts.extend(cs)
         total = sum(cs)

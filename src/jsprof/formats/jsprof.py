@@ -41,6 +41,7 @@ from ._json import gc_paused, parse_json, type_name
 FORMAT_KEY = "jsprof"
 FORMAT_VERSION = 1
 MAX_TABLE_ENTRIES = 2**31 - 1  # ids are int32 columns
+MAX_POSITION = 2**31 - 1  # lines and columns: 32-bit in every engine and writer
 MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
 # Stands for an absent optional id while columns are pulled out; far outside int32, so an
 # explicit -1 in a file stays distinguishable from "key absent".
@@ -83,6 +84,8 @@ def _opt_pos_int(ctx: _Ctx, obj: dict, where: str, key: str) -> int | None:
         raise ctx.error(f"{where}.{key}", f"expected an integer, got {type_name(v)}")
     if v < 1:
         raise ctx.error(f"{where}.{key}", f"is {v}; lines and columns are 1-based")
+    if v > MAX_POSITION:
+        raise ctx.error(f"{where}.{key}", f"is {v}; lines and columns end at {MAX_POSITION}")
     return v
 
 
@@ -633,7 +636,9 @@ def _fast_trace(parts: dict, pieces: Iterator[bytes]) -> ProfilerTrace:
         rid, line, col = f.resourceId, f.line, f.column
         if rid != _ABSENT and not 0 <= rid < n_res:
             raise _Fallback("resourceId")
-        if (line != _ABSENT and line < 1) or (col != _ABSENT and col < 1):
+        if (line != _ABSENT and not 1 <= line <= MAX_POSITION) or (
+            col != _ABSENT and not 1 <= col <= MAX_POSITION
+        ):
             raise _Fallback("line or column")
         out_frames.append(
             ProfilerFrame(

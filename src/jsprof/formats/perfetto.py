@@ -272,6 +272,8 @@ def _to_track(seq: _Seq, seq_id: int, source: str) -> Track:
     times = (abs_us - origin_us) / 1000.0
     th = seq.thread
     name = th.thread_name if th is not None and th.thread_name else f"sequence {seq_id}"
+    if isinstance(name, bytes):  # protobuf hands back a string field that is not UTF-8 as bytes
+        name = name.decode("utf-8", "replace")
     meta = {"pid": th.pid, "tid": th.tid} if th is not None else {}
     trace = build_trace(stacks, sample_key, times.astype(np.float64))
     return Track(name, trace, time_origin=origin_us / 1000.0, meta=meta)
