@@ -7,6 +7,7 @@ strings that look like JSON syntax).
 
 import copy
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -301,3 +302,18 @@ def test_perfetto_thread_name_that_is_not_utf8_reads_and_writes(tmp_path):
     again = tmp_path / "again.pftrace"
     jsprof.save(got, again)  # writes back without a UnicodeDecodeError
     assert jsprof.load(again).tracks[0].name == got.tracks[0].name
+
+
+@pytest.mark.parametrize(
+    ("mutate", "where"),
+    [
+        (lambda d: d["shared"]["frames"][0].update(line=2**70), "shared.frames[0].line"),
+        (lambda d: d["shared"]["frames"][0].update(col=2**40), "shared.frames[0].col"),
+        (lambda d: d["profiles"][0].update(startValue=1e308), "profiles[0].startValue"),
+    ],
+)
+def test_speedscope_refuses_values_no_writer_can_write(mutate, where):
+    doc = json.loads((DATA / "speedscope" / "py-spy.speedscope.json").read_text())
+    mutate(doc)
+    with pytest.raises(TraceFormatError, match=re.escape(where)):
+        read_any(json.dumps(doc).encode(), "p.speedscope.json")

@@ -216,6 +216,8 @@ def _frames(doc: dict, err) -> list[FrameKey]:
             v = f.get(k)
             if v is not None and not _num(v):
                 raise err(f"shared.frames[{i}].{k}", f"expected a number, got {type_name(v)}")
+            if v is not None and not v < 2**31:  # also NaN: positions are 32-bit everywhere
+                raise err(f"shared.frames[{i}].{k}", f"is {v}; lines and columns end at 2**31-1")
             pos.append(int(v) if v is not None and v >= 1 else None)
         out.append((name, file or None, pos[0], pos[1]))
     return out
@@ -322,6 +324,8 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
     start = p.get("startValue", 0)
     if not _num(start):
         raise err(f"{where}.startValue", f"expected a number, got {type_name(start)}")
+    if not abs(start) < 2**53:  # also NaN and inf: a clock that fits a double exactly
+        raise err(f"{where}.startValue", f"is {start}; expected a finite time below 2**53")
     uniq, keys = _stack_keys(samples, len(frames), err, where)
     x = _extra(p, len(samples), len(frames))
     if x is not None and x["anonymousFrames"]:
