@@ -317,3 +317,11 @@ def test_speedscope_refuses_values_no_writer_can_write(mutate, where):
     mutate(doc)
     with pytest.raises(TraceFormatError, match=re.escape(where)):
         read_any(json.dumps(doc).encode(), "p.speedscope.json")
+
+
+@pytest.mark.parametrize("value", [2**70, -(2**70)])
+def test_jsprof_sample_line_beyond_64_bits_is_named(tmp_path, value):
+    doc = _valid()
+    doc["jsprof"] = _ext(sampleLines=[3, value])
+    with pytest.raises(TraceFormatError, match=r"jsprof\.sampleLines\[1\]: expected a line number"):
+        read_any(json.dumps(doc).encode(), "t.json")

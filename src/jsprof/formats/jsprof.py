@@ -310,11 +310,12 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     if type(lines) is list:
         arr = _int_column(lines, "sampleLines")
         if arr is None:
-            bad = next(i for i, v in enumerate(lines) if not _is_int(v))
-            raise ctx.error(
-                f"{where}.sampleLines[{bad}]",
-                f"expected an integer, got {type_name(lines[bad])}",
+            # Not an integer, or one beyond int64 (numpy then gives up on the column).
+            bad = next(
+                i for i, v in enumerate(lines) if not (_is_int(v) and -(2**63) <= v < 2**63)
             )
+            got = lines[bad] if _is_int(lines[bad]) else type_name(lines[bad])
+            raise ctx.error(f"{where}.sampleLines[{bad}]", f"expected a line number, got {got}")
     neg = np.nonzero(arr < 0)[0]
     if len(neg):
         i = int(neg[0])
