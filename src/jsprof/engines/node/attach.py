@@ -155,8 +155,10 @@ def attach_node(
                 how = "interrupted"
         iso.collect(iso.stop_nowait())
         # Close the inspector it opened for us, so the process is as it was. close() waits
-        # for sessions to end, so it runs after we disconnect. (Not for a process that is
-        # ending: its context is gone.)
+        # for sessions to end: called while ours was still closing, Node 20 sometimes died
+        # of SIGSEGV (seen in CI), so it runs a moment after we disconnect, on an unref'd
+        # timer that keeps no process alive. (Not for a process that is ending: its
+        # context is gone.)
         with contextlib.suppress(CDPClosed, CDPError, EngineError):
             if how == "exited":
                 raise CDPClosed("ending")
@@ -165,8 +167,8 @@ def attach_node(
                 {
                     # `require` of the console's command line API is gone once the
                     # evaluation ends: capture it for the deferred call.
-                    "expression": "((r) => { setImmediate(() => r('node:inspector').close());"
-                    " return 0; })(require)",
+                    "expression": "((r) => { setTimeout(() => r('node:inspector').close(),"
+                    " 200).unref(); return 0; })(require)",
                     "includeCommandLineAPI": True,
                 },
                 timeout=5.0,
