@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
+from .argtypes import positive_int
 from .errors import JSError, JsprofError, UsageError
 
 # Start-up is what users of short scripts feel: `jsprof --help` must not pay for numpy, rich,
@@ -591,16 +592,6 @@ class _Parser(argparse.ArgumentParser):
 MAX_INTERVAL_MS = 1000.0  # coarser than a sample a second says little about where time goes
 
 
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
-
-
 def _nonneg_float(s: str) -> float:
     try:
         v = float(s)
@@ -621,7 +612,7 @@ def _interval(s: str) -> float:
 
 
 def _add_top_args(p: argparse.ArgumentParser, default: str) -> None:
-    p.add_argument("--top", type=_positive_int, metavar="N", help=f"rows to show ({default})")
+    p.add_argument("--top", type=positive_int, metavar="N", help=f"rows to show ({default})")
     p.add_argument("--all", action="store_true", help="show every row")
 
 
@@ -796,7 +787,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     )
     rc.add_argument(
         "--max-buffer-size",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="QuickJS: most samples to keep (default: an hour at 1 ms)",
     )
@@ -810,11 +801,11 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     )
     rc.add_argument(
         "--workers",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="QuickJS: run N copies on N threads (each sees jsprof.worker)",
     )
-    rc.add_argument("--pid", type=_positive_int, help="attach to a running Node process")
+    rc.add_argument("--pid", type=positive_int, help="attach to a running Node process")
     rc.add_argument(
         "--duration",
         type=_nonneg_float,

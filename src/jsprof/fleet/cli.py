@@ -7,27 +7,9 @@ import os
 import sys
 from typing import Any
 
+from ..argtypes import nonneg_int, positive_int
+
 DEFAULT_STORE = "./jsprof-store"
-
-
-def _positive_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
-
-
-def _nonneg_int(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be at least 0, got {v}")
-    return v
 
 
 def _source_args(p: argparse.ArgumentParser) -> None:
@@ -40,7 +22,7 @@ def _source_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--engine", choices=("duckdb", "dask"), default="duckdb",
                    help="query engine (default duckdb, in process)")
     g.add_argument("--scheduler", metavar="tcp://HOST:PORT", help="--engine dask: a cluster")
-    g.add_argument("--local-workers", type=_positive_int, metavar="N",
+    g.add_argument("--local-workers", type=positive_int, metavar="N",
                    help="--engine dask: start a local cluster of N worker processes")
 
 
@@ -67,7 +49,7 @@ def add_parser(sub: Any) -> None:
     t = fs.add_parser("top", help="functions by self time over all matching samples")
     _source_args(t)
     _filter_args(t)
-    t.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
+    t.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     t.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     t.add_argument("--json", action="store_true", help="print the rows as JSON")
     t.set_defaults(func=cmd_top)
@@ -76,7 +58,7 @@ def add_parser(sub: Any) -> None:
     _source_args(f)
     _filter_args(f)
     f.add_argument("-o", "--output", required=True, help="merged.html or merged.svg")
-    f.add_argument("--max-nodes", type=_positive_int, default=2000,
+    f.add_argument("--max-nodes", type=positive_int, default=2000,
                    help="widest N call-tree nodes; the rest folded into 'other' (default 2000)")
     f.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
     f.add_argument("--color-by", choices=("resource", "function"), default="resource",
@@ -89,17 +71,17 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--base", required=True, metavar="KEY=VALUE",
                    help="the baseline, e.g. release=1.4.1 (also route=, env=, any meta key)")
     d.add_argument("--new", required=True, metavar="KEY=VALUE", help="e.g. release=1.4.2")
-    d.add_argument("--top", type=_positive_int, default=20, help="rows (default 20)")
+    d.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     d.add_argument("--json", action="store_true", help="print the rows as JSON")
     d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
                    "passes the rule and its 95%% interval excludes zero; repeatable")
-    d.add_argument("--min-traces", type=_positive_int, default=5, help="per side (default 5)")
-    d.add_argument("--min-samples", type=_positive_int, default=1000,
+    d.add_argument("--min-traces", type=positive_int, default=5, help="per side (default 5)")
+    d.add_argument("--min-samples", type=positive_int, default=1000,
                    help="per side (default 1000)")
-    d.add_argument("--resamples", type=_nonneg_int, default=200,
+    d.add_argument("--resamples", type=nonneg_int, default=200,
                    help="bootstrap resamples of traces for the intervals (default 200)")
     d.set_defaults(func=cmd_diff)
 

@@ -9,6 +9,7 @@ import sys
 import time
 from pathlib import Path
 
+from ..argtypes import positive_int
 from ..errors import UsageError
 from .config import (
     Limits,
@@ -31,16 +32,6 @@ def _port(s: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a port number, got {s!r}") from None
     if not 0 <= v <= 65535:
         raise argparse.ArgumentTypeError(f"must be 0-65535 (0 picks a free port), got {v}")
-    return v
-
-
-def _count(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
     return v
 
 
@@ -82,7 +73,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="N/s",
         help="uploads per second per app, in each worker process (off by default)",
     )
-    p.add_argument("--workers", type=_count, default=1, help="collector processes (default 1)")
+    p.add_argument(
+        "--workers", type=positive_int, default=1, help="collector processes (default 1)"
+    )
     p.add_argument("--access-log", action="store_true", help="log each request on stderr")
     p.add_argument(
         "--keep-query",
@@ -95,8 +88,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--max-decompressed", default="64MiB", metavar="SIZE", help="after decompression (64MiB)"
     )
-    g.add_argument("--max-samples", type=_count, default=200_000, help="samples (200000)")
-    g.add_argument("--max-depth", type=_count, default=1024, help="stack depth (1024)")
+    g.add_argument("--max-samples", type=positive_int, default=200_000, help="samples (200000)")
+    g.add_argument("--max-depth", type=positive_int, default=1024, help="stack depth (1024)")
     p.set_defaults(func=main)
 
     ps = p.add_subparsers(dest="serve_command", metavar="prune")

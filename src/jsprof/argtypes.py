@@ -1,0 +1,26 @@
+"""argparse value types shared by every command's parser (`cli.py`, `serve/cli.py`,
+`fleet/cli.py`): one wording for a bad number everywhere. Imports nothing heavy."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+
+
+def int_at_least(low: int) -> Callable[[str], int]:
+    """A whole number >= `low`, or argparse's one-line error naming what was given."""
+
+    def parse(s: str) -> int:
+        try:
+            v = int(s)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {s!r}") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {v}")
+        return v
+
+    return parse
+
+
+positive_int = int_at_least(1)
+nonneg_int = int_at_least(0)
