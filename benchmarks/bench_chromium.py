@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from jsprof.engines.chromium import Browser, record_chromium, run_chromium
-from jsprof.engines.chromium_serve import serve_target
+from jsprof.engines.chromium.serve import serve_target
 
 WORKLOAD = r"""
 function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }

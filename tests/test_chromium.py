@@ -469,7 +469,7 @@ def test_cdp_attach_profiles_the_tab_and_detaches(tmp_path: Path) -> None:
     import urllib.request
 
     from jsprof.engines.chromium import HEADLESS_FLAGS, attach_cdp
-    from jsprof.engines.chromium_serve import serve_target
+    from jsprof.engines.chromium.serve import serve_target
 
     server, url = serve_target(str(DATA / "forever.html"))
     profile = tmp_path / "profile"

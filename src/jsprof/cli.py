@@ -413,7 +413,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     from .record import check_script, exit_status, record, start_engine
 
     if args.engine == "chromium" or args.cdp:
-        from .engines.chromium_cli import cmd_record as record_chromium
+        from .engines.chromium.cli import cmd_record as record_chromium
 
         return record_chromium(args)
     if args.until is not None or args.target is not None or args.allow_remote:
@@ -486,7 +486,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .record import run
 
     if args.engine == "chromium":
-        from .engines.chromium_cli import cmd_run as run_chromium
+        from .engines.chromium.cli import cmd_run as run_chromium
 
         return run_chromium(args)
     try:

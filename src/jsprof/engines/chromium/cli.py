@@ -10,7 +10,7 @@ import re
 import sys
 import urllib.parse
 
-from ..errors import UsageError
+from ...errors import UsageError
 
 
 def default_stem(target: str) -> str:
@@ -26,9 +26,10 @@ def default_stem(target: str) -> str:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from ..outputs import recording_output, save_recording
-    from ..render.summary import print_recording_summary
-    from .chromium import attach_cdp, record_chromium
+    from ...outputs import recording_output, save_recording
+    from ...render.summary import print_recording_summary
+    from .attach import attach_cdp
+    from .record import record_chromium
 
     if getattr(args, "max_buffer_size", None) is not None:
         raise UsageError("--max-buffer-size is not supported with Chromium (V8 keeps all)")
@@ -88,7 +89,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .chromium import run_chromium
+    from .run import run_chromium
 
     if args.args:
         raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")

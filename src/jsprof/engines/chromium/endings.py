@@ -1,0 +1,100 @@
+"""How a recording or run ends: `--until load` (the load event, then nothing pending for
+QUIET_MS), `--until js:EXPR`, `--duration`, Ctrl-C/SIGTERM, the page closing or crashing,
+the browser going away."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import signal
+import threading
+import time
+from typing import Any
+
+from ...errors import EngineError, UsageError
+from ..cdp import CDPClosed, CDPError
+from .page import PageSession
+from .thread import PROBE_PERIOD
+
+
+class SigFlag:
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __init__(self) -> None:
+        self.hit = False
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> SigFlag:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                self._old[sig] = signal.signal(sig, self._on)
+        return self
+
+    def _on(self, signum: int, frame: Any) -> None:
+        self.hit = True
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+
+
+def parse_until(until: str | None) -> str | None:
+    """'load' (None) or 'js:EXPR' -> None for load, else the expression."""
+    if until is None or until == "load":
+        return None
+    if until.startswith("js:") and until[3:].strip():
+        return until[3:]
+    raise UsageError(f"--until {until!r}: give `load` or `js:EXPRESSION`")
+
+
+def wait_for_end(
+    page: PageSession,
+    until_expr: str | None,
+    duration: float | None,
+    sig: SigFlag,
+    on_error_stop: bool = False,
+) -> str:
+    """Serve the page until an ending; returns how it ended."""
+    deadline = None if duration is None else time.monotonic() + duration
+    expr_mid: int | None = None
+    expr_sent = 0.0
+    was_loaded = False
+    s = page.main.session
+    while True:
+        if sig.hit:
+            return "interrupted"
+        if deadline is not None and time.monotonic() >= deadline:
+            return "duration"
+        if not page.pump(0.02):
+            return "browser-exited"
+        page.tick()
+        if page.crashed:
+            return "crashed"
+        if page.closed_by_page or page.main.gone:
+            return "closed"
+        if on_error_stop and page.errors:
+            return "error"
+        if page.loaded and not was_loaded:
+            page.loaded_reset()
+        was_loaded = page.loaded
+        if until_expr is None:
+            if page.quiet():
+                return "ok"
+            continue
+        now = time.monotonic()
+        if expr_mid is None and now - expr_sent >= PROBE_PERIOD:
+            with contextlib.suppress(CDPClosed):
+                expr_mid = s.send_nowait(
+                    "Runtime.evaluate",
+                    {
+                        "expression": f"Boolean(eval({json.dumps(until_expr)}))",
+                        "returnByValue": True,
+                    },
+                )
+                expr_sent = now
+        elif expr_mid is not None and expr_mid in s.replies:
+            mid, expr_mid = expr_mid, None
+            with contextlib.suppress(CDPError, CDPClosed, EngineError):
+                r = s.result(mid, 0)
+                if r.get("result", {}).get("value") is True:
+                    return "ok"

@@ -1,0 +1,71 @@
+"""jsprof's helper inside each page and worker (js/chromium_page.js, plus the expressions
+we evaluate): all of it carries the source URL `INTERNAL_URL`, and `strip_internal`
+removes those frames (and built-ins, as the native Profiler does) from a CDP profile."""
+
+from __future__ import annotations
+
+from importlib import resources as _res
+
+INTERNAL_URL = "jsprof-internal://chromium_page.js"
+SOURCE_URL = f"\n//# sourceURL={INTERNAL_URL}"
+
+
+def helper_source() -> str:
+    """The helper, marked as ours."""
+    return _res.files("jsprof").joinpath("js", "chromium_page.js").read_text("utf-8") + SOURCE_URL
+
+
+_PSEUDO = ("(root)", "(program)", "(idle)", "(garbage collector)")
+
+
+def _dropped(cf: dict) -> bool:
+    """jsprof's own code, or a built-in/API function (no script: scriptId 0), which the
+    native Profiler never shows either (its time goes to the JavaScript caller)."""
+    if cf.get("url") == INTERNAL_URL:
+        return True
+    return str(cf.get("scriptId", "")) == "0" and cf.get("functionName") not in _PSEUDO
+
+
+def strip_internal(profile: dict) -> dict:
+    """The profile without jsprof's own frames and built-ins (see `_dropped`): their
+    children and samples go to the nearest caller; URL fragments are dropped, as the
+    native Profiler does."""
+    nodes = profile.get("nodes") or []
+    by_id = {n["id"]: n for n in nodes}
+    parent: dict[int, int] = {}
+    for n in nodes:
+        for c in n.get("children") or ():
+            parent[c] = n["id"]
+    internal = {n["id"] for n in nodes if _dropped(n.get("callFrame") or {})}
+    has_fragment = any("#" in n.get("callFrame", {}).get("url", "") for n in nodes)
+    if not internal and not has_fragment:
+        return profile
+
+    def keep(i: int) -> int:
+        while i in internal and i in parent:
+            i = parent[i]
+        return i
+
+    out_nodes = []
+    for n in nodes:
+        if n["id"] in internal and n["id"] in parent:
+            continue
+        m = dict(n)
+        cf = m.get("callFrame")
+        if cf and "#" in cf.get("url", ""):
+            m["callFrame"] = dict(cf, url=cf["url"].split("#", 1)[0])
+        kids: list[int] = []
+        stack = list(n.get("children") or ())
+        while stack:
+            c = stack.pop(0)
+            if c in internal:
+                stack[:0] = list(by_id[c].get("children") or ())
+            else:
+                kids.append(c)
+        m["children"] = kids
+        out_nodes.append(m)
+    out = dict(profile)
+    out["nodes"] = out_nodes
+    if internal:
+        out["samples"] = [keep(s) if s in internal else s for s in profile.get("samples") or []]
+    return out

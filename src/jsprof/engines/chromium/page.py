@@ -1,0 +1,281 @@
+"""One tab: its threads (the page, and each worker or out-of-process iframe auto-attached
+paused, profiled before its first line), its console and errors, its network, and the
+rules that end a recording."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import time
+from typing import TextIO
+
+from ...errors import EngineError
+from ...trace import Track
+from ..cdp import CDPClient, CDPClosed, Session
+from .console import STDERR_TYPES, exception_text, format_console
+from .helper import helper_source
+from .thread import JSThread
+
+QUIET_MS = 500  # the --until load rule: no task ran for this long
+
+
+class PageSession:
+    """One tab: its threads, console, errors, network, and the rules that end it."""
+
+    def __init__(
+        self,
+        client: CDPClient,
+        session: Session,
+        us: int | None,
+        stdout: TextIO | None = None,
+        stderr: TextIO | None = None,
+        helper: bool = True,
+        stop_on_error: bool = False,
+        network: bool = True,
+    ) -> None:
+        self.client = client
+        self.us = us  # None: not profiling (jsprof run)
+        self.stdout = stdout
+        self.stderr = stderr
+        self.stop_on_error = stop_on_error
+        self.main = JSThread(session, "page", "")
+        self.threads: list[JSThread] = [self.main]
+        self.by_session: dict[str, JSThread] = {}
+        self.errors: list[str] = []
+        self.loaded = False
+        self.closed_by_page = False
+        self.crashed = False
+        self.inflight: set[str] = set()
+        self.last_net = 0.0
+        self.last_console = 0.0
+        self.frame_id: str | None = None
+        self._helper = helper_source() if helper else None
+        self.network = network
+
+    # -- setup
+    def prepare(self, start_profiler: bool = True) -> None:
+        s = self.main.session
+        s.send("Page.enable")
+        s.send("Runtime.enable")
+        if self.network:
+            s.send("Network.enable")
+        tree = s.send("Page.getFrameTree")
+        self.frame_id = tree.get("frameTree", {}).get("frame", {}).get("id")
+        if self._helper is not None:
+            s.send("Runtime.addBinding", {"name": "__jsprofClose"})
+            s.send("Page.addScriptToEvaluateOnNewDocument", {"source": self._helper})
+            self.main.helper = True
+        s.send(
+            "Target.setAutoAttach",
+            {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+        )
+        if self.us is not None and start_profiler:
+            self.main.start_profiler(self.us)
+
+    def navigate(self, url: str) -> None:
+        self.main.url = url
+        r = self.main.session.send("Page.navigate", {"url": url})
+        if r.get("errorText"):
+            raise EngineError(f"{url}: Chromium could not load it ({r['errorText']})")
+
+    # -- output
+    def _print(self, text: str, err: bool) -> None:
+        out = (self.stderr or sys.stderr) if err else (self.stdout or sys.stdout)
+        try:
+            out.write(text + "\n")
+            out.flush()
+        except (OSError, ValueError):
+            pass
+
+    # -- events
+    def _attach(self, params: dict, parent: JSThread) -> None:
+        info = params.get("targetInfo", {})
+        sid = params["sessionId"]
+        kind = info.get("type", "")
+        sess = self.client.attach(sid, via_node_worker=False)
+        if kind not in ("worker", "iframe"):
+            # Service and shared workers, and whatever else: let them go on unwatched.
+            with contextlib.suppress(CDPClosed):
+                sess.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+                sess.send_nowait("Target.detachFromTarget", {"sessionId": sid}, reply=False)
+            return
+        url = info.get("url", "")
+        name = url or kind
+        th = JSThread(sess, kind, url, name=name)
+        self.threads.append(th)
+        self.by_session[sid] = th
+        try:
+            sess.send_nowait("Runtime.enable", reply=False)
+            if self.network:
+                # A worker's own script and fetches finish on its session, not the page's.
+                sess.send_nowait("Network.enable", reply=False)
+            if kind == "iframe":
+                sess.send_nowait("Page.enable", reply=False)
+                if self._helper is not None:
+                    sess.send_nowait(
+                        "Page.addScriptToEvaluateOnNewDocument",
+                        {"source": self._helper},
+                        reply=False,
+                    )
+                    th.helper = True
+            elif self._helper is not None:
+                sess.send_nowait("Runtime.evaluate", {"expression": self._helper}, reply=False)
+                th.helper = True
+            sess.send_nowait(
+                "Target.setAutoAttach",
+                {"autoAttach": True, "waitForDebuggerOnStart": True, "flatten": True},
+                reply=False,
+            )
+            if self.us is not None:
+                th.start_profiler(self.us)
+                th.rotate()
+            if kind == "worker":
+                th.ask_origin()
+        finally:
+            with contextlib.suppress(CDPClosed):
+                sess.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+        th.last_active = time.monotonic()
+
+    def _handle(self, th: JSThread, e: dict) -> None:
+        m = e.get("method", "")
+        p = e.get("params", {})
+        now = time.monotonic()
+        if th.take_slice(e):
+            return
+        if m == "Runtime.consoleAPICalled":
+            if p.get("type") == "profile" or p.get("type") == "profileEnd":
+                return
+            self.last_console = now
+            th.last_active = now
+            self._print(format_console(p.get("args", [])), p.get("type") in STDERR_TYPES)
+        elif m == "Runtime.exceptionThrown":
+            text = exception_text(p.get("exceptionDetails", {}))
+            self.errors.append(text)
+            self._print(text, True)
+            th.last_active = now
+        elif m == "Target.attachedToTarget":
+            self._attach(p, th)
+        elif m == "Target.detachedFromTarget":
+            gone = self.by_session.get(p.get("sessionId", ""))
+            if gone is not None:
+                gone.gone = True
+                gone.session.closed = True
+        elif m == "Runtime.executionContextCreated" and th is self.main:
+            aux = p.get("context", {}).get("auxData", {})
+            if aux.get("isDefault") and aux.get("frameId") == self.frame_id:
+                th.ask_origin()
+                if self.us is not None and th.profiling and th.slice_no == 0:
+                    th.rotate()
+                elif th.profiling:
+                    th.slice_no = max(th.slice_no, 0)
+        elif m == "Page.frameNavigated" and th is self.main:
+            fr = p.get("frame", {})
+            if not fr.get("parentId"):
+                self.frame_id = fr.get("id", self.frame_id)
+                self.main.url = fr.get("url", self.main.url)
+                self.loaded = False
+        elif m == "Page.loadEventFired" and th is self.main:
+            self.loaded = True
+            th.last_active = now
+        elif m == "Inspector.targetCrashed":
+            if th is self.main:
+                self.crashed = True
+            th.gone = True
+        elif m == "Inspector.detached":
+            th.gone = True
+            if th is self.main:
+                self.closed_by_page = True
+        elif m == "Runtime.bindingCalled" and p.get("name") == "__jsprofClose":
+            if th is self.main:
+                self.closed_by_page = True
+        elif m == "Network.requestWillBeSent":
+            self.inflight.add(p.get("requestId", ""))
+            self.last_net = now
+        elif m in ("Network.loadingFinished", "Network.loadingFailed"):
+            self.inflight.discard(p.get("requestId", ""))
+            self.last_net = now
+
+    def pump(self, timeout: float) -> bool:
+        """Read and handle events; False once the browser is gone."""
+        alive = self.client.pump(timeout)
+        for th in list(self.threads):
+            q = th.session.events
+            while q:
+                self._handle(th, q.popleft())
+        root = self.client.session
+        while root.events:
+            e = root.events.popleft()
+            if e.get("method") == "Target.detachedFromTarget" and (
+                e["params"].get("sessionId") == self.main.session.session_id
+            ):
+                self.main.gone = True
+                self.closed_by_page = True
+        return alive
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        for th in self.threads:
+            th.poll_origin()
+            if self.us is not None and now >= th.next_slice:
+                th.rotate()
+
+    def quiet(self) -> bool:
+        """The --until load rule: loaded, and nothing pending or running for QUIET_MS."""
+        now = time.monotonic()
+        for th in self.threads:
+            if not th.gone:
+                th.probe(now)
+        if not self.loaded or self.inflight:
+            return False
+        live = [th for th in self.threads if not th.gone and th.helper]
+        if not all(th.probed_after_load for th in live):
+            return False
+        last = max([self.last_net, self.last_console, *(th.last_active for th in live)])
+        return now - last >= QUIET_MS / 1000.0
+
+    def loaded_reset(self) -> None:
+        for th in self.threads:
+            th.probed_after_load = False
+
+    # -- the end
+    def stop_all(self) -> None:
+        pending = [(th, th.stop_nowait()) for th in self.threads]
+        for th, mid in pending:
+            th.collect(mid)
+        for th in self.threads:
+            for e in list(th.session.events):
+                th.take_slice(e)
+            if th.profile is None and th.slices:
+                th.collect(None)
+
+    def read_origins(self, timeout: float = 2.0) -> None:
+        for th in self.threads:
+            # An iframe's document (and so its origin) is the one it navigated to.
+            if (th.time_origin is None or th.kind == "iframe") and th.origin_mid is None:
+                th.ask_origin()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and any(
+            th.origin_mid is not None and not th.session.closed for th in self.threads
+        ):
+            if not self.client.pump(0.02):
+                break
+            for th in self.threads:
+                th.poll_origin()
+
+    def recording(self, requested_ms: float) -> tuple[list[Track], list[str]]:
+        mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
+        tracks: list[Track] = []
+        lost: list[str] = []
+        # Tracks are named by URL, known for an iframe only once it navigated.
+        seen: dict[str, int] = {}
+        for th in self.threads[1:]:
+            base = th.url or th.kind
+            seen[base] = seen.get(base, 0) + 1
+            th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
+        for th in self.threads:
+            t = th.to_track(requested_ms, mono_to_epoch_us)
+            if t is not None:
+                tracks.append(t)
+            elif th.lost:
+                lost.append(f"{th.name}: {th.lost}")
+        return tracks, lost

@@ -1,0 +1,127 @@
+"""`record_chromium`: open a URL, a local .html page or a .js/.mjs script (served from
+loopback, see serve.py) in headless Chromium and profile it, a track per thread."""
+
+from __future__ import annotations
+
+import os
+import urllib.parse
+from typing import TextIO
+
+from ...errors import EngineError, UsageError
+from ...trace import Recording
+from ..base import DEFAULT_INTERVAL_MS
+from ..cdp import CDPClosed
+from .browser import Browser
+from .endings import SigFlag, parse_until, wait_for_end
+from .page import PageSession
+from .serve import serve_target
+from .thread import effective_interval, interval_us
+
+
+def resolve_target(target: str) -> tuple[str, str | None]:
+    """(kind, value): ("url", url) for http(s)/file URLs, ("file", path) for local files."""
+    low = target.lower()
+    if low.startswith(("http://", "https://", "file://")):
+        parsed = urllib.parse.urlparse(target)
+        if low.startswith("http") and not parsed.netloc:
+            raise UsageError(f"{target}: not a URL with a host; give http://HOST/PATH")
+        return "url", target
+    if "://" in target or low.startswith(("javascript:", "data:")):
+        raise UsageError(
+            f"{target}: only http://, https:// and file:// URLs, or a local .html/.js/.mjs file"
+        )
+    if not os.path.isfile(target):
+        raise UsageError(f"{target}: no such file; give a URL or a .html, .js or .mjs file")
+    ext = os.path.splitext(target)[1].lower()
+    if ext not in (".html", ".htm", ".js", ".mjs"):
+        raise UsageError(f"{target}: give a .html, .js or .mjs file (or a URL)")
+    return "file", target
+
+
+def record_chromium(
+    target: str,
+    sample_interval: float = DEFAULT_INTERVAL_MS,
+    until: str | None = None,
+    duration: float | None = None,
+    chromium: str | None = None,
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    browser: Browser | None = None,
+) -> Recording:
+    """Open `target` in headless Chromium and profile it; one track per thread.
+
+    `until`: "load" (default) or "js:EXPR"; `duration` (s) caps either. Tracks: "main"
+    (the page), then each worker/iframe by URL. Main track meta: `url`, `exit` (ok,
+    duration, interrupted, crashed, closed, browser-exited), `errors` (uncaught errors'
+    stacks) and `partial`/`lost` when a thread's profile could not be taken whole.
+    `browser`: use this running Browser (a new tab in it) instead of starting one.
+    """
+    us = interval_us(sample_interval)
+    until_expr = parse_until(until)
+    kind, value = resolve_target(target)
+    server = None
+    if kind == "file":
+        server, url = serve_target(str(value))
+    else:
+        url = str(value)
+    try:
+        if browser is not None:
+            return _record_in(
+                browser, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+            )
+        with Browser(chromium) as own:
+            return _record_in(
+                own, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+            )
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _record_in(
+    browser: Browser,
+    url: str,
+    us: int,
+    sample_interval: float,
+    until_expr: str | None,
+    duration: float | None,
+    stdout: TextIO | None,
+    stderr: TextIO | None,
+    label: str,
+) -> Recording:
+    session, target_id = browser.new_page()
+    page = PageSession(browser.client, session, us, stdout, stderr)
+    how = "ok"
+    with SigFlag() as sig:
+        try:
+            page.prepare()
+            page.navigate(url)
+            how = wait_for_end(page, until_expr, duration, sig)
+            if how not in ("browser-exited",):
+                page.read_origins()
+                page.stop_all()
+            browser.close_page(target_id)
+        except CDPClosed:
+            how = "browser-exited"
+        if how == "browser-exited":
+            for th in page.threads:
+                while th.session.events:
+                    th.take_slice(th.session.events.popleft())
+                th.collect(None)
+    tracks, lost = page.recording(effective_interval(sample_interval))
+    if not tracks:
+        code = browser.proc.poll()
+        raise EngineError(
+            f"{label}: Chromium delivered no profile ({how}; browser exit code {code}); "
+            "nothing was recorded"
+        )
+    meta = tracks[0].meta
+    meta.update(target=label, exit=how, chromium=browser.version.get("product"))
+    if tracks[0].name != "main":
+        meta["mainLost"] = True
+    if page.errors:
+        meta["errors"] = page.errors
+        meta["error"] = page.errors[0]
+    if lost:
+        meta["lost"] = lost
+    return Recording(tracks)

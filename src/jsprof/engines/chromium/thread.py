@@ -1,0 +1,212 @@
+"""One JavaScript thread of a tab (the page, a dedicated worker or an out-of-process
+iframe) seen through its CDP session: its profiler and the slices taken while it runs,
+its time origin, whether it is idle (the `--until load` rule), and the Track made of its
+profile."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ...errors import EngineError, UsageError
+from ...trace import Track
+from ..cdp import CDPClosed, CDPError, Session
+from .helper import SOURCE_URL, strip_internal
+
+ENGINE = "chromium"
+MIN_INTERVAL_US = 50
+SLICE_PERIOD = 1.0  # s: at most this much is lost when a thread dies unannounced
+_SLICE_PREFIX = "jsprof-slice-"
+PROBE_PERIOD = 0.1  # s
+PROFILE_STOP_TIMEOUT = 120.0
+
+
+def interval_us(sample_interval: float) -> int:
+    if not sample_interval >= 0 or sample_interval == float("inf"):
+        raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
+    if sample_interval == 0:
+        return MIN_INTERVAL_US
+    return max(1, round(sample_interval * 1000))
+
+
+def effective_interval(sample_interval: float) -> float:
+    return sample_interval if sample_interval > 0 else MIN_INTERVAL_US / 1000.0
+
+
+@dataclass
+class JSThread:
+    session: Session
+    kind: str  # "page", "worker", "iframe"
+    url: str
+    name: str = "main"
+    profiling: bool = False
+    profile: dict | None = None
+    slices: list[dict] = field(default_factory=list)
+    slice_no: int = 0
+    next_slice: float = float("inf")
+    lost: str | None = None
+    partial: bool = False
+    gone: bool = False
+    time_origin: float | None = None  # epoch ms
+    origin_mid: int | None = None
+    helper: bool = False
+    probe_mid: int | None = None
+    probe_sent: float = 0.0
+    last_active: float = 0.0
+    probed_after_load: bool = False
+
+    # -- profiler
+    def start_profiler(self, us: int) -> None:
+        """Queued without waiting: commands run in order, before the thread's first line."""
+        s = self.session
+        s.send_nowait("Profiler.enable", reply=False)
+        s.send_nowait("Profiler.setSamplingInterval", {"interval": us}, reply=False)
+        s.send_nowait("Profiler.start", reply=False)
+        self.profiling = True
+
+    def rotate(self) -> None:
+        """End the current slice and start the next in one call (no tick falls between)."""
+        if not self.profiling or not self.helper or self.gone or self.session.closed:
+            return
+        k = self.slice_no + 1
+        prev = f"'{_SLICE_PREFIX}{self.slice_no}'" if self.slice_no else "''"
+        expr = f"globalThis.__jsprof && __jsprof.slice('{_SLICE_PREFIX}{k}', {prev})"
+        with contextlib.suppress(CDPClosed):
+            self.session.send_nowait(
+                "Runtime.evaluate", {"expression": expr + SOURCE_URL}, reply=False
+            )
+        self.slice_no = k
+        self.next_slice = time.monotonic() + SLICE_PERIOD
+
+    def take_slice(self, event: dict) -> bool:
+        p = event.get("params", {})
+        if event.get("method") == "Profiler.consoleProfileFinished" and str(
+            p.get("title", "")
+        ).startswith(_SLICE_PREFIX):
+            self.slices.append(p["profile"])
+            return True
+        return False
+
+    def stop_nowait(self) -> int | None:
+        if not self.profiling or self.gone or self.session.closed:
+            return None
+        try:
+            return self.session.send_nowait("Profiler.stop")
+        except CDPClosed:
+            return None
+
+    def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
+        if mid is not None:
+            try:
+                self.profile = self.session.result(mid, timeout)["profile"]
+            except (CDPClosed, CDPError, EngineError) as e:
+                self.lost = f"the profile could not be taken ({e})"
+        elif self.profiling and self.profile is None:
+            self.lost = "the thread ended before its profile could be taken"
+        self.profiling = False
+        if self.profile is None and self.slices:
+            from ..node.slices import concat_profiles
+
+            self.profile = concat_profiles(self.slices)
+            self.partial = True
+            self.lost = (
+                f"{self.lost or 'no full profile'}; kept {len(self.slices)} slice(s) taken "
+                f"every {SLICE_PERIOD:g} s, so up to the last {SLICE_PERIOD:g} s is missing"
+            )
+
+    # -- time origin
+    def ask_origin(self) -> None:
+        if self.session.closed or self.gone:
+            return
+        with contextlib.suppress(CDPClosed):
+            self.origin_mid = self.session.send_nowait(
+                "Runtime.evaluate",
+                {
+                    # (Not `location` in a worker paused at its start: reading it there
+                    # crashed the renderer. A worker's URL comes with its target info.)
+                    "expression": "[performance.timeOrigin, "
+                    + ("String(location.href)]" if self.kind == "iframe" else "'']")
+                    + SOURCE_URL,
+                    "returnByValue": True,
+                },
+            )
+
+    def poll_origin(self) -> None:
+        mid = self.origin_mid
+        if mid is not None and mid in self.session.replies:
+            self.origin_mid = None
+            with contextlib.suppress(CDPError, CDPClosed, EngineError):
+                v = self.session.result(mid, 0).get("result", {}).get("value")
+                if isinstance(v, list) and len(v) == 2 and isinstance(v[0], (int, float)):
+                    self.time_origin = float(v[0])
+                    # An iframe is attached before it navigates: its URL comes now.
+                    if isinstance(v[1], str) and v[1] and (not self.url or self.kind == "iframe"):
+                        self.url = v[1].split("#", 1)[0]
+
+    # -- idleness (the --until load rule)
+    def probe(self, now: float) -> None:
+        if not self.helper or self.gone or self.session.closed:
+            return
+        mid = self.probe_mid
+        if mid is None:
+            if now - self.probe_sent >= PROBE_PERIOD:
+                with contextlib.suppress(CDPClosed):
+                    self.probe_mid = self.session.send_nowait(
+                        "Runtime.evaluate",
+                        {
+                            "expression": "globalThis.__jsprof ? __jsprof.idle() : [0, 1e9]"
+                            + SOURCE_URL,
+                            "awaitPromise": True,
+                            "returnByValue": True,
+                        },
+                    )
+                    self.probe_sent = now
+            return
+        if mid not in self.session.replies:
+            if now - self.probe_sent > PROBE_PERIOD:
+                self.last_active = now  # the thread has not come round to our task: busy
+            return
+        self.probe_mid = None
+        try:
+            v = self.session.result(mid, 0).get("result", {}).get("value")
+        except (CDPError, CDPClosed, EngineError):
+            return
+        self.probed_after_load = True
+        if not (isinstance(v, list) and len(v) == 2):
+            return
+        pending, since_ms = v
+        if pending or now - self.probe_sent > PROBE_PERIOD:
+            self.last_active = now
+        else:
+            self.last_active = max(self.last_active, now - float(since_ms) / 1000.0)
+
+    def to_track(self, requested_ms: float, mono_to_epoch_us: float) -> Track | None:
+        if self.profile is None:
+            return None
+        from ...formats.cpuprofile import profile_to_trace
+
+        profile = strip_internal(self.profile)
+        if self.time_origin is not None:
+            origin_us = self.time_origin * 1000.0 - mono_to_epoch_us
+            time_origin = self.time_origin
+        else:
+            origin_us = float(profile.get("startTime", 0))
+            time_origin = (origin_us + mono_to_epoch_us) / 1000.0
+        trace, _ = profile_to_trace(profile, self.url or self.name, origin_us=origin_us)
+        gap = trace.median_gap()
+        meta: dict[str, Any] = {"url": self.url, "kind": self.kind}
+        if gap is not None:
+            meta["medianIntervalMs"] = round(gap, 4)
+        if self.partial:
+            meta["partial"] = self.lost
+        return Track(
+            name=self.name,
+            trace=trace,
+            time_origin=time_origin,
+            engine=ENGINE,
+            sample_interval=requested_ms,
+            requested_interval=requested_ms,
+            meta=meta,
+        )
