@@ -85,11 +85,17 @@ def signed(n: int) -> int:
     return n - (1 << 64) if n >= 1 << 63 else n
 
 
-def fields(buf: memoryview, start: int = 0, end: int | None = None) -> Iterator[tuple]:
-    """Yield (field, wire type, value, offset): value is an int, or (start, end) for LEN."""
+def fields(
+    buf: memoryview, start: int = 0, end: int | None = None, stop: int | None = None
+) -> Iterator[tuple]:
+    """Yield (field, wire type, value, offset): value is an int, or (start, end) for LEN.
+
+    `stop`: read no tag at or after this offset (sniffers look at a file's head only; a
+    LEN field that starts before it is yielded, its bytes unread)."""
     pos = start
     end = len(buf) if end is None else end
-    while pos < end:
+    limit = end if stop is None else min(end, stop)
+    while pos < limit:
         at = pos
         tag, pos = read_varint(buf, pos, end)
         field, wire = tag >> 3, tag & 7

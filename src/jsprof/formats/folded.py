@@ -26,7 +26,6 @@ blank lines ignored.
 
 from __future__ import annotations
 
-import codecs
 import re
 from typing import Any
 
@@ -103,24 +102,27 @@ def _parse_frame(text: str) -> FrameKey:
 
 
 def sniff(data: bytes, doc: Any) -> bool:
+    """The first non-blank line is a stack line. Only that line is read (up to 1 MiB:
+    deep stacks make long lines), so sniffing a big file costs what its head costs."""
     if doc is not None:
         return False
-    # Deep stacks make long lines: look at up to 1 MiB to see the first line whole.
-    head_bytes = data[:SNIFF_BYTES]
-    try:
-        # Incremental, so a character cut at the limit is not an error.
-        head = codecs.getincrementaldecoder("utf-8")().decode(head_bytes, final=False)
-    except UnicodeDecodeError:
-        return False
-    # Text, not binary: protobuf (pprof, Perfetto) is full of bytes below 0x20.
-    if _CONTROL.search(head):
-        return False
-    lines = head.split("\n")
-    if len(data) > SNIFF_BYTES:
-        lines = lines[:-1]  # the last one may be cut
-    for raw in lines:
-        if raw.strip():
-            return _LINE.match(raw.strip()) is not None
+    limit = min(len(data), SNIFF_BYTES)
+    pos = 0
+    while pos < limit:
+        nl = data.find(b"\n", pos, limit)
+        if nl < 0 and len(data) > limit:
+            return False  # a first line longer than SNIFF_BYTES: not folded stacks
+        end = limit if nl < 0 else nl
+        try:
+            line = data[pos:end].decode("utf-8")
+        except UnicodeDecodeError:
+            return False
+        # Text, not binary: protobuf (pprof, Perfetto) is full of bytes below 0x20.
+        if _CONTROL.search(line):
+            return False
+        if line.strip():
+            return _LINE.match(line.strip()) is not None
+        pos = end + 1
     return False
 
 

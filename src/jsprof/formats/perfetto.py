@@ -137,21 +137,24 @@ def write(rec: Recording) -> bytes:
 # streaming_profile_packet, process_descriptor, interned_data, track_descriptor.
 _PACKET_FIELDS = {44, 54, 43, 12, 60}
 SNIFF_PACKETS = 16
+SNIFF_BYTES = 4096  # no tag read past this offset: a first packet may be megabytes long
 
 
 def sniff(data: bytes, doc: Any) -> bool:
-    """The first packets only: a Trace is a run of field-1 TracePackets, and one of them
-    carries a descriptor, interned data or samples. read() parses the file once."""
+    """The first packets in the first few KB only: a Trace is a run of field-1
+    TracePackets, and one of them carries a descriptor, interned data or samples. read()
+    parses the file once."""
     if doc is not None or not data or data[0] != 0x0A:  # field 1 (packet), length-delimited
         return False
     buf = memoryview(data)
     known = False
     try:
-        for i, (field, wire, value, _at) in enumerate(pb.fields(buf)):
+        for i, (field, wire, value, _at) in enumerate(pb.fields(buf, stop=SNIFF_BYTES)):
             if field != 1 or wire != pb.LEN:
                 return False
             if not known:
-                known = any(f in _PACKET_FIELDS for f, *_ in pb.fields(buf, *value))
+                inner = pb.fields(buf, *value, stop=SNIFF_BYTES)
+                known = any(f in _PACKET_FIELDS for f, *_ in inner)
             if i >= SNIFF_PACKETS:
                 break
     except pb.WireError:

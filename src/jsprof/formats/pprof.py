@@ -206,6 +206,7 @@ def write(rec: Recording) -> bytes:
 
 
 SNIFF_FIELDS = 256  # top-level fields looked at: enough to tell, cheap on any size
+SNIFF_BYTES = 4096  # and no tag read past this offset: sniffing reads the head only
 
 
 def sniff(data: bytes, doc: Any) -> bool:
@@ -219,7 +220,8 @@ def sniff(data: bytes, doc: Any) -> bool:
     seen = set()
     complete = False
     try:
-        for i, (field, wire, _v, _at) in enumerate(pb.fields(memoryview(data))):
+        buf = memoryview(data)
+        for i, (field, wire, _v, _at) in enumerate(pb.fields(buf, stop=SNIFF_BYTES)):
             ok = (field in LEN_FIELDS and wire == pb.LEN) or (
                 field in VARINT_FIELDS | {COMMENT} and wire in (pb.VARINT, pb.LEN)
             )
@@ -229,7 +231,7 @@ def sniff(data: bytes, doc: Any) -> bool:
             if i >= SNIFF_FIELDS:
                 break
         else:
-            complete = True
+            complete = len(data) <= SNIFF_BYTES  # every field seen, not just the head's
     except pb.WireError:
         pass
     if complete:
