@@ -169,12 +169,12 @@ _JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
 @functools.cache
 def _bootstrap_source() -> str:
-    """The Profiler global's source, read once per process: the shared WebIDL option
-    checks, the shared Profiler base and the QuickJS backend in one function scope, so
-    none adds a global."""
+    """The Profiler global's source, read once per process: the shared Profiler base
+    (WebIDL option checks included) and the QuickJS backend in one function scope, so
+    neither adds a global."""
     parts = [
         (_JS_DIR / n).read_text(encoding="utf-8")
-        for n in ("profiler_options.js", "profiler_base.js", "quickjs_profiler.js")
+        for n in ("profiler_base.js", "quickjs_profiler.js")
     ]
     return "(() => {\n" + "\n".join(parts) + "\n})();\n"
 

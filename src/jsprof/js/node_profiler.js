@@ -1,6 +1,8 @@
 // The W3C JS Self-Profiling `Profiler` global for Node.js, preloaded by
 // `jsprof run --engine node` (node --require this file). It runs in every thread (worker
-// threads get the preload too); each isolate profiles itself.
+// threads get the preload too); each isolate profiles itself. The spec's surface (options,
+// attributes, stop(), samplebufferfull, element IDs) is the shared base's
+// (profiler_base.js, also QuickJS's); this file is the V8 backend.
 //
 // How: one in-thread inspector session (node:inspector) starts ONE V8 profile at the first
 // `new Profiler(...)` and never stops it: stopping and restarting V8's profiler loses the
@@ -20,7 +22,7 @@
   if (typeof globalThis.Profiler === 'function') return;
   const inspector = require('node:inspector');
   const { performance } = require('node:perf_hooks');
-  const readProfilerOptions = require('./profiler_options.js');
+  const { makeProfilerClass, TraceBuilder } = require('./profiler_base.js');
 
   // V8's sampler: requests below this are raised to it (V8 gives ~180 us real spacing
   // at 100 us). Above 1 ms the sampler still runs at 1 ms, so a later session asking for a
@@ -29,7 +31,7 @@
   const MAX_BASE_INTERVAL_MS = 1.0;
   // jsprof's own files never appear in traces (the spec's muted scripts, in spirit).
   const { pathToFileURL } = require('node:url');
-  const OWN_URLS = new Set([__filename, require.resolve('./profiler_options.js')]
+  const OWN_URLS = new Set([__filename, require.resolve('./profiler_base.js')]
     .map((f) => pathToFileURL(f).href));
   const ALLOWED = process.env.JSPROF_NO_PROFILING !== '1';
   const PSEUDO = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
@@ -93,68 +95,31 @@
       'NotAllowedError');
   }
 
-  const sessions = new WeakMap();
-
-  class Profiler extends EventTarget {
-    constructor(options) {
-      super();
-      const { sampleInterval: interval, maxBufferSize } = readProfilerOptions(options);
+  // The spec's surface is the shared base's; this backend keeps a session's V8 slices.
+  const { Profiler, bufferFull } = makeProfilerClass({
+    create(interval, maxBufferSize, profiler) {
       if (!ALLOWED) throw notAllowed();
       ensureSampler(interval);
-      const state = {
-        state: 'started',
+      const st = {
         interval: Math.max(interval, baseIntervalMs),
         maxBufferSize,
         slices: [],
         title: null,
-        trace: null, // built once, on the first stop() or when the buffer fills
-        traceTaken: false,
+        trace: null, // built once, on stop() or when the buffer fills
         timer: null,
-        onsamplebufferfull: null,
         startTime: performance.now(),
       };
-      sessions.set(this, state);
-      state.title = beginSlice();
-      scheduleBufferCheck(this, state);
-    }
-
-    get sampleInterval() { return sessionOf(this).interval; }
-
-    get stopped() { return sessionOf(this).state === 'stopped'; }
-
-    get onsamplebufferfull() { return sessionOf(this).onsamplebufferfull; }
-
-    set onsamplebufferfull(fn) {
-      const st = sessionOf(this);
-      if (st.onsamplebufferfull) this.removeEventListener('samplebufferfull', st.onsamplebufferfull);
-      st.onsamplebufferfull = typeof fn === 'function' ? fn : null;
-      if (st.onsamplebufferfull) this.addEventListener('samplebufferfull', st.onsamplebufferfull);
-    }
-
-    stop() {
-      let st;
-      try {
-        st = sessionOf(this);
-      } catch (e) {
-        return Promise.reject(e);
-      }
-      if (st.traceTaken) {
-        return Promise.reject(new DOMException('the profiler was already stopped', 'InvalidStateError'));
-      }
-      st.traceTaken = true;
-      if (st.state !== 'stopped') finish(st);
-      return Promise.resolve(st.trace);
-    }
-  }
-
-  function sessionOf(p) {
-    const st = sessions.get(p);
-    if (st === undefined) throw new TypeError('Illegal invocation');
-    return st;
-  }
+      st.title = beginSlice();
+      scheduleBufferCheck(profiler, st);
+      return st;
+    },
+    stop(st) {
+      if (!st.stopped) finish(st);
+      return st.trace;
+    },
+  });
 
   function finish(st) {
-    st.state = 'stopped';
     if (st.timer) { clearTimeout(st.timer); st.timer = null; }
     if (st.title !== null) {
       const prof = endSlice(st.title);
@@ -167,7 +132,6 @@
 
   // When could the buffer be full? Not before maxBufferSize intervals have passed.
   function scheduleBufferCheck(profiler, st) {
-    if (st.state !== 'started') return;
     const kept = st.slices.length ? buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize, st.startTime).count : 0;
     const left = Math.max(st.maxBufferSize - kept, 0);
     const wait = Math.max(left * st.interval, 1);
@@ -177,58 +141,30 @@
 
   function checkBuffer(profiler, st) {
     st.timer = null;
-    if (st.state !== 'started') return;
+    if (st.stopped) return;
     // Confirm by slicing: end the nested profile and start the next one at once.
     const prof = endSlice(st.title);
     if (prof) st.slices.push(prof);
     const built = buildTrace(st.slices, st.interval, baseIntervalMs, st.maxBufferSize, st.startTime);
     if (built.full) {
       st.title = null;
-      st.state = 'stopped';
       st.trace = built.trace;
       st.slices = [];
-      // A task, never from inside the sampler; a plain Event, not bubbling.
-      setImmediate(() => profiler.dispatchEvent(new Event('samplebufferfull')));
+      bufferFull(profiler, setImmediate);
       return;
     }
     st.title = beginSlice();
     scheduleBufferCheck(profiler, st);
   }
 
-  // V8 profile slices -> the spec's ProfilerTrace (plain object, element-ID dedup).
+  // V8 profile slices -> the spec's ProfilerTrace (plain object).
   function buildTrace(slices, intervalMs, baseMs, maxBufferSize, notBefore) {
-    const resources = [];
-    const resourceIds = new Map();
-    const frames = [];
-    const frameIds = new Map();
-    const stacks = [];
-    const stackIds = new Map();
-    const samples = [];
+    const b = new TraceBuilder();
     let full = false;
     let lastKept = -Infinity;
     // The spec's rule for a shared sampler: keep a tick when at least the session's own
     // interval, less half a tick, has passed since the last kept sample.
     const threshold = intervalMs - baseMs / 2;
-
-    const resourceId = (url) => {
-      let id = resourceIds.get(url);
-      if (id === undefined) { id = resources.length; resourceIds.set(url, id); resources.push(url); }
-      return id;
-    };
-    const frameId = (cf) => {
-      const key = `${cf.functionName}\u0000${cf.url}\u0000${cf.lineNumber}\u0000${cf.columnNumber}`;
-      let id = frameIds.get(key);
-      if (id === undefined) {
-        const f = { name: cf.functionName };
-        if (cf.url) f.resourceId = resourceId(cf.url);
-        if (cf.lineNumber >= 0) f.line = cf.lineNumber + 1;
-        if (cf.columnNumber >= 0) f.column = cf.columnNumber + 1;
-        id = frames.length;
-        frameIds.set(key, id);
-        frames.push(f);
-      }
-      return id;
-    };
 
     outer: for (const prof of slices) {
       const byId = new Map();
@@ -244,19 +180,14 @@
         while (cur !== undefined && !stackOfNode.has(cur)) { chain.push(cur); cur = parentOf.get(cur); }
         let parent = cur === undefined ? undefined : stackOfNode.get(cur);
         for (let i = chain.length - 1; i >= 0; i--) {
-          const node = byId.get(chain[i]);
-          const cf = node.callFrame;
+          const cf = byId.get(chain[i]).callFrame;
           // Pseudo nodes are not frames, nor is this preload's own code.
           if (!(PSEUDO.has(cf.functionName) && !cf.url) && !OWN_URLS.has(cf.url)) {
-            const fid = frameId(cf);
-            const key = `${parent === undefined ? -1 : parent}:${fid}`;
-            let sid = stackIds.get(key);
-            if (sid === undefined) {
-              sid = stacks.length;
-              stackIds.set(key, sid);
-              stacks.push(parent === undefined ? { frameId: fid } : { parentId: parent, frameId: fid });
-            }
-            parent = sid;
+            // CDP's lines and columns are 0-based, the spec's 1-based; -1 is unknown.
+            const fid = b.frameId(cf.functionName, cf.url,
+              cf.lineNumber >= 0 ? cf.lineNumber + 1 : undefined,
+              cf.columnNumber >= 0 ? cf.columnNumber + 1 : undefined);
+            parent = b.stackId(parent, fid);
           }
           stackOfNode.set(chain[i], parent);
         }
@@ -270,21 +201,15 @@
         // before it started: they are not this session's.
         if (ts < notBefore) continue;
         if (ts - lastKept < threshold) continue;
-        if (samples.length >= maxBufferSize) { full = true; break outer; }
+        if (b.length >= maxBufferSize) { full = true; break outer; }
         lastKept = ts;
-        const sid = stackFor(prof.samples[i]);
-        // No JavaScript on the stack: no stackId key at all.
-        samples.push(sid === undefined ? { timestamp: ts } : { timestamp: ts, stackId: sid });
+        // No JavaScript on the stack: no stackId.
+        b.addSample(ts, stackFor(prof.samples[i]));
       }
     }
-    if (samples.length >= maxBufferSize) full = true;
-    return { trace: { frames, resources, samples, stacks }, count: samples.length, full };
+    if (b.length >= maxBufferSize) full = true;
+    return { trace: b.trace(), count: b.length, full };
   }
-
-  // Object.prototype.toString.call(profiler) is "[object Profiler]", as WebIDL gives.
-  Object.defineProperty(Profiler.prototype, Symbol.toStringTag, {
-    value: 'Profiler', writable: false, enumerable: false, configurable: true,
-  });
 
   Object.defineProperty(globalThis, 'Profiler', {
     value: Profiler, writable: true, configurable: true, enumerable: false,

@@ -95,23 +95,19 @@
 
   // The spec's surface is the shared base's (profiler_base.js); the sessions themselves are
   // Python's, reached through the host bridge.
-  const { Profiler, sessionOf, dispatchBufferFull } = makeProfilerClass({
+  const { Profiler, bufferFull } = makeProfilerClass({
     create(sampleInterval, maxBufferSize, profiler) {
       // Starts sampling and takes the first sample.
       const got = JSON.parse(call('create', JSON.stringify({ sampleInterval, maxBufferSize })));
       byId.set(got.id, profiler);
-      return { id: got.id, interval: got.sampleInterval, stopped: false };
+      return { id: got.id, interval: got.sampleInterval };
     },
-    isStopped(st) {
-      if (!st.stopped && call('stopped', st.id) === '1') st.stopped = true;
-      return st.stopped;
-    },
+    isStopped(st) { return call('stopped', st.id) === '1'; },
     stop(st) {
-      st.stopped = true;
       byId.delete(st.id);
       return JSON.parse(call('stop', st.id));
     },
-  }, readProfilerOptions);
+  });
 
   // The fallbacks brand their instances as the web's do.
   for (const [C, tag] of [[globalThis.EventTarget, 'EventTarget'], [globalThis.Event, 'Event']]) {
@@ -120,12 +116,10 @@
     }
   }
 
-  // Called by the host as a job when a profiler's buffer filled: a plain Event.
+  // Called by the host as a job (already a task) when a profiler's buffer filled.
   setDispatch((id) => {
     const p = byId.get(id);
-    if (p === undefined) return;
-    sessionOf(p).stopped = true;
-    dispatchBufferFull(p);
+    if (p !== undefined) bufferFull(p, (task) => task());
   });
 
   Object.defineProperty(globalThis, 'Profiler', {
