@@ -200,28 +200,28 @@ class ProfilerSession:
     def _finish(self) -> None:
         self.state = "stopped"
 
-    def _frame_ids(self, chunk: Chunk) -> list[int | None]:
-        b = self._builder
-        out: list[int | None] = []
-        for name, url, line, col, realm, muted in chunk.funcs:
-            if muted or realm != self.realm:
-                out.append(None)  # no frame ID: skipped, the caller's stack is used
-                continue
-            out.append(b.frame_id(name, b.resource_id(url), line, col))
-        return out
-
     def _stack_map(self, chunk: Chunk) -> np.ndarray:
         """Trie node -> this session's stack id (index -1, no stack, maps to NONE)."""
-        fids = self._frame_ids(chunk)
-        parent = chunk.stack_parent.tolist()
-        func = chunk.stack_func.tolist()
-        remap = np.empty(len(parent) + 1, np.int32)
-        remap[-1] = NONE
+        realm = self.realm
+        # A function of another realm or of a muted script has no frame ID (None): it is
+        # skipped and its caller's stack is used.
+        frames = [
+            None if muted or f_realm != realm else (name, url, line, col)
+            for name, url, line, col, f_realm, muted in chunk.funcs
+        ]
         b = self._builder
-        for i in range(len(parent)):
-            p = int(remap[parent[i]]) if parent[i] >= 0 else NONE
-            fid = fids[func[i]]
-            remap[i] = p if fid is None else b.stack_id_from(p, fid)
+        # Frame IDs in the engine's function order (the order traces have always had).
+        for f in frames:
+            if f is not None:
+                b.frame_id(f[0], b.resource_id(f[1]), f[2], f[3])
+        func = chunk.stack_func.tolist()
+        parent = chunk.stack_parent.tolist()  # -1 (a root) is NONE
+        node_stack = b.intern_tree(
+            parent, [frames[f] for f in func], range(len(parent))
+        )
+        remap = np.empty(len(parent) + 1, np.int32)
+        remap[:-1] = node_stack
+        remap[-1] = NONE
         return remap
 
     def _add_chunk(self, chunk: Chunk) -> bool:
