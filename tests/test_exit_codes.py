@@ -4,6 +4,7 @@ on purpose (--duration) is 0; jsprof's own errors are 2. Each ending keeps its s
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -212,3 +213,92 @@ def test_run_and_instrument_follow_the_same_rule(tmp_path, how, status):
     p = _run("instrument", "--engine", "node", "--watch", "Shape", app, how)
     assert p.returncode == status, p.stderr
     assert "Traceback" not in p.stderr
+
+
+INSTRUMENT_LOOP = (
+    "class Shape { area() { return 1; } run() { for (;;) this.area(); } }\n"
+    "console.log('started');\n"
+    "new Shape().run();\n"
+)
+
+
+@pytest.mark.parametrize(
+    "sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+def test_instrument_told_to_end_writes_the_calls_counted_first(tmp_path, sig, status):
+    app = tmp_path / "app.js"
+    app.write_text(INSTRUMENT_LOOP)
+    out, trace = tmp_path / "rows.json", tmp_path / "spans.json"
+    proc = subprocess.Popen(
+        [*JSPROF, "instrument", "--watch", "Shape", "-o", str(out), "--trace", str(trace),
+         str(app)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == "started\n"
+    time.sleep(0.5)
+    proc.send_signal(sig)
+    try:
+        _, err = proc.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        pytest.fail(f"jsprof instrument did not end within 30 s of {sig.name}")
+    assert proc.returncode == status, err
+    assert "Traceback" not in err
+    assert "Shape.area" in err  # the report, on stderr
+    result = json.loads(out.read_text())
+    assert result["exit"] == "interrupted" and result["signal"] == sig.name
+    rows = {r["method"]: r for r in result["rows"]}
+    assert rows["area"]["calls"] > 1000, rows
+    # run() never returned: it still gets the time it ran (~0.5 s, at least 0.3 s)
+    assert rows["run"]["calls"] == 1 and rows["run"]["total_ms"] >= 300, rows
+    assert rows["run"]["total_ms"] >= rows["area"]["total_ms"], rows
+    t = jsprof.load(trace).tracks[0]
+    assert t.meta["exit"] == "interrupted" and t.meta["signal"] == sig.name
+    assert t.meta["openCalls"] >= 1
+    spans = t.spans
+    assert spans is not None and len(spans) >= rows["area"]["calls"] + 1
+    assert (spans.end >= spans.start).all()
+    assert (spans.end - spans.start).max() >= 300  # run()'s, ended at the dump
+
+
+def test_instrument_told_to_end_before_the_script_runs_still_ends(tmp_path):
+    """SIGTERM heard while no eval runs (here: before the script's eval starts) must
+    still stop the script: eval() drops interrupts from before it began, so a single
+    interrupt() would be lost and the loop would run forever."""
+    app = tmp_path / "app.js"
+    app.write_text(INSTRUMENT_LOOP)
+    code = (
+        "import os, signal, sys, time, jsprof.instrument as ins\n"
+        "from jsprof.engines import quickjs\n"
+        "real = quickjs.QuickJS.eval\n"
+        "def eval_(self, source, filename='<input>', *a, **kw):\n"
+        "    if filename == sys.argv[1]:  # the script: the signal comes first\n"
+        "        os.kill(os.getpid(), signal.SIGTERM)\n"
+        "        time.sleep(0.3)  # heard and passed on before eval() starts\n"
+        "    return real(self, source, filename, *a, **kw)\n"
+        "quickjs.QuickJS.eval = eval_\n"
+        "try:\n"
+        "    ins.run_instrumented(sys.argv[1], ['Shape'])\n"
+        "except KeyboardInterrupt as e:\n"
+        "    print(type(e).__name__, e.result.exit, e.result.rows[0].calls > 0)\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(app)], capture_output=True, text=True, timeout=30
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines()[-1] == "Terminated interrupted True", p.stdout
+
+
+@pytest.mark.parametrize("how,status", [("ok", 0), ("throw", 1)])
+def test_quickjs_instrument_exits_with_the_scripts_status(tmp_path, how, status):
+    app = tmp_path / "app.js"
+    app.write_text(
+        "class Shape { area() { return 1; } }\nnew Shape().area();\n"
+        "if (scriptArgs[1] === 'throw') throw new TypeError('nope');\n"
+    )
+    p = _run("instrument", "--watch", "Shape", app, how)
+    assert p.returncode == status, p.stderr
+    assert "Traceback" not in p.stderr and "Shape.area" in p.stderr

@@ -117,7 +117,13 @@ def terminate_as_interrupt(
             elif deadline is not None and time.monotonic() >= deadline:
                 got.append(DurationEnded())
             if got:
+                # Again until the block ends: eval() drops an interrupt that came before
+                # it started (so one from an earlier run cannot stop it), so a signal heard
+                # while no eval ran (the runtime starting, between two evals) would be lost
+                # and the script would run on.
                 interrupt()
+                while not done.wait(0.05):
+                    interrupt()
                 return
 
     watcher = threading.Thread(target=watch, name="jsprof-signals", daemon=True)

@@ -14,6 +14,7 @@ import functools
 import json
 import os
 import posixpath
+import signal
 import subprocess
 import sys
 import tempfile
@@ -85,6 +86,7 @@ class InstrumentResult:
     script: str
     exit: str = "ok"
     error: str | None = None
+    signal: str | None = None  # what told jsprof to end (exit "interrupted")
     classes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -93,6 +95,7 @@ class InstrumentResult:
             "script": self.script,
             "exit": self.exit,
             "error": self.error,
+            **({"signal": self.signal} if self.signal else {}),
             "rows": [r.to_json() for r in self.rows],
         }
 
@@ -139,8 +142,15 @@ def run_instrumented(
         origin = None
     result = _result(dump, engine, p, origin)
     if error is not None:
-        result.exit = "interrupted" if isinstance(error, KeyboardInterrupt) else "error"
-        result.error = f"{getattr(error, 'name', 'Error')}: {error}"
+        meta = result.recording.tracks[0].meta
+        if isinstance(error, KeyboardInterrupt):
+            result.exit = "interrupted"
+            signum = getattr(error, "signum", signal.SIGINT)
+            result.signal = meta["signal"] = signal.Signals(signum).name
+        else:
+            result.exit = "error"
+            result.error = f"{getattr(error, 'name', 'Error')}: {error}"
+        meta["exit"] = result.exit
         error.result = result  # type: ignore[attr-defined]
         raise error
     return result
@@ -199,6 +209,7 @@ def _run_quickjs(
     p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
 ) -> tuple[dict[str, Any], BaseException | None, float]:
     from ..engines.quickjs import QuickJS, is_module
+    from ..record import terminate_as_interrupt
     from .transform import transform
 
     rt = QuickJS(args=[p, *args])
@@ -206,12 +217,16 @@ def _run_quickjs(
     rt.eval(prelude, "jsprof-instrument-runtime.js", module=False)
     error: BaseException | None = None
     try:
-        # Imported modules are read by QuickJS's own loader, past the transform: evaluate
-        # their transformed sources first under the names the imports resolve to, so the
-        # loader finds them already loaded.
-        for name, dsrc in _module_deps(p, source):
-            rt.eval(transform(dsrc), name, module=True)
-        rt.eval(transform(source), p, module=is_module(source, p))
+        # SIGTERM/SIGHUP stop the script as Ctrl-C does (Terminated carries the signal),
+        # so the books below are read either way; the dump runs after the block, where
+        # no stop request can interrupt it.
+        with terminate_as_interrupt(rt.interrupt):
+            # Imported modules are read by QuickJS's own loader, past the transform:
+            # evaluate their transformed sources first under the names the imports
+            # resolve to, so the loader finds them already loaded.
+            for name, dsrc in _module_deps(p, source):
+                rt.eval(transform(dsrc), name, module=True)
+            rt.eval(transform(source), p, module=is_module(source, p))
     except (JSError, KeyboardInterrupt) as e:
         error = e
     raw = rt.eval("__jsprof_dump()", "<jsprof>", module=False)
@@ -326,7 +341,10 @@ def _result(
         meta={
             "instrumented": True,
             "script": script,
+            "exit": "ok",
             "spansDropped": int(dump.get("spansDropped", 0)),
+            # calls still running when the run was cut short, ended at the dump
+            "openCalls": int(dump.get("openCalls", 0)),
         },
     )
     rows = [r for r in all_rows if r.calls > 0]

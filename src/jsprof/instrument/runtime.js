@@ -67,6 +67,11 @@
   const spanParent = [];
   let spanTop = -1;
   let spansDropped = 0;
+  // The calls in progress, per depth: an interrupted run (Ctrl-C, SIGTERM) unwinds past
+  // every `finally`, so the dump closes them itself (closeOpenCalls).
+  const openRow = [];
+  const openT0 = [];
+  const openSp = [];
 
   function newRow(rec, method, kind, instance) {
     const row = {
@@ -78,14 +83,14 @@
     return row;
   }
 
-  function openSpan(row) {
+  function openSpan(row, t0) {
     if (spanStart.length >= maxSpans) {
       spansDropped++;
       return -1;
     }
     const i = spanStart.length;
-    spanStart.push(0);
-    spanEnd.push(0);
+    spanStart.push(t0);
+    spanEnd.push(-1); // still open
     spanFrame.push(row.id);
     spanParent.push(spanTop);
     spanTop = i;
@@ -102,10 +107,27 @@
     if (dt > row.max) row.max = dt;
     if (d > 0) child[d - 1] += dt;
     if (sp >= 0) {
-      spanStart[sp] = t0;
       spanEnd[sp] = t1;
       spanTop = spanParent[sp];
     }
+  }
+
+  // Calls an interrupt left open end now: their rows get the time so far (a method
+  // that looped until Ctrl-C is where the time went), their spans end here, and the span
+  // columns are cut to one length (an interrupt can fall between two pushes).
+  function closeOpenCalls() {
+    const t1 = now();
+    const n = Math.min(spanStart.length, spanEnd.length, spanFrame.length, spanParent.length);
+    spanStart.length = spanEnd.length = spanFrame.length = spanParent.length = n;
+    const open = depth;
+    while (depth > 0) {
+      const d = depth - 1;
+      const sp = openSp[d];
+      leave(openRow[d], d, openT0[d], sp < n ? sp : -1);
+    }
+    for (let i = 0; i < n; i++) if (spanEnd[i] < 0) spanEnd[i] = t1;
+    spanTop = -1;
+    return open;
   }
 
   // One timed synchronous call. `count` is 0 for a generator's resumptions (the call
@@ -113,10 +135,14 @@
   function run(row, fn, self, args, count) {
     row.calls += count;
     row.active++;
-    const d = depth++;
+    const d = depth;
     child[d] = 0;
-    const sp = spansOn ? openSpan(row) : -1;
     const t0 = now();
+    const sp = spansOn ? openSpan(row, t0) : -1;
+    openRow[d] = row;
+    openT0[d] = t0;
+    openSp[d] = sp;
+    depth = d + 1;
     try {
       return apply(fn, self, args);
     } finally {
@@ -542,6 +568,7 @@
   defineProperty(G, "__jsprof_register", { value: register, writable: false, configurable: true, enumerable: false });
   defineProperty(G, "__jsprof_dump", {
     value() {
+      const openCalls = closeOpenCalls();
       const allRows = [];
       for (const row of rows) allRows.push(rowData(row));
       return stringify({
@@ -550,7 +577,7 @@
         classes: classes.map((c) => ({ name: c.name, line: c.line, watched: c.watched })),
         spans: { start: spanStart, end: spanEnd, frame: spanFrame, parent: spanParent },
         spansDropped,
-        openSpans: spanTop >= 0,
+        openCalls,
       });
     },
     writable: false, configurable: true, enumerable: false,
