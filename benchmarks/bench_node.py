@@ -76,9 +76,14 @@ OPTIONS = {
 }
 
 
+# As installed by pip, jsprof runs from cached bytecode: a PYTHONDONTWRITEBYTECODE here
+# would make every run compile jsprof's modules again (~0.1 s more CPU per start).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run(cmd: list[str]) -> tuple[float, float]:
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     _, status, ru = os.wait4(p.pid, 0)
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
@@ -99,6 +104,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=6, help="workload repeats (default 6)")
     ap.add_argument("--node", default="node")
     ap.add_argument("--before-src", help="a checkout's src/ to compare against (PYTHONPATH)")
+    ap.add_argument(
+        "--startup", action="store_true", help="only the empty-script conditions (start-up)"
+    )
+    ap.add_argument(
+        "--no-options", action="store_true", help="leave out the slice options (1s/no slices)"
+    )
     a = ap.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="bench_node_"))
@@ -119,23 +130,27 @@ def main() -> None:
         if env:
             conds[name] = ["env", f"PYTHONPATH={env}", *conds[name]]
 
-    for ms in (1.0, 0.1):
+    if a.startup:
+        del conds["plain"]
+    for ms in () if a.startup else (1.0, 0.1):
         conds[f"cpu-prof {ms:g}"] = [
             *cpuprof, "--cpu-prof-interval", str(round(ms * 1000)), str(script)
         ]  # fmt: skip
         jsprof(f"jsprof {ms:g}", ms, script)
     conds["cpu-prof empty"] = [*cpuprof, str(empty)]
     jsprof("jsprof empty", 1.0, empty)
-    for opt, sets in OPTIONS.items():
+    for opt, sets in () if a.startup or a.no_options else OPTIONS.items():
         jsprof(f"jsprof 1 {opt}", 1.0, script, sets)
     if a.before_src:
-        for ms in (1.0, 0.1):
+        for ms in () if a.startup else (1.0, 0.1):
             jsprof(f"before {ms:g}", ms, script, env=a.before_src)
         jsprof("before empty", 1.0, empty, env=a.before_src)
     names = list(conds)
     res: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     nsamples: dict[str, list[int]] = {n: [] for n in outs}
-    run(conds["plain"])  # warm the file cache and Node's code cache
+    for n in names:  # warm the file cache, Node's code cache and Python's bytecode cache
+        if not n.startswith("cpu-prof"):
+            run(conds[n])
     for r in range(a.pairs):
         order = names[r % len(names) :] + names[: r % len(names)]
         for n in order:
@@ -159,7 +174,6 @@ def main() -> None:
 
     print(f"{a.pairs} interleaved rounds; workload {a.rounds} repeats; node {a.node}")
     print(f"{'condition':24} {'wall s':>7} {'cpu s':>7} {'samples':>8} {'cost/cpu-prof':>14}")
-    plain_cpu = med("plain", 1)
     for n in names:
         line = f"{n:24} {med(n, 0):7.3f} {med(n, 1):7.3f}"
         if n in nsamples:
@@ -171,9 +185,11 @@ def main() -> None:
             empty0 = "before empty" if n.startswith("before") else "jsprof empty"
             line += f" {cost(n, f'cpu-prof {ms}', empty0, 'cpu-prof empty'):14.3f}"
         print(line)
-    print(f"(plain node: {plain_cpu:.3f} s CPU, so an interval implies {plain_cpu * 1000:.0f} "
-          f"samples at 1 ms and {plain_cpu * 10000:.0f} at 0.1 ms; V8 spaces 0.1 ms requests "
-          "~0.15-0.2 ms apart)")  # fmt: skip
+    if "plain" in res:
+        plain_cpu = med("plain", 1)
+        print(f"(plain node: {plain_cpu:.3f} s CPU, so an interval implies "
+              f"{plain_cpu * 1000:.0f} samples at 1 ms and {plain_cpu * 10000:.0f} at 0.1 ms; "
+              "V8 spaces 0.1 ms requests ~0.15-0.2 ms apart)")  # fmt: skip
     for n0 in ("jsprof empty", "before empty"):
         if n0 in res:
             ratio = statistics.median(

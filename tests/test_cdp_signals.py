@@ -1,8 +1,9 @@
 """Signals while the CDP client waits: a Ctrl-C or SIGTERM must never hang jsprof.
 
-CPython 3.11's SimpleQueue.get(timeout), inside websockets' recv, waits forever when a
-signal handler runs during the wait near its deadline; `jsprof record --engine node` hung
-on a SIGTERM that way. The client keeps signals off its waiting thread (cdp.py)."""
+CPython 3.11's SimpleQueue.get(timeout), inside the `websockets` package's recv, waited
+forever when a signal handler ran during the wait near its deadline; `jsprof record
+--engine node` hung on a SIGTERM that way. The client now waits in `select` on its own
+socket (engines/websocket.py), which retries after a signal."""
 
 from __future__ import annotations
 

@@ -14,6 +14,7 @@ from .errors import JSError, JsprofError, UsageError
 # the formats or the engines, so every command imports what it uses when it runs.
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from typing import Any
 
     from rich.console import Console
@@ -409,6 +410,51 @@ def _save_recording(rec: Recording, out: str) -> str:
     return save_recording(rec, out)
 
 
+class _Preparing:
+    """`jsprof record`'s start-up work that need not wait in line: `check` (the output
+    check, which imports numpy and the formats), then the imports the summary needs, in a
+    thread of their own while the main thread starts Node's profiler."""
+
+    # The summary's analysis; the trace model and the formats come with the check.
+    IMPORTS = ("jsprof.analysis.profile", "jsprof.render.console", "rich.console", "rich.markup")
+
+    def __init__(self, check: Callable[[], str]) -> None:
+        import threading
+
+        self._check = check
+        self._out: str | None = None
+        self._error: BaseException | None = None
+        self._checked = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="jsprof-prepare", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._out = self._check()
+        except BaseException as e:  # handed to the main thread by output()
+            self._error = e
+        finally:
+            self._checked.set()
+        if self._error is None:
+            import importlib
+
+            for name in self.IMPORTS:
+                importlib.import_module(name)
+
+    def output(self) -> str:
+        """The checked output path; raises what the check raised."""
+        self._checked.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._out is not None
+        return self._out
+
+    def join(self) -> None:
+        self._thread.join()
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from .record import check_script, exit_status, record, start_engine
 
@@ -442,17 +488,21 @@ def cmd_record(args: argparse.Namespace) -> int:
     if args.node_arg and engine != "node":
         raise UsageError("--node-arg goes with --engine node")
     check_script(args.script, engine)  # before the output: the likelier mistake
-    # Node boots (held before the script) while the output is checked and numpy imported.
     started = None if args.workers else start_engine(args.script, engine, args.args, args.node_arg)
     stem = os.path.splitext(os.path.basename(args.script))[0]
-    try:
-        out = _record_output(args, f"{stem}.{engine}")
-    except BaseException:
-        if started is not None:
-            started.kill()
-        raise
     from .record import Progress
     from .render.summary import StatusLine
+
+    prep: _Preparing | None = None
+    if started is None:
+        out = _record_output(args, f"{stem}.{engine}")
+    else:
+        # Node boots (held before the script) and the profiler starts while another thread
+        # checks the output (numpy and the formats come with it) and imports what the end
+        # needs; the script waits only for the check. Started after this thread's own
+        # imports above, so the two never import one module at once.
+        prep = _Preparing(lambda: _record_output(args, f"{stem}.{engine}"))
+        prep.start()
 
     error: BaseException | None = None
     progress = Progress()
@@ -469,12 +519,16 @@ def cmd_record(args: argparse.Namespace) -> int:
                 node_args=args.node_arg,
                 duration=args.duration,
                 started=started,
+                gate=None if prep is None else prep.output,
             )
     except (JSError, KeyboardInterrupt) as e:
         rec = getattr(e, "recording", None)
         if rec is None:
             raise
         error = e
+    if prep is not None:
+        out = prep.output()
+        prep.join()  # its imports done: this thread may import the same modules now
     out = _save_recording(rec, out)
     if error is not None:
         return _finish_partial(error, out)

@@ -198,10 +198,13 @@ def record(
     duration: float | None = None,
     started: Any = None,
     progress: Progress | None = None,
+    gate: Callable[[], object] | None = None,
 ) -> Recording:
     """Run the script at `path` under the sampling profiler and return its Recording.
 
     `started`: what `start_engine` returned for this script (Node already booting).
+    `gate` (engine="node"): called once the profiler runs, before the script starts (the
+    CLI checks its output meanwhile, in another thread); what it raises ends Node.
     `progress`: filled in with a cheap way to count samples while the script runs (a status
     line's; QuickJS so far).
 
@@ -235,7 +238,8 @@ def record(
                 rec.tracks[0].meta["signal"] = _signal_name(e)
     elif engine == "node":
         rec, error = _record_node(
-            p, sample_interval, max_buffer_size, args, node_args, duration, started, progress
+            p, sample_interval, max_buffer_size, args, node_args, duration, started, progress,
+            gate,
         )
     else:
         rec, error = _record_quickjs(
@@ -323,6 +327,7 @@ def _record_node(
     duration: float | None,
     started: Any = None,
     progress: Progress | None = None,
+    gate: Callable[[], object] | None = None,
 ) -> tuple[Recording, BaseException | None]:
     """One track per thread (main, worker N); the script's error is taken from the main
     track's meta (record_node itself never raises for the script)."""
@@ -340,6 +345,7 @@ def _record_node(
         timeout=duration,
         process=started,
         progress=progress,
+        gate=gate,
     )
     meta = rec.tracks[0].meta
     error: BaseException | None = None

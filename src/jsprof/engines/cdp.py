@@ -1,4 +1,4 @@
-"""One small Chrome DevTools Protocol client, synchronous, on `websockets`.
+"""One small Chrome DevTools Protocol client, synchronous, on our own WebSocket (websocket.py).
 
 Used by the Node engine (and later by a Chromium engine). A `CDPClient` owns the
 WebSocket; `Session`s speak to one target through it: the root session directly, a Node
@@ -17,18 +17,16 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import orjson
-from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import ClientConnection, connect
 
 from ..errors import EngineError
+from .websocket import ConnectionClosed, WebSocket
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
@@ -142,36 +140,8 @@ class Session:
             self.client.pump(min(0.1, left))
 
 
-# The signals a user sends to end or poke a process. See _signals_deferred.
-_DEFERRED = frozenset(
-    getattr(signal, n)
-    for n in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM")
-    if hasattr(signal, n)
-)
-
-
-@contextlib.contextmanager
-def _signals_deferred() -> Iterator[None]:
-    """Keep signals off this thread while it waits in the WebSocket's recv(timeout).
-
-    CPython 3.11's `queue.SimpleQueue.get(timeout)` (which websockets' sync recv uses)
-    waits forever when a signal handler runs during the wait and the deadline has passed
-    by the time it resumes: a Ctrl-C or SIGTERM to `jsprof record` then hung it for good
-    (seen under load). While blocked here, a signal goes to another thread, or stays
-    pending until the wait ends; its Python handler runs right after, on the main thread.
-    """
-    if not hasattr(signal, "pthread_sigmask"):
-        yield
-        return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, _DEFERRED)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
-
-
 class CDPClient:
-    """A synchronous CDP connection. `max_size=None`: profiles easily exceed 1 MiB."""
+    """A synchronous CDP connection (messages of any size: profiles reach hundreds of MB)."""
 
     def __init__(self, url: str, open_timeout: float = 10.0, connection: Any = None) -> None:
         # `connection`: anything with the WebSocket's send/recv(timeout)/close, e.g.
@@ -180,15 +150,7 @@ class CDPClient:
             self.ws = connection
         else:
             try:
-                # Entered explicitly: newer websockets warn about (and will drop) a bare
-                # connect(); older ones return the connection, whose __enter__ returns it.
-                self.ws: ClientConnection = connect(
-                    url,
-                    max_size=None,
-                    open_timeout=open_timeout,
-                    compression=None,
-                    ping_interval=None,
-                ).__enter__()
+                self.ws = WebSocket(url, open_timeout=open_timeout)
             except (OSError, TimeoutError) as e:
                 raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
         self._sock = getattr(self.ws, "socket", None)
@@ -253,8 +215,7 @@ class CDPClient:
             return False
         self._quickack()
         try:
-            with _signals_deferred():
-                raw = self.ws.recv(timeout=timeout)
+            raw = self.ws.recv(timeout=timeout)
         except TimeoutError:
             return True
         except ConnectionClosed:

@@ -18,7 +18,7 @@ import os
 import select
 import threading
 
-from websockets.exceptions import ConnectionClosed
+from .websocket import ConnectionClosed
 
 # A browser's messages are usually small; a profile can be hundreds of MB.
 _READ_CHUNK = 1 << 20

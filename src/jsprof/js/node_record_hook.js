@@ -52,9 +52,12 @@
   };
   dc.subscribe('child_process', onChild);
 
-  // jsprof sets this flag, then sends Runtime.runIfWaitingForDebugger (again, until the
-  // flag is gone: it cannot know whether we were already waiting when it first sent it).
+  // jsprof sets this flag, then sends Runtime.runIfWaitingForDebugger; the title below
+  // tells it we went on (until then it repeats runIfWaitingForDebugger now and then: both
+  // may have been handled between our test of the flag and the wait).
   const go = Symbol.for('jsprof.go');
   while (globalThis[go] !== true) inspector.waitForDebugger();
   delete globalThis[go];
+  profile('jsprof-go');
+  profileEnd('jsprof-go');
 })();

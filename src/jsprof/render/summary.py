@@ -10,10 +10,11 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-
+# rich is imported by the functions that print with it: `jsprof record` imports this
+# module (StatusLine) before it starts Node, and rich only later, in another thread.
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from ..errors import JSError
     from ..trace import Recording
 
@@ -22,10 +23,14 @@ PIPED_WIDTH = 10_000
 
 
 def stdout_console() -> Console:
+    from rich.console import Console
+
     return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
 def stderr_console() -> Console:
+    from rich.console import Console
+
     return Console(
         stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH
     )
@@ -96,6 +101,8 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
     """Per track: samples, span, requested and achieved interval, capture latency and a
     full buffer; where the trace went; then, last, the `top` functions by self time
     (pyinstrument style)."""
+    from rich.markup import escape
+
     c = stderr_console()
     for t in rec.tracks:
         tr = t.trace

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import EngineError
-from ...trace import ProfilerTrace, Track, normalise_resources
 from ..cdp import CDPClosed, CDPError, Session
 from .process import ENGINE
+
+# The trace model (numpy) is imported only to make the track: `jsprof record` imports it
+# in another thread while this module starts the profiler.
+if TYPE_CHECKING:
+    from ...trace import ProfilerTrace, Track
 
 # Evaluated in each isolate: its epoch time origin and the same instant on the monotonic
 # clock V8's profile timestamps use (microseconds, from nanoseconds read around it).
@@ -74,10 +78,15 @@ class _Isolate:
 
     def start(self, us: int, reoptimize: bool = False) -> None:
         s = self.session
-        s.send("Profiler.enable")
-        # Must come before start: V8 refuses to change the interval of a running profiler.
-        s.send("Profiler.setSamplingInterval", {"interval": us})
-        s.send("Profiler.start")
+        # One round trip: Node handles the three in order. The interval must come before
+        # start: V8 refuses to change the interval of a running profiler.
+        ids = [
+            s.send_nowait("Profiler.enable"),
+            s.send_nowait("Profiler.setSamplingInterval", {"interval": us}),
+            s.send_nowait("Profiler.start"),
+        ]
+        for mid in ids:
+            s.result(mid)
         if reoptimize:
             # Code V8 optimised while no profiler ran lacks the positions of inlined
             # functions, so their frames vanish (measured: a timer callback optimised
@@ -101,6 +110,10 @@ class _Isolate:
             self._console_id = r["result"].get("objectId") if ok else None
         except (CDPError, CDPClosed):
             self._console_id = None
+        self.slices_from_now()
+
+    def slices_from_now(self) -> None:
+        """Time the slices from now (e.g. when the script starts after `begin_slices`)."""
         if self._console_id is not None:
             self.slice_period = FIRST_SLICE
             self._sliced_since = time.monotonic()
@@ -197,6 +210,8 @@ class _Isolate:
 
 
 def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: float) -> Track:
+    from ...trace import Track, normalise_resources
+
     gap = trace.median_gap()
     meta: dict[str, Any] = {} if gap is None else {"medianIntervalMs": round(gap, 4)}
     return Track(

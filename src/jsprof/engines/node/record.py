@@ -8,7 +8,7 @@ import os
 import pathlib
 import signal
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import resources
 from typing import TYPE_CHECKING
 
@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     from .isolate import _Isolate
 
 _CHILD_TITLE = "jsprof-child"
+_GO_TITLE = "jsprof-go"  # the hook went on to the script
+_RESEND_GO = 0.05  # s between repeats of runIfWaitingForDebugger until the hook went on
 _WORKER_EXIT_FN = "jsprofWorkerExit"
 _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
 
@@ -64,6 +66,7 @@ def record_node(
     timeout: float | None = None,
     process: NodeProcess | None = None,
     progress: Progress | None = None,
+    gate: Callable[[], object] | None = None,
 ) -> Recording:
     """Run `script` under Node with V8's sampling profiler; one track per thread.
 
@@ -74,7 +77,9 @@ def record_node(
     exception's text: `Name: message` then the stack) and `errorName`/`errorMessage` when the script
     threw, and `partial` when Node died before the last slice of its profile was taken.
     With `timeout` (seconds) Node is ended after that long ("duration"). A worker whose
-    profile could not be taken is listed in the main track's `meta["lost"]`.
+    profile could not be taken is listed in the main track's `meta["lost"]`. `gate` is
+    called once the profiler runs, before the script starts (the CLI waits there for its
+    output check, done meanwhile); what it raises ends Node and propagates.
     Raises EngineError when Node cannot start or dies before any sample was delivered.
     """
     path = os.fspath(script)
@@ -90,7 +95,7 @@ def record_node(
             proc.kill()
             raise
         isolates, how, error, code, children = _record(
-            proc, us, workers, timeout, sigint, progress
+            proc, us, workers, timeout, sigint, progress, gate
         )
     from ...trace import Recording
 
@@ -143,12 +148,13 @@ def _record(
     timeout: float | None,
     sigint: _SigintFlag,
     progress: Progress | None = None,
+    gate: Callable[[], object] | None = None,
 ) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:
     """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
     whether the script started child processes)."""
     import orjson
 
-    from ..cdp import CDPClient, CDPClosed, CDPError
+    from ..cdp import CDPClient, CDPClosed
     from .isolate import _ERROR_PREFIX, _Isolate
 
     client: CDPClient | None = None
@@ -181,15 +187,19 @@ def _record(
                 len(isolates),
             )
         # The end of the script: this event, or the same news on stderr, whichever is first.
-        with contextlib.suppress(CDPError):
-            root.send_nowait("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
+        root.send_nowait("NodeRuntime.notifyWhenWaitingForDisconnect", {"enabled": True})
         main.start(us)
         main.begin_slices()
         if workers:
             root.send_nowait("NodeWorker.enable", {"waitForDebuggerOnStart": True}, reply=False)
         main.read_origin()
+        if gate is not None:
+            gate()  # e.g. the output checked: a mistake there must not cost a run
         _release(root)
+        released = False
+        resend = time.monotonic() + _RESEND_GO
         deadline = None if timeout is None else time.monotonic() + timeout
+        main.slices_from_now()  # the first slice counts from the script's start
         while True:
             if sigint.hit:
                 how = "interrupted"
@@ -207,6 +217,8 @@ def _record(
                 if m == "NodeRuntime.waitingForDisconnect":
                     proc.waiting.set()
                 elif m == "Profiler.consoleProfileStarted":
+                    if e.get("params", {}).get("title") == _GO_TITLE:
+                        released = True
                     note(e)
                 elif m == "NodeWorker.attachedToWorker":
                     isolates.append(_attach_worker(client, e["params"], us, len(isolates)))
@@ -214,6 +226,9 @@ def _record(
             for iso in isolates[1:]:
                 _service_worker(client, iso, us, isolates)
             now = time.monotonic()
+            if not released and now >= resend:
+                root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+                resend = now + _RESEND_GO
             for iso in isolates:
                 iso.take_slices()
                 if now >= iso.next_slice:
@@ -246,23 +261,18 @@ def _record(
     return isolates, how, error, code, children
 
 
-def _release(root: Session, timeout: float = 10.0) -> None:
+def _release(root: Session) -> None:
     """Let the script start: the hook waits (inspector.waitForDebugger) until a flag is
-    set. It may not have reached its wait yet when we first say go, so say it again until
-    the flag is gone."""
+    set, then says so with a console.profile title (_GO_TITLE). Both commands are handled in
+    order on Node's main thread, so the hook either finds the flag set or is released from
+    its wait; should both land between its test of the flag and its wait, the recording loop
+    says go again until that title comes."""
     root.send_nowait(
-        "Runtime.evaluate", {"expression": "globalThis[Symbol.for('jsprof.go')] = true"}
+        "Runtime.evaluate",
+        {"expression": "globalThis[Symbol.for('jsprof.go')] = true"},
+        reply=False,
     )
-    deadline = time.monotonic() + timeout
-    while True:
-        root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
-        r = root.send(
-            "Runtime.evaluate",
-            {"expression": "Symbol.for('jsprof.go') in globalThis", "returnByValue": True},
-        )
-        if r.get("result", {}).get("value") is not True or time.monotonic() > deadline:
-            return
-        time.sleep(0.005)
+    root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
 
 
 def _attach_worker(
