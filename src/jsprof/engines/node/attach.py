@@ -182,4 +182,6 @@ def attach_node(
     track.meta.update(pid=pid, exit=how)
     if iso.partial:
         track.meta["partial"] = iso.lost
+        if iso.lost_window is not None:
+            track.meta["lostWindowMs"] = [round(x, 1) for x in iso.lost_window]
     return Recording([track])

@@ -61,6 +61,7 @@ class _Isolate:
         self.profiling = False
         self.slices: list[dict] = []
         self.partial = False  # the profile was joined from slices
+        self.lost_window: tuple[float, float] | None = None  # ms: the samples lost, at most
         self.slice_period = FIRST_SLICE
         self.next_slice = float("inf")
         self._sliced_since = 0.0
@@ -182,9 +183,13 @@ class _Isolate:
             self.slices.append(last)
         elif self.slices:
             self.partial = True
+            self.lost_window = self._lost_window(time.monotonic())
+            start, end = self.lost_window
             self.lost = (
-                f"Node ended before its last slice was taken; kept {len(self.slices)} "
-                f"slice(s), so up to the last {self.slice_period:g} s is missing"
+                f"Node ended before its last slice was taken (killed from outside? a SIGKILL "
+                f"cannot be caught): kept {len(self.slices)} slice(s), up to {start:.0f} ms; "
+                f"the samples from then to its end, at most {end - start:.0f} ms later, are "
+                "lost (slices come every quarter of the run so far, 50 ms to 0.5 s apart)"
             )
         if self.hide_urls:
             from .slices import drop_samples_under
@@ -199,6 +204,14 @@ class _Isolate:
 
             self.profile = concat_profiles(self.slices)
         self.slices = []
+
+    def _lost_window(self, noticed: float) -> tuple[float, float]:
+        """(end of the last slice kept, when the end was noticed) in ms of the isolate's
+        own time (performance.now()): V8's timestamps and time.monotonic() are both
+        CLOCK_MONOTONIC, in us and s."""
+        origin = self.origin_us or 0.0
+        end_us = max(float(p.get("endTime", 0)) for p in self.slices)
+        return (end_us - origin) / 1000.0, (noticed * 1e6 - origin) / 1000.0
 
     def track(self, requested_ms: float, source: str) -> Track | None:
         if self.profile is None:

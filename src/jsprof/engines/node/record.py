@@ -115,6 +115,8 @@ def record_node(
             tracks.append(t)
             if iso.partial:
                 t.meta["partial"] = iso.lost
+                if iso.lost_window is not None:
+                    t.meta["lostWindowMs"] = [round(x, 1) for x in iso.lost_window]
         elif iso.lost:
             lost.append(f"{iso.name}: {iso.lost}")
     meta = tracks[0].meta
