@@ -6,7 +6,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import pytest
 import jsprof
 from jsprof.cli import main
 from jsprof.engines.node import attach_node, record_node
+from jsprof.engines.node.attach import _listening_ports
 from jsprof.errors import EngineError, UsageError
 from jsprof.formats import cpuprofile as cp
 from jsprof.formats import read_any
@@ -170,35 +170,37 @@ def test_worker_thread_is_its_own_track():
     assert worker_t.time_origin > 1.5e12
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as s:
-        s.settimeout(0.2)
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
 def test_attach_by_pid_then_close_the_inspector():
-    if _port_open(9229):
-        pytest.fail("127.0.0.1:9229 (Node's inspector port for --pid) is in use; free it")
+    # --inspect-port=127.0.0.1:0: SIGUSR1 opens the inspector on a random loopback port
+    # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is
+    # left open and the process lives on: Node 20 died of SIGSEGV when its inspector was
+    # closed while our session was still connected (2 of 12 runs under load).
     p = subprocess.Popen(
-        ["node", str(JS / "server.js")], stdout=subprocess.PIPE, text=True, start_new_session=True
+        ["node", "--inspect-port=127.0.0.1:0", str(JS / "server.js")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
     )
     try:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
         # Let V8 optimise `tick` first: its frame must survive an attach all the same.
         time.sleep(2.0)
+        assert _listening_ports(p.pid) == set()
         rec = attach_node(p.pid, duration=1.0, sample_interval=1.0)
         t = rec.tracks[0]
         assert t.meta["pid"] == p.pid and t.meta["exit"] == "duration"
         assert any(f.name == "tick" for f in _script_frames(t.trace, "server.js"))
         assert t.trace.num_samples >= 50
-        deadline = time.monotonic() + 5
-        while _port_open(9229) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _port_open(9229), "the inspector is still open"
-        time.sleep(0.2)
-        assert p.poll() is None, "the process did not keep running"
+        deadline = time.monotonic() + 10
+        while _listening_ports(p.pid) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert _listening_ports(p.pid) == set(), "the inspector is still open"
+        time.sleep(1.0)
+        assert p.poll() is None, f"the process did not keep running ({p.returncode})"
     finally:
-        os.killpg(p.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
         p.wait()
 
 
@@ -221,28 +223,6 @@ def test_attach_refuses_a_process_that_is_not_node_and_leaves_it_alone():
         assert p.poll() is None, "the sleep was harmed"
     finally:
         p.kill()
-        p.wait()
-
-
-def test_attach_finds_the_port_the_process_opened():
-    # Started with --inspect-port=0, SIGUSR1 opens the inspector on a random loopback port,
-    # not on 9229: jsprof finds it in /proc instead of assuming the default.
-    p = subprocess.Popen(
-        ["node", "--inspect-port=127.0.0.1:0", str(JS / "server.js")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
-        rec = attach_node(p.pid, duration=1.0, sample_interval=1.0)
-        t = rec.tracks[0]
-        assert any(f.name == "tick" for f in _script_frames(t.trace, "server.js"))
-        time.sleep(0.2)
-        assert p.poll() is None
-    finally:
-        os.killpg(p.pid, signal.SIGKILL)
         p.wait()
 
 
@@ -381,10 +361,8 @@ def test_no_node_left_behind_when_jsprof_is_killed():
 
 
 def test_attach_to_a_process_that_exits_while_watched():
-    if _port_open(9229):
-        pytest.fail("127.0.0.1:9229 (Node's inspector port for --pid) is in use; free it")
     p = subprocess.Popen(
-        ["node", str(JS / "server_exits.js")],
+        ["node", "--inspect-port=127.0.0.1:0", str(JS / "server_exits.js")],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -24,6 +24,31 @@ _NODE_NAME = re.compile(r"^node(js)?[-\d.]*$")
 _LOOPBACK = ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1, ::1 in /proc/net
 
 
+# Evaluated in the target before we disconnect: close its inspector once no connection to
+# its port is left (Linux /proc: server-side sockets ESTABLISHED, CLOSE_WAIT or LAST_ACK),
+# checked every 20 ms for at most 10 s.
+_CLOSE_WHEN_ALONE = r"""((r) => {
+  const fs = r('node:fs'), inspector = r('node:inspector');
+  const port = ':' + Number(new URL(inspector.url()).port).toString(16).toUpperCase()
+    .padStart(4, '0');
+  const busy = () => ['tcp', 'tcp6'].some((t) => {
+    let text = '';
+    try { text = fs.readFileSync('/proc/self/net/' + t, 'latin1'); } catch { return false; }
+    return text.split('\n').some((line) => {
+      const f = line.trim().split(/\s+/);
+      return f.length > 3 && f[1].endsWith(port) && ['01', '08', '09'].includes(f[3]);
+    });
+  });
+  const until = Date.now() + 10000;
+  const check = () => {
+    if (!busy()) setTimeout(() => inspector.close(), 20).unref();
+    else if (Date.now() < until) setTimeout(check, 20).unref();
+  };
+  setTimeout(check, 20).unref();
+  return 0;
+})(require)"""
+
+
 def _inspector_targets(port: int) -> list[dict]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=1.0) as r:
         return orjson.loads(r.read())
@@ -154,23 +179,22 @@ def attach_node(
             if sigint.hit:
                 how = "interrupted"
         iso.collect(iso.stop_nowait())
-        # Close the inspector it opened for us, so the process is as it was. close() waits
-        # for sessions to end: called while ours was still closing, Node 20 sometimes died
-        # of SIGSEGV (seen in CI), so it runs a moment after we disconnect, on an unref'd
-        # timer that keeps no process alive. (Not for a process that is ending: its
-        # context is gone.)
+        # Close the inspector it opened for us, so the process is as it was. Node 20 dies
+        # of SIGSEGV when the inspector is closed while a session is still connected
+        # (reproduced: 1 of 4 attach runs under load when close() ran right after our
+        # request): so close() waits, on an unref'd timer that keeps no process alive,
+        # until the inspector's port holds no connection at all (ours is gone, also on
+        # Node's side), then one more turn of the loop for Node to drop the session. A
+        # debugger someone else keeps connected is left alone (the inspector stays
+        # open). (Not for a process that is ending: its context is gone.)
         with contextlib.suppress(CDPClosed, CDPError, EngineError):
             if how == "exited":
                 raise CDPClosed("ending")
             client.session.send(
                 "Runtime.evaluate",
-                {
-                    # `require` of the console's command line API is gone once the
-                    # evaluation ends: capture it for the deferred call.
-                    "expression": "((r) => { setTimeout(() => r('node:inspector').close(),"
-                    " 200).unref(); return 0; })(require)",
-                    "includeCommandLineAPI": True,
-                },
+                # `require` of the console's command line API is gone once the evaluation
+                # ends: captured for the deferred calls.
+                {"expression": _CLOSE_WHEN_ALONE, "includeCommandLineAPI": True},
                 timeout=5.0,
             )
     finally:

@@ -4,6 +4,7 @@ forwarding its stderr (less the inspector's own lines), and ending it and its gr
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 import shutil
@@ -59,11 +60,12 @@ def effective_interval(sample_interval: float) -> float:
 # ---- the node process ---------------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the child before exec: SIGKILL it if jsprof dies (even by SIGKILL), so no Node
-    process is ever left behind. Linux only (prctl PR_SET_PDEATHSIG); a no-op elsewhere.
-    The signal follows the thread that started Node, so start it from a thread that lives
-    as long as the recording (record_node and NodeRuntime do)."""
+def _die_with_parent(parent: int) -> None:
+    """In the child before exec: SIGKILL it if jsprof (pid `parent`) dies (even by
+    SIGKILL), so no Node process is ever left behind. Linux only (prctl
+    PR_SET_PDEATHSIG); a no-op elsewhere. The signal follows the thread that started
+    Node, so start it from a thread that lives as long as the recording (record_node and
+    NodeRuntime do)."""
     if sys.platform != "linux":
         return
     try:
@@ -71,7 +73,9 @@ def _die_with_parent() -> None:
 
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
     except (OSError, AttributeError):
-        pass
+        return
+    if os.getppid() != parent:  # jsprof died between the fork and the prctl
+        os._exit(1)
 
 
 class NodeProcess:
@@ -103,7 +107,7 @@ class NodeProcess:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
-                preexec_fn=_die_with_parent,
+                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
             )
         except OSError as e:
             raise EngineError(f"cannot start {exe}: {e}") from None
