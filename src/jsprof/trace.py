@@ -175,8 +175,12 @@ class ProfilerTrace:
         """The median of the positive gaps between samples (ms): the interval the samples
         show, for traces that do not say theirs. None with fewer than two distinct times."""
         d = np.diff(self.sample_time)
-        d = d[d > 0]
-        return float(np.median(d)) if len(d) else None
+        d = np.sort(d[d > 0])
+        if not len(d):
+            return None
+        # np.median would import numpy.ma (~10 ms of `jsprof record`'s start-up).
+        n = len(d)
+        return float((d[(n - 1) // 2] + d[n // 2]) / 2)
 
     def stack_frames(self, stack_id: int) -> list[int]:
         """Frame ids of a stack, outermost first."""
