@@ -6,7 +6,8 @@ STAMP := $(VENV)/.jsprof-installed
 
 .PHONY: demo test test-fast lint bench clean chromium conformance fuzz
 
-$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*)
+$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
+		src/jsprof/formats/_columns.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'

@@ -1,4 +1,5 @@
-"""Build the `jsprof._quickjs` extension (metadata lives in pyproject.toml).
+"""Build the C extensions `jsprof._quickjs` and `jsprof.formats._columns` (metadata lives in
+pyproject.toml).
 
 QuickJS-ng's source is never committed: at build time we fetch the pinned PyPI sdist
 with pip (the only network jsprof's build needs), unpack `upstream-quickjs/`, apply our
@@ -227,7 +228,14 @@ if __name__ == "__main__":
                 sources=["src/jsprof/engines/_quickjs/jsprof_quickjs.c"],
                 extra_compile_args=OWN_CFLAGS,
                 extra_link_args=["-lpthread", "-lm"],
-            )
+            ),
+            # JSON text to and from numpy columns (the big per-sample arrays): our own C.
+            Extension(
+                "jsprof.formats._columns",
+                sources=["src/jsprof/formats/_columns.c"],
+                extra_compile_args=OWN_CFLAGS,
+                extra_link_args=["-lm"],
+            ),
         ],
         cmdclass={"build_ext": BuildQuickJS},
     )

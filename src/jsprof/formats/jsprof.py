@@ -35,6 +35,7 @@ from ..trace import (
     Spans,
     Track,
 )
+from . import _columns
 from ._format import Format, Probe
 from ._json import gc_paused, parse_json, type_name
 
@@ -46,6 +47,9 @@ MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
 # Stands for an absent optional id while columns are pulled out; far outside int32, so an
 # explicit -1 in a file stays distinguishable from "key absent".
 _ABSENT = -(2**40)
+_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+# The spec's marker strings as JSON text, by code: what the C reader and writer match.
+_MARKER_JSON = tuple(orjson.dumps(m) for m in MARKERS)
 
 
 def is_profiler_trace(doc: Any) -> bool:
@@ -750,8 +754,7 @@ def _fast_sub_trace(ctx: _Ctx, value: Any) -> ProfilerTrace:
 # ---- writing ---------------------------------------------------------------------------
 
 
-def trace_to_doc(trace: ProfilerTrace) -> dict:
-    """The spec's ProfilerTrace as a JSON-able dict (keys absent where the spec omits them)."""
+def _frame_dicts(trace: ProfilerTrace) -> list[dict]:
     frames = []
     for f in trace.frames:
         d: dict[str, Any] = {"name": f.name}
@@ -762,6 +765,12 @@ def trace_to_doc(trace: ProfilerTrace) -> dict:
         if f.column is not None:
             d["column"] = f.column
         frames.append(d)
+    return frames
+
+
+def trace_to_doc(trace: ProfilerTrace) -> dict:
+    """The spec's ProfilerTrace as a JSON-able dict (keys absent where the spec omits them)."""
+    frames = _frame_dicts(trace)
     stacks = [
         {"frameId": fr} if pa == NONE else {"parentId": pa, "frameId": fr}
         for pa, fr in zip(trace.stack_parent.tolist(), trace.stack_frame.tolist(), strict=True)
@@ -784,7 +793,9 @@ def trace_to_doc(trace: ProfilerTrace) -> dict:
     }
 
 
-def _track_ext(track: Track) -> dict:
+def _track_ext(track: Track, where: str | None = None) -> dict:
+    """The track's `jsprof` members; with `where` (the track's place, for messages) the
+    per-sample columns stay numpy or are written by the C writer, for `dumps`."""
     ext: dict[str, Any] = {"track": track.name, "timeOrigin": track.time_origin}
     if track.engine is not None:
         ext["engine"] = track.engine
@@ -792,12 +803,13 @@ def _track_ext(track: Track) -> dict:
         ext["sampleInterval"] = track.sample_interval
     if track.requested_interval is not None:
         ext["requestedInterval"] = track.requested_interval
-    if track.trace.sample_line is not None:
-        ext["sampleLines"] = track.trace.sample_line.tolist()
-    if track.trace.sample_weight is not None:
+    lines, weights = track.trace.sample_line, track.trace.sample_weight
+    if lines is not None:
+        ext["sampleLines"] = lines.tolist() if where is None else lines  # orjson: numpy ints
+    if weights is not None:
         # Only a trace whose samples were filtered (or read with weights) carries it: the
         # timestamps no longer imply what each sample stood for.
-        ext["sampleWeights"] = track.trace.sample_weight.tolist()
+        ext["sampleWeights"] = weights.tolist() if where is None else _weights_json(weights, where)
     if track.spans is not None:
         s = track.spans
         ext["spans"] = {
@@ -823,13 +835,89 @@ def recording_to_doc(rec: Recording) -> dict:
     return doc
 
 
+class _Json(bytes):
+    """Text already serialised (by the C column writer), put into an object as it is."""
+
+
+def _object(items: dict[str, Any]) -> bytes:
+    """An object as orjson writes it, with `_Json` values kept verbatim (the ext object has
+    a handful of keys; only its column values are big)."""
+    parts = [
+        orjson.dumps(k) + b":" + (v if type(v) is _Json else orjson.dumps(v, option=_NUMPY))
+        for k, v in items.items()
+    ]
+    return b"{" + b",".join(parts) + b"}"
+
+
+def _trace_json(trace: ProfilerTrace, where: str, tail: bytes) -> bytes:
+    """The spec's four tables of `trace` as one JSON object's members, followed by `tail`
+    (which closes the object): the same text as orjson of `trace_to_doc`, with the stacks
+    and samples written straight from their columns by the C writer."""
+    frames = _frame_dicts(trace)
+    head = b"".join(
+        (
+            b'{"resources":',
+            orjson.dumps(list(trace.resources)),
+            b',"frames":',
+            orjson.dumps(frames),
+            b',"stacks":',
+            _columns.write_stacks(_i32(trace.stack_parent), _i32(trace.stack_frame)),
+            b',"samples":',
+        )
+    )
+    times = np.ascontiguousarray(trace.sample_time, np.float64)
+    marker = trace.sample_marker
+    if marker is not None:
+        marker = np.ascontiguousarray(marker, np.int8)
+    try:
+        return _columns.write_samples(
+            head, times, _i32(trace.sample_stack), marker, _MARKER_JSON, tail
+        )
+    except ValueError as e:
+        field, i = e.args[0]
+        if field == "timestamp":
+            raise TraceFormatError(
+                f"cannot write {where}samples[{i}].timestamp: {times[i]} is not a finite "
+                "number (JSON has no NaN or Infinity); drop or fix that sample"
+            ) from None
+        raise TraceFormatError(
+            f"cannot write {where}samples[{i}].marker: code {int(marker[i])} is not a spec "
+            f"marker ({', '.join(MARKERS)})"
+        ) from None
+
+
+def _i32(col: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(col, np.int32)
+
+
+def _weights_json(weights: np.ndarray, where: str) -> _Json:
+    w = np.ascontiguousarray(weights, np.float64)
+    try:
+        return _Json(_columns.write_floats(w))
+    except ValueError as e:
+        i = e.args[0][1]
+        raise TraceFormatError(
+            f"cannot write {where}sampleWeights[{i}]: {w[i]} is not a finite number "
+            "(JSON has no NaN or Infinity)"
+        ) from None
+
+
 def dumps(rec: Recording) -> bytes:
-    # Millions of sample dicts: with the GC on, each collection would walk them all.
-    with gc_paused():
-        doc = recording_to_doc(rec)
-        out = orjson.dumps(doc, option=orjson.OPT_SERIALIZE_NUMPY)
-        del doc  # freed while the GC is still paused
-    return out
+    """The same text as orjson of `recording_to_doc(rec)` (byte for byte with orjson >=
+    3.11.7's float layout), without a dict per sample or stack."""
+    if not rec.tracks:
+        raise TraceFormatError("cannot write a recording with no tracks")
+    first, *rest = rec.tracks
+    ext = {"formatVersion": FORMAT_VERSION, **_track_ext(first, f"{FORMAT_KEY}.")}
+    if rest:
+        tracks = []
+        for i, t in enumerate(rest):
+            where = f"{FORMAT_KEY}.tracks[{i}]."
+            trace = _trace_json(t.trace, f"{where}trace.", b"}}")
+            tracks.append(_object(_track_ext(t, where))[:-1] + b',"trace":' + trace)
+        ext["tracks"] = _Json(b"[" + b",".join(tracks) + b"]")
+    tail = b',"' + FORMAT_KEY.encode() + b'":' + _object(ext) + b"}"
+    return _trace_json(first.trace, "", tail)
 
 
 def sniff_head(probe: Probe) -> bool:

@@ -1,0 +1,949 @@
+/* jsprof.formats._columns: JSON text to and from numpy columns, for the big per-sample
+ * arrays of trace files. Python builds everything else of a document with orjson; the
+ * samples array (millions of small objects) is where a dict per sample cost 3-6x a generic
+ * parse. Only the buffer protocol is used: Python hands contiguous columns of the right
+ * dtype and turns the returned bytearrays into numpy arrays (no numpy headers at build).
+ *
+ * Readers here never report errors: they return None when the text is not exactly what
+ * they handle, and the Python caller falls back to its validating path, which words the
+ * message (file, field, index). So every check below only has to be strict, not helpful.
+ *
+ * Numbers: a written float is the shortest decimal that reads back to the same double (the
+ * digits of Python's repr), laid out as orjson lays it out, so that output is
+ * byte-identical to orjson's for the same values. A read float is the correctly rounded
+ * double of its decimal text, as orjson and msgspec read it.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+typedef unsigned __int128 u128;
+
+/* Exact powers of ten as doubles (10^22 is the last one a double holds exactly). */
+static const double POW10[23] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+static const uint64_t POW10U[20] = {
+    1ULL, 10ULL, 100ULL, 1000ULL, 10000ULL, 100000ULL, 1000000ULL, 10000000ULL,
+    100000000ULL, 1000000000ULL, 10000000000ULL, 100000000000ULL, 1000000000000ULL,
+    10000000000000ULL, 100000000000000ULL, 1000000000000000ULL, 10000000000000000ULL,
+    100000000000000000ULL, 1000000000000000000ULL, 10000000000000000000ULL,
+};
+#define MAX_POW5 27 /* 5^27 < 2^63, so 2^55 * 5^27 fits 128 bits */
+static uint64_t POW5[MAX_POW5 + 1];
+
+/* The most samples a trace table holds (ids are int32 columns). */
+#define MAX_ENTRIES 2147483647LL
+
+static const char DIGIT_PAIRS[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* ---- writing numbers ----------------------------------------------------------------- */
+
+static inline int count_digits(uint64_t v) {
+    int n = 1;
+    while (n < 20 && v >= POW10U[n]) n++;
+    return n;
+}
+
+/* Exactly 8 digits of v < 10^8 at p, in 32-bit arithmetic. */
+static inline void write_8(char *p, uint32_t v) {
+    uint32_t hi = v / 10000, lo = v % 10000;
+    memcpy(p, DIGIT_PAIRS + 2 * (hi / 100), 2);
+    memcpy(p + 2, DIGIT_PAIRS + 2 * (hi % 100), 2);
+    memcpy(p + 4, DIGIT_PAIRS + 2 * (lo / 100), 2);
+    memcpy(p + 6, DIGIT_PAIRS + 2 * (lo % 100), 2);
+}
+
+/* Digits of v < 10^8 at p, written backwards from p + n (n its digit count). */
+static inline void write_small(char *p, uint32_t v, int n) {
+    char *q = p + n;
+    while (v >= 100) {
+        q -= 2;
+        memcpy(q, DIGIT_PAIRS + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10) {
+        q -= 2;
+        memcpy(q, DIGIT_PAIRS + 2 * v, 2);
+    } else {
+        *--q = (char)('0' + v);
+    }
+}
+
+/* Decimal digits of v at p (no sign); returns the count. */
+static int write_u64(char *p, uint64_t v) {
+    int n = count_digits(v);
+    if (n <= 8) {
+        write_small(p, (uint32_t)v, n);
+    } else if (n <= 16) {
+        write_small(p, (uint32_t)(v / 100000000), n - 8);
+        write_8(p + n - 8, (uint32_t)(v % 100000000));
+    } else {
+        uint64_t top = v / 100000000;
+        write_small(p, (uint32_t)(top / 100000000), n - 16);
+        write_8(p + n - 16, (uint32_t)(top % 100000000));
+        write_8(p + n - 8, (uint32_t)(v % 100000000));
+    }
+    return n;
+}
+
+static inline int write_i64(char *p, int64_t v) {
+    if (v >= 0 && v < 100000000) {
+        int n = count_digits((uint64_t)v);
+        write_small(p, (uint32_t)v, n);
+        return n;
+    }
+    if (v < 0) {
+        *p = '-';
+        return 1 + write_u64(p + 1, (uint64_t)0 - (uint64_t)v);
+    }
+    return write_u64(p, (uint64_t)v);
+}
+
+/* digits (n of them, no trailing zeros) times 10^(point - n): orjson's decimal layout. */
+static int layout_decimal(char *out, const char *digits, int n, int point) {
+    char *p = out;
+    if (point <= 0) {
+        *p++ = '0';
+        *p++ = '.';
+        for (int i = 0; i < -point; i++) *p++ = '0';
+        memcpy(p, digits, (size_t)n);
+        p += n;
+    } else if (point >= n) {
+        memcpy(p, digits, (size_t)n);
+        p += n;
+        for (int i = 0; i < point - n; i++) *p++ = '0';
+        *p++ = '.';
+        *p++ = '0';
+    } else {
+        memcpy(p, digits, (size_t)point);
+        p += point;
+        *p++ = '.';
+        memcpy(p, digits + point, (size_t)(n - point));
+        p += n - point;
+    }
+    return (int)(p - out);
+}
+
+/* Any finite double through Python's repr digits (dtoa), re-laid out as orjson writes:
+ * exponents without leading zeros (1e-7, 1e+16) and plain decimals from 1e-5 up. Returns
+ * the length, or -1 with a Python error set. */
+static int format_double_slow(char *out, double x) {
+    char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL) return -1;
+    char *p = out;
+    const char *q = s;
+    if (*q == '-') *p++ = *q++;
+    const char *e = strchr(q, 'e');
+    if (e == NULL) {
+        size_t len = strlen(q);
+        memcpy(p, q, len);
+        p += len;
+    } else {
+        char digits[24];
+        int n = 0;
+        for (const char *c = q; c < e && n < 20; c++)
+            if (*c != '.') digits[n++] = *c;
+        int exp = atoi(e + 1);
+        if (exp == -5) {
+            p += layout_decimal(p, digits, n, exp + 1);
+        } else {
+            size_t len = (size_t)(e - q);
+            memcpy(p, q, len);
+            p += len;
+            *p++ = 'e';
+            *p++ = exp < 0 ? '-' : '+';
+            p += write_u64(p, (uint64_t)(exp < 0 ? -exp : exp));
+        }
+    }
+    PyMem_Free(s);
+    return (int)(p - out);
+}
+
+/* floor(B * 5^p / 2^s) and whether the division is exact; s in [1, 127]. */
+static inline u128 scaled(uint64_t b, int p, int s, int *exact) {
+    u128 v = (u128)b * POW5[p];
+    *exact = (v & ((((u128)1) << s) - 1)) == 0;
+    return v >> s;
+}
+
+/* The shortest decimal that reads back as x (x > 0, normal), the closest to x among the
+ * shortest (Python repr's digits), computed exactly in 128-bit integers: the rounding
+ * interval of x is scaled by 10^p to about 17 integer digits, and the most trailing digits
+ * are dropped that still leave a multiple inside it. Returns the length, or 0 when x is
+ * outside what this handles (the caller then asks dtoa). */
+static int format_shortest(char *out, double x) {
+    uint64_t bits;
+    memcpy(&bits, &x, 8);
+    int biased = (int)((bits >> 52) & 0x7ff);
+    if (biased == 0 || biased == 0x7ff) return 0;
+    uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+    int e = biased - 1075; /* x = m * 2^e */
+    int e2 = biased - 1023;
+    int e10 = (e2 * 78913) >> 18; /* floor(e2 * log10(2)); >> is arithmetic in gcc/clang */
+    int p = 16 - e10; /* x * 10^p in [10^16, 10^18) */
+    int s = 2 - e - p; /* the quarter-ulp scale: value = B * 5^p / 2^s */
+    if (p < 0 || p > MAX_POW5 || s < 2 || s > 127) return 0;
+    /* Below a power of two the gap to the lower neighbour is half as wide: leave it. */
+    if (m == (1ULL << 52)) return 0;
+    u128 mask = (((u128)1) << s) - 1;
+    u128 full = (u128)(4 * m) * POW5[p];
+    u128 uf = full + (u128)2 * POW5[p], lf = full - (u128)2 * POW5[p];
+    /* A bound that is exactly an integer would need the reader's tie rule: not here. */
+    if ((uf & mask) == 0 || (lf & mask) == 0 || (uf >> s) >= ((u128)1 << 63)) return 0;
+    uint64_t lq = (uint64_t)(lf >> s) + 1, hq = (uint64_t)(uf >> s); /* integers in (l, u) */
+    if (lq > hq) return 0;
+    uint64_t vq = (uint64_t)(full >> s);
+    u128 frac = full & mask;
+    /* Drop trailing digits while a multiple of the next power of ten stays inside (l, u);
+     * nested floors and ceilings of /10 are those of /10^k. Track how v rounds. */
+    int k = 0, last = 0, sticky = frac != 0;
+    while (hq / 10 >= (lq + 9) / 10) {
+        hq /= 10;
+        lq = (lq + 9) / 10;
+        if (k) sticky |= last != 0;
+        last = (int)(vq % 10);
+        vq /= 10;
+        k++;
+    }
+    uint64_t c = vq;
+    if (k == 0) {
+        u128 half = ((u128)1) << (s - 1);
+        if (frac == half) return 0; /* a tie: leave it to dtoa */
+        c += frac > half;
+    } else {
+        if (last == 5 && !sticky) return 0;
+        c += last > 5 || (last == 5 && sticky);
+    }
+    /* the interval is symmetric: the nearest multiple is inside if any is */
+    if (c < lq) c = lq;
+    if (c > hq) c = hq;
+    char digits[24];
+    int n = write_u64(digits, c);
+    int point = n + k - p;
+    /* orjson writes plain decimals for 1e-5 <= x < 1e16, exponents outside */
+    if (point < -4 || point > 16) return 0;
+    return layout_decimal(out, digits, n, point);
+}
+
+/* Format a finite double as orjson does; -1 on a non-finite value (no error set) or on a
+ * Python error (set). */
+static int format_double(char *out, double x) {
+    if (!isfinite(x)) return -1;
+    char *p = out;
+    double a = x;
+    if (signbit(x)) {
+        *p++ = '-';
+        a = -x;
+    }
+    if (a == 0.0) {
+        memcpy(p, "0.0", 3);
+        return (int)(p - out) + 3;
+    }
+    /* Most engines' times are whole microseconds: ms with three decimals. A decimal of at
+     * most 15 significant digits that reads back as x is the only one that does, so it is
+     * also repr's shortest. */
+    if (a >= 1e-3 && a < 1e12) {
+        uint64_t ki = (uint64_t)(a * 1000.0 + 0.5);
+        if ((double)ki / 1000.0 == a) {
+            char digits[24];
+            int n = write_u64(digits, ki);
+            int dropped = 0;
+            while (dropped < 3 && digits[n - 1] == '0') {
+                n--;
+                dropped++;
+            }
+            return (int)(p - out) + layout_decimal(p, digits, n, n + dropped - 3);
+        }
+    }
+    int len = format_shortest(p, a);
+    if (len > 0) return (int)(p - out) + len;
+    len = format_double_slow(out, x);
+    return len < 0 ? -2 : len;
+}
+
+/* ---- an output buffer: a bytes object grown in place -------------------------------- */
+
+typedef struct {
+    PyObject *bytes;
+    char *p;
+    Py_ssize_t len, cap;
+} Out;
+
+static int out_init(Out *o, Py_ssize_t cap) {
+    if (cap < 64) cap = 64;
+    o->bytes = PyBytes_FromStringAndSize(NULL, cap);
+    if (o->bytes == NULL) return -1;
+    o->p = PyBytes_AS_STRING(o->bytes);
+    o->len = 0;
+    o->cap = cap;
+    return 0;
+}
+
+static int out_reserve(Out *o, Py_ssize_t more) {
+    if (o->cap - o->len >= more) return 0;
+    Py_ssize_t cap = o->cap + o->cap / 2 + more;
+    if (_PyBytes_Resize(&o->bytes, cap) < 0) return -1;
+    o->p = PyBytes_AS_STRING(o->bytes);
+    o->cap = cap;
+    return 0;
+}
+
+static int out_put(Out *o, const char *s, Py_ssize_t n) {
+    if (out_reserve(o, n) < 0) return -1;
+    memcpy(o->p + o->len, s, (size_t)n);
+    o->len += n;
+    return 0;
+}
+
+static PyObject *out_finish(Out *o) {
+    if (_PyBytes_Resize(&o->bytes, o->len) < 0) return NULL;
+    return o->bytes;
+}
+
+static void out_drop(Out *o) { Py_CLEAR(o->bytes); }
+
+#define PUT_LIT(o, s) memcpy((o)->p + (o)->len, s, sizeof(s) - 1), (o)->len += sizeof(s) - 1
+
+/* A contiguous column of `itemsize` bytes per item, or NULL-buffer for None. */
+static int get_column(PyObject *obj, Py_buffer *view, Py_ssize_t itemsize, const char *what) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0) return -1;
+    if (view->itemsize != itemsize || view->ndim != 1) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a 1-d column of %zd-byte items", what,
+                     itemsize);
+        PyBuffer_Release(view);
+        return -1;
+    }
+    return 0;
+}
+
+/* ValueError((field, index)) for the Python side to word. */
+static PyObject *bad_value(const char *field, Py_ssize_t i) {
+    PyObject *arg = Py_BuildValue("(sn)", field, i);
+    if (arg != NULL) {
+        PyErr_SetObject(PyExc_ValueError, arg);
+        Py_DECREF(arg);
+    }
+    return NULL;
+}
+
+/* write_samples(head, times f8, stacks i4, markers i1 | None, names, tail) -> bytes:
+ * head + [{"timestamp":t,"stackId":s,"marker":name}, ...] + tail, stackId and marker left
+ * out where the column holds -1. names: the markers' JSON strings (bytes), by code. */
+static PyObject *write_samples(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer head, tail, tv, sv, mv = {0};
+    PyObject *times, *stacks, *markers, *names;
+    if (!PyArg_ParseTuple(args, "y*OOOO!y*", &head, &times, &stacks, &markers, &PyTuple_Type,
+                          &names, &tail))
+        return NULL;
+    PyObject *result = NULL;
+    int have_t = 0, have_s = 0, have_m = 0;
+    Out o = {0};
+    if (get_column(times, &tv, 8, "times") < 0) goto done;
+    have_t = 1;
+    if (get_column(stacks, &sv, 4, "stacks") < 0) goto done;
+    have_s = 1;
+    if (markers != Py_None) {
+        if (get_column(markers, &mv, 1, "markers") < 0) goto done;
+        have_m = 1;
+    }
+    Py_ssize_t n = tv.shape[0];
+    if (sv.shape[0] != n || (have_m && mv.shape[0] != n)) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        goto done;
+    }
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
+    Py_ssize_t name_max = 0;
+    for (Py_ssize_t j = 0; j < n_names; j++) {
+        PyObject *nm = PyTuple_GET_ITEM(names, j);
+        if (!PyBytes_Check(nm)) {
+            PyErr_SetString(PyExc_TypeError, "marker names must be bytes");
+            goto done;
+        }
+        if (PyBytes_GET_SIZE(nm) > name_max) name_max = PyBytes_GET_SIZE(nm);
+    }
+    if (out_init(&o, head.len + tail.len + 2 + n * 36) < 0) goto done;
+    if (out_put(&o, head.buf, head.len) < 0 || out_put(&o, "[", 1) < 0) goto done;
+    const double *t = tv.buf;
+    const int32_t *s = sv.buf;
+    const int8_t *mk = have_m ? mv.buf : NULL;
+    /* the longest sample: {"timestamp":<32>,"stackId":<11>,"marker":<name>}, */
+    Py_ssize_t most = 64 + 32 + 11 + name_max;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (out_reserve(&o, most) < 0) goto done;
+        PUT_LIT(&o, "{\"timestamp\":");
+        int len = format_double(o.p + o.len, t[i]);
+        if (len == -1) {
+            bad_value("timestamp", i);
+            goto done;
+        }
+        if (len < 0) goto done;
+        o.len += len;
+        if (s[i] != -1) {
+            PUT_LIT(&o, ",\"stackId\":");
+            o.len += write_i64(o.p + o.len, s[i]);
+        }
+        if (mk != NULL && mk[i] != -1) {
+            if (mk[i] < 0 || mk[i] >= n_names) {
+                bad_value("marker", i);
+                goto done;
+            }
+            PyObject *nm = PyTuple_GET_ITEM(names, mk[i]);
+            PUT_LIT(&o, ",\"marker\":");
+            memcpy(o.p + o.len, PyBytes_AS_STRING(nm), (size_t)PyBytes_GET_SIZE(nm));
+            o.len += PyBytes_GET_SIZE(nm);
+        }
+        PUT_LIT(&o, "},");
+    }
+    if (n) o.len--; /* the last comma */
+    if (out_put(&o, "]", 1) < 0 || out_put(&o, tail.buf, tail.len) < 0) goto done;
+    result = out_finish(&o);
+    o.bytes = NULL;
+done:
+    out_drop(&o);
+    if (have_t) PyBuffer_Release(&tv);
+    if (have_s) PyBuffer_Release(&sv);
+    if (have_m) PyBuffer_Release(&mv);
+    PyBuffer_Release(&head);
+    PyBuffer_Release(&tail);
+    return result;
+}
+
+/* write_stacks(parents i4, frames i4) -> bytes: [{"parentId":p,"frameId":f}, ...], the
+ * parentId left out where it is -1. */
+static PyObject *write_stacks(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *parents, *frames;
+    if (!PyArg_ParseTuple(args, "OO", &parents, &frames)) return NULL;
+    Py_buffer pv, fv;
+    if (get_column(parents, &pv, 4, "parents") < 0) return NULL;
+    if (get_column(frames, &fv, 4, "frames") < 0) {
+        PyBuffer_Release(&pv);
+        return NULL;
+    }
+    PyObject *result = NULL;
+    Out o = {0};
+    Py_ssize_t n = pv.shape[0];
+    const int32_t *pa = pv.buf, *fr = fv.buf;
+    if (fv.shape[0] != n) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        goto done;
+    }
+    if (out_init(&o, 2 + n * 36) < 0 || out_put(&o, "[", 1) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (out_reserve(&o, 64) < 0) goto done;
+        if (pa[i] != -1) {
+            PUT_LIT(&o, "{\"parentId\":");
+            o.len += write_i64(o.p + o.len, pa[i]);
+            PUT_LIT(&o, ",\"frameId\":");
+        } else {
+            PUT_LIT(&o, "{\"frameId\":");
+        }
+        o.len += write_i64(o.p + o.len, fr[i]);
+        PUT_LIT(&o, "},");
+    }
+    if (n) o.len--;
+    if (out_put(&o, "]", 1) < 0) goto done;
+    result = out_finish(&o);
+    o.bytes = NULL;
+done:
+    out_drop(&o);
+    PyBuffer_Release(&pv);
+    PyBuffer_Release(&fv);
+    return result;
+}
+
+/* write_floats(values f8) -> bytes: [v, ...]; ValueError(("value", i)) on a non-finite. */
+static PyObject *write_floats(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer v;
+    if (get_column(arg, &v, 8, "values") < 0) return NULL;
+    PyObject *result = NULL;
+    Out o = {0};
+    Py_ssize_t n = v.shape[0];
+    const double *x = v.buf;
+    if (out_init(&o, 2 + n * 20) < 0 || out_put(&o, "[", 1) < 0) goto done;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (out_reserve(&o, 40) < 0) goto done;
+        int len = format_double(o.p + o.len, x[i]);
+        if (len == -1) {
+            bad_value("value", i);
+            goto done;
+        }
+        if (len < 0) goto done;
+        o.len += len;
+        o.p[o.len++] = ',';
+    }
+    if (n) o.len--;
+    if (out_put(&o, "]", 1) < 0) goto done;
+    result = out_finish(&o);
+    o.bytes = NULL;
+done:
+    out_drop(&o);
+    PyBuffer_Release(&v);
+    return result;
+}
+
+/* ---- reading numbers ------------------------------------------------------------------ */
+
+static inline int is_ws(char c) { return c == ' ' || c == '\n' || c == '\r' || c == '\t'; }
+static inline int is_digit(char c) { return c >= '0' && c <= '9'; }
+
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && is_ws(*p)) p++;
+    return p;
+}
+
+/* Does w / 10^q (w < 2^64, 0 < q <= 27) read as the positive normal double y? */
+static int rounds_to(uint64_t w, int q, double y) {
+    uint64_t bits;
+    memcpy(&bits, &y, 8);
+    int biased = (int)((bits >> 52) & 0x7ff);
+    if (biased == 0 || biased == 0x7ff) return 0;
+    uint64_t m = (bits & ((1ULL << 52) - 1)) | (1ULL << 52);
+    int e = biased - 1075;
+    int s = 2 - e - q;
+    if (s < 1 || s > 127) return -1;
+    int lx, ux;
+    u128 u = scaled(4 * m + 2, q, s, &ux);
+    u128 l = scaled(m == (1ULL << 52) && biased > 1 ? 4 * m - 1 : 4 * m - 2, q, s, &lx);
+    int even = (m & 1) == 0;
+    /* w > l: w > floor(l), or w == l exactly (a tie, won by the even significand) */
+    int above = w > l || (w == l && lx && even);
+    int below = w < u || (w == u && ux && even);
+    return above && below;
+}
+
+static double next_up(double y) { return nextafter(y, INFINITY); }
+static double next_down(double y) { return nextafter(y, 0.0); }
+
+/* Parse one JSON number at [p, end). Returns the end of its text or NULL when the text is
+ * not a JSON number or the value is not representable (the caller falls back). *is_int
+ * tells a number written without fraction and exponent; *ival holds it then (in int64). */
+static const char *parse_number(const char *p, const char *end, double *out, int *is_int,
+                                int64_t *ival) {
+    const char *start = p;
+    int neg = 0;
+    if (p < end && *p == '-') {
+        neg = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) return NULL;
+    uint64_t w = 0;
+    int ndigits = 0; /* significant digits taken into w */
+    int dropped = 0; /* digits beyond 19 (the value is then left to dtoa) */
+    int q = 0;       /* digits after the point */
+    if (*p == '0') {
+        p++;
+        if (p < end && is_digit(*p)) return NULL; /* no leading zeros in JSON */
+    } else {
+        while (p < end && is_digit(*p)) {
+            if (ndigits < 19) {
+                w = w * 10 + (uint64_t)(*p - '0');
+                ndigits++;
+            } else {
+                dropped++;
+            }
+            p++;
+        }
+    }
+    int frac = 0, expo = 0;
+    if (p < end && *p == '.') {
+        frac = 1;
+        p++;
+        if (p >= end || !is_digit(*p)) return NULL;
+        while (p < end && is_digit(*p)) {
+            if (ndigits < 19 && !dropped) {
+                if (w || *p != '0') ndigits += 1;
+                w = w * 10 + (uint64_t)(*p - '0');
+                q++;
+            } else {
+                dropped++;
+            }
+            p++;
+        }
+    }
+    int e = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        expo = 1;
+        p++;
+        int eneg = 0;
+        if (p < end && (*p == '+' || *p == '-')) {
+            eneg = *p == '-';
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) return NULL;
+        while (p < end && is_digit(*p)) {
+            if (e < 100000) e = e * 10 + (*p - '0');
+            p++;
+        }
+        if (eneg) e = -e;
+    }
+    /* the number must end here: no delimiter within bounds means a truncated text */
+    if (p >= end) return NULL;
+    *is_int = !frac && !expo;
+    if (*is_int) {
+        if (dropped || w > (uint64_t)INT64_MAX + (uint64_t)neg) return NULL;
+        *ival = neg ? (int64_t)((uint64_t)0 - w) : (int64_t)w;
+        *out = (double)*ival;
+        return p;
+    }
+    if (!dropped && w == 0) {
+        *out = neg ? -0.0 : 0.0;
+        return p;
+    }
+    int q10 = q - e; /* value = w / 10^q10 */
+    double y;
+    if (!dropped && w < (1ULL << 53) && q10 >= -22 && q10 <= 22) {
+        /* Clinger's fast path: both operands exact, one rounding */
+        y = q10 >= 0 ? (double)w / POW10[q10] : (double)w * POW10[-q10];
+    } else if (!dropped && q10 > 0 && q10 <= 22) {
+        /* within an ulp or so of the answer: check the neighbours exactly */
+        y = (double)w / POW10[q10];
+        int ok = rounds_to(w, q10, y);
+        if (ok != 1) {
+            double d = next_down(y), u = next_up(y);
+            if (rounds_to(w, q10, d) == 1)
+                y = d;
+            else if (rounds_to(w, q10, u) == 1)
+                y = u;
+            else
+                y = NAN; /* leave it to dtoa below */
+        }
+        if (isnan(y)) goto slow;
+    } else {
+        goto slow;
+    }
+    *out = neg ? -y : y;
+    return p;
+slow:;
+    /* dtoa's correctly rounded parse of the validated text; the character after it is a
+     * delimiter inside the buffer, so the prefix parse stops where the grammar did. */
+    char *stop = NULL;
+    double v = PyOS_string_to_double(start, &stop, NULL);
+    if (v == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (stop != p) return NULL;
+    *out = v;
+    return p;
+}
+
+/* A growable column: a bytearray filled in place. */
+typedef struct {
+    PyObject *arr;
+    char *p;
+    Py_ssize_t n, cap, item;
+} Col;
+
+static int col_init(Col *c, Py_ssize_t cap, Py_ssize_t item) {
+    if (cap < 16) cap = 16;
+    c->arr = PyByteArray_FromStringAndSize(NULL, cap * item);
+    if (c->arr == NULL) return -1;
+    c->p = PyByteArray_AS_STRING(c->arr);
+    c->n = 0;
+    c->cap = cap;
+    c->item = item;
+    return 0;
+}
+
+static int col_grow(Col *c) {
+    Py_ssize_t cap = c->cap + c->cap / 2 + 16;
+    if (PyByteArray_Resize(c->arr, cap * c->item) < 0) return -1;
+    c->p = PyByteArray_AS_STRING(c->arr);
+    c->cap = cap;
+    return 0;
+}
+
+static int col_finish(Col *c) { return PyByteArray_Resize(c->arr, c->n * c->item); }
+
+#define KEY_IS(p, len, lit) ((len) == sizeof(lit) - 1 && memcmp((p), lit, sizeof(lit) - 1) == 0)
+
+/* read_samples(buf, start, n_stacks, names) -> (times, stacks, markers | None, end) | None
+ *
+ * The objects of a samples array whose first byte after `[` is at `start`: timestamp (a
+ * finite number, required), stackId (an integer in [0, n_stacks), optional) and marker (one
+ * of `names`, the spec's marker strings as bytes, or null; optional). times is a bytearray
+ * of float64, stacks of int32 (-1 where absent), markers of int8 (-1 where absent or null;
+ * None when no sample has one); end is the offset of the closing `]`. None for anything
+ * else: other keys, escapes in keys, repeated keys, wrong types, out-of-range values,
+ * malformed or truncated text. */
+static PyObject *read_samples(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b;
+    Py_ssize_t start, n_stacks;
+    PyObject *names;
+    if (!PyArg_ParseTuple(args, "y*nnO!", &b, &start, &n_stacks, &PyTuple_Type, &names))
+        return NULL;
+    PyObject *result = NULL;
+    Col t = {0}, s = {0}, mk = {0};
+    int any_marker = 0;
+    const char *base = b.buf;
+    const char *end = base + b.len;
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
+    for (Py_ssize_t j = 0; j < n_names; j++) {
+        if (!PyBytes_Check(PyTuple_GET_ITEM(names, j))) {
+            PyErr_SetString(PyExc_TypeError, "marker names must be bytes");
+            goto fail;
+        }
+    }
+    if (start < 0 || start > b.len) goto fallback;
+    /* a guess at the count from the size (a sample with a stack takes ~30-40 bytes) */
+    Py_ssize_t guess = (b.len - start) / 32 + 16;
+    if (col_init(&t, guess, 8) < 0 || col_init(&s, guess, 4) < 0 || col_init(&mk, guess, 1) < 0)
+        goto fail;
+    const char *p = skip_ws(base + start, end);
+    if (p < end && *p == ']') goto finished;
+    for (;;) {
+        if (p >= end || *p != '{') goto fallback;
+        p = skip_ws(p + 1, end);
+        if (t.n == t.cap) {
+            if (t.n >= MAX_ENTRIES) goto fallback;
+            if (col_grow(&t) < 0 || col_grow(&s) < 0 || col_grow(&mk) < 0) goto fail;
+        }
+        double ts = 0.0;
+        int32_t sid = -1;
+        int8_t code = -1;
+        int seen = 0; /* 1 timestamp, 2 stackId, 4 marker */
+        if (p < end && *p == '}') goto fallback; /* no timestamp */
+        for (;;) {
+            if (p >= end || *p != '"') goto fallback;
+            const char *k = ++p;
+            while (p < end && *p != '"' && *p != '\\') p++;
+            if (p >= end || *p != '"') goto fallback; /* escapes: the validating path */
+            Py_ssize_t klen = p - k;
+            p = skip_ws(p + 1, end);
+            if (p >= end || *p != ':') goto fallback;
+            p = skip_ws(p + 1, end);
+            if (KEY_IS(k, klen, "timestamp")) {
+                if (seen & 1) goto fallback;
+                seen |= 1;
+                int is_int;
+                int64_t iv;
+                p = parse_number(p, end, &ts, &is_int, &iv);
+                if (p == NULL || !isfinite(ts)) goto fallback;
+            } else if (KEY_IS(k, klen, "stackId")) {
+                if (seen & 2) goto fallback;
+                seen |= 2;
+                int is_int;
+                int64_t iv;
+                double dv;
+                p = parse_number(p, end, &dv, &is_int, &iv);
+                if (p == NULL || !is_int || iv < 0 || iv >= n_stacks) goto fallback;
+                sid = (int32_t)iv;
+            } else if (KEY_IS(k, klen, "marker")) {
+                if (seen & 4) goto fallback;
+                seen |= 4;
+                if (end - p >= 4 && memcmp(p, "null", 4) == 0) {
+                    p += 4;
+                } else {
+                    Py_ssize_t j;
+                    for (j = 0; j < n_names; j++) {
+                        PyObject *nm = PyTuple_GET_ITEM(names, j);
+                        Py_ssize_t len = PyBytes_GET_SIZE(nm);
+                        if (end - p >= len && memcmp(p, PyBytes_AS_STRING(nm), (size_t)len) == 0)
+                            break;
+                    }
+                    if (j == n_names) goto fallback;
+                    p += PyBytes_GET_SIZE(PyTuple_GET_ITEM(names, j));
+                    code = (int8_t)j;
+                    any_marker = 1;
+                }
+            } else {
+                goto fallback;
+            }
+            p = skip_ws(p, end);
+            if (p >= end) goto fallback;
+            if (*p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (*p == '}') break;
+            goto fallback;
+        }
+        if (!(seen & 1)) goto fallback;
+        ((double *)t.p)[t.n++] = ts;
+        ((int32_t *)s.p)[s.n++] = sid;
+        ((int8_t *)mk.p)[mk.n++] = code;
+        p = skip_ws(p + 1, end);
+        if (p >= end) goto fallback;
+        if (*p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (*p == ']') break;
+        goto fallback;
+    }
+finished:
+    if (col_finish(&t) < 0 || col_finish(&s) < 0 || col_finish(&mk) < 0) goto fail;
+    result = Py_BuildValue("(OOOn)", t.arr, s.arr, any_marker ? mk.arr : Py_None,
+                           (Py_ssize_t)(p - base));
+    goto fail; /* releases our references; result holds its own */
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+fail:
+    Py_XDECREF(t.arr);
+    Py_XDECREF(s.arr);
+    Py_XDECREF(mk.arr);
+    PyBuffer_Release(&b);
+    return result;
+}
+
+/* read_ints(buf, start) -> (int64 bytearray, end) | None: a JSON array of integers (each
+ * within int64) whose first byte after `[` is at `start`; end is the offset of its `]`. */
+static PyObject *read_ints(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &b, &start)) return NULL;
+    PyObject *result = NULL;
+    Col c = {0};
+    const char *base = b.buf;
+    const char *end = base + b.len;
+    if (start < 0 || start > b.len) goto fallback;
+    if (col_init(&c, (b.len - start) / 4 + 16, 8) < 0) goto fail;
+    const char *p = skip_ws(base + start, end);
+    if (p < end && *p == ']') goto finished;
+    for (;;) {
+        if (c.n == c.cap) {
+            if (c.n >= MAX_ENTRIES) goto fallback;
+            if (col_grow(&c) < 0) goto fail;
+        }
+        /* the common case inline: a short run of digits */
+        int neg = 0;
+        const char *q = p;
+        if (q < end && *q == '-') {
+            neg = 1;
+            q++;
+        }
+        if (q >= end || !is_digit(*q)) goto fallback;
+        uint64_t w = 0;
+        const char *digits = q;
+        if (*q == '0') {
+            q++;
+        } else {
+            while (q < end && is_digit(*q) && q - digits < 19) w = w * 10 + (uint64_t)(*q++ - '0');
+        }
+        if (q >= end || is_digit(*q) || *q == '.' || *q == 'e' || *q == 'E') goto fallback;
+        if (w > (uint64_t)INT64_MAX) goto fallback;
+        ((int64_t *)c.p)[c.n++] = neg ? -(int64_t)w : (int64_t)w;
+        p = skip_ws(q, end);
+        if (p >= end) goto fallback;
+        if (*p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (*p == ']') break;
+        goto fallback;
+    }
+finished:
+    if (col_finish(&c) < 0) goto fail;
+    result = Py_BuildValue("(On)", c.arr, (Py_ssize_t)(p - base));
+    goto fail;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+fail:
+    Py_XDECREF(c.arr);
+    PyBuffer_Release(&b);
+    return result;
+}
+
+/* read_floats(buf, start) -> (float64 bytearray, end) | None: a JSON array of finite
+ * numbers whose first byte after `[` is at `start`; end is the offset of its `]`. */
+static PyObject *read_floats(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &b, &start)) return NULL;
+    PyObject *result = NULL;
+    Col c = {0};
+    const char *base = b.buf;
+    const char *end = base + b.len;
+    if (start < 0 || start > b.len) goto fallback;
+    if (col_init(&c, (b.len - start) / 8 + 16, 8) < 0) goto fail;
+    const char *p = skip_ws(base + start, end);
+    if (p < end && *p == ']') goto finished;
+    for (;;) {
+        if (c.n == c.cap) {
+            if (c.n >= MAX_ENTRIES) goto fallback;
+            if (col_grow(&c) < 0) goto fail;
+        }
+        double v;
+        int is_int;
+        int64_t iv;
+        p = parse_number(p, end, &v, &is_int, &iv);
+        if (p == NULL || !isfinite(v)) goto fallback;
+        ((double *)c.p)[c.n++] = v;
+        p = skip_ws(p, end);
+        if (p >= end) goto fallback;
+        if (*p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (*p == ']') break;
+        goto fallback;
+    }
+finished:
+    if (col_finish(&c) < 0) goto fail;
+    result = Py_BuildValue("(On)", c.arr, (Py_ssize_t)(p - base));
+    goto fail;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+fail:
+    Py_XDECREF(c.arr);
+    PyBuffer_Release(&b);
+    return result;
+}
+
+/* parse_float(text) -> float | None: one number read as read_samples reads it (tests). */
+static PyObject *parse_float(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer b;
+    if (PyObject_GetBuffer(arg, &b, PyBUF_SIMPLE) < 0) return NULL;
+    double v = 0;
+    int is_int;
+    int64_t iv;
+    const char *p = parse_number(b.buf, (const char *)b.buf + b.len, &v, &is_int, &iv);
+    PyBuffer_Release(&b);
+    if (p == NULL) Py_RETURN_NONE;
+    return PyFloat_FromDouble(v);
+}
+
+static PyMethodDef METHODS[] = {
+    {"write_samples", write_samples, METH_VARARGS,
+     "write_samples(head, times, stacks, markers, names, tail) -> bytes"},
+    {"write_stacks", write_stacks, METH_VARARGS, "write_stacks(parents, frames) -> bytes"},
+    {"write_floats", write_floats, METH_O, "write_floats(values) -> bytes"},
+    {"read_samples", read_samples, METH_VARARGS,
+     "read_samples(buf, start, n_stacks, names) -> (times, stacks, markers, end) | None"},
+    {"read_ints", read_ints, METH_VARARGS, "read_ints(buf, start) -> (int64s, end) | None"},
+    {"read_floats", read_floats, METH_VARARGS,
+     "read_floats(buf, start) -> (float64s, end) | None"},
+    {"parse_float", parse_float, METH_O,
+     "parse_float(text) -> float | None: one number followed by a delimiter (tests)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef MODULE = {
+    PyModuleDef_HEAD_INIT, "jsprof.formats._columns",
+    "JSON text to and from numpy columns for the big per-sample arrays.", -1, METHODS,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__columns(void) {
+    POW5[0] = 1;
+    for (int i = 1; i <= MAX_POW5; i++) POW5[i] = POW5[i - 1] * 5;
+    return PyModule_Create(&MODULE);
+}
