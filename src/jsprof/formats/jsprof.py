@@ -18,7 +18,7 @@ import math
 import re
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 import numpy as np
@@ -331,19 +331,22 @@ def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None
     weights = ext.get("sampleWeights")
     if weights is None:
         return None
-    if type(weights) is not list:
+    if type(weights) not in (list, np.ndarray):  # ndarray: the typed path decoded numbers
         raise ctx.error(f"{where}.sampleWeights", f"expected an array, got {type_name(weights)}")
     if len(weights) != n:
         raise ctx.error(
             f"{where}.sampleWeights", f"has {len(weights)} entries but there are {n} samples"
         )
-    bad = next((i for i, v in enumerate(weights) if type(v) not in (int, float)), None)
-    if bad is not None:
-        raise ctx.error(
-            f"{where}.sampleWeights[{bad}]",
-            f"expected a number, got {type_name(weights[bad])}",
-        )
-    arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
+    if type(weights) is list:
+        bad = next((i for i, v in enumerate(weights) if type(v) not in (int, float)), None)
+        if bad is not None:
+            raise ctx.error(
+                f"{where}.sampleWeights[{bad}]",
+                f"expected a number, got {type_name(weights[bad])}",
+            )
+        arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
+    else:
+        arr = weights
     bad_mask = ~np.isfinite(arr) | (arr < 0)
     if bad_mask.any():
         i = int(np.argmax(bad_mask))
@@ -530,7 +533,8 @@ _MARKER_CODES: dict[str | None, int] = {None: NONE, **MARKER_CODE}
 # alive at once: peak memory stays near the file's size plus the columns.
 _PIECE_BYTES = 1 << 22
 _SEPARATOR = re.compile(rb"\}\s*,\s*\{")
-_SAMPLES_KEY = b'"samples":'
+_SAMPLES_KEY = b'"samples"'
+_ARRAY_START = re.compile(rb"[ \t\r\n]*:[ \t\r\n]*\[")
 _TYPED_ERRORS = (
     msgspec.MsgspecError,
     _Fallback,
@@ -560,49 +564,82 @@ def read_bytes(data: bytes, source: str) -> Recording:
 def _fast_recording(ctx: _Ctx, data: bytes) -> Recording:
     split = _split_samples(data)
     if split is not None:
-        parts, start, end = split
-        trace = _fast_trace(parts, _pieces(data, start, end))
+        parts, columns = split
+        trace = _fast_trace(parts, columns)
     else:
         parts = _PARTS.decode(data)
-        trace = _fast_trace(parts, _raw_pieces(parts.get("samples")))
+        trace = _fast_trace(parts, _raw_columns(parts.get("samples")))
     doc = {}
     if FORMAT_KEY in parts:
         doc[FORMAT_KEY] = _fast_ext(parts[FORMAT_KEY])
     return _recording(ctx, trace, doc, _fast_sub_trace)
 
 
-def _split_samples(data: bytes) -> tuple[dict, int, int] | None:
-    """The top-level `samples` array found without parsing it twice: the other keys decoded
-    as raw parts, and the array's first element and closing bracket offsets. None when the
-    file is not laid out as jsprof and Chromium write it (then the whole top level is
-    scanned once more)."""
+def _split_samples(data: bytes) -> tuple[dict, _Columns] | None:
+    """The top-level `samples` array read without parsing it twice: its columns, and the
+    other keys decoded as raw parts. None when the file is not laid out as jsprof and
+    Chromium write it (then the whole top level is scanned once more)."""
     i = data.find(_SAMPLES_KEY)
     if i < 0:
         return None
-    start = i + len(_SAMPLES_KEY)
-    if data[start : start + 1] != b"[":
+    m = _ARRAY_START.match(data, i + len(_SAMPLES_KEY))
+    if m is None:
         return None
-    start += 1
-    if data[start : start + 1] == b"]":
-        end = start
-    else:
-        # The first `]` (memchr-fast) closes the array unless a sample holds an array or a
-        # string with a `]`; then the rest is malformed and the caller scans instead.
-        end = data.find(b"]", start)
-        if end < 0 or data[end - 1 : end] != b"}":
-            return None
-    # If `"samples":` was found anywhere but as the top-level key (a key of a nested
+    start = m.end()
+    columns = _columns_at(data, start)
+    if columns is None:
+        return None
+    end = columns.end
+    # If `"samples"` was found anywhere but as the top-level key (a key of a nested
     # object, a further track), the rest holds another one, or its top level no
     # placeholder: then this layout guess is wrong and the caller scans instead.
-    rest = data[:i] + _SAMPLES_KEY + b"[]" + data[end + 1 :]
+    rest = data[:i] + _SAMPLES_KEY + b":[]" + data[end + 1 :]
     if rest.count(b'"samples') != 1:
         return None
     parts = _PARTS.decode(rest)
     if bytes(parts.get("samples", b"")) != b"[]":
         return None
-    # A wrong guess of the array's end cannot slip through: the pieces are then not valid
-    # arrays of objects (an unclosed string or bracket), and decoding them fails.
-    return parts, start, end
+    return parts, columns
+
+
+class _Columns(NamedTuple):
+    """A samples array as columns: stackId -1 where absent (ids not yet checked against
+    the stacks table), markers None when no sample has one; `end` is the offset of `]`."""
+
+    times: np.ndarray
+    stack: np.ndarray
+    markers: np.ndarray | None
+    end: int
+
+
+def _columns_at(buf: Any, start: int) -> _Columns | None:
+    """The C scanner's columns of the object array whose first element is at `start`
+    (just after its `[`), or None when it does not take that text as it is."""
+    got = _columns.read_samples(buf, start, MAX_TABLE_ENTRIES, _MARKER_JSON)
+    if got is None:
+        return None
+    times, stack, markers, end = got
+    return _Columns(
+        np.frombuffer(times, np.float64),
+        np.frombuffer(stack, np.int32),
+        None if markers is None else np.frombuffer(markers, np.int8),
+        end,
+    )
+
+
+def _raw_columns(raw: msgspec.Raw | None) -> _Columns | Iterator[bytes]:
+    """A further track's (or an unusual layout's) samples: the C scanner's columns, else
+    msgspec pieces."""
+    if raw is None:
+        raise _Fallback("no samples")
+    buf = memoryview(raw)
+    text = bytes(buf[:1]), bytes(buf[-1:])
+    if text != (b"[", b"]"):
+        raise _Fallback("samples is not an array")
+    columns = _columns_at(buf, 1)
+    if columns is not None and columns.end == len(buf) - 1:
+        return columns
+    return _pieces(buf, 1, len(buf) - 1)
 
 
 def _pieces(buf: Any, start: int, end: int) -> Iterator[bytes]:
@@ -618,17 +655,7 @@ def _pieces(buf: Any, start: int, end: int) -> Iterator[bytes]:
         pos = m.end() - 1
 
 
-def _raw_pieces(raw: msgspec.Raw | None) -> Iterator[bytes]:
-    if raw is None:
-        raise _Fallback("no samples")
-    buf = memoryview(raw)
-    text = bytes(buf[:1]), bytes(buf[-1:])
-    if text != (b"[", b"]"):
-        raise _Fallback("samples is not an array")
-    return _pieces(buf, 1, len(buf) - 1)
-
-
-def _fast_trace(parts: dict, pieces: Iterator[bytes]) -> ProfilerTrace:
+def _fast_trace(parts: dict, samples: _Columns | Iterator[bytes]) -> ProfilerTrace:
     limit = MAX_TABLE_ENTRIES
     resources = _STRINGS.decode(parts["resources"])
     frames = _FRAMES.decode(parts["frames"])
@@ -664,22 +691,22 @@ def _fast_trace(parts: dict, pieces: Iterator[bytes]) -> ProfilerTrace:
         raise _Fallback("parentId")
     parent[~has_parent] = NONE
 
-    times, stack, markers = _sample_columns(pieces)
+    if type(samples) is _Columns:
+        times, stack, markers = samples.times, samples.stack, samples.markers
+    else:
+        times, stack, markers = _sample_columns(samples)
     if len(times) > limit:
         raise _Fallback("samples too long")
-    if not np.isfinite(times).all():
-        raise _Fallback("timestamp")
-    has_stack = stack != _ABSENT
-    if ((stack < 0) | (stack >= len(frame)))[has_stack].any():
+    # Absent ids are -1 and the others were checked >= 0: the largest is the one to check.
+    if len(stack) and int(stack.max()) >= len(frame):
         raise _Fallback("stackId")
-    stack[~has_stack] = NONE
     return ProfilerTrace(
         resources,
         out_frames,
         parent.astype(np.int32),
         frame.astype(np.int32),
         times,
-        stack.astype(np.int32),
+        stack,
         markers,
     )
 
@@ -706,7 +733,15 @@ def _sample_columns(
         )
         del items
     if not times:
-        return np.zeros(0), np.zeros(0, np.int64), None
+        return np.zeros(0), np.zeros(0, np.int32), None
+    time = np.concatenate(times)
+    if not np.isfinite(time).all():
+        raise _Fallback("timestamp")
+    stack = np.concatenate(stacks)
+    has_stack = stack != _ABSENT
+    if (stack[has_stack] < 0).any() or (stack > MAX_TABLE_ENTRIES).any():
+        raise _Fallback("stackId")
+    stack[~has_stack] = NONE
     marker = None
     if any(m is not None and (m != NONE).any() for m in markers):
         marker = np.concatenate(
@@ -715,20 +750,18 @@ def _sample_columns(
                 for t, m in zip(times, markers, strict=True)
             ]
         )
-    return np.concatenate(times), np.concatenate(stacks), marker
+    return time, stack.astype(np.int32), marker
 
 
 def _fast_ext(raw: msgspec.Raw) -> Any:
-    """The `jsprof` key (or a further track) with its per-sample line column decoded typed
+    """The `jsprof` key (or a further track) with its per-sample columns decoded typed
     and each further track's trace left raw; everything else decoded as plain JSON for the
     validating checks (it is small)."""
     if bytes(memoryview(raw)[:1]) != b"{":
         return orjson.loads(bytes(raw))  # not an object: the checks will say so
     out: dict[str, Any] = {}
     for key, value in _PARTS.decode(raw).items():
-        if key == "sampleLines" and bytes(memoryview(value)[:1]) == b"[":
-            out[key] = np.array(_INTS.decode(value), np.int64)
-        elif key == "tracks" and bytes(memoryview(value)[:1]) == b"[":
+        if key == "tracks" and bytes(memoryview(value)[:1]) == b"[":
             out[key] = [
                 {k: _RawTrace(v) if k == "trace" else _fast_value(k, v) for k, v in t.items()}
                 for t in _TRACK_PARTS.decode(value)
@@ -739,8 +772,14 @@ def _fast_ext(raw: msgspec.Raw) -> Any:
 
 
 def _fast_value(key: str, raw: msgspec.Raw) -> Any:
-    if key == "sampleLines" and bytes(memoryview(raw)[:1]) == b"[":
-        return np.array(_INTS.decode(raw), np.int64)
+    """A per-sample column as numpy when the C scanner takes its text whole (the checks
+    then need no list); anything else as plain JSON."""
+    view = memoryview(raw)
+    if key in ("sampleLines", "sampleWeights") and bytes(view[:1]) == b"[":
+        ints = key == "sampleLines"
+        got = (_columns.read_ints if ints else _columns.read_floats)(view, 1)
+        if got is not None and got[1] == len(view) - 1:
+            return np.frombuffer(got[0], np.int64 if ints else np.float64)
     return orjson.loads(bytes(raw))
 
 
@@ -748,7 +787,7 @@ def _fast_sub_trace(ctx: _Ctx, value: Any) -> ProfilerTrace:
     if type(value) is not _RawTrace:
         raise _Fallback("track trace")
     parts = _PARTS.decode(value.raw)
-    return _fast_trace(parts, _raw_pieces(parts.get("samples")))
+    return _fast_trace(parts, _raw_columns(parts.get("samples")))
 
 
 # ---- writing ---------------------------------------------------------------------------
@@ -874,7 +913,7 @@ def _trace_json(trace: ProfilerTrace, where: str, tail: bytes) -> bytes:
             head, times, _i32(trace.sample_stack), marker, _MARKER_JSON, tail
         )
     except ValueError as e:
-        field, i = e.args[0]
+        field, i = e.args
         if field == "timestamp":
             raise TraceFormatError(
                 f"cannot write {where}samples[{i}].timestamp: {times[i]} is not a finite "
@@ -895,7 +934,7 @@ def _weights_json(weights: np.ndarray, where: str) -> _Json:
     try:
         return _Json(_columns.write_floats(w))
     except ValueError as e:
-        i = e.args[0][1]
+        i = e.args[1]
         raise TraceFormatError(
             f"cannot write {where}sampleWeights[{i}]: {w[i]} is not a finite number "
             "(JSON has no NaN or Infinity)"
