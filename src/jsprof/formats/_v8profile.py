@@ -30,6 +30,7 @@ import numpy as np
 from .. import trace as model
 from ..errors import ErrorAt
 from ..trace import MARKER_CODE, NO_LINE, NONE, ProfilerTrace, TraceBuilder
+from . import _columns
 from ._json import type_name
 
 PSEUDO_MARKERS: dict[str, str | None] = {
@@ -434,9 +435,9 @@ def _position_lines(err: ErrorAt, ticks: list, idx: np.ndarray, nn: int) -> np.n
 # ---- the typed path: big profiles decoded straight into columns --------------------------
 #
 # Node structs decoded by msgspec and the two big integer arrays (samples, timeDeltas)
-# parsed by numpy from their text, so no Python object is made per sample. It gives up
-# (returns None) on anything unusual; the caller then reads the parsed document, whose
-# checks name the field and index.
+# read by our C scanner (`_columns`) from their text, so no Python object is made per
+# sample. It gives up (returns None) on anything unusual; the caller then reads the parsed
+# document, whose checks name the field and index.
 
 
 class _CallFrame(msgspec.Struct, gc=False):
@@ -474,25 +475,19 @@ class _Wrapped(msgspec.Struct, gc=False):
 
 _PROFILE = msgspec.json.Decoder(_Profile)
 _WRAPPED = msgspec.json.Decoder(_Wrapped)
-_I64 = np.iinfo(np.int64)
 
 
 def _int_text(raw: msgspec.Raw) -> np.ndarray | None:
-    """A JSON array of integers (already checked to be valid JSON) parsed by numpy."""
+    """A JSON array of integers (already checked to be valid JSON) read by the C scanner
+    straight into int64 (no Python int per sample); None for anything else, e.g. a value
+    beyond int64, which is not one V8 writes."""
     view = memoryview(raw)
-    if bytes(view[:1]) != b"[" or bytes(view[-1:]) != b"]":
+    if bytes(view[:1]) != b"[":
         return None
-    body = bytes(view[1:-1])  # the one copy: numpy parses bytes, not a buffer
-    if not body.strip():
-        return np.zeros(0, np.int64)
-    try:
-        arr = np.fromstring(body, dtype=np.int64, sep=",")  # ValueError on any non-integer
-    except ValueError:
+    got = _columns.read_ints(view, 1)
+    if got is None or got[1] != len(view) - 1:
         return None
-    # numpy clamps what overflows int64: such a value is not one V8 writes.
-    if len(arr) and (arr.min() == _I64.min or arr.max() == _I64.max):
-        return None
-    return arr
+    return np.frombuffer(got[0], np.int64)
 
 
 def typed_profile_to_trace(
