@@ -234,7 +234,7 @@ if __name__ == "__main__":
                 "jsprof.formats._columns",
                 sources=["src/jsprof/formats/_columns.c"],
                 extra_compile_args=OWN_CFLAGS,
-                extra_link_args=["-lm"],
+                extra_link_args=["-lpthread", "-lm"],
             ),
         ],
         cmdclass={"build_ext": BuildQuickJS},

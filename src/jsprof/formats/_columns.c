@@ -17,6 +17,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -137,8 +138,14 @@ static int layout_decimal(char *out, const char *digits, int n, int point) {
  * exponents without leading zeros (1e-7, 1e+16) and plain decimals from 1e-5 up. Returns
  * the length, or -1 with a Python error set. */
 static int format_double_slow(char *out, double x) {
+    /* Writer threads run without the GIL; dtoa's allocations need it. */
+    PyGILState_STATE gil = PyGILState_Ensure();
     char *s = PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (s == NULL) return -1;
+    if (s == NULL) {
+        PyErr_Clear(); /* only MemoryError: the caller raises it where it can */
+        PyGILState_Release(gil);
+        return -1;
+    }
     char *p = out;
     const char *q = s;
     if (*q == '-') *p++ = *q++;
@@ -165,6 +172,7 @@ static int format_double_slow(char *out, double x) {
         }
     }
     PyMem_Free(s);
+    PyGILState_Release(gil);
     return (int)(p - out);
 }
 
@@ -234,8 +242,8 @@ static int format_shortest(char *out, double x) {
     return layout_decimal(out, digits, n, point);
 }
 
-/* Format a finite double as orjson does; -1 on a non-finite value (no error set) or on a
- * Python error (set). */
+/* Format a finite double as orjson does; -1 on a non-finite value, -2 when out of memory
+ * (no Python error set either way; callable without the GIL). */
 static int format_double(char *out, double x) {
     if (!isfinite(x)) return -1;
     char *p = out;
@@ -335,19 +343,79 @@ static PyObject *bad_value(const char *field, Py_ssize_t i) {
     return NULL;
 }
 
-/* write_samples(head, times f8, stacks i4, markers i1 | None, names, tail) -> bytes:
- * head + [{"timestamp":t,"stackId":s,"marker":name}, ...] + tail, stackId and marker left
- * out where the column holds -1. names: the markers' JSON strings (bytes), by code. */
+/* One writer thread's share of the samples: [lo, hi) written into buf, which was sized for
+ * the longest possible text, so no thread ever grows a buffer. */
+typedef struct {
+    const double *t;
+    const int32_t *s;
+    const int8_t *mk;
+    const char *const *names;
+    const Py_ssize_t *name_len;
+    Py_ssize_t n_names, lo, hi;
+    char *buf;
+    Py_ssize_t len;
+    Py_ssize_t bad;   /* index of the first refused value, or -1 */
+    int bad_kind;     /* 0 timestamp, 1 marker, 2 out of memory */
+} Share;
+
+#define PUT(p, lit) (memcpy((p), lit, sizeof(lit) - 1), (p) += sizeof(lit) - 1)
+
+static void *write_share(void *arg) {
+    Share *w = arg;
+    char *p = w->buf;
+    for (Py_ssize_t i = w->lo; i < w->hi; i++) {
+        PUT(p, "{\"timestamp\":");
+        int len = format_double(p, w->t[i]);
+        if (len < 0) {
+            w->bad = i;
+            w->bad_kind = len == -1 ? 0 : 2;
+            break;
+        }
+        p += len;
+        if (w->s[i] != -1) {
+            PUT(p, ",\"stackId\":");
+            p += write_i64(p, w->s[i]);
+        }
+        if (w->mk != NULL && w->mk[i] != -1) {
+            int8_t code = w->mk[i];
+            if (code < 0 || code >= w->n_names) {
+                w->bad = i;
+                w->bad_kind = 1;
+                break;
+            }
+            PUT(p, ",\"marker\":");
+            memcpy(p, w->names[code], (size_t)w->name_len[code]);
+            p += w->name_len[code];
+        }
+        PUT(p, "},");
+    }
+    w->len = p - w->buf;
+    return NULL;
+}
+
+#define MAX_THREADS 8
+/* Below this many samples one thread writes them all (a thread costs ~50 us to start). */
+#define SAMPLES_PER_THREAD 100000
+
+/* write_samples(head, times f8, stacks i4, markers i1 | None, names, tail, threads) ->
+ * bytes: head + [{"timestamp":t,"stackId":s,"marker":name}, ...] + tail, stackId and
+ * marker left out where the column holds -1. names: the markers' JSON strings (bytes), by
+ * code. Up to `threads` threads write consecutive shares without the GIL; the first share
+ * goes straight into the result, the others are copied after it. */
 static PyObject *write_samples(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer head, tail, tv, sv, mv = {0};
     PyObject *times, *stacks, *markers, *names;
-    if (!PyArg_ParseTuple(args, "y*OOOO!y*", &head, &times, &stacks, &markers, &PyTuple_Type,
-                          &names, &tail))
+    int threads = 1;
+    if (!PyArg_ParseTuple(args, "y*OOOO!y*|i", &head, &times, &stacks, &markers, &PyTuple_Type,
+                          &names, &tail, &threads))
         return NULL;
     PyObject *result = NULL;
     int have_t = 0, have_s = 0, have_m = 0;
-    Out o = {0};
+    Share share[MAX_THREADS];
+    memset(share, 0, sizeof(share));
+    const char *name_p[128];
+    Py_ssize_t name_len[128];
     if (get_column(times, &tv, 8, "times") < 0) goto done;
     have_t = 1;
     if (get_column(stacks, &sv, 4, "stacks") < 0) goto done;
@@ -363,53 +431,94 @@ static PyObject *write_samples(PyObject *self, PyObject *args) {
     }
     Py_ssize_t n_names = PyTuple_GET_SIZE(names);
     Py_ssize_t name_max = 0;
+    if (n_names > 127) {
+        PyErr_SetString(PyExc_ValueError, "too many marker names");
+        goto done;
+    }
     for (Py_ssize_t j = 0; j < n_names; j++) {
         PyObject *nm = PyTuple_GET_ITEM(names, j);
-        if (!PyBytes_Check(nm)) {
-            PyErr_SetString(PyExc_TypeError, "marker names must be bytes");
+        if (!PyBytes_Check(nm) || PyBytes_GET_SIZE(nm) > 64) {
+            PyErr_SetString(PyExc_TypeError, "marker names must be short bytes");
             goto done;
         }
-        if (PyBytes_GET_SIZE(nm) > name_max) name_max = PyBytes_GET_SIZE(nm);
+        name_p[j] = PyBytes_AS_STRING(nm);
+        name_len[j] = PyBytes_GET_SIZE(nm);
+        if (name_len[j] > name_max) name_max = name_len[j];
     }
-    if (out_init(&o, head.len + tail.len + 2 + n * 36) < 0) goto done;
-    if (out_put(&o, head.buf, head.len) < 0 || out_put(&o, "[", 1) < 0) goto done;
-    const double *t = tv.buf;
-    const int32_t *s = sv.buf;
-    const int8_t *mk = have_m ? mv.buf : NULL;
-    /* the longest sample: {"timestamp":<32>,"stackId":<11>,"marker":<name>}, */
-    Py_ssize_t most = 64 + 32 + 11 + name_max;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (out_reserve(&o, most) < 0) goto done;
-        PUT_LIT(&o, "{\"timestamp\":");
-        int len = format_double(o.p + o.len, t[i]);
-        if (len == -1) {
-            bad_value("timestamp", i);
-            goto done;
-        }
-        if (len < 0) goto done;
-        o.len += len;
-        if (s[i] != -1) {
-            PUT_LIT(&o, ",\"stackId\":");
-            o.len += write_i64(o.p + o.len, s[i]);
-        }
-        if (mk != NULL && mk[i] != -1) {
-            if (mk[i] < 0 || mk[i] >= n_names) {
-                bad_value("marker", i);
-                goto done;
+    /* {"timestamp":<at most 25>,"stackId":<at most 11>,"marker":<name>}, */
+    Py_ssize_t most = 13 + 25 + 11 + 11 + 10 + name_max + 2;
+    if (n > (PY_SSIZE_T_MAX - head.len - tail.len - 2) / most) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (n / SAMPLES_PER_THREAD < threads) threads = (int)(n / SAMPLES_PER_THREAD);
+    if (threads < 1) threads = 1;
+    Py_ssize_t per = n / threads;
+    /* Sized for the longest text: pages past what is written are never touched. */
+    result = PyBytes_FromStringAndSize(NULL, head.len + 1 + n * most + tail.len + 2);
+    if (result == NULL) goto done;
+    char *out = PyBytes_AS_STRING(result);
+    memcpy(out, head.buf, (size_t)head.len);
+    out[head.len] = '[';
+    for (int k = 0; k < threads; k++) {
+        Share *w = &share[k];
+        w->t = tv.buf;
+        w->s = sv.buf;
+        w->mk = have_m ? mv.buf : NULL;
+        w->names = name_p;
+        w->name_len = name_len;
+        w->n_names = n_names;
+        w->lo = k * per;
+        w->hi = k == threads - 1 ? n : (k + 1) * per;
+        w->bad = -1;
+        if (k == 0) {
+            w->buf = out + head.len + 1;
+        } else {
+            w->buf = PyMem_RawMalloc((size_t)((w->hi - w->lo) * most + 1));
+            if (w->buf == NULL) {
+                PyErr_NoMemory();
+                goto fail;
             }
-            PyObject *nm = PyTuple_GET_ITEM(names, mk[i]);
-            PUT_LIT(&o, ",\"marker\":");
-            memcpy(o.p + o.len, PyBytes_AS_STRING(nm), (size_t)PyBytes_GET_SIZE(nm));
-            o.len += PyBytes_GET_SIZE(nm);
         }
-        PUT_LIT(&o, "},");
     }
-    if (n) o.len--; /* the last comma */
-    if (out_put(&o, "]", 1) < 0 || out_put(&o, tail.buf, tail.len) < 0) goto done;
-    result = out_finish(&o);
-    o.bytes = NULL;
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    Py_BEGIN_ALLOW_THREADS;
+    for (int k = 1; k < threads; k++)
+        started[k] = pthread_create(&tid[k], NULL, write_share, &share[k]) == 0;
+    write_share(&share[0]);
+    for (int k = 1; k < threads; k++) {
+        if (started[k])
+            pthread_join(tid[k], NULL);
+        else
+            write_share(&share[k]); /* no thread to be had: write it here */
+    }
+    Py_END_ALLOW_THREADS;
+    for (int k = 0; k < threads; k++) {
+        if (share[k].bad < 0) continue;
+        if (share[k].bad_kind == 2)
+            PyErr_NoMemory();
+        else
+            bad_value(share[k].bad_kind == 0 ? "timestamp" : "marker", share[k].bad);
+        goto fail;
+    }
+    char *p = share[0].buf + share[0].len;
+    for (int k = 1; k < threads; k++) {
+        memcpy(p, share[k].buf, (size_t)share[k].len);
+        p += share[k].len;
+    }
+    if (n) p--; /* the last comma */
+    *p++ = ']';
+    memcpy(p, tail.buf, (size_t)tail.len);
+    p += tail.len;
+    if (_PyBytes_Resize(&result, p - out) < 0) result = NULL;
+    goto done;
+fail:
+    Py_CLEAR(result);
 done:
-    out_drop(&o);
+    for (int k = 1; k < MAX_THREADS; k++) PyMem_RawFree(share[k].buf);
     if (have_t) PyBuffer_Release(&tv);
     if (have_s) PyBuffer_Release(&sv);
     if (have_m) PyBuffer_Release(&mv);
@@ -479,7 +588,10 @@ static PyObject *write_floats(PyObject *self, PyObject *arg) {
             bad_value("value", i);
             goto done;
         }
-        if (len < 0) goto done;
+        if (len < 0) {
+            PyErr_NoMemory();
+            goto done;
+        }
         o.len += len;
         o.p[o.len++] = ',';
     }
