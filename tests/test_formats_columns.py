@@ -321,3 +321,26 @@ def test_files_jsprof_writes_are_read_by_the_c_scanner(monkeypatch: pytest.Monke
     for name in ("trace-basic.json", "trace-idle.json", "trace-builtins.json"):
         path = DATA / "chromium" / name
         assert jsprof_format.read_bytes(path.read_bytes(), name).tracks[0].trace.num_samples
+
+
+def test_writer_threads_write_the_same_bytes_and_report_the_first_bad_sample() -> None:
+    rng = np.random.default_rng(3)
+    n = 450_001  # several shares of SAMPLES_PER_THREAD, the last one longer
+    times = np.cumsum(rng.uniform(0.9, 1.1, n))
+    times[[7, n // 2, n - 1]] = [5e-324, 1e-7, 2.0**60]  # values dtoa writes, in each share
+    stacks = rng.integers(-1, 1000, n).astype(np.int32)
+    markers = rng.integers(-1, 6, n).astype(np.int8)
+    names = jsprof_format._MARKER_JSON
+    one = _columns.write_samples(b"{", times, stacks, markers, names, b"}", 1)
+    for threads in (2, 3, 4, 8):
+        assert _columns.write_samples(b"{", times, stacks, markers, names, b"}", threads) == one
+    doc = orjson.loads(one[1:-1])
+    assert len(doc) == n and doc[n // 2] == {
+        "timestamp": 1e-7, **({"stackId": int(stacks[n // 2])} if stacks[n // 2] >= 0 else {}),
+        **({"marker": jsprof_format.MARKERS[markers[n // 2]]} if markers[n // 2] >= 0 else {}),
+    }
+    broken = times.copy()
+    broken[[n - 5, 300_000]] = [np.nan, np.inf]
+    with pytest.raises(ValueError) as e:
+        _columns.write_samples(b"", broken, stacks, markers, names, b"", 4)
+    assert e.value.args == ("timestamp", 300_000)
