@@ -1,5 +1,7 @@
 """Self/total/tree/lines on traces whose answers follow from how they were built."""
 
+import re
+
 import numpy as np
 import pytest
 
@@ -7,7 +9,7 @@ import jsprof
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.profile import hot_lines, sample_weights, summarize
 from jsprof.errors import UsageError
-from jsprof.trace import Recording, TraceBuilder, Track
+from jsprof.trace import NO_STACK_NAMES, Recording, TraceBuilder, Track
 
 
 def _by_name(summary):
@@ -63,7 +65,7 @@ def test_no_js_samples_are_reported_by_marker_not_dropped():
     rec = Recording.of(_trace(stacks, markers=markers), sample_interval=1.0)
     summ = summarize(rec)
     rows = {r.label: (r.samples, r.ms) for r in summ.no_js}
-    assert rows == {"(no JavaScript: gc)": (2, 2.0), "(no JavaScript)": (1, 1.0)}
+    assert rows == {"(garbage collector)": (2, 2.0), "(idle)": (1, 1.0)}
     js = sum(summ.stats.self_ms)
     assert js + sum(r.ms for r in summ.no_js) == pytest.approx(summ.total_ms)
 
@@ -181,6 +183,27 @@ def test_root_names_agree_between_table_tree_json_and_folded(data, tmp_path):
         assert sum(r["total_ms"] for r in tree) == pytest.approx(table["total_ms"], abs=0.01)
         folded = tmp_path / f"{name}.folded"
         cli("convert", src, str(folded))
-        js_roots = {line.split(";")[0].split(" (")[0] for line in folded.read_text().splitlines()}
-        assert {r for r in roots if not r.startswith("(no JavaScript")} <= js_roots
-    assert "(no JavaScript)" in roots and "(anonymous)" in roots
+        # "root (location);child (location) count": the root's name, location dropped
+        folded_roots = {
+            re.sub(r" \([^()]*\)$", "", line.rsplit(" ", 1)[0].split(";")[0])
+            for line in folded.read_text().splitlines()
+        }
+        assert roots == folded_roots, (roots, folded_roots)
+    assert NO_STACK_NAMES[0] in roots and "(anonymous)" in roots
+
+
+def test_one_name_for_samples_with_no_stack():
+    """Table, tree, flame graph, folded/speedscope/pprof and the dashboard name samples
+    with no stack alike: trace.NO_STACK_NAMES (issue 15)."""
+    from pathlib import Path
+
+    from jsprof.formats._common import PSEUDO_NAMES
+    from jsprof.trace import MARKER_CODE, NONE, no_stack_name
+
+    assert PSEUDO_NAMES is NO_STACK_NAMES
+    assert no_stack_name(NONE) == "(idle)"
+    assert no_stack_name(MARKER_CODE["gc"]) == "(garbage collector)"
+    assert no_stack_name(MARKER_CODE["other"]) == "(program)"
+    dash = (Path(jsprof.__file__).parent / "serve" / "static" / "dashboard.js").read_text()
+    listed = re.search(r"NO_STACK_NAMES = new Set\(\[(.*?)\]\)", dash, re.S).group(1)
+    assert re.findall(r'"([^"]+)"', listed) == list(NO_STACK_NAMES)

@@ -43,8 +43,8 @@ def test_piped_table(tmp_path):
                                 "function", "location"]
     assert all(line == line.rstrip() for line in lines), [ln for ln in lines if ln.endswith(" ")]
     rows = [line.split() for line in lines[2:-1]]
-    # (no JavaScript) has 5 of 10 samples: first, and counted in the footer
-    assert [r[4] for r in rows] == ["(no", "hot", "main"]
+    # (idle), samples with no stack, has 5 of 10 samples: first, and counted in the footer
+    assert [r[4] for r in rows] == ["(idle)", "hot", "main"]
     assert rows[0][:4] == ["50.0", "50.0", "5.0", "5.0"]
     assert rows[1][:4] == ["30.0", "30.0", "3.0", "3.0"] and rows[1][5] == "src/deep/app.js:12:3"
     for r in rows:

@@ -17,6 +17,7 @@ from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store.compact import compact, read_manifest
+from jsprof.trace import NO_STACK_NAMES
 
 
 @pytest.fixture
@@ -89,9 +90,8 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
             per_trace.append(s.stats.self_ms[i])
     assert hot["p50SelfMs"] == pytest.approx(np.percentile(per_trace, 50), abs=2e-3)
     assert hot["p95SelfMs"] == pytest.approx(np.percentile(per_trace, 95), abs=2e-3)
-    idle = [r for r in top["rows"] if r["name"].startswith("(no JavaScript")]
-    assert {r["name"] for r in idle} == {"(no JavaScript: gc)", "(no JavaScript: paint)",
-                                          "(no JavaScript: other)"}
+    idle = [r for r in top["rows"] if r["name"] in NO_STACK_NAMES]
+    assert {r["name"] for r in idle} == {"(garbage collector)", "(paint)", "(program)"}
     assert all(r["resource"] is None and r["traces"] == 12 for r in idle)
 
 

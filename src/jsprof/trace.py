@@ -24,6 +24,21 @@ MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
 MARKER_CODE: dict[str, int] = {m: i for i, m in enumerate(MARKERS)}
 
 NONE = -1  # "no value" in an int column (no parent, no stack, no marker)
+
+# What every output calls the samples with no stack (report's table and tree, the flame
+# graph, fleet queries, and the pseudo frame the stack-list formats write and read back):
+# V8's names for its pseudo nodes, so jsprof says what DevTools and V8's tools say. Index
+# 0: no marker; index m + 1: marker code m (`gc` is `(garbage collector)`, `other` is
+# `(program)`, the others `(marker)`).
+NO_STACK_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
+    {"gc": "(garbage collector)", "other": "(program)"}.get(m, f"({m})") for m in MARKERS
+)
+
+
+def no_stack_name(marker: int) -> str:
+    """The name of samples with no stack and this marker code (NONE: no marker)."""
+    return NO_STACK_NAMES[marker + 1]
+
 # The most samples a reader makes from counts in a file (pprof values, folded counts,
 # PrimJS hitCounts, speedscope weights): ~2 GB of columns. A count beyond it is a broken
 # or hostile file, not a profile; readers say so rather than run out of memory.

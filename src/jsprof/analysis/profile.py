@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace import (
-    MARKERS,
     NO_LINE,
     NONE,
     FunctionKey,
@@ -24,6 +23,7 @@ from ..trace import (
     Recording,
     Track,
     function_keys,
+    no_stack_name,
     sample_weights,
 )
 
@@ -192,7 +192,7 @@ def no_js_rows(tracks: Sequence[Track], weights: Sequence[np.ndarray]) -> list[N
         wn = w[none]
         for code in np.unique(markers).tolist():
             sel = markers == code
-            label = "(no JavaScript)" if code == NONE else f"(no JavaScript: {MARKERS[code]})"
+            label = no_stack_name(code)
             row = counts.setdefault(label, [0, 0.0])
             row[0] += int(sel.sum())
             row[1] += float(wn[sel].sum())

@@ -21,7 +21,7 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import NameKey, ProfileDiff, diff_profiles, match_resource
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
-from ..trace import MARKERS, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
+from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, Track, no_stack_name
 from . import sourcemaps
 from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads, Want
 from .filters import Filters
@@ -145,10 +145,6 @@ def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = N
 # ---- top -------------------------------------------------------------------------------------
 
 
-def _no_js_label(code: int) -> str:
-    return "(no JavaScript)" if code == NONE else f"(no JavaScript: {MARKERS[code]})"
-
-
 _VBITS = 42  # ns of one function's self time in one trace: up to 73 minutes
 
 
@@ -214,7 +210,7 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
     no_js_labels = {r.label: n_keys + i for i, r in enumerate(summary.no_js)}
     idle = fr.frame_id < 0
     for code in np.unique(fr.marker[idle]).tolist():
-        g = no_js_labels.get(_no_js_label(code))
+        g = no_js_labels.get(no_stack_name(code))
         if g is not None:
             gid[idle & (fr.marker == code)] = g
     ok = gid >= 0

@@ -8,6 +8,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..trace import NO_STACK_NAMES
+
 
 def _console() -> Console:
     return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
@@ -34,7 +36,7 @@ def print_top(doc: dict, title: str) -> None:
     t.add_column("function")
     t.add_column("location", overflow="fold")
     for r in doc["rows"]:
-        idle = r["resource"] is None and r["name"].startswith("(no JavaScript")
+        idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
         t.add_row(
             f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]), _ms(r["totalMs"]),
             str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),

@@ -18,12 +18,10 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import TraceFormatError
-from ..trace import MARKERS, NONE, FunctionKey, ProfilerTrace, TraceBuilder, function_keys
+from ..trace import NO_STACK_NAMES, NONE, FunctionKey, ProfilerTrace, TraceBuilder, function_keys
 
-# Index 0: no marker; index m + 1: marker code m.
-PSEUDO_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
-    {"gc": "(garbage collector)", "other": "(program)"}.get(m, f"({m})") for m in MARKERS
-)
+# Index 0: no marker; index m + 1: marker code m. The names every output uses (trace.py).
+PSEUDO_NAMES: tuple[str, ...] = NO_STACK_NAMES
 PSEUDO_INDEX: dict[str, int] = {n: i for i, n in enumerate(PSEUDO_NAMES)}
 
 # A frame as the stack-list formats carry it: the model's one frame identity (plain

@@ -15,6 +15,7 @@ from rich.text import Text
 from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
+from ..trace import NO_STACK_NAMES
 
 
 def _pct(x: float, total: float) -> float:
@@ -136,7 +137,7 @@ def print_summary(
         ]
         if by != "resource":
             cells.append(Text(short_location(r["location"], cwd), style="dim"))
-        style = "italic dim" if r["name"].startswith("(no JavaScript") else None
+        style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
         table.add_row(*cells, style=style)
     print_plain_table(console, title, table)
     n = row_count(summary)

@@ -27,7 +27,7 @@ import orjson
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
-from ..trace import NONE
+from ..trace import NO_STACK_NAMES, NONE
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -36,7 +36,6 @@ PAD = 10  # px left/right
 WIDTH = 1200  # px of the static drawing (the HTML page re-lays out to the window width)
 
 ROOT_FN = -1  # flame node standing for all samples
-NO_JS_FN = -2  # flame node standing for samples with no JavaScript on the stack
 
 _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\uffff]")
 
@@ -71,7 +70,7 @@ def script_json(obj: object) -> str:
 class FlameLayout:
     """Visible frames in depth-first pre-order (children widest first)."""
 
-    node: list[int]  # CallTree node, or ROOT_FN / NO_JS_FN
+    node: list[int]  # CallTree node, or ROOT_FN
     depth: list[int]  # 0 for the root
     x: list[float]  # ms from the left edge
     w: list[float]  # ms (the node's total)
@@ -88,7 +87,6 @@ def layout(tree: CallTree, min_width_px: float = 0.1, width: int = WIDTH) -> Fla
     one vectorised comparison prunes millions of nodes before any Python loop runs.
     """
     total = float(tree.total_time)
-    js_ms = float(tree.total_ms[tree.parent == NONE].sum()) if len(tree.parent) else 0.0
     scale_total = total if total > 0 else 1.0
     min_ms = scale_total * min_width_px / max(width - 2 * PAD, 1)
     keep = np.nonzero((tree.total_ms >= min_ms) & (tree.total_ms > 0))[0]
@@ -119,12 +117,6 @@ def layout(tree: CallTree, min_width_px: float = 0.1, width: int = WIDTH) -> Fla
             pushed.append((k, d + 1, cx))
             cx += float(total_ms[k])
         stack.extend(reversed(pushed))
-    no_js = total - js_ms
-    if no_js >= min_ms and no_js > 1e-9 * scale_total:
-        out.node.append(NO_JS_FN)
-        out.depth.append(1)
-        out.x.append(js_ms)
-        out.w.append(no_js)
     return out
 
 
@@ -243,12 +235,11 @@ def _frames(
         if n == ROOT_FN:
             name, loc, self_ms, samples = "all", "every sample in the profile", 0.0, None
             fill = GREY
-        elif n == NO_JS_FN:
-            name, loc = "(no JavaScript)", "samples with no JavaScript on the stack"
-            self_ms, samples, fill = lay.w[j], None, GREY
         else:
             fn = funcs[int(tree.function[n])]
             name, loc = clean(fn.label()), clean(fn.location())
+            if fn.resource is None and not loc and fn.name in NO_STACK_NAMES:
+                loc = "samples with no JavaScript on the stack"
             self_ms, samples = float(tree.self_ms[n]), int(tree.total_samples[n])
             if change is not None:
                 fill = _diff_fill(float(change.d_self[n]), d_scale)

@@ -58,6 +58,12 @@ function where(r) {
   return s;
 }
 
+// The names of samples with no stack, as every jsprof output names them (jsprof/trace.py
+// NO_STACK_NAMES; a test keeps the two lists equal).
+const NO_STACK_NAMES = new Set([
+  "(idle)", "(script)", "(garbage collector)", "(style)", "(layout)", "(paint)", "(program)",
+]);
+
 async function loadTop() {
   const p = filterParams();
   p.set("top", "30");
@@ -68,7 +74,7 @@ async function loadTop() {
   body.replaceChildren();
   for (const r of doc.rows) {
     const tr = document.createElement("tr");
-    const idle = r.resource === null && r.name.startsWith("(no JavaScript");
+    const idle = r.resource === null && NO_STACK_NAMES.has(r.name);
     if (idle) tr.className = "idle";
     cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
