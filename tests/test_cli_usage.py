@@ -36,6 +36,10 @@ def test_version(capsys):
         (["record", "--interval", "5000", "a.js"], "at most 1000 ms"),
         (["record", "--interval", "-1", "a.js"], "finite number >= 0"),
         (["flame", TRACE, "--color-by", "x"], "invalid choice: 'x'"),
+        # an option the subcommand lacks points to that subcommand's help
+        (["record", "--bogus", "x.js"], "unrecognized arguments: --bogus"),
+        (["report", TRACE, "--bogus"], "unrecognized arguments: --bogus"),
+        (["fleet", "top", "--app", "a", "--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
 def test_argument_errors_are_one_line_with_a_pointer_to_help(argv, what, capsys):
@@ -43,6 +47,8 @@ def test_argument_errors_are_one_line_with_a_pointer_to_help(argv, what, capsys)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and what in err, err
     command = argv[0] if argv and argv[0] in ("report", "record", "flame") else None
+    if argv[:2] == ["fleet", "top"]:
+        command = "fleet top"
     assert err.rstrip().endswith(f"(see: jsprof{' ' + command if command else ''} --help)")
     assert "usage:" not in err
 

@@ -314,3 +314,14 @@ def test_user_mistakes_are_one_line(store, tmp_path, capsys):
         assert err.startswith("jsprof: error:") and "\n" not in err, (argv, err)
     assert not os.path.exists("x.png")
     _ = RES
+
+
+def test_top_table_has_no_trailing_spaces_and_counts_in_words(store, capsys):
+    # One upload of release 1.0: "1 trace", not "1 traces"; no line ends in a space.
+    _fill(store, n_per_release=1, samples=200)
+    assert main(["fleet", "top", "--store", str(store.path), "--app", "shop",
+                 "--release", "1.0"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines and all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln[-1:] == " "]
+    assert lines[-1].startswith("1 trace, 200 samples, "), lines[-1]
+    assert lines[1].split()[:4] == ["self", "%", "total", "%"]

@@ -244,7 +244,7 @@ def test_a_truncated_binary_trace_names_the_file_and_what_is_wrong(fmt, name, tm
     whole = FORMATS[fmt].write(rec)
     path = tmp_path / name
     path.write_bytes(whole[: len(whole) * 2 // 3])
-    assert main(["report", str(path)]) == 1
+    assert main(["report", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and f"{path}: " in err, err
     assert "truncated" in err and "not a trace format" not in err, err

@@ -152,7 +152,7 @@ def test_bad_map_is_one_line(tmp_path):
         capture_output=True,
         text=True,
     )
-    assert p.returncode == 1 and "no such file or directory" in p.stderr
+    assert p.returncode == 2 and "no such file or directory" in p.stderr
     assert "Traceback" not in p.stderr
 
 

@@ -338,14 +338,23 @@ def test_input_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
 def test_not_a_trace(tmp_path, capsys, content, message):
     path = tmp_path / "x.json"
     path.write_bytes(content)
-    assert main(["report", str(path)]) == 1
+    assert main(["report", str(path)]) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+    # validate answers "not a valid trace" with 1
+    assert main(["validate", str(path)]) == 1
+    assert message in capsys.readouterr().err
 
 
-def test_missing_file(tmp_path, capsys):
-    assert main(["report", str(tmp_path / "nope.json")]) == 1
-    assert "nope.json: no such file" in capsys.readouterr().err
+@pytest.mark.parametrize("command", ["report", "flame", "convert", "diff", "validate"])
+def test_missing_or_unreadable_input_exits_2_in_one_line(tmp_path, capsys, command):
+    nope = str(tmp_path / "nope.json")
+    extra = {"convert": [str(tmp_path / "o.folded")], "diff": [nope]}.get(command, [])
+    assert main([command, nope, *extra]) == 2
+    err = capsys.readouterr().err
+    assert err == f"jsprof: error: {nope}: no such file\n", err
+    assert main([command, str(tmp_path), *extra]) == 2
+    assert "is a directory" in capsys.readouterr().err
 
 
 def test_save_plain_trace_wraps_it_as_one_track(tmp_path):

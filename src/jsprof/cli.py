@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 
 from .argtypes import positive_int
-from .errors import JSError, JsprofError, UsageError
+from .errors import JSError, JsprofError, TraceFormatError, UsageError
 
 # Start-up is what users of short scripts feel: `jsprof --help` must not pay for numpy, rich,
 # the formats or the engines, so every command imports what it uses when it runs.
@@ -32,10 +32,6 @@ def _console() -> Console:
     from .render.summary import stdout_console
 
     return stdout_console()
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def _print_json(obj: object) -> None:
@@ -189,7 +185,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
     from . import io
     from .render.summary import validate_lines
 
-    for line in validate_lines(io.load(args.trace), args.trace):
+    try:
+        rec = io.load(args.trace)
+    except TraceFormatError as e:
+        # The answer is "not a valid trace" (exit 1); a missing file is an error (2).
+        print(f"jsprof: error: {e}", file=sys.stderr)
+        return 1
+    for line in validate_lines(rec, args.trace):
         print(line)
     return 0
 
@@ -217,6 +219,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from . import io
     from .formats import writer_for
     from .trace import Recording
+    from .words import plural
 
     # A bad output fails before a long read.
     if args.output != "-":
@@ -230,8 +233,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
         io.save(rec, args.output, format=args.format)
     if args.output != "-":
         print(
-            f"wrote {args.output} ({_plural(rec.num_samples, 'sample')}, "
-            f"{_plural(len(rec.tracks), 'track')})",
+            f"wrote {args.output} ({plural(rec.num_samples, 'sample')}, "
+            f"{plural(len(rec.tracks), 'track')})",
             file=sys.stderr,
         )
     if fmt.name not in WEIGHTED_FORMATS and any(
@@ -275,6 +278,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
     from . import io
     from .analysis.calltree import build_call_tree
     from .render.flame import render_flame
+    from .words import plural
 
     out = args.output
     if out is None:
@@ -295,7 +299,8 @@ def cmd_flame(args: argparse.Namespace) -> int:
         tree,
         fmt,
         title=os.path.basename(args.trace),
-        subtitle=f"{tree.total_time:.1f} ms · {samples} samples · {_title(rec, args.track)}",
+        subtitle=f"{tree.total_time:.1f} ms · {plural(samples, 'sample')} · "
+        f"{_title(rec, args.track)}",
         icicle=args.icicle,
         color_by=args.color_by,
     )
@@ -821,7 +826,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "each checkout's root, to compare profiles made in two places; repeatable",
     )
     _add_filter_args(df)
-    df.set_defaults(func=cmd_diff, error_exit=2)
+    df.set_defaults(func=cmd_diff)
 
     rc = sub.add_parser(
         "record",
@@ -888,8 +893,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "script", nargs="?", help="the .js or .mjs script to run (chromium: also .html or a URL)"
     )
     rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    # jsprof's own errors exit 2: 1 and up belong to the script (its own status).
-    rc.set_defaults(func=cmd_record, error_exit=2)
+    rc.set_defaults(func=cmd_record)
 
     rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
     rn.add_argument(
@@ -903,7 +907,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     rn.add_argument("--node-arg", **_NODE_ARG)
     rn.add_argument("script", help=_SCRIPT_HELP)
     rn.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    rn.set_defaults(func=cmd_run, error_exit=2)
+    rn.set_defaults(func=cmd_run)
 
     ins = sub.add_parser(
         "instrument", help="run a script with classes' methods wrapped: exact calls and times"
@@ -920,7 +924,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     _add_top_args(ins, "default all")
     ins.add_argument("script", help=_SCRIPT_HELP)
     ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
-    ins.set_defaults(func=cmd_instrument, error_exit=2)
+    ins.set_defaults(func=cmd_instrument)
 
     # Commands that parse their own options in their own package. Their parsers are built
     # only when that command runs (or for the full parser): `jsprof --help` and every other
@@ -941,12 +945,29 @@ def _command_word(argv: Sequence[str]) -> str | None:
     return next((a for a in argv if not a.startswith("-")), None)
 
 
+def _innermost_parser(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> argparse.ArgumentParser:
+    """The parser of the (sub)subcommand that ran (`jsprof fleet top`'s for that one)."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if name is None or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_word(argv))
-    args = parser.parse_args(argv)
-    # diff is a CI gate: 1 means "a rule broke", so its own errors must not look like that.
-    error_exit = getattr(args, "error_exit", 1)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        # An option the subcommand does not know: point to that subcommand's help.
+        _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    # The exit-code rule: 2 for every error of jsprof's (a wrong option, a missing,
+    # unreadable or broken input, an engine that would not run); 1 is an answer ("a
+    # --fail-if rule broke", "this file is not a valid trace") or the script's own error;
+    # record/run/instrument otherwise exit with the script's status.
     try:
         return int(args.func(args) or 0)
     except JSError as e:  # the profiled program's error: its JS stack helps, ours would not
@@ -954,7 +975,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except JsprofError as e:
         print(f"jsprof: error: {e}", file=sys.stderr)
-        return 2 if isinstance(e, UsageError) else error_exit
+        return 2
     except KeyboardInterrupt:
         print("jsprof: interrupted", file=sys.stderr)
         return 130

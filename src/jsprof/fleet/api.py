@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JsprofError, UsageError
+from ..words import plural
 from .engine import DaskEngine, DuckEngine, Snapshot, open_engine
 from .filters import Filters
 
@@ -97,7 +98,8 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     tree = query.fold_tree(tree, max_nodes)
     return render_flame(
         tree, fmt, title=title or f"{f.app} · {describe(f)}",
-        subtitle=f"{tree.total_time:.1f} ms · {sel.samples} samples · {sel.traces} traces",
+        subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
+        f"{plural(sel.traces, 'trace')}",
         icicle=icicle, color_by=color_by,
     )
 

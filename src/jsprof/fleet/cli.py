@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from ..argtypes import nonneg_int, positive_int
+from ..words import plural
 
 DEFAULT_STORE = "./jsprof-store"
 
@@ -162,7 +163,7 @@ def _session(args: argparse.Namespace, status: Any = None) -> Any:
     def progress(stats: Any) -> None:
         if status is not None and stats.uploads % 50 == 1:
             status.update(f"compacting new uploads: {stats.uploads:,} "
-                          f"({stats.samples:,} samples) ...")
+                          f"({plural(stats.samples, 'sample')}) ...")
 
     return api.session(store, args.engine, args.scheduler, args.local_workers,
                        progress=progress)
@@ -290,7 +291,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UsageError(f"fleet export: no uploads match {api.describe(f)}")
     io.save(rec, args.output, format=args.format)
     if args.output != "-":
-        print(f"wrote {args.output} ({len(rec.tracks)} release(s))", file=sys.stderr)
+        print(f"wrote {args.output} ({plural(len(rec.tracks), 'release')})", file=sys.stderr)
     return 0
 
 

@@ -22,6 +22,7 @@ from ..analysis.diff import NameKey, ProfileDiff, diff_profiles, match_resource
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
 from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, Track, no_stack_name
+from ..words import plural
 from . import sourcemaps
 from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads, Want
 from .filters import Filters
@@ -330,8 +331,9 @@ MIN_SAMPLES = 1000
 def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int) -> None:
     if sel.traces < min_traces or sel.samples < min_samples:
         raise UsageError(
-            f"fleet diff: {side} matches {sel.traces} traces and {sel.samples:,} samples; each "
-            f"side needs at least {min_traces} traces and {min_samples:,} samples (widen the "
+            f"fleet diff: {side} matches {plural(sel.traces, 'trace')} and "
+            f"{plural(sel.samples, 'sample')}; each side needs at least "
+            f"{plural(min_traces, 'trace')} and {plural(min_samples, 'sample')} (widen the "
             "filters, wait for more uploads, or lower --min-traces/--min-samples)"
         )
 

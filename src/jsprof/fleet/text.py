@@ -8,7 +8,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ..render.console import print_plain_table
 from ..trace import NO_STACK_NAMES
+from ..words import plural
 
 
 def _console() -> Console:
@@ -30,7 +32,7 @@ def _ms(v: float | None) -> str:
 
 def print_top(doc: dict, title: str) -> None:
     c = _console()
-    t = Table(title=title, title_justify="left", box=None, header_style="bold")
+    t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("self %", "total %", "self ms", "total ms", "traces", "p50 self", "p95 self"):
         t.add_column(col, justify="right")
     t.add_column("function")
@@ -43,8 +45,9 @@ def print_top(doc: dict, title: str) -> None:
             Text(r["name"] or "(anonymous)"), Text("" if idle else _loc(r), style="dim"),
             style="italic dim" if idle else None,
         )
-    c.print(t)
-    c.print(f"[dim]{doc['traces']} traces, {doc['samples']} samples, {doc['totalMs']:.1f} ms[/dim]")
+    print_plain_table(c, title, t)
+    c.print(f"[dim]{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
+            f"{doc['totalMs']:.1f} ms[/dim]")
 
 
 def _pp(v: float | None) -> Text:
@@ -60,10 +63,11 @@ def _ci(iv: list | None) -> str:
 
 def print_diff(doc: dict) -> None:
     c = _console()
-    title = (f"{doc['new']['filters']} ({doc['new']['traces']} traces) vs "
-             f"{doc['base']['filters']} ({doc['base']['traces']} traces): change in share of "
+    new, base = doc["new"], doc["base"]
+    title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
+             f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
              "all time, percentage points, with 95% intervals from resampling traces")
-    t = Table(title=title, title_justify="left", box=None, header_style="bold")
+    t = Table(box=None, header_style="bold", pad_edge=False)
     for col in ("Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %", "total %"):
         t.add_column(col, justify="right")
     t.add_column("function")
@@ -79,6 +83,6 @@ def print_diff(doc: dict) -> None:
             f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
             name, Text(r["resource"] or "(unknown)", style="dim"),
         )
-    c.print(t)
-    c.print(f"[dim]showing {len(doc['rows'])} of {doc['functions']} functions, largest change "
-            "first[/dim]")
+    print_plain_table(c, title, t)
+    c.print(f"[dim]showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
+            "largest change first[/dim]")

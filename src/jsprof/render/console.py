@@ -16,6 +16,7 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
 from ..trace import NO_STACK_NAMES
+from ..words import plural
 
 
 def _pct(x: float, total: float) -> float:
@@ -142,7 +143,7 @@ def print_summary(
     print_plain_table(console, title, table)
     n = row_count(summary)
     hint = "" if len(rows) == n else " (--all shows every row)"
-    samples = "1 sample" if summary.total_samples == 1 else f"{summary.total_samples} samples"
+    samples = plural(summary.total_samples, "sample")
     console.print(
         f"[dim]{samples}, {summary.total_ms:.1f} ms; showing {len(rows)} of {n} "
         f"{escape(by)} rows{hint}[/dim]"
@@ -275,6 +276,6 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
     print_plain_table(console, title, table)
     console.print(
         f"[dim]shares of all time: base {diff.base_total_ms:.1f} ms, new "
-        f"{diff.new_total_ms:.1f} ms; showing {len(rows)} of {len(diff.rows)} functions, "
+        f"{diff.new_total_ms:.1f} ms; showing {len(rows)} of {plural(len(diff.rows), 'function')}, "
         "largest change first[/dim]"
     )

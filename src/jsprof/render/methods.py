@@ -13,6 +13,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from ..words import plural
+
 
 def _ms(x: float) -> str:
     return f"{x:.3f}"
@@ -64,7 +66,8 @@ def print_methods(
         return
     console.print(t)
     if len(shown) < len(ordered):
-        console.print(f"... {len(ordered) - len(shown)} more rows (--all shows them)", markup=False)
+        more = plural(len(ordered) - len(shown), "more row")
+        console.print(f"... {more} (--all shows them)", markup=False)
     s = Table(title="per class", title_justify="left", show_edge=False, pad_edge=False)
     s.add_column("class")
     for name in ("methods", "calls", "self ms"):

@@ -10,6 +10,8 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from ..words import plural
+
 # rich is imported by the functions that print with it: `jsprof record` imports this
 # module (StatusLine) before it starts Node, and rich only later, in another thread.
 if TYPE_CHECKING:
@@ -57,10 +59,6 @@ def meta_get(meta: dict, key: str, default: object = None) -> object:
         return meta[key]
     snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
     return meta.get(snake, default)
-
-
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
 
 
 def validate_lines(rec: Recording, source: str) -> list[str]:

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..argtypes import positive_int
 from ..errors import UsageError
+from ..words import plural
 from .config import (
     Limits,
     ServeConfig,
@@ -165,7 +166,7 @@ def main_prune(args: argparse.Namespace) -> int:
         res = store.prune(time.time() * 1000 - age * 1000, app=args.app)
     finally:
         store.close()
-    print(f"jsprof serve prune: removed {res.removed} uploads, kept {res.kept}")
+    print(f"jsprof serve prune: removed {plural(res.removed, 'upload')}, kept {res.kept}")
     if res.busy:
         print(
             f"jsprof serve prune: {len(res.busy)} open segment(s) of running collectors were "
