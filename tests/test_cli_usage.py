@@ -3,6 +3,9 @@ explained, and options that would be silently ignored refused with one line."""
 
 import argparse
 import re
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -35,6 +38,7 @@ def test_version(capsys):
         (["report"], "required: trace"),
         (["record", "--interval", "5000", "a.js"], "at most 1000 ms"),
         (["record", "--interval", "-1", "a.js"], "finite number >= 0"),
+        (["record", "--duration", "0", "a.js"], "must be more than 0"),
         (["flame", TRACE, "--color-by", "x"], "invalid choice: 'x'"),
         # an option the subcommand lacks points to that subcommand's help
         (["record", "--bogus", "x.js"], "unrecognized arguments: --bogus"),
@@ -130,3 +134,36 @@ def test_a_tree_pruned_to_nothing_says_so(capsys):
     assert main(["report", TRACE, "--tree", "--threshold", "200"]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "nothing is left above --threshold 200" in err
+
+
+def test_convert_refuses_to_write_over_its_input(tmp_path, capsys):
+    src = tmp_path / "t.json"
+    shutil.copy(TRACE, src)
+    before = src.read_bytes()
+    assert main(["convert", str(src), str(tmp_path / "." / "t.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is the input file" in err, err
+    assert src.read_bytes() == before
+
+
+def test_jsprof_options_after_the_script_are_the_scripts_and_a_note_says_so(tmp_path):
+    # Everything after the script is the script's (as with node); --no-profiling there
+    # never reaches jsprof, so a note says where it went (-o is not run's: no note). The
+    # script sees them in its arguments.
+    app = tmp_path / "app.js"
+    app.write_text("console.log(JSON.stringify(scriptArgs.slice(1)));\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "run", str(app), "--no-profiling", "-o", "x"],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '["--no-profiling","-o","x"]'
+    assert p.stderr == (
+        f"jsprof: note: --no-profiling after the script goes to the script; put jsprof run's "
+        f"own options before {app}\n"
+    )
+    quiet = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "run", str(app), "--keep"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert quiet.returncode == 0 and quiet.stderr == ""

@@ -215,6 +215,13 @@ def _progress(what: str, path: str) -> Any:
 WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof"})
 
 
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return a != "-" and os.path.samefile(a, b)
+    except OSError:  # either does not exist (yet)
+        return False
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from . import io
     from .formats import writer_for
@@ -224,6 +231,10 @@ def cmd_convert(args: argparse.Namespace) -> int:
     # A bad output fails before a long read.
     if args.output != "-":
         io.check_output(args.output)
+        if _same_file(args.input, args.output):
+            raise UsageError(
+                f"{args.output}: is the input file; write the conversion to another name"
+            )
     fmt = writer_for(args.output, args.format)
     with _progress("reading", args.input):
         rec = _load(args.input, args)
@@ -661,6 +672,13 @@ def _nonneg_float(s: str) -> float:
     return v
 
 
+def _positive_float(s: str) -> float:
+    v = _nonneg_float(s)
+    if v == 0:
+        raise argparse.ArgumentTypeError("must be more than 0 (leave the option out for no limit)")
+    return v
+
+
 def _interval(s: str) -> float:
     v = _nonneg_float(s)
     if v > MAX_INTERVAL_MS:
@@ -867,7 +885,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     rc.add_argument("--pid", type=positive_int, help="attach to a running Node process")
     rc.add_argument(
         "--duration",
-        type=_nonneg_float,
+        type=_positive_float,
         metavar="S",
         help="seconds to record at most, then end the script (or detach from --pid/--cdp) "
         "and keep the trace; exits 0 (default: until the script ends or Ctrl-C; chromium: "
@@ -957,6 +975,24 @@ def _innermost_parser(
         parser = subs[0].choices[name]
 
 
+def _note_options_after_the_script(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> None:
+    """`jsprof record app.js -o out.json`: everything after the script is the script's,
+    so -o never reaches jsprof. Say so, once, rather than leave the user to wonder."""
+    ours = [
+        a for a in getattr(args, "args", None) or []
+        if a.startswith("-") and a.split("=", 1)[0] in parser._option_string_actions
+        and a not in ("-h", "--help")
+    ]
+    if ours and getattr(args, "script", None):
+        print(
+            f"jsprof: note: {' '.join(ours)} after the script goes to the script; put "
+            f"{parser.prog}'s own options before {args.script}",
+            file=sys.stderr,
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(_command_word(argv))
@@ -964,6 +1000,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         # An option the subcommand does not know: point to that subcommand's help.
         _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
+    _note_options_after_the_script(_innermost_parser(parser, args), args)
     # The exit-code rule: 2 for every error of jsprof's (a wrong option, a missing,
     # unreadable or broken input, an engine that would not run); 1 is an answer ("a
     # --fail-if rule broke", "this file is not a valid trace") or the script's own error;
