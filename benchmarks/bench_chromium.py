@@ -28,23 +28,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from _common import CLOCK_TICK, WORKLOAD_FUNCTIONS, median_ratio, proc_stat, rotated
 from jsprof.engines.chromium import Browser, record_chromium, run_chromium
 from jsprof.engines.chromium.serve import serve_target
 
-WORKLOAD = r"""
-function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-function strings(n) {
-  let s = ''; for (let i = 0; i < n; i++) s += String.fromCharCode(97 + i % 26); return s.length;
-}
-function objects(n) {
-  const a = []; for (let i = 0; i < n; i++) a.push({ k: i % 97, v: 'x' + i });
-  a.sort((x, y) => x.k - y.k || (x.v < y.v ? -1 : 1)); return a.length;
-}
-function json(n) {
-  const o = []; for (let i = 0; i < n; i++) o.push({ i, s: 'v' + i, a: [i, i + 1] });
-  return JSON.parse(JSON.stringify(o)).length;
-}
-const t0 = performance.now();
+WORKLOAD = WORKLOAD_FUNCTIONS + r"""const t0 = performance.now();
 let r = 0;
 for (let k = 0; k < ROUNDS; k++) { r += fib(24) + strings(2e4) + objects(2e4) + json(1e4); }
 console.log('elapsed', (performance.now() - t0).toFixed(3), r);
@@ -56,19 +44,12 @@ def group_cpu(pgid: int) -> float:
     """User+sys seconds of a process group (the browser's): its live processes plus the
     children they reaped (a closed tab's renderer is reaped by Chromium's zygote, so its
     time moves into the zygote's cutime/cstime instead of vanishing)."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0
     for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[2]) == pgid:
+        fields = proc_stat(d) if d.isdigit() else None
+        if fields is not None and int(fields[2]) == pgid:
             total += sum(int(x) for x in fields[11:15])
-    return total / tick
+    return total / CLOCK_TICK
 
 
 def elapsed_of(out: str) -> float:
@@ -120,8 +101,7 @@ def main() -> int:
             pgid = browser.proc.pid
             run_chromium(page, allow_profiling=False, browser=browser, stdout=io.StringIO())
             for r in range(a.rounds):
-                order = conds[r % len(conds) :] + conds[: r % len(conds)]
-                for c in order:
+                for c in rotated(conds, r):
                     c0 = group_cpu(pgid) + time.process_time()
                     if c == "unprofiled":
                         buf = io.StringIO()
@@ -145,13 +125,13 @@ def main() -> int:
         f"{'CPU/unprof':>11} {'wall/cdp':>9} {'CPU/cdp':>8}"
     )
     for c in conds:
-        rw = med(w / b for w, b in zip(wall[c], wall["unprofiled"], strict=True))
-        rc = med(x / b for x, b in zip(cpu[c], cpu["unprofiled"], strict=True))
+        rw = median_ratio(wall[c], wall["unprofiled"])
+        rc = median_ratio(cpu[c], cpu["unprofiled"])
         vs = ""
         if c.startswith("jsprof"):
             base = "cdp " + c.split()[1]
-            vw = med(w / b for w, b in zip(wall[c], wall[base], strict=True))
-            vc = med(x / b for x, b in zip(cpu[c], cpu[base], strict=True))
+            vw = median_ratio(wall[c], wall[base])
+            vc = median_ratio(cpu[c], cpu[base])
             vs = f"{vw:9.3f} {vc:8.3f}"
         print(f"{c:<12} {med(wall[c]):17.1f} {med(cpu[c]):10.2f} {rw:12.3f} {rc:11.3f} {vs}")
     return 0

@@ -13,25 +13,14 @@ machines are shared and only ratios taken in one run compare.
 from __future__ import annotations
 
 import argparse
-import gc
 import gzip
-import time
 
 import orjson
 
+from _common import best_of
 from bench_trace import synthetic
 from jsprof.errors import JsprofError
 from jsprof.formats import FORMATS, read_any
-
-
-def timed(fn, repeat: int) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
 
 
 def main() -> None:
@@ -54,8 +43,8 @@ def main() -> None:
     # Baseline and read interleaved, best of --repeat each: noise hits both alike.
     base = t = float("inf")
     for _ in range(a.repeat):
-        base = min(base, timed(lambda: orjson.loads(data), 1))
-        t = min(t, timed(lambda: read_any(data, "bench.cpuprofile"), 1))
+        base = min(base, best_of(lambda: orjson.loads(data), 1))
+        t = min(t, best_of(lambda: read_any(data, "bench.cpuprofile"), 1))
     print(f"{'orjson.loads (baseline)':32} {base:7.2f} s   1.00x")
     rec = read_any(data, "bench.cpuprofile")
     print(f"{'read .cpuprofile':32} {t:7.2f} s  {t / base:5.2f}x   (goal <= 1.0)")
@@ -63,13 +52,13 @@ def main() -> None:
         if fmt.write is None or (only is not None and name not in only):
             continue
         out = fmt.write(rec)
-        t = timed(lambda fmt=fmt: fmt.write(rec), a.repeat)
+        t = best_of(lambda fmt=fmt: fmt.write(rec), a.repeat)
         line = f"{'write ' + name:32} {t:7.2f} s  {t / base:5.2f}x  {len(out) / 1e6:8.1f} MB"
         if fmt.read is not None:
             raw = gzip.decompress(out) if out[:2] == b"\x1f\x8b" else out
             del out
             try:
-                r = timed(lambda raw=raw: read_any(raw, "again"), a.repeat)
+                r = best_of(lambda raw=raw: read_any(raw, "again"), a.repeat)
                 line += f"   read back {r:6.2f} s  {r / base:5.2f}x"
             except (MemoryError, JsprofError) as e:
                 # speedscope repeats each sample's whole stack: a deep 8M-sample file

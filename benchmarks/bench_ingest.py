@@ -32,6 +32,8 @@ from pathlib import Path
 
 import orjson
 
+from _common import CLOCK_TICK, proc_stat
+
 CLIENTS = 16
 CLIENT_PROCS = 2
 JSPROF = Path(sys.executable).parent / "jsprof"
@@ -192,14 +194,10 @@ def _client_proc(
 def _proc_cpu(pid: int) -> float:
     """CPU seconds (user+sys) of a process and its children that have been waited for,
     plus its live children (the workers)."""
-    tick = os.sysconf("SC_CLK_TCK")
 
     def one(p: int) -> float:
-        try:
-            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            return 0.0
-        return (int(fields[11]) + int(fields[12])) / tick
+        fields = proc_stat(p)
+        return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICK
 
     total = one(pid)
     try:

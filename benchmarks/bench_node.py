@@ -29,26 +29,13 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-WORKLOAD = r"""
-function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }
-function strings(n) {
-  let s = ''; for (let i = 0; i < n; i++) s += String.fromCharCode(97 + i % 26); return s.length;
-}
-function objects(n) {
-  const a = []; for (let i = 0; i < n; i++) a.push({ k: i % 97, v: 'x' + i });
-  a.sort((x, y) => x.k - y.k || (x.v < y.v ? -1 : 1)); return a.length;
-}
-function json(n) {
-  const o = []; for (let i = 0; i < n; i++) o.push({ i, s: 'v' + i, a: [i, i + 1] });
-  return JSON.parse(JSON.stringify(o)).length;
-}
-class Vec {
+from _common import WORKLOAD_FUNCTIONS, median_ratio, rotated, run_wall_cpu
+
+WORKLOAD = WORKLOAD_FUNCTIONS + r"""class Vec {
   constructor(x, y) { this.x = x; this.y = y; }
   add(o) { return new Vec(this.x + o.x, this.y + o.y); }
 }
@@ -82,14 +69,7 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
 def run(cmd: list[str]) -> tuple[float, float]:
-    t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    _, status, ru = os.wait4(p.pid, 0)
-    wall = time.perf_counter() - t0
-    p.returncode = os.waitstatus_to_exitcode(status)
-    if p.returncode != 0:
-        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}")
-    return wall, ru.ru_utime + ru.ru_stime
+    return run_wall_cpu(cmd, env=ENV)
 
 
 def samples_in(path: Path) -> int:
@@ -152,8 +132,7 @@ def main() -> None:
         if not n.startswith("cpu-prof"):
             run(conds[n])
     for r in range(a.pairs):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for n in order:
+        for n in rotated(names, r):
             res[n].append(run(conds[n]))
             if n in outs:
                 nsamples[n].append(samples_in(outs[n]))
@@ -192,9 +171,7 @@ def main() -> None:
               "V8 spaces 0.1 ms requests ~0.15-0.2 ms apart)")  # fmt: skip
     for n0 in ("jsprof empty", "before empty"):
         if n0 in res:
-            ratio = statistics.median(
-                x[0] / y[0] for x, y in zip(res[n0], res["cpu-prof empty"], strict=True)
-            )
+            ratio = median_ratio((x[0] for x in res[n0]), (y[0] for y in res["cpu-prof empty"]))
             print(f"start-up: {n0} / cpu-prof empty (wall) = {ratio:.2f}x")
 
 

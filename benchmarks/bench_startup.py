@@ -25,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+from _common import median_ratio, rotated
+
 PY = sys.executable
 JSPROF = str(Path(sys.executable).parent / "jsprof")
 
@@ -79,16 +81,14 @@ def main() -> None:
     for n in names:  # warm the page cache and write the .pyc files first
         wall(CONDITIONS[n])
     for r in range(a.rounds):
-        order = names[r % len(names) :] + names[: r % len(names)]
-        for n in order:
+        for n in rotated(names, r):
             times[n].append(wall(CONDITIONS[n]))
     print(f"{a.rounds} rounds, medians; ratio = median of per-round ratios to {BASE!r}")
     print(f"{'condition':24} {'wall ms':>9} {'ratio':>7}")
     for n in names:
-        ratios = [t / b for t, b in zip(times[n], times[BASE], strict=True)]
         print(
             f"{n:24} {statistics.median(times[n]) * 1000:9.1f} "
-            f"{statistics.median(ratios):7.2f}"
+            f"{median_ratio(times[n], times[BASE]):7.2f}"
         )
     cli_ms, top = importtime(["--help"])
     print(f"\npython -X importtime jsprof --help: jsprof.cli cumulative {cli_ms:.1f} ms")

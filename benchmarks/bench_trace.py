@@ -21,17 +21,16 @@ Then the self/total analysis throughput in samples per second (first variant).
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import subprocess
 import sys
 import tempfile
-import time
 
 import numpy as np
 import orjson
 
 import jsprof
+from _common import best_of, timed
 from jsprof import tracefile
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.profile import summarize
@@ -73,13 +72,6 @@ def synthetic(
         marker = np.where(stack >= 0, 0, rng.choice([1, 5, -1], n_samples)).astype(np.int8)
     trace = ProfilerTrace(resources, frames, parent, frame, times, stack, marker)
     return Recording.of(trace, sample_interval=1.0)
-
-
-def timed(fn) -> float:
-    gc.collect()
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 _PEAK_CHILD = """
@@ -173,9 +165,9 @@ def main() -> None:
             if first is None:
                 first = rec
     assert first is not None
-    t = min(timed(lambda: summarize(first)) for _ in range(a.repeat))
+    t = best_of(lambda: summarize(first), a.repeat)
     print(f"self/total summary  {t:7.3f} s  {a.samples / t / 1e6:6.1f} M samples/s (goal >= 10)")
-    t = min(timed(lambda: build_call_tree(first)) for _ in range(a.repeat))
+    t = best_of(lambda: build_call_tree(first), a.repeat)
     print(f"call tree           {t:7.3f} s  {a.samples / t / 1e6:6.1f} M samples/s")
 
 
