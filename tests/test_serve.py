@@ -423,9 +423,9 @@ def test_prune_cli(tmp_path: Path) -> None:
     st.close()
     run = [str(JSPROF), "serve", "prune", "--store", str(tmp_path / "st"), "--older-than"]
     r = subprocess.run([*run, "30d", "--app", "a"], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and "removed 1 uploads" in r.stdout, r.stderr
+    assert r.returncode == 0 and "removed 1 upload," in r.stdout, r.stderr
     r = subprocess.run([*run, "30d"], capture_output=True, text=True, timeout=60)
-    assert "removed 1 uploads, kept 1" in r.stdout
+    assert "removed 1 upload, kept 1" in r.stdout
     st = Store(tmp_path / "st")
     assert [u for _, u, _, _ in st.iter_uploads()] == ["new-a"]
     r = subprocess.run([*run, "soon"], capture_output=True, text=True, timeout=60)
