@@ -335,3 +335,18 @@ def test_instrument_trace_opens_in_report_and_flame_with_spans_as_time(tmp_path)
     f = _run([*JSPROF, "flame", str(spans_out), "-o", str(flame)])
     assert f.returncode == 0, f.stderr
     assert "MathBox.fib" in flame.read_text()
+
+
+def test_report_tables_are_plain_with_titles_on_their_own_line():
+    # As `report` prints: no borders, no line ending in spaces, each title on its own line.
+    r = _run([*JSPROF, "instrument", "--watch", "*", str(DATA / "api.js")])
+    assert r.returncode == 0, r.stderr
+    lines = r.stderr.splitlines()
+    assert all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln[-1:] == " "]
+    head = lines.index(f"{DATA / 'api.js'} · quickjs · watching *")
+    assert lines[head + 1].split() == [
+        "Class.method", "kind", "calls", "self", "ms", "total", "ms", "mean", "ms", "max", "ms"
+    ]
+    per_class = lines[lines.index("per class") + 1].split()
+    assert per_class == ["class", "methods", "calls", "self", "ms"]
+    assert not any(c in r.stderr for c in "│┃━")

@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 
 from rich.console import Console
-from rich.table import Table
 from rich.text import Text
 
-from ..render.console import print_plain_table
+from ..render.plain import plain_table, print_plain_table
 from ..trace import NO_STACK_NAMES
 from ..words import plural
 
@@ -32,7 +31,7 @@ def _ms(v: float | None) -> str:
 
 def print_top(doc: dict, title: str) -> None:
     c = _console()
-    t = Table(box=None, header_style="bold", pad_edge=False)
+    t = plain_table()
     for col in ("self %", "total %", "self ms", "total ms", "traces", "p50 self", "p95 self"):
         t.add_column(col, justify="right")
     t.add_column("function")
@@ -67,7 +66,7 @@ def print_diff(doc: dict) -> None:
     title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
              f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
              "all time, percentage points, with 95% intervals from resampling traces")
-    t = Table(box=None, header_style="bold", pad_edge=False)
+    t = plain_table()
     for col in ("Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %", "total %"):
         t.add_column(col, justify="right")
     t.add_column("function")

@@ -9,7 +9,6 @@ from urllib.parse import unquote, urlparse
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 from rich.text import Text
 
 from ..analysis.calltree import CallTree
@@ -17,6 +16,7 @@ from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
 from ..trace import NO_STACK_NAMES
 from ..words import plural
+from .plain import plain_table, print_plain_table
 
 
 def _pct(x: float, total: float) -> float:
@@ -92,18 +92,6 @@ def row_count(summary: Summary) -> int:
     return len(summary.stats.keys) + len(summary.no_js)
 
 
-def print_plain_table(console: Console, title: str | None, table: Table) -> None:
-    """The title on its own line (a table title wraps to the table's width), then the
-    table with no trailing spaces on any line."""
-    if title:
-        console.print(Text(title, style="bold"), soft_wrap=True)
-    with console.capture() as cap:
-        console.print(table)
-    text = "\n".join(line.rstrip() for line in cap.get().splitlines())
-    console.file.write(text + "\n")
-    console.file.flush()
-
-
 def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
     return {
         "by": by,
@@ -119,7 +107,7 @@ def print_summary(
     """The table: self %, total %, self ms, total ms, function, location; plain numbers."""
     rows = summary_rows(summary, top, sort)
     cwd = os.getcwd()
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = plain_table()
     table.add_column("self %", justify="right")
     table.add_column("total %", justify="right")
     table.add_column("self ms", justify="right")
@@ -255,7 +243,7 @@ def _pp(v: float) -> Text:
 
 def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
     cwd = os.getcwd()
-    table = Table(box=None, header_style="bold", pad_edge=False)
+    table = plain_table()
     for col in ("Δ self pp", "Δ total pp", "self %", "total %"):
         table.add_column(col, justify="right")
     table.add_column("function")

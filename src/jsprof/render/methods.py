@@ -11,9 +11,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from ..words import plural
+from .plain import plain_table, print_plain_table
 
 
 def _ms(x: float) -> str:
@@ -46,7 +46,7 @@ def print_methods(
     """Print the rows (sorted by self time) and the per-class subtotals."""
     ordered = sorted(rows, key=lambda r: -r["self_ms"])
     shown = ordered if top is None else ordered[:top]
-    t = Table(title=title, title_justify="left", show_edge=False, pad_edge=False)
+    t = plain_table()
     t.add_column("Class.method", overflow="fold")
     t.add_column("kind")
     for name in ("calls", "self ms", "total ms", "mean ms", "max ms"):
@@ -64,18 +64,18 @@ def print_methods(
     if not rows:
         console.print("no watched method ran (check the --watch names)", markup=False)
         return
-    console.print(t)
+    print_plain_table(console, title, t)
     if len(shown) < len(ordered):
         more = plural(len(ordered) - len(shown), "more row")
         console.print(f"... {more} (--all shows them)", markup=False)
-    s = Table(title="per class", title_justify="left", show_edge=False, pad_edge=False)
+    s = plain_table()
     s.add_column("class")
     for name in ("methods", "calls", "self ms"):
         s.add_column(name, justify="right")
     for a in class_subtotals(rows):
         s.add_row(a["class"], str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
     console.print()
-    console.print(s)
+    print_plain_table(console, "per class", s)
     if any(r.get("sync_ms") is not None for r in rows):
         console.print(
             "async methods: total/mean/max run until the promise settles; self is the "
