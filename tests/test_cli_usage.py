@@ -32,6 +32,7 @@ def test_version(capsys):
     "argv, what",
     [
         ([], "give a command"),
+        (["--bogus"], "unrecognized arguments: --bogus; give a command first"),
         (["reprot", TRACE], "invalid choice: 'reprot'"),
         (["report", TRACE, "--top", "x"], "expected a whole number"),
         (["report", TRACE, "--by", "file"], "invalid choice: 'file'"),

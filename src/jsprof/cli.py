@@ -995,7 +995,15 @@ def _note_options_after_the_script(
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    parser = build_parser(_command_word(argv))
+    command = _command_word(argv)
+    parser = build_parser(command)
+    stray = [a for a in argv if a.startswith("-") and a not in ("-h", "--help", "--version")]
+    if command is None and stray:
+        # argparse would only say a command is missing; the stray option is the news.
+        parser.error(
+            f"unrecognized arguments: {' '.join(stray)}; give a command first (report, "
+            "record, flame, diff, convert, ...)"
+        )
     args, extra = parser.parse_known_args(argv)
     if extra:
         # An option the subcommand does not know: point to that subcommand's help.
