@@ -80,3 +80,13 @@ def test_meta_keys_read_in_both_casings():
     assert meta_get({"capture_latency_ms": 2}, "captureLatencyMs") == 2
     assert meta_get({"bufferFull": False, "buffer_full": True}, "bufferFull") is False
     assert meta_get({}, "bufferFull", "none") == "none"
+
+
+def test_tree_shows_locations_as_the_table_does(tmp_path):
+    # The tree, like the table, shows file:// locations relative to the current directory.
+    table = report(tmp_path, _trace(tmp_path))
+    tree = report(tmp_path, _trace(tmp_path), "--tree")
+    assert any(ln.split()[-2:] == ["hot", "src/deep/app.js:12:3"] for ln in table), table
+    hot = [ln for ln in tree if " hot " in ln]
+    assert hot and hot[0].split()[-2:] == ["hot", "src/deep/app.js:12:3"], tree
+    assert not any("file://" in ln for ln in tree), tree

@@ -144,13 +144,15 @@ def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200)
     total = tree.total_time
     cut = total * threshold_pct / 100.0
     out: list[str] = []
+    cwd = os.getcwd()
 
     def visit(node: int, prefix: str, last: bool, depth: int) -> None:
         fn = tree.functions[int(tree.function[node])]
         ms = float(tree.total_ms[node])
         branch = "└─ " if last else "├─ "
         line = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {fn.label()}"
-        out.append(f"{line}  {fn.location()}".rstrip())
+        # locations as the table shows them (file:// under the current directory, relative)
+        out.append(f"{line}  {short_location(fn.location(), cwd)}".rstrip())
         if depth >= max_depth:
             return
         shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
