@@ -31,7 +31,8 @@ def resolved(track: Track) -> list[tuple]:
         )
         m = tr.sample_marker[i] if tr.sample_marker is not None else NONE
         marker = MARKERS[m] if m != NONE and s == NONE else None  # JS samples may gain "script"
-        out.append((round(track.time_origin * 1000 + t * 1000), frames, marker))
+        origin = track.time_origin or 0.0  # unknown: on the recording's shared time 0
+        out.append((round(origin * 1000 + t * 1000), frames, marker))
     return out
 
 

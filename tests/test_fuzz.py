@@ -308,3 +308,132 @@ def test_mutated_source_maps_raise_only_one_line_errors(real_map, tmp_path):
             sm.lookup_line(line)
 
     run()
+
+
+# ---- findings of `make fuzz`, each as a small hand-made file ---------------------------
+
+
+def _stable(data: bytes) -> bytes:
+    """write(read(x)), asserting that reading and writing that again gives the same bytes."""
+    fmt = detect(data, "finding")
+    assert fmt is not None and fmt.write is not None
+    out = fmt.write(jsprof.load(io.BytesIO(data)))
+    assert fmt.write(jsprof.load(io.BytesIO(out))) == out, f"{fmt.name}: not stable"
+    return out
+
+
+def _chunked(nodes: list[dict], samples: list[int], start: int = 0) -> bytes:
+    base = {"ph": "P", "cat": "disabled-by-default-v8.cpu_profiler", "id": "0x1", "pid": 1}
+    data = {"cpuProfile": {"nodes": nodes, "samples": samples}, "timeDeltas": [100] * len(samples)}
+    return orjson.dumps(
+        {
+            "traceEvents": [
+                {
+                    "name": "Profile",
+                    **base,
+                    "tid": 1,
+                    "ts": start,
+                    "args": {"data": {"startTime": start}},
+                },
+                {"name": "ProfileChunk", **base, "tid": 1, "ts": start, "args": {"data": data}},
+            ]
+        }
+    )
+
+
+def _cf(name: str, line: int = 0) -> dict:
+    return {"functionName": name, "scriptId": 1, "url": "file:///a.js", "lineNumber": line}
+
+
+def test_chrome_trace_with_a_stack_no_sample_uses_writes_back_stably():
+    # Node 2 is never sampled (chunks only carry sampled nodes, so it is not written back)
+    # and node 3 lost its parent: the stacks were numbered differently on the way back.
+    nodes = [
+        {"id": 1, "callFrame": {"functionName": "(root)", "scriptId": 0, "url": ""}},
+        {"id": 2, "callFrame": _cf("unused", 4), "parent": 1},
+        {"id": 3, "callFrame": _cf("main", 9)},
+        {"id": 4, "callFrame": _cf("leaf", 12), "parent": 3},
+    ]
+    out = _stable(_chunked(nodes, [4, 3, 4]))
+    assert b"unused" not in out
+
+
+SPEEDSCOPE = {
+    "$schema": "https://www.speedscope.app/file-format-schema.json",
+    "shared": {"frames": [{"name": "main", "file": "a.js", "line": 1}, {"name": "f"}]},
+    "profiles": [
+        {
+            "type": "sampled",
+            "name": "main",
+            "unit": "milliseconds",
+            "startValue": 0,
+            "endValue": 3,
+            "samples": [[0, 1], [0]],
+            "weights": [2, 1],
+            "jsprof": {"version": 1, "counts": [2, 1], "timestamps": [0.0, 1.0, 2.0]},
+        }
+    ],
+}
+
+
+@pytest.mark.parametrize("bad", [2**63, None, True, 1e300])
+def test_speedscope_jsprof_timestamps_a_writer_cannot_write_back_are_not_used(bad):
+    # 2**63 was written as a startValue its own reader refuses; null became NaN and then
+    # null weights. Such a key is not jsprof's: the file reads by its weights.
+    doc = copy.deepcopy(SPEEDSCOPE)
+    doc["profiles"][0]["jsprof"]["timestamps"][0] = bad
+    data = orjson.dumps(doc)
+    rec = jsprof.load(io.BytesIO(data))
+    assert rec.tracks[0].trace.sample_time.tolist() == [0.0, 2.0]  # the weights' layout
+    _stable(data)
+
+
+def test_speedscope_weights_beyond_2_53_ms_are_refused():
+    doc = copy.deepcopy(SPEEDSCOPE)
+    del doc["profiles"][0]["jsprof"]
+    doc["profiles"][0]["weights"] = [1e300, 1e300]
+    with pytest.raises(JsprofError, match=r"profiles\[0\]\.weights: add up to more than 2\*\*53"):
+        jsprof.load(io.BytesIO(orjson.dumps(doc)))
+
+
+def test_speedscope_evented_times_beyond_2_53_ms_are_refused():
+    doc = copy.deepcopy(SPEEDSCOPE)
+    doc["profiles"][0] = {
+        "type": "evented",
+        "name": "main",
+        "unit": "milliseconds",
+        "startValue": 0,
+        "endValue": 1e300,
+        "events": [{"type": "O", "at": 0, "frame": 0}, {"type": "C", "at": 1e300, "frame": 0}],
+    }
+    with pytest.raises(JsprofError, match=r"profiles\[0\]\.events\[1\]\.at: is 1e\+300"):
+        jsprof.load(io.BytesIO(orjson.dumps(doc)))
+
+
+def _perfetto(ref_us: int, deltas: list[int]) -> bytes:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb2
+
+    msg = pb2.Trace()
+    first = msg.packet.add()
+    first.trusted_packet_sequence_id = 1
+    first.sequence_flags = 1
+    first.thread_descriptor.pid, first.thread_descriptor.tid = 1, 1
+    first.thread_descriptor.reference_timestamp_us = ref_us
+    first.interned_data.function_names.add(iid=1, str=b"main")
+    first.interned_data.frames.add(iid=1, function_name_id=1)
+    first.interned_data.callstacks.add(iid=1, frame_ids=[1])
+    pkt = msg.packet.add()
+    pkt.trusted_packet_sequence_id = 1
+    pkt.sequence_flags = 2
+    pkt.streaming_profile_packet.callstack_iid.extend([1] * len(deltas))
+    pkt.streaming_profile_packet.timestamp_delta_us.extend(deltas)
+    return msg.SerializeToString()
+
+
+def test_perfetto_times_beyond_what_a_double_holds_are_refused():
+    assert jsprof.load(io.BytesIO(_perfetto(250_000_000_000, [5, 5]))).num_samples == 2
+    with pytest.raises(JsprofError, match=r"reference_timestamp_us: -?\d+ is beyond 2\*\*52"):
+        jsprof.load(io.BytesIO(_perfetto(-(2**62), [5, 5])))
+    # Deltas whose sum wraps int64 were summed silently into nonsense times.
+    with pytest.raises(JsprofError, match=r"timestamp_delta_us: sample times run beyond"):
+        jsprof.load(io.BytesIO(_perfetto(0, [2**62, 2**62, 2**62])))

@@ -275,13 +275,33 @@ class Spans:
     __hash__ = None  # type: ignore[assignment]
 
 
+# A clock reading this large (ms) can only be the Unix epoch's (2001-09-09 onwards): the
+# monotonic and boot-time clocks V8, Chrome and Perfetto stamp with count from boot.
+EPOCH_MIN_MS = 1e12
+
+
+def epoch_origin(ms: float) -> float | None:
+    """`ms`, an absolute time read from a file whose clock is not named, as a time origin:
+    itself when it can only be Unix epoch time, else None (unknown)."""
+    return float(ms) if ms >= EPOCH_MIN_MS else None
+
+
 @dataclass
 class Track:
-    """One runtime/thread: its trace, time origin (Unix epoch ms) and what we know of it."""
+    """One runtime/thread: its trace, time origin and what we know of it.
+
+    `time_origin` is the Unix epoch time (ms) of the trace's time 0, or None when it is
+    unknown: a file without an epoch clock (`.cpuprofile`, folded stacks, pprof without
+    `time_nanos`, a bare ProfilerTrace, Chrome trace and Perfetto times on a boot-time
+    clock) says nothing about when it was recorded, and jsprof does not invent a date.
+    The tracks of one recording whose origins are unknown share one time 0 (a reader puts
+    the tracks of one file on the file's clock). A writer whose format needs a number
+    writes times relative to 0 for such a track (see each format's notes).
+    """
 
     name: str
     trace: ProfilerTrace
-    time_origin: float = 0.0
+    time_origin: float | None = None
     engine: str | None = None
     sample_interval: float | None = None  # effective, ms
     requested_interval: float | None = None  # ms

@@ -6,14 +6,18 @@ nodes (with `parent`, each node once, in the chunk that first uses it), `samples
 `timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; plus `thread_name` /
 `process_name` metadata. Spans of instrumented runs become complete (`X`) events. Times
 are microseconds since the Unix epoch (the track's time origin + sample time), so tracks
-from different runtimes line up on one clock. Precision is 1 µs, as in Chrome's own files.
+from different runtimes line up on one clock; a track whose origin is unknown is written
+relative to 0. Precision is 1 µs, as in Chrome's own files.
 
 Spans are written for viewing only: reading keeps the sampled profile, not the spans.
 
 Reading: the same events (as a bare array or `{"traceEvents": [...]}`) from jsprof or from
 Chrome DevTools' Performance panel, and the `CpuProfile` instant event DevTools also
 accepts. Each profile becomes one track; its nodes are turned into a CDP profile and
-converted by `formats.cpuprofile`, so both formats share one set of V8 rules.
+converted by `formats.cpuprofile`, so both formats share one set of V8 rules. A profile
+that starts at an epoch time (`trace.epoch_origin`: what jsprof writes) keeps it as its
+time origin; Chrome's own files stamp a boot-time clock, so their origin is unknown and
+their profiles share one time 0, the earliest profile's start, to stay aligned.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import Recording, Track
+from ..trace import Recording, Track, epoch_origin
+from ._common import canonical
 from ._format import Format, Probe
 from ._v8profile import profile_to_trace, trace_to_profile
 
@@ -49,8 +54,13 @@ def _track_events(track: Track, index: int) -> list[dict]:
         else index + 1
     )
     pid = int(track.meta["pid"]) if isinstance(track.meta.get("pid"), int) else PID
-    origin_us = track.time_origin * 1000.0
-    prof = trace_to_profile(track.trace, origin_us)
+    # Unknown origin: times relative to 0, far below any epoch time, so they read back
+    # as unknown again.
+    origin_us = (track.time_origin or 0.0) * 1000.0
+    # Chunks carry only the nodes samples use, so the stacks are numbered as reading
+    # numbers what it gets back (`canonical`): write(read(x)) gives x byte for byte.
+    trace = canonical(track.trace)
+    prof = trace_to_profile(trace, origin_us)
     pid_id = f"0x{index + 1:x}"
     base = {"ph": "P", "cat": CATEGORY, "id": pid_id, "pid": pid, "tid": tid}
     thread_args: dict[str, Any] = {"name": track.name}
@@ -75,7 +85,7 @@ def _track_events(track: Track, index: int) -> list[dict]:
     samples = np.asarray(prof["samples"], dtype=np.int64)
     deltas = prof["timeDeltas"]
     chunk_end_ts = prof["startTime"] + np.cumsum(np.asarray(deltas, dtype=np.int64))
-    lines = track.trace.sample_line
+    lines = trace.sample_line
 
     def chunk_nodes(ids: list[int]) -> list[dict]:
         """The nodes this chunk uses that no earlier chunk emitted, parents first."""
@@ -276,7 +286,8 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
             cpu = data.get("cpuProfile") if type(data) is dict else None
             if type(cpu) is not dict:
                 raise _err(source, f"{where}.args.data.cpuProfile", "expected a CDP profile object")
-            p = _Profile(e.get("pid"), e.get("tid"), float(cpu.get("startTime", 0) or 0))
+            start = _num(source, f"{where}.args.data.cpuProfile.startTime", cpu.get("startTime", 0))
+            p = _Profile(e.get("pid"), e.get("tid"), start)
             p.nodes = cpu.get("nodes", [])
             p.samples = cpu.get("samples", [])
             p.deltas = cpu.get("timeDeltas", data.get("timeDeltas", []))
@@ -329,10 +340,20 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
     tracks: list[Track] = []
     used: set[str] = set()
+    # Profiles on a clock without an epoch share one time 0, so they stay aligned.
+    # (A start beyond 2**53 µs is refused by the conversion, not made everyone's zero.)
+    unknown = [
+        p.start for p in profiles if epoch_origin(p.start / 1000.0) is None and p.start > -(2**53)
+    ]
+    shared_zero = min(unknown) if unknown else 0.0
     for k, p in enumerate(profiles):
         where = f"profile {k + 1}"
-        trace, origin_us = profile_to_trace(
-            _as_cdp(p, source, where), source, p.start, f"{where}: "
+        origin = epoch_origin(p.start / 1000.0)
+        trace, _ = profile_to_trace(
+            _as_cdp(p, source, where),
+            source,
+            p.start if origin is not None else shared_zero,
+            f"{where}: ",
         )
         if any(p.lines) and len(p.lines) == trace.num_samples:
             trace.sample_line = np.asarray(p.lines, dtype=np.int32)
@@ -341,7 +362,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             name += "'"
         used.add(name)
         engine = engines.get((p.pid, p.tid), "v8")
-        track = Track(name, trace, time_origin=origin_us / 1000.0, engine=engine)
+        track = Track(name, trace, time_origin=origin, engine=engine)
         track.meta = (
             {"pid": p.pid, "tid": p.tid}
             if isinstance(p.pid, int) and isinstance(p.tid, int)

@@ -84,7 +84,7 @@ def _recording(
             Track(
                 "main",
                 trace,
-                time_origin=0.0,
+                time_origin=None,  # startTime is on V8's monotonic clock: no epoch
                 engine=engine if type(engine) is str else None if primjs else "v8",
                 sample_interval=interval,
                 meta=meta,

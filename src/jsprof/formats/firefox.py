@@ -187,11 +187,17 @@ def _thread(track: Track, offset: float, index: int) -> dict:
 def write(rec: Recording) -> bytes:
     if not rec.tracks:
         raise TraceFormatError("cannot write a recording with no tracks")
-    start = min(t.time_origin for t in rec.tracks)
+    # meta.startTime is epoch ms; with no known origin, 0 (the profiler shows times
+    # relative to it). A track whose origin is unknown sits at the profile's start.
+    known = [t.time_origin for t in rec.tracks if t.time_origin is not None]
+    start = min(known) if known else 0.0
     intervals = [t.sample_interval for t in rec.tracks if t.sample_interval]
     if not intervals:
         intervals = [g for t in rec.tracks if (g := t.trace.median_gap()) is not None]
-    threads = [_thread(t, t.time_origin - start, i) for i, t in enumerate(rec.tracks)]
+    threads = [
+        _thread(t, t.time_origin - start if t.time_origin is not None else 0.0, i)
+        for i, t in enumerate(rec.tracks)
+    ]
     doc = {
         "meta": {
             "interval": float(np.median(intervals)) if intervals else 1.0,

@@ -420,7 +420,9 @@ def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default:
     return Track(
         name=name,
         trace=trace,
-        time_origin=_opt_number(ctx, ext, "timeOrigin", where) or 0.0,
+        # null or absent: unknown. 0 (1970) is what jsprof wrote for "unknown" before it
+        # could say so, never a real recording's origin.
+        time_origin=_opt_number(ctx, ext, "timeOrigin", where) or None,
         engine=engine,
         sample_interval=_opt_number(ctx, ext, "sampleInterval", where),
         requested_interval=_opt_number(ctx, ext, "requestedInterval", where),

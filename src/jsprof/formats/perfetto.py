@@ -5,7 +5,11 @@ incremental state and carries a `thread_descriptor` (pid, tid, the track's name,
 `reference_timestamp_us`) and the interned strings, frames and call stacks; then
 `streaming_profile_packet`s with `callstack_iid` and `timestamp_delta_us` per sample. All
 tracks share one clock: microseconds since the Unix epoch (time origin + sample time), so
-runtimes recorded together line up in ui.perfetto.dev.
+runtimes recorded together line up in ui.perfetto.dev; a track whose time origin is
+unknown is written relative to 0. `reference_timestamp_us` is the track's time 0.
+Reading, that reference is the track's time 0 and its time origin when it is an epoch
+time (`trace.epoch_origin`); else the origin is unknown (Chrome stamps a boot-time clock)
+and such tracks share the earliest reference as time 0, so they stay aligned.
 
 Mapping of the spec's frame: function name -> `function_names`, resource -> `source_paths`
 (`source_path_iid`), line -> `line_number`, column -> `rel_pc` (Perfetto has no column
@@ -22,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import MARKERS, NONE, Recording, Track
+from ..trace import MARKERS, NONE, Recording, Track, epoch_origin
 from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, build_trace, canonical
 from ._format import Format
@@ -54,9 +58,9 @@ def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
     seq = index + 1
     tid = track.meta.get("tid") if isinstance(track.meta.get("tid"), int) else seq
     pid = track.meta.get("pid") if isinstance(track.meta.get("pid"), int) else PID
-    origin_us = track.time_origin * 1000.0
+    origin_us = (track.time_origin or 0.0) * 1000.0  # unknown: relative to 0, as read back
     abs_us = np.rint(tr.sample_time * 1000.0 + origin_us).astype(np.int64)
-    ref_us = int(abs_us[0]) if len(abs_us) else int(round(origin_us))
+    ref_us = int(round(origin_us))  # the track's time 0: reading measures from it
 
     first = trace_msg.packet.add()
     first.trusted_packet_sequence_id = seq
@@ -204,6 +208,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         if p.HasField("thread_descriptor"):
             seq.thread = p.thread_descriptor
             seq.ref_us = p.thread_descriptor.reference_timestamp_us
+            if not abs(seq.ref_us) < 2**52:  # a double holds it, and track offsets, exactly
+                raise ErrorAt(source)(
+                    f"packet[{i}].thread_descriptor.reference_timestamp_us",
+                    f"{seq.ref_us} is beyond 2**52 µs (the year 2112); is this file intact?",
+                )
         if p.HasField("interned_data"):
             d = p.interned_data
             ep.names.update({e.iid: e.str.decode("utf-8", "replace") for e in d.function_names})
@@ -221,11 +230,10 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                 ep.first_packet = i
             ep.iids.append(np.array(sp.callstack_iid, dtype=np.int64))
             seq.deltas.append(np.array(sp.timestamp_delta_us, dtype=np.int64))
-    tracks = [
-        _to_track(seq, seq_id, source)
-        for seq_id, seq in sorted(seqs.items())
-        if seq.thread is not None or seq.deltas
-    ]
+    kept = [(i, seq) for i, seq in sorted(seqs.items()) if seq.thread is not None or seq.deltas]
+    unknown = [s.ref_us for _, s in kept if epoch_origin(s.ref_us / 1000.0) is None]
+    shared_zero = min(unknown) if unknown else 0
+    tracks = [_to_track(seq, seq_id, source, shared_zero) for seq_id, seq in kept]
     if not tracks:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
     return Recording(tracks)
@@ -252,7 +260,7 @@ def _resolve(ep: _Epoch, iid: int, source: str) -> tuple:
     return tuple(out)
 
 
-def _to_track(seq: _Seq, seq_id: int, source: str) -> Track:
+def _to_track(seq: _Seq, seq_id: int, source: str, shared_zero: int) -> Track:
     # Per unique call stack Python work; per sample numpy.
     stacks: list[tuple] = []
     index: dict[tuple, int] = {}
@@ -270,16 +278,25 @@ def _to_track(seq: _Seq, seq_id: int, source: str) -> Track:
                 stacks.append(st)
         keys.append(lut[inv])
     sample_key = np.concatenate(keys) if keys else np.zeros(0, np.int64)
-    abs_us = seq.ref_us + np.cumsum(np.concatenate(seq.deltas)) if seq.deltas else np.zeros(0)
-    origin_us = float(abs_us[0]) if len(abs_us) else float(seq.ref_us)
-    times = (abs_us - origin_us) / 1000.0
+    origin = epoch_origin(seq.ref_us / 1000.0)
+    zero = seq.ref_us if origin is not None else shared_zero
+    deltas = np.concatenate(seq.deltas) if seq.deltas else np.zeros(0, np.int64)
+    # Microseconds from the track's time 0, summed in integers (exact); the float sum only
+    # checks that no partial sum leaves the range a double holds exactly (nor wraps).
+    rel_us = (seq.ref_us - zero) + np.cumsum(deltas)
+    if len(deltas) and not np.abs(np.cumsum(deltas, dtype=np.float64)).max() < 2**53 - 2**52:
+        raise ErrorAt(source)(
+            f"sequence {seq_id}.timestamp_delta_us",
+            "sample times run beyond 2**52 µs from the reference; is this file intact?",
+        )
+    times = rel_us / 1000.0
     th = seq.thread
     name = th.thread_name if th is not None and th.thread_name else f"sequence {seq_id}"
     if isinstance(name, bytes):  # protobuf hands back a string field that is not UTF-8 as bytes
         name = name.decode("utf-8", "replace")
     meta = {"pid": th.pid, "tid": th.tid} if th is not None else {}
     trace = build_trace(stacks, sample_key, times.astype(np.float64))
-    return Track(name, trace, time_origin=origin_us / 1000.0, meta=meta)
+    return Track(name, trace, time_origin=origin, meta=meta)
 
 
 FORMAT = Format(

@@ -19,7 +19,9 @@ writes, and how the model maps onto it:
   `(garbage collector)`, ...; see `_common`). Labels carry what pprof has no field for:
   `marker` (the spec's marker, when the trace has markers) and `track` (only when the
   recording has several tracks; reading splits by it).
-- `time_nanos` is the earliest sample's Unix epoch time, `duration_nanos` the span.
+- `time_nanos` is the earliest sample's Unix epoch time (left out when a track's time
+  origin is unknown, and read back as unknown when 0 or absent),
+  `duration_nanos` the span.
 
 Reading accepts any pprof whose sample types include a count (`samples`/`sample` with
 unit `count`) or a time in nanoseconds (`count = value / period`). Individual timestamps
@@ -115,6 +117,11 @@ def encode_profile(rec: Recording) -> bytes:
         return lid
 
     several = len(rec.tracks) > 1
+    # Times relative to the first track's origin, so that the epoch's magnitude never
+    # enters the span's arithmetic (a double at 1.7e12 ms has 0.24 µs steps).
+    with_samples = [t for t in rec.tracks if t.trace.num_samples]
+    origins = [t.time_origin for t in with_samples]
+    base = origins[0] if origins and origins[0] is not None else 0.0
     starts: list[float] = []
     ends: list[float] = []
     intervals: list[float] = []
@@ -126,9 +133,11 @@ def encode_profile(rec: Recording) -> bytes:
         keys = frame_keys(trace)
         stacks = stack_lists(trace)
         w = sample_weights(trace, track.sample_interval)
-        absolute = trace.sample_time + track.time_origin
-        starts.append(float(absolute.min()))
-        ends.append(float((absolute + w).max()))
+        # An unknown origin: the track is on the recording's shared time 0.
+        offset = track.time_origin - base if track.time_origin is not None else 0.0
+        rel = trace.sample_time + offset
+        starts.append(float(rel.min()))
+        ends.append(float((rel + w).max()))
         intervals.append(track.sample_interval or float(np.median(w)))
         pseudo = pseudo_index(trace)
         stack = np.where(
@@ -187,7 +196,10 @@ def encode_profile(rec: Recording) -> bytes:
     period_type = _value_type(strings, "cpu", "nanoseconds")
     out += strings.encode()
     if starts:
-        out += pb.uint_field(TIME_NANOS, round(min(starts) * NS_PER_MS))
+        if all(o is not None for o in origins):
+            # ns -> ms -> ns gives the same ns once a number has made the trip once, so
+            # the origin read back writes the same time_nanos again.
+            out += pb.uint_field(TIME_NANOS, round((base + min(starts)) * NS_PER_MS))
         out += pb.uint_field(DURATION_NANOS, round((max(ends) - min(starts)) * NS_PER_MS))
     out += pb.bytes_field(PERIOD_TYPE, period_type)
     if intervals:
@@ -474,7 +486,13 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
         trace.sample_weight = spacing  # pprof's values are the weights, the last one too
         tracks.append(
-            Track(name, trace, time_origin=time_nanos / NS_PER_MS, sample_interval=interval_ms)
+            Track(
+                name,
+                trace,
+                # 0 or absent: the profile does not say when it was taken.
+                time_origin=time_nanos / NS_PER_MS if time_nanos else None,
+                sample_interval=interval_ms,
+            )
         )
     if not tracks:
         tracks.append(Track("main", build_trace([], np.zeros(0, np.int64), np.zeros(0))))

@@ -12,7 +12,8 @@ extra key, `jsprof`, which the schema allows (it sets no `additionalProperties`)
 viewer ignores:
 
     "jsprof": {"version": 1, "counts": [samples per entry], "timestamps": [ms per sample],
-               "timeOrigin": epoch ms, "engine", "sampleInterval", "requestedInterval",
+               "timeOrigin": epoch ms (absent: unknown), "engine", "sampleInterval",
+               "requestedInterval",
                "markers": [code per sample, -1 none; codes index "markerNames"],
                "markerNames": [...], "lines": [line per sample, 0 unknown],
                "anonymousFrames": [shared frame indices written "(anonymous)" for ""],
@@ -54,6 +55,9 @@ SCHEMA_URL = "https://www.speedscope.app/file-format-schema.json"
 EXTRA = "jsprof"
 EXTRA_VERSION = 1
 ANONYMOUS = "(anonymous)"
+# Times and weights beyond this (ms) are refused: a double holds them to a fraction of a
+# microsecond below it, and their gaps and sums stay finite for every writer.
+MAX_MS = 2.0**53
 UNIT_MS = {"nanoseconds": 1e-6, "microseconds": 1e-3, "milliseconds": 1.0, "seconds": 1000.0}
 
 
@@ -130,9 +134,9 @@ def _profile(track: Track, shared: _SharedFrames) -> dict:
         "version": EXTRA_VERSION,
         "counts": counts,
         "timestamps": trace.sample_time,
-        "timeOrigin": track.time_origin,
     }
     for k, v in (
+        ("timeOrigin", track.time_origin),  # absent: unknown
         ("engine", track.engine),
         ("sampleInterval", track.sample_interval),
         ("requestedInterval", track.requested_interval),
@@ -261,18 +265,24 @@ def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
         return None
     if c.ndim != 1 or t.ndim != 1 or (c < 1).any() or int(c.sum()) != len(t):
         return None
+    # Times a double holds to the sub-microsecond and every writer writes back (null or a
+    # boolean would have become NaN or 1 above): anything else is not jsprof's key.
+    if not all(_num(v) for v in ts) or not (np.abs(t) < MAX_MS).all():
+        return None
     out = {"counts": c, "timestamps": t}
     for k in ("markers", "lines"):
         v = x.get(k)
         if type(v) is list and len(v) == len(t):
             try:
-                out[k] = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
+                a = np.array(v, dtype=np.int64) if v else np.zeros(0, np.int64)
             except (ValueError, TypeError, OverflowError):
-                pass
+                continue
+            if a.ndim == 1 and ((a >= -(2**31)) & (a < 2**31)).all():  # int32 columns
+                out[k] = a
     w = x.get("weights")
     if type(w) is list and len(w) == len(t) and all(_num(v) for v in w):
         wa = np.array(w, dtype=np.float64) if w else np.zeros(0)
-        if (np.isfinite(wa) & (wa >= 0)).all():
+        if ((wa >= 0) & (wa < MAX_MS)).all():
             out["weights"] = wa
     names = x.get("markerNames")
     if "markers" in out:
@@ -351,7 +361,7 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
         return Track(
             name,
             trace,
-            time_origin=float(origin) if _num(origin) else 0.0,
+            time_origin=float(origin) if _num(origin) and origin else None,
             engine=x["engine"] if type(x["engine"]) is str else None,
             sample_interval=float(x["sampleInterval"]) if _num(x["sampleInterval"]) else None,
             requested_interval=(
@@ -367,6 +377,11 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
         return Track(name, build_trace(stacks, key, times))
     ms = w * UNIT_MS[unit]
     times = float(start) * UNIT_MS[unit] + np.cumsum(ms) - ms
+    if len(times) and not np.abs(times[-1] + ms[-1]) < MAX_MS:
+        raise err(
+            f"{where}.weights",
+            "add up to more than 2**53 ms after startValue; is this file intact?",
+        )
     interval = float(np.median(ms[ms > 0])) if (ms > 0).any() else None
     trace = build_trace(stacks, keys, times)
     trace.sample_weight = ms  # the file's weights, the last entry's too
@@ -394,6 +409,8 @@ def _evented(p: dict, frames: list[FrameKey], err, where: str) -> Track:
             raise err(f"{where}.events[{j}].type", f'expected "O" or "C", got {kind!r}')
         if not _num(at):
             raise err(f"{where}.events[{j}].at", "missing or not a number")
+        if not abs(at * scale) < MAX_MS:
+            raise err(f"{where}.events[{j}].at", f"is {at}; expected a time below 2**53 ms")
         if type(fr) is not int or not 0 <= fr < len(frames):
             raise err(f"{where}.events[{j}].frame", f"{fr!r} is not an index into shared.frames")
         if prev is not None and at < prev:

@@ -335,7 +335,7 @@ def _result(
     track = Track(
         name="main",
         trace=spans_as_samples(frames, spans),
-        time_origin=float(dump.get("timeOrigin") or origin or 0.0),
+        time_origin=float(dump.get("timeOrigin") or origin or 0.0) or None,  # 0: unknown
         engine=engine,
         spans=spans,
         meta={

@@ -152,7 +152,7 @@ def trace_document(meta: dict, trace_json: bytes) -> bytes:
     """
     ext: dict[str, Any] = {"formatVersion": 1, "track": "main"}
     origin = meta.get("timeOrigin")
-    ext["timeOrigin"] = origin if type(origin) in (int, float) else 0.0
+    ext["timeOrigin"] = origin if type(origin) in (int, float) else None  # unknown
     interval = meta.get("sampleInterval")
     if type(interval) in (int, float):
         ext["sampleInterval"] = interval
