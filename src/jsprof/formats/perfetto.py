@@ -284,7 +284,7 @@ def _to_track(seq: _Seq, seq_id: int, source: str, shared_zero: int) -> Track:
     # Microseconds from the track's time 0, summed in integers (exact); the float sum only
     # checks that no partial sum leaves the range a double holds exactly (nor wraps).
     rel_us = (seq.ref_us - zero) + np.cumsum(deltas)
-    if len(deltas) and not np.abs(np.cumsum(deltas, dtype=np.float64)).max() < 2**53 - 2**52:
+    if len(deltas) and not np.abs(np.cumsum(deltas, dtype=np.float64)).max() < 2**52:
         raise ErrorAt(source)(
             f"sequence {seq_id}.timestamp_delta_us",
             "sample times run beyond 2**52 µs from the reference; is this file intact?",
