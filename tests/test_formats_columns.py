@@ -105,7 +105,8 @@ def _with_columns(rec: Recording) -> Recording:
     n = tr.num_samples
     tr.sample_weight = np.linspace(0.1, 3.3, n)
     tr.sample_line = (np.arange(n, dtype=np.int32) % 7).astype(np.int32)
-    more = Track(t.name + " again", tr, time_origin=t.time_origin + 0.25, engine="quickjs")
+    origin = (t.time_origin or 1.7e12) + 0.25  # unknown (None) for files with no epoch clock
+    more = Track(t.name + " again", tr, time_origin=origin, engine="quickjs")
     return Recording([*rec.tracks, more])
 
 
