@@ -437,3 +437,23 @@ def test_perfetto_times_beyond_what_a_double_holds_are_refused():
     # Deltas whose sum wraps int64 were summed silently into nonsense times.
     with pytest.raises(JsprofError, match=r"timestamp_delta_us: sample times run beyond"):
         jsprof.load(io.BytesIO(_perfetto(0, [2**62, 2**62, 2**62])))
+
+
+def test_folded_control_characters_past_the_first_line_are_refused():
+    # Sniffing reads the first line only; the rest was read and then written back sorted,
+    # with the NUL line first, which no longer sniffed as folded stacks.
+    data = b"main (a.py:1);f (a.py:2) 3\n\x00main;g 1\n"
+    with pytest.raises(JsprofError, match=r"line 2: control character '\\x00'"):
+        jsprof.load(io.BytesIO(data))
+
+
+@pytest.mark.parametrize("odd", ["\x0c", "\u2028", "\x1e", "\x00"])
+def test_folded_writes_names_with_line_breaking_characters_readably(odd):
+    b = trace_model.TraceBuilder()
+    r = b.resource_id("file:///a.js")
+    main, f = b.frame_id("main", r, 1, 1), b.frame_id(f"we{odd}ird", r, 2, 1)
+    for i in range(4):
+        b.add_sample(float(i), b.stack_id([main, f] if i % 2 else [main]))
+    out = FORMATS["folded"].write(trace_model.Recording.of(b.build()))
+    assert out.count(b"\n") == 2  # one line per stack
+    assert _stable(out) == out

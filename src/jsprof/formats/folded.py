@@ -46,7 +46,17 @@ from ._format import Format
 TRACK_FRAME = re.compile(r"^track:(.+)$")
 _LOCATION = re.compile(r"^(?P<name>.*) \((?P<url>.*?)(?::(?P<line>\d+)(?::(?P<col>\d+))?)?\)$")
 _LINE = re.compile(r"^\S.*[ \t]\d+$")
-_CLEAN = str.maketrans({";": ",", "\n": " ", "\r": " "})
+# `;` separates frames; line breaks (all that str.splitlines splits at) and other control
+# characters would break or void the line.
+_CLEAN = str.maketrans(
+    {
+        ";": ",",
+        **{chr(c): " " for c in range(0x20) if c != 0x09},
+        "\x85": " ",
+        "\u2028": " ",
+        "\u2029": " ",
+    }
+)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 NOMINAL_INTERVAL_MS = 1.0
 SNIFF_BYTES = 1 << 20
@@ -133,6 +143,12 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         raise TraceFormatError(
             f"{source}: byte {e.start}: not UTF-8 text; folded stacks are text lines"
         ) from None
+    # Sniffing looked at the first line only; a control character anywhere is not text.
+    if (bad := _CONTROL.search(text)) is not None:
+        n = text.count("\n", 0, bad.start()) + 1
+        raise ErrorAt(source)(
+            f"line {n}", f"control character {bad[0]!r}; folded stacks are text lines"
+        )
     stacks: list[list[str]] = []
     counts: list[int] = []
     for n, raw in enumerate(text.splitlines(), 1):
