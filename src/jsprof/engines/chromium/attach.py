@@ -9,9 +9,10 @@ from typing import TextIO
 
 from ...errors import EngineError, UsageError
 from ...trace import Recording
+from .._process import SignalFlag
+from .._v8session import start_profiler
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClient, CDPClosed, CDPError
-from .endings import SigFlag
 from .page import PageSession
 from .thread import effective_interval, interval_us
 
@@ -81,16 +82,14 @@ def attach_cdp(
         page = PageSession(client, session, us, stdout, stderr, helper=False, network=False)
         page.main.url = info.get("url", "")
         how = "duration"
-        with SigFlag() as sig:
+        with SignalFlag() as sig:
             s = page.main.session
             s.send("Runtime.enable")
             s.send(
                 "Target.setAutoAttach",
                 {"autoAttach": True, "waitForDebuggerOnStart": False, "flatten": True},
             )
-            s.send("Profiler.enable")
-            s.send("Profiler.setSamplingInterval", {"interval": us})
-            s.send("Profiler.start")
+            start_profiler(s, us)
             page.main.profiling = True
             page.main.ask_origin()
             end = None if duration is None else time.monotonic() + duration

@@ -5,16 +5,13 @@ own."""
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
-from typing import Any
 
 from ...errors import EngineError
+from .._process import die_with_parent, end_group
 from ..cdp import CDPClient, CDPClosed, CDPError, Session
 from ..cdp_pipe import child_pipes, install_in_child
 
@@ -50,12 +47,6 @@ def find_chromium(exe: str | None = None) -> str:
     )
 
 
-_prctl: Any = None
-if sys.platform == "linux":
-    with contextlib.suppress(OSError, AttributeError):
-        _prctl = ctypes.CDLL(None, use_errno=True).prctl
-
-
 class Browser:
     """A headless Chromium on a debugging pipe, in its own process group and profile
     folder; `close()` (or jsprof's death: PR_SET_PDEATHSIG) ends it."""
@@ -79,10 +70,11 @@ class Browser:
             "about:blank",
         ]
 
+        parent = os.getpid()
+
         def child() -> None:
             install_in_child(fds)
-            if _prctl is not None:
-                _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+            die_with_parent(parent)
 
         try:
             with open(self._log_path, "wb") as log:
@@ -161,17 +153,7 @@ class Browser:
             except subprocess.TimeoutExpired:
                 pass
         self.client.close()
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self.proc.pid, sig)
-            try:
-                self.proc.wait(2.0)
-                break
-            except subprocess.TimeoutExpired:
-                continue
-        # Renderers and helpers left in the group go too.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        end_group(self.proc, 2.0, 2.0)
         shutil.rmtree(self.user_data, ignore_errors=True)
         return self.proc.returncode
 

@@ -6,36 +6,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
-import threading
 import time
-from typing import Any
 
 from ...errors import EngineError, UsageError
+from .._process import SignalFlag
 from ..cdp import CDPClosed, CDPError
 from .page import PageSession
 from .thread import PROBE_PERIOD
-
-
-class SigFlag:
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.hit = False
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> SigFlag:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._old[sig] = signal.signal(sig, self._on)
-        return self
-
-    def _on(self, signum: int, frame: Any) -> None:
-        self.hit = True
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)
 
 
 def parse_until(until: str | None) -> str | None:
@@ -51,7 +28,7 @@ def wait_for_end(
     page: PageSession,
     until_expr: str | None,
     duration: float | None,
-    sig: SigFlag,
+    sig: SignalFlag,
     on_error_stop: bool = False,
 ) -> str:
     """Serve the page until an ending; returns how it ended."""

@@ -9,10 +9,11 @@ from typing import TextIO
 
 from ...errors import EngineError, UsageError
 from ...trace import Recording
+from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClosed
 from .browser import Browser
-from .endings import SigFlag, parse_until, wait_for_end
+from .endings import parse_until, wait_for_end
 from .page import PageSession
 from .serve import serve_target
 from .thread import effective_interval, interval_us
@@ -92,7 +93,7 @@ def _record_in(
     session, target_id = browser.new_page()
     page = PageSession(browser.client, session, us, stdout, stderr)
     how = "ok"
-    with SigFlag() as sig:
+    with SignalFlag() as sig:
         try:
             page.prepare()
             page.navigate(url)

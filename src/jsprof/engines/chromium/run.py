@@ -7,9 +7,10 @@ import sys
 from typing import TextIO
 
 from ...errors import UsageError
+from .._process import SignalFlag
 from ..cdp import CDPClosed
 from .browser import Browser
-from .endings import SigFlag, parse_until, wait_for_end
+from .endings import parse_until, wait_for_end
 from .page import PageSession
 from .record import resolve_target
 from .serve import serve_target
@@ -43,7 +44,7 @@ def run_chromium(
             browser = Browser(chromium)
         session, target_id = browser.new_page()
         page = PageSession(browser.client, session, None, stdout, stderr)
-        with SigFlag() as sig:
+        with SignalFlag() as sig:
             try:
                 page.prepare()
                 page.navigate(url)

@@ -6,16 +6,17 @@ from __future__ import annotations
 
 import tempfile
 import time
-from typing import Any, ClassVar
+from typing import Any
 
-from ...errors import EngineError, JSError, UsageError
-from ...trace import ProfilerTrace, Track
-from ..base import DEFAULT_INTERVAL_MS, RuntimeProfiler
+from ...errors import EngineError
+from ...trace import Track
+from .._v8runtime import V8RuntimeProfiler
+from .._v8session import evaluate, start_profiler
 from .browser import Browser
 from .console import exception_text
 from .page import PageSession
 from .serve import GENERATED_PAGE, PageServer
-from .thread import effective_interval, interval_us
+from .thread import MIN_INTERVAL_US
 
 
 class ChromiumRuntime:
@@ -46,16 +47,10 @@ class ChromiumRuntime:
             raise
 
     def eval(self, source: str, timeout: float = 60.0) -> Any:
-        r = self.session.send(
-            "Runtime.evaluate",
-            {"expression": source, "returnByValue": True, "awaitPromise": True},
-            timeout=timeout,
-        )
-        self.page.pump(0)  # console lines, errors
-        if "exceptionDetails" in r:
-            text = exception_text(r["exceptionDetails"])
-            raise JSError(text.splitlines()[0], text)
-        return r.get("result", {}).get("value")
+        try:
+            return evaluate(self.session, source, timeout, describe=exception_text)
+        finally:
+            self.page.pump(0)  # console lines, errors
 
     def profiler(self) -> ChromiumProfiler:
         return ChromiumProfiler(self)
@@ -73,54 +68,27 @@ class ChromiumRuntime:
         self.close()
 
 
-class ChromiumProfiler(RuntimeProfiler):
+class ChromiumProfiler(V8RuntimeProfiler):
     """V8's CPU profiler of a ChromiumRuntime's page, behind the engine contract."""
 
-    type: ClassVar[str] = "v8"
+    min_us = MIN_INTERVAL_US
 
     def __init__(self, runtime: ChromiumRuntime) -> None:
+        super().__init__()
         self.runtime = runtime
-        self._interval = DEFAULT_INTERVAL_MS
-        self._started = False
-        self._track: Track | None = None
 
-    def setup(self, sample_interval: float) -> None:
-        if self._started:
-            raise UsageError("cannot change the sample interval while the profiler runs")
-        interval_us(sample_interval)
-        self._interval = sample_interval
-
-    def start(self, is_create: bool = False) -> None:
-        if self._started:
-            return
+    def _start(self, us: int, is_create: bool) -> None:
         th = self.runtime.page.main
-        s = th.session
-        s.send("Profiler.enable")
-        s.send("Profiler.setSamplingInterval", {"interval": interval_us(self._interval)})
-        s.send("Profiler.start")
+        start_profiler(th.session, us)
         th.profiling = True
         th.profile = None
-        self._started = True
 
-    def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
-        if not self._started:
-            return None
+    def _stop(self, requested_ms: float) -> Track | None:
         th = self.runtime.page.main
         th.collect(th.stop_nowait())
-        self._started = False
         if th.profile is None:
             raise EngineError(f"chromium: {th.lost or 'no profile delivered'}")
         mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
-        self._track = th.to_track(effective_interval(self._interval), mono_to_epoch_us)
+        track = th.to_track(requested_ms, mono_to_epoch_us)
         th.profile = None
-        return self._track.trace if self._track else None
-
-    def track(self, name: str = "main") -> Track | None:
-        if self._track is None:
-            return None
-        self._track.name = name
-        return self._track
-
-    @property
-    def started(self) -> bool:
-        return self._started
+        return track

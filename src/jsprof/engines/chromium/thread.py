@@ -10,8 +10,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...errors import EngineError, UsageError
+from ...errors import EngineError
 from ...trace import Track
+from .. import _v8session
 from ..cdp import CDPClosed, CDPError, Session
 from .helper import SOURCE_URL, strip_internal
 
@@ -24,15 +25,12 @@ PROFILE_STOP_TIMEOUT = 120.0
 
 
 def interval_us(sample_interval: float) -> int:
-    if not sample_interval >= 0 or sample_interval == float("inf"):
-        raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
-    if sample_interval == 0:
-        return MIN_INTERVAL_US
-    return max(1, round(sample_interval * 1000))
+    """CDP's whole microseconds; 0 means the minimum, 50 us."""
+    return _v8session.interval_us(sample_interval, MIN_INTERVAL_US)
 
 
 def effective_interval(sample_interval: float) -> float:
-    return sample_interval if sample_interval > 0 else MIN_INTERVAL_US / 1000.0
+    return _v8session.effective_interval(sample_interval, MIN_INTERVAL_US)
 
 
 @dataclass
@@ -60,10 +58,7 @@ class JSThread:
     # -- profiler
     def start_profiler(self, us: int) -> None:
         """Queued without waiting: commands run in order, before the thread's first line."""
-        s = self.session
-        s.send_nowait("Profiler.enable", reply=False)
-        s.send_nowait("Profiler.setSamplingInterval", {"interval": us}, reply=False)
-        s.send_nowait("Profiler.start", reply=False)
+        _v8session.start_profiler(self.session, us, wait=False)
         self.profiling = True
 
     def rotate(self) -> None:
@@ -90,12 +85,9 @@ class JSThread:
         return False
 
     def stop_nowait(self) -> int | None:
-        if not self.profiling or self.gone or self.session.closed:
+        if not self.profiling or self.gone:
             return None
-        try:
-            return self.session.send_nowait("Profiler.stop")
-        except CDPClosed:
-            return None
+        return _v8session.stop_nowait(self.session)
 
     def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
         if mid is not None:
@@ -107,7 +99,7 @@ class JSThread:
             self.lost = "the thread ended before its profile could be taken"
         self.profiling = False
         if self.profile is None and self.slices:
-            from ..node.slices import concat_profiles
+            from .._v8slices import concat_profiles
 
             self.profile = concat_profiles(self.slices)
             self.partial = True

@@ -1,8 +1,9 @@
 """V8 through Node.js: the inspector protocol (CDP) drives V8's own CPU profiler.
 
 Files: process.py (the Node process), isolate.py (one isolate's CDP session, clock,
-profiler and slices), slices.py (joining slices), record.py, attach.py, runtime.py (the
-RuntimeProfiler contract), preload.py (the `Profiler` global for `jsprof run`).
+profiler and slices), record.py, attach.py, runtime.py (the RuntimeProfiler contract),
+preload.py (the `Profiler` global for `jsprof run`). Shared with the Chromium engine:
+engines/_v8session.py, _v8slices.py (joining slices), _v8runtime.py, _process.py.
 
 - `record_node(script, ...)`: run a script under `node --inspect-brk=127.0.0.1:0` (its own
   process group, random port, loopback only), profile the main thread and every worker
@@ -47,7 +48,6 @@ _WHERE = {
     "NodeProfiler": "runtime",
     "run_node": "preload",
     "preload_path": "preload",
-    "concat_profiles": "slices",
 }
 __all__ = sorted(_WHERE)
 

@@ -14,10 +14,11 @@ import orjson
 
 from ...errors import EngineError, UsageError
 from ...trace import Recording
+from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClient, CDPClosed, CDPError
 from .isolate import _Isolate
-from .process import _SigintFlag, effective_interval, find_node, interval_us
+from .process import effective_interval, find_node, interval_us
 
 INSPECTOR_PORT = 9229  # Node's default; a process started with --inspect-port may use another
 _NODE_NAME = re.compile(r"^node(js)?[-\d.]*$")
@@ -162,7 +163,7 @@ def attach_node(
         iso.start(us, reoptimize=True)
         iso.begin_slices()  # insurance if the process dies while we watch
         end = None if duration is None else time.monotonic() + duration
-        with _SigintFlag() as sigint:
+        with SignalFlag() as sigint:
             while not sigint.hit and (end is None or time.monotonic() < end):
                 if not client.pump(0.05):
                     how = "exited"

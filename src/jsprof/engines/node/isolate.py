@@ -8,6 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...errors import EngineError
+from .._v8session import start_profiler, stop_nowait
 from ..cdp import CDPClosed, CDPError, Session
 from .process import ENGINE
 
@@ -79,15 +80,7 @@ class _Isolate:
 
     def start(self, us: int, reoptimize: bool = False) -> None:
         s = self.session
-        # One round trip: Node handles the three in order. The interval must come before
-        # start: V8 refuses to change the interval of a running profiler.
-        ids = [
-            s.send_nowait("Profiler.enable"),
-            s.send_nowait("Profiler.setSamplingInterval", {"interval": us}),
-            s.send_nowait("Profiler.start"),
-        ]
-        for mid in ids:
-            s.result(mid)
+        start_profiler(s, us)
         if reoptimize:
             # Code V8 optimised while no profiler ran lacks the positions of inlined
             # functions, so their frames vanish (measured: a timer callback optimised
@@ -157,12 +150,7 @@ class _Isolate:
                 self.slices.append(profile)
 
     def stop_nowait(self) -> int | None:
-        if not self.profiling or self.session.closed:
-            return None
-        try:
-            return self.session.send_nowait("Profiler.stop")
-        except CDPClosed:
-            return None
+        return stop_nowait(self.session) if self.profiling else None
 
     def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
         """Wait for the last slice (the reply to `mid`), then join all slices into
@@ -192,7 +180,7 @@ class _Isolate:
                 "lost (slices come every quarter of the run so far, 50 ms to 0.5 s apart)"
             )
         if self.hide_urls:
-            from .slices import drop_samples_under
+            from .._v8slices import drop_samples_under
 
             self.slices = [drop_samples_under(p, self.hide_urls) for p in self.slices]
         if not self.slices:
@@ -200,7 +188,7 @@ class _Isolate:
         elif len(self.slices) == 1:
             self.profile = self.slices[0]
         else:
-            from .slices import concat_profiles
+            from .._v8slices import concat_profiles
 
             self.profile = concat_profiles(self.slices)
         self.slices = []
@@ -236,8 +224,3 @@ def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: 
         requested_interval=requested,
         meta=meta,
     )
-
-
-def _exception_text(details: dict) -> str:
-    exc = details.get("exception") or {}
-    return str(exc.get("description") or details.get("text") or "uncaught exception")

@@ -3,7 +3,6 @@ forwarding its stderr (less the inspector's own lines), and ending it and its gr
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import re
@@ -14,9 +13,11 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any, BinaryIO
+from typing import BinaryIO
 
-from ...errors import EngineError, UsageError
+from ...errors import EngineError
+from .. import _v8session
+from .._process import die_with_parent, end_group
 
 ENGINE = "node"
 _WS_RE = re.compile(rb"Debugger listening on (ws://\S+)")
@@ -46,37 +47,15 @@ def find_node(node: str | None = None) -> str:
 def interval_us(sample_interval: float) -> int:
     """CDP wants whole microseconds. 0 means the minimum, 0.1 ms as in the Profiler global:
     V8 takes finer requests but spaces samples ~120-180 us apart anyway."""
-    if not sample_interval >= 0 or sample_interval == float("inf"):
-        raise UsageError(f"sample interval must be a finite number >= 0 ms, got {sample_interval}")
-    if sample_interval == 0:
-        return MIN_INTERVAL_US
-    return max(1, round(sample_interval * 1000))
+    return _v8session.interval_us(sample_interval, MIN_INTERVAL_US)
 
 
 def effective_interval(sample_interval: float) -> float:
     """The interval asked of V8 in ms: the request, or V8's minimum for 0."""
-    return sample_interval if sample_interval > 0 else MIN_INTERVAL_US / 1000.0
+    return _v8session.effective_interval(sample_interval, MIN_INTERVAL_US)
 
 
 # ---- the node process ---------------------------------------------------------------------
-
-
-def _die_with_parent(parent: int) -> None:
-    """In the child before exec: SIGKILL it if jsprof (pid `parent`) dies (even by
-    SIGKILL), so no Node process is ever left behind. Linux only (prctl
-    PR_SET_PDEATHSIG); a no-op elsewhere. The signal follows the thread that started
-    Node, so start it from a thread that lives as long as the recording (record_node and
-    NodeRuntime do)."""
-    if sys.platform != "linux":
-        return
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # jsprof died between the fork and the prctl
-        os._exit(1)
 
 
 class NodeProcess:
@@ -108,7 +87,7 @@ class NodeProcess:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
-                preexec_fn=functools.partial(_die_with_parent, os.getpid()),
+                preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
         except OSError as e:
             raise EngineError(f"cannot start {exe}: {e}") from None
@@ -172,20 +151,9 @@ class NodeProcess:
 
     def kill(self, grace: float = 2.0) -> int | None:
         """End the whole process group: SIGTERM, then SIGKILL after `grace` s."""
-        if self.proc.poll() is None:
-            for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(self.proc.pid, sig)
-                try:
-                    self.proc.wait(wait)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
-        # Worker or child processes left in the group die with it.
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        code = end_group(self.proc, grace)
         self._reader.join(2.0)
-        return self.proc.poll()
+        return code
 
     def wait_exit(self, timeout: float = 10.0) -> int | None:
         # Popen.wait(timeout) polls with growing sleeps (up to 50 ms late), which a short
@@ -205,34 +173,6 @@ class NodeProcess:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             return self.kill()
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        end_group(self.proc)  # what it left in its group
         self._reader.join(2.0)
         return self.proc.returncode
-
-
-class _SigintFlag:
-    """Turn Ctrl-C (and SIGTERM/SIGHUP: being told to end) into a flag while recording, so
-    we stop the profiler and end Node before we go."""
-
-    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-    def __init__(self) -> None:
-        self.hit = False
-        self.signum: int | None = None  # the first signal that came
-        self._old: dict[int, Any] = {}
-
-    def __enter__(self) -> _SigintFlag:
-        if threading.current_thread() is threading.main_thread():
-            for sig in self.SIGNALS:
-                self._old[sig] = signal.signal(sig, self._on)
-        return self
-
-    def _on(self, signum: int, frame: Any) -> None:
-        self.hit = True
-        if self.signum is None:
-            self.signum = signum
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, old in self._old.items():
-            signal.signal(sig, old)

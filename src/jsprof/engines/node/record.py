@@ -13,7 +13,8 @@ from importlib import resources
 from typing import TYPE_CHECKING
 
 from ...errors import EngineError, UsageError
-from .process import NodeProcess, _SigintFlag, effective_interval, interval_us
+from .._process import SignalFlag
+from .process import NodeProcess, effective_interval, interval_us
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
 # are imported while it boots (start_node, then record_node).
@@ -87,7 +88,7 @@ def record_node(
         raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
     us = interval_us(sample_interval)
     requested = effective_interval(sample_interval)
-    with _SigintFlag() as sigint:
+    with SignalFlag() as sigint:
         proc = process or start_node(path, args, node, node_args)
         try:
             proc.wait_ready()
@@ -148,7 +149,7 @@ def _record(
     us: int,
     workers: bool,
     timeout: float | None,
-    sigint: _SigintFlag,
+    sigint: SignalFlag,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
 ) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:

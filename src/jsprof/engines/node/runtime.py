@@ -3,14 +3,17 @@ RuntimeProfiler contract (engines/base.py)."""
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
-from ...errors import EngineError, UsageError
-from ...trace import ProfilerTrace, Track
-from ..base import DEFAULT_INTERVAL_MS, RuntimeProfiler
+from ...errors import EngineError
+from .._v8runtime import V8RuntimeProfiler
+from .._v8session import evaluate
 from ..cdp import CDPClient
-from .isolate import _exception_text, _Isolate
-from .process import NodeProcess, effective_interval, interval_us
+from .isolate import _Isolate
+from .process import MIN_INTERVAL_US, NodeProcess
+
+if TYPE_CHECKING:
+    from ...trace import Track
 
 
 class NodeRuntime:
@@ -30,16 +33,7 @@ class NodeRuntime:
             raise
 
     def eval(self, source: str, timeout: float = 60.0) -> Any:
-        r = self.session.send(
-            "Runtime.evaluate",
-            {"expression": source, "returnByValue": True, "awaitPromise": True},
-            timeout=timeout,
-        )
-        if "exceptionDetails" in r:
-            from ...errors import JSError
-
-            raise JSError(_exception_text(r["exceptionDetails"]))
-        return r.get("result", {}).get("value")
+        return evaluate(self.session, source, timeout)
 
     def profiler(self) -> NodeProfiler:
         return NodeProfiler(self)
@@ -55,50 +49,25 @@ class NodeRuntime:
         self.close()
 
 
-class NodeProfiler(RuntimeProfiler):
+class NodeProfiler(V8RuntimeProfiler):
     """V8's CPU profiler of a NodeRuntime, behind the engine contract."""
 
-    type: ClassVar[str] = "v8"
+    min_us = MIN_INTERVAL_US
 
     def __init__(self, runtime: NodeRuntime) -> None:
+        super().__init__()
         self.runtime = runtime
-        self._interval = DEFAULT_INTERVAL_MS
-        self._started = False
-        self._track: Track | None = None
 
-    def setup(self, sample_interval: float) -> None:
-        if self._started:
-            raise UsageError("cannot change the sample interval while the profiler runs")
-        interval_us(sample_interval)
-        self._interval = sample_interval
-
-    def start(self, is_create: bool = False) -> None:
-        if self._started:
-            return
+    def _start(self, us: int, is_create: bool) -> None:
         # A runtime that already ran code (a restart, or code run before the first start)
         # has optimised code without inlining positions: re-optimise under the profiler.
-        self.runtime.isolate.start(interval_us(self._interval), reoptimize=not is_create)
-        self._started = True
+        self.runtime.isolate.start(us, reoptimize=not is_create)
 
-    def stop(self, is_destroy: bool = False) -> ProfilerTrace | None:
-        if not self._started:
-            return None
+    def _stop(self, requested_ms: float) -> Track | None:
         iso = self.runtime.isolate
         iso.collect(iso.stop_nowait())
-        self._started = False
         if iso.profile is None:
             raise EngineError(f"node: {iso.lost or 'no profile delivered'}")
-        requested = effective_interval(self._interval)
-        self._track = iso.track(requested, "node")
+        track = iso.track(requested_ms, "node")
         iso.profile = None
-        return self._track.trace if self._track else None
-
-    def track(self, name: str = "main") -> Track | None:
-        if self._track is None:
-            return None
-        self._track.name = name
-        return self._track
-
-    @property
-    def started(self) -> bool:
-        return self._started
+        return track

@@ -1,5 +1,6 @@
-"""Joining the slices of one thread's V8 profile (CDP Profiles taken one after another
-while recording) into one profile."""
+"""V8 CPU profiles in CDP's shape, as the Node and Chromium engines take them: joining the
+slices of one thread's profile (taken one after another while recording) into one, and
+dropping the samples taken inside jsprof's own code."""
 
 from __future__ import annotations
 
