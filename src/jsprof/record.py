@@ -28,7 +28,7 @@ from .errors import EngineError, JSError, UsageError
 if TYPE_CHECKING:
     from .trace import Recording
 
-ENGINES = ("quickjs", "node")
+ENGINES = ("quickjs", "node", "chromium")
 
 
 # Engines that run a script file; pages and URLs are for a browser engine.
@@ -42,6 +42,11 @@ def check_script(path: str | os.PathLike[str], engine: str) -> str:
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
     p = os.fspath(path)
+    if engine == "chromium":
+        from .engines.chromium.record import resolve_target
+
+        resolve_target(p)  # a URL, or a local .html/.js/.mjs file
+        return p
     low = p.lower()
     script_engine = engine in SCRIPT_ENGINES
     if script_engine and ("://" in p or low.endswith((".html", ".htm"))):
@@ -199,8 +204,15 @@ def record(
     started: Any = None,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
+    until: str | None = None,
 ) -> Recording:
     """Run the script at `path` under the sampling profiler and return its Recording.
+
+    engine="chromium": `path` is a URL (http, https, file), a local .html page or a
+    .js/.mjs script (served from loopback), opened in headless Chromium; `until` is "load"
+    (the default) or "js:EXPR", `duration` caps it; a track per thread (main, then each
+    worker or out-of-process iframe by URL). The page's uncaught errors were printed on
+    stderr and raise a JSError carrying the recording, as a script's do.
 
     `started`: what `start_engine` returned for this script (Node already booting).
     `gate` (engine="node"): called once the profiler runs, before the script starts (the
@@ -221,6 +233,8 @@ def record(
     `scriptArgs` in the script is [path, *args], as with qjs.
     """
     p = check_script(path, engine)
+    if until is not None and engine != "chromium":
+        raise UsageError("--until goes with --engine chromium (a page's ending)")
     if workers is not None:
         if engine != "quickjs":
             raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
@@ -236,6 +250,8 @@ def record(
             if isinstance(e, KeyboardInterrupt) and rec.tracks:
                 rec.tracks[0].meta["exit"] = "interrupted"
                 rec.tracks[0].meta["signal"] = _signal_name(e)
+    elif engine == "chromium":
+        rec, error = _record_chromium(p, sample_interval, max_buffer_size, args, duration, until)
     elif engine == "node":
         rec, error = _record_node(
             p, sample_interval, max_buffer_size, args, node_args, duration, started, progress,
@@ -360,6 +376,39 @@ def _record_node(
         )
         # Node printed it already (its stderr is the script's): the CLI does not repeat it.
         error.printed = True  # type: ignore[attr-defined]
+    return rec, error
+
+
+def _record_chromium(
+    p: str,
+    sample_interval: float,
+    max_buffer_size: int | None,
+    args: Sequence[str],
+    duration: float | None,
+    until: str | None,
+) -> tuple[Recording, BaseException | None]:
+    """One track per thread; the page's first uncaught error, Ctrl-C or a page or browser
+    that died are returned as the error (record_chromium never raises for the page)."""
+    if max_buffer_size is not None:
+        raise UsageError("--max-buffer-size is not supported with Chromium (V8 keeps all)")
+    if args:
+        raise UsageError(f"{p}: a page takes no arguments ({' '.join(args)!r})")
+    from .engines.chromium.record import record_chromium
+
+    rec = record_chromium(p, sample_interval, until=until, duration=duration)
+    meta = rec.tracks[0].meta
+    error: BaseException | None = None
+    how = meta.get("exit")
+    if how == "interrupted":
+        signum = _signum(meta.get("signal"), signal.SIGINT)
+        error = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+    elif how in ("crashed", "browser-exited"):
+        what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
+        error = EngineError(f"{p}: {what}; the samples taken so far were kept")
+    elif meta.get("errors"):
+        text = str(meta["errors"][0])
+        error = JSError(text.splitlines()[0] if text else "uncaught error", text)
+        error.printed = True  # type: ignore[attr-defined]  # the page's stderr had it
     return rec, error
 
 

@@ -27,6 +27,7 @@ def default_stem(target: str) -> str:
 
 def cmd_record(args: argparse.Namespace) -> int:
     from ...outputs import recording_output, save_recording
+    from ...record import exit_status
     from ...render.summary import print_recording_summary
     from .attach import attach_cdp
     from .record import record_chromium
@@ -73,7 +74,7 @@ def cmd_record(args: argparse.Namespace) -> int:
     how = meta.get("exit")
     if how == "interrupted":
         print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
-        return 130
+        return exit_status(rec)  # 130 for Ctrl-C, 143 for SIGTERM
     if how in ("crashed", "browser-exited"):
         what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
         print(f"jsprof: {what}; the samples taken so far were kept", file=sys.stderr)

@@ -4,6 +4,7 @@ loopback, see serve.py) in headless Chromium and profile it, a track per thread.
 from __future__ import annotations
 
 import os
+import signal
 import urllib.parse
 from typing import TextIO
 
@@ -118,6 +119,8 @@ def _record_in(
         )
     meta = tracks[0].meta
     meta.update(target=label, exit=how, chromium=browser.version.get("product"))
+    if how == "interrupted" and sig.signum is not None:
+        meta["signal"] = signal.Signals(sig.signum).name
     if tracks[0].name != "main":
         meta["mainLost"] = True
     if page.errors:
