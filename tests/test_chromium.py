@@ -587,19 +587,11 @@ def test_console_lines_as_the_console_shows_them(browser: Browser) -> None:
 
 
 def test_out_of_process_iframe_is_its_own_track(browser: Browser) -> None:
-    # Known issue (README): with an out-of-process iframe, the page's own track sometimes
-    # comes back without the page's JavaScript (seen 2 in 6 and 1 in 6 runs): up to two
-    # retries, every attempt reported.
-    seen = []
-    for _ in range(3):
-        out = io.StringIO()
-        rec = record_chromium(str(DATA / "oopif.html"), 1.0, browser=browser, stdout=out)
-        seen.append(self_counts(rec.tracks[0].trace))
-        if "spin" in seen[-1]:
-            break
-    else:
-        pytest.fail(f"the page's track never held the page's JavaScript: {seen}")
-    assert out.getvalue() == "frame done\n"
+    out = io.StringIO()
+    rec = record_chromium(str(DATA / "oopif.html"), 1.0, browser=browser, stdout=out)
+    # Each thread's console reaches us on its own session: lines of two threads come in
+    # the order they arrive, not always the order they were logged (seen 1 in 16).
+    assert sorted(out.getvalue().splitlines()) == ["frame done", "page done"]
     assert len(rec.tracks) == 2
     frame = rec.tracks[1]
     assert frame.name.startswith("http://localhost:") and frame.name.endswith("/frame.html")
