@@ -186,12 +186,21 @@ class QuickJS:
     available to scripts; with `allow_profiling=False` its constructor throws
     `NotAllowedError` (the embedder forbids profiling, like a page without the document
     policy). Python sessions (`profiler()`) and JS ones share the runtime's one sampler.
+    `memory_limit` (bytes): QuickJS's allocation limit for the runtime; an allocation
+    past it throws `InternalError: out of memory` in the script.
     """
 
     type: ClassVar[str] = ENGINE
 
-    def __init__(self, args: Sequence[str] = (), allow_profiling: bool = True) -> None:
+    def __init__(
+        self,
+        args: Sequence[str] = (),
+        allow_profiling: bool = True,
+        memory_limit: int | None = None,
+    ) -> None:
         q = _require_extension()
+        if memory_limit is not None and memory_limit <= 0:
+            raise UsageError(f"memory limit must be > 0 bytes, got {memory_limit}")
         self._rt = q.Runtime(args=[str(a) for a in args])
         self.allow_profiling = allow_profiling
         self._muted: set[str] = {_BOOTSTRAP}
@@ -226,6 +235,10 @@ class QuickJS:
 
         self._rt.set_host_callback(host)
         self._rt.eval(_bootstrap_source(), _BOOTSTRAP, 0, False)
+        if memory_limit is not None:
+            # counted from here, bootstrap included (~0.3 MB); past it the script gets
+            # InternalError: out of memory, and sampling goes on (its buffers are apart)
+            self._rt.set_memory_limit(int(memory_limit))
 
     @property
     def time_origin(self) -> float:

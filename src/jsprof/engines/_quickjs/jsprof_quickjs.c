@@ -931,8 +931,13 @@ static void clear_rejections(Host *h)
 static char *dup_js_string(JSContext *ctx, JSValueConst v)
 {
     size_t len;
-    const char *s = JS_ToCStringLen(ctx, &len, v);
+    const char *s;
     char *r;
+    if (JS_IsException(v)) { /* the read that gave v failed: drop its exception */
+        JS_FreeValue(ctx, JS_GetException(ctx));
+        return strdup("");
+    }
+    s = JS_ToCStringLen(ctx, &len, v);
     if (!s) {
         JS_FreeValue(ctx, JS_GetException(ctx));
         return strdup("");
@@ -974,6 +979,8 @@ static void host_set_error(Host *h, JSValue exc)
         h->err_message = dup_js_string(ctx, v);
         JS_FreeValue(ctx, v);
         v = JS_GetPropertyStr(ctx, exc, "stack");
+        if (JS_IsException(v))
+            JS_FreeValue(ctx, JS_GetException(ctx));
         h->err_stack = JS_IsString(v) ? dup_js_string(ctx, v) : strdup("");
         JS_FreeValue(ctx, v);
     } else {
@@ -1043,12 +1050,13 @@ static JSValue job_call1(JSContext *ctx, int argc, JSValueConst *argv)
 /* A session's buffer may be full: ask the Python side (owner thread, between jobs, never
    inside the sampler); it answers with the ids of JS Profilers whose buffer filled, and
    samplebufferfull is dispatched to each as a job. */
-static void host_check_buffers(Host *h)
+static int host_check_buffers(Host *h)
 {
     char *out, *p;
     size_t n;
+    int rc = 0;
     if (!atomic_exchange(&h->s.check_due, 0))
-        return;
+        return 0;
     if (host_py_call(h, "check", "", 0, &out, &n) == 0 && out && JS_IsFunction(h->ctx, h->dispatch_fn)) {
         JSContext *ctx = h->s.ctxs[0];
         for (p = out; *p;) {
@@ -1059,11 +1067,17 @@ static void host_check_buffers(Host *h)
                 break;
             args[0] = h->dispatch_fn;
             args[1] = JS_NewInt64(ctx, id);
-            JS_EnqueueJob(ctx, job_call1, 2, args);
+            if (JS_EnqueueJob(ctx, job_call1, 2, args) < 0) {
+                /* out of memory: the run ends with that error (its exception is pending) */
+                host_take_exception(h);
+                rc = -1;
+                break;
+            }
             p = *end ? end + 1 : end;
         }
     }
     free(out);
+    return rc;
 }
 
 /* Run promise jobs and timers until nothing is left (as qjs does). 0 ok, -1 error. */
@@ -1073,8 +1087,7 @@ static int host_event_loop(Host *h)
         Timer *t;
         double now;
         host_park(h);
-        host_check_buffers(h);
-        if (host_run_jobs(h) < 0 || host_check_rejections(h) < 0)
+        if (host_check_buffers(h) < 0 || host_run_jobs(h) < 0 || host_check_rejections(h) < 0)
             return -1;
         if (atomic_load(&h->s.check_due))
             continue; /* a job may have filled a buffer: dispatch before sleeping */
@@ -1153,9 +1166,14 @@ static void set_import_meta(JSContext *ctx, JSModuleDef *m, const char *name, in
     JSValue meta = JS_GetImportMeta(ctx, m);
     if (!JS_IsException(meta)) {
         char url[PATH_MAX + 16];
+        JSValue u;
         snprintf(url, sizeof url, "%s%s", name[0] == '/' ? "file://" : "", name);
-        JS_DefinePropertyValueStr(ctx, meta, "url", JS_NewString(ctx, url), JS_PROP_C_W_E);
-        JS_DefinePropertyValueStr(ctx, meta, "main", JS_NewBool(ctx, is_main), JS_PROP_C_W_E);
+        u = JS_NewString(ctx, url);
+        /* out of memory: no import.meta.url (the module's own code will fail soon) */
+        if (JS_IsException(u) ||
+            JS_DefinePropertyValueStr(ctx, meta, "url", u, JS_PROP_C_W_E) < 0 ||
+            JS_DefinePropertyValueStr(ctx, meta, "main", JS_NewBool(ctx, is_main), JS_PROP_C_W_E) < 0)
+            JS_FreeValue(ctx, JS_GetException(ctx));
     } else {
         JS_FreeValue(ctx, JS_GetException(ctx));
     }
@@ -1323,15 +1341,25 @@ static const JSCFunctionListEntry hook_funcs[] = {
     JS_CFUNC_DEF("__jsprof_set_dispatch", 1, js_set_dispatch),
 };
 
-/* console, timers and print, in every realm */
-static void host_install_globals(JSContext *ctx)
+/* console, timers and print, in every realm; -1 (exception pending) when out of memory */
+static int host_install_globals(JSContext *ctx)
 {
     JSValue g = JS_GetGlobalObject(ctx);
     JSValue console = JS_NewObject(ctx);
-    JS_SetPropertyFunctionList(ctx, console, console_funcs, countof(console_funcs));
-    JS_SetPropertyStr(ctx, g, "console", console);
-    JS_SetPropertyFunctionList(ctx, g, global_funcs, countof(global_funcs));
+    int rc = -1;
+    if (JS_IsException(console))
+        goto done;
+    if (JS_SetPropertyFunctionList(ctx, console, console_funcs, countof(console_funcs)) < 0) {
+        JS_FreeValue(ctx, console);
+        goto done;
+    }
+    if (JS_SetPropertyStr(ctx, g, "console", console) < 0 ||
+        JS_SetPropertyFunctionList(ctx, g, global_funcs, countof(global_funcs)) < 0)
+        goto done;
+    rc = 0;
+done:
     JS_FreeValue(ctx, g);
+    return rc;
 }
 
 static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
@@ -1398,24 +1426,38 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
     h->s.time_origin_mono = h->ctx->time_origin;
 
     h->dispatch_fn = JS_UNDEFINED;
-    host_install_globals(h->ctx);
+    self->h = h; /* from here on a failure is cleaned up by Runtime_dealloc */
+    if (host_install_globals(h->ctx) < 0)
+        goto js_fail;
     g = JS_GetGlobalObject(h->ctx);
-    JS_SetPropertyFunctionList(h->ctx, g, hook_funcs, countof(hook_funcs));
+    if (JS_SetPropertyFunctionList(h->ctx, g, hook_funcs, countof(hook_funcs)) < 0) {
+        JS_FreeValue(h->ctx, g);
+        goto js_fail;
+    }
     /* quickjs-ng's timeOrigin is the monotonic clock's reading (read-only); the web's is
        Unix epoch ms. Replace the object, keeping quickjs-ng's own now(). */
     perf = JS_NewObject(h->ctx);
-    JS_SetPropertyFunctionList(h->ctx, perf, js_perf_proto_funcs, countof(js_perf_proto_funcs));
-    JS_DefinePropertyValueStr(h->ctx, perf, "timeOrigin", JS_NewFloat64(h->ctx, h->time_origin_epoch),
-                              JS_PROP_ENUMERABLE);
-    JS_DefinePropertyValueStr(h->ctx, g, "performance", perf,
-                              JS_PROP_WRITABLE | JS_PROP_ENUMERABLE | JS_PROP_CONFIGURABLE);
+    if (JS_IsException(perf) ||
+        JS_SetPropertyFunctionList(h->ctx, perf, js_perf_proto_funcs, countof(js_perf_proto_funcs)) < 0 ||
+        JS_DefinePropertyValueStr(h->ctx, perf, "timeOrigin", JS_NewFloat64(h->ctx, h->time_origin_epoch),
+                                  JS_PROP_ENUMERABLE) < 0 ||
+        JS_DefinePropertyValueStr(h->ctx, g, "performance", js_dup(perf),
+                                  JS_PROP_WRITABLE | JS_PROP_ENUMERABLE | JS_PROP_CONFIGURABLE) < 0) {
+        JS_FreeValue(h->ctx, perf);
+        JS_FreeValue(h->ctx, g);
+        goto js_fail;
+    }
+    JS_FreeValue(h->ctx, perf);
     arr = JS_NewArray(h->ctx);
+    if (JS_IsException(arr)) {
+        JS_FreeValue(h->ctx, g);
+        goto js_fail;
+    }
     if (script_args && script_args != Py_None) {
         PyObject *seq = PySequence_Fast(script_args, "args must be a sequence of str");
         if (!seq) {
             JS_FreeValue(h->ctx, arr);
             JS_FreeValue(h->ctx, g);
-            self->h = h;
             return -1;
         }
         for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
@@ -1425,17 +1467,28 @@ static int Runtime_init(RuntimeObject *self, PyObject *args, PyObject *kw)
                 Py_DECREF(seq);
                 JS_FreeValue(h->ctx, arr);
                 JS_FreeValue(h->ctx, g);
-                self->h = h;
                 return -1;
             }
-            JS_SetPropertyUint32(h->ctx, arr, (uint32_t)i, JS_NewStringLen(h->ctx, s, n));
+            JSValue str = JS_NewStringLen(h->ctx, s, n);
+            if (JS_IsException(str) || JS_SetPropertyUint32(h->ctx, arr, (uint32_t)i, str) < 0) {
+                Py_DECREF(seq);
+                JS_FreeValue(h->ctx, arr);
+                JS_FreeValue(h->ctx, g);
+                goto js_fail;
+            }
         }
         Py_DECREF(seq);
     }
-    JS_SetPropertyStr(h->ctx, g, "scriptArgs", arr);
+    if (JS_SetPropertyStr(h->ctx, g, "scriptArgs", arr) < 0) {
+        JS_FreeValue(h->ctx, g);
+        goto js_fail;
+    }
     JS_FreeValue(h->ctx, g);
-    self->h = h;
     return 0;
+js_fail:
+    JS_FreeValue(h->ctx, JS_GetException(h->ctx));
+    PyErr_NoMemory();
+    return -1;
 }
 
 /* Take the sampler lock from a Python-facing method (GIL held): never block on it with
@@ -1686,6 +1739,31 @@ static PyObject *Runtime_eval(RuntimeObject *self, PyObject *args, PyObject *kw)
     return ret;
 }
 
+/* set_memory_limit(bytes): QuickJS's own allocation limit for this runtime (0: none). An
+   allocation past it fails and the script gets InternalError: out of memory. */
+static PyObject *Runtime_set_memory_limit(RuntimeObject *self, PyObject *arg)
+{
+    Host *h = get_host(self);
+    Py_ssize_t n;
+    if (!h)
+        return NULL;
+    n = PyNumber_AsSsize_t(arg, PyExc_OverflowError);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    if (n < 0) {
+        PyErr_SetString(PyExc_ValueError, "memory limit must be >= 0 bytes (0: none)");
+        return NULL;
+    }
+    JS_SetMemoryLimit(h->rt, (size_t)n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_get_memory_used(RuntimeObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromSize_t(self->h ? self->h->rt->malloc_state.malloc_size : 0);
+}
+
 static PyObject *Runtime_interrupt(RuntimeObject *self, PyObject *unused)
 {
     (void)unused;
@@ -1817,7 +1895,11 @@ static PyObject *Runtime_new_context(RuntimeObject *self, PyObject *unused)
     c = JS_NewContext(h->rt);
     if (!c)
         return PyErr_NoMemory();
-    host_install_globals(c);
+    if (host_install_globals(c) < 0) {
+        JS_FreeValue(c, JS_GetException(c));
+        JS_FreeContext(c);
+        return PyErr_NoMemory();
+    }
     sampler_lock_gil(&h->s); /* the timer thread pokes every context */
     h->s.ctxs[h->s.nctx++] = c;
     pthread_mutex_unlock(&h->s.lock);
@@ -2051,8 +2133,10 @@ static int map_grow(Map *m)
     Map n2;
     if (m->n * 2 < m->cap)
         return 0;
-    if (map_init(&n2, m->cap) < 0)
+    if (map_init(&n2, m->cap) < 0) {
+        map_free(&n2);
         return -1;
+    }
     for (size_t i = 0; i < m->cap; i++) {
         if (m->vals[i] != -1) {
             int f;
@@ -2107,6 +2191,14 @@ static PyObject *function_name(JSContext *ctx, JSObject *p)
             if (s) {
                 res = PyUnicode_DecodeUTF8(s, len, "replace");
                 JS_FreeCString(ctx, s);
+                if (!res) {
+                    JS_FreeValue(ctx, desc.value);
+                    JS_FreeValue(ctx, desc.getter);
+                    JS_FreeValue(ctx, desc.setter);
+                    return NULL; /* MemoryError */
+                }
+            } else {
+                JS_FreeValue(ctx, JS_GetException(ctx));
             }
         }
         JS_FreeValue(ctx, desc.value);
@@ -2239,6 +2331,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     uint64_t dropped, stall_dropped, truncated, native_caps;
     RawSample *rs;
     RawFrame *rf;
+    size_t limit;
 
     if (!h)
         return NULL;
@@ -2270,6 +2363,11 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     s->dropped = s->stall_dropped = s->truncated = s->native_captures = 0;
     s->draining = 1;
     pthread_mutex_unlock(&s->lock);
+    /* Symbolising reads names through QuickJS (small strings, freed at once): a script
+       stopped at its memory limit must still get a trace with names, so the limit is
+       lifted meanwhile (this thread owns the runtime: no JavaScript runs now). */
+    limit = h->rt->malloc_state.malloc_limit;
+    h->rt->malloc_state.malloc_limit = 0;
 
     funcs = PyList_New(0);
     ts = malloc(sizeof(double) * (ns + 1));
@@ -2402,6 +2500,7 @@ done:
     if (ns * sizeof(RawSample) > (4u << 20))
         madvise(rs, ns * sizeof(RawSample), MADV_DONTNEED);
     s->draining = 0;
+    h->rt->malloc_state.malloc_limit = limit;
     free(ts);
     free(due);
     free(cap);
@@ -2462,6 +2561,8 @@ static PyMethodDef Runtime_methods[] = {
      "next poll and use the runtime from this thread until give_back() (thread-safe)."},
     {"give_back", (PyCFunction)Runtime_give_back, METH_NOARGS,
      "Hand a borrowed runtime back to its owner thread."},
+    {"set_memory_limit", (PyCFunction)Runtime_set_memory_limit, METH_O,
+     "set_memory_limit(bytes): QuickJS's allocation limit for this runtime (0: none)."},
     {"set_host_callback", (PyCFunction)Runtime_set_host_callback, METH_O,
      "set_host_callback(fn(op, arg) -> str | None): the Python side of the host."},
     {NULL}};
@@ -2474,6 +2575,8 @@ static PyObject *Runtime_get_busy(RuntimeObject *self, void *c)
 
 static PyGetSetDef Runtime_getset[] = {
     {"busy", (getter)Runtime_get_busy, NULL, "True while an eval runs (on any thread)", NULL},
+    {"memory_used", (getter)Runtime_get_memory_used, NULL,
+     "bytes QuickJS has allocated for this runtime (what its memory limit counts)", NULL},
     {"time_origin", (getter)Runtime_get_time_origin, NULL,
      "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
     {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
