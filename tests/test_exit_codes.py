@@ -266,22 +266,29 @@ INSTRUMENT_LOOP = (
 )
 
 
-@pytest.mark.parametrize(
-    "sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+# Node's preload saves when the signal's listener runs, i.e. at an event-loop turn.
+INSTRUMENT_LOOP_NODE = (
+    "class Shape { area() { return 1; } tick() { for (let i = 0; i < 500; i++) this.area(); } }\n"
+    "const s = new Shape();\n"
+    "console.log('started');\n"
+    "setInterval(() => s.tick(), 1);\n"
 )
-def test_instrument_told_to_end_writes_the_calls_counted_first(tmp_path, sig, status):
+
+
+def _instrument_until(tmp_path, engine: str, script: str, sig: signal.Signals):
     app = tmp_path / "app.js"
-    app.write_text(INSTRUMENT_LOOP)
+    app.write_text(script)
     out, trace = tmp_path / "rows.json", tmp_path / "spans.json"
     proc = subprocess.Popen(
-        [*JSPROF, "instrument", "--watch", "Shape", "-o", str(out), "--trace", str(trace),
-         str(app)],
+        [*JSPROF, "instrument", "--engine", engine, "--watch", "Shape", "-o", str(out),
+         "--trace", str(trace), str(app)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     assert proc.stdout is not None and proc.stdout.readline() == "started\n"
     time.sleep(0.5)
+    t0 = time.monotonic()
     proc.send_signal(sig)
     try:
         _, err = proc.communicate(timeout=30)
@@ -289,23 +296,48 @@ def test_instrument_told_to_end_writes_the_calls_counted_first(tmp_path, sig, st
         proc.kill()
         proc.communicate()
         pytest.fail(f"jsprof instrument did not end within 30 s of {sig.name}")
-    assert proc.returncode == status, err
+    return proc.returncode, err, out, trace, time.monotonic() - t0
+
+
+@pytest.mark.parametrize(
+    "sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143), (signal.SIGHUP, 129)]
+)
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+def test_instrument_told_to_end_writes_the_calls_counted_first(tmp_path, engine, sig, status):
+    script = INSTRUMENT_LOOP if engine == "quickjs" else INSTRUMENT_LOOP_NODE
+    code, err, out, trace, _ = _instrument_until(tmp_path, engine, script, sig)
+    assert code == status, err
     assert "Traceback" not in err
     assert "Shape.area" in err  # the report, on stderr
     result = json.loads(out.read_text())
     assert result["exit"] == "interrupted" and result["signal"] == sig.name
     rows = {r["method"]: r for r in result["rows"]}
     assert rows["area"]["calls"] > 1000, rows
-    # run() never returned: it still gets the time it ran (~0.5 s, at least 0.3 s)
-    assert rows["run"]["calls"] == 1 and rows["run"]["total_ms"] >= 300, rows
-    assert rows["run"]["total_ms"] >= rows["area"]["total_ms"], rows
     t = jsprof.load(trace).tracks[0]
     assert t.meta["exit"] == "interrupted" and t.meta["signal"] == sig.name
-    assert t.meta["openCalls"] >= 1
     spans = t.spans
-    assert spans is not None and len(spans) >= rows["area"]["calls"] + 1
+    assert spans is not None and len(spans) >= rows["area"]["calls"]
     assert (spans.end >= spans.start).all()
-    assert (spans.end - spans.start).max() >= 300  # run()'s, ended at the dump
+    if engine == "quickjs":
+        # run() never returned: it still gets the time it ran (~0.5 s, at least 0.3 s)
+        assert rows["run"]["calls"] == 1 and rows["run"]["total_ms"] >= 300, rows
+        assert rows["run"]["total_ms"] >= rows["area"]["total_ms"], rows
+        assert t.meta["openCalls"] >= 1
+        assert (spans.end - spans.start).max() >= 300  # run()'s, ended at the dump
+
+
+def test_node_instrument_told_to_end_in_a_loop_that_never_yields_does_not_hang(tmp_path):
+    """Node saves on a signal only at an event-loop turn: a script that never returns to
+    it is killed after the grace period, with one line and jsprof's status."""
+    from jsprof.instrument import NODE_GRACE_S
+
+    code, err, out, _, took = _instrument_until(tmp_path, "node", INSTRUMENT_LOOP, signal.SIGTERM)
+    assert code == 143, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.startswith("jsprof:")]
+    assert len(lines) == 1 and "never returned to the event loop" in lines[0], err
+    assert NODE_GRACE_S - 0.5 <= took <= NODE_GRACE_S + 10, took
+    assert not out.exists()
 
 
 def test_instrument_told_to_end_before_the_script_runs_still_ends(tmp_path):

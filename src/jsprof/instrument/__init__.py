@@ -10,14 +10,18 @@ statics and constructor of the watched ones and keeps the books. See README
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
 import posixpath
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +31,7 @@ import numpy as np
 
 from ..engines.base import read_script
 from ..errors import EngineError, JSError, UsageError
+from ..record import Terminated, terminate_as_interrupt
 from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, TraceBuilder, Track
 
 ENGINES = ("quickjs", "node")
@@ -209,7 +214,6 @@ def _run_quickjs(
     p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
 ) -> tuple[dict[str, Any], BaseException | None, float]:
     from ..engines.quickjs import QuickJS, is_module
-    from ..record import terminate_as_interrupt
     from .transform import transform
 
     rt = QuickJS(args=[p, *args])
@@ -239,15 +243,18 @@ def _run_quickjs(
 def _run_node(
     p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
 ) -> tuple[dict[str, Any], BaseException | None]:
+    from ..engines.node.process import _die_with_parent
     from .transform import transform
 
     with tempfile.TemporaryDirectory(prefix="jsprof-instrument-") as tmp:
         out = os.path.join(tmp, "result.json")
+        ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["JSPROF_INSTRUMENT"] = json.dumps(
             {
                 "config": cfg,
                 "out": out,
+                "ctl": theirs.fileno(),
                 "python": sys.executable,
                 # The entry, already transformed: saves one Python start-up in the run.
                 "pre": {os.path.realpath(p): [source, transform(source)]},
@@ -255,23 +262,98 @@ def _run_node(
         )
         preload = (_HERE / "node_preload.mjs").as_uri()
         try:
-            proc = subprocess.run(["node", "--import", preload, p, *args], env=env)
+            # Its own session, as `record` runs Node: a terminal's Ctrl-C reaches jsprof
+            # only, which has Node save its counts before it ends it.
+            proc = subprocess.Popen(
+                ["node", "--import", preload, p, *args],
+                env=env,
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                preexec_fn=_die_with_parent,
+            )
         except FileNotFoundError:
             raise EngineError("node: not found on PATH; install Node.js >= 20") from None
+        finally:
+            theirs.close()
+        with ours:
+            told = _wait_ending_on_signals(proc, ours)
+        code = proc.returncode
         error: BaseException | None = None
-        if proc.returncode < 0 and proc.returncode in (-2,):
+        if told is not None:
+            error = KeyboardInterrupt() if told == signal.SIGINT else Terminated(told)
+        elif code == -signal.SIGINT:
             error = KeyboardInterrupt()
-        elif proc.returncode != 0:
-            error = JSError(f"{p}: node exited with status {proc.returncode}")
-            error.exit_code = proc.returncode  # type: ignore[attr-defined]
+        elif code != 0:
+            error = JSError(f"{p}: node exited with status {code}")
+            error.exit_code = code  # type: ignore[attr-defined]
         try:
             with open(out, encoding="utf-8") as f:
                 dump = json.load(f)
         except OSError:
-            err = EngineError(f"{p}: node ended (status {proc.returncode}) without writing results")
-            err.exit_code = proc.returncode  # type: ignore[attr-defined]
+            if told is not None:
+                err = EngineError(
+                    f"{p}: node did not save its counts within {NODE_GRACE_S:g} s of "
+                    f"{signal.Signals(told).name} (its JavaScript never returned to the "
+                    "event loop); nothing to report"
+                )
+                err.exit_code = -told  # type: ignore[attr-defined]
+                raise err from None
+            err = EngineError(f"{p}: node ended (status {code}) without writing results")
+            err.exit_code = code  # type: ignore[attr-defined]
             raise err from None
     return dump, error
+
+
+# How long Node has to save its counts, and then to end, once jsprof is told to end.
+NODE_GRACE_S = 5.0
+
+
+def _wait_ending_on_signals(proc: subprocess.Popen, ctl: socket.socket) -> int | None:
+    """Wait for Node. When jsprof is told to end (SIGINT, SIGTERM, SIGHUP) meanwhile: ask
+    Node's preload over `ctl` to save its counts, then send Node's process group that
+    signal once it has answered (or NODE_GRACE_S s passed), then SIGKILL if it has not
+    ended NODE_GRACE_S s later. Returns the first such signal, or None."""
+    told: list[int] = []
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if not told:
+            told.append(signum)
+
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    old = {}
+    if threading.current_thread() is threading.main_thread():
+        old = {sig: signal.signal(sig, on_signal) for sig in sigs}
+    ctl.setblocking(False)
+    asked = signalled = None
+    try:
+        while True:
+            try:
+                proc.wait(timeout=0.05)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if told and asked is None:
+                asked = now
+                with contextlib.suppress(OSError):
+                    ctl.send(b"save\n")
+            if asked is not None and signalled is None:
+                answered = False
+                with contextlib.suppress(BlockingIOError, OSError):
+                    answered = bool(ctl.recv(64))
+                if answered or now - asked >= NODE_GRACE_S:
+                    signalled = now
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, told[0])
+            if signalled is not None and now - signalled >= NODE_GRACE_S:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+                break
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+    return told[0] if told else None
 
 
 # ---- results -------------------------------------------------------------------------------

@@ -3,6 +3,7 @@
 // results to the file jsprof gave when the process exits (however it exits).
 import Module, { register } from "node:module";
 import { readFileSync, writeFileSync } from "node:fs";
+import { Socket } from "node:net";
 import vm from "node:vm";
 import { makeTransform } from "./node_transform.mjs";
 
@@ -14,9 +15,21 @@ vm.runInThisContext(readFileSync(new URL("./runtime.js", import.meta.url), "utf8
   filename: "jsprof-instrument-runtime.js",
 });
 const dump = globalThis.__jsprof_dump;
-process.on("exit", () => {
-  writeFileSync(cfg.out, dump());
-});
+const save = () => writeFileSync(cfg.out, dump());
+process.on("exit", save);
+// jsprof told to end: it asks on this socket for what was counted so far, then ends Node
+// with the signal it got. No signal listener is added, so the program's own signals
+// behave as without jsprof. Unref'd: it never keeps the program alive. Answered at an
+// event-loop turn (a script that never returns to it cannot be asked).
+if (cfg.ctl != null) {
+  const ctl = new Socket({ fd: cfg.ctl, readable: true, writable: true });
+  ctl.unref();
+  ctl.on("data", () => {
+    save();
+    ctl.write("saved\n");
+  });
+  ctl.on("error", () => {});
+}
 
 const transform = makeTransform(cfg);
 const compile = Module.prototype._compile;
