@@ -229,21 +229,23 @@ def test_native_call_time_charged_to_caller(interval: float) -> None:
         function g() {
           let s = 0; const t = performance.now(); while (performance.now() - t < 200) { s++; }
         }
-        f(); g();
+        f();
+        const t1 = performance.now(); g(); globalThis.gMs = performance.now() - t1;
         """
     )
     rt = QuickJS()
     session = rt.profiler(sample_interval=interval)
     rt.eval(src, "charge.js")
     trace = session.stop()
-    parse_ms = rt.eval("parseMs")
+    parse_ms, g_measured = rt.eval("parseMs"), rt.eval("gMs")
     assert parse_ms > 50, "JSON.parse too fast to test on this machine"
     leaves = leaf_names(trace)
     f_ms, g_ms = leaves["f"] * interval, leaves["g"] * interval
     # f gets the parse time (JSON.parse never polls; its ticks are captured when it
-    # returns to f), g only its own 200 ms.
+    # returns to f), g only its own 200 ms (measured around its call: a loaded machine
+    # may stall the script just before g's clock starts, and those ticks are g's too).
     assert abs(f_ms - parse_ms) <= max(10, 0.15 * parse_ms), (f_ms, g_ms, parse_ms)
-    assert abs(g_ms - 200) <= 20, (f_ms, g_ms, parse_ms)
+    assert abs(g_ms - g_measured) <= 20, (f_ms, g_ms, g_measured, parse_ms)
     # the parse's ticks are stamped at their due times (deferred), not at the capture
     assert session.meta["deferredSamples"] >= leaves["f"] - 5 / interval
 

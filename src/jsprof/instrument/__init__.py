@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -243,7 +243,6 @@ def _run_quickjs(
 def _run_node(
     p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
 ) -> tuple[dict[str, Any], BaseException | None]:
-    from ..engines.node.process import _die_with_parent
     from .transform import transform
 
     with tempfile.TemporaryDirectory(prefix="jsprof-instrument-") as tmp:
@@ -269,7 +268,7 @@ def _run_node(
                 env=env,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-                preexec_fn=_die_with_parent,
+                preexec_fn=_die_with_jsprof(),
             )
         except FileNotFoundError:
             raise EngineError("node: not found on PATH; install Node.js >= 20") from None
@@ -302,6 +301,22 @@ def _run_node(
             err.exit_code = code  # type: ignore[attr-defined]
             raise err from None
     return dump, error
+
+
+def _die_with_jsprof() -> Callable[[], None] | None:
+    """A preexec_fn that has Node SIGKILLed if jsprof dies (Linux's PR_SET_PDEATHSIG: it
+    is in its own session, so nothing else would end it). prctl is looked up here, not
+    in the forked child, where importing (ctypes) can deadlock on a lock another thread
+    held at the fork."""
+    if sys.platform != "linux":
+        return None
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 # How long Node has to save its counts, and then to end, once jsprof is told to end.
