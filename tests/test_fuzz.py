@@ -19,6 +19,7 @@ import io
 import json
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 import orjson
@@ -457,3 +458,14 @@ def test_folded_writes_names_with_line_breaking_characters_readably(odd):
     out = FORMATS["folded"].write(trace_model.Recording.of(b.build()))
     assert out.count(b"\n") == 2  # one line per stack
     assert _stable(out) == out
+
+
+def test_speedscope_weights_that_overflow_in_their_unit_are_refused_quietly():
+    doc = copy.deepcopy(SPEEDSCOPE)
+    del doc["profiles"][0]["jsprof"]
+    doc["profiles"][0]["unit"] = "seconds"
+    doc["profiles"][0]["weights"] = [1e306, 1e306]  # inf once in ms
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's overflow warning was printed to the user
+        with pytest.raises(JsprofError, match=r"profiles\[0\]\.weights: add up to more"):
+            jsprof.load(io.BytesIO(orjson.dumps(doc)))

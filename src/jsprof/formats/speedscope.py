@@ -375,8 +375,9 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
         key = np.repeat(keys, reps)
         times = float(start) + np.arange(len(key), dtype=np.float64)
         return Track(name, build_trace(stacks, key, times))
-    ms = w * UNIT_MS[unit]
-    times = float(start) * UNIT_MS[unit] + np.cumsum(ms) - ms
+    with np.errstate(over="ignore", invalid="ignore"):  # inf or NaN: refused just below
+        ms = w * UNIT_MS[unit]
+        times = float(start) * UNIT_MS[unit] + np.cumsum(ms) - ms
     if len(times) and not np.abs(times[-1] + ms[-1]) < MAX_MS:
         raise err(
             f"{where}.weights",
