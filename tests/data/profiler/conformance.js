@@ -119,7 +119,9 @@ function wellFormed(trace) {
   const neg = new Profiler({ sampleInterval: 1, maxBufferSize: -1 });
   hot(30);
   const nt = await neg.stop();
-  check('maxBufferSize -1 keeps everything (4294967295)', nt.samples.length >= 10, nt.samples.length);
+  // -1 wraps to 4294967295, not to a small limit: more than the 2 kept above. (A count
+  // near 30 would test the machine: a loaded one takes far fewer ticks.)
+  check('maxBufferSize -1 keeps everything (4294967295)', nt.samples.length > 2, nt.samples.length);
 
   // --- several sessions at once share one sampler
   const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
@@ -138,7 +140,9 @@ function wellFormed(trace) {
   const slowSpan = st.samples.length ? st.samples[st.samples.length - 1].timestamp - st.samples[0].timestamp : 0;
   check('the slower session keeps at most one tick per interval',
     st.samples.length >= 10 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1, st.samples.length);
-  check('the other session is whole', ft.samples.length >= 20 && ft.samples.length > st.samples.length / 2, ft.samples.length);
+  // Whole: the fast session kept ticks through its 150 ms (at least a few, however loaded the
+  // machine) and more than the slow one's share of the same time.
+  check('the other session is whole', ft.samples.length >= 5 && ft.samples.length > st.samples.length / 2, ft.samples.length);
   check('both well formed', wellFormed(ft) === '' && wellFormed(st) === '', wellFormed(ft) + wellFormed(st));
 
   // --- names: built-ins never appear; a bound function reports its target's name
