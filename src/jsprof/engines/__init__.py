@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+# No `typing` at run time: `jsprof record --engine node` starts Node after importing this.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 __all__ = ["QuickJS"]
 

@@ -31,7 +31,9 @@ How each ending is caught (measured, see docs/engines.md):
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import Any
 
 # Lazy: `jsprof record --engine node` starts Node before it imports numpy and the formats.
 _WHERE = {

@@ -13,11 +13,14 @@ import subprocess
 import sys
 import threading
 from collections.abc import Sequence
-from typing import BinaryIO
 
 from ...errors import EngineError
 from .. import _v8session
 from .._process import die_with_parent, end_group
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
+if TYPE_CHECKING:
+    from typing import BinaryIO
 
 ENGINE = "node"
 _WS_RE = re.compile(rb"Debugger listening on (ws://\S+)")

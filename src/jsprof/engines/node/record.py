@@ -5,12 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pathlib
 import signal
 import time
 from collections.abc import Callable, Sequence
-from importlib import resources
-from typing import TYPE_CHECKING
 
 from ...errors import EngineError, UsageError
 from .._process import SignalFlag
@@ -18,6 +15,7 @@ from .process import NodeProcess, effective_interval, interval_us
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
 # are imported while it boots (start_node, then record_node).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
     from ...record import Progress
     from ...trace import Recording, Track
@@ -32,8 +30,11 @@ _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugge
 
 
 def hook_path() -> str:
-    """The preload that holds the script until profiling runs (js/node_record_hook.js)."""
-    return str(resources.files("jsprof").joinpath("js", "node_record_hook.js"))
+    """The preload that holds the script until profiling runs (js/node_record_hook.js).
+    A plain path (jsprof is installed as files: it has a C extension); importlib.resources
+    cost ~15 ms before Node could start."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.join(os.path.dirname(os.path.dirname(here)), "js", "node_record_hook.js")
 
 
 def start_node(
@@ -155,6 +156,8 @@ def _record(
 ) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:
     """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
     whether the script started child processes)."""
+    import pathlib
+
     import orjson
 
     from ..cdp import CDPClient, CDPClosed
@@ -182,7 +185,7 @@ def _record(
         root = client.session
         main = _Isolate(root, "main")
         hook = hook_path()
-        main.hide_urls = {hook, pathlib.Path(hook).as_uri()}
+        main.hide_urls = {hook, pathlib.Path(hook).as_uri()}  # as a path and as a file URL
         isolates.append(main)
         if progress is not None:  # record.Progress: a status line's count, from its thread
             progress.poll = lambda: (
