@@ -9,7 +9,10 @@ import signal
 import subprocess
 import sys
 import threading
-from typing import Any
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (before Node starts)
+if TYPE_CHECKING:
+    from typing import Any
 
 
 def die_with_parent(parent: int) -> None:

@@ -5,11 +5,15 @@ Light to import (Node is started before the CDP client and numpy are imported)."
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
 
 from ..errors import JSError, UsageError
 
+# typing.TYPE_CHECKING without importing typing: `record --engine node` imports this
+# before it starts Node.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .cdp import Session
 
 
