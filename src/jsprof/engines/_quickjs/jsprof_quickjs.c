@@ -94,6 +94,12 @@ static void jsprof_native_return(struct JSContext *ctx);
             jsprof_native_return(ctx);                                                 \
     } while (0)
 
+/* freeing a big structure (the result of a JSON.parse dropped) polls nowhere: take the
+   ticks that came due meanwhile with the stack of the frame that drops it */
+struct JSRuntime;
+static void jsprof_freeing(struct JSRuntime *rt);
+#define JSPROF_FREEING(rt) jsprof_freeing(rt)
+
 #include "quickjs.c"
 
 /* ------------------------------------------------------------------------- clocks */
@@ -709,6 +715,33 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
     return host_interrupted(h);
 }
 
+/* Owner thread, between polls: capture the ticks pending or due now (deadline passed). */
+static void sampler_take_due(Sampler *s, JSRuntime *rt, int native)
+{
+    pthread_mutex_lock(&s->lock);
+    if (s->hot->armed && s->running) {
+        double now = mono_ms();
+        if (now >= s->next_due)
+            sampler_due_locked(s, now);
+        else
+            sampler_arm_locked(s); /* the rate's error: look again a little later */
+    }
+    sampler_capture_locked(s, rt, native);
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void jsprof_freeing(struct JSRuntime *rt)
+{
+    Host *h = JS_GetRuntimeOpaque(rt);
+    Sampler *s;
+    if (!h || !rt->current_stack_frame)
+        return;
+    s = &h->s;
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
+        (s->hot->armed && jsprof_ticks() >= s->hot->deadline))
+        sampler_take_due(s, rt, 0);
+}
+
 static void jsprof_native_return(struct JSContext *ctx)
 {
     Host *h = JS_GetRuntimeOpaque(ctx->rt);
@@ -716,18 +749,8 @@ static void jsprof_native_return(struct JSContext *ctx)
     if (!h)
         return;
     s = &h->s;
-    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 || s->hot->armed) {
-        pthread_mutex_lock(&s->lock);
-        if (s->hot->armed && s->running) {
-            double now = mono_ms();
-            if (now >= s->next_due)
-                sampler_due_locked(s, now);
-            else
-                sampler_arm_locked(s); /* the rate's error: look again a little later */
-        }
-        sampler_capture_locked(s, ctx->rt, 1);
-        pthread_mutex_unlock(&s->lock);
-    }
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 || s->hot->armed)
+        sampler_take_due(s, ctx->rt, 1);
     /* the counter was zeroed for a tick: back to the poll cadence, unless an interrupt
        or an owner request wants the next poll to reach the handler */
     if (ctx->interrupt_counter <= 0 && !host_interrupted(h) &&
