@@ -469,3 +469,18 @@ def test_speedscope_weights_that_overflow_in_their_unit_are_refused_quietly():
         warnings.simplefilter("error")  # numpy's overflow warning was printed to the user
         with pytest.raises(JsprofError, match=r"profiles\[0\]\.weights: add up to more"):
             jsprof.load(io.BytesIO(orjson.dumps(doc)))
+
+
+def test_pprof_frame_without_a_line_keeps_none_when_its_samples_have_one():
+    # Reading guessed a function's line from its Lines (as @datadog/pprof needs), but in
+    # jsprof's files the leaf Line is the line executing: a frame without a line got one
+    # on the second trip.
+    b = trace_model.TraceBuilder()
+    r = b.resource_id("file:///a.js")
+    main, f = b.frame_id("main", r, 1, 1), b.frame_id("f", r)  # f: no line
+    for i in range(6):
+        b.add_sample(float(i), b.stack_id([main, f]) if i % 2 else b.stack_id([main]), line=8)
+    out = FORMATS["pprof"].write(trace_model.Recording.of(b.build()))
+    back = jsprof.load(io.BytesIO(out)).tracks[0].trace
+    assert {fr.name: fr.line for fr in back.frames} == {"main": 1, "f": None}
+    assert _stable(out) == out

@@ -19,6 +19,9 @@ writes, and how the model maps onto it:
   `(garbage collector)`, ...; see `_common`). Labels carry what pprof has no field for:
   `marker` (the spec's marker, when the trace has markers) and `track` (only when the
   recording has several tracks; reading splits by it).
+- A comment (`OWN_LINES`) says that a Line is the line executing; reading a file without
+  it, a function with no start_line takes its Lines' line when they all name one
+  (@datadog/pprof's way of giving V8's function line).
 - `time_nanos` is the earliest sample's Unix epoch time (left out when a track's time
   origin is unknown, and read back as unknown when 0 or absent),
   `duration_nanos` the span.
@@ -60,6 +63,9 @@ ANONYMOUS = "(anonymous)"
 # Profile message fields (profile.proto).
 SAMPLE_TYPE, SAMPLE, MAPPING, LOCATION, FUNCTION, STRING_TABLE = 1, 2, 3, 4, 5, 6
 TIME_NANOS, DURATION_NANOS, PERIOD_TYPE, PERIOD, COMMENT = 9, 10, 11, 12, 13
+# The comment jsprof writes: how its Lines are meant (read back, it turns off the
+# Datadog-style guess of a function's line from its Lines).
+OWN_LINES = "jsprof: Line.line is the line executing; Function.start_line the function's line"
 LEN_FIELDS = {1, 2, 3, 4, 5, 6, 11}
 VARINT_FIELDS = {7, 8, 9, 10, 12, 14, 15}
 
@@ -194,7 +200,9 @@ def encode_profile(rec: Recording) -> bytes:
     for m in func_msgs:
         out += pb.bytes_field(FUNCTION, m)
     period_type = _value_type(strings, "cpu", "nanoseconds")
+    comment = strings(OWN_LINES)
     out += strings.encode()
+    out += pb.uint_field(COMMENT, comment)
     if starts:
         if all(o is not None for o in origins):
             # ns -> ms -> ns gives the same ns once a number has made the trip once, so
@@ -296,6 +304,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     locs: dict[int, list[tuple[int, int]]] = {}
     funcs: dict[int, tuple[int, int, int]] = {}
     time_nanos = period = 0
+    comments: list[int] = []
     counts = {"sample": 0, "location": 0, "function": 0}
     for field, wire, value, _at in r.fields(None, "(top level)"):
         if field == STRING_TABLE:
@@ -346,6 +355,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             time_nanos = pb.signed(r.scalar(wire, value, "time_nanos"))
         elif field == PERIOD:
             period = pb.signed(r.scalar(wire, value, "period"))
+        elif field == COMMENT:
+            r.ints(wire, value, comments, "comment")
     if not strings or strings[0] != "":
         raise r.err("string_table[0]", "must be the empty string; is this a pprof profile?")
 
@@ -373,8 +384,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     # Functions -> frame keys; locations -> caller-first frame keys and the leaf line.
     # A function without start_line (0, unset) whose Lines all name one line takes that
     # line: @datadog/pprof leaves start_line unset and puts V8's function line in every Line.
+    # Not in jsprof's own files (their comment says so): there a Line is the line executing,
+    # and taking it would give a frame without a line one on the way back.
     line_of: dict[int, set[int]] = {}
-    for lines in locs.values():
+    own = OWN_LINES in {strings[i] for i in comments if 0 <= i < len(strings)}
+    for lines in () if own else locs.values():
         for fn, ln in lines:
             line_of.setdefault(fn, set()).add(ln)
     fkeys: dict[int, FrameKey] = {}
