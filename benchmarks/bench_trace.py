@@ -13,7 +13,8 @@ bytes (baseline and jsprof interleaved, best of --repeat):
   the file's size (goal <= 2); `--before SRC_DIR` measures another checkout's `src` too
   (e.g. the code before a change, extracted with `git archive`);
 - save: `jsprof.save(rec, path)` over `orjson.dumps` of the same document already built
-  as dicts (goal <= 1.0).
+  as dicts (goal <= 1.0); also the encoding alone (`tracefile.dumps`, bytes in memory), as
+  the file write (page cache, rename over the last output) costs what it costs.
 
 Then the self/total analysis throughput in samples per second (first variant).
 """
@@ -119,12 +120,13 @@ def variant(name: str, rec: Recording, a: argparse.Namespace, tmp: str) -> None:
     data = b""
     doc = tracefile.recording_to_doc(rec)
     out = os.path.join(tmp, f"{name}.out.json")
-    dumps, saves = [], []
+    dumps, encodes, saves = [], [], []
     for _ in range(a.repeat):
         dumps.append(timed(lambda: orjson.dumps(doc)))
+        encodes.append(timed(lambda: tracefile.dumps(rec)))
         saves.append(timed(lambda: jsprof.save(rec, out)))
     doc = {}
-    d, s = min(dumps), min(saves)
+    d, e, s = min(dumps), min(encodes), min(saves)
     peak = peak_load_bytes(path)
     line = (
         f"{name:>9} {size / 1e6:6.0f} MB | orjson.loads {b:6.2f} s  jsprof.load {o:6.2f} s  "
@@ -132,7 +134,10 @@ def variant(name: str, rec: Recording, a: argparse.Namespace, tmp: str) -> None:
     )
     if a.before:
         line += f" (before: {peak_load_bytes(path, a.before) / size:4.2f}x)"
-    line += f" | orjson.dumps {d:5.2f} s  save {s:5.2f} s  save {s / d:5.2f}x"
+    line += (
+        f" | orjson.dumps {d:5.2f} s  save {s:5.2f} s  save {s / d:5.2f}x"
+        f" (in memory {e / d:4.2f}x, the rest is the file write)"
+    )
     print(line, flush=True)
     os.unlink(out)
 

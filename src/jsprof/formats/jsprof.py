@@ -7,9 +7,11 @@ per-sample line column (`sampleLines`), the per-sample weight column (`sampleWei
 only when the trace carries one), spans, free-form meta, and any further tracks. Files written by
 Chromium's native Profiler (no `jsprof` key) load unchanged as one track.
 
-Loading is the hot path for big files: orjson parses, list comprehensions pull each column
-out in one pass, numpy checks ranges. Only when a fast pass fails do we walk the data again,
-slowly, to name the first bad field and index.
+Big files are the hot path both ways. Loading: our C scanner (`_columns`) reads the
+`samples` array straight into numpy columns, msgspec decodes the small tables typed, numpy
+checks ranges; only when that fails does the validating path read the file again, slowly,
+to name the first bad field and index. Saving: the C writer writes the stacks and samples
+from their columns; orjson writes the rest. No Python object is made per sample either way.
 """
 
 from __future__ import annotations
@@ -481,11 +483,13 @@ def _recording(ctx: _Ctx, trace: ProfilerTrace, doc: dict, make_trace) -> Record
 
 # ---- the fast path: typed decoding straight into columns ---------------------------------
 #
-# msgspec decodes each sample into a small typed struct (no dict per sample) and rejects a
-# wrong type as it goes (a boolean is neither a number nor an id); numpy checks the ranges.
-# This path never words an error: whenever it cannot accept a file it gives up, and the
-# validating path reads the file again and names the first bad field and index. So both
-# paths accept the same files, and only a broken file pays for two reads.
+# The C scanner reads the samples array into columns and refuses (returns None for) any
+# text it does not take exactly: other keys, escapes, a boolean, null or float id, a
+# non-finite time. Then msgspec decodes the array in pieces into small typed structs, and
+# rejects a wrong type as it goes; numpy checks the ranges. This path never words an
+# error: whenever it cannot accept a file it gives up, and the validating path reads the
+# file again and names the first bad field and index. So all paths accept the same files,
+# and only a broken file pays for two reads.
 
 
 class _Fallback(Exception):
