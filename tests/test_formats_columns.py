@@ -345,3 +345,28 @@ def test_writer_threads_write_the_same_bytes_and_report_the_first_bad_sample() -
     with pytest.raises(ValueError) as e:
         _columns.write_samples(b"", broken, stacks, markers, names, b"", 4)
     assert e.value.args == ("timestamp", 300_000)
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_save_streams_the_same_bytes_and_refuses_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, threads: int
+) -> None:
+    """`jsprof.save` writes the samples from the columns to the file in chunks of 65,536
+    (threads format while one writes): the file holds exactly `dumps`' bytes."""
+    monkeypatch.setattr(jsprof_format, "_WRITERS", threads)
+    out = tmp_path / "out.jsprof.json"
+    for n in (1, 65_536, 65_537, 200_001):
+        rec = _with_columns(synthetic(n, 60, idle=0.3, markers=n > 1))
+        jsprof.save(rec, out)
+        assert out.read_bytes() == jsprof_format.dumps(rec) == _old_dumps(rec), n
+    trace = copy.copy(rec.tracks[0].trace)
+    trace.sample_time = trace.sample_time.copy()
+    trace.sample_time[[150_000, 70_000]] = [np.nan, np.inf]
+    with pytest.raises(TraceFormatError) as e:
+        jsprof.save(Recording.of(trace), tmp_path / "bad.json")
+    msg = str(e.value)
+    assert "\n" not in msg and "samples[70000].timestamp: inf is not a finite number" in msg
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsprof.json"]  # no half file
+    with pytest.raises(JsprofError) as e:
+        jsprof.save(rec, "/dev/full", format="jsprof")
+    assert str(e.value) == "/dev/full: cannot write (No space left on device)"

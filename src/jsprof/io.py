@@ -9,6 +9,7 @@ import stat
 import sys
 import tempfile
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -123,19 +124,27 @@ def check_output(path: str | os.PathLike) -> None:
         raise UsageError(f"{p}: cannot write in {directory} (permission denied)")
 
 
-def _write_in_place(path: Path, data: bytes) -> None:
+def _write_in_place(path: Path, data: bytes | Callable[[BinaryIO], None]) -> None:
     # A device (/dev/null, /dev/stdout) or a FIFO: a rename would replace it with a file.
     try:
         with open(path, "wb") as f:
-            f.write(data)
+            _put(f, data)
     except OSError as e:
         raise JsprofError(f"{path}: cannot write ({e.strerror})") from None
 
 
-def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+def _put(f: BinaryIO, data: bytes | Callable[[BinaryIO], None]) -> None:
+    if callable(data):
+        data(f)
+    else:
+        f.write(data)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes | Callable[[BinaryIO], None]) -> None:
     """Write via a temp file in the same directory and rename, so a failure leaves no half
     file. A symlink is followed (its target is replaced, the link stays); an existing
-    device or FIFO is written in place; a directory is refused."""
+    device or FIFO is written in place; a directory is refused. `data` is the bytes, or a
+    function that writes them to the open file."""
     path = Path(os.path.realpath(path)) if os.path.islink(path) else Path(path)
     kind = _existing_kind(path)
     if kind == "dir":
@@ -160,7 +169,7 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
         # mkstemp makes the file 0600; give it the mode a plain open() would have.
         os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
-            f.write(data)
+            _put(f, data)
         os.replace(tmp, path)
     except BaseException as e:
         try:
@@ -192,6 +201,11 @@ def save(
     rec = obj if isinstance(obj, Recording) else Recording.of(obj)
     dest_s = str(dest)
     fmt = writer_for(dest_s, format)
+    write_file = getattr(fmt, "write_file", None)
+    if write_file is not None and dest_s != "-" and not dest_s.lower().endswith(".gz"):
+        # Written as it is made (a big jsprof file needs no buffer of its size).
+        atomic_write(dest, lambda f: write_file(rec, f))
+        return
     data = fmt.write(rec)  # type: ignore[misc]
     # A format that is gzipped by definition (pprof) must not be compressed twice.
     if dest_s.lower().endswith(".gz") and data[:2] != _GZIP_MAGIC:

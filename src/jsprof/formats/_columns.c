@@ -16,10 +16,12 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef unsigned __int128 u128;
 
@@ -524,6 +526,227 @@ done:
     if (have_m) PyBuffer_Release(&mv);
     PyBuffer_Release(&head);
     PyBuffer_Release(&tail);
+    return result;
+}
+
+/* ---- streaming the samples to a file ------------------------------------------------- */
+
+/* Threads take chunks of samples round-robin, each writes its chunk's text into its own
+ * small buffer and then, in chunk order, to the file: formatting overlaps writing, and no
+ * buffer the size of the output is ever made. */
+typedef struct {
+    const double *t;
+    const int32_t *s;
+    const int8_t *mk;
+    const char *const *names;
+    const Py_ssize_t *name_len;
+    Py_ssize_t n_names, n, chunk, n_chunks, most;
+    int fd, threads;
+    pthread_mutex_t mu;
+    pthread_cond_t turn;
+    Py_ssize_t next;      /* the chunk whose turn it is to be written */
+    Py_ssize_t bad_chunk; /* the first chunk that failed, or n_chunks */
+    Py_ssize_t bad;       /* its first refused sample */
+    int bad_kind;         /* 0 timestamp, 1 marker, 2 out of memory, 3 write error */
+    int err_no;
+} Stream;
+
+typedef struct {
+    Stream *st;
+    int id;
+    char *buf;
+} Writer;
+
+static int write_all(int fd, const char *p, Py_ssize_t len) {
+    while (len > 0) {
+        ssize_t w = write(fd, p, (size_t)(len > (1 << 30) ? (1 << 30) : len));
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        p += w;
+        len -= w;
+    }
+    return 0;
+}
+
+/* Record a failure in chunk k unless an earlier chunk failed already; wakes everyone. */
+static void stream_fail(Stream *st, Py_ssize_t k, Py_ssize_t index, int kind, int err_no) {
+    if (k < st->bad_chunk) {
+        st->bad_chunk = k;
+        st->bad = index;
+        st->bad_kind = kind;
+        st->err_no = err_no;
+    }
+    pthread_cond_broadcast(&st->turn);
+}
+
+static void *stream_worker(void *arg) {
+    Writer *w = arg;
+    Stream *st = w->st;
+    for (Py_ssize_t k = w->id; k < st->n_chunks; k += st->threads) {
+        pthread_mutex_lock(&st->mu);
+        /* chunks before a failed one still run: the first refused sample is the one named */
+        int stop = k > st->bad_chunk;
+        pthread_mutex_unlock(&st->mu);
+        if (stop) break;
+        Share sh = {0};
+        sh.t = st->t;
+        sh.s = st->s;
+        sh.mk = st->mk;
+        sh.names = st->names;
+        sh.name_len = st->name_len;
+        sh.n_names = st->n_names;
+        sh.lo = k * st->chunk;
+        sh.hi = sh.lo + st->chunk < st->n ? sh.lo + st->chunk : st->n;
+        sh.buf = w->buf;
+        sh.bad = -1;
+        write_share(&sh);
+        Py_ssize_t len = sh.len;
+        if (k == st->n_chunks - 1 && len > 0) len--; /* the last comma */
+        pthread_mutex_lock(&st->mu);
+        if (sh.bad >= 0) {
+            stream_fail(st, k, sh.bad, sh.bad_kind, 0);
+            pthread_mutex_unlock(&st->mu);
+            break;
+        }
+        while (st->next != k && st->bad_chunk > k) pthread_cond_wait(&st->turn, &st->mu);
+        int go = st->bad_chunk > k;
+        pthread_mutex_unlock(&st->mu);
+        if (!go) break;
+        /* our turn: nobody else writes until `next` moves on */
+        int failed = write_all(st->fd, w->buf, len) < 0;
+        int err_no = errno;
+        pthread_mutex_lock(&st->mu);
+        if (failed)
+            stream_fail(st, k, -1, 3, err_no);
+        st->next = k + 1;
+        pthread_cond_broadcast(&st->turn);
+        pthread_mutex_unlock(&st->mu);
+        if (failed) break;
+    }
+    return NULL;
+}
+
+#define STREAM_CHUNK 65536
+
+/* write_samples_to(fd, times f8, stacks i4, markers i1 | None, names, threads) -> None:
+ * the samples array's elements (what write_samples puts between `[` and `]`) written to
+ * the file descriptor `fd` at its offset. ValueError(field, index) as write_samples;
+ * OSError when writing fails. */
+static PyObject *write_samples_to(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer tv, sv, mv = {0};
+    PyObject *times, *stacks, *markers, *names;
+    int fd, threads = 1;
+    if (!PyArg_ParseTuple(args, "iOOOO!|i", &fd, &times, &stacks, &markers, &PyTuple_Type,
+                          &names, &threads))
+        return NULL;
+    PyObject *result = NULL;
+    int have_t = 0, have_s = 0, have_m = 0;
+    Writer wr[MAX_THREADS];
+    memset(wr, 0, sizeof(wr));
+    const char *name_p[128];
+    Py_ssize_t name_len[128];
+    if (get_column(times, &tv, 8, "times") < 0) goto done;
+    have_t = 1;
+    if (get_column(stacks, &sv, 4, "stacks") < 0) goto done;
+    have_s = 1;
+    if (markers != Py_None) {
+        if (get_column(markers, &mv, 1, "markers") < 0) goto done;
+        have_m = 1;
+    }
+    Py_ssize_t n = tv.shape[0];
+    if (sv.shape[0] != n || (have_m && mv.shape[0] != n)) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        goto done;
+    }
+    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
+    Py_ssize_t name_max = 0;
+    if (n_names > 127) {
+        PyErr_SetString(PyExc_ValueError, "too many marker names");
+        goto done;
+    }
+    for (Py_ssize_t j = 0; j < n_names; j++) {
+        PyObject *nm = PyTuple_GET_ITEM(names, j);
+        if (!PyBytes_Check(nm) || PyBytes_GET_SIZE(nm) > 64) {
+            PyErr_SetString(PyExc_TypeError, "marker names must be short bytes");
+            goto done;
+        }
+        name_p[j] = PyBytes_AS_STRING(nm);
+        name_len[j] = PyBytes_GET_SIZE(nm);
+        if (name_len[j] > name_max) name_max = name_len[j];
+    }
+    Stream st;
+    memset(&st, 0, sizeof(st));
+    st.t = tv.buf;
+    st.s = sv.buf;
+    st.mk = have_m ? mv.buf : NULL;
+    st.names = name_p;
+    st.name_len = name_len;
+    st.n_names = n_names;
+    st.n = n;
+    st.chunk = STREAM_CHUNK;
+    st.n_chunks = (n + STREAM_CHUNK - 1) / STREAM_CHUNK;
+    st.most = 13 + 25 + 11 + 11 + 10 + name_max + 2;
+    st.fd = fd;
+    st.bad_chunk = st.n_chunks;
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads > st.n_chunks) threads = st.n_chunks > 0 ? (int)st.n_chunks : 1;
+    for (int k = 0; k < threads; k++) {
+        wr[k].st = &st;
+        wr[k].id = k;
+        wr[k].buf = PyMem_RawMalloc((size_t)(STREAM_CHUNK * st.most));
+        if (wr[k].buf == NULL) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    pthread_mutex_init(&st.mu, NULL);
+    pthread_cond_init(&st.turn, NULL);
+    pthread_t tid[MAX_THREADS];
+    int started = 1;
+    Py_BEGIN_ALLOW_THREADS;
+    st.threads = threads;
+    for (; started < threads; started++)
+        if (pthread_create(&tid[started], NULL, stream_worker, &wr[started]) != 0) break;
+    if (started < threads) {
+        /* Fewer threads than planned: nothing is written before chunk 0 (ours), so stop
+         * the ones started and write everything here. */
+        pthread_mutex_lock(&st.mu);
+        st.bad_chunk = -1;
+        pthread_cond_broadcast(&st.turn);
+        pthread_mutex_unlock(&st.mu);
+        for (int k = 1; k < started; k++) pthread_join(tid[k], NULL);
+        st.bad_chunk = st.n_chunks;
+        st.next = 0;
+        st.threads = 1;
+        started = 1;
+    }
+    stream_worker(&wr[0]);
+    for (int k = 1; k < started; k++) pthread_join(tid[k], NULL);
+    Py_END_ALLOW_THREADS;
+    pthread_cond_destroy(&st.turn);
+    pthread_mutex_destroy(&st.mu);
+    if (st.bad_chunk < st.n_chunks) {
+        if (st.bad_kind == 3) {
+            errno = st.err_no;
+            PyErr_SetFromErrno(PyExc_OSError);
+        } else if (st.bad_kind == 2) {
+            PyErr_NoMemory();
+        } else {
+            bad_value(st.bad_kind == 0 ? "timestamp" : "marker", st.bad);
+        }
+        goto done;
+    }
+    result = Py_None;
+    Py_INCREF(result);
+done:
+    for (int k = 0; k < MAX_THREADS; k++) PyMem_RawFree(wr[k].buf);
+    if (have_t) PyBuffer_Release(&tv);
+    if (have_s) PyBuffer_Release(&sv);
+    if (have_m) PyBuffer_Release(&mv);
     return result;
 }
 
@@ -1038,6 +1261,8 @@ static PyObject *parse_float(PyObject *self, PyObject *arg) {
 static PyMethodDef METHODS[] = {
     {"write_samples", write_samples, METH_VARARGS,
      "write_samples(head, times, stacks, markers, names, tail) -> bytes"},
+    {"write_samples_to", write_samples_to, METH_VARARGS,
+     "write_samples_to(fd, times, stacks, markers, names, threads) -> None"},
     {"write_stacks", write_stacks, METH_VARARGS, "write_stacks(parents, frames) -> bytes"},
     {"write_floats", write_floats, METH_O, "write_floats(values) -> bytes"},
     {"read_samples", read_samples, METH_VARARGS,

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..trace import Recording
 from ._json import parse_json
@@ -53,3 +53,6 @@ class Format:
     sniff: Callable[[Probe], bool] | None = None
     read: Callable[[Probe], Recording] | None = None
     write: Callable[[Recording], bytes] | None = None
+    # Optional: the same bytes as `write`, written to an open file as they are made (a big
+    # output then needs no buffer its size); `io.save` prefers it for plain files.
+    write_file: Callable[[Recording, BinaryIO], None] | None = None

@@ -21,7 +21,7 @@ import os
 import re
 from collections.abc import Iterator
 from operator import itemgetter
-from typing import Any, NamedTuple
+from typing import Any, BinaryIO, NamedTuple
 
 import msgspec
 import numpy as np
@@ -898,41 +898,55 @@ def _object(items: dict[str, Any]) -> bytes:
     return b"{" + b",".join(parts) + b"}"
 
 
-def _trace_json(trace: ProfilerTrace, where: str, tail: bytes) -> bytes:
-    """The spec's four tables of `trace` as one JSON object's members, followed by `tail`
-    (which closes the object): the same text as orjson of `trace_to_doc`, with the stacks
-    and samples written straight from their columns by the C writer."""
-    frames = _frame_dicts(trace)
-    head = b"".join(
+def _trace_head(trace: ProfilerTrace) -> bytes:
+    """The text of a trace object up to its samples array, `[` included."""
+    return b"".join(
         (
             b'{"resources":',
             orjson.dumps(list(trace.resources)),
             b',"frames":',
-            orjson.dumps(frames),
+            orjson.dumps(_frame_dicts(trace)),
             b',"stacks":',
             _columns.write_stacks(_i32(trace.stack_parent), _i32(trace.stack_frame)),
-            b',"samples":',
+            b',"samples":[',
         )
     )
-    times = np.ascontiguousarray(trace.sample_time, np.float64)
+
+
+def _sample_args(trace: ProfilerTrace) -> tuple:
+    """The sample columns as the C writer takes them."""
     marker = trace.sample_marker
-    if marker is not None:
-        marker = np.ascontiguousarray(marker, np.int8)
-    try:
-        return _columns.write_samples(
-            head, times, _i32(trace.sample_stack), marker, _MARKER_JSON, tail, _WRITERS
+    return (
+        np.ascontiguousarray(trace.sample_time, np.float64),
+        _i32(trace.sample_stack),
+        None if marker is None else np.ascontiguousarray(marker, np.int8),
+        _MARKER_JSON,
+    )
+
+
+def _refused(e: ValueError, where: str, args: tuple) -> TraceFormatError:
+    field, i = e.args
+    times, _, marker, _ = args
+    if field == "timestamp":
+        return TraceFormatError(
+            f"cannot write {where}samples[{i}].timestamp: {times[i]} is not a finite "
+            "number (JSON has no NaN or Infinity); drop or fix that sample"
         )
+    return TraceFormatError(
+        f"cannot write {where}samples[{i}].marker: code {int(marker[i])} is not a spec "
+        f"marker ({', '.join(MARKERS)})"
+    )
+
+
+def _trace_json(trace: ProfilerTrace, where: str, tail: bytes) -> bytes:
+    """The spec's four tables of `trace` as one JSON object's members, followed by `tail`
+    (which closes the object): the same text as orjson of `trace_to_doc`, with the stacks
+    and samples written straight from their columns by the C writer."""
+    args = _sample_args(trace)
+    try:
+        return _columns.write_samples(_trace_head(trace)[:-1], *args, tail, _WRITERS)
     except ValueError as e:
-        field, i = e.args
-        if field == "timestamp":
-            raise TraceFormatError(
-                f"cannot write {where}samples[{i}].timestamp: {times[i]} is not a finite "
-                "number (JSON has no NaN or Infinity); drop or fix that sample"
-            ) from None
-        raise TraceFormatError(
-            f"cannot write {where}samples[{i}].marker: code {int(marker[i])} is not a spec "
-            f"marker ({', '.join(MARKERS)})"
-        ) from None
+        raise _refused(e, where, args) from None
 
 
 def _i32(col: np.ndarray) -> np.ndarray:
@@ -951,9 +965,9 @@ def _weights_json(weights: np.ndarray, where: str) -> _Json:
         ) from None
 
 
-def dumps(rec: Recording) -> bytes:
-    """The same text as orjson of `recording_to_doc(rec)` (byte for byte with orjson >=
-    3.11.7's float layout), without a dict per sample or stack."""
+def _first_tail(rec: Recording) -> bytes:
+    """What follows the first track's samples array: the `jsprof` key (further tracks
+    inside it) and the closing brace."""
     if not rec.tracks:
         raise TraceFormatError("cannot write a recording with no tracks")
     first, *rest = rec.tracks
@@ -965,8 +979,30 @@ def dumps(rec: Recording) -> bytes:
             trace = _trace_json(t.trace, f"{where}trace.", b"}}")
             tracks.append(_object(_track_ext(t, where))[:-1] + b',"trace":' + trace)
         ext["tracks"] = _Json(b"[" + b",".join(tracks) + b"]")
-    tail = b',"' + FORMAT_KEY.encode() + b'":' + _object(ext) + b"}"
-    return _trace_json(first.trace, "", tail)
+    return b',"' + FORMAT_KEY.encode() + b'":' + _object(ext) + b"}"
+
+
+def dumps(rec: Recording) -> bytes:
+    """The same text as orjson of `recording_to_doc(rec)` (byte for byte with orjson >=
+    3.11.7's float layout), without a dict per sample or stack."""
+    tail = _first_tail(rec)
+    return _trace_json(rec.tracks[0].trace, "", tail)
+
+
+def write_file(rec: Recording, f: BinaryIO) -> None:
+    """`dumps(rec)` written to the open file `f`: the samples array goes from the columns
+    to the file in chunks (threads format while one writes), with no buffer the size of
+    the output."""
+    tail = _first_tail(rec)
+    trace = rec.tracks[0].trace
+    args = _sample_args(trace)
+    f.write(_trace_head(trace))
+    f.flush()
+    try:
+        _columns.write_samples_to(f.fileno(), *args, _WRITERS)
+    except ValueError as e:
+        raise _refused(e, "", args) from None
+    f.write(b"]" + tail)
 
 
 def sniff_head(probe: Probe) -> bool:
@@ -990,4 +1026,5 @@ FORMAT = Format(
     sniff=sniff,
     read=read,
     write=dumps,
+    write_file=write_file,
 )
