@@ -370,3 +370,21 @@ def test_save_streams_the_same_bytes_and_refuses_in_one_line(
     with pytest.raises(JsprofError) as e:
         jsprof.save(rec, "/dev/full", format="jsprof")
     assert str(e.value) == "/dev/full: cannot write (No space left on device)"
+
+
+def test_the_c_source_is_clean_under_wall_wextra() -> None:
+    import shutil
+    import subprocess
+    import sysconfig
+
+    from test_build import ROOT, load_setup
+
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc is not None, "a C compiler is needed"
+    r = subprocess.run(
+        [cc, "-fsyntax-only", "-Werror", *load_setup().OWN_CFLAGS,
+         "-I", sysconfig.get_paths()["include"],
+         str(ROOT / "src" / "jsprof" / "formats" / "_columns.c")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-3000:]
