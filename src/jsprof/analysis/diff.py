@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import UsageError
 from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording
+from ..words import printable
 from .calltree import CallTree
 from .profile import KeyTable, _accumulate_track, _empty, as_recording, sample_weights
 
@@ -360,14 +361,15 @@ def check_gates(diff: ProfileDiff, gates: list[Gate]) -> list[str]:
     for g in gates:
         for row in diff.find(g.name):
             if g.violated_by(row):
-                where = f" ({row.key.resource})" if row.key.resource else ""
+                where = f" ({printable(row.key.resource)})" if row.key.resource else ""
                 before, after = (
                     (row.base_self, row.new_self)
                     if g.metric == "self"
                     else (row.base_total, row.new_total)
                 )
+                name = printable(row.key.label())
                 out.append(
-                    f"{row.key.label()}{where}: {g.metric} share {before:.2f}% -> {after:.2f}%"
+                    f"{name}{where}: {g.metric} share {before:.2f}% -> {after:.2f}%"
                     f" ({_fmt_change(g, row)}) breaks --fail-if {g.spec!r}"
                 )
     return out

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import JsprofError, UsageError
-from ..words import plural
+from ..words import plural, printable
 from .engine import DaskEngine, DuckEngine, Snapshot, open_engine
 from .filters import Filters
 
@@ -178,11 +178,12 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
             # change lies wholly on one side of zero.
             if iv is None or not (iv[0] > 0 or iv[1] < 0):
                 continue
-            where = f" ({r.key.resource})" if r.key.resource else ""
+            where = f" ({printable(r.key.resource)})" if r.key.resource else ""
             before, after = ((r.base_self, r.new_self) if g.metric == "self"
                              else (r.base_total, r.new_total))
+            name = printable(r.key.label())
             failures.append(
-                f"{r.key.label()}{where}: {g.metric} share {before:.2f}% -> {after:.2f}% "
+                f"{name}{where}: {g.metric} share {before:.2f}% -> {after:.2f}% "
                 f"(95% interval of the change {iv[0]:+.2f} to {iv[1]:+.2f}"
                 f"{'pp' if unit == 'pp' else '%'}) breaks --fail-if {g.spec!r}"
             )

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ..render.plain import plain_table, print_plain_table
 from ..trace import NO_STACK_NAMES
-from ..words import plural
+from ..words import plural, printable
 
 
 def _console() -> Console:
@@ -41,7 +41,8 @@ def print_top(doc: dict, title: str) -> None:
         t.add_row(
             f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]), _ms(r["totalMs"]),
             str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
-            Text(r["name"] or "(anonymous)"), Text("" if idle else _loc(r), style="dim"),
+            Text(printable(r["name"] or "(anonymous)")),
+            Text("" if idle else printable(_loc(r)), style="dim"),
             style="italic dim" if idle else None,
         )
     print_plain_table(c, title, t)
@@ -72,7 +73,7 @@ def print_diff(doc: dict) -> None:
     t.add_column("function")
     t.add_column("resource", overflow="fold")
     for r in doc["rows"]:
-        name = Text(r["name"] or "(anonymous)")
+        name = Text(printable(r["name"] or "(anonymous)"))
         if r["status"] in ("new", "removed"):
             name.append(f"  [{r['status']}]", style="bold red" if r["status"] == "new"
                         else "bold blue")
@@ -80,7 +81,7 @@ def print_diff(doc: dict) -> None:
             _pp(r["selfPp"]), _ci(r["selfPpCi"]), _pp(r["totalPp"]), _ci(r["totalPpCi"]),
             f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
             f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
-            name, Text(r["resource"] or "(unknown)", style="dim"),
+            name, Text(printable(r["resource"] or "(unknown)"), style="dim"),
         )
     print_plain_table(c, title, t)
     c.print(f"[dim]showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "

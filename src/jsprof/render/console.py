@@ -15,7 +15,7 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
 from ..trace import NO_STACK_NAMES
-from ..words import plural
+from ..words import plural, printable
 from .plain import plain_table, print_plain_table
 
 
@@ -122,10 +122,10 @@ def print_summary(
             f"{r['total_pct']:.1f}",
             f"{r['self_ms']:.1f}",
             f"{r['total_ms']:.1f}",
-            Text(name),
+            Text(printable(name)),
         ]
         if by != "resource":
-            cells.append(Text(short_location(r["location"], cwd), style="dim"))
+            cells.append(Text(printable(short_location(r["location"], cwd)), style="dim"))
         style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
         table.add_row(*cells, style=style)
     print_plain_table(console, title, table)
@@ -150,9 +150,9 @@ def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200)
         fn = tree.functions[int(tree.function[node])]
         ms = float(tree.total_ms[node])
         branch = "└─ " if last else "├─ "
-        line = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {fn.label()}"
+        line = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {printable(fn.label())}"
         # locations as the table shows them (file:// under the current directory, relative)
-        out.append(f"{line}  {short_location(fn.location(), cwd)}".rstrip())
+        out.append(f"{line}  {printable(short_location(fn.location(), cwd))}".rstrip())
         if depth >= max_depth:
             return
         shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
@@ -252,7 +252,7 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
     table.add_column("resource", overflow="fold")
     rows = diff.rows if top is None else diff.rows[:top]
     for r in rows:
-        name = Text(r.key.label())
+        name = Text(printable(r.key.label()))
         if r.status:
             name.append(f"  [{r.status}]", style="bold red" if r.status == "new" else "bold blue")
         table.add_row(
@@ -261,7 +261,7 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
             f"{r.base_self:.1f} → {r.new_self:.1f}",
             f"{r.base_total:.1f} → {r.new_total:.1f}",
             name,
-            Text(short_location(r.key.resource or "(unknown)", cwd), style="dim"),
+            Text(printable(short_location(r.key.resource or "(unknown)", cwd)), style="dim"),
         )
     print_plain_table(console, title, table)
     console.print(

@@ -12,7 +12,7 @@ from typing import Any
 
 from rich.console import Console
 
-from ..words import plural
+from ..words import plural, printable
 from .plain import plain_table, print_plain_table
 
 
@@ -23,7 +23,7 @@ def _ms(x: float) -> str:
 def row_label(row: Mapping[str, Any]) -> str:
     inst = row.get("instance")
     cls = row["class"] if inst is None else f"{row['class']}#{inst}"
-    return f"{cls}.{row['method']}"
+    return printable(f"{cls}.{row['method']}")
 
 
 def class_subtotals(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -73,7 +73,7 @@ def print_methods(
     for name in ("methods", "calls", "self ms"):
         s.add_column(name, justify="right")
     for a in class_subtotals(rows):
-        s.add_row(a["class"], str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
+        s.add_row(printable(a["class"]), str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
     console.print()
     print_plain_table(console, "per class", s)
     if any(r.get("sync_ms") is not None for r in rows):

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..words import plural
+from ..words import plural, printable
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
 # module (StatusLine) before it starts Node, and rich only later, in another thread.
@@ -43,9 +43,9 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
     tracks = [rec.track(track)] if track else rec.tracks
     parts = []
     for t in tracks:
-        bits = [t.name]
+        bits = [printable(t.name)]
         if t.engine:
-            bits.append(t.engine)
+            bits.append(printable(t.engine))
         if t.sample_interval:
             bits.append(f"{t.sample_interval:g} ms interval")
         parts.append(" · ".join(bits))
@@ -118,12 +118,13 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
             else ""
         )
         c.print(
-            f"[bold]{escape(t.name)}[/bold]: {plural(tr.num_samples, 'sample')} over "
+            f"[bold]{escape(printable(t.name))}[/bold]: {plural(tr.num_samples, 'sample')} over "
             f"{span:.1f} ms{interval}{latency}"
         )
         if meta_get(t.meta, "bufferFull"):
+            name = escape(printable(t.name))
             c.print(
-                f"[bold red]WARNING: the sample buffer of {escape(t.name)} filled up after "
+                f"[bold red]WARNING: the sample buffer of {name} filled up after "
                 f"{plural(tr.num_samples, 'sample')}; later samples were dropped. Raise "
                 "--max-buffer-size or the --interval.[/bold red]"
             )
@@ -138,10 +139,10 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
         if rows:
             c.print(f"top {len(rows)} by self time:")
             for r in rows:
-                where = f"  {short_location(r['location'])}" if r["location"] else ""
+                where = f"  {printable(short_location(r['location']))}" if r["location"] else ""
                 c.print(
                     f"  {r['self_pct']:5.1f}%  {r['self_ms']:9.1f} ms  "
-                    f"{escape(r['name'])}[dim]{escape(where)}[/dim]"
+                    f"{escape(printable(r['name']))}[dim]{escape(where)}[/dim]"
                 )
 
 
