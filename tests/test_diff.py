@@ -174,3 +174,39 @@ def test_diff_filter_names_need_to_match_in_one_profile_only(tmp_path, capsys):
     assert main(["diff", base, new, "--exclude", "nosuch"]) == 2
     err = capsys.readouterr().err
     assert "--exclude 'nosuch': no function in" in err and err.count("\n") == 1
+
+
+def _rec_markers(spec):
+    """(stack names or None, marker) per 1 ms sample."""
+    b = TraceBuilder()
+    r = b.resource_id(APP)
+    for i, (names, marker) in enumerate(spec):
+        sid = None if names is None else b.stack_id([b.frame_id(n, r, 1, 1) for n in names])
+        b.add_sample(float(i), sid, marker)
+    return Recording.of(b.build(), sample_interval=1.0)
+
+
+def test_samples_without_a_stack_are_rows(tmp_path, capsys):
+    # BASE 10 ms: f 6, (idle) 2, (garbage collector) 2; NEW 10 ms: f 3, (idle) 1, GC 5,
+    # (program) 1.
+    base = _rec_markers([(["f"], None)] * 6 + [(None, None)] * 2 + [(None, "gc")] * 2)
+    new = _rec_markers([(["f"], None)] * 3 + [(None, None)] + [(None, "gc")] * 5
+                       + [(None, "other")])
+    d = diff_profiles(base, new)
+    rows = {r.key: r for r in d.rows}
+    gc = rows[NameKey("(garbage collector)", None)]
+    assert gc.base_self == pytest.approx(20) and gc.new_self == pytest.approx(50)
+    assert gc.d_total == pytest.approx(30)
+    assert rows[NameKey("(idle)", None)].d_self == pytest.approx(-10)
+    assert rows[NameKey("(program)", None)].status == "new"
+    # every sample is in some row: self shares add up to 100 % on both sides
+    assert sum(r.base_self for r in d.rows) == pytest.approx(100)
+    assert sum(r.new_self for r in d.rows) == pytest.approx(100)
+    b, n = _write(tmp_path, "b.json", base), _write(tmp_path, "n.json", new)
+    assert main(["diff", b, n, "--fail-if", "(garbage collector):self>+5pp"]) == 1
+    err = capsys.readouterr().err
+    assert "(garbage collector): self share 20.00% -> 50.00%" in err
+    assert main(["diff", b, n]) == 0
+    out = capsys.readouterr().out
+    gc_line = next(ln for ln in out.splitlines() if "(garbage collector)" in ln)
+    assert "+30.00" in gc_line and "(unknown)" not in gc_line

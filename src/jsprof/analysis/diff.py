@@ -28,7 +28,14 @@ from ..errors import UsageError
 from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording
 from ..words import printable
 from .calltree import CallTree
-from .profile import KeyTable, _accumulate_track, _empty, as_recording, sample_weights
+from .profile import (
+    KeyTable,
+    _accumulate_track,
+    _empty,
+    as_recording,
+    no_js_rows,
+    sample_weights,
+)
 
 
 class NameKey(NamedTuple):
@@ -161,14 +168,19 @@ def _shares(
     self_ms, total_ms, total_n = acc[0], acc[1], acc[3]
     # Only functions some sample passed through: one that a filter removed (or an engine
     # listed unsampled) is not "removed" from the profile.
-    return (
-        {
-            k: (float(self_ms[i]) * scale, float(total_ms[i]) * scale)
-            for i, k in enumerate(table.keys)
-            if total_n[i] > 0
-        },
-        total,
-    )
+    shares = {
+        k: (float(self_ms[i]) * scale, float(total_ms[i]) * scale)
+        for i, k in enumerate(table.keys)
+        if total_n[i] > 0
+    }
+    # The samples with no JavaScript stack are rows too, named as `report` names them
+    # ((idle), (garbage collector), ...): the shares then add up to 100 %, and a rule such
+    # as '(garbage collector):self>+5pp' can be written.
+    for r in no_js_rows(tracks, weights):
+        key = NameKey(r.label, None)
+        s, t = shares.get(key, (0.0, 0.0))
+        shares[key] = (s + r.ms * scale, t + r.ms * scale)
+    return shares, total
 
 
 @dataclass

@@ -243,6 +243,10 @@ def _pp(v: float) -> Text:
     return Text(f"{v:+.2f}", style=style)
 
 
+def _no_stack(key: Any) -> bool:
+    return key.resource is None and key.name in NO_STACK_NAMES
+
+
 def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
     cwd = os.getcwd()
     table = plain_table()
@@ -261,7 +265,10 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
             f"{r.base_self:.1f} → {r.new_self:.1f}",
             f"{r.base_total:.1f} → {r.new_total:.1f}",
             name,
-            Text(printable(short_location(r.key.resource or "(unknown)", cwd)), style="dim"),
+            Text(printable(short_location(r.key.resource or "(unknown)", cwd)), style="dim")
+            if not _no_stack(r.key)
+            else "",
+            style="italic dim" if _no_stack(r.key) else None,
         )
     print_plain_table(console, title, table)
     console.print(
