@@ -96,12 +96,30 @@ def record_node(
         except BaseException:
             proc.kill()
             raise
-        isolates, how, error, code, children = _record(
+        isolates, how, error, code, children, exiting = _record(
             proc, us, workers, timeout, sigint, progress, gate
         )
+        tracks: list[Track] = []
+        lost: list[str] = []
+        try:
+            # Node exits on its own once we disconnected: its profiles become tracks
+            # meanwhile (its exit took 2-30 ms after an empty script, measured).
+            for iso in isolates if isolates and isolates[0].profile is not None else ():
+                t = iso.track(requested, f"{path} [{iso.name}]")
+                if t is not None:
+                    tracks.append(t)
+                    if iso.partial:
+                        t.meta["partial"] = iso.lost
+                        if iso.lost_window is not None:
+                            t.meta["lostWindowMs"] = [round(x, 1) for x in iso.lost_window]
+                elif iso.lost:
+                    lost.append(f"{iso.name}: {iso.lost}")
+        finally:
+            if exiting:
+                code = proc.wait_exit(10.0)
     from ...trace import Recording
 
-    if not isolates or isolates[0].profile is None:
+    if not tracks:
         signame = ""
         if code is not None and code < 0:
             signame = f" (killed by {signal.Signals(-code).name})"
@@ -109,18 +127,6 @@ def record_node(
             f"{path}: node exited{signame} with code {code} before V8 delivered any sample; "
             "nothing was recorded (was it killed from outside?)"
         )
-    tracks: list[Track] = []
-    lost: list[str] = []
-    for iso in isolates:
-        t = iso.track(requested, f"{path} [{iso.name}]")
-        if t is not None:
-            tracks.append(t)
-            if iso.partial:
-                t.meta["partial"] = iso.lost
-                if iso.lost_window is not None:
-                    t.meta["lostWindowMs"] = [round(x, 1) for x in iso.lost_window]
-        elif iso.lost:
-            lost.append(f"{iso.name}: {iso.lost}")
     meta = tracks[0].meta
     meta.update(script=path, args=list(args), exitCode=code, nodePid=proc.pid)
     if how == "interrupted" and sigint.signum is not None:
@@ -153,9 +159,10 @@ def _record(
     sigint: SignalFlag,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
-) -> tuple[list[_Isolate], str, dict | None, int | None, bool]:
+) -> tuple[list[_Isolate], str, dict | None, int | None, bool, bool]:
     """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
-    whether the script started child processes)."""
+    whether the script started child processes, whether Node is still exiting on its own:
+    then the caller waits for its exit code, proc.wait_exit)."""
     import pathlib
 
     import orjson
@@ -259,12 +266,12 @@ def _record(
     finally:
         if client is not None:
             client.close()
-        if how in ("interrupted", "duration") or not finished:
+        code = None
+        exiting = not (how in ("interrupted", "duration") or not finished)
+        if not exiting:
             code = proc.kill()
-        else:
-            # Closing the socket lets Node finish exiting on its own.
-            code = proc.wait_exit(10.0)
-    return isolates, how, error, code, children
+        # else closing the socket lets Node finish exiting on its own.
+    return isolates, how, error, code, children, exiting
 
 
 def _release(root: Session) -> None:
