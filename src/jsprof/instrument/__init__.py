@@ -271,6 +271,7 @@ def _run_node(
                 preexec_fn=_die_with_jsprof(),
             )
         except FileNotFoundError:
+            ours.close()
             raise EngineError("node: not found on PATH; install Node.js >= 20") from None
         finally:
             theirs.close()
