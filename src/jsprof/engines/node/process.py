@@ -158,13 +158,25 @@ class NodeProcess:
         self._reader.join(2.0)
         return code
 
+    def _pidfd(self) -> int | None:
+        """A pidfd for Node while it is not yet reaped, else None. Once Popen has reaped
+        Node its pid may name an unrelated process, so the pidfd is taken only while
+        `returncode` is None, and dropped if a reap (another thread's poll()) raced it."""
+        if self.proc.poll() is not None:
+            return None
+        try:
+            fd = os.pidfd_open(self.proc.pid)
+        except (OSError, AttributeError):  # ProcessLookupError: gone meanwhile; not Linux
+            return None
+        if self.proc.returncode is not None:  # reaped between the check and the open
+            os.close(fd)
+            return None
+        return fd
+
     def wait_exit(self, timeout: float = 10.0) -> int | None:
         # Popen.wait(timeout) polls with growing sleeps (up to 50 ms late), which a short
         # script pays in full: a pidfd says at once when Node exited (Linux 5.3+).
-        try:
-            fd: int | None = os.pidfd_open(self.proc.pid)
-        except (OSError, AttributeError):  # already reaped, or not Linux
-            fd = None
+        fd = self._pidfd()
         if fd is not None:
             try:
                 exited = select.select([fd], [], [], timeout)[0]

@@ -1,0 +1,59 @@
+"""The Node process on real Node.js: waiting for its exit and its start-up errors."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import time
+
+import pytest
+
+from jsprof.engines.node import NodeProcess
+
+
+@pytest.fixture(autouse=True)
+def _node_is_required() -> None:
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+
+
+def _spawn_with_pid(pid: int) -> subprocess.Popen | None:
+    """A `sleep` that gets `pid`, through /proc/sys/kernel/ns_last_pid (root only), or None
+    when another process took that pid first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+    proc = subprocess.Popen(["sleep", "30"])
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
+def test_wait_exit_after_reap_ignores_a_process_that_reused_the_pid() -> None:
+    # poll() has reaped Node and the kernel has given its pid to an unrelated process:
+    # a pidfd for that pid would wait on the stranger for the whole timeout.
+    node = NodeProcess(["-e", "0"], inspect=(), wait=False)
+    deadline = time.monotonic() + 30
+    while node.proc.poll() is None:
+        assert time.monotonic() < deadline, "node -e 0 did not exit"
+        time.sleep(0.01)
+    stranger = None
+    for _ in range(50):
+        stranger = _spawn_with_pid(node.pid)
+        if stranger is not None:
+            break
+    assert stranger is not None, f"could not get pid {node.pid} reused"
+    try:
+        t0 = time.monotonic()
+        code = node.wait_exit(timeout=5.0)
+        took = time.monotonic() - t0
+        assert code == 0
+        assert took < 2.5, f"wait_exit waited {took:.1f} s on an unrelated process"
+        assert stranger.poll() is None, "the unrelated process was killed"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(stranger.pid, 9)
+        stranger.wait()
