@@ -19,6 +19,7 @@ from jsprof import io
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.diff import tree_changes
 from jsprof.cli import main
+from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 from jsprof.render.flame import ROW, render_flame, script_json
 from jsprof.trace import Recording, TraceBuilder
 
@@ -201,14 +202,7 @@ def _chromium(exe: str, tmp: Path, url: str, *mode: str) -> subprocess.Completed
     profile = tmp / f"profile-{len(list(tmp.iterdir()))}"
     cmd = [
         exe,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
+        *HEADLESS_FLAGS,
         f"--user-data-dir={profile}",
         "--virtual-time-budget=3000",  # let the page's script run before the dump
         *mode,

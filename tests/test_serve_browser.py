@@ -16,19 +16,11 @@ import orjson
 import pytest
 from playwright.sync_api import sync_playwright
 
+from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 from serve_util import JSPROF, Collector
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
+ARGS = list(HEADLESS_FLAGS)
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>jsprof e2e</title>

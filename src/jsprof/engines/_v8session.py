@@ -14,6 +14,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Any
 
+    from ..trace import ProfilerTrace, Track
     from .cdp import Session
 
 
@@ -81,3 +82,30 @@ def evaluate(
         text = describe(r["exceptionDetails"])
         raise JSError(text.splitlines()[0] if text else text, text)
     return r.get("result", {}).get("value")
+
+
+def make_track(
+    name: str,
+    trace: ProfilerTrace,
+    time_origin: float,
+    requested_ms: float,
+    engine: str,
+    meta: dict[str, Any] | None = None,
+) -> Track:
+    """One thread's Track: the interval asked of V8, and in `meta` the median gap V8
+    achieved (`medianIntervalMs`) beside the engine's own keys."""
+    from ..trace import Track
+
+    meta = dict(meta or {})
+    gap = trace.median_gap()
+    if gap is not None:
+        meta["medianIntervalMs"] = round(gap, 4)
+    return Track(
+        name=name,
+        trace=trace,
+        time_origin=time_origin,
+        engine=engine,
+        sample_interval=requested_ms,
+        requested_interval=requested_ms,
+        meta=meta,
+    )

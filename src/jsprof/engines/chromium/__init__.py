@@ -34,7 +34,7 @@ How it is done (measured on Chromium 156, see docs/engines.md):
 
 from __future__ import annotations
 
-from typing import Any
+from .. import lazy_attributes
 
 # Lazy: `jsprof record --engine chromium` imports only what it runs.
 _WHERE = {
@@ -61,11 +61,4 @@ _WHERE = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'jsprof.engines.chromium' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f".{mod}", __name__), name)
+__getattr__ = lazy_attributes(__name__, _WHERE)

@@ -187,18 +187,7 @@ class JSThread:
             origin_us = float(profile.get("startTime", 0))
             time_origin = (origin_us + mono_to_epoch_us) / 1000.0
         trace, _ = profile_to_trace(profile, self.url or self.name, origin_us=origin_us)
-        gap = trace.median_gap()
         meta: dict[str, Any] = {"url": self.url, "kind": self.kind}
-        if gap is not None:
-            meta["medianIntervalMs"] = round(gap, 4)
         if self.partial:
             meta["partial"] = self.lost
-        return Track(
-            name=self.name,
-            trace=trace,
-            time_origin=time_origin,
-            engine=ENGINE,
-            sample_interval=requested_ms,
-            requested_interval=requested_ms,
-            meta=meta,
-        )
+        return _v8session.make_track(self.name, trace, time_origin, requested_ms, ENGINE, meta)

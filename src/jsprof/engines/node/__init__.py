@@ -31,9 +31,7 @@ How each ending is caught (measured, see docs/engines.md):
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
-if TYPE_CHECKING:
-    from typing import Any
+from .. import lazy_attributes
 
 # Lazy: `jsprof record --engine node` starts Node before it imports numpy and the formats.
 _WHERE = {
@@ -53,11 +51,4 @@ _WHERE = {
 }
 __all__ = sorted(_WHERE)
 
-
-def __getattr__(name: str) -> Any:
-    mod = _WHERE.get(name)
-    if mod is None:
-        raise AttributeError(f"module 'jsprof.engines.node' has no attribute {name!r}")
-    import importlib
-
-    return getattr(importlib.import_module(f".{mod}", __name__), name)
+__getattr__ = lazy_attributes(__name__, _WHERE)

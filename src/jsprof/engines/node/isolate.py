@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from ...errors import EngineError
-from .._v8session import start_profiler, stop_nowait
+from .._v8session import make_track, start_profiler, stop_nowait
 from ..cdp import CDPClosed, CDPError, Session
 from .process import ENGINE
 
@@ -211,16 +211,7 @@ class _Isolate:
 
 
 def _make_track(name: str, trace: ProfilerTrace, time_origin: float, requested: float) -> Track:
-    from ...trace import Track, normalise_resources
+    from ...trace import normalise_resources
 
-    gap = trace.median_gap()
-    meta: dict[str, Any] = {} if gap is None else {"medianIntervalMs": round(gap, 4)}
-    return Track(
-        name=name,
-        trace=normalise_resources(trace),  # `vm` scripts named `app.js` or `./app.js` too
-        time_origin=time_origin,
-        engine=ENGINE,
-        sample_interval=requested,
-        requested_interval=requested,
-        meta=meta,
-    )
+    # `vm` scripts named `app.js` or `./app.js` too
+    return make_track(name, normalise_resources(trace), time_origin, requested, ENGINE)
