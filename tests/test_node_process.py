@@ -57,3 +57,26 @@ def test_wait_exit_after_reap_ignores_a_process_that_reused_the_pid() -> None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(stranger.pid, 9)
         stranger.wait()
+
+
+def test_a_bad_node_flag_is_reported_in_nodes_own_words(tmp_path, capfd) -> None:
+    from jsprof.cli import main
+
+    script = tmp_path / "x.js"
+    script.write_text("console.log(1)\n")
+    out = tmp_path / "x.json"
+    rc = main(["record", "--engine", "node", "--node-arg=--bogus", "-o", str(out), str(script)])
+    err = capfd.readouterr().err
+    assert rc == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1, err
+    assert "bad option: --bogus" in lines[0]
+    assert "exited with code 9" in lines[0]
+    assert "did not open its inspector" not in err
+    assert not out.exists()
+
+
+def test_nodes_stderr_without_an_inspector_is_still_forwarded(capfd) -> None:
+    node = NodeProcess(["-e", "process.stderr.write('early words\\n')"], inspect=(), wait=False)
+    assert node.wait_exit(timeout=30.0) == 0
+    assert capfd.readouterr().err == "early words\n"

@@ -84,6 +84,9 @@ class NodeProcess:
         self.url: str | None = None
         self.waiting = threading.Event()  # "Waiting for the debugger to disconnect..."
         self._url_ready = threading.Event()
+        # Node's own lines before the inspector opened ("node: bad option: --bogus"): held
+        # back to be quoted in the error if Node exits there, else forwarded as they were.
+        self._early: list[bytes] = []
         try:
             self.proc = subprocess.Popen(
                 cmd,
@@ -106,6 +109,14 @@ class NodeProcess:
         exe = self._exe
         if not self._url_ready.wait(start_timeout) or self.url is None:
             code = self.kill()
+            early = [ln.strip() for ln in self._early if ln.strip()]
+            if early and code is not None and code >= 0:
+                for line in self._early[: len(self._early) - 1]:
+                    self._write_err(line)
+                said = early[-1].decode(errors="replace")
+                raise EngineError(
+                    f"node exited with code {code} before it opened its inspector: {said}"
+                )
             if code is not None and code < 0:
                 raise EngineError(
                     f"node was killed by {signal.Signals(-code).name} before it opened its "
@@ -138,7 +149,13 @@ class NodeProcess:
                 m = _WS_RE.search(line)
                 if m:
                     self.url = m.group(1).decode()
+                    early, self._early = self._early, []
+                    for held in early:
+                        self._write_err(held)
                     self._url_ready.set()
+                    continue
+                if not line.startswith(_INSPECTOR_LINES) and len(self._early) < 64:
+                    self._early.append(line)
                     continue
             if line.startswith(_WAITING):
                 self.waiting.set()
@@ -190,4 +207,7 @@ class NodeProcess:
             return self.kill()
         end_group(self.proc)  # what it left in its group
         self._reader.join(2.0)
+        early, self._early = self._early, []  # Node ran without an inspector (inspect=())
+        for line in early:
+            self._write_err(line)
         return self.proc.returncode
