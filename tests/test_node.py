@@ -170,6 +170,26 @@ def test_worker_thread_is_its_own_track():
     assert worker_t.time_origin > 1.5e12
 
 
+def test_a_workers_wait_for_jsprof_is_not_its_cpu_time():
+    # A worker waits in Node's callAndPauseOnStart while jsprof attaches; at 0.1 ms those
+    # samples made tens of ms of self time. They and the wrapper frame go; its work stays.
+    rec = record_node(JS / "worker.js", sample_interval=0.1)
+    assert [t.name for t in rec.tracks] == ["main", "worker 1"]
+    for t in rec.tracks:
+        names = {f.name for f in t.trace.frames}
+        assert "callAndPauseOnStart" not in names, t.name
+    worker_t = rec.tracks[1]
+    assert "workerWork" in {f.name for f in _script_frames(worker_t.trace, "worker.js")}
+    # The worker's own start (Node's bootstrap of the thread, before the script) is kept.
+    starts = {
+        worker_t.trace.resources[f.resource_id]
+        for f in worker_t.trace.frames
+        if f.resource_id is not None
+    }
+    assert "node:internal/main/worker_thread" in starts, starts
+    assert worker_t.trace.num_samples >= 200
+
+
 def test_attach_by_pid_then_close_the_inspector():
     # --inspect-port=127.0.0.1:0: SIGUSR1 opens the inspector on a random loopback port
     # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is

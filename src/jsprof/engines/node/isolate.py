@@ -68,6 +68,7 @@ class _Isolate:
         self._sliced_since = 0.0
         self._console_id: str | None = None
         self.hide_urls: set[str] = set()  # code whose samples are jsprof's, not the script's
+        self.paused_at_start = False  # a worker: drop its wait for jsprof (pause.py)
         self._stops: list[int] = []  # Profiler.stop requests of slices not yet answered
 
     def read_origin(self) -> None:
@@ -183,6 +184,10 @@ class _Isolate:
             from .._v8slices import drop_samples_under
 
             self.slices = [drop_samples_under(p, self.hide_urls) for p in self.slices]
+        if self.paused_at_start:
+            from .pause import drop_pause_on_start
+
+            self.slices = [drop_pause_on_start(p) for p in self.slices]
         if not self.slices:
             self.profile = None
         elif len(self.slices) == 1:

@@ -298,6 +298,7 @@ def _attach_worker(
     info = params.get("workerInfo", {})
     # Node's workerId is the thread id: unique in the process, also for nested workers.
     iso = _Isolate(session, f"worker {info.get('workerId', n)}")
+    iso.paused_at_start = True  # it waits in callAndPauseOnStart until we resume it
     try:
         # Its own workers would reach us through it; Node 20 has no NodeWorker domain in a
         # worker's session ("wasn't found"), so there they run unprofiled.
