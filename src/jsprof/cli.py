@@ -34,6 +34,25 @@ def _console() -> Console:
     return stdout_console()
 
 
+def _streams_gone() -> None:
+    """After a BrokenPipeError: stdout and stderr go to /dev/null from here on, so later
+    messages and the flush at exit do not fail again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(devnull, fd)
+    os.close(devnull)
+
+
+def _tell(say: Callable[..., object], *args: object, **kwargs: object) -> None:
+    """Print what `say(*args, **kwargs)` prints for the user. If the reader went away
+    (`2>&1 | head`) the rest is lost, but record/run/instrument still exit with the
+    script's status."""
+    try:
+        say(*args, **kwargs)
+    except BrokenPipeError:
+        _streams_gone()
+
+
 def _print_json(obj: object) -> None:
     import orjson
 
@@ -404,14 +423,19 @@ def _finish_partial(e: BaseException, out: str | None) -> int:
     from .record import exit_status
 
     rec = getattr(e, "recording", None)
-    if rec is not None:
-        _summarize_recording(rec, out)
-    if isinstance(e, KeyboardInterrupt):
-        print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
-        return exit_status(rec) if rec is not None else 130
-    if not getattr(e, "printed", False):  # Node prints its own uncaught errors
-        _print_js_error(e)  # type: ignore[arg-type]
-    return exit_status(rec) if rec is not None else 1
+    interrupted = isinstance(e, KeyboardInterrupt)
+    status = exit_status(rec) if rec is not None else 130 if interrupted else 1
+
+    def say() -> None:
+        if rec is not None:
+            _summarize_recording(rec, out)
+        if interrupted:
+            print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
+        elif not getattr(e, "printed", False):  # Node prints its own uncaught errors
+            _print_js_error(e)  # type: ignore[arg-type]
+
+    _tell(say)
+    return status
 
 
 def _record_output(args: argparse.Namespace, default_stem: str) -> str:
@@ -504,7 +528,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         out = _record_output(args, f"node-{args.pid}")
         rec = attach_node(args.pid, duration=args.duration, sample_interval=args.interval)
         out = _save_recording(rec, out)
-        _summarize_recording(rec, out)
+        _tell(_summarize_recording, rec, out)
         return 0
     if not args.script:
         raise UsageError("give the script to record (or --pid PID to attach to Node)")
@@ -557,7 +581,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         prep.join()  # its imports done (the summary's): this thread may import them now
     if error is not None:
         return _finish_partial(error, out)
-    _summarize_recording(rec, out)
+    _tell(_summarize_recording, rec, out)
     return exit_status(rec)
 
 
@@ -577,10 +601,10 @@ def cmd_run(args: argparse.Namespace) -> int:
             node_args=args.node_arg,
         )
     except JSError as e:
-        _print_js_error(e)
+        _tell(_print_js_error, e)
         return 1
     except KeyboardInterrupt as e:
-        print("jsprof: interrupted", file=sys.stderr)
+        _tell(print, "jsprof: interrupted", file=sys.stderr)
         return 128 + getattr(e, "signum", 2)
     code = int(code or 0)
     # Node killed by a signal: the shell's status for it, as `node` itself would give.
@@ -632,20 +656,26 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         if not isinstance(code, int) or code >= 0:
             raise
         # Node died of a signal before it could report: its status, as `record` exits.
-        print(f"jsprof: {e}", file=sys.stderr)
+        _tell(print, f"jsprof: {e}", file=sys.stderr)
         return 128 - code
-    # The program owns stdout: the report and notes go to stderr.
-    err = stderr_console()
+    # The outputs first: a reader that went away must not cost them.
     if args.output:
         io.atomic_write(args.output, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
-        print(f"wrote {args.output}", file=sys.stderr)
     if args.trace:
         io.save(result.recording, args.trace)
-        print(f"wrote {args.trace}", file=sys.stderr)
-    title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
-    print_methods(err, [r.to_json() for r in result.rows], title, top)
+
+    def say() -> None:
+        # The program owns stdout: the report and notes go to stderr.
+        for out in (args.output, args.trace):
+            if out:
+                print(f"wrote {out}", file=sys.stderr)
+        title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
+        print_methods(stderr_console(), [r.to_json() for r in result.rows], title, top)
+        if isinstance(error, KeyboardInterrupt):
+            print("jsprof: interrupted; the calls counted so far were kept", file=sys.stderr)
+
+    _tell(say)
     if isinstance(error, KeyboardInterrupt):
-        print("jsprof: interrupted; the calls counted so far were kept", file=sys.stderr)
         return 128 + getattr(error, "signum", 2)
     code = getattr(error, "exit_code", None)
     if isinstance(code, int):
@@ -1025,18 +1055,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except JSError as e:  # the profiled program's error: its JS stack helps, ours would not
-        _print_js_error(e)
+        _tell(_print_js_error, e)
         return 1
     except JsprofError as e:
-        print(f"jsprof: error: {e}", file=sys.stderr)
+        _tell(print, f"jsprof: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("jsprof: interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:
-        # The reader went away (e.g. `| head`): not an error worth a traceback.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
+        # The reader went away (e.g. `report | head`): not an error worth a traceback.
+        _streams_gone()
         return 0
 
 

@@ -8,12 +8,15 @@ from rich.console import Console
 from rich.text import Text
 
 from ..render.plain import plain_table, print_plain_table
+from ..render.summary import pipe_errors_raise
 from ..trace import NO_STACK_NAMES
 from ..words import plural, printable
 
 
 def _console() -> Console:
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    return pipe_errors_raise(
+        Console(highlight=False, width=None if sys.stdout.isatty() else 200)
+    )
 
 
 def _loc(r: dict) -> str:

@@ -24,17 +24,30 @@ if TYPE_CHECKING:
 PIPED_WIDTH = 10_000
 
 
+def _raise_broken_pipe() -> None:
+    raise BrokenPipeError
+
+
+def pipe_errors_raise(console: Console) -> Console:
+    """`console` raising BrokenPipeError when its reader went away (`| head`), as print()
+    does: rich would exit with status 1, and record/run/instrument exit with the script's."""
+    console.on_broken_pipe = _raise_broken_pipe  # type: ignore[method-assign]
+    return console
+
+
 def stdout_console() -> Console:
     from rich.console import Console
 
-    return Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+    return pipe_errors_raise(
+        Console(highlight=False, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+    )
 
 
 def stderr_console() -> Console:
     from rich.console import Console
 
-    return Console(
-        stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH
+    return pipe_errors_raise(
+        Console(stderr=True, highlight=False, width=None if sys.stderr.isatty() else PIPED_WIDTH)
     )
 
 
