@@ -165,9 +165,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         else:
             c = _console()
             lines = render.tree_lines(tree, threshold)
-            for line in lines:
-                c.print(line, markup=False, highlight=False, soft_wrap=True)
-            if not lines:
+            for i, line in enumerate(render.tree_title(rec, args.track) + lines):
+                bold = "bold" if i == 0 else None  # the title, as the tables have it
+                c.print(line, markup=False, highlight=False, soft_wrap=True, style=bold)
+            cut = tree.total_time * threshold / 100.0
+            if not any(tree.total_ms[r] >= cut for r in tree.roots()):
                 print(
                     f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
                     "lower it",

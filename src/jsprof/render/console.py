@@ -14,7 +14,7 @@ from rich.text import Text
 from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import FunctionKey, LineKey, Summary
-from ..trace import NO_STACK_NAMES
+from ..trace import NO_STACK_NAMES, Recording
 from ..words import plural, printable
 from .plain import plain_table, print_plain_table
 
@@ -138,8 +138,23 @@ def print_summary(
     )
 
 
+def tree_title(rec: Recording, track: str | None) -> list[str]:
+    """The lines above `report --tree`: the tracks it covers, as the table's title, and
+    whether their trees were merged into one."""
+    from .summary import trace_title
+
+    lines = [trace_title(rec, track)]
+    if track is None and len(rec.tracks) > 1:
+        lines.append(
+            f"{len(rec.tracks)} tracks merged into one tree (same call paths add up); "
+            "--track NAME shows one"
+        )
+    return lines
+
+
 def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200) -> list[str]:
-    """pyinstrument-style text tree, pruned below threshold_pct of all time."""
+    """pyinstrument-style text tree, pruned below threshold_pct of all time; what was
+    pruned is counted at every level, roots included."""
     kids = tree.children()
     total = tree.total_time
     cut = total * threshold_pct / 100.0
@@ -167,10 +182,15 @@ def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200)
                 f"{child_prefix}└─ ({hidden} more below {threshold_pct:g}%: {hidden_ms:.1f} ms)"
             )
 
-    roots = [r for r in tree.roots() if tree.total_ms[r] >= cut]
+    all_roots = tree.roots()
+    roots = [r for r in all_roots if tree.total_ms[r] >= cut]
     roots.sort(key=lambda r: -tree.total_ms[r])
+    hidden = len(all_roots) - len(roots)
     for j, r in enumerate(roots):
-        visit(r, "", j == len(roots) - 1, 1)
+        visit(r, "", j == len(roots) - 1 and not hidden, 1)
+    if hidden:
+        hidden_ms = float(sum(tree.total_ms[r] for r in all_roots if tree.total_ms[r] < cut))
+        out.append(f"└─ ({hidden} more below {threshold_pct:g}%: {hidden_ms:.1f} ms)")
     return out
 
 

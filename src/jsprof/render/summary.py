@@ -114,10 +114,13 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
     (pyinstrument style)."""
     from rich.markup import escape
 
+    from ..trace import sample_weights
+
     c = stderr_console()
     for t in rec.tracks:
         tr = t.trace
-        span = float(tr.sample_time[-1] - tr.sample_time[0]) if tr.num_samples > 1 else 0.0
+        # The time the samples stand for, as `report` counts it (not last minus first).
+        span = float(sample_weights(tr, t.sample_interval).sum())
         interval = ""
         if t.sample_interval:
             interval = f", interval {t.sample_interval:g} ms"

@@ -1,0 +1,64 @@
+"""`report --tree` has the table's title, says when tracks were merged and counts pruned
+roots; `record`'s summary gives the same time as `report` for the same file."""
+
+import re
+import subprocess
+import sys
+
+import jsprof
+from jsprof.trace import Recording, TraceBuilder, Track
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+
+
+def _run(cwd, *args):
+    p = subprocess.run([*JSPROF, *map(str, args)], capture_output=True, text=True,
+                       timeout=120, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+def _track(name, spec):
+    """spec: (root name, samples) per root, 1 ms a sample."""
+    b = TraceBuilder()
+    t = 0.0
+    for root, n in spec:
+        sid = b.stack_id([b.frame_id(root, b.resource_id("file:///a.js"), 1, 1)])
+        for _ in range(n):
+            b.add_sample(t, sid)
+            t += 1.0
+    return Track(name, b.build(), engine="quickjs", sample_interval=1.0)
+
+
+def test_tree_title_and_merged_tracks(tmp_path):
+    path = tmp_path / "two.jsprof.json"
+    jsprof.save(Recording([_track("main", [("big", 90)]), _track("worker 1", [("w", 10)])]),
+                path)
+    table = _run(tmp_path, "report", path).stdout.splitlines()
+    tree = _run(tmp_path, "report", "--tree", path).stdout.splitlines()
+    assert tree[0] == table[0] == ("main · quickjs · 1 ms interval; "
+                                   "worker 1 · quickjs · 1 ms interval")
+    assert tree[1].startswith("2 tracks merged into one tree"), tree
+    one = _run(tmp_path, "report", "--tree", "--track", "worker 1", path).stdout.splitlines()
+    assert one[0] == "worker 1 · quickjs · 1 ms interval" and "merged" not in one[1], one
+
+
+def test_tree_counts_roots_below_the_threshold(tmp_path):
+    path = tmp_path / "roots.jsprof.json"
+    jsprof.save(Recording([_track("main", [("big", 90), ("small", 6), ("tiny", 4)])]), path)
+    lines = _run(tmp_path, "report", "--tree", "--threshold", "5", path).stdout.splitlines()
+    assert lines[-1] == "└─ (1 more below 5%: 4.0 ms)", lines
+    assert any("small" in ln and ln.startswith("├─") for ln in lines), lines
+    # every root shown: no such line, and the last root closes the tree
+    lines = _run(tmp_path, "report", "--tree", "--threshold", "1", path).stdout.splitlines()
+    assert "more below" not in lines[-1] and lines[-1].startswith("└─") and "tiny" in lines[-1]
+
+
+def test_record_summary_and_report_give_one_time(tmp_path):
+    script = tmp_path / "busy.js"
+    script.write_text("function f(){let x=0;for(let i=0;i<2e6;i++)x+=i;return x}\n"
+                      "for(let i=0;i<5;i++) f();\n")
+    rec = _run(tmp_path, "record", "-o", "b.json", script).stderr
+    n, ms = re.search(r"main: (\d+) samples over ([\d.]+) ms", rec).groups()
+    foot = _run(tmp_path, "report", "b.json").stdout.splitlines()[-1]
+    assert foot.startswith(f"{n} samples, {ms} ms;"), (rec, foot)
