@@ -37,7 +37,8 @@ def test_report_json_matches_analysis(data):
 
 def test_report_tree(data):
     out = run("report", data / "chromium" / "trace-basic.json", "--tree").stdout
-    assert out.splitlines()[0].lstrip("└─ ").startswith("100.0%")
+    assert out.splitlines()[0].startswith("main")  # the title, as the table's
+    assert out.splitlines()[1].lstrip("└─ ").startswith("100.0%")
     assert "workload" in out and "extInner" in out
     tree = json.loads(
         run("report", data / "chromium" / "trace-basic.json", "--tree", "--json").stdout

@@ -164,12 +164,13 @@ def cmd_report(args: argparse.Namespace) -> int:
             _print_json({"tree": render.tree_json(tree, threshold)})
         else:
             c = _console()
-            lines = render.tree_lines(tree, threshold)
-            for i, line in enumerate(render.tree_title(rec, args.track) + lines):
-                bold = "bold" if i == 0 else None  # the title, as the tables have it
-                c.print(line, markup=False, highlight=False, soft_wrap=True, style=bold)
             cut = tree.total_time * threshold / 100.0
-            if not any(tree.total_ms[r] >= cut for r in tree.roots()):
+            if any(tree.total_ms[r] >= cut for r in tree.roots()):
+                lines = render.tree_title(rec, args.track) + render.tree_lines(tree, threshold)
+                for i, line in enumerate(lines):
+                    bold = "bold" if i == 0 else None  # the title, as the tables have it
+                    c.print(line, markup=False, highlight=False, soft_wrap=True, style=bold)
+            else:
                 print(
                     f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
                     "lower it",
