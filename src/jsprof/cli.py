@@ -244,6 +244,30 @@ def _same_file(a: str, b: str) -> bool:
         return False
 
 
+def _check_format_matches_name(path: str, fmt: Any) -> None:
+    """--format and an output name another format owns (gzipped pprof in `out.folded`)
+    contradict each other: refused, as other ignored options are. A plain `.json` takes any
+    JSON format; a name no format claims takes any."""
+    from .formats import writer_for
+
+    try:
+        by_name = writer_for(path, None)
+    except UsageError:
+        return
+    if by_name.name == fmt.name:
+        return
+    name = path.lower().removesuffix(".gz")
+    json_format = fmt.name == "cpuprofile" or any(e.endswith(".json") for e in fmt.extensions)
+    if json_format and name.endswith(".json") and not any(
+        name.endswith(e) for e in by_name.extensions if e != ".json"
+    ):
+        return
+    raise UsageError(
+        f"{path}: the name says {by_name.name} ({' '.join(by_name.extensions)}) but --format "
+        f"is {fmt.name}; name it with {' or '.join(fmt.extensions)}, or drop --format"
+    )
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     from . import io
     from .formats import writer_for
@@ -258,6 +282,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 f"{args.output}: is the input file; write the conversion to another name"
             )
     fmt = writer_for(args.output, args.format)
+    if args.format is not None and args.output != "-":
+        _check_format_matches_name(args.output, fmt)
     with _progress("reading", args.input):
         rec = _load(args.input, args)
     if args.track is not None:
@@ -625,6 +651,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     from .record import check_script
     from .render.methods import print_methods
     from .render.summary import stderr_console
+    from .words import printable
 
     top = _top(args, default=None)
     check_script(args.script, args.engine)
@@ -661,6 +688,15 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         # Node died of a signal before it could report: its status, as `record` exits.
         _tell(print, f"jsprof: {e}", file=sys.stderr)
         return 128 - code
+    created = {c.get("name") for c in result.classes}
+    unmatched = [n for n in watch if n != "*" and n not in created]
+    if unmatched and len(unmatched) == len(watch) and error is None:
+        # Nothing was watched: a misspelt name, not an answer ("no method ran").
+        names = printable(", ".join(sorted(n for n in created if n)[:20])) or "none"
+        raise UsageError(
+            f"--watch {','.join(unmatched)}: {args.script} created no class of that name "
+            f"(classes it created: {names}); give one of those, or '*' for every class"
+        )
     # The outputs first: a reader that went away must not cost them.
     if args.output:
         io.atomic_write(args.output, orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2))
@@ -669,6 +705,9 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
     def say() -> None:
         # The program owns stdout: the report and notes go to stderr.
+        for name in unmatched:
+            print(f"jsprof: warning: --watch {name}: no class of that name was created",
+                  file=sys.stderr)
         for out in (args.output, args.trace):
             if out:
                 print(f"wrote {out}", file=sys.stderr)
