@@ -62,3 +62,14 @@ def test_instrument_keeps_the_scripts_status_and_writes(tmp_path):
                       tmp_path, closed)
         assert got == 3, (closed, got)
         assert '"method": "go"' in out.read_text()
+
+
+def test_chromium_record_keeps_the_pages_status_and_saves(tmp_path):
+    from pathlib import Path
+
+    page = Path(__file__).parent / "data" / "chromium_engine" / "error.js"
+    for closed in (False, True):
+        out = tmp_path / f"e{closed}.json"
+        got = _status(["record", "--engine", "chromium", "-o", out, page], tmp_path, closed)
+        assert got == 1, (closed, got)  # the page's uncaught error
+        assert jsprof.load(out).num_samples > 0

@@ -9,8 +9,12 @@ import os
 import re
 import sys
 import urllib.parse
+from typing import TYPE_CHECKING
 
 from ...errors import UsageError
+
+if TYPE_CHECKING:
+    from ...trace import Recording
 
 
 def default_stem(target: str) -> str:
@@ -64,29 +68,43 @@ def cmd_record(args: argparse.Namespace) -> int:
             duration=args.duration,
         )
     out = save_recording(rec, out)
-    print_recording_summary(rec, out)
+    notes, status = _notes(rec, exit_status(rec))
+    try:
+        print_recording_summary(rec, out)
+        for note in notes:
+            print(note, file=sys.stderr)
+    except BrokenPipeError:
+        # The reader went away (`2>&1 | head`): the status stays the page's.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    return status
+
+
+def _notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
+    """The warnings after the summary, and the exit status they come with."""
     meta = rec.tracks[0].meta
-    for lost in meta.get("lost", ()):
-        print(f"jsprof: warning: {lost}", file=sys.stderr)
-    for t in rec.tracks:
-        if t.meta.get("partial"):
-            print(f"jsprof: warning: {t.name}: {t.meta['partial']}", file=sys.stderr)
+    notes = [f"jsprof: warning: {lost}" for lost in meta.get("lost", ())]
+    notes += [
+        f"jsprof: warning: {t.name}: {t.meta['partial']}" for t in rec.tracks
+        if t.meta.get("partial")
+    ]
     how = meta.get("exit")
     if how == "interrupted":
-        print("jsprof: interrupted; the samples taken so far were kept", file=sys.stderr)
-        return exit_status(rec)  # 130 for Ctrl-C, 143 for SIGTERM
+        notes.append("jsprof: interrupted; the samples taken so far were kept")
+        return notes, interrupted_status  # 130 for Ctrl-C, 143 for SIGTERM
     if how in ("crashed", "browser-exited"):
         what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
-        print(f"jsprof: {what}; the samples taken so far were kept", file=sys.stderr)
-        return 1
+        notes.append(f"jsprof: {what}; the samples taken so far were kept")
+        return notes, 1
     if meta.get("errors"):
         n = len(meta["errors"])
-        print(
-            f"jsprof: the page had {n} uncaught error(s) (printed above); the trace was kept",
-            file=sys.stderr,
+        notes.append(
+            f"jsprof: the page had {n} uncaught error(s) (printed above); the trace was kept"
         )
-        return 1
-    return 0
+        return notes, 1
+    return notes, 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
