@@ -339,6 +339,15 @@ def _convert(
 
     # Samples: vectorised.
     idx = lookup(sample_ids, "samples")
+    # Summed in float64 first: an int64 sum could wrap around silently, and below 2**53
+    # (checked) the integer sum is exact.
+    within = np.abs(np.cumsum(deltas, dtype=np.float64) + start_time) < 2**53
+    if not within.all():
+        j = int(np.argmin(within))
+        raise err(
+            f"timeDeltas[{j}]",
+            "startTime plus the deltas up to here is beyond 2**53 us; is this file intact?",
+        )
     ts = np.cumsum(deltas) + start_time
     hit_arr = _int64(err, hits, "hitCount")
     added = 0

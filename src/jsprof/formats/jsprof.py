@@ -47,6 +47,13 @@ FORMAT_VERSION = 1
 MAX_TABLE_ENTRIES = 2**31 - 1  # ids are int32 columns
 MAX_POSITION = 2**31 - 1  # lines and columns: 32-bit in every engine and writer
 MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
+# Times are ms; a double counts ms exactly below 2**53 (285,000 years), so anything beyond
+# is a broken file, not a recording (and would print as a 300-digit total).
+MAX_MS = 2.0**53
+# The spec's samples are in time order and engines emit them so, but V8 steps back a little
+# now and then (a sample's tick is stamped before an earlier one is processed). A sample
+# more than this earlier than the latest one before it means the file is out of order.
+MAX_BACKWARDS_MS = 10.0
 # Stands for an absent optional id while columns are pulled out; far outside int32, so an
 # explicit -1 in a file stays distinguishable from "key absent".
 _ABSENT = -(2**40)
@@ -248,6 +255,7 @@ def _read_samples(
     if not finite.all():
         i = int(np.argmin(finite))
         raise ctx.error(f"samples[{i}].timestamp", f"{times[i]} is not a finite number")
+    _check_times(ctx, times)
     if stack is None:
         raise _slow_id_error(ctx, samples, "samples", "stackId", False)
     bad = np.nonzero((stack != _ABSENT) & ((stack < 0) | (stack >= n_stacks)))[0]
@@ -275,6 +283,32 @@ def _read_samples(
     return times, stack.astype(np.int32), markers
 
 
+def _time_problem(times: np.ndarray) -> tuple[int, str] | None:
+    """The first sample time out of range or out of order, and what is wrong with it."""
+    big = ~(np.abs(times) < MAX_MS)
+    if big.any():
+        i = int(np.argmax(big))
+        return i, f"is {times[i]}; expected a time below 2**53 ms; is this file intact?"
+    if len(times) < 2:
+        return None
+    latest = np.maximum.accumulate(times)
+    back = times[1:] < latest[:-1] - MAX_BACKWARDS_MS
+    if not back.any():
+        return None
+    i = int(np.argmax(back)) + 1
+    j = int(np.argmax(times[:i] == latest[i - 1]))
+    return i, (
+        f"is {times[i]}, {latest[i - 1] - times[i]:.6g} ms before samples[{j}] "
+        f"({times[j]}); samples must be in time order (sort them by timestamp)"
+    )
+
+
+def _check_times(ctx: _Ctx, times: np.ndarray) -> None:
+    problem = _time_problem(times)
+    if problem is not None:
+        raise ctx.error(f"samples[{problem[0]}].timestamp", problem[1])
+
+
 def _trace_from_doc(ctx: _Ctx, doc: Any, has_markers: bool) -> ProfilerTrace:
     if type(doc) is not dict:
         raise ctx.error("(top level)", f"expected an object, got {type_name(doc)}")
@@ -291,6 +325,8 @@ def _opt_number(ctx: _Ctx, obj: dict, key: str, where: str) -> float | None:
         return None
     if type(v) not in (int, float) or not math.isfinite(v):
         raise ctx.error(f"{where}.{key}", f"expected a finite number, got {type_name(v)}")
+    if not abs(v) < MAX_MS:
+        raise ctx.error(f"{where}.{key}", f"is {v}; expected a time below 2**53 ms")
     return float(v)
 
 
@@ -353,11 +389,12 @@ def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None
         arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
     else:
         arr = weights
-    bad_mask = ~np.isfinite(arr) | (arr < 0)
+    bad_mask = ~((arr >= 0) & (arr < MAX_MS))
     if bad_mask.any():
         i = int(np.argmax(bad_mask))
         raise ctx.error(
-            f"{where}.sampleWeights[{i}]", f"is {arr[i]}; a weight is a finite number of ms >= 0"
+            f"{where}.sampleWeights[{i}]",
+            f"is {arr[i]}; a weight is a number of ms >= 0 and below 2**53",
         )
     return arr
 
@@ -399,10 +436,12 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
     if len(bad):
         i = int(bad[0])
         raise ctx.error(f"{where}.parentId[{i}]", f"{int(parent[i])} is not an earlier span")
-    bad = np.nonzero(~np.isfinite(start) | ~np.isfinite(end) | (end < start))[0]
+    bad = np.nonzero(~(np.abs(start) < MAX_MS) | ~(np.abs(end) < MAX_MS) | (end < start))[0]
     if len(bad):
         i = int(bad[0])
-        raise ctx.error(f"{where}[{i}]", "start and end must be finite with end >= start")
+        raise ctx.error(
+            f"{where}[{i}]", "start and end must be finite, below 2**53 ms, with end >= start"
+        )
     return Spans(start, end, frame.astype(np.int32), parent.astype(np.int32))
 
 
@@ -707,6 +746,8 @@ def _fast_trace(parts: dict, samples: _Columns | Iterator[bytes]) -> ProfilerTra
         times, stack, markers = _sample_columns(samples)
     if len(times) > limit:
         raise _Fallback("samples too long")
+    if _time_problem(times) is not None:
+        raise _Fallback("timestamp")
     # Absent ids are -1 and the others were checked >= 0: the largest is the one to check.
     if len(stack) and int(stack.max()) >= len(frame):
         raise _Fallback("stackId")
