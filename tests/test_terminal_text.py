@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 import jsprof
 from jsprof.trace import Recording, TraceBuilder, Track
 from jsprof.words import printable
@@ -115,3 +117,21 @@ def test_fleet_text_escapes(capsys):
     out = capsys.readouterr().out
     _clean(out)
     assert EVIL_SHOWN in out and "https://x/\\u2028.js:1:2" in out
+
+
+@pytest.mark.chromium
+def test_a_page_cannot_write_escape_sequences_to_the_terminal(tmp_path):
+    # Under --engine chromium the page may be any site: what it logs and the stack of
+    # what it throws reach the terminal with visible escapes, line breaks kept.
+    page = tmp_path / "p.html"
+    page.write_text(
+        "<script>console.log('a\\x1b]0;pwned\\x07b\\nnext');"
+        "console.error('\\x1b[2J');"
+        "throw new Error('bad\\x1b[31m');</script>"
+    )
+    p = _run(["record", "--engine", "chromium", "--duration", "1", "-o",
+              tmp_path / "o.json", page], tmp_path, ok=(0, 1))
+    _clean(p.stdout)
+    _clean(p.stderr)
+    assert "a\\x1b]0;pwned\\x07b\nnext" in p.stdout
+    assert "\\x1b[2J" in p.stderr and "bad\\x1b[31m" in p.stderr

@@ -35,3 +35,12 @@ def printable(text: str | None) -> str:
     if not text:
         return text or ""
     return _UNSAFE.sub(_escape_char, text)
+
+
+def printable_lines(text: str | None) -> str:
+    """`text` safe for a terminal, its line breaks and tabs kept: for output a web page
+    writes (its console, its errors' stacks), which may span lines but must not reach the
+    terminal's escape sequences."""
+    if not text:
+        return text or ""
+    return _UNSAFE.sub(lambda m: m.group() if m.group() in "\n\t" else _escape_char(m), text)

@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..words import plural, printable
+from ..words import plural, printable, printable_lines
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
 # module (StatusLine) before it starts Node, and rich only later, in another thread.
@@ -98,10 +98,10 @@ def print_js_error(e: JSError) -> None:
     msg = str(e)
     # Node's text already starts with its own "TypeError: ..."; don't prefix it again.
     head = msg if re.match(r"^[A-Za-z_$][\w$]*: ", msg) else f"{e.name}: {msg}"
-    print(f"jsprof: uncaught JavaScript exception: {head}", file=sys.stderr)
+    print(f"jsprof: uncaught JavaScript exception: {printable_lines(head)}", file=sys.stderr)
     stack = (e.js_stack or "").rstrip()
     if stack:
-        print(stack, file=sys.stderr)
+        print(printable_lines(stack), file=sys.stderr)
 
 
 def _ms(x: float) -> str:

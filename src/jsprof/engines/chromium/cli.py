@@ -12,6 +12,7 @@ import urllib.parse
 from typing import TYPE_CHECKING
 
 from ...errors import UsageError
+from ...words import printable
 
 if TYPE_CHECKING:
     from ...trace import Recording
@@ -85,9 +86,9 @@ def cmd_record(args: argparse.Namespace) -> int:
 def _notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
     """The warnings after the summary, and the exit status they come with."""
     meta = rec.tracks[0].meta
-    notes = [f"jsprof: warning: {lost}" for lost in meta.get("lost", ())]
+    notes = [f"jsprof: warning: {printable(lost)}" for lost in meta.get("lost", ())]
     notes += [
-        f"jsprof: warning: {t.name}: {t.meta['partial']}" for t in rec.tracks
+        f"jsprof: warning: {printable(t.name)}: {printable(t.meta['partial'])}" for t in rec.tracks
         if t.meta.get("partial")
     ]
     how = meta.get("exit")

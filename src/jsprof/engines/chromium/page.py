@@ -11,6 +11,7 @@ from typing import TextIO
 
 from ...errors import EngineError
 from ...trace import Track
+from ...words import printable_lines
 from ..cdp import CDPClient, CDPClosed, Session
 from .console import STDERR_TYPES, exception_text, format_console
 from .helper import helper_source
@@ -80,9 +81,11 @@ class PageSession:
 
     # -- output
     def _print(self, text: str, err: bool) -> None:
+        # A page is not the user's own program: it may be any site, so what it logs
+        # reaches the terminal without escape sequences (its line breaks kept).
         out = (self.stderr or sys.stderr) if err else (self.stdout or sys.stdout)
         try:
-            out.write(text + "\n")
+            out.write(printable_lines(text) + "\n")
             out.flush()
         except (OSError, ValueError):
             pass
