@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 import os
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 from rich.console import Console
 from rich.markup import escape
@@ -13,78 +12,11 @@ from rich.text import Text
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
-from ..analysis.profile import FunctionKey, LineKey, Summary
+from ..analysis.profile import Summary
 from ..trace import NO_STACK_NAMES, Recording
 from ..words import plural, printable
 from .plain import plain_table, print_plain_table
-
-
-def _pct(x: float, total: float) -> float:
-    return 100.0 * x / total if total > 0 else 0.0
-
-
-def key_label(key: Any) -> tuple[str, str]:
-    """(what, where) for a function, resource or line key."""
-    if isinstance(key, LineKey):
-        return key.function.label(), f"{key.function.resource or '(unknown)'}:{key.line}"
-    if isinstance(key, FunctionKey):
-        return key.label(), key.location()
-    return (key or "(no resource)"), ""
-
-
-def short_location(where: str, cwd: str | None = None) -> str:
-    """A `file://` URL or absolute path under the current directory, relative to it
-    (`file:///home/me/app/src/a.js:3:5` -> `src/a.js:3:5` in /home/me/app); else as is."""
-    path = where
-    if where.startswith("file://"):
-        path = unquote(urlparse(where).path)
-    if not path.startswith("/"):
-        return where
-    cwd = cwd if cwd is not None else os.getcwd()
-    prefix = cwd.rstrip("/") + "/"
-    return path[len(prefix) :] if path.startswith(prefix) else path
-
-
-def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[dict]:
-    """Rows for the table and for --json, largest first by `sort`: the keys and the
-    no-JavaScript rows together (idle time is ranked and counted like any function)."""
-    st = summary.stats
-    total = summary.total_ms
-    rows = []
-    for i in st.order(sort).tolist():
-        what, where = key_label(st.keys[i])
-        row = {
-            "name": what,
-            "location": where,
-            "self_ms": round(float(st.self_ms[i]), 3),
-            "total_ms": round(float(st.total_ms[i]), 3),
-            "self_pct": round(_pct(float(st.self_ms[i]), total), 2),
-            "total_pct": round(_pct(float(st.total_ms[i]), total), 2),
-            "self_samples": int(st.self_samples[i]),
-            "total_samples": int(st.total_samples[i]),
-        }
-        key = st.keys[i]
-        if isinstance(key, FunctionKey):
-            row.update(resource=key.resource, line=key.line, column=key.column)
-        elif isinstance(key, LineKey):
-            row.update(resource=key.function.resource, line=key.line)
-        rows.append(row)
-    for r in summary.no_js:
-        rows.append(
-            {
-                "name": r.label,
-                "location": "",
-                "self_ms": round(r.ms, 3),
-                "total_ms": round(r.ms, 3),
-                "self_pct": round(_pct(r.ms, total), 2),
-                "total_pct": round(_pct(r.ms, total), 2),
-                "self_samples": r.samples,
-                "total_samples": r.samples,
-            }
-        )
-    key = "self_ms" if sort == "self" else "total_ms"
-    rows.sort(key=lambda r: -r[key])  # stable: equal shares keep the analysis's order
-    return rows if top is None else rows[:top]
+from .rows import _pct, short_location, summary_rows
 
 
 def row_count(summary: Summary) -> int:

@@ -353,6 +353,7 @@ _CSS = """
 #fg-frames g.fg-hit rect { fill: hsl(300,80%,62%); }
 """.replace("FONT", str(FONT))
 
+
 @functools.cache
 def flame_script() -> str:
     """The page script (`flame.js`, package data), inlined into every file we write."""

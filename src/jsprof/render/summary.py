@@ -15,6 +15,8 @@ from ..words import plural, printable, printable_lines
 # rich is imported by the functions that print with it: `jsprof record` imports this
 # module (StatusLine) before it starts Node, and rich only later, in another thread.
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from rich.console import Console
 
     from ..errors import JSError
@@ -108,15 +110,72 @@ def _ms(x: float) -> str:
     return f"{x:.3g}" if x < 10 else f"{x:.0f}"
 
 
+def _rich_console_needed() -> bool:
+    """Whether the summary needs rich: a terminal (bold, colour, its width), or rich's
+    environment switches that colour or size piped output too."""
+    import os
+
+    if sys.stderr.isatty():
+        return True
+    return any(
+        os.environ.get(v)
+        for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "JUPYTER_COLUMNS")
+    )
+
+
+class _Plain:
+    """The summary as rich prints it to a pipe (no styles, 10,000 columns) without importing
+    rich's console (~40 ms of `jsprof record`'s start-up). Text passed through `escape` is
+    kept apart from the few tags the summary uses; if rich would change a line (an `:emoji:`
+    code, a tab, a line too wide), the summary goes through rich after all."""
+
+    TAGS = ("[bold]", "[/bold]", "[bold red]", "[/bold red]", "[dim]", "[/dim]")
+    OPEN = "\x00"  # printable() never lets a control character through; paths have no NUL
+
+    @classmethod
+    def escape(cls, text: str) -> str:
+        return text.replace("[", cls.OPEN)
+
+    @classmethod
+    def text(cls, line: str) -> str | None:
+        """`line` as rich would print it to a pipe, or None if only rich can tell."""
+        from rich._emoji_replace import _emoji_replace
+
+        for tag in cls.TAGS:
+            line = line.replace(tag, "")
+        line = line.replace(cls.OPEN, "[")
+        if 2 * len(line) >= PIPED_WIDTH or not line.isprintable() or _emoji_replace(line) != line:
+            return None
+        return line
+
+
+def _rich_escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
 def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> None:
     """Per track: samples, span, requested and achieved interval, capture latency and a
     full buffer; where the trace went; then, last, the `top` functions by self time
     (pyinstrument style)."""
-    from rich.markup import escape
+    if not _rich_console_needed():
+        texts = [_Plain.text(line) for line in _summary_lines(rec, out, top, _Plain.escape)]
+        if all(t is not None for t in texts):
+            sys.stderr.write("".join(f"{t}\n" for t in texts))
+            sys.stderr.flush()
+            return
+    c = stderr_console()
+    for line in _summary_lines(rec, out, top, _rich_escape):
+        c.print(line)
 
+
+def _summary_lines(
+    rec: Recording, out: str | None, top: int, escape: Callable[[str], str]
+) -> Iterator[str]:
+    """The summary's lines in rich markup, user text through `escape`."""
     from ..trace import sample_weights
 
-    c = stderr_console()
     for t in rec.tracks:
         tr = t.trace
         # The time the samples stand for, as `report` counts it (not last minus first).
@@ -133,30 +192,30 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
             if lat.get("p50") is not None and lat.get("p99") is not None
             else ""
         )
-        c.print(
+        yield (
             f"[bold]{escape(printable(t.name))}[/bold]: {plural(tr.num_samples, 'sample')} over "
             f"{span:.1f} ms{interval}{latency}"
         )
         if meta_get(t.meta, "bufferFull"):
             name = escape(printable(t.name))
-            c.print(
+            yield (
                 f"[bold red]WARNING: the sample buffer of {name} filled up after "
                 f"{plural(tr.num_samples, 'sample')}; later samples were dropped. Raise "
                 "--max-buffer-size or the --interval.[/bold red]"
             )
     if out:
-        c.print(f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
+        yield (f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
     if top and rec.num_samples:
         from ..analysis.profile import summarize
-        from .console import short_location, summary_rows
+        from .rows import short_location, summary_rows
 
         rows = [r for r in summary_rows(summarize(rec), top) if r.get("self_ms", 0) > 0]
         rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
         if rows:
-            c.print(f"top {len(rows)} by self time:")
+            yield (f"top {len(rows)} by self time:")
             for r in rows:
                 where = f"  {printable(short_location(r['location']))}" if r["location"] else ""
-                c.print(
+                yield (
                     f"  {r['self_pct']:5.1f}%  {r['self_ms']:9.1f} ms  "
                     f"{escape(printable(r['name']))}[dim]{escape(where)}[/dim]"
                 )
