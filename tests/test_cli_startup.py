@@ -80,3 +80,25 @@ def test_package_commands_are_listed_with_their_own_help():
     full, light = helps(build_parser()), helps(build_parser("report"))
     assert full == light  # the light listing says what the real parsers say
     assert set(PACKAGE_COMMANDS) <= set(full)
+
+
+def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Path) -> None:
+    """`record` of an empty script, stderr piped: the output's format module only (not all
+    eight), and the summary printed without rich's console (~0.1 s of start-up in all)."""
+    script = tmp_path / "empty.js"
+    script.write_text("")
+    code = (
+        "import sys\nfrom jsprof.cli import main\nstatus = main(sys.argv[1:])\n"
+        "print(' '.join(sorted(sys.modules)))\nsys.exit(status)"
+    )
+    args = ["record", "--engine", "node", "-o", str(tmp_path / "x.json"), str(script)]
+    p = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    names = p.stdout.split()
+    assert (tmp_path / "x.json").exists() and "jsprof.formats.jsprof" in names
+    for other in ("pprof", "speedscope", "chrometrace", "perfetto", "firefox", "folded"):
+        assert f"jsprof.formats.{other}" not in names
+    assert "rich.console" not in names and "jsprof.render.console" not in names
+    assert "wrote " in p.stderr

@@ -484,8 +484,10 @@ class _Preparing:
     check, which imports numpy and the formats), then the imports the summary needs, in a
     thread of their own while the main thread starts Node's profiler."""
 
-    # The summary's analysis; the trace model and the formats come with the check.
-    IMPORTS = ("jsprof.analysis.profile", "jsprof.render.console", "rich.console", "rich.markup")
+    # The summary's analysis; the trace model and the output's format come with the check.
+    # rich's console only for a terminal: piped, the summary is printed without it.
+    IMPORTS = ("jsprof.analysis.profile", "jsprof.render.rows", "rich._emoji_replace")
+    RICH = ("rich.console", "rich.markup")
 
     def __init__(self, check: Callable[[], str]) -> None:
         import threading
@@ -515,7 +517,10 @@ class _Preparing:
             if self._error is None:
                 import importlib
 
-                for name in self.IMPORTS:
+                from .render.summary import rich_console_needed
+
+                rich = self.RICH if rich_console_needed() else ()
+                for name in (*self.IMPORTS, *rich):
                     importlib.import_module(name)
         finally:
             sys.setswitchinterval(self._switch)

@@ -110,7 +110,7 @@ def _ms(x: float) -> str:
     return f"{x:.3g}" if x < 10 else f"{x:.0f}"
 
 
-def _rich_console_needed() -> bool:
+def rich_console_needed() -> bool:
     """Whether the summary needs rich: a terminal (bold, colour, its width), or rich's
     environment switches that colour or size piped output too."""
     import os
@@ -119,7 +119,7 @@ def _rich_console_needed() -> bool:
         return True
     return any(
         os.environ.get(v)
-        for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "COLUMNS", "JUPYTER_COLUMNS")
+        for v in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE")
     )
 
 
@@ -159,7 +159,7 @@ def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> No
     """Per track: samples, span, requested and achieved interval, capture latency and a
     full buffer; where the trace went; then, last, the `top` functions by self time
     (pyinstrument style)."""
-    if not _rich_console_needed():
+    if not rich_console_needed():
         texts = [_Plain.text(line) for line in _summary_lines(rec, out, top, _Plain.escape)]
         if all(t is not None for t in texts):
             sys.stderr.write("".join(f"{t}\n" for t in texts))
