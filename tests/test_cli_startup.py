@@ -101,4 +101,5 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     for other in ("pprof", "speedscope", "chrometrace", "perfetto", "firefox", "folded"):
         assert f"jsprof.formats.{other}" not in names
     assert "rich.console" not in names and "jsprof.render.console" not in names
+    assert "numpy.ma" not in names  # np.unique imports it
     assert "wrote " in p.stderr
