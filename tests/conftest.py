@@ -1,9 +1,17 @@
 import os
+import signal
 from pathlib import Path
 
 import pytest
 
 DATA = Path(__file__).parent / "data"
+
+# A shell starts a background job (`make test &`, `nohup`) with SIGINT ignored, and an
+# ignored signal stays ignored across exec: every jsprof the tests start would then shrug
+# off the Ctrl-C the tests send it and run on until killed (seen: a `record` looping for
+# 26 min). A handler, unlike SIG_IGN, is reset to the default at exec.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture
