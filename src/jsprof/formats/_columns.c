@@ -399,6 +399,59 @@ static void *write_share(void *arg) {
 /* Below this many samples one thread writes them all (a thread costs ~50 us to start). */
 #define SAMPLES_PER_THREAD 100000
 
+/* The sample columns both writers take, checked, with the markers' names; the longest
+ * text one sample can take: {"timestamp":<at most 25>,"stackId":<at most 11>,"marker":<name>}, */
+typedef struct {
+    Py_buffer tv, sv, mv;
+    int have_t, have_s, have_m;
+    Py_ssize_t n, n_names, most;
+    const char *name_p[128];
+    Py_ssize_t name_len[128];
+} SampleCols;
+
+/* 0, or -1 with an exception set; sample_cols_close(c) is due either way. */
+static int sample_cols_open(SampleCols *c, PyObject *times, PyObject *stacks,
+                            PyObject *markers, PyObject *names) {
+    memset(c, 0, sizeof(*c));
+    if (get_column(times, &c->tv, 8, "times") < 0) return -1;
+    c->have_t = 1;
+    if (get_column(stacks, &c->sv, 4, "stacks") < 0) return -1;
+    c->have_s = 1;
+    if (markers != Py_None) {
+        if (get_column(markers, &c->mv, 1, "markers") < 0) return -1;
+        c->have_m = 1;
+    }
+    c->n = c->tv.shape[0];
+    if (c->sv.shape[0] != c->n || (c->have_m && c->mv.shape[0] != c->n)) {
+        PyErr_SetString(PyExc_ValueError, "columns differ in length");
+        return -1;
+    }
+    c->n_names = PyTuple_GET_SIZE(names);
+    Py_ssize_t name_max = 0;
+    if (c->n_names > 127) {
+        PyErr_SetString(PyExc_ValueError, "too many marker names");
+        return -1;
+    }
+    for (Py_ssize_t j = 0; j < c->n_names; j++) {
+        PyObject *nm = PyTuple_GET_ITEM(names, j);
+        if (!PyBytes_Check(nm) || PyBytes_GET_SIZE(nm) > 64) {
+            PyErr_SetString(PyExc_TypeError, "marker names must be short bytes");
+            return -1;
+        }
+        c->name_p[j] = PyBytes_AS_STRING(nm);
+        c->name_len[j] = PyBytes_GET_SIZE(nm);
+        if (c->name_len[j] > name_max) name_max = c->name_len[j];
+    }
+    c->most = 13 + 25 + 11 + 11 + 10 + name_max + 2;
+    return 0;
+}
+
+static void sample_cols_close(SampleCols *c) {
+    if (c->have_t) PyBuffer_Release(&c->tv);
+    if (c->have_s) PyBuffer_Release(&c->sv);
+    if (c->have_m) PyBuffer_Release(&c->mv);
+}
+
 /* write_samples(head, times f8, stacks i4, markers i1 | None, names, tail, threads) ->
  * bytes: head + [{"timestamp":t,"stackId":s,"marker":name}, ...] + tail, stackId and
  * marker left out where the column holds -1. names: the markers' JSON strings (bytes), by
@@ -406,49 +459,18 @@ static void *write_share(void *arg) {
  * goes straight into the result, the others are copied after it. */
 static PyObject *write_samples(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer head, tail, tv, sv, mv = {0};
+    Py_buffer head, tail;
     PyObject *times, *stacks, *markers, *names;
     int threads = 1;
     if (!PyArg_ParseTuple(args, "y*OOOO!y*|i", &head, &times, &stacks, &markers, &PyTuple_Type,
                           &names, &tail, &threads))
         return NULL;
     PyObject *result = NULL;
-    int have_t = 0, have_s = 0, have_m = 0;
     Share share[MAX_THREADS];
     memset(share, 0, sizeof(share));
-    const char *name_p[128];
-    Py_ssize_t name_len[128];
-    if (get_column(times, &tv, 8, "times") < 0) goto done;
-    have_t = 1;
-    if (get_column(stacks, &sv, 4, "stacks") < 0) goto done;
-    have_s = 1;
-    if (markers != Py_None) {
-        if (get_column(markers, &mv, 1, "markers") < 0) goto done;
-        have_m = 1;
-    }
-    Py_ssize_t n = tv.shape[0];
-    if (sv.shape[0] != n || (have_m && mv.shape[0] != n)) {
-        PyErr_SetString(PyExc_ValueError, "columns differ in length");
-        goto done;
-    }
-    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
-    Py_ssize_t name_max = 0;
-    if (n_names > 127) {
-        PyErr_SetString(PyExc_ValueError, "too many marker names");
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < n_names; j++) {
-        PyObject *nm = PyTuple_GET_ITEM(names, j);
-        if (!PyBytes_Check(nm) || PyBytes_GET_SIZE(nm) > 64) {
-            PyErr_SetString(PyExc_TypeError, "marker names must be short bytes");
-            goto done;
-        }
-        name_p[j] = PyBytes_AS_STRING(nm);
-        name_len[j] = PyBytes_GET_SIZE(nm);
-        if (name_len[j] > name_max) name_max = name_len[j];
-    }
-    /* {"timestamp":<at most 25>,"stackId":<at most 11>,"marker":<name>}, */
-    Py_ssize_t most = 13 + 25 + 11 + 11 + 10 + name_max + 2;
+    SampleCols c;
+    if (sample_cols_open(&c, times, stacks, markers, names) < 0) goto done;
+    Py_ssize_t n = c.n, most = c.most;
     if (n > (PY_SSIZE_T_MAX - head.len - tail.len - 2) / most) {
         PyErr_NoMemory();
         goto done;
@@ -466,12 +488,12 @@ static PyObject *write_samples(PyObject *self, PyObject *args) {
     out[head.len] = '[';
     for (int k = 0; k < threads; k++) {
         Share *w = &share[k];
-        w->t = tv.buf;
-        w->s = sv.buf;
-        w->mk = have_m ? mv.buf : NULL;
-        w->names = name_p;
-        w->name_len = name_len;
-        w->n_names = n_names;
+        w->t = c.tv.buf;
+        w->s = c.sv.buf;
+        w->mk = c.have_m ? c.mv.buf : NULL;
+        w->names = c.name_p;
+        w->name_len = c.name_len;
+        w->n_names = c.n_names;
         w->lo = k * per;
         w->hi = k == threads - 1 ? n : (k + 1) * per;
         w->bad = -1;
@@ -521,9 +543,7 @@ fail:
     Py_CLEAR(result);
 done:
     for (int k = 1; k < MAX_THREADS; k++) PyMem_RawFree(share[k].buf);
-    if (have_t) PyBuffer_Release(&tv);
-    if (have_s) PyBuffer_Release(&sv);
-    if (have_m) PyBuffer_Release(&mv);
+    sample_cols_close(&c);
     PyBuffer_Release(&head);
     PyBuffer_Release(&tail);
     return result;
@@ -636,59 +656,28 @@ static void *stream_worker(void *arg) {
  * OSError when writing fails. */
 static PyObject *write_samples_to(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer tv, sv, mv = {0};
     PyObject *times, *stacks, *markers, *names;
     int fd, threads = 1;
     if (!PyArg_ParseTuple(args, "iOOOO!|i", &fd, &times, &stacks, &markers, &PyTuple_Type,
                           &names, &threads))
         return NULL;
     PyObject *result = NULL;
-    int have_t = 0, have_s = 0, have_m = 0;
     Writer wr[MAX_THREADS];
     memset(wr, 0, sizeof(wr));
-    const char *name_p[128];
-    Py_ssize_t name_len[128];
-    if (get_column(times, &tv, 8, "times") < 0) goto done;
-    have_t = 1;
-    if (get_column(stacks, &sv, 4, "stacks") < 0) goto done;
-    have_s = 1;
-    if (markers != Py_None) {
-        if (get_column(markers, &mv, 1, "markers") < 0) goto done;
-        have_m = 1;
-    }
-    Py_ssize_t n = tv.shape[0];
-    if (sv.shape[0] != n || (have_m && mv.shape[0] != n)) {
-        PyErr_SetString(PyExc_ValueError, "columns differ in length");
-        goto done;
-    }
-    Py_ssize_t n_names = PyTuple_GET_SIZE(names);
-    Py_ssize_t name_max = 0;
-    if (n_names > 127) {
-        PyErr_SetString(PyExc_ValueError, "too many marker names");
-        goto done;
-    }
-    for (Py_ssize_t j = 0; j < n_names; j++) {
-        PyObject *nm = PyTuple_GET_ITEM(names, j);
-        if (!PyBytes_Check(nm) || PyBytes_GET_SIZE(nm) > 64) {
-            PyErr_SetString(PyExc_TypeError, "marker names must be short bytes");
-            goto done;
-        }
-        name_p[j] = PyBytes_AS_STRING(nm);
-        name_len[j] = PyBytes_GET_SIZE(nm);
-        if (name_len[j] > name_max) name_max = name_len[j];
-    }
+    SampleCols c;
+    if (sample_cols_open(&c, times, stacks, markers, names) < 0) goto done;
     Stream st;
     memset(&st, 0, sizeof(st));
-    st.t = tv.buf;
-    st.s = sv.buf;
-    st.mk = have_m ? mv.buf : NULL;
-    st.names = name_p;
-    st.name_len = name_len;
-    st.n_names = n_names;
-    st.n = n;
+    st.t = c.tv.buf;
+    st.s = c.sv.buf;
+    st.mk = c.have_m ? c.mv.buf : NULL;
+    st.names = c.name_p;
+    st.name_len = c.name_len;
+    st.n_names = c.n_names;
+    st.n = c.n;
     st.chunk = STREAM_CHUNK;
-    st.n_chunks = (n + STREAM_CHUNK - 1) / STREAM_CHUNK;
-    st.most = 13 + 25 + 11 + 11 + 10 + name_max + 2;
+    st.n_chunks = (c.n + STREAM_CHUNK - 1) / STREAM_CHUNK;
+    st.most = c.most;
     st.fd = fd;
     st.bad_chunk = st.n_chunks;
     if (threads < 1) threads = 1;
@@ -744,9 +733,7 @@ static PyObject *write_samples_to(PyObject *self, PyObject *args) {
     Py_INCREF(result);
 done:
     for (int k = 0; k < MAX_THREADS; k++) PyMem_RawFree(wr[k].buf);
-    if (have_t) PyBuffer_Release(&tv);
-    if (have_s) PyBuffer_Release(&sv);
-    if (have_m) PyBuffer_Release(&mv);
+    sample_cols_close(&c);
     return result;
 }
 
