@@ -469,3 +469,75 @@ def test_manager_end_from_another_thread_while_an_eval_waits():
         assert t.trace.num_samples >= 20
         # The runtime still answers afterwards.
         assert node.eval("1 + 1") == 2
+
+
+_PRELOAD_FNS = {"loadPreloadModules", "Module._preloadModules"}
+
+
+def test_jsprofs_own_preload_never_lands_in_the_profile():
+    # Issue 20: the loader's return from jsprof's --require hook (and the frames of the
+    # path to its wait) stayed in the profile: `prepareMainThreadExecution ->
+    # loadPreloadModules -> Module._preloadModules`, once 23 ms of a 170 ms script. Many
+    # short recordings at V8's finest interval, where the few samples there show most.
+    for i in range(10):
+        t = record_node(JS / "short.js", sample_interval=0.1).tracks[0]
+        names = {f.name for f in t.trace.frames}
+        assert not names & _PRELOAD_FNS, (i, names & _PRELOAD_FNS)
+        assert not any("node_record_hook" in r for r in t.trace.resources), t.trace.resources
+        assert "shortWork" in names and "executeUserEntryPoint" in names, (i, names)
+
+
+def test_a_users_own_preload_stays_in_the_profile():
+    # What jsprof drops is its own preload only: a --require of the user's is the script's
+    # start-up and keeps its time (40 ms busy), under Node's preload path.
+    rec = record_node(
+        JS / "short.js",
+        sample_interval=0.5,
+        node_args=["--require", str(JS / "user_preload.js")],
+    )
+    t = rec.tracks[0]
+    tr = t.trace
+    names = [f.name for f in tr.frames]
+    w = jsprof.trace.sample_weights(tr)
+    under = 0.0
+    for s, ms in zip(tr.sample_stack.tolist(), w.tolist(), strict=True):
+        if s >= 0 and "preloadWork" in {names[f] for f in tr.stack_frames(s)}:
+            assert "Module._preloadModules" in {names[f] for f in tr.stack_frames(s)}
+            under += ms
+    assert under >= 25.0, under
+    assert "shortWork" in names
+
+
+def test_drop_preload_keeps_every_other_sample_and_its_time():
+    # The rule on a small CDP profile: before the go instant (the preload's wait), and the
+    # loader's return just after it, are dropped; the rest keep their timestamps, so no
+    # kept sample takes the dropped time; unsampled nodes go.
+    from jsprof.engines._v8slices import drop_preload
+
+    def node(i, name, url="", kids=()):
+        return {"id": i, "callFrame": {"functionName": name, "url": url}, "children": list(kids)}
+
+    nodes = [
+        node(1, "(root)", kids=[2, 7, 8]),
+        node(2, "prepareMainThreadExecution", "node:internal/process/pre_execution", [3]),
+        node(3, "loadPreloadModules", "node:internal/process/pre_execution", [4]),
+        node(4, "Module._preloadModules", "node:internal/modules/cjs/loader", [5]),
+        node(5, "", "file:///x/node_record_hook.js", [6]),
+        node(6, "waitForDebugger", "", []),
+        node(7, "work", "file:///x/app.js", []),
+        node(8, "(program)", "", []),
+    ]
+    profile = {
+        "nodes": nodes,
+        "startTime": 1000,
+        # 1000 wait, 1100 wait, [go 1150] 1200 loader return, 1250 program, 1300 work,
+        # 1400 loader again (not leading: kept), 1500 work
+        "samples": [6, 6, 4, 8, 7, 4, 7],
+        "timeDeltas": [0, 100, 100, 50, 50, 100, 100],
+    }
+    out = drop_preload(profile, 1150.0)
+    ts = np.cumsum(out["timeDeltas"]) + out["startTime"]
+    assert ts.tolist() == [1250, 1300, 1400, 1500]
+    assert out["samples"] == [8, 7, 4, 7]
+    assert {n["id"] for n in out["nodes"]} == {1, 2, 3, 4, 7, 8}
+    assert sum(n["hitCount"] for n in out["nodes"]) == 4

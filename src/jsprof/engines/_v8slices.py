@@ -103,3 +103,93 @@ def drop_samples_under(profile: dict, urls: set[str]) -> dict:
     out["samples"] = samples[keep].tolist()
     out["timeDeltas"] = np.diff(ts[keep], prepend=start).tolist()
     return out
+
+
+# What loads a preload (`--require`) in Node 18-22: pre_execution's loadPreloadModules and
+# the CommonJS loader's Module._preloadModules.
+_PRELOAD_FNS = frozenset({"loadPreloadModules", "Module._preloadModules"})
+_PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
+
+
+def drop_preload(profile: dict, go_us: float) -> dict:
+    """The main thread's profile from the instant jsprof's preload let the script go
+    (`go_us`, V8's clock): no sample before it (the preload's wait, with the profiler
+    already running), and not the loader's return from the preload just after it (the
+    leading samples still inside Node's preload loading and in no script of their own; a
+    later `--require` of the user's keeps its code's samples). Nodes left without samples
+    go too, so no frame of that path stays behind. No kept sample changes its time, and
+    none is charged for what was dropped: all of it comes before the first kept one."""
+    nodes = profile.get("nodes") or []
+    start = int(profile.get("startTime", 0))
+    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
+    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64)) + start
+    keep = ts >= go_us
+    by_id = {n["id"]: n for n in nodes}
+    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
+    kind: dict[int, str] = {}  # node id -> "preload" (loader only), "pseudo", "other"
+
+    def kind_of(nid: int) -> str:
+        if nid in kind:
+            return kind[nid]
+        cf = by_id.get(nid, {}).get("callFrame") or {}
+        name = cf.get("functionName", "")
+        in_preload = False
+        internal = True
+        cur: int | None = nid
+        while cur is not None:
+            c = by_id.get(cur, {}).get("callFrame") or {}
+            url = str(c.get("url", ""))
+            if url and not url.startswith("node:"):
+                internal = False
+            if c.get("functionName") in _PRELOAD_FNS:
+                in_preload = True
+            cur = parent.get(cur)
+        if name in _PSEUDO and not cf.get("url"):
+            k = "pseudo"
+        else:
+            k = "preload" if in_preload and internal else "other"
+        kind[nid] = k
+        return k
+
+    idx = np.flatnonzero(keep)
+    last = -1  # the last sample of the loader's return from the preload
+    for i in idx.tolist():
+        k = kind_of(int(samples[i]))
+        if k == "preload":
+            last = i
+        elif k == "other":
+            break
+    if last >= 0:
+        keep[: last + 1] = False
+    kept = samples[keep]
+    new_start = max(start, int(go_us)) if keep.any() else start
+    out = dict(profile)
+    out["startTime"] = new_start
+    out["samples"] = kept.tolist()
+    out["timeDeltas"] = np.diff(ts[keep], prepend=new_start).tolist()
+    out["nodes"] = _prune_unsampled(nodes, parent, kept)
+    return out
+
+
+def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndarray) -> list[dict]:
+    """The nodes that some sample is at or under (and the roots): a frame no sample has is
+    a path the dropped samples took."""
+    live = {n["id"] for n in nodes if n["id"] not in parent}
+    for s in set(samples.tolist()):
+        cur: int | None = s
+        while cur is not None and cur not in live:
+            live.add(cur)
+            cur = parent.get(cur)
+    out = []
+    for n in nodes:
+        if n["id"] not in live:
+            continue
+        m = dict(n)
+        m["hitCount"] = 0
+        if n.get("children"):
+            m["children"] = [c for c in n["children"] if c in live]
+        out.append(m)
+    counts = collections.Counter(samples.tolist())
+    for m in out:
+        m["hitCount"] = counts.get(m["id"], 0)
+    return out

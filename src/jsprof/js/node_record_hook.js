@@ -54,10 +54,14 @@
 
   // jsprof sets this flag, then sends Runtime.runIfWaitingForDebugger; the title below
   // tells it we went on (until then it repeats runIfWaitingForDebugger now and then: both
-  // may have been handled between our test of the flag and the wait).
+  // may have been handled between our test of the flag and the wait). It carries the
+  // instant we went on, in microseconds of the monotonic clock V8's profile timestamps
+  // use: the recording starts there (jsprof drops what this preload cost before it, and
+  // the loader's return from it just after: neither is the script's nor Node's own).
   const go = Symbol.for('jsprof.go');
   while (globalThis[go] !== true) inspector.waitForDebugger();
   delete globalThis[go];
-  profile('jsprof-go');
-  profileEnd('jsprof-go');
+  const title = 'jsprof-go:' + String(process.hrtime.bigint() / 1000n);
+  profile(title);
+  profileEnd(title);
 })();

@@ -68,6 +68,9 @@ class _Isolate:
         self._sliced_since = 0.0
         self._console_id: str | None = None
         self.hide_urls: set[str] = set()  # code whose samples are jsprof's, not the script's
+        # The main thread: when jsprof's preload let the script go (monotonic us, V8's
+        # clock); the recording starts there (_v8slices.drop_preload).
+        self.go_us: float | None = None
         self.paused_at_start = False  # a worker: drop its wait for jsprof (pause.py)
         self._stops: list[int] = []  # Profiler.stop requests of slices not yet answered
 
@@ -197,6 +200,10 @@ class _Isolate:
 
             self.profile = concat_profiles(self.slices)
         self.slices = []
+        if self.profile is not None and self.go_us is not None:
+            from .._v8slices import drop_preload
+
+            self.profile = drop_preload(self.profile, self.go_us)
 
     def _lost_window(self, noticed: float) -> tuple[float, float]:
         """(end of the last slice kept, when the end was noticed) in ms of the isolate's

@@ -4,6 +4,7 @@ thread (the main thread and every worker, through the inspector's NodeWorker dom
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import signal
 import time
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
     from .isolate import _Isolate
 
 _CHILD_TITLE = "jsprof-child"
-_GO_TITLE = "jsprof-go"  # the hook went on to the script
+_GO_PREFIX = "jsprof-go:"  # the hook went on to the script, at this instant (monotonic us)
 _RESEND_GO = 0.05  # s between repeats of runIfWaitingForDebugger until the hook went on
 _WORKER_EXIT_FN = "jsprofWorkerExit"
 _WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
@@ -230,8 +231,10 @@ def _record(
                 if m == "NodeRuntime.waitingForDisconnect":
                     proc.waiting.set()
                 elif m == "Profiler.consoleProfileStarted":
-                    if e.get("params", {}).get("title") == _GO_TITLE:
+                    title = str(e.get("params", {}).get("title", ""))
+                    if title.startswith(_GO_PREFIX):
                         released = True
+                        main.go_us = _number(title[len(_GO_PREFIX) :])
                     note(e)
                 elif m == "NodeWorker.attachedToWorker":
                     isolates.append(_attach_worker(client, e["params"], us, len(isolates)))
@@ -276,16 +279,24 @@ def _record(
 
 def _release(root: Session) -> None:
     """Let the script start: the hook waits (inspector.waitForDebugger) until a flag is
-    set, then says so with a console.profile title (_GO_TITLE). Both commands are handled in
-    order on Node's main thread, so the hook either finds the flag set or is released from
-    its wait; should both land between its test of the flag and its wait, the recording loop
-    says go again until that title comes."""
+    set, then says so with a console.profile title (_GO_PREFIX and the instant). Both
+    commands are handled in order on Node's main thread, so the hook either finds the flag
+    set or is released from its wait; should both land between its test of the flag and its
+    wait, the recording loop says go again until that title comes."""
     root.send_nowait(
         "Runtime.evaluate",
         {"expression": "globalThis[Symbol.for('jsprof.go')] = true"},
         reply=False,
     )
     root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+
+
+def _number(text: str) -> float | None:
+    try:
+        x = float(text)
+    except ValueError:
+        return None
+    return x if math.isfinite(x) else None
 
 
 def _attach_worker(
