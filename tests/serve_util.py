@@ -127,3 +127,98 @@ def field_trace(n_samples: int = 6000, seed: int = 1) -> bytes:
     doc["samples"] = samples
     doc["resources"] = [r.split("?")[0] for r in doc["resources"]]
     return orjson.dumps(doc)
+
+
+def asgi_call(
+    app: object,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    client: tuple[str, int] = ("127.0.0.1", 50000),
+    scheme: str = "http",
+) -> tuple[int, dict[str, str], bytes]:
+    """One request straight into the ASGI app (lifespan included), for checks a real socket
+    cannot make: what is still alive once the request is answered, headers an HTTP parser
+    would refuse first."""
+    import anyio
+
+    return anyio.run(asgi_call_async, app, method, path, body, headers, client, scheme)
+
+
+async def asgi_call_async(
+    app: object,
+    method: str,
+    path: str,
+    body: bytes = b"",
+    headers: dict[str, str] | None = None,
+    client: tuple[str, int] = ("127.0.0.1", 50000),
+    scheme: str = "http",
+    lifespan: bool = True,
+) -> tuple[int, dict[str, str], bytes]:
+    import anyio
+
+    if lifespan:
+        async with _lifespan(app):
+            return await asgi_call_async(app, method, path, body, headers, client, scheme, False)
+    p, _, q = path.partition("?")
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": scheme,
+        "path": p,
+        "raw_path": p.encode(),
+        "query_string": q.encode(),
+        "root_path": "",
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+        "client": client,
+        "server": ("127.0.0.1", 8400),
+        "state": getattr(app, "_test_state", {}),
+    }
+    sent = False
+    out: dict = {"body": b""}
+
+    async def receive() -> dict:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        await anyio.sleep_forever()
+        return {"type": "http.disconnect"}  # pragma: no cover
+
+    async def send(message: dict) -> None:
+        if message["type"] == "http.response.start":
+            out["status"] = message["status"]
+            out["headers"] = {k.decode().lower(): v.decode() for k, v in message["headers"]}
+        elif message["type"] == "http.response.body":
+            out["body"] += message.get("body", b"")
+
+    await app(scope, receive, send)
+    return out["status"], out["headers"], out["body"]
+
+
+class _lifespan:
+    def __init__(self, app: object) -> None:
+        self.app = app
+
+    async def __aenter__(self) -> None:
+        import anyio
+
+        self.tg = anyio.create_task_group()
+        await self.tg.__aenter__()
+        self.to_app = anyio.create_memory_object_stream(4)
+        self.from_app = anyio.create_memory_object_stream(4)
+        state: dict = {}
+        self.app._test_state = state
+        scope = {"type": "lifespan", "asgi": {"version": "3.0"}, "state": state}
+        self.tg.start_soon(self.app, scope, self.to_app[1].receive, self.from_app[0].send)
+        await self.to_app[0].send({"type": "lifespan.startup"})
+        msg = await self.from_app[1].receive()
+        assert msg["type"] == "lifespan.startup.complete", msg
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.to_app[0].send({"type": "lifespan.shutdown"})
+        await self.from_app[1].receive()
+        await self.tg.__aexit__(None, None, None)

@@ -204,6 +204,12 @@ def test_idempotent_ids(col: Collector) -> None:
     assert results == [(202, {"id": "same-id"})] * 8
     st = Store(col_store(col))
     assert sum(u == "same-id" for _, u, _, _ in st.iter_uploads()) == 1
+    # Another trace under a stored id is a conflict, not silently dropped; the stored one
+    # stays, and a retry of the first (gzipped this time) is still answered as before.
+    status, doc = col.post(fixture_bytes("trace-basic.json"), "app=blog&key=k2&id=same-id")
+    assert status == 409 and "same-id" in doc["error"], doc
+    assert orjson.loads(col.get("same-id")[1])["samples"] == orjson.loads(raw)["samples"]
+    assert col.post(gz(raw), "app=blog&key=k2&id=same-id", encoding="gzip")[0] == 202
 
 
 def col_store(col: Collector) -> Path:
@@ -490,3 +496,51 @@ def test_cli_help_loads_no_server() -> None:
     )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stdout.strip() == "[]", r.stdout + r.stderr
+
+
+def test_deep_nesting_is_a_400_like_validate(col: Collector, tmp_path: Path) -> None:
+    """Issue 20: 100,000 arrays deep answered 500 (RecursionError on the fast path)."""
+    n = 100_000
+    deep = b"[" * n + b"]" * n
+    bodies = [
+        b'{"resources":[],"frames":[],"stacks":[],"samples":' + deep + b"}",
+        deep,
+        b'{"resources":[],"frames":[],"stacks":[],"samples":[{"timestamp":1,"x":' + deep + b"}]}",
+        b'{"trace":' + deep + b',"meta":{}}',
+    ]
+    for body in bodies:
+        for enc in (None, "gzip"):
+            status, doc = col.post(gz(body) if enc else body, encoding=enc)
+            assert status == 400, (body[:60], status, doc)
+            assert "nesting deeper than 1024 levels" in doc["error"], doc
+            assert list(doc) == ["error"] and "\n" not in doc["error"]
+        f = tmp_path / "deep.json"
+        f.write_bytes(body)
+        r = subprocess.run(
+            [str(JSPROF), "validate", str(f)], capture_output=True, text=True, timeout=60
+        )
+        assert r.returncode != 0 and "nesting deeper than 1024 levels" in r.stderr
+
+
+def test_sourcemap_content_length_not_a_number_is_400(tmp_path: Path) -> None:
+    """Issue 20: a non-numeric Content-Length on the source-map route answered 500. An HTTP
+    parser refuses most such headers before the app; the app refuses what reaches it."""
+    from jsprof.serve.app import create_app
+    from jsprof.serve.config import ServeConfig
+    from serve_util import asgi_call
+
+    st = Store(tmp_path / "st")
+    try:
+        app = create_app(ServeConfig(store=str(tmp_path / "st"), admin_token="adm"), st)
+        for length in ("abc", "12abc", "-5", "1e3", "٣"):
+            status, h, body = asgi_call(
+                app,
+                "POST",
+                "/v1/sourcemaps?app=a&release=1",
+                b"{}",
+                {"authorization": "Bearer adm", "content-length": length},
+            )
+            assert status == 400, (length, status, body)
+            assert "Content-Length" in _one_line_error(status, h, body)
+    finally:
+        st.close()

@@ -283,3 +283,102 @@ def test_fast_path_decides_as_the_general_path() -> None:
         assert ingest._fast_path(data, limits, False), name
         meta, stored, _ = ingest.prepare(data, "identity", {"app": "a"}, None, limits, False)
         assert stored == data
+
+
+def _rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+BOMB = gz(b"{" + b" " * (70 << 20) + b"}")  # 70 MiB of nothing in ~70 KB
+JUNK = b"x" * ((8 << 20) - 1)  # junk just under --max-body
+
+
+def test_refused_uploads_free_their_memory_at_once(tmp_path: Path) -> None:
+    """Nothing of a refused request waits for the cyclic GC: with the GC off, the bytes
+    alive after a few gzip bombs and junk bodies are what was alive before (an exception
+    raised in the worker thread and anyio's Future used to hold each 64 MiB inflation)."""
+    import gc
+    import tracemalloc
+
+    import anyio
+
+    from jsprof.serve.app import create_app
+    from jsprof.serve.config import ServeConfig
+    from serve_util import _lifespan, asgi_call_async
+
+    async def main() -> tuple[int, int, list[int]]:
+        st = Store(tmp_path / "st")
+        app = create_app(ServeConfig(store=str(tmp_path / "st"), apps={"shop": "k1"}), st)
+        statuses = []
+        try:
+            async with _lifespan(app):
+                gc.collect()
+                gc.disable()
+                tracemalloc.start()
+                try:
+                    before = tracemalloc.get_traced_memory()[0]
+                    for body, enc in [(BOMB, "gzip"), (JUNK, None)] * 3:
+                        h = {"content-type": "application/json"}
+                        if enc:
+                            h["content-encoding"] = enc
+                        status, _, _ = await asgi_call_async(
+                            app, "POST", "/v1/traces?app=shop&key=k1", body, h, lifespan=False
+                        )
+                        statuses.append(status)
+                    await anyio.sleep(0.2)  # the worker threads drop their last job
+                    alive = tracemalloc.get_traced_memory()[0] - before
+                    gc.collect()
+                    freed_by_gc = alive - (tracemalloc.get_traced_memory()[0] - before)
+                finally:
+                    tracemalloc.stop()
+                    gc.enable()
+        finally:
+            st.close()
+        return alive, freed_by_gc, statuses
+
+    alive, freed_by_gc, statuses = anyio.run(main)
+    assert statuses == [413, 400] * 3
+    assert freed_by_gc < 1 << 20, f"{freed_by_gc >> 20} MiB waited for the GC"
+    assert alive < 4 << 20, f"{alive >> 20} MiB still alive"
+
+
+def test_refused_uploads_leave_rss_flat_on_a_real_server(tmp_path: Path) -> None:
+    col = Collector(tmp_path / "st", "--app", "shop:k1")
+    try:
+        good = gz(field_trace(2000))
+        # Warm up: the allocator's arenas, the thread pool, the imports.
+        assert col.post(BOMB, encoding="gzip")[0] == 413
+        assert col.post(JUNK)[0] == 400
+        for i in range(5):
+            assert col.post(good, f"app=shop&key=k1&id=warm-{i}", encoding="gzip")[0] == 202
+        base = _rss(col.proc.pid)
+        peak = base
+        errors: list[object] = []
+
+        def sender(n: int) -> None:
+            for j in range(n):
+                body, enc, want = (BOMB, "gzip", 413) if j % 2 else (JUNK, None, 400)
+                status, doc = col.post(body, encoding=enc)
+                if status != want:
+                    errors.append((status, doc))
+
+        ts = [threading.Thread(target=sender, args=(20,)) for _ in range(4)]
+        [t.start() for t in ts]
+        while any(t.is_alive() for t in ts):
+            peak = max(peak, _rss(col.proc.pid))
+            time.sleep(0.05)
+        [t.join() for t in ts]
+        assert not errors, errors[:3]
+        # Normal traffic afterwards still lands.
+        for i in range(5):
+            assert col.post(good, f"app=shop&key=k1&id=after-{i}", encoding="gzip")[0] == 202
+        end = _rss(col.proc.pid)
+    finally:
+        col.stop()
+    # 40 bombs and 40 junk bodies: pinned they were 40 x 64 MiB + 40 x 8 MiB (~2.8 GiB).
+    # At most four are in flight at once (~4 x 72 MiB); after them the process is back.
+    assert peak - base < 450 << 20, f"peak {(peak - base) >> 20} MiB over {base >> 20} MiB"
+    assert end - base < 200 << 20, f"end {(end - base) >> 20} MiB over {base >> 20} MiB"

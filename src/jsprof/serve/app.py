@@ -8,6 +8,9 @@ Routes from other modules find what they need on `request.app.state`: `config` (
 
 from __future__ import annotations
 
+import errno
+import functools
+import gzip
 import importlib
 import importlib.resources
 import logging
@@ -16,7 +19,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -81,6 +84,90 @@ async def _read_body(request: Request, cap: int) -> bytes:
 CPU_THREADS = 1
 
 
+class _Failed:
+    """What a worker-thread step gives back instead of raising.
+
+    An exception raised in a worker thread reaches the event loop through anyio's Future,
+    and its traceback and that Future point at each other: every refused upload's raw and
+    inflated bodies (64 MiB for one 71 KB gzip bomb) stayed alive until a full GC. The
+    thread turns the exception into this plain value, so nothing of a refused request
+    outlives it.
+    """
+
+    __slots__ = ("status", "message", "headers")
+
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
+        self.status = status
+        self.message = message
+        self.headers = headers or {}
+
+
+def _disk_full(exc: BaseException) -> bool:
+    """ENOSPC/EDQUOT anywhere in the exception's chain (the store's typed error or the raw
+    OSError under it)."""
+    seen = 0
+    e: BaseException | None = exc
+    while e is not None and seen < 8:
+        if getattr(e, "disk_full", False):
+            return True
+        if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
+            return True
+        e = e.__cause__ or e.__context__
+        seen += 1
+    return False
+
+
+_once_lock = threading.Lock()
+_logged: set[str] = set()
+
+
+def log_once(condition: str, message: str) -> None:
+    """One stderr line per condition (disk full, a client throttled), not one per request:
+    a condition that lasts does not fill the log."""
+    with _once_lock:
+        if condition in _logged:
+            return
+        _logged.add(condition)
+    print(f"jsprof serve: {message}", file=sys.stderr, flush=True)
+
+
+def clear_logged(condition: str) -> None:
+    with _once_lock:
+        _logged.discard(condition)
+
+
+def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """Run `fn` (in a worker thread); exceptions come back as a `_Failed` value."""
+    try:
+        return fn(*args, **kwargs)
+    except Refused as e:
+        return _Failed(e.status, e.message)
+    except Exception as e:  # noqa: BLE001 - reported as a value, never re-raised
+        if _disk_full(e):
+            log_once("disk-full", f"the store's disk is full ({e}); answering 503 until it is not")
+            return _Failed(503, "the collector's disk is full; retry later", {"Retry-After": "30"})
+        log.error("jsprof serve: %s failed: %r", getattr(fn, "__name__", fn), e, exc_info=True)
+        return _Failed(500, "internal error; see the collector's stderr")
+
+
+async def in_thread(
+    fn: Callable[..., Any], *args: Any, limiter: anyio.CapacityLimiter | None = None, **kw: Any
+) -> Any:
+    """`fn(*args, **kw)` in a worker thread; a `_Failed` instead of an exception."""
+    return await anyio.to_thread.run_sync(
+        functools.partial(_guarded, fn, *args, **kw), limiter=limiter
+    )
+
+
+def _append(
+    store: Store, upload_id: str, meta: dict, trace_json: bytes, gzipped: bytes | None
+) -> bool:
+    stored = store.append(upload_id, meta, trace_json, gzipped=gzipped)
+    if stored:
+        clear_logged("disk-full")  # space is back: say so again the next time it fills
+    return stored
+
+
 async def post_trace(request: Request) -> Response:
     config: ServeConfig = request.app.state.config
     q = request.query_params
@@ -105,29 +192,63 @@ async def post_trace(request: Request) -> Response:
         encoding = ingest.check_encoding(request.headers.get("content-encoding"))
         ingest.check_length(request.headers.get("content-length"), config.limits)
         raw = await _read_body(request, config.limits.max_body)
-        params = {k: q.get(k) for k in ("app", "release", "route", "env")}
-        meta, trace_json, gzipped = await anyio.to_thread.run_sync(
-            ingest.prepare,
-            raw,
-            encoding,
-            params,
-            request.headers.get("user-agent"),
-            config.limits,
-            config.keep_query,
-            limiter=request.app.state.cpu_limiter,
-        )
-        upload_id = upload_id or str(uuid.uuid4())
-        store: Store = request.app.state.store
-        # False for a repeated id: answered the same as the first time.
-        await run_in_threadpool(store.append, upload_id, meta, trace_json, gzipped=gzipped)
     except Refused as e:
-        headers = dict(cors)
-        if e.status == 429:
-            headers["Retry-After"] = "1"
-        return error(e.status, e.message, headers)
+        return _refused(e.status, e.message, cors)
     except ClientDisconnect:
         return Response(status_code=499)
+    params = {k: q.get(k) for k in ("app", "release", "route", "env")}
+    got = await in_thread(
+        ingest.prepare,
+        raw,
+        encoding,
+        params,
+        request.headers.get("user-agent"),
+        config.limits,
+        config.keep_query,
+        limiter=request.app.state.cpu_limiter,
+    )
+    del raw  # the inflated body and the parse are the thread's; the raw body goes now too
+    if isinstance(got, _Failed):
+        return _refused(got.status, got.message, cors, got.headers)
+    meta, trace_json, gzipped = got
+    upload_id = upload_id or str(uuid.uuid4())
+    store: Store = request.app.state.store
+    stored = await in_thread(_append, store, upload_id, meta, trace_json, gzipped)
+    if isinstance(stored, _Failed):
+        return _refused(stored.status, stored.message, cors, stored.headers)
+    if not stored:
+        # A repeated id: the same upload (a client's retry) is answered as the first time;
+        # a different one under that id is a conflict, not silently dropped.
+        same = await in_thread(_same_upload, store, upload_id, trace_json, gzipped)
+        if isinstance(same, _Failed):
+            return _refused(same.status, same.message, cors, same.headers)
+        if not same:
+            return _refused(
+                409,
+                f"id {upload_id!r} is stored already with a different trace; "
+                "send a new id for a new upload",
+                cors,
+            )
     return Response(orjson.dumps({"id": upload_id}), 202, headers=cors, media_type=_JSON)
+
+
+def _same_upload(store: Store, upload_id: str, trace_json: bytes, gzipped: bytes | None) -> bool:
+    got = store.get(upload_id)
+    if got is None:  # pruned meanwhile: nothing to disagree with
+        return True
+    if trace_json is None and gzipped is not None:
+        trace_json = gzip.decompress(gzipped)
+    return got[1] == trace_json
+
+
+def _refused(
+    status: int, message: str, cors: dict[str, str], extra: dict[str, str] | None = None
+) -> Response:
+    headers = dict(cors)
+    if status == 429:
+        headers["Retry-After"] = "1"
+    headers.update(extra or {})
+    return error(status, message, headers)
 
 
 async def preflight_traces(request: Request) -> Response:

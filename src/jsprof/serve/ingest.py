@@ -267,7 +267,9 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
 
     try:
         keys = _TOP_LEVEL.decode(data).keys()
-    except (msgspec.DecodeError, msgspec.ValidationError):
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # Skipping a value nested past the interpreter's limit recurses too (a body 100,000
+        # arrays deep): the general path's parser refuses it with the reader's words.
         return False
     if keys != _TRACE_KEY_SET:
         return False  # an envelope, jsprof's own key, extra keys: the general path decides
@@ -317,6 +319,11 @@ def prepare_general(
     try:
         doc = orjson.loads(data)
     except orjson.JSONDecodeError as e:
+        text = str(e).lower()
+        if "recursion" in text or "depth limit" in text:  # as `jsprof validate` says it
+            raise Refused(
+                400, "body: JSON nesting deeper than 1024 levels; no trace format nests that deep"
+            ) from None
         raise Refused(400, f"body: not valid JSON ({e})") from None
     trace, client_meta, envelope = split_envelope(doc)
     where = "body.trace" if envelope else "body"

@@ -329,7 +329,10 @@ async def post_sourcemap(request: Request) -> Response:
         return _error(
             400, "query parameters app and release: both needed, e.g. ?app=shop&release=1.4.2"
         )
-    size = int(request.headers.get("content-length") or 0)
+    length = request.headers.get("content-length") or "0"
+    if not length.isascii() or not length.strip().isdigit():
+        return _error(400, f"Content-Length {length[:40]!r} is not a number")
+    size = int(length)
     if size > MAX_BODY:
         return _error(413, f"source map over {MAX_BODY} bytes")
     body = bytearray()
