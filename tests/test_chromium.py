@@ -88,7 +88,8 @@ def test_worker_is_its_own_track(browser: Browser) -> None:
     assert [t.name for t in rec.tracks][0] == "main"
     assert len(rec.tracks) == 2
     worker = rec.tracks[1]
-    assert worker.name.startswith("http://127.0.0.1:") and worker.name.endswith("/worker_hot.js")
+    # A served local file is named by its file:// URL (the server's port is random).
+    assert worker.name == (DATA / "worker_hot.js").resolve().as_uri()
     main_self, worker_self = self_counts(rec.tracks[0].trace), self_counts(worker.trace)
     # Each thread's hot function is on its own track only.
     assert "workerSpin" in worker_self and "workerSpin" not in main_self
@@ -342,6 +343,10 @@ def test_record_keeps_trace_when_the_page_throws(tmp_path: Path) -> None:
 
     rec = load(str(out))
     assert rec.tracks[0].meta["exit"] == "ok"
+    # The error's stack names the script by its file, not by the server's random port.
+    url = (DATA / "error.js").resolve().as_uri()
+    assert f"{url}:" in rec.tracks[0].meta["error"], rec.tracks[0].meta["error"]
+    assert "127.0.0.1" not in rec.tracks[0].meta["error"]
     assert "failing" in {f.name for f in rec.tracks[0].trace.frames}
 
 
@@ -594,8 +599,86 @@ def test_out_of_process_iframe_is_its_own_track(browser: Browser) -> None:
     assert sorted(out.getvalue().splitlines()) == ["frame done", "page done"]
     assert len(rec.tracks) == 2
     frame = rec.tracks[1]
-    assert frame.name.startswith("http://localhost:") and frame.name.endswith("/frame.html")
+    assert frame.name == (DATA / "frame.html").resolve().as_uri()
     assert frame.meta["kind"] == "iframe"
     main_self, frame_self = self_counts(rec.tracks[0].trace), self_counts(frame.trace)
     assert "spin2" in frame_self and "spin2" not in main_self
     assert "spin" in main_self and "spin" not in frame_self
+
+
+def test_a_local_page_is_named_by_its_files_in_every_recording(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # Issue 20: local pages were served on a random loopback port and named by it
+    # (`http://127.0.0.1:33697/...` vs `:39769`), so two recordings of one page shared no
+    # resource and `diff` showed every function new and removed.
+    import subprocess
+    import sys
+
+    import jsprof
+
+    files = []
+    for i in range(2):
+        rec = record_chromium(str(DATA / "worker.html"), 0.5, browser=browser, stdout=io.StringIO())
+        f = tmp_path / f"run{i}.jsprof.json"
+        jsprof.save(rec, f)
+        files.append(jsprof.load(f))
+    page, worker = (
+        (DATA / "worker.html").resolve().as_uri(),
+        (DATA / "worker_hot.js").resolve().as_uri(),
+    )
+    for rec in files:
+        assert [t.name for t in rec.tracks] == ["main", worker]
+        assert rec.tracks[0].meta["url"] == page and rec.tracks[1].meta["url"] == worker
+        assert set(rec.tracks[0].trace.resources) == {page}, rec.tracks[0].trace.resources
+        assert set(rec.tracks[1].trace.resources) == {worker}, rec.tracks[1].trace.resources
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "diff", "--json", str(tmp_path / "run0.jsprof.json"),
+         str(tmp_path / "run1.jsprof.json")],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    import json
+
+    rows = json.loads(p.stdout)["rows"]
+    hot = {"spin", "pageHot", "workerSpin", "workerHot"}
+    assert hot <= {r["name"] for r in rows}
+    # Every hot function is in both (one row each); a row new or removed could only be a
+    # function so brief that one run's sampler missed it.
+    for r in rows:
+        if r["name"] in hot:
+            assert r["status"] == "changed", r
+        else:
+            assert (
+                r["status"] == "changed"
+                or max(r["base_total_pct"] or 0, r["new_total_pct"] or 0) < 1.0
+            ), r
+
+
+def test_a_served_script_is_named_by_its_file(browser: Browser) -> None:
+    # A .js target runs in a generated page: the track is named by the script's file.
+    rec = record_chromium(str(DATA / "split.js"), 1.0, browser=browser, stdout=io.StringIO())
+    url = (DATA / "split.js").resolve().as_uri()
+    main = rec.tracks[0]
+    assert main.meta["url"] == url
+    assert main.trace.resources == [url], main.trace.resources
+
+
+def test_file_url_of_a_served_path() -> None:
+    # The rule beside the real recordings: only this server's URLs, only inside its root.
+    from jsprof.engines.chromium.serve import PageServer
+
+    srv = PageServer(str(DATA))
+    try:
+        o, port = srv.origin, srv.server_address[1]
+        here = DATA.resolve()
+        assert srv.file_url(o + "/worker_hot.js?v=2#x") == (here / "worker_hot.js").as_uri()
+        assert srv.file_url(f"http://localhost:{port}/a%20b.js") == (here / "a b.js").as_uri()
+        assert srv.file_url(o + "/../../etc/passwd") == o + "/../../etc/passwd"
+        assert srv.file_url("http://127.0.0.1:1/x.js") == "http://127.0.0.1:1/x.js"
+        assert srv.file_url("https://example.com/x.js") == "https://example.com/x.js"
+        text = f"TypeError: x\n    at f ({o}/error.js:3:9)\n    at {o}/error.js:5:1"
+        want = (here / "error.js").as_uri()
+        assert srv.file_urls_in(text) == (f"TypeError: x\n    at f ({want}:3:9)\n    at {want}:5:1")
+    finally:
+        srv.close()

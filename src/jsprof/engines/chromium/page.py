@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from ...errors import EngineError
@@ -265,10 +266,17 @@ class PageSession:
             for th in self.threads:
                 th.poll_origin()
 
-    def recording(self, requested_ms: float) -> tuple[list[Track], list[str]]:
+    def recording(
+        self, requested_ms: float, rename: Callable[[str], str] | None = None
+    ) -> tuple[list[Track], list[str]]:
+        """The threads' tracks (and what was lost). `rename` respells every script URL:
+        the served local files' `file://` names (serve.PageServer.file_url)."""
         mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
         tracks: list[Track] = []
         lost: list[str] = []
+        if rename is not None:
+            for th in self.threads:
+                th.url = rename(th.url) if th.url else th.url
         # Tracks are named by URL, known for an iframe only once it navigated.
         seen: dict[str, int] = {}
         for th in self.threads[1:]:
@@ -276,7 +284,7 @@ class PageSession:
             seen[base] = seen.get(base, 0) + 1
             th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
         for th in self.threads:
-            t = th.to_track(requested_ms, mono_to_epoch_us)
+            t = th.to_track(requested_ms, mono_to_epoch_us, rename)
             if t is not None:
                 tracks.append(t)
             elif th.lost:

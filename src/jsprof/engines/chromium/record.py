@@ -16,7 +16,7 @@ from ..cdp import CDPClosed
 from .browser import Browser
 from .endings import parse_until, wait_for_end
 from .page import PageSession
-from .serve import serve_target
+from .serve import PageServer, serve_target
 from .thread import effective_interval, interval_us
 
 
@@ -69,11 +69,20 @@ def record_chromium(
     try:
         if browser is not None:
             return _record_in(
-                browser, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+                browser,
+                url,
+                us,
+                sample_interval,
+                until_expr,
+                duration,
+                stdout,
+                stderr,
+                target,
+                server,
             )
         with Browser(chromium) as own:
             return _record_in(
-                own, url, us, sample_interval, until_expr, duration, stdout, stderr, target
+                own, url, us, sample_interval, until_expr, duration, stdout, stderr, target, server
             )
     finally:
         if server is not None:
@@ -90,6 +99,7 @@ def _record_in(
     stdout: TextIO | None,
     stderr: TextIO | None,
     label: str,
+    server: PageServer | None = None,
 ) -> Recording:
     session, target_id = browser.new_page()
     page = PageSession(browser.client, session, us, stdout, stderr)
@@ -110,7 +120,9 @@ def _record_in(
                 while th.session.events:
                     th.take_slice(th.session.events.popleft())
                 th.collect(None)
-    tracks, lost = page.recording(effective_interval(sample_interval))
+    # A served local file is named by its file:// URL, not by the server's random port.
+    rename = server.file_url if server is not None else None
+    tracks, lost = page.recording(effective_interval(sample_interval), rename)
     if not tracks:
         code = browser.proc.poll()
         raise EngineError(
@@ -124,8 +136,9 @@ def _record_in(
     if tracks[0].name != "main":
         meta["mainLost"] = True
     if page.errors:
-        meta["errors"] = page.errors
-        meta["error"] = page.errors[0]
+        errors = page.errors if server is None else [server.file_urls_in(e) for e in page.errors]
+        meta["errors"] = errors
+        meta["error"] = errors[0]
     if lost:
         meta["lost"] = lost
     return Recording(tracks)

@@ -6,6 +6,10 @@ generated blank page that loads it with `<script src>` (`type=module` for `.mjs`
 runs before `load`. The server binds 127.0.0.1 on a random port, serves only files under
 its root, never lists folders, and sends `Cache-Control: no-store`; `jsprof run` adds
 `Document-Policy: js-profiling` so the page may use the browser's own `Profiler`.
+
+The port is random, so in a recording a served file is named by its `file://` URL
+(`PageServer.file_url`), as Node and QuickJS name a local script: two recordings of one
+page then share their resources (and `diff` matches them).
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ from __future__ import annotations
 import html
 import http.server
 import os
+import re
 import threading
 import urllib.parse
+from pathlib import Path
 from typing import Any
 
 # Not in the file system: a name a user's folder will not have.
@@ -80,10 +86,15 @@ class PageServer(http.server.ThreadingHTTPServer):
     daemon_threads = True
 
     def __init__(
-        self, root: str, page: bytes | None = None, headers: dict[str, str] | None = None
+        self,
+        root: str,
+        page: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        script: str | None = None,
     ) -> None:
         self.root = os.path.abspath(root)
         self.page = page
+        self.script = script  # the .js/.mjs the generated page loads (its file names it)
         self.headers = dict(headers or {})
 
         def handler(*args: Any, **kw: Any) -> _Handler:
@@ -110,6 +121,43 @@ class PageServer(http.server.ThreadingHTTPServer):
     def url(self, path: str) -> str:
         return self.origin + path
 
+    def _origins(self) -> tuple[str, ...]:
+        # The same server by name: a test page loads an out-of-process iframe from
+        # `localhost` (another site to Chromium).
+        port = self.server_address[1]
+        return (f"http://127.0.0.1:{port}", f"http://localhost:{port}")
+
+    def file_url(self, url: str) -> str:
+        """The `file://` URL (of the real path, as `trace.normalise_resource` spells a
+        local script) of the file this server serves at `url`; the generated page is
+        named by its script. Any other URL, or a path outside the root (never served),
+        comes back unchanged. Query and fragment are not part of a file's name."""
+        for origin in self._origins():
+            if url.startswith(origin + "/"):
+                break
+        else:
+            return url
+        path = url[len(origin) :].split("#", 1)[0].split("?", 1)[0]
+        if path == GENERATED_PAGE and self.script is not None:
+            return Path(os.path.realpath(self.script)).as_uri()
+        rel = urllib.parse.unquote(path).lstrip("/")
+        full = os.path.normpath(os.path.join(self.root, rel))
+        if full != self.root and not full.startswith(self.root + os.sep):
+            return url
+        return Path(os.path.realpath(full)).as_uri()
+
+    def file_urls_in(self, text: str) -> str:
+        """`text` (an error's stack) with each served URL in it spelled by `file_url`."""
+        ports = "|".join(re.escape(o) for o in self._origins())
+        return re.sub(rf"(?:{ports})/[^\s()\[\]'\"<>]*", self._sub, text)
+
+    def _sub(self, m: re.Match[str]) -> str:
+        # A stack frame's `url:line:col`: the position stays beside the renamed file.
+        whole = m.group(0)
+        pos = re.search(r"(?::\d+)+$", whole)
+        tail = pos.group(0) if pos else ""
+        return self.file_url(whole[: len(whole) - len(tail)]) + tail
+
     def close(self) -> None:
         self.shutdown()
         self.server_close()
@@ -123,5 +171,10 @@ def serve_target(path: str, headers: dict[str, str] | None = None) -> tuple[Page
     if ext in (".html", ".htm"):
         srv = PageServer(folder, headers=headers)
         return srv, srv.url("/" + urllib.parse.quote(name))
-    srv = PageServer(folder, page=script_page(name, module=ext == ".mjs"), headers=headers)
+    srv = PageServer(
+        folder,
+        page=script_page(name, module=ext == ".mjs"),
+        headers=headers,
+        script=os.path.join(folder, name),
+    )
     return srv, srv.url(GENERATED_PAGE)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -174,12 +175,20 @@ class JSThread:
         else:
             self.last_active = max(self.last_active, now - float(since_ms) / 1000.0)
 
-    def to_track(self, requested_ms: float, mono_to_epoch_us: float) -> Track | None:
+    def to_track(
+        self,
+        requested_ms: float,
+        mono_to_epoch_us: float,
+        rename: Callable[[str], str] | None = None,
+    ) -> Track | None:
+        """The track of this thread's profile; `rename` respells its scripts' URLs."""
         if self.profile is None:
             return None
         from ...formats.cpuprofile import profile_to_trace
 
         profile = strip_internal(self.profile)
+        if rename is not None:
+            profile = _renamed(profile, rename)
         if self.time_origin is not None:
             origin_us = self.time_origin * 1000.0 - mono_to_epoch_us
             time_origin = self.time_origin
@@ -191,3 +200,20 @@ class JSThread:
         if self.partial:
             meta["partial"] = self.lost
         return _v8session.make_track(self.name, trace, time_origin, requested_ms, ENGINE, meta)
+
+
+def _renamed(profile: dict, rename: Callable[[str], str]) -> dict:
+    """The profile with each call frame's URL respelled (once per distinct URL)."""
+    names: dict[str, str] = {}
+    nodes = []
+    for n in profile.get("nodes") or ():
+        cf = n.get("callFrame")
+        url = cf.get("url") if isinstance(cf, dict) else None
+        if isinstance(url, str) and url:
+            new = names.get(url)
+            if new is None:
+                new = names[url] = rename(url)
+            if new != url:
+                n = {**n, "callFrame": {**cf, "url": new}}
+        nodes.append(n)
+    return {**profile, "nodes": nodes}
