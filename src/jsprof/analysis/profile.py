@@ -25,6 +25,7 @@ from ..trace import (
     function_keys,
     no_stack_name,
     sample_weights,
+    weights_and_lost,
 )
 
 
@@ -126,6 +127,9 @@ class Summary:
     total_samples: int
     stats: KeyStats
     no_js: list[NoJsRow] = field(default_factory=list)
+    # Gaps beyond `trace.gap_cap` that no sample stands for (holes, not time): not in
+    # total_ms, reported beside it.
+    lost_ms: float = 0.0
 
     def top(self, n: int | None = 10, by: str = "self") -> list[TopRow]:
         """The `n` hottest keys (all with None) by self or total time, hottest first."""
@@ -224,7 +228,8 @@ def summarize(
     table = KeyTable()
     keyer = frame_function_ids if by == "function" else frame_resource_ids
     frame_keys = [keyer(t.trace, table) for t in tracks]
-    weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
+    wl = [weights_and_lost(t.trace, t.sample_interval) for t in tracks]
+    weights = [w for w, _ in wl]
     acc = _empty(len(table))
     for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
         _accumulate_track(t, fk, len(table), acc, w)
@@ -236,6 +241,7 @@ def summarize(
         total_samples=sum(t.trace.num_samples for t in tracks),
         stats=KeyStats([table.keys[i] for i in seen.tolist()], *(a[seen] for a in acc)),
         no_js=no_js_rows(tracks, weights),
+        lost_ms=float(sum(lost for _, lost in wl)),
     )
 
 
@@ -254,10 +260,12 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
     self_ms: dict[int, float] = {}
     self_n: dict[int, int] = {}
     weights = []
+    lost = 0.0
     for t in tracks:
         tr = t.trace
-        w = sample_weights(tr, t.sample_interval)
+        w, lo = weights_and_lost(tr, t.sample_interval)
         weights.append(w)
+        lost += lo
         if tr.sample_line is None:
             continue
         fk = frame_function_ids(tr, funcs)
@@ -280,4 +288,5 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
         total_samples=sum(t.trace.num_samples for t in tracks),
         stats=KeyStats(lines.keys, s_ms, s_ms.copy(), s_n, s_n.copy()),
         no_js=no_js_rows(tracks, weights),
+        lost_ms=lost,
     )

@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import UsageError
 from .filters import Filters, glob_regex, meta_text
 
-UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms")
+UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms")
 
 
 @dataclass
@@ -36,6 +36,7 @@ class Uploads:
     received_at: np.ndarray
     samples: np.ndarray
     total_ms: np.ndarray
+    lost_ms: np.ndarray  # per upload: gap time beyond the weight cap (`trace.gap_cap`)
 
     def __post_init__(self) -> None:
         # Releases as small ints: the engines hand back `ri`, not strings, per row.
@@ -166,8 +167,7 @@ class DuckEngine:
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
         files = snap.files("uploads")
         if not files:
-            return Uploads(np.zeros(0, np.int64), [], [], [], np.zeros(0), np.zeros(0, np.int64),
-                           np.zeros(0))
+            return _no_uploads()
         cond, params = _uploads_sql(f)
         t = self.con.sql(
             f"SELECT {', '.join(UPLOAD_COLS)} FROM read_parquet(?) WHERE {cond} ORDER BY uk",
@@ -269,8 +269,7 @@ class DaskEngine:
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
         files = snap.files("uploads")
         if not files:
-            return Uploads(np.zeros(0, np.int64), [], [], [], np.zeros(0), np.zeros(0, np.int64),
-                           np.zeros(0))
+            return _no_uploads()
         cols = sorted(set(UPLOAD_COLS) | {"app", "route", "env", "meta"})
         df = self._read(files, cols)
         out = df.map_partitions(_pandas_filter, f, meta=df._meta)[list(UPLOAD_COLS)]
@@ -332,7 +331,13 @@ def _uploads_from(t: dict) -> Uploads:
         received_at=np.asarray([np.nan if v is None else v for v in t["received_at"]],
                                np.float64),
         samples=_np(t["samples"], np.int64), total_ms=_np(t["total_ms"], np.float64),
+        lost_ms=_np(t["lost_ms"], np.float64),
     )
+
+
+def _no_uploads() -> Uploads:
+    z = np.zeros(0)
+    return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z)
 
 
 def _stacks_from(t: dict, per_trace: bool) -> StackRows:

@@ -60,6 +60,11 @@ class Selection:
     def traces(self) -> int:
         return len(self.uploads)
 
+    @property
+    def lost_ms(self) -> float:
+        """Gap time beyond the weight cap in the matching uploads: not in total_ms."""
+        return float(self.uploads.lost_ms.sum())
+
 
 def _read_release(snap: Snapshot, rkey: str) -> Release:
     import pyarrow.parquet as pq
@@ -259,7 +264,8 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
         })
-    return {"traces": sel.traces, "samples": sel.samples, "totalMs": _r(total), "rows": rows}
+    return {"traces": sel.traces, "samples": sel.samples, "totalMs": _r(total),
+            "lostMs": _r(sel.lost_ms), "rows": rows}
 
 
 # ---- flame -----------------------------------------------------------------------------------

@@ -49,8 +49,10 @@ def print_top(doc: dict, title: str) -> None:
             style="italic dim" if idle else None,
         )
     print_plain_table(c, title, t)
+    from ..render.console import lost_note
+
     c.print(f"[dim]{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
-            f"{doc['totalMs']:.1f} ms[/dim]")
+            f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}[/dim]")
 
 
 def _pp(v: float | None) -> Text:

@@ -29,6 +29,7 @@ def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
         "by": by,
         "total_ms": round(summary.total_ms, 3),
         "total_samples": summary.total_samples,
+        "lost_ms": round(summary.lost_ms, 3),
         "rows": summary_rows(summary, top, sort),
     }
 
@@ -65,9 +66,18 @@ def print_summary(
     hint = "" if len(rows) == n else " (--all shows every row)"
     samples = plural(summary.total_samples, "sample")
     console.print(
-        f"[dim]{samples}, {summary.total_ms:.1f} ms; showing {len(rows)} of {n} "
-        f"{escape(by)} rows{hint}[/dim]"
+        f"[dim]{samples}, {summary.total_ms:.1f} ms{lost_note(summary.lost_ms)}; showing "
+        f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
     )
+
+
+def lost_note(lost: float) -> str:
+    """`, 1234.5 ms lost in gaps over 10 intervals` when any time was lost; else nothing."""
+    from ..trace import GAP_CAP_INTERVALS
+
+    if not lost > 0:
+        return ""
+    return f" (+{lost:.1f} ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals, not counted)"
 
 
 def tree_title(rec: Recording, track: str | None) -> list[str]:

@@ -17,7 +17,8 @@ leaves only unlisted files that the next run overwrites.
 
 The time rule is applied here, per trace, before any filter or merge: a sample weighs the
 gap to the next sample of its trace, the last one the trace's `sampleInterval` from its
-metadata, else the trace's median gap. Weights are kept as integer nanoseconds so that
+metadata, else the trace's median gap; no sample weighs more than 10 intervals
+(`trace.gap_cap`), the rest of a longer gap is the upload's `lost_ms`. Weights are kept as integer nanoseconds so that
 sums are exact and independent of the order an engine adds them in.
 """
 
@@ -35,12 +36,12 @@ import numpy as np
 import orjson
 
 from ..errors import JsprofError
-from ..trace import NONE, sample_weights
+from ..trace import NONE, weights_and_lost
 
 TABLES = "tables"
 MANIFEST = "_manifest.json"
 LOCK = "_compact.lock"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: uploads.lost_ms
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 NS_PER_MS = 1_000_000
 
@@ -201,16 +202,18 @@ def _text(v: Any) -> str | None:
 def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]:
     """Intern one upload's tracks into `rel`; queue its weights and frame rows.
 
-    Returns (samples, total ms).
+    Returns (samples, total ms, lost ms: gaps beyond the weight cap, `trace.gap_cap`).
     """
     meta_interval = _number(meta.get("sampleInterval"))
     keys, samples, wns = [], [], []
+    lost_ms = 0.0
     for track in rec.tracks:
         tr = track.trace
         if tr.num_samples == 0:
             continue
         interval = meta_interval if meta_interval and meta_interval > 0 else track.sample_interval
-        w = sample_weights(tr, interval)
+        w, lost = weights_and_lost(tr, interval)
+        lost_ms += lost
         res = tr.resources
         fmap = [
             rel.frame(
@@ -230,7 +233,7 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
         samples.append(np.ones(tr.num_samples, np.int64))
         wns.append(np.rint(w * NS_PER_MS).astype(np.int64))
     if not keys:
-        return 0, 0.0
+        return 0, 0.0, 0.0
     k, n, ns = _segment_sums(np.concatenate(keys), np.concatenate(samples), np.concatenate(wns))
     stack = k // 16 - 1
     marker = k % 16 - 1
@@ -263,7 +266,7 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
             "self_ns": np.asarray([self_ns.get(f, 0) for f in fids] + ins.tolist(), np.int64),
         }
     )
-    return int(n.sum()), float(ns.sum()) / NS_PER_MS
+    return int(n.sum()), float(ns.sum()) / NS_PER_MS, lost_ms
 
 
 def _map_stacks(
@@ -325,6 +328,7 @@ def schemas() -> dict[str, Any]:
                 ("meta", pa.string()),
                 ("samples", pa.int64()),
                 ("total_ms", pa.float64()),
+                ("lost_ms", pa.float64()),
             ]
         ),
         "frames": pa.schema(
@@ -542,7 +546,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 continue
             uk = man["nextUk"]
             man["nextUk"] = uk + 1
-            n, total_ms = add_upload(rel, uk, rec, meta)
+            n, total_ms, lost_ms = add_upload(rel, uk, rec, meta)
             pending.append(
                 {
                     "uk": uk,
@@ -558,6 +562,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                     "meta": orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode(),
                     "samples": n,
                     "total_ms": total_ms,
+                    "lost_ms": lost_ms,
                 }
             )
             stats.uploads += 1
