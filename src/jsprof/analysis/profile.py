@@ -24,7 +24,6 @@ from ..trace import (
     Track,
     function_keys,
     no_stack_name,
-    sample_weights,
     weights_and_lost,
 )
 

@@ -72,7 +72,7 @@ def print_summary(
 
 
 def lost_note(lost: float) -> str:
-    """`, 1234.5 ms lost in gaps over 10 intervals` when any time was lost; else nothing."""
+    """` (+1234.5 ms lost in gaps over 20 intervals, not counted)` when a gap was capped."""
     from ..trace import GAP_CAP_INTERVALS
 
     if not lost > 0:

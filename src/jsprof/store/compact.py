@@ -17,9 +17,10 @@ leaves only unlisted files that the next run overwrites.
 
 The time rule is applied here, per trace, before any filter or merge: a sample weighs the
 gap to the next sample of its trace, the last one the trace's `sampleInterval` from its
-metadata, else the trace's median gap; no sample weighs more than 10 intervals
-(`trace.gap_cap`), the rest of a longer gap is the upload's `lost_ms`. Weights are kept as integer nanoseconds so that
-sums are exact and independent of the order an engine adds them in.
+metadata, else the trace's median gap; no sample weighs more than 20 intervals, at least
+100 ms (`trace.gap_cap`), the rest of a longer gap is the upload's `lost_ms`. Weights are
+kept as integer nanoseconds so that sums are exact and independent of the order an engine
+adds them in.
 """
 
 from __future__ import annotations
