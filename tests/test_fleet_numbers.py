@@ -112,3 +112,37 @@ def test_healthy_real_traces_lose_nothing():
             assert lost == 0.0, name
     node = io.load(Path(__file__).parent / "data" / "node" / "bench.cpuprofile").tracks[0]
     assert weights_and_lost(node.trace, node.sample_interval)[1] == 0.0
+
+
+# ---- 2. diff intervals -----------------------------------------------------------------------
+
+
+def fill_releases(store, sides: dict[str, list[ProfilerTrace]], **meta) -> None:
+    for rel, traces in sides.items():
+        for i, tr in enumerate(traces):
+            upload(store, f"{rel}-{i}", tr, app="shop", release=rel, **meta)
+
+
+DIFF = ["--min-traces", "3", "--min-samples", "100"]
+
+
+def test_every_diff_interval_contains_its_estimate(store, capsys):
+    # BASE waits on a timer (mostly idle), NEW computes: (idle) drops by tens of points.
+    fill_releases(store, {
+        "1.0": [chromium("trace-idle.json"), chromium("trace-builtins.json")] * 4,
+        "1.1": [chromium("trace-basic.json"), chromium("trace-builtins.json")] * 4,
+    })
+    argv = ["fleet", "diff", "--store", str(store.path), "--app", "shop", "--base",
+            "release=1.0", "--new", "release=1.1", "--json", "--all", *DIFF]
+    code = main(argv + ["--fail-if", "(idle):self<-2pp"])
+    doc = orjson.loads(capsys.readouterr().out)
+    idle = next(r for r in doc["rows"] if r["name"] == "(idle)")
+    assert idle["selfPp"] < -10
+    for r in doc["rows"]:
+        for est, ci in (("selfPp", "selfPpCi"), ("totalPp", "totalPpCi"),
+                        ("selfRelPct", "selfRelCi"), ("totalRelPct", "totalRelCi")):
+            if r[ci] is not None and r[est] is not None:
+                assert r[ci][0] - 1e-9 <= r[est] <= r[ci][1] + 1e-9, (r["name"], est, r)
+        assert r["selfPpCi"] is not None, r["name"]
+    assert idle["selfPpCi"][1] < 0
+    assert code == 1 and any("(idle)" in f for f in doc["failures"])

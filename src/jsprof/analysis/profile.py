@@ -24,6 +24,7 @@ from ..trace import (
     Track,
     function_keys,
     no_stack_name,
+    sample_weights,  # noqa: F401 - re-exported: calltree, diff and callers import it here
     weights_and_lost,
 )
 
