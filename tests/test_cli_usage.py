@@ -113,7 +113,7 @@ def test_all_hint_names_an_existing_option():
 def test_diff_help_shows_the_rule_syntax(capsys):
     code, out, _ = _exit(["diff", "--help"], capsys)
     assert code == 0
-    for piece in (":self>+", ":total>+", "<-", "*:self", "--fail-if 'fib:self>+5pp'"):
+    for piece in (":self>+", ":total>+", "<-", "*:self", "--fail-if 'fib:self>+50ms'", "Nms"):
         assert piece in out, piece
     assert "exits 1" in out.replace("\n", " ") or "exit 1" in out
 

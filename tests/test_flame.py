@@ -284,7 +284,9 @@ def test_the_legend_follows_the_colouring(data):
     by_fn = _legend(page)
     labels = [label for _, label in by_fn]
     # the hottest functions by self time, each with the colour its frames have
-    assert labels[0] == "busyLoop" and "fib" in labels and "page.html" not in " ".join(labels)
+    # (an anonymous function is named by its file and line, as everywhere: no URL)
+    assert labels[0] == "busyLoop" and "fib" in labels and "http" not in " ".join(labels)
+    assert "(anonymous page.html:45)" in labels
     svg = page.split('<svg id="fg-svg"', 1)[1]
     for fill, label in by_fn:
         assert re.search(

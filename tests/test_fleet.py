@@ -66,9 +66,9 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
     assert code == 0
     assert top["traces"] == 12 and top["samples"] == 12 * 600
     assert top["totalMs"] == pytest.approx(rep["total_ms"], abs=2e-3)
-    # report labels a nameless function "(anonymous)"; fleet keeps the frame's own "".
-    want = {("" if r["name"] == "(anonymous)" else r["name"], r.get("resource"), r.get("line"),
-             r.get("column")):
+    # report labels a nameless function "(anonymous file.js:N)"; fleet keeps the frame's "".
+    want = {("" if r["name"].startswith("(anonymous") else r["name"], r.get("resource"),
+             r.get("line"), r.get("column")):
             (r["self_ms"], r["total_ms"]) for r in rep["rows"]}
     got = {(r["name"], r["resource"], r["line"], r["column"]): (r["selfMs"], r["totalMs"])
            for r in top["rows"]}

@@ -385,7 +385,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from . import io
     from .analysis import filters
     from .analysis.calltree import build_call_tree
-    from .analysis.diff import check_gates, diff_profiles, parse_gate, tree_changes
+    from .analysis.diff import (
+        ALL_UNITS,
+        check_gates,
+        check_rule_names,
+        diff_profiles,
+        parse_gate,
+        tree_changes,
+    )
     from .render import console as render
     from .render.flame import render_flame
 
@@ -393,7 +400,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.icicle and not args.flame:
         raise UsageError("--icicle shapes the --flame graph; give --flame OUT.html too")
     # Bad rules and output names fail before any parsing work.
-    gates = [parse_gate(spec) for spec in args.fail_if]
+    gates = [parse_gate(spec, ALL_UNITS) for spec in args.fail_if]
     fmt = _flame_format(args.flame) if args.flame else None
     if args.flame:
         io.check_output(args.flame)
@@ -407,11 +414,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.track is not None:
         base.track(args.track)
         new.track(args.track)
-    d = diff_profiles(base, new, args.track, args.strip_prefix)
+    # Two runs of one program: ranked by the change in self ms (a share falls whenever
+    # another function gets slower).
+    d = diff_profiles(base, new, args.track, args.strip_prefix, rank="ms", anonymous_by_line=True)
+    check_rule_names(d, gates)  # a rule naming no function: exit 2 before any output
     if args.json:
         _print_json(render.diff_json(d, top))
     else:
-        title = f"{args.new} vs {args.base} (change in share of all time, percentage points)"
+        title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         render.print_diff(_console(), d, top, title)
     if fmt is not None:
         new_tree = build_call_tree(new, args.track)
@@ -426,10 +436,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
         )
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
-    for g in gates:
-        if not d.find(g.name):
-            # A typo in a CI rule would otherwise pass silently forever.
-            print(f"jsprof: warning: --fail-if {g.spec!r} matches no function", file=sys.stderr)
     failures = check_gates(d, gates)
     for line in failures:
         print(f"jsprof: diff: {line}", file=sys.stderr)
@@ -789,12 +795,15 @@ _ARGS_HELP = "arguments for the script (everything after it)"
 
 _DIFF_EPILOG = """\
 --fail-if rules (repeatable; `jsprof diff` exits 1 when one breaks, 2 on an error):
+  NAME:self>+Nms    NAME's self time grew by more than N milliseconds
   NAME:self>+Npp    NAME's share of self time grew by more than N percentage points
   NAME:total>+N%    NAME's share of total time grew by more than N percent of itself
   NAME:self<-Npp    `<` fails when the change is below the value (e.g. a fast path lost)
   *:self>+Npp       `*` as NAME: any function
-NAME is a function name as the report shows it (any resource). Examples:
-  jsprof diff base.json new.json --fail-if 'fib:self>+5pp'
+NAME is a function name as the report shows it (any resource); `(anonymous app.js:8)` one
+anonymous function, `(anonymous)` all of them. A rule that names no function is an error
+(exit 2). Examples:
+  jsprof diff base.json new.json --fail-if 'fib:self>+50ms'
   jsprof diff base.json new.json --fail-if 'render:total>+20%' --fail-if '*:self>+10pp'
 """
 
@@ -898,9 +907,10 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
 
     df = sub.add_parser(
         "diff",
-        help="compare two profiles by each function's share of time (a CI gate)",
-        description="Compare NEW against BASE by each function's share of all time, largest "
-        "change first. Exits 0, 1 when a --fail-if rule breaks, 2 on an error.",
+        help="compare two runs by each function's time (a CI gate)",
+        description="Compare NEW against BASE function by function: the change in self and "
+        "total ms and in share of all time, largest change in self ms first. Exits 0, 1 when "
+        "a --fail-if rule breaks, 2 on an error.",
         epilog=_DIFF_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -918,8 +928,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         metavar="RULE",
         action="append",
         default=[],
-        help="exit 1 when a function got worse than RULE, e.g. 'fib:self>+5pp' or "
-        "'render:total>+20%%' (syntax below); repeatable",
+        help="exit 1 when a function got worse than RULE, e.g. 'fib:self>+50ms', "
+        "'fib:self>+5pp' or 'render:total>+20%%' (syntax below); repeatable",
     )
     df.add_argument(
         "--strip-prefix",

@@ -66,7 +66,7 @@ class FunctionKey(NamedTuple):
     column: int | None = None
 
     def label(self) -> str:
-        return self.name or "(anonymous)"
+        return self.name or anonymous_label(self.resource, self.line)
 
     def location(self) -> str:
         """`url:line:column`; empty for a profiler's pseudo frame (`(program)`, ...)."""
@@ -78,6 +78,18 @@ class FunctionKey(NamedTuple):
             if self.column is not None:
                 parts.append(str(self.column))
         return ":".join(parts)
+
+
+def anonymous_label(resource: str | None, line: int | None) -> str:
+    """What every output calls a function with no name: `(anonymous work.js:8)`, its
+    script's file name and its line, as speedscope does, so that the anonymous functions of
+    one file (module code, callbacks, arrows) are told apart; `(anonymous line 8)` with no
+    script, `(anonymous)` with neither."""
+    if not resource:
+        return "(anonymous)" if line is None else f"(anonymous line {line})"
+    path = resource.split("#", 1)[0].split("?", 1)[0].rstrip("/")
+    where = path.rsplit("/", 1)[-1] or resource
+    return f"(anonymous {where})" if line is None else f"(anonymous {where}:{line})"
 
 
 def function_keys(trace: ProfilerTrace) -> list[FunctionKey]:

@@ -1,18 +1,25 @@
-"""Compare two profiles: per-function change in self and total share, and per call path.
+"""Compare two profiles: per-function change in self and total time, in ms and in share.
 
-Shares, not milliseconds: two runs rarely last equally long, so a function is compared by
-the fraction of its profile's time it took (percent of all samples, with and without
-JavaScript). Functions are matched by name and resource only — not line or column — so
-an edit elsewhere in a file, which moves every function below it, does not break the
-match. The cost: same-named functions of one resource (typically anonymous ones) are
-compared as one. Resources are compared by a match key (`ResourceMatcher`): without
-their query string and fragment (cache busters such as `app.js?v=41` change from build
-to build while the code stays put), local files by path however spelled, optionally
-relative to a stripped root so that two checkouts match.
+Two rankings. A local diff compares two runs of one program, so it ranks by the change in
+self *milliseconds* (`rank="ms"`): when one function gets slower every other function's
+share falls, and ranking by share would bury the real change among them. A field diff
+(`fleet diff`) compares populations of page loads of different lengths and ranks by the
+change in share (`rank="share"`, percent of all samples, with and without JavaScript).
+Both numbers are on every row.
+
+Named functions are matched by name and resource only — not line or column — so an edit
+elsewhere in a file, which moves every function below it, does not break the match (the
+cost: two same-named functions of one resource are compared as one). Anonymous functions
+are matched by their line too, so the module code, a `map` callback and a timer arrow of one
+file stay three rows, `(anonymous work.js:8)` and so on. Resources are compared by a match
+key (`ResourceMatcher`): without their query string and fragment (cache busters such as
+`app.js?v=41` change from build to build while the code stays put), local files by path
+however spelled, optionally relative to a stripped root so that two checkouts match.
 """
 
 from __future__ import annotations
 
+import difflib
 import math
 import posixpath
 import re
@@ -25,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 import numpy as np
 
 from ..errors import UsageError
-from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording
+from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording, anonymous_label
 from ..words import printable
 from .calltree import CallTree
 from .profile import (
@@ -39,13 +46,23 @@ from .profile import (
 
 
 class NameKey(NamedTuple):
-    """What a function is matched by across two profiles."""
+    """What a function is matched by across two profiles: name and resource, and for an
+    anonymous function (empty name) its line too (None for a named one)."""
 
     name: str
     resource: str | None
+    line: int | None = None
 
     def label(self) -> str:
-        return self.name or "(anonymous)"
+        return self.name or anonymous_label(self.resource, self.line)
+
+
+def name_key(
+    name: str, resource: str | None, line: int | None, anonymous_by_line: bool = True
+) -> NameKey:
+    """The match key of a frame: its line counts only when it has no name (and
+    `anonymous_by_line`: False merges a resource's anonymous functions, as before issue 20)."""
+    return NameKey(name, resource, line if anonymous_by_line and not name else None)
 
 
 def match_resource(url: str | None) -> str | None:
@@ -141,22 +158,28 @@ def _resources(rec: Recording, track: str | None) -> set[str]:
     return {r for t in tracks for r in t.trace.resources}
 
 
-def _frame_name_keys(trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher) -> np.ndarray:
+def _frame_name_keys(
+    trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher, by_line: bool
+) -> np.ndarray:
     res = [match(r) for r in trace.resources]
     ids = [
-        table.intern(NameKey(f.name, None if f.resource_id is None else res[f.resource_id]))
+        table.intern(
+            name_key(
+                f.name, None if f.resource_id is None else res[f.resource_id], f.line, by_line
+            )
+        )
         for f in trace.frames
     ]
     return np.asarray(ids, dtype=np.int64)
 
 
-def _shares(
-    rec: Recording, track: str | None, match: ResourceMatcher
+def _times(
+    rec: Recording, track: str | None, match: ResourceMatcher, by_line: bool
 ) -> tuple[dict[NameKey, tuple[float, float]], float]:
-    """Self and total share (percent of all time) per NameKey, and the total time in ms."""
+    """Self and total ms per NameKey, and the total time in ms."""
     tracks = [rec.track(track)] if track is not None else list(rec.tracks)
     table = KeyTable()
-    frame_keys = [_frame_name_keys(t.trace, table, match) for t in tracks]
+    frame_keys = [_frame_name_keys(t.trace, table, match, by_line) for t in tracks]
     weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
     acc = _empty(len(table))
     # The same accumulation `summarize` uses, keyed by NameKey, so recursion (and two
@@ -164,12 +187,11 @@ def _shares(
     for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
         _accumulate_track(t, fk, len(table), acc, w)
     total = float(sum(w.sum() for w in weights))
-    scale = 100.0 / total if total > 0 else 0.0
     self_ms, total_ms, total_n = acc[0], acc[1], acc[3]
     # Only functions some sample passed through: one that a filter removed (or an engine
     # listed unsampled) is not "removed" from the profile.
-    shares = {
-        k: (float(self_ms[i]) * scale, float(total_ms[i]) * scale)
+    times = {
+        k: (float(self_ms[i]), float(total_ms[i]))
         for i, k in enumerate(table.keys)
         if total_n[i] > 0
     }
@@ -178,14 +200,15 @@ def _shares(
     # as '(garbage collector):self>+5pp' can be written.
     for r in no_js_rows(tracks, weights):
         key = NameKey(r.label, None)
-        s, t = shares.get(key, (0.0, 0.0))
-        shares[key] = (s + r.ms * scale, t + r.ms * scale)
-    return shares, total
+        s, t = times.get(key, (0.0, 0.0))
+        times[key] = (s + r.ms, t + r.ms)
+    return times, total
 
 
 @dataclass
 class FunctionChange:
-    """One function's share in BASE and NEW (percent of all time) and the change in points."""
+    """One function in BASE and NEW: share (percent of all time; `base_self`, ...) and time
+    (ms; `base_self_ms`, ...), and the changes in points and in ms."""
 
     key: NameKey
     base_self: float
@@ -193,6 +216,19 @@ class FunctionChange:
     new_self: float
     new_total: float
     status: str  # "new" (only in NEW), "removed" (only in BASE) or "" (in both)
+    base_self_ms: float = 0.0
+    base_total_ms: float = 0.0
+    new_self_ms: float = 0.0
+    new_total_ms: float = 0.0
+
+    @property
+    def d_self_ms(self) -> float:
+        """Change in self time, ms."""
+        return self.new_self_ms - self.base_self_ms
+
+    @property
+    def d_total_ms(self) -> float:
+        return self.new_total_ms - self.base_total_ms
 
     @property
     def d_self(self) -> float:
@@ -213,21 +249,33 @@ class FunctionChange:
 
     @property
     def impact(self) -> float:
-        """Sort key: the larger of the two absolute changes."""
+        """Sort key of a share ranking: the larger of the two absolute changes in points."""
         return max(abs(self.d_self), abs(self.d_total))
+
+    @property
+    def changed(self) -> bool:
+        return self.impact > 1e-9 or max(abs(self.d_self_ms), abs(self.d_total_ms)) > 1e-9
 
 
 @dataclass
 class ProfileDiff:
     base_total_ms: float
     new_total_ms: float
-    rows: list[FunctionChange]  # sorted by impact, largest first
+    rows: list[FunctionChange]  # largest change first, by `rank`
+    rank: str = "share"  # "ms": by change in self ms; "share": by change in share
 
     def find(self, name: str) -> list[FunctionChange]:
-        """Rows whose function is called `name` (any resource); `*` matches every row."""
+        """Rows whose function is called `name` (any resource; `(anonymous)` names every
+        anonymous function, `(anonymous app.js:8)` one); `*` matches every row."""
         if name == "*":
             return list(self.rows)
-        return [r for r in self.rows if r.key.name == name or r.key.label() == name]
+        return [
+            r
+            for r in self.rows
+            if r.key.name == name
+            or r.key.label() == name
+            or (not r.key.name and name == "(anonymous)")
+        ]
 
 
 def diff_profiles(
@@ -235,25 +283,45 @@ def diff_profiles(
     new: Recording | ProfilerTrace,
     track: str | None = None,
     strip_prefixes: Sequence[str] = (),
+    rank: str = "share",
+    anonymous_by_line: bool = False,
 ) -> ProfileDiff:
-    """Per-function change in self and total share from BASE to NEW, largest change first.
+    """Per-function change in self and total time (ms and share) from BASE to NEW, largest
+    change first: by self ms (`rank="ms"`, two runs of one program: `jsprof diff`) or by
+    share (`rank="share"`, populations of page loads: `fleet diff`).
 
-    Functions match by name and resource match key (`ResourceMatcher`)."""
+    Functions match by `name_key` and resource match key (`ResourceMatcher`);
+    `anonymous_by_line` tells anonymous functions apart by line (`jsprof diff` does; the
+    default keeps the keys `fleet diff`'s own per-trace tables are built with)."""
+    if rank not in ("ms", "share"):
+        raise ValueError(f"rank must be 'ms' or 'share', not {rank!r}")
     base, new = as_recording(base), as_recording(new)
     match = ResourceMatcher.for_pair(
         _resources(base, track), _resources(new, track), strip_prefixes
     )
-    b, b_total = _shares(base, track, match)
-    n, n_total = _shares(new, track, match)
+    b, b_total = _times(base, track, match, anonymous_by_line)
+    n, n_total = _times(new, track, match, anonymous_by_line)
+    b_scale = 100.0 / b_total if b_total > 0 else 0.0
+    n_scale = 100.0 / n_total if n_total > 0 else 0.0
     rows = []
     for key in list(n) + [k for k in b if k not in n]:
         bs, bt = b.get(key, (0.0, 0.0))
         ns, nt = n.get(key, (0.0, 0.0))
         status = "new" if key not in b else "removed" if key not in n else ""
-        rows.append(FunctionChange(key, bs, bt, ns, nt, status))
+        rows.append(
+            FunctionChange(
+                key, bs * b_scale, bt * b_scale, ns * n_scale, nt * n_scale, status, bs, bt, ns, nt
+            )
+        )
     # Ties (often exact zeros) fall back to name so the order is stable across runs.
-    rows.sort(key=lambda r: (-r.impact, -abs(r.d_self), r.key.name, r.key.resource or ""))
-    return ProfileDiff(b_total, n_total, rows)
+    tie = lambda r: (r.key.name, r.key.resource or "", r.key.line or 0)  # noqa: E731
+    if rank == "ms":
+        # Self ms first: a caller's total grows with any callee's, so ranking by total
+        # would put `main` (the whole change) on top of every diff.
+        rows.sort(key=lambda r: (-abs(r.d_self_ms), -abs(r.d_total_ms), *tie(r)))
+    else:
+        rows.sort(key=lambda r: (-r.impact, -abs(r.d_self), *tie(r)))
+    return ProfileDiff(b_total, n_total, rows, rank)
 
 
 # ---- per call path, for the differential flame graph --------------------------------------
@@ -263,8 +331,8 @@ def diff_profiles(
 class TreeChange:
     """Per node of NEW's call tree: change of its call path's shares vs BASE, in points.
 
-    A path is the chain of (name, resource) from the root, so nodes are matched the same
-    way functions are. `in_base` is False for paths BASE never took.
+    A path is the chain of `name_key`s from the root, so nodes are matched the same way
+    functions are. `in_base` is False for paths BASE never took.
     """
 
     d_self: np.ndarray
@@ -276,7 +344,7 @@ def _path_shares(
     tree: CallTree, paths: dict, match: ResourceMatcher
 ) -> tuple[np.ndarray, dict[int, list[float]]]:
     """Path id per node (interning into `paths`) and self/total share per path id."""
-    fkeys = [NameKey(f.name, match(f.resource)) for f in tree.functions]
+    fkeys = [name_key(f.name, match(f.resource), f.line) for f in tree.functions]
     n = len(tree.parent)
     path_of = np.empty(n, dtype=np.int64)
     scale = 100.0 / tree.total_time if tree.total_time > 0 else 0.0
@@ -324,24 +392,30 @@ def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = 
 
 _GATE = re.compile(
     r"^(?P<name>.+):(?P<metric>self|total)\s*(?P<op>[<>])\s*"
-    r"(?P<value>[+-]?\d+(?:\.\d+)?)\s*(?P<unit>pp|%)$"
+    r"(?P<value>[+-]?\d+(?:\.\d+)?)\s*(?P<unit>pp|%|ms)$"
 )
+SHARE_UNITS = ("pp", "%")
+ALL_UNITS = ("pp", "%", "ms")
 
 
 @dataclass
 class Gate:
-    """`NAME:METRIC>VALUE(pp|%)`: fail when NAME's change exceeds VALUE (or is below, `<`)."""
+    """`NAME:METRIC>VALUE(pp|%|ms)`: fail when NAME's change exceeds VALUE (or is below, `<`)."""
 
     spec: str
     name: str
     metric: str  # "self" or "total"
     op: str  # ">" or "<"
     value: float
-    unit: str  # "pp" (percentage points of share) or "%" (relative change of the share)
+    # "pp" (percentage points of share), "%" (relative change of the share) or "ms"
+    # (change in time: only where both sides are runs of one program)
+    unit: str
 
     def change(self, row: FunctionChange) -> float:
         if self.unit == "pp":
             return row.d_self if self.metric == "self" else row.d_total
+        if self.unit == "ms":
+            return row.d_self_ms if self.metric == "self" else row.d_total_ms
         return row.relative(self.metric)
 
     def violated_by(self, row: FunctionChange) -> bool:
@@ -349,39 +423,83 @@ class Gate:
         return c > self.value if self.op == ">" else c < self.value
 
 
-def parse_gate(spec: str) -> Gate:
-    """Parse a --fail-if rule; a malformed one is a UsageError that shows the syntax."""
+def parse_gate(spec: str, units: Sequence[str] = SHARE_UNITS) -> Gate:
+    """Parse a --fail-if rule; a malformed one is a UsageError that shows the syntax.
+
+    `units`: the changes a rule may be given in; `jsprof diff` allows ALL_UNITS, `fleet
+    diff` (page loads of different lengths, where milliseconds are not comparable) the
+    shares only."""
     m = _GATE.match(spec.strip())
-    if not m:
+    if not m or m["unit"] not in units:
+        words = " or ".join(units)
+        eg = "'fib:self>+5pp', 'render:total>+20%'" + (
+            " or 'fib:self>+50ms'" if "ms" in units else ""
+        )
+        why = (
+            f" ({m['unit']} is not comparable here)" if m and m["unit"] not in units else ""
+        )
         raise UsageError(
-            f"--fail-if {spec!r}: expected NAME:self|total>CHANGE with CHANGE in pp or %, "
-            "e.g. 'fib:self>+5pp' or 'render:total>+20%'"
+            f"--fail-if {spec!r}: expected NAME:self|total>CHANGE with CHANGE in {words}{why}, "
+            f"e.g. {eg}"
         )
     return Gate(spec, m["name"].strip(), m["metric"], m["op"], float(m["value"]), m["unit"])
+
+
+def check_rule_names(diff: ProfileDiff, gates: Sequence[Gate]) -> None:
+    """Refuse a rule that names no function of either profile: a typo in a CI rule would
+    otherwise pass forever. One line, naming the closest function names (UsageError)."""
+    if not diff.rows:
+        return  # nothing was compared: no name can be checked
+    for g in gates:
+        if diff.find(g.name):
+            continue
+        labels = list(dict.fromkeys(r.key.label() for r in diff.rows))
+        close = difflib.get_close_matches(g.name, labels, n=3, cutoff=0.5)
+        if close:
+            hint = "the closest: " + ", ".join(printable(c) for c in close)
+        else:
+            hint = "none is close; the largest changes: " + ", ".join(
+                printable(c) for c in labels[:3]
+            )
+        raise UsageError(
+            f"--fail-if {g.spec!r}: no function named {printable(g.name)!r} in either "
+            f"profile ({hint})"
+        )
 
 
 def _fmt_change(gate: Gate, row: FunctionChange) -> str:
     c = gate.change(row)
     if math.isinf(c):
         return "new"
-    return f"{c:+.2f}{gate.unit}"
+    return f"{c:+.1f}ms" if gate.unit == "ms" else f"{c:+.2f}{gate.unit}"
 
 
 def check_gates(diff: ProfileDiff, gates: list[Gate]) -> list[str]:
-    """One line per rule a function broke, naming the function, its change and the rule."""
+    """One line per rule a function broke, naming the function, its change and the rule.
+
+    A rule that matches no function is a UsageError (`check_rule_names`)."""
+    check_rule_names(diff, gates)
     out = []
     for g in gates:
         for row in diff.find(g.name):
             if g.violated_by(row):
                 where = f" ({printable(row.key.resource)})" if row.key.resource else ""
-                before, after = (
-                    (row.base_self, row.new_self)
-                    if g.metric == "self"
-                    else (row.base_total, row.new_total)
-                )
+                if g.unit == "ms":
+                    before, after = (
+                        (row.base_self_ms, row.new_self_ms)
+                        if g.metric == "self"
+                        else (row.base_total_ms, row.new_total_ms)
+                    )
+                    what = f"{g.metric} time {before:.1f} ms -> {after:.1f} ms"
+                else:
+                    before, after = (
+                        (row.base_self, row.new_self)
+                        if g.metric == "self"
+                        else (row.base_total, row.new_total)
+                    )
+                    what = f"{g.metric} share {before:.2f}% -> {after:.2f}%"
                 name = printable(row.key.label())
                 out.append(
-                    f"{name}{where}: {g.metric} share {before:.2f}% -> {after:.2f}%"
-                    f" ({_fmt_change(g, row)}) breaks --fail-if {g.spec!r}"
+                    f"{name}{where}: {what} ({_fmt_change(g, row)}) breaks --fail-if {g.spec!r}"
                 )
     return out

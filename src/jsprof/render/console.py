@@ -166,27 +166,35 @@ def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) 
 
 
 def diff_rows(diff: ProfileDiff, top: int | None) -> list[dict]:
-    """Rows for the diff table and for --json: shares in percent, changes in points."""
+    """Rows for the diff table and for --json: times in ms and shares in percent, side by
+    side, with their changes (ms and percentage points)."""
     rows = diff.rows if top is None else diff.rows[:top]
     out = []
     for r in rows:
         rel_self, rel_total = r.relative("self"), r.relative("total")
-        out.append(
-            {
-                "name": r.key.label(),
-                "resource": r.key.resource,
-                "status": r.status or ("changed" if r.impact > 1e-9 else "same"),
-                "base_self_pct": round(r.base_self, 3),
-                "new_self_pct": round(r.new_self, 3),
-                "base_total_pct": round(r.base_total, 3),
-                "new_total_pct": round(r.new_total, 3),
-                "self_pp": round(r.d_self, 3),
-                "total_pp": round(r.d_total, 3),
-                # JSON has no infinity: a share that grew from nothing has no ratio.
-                "self_rel_pct": None if math.isinf(rel_self) else round(rel_self, 2),
-                "total_rel_pct": None if math.isinf(rel_total) else round(rel_total, 2),
-            }
-        )
+        row = {
+            "name": r.key.label(),
+            "resource": r.key.resource,
+            "status": r.status or ("changed" if r.changed else "same"),
+            "base_self_ms": round(r.base_self_ms, 3),
+            "new_self_ms": round(r.new_self_ms, 3),
+            "base_total_ms": round(r.base_total_ms, 3),
+            "new_total_ms": round(r.new_total_ms, 3),
+            "self_delta_ms": round(r.d_self_ms, 3),
+            "total_delta_ms": round(r.d_total_ms, 3),
+            "base_self_pct": round(r.base_self, 3),
+            "new_self_pct": round(r.new_self, 3),
+            "base_total_pct": round(r.base_total, 3),
+            "new_total_pct": round(r.new_total, 3),
+            "self_pp": round(r.d_self, 3),
+            "total_pp": round(r.d_total, 3),
+            # JSON has no infinity: a share that grew from nothing has no ratio.
+            "self_rel_pct": None if math.isinf(rel_self) else round(rel_self, 2),
+            "total_rel_pct": None if math.isinf(rel_total) else round(rel_total, 2),
+        }
+        if r.key.line is not None:
+            row["line"] = r.key.line  # anonymous functions are matched by their line too
+        out.append(row)
     return out
 
 
@@ -194,15 +202,17 @@ def diff_json(diff: ProfileDiff, top: int | None) -> dict:
     return {
         "base_total_ms": round(diff.base_total_ms, 3),
         "new_total_ms": round(diff.new_total_ms, 3),
+        "ranked_by": "self_delta_ms" if diff.rank == "ms" else "share",
         "functions": len(diff.rows),
         "rows": diff_rows(diff, top),
     }
 
 
-def _pp(v: float) -> Text:
-    # Slower (a larger share) in red, faster in blue, as in the differential flame graph.
-    style = "red" if v > 0.005 else "blue" if v < -0.005 else "dim"
-    return Text(f"{v:+.2f}", style=style)
+def _change(v: float, fmt: str, eps: float) -> Text:
+    # Slower (more time, a larger share) in red, faster in blue, as in the differential
+    # flame graph.
+    style = "red" if v > eps else "blue" if v < -eps else "dim"
+    return Text(format(v, fmt), style=style)
 
 
 def _no_stack(key: Any) -> bool:
@@ -212,7 +222,7 @@ def _no_stack(key: Any) -> bool:
 def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
     cwd = os.getcwd()
     table = plain_table()
-    for col in ("Δ self pp", "Δ total pp", "self %", "total %"):
+    for col in ("Δ self ms", "Δ self pp", "Δ total ms", "Δ total pp", "self ms"):
         table.add_column(col, justify="right")
     table.add_column("function")
     table.add_column("resource", overflow="fold")
@@ -222,10 +232,11 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
         if r.status:
             name.append(f"  [{r.status}]", style="bold red" if r.status == "new" else "bold blue")
         table.add_row(
-            _pp(r.d_self),
-            _pp(r.d_total),
-            f"{r.base_self:.1f} → {r.new_self:.1f}",
-            f"{r.base_total:.1f} → {r.new_total:.1f}",
+            _change(r.d_self_ms, "+.1f", 0.05),
+            _change(r.d_self, "+.2f", 0.005),
+            _change(r.d_total_ms, "+.1f", 0.05),
+            _change(r.d_total, "+.2f", 0.005),
+            f"{r.base_self_ms:.1f} → {r.new_self_ms:.1f}",
             name,
             Text(printable(short_location(r.key.resource or "(unknown)", cwd)), style="dim")
             if not _no_stack(r.key)
@@ -233,8 +244,9 @@ def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str)
             style="italic dim" if _no_stack(r.key) else None,
         )
     print_plain_table(console, title, table)
+    order = "largest change in self ms first" if diff.rank == "ms" else "largest change first"
     console.print(
-        f"[dim]shares of all time: base {diff.base_total_ms:.1f} ms, new "
-        f"{diff.new_total_ms:.1f} ms; showing {len(rows)} of {plural(len(diff.rows), 'function')}, "
-        "largest change first[/dim]"
+        f"[dim]base {diff.base_total_ms:.1f} ms, new {diff.new_total_ms:.1f} ms (pp: "
+        f"percentage points of all time); showing {len(rows)} of "
+        f"{plural(len(diff.rows), 'function')}, {order}[/dim]"
     )
