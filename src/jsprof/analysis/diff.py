@@ -285,20 +285,23 @@ def diff_profiles(
     strip_prefixes: Sequence[str] = (),
     rank: str = "share",
     anonymous_by_line: bool = False,
+    match: ResourceMatcher | None = None,
 ) -> ProfileDiff:
     """Per-function change in self and total time (ms and share) from BASE to NEW, largest
     change first: by self ms (`rank="ms"`, two runs of one program: `jsprof diff`) or by
     share (`rank="share"`, populations of page loads: `fleet diff`).
 
-    Functions match by `name_key` and resource match key (`ResourceMatcher`);
+    Functions match by `name_key` and resource match key (`ResourceMatcher`; `match` gives
+    the matcher to use, so a caller that resamples the same rows keys them alike);
     `anonymous_by_line` tells anonymous functions apart by line (`jsprof diff` does; the
     default keeps the keys `fleet diff`'s own per-trace tables are built with)."""
     if rank not in ("ms", "share"):
         raise ValueError(f"rank must be 'ms' or 'share', not {rank!r}")
     base, new = as_recording(base), as_recording(new)
-    match = ResourceMatcher.for_pair(
-        _resources(base, track), _resources(new, track), strip_prefixes
-    )
+    if match is None:
+        match = ResourceMatcher.for_pair(
+            _resources(base, track), _resources(new, track), strip_prefixes
+        )
     b, b_total = _times(base, track, match, anonymous_by_line)
     n, n_total = _times(new, track, match, anonymous_by_line)
     b_scale = 100.0 / b_total if b_total > 0 else 0.0

@@ -142,12 +142,19 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     d, keys, ci = query.diff(base, new, keys_for, reps)
     col = {k: i for i, k in enumerate(keys)}
 
-    def interval(key: Any, name: str) -> list[float] | None:
-        if not ci or key not in col:
+    def interval(row: Any, name: str) -> list[float] | None:
+        if not ci or row.key not in col:
             return None
-        lo, hi = ci[name][:, col[key]]
+        lo, hi = ci[name][:, col[row.key]]
         if not (math.isfinite(lo) and math.isfinite(hi)):
             return None
+        # Percentiles of a skewed resampling distribution can sit a hair beside the
+        # estimate (a ratio of sums); an interval always contains its own estimate.
+        metric, unit = name.split("_")
+        est = (row.d_self if metric == "self" else row.d_total) if unit == "pp" \
+            else row.relative(metric)
+        if math.isfinite(est):
+            lo, hi = min(lo, est), max(hi, est)
         return [round(float(lo), 3), round(float(hi), 3)]
 
     def r3(x: float) -> float | None:
@@ -162,9 +169,9 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
             "baseSelfPct": r3(r.base_self), "newSelfPct": r3(r.new_self),
             "baseTotalPct": r3(r.base_total), "newTotalPct": r3(r.new_total),
             "selfPp": r3(r.d_self), "totalPp": r3(r.d_total),
-            "selfPpCi": interval(r.key, "self_pp"), "totalPpCi": interval(r.key, "total_pp"),
+            "selfPpCi": interval(r, "self_pp"), "totalPpCi": interval(r, "total_pp"),
             "selfRelPct": r3(r.relative("self")), "totalRelPct": r3(r.relative("total")),
-            "selfRelCi": interval(r.key, "self_rel"), "totalRelCi": interval(r.key, "total_rel"),
+            "selfRelCi": interval(r, "self_rel"), "totalRelCi": interval(r, "total_rel"),
         })
     failures = []
     for g in gates:
@@ -173,7 +180,7 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
             if not g.violated_by(r):
                 continue
             unit = "pp" if g.unit == "pp" or math.isinf(r.relative(g.metric)) else "rel"
-            iv = interval(r.key, f"{g.metric}_{unit}")
+            iv = interval(r, f"{g.metric}_{unit}")
             # Fire only when the change is more than resampling noise: the interval of the
             # change lies wholly on one side of zero.
             if iv is None or not (iv[0] > 0 or iv[1] < 0):

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.calltree import CallTree
-from ..analysis.diff import NameKey, ProfileDiff, diff_profiles, match_resource
+from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
 from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, Track, no_stack_name
@@ -344,10 +344,6 @@ def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int)
         )
 
 
-def _name_key(k: FunctionKey) -> NameKey:
-    return NameKey(k.name, match_resource(k.resource))
-
-
 def _trace_function_keys(tr: ProfilerTrace) -> list[FunctionKey]:
     res = tr.resources
     return [
@@ -357,8 +353,13 @@ def _trace_function_keys(tr: ProfilerTrace) -> list[FunctionKey]:
     ]
 
 
-def trace_shares(sel: Selection, keys: list[NameKey]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per trace: self and total ms of each of `keys` (traces x keys), and all its ms."""
+def trace_shares(sel: Selection, keys: list[NameKey], match: Callable[[str | None], str | None]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trace: self and total ms of each of `keys` (traces x keys), and all its ms.
+
+    Keys are the diff's rows: functions by name and `match`ed resource (the matcher the
+    diff itself used), and the samples with no JavaScript by the names `report` gives
+    them ((idle), (garbage collector), ...), so every row gets its own interval."""
     rows: StackRows = sel.per_trace
     uks = sel.uploads.uk
     pos = {k: i for i, k in enumerate(keys)}
@@ -368,6 +369,15 @@ def trace_shares(sel: Selection, keys: list[NameKey]) -> tuple[np.ndarray, np.nd
     total_m = np.zeros((U, K))
     trace_ix = np.searchsorted(uks, rows.uk)
     all_ms = np.bincount(trace_ix, weights=rows.weight_ns / NS_PER_MS, minlength=U)
+    no_js = rows.stack_id < 0
+    for code in np.unique(rows.marker[no_js]).tolist():
+        j = pos.get(NameKey(no_stack_name(code), None))
+        if j is None:
+            continue
+        m = no_js & (rows.marker == code)
+        ms = np.bincount(trace_ix[m], weights=rows.weight_ns[m] / NS_PER_MS, minlength=U)
+        self_m[:, j] += ms
+        total_m[:, j] += ms
     for ri, rkey in enumerate(sel.uploads.rkeys):
         rel = sel.releases[rkey]
         tr = rel.trace
@@ -379,7 +389,8 @@ def trace_shares(sel: Selection, keys: list[NameKey]) -> tuple[np.ndarray, np.nd
         w = rows.weight_ns[m] / NS_PER_MS
         ti = trace_ix[m]
         fkey = np.asarray(
-            [pos.get(_name_key(k), -1) for k in _trace_function_keys(tr)] or [-1], np.int64
+            [pos.get(NameKey(k.name, match(k.resource)), -1) for k in _trace_function_keys(tr)]
+            or [-1], np.int64
         )
         node_key = fkey[tr.stack_frame] if tr.num_stacks else np.zeros(0, np.int64)
         leaf = np.where(st >= 0, node_key[np.maximum(st, 0)], -1)
@@ -408,7 +419,8 @@ class Interval:
         return self.lo > 0 or self.hi < 0
 
 
-def bootstrap(base: Selection, new: Selection, keys: list[NameKey], reps: int = 200,
+def bootstrap(base: Selection, new: Selection, keys: list[NameKey],
+              match: Callable[[str | None], str | None], reps: int = 200,
               seed: int = 0) -> dict[str, np.ndarray]:
     """95 % intervals of each key's change (pp of share, and relative %) by resampling
     traces with replacement on both sides."""
@@ -416,7 +428,7 @@ def bootstrap(base: Selection, new: Selection, keys: list[NameKey], reps: int = 
     out = {}
     draws = {}
     for side, sel in (("base", base), ("new", new)):
-        s, t, a = trace_shares(sel, keys)
+        s, t, a = trace_shares(sel, keys, match)
         U = len(a)
         c = rng.multinomial(U, np.full(U, 1.0 / U), size=reps).astype(np.float64)
         den = c @ a
@@ -443,7 +455,12 @@ def _interval(draws: np.ndarray, k: int) -> np.ndarray:
 
 def diff(base: Selection, new: Selection, keys_for: Callable[[ProfileDiff], list[NameKey]],
          reps: int = 200) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray]]:
-    d = diff_profiles(base.recording, new.recording)
+    match = ResourceMatcher.for_pair(_resources(base.recording), _resources(new.recording))
+    d = diff_profiles(base.recording, new.recording, match=match)
     keys = keys_for(d)
-    ci = bootstrap(base, new, keys, reps) if keys else {}
+    ci = bootstrap(base, new, keys, match, reps) if keys else {}
     return d, keys, ci
+
+
+def _resources(rec: Recording) -> set[str]:
+    return {r for t in rec.tracks for r in t.trace.resources}
