@@ -49,10 +49,12 @@ def run_json(capsys, argv):
     return orjson.loads(out)
 
 
-def by_name(rows, name_key="name", ms_key="selfMs"):
+def by_name(rows, ms_key="selfMs"):
+    """ms per function name; report's "(anonymous file.js:N)" is fleet's frame name ""."""
     out: dict[str, float] = {}
     for r in rows:
-        out[r[name_key]] = out.get(r[name_key], 0.0) + r[ms_key]
+        name = "" if r["name"].startswith("(anonymous") else r["name"]
+        out[name] = out.get(name, 0.0) + r[ms_key]
     return out
 
 
@@ -86,7 +88,7 @@ def test_a_hole_in_one_upload_cannot_take_over_the_fleet(store, tmp_path, capsys
     want = by_name(rep["rows"], ms_key="self_ms")
     got = by_name(top["rows"])
     for name, ms in want.items():
-        assert got["" if name == "(anonymous)" else name] == pytest.approx(ms, abs=2e-3), name
+        assert got[name] == pytest.approx(ms, abs=2e-3), name
     assert main(["report", str(merged)]) == 0
     out = capsys.readouterr().out
     assert f"ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals" in out
@@ -146,3 +148,7 @@ def test_every_diff_interval_contains_its_estimate(store, capsys):
         assert r["selfPpCi"] is not None, r["name"]
     assert idle["selfPpCi"][1] < 0
     assert code == 1 and any("(idle)" in f for f in doc["failures"])
+    # A rule naming no function is a typo: exit 2 naming the closest names (one line).
+    code = main(argv + ["--fail-if", "(idel):self<-2pp"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and "closest: (idle)" in err, err

@@ -121,7 +121,7 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     import math
 
     from ..analysis.calltree import build_call_tree
-    from ..analysis.diff import parse_gate, tree_changes
+    from ..analysis.diff import check_rule_names, parse_gate, tree_changes
     from ..render.flame import render_flame
     from . import query
 
@@ -132,6 +132,9 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     query.check_evidence(new, f"--new ({describe(new_f)})", min_traces, min_samples)
 
     def keys_for(d: Any) -> list:
+        # A rule naming no function is a typo that would pass CI forever: exit 2 with the
+        # closest names, before any resampling (the rule `jsprof diff` follows).
+        check_rule_names(d, gates)
         shown = d.rows if top_n is None else d.rows[:top_n]
         keys = {r.key: None for r in shown}
         for g in gates:
@@ -201,7 +204,6 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                 "totalMs": r3(new.total_ms)},
         "functions": len(d.rows),
         "rows": rows,
-        "unmatchedRules": [g.spec for g in gates if not d.find(g.name)],
         "failures": failures,
     }
     page = None
