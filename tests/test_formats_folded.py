@@ -133,3 +133,17 @@ def test_frame_with_url_and_line_only():
     assert folded._parse_frame("f (<frozen zipimport>:94)") == ("f", "<frozen zipimport>", 94, None)
     assert folded._parse_frame("g (a.js:3:7)") == ("g", "a.js", 3, 7)
     assert folded._parse_frame("h (http://x:8/a.js)") == ("h", "http://x:8/a.js", None, None)
+
+
+def test_a_recording_with_no_samples_is_refused_in_one_line(tmp_path):
+    # It was written as an empty file, which every reader, jsprof's too, refuses.
+    from jsprof.trace import ProfilerTrace, Recording
+
+    with pytest.raises(TraceFormatError, match="no samples"):
+        folded.write(Recording.of(ProfilerTrace()))
+    src = tmp_path / "empty.json"
+    jsprof.save(Recording.of(ProfilerTrace()), src)
+    out = tmp_path / "empty.folded"
+    r = jsprof_cli("convert", str(src), str(out))
+    assert r.returncode == 2 and "no samples" in one_line_error(r.stderr)
+    assert not out.exists()

@@ -191,3 +191,150 @@ def test_report_refuses_a_reversed_file_in_one_line(tmp_path: Path) -> None:
     )
     assert run.returncode != 0 and "Traceback" not in run.stderr
     assert run.stderr.count("\n") == 1 and "samples[11].timestamp" in run.stderr, run.stderr
+
+
+# ---- one rule for steps back, in every reader (issue 20) ---------------------------------
+
+# 21 -> 8: 13 ms back, beyond V8's jitter; 21 -> 12: 9 ms back, within it.
+STEP_BACK = [0.0, 1.0, 2.0, 20.0, 21.0, 8.0, 22.0]
+JITTER = [0.0, 1.0, 2.0, 20.0, 21.0, 12.0, 22.0]
+_ROOT = {"functionName": "(root)", "scriptId": "0", "url": "", "lineNumber": -1}
+_F = {"functionName": "f", "scriptId": "1", "url": "file:///a.js", "lineNumber": 0}
+
+
+def _deltas_us(times: list[float]) -> list[int]:
+    us = [round(t * 1000) for t in times]
+    return [b - a for a, b in zip([0, *us], us, strict=False)]
+
+
+def _cpuprofile(times: list[float]) -> bytes:
+    nodes = [
+        {"id": 1, "callFrame": _ROOT, "children": [2]},
+        {"id": 2, "callFrame": _F, "hitCount": len(times)},
+    ]
+    return orjson.dumps(
+        {
+            "nodes": nodes,
+            "startTime": 0,
+            "endTime": round(max(times) * 1000),
+            "samples": [2] * len(times),
+            "timeDeltas": _deltas_us(times),
+        }
+    )
+
+
+def _chrome_trace(times: list[float]) -> bytes:
+    base = {"ph": "P", "cat": "disabled-by-default-v8.cpu_profiler", "id": "0x1", "pid": 1}
+    nodes = [{"id": 1, "callFrame": _ROOT}, {"id": 2, "callFrame": _F, "parent": 1}]
+    data = {
+        "cpuProfile": {"nodes": nodes, "samples": [2] * len(times)},
+        "timeDeltas": _deltas_us(times),
+    }
+    return orjson.dumps(
+        {
+            "traceEvents": [
+                {"name": "Profile", **base, "tid": 1, "ts": 0, "args": {"data": {"startTime": 0}}},
+                {"name": "ProfileChunk", **base, "tid": 1, "ts": 0, "args": {"data": data}},
+            ]
+        }
+    )
+
+
+def _perfetto(times: list[float]) -> bytes:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb2
+
+    msg = pb2.Trace()
+    first = msg.packet.add()
+    first.trusted_packet_sequence_id = 1
+    first.sequence_flags = 1
+    first.thread_descriptor.pid, first.thread_descriptor.tid = 1, 1
+    first.interned_data.function_names.add(iid=1, str=b"f")
+    first.interned_data.frames.add(iid=1, function_name_id=1)
+    first.interned_data.callstacks.add(iid=1, frame_ids=[1])
+    pkt = msg.packet.add()
+    pkt.trusted_packet_sequence_id = 1
+    pkt.sequence_flags = 2
+    pkt.streaming_profile_packet.callstack_iid.extend([1] * len(times))
+    pkt.streaming_profile_packet.timestamp_delta_us.extend(_deltas_us(times))
+    return msg.SerializeToString()
+
+
+def _speedscope(times: list[float]) -> bytes:
+    """jsprof's own key carries the times (speedscope's weights cannot go back)."""
+    n = len(times)
+    profile = {
+        "type": "sampled",
+        "name": "main",
+        "unit": "milliseconds",
+        "startValue": 0,
+        "endValue": n,
+        "samples": [[0]] * n,
+        "weights": [1.0] * n,
+        "jsprof": {"version": 1, "counts": [1] * n, "timestamps": times},
+    }
+    return orjson.dumps(
+        {
+            "$schema": "https://www.speedscope.app/file-format-schema.json",
+            "shared": {"frames": [{"name": "f", "file": "file:///a.js", "line": 1}]},
+            "profiles": [profile],
+        }
+    )
+
+
+READERS_WITH_TIMES = {
+    "jsprof": lambda times: _text(times),
+    "cpuprofile": _cpuprofile,
+    "chrome-trace": _chrome_trace,
+    "perfetto": _perfetto,
+    "speedscope": _speedscope,
+}
+
+
+@pytest.mark.parametrize("fmt", list(READERS_WITH_TIMES))
+def test_a_step_back_beyond_the_jitter_is_refused_by_every_reader(fmt: str) -> None:
+    """`.cpuprofile` took it, then its jsprof JSON did not read back (issue 20)."""
+    data = READERS_WITH_TIMES[fmt](STEP_BACK)
+    assert detect(data, "x").name == fmt  # type: ignore[union-attr]
+    if fmt == "speedscope":
+        # The key is jsprof's only when it is consistent; out of order it is not, and the
+        # file reads by its weights, in order, as from any other producer.
+        rec = read_any(data, "back.speedscope.json")
+        assert rec.tracks[0].trace.sample_time.tolist() == [float(i) for i in range(7)]
+    else:
+        with pytest.raises(TraceFormatError) as e:
+            read_any(data, "back")
+        msg = str(e.value)
+        assert "\n" not in msg and "time order" in msg, msg
+        where = {
+            "jsprof": "back: samples[5].timestamp: is 8.0, 13 ms before samples[4]",
+            "cpuprofile": "back: timeDeltas[5]: puts sample 5 13 ms before sample 4",
+            "chrome-trace": "back: profile 1: timeDeltas[5]: puts sample 5 13 ms before sample 4",
+            "perfetto": "back: sequence 1.timestamp_delta_us: puts sample 5 13 ms before sample 4",
+        }[fmt]
+        assert msg.startswith(where), msg
+        return
+    # What did read converts to jsprof JSON that reads back.
+    again = read_any(jsprof_format.dumps(rec), "again.json")
+    assert again.tracks[0].trace == rec.tracks[0].trace
+
+
+@pytest.mark.parametrize("fmt", list(READERS_WITH_TIMES))
+def test_jitter_back_reads_in_every_reader_and_its_jsprof_json_reads_back(fmt: str) -> None:
+    rec = read_any(READERS_WITH_TIMES[fmt](JITTER), "jitter")
+    trace = rec.tracks[0].trace
+    assert trace.sample_time.tolist() == JITTER, fmt
+    again = read_any(jsprof_format.dumps(rec), "again.json")
+    assert again.tracks[0].trace == trace
+
+
+def test_convert_refuses_a_cpuprofile_stepping_back_in_one_line(tmp_path: Path) -> None:
+    src = tmp_path / "back.cpuprofile"
+    src.write_bytes(_cpuprofile(STEP_BACK))
+    run = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "convert", str(src), str(tmp_path / "out.json")],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    assert run.stderr.count("\n") == 1 and "timeDeltas[5]" in run.stderr, run.stderr
+    assert not (tmp_path / "out.json").exists()

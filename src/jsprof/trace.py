@@ -45,6 +45,17 @@ def no_stack_name(marker: int) -> str:
 MAX_SAMPLES = 100_000_000
 NO_LINE = 0  # "unknown line" in the per-sample line column (lines are 1-based)
 
+# Sample times (ms) a recording can have, the one rule every reader applies (a writer then
+# never writes what a reader refuses). A double counts ms exactly below 2**53 (285,000
+# years): anything beyond is a broken file, not a recording.
+MAX_MS = 2.0**53
+# The spec's samples are in time order and engines emit them so, but V8 steps back a little
+# now and then (a sample's tick is stamped before an earlier one is processed; observed:
+# up to 73 µs). A sample more than this earlier than the latest one before it means the
+# samples are out of order: the gaps between samples, which are their weights, are then
+# meaningless.
+MAX_BACKWARDS_MS = 10.0
+
 
 class ProfilerFrame(NamedTuple):
     """A spec ProfilerFrame; None where the spec's optional member is absent."""
@@ -266,6 +277,30 @@ def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
             lost = float((w[over] - cap).sum())
             w[over] = cap
     return w, lost
+
+
+def step_back(times: np.ndarray) -> tuple[int, int] | None:
+    """The first sample more than MAX_BACKWARDS_MS earlier than the latest sample before
+    it, and that latest sample, as (i, j); None when the times are in order. Every reader
+    that can express such a step refuses it with this, on the times it would return (so
+    the check is the same whichever format carried them)."""
+    if len(times) < 2:
+        return None
+    latest = np.maximum.accumulate(times)
+    back = times[1:] < latest[:-1] - MAX_BACKWARDS_MS
+    if not back.any():
+        return None
+    i = int(np.argmax(back)) + 1
+    return i, int(np.argmax(times[:i] == latest[i - 1]))
+
+
+def step_back_problem(times: np.ndarray, i: int, j: int, name: str) -> str:
+    """How a reader that cannot sort its samples words `step_back`'s finding (i, j);
+    `name` names sample j as the file does."""
+    return (
+        f"{times[j] - times[i]:.6g} ms before {name}; samples must be in time order (steps "
+        f"back of up to {MAX_BACKWARDS_MS:g} ms, V8's jitter, are read); is this file intact?"
+    )
 
 
 def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.ndarray:

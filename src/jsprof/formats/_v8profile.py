@@ -9,7 +9,8 @@ units. Shared by the `.cpuprofile` and Chrome trace formats and by the Node engi
 - Times become milliseconds relative to a time origin: by default the profile's
   `startTime` (a file says nothing about the epoch); the Node engine passes the monotonic
   instant of Node's `performance.timeOrigin` instead. Deltas may be zero or negative
-  (V8 does that): sample order is kept, times are not sorted.
+  (V8 does that): sample order is kept, times are not sorted. A step back of more than
+  `trace.MAX_BACKWARDS_MS` is refused, as by every reader (`trace.step_back`).
 - `positionTicks` (line, 1-based, and tick count per node) fill the per-sample line
   column. They are aggregates, so a node's samples get its lines in positionTicks order.
 - PrimJS (Lynx's QuickJS-derived engine) records a sample only when the node changes
@@ -29,7 +30,15 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import ErrorAt
-from ..trace import MARKER_CODE, NO_LINE, NONE, ProfilerTrace, TraceBuilder
+from ..trace import (
+    MARKER_CODE,
+    NO_LINE,
+    NONE,
+    ProfilerTrace,
+    TraceBuilder,
+    step_back,
+    step_back_problem,
+)
 from . import _columns
 from ._json import type_name
 
@@ -349,6 +358,16 @@ def _convert(
             "startTime plus the deltas up to here is beyond 2**53 us; is this file intact?",
         )
     ts = np.cumsum(deltas) + start_time
+    origin = float(start_time) if origin_us is None else float(origin_us)
+    # The rule every reader applies, on the times the trace gets (PrimJS's restored
+    # repeats fall inside forward gaps, so they never make a step back).
+    ms = (ts.astype(np.float64) - origin) / 1000.0
+    back = step_back(ms)
+    if back is not None:
+        i, j = back
+        problem = step_back_problem(ms, i, j, f"sample {j}")
+        raise err(f"timeDeltas[{i}]", f"puts sample {i} {problem}")
+    del ms
     hit_arr = _int64(err, hits, "hitCount")
     added = 0
     if changes_only and len(idx) and int(hit_arr.sum()) > len(idx):
@@ -357,7 +376,6 @@ def _convert(
         listed = len(idx)
         idx, ts = _expand_changes_only(idx, ts, hit_arr, end_time)
         added = len(idx) - listed
-    origin = float(start_time) if origin_us is None else float(origin_us)
     times = np.asarray(ts, dtype=np.float64)
     times -= origin
     times /= 1000.0

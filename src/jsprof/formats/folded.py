@@ -14,6 +14,8 @@ flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
 - One track: lines as above. Several tracks: each line starts with a root frame
   `track:NAME` (not `[...]`: a leading bracket reads as JSON); when every line of a file
   starts with such a frame, reading splits the file back into those tracks.
+- A recording with no samples is refused: its folded stacks would be an empty file,
+  which no reader takes.
 - Lines are sorted, like stackcollapse output. Counts are per stack, so timestamps do
   not survive; reading back gives each line's samples one after the other, 1 ms apart
   (the format has no interval), which keeps per-stack totals.
@@ -93,6 +95,13 @@ def _track_lines(track: Track, prefix: str) -> dict[str, int]:
 def write(rec: Recording) -> bytes:
     if not rec.tracks:
         raise TraceFormatError("cannot write a recording with no tracks")
+    if not rec.num_samples:
+        # Folded stacks have no way to say "no samples" but an empty file, and an empty
+        # file is what every reader (jsprof's, flamegraph.pl's, speedscope's) refuses.
+        raise TraceFormatError(
+            "cannot write folded stacks of a recording with no samples (the file would be "
+            "empty, which no reader takes); write .jsprof.json or .speedscope.json instead"
+        )
     several = len(rec.tracks) > 1
     lines: dict[str, int] = {}
     for t in rec.tracks:

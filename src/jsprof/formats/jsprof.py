@@ -31,12 +31,14 @@ from ..errors import ErrorAt, TraceFormatError
 from ..trace import (
     MARKER_CODE,
     MARKERS,
+    MAX_MS,
     NONE,
     ProfilerFrame,
     ProfilerTrace,
     Recording,
     Spans,
     Track,
+    step_back,
 )
 from . import _columns
 from ._format import Format, Probe
@@ -47,13 +49,6 @@ FORMAT_VERSION = 1
 MAX_TABLE_ENTRIES = 2**31 - 1  # ids are int32 columns
 MAX_POSITION = 2**31 - 1  # lines and columns: 32-bit in every engine and writer
 MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
-# Times are ms; a double counts ms exactly below 2**53 (285,000 years), so anything beyond
-# is a broken file, not a recording (and would print as a 300-digit total).
-MAX_MS = 2.0**53
-# The spec's samples are in time order and engines emit them so, but V8 steps back a little
-# now and then (a sample's tick is stamped before an earlier one is processed). A sample
-# more than this earlier than the latest one before it means the file is out of order.
-MAX_BACKWARDS_MS = 10.0
 # Stands for an absent optional id while columns are pulled out; far outside int32, so an
 # explicit -1 in a file stays distinguishable from "key absent".
 _ABSENT = -(2**40)
@@ -284,21 +279,18 @@ def _read_samples(
 
 
 def _time_problem(times: np.ndarray) -> tuple[int, str] | None:
-    """The first sample time out of range or out of order, and what is wrong with it."""
+    """The first sample time out of range or out of order, and what is wrong with it
+    (the rule every reader applies: `trace.step_back`)."""
     big = ~(np.abs(times) < MAX_MS)
     if big.any():
         i = int(np.argmax(big))
         return i, f"is {times[i]}; expected a time below 2**53 ms; is this file intact?"
-    if len(times) < 2:
+    back = step_back(times)
+    if back is None:
         return None
-    latest = np.maximum.accumulate(times)
-    back = times[1:] < latest[:-1] - MAX_BACKWARDS_MS
-    if not back.any():
-        return None
-    i = int(np.argmax(back)) + 1
-    j = int(np.argmax(times[:i] == latest[i - 1]))
+    i, j = back
     return i, (
-        f"is {times[i]}, {latest[i - 1] - times[i]:.6g} ms before samples[{j}] "
+        f"is {times[i]}, {times[j] - times[i]:.6g} ms before samples[{j}] "
         f"({times[j]}); samples must be in time order (sort them by timestamp)"
     )
 

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import MARKERS, NONE, Recording, Track, epoch_origin
+from ..trace import MARKERS, NONE, Recording, Track, epoch_origin, step_back, step_back_problem
 from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, build_trace, canonical
 from ._format import Format
@@ -290,6 +290,13 @@ def _to_track(seq: _Seq, seq_id: int, source: str, shared_zero: int) -> Track:
             "sample times run beyond 2**52 µs from the reference; is this file intact?",
         )
     times = rel_us / 1000.0
+    back = step_back(times)  # the rule every reader applies
+    if back is not None:
+        i, j = back
+        raise ErrorAt(source)(
+            f"sequence {seq_id}.timestamp_delta_us",
+            f"puts sample {i} {step_back_problem(times, i, j, f'sample {j}')}",
+        )
     th = seq.thread
     name = th.thread_name if th is not None and th.thread_name else f"sequence {seq_id}"
     if isinstance(name, bytes):  # protobuf hands back a string field that is not UTF-8 as bytes

@@ -38,7 +38,7 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
+from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights, step_back
 from ._common import (
     PSEUDO_NAMES,
     FrameKey,
@@ -268,6 +268,8 @@ def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
     # Times a double holds to the sub-microsecond and every writer writes back (null or a
     # boolean would have become NaN or 1 above): anything else is not jsprof's key.
     if not all(_num(v) for v in ts) or not (np.abs(t) < MAX_MS).all():
+        return None
+    if step_back(t) is not None:  # out of order, as every reader refuses: not jsprof's key
         return None
     out = {"counts": c, "timestamps": t}
     for k in ("markers", "lines"):
