@@ -4,7 +4,7 @@ Stacks and samples are numpy columns so that traces of tens of millions of sampl
 analysed without Python loops. Frames and resources stay Python lists: they are few.
 
 JSON io lives in `jsprof.formats.jsprof` (formerly `jsprof.tracefile`); this module only holds
-the model.
+the model, and the rules on sample times that every reader applies alike (`step_back`).
 """
 
 from __future__ import annotations
