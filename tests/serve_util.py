@@ -24,12 +24,33 @@ READ_TOKEN = "test-read-token"
 class Collector:
     """`jsprof serve --port 0 ...` as a subprocess; `url` from its first stdout line."""
 
-    def __init__(self, store: Path, *args: str, read_token: str | None = READ_TOKEN) -> None:
+    def __init__(
+        self,
+        store: Path,
+        *args: str,
+        read_token: str | None = READ_TOKEN,
+        nofile: int | None = None,
+        env: dict[str, str] | None = None,
+    ) -> None:
         cmd = [str(JSPROF), "serve", "--store", str(store), "--port", "0", *args]
+        base = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
+        base.update(env or {})
         if read_token:
-            cmd += ["--read-token", read_token]
-        env = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+            # From the environment, as the README says: never on the command line.
+            base["JSPROF_READ_TOKEN"] = read_token
+
+        def limit() -> None:  # a small open-file limit, as on many hosts (ulimit -n)
+            import resource
+
+            resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
+
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=base,
+            preexec_fn=limit if nofile else None,
+        )
         self.stderr_lines: list[str] = []
         line = self.proc.stdout.readline().decode()
         prefix = "jsprof serve: listening on "

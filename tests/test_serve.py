@@ -544,3 +544,22 @@ def test_sourcemap_content_length_not_a_number_is_400(tmp_path: Path) -> None:
             assert "Content-Length" in _one_line_error(status, h, body)
     finally:
         st.close()
+
+
+def test_malformed_http_is_a_json_400(col: Collector) -> None:
+    import socket
+
+    for req in (
+        b"NOT HTTP AT ALL\r\n\r\n",
+        b"POST /v1/traces?app=shop HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n",
+    ):
+        with socket.create_connection((col.host, col.port), timeout=10) as s:
+            s.sendall(req)
+            answer = b""
+            while chunk := s.recv(4096):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 "), answer
+        assert b"content-type: application/json" in head.lower()
+        doc = orjson.loads(body)
+        assert list(doc) == ["error"] and "\n" not in doc["error"]

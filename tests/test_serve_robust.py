@@ -382,3 +382,112 @@ def test_refused_uploads_leave_rss_flat_on_a_real_server(tmp_path: Path) -> None
     # At most four are in flight at once (~4 x 72 MiB); after them the process is back.
     assert peak - base < 450 << 20, f"peak {(peak - base) >> 20} MiB over {base >> 20} MiB"
     assert end - base < 200 << 20, f"end {(end - base) >> 20} MiB over {base >> 20} MiB"
+
+
+def _sockets(pid: int) -> int:
+    n = 0
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            n += os.readlink(fd).startswith("socket:")
+        except OSError:
+            pass
+    return n
+
+
+class Slowloris:
+    """Keeps `n` connections open to the collector, each sending as little as it can: some
+    nothing, some a request line a byte at a time, some headers then a body a byte at a
+    time. A closed one is opened again at once. Stops by itself after `seconds`."""
+
+    def __init__(self, host: str, port: int, n: int, seconds: float) -> None:
+        import socket
+
+        self.socket = socket
+        self.host, self.port, self.n, self.seconds = host, port, n, seconds
+        self.reopened = 0
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _open(self, i: int) -> tuple[object, bytes]:
+        s = self.socket.socket()
+        s.setblocking(False)
+        try:
+            s.connect((self.host, self.port))
+        except BlockingIOError:
+            pass
+        kind = i % 3
+        if kind == 0:
+            return s, b""  # silent
+        if kind == 1:
+            return s, b"POST /v1/traces?app=shop&key=k1 HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 500
+        head = (
+            b"POST /v1/traces?app=shop&key=k1 HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n"
+        )
+        return s, head + b" " * 100000
+
+    def _run(self) -> None:
+        conns = [[*self._open(i), 0] for i in range(self.n)]
+        end = time.monotonic() + self.seconds
+        while time.monotonic() < end:
+            for i, c in enumerate(conns):
+                s, data, sent = c
+                step = 1 if data[sent : sent + 1] != b"\n" else 2
+                if i % 3 == 2 and sent == 0:
+                    step = data.index(b"\r\n\r\n") + 4  # the headers at once, then the body
+                try:
+                    if data and sent < len(data):
+                        c[2] += s.send(data[sent : sent + step])
+                    else:
+                        s.recv(1 << 16)  # a closed connection shows here
+                        raise ConnectionResetError
+                except BlockingIOError:
+                    pass
+                except OSError:
+                    s.close()
+                    self.reopened += 1
+                    conns[i] = [*self._open(i), 0]
+            time.sleep(0.25)
+        for s, _, _ in conns:
+            s.close()
+
+
+def test_slow_clients_cannot_starve_uploads(tmp_path: Path) -> None:
+    """Slowloris on loopback against a collector with a small open-file limit (256): 400
+    connections that send next to nothing (more than it has file descriptors). Uploads still
+    land, the server's sockets stay under its cap, and a stalled request is answered 408."""
+    col = Collector(tmp_path / "st", "--app", "shop:k1", "--read-timeout", "2", nofile=256)
+    attack = Slowloris(col.host, col.port, 400, seconds=12)
+    body = gz(field_trace(2000))
+    try:
+        assert col.post(body, "app=shop&key=k1&id=before", encoding="gzip")[0] == 202
+        attack.thread.start()
+        time.sleep(2)
+        results: list[object] = []
+        most = 0
+        while attack.thread.is_alive() and len(results) < 200:
+            most = max(most, _sockets(col.proc.pid))
+            try:
+                status, _ = col.post(body, f"app=shop&key=k1&id=u{len(results)}", encoding="gzip")
+            except OSError as e:
+                status = repr(e)
+            results.append(status)
+            time.sleep(0.05)
+        # A request that stalls mid-headers is answered 408 in JSON, then closed.
+        import socket
+
+        s = socket.create_connection((col.host, col.port), timeout=15)
+        s.sendall(b"POST /v1/traces?app=shop HTTP/1.1\r\nHost: x\r\n")
+        t0 = time.monotonic()
+        answer = b""
+        while chunk := s.recv(4096):
+            answer += chunk
+        took = time.monotonic() - t0
+        s.close()
+        attack.thread.join()
+    finally:
+        col.stop()
+    assert len(results) >= 10 and all(r == 202 for r in results), results
+    assert attack.reopened > 100  # the collector closed the attacker's connections
+    assert most < 256, most
+    assert answer.startswith(b"HTTP/1.1 408 ") and b'{"error":' in answer, answer[:200]
+    assert took < 2 + 5, took

@@ -36,6 +36,16 @@ def _port(s: str) -> int:
     return v
 
 
+def _seconds(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {s!r}") from None
+    if not 0 < v < 86400:
+        raise argparse.ArgumentTypeError(f"must be over 0 and under a day, got {s}")
+    return v
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
@@ -76,6 +86,22 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--workers", type=positive_int, default=1, help="collector processes (default 1)"
+    )
+    p.add_argument(
+        "--read-timeout",
+        type=_seconds,
+        default=10.0,
+        metavar="S",
+        help="a request's headers must arrive within S seconds, and its body never stall "
+        "longer (default 10; a whole body gets 12x that)",
+    )
+    p.add_argument(
+        "--max-connections",
+        type=positive_int,
+        default=1000,
+        metavar="N",
+        help="open connections per worker; past it the slowest is closed (default 1000, "
+        "lowered to fit the open-file limit)",
     )
     p.add_argument("--access-log", action="store_true", help="log each request on stderr")
     p.add_argument(
@@ -123,6 +149,9 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         access_log=args.access_log,
         limits=limits,
         workers=args.workers,
+        read_timeout=args.read_timeout,
+        body_timeout=args.read_timeout * 12,
+        max_connections=args.max_connections,
     )
 
 

@@ -44,6 +44,9 @@ class ServeConfig:
     access_log: bool = False
     limits: Limits = field(default_factory=Limits)
     workers: int = 1
+    read_timeout: float = 10.0  # headers within it; a body never stalls longer
+    body_timeout: float = 120.0  # a whole body
+    max_connections: int = 1000  # open connections per worker process
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

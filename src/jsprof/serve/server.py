@@ -53,12 +53,17 @@ def _run_worker(config: ServeConfig, sock: socket.socket) -> None:
 
     from ..store import Store
     from .app import create_app
+    from .protocol import GuardedProtocol, connection_cap
 
     store = Store(config.store)
     app = create_app(config, store)
     _tune_gc()
+    GuardedProtocol.configure(
+        config.read_timeout, config.body_timeout, connection_cap(config.max_connections)
+    )
     uconf = uvicorn.Config(
         app,
+        http=GuardedProtocol,
         log_config=None,
         log_level="warning",
         access_log=False,  # ours (opt-in) never logs the client's address
