@@ -160,3 +160,92 @@ def record_stub():
     b = jsprof.TraceBuilder()
     b.add_sample(0.0, b.stack_id([b.frame_id("f", b.resource_id("file:///x.js"), 1, 1)]))
     return b.build()
+
+
+# ---- issue 20: `--by line` through a map: a line only where the map places it precisely ----
+
+LIB = """\
+function computeChecksum(data) {
+  let h = 0;
+  for (let i = 0; i < data.length; i++) h = (h * 31 + data[i]) | 0;
+  return h;
+}
+
+function buildTable(size) {
+  const rows = [];
+  for (let i = 0; i < size; i++) rows.push(i * 7 % 13);
+  return rows;
+}
+"""
+
+APP = """\
+// the workload, in a second source of the bundle
+function runWorkload() {
+  let total = 0;
+  const end = Date.now() + 300;
+  while (Date.now() < end) total += computeChecksum(buildTable(2000));
+  return total;
+}
+
+console.log(runWorkload() !== 0);
+"""
+
+# each function's own file and lines (first, last)
+RANGES = {
+    "computeChecksum": ("lib.js", 1, 5),
+    "buildTable": ("lib.js", 7, 11),
+    "runWorkload": ("app.js", 2, 7),
+}
+
+
+def _terser(d: Path, out: str, *fmt: str) -> Path:
+    subprocess.run(
+        [str(TERSER), "lib.js", "app.js", "--compress", "--mangle", "toplevel", *fmt,
+         "--source-map", f"url='{out}.map'", "-o", out],
+        cwd=d, check=True,
+    )
+    return d / out
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+def test_hot_lines_through_a_map_stay_in_their_function(tmp_path, engine):
+    """A minified bundle of two sources is one line of three functions: a sample's line
+    (no column) cannot say where on it the function was, so the rows say the line is
+    unknown, where the first mapping on the line put all three at lib.js:1 (outside two of
+    them, one in the wrong file). One statement per line (--format beautify) maps each
+    hot line into its own function."""
+    (tmp_path / "lib.js").write_text(LIB)
+    (tmp_path / "app.js").write_text(APP)
+    minified = _terser(tmp_path, "bundle.min.js")
+    assert len(minified.read_text().splitlines()) == 2  # the code and the map comment
+    pretty = _terser(tmp_path, "bundle.pretty.js", "--format", "beautify=true")
+    for script in (minified, pretty):
+        out = tmp_path / f"{script.name}.{engine}.json"
+        p = subprocess.run(
+            [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
+             str(script)],
+            capture_output=True, text=True, timeout=120,
+        )
+        assert p.returncode == 0, p.stderr
+        p = subprocess.run(
+            [sys.executable, "-m", "jsprof.cli", "report", str(out), "--by", "line",
+             "--sourcemap", "--json", "--all"],
+            capture_output=True, text=True,
+        )
+        assert p.returncode == 0, p.stderr
+        rows = [r for r in json.loads(p.stdout)["rows"] if r["name"] in RANGES]
+        assert {r["name"] for r in rows} >= {"computeChecksum", "buildTable"}, rows
+        known = {}
+        for r in rows:
+            file, first, last = RANGES[r["name"]]
+            assert r["resource"] == (tmp_path / file).as_uri(), r  # the function's own file
+            if r["line"] is not None:
+                assert first <= r["line"] <= last, r  # and its own lines
+                known[r["name"]] = r["line"]
+        if script is minified:
+            assert known == {}, rows
+            assert all(r["location"].endswith("(line unknown)") for r in rows)
+        else:
+            # each loop is the hot line of its function
+            assert known["computeChecksum"] == 3 and known["buildTable"] == 9, rows

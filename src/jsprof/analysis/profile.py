@@ -16,7 +16,6 @@ from typing import NamedTuple
 import numpy as np
 
 from ..trace import (
-    NO_LINE,
     NONE,
     FunctionKey,
     ProfilerTrace,
@@ -247,11 +246,12 @@ def summarize(
 
 class LineKey(NamedTuple):
     function: FunctionKey
-    line: int
+    line: int  # NO_LINE (0): unknown
 
 
 def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summary | None:
-    """Self time per (leaf function, executing line); None when no track has line data."""
+    """Self time per (leaf function, executing line); None when no track has line data.
+    Samples of a track with line data whose line is unknown are keyed line NO_LINE."""
     tracks = _tracks(rec, track)
     if all(t.trace.sample_line is None for t in tracks):
         return None
@@ -269,7 +269,10 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
         if tr.sample_line is None:
             continue
         fk = frame_function_ids(tr, funcs)
-        ok = (tr.sample_stack != NONE) & (tr.sample_line != NO_LINE)
+        # A sample whose line is unknown (NO_LINE: the engine gave none, or a source map
+        # could not place it precisely) is a row of its own, line 0, "line unknown": its
+        # time is not dropped, and not charged to a line it may not have run.
+        ok = tr.sample_stack != NONE
         leaf_fn = fk[tr.stack_frame[tr.sample_stack[ok]]]
         ln = tr.sample_line[ok].astype(np.int64)
         combined = leaf_fn * (1 << 32) + ln

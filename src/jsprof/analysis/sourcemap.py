@@ -3,7 +3,10 @@
 A frame (name, resource, line, column) whose resource has a map is looked up at its
 line/column: the mapping segment at or before that position gives the original source,
 line and column, and the original name when the segment carries one (minifiers record
-names at the identifier). Frames without a mapping stay as they are.
+names at the identifier). Frames without a mapping stay as they are. A sample's executing
+line (no column: see `_map_lines`) is mapped only when its whole generated line maps to one
+line of the function's own original file, at or below the function's start; otherwise it
+becomes unknown (NO_LINE), never a line of some other code on a minified line.
 
 Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
 - a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
@@ -23,13 +26,14 @@ import os
 import re
 from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
 import numpy as np
 import orjson
 
 from ..errors import JsprofError
-from ..trace import NONE, ProfilerTrace, Recording, TraceBuilder, normalise_resource
+from ..trace import NO_LINE, NONE, ProfilerTrace, Recording, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
 _B64 = {
@@ -112,12 +116,29 @@ class SourceMap:
             self._cols.append([cols[i] for i in order])
             self._segs.append([segs[i] for i in order])
 
-    def lookup_line(self, line: int) -> int:
-        """Original line of the first mapping on a generated line (1-based), 0 if none."""
+    def line_of(self, line: int, from_column: int = 1) -> tuple[int, int] | None:
+        """(source index, original line 1-based) that a generated line maps to as a whole:
+        only when every mapping on it (at or after `from_column`, 1-based) points at one
+        line of one source. A sample's line without its column cannot tell which of several
+        mappings it was at (a minified bundle is one line of many functions), so a line
+        whose mappings disagree maps to nothing rather than to the first of them."""
         gl = line - 1
-        if 0 <= gl < len(self._segs) and self._segs[gl]:
-            return self._segs[gl][0][1] + 1
-        return 0
+        if not 0 <= gl < len(self._segs):
+            return None
+        i = bisect.bisect_left(self._cols[gl], from_column - 1)
+        where = {(s, ln) for s, ln, _, _ in self._segs[gl][i:]}
+        if len(where) != 1:
+            return None
+        s, ln = where.pop()
+        return s, ln + 1
+
+    def source_index(self, line: int, column: int) -> int | None:
+        """The source index of the mapping at or before a 1-based generated position."""
+        gl = line - 1
+        if not 0 <= gl < len(self._cols):
+            return None
+        i = bisect.bisect_right(self._cols[gl], column - 1) - 1
+        return self._segs[gl][i][0] if i >= 0 else None
 
     def lookup(
         self, line: int, column: int, named: bool = True
@@ -258,7 +279,7 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
     b = TraceBuilder()
     res = trace.resources
     new_frame: list[int] = []
-    frame_map: list[SourceMap | None] = []
+    frame_map: list[_MappedFrame | None] = []
     for f in trace.frames:
         url = None if f.resource_id is None else res[f.resource_id]
         sm = maps.get(url) if url is not None else None
@@ -267,12 +288,15 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
             if sm is not None and f.line is not None
             else None
         )
-        frame_map.append(sm)
         if hit is None:
+            frame_map.append(None)
             rid = None if url is None else b.resource_id(url)
             new_frame.append(b.frame_id(f.name, rid, f.line, f.column))
         else:
             src, line, col, name = hit
+            assert sm is not None and f.line is not None
+            source = sm.source_index(f.line, f.column or 1)
+            frame_map.append(_MappedFrame(sm, f.line, f.column or 1, source, line))
             new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
     new_stack = b.map_stacks(trace, new_frame)
     out = b.build()
@@ -289,24 +313,50 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
     )
 
 
-def _map_lines(trace: ProfilerTrace, frame_map: list[SourceMap | None]) -> np.ndarray | None:
-    """Per-sample executing lines of mapped leaf frames -> original lines (0 if unmapped)."""
+class _MappedFrame(NamedTuple):
+    """A frame the map moved: its map, generated start, and original source and line."""
+
+    map: SourceMap
+    line: int  # generated, 1-based
+    column: int
+    source: int | None  # index into map.sources
+    original_line: int
+
+
+def _original_line(m: _MappedFrame, line: int) -> int:
+    """A sample's generated line in frame `m` -> its original line, NO_LINE when the
+    position is not known precisely enough: the line's mappings (from the function's own
+    start, on its first line) must all agree, and the line must lie in the function's own
+    original file, at or below its start."""
+    got = m.map.line_of(line, m.column if line == m.line else 1)
+    if got is None:
+        return NO_LINE
+    source, original = got
+    if source != m.source or original < m.original_line:
+        return NO_LINE
+    return original
+
+
+def _map_lines(trace: ProfilerTrace, frame_map: list[_MappedFrame | None]) -> np.ndarray | None:
+    """Per-sample executing lines of mapped leaf frames -> original lines (NO_LINE where
+    unknown: see `_original_line`). The trace holds no column per sample (V8's position
+    ticks are per line; QuickJS's sampler keeps lines), so only whole-line mappings count."""
     lines = trace.sample_line
     if lines is None:
         return None
     out = lines.copy()
-    has = (trace.sample_stack != NONE) & (lines != 0)
+    has = (trace.sample_stack != NONE) & (lines != NO_LINE)
     if not has.any():
         return out
     leaf = np.full(len(lines), -1, np.int64)
     leaf[has] = trace.stack_frame[trace.sample_stack[has]]
     for f in np.unique(leaf[has]).tolist():
-        sm = frame_map[f]
-        if sm is None:
+        m = frame_map[f]
+        if m is None:
             continue
         sel = leaf == f
         for ln in np.unique(lines[sel]).tolist():
-            out[sel & (lines == ln)] = sm.lookup_line(ln)
+            out[sel & (lines == ln)] = _original_line(m, ln)
     return out
 
 

@@ -17,7 +17,10 @@ def _pct(x: float, total: float) -> float:
 def key_label(key: Any) -> tuple[str, str]:
     """(what, where) for a function, resource or line key."""
     if isinstance(key, LineKey):
-        return key.function.label(), f"{key.function.resource or '(unknown)'}:{key.line}"
+        where = key.function.resource or "(unknown)"
+        if not key.line:
+            return key.function.label(), f"{where} (line unknown)"
+        return key.function.label(), f"{where}:{key.line}"
     if isinstance(key, FunctionKey):
         return key.label(), key.location()
     return (key or "(no resource)"), ""
@@ -58,7 +61,7 @@ def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[
         if isinstance(key, FunctionKey):
             row.update(resource=key.resource, line=key.line, column=key.column)
         elif isinstance(key, LineKey):
-            row.update(resource=key.function.resource, line=key.line)
+            row.update(resource=key.function.resource, line=key.line or None)
         rows.append(row)
     for r in summary.no_js:
         rows.append(
