@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from urllib.parse import urlencode, urlsplit
 
@@ -200,8 +201,11 @@ def test_dashboard_in_chromium(server):
             page.wait_for_selector("body[data-ready='1']", timeout=60000)
             assert TOKEN not in page.url
             cookies = page.context.cookies()
-            c = next(c for c in cookies if c["value"] == TOKEN)
+            # A signed, expiring session, never the token itself.
+            c = next(c for c in cookies if c["name"] == "jsprof_session")
+            assert TOKEN not in c["value"] and all(TOKEN not in x["value"] for x in cookies)
             assert c["httpOnly"] and c["sameSite"] == "Strict"
+            assert time.time() < c["expires"] < time.time() + 13 * 3600
             assert page.evaluate("document.cookie") == ""
             # The top table shows every upload's functions; the hostile name is text.
             rows = page.locator("#top tbody tr")
@@ -235,5 +239,9 @@ def test_dashboard_in_chromium(server):
             expect(page.locator("#chart text").last).to_contain_text("-", timeout=60000)
             assert dialogs == [] and page.title() != "pwned"
             assert csp_errors == [], csp_errors
+            # Sign-out (a same-origin form post with the session's CSRF token) ends it.
+            page.click("#signout")
+            page.wait_for_selector("#token", timeout=60000)
+            assert not any(x["name"] == "jsprof_session" for x in page.context.cookies())
         finally:
             browser.close()

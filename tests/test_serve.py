@@ -563,3 +563,196 @@ def test_malformed_http_is_a_json_400(col: Collector) -> None:
         assert b"content-type: application/json" in head.lower()
         doc = orjson.loads(body)
         assert list(doc) == ["error"] and "\n" not in doc["error"]
+
+
+def _signin_form(c: Collector, headers: dict[str, str] | None = None) -> tuple[str, str]:
+    """GET / signed out: (the form's CSRF nonce, the cookie header that carries it)."""
+    status, h, body = c.request("GET", "/", headers=headers or {})
+    assert status == 200 and b"name='csrf'" in body
+    nonce = body.split(b"name='csrf' value='")[1].split(b"'")[0].decode()
+    cookie = h["set-cookie"].split(";")[0]
+    assert cookie == f"jsprof_signin={nonce}"
+    return nonce, cookie
+
+
+def _post_form(
+    c: Collector, path: str, fields: dict[str, str], headers: dict[str, str]
+) -> tuple[int, dict, bytes]:
+    from urllib.parse import urlencode
+
+    h = {"Content-Type": "application/x-www-form-urlencoded", **headers}
+    return c.request("POST", path, urlencode(fields).encode(), h)
+
+
+def _signin(c: Collector, token: str = READ_TOKEN, **extra: str) -> tuple[int, dict]:
+    nonce, cookie = _signin_form(c, extra)
+    status, h, _ = _post_form(
+        c, "/signin", {"csrf": nonce, "token": token}, {"Cookie": cookie, **extra}
+    )
+    return status, h
+
+
+def test_signin_sets_a_signed_expiring_session_not_the_token(col: Collector) -> None:
+    from jsprof.serve.auth import SESSION_S, new_session
+
+    status, h = _signin(col, Origin=f"http://{col.host}:{col.port}")
+    assert status == 303
+    set_cookie = h["set-cookie"]
+    assert set_cookie.startswith("jsprof_session=") and READ_TOKEN not in set_cookie
+    attrs = [a.strip().lower() for a in set_cookie.split(";")]
+    assert "httponly" in attrs and "samesite=strict" in attrs and "secure" not in attrs
+    assert f"max-age={SESSION_S}" in attrs
+    session = set_cookie.split(";")[0]
+    assert col.request("GET", "/v1/traces/nope", headers={"Cookie": session})[0] == 404
+    # Tampered, forged with another key, expired: not signed in.
+    value = session.split("=", 1)[1]
+    expired = new_session(READ_TOKEN, now=time.time() - SESSION_S - 1)
+    for bad in (value[:-2] + ("AA" if value[-2:] != "AA" else "BB"), new_session("other"), expired):
+        status, _, _ = col.request(
+            "GET", "/v1/traces/nope", headers={"Cookie": f"jsprof_session={bad}"}
+        )
+        assert status == 401, bad
+    # The page signed in carries the sign-out form's CSRF token; sign-out needs it.
+    status, _, page = col.request("GET", "/", headers={"Cookie": session})
+    assert status == 200 and b"{{csrf}}" not in page
+    csrf = page.split(b'name="csrf" value="')[1].split(b'"')[0].decode()
+    assert len(csrf) > 20
+    for fields, extra in (
+        ({}, {}),  # no token
+        ({"csrf": "x" * len(csrf)}, {}),  # a wrong one
+        ({"csrf": csrf}, {"Sec-Fetch-Site": "cross-site"}),  # a cross-site post
+        ({"csrf": csrf}, {"Origin": "https://evil.example"}),
+    ):
+        status, h, body = _post_form(col, "/signout", fields, {"Cookie": session, **extra})
+        assert status == 403 and "cross-site" in _one_line_error(status, h, body)
+        assert "set-cookie" not in h
+    status, h, _ = _post_form(
+        col, "/signout", {"csrf": csrf}, {"Cookie": session, "Sec-Fetch-Site": "same-origin"}
+    )
+    assert status == 303 and h["set-cookie"].startswith('jsprof_session="";')
+
+
+def test_signin_refuses_cross_site_posts(col: Collector) -> None:
+    nonce, cookie = _signin_form(col)
+    good = {"csrf": nonce, "token": READ_TOKEN}
+    for fields, headers in (
+        (good, {"Cookie": cookie, "Sec-Fetch-Site": "cross-site"}),
+        (good, {"Cookie": cookie, "Origin": "https://evil.example"}),
+        (good, {"Cookie": cookie, "Origin": "null"}),
+        (good, {}),  # login CSRF: the attacker's page cannot send our cookie
+        ({"token": READ_TOKEN}, {"Cookie": cookie}),
+        ({"csrf": "forged", "token": READ_TOKEN}, {"Cookie": cookie}),
+    ):
+        status, h, body = _post_form(col, "/signin", fields, headers)
+        assert status == 403, (fields, headers)
+        assert "set-cookie" not in h or not h["set-cookie"].startswith("jsprof_session=")
+    status, h, _ = _post_form(
+        col, "/signin", good, {"Cookie": cookie, "Sec-Fetch-Site": "same-origin"}
+    )
+    assert status == 303 and h["set-cookie"].startswith("jsprof_session=")
+
+
+def test_secure_cookie_and_throttle_behind_a_proxy(tmp_path: Path) -> None:
+    """--forwarded-allow-ips: a TLS proxy's X-Forwarded-Proto makes the cookie Secure, and
+    wrong tokens are throttled per forwarded client: 429 after ten, one log line each."""
+    plain = Collector(tmp_path / "a", "--app", "shop:k1")
+    proxied = Collector(tmp_path / "b", "--app", "shop:k1", "--forwarded-allow-ips", "127.0.0.1")
+    try:
+        tls = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
+        status, h = _signin(plain, **tls)
+        assert status == 303 and "secure" not in h["set-cookie"].lower()  # not believed
+        status, h = _signin(proxied, **tls)
+        assert status == 303 and "; secure" in h["set-cookie"].lower()
+
+        def get(c: Collector, token: str, client: str) -> tuple[int, dict]:
+            status, h, _ = c.request(
+                "GET",
+                "/v1/traces/nope",
+                headers={"Authorization": f"Bearer {token}", "X-Forwarded-For": client},
+            )
+            return status, h
+
+        codes = [get(proxied, f"guess-{i}", "198.51.100.1")[0] for i in range(14)]
+        assert codes[:10] == [401] * 10 and set(codes[10:]) == {429}, codes
+        status, h = get(proxied, READ_TOKEN, "198.51.100.1")  # the right one too: no oracle
+        assert status == 429 and int(h["retry-after"]) >= 1
+        assert get(proxied, READ_TOKEN, "198.51.100.2")[0] == 404  # another client
+        # Sign-in guesses count too.
+        for i in range(3):
+            _signin(proxied, token=f"nope-{i}", **{"X-Forwarded-For": "198.51.100.1"})
+        status, _, body = proxied.request("GET", "/", headers={"X-Forwarded-For": "198.51.100.1"})
+        assert status == 200  # the sign-in page itself is not refused
+        nonce, cookie = _signin_form(proxied, {"X-Forwarded-For": "198.51.100.1"})
+        status, _, _ = _post_form(
+            proxied,
+            "/signin",
+            {"csrf": nonce, "token": READ_TOKEN},
+            {"Cookie": cookie, "X-Forwarded-For": "198.51.100.1"},
+        )
+        assert status == 429
+        # Without trusted proxies every client is the socket's address.
+        codes = [
+            plain.request("GET", "/v1/traces/x", headers={"Authorization": f"Bearer g{i}"})[0]
+            for i in range(12)
+        ]
+        assert codes[-1] == 429
+    finally:
+        plain.stop()
+        proxied.stop()
+    lines = [x for x in proxied.stderr_lines if "wrong tokens" in x]
+    assert len(lines) == 1, proxied.stderr_lines
+    assert "198.51.100" not in "".join(proxied.stderr_lines)
+
+
+def test_tokens_from_files_and_environment(tmp_path: Path) -> None:
+    (tmp_path / "read").write_text("file-read-token\n")
+    (tmp_path / "admin").write_text("file-admin-token\n")
+    (tmp_path / "apps").write_text("# ingest keys\nshop:k-file\n\nblog:k-blog\n")
+    c = Collector(
+        tmp_path / "st",
+        "--read-token-file",
+        str(tmp_path / "read"),
+        "--admin-token-file",
+        str(tmp_path / "admin"),
+        "--app-file",
+        str(tmp_path / "apps"),
+        read_token=None,
+        env={"JSPROF_APPS": "news:k-env"},
+    )
+    try:
+        raw = fixture_bytes("trace-idle.json")
+        assert c.post(raw, "app=shop&key=k-file&id=f1")[0] == 202
+        assert c.post(raw, "app=blog&key=k-blog&id=f2")[0] == 202
+        assert c.post(raw, "app=news&key=k-env&id=f3")[0] == 202
+        assert c.get("f1", "file-read-token")[0] == 200
+        status, _, _ = c.request(
+            "POST",
+            "/v1/sourcemaps?app=shop&release=1",
+            b"{}",
+            {"Authorization": "Bearer file-admin-token"},
+        )
+        assert status != 401
+    finally:
+        c.stop()
+    cmdline = Path(f"/proc/{os.getpid()}/cmdline")  # (the collector has exited; its args:)
+    assert "file-read-token" not in " ".join(c.proc.args) and cmdline.exists()
+    assert not any("warning" in line for line in c.stderr_lines), c.stderr_lines
+    assert not any("file-read-token" in line for line in c.stderr_lines)
+    # A token on the command line still works, with a warning naming the safer ways.
+    loud = Collector(
+        tmp_path / "st2", "--app", "shop:k1", "--read-token", "on-cmdline", read_token=None
+    )
+    try:
+        assert loud.get("x", "on-cmdline")[0] == 404
+    finally:
+        loud.stop()
+    warns = [line for line in loud.stderr_lines if "warning" in line]
+    assert len(warns) == 1 and "--read-token-file" in warns[0] and "JSPROF_READ_TOKEN" in warns[0]
+    for args in (["--read-token-file", str(tmp_path / "nope")], ["--app-file", str(tmp_path)]):
+        r = subprocess.run(
+            [str(JSPROF), "serve", "--store", str(tmp_path / "s4"), "--port", "0", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr

@@ -35,7 +35,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..store import Store
 from . import ingest
-from .auth import require_read, token_matches
+from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
 from .ingest import Refused
 from .ratelimit import RateLimiter
@@ -436,5 +436,6 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
     app.state.config = config
     app.state.store = store
     app.state.limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
+    app.state.auth_throttle = FailureThrottle()
     app.add_middleware(_Headers, access_log=config.access_log)
     return app

@@ -13,6 +13,7 @@ from ..argtypes import positive_int
 from ..errors import UsageError
 from ..words import plural
 from .config import (
+    CMDLINE_WARNING,
     Limits,
     ServeConfig,
     parse_apps,
@@ -20,6 +21,8 @@ from .config import (
     parse_origins,
     parse_rate,
     parse_size,
+    read_secret_file,
+    read_text_file,
     resolve_read_token,
 )
 
@@ -63,7 +66,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         action="append",
         default=[],
         metavar="NAME:KEY",
-        help="an app that may upload, with its public ingest key (repeatable)",
+        help="an app that may upload, with its public ingest key (repeatable; or lines of "
+        "NAME:KEY in --app-file or $JSPROF_APPS)",
+    )
+    p.add_argument(
+        "--app-file",
+        metavar="FILE",
+        help="apps that may upload, one NAME:KEY per line (# comments)",
     )
     p.add_argument(
         "--allow-origin",
@@ -73,12 +82,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="let pages from ORIGIN upload for app NAME (CORS; repeatable; * for any)",
     )
     p.add_argument(
+        "--read-token-file",
+        metavar="FILE",
+        help="file holding the token for reading traces and queries (else $JSPROF_READ_TOKEN, "
+        "else one is generated and kept in the store)",
+    )
+    p.add_argument(
         "--read-token",
         metavar="TOKEN",
-        help="token for reading traces and queries (else $JSPROF_READ_TOKEN, else one is "
-        "generated and kept in the store)",
+        help="the read token itself (warns: other users can see a command line; prefer "
+        "--read-token-file or $JSPROF_READ_TOKEN)",
     )
-    p.add_argument("--admin-token", metavar="TOKEN", help="token for admin writes (source maps)")
+    p.add_argument(
+        "--admin-token-file",
+        metavar="FILE",
+        help="file holding the token for admin writes (source maps); or $JSPROF_ADMIN_TOKEN",
+    )
+    p.add_argument(
+        "--admin-token",
+        metavar="TOKEN",
+        help="the admin token itself (warns, as --read-token does)",
+    )
+    p.add_argument(
+        "--forwarded-allow-ips",
+        metavar="IPS",
+        help="behind a TLS proxy: the proxy addresses (comma-separated, or *) whose "
+        "X-Forwarded-For/-Proto are believed; then the sign-in cookie is Secure",
+    )
     p.add_argument(
         "--rate-limit",
         metavar="N/s",
@@ -130,8 +160,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pr.set_defaults(func=main_prune)
 
 
+def _app_items(args: argparse.Namespace) -> list[str]:
+    items = list(args.app)
+    if args.app_file:
+        text = read_text_file(args.app_file, "--app-file")
+        items += [
+            line.strip()
+            for line in text.splitlines()
+            if line.strip() and not line.lstrip().startswith("#")
+        ]
+    env = os.environ.get("JSPROF_APPS")
+    if env:
+        items += env.replace(",", " ").split()
+    return items
+
+
+def _admin_token(args: argparse.Namespace) -> str | None:
+    if args.admin_token_file:
+        return read_secret_file(args.admin_token_file, "--admin-token-file")
+    return args.admin_token or os.environ.get("JSPROF_ADMIN_TOKEN") or None
+
+
 def _config(args: argparse.Namespace) -> ServeConfig:
-    apps = parse_apps(args.app)
+    apps = parse_apps(_app_items(args))
     limits = Limits(
         max_body=parse_size(args.max_body, "--max-body"),
         max_decompressed=parse_size(args.max_decompressed, "--max-decompressed"),
@@ -142,7 +193,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         store=args.store,
         apps=apps,
         origins=parse_origins(args.allow_origin, apps),
-        admin_token=args.admin_token or os.environ.get("JSPROF_ADMIN_TOKEN") or None,
+        admin_token=_admin_token(args),
         rate_limit=parse_rate(args.rate_limit) if args.rate_limit else None,
         keep_query=args.keep_query,
         retention_s=parse_duration(args.retention, "--retention") if args.retention else None,
@@ -152,6 +203,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         read_timeout=args.read_timeout,
         body_timeout=args.read_timeout * 12,
         max_connections=args.max_connections,
+        forwarded_allow_ips=args.forwarded_allow_ips,
     )
 
 
@@ -168,16 +220,22 @@ def main(args: argparse.Namespace) -> int:
     config = _config(args)
     store = _open_store(config.store)
     store.close()  # opened here only to create it and check it; each worker opens its own
-    token, kept_in = resolve_read_token(args.read_token, Path(config.store))
+    token, kept_in = resolve_read_token(args.read_token, Path(config.store), args.read_token_file)
     config.read_token = token
     from . import server
 
     err = sys.stderr
+    for flag, env in (
+        ("--read-token", "JSPROF_READ_TOKEN"),
+        ("--admin-token", "JSPROF_ADMIN_TOKEN"),
+    ):
+        if getattr(args, flag[2:].replace("-", "_")):
+            print(CMDLINE_WARNING.format(flag=flag, env=env), file=err)
     print(f"jsprof serve: store {Path(config.store).resolve()}", file=err)
     if kept_in:
         print(f"jsprof serve: read token (kept in {kept_in}): {token}", file=err)
     else:
-        print("jsprof serve: read token from --read-token or JSPROF_READ_TOKEN", file=err)
+        print("jsprof serve: read token as given (file, environment or command line)", file=err)
     if not config.apps:
         print("jsprof serve: no --app NAME:KEY given; every upload will be refused", file=err)
     else:

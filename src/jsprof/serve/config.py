@@ -47,6 +47,7 @@ class ServeConfig:
     read_timeout: float = 10.0  # headers within it; a body never stalls longer
     body_timeout: float = 120.0  # a whole body
     max_connections: int = 1000  # open connections per worker process
+    forwarded_allow_ips: str | None = None  # proxies whose X-Forwarded-* are believed
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -119,6 +120,28 @@ def parse_origins(items: list[str], apps: dict[str, str]) -> dict[str, list[str]
     return origins
 
 
+def read_text_file(path: str | Path, what: str) -> str:
+    p = Path(path)
+    try:
+        return p.read_text()
+    except FileNotFoundError:
+        raise UsageError(f"{what} {p}: no such file") from None
+    except PermissionError:
+        raise UsageError(f"{what} {p}: permission denied") from None
+    except (IsADirectoryError, UnicodeDecodeError):
+        raise UsageError(f"{what} {p}: not a text file") from None
+
+
+def read_secret_file(path: str | Path, what: str) -> str:
+    """A token kept in a file (its first line, whitespace stripped)."""
+    p = Path(path)
+    lines = read_text_file(p, what).strip().splitlines()
+    token = lines[0].strip() if lines else ""
+    if not token:
+        raise UsageError(f"{what} {p}: empty; put the token on its first line")
+    return token
+
+
 def _read_token_file(path: Path) -> str:
     try:
         token = path.read_text().strip()
@@ -129,13 +152,24 @@ def _read_token_file(path: Path) -> str:
     return token
 
 
-def resolve_read_token(given: str | None, store: Path) -> tuple[str, str | None]:
-    """(token, the file it is kept in or None). Generated once into the store, mode 0600."""
+CMDLINE_WARNING = (
+    "jsprof serve: warning: {flag} on the command line is readable by every user of this "
+    "machine (/proc/PID/cmdline, ps); use {flag}-file FILE or ${env} instead"
+)
+
+
+def resolve_read_token(
+    given: str | None, store: Path, file: str | None = None
+) -> tuple[str, str | None]:
+    """(token, the file it is kept in or None): --read-token-file, else $JSPROF_READ_TOKEN,
+    else --read-token (which warns), else one generated once into the store, mode 0600."""
+    if file:
+        return read_secret_file(file, "--read-token-file"), None
+    env = os.environ.get("JSPROF_READ_TOKEN")
+    if env and not given:
+        return env, None
     if given:
         return given, None
-    env = os.environ.get("JSPROF_READ_TOKEN")
-    if env:
-        return env, None
     path = store / TOKEN_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

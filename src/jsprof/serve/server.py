@@ -68,7 +68,10 @@ def _run_worker(config: ServeConfig, sock: socket.socket) -> None:
         log_level="warning",
         access_log=False,  # ours (opt-in) never logs the client's address
         server_header=False,
-        proxy_headers=False,
+        # Only from the proxies named: then the client's address (for the wrong-token
+        # throttle) and scheme (for the Secure cookie) are the proxy's X-Forwarded-*.
+        proxy_headers=bool(config.forwarded_allow_ips),
+        forwarded_allow_ips=config.forwarded_allow_ips or "",
         lifespan="on",
         timeout_graceful_shutdown=_GRACE_S,
         timeout_keep_alive=5,
