@@ -209,3 +209,18 @@ def test_one_name_for_samples_with_no_stack():
     dash = (Path(jsprof.__file__).parent / "serve" / "static" / "dashboard.js").read_text()
     listed = re.search(r"NO_STACK_NAMES = new Set\(\[(.*?)\]\)", dash, re.S).group(1)
     assert re.findall(r'"([^"]+)"', listed) == list(NO_STACK_NAMES)
+
+
+def test_track_chosen_by_name_then_unique_prefix():
+    t = _trace([["main"]])
+    rec = Recording([Track(n, t) for n in ("worker 1 (a)", "worker 10 (b)", "work", "x")])
+    assert rec.track("work").name == "work"  # an exact name first
+    assert rec.track("worker 1").name == "worker 1 (a)"  # a whole word before `worker 10`
+    assert rec.track("worker 10").name == "worker 10 (b)"
+    assert rec.track("worker 1 (").name == "worker 1 (a)"
+    with pytest.raises(UsageError, match="'worker' is ambiguous: 2 tracks start with it"):
+        rec.track("worker")
+    with pytest.raises(UsageError, match=r"no track named 'y' \(the tracks: 'worker 1 \(a\)'"):
+        rec.track("y")
+    with pytest.raises(UsageError, match="no track named ''"):
+        rec.track("")

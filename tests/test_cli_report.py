@@ -74,3 +74,33 @@ def test_convert_unknown_format(data, tmp_path):
 
 def test_formats_lists_jsprof():
     assert "jsprof" in run("formats").stdout
+
+
+def test_track_by_unique_prefix_on_a_workers_recording(tmp_path):
+    """The README's `--track "worker 1"` on a real `record --workers` recording, whose
+    tracks are `worker N (js-worker-N)`; an ambiguous or unknown name is one line listing
+    the tracks (issue 20)."""
+    app = tmp_path / "w.js"
+    app.write_text(
+        "const end = Date.now() + 60 * (jsprof.worker.index + 1);\n"
+        "function work() { let x = 0; while (Date.now() < end) x++; return x; }\n"
+        "work();\n"
+    )
+    out = tmp_path / "w.json"
+    run("record", "--workers", "2", "-o", out, app)
+    names = [t.name for t in jsprof.load(out).tracks]
+    assert names[1].startswith("worker 1 (") and names[1] != "worker 1", names
+    for command in (["report"], ["report", "--tree"], ["flame", "-o", tmp_path / "f.html"]):
+        p = run(*command, out, "--track", "worker 1")
+        if command == ["report"]:
+            assert p.stdout.startswith(names[1] + " · quickjs"), p.stdout
+    p = run("diff", out, out, "--track", "worker 1", "--json")
+    assert json.loads(p.stdout)["rows"]
+    listing = f"(the tracks: {names[0]!r}, {names[1]!r})"
+    p = run("report", out, "--track", "worker", ok=False)
+    assert p.returncode == 2 and p.stderr == (
+        f"jsprof: error: track 'worker' is ambiguous: 2 tracks start with it; give more of "
+        f"the name {listing}\n"
+    )
+    p = run("report", out, "--track", "worker 3", ok=False)
+    assert p.returncode == 2 and p.stderr == f"jsprof: error: no track named 'worker 3' {listing}\n"

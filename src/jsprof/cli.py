@@ -786,7 +786,7 @@ def _add_top_args(p: argparse.ArgumentParser, default: str) -> None:
 
 
 def _add_track_arg(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--track", metavar="NAME", help=what)
+    p.add_argument("--track", metavar="NAME", help=what + "; NAME or its unique start")
 
 
 _ENGINE_HELP = "the engine that runs the script (default quickjs)"

@@ -408,13 +408,28 @@ class Recording:
         return cls([Track(name, trace, **kw)])  # type: ignore[arg-type]
 
     def track(self, name: str) -> Track:
+        """The track called `name`, else the one whose name starts with it (`worker 1` for
+        `worker 1 (js-worker-1)`; where several do, the one whose name goes on with a
+        non-word character, so `worker 1` is not `worker 10 (...)`). An unknown or
+        ambiguous name is a UsageError listing the tracks, on one line."""
         for t in self.tracks:
             if t.name == name:
                 return t
+        hits = [t for t in self.tracks if name and t.name.startswith(name)]
+        if len(hits) > 1:
+            whole = [t for t in hits if not t.name[len(name)].isalnum()]
+            hits = whole if len(whole) == 1 else hits
+        if len(hits) == 1:
+            return hits[0]
         from .errors import UsageError
 
         names = ", ".join(repr(t.name) for t in self.tracks)
-        raise UsageError(f"no track named {name!r}; this recording has {names}")
+        if hits:
+            raise UsageError(
+                f"track {name!r} is ambiguous: {len(hits)} tracks start with it; give more of "
+                f"the name (the tracks: {names})"
+            )
+        raise UsageError(f"no track named {name!r} (the tracks: {names})")
 
     @property
     def num_samples(self) -> int:
