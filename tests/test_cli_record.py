@@ -179,3 +179,36 @@ def test_live_status_line_counts_node_samples_too(tmp_path):
     assert counted, err  # the samples of the slices taken so far, and the tracks
     counts = [int(s.split(" · ")[1].split()[0]) for s in counted]
     assert counts == sorted(counts) and counts[-1] > 0 and counted[-1].endswith("1 track")
+
+
+CLASS_FIELDS = """
+function spin(n) { let s = 0; for (let i = 0; i < n; i++) s += i; return s; }
+class Point {
+  x = spin(3000);          // an instance field initializer
+  #secret = spin(3000);    // a private field
+  static origin = spin(300000);  // a static field
+  static { Point.ready = spin(300000); }  // a static block
+  get secret() { return this.#secret; }
+}
+let t = 0;
+for (let i = 0; i < 300; i++) t += new Point().secret;
+console.log(t > 0);
+"""
+
+
+def test_class_field_initializers_have_no_position_and_read_back(tmp_path):
+    # QuickJS runs class field initializers and static blocks in functions of its own,
+    # with no source position (line 0): a frame without a position has none, and the
+    # file `record` wrote is one `validate` and `report` read (they refused `"line": 0`).
+    app = _script(tmp_path, CLASS_FIELDS)
+    out = tmp_path / "t.json"
+    p = run("record", "--interval", "0.1", "-o", out, app)
+    assert p.returncode == 0, p.stderr
+    v = run("validate", out)
+    assert v.returncode == 0, v.stderr
+    assert run("report", out).returncode == 0
+    frames = jsprof.load(out).tracks[0].trace.frames
+    unplaced = [f for f in frames if f.line is None]
+    assert unplaced, frames  # the initializer functions are in the profile...
+    assert all(f.column is None and f.resource_id == 0 for f in unplaced)  # ...in the script
+    assert all(f.line >= 1 and f.column >= 1 for f in frames if f.line is not None)

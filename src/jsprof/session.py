@@ -46,13 +46,14 @@ class InvalidStateError(UsageError):
 class Chunk:
     """One drain of an engine sampler: raw samples over a trie of functions.
 
-    `funcs`: (name, resource url, line, column, realm, muted) per function; the trie
+    `funcs`: (name, resource url, line, column, realm, muted) per function (line and
+    column None when the engine knows no position); the trie
     `stack_parent`/`stack_func` lists parents before children; per sample: `time` (ms,
     strictly increasing), `stack` (trie node or -1), `line`, `flags`, `due` (the tick's
     time on the grid, increasing), `cap` (when its stack was captured).
     """
 
-    funcs: list[tuple[str, str, int, int, int, bool]]
+    funcs: list[tuple[str, str, int | None, int | None, int, bool]]
     stack_parent: np.ndarray
     stack_func: np.ndarray
     time: np.ndarray

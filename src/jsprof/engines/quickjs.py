@@ -135,7 +135,7 @@ class _Backend:
 def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = frozenset()) -> Chunk:
     """One drain of the C sampler as a session Chunk (resources as URLs, muted marked)."""
     funcs = [
-        (name, normalise_resource(filename), int(line), int(col), int(realm), filename in muted)
+        (name, normalise_resource(filename), line, col, int(realm), filename in muted)
         for name, filename, line, col, realm in raw["funcs"]
     ]
     return Chunk(

@@ -2233,6 +2233,12 @@ static PyObject *function_name(JSContext *ctx, JSObject *p)
     return py_str_atom(ctx, b->func_name);
 }
 
+/* A 1-based line or column, or None for QuickJS's 0 (no position) */
+static PyObject *position_of(int n)
+{
+    return n > 0 ? PyLong_FromLong(n) : Py_NewRef(Py_None);
+}
+
 static PyObject *bytes_of(const void *p, size_t n)
 {
     return PyBytes_FromStringAndSize((const char *)p, (Py_ssize_t)n);
@@ -2426,8 +2432,12 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             for (int k = 0; k < s->nctx; k++)
                 if (s->ctxs[k] == b->realm)
                     realm = k;
-            t = Py_BuildValue("(NNiii)", function_name(ctx, p), py_str_atom(ctx, b->filename),
-                              b->line_num, b->col_num, realm);
+            /* QuickJS gives functions it makes itself (class field initializers, static
+               blocks' holder) line 0: no position, so none is reported (the spec's
+               line/column are optional and 1-based) rather than an invalid 0 */
+            t = Py_BuildValue("(NNNNi)", function_name(ctx, p), py_str_atom(ctx, b->filename),
+                              position_of(b->line_num),
+                              position_of(b->line_num > 0 ? b->col_num : 0), realm);
             if (!t || PyList_Append(funcs, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
