@@ -1,5 +1,6 @@
-"""`jsprof serve` and `jsprof serve prune`: argument parsing only (stdlib imports at module
-level, so `jsprof --help` stays light; the server and store load when the command runs)."""
+"""`jsprof serve`, `jsprof serve prune`, `jsprof serve check`: argument parsing only (stdlib
+imports at module level, so `jsprof --help` stays light; the server and store load when the
+command runs)."""
 
 from __future__ import annotations
 
@@ -149,7 +150,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-depth", type=positive_int, default=1024, help="stack depth (1024)")
     p.set_defaults(func=main)
 
-    ps = p.add_subparsers(dest="serve_command", metavar="prune")
+    ps = p.add_subparsers(dest="serve_command", metavar="{prune,check}")
     pr = ps.add_parser("prune", help="delete old uploads from a store")
     # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
     pr.add_argument(
@@ -158,6 +159,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pr.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
     pr.add_argument("--app", metavar="NAME", help="only this app's uploads")
     pr.set_defaults(func=main_prune)
+    ck = ps.add_parser(
+        "check",
+        help="verify every stored upload's checksums and report damage (read-only)",
+        description="Read every record of a store and check it. Prints one line per problem "
+        "found; exit status 1 when there is any, 0 when the store is sound.",
+    )
+    ck.add_argument(
+        "--store", default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+    )
+    ck.set_defaults(func=main_check)
 
 
 def _app_items(args: argparse.Namespace) -> list[str]:
@@ -219,6 +230,9 @@ def _open_store(path: str) -> object:
 def main(args: argparse.Namespace) -> int:
     config = _config(args)
     store = _open_store(config.store)
+    # Finish dead writers' segments (and their claims) before any worker takes uploads: a
+    # retried upload then finds its claim even if a machine crash had lost it.
+    store.recover()
     store.close()  # opened here only to create it and check it; each worker opens its own
     token, kept_in = resolve_read_token(args.read_token, Path(config.store), args.read_token_file)
     config.read_token = token
@@ -244,16 +258,53 @@ def main(args: argparse.Namespace) -> int:
     return server.run(config, args.host, args.port)
 
 
+def _existing_store(path: str) -> None:
+    if not Path(path, "segments").is_dir():
+        raise UsageError(f"--store {path}: not a jsprof store (no segments/ folder)")
+
+
+def main_check(args: argparse.Namespace) -> int:
+    _existing_store(args.store)
+    store = _open_store(args.store)
+    rep = store.check()
+    out = sys.stdout
+    print(
+        f"jsprof serve check: {args.store}: {plural(rep.segments, 'segment')}, "
+        f"{plural(rep.records, 'upload')}",
+        file=out,
+    )
+    for f in rep.findings:
+        print(f"{f.segment}: offset {f.offset}: {f.length} bytes: {f.what}", file=out)
+    for name in rep.open_segments:
+        print(f"open segment: {name}", file=out)
+    if rep.quarantined:
+        print(
+            f"quarantine: {plural(len(rep.quarantined), 'file')} of damaged bytes in "
+            f"{Path(args.store, 'quarantine')}",
+            file=out,
+        )
+    if rep.findings:
+        print(
+            f"jsprof serve check: {plural(len(rep.findings), 'problem')} found: readers skip "
+            "damaged records; their bytes are kept (copied to quarantine/ before a rewrite)",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
 def main_prune(args: argparse.Namespace) -> int:
-    if not Path(args.store, "segments").is_dir():
-        raise UsageError(f"--store {args.store}: not a jsprof store (no segments/ folder)")
+    _existing_store(args.store)
     age = parse_duration(args.older_than, "--older-than")
     store = _open_store(args.store)
     try:
         res = store.prune(time.time() * 1000 - age * 1000, app=args.app)
     finally:
         store.close()
-    print(f"jsprof serve prune: removed {plural(res.removed, 'upload')}, kept {res.kept}")
+    print(
+        f"jsprof serve prune: removed {plural(res.removed, 'upload')}, kept {res.kept} in the "
+        "segments it read"
+    )
     if res.busy:
         print(
             f"jsprof serve prune: {len(res.busy)} open segment(s) of running collectors were "

@@ -5,6 +5,26 @@ as the Parquet compactor (`iter_uploads` with a resumable `Cursor`). Layout and 
 docs/store.md.
 """
 
-from .store import Cursor, PruneResult, Store, StoreError
+from .store import (
+    CheckReport,
+    Cursor,
+    Finding,
+    PruneResult,
+    Store,
+    StoreError,
+    StoreFullError,
+    StoreIOError,
+    StoreUnavailable,
+)
 
-__all__ = ["Cursor", "PruneResult", "Store", "StoreError"]
+__all__ = [
+    "CheckReport",
+    "Cursor",
+    "Finding",
+    "PruneResult",
+    "Store",
+    "StoreError",
+    "StoreFullError",
+    "StoreIOError",
+    "StoreUnavailable",
+]

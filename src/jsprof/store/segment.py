@@ -5,7 +5,7 @@ the ProfilerTrace JSON compressed with zstd. The header carries its own CRC-32 (
 trust the lengths without reading bodies) and a CRC-32 of id + meta + body (so a read can
 trust the bytes). A segment ends, once its writer closes it, with a trailer: a header with
 the trailer magic and no body. A segment without a trailer either has a live writer or was
-left by a writer that died; in the second case its tail may be torn, and `valid_prefix`
+left by a writer that died; in the second case its tail may be torn, and `tail_state`
 finds where the last whole record ends.
 
 Nothing here knows about HTTP or about processes; `store.py` decides who writes where.
@@ -63,7 +63,22 @@ class RecordHeader(NamedTuple):
 
 class Trailer(NamedTuple):
     offset: int
-    count: int  # records in the segment
+    count: int  # record numbers used in the segment (the last record's number + 1)
+    min_at: float | None = None  # receivedAt range of its records (None: an old trailer)
+    max_at: float | None = None
+    end: int = 0  # offset just past the trailer
+
+    @property
+    def size(self) -> int:
+        return self.end - self.offset
+
+
+class Damage(NamedTuple):
+    """Bytes of a segment that are not a whole, valid record (see `scan`)."""
+
+    offset: int
+    end: int
+    tail: bool  # runs to the end of what was scanned: maybe a write in progress, maybe torn
 
 
 def compress(data: bytes) -> bytes:
@@ -148,9 +163,18 @@ def encode_record(
     return b"".join(make_record(upload_id, meta_json, trace_json, received_at).parts(seq))
 
 
-def encode_trailer(count: int) -> bytes:
-    head = _HEAD.pack(TRAILER_MAGIC, VERSION, CODEC_NONE, 0, 0, 0, count, 0.0, 0)
-    return head + _CRC.pack(zlib.crc32(head))
+_RANGE = struct.Struct("<dd")
+NO_RANGE = (float("inf"), float("-inf"))
+
+
+def encode_trailer(count: int, time_range: tuple[float, float] = NO_RANGE) -> bytes:
+    """The trailer: the record count, then (as its 16-byte payload) the records' receivedAt
+    range, so prune can skip or drop a whole segment without reading its headers."""
+    payload = _RANGE.pack(*time_range)
+    head = _HEAD.pack(
+        TRAILER_MAGIC, VERSION, CODEC_NONE, 0, len(payload), 0, count, 0.0, zlib.crc32(payload)
+    )
+    return head + _CRC.pack(zlib.crc32(head)) + payload
 
 
 def _parse_header(buf: bytes, offset: int) -> RecordHeader | Trailer | None:
@@ -167,7 +191,13 @@ def _parse_header(buf: bytes, offset: int) -> RecordHeader | Trailer | None:
     if version != VERSION:
         return None
     if magic == TRAILER_MAGIC:
-        return Trailer(offset, seq)
+        if meta_len == 0:  # written before trailers carried a time range
+            return Trailer(offset, seq, None, None, offset + HEADER_SIZE)
+        payload = buf[HEADER_SIZE : HEADER_SIZE + meta_len]
+        if meta_len != _RANGE.size or len(payload) < meta_len or zlib.crc32(payload) != body_crc:
+            return None
+        lo, hi = _RANGE.unpack(payload)
+        return Trailer(offset, seq, lo, hi, offset + HEADER_SIZE + meta_len)
     if magic != RECORD_MAGIC:
         return None
     id_b = buf[HEADER_SIZE : HEADER_SIZE + id_len]
@@ -182,12 +212,16 @@ def _parse_header(buf: bytes, offset: int) -> RecordHeader | Trailer | None:
     )
 
 
-def scan(fd: int, start: int = 0, end: int | None = None) -> Iterator[RecordHeader | Trailer]:
-    """Headers of the whole records in [start, end) of a segment, in order.
+def scan(
+    fd: int, start: int = 0, end: int | None = None
+) -> Iterator[RecordHeader | Trailer | Damage]:
+    """Headers of the records in [start, end) of a segment, in order, and what is damaged.
 
-    Stops silently at the first header that is incomplete, fails its CRC, or whose body
-    runs past `end`: in a live segment that is a write in progress, in a dead one a torn
-    tail. Bodies are not read (see `read_body`).
+    Bytes that are not a whole record with a valid header are reported as one `Damage`,
+    and the scan resyncs on the next valid header (record or trailer magic whose header CRC
+    holds), so one flipped bit costs one record, never the rest of the segment. A `Damage`
+    with `tail=True` runs to `end`: in a live segment that is a write in progress, in a dead
+    one maybe a torn write (`tail_state` decides). Bodies are not read (see `read_record`).
     """
     if end is None:
         end = os.fstat(fd).st_size
@@ -195,15 +229,50 @@ def scan(fd: int, start: int = 0, end: int | None = None) -> Iterator[RecordHead
     while pos < end:
         buf = os.pread(fd, HEADER_SIZE + MAX_ID_BYTES, pos)
         h = _parse_header(buf, pos)
-        if h is None:
-            return
-        if isinstance(h, Trailer):
+        if h is not None and h.end <= end:
             yield h
+            if isinstance(h, Trailer):
+                return
+            pos = h.end
+            continue
+        if h is not None:  # a valid header whose record is not all there (yet)
+            yield Damage(pos, end, True)
             return
-        if h.end > end:
+        nxt = resync(fd, pos + 1, end)
+        yield Damage(pos, end if nxt is None else nxt, nxt is None)
+        if nxt is None:
             return
-        yield h
-        pos = h.end
+        pos = nxt
+
+
+def resync(fd: int, pos: int, end: int) -> int | None:
+    """Offset of the next valid header (record or trailer) in [pos, end), or None."""
+    chunk = 1 << 20
+    while pos < end:
+        buf = os.pread(fd, min(chunk, end - pos) + 3, pos)
+        for magic in _next_magics(buf):
+            at = pos + magic
+            if at >= end:
+                break
+            h = _parse_header(os.pread(fd, HEADER_SIZE + MAX_ID_BYTES, at), at)
+            if h is not None and h.end <= end:
+                return at
+        pos += chunk
+    return None
+
+
+def _next_magics(buf: bytes) -> Iterator[int]:
+    """Offsets in buf where a record or trailer magic starts, in order."""
+    i = 0
+    while True:
+        a = buf.find(RECORD_MAGIC, i)
+        b = buf.find(TRAILER_MAGIC, i)
+        hits = [x for x in (a, b) if x >= 0]
+        if not hits:
+            return
+        i = min(hits)
+        yield i
+        i += 1
 
 
 def read_record(fd: int, h: RecordHeader) -> tuple[bytes, bytes]:
@@ -233,18 +302,68 @@ def body_ok(fd: int, h: RecordHeader) -> bool:
     return True
 
 
-def valid_prefix(fd: int) -> tuple[int, int, bool]:
-    """For a segment whose writer is gone: (end of the last good record, records, sealed).
+class TailState(NamedTuple):
+    keep: int  # bytes to keep: the rest is a provably torn tail
+    count: int  # the next record number
+    sealed: bool
+    damage: list[Damage]  # damaged ranges that are kept (reported, quarantined, not cut)
+    records: list[RecordHeader]
+    time_range: tuple[float, float]
 
-    Only the last record can be torn by a crash (records are appended in order and each
-    was fsync'd before the next acknowledgement), so only its body is checked here.
+
+def tail_state(fd: int) -> TailState:
+    """For a segment whose writer is gone: what to keep, and whether it is sealed.
+
+    Only a *provably torn* tail is marked for cutting: the bytes after the last whole record
+    when they are shorter than a header, or start with a valid header whose record runs past
+    the end of the file, or are all zeros (blocks allocated but never written). A crash can
+    leave nothing else behind (records are appended in order, each fsync'd before its
+    acknowledgement). Anything else that does not check out, a damaged record in the middle
+    or a whole last record whose body fails its CRC, is kept and reported: it may hold an
+    acknowledged upload.
     """
-    good_end, count, last = 0, 0, None
-    for h in scan(fd):
+    size = os.fstat(fd).st_size
+    keep, count, damage, records = 0, 0, [], []
+    lo, hi = NO_RANGE
+    for h in scan(fd, 0, size):
         if isinstance(h, Trailer):
-            return h.offset + HEADER_SIZE, count, True
-        last = h
-        good_end, count = h.end, count + 1
-    if last is not None and not body_ok(fd, last):
-        good_end, count = last.offset, count - 1
-    return good_end, count, False
+            return TailState(h.end, h.count, True, damage, records, (lo, hi))
+        if isinstance(h, Damage):
+            if h.tail and _torn(fd, h.offset, size):
+                break
+            damage.append(h)
+            keep = h.end
+            continue
+        records.append(h)
+        keep, count = h.end, h.seq + 1
+        lo, hi = min(lo, h.received_at), max(hi, h.received_at)
+    return TailState(keep, count, False, damage, records, (lo, hi))
+
+
+def _torn(fd: int, offset: int, size: int) -> bool:
+    if size - offset < HEADER_SIZE:
+        return True
+    buf = os.pread(fd, HEADER_SIZE, offset)
+    (crc,) = _CRC.unpack_from(buf, _HEAD.size)
+    if zlib.crc32(buf[: _HEAD.size]) == crc:
+        # A valid header (record or trailer): torn when what it announces is not all there.
+        _, _, _, id_len, meta_len, body_len, *_ = _HEAD.unpack_from(buf)
+        return offset + HEADER_SIZE + id_len + meta_len + body_len > size
+    pos = offset
+    while pos < size:
+        chunk = os.pread(fd, min(1 << 20, size - pos), pos)
+        if chunk.count(0) != len(chunk):
+            return False
+        pos += len(chunk)
+    return True
+
+
+def trailer_at_end(fd: int) -> Trailer | None:
+    """The trailer of a sealed segment, read from its last bytes (no scan), else None."""
+    size = os.fstat(fd).st_size
+    for n in (HEADER_SIZE + _RANGE.size, HEADER_SIZE):
+        if size >= n:
+            h = _parse_header(os.pread(fd, n, size - n), size - n)
+            if isinstance(h, Trailer) and h.end == size:
+                return h
+    return None

@@ -2,21 +2,25 @@
 
 Layout (see docs/store.md):
     <store>/segments/<writer>-<n>.seg   records; one writer (process) per file, append-only
-    <store>/claims/<aa>/<sha256(id)>    one small file per upload id, flock'd while appending
+    <store>/open/<writer>-<n>.seg       marker: a segment not yet sealed, or whose claims
+                                        are not yet known durable (recover() finishes it)
+    <store>/claims/<aa>/<sha256(id)>    one small file per upload id: where its record is
+    <store>/quarantine/                 copies of damaged bytes, kept for inspection
 
 Durability: `append` returns only after the record is fdatasync'd. Concurrent appends in a
 process share fsyncs (group commit): whoever finds no sync running becomes the leader and
-syncs everything written so far; the others wait for it.
+syncs everything written so far; the others wait for it. A failed sync fails every record
+it covered: nothing is acknowledged that a sync did not report durable.
 
-Idempotency across processes: an append takes an exclusive flock on the id's claim file (the
-kernel drops it when a process dies, even by SIGKILL), and writes "1" into it after the
-record is durable. A claim that says "1" means stored; an empty one that someone else made
-means a writer may have died between the fsync and that "1", so the segments are re-scanned
-before deciding.
+Where an upload is: its claim file says `P <segment> <offset>` (pending: written before
+the record itself, under the claim's flock) and then `1 <segment> <offset>` once the record
+is durable. So `get` costs one small read and a seek, and opening a store reads nothing:
+no process keeps an index of ids in memory, whatever the size of the store.
 """
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import hashlib
@@ -32,17 +36,47 @@ from typing import Any, NamedTuple
 import orjson
 
 from . import segment as seg
-from .segment import RecordHeader, SegmentError, Trailer
+from .segment import Damage, RecordHeader, SegmentError, Trailer
 
 log = logging.getLogger("jsprof.store")
 
 SEGMENT_BYTES = 64 << 20
 SEGMENT_SECONDS = 3600.0  # a quiet collector still closes a segment hourly, so prune can work
 _STORED = b"1"
+_PENDING = b"P"
+_NEW = ".new"  # a segment being created: locked, then renamed to its .seg name
+FINISH_SECONDS = 10.0
 
 
 class StoreError(Exception):
     """The store cannot be used as asked (bad path, unsupported URL, damaged record)."""
+
+
+class StoreUnavailable(StoreError):
+    """This upload was not stored, and nothing of it was acknowledged; the same request can
+    succeed later (a collector answers 503 with Retry-After). `condition` names the cause
+    in a few words, for one log line per condition."""
+
+    condition = "store unavailable"
+
+
+class StoreFullError(StoreUnavailable):
+    """No space (or quota) left on the store's disk: nothing of this upload was written.
+    Appends work again by themselves once space returns."""
+
+    condition = "disk full"
+
+
+class StoreIOError(StoreUnavailable):
+    """The disk reported an error while writing or syncing: this upload is not stored."""
+
+    condition = "disk I/O error"
+
+
+def _unavailable(e: OSError, what: str) -> StoreUnavailable:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFullError(f"{what}: no space left on the store's disk; nothing was stored")
+    return StoreIOError(f"{what}: {e.strerror or e}; nothing was stored")
 
 
 class Cursor:
@@ -78,57 +112,158 @@ class Cursor:
         return f"Cursor({self.positions!r})"
 
 
-class _Seen(NamedTuple):
-    inode: int
-    offset: int  # bytes scanned so far (end of the last whole record)
-    sealed: bool
-
-
 class PruneResult(NamedTuple):
     removed: int  # uploads removed
-    kept: int  # uploads left in the segments that were looked at
+    kept: int  # uploads left in the segments that were read (others were skipped whole)
     busy: list[str]  # open segments of live writers, left for a later prune
+
+
+class Finding(NamedTuple):
+    """One thing `Store.check` found wrong."""
+
+    segment: str
+    offset: int
+    length: int
+    what: str
+
+
+class CheckReport(NamedTuple):
+    segments: int
+    records: int
+    findings: list[Finding]
+    open_segments: list[str]  # live writers' segments (fine) and dead ones not yet recovered
+    quarantined: list[str]  # files in <store>/quarantine/
+
+
+class _Loc(NamedTuple):
+    status: bytes  # _STORED or _PENDING
+    segment: str | None  # None: a claim written before claims held locations ("1")
+    offset: int
+
+
+def _parse_claim(data: bytes) -> _Loc | None:
+    parts = data.split()
+    if parts == [_STORED]:
+        return _Loc(_STORED, None, -1)
+    if len(parts) == 3 and parts[0] in (_STORED, _PENDING) and parts[2].isdigit():
+        name = parts[1].decode("ascii", "replace")
+        if name.endswith(".seg") and "/" not in name and not name.startswith("."):
+            return _Loc(parts[0], name, int(parts[2]))
+    return None  # empty (never stored) or unreadable: not stored
+
+
+def _write_claim(fd: int, status: bytes, name: str, offset: int) -> None:
+    data = b"%s %s %d\n" % (status, name.encode(), offset)
+    os.pwrite(fd, data, 0)
+    os.ftruncate(fd, len(data))  # shrinking (or not) needs no space
 
 
 class _Writer:
     """This process's open segment: writes under a lock, fsyncs shared between threads."""
 
-    def __init__(self, segdir: Path, segment_bytes: int) -> None:
-        self.segdir = segdir
-        self.segment_bytes = segment_bytes
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.segdir = store._segdir  # noqa: SLF001
+        self.opendir = store._opendir  # noqa: SLF001
+        self.segment_bytes = store._segment_bytes  # noqa: SLF001
         self.pid = os.getpid()
         self.prefix = f"{int(time.time()):010d}-{self.pid}-{secrets.token_hex(3)}"
         self.n = 0
+        self.gen = 0  # segments opened: a failed sync knows if its segment is still open
         self.wlock = threading.Lock()
         self.cond = threading.Condition()
         self.written = 0  # bytes written by this writer over all its segments
-        self.synced = 0
+        self.synced = 0  # every byte up to here is durable (unless in a failed range)
+        self.failed: list[tuple[int, int]] = []  # (lo, hi]: records there are not stored
         self.syncing = False
         self.fd = -1  # no open segment: the next write opens one
         self.closed = False
+        self.need_recover = False  # a segment was left unsealed: recover() seals it
+        self.to_finish: list[str] = []  # sealed segments whose claims are to be made durable
+        self.finished_at = time.monotonic()
 
     def _open_next(self) -> None:
-        self.name = f"{self.prefix}-{self.n:06d}.seg"
+        name = f"{self.prefix}-{self.n:06d}.seg"
         self.n += 1
-        fd = os.open(
-            self.segdir / self.name, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644
-        )
-        # Held for the writer's life: tells other processes this segment is live.
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        _fsync_dir(self.segdir)
-        self.fd, self.size, self.seq, self.opened = fd, 0, 0, time.monotonic()
+        path = self.segdir / name
+        tmp: Path | None = self.segdir / (name + _NEW)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
+        except OSError as e:
+            raise _unavailable(e, f"cannot create a segment in {self.segdir}") from None
+        try:
+            # Locked before it has its name, then renamed: another process's recover()
+            # never finds this segment unlocked and takes it for a dead writer's.
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            os.rename(tmp, path)
+            tmp = None
+            os.close(os.open(self.opendir / name, os.O_WRONLY | os.O_CREAT, 0o644))
+            _fsync_dir(self.segdir)
+            _fsync_dir(self.opendir)
+        except OSError as e:
+            os.close(fd)  # never leaked, whichever step failed
+            _unlink(tmp if tmp is not None else path)  # empty, and ours: nothing to keep
+            if tmp is None:
+                _unlink(self.opendir / name)
+            raise _unavailable(e, f"cannot create a segment in {self.segdir}") from None
+        self.name, self.fd, self.size, self.seq = name, fd, 0, 0
+        self.opened, self.base, self.gen = time.monotonic(), self.written, self.gen + 1
+        self.time_range = seg.NO_RANGE
 
     def _seal(self) -> None:
-        """Trailer, fsync, close. Called under wlock."""
-        _write_all(self.fd, seg.encode_trailer(self.seq))
-        os.fdatasync(self.fd)
+        """Trailer, fsync, close (under wlock); on failure the segment is abandoned."""
+        try:
+            _write_all(self.fd, seg.encode_trailer(self.seq, self.time_range))
+            os.fdatasync(self.fd)
+        except OSError as e:
+            log.error("store: %s: cannot seal (%s); left for recovery", self.name, e.strerror)
+            self._abandon(sync_failed=False)
+            return
         os.close(self.fd)
         self.fd = -1
+        self.to_finish.append(self.name)
         with self.cond:
             self.synced = max(self.synced, self.written)
+            self.cond.notify_all()
 
-    def write(self, record: seg.Record) -> tuple[str, int, int, int]:
-        """Append one record; returns (segment, offset, seq, position to sync to)."""
+    def _abandon(self, sync_failed: bool) -> None:
+        """Leave the open segment unsealed after a failed write, seal or sync (under wlock).
+
+        Whatever was written to it is made durable or failed here, before it is closed, so
+        no later sync can acknowledge bytes nobody synced. After a failed sync, everything
+        past the last durable byte is failed and cut. Its marker stays: recover() (ours at
+        the next append, or another process's) seals it, cutting any torn tail.
+        """
+        fd, self.fd = self.fd, -1
+        keep = self.size
+        if sync_failed:
+            with self.cond:
+                keep = max(0, min(self.size, self.synced - self.base))
+        try:
+            os.ftruncate(fd, keep)
+        except OSError:
+            pass  # a partial record left behind is a provably torn tail for recover()
+        ok = not sync_failed
+        if ok:
+            try:
+                os.fdatasync(fd)
+            except OSError:
+                ok = False
+        os.close(fd)
+        self.need_recover = True
+        with self.cond:
+            if ok:
+                self.synced = max(self.synced, self.written)
+            else:
+                self.failed.append((min(self.synced, self.base + keep), self.written))
+            self.cond.notify_all()
+
+    def write(self, record: seg.Record, claim_fd: int) -> tuple[str, int, int]:
+        """Append one record; returns (segment, offset, position to sync to).
+
+        The claim (flock'd by the caller) is set to `P <segment> <offset>` just before the
+        record is written, so whoever finds this claim later knows where to look.
+        """
         with self.wlock:
             if self.closed:
                 raise StoreError("store is closed")
@@ -139,73 +274,108 @@ class _Writer:
                 self._seal()
             if self.fd < 0:
                 self._open_next()
+            offset = self.size
+            try:
+                _write_claim(claim_fd, _PENDING, self.name, offset)
+            except OSError as e:
+                raise _unavailable(e, "cannot write the upload's claim file") from None
             try:
                 _writev_all(self.fd, record.parts(self.seq))
-            except OSError:
-                self._abandon_partial()
-                raise
-            offset, seq = self.size, self.seq
+            except OSError as e:
+                self._abandon(sync_failed=False)
+                raise _unavailable(e, f"cannot write to segment {self.name}") from None
+            name = self.name
             self.size += record.size
             self.seq += 1
             self.written += record.size
-            return self.name, offset, seq, self.written
+            lo, hi = self.time_range
+            self.time_range = (min(lo, record.received_at), max(hi, record.received_at))
+            upto = self.written
+        self._finish(force=False)
+        return name, offset, upto
 
-    def _abandon_partial(self) -> None:
-        """After a failed write (disk full, I/O error): cut what part of the record got
-        written, so the next record does not land behind a torn one that would hide it from
-        every reader; if even that fails, leave this segment (its tail is cut by whoever
-        recovers it) and open a new one on the next write. Called under wlock."""
-        try:
-            os.ftruncate(self.fd, self.size)
-        except OSError:
-            os.close(self.fd)
-            self.fd = -1
+    def _finish(self, force: bool) -> None:
+        """Drop the markers of sealed segments after one syncfs for all of them (at most
+        every FINISH_SECONDS while writing: a syncfs flushes the whole filesystem)."""
+        with self.wlock:
+            if not self.to_finish or (
+                not force and time.monotonic() - self.finished_at < FINISH_SECONDS
+            ):
+                return
+            names, self.to_finish = self.to_finish, []
+            self.finished_at = time.monotonic()
+        self.store._finish_segments(names)  # noqa: SLF001
+
+    def _failed(self, upto: int) -> bool:
+        return any(lo < upto <= hi for lo, hi in self.failed)
 
     def sync(self, upto: int) -> None:
-        """Return once bytes up to `upto` are durable (group commit)."""
-        with self.cond:
-            while self.synced < upto:
-                if not self.syncing:
-                    self.syncing = True
-                    break
-                self.cond.wait()
-            else:
-                return
-        target, ok = 0, False
-        try:
-            with self.wlock:
-                target = self.written
-                fd = os.dup(self.fd) if self.fd >= 0 else -1
-            if fd >= 0:
-                try:
-                    os.fdatasync(fd)
-                finally:
-                    os.close(fd)
-            # fd < 0: the segment was sealed (and synced) since our write.
-            ok = True
-        finally:
+        """Return once bytes up to `upto` are durable (group commit); raise StoreIOError if
+        a sync covering them failed."""
+        while True:
             with self.cond:
-                self.syncing = False
-                if ok:
-                    self.synced = max(self.synced, target)
-                self.cond.notify_all()
+                while True:
+                    if self._failed(upto):
+                        raise StoreIOError(
+                            "the disk reported an error while syncing; this upload was not stored"
+                        )
+                    if self.synced >= upto:
+                        return
+                    if not self.syncing:
+                        self.syncing = True
+                        break
+                    self.cond.wait()
+            ok: bool | None = None
+            target, gen = 0, -1
+            try:
+                with self.wlock:
+                    target, gen = self.written, self.gen
+                    fd = os.dup(self.fd) if self.fd >= 0 else -1
+                # fd < 0: no open segment; each closed one was synced or failed when closed.
+                if fd >= 0:
+                    try:
+                        os.fdatasync(fd)
+                        ok = True
+                    except OSError as e:
+                        log.error("store: %s: fdatasync failed: %s", self.name, e.strerror)
+                        ok = False
+                    finally:
+                        os.close(fd)
+            finally:
+                with self.cond:
+                    self.syncing = False
+                    if ok:
+                        self.synced = max(self.synced, target)
+                    elif ok is False or self.synced < target:
+                        # Failed before anyone else may sync: on Linux a second fsync can
+                        # report success for pages the first one lost. (No open segment
+                        # and bytes neither synced nor failed cannot happen: each closed
+                        # segment is resolved when closed; if it did, fail, never ack.)
+                        self.failed.append((self.synced, target))
+                    self.cond.notify_all()
+            if ok is False:
+                with self.wlock:
+                    if self.gen == gen and self.fd >= 0:
+                        self._abandon(sync_failed=True)
 
     def rotate(self) -> None:
         with self.wlock:
             if self.fd >= 0:
                 self._seal()
+        self._finish(force=True)
 
     def close(self) -> None:
         with self.wlock:
             self.closed = True
-            if self.fd >= 0:
-                self._seal()
+        self.rotate()
 
 
 class Store:
     """Raw uploads, durable and idempotent by id; see the module docstring for the design.
 
     Thread-safe. Several processes may open the same path; each writes its own segments.
+    Opening reads nothing but the directory's existence: cost and memory do not grow with
+    the store.
     """
 
     def __init__(self, path: str | os.PathLike, *, segment_bytes: int = SEGMENT_BYTES) -> None:
@@ -217,20 +387,27 @@ class Store:
         self.path = Path(text)
         self._segdir = self.path / "segments"
         self._claimdir = self.path / "claims"
+        self._opendir = self.path / "open"
+        self._qdir = self.path / "quarantine"
         try:
+            new = not self._segdir.is_dir()
+            if not new:
+                with os.scandir(self._segdir) as it:
+                    new = not any(it)
             self._segdir.mkdir(parents=True, exist_ok=True)
             self._claimdir.mkdir(exist_ok=True)
+            if new:
+                # A store written before claims held locations has no open/: the first
+                # writer migrates it (recover()); a new one starts in the current layout.
+                self._opendir.mkdir(exist_ok=True)
         except (FileExistsError, NotADirectoryError):
             raise StoreError(f"{text}: exists and is not a store directory") from None
         except PermissionError:
             raise StoreError(f"{text}: permission denied") from None
         self._segment_bytes = segment_bytes
         self._lock = threading.RLock()
-        self._index: dict[str, tuple[str, int]] = {}
-        self._seen: dict[str, _Seen] = {}
         self._writer: _Writer | None = None
         self._closed = False
-        self.refresh()
 
     # ---- writing ----
 
@@ -246,60 +423,82 @@ class Store:
 
         `gzipped`: the trace JSON as one gzip stream (a client's upload that needed no
         change); kept as is, and `trace_json` may then be None.
+
+        Raises StoreUnavailable (StoreFullError, StoreIOError) when the upload could not be
+        stored: then nothing of it was acknowledged, and nothing stored was damaged.
         """
         meta_json = orjson.dumps(meta)
         received = meta.get("receivedAt")
         if type(received) not in (int, float):
             received = time.time() * 1000.0
         record = seg.make_record(upload_id, meta_json, trace_json, float(received), gzipped)
-        fd, fresh = self._claim(upload_id)
+        writer = self._get_writer()  # recovers dead writers' segments first, holding no claim
+        fd = self._claim(upload_id, create=True)
+        assert fd is not None
         try:
-            if os.pread(fd, 1, 0) == _STORED:
-                return False
-            with self._lock:
-                if not fresh:
-                    self.refresh()
-                if upload_id in self._index:
-                    os.pwrite(fd, _STORED, 0)
+            loc = _parse_claim(os.pread(fd, 256, 0))
+            if loc is not None:
+                if loc.status == _STORED:
                     return False
-            writer = self._get_writer()
-            name, offset, _, upto = writer.write(record)
-            writer.sync(upto)
-            with self._lock:
-                self._index[upload_id] = (name, offset)
-            os.pwrite(fd, _STORED, 0)
+                # Pending: its writer died or failed after naming the place. A whole record
+                # there is this upload (made durable before saying so); else store it anew.
+                if self._whole_at(loc, upload_id, sync=True) is not None:
+                    _mark_stored(fd, upload_id)
+                    return False
+            try:
+                _, _, upto = writer.write(record, fd)
+                writer.sync(upto)
+            except BaseException:
+                try:
+                    os.ftruncate(fd, 0)  # not stored: a retry must not take it for pending
+                except OSError:
+                    pass
+                raise
+            _mark_stored(fd, upload_id)
             return True
         finally:
             os.close(fd)  # releases the flock
 
-    def _claim(self, upload_id: str) -> tuple[int, bool]:
+    def _claim_path(self, upload_id: str) -> Path:
         h = hashlib.sha256(upload_id.encode()).hexdigest()
-        d = self._claimdir / h[:2]
-        p = d / h
+        return self._claimdir / h[:2] / h
+
+    def _claim(self, upload_id: str, create: bool, shared: bool = False) -> int | None:
+        """The id's claim file, open and flock'd; None when it does not exist (create=False).
+        `shared`: a read-only look (waits for an append of that id in progress)."""
+        p = self._claim_path(upload_id)
+        fd = -1
+        flags = os.O_RDONLY if shared else os.O_RDWR | (os.O_CREAT if create else 0)
         for _ in range(2):
             try:
-                fd = os.open(p, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
-                fresh = True
-                break
-            except FileExistsError:
-                fd = os.open(p, os.O_RDWR)
-                fresh = False
+                fd = os.open(p, flags, 0o644)
                 break
             except FileNotFoundError:
-                d.mkdir(exist_ok=True)
-        else:  # pragma: no cover - the directory vanished twice
-            raise StoreError(f"{d}: cannot create claim files")
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        return fd, fresh
+                if not create:
+                    return None
+                try:
+                    p.parent.mkdir(exist_ok=True)
+                except OSError as e:
+                    raise _unavailable(e, "cannot create a claim folder") from None
+            except OSError as e:
+                raise _unavailable(e, "cannot create the upload's claim file") from None
+        if fd < 0:  # pragma: no cover - the directory vanished twice
+            raise StoreError(f"{p.parent}: cannot create claim files")
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        return fd
 
     def _get_writer(self) -> _Writer:
         with self._lock:
             if self._closed:
                 raise StoreError("store is closed")
-            if self._writer is None or self._writer.pid != os.getpid():
+            w = self._writer
+            if w is None or w.pid != os.getpid():
                 self.recover()
-                self._writer = _Writer(self._segdir, self._segment_bytes)
-            return self._writer
+                self._writer = w = _Writer(self)
+            elif w.need_recover:
+                w.need_recover = False
+                self.recover()
+            return w
 
     def rotate(self) -> None:
         """Close this process's open segment (so prune can rewrite it) and start a new one."""
@@ -320,52 +519,183 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # ---- recovery and pruning ----
+    # ---- recovery ----
+
+    def _finish_segments(self, names: list[str]) -> None:
+        """After sealing: make the claims of their records durable, then drop the markers.
+
+        Every claim of a record in a segment said at least `P <segment> <offset>` before
+        the record was written, so one syncfs covers them all; a crash before a marker goes
+        leaves it for recover(), which re-checks those claims.
+        """
+        try:
+            _syncfs(self._claimdir)
+            for name in names:
+                _unlink(self._opendir / name)
+            _fsync_dir(self._opendir)
+        except OSError as e:
+            log.warning("store: sealed segments' markers left for recovery (%s)", e.strerror)
 
     def recover(self) -> int:
-        """Seal the segments of writers that died: cut a torn tail, add the trailer.
+        """Finish the segments of writers that died: cut a provably torn tail, add the
+        trailer, and make sure each record's claim says where it is.
 
         Returns how many segments were sealed. Live writers' segments are left alone (their
-        flock says they are live).
+        flock says they are live). Only segments marked open (`<store>/open/`) are looked
+        at, so this costs nothing per sealed segment. Damaged records are kept (and copied
+        to `<store>/quarantine/`), never cut.
         """
+        if not self._opendir.is_dir():
+            self._migrate()
         sealed = 0
-        for name in self._segment_names():
-            if name in self._seen and self._seen[name].sealed:
-                continue
+        try:
+            names = sorted(os.listdir(self._opendir))
+        except FileNotFoundError:
+            return 0
+        for name in names:
             try:
-                fd = os.open(self._segdir / name, os.O_RDWR)
-            except FileNotFoundError:
-                continue
-            try:
-                if not _try_lock(fd):
-                    continue
-                end, count, is_sealed = seg.valid_prefix(fd)
-                if is_sealed:
-                    continue
-                size = os.fstat(fd).st_size
-                if end < size:
-                    log.warning("store: %s: cut a torn tail of %d bytes", name, size - end)
-                    os.ftruncate(fd, end)
-                os.pwrite(fd, seg.encode_trailer(count), end)
-                os.fdatasync(fd)
-                sealed += 1
-            finally:
-                os.close(fd)
-        self.refresh()
+                sealed += self._recover_one(name)
+            except OSError as e:  # disk full, I/O error: left marked for a later recover
+                log.error("store: %s: cannot recover it now (%s)", name, e.strerror)
         return sealed
+
+    def _recover_one(self, name: str) -> int:
+        path = self._segdir / name
+        marker = self._opendir / name
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            _unlink(marker)
+            return 0
+        try:
+            if not _try_lock(fd):
+                return 0
+            if not marker.exists():  # another process finished it since we listed
+                return 0
+            st = seg.tail_state(fd)
+            sealed = 0
+            if not st.sealed:
+                size = os.fstat(fd).st_size
+                if not st.records and not st.damage:
+                    # Nothing whole in it (empty, or one torn record): removed, never sealed.
+                    os.unlink(path)
+                    _fsync_dir(self._segdir)
+                    _unlink(marker)
+                    return 0
+                if st.keep < size:
+                    log.warning("store: %s: cut a torn tail of %d bytes", name, size - st.keep)
+                    os.ftruncate(fd, st.keep)
+                os.pwrite(fd, seg.encode_trailer(st.count, st.time_range), st.keep)
+                os.fdatasync(fd)
+                sealed = 1
+            if st.damage:
+                self._quarantine(fd, name, st.damage)
+            self._reindex(fd, name, st.records, check_bodies=True)
+            _syncfs(self._claimdir)
+            _unlink(marker)
+            _fsync_dir(self._opendir)
+            return sealed
+        finally:
+            os.close(fd)
+
+    def _reindex(
+        self, fd: int, name: str, records: list[RecordHeader], check_bodies: bool
+    ) -> None:
+        """Make each record's claim name its place, where the claim does not already say
+        the upload is stored (a crash lost the claim, or its writer died before marking)."""
+        for h in records:
+            cfd = self._claim(h.upload_id, create=True)
+            assert cfd is not None
+            try:
+                loc = _parse_claim(os.pread(cfd, 256, 0))
+                if loc is not None and loc.status == _STORED and loc.segment is not None:
+                    continue  # stored (here, or an earlier copy elsewhere): keep that
+                if check_bodies and not seg.body_ok(fd, h):
+                    continue
+                _write_claim(cfd, _STORED, name, h.offset)
+            finally:
+                os.close(cfd)
+
+    def _migrate(self) -> None:
+        """A store from before claims held locations: write every record's location into
+        its claim, mark unsealed segments open. Once, by the first writer; O(store)."""
+        lock = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if self._opendir.is_dir():
+                return
+            log.warning("store: %s: writing record locations into claims (once)", self.path)
+            tmp = self.path / "open.new"
+            tmp.mkdir(exist_ok=True)
+            for name in self._segment_names():
+                try:
+                    fd = os.open(self._segdir / name, os.O_RDONLY)
+                except FileNotFoundError:
+                    continue
+                try:
+                    records, sealed = [], False
+                    for h in seg.scan(fd):
+                        if isinstance(h, RecordHeader):
+                            records.append(h)
+                        sealed = sealed or isinstance(h, Trailer)
+                    if not sealed:
+                        os.close(os.open(tmp / name, os.O_WRONLY | os.O_CREAT, 0o644))
+                    self._reindex(fd, name, records, check_bodies=False)
+                finally:
+                    os.close(fd)
+            _syncfs(self._claimdir)
+            os.rename(tmp, self._opendir)
+            _fsync_dir(self.path)
+        finally:
+            os.close(lock)
+
+    def _quarantine(self, fd: int, name: str, damage: list[Damage]) -> None:
+        """Copy damaged bytes to <store>/quarantine/ (once), before anything could drop them."""
+        self._qdir.mkdir(exist_ok=True)
+        for d in damage:
+            out = self._qdir / f"{name}@{d.offset}.bin"
+            if out.exists():
+                continue
+            log.error(
+                "store: %s: %d damaged bytes at offset %d kept in %s",
+                name, d.end - d.offset, d.offset, out,
+            )
+            tmp = out.with_suffix(".tmp")
+            wfd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                pos = d.offset
+                while pos < d.end:
+                    buf = os.pread(fd, min(1 << 20, d.end - pos), pos)
+                    if not buf:
+                        break
+                    _write_all(wfd, buf)
+                    pos += len(buf)
+                os.fsync(wfd)
+            finally:
+                os.close(wfd)
+            os.replace(tmp, out)
+        _fsync_dir(self._qdir)
+
+    # ---- pruning ----
 
     def prune(self, older_than: float, app: str | None = None) -> PruneResult:
         """Remove uploads received before `older_than` (epoch ms), only `app`'s if given.
 
         Segments are rewritten without those records (same record numbers, so cursors stay
-        valid) and renamed into place; a segment left empty is deleted. Open segments of
-        live writers are skipped and reported.
+        valid) and renamed into place; a segment left empty is deleted. A sealed segment
+        whose trailer's time range is all newer is skipped without reading it. Open
+        segments of live writers are skipped and reported. Damaged bytes are copied to
+        quarantine/ before a rewrite drops them.
         """
         self.rotate()
         self.recover()
         removed = kept = 0
         busy: list[str] = []
+        marked = set(_listdir(self._opendir))
         for name in self._segment_names():
+            if name in marked:
+                busy.append(name)
+                continue
             path = self._segdir / name
             try:
                 fd = os.open(path, os.O_RDWR)
@@ -375,50 +705,102 @@ class Store:
                 if not _try_lock(fd):
                     busy.append(name)
                     continue
-                heads = [h for h in seg.scan(fd) if isinstance(h, RecordHeader)]
+                tr = seg.trailer_at_end(fd)
+                if tr is not None and tr.min_at is not None and tr.min_at >= older_than:
+                    continue  # all newer than the cut: nothing to read
+                heads, damage, count = [], [], 0
+                for h in seg.scan(fd):
+                    if isinstance(h, RecordHeader):
+                        heads.append(h)
+                        count = h.seq + 1
+                    elif isinstance(h, Damage):
+                        damage.append(h)
+                    else:
+                        count = max(count, h.count)
                 drop = [h for h in heads if h.received_at < older_than and _app_is(fd, h, app)]
                 kept += len(heads) - len(drop)
                 if not drop:
                     continue
                 removed += len(drop)
+                if damage:
+                    self._quarantine(fd, name, damage)
                 if len(drop) == len(heads):
                     os.unlink(path)
+                    moved: dict[str, int] = {}
                 else:
-                    self._rewrite(fd, path, heads, {h.offset for h in drop})
+                    moved = self._rewrite(fd, path, heads, {h.offset for h in drop}, count)
                 _fsync_dir(self._segdir)
-                with self._lock:
-                    for h in drop:
-                        self._index.pop(h.upload_id, None)
-                    self._seen.pop(name, None)
+                for uid, offset in moved.items():
+                    self._relocate(uid, name, offset)
                 for h in drop:
-                    self._unclaim(h.upload_id)
+                    self._unclaim(h.upload_id, name, h.offset)
             finally:
                 os.close(fd)
-        self.refresh()
+        self._clean_new_files()
         return PruneResult(removed, kept, busy)
 
-    def _rewrite(self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int]) -> None:
+    def _rewrite(
+        self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int
+    ) -> dict[str, int]:
+        """Write the kept records to a new file renamed over `path`; their new offsets."""
         tmp = path.with_suffix(".tmp")
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        moved: dict[str, int] = {}
+        lo, hi = seg.NO_RANGE
         try:
-            last = 0
+            pos = 0
             for h in heads:
                 if h.offset not in drop:
                     _write_all(out, os.pread(fd, h.end - h.offset, h.offset))
-                    last = h.seq + 1
+                    if pos != h.offset:
+                        moved[h.upload_id] = pos
+                    pos += h.end - h.offset
+                    lo, hi = min(lo, h.received_at), max(hi, h.received_at)
             # The trailer counts record numbers, not records: cursors compare with it.
-            _write_all(out, seg.encode_trailer(last))
+            _write_all(out, seg.encode_trailer(count, (lo, hi)))
             os.fdatasync(out)
         finally:
             os.close(out)
         os.replace(tmp, path)
+        return moved
 
-    def _unclaim(self, upload_id: str) -> None:
-        h = hashlib.sha256(upload_id.encode()).hexdigest()
+    def _relocate(self, upload_id: str, name: str, offset: int) -> None:
+        fd = self._claim(upload_id, create=False)
+        if fd is None:
+            return
         try:
-            os.unlink(self._claimdir / h[:2] / h)
-        except FileNotFoundError:
-            pass
+            loc = _parse_claim(os.pread(fd, 256, 0))
+            if loc is not None and loc.segment in (name, None):
+                _write_claim(fd, _STORED, name, offset)
+        finally:
+            os.close(fd)
+
+    def _unclaim(self, upload_id: str, name: str, offset: int) -> None:
+        fd = self._claim(upload_id, create=False)
+        if fd is None:
+            return
+        try:
+            loc = _parse_claim(os.pread(fd, 256, 0))
+            # Only a claim that names this record (or no place): another copy stays claimed.
+            if loc is None or loc.segment is None or (loc.segment, loc.offset) == (name, offset):
+                _unlink(self._claim_path(upload_id))
+        finally:
+            os.close(fd)
+
+    def _clean_new_files(self) -> None:
+        """Remove segments whose creator died before renaming them (empty, unlocked)."""
+        for e in os.scandir(self._segdir):
+            if not e.name.endswith(_NEW):
+                continue
+            try:
+                fd = os.open(e.path, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                if _try_lock(fd):
+                    _unlink(Path(e.path))
+            finally:
+                os.close(fd)
 
     # ---- reading ----
 
@@ -428,85 +810,119 @@ class Store:
         except FileNotFoundError:
             return []
 
-    def refresh(self) -> None:
-        """Index what other processes appended since the last look (cheap when nothing did)."""
-        with self._lock:
-            names = self._segment_names()
-            for name in set(self._seen) - set(names):
-                self._forget(name)
-            for name in names:
-                seen = self._seen.get(name)
-                if seen is not None and seen.sealed:
-                    continue
-                try:
-                    fd = os.open(self._segdir / name, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                try:
-                    st = os.fstat(fd)
-                    if seen is not None and seen.inode != st.st_ino:
-                        self._forget(name)
-                        seen = None
-                    start = 0 if seen is None else seen.offset
-                    if seen is not None and st.st_size <= start:
-                        continue
-                    sealed = False
-                    for h in seg.scan(fd, start, st.st_size):
-                        if isinstance(h, Trailer):
-                            sealed = True
-                            break
-                        self._index.setdefault(h.upload_id, (name, h.offset))
-                        start = h.end
-                    self._seen[name] = _Seen(st.st_ino, start, sealed)
-                finally:
-                    os.close(fd)
+    def _lookup(self, upload_id: str) -> _Loc | None:
+        fd = self._claim(upload_id, create=False, shared=True)
+        if fd is None:
+            return None
+        try:
+            return _parse_claim(os.pread(fd, 256, 0))
+        finally:
+            os.close(fd)
 
-    def _forget(self, name: str) -> None:
-        self._seen.pop(name, None)
-        for k in [k for k, (n, _) in self._index.items() if n == name]:
-            del self._index[k]
+    def _whole_at(
+        self, loc: _Loc, upload_id: str, sync: bool = False
+    ) -> tuple[bytes, bytes] | None:
+        """(meta_json, trace) of the whole record of `upload_id` at `loc`, else None.
 
-    def __contains__(self, upload_id: str) -> bool:
-        with self._lock:
-            if upload_id not in self._index:
-                self.refresh()
-            return upload_id in self._index
-
-    def __len__(self) -> int:
-        with self._lock:
-            self.refresh()
-            return len(self._index)
-
-    def get(self, upload_id: str) -> tuple[dict, bytes] | None:
-        """(meta, trace_json) of a stored upload, or None."""
-        for attempt in range(2):
-            with self._lock:
-                if attempt or upload_id not in self._index:
-                    self.refresh()
-                where = self._index.get(upload_id)
-            if where is None:
+        Raises StoreError when a record with that id is there but damaged. `sync`: make the
+        segment durable first (a pending claim is about to be taken as stored).
+        """
+        assert loc.segment is not None
+        try:
+            fd = os.open(self._segdir / loc.segment, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            h = next(seg.scan(fd, loc.offset), None)
+            if not isinstance(h, RecordHeader) or h.upload_id != upload_id:
                 return None
-            name, offset = where
+            try:
+                found = seg.read_record(fd, h)
+            except SegmentError as e:
+                if loc.status == _PENDING:
+                    return None
+                raise StoreError(f"{self._segdir / loc.segment}: {e}") from None
+            if sync:
+                try:
+                    os.fdatasync(fd)
+                except OSError as e:
+                    raise _unavailable(e, f"cannot sync segment {loc.segment}") from None
+            return found
+        finally:
+            os.close(fd)
+
+    def _find(self, names: list[str], upload_id: str) -> tuple[bytes, bytes] | None:
+        """The record of `upload_id` found by scanning segments (slow path, rare)."""
+        for name in names:
             try:
                 fd = os.open(self._segdir / name, os.O_RDONLY)
             except FileNotFoundError:
-                with self._lock:
-                    self._forget(name)
                 continue
             try:
-                h = next(seg.scan(fd, offset), None)
-                if not isinstance(h, RecordHeader) or h.upload_id != upload_id:
-                    # Rewritten by a prune since we indexed it: look again.
-                    with self._lock:
-                        self._forget(name)
-                    continue
-                meta, trace = seg.read_record(fd, h)
-                return orjson.loads(meta), trace
-            except SegmentError as e:
-                raise StoreError(f"{self._segdir / name}: {e}") from None
+                for h in seg.scan(fd):
+                    if isinstance(h, RecordHeader) and h.upload_id == upload_id:
+                        try:
+                            return seg.read_record(fd, h)
+                        except SegmentError as e:
+                            raise StoreError(f"{self._segdir / name}: {e}") from None
             finally:
                 os.close(fd)
         return None
+
+    def __contains__(self, upload_id: str) -> bool:
+        loc = self._lookup(upload_id)
+        if loc is None:
+            return False
+        return loc.status == _STORED or self._whole_at(loc, upload_id) is not None
+
+    def __len__(self) -> int:
+        """Uploads stored: reads every record header (O(store); for tests and tools)."""
+        return sum(1 for _ in self._records())
+
+    def _records(self) -> Iterator[tuple[str, RecordHeader]]:
+        for name in self._segment_names():
+            try:
+                fd = os.open(self._segdir / name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                for h in seg.scan(fd):
+                    if isinstance(h, RecordHeader):
+                        yield name, h
+            finally:
+                os.close(fd)
+
+    def get(self, upload_id: str) -> tuple[dict, bytes] | None:
+        """(meta, trace_json) of a stored upload, or None. One claim read and one record
+        read; raises StoreError when the upload is stored but its record is damaged."""
+        loc = self._lookup(upload_id)
+        found = None
+        for _ in range(3):
+            if loc is None:
+                return None
+            if loc.segment is None:  # a claim from before claims held locations
+                found = self._find(self._segment_names(), upload_id)
+                break
+            found = self._whole_at(loc, upload_id)
+            if found is not None or loc.status == _PENDING:
+                break
+            # Not there: a prune may have moved it since we read the claim. Look again.
+            again = self._lookup(upload_id)
+            if again == loc:
+                # The claim was not updated (a prune died in between): find it in its
+                # segment; not there at all means its header was damaged.
+                found = self._find([loc.segment], upload_id)
+                if found is None:
+                    raise StoreError(
+                        f"{upload_id!r}: stored, but its record in {loc.segment} is damaged "
+                        "(see `jsprof serve check --store`)"
+                    )
+                break
+            loc = again
+        if found is None:
+            return None
+        meta, trace = found
+        return orjson.loads(meta), trace
 
     def iter_uploads(
         self, after: Cursor | None = None
@@ -514,7 +930,8 @@ class Store:
         """Every stored upload in a stable order (segment name, then record number).
 
         Resumable: pass the cursor of the last upload handled to get only those stored since
-        (in any segment). A record that fails its checksum is logged and skipped.
+        (in any segment); a sealed segment read to its end is skipped after one read of its
+        trailer. A damaged record is logged and skipped, and the records after it still read.
         """
         positions = dict(after.positions) if after is not None else {}
         for name in self._segment_names():
@@ -524,9 +941,20 @@ class Store:
             except FileNotFoundError:
                 continue
             try:
+                if start:
+                    tr = seg.trailer_at_end(fd)
+                    if tr is not None and tr.count <= start:
+                        continue
                 for h in seg.scan(fd):
                     if isinstance(h, Trailer):
                         break
+                    if isinstance(h, Damage):
+                        if not h.tail:
+                            log.error(
+                                "store: %s: skipped %d damaged bytes at offset %d",
+                                name, h.end - h.offset, h.offset,
+                            )
+                        continue
                     if h.seq < start:
                         continue
                     positions[name] = h.seq + 1
@@ -549,6 +977,55 @@ class Store:
                 pass
         return {"uploads": len(self), "segments": len(names), "bytes": size}
 
+    def check(self) -> CheckReport:
+        """Read every record and its checksum: what is damaged, where (read-only)."""
+        findings: list[Finding] = []
+        records = 0
+        names = self._segment_names()
+        marked = set(_listdir(self._opendir))
+        open_segments = []
+        for name in names:
+            try:
+                fd = os.open(self._segdir / name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                live = not _try_lock(fd, shared=True)
+                sealed = False
+                for h in seg.scan(fd):
+                    if isinstance(h, Trailer):
+                        sealed = True
+                    elif isinstance(h, Damage):
+                        if not (h.tail and live):  # a live writer's tail is a write in progress
+                            findings.append(
+                                Finding(name, h.offset, h.end - h.offset, "damaged bytes")
+                            )
+                    else:
+                        records += 1
+                        try:
+                            seg.read_record(fd, h)
+                        except SegmentError as e:
+                            findings.append(
+                                Finding(name, h.offset, h.end - h.offset, f"{h.upload_id!r}: {e}")
+                            )
+                if name in marked or not sealed:
+                    open_segments.append(
+                        f"{name} ({'live writer' if live else 'writer gone, not yet recovered'})"
+                    )
+            finally:
+                os.close(fd)
+        quarantined = sorted(_listdir(self._qdir))
+        return CheckReport(len(names), records, findings, open_segments, quarantined)
+
+
+def _mark_stored(fd: int, upload_id: str) -> None:
+    """`P` -> `1` in place: one byte over an allocated block, which a full disk cannot
+    refuse. If it fails anyway the record is durable and its claim still names it."""
+    try:
+        os.pwrite(fd, _STORED, 0)
+    except OSError as e:
+        log.error("store: %r stored, but its claim not marked (%s)", upload_id, e.strerror)
+
 
 def _app_is(fd: int, h: RecordHeader, app: str | None) -> bool:
     if app is None:
@@ -560,14 +1037,28 @@ def _app_is(fd: int, h: RecordHeader, app: str | None) -> bool:
         return False
 
 
-def _try_lock(fd: int) -> bool:
+def _try_lock(fd: int, shared: bool = False) -> bool:
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         return True
     except OSError as e:
         if e.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
             return False
         raise
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except FileNotFoundError:
+        return []
+
+
+def _unlink(path: Path) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -588,5 +1079,23 @@ def _fsync_dir(path: Path) -> None:
     fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
     try:
         os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _syncfs(path: Path) -> None:
+    """Flush the store's filesystem (claims written since the last one): once per sealed
+    segment, not once per upload."""
+    if not hasattr(_libc, "syncfs"):  # pragma: no cover - not Linux
+        os.sync()
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        if _libc.syncfs(fd) != 0:
+            e = ctypes.get_errno()
+            raise OSError(e, os.strerror(e))
     finally:
         os.close(fd)
