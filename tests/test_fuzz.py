@@ -484,3 +484,61 @@ def test_pprof_frame_without_a_line_keeps_none_when_its_samples_have_one():
     back = jsprof.load(io.BytesIO(out)).tracks[0].trace
     assert {fr.name: fr.line for fr in back.frames} == {"main": 1, "f": None}
     assert _stable(out) == out
+
+
+def _chrome_profile_events(pid_id: str, tid: int, nodes: list, samples: list) -> list[dict]:
+    base = {"ph": "P", "cat": "disabled-by-default-v8.cpu_profiler", "id": pid_id, "pid": 1}
+    data = {"cpuProfile": {"nodes": nodes, "samples": samples}, "timeDeltas": [100] * len(samples)}
+    return [
+        {"name": "Profile", **base, "tid": tid, "ts": 0, "args": {"data": {"startTime": 0}}},
+        {"name": "ProfileChunk", **base, "tid": tid, "ts": 0, "args": {"data": data}},
+    ]
+
+
+_CT_NODES = [
+    {"id": 1, "callFrame": {"functionName": "(root)", "scriptId": 0, "url": ""}},
+    {"id": 2, "callFrame": _cf("main", 9), "parent": 1},
+]
+
+
+@pytest.mark.parametrize("bad", [-5, "x", 2**40, None, 1.5, True])
+def test_chrome_trace_lines_that_are_not_line_numbers_are_refused(bad):
+    # -5 read and then its jsprof JSON did not read back; "x", None and 2**40 raised
+    # ValueError, TypeError or OverflowError instead of a one-line error.
+    events = _chrome_profile_events("0x1", 1, _CT_NODES, [2, 2])
+    events[1]["args"]["data"]["lines"] = [3, bad]
+    with pytest.raises(JsprofError, match=r"traceEvents\[1\]\.args\.data\.lines\[1\]: expected"):
+        jsprof.load(io.BytesIO(json.dumps({"traceEvents": events}).encode()))
+
+
+def test_chrome_trace_two_profiles_of_one_thread_write_back_stably():
+    # Both tracks were written on one (pid, tid) with two thread_name events; reading
+    # named both after the last one, and each round trip added a quote to the names.
+    events = [
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 7, "args": {"name": "main"}},
+        *_chrome_profile_events("0x1", 7, _CT_NODES, [2, 2]),
+        *_chrome_profile_events("0x2", 7, _CT_NODES, [2, 2, 2]),
+    ]
+    out = _stable(orjson.dumps({"traceEvents": events}))
+    names = [t.name for t in jsprof.load(io.BytesIO(out)).tracks]
+    assert names == ["main", "main'"]
+
+
+@pytest.mark.parametrize("tid", [2**64 - 1, -(2**40)])
+def test_perfetto_writes_a_thread_id_it_cannot_carry_as_its_own(tid):
+    # A Chrome trace's tid beyond int32 went into Perfetto's thread_descriptor: ValueError.
+    events = [
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": tid, "args": {"name": "main"}},
+        *_chrome_profile_events("0x1", tid, _CT_NODES, [2, 2]),
+    ]
+    rec = jsprof.load(io.BytesIO(orjson.dumps({"traceEvents": events}, option=0)))
+    back = jsprof.load(io.BytesIO(FORMATS["perfetto"].write(rec)))
+    assert back.tracks[0].name == "main" and back.num_samples == 2
+
+
+def test_perfetto_writes_a_time_origin_before_1970():
+    b = trace_model.TraceBuilder()
+    b.add_sample(0.0, b.stack_id([b.frame_id("main")]))
+    rec = trace_model.Recording.of(b.build(), time_origin=-5.0)  # speedscope allows it
+    back = jsprof.load(io.BytesIO(FORMATS["perfetto"].write(rec)))
+    assert back.num_samples == 1

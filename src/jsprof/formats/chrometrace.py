@@ -47,13 +47,19 @@ def _err(source: str, where: str, problem: str) -> TraceFormatError:
 # ---- writing -----------------------------------------------------------------------------
 
 
-def _track_events(track: Track, index: int) -> list[dict]:
-    tid = (
-        int(track.meta.get("tid", index + 1))
-        if isinstance(track.meta.get("tid"), int)
-        else index + 1
-    )
-    pid = int(track.meta["pid"]) if isinstance(track.meta.get("pid"), int) else PID
+def _id(v: object, default: int) -> int:
+    """A pid or tid from a track's meta, if it is one a trace event can carry."""
+    return v if type(v) is int and 0 <= v < 2**63 else default
+
+
+def _track_events(track: Track, index: int, threads: set[tuple[int, int]]) -> list[dict]:
+    pid = _id(track.meta.get("pid"), PID)
+    tid = _id(track.meta.get("tid"), index + 1)
+    # Reading names a profile by its thread's thread_name: two tracks on one thread (two
+    # profiles of it) would both read back under the last name, so a later one moves.
+    while (pid, tid) in threads:
+        tid = (tid + 1) % 2**63
+    threads.add((pid, tid))
     # Unknown origin: times relative to 0, far below any epoch time, so they read back
     # as unknown again.
     origin_us = (track.time_origin or 0.0) * 1000.0
@@ -175,8 +181,9 @@ def write(rec: Recording) -> bytes:
     events: list[dict] = [
         {"name": "process_name", "ph": "M", "pid": PID, "tid": 0, "args": {"name": "jsprof"}}
     ]
+    threads: set[tuple[int, int]] = set()
     for i, t in enumerate(rec.tracks):
-        events.extend(_track_events(t, i))
+        events.extend(_track_events(t, i, threads))
     return orjson.dumps({"traceEvents": events, "displayTimeUnit": "ms"})
 
 
@@ -277,6 +284,14 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
             lines = data.get("lines")
             if lines is not None and (type(lines) is not list or len(lines) != len(samples)):
                 raise _err(source, f"{where}.args.data.lines", "must be an array, one per sample")
+            for j, ln in enumerate(lines or ()):
+                # Lines are 1-based, 0 unknown (V8), and 32-bit in every engine and format.
+                if type(ln) is not int or not 0 <= ln < 2**31:
+                    raise _err(
+                        source,
+                        f"{where}.args.data.lines[{j}]",
+                        f"expected a line number (0 for unknown), got {ln!r}"[:200],
+                    )
             prof.nodes.extend(nodes)
             prof.samples.extend(samples)
             prof.deltas.extend(deltas)

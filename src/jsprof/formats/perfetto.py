@@ -53,11 +53,15 @@ def _pb() -> Any:
 # ---- writing -----------------------------------------------------------------------------
 
 
+def _int32(v: object, default: int) -> int:
+    """A pid or tid from a track's meta, if it is one a thread_descriptor can carry."""
+    return v if type(v) is int and -(2**31) <= v < 2**31 else default
+
+
 def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
     tr = canonical(track.trace)
     seq = index + 1
-    tid = track.meta.get("tid") if isinstance(track.meta.get("tid"), int) else seq
-    pid = track.meta.get("pid") if isinstance(track.meta.get("pid"), int) else PID
+    tid, pid = _int32(track.meta.get("tid"), seq), _int32(track.meta.get("pid"), PID)
     origin_us = (track.time_origin or 0.0) * 1000.0  # unknown: relative to 0, as read back
     abs_us = np.rint(tr.sample_time * 1000.0 + origin_us).astype(np.int64)
     ref_us = int(round(origin_us))  # the track's time 0: reading measures from it
@@ -65,7 +69,8 @@ def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
     first = trace_msg.packet.add()
     first.trusted_packet_sequence_id = seq
     first.sequence_flags = SEQ_INCREMENTAL_STATE_CLEARED
-    first.timestamp = ref_us * 1000
+    if ref_us >= 0:  # an unsigned clock: a time 0 before it has no packet timestamp
+        first.timestamp = ref_us * 1000
     td = first.thread_descriptor
     td.pid, td.tid, td.thread_name, td.reference_timestamp_us = pid, tid, track.name, ref_us
     interned = first.interned_data
