@@ -756,3 +756,111 @@ def test_tokens_from_files_and_environment(tmp_path: Path) -> None:
             timeout=60,
         )
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_id_with_a_trailing_newline_is_refused(col: Collector) -> None:
+    raw = fixture_bytes("trace-idle.json")
+    for bad in ("nl%0A", "nl%0D%0A", "%0Anl", "nl%00"):
+        status, doc = col.post(raw, f"app=shop&key=k1&id={bad}")
+        assert status == 400 and "query parameter id" in doc["error"], (bad, status, doc)
+    assert col.post(raw, "app=shop&key=k1&id=nl")[0] == 202
+
+
+def test_long_names_and_urls_are_cut_at_ingest(col: Collector) -> None:
+    from jsprof.serve.config import Limits
+
+    lim = Limits()
+    doc = orjson.loads(fixture_bytes("trace-idle.json"))
+    huge = "f" * (4 << 20) + "_end"
+    doc["frames"][0]["name"] = huge
+    doc["resources"][0] = "https://a.example/" + "p" * (1 << 20) + ".js"
+    for form, body, enc in (
+        ("plain", orjson.dumps(doc), None),
+        ("gz", gz(orjson.dumps(doc)), "gzip"),
+    ):
+        status, answer = col.post(body, f"app=shop&key=k1&id=long-{form}", encoding=enc)
+        assert status == 202, answer
+        data = col.get(f"long-{form}")[1]
+        assert len(data) < 64 * 1024, len(data)
+        got = orjson.loads(data)
+        name = got["frames"][0]["name"]
+        assert len(name) == lim.max_name and name.startswith("fff") and name.endswith("_end")
+        assert "…" in name
+        assert len(got["resources"][0]) == lim.max_url and got["resources"][0].endswith(".js")
+        assert got["samples"] == doc["samples"] and got["stacks"] == doc["stacks"]
+    # A long route is cut too; a long release is refused.
+    status, _ = col.post(orjson.dumps(doc), "app=shop&key=k1&id=long-route&route=/" + "r" * 5000)
+    assert status == 202
+    assert len(orjson.loads(col.get("long-route")[1])["jsprof"]["meta"]["route"]) == lim.max_url
+    status, answer = col.post(orjson.dumps(doc), "app=shop&key=k1&release=" + "1" * 500)
+    assert status == 400 and "release" in answer["error"]
+
+
+def test_damaged_upload_is_a_clear_answer_not_a_500(tmp_path: Path) -> None:
+    from jsprof.store import segment as seg
+
+    c = Collector(tmp_path / "st", "--app", "shop:k1")
+    try:
+        raw = fixture_bytes("trace-idle.json")
+        for uid in ("ok-1", "bad-1", "ok-2"):
+            assert c.post(raw, f"app=shop&key=k1&id={uid}")[0] == 202
+        for path in (tmp_path / "st" / "segments").glob("*.seg"):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                for h in seg.scan(fd):
+                    if isinstance(h, seg.RecordHeader) and h.upload_id == "bad-1":
+                        at = h.end - 5  # a byte of the body
+                        b = os.pread(fd, 1, at)
+                        os.pwrite(fd, bytes([b[0] ^ 0x20]), at)
+            finally:
+                os.close(fd)
+        for _ in range(2):
+            status, h, body = c.request(
+                "GET", "/v1/traces/bad-1", headers={"Authorization": f"Bearer {READ_TOKEN}"}
+            )
+            assert status == 410, (status, body)
+            assert "damaged" in _one_line_error(status, h, body)
+        assert c.get("ok-1")[0] == 200 and c.get("ok-2")[0] == 200
+    finally:
+        c.stop()
+    lines = [x for x in c.stderr_lines if "damaged on disk" in x]
+    assert len(lines) == 1 and "Traceback" not in "".join(c.stderr_lines)
+
+
+def test_since_nan_is_refused(col: Collector) -> None:
+    for bad in ("nan", "NaN", "inf", "-inf"):
+        for name in ("since", "until"):
+            status, h, body = col.request(
+                "GET",
+                f"/v1/query/top?app=shop&{name}={bad}",
+                headers={"Authorization": f"Bearer {READ_TOKEN}"},
+            )
+            assert status == 400, (name, bad, status, body)
+            assert name in _one_line_error(status, h, body)
+
+
+def test_access_log_shows_a_500_as_500(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """A route that fails is logged with its status (it was "0": Starlette's outer error
+    middleware answered after the access log had written its line)."""
+    from starlette.routing import Route
+
+    from jsprof.serve.app import create_app
+    from jsprof.serve.config import ServeConfig
+    from serve_util import asgi_call
+
+    async def boom(request: object) -> None:
+        raise RuntimeError("a bug")
+
+    st = Store(tmp_path / "st")
+    try:
+        app = create_app(ServeConfig(store=str(tmp_path / "st"), access_log=True), st)
+        app.router.routes.append(Route("/boom", boom))
+        status, h, body = asgi_call(app, "GET", "/boom")
+    finally:
+        st.close()
+    assert status == 500 and orjson.loads(body) == {
+        "error": "internal error; see the collector's stderr"
+    }
+    assert h["x-content-type-options"] == "nosniff"
+    err = capsys.readouterr().err
+    assert "GET /boom 500 " in err, err

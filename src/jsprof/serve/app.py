@@ -26,14 +26,13 @@ from typing import Any
 import anyio
 import orjson
 from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..store import Store
+from ..store import Store, StoreError
 from . import ingest
 from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
@@ -286,10 +285,26 @@ def trace_document(meta: dict, trace_json: bytes) -> bytes:
     return b"".join((head, sep, b'"jsprof":', orjson.dumps(ext), b"}"))
 
 
+def _get(store: Store, upload_id: str) -> tuple[dict, bytes] | None | _Failed:
+    try:
+        return store.get(upload_id)
+    except StoreError as e:
+        # Damage on disk (a record failing its checksum) is not the reader's fault and no
+        # retry will mend it: say what it is, once per id, instead of a generic 500.
+        log_once(f"damaged:{upload_id}", f"upload {upload_id!r} is damaged on disk: {e}")
+        return _Failed(
+            410,
+            f"upload {upload_id[:128]!r} is stored but damaged on disk (its checksum fails); "
+            "it cannot be read back (jsprof serve check --store reports such records)",
+        )
+
+
 async def get_trace(request: Request) -> Response:
     require_read(request)
     upload_id = request.path_params["id"]
-    got = await run_in_threadpool(request.app.state.store.get, upload_id)
+    got = await in_thread(_get, request.app.state.store, upload_id)
+    if isinstance(got, _Failed):
+        return error(got.status, got.message, got.headers)
     if got is None:
         return error(404, f"no upload with id {upload_id[:128]!r}")
     meta, trace_json = got
@@ -367,6 +382,14 @@ class _Headers:
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except Exception as e:
+            # Answered here, not by Starlette's outer error middleware, so the access log
+            # and the nosniff header see the 500 (the log said "status 0").
+            log.error("jsprof serve: %s %s failed: %r", scope["method"], scope["path"], e)
+            if status:
+                raise  # the answer had started: nothing more can be sent
+            msg = error(500, "internal error; see the collector's stderr")
+            await msg(scope, receive, send_wrapper)
         finally:
             if self.access_log:
                 ms = (time.perf_counter() - start) * 1000

@@ -29,6 +29,9 @@ class Limits:
     max_samples: int = 200_000
     max_depth: int = 1024  # frames in the deepest stack
     max_meta: int = 64 * 1024  # bytes of client metadata (JSON)
+    max_name: int = 1024  # characters of a function name (longer ones are cut)
+    max_url: int = 2048  # characters of a resource URL or a route (cut)
+    max_label: int = 128  # characters of a release or env (refused)
 
 
 @dataclass

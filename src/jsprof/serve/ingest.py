@@ -23,7 +23,8 @@ from .config import Limits
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _TYPES = ("application/json", "text/plain")
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+# fullmatch: `$` would let a trailing newline through (and store "x\n" apart from "x").
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
 _TRACE_KEYS = ("resources", "frames", "stacks", "samples")
 _TRACE_KEY_SET = frozenset(_TRACE_KEYS)
 # The top level only, values left undecoded: a scan at memory speed.
@@ -44,7 +45,7 @@ class Refused(Exception):
 def check_upload_id(value: str | None) -> str | None:
     if value is None:
         return None
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise Refused(
             400,
             "query parameter id: expected 1-128 letters, digits, '.', '_', ':' or '-' "
@@ -238,7 +239,16 @@ def build_meta(
             cv = client_meta.get(key)
             v = cv if type(cv) is str else None
         if v is not None:
-            meta[key] = strip_url(v) if key == "route" else v
+            v = strip_url(v) if key == "route" else v
+            # Every view lists these: a route is cut, like a URL; a release or env that
+            # long is a client's mistake.
+            if key == "route":
+                v = cut(v, limits.max_url)
+            elif len(v) > limits.max_label:
+                raise Refused(
+                    400, f"{key}: {len(v)} characters, over the limit of {limits.max_label}"
+                )
+            meta[key] = v
     meta["app"] = params["app"]
     meta["receivedAt"] = time.time() * 1000.0
     if "userAgent" not in meta and user_agent:
@@ -285,7 +295,41 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
     check_size(t, "body", limits)
     if not keep_query and any("?" in r or "#" in r for r in t.resources):
         return False
+    if _too_long(t.resources, limits.max_url) or _too_long(
+        (f.name for f in t.frames), limits.max_name
+    ):
+        return False  # the general path cuts them
     return True
+
+
+def _too_long(texts: Any, cap: int) -> bool:
+    return any(len(x) > cap for x in texts)
+
+
+def cut(text: str, cap: int) -> str:
+    """`text` whole when it fits `cap` characters, else its start, `…` and its end (the end
+    of a URL or a name is often what tells it apart)."""
+    if len(text) <= cap:
+        return text
+    head = (cap - 1) * 2 // 3
+    return text[:head] + "…" + text[len(text) - (cap - 1 - head) :]
+
+
+def cap_names(trace: dict, limits: Limits) -> bool:
+    """Cut function names and resource URLs to the limits (one upload with a 32 MiB name
+    made every view of its app 33-68 MB). True if anything was cut."""
+    changed = False
+    resources = trace["resources"]
+    for i, r in enumerate(resources):
+        if len(r) > limits.max_url:
+            resources[i] = cut(r, limits.max_url)
+            changed = True
+    for f in trace["frames"]:
+        name = f["name"]
+        if len(name) > limits.max_name:
+            f["name"] = cut(name, limits.max_name)
+            changed = True
+    return changed
 
 
 def prepare(
@@ -332,6 +376,7 @@ def prepare_general(
     check_trace(trace, where, limits, has_markers=b'"marker"' in data)
     meta = build_meta(client_meta, params, user_agent, limits)
     changed = False if keep_query else normalise_resources(trace)
+    changed = cap_names(trace, limits) or changed
     if envelope or changed or set(trace) != set(_TRACE_KEYS):
         return meta, orjson.dumps({k: trace[k] for k in _TRACE_KEYS})
     return meta, data  # nothing to change: the bytes as uploaded

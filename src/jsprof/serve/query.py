@@ -10,6 +10,7 @@ worker thread: they compact and scan, and must not stall ingest on the event loo
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -85,13 +86,25 @@ def filters_from_query(request: Request) -> Any:
     app = q.get("app")
     if not app:
         raise UsageError("query parameter app: missing; e.g. ?app=shop")
+    def when(name: str) -> float | None:
+        text = q.get(name)
+        if not text:
+            return None
+        t = parse_time(text, name)
+        if not math.isfinite(t):  # `nan` and `inf` parse as floats
+            raise UsageError(
+                f"query parameter {name}: {text[:40]!r} is not a time; use epoch ms, an ISO "
+                "time or an age like 7d"
+            )
+        return t
+
     return Filters(
         app=app,
         release=q.get("release") or None,
         route=q.get("route") or None,
         env=q.get("env") or None,
-        since=parse_time(q["since"], "since") if q.get("since") else None,
-        until=parse_time(q["until"], "until") if q.get("until") else None,
+        since=when("since"),
+        until=when("until"),
         where=parse_where(q.getlist("where")),
     )
 
