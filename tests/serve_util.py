@@ -31,8 +31,11 @@ class Collector:
         read_token: str | None = READ_TOKEN,
         nofile: int | None = None,
         env: dict[str, str] | None = None,
+        wrap: list[str] | None = None,
     ) -> None:
         cmd = [str(JSPROF), "serve", "--store", str(store), "--port", "0", *args]
+        if wrap:  # e.g. a shell that mounts a small tmpfs first, then execs the collector
+            cmd = [*wrap, *cmd]
         base = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
         base.update(env or {})
         if read_token:

@@ -491,3 +491,56 @@ def test_slow_clients_cannot_starve_uploads(tmp_path: Path) -> None:
     assert most < 256, most
     assert answer.startswith(b"HTTP/1.1 408 ") and b'{"error":' in answer, answer[:200]
     assert took < 2 + 5, took
+
+
+def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
+    """The store on a 4 MiB tmpfs (its own mount namespace: no root needed, gone with the
+    process) that fills up: 503 with Retry-After, one log line, every 202 reads back; once
+    space is freed, uploads land again without a restart."""
+    import shlex
+
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    setup = (
+        f"mount -t tmpfs -o size=4m tmpfs {shlex.quote(str(mnt))} && "
+        f"head -c 2900000 /dev/zero > {shlex.quote(str(mnt))}/ballast && exec \"$@\""
+    )
+    col = Collector(
+        mnt / "st",
+        "--app",
+        "shop:k1",
+        wrap=["unshare", "--mount", "--map-root-user", "sh", "-c", setup, "sh"],
+    )
+    body = fixture_bytes("trace-basic.json")  # ~20 KB, stored compressed
+    acked: list[str] = []
+    full: list[tuple[str, dict]] = []
+    try:
+        for i in range(400):
+            status, h, data = col.request(
+                "POST",
+                f"/v1/traces?app=shop&key=k1&id=u{i}",
+                body + b" " * (i % 7),  # not one repeated body: each record stored apart
+                {"Content-Type": "application/json"},
+            )
+            assert status in (202, 503), (status, data)
+            if status == 202:
+                acked.append(f"u{i}")
+            else:
+                assert int(h["retry-after"]) > 0 and "full" in orjson.loads(data)["error"]
+                full.append((f"u{i}", h))
+                if len(full) >= 20:
+                    break
+        assert acked and len(full) >= 20, (len(acked), len(full))
+        for uid in acked:
+            assert col.get(uid)[0] == 200, uid
+        # Space comes back: the collector's view of its tmpfs, through /proc.
+        Path(f"/proc/{col.proc.pid}/root{mnt}/ballast").unlink()
+        resumed = [col.post(body, f"app=shop&key=k1&id=after-{i}")[0] for i in range(5)]
+        assert resumed == [202] * 5, resumed
+        for uid in acked:
+            assert col.get(uid)[0] == 200, uid
+    finally:
+        col.stop()
+    log = "".join(col.stderr_lines)
+    assert log.count("disk is full") == 1, log[-2000:]
+    assert "Traceback" not in log
