@@ -17,6 +17,16 @@ from pathlib import Path
 
 DATA = Path(__file__).parent / "data" / "profiler"
 ENGINES = ("chromium", "quickjs", "node")
+# Failures that are the engine's own, measured and documented in docs/engines.md: the table
+# shows them failed, marked as a known limitation with a note under it (never hidden).
+KNOWN = {
+    ("chromium", "a loop calling built-ins is sampled with its stack"): (
+        "Chromium's native Profiler gives a sample taken while V8 collects garbage (as far "
+        "as CDP shows) neither stack nor marker, so a busy loop that allocates reads "
+        "partly as idle; CDP profiling (`jsprof record --engine chromium`) marks those "
+        'samples `gc` (docs/engines.md, "Chromium\'s own Profiler loses stacks")'
+    ),
+}
 
 
 def run(engine: str, script: str, allow: bool = True) -> tuple[int, list[str], str]:
@@ -76,6 +86,7 @@ def table(results: dict[str, dict[str, tuple[bool, str]]]) -> str:
     head = "| check | " + " | ".join(engines) + " |"
     sep = "| --- | " + " | ".join("---" for _ in engines) + " |"
     lines = [head, sep]
+    notes: list[str] = []
     for c in checks:
         cells = []
         for e in engines:
@@ -85,8 +96,18 @@ def table(results: dict[str, dict[str, tuple[bool, str]]]) -> str:
             elif got[0]:
                 cells.append("✓")
             else:
-                cells.append(f"✗ ({got[1][:40]})" if got[1] else "✗")
+                # The detail's first clause, e.g. a sample count.
+                detail = got[1].split(";", 1)[0][:40]
+                cell = f"✗ ({detail})" if detail else "✗"
+                known = KNOWN.get((e, c))
+                if known is not None:
+                    notes.append(known)
+                    cell += f" known limitation [{len(notes)}]"
+                cells.append(cell)
         lines.append(f"| {c.replace('|', '/')} | " + " | ".join(cells) + " |")
+    if notes:
+        lines.append("")
+        lines += [f"[{i}] {n}" for i, n in enumerate(notes, 1)]
     return "\n".join(lines)
 
 

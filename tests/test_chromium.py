@@ -544,6 +544,9 @@ CHROMIUM_DIFFERS = {
     "maxBufferSize -1 keeps everything (4294967295)",
     "each session reports its own interval",
     "the other session is whole",
+    # A known engine limitation, measured (docs/engines.md): samples taken while V8
+    # collects garbage come with neither stack nor marker. Shown failed in the table.
+    "a loop calling built-ins is sampled with its stack",
 }
 
 

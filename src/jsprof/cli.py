@@ -158,10 +158,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     rec = _load(args.trace, args)
     if args.track is not None:
         rec.track(args.track)  # a clear error for an unknown name, before any work
+    lost = _lost_stacks(rec, args.track)
     if args.tree:
         tree = build_call_tree(rec, args.track)
         if args.json:
-            _print_json({"tree": render.tree_json(tree, threshold)})
+            _print_json({"tree": render.tree_json(tree, threshold), **_lost_json(lost)})
         else:
             c = _console()
             cut = tree.total_time * threshold / 100.0
@@ -176,6 +177,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                     "lower it",
                     file=sys.stderr,
                 )
+        _warn_lost(lost)
         return 0
     if by == "line":
         summary = hot_lines(rec, args.track)
@@ -187,11 +189,31 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         summary = summarize(rec, by=by, track=args.track)
     if args.json:
-        _print_json(render.summary_json(summary, top, by, sort))
+        _print_json({**render.summary_json(summary, top, by, sort), **_lost_json(lost)})
     else:
         title = _title(rec, args.track)
         render.print_summary(_console(), summary, top, by, title, sort)
+    _warn_lost(lost)
     return 0
+
+
+# Stack-less samples between samples of one function (analysis/lost_stacks.py): `report`
+# says so in one line on stderr, after its output, and in the `lostStacks` field of --json.
+def _lost_stacks(rec: Recording, track: str | None) -> Any:
+    from .analysis.lost_stacks import lost_stacks
+
+    return lost_stacks(rec, track)
+
+
+def _lost_json(lost: Any) -> dict:
+    return {} if lost is None else {"lostStacks": lost.as_json()}
+
+
+def _warn_lost(lost: Any) -> None:
+    if lost is not None:
+        from .analysis.lost_stacks import warning
+
+        print(warning(lost), file=sys.stderr)
 
 
 def _title(rec: Recording, track: str | None) -> str:

@@ -35,6 +35,10 @@
     .map((f) => pathToFileURL(f).href));
   const ALLOWED = process.env.JSPROF_NO_PROFILING !== '1';
   const PSEUDO = new Set(['(root)', '(program)', '(idle)', '(garbage collector)']);
+  // V8 takes a tick in its garbage collector or its own native work without the
+  // JavaScript stack: such a sample has no stackId but is not idle, so it says what it
+  // is with the spec's marker (a busy loop that allocates would otherwise read as idle).
+  const MARKERS = new Map([['(garbage collector)', 'gc'], ['(program)', 'other']]);
 
   let session = null;
   let baseIntervalMs = 0;
@@ -203,8 +207,11 @@
         if (ts - lastKept < threshold) continue;
         if (b.length >= maxBufferSize) { full = true; break outer; }
         lastKept = ts;
-        // No JavaScript on the stack: no stackId.
-        b.addSample(ts, stackFor(prof.samples[i]));
+        // No JavaScript on the stack: no stackId (and a marker when not idle).
+        const node = byId.get(prof.samples[i]);
+        const cf = node && node.callFrame;
+        b.addSample(ts, stackFor(prof.samples[i]),
+          cf && !cf.url ? MARKERS.get(cf.functionName) : undefined);
       }
     }
     if (b.length >= maxBufferSize) full = true;

@@ -177,8 +177,12 @@ class TraceBuilder {
     return id;
   }
 
-  addSample(timestamp, stackId) {
-    this.samples.push(stackId === undefined ? { timestamp } : { timestamp, stackId });
+  // `marker`: the spec's ProfilerMarker ('gc', 'other'...) for a sample that is not idle
+  // though no JavaScript is on its stack; omitted when there is none.
+  addSample(timestamp, stackId, marker) {
+    const s = stackId === undefined ? { timestamp } : { timestamp, stackId };
+    if (marker !== undefined) s.marker = marker;
+    this.samples.push(s);
   }
 
   get length() { return this.samples.length; }
