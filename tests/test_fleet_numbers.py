@@ -152,3 +152,150 @@ def test_every_diff_interval_contains_its_estimate(store, capsys):
     code = main(argv + ["--fail-if", "(idel):self<-2pp"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err and "closest: (idle)" in err, err
+
+
+# ---- 3. merged counts and intervals ----------------------------------------------------------
+
+
+def test_merged_profiles_keep_the_real_counts_and_interval(store, tmp_path, capsys):
+    traces = [chromium("trace-basic.json"), chromium("trace-builtins.json"),
+              chromium("trace-idle.json")] * 3
+    for i, tr in enumerate(traces):
+        upload(store, f"u{i}", tr, app="shop", release="1.0")
+    n = sum(tr.num_samples for tr in traces)
+    out = tmp_path / "merged.jsprof.json"
+    assert main(["fleet", "export", "--store", str(store.path), "--app", "shop",
+                 "-o", str(out)]) == 0
+    capsys.readouterr()
+    rep = run_json(capsys, ["report", str(out), "--json", "--all"])
+    assert rep["total_samples"] == n
+    assert main(["report", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "10 ms interval" in text and f"{n} samples, " in text, text
+    # Per function, the merged file counts what the same traces merged locally count.
+    local = tmp_path / "local.jsprof.json"
+    io.save(Recording([Track(f"t{i}", tr, sample_interval=10.0)
+                       for i, tr in enumerate(traces)]), local)
+    want = run_json(capsys, ["report", str(local), "--json", "--all"])
+    assert {r["name"]: (r["self_samples"], r["total_samples"]) for r in rep["rows"]} == \
+        {r["name"]: (r["self_samples"], r["total_samples"]) for r in want["rows"]}
+    # The flame graph's hover counts samples, not merged rows.
+    from jsprof.analysis.calltree import build_call_tree
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+
+    with api.session(store) as s:
+        tree = build_call_tree(api.recording(s, Filters(app="shop")))
+    roots = tree.parent == -1
+    assert int(tree.total_samples[roots].sum()) == n
+    page = tmp_path / "merged.html"
+    assert main(["fleet", "flame", "--store", str(store.path), "--app", "shop",
+                 "-o", str(page)]) == 0
+    fib = [i for i in range(len(tree.parent))
+           if tree.functions[tree.function[i]].name == "workload"]
+    assert f"\\u00b7 {int(tree.total_samples[fib[0]])} samples" in page.read_text() or \
+        f"· {int(tree.total_samples[fib[0]])} samples" in page.read_text()
+
+
+# ---- 4. releases that rename their bundles ---------------------------------------------------
+
+
+def renamed(tr: ProfilerTrace, names: dict[str, str]) -> ProfilerTrace:
+    """`tr` with its scripts served under other URLs (a bundler's build names)."""
+    res = [next((v for k, v in names.items() if k in r), r) for r in tr.resources]
+    return ProfilerTrace(res, tr.frames, tr.stack_parent, tr.stack_frame, tr.sample_time,
+                         tr.sample_stack, tr.sample_marker, tr.sample_line)
+
+
+BUILDS = {
+    "1.4.1": {"page.html": "https://shop.example/assets/index-DiwrgTda.js",
+              "workload-ext.js": "https://shop.example/static/js/main.3f2a1c9b.chunk.js"},
+    "1.4.2": {"page.html": "https://shop.example/assets/index-B3kq9xZp.js",
+              "workload-ext.js": "https://shop.example/static/js/main.9e8d7c6b.chunk.js"},
+}
+
+
+def test_release_diff_matches_scripts_across_build_names(store, capsys):
+    for rel, names in BUILDS.items():
+        for i in range(4):
+            upload(store, f"{rel}-{i}", renamed(chromium(), names), app="shop", release=rel)
+    # A third naming: the version as a folder.
+    for rel in ("1.4.3", "1.4.4"):
+        for i in range(4):
+            upload(store, f"{rel}-{i}", renamed(chromium(), {
+                "page.html": f"https://cdn.example/{rel}/app.js",
+                "workload-ext.js": f"https://cdn.example/{rel}/ext.js"}), app="shop",
+                release=rel)
+    for base, new in (("1.4.1", "1.4.2"), ("1.4.3", "1.4.4")):
+        argv = ["fleet", "diff", "--store", str(store.path), "--app", "shop", "--base",
+                f"release={base}", "--new", f"release={new}", "--json", "--all", *DIFF]
+        doc = run_json(capsys, argv)
+        assert {r["status"] for r in doc["rows"]} <= {"same", "changed"}, doc["rows"]
+        assert not doc["warnings"]
+        fib = [r for r in doc["rows"] if r["name"] == "fib"]
+        assert len(fib) == 1 and abs(fib[0]["selfPp"]) < 1e-6
+        # The same builds compared by exact URL: every function new and removed, and said.
+        code = main(argv + ["--exact-resources"])
+        cap = capsys.readouterr()
+        exact = orjson.loads(cap.out)
+        assert code == 0
+        assert {r["status"] for r in exact["rows"] if r["resource"]} == {"new", "removed"}
+        assert exact["warnings"] and "did not match" in exact["warnings"][0]
+        assert "jsprof: warning:" in cap.err and "did not match" in cap.err
+
+
+def test_the_build_name_rule():
+    from jsprof.fleet.releases import strip_build_marks as key
+
+    assert key("https://x/static/js/main.3f2a1c9b.chunk.js") == "https://x/static/js/main.chunk.js"
+    assert key("https://x/assets/index-DiwrgTda.js") == "https://x/assets/index.js"
+    assert key("https://x/1.4.2/app.js") == key("https://x/v1.4.3/app.js") == "https://x/app.js"
+    # Words and plain names stay as they are.
+    for url in ("https://x/user-Settings.js", "https://x/app.min.js",
+                "https://x/react-dom.production.min.js", "file:///home/me/app.js"):
+        assert key(url) == url
+
+
+# ---- 5. pruned means gone --------------------------------------------------------------------
+
+
+def test_pruned_uploads_are_gone_from_every_query(tmp_path, capsys):
+    import time
+
+    from test_fleet_http import Server
+
+    path = tmp_path / "store"
+    st = Store(path)
+    now = time.time() * 1000
+    for i in range(3):  # two months old: retention takes them
+        upload(st, f"old-{i}", chromium("trace-idle.json"), app="shop", release="0.9",
+               receivedAt=now - 60 * 86400e3)
+    for i in range(4):
+        upload(st, f"new-{i}", chromium(), app="shop", release="1.0", receivedAt=now)
+    st.close()
+    srv = Server(path)
+    try:
+        def top() -> dict:
+            status, _, body = srv.get("/v1/query/top", [("app", "shop"), ("top", "all")])
+            assert status == 200, body
+            return orjson.loads(body)
+
+        assert top()["traces"] == 7  # compacted: every upload is in the Parquet tables
+        assert srv.get("/v1/traces/old-0", [])[0] == 200
+        assert main(["serve", "prune", "--store", str(path), "--older-than", "30d"]) == 0
+        assert "removed 3 uploads" in capsys.readouterr().out
+        doc = top()
+        assert doc["traces"] == 4 and doc["samples"] == 4 * chromium().num_samples
+        assert "(idle)" not in {r["name"] for r in doc["rows"]} or all(
+            r["traces"] <= 4 for r in doc["rows"])
+        status, _, body = srv.get("/v1/query/options", [("app", "shop")])
+        assert status == 200 and orjson.loads(body)["releases"] == ["1.0"]
+        assert srv.get("/v1/traces/old-0", [])[0] == 404
+        status, _, body = srv.get("/v1/query/top", [("app", "shop"), ("release", "0.9")])
+        assert orjson.loads(body).get("traces", 0) == 0 or status == 400
+        # The CLI, on the store itself, agrees.
+        cli = run_json(capsys, ["fleet", "top", "--store", str(path), "--app", "shop",
+                                "--json", "--all"])
+        assert cli == doc
+    finally:
+        srv.stop()

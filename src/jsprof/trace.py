@@ -129,6 +129,9 @@ class ProfilerTrace:
     sample_weight: float64 ms each sample stands for, or None: then it is implied by the
         timestamps (`sample_weights`). A filter that drops samples fills it in first, so a
         kept sample keeps the weight it had in the recording.
+    sample_count: int64 recorded samples each sample stands for, or None: one each. A
+        merged profile (`fleet`) keeps one weighted sample per distinct stack; this column
+        keeps the real counts (`sample_counts`, `recorded_samples`).
     """
 
     __slots__ = (
@@ -141,6 +144,7 @@ class ProfilerTrace:
         "sample_marker",
         "sample_line",
         "sample_weight",
+        "sample_count",
     )
 
     def __init__(
@@ -154,6 +158,7 @@ class ProfilerTrace:
         sample_marker: Iterable[int] | np.ndarray | None = None,
         sample_line: Iterable[int] | np.ndarray | None = None,
         sample_weight: Iterable[float] | np.ndarray | None = None,
+        sample_count: Iterable[int] | np.ndarray | None = None,
     ) -> None:
         self.resources: list[str] = list(resources)
         self.frames: list[ProfilerFrame] = [ProfilerFrame(*f) for f in frames]
@@ -169,9 +174,13 @@ class ProfilerTrace:
         self.sample_weight = (
             None if sample_weight is None else np.ascontiguousarray(sample_weight, np.float64)
         )
+        self.sample_count = (
+            None if sample_count is None else np.ascontiguousarray(sample_count, np.int64)
+        )
         if len(self.stack_parent) != len(self.stack_frame):
             raise ValueError("stack_parent and stack_frame differ in length")
-        for col in (self.sample_stack, self.sample_marker, self.sample_line, self.sample_weight):
+        for col in (self.sample_stack, self.sample_marker, self.sample_line, self.sample_weight,
+                    self.sample_count):
             if col is not None and len(col) != n:
                 raise ValueError("sample columns differ in length")
 
@@ -205,6 +214,7 @@ class ProfilerTrace:
             and _opt_equal(self.sample_marker, other.sample_marker)
             and _opt_equal(self.sample_line, other.sample_line)
             and _opt_equal(self.sample_weight, other.sample_weight)
+            and _opt_equal(self.sample_count, other.sample_count)
         )
 
     __hash__ = None  # type: ignore[assignment]
@@ -318,6 +328,20 @@ def sample_weights(trace: ProfilerTrace, interval: float | None = None) -> np.nd
 def lost_ms(trace: ProfilerTrace, interval: float | None = None) -> float:
     """The milliseconds of gaps beyond `gap_cap` that no sample stands for."""
     return weights_and_lost(trace, interval)[1]
+
+
+def sample_counts(trace: ProfilerTrace) -> np.ndarray:
+    """Recorded samples each sample stands for: the `sample_count` column, else one each."""
+    if trace.sample_count is not None:
+        return trace.sample_count
+    return np.ones(trace.num_samples, np.int64)
+
+
+def recorded_samples(trace: ProfilerTrace) -> int:
+    """How many samples were recorded: rows, or the sum of `sample_count` (merged)."""
+    if trace.sample_count is not None:
+        return int(trace.sample_count.sum())
+    return trace.num_samples
 
 
 def stack_depths(parent: np.ndarray) -> np.ndarray:
@@ -645,4 +669,5 @@ def normalise_resources(trace: ProfilerTrace) -> ProfilerTrace:
         trace.sample_marker,
         trace.sample_line,
         trace.sample_weight,
+        trace.sample_count,
     )

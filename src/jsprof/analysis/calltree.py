@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..trace import NONE, ProfilerTrace, Recording
+from ..trace import NONE, ProfilerTrace, Recording, sample_counts
 from .profile import (
     FunctionKey,
     KeyTable,
@@ -57,7 +57,8 @@ def build_call_tree(rec: Recording | ProfilerTrace, track: str | None = None) ->
         has = tr.sample_stack != NONE
         n_st = tr.num_stacks
         stack_ms = np.bincount(tr.sample_stack[has], weights=w[has], minlength=n_st)
-        stack_n = np.bincount(tr.sample_stack[has], minlength=n_st)
+        stack_n = np.rint(np.bincount(tr.sample_stack[has], weights=sample_counts(tr)[has],
+                                      minlength=n_st)).astype(np.int64)
         # Samples without JavaScript are roots named as the table names them, so the
         # tree's roots add up to all the time and agree with `report`'s rows.
         pseudo = no_js_rows([t], [w])

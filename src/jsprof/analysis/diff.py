@@ -369,13 +369,16 @@ def _path_shares(
     return path_of, sums
 
 
-def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = ()) -> TreeChange:
-    """For each node of NEW's tree, how its call path's self and total share changed."""
-    match = ResourceMatcher.for_pair(
-        (f.resource for f in base.functions if f.resource is not None),
-        (f.resource for f in new.functions if f.resource is not None),
-        strip_prefixes,
-    )
+def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = (),
+                 match: ResourceMatcher | None = None) -> TreeChange:
+    """For each node of NEW's tree, how its call path's self and total share changed
+    (resources keyed by `match` when given, as `diff_profiles` takes it)."""
+    if match is None:
+        match = ResourceMatcher.for_pair(
+            (f.resource for f in base.functions if f.resource is not None),
+            (f.resource for f in new.functions if f.resource is not None),
+            strip_prefixes,
+        )
     paths: dict = {}
     _, b_sums = _path_shares(base, paths, match)
     n_path, n_sums = _path_shares(new, paths, match)

@@ -75,6 +75,7 @@ def _select(trace: ProfilerTrace, keep: np.ndarray, interval: float | None) -> P
         None if trace.sample_marker is None else trace.sample_marker[keep],
         None if trace.sample_line is None else trace.sample_line[keep],
         weights[keep],
+        None if trace.sample_count is None else trace.sample_count[keep],
     )
 
 
@@ -148,6 +149,7 @@ def _hide_trace(tr: ProfilerTrace, pred: FramePredicate, label: str) -> Profiler
         # the executing line belonged to the hidden leaf: keep it only where the leaf stayed
         None if tr.sample_line is None else np.where(_leaf_kept(tr, hidden), tr.sample_line, 0),
         tr.sample_weight,
+        tr.sample_count,
     )
 
 

@@ -23,6 +23,8 @@ from ..trace import (
     Track,
     function_keys,
     no_stack_name,
+    recorded_samples,
+    sample_counts,
     sample_weights,  # noqa: F401 - re-exported: calltree, diff and callers import it here
     weights_and_lost,
 )
@@ -165,7 +167,10 @@ def _accumulate_track(
     node_key = frame_key[tr.stack_frame] if len(frame_key) else np.zeros(0, np.int64)
     # Self: by the leaf frame of each sample.
     stack_ms = np.bincount(sid_v, weights=w_v, minlength=n_st)
-    stack_n = np.bincount(sid_v, minlength=n_st)
+    # Counts, not rows: a merged profile's sample stands for `sample_count` samples.
+    cnt = tr.sample_count
+    stack_n = (np.bincount(sid_v, minlength=n_st) if cnt is None
+               else np.rint(np.bincount(sid_v, weights=cnt[has], minlength=n_st)).astype(np.int64))
     self_ms += np.bincount(node_key, weights=stack_ms, minlength=n_keys)
     self_n += np.bincount(node_key, weights=stack_n, minlength=n_keys).astype(np.int64)
     # Total: subtree sums at the outermost occurrence of each key on a path, so recursion
@@ -193,6 +198,7 @@ def no_js_rows(tracks: Sequence[Track], weights: Sequence[np.ndarray]) -> list[N
             else np.full(int(none.sum()), NONE, np.int8)
         )
         wn = w[none]
+        cn = sample_counts(tr)[none]
         # Not np.unique: it imports numpy.ma (~10-20 ms of `jsprof record`'s summary).
         lo = int(markers.min())
         codes = np.flatnonzero(np.bincount(markers.astype(np.int64) - lo)) + lo
@@ -200,7 +206,7 @@ def no_js_rows(tracks: Sequence[Track], weights: Sequence[np.ndarray]) -> list[N
             sel = markers == code
             label = no_stack_name(code)
             row = counts.setdefault(label, [0, 0.0])
-            row[0] += int(sel.sum())
+            row[0] += int(cn[sel].sum())
             row[1] += float(wn[sel].sum())
     return sorted((NoJsRow(k, n, ms) for k, (n, ms) in counts.items()), key=lambda r: -r.ms)
 
@@ -237,7 +243,7 @@ def summarize(
     seen = np.nonzero(acc[3] > 0)[0]
     return Summary(
         total_ms=float(sum(w.sum() for w in weights)),
-        total_samples=sum(t.trace.num_samples for t in tracks),
+        total_samples=sum(recorded_samples(t.trace) for t in tracks),
         stats=KeyStats([table.keys[i] for i in seen.tolist()], *(a[seen] for a in acc)),
         no_js=no_js_rows(tracks, weights),
         lost_ms=float(sum(lost for _, lost in wl)),
@@ -278,7 +284,8 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
         combined = leaf_fn * (1 << 32) + ln
         uniq, inv = np.unique(combined, return_inverse=True)
         ms = np.bincount(inv, weights=w[ok], minlength=len(uniq))
-        cnt = np.bincount(inv, minlength=len(uniq))
+        cnt = np.rint(np.bincount(inv, weights=sample_counts(tr)[ok], minlength=len(uniq))
+                      ).astype(np.int64)
         for u, m, c in zip(uniq.tolist(), ms.tolist(), cnt.tolist(), strict=True):
             key = lines.intern(LineKey(funcs.keys[u >> 32], u & 0xFFFFFFFF))
             self_ms[key] = self_ms.get(key, 0.0) + m
@@ -288,7 +295,7 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
     s_n = np.array([self_n[i] for i in range(n)], dtype=np.int64)
     return Summary(
         total_ms=float(sum(w.sum() for w in weights)),
-        total_samples=sum(t.trace.num_samples for t in tracks),
+        total_samples=sum(recorded_samples(t.trace) for t in tracks),
         stats=KeyStats(lines.keys, s_ms, s_ms.copy(), s_n, s_n.copy()),
         no_js=no_js_rows(tracks, weights),
         lost_ms=lost,

@@ -310,6 +310,7 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
         trace.sample_marker,
         _map_lines(trace, frame_map),
         trace.sample_weight,
+        trace.sample_count,
     )
 
 

@@ -45,7 +45,9 @@ def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Sn
                 f"{store.path}: cannot compact the store ({e.strerror}); run the query as a "
                 "user who may write it"
             ) from None
-    return Snapshot(store.path, read_manifest(store.path))
+    man = read_manifest(store.path)
+    # After the manifest: an upload pruned since it was compacted is left out.
+    return Snapshot(store.path, man, store.__contains__)
 
 
 @dataclass
@@ -116,8 +118,11 @@ def describe(f: Filters) -> str:
 
 def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
          rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
-         flame_fmt: str | None = None, reps: int = 200) -> tuple[dict, str | None]:
-    """The diff document (with `failures`) and, when asked, the differential flame graph."""
+         flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False
+         ) -> tuple[dict, str | None]:
+    """The diff document (with `failures` and `warnings`) and, when asked, the
+    differential flame graph. Resources match across releases with content hashes and
+    version folders taken out (`fleet.releases`), unless `exact_resources`."""
     import math
 
     from ..analysis.calltree import build_call_tree
@@ -142,7 +147,7 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                 keys[r.key] = None
         return list(keys)
 
-    d, keys, ci = query.diff(base, new, keys_for, reps)
+    d, keys, ci, match = query.diff(base, new, keys_for, reps, exact_resources)
     col = {k: i for i, k in enumerate(keys)}
 
     def interval(row: Any, name: str) -> list[float] | None:
@@ -205,17 +210,33 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
         "functions": len(d.rows),
         "rows": rows,
         "failures": failures,
+        "warnings": _match_warnings(d),
     }
     page = None
     if flame_fmt is not None:
         new_tree = build_call_tree(new.recording)
-        change = tree_changes(build_call_tree(base.recording), new_tree)
+        change = tree_changes(build_call_tree(base.recording), new_tree, match=match)
         page = render_flame(
             new_tree, flame_fmt, title=f"{describe(new_f)} vs {describe(base_f)}",
             subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
             change=change,
         )
     return doc, page
+
+
+def _match_warnings(d: Any) -> list[str]:
+    """Most of a side's time in rows the other side lacks: the sides did not match."""
+    from . import query
+
+    removed, added = query.unmatched_share(d)
+    if max(removed, added) <= 50.0:
+        return []
+    return [
+        f"{added:.0f}% of NEW's time is in functions BASE does not have and {removed:.0f}% "
+        "of BASE's in functions NEW does not have: the releases' scripts did not match "
+        "(different builds without source maps?); upload source maps (`fleet sourcemaps "
+        "upload`) or compare the resources shown"
+    ]
 
 
 def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
@@ -276,6 +297,7 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
 
 def options(s: Session, app: str | None) -> dict:
     """What the pickers offer: apps, and for `app` its releases (newest first), routes, envs."""
+    import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
@@ -284,8 +306,11 @@ def options(s: Session, app: str | None) -> dict:
     rel_first: dict[str, float] = {}
     routes: set[str] = set()
     envs: set[str] = set()
+    live = s.snap.live
     for p in files:
-        t = pq.read_table(p, columns=["app", "release", "route", "env", "received_at"])
+        t = pq.read_table(p, columns=["id", "app", "release", "route", "env", "received_at"])
+        if live is not None:  # what was pruned is offered nowhere
+            t = t.filter(pa.array([live(i) for i in t.column("id").to_pylist()], pa.bool_()))
         apps.update(x for x in t.column("app").to_pylist() if x is not None)
         if app is None:
             continue

@@ -82,6 +82,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--min-traces", type=positive_int, default=5, help="per side (default 5)")
     d.add_argument("--min-samples", type=positive_int, default=1000,
                    help="per side (default 1000)")
+    d.add_argument("--exact-resources", action="store_true",
+                   help="match scripts by their exact URL (default: content hashes and "
+                   "version folders taken out, e.g. main.3f2a1c9b.js = main.9e8d7c6b.js)")
     d.add_argument("--resamples", type=nonneg_int, default=200,
                    help="bootstrap resamples of traces for the intervals (default 200)")
     d.set_defaults(func=cmd_diff)
@@ -253,7 +256,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             with _session(args, st) as s:
                 doc, page = api.diff(
                     s, base_f, new_f, args.top, args.fail_if, args.min_traces,
-                    args.min_samples, fmt, args.resamples,
+                    args.min_samples, fmt, args.resamples, args.exact_resources,
                 )
     if args.json:
         _print_json(doc)
@@ -264,6 +267,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if page is not None:
         atomic_write(args.flame, page.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
+    for line in doc.get("warnings", []):
+        print(f"jsprof: warning: {line}", file=sys.stderr)
     for line in doc["failures"]:
         print(f"jsprof: fleet diff: {line}", file=sys.stderr)
     return 1 if doc["failures"] else 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,8 @@ import numpy as np
 from ..errors import UsageError
 from .filters import Filters, glob_regex, meta_text
 
-UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms")
+UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms",
+               "sample_interval")
 
 
 @dataclass
@@ -37,6 +39,7 @@ class Uploads:
     samples: np.ndarray
     total_ms: np.ndarray
     lost_ms: np.ndarray  # per upload: gap time beyond the weight cap (`trace.gap_cap`)
+    sample_interval: np.ndarray  # per upload: the interval its client declared (NaN: none)
 
     def __post_init__(self) -> None:
         # Releases as small ints: the engines hand back `ri`, not strings, per row.
@@ -46,6 +49,14 @@ class Uploads:
 
     def __len__(self) -> int:
         return len(self.uk)
+
+    def subset(self, keep: np.ndarray) -> Uploads:
+        idx = np.nonzero(keep)[0].tolist()
+        return Uploads(
+            self.uk[keep], [self.id[i] for i in idx], [self.rkey[i] for i in idx],
+            [self.release[i] for i in idx], self.received_at[keep], self.samples[keep],
+            self.total_ms[keep], self.lost_ms[keep], self.sample_interval[keep],
+        )
 
 
 @dataclass
@@ -80,11 +91,31 @@ class FrameRows:
 class Snapshot:
     """The committed tables a query reads: the manifest read once."""
 
-    def __init__(self, store_path: str | os.PathLike, manifest: dict) -> None:
+    def __init__(self, store_path: str | os.PathLike, manifest: dict,
+                 live: Callable[[str], bool] | None = None) -> None:
         from ..store.compact import tables_dir
 
         self.tdir = tables_dir(store_path)
         self.manifest = manifest
+        # Whether the store holds an upload id now (asked after the manifest was read): a
+        # pruned upload's rows may still be in the tables, and a query never counts them.
+        # None: no filter.
+        self.live = live
+
+    def keep_live(self, up: Uploads) -> Uploads:
+        """`up` without uploads the store no longer has (pruned, retention) and, for an id
+        stored again after a prune, only its latest row."""
+        if self.live is None or not len(up):
+            return up
+        last: dict[str, int] = {}
+        for i, uid in enumerate(up.id):
+            last[uid] = i
+        keep = np.zeros(len(up), bool)
+        for uid, i in last.items():
+            keep[i] = self.live(uid)
+        if keep.all():
+            return up
+        return up.subset(keep)
 
     def files(self, kind: str, rkeys: list[str] | None = None) -> list[str]:
         if kind == "uploads":
@@ -173,7 +204,7 @@ class DuckEngine:
             f"SELECT {', '.join(UPLOAD_COLS)} FROM read_parquet(?) WHERE {cond} ORDER BY uk",
             params=[files, *params],
         ).to_arrow_table()
-        return _uploads_from(t.to_pydict())
+        return snap.keep_live(_uploads_from(t.to_pydict()))
 
     def _register_u(self, up: Uploads) -> None:
         import pyarrow as pa
@@ -274,7 +305,7 @@ class DaskEngine:
         df = self._read(files, cols)
         out = df.map_partitions(_pandas_filter, f, meta=df._meta)[list(UPLOAD_COLS)]
         pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
-        return _uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS})
+        return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}))
 
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
         import pandas as pd
@@ -332,12 +363,14 @@ def _uploads_from(t: dict) -> Uploads:
                                np.float64),
         samples=_np(t["samples"], np.int64), total_ms=_np(t["total_ms"], np.float64),
         lost_ms=_np(t["lost_ms"], np.float64),
+        sample_interval=np.asarray(
+            [np.nan if v is None else v for v in t["sample_interval"]], np.float64),
     )
 
 
 def _no_uploads() -> Uploads:
     z = np.zeros(0)
-    return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z)
+    return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z, z)
 
 
 def _stacks_from(t: dict, per_trace: bool) -> StackRows:

@@ -118,19 +118,32 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
             sample_stack=st,
             sample_marker=marker if (marker != NONE).any() else None,
             sample_weight=w,
+            # the real counts: each row is every sample of one (stack, marker)
+            sample_count=rows.samples[sel],
         )
         mine = up.ri == i
         tracks.append(Track(
             name=f"{rel.app} {rel.release}".strip(),
             trace=trace,
             engine="fleet",
-            sample_interval=float(w[-1]) if len(w) and w[-1] > 0 else None,
+            sample_interval=_merged_interval(up, mine),
             meta={
                 "app": rel.app, "release": rel.release, "traces": int(mine.sum()),
                 "samples": int(up.samples[mine].sum()),
             },
         ))
     return Recording(tracks)
+
+
+def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
+    """The interval of a merged track: the median of the intervals its uploads declared,
+    else the mean time a sample stood for (never one merged row's weight)."""
+    declared = up.sample_interval[mine]
+    declared = declared[np.isfinite(declared) & (declared > 0)]
+    if len(declared):
+        return float(np.median(declared))
+    n = int(up.samples[mine].sum())
+    return float(up.total_ms[mine].sum()) / n if n else None
 
 
 def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = None) -> Selection:
@@ -454,12 +467,23 @@ def _interval(draws: np.ndarray, k: int) -> np.ndarray:
 
 
 def diff(base: Selection, new: Selection, keys_for: Callable[[ProfileDiff], list[NameKey]],
-         reps: int = 200) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray]]:
-    match = ResourceMatcher.for_pair(_resources(base.recording), _resources(new.recording))
+         reps: int = 200, exact_resources: bool = False
+         ) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray], ResourceMatcher]:
+    from .releases import matcher
+
+    match = matcher(_resources(base.recording), _resources(new.recording), exact_resources)
     d = diff_profiles(base.recording, new.recording, match=match)
     keys = keys_for(d)
     ci = bootstrap(base, new, keys, match, reps) if keys else {}
-    return d, keys, ci
+    return d, keys, ci, match
+
+
+def unmatched_share(d: ProfileDiff) -> tuple[float, float]:
+    """The share (percent) of BASE's time in rows only BASE has, and of NEW's in rows only
+    NEW has: most of either means the two sides did not match, not that the code changed."""
+    removed = sum(r.base_self for r in d.rows if r.status == "removed")
+    added = sum(r.new_self for r in d.rows if r.status == "new")
+    return removed, added
 
 
 def _resources(rec: Recording) -> set[str]:

@@ -82,6 +82,8 @@ class Remote:
         params += [("min_traces", str(args.min_traces)), ("min_samples", str(args.min_samples)),
                    ("resamples", str(args.resamples)),
                    ("top", "all" if args.top is None else str(args.top))]
+        if args.exact_resources:
+            params.append(("exact_resources", "1"))
         doc = orjson.loads(self._request("GET", "/v1/query/diff", params + [("format", "json")]))
         page = None
         if fmt is not None:

@@ -129,4 +129,5 @@ def canonical(trace: ProfilerTrace) -> ProfilerTrace:
         lines=trace.sample_line,
     )
     out.sample_weight = trace.sample_weight
+    out.sample_count = trace.sample_count
     return out

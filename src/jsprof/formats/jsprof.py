@@ -4,8 +4,9 @@ A single-track file is exactly a spec ProfilerTrace (`resources`, `frames`, `sta
 `samples`, and the marker extension's `marker` on samples) plus the key `jsprof` holding what
 the spec has no field for: format version, track name, engine, time origin, intervals, the
 per-sample line column (`sampleLines`), the per-sample weight column (`sampleWeights`, ms,
-only when the trace carries one), spans, free-form meta, and any further tracks. Files written by
-Chromium's native Profiler (no `jsprof` key) load unchanged as one track.
+only when the trace carries one), the per-sample count column (`sampleCounts`: recorded
+samples each stands for, only in merged profiles), spans, free-form meta, and any further
+tracks. Files written by Chromium's native Profiler (no `jsprof` key) load unchanged as one track.
 
 Big files are the hot path both ways. Loading: our C scanner (`_columns`) reads the
 `samples` array straight into numpy columns, msgspec decodes the small tables typed, numpy
@@ -32,6 +33,7 @@ from ..trace import (
     MARKER_CODE,
     MARKERS,
     MAX_MS,
+    MAX_SAMPLES,
     NONE,
     ProfilerFrame,
     ProfilerTrace,
@@ -391,6 +393,36 @@ def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None
     return arr
 
 
+def _read_counts(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
+    counts = ext.get("sampleCounts")
+    if counts is None:
+        return None
+    if type(counts) not in (list, np.ndarray):
+        raise ctx.error(f"{where}.sampleCounts", f"expected an array, got {type_name(counts)}")
+    if len(counts) != n:
+        raise ctx.error(
+            f"{where}.sampleCounts", f"has {len(counts)} entries but there are {n} samples"
+        )
+    if type(counts) is list:
+        bad = next((i for i, v in enumerate(counts) if type(v) is not int), None)
+        if bad is not None:
+            raise ctx.error(
+                f"{where}.sampleCounts[{bad}]",
+                f"expected a whole number, got {type_name(counts[bad])}",
+            )
+        arr = np.array(counts, dtype=np.int64) if n else np.zeros(0, np.int64)
+    else:
+        arr = counts.astype(np.int64)
+    bad_mask = ~((arr >= 1) & (arr <= MAX_SAMPLES))
+    if bad_mask.any():
+        i = int(np.argmax(bad_mask))
+        raise ctx.error(
+            f"{where}.sampleCounts[{i}]",
+            f"is {arr[i]}; a count is a whole number of samples from 1 to {MAX_SAMPLES:,}",
+        )
+    return arr
+
+
 def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans | None:
     spans = ext.get("spans")
     if spans is None:
@@ -450,6 +482,7 @@ def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default:
     _check_depth(ctx, meta, f"{where}.meta")
     trace.sample_line = _read_lines(ctx, ext, where, trace.num_samples)
     trace.sample_weight = _read_weights(ctx, ext, where, trace.num_samples)
+    trace.sample_count = _read_counts(ctx, ext, where, trace.num_samples)
     return Track(
         name=name,
         trace=trace,
@@ -818,8 +851,8 @@ def _fast_value(key: str, raw: msgspec.Raw) -> Any:
     """A per-sample column as numpy when the C scanner takes its text whole (the checks
     then need no list); anything else as plain JSON."""
     view = memoryview(raw)
-    if key in ("sampleLines", "sampleWeights") and bytes(view[:1]) == b"[":
-        ints = key == "sampleLines"
+    if key in ("sampleLines", "sampleWeights", "sampleCounts") and bytes(view[:1]) == b"[":
+        ints = key != "sampleWeights"
         got = (_columns.read_ints if ints else _columns.read_floats)(view, 1)
         if got is not None and got[1] == len(view) - 1:
             return np.frombuffer(got[0], np.int64 if ints else np.float64)
@@ -892,6 +925,9 @@ def _track_ext(track: Track, where: str | None = None) -> dict:
         # Only a trace whose samples were filtered (or read with weights) carries it: the
         # timestamps no longer imply what each sample stood for.
         ext["sampleWeights"] = weights.tolist() if where is None else _weights_json(weights, where)
+    counts = track.trace.sample_count
+    if counts is not None:
+        ext["sampleCounts"] = counts.tolist() if where is None else counts
     if track.spans is not None:
         s = track.spans
         ext["spans"] = {

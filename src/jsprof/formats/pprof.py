@@ -169,6 +169,9 @@ def encode_profile(rec: Recording) -> bytes:
         uniq = np.stack([stack[first], line[first], marker[first]], 1)
         inverse = inverse.reshape(-1)
         ns = np.rint(np.bincount(inverse, weights=w, minlength=len(uniq)) * NS_PER_MS)
+        if trace.sample_count is not None:  # a merged profile: the samples each row stands for
+            counts = np.rint(np.bincount(inverse, weights=trace.sample_count,
+                                         minlength=len(uniq))).astype(np.int64)
         track_label = (
             pb.bytes_field(
                 3, pb.uint_field(1, strings("track")) + pb.uint_field(2, strings(track.name))

@@ -174,7 +174,7 @@ def _summary_lines(
     rec: Recording, out: str | None, top: int, escape: Callable[[str], str]
 ) -> Iterator[str]:
     """The summary's lines in rich markup, user text through `escape`."""
-    from ..trace import sample_weights
+    from ..trace import recorded_samples, sample_weights
 
     for t in rec.tracks:
         tr = t.trace
@@ -192,9 +192,9 @@ def _summary_lines(
             if lat.get("p50") is not None and lat.get("p99") is not None
             else ""
         )
+        n = plural(recorded_samples(tr), "sample")
         yield (
-            f"[bold]{escape(printable(t.name))}[/bold]: {plural(tr.num_samples, 'sample')} over "
-            f"{span:.1f} ms{interval}{latency}"
+            f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{interval}{latency}"
         )
         if meta_get(t.meta, "bufferFull"):
             name = escape(printable(t.name))

@@ -256,6 +256,7 @@ async def diff(request: Request) -> Response:
                 _int(q, "min_samples", 1000),
                 flame_fmt,
                 _int(q, "resamples", 200),
+                q.get("exact_resources") in ("1", "true"),
             )
         if page is not None:
             return _flame_response(page, flame_fmt or "html")
