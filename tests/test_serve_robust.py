@@ -503,7 +503,7 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
     mnt.mkdir()
     setup = (
         f"mount -t tmpfs -o size=4m tmpfs {shlex.quote(str(mnt))} && "
-        f"head -c 2900000 /dev/zero > {shlex.quote(str(mnt))}/ballast && exec \"$@\""
+        f'head -c 2900000 /dev/zero > {shlex.quote(str(mnt))}/ballast && exec "$@"'
     )
     col = Collector(
         mnt / "st",
