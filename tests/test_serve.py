@@ -864,3 +864,22 @@ def test_access_log_shows_a_500_as_500(tmp_path: Path, capsys: pytest.CaptureFix
     assert h["x-content-type-options"] == "nosniff"
     err = capsys.readouterr().err
     assert "GET /boom 500 " in err, err
+
+
+def test_depth_limit_by_binary_lifting_matches_stack_depths() -> None:
+    """The ingest's O(log n) depth check decides as the exact depths do."""
+    import numpy as np
+
+    from jsprof.serve.ingest import _deeper_than
+    from jsprof.trace import stack_depths
+
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(1, 400))
+        parent = np.full(n, -1, np.int32)
+        for i in range(1, n):
+            if rng.random() < 0.95:
+                parent[i] = rng.integers(max(0, i - 3), i)
+        d = int(stack_depths(parent).max())
+        for limit in {1, 2, 3, 7, 64, 1024, max(1, d - 1), d, d + 1}:
+            assert _deeper_than(parent, limit) == (d > limit), (n, d, limit)

@@ -86,6 +86,7 @@ def filters_from_query(request: Request) -> Any:
     app = q.get("app")
     if not app:
         raise UsageError("query parameter app: missing; e.g. ?app=shop")
+
     def when(name: str) -> float | None:
         text = q.get(name)
         if not text:
