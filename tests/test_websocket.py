@@ -4,10 +4,12 @@ and against a loopback server that does what Node never does (fragments, pings, 
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import socket
 import struct
 import threading
+import time
 
 import pytest
 
@@ -157,3 +159,137 @@ def test_a_refused_handshake_is_one_line(status: bytes, accept_ok: bool) -> None
     assert "cannot connect to the inspector" in str(e.value)
     assert "\n" not in str(e.value)
     th.join(5)
+
+
+# ---- the message size limit (issue 20) ------------------------------------------------------
+
+
+def test_an_announced_oversized_message_is_refused_before_its_payload() -> None:
+    # A frame header claiming 1 TiB and then nothing: refused at once from the header
+    # (no waiting for, nor buffering of, the payload), the limit named, status 1009 sent.
+    from jsprof.engines.websocket import MAX_MESSAGE_BYTES, MessageTooBig
+
+    def script(conn: socket.socket, box: dict) -> None:
+        conn.sendall(struct.pack("!BBQ", 0x81, 127, 1 << 40))
+        box["close"] = _read_client_frame(conn)
+
+    url, th, box = _serve(script)
+    ws = WebSocket(url)
+    assert ws.max_message == MAX_MESSAGE_BYTES == 1 << 30
+    t0 = time.monotonic()
+    with pytest.raises(MessageTooBig) as e:
+        ws.recv(10)
+    assert time.monotonic() - t0 < 5
+    text = str(e.value)
+    assert f"{1 << 40} bytes" in text and f"{1 << 30} bytes (1024 MiB)" in text
+    assert "JSPROF_CDP_MAX_MESSAGE_MB" in text and "\n" not in text
+    with pytest.raises(ConnectionClosed):
+        ws.recv(0)
+    ws.close()
+    th.join(5)
+    assert box["close"] == (0x8, struct.pack("!H", 1009))
+
+
+def test_the_limit_counts_a_fragmented_message_whole() -> None:
+    from jsprof.engines.websocket import MessageTooBig
+
+    limit = 1 << 20
+
+    def script(conn: socket.socket, box: dict) -> None:
+        conn.sendall(_frame(0x1, b"a" * limit))  # exactly the limit: taken
+        part = b"b" * (400 << 10)
+        conn.sendall(_frame(0x1, part, fin=False) + _frame(0x0, part, fin=False))
+        conn.sendall(_frame(0x0, part))  # 1.2 MiB in all
+        box["close"] = _read_client_frame(conn)
+
+    url, th, box = _serve(script)
+    ws = WebSocket(url, max_message=limit)
+    assert ws.recv(10) == b"a" * limit
+    with pytest.raises(MessageTooBig) as e:
+        ws.recv(10)
+    assert e.value.size == 3 * (400 << 10) and e.value.limit == limit
+    ws.close()
+    th.join(5)
+    assert box["close"][0] == 0x8
+
+
+def test_the_limit_is_configurable_and_a_bad_value_is_one_line(monkeypatch) -> None:
+    from jsprof.engines.websocket import max_message_bytes
+    from jsprof.errors import UsageError
+
+    monkeypatch.setenv("JSPROF_CDP_MAX_MESSAGE_MB", "2048")
+    assert max_message_bytes() == 2048 << 20
+    for bad in ("abc", "0", "-5", "1.5"):
+        monkeypatch.setenv("JSPROF_CDP_MAX_MESSAGE_MB", bad)
+        with pytest.raises(UsageError) as e:
+            max_message_bytes()
+        assert str(e.value).startswith(f"JSPROF_CDP_MAX_MESSAGE_MB={bad!r}: ")
+
+
+def test_cdp_client_says_which_limit_a_reply_broke() -> None:
+    # Through the CDP client, as `jsprof record` meets it: an EngineError naming the limit,
+    # the connection marked closed.
+    def script(conn: socket.socket, box: dict) -> None:
+        box["command"] = _read_client_frame(conn)
+        conn.sendall(struct.pack("!BBQ", 0x81, 127, 3 << 30))
+        _read_client_frame(conn)
+
+    url, th, box = _serve(script)
+    c = CDPClient(url)
+    with pytest.raises(EngineError) as e:
+        c.session.send("Profiler.stop", timeout=10)
+    assert f"over the limit of {1 << 30} bytes" in str(e.value)
+    assert c.closed
+    c.close()
+    th.join(5)
+
+
+def test_a_debugging_pipe_message_over_the_limit() -> None:
+    # Chromium's pipe has no length up front: what piles up without a NUL is bounded.
+    import os
+
+    from jsprof.engines.cdp_pipe import PipeConnection
+    from jsprof.engines.websocket import MessageTooBig
+
+    r, w = os.pipe()
+    r2, w2 = os.pipe()
+    conn = PipeConnection(r, w2, max_message=1 << 16)
+    try:
+        os.write(w, b'{"id":1}\0')
+        assert conn.recv(5) == b'{"id":1}'
+        data = b"x" * (1 << 17)
+
+        def feed() -> None:
+            with contextlib.suppress(OSError):
+                os.write(w, data)
+
+        t = threading.Thread(target=feed, daemon=True)
+        t.start()
+        with pytest.raises(MessageTooBig):
+            while True:
+                conn.recv(5)
+        with pytest.raises(ConnectionClosed):
+            conn.recv(0)
+    finally:
+        conn.close()
+        for fd in (w, r2):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def test_node_inspector_over_a_lowered_limit(monkeypatch) -> None:
+    # The real inspector: a 3 MB reply fits the default limit (above), not a 1 MiB one.
+    monkeypatch.setenv("JSPROF_CDP_MAX_MESSAGE_MB", "1")
+    proc = NodeProcess(["-e", "setInterval(() => {}, 1000)"])
+    try:
+        with CDPClient(proc.url or "") as c:
+            small = c.session.send("Runtime.evaluate", {"expression": "'x'.repeat(1000)"})
+            assert small["result"]["value"] == "x" * 1000
+            with pytest.raises(EngineError) as e:
+                c.session.send(
+                    "Runtime.evaluate",
+                    {"expression": "'x'.repeat(3000000)", "returnByValue": True},
+                )
+            assert "over the limit of 1048576 bytes (1 MiB)" in str(e.value)
+    finally:
+        proc.kill()

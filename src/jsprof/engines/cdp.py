@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 
 from ..errors import EngineError
-from .websocket import ConnectionClosed, WebSocket
+from .websocket import ConnectionClosed, MessageTooBig, WebSocket
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
 
@@ -141,7 +141,8 @@ class Session:
 
 
 class CDPClient:
-    """A synchronous CDP connection (messages of any size: profiles reach hundreds of MB)."""
+    """A synchronous CDP connection (messages up to the WebSocket's limit, 1 GiB by default:
+    a whole profile of an hour is some 20-40 MB; see websocket.py)."""
 
     def __init__(self, url: str, open_timeout: float = 10.0, connection: Any = None) -> None:
         # `connection`: anything with the WebSocket's send/recv(timeout)/close, e.g.
@@ -215,7 +216,7 @@ class CDPClient:
             return False
         self._quickack()
         try:
-            raw = self.ws.recv(timeout=timeout)
+            raw = self._recv(timeout)
         except TimeoutError:
             return True
         except ConnectionClosed:
@@ -225,13 +226,21 @@ class CDPClient:
         # Drain what else is already there without waiting.
         while True:
             try:
-                raw = self.ws.recv(timeout=0)
+                raw = self._recv(0)
             except TimeoutError:
                 return True
             except ConnectionClosed:
                 self._mark_closed()
                 return False
             self._route(orjson.loads(raw))
+
+    def _recv(self, timeout: float) -> bytes:
+        try:
+            return self.ws.recv(timeout=timeout)
+        except MessageTooBig as e:
+            # The connection is gone (the message's rest was never read): say why.
+            self._mark_closed()
+            raise EngineError(str(e)) from None
 
     def _route(self, msg: dict, session: Session | None = None) -> None:
         if session is None:

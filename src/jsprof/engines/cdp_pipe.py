@@ -18,7 +18,7 @@ import os
 import select
 import threading
 
-from .websocket import ConnectionClosed
+from .websocket import ConnectionClosed, MessageTooBig, max_message_bytes
 
 # A browser's messages are usually small; a profile can be hundreds of MB.
 _READ_CHUNK = 1 << 20
@@ -27,7 +27,10 @@ _READ_CHUNK = 1 << 20
 class PipeConnection:
     """One end of Chromium's debugging pipe: we write to `write_fd`, read from `read_fd`."""
 
-    def __init__(self, read_fd: int, write_fd: int) -> None:
+    def __init__(self, read_fd: int, write_fd: int, max_message: int | None = None) -> None:
+        # The same limit as the WebSocket's: a pipe message has no length up front, so it
+        # is enforced on what has been buffered without a NUL.
+        self.max_message = max_message_bytes() if max_message is None else max_message
         self.read_fd = read_fd
         self.write_fd = write_fd
         self._buf = bytearray()
@@ -59,7 +62,18 @@ class PipeConnection:
         i = self._buf.find(b"\0", self._scan)
         if i < 0:
             self._scan = len(self._buf)
+            if len(self._buf) > self.max_message:
+                size = len(self._buf)
+                self._buf = bytearray()
+                self._scan = 0
+                self._eof = True  # the rest of that message would follow: unusable
+                raise MessageTooBig(size, self.max_message)
             return None
+        if i > self.max_message:
+            self._buf = bytearray()
+            self._scan = 0
+            self._eof = True
+            raise MessageTooBig(i, self.max_message)
         msg = bytes(self._buf[:i])
         del self._buf[: i + 1]
         self._scan = 0

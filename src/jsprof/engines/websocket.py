@@ -11,6 +11,14 @@ thread, no queue: a signal during a wait only makes `select` retry).
 `WebSocket` offers what `CDPClient` uses of a connection: `send(text)`, `recv(timeout)`
 (bytes of the next message; TimeoutError when none is complete in time; ConnectionClosed
 once the other end closed) and `close()`.
+
+A message is at most `max_message` bytes (default `MAX_MESSAGE_BYTES`, 1 GiB, or
+$JSPROF_CDP_MAX_MESSAGE_MB): CDP profiles are taken in slices while recording (a slice is
+a few MB), and a whole unsliced profile of an hour at 1 ms is some 20-40 MB (a Node 20
+profile holds 5-10 bytes a sample besides its nodes), so the limit only stops a peer that
+announces more than this process should hold. A frame header, or the fragments so far,
+beyond it raise `MessageTooBig` before its payload is read, and the connection is closed
+(its next bytes would be the payload we did not read).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import time
 from urllib.parse import urlsplit
 
 _GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+MAX_MESSAGE_BYTES = 1 << 30
+MAX_MESSAGE_ENV = "JSPROF_CDP_MAX_MESSAGE_MB"
 _MAX_HEADER = 64 << 10  # the server's HTTP response head
 _CHUNK = 1 << 16  # bytes per read, up to 16 times more while a big message arrives
 _TEXT, _BINARY, _CONT, _CLOSE, _PING, _PONG = 0x1, 0x2, 0x0, 0x8, 0x9, 0xA
@@ -39,6 +49,40 @@ class HandshakeError(OSError):
     """The server did not accept the WebSocket upgrade."""
 
 
+class MessageTooBig(Exception):
+    """The other end sent (or announced) a message over the size limit; the connection is
+    closed. The text names the limit and how to raise it."""
+
+    def __init__(self, size: int, limit: int) -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(
+            f"the inspector sent a message of {size} bytes, over the limit of {limit} bytes "
+            f"({limit / (1 << 20):g} MiB); set {MAX_MESSAGE_ENV} to a larger number of MiB "
+            "if that is a real profile"
+        )
+
+
+def max_message_bytes() -> int:
+    """The limit: $JSPROF_CDP_MAX_MESSAGE_MB (a whole number of MiB, at least 1), else
+    MAX_MESSAGE_BYTES. A malformed value is a UsageError naming the variable."""
+    raw = os.environ.get(MAX_MESSAGE_ENV)
+    if raw is None or not raw.strip():
+        return MAX_MESSAGE_BYTES
+    try:
+        mb = int(raw.strip())
+    except ValueError:
+        mb = 0
+    if not 1 <= mb <= 1 << 20:
+        from ..errors import UsageError
+
+        raise UsageError(
+            f"{MAX_MESSAGE_ENV}={raw!r}: give the largest CDP message in MiB, a whole "
+            f"number from 1 to {1 << 20} (default {MAX_MESSAGE_BYTES >> 20})"
+        )
+    return mb << 20
+
+
 def _mask(data: bytes, key: bytes) -> bytes:
     n = len(data)
     if not n:
@@ -50,7 +94,10 @@ def _mask(data: bytes, key: bytes) -> bytes:
 class WebSocket:
     """A client connection to `url` (`ws://host:port/path`), open once constructed."""
 
-    def __init__(self, url: str, open_timeout: float = 10.0) -> None:
+    def __init__(
+        self, url: str, open_timeout: float = 10.0, max_message: int | None = None
+    ) -> None:
+        self.max_message = max_message_bytes() if max_message is None else max_message
         u = urlsplit(url)
         if u.scheme != "ws" or not u.hostname:
             raise HandshakeError(f"not a ws:// URL: {url!r}")
@@ -66,6 +113,7 @@ class WebSocket:
         self._send_lock = threading.Lock()
         self._closed = False
         self._parts: list[bytes] = []  # a fragmented message so far
+        self._parts_len = 0
 
     @property
     def socket(self) -> socket.socket:
@@ -165,6 +213,13 @@ class WebSocket:
                 self._fill(10, deadline)
                 n = struct.unpack_from("!Q", self._buf, 2)[0]
                 at = 10
+            opcode = b0 & 0x0F
+            total = n + (self._parts_len if opcode == _CONT else 0)
+            if total > self.max_message:
+                # Checked before the payload is read: a peer announcing 2**63 bytes gets
+                # no memory. The rest of this frame is not read, so the stream is lost.
+                self._abort()
+                raise MessageTooBig(total, self.max_message)
             masked = b1 & 0x80
             end = at + (4 if masked else 0) + n
             # A big message (a profile) is read whole before it is taken from the buffer;
@@ -174,14 +229,16 @@ class WebSocket:
             if masked:  # servers must not mask, but undoing it costs nothing to support
                 payload = _mask(payload, bytes(self._buf[at : at + 4]))
             del self._buf[:end]
-            opcode, fin = b0 & 0x0F, b0 & 0x80
+            fin = b0 & 0x80
             if opcode in (_TEXT, _BINARY, _CONT):
                 if not fin:
                     self._parts.append(payload)
+                    self._parts_len += len(payload)
                     continue
                 if self._parts:
                     payload = b"".join([*self._parts, payload])
                     self._parts = []
+                    self._parts_len = 0
                 return payload
             if opcode == _PING:
                 self._send_frame(_PONG, payload)
@@ -194,6 +251,24 @@ class WebSocket:
                     except OSError:
                         pass
                 raise ConnectionClosed("the other end closed the connection")
+
+    def _abort(self) -> None:
+        """Close at once (status 1009, message too big), dropping what was buffered."""
+        with self._send_lock:
+            closed, self._closed = self._closed, True
+            if not closed:
+                try:
+                    key = os.urandom(4)
+                    self._sock.sendall(b"\x88\x82" + key + _mask(struct.pack("!H", 1009), key))
+                except OSError:
+                    pass
+        self._buf = bytearray()
+        self._parts = []
+        self._parts_len = 0
+        try:
+            self._sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def close(self) -> None:
         """Say goodbye (a close frame) and close the socket; never raises."""
