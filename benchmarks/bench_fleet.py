@@ -175,8 +175,8 @@ def build_store(root: Path, n_traces: int, n_samples: int, seed: int = 1):
             uk += 1
             # one part per 1,000 uploads: partitions for Dask, bounded memory here
             if len(rel.weights) == 1000 or i == per_release - 1:
-                for kind, path in write_release_parts(tdir, rkey, rel, man["nextPart"]).items():
-                    entry["parts"][kind].append(path)
+                for kind, parts in write_release_parts(tdir, rkey, rel, man["nextPart"]).items():
+                    entry["parts"][kind].extend(parts)
                 rel.n_frames_committed = len(rel.frame_ids)
                 rel.n_stacks_committed = len(rel.stack_parent)
                 rel.new_frames.clear()

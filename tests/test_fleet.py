@@ -16,7 +16,7 @@ from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact, read_manifest
+from jsprof.store.compact import compact, part_path, read_manifest
 from jsprof.trace import NO_STACK_NAMES
 
 
@@ -160,8 +160,8 @@ def test_concurrent_compactors_and_writers_store_each_upload_once(store):
     import pyarrow.parquet as pq
 
     man = read_manifest(store.path)
-    ids = [i for p in man["uploads"] for i in pq.read_table(store.path / "tables" / p)["id"]
-           .to_pylist()]
+    tdir = store.path / "tables"
+    ids = [i for p in man["uploads"] for i in pq.read_table(tdir / part_path(p))["id"].to_pylist()]
     assert len(ids) == len(set(ids)) == 35
     with api.session(store) as s:
         assert api.top(s, Filters(app="shop"), 1)["samples"] == 35 * 200

@@ -117,12 +117,28 @@ class Snapshot:
             return up
         return up.subset(keep)
 
-    def files(self, kind: str, rkeys: list[str] | None = None) -> list[str]:
-        if kind == "uploads":
-            return [str(self.tdir / p) for p in self.manifest["uploads"]]
-        rel = self.manifest["releases"]
-        keys = sorted(rel) if rkeys is None else rkeys
-        return [str(self.tdir / p) for k in keys if k in rel for p in rel[k]["parts"][kind]]
+    def files(
+        self, kind: str, rkeys: list[str] | None = None,
+        since: float | None = None, until: float | None = None,
+    ) -> list[str]:
+        """The parts of `kind` to read, checked against their manifest checksums; parts
+        of other releases or wholly outside [since, until) are skipped unopened."""
+        from ..store.compact import part_files
+
+        return part_files(self.tdir, self.manifest, kind, rkeys, since, until)
+
+    def upload_files(self, f: Filters) -> list[str]:
+        from ..store.compact import release_key
+
+        rkeys = None if f.release is None else [release_key(f.app, f.release)]
+        return self.files("uploads", rkeys, f.since, f.until)
+
+    def row_files(self, kind: str, up: Uploads) -> list[str]:
+        """Per-upload parts (weights, upload_frames) that can hold rows of `up`."""
+        t = up.received_at[np.isfinite(up.received_at)] if len(up.received_at) else None
+        if t is None or not len(t):
+            return self.files(kind, up.rkeys)
+        return self.files(kind, up.rkeys, float(t.min()), float(t.max()) + 1.0)
 
 
 def _uploads_sql(f: Filters) -> tuple[str, list[Any]]:
@@ -196,7 +212,7 @@ class DuckEngine:
         self.con.close()
 
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
-        files = snap.files("uploads")
+        files = snap.upload_files(f)
         if not files:
             return _no_uploads()
         cond, params = _uploads_sql(f)
@@ -212,7 +228,7 @@ class DuckEngine:
         self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri}))
 
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
-        files = snap.files("weights", up.rkeys)
+        files = snap.row_files("weights", up)
         if not files:
             return _empty_stacks(per_trace)
         self._register_u(up)
@@ -237,7 +253,7 @@ class DuckEngine:
         (plus the idle rows)."""
         import pyarrow as pa
 
-        files = snap.files("upload_frames", up.rkeys)
+        files = snap.row_files("upload_frames", up)
         if not files:
             return _empty_frames()
         self._register_u(up)
@@ -298,7 +314,7 @@ class DaskEngine:
         return dd.read_parquet(files, columns=columns)
 
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
-        files = snap.files("uploads")
+        files = snap.upload_files(f)
         if not files:
             return _no_uploads()
         cols = sorted(set(UPLOAD_COLS) | {"app", "route", "env", "meta"})
@@ -310,7 +326,7 @@ class DaskEngine:
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
         import pandas as pd
 
-        files = snap.files("weights", up.rkeys)
+        files = snap.row_files("weights", up)
         if not files:
             return _empty_stacks(per_trace)
         u = pd.DataFrame({"uk": up.uk, "ri": up.ri})
@@ -330,7 +346,7 @@ class DaskEngine:
     def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
         import pandas as pd
 
-        files = snap.files("upload_frames", up.rkeys)
+        files = snap.row_files("upload_frames", up)
         if not files:
             return _empty_frames()
         u = pd.DataFrame({"uk": up.uk, "ri": up.ri})

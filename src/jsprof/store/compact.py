@@ -4,13 +4,18 @@ Layout under `<store>/tables/` (documented in docs/store.md):
 
     _manifest.json                 what is committed: cursor, part files, per-release sizes
     _compact.lock                  flock: one compactor at a time
-    uploads/part-NNNNNN.parquet    one row per upload
-    frames/rkey=K/part-NNNNNN.parquet         a release's frames, interned across its uploads
-    stacks/rkey=K/part-NNNNNN.parquet         a release's stacks (parent-pointer tree)
-    weights/rkey=K/part-NNNNNN.parquet        per upload: (stack, marker, samples, weight_ns)
-    upload_frames/rkey=K/part-NNNNNN.parquet  per upload: frames present, their self time
+    uploads/K/D/part-NNNNNN.parquet                 one row per upload
+    frames/rkey=K/part-NNNNNN.parquet               a release's frames, interned
+    stacks/rkey=K/part-NNNNNN.parquet               a release's stacks (parent-pointer tree)
+    weights/rkey=K/D/part-NNNNNN.parquet            per upload: (stack, marker, samples, ns)
+    upload_frames/rkey=K/D/part-NNNNNN.parquet      per upload: frames present, self time
 
-K is a short hash of (app, release). Part files are immutable once listed in the manifest;
+K is a short hash of (app, release), D the UTC day of receivedAt. The manifest lists each
+part with its receivedAt range, rows, size and CRC-32: a query skips parts outside its time
+range, prune drops whole parts, and a damaged part is one clear error, never wrong data.
+(Only `rkey=` is a hive-style folder name: the uploads table has an `rkey` column, and a
+second partition key would make engines add or refuse columns.)
+Part files are immutable once listed in the manifest;
 the manifest is replaced atomically after its parts are fsync'd, so a reader that reads
 the manifest once sees one consistent snapshot, and a compactor killed at any instant
 leaves only unlisted files that the next run overwrites.
@@ -27,7 +32,10 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import math
 import os
+import time
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,6 +150,8 @@ class _Release:
     new_frames: list[tuple] = field(default_factory=list)
     weights: list[dict] = field(default_factory=list)
     upload_frames: list[dict] = field(default_factory=list)
+    # receivedAt of the upload being added: its rows go to that day's parts
+    cur_at: float | None = None
 
     def frame(self, key: tuple) -> int:
         fid = self.frame_ids.get(key)
@@ -164,13 +174,13 @@ def _load_release(tdir: Path, rkey: str, entry: dict) -> _Release:
 
     rel = _Release(entry["app"], entry["release"])
     for part in entry["parts"]["frames"]:
-        t = pq.read_table(tdir / part).to_pydict()
+        t = _read(pq, verify_part(tdir, part), tdir).to_pydict()
         for fid, n, r, ln, c in zip(
             t["frame_id"], t["name"], t["resource"], t["line"], t["column"], strict=True
         ):
             rel.frame_ids[(n, r, ln, c)] = fid
     for part in entry["parts"]["stacks"]:
-        t = pq.read_table(tdir / part).to_pydict()
+        t = _read(pq, verify_part(tdir, part), tdir).to_pydict()
         for sid, p, f in zip(t["stack_id"], t["parent_id"], t["frame_id"], strict=True):
             assert sid == len(rel.stack_parent), "stack parts must be contiguous"
             rel.stack_ids[(p, f)] = sid
@@ -179,6 +189,19 @@ def _load_release(tdir: Path, rkey: str, entry: dict) -> _Release:
     rel.n_frames_committed = len(rel.frame_ids)
     rel.n_stacks_committed = len(rel.stack_parent)
     return rel
+
+
+def _read(pq: Any, path: str, tdir: Path, columns: list[str] | None = None) -> Any:
+    import pyarrow as pa
+
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        msg = (str(e).splitlines() or ["unreadable"])[0][:200]
+        raise CompactError(
+            f"{path}: table part does not read ({msg}); remove {tdir} to rebuild the "
+            "tables from the raw uploads"
+        ) from None
 
 
 def _segment_sums(keys: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -239,7 +262,8 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
     stack = k // 16 - 1
     marker = k % 16 - 1
     rel.weights.append(
-        {"uk": uk, "stack_id": stack, "marker": marker, "samples": n, "weight_ns": ns}
+        {"uk": uk, "stack_id": stack, "marker": marker, "samples": n, "weight_ns": ns,
+         "_at": rel.cur_at}
     )
     # Frames present in this upload (anywhere on a sampled stack) and their self time.
     sp = rel.stack_parent
@@ -265,6 +289,7 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
             "marker": np.asarray([NONE] * len(fids) + ik.tolist(), np.int64),
             "self_samples": np.asarray([self_n.get(f, 0) for f in fids] + in_.tolist(), np.int64),
             "self_ns": np.asarray([self_ns.get(f, 0) for f in fids] + ins.tolist(), np.int64),
+            "_at": rel.cur_at,
         }
     )
     return int(n.sum()), float(ns.sum()) / NS_PER_MS, lost_ms
@@ -297,7 +322,8 @@ def _map_stacks(
 # ---- writing ---------------------------------------------------------------------------------
 
 
-def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> None:
+def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> tuple[int, int]:
+    """Write a part (temporary name, fsync, rename); returns its (size, CRC-32)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -306,8 +332,96 @@ def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     pq.write_table(table, tmp, compression="zstd")
     with open(tmp, "rb") as f:
+        data = f.read()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+    return len(data), zlib.crc32(data)
+
+
+# ---- part entries in the manifest ------------------------------------------------------------
+
+
+def day_of(at: float | None) -> str | None:
+    """The UTC day (YYYY-MM-DD) of an epoch-ms time, None when unknown."""
+    if at is None or not math.isfinite(at):
+        return None
+    return time.strftime("%Y-%m-%d", time.gmtime(at / 1000.0))
+
+
+def _entry(
+    tdir: Path, rel: str, columns: dict[str, Any], schema: Any, rows: int,
+    day: str | None = None, times: list[float | None] | None = None,
+) -> dict:
+    size, crc = _write_parquet(tdir / rel, columns, schema)
+    known = [t for t in times or [] if t is not None and math.isfinite(t)]
+    return {
+        "path": rel,
+        "day": day,
+        # A part with any upload of unknown time has no range: it is never skipped.
+        "minAt": min(known) if known and len(known) == len(times or []) else None,
+        "maxAt": max(known) if known and len(known) == len(times or []) else None,
+        "rows": rows,
+        "bytes": size,
+        "crc32": crc,
+    }
+
+
+def part_path(entry: str | dict) -> str:
+    """The relative path of a manifest part entry (a plain string in older manifests)."""
+    return entry if isinstance(entry, str) else entry["path"]
+
+
+def _overlaps(entry: str | dict, since: float | None, until: float | None) -> bool:
+    if isinstance(entry, str) or entry.get("minAt") is None:
+        return True
+    if since is not None and entry["maxAt"] < since:
+        return False
+    return not (until is not None and entry["minAt"] >= until)
+
+
+def verify_part(tdir: Path, entry: str | dict) -> str:
+    """The part's absolute path, after checking its size and CRC-32 against the manifest.
+
+    A damaged or missing part is a one-line CompactError naming it, never a reader's
+    traceback or, worse, rows with wrong values.
+    """
+    path = tdir / part_path(entry)
+    if isinstance(entry, dict) and "crc32" in entry:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise CompactError(
+                f"{path}: table part listed in the manifest cannot be read ({e.strerror}); "
+                f"remove {tdir} to rebuild the tables from the raw uploads"
+            ) from None
+        if len(data) != entry["bytes"] or zlib.crc32(data) != entry["crc32"]:
+            raise CompactError(
+                f"{path}: table part is damaged (its checksum does not match the manifest); "
+                f"remove {tdir} to rebuild the tables from the raw uploads"
+            )
+    return str(path)
+
+
+def part_files(
+    tdir: Path, manifest: dict, kind: str, rkeys: list[str] | None = None,
+    since: float | None = None, until: float | None = None, verify: bool = True,
+) -> list[str]:
+    """Absolute paths of the parts of `kind` a query over [since, until) must read, checked.
+
+    `rkeys`: only these releases (None: all). Parts whose receivedAt range lies outside
+    the time range are skipped without being opened.
+    """
+    if kind == "uploads":
+        entries = [
+            e for e in manifest["uploads"]
+            if rkeys is None or isinstance(e, str) or e.get("rkey") in (None, *rkeys)
+        ]
+    else:
+        rel = manifest["releases"]
+        keys = sorted(rel) if rkeys is None else rkeys
+        entries = [e for k in keys if k in rel for e in rel[k]["parts"][kind]]
+    keep = [e for e in entries if _overlaps(e, since, until)]
+    return [verify_part(tdir, e) if verify else str(tdir / part_path(e)) for e in keep]
 
 
 def schemas() -> dict[str, Any]:
@@ -377,46 +491,49 @@ def _concat_rows(rows: list[dict], cols: Iterable[str]) -> dict[str, np.ndarray]
     return out
 
 
-def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict[str, str]:
-    """Write this batch's new rows of one release; returns kind -> relative path."""
+def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict[str, list]:
+    """Write this batch's new rows of one release; returns kind -> manifest entries.
+
+    Frames and stacks are the release's dictionaries (needed by any time range): one part.
+    Weights and upload frames go to one part per UTC day of their uploads' receivedAt.
+    """
     sch = schemas()
     name = f"part-{part:06d}.parquet"
-    written = {}
+    written: dict[str, list] = {}
     if rel.new_frames:
         n0 = rel.n_frames_committed
         cols = list(zip(*rel.new_frames, strict=True))
-        _write_parquet(
-            tdir / "frames" / f"rkey={rkey}" / name,
-            {
-                "frame_id": np.arange(n0, n0 + len(rel.new_frames), dtype=np.int64),
-                "name": list(cols[0]),
-                "resource": list(cols[1]),
-                "line": list(cols[2]),
-                "column": list(cols[3]),
-            },
-            sch["frames"],
-        )
-        written["frames"] = f"frames/rkey={rkey}/{name}"
+        path = f"frames/rkey={rkey}/{name}"
+        written["frames"] = [_entry(tdir, path, {
+            "frame_id": np.arange(n0, n0 + len(rel.new_frames), dtype=np.int64),
+            "name": list(cols[0]),
+            "resource": list(cols[1]),
+            "line": list(cols[2]),
+            "column": list(cols[3]),
+        }, sch["frames"], len(rel.new_frames))]
     if len(rel.stack_parent) > rel.n_stacks_committed:
         s0 = rel.n_stacks_committed
-        _write_parquet(
-            tdir / "stacks" / f"rkey={rkey}" / name,
-            {
-                "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64),
-                "parent_id": np.asarray(rel.stack_parent[s0:], np.int64),
-                "frame_id": np.asarray(rel.stack_frame[s0:], np.int64),
-            },
-            sch["stacks"],
-        )
-        written["stacks"] = f"stacks/rkey={rkey}/{name}"
+        path = f"stacks/rkey={rkey}/{name}"
+        written["stacks"] = [_entry(tdir, path, {
+            "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64),
+            "parent_id": np.asarray(rel.stack_parent[s0:], np.int64),
+            "frame_id": np.asarray(rel.stack_frame[s0:], np.int64),
+        }, sch["stacks"], len(rel.stack_parent) - s0)]
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames)):
-        if not rows:
-            continue
+        by_day: dict[str | None, list[dict]] = {}
+        for r in rows:
+            by_day.setdefault(day_of(r.get("_at")), []).append(r)
         cols = [f.name for f in sch[kind]]
-        data = _concat_rows(rows, cols)
-        data["marker"] = data["marker"].astype(np.int8)
-        _write_parquet(tdir / kind / f"rkey={rkey}" / name, data, sch[kind])
-        written[kind] = f"{kind}/rkey={rkey}/{name}"
+        for day in sorted(by_day, key=lambda d: d or ""):
+            group = by_day[day]
+            data = _concat_rows(group, cols)
+            data["marker"] = data["marker"].astype(np.int8)
+            sub = f"{day}/" if day else ""
+            path = f"{kind}/rkey={rkey}/{sub}{name}"
+            written.setdefault(kind, []).append(_entry(
+                tdir, path, data, sch[kind], len(data["uk"]), day,
+                [r.get("_at") for r in group],
+            ))
     return written
 
 
@@ -489,6 +606,8 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             if not have_new:
                 return
             part = man["nextPart"]
+            n_uploads = len(man["uploads"])
+            written: list[dict] = []
             for rkey, rel in releases.items():
                 entry = man["releases"].setdefault(
                     rkey,
@@ -500,8 +619,9 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                         "parts": {k: [] for k in KINDS},
                     },
                 )
-                for kind, path in write_release_parts(tdir, rkey, rel, part).items():
-                    entry["parts"][kind].append(path)
+                for kind, entries in write_release_parts(tdir, rkey, rel, part).items():
+                    entry["parts"][kind].extend(entries)
+                    written.extend(entries)
                 entry["frames"] = len(rel.frame_ids)
                 entry["stacks"] = len(rel.stack_parent)
                 rel.n_frames_committed = len(rel.frame_ids)
@@ -511,13 +631,27 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 rel.upload_frames.clear()
             if pending:
                 sch = schemas()["uploads"]
-                cols = {f.name: [r[f.name] for r in pending] for f in sch}
-                path = f"uploads/part-{part:06d}.parquet"
-                _write_parquet(tdir / path, cols, sch)
-                man["uploads"].append(path)
-            for sub in ("uploads", *KINDS):
-                if (tdir / sub).is_dir():
-                    _fsync_dir(tdir / sub)
+                groups: dict[tuple[str, str | None], list[dict]] = {}
+                for r in pending:
+                    groups.setdefault((r["rkey"], day_of(r["received_at"])), []).append(r)
+                for (rkey, day), rows in sorted(
+                    groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
+                ):
+                    cols = {f.name: [r[f.name] for r in rows] for f in sch}
+                    sub = f"{day}/" if day else ""
+                    path = f"uploads/{rkey}/{sub}part-{part:06d}.parquet"
+                    e = _entry(tdir, path, cols, sch, len(rows), day,
+                               [r["received_at"] for r in rows])
+                    e["rkey"] = rkey
+                    man["uploads"].append(e)
+            dirs = {
+                d
+                for e in [*man["uploads"][n_uploads:], *written]
+                for d in (tdir / part_path(e)).parents
+                if d != tdir and tdir in d.parents
+            }
+            for d in sorted(dirs, key=lambda d: -len(d.parts)):  # new folders' entries too
+                _fsync_dir(d)
             man["nextPart"] = part + 1
             _cursor_out(man, last_cursor)
             _fsync_write(tdir / MANIFEST, orjson.dumps(man))
@@ -537,6 +671,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 rel = releases[rkey] = (
                     _load_release(tdir, rkey, entry) if entry else _Release(app, release)
                 )
+            rel.cur_at = _number(meta.get("receivedAt"))
             try:
                 rec = read_any(body, f"upload {upload_id}")
             except JsprofError as e:
@@ -574,3 +709,115 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 commit()
         commit()
     return stats
+
+
+# ---- pruning ---------------------------------------------------------------------------------
+
+
+def prune_tables(
+    store_path: str | os.PathLike, older_than: float, app: str | None = None
+) -> int:
+    """Remove from the tables the uploads received before `older_than` (epoch ms), only
+    `app`'s if given: what `Store.prune` does to the raw uploads. Returns uploads removed.
+
+    Parts wholly before the cut are dropped from the manifest without being read; only a
+    part that straddles it (the cut's day) is rewritten without those rows, under a new
+    part number. A release left with no uploads loses its frames and stacks too. Files no
+    manifest lists any more are deleted after the new manifest is committed.
+    """
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    tdir = tables_dir(store_path)
+    if not (tdir / MANIFEST).exists():
+        return 0
+    with _Lock(tdir):
+        man = read_manifest(store_path)
+        apps = {k: v["app"] for k, v in man["releases"].items()}
+        part = man["nextPart"]
+        n_rewritten = 0
+        garbage: list[str] = []
+        dropped: dict[str, set[int]] = {}
+        removed = 0
+
+        def rewrite(e: str | dict, t: Any, keep: Any, schema: Any) -> dict:
+            nonlocal n_rewritten
+            n_rewritten += 1
+            rel = str(Path(part_path(e)).parent / f"part-{part:06d}-{n_rewritten}.parquet")
+            cols = t.filter(keep).to_pydict()
+            ne = _entry(
+                tdir, rel, cols, schema, len(next(iter(cols.values()), [])),
+                e.get("day") if isinstance(e, dict) else None,
+                cols["received_at"] if "received_at" in cols else [
+                    None if isinstance(e, str) or e.get("minAt") is None else e["minAt"],
+                    None if isinstance(e, str) or e.get("maxAt") is None else e["maxAt"],
+                ],
+            )
+            if isinstance(e, dict) and "rkey" in e:
+                ne["rkey"] = e["rkey"]
+            return ne
+
+        sch = schemas()
+        uploads = []
+        for e in man["uploads"]:
+            ranged = isinstance(e, dict) and e.get("minAt") is not None
+            rk = e.get("rkey") if isinstance(e, dict) else None
+            if ranged and (e["minAt"] >= older_than or (app is not None and apps.get(rk) != app)):
+                uploads.append(e)
+                continue
+            t = _read(pq, verify_part(tdir, e), tdir)
+            at = pc.fill_null(pc.less(t["received_at"], older_than), False)
+            if app is not None:
+                at = pc.and_(at, pc.fill_null(pc.equal(t["app"], app), False))
+            n = pc.sum(at).as_py() or 0
+            if not n:
+                uploads.append(e)
+                continue
+            removed += n
+            drop = t.filter(at)
+            for r, u in zip(drop["rkey"].to_pylist(), drop["uk"].to_pylist(), strict=True):
+                dropped.setdefault(r, set()).add(u)
+            garbage.append(part_path(e))
+            if n < t.num_rows:
+                uploads.append(rewrite(e, t, pc.invert(at), sch["uploads"]))
+        man["uploads"] = uploads
+        for rkey, uks in dropped.items():
+            entry = man["releases"].get(rkey)
+            if entry is None:
+                continue
+            keys = np.fromiter(uks, np.int64)
+            for kind in ("weights", "upload_frames"):
+                kept = []
+                for e in entry["parts"][kind]:
+                    if isinstance(e, dict) and e.get("minAt") is not None:
+                        if e["minAt"] >= older_than:
+                            kept.append(e)
+                            continue
+                        if e["maxAt"] < older_than:  # every upload in it is dropped
+                            garbage.append(part_path(e))
+                            continue
+                    t = _read(pq, verify_part(tdir, e), tdir)
+                    hit = np.isin(t["uk"].to_numpy(), keys)
+                    if not hit.any():
+                        kept.append(e)
+                        continue
+                    garbage.append(part_path(e))
+                    if not hit.all():
+                        kept.append(rewrite(e, t, ~hit, sch[kind]))
+                entry["parts"][kind] = kept
+        live = {e.get("rkey") if isinstance(e, dict) else None for e in uploads}
+        if None not in live:  # no part of the old layout (all releases mixed) is left
+            for rkey in [k for k in man["releases"] if k not in live]:
+                for entries in man["releases"].pop(rkey)["parts"].values():
+                    garbage.extend(part_path(e) for e in entries)
+        if not removed and not garbage:
+            return 0
+        man["nextPart"] = part + 1
+        _fsync_write(tdir / MANIFEST, orjson.dumps(man))
+        _fsync_dir(tdir)
+        for g in garbage:
+            try:
+                (tdir / g).unlink()
+            except FileNotFoundError:
+                pass
+    return removed

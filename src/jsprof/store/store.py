@@ -116,6 +116,7 @@ class PruneResult(NamedTuple):
     removed: int  # uploads removed
     kept: int  # uploads left in the segments that were read (others were skipped whole)
     busy: list[str]  # open segments of live writers, left for a later prune
+    tables_removed: int = 0  # uploads removed from the Parquet tables (tables/)
 
 
 class Finding(NamedTuple):
@@ -737,7 +738,12 @@ class Store:
             finally:
                 os.close(fd)
         self._clean_new_files()
-        return PruneResult(removed, kept, busy)
+        tables = 0
+        if (self.path / "tables").is_dir():
+            from .compact import prune_tables
+
+            tables = prune_tables(self.path, older_than, app)
+        return PruneResult(removed, kept, busy, tables)
 
     def _rewrite(
         self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int
