@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium conformance fuzz
+.PHONY: demo test test-fast lint bench clean chromium conformance fuzz dist
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
@@ -38,10 +38,19 @@ $(JS_STAMP): tests/js/package-lock.json
 test: $(STAMP) chromium $(JS_STAMP)
 	JSPROF_NO_SKIP=1 $(PY) -m pytest -q
 
-# For contributors: all but the tests that need headless Chromium or the npm test tools
-# (pytest markers `chromium` and `npm`, registered in pyproject.toml).
+# For contributors: all but the tests that need headless Chromium or the npm test tools, and
+# the wheel's build and install (pytest markers `chromium`, `npm`, `packaging`, registered in
+# pyproject.toml).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not chromium and not npm"
+	$(PY) -m pytest -q -m "not chromium and not npm and not packaging"
+
+# The sdist and the wheel (carrying the built C extensions: installs with no compiler) in
+# dist/. The wheel is built from the sdist, so a file the sdist lacks fails here. The pinned
+# QuickJS sdist the venv's build fetched is reused, not downloaded again.
+dist: $(STAMP)
+	rm -rf dist
+	JSPROF_QUICKJS_SDIST=$(abspath $(firstword $(wildcard build/sdist/quickjs_ng-*.tar.gz))) \
+		$(PY) -m build --outdir dist .
 
 # The spec's Profiler checks (tests/data/profiler/) run by `jsprof run` on each engine: a table.
 conformance: $(STAMP) chromium
@@ -60,4 +69,4 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_quickjs.py
 
 clean:
-	rm -rf $(VENV) build demo-out src/*.egg-info
+	rm -rf $(VENV) build dist demo-out src/*.egg-info

@@ -1,18 +1,25 @@
-"""Start-up cost of the `jsprof` command against `python -c pass` (issue 16).
+"""Start-up cost of the `jsprof` command: `--help` against `python -c pass` (issue 16), and
+`record --engine node` of an empty script against `node --cpu-prof` of it (issues 16, 25).
 
 Conditions, interleaved in each round (order rotated per round, so a neighbour's noise
 falls on every condition alike), each a fresh process:
-  python -c pass           the baseline: the interpreter's own start-up
+  python -c pass           the baseline of the --help lines: the interpreter's own start-up
   jsprof --help            the console script pip installed, as a user runs it
   jsprof --version
   jsprof report --help
-Printed: the median wall time per condition, the median of the per-round ratios to the
-baseline (goal: `jsprof --help` <= 5x), and `python -X importtime` totals: the cumulative
-time of `jsprof.cli` and of the top-level modules it pulled in (one run; importtime's own
-overhead inflates them, compare them with each other). Bytecode caching is on in the
-children, as after a pip install, even when PYTHONDONTWRITEBYTECODE is set here.
+  node --cpu-prof empty    the baseline of the record line: Node profiling an empty script
+  jsprof record node empty `jsprof record --engine node -o OUT empty.js`
+With --before-src DIR (a checkout's src/ with its built .so files), each jsprof condition
+runs a second time as `before ...` with PYTHONPATH=DIR: the same installed dependencies,
+the other checkout's jsprof.
+Printed: the median wall time per condition and the median of the per-round ratios to its
+baseline (goals: `jsprof --help` <= 5x, record <= 3x, aimed at 2.5x), and `python -X
+importtime` totals: the cumulative time of `jsprof.cli` and of the top-level modules it
+pulled in (one run; importtime's own overhead inflates them, compare them with each other).
+Bytecode caching is on in the children, as after a pip install, even when
+PYTHONDONTWRITEBYTECODE is set here.
 
-    .venv/bin/python benchmarks/bench_startup.py [--rounds 21]
+    .venv/bin/python benchmarks/bench_startup.py [--rounds 21] [--before-src DIR] [--no-node]
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -37,17 +45,21 @@ CONDITIONS: dict[str, list[str]] = {
     "jsprof report --help": [PY, JSPROF, "report", "--help"],
 }
 BASE = "python -c pass"
+NODE_BASE = "node --cpu-prof empty"
 # As installed by pip, modules run from cached bytecode; a PYTHONDONTWRITEBYTECODE in the
 # environment would make every run compile jsprof's sources again and measure that instead.
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
 
-def wall(cmd: list[str]) -> float:
+def wall(cmd: list[str], env: dict[str, str] = ENV) -> float:
     t0 = time.perf_counter()
-    subprocess.run(
-        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, env=ENV
+    p = subprocess.run(
+        cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False, env=env
     )
-    return time.perf_counter() - t0
+    took = time.perf_counter() - t0
+    if p.returncode != 0:
+        raise SystemExit(f"failed ({p.returncode}): {' '.join(cmd)}\n{p.stderr.decode()[-800:]}")
+    return took
 
 
 def importtime(args: list[str]) -> tuple[float, list[tuple[str, float]]]:
@@ -75,20 +87,43 @@ def importtime(args: list[str]) -> tuple[float, list[tuple[str, float]]]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=21)
+    ap.add_argument("--before-src", help="a checkout's src/ to compare against (PYTHONPATH)")
+    ap.add_argument("--no-node", action="store_true", help="leave out the record conditions")
+    ap.add_argument("--node", default="node")
     a = ap.parse_args()
-    names = list(CONDITIONS)
+    tmp = Path(tempfile.mkdtemp(prefix="bench_startup_"))
+    empty = tmp / "empty.js"
+    empty.write_text("")
+    conds = dict(CONDITIONS)
+    if not a.no_node:
+        conds[NODE_BASE] = [a.node, "--cpu-prof", "--cpu-prof-dir", str(tmp / "cpuprof"),
+                            str(empty)]
+        conds["jsprof record node empty"] = [
+            PY, JSPROF, "record", "--engine", "node", "-o", str(tmp / "out.jsprof.json"),
+            str(empty),
+        ]
+    envs = {n: ENV for n in conds}
+    if a.before_src:
+        for n, cmd in list(conds.items()):
+            if n.startswith("jsprof "):
+                before = "before " + n[len("jsprof "):]
+                conds[before] = cmd
+                envs[before] = {**ENV, "PYTHONPATH": a.before_src}
+    names = list(conds)
     times: dict[str, list[float]] = {n: [] for n in names}
     for n in names:  # warm the page cache and write the .pyc files first
-        wall(CONDITIONS[n])
+        wall(conds[n], envs[n])
     for r in range(a.rounds):
         for n in rotated(names, r):
-            times[n].append(wall(CONDITIONS[n]))
-    print(f"{a.rounds} rounds, medians; ratio = median of per-round ratios to {BASE!r}")
-    print(f"{'condition':24} {'wall ms':>9} {'ratio':>7}")
+            times[n].append(wall(conds[n], envs[n]))
+    print(f"{a.rounds} rounds, medians; ratio = median of per-round ratios to the baseline "
+          f"({BASE!r}; {NODE_BASE!r} for the record lines)")
+    print(f"{'condition':28} {'wall ms':>9} {'ratio':>7}")
     for n in names:
+        base = NODE_BASE if ("node" in n and NODE_BASE in times) else BASE
         print(
-            f"{n:24} {statistics.median(times[n]) * 1000:9.1f} "
-            f"{median_ratio(times[n], times[BASE]):7.2f}"
+            f"{n:28} {statistics.median(times[n]) * 1000:9.1f} "
+            f"{median_ratio(times[n], times[base]):7.2f}"
         )
     cli_ms, top = importtime(["--help"])
     print(f"\npython -X importtime jsprof --help: jsprof.cli cumulative {cli_ms:.1f} ms")

@@ -1076,6 +1076,18 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     return p
 
 
+def _require_extras(args: argparse.Namespace) -> None:
+    """serve and fleet run on the field extra, `fleet --engine dask` on the dask extra: a
+    core install says which to pip install before the command starts (exit 2, one line)."""
+    if args.command not in PACKAGE_COMMANDS:
+        return
+    from .extras import require
+
+    if getattr(args, "engine", None) == "dask":
+        require("dask", f"jsprof {args.command} --engine dask")
+    require("field", f"jsprof {args.command}")
+
+
 def _command_word(argv: Sequence[str]) -> str | None:
     """The subcommand named on the command line (the first word that is not an option)."""
     return next((a for a in argv if not a.startswith("-")), None)
@@ -1132,6 +1144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # --fail-if rule broke", "this file is not a valid trace") or the script's own error;
     # record/run/instrument otherwise exit with the script's status.
     try:
+        _require_extras(args)
         return int(args.func(args) or 0)
     except JSError as e:  # the profiled program's error: its JS stack helps, ours would not
         _tell(_print_js_error, e)

@@ -23,6 +23,9 @@ Engine = DuckEngine | DaskEngine
 
 def open_store(path: str | os.PathLike) -> Any:
     """The raw store at `path` (jsprof.store.Store); a clear error when it is not one."""
+    from ..extras import require
+
+    require("field", "the fleet API")
     from ..store import Store, StoreError
 
     if not os.path.isdir(os.path.join(path, "segments")):
@@ -65,6 +68,10 @@ class Session:
 def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
             local_workers: int | None = None, compact_first: bool = True,
             progress: Any = None) -> Iterator[Session]:
+    if engine == "dask":  # before the compaction, which may take a while
+        from ..extras import require
+
+        require("dask", "fleet's dask engine")
     snap = snapshot(store, compact_first, progress)
     eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
     try:

@@ -1,0 +1,56 @@
+"""jsprof's optional parts and the pip extra that installs each (pyproject.toml).
+
+The core (`pip install jsprof`) records, runs and reads traces on every engine; field
+profiling (`jsprof serve`, `jsprof fleet`) needs `jsprof[field]`, and `fleet --engine dask`
+needs `jsprof[dask]`. A command whose extra is missing stops before it starts, with one
+line naming the extra (a `MissingExtra`, exit 2), not an ImportError from deep inside.
+Stdlib only: `cli.py` asks before it runs serve or fleet.
+"""
+
+from __future__ import annotations
+
+from .errors import UsageError
+
+# extra -> the top-level modules it must provide (the packages its pyproject.toml list
+# installs that jsprof imports; httptools and uvloop are uvicorn's optional speed-ups).
+# `dask` pulls in `field` (it queries the same store), so it checks field's modules too.
+_FIELD = ("starlette", "anyio", "uvicorn", "zstandard", "pyarrow", "duckdb")
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "field": _FIELD,
+    "dask": (*_FIELD, "pandas", "dask", "distributed"),
+}
+
+
+class MissingExtra(UsageError):
+    """What asked for an extra that is not installed, and the pip command that installs it."""
+
+    def __init__(self, what: str, extra: str, module: str) -> None:
+        self.extra = extra
+        self.module = module
+        super().__init__(
+            f"{what} needs the {extra} extra ({module} is not installed): "
+            f"pip install 'jsprof[{extra}]'"
+        )
+
+
+def missing_module(extra: str) -> str | None:
+    """The first module of `extra` that cannot be imported, or None when all are there."""
+    import importlib.util
+
+    for module in EXTRAS[extra]:
+        try:
+            if importlib.util.find_spec(module) is None:
+                return module
+        except (ImportError, ValueError):  # a broken or half-removed installation
+            return module
+    return None
+
+
+def require(extra: str, what: str) -> None:
+    """Raise MissingExtra unless every module of `extra` is installed (`what` names the
+    command or option that needs it, e.g. `jsprof serve`)."""
+    if extra not in EXTRAS:
+        raise ValueError(f"no such extra: {extra!r}")
+    module = missing_module(extra)
+    if module is not None:
+        raise MissingExtra(what, extra, module)
