@@ -379,6 +379,14 @@ def _overlaps(entry: str | dict, since: float | None, until: float | None) -> bo
     return not (until is not None and entry["minAt"] >= until)
 
 
+# Parts checked by this process: path -> (inode, size, mtime_ns, crc32). Parts are never
+# modified once listed, so one check per process is enough (a long-lived collector does
+# not re-read gigabytes of tables per dashboard query); a file replaced or touched since
+# is checked again.
+_verified: dict[str, tuple[int, int, int, int]] = {}
+_VERIFIED_MAX = 200_000
+
+
 def verify_part(tdir: Path, entry: str | dict) -> str:
     """The part's absolute path, after checking its size and CRC-32 against the manifest.
 
@@ -387,18 +395,30 @@ def verify_part(tdir: Path, entry: str | dict) -> str:
     """
     path = tdir / part_path(entry)
     if isinstance(entry, dict) and "crc32" in entry:
+        cant = (
+            f"{path}: table part listed in the manifest cannot be read ({{}}); "
+            f"remove {tdir} to rebuild the tables from the raw uploads"
+        )
+        try:
+            st = path.stat()
+        except OSError as e:
+            raise CompactError(cant.format(e.strerror)) from None
+        key = str(path)
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns, entry["crc32"])
+        if _verified.get(key) == seen:
+            return key
         try:
             data = path.read_bytes()
         except OSError as e:
-            raise CompactError(
-                f"{path}: table part listed in the manifest cannot be read ({e.strerror}); "
-                f"remove {tdir} to rebuild the tables from the raw uploads"
-            ) from None
+            raise CompactError(cant.format(e.strerror)) from None
         if len(data) != entry["bytes"] or zlib.crc32(data) != entry["crc32"]:
             raise CompactError(
                 f"{path}: table part is damaged (its checksum does not match the manifest); "
                 f"remove {tdir} to rebuild the tables from the raw uploads"
             )
+        if len(_verified) >= _VERIFIED_MAX:
+            _verified.clear()
+        _verified[key] = seen
     return str(path)
 
 

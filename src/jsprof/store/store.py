@@ -388,6 +388,7 @@ class Store:
         self.path = Path(text)
         self._segdir = self.path / "segments"
         self._claimdir = self.path / "claims"
+        self._claimstr = os.fspath(self._claimdir)
         self._opendir = self.path / "open"
         self._qdir = self.path / "quarantine"
         try:
@@ -460,9 +461,11 @@ class Store:
         finally:
             os.close(fd)  # releases the flock
 
-    def _claim_path(self, upload_id: str) -> Path:
+    def _claim_path(self, upload_id: str) -> str:
+        # A str, not a Path: this runs once per id looked up, and pathlib costs more than
+        # the open/flock/pread/close of the claim itself.
         h = hashlib.sha256(upload_id.encode()).hexdigest()
-        return self._claimdir / h[:2] / h
+        return f"{self._claimstr}/{h[:2]}/{h}"
 
     def _claim(self, upload_id: str, create: bool, shared: bool = False) -> int | None:
         """The id's claim file, open and flock'd; None when it does not exist (create=False).
@@ -478,13 +481,15 @@ class Store:
                 if not create:
                     return None
                 try:
-                    p.parent.mkdir(exist_ok=True)
+                    os.mkdir(os.path.dirname(p))
+                except FileExistsError:
+                    pass
                 except OSError as e:
                     raise _unavailable(e, "cannot create a claim folder") from None
             except OSError as e:
                 raise _unavailable(e, "cannot create the upload's claim file") from None
         if fd < 0:  # pragma: no cover - the directory vanished twice
-            raise StoreError(f"{p.parent}: cannot create claim files")
+            raise StoreError(f"{os.path.dirname(p)}: cannot create claim files")
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         return fd
 
@@ -1060,7 +1065,7 @@ def _listdir(path: Path) -> list[str]:
         return []
 
 
-def _unlink(path: Path) -> None:
+def _unlink(path: str | Path) -> None:
     try:
         os.unlink(path)
     except FileNotFoundError:
