@@ -296,9 +296,8 @@ def report(r: dict) -> str:
     rss = [b for _, b in r["rss"]]
     quarters = [rss[min(len(rss) - 1, int(len(rss) * f))] for f in (0, 0.25, 0.5, 0.75)]
     quarters.append(rss[-1])
-    head = (
-        f"--workers {r['workers']}, {r['clients']} clients"
-        + (", + slowloris 900 conns + bomb/junk sender" if r["attack"] else "")
+    head = f"--workers {r['workers']}, {r['clients']} clients" + (
+        ", + slowloris 900 conns + bomb/junk sender" if r["attack"] else ""
     )
     lines = [
         f"{head}: {r['rate']:.0f} uploads/s ({r['uploads']} in all), "

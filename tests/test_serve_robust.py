@@ -544,3 +544,53 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
     log = "".join(col.stderr_lines)
     assert log.count("disk is full") == 1, log[-2000:]
     assert "Traceback" not in log
+
+
+def _outcome(fn, *args) -> tuple:
+    from jsprof.serve import ingest
+
+    try:
+        meta, trace_json = fn(*args)[:2]
+    except ingest.Refused as e:
+        return ("refused", e.status, e.message)
+    meta = {k: v for k, v in meta.items() if k != "receivedAt"}
+    return ("stored", meta, orjson.loads(trace_json))
+
+
+def test_prepare_decides_as_the_general_path_bare_and_enveloped() -> None:
+    """Every body of the malformed corpus, bare and in the browser client's envelope (and
+    the real traces, valid): `prepare` (with its fast paths) stores or refuses exactly as
+    the dict path does, with the same words; a valid envelope keeps its trace's bytes."""
+    from jsprof.serve import ingest
+    from jsprof.serve.config import Limits
+
+    limits = Limits()
+    params = {"app": "a", "release": "r", "route": None, "env": None}
+    datas = []
+    for label, body, enc, _ in _corpus():
+        try:
+            data, _ = ingest.decode_body(body, enc or "identity", limits)
+        except ingest.Refused:
+            continue
+        datas.append((label, data))
+    for name in REAL:
+        doc = orjson.loads(fixture_bytes(name))
+        datas.append((name, orjson.dumps(doc)))
+        doc["resources"] = [r.split("?")[0] for r in doc["resources"]]
+        datas.append((name + " clean", orjson.dumps(doc)))
+    seen_envelope_fast = 0
+    for label, data in datas:
+        for form, body in (
+            ("bare", data),
+            ("envelope", b'{"trace":' + data + b',"meta":{"sampleInterval":10,"build":"x"}}'),
+            ("envelope no meta", b'{"trace": ' + data + b"}"),
+            ("envelope bad meta", b'{"trace":' + data + b',"meta":[1]}'),
+        ):
+            fast = _outcome(ingest.prepare, body, "identity", params, "UA", limits, False)
+            general = _outcome(ingest.prepare_general, body, params, "UA", limits, False)
+            assert fast == general, (label, form, fast[:3], general[:3])
+            if form == "envelope" and fast[0] == "stored":
+                stored = ingest.prepare(body, "identity", params, "UA", limits, False)[1]
+                if stored == data:
+                    seen_envelope_fast += 1
+    assert seen_envelope_fast >= len(REAL)  # the clean real traces: bytes kept as sent

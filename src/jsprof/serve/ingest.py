@@ -288,25 +288,34 @@ def build_meta(
     return meta
 
 
-def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
+def _fast_path(
+    data: bytes,
+    limits: Limits,
+    keep_query: bool,
+    where: str = "body",
+    keys: Any = None,
+) -> bool:
     """True when `data` is a bare ProfilerTrace that is valid by jsprof's reader and needs
     no change, checked with the reader's typed decoding straight from the bytes (about half
     the cost of parsing to dicts and validating those). Anything else (an envelope, a
     query string to strip) takes the general path, which decides the same way; this one
-    only saves work. Raises Refused for an invalid trace.
+    only saves work. Raises Refused for an invalid trace. `keys`: its top-level keys when
+    the caller has them already.
     """
     from .. import tracefile
 
-    try:
-        keys = _TOP_LEVEL.decode(data).keys()
-    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
-        # Skipping a value nested past the interpreter's limit recurses too (a body 100,000
-        # arrays deep): the general path's parser refuses it with the reader's words.
-        return False
+    if keys is None:
+        try:
+            keys = _TOP_LEVEL.decode(data).keys()
+        except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+            # Skipping a value nested past the interpreter's limit recurses too (a body
+            # 100,000 arrays deep): the general path's parser refuses it with the reader's
+            # words.
+            return False
     if keys != _TRACE_KEY_SET:
         return False  # an envelope, jsprof's own key, extra keys: the general path decides
     try:
-        rec = tracefile.read_bytes(data, "body")
+        rec = tracefile.read_bytes(data, where)
     except TraceFormatError as e:
         # Its error comes from the validating path, as the general path's would: no need
         # to parse the body a third time to say the same.
@@ -314,7 +323,7 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
     if len(rec.tracks) != 1:
         return False
     t = rec.tracks[0].trace
-    check_size(t, "body", limits)
+    check_size(t, where, limits)
     if not keep_query and any("?" in r or "#" in r for r in t.resources):
         return False
     if _too_long(t.resources, limits.max_url) or _too_long(
@@ -322,6 +331,30 @@ def _fast_path(data: bytes, limits: Limits, keep_query: bool) -> bool:
     ):
         return False  # the general path cuts them
     return True
+
+
+def _fast_envelope(
+    parts: dict[str, msgspec.Raw], limits: Limits, keep_query: bool
+) -> tuple[bytes, dict] | None:
+    """(the trace's bytes as uploaded, the client's meta) when `parts` is the envelope the
+    browser client sends, `{"trace": ..., "meta": ...}`, with a trace the fast path takes;
+    else None (the general path decides, and words any error)."""
+    if "trace" not in parts or not parts.keys() <= {"trace", "meta"}:
+        return None
+    trace = bytes(parts["trace"])
+    if trace[:1] != b"{":
+        return None
+    meta: Any = {}
+    if "meta" in parts:
+        try:
+            meta = orjson.loads(bytes(parts["meta"]))
+        except orjson.JSONDecodeError:
+            return None
+        if type(meta) is not dict:
+            return None
+    if not _fast_path(trace, limits, keep_query, "body.trace"):
+        return None
+    return trace, meta
 
 
 def _too_long(texts: Any, cap: int) -> bool:
@@ -366,10 +399,24 @@ def prepare(
     data, is_gzip = decode_body(raw, encoding, limits)
     if not data.strip():
         raise Refused(400, "body is empty; expected a ProfilerTrace")
-    if _fast_path(data, limits, keep_query):
-        meta = build_meta({}, params, user_agent, limits)
-        # Valid and nothing to change: keep the bytes as uploaded (the client's gzip too).
-        return meta, data, raw if is_gzip else None
+    try:
+        parts = _TOP_LEVEL.decode(data)
+    except (msgspec.DecodeError, msgspec.ValidationError, RecursionError):
+        # Not a JSON object, or nested past the interpreter's limit (skipping a value
+        # 100,000 arrays deep recurses too): the general path's parser words the refusal.
+        parts = None
+    if parts is not None:
+        if _fast_path(data, limits, keep_query, keys=parts.keys()):
+            meta = build_meta({}, params, user_agent, limits)
+            # Valid and nothing to change: keep the bytes as uploaded (the client's gzip too).
+            return meta, data, raw if is_gzip else None
+        # The browser client's envelope: its trace's bytes are kept as uploaded, not parsed
+        # to dicts and dumped again (2.4x the CPU of a bare trace before).
+        envelope = _fast_envelope(parts, limits, keep_query)
+        del parts
+        if envelope is not None:
+            trace, client_meta = envelope
+            return build_meta(client_meta, params, user_agent, limits), trace, None
     meta, trace_json = prepare_general(data, params, user_agent, limits, keep_query)
     return meta, trace_json, raw if is_gzip and trace_json is data else None
 
