@@ -2,6 +2,7 @@
 trailing spaces, the title on one line, long file:// locations relative to the current
 directory, idle time ranked and counted like any row, and "1 sample"."""
 
+import json
 import subprocess
 import sys
 
@@ -90,3 +91,105 @@ def test_tree_shows_locations_as_the_table_does(tmp_path):
     hot = [ln for ln in tree if " hot " in ln]
     assert hot and hot[0].split()[-2:] == ["hot", "src/deep/app.js:12:3"], tree
     assert not any("file://" in ln for ln in tree), tree
+
+
+# ---- issue 20: rows fit the terminal (100 columns piped), elided in the middle; --wide ----
+
+# V8 names compiled regular expressions `RegExp: <source>`: here 1,500+ characters.
+REGEXP_JS = """\
+const words = Array.from({length: 60}, (_, i) => "token" + i + "abcdefghij".repeat(2));
+const re = new RegExp("^(?:" + words.join("|") + ")+$");
+const s = words.join("").repeat(3);
+const end = Date.now() + 300;
+let n = 0;
+while (Date.now() < end) if (re.test(s + n++)) n++;
+"""
+
+
+def _jsprof(tmp_path, *args, **kw):
+    p = subprocess.run([*JSPROF, *map(str, args)], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path, **kw)
+    assert p.returncode == 0, p.stderr
+    return p.stdout
+
+
+def test_rows_fit_the_width_with_names_elided_in_the_middle(tmp_path):
+    script = tmp_path / "re.js"
+    script.write_text(REGEXP_JS)
+    trace = tmp_path / "re.json"
+    _jsprof(tmp_path, "record", "--engine", "node", "-o", trace, script)
+    rows = json.loads(_jsprof(tmp_path, "report", trace, "--json", "--all"))["rows"]
+    regexp = next(r["name"] for r in rows if r["name"].startswith("RegExp: "))
+    assert len(regexp) > 1000  # --json: whole
+    for args in (["report", trace, "--all"], ["report", trace, "--tree", "--threshold", "0"],
+                 ["diff", trace, trace, "--all"]):
+        lines = _jsprof(tmp_path, *args).splitlines()
+        # the title above and the summary line below a table are prose, not rows
+        rows_only = [ln for ln in lines[1:] if "showing " not in ln]
+        assert max(len(ln) for ln in rows_only) <= 100, max(rows_only, key=len)
+        hit = [ln for ln in lines if "RegExp: ^" in ln]
+        assert hit and "…" in hit[0], args
+        # the start of the name and the end of it, with the middle left out
+        assert regexp[-8:] in hit[0].split("…", 1)[1], hit[0]
+        wide = _jsprof(tmp_path, *args, "--wide")
+        assert regexp in wide and "…" not in wide
+
+
+def test_rows_fit_a_terminal(tmp_path):
+    """In a terminal (a pty 72 columns wide) every row fits it."""
+    import fcntl
+    import os
+    import pty
+    import re
+    import struct
+    import termios
+
+    b = TraceBuilder()
+    url = (tmp_path / ("deep/" * 30) / "app.js").as_uri()
+    sid = b.stack_id([b.frame_id("main" * 40, b.resource_id(url), 1, 1),
+                      b.frame_id("x" * 300, b.resource_id(url), 1234, 56)])
+    for t in range(5):
+        b.add_sample(float(t), sid)
+    path = tmp_path / "t.json"
+    jsprof.save(Recording([Track("main", b.build(), sample_interval=1.0)]), path)
+    for extra in ([], ["--tree"]):
+        leader, follower = pty.openpty()
+        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 72, 0, 0))
+        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+        p = subprocess.Popen([*JSPROF, "report", str(path), *extra], stdout=follower,
+                             stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+        os.close(follower)
+        out = b""
+        while True:
+            try:
+                chunk = os.read(leader, 65536)
+            except OSError:  # EIO: the other side closed
+                break
+            if not chunk:
+                break
+            out += chunk
+        os.close(leader)
+        assert p.wait(timeout=60) == 0, p.stderr.read()
+        text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode()).replace("\r", "")
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        assert len(lines) >= 3, text
+        assert max(len(ln) for ln in lines if "showing" not in ln) <= 72, text
+        assert any(":1234:56" in ln and "…" in ln for ln in lines), text  # the end kept
+
+
+def test_elision_rules():
+    from jsprof.render.rows import LOCATION_END, elide_middle, fit_widths, output_width
+
+    assert elide_middle("abcdefghij", 10) == "abcdefghij"
+    assert elide_middle("abcdefghij", 7) == "abc…hij"
+    # a location keeps more of its end
+    assert elide_middle("http://127.0.0.1:8000/page.html:14:18", 20, LOCATION_END) == (
+        "http:/…ge.html:14:18"
+    )
+    assert elide_middle("日本語のなまえ", 7) == "日本…え"  # wide characters count two
+    assert fit_widths([10, 50], 100) == [10, 50]  # all fit
+    assert fit_widths([10, 500], 60) == [10, 50]  # the narrow keeps its width
+    assert fit_widths([300, 500], 60) == [30, 30]
+    assert fit_widths([300, 500], 10) == [12, 12]  # never below the minimum
+    assert output_width(None) == 100 and output_width(80) == 80
+    assert output_width(80, wide=True) is None

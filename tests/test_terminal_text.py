@@ -75,7 +75,8 @@ def test_report_table_tree_and_lines_escape_names_and_locations(tmp_path):
 
 def test_diff_escapes_names_and_gate_messages(tmp_path):
     base, new = _trace(tmp_path, "b.jsprof.json", 3), _trace(tmp_path, "n.jsprof.json", 8)
-    p = _run(["diff", base, new, "--fail-if", "*:self>+1pp"], tmp_path, ok=(1,))
+    # --wide: names whole, as escaped (elision is tested in test_cli_tables)
+    p = _run(["diff", base, new, "--wide", "--fail-if", "*:self>+1pp"], tmp_path, ok=(1,))
     _clean(p.stdout)
     _clean(p.stderr)
     assert EVIL_SHOWN in p.stdout and NL_SHOWN in p.stdout

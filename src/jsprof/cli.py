@@ -167,10 +167,17 @@ def cmd_report(args: argparse.Namespace) -> int:
             c = _console()
             cut = tree.total_time * threshold / 100.0
             if any(tree.total_ms[r] >= cut for r in tree.roots()):
-                lines = render.tree_title(rec, args.track) + render.tree_lines(tree, threshold)
+                width = render.table_width(c, args.wide)
+                lines = render.tree_title(rec, args.track) + render.tree_lines(
+                    tree, threshold, width=width
+                )
                 for i, line in enumerate(lines):
                     bold = "bold" if i == 0 else None  # the title, as the tables have it
-                    c.print(line, markup=False, highlight=False, soft_wrap=True, style=bold)
+                    # emoji=False: `app.js:1234:56` is not the emoji code `:1234:`
+                    c.print(
+                        line, markup=False, highlight=False, emoji=False, soft_wrap=True,
+                        style=bold,
+                    )
             else:
                 print(
                     f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
@@ -192,7 +199,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         _print_json({**render.summary_json(summary, top, by, sort), **_lost_json(lost)})
     else:
         title = _title(rec, args.track)
-        render.print_summary(_console(), summary, top, by, title, sort)
+        render.print_summary(_console(), summary, top, by, title, sort, args.wide)
     _warn_lost(lost)
     return 0
 
@@ -444,7 +451,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         _print_json(render.diff_json(d, top))
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
-        render.print_diff(_console(), d, top, title)
+        render.print_diff(_console(), d, top, title, args.wide)
     if fmt is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(build_call_tree(base, args.track), new_tree, args.strip_prefix)
@@ -807,6 +814,15 @@ def _add_top_args(p: argparse.ArgumentParser, default: str) -> None:
     p.add_argument("--all", action="store_true", help="show every row")
 
 
+def _add_wide_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="print names and locations whole (by default they are elided in the middle "
+        "to fit the terminal, or 100 columns when piped)",
+    )
+
+
 def _add_track_arg(p: argparse.ArgumentParser, what: str) -> None:
     p.add_argument("--track", metavar="NAME", help=what + "; NAME or its unique start")
 
@@ -889,6 +905,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     )
     _add_track_arg(r, "only this track (default: all tracks together)")
     r.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    _add_wide_arg(r)
     _add_filter_args(r)
     r.set_defaults(func=cmd_report)
 
@@ -940,6 +957,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     df.add_argument("new", help="the trace to compare against it")
     _add_top_args(df, "default 20")
     df.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    _add_wide_arg(df)
     df.add_argument(
         "--flame", metavar="OUT", help="also write a differential flame graph (.html or .svg)"
     )

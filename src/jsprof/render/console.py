@@ -16,7 +16,17 @@ from ..analysis.profile import Summary
 from ..trace import NO_STACK_NAMES, Recording
 from ..words import plural, printable
 from .plain import plain_table, print_plain_table
-from .rows import _pct, short_location, summary_rows
+from .rows import (
+    LOCATION_END,
+    _pct,
+    cell_len,
+    elastic_widths,
+    elide_middle,
+    fit_widths,
+    output_width,
+    short_location,
+    summary_rows,
+)
 
 
 def row_count(summary: Summary) -> int:
@@ -34,33 +44,55 @@ def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
     }
 
 
+def table_width(console: Console, wide: bool = False) -> int | None:
+    """The width this console's tables are fitted to (`rows.output_width`)."""
+    return output_width(console.width if console.is_terminal else None, wide)
+
+
 def print_summary(
-    console: Console, summary: Summary, top: int | None, by: str, title: str, sort: str = "self"
+    console: Console,
+    summary: Summary,
+    top: int | None,
+    by: str,
+    title: str,
+    sort: str = "self",
+    wide: bool = False,
 ) -> None:
-    """The table: self %, total %, self ms, total ms, function, location; plain numbers."""
+    """The table: self %, total %, self ms, total ms, function, location; plain numbers.
+    Names and locations are elided in the middle to fit the terminal (`wide`: whole)."""
     rows = summary_rows(summary, top, sort)
     cwd = os.getcwd()
-    table = plain_table()
-    table.add_column("self %", justify="right")
-    table.add_column("total %", justify="right")
-    table.add_column("self ms", justify="right")
-    table.add_column("total ms", justify="right")
-    table.add_column({"function": "function", "resource": "resource", "line": "function"}[by])
+    headers = ["self %", "total %", "self ms", "total ms"]
+    headers.append({"function": "function", "resource": "resource", "line": "function"}[by])
     if by != "resource":
-        table.add_column("location" if by == "function" else "line", overflow="fold")
+        headers.append("location" if by == "function" else "line")
+    cells = []
     for r in rows:
         name = short_location(r["name"], cwd) if by == "resource" else r["name"]
-        cells = [
+        line = [
             f"{r['self_pct']:.1f}",
             f"{r['total_pct']:.1f}",
             f"{r['self_ms']:.1f}",
             f"{r['total_ms']:.1f}",
-            Text(printable(name)),
+            printable(name),
         ]
         if by != "resource":
-            cells.append(Text(printable(short_location(r["location"], cwd)), style="dim"))
+            line.append(printable(short_location(r["location"], cwd)))
+        cells.append(line)
+    fit = elastic_widths(cells, headers, range(4, len(headers)), table_width(console, wide))
+    table = plain_table()
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="right" if i < 4 else "left", no_wrap=True)
+    for r, line in zip(rows, cells, strict=True):
+        if fit:
+            # a --by resource row's name is a location too
+            ends = [LOCATION_END if by == "resource" else 0.5, LOCATION_END]
+            line[4:] = [elide_middle(c, fit[4 + j], ends[j]) for j, c in enumerate(line[4:])]
+        shown: list[Any] = [*line[:4], Text(line[4])]
+        if by != "resource":
+            shown.append(Text(line[5], style="dim"))
         style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
-        table.add_row(*cells, style=style)
+        table.add_row(*shown, style=style)
     print_plain_table(console, title, table)
     n = row_count(summary)
     hint = "" if len(rows) == n else " (--all shows every row)"
@@ -94,9 +126,12 @@ def tree_title(rec: Recording, track: str | None) -> list[str]:
     return lines
 
 
-def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200) -> list[str]:
+def tree_lines(
+    tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200, width: int | None = None
+) -> list[str]:
     """pyinstrument-style text tree, pruned below threshold_pct of all time; what was
-    pruned is counted at every level, roots included."""
+    pruned is counted at every level, roots included. With a `width`, each line's name and
+    location are elided in the middle to fit it (`rows.fit_widths`)."""
     kids = tree.children()
     total = tree.total_time
     cut = total * threshold_pct / 100.0
@@ -107,9 +142,15 @@ def tree_lines(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200)
         fn = tree.functions[int(tree.function[node])]
         ms = float(tree.total_ms[node])
         branch = "└─ " if last else "├─ "
-        line = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  {printable(fn.label())}"
+        head = f"{prefix}{branch}{_pct(ms, total):5.1f}% {ms:9.1f} ms  "
+        name = printable(fn.label())
         # locations as the table shows them (file:// under the current directory, relative)
-        out.append(f"{line}  {printable(short_location(fn.location(), cwd))}".rstrip())
+        loc = printable(short_location(fn.location(), cwd))
+        if width is not None:
+            room = width - cell_len(head) - (2 if loc else 0)
+            wn, wl = fit_widths([cell_len(name), cell_len(loc)], room)
+            name, loc = elide_middle(name, wn), elide_middle(loc, wl, LOCATION_END)
+        out.append(f"{head}{name}  {loc}".rstrip())
         if depth >= max_depth:
             return
         shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
@@ -208,39 +249,62 @@ def diff_json(diff: ProfileDiff, top: int | None) -> dict:
     }
 
 
-def _change(v: float, fmt: str, eps: float) -> Text:
+def _change(v: float, text: str, eps: float) -> Text:
     # Slower (more time, a larger share) in red, faster in blue, as in the differential
     # flame graph.
     style = "red" if v > eps else "blue" if v < -eps else "dim"
-    return Text(format(v, fmt), style=style)
+    return Text(text, style=style)
 
 
 def _no_stack(key: Any) -> bool:
     return key.resource is None and key.name in NO_STACK_NAMES
 
 
-def print_diff(console: Console, diff: ProfileDiff, top: int | None, title: str) -> None:
+def print_diff(
+    console: Console, diff: ProfileDiff, top: int | None, title: str, wide: bool = False
+) -> None:
+    """The diff table: changes in ms and pp side by side, self ms in BASE and NEW, the
+    function and its resource (elided in the middle to fit the terminal; `wide`: whole)."""
     cwd = os.getcwd()
-    table = plain_table()
-    for col in ("Δ self ms", "Δ self pp", "Δ total ms", "Δ total pp", "self ms"):
-        table.add_column(col, justify="right")
-    table.add_column("function")
-    table.add_column("resource", overflow="fold")
+    headers = ["Δ self ms", "Δ self pp", "Δ total ms", "Δ total pp", "self ms", "function",
+               "resource"]
     rows = diff.rows if top is None else diff.rows[:top]
+    cells = []
     for r in rows:
-        name = Text(printable(r.key.label()))
-        if r.status:
-            name.append(f"  [{r.status}]", style="bold red" if r.status == "new" else "bold blue")
-        table.add_row(
-            _change(r.d_self_ms, "+.1f", 0.05),
-            _change(r.d_self, "+.2f", 0.005),
-            _change(r.d_total_ms, "+.1f", 0.05),
-            _change(r.d_total, "+.2f", 0.005),
+        tag = f"  [{r.status}]" if r.status else ""
+        cells.append([
+            f"{r.d_self_ms:+.1f}",
+            f"{r.d_self:+.2f}",
+            f"{r.d_total_ms:+.1f}",
+            f"{r.d_total:+.2f}",
             f"{r.base_self_ms:.1f} → {r.new_self_ms:.1f}",
+            printable(r.key.label()) + tag,
+            "" if _no_stack(r.key) else printable(
+                short_location(r.key.resource or "(unknown)", cwd)
+            ),
+        ])
+    fit = elastic_widths(cells, headers, (5, 6), table_width(console, wide))
+    table = plain_table()
+    for i, h in enumerate(headers):
+        table.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+    for r, line in zip(rows, cells, strict=True):
+        tag = f"  [{r.status}]" if r.status else ""
+        label = line[5][: len(line[5]) - len(tag)]
+        where = line[6]
+        if fit:
+            label = elide_middle(label, max(fit[5] - cell_len(tag), 1))
+            where = elide_middle(where, fit[6], LOCATION_END)
+        name = Text(label)
+        if r.status:
+            name.append(tag, style="bold red" if r.status == "new" else "bold blue")
+        table.add_row(
+            _change(r.d_self_ms, line[0], 0.05),
+            _change(r.d_self, line[1], 0.005),
+            _change(r.d_total_ms, line[2], 0.05),
+            _change(r.d_total, line[3], 0.005),
+            line[4],
             name,
-            Text(printable(short_location(r.key.resource or "(unknown)", cwd)), style="dim")
-            if not _no_stack(r.key)
-            else "",
+            Text(where, style="dim"),
             style="italic dim" if _no_stack(r.key) else None,
         )
     print_plain_table(console, title, table)

@@ -4,6 +4,8 @@ prints them without importing rich when stderr is not a terminal."""
 from __future__ import annotations
 
 import os
+import unicodedata
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
@@ -79,3 +81,103 @@ def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[
     key = "self_ms" if sort == "self" else "total_ms"
     rows.sort(key=lambda r: -r[key])  # stable: equal shares keep the analysis's order
     return rows if top is None else rows[:top]
+
+
+# ---- how wide a text table may be (every command's text tables: one rule) -------------------
+
+# Text output that is not a terminal (a pipe, a CI log, a file) is cut to this many columns;
+# `--wide` prints every name and location whole.
+PIPED_COLUMNS = 100
+ELLIPSIS = "…"
+# The narrowest a name or location column is cut to, however narrow the terminal.
+MIN_ELASTIC = 12
+# Between two columns of a table (rich pads each cell by one on either side, not the edges).
+COLUMN_GAP = 2
+
+
+def output_width(terminal_columns: int | None, wide: bool = False) -> int | None:
+    """The width text tables are fitted to: the terminal's columns, PIPED_COLUMNS when the
+    output is no terminal (`terminal_columns` None), no limit with `wide`."""
+    if wide:
+        return None
+    return terminal_columns if terminal_columns else PIPED_COLUMNS
+
+
+def cell_len(text: str) -> int:
+    """Columns `text` takes in a terminal: wide (East Asian) characters two, combining
+    marks none."""
+    if text.isascii():
+        return len(text)
+    n = 0
+    for ch in text:
+        if unicodedata.combining(ch):
+            continue
+        n += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return n
+
+
+def _take(text: str, width: int, from_end: bool) -> str:
+    """The longest start (or end) of `text` that fits in `width` columns."""
+    out = []
+    used = 0
+    for ch in reversed(text) if from_end else text:
+        w = cell_len(ch)
+        if used + w > width:
+            break
+        out.append(ch)
+        used += w
+    return "".join(reversed(out) if from_end else out)
+
+
+def elide_middle(text: str, width: int, keep_end: float = 0.5) -> str:
+    """`text` cut to `width` columns by replacing its middle with `…`, so that both its
+    start and its end stay readable; `keep_end` is the share of the room its end gets
+    (LOCATION_END for a location, whose end is the file name, line and column)."""
+    if cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return ELLIPSIS[:width]
+    tail = _take(text, int((width - 1) * keep_end), True)
+    # the start gets what the end left (a wide character may not have fitted there)
+    return _take(text, width - 1 - cell_len(tail), False) + ELLIPSIS + tail
+
+
+# A location keeps more of its end: `http://127.0…/page.html?v=2:14:18`.
+LOCATION_END = 0.7
+
+
+def fit_widths(natural: Sequence[int], available: int, minimum: int = MIN_ELASTIC) -> list[int]:
+    """Widths for the columns that may be elided (names, locations), sharing `available`
+    columns: each keeps its natural width when all fit; otherwise the narrow ones keep
+    theirs and the wide ones share the rest equally, none below `minimum` (or its own
+    natural width)."""
+    if sum(natural) <= available:
+        return list(natural)
+    out = [0] * len(natural)
+    left = available
+    todo = sorted(range(len(natural)), key=lambda i: natural[i])
+    for k, i in enumerate(todo):
+        share = left // (len(todo) - k)
+        out[i] = min(natural[i], max(share, minimum))
+        left -= out[i]
+    return out
+
+
+def elastic_widths(
+    rows: Sequence[Sequence[str]],
+    headers: Sequence[str],
+    elastic: Sequence[int],
+    width: int | None,
+    gap: int = COLUMN_GAP,
+) -> dict[int, int] | None:
+    """How wide each elastic column (index into a row) may be for every line of a table of
+    `rows` (text cells as printed) to fit `width`; None when no limit applies."""
+    if width is None:
+        return None
+    n = len(headers)
+    natural = [max([cell_len(h) for h in (headers[i],)] + [cell_len(r[i]) for r in rows])
+               for i in range(n)]
+    fixed = sum(natural[i] for i in range(n) if i not in elastic) + gap * (n - 1)
+    got = fit_widths([natural[i] for i in elastic], width - fixed)
+    # a header is never elided: a column is at least as wide as its header
+    return {i: max(w, cell_len(headers[i])) for i, w in zip(elastic, got, strict=True)}
