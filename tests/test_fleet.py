@@ -111,10 +111,14 @@ def test_filters_select_uploads(store, capsys):
     assert traces("--where", "country=DE") == 4
     assert traces("--where", "country=DE", "--release", "1.0") == 2
     # receivedAt 1.7e12 + i h: the first three hours of each release
-    assert traces("--until", "2023-11-14T22:13:20Z", "--since", "2023-11-14T22:13:20Z") == 0
     assert traces("--since", "2023-11-15T00:13:20Z") == 8  # i >= 2 of each release
     assert traces("--since", "2023-11-15T00:13:20Z", "--until", "2023-11-15T02:13:20Z") == 4
-    assert traces("--app", "other") == 0  # the last --app wins: nothing matches
+    # Nothing matches: exit 2 saying what exists (the last --app wins).
+    for extra in (("--until", "2023-11-14T22:13:20Z", "--since", "2023-11-14T22:13:20Z"),
+                  ("--app", "other")):
+        assert main(["fleet", "top", "--store", str(store.path), "--app", "shop", *extra]) == 2
+        err = capsys.readouterr().err
+        assert "releases" in err or "apps: shop" in err, err
 
 
 def test_compaction_is_idempotent_and_sees_new_uploads(store):

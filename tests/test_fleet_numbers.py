@@ -299,3 +299,87 @@ def test_pruned_uploads_are_gone_from_every_query(tmp_path, capsys):
         assert cli == doc
     finally:
         srv.stop()
+
+
+# ---- 6. page loads ---------------------------------------------------------------------------
+
+
+def test_page_loads_are_counted_beside_uploads(store, capsys):
+    # Three page loads sent their profile in two chunks each (a flush and the page-hide
+    # chunk), with the client's page-load id; two uploads carry none: one page load each.
+    basic = chromium()
+    half = basic.num_samples // 2
+    for pl in range(3):
+        for part, keep in enumerate((slice(0, half), slice(half, None))):
+            tr = ProfilerTrace(basic.resources, basic.frames, basic.stack_parent,
+                               basic.stack_frame, basic.sample_time[keep],
+                               basic.sample_stack[keep])
+            upload(store, f"pl{pl}-{part}", tr, app="shop", release="1.0", pageLoad=f"pl-{pl}")
+    for i in range(2):
+        upload(store, f"bare-{i}", chromium("trace-idle.json"), app="shop", release="1.0")
+    doc = run_json(capsys, ["fleet", "top", "--store", str(store.path), "--app", "shop",
+                            "--json"])
+    assert (doc["traces"], doc["pageLoads"]) == (8, 5)
+    assert run_json(capsys, ["fleet", "top", "--store", str(store.path), "--app", "shop",
+                             "--json", "--where", "pageLoad=pl-1"])["pageLoads"] == 1
+    assert main(["fleet", "top", "--store", str(store.path), "--app", "shop"]) == 0
+    out = capsys.readouterr().out
+    assert "8 traces, " in out and "; 5 page loads" in out, out
+
+
+# ---- 7. a filter that matches nothing; the HTTP API's parameters -----------------------------
+
+
+def test_a_filter_matching_nothing_exits_2_saying_what_exists(store, tmp_path, capsys):
+    for rel in ("1.0", "1.1"):
+        for i, route in enumerate(("/cart", "/product/1", "/product/2")):
+            upload(store, f"{rel}-{i}", chromium(), app="shop", release=rel, route=route)
+    s = ["--store", str(store.path)]
+    cases = {
+        ("--app", "shpo"): ["apps: shop"],
+        ("--app", "shop", "--release", "1.2"): ["releases", "1.0", "1.1"],
+        ("--app", "shop", "--route", "/checkout*"): ["routes", "/cart", "/product/1"],
+        ("--app", "shop", "--where", "country=XX"): ["no uploads match", "releases"],
+    }
+    for filt, words in cases.items():
+        for cmd in (["fleet", "top", *s], ["fleet", "flame", *s, "-o", str(tmp_path / "f.html")],
+                    ["fleet", "export", *s, "-o", str(tmp_path / "e.jsprof.json")]):
+            code = main([*cmd, *filt])
+            cap = capsys.readouterr()
+            err = cap.err.strip()
+            assert code == 2 and cap.out == "", (cmd, filt, cap.out)
+            assert err.startswith("jsprof: error:") and "\n" not in err, err
+            for w in words:
+                assert w in err, (filt, err)
+    assert not (tmp_path / "f.html").exists() and not (tmp_path / "e.jsprof.json").exists()
+    code = main(["fleet", "diff", *s, "--app", "shop", "--base", "release=1.0", "--new",
+                 "release=1.3", *DIFF])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "--new" in err and "1.0" in err and "1.1" in err, err
+
+
+def test_the_http_api_refuses_what_it_cannot_answer(tmp_path):
+    from test_fleet_http import Server
+
+    path = tmp_path / "store"
+    st = Store(path)
+    for i in range(3):
+        upload(st, f"u{i}", chromium(), app="shop", release="1.0")
+    st.close()
+    srv = Server(path)
+    try:
+        status, h, body = srv.get("/v1/query/top", [("app", "shop"), ("relase", "1.0")])
+        assert status == 400 and "relase" in orjson.loads(body)["error"]
+        assert h["content-type"].startswith("application/json")
+        status, _, body = srv.get("/v1/query/export", [("app", "shop"), ("format", "pprof")])
+        assert status == 200 and body[:2] == b"\x1f\x8b"  # pprof is gzipped protobuf
+        from jsprof.formats import read_any
+
+        assert read_any(body, "export").num_samples == 3 * chromium().num_samples
+        for route, fmt in (("export", "xml"), ("top", "pprof"), ("flame", "png")):
+            status, _, body = srv.get(f"/v1/query/{route}", [("app", "shop"), ("format", fmt)])
+            assert status == 400 and fmt in orjson.loads(body)["error"], (route, fmt, body)
+        status, _, body = srv.get("/v1/query/top", [("app", "shop"), ("release", "2.0")])
+        assert status == 400 and "1.0" in orjson.loads(body)["error"]
+    finally:
+        srv.stop()

@@ -8,6 +8,7 @@ reads one manifest snapshot, so compactors and collectors may keep writing meanw
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 from ..errors import JsprofError, UsageError
 from ..words import plural, printable
 from .engine import DaskEngine, DuckEngine, Snapshot, open_engine
-from .filters import Filters
+from .filters import Filters, glob_regex
 
 Engine = DuckEngine | DaskEngine
 
@@ -85,13 +86,16 @@ def top(s: Session, f: Filters, n: int | None = 20) -> dict:
     from . import query
 
     sel = query.select(s.engine, s.snap, f)
+    require_match(s, f, sel.traces)
     return query.top(s.engine, s.snap, sel, n)
 
 
 def recording(s: Session, f: Filters) -> Any:
     from . import query
 
-    return query.select(s.engine, s.snap, f).recording
+    sel = query.select(s.engine, s.snap, f)
+    require_match(s, f, sel.traces)
+    return sel.recording
 
 
 def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
@@ -101,6 +105,7 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     from . import query
 
     sel = query.select(s.engine, s.snap, f)
+    require_match(s, f, sel.traces)
     tree = build_call_tree(sel.recording)
     if not tree.total_time > 0:
         raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
@@ -111,6 +116,40 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
         f"{plural(sel.traces, 'trace')}",
         icicle=icicle, color_by=color_by,
     )
+
+
+def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None:
+    """One rule for every query: a filter that matches no upload is a mistake (exit 2, HTTP
+    400) that says what exists: apps, the app's releases, routes and envs, the closest."""
+    if traces:
+        return
+    opts = options(s, f.app)
+
+    def listed(what: str, items: list[str], given: str | None = None) -> str:
+        import difflib
+
+        shown = ", ".join(printable(x) for x in items[:10])
+        more = f" ({len(items)} in all)" if len(items) > 10 else ""
+        close = difflib.get_close_matches(given, items, n=3, cutoff=0.5) if given else []
+        hint = f"; closest: {', '.join(printable(c) for c in close)}" if close else ""
+        return f"{what}: {shown or '(none)'}{more}{hint}"
+
+    if f.app not in opts["apps"]:
+        why = f"no uploads of app {printable(f.app)!r}; {listed('apps', opts['apps'], f.app)}"
+    elif f.release is not None and f.release not in opts["releases"]:
+        why = (f"app {printable(f.app)} has no release {printable(f.release)!r}; "
+               f"{listed('releases (newest first)', opts['releases'], f.release)}")
+    elif f.route is not None and not any(
+            re.fullmatch(glob_regex(f.route), r, re.S) for r in opts["routes"]):
+        why = (f"route {printable(f.route)!r} matches no route of app {printable(f.app)}; "
+               f"{listed('routes', opts['routes'], f.route)}")
+    elif f.env is not None and f.env not in opts["envs"]:
+        why = (f"app {printable(f.app)} has no env {printable(f.env)!r}; "
+               f"{listed('envs', opts['envs'], f.env)}")
+    else:
+        why = (f"no uploads match {describe(f)}; app {printable(f.app)} has "
+               f"{listed('releases', opts['releases'])}; {listed('routes', opts['routes'])}")
+    raise UsageError(f"{prefix}{why}")
 
 
 def describe(f: Filters) -> str:
@@ -140,6 +179,8 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     gates = [parse_gate(r) for r in rules]
     base = query.select(s.engine, s.snap, base_f, per_trace="stacks")
     new = query.select(s.engine, s.snap, new_f, per_trace="stacks")
+    require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")
+    require_match(s, new_f, new.traces, f"--new ({describe(new_f)}): ")
     query.check_evidence(base, f"--base ({describe(base_f)})", min_traces, min_samples)
     query.check_evidence(new, f"--new ({describe(new_f)})", min_traces, min_samples)
 
@@ -210,9 +251,11 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                 f"{'pp' if unit == 'pp' else '%'}) breaks --fail-if {g.spec!r}"
             )
     doc = {
-        "base": {"filters": describe(base_f), "traces": base.traces, "samples": base.samples,
+        "base": {"filters": describe(base_f), "traces": base.traces,
+                 "pageLoads": base.uploads.page_loads(), "samples": base.samples,
                  "totalMs": r3(base.total_ms)},
-        "new": {"filters": describe(new_f), "traces": new.traces, "samples": new.samples,
+        "new": {"filters": describe(new_f), "traces": new.traces,
+                "pageLoads": new.uploads.page_loads(), "samples": new.samples,
                 "totalMs": r3(new.total_ms)},
         "functions": len(d.rows),
         "rows": rows,

@@ -26,7 +26,7 @@ from ..errors import UsageError
 from .filters import Filters, glob_regex, meta_text
 
 UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms",
-               "sample_interval")
+               "sample_interval", "page_load")
 
 
 @dataclass
@@ -40,6 +40,7 @@ class Uploads:
     total_ms: np.ndarray
     lost_ms: np.ndarray  # per upload: gap time beyond the weight cap (`trace.gap_cap`)
     sample_interval: np.ndarray  # per upload: the interval its client declared (NaN: none)
+    page_load: list[str | None]  # per upload: the client's page-load id (None: its own)
 
     def __post_init__(self) -> None:
         # Releases as small ints: the engines hand back `ri`, not strings, per row.
@@ -50,12 +51,18 @@ class Uploads:
     def __len__(self) -> int:
         return len(self.uk)
 
+    def page_loads(self) -> int:
+        """Page loads: distinct page-load ids, and one per upload without an id."""
+        ids = {p for p in self.page_load if p is not None}
+        return len(ids) + sum(1 for p in self.page_load if p is None)
+
     def subset(self, keep: np.ndarray) -> Uploads:
         idx = np.nonzero(keep)[0].tolist()
         return Uploads(
             self.uk[keep], [self.id[i] for i in idx], [self.rkey[i] for i in idx],
             [self.release[i] for i in idx], self.received_at[keep], self.samples[keep],
             self.total_ms[keep], self.lost_ms[keep], self.sample_interval[keep],
+            [self.page_load[i] for i in idx],
         )
 
 
@@ -381,12 +388,13 @@ def _uploads_from(t: dict) -> Uploads:
         lost_ms=_np(t["lost_ms"], np.float64),
         sample_interval=np.asarray(
             [np.nan if v is None else v for v in t["sample_interval"]], np.float64),
+        page_load=[v if isinstance(v, str) else None for v in t["page_load"]],  # NaN: None
     )
 
 
 def _no_uploads() -> Uploads:
     z = np.zeros(0)
-    return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z, z)
+    return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z, z, [])
 
 
 def _stacks_from(t: dict, per_trace: bool) -> StackRows:

@@ -277,8 +277,8 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
         })
-    return {"traces": sel.traces, "samples": sel.samples, "totalMs": _r(total),
-            "lostMs": _r(sel.lost_ms), "rows": rows}
+    return {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
+            "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows}
 
 
 # ---- flame -----------------------------------------------------------------------------------

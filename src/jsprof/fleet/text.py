@@ -52,7 +52,8 @@ def print_top(doc: dict, title: str) -> None:
     from ..render.console import lost_note
 
     c.print(f"[dim]{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
-            f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}[/dim]")
+            f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
+            f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}[/dim]")
 
 
 def _pp(v: float | None) -> Text:

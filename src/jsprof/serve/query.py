@@ -78,6 +78,38 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
     return n
 
 
+FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where"})
+# What each route reads: any other parameter is a mistake (`relase=` would otherwise be a
+# filter silently not applied), answered 400 naming it.
+ROUTE_PARAMS = {
+    "top": FILTER_PARAMS | {"top", "format"},
+    "flame": FILTER_PARAMS | {"format", "max_nodes"},
+    "diff": FILTER_PARAMS | {"base", "new", "top", "fail_if", "min_traces", "min_samples",
+                             "resamples", "format", "exact_resources"},
+    "export": FILTER_PARAMS | {"format"},
+    "series": FILTER_PARAMS | {"function", "by"},
+    "options": frozenset({"app"}),
+}
+
+
+def check_params(request: Request, route: str) -> None:
+    """400 for a query parameter `route` does not read, naming the closest it does."""
+    import difflib
+
+    from ..errors import UsageError
+    from ..words import printable
+
+    allowed = ROUTE_PARAMS[route]
+    for name in request.query_params:
+        if name not in allowed:
+            close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise UsageError(
+                f"query parameter {printable(name[:40])!r}: not one /v1/query/{route} reads "
+                f"({', '.join(sorted(allowed))}){hint}"
+            )
+
+
 def filters_from_query(request: Request) -> Any:
     from ..errors import UsageError
     from ..fleet.filters import Filters, parse_time, parse_where
@@ -164,8 +196,12 @@ def _table(cols: list[tuple[str, str]], rows: list[dict]) -> str:
 
 
 def _html_wanted(request: Request) -> bool:
+    from ..errors import UsageError
+
     fmt = request.query_params.get("format")
     if fmt:
+        if fmt not in ("json", "html"):
+            raise UsageError(f"query parameter format: {fmt[:20]!r}; use json or html")
         return fmt == "html"
     return "text/html" in request.headers.get("accept", "") and "json" not in request.headers.get(
         "accept", ""
@@ -176,6 +212,7 @@ async def top(request: Request) -> Response:
     def work() -> Response:
         from ..fleet import api
 
+        check_params(request, "top")
         f = filters_from_query(request)
         n = _int(request.query_params, "top", 20, allow_all=True)
         with _session(request) as s:
@@ -215,6 +252,7 @@ async def flame(request: Request) -> Response:
         from ..errors import UsageError
         from ..fleet import api
 
+        check_params(request, "flame")
         f = filters_from_query(request)
         fmt = request.query_params.get("format") or "html"
         if fmt not in ("html", "svg"):
@@ -233,6 +271,7 @@ async def diff(request: Request) -> Response:
         from ..fleet import api
 
         q = request.query_params
+        check_params(request, "diff")
         f = filters_from_query(request)
         if not q.get("base") or not q.get("new"):
             raise UsageError(
@@ -288,15 +327,24 @@ def _ci(iv: list | None) -> str:
 
 async def export(request: Request) -> Response:
     def work() -> Response:
+        from ..errors import UsageError
         from ..fleet import api
-        from ..tracefile import dumps
+        from ..formats import FORMATS
 
+        check_params(request, "export")
+        fmt = request.query_params.get("format") or "jsprof"
+        fmt = "jsprof" if fmt == "json" else fmt
+        writer = FORMATS.get(fmt)
+        if writer is None or getattr(writer, "write", None) is None:
+            names = ", ".join(n for n, w in FORMATS.items() if getattr(w, "write", None))
+            raise UsageError(f"query parameter format: {fmt[:20]!r}; export writes {names}")
         f = filters_from_query(request)
         with _session(request) as s:
             rec = api.recording(s, f)
-        return Response(
-            dumps(rec), media_type="application/json", headers={"Cache-Control": "no-store"}
-        )
+        data = writer.write(rec)
+        media = "application/json" if data[:1] in (b"{", b"[") else (
+            "text/plain; charset=utf-8" if fmt == "folded" else "application/octet-stream")
+        return Response(data, media_type=media, headers={"Cache-Control": "no-store"})
 
     return await _run(request, work)
 
@@ -308,6 +356,7 @@ async def series(request: Request) -> Response:
         from ..errors import UsageError
         from ..fleet import api
 
+        check_params(request, "series")
         f = filters_from_query(request)
         name = request.query_params.get("function")
         if name is None:
@@ -327,6 +376,7 @@ async def options(request: Request) -> Response:
     def work() -> Response:
         from ..fleet import api
 
+        check_params(request, "options")
         with _session(request) as s:
             return _json(api.options(s, request.query_params.get("app")))
 

@@ -50,7 +50,7 @@ from ..trace import NONE, weights_and_lost
 TABLES = "tables"
 MANIFEST = "_manifest.json"
 LOCK = "_compact.lock"
-FORMAT_VERSION = 2  # 2: uploads.lost_ms
+FORMAT_VERSION = 3  # 2: uploads.lost_ms; 3: uploads.page_load
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 NS_PER_MS = 1_000_000
 
@@ -221,6 +221,15 @@ def _number(v: Any) -> float | None:
 
 def _text(v: Any) -> str | None:
     return v if type(v) is str else None
+
+
+def _page_load(meta: dict) -> str | None:
+    """The client's page-load id (`pageLoad`, a string or a whole number), else None: an
+    upload without one is a page load of its own."""
+    v = meta.get("pageLoad")
+    if type(v) is int:
+        return str(v)
+    return v if type(v) is str and v else None
 
 
 def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]:
@@ -464,6 +473,8 @@ def schemas() -> dict[str, Any]:
                 ("samples", pa.int64()),
                 ("total_ms", pa.float64()),
                 ("lost_ms", pa.float64()),
+                # the client's page-load id (meta `pageLoad`): chunks of one page load
+                ("page_load", pa.string()),
             ]
         ),
         "frames": pa.schema(
@@ -719,6 +730,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                     "samples": n,
                     "total_ms": total_ms,
                     "lost_ms": lost_ms,
+                    "page_load": _page_load(meta),
                 }
             )
             stats.uploads += 1
