@@ -658,3 +658,40 @@ def test_prune_keeps_locations_right_and_skips_new_segments(tmp_path: Path) -> N
             os.close(fd)
     assert other.check().findings == []
     s.close()
+
+
+def test_a_store_from_before_claims_held_places_is_migrated_by_its_first_writer(
+    tmp_path: Path,
+) -> None:
+    s = Store(tmp_path, segment_bytes=20_000)
+    for i in range(12):
+        s.append(f"k{i}", _meta(), _trace(i))
+    s.close()
+    # As the previous version left it: claims say just "1", no open/ folder.
+    for claim in (tmp_path / "claims").rglob("*"):
+        if claim.is_file():
+            claim.write_bytes(b"1")
+    (tmp_path / "open").rmdir()
+    old = Store(tmp_path)
+    assert old.get("k4")[1] == _trace(4)  # found by scanning until migrated
+    assert old.append("k4", _meta(), _trace(4)) is False
+    assert old.append("new", _meta(), _trace(40)) is True  # the first writer migrates
+    assert (tmp_path / "open").is_dir()
+    for i in range(12):
+        assert old._lookup(f"k{i}").segment is not None  # noqa: SLF001
+        assert old.get(f"k{i}")[1] == _trace(i)
+    old.close()
+    assert Store(tmp_path).check().findings == []
+
+
+def test_check_reports_records_hidden_behind_an_early_trailer(tmp_path: Path) -> None:
+    """What the old segment race left: a trailer at offset 0, acknowledged records after
+    it that no reader sees. `check` says so."""
+    s = Store(tmp_path)
+    s.append("a", _meta(), _trace(1))
+    s.close()
+    (path,) = (tmp_path / "segments").glob("*.seg")
+    data = path.read_bytes()
+    path.write_bytes(seg.encode_trailer(0) + data)
+    rep = Store(tmp_path).check()
+    assert [f.what for f in rep.findings] == ["bytes after the trailer, hidden from every reader"]

@@ -1003,11 +1003,19 @@ class Store:
             try:
                 live = not _try_lock(fd, shared=True)
                 sealed = False
-                for h in seg.scan(fd):
+                size = os.fstat(fd).st_size
+                for h in seg.scan(fd, 0, size):
                     if isinstance(h, Trailer):
                         sealed = True
+                        if h.end < size:  # e.g. a trailer written at a new segment's start
+                            findings.append(Finding(
+                                name, h.end, size - h.end,
+                                "bytes after the trailer, hidden from every reader",
+                            ))
                     elif isinstance(h, Damage):
-                        if not (h.tail and live):  # a live writer's tail is a write in progress
+                        # An open segment's tail is a write in progress (live writer) or
+                        # left for recovery, which cuts it only if it is provably torn.
+                        if not (h.tail and (live or name in marked)):
                             findings.append(
                                 Finding(name, h.offset, h.end - h.offset, "damaged bytes")
                             )
