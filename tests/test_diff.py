@@ -355,3 +355,7 @@ def test_anonymous_functions_are_rows_of_their_own_on_a_real_engine(
     flame = tmp_path / "f.html"
     assert main(["flame", paths[1], "-o", str(flame)]) == 0
     assert "(anonymous work.js:9)" in flame.read_text()
+    # and --focus takes the name the tables show
+    assert main(["report", paths[1], "--json", "--all", "--focus", "(anonymous work.js:9)"]) == 0
+    names = {r["name"] for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert {"(anonymous work.js:9)", "spin"} <= names and "(anonymous work.js:11)" not in names

@@ -35,6 +35,7 @@ from ..trace import (
     Recording,
     TraceBuilder,
     Track,
+    anonymous_label,
     sample_weights,
 )
 from .profile import as_recording
@@ -90,7 +91,17 @@ def _map_tracks(
 
 
 def name_matcher(pattern: str) -> FramePredicate:
-    return lambda f, url: fnmatchcase(f.name or "(anonymous)", pattern)
+    """A frame's name matches `pattern`; an anonymous function matches as the tables name
+    it, `(anonymous app.js:8)`, and as `(anonymous)` (every anonymous function)."""
+
+    def match(f: ProfilerFrame, url: str | None) -> bool:
+        if f.name:
+            return fnmatchcase(f.name, pattern)
+        return fnmatchcase("(anonymous)", pattern) or fnmatchcase(
+            anonymous_label(url, f.line), pattern
+        )
+
+    return match
 
 
 def focus(rec: Recording, pattern: str) -> Recording:
@@ -218,7 +229,7 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
 def matches_any(rec: Recording, pattern: str) -> bool:
     """Does any frame of any track have a name that `pattern` matches?"""
     pred = name_matcher(pattern)
-    return any(pred(f, None) for t in rec.tracks for f in t.trace.frames)
+    return any(_frame_mask(t.trace, pred).any() for t in rec.tracks)
 
 
 def no_match_error(option: str, name: str, source: str) -> UsageError:
