@@ -157,7 +157,10 @@ def test_cli_diff_table_json_gate_and_flame(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 1 and "breaks --fail-if 'c:self>+10pp'" in err
     page = flame.read_text()
-    assert "vs base: self -40.00 pp" in page and "new: this call path is not in the base" in page
+    # two runs of one program: the flame graph too is coloured and labelled by ms, share beside
+    assert "vs base: self -2.0 ms (-40.00 pp)" in page
+    assert "new: this call path is not in the base" in page
+    assert "more self time than base (up to +10.0 ms)" in page
 
     assert main(["diff", base, new, "--fail-if", "c>1"]) == 2
     assert main(["diff", base, new, "--flame", str(tmp_path / "d.png")]) == 2
@@ -233,6 +236,14 @@ def test_ranked_by_self_ms_not_by_share():
     assert d.rows[2].d_self_ms == 0 and d.rows[2].d_total_ms == 50
     by_share = diff_profiles(base, new, rank="share")
     assert by_share.rows[0].key.name == "g"  # what `fleet diff` (populations) keeps
+    # the differential flame graph of `jsprof diff` colours by ms: g is unchanged (white),
+    # where by share it was the bluest node
+    tree = build_call_tree(new)
+    node = {tree.functions[int(tree.function[i])].name: i for i in range(len(tree.parent))}
+    ms = tree_changes(build_call_tree(base), tree, unit="ms")
+    pp = tree_changes(build_call_tree(base), tree)
+    assert ms.colour[node["g"]] == 0 and ms.colour[node["f"]] == 50
+    assert pp.colour[node["g"]] == pytest.approx(100 * 900 / 1090 - 90)
 
 
 def _rec(stacks, lines=None, resource=APP):  # noqa: F811 - None: a sample with no stack

@@ -454,12 +454,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
         render.print_diff(_console(), d, top, title, args.wide)
     if fmt is not None:
         new_tree = build_call_tree(new, args.track)
-        change = tree_changes(build_call_tree(base, args.track), new_tree, args.strip_prefix)
+        change = tree_changes(
+            build_call_tree(base, args.track), new_tree, args.strip_prefix, unit="ms"
+        )
         doc = render_flame(
             new_tree,
             fmt,
             title=f"{os.path.basename(args.new)} vs {os.path.basename(args.base)}",
-            subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
+            subtitle="shape of NEW; red: more self time than BASE, blue: less",
             icicle=args.icicle,
             change=change,
         )

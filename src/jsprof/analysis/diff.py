@@ -332,7 +332,9 @@ def diff_profiles(
 
 @dataclass
 class TreeChange:
-    """Per node of NEW's call tree: change of its call path's shares vs BASE, in points.
+    """Per node of NEW's call tree: change of its call path's shares vs BASE, in points,
+    and of its time, in ms. `unit` is what the differential flame graph colours by: "ms"
+    for two runs of one program (`jsprof diff`), "pp" for populations (`fleet diff`).
 
     A path is the chain of `name_key`s from the root, so nodes are matched the same way
     functions are. `in_base` is False for paths BASE never took.
@@ -341,12 +343,23 @@ class TreeChange:
     d_self: np.ndarray
     d_total: np.ndarray
     in_base: np.ndarray
+    d_self_ms: np.ndarray | None = None
+    d_total_ms: np.ndarray | None = None
+    unit: str = "pp"
+
+    @property
+    def colour(self) -> np.ndarray:
+        """The change the flame graph colours each node by (self, in `unit`)."""
+        if self.unit == "ms" and self.d_self_ms is not None:
+            return self.d_self_ms
+        return self.d_self
 
 
 def _path_shares(
     tree: CallTree, paths: dict, match: ResourceMatcher
 ) -> tuple[np.ndarray, dict[int, list[float]]]:
-    """Path id per node (interning into `paths`) and self/total share per path id."""
+    """Path id per node (interning into `paths`) and self/total share and self/total ms
+    per path id."""
     fkeys = [name_key(f.name, match(f.resource), f.line) for f in tree.functions]
     n = len(tree.parent)
     path_of = np.empty(n, dtype=np.int64)
@@ -362,17 +375,22 @@ def _path_shares(
         key = (NONE if p == NONE else int(path_of[p]), fkeys[funcs[i]])
         pid = paths.setdefault(key, len(paths))
         path_of[i] = pid
-        acc = sums.setdefault(pid, [0.0, 0.0])
+        acc = sums.setdefault(pid, [0.0, 0.0, 0.0, 0.0])
         # Sibling nodes on one path (same name and resource, different line) add up.
         acc[0] += self_ms[i] * scale
         acc[1] += total_ms[i] * scale
+        acc[2] += self_ms[i]
+        acc[3] += total_ms[i]
     return path_of, sums
 
 
 def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = (),
-                 match: ResourceMatcher | None = None) -> TreeChange:
-    """For each node of NEW's tree, how its call path's self and total share changed
-    (resources keyed by `match` when given, as `diff_profiles` takes it)."""
+                 match: ResourceMatcher | None = None, unit: str = "pp") -> TreeChange:
+    """For each node of NEW's tree, how its call path's self and total share (and ms)
+    changed (resources keyed by `match` when given, as `diff_profiles` takes it); `unit`:
+    what a flame graph colours by, "pp" or "ms"."""
+    if unit not in ("ms", "pp"):
+        raise ValueError(f"unit must be 'ms' or 'pp', not {unit!r}")
     if match is None:
         match = ResourceMatcher.for_pair(
             (f.resource for f in base.functions if f.resource is not None),
@@ -382,16 +400,13 @@ def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = 
     paths: dict = {}
     _, b_sums = _path_shares(base, paths, match)
     n_path, n_sums = _path_shares(new, paths, match)
-    d_self = np.zeros(len(n_path))
-    d_total = np.zeros(len(n_path))
+    d = np.zeros((4, len(n_path)))
     in_base = np.zeros(len(n_path), dtype=bool)
+    none = [0.0, 0.0, 0.0, 0.0]
     for i, pid in enumerate(n_path.tolist()):
-        ns, nt = n_sums[pid]
-        bs, bt = b_sums.get(pid, (0.0, 0.0))
-        d_self[i] = ns - bs
-        d_total[i] = nt - bt
+        d[:, i] = np.subtract(n_sums[pid], b_sums.get(pid, none))
         in_base[i] = pid in b_sums
-    return TreeChange(d_self, d_total, in_base)
+    return TreeChange(d[0], d[1], in_base, d[2], d[3], unit)
 
 
 # ---- CI gate: --fail-if 'fib:self>+5pp' ---------------------------------------------------

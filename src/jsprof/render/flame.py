@@ -147,6 +147,10 @@ GREY = "hsl(220,8%,78%)"
 NO_RESOURCE = "hsl(210,18%,72%)"
 
 
+def _signed_ms(ms: float) -> str:
+    return f"{ms:+.1f} ms"
+
+
 def _diff_fill(d: float, scale: float) -> str:
     """White for no change, towards red for a larger share, blue for a smaller one."""
     t = min(abs(d) / scale, 1.0) if scale > 0 else 0.0
@@ -200,7 +204,7 @@ def _frames(
     d_scale = 0.0
     if change is not None:
         shown = [n for n in lay.node if n >= 0]
-        d_scale = float(np.abs(change.d_self[shown]).max()) if shown else 0.0
+        d_scale = float(np.abs(change.colour[shown]).max()) if shown else 0.0
 
     # Hues go to resources by their self time, so the hottest code gets the first colour
     # (and the legend lists resources hottest first).
@@ -242,7 +246,7 @@ def _frames(
                 loc = "samples with no JavaScript on the stack"
             self_ms, samples = float(tree.self_ms[n]), int(tree.total_samples[n])
             if change is not None:
-                fill = _diff_fill(float(change.d_self[n]), d_scale)
+                fill = _diff_fill(float(change.colour[n]), d_scale)
             elif color_by == "function":
                 fill = _function_fill(name)
             elif fn.resource is None and not fn.location():
@@ -260,10 +264,17 @@ def _frames(
         tip.append(line)
         if change is not None and n >= 0:
             dd, dt = float(change.d_self[n]), float(change.d_total[n])
-            if change.in_base[n]:
-                tip.append(f"vs base: self {dd:+.2f} pp \u00b7 total {dt:+.2f} pp")
+            if change.unit == "ms" and change.d_self_ms is not None:
+                assert change.d_total_ms is not None
+                ms, mt = float(change.d_self_ms[n]), float(change.d_total_ms[n])
+                self_d = f"{_signed_ms(ms)} ({dd:+.2f} pp)"
+                total_d = f"{_signed_ms(mt)} ({dt:+.2f} pp)"
             else:
-                tip.append(f"new: this call path is not in the base profile (+{dt:.2f} pp)")
+                self_d, total_d = f"{dd:+.2f} pp", f"{dt:+.2f} pp"
+            if change.in_base[n]:
+                tip.append(f"vs base: self {self_d} \u00b7 total {total_d}")
+            else:
+                tip.append(f"new: this call path is not in the base profile ({total_d})")
 
         x = PAD + lay.x[j] * scale
         w = lay.w[j] * scale
@@ -328,13 +339,19 @@ def render_flame(
     legend = fr.legend
     if change is not None:
         m = (
-            float(np.abs(change.d_self[[n for n in lay.node if n >= 0]]).max())
+            float(np.abs(change.colour[[n for n in lay.node if n >= 0]]).max())
             if any(n >= 0 for n in lay.node)
             else 0.0
         )
+        if change.unit == "ms":
+            more = f"more self time than base (up to {_signed_ms(m)})"
+            less = "less self time than base"
+        else:
+            more = f"larger self share than base (up to +{m:.2f} pp)"
+            less = "smaller self share than base"
         legend = [
-            (_diff_fill(m, m), f"larger self share than base (up to +{m:.2f} pp)"),
-            (_diff_fill(-m, m), "smaller self share than base"),
+            (_diff_fill(m, m), more),
+            (_diff_fill(-m, m), less),
             (_diff_fill(0.0, m), "unchanged"),
         ]
     fr.data["mode"] = fmt
