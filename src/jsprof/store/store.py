@@ -153,10 +153,13 @@ def _parse_claim(data: bytes) -> _Loc | None:
     return None  # empty (never stored) or unreadable: not stored
 
 
-def _write_claim(fd: int, status: bytes, name: str, offset: int) -> None:
+def _write_claim(fd: int, status: bytes, name: str, offset: int, old_len: int = -1) -> None:
+    """`old_len`: the claim's length when known; it is only truncated when it was longer
+    (an ftruncate is one more metadata change in the journal, on the ingest path)."""
     data = b"%s %s %d\n" % (status, name.encode(), offset)
     os.pwrite(fd, data, 0)
-    os.ftruncate(fd, len(data))  # shrinking (or not) needs no space
+    if old_len < 0 or old_len > len(data):
+        os.ftruncate(fd, len(data))  # shrinking needs no space
 
 
 class _Writer:
@@ -259,7 +262,9 @@ class _Writer:
                 self.failed.append((min(self.synced, self.base + keep), self.written))
             self.cond.notify_all()
 
-    def write(self, record: seg.Record, claim_fd: int) -> tuple[str, int, int]:
+    def write(
+        self, record: seg.Record, claim_fd: int, claim_len: int = -1
+    ) -> tuple[str, int, int]:
         """Append one record; returns (segment, offset, position to sync to).
 
         The claim (flock'd by the caller) is set to `P <segment> <offset>` just before the
@@ -277,7 +282,7 @@ class _Writer:
                 self._open_next()
             offset = self.size
             try:
-                _write_claim(claim_fd, _PENDING, self.name, offset)
+                _write_claim(claim_fd, _PENDING, self.name, offset, claim_len)
             except OSError as e:
                 raise _unavailable(e, "cannot write the upload's claim file") from None
             try:
@@ -438,7 +443,8 @@ class Store:
         fd = self._claim(upload_id, create=True)
         assert fd is not None
         try:
-            loc = _parse_claim(os.pread(fd, 256, 0))
+            claim = os.pread(fd, 256, 0)
+            loc = _parse_claim(claim)
             if loc is not None:
                 if loc.status == _STORED:
                     return False
@@ -448,7 +454,7 @@ class Store:
                     _mark_stored(fd, upload_id)
                     return False
             try:
-                _, _, upto = writer.write(record, fd)
+                _, _, upto = writer.write(record, fd, len(claim))
                 writer.sync(upto)
             except BaseException:
                 try:
