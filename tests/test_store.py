@@ -137,8 +137,14 @@ def test_prune_by_age_and_app_keeps_cursors(tmp_path: Path) -> None:
     assert s.append("old-shop", _meta("shop"), _trace(1)) is True  # its claim went too
     other = Store(tmp_path)  # a fresh reader indexes the rewritten segment
     assert other.get("new-shop")[1] == _trace(3)
-    res = s.prune(time.time() * 1000 - 30 * 86400e3)
+    cut = time.time() * 1000 - 30 * 86400e3
+    assert s.pruned_before() == {"shop": pytest.approx(cut, abs=5e3)}
+    res = s.prune(cut)
     assert res.removed == 1 and s.get("old-blog") is None
+    marks = Store(tmp_path).pruned_before()
+    assert set(marks) == {"shop", "*"} and marks["*"] == cut
+    s.prune(cut - 86400e3)  # an older cut does not move the mark back
+    assert Store(tmp_path).pruned_before()["*"] == cut
     s.close()
 
 

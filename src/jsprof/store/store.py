@@ -46,6 +46,7 @@ _STORED = b"1"
 _PENDING = b"P"
 _NEW = ".new"  # a segment being created: locked, then renamed to its .seg name
 FINISH_SECONDS = 10.0
+PRUNED = "pruned.json"  # retention marks (Store.pruned_before)
 
 
 class StoreError(Exception):
@@ -701,6 +702,7 @@ class Store:
         """
         self.rotate()
         self.recover()
+        self._mark_pruned(older_than, app)
         removed = kept = 0
         busy: list[str] = []
         marked = set(_listdir(self._opendir))
@@ -755,6 +757,35 @@ class Store:
 
             tables = prune_tables(self.path, older_than, app)
         return PruneResult(removed, kept, busy, tables)
+
+    def pruned_before(self) -> dict[str, float]:
+        """Retention marks: app ("*": every app) -> epoch ms before which uploads were
+        pruned. Written before a prune starts, so a reader that filters with them (e.g.
+        `received_at >= mark` in SQL) never counts a pruned upload, whatever it read
+        before or during the prune; costs one small read, not one per upload."""
+        try:
+            doc = orjson.loads((self.path / PRUNED).read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return {}
+        if type(doc) is not dict:
+            return {}
+        return {k: float(v) for k, v in doc.items() if type(v) in (int, float)}
+
+    def _mark_pruned(self, older_than: float, app: str | None) -> None:
+        marks = self.pruned_before()
+        key = "*" if app is None else app
+        if marks.get(key, float("-inf")) >= older_than:
+            return
+        marks[key] = older_than
+        tmp = self.path / (PRUNED + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _write_all(fd, orjson.dumps(marks, option=orjson.OPT_SORT_KEYS))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, self.path / PRUNED)
+        _fsync_dir(self.path)
 
     def _rewrite(
         self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int
