@@ -612,6 +612,11 @@ def test_signin_sets_a_signed_expiring_session_not_the_token(col: Collector) -> 
             "GET", "/v1/traces/nope", headers={"Cookie": f"jsprof_session={bad}"}
         )
         assert status == 401, bad
+    # Bad cookies are not guesses to throttle (a MAC cannot be guessed): an old session
+    # never locks its user out of the sign-in page.
+    for _ in range(15):
+        status, _, page = col.request("GET", "/", headers={"Cookie": f"jsprof_session={expired}"})
+        assert status == 200 and b"name='token'" in page
     # The page signed in carries the sign-out form's CSRF token; sign-out needs it.
     status, _, page = col.request("GET", "/", headers={"Cookie": session})
     assert status == 200 and b"{{csrf}}" not in page

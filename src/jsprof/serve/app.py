@@ -237,7 +237,14 @@ def _same_upload(store: Store, upload_id: str, trace_json: bytes, gzipped: bytes
         return True
     if trace_json is None and gzipped is not None:
         trace_json = gzip.decompress(gzipped)
-    return got[1] == trace_json
+    if got[1] == trace_json:
+        return True
+    # Stored through the other path (a collector before an upgrade re-encoded it): the
+    # same trace is still the same upload.
+    try:
+        return orjson.loads(got[1]) == orjson.loads(trace_json)
+    except orjson.JSONDecodeError:  # pragma: no cover - both were read as JSON before
+        return False
 
 
 def _refused(
@@ -382,6 +389,8 @@ class _Headers:
 
         try:
             await self.app(scope, receive, send_wrapper)
+        except ClientDisconnect:
+            status = status or 499  # gone before its answer: nothing to send
         except Exception as e:
             # Answered here, not by Starlette's outer error middleware, so the access log
             # and the nosniff header see the 500 (the log said "status 0").

@@ -186,9 +186,10 @@ def record_failure(request: Request) -> None:
 
 
 def has_read(request: Request) -> bool:
-    """The request carries the read token or a valid session. A token or session that was
-    presented and is wrong counts against the client's throttle; an expired session does
-    not (it was ours)."""
+    """The request carries the read token or a valid session. A wrong bearer token counts
+    against the client's throttle. A bad session cookie does not: it cannot be guessed (a
+    MAC), and an expired one or one from before a new read token would otherwise lock a
+    user out of the sign-in page."""
     expected = request.app.state.config.read_token
     bearer = _bearer(request)
     if bearer is not None:
@@ -197,18 +198,7 @@ def has_read(request: Request) -> bool:
             return True
         record_failure(request)
         return False
-    cookie = request.cookies.get(SESSION_COOKIE)
-    if cookie:
-        if session_nonce(cookie, expected) is not None:
-            return True
-        check_throttle(request)
-        if not _expired_but_ours(cookie, expected):
-            record_failure(request)
-    return False
-
-
-def _expired_but_ours(value: str, read_token: str) -> bool:
-    return session_nonce(value, read_token, now=0.0) is not None
+    return session_nonce(request.cookies.get(SESSION_COOKIE), expected) is not None
 
 
 def require_read(request: Request) -> None:
