@@ -68,6 +68,8 @@ def test_argument_errors_are_one_line_with_a_pointer_to_help(argv, what, capsys)
         (["report", TRACE, "--top", "3", "--all"], "--top and --all"),
         (["diff", TRACE, TRACE, "--top", "3", "--all"], "--top and --all"),
         (["diff", TRACE, TRACE, "--icicle"], "--icicle shapes the --flame graph"),
+        (["report", TRACE, "--json", "--wide"], "--json always gives names whole"),
+        (["diff", TRACE, TRACE, "--json", "--wide"], "--json always gives names whole"),
         (["record", "--pid", "1", "--engine", "quickjs"], "--pid attaches to Node"),
         (["record", "--pid", "1", "--workers", "2"], "--workers does not apply to --pid"),
     ],

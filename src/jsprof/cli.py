@@ -135,6 +135,7 @@ def _top(args: argparse.Namespace, default: int | None = 20) -> int | None:
 
 def _check_report_args(args: argparse.Namespace) -> None:
     """Refuse options that would be silently ignored, before any work."""
+    _check_wide(args)
     if args.tree:
         if args.by not in (None, "function"):
             raise UsageError(f"--tree shows functions; --by {args.by} does not apply to it")
@@ -410,6 +411,11 @@ def _open_in_browser(path: str) -> None:
 # ---- diff ---------------------------------------------------------------------------------
 
 
+def _check_wide(args: argparse.Namespace) -> None:
+    if args.wide and args.json:
+        raise UsageError("--wide shapes the text table; --json always gives names whole")
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from . import io
     from .analysis import filters
@@ -426,6 +432,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .render.flame import render_flame
 
     top = _top(args)
+    _check_wide(args)
     if args.icicle and not args.flame:
         raise UsageError("--icicle shapes the --flame graph; give --flame OUT.html too")
     # Bad rules and output names fail before any parsing work.
