@@ -84,3 +84,39 @@ def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys):
     assert orjson.loads(capsys.readouterr().out) == local
     assert main(argv + ["--engine", "dask", "--scheduler", "tcp://127.0.0.1:1"]) == 2
     assert "cannot reach the Dask scheduler" in capsys.readouterr().err
+
+
+META = [  # one upload each, real Chromium traces
+    {"n": 1.5e300}, {"n": 12345678901234567890}, {"n": 1e16}, {"n": 0.1}, {"n": -5},
+    {"n": True}, {"n": None}, {"n": {"a": 1}}, {"n": "1.5e300"}, {"n": "DE"}, {},
+]
+WHERE = {  # --where n=VALUE -> the META rows it matches
+    "1.5e300": [0, 8], "1.5e+300": [0], "15e299": [0], "12345678901234567890": [1],
+    "1e16": [2], "10000000000000000": [2], "0.1": [3], "-5": [4], "-5.0": [4],
+    "true": [5], "null": [6], '{"a":1}': [], "DE": [9], "": [],
+}
+
+
+def test_engines_agree_on_meta_values_of_every_kind(tmp_path, cluster):
+    from pathlib import Path
+
+    from jsprof import io
+
+    _, client = cluster
+    trace = io.load(Path(__file__).parent / "data" / "chromium" / "trace-basic.json")
+    st = Store(tmp_path / "store")
+    for i, meta in enumerate(META):
+        upload(st, f"m{i}", trace.tracks[0].trace, app="shop", release="1.0", **meta)
+    duck = DuckEngine()
+    dask = DaskEngine(client=client)
+    try:
+        with api.session(st, duck) as s:
+            for value, want in WHERE.items():
+                f = Filters(app="shop", where=(("n", value),))
+                a = duck.uploads(s.snap, f)
+                b = dask.uploads(s.snap, f)
+                assert a.id == b.id, value
+                assert sorted(int(i[1:]) for i in a.id) == want, value
+    finally:
+        duck.close()
+        st.close()

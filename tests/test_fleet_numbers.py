@@ -94,6 +94,11 @@ def test_a_hole_in_one_upload_cannot_take_over_the_fleet(store, tmp_path, capsys
     assert f"ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals" in out
     assert main(["fleet", "top", "--store", str(store.path), "--app", "shop"]) == 0
     assert f"ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals" in capsys.readouterr().out
+    # The merged profile's track meta says it too.
+    out = tmp_path / "fleet.jsprof.json"
+    assert main(["fleet", "export", "--store", str(store.path), "--app", "shop",
+                 "-o", str(out)]) == 0
+    assert io.load(out).tracks[0].meta["lostMs"] == pytest.approx(top["lostMs"], abs=2e-3)
 
 
 def _cap(tr: ProfilerTrace, declared: float = 10.0) -> float:

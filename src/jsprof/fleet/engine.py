@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import UsageError
-from .filters import Filters, glob_regex, meta_text
+from .filters import Filters, glob_regex, meta_matches, where_number
 
 UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms",
                "sample_interval", "page_load")
@@ -167,8 +167,21 @@ def _uploads_sql(f: Filters) -> tuple[str, list[Any]]:
         where.append("received_at < ?")
         params.append(f.until)
     for key, value in f.where:
-        where.append("json_extract_string(meta, ?) = ?")
-        params.extend([_json_path(key), value])
+        # `filters.meta_matches`, in SQL: strings and true/false by text, null by the word,
+        # numbers as float64 (never by their text: DuckDB and Python spell 1.5e300 apart).
+        path = _json_path(key)
+        where.append(
+            "coalesce(CASE json_type(meta, ?) "
+            "WHEN 'VARCHAR' THEN json_extract_string(meta, ?) = ? "
+            "WHEN 'BOOLEAN' THEN json_extract_string(meta, ?) = ? "
+            "WHEN 'NULL' THEN ? = 'null' "
+            "WHEN 'BIGINT' THEN TRY_CAST(json_extract_string(meta, ?) AS DOUBLE) = ? "
+            "WHEN 'UBIGINT' THEN TRY_CAST(json_extract_string(meta, ?) AS DOUBLE) = ? "
+            "WHEN 'DOUBLE' THEN TRY_CAST(json_extract_string(meta, ?) AS DOUBLE) = ? "
+            "ELSE false END, false)"
+        )
+        num = where_number(value)
+        params.extend([path, path, value, path, value, value, path, num, path, num, path, num])
     return " AND ".join(where), params
 
 
@@ -192,8 +205,10 @@ def _pandas_filter(df: Any, f: Filters) -> Any:
     if f.until is not None:
         m &= df["received_at"] < f.until
     for key, value in f.where:
-        got = df["meta"].map(lambda s, k=key: meta_text(orjson.loads(s).get(k)))
-        m &= got == value
+        num = where_number(value)
+        got = df["meta"].map(
+            lambda s, k=key, v=value, n=num: meta_matches(orjson.loads(s), k, v, n))
+        m &= got.astype(bool)
     return df[m.fillna(False).astype(bool)]
 
 

@@ -103,12 +103,38 @@ def parse_where(items: list[str]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def meta_text(value: object) -> str | None:
-    """A meta value as the engines compare it: strings as is, other JSON as its text."""
-    import orjson
+_JSON_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 
-    if value is None:
+
+def where_number(value: str) -> float | None:
+    """`--where KEY=VALUE`'s VALUE as the number a meta number must equal (float64), or
+    None when VALUE is not a JSON number."""
+    if not _JSON_NUMBER.fullmatch(value):
         return None
-    if type(value) is str:
-        return value
-    return orjson.dumps(value).decode()
+    x = float(value)
+    return x if x == x and abs(x) != float("inf") else None
+
+
+def meta_matches(meta: dict, key: str, value: str, num: float | None) -> bool:
+    """Whether an upload's meta has `key` equal to VALUE: the one rule both engines apply.
+
+    A string equals VALUE exactly; a number equals VALUE read as a number, both as float64
+    (`1.5e300`, `1.5e+300` and `15e299` are one value, whatever spelling the meta or an
+    engine prints); true, false and null are those words; an object or an array, or a key
+    the meta does not have, never matches."""
+    if key not in meta:
+        return False
+    v = meta[key]
+    t = type(v)
+    if t is str:
+        return v == value
+    if t is bool:
+        return value == ("true" if v else "false")
+    if v is None:
+        return value == "null"
+    if t in (int, float):
+        try:
+            return num is not None and float(v) == num
+        except OverflowError:  # an integer beyond float64: no VALUE can equal it
+            return False
+    return False

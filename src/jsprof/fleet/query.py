@@ -130,6 +130,8 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
             meta={
                 "app": rel.app, "release": rel.release, "traces": int(mine.sum()),
                 "samples": int(up.samples[mine].sum()),
+                # gap time beyond the weight cap in these uploads: in no weight above
+                "lostMs": round(float(up.lost_ms[mine].sum()), 3),
             },
         ))
     return Recording(tracks)
