@@ -542,3 +542,20 @@ def test_perfetto_writes_a_time_origin_before_1970():
     rec = trace_model.Recording.of(b.build(), time_origin=-5.0)  # speedscope allows it
     back = jsprof.load(io.BytesIO(FORMATS["perfetto"].write(rec)))
     assert back.num_samples == 1
+
+
+@pytest.mark.parametrize("key", ["timeOrigin", "sampleInterval", "requestedInterval"])
+@pytest.mark.parametrize("bad", [1e300, -1e17, 2**53])
+def test_speedscope_jsprof_times_beyond_2_53_ms_are_not_used(key, bad):
+    # Read as they were, and then the jsprof JSON (and .cpuprofile...) of the file was
+    # refused: "jsprof.timeOrigin: is 1e+300; expected a time below 2**53 ms".
+    doc = copy.deepcopy(SPEEDSCOPE)
+    doc["profiles"][0]["jsprof"][key] = bad
+    rec = jsprof.load(io.BytesIO(orjson.dumps(doc)))
+    track = rec.tracks[0]
+    assert (track.time_origin, track.sample_interval, track.requested_interval) == (None,) * 3
+    assert track.trace.sample_time.tolist() == [0.0, 1.0, 2.0]  # the key is still used
+    for fmt in FORMATS.values():
+        if fmt.write is not None and fmt.read is not None:
+            assert jsprof.load(io.BytesIO(fmt.write(rec))).num_samples == 3, fmt.name
+    _stable(orjson.dumps(doc))

@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from .. import trace as model
-from ..errors import ErrorAt
+from ..errors import ErrorAt, TraceFormatError
 from ..trace import (
     MARKER_CODE,
     NO_LINE,
@@ -642,7 +642,17 @@ def trace_to_profile(trace: ProfilerTrace, start_us: float = 0.0) -> dict:
         if t:
             nd["positionTicks"] = t
 
-    ts = np.rint(trace.sample_time * 1000.0 + start_us).astype(np.int64)
+    us = np.rint(trace.sample_time * 1000.0 + start_us)
+    # What the reader takes (`_convert`): microseconds below 2**53, which a double holds.
+    beyond = ~(np.abs(np.append(us, np.rint(start_us))) < 2**53)
+    if beyond.any():
+        i = int(np.argmax(beyond))
+        what = f"sample {i} is at" if i < len(us) else "the profile starts at"
+        raise TraceFormatError(
+            f"cannot write a CDP profile: {what} {np.append(us, start_us)[i]:.6g} µs, and "
+            "its clock counts microseconds below 2**53 (285 years); write .jsprof.json"
+        )
+    ts = us.astype(np.int64)
     start = int(round(start_us))
     deltas = np.diff(ts, prepend=start)
     end = int(max(ts.max(), start)) if len(ts) else start

@@ -63,6 +63,14 @@ def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
     seq = index + 1
     tid, pid = _int32(track.meta.get("tid"), seq), _int32(track.meta.get("pid"), PID)
     origin_us = (track.time_origin or 0.0) * 1000.0  # unknown: relative to 0, as read back
+    rel_us = np.rint(tr.sample_time * 1000.0)
+    # What the reader takes: a reference and times from it below 2**52 µs (the year 2112).
+    if not abs(origin_us) < 2**52 or not (np.abs(rel_us) < 2**52).all():
+        raise TraceFormatError(
+            f"cannot write track {track.name!r} as Perfetto: its times reach beyond 2**52 µs "
+            "(the year 2112 on the epoch clock), which a Perfetto trace does not hold; write "
+            ".jsprof.json"
+        )
     abs_us = np.rint(tr.sample_time * 1000.0 + origin_us).astype(np.int64)
     ref_us = int(round(origin_us))  # the track's time 0: reading measures from it
 

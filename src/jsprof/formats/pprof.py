@@ -169,6 +169,8 @@ def encode_profile(rec: Recording) -> bytes:
         uniq = np.stack([stack[first], line[first], marker[first]], 1)
         inverse = inverse.reshape(-1)
         ns = np.rint(np.bincount(inverse, weights=w, minlength=len(uniq)) * NS_PER_MS)
+        if len(ns) and not ns.max() < 2**63:
+            _too_long(f"track {track.name!r} holds a stack of {ns.max():.6g} ns")
         if trace.sample_count is not None:  # a merged profile: the samples each row stands for
             counts = np.rint(np.bincount(inverse, weights=trace.sample_count,
                                          minlength=len(uniq))).astype(np.int64)
@@ -194,6 +196,15 @@ def encode_profile(rec: Recording) -> bytes:
             sample_msgs.append(msg)
 
     out = bytearray()
+    # ns -> ms -> ns gives the same ns once a number has made the trip once, so the origin
+    # read back writes the same time_nanos again. Written only when every origin is known.
+    known = bool(starts) and all(o is not None for o in origins)
+    time_nanos = round((base + min(starts)) * NS_PER_MS) if known else 0
+    duration = round((max(ends) - min(starts)) * NS_PER_MS) if starts else 0
+    period = round(float(np.median(intervals)) * NS_PER_MS) if intervals else 0
+    for what, v in (("starts at", time_nanos), ("spans", duration), ("has an interval of", period)):
+        if not -(2**63) <= v < 2**63:
+            _too_long(f"the recording {what} {v:.6g} ns")
     out += pb.bytes_field(SAMPLE_TYPE, _value_type(strings, "samples", "count"))
     out += pb.bytes_field(SAMPLE_TYPE, _value_type(strings, "cpu", "nanoseconds"))
     for m in sample_msgs:
@@ -207,15 +218,20 @@ def encode_profile(rec: Recording) -> bytes:
     out += strings.encode()
     out += pb.uint_field(COMMENT, comment)
     if starts:
-        if all(o is not None for o in origins):
-            # ns -> ms -> ns gives the same ns once a number has made the trip once, so
-            # the origin read back writes the same time_nanos again.
-            out += pb.uint_field(TIME_NANOS, round((base + min(starts)) * NS_PER_MS))
-        out += pb.uint_field(DURATION_NANOS, round((max(ends) - min(starts)) * NS_PER_MS))
+        if known:
+            out += pb.uint_field(TIME_NANOS, time_nanos)
+        out += pb.uint_field(DURATION_NANOS, duration)
     out += pb.bytes_field(PERIOD_TYPE, period_type)
     if intervals:
-        out += pb.uint_field(PERIOD, round(float(np.median(intervals)) * NS_PER_MS))
+        out += pb.uint_field(PERIOD, period)
     return bytes(out)
+
+
+def _too_long(what: str) -> None:
+    raise TraceFormatError(
+        f"cannot write pprof: {what}, beyond the int64 nanoseconds pprof counts in (292 "
+        "years); write .jsprof.json"
+    )
 
 
 def write(rec: Recording) -> bytes:

@@ -296,8 +296,11 @@ def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
             m = out["markers"]
             m = np.where((m >= 0) & (m < len(names)), m, len(names))
             out["markers"] = lut[m].astype(np.int8)
-    for k in ("timeOrigin", "engine", "sampleInterval", "requestedInterval"):
-        out[k] = x.get(k)
+    out["engine"] = x.get("engine")
+    for k in ("timeOrigin", "sampleInterval", "requestedInterval"):
+        # A time every format holds (as the jsprof reader bounds them), else unknown.
+        v = x.get(k)
+        out[k] = float(v) if _num(v) and abs(v) < MAX_MS else None
     anon = x.get("anonymousFrames")
     ok = type(anon) is list and all(type(i) is int and 0 <= i < n_frames for i in anon)
     out["anonymousFrames"] = anon if ok else []
@@ -363,12 +366,10 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
         return Track(
             name,
             trace,
-            time_origin=float(origin) if _num(origin) and origin else None,
+            time_origin=origin or None,  # 0: what "unknown" was written as before
             engine=x["engine"] if type(x["engine"]) is str else None,
-            sample_interval=float(x["sampleInterval"]) if _num(x["sampleInterval"]) else None,
-            requested_interval=(
-                float(x["requestedInterval"]) if _num(x["requestedInterval"]) else None
-            ),
+            sample_interval=x["sampleInterval"],
+            requested_interval=x["requestedInterval"],
         )
     if unit == "none":
         # Weights are sample counts (speedscope's folded import writes these).
