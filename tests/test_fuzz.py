@@ -306,7 +306,8 @@ def test_mutated_source_maps_raise_only_one_line_errors(real_map, tmp_path):
             for col in (0, 1, 5, 10**9):
                 sm.lookup(line, col)
                 sm.lookup(line, col, named=False)
-            sm.lookup_line(line)
+                sm.source_index(line, col)
+            sm.line_of(line)
 
     run()
 
