@@ -120,3 +120,63 @@ def test_prune_drops_partitions_and_rewrites_only_the_cut_day(store: Store) -> N
     shutil.rmtree(tdir)
     compact(store)
     assert _top(store) == after
+
+
+def test_a_long_lived_compactor_reads_only_new_frame_and_stack_parts(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """Each compaction used to rebuild every touched release's frame and stack dicts from
+    all its parts. A process now keeps them between runs and reads only the parts another
+    process committed since; the tables stay what a fresh rebuild gives."""
+    import multiprocessing
+
+    from jsprof.store import compact as cmod
+
+    st = Store(tmp_path / "store")
+    rng = np.random.default_rng(9)
+
+    def add(n: int, tag: str, hot: str | None = None) -> None:
+        for i in range(n):
+            upload(st, f"{tag}{i}", make_trace(rng, 200, hot=hot, hot_share=0.3), app="shop",
+                   release="1.0", receivedAt=T0 + i * 1e3)
+
+    def parts() -> set[str]:
+        entry = read_manifest(st.path)["releases"][release_key("shop", "1.0")]
+        return {str(st.path / "tables" / part_path(e))
+                for k in ("frames", "stacks") for e in entry["parts"][k]}
+
+    add(3, "a")
+    compact(st)
+    reads: list[str] = []
+    real = cmod._read
+
+    def spy(pq, path, tdir, columns=None):  # noqa: ANN001, ANN202
+        reads.append(path)
+        return real(pq, path, tdir, columns)
+
+    monkeypatch.setattr(cmod, "_read", spy)
+    add(3, "b")
+    compact(st)
+    assert not [p for p in reads if "/frames/" in p or "/stacks/" in p]
+    # Another process compacts (its own release state), then this one again: it reads
+    # just that process's new parts.
+    add(3, "c", hot="newInC")  # new frames and stacks: the child writes their parts
+    before = parts()
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(1) as pool:
+        assert pool.apply(_compact_child, (str(st.path),)) == 3
+    theirs = parts() - before
+    assert theirs
+    add(3, "d")
+    reads.clear()
+    compact(st)
+    assert {p for p in reads if "/frames/" in p or "/stacks/" in p} == theirs
+    doc = _top(st)
+    shutil.rmtree(st.path / "tables")
+    cmod._cache.clear()
+    assert _top(st) == doc and doc["traces"] == 12
+    st.close()
+
+
+def _compact_child(path: str) -> int:
+    return compact(Store(path)).uploads

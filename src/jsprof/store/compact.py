@@ -152,6 +152,9 @@ class _Release:
     upload_frames: list[dict] = field(default_factory=list)
     # receivedAt of the upload being added: its rows go to that day's parts
     cur_at: float | None = None
+    # the manifest's frame/stack part entries this object holds (see _cached_release)
+    loaded_frames: list = field(default_factory=list)
+    loaded_stacks: list = field(default_factory=list)
 
     def frame(self, key: tuple) -> int:
         fid = self.frame_ids.get(key)
@@ -169,17 +172,56 @@ class _Release:
         return sid
 
 
-def _load_release(tdir: Path, rkey: str, entry: dict) -> _Release:
+# Releases interned by earlier runs in this process: (tables dir, rkey) -> _Release, with
+# the frame and stack parts it was built from. A long-lived collector compacts often; each
+# run used to rebuild every touched release's frame/stack dicts from all its parts. Now a
+# run reads only the parts committed since (by another process), or everything when the
+# parts it was built from are no longer a prefix of the manifest's (tables rebuilt or the
+# release pruned). Only used under the compaction lock; dropped when a run fails.
+_cache: dict[tuple[str, str], _Release] = {}
+_CACHE_MAX_ROWS = 4_000_000  # frames + stacks kept: about 1 GB of Python objects at most
+
+
+def _cached_release(tdir: Path, rkey: str, entry: dict) -> _Release:
+    rel = _cache.pop((str(tdir), rkey), None)
+    fparts, sparts = entry["parts"]["frames"], entry["parts"]["stacks"]
+    if (
+        rel is None
+        or fparts[: len(rel.loaded_frames)] != rel.loaded_frames
+        or sparts[: len(rel.loaded_stacks)] != rel.loaded_stacks
+    ):
+        return _load_release(tdir, rkey, entry)
+    return _load_release(tdir, rkey, entry, rel)
+
+
+def _keep_releases(tdir: Path, releases: dict[str, _Release], man: dict) -> None:
+    for rkey, rel in releases.items():
+        entry = man["releases"].get(rkey)
+        if entry is None:
+            continue
+        rel.loaded_frames = list(entry["parts"]["frames"])
+        rel.loaded_stacks = list(entry["parts"]["stacks"])
+        _cache[(str(tdir), rkey)] = rel
+    if sum(len(r.frame_ids) + len(r.stack_parent) for r in _cache.values()) > _CACHE_MAX_ROWS:
+        _cache.clear()
+
+
+def _load_release(
+    tdir: Path, rkey: str, entry: dict, rel: _Release | None = None
+) -> _Release:
+    """The release's committed frames and stacks: all its parts, or (`rel` given) only
+    those after the ones `rel` was built from."""
     import pyarrow.parquet as pq
 
-    rel = _Release(entry["app"], entry["release"])
-    for part in entry["parts"]["frames"]:
+    if rel is None:
+        rel = _Release(entry["app"], entry["release"])
+    for part in entry["parts"]["frames"][len(rel.loaded_frames) :]:
         t = _read(pq, verify_part(tdir, part), tdir).to_pydict()
         for fid, n, r, ln, c in zip(
             t["frame_id"], t["name"], t["resource"], t["line"], t["column"], strict=True
         ):
             rel.frame_ids[(n, r, ln, c)] = fid
-    for part in entry["parts"]["stacks"]:
+    for part in entry["parts"]["stacks"][len(rel.loaded_stacks) :]:
         t = _read(pq, verify_part(tdir, part), tdir).to_pydict()
         for sid, p, f in zip(t["stack_id"], t["parent_id"], t["frame_id"], strict=True):
             assert sid == len(rel.stack_parent), "stack parts must be contiguous"
@@ -700,7 +742,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             if rel is None:
                 entry = man["releases"].get(rkey)
                 rel = releases[rkey] = (
-                    _load_release(tdir, rkey, entry) if entry else _Release(app, release)
+                    _cached_release(tdir, rkey, entry) if entry else _Release(app, release)
                 )
             rel.cur_at = _number(meta.get("receivedAt"))
             try:
@@ -740,6 +782,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             if len(pending) >= batch:
                 commit()
         commit()
+        _keep_releases(tdir, releases, man)
     return stats
 
 
