@@ -51,7 +51,7 @@ def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Sn
             ) from None
     man = read_manifest(store.path)
     # After the manifest: an upload pruned since it was compacted is left out.
-    return Snapshot(store.path, man, store.__contains__)
+    return Snapshot(store.path, man, store.__contains__, store.pruned_before())
 
 
 @dataclass
@@ -347,6 +347,7 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
 
 def options(s: Session, app: str | None) -> dict:
     """What the pickers offer: apps, and for `app` its releases (newest first), routes, envs."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -356,11 +357,13 @@ def options(s: Session, app: str | None) -> dict:
     rel_first: dict[str, float] = {}
     routes: set[str] = set()
     envs: set[str] = set()
-    live = s.snap.live
     for p in files:
         t = pq.read_table(p, columns=["id", "app", "release", "route", "env", "received_at"])
-        if live is not None:  # what was pruned is offered nowhere
-            t = t.filter(pa.array([live(i) for i in t.column("id").to_pylist()], pa.bool_()))
+        at = np.asarray([np.nan if v is None else v for v in t.column("received_at").to_pylist()],
+                        np.float64)
+        keep = s.snap.alive(t.column("id").to_pylist(), t.column("app").to_pylist(), at)
+        if not keep.all():  # what was pruned is offered nowhere
+            t = t.filter(pa.array(keep, pa.bool_()))
         apps.update(x for x in t.column("app").to_pylist() if x is not None)
         if app is None:
             continue

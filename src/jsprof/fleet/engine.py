@@ -99,27 +99,46 @@ class Snapshot:
     """The committed tables a query reads: the manifest read once."""
 
     def __init__(self, store_path: str | os.PathLike, manifest: dict,
-                 live: Callable[[str], bool] | None = None) -> None:
+                 live: Callable[[str], bool] | None = None,
+                 pruned: dict[str, float] | None = None) -> None:
         from ..store.compact import tables_dir
 
         self.tdir = tables_dir(store_path)
         self.manifest = manifest
-        # Whether the store holds an upload id now (asked after the manifest was read): a
-        # pruned upload's rows may still be in the tables, and a query never counts them.
-        # None: no filter.
+        # What a prune removed may still have rows in the tables (parts not yet rewritten):
+        # a query never counts it. `pruned`: the store's retention marks (app or "*" ->
+        # receivedAt before which uploads are gone; `Store.pruned_before`, read after the
+        # manifest); `live`: whether the store holds an id, asked only of rows without a
+        # receivedAt. None: no filter.
         self.live = live
+        self.pruned = pruned or {}
 
-    def keep_live(self, up: Uploads) -> Uploads:
-        """`up` without uploads the store no longer has (pruned, retention) and, for an id
-        stored again after a prune, only its latest row."""
-        if self.live is None or not len(up):
+    def alive(self, ids: list[str], apps: list[str], received_at: np.ndarray) -> np.ndarray:
+        """Per upload row: not pruned."""
+        keep = np.ones(len(ids), bool)
+        if not self.pruned and self.live is None:
+            return keep
+        every = self.pruned.get("*", -np.inf)
+        for i, (app, at) in enumerate(zip(apps, received_at.tolist(), strict=True)):
+            if at == at:  # a time: the marks say
+                keep[i] = at >= max(every, self.pruned.get(app, -np.inf))
+            elif self.live is not None:
+                keep[i] = self.live(ids[i])
+        return keep
+
+    def keep_live(self, up: Uploads, app: str) -> Uploads:
+        """`up` (all of `app`) without what was pruned and, for an id stored again after a
+        prune, only its latest row."""
+        if not len(up):
             return up
+        keep = self.alive(up.id, [app] * len(up), up.received_at)
         last: dict[str, int] = {}
         for i, uid in enumerate(up.id):
             last[uid] = i
-        keep = np.zeros(len(up), bool)
-        for uid, i in last.items():
-            keep[i] = self.live(uid)
+        if len(last) < len(up):
+            latest = np.zeros(len(up), bool)
+            latest[list(last.values())] = True
+            keep &= latest
         if keep.all():
             return up
         return up.subset(keep)
@@ -242,7 +261,7 @@ class DuckEngine:
             f"SELECT {', '.join(UPLOAD_COLS)} FROM read_parquet(?) WHERE {cond} ORDER BY uk",
             params=[files, *params],
         ).to_arrow_table()
-        return snap.keep_live(_uploads_from(t.to_pydict()))
+        return snap.keep_live(_uploads_from(t.to_pydict()), f.app)
 
     def _register_u(self, up: Uploads) -> None:
         import pyarrow as pa
@@ -343,7 +362,7 @@ class DaskEngine:
         df = self._read(files, cols)
         out = df.map_partitions(_pandas_filter, f, meta=df._meta)[list(UPLOAD_COLS)]
         pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
-        return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}))
+        return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}), f.app)
 
     def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
         import pandas as pd
