@@ -59,6 +59,7 @@ class StoreUnavailable(StoreError):
     in a few words, for one log line per condition."""
 
     condition = "store unavailable"
+    disk_full = False  # what serve/app.py's 503 rule looks for
 
 
 class StoreFullError(StoreUnavailable):
@@ -66,6 +67,7 @@ class StoreFullError(StoreUnavailable):
     Appends work again by themselves once space returns."""
 
     condition = "disk full"
+    disk_full = True
 
 
 class StoreIOError(StoreUnavailable):
