@@ -9,7 +9,7 @@ import pytest
 
 import jsprof
 from jsprof.analysis import sourcemap
-from jsprof.analysis.profile import summarize
+from jsprof.analysis.profile import hot_lines, summarize
 from jsprof.record import record
 
 TERSER = Path(__file__).parent / "js" / "node_modules" / ".bin" / "terser"
@@ -249,3 +249,79 @@ def test_hot_lines_through_a_map_stay_in_their_function(tmp_path, engine):
         else:
             # each loop is the hottest line of its function
             assert known["computeChecksum"] == 3 and known["buildTable"] == 9, rows
+
+
+def _vlq(values):
+    chars = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    out = ""
+    for v in values:
+        v = (-v << 1) | 1 if v < 0 else v << 1
+        while True:
+            digit, v = v & 31, v >> 5
+            out += chars[digit | (32 if v else 0)]
+            if not v:
+                break
+    return out
+
+
+def _mappings(lines):
+    """[[(gen col, src line, src col[, name]), ...] per generated line] (0-based) -> v3."""
+    prev = [0, 0, 0, 0]
+    out = []
+    for segs in lines:
+        col = 0
+        parts = []
+        for seg in segs:
+            vals = [seg[0] - col, 0, seg[1] - prev[1], seg[2] - prev[2]]
+            col, prev[1], prev[2] = seg[0], seg[1], seg[2]
+            if len(seg) > 3:
+                vals.append(seg[3] - prev[3])
+                prev[3] = seg[3]
+            parts.append(_vlq(vals))
+        out.append(",".join(parts))
+    return ";".join(out)
+
+
+INLINED_SRC = """\
+function f(a) {
+  let s = 0;
+  s = g(a);
+  return s;
+}
+
+function g(x) {
+  let t = x * 2;
+  return t + 1;
+}
+"""
+
+
+@pytest.mark.parametrize("content", [True, False])
+def test_a_line_below_the_function_is_not_its_line(tmp_path, content):
+    """A minifier that inlined `g` into `f` maps a whole line of `f` to `g`'s line 9:
+    every mapping on it agrees, it is in `f`'s file and below `f`'s start, yet outside
+    `f` (lines 1-5), so it is not `f`'s line. Where `f` ends comes from the source (the
+    map's sourcesContent, else the file)."""
+    (tmp_path / "src.js").write_text(INLINED_SRC)
+    doc = {
+        "version": 3, "sources": ["src.js"], "names": ["f"],
+        "mappings": _mappings([
+            [(0, 0, 0), (9, 0, 9, 0)],  # function f(a) {
+            [(2, 1, 2)],  #   let s = 0;
+            [(2, 8, 2)],  #   s = a * 2 + 1;   <- g's `return t + 1`, inlined
+            [(2, 3, 2)],  #   return s;
+        ]),
+    }
+    if content:
+        doc["sourcesContent"] = [INLINED_SRC]
+        (tmp_path / "src.js").unlink()
+    (tmp_path / "gen.js.map").write_text(json.dumps(doc))
+    b = jsprof.TraceBuilder()
+    fid = b.frame_id("f", b.resource_id((tmp_path / "gen.js").as_uri()), 1, 11)  # V8: at `(`
+    for t, line in enumerate([2, 3, 3, 4]):
+        b.add_sample(float(t), b.stack_id([fid]), line=line)
+    rec = sourcemap.apply(jsprof.Recording.of(b.build(), sample_interval=1.0),
+                          str(tmp_path / "gen.js.map"))
+    lines = {k.line: int(n) for k, n in zip(hot_lines(rec).stats.keys,
+                                           hot_lines(rec).stats.self_samples, strict=True)}
+    assert lines == {2: 1, 0: 2, 4: 1}  # line 3's two samples: unknown, not line 9

@@ -5,8 +5,9 @@ line/column: the mapping segment at or before that position gives the original s
 line and column, and the original name when the segment carries one (minifiers record
 names at the identifier). Frames without a mapping stay as they are. A sample's executing
 line (no column: see `_map_lines`) is mapped only when its whole generated line maps to one
-line of the function's own original file, at or below the function's start; otherwise it
-becomes unknown (NO_LINE), never a line of some other code on a minified line.
+line of the function's own original file, within the function (at or below its start, and
+not past its end where the original source is at hand to parse); otherwise it becomes
+unknown (NO_LINE), never a line of some other code on a minified line.
 
 Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
 - a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
@@ -22,11 +23,12 @@ from __future__ import annotations
 
 import base64
 import bisect
+import functools
 import os
 import re
 from dataclasses import replace
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlparse
 
 import numpy as np
@@ -36,6 +38,7 @@ from ..errors import JsprofError
 from ..trace import NO_LINE, NONE, ProfilerTrace, Recording, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
+MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
 _B64 = {
     c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 }
@@ -85,6 +88,11 @@ class SourceMap:
                     f"{where}: {key}: expected {'a string' if want is str else 'an array'}"
                 )
         self.sources = [root + s if type(s) is str else "" for s in srcs]
+        content = doc.get("sourcesContent")
+        self.contents: list[str | None] = [
+            c if type(c) is str else None
+            for c in (content if type(content) is list else [])
+        ]
         self.names = [n if type(n) is str else "" for n in names]
         self.file = doc.get("file") if type(doc.get("file")) is str else None
         self.base_dir = base_dir
@@ -159,12 +167,28 @@ class SourceMap:
         s, ln, c, n = self._segs[gl][j]
         if not 0 <= s < len(self.sources):
             return None
+        src = self.source_url(s)
+        name = self.names[n] if named and 0 <= n < len(self.names) else None
+        return src, ln + 1, c + 1, name
+
+    def source_url(self, s: int) -> str:
         src = self.sources[s]
         if self.base_dir and not re.match(r"^[a-z][a-z0-9+.-]*:", src):
             # spelled as engines spell scripts, so original sources match across runs
             src = normalise_resource(os.path.abspath(os.path.join(self.base_dir, src)))
-        name = self.names[n] if named and 0 <= n < len(self.names) else None
-        return src, ln + 1, c + 1, name
+        return src
+
+    def source_text(self, s: int) -> str | None:
+        """Source `s` as written: the map's `sourcesContent`, else the local file."""
+        if s < len(self.contents) and self.contents[s] is not None:
+            return self.contents[s]
+        path = _local_path(self.source_url(s))
+        try:
+            if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
+                return None
+            return path.read_text("utf-8", "replace")
+        except OSError:
+            return None
 
     def _function_segment(self, gl: int, i: int, col0: int) -> int:
         """The segment naming the function whose position is col0 (segment i at/before it).
@@ -296,7 +320,9 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
             src, line, col, name = hit
             assert sm is not None and f.line is not None
             source = sm.source_index(f.line, f.column or 1)
-            frame_map.append(_MappedFrame(sm, f.line, f.column or 1, source, line))
+            frame_map.append(
+                _MappedFrame(sm, f.line, f.column or 1, source, line, col, bool(name or f.name))
+            )
             new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
     new_stack = b.map_stacks(trace, new_frame)
     out = b.build()
@@ -315,25 +341,91 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
 
 
 class _MappedFrame(NamedTuple):
-    """A frame the map moved: its map, generated start, and original source and line."""
+    """A frame the map moved: its map, generated start, and original source and position."""
 
     map: SourceMap
     line: int  # generated, 1-based
     column: int
     source: int | None  # index into map.sources
     original_line: int
+    original_column: int
+    named: bool
 
 
-def _original_line(m: _MappedFrame, line: int) -> int:
+_FUNCTION_NODES = frozenset(
+    {
+        "function_declaration",
+        "function_expression",
+        "function",
+        "arrow_function",
+        "method_definition",
+        "generator_function_declaration",
+        "generator_function",
+    }
+)
+
+
+def _function_end(m: _MappedFrame, cache: dict) -> int | None:
+    """The last original line of the function that starts at `m`'s original position,
+    from its source text (tree-sitter); None when the text is not at hand, the position
+    is in no function (top-level code) or the function does not parse cleanly."""
+    if m.source is None:
+        return None
+    key = (id(m.map), m.source)
+    if key not in cache:
+        text = m.map.source_text(m.source)
+        cache[key] = None if text is None else (text, _parse(text))
+    got = cache[key]
+    if got is None or got[1] is None:
+        return None
+    text, tree = got
+    row = m.original_line - 1
+    lines = text.split("\n")
+    if row >= len(lines):
+        return None
+    # tree-sitter counts columns in bytes; a map's are characters of the line
+    col = len(lines[row][: m.original_column - 1].encode("utf-8"))
+    node = tree.root_node.descendant_for_point_range((row, col), (row, col))
+    while node is not None and node.type not in _FUNCTION_NODES:
+        node = node.parent
+    if node is None or node.has_error:
+        return None
+    if not m.named and tuple(node.start_point) == (row, col):
+        # A nameless frame at a function's first character may be the script's own code
+        # (top-level frames start at 1:1, where a bundle's first function starts too).
+        return None
+    return int(node.end_point.row) + 1
+
+
+@functools.cache
+def _js_parser() -> Any:
+    try:
+        import tree_sitter
+        import tree_sitter_javascript
+    except ImportError:  # pragma: no cover - dependencies of the package
+        return None
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_javascript.language()))
+
+
+def _parse(text: str) -> Any:
+    parser = _js_parser()
+    return None if parser is None else parser.parse(text.encode("utf-8"))
+
+
+def _original_line(m: _MappedFrame, line: int, end: int | None) -> int:
     """A sample's generated line in frame `m` -> its original line, NO_LINE when the
     position is not known precisely enough: the line's mappings (from the function's own
     start, on its first line) must all agree, and the line must lie in the function's own
-    original file, at or below its start."""
+    original file and range: at or below its start, and at or above its `end` when the
+    source is at hand to say where it ends (inlined code of another function would
+    otherwise put it there)."""
     got = m.map.line_of(line, m.column if line == m.line else 1)
     if got is None:
         return NO_LINE
     source, original = got
     if source != m.source or original < m.original_line:
+        return NO_LINE
+    if end is not None and original > end:
         return NO_LINE
     return original
 
@@ -351,13 +443,15 @@ def _map_lines(trace: ProfilerTrace, frame_map: list[_MappedFrame | None]) -> np
         return out
     leaf = np.full(len(lines), -1, np.int64)
     leaf[has] = trace.stack_frame[trace.sample_stack[has]]
+    parsed: dict = {}
     for f in np.unique(leaf[has]).tolist():
         m = frame_map[f]
         if m is None:
             continue
         sel = leaf == f
+        end = _function_end(m, parsed)
         for ln in np.unique(lines[sel]).tolist():
-            out[sel & (lines == ln)] = _original_line(m, ln)
+            out[sel & (lines == ln)] = _original_line(m, ln, end)
     return out
 
 
