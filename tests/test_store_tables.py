@@ -180,3 +180,38 @@ def test_a_long_lived_compactor_reads_only_new_frame_and_stack_parts(
 
 def _compact_child(path: str) -> int:
     return compact(Store(path)).uploads
+
+
+def test_the_compactor_loop_compacts_on_its_own_thread(tmp_path: Path, monkeypatch) -> None:
+    """A query waits for a run that started after it asked, and sees every upload
+    acknowledged before; the compaction itself runs on the loop's thread, never the
+    asker's."""
+    import threading
+
+    from jsprof.store import compact as cmod
+
+    st = Store(tmp_path / "store")
+    rng = np.random.default_rng(2)
+    threads: set[str] = set()
+    real = cmod.add_upload
+
+    def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
+        threads.add(threading.current_thread().name)
+        return real(*a, **k)
+
+    monkeypatch.setattr(cmod, "add_upload", spy)
+    loop = cmod.Compactor(st, interval=3600)  # only when asked, here
+    loop.start()
+    try:
+        for round_ in range(3):
+            for i in range(4):
+                upload(st, f"r{round_}-{i}", make_trace(rng, 200), app="shop", release="1.0",
+                       receivedAt=T0 + i * 1e3)
+            assert loop.wait_current(timeout=120)
+            with api.session(st, compact_first=False) as s:
+                assert api.top(s, Filters(app="shop"), 5)["traces"] == 4 * (round_ + 1)
+        assert threads == {"jsprof-compactor"}
+    finally:
+        loop.stop()
+    assert not loop._thread.is_alive()  # noqa: SLF001
+    st.close()

@@ -896,3 +896,79 @@ def prune_tables(
             except FileNotFoundError:
                 pass
     return removed
+
+
+# ---- the collector's own compaction loop --------------------------------------------------
+
+
+class Compactor:
+    """Compaction as a background loop on its own thread, for a long-lived collector.
+
+    Queries then never compact on the threads that serve requests (ingest's pool): they
+    read the committed tables, or first `wait_current()`, which blocks the asking thread
+    only until a run that started after the call has committed (so the query still sees
+    every upload acknowledged before it asked) while the work runs here. Runs are
+    serialised with every other compactor by the tables' lock; errors are logged once per
+    message and the loop goes on.
+    """
+
+    def __init__(self, store: UploadSource, interval: float = 2.0) -> None:
+        import threading
+
+        self.store = store
+        self.interval = interval
+        self._cond = threading.Condition()
+        self._started = 0  # runs started
+        self._done = 0  # runs finished (committed or failed)
+        self._kicked = False
+        self._stop = False
+        self._errors: set[str] = set()
+        self._thread = threading.Thread(target=self._loop, name="jsprof-compactor", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def kick(self) -> None:
+        """Run soon (e.g. after new uploads), without waiting for the interval."""
+        with self._cond:
+            self._kicked = True
+            self._cond.notify_all()
+
+    def wait_current(self, timeout: float | None = None) -> bool:
+        """Block until a run that starts after this call has finished; False on timeout."""
+        with self._cond:
+            target = self._started + 1
+            self._kicked = True
+            self._cond.notify_all()
+            return self._cond.wait_for(lambda: self._done >= target or self._stop, timeout)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread.is_alive():
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        import logging
+
+        log = logging.getLogger("jsprof.store")
+        while True:
+            with self._cond:
+                self._cond.wait_for(lambda: self._kicked or self._stop, self.interval)
+                if self._stop:
+                    self._cond.notify_all()
+                    return
+                self._kicked = False
+                self._started += 1
+            try:
+                compact(self.store)
+            except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
+                msg = str(e)
+                if msg not in self._errors:
+                    self._errors.add(msg)
+                    log.error("store: compaction failed: %s", msg)
+            finally:
+                with self._cond:
+                    self._done += 1
+                    self._cond.notify_all()
