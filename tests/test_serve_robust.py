@@ -490,7 +490,7 @@ def test_slow_clients_cannot_starve_uploads(tmp_path: Path) -> None:
     assert attack.reopened > 100  # the collector closed the attacker's connections
     assert most < 256, most
     assert answer.startswith(b"HTTP/1.1 408 ") and b'{"error":' in answer, answer[:200]
-    assert took < 2 + 5, took
+    assert took < 2 + 10, took  # --read-timeout 2, checked twice a second (a loaded box)
 
 
 def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
