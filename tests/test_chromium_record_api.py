@@ -74,7 +74,7 @@ def test_a_page_error_raises_with_the_recording(tmp_path: Path) -> None:
         ("ftp://example.com/x", {}, "only http://, https:// and file:// URLs"),
         ("split.js", {"args": ["x"]}, "a page takes no arguments"),
         ("split.js", {"until": "later"}, "give `load` or `js:EXPRESSION`"),
-        ("split.js", {"max_buffer_size": 10}, "not supported with Chromium"),
+        ("split.js", {"max_buffer_size": 10}, "not supported with --engine chromium"),
         ("split.js", {"workers": 2}, "--workers runs QuickJS runtimes"),
     ],
 )

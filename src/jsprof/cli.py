@@ -582,6 +582,7 @@ class _Preparing:
 
 
 def cmd_record(args: argparse.Namespace) -> int:
+    from .engines.registry import engine_spec
     from .record import check_script, exit_status, record, start_engine
 
     if args.engine == "chromium" or args.cdp:
@@ -601,17 +602,17 @@ def cmd_record(args: argparse.Namespace) -> int:
         ):
             if given is not None:
                 raise UsageError(f"{flag} does not apply to --pid (Node keeps every sample)")
-        from .engines.node import attach_node
-
         out = _record_output(args, f"node-{args.pid}")
-        rec = attach_node(args.pid, duration=args.duration, sample_interval=args.interval)
+        rec = engine_spec("node").attach(
+            args.pid, duration=args.duration, sample_interval=args.interval
+        )
         out = _save_recording(rec, out)
         _tell(_summarize_recording, rec, out)
         return 0
     if not args.script:
         raise UsageError("give the script to record (or --pid PID to attach to Node)")
     engine = args.engine or "quickjs"
-    if args.node_arg and engine != "node":
+    if args.node_arg and not engine_spec(engine).takes("node_args"):
         raise UsageError("--node-arg goes with --engine node")
     check_script(args.script, engine)  # before the output: the likelier mistake
     started = None if args.workers else start_engine(args.script, engine, args.args, args.node_arg)
@@ -881,6 +882,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     """The parser; `command` (the subcommand about to run) spares building the parsers of
     the package commands (serve, fleet) that will not run; the default builds them all."""
     from . import __version__
+    from .engines.registry import NAMES as ENGINE_NAMES  # stdlib only: no engine is imported
 
     p = _Parser(
         prog="jsprof",
@@ -998,7 +1000,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "Node process with --pid. The trace keeps the samples taken so far when the script "
         "throws or is interrupted.",
     )
-    rc.add_argument("--engine", choices=("quickjs", "node", "chromium"), help=_ENGINE_HELP)
+    rc.add_argument("--engine", choices=ENGINE_NAMES, help=_ENGINE_HELP)
     rc.add_argument(
         "--interval",
         type=_interval,
@@ -1060,7 +1062,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
 
     rn = sub.add_parser("run", help="run a script with the spec's Profiler global available")
     rn.add_argument(
-        "--engine", choices=("quickjs", "node", "chromium"), default="quickjs", help=_ENGINE_HELP
+        "--engine", choices=ENGINE_NAMES, default="quickjs", help=_ENGINE_HELP
     )
     rn.add_argument(
         "--no-profiling",

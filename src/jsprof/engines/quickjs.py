@@ -51,10 +51,11 @@ from typing import Any, ClassVar
 import numpy as np
 import orjson
 
-from ..errors import EngineError, UsageError
+from ..errors import EngineError, JSError, UsageError
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
-from ..trace import ProfilerTrace, Track, normalise_resource
+from ..trace import ProfilerTrace, Recording, Track, normalise_resource
 from ..tracefile import trace_to_doc
+from ._ending import DurationEnded, Progress, signal_name, terminate_as_interrupt
 from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler, read_script
 
 try:
@@ -507,3 +508,67 @@ class QuickJSProfiler(RuntimeProfiler):
     @property
     def started(self) -> bool:
         return self._session is not None or self._starting
+
+
+# ---- the registry's entry points (engines/registry.py) ----------------------------------
+
+
+def record_script(
+    p: str,
+    *,
+    sample_interval: float,
+    args: Sequence[str] = (),
+    max_buffer_size: int | None = None,
+    duration: float | None = None,
+    progress: Progress | None = None,
+) -> tuple[Recording, BaseException | None]:
+    """One track, "main"; the script's error (JSError, KeyboardInterrupt) is returned."""
+    error: BaseException | None = None
+    ended = False
+    rts: list[QuickJS] = []
+    session = None
+    try:
+        # Entered first: the sampler's thread must inherit the blocked signals.
+        with terminate_as_interrupt(lambda: rts and rts[0].interrupt(), duration):
+            rts.append(QuickJS(args=[p, *args]))
+            session = rts[0].profiler(
+                sample_interval=sample_interval, max_buffer_size=max_buffer_size
+            )
+            if progress is not None:
+                # kept so far + taken since the last drain (read from another thread)
+                rt, sess = rts[0], session
+                progress.poll = lambda: (sess._count + rt._rt.sampler_pending, 1)
+            rts[0].eval_file(p)
+    except DurationEnded:
+        ended = True
+    except (JSError, KeyboardInterrupt) as e:
+        error = e
+        if session is None:
+            raise
+    finally:
+        trace = session.stop() if session is not None else None
+    if session is None:
+        raise EngineError(f"{p}: the run ended before the profiler started (--duration 0?)")
+    track = session.track(trace)
+    track.meta["script"] = p
+    track.meta["args"] = list(args)
+    if ended:
+        track.meta["exit"] = "duration"
+    elif error is None:
+        track.meta["exit"] = "ok"
+    elif isinstance(error, KeyboardInterrupt):
+        track.meta["exit"] = "interrupted"
+        track.meta["signal"] = signal_name(error)
+    else:
+        track.meta["exit"] = "error"
+        track.meta["error"] = f"{getattr(error, 'name', 'Error')}: {error}"
+    return Recording([track]), error
+
+
+def run_script(p: str, args: Sequence[str] = (), allow_profiling: bool = True) -> None:
+    """`jsprof run`: the script with the spec's `Profiler` global (ours, in the host); its
+    error raised (JSError), Ctrl-C/SIGTERM as KeyboardInterrupt."""
+    rts: list[QuickJS] = []
+    with terminate_as_interrupt(lambda: rts and rts[0].interrupt()):
+        rts.append(QuickJS(args=[p, *args], allow_profiling=allow_profiling))
+        rts[0].eval_file(p)

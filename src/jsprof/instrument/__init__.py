@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from ..engines._ending import Terminated, terminate_as_interrupt
 from ..engines.base import read_script
 from ..errors import EngineError, JSError, UsageError
-from ..record import Terminated, terminate_as_interrupt
 from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, TraceBuilder, Track
 
 ENGINES = ("quickjs", "node")

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from ...errors import UsageError
 from ...words import printable
+from ..registry import engine_spec
 
 if TYPE_CHECKING:
     from ...trace import Recording
@@ -34,11 +35,9 @@ def cmd_record(args: argparse.Namespace) -> int:
     from ...outputs import recording_output, save_recording
     from ...record import exit_status
     from ...render.summary import print_recording_summary
-    from .attach import attach_cdp
     from .record import record_chromium
 
-    if getattr(args, "max_buffer_size", None) is not None:
-        raise UsageError("--max-buffer-size is not supported with Chromium (V8 keeps all)")
+    engine_spec("chromium").check_max_buffer_size(getattr(args, "max_buffer_size", None))
     if getattr(args, "workers", None) is not None:
         raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
     if args.cdp:
@@ -47,7 +46,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         if args.until is not None:
             raise UsageError("--until goes with a target that jsprof opens, not --cdp")
         out = recording_output(args.output, "cdp.chromium")  # checked before attaching
-        rec = attach_cdp(
+        rec = engine_spec("chromium").attach(
             args.cdp,
             target=args.target,
             duration=args.duration,
@@ -109,12 +108,9 @@ def _notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .run import run_chromium
-
-    if args.args:
-        raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
-    return run_chromium(
+    return engine_spec("chromium").run(
         args.script,
+        args.args,
         allow_profiling=not args.no_profiling,
         until=getattr(args, "until", None),
         duration=getattr(args, "duration", None),

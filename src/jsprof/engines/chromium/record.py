@@ -6,10 +6,12 @@ from __future__ import annotations
 import os
 import signal
 import urllib.parse
+from collections.abc import Sequence
 from typing import TextIO
 
-from ...errors import EngineError, UsageError
+from ...errors import EngineError, JSError, UsageError
 from ...trace import Recording
+from .._ending import Terminated, signum_of
 from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClosed
@@ -142,3 +144,40 @@ def _record_in(
     if lost:
         meta["lost"] = lost
     return Recording(tracks)
+
+
+def check_target(p: str, engine: str = "chromium") -> str:
+    """`p` if Chromium can open it (a URL, or a local .html/.js/.mjs file), else a
+    UsageError."""
+    resolve_target(p)
+    return p
+
+
+def record_target(
+    p: str,
+    *,
+    sample_interval: float,
+    args: Sequence[str] = (),
+    duration: float | None = None,
+    until: str | None = None,
+    progress: object = None,
+) -> tuple[Recording, BaseException | None]:
+    """One track per thread; the page's first uncaught error, Ctrl-C or a page or browser
+    that died are returned as the error (record_chromium never raises for the page)."""
+    if args:
+        raise UsageError(f"{p}: a page takes no arguments ({' '.join(args)!r})")
+    rec = record_chromium(p, sample_interval, until=until, duration=duration)
+    meta = rec.tracks[0].meta
+    error: BaseException | None = None
+    how = meta.get("exit")
+    if how == "interrupted":
+        signum = signum_of(meta.get("signal"), signal.SIGINT)
+        error = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+    elif how in ("crashed", "browser-exited"):
+        what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
+        error = EngineError(f"{p}: {what}; the samples taken so far were kept")
+    elif meta.get("errors"):
+        text = str(meta["errors"][0])
+        error = JSError(text.splitlines()[0] if text else "uncaught error", text)
+        error.printed = True  # type: ignore[attr-defined]  # the page's stderr had it
+    return rec, error

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
 from ...errors import UsageError
@@ -68,3 +69,16 @@ def run_chromium(
         print(f"jsprof: {path}: Chromium exited unexpectedly", file=stderr or sys.stderr)
         return 1
     return 1 if page.errors else 0
+
+
+def run_script(
+    path: str,
+    args: Sequence[str] = (),
+    allow_profiling: bool = True,
+    until: str | None = None,
+    duration: float | None = None,
+) -> int:
+    """The registry's `run` (engines/registry.py): a page takes no arguments."""
+    if args:
+        raise UsageError(f"{path}: a page takes no arguments ({' '.join(args)!r})")
+    return run_chromium(path, allow_profiling=allow_profiling, until=until, duration=duration)

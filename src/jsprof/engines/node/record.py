@@ -10,7 +10,8 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from ...errors import EngineError, UsageError
+from ...errors import EngineError, JSError, UsageError
+from .._ending import Terminated, signum_of
 from .._process import SignalFlag
 from .process import NodeProcess, effective_interval, interval_us
 
@@ -18,8 +19,8 @@ from .process import NodeProcess, effective_interval, interval_us
 # are imported while it boots (start_node, then record_node).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
-    from ...record import Progress
     from ...trace import Recording, Track
+    from .._ending import Progress
     from ..cdp import CDPClient, Session
     from .isolate import _Isolate
 
@@ -195,7 +196,7 @@ def _record(
         hook = hook_path()
         main.hide_urls = {hook, pathlib.Path(hook).as_uri()}  # as a path and as a file URL
         isolates.append(main)
-        if progress is not None:  # record.Progress: a status line's count, from its thread
+        if progress is not None:  # _ending.Progress: a status line's count, from its thread
             progress.poll = lambda: (
                 sum(len(s.get("samples", ())) for i in list(isolates) for s in list(i.slices)),
                 len(isolates),
@@ -348,3 +349,42 @@ def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_I
         # "Break on start", a `debugger` statement of the script, or ours after the stop.
         with contextlib.suppress(CDPClosed):
             s.send_nowait("Debugger.resume")
+
+
+def record_script(
+    p: str,
+    *,
+    sample_interval: float,
+    args: Sequence[str] = (),
+    node_args: Sequence[str] = (),
+    duration: float | None = None,
+    started: NodeProcess | None = None,
+    progress: Progress | None = None,
+    gate: Callable[[], object] | None = None,
+) -> tuple[Recording, BaseException | None]:
+    """One track per thread (main, worker N); the script's error is taken from the main
+    track's meta (record_node itself never raises for the script)."""
+    rec = record_node(
+        p,
+        args=args,
+        sample_interval=sample_interval,
+        node_args=node_args,
+        timeout=duration,
+        process=started,
+        progress=progress,
+        gate=gate,
+    )
+    meta = rec.tracks[0].meta
+    error: BaseException | None = None
+    if meta.get("exit") == "interrupted":
+        signum = signum_of(meta.get("signal"), signal.SIGINT)
+        error = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+    elif meta.get("error"):
+        error = JSError(
+            str(meta.get("errorMessage", "")),
+            str(meta["error"]),
+            name=str(meta.get("errorName", "Error")),
+        )
+        # Node printed it already (its stderr is the script's): the CLI does not repeat it.
+        error.printed = True  # type: ignore[attr-defined]
+    return rec, error

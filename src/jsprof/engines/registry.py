@@ -1,0 +1,160 @@
+"""Every engine in one place: one `EngineSpec` per engine says which of `record`'s options it
+takes, how it checks a target, and where its record, run, attach and early start live.
+Adding an engine touches its own module or package and one entry of `SPECS`.
+
+Each entry point is named "module:function" and imported on first use, so `jsprof --help`
+imports no engine and `record --engine node` starts Node before numpy (docs/design.md,
+"Start-up is a feature"). Stdlib only; nothing of jsprof above engines/ (arrows point down).
+
+The entry points' shapes (keyword arguments: only the options the spec lists are passed):
+  check(path, engine) -> path           a UsageError when the engine cannot take it
+  record(path, *, sample_interval, args, duration, progress, ...) -> (Recording, error)
+                                        the script's error (JSError, KeyboardInterrupt,
+                                        EngineError) is returned with the samples, not raised
+  run(path, args, *, allow_profiling, ...) -> exit code or None (the caller passes only
+                                        options the engine takes: node_args, until, ...)
+  attach(where, *, duration, sample_interval, ...) -> Recording
+  start(path, args, node_args) -> a booting process (`record(started=...)`) or None
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from ..errors import UsageError
+
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (before Node starts)
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+    from typing import Any
+
+
+class EngineSpec:
+    """One engine as record/run/the CLI see it. `options`: the record options it takes
+    beyond the common ones (sample_interval, args, duration, progress)."""
+
+    __slots__ = ("name", "runs", "options", "why_no_buffer_limit", "_parts")
+
+    def __init__(
+        self,
+        name: str,
+        runs: str,
+        options: tuple[str, ...],
+        why_no_buffer_limit: str = "",
+        **parts: str,
+    ) -> None:
+        self.name = name
+        self.runs = runs  # what it runs, for messages: "scripts" or "pages"
+        self.options = frozenset(options)
+        # Set when the engine keeps every sample (no --max-buffer-size): the reason said.
+        self.why_no_buffer_limit = why_no_buffer_limit
+        self._parts = parts
+
+    def part(self, name: str) -> Callable[..., Any] | None:
+        where = self._parts.get(name)
+        if where is None:
+            return None
+        module, attr = where.split(":")
+        return getattr(importlib.import_module(module), attr)
+
+    def takes(self, option: str) -> bool:
+        return option in self.options
+
+    def check_max_buffer_size(self, max_buffer_size: int | None) -> None:
+        """The one refusal of --max-buffer-size for an engine that keeps every sample."""
+        if max_buffer_size is not None and self.why_no_buffer_limit:
+            raise UsageError(
+                f"--max-buffer-size is not supported with --engine {self.name} "
+                f"({self.why_no_buffer_limit})"
+            )
+
+    def check(self, path: str) -> str:
+        fn = self.part("check")
+        assert fn is not None
+        return fn(path, self.name)
+
+    def start(self, path: str, args: Sequence[str], node_args: Sequence[str]) -> Any:
+        fn = self.part("start")
+        return None if fn is None else fn(path, args, node_args=node_args)
+
+    def record(self, path: str, **options: Any) -> Any:
+        fn = self.part("record")
+        assert fn is not None
+        return fn(path, **{k: v for k, v in options.items() if k in COMMON or k in self.options})
+
+    def attach(self, where: Any, **options: Any) -> Any:
+        """Profile what already runs (a Node pid, a browser's CDP endpoint): a Recording."""
+        fn = self.part("attach")
+        if fn is None:
+            raise UsageError(f"--engine {self.name} cannot attach to a running program")
+        return fn(where, **options)
+
+    def run(self, path: str, args: Sequence[str], **options: Any) -> int | None:
+        fn = self.part("run")
+        assert fn is not None
+        return fn(path, args, **options)
+
+# What every engine's record takes.
+COMMON = frozenset({"sample_interval", "args", "duration", "progress"})
+
+SPECS: dict[str, EngineSpec] = {
+    spec.name: spec
+    for spec in (
+        EngineSpec(
+            "quickjs", "scripts", ("max_buffer_size", "workers"),
+            check="jsprof.engines.registry:check_script_file",
+            record="jsprof.engines.quickjs:record_script",
+            run="jsprof.engines.quickjs:run_script",
+        ),
+        EngineSpec(
+            "node", "scripts", ("node_args", "started", "gate"), "V8 keeps all",
+            check="jsprof.engines.registry:check_script_file",
+            record="jsprof.engines.node.record:record_script",
+            run="jsprof.engines.node.preload:run_node",
+            attach="jsprof.engines.node.attach:attach_node",
+            start="jsprof.engines.node.record:start_node",
+        ),
+        EngineSpec(
+            "chromium", "pages", ("until",), "V8 keeps all",
+            check="jsprof.engines.chromium.record:check_target",
+            record="jsprof.engines.chromium.record:record_target",
+            run="jsprof.engines.chromium.run:run_script",
+            attach="jsprof.engines.chromium.attach:attach_cdp",
+        ),
+    )
+}
+NAMES = tuple(SPECS)
+
+
+def engine_spec(name: str) -> EngineSpec:
+    """The spec of engine `name`, or a UsageError listing the engines."""
+    spec = SPECS.get(name)
+    if spec is None:
+        raise UsageError(f"unknown engine {name!r}; choose one of: {', '.join(NAMES)}")
+    return spec
+
+
+SCRIPT_EXTENSIONS = (".js", ".mjs", ".cjs")
+_TRACE_EXTENSIONS = (".json", ".cpuprofile", ".pftrace", ".gz", ".pprof", ".folded")
+
+
+def check_script_file(p: str, engine: str) -> str:
+    """`p` if it is a script file a script engine can run, else a UsageError saying why."""
+    import os
+
+    low = p.lower()
+    if "://" in p or low.endswith((".html", ".htm")):
+        raise UsageError(f"{p}: pages and URLs are for a browser engine; {engine} runs scripts")
+    if os.path.isdir(p):
+        raise UsageError(f"{p}: is a directory; give the path of a .js or .mjs script")
+    if not os.path.exists(p):
+        raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script")
+    if not os.path.isfile(p):
+        raise UsageError(f"{p}: not a regular file; give the path of a .js or .mjs script")
+    ext = os.path.splitext(low)[1]
+    if ext and ext not in SCRIPT_EXTENSIONS:
+        hint = "; it looks like a trace: see it with `jsprof report`" if (
+            ext in _TRACE_EXTENSIONS
+        ) else ""
+        raise UsageError(f"{p}: not a JavaScript file ({engine} runs .js, .mjs or .cjs){hint}")
+    return p
