@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -214,4 +215,35 @@ def test_the_compactor_loop_compacts_on_its_own_thread(tmp_path: Path, monkeypat
     finally:
         loop.stop()
     assert not loop._thread.is_alive()  # noqa: SLF001
+    st.close()
+
+
+def test_damaged_raw_records_are_counted_by_compaction_not_silently_skipped(
+    tmp_path: Path,
+) -> None:
+    from jsprof.store import segment as seg
+
+    st = Store(tmp_path / "store")
+    rng = np.random.default_rng(4)
+    for i in range(6):
+        upload(st, f"u{i}", make_trace(rng, 200), app="shop", release="1.0",
+               receivedAt=T0 + i * 1e3)
+    st.close()
+    (path,) = (tmp_path / "store" / "segments").glob("*.seg")
+    fd = os.open(path, os.O_RDONLY)
+    heads = [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
+    os.close(fd)
+    data = bytearray(path.read_bytes())
+    data[heads[1].end - 3] ^= 0x10  # a body: fails its CRC
+    data[heads[4].offset + 20] ^= 0x10  # a header: resynced past
+    path.write_bytes(bytes(data))
+    st = Store(tmp_path / "store")
+    stats = compact(st)
+    assert (stats.uploads, stats.damaged) == (4, 2)
+    man = read_manifest(st.path)
+    assert sorted(d["offset"] for d in man["damaged"]) == [heads[1].offset, heads[4].offset]
+    assert "u1" in next(d["what"] for d in man["damaged"] if d["offset"] == heads[1].offset)
+    upload(st, "later", make_trace(rng, 200), app="shop", release="1.0", receivedAt=T0)
+    again = compact(st)  # counted once, not again
+    assert (again.uploads, again.damaged) == (1, 0) and len(read_manifest(st.path)["damaged"]) == 2
     st.close()

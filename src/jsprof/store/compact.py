@@ -63,7 +63,9 @@ class UploadSource(Protocol):
     @property
     def path(self) -> Any: ...
 
-    def iter_uploads(self, after: Any = None) -> Iterator[tuple[Any, str, dict, bytes]]: ...
+    def iter_uploads(
+        self, after: Any = None, on_damage: Any = None
+    ) -> Iterator[tuple[Any, str, dict, bytes]]: ...
 
 
 class CompactError(JsprofError):
@@ -619,6 +621,7 @@ class CompactStats:
     samples: int = 0
     skipped: int = 0
     batches: int = 0
+    damaged: int = 0  # damaged records met in the raw store (listed in manifest["damaged"])
 
 
 class _Lock:
@@ -726,13 +729,29 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             for d in sorted(dirs, key=lambda d: -len(d.parts)):  # new folders' entries too
                 _fsync_dir(d)
             man["nextPart"] = part + 1
-            _cursor_out(man, last_cursor)
+            if last_cursor is not None:  # a run that met only damage keeps its cursor
+                _cursor_out(man, last_cursor)
             _fsync_write(tdir / MANIFEST, orjson.dumps(man))
             stats.batches += 1
             pending = []
             have_new = False
 
-        for cur, upload_id, meta, body in store.iter_uploads(cursor):
+        known = {(d["segment"], d["offset"]) for d in man.setdefault("damaged", [])}
+
+        def damaged(f: Any) -> None:
+            # Counted once each, and committed with the next batch: a reader of the
+            # manifest (fleet, the dashboard) can say how many uploads it cannot count.
+            nonlocal have_new
+            if (f.segment, f.offset) in known:
+                return
+            known.add((f.segment, f.offset))
+            man["damaged"].append(
+                {"segment": f.segment, "offset": f.offset, "length": f.length, "what": f.what}
+            )
+            stats.damaged += 1
+            have_new = True
+
+        for cur, upload_id, meta, body in store.iter_uploads(cursor, on_damage=damaged):
             last_cursor = cur
             have_new = True
             app = _text(meta.get("app")) or ""

@@ -975,13 +975,14 @@ class Store:
         return orjson.loads(meta), trace
 
     def iter_uploads(
-        self, after: Cursor | None = None
+        self, after: Cursor | None = None, on_damage: Any = None
     ) -> Iterator[tuple[Cursor, str, dict, bytes]]:
         """Every stored upload in a stable order (segment name, then record number).
 
         Resumable: pass the cursor of the last upload handled to get only those stored since
         (in any segment); a sealed segment read to its end is skipped after one read of its
-        trailer. A damaged record is logged and skipped, and the records after it still read.
+        trailer. A damaged record is logged and skipped, and the records after it still read;
+        `on_damage(Finding)`, when given, is told of each (so a reader can count them).
         """
         positions = dict(after.positions) if after is not None else {}
         for name in self._segment_names():
@@ -1004,6 +1005,10 @@ class Store:
                                 "store: %s: skipped %d damaged bytes at offset %d",
                                 name, h.end - h.offset, h.offset,
                             )
+                            if on_damage is not None:
+                                on_damage(
+                                    Finding(name, h.offset, h.end - h.offset, "damaged bytes")
+                                )
                         continue
                     if h.seq < start:
                         continue
@@ -1012,6 +1017,10 @@ class Store:
                         meta, trace = seg.read_record(fd, h)
                     except SegmentError as e:
                         log.error("store: %s: skipped a damaged record: %s", name, e)
+                        if on_damage is not None:
+                            on_damage(
+                                Finding(name, h.offset, h.end - h.offset, f"{h.upload_id!r}: {e}")
+                            )
                         continue
                     yield Cursor(positions), h.upload_id, orjson.loads(meta), trace
             finally:
