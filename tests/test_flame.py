@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -113,12 +114,17 @@ def test_untrusted_names_are_escaped_everywhere():
         doc = render_flame(tree, fmt, title=XSS_SCRIPT, subtitle=XSS_ATTR)
         for raw in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK, "<img", "<b>"):
             assert raw not in doc, (fmt, raw)
-        assert doc.count("</script>") == 2  # the JSON block and the script, nothing else
-        # The JSON block holds the names, escaped for a <script> element.
-        block = re.search(r'id="fg-data">(.*?)</script>', doc, re.S).group(1)
-        assert "<" not in block and ">" not in block and "&" not in block
-        assert "\u2028" not in block and "\u2029" not in block
-        assert XSS_SCRIPT in json.loads(block)["names"]
+        # The JSON blocks (the HTML page has the viewer's model too) and the script,
+        # nothing else.
+        assert doc.count("</script>") == (3 if fmt == "html" else 2)
+        # The JSON blocks hold the names, escaped for a <script> element.
+        for bid, key in (("fg-data", "names"), ("fg-model", "fname")):
+            if fmt == "svg" and bid == "fg-model":
+                continue
+            block = re.search(rf'id="{bid}">(.*?)</script>', doc, re.S).group(1)
+            assert "<" not in block and ">" not in block and "&" not in block
+            assert "\u2028" not in block and "\u2029" not in block
+            assert XSS_SCRIPT in json.loads(block)[key]
     # The SVG is well-formed XML and the names read back exactly as text.
     titles = [t.split("\n")[0] for t, _ in _frames(ET.fromstring(render_flame(tree, "svg")))]
     for name in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK):
@@ -310,3 +316,189 @@ def test_the_page_script_is_package_data_and_valid_javascript():
 
 def _basic_tree_small():
     return build_call_tree(_rec([["main", "a"], ["main", "b"]]))
+
+
+# ---- the viewer's views, driven in headless Chromium by Playwright --------------------------
+
+QUICKJS_APP = """
+function leaf(n) { let x = 0; for (let i = 0; i < n; i++) x += i % 7; return x; }
+function fib(n) { return n < 2 ? leaf(200) : fib(n - 1) + fib(n - 2); }
+function parse() { let s = 0; for (let k = 0; k < 40; k++) s += leaf(20000); return s; }
+function main() {
+  const end = Date.now() + 400; let s = 0;
+  while (Date.now() < end) { s += fib(12); s += parse(); }
+  return s;
+}
+main();
+"""
+
+
+@pytest.fixture(scope="module")
+def browser(chromium):
+    from playwright.sync_api import sync_playwright
+
+    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, headless=True, args=list(HEADLESS_FLAGS))
+        yield b
+        b.close()
+
+
+def _page(browser, url: str, width: int = 1280, height: int = 700):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    page.wait_for_function("document.body.dataset.view !== undefined")
+    page.errors = errors
+    return page
+
+
+def _write_flame(trace: Path, out: Path) -> Path:
+    assert main(["flame", str(trace), "-o", str(out)]) == 0
+    return out
+
+
+def _report(trace: Path, capsys) -> list[dict]:
+    capsys.readouterr()
+    assert main(["report", str(trace), "--json", "--all"]) == 0
+    return json.loads(capsys.readouterr().out)["rows"]
+
+
+def _quickjs_trace(tmp_path: Path) -> Path:
+    app = tmp_path / "app.js"
+    app.write_text(QUICKJS_APP)
+    out = tmp_path / "app.quickjs.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--interval", "0.5", "-o", str(out),
+         str(app)],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    page = _page(browser, page_file.as_uri(), height=300)  # shorter than the graph
+    assert page.evaluate("document.body.dataset.view") == "flame"
+    # The graph opens at its roots, scrolled down; the header stays on screen.
+    assert page.evaluate("window.scrollY") > 0
+    for sel in ("h1", "#fg-search", ".legend", "nav.tabs"):
+        box = page.locator(sel).bounding_box()
+        assert box is not None and 0 <= box["y"] < 120, (sel, box)
+    # The tooltip shows on hover, and hides on Esc and on a search keystroke.
+    frame = page.locator("#fg-frames g[data-i='5'] rect")
+    frame.hover()
+    assert page.locator("#fg-tip").is_visible()
+    page.keyboard.press("Escape")
+    assert not page.locator("#fg-tip").is_visible()
+    frame.hover()
+    assert page.locator("#fg-tip").is_visible()
+    page.locator("#fg-search").type("f")
+    assert not page.locator("#fg-tip").is_visible()
+    # Tabs and the hash switch views; the body names the one on screen.
+    page.locator("nav.tabs a[data-tab='sandwich']").click()
+    page.wait_for_function("document.body.dataset.view === 'sandwich'")
+    assert page.locator("#v-sandwich").is_visible() and not page.locator("#v-flame").is_visible()
+    assert "view=sandwich" in page.url
+    page.evaluate("location.hash = 'view=flame'")
+    page.wait_for_function("document.body.dataset.view === 'flame'")
+    assert page.locator("#fg-svg").is_visible()
+    # An unknown view falls back to the flame graph.
+    page2 = _page(browser, page_file.as_uri() + "#view=nonsense")
+    assert page2.evaluate("document.body.dataset.view") == "flame"
+    assert page.errors == [] and page2.errors == []
+    page.screenshot(path=str(tmp_path / "flame.png"))
+    assert Image.open(tmp_path / "flame.png").size == (1280, 300)
+
+
+def _sandwich_rows(page) -> list[tuple[str, str, str, str]]:
+    return page.eval_on_selector_all(
+        "#v-sandwich table.fn tbody tr",
+        "trs => trs.map(tr => [tr.children[4].textContent, tr.children[5].textContent,"
+        " tr.children[0].textContent, tr.children[2].textContent])",
+    )
+
+
+def _check_sandwich_equals_report(browser, trace: Path, tmp_path: Path, capsys) -> None:
+    rows = _report(trace, capsys)
+    page_file = _write_flame(trace, tmp_path / (trace.name + ".html"))
+    page = _page(browser, page_file.as_uri() + "#view=sandwich")
+    assert page.evaluate("document.body.dataset.view") == "sandwich"
+    shown = _sandwich_rows(page)
+    # By self (the default), then by total: the table's first rows are report's.
+    for sort, col in (("self", "self_ms"), ("total", "total_ms")):
+        if sort == "total":
+            page.locator("#v-sandwich th[data-sort='total']").click()
+            shown = _sandwich_rows(page)
+        top = sorted(rows, key=lambda r: -r[col])[:6]
+        by_key = {(n, loc): (float(s), float(t)) for n, loc, s, t in shown}
+        for r in top:
+            # report --json rounds to 3 decimals, the table shows 1: equal to its precision
+            got = by_key[(r["name"], r["location"])]
+            assert got == pytest.approx((r["self_ms"], r["total_ms"]), abs=0.0505), (
+                trace.name, r, got)
+        first = [float(s if sort == "self" else t) for _, _, s, t in shown[:6]]
+        assert first == sorted(first, reverse=True)
+        assert first[0] == pytest.approx(top[0][col], abs=0.05)
+    # Choosing a function shows its callers and callees; every number stays report's.
+    hot = max((r for r in rows if r["location"]), key=lambda r: r["self_ms"])
+    page.locator("#v-sandwich tbody tr", has_text=hot["name"]).first.click()
+    page.wait_for_function("location.hash.indexOf('fn=') >= 0")
+    callers = page.locator("[data-panel='callers']")
+    callees = page.locator("[data-panel='callees']")
+    assert callers.is_visible() and callees.is_visible()
+    note = page.locator("[data-panel='function'] .note").text_content()
+    assert f"self {hot['self_ms']:.1f} ms" in note and f"total {hot['total_ms']:.1f} ms" in note
+    assert page.errors == []
+
+
+def test_sandwich_equals_report_chromium(browser, data, tmp_path, capsys):
+    _check_sandwich_equals_report(browser, data / "chromium" / "trace-basic.json", tmp_path, capsys)
+
+
+def test_sandwich_equals_report_node(browser, data, tmp_path, capsys):
+    _check_sandwich_equals_report(browser, data / "node" / "bench.cpuprofile", tmp_path, capsys)
+
+
+def test_sandwich_equals_report_quickjs(browser, tmp_path, capsys):
+    _check_sandwich_equals_report(browser, _quickjs_trace(tmp_path), tmp_path, capsys)
+
+
+def test_sandwich_merges_callers_above_and_callees_below(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    page = _page(browser, page_file.as_uri() + "#view=sandwich&fn=fib")
+    callers = page.locator("[data-panel='callers'] svg")
+    callees = page.locator("[data-panel='callees'] svg")
+    # fib is called from arrowWork and from workload (merged over every path); it calls
+    # only itself.
+    caller_names = callers.locator("text").all_text_contents()
+    assert {"fib", "arrowWork", "workload", "basic"} <= set(caller_names)
+    callee_names = {t for t in callees.locator("text").all_text_contents() if t}
+    assert callee_names == {"fib"}
+    # Callers go up from fib (drawn at the bottom), callees down from it (at the top).
+    c_box, e_box = callers.bounding_box(), callees.bounding_box()
+    assert c_box["y"] + c_box["height"] <= e_box["y"]
+    fib_y = callers.locator("rect").first.get_attribute("y")
+    assert float(fib_y) == c_box["height"] - ROW
+    # Clicking a caller makes it the chosen function.
+    callers.locator("g", has_text="arrowWork").first.click()
+    page.wait_for_function("decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
+    assert page.locator("[data-panel='function'] h2").text_content() == "arrowWork"
+    page.screenshot(path=str(tmp_path / "sandwich.png"))
+    assert page.errors == []
+
+
+def test_sandwich_names_are_text_not_markup(browser, tmp_path):
+    page_file = tmp_path / "xss.html"
+    page_file.write_text(render_flame(_xss_tree(), "html"), encoding="utf-8")
+    from urllib.parse import quote
+
+    page = _page(browser, page_file.as_uri() + "#view=sandwich&fn=" + quote(XSS_MARK))
+    assert page.locator("[data-panel='function'] h2").text_content() == XSS_MARK
+    names = page.locator("#v-sandwich td.name").all_text_contents()
+    assert XSS_SCRIPT in names and XSS_TITLE in names
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.body.hasAttribute('data-pwned')") is False
+    assert page.errors == []

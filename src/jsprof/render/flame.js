@@ -1,10 +1,14 @@
-// The flame graph's script: click-to-zoom, search with the matched share, hover details.
-// Shipped as package data and inlined by render/flame.py into every HTML and SVG file,
-// where a hash-pinned Content-Security-Policy lets only this exact text run. It reads the
-// numbers from the page's `fg-data` JSON block and the frames from `#fg-frames`.
+// The viewer's script: the flame graph (click-to-zoom, search with the matched share, hover
+// details) and, in the HTML page, the other views switched by tabs and by the URL hash
+// (#view=flame|sandwich&fn=NAME). Shipped as package data and inlined by render/flame.py
+// into every HTML and SVG file, where a hash-pinned Content-Security-Policy lets only this
+// exact text run. It reads the numbers from the page's `fg-data` and `fg-model` JSON blocks
+// and the frames from `#fg-frames`. Names from the trace reach the page only as
+// textContent or attribute values set through the DOM, never as markup.
 (function () {
   "use strict";
   var doc = document;
+  var SVGNS = "http://www.w3.org/2000/svg";
   var D = JSON.parse(doc.getElementById("fg-data").textContent);
   var svg = doc.getElementById("fg-svg");
   var gs = doc.getElementById("fg-frames").children;
@@ -127,8 +131,21 @@
     if (tipEl) tipEl.style.display = "none";
   });
   if (reset) reset.addEventListener("click", function () { zoomed = 0; layout(); });
+  function hideTip() {
+    hover(-1);
+    if (tipEl) tipEl.style.display = "none";
+  }
+  var pending = 0;
   if (input) {
-    input.addEventListener("input", function () { search(input.value); });
+    input.addEventListener("input", function () {
+      hideTip();
+      // One search per pause in typing, not one per keystroke.
+      if (pending) clearTimeout(pending);
+      pending = setTimeout(function () {
+        pending = 0;
+        if (view === "flame") search(input.value); else if (views[view]) views[view].search(input.value);
+      }, 60);
+    });
   } else {
     var s = doc.getElementById("fg-search-button");
     if (s) s.addEventListener("click", function () {
@@ -138,33 +155,337 @@
   }
   doc.addEventListener("keydown", function (e) {
     if (e.key === "Escape") {
+      hideTip();
       zoomed = 0;
       if (input) input.value = "";
       search("");
+      if (views[view]) views[view].search("");
     } else if (e.key === "/" && input && doc.activeElement !== input) {
       e.preventDefault();
       input.focus();
     }
   });
   if (html) window.addEventListener("resize", layout);
-  // A link can carry a search and a zoom: flame.html#q=fib&z=12 (z: frame index).
-  var params = {};
-  location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
-    var p = kv.split("=");
-    if (p.length === 2) params[p[0]] = decodeURIComponent(p[1]);
-  });
-  var zi = parseInt(params.z, 10);
-  if (zi > 0 && zi < N) zoomed = zi;
-  // A flame graph taller than the window opens at its roots, where reading starts.
-  if (html && !D.icicle && svg.getBoundingClientRect().bottom > window.innerHeight) {
-    svg.scrollIntoView({block: "end"});
+  // A link can carry a view, a search and a zoom: flame.html#view=flame&q=fib&z=12
+  // (z: frame index), flame.html#view=sandwich&fn=parse.
+  function params() {
+    var p = {};
+    location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
+      var i = kv.indexOf("=");
+      if (i > 0) {
+        try { p[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1)); } catch (err) { /* bad escape: ignore */ }
+      }
+    });
+    return p;
   }
-  if (params.q) {
-    if (input) input.value = params.q;
-    search(params.q);
+  var P = params();
+  var views = {}, view = "flame";
+  var M = null;
+  var modelEl = doc.getElementById("fg-model");
+  if (html && modelEl) {
+    M = JSON.parse(modelEl.textContent);
+    if (doc.getElementById("v-sandwich")) views.sandwich = sandwichView(M);
+  }
+  function show(name, p) {
+    if (name !== "flame" && !views[name]) name = "flame";
+    hideTip();
+    view = name;
+    var secs = doc.querySelectorAll("main > section");
+    for (var k = 0; k < secs.length; k++) secs[k].hidden = secs[k].getAttribute("data-v") !== name;
+    var tabs = doc.querySelectorAll("nav.tabs a");
+    for (k = 0; k < tabs.length; k++) {
+      tabs[k].className = tabs[k].getAttribute("data-tab") === name ? "on" : "";
+    }
+    if (status) status.textContent = "";
+    if (name === "flame") {
+      if (input) input.placeholder = "Search frames ( / )";
+      search(input ? input.value : "");
+    } else {
+      if (reset) reset.style.visibility = "hidden";
+      views[name].show(p);
+    }
+    doc.body.setAttribute("data-view", name);
+  }
+  if (html) {
+    window.addEventListener("hashchange", function () {
+      var p = params();
+      show(p.view || "flame", p);
+    });
+  }
+  var zi = parseInt(P.z, 10);
+  if (zi > 0 && zi < N) zoomed = zi;
+  if (P.q && input) input.value = P.q;
+  if (html) {
+    show(P.view || "flame", P);
+    // A flame graph taller than the window opens at its roots, where reading starts (the
+    // sticky header stays on screen).
+    if (view === "flame" && !D.icicle && svg.getBoundingClientRect().bottom > window.innerHeight) {
+      svg.scrollIntoView({block: "end"});
+    }
+  } else if (P.q) {
+    search(P.q);
   } else {
     layout();
   }
   // Marks that the script ran (tests read it from the rendered DOM).
   svg.setAttribute("data-ready", "1");
+
+  // ---- shared drawing helpers ---------------------------------------------------------------
+
+  function el(tag, attrs, text) {
+    var e = doc.createElement(tag);
+    for (var a in attrs) if (Object.prototype.hasOwnProperty.call(attrs, a)) e.setAttribute(a, attrs[a]);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  }
+  function sel(tag, attrs) {
+    var e = doc.createElementNS(SVGNS, tag);
+    for (var a in attrs) if (Object.prototype.hasOwnProperty.call(attrs, a)) e.setAttribute(a, attrs[a]);
+    return e;
+  }
+  // Fixed decimals as Python (and so `jsprof report`) prints them: an exact tie rounds to
+  // even (334.25 -> 334.2), where toFixed would round it up. v is exactly halfway between
+  // two d-decimal numbers iff v * 2^(d+1) is an odd integer (that product is exact).
+  function fixed(v, d) {
+    var t = v * Math.pow(2, d + 1);
+    if (t === Math.floor(t) && Math.abs(t % 2) === 1) {
+      var m = Math.pow(10, d), f = Math.floor(v * m);
+      return ((f % 2 ? f + 1 : f) / m).toFixed(d);
+    }
+    return v.toFixed(d);
+  }
+  function ms(v) { return v >= 0.1 || v === 0 ? fixed(v, 1) : fixed(v, 3); }
+  function pct(v, tot) { return tot > 0 ? fixed(100 * v / tot, 1) : "0.0"; }
+  function hue(name) {
+    var h = 0;
+    for (var k = 0; k < name.length; k++) h = (h * 31 + name.charCodeAt(k)) | 0;
+    h = h >>> 0;
+    return "hsl(" + (8 + h % 44) + "," + (70 + (h >> 8) % 20) + "%," + (58 + (h >> 16) % 12) + "%)";
+  }
+  function showTip(e, text) {
+    if (!tipEl) return;
+    tipEl.textContent = text;
+    tipEl.style.display = "block";
+    var r = tipEl.getBoundingClientRect();
+    var left = e.clientX + 14, top = e.clientY + 16;
+    if (left + r.width > window.innerWidth - 4) left = Math.max(4, e.clientX - r.width - 14);
+    if (top + r.height > window.innerHeight - 4) top = Math.max(4, e.clientY - r.height - 12);
+    tipEl.style.left = left + "px";
+    tipEl.style.top = top + "px";
+  }
+  // A merged tree (trie keyed by function) drawn as a flame: `up` puts the root at the
+  // bottom (callers above), else at the top (callees below). Nodes: {f, v, kids: {f: node}}.
+  function drawTrie(root, W, up, onPick, total) {
+    var rows = [], maxD = 0;
+    (function walk(nd, d, x) {
+      rows.push([nd, d, x]);
+      if (d > maxD) maxD = d;
+      var ks = [];
+      for (var k in nd.kids) ks.push(nd.kids[k]);
+      ks.sort(function (a, b) { return b.v - a.v; });
+      var cx = x;
+      for (var j = 0; j < ks.length; j++) {
+        if (ks[j].v * W / (root.v || 1) >= 0.5 && d < 400) walk(ks[j], d + 1, cx);
+        cx += ks[j].v;
+      }
+    })(root, 0, 0);
+    var H = (maxD + 1) * D.row, scale = (W - 2 * D.pad) / (root.v || 1);
+    var s = sel("svg", {width: W, height: H});
+    rows.forEach(function (r) {
+      var nd = r[0], d = r[1], x = D.pad + r[2] * scale, w = nd.v * scale;
+      var y = up ? H - (d + 1) * D.row : d * D.row;
+      var name = nd.f < 0 ? "(thinner paths)" : M.fname[nd.f];
+      var g = sel("g", {});
+      var rect = sel("rect", {x: x.toFixed(2), y: y, width: Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2),
+        height: D.row - 1, rx: 2, fill: nd.f < 0 ? "hsl(220,8%,86%)" : hue(name)});
+      var t = sel("text", {x: (x + 3).toFixed(2), y: (y + D.row - 4.5).toFixed(1)});
+      t.textContent = label(name, w);
+      g.appendChild(rect);
+      g.appendChild(t);
+      var tip = name + (nd.f >= 0 && M.floc[nd.f] ? "\n" + M.floc[nd.f] : "") + "\n" +
+        ms(nd.v) + " ms (" + pct(nd.v, total) + "% of total)";
+      g.addEventListener("mousemove", function (e) { showTip(e, tip); });
+      g.addEventListener("mouseleave", function () { if (tipEl) tipEl.style.display = "none"; });
+      if (nd.f >= 0) g.addEventListener("click", function () { onPick(nd.f); });
+      s.appendChild(g);
+    });
+    return s;
+  }
+
+  // ---- sandwich: functions table, callers above, callees below ------------------------------
+
+  function sandwichView(M) {
+    var sec = doc.getElementById("v-sandwich");
+    var NF = M.fname.length, NN = M.parent.length;
+    var kids = [], byFn = [];
+    for (var f = 0; f < NF; f++) byFn.push([]);
+    for (var n = 0; n < NN; n++) {
+      kids.push([]);
+      if (M.parent[n] >= 0) kids[M.parent[n]].push(n);
+      byFn[M.fn[n]].push(n);
+    }
+    var sortBy = "self", filter = "", chosen = -1, built = false;
+    var grid, tableBox, tbody, side, ths = {};
+    function build() {
+      built = true;
+      grid = el("div", {"class": "sw-grid"});
+      tableBox = el("div", {"class": "sw-table"});
+      var table = el("table", {"class": "fn", "data-table": "functions"});
+      var head = el("tr", {});
+      [["self", "Self ms"], ["selfp", "Self %"], ["total", "Total ms"], ["totalp", "Total %"],
+       ["name", "Function"], ["loc", "Location"]].forEach(function (c) {
+        var th = el("th", {"data-sort": c[0], "class": c[0] === "name" || c[0] === "loc" ? "name" : ""}, c[1]);
+        ths[c[0]] = th;
+        th.addEventListener("click", function () {
+          if (c[0] === "self" || c[0] === "selfp") sortBy = "self";
+          else if (c[0] === "total" || c[0] === "totalp") sortBy = "total";
+          else return;
+          fill();
+        });
+        head.appendChild(th);
+      });
+      var thead = el("thead", {});
+      thead.appendChild(head);
+      table.appendChild(thead);
+      tbody = el("tbody", {});
+      table.appendChild(tbody);
+      tableBox.appendChild(table);
+      side = el("div", {"class": "sw-side"});
+      grid.appendChild(tableBox);
+      grid.appendChild(side);
+      sec.appendChild(grid);
+      tbody.addEventListener("click", function (e) {
+        var tr = e.target;
+        while (tr && tr.tagName !== "TR") tr = tr.parentNode;
+        if (tr && tr.getAttribute("data-f") !== null) pick(+tr.getAttribute("data-f"));
+      });
+    }
+    function order() {
+      var a = M.fself, b = M.ftotal;
+      if (sortBy === "total") { a = M.ftotal; b = M.fself; }
+      var idx = [];
+      for (var f = 0; f < NF; f++) {
+        if (filter && M.fname[f].toLowerCase().indexOf(filter) < 0 &&
+            M.floc[f].toLowerCase().indexOf(filter) < 0) continue;
+        idx.push(f);
+      }
+      idx.sort(function (x, y) { return (a[y] - a[x]) || (b[y] - b[x]) || (x - y); });
+      return idx;
+    }
+    var LIMIT = 400;  // rows in the DOM at once; search narrows the rest
+    function fill() {
+      ths.self.textContent = "Self ms" + (sortBy === "self" ? " \u25BE" : "");
+      ths.total.textContent = "Total ms" + (sortBy === "total" ? " \u25BE" : "");
+      var idx = order(), frag = doc.createDocumentFragment();
+      for (var k = 0; k < idx.length && k < LIMIT; k++) {
+        var f = idx[k];
+        var tr = el("tr", {"data-f": f, "class": f === chosen ? "sel" : ""});
+        tr.appendChild(el("td", {"data-col": "self"}, ms(M.fself[f])));
+        tr.appendChild(el("td", {}, pct(M.fself[f], M.total)));
+        tr.appendChild(el("td", {"data-col": "total"}, ms(M.ftotal[f])));
+        tr.appendChild(el("td", {}, pct(M.ftotal[f], M.total)));
+        tr.appendChild(el("td", {"class": "name", "data-col": "name", title: M.fname[f]}, M.fname[f]));
+        tr.appendChild(el("td", {"class": "loc", title: M.floc[f]}, M.floc[f]));
+        frag.appendChild(tr);
+      }
+      tbody.textContent = "";
+      tbody.appendChild(frag);
+      if (status) {
+        status.textContent = filter ? "\u201c" + filter + "\u201d: " + idx.length + " function" +
+          (idx.length === 1 ? "" : "s") + (idx.length > LIMIT ? " (first " + LIMIT + " shown)" : "") :
+          (idx.length > LIMIT ? NF + " functions; the first " + LIMIT + " shown, search for the rest" : "") +
+          (M.nfunctions > NF ? " (" + (M.nfunctions - NF) + " functions under 0.01% of the time are not in this file)" : "");
+      }
+    }
+    // The outermost calls of f: a recursive call's time is inside its outer call already.
+    function outer(f) {
+      return byFn[f].filter(function (n) {
+        for (var a = M.parent[n]; a >= 0; a = M.parent[a]) if (M.fn[a] === f) return false;
+        return true;
+      });
+    }
+    function add(nd, f, v) {
+      var c = nd.kids[f];
+      if (!c) c = nd.kids[f] = {f: f, v: 0, kids: {}};
+      c.v += v;
+      return c;
+    }
+    function callers(f, tops) {
+      var root = {f: f, v: M.ftotal[f], kids: {}}, got = 0;
+      tops.forEach(function (n) {
+        var nd = root;
+        for (var a = M.parent[n]; a >= 0; a = M.parent[a]) nd = add(nd, M.fn[a], M.tot[n]);
+        got += M.tot[n];
+      });
+      if (root.v - got > root.v * 1e-9) add(root, -1, root.v - got);
+      return root;
+    }
+    function callees(f, tops) {
+      var root = {f: f, v: M.ftotal[f], kids: {}}, got = 0;
+      tops.forEach(function (n) {
+        got += M.tot[n];
+        var st = [[n, root]];
+        while (st.length) {
+          var it = st.pop(), ks = kids[it[0]], sum = 0;
+          for (var j = 0; j < ks.length; j++) {
+            sum += M.tot[ks[j]];
+            st.push([ks[j], add(it[1], M.fn[ks[j]], M.tot[ks[j]])]);
+          }
+          // Children too thin to keep in the file: their time is not this frame's own.
+          var thin = M.tot[it[0]] - M.self[it[0]] - sum;
+          if (thin > M.tot[it[0]] * 1e-9 && thin > 1e-9) add(it[1], -1, thin);
+        }
+      });
+      if (root.v - got > root.v * 1e-9) add(root, -1, root.v - got);
+      return root;
+    }
+    function draw() {
+      side.textContent = "";
+      if (chosen < 0) {
+        side.appendChild(el("p", {"class": "empty"}, "Choose a function in the table: its callers show above it and its callees below."));
+        return;
+      }
+      var f = chosen, tops = outer(f), W = Math.max(side.clientWidth - 4, 300);
+      var head = el("div", {"class": "panel", "data-panel": "function"});
+      head.appendChild(el("h2", {}, M.fname[f]));
+      head.appendChild(el("div", {"class": "note"}, (M.floc[f] ? M.floc[f] + " \u00b7 " : "") +
+        "self " + ms(M.fself[f]) + " ms (" + pct(M.fself[f], M.total) + "%) \u00b7 total " +
+        ms(M.ftotal[f]) + " ms (" + pct(M.ftotal[f], M.total) + "%)"));
+      var up = el("div", {"class": "panel", "data-panel": "callers"});
+      up.appendChild(el("h2", {}, "Callers (merged; " + M.fname[f] + " at the bottom)"));
+      up.appendChild(drawTrie(callers(f, tops), W, true, pick, M.total));
+      var down = el("div", {"class": "panel", "data-panel": "callees"});
+      down.appendChild(el("h2", {}, "Callees (merged; " + M.fname[f] + " at the top)"));
+      down.appendChild(drawTrie(callees(f, tops), W, false, pick, M.total));
+      side.appendChild(head);
+      side.appendChild(up);
+      side.appendChild(down);
+    }
+    function pick(f) {
+      // Through the hash, so the choice is a link and Back returns to the last one.
+      location.hash = "view=sandwich&fn=" + encodeURIComponent(M.fname[f]);
+    }
+    function find(name, loc) {
+      var best = -1;
+      for (var f = 0; f < NF; f++) {
+        if (M.fname[f] !== name || (loc && M.floc[f] !== loc)) continue;
+        if (best < 0 || M.ftotal[f] > M.ftotal[best]) best = f;
+      }
+      return best;
+    }
+    return {
+      show: function (p) {
+        if (!built) build();
+        if (input) input.placeholder = "Search functions ( / )";
+        filter = (input ? input.value : "").toLowerCase();
+        chosen = p && p.fn !== undefined ? find(p.fn, p.loc) : chosen;
+        fill();
+        draw();
+      },
+      search: function (q) {
+        filter = (q || "").toLowerCase();
+        if (built) fill();
+      }
+    };
+  }
 })();

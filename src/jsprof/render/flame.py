@@ -27,6 +27,7 @@ import orjson
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
+from ..analysis.profile import repeats_an_ancestor
 from ..trace import NO_STACK_NAMES, NONE
 
 ROW = 16  # px per stack level
@@ -64,6 +65,73 @@ def script_json(obj: object) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
+
+
+# The viewer's other views (sandwich, time) read a finer tree than the drawing keeps: every
+# node above this share of all time, at most MODEL_NODES of them, so zoom and the callers
+# and callees of a function are exact for all but the thinnest paths and files stay bounded.
+MODEL_SHARE = 1e-4
+MODEL_NODES = 100_000
+MODEL_FUNCTIONS = 50_000
+
+
+def function_table(tree: CallTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(self ms, total ms, self samples, total samples) per function of `tree`, as
+    `report` counts them: a recursive function's total is taken at its outermost call."""
+    nf = len(tree.functions)
+    fn = tree.function
+    outer = ~repeats_an_ancestor(tree.parent, fn)
+    self_ms = np.bincount(fn, weights=tree.self_ms, minlength=nf)
+    total_ms = np.bincount(fn[outer], weights=tree.total_ms[outer], minlength=nf)
+    self_n = np.bincount(fn, weights=tree.self_samples, minlength=nf)
+    total_n = np.bincount(fn[outer], weights=tree.total_samples[outer], minlength=nf)
+    return self_ms, total_ms, np.rint(self_n).astype(np.int64), np.rint(total_n).astype(np.int64)
+
+
+def viewer_model(tree: CallTree) -> dict:
+    """The data of the sandwich view: every function with its self and total, and the call
+    tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees."""
+    total = float(tree.total_time)
+    tm = tree.total_ms
+    keep = (tm > 0) & (tm >= total * MODEL_SHARE)
+    if int(keep.sum()) > MODEL_NODES:
+        # A parent is never narrower than its child, so a cut by value keeps every kept
+        # node's ancestors.
+        cut = np.partition(tm[keep], -MODEL_NODES)[-MODEL_NODES]
+        keep &= tm > cut
+    nodes = np.nonzero(keep)[0]  # tree nodes are numbered level by level: parents first
+    index = np.full(len(tm) + 1, -1, np.int64)
+    index[nodes] = np.arange(len(nodes))
+    par = tree.parent[nodes]
+    mparent = np.where(par < 0, -1, index[np.maximum(par, 0)])
+    self_ms, total_ms, self_n, total_n = function_table(tree)
+    # Functions: those of the kept nodes and the widest others above MODEL_SHARE (a
+    # function spread thinly over many paths is still a row).
+    has = np.zeros(len(tree.functions), bool)
+    has[tree.function[nodes]] = True
+    rest = np.nonzero(~has & (total_n > 0) & (total_ms >= total * MODEL_SHARE))[0]
+    rest = rest[np.argsort(-total_ms[rest], kind="stable")[:MODEL_FUNCTIONS]]
+    has[rest] = True
+    used = np.nonzero(has)[0]
+    fmap = np.full(len(tree.functions), -1, np.int64)
+    fmap[used] = np.arange(len(used))
+    funcs = [tree.functions[i] for i in used.tolist()]
+    # Time a dropped child stood for is not the parent's own: kept apart so the views can
+    # say "(thinner paths)" instead of painting it as self time.
+    return {
+        "fname": [clean(f.label()) for f in funcs],
+        "floc": [clean(f.location()) for f in funcs],
+        "fself": [round(float(v), 6) for v in self_ms[used]],
+        "ftotal": [round(float(v), 6) for v in total_ms[used]],
+        "fselfN": self_n[used].tolist(),
+        "ftotalN": total_n[used].tolist(),
+        "parent": mparent.tolist(),
+        "fn": fmap[tree.function[nodes]].tolist(),
+        "self": [round(float(v), 6) for v in tree.self_ms[nodes]],
+        "tot": [round(float(v), 6) for v in tm[nodes]],
+        "total": total,
+        "nfunctions": int((total_n > 0).sum()),
+    }
 
 
 @dataclass
@@ -358,7 +426,8 @@ def render_flame(
     data = script_json(fr.data)
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
-    return _html_document(fr, data, title, subtitle, legend, width)
+    model = script_json(viewer_model(tree))
+    return _html_document(fr, data, title, subtitle, legend, width, model, ("flame", "sandwich"))
 
 
 _CSS = """
@@ -410,31 +479,71 @@ _PAGE_CSS = """
 :root { color-scheme: light; }
 body { margin: 0; background: #fbfbfa; color: #1d1d1f;
   font: 13px system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
-header { padding: 12px 16px 6px; display: flex; flex-wrap: wrap; align-items: baseline;
+.top { position: sticky; top: 0; z-index: 3; background: rgba(251,251,250,0.97);
+  border-bottom: 1px solid #e3e3e6; }
+header { padding: 10px 16px 4px; display: flex; flex-wrap: wrap; align-items: baseline;
   gap: 6px 18px; }
 h1 { font-size: 16px; margin: 0; font-weight: 600; }
 .sub { color: #6e6e73; }
+nav.tabs { display: flex; gap: 2px; }
+nav.tabs a { padding: 3px 10px; border-radius: 6px; color: #0b61c4; text-decoration: none; }
+nav.tabs a.on { background: #0b61c4; color: #fff; }
 .controls { margin-left: auto; display: flex; gap: 8px; align-items: center; }
 #fg-search { font: inherit; padding: 4px 8px; width: 220px; border: 1px solid #c8c8cc;
   border-radius: 6px; background: #fff; }
-#fg-reset { font: inherit; padding: 4px 10px; border: 1px solid #c8c8cc; border-radius: 6px;
-  background: #fff; cursor: pointer; visibility: hidden; }
-#fg-status { color: #8a2be2; min-height: 1em; padding: 0 16px; }
-.legend { padding: 2px 16px 6px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
+#fg-reset, #fg-track { font: inherit; padding: 4px 10px; border: 1px solid #c8c8cc;
+  border-radius: 6px; background: #fff; cursor: pointer; }
+#fg-reset { visibility: hidden; }
+#fg-status { color: #8a2be2; min-height: 1em; padding: 0 16px 4px; }
+.legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
-#fg-wrap { padding: 0 6px 12px; }
+#fg-wrap { padding: 6px 6px 12px; }
 #fg-svg { display: block; }
 #fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;
   word-break: break-all; background: rgba(29,29,31,0.94); color: #f5f5f7; padding: 7px 9px;
   border-radius: 6px; font-size: 12px; line-height: 1.45; pointer-events: none;
-  box-shadow: 0 4px 14px rgba(0,0,0,0.18); z-index: 2; }
+  box-shadow: 0 4px 14px rgba(0,0,0,0.18); z-index: 4; }
 footer { color: #8e8e93; padding: 0 16px 14px; font-size: 12px; }
-"""
+.sw-grid { display: grid; grid-template-columns: minmax(420px, 46%) 1fr; gap: 12px;
+  padding: 8px 12px; }
+.sw-table { overflow: auto; max-height: calc(100vh - 130px); border: 1px solid #e3e3e6;
+  border-radius: 6px; background: #fff; }
+table.fn { border-collapse: collapse; width: 100%; font-size: 12px; }
+table.fn th { position: sticky; top: 0; background: #f2f2f4; text-align: right;
+  padding: 4px 6px; cursor: pointer; user-select: none; white-space: nowrap; }
+table.fn th.name { text-align: left; }
+table.fn td { padding: 2px 6px; text-align: right; white-space: nowrap;
+  font-variant-numeric: tabular-nums; border-top: 1px solid #f0f0f2; }
+table.fn td.name { text-align: left; overflow: hidden; text-overflow: ellipsis;
+  max-width: 260px; font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+table.fn td.loc { text-align: left; color: #6e6e73; overflow: hidden; text-overflow: ellipsis;
+  max-width: 220px; }
+table.fn tr { cursor: pointer; }
+table.fn tr:hover td { background: #f4f8fd; }
+table.fn tr.sel td { background: #dbe9fb; }
+.panel h2 { font-size: 13px; margin: 6px 0 4px; font-weight: 600; color: #444; }
+.panel svg { display: block; }
+.panel .note { color: #6e6e73; font-size: 12px; }
+.panel svg text, #v-time svg text { font: FONTpx ui-monospace, "DejaVu Sans Mono", Menlo,
+  Consolas, monospace; fill: #1d1d1f; pointer-events: none; }
+.panel svg g, #v-time svg g { cursor: pointer; }
+.panel svg g:hover rect, #v-time svg g:hover rect { stroke: #1d1d1f; stroke-width: 0.8; }
+.empty { color: #6e6e73; padding: 20px 16px; }
+""".replace("FONT", str(FONT))
+
+VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"))
 
 
 def _html_document(
-    fr: _Frames, data: str, title: str, subtitle: str, legend: list, width: int
+    fr: _Frames,
+    data: str,
+    title: str,
+    subtitle: str,
+    legend: list,
+    width: int,
+    model: str,
+    views: tuple[str, ...],
 ) -> str:
     legend_html = "".join(
         f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
@@ -446,20 +555,33 @@ def _html_document(
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
         f"script-src 'sha256-{digest}'"
     )
+    tabs = "".join(
+        f'<a href="#view={v}" data-tab="{v}">{label}</a>' for v, label in VIEWS if v in views
+    )
+    sections = "".join(
+        f'<section id="v-{v}" data-v="{v}" hidden></section>' for v in views if v != "flame"
+    )
     return (
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
         f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}{_CSS}</style>\n</head>\n<body>\n"
-        f'<header><h1>{esc(title)}</h1><span class="sub">{esc(subtitle)}</span>'
-        '<div class="controls"><button id="fg-reset" type="button">Reset zoom</button>'
+        # The header sticks: title, tabs, search and Reset stay on screen while a tall
+        # graph scrolls under them.
+        f'<div class="top"><header><h1>{esc(title)}</h1><span class="sub">{esc(subtitle)}</span>'
+        f'<nav class="tabs">{tabs}</nav>'
+        '<div class="controls"><select id="fg-track" aria-label="Track" hidden></select>'
+        '<button id="fg-reset" type="button">Reset zoom</button>'
         '<input id="fg-search" type="search" placeholder="Search frames ( / )" '
         'aria-label="Search frames by name or location" autocomplete="off"></div></header>\n'
-        f'<div class="legend">{legend_html}</div>\n<div id="fg-status"></div>\n'
-        f'<div id="fg-wrap"><svg id="fg-svg" xmlns="http://www.w3.org/2000/svg" '
+        f'<div class="legend">{legend_html}</div>\n<div id="fg-status"></div></div>\n'
+        f'<main><section id="v-flame" data-v="flame"><div id="fg-wrap">'
+        f'<svg id="fg-svg" xmlns="http://www.w3.org/2000/svg" '
         f'width="{width}" height="{fr.height}">{fr.svg}</svg></div>\n'
+        "<footer>Click a frame to zoom, Esc to reset; hover for details.</footer></section>"
+        f"{sections}</main>\n"
         '<div id="fg-tip" role="tooltip"></div>\n'
-        "<footer>Click a frame to zoom, Esc to reset; hover for details.</footer>\n"
         f'<script type="application/json" id="fg-data">{data}</script>\n'
+        f'<script type="application/json" id="fg-model">{model}</script>\n'
         f"<script>{flame_script()}</script>\n</body>\n</html>\n"
     )
