@@ -17,8 +17,6 @@ from jsprof.errors import UsageError
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "jsprof"
 UPWARD = ("jsprof.cli", "jsprof.record", "jsprof.outputs", "jsprof.render")
-# What still imports upward, to move out of engines/ (each entry a debt, not a rule).
-NOT_YET: set[str] = {"chromium/cli.py"}
 
 
 def test_every_engine_names_entry_points_that_exist() -> None:
@@ -95,5 +93,4 @@ def test_no_engine_module_imports_upward() -> None:
             up = [n for n in names if any(n == u or n.startswith(u + ".") for u in UPWARD)]
             if up:
                 found.setdefault(rel, []).extend(up)
-    assert set(found) <= NOT_YET, found
-    assert all(rel in found for rel in NOT_YET), "a debt was paid: take it off NOT_YET"
+    assert found == {}, found

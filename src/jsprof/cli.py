@@ -581,14 +581,67 @@ class _Preparing:
         self._thread.join()
 
 
+def _cmd_record_page(args: argparse.Namespace) -> int:
+    """`record` on a page engine (Chromium): a target it opens, or a browser's tab (--cdp);
+    its page errors and crashes come as notes after the summary, with the exit status."""
+    from .engines.chromium.cli import default_stem, notes
+    from .engines.chromium.record import record_chromium
+    from .engines.registry import engine_spec
+    from .outputs import recording_output, save_recording
+    from .record import exit_status
+    from .render.summary import print_recording_summary
+
+    engine_spec("chromium").check_max_buffer_size(getattr(args, "max_buffer_size", None))
+    if getattr(args, "workers", None) is not None:
+        raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
+    if args.cdp:
+        if args.script:
+            raise UsageError("give either --cdp ENDPOINT or a target to open, not both")
+        if args.until is not None:
+            raise UsageError("--until goes with a target that jsprof opens, not --cdp")
+        out = recording_output(args.output, "cdp.chromium")  # checked before attaching
+        rec = engine_spec("chromium").attach(
+            args.cdp,
+            target=args.target,
+            duration=args.duration,
+            sample_interval=args.interval,
+            allow_remote=args.allow_remote,
+        )
+    else:
+        if not args.script:
+            raise UsageError("give the URL, .html, .js or .mjs file to record")
+        if args.args:
+            raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
+        if args.target is not None or args.allow_remote:
+            raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
+        out = recording_output(args.output, default_stem(args.script))  # before the run
+        rec = record_chromium(
+            args.script,
+            sample_interval=args.interval,
+            until=args.until,
+            duration=args.duration,
+        )
+    out = save_recording(rec, out)
+    page_notes, status = notes(rec, exit_status(rec))
+    try:
+        print_recording_summary(rec, out)
+        for note in page_notes:
+            print(note, file=sys.stderr)
+    except BrokenPipeError:
+        # The reader went away (`2>&1 | head`): the status stays the page's.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        for fd in (1, 2):
+            os.dup2(devnull, fd)
+        os.close(devnull)
+    return status
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from .engines.registry import engine_spec
     from .record import check_script, exit_status, record, start_engine
 
-    if args.engine == "chromium" or args.cdp:
-        from .engines.chromium.cli import cmd_record as record_chromium
-
-        return record_chromium(args)
+    if args.cdp or engine_spec(args.engine or "quickjs").runs == "pages":
+        return _cmd_record_page(args)
     if args.until is not None or args.target is not None or args.allow_remote:
         raise UsageError("--until, --target and --allow-remote go with --engine chromium/--cdp")
     if args.pid is not None:
@@ -665,12 +718,18 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from .engines.registry import engine_spec
     from .record import run
 
-    if args.engine == "chromium":
-        from .engines.chromium.cli import cmd_run as run_chromium
-
-        return run_chromium(args)
+    if engine_spec(args.engine).runs == "pages":
+        # A page's run: the browser's own Profiler; its errors are the page's to print.
+        return int(engine_spec(args.engine).run(
+            args.script,
+            args.args,
+            allow_profiling=not args.no_profiling,
+            until=getattr(args, "until", None),
+            duration=getattr(args, "duration", None),
+        ) or 0)
     try:
         code = run(
             args.script,

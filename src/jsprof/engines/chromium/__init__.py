@@ -5,7 +5,8 @@ console, network), thread.py (one page/worker/iframe thread: profiler, slices, t
 origin, idleness, its Track), helper.py (jsprof's helper in the page, and removing its
 frames), console.py (console output as the console shows it), endings.py (the rules that
 end a recording), record.py, run.py, attach.py, runtime.py (the RuntimeProfiler
-contract), serve.py (the loopback page server), cli.py (the command-line side).
+contract), serve.py (the loopback page server), cli.py (the default output name and the
+notes after a recording's summary; the command itself is jsprof/cli.py's).
 
 - `record_chromium(target, ...)`: open a URL, a local .html page or a .js/.mjs script
   (served from loopback) and profile it: the page's main thread is the `main` track,

@@ -1,19 +1,15 @@
-"""`jsprof record --engine chromium`, `record --cdp` and `run --engine chromium`: the
-command-line side (output name, saving, exit codes), kept out of cli.py so that `jsprof
---help` imports nothing of the engine."""
+"""What `jsprof record --engine chromium` and `record --cdp` say about a recording: its
+default output name and the notes (with the exit status) after the summary. The command
+itself is cli.py's (`_cmd_record_page`): nothing here imports above engines/."""
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
-import sys
 import urllib.parse
 from typing import TYPE_CHECKING
 
-from ...errors import UsageError
 from ...words import printable
-from ..registry import engine_spec
 
 if TYPE_CHECKING:
     from ...trace import Recording
@@ -31,58 +27,7 @@ def default_stem(target: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", stem) + ".chromium"
 
 
-def cmd_record(args: argparse.Namespace) -> int:
-    from ...outputs import recording_output, save_recording
-    from ...record import exit_status
-    from ...render.summary import print_recording_summary
-    from .record import record_chromium
-
-    engine_spec("chromium").check_max_buffer_size(getattr(args, "max_buffer_size", None))
-    if getattr(args, "workers", None) is not None:
-        raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
-    if args.cdp:
-        if args.script:
-            raise UsageError("give either --cdp ENDPOINT or a target to open, not both")
-        if args.until is not None:
-            raise UsageError("--until goes with a target that jsprof opens, not --cdp")
-        out = recording_output(args.output, "cdp.chromium")  # checked before attaching
-        rec = engine_spec("chromium").attach(
-            args.cdp,
-            target=args.target,
-            duration=args.duration,
-            sample_interval=args.interval,
-            allow_remote=args.allow_remote,
-        )
-    else:
-        if not args.script:
-            raise UsageError("give the URL, .html, .js or .mjs file to record")
-        if args.args:
-            raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
-        if args.target is not None or args.allow_remote:
-            raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
-        out = recording_output(args.output, default_stem(args.script))  # before the run
-        rec = record_chromium(
-            args.script,
-            sample_interval=args.interval,
-            until=args.until,
-            duration=args.duration,
-        )
-    out = save_recording(rec, out)
-    notes, status = _notes(rec, exit_status(rec))
-    try:
-        print_recording_summary(rec, out)
-        for note in notes:
-            print(note, file=sys.stderr)
-    except BrokenPipeError:
-        # The reader went away (`2>&1 | head`): the status stays the page's.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for fd in (1, 2):
-            os.dup2(devnull, fd)
-        os.close(devnull)
-    return status
-
-
-def _notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
+def notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
     """The warnings after the summary, and the exit status they come with."""
     meta = rec.tracks[0].meta
     notes = [f"jsprof: warning: {printable(lost)}" for lost in meta.get("lost", ())]
@@ -105,13 +50,3 @@ def _notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
         )
         return notes, 1
     return notes, 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    return engine_spec("chromium").run(
-        args.script,
-        args.args,
-        allow_profiling=not args.no_profiling,
-        until=getattr(args, "until", None),
-        duration=getattr(args, "duration", None),
-    )
