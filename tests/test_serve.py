@@ -826,6 +826,8 @@ def test_damaged_upload_is_a_clear_answer_not_a_500(tmp_path: Path) -> None:
             assert status == 410, (status, body)
             assert "damaged" in _one_line_error(status, h, body)
         assert c.get("ok-1")[0] == 200 and c.get("ok-2")[0] == 200
+        # A client's retry of the damaged one is answered as its first upload was.
+        assert c.post(raw, "app=shop&key=k1&id=bad-1") == (202, {"id": "bad-1"})
     finally:
         c.stop()
     lines = [x for x in c.stderr_lines if "damaged on disk" in x]

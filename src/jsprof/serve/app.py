@@ -232,7 +232,13 @@ async def post_trace(request: Request) -> Response:
 
 
 def _same_upload(store: Store, upload_id: str, trace_json: bytes, gzipped: bytes | None) -> bool:
-    got = store.get(upload_id)
+    try:
+        got = store.get(upload_id)
+    except StoreError as e:
+        # The stored copy cannot be read to compare: a retry is answered as the first
+        # upload was (the damage is the store's to report, not this client's).
+        log_once(f"damaged:{upload_id}", f"upload {upload_id!r} is damaged on disk: {e}")
+        return True
     if got is None:  # pruned meanwhile: nothing to disagree with
         return True
     if trace_json is None and gzipped is not None:
