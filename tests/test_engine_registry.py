@@ -94,3 +94,27 @@ def test_no_engine_module_imports_upward() -> None:
             if up:
                 found.setdefault(rel, []).extend(up)
     assert found == {}, found
+
+
+def test_node_is_started_before_numpy_through_the_registry(tmp_path: Path) -> None:
+    # The registry imports its entry points lazily: Node boots while jsprof imports the rest.
+    app = tmp_path / "empty.js"
+    app.write_text("")
+    code = (
+        "import sys\n"
+        "def hook(event, args):\n"
+        "    if event == 'subprocess.Popen' and not hasattr(hook, 'said'):\n"
+        "        hook.said = 1\n"
+        "        print('numpy' in sys.modules, args[0], file=sys.stderr)\n"
+        "sys.addaudithook(hook)\n"
+        "from jsprof.cli import main\n"
+        "sys.exit(main(sys.argv[1:]))\n"
+    )
+    r = subprocess.run(
+        [sys.executable, "-c", code, "record", "--engine", "node", "-o",
+         str(tmp_path / "t.json"), str(app)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    first = r.stderr.splitlines()[0].split()
+    assert first[0] == "False" and Path(first[1]).name.startswith("node"), r.stderr
