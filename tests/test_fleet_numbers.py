@@ -388,3 +388,16 @@ def test_the_http_api_refuses_what_it_cannot_answer(tmp_path):
         assert status == 400 and "1.0" in orjson.loads(body)["error"]
     finally:
         srv.stop()
+
+
+def test_the_cap_without_a_declared_interval():
+    # A real trace read from a file that says no interval: the median gap is the interval.
+    from jsprof.trace import gap_cap, sample_weights, weights_and_lost
+
+    tr = shifted(chromium("trace-idle.json"), 40, HOUR)
+    d = np.diff(tr.sample_time)
+    cap = max(GAP_CAP_INTERVALS * float(np.median(d[d > 0])), 100.0)
+    assert gap_cap(tr) == pytest.approx(cap)
+    w, lost = weights_and_lost(tr)
+    assert w.max() == pytest.approx(cap) and lost == pytest.approx(d[40] - cap)
+    assert np.array_equal(sample_weights(tr), w)

@@ -277,15 +277,18 @@ def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
     if n == 0:
         return w, 0.0
     np.maximum(np.diff(t), 0.0, out=w[:-1])
-    med = trace.median_gap()
-    w[-1] = interval if interval is not None and interval > 0 else (med or 0.0)
-    cap = gap_cap(trace, interval)
+    declared = interval if interval is not None and interval > 0 else None
+    w[-1] = declared if declared is not None else (trace.median_gap() or 0.0)
     lost = 0.0
-    if cap is not None:
-        over = w > cap
-        if over.any():
-            lost = float((w[over] - cap).sum())
-            w[over] = cap
+    # The cap is at least this: below it no gap needs the median (a sort) to be judged.
+    floor = max(GAP_CAP_INTERVALS * (declared or 0.0), GAP_CAP_MIN_MS)
+    if float(w.max()) > floor:
+        cap = gap_cap(trace, interval)
+        if cap is not None:
+            over = w > cap
+            if over.any():
+                lost = float((w[over] - cap).sum())
+                w[over] = cap
     return w, lost
 
 
