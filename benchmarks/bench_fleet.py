@@ -37,6 +37,7 @@ from jsprof.fleet.engine import DaskEngine, DuckEngine, Snapshot
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store.compact import (
+    FORMAT_VERSION,
     MANIFEST,
     NS_PER_MS,
     _fsync_write,
@@ -109,7 +110,7 @@ def build_store(root: Path, n_traces: int, n_samples: int, seed: int = 1):
     n_st = len(parent)
     tdir = tables_dir(root)
     tdir.mkdir(parents=True)
-    man = {"formatVersion": 1, "cursor": None, "hasCursor": False, "nextUk": 0,
+    man = {"formatVersion": FORMAT_VERSION, "cursor": None, "hasCursor": False, "nextUk": 0,
            "nextPart": 1, "uploads": [], "releases": {}, "skipped": []}
     uploads = []
     mem = {}
@@ -170,7 +171,7 @@ def build_store(root: Path, n_traces: int, n_samples: int, seed: int = 1):
                 "rkey": rkey, "route": f"/p/{i % 7}", "env": "prod",
                 "received_at": 1.79e12 + uk * 1000.0, "user_agent": "Chrome/142",
                 "sample_interval": 10.0, "meta": "{}", "samples": n_samples,
-                "total_ms": float(ns.sum()) / NS_PER_MS,
+                "total_ms": float(ns.sum()) / NS_PER_MS, "lost_ms": 0.0, "page_load": None,
             })
             uk += 1
             # one part per 1,000 uploads: partitions for Dask, bounded memory here
