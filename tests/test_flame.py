@@ -13,6 +13,7 @@ import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -501,4 +502,100 @@ def test_sandwich_names_are_text_not_markup(browser, tmp_path):
     assert XSS_SCRIPT in names and XSS_TITLE in names
     assert page.evaluate("document.querySelectorAll('img').length") == 0
     assert page.evaluate("document.body.hasAttribute('data-pwned')") is False
+    assert page.errors == []
+
+
+def _two_track_recording(path: Path) -> Path:
+    """main: parse 0-100 ms, GC 100-150 ms, render 150-250 ms, and two instrumented spans;
+    worker 1: crunch 0-200 ms. One sample per ms."""
+    from jsprof.trace import Spans, Track
+
+    b = TraceBuilder()
+    r = b.resource_id("file:///app.js")
+    f_main, f_parse, f_render = (b.frame_id(n, r, i + 1, 1) for i, n in
+                                 enumerate(("main", "parse", "render")))
+    parse, render = b.stack_id([f_main, f_parse]), b.stack_id([f_main, f_render])
+    for t in range(250):
+        if t < 100:
+            b.add_sample(float(t), parse, "script")
+        elif t < 150:
+            b.add_sample(float(t), None, "gc")
+        else:
+            b.add_sample(float(t), render, "script")
+    main_tr = b.build()
+    w = TraceBuilder()
+    rw = w.resource_id("file:///worker.js")
+    crunch = w.stack_id([w.frame_id("work", rw, 1, 1), w.frame_id("crunch", rw, 2, 1)])
+    for t in range(200):
+        w.add_sample(float(t), crunch)
+    spans = Spans(
+        start=np.array([0.0, 10.0]), end=np.array([240.0, 60.0]),
+        frame=np.array([f_main, f_parse], np.int32), parent=np.array([-1, 0], np.int32),
+    )
+    rec = Recording([
+        Track("main", main_tr, sample_interval=1.0, spans=spans),
+        Track("worker 1", w.build(), sample_interval=1.0),
+    ])
+    io.save(rec, path)
+    return path
+
+
+def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
+    trace = _two_track_recording(tmp_path / "two.jsprof.json")
+    page_file = _write_flame(trace, tmp_path / "two.html")
+    page = _page(browser, page_file.as_uri() + "#view=time")
+    assert page.evaluate("document.body.dataset.view") == "time"
+    lanes = page.eval_on_selector_all("[data-lane]", "es => es.map(e => e.dataset.lane)")
+    assert lanes == ["main", "main markers", "main spans", "worker 1"]
+    main_c = page.locator("[data-lane='main'] canvas")
+    box = main_c.bounding_box()
+
+    def x_of(t):  # the recording spans 0-250 ms at first
+        return box["x"] + box["width"] * t / 250
+
+    def tip_at(lane, t, depth):
+        b = page.locator(f"[data-lane='{lane}'] canvas").bounding_box()
+        page.mouse.move(b["x"] + b["width"] * t / 250, b["y"] + ROW * depth + ROW / 2)
+        return page.locator("#fg-tip").text_content() if page.locator("#fg-tip").is_visible() \
+            else ""
+
+    # Samples in time order: parse, then (GC, no JavaScript) nothing, then render.
+    assert tip_at("main", 50, 1).startswith("parse\n")
+    assert tip_at("main", 125, 1) == ""
+    assert tip_at("main", 200, 1).startswith("render\n")
+    assert tip_at("main", 200, 0).startswith("main\n")
+    assert tip_at("main markers", 125, 0).startswith("(gc)\n")
+    assert tip_at("main spans", 30, 1).startswith("parse\n")
+    assert "50.0 ms" in tip_at("main spans", 30, 1)  # the span's exact 10-60 ms
+    assert tip_at("worker 1", 100, 1).startswith("crunch\n")
+    page.screenshot(path=str(tmp_path / "time.png"))
+    # Selecting 5-95 ms shows that range's table: parse and crunch, 90 ms each.
+    page.mouse.move(x_of(5), box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(x_of(50), box["y"] + 5)
+    page.mouse.move(x_of(95), box["y"] + 5)
+    page.mouse.up()
+    rows = page.eval_on_selector_all(
+        "[data-panel='range'] tr[data-f]",
+        "trs => trs.map(tr => [tr.children[4].textContent, +tr.children[0].textContent,"
+        " +tr.children[2].textContent])",
+    )
+    got = {name: (s, t) for name, s, t in rows}
+    assert set(got) == {"parse", "main", "crunch", "work"}
+    assert got["parse"] == pytest.approx((90, 90), abs=1.5)
+    assert got["main"] == pytest.approx((0, 90), abs=1.5)
+    assert got["crunch"] == pytest.approx((90, 90), abs=1.5)
+    # Zoom to the selection, then the wheel zooms in further around the cursor.
+    page.get_by_role("button", name="Zoom to selection").click()
+    label = page.locator("#v-time .tl-bar .note").first.text_content()
+    start, end = map(float, re.findall(r"([\d.]+) ", label)[:2])
+    assert start == pytest.approx(5, abs=1) and end == pytest.approx(95, abs=1)
+    page.mouse.move(x_of(125), box["y"] + 5)  # the middle of the window (50 ms)
+    page.mouse.wheel(0, -300)
+    label = page.locator("#v-time .tl-bar .note").first.text_content()
+    start2, end2 = map(float, re.findall(r"([\d.]+) ", label)[:2])
+    assert start2 > start and end2 < end and 40 < (start2 + end2) / 2 < 60
+    page.get_by_role("button", name="Whole recording").click()
+    assert page.locator("#v-time .tl-bar .note").first.text_content().startswith(
+        "showing 0.0 to 250.0 ms")
     assert page.errors == []

@@ -392,6 +392,8 @@ def cmd_flame(args: argparse.Namespace) -> int:
         f"{_title(rec, args.track)}",
         icicle=args.icicle,
         color_by=args.color_by,
+        rec=rec,
+        track=args.track,
     )
     io.atomic_write(out, doc.encode("utf-8"))
     print(f"wrote {out}", file=sys.stderr)

@@ -6,7 +6,7 @@ unique, so a trace with many frame ids for one function still gives one node per
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,6 +34,11 @@ class CallTree:
     self_samples: np.ndarray
     total_samples: np.ndarray
     total_time: float  # all samples, with and without JavaScript
+    # Per track the tree was built from (for the viewer's time lanes and track selector):
+    # its name, the node of each of its stack ids, and its self ms per node.
+    track_names: list[str] = field(default_factory=list)
+    track_stack_node: list[np.ndarray] = field(default_factory=list)
+    track_self_ms: list[np.ndarray] = field(default_factory=list)
 
     def children(self) -> list[list[int]]:
         kids: list[list[int]] = [[] for _ in range(len(self.parent))]
@@ -116,7 +121,15 @@ def build_call_tree(rec: Recording | ProfilerTrace, track: str | None = None) ->
     tree_depth[node_of] = depth
     total_ms = subtree_sums(tree_parent, self_ms, tree_depth)
     total_n = subtree_sums(tree_parent, self_n, tree_depth)
+    n_stacks = [t.trace.num_stacks for t in tracks]
     return CallTree(
+        track_names=[t.name for t in tracks],
+        track_stack_node=[node_of[o : o + k] for o, k in zip(offs, n_stacks, strict=False)],
+        track_self_ms=[
+            np.bincount(node_of[offs[i] : offs[i + 1]], weights=s_ms[offs[i] : offs[i + 1]],
+                        minlength=n_nodes)
+            for i in range(len(parts))
+        ],
         functions=table.keys,
         parent=tree_parent,
         function=tree_fn,

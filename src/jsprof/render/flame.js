@@ -185,6 +185,7 @@
   if (html && modelEl) {
     M = JSON.parse(modelEl.textContent);
     if (doc.getElementById("v-sandwich")) views.sandwich = sandwichView(M);
+    if (doc.getElementById("v-time") && M.time) views.time = timeView(M);
   }
   function show(name, p) {
     if (name !== "flame" && !views[name]) name = "flame";
@@ -486,6 +487,263 @@
         filter = (q || "").toLowerCase();
         if (built) fill();
       }
+    };
+  }
+  // ---- time: a chronological flame chart per track, markers and spans, zoom and range ----
+
+  function timeView(M) {
+    var sec = doc.getElementById("v-time"), T = M.time, built = false;
+    var lanes = [], lo = Infinity, hi = -Infinity, v0 = 0, v1 = 1, selA = null, selB = null;
+    var rangeBox, rangeLabel, filter = "";
+    var MK = {gc: "hsl(275,55%,62%)", style: "hsl(185,55%,52%)", layout: "hsl(300,45%,66%)",
+      paint: "hsl(120,45%,55%)"};
+    function depthOf(n) { var d = 0; for (var a = M.parent[n]; a >= 0; a = M.parent[a]) d++; return d; }
+    // Merge consecutive runs into one box per depth while the path down to it is the same.
+    function boxes(L) {
+      var out = [], open = [], path = [], maxD = 0;
+      function close(from) {
+        for (var d = open.length - 1; d >= from; d--) {
+          var o = open[d];
+          out.push([o[0], o[1], d, o[2]]);
+        }
+        open.length = Math.min(open.length, from);
+      }
+      for (var r = 0; r < L.n.length; r++) {
+        path.length = 0;
+        for (var a = L.n[r]; a >= 0; a = M.parent[a]) path.push(a);
+        path.reverse();
+        var t0 = L.t0[r], t1 = L.t1[r], d = 0;
+        var contiguous = r > 0 && t0 - L.t1[r - 1] < 1e-6;
+        if (!contiguous) close(0);
+        while (d < open.length && d < path.length && open[d][2] === path[d]) { open[d][1] = t1; d++; }
+        close(d);
+        for (; d < path.length; d++) open.push([t0, t1, path[d]]);
+        if (path.length > maxD) maxD = path.length;
+      }
+      close(0);
+      return {b: out, depth: maxD};
+    }
+    function build() {
+      built = true;
+      var bar = el("div", {"class": "tl-bar"});
+      var zoomSel = el("button", {type: "button"}, "Zoom to selection");
+      var whole = el("button", {type: "button"}, "Whole recording");
+      rangeLabel = el("span", {"class": "note"}, "");
+      bar.appendChild(zoomSel);
+      bar.appendChild(whole);
+      bar.appendChild(rangeLabel);
+      bar.appendChild(el("span", {"class": "note"},
+        "wheel: zoom \u00b7 shift+wheel: pan \u00b7 drag: select a range"));
+      sec.appendChild(bar);
+      var axis = el("canvas", {"class": "tl-axis", height: 20});
+      sec.appendChild(axis);
+      lanes.push({kind: "axis", canvas: axis, height: 20});
+      T.lanes.forEach(function (L) {
+        if (L.n.length) {
+          var bx = boxes(L);
+          lanes.push({kind: "samples", name: L.name, L: L, box: bx.b, height: Math.max(bx.depth, 1) * D.row});
+          lo = Math.min(lo, L.t0[0]);
+          hi = Math.max(hi, L.t1[L.t1.length - 1]);
+        }
+        if (L.mk && L.mk.t0.length) {
+          lanes.push({kind: "markers", name: L.name + " markers", L: L,
+            box: L.mk.t0.map(function (t, k) { return [t, L.mk.t1[k], 0, L.mk.c[k]]; }), height: D.row});
+        }
+        if (L.sp && L.sp.t0.length) {
+          var md = 0, bs = L.sp.t0.map(function (t, k) {
+            if (L.sp.d[k] > md) md = L.sp.d[k];
+            return [t, L.sp.t1[k], L.sp.d[k], L.sp.f[k]];
+          });
+          lanes.push({kind: "spans", name: L.name + " spans", L: L, box: bs, height: (md + 1) * D.row});
+          lo = Math.min(lo, L.sp.t0[0]);
+          hi = Math.max(hi, Math.max.apply(null, L.sp.t1.slice(-1000)));
+        }
+      });
+      if (!(hi > lo)) { lo = 0; hi = 1; }
+      v0 = lo; v1 = hi;
+      lanes.forEach(function (ln) {
+        if (ln.kind === "axis") return;
+        var box = el("div", {"class": "lane", "data-lane": ln.name, "data-kind": ln.kind});
+        box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.kind === "samples" ? "" : "")));
+        ln.canvas = el("canvas", {});
+        box.appendChild(ln.canvas);
+        sec.appendChild(box);
+        // Boxes by depth, sorted by start, for hit tests.
+        ln.byDepth = [];
+        ln.box.forEach(function (b) { (ln.byDepth[b[2]] = ln.byDepth[b[2]] || []).push(b); });
+        ln.byDepth.forEach(function (a) { if (a) a.sort(function (x, y) { return x[0] - y[0]; }); });
+        attach(ln);
+      });
+      rangeBox = el("div", {"class": "panel", "data-panel": "range"});
+      sec.appendChild(rangeBox);
+      zoomSel.addEventListener("click", function () {
+        if (selA !== null && selB > selA) { v0 = selA; v1 = selB; draw(); }
+      });
+      whole.addEventListener("click", function () { v0 = lo; v1 = hi; draw(); });
+      window.addEventListener("resize", function () { if (view === "time") draw(); });
+    }
+    function W() { return Math.max(sec.clientWidth - 24, 300); }
+    function tx(t) { return (t - v0) / (v1 - v0) * W(); }
+    function xt(x) { return v0 + x / W() * (v1 - v0); }
+    function nameOf(ln, b) {
+      if (ln.kind === "samples") return M.fname[M.fn[b[3]]];
+      if (ln.kind === "markers") return "(" + b[3] + ")";
+      return T.spanNames[b[3]];
+    }
+    function fillOf(ln, b, name) {
+      if (ln.kind === "markers") return MK[b[3]] || "#999";
+      return hue(name);
+    }
+    function draw() {
+      var w = W(), ratio = window.devicePixelRatio || 1;
+      lanes.forEach(function (ln) {
+        var c = ln.canvas, h = ln.height;
+        c.width = w * ratio; c.height = h * ratio;
+        c.style.width = w + "px"; c.style.height = h + "px";
+        var g = c.getContext("2d");
+        g.setTransform(ratio, 0, 0, ratio, 0, 0);
+        g.clearRect(0, 0, w, h);
+        if (ln.kind === "axis") { axis(g, w); return; }
+        g.font = FONT_CSS;
+        g.textBaseline = "middle";
+        for (var k = 0; k < ln.box.length; k++) {
+          var b = ln.box[k];
+          if (b[1] < v0 || b[0] > v1) continue;
+          var x0 = tx(b[0]), x1 = tx(b[1]);
+          if (x1 - x0 < 0.3) continue;
+          x0 = Math.max(x0, -1); x1 = Math.min(x1, w + 1);
+          var name = nameOf(ln, b), y = b[2] * D.row;
+          g.fillStyle = fillOf(ln, b, name);
+          g.fillRect(x0, y, Math.max(x1 - x0 - (x1 - x0 > 2 ? 0.6 : 0), 0.3), D.row - 1);
+          var lab = label(name, x1 - x0);
+          if (lab) { g.fillStyle = "#1d1d1f"; g.fillText(lab, x0 + 3, y + D.row / 2); }
+        }
+        if (selA !== null && selB > selA) {
+          g.fillStyle = "rgba(11,97,196,0.15)";
+          g.fillRect(tx(selA), 0, tx(selB) - tx(selA), h);
+        }
+      });
+      rangeLabel.textContent = "showing " + ms(v0 - lo) + " to " + ms(v1 - lo) + " ms";
+    }
+    var FONT_CSS = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
+    function axis(g, w) {
+      var span = v1 - v0, step = Math.pow(10, Math.floor(Math.log(span / 8) / Math.LN10));
+      if (span / step > 16) step *= 5; else if (span / step > 8) step *= 2;
+      g.font = "11px system-ui, sans-serif";
+      g.fillStyle = "#6e6e73";
+      g.strokeStyle = "#c8c8cc";
+      for (var t = Math.ceil((v0 - lo) / step) * step; t + lo <= v1; t += step) {
+        var x = tx(t + lo);
+        g.beginPath(); g.moveTo(x + 0.5, 12); g.lineTo(x + 0.5, 20); g.stroke();
+        g.fillText(ms(t) + " ms", x + 3, 10);
+      }
+    }
+    function hitBox(ln, e) {
+      var r = ln.canvas.getBoundingClientRect(), d = Math.floor((e.clientY - r.top) / D.row);
+      var arr = ln.byDepth[d], t = xt(e.clientX - r.left), loI = 0, hiI = arr ? arr.length - 1 : -1;
+      if (!arr) return null;
+      // The last box starting at or before t.
+      while (loI < hiI) { var mid = (loI + hiI + 1) >> 1; if (arr[mid][0] <= t) loI = mid; else hiI = mid - 1; }
+      var b = arr[loI];
+      return b && b[0] <= t && t <= b[1] ? b : null;
+    }
+    var dragFrom = null;
+    function attach(ln) {
+      var c = ln.canvas;
+      c.addEventListener("mousemove", function (e) {
+        var r = c.getBoundingClientRect();
+        if (dragFrom !== null) {
+          var t = xt(e.clientX - r.left);
+          selA = Math.min(dragFrom, t); selB = Math.max(dragFrom, t);
+          draw();
+          return;
+        }
+        var b = hitBox(ln, e);
+        if (!b) { if (tipEl) tipEl.style.display = "none"; return; }
+        var name = nameOf(ln, b), loc = ln.kind === "samples" ? M.floc[M.fn[b[3]]] : "";
+        showTip(e, name + (loc ? "\n" + loc : "") + "\n" + ms(b[1] - b[0]) + " ms, from " +
+          ms(b[0] - lo) + " to " + ms(b[1] - lo) + " ms");
+      });
+      c.addEventListener("mouseleave", function () { if (tipEl) tipEl.style.display = "none"; });
+      c.addEventListener("mousedown", function (e) {
+        dragFrom = xt(e.clientX - c.getBoundingClientRect().left);
+        selA = selB = null;
+        e.preventDefault();
+      });
+      c.addEventListener("wheel", function (e) {
+        e.preventDefault();
+        var r = c.getBoundingClientRect(), span = v1 - v0;
+        if (e.shiftKey || Math.abs(e.deltaX) > Math.abs(e.deltaY)) {
+          var dt = (e.shiftKey ? e.deltaY : e.deltaX) / W() * span;
+          dt = Math.max(lo - v0, Math.min(hi - v1, dt));
+          v0 += dt; v1 += dt;
+        } else {
+          var at = xt(e.clientX - r.left), f = Math.exp(e.deltaY * 0.002);
+          var n0 = at - (at - v0) * f, n1 = at + (v1 - at) * f;
+          if (n1 - n0 < 1e-3) return;
+          v0 = Math.max(lo, n0); v1 = Math.min(hi, n1);
+        }
+        draw();
+      }, {passive: false});
+    }
+    doc.addEventListener("mouseup", function () {
+      if (dragFrom === null) return;
+      dragFrom = null;
+      if (selA !== null && selB - selA > (v1 - v0) / 2000) select(selA, selB);
+      else { selA = selB = null; draw(); rangeBox.textContent = ""; }
+    });
+    // The table of a time range: self and total per function over the samples in it.
+    function select(a, b) {
+      selA = a; selB = b;
+      var self = {}, tot = {}, all = 0;
+      lanes.forEach(function (ln) {
+        if (ln.kind !== "samples") return;
+        var L = ln.L;
+        for (var r = 0; r < L.n.length; r++) {
+          var d = Math.min(L.t1[r], b) - Math.max(L.t0[r], a);
+          if (d <= 0) continue;
+          all += d;
+          var n = L.n[r], seen = {};
+          self[M.fn[n]] = (self[M.fn[n]] || 0) + d;
+          for (var x = n; x >= 0; x = M.parent[x]) {
+            if (seen[M.fn[x]]) continue;
+            seen[M.fn[x]] = true;
+            tot[M.fn[x]] = (tot[M.fn[x]] || 0) + d;
+          }
+        }
+      });
+      var fs = Object.keys(tot).map(Number);
+      fs.sort(function (x, y) { return ((self[y] || 0) - (self[x] || 0)) || (tot[y] - tot[x]); });
+      rangeBox.textContent = "";
+      rangeBox.appendChild(el("h2", {}, "From " + ms(a - lo) + " to " + ms(b - lo) + " ms: " +
+        ms(all) + " ms of samples"));
+      var table = el("table", {"class": "fn"}), head = el("tr", {});
+      ["Self ms", "Self %", "Total ms", "Total %", "Function", "Location"].forEach(function (h, k) {
+        head.appendChild(el("th", {"class": k >= 4 ? "name" : ""}, h));
+      });
+      table.appendChild(head);
+      fs.slice(0, 50).forEach(function (f) {
+        var tr = el("tr", {"data-f": f});
+        tr.appendChild(el("td", {}, ms(self[f] || 0)));
+        tr.appendChild(el("td", {}, pct(self[f] || 0, all)));
+        tr.appendChild(el("td", {}, ms(tot[f])));
+        tr.appendChild(el("td", {}, pct(tot[f], all)));
+        tr.appendChild(el("td", {"class": "name"}, M.fname[f]));
+        tr.appendChild(el("td", {"class": "loc"}, M.floc[f]));
+        table.appendChild(tr);
+      });
+      rangeBox.appendChild(table);
+      draw();
+    }
+    return {
+      show: function (p) {
+        if (!built) build();
+        if (input) input.placeholder = "Search frames ( / )";
+        var a = parseFloat(p && p.t0), b = parseFloat(p && p.t1);
+        if (b > a) { v0 = Math.max(lo, lo + a); v1 = Math.min(hi, lo + b); }
+        draw();
+      },
+      search: function (q) { filter = q; }
     };
   }
 })();

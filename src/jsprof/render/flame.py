@@ -27,8 +27,8 @@ import orjson
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
-from ..analysis.profile import repeats_an_ancestor
-from ..trace import NO_STACK_NAMES, NONE
+from ..analysis.profile import _tracks, repeats_an_ancestor
+from ..trace import MARKERS, NO_STACK_NAMES, NONE, Recording, function_keys, sample_weights
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -88,9 +88,9 @@ def function_table(tree: CallTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return self_ms, total_ms, np.rint(self_n).astype(np.int64), np.rint(total_n).astype(np.int64)
 
 
-def viewer_model(tree: CallTree) -> dict:
-    """The data of the sandwich view: every function with its self and total, and the call
-    tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees."""
+def _model_nodes(tree: CallTree) -> tuple[np.ndarray, np.ndarray]:
+    """The tree nodes the viewer's model keeps, and each tree node's nearest kept node
+    (itself or an ancestor; -1 for none)."""
     total = float(tree.total_time)
     tm = tree.total_ms
     keep = (tm > 0) & (tm >= total * MODEL_SHARE)
@@ -100,8 +100,27 @@ def viewer_model(tree: CallTree) -> dict:
         cut = np.partition(tm[keep], -MODEL_NODES)[-MODEL_NODES]
         keep &= tm > cut
     nodes = np.nonzero(keep)[0]  # tree nodes are numbered level by level: parents first
-    index = np.full(len(tm) + 1, -1, np.int64)
+    index = np.full(len(tm), -1, np.int64)
     index[nodes] = np.arange(len(nodes))
+    # A dropped node stands for its nearest kept ancestor (climbing all dropped nodes at
+    # once, one level a step).
+    todo = np.nonzero(index < 0)[0]
+    anc = tree.parent[todo]
+    while len(todo):
+        valid = anc >= 0
+        got = valid & (index[np.maximum(anc, 0)] >= 0)
+        index[todo[got]] = index[anc[got]]
+        rest = valid & ~got
+        todo, anc = todo[rest], tree.parent[anc[rest]]
+    return nodes, index
+
+
+def viewer_model(tree: CallTree) -> dict:
+    """The data of the sandwich view: every function with its self and total, and the call
+    tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees."""
+    total = float(tree.total_time)
+    tm = tree.total_ms
+    nodes, index = _model_nodes(tree)
     par = tree.parent[nodes]
     mparent = np.where(par < 0, -1, index[np.maximum(par, 0)])
     self_ms, total_ms, self_n, total_n = function_table(tree)
@@ -132,6 +151,99 @@ def viewer_model(tree: CallTree) -> dict:
         "total": total,
         "nfunctions": int((total_n > 0).sum()),
     }
+
+
+TIME_RUNS = 200_000  # drawn runs per time lane at most: finer ones are merged by time
+TIME_SPANS = 50_000  # spans per lane at most (the longest)
+
+
+def _r(a: np.ndarray) -> list[float]:
+    return np.round(a, 4).tolist()
+
+
+def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | None) -> dict:
+    """The time view's lanes: per track, runs of consecutive samples on one model node in
+    time order (start, end ms on one clock), its markers (GC, style, layout, paint) and its
+    spans (instrumented calls), with the names the spans need."""
+    tracks = _tracks(rec, track)
+    origins = [t.time_origin for t in tracks]
+    base = min(origins) if origins and all(o is not None for o in origins) else None
+    lanes = []
+    span_names: dict[str, int] = {}
+    for k, t in enumerate(tracks):
+        tr = t.trace
+        off = float(t.time_origin - base) if base is not None else 0.0  # type: ignore[operator]
+        times = tr.sample_time.astype(np.float64) + off
+        w = sample_weights(tr, t.sample_interval)
+        st = tr.sample_stack
+        snode = tree.track_stack_node[k] if k < len(tree.track_stack_node) else None
+        has = st != NONE
+        node = np.full(len(st), -1, np.int64)
+        if snode is not None and len(snode):
+            node[has] = index[snode[st[has]]]
+        lane: dict = {"name": clean(t.name)}
+        order = np.argsort(times, kind="stable")
+        times, w, node = times[order], w[order], node[order]
+        ends = times + w
+        if len(times):
+            # A run ends where the node changes or where time no sample stands for begins.
+            brk = np.r_[True, (node[1:] != node[:-1]) | (times[1:] > ends[:-1] + 1e-6)]
+            first = np.nonzero(brk)[0]
+            last = np.r_[first[1:] - 1, len(times) - 1]
+            r0, r1, rn = times[first], ends[last], node[first]
+            ok = rn >= 0
+            r0, r1, rn = r0[ok], r1[ok], rn[ok]
+            if len(r0) > TIME_RUNS:
+                # Far more runs than pixels: one run per time slot, the slot's first node.
+                width = (r1.max() - r0.min()) / TIME_RUNS
+                slot = np.floor((r0 - r0.min()) / width).astype(np.int64)
+                kidx = np.nonzero(np.r_[True, slot[1:] != slot[:-1]])[0]
+                r1 = np.minimum(np.maximum.reduceat(r1, kidx), np.r_[r0[kidx[1:]], np.inf])
+                r0, rn = r0[kidx], rn[kidx]
+            lane.update(t0=_r(r0), t1=_r(r1), n=rn.tolist())
+        else:
+            lane.update(t0=[], t1=[], n=[])
+        if tr.sample_marker is not None and len(times):
+            code = tr.sample_marker[order].astype(np.int64)
+            shown = np.isin(code, [MARKERS.index(m) for m in ("gc", "style", "layout", "paint")])
+            brk = np.r_[True, (code[1:] != code[:-1]) | (times[1:] > ends[:-1] + 1e-6)]
+            first = np.nonzero(brk)[0]
+            last = np.r_[first[1:] - 1, len(times) - 1]
+            sel = shown[first]
+            lane["mk"] = {
+                "t0": _r(times[first][sel]),
+                "t1": _r(ends[last][sel]),
+                "c": [MARKERS[c] for c in code[first][sel].tolist()],
+            }
+        sp = t.spans
+        if sp is not None and len(sp):
+            keys = function_keys(tr)
+            pick = np.arange(len(sp))
+            if len(sp) > TIME_SPANS:
+                pick = np.sort(np.argsort(-(sp.end - sp.start), kind="stable")[:TIME_SPANS])
+            pos = {int(i): j for j, i in enumerate(pick.tolist())}
+            depth: list[int] = []
+            par = sp.parent.tolist()
+            for i in pick.tolist():
+                # Depth among the kept spans: a dropped parent does not leave a gap.
+                d, p = 0, par[i]
+                while p >= 0 and d < 1000:
+                    if p in pos:
+                        d += 1
+                    p = par[p] if p < len(par) else -1
+                depth.append(d)
+            names = []
+            for f in sp.frame[pick].tolist():
+                label = clean(keys[f].label()) if 0 <= f < len(keys) else "(unknown)"
+                names.append(span_names.setdefault(label, len(span_names)))
+            lane["sp"] = {
+                "t0": _r(sp.start[pick] + off),
+                "t1": _r(sp.end[pick] + off),
+                "d": depth,
+                "f": names,
+            }
+        lanes.append(lane)
+    return {"lanes": lanes, "spanNames": list(span_names)}
 
 
 @dataclass
@@ -392,8 +504,13 @@ def render_flame(
     change: TreeChange | None = None,
     width: int = WIDTH,
     min_width_px: float = 0.1,
+    rec: Recording | None = None,
+    track: str | None = None,
 ) -> str:
     """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
+
+    The HTML page is the viewer: the flame graph, a sandwich view and, given the
+    Recording `tree` was built from (`rec`, `track`), a time view of its tracks.
 
     `change` (from analysis.diff.tree_changes) makes it a differential flame graph: the
     tree's shape, each frame coloured by how its call path's self share moved.
@@ -426,8 +543,13 @@ def render_flame(
     data = script_json(fr.data)
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
-    model = script_json(viewer_model(tree))
-    return _html_document(fr, data, title, subtitle, legend, width, model, ("flame", "sandwich"))
+    m = viewer_model(tree)
+    views: tuple[str, ...] = ("flame", "sandwich")
+    if rec is not None and len(tree.track_stack_node):
+        m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track)
+        views = ("flame", "time", "sandwich")
+    model = script_json(m)
+    return _html_document(fr, data, title, subtitle, legend, width, model, views)
 
 
 _CSS = """
@@ -530,6 +652,15 @@ table.fn tr.sel td { background: #dbe9fb; }
 .panel svg g, #v-time svg g { cursor: pointer; }
 .panel svg g:hover rect, #v-time svg g:hover rect { stroke: #1d1d1f; stroke-width: 0.8; }
 .empty { color: #6e6e73; padding: 20px 16px; }
+#v-time { padding: 6px 12px 16px; }
+.tl-bar { display: flex; gap: 10px; align-items: center; padding: 2px 0 6px; }
+.tl-bar button { font: inherit; padding: 3px 10px; border: 1px solid #c8c8cc;
+  border-radius: 6px; background: #fff; cursor: pointer; }
+.tl-bar .note, .note { color: #6e6e73; font-size: 12px; }
+canvas { display: block; }
+.lane { margin: 4px 0 8px; border-top: 1px solid #e3e3e6; }
+.lane-name { font-weight: 600; color: #444; padding: 3px 0; font-size: 12px; }
+.lane canvas { cursor: crosshair; }
 """.replace("FONT", str(FONT))
 
 VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"))
