@@ -401,3 +401,24 @@ def test_the_cap_without_a_declared_interval():
     w, lost = weights_and_lost(tr)
     assert w.max() == pytest.approx(cap) and lost == pytest.approx(d[40] - cap)
     assert np.array_equal(sample_weights(tr), w)
+
+
+def test_the_http_diff_page_says_the_releases_did_not_match(tmp_path):
+    from test_fleet_http import Server
+
+    path = tmp_path / "store"
+    st = Store(path)
+    for rel, names in BUILDS.items():
+        for i in range(3):
+            upload(st, f"{rel}-{i}", renamed(chromium(), names), app="shop", release=rel)
+    st.close()
+    srv = Server(path)
+    try:
+        q = [("app", "shop"), ("base", "release=1.4.1"), ("new", "release=1.4.2"),
+             ("min_traces", "3"), ("min_samples", "100"), ("format", "html")]
+        status, _, body = srv.get("/v1/query/diff", q)
+        assert status == 200 and "did not match" not in body.decode()
+        status, _, body = srv.get("/v1/query/diff", [*q, ("exact_resources", "1")])
+        assert status == 200 and "did not match" in body.decode()
+    finally:
+        srv.stop()

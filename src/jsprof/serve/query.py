@@ -315,7 +315,8 @@ async def diff(request: Request) -> Response:
             ("name", "function"),
             ("resource", "resource"),
         ]
-        body = _table(cols, rows) + "".join(f"<p>{html.escape(x)}</p>" for x in doc["failures"])
+        notes = doc.get("warnings", []) + doc["failures"]  # the sides did not match; gates
+        body = _table(cols, rows) + "".join(f"<p>{html.escape(x)}</p>" for x in notes)
         return _page(f"{doc['new']['filters']} vs {doc['base']['filters']}", body)
 
     return await _run(request, work)
