@@ -94,6 +94,7 @@ class EngineSpec:
         assert fn is not None
         return fn(path, args, **options)
 
+
 # What every engine's record takes.
 COMMON = frozenset({"sample_interval", "args", "duration", "progress"})
 
