@@ -118,3 +118,19 @@ def test_node_is_started_before_numpy_through_the_registry(tmp_path: Path) -> No
     assert r.returncode == 0, r.stderr
     first = r.stderr.splitlines()[0].split()
     assert first[0] == "False" and Path(first[1]).name.startswith("node"), r.stderr
+
+
+@pytest.mark.chromium
+def test_the_run_api_runs_a_page_engine_in_its_browser(
+    tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # jsprof.record.run(engine="chromium") went on to QuickJS before the registry (a page's
+    # script there has no window); now it is the spec's run, in headless Chromium.
+    from jsprof.record import run
+
+    app = tmp_path / "app.js"
+    app.write_text("console.log(typeof window, typeof Profiler)\n")
+    assert run(str(app), engine="chromium") == 0
+    assert capfd.readouterr().out == "object function\n"
+    with pytest.raises(UsageError, match="a page takes no arguments"):
+        run(str(app), ["x"], engine="chromium")
