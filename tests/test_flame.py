@@ -345,12 +345,23 @@ def browser(chromium):
         b.close()
 
 
+def _wait(page, expr: str, timeout: float = 20.0) -> None:
+    """Poll a JS expression until true (wait_for_function would `eval` a string in the page,
+    which its Content-Security-Policy forbids)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        time.sleep(0.05)
+
+
 def _page(browser, url: str, width: int = 1280, height: int = 700):
     page = browser.new_page(viewport={"width": width, "height": height})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
-    page.wait_for_function("document.body.dataset.view !== undefined")
+    _wait(page, "document.body.dataset.view !== undefined")
     page.errors = errors
     return page
 
@@ -400,11 +411,11 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
     assert not page.locator("#fg-tip").is_visible()
     # Tabs and the hash switch views; the body names the one on screen.
     page.locator("nav.tabs a[data-tab='sandwich']").click()
-    page.wait_for_function("document.body.dataset.view === 'sandwich'")
+    _wait(page, "document.body.dataset.view === 'sandwich'")
     assert page.locator("#v-sandwich").is_visible() and not page.locator("#v-flame").is_visible()
     assert "view=sandwich" in page.url
     page.evaluate("location.hash = 'view=flame'")
-    page.wait_for_function("document.body.dataset.view === 'flame'")
+    _wait(page, "document.body.dataset.view === 'flame'")
     assert page.locator("#fg-svg").is_visible()
     # An unknown view falls back to the flame graph.
     page2 = _page(browser, page_file.as_uri() + "#view=nonsense")
@@ -446,7 +457,7 @@ def _check_sandwich_equals_report(browser, trace: Path, tmp_path: Path, capsys) 
     # Choosing a function shows its callers and callees; every number stays report's.
     hot = max((r for r in rows if r["location"]), key=lambda r: r["self_ms"])
     page.locator("#v-sandwich tbody tr", has_text=hot["name"]).first.click()
-    page.wait_for_function("location.hash.indexOf('fn=') >= 0")
+    _wait(page, "location.hash.indexOf('fn=') >= 0")
     callers = page.locator("[data-panel='callers']")
     callees = page.locator("[data-panel='callees']")
     assert callers.is_visible() and callees.is_visible()
@@ -485,7 +496,7 @@ def test_sandwich_merges_callers_above_and_callees_below(browser, data, tmp_path
     assert float(fib_y) == c_box["height"] - ROW
     # Clicking a caller makes it the chosen function.
     callers.locator("g", has_text="arrowWork").first.click()
-    page.wait_for_function("decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
+    _wait(page, "decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
     assert page.locator("[data-panel='function'] h2").text_content() == "arrowWork"
     page.screenshot(path=str(tmp_path / "sandwich.png"))
     assert page.errors == []
@@ -599,3 +610,56 @@ def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
     assert page.locator("#v-time .tl-bar .note").first.text_content().startswith(
         "showing 0.0 to 250.0 ms")
     assert page.errors == []
+
+
+def test_flame_track_selector(browser, tmp_path):
+    trace = _two_track_recording(tmp_path / "two.jsprof.json")
+    page_file = _write_flame(trace, tmp_path / "two.html")
+    page = _page(browser, page_file.as_uri() + "#q=crunch")
+    sel = page.locator("#fg-track")
+    assert sel.is_visible()
+    assert sel.locator("option").all_text_contents() == ["All 2 tracks", "main", "worker 1"]
+
+    def status():
+        return page.locator("#fg-status").text_content()
+
+    def shown(name):
+        return page.eval_on_selector_all(
+            "#fg-frames g", f"gs => gs.filter(g => g.style.display !== 'none' && "
+            f"g.querySelector('text').textContent === {json.dumps(name)}).length")
+
+    # 450 ms in all: crunch is worker 1's 200 ms.
+    assert "44.4% of total (200.0 ms)" in status()
+    assert shown("parse") == 1 and shown("crunch") == 1
+    sel.select_option(label="worker 1")
+    _wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0%') > 0")
+    assert shown("parse") == 0 and shown("crunch") == 1
+    crunch = page.locator("#fg-frames g", has_text="crunch").locator("rect")
+    root = page.locator("#fg-frames g[data-i='0'] rect")
+    assert float(crunch.get_attribute("width")) == pytest.approx(
+        float(root.get_attribute("width")), abs=1)
+    crunch.hover()
+    tip = page.locator("#fg-tip").text_content()
+    assert "worker 1: total 200.0 ms (100.0% of the track)" in tip
+    sel.select_option(label="main")
+    _wait(page, "document.getElementById('fg-status').textContent.indexOf(': 0 frames') > 0")
+    assert shown("parse") == 1 and shown("crunch") == 0
+    # A link can name the track; the selector is only in the flame view.
+    page2 = _page(browser, page_file.as_uri() + "#track=worker%201")
+    assert page2.locator("#fg-track").input_value() == "1" and shown_in(page2, "parse") == 0
+    page2.locator("nav.tabs a[data-tab='time']").click()
+    _wait(page2, "document.body.dataset.view === 'time'")
+    assert not page2.locator("#fg-track").is_visible()
+    assert page.errors == [] and page2.errors == []
+
+
+def shown_in(page, name):
+    return page.eval_on_selector_all(
+        "#fg-frames g", f"gs => gs.filter(g => g.style.display !== 'none' && "
+        f"g.querySelector('text').textContent === {json.dumps(name)}).length")
+
+
+def test_one_track_has_no_selector(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    page = _page(browser, page_file.as_uri())
+    assert not page.locator("#fg-track").is_visible()

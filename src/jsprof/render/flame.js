@@ -33,6 +33,24 @@
   while (stack.length) end[stack.pop()] = N;
 
   var zoomed = 0, query = "";
+  // Frame positions and widths (ms) of all tracks, or of the one chosen in the selector:
+  // one track's frames keep the merged graph's order, each starting where its earlier
+  // siblings end, so the picture changes in width only.
+  var X = D.x, Wd = D.w, trackNo = -1;
+  function useTrack(k) {
+    trackNo = k;
+    if (k < 0 || !D.tw) { X = D.x; Wd = D.w; return; }
+    Wd = D.tw[k];
+    X = new Array(N);
+    var next = new Array(N);
+    X[0] = 0; next[0] = 0;
+    for (var i = 1; i < N; i++) {
+      var p = parent[i];
+      X[i] = next[p];
+      next[p] += Wd[i];
+      next[i] = X[i];
+    }
+  }
   function width() {
     if (!html) return D.width;
     // The wrapper's padding (6px each side) is not ours to draw in.
@@ -45,13 +63,13 @@
     return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
   }
   function layout() {
-    var W = width(), z = zoomed, x0 = D.x[z], scale = (W - 2 * D.pad) / (D.w[z] || 1);
+    var W = width(), z = zoomed, x0 = X[z], scale = (W - 2 * D.pad) / (Wd[z] || 1);
     if (html) svg.setAttribute("width", W);
     var anc = {};
     for (var a = parent[z]; a >= 0; a = parent[a]) anc[a] = true;
     for (var i = 0; i < N; i++) {
       var g = gs[i], x, w, isAnc = false;
-      if (i >= z && i < end[z]) { x = D.pad + (D.x[i] - x0) * scale; w = D.w[i] * scale; }
+      if (i >= z && i < end[z]) { x = D.pad + (X[i] - x0) * scale; w = Wd[i] * scale; }
       else if (anc[i]) { x = D.pad; w = W - 2 * D.pad; isAnc = true; }
       else { g.style.display = "none"; continue; }
       if (w < 0.1) { g.style.display = "none"; continue; }
@@ -73,13 +91,13 @@
     query = (q || "").toLowerCase();
     var ms = 0, count = 0, covered = 0;
     for (var i = 1; i < N; i++) {
-      if (!hit(i)) continue;
+      if (!(Wd[i] > 0) || !hit(i)) continue;  // a frame the chosen track never ran
       count++;
       // Nested matches (recursion) are inside an outer match: count their time once.
-      if (i >= covered) { ms += D.w[i]; covered = end[i]; }
+      if (i >= covered) { ms += Wd[i]; covered = end[i]; }
     }
     layout();
-    var pct = D.total > 0 ? (100 * ms / D.total) : 0;
+    var pct = Wd[0] > 0 ? (100 * ms / Wd[0]) : 0;
     if (status) {
       status.textContent = query ?
         "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
@@ -117,7 +135,9 @@
     if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
     if (!tipEl) return;
     if (i < 0) { tipEl.style.display = "none"; return; }
-    tipEl.textContent = tips[i];
+    tipEl.textContent = tips[i] + (trackNo >= 0 ? "\n" + D.tracks[trackNo] + ": total " +
+      (Wd[i] >= 0.1 || Wd[i] === 0 ? Wd[i].toFixed(1) : Wd[i].toFixed(3)) + " ms (" +
+      (Wd[0] > 0 ? (100 * Wd[i] / Wd[0]).toFixed(1) : "0.0") + "% of the track)" : "");
     tipEl.style.display = "block";
     var r = tipEl.getBoundingClientRect();
     var left = e.clientX + 14, top = e.clientY + 16;
@@ -179,6 +199,27 @@
     return p;
   }
   var P = params();
+  var trackSel = doc.getElementById("fg-track");
+  if (html && trackSel && D.tracks && D.tracks.length > 1) {
+    var opt = doc.createElement("option");
+    opt.value = "-1";
+    opt.textContent = "All " + D.tracks.length + " tracks";
+    trackSel.appendChild(opt);
+    D.tracks.forEach(function (name, k) {
+      var o = doc.createElement("option");
+      o.value = String(k);
+      o.textContent = name;
+      trackSel.appendChild(o);
+    });
+    trackSel.hidden = false;
+    trackSel.addEventListener("change", function () {
+      hideTip();
+      useTrack(+trackSel.value);
+      search(input ? input.value : "");
+    });
+    var tk = P.track !== undefined ? D.tracks.indexOf(P.track) : -1;
+    if (tk >= 0) { trackSel.value = String(tk); useTrack(tk); }
+  }
   var views = {}, view = "flame";
   var M = null;
   var modelEl = doc.getElementById("fg-model");
@@ -198,6 +239,7 @@
       tabs[k].className = tabs[k].getAttribute("data-tab") === name ? "on" : "";
     }
     if (status) status.textContent = "";
+    if (trackSel && D.tracks && D.tracks.length > 1) trackSel.hidden = name !== "flame";
     if (name === "flame") {
       if (input) input.placeholder = "Search frames ( / )";
       search(input ? input.value : "");

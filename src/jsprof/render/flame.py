@@ -27,7 +27,7 @@ import orjson
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
-from ..analysis.profile import _tracks, repeats_an_ancestor
+from ..analysis.profile import _tracks, repeats_an_ancestor, subtree_sums
 from ..trace import MARKERS, NO_STACK_NAMES, NONE, Recording, function_keys, sample_weights
 
 ROW = 16  # px per stack level
@@ -244,6 +244,38 @@ def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | N
             }
         lanes.append(lane)
     return {"lanes": lanes, "spanNames": list(span_names)}
+
+
+def _depths(tree: CallTree) -> np.ndarray:
+    """Depth of each node (roots 1). Nodes are numbered level by level, so each level is
+    one block of ids, and the next block starts at the first node whose parent is in it."""
+    n = len(tree.parent)
+    depth = np.zeros(n, np.int32)
+    if not n:
+        return depth
+    cm = np.maximum.accumulate(tree.parent)
+    start, d = 0, 1
+    while start < n:
+        # Level d's nodes have parents before `start`; the next level's, at or after it.
+        end = max(int(np.searchsorted(cm, start, side="left")), start + 1)
+        depth[start:end] = d
+        start, d = end, d + 1
+    return depth
+
+
+def track_widths(tree: CallTree, nodes: list[int]) -> list[list[float]]:
+    """Each track's total ms at the drawn frames `nodes` (ROOT_FN: the track's all)."""
+    if len(tree.track_self_ms) < 2:
+        return []
+    depth = _depths(tree)
+    idx = np.array([max(n, 0) for n in nodes], np.int64)
+    out = []
+    for own in tree.track_self_ms:
+        tot = subtree_sums(tree.parent, own, depth)
+        w = tot[idx] if len(tot) else np.zeros(len(idx))
+        w[np.array(nodes) == ROOT_FN] = float(own.sum())
+        out.append([round(float(v), 6) for v in w])
+    return out
 
 
 @dataclass
@@ -540,6 +572,11 @@ def render_flame(
             (_diff_fill(0.0, m), "unchanged"),
         ]
     fr.data["mode"] = fmt
+    if fmt == "html":
+        tw = track_widths(tree, lay.node)
+        if tw:
+            fr.data["tracks"] = [clean(n) for n in tree.track_names]
+            fr.data["tw"] = tw
     data = script_json(fr.data)
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
