@@ -147,3 +147,32 @@ def test_a_recording_with_no_samples_is_refused_in_one_line(tmp_path):
     r = jsprof_cli("convert", str(src), str(out))
     assert r.returncode == 2 and "no samples" in one_line_error(r.stderr)
     assert not out.exists()
+
+
+def test_a_merged_profile_keeps_its_counts_and_reads_back_beyond_the_expansion_limit(
+    monkeypatch,
+):
+    # Folded stacks counted a merged profile's rows, not the samples they stand for; and
+    # counts adding up beyond what jsprof expands were refused on reading.
+    import numpy as np
+
+    from jsprof import trace as model
+
+    monkeypatch.setattr(model, "MAX_SAMPLES", 1000)
+    b = model.TraceBuilder()
+    r = b.resource_id("file:///a.js")
+    main, f = b.frame_id("main", r, 1, 1), b.frame_id("f", r, 4, 1)
+    for i in range(3):
+        b.add_sample(float(i), b.stack_id([main, f] if i == 1 else [main]))
+    trace = b.build()
+    trace.sample_count = np.array([600, 500, 300], np.int64)
+    out = folded.write(model.Recording.of(trace))
+    assert out.decode().splitlines() == [
+        "main (file:///a.js:1:1) 900",
+        "main (file:///a.js:1:1);f (file:///a.js:4:1) 500",
+    ]
+    back = read_any(out, "m.folded").tracks[0].trace
+    assert model.recorded_samples(back) == 1400 and back.num_samples == 2
+    assert folded.write(model.Recording.of(back)) == out
+    with pytest.raises(TraceFormatError, match=r"m\.folded: line 2: counts 1001 samples"):
+        read_any(b"main 3\nmain;f 1001\n", "m.folded")

@@ -219,3 +219,63 @@ def test_sniffing_and_cli_errors(tmp_path):
     r = jsprof_cli("convert", str(bad), str(tmp_path / "o.json"))
     assert r.returncode != 0
     one_line_error(r.stderr)
+
+
+def _merged(counts: list[int]):
+    from jsprof.trace import Recording, TraceBuilder
+
+    b = TraceBuilder()
+    r = b.resource_id("file:///a.js")
+    main, f = b.frame_id("main", r, 1, 1), b.frame_id("f", r, 4, 1)
+    for i in range(len(counts)):
+        b.add_sample(float(i * 10), b.stack_id([main, f] if i % 2 else [main]))
+    trace = b.build()
+    trace.sample_count = np.asarray(counts, np.int64)  # a merged (fleet) profile
+    trace.sample_weight = np.asarray([c * 0.5 for c in counts], np.float64)
+    return Recording.of(trace)
+
+
+def test_a_merged_profile_counting_more_samples_than_jsprof_expands_reads_back(monkeypatch):
+    # Its pprof was refused on reading ("counts add up to ... more than jsprof reads"):
+    # what jsprof writes, jsprof reads. Beyond the limit each pprof sample is one sample
+    # standing for its count.
+    from jsprof import trace as model
+
+    monkeypatch.setattr(model, "MAX_SAMPLES", 1000)
+    rec = _merged([600, 500, 300])
+    out = pprof.write(rec)
+    back = read_any(out, "merged.pb.gz").tracks[0].trace
+    # pprof aggregates by stack: `main` (600 + 300) and `f` (500)
+    assert model.recorded_samples(back) == 1400 and back.sample_count.tolist() == [900, 500]
+    assert back.sample_weight.tolist() == [450.0, 250.0]
+    again = pprof.write(read_any(out, "again.pb.gz"))
+    assert pprof.write(read_any(again, "again.pb.gz")) == again  # stable
+    # Within the limit, the samples are laid out one by one as before.
+    small = read_any(pprof.write(_merged([600, 300])), "small.pb.gz").tracks[0].trace
+    assert small.num_samples == 900 and small.sample_count is None
+
+
+@pytest.mark.parametrize(
+    ("values", "expect"),
+    [
+        ((5, -1), r"sample\[0\]\.value\[1\]: negative time -1 ns"),
+        ((2001, 5), r"sample\[0\]\.value\[0\]: counts 2001 samples of one stack"),
+        ((1, 2**62), r"sample: values add up to more than 2\*\*62 ns"),
+    ],
+)
+def test_counts_and_times_no_writer_could_write_back_are_refused(values, expect, monkeypatch):
+    # A negative time laid the samples out backwards (the jsprof JSON was then refused);
+    # 2**62 ns and more made times no writer's clock counts.
+    from jsprof import trace as model
+    from jsprof.formats import _protobuf as pb
+
+    monkeypatch.setattr(model, "MAX_SAMPLES", 2000)
+    strings = ["", "samples", "count", "cpu", "nanoseconds", "main", "file:///a.js"]
+    msg = pb.bytes_field(1, pb.uint_field(1, 1) + pb.uint_field(2, 2))
+    msg += pb.bytes_field(1, pb.uint_field(1, 3) + pb.uint_field(2, 4))
+    msg += pb.bytes_field(2, pb.packed(1, [1]) + pb.packed(2, list(values)))
+    msg += pb.bytes_field(4, pb.uint_field(1, 1) + pb.bytes_field(4, pb.uint_field(1, 1)))
+    msg += pb.bytes_field(5, pb.uint_field(1, 1) + pb.uint_field(2, 5) + pb.uint_field(4, 6))
+    msg += b"".join(pb.bytes_field(6, s.encode()) for s in strings)
+    with pytest.raises(TraceFormatError, match=expect):
+        read_any(msg, "bad.pb")

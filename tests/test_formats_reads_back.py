@@ -181,6 +181,13 @@ def tracks(draw: st.DrawFn, name: str) -> Track:
             ),
             np.float64,
         )
+    if trace.num_samples and draw(st.booleans()):
+        # A merged (fleet) profile: each sample stands for this many recorded ones.
+        trace.sample_count = np.asarray(
+            draw(st.lists(st.integers(1, 10**6), min_size=trace.num_samples,
+                          max_size=trace.num_samples)),
+            np.int64,
+        )
     spans = None
     if frames and draw(st.booleans()):
         spans = Spans(

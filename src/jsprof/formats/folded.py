@@ -18,7 +18,9 @@ flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
   which no reader takes.
 - Lines are sorted, like stackcollapse output. Counts are per stack, so timestamps do
   not survive; reading back gives each line's samples one after the other, 1 ms apart
-  (the format has no interval), which keeps per-stack totals.
+  (the format has no interval), which keeps per-stack totals. When the counts add up to
+  more than `trace.MAX_SAMPLES` (a merged fleet profile), each line is instead one
+  sample standing for its count (`sample_count`); one line counts at most that many.
 
 Reading accepts what the tools write: any frame text (a trailing `(url:line:col)`,
 `(url:line)` as py-spy writes it, or `(url)` is parsed back, so a bare name that itself
@@ -33,13 +35,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import trace as model
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import NONE, Recording, Track
+from ..trace import NONE, Recording, Track, sample_counts
 from ._common import (
     PSEUDO_NAMES,
     FrameKey,
     build_trace,
-    check_expansion,
     frame_keys,
     pseudo_index,
 )
@@ -84,7 +86,10 @@ def _track_lines(track: Track, prefix: str) -> dict[str, int]:
     # Key per sample: stack id, or -(pseudo index) - 2 for samples without JavaScript.
     pseudo = pseudo_index(trace)
     key = np.where(trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2)
-    uniq, counts = np.unique(key, return_counts=True)
+    # Counts are recorded samples: a merged (fleet) profile's rows stand for several.
+    uniq, inverse = np.unique(key, return_inverse=True)
+    counts = np.bincount(inverse.reshape(-1), weights=sample_counts(trace), minlength=len(uniq))
+    counts = counts.astype(np.int64)
     out: dict[str, int] = {}
     for k, c in zip(uniq.tolist(), counts.tolist(), strict=True):
         text = stack_text[k] if k >= 0 else prefix + PSEUDO_NAMES[-k - 2]
@@ -160,6 +165,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
     stacks: list[list[str]] = []
     counts: list[int] = []
+    line_numbers: list[int] = []
     for n, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
@@ -176,6 +182,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             raise ErrorAt(source)(f"line {n}", "empty frame name between `;`")
         stacks.append(frames)
         counts.append(int(count))
+        line_numbers.append(n)
     if not stacks:
         raise TraceFormatError(f"{source}: no stack lines; expected `frame;frame COUNT` lines")
     groups: dict[str, list[int]] = {}
@@ -191,15 +198,32 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             k = parsed[text] = _parse_frame(text)
         return k
 
-    check_expansion(sum(counts), source, "counts")
+    # Up to MAX_SAMPLES in all, a line's samples are laid out one by one; beyond (a merged
+    # fleet profile), each line is one sample standing for its count (`sample_count`), so
+    # whatever jsprof writes as folded stacks reads back. One line counts at most that many.
+    if (big := next((n for n, c in enumerate(counts) if c > model.MAX_SAMPLES), None)) is not None:
+        raise ErrorAt(source)(
+            f"line {line_numbers[big]}",
+            f"counts {counts[big]} samples, more than jsprof reads ({model.MAX_SAMPLES}); "
+            "is this file intact?",
+        )
+    rows = sum(counts) > model.MAX_SAMPLES
     tracks = []
     for name, idx in groups.items():
         skip = int(tracked)
         frame_lists = [[frame(f) for f in stacks[i][skip:]] for i in idx]
-        reps = np.array([counts[i] for i in idx], np.int64)
+        c = np.array([counts[i] for i in idx], np.int64)
+        reps = (c > 0).astype(np.int64) if rows else c
         key = np.repeat(np.arange(len(idx)), reps)
-        times = np.arange(len(key), dtype=np.float64) * NOMINAL_INTERVAL_MS
+        if rows:
+            weight = c[c > 0] * NOMINAL_INTERVAL_MS
+            times = np.cumsum(weight) - weight
+        else:
+            times = np.arange(len(key), dtype=np.float64) * NOMINAL_INTERVAL_MS
         trace = build_trace(frame_lists, key, times)
+        if rows:
+            trace.sample_weight = weight
+            trace.sample_count = c[c > 0]
         tracks.append(Track(name, trace, meta={"sourceFormat": "folded"}))
     return Recording(tracks)
 

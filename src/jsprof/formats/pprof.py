@@ -27,12 +27,16 @@ writes, and how the model maps onto it:
   `duration_nanos` the span.
 
 Reading accepts any pprof whose sample types include a count (`samples`/`sample` with
-unit `count`) or a time in nanoseconds (`count = value / period`). Individual timestamps
-do not exist in pprof: a pprof sample's samples are laid out one after another, each
-taking its share of the sample's nanoseconds (or the period), in file order, and that
-share is kept as the sample's weight (`sample_weight`), so per-stack counts and time
-totals survive a round trip, also of a filtered trace. Inlined functions (several Lines in one
-Location) become caller-first frames.
+unit `count`) or a time in nanoseconds (`count = value / period`); a negative time, a
+count beyond `trace.MAX_SAMPLES` in one sample or times adding up beyond 2**62 ns are
+refused. Individual timestamps do not exist in pprof: a pprof sample's samples are laid
+out one after another, each taking its share of the sample's nanoseconds (or the
+period), in file order, and that share is kept as the sample's weight
+(`sample_weight`), so per-stack counts and time totals survive a round trip, also of a
+filtered trace. When the counts add up to more than `trace.MAX_SAMPLES` (a merged fleet
+profile), each pprof sample is instead one sample standing for its count
+(`sample_count`) and its whole time. Inlined functions (several Lines in one Location)
+become caller-first frames.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import trace as model
 from ..errors import ErrorAt, TraceFormatError
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
 from . import _protobuf as pb
@@ -50,7 +55,6 @@ from ._common import (
     PSEUDO_NAMES,
     FrameKey,
     build_trace,
-    check_expansion,
     frame_keys,
     pseudo_index,
     stack_lists,
@@ -58,6 +62,9 @@ from ._common import (
 from ._format import Format
 
 NS_PER_MS = 1_000_000
+# The most time a file's values add up to: times stay far inside what a double counts in
+# ms, and every writer's clock (pprof's int64 ns, CDP's µs) holds it.
+MAX_NS = 2**62
 # pprof tools show an empty name as "<unknown>"; V8's empty name means an anonymous function.
 ANONYMOUS = "(anonymous)"
 # Profile message fields (profile.proto).
@@ -472,6 +479,12 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             count = round(values[ns_idx] / period)  # type: ignore[index]
         if count < 0:
             raise r.err(f"{where}.value[{count_idx}]", f"negative sample count {count}")
+        if count > model.MAX_SAMPLES:  # the most one row stands for, as jsprof JSON's sampleCounts
+            raise r.err(
+                f"{where}.value[{count_idx}]",
+                f"counts {count} samples of one stack, more than jsprof reads "
+                f"({model.MAX_SAMPLES}); is this file intact?",
+            )
         key = tuple(loc_ids)
         k = stack_index.get(key)
         if k is None:
@@ -481,6 +494,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             k = stack_index[key] = len(stack_index)
         leaf_line = locs[loc_ids[0]][0][1] if loc_ids and locs[loc_ids[0]] else 0
         ns = values[ns_idx] if ns_idx is not None else count * period
+        if ns < 0:  # time runs forward: the samples would be laid out backwards
+            raise r.err(f"{where}.value[{ns_idx}]", f"negative time {ns} ns")
         t = per_track.setdefault(
             track, {"key": [], "count": [], "ns": [], "marker": [], "line": []}
         )
@@ -495,7 +510,15 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         all_stacks[k] = [fr for lid in reversed(key) for fr in loc_frames[lid]] or [
             (PSEUDO_NAMES[0], None, None, None)
         ]
-    check_expansion(sum(sum(t["count"]) for t in per_track.values()), source, "sample values")
+    # Up to MAX_SAMPLES in all, a sample's samples are laid out one by one; beyond, each
+    # pprof sample is one row standing for its count (`sample_count`, as a merged fleet
+    # profile holds them), so whatever jsprof writes as pprof reads back.
+    total = sum(sum(t["count"]) for t in per_track.values())
+    rows = total > model.MAX_SAMPLES
+    if sum(sum(t["ns"]) for t in per_track.values()) >= MAX_NS:
+        raise r.err(
+            "sample", "values add up to more than 2**62 ns (146 years); is this file intact?"
+        )
     tracks = []
     interval_ms = period / NS_PER_MS if period > 0 else None
     for name, t in per_track.items():
@@ -504,7 +527,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         step = np.where(c > 0, np.array(t["ns"], np.float64) / np.maximum(c, 1), 0) / NS_PER_MS
         if ns_idx is None or not (step > 0).any():
             step = np.full(len(c), interval_ms or 1.0)
-        spacing = np.repeat(step, c)
+        reps = (c > 0).astype(np.int64) if rows else c
+        spacing = np.repeat(step * c if rows else step, reps)
         times = np.cumsum(spacing) - spacing
         marker = np.array(t["marker"], np.int64)
         line = np.array(t["line"], np.int64)
@@ -512,12 +536,14 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         used, local = np.unique(np.array(t["key"], np.int64), return_inverse=True)
         trace = build_trace(
             [all_stacks[k] for k in used.tolist()],
-            np.repeat(local.reshape(-1), c),
+            np.repeat(local.reshape(-1), reps),
             times,
-            markers=np.repeat(marker, c).astype(np.int8) if (marker != NONE).any() else None,
-            lines=np.repeat(line, c) if (line != NO_LINE).any() else None,
+            markers=np.repeat(marker, reps).astype(np.int8) if (marker != NONE).any() else None,
+            lines=np.repeat(line, reps) if (line != NO_LINE).any() else None,
         )
         trace.sample_weight = spacing  # pprof's values are the weights, the last one too
+        if rows:
+            trace.sample_count = c[c > 0]
         tracks.append(
             Track(
                 name,
