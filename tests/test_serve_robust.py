@@ -320,7 +320,8 @@ def test_refused_uploads_free_their_memory_at_once(tmp_path: Path) -> None:
                 tracemalloc.start()
                 try:
                     before = tracemalloc.get_traced_memory()[0]
-                    for body, enc in [(BOMB, "gzip"), (JUNK, None)] * 3:
+                    small = b"y" * 500_000  # checked on the loop, not in the thread
+                    for body, enc in [(BOMB, "gzip"), (JUNK, None), (small, None)] * 3:
                         h = {"content-type": "application/json"}
                         if enc:
                             h["content-encoding"] = enc
@@ -340,7 +341,7 @@ def test_refused_uploads_free_their_memory_at_once(tmp_path: Path) -> None:
         return alive, freed_by_gc, statuses
 
     alive, freed_by_gc, statuses = anyio.run(main)
-    assert statuses == [413, 400] * 3
+    assert statuses == [413, 400, 400] * 3
     assert freed_by_gc < 1 << 20, f"{freed_by_gc >> 20} MiB waited for the GC"
     assert alive < 4 << 20, f"{alive >> 20} MiB still alive"
 
@@ -594,3 +595,46 @@ def test_prepare_decides_as_the_general_path_bare_and_enveloped() -> None:
                 if stored == data:
                     seen_envelope_fast += 1
     assert seen_envelope_fast >= len(REAL)  # the clean real traces: bytes kept as sent
+
+
+def test_small_bodies_on_the_loop_big_ones_in_the_thread() -> None:
+    """What is checked on the event loop is what says it is small, and a body that lies
+    about it (a gzip ISIZE trailer) is inflated no further than INLINE_MAX there before the
+    thread decides with the real limits: the same answers either way."""
+    from jsprof.serve import ingest
+    from jsprof.serve.config import Limits
+
+    limits = Limits()
+    params = {"app": "a", "release": None, "route": None, "env": None}
+    small = field_trace(2000)
+    big = field_trace(30000)
+    assert len(small) < ingest.INLINE_MAX < len(big)
+    for body, enc, inline in (
+        (small, "identity", True),
+        (gz(small), "gzip", True),
+        (gz(small), "identity", True),  # sendBeacon's gzip without Content-Encoding
+        (big, "identity", False),
+        (gz(big), "gzip", False),
+        (zlib.compress(small), "deflate", False),  # no size to go by
+    ):
+        assert ingest.says_small(body, enc) == inline
+        want = ingest.prepare(body, enc, params, None, limits, False)
+        if inline:
+            got = ingest.prepare_small(body, enc, params, None, limits, False)
+            assert got[1:] == want[1:]
+    # A gzip that says it is small and is not: the loop gives up at INLINE_MAX...
+    liar = bytearray(gz(big))
+    liar[-4:] = (100).to_bytes(4, "little")
+    liar = bytes(liar)
+    assert ingest.says_small(liar, "gzip")
+    assert ingest.prepare_small(liar, "gzip", params, None, limits, False) is None
+    # ... and the full path refuses it (its length check fails at the end).
+    with pytest.raises(ingest.Refused) as e:
+        ingest.prepare(liar, "gzip", params, None, limits, False)
+    assert e.value.status == 400
+    bomb = bytearray(BOMB)
+    bomb[-4:] = (100).to_bytes(4, "little")
+    assert ingest.prepare_small(bytes(bomb), "gzip", params, None, limits, False) is None
+    with pytest.raises(ingest.Refused) as e:
+        ingest.prepare(bytes(bomb), "gzip", params, None, limits, False)
+    assert e.value.status == 413

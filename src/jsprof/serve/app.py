@@ -77,9 +77,10 @@ async def _read_body(request: Request, cap: int) -> bytes:
     return b"".join(chunks)
 
 
-# Parsing and validating is CPU work under the GIL: more threads than this only add
-# switching. Appends mostly wait in fsync and get the default (larger) thread pool, so the
-# CPU threads go on parsing while a batch of appends shares one fsync.
+# Parsing and validating a big body is CPU work under the GIL (small ones are done on the
+# loop, see ingest.INLINE_MAX): more threads than this only add switching. Appends mostly
+# wait in fsync and get the default (larger) thread pool, so the CPU threads go on parsing
+# while a batch of appends shares one fsync.
 CPU_THREADS = 1
 
 
@@ -196,17 +197,20 @@ async def post_trace(request: Request) -> Response:
     except ClientDisconnect:
         return Response(status_code=499)
     params = {k: q.get(k) for k in ("app", "release", "route", "env")}
-    got = await in_thread(
-        ingest.prepare,
-        raw,
-        encoding,
-        params,
-        request.headers.get("user-agent"),
-        config.limits,
-        config.keep_query,
-        limiter=request.app.state.cpu_limiter,
-    )
-    del raw  # the inflated body and the parse are the thread's; the raw body goes now too
+    args = (raw, encoding, params, request.headers.get("user-agent"))
+    got = None
+    if ingest.says_small(raw, encoding):
+        # On the loop: a field upload is ~5 ms of work, less than the hand-off costs.
+        got = _guarded(ingest.prepare_small, *args, config.limits, config.keep_query)
+    if got is None:
+        got = await in_thread(
+            ingest.prepare,
+            *args,
+            config.limits,
+            config.keep_query,
+            limiter=request.app.state.cpu_limiter,
+        )
+    del raw, args  # the inflated body and the parse are the thread's; the raw body goes now too
     if isinstance(got, _Failed):
         return _refused(got.status, got.message, cors, got.headers)
     meta, trace_json, gzipped = got

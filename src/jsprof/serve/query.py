@@ -84,8 +84,18 @@ FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "
 ROUTE_PARAMS = {
     "top": FILTER_PARAMS | {"top", "format"},
     "flame": FILTER_PARAMS | {"format", "max_nodes"},
-    "diff": FILTER_PARAMS | {"base", "new", "top", "fail_if", "min_traces", "min_samples",
-                             "resamples", "format", "exact_resources"},
+    "diff": FILTER_PARAMS
+    | {
+        "base",
+        "new",
+        "top",
+        "fail_if",
+        "min_traces",
+        "min_samples",
+        "resamples",
+        "format",
+        "exact_resources",
+    },
     "export": FILTER_PARAMS | {"format"},
     "series": FILTER_PARAMS | {"function", "by"},
     "options": frozenset({"app"}),
@@ -343,8 +353,11 @@ async def export(request: Request) -> Response:
         with _session(request) as s:
             rec = api.recording(s, f)
         data = writer.write(rec)
-        media = "application/json" if data[:1] in (b"{", b"[") else (
-            "text/plain; charset=utf-8" if fmt == "folded" else "application/octet-stream")
+        media = (
+            "application/json"
+            if data[:1] in (b"{", b"[")
+            else ("text/plain; charset=utf-8" if fmt == "folded" else "application/octet-stream")
+        )
         return Response(data, media_type=media, headers={"Cache-Control": "no-store"})
 
     return await _run(request, work)
