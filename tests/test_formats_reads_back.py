@@ -184,8 +184,11 @@ def tracks(draw: st.DrawFn, name: str) -> Track:
     if trace.num_samples and draw(st.booleans()):
         # A merged (fleet) profile: each sample stands for this many recorded ones.
         trace.sample_count = np.asarray(
-            draw(st.lists(st.integers(1, 10**6), min_size=trace.num_samples,
-                          max_size=trace.num_samples)),
+            draw(
+                st.lists(
+                    st.integers(1, 1000), min_size=trace.num_samples, max_size=trace.num_samples
+                )
+            ),
             np.int64,
         )
     spans = None
