@@ -224,7 +224,7 @@ def recordings(draw: st.DrawFn) -> Recording:
 
 
 @settings(
-    max_examples=150,
+    max_examples=100,
     deadline=None,
     derandomize=True,
     database=None,
