@@ -110,10 +110,14 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if not tree.total_time > 0:
         raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
     tree = query.fold_tree(tree, max_nodes)
+    lost = ""
+    if f.during is not None:
+        lost = (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
+                "points")
     return render_flame(
         tree, fmt, title=title or f"{f.app} · {describe(f)}",
         subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
-        f"{plural(sel.traces, 'trace')}",
+        f"{plural(sel.traces, 'trace')}{lost}",
         icicle=icicle, color_by=color_by,
     )
 
@@ -159,7 +163,20 @@ def describe(f: Filters) -> str:
         if v is not None:
             bits.append(f"{k}={v}")
     bits += [f"{k}={v}" for k, v in f.where]
+    if f.during is not None:
+        bits.append(f"during={f.during}")
+        if f.slower_than is not None:
+            bits.append(f"slower_than={f.slower_than:g}")
     return ", ".join(bits)
+
+
+def vitals(s: Session, f: Filters) -> dict:
+    """The `fleet vitals --json` document: per route and release, from the timelines."""
+    from .vitals import vitals as compute
+
+    doc = compute(s.engine, s.snap, f)
+    require_match(s, f, len(doc["rows"]))
+    return doc
 
 
 def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,

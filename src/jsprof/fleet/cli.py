@@ -37,6 +37,11 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
     g.add_argument("--until", metavar="TIME", help="receivedAt before: ISO time or age")
     g.add_argument("--where", metavar="KEY=VALUE", action="append", default=[],
                    help="any meta key; repeatable")
+    g.add_argument("--during", choices=("interaction", "long-frame", "load"),
+                   help="only samples inside these windows of the browser client's timeline")
+    g.add_argument("--slower-than", type=float, metavar="MS",
+                   help="--during: only windows at least this slow (default: interactions "
+                   "200 ms, long frames 50 ms of blocking, load 0)")
 
 
 def add_parser(sub: Any) -> None:
@@ -97,6 +102,12 @@ def add_parser(sub: Any) -> None:
     e.add_argument("--format", help="output format (see `jsprof formats`)")
     e.set_defaults(func=cmd_export)
 
+    v = fs.add_parser("vitals", help="INP, LCP and long-frame blocking p75 per route and release")
+    _source_args(v)
+    _filter_args(v)
+    v.add_argument("--json", action="store_true", help="print the rows as JSON")
+    v.set_defaults(func=cmd_vitals)
+
     sm = fs.add_parser("sourcemaps", help="per-release source maps")
     sms = sm.add_subparsers(dest="sourcemaps_command", metavar="ACTION", required=True)
     up = sms.add_parser("upload", help="keep .map files for a release (applied at query time)")
@@ -121,7 +132,22 @@ def filters_from(args: argparse.Namespace) -> Any:
         since=parse_time(args.since, "--since") if args.since else None,
         until=parse_time(args.until, "--until") if args.until else None,
         where=parse_where(args.where),
+        during=getattr(args, "during", None),
+        slower_than=_slower_than(args),
     )
+
+
+def _slower_than(args: argparse.Namespace) -> float | None:
+    from ..errors import UsageError
+
+    v = getattr(args, "slower_than", None)
+    if v is None:
+        return None
+    if getattr(args, "during", None) is None:
+        raise UsageError("--slower-than needs --during interaction|long-frame|load")
+    if not v >= 0 or v == float("inf"):
+        raise UsageError(f"--slower-than {v}: expected a number of ms, 0 or more")
+    return v
 
 
 def _check_source(args: argparse.Namespace) -> None:
@@ -295,6 +321,27 @@ def cmd_export(args: argparse.Namespace) -> int:
     io.save(rec, args.output, format=args.format)
     if args.output != "-":
         print(f"wrote {args.output} ({plural(len(rec.tracks), 'release')})", file=sys.stderr)
+    return 0
+
+
+def cmd_vitals(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from . import api
+
+    _check_source(args)
+    if args.url:
+        raise UsageError("fleet vitals: give --store PATH (it is not a query route yet)")
+    if getattr(args, "during", None) is not None:
+        raise UsageError("fleet vitals: --during selects samples; vitals read no samples")
+    f = filters_from(args)
+    with _status("querying the store ...") as st, _session(args, st) as s:
+        doc = api.vitals(s, f)
+    if args.json:
+        _print_json(doc)
+    else:
+        from .vitals import print_vitals
+
+        print_vitals(doc)
     return 0
 
 

@@ -60,6 +60,11 @@ class Filters:
     since: float | None = None  # epoch ms, inclusive
     until: float | None = None  # epoch ms, exclusive
     where: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+    # --during interaction|long-frame|load: only samples inside those windows of the
+    # client's timeline (fleet/during.py); slower_than: their threshold in ms (None: the
+    # default of the kind, `timeline.DEFAULT_SLOWER_THAN`)
+    during: str | None = None
+    slower_than: float | None = None
 
     def with_side(self, spec: str, option: str) -> Filters:
         """`release=A` (or `route=/x*,env=prod`, any meta key): this filter set narrowed."""
@@ -87,6 +92,7 @@ class Filters:
         return {
             "app": self.app, "release": self.release, "route": self.route, "env": self.env,
             "since": self.since, "until": self.until, "where": [list(w) for w in self.where],
+            "during": self.during, "slowerThan": self.slower_than,
         }
 
 

@@ -55,6 +55,8 @@ class Selection:
     total_ms: float
     per_trace: Any = None
     meta: dict = field(default_factory=dict)
+    frame_rows: FrameRows | None = None  # --during: per-trace frame rows made with the rows
+    attributed_ms: float = 0.0  # --during: lost stacks charged to LoAF entry points
 
     @property
     def traces(self) -> int:
@@ -151,6 +153,17 @@ def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
 def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = None) -> Selection:
     """Run the plan for one filter set. per_trace: None, "frames" (top) or "stacks" (diff)."""
     up = engine.uploads(snap, f)
+    if f.during is not None:
+        from .during import select_during
+
+        got = select_during(snap, up, f.during, f.slower_than, f.app)
+        rows = got["rows"]
+        return Selection(
+            f, up, got["releases"], _recording(got["releases"], rows, up),
+            int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
+            got["per_trace"] if per_trace == "stacks" else None,
+            frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
+        )
     releases = {k: _read_release(snap, k) for k in up.rkeys}
     rows = engine.stacks(snap, up)
     rec = _recording(releases, rows, up)
@@ -219,7 +232,8 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
             fid_l.append(hit.astype(np.int64))
         want = Want(np.concatenate(ri_l or [np.zeros(0, np.int64)]),
                     np.concatenate(fid_l or [np.zeros(0, np.int64)]))
-    fr: FrameRows = engine.frames(snap, sel.uploads, want)
+    fr: FrameRows = (sel.frame_rows if sel.frame_rows is not None
+                     else engine.frames(snap, sel.uploads, want))
     # Per stored (release, frame): the summary row of its mapped function.
     gid = np.full(len(fr.uk), -1, np.int64)
     for ri, rkey in enumerate(sel.uploads.rkeys):
@@ -279,8 +293,13 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
         })
-    return {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
-            "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows}
+    doc = {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
+           "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows}
+    if sel.filters.during is not None:
+        # what --during kept, and the stack-less samples charged to a LoAF entry point
+        doc["during"] = sel.filters.during
+        doc["attributedMs"] = _r(sel.attributed_ms)
+    return doc
 
 
 # ---- flame -----------------------------------------------------------------------------------

@@ -28,6 +28,10 @@ def filter_params(f: Filters) -> list[tuple[str, str]]:
         if v is not None:
             out.append((k, repr(v)))  # epoch ms: the server parses numbers as such
     out += [("where", f"{k}={v}") for k, v in f.where]
+    if f.during is not None:
+        out.append(("during", f.during))
+    if f.slower_than is not None:
+        out.append(("slower_than", repr(f.slower_than)))
     return out
 
 

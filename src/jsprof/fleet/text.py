@@ -54,6 +54,11 @@ def print_top(doc: dict, title: str) -> None:
     c.print(f"[dim]{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
             f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
             f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}[/dim]")
+    if doc.get("during"):
+        c.print(f"[dim]only samples during {doc['during']} windows; "
+                f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
+                "did not capture charged to the long animation frame's script entry point, "
+                "under (stack not captured)[/dim]")
 
 
 def _pp(v: float | None) -> Text:

@@ -14,6 +14,9 @@
 
 const KEEPALIVE_LIMIT = 64 * 1024;
 const SESSION_KEY = "jsprof-session";
+// What one chunk's `timeline` holds at most (the collector refuses more): the rest is
+// counted in timeline.dropped. Long frames and interactions are kept longest first.
+export const TIMELINE_LIMITS = {longFrames: 50, scripts: 10, interactions: 100, text: 256};
 
 function fnv1a(text) {
   let h = 0x811c9dc5;
@@ -60,6 +63,147 @@ export function unsupportedReason() {
   return null;
 }
 
+function stripQuery(url) {
+  const s = String(url || "");
+  const cut = s.search(/[?#]/);
+  return (cut < 0 ? s : s.slice(0, cut)).slice(0, 2048);
+}
+
+function short(text) {
+  return text == null ? null : String(text).slice(0, TIMELINE_LIMITS.text);
+}
+
+// A target as tag#id.class1.class2: never text or values (they may be personal).
+function describeTarget(el) {
+  if (!el || !el.tagName) return null;
+  let d = el.tagName.toLowerCase();
+  if (el.id) d += "#" + el.id;
+  if (el.classList) for (const c of el.classList) d += "." + c;
+  return short(d);
+}
+
+const ms = (x) => (typeof x === "number" && isFinite(x) && x >= 0 ? x : null);
+
+/**
+ * What the page made users wait for, on the trace's clock (performance.now()): long
+ * animation frames with their scripts, interactions (Event Timing, grouped by
+ * interactionId) and the page load (navigation timing, LCP). `take()` gives what was
+ * observed since the last call, capped by TIMELINE_LIMITS.
+ */
+class Timeline {
+  constructor() {
+    this.frames = [];
+    this.interactions = new Map();
+    this.lcp = null;
+    this.dropped = {longFrames: 0, interactions: 0};
+    this.observers = [];
+  }
+
+  start() {
+    this.observe("long-animation-frame", {buffered: true}, (e) => this.frames.push(e));
+    this.observe("event", {buffered: true, durationThreshold: 16}, (e) => this.event(e));
+    this.observe("largest-contentful-paint", {buffered: true}, (e) => {
+      this.lcp = e;
+    });
+  }
+
+  observe(type, opts, each) {
+    const types = (globalThis.PerformanceObserver && PerformanceObserver.supportedEntryTypes) || [];
+    if (!types.includes(type)) return;
+    try {
+      const o = new PerformanceObserver((list) => list.getEntries().forEach(each));
+      o.observe(Object.assign({type}, opts));
+      this.observers.push([o, each]);
+    } catch (e) {
+      // an observer the browser refuses: that part of the timeline stays empty
+    }
+  }
+
+  stop() {
+    for (const [o] of this.observers) o.disconnect();
+  }
+
+  event(e) {
+    if (!e.interactionId) return; // not part of an interaction (e.g. mouseover)
+    const old = this.interactions.get(e.interactionId);
+    // One interaction, several events (pointerdown, pointerup, click): its duration is the
+    // longest one's, as web-vitals counts INP; its processing runs from the first event's
+    // handlers to the last one's; it is named by its click or key event.
+    const named = e.name === "click" || e.name === "keydown";
+    if (!old) {
+      this.interactions.set(e.interactionId, {
+        id: e.interactionId,
+        type: short(e.name),
+        start: e.startTime,
+        duration: e.duration,
+        processingStart: e.processingStart,
+        processingEnd: e.processingEnd,
+        target: describeTarget(e.target),
+      });
+      return;
+    }
+    old.duration = Math.max(old.duration, e.duration);
+    old.start = Math.min(old.start, e.startTime);
+    old.processingStart = Math.min(old.processingStart, e.processingStart);
+    old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
+    if (named) old.type = short(e.name);
+    if (!old.target) old.target = describeTarget(e.target);
+  }
+
+  frame(f) {
+    const scripts = (f.scripts || [])
+      .slice()
+      .sort((a, b) => b.duration - a.duration)
+      .slice(0, TIMELINE_LIMITS.scripts)
+      .map((s) => ({
+        invoker: short(s.invoker),
+        invokerType: short(s.invokerType),
+        sourceURL: stripQuery(s.sourceURL),
+        sourceFunctionName: short(s.sourceFunctionName),
+        sourceCharPosition: typeof s.sourceCharPosition === "number" ? s.sourceCharPosition : null,
+        start: s.startTime,
+        duration: s.duration,
+        forcedStyleAndLayoutDuration: ms(s.forcedStyleAndLayoutDuration),
+      }));
+    return {
+      start: f.startTime,
+      duration: f.duration,
+      blockingDuration: ms(f.blockingDuration),
+      renderStart: ms(f.renderStart),
+      styleAndLayoutStart: ms(f.styleAndLayoutStart),
+      scripts,
+    };
+  }
+
+  take() {
+    for (const [o, each] of this.observers) o.takeRecords().forEach(each);
+    const longest = (a, b) => b.duration - a.duration;
+    const frames = this.frames.sort(longest);
+    const inter = [...this.interactions.values()].sort(longest);
+    this.dropped.longFrames += Math.max(0, frames.length - TIMELINE_LIMITS.longFrames);
+    this.dropped.interactions += Math.max(0, inter.length - TIMELINE_LIMITS.interactions);
+    this.frames = [];
+    this.interactions = new Map();
+    const out = {
+      longFrames: frames.slice(0, TIMELINE_LIMITS.longFrames).map((f) => this.frame(f)),
+      interactions: inter.slice(0, TIMELINE_LIMITS.interactions),
+      load: null,
+      dropped: Object.assign({}, this.dropped),
+    };
+    const nav = performance.getEntriesByType && performance.getEntriesByType("navigation")[0];
+    if (nav || this.lcp) {
+      out.load = {
+        responseStart: nav ? ms(nav.responseStart) : null,
+        domContentLoaded: nav && nav.domContentLoadedEventEnd > 0 ? nav.domContentLoadedEventEnd : null,
+        load: nav && nav.loadEventEnd > 0 ? nav.loadEventEnd : null,
+        lcp: this.lcp ? ms(this.lcp.startTime) : null,
+        lcpElement: this.lcp && this.lcp.element ? short(this.lcp.element.tagName.toLowerCase()) : null,
+      };
+    }
+    return out;
+  }
+}
+
 async function gzip(text) {
   if (typeof CompressionStream !== "function") return null;
   const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
@@ -77,6 +221,9 @@ class Session {
     this.stopped = false;
     this.pending = new Set();
     this.chunk = 0;
+    // One id per page load: the chunks of this page count once in the fleet.
+    this.pageLoad = randomId();
+    this.timeline = opts.timeline === false ? null : new Timeline();
     this.onVisibility = () => this.visibilityChanged();
     this.onPageHide = () => this.rotate("pagehide", {keepalive: true, restart: false});
   }
@@ -100,6 +247,7 @@ class Session {
       return;
     }
     this.enabled = true;
+    if (this.timeline) this.timeline.start();
     this.armTimer();
     document.addEventListener("visibilitychange", this.onVisibility);
     globalThis.addEventListener("pagehide", this.onPageHide);
@@ -174,9 +322,12 @@ class Session {
       chunk: this.chunk,
       chunkReason: why,
       dropped: this.stats.dropped,
+      pageLoad: this.pageLoad,
     });
     // The trace goes as the browser gave it: its stacks stay a tree, never one per sample.
-    const json = JSON.stringify({trace, meta});
+    const doc = {trace, meta};
+    if (this.timeline) doc.timeline = this.timeline.take();
+    const json = JSON.stringify(doc);
     const id = randomId();
     const url = this.url(id);
     let body = json;
@@ -246,6 +397,7 @@ export function startProfiling(options) {
       release: null,
       env: null,
       keepaliveLimit: KEEPALIVE_LIMIT, // the browser's budget for keepalive request bodies
+      timeline: true, // long animation frames, interactions, page load (false: none)
     },
     options || {},
   );
@@ -277,6 +429,7 @@ export function startProfiling(options) {
       globalThis.removeEventListener("pagehide", s.onPageHide);
       await s.rotate("stop", {keepalive: false, restart: false});
       await Promise.all([...s.pending]);
+      if (s.timeline) s.timeline.stop(); // after the last chunk took what it observed
       return s.stats.ids.slice();
     },
   };

@@ -33,6 +33,9 @@ _TRACE_KEY_SET = frozenset(_TRACE_KEYS)
 _TOP_LEVEL = msgspec.json.Decoder(dict[str, msgspec.Raw])
 # Keys the collector sets; a client's envelope meta cannot override them.
 SERVER_KEYS = ("app", "release", "route", "env", "receivedAt")
+# The envelope's keys: the trace, the client's meta, and what made users wait (stored in
+# meta, under "timeline", once checked; a client's own meta.timeline is not kept).
+_ENVELOPE_KEYS = frozenset({"trace", "meta", "timeline"})
 
 
 class Refused(Exception):
@@ -132,13 +135,16 @@ def _type_name(v: Any) -> str:
 
 
 def split_envelope(doc: Any) -> tuple[dict, dict, bool]:
-    """(trace document, client meta, was an envelope)."""
+    """(trace document, client meta, was an envelope); the envelope's `timeline`, if any,
+    is in the meta under "timeline" (unchecked: `with_timeline` checks it)."""
     if type(doc) is not dict:
         raise Refused(400, f"body: expected a JSON object, got {_type_name(doc)}")
     if "trace" in doc and not any(k in doc for k in _TRACE_KEYS):
-        extra = sorted(set(doc) - {"trace", "meta"})
+        extra = sorted(set(doc) - _ENVELOPE_KEYS)
         if extra:
-            raise Refused(400, f"body.{extra[0]}: unknown envelope key; use trace and meta")
+            raise Refused(
+                400, f"body.{extra[0]}: unknown envelope key; use trace, meta and timeline"
+            )
         trace, meta = doc["trace"], doc.get("meta", {})
         if type(trace) is not dict:
             raise Refused(
@@ -146,6 +152,9 @@ def split_envelope(doc: Any) -> tuple[dict, dict, bool]:
             )
         if type(meta) is not dict:
             raise Refused(400, f"body.meta: expected an object, got {_type_name(meta)}")
+        meta = {k: v for k, v in meta.items() if k != "timeline"}
+        if doc.get("timeline") is not None:
+            meta["timeline"] = doc["timeline"]
         return trace, meta, True
     return doc, {}, False
 
@@ -246,6 +255,21 @@ def normalise_resources(trace: dict) -> bool:
     return True
 
 
+def with_timeline(meta: dict, timeline: Any, keep_query: bool) -> dict:
+    """`meta` with the envelope's timeline checked (`fleet.timeline.check`) under
+    "timeline"; Refused (400 naming the field) when it is not valid. Its size is bounded by
+    the timeline's own limits, not by the meta limit."""
+    from ..fleet.timeline import TimelineError, check
+
+    if timeline is None or timeline is False:
+        return meta
+    try:
+        meta["timeline"] = check(timeline, "body.timeline", keep_query)
+    except TimelineError as e:
+        raise Refused(400, str(e)) from None
+    return meta
+
+
 def build_meta(
     client_meta: dict,
     params: dict[str, str | None],
@@ -254,7 +278,7 @@ def build_meta(
 ) -> dict:
     meta: dict[str, Any] = {}
     for k, v in client_meta.items():
-        if k not in SERVER_KEYS:
+        if k not in SERVER_KEYS and k != "timeline":
             meta[k] = v
     for key in ("release", "route", "env"):
         v = params.get(key)
@@ -336,11 +360,12 @@ def _fast_path(
 
 def _fast_envelope(
     parts: dict[str, msgspec.Raw], limits: Limits, keep_query: bool
-) -> tuple[bytes, dict] | None:
-    """(the trace's bytes as uploaded, the client's meta) when `parts` is the envelope the
-    browser client sends, `{"trace": ..., "meta": ...}`, with a trace the fast path takes;
-    else None (the general path decides, and words any error)."""
-    if "trace" not in parts or not parts.keys() <= {"trace", "meta"}:
+) -> tuple[bytes, dict, Any] | None:
+    """(the trace's bytes as uploaded, the client's meta, its timeline) when `parts` is the
+    envelope the browser client sends, `{"trace": ..., "meta": ..., "timeline": ...}`, with
+    a trace the fast path takes; else None (the general path decides, and words any
+    error)."""
+    if "trace" not in parts or not parts.keys() <= _ENVELOPE_KEYS:
         return None
     trace = bytes(parts["trace"])
     if trace[:1] != b"{":
@@ -353,9 +378,15 @@ def _fast_envelope(
             return None
         if type(meta) is not dict:
             return None
+    timeline = None
+    if "timeline" in parts:
+        try:
+            timeline = orjson.loads(bytes(parts["timeline"]))
+        except orjson.JSONDecodeError:
+            return None
     if not _fast_path(trace, limits, keep_query, "body.trace"):
         return None
-    return trace, meta
+    return trace, meta, timeline
 
 
 def _too_long(texts: Any, cap: int) -> bool:
@@ -466,8 +497,9 @@ def prepare_decoded(
         envelope = _fast_envelope(parts, limits, keep_query)
         del parts
         if envelope is not None:
-            trace, client_meta = envelope
-            return build_meta(client_meta, params, user_agent, limits), trace, None
+            trace, client_meta, timeline = envelope
+            meta = build_meta(client_meta, params, user_agent, limits)
+            return with_timeline(meta, timeline, keep_query), trace, None
     meta, trace_json = prepare_general(data, params, user_agent, limits, keep_query)
     return meta, trace_json, raw if is_gzip and trace_json is data else None
 
@@ -494,7 +526,9 @@ def prepare_general(
     # No "marker" anywhere in the bytes: no sample can have one, and the reader can skip
     # its per-sample marker pass (a tenth of the validation of a 6,000-sample trace).
     check_trace(trace, where, limits, has_markers=b'"marker"' in data)
+    timeline = client_meta.get("timeline") if envelope else None
     meta = build_meta(client_meta, params, user_agent, limits)
+    meta = with_timeline(meta, timeline, keep_query)
     changed = False if keep_query else normalise_resources(trace)
     changed = cap_names(trace, limits) or changed
     if envelope or changed or set(trace) != set(_TRACE_KEYS):

@@ -78,7 +78,8 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
     return n
 
 
-FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where"})
+FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where",
+                           "during", "slower_than"})
 # What each route reads: any other parameter is a mistake (`relase=` would otherwise be a
 # filter silently not applied), answered 400 naming it.
 ROUTE_PARAMS = {
@@ -149,7 +150,36 @@ def filters_from_query(request: Request) -> Any:
         since=when("since"),
         until=when("until"),
         where=parse_where(q.getlist("where")),
+        during=_during(q.get("during")),
+        slower_than=_slower_than(q.get("slower_than"), q.get("during")),
     )
+
+
+def _during(v: str | None) -> str | None:
+    from ..errors import UsageError
+    from ..fleet.timeline import DURING
+
+    if not v:
+        return None
+    if v not in DURING:
+        raise UsageError(f"query parameter during: {v[:40]!r}; use one of {', '.join(DURING)}")
+    return v
+
+
+def _slower_than(v: str | None, during: str | None) -> float | None:
+    from ..errors import UsageError
+
+    if not v:
+        return None
+    if not during:
+        raise UsageError("query parameter slower_than: needs during=interaction|long-frame|load")
+    try:
+        ms = float(v)
+    except ValueError:
+        ms = float("nan")
+    if not 0 <= ms < float("inf"):
+        raise UsageError(f"query parameter slower_than: expected ms, 0 or more, got {v[:40]!r}")
+    return ms
 
 
 async def _run(request: Request, work: Callable[[], Response]) -> Response:

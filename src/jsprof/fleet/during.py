@@ -1,0 +1,205 @@
+"""`--during interaction|long-frame|load`: only the samples taken while users waited.
+
+The compacted tables keep one weight per (upload, stack), not sample times, so this plan
+reads the matching uploads' raw records (`Store.get`: one claim and one record each) with
+their timelines, keeps the samples inside the windows, and interns what is left into
+per-release tables of the same shape the tables give (`query.Release`, `StackRows`,
+`FrameRows`): top, flame, diff and export then run unchanged. Its cost grows with the
+matching uploads, not with distinct stacks (docs/design.md, Deviations).
+
+Samples the browser lost the stack of (no stack, no marker but `script`) inside a long
+animation frame are not idle: the frame's script entry point was running. They are
+charged to a frame for that entry point (sourceFunctionName at sourceURL) with a child
+`(stack not captured)`, and the time so charged is reported (`attributedMs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..errors import JsprofError
+from ..trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, weights_and_lost
+from . import sourcemaps
+from . import timeline as tl
+from .engine import FrameRows, Snapshot, StackRows, Uploads
+
+NS_PER_MS = 1_000_000
+
+
+class _Tables:
+    """One release's frames and stacks, interned across uploads."""
+
+    def __init__(self) -> None:
+        self.resources: dict[str, int] = {}
+        self.frames: dict[tuple, int] = {}
+        self.by_name: dict[tuple[str, str | None], set[int]] = {}
+        self.frame_list: list[ProfilerFrame] = []
+        self.stacks: dict[tuple[int, int], int] = {}
+        self.parent: list[int] = []
+        self.frame_of: list[int] = []
+
+    def frame(self, name: str, resource: str | None, line: int | None, col: int | None) -> int:
+        key = (name, resource, line, col)
+        fid = self.frames.get(key)
+        if fid is None:
+            rid = None if resource is None else self.resources.setdefault(
+                resource, len(self.resources))
+            fid = self.frames[key] = len(self.frame_list)
+            self.frame_list.append(ProfilerFrame(name, rid, line, col))
+            self.by_name.setdefault((name, resource), set()).add(fid)
+        return fid
+
+    def entry_frame(self, name: str, resource: str | None) -> int:
+        """A LoAF entry point's frame: the sampled function of that name in that script
+        when there is exactly one (LoAF gives a character offset, not a line), else a
+        frame of its own."""
+        same = [f for f in self.by_name.get((name, resource), ())
+                if self.frame_list[f].line is not None]
+        if len(same) == 1:
+            return same[0]
+        return self.frame(name, resource, None, None)
+
+    def stack(self, parent: int, frame: int) -> int:
+        sid = self.stacks.get((parent, frame))
+        if sid is None:
+            sid = self.stacks[(parent, frame)] = len(self.parent)
+            self.parent.append(parent)
+            self.frame_of.append(frame)
+        return sid
+
+    def add_trace(self, tr: ProfilerTrace) -> np.ndarray:
+        """Per stack of `tr`, its id here (a last entry for NONE -> NONE)."""
+        res = tr.resources
+        fmap = [self.frame(f.name, None if f.resource_id is None else res[f.resource_id],
+                           f.line, f.column) for f in tr.frames]
+        smap = np.full(tr.num_stacks + 1, NONE, np.int64)
+        # Parents come before children in a ProfilerTrace's stack table only by custom:
+        # resolve in an order that is sure to see a parent first.
+        order = np.argsort(tr.stack_depths(), kind="stable") if tr.num_stacks else []
+        for s in np.asarray(order).tolist():
+            p = int(tr.stack_parent[s])
+            smap[s] = self.stack(NONE if p == NONE else int(smap[p]),
+                                 fmap[int(tr.stack_frame[s])])
+        return smap
+
+    def trace(self) -> ProfilerTrace:
+        return ProfilerTrace(list(self.resources), self.frame_list,
+                             np.asarray(self.parent, np.int32),
+                             np.asarray(self.frame_of, np.int32))
+
+
+def _timelines(store: Any, up: Uploads) -> tuple[list[Any], dict[str, tl.PageLoad]]:
+    raw = []
+    keyed = []
+    for i, uid in enumerate(up.id):
+        got = store.get(uid)
+        raw.append(got)
+        key = up.page_load[i] or f"upload:{uid}"
+        keyed.append((key, None if got is None else got[0].get("timeline")))
+    return raw, tl.page_loads(keyed)
+
+
+def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float | None,
+                  app: str) -> dict:
+    """The pieces of a `query.Selection` for the samples inside `during` windows: releases,
+    rows, per-trace rows, frame rows, and the time charged to LoAF entry points."""
+    from ..formats import read_any
+    from ..store import Store
+    from .query import Release
+
+    threshold = tl.DEFAULT_SLOWER_THAN[during] if slower_than is None else slower_than
+    store = Store(snap.tdir.parent)
+    raw, loads = _timelines(store, up)
+    tables = {rkey: _Tables() for rkey in up.rkeys}
+    script_code = MARKER_CODE["script"]
+    rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
+    attributed_ms = 0.0
+    for i, got in enumerate(raw):
+        if got is None:
+            continue  # pruned since it was compacted
+        meta, body = got
+        pl = loads[up.page_load[i] or f"upload:{up.id[i]}"]
+        windows = pl.windows(during, threshold)
+        if not windows:
+            continue
+        try:
+            rec = read_any(body, f"upload {up.id[i]}")
+        except JsprofError:
+            continue  # compaction recorded it as skipped
+        ri = int(up.ri[i])
+        tab = tables[up.rkey[i]]
+        interval = meta.get("sampleInterval")
+        for track in rec.tracks:
+            tr = track.trace
+            if tr.num_samples == 0:
+                continue
+            w, _ = weights_and_lost(
+                tr, interval if isinstance(interval, (int, float)) and interval > 0
+                else track.sample_interval)
+            keep = tl.in_windows(tr.sample_time, windows)
+            if not keep.any():
+                continue
+            smap = tab.add_trace(tr)
+            st = smap[tr.sample_stack[keep]]
+            mk = (tr.sample_marker[keep].astype(np.int64) if tr.sample_marker is not None
+                  else np.full(int(keep.sum()), NONE, np.int64))
+            times = tr.sample_time[keep]
+            wk = w[keep]
+            lost = np.nonzero((st == NONE) & ((mk == NONE) | (mk == script_code)))[0]
+            for j in lost.tolist():
+                t = float(times[j])
+                frame = next((f for f in pl.long_frames
+                              if f["start"] <= t < f["start"] + f["duration"]), None)
+                s = None if frame is None else tl.entry_point(frame, t)
+                if s is None:
+                    continue
+                name, resource = tl.entry_name(s)
+                entry = tab.stack(NONE, tab.entry_frame(name, resource))
+                st[j] = tab.stack(entry, tab.frame(tl.NOT_CAPTURED, None, None, None))
+                mk[j] = NONE
+                attributed_ms += float(wk[j])
+            rows.append((np.full(len(st), ri, np.int64), st, mk,
+                         np.rint(wk * NS_PER_MS).astype(np.int64),
+                         np.full(len(st), int(up.uk[i]), np.int64)))
+    releases = {}
+    rel_names = dict(zip(up.rkey, up.release, strict=True))
+    for rkey, tab in tables.items():
+        trace = tab.trace()
+        maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
+        frame_key = sourcemaps.frame_functions(trace, maps)
+        stack_map = None
+        if maps:
+            trace, stack_map = sourcemaps.apply(trace, maps)
+        releases[rkey] = Release(rkey, app, rel_names[rkey], trace, frame_key, stack_map)
+    cols = [np.concatenate([r[k] for r in rows]) if rows else np.zeros(0, np.int64)
+            for k in range(5)]
+    ri, st, mk, wns, uk = cols
+    per_trace = _sum_rows(ri, st, mk, wns, uk)
+    total = _sum_rows(ri, st, mk, wns, None)
+    # Per trace and leaf frame: what `fleet top` reads for its traces/p50/p95 columns.
+    leaf = np.full(len(st), NONE, np.int64)
+    for r, rkey in enumerate(up.rkeys):
+        m = (ri == r) & (st >= 0)
+        if m.any():
+            leaf[m] = np.asarray(tables[rkey].frame_of, np.int64)[st[m]]
+    fr = _sum_rows(ri, leaf, mk, wns, uk)
+    frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
+    return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
+            "attributed_ms": attributed_ms}
+
+
+def _sum_rows(ri: np.ndarray, st: np.ndarray, mk: np.ndarray, wns: np.ndarray,
+              uk: np.ndarray | None) -> StackRows:
+    """Rows summed per (uk, ri, stack, marker), sorted so."""
+    if not len(ri):
+        z = np.zeros(0, np.int64)
+        return StackRows(z, z, z, z, z, None if uk is None else z)
+    keys = np.stack([uk if uk is not None else np.zeros_like(ri), ri, st, mk], axis=1)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = np.bincount(inv, minlength=len(uniq)).astype(np.int64)
+    ns = np.rint(np.bincount(inv, weights=wns, minlength=len(uniq))).astype(np.int64)
+    return StackRows(uniq[:, 1].copy(), uniq[:, 2].copy(), uniq[:, 3].copy(), n, ns,
+                     None if uk is None else uniq[:, 0].copy())

@@ -1,0 +1,143 @@
+"""`jsprof fleet vitals`: what users waited for, per route and release, from the timelines.
+
+Per (route, release): page loads (the client's page-load ids; an upload without one is
+a page load of its own), interactions, INP p75, long-frame blocking p75, LCP p75, and per
+interaction type the p75 of its duration and of its three parts. INP is per page load as
+web-vitals computes it: the slowest interaction, ignoring one for every 50 (the
+interaction at index min(n - 1, n // 50) in descending duration); a page load with no
+interaction has no INP and is not in its p75. Interactions under the client's 16 ms
+Event Timing threshold are not observed, so a page load whose every interaction was
+faster has no INP here (web-vitals would give it a small one): the p75 leans slow on
+routes where most interactions are that fast. Long-frame blocking: each long animation
+frame's blockingDuration. The p75s interpolate linearly (numpy's default), as every
+fleet percentile does.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from . import timeline as tl
+from .engine import Snapshot, Uploads
+
+
+def _p75(values: list[float]) -> float | None:
+    return round(float(np.percentile(values, 75)), 3) if values else None
+
+
+def inp(durations: list[float]) -> float | None:
+    """A page load's INP from its interactions' durations (web-vitals' rule)."""
+    if not durations:
+        return None
+    d = sorted(durations, reverse=True)
+    return d[min(len(d) - 1, len(d) // 50)]
+
+
+def _version_key(release: str) -> tuple:
+    """1.9.0 < 1.10.0 when both parse as versions; others after, by name."""
+    if re.fullmatch(r"v?\d+(\.\d+)*", release):
+        return (0, tuple(int(x) for x in release.lstrip("v").split(".")), release)
+    return (1, (), release)
+
+
+def _upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | None, dict]]:
+    """Per upload key: (route, meta) from the uploads table."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    want = set(up.uk.tolist())
+    out: dict[int, tuple[str | None, dict]] = {}
+    for p in snap.upload_files(f):
+        t = pq.read_table(p, columns=["uk", "route", "meta"]).to_pydict()
+        for uk, route, meta in zip(t["uk"], t["route"], t["meta"], strict=True):
+            if uk in want:
+                out[uk] = (route, orjson.loads(meta) if meta else {})
+    return out
+
+
+def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
+    """The `fleet vitals --json` document."""
+    up = engine.uploads(snap, f)
+    rows = _upload_rows(snap, f, up)
+    groups: dict[tuple[str, str | None], list[tuple[str, dict | None]]] = {}
+    for i, uk in enumerate(up.uk.tolist()):
+        route, meta = rows.get(uk, (None, {}))
+        key = up.page_load[i] or f"upload:{up.id[i]}"
+        groups.setdefault((up.release[i], route), []).append((key, meta.get("timeline")))
+    out = []
+    for (release, route), items in sorted(
+            groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
+        loads = tl.page_loads(items)
+        inps, lcps, blocking = [], [], []
+        n_inter = 0
+        types: dict[str, dict[str, list[float]]] = {}
+        for pl in loads.values():
+            n_inter += len(pl.interactions)
+            v = inp([e["duration"] for e in pl.interactions])
+            if v is not None:
+                inps.append(v)
+            if pl.load and pl.load.get("lcp") is not None:
+                lcps.append(pl.load["lcp"])
+            blocking += [fr["blockingDuration"] for fr in pl.long_frames
+                         if fr.get("blockingDuration") is not None]
+            for e in pl.interactions:
+                t = types.setdefault(e.get("type") or "(unknown)", {
+                    "d": [], "delay": [], "processing": [], "presentation": []})
+                t["d"].append(e["duration"])
+                ps, pe = e.get("processingStart"), e.get("processingEnd")
+                if ps is not None and pe is not None:
+                    t["delay"].append(max(0.0, ps - e["start"]))
+                    t["processing"].append(max(0.0, pe - ps))
+                    t["presentation"].append(max(0.0, e["start"] + e["duration"] - pe))
+        out.append({
+            "app": f.app, "release": release, "route": route,
+            "pageLoads": len(loads), "interactions": n_inter,
+            "inpP75Ms": _p75(inps), "inpPageLoads": len(inps),
+            "longFrames": sum(len(pl.long_frames) for pl in loads.values()),
+            "longFrameBlockingP75Ms": _p75(blocking),
+            "lcpP75Ms": _p75(lcps), "lcpPageLoads": len(lcps),
+            "interactionTypes": {
+                k: {"count": len(v["d"]), "p75Ms": _p75(v["d"]),
+                    "inputDelayP75Ms": _p75(v["delay"]),
+                    "processingP75Ms": _p75(v["processing"]),
+                    "presentationP75Ms": _p75(v["presentation"])}
+                for k, v in sorted(types.items())
+            },
+        })
+    return {"rows": out}
+
+
+def print_vitals(doc: dict) -> None:
+    """The text table of `fleet vitals` (the house table: plain, 200 columns when piped)."""
+    from rich.text import Text
+
+    from ..render.plain import plain_table, print_plain_table
+    from ..words import printable
+    from .text import _console
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:,.0f} ms"
+
+    c = _console()
+    t = plain_table()
+    for col in ("page loads", "interactions", "INP", "long-frame blocking", "LCP"):
+        t.add_column(col, justify="right")
+    for col in ("slowest type: p75 (input delay / processing / presentation)", "release",
+                "route"):
+        t.add_column(col, overflow="fold")
+    for r in doc["rows"]:
+        worst = max(r["interactionTypes"].items(), key=lambda kv: kv[1]["p75Ms"] or 0.0,
+                    default=None)
+        part = "-"
+        if worst:
+            k, v = worst
+            part = (f"{k} {ms(v['p75Ms'])} ({ms(v['inputDelayP75Ms'])} / "
+                    f"{ms(v['processingP75Ms'])} / {ms(v['presentationP75Ms'])})")
+        # route, release and type are client data: Text, never read as markup
+        t.add_row(f"{r['pageLoads']:,}", f"{r['interactions']:,}", ms(r["inpP75Ms"]),
+                  ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]), Text(printable(part)),
+                  Text(printable(r["release"])), Text(printable(r["route"] or "(none)")))
+    print_plain_table(c, "web vitals per route and release, p75", t)

@@ -1,0 +1,210 @@
+"""The client's timeline (issue 23) at the collector and in fleet queries, on a real
+`jsprof serve` on loopback and a real store: validation (a bad timeline is a 400 naming
+the field, never a half-stored upload), `--during` windows, lost stacks charged to a long
+frame's entry point, and the vitals' INP rule."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import orjson
+import pytest
+
+from jsprof.fleet.vitals import inp
+from serve_util import JSPROF, READ_TOKEN, Collector, gz
+
+APP_JS = "https://shop.example/app.js"
+
+
+def _trace() -> dict:
+    """alpha 0-100 ms, beta 100-200 ms, no stack 200-300 ms, idle after (10 ms apart)."""
+    samples = []
+    for i in range(40):
+        t = 1000.0 + 10 * i  # the page's performance.now(): not zero-based
+        sid = 0 if t < 1100 else 1 if t < 1200 else None
+        samples.append({"timestamp": t} if sid is None else {"timestamp": t, "stackId": sid})
+    return {
+        "resources": [APP_JS + "?v=3"],
+        "frames": [{"name": "alpha", "resourceId": 0, "line": 1, "column": 1},
+                   {"name": "beta", "resourceId": 0, "line": 9, "column": 1}],
+        "stacks": [{"frameId": 0}, {"frameId": 1}],
+        "samples": samples,
+    }
+
+
+def _timeline() -> dict:
+    return {
+        "longFrames": [{
+            "start": 1195.0, "duration": 110.0, "blockingDuration": 60.0, "renderStart": 1300.0,
+            "styleAndLayoutStart": 1301.0,
+            "scripts": [{"invoker": "BUTTON#buy.onclick", "invokerType": "event-listener",
+                         "sourceURL": APP_JS + "?v=3", "sourceFunctionName": "onBuy",
+                         "sourceCharPosition": 120, "start": 1196.0, "duration": 105.0,
+                         "forcedStyleAndLayoutDuration": 0}],
+        }],
+        "interactions": [
+            {"id": 7, "type": "click", "start": 1100.0, "duration": 100.0,
+             "processingStart": 1104.0, "processingEnd": 1190.0, "target": "button#buy"},
+        ],
+        "load": {"responseStart": 20.0, "domContentLoaded": 300.0, "load": 900.0,
+                 "lcp": 450.0, "lcpElement": "img"},
+        "dropped": {"longFrames": 0, "interactions": 0},
+    }
+
+
+@pytest.fixture(scope="module")
+def col(tmp_path_factory: pytest.TempPathFactory) -> Collector:
+    c = Collector(tmp_path_factory.mktemp("tl") / "store", "--app", "shop:k1")
+    yield c
+    c.stop()
+
+
+def _post(col: Collector, doc: dict, upload_id: str, gzip: bool = False) -> tuple[int, dict]:
+    body = orjson.dumps(doc)
+    return col.post(gz(body) if gzip else body, f"app=shop&key=k1&id={upload_id}&route=/buy"
+                    "&release=1.0.0", encoding="gzip" if gzip else None)
+
+
+def test_timeline_stored_in_meta(col: Collector) -> None:
+    status, _ = _post(col, {"trace": _trace(), "meta": {"pageLoad": "pl-1",
+                                                       "timeline": "not kept"},
+                            "timeline": _timeline()}, "ok-1", gzip=True)
+    assert status == 202
+    meta = orjson.loads(col.get("ok-1")[1])["jsprof"]["meta"]
+    t = meta["timeline"]
+    assert t["longFrames"][0]["scripts"][0]["sourceURL"] == APP_JS  # query stripped
+    assert t["interactions"][0]["type"] == "click" and t["load"]["lcp"] == 450.0
+
+
+@pytest.mark.parametrize("plain_trace", [True, False], ids=["fast-path", "general-path"])
+@pytest.mark.parametrize("bad, field", [
+    (lambda t: t["longFrames"][0].update(duration="long"), "body.timeline.longFrames[0].duration"),
+    (lambda t: t["longFrames"][0]["scripts"][0].update(start=-5),
+     "body.timeline.longFrames[0].scripts[0].start"),
+    (lambda t: t["interactions"][0].pop("start"), "body.timeline.interactions[0].start"),
+    (lambda t: t["interactions"][0].update(target="x" * 300),
+     "body.timeline.interactions[0].target"),
+    (lambda t: t.update(interactions=t["interactions"] * 101), "body.timeline.interactions"),
+    (lambda t: t.update(secrets=1), "body.timeline.secrets"),
+    (lambda t: t["load"].update(lcp=float("1e300")), "body.timeline.load.lcp"),
+])
+def test_bad_timeline_is_a_400_naming_the_field(col: Collector, bad, field: str,
+                                                plain_trace: bool) -> None:
+    t = _timeline()
+    bad(t)
+    trace = _trace()
+    if plain_trace:
+        trace["resources"] = [APP_JS]  # nothing to normalise: the fast envelope path
+    uid = f"bad-{abs(hash((field, plain_trace)))}"
+    status, answer = _post(col, {"trace": trace, "meta": {}, "timeline": t}, uid)
+    assert status in (400, 413), answer
+    assert answer["error"].startswith(field + ":"), answer
+    assert col.get(uid)[0] == 404  # nothing of it stored
+
+
+def test_timeline_not_an_object(col: Collector) -> None:
+    status, answer = _post(col, {"trace": _trace(), "timeline": [1]}, "bad-list")
+    assert status == 400 and answer["error"].startswith("body.timeline: expected an object")
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("during") / "store"
+    c = Collector(path, "--app", "shop:k1")
+    try:
+        # Two chunks of one page load: the trace in the first, its timeline in the second
+        # (Event Timing and LoAF entries arrive after the frame they describe).
+        assert _post(c, {"trace": _trace(), "meta": {"pageLoad": "pl-1"}}, "c1")[0] == 202
+        late = {"resources": [], "frames": [], "stacks": [],
+                "samples": [{"timestamp": 5000.0}, {"timestamp": 5010.0}]}
+        assert _post(c, {"trace": late, "meta": {"pageLoad": "pl-1"},
+                         "timeline": _timeline()}, "c2")[0] == 202
+    finally:
+        c.stop()
+    return path
+
+
+def _fleet(store: Path, *args: str, code: int = 0) -> dict | str:
+    r = subprocess.run([str(JSPROF), "fleet", *args, "--store", str(store), "--app", "shop"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == code, r.stderr
+    return orjson.loads(r.stdout) if "--json" in args else r.stdout + r.stderr
+
+
+def test_during_interaction_keeps_its_window(store: Path) -> None:
+    doc = _fleet(store, "top", "--json", "--during", "interaction", "--slower-than", "50")
+    rows = {r["name"]: r for r in doc["rows"]}
+    # The click [1100, 1200): beta's ten samples of 10 ms; alpha's time is outside it.
+    assert rows["beta"]["selfMs"] == pytest.approx(100.0)
+    assert "alpha" not in rows and doc["pageLoads"] == 1
+    # The default threshold (200 ms) leaves this 100 ms click out.
+    assert _fleet(store, "top", "--json", "--during", "interaction")["samples"] == 0
+
+
+def test_lost_stacks_go_to_the_long_frame_entry_point(store: Path) -> None:
+    doc = _fleet(store, "top", "--json", "--during", "long-frame", "--all")
+    rows = {r["name"]: r for r in doc["rows"]}
+    # [1195, 1305): beta's last sample (1190) is out, the ten stack-less samples
+    # 1200..1290 are in, and the one at 1300 too: eleven, none of them idle.
+    assert rows["(stack not captured)"]["selfMs"] == pytest.approx(110.0)
+    assert rows["onBuy"]["totalMs"] == pytest.approx(110.0)
+    assert rows["onBuy"]["resource"] == APP_JS
+    assert doc["attributedMs"] == pytest.approx(110.0)
+    assert "(idle)" not in rows
+    text = _fleet(store, "top", "--during", "long-frame")
+    assert "110.0 ms of samples whose stack the browser did not capture" in text
+    # 50 ms of blocking: below a threshold of 61 ms nothing is kept.
+    assert _fleet(store, "top", "--json", "--during", "long-frame",
+                  "--slower-than", "61")["samples"] == 0
+
+
+def test_during_on_flame_diff_export(store: Path, tmp_path: Path) -> None:
+    out = tmp_path / "f.html"
+    _fleet(store, "flame", "-o", str(out), "--during", "long-frame")
+    assert "lost stacks charged" in out.read_text()
+    exp = tmp_path / "e.json"
+    _fleet(store, "export", "-o", str(exp), "--during", "long-frame")
+    assert exp.stat().st_size > 0
+    err = _fleet(store, "top", "--slower-than", "5", code=2)
+    assert "--slower-than needs --during" in err
+
+
+def test_vitals(store: Path) -> None:
+    doc = _fleet(store, "vitals", "--json")
+    (row,) = doc["rows"]
+    assert row["route"] == "/buy" and row["pageLoads"] == 1 and row["interactions"] == 1
+    assert row["inpP75Ms"] == 100.0 and row["lcpP75Ms"] == 450.0
+    assert row["longFrameBlockingP75Ms"] == 60.0
+    click = row["interactionTypes"]["click"]
+    assert (click["inputDelayP75Ms"], click["processingP75Ms"],
+            click["presentationP75Ms"]) == (4.0, 86.0, 10.0)
+
+
+def test_inp_ignores_one_per_fifty() -> None:
+    assert inp([]) is None
+    assert inp([30.0, 500.0, 40.0]) == 500.0
+    # 120 interactions: the two slowest are ignored, the third slowest is the INP.
+    assert inp([float(i) for i in range(120)]) == 117.0
+
+
+def test_during_over_http(store: Path) -> None:
+    c = Collector(store, "--app", "shop:k1")
+    try:
+        auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+        status, _, data = c.request(
+            "GET", "/v1/query/top?app=shop&during=long-frame&format=json", None, auth)
+        assert status == 200, data
+        doc = orjson.loads(data)
+        assert doc["attributedMs"] == pytest.approx(110.0)
+        status, _, data = c.request(
+            "GET", "/v1/query/top?app=shop&during=interaction&slower_than=50&format=json",
+            None, auth)
+        rows = {r["name"]: r for r in orjson.loads(data)["rows"]}
+        assert status == 200 and rows["beta"]["selfMs"] == pytest.approx(100.0)
+        status, _, data = c.request("GET", "/v1/query/top?app=shop&during=typing", None, auth)
+        assert status == 400 and b"during" in data
+        status, _, data = c.request("GET", "/v1/query/top?app=shop&slower_than=3", None, auth)
+        assert status == 400 and b"needs during" in data
+    finally:
+        c.stop()
