@@ -149,6 +149,8 @@ def test_live_status_line_on_a_terminal_only(tmp_path):
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and out == b"done\n", err
     lines = [s for s in err.split("\r") if s.startswith("\x1b[Kjsprof: recording")]
+    # before the runtime is made (slow on a loaded machine) a line has only the time
+    lines = [s for s in lines if " · " in s]
     assert len(lines) >= 3, err  # updated while it ran (every 0.25 s)
     counts = [int(s.split(" · ")[1].split()[0]) for s in lines]
     assert counts == sorted(counts) and counts[-1] >= 500, counts  # samples so far, growing

@@ -52,6 +52,7 @@ def record_workers(
                 f"{{worker: Object.freeze({{index: {i}, count: {count}}})}});",
                 "<jsprof worker setup>",
             )
+            rt.set_script_window(True)  # each track holds its copy's run, not the waits
             runtimes[i] = rt
             profiler = QuickJSProfiler(rt, max_buffer_size)
             turn[i].wait()

@@ -359,6 +359,14 @@ class QuickJS:
             except BaseException as e:  # noqa: BLE001 - handed to the waiter
                 fut.set_exception(e)
 
+    def set_script_window(self, on: bool = True) -> None:
+        """With `on`, this runtime's profiling sessions record only while `eval()` runs:
+        from just before the script's first instruction to the end of its last job, the
+        event loop's waits (as idle) included, and not the time between evals (making the
+        runtime, reading files, the caller's own work), which would be recorded as idle.
+        What `jsprof record` uses; call it before eval(), not from inside one."""
+        self._rt.sampler_script_window(bool(on))
+
     def eval_file(self, path: str | os.PathLike[str], *, module: bool | None = None) -> Any:
         """Run a script file; its resource is the path as given (absolute -> file:// URL)."""
         p = os.fspath(path)
@@ -527,10 +535,17 @@ def record_script(
     ended = False
     rts: list[QuickJS] = []
     session = None
+    trace = None
     try:
         # Entered first: the sampler's thread must inherit the blocked signals.
         with terminate_as_interrupt(lambda: rts and rts[0].interrupt(), duration):
             rts.append(QuickJS(args=[p, *args]))
+            source = read_script(p)
+            # The recording holds the script, not jsprof: from just before its first
+            # instruction to the end of its last job (the runtime's script window), and
+            # the session is stopped before this block's exit waits for the signal watcher
+            # (up to one of its 50 ms polls, once recorded as idle).
+            rts[0].set_script_window(True)
             session = rts[0].profiler(
                 sample_interval=sample_interval, max_buffer_size=max_buffer_size
             )
@@ -538,7 +553,10 @@ def record_script(
                 # kept so far + taken since the last drain (read from another thread)
                 rt, sess = rts[0], session
                 progress.poll = lambda: (sess._count + rt._rt.sampler_pending, 1)
-            rts[0].eval_file(p)
+            try:
+                rts[0].eval(source, p)
+            finally:
+                trace = session.stop()
     except DurationEnded:
         ended = True
     except (JSError, KeyboardInterrupt) as e:
@@ -546,7 +564,8 @@ def record_script(
         if session is None:
             raise
     finally:
-        trace = session.stop() if session is not None else None
+        if session is not None and trace is None:
+            trace = session.stop()
     if session is None:
         raise EngineError(f"{p}: the run ended before the profiler started (--duration 0?)")
     track = session.track(trace)

@@ -195,6 +195,13 @@ typedef struct Sampler {
     atomic_int pending; /* ticks due, not yet captured */
     double pending_first_due, pending_last_due;
     int idle;           /* under lock: runtime not executing JS */
+    /* Script window (`jsprof record`): the recording holds the script, from just before
+       its first instruction to the end of its last job, the event loop's waits included,
+       and not the embedder's own work around it (making the runtime, reading the file,
+       Python's shutdown). While `held`, ticks pass on the grid unrecorded; host_eval
+       lets go at its start and holds again at its end. Both under lock. */
+    int window;
+    int held;
     int full;
     uint64_t dropped;         /* ticks lost: buffer full, or beyond the stall cap */
     uint64_t stall_dropped;   /* of which beyond the stall cap (STALL_MAX_TICKS) */
@@ -291,6 +298,14 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
             }
         }
     }
+    if (d == 0 && !s->idle) {
+        /* No JavaScript frame yet, though the runtime runs: the poll at the entry of a
+           top-level call (the script, after compiling it; a job; a timer callback), or a
+           built-in the host called. The ticks stay pending for the frame about to run,
+           so the time is charged to it, not to no-one (a report's "(idle)"). */
+        atomic_fetch_add(&s->pending, n);
+        return;
+    }
     /* walk is leaf first; compare root first against the previous stack */
     keep = 0;
     while (keep < d && keep < s->prev_depth &&
@@ -369,6 +384,11 @@ static int sampler_due_locked(Sampler *s, double now)
     double first = s->next_due - s->time_origin_mono;
     double last = first + (k - 1) * s->interval_ms;
     int pending = 0;
+    if (s->held) { /* outside the script window: the grid moves on, nothing recorded */
+        s->next_due += passed * s->interval_ms;
+        sampler_arm_locked(s);
+        return 0;
+    }
     if (k > STALL_MAX_TICKS) { /* a stall (suspend?) is not worth thousands of samples */
         last = first + (passed - 1) * s->interval_ms;
         s->stall_dropped += (uint64_t)(passed - STALL_MAX_TICKS);
@@ -773,6 +793,25 @@ static void host_set_idle(Host *h, int idle)
     if (idle)
         sampler_flush_pending_idle_locked(s);
     s->idle = idle;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The script's first instruction is next: with a script window, recording starts here,
+   with a tick due now (captured at the first poll: the script's first sample, which also
+   carries the time spent compiling it). */
+static void host_open_window(Host *h)
+{
+    Sampler *s = &h->s;
+    pthread_mutex_lock(&s->lock);
+    if (s->held) {
+        s->held = 0;
+        if (s->running) {
+            s->next_due = mono_ms();
+            sampler_arm_locked(s);
+            for (int i = 0; i < s->nctx; i++) /* and look at the first poll */
+                *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+        }
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -1231,6 +1270,7 @@ static JSValue host_eval(Host *h, const char *src, size_t len, const char *filen
     int flags = module ? JS_EVAL_TYPE_MODULE : JS_EVAL_TYPE_GLOBAL;
     JS_UpdateStackTop(h->rt); /* we may be on another thread than last time */
     host_set_idle(h, 0);
+    host_open_window(h);
     if (module) {
         r = JS_Eval(h->ctx, src, len, filename, flags | JS_EVAL_FLAG_COMPILE_ONLY);
         if (!JS_IsException(r)) {
@@ -1260,6 +1300,9 @@ static JSValue host_eval(Host *h, const char *src, size_t len, const char *filen
         }
     }
     host_set_idle(h, 1);
+    pthread_mutex_lock(&h->s.lock);
+    h->s.held = h->s.window; /* the script's last job is over */
+    pthread_mutex_unlock(&h->s.lock);
     return r;
 }
 
@@ -1946,7 +1989,7 @@ static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unuse
         if (sampler_due_locked(s, mono_ms()) && !s->idle && h->rt->current_stack_frame)
             sampler_capture_locked(s, h->rt, 0);
     }
-    if (s->running && !s->full) {
+    if (s->running && !s->full && !s->held) {
         double now = sampler_now(s);
         if (!s->idle && h->rt->current_stack_frame) {
             if (atomic_load(&s->pending) == 0)
@@ -1960,6 +2003,23 @@ static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unuse
         }
     }
     pthread_mutex_unlock(&s->lock);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Runtime_sampler_script_window(RuntimeObject *self, PyObject *args)
+{
+    int on;
+    Host *h = get_host(self);
+    if (!h || !PyArg_ParseTuple(args, "p", &on))
+        return NULL;
+    if (h->busy) { /* from a host callback: the window of the running eval is open */
+        PyErr_SetString(PyExc_RuntimeError, "set the script window before eval(), not during");
+        return NULL;
+    }
+    sampler_lock_gil(&h->s);
+    h->s.window = on;
+    h->s.held = on;
+    pthread_mutex_unlock(&h->s.lock);
     Py_RETURN_NONE;
 }
 
@@ -2579,6 +2639,9 @@ static PyMethodDef Runtime_methods[] = {
     {"sampler_set_interval", (PyCFunction)Runtime_sampler_set_interval, METH_VARARGS,
      "sampler_set_interval(interval_ms): change the tick while running"},
     {"sampler_stop", (PyCFunction)Runtime_sampler_stop, METH_NOARGS, "stop the timer thread"},
+    {"sampler_script_window", (PyCFunction)Runtime_sampler_script_window, METH_VARARGS,
+     "sampler_script_window(on): record only while an eval runs (its script, jobs and "
+     "event-loop waits), not between evals"},
     {"sampler_drain", (PyCFunction)Runtime_sampler_drain, METH_NOARGS,
      "Symbolise and return the samples taken since the last drain (owner thread)."},
     {"new_context", (PyCFunction)Runtime_new_context, METH_NOARGS,
