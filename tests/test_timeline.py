@@ -5,6 +5,7 @@ frame's entry point, and the vitals' INP rule."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -166,6 +167,9 @@ def test_during_on_flame_diff_export(store: Path, tmp_path: Path) -> None:
     exp = tmp_path / "e.json"
     _fleet(store, "export", "-o", str(exp), "--during", "long-frame")
     assert exp.stat().st_size > 0
+    d = _fleet(store, "diff", "--json", "--during", "long-frame", "--base", "release=1.0.0",
+               "--new", "route=/buy", "--min-traces", "1", "--min-samples", "1")
+    assert {r["name"] for r in d["rows"]} == {"onBuy", "(stack not captured)"}
     err = _fleet(store, "top", "--slower-than", "5", code=2)
     assert "--slower-than needs --during" in err
 
@@ -202,6 +206,13 @@ def test_during_over_http(store: Path) -> None:
             None, auth)
         rows = {r["name"]: r for r in orjson.loads(data)["rows"]}
         assert status == 200 and rows["beta"]["selfMs"] == pytest.approx(100.0)
+        r = subprocess.run([str(JSPROF), "fleet", "vitals", "--url", c.url, "--app", "shop",
+                            "--json"], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "JSPROF_READ_TOKEN": READ_TOKEN})
+        assert r.returncode == 0, r.stderr
+        assert orjson.loads(r.stdout)["rows"][0]["inpP75Ms"] == 100.0
+        status, _, data = c.request("GET", "/v1/query/vitals?app=shop&format=html", None, auth)
+        assert status == 200 and b"/buy" in data and b"INP p75" in data
         status, _, data = c.request("GET", "/v1/query/top?app=shop&during=typing", None, auth)
         assert status == 400 and b"during" in data
         status, _, data = c.request("GET", "/v1/query/top?app=shop&slower_than=3", None, auth)

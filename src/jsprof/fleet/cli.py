@@ -329,13 +329,15 @@ def cmd_vitals(args: argparse.Namespace) -> int:
     from . import api
 
     _check_source(args)
-    if args.url:
-        raise UsageError("fleet vitals: give --store PATH (it is not a query route yet)")
     if getattr(args, "during", None) is not None:
         raise UsageError("fleet vitals: --during selects samples; vitals read no samples")
     f = filters_from(args)
-    with _status("querying the store ...") as st, _session(args, st) as s:
-        doc = api.vitals(s, f)
+    with _status("querying the store ...") as st:
+        if args.url:
+            doc = _remote(args).vitals(f)
+        else:
+            with _session(args, st) as s:
+                doc = api.vitals(s, f)
     if args.json:
         _print_json(doc)
     else:

@@ -70,6 +70,10 @@ class Remote:
             reason = getattr(e, "reason", e)
             raise JsprofError(f"--url {self.base}: cannot connect ({reason})") from None
 
+    def vitals(self, f: Filters) -> dict:
+        params = filter_params(f) + [("format", "json")]
+        return orjson.loads(self._request("GET", "/v1/query/vitals", params))
+
     def top(self, f: Filters, n: int | None) -> dict:
         params = filter_params(f) + [("format", "json")]
         params.append(("top", "all" if n is None else str(n)))

@@ -98,6 +98,7 @@ ROUTE_PARAMS = {
         "exact_resources",
     },
     "export": FILTER_PARAMS | {"format"},
+    "vitals": (FILTER_PARAMS - {"during", "slower_than"}) | {"format"},
     "series": FILTER_PARAMS | {"function", "by"},
     "options": frozenset({"app"}),
 }
@@ -393,6 +394,27 @@ async def export(request: Request) -> Response:
     return await _run(request, work)
 
 
+async def vitals(request: Request) -> Response:
+    """INP, LCP and long-frame blocking p75 per route and release (`fleet vitals`)."""
+
+    def work() -> Response:
+        from ..fleet import api
+
+        check_params(request, "vitals")
+        f = filters_from_query(request)
+        with _session(request) as s:
+            doc = api.vitals(s, f)
+        if not _html_wanted(request):
+            return _json(doc)
+        cols = [("route", "route"), ("release", "release"), ("pageLoads", "page loads"),
+                ("interactions", "interactions"), ("inpP75Ms", "INP p75 ms"),
+                ("longFrameBlockingP75Ms", "long-frame blocking p75 ms"),
+                ("lcpP75Ms", "LCP p75 ms")]
+        return _page(f"web vitals: {api.describe(f)}", _table(cols, doc["rows"]))
+
+    return await _run(request, work)
+
+
 async def series(request: Request) -> Response:
     """A function's self and total share per release (or per day): the dashboard's chart."""
 
@@ -470,6 +492,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/query/diff", diff, methods=["GET"]),
         Route("/v1/query/export", export, methods=["GET"]),
         Route("/v1/query/series", series, methods=["GET"]),
+        Route("/v1/query/vitals", vitals, methods=["GET"]),
         Route("/v1/query/options", options, methods=["GET"]),
         Route("/v1/sourcemaps", post_sourcemap, methods=["POST"]),
     ]
