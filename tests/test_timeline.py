@@ -213,6 +213,20 @@ def test_during_over_http(store: Path) -> None:
         assert orjson.loads(r.stdout)["rows"][0]["inpP75Ms"] == 100.0
         status, _, data = c.request("GET", "/v1/query/vitals?app=shop&format=html", None, auth)
         assert status == 200 and b"/buy" in data and b"INP p75" in data
+        # The listing: newest first, a page at a time, the timeline as counts.
+        status, _, data = c.request("GET", "/v1/traces?app=shop&limit=1", None, auth)
+        assert status == 200, data
+        first = orjson.loads(data)
+        (u,) = first["uploads"]
+        assert u["id"] == "c2" and u["longFrames"] == 1 and u["interactions"] == 1
+        assert u["pageLoad"] == "pl-1" and u["route"] == "/buy" and "timeline" not in u["meta"]
+        status, _, data = c.request(
+            "GET", f"/v1/traces?app=shop&limit=1&cursor={first['nextCursor']}", None, auth)
+        second = orjson.loads(data)
+        assert [x["id"] for x in second["uploads"]] == ["c1"] and second["nextCursor"] is None
+        assert c.request("GET", "/v1/traces?app=shop", None, {})[0] == 401
+        status, _, data = c.request("GET", "/v1/traces?app=shop&cursor=x", None, auth)
+        assert status == 400 and b"cursor" in data
         status, _, data = c.request("GET", "/v1/query/top?app=shop&during=typing", None, auth)
         assert status == 400 and b"during" in data
         status, _, data = c.request("GET", "/v1/query/top?app=shop&slower_than=3", None, auth)

@@ -170,6 +170,42 @@ def describe(f: Filters) -> str:
     return ", ".join(bits)
 
 
+def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = None) -> dict:
+    """`GET /v1/traces`: the matching uploads, newest compacted first, with their meta
+    (the timeline summarised as counts), `limit` a page; `nextCursor` asks for the next
+    page (None: no more). A cursor is the upload key the page ended at."""
+    import numpy as np
+
+    from .vitals import upload_rows
+
+    after = None
+    if cursor is not None:
+        if not cursor.isdigit() or len(cursor) > 18:
+            raise UsageError(f"cursor {cursor[:40]!r}: not one this listing gave")
+        after = int(cursor)
+    up = s.engine.uploads(s.snap, f)
+    order = np.argsort(-up.uk, kind="stable")
+    if after is not None:
+        order = order[up.uk[order] < after]
+    page = order[:limit]
+    rows = upload_rows(s.snap, f, up.subset(np.isin(np.arange(len(up)), page)))
+    out = []
+    for i in page.tolist():
+        uk = int(up.uk[i])
+        route, meta = rows.get(uk, (None, {}))
+        t = meta.pop("timeline", None) or {}
+        out.append({
+            "id": up.id[i], "app": f.app, "release": up.release[i], "route": route,
+            "receivedAt": meta.get("receivedAt"), "samples": int(up.samples[i]),
+            "totalMs": round(float(up.total_ms[i]), 3), "pageLoad": up.page_load[i],
+            "longFrames": len(t.get("longFrames") or []),
+            "interactions": len(t.get("interactions") or []),
+            "meta": meta,
+        })
+    more = len(order) > limit
+    return {"uploads": out, "nextCursor": str(int(up.uk[page[-1]])) if more else None}
+
+
 def vitals(s: Session, f: Filters) -> dict:
     """The `fleet vitals --json` document: per route and release, from the timelines."""
     from .vitals import vitals as compute

@@ -43,7 +43,7 @@ def _version_key(release: str) -> tuple:
     return (1, (), release)
 
 
-def _upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | None, dict]]:
+def upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | None, dict]]:
     """Per upload key: (route, meta) from the uploads table."""
     import orjson
     import pyarrow.parquet as pq
@@ -61,7 +61,7 @@ def _upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | N
 def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     """The `fleet vitals --json` document."""
     up = engine.uploads(snap, f)
-    rows = _upload_rows(snap, f, up)
+    rows = upload_rows(snap, f, up)
     groups: dict[tuple[str, str | None], list[tuple[str, dict | None]]] = {}
     for i, uk in enumerate(up.uk.tolist()):
         route, meta = rows.get(uk, (None, {}))

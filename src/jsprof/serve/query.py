@@ -22,7 +22,7 @@ from starlette.routing import BaseRoute, Route
 
 MAX_BODY = 64 << 20  # a source map
 # Work a reader may ask of the server in one request.
-CAPS = {"resamples": 5000, "max_nodes": 200_000}
+CAPS = {"resamples": 5000, "max_nodes": 200_000, "limit": 1000}
 
 # Pages we make from query results: our own markup only, no script, no outside fetches.
 PAGE_CSP = (
@@ -99,6 +99,7 @@ ROUTE_PARAMS = {
     },
     "export": FILTER_PARAMS | {"format"},
     "vitals": (FILTER_PARAMS - {"during", "slower_than"}) | {"format"},
+    "traces": (FILTER_PARAMS - {"during", "slower_than"}) | {"limit", "cursor"},
     "series": FILTER_PARAMS | {"function", "by"},
     "options": frozenset({"app"}),
 }
@@ -117,7 +118,8 @@ def check_params(request: Request, route: str) -> None:
             close = difflib.get_close_matches(name, sorted(allowed), n=1, cutoff=0.6)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise UsageError(
-                f"query parameter {printable(name[:40])!r}: not one /v1/query/{route} reads "
+                f"query parameter {printable(name[:40])!r}: not one "
+                f"{'/v1/traces' if route == 'traces' else '/v1/query/' + route} reads "
                 f"({', '.join(sorted(allowed))}){hint}"
             )
 
@@ -415,6 +417,21 @@ async def vitals(request: Request) -> Response:
     return await _run(request, work)
 
 
+async def list_traces(request: Request) -> Response:
+    """`GET /v1/traces?app=&release=&route=&since=&limit=&cursor=`: uploads with their meta."""
+
+    def work() -> Response:
+        from ..fleet import api
+
+        check_params(request, "traces")
+        f = filters_from_query(request)
+        limit = _int(request.query_params, "limit", 50)
+        with _session(request) as s:
+            return _json(api.list_uploads(s, f, limit, request.query_params.get("cursor")))
+
+    return await _run(request, work)
+
+
 async def series(request: Request) -> Response:
     """A function's self and total share per release (or per day): the dashboard's chart."""
 
@@ -493,6 +510,8 @@ def routes() -> list[BaseRoute]:
         Route("/v1/query/export", export, methods=["GET"]),
         Route("/v1/query/series", series, methods=["GET"]),
         Route("/v1/query/vitals", vitals, methods=["GET"]),
+        # beside the collector's POST /v1/traces (a method Starlette matches per route)
+        Route("/v1/traces", list_traces, methods=["GET"]),
         Route("/v1/query/options", options, methods=["GET"]),
         Route("/v1/sourcemaps", post_sourcemap, methods=["POST"]),
     ]
