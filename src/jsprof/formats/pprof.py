@@ -175,9 +175,7 @@ def encode_profile(rec: Recording) -> bytes:
         )
         uniq = np.stack([stack[first], line[first], marker[first]], 1)
         inverse = inverse.reshape(-1)
-        ns = np.rint(np.bincount(inverse, weights=w, minlength=len(uniq)) * NS_PER_MS)
-        if len(ns) and not ns.max() < 2**63:
-            _too_long(f"track {track.name!r} holds a stack of {ns.max():.6g} ns")
+        ns = _group_ns(inverse, w, len(uniq), track.name)
         if trace.sample_count is not None:  # a merged profile: the samples each row stands for
             counts = np.rint(np.bincount(inverse, weights=trace.sample_count,
                                          minlength=len(uniq))).astype(np.int64)
@@ -232,6 +230,20 @@ def encode_profile(rec: Recording) -> bytes:
     if intervals:
         out += pb.uint_field(PERIOD, period)
     return bytes(out)
+
+
+def _group_ns(inverse: np.ndarray, w: np.ndarray, n: int, name: str) -> np.ndarray:
+    """Per group, the nanoseconds its samples stand for: each sample's weight rounded to
+    whole ns, summed exactly (two float sums of 26-bit halves, each below 2**53). Reading
+    gives a pprof sample's samples whole-ns shares of its value, so its value comes back
+    exactly; a float sum of their ms drifted by some ns on each round trip."""
+    each = np.rint(w * NS_PER_MS)
+    if len(each) and not float(each.sum()) < MAX_NS:
+        _too_long(f"track {name!r} adds up to {float(each.sum()):.6g} ns")
+    each = each.astype(np.int64)
+    low = np.bincount(inverse, weights=each & (2**26 - 1), minlength=n)
+    high = np.bincount(inverse, weights=each >> 26, minlength=n)
+    return (high.astype(np.int64) << 26) + low.astype(np.int64)
 
 
 def _too_long(what: str) -> None:
@@ -523,12 +535,23 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     interval_ms = period / NS_PER_MS if period > 0 else None
     for name, t in per_track.items():
         c = np.array(t["count"], np.int64)
-        # Each sample's samples share its nanoseconds (or take one period each).
-        step = np.where(c > 0, np.array(t["ns"], np.float64) / np.maximum(c, 1), 0) / NS_PER_MS
-        if ns_idx is None or not (step > 0).any():
-            step = np.full(len(c), interval_ms or 1.0)
+        ns = np.array(t["ns"], np.int64)
         reps = (c > 0).astype(np.int64) if rows else c
-        spacing = np.repeat(step * c if rows else step, reps)
+        if ns_idx is not None and (ns[c > 0] > 0).any():
+            # Each sample's samples share its nanoseconds in whole ns (q or q + 1 each),
+            # so the writer's exact sum gives the value back (`_group_ns`).
+            if rows:
+                spacing_ns = ns[c > 0]
+            else:
+                q, r = np.divmod(ns, np.maximum(c, 1))
+                first = np.cumsum(c) - c
+                within = np.arange(int(c.sum())) - np.repeat(first, c)
+                spacing_ns = np.repeat(q, c) + (within < np.repeat(r, c))
+            spacing = spacing_ns / NS_PER_MS
+        else:  # no time per sample: each takes one period
+            spacing = np.full(int(reps.sum()), interval_ms or 1.0)
+            if rows:
+                spacing = spacing * c[c > 0]
         times = np.cumsum(spacing) - spacing
         marker = np.array(t["marker"], np.int64)
         line = np.array(t["line"], np.int64)
