@@ -37,7 +37,33 @@ function filterParams() {
   if ($("route").value.trim()) p.set("route", $("route").value.trim());
   if ($("env").value) p.set("env", $("env").value);
   if ($("since").value) p.set("since", $("since").value);
+  if ($("during").value) p.set("during", $("during").value);
   return p;
+}
+
+const msText = (v) => (v === null || v === undefined ? "–" : `${Math.round(v)} ms`);
+
+async function loadVitals() {
+  const p = filterParams();
+  p.delete("during"); // vitals read the timelines, not samples
+  const body = $("vitals").tBodies[0];
+  body.replaceChildren();
+  $("vitals-empty").textContent = "";
+  try {
+    const doc = await getJSON("/v1/query/vitals", p);
+    for (const r of doc.rows) {
+      const tr = document.createElement("tr");
+      cell(tr, r.route === null ? "(none)" : r.route, "l");
+      cell(tr, r.release, "l");
+      cell(tr, String(r.pageLoads)); cell(tr, String(r.interactions));
+      cell(tr, msText(r.inpP75Ms)); cell(tr, msText(r.longFrameBlockingP75Ms));
+      cell(tr, msText(r.lcpP75Ms));
+      body.append(tr);
+    }
+    if (!doc.rows.length) $("vitals-empty").textContent = "No page loads match these filters.";
+  } catch (e) {
+    $("vitals-empty").textContent = e.message;
+  }
 }
 
 function cell(tr, text, cls) {
@@ -167,6 +193,7 @@ async function refresh(ev) {
   status("");
   try {
     loadFlame();
+    await loadVitals();
     await loadTop();
     if ($("chart").dataset.fn) await loadChart($("chart").dataset.fn);
   } catch (e) {
