@@ -560,3 +560,13 @@ def test_speedscope_jsprof_times_beyond_2_53_ms_are_not_used(key, bad):
         if fmt.write is not None and fmt.read is not None:
             assert jsprof.load(io.BytesIO(fmt.write(rec))).num_samples == 3, fmt.name
     _stable(orjson.dumps(doc))
+
+
+def test_speedscope_start_beyond_2_53_ms_once_in_ms_is_refused():
+    # -9e15 s is -9e18 ms: read (only the end was checked), then written as a startValue
+    # its own reader, and jsprof JSON, refused.
+    doc = copy.deepcopy(SPEEDSCOPE)
+    del doc["profiles"][0]["jsprof"]
+    doc["profiles"][0].update(unit="seconds", startValue=-9e15, weights=[9e15, 1.0])
+    with pytest.raises(JsprofError, match=r"profiles\[0\]\.startValue: is -9e\+15 seconds"):
+        jsprof.load(io.BytesIO(orjson.dumps(doc)))

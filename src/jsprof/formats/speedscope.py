@@ -386,6 +386,8 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
             f"{where}.weights",
             "add up to more than 2**53 ms after startValue; is this file intact?",
         )
+    if len(times) and not abs(times[0]) < MAX_MS:  # a unit bigger than ms scaled it past
+        raise err(f"{where}.startValue", f"is {start:g} {unit}, beyond 2**53 ms once in ms")
     interval = float(np.median(ms[ms > 0])) if (ms > 0).any() else None
     trace = build_trace(stacks, keys, times)
     trace.sample_weight = ms  # the file's weights, the last entry's too
