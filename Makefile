@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium conformance fuzz dist
+.PHONY: demo test test-fast lint bench clean chromium conformance fuzz dist docs docs-images
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
@@ -61,12 +61,20 @@ conformance: $(STAMP) chromium
 fuzz: $(STAMP) $(JS_STAMP)
 	JSPROF_FUZZ=fuzz $(PY) -m pytest -q -p no:cacheprovider tests/test_fuzz.py
 
+# The documentation site (docs/, mkdocs.yml) into site/; strict: a broken link fails.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs build --strict --site-dir site
+
+# The pictures in docs/images/, made again from real recordings (headless Chromium).
+docs-images: $(STAMP) chromium
+	$(PY) tools/docs_images.py
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks tools
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_trace.py
 	$(PY) benchmarks/bench_quickjs.py
 
 clean:
-	rm -rf $(VENV) build dist demo-out src/*.egg-info
+	rm -rf $(VENV) build dist demo-out site src/*.egg-info

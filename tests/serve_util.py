@@ -39,7 +39,7 @@ class Collector:
         base = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
         base.update(env or {})
         if read_token:
-            # From the environment, as the README says: never on the command line.
+            # From the environment, as docs/field.md says: never on the command line.
             base["JSPROF_READ_TOKEN"] = read_token
 
         def limit() -> None:  # a small open-file limit, as on many hosts (ulimit -n)

@@ -209,7 +209,7 @@ def test_names_lines_columns_equal_the_native_profiler(browser: Browser, tmp_pat
         assert name in n, (name, sorted(n))
         assert o.get(name) == n[name], (name, o.get(name), n[name])
     # The one known difference: a function the language leaves unnamed is '' natively,
-    # while V8's CPU profile shows the name V8 infers from the assignment (README).
+    # while V8's CPU profile shows the name V8 infers from the assignment (docs/engines.md).
     assert n[""] == (13, 29) and o["anonymous"] == (13, 29)
     # Same conventions for resources: absolute URLs, the page and the external script.
     assert any(r.endswith("/names_workload.js") for r in ours.resources)
@@ -529,7 +529,7 @@ def test_cdp_refuses_non_loopback_before_connecting() -> None:
 
 # ---- the project's Profiler conformance file on Chromium's native Profiler --------------
 
-# Where Chromium itself differs from the spec or from our engines (README's table): its
+# Where Chromium itself differs from the spec or from our engines (docs/profiler-api.md's table): its
 # sampler's floor is 10 ms (requests are rounded up to multiples of 10), so the checks
 # that count samples at 1 ms or expect a 5 ms session see a tenth of the samples; it has
 # no `onsamplebufferfull` attribute and leaves `stopped` false after a full buffer; and

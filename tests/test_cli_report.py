@@ -77,7 +77,7 @@ def test_formats_lists_jsprof():
 
 
 def test_track_by_unique_prefix_on_a_workers_recording(tmp_path):
-    """The README's `--track "worker 1"` on a real `record --workers` recording, whose
+    """docs/local-profiling.md's `--track "worker 1"` on a real `record --workers` recording, whose
     tracks are `worker N (js-worker-N)`; an ambiguous or unknown name is one line listing
     the tracks (issue 20)."""
     app = tmp_path / "w.js"

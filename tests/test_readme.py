@@ -1,5 +1,6 @@
-"""The README's promises that code can check: its Python example runs and prints the
-hottest functions, and its list of QuickJS's globals is what QuickJS has."""
+"""The documentation's promises that code can check: the Python example (docs/local-profiling.md)
+runs and prints the hottest functions, and the list of QuickJS's globals (docs/engines.md) is
+what QuickJS has. The README itself points to those pages (and its pictures exist)."""
 
 import re
 import subprocess
@@ -10,6 +11,8 @@ from jsprof.engines.quickjs import QuickJS
 
 ROOT = Path(__file__).parent.parent
 README = (ROOT / "README.md").read_text()
+LOCAL = (ROOT / "docs" / "local-profiling.md").read_text()
+ENGINES = (ROOT / "docs" / "engines.md").read_text()
 
 # ECMAScript's own globals (ES2025 + stage-4 additions QuickJS-ng ships): not listed.
 ECMASCRIPT = set(
@@ -35,7 +38,7 @@ while (Date.now() < end) { fib(20); strings(20000); sorts(20000); }
 
 
 def test_python_example_prints_the_hottest_functions(tmp_path):
-    block = re.search(r"## From Python\n\n```python\n(.*?)```", README, re.S).group(1)
+    block = re.search(r"## From Python\n\n```python\n(.*?)```", LOCAL, re.S).group(1)
     (tmp_path / "app.js").write_text(APP)
     p = subprocess.run(
         [sys.executable, "-c", block], capture_output=True, text=True, timeout=180, cwd=tmp_path
@@ -54,11 +57,21 @@ def test_python_example_prints_the_hottest_functions(tmp_path):
     assert (tmp_path / "app.pftrace").stat().st_size > 0
 
 
-def test_readme_lists_quickjs_globals():
-    para = re.search(r"What a script sees on QuickJS(.*?)\n\n", README, re.S).group(1)
+def test_engines_page_lists_quickjs_globals():
+    para = re.search(r"What a script sees on QuickJS(.*?)\n\n", ENGINES, re.S).group(1)
     names = re.findall(r"`([A-Za-z_$][\w$]*)`", para)  # `now()` is not a name: skipped
     members = {"log", "info", "debug", "error", "warn", "timeOrigin", "index", "count"}
     listed = set(names) - members - {"jsprof", "require", "import", "qjs"}
     have = set(QuickJS().eval("Object.getOwnPropertyNames(globalThis).join(' ')").split())
     assert listed - have == set(), "listed but missing"
-    assert have - ECMASCRIPT - listed == set(), "present but not in the README"
+    assert have - ECMASCRIPT - listed == set(), "present but not in docs/engines.md"
+
+
+def test_readme_is_a_door():
+    """A screen or two: the two set-up commands first, then links that resolve."""
+    assert len(README.splitlines()) <= 80
+    first_code = re.search(r"```sh\n(.*?)```", README, re.S).group(1)
+    assert first_code.startswith("make demo") and "\nmake test" in first_code
+    links = re.findall(r"\]\(([^)#]+)", README)
+    for link in links:
+        assert (ROOT / link).is_file(), link

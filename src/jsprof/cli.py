@@ -263,7 +263,7 @@ def _progress(what: str, path: str) -> Any:
     return Console(stderr=True).status(f"{what} {path} ...")
 
 
-# Output formats that keep each sample's weight (README, "Formats").
+# Output formats that keep each sample's weight (docs/formats.md).
 WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof"})
 
 

@@ -2,7 +2,7 @@
 
 A release diff without source maps matches functions by name and resource, and bundlers
 put a content hash or the version into each script's URL, so every function would look new
-in NEW and removed from BASE. The rule (the README's "Field profiles" says it too), applied
+in NEW and removed from BASE. The rule (docs/field.md's "Field profiles" says it too), applied
 to a resource's URL after its query and fragment are dropped:
 
 - in the file name, a `.HASH` or `-HASH` part before the extension is taken out, where

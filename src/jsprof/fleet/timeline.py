@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-# What one upload's timeline may hold (the client's TIMELINE_LIMITS; README "Timeline").
+# What one upload's timeline may hold (the client's TIMELINE_LIMITS; docs/field.md).
 MAX_LONG_FRAMES = 50
 MAX_SCRIPTS = 10
 MAX_INTERACTIONS = 100

@@ -4,8 +4,8 @@ Class.method, on QuickJS (embedded) or Node (a subprocess with a preload).
 Every class the program creates is registered as it is created: the source transform
 (`transform.py`, tree-sitter) inserts a call right after each class declaration or
 expression; the JavaScript runtime (`runtime.js`) then wraps the methods, accessors,
-statics and constructor of the watched ones and keeps the books. See README
-"Instrumenting profiler" for the mechanism and its limits.
+statics and constructor of the watched ones and keeps the books. See
+docs/local-profiling.md, "Instrumenting profiler", for the mechanism and its limits.
 """
 
 from __future__ import annotations

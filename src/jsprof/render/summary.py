@@ -68,7 +68,7 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
 
 
 def meta_get(meta: dict, key: str, default: object = None) -> object:
-    """A track meta value by its camelCase key (the README's contract), or by the
+    """A track meta value by its camelCase key (docs/formats.md's contract), or by the
     snake_case spelling older files and engines used."""
     if key in meta:
         return meta[key]
