@@ -529,7 +529,7 @@ def test_cdp_refuses_non_loopback_before_connecting() -> None:
 
 # ---- the project's Profiler conformance file on Chromium's native Profiler --------------
 
-# Where Chromium itself differs from the spec or from our engines (docs/profiler-api.md's table): its
+# Where Chromium itself differs from the spec or from our engines (docs/profiler-api.md): its
 # sampler's floor is 10 ms (requests are rounded up to multiples of 10), so the checks
 # that count samples at 1 ms or expect a 5 ms session see a tenth of the samples; it has
 # no `onsamplebufferfull` attribute and leaves `stopped` false after a full buffer; and
