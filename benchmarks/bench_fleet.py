@@ -35,6 +35,7 @@ from jsprof.analysis.profile import summarize
 from jsprof.fleet import api
 from jsprof.fleet.engine import DaskEngine, DuckEngine, Snapshot
 from jsprof.fleet.filters import Filters
+from jsprof.formats.jsprof import trace_to_doc
 from jsprof.store import Store
 from jsprof.store.compact import (
     FORMAT_VERSION,
@@ -51,7 +52,6 @@ from jsprof.store.compact import (
     write_release_parts,
 )
 from jsprof.trace import MARKER_CODE, NONE, ProfilerTrace, Recording, Track
-from jsprof.tracefile import trace_to_doc
 
 APP = "shop"
 RELEASES = ("2026.11.1", "2026.11.2")

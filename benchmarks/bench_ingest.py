@@ -103,7 +103,7 @@ def baseline(bodies: list[bytes], seconds: float) -> tuple[float, float]:
 
 def stages(raw: list[bytes], bodies: list[bytes]) -> dict[str, float]:
     """CPU ms per upload of each step of the collector's path, in this process."""
-    from jsprof import tracefile
+    from jsprof.formats import jsprof as tracefile
     from jsprof.serve import ingest
     from jsprof.serve.config import Limits
     from jsprof.store import Store

@@ -32,9 +32,9 @@ import orjson
 
 import jsprof
 from _common import best_of, timed
-from jsprof import tracefile
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.profile import summarize
+from jsprof.formats import jsprof as tracefile
 from jsprof.trace import ProfilerFrame, ProfilerTrace, Recording
 
 

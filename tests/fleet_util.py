@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from jsprof.formats.jsprof import dumps
 from jsprof.trace import ProfilerTrace, Recording, TraceBuilder, Track
-from jsprof.tracefile import dumps
 
 # A small app: call paths a page spends its time in, with relative weights.
 PATHS = [

@@ -17,7 +17,6 @@ FORBIDDEN = (
     "jsprof.analysis",
     "jsprof.render",
     "jsprof.trace",
-    "jsprof.tracefile",
     "jsprof.serve",  # commands with their own parsers: built only when they run
     "jsprof.fleet",
 )

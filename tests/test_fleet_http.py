@@ -19,8 +19,8 @@ import pytest
 
 from fleet_util import make_trace
 from jsprof.cli import main
+from jsprof.formats.jsprof import trace_to_doc
 from jsprof.trace import TraceBuilder
-from jsprof.tracefile import trace_to_doc
 
 JSPROF = Path(sys.executable).parent / "jsprof"
 TOKEN = "read-tok-123"

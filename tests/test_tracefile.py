@@ -10,7 +10,6 @@ import pytest
 
 import jsprof
 from jsprof import io as jio
-from jsprof import tracefile
 from jsprof.cli import main
 from jsprof.errors import TraceFormatError
 from jsprof.formats import jsprof as jsprof_format
@@ -46,7 +45,7 @@ def test_round_trip_keeps_values_and_stays_a_profiler_trace(data, tmp_path, name
     # Still a plain ProfilerTrace for other consumers: the spec's tables are unchanged.
     for key in ("resources", "frames", "stacks", "samples"):
         assert doc[key] == raw[key]
-    assert doc["jsprof"]["formatVersion"] == tracefile.FORMAT_VERSION
+    assert doc["jsprof"]["formatVersion"] == jsprof_format.FORMAT_VERSION
 
 
 def _rich_recording() -> Recording:
@@ -374,3 +373,11 @@ def test_saved_file_has_the_usual_mode(tmp_path):
     umask = os.umask(0)
     os.umask(umask)
     assert stat.S_IMODE((tmp_path / "m.json").stat().st_mode) == 0o666 & ~umask
+
+
+def test_one_name_for_the_jsprof_format() -> None:
+    """The jsprof JSON format has one module, `formats/jsprof.py`: no second name for it."""
+    import importlib.util
+
+    assert importlib.util.find_spec("jsprof.tracefile") is None
+    assert callable(jsprof_format.read_bytes)

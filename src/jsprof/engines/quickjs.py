@@ -52,9 +52,9 @@ import numpy as np
 import orjson
 
 from ..errors import EngineError, JSError, UsageError
+from ..formats.jsprof import trace_to_doc
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Recording, Track, normalise_resource
-from ..tracefile import trace_to_doc
 from ._ending import DurationEnded, Progress, signal_name, terminate_as_interrupt
 from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler, read_script
 

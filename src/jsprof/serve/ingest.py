@@ -161,7 +161,7 @@ def split_envelope(doc: Any) -> tuple[dict, dict, bool]:
 
 def check_trace(trace: dict, where: str, limits: Limits, has_markers: bool = True) -> None:
     """jsprof's own ProfilerTrace reader, plus the collector's size limits."""
-    from .. import tracefile
+    from ..formats import jsprof as tracefile
 
     if not tracefile.is_profiler_trace(trace) or tracefile.FORMAT_KEY in trace:
         raise Refused(
@@ -327,7 +327,7 @@ def _fast_path(
     only saves work. Raises Refused for an invalid trace. `keys`: its top-level keys when
     the caller has them already.
     """
-    from .. import tracefile
+    from ..formats import jsprof as tracefile
 
     if keys is None:
         try:
