@@ -187,7 +187,7 @@ def test_vitals_shows_inp_for_the_route(stored) -> None:
     doc = _fleet(store, "vitals")
     (row,) = doc["rows"]
     assert row["route"] == "/checkout" and row["release"] == "2.0.0"
-    assert row["pageLoads"] == 2 and row["interactions"] >= 12
+    assert row["pageLoads"] == 2 and row["interactions"] >= 10  # of 14 clicks
     # Each page load's INP is its slowest click: the 260 ms handler and more.
     assert row["inpP75Ms"] >= 250, row
     assert row["longFrameBlockingP75Ms"] > 0 and row["lcpP75Ms"] is not None
