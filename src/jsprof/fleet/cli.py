@@ -108,6 +108,18 @@ def add_parser(sub: Any) -> None:
     v.add_argument("--json", action="store_true", help="print the rows as JSON")
     v.set_defaults(func=cmd_vitals)
 
+    rg = fs.add_parser("regressions",
+                       help="functions whose self share rose from one release to the next")
+    _source_args(rg)
+    _filter_args(rg)
+    rg.add_argument("--min-change", type=float, default=2.0, metavar="PP",
+                    help="a rise of more than this many percentage points (default 2)")
+    rg.add_argument("--min-traces", type=positive_int, default=5, help="per release (default 5)")
+    rg.add_argument("--min-samples", type=positive_int, default=1000,
+                    help="per release (default 1000)")
+    rg.add_argument("--json", action="store_true", help="print the document as JSON")
+    rg.set_defaults(func=cmd_regressions)
+
     sm = fs.add_parser("sourcemaps", help="per-release source maps")
     sms = sm.add_subparsers(dest="sourcemaps_command", metavar="ACTION", required=True)
     up = sms.add_parser("upload", help="keep .map files for a release (applied at query time)")
@@ -322,6 +334,38 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output != "-":
         print(f"wrote {args.output} ({plural(len(rec.tracks), 'release')})", file=sys.stderr)
     return 0
+
+
+def cmd_regressions(args: argparse.Namespace) -> int:
+    """Exit 1 when a regression is found (for cron and CI), 0 when none."""
+    from ..errors import UsageError
+    from .regressions import regressions
+
+    _check_source(args)
+    if args.url:
+        raise UsageError("fleet regressions: give --store PATH (not a query route yet)")
+    f = filters_from(args)
+    with _status("querying the store ...") as st, _session(args, st) as s:
+        doc = regressions(s, f, args.min_change, args.min_traces, args.min_samples)
+    if args.json:
+        _print_json(doc)
+    else:
+        from ..words import printable
+
+        for r in doc["regressions"]:
+            lo, hi = r["selfPpCi"]
+            print(f"{printable(r['name'] or '(anonymous)')} ({printable(r['resource'] or '')}): "
+                  f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
+                  f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at release "
+                  f"{printable(r['release'])} (after {printable(r['baseRelease'])}); "
+                  f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
+                  f"e.g. {', '.join(r['exampleIds'])}")
+        for sk in doc["skipped"]:
+            print(f"not compared: {printable(sk['baseRelease'])} -> "
+                  f"{printable(sk['release'])}: {sk['reason']}", file=sys.stderr)
+        if not doc["regressions"]:
+            print(f"no regressions over {len(doc['releases'])} releases")
+    return 1 if doc["regressions"] else 0
 
 
 def cmd_vitals(args: argparse.Namespace) -> int:
