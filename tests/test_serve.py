@@ -661,7 +661,13 @@ def test_secure_cookie_and_throttle_behind_a_proxy(tmp_path: Path) -> None:
     """--forwarded-allow-ips: a TLS proxy's X-Forwarded-Proto makes the cookie Secure, and
     wrong tokens are throttled per forwarded client: 429 after ten, one log line each."""
     plain = Collector(tmp_path / "a", "--app", "shop:k1")
-    proxied = Collector(tmp_path / "b", "--app", "shop:k1", "--forwarded-allow-ips", "127.0.0.1")
+    try:
+        proxied = Collector(
+            tmp_path / "b", "--app", "shop:k1", "--forwarded-allow-ips", "127.0.0.1"
+        )
+    except BaseException:
+        plain.stop()
+        raise
     try:
         tls = {"X-Forwarded-Proto": "https", "X-Forwarded-For": "203.0.113.9"}
         status, h = _signin(plain, **tls)

@@ -199,9 +199,16 @@ async def post_trace(request: Request) -> Response:
     params = {k: q.get(k) for k in ("app", "release", "route", "env")}
     args = (raw, encoding, params, request.headers.get("user-agent"))
     got = None
-    if ingest.says_small(raw, encoding):
-        # On the loop: a field upload is ~5 ms of work, less than the hand-off costs.
+    state = request.app.state
+    if ingest.says_small(raw, encoding) and time.monotonic() >= state.inline_free_at:
+        # On the loop: a field upload is ~5 ms of work, less than the hand-off costs. At
+        # most half the loop's time goes to it (after a parse of d seconds here, uploads
+        # of the next d seconds go to the thread), so accepting connections and reading
+        # requests never wait behind a run of parses.
+        t0 = time.monotonic()
         got = _guarded(ingest.prepare_small, *args, config.limits, config.keep_query)
+        t1 = time.monotonic()
+        state.inline_free_at = t1 + (t1 - t0)
     if got is None:
         got = await in_thread(
             ingest.prepare,
@@ -479,5 +486,6 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
     app.state.store = store
     app.state.limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
     app.state.auth_throttle = FailureThrottle()
+    app.state.inline_free_at = 0.0
     app.add_middleware(_Headers, access_log=config.access_log)
     return app
