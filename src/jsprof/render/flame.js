@@ -74,7 +74,7 @@
       else { g.style.display = "none"; continue; }
       if (w < 0.1) { g.style.display = "none"; continue; }
       g.style.display = "";
-      g.setAttribute("class", (isAnc ? "fg-anc" : "") + (hit(i) ? " fg-hit" : ""));
+      if (ancs[i] !== (isAnc ? 1 : 0)) { ancs[i] = isAnc ? 1 : 0; styleFrame(i); }
       rects[i].setAttribute("x", x.toFixed(2));
       rects[i].setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
       texts[i].setAttribute("x", (x + 3).toFixed(2));
@@ -82,21 +82,31 @@
     }
     if (reset) reset.style.visibility = zoomed ? "visible" : "hidden";
   }
-  function hit(i) {
-    if (!query || i === 0) return false;
-    return D.names[D.n[i]].toLowerCase().indexOf(query) >= 0 ||
-      D.locs[D.l[i]].toLowerCase().indexOf(query) >= 0;
+  // A search tests each distinct name and location once (lower-cased once), not each frame,
+  // and restyles only the frames whose match changed: a keystroke costs a pass over
+  // numbers, not over the DOM.
+  var lowNames = D.names.map(function (v) { return v.toLowerCase(); });
+  var lowLocs = D.locs.map(function (v) { return v.toLowerCase(); });
+  var hits = new Uint8Array(N), ancs = new Uint8Array(N);
+  function styleFrame(i) {
+    gs[i].setAttribute("class", (ancs[i] ? "fg-anc" : "") + (hits[i] ? " fg-hit" : ""));
   }
   function search(q) {
     query = (q || "").toLowerCase();
+    var nameHit = new Uint8Array(lowNames.length), locHit = new Uint8Array(lowLocs.length), k;
+    if (query) {
+      for (k = 0; k < lowNames.length; k++) nameHit[k] = lowNames[k].indexOf(query) >= 0 ? 1 : 0;
+      for (k = 0; k < lowLocs.length; k++) locHit[k] = lowLocs[k].indexOf(query) >= 0 ? 1 : 0;
+    }
     var ms = 0, count = 0, covered = 0;
-    for (var i = 1; i < N; i++) {
-      if (!(Wd[i] > 0) || !hit(i)) continue;  // a frame the chosen track never ran
+    for (var i = 0; i < N; i++) {
+      var h = i > 0 && query && (nameHit[D.n[i]] || locHit[D.l[i]]) ? 1 : 0;
+      if (h !== hits[i]) { hits[i] = h; styleFrame(i); }
+      if (!h || !(Wd[i] > 0)) continue;  // a frame the chosen track never ran
       count++;
       // Nested matches (recursion) are inside an outer match: count their time once.
       if (i >= covered) { ms += Wd[i]; covered = end[i]; }
     }
-    layout();
     var pct = Wd[0] > 0 ? (100 * ms / Wd[0]) : 0;
     if (status) {
       status.textContent = query ?
@@ -179,6 +189,7 @@
       zoomed = 0;
       if (input) input.value = "";
       search("");
+      if (view === "flame") layout();
       if (views[view]) views[view].search("");
     } else if (e.key === "/" && input && doc.activeElement !== input) {
       e.preventDefault();
@@ -215,21 +226,30 @@
     trackSel.addEventListener("change", function () {
       hideTip();
       useTrack(+trackSel.value);
+      layout();
       search(input ? input.value : "");
     });
     var tk = P.track !== undefined ? D.tracks.indexOf(P.track) : -1;
     if (tk >= 0) { trackSel.value = String(tk); useTrack(tk); }
   }
   var views = {}, view = "flame";
-  var M = null;
+  var M = null, viewMakers = {};
   var modelEl = doc.getElementById("fg-model");
   if (html && modelEl) {
-    M = JSON.parse(modelEl.textContent);
-    if (doc.getElementById("v-sandwich")) views.sandwich = sandwichView(M);
-    if (doc.getElementById("v-time") && M.time) views.time = timeView(M);
+    if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
+    if (doc.getElementById("v-time")) viewMakers.time = timeView;
+  }
+  // The model is parsed when a view first needs it: the flame graph opens without it.
+  function getView(name) {
+    if (views[name]) return views[name];
+    if (!viewMakers[name]) return null;
+    if (!M) M = JSON.parse(modelEl.textContent);
+    if (name === "time" && !M.time) return null;
+    views[name] = viewMakers[name](M);
+    return views[name];
   }
   function show(name, p) {
-    if (name !== "flame" && !views[name]) name = "flame";
+    if (name !== "flame" && !getView(name)) name = "flame";
     hideTip();
     view = name;
     var secs = doc.querySelectorAll("main > section");
@@ -242,6 +262,7 @@
     if (trackSel && D.tracks && D.tracks.length > 1) trackSel.hidden = name !== "flame";
     if (name === "flame") {
       if (input) input.placeholder = "Search frames ( / )";
+      layout();
       search(input ? input.value : "");
     } else {
       if (reset) reset.style.visibility = "hidden";
@@ -265,13 +286,14 @@
     if (view === "flame" && !D.icicle && svg.getBoundingClientRect().bottom > window.innerHeight) {
       svg.scrollIntoView({block: "end"});
     }
-  } else if (P.q) {
-    search(P.q);
   } else {
     layout();
+    if (P.q) search(P.q);
   }
-  // Marks that the script ran (tests read it from the rendered DOM).
+  // Marks that the script ran (tests read it from the rendered DOM; the benchmark reads the
+  // performance mark).
   svg.setAttribute("data-ready", "1");
+  if (window.performance && performance.mark) performance.mark("jsprof-drawn");
 
   // ---- shared drawing helpers ---------------------------------------------------------------
 
@@ -539,31 +561,44 @@
     var rangeBox, rangeLabel, filter = "";
     var MK = {gc: "hsl(275,55%,62%)", style: "hsl(185,55%,52%)", layout: "hsl(300,45%,66%)",
       paint: "hsl(120,45%,55%)"};
-    function depthOf(n) { var d = 0; for (var a = M.parent[n]; a >= 0; a = M.parent[a]) d++; return d; }
-    // Merge consecutive runs into one box per depth while the path down to it is the same.
+    var ndepth = new Int32Array(M.parent.length);  // parents come first
+    for (var q = 0; q < M.parent.length; q++) ndepth[q] = M.parent[q] >= 0 ? ndepth[M.parent[q]] + 1 : 1;
+    // The boxes of the visible window: consecutive runs merged into one box per depth while
+    // the path down to it is the same; at most one run starts per pixel (the others extend
+    // what is drawn), so a draw costs the window's pixels times the depth, not the samples.
     function boxes(L) {
-      var out = [], open = [], path = [], maxD = 0;
+      var out = [], open = [], path = [];
       function close(from) {
-        for (var d = open.length - 1; d >= from; d--) {
-          var o = open[d];
-          out.push([o[0], o[1], d, o[2]]);
-        }
+        for (var d = open.length - 1; d >= from; d--) out.push([open[d][0], open[d][1], d, open[d][2]]);
         open.length = Math.min(open.length, from);
       }
-      for (var r = 0; r < L.n.length; r++) {
+      var t0s = L.t0, lo_ = 0, hi_ = t0s.length - 1;
+      while (lo_ < hi_) { var mid = (lo_ + hi_ + 1) >> 1; if (t0s[mid] <= v0) lo_ = mid; else hi_ = mid - 1; }
+      var px = (v1 - v0) / W(), lastPx = -Infinity;
+      for (var r = lo_; r < t0s.length && t0s[r] <= v1; r++) {
+        var t0 = t0s[r], t1 = L.t1[r], d = 0;
+        var contiguous = r > lo_ && t0 - L.t1[r - 1] < 1e-6;
+        if (!contiguous) close(0);
+        var p = Math.floor((t0 - v0) / px);
+        if (contiguous && p === lastPx && open.length) {
+          for (d = 0; d < open.length; d++) open[d][1] = t1;
+          continue;
+        }
+        lastPx = p;
         path.length = 0;
         for (var a = L.n[r]; a >= 0; a = M.parent[a]) path.push(a);
         path.reverse();
-        var t0 = L.t0[r], t1 = L.t1[r], d = 0;
-        var contiguous = r > 0 && t0 - L.t1[r - 1] < 1e-6;
-        if (!contiguous) close(0);
         while (d < open.length && d < path.length && open[d][2] === path[d]) { open[d][1] = t1; d++; }
         close(d);
         for (; d < path.length; d++) open.push([t0, t1, path[d]]);
-        if (path.length > maxD) maxD = path.length;
       }
       close(0);
-      return {b: out, depth: maxD};
+      return out;
+    }
+    function index(ln) {
+      ln.byDepth = [];
+      ln.box.forEach(function (b) { (ln.byDepth[b[2]] = ln.byDepth[b[2]] || []).push(b); });
+      ln.byDepth.forEach(function (a) { if (a) a.sort(function (x, y) { return x[0] - y[0]; }); });
     }
     function build() {
       built = true;
@@ -582,8 +617,9 @@
       lanes.push({kind: "axis", canvas: axis, height: 20});
       T.lanes.forEach(function (L) {
         if (L.n.length) {
-          var bx = boxes(L);
-          lanes.push({kind: "samples", name: L.name, L: L, box: bx.b, height: Math.max(bx.depth, 1) * D.row});
+          var md = 1;
+          for (var k = 0; k < L.n.length; k++) if (ndepth[L.n[k]] > md) md = ndepth[L.n[k]];
+          lanes.push({kind: "samples", name: L.name, L: L, box: [], height: md * D.row});
           lo = Math.min(lo, L.t0[0]);
           hi = Math.max(hi, L.t1[L.t1.length - 1]);
         }
@@ -610,10 +646,7 @@
         ln.canvas = el("canvas", {});
         box.appendChild(ln.canvas);
         sec.appendChild(box);
-        // Boxes by depth, sorted by start, for hit tests.
-        ln.byDepth = [];
-        ln.box.forEach(function (b) { (ln.byDepth[b[2]] = ln.byDepth[b[2]] || []).push(b); });
-        ln.byDepth.forEach(function (a) { if (a) a.sort(function (x, y) { return x[0] - y[0]; }); });
+        index(ln);  // boxes by depth, sorted by start, for hit tests
         attach(ln);
       });
       rangeBox = el("div", {"class": "panel", "data-panel": "range"});
@@ -646,6 +679,7 @@
         g.setTransform(ratio, 0, 0, ratio, 0, 0);
         g.clearRect(0, 0, w, h);
         if (ln.kind === "axis") { axis(g, w); return; }
+        if (ln.kind === "samples") { ln.box = boxes(ln.L); index(ln); }
         g.font = FONT_CSS;
         g.textBaseline = "middle";
         for (var k = 0; k < ln.box.length; k++) {
