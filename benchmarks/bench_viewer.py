@@ -1,7 +1,7 @@
 """The offline viewer (`jsprof flame` HTML) on a big synthetic profile, in headless Chromium.
 
     .venv/bin/python benchmarks/bench_viewer.py [--samples 1200000] [--stacks 200000]
-        [--repeat 3]
+        [--repeat 3] [--before OLD/flame.py]
 
 Prints, for one synthetic recording (bench_trace's generator: deep varied stacks):
 
@@ -14,6 +14,11 @@ Prints, for one synthetic recording (bench_trace's generator: deep varied stacks
 - share: the search's share of all time against `report --focus` (the exact share of
   samples whose stack has a matching function);
 - sandwich and time: ms to switch to each view and draw it.
+
+`--before` takes another version's `render/flame.py` (its `flame.js` beside it; e.g. from
+`git archive REV src | tar -x -C /tmp/before`): its page is opened and searched in the same
+run, interleaved, and the figures are given as ratios to it too (the machine is shared:
+absolute times move with its load, ratios much less).
 """
 
 from __future__ import annotations
@@ -54,12 +59,48 @@ _VIEW = """async (v) => {
 }"""
 
 
+def _before_module(path: str) -> object:
+    """Another version's flame.py, imported in this package (its relative imports resolve
+    here; it reads the flame.js beside its file)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("jsprof.render._flame_before", path)
+    mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = mod  # type: ignore[union-attr]  # dataclasses look it up
+    spec.loader.exec_module(mod)  # type: ignore[union-attr]
+    return mod
+
+
+def _open_ms(browser: object, url: str) -> float:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    page.goto(url)
+    while not page.evaluate("!!document.getElementById('fg-svg').getAttribute('data-ready')"):
+        time.sleep(0.01)
+    # The old page has no mark: the script's end is when it marked the graph ready.
+    ms = page.evaluate(
+        "(performance.getEntriesByName('jsprof-drawn')[0] || {}).startTime || "
+        "performance.now()")
+    page.close()
+    return ms
+
+
+def _keystrokes(browser: object, url: str, q: str) -> list[float]:
+    page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    page.goto(url)
+    while not page.evaluate("!!document.getElementById('fg-svg').getAttribute('data-ready')"):
+        time.sleep(0.01)
+    out = [page.evaluate(_TYPE, q[: k + 1]) for k in range(len(q))]
+    page.close()
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=1_200_000)
     ap.add_argument("--stacks", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--query", default="fn1234")
+    ap.add_argument("--before", metavar="FLAME_PY", help="another version's render/flame.py")
     a = ap.parse_args()
     os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
     from playwright.sync_api import sync_playwright
@@ -72,32 +113,46 @@ def main() -> None:
     # The exact share: samples whose stack passes through a function matching the query.
     focused = apply_filters(rec, "synthetic", None, [f"*{a.query}*"], [], False, None)
     exact = 100 * build_call_tree(focused).total_time / tree.total_time
+    before_html = None
+    if a.before:
+        before_html = _before_module(a.before).render_flame(tree, "html", title="synthetic")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "viewer.html")
         with open(path, "w", encoding="utf-8") as f:
             f.write(page_html)
+        old = os.path.join(tmp, "before.html")
+        if before_html is not None:
+            with open(old, "w", encoding="utf-8") as f:
+                f.write(before_html)
+            print(f"before: {len(before_html) / 1e6:.1f} MB")
         print(f"{a.samples} samples, {a.stacks} stacks: {len(tree.parent)} tree nodes, "
               f"{page_html.count('<g data-i=')} drawn frames")
         print(f"write: {write_s:.2f} s, {len(page_html) / 1e6:.1f} MB")
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                   args=["--no-sandbox", "--disable-gpu"])
-            opens = []
+            opens, olds = [], []
             for _ in range(a.repeat):
-                page = b.new_page(viewport={"width": 1280, "height": 800})
-                page.goto("file://" + path)
-                while not page.evaluate("performance.getEntriesByName('jsprof-drawn').length"):
-                    time.sleep(0.01)
-                opens.append(page.evaluate(
-                    "performance.getEntriesByName('jsprof-drawn')[0].startTime"))
-                page.close()
+                opens.append(_open_ms(b, "file://" + path))
+                if before_html is not None:
+                    olds.append(_open_ms(b, "file://" + old))
             print(f"open to first view drawn: best {min(opens):.0f} ms "
                   f"(all {', '.join(f'{v:.0f}' for v in opens)}; goal <= 1000)")
+            if olds:
+                print(f"  before: best {min(olds):.0f} ms; ratio {min(opens) / min(olds):.2f}")
+            q = (a.query + "zzzzzzzzzzz")[:11]
+            if before_html is not None:
+                new_k = _keystrokes(b, "file://" + path, q)
+                old_k = _keystrokes(b, "file://" + old, q)
+                print(f"keystrokes now:    {' '.join(f'{v:.0f}' for v in new_k)} ms "
+                      f"(total {sum(new_k) / 1000:.1f} s)")
+                print(f"keystrokes before: {' '.join(f'{v:.0f}' for v in old_k)} ms "
+                      f"(total {sum(old_k) / 1000:.1f} s); ratio of totals "
+                      f"{sum(new_k) / sum(old_k):.2f}")
             page = b.new_page(viewport={"width": 1280, "height": 800})
             page.goto("file://" + path)
             while not page.evaluate("document.body.dataset.view"):
                 time.sleep(0.01)
-            q = (a.query + "zzzzzzzzzzz")[:11]
             per_key = [page.evaluate(_TYPE, q[: k + 1]) for k in range(len(q))]
             print(f"search, {len(q)} keystrokes: max {max(per_key):.0f} ms, median "
                   f"{sorted(per_key)[len(per_key) // 2]:.0f} ms (debounce included; "

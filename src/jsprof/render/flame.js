@@ -578,12 +578,14 @@
       for (var r = lo_; r < t0s.length && t0s[r] <= v1; r++) {
         var t0 = t0s[r], t1 = L.t1[r], d = 0;
         var contiguous = r > lo_ && t0 - L.t1[r - 1] < 1e-6;
-        if (!contiguous) close(0);
         var p = Math.floor((t0 - v0) / px);
-        if (contiguous && p === lastPx && open.length) {
-          for (d = 0; d < open.length; d++) open[d][1] = t1;
+        if (p === lastPx) {
+          // Within a pixel already drawn: at most one run starts per pixel, however many
+          // short runs (and gaps) the samples make there.
+          if (contiguous) for (d = 0; d < open.length; d++) open[d][1] = t1;
           continue;
         }
+        if (!contiguous) close(0);
         lastPx = p;
         path.length = 0;
         for (var a = L.n[r]; a >= 0; a = M.parent[a]) path.push(a);
