@@ -62,3 +62,15 @@ def test_record_summary_and_report_give_one_time(tmp_path):
     n, ms = re.search(r"main: (\d+) samples over ([\d.]+) ms", rec).groups()
     foot = _run(tmp_path, "report", "b.json").stdout.splitlines()[-1]
     assert foot.startswith(f"{n} samples, {ms} ms;"), (rec, foot)
+
+
+def test_focus_tree_lists_no_zero_time_rows(tmp_path):
+    # --focus leaves the other paths in the tree with no time: they are not rows, and not
+    # "(N more below 2%: 0.0 ms)" either; paths with a little time still are counted.
+    data = __import__("pathlib").Path(__file__).parent / "data" / "node" / "bench.cpuprofile"
+    focused = _run(tmp_path, "report", data, "--focus", "sortObjects", "--tree",
+                   "--threshold", "2").stdout
+    assert "sortObjects" in focused
+    assert not re.search(r"more below [\d.]+%: 0\.0 ms\)", focused), focused
+    whole = _run(tmp_path, "report", data, "--tree", "--threshold", "2").stdout
+    assert re.search(r"more below 2%: [1-9][\d.]* ms\)", whole)

@@ -155,7 +155,9 @@ def tree_lines(
             return
         shown = [k for k in kids[node] if tree.total_ms[k] >= cut]
         shown.sort(key=lambda k: -tree.total_ms[k])
-        hidden = len(kids[node]) - len(shown)
+        # Paths with no time at all (a --focus or --exclude took all their samples) are not
+        # rows, not even counted ones.
+        hidden = sum(1 for k in kids[node] if 0 < tree.total_ms[k] < cut)
         child_prefix = prefix + ("   " if last else "│  ")
         for j, k in enumerate(shown):
             visit(k, child_prefix, j == len(shown) - 1 and not hidden, depth + 1)
@@ -168,7 +170,7 @@ def tree_lines(
     all_roots = tree.roots()
     roots = [r for r in all_roots if tree.total_ms[r] >= cut]
     roots.sort(key=lambda r: -tree.total_ms[r])
-    hidden = len(all_roots) - len(roots)
+    hidden = sum(1 for r in all_roots if 0 < tree.total_ms[r] < cut)
     for j, r in enumerate(roots):
         visit(r, "", j == len(roots) - 1 and not hidden, 1)
     if hidden:
