@@ -28,8 +28,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import jsprof
+from jsprof import sourcemap_files
 from jsprof import trace as trace_model
-from jsprof.analysis import sourcemap
 from jsprof.errors import JsprofError
 from jsprof.formats import FORMATS, detect
 
@@ -298,7 +298,7 @@ def test_mutated_source_maps_raise_only_one_line_errors(real_map, tmp_path):
     def run(data):
         path.write_bytes(data)
         try:
-            sm = sourcemap.load_map(path)
+            sm = sourcemap_files.load_map(path)
         except JsprofError as e:
             _one_line(e)
             return

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 import jsprof
+from jsprof import sourcemap_files
 from jsprof.analysis import sourcemap
 from jsprof.analysis.profile import hot_lines, summarize
 from jsprof.record import record
@@ -75,7 +76,7 @@ def test_quickjs_profile_maps_back_beside_the_script(bundle):
     rec = record(bundle, sample_interval=1.0)
     minified = _names(rec)
     assert not set(DEFS) & set(minified)
-    mapped = _names(sourcemap.apply(rec))  # the sourceMappingURL comment beside the script
+    mapped = _names(sourcemap_files.apply(rec))  # the sourceMappingURL comment beside the script
     orig = (bundle.parent / "orig.js").as_uri()
     for name, line in DEFS.items():
         assert mapped[name] == (orig, line)
@@ -133,10 +134,10 @@ def test_bad_map_is_one_line(tmp_path):
     m = tmp_path / "x.map"
     m.write_text('{"version": 3, "sources": ["a.js"], "mappings": "A!!"}')
     with pytest.raises(sourcemap.SourceMapError, match=r"x.map: mappings line 1: invalid base64"):
-        sourcemap.load_map(m)
+        sourcemap_files.load_map(m)
     m.write_text('{"version": 2}')
     with pytest.raises(sourcemap.SourceMapError, match="not a version 3 source map"):
-        sourcemap.load_map(m)
+        sourcemap_files.load_map(m)
     trace = tmp_path / "t.json"
     jsprof.save(record_stub(), trace)
     p = subprocess.run(
@@ -320,8 +321,30 @@ def test_a_line_below_the_function_is_not_its_line(tmp_path, content):
     fid = b.frame_id("f", b.resource_id((tmp_path / "gen.js").as_uri()), 1, 11)  # V8: at `(`
     for t, line in enumerate([2, 3, 3, 4]):
         b.add_sample(float(t), b.stack_id([fid]), line=line)
-    rec = sourcemap.apply(jsprof.Recording.of(b.build(), sample_interval=1.0),
+    rec = sourcemap_files.apply(jsprof.Recording.of(b.build(), sample_interval=1.0),
                           str(tmp_path / "gen.js.map"))
     lines = {k.line: int(n) for k, n in zip(hot_lines(rec).stats.keys,
                                            hot_lines(rec).stats.self_samples, strict=True)}
     assert lines == {2: 1, 0: 2, 4: 1}  # line 3's two samples: unknown, not line 9
+
+
+def test_analysis_reads_no_files() -> None:
+    """analysis/ works on data it is given: no open(), no file reads, stats or listings.
+    The file side of source maps is `jsprof.sourcemap_files`."""
+    import ast
+
+    root = Path(jsprof.__file__).parent / "analysis"
+    io_attrs = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "stat",
+                "is_file", "is_dir", "exists", "isfile", "isdir", "iterdir", "glob", "rglob",
+                "listdir", "scandir"}
+    found = []
+    for path in sorted(root.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            where = f"{path.name}:{getattr(node, 'lineno', 0)}"
+            if isinstance(node, ast.Call):
+                fn = node.func
+                if isinstance(fn, ast.Name) and fn.id == "open":
+                    found.append(f"{where} open()")
+                elif isinstance(fn, ast.Attribute) and fn.attr in io_attrs:
+                    found.append(f"{where} .{fn.attr}()")
+    assert found == []

@@ -107,9 +107,9 @@ def _load(path: str, args: argparse.Namespace, unmatched: list[str] | None = Non
 
     rec = io.load(path)
     if getattr(args, "sourcemap", None) is not None:
-        from .analysis import sourcemap
+        from . import sourcemap_files
 
-        rec = sourcemap.apply(rec, args.sourcemap or None)
+        rec = sourcemap_files.apply(rec, args.sourcemap or None)
     return filters.apply(
         rec,
         path,

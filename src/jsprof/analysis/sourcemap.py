@@ -9,40 +9,29 @@ line of the function's own original file, within the function (at or below its s
 not past its end where the original source is at hand to parse); otherwise it becomes
 unknown (NO_LINE), never a line of some other code on a minified line.
 
-Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
-- a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
-  every resource when the map names no file);
-- a DIR: for each resource, `DIR/<basename>.map`, else the `//# sourceMappingURL=` of
-  `DIR/<basename>`;
-- with neither, a `file://` resource that exists locally: its `sourceMappingURL` comment
-  (relative path or inline `data:` URL) or a `.map` beside it.
-Map files are data: parsed as JSON with size limits, never evaluated.
+Finding and reading maps (and the original sources a map does not carry) is
+`jsprof.sourcemap_files`: this module works on the data it is given.
+Maps are data: decoded, never evaluated.
 """
 
 from __future__ import annotations
 
-import base64
 import bisect
 import functools
 import os
 import re
-from dataclasses import replace
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any, NamedTuple
-from urllib.parse import unquote, urlparse
 
 import numpy as np
-import orjson
 
 from ..errors import JsprofError
-from ..trace import NO_LINE, NONE, ProfilerTrace, Recording, TraceBuilder, normalise_resource
+from ..trace import NO_LINE, NONE, ProfilerTrace, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
-MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
 _B64 = {
     c: i for i, c in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
 }
-_URL_COMMENT = re.compile(rb"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
 
 
 class SourceMapError(JsprofError):
@@ -96,6 +85,7 @@ class SourceMap:
         self.names = [n if type(n) is str else "" for n in names]
         self.file = doc.get("file") if type(doc.get("file")) is str else None
         self.base_dir = base_dir
+        self.read_source: Callable[[str], str | None] | None = None
         self._cols: list[list[int]] = []
         self._segs: list[list[tuple[int, int, int, int]]] = []
         src = line = col = name = 0
@@ -179,16 +169,12 @@ class SourceMap:
         return src
 
     def source_text(self, s: int) -> str | None:
-        """Source `s` as written: the map's `sourcesContent`, else the local file."""
+        """Source `s` as written: the map's `sourcesContent`, else what `read_source` (set
+        by the loader, `jsprof.sourcemap_files`) gives for its URL. This module reads no
+        files: a map built from data alone knows only its `sourcesContent`."""
         if s < len(self.contents) and self.contents[s] is not None:
             return self.contents[s]
-        path = _local_path(self.source_url(s))
-        try:
-            if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
-                return None
-            return path.read_text("utf-8", "replace")
-        except OSError:
-            return None
+        return None if self.read_source is None else self.read_source(self.source_url(s))
 
     def _function_segment(self, gl: int, i: int, col0: int) -> int:
         """The segment naming the function whose position is col0 (segment i at/before it).
@@ -206,93 +192,6 @@ class SourceMap:
                 if j < len(segs) and cols[j] - col0 <= 16 and segs[j][3] >= 0:
                     return j
         return i
-
-
-def _read_limited(path: Path) -> bytes:
-    try:
-        if path.stat().st_size > MAX_MAP_BYTES:
-            raise SourceMapError(f"{path}: larger than the {MAX_MAP_BYTES} byte source map limit")
-        return path.read_bytes()
-    except OSError as e:
-        raise SourceMapError(f"{path}: cannot read source map ({e.strerror})") from None
-
-
-def load_map(path: str | os.PathLike) -> SourceMap:
-    p = Path(path)
-    try:
-        doc = orjson.loads(_read_limited(p))
-    except orjson.JSONDecodeError as e:
-        raise SourceMapError(f"{p}: not valid JSON ({e})") from None
-    return SourceMap(doc, str(p), str(p.parent))
-
-
-def _from_comment(script: Path) -> SourceMap | None:
-    try:
-        with open(script, "rb") as f:
-            f.seek(max(0, script.stat().st_size - 65536))
-            tail = f.read()
-    except OSError:
-        return None
-    m = None
-    for line in reversed(tail.splitlines()[-5:]):
-        m = _URL_COMMENT.search(line.strip())
-        if m:
-            break
-    if m is None:
-        return None
-    url = m.group(1).decode("utf-8", "replace")
-    if url.startswith("data:"):
-        header, _, payload = url.partition(",")
-        raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload).encode()
-        try:
-            return SourceMap(orjson.loads(raw), f"{script} (inline map)", str(script.parent))
-        except orjson.JSONDecodeError as e:
-            raise SourceMapError(f"{script}: inline source map is not valid JSON ({e})") from None
-    target = script.parent / unquote(url)
-    return load_map(target) if target.is_file() else None
-
-
-def _local_path(resource: str) -> Path | None:
-    if resource.startswith("file://"):
-        return Path(unquote(urlparse(resource).path))
-    if resource and "://" not in resource:
-        return Path(resource)  # a path as given to the engine: absolute, or from the cwd
-    return None
-
-
-def _basename(resource: str) -> str:
-    path = urlparse(resource).path if "://" in resource else resource
-    return os.path.basename(path)
-
-
-def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
-    """Source maps per resource, from `where` (a DIR or a .map FILE) or beside the scripts."""
-    found: dict[str, SourceMap] = {}
-    if where is not None and not os.path.exists(where):
-        raise SourceMapError(f"{where}: no such file or directory (give a .map file or a folder)")
-    single = load_map(where) if where is not None and os.path.isfile(where) else None
-    for r in resources:
-        sm = None
-        if single is not None:
-            if single.file is None or _basename(single.file) == _basename(r):
-                sm = single
-        elif where is not None:
-            base = _basename(r)
-            cand = Path(where) / f"{base}.map"
-            if base and cand.is_file():
-                sm = load_map(cand)
-            elif base and (Path(where) / base).is_file():
-                sm = _from_comment(Path(where) / base)
-        else:
-            local = _local_path(r)
-            if local is not None and local.is_file():
-                sm = _from_comment(local)
-                beside = local.with_name(local.name + ".map")
-                if sm is None and beside.is_file():
-                    sm = load_map(beside)
-        if sm is not None:
-            found[r] = sm
-    return found
 
 
 def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> ProfilerTrace:
@@ -453,14 +352,3 @@ def _map_lines(trace: ProfilerTrace, frame_map: list[_MappedFrame | None]) -> np
         for ln in np.unique(lines[sel]).tolist():
             out[sel & (lines == ln)] = _original_line(m, ln, end)
     return out
-
-
-def apply(rec: Recording, where: str | None = None) -> Recording:
-    """Every track with source maps applied (from `where`, else beside local scripts)."""
-    tracks = []
-    for t in rec.tracks:
-        maps = find_maps(t.trace.resources, where)
-        tracks.append(
-            replace(t, trace=apply_to_trace(t.trace, maps), spans=None if maps else t.spans)
-        )
-    return Recording(tracks)

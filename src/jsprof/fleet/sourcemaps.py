@@ -14,6 +14,7 @@ from urllib.parse import urljoin
 
 import numpy as np
 
+from .. import sourcemap_files
 from ..analysis import sourcemap
 from ..analysis.profile import FunctionKey
 from ..errors import UsageError
@@ -93,7 +94,7 @@ def maps_for(store_path: str | os.PathLike, rkey: str, resources: list[str]
     d = release_dir(store_path, rkey)
     if not d.is_dir():
         return {}
-    maps = sourcemap.find_maps(resources, str(d))
+    maps = sourcemap_files.find_maps(resources, str(d))
     for resource, sm in maps.items():
         # A map kept in the store stands for one beside the script: its relative sources
         # are relative to the script's URL, not to the store's folder.

@@ -1,0 +1,147 @@
+"""Finding and reading source maps, and the original sources they name: the file side of
+`analysis.sourcemap` (which reads nothing), called by the CLI and fleet.
+
+Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
+- a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
+  every resource when the map names no file);
+- a DIR: for each resource, `DIR/<basename>.map`, else the `//# sourceMappingURL=` of
+  `DIR/<basename>`;
+- with neither, a `file://` resource that exists locally: its `sourceMappingURL` comment
+  (relative path or inline `data:` URL) or a `.map` beside it.
+Map files are data: parsed as JSON with size limits, never evaluated. An original source
+the map does not carry (`sourcesContent`) is read from a local file on demand, only to find
+where a function ends.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+from dataclasses import replace
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import orjson
+
+from .analysis import sourcemap
+from .analysis.sourcemap import MAX_MAP_BYTES, SourceMap, SourceMapError
+from .trace import Recording
+
+MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
+_URL_COMMENT = re.compile(rb"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
+
+
+def read_source(url: str) -> str | None:
+    """The text of a local original source (a path or file:// URL), None when it is not
+    a readable local file or is larger than MAX_SOURCE_BYTES."""
+    path = _local_path(url)
+    try:
+        if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
+            return None
+        return path.read_text("utf-8", "replace")
+    except OSError:
+        return None
+
+
+def _with_reader(sm: SourceMap) -> SourceMap:
+    sm.read_source = read_source
+    return sm
+
+
+def _read_limited(path: Path) -> bytes:
+    try:
+        if path.stat().st_size > MAX_MAP_BYTES:
+            raise SourceMapError(f"{path}: larger than the {MAX_MAP_BYTES} byte source map limit")
+        return path.read_bytes()
+    except OSError as e:
+        raise SourceMapError(f"{path}: cannot read source map ({e.strerror})") from None
+
+
+def load_map(path: str | os.PathLike) -> SourceMap:
+    p = Path(path)
+    try:
+        doc = orjson.loads(_read_limited(p))
+    except orjson.JSONDecodeError as e:
+        raise SourceMapError(f"{p}: not valid JSON ({e})") from None
+    return _with_reader(SourceMap(doc, str(p), str(p.parent)))
+
+
+def _from_comment(script: Path) -> SourceMap | None:
+    try:
+        with open(script, "rb") as f:
+            f.seek(max(0, script.stat().st_size - 65536))
+            tail = f.read()
+    except OSError:
+        return None
+    m = None
+    for line in reversed(tail.splitlines()[-5:]):
+        m = _URL_COMMENT.search(line.strip())
+        if m:
+            break
+    if m is None:
+        return None
+    url = m.group(1).decode("utf-8", "replace")
+    if url.startswith("data:"):
+        header, _, payload = url.partition(",")
+        raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload).encode()
+        try:
+            sm = SourceMap(orjson.loads(raw), f"{script} (inline map)", str(script.parent))
+            return _with_reader(sm)
+        except orjson.JSONDecodeError as e:
+            raise SourceMapError(f"{script}: inline source map is not valid JSON ({e})") from None
+    target = script.parent / unquote(url)
+    return load_map(target) if target.is_file() else None
+
+
+def _local_path(resource: str) -> Path | None:
+    if resource.startswith("file://"):
+        return Path(unquote(urlparse(resource).path))
+    if resource and "://" not in resource:
+        return Path(resource)  # a path as given to the engine: absolute, or from the cwd
+    return None
+
+
+def _basename(resource: str) -> str:
+    path = urlparse(resource).path if "://" in resource else resource
+    return os.path.basename(path)
+
+
+def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
+    """Source maps per resource, from `where` (a DIR or a .map FILE) or beside the scripts."""
+    found: dict[str, SourceMap] = {}
+    if where is not None and not os.path.exists(where):
+        raise SourceMapError(f"{where}: no such file or directory (give a .map file or a folder)")
+    single = load_map(where) if where is not None and os.path.isfile(where) else None
+    for r in resources:
+        sm = None
+        if single is not None:
+            if single.file is None or _basename(single.file) == _basename(r):
+                sm = single
+        elif where is not None:
+            base = _basename(r)
+            cand = Path(where) / f"{base}.map"
+            if base and cand.is_file():
+                sm = load_map(cand)
+            elif base and (Path(where) / base).is_file():
+                sm = _from_comment(Path(where) / base)
+        else:
+            local = _local_path(r)
+            if local is not None and local.is_file():
+                sm = _from_comment(local)
+                beside = local.with_name(local.name + ".map")
+                if sm is None and beside.is_file():
+                    sm = load_map(beside)
+        if sm is not None:
+            found[r] = sm
+    return found
+
+
+def apply(rec: Recording, where: str | None = None) -> Recording:
+    """Every track with source maps applied (from `where`, else beside local scripts)."""
+    tracks = []
+    for t in rec.tracks:
+        maps = find_maps(t.trace.resources, where)
+        mapped = sourcemap.apply_to_trace(t.trace, maps)
+        tracks.append(replace(t, trace=mapped, spans=None if maps else t.spans))
+    return Recording(tracks)
