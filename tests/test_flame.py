@@ -663,3 +663,18 @@ def test_one_track_has_no_selector(browser, data, tmp_path):
     page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
     page = _page(browser, page_file.as_uri())
     assert not page.locator("#fg-track").is_visible()
+
+
+def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
+    base = _two_track_recording(tmp_path / "base.jsprof.json")
+    out = tmp_path / "d.html"
+    assert main(["diff", str(base), str(base), "--flame", str(out)]) == 0
+    page = _page(browser, out.as_uri())
+    assert page.evaluate("document.body.dataset.view") == "flame"
+    tabs = page.locator("nav.tabs a").all_text_contents()
+    assert tabs == ["Flame", "Time", "Sandwich"]
+    assert "than base" in page.locator(".legend").text_content()
+    page.locator("nav.tabs a[data-tab='time']").click()
+    _wait(page, "document.body.dataset.view === 'time'")
+    assert page.locator("[data-lane='worker 1']").count() == 1
+    assert page.errors == []

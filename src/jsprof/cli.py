@@ -473,6 +473,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
             subtitle="shape of NEW; red: more self time than BASE, blue: less",
             icicle=args.icicle,
             change=change,
+            rec=new,  # the same viewer: Time and Sandwich show NEW
+            track=args.track,
         )
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
