@@ -73,5 +73,6 @@ def test_readme_is_a_door():
     first_code = re.search(r"```sh\n(.*?)```", README, re.S).group(1)
     assert first_code.startswith("make demo") and "\nmake test" in first_code
     links = re.findall(r"\]\(([^)#]+)", README)
+    assert {"docs/images/flame.png", "docs/images/dashboard.png"} <= set(links)
     for link in links:
         assert (ROOT / link).is_file(), link

@@ -2,8 +2,9 @@
 
 - flame.png: `jsprof flame` of examples/app.js recorded on QuickJS, in headless Chromium.
 - dashboard.png: a real `jsprof serve` on loopback that took uploads of real recordings
-  (examples/app.js on QuickJS: release 1.4.1 as it is, 1.4.2 tokenizing twice the source),
-  its dashboard signed in, one release's merged flame graph and a release diff shown.
+  (examples/app.js on QuickJS: release 1.4.1 as it is, 1.4.2 tokenizing twice the source,
+  each as `<release>/app.js` so the diff matches them), its dashboard signed in: the top
+  table of release 1.4.2, its merged flame graph and `tokenize`'s share per release.
 
 Screenshots are quantized to 256 colours so each PNG stays well under 300 KB.
 """
@@ -52,12 +53,14 @@ def save_png(raw: Path, dest: Path) -> None:
 
 
 def flame(pw, tmp: Path) -> None:
-    rec = record(APP, tmp / "app.jsprof.json")
+    script = tmp / "app.js"  # its folder, not the checkout's, names the resource
+    script.write_text(APP.read_text())
+    rec = record(script, tmp / "app.jsprof.json")
     html = tmp / "flame.html"
     subprocess.run([str(JSPROF), "flame", str(rec), "-o", str(html)], check=True, timeout=120)
     browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
     try:
-        page = browser.new_page(viewport={"width": 1200, "height": 640})
+        page = browser.new_page(viewport={"width": 1200, "height": 230})
         page.goto(html.as_uri())
         page.locator("rect").first.wait_for(timeout=60000)
         page.screenshot(path=str(tmp / "flame.raw.png"))
@@ -92,15 +95,18 @@ def dashboard(pw, tmp: Path) -> None:
         line = proc.stdout.readline().decode()
         url = line.rsplit(" ", 1)[1].strip()
         # Release 1.4.2 "regressed": it tokenizes twice the source.
-        slower = tmp / "app-1.4.2.js"
-        slower.write_text(APP.read_text().replace("makeSource(20000)", "makeSource(40000)"))
-        for release, script in (("1.4.1", APP), ("1.4.2", slower)):
+        source = APP.read_text()
+        for release, text in (("1.4.1", source),
+                              ("1.4.2", source.replace("makeSource(20000)", "makeSource(40000)"))):
+            script = tmp / release / "app.js"  # a version folder: diff matches across releases
+            script.parent.mkdir()
+            script.write_text(text)
             for i in range(5):
                 rec = record(script, tmp / f"{release}-{i}.jsprof.json")
                 upload(url, rec, release, f"/build/{i % 2}", f"{release}-{i}")
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 1000})
+            page = browser.new_page(viewport={"width": 1280, "height": 1030})
             page.goto(url + "/")
             page.fill("#token", token)
             page.click("#signin")
@@ -108,14 +114,13 @@ def dashboard(pw, tmp: Path) -> None:
             page.select_option("#release", "1.4.2")
             page.click("#apply")
             page.frame_locator("#flame").locator("rect").first.wait_for(timeout=60000)
-            page.select_option("#base", "1.4.1")
-            page.select_option("#new", "1.4.2")
-            page.click("#diff-run")
-            page.wait_for_selector("#diff tbody tr", timeout=60000)
             page.locator("#top td.fn", has_text="tokenize").first.click()
             page.locator("#chart rect").first.wait_for(timeout=60000)
             page.wait_for_timeout(500)  # let the last frame paint
-            page.screenshot(path=str(tmp / "dashboard.raw.png"), full_page=True)
+            box = page.locator("#chart").bounding_box()  # down to the per-release chart
+            page.screenshot(path=str(tmp / "dashboard.raw.png"), full_page=True,
+                            clip={"x": 0, "y": 0, "width": 1280,
+                                  "height": box["y"] + box["height"] + 12})
         finally:
             browser.close()
     finally:
