@@ -76,3 +76,47 @@ def test_map_stacks_reinterns_with_dropped_frames_skipped():
     assert out.stack_frames(int(m[s_ahc])) == [na, nc]  # 'hidden' skipped, caller used
     assert m[s_ah] == m[t.stack_parent[s_ah]]  # a stack ending in a dropped frame = its parent
     assert m[-1] == NONE  # indexing with "no stack" stays "no stack"
+
+
+def test_replace_and_with_tables_rebuild_a_trace_keeping_every_other_column():
+    import ast
+    from pathlib import Path
+
+    import pytest
+
+    import jsprof
+
+    b = TraceBuilder()
+    f = b.frame_id("f", b.resource_id("file:///a.js"), 1, 1)
+    s = b.stack_id([f])
+    b.add_sample(0.0, s, "gc", 3)
+    b.add_sample(1.0, s, None, 4)
+    t = b.build()
+    t = t.replace(sample_weight=[1.0, 2.0], sample_count=[1, 2])
+    assert t.sample_marker.tolist() == [1, NONE] and t.sample_line.tolist() == [3, 4]
+
+    kept = t.replace(sample_time=[0.0, 5.0])
+    assert kept.sample_time.tolist() == [0.0, 5.0]
+    # the columns not named are shared, not copied
+    assert kept.sample_line is t.sample_line and kept.sample_weight is t.sample_weight
+    assert kept.sample_count is t.sample_count and kept.frames == t.frames
+
+    nb = TraceBuilder()
+    g = nb.frame_id("g", None, 7, 2)
+    ns = nb.stack_id([g])
+    new = t.with_tables(nb.build(), sample_stack=[ns, ns])
+    assert new.frames == [ProfilerFrame("g", None, 7, 2)] and new.resources == []
+    assert new.sample_stack.tolist() == [ns, ns] and new.sample_time is t.sample_time
+    assert new.sample_marker is t.sample_marker and new.sample_count is t.sample_count
+    with pytest.raises(TypeError, match="no column sample_times"):
+        t.replace(sample_times=[0.0, 1.0])
+
+    # the modules that rebuild traces go through these, not the constructor
+    src = Path(jsprof.__file__).parent
+    for rel in ("analysis/filters.py", "analysis/sourcemap.py", "instrument/__init__.py"):
+        calls = [
+            n.lineno for n in ast.walk(ast.parse((src / rel).read_text()))
+            if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id == "ProfilerTrace"
+        ]
+        assert calls == [], (rel, calls)

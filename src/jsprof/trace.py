@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -183,6 +183,27 @@ class ProfilerTrace:
                     self.sample_count):
             if col is not None and len(col) != n:
                 raise ValueError("sample columns differ in length")
+
+    def replace(self, **columns: Any) -> ProfilerTrace:
+        """A new trace with the given columns (by their attribute names) replaced and the
+        others shared, not copied: the one way a filter or mapping rebuilds a trace."""
+        unknown = set(columns) - set(self.__slots__)
+        if unknown:
+            raise TypeError(f"ProfilerTrace has no column {', '.join(sorted(unknown))}")
+        kept = {name: getattr(self, name) for name in self.__slots__ if name not in columns}
+        return ProfilerTrace(**kept, **columns)
+
+    def with_tables(self, tables: ProfilerTrace, **columns: Any) -> ProfilerTrace:
+        """This trace's samples over the resource, frame and stack tables of `tables` (a
+        TraceBuilder's rebuild, say), with `columns` replaced too (the sample stacks, mapped
+        into the new stack table, in most callers)."""
+        return self.replace(
+            resources=tables.resources,
+            frames=tables.frames,
+            stack_parent=tables.stack_parent,
+            stack_frame=tables.stack_frame,
+            **columns,
+        )
 
     @property
     def num_samples(self) -> int:

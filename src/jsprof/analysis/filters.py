@@ -66,17 +66,13 @@ def _select(trace: ProfilerTrace, keep: np.ndarray, interval: float | None) -> P
     # Weights first, from the full recording: a kept sample must not be charged the gap
     # to the next *kept* sample.
     weights = sample_weights(trace, interval)
-    return ProfilerTrace(
-        trace.resources,
-        trace.frames,
-        trace.stack_parent,
-        trace.stack_frame,
-        trace.sample_time[keep],
-        trace.sample_stack[keep],
-        None if trace.sample_marker is None else trace.sample_marker[keep],
-        None if trace.sample_line is None else trace.sample_line[keep],
-        weights[keep],
-        None if trace.sample_count is None else trace.sample_count[keep],
+    return trace.replace(
+        sample_time=trace.sample_time[keep],
+        sample_stack=trace.sample_stack[keep],
+        sample_marker=None if trace.sample_marker is None else trace.sample_marker[keep],
+        sample_line=None if trace.sample_line is None else trace.sample_line[keep],
+        sample_weight=weights[keep],
+        sample_count=None if trace.sample_count is None else trace.sample_count[keep],
     )
 
 
@@ -148,19 +144,14 @@ def _hide_trace(tr: ProfilerTrace, pred: FramePredicate, label: str) -> Profiler
     lost = (sid == NONE) & (tr.sample_stack != NONE)
     if lost.any():
         sid[lost] = b.stack_id([b.frame_id(label)])
-    out = b.build()
-    return ProfilerTrace(
-        out.resources,
-        out.frames,
-        out.stack_parent,
-        out.stack_frame,
-        tr.sample_time,
-        sid,
-        tr.sample_marker,
+    return tr.with_tables(
+        b.build(),
+        sample_stack=sid,
         # the executing line belonged to the hidden leaf: keep it only where the leaf stayed
-        None if tr.sample_line is None else np.where(_leaf_kept(tr, hidden), tr.sample_line, 0),
-        tr.sample_weight,
-        tr.sample_count,
+        sample_line=(
+            None if tr.sample_line is None
+            else np.where(_leaf_kept(tr, hidden), tr.sample_line, 0)
+        ),
     )
 
 

@@ -224,18 +224,10 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
             )
             new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
     new_stack = b.map_stacks(trace, new_frame)
-    out = b.build()
-    return ProfilerTrace(
-        out.resources,
-        out.frames,
-        out.stack_parent,
-        out.stack_frame,
-        trace.sample_time,
-        new_stack[trace.sample_stack],
-        trace.sample_marker,
-        _map_lines(trace, frame_map),
-        trace.sample_weight,
-        trace.sample_count,
+    return trace.with_tables(
+        b.build(),
+        sample_stack=new_stack[trace.sample_stack],
+        sample_line=_map_lines(trace, frame_map),
     )
 
 

@@ -391,15 +391,9 @@ def spans_as_samples(frames: Sequence[ProfilerFrame], spans: Spans) -> ProfilerT
     for i, f in enumerate(spans.frame.tolist()):
         p = parents[i]
         stack[i] = b.stack_id_from(int(stack[p]) if p >= 0 else None, ids[f])
-    base = b.build()
-    return ProfilerTrace(
-        base.resources,
-        base.frames,
-        base.stack_parent,
-        base.stack_frame,
-        spans.start,
-        stack,
-        sample_weight=np.maximum(dur - child, 0.0),
+    # the builder holds no samples: the spans are the samples
+    return b.build().replace(
+        sample_time=spans.start, sample_stack=stack, sample_weight=np.maximum(dur - child, 0.0)
     )
 
 
