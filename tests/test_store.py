@@ -247,6 +247,19 @@ def test_url_store_is_refused(tmp_path: Path) -> None:
         Store(tmp_path / "f")
 
 
+def test_uncreatable_store_dir_is_one_line_exit_2(tmp_path: Path, capsys) -> None:
+    from jsprof.cli import main
+
+    # /proc refuses mkdir with ENOENT: not FileExists/NotADirectory/Permission, still the
+    # user's path, so one line naming it and why, exit 2, no traceback.
+    with pytest.raises(StoreError, match=r"/proc/x: cannot create"):
+        Store("/proc/x")
+    assert main(["serve", "--store", "/proc/x", "--app", "a:b", "--port", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "/proc/x" in err and "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+
+
 def test_gzipped_body_is_kept_as_received(tmp_path: Path) -> None:
     import gzip
 

@@ -414,6 +414,10 @@ class Store:
             raise StoreError(f"{text}: exists and is not a store directory") from None
         except PermissionError:
             raise StoreError(f"{text}: permission denied") from None
+        except OSError as e:
+            # Any other failure to make the directory (no such parent on /proc, read-only
+            # filesystem, disk full) is the user's path, not a bug: name it and the reason.
+            raise StoreError(f"{text}: cannot create store directory: {e.strerror or e}") from None
         self._segment_bytes = segment_bytes
         self._lock = threading.RLock()
         self._writer: _Writer | None = None
