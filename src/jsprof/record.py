@@ -53,7 +53,7 @@ def exit_status(rec: Recording) -> int:
         return 128 + signum_of(meta.get("signal"), signal.SIGINT)
     if how == "killed":
         return 128 + signum_of(meta.get("signal"), signal.SIGKILL)
-    code = meta.get("exitCode", meta.get("exit_code"))
+    code = meta.get("exitCode")  # older files' exit_code: read as exitCode (meta.normalise)
     if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
         return code
     return 1 if how == "error" else 0

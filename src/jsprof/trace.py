@@ -19,6 +19,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .meta import TrackMeta
+
 # The spec's marker extension: what the agent was doing when a sample was taken.
 MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
 MARKER_CODE: dict[str, int] = {m: i for i, m in enumerate(MARKERS)}
@@ -442,7 +444,8 @@ class Track:
     sample_interval: float | None = None  # effective, ms
     requested_interval: float | None = None  # ms
     spans: Spans | None = None
-    meta: dict = field(default_factory=dict)
+    # the facts engines, formats and the CLI share: keys in jsprof/meta.py (TrackMeta)
+    meta: TrackMeta = field(default_factory=dict)  # type: ignore[assignment]
 
 
 @dataclass

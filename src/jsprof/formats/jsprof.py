@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
+from ..meta import normalise as normalise_meta
 from ..trace import (
     MARKER_CODE,
     MARKERS,
@@ -493,7 +494,8 @@ def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default:
         sample_interval=_opt_number(ctx, ext, "sampleInterval", where),
         requested_interval=_opt_number(ctx, ext, "requestedInterval", where),
         spans=_read_spans(ctx, ext, where, trace),
-        meta=meta,
+        # older files spelled some keys in snake_case: one spelling from here on
+        meta=normalise_meta(meta),
     )
 
 

@@ -10,6 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
+from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS
 from ..words import plural, printable, printable_lines
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
@@ -65,15 +66,6 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
             bits.append(f"{t.sample_interval:g} ms interval")
         parts.append(" · ".join(bits))
     return "; ".join(parts)
-
-
-def meta_get(meta: dict, key: str, default: object = None) -> object:
-    """A track meta value by its camelCase key (docs/formats.md's contract), or by the
-    snake_case spelling older files and engines used."""
-    if key in meta:
-        return meta[key]
-    snake = "".join(f"_{c.lower()}" if c.isupper() else c for c in key)
-    return meta.get(snake, default)
 
 
 def validate_lines(rec: Recording, source: str) -> list[str]:
@@ -186,7 +178,7 @@ def _summary_lines(
             achieved = tr.median_gap()
             if achieved is not None:  # what the samples show, not only what was asked
                 interval += f" (achieved {_ms(achieved)} ms)"
-        lat = meta_get(t.meta, "captureLatencyMs") or {}
+        lat = t.meta.get(CAPTURE_LATENCY_MS) or {}
         latency = (
             f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
             if lat.get("p50") is not None and lat.get("p99") is not None
@@ -196,7 +188,7 @@ def _summary_lines(
         yield (
             f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{interval}{latency}"
         )
-        if meta_get(t.meta, "bufferFull"):
+        if t.meta.get(BUFFER_FULL):
             name = escape(printable(t.name))
             yield (
                 f"[bold red]WARNING: the sample buffer of {name} filled up after "

@@ -1,0 +1,96 @@
+"""`Track.meta`: the facts about a track that engines write, formats carry and the CLI
+reads. One spelling, camelCase (the trace file's JSON spelling); `normalise` turns the
+snake_case keys older files and engines used into it, so no reader needs both. The table
+of keys, who writes them and what they mean is docs/formats.md ("The trace file").
+
+Stdlib only: `record.py` reads the exit keys before numpy is loaded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, TypedDict
+
+
+class TrackMeta(TypedDict, total=False):
+    """Every key a track's meta may hold (all optional). Other keys a file carries are
+    kept as they are, but no jsprof code writes or reads them."""
+
+    # what ran and how it ended (record, every engine)
+    script: str
+    args: list[str]
+    target: str  # Chromium: the page or URL asked for
+    url: str  # Chromium: the thread's document or worker script
+    kind: str  # Chromium: page, worker, iframe ...
+    endpoint: str  # Chromium attach: the DevTools endpoint
+    chromium: str  # Chromium: the browser's product/version
+    exit: str  # ok, error, interrupted, duration, killed ...
+    exitCode: int  # Node's status (negative: killed by a signal)
+    signal: str  # the signal that ended the run (killed) or jsprof (interrupted)
+    error: str
+    errorName: str
+    errorMessage: str
+    errors: list[str]
+    # processes and threads
+    nodePid: int
+    pid: int
+    tid: int
+    # what could not be profiled
+    partial: Any
+    lost: Any
+    mainLost: bool
+    childProcesses: str
+    lostWindowMs: list[float]
+    # QuickJS's sampler
+    samples: int
+    idleSamples: int
+    deferredSamples: int
+    nativeReturnSamples: int
+    droppedTicks: int
+    stallDroppedTicks: int
+    truncatedStacks: int
+    captureLatencyMs: dict[str, float]
+    bufferFull: bool
+    quickjsVersion: str
+    # V8 engines
+    medianIntervalMs: float
+    # instrument
+    instrumented: bool
+    spansDropped: int
+    openCalls: int
+    # format readers
+    cpuprofileStartTime: float
+    synthesizedSamples: int
+    sourceFormat: str
+
+
+KEYS: frozenset[str] = frozenset(TrackMeta.__annotations__)
+
+# The keys read across modules, by name (a typo is then a NameError, not a silent None).
+EXIT = "exit"
+EXIT_CODE = "exitCode"
+SIGNAL = "signal"
+ERROR = "error"
+CAPTURE_LATENCY_MS = "captureLatencyMs"
+BUFFER_FULL = "bufferFull"
+
+_UPPER = re.compile(r"_([a-z])")
+
+
+def camel(key: str) -> str:
+    """`exit_code` -> `exitCode`; a camelCase key is returned as it is."""
+    return _UPPER.sub(lambda m: m.group(1).upper(), key)
+
+
+def normalise(meta: dict[str, Any]) -> dict[str, Any]:
+    """Meta as read from a file, with the snake_case spellings of known keys renamed to
+    camelCase (the camelCase value wins when a file has both)."""
+    out: dict[str, Any] = {}
+    for k, v in meta.items():
+        c = camel(k) if "_" in k else k
+        if c != k and c in KEYS:
+            if c not in meta:
+                out[c] = v
+        else:
+            out[k] = v
+    return out
