@@ -95,6 +95,33 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
     assert all(r["resource"] is None and r["traces"] == 12 for r in idle)
 
 
+def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_path, capsys):
+    traces, intervals = _fill(store)
+    path = tmp_path / "merged.jsprof.json"
+    io.save(merged_recording(list(traces.values()), list(intervals.values())), path)
+    code, rep = _run_json(capsys, ["report", str(path), "--json", "--all"])
+    anon = {r["name"] for r in rep["rows"] if r["name"].startswith("(anonymous")}
+    assert code == 0 and len(anon) == 1
+    base = ["--store", str(store.path), "--app", "shop"]
+    for argv in (["fleet", "top", *base, "--all"],
+                 ["fleet", "diff", *base, "--base", "release=1.0", "--new", "release=1.1",
+                  "--all", "--resamples", "20"]):
+        assert main(argv) == 0, argv
+        out = capsys.readouterr().out
+        # Piped output keeps to the house width (render.rows.PIPED_COLUMNS).
+        assert max(len(line) for line in out.splitlines()) <= 100, out
+        assert "(anonymous)" not in out and "…" in out
+        # --wide prints every name and location whole, and one label everywhere:
+        # `(anonymous app.min.js:N)`, as report and flame print it.
+        assert main([*argv, "--wide"]) == 0
+        out = capsys.readouterr().out
+        label = next(iter(anon))
+        if argv[1] == "diff":  # diff matches a script's anonymous functions as one (NameKey)
+            label = label.rsplit(":", 1)[0] + ")"
+        assert label in out and RES in out, out
+        assert "(anonymous)" not in out and "…" not in out
+
+
 def test_filters_select_uploads(store, capsys):
     _fill(store)
 

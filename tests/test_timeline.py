@@ -183,6 +183,10 @@ def test_vitals(store: Path) -> None:
     click = row["interactionTypes"]["click"]
     assert (click["inputDelayP75Ms"], click["processingP75Ms"],
             click["presentationP75Ms"]) == (4.0, 86.0, 10.0)
+    # The text table, piped, keeps to the house width (render.rows.PIPED_COLUMNS).
+    text = _fleet(store, "vitals")
+    assert "/buy" in text and "click 100 ms" in text, text
+    assert max(len(line) for line in text.splitlines()) <= 100, text
 
 
 def test_inp_ignores_one_per_fifty() -> None:

@@ -58,6 +58,9 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     t.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     t.add_argument("--json", action="store_true", help="print the rows as JSON")
+    t.add_argument("--wide", action="store_true",
+                   help="print names and locations whole (by default they are elided in the "
+                   "middle to fit the terminal, or 100 columns when piped)")
     t.set_defaults(func=cmd_top)
 
     f = fs.add_parser("flame", help="one flame graph over all matching samples")
@@ -80,6 +83,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     d.add_argument("--json", action="store_true", help="print the rows as JSON")
+    d.add_argument("--wide", action="store_true",
+                   help="print names and locations whole (by default they are elided in the "
+                   "middle to fit the terminal, or 100 columns when piped)")
     d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
@@ -106,6 +112,9 @@ def add_parser(sub: Any) -> None:
     _source_args(v)
     _filter_args(v)
     v.add_argument("--json", action="store_true", help="print the rows as JSON")
+    v.add_argument("--wide", action="store_true",
+                   help="print names and locations whole (by default they are elided in the "
+                   "middle to fit the terminal, or 100 columns when piped)")
     v.set_defaults(func=cmd_vitals)
 
     rg = fs.add_parser("regressions",
@@ -170,6 +179,8 @@ def _check_source(args: argparse.Namespace) -> None:
     if args.url and (args.engine != "duckdb" or args.scheduler or args.local_workers):
         raise UsageError("--engine/--scheduler/--local-workers choose the local engine; "
                          "with --url the server's engine runs the query")
+    if getattr(args, "wide", False) and getattr(args, "json", False):
+        raise UsageError("--wide shapes the text table; --json always gives names whole")
 
 
 class _NoStatus:
@@ -253,7 +264,7 @@ def cmd_top(args: argparse.Namespace) -> int:
     else:
         from .text import print_top
 
-        print_top(doc, api.describe(f))
+        print_top(doc, api.describe(f), args.wide)
     return 0
 
 
@@ -301,7 +312,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         from .text import print_diff
 
-        print_diff(doc)
+        print_diff(doc, args.wide)
     if page is not None:
         atomic_write(args.flame, page.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
@@ -350,11 +361,13 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(doc)
     else:
+        from ..trace import anonymous_label
         from ..words import printable
 
         for r in doc["regressions"]:
             lo, hi = r["selfPpCi"]
-            print(f"{printable(r['name'] or '(anonymous)')} ({printable(r['resource'] or '')}): "
+            name = r["name"] or anonymous_label(r["resource"], r.get("line"))
+            print(f"{printable(name)} ({printable(r['resource'] or '')}): "
                   f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
                   f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at release "
                   f"{printable(r['release'])} (after {printable(r['baseRelease'])}); "
@@ -387,7 +400,7 @@ def cmd_vitals(args: argparse.Namespace) -> int:
     else:
         from .vitals import print_vitals
 
-        print_vitals(doc)
+        print_vitals(doc, args.wide)
     return 0
 
 

@@ -2,21 +2,31 @@
 
 from __future__ import annotations
 
-import sys
-
 from rich.console import Console
 from rich.text import Text
 
+from ..render.console import lost_note, table_width
 from ..render.plain import plain_table, print_plain_table
-from ..render.summary import pipe_errors_raise
-from ..trace import NO_STACK_NAMES
+from ..render.rows import LOCATION_END, elastic_widths, elide_middle, wrap_to
+from ..render.summary import stdout_console
+from ..trace import NO_STACK_NAMES, anonymous_label
 from ..words import plural, printable
 
 
 def _console() -> Console:
-    return pipe_errors_raise(
-        Console(highlight=False, width=None if sys.stdout.isatty() else 200)
-    )
+    # The house console (no wrapping when piped): the tables below are fitted to
+    # `render.rows.output_width` themselves, as `jsprof report`'s are.
+    return stdout_console()
+
+
+def _title(title: str, width: int | None) -> str:
+    return "\n".join(wrap_to(title, width))
+
+
+def _note(c: Console, text: str, width: int | None) -> None:
+    """A dim footer line, wrapped to the table's width; client data, so never markup."""
+    for line in wrap_to(text, width):
+        c.print(Text(line, style="dim"), soft_wrap=True)
 
 
 def _loc(r: dict) -> str:
@@ -28,37 +38,49 @@ def _loc(r: dict) -> str:
     return ":".join(parts)
 
 
+def _name(r: dict) -> str:
+    # The one label every output gives a function (FunctionKey.label): an anonymous one is
+    # `(anonymous page.html:445)`, as `jsprof report` and `fleet flame` print it.
+    return r["name"] or anonymous_label(r.get("resource"), r.get("line"))
+
+
 def _ms(v: float | None) -> str:
     return "" if v is None else f"{v:.1f}"
 
 
-def print_top(doc: dict, title: str) -> None:
+def print_top(doc: dict, title: str, wide: bool = False) -> None:
     c = _console()
-    t = plain_table()
-    for col in ("self %", "total %", "self ms", "total ms", "traces", "p50 self", "p95 self"):
-        t.add_column(col, justify="right")
-    t.add_column("function")
-    t.add_column("location", overflow="fold")
+    width = table_width(c, wide)
+    headers = ["self %", "total %", "self ms", "total ms", "traces", "p50 self", "p95 self",
+               "function", "location"]
+    cells = []
     for r in doc["rows"]:
         idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
-        t.add_row(
+        cells.append([
             f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]), _ms(r["totalMs"]),
             str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
-            Text(printable(r["name"] or "(anonymous)")),
-            Text("" if idle else printable(_loc(r)), style="dim"),
-            style="italic dim" if idle else None,
-        )
-    print_plain_table(c, title, t)
-    from ..render.console import lost_note
-
-    c.print(f"[dim]{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
-            f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
-            f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}[/dim]")
+            printable(_name(r)), "" if idle else printable(_loc(r)),
+        ])
+    fit = elastic_widths(cells, headers, (7, 8), width)
+    t = plain_table()
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="right" if i < 7 else "left", no_wrap=True)
+    for r, line in zip(doc["rows"], cells, strict=True):
+        idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
+        name, where = line[7], line[8]
+        if fit:
+            name, where = elide_middle(name, fit[7]), elide_middle(where, fit[8], LOCATION_END)
+        t.add_row(*line[:7], Text(name), Text(where, style="dim"),
+                  style="italic dim" if idle else None)
+    print_plain_table(c, _title(title, width), t)
+    _note(c, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
+          f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
+          f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}", width)
     if doc.get("during"):
-        c.print(f"[dim]only samples during {doc['during']} windows; "
-                f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
-                "did not capture charged to the long animation frame's script entry point, "
-                "under (stack not captured)[/dim]")
+        _note(c, f"only samples during {doc['during']} windows; "
+              f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
+              "did not capture charged to the long animation frame's script entry point, "
+              "under (stack not captured)", width)
 
 
 def _pp(v: float | None) -> Text:
@@ -72,28 +94,45 @@ def _ci(iv: list | None) -> str:
     return "" if iv is None else f"[{iv[0]:+.2f}, {iv[1]:+.2f}]"
 
 
-def print_diff(doc: dict) -> None:
+def print_diff(doc: dict, wide: bool = False) -> None:
     c = _console()
+    width = table_width(c, wide)
     new, base = doc["new"], doc["base"]
     title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
              f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
              "all time, percentage points, with 95% intervals from resampling traces")
-    t = plain_table()
-    for col in ("Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %", "total %"):
-        t.add_column(col, justify="right")
-    t.add_column("function")
-    t.add_column("resource", overflow="fold")
+    headers = ["Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %", "total %",
+               "function", "resource"]
+    # Within a width limit the total-share column (in --json and --wide) makes room for the
+    # names: eight columns of numbers leave too few for a function and its script.
+    keep = list(range(8)) if width is None else [0, 1, 2, 3, 4, 6, 7]
+    cells = []
     for r in doc["rows"]:
-        name = Text(printable(r["name"] or "(anonymous)"))
-        if r["status"] in ("new", "removed"):
-            name.append(f"  [{r['status']}]", style="bold red" if r["status"] == "new"
-                        else "bold blue")
-        t.add_row(
-            _pp(r["selfPp"]), _ci(r["selfPpCi"]), _pp(r["totalPp"]), _ci(r["totalPpCi"]),
-            f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
+        tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
+        line = [
+            _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _pp(r["totalPp"]).plain,
+            _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
             f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
-            name, Text(printable(r["resource"] or "(unknown)"), style="dim"),
-        )
-    print_plain_table(c, title, t)
-    c.print(f"[dim]showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
-            "largest change first[/dim]")
+            printable(_name(r)) + tag, printable(r["resource"] or "(unknown)"),
+        ]
+        cells.append([line[i] for i in keep])
+    shown = [headers[i] for i in keep]
+    n = len(shown)
+    fit = elastic_widths(cells, shown, (n - 2, n - 1), width)
+    t = plain_table()
+    for i, h in enumerate(shown):
+        t.add_column(h, justify="right" if i < n - 2 else "left", no_wrap=True)
+    for r, line in zip(doc["rows"], cells, strict=True):
+        tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
+        label, where = line[n - 2][: len(line[n - 2]) - len(tag)], line[n - 1]
+        if fit:
+            label = elide_middle(label, max(fit[n - 2] - len(tag), 1))
+            where = elide_middle(where, fit[n - 1], LOCATION_END)
+        name = Text(label)
+        if tag:
+            name.append(tag, style="bold red" if r["status"] == "new" else "bold blue")
+        nums = [_pp(r["selfPp"]), line[1], _pp(r["totalPp"]), *line[3 : n - 2]]
+        t.add_row(*nums, name, Text(where, style="dim"))
+    print_plain_table(c, _title(title, width), t)
+    _note(c, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
+          "largest change first" + ("" if width is None else "; --wide adds total %"), width)

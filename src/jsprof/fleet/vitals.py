@@ -110,24 +110,26 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     return {"rows": out}
 
 
-def print_vitals(doc: dict) -> None:
-    """The text table of `fleet vitals` (the house table: plain, 200 columns when piped)."""
+def print_vitals(doc: dict, wide: bool = False) -> None:
+    """The text table of `fleet vitals`: the house table, fitted to the terminal (100
+    columns when piped) as `jsprof report`'s is; `wide` prints every cell whole."""
     from rich.text import Text
 
+    from ..render.console import table_width
     from ..render.plain import plain_table, print_plain_table
+    from ..render.rows import elastic_widths, elide_middle
     from ..words import printable
-    from .text import _console
+    from .text import _console, _note
 
     def ms(v: float | None) -> str:
         return "-" if v is None else f"{v:,.0f} ms"
 
     c = _console()
-    t = plain_table()
-    for col in ("page loads", "interactions", "INP", "long-frame blocking", "LCP"):
-        t.add_column(col, justify="right")
-    for col in ("slowest type: p75 (input delay / processing / presentation)", "release",
-                "route"):
-        t.add_column(col, overflow="fold")
+    width = table_width(c, wide)
+    # Short headers, explained in the footer: the long ones alone took 100 columns.
+    headers = ["page loads", "interactions", "INP", "blocking", "LCP", "slowest type p75",
+               "release", "route"]
+    cells = []
     for r in doc["rows"]:
         worst = max(r["interactionTypes"].items(), key=lambda kv: kv[1]["p75Ms"] or 0.0,
                     default=None)
@@ -137,7 +139,17 @@ def print_vitals(doc: dict) -> None:
             part = (f"{k} {ms(v['p75Ms'])} ({ms(v['inputDelayP75Ms'])} / "
                     f"{ms(v['processingP75Ms'])} / {ms(v['presentationP75Ms'])})")
         # route, release and type are client data: Text, never read as markup
-        t.add_row(f"{r['pageLoads']:,}", f"{r['interactions']:,}", ms(r["inpP75Ms"]),
-                  ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]), Text(printable(part)),
-                  Text(printable(r["release"])), Text(printable(r["route"] or "(none)")))
+        cells.append([f"{r['pageLoads']:,}", f"{r['interactions']:,}", ms(r["inpP75Ms"]),
+                      ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]), printable(part),
+                      printable(r["release"]), printable(r["route"] or "(none)")])
+    fit = elastic_widths(cells, headers, (5, 6, 7), width)
+    t = plain_table()
+    for i, h in enumerate(headers):
+        t.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+    for line in cells:
+        if fit:
+            line[5:] = [elide_middle(x, fit[5 + j]) for j, x in enumerate(line[5:])]
+        t.add_row(*line[:5], *(Text(x) for x in line[5:]))
     print_plain_table(c, "web vitals per route and release, p75", t)
+    _note(c, "blocking: long-animation-frame blocking time; slowest type p75: the interaction "
+          "type with the slowest p75, its input delay / processing / presentation", width)

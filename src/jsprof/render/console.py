@@ -26,6 +26,7 @@ from .rows import (
     output_width,
     short_location,
     summary_rows,
+    wrap_to,
 )
 
 
@@ -311,8 +312,11 @@ def print_diff(
         )
     print_plain_table(console, title, table)
     order = "largest change in self ms first" if diff.rank == "ms" else "largest change first"
-    console.print(
-        f"[dim]base {diff.base_total_ms:.1f} ms, new {diff.new_total_ms:.1f} ms (pp: "
+    # Wrapped to the table's width like the table itself (124 columns in one line).
+    footer = (
+        f"base {diff.base_total_ms:.1f} ms, new {diff.new_total_ms:.1f} ms (pp: "
         f"percentage points of all time); showing {len(rows)} of "
-        f"{plural(len(diff.rows), 'function')}, {order}[/dim]"
+        f"{plural(len(diff.rows), 'function')}, {order}"
     )
+    for line in wrap_to(footer, table_width(console, wide)):
+        console.print(Text(line, style="dim"), soft_wrap=True)

@@ -103,6 +103,17 @@ def output_width(terminal_columns: int | None, wide: bool = False) -> int | None
     return terminal_columns if terminal_columns else PIPED_COLUMNS
 
 
+def wrap_to(text: str, width: int | None) -> list[str]:
+    """`text` as lines of at most `width` columns, broken at spaces (a word longer than the
+    width is cut); one line when no limit applies. For the lines around a table (titles,
+    footers), which `output_width` bounds as it bounds the table."""
+    if width is None or cell_len(text) <= width:
+        return [text]
+    import textwrap
+
+    return textwrap.wrap(text, max(width, 1), break_on_hyphens=False) or [""]
+
+
 def cell_len(text: str) -> int:
     """Columns `text` takes in a terminal: wide (East Asian) characters two, combining
     marks none."""
