@@ -174,6 +174,29 @@ def test_during_on_flame_diff_export(store: Path, tmp_path: Path) -> None:
     assert "--slower-than needs --during" in err
 
 
+def test_during_over_uploads_without_timelines_selects_nothing(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    c = Collector(path, "--app", "shop:k1")
+    try:
+        for i in range(3):  # traces, but no timeline: no window of any kind
+            assert _post(c, {"trace": _trace(), "meta": {"pageLoad": f"pl-{i}"}},
+                         f"n{i}")[0] == 202
+        status, _, data = c.request("GET", "/v1/query/top?app=shop&during=interaction",
+                                    None, {"Authorization": f"Bearer {READ_TOKEN}"})
+        assert status == 400, data
+        assert "none of the 3 matching uploads" in orjson.loads(data)["error"]
+    finally:
+        c.stop()
+    # The house rule for a filter that selects nothing: exit 2, one line saying what exists.
+    for cmd in (["top"], ["flame", "-o", str(tmp_path / "f.html")],
+                ["export", "-o", str(tmp_path / "e.jsprof.json")],
+                ["diff", "--base", "release=1.0.0", "--new", "route=/buy"]):
+        err = _fleet(path, *cmd, "--during", "interaction", code=2).strip()
+        assert "none of the 3 matching uploads" in err and "interaction window" in err, err
+        assert "\n" not in err and "Traceback" not in err
+    assert not (tmp_path / "f.html").exists() and not (tmp_path / "e.jsprof.json").exists()
+
+
 def test_vitals(store: Path) -> None:
     doc = _fleet(store, "vitals", "--json")
     (row,) = doc["rows"]

@@ -11,7 +11,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import JsprofError, UsageError
@@ -87,6 +87,7 @@ def top(s: Session, f: Filters, n: int | None = 20) -> dict:
 
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
+    require_windows(sel)
     return query.top(s.engine, s.snap, sel, n)
 
 
@@ -95,6 +96,7 @@ def recording(s: Session, f: Filters) -> Any:
 
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
+    require_windows(sel)
     return sel.recording
 
 
@@ -106,6 +108,7 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
 
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
+    require_windows(sel)
     tree = build_call_tree(sel.recording)
     if not tree.total_time > 0:
         raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
@@ -154,6 +157,20 @@ def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None
         why = (f"no uploads match {describe(f)}; app {printable(f.app)} has "
                f"{listed('releases', opts['releases'])}; {listed('routes', opts['routes'])}")
     raise UsageError(f"{prefix}{why}")
+
+
+def require_windows(sel: Any, prefix: str = "") -> None:
+    """`--during KIND` over uploads none of whose timelines has a KIND window selects
+    nothing, whatever the threshold: a mistake (exit 2, HTTP 400) as a filter matching no
+    upload is, not "0 samples"."""
+    f = sel.filters
+    if f.during is None or sel.with_window or not sel.traces:
+        return
+    raise UsageError(
+        f"{prefix}--during {f.during}: none of the {plural(sel.traces, 'matching upload')} "
+        f"({describe(replace(f, during=None, slower_than=None))}) has a {f.during} window in "
+        "its timeline; drop --during, or upload timelines with the traces"
+    )
 
 
 def describe(f: Filters) -> str:
@@ -234,6 +251,8 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     new = query.select(s.engine, s.snap, new_f, per_trace="stacks")
     require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")
     require_match(s, new_f, new.traces, f"--new ({describe(new_f)}): ")
+    require_windows(base, f"--base ({describe(base_f)}): ")
+    require_windows(new, f"--new ({describe(new_f)}): ")
     query.check_evidence(base, f"--base ({describe(base_f)})", min_traces, min_samples)
     query.check_evidence(new, f"--new ({describe(new_f)})", min_traces, min_samples)
 

@@ -15,6 +15,7 @@ charged to a frame for that entry point (sourceFunctionName at sourceURL) with a
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -116,11 +117,15 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     script_code = MARKER_CODE["script"]
     rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
     attributed_ms = 0.0
+    # Uploads whose timeline has a window of this kind at any length: none means the
+    # filter selects nothing (exit 2), where a threshold that keeps none is a real zero.
+    with_kind = 0
     for i, got in enumerate(raw):
         if got is None:
             continue  # pruned since it was compacted
         meta, body = got
         pl = loads[up.page_load[i] or f"upload:{up.id[i]}"]
+        with_kind += bool(pl.windows(during, -math.inf))
         windows = pl.windows(during, threshold)
         if not windows:
             continue
@@ -187,7 +192,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     fr = _sum_rows(ri, leaf, mk, wns, uk)
     frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
-            "attributed_ms": attributed_ms}
+            "attributed_ms": attributed_ms, "with_kind": with_kind}
 
 
 def _sum_rows(ri: np.ndarray, st: np.ndarray, mk: np.ndarray, wns: np.ndarray,

@@ -57,6 +57,7 @@ class Selection:
     meta: dict = field(default_factory=dict)
     frame_rows: FrameRows | None = None  # --during: per-trace frame rows made with the rows
     attributed_ms: float = 0.0  # --during: lost stacks charged to LoAF entry points
+    with_window: int | None = None  # --during: matching uploads with a window of that kind
 
     @property
     def traces(self) -> int:
@@ -163,6 +164,7 @@ def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = N
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
             got["per_trace"] if per_trace == "stacks" else None,
             frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
+            with_window=got["with_kind"],
         )
     releases = {k: _read_release(snap, k) for k in up.rkeys}
     rows = engine.stacks(snap, up)
