@@ -214,3 +214,42 @@ def test_class_field_initializers_have_no_position_and_read_back(tmp_path):
     assert unplaced, frames  # the initializer functions are in the profile...
     assert all(f.column is None and f.resource_id == 0 for f in unplaced)  # ...in the script
     assert all(f.line >= 1 and f.column >= 1 for f in frames if f.line is not None)
+
+
+def test_summary_figures_are_the_recordings_own(tmp_path):
+    # The summary's achieved interval is what the written file shows: on a steady run one
+    # figure; with jsprof stopped (SIGSTOP) for 2.5 s mid-script, past the sampler's stall
+    # cap (1,000 ticks), a real gap, and the summary says the sampler fell behind instead
+    # of a median that hides it.
+    import numpy as np
+
+    app = _script(
+        tmp_path,
+        BUSY.replace("MS", "3000").replace("work();", "console.log('started'); work();"),
+    )
+    out = tmp_path / "t.json"
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "-o", str(out), str(app)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert proc.stdout.readline() == "started\n"
+        time.sleep(0.3)
+        proc.send_signal(signal.SIGSTOP)
+        time.sleep(2.5)
+        proc.send_signal(signal.SIGCONT)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    t = jsprof.load(out).tracks[0].trace.sample_time
+    d = np.diff(t)
+    share = d[d > 5].sum() / d.sum()
+    assert share > 0.2, share  # the 1.5 s beyond the stall cap, of about 3 s
+    def ms(x: float) -> str:
+        return f"{x:.3g}" if x < 10 else f"{x:.0f}"
+
+    assert f"(achieved {ms(np.median(d))} ms median, {ms(d.mean())} ms mean; " in err, err
+    assert (
+        f"{share * 100:.0f} % of the time in gaps > 5x the interval: the sampler fell behind"
+    ) in err, err

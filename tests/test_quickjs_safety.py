@@ -463,3 +463,54 @@ def test_out_of_memory_inside_the_profiler_api_is_catchable() -> None:
     caught, has_grow, n = rt.eval("result").split("|")
     assert caught == "InternalError: out of memory"
     assert has_grow == "true" and int(n) >= 20
+
+
+# --------------------------------------------------------------------------- sizes
+
+
+def test_sampler_sizes_are_checked_in_c_whatever_python_passes() -> None:
+    # sampler_start(0.05, 2**61) wrapped (capacity + 1) * sizeof(RawSample) to a small
+    # buffer and the next eval wrote past it (a segfault). Run where a crash fails the
+    # test instead of killing pytest.
+    code = textwrap.dedent(
+        """
+        from jsprof import _quickjs
+        rt = _quickjs.Runtime()
+        for interval, capacity in [(0.05, 2**61), (0.05, 2**63 - 1), (0.05, 2**28 + 1),
+                                   (float("inf"), 10), (float("nan"), 10), (1.0, 0)]:
+            try:
+                rt.sampler_start(interval, capacity)
+            except ValueError as e:
+                print("refused:", e)
+            else:
+                print("accepted", interval, capacity)
+                rt.sampler_stop()
+        print(rt.eval("let s = 0; for (let i = 0; i < 1e6; i++) s += i; s", "x.js", 0))
+        rt.sampler_start(0.1, 2**28)  # the largest: virtual memory, committed as it fills
+        try:
+            rt.sampler_set_interval(float("inf"))
+        except ValueError as e:
+            print("refused:", e)
+        print(rt.eval("let t = 0; for (let i = 0; i < 1e6; i++) t += i; t", "y.js", 0))
+        rt.sampler_stop()
+        print(len(rt.sampler_drain()["ts"]) > 0)
+        """
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
+    )
+    assert p.returncode == 0, (p.returncode, p.stdout, p.stderr)
+    lines = p.stdout.splitlines()
+    assert lines[:3] == [
+        f"refused: capacity {n} samples is more than the sampler holds (at most {2**28})"
+        for n in (2**61, 2**63 - 1, 2**28 + 1)
+    ], lines
+    assert lines[3:6] == [
+        "refused: interval must be a finite number > 0 ms and capacity > 0 samples"
+    ] * 3, lines
+    assert lines[6:] == [
+        "499999500000.0",
+        "refused: interval must be a finite number > 0 ms",
+        "499999500000.0",
+        "True",
+    ], lines

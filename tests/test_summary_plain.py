@@ -54,3 +54,42 @@ def test_plain_summary_is_richs_text(
     plain = _printed(monkeypatch, rec, rich=False, fallback=fallback)
     assert plain == _printed(monkeypatch, rec, rich=True)
     assert "top 1 by self time:" in plain
+
+
+def _gappy_recording() -> Recording:
+    """1 ms asked; 900 gaps of 1.11 ms and 60 of 40 ms (the sampler starved): a median of
+    1.11 ms alone would hide that most of the time sat in the long gaps."""
+    b = TraceBuilder()
+    stack = b.stack_id([b.frame_id("work", b.resource_id("file:///srv/app.js"), 3, 4)])
+    gaps = [1.11] * 900 + [40.0] * 60
+    gaps[::16] = [40.0] * len(gaps[::16])  # spread through the run
+    t = 0.0
+    b.add_sample(t, stack)
+    for g in gaps:
+        t += g
+        b.add_sample(t, stack)
+    return Recording(tracks=[Track(name="main", trace=b.build(), sample_interval=1.0)])
+
+
+def test_summary_says_when_the_sampler_fell_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    rec = _gappy_recording()
+    d = np.diff(rec.tracks[0].trace.sample_time)
+    share = d[d > 5].sum() / d.sum()
+    printed = _printed(monkeypatch, rec, rich=False)
+    first = printed.splitlines()[0]
+    assert (
+        f"interval 1 ms (achieved 1.11 ms median, {d.mean():.2f} ms mean; "
+        f"{share * 100:.0f} % of the time in gaps > 5x the interval: the sampler fell behind)"
+    ) in first, first
+    assert share > 0.5  # most of the time, as in the issue's recording (57 %)
+    assert printed == _printed(monkeypatch, rec, rich=True)
+
+
+def test_summary_of_a_steady_sampler_is_one_figure(monkeypatch: pytest.MonkeyPatch) -> None:
+    printed = _printed(monkeypatch, _recording("work", "file:///srv/app.js", 3), rich=False)
+    assert "interval 1 ms (achieved 1 ms)," in printed.splitlines()[0] or (
+        "interval 1 ms (achieved 1 ms)\n" in printed
+    ), printed
+    assert "mean" not in printed and "behind" not in printed

@@ -143,6 +143,12 @@ static void ms_to_timespec(double ms, struct timespec *ts)
 /* the walker's depth limit: MAX_DEPTH, lowered by tests through _quickjs.set_max_depth */
 static uint32_t g_max_depth = MAX_DEPTH;
 #define STALL_MAX_TICKS 1000
+/* The most samples one sampler_start may ask room for (what the session layer clamps
+   to: 74 h at 1 ms). Checked here whatever Python passes: (capacity + 1) * sizeof
+   (RawSample) and the frame buffer's size must not wrap, and raw frames and trie nodes
+   are indexed with int32 when drained. */
+#define MAX_CAPACITY ((Py_ssize_t)1 << 28)
+#define MAX_RAW_FRAMES ((size_t)INT32_MAX - 1)
 /* Self-sampling (the default for every interval; _quickjs.set_tuning switches it off for
    benchmarks): the timer thread's wake-ups cost ~20-25 us each on a VM, i.e. +20-25 % CPU
    at 0.1 ms, so the interpreter samples itself instead: its interrupt handler runs every
@@ -1866,8 +1872,15 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
         return NULL;
     if (!PyArg_ParseTuple(args, "dn", &interval, &capacity))
         return NULL;
-    if (!(interval > 0) || capacity <= 0) {
-        PyErr_SetString(PyExc_ValueError, "interval must be > 0 and capacity > 0");
+    if (!(interval > 0) || !isfinite(interval) || capacity <= 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "interval must be a finite number > 0 ms and capacity > 0 samples");
+        return NULL;
+    }
+    if (capacity > MAX_CAPACITY) {
+        PyErr_Format(PyExc_ValueError,
+                     "capacity %zd samples is more than the sampler holds (at most %zd)",
+                     capacity, MAX_CAPACITY);
         return NULL;
     }
     if (h->s.thread_started) {
@@ -1880,6 +1893,8 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
        previous one, leaf side); 16 on average plus 1M spare covers deep stacks changing
        near the root. Virtual memory only until used. */
     h->s.cap_frames = (size_t)capacity * 16 + (1u << 20);
+    if (h->s.cap_frames > MAX_RAW_FRAMES)
+        h->s.cap_frames = MAX_RAW_FRAMES;
     h->s.map_frames = h->s.cap_frames * sizeof(RawFrame);
     h->s.samples = map_zero(h->s.map_samples);
     h->s.frames = map_zero(h->s.map_frames);
@@ -1930,8 +1945,8 @@ static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *arg
     Host *h = get_host(self);
     if (!h || !PyArg_ParseTuple(args, "d", &interval))
         return NULL;
-    if (!(interval > 0)) {
-        PyErr_SetString(PyExc_ValueError, "interval must be > 0");
+    if (!(interval > 0) || !isfinite(interval)) {
+        PyErr_SetString(PyExc_ValueError, "interval must be a finite number > 0 ms");
         return NULL;
     }
     if (interval < g_self_below_ms)
