@@ -114,7 +114,12 @@ def test_fleet_text_escapes(capsys):
     row = {"name": EVIL, "resource": "https://x/\u2028.js", "line": 1, "column": 2,
            "selfPct": 50.0, "totalPct": 50.0, "selfMs": 1.0, "totalMs": 1.0, "traces": 1,
            "p50SelfMs": 1.0, "p95SelfMs": 1.0}
-    print_top({"rows": [row], "traces": 1, "samples": 2, "totalMs": 2.0}, "t")
+    doc = {"rows": [row], "traces": 1, "samples": 2, "totalMs": 2.0}
+    # Narrow (piped) tables elide long names in the middle: still no raw control character.
+    print_top(doc, "t")
+    _clean(capsys.readouterr().out)
+    # --wide prints the name whole, escaped.
+    print_top(doc, "t", wide=True)
     out = capsys.readouterr().out
     _clean(out)
     assert EVIL_SHOWN in out and "https://x/\\u2028.js:1:2" in out
