@@ -148,6 +148,14 @@ def _topological_order(parent: np.ndarray) -> np.ndarray:
     return np.argsort(depth, kind="stable")
 
 
+def _ms(ts: np.ndarray, origin_us: float) -> np.ndarray:
+    """CDP's microsecond timestamps as ms from the track's time origin (a new array)."""
+    times = ts.astype(np.float64)
+    times -= origin_us
+    times /= 1000.0
+    return times
+
+
 def _expand_changes_only(
     idx: np.ndarray, ts: np.ndarray, hits: np.ndarray, end_time: int | None
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -359,15 +367,14 @@ def _convert(
         )
     ts = np.cumsum(deltas) + start_time
     origin = float(start_time) if origin_us is None else float(origin_us)
+    times = _ms(ts, origin)
     # The rule every reader applies, on the times the trace gets (PrimJS's restored
     # repeats fall inside forward gaps, so they never make a step back).
-    ms = (ts.astype(np.float64) - origin) / 1000.0
-    back = step_back(ms)
+    back = step_back(times)
     if back is not None:
         i, j = back
-        problem = step_back_problem(ms, i, j, f"sample {j}")
+        problem = step_back_problem(times, i, j, f"sample {j}")
         raise err(f"timeDeltas[{i}]", f"puts sample {i} {problem}")
-    del ms
     hit_arr = _int64(err, hits, "hitCount")
     added = 0
     if changes_only and len(idx) and int(hit_arr.sum()) > len(idx):
@@ -376,9 +383,7 @@ def _convert(
         listed = len(idx)
         idx, ts = _expand_changes_only(idx, ts, hit_arr, end_time)
         added = len(idx) - listed
-    times = np.asarray(ts, dtype=np.float64)
-    times -= origin
-    times /= 1000.0
+        times = _ms(ts, origin)  # the restored repeats have times of their own
     node_stack_arr = np.array(node_stack, dtype=np.int32) if nn else np.zeros(0, np.int32)
     node_marker_arr = np.array(node_marker, dtype=np.int8) if nn else np.zeros(0, np.int8)
     sample_stack = node_stack_arr[idx]
