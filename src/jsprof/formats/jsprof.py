@@ -364,26 +364,31 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
     return arr.astype(np.int32)
 
 
-def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
-    weights = ext.get("sampleWeights")
-    if weights is None:
+def _per_sample(
+    ctx: _Ctx, ext: dict, where: str, n: int, key: str, types: tuple, expected: str, dtype: Any
+) -> np.ndarray | None:
+    """A per-sample column `key` of `n` entries whose elements are of `types`, as numpy
+    (ranges are the caller's); None when absent."""
+    col = ext.get(key)
+    if col is None:
         return None
-    if type(weights) not in (list, np.ndarray):  # ndarray: the typed path decoded numbers
-        raise ctx.error(f"{where}.sampleWeights", f"expected an array, got {type_name(weights)}")
-    if len(weights) != n:
-        raise ctx.error(
-            f"{where}.sampleWeights", f"has {len(weights)} entries but there are {n} samples"
-        )
-    if type(weights) is list:
-        bad = next((i for i, v in enumerate(weights) if type(v) not in (int, float)), None)
+    if type(col) not in (list, np.ndarray):  # ndarray: the typed path decoded numbers
+        raise ctx.error(f"{where}.{key}", f"expected an array, got {type_name(col)}")
+    if len(col) != n:
+        raise ctx.error(f"{where}.{key}", f"has {len(col)} entries but there are {n} samples")
+    if type(col) is list:
+        bad = next((i for i, v in enumerate(col) if type(v) not in types), None)
         if bad is not None:
             raise ctx.error(
-                f"{where}.sampleWeights[{bad}]",
-                f"expected a number, got {type_name(weights[bad])}",
+                f"{where}.{key}[{bad}]", f"expected {expected}, got {type_name(col[bad])}"
             )
-        arr = np.array(weights, dtype=np.float64) if n else np.zeros(0)
-    else:
-        arr = weights
+    return np.asarray(col, dtype=dtype)
+
+
+def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
+    arr = _per_sample(ctx, ext, where, n, "sampleWeights", (int, float), "a number", np.float64)
+    if arr is None:
+        return None
     bad_mask = ~((arr >= 0) & (arr < MAX_MS))
     if bad_mask.any():
         i = int(np.argmax(bad_mask))
@@ -395,25 +400,9 @@ def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None
 
 
 def _read_counts(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
-    counts = ext.get("sampleCounts")
-    if counts is None:
+    arr = _per_sample(ctx, ext, where, n, "sampleCounts", (int,), "a whole number", np.int64)
+    if arr is None:
         return None
-    if type(counts) not in (list, np.ndarray):
-        raise ctx.error(f"{where}.sampleCounts", f"expected an array, got {type_name(counts)}")
-    if len(counts) != n:
-        raise ctx.error(
-            f"{where}.sampleCounts", f"has {len(counts)} entries but there are {n} samples"
-        )
-    if type(counts) is list:
-        bad = next((i for i, v in enumerate(counts) if type(v) is not int), None)
-        if bad is not None:
-            raise ctx.error(
-                f"{where}.sampleCounts[{bad}]",
-                f"expected a whole number, got {type_name(counts[bad])}",
-            )
-        arr = np.array(counts, dtype=np.int64) if n else np.zeros(0, np.int64)
-    else:
-        arr = counts.astype(np.int64)
     bad_mask = ~((arr >= 1) & (arr <= MAX_SAMPLES))
     if bad_mask.any():
         i = int(np.argmax(bad_mask))
