@@ -76,10 +76,12 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
     for k, (s, t) in want.items():
         assert got[k][0] == pytest.approx(s, abs=2e-3), k
         assert got[k][1] == pytest.approx(t, abs=2e-3), k
+    # Each row's label is the one report gives it.
+    assert {r["label"] for r in top["rows"]} == {r["name"] for r in rep["rows"]}
     # The schema, exactly.
     for r in top["rows"]:
-        assert list(r) == ["name", "resource", "line", "column", "selfMs", "totalMs", "selfPct",
-                           "totalPct", "traces", "p50SelfMs", "p95SelfMs"]
+        assert list(r) == ["name", "label", "resource", "line", "column", "selfMs", "totalMs",
+                           "selfPct", "totalPct", "traces", "p50SelfMs", "p95SelfMs"]
     hot = next(r for r in top["rows"] if r["name"] == "slowThing")
     assert hot["traces"] == 6  # only release 1.1 has it
     per_trace = []

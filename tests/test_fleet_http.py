@@ -20,7 +20,7 @@ import pytest
 from fleet_util import make_trace
 from jsprof.cli import main
 from jsprof.formats.jsprof import trace_to_doc
-from jsprof.trace import TraceBuilder
+from jsprof.trace import TraceBuilder, anonymous_label
 
 JSPROF = Path(sys.executable).parent / "jsprof"
 TOKEN = "read-tok-123"
@@ -71,11 +71,13 @@ def _hostile_trace(rng: np.random.Generator) -> object:
     r = b.resource_id(HOSTILE_URL)
     main_f = b.frame_id("main", r, 1, 1)
     bad = b.frame_id(HOSTILE, r, 2, 1)
+    anon = b.frame_id("", r, 7, 3)
     s1 = b.stack_id([main_f, bad])
     s0 = b.stack_id([main_f])
+    s2 = b.stack_id([main_f, anon])
     t = np.cumsum(rng.uniform(8, 12, 400))
     for i, ti in enumerate(t.tolist()):
-        b.add_sample(ti, s1 if i % 3 else s0)
+        b.add_sample(ti, s2 if i % 5 == 1 else s1 if i % 3 else s0)
     return b.build()
 
 
@@ -212,6 +214,8 @@ def test_dashboard_in_chromium(server):
             assert rows.count() > 5
             fn_cells = page.locator("#top td.fn").all_text_contents()
             assert HOSTILE in fn_cells
+            # An anonymous function is labelled as every other output labels it.
+            assert anonymous_label(HOSTILE_URL, 7) in fn_cells and "(anonymous)" not in fn_cells
             assert page.locator("#top img").count() == 0
             assert page.title() != "pwned"
             assert "13 traces" in page.locator("#top-summary").text_content()

@@ -282,15 +282,15 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
     for i in order.tolist():
         k: FunctionKey = st.keys[i]
         rows.append({
-            "name": k.name, "resource": k.resource, "line": k.line, "column": k.column,
-            "selfMs": _r(st.self_ms[i]), "totalMs": _r(st.total_ms[i]),
+            "name": k.name, "label": k.label(), "resource": k.resource, "line": k.line,
+            "column": k.column, "selfMs": _r(st.self_ms[i]), "totalMs": _r(st.total_ms[i]),
             "selfPct": _r(st.self_ms[i] * pct, 2), "totalPct": _r(st.total_ms[i] * pct, 2),
             "traces": int(traces[i]), "p50SelfMs": _r(p50[i]), "p95SelfMs": _r(p95[i]),
         })
     base = len(st.keys)
     for j, r in enumerate(summary.no_js):
         rows.append({
-            "name": r.label, "resource": None, "line": None, "column": None,
+            "name": r.label, "label": r.label, "resource": None, "line": None, "column": None,
             "selfMs": _r(r.ms), "totalMs": _r(r.ms), "selfPct": _r(r.ms * pct, 2),
             "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),

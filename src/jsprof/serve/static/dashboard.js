@@ -104,14 +104,14 @@ async function loadTop() {
     if (idle) tr.className = "idle";
     cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
-    cell(tr, r.name || "(anonymous)", "l fn");
+    cell(tr, r.label, "l fn");
     const loc = cell(tr, where(r), "l loc");
     loc.title = where(r);
-    tr.addEventListener("click", () => loadChart(r.name));
+    tr.addEventListener("click", () => loadChart(r.name, r.label));
     body.append(tr);
   }
   const firstFn = doc.rows.find((r) => r.resource !== null);
-  if (firstFn && !$("chart").dataset.fn) loadChart(firstFn.name);
+  if (firstFn && !$("chart").dataset.fn) loadChart(firstFn.name, firstFn.label);
 }
 
 function loadFlame() {
@@ -121,9 +121,10 @@ function loadFlame() {
   $("flame").src = `/v1/query/flame?${p}`;
 }
 
-async function loadChart(name) {
+async function loadChart(name, label) {
   $("chart").dataset.fn = name;
-  $("chart-fn").textContent = name || "(anonymous)";
+  // A reload of the same function (filters changed) keeps the label it was chosen by.
+  if (label !== undefined) $("chart-fn").textContent = label;
   const p = filterParams();
   p.delete("release");
   p.set("function", name);
@@ -176,7 +177,7 @@ async function runDiff(ev) {
       cell(tr, r.selfPpCi ? `[${fmt(r.selfPpCi[0], 2)}, ${fmt(r.selfPpCi[1], 2)}]` : "");
       cell(tr, fmt(r.totalPp, 2));
       cell(tr, `${fmt(r.baseSelfPct)} → ${fmt(r.newSelfPct)}`);
-      cell(tr, (r.name || "(anonymous)") + (r.status === "new" || r.status === "removed"
+      cell(tr, r.label + (r.status === "new" || r.status === "removed"
         ? `  [${r.status}]` : ""), "l");
       cell(tr, r.resource === null ? "" : r.resource, "l loc");
       body.append(tr);
