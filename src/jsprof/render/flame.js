@@ -145,16 +145,9 @@
     if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
     if (!tipEl) return;
     if (i < 0) { tipEl.style.display = "none"; return; }
-    tipEl.textContent = tips[i] + (trackNo >= 0 ? "\n" + D.tracks[trackNo] + ": total " +
+    showTip(e, tips[i] + (trackNo >= 0 ? "\n" + D.tracks[trackNo] + ": total " +
       (Wd[i] >= 0.1 || Wd[i] === 0 ? Wd[i].toFixed(1) : Wd[i].toFixed(3)) + " ms (" +
-      (Wd[0] > 0 ? (100 * Wd[i] / Wd[0]).toFixed(1) : "0.0") + "% of the track)" : "");
-    tipEl.style.display = "block";
-    var r = tipEl.getBoundingClientRect();
-    var left = e.clientX + 14, top = e.clientY + 16;
-    if (left + r.width > window.innerWidth - 4) left = Math.max(4, e.clientX - r.width - 14);
-    if (top + r.height > window.innerHeight - 4) top = Math.max(4, e.clientY - r.height - 12);
-    tipEl.style.left = left + "px";
-    tipEl.style.top = top + "px";
+      (Wd[0] > 0 ? (100 * Wd[i] / Wd[0]).toFixed(1) : "0.0") + "% of the track)" : ""));
   });
   svg.addEventListener("mouseleave", function () {
     hover(-1);
