@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ..argtypes import nonneg_int, positive_int
 from ..words import plural
 
 DEFAULT_STORE = "./jsprof-store"
+T = TypeVar("T")
 
 
 def _source_args(p: argparse.ArgumentParser) -> None:
@@ -44,6 +46,12 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
                    "200 ms, long frames 50 ms of blocking, load 0)")
 
 
+def _wide_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wide", action="store_true",
+                   help="print names and locations whole (by default they are elided in the "
+                   "middle to fit the terminal, or 100 columns when piped)")
+
+
 def add_parser(sub: Any) -> None:
     """Register `jsprof fleet` on the top-level subparsers."""
     fp = sub.add_parser(
@@ -58,9 +66,7 @@ def add_parser(sub: Any) -> None:
     t.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     t.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     t.add_argument("--json", action="store_true", help="print the rows as JSON")
-    t.add_argument("--wide", action="store_true",
-                   help="print names and locations whole (by default they are elided in the "
-                   "middle to fit the terminal, or 100 columns when piped)")
+    _wide_arg(t)
     t.set_defaults(func=cmd_top)
 
     f = fs.add_parser("flame", help="one flame graph over all matching samples")
@@ -83,9 +89,7 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
     d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     d.add_argument("--json", action="store_true", help="print the rows as JSON")
-    d.add_argument("--wide", action="store_true",
-                   help="print names and locations whole (by default they are elided in the "
-                   "middle to fit the terminal, or 100 columns when piped)")
+    _wide_arg(d)
     d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
@@ -112,9 +116,7 @@ def add_parser(sub: Any) -> None:
     _source_args(v)
     _filter_args(v)
     v.add_argument("--json", action="store_true", help="print the rows as JSON")
-    v.add_argument("--wide", action="store_true",
-                   help="print names and locations whole (by default they are elided in the "
-                   "middle to fit the terminal, or 100 columns when piped)")
+    _wide_arg(v)
     v.set_defaults(func=cmd_vitals)
 
     rg = fs.add_parser("regressions",
@@ -227,6 +229,16 @@ def _remote(args: argparse.Namespace) -> Any:
     return Remote(args.url)
 
 
+def _query(args: argparse.Namespace, remote: Callable[[Any], T], local: Callable[[Any], T]) -> T:
+    """`remote(Remote)` with --url, else `local(session)` on the local store; under the
+    status spinner either way."""
+    with _status("querying the store ...") as st:
+        if args.url:
+            return remote(_remote(args))
+        with _session(args, st) as s:
+            return local(s)
+
+
 def _print_json(obj: object) -> None:
     import orjson
 
@@ -253,12 +265,7 @@ def cmd_top(args: argparse.Namespace) -> int:
 
     _check_source(args)
     f = filters_from(args)
-    with _status("querying the store ...") as st:
-        if args.url:
-            doc = _remote(args).top(f, args.top)
-        else:
-            with _session(args, st) as s:
-                doc = api.top(s, f, args.top)
+    doc = _query(args, lambda r: r.top(f, args.top), lambda s: api.top(s, f, args.top))
     if args.json:
         _print_json(doc)
     else:
@@ -275,12 +282,11 @@ def cmd_flame(args: argparse.Namespace) -> int:
     _check_source(args)
     fmt = _flame_format(args.output)
     f = filters_from(args)
-    with _status("querying the store ...") as st:
-        if args.url:
-            page = _remote(args).flame(f, fmt, args.max_nodes)
-        else:
-            with _session(args, st) as s:
-                page = api.flame(s, f, fmt, args.max_nodes, args.icicle, args.color_by)
+    page = _query(
+        args,
+        lambda r: r.flame(f, fmt, args.max_nodes),
+        lambda s: api.flame(s, f, fmt, args.max_nodes, args.icicle, args.color_by),
+    )
     atomic_write(args.output, page.encode("utf-8"))
     print(f"wrote {args.output}", file=sys.stderr)
     return 0
@@ -298,15 +304,14 @@ def cmd_diff(args: argparse.Namespace) -> int:
     f = filters_from(args)
     base_f = f.with_side(args.base, "--base")
     new_f = f.with_side(args.new, "--new")
-    with _status("querying the store ...") as st:
-        if args.url:
-            doc, page = _remote(args).diff(args, f, fmt)
-        else:
-            with _session(args, st) as s:
-                doc, page = api.diff(
-                    s, base_f, new_f, args.top, args.fail_if, args.min_traces,
-                    args.min_samples, fmt, args.resamples, args.exact_resources,
-                )
+    doc, page = _query(
+        args,
+        lambda r: r.diff(args, f, fmt),
+        lambda s: api.diff(
+            s, base_f, new_f, args.top, args.fail_if, args.min_traces,
+            args.min_samples, fmt, args.resamples, args.exact_resources,
+        ),
+    )
     if args.json:
         _print_json(doc)
     else:
@@ -331,12 +336,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     _check_source(args)
     writer_for(args.output, args.format)  # a bad name fails before the query
     f = filters_from(args)
-    with _status("querying the store ...") as st:
-        if args.url:
-            rec = _remote(args).recording(f)
-        else:
-            with _session(args, st) as s:
-                rec = api.recording(s, f)
+    rec = _query(args, lambda r: r.recording(f), lambda s: api.recording(s, f))
     if not rec.tracks:
         from ..errors import UsageError
 
@@ -389,12 +389,7 @@ def cmd_vitals(args: argparse.Namespace) -> int:
     if getattr(args, "during", None) is not None:
         raise UsageError("fleet vitals: --during selects samples; vitals read no samples")
     f = filters_from(args)
-    with _status("querying the store ...") as st:
-        if args.url:
-            doc = _remote(args).vitals(f)
-        else:
-            with _session(args, st) as s:
-                doc = api.vitals(s, f)
+    doc = _query(args, lambda r: r.vitals(f), lambda s: api.vitals(s, f))
     if args.json:
         _print_json(doc)
     else:
