@@ -277,7 +277,6 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
 
     if (n <= 0 || s->full)
         return;
-    now = sampler_now(s);
     for (sf = rt->current_stack_frame; sf && d < g_max_depth; sf = sf->prev_frame) {
         JSObject *p;
         JSFunctionBytecode *b;
@@ -312,6 +311,7 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
         atomic_fetch_add(&s->pending, n);
         return;
     }
+    now = sampler_now(s); /* the capture time: read only when the ticks are taken */
     /* walk is leaf first; compare root first against the previous stack */
     keep = 0;
     while (keep < d && keep < s->prev_depth &&
