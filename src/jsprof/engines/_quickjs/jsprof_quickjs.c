@@ -363,6 +363,15 @@ static void sampler_flush_pending_idle_locked(Sampler *s)
    for benchmarks through _quickjs.set_repoke_us() */
 static double g_repoke_ms = 0.001;
 
+/* Every context's next poll reaches the interrupt handler: its countdown set to 0. A
+   plain write (the interpreter's `--counter` is not atomic either); callers that must not
+   lose it write again. */
+static inline void sampler_poke(Sampler *s)
+{
+    for (int i = 0; i < s->nctx; i++)
+        *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+}
+
 /* lock held: point the interpreter's deadline checks at next_due (self-sampling) */
 static void sampler_arm_locked(Sampler *s)
 {
@@ -427,8 +436,7 @@ static void sampler_set_mode(Sampler *s, double interval)
     s->self_grace = s->self_sample ? 0 : interval;
     s->wake_slack = s->self_sample && g_self_wake_ms > interval ? g_self_wake_ms - interval : 0;
     sampler_arm_locked(s);
-    for (int i = 0; i < s->nctx; i++) /* apply the new cadence at the next poll */
-        *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+    sampler_poke(s); /* apply the new cadence at the next poll */
 }
 
 /* jsprof_ticks() per ms: a first estimate over ~0.25 ms when sampling first starts (so
@@ -529,16 +537,13 @@ static void *sampler_thread(void *arg)
                capture meanwhile) and write once more if the tick is still pending. Only
                two writes: hammering the counter's cache line slows the interpreter. */
             double until;
-            for (int i = 0; i < s->nctx; i++)
-                *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+            sampler_poke(s);
             pthread_mutex_unlock(&s->lock);
             until = mono_ms() + g_repoke_ms;
             while (mono_ms() < until)
                 __asm__ __volatile__("" ::: "memory");
-            if (g_repoke_ms > 0 && atomic_load_explicit(&s->pending, memory_order_relaxed) > 0) {
-                for (int i = 0; i < s->nctx; i++)
-                    *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
-            }
+            if (g_repoke_ms > 0 && atomic_load_explicit(&s->pending, memory_order_relaxed) > 0)
+                sampler_poke(s);
             pthread_mutex_lock(&s->lock);
         }
     }
@@ -814,8 +819,7 @@ static void host_open_window(Host *h)
         if (s->running) {
             s->next_due = mono_ms();
             sampler_arm_locked(s);
-            for (int i = 0; i < s->nctx; i++) /* and look at the first poll */
-                *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+            sampler_poke(s); /* and look at the first poll */
         }
     }
     pthread_mutex_unlock(&s->lock);
@@ -1843,8 +1847,7 @@ static PyObject *Runtime_interrupt(RuntimeObject *self, PyObject *unused)
     Host *h = self->h;
     if (h) {
         atomic_store(&h->interrupt_req, 1);
-        for (int i = 0; i < h->s.nctx; i++)
-            *(volatile int *)&h->s.ctxs[i]->interrupt_counter = 0;
+        sampler_poke(&h->s);
     }
     Py_RETURN_NONE;
 }
@@ -2092,8 +2095,7 @@ static PyObject *Runtime_borrow(RuntimeObject *self, PyObject *args)
             break;
         /* (again each time: a poke can be lost to the interpreter's own decrement) */
         atomic_store(&h->owner_req, 1);
-        for (int i = 0; i < h->s.nctx; i++)
-            *(volatile int *)&h->s.ctxs[i]->interrupt_counter = 0;
+        sampler_poke(&h->s);
         {
             struct timespec step;
             clock_gettime(CLOCK_MONOTONIC, &step);
