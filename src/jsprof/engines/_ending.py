@@ -103,6 +103,12 @@ def terminate_as_interrupt(
         raise got[0]
 
 
+def interruption(signum: int) -> KeyboardInterrupt:
+    """What a recording that `signum` ended returns as its error: Ctrl-C's own
+    KeyboardInterrupt, or Terminated for another signal (exit status 128 + signum)."""
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
 def signum_of(name: Any, default: int) -> int:
     try:
         return int(signal.Signals[str(name)])

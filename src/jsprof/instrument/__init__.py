@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..engines._ending import Terminated, terminate_as_interrupt
+from ..engines._ending import interruption, terminate_as_interrupt
 from ..engines.base import read_script
 from ..errors import EngineError, JSError, UsageError
 from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, TraceBuilder, Track
@@ -280,7 +280,7 @@ def _run_node(
         code = proc.returncode
         error: BaseException | None = None
         if told is not None:
-            error = KeyboardInterrupt() if told == signal.SIGINT else Terminated(told)
+            error = interruption(told)
         elif code == -signal.SIGINT:
             error = KeyboardInterrupt()
         elif code != 0:

@@ -11,7 +11,7 @@ from typing import TextIO
 
 from ...errors import EngineError, JSError, UsageError
 from ...trace import Recording
-from .._ending import Terminated, signum_of
+from .._ending import interruption, signum_of
 from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClosed
@@ -171,8 +171,7 @@ def record_target(
     error: BaseException | None = None
     how = meta.get("exit")
     if how == "interrupted":
-        signum = signum_of(meta.get("signal"), signal.SIGINT)
-        error = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        error = interruption(signum_of(meta.get("signal"), signal.SIGINT))
     elif how in ("crashed", "browser-exited"):
         what = "the page crashed" if how == "crashed" else "Chromium exited unexpectedly"
         error = EngineError(f"{p}: {what}; the samples taken so far were kept")

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from ...errors import EngineError, JSError, UsageError
-from .._ending import Terminated, signum_of
+from .._ending import interruption, signum_of
 from .._process import SignalFlag
 from .process import NodeProcess, effective_interval, interval_us
 
@@ -377,8 +377,7 @@ def record_script(
     meta = rec.tracks[0].meta
     error: BaseException | None = None
     if meta.get("exit") == "interrupted":
-        signum = signum_of(meta.get("signal"), signal.SIGINT)
-        error = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        error = interruption(signum_of(meta.get("signal"), signal.SIGINT))
     elif meta.get("error"):
         error = JSError(
             str(meta.get("errorMessage", "")),
