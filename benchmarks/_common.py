@@ -83,4 +83,16 @@ def proc_stat(pid: int | str) -> list[str] | None:
         return None
 
 
+def children(pid: int) -> list[int]:
+    """The live child processes of `pid` (a server's workers); none when it is gone."""
+    pids: list[int] = []
+    try:
+        for task in os.scandir(f"/proc/{pid}/task"):
+            with open(f"{task.path}/children") as f:
+                pids += [int(c) for c in f.read().split()]
+    except FileNotFoundError:
+        pass
+    return pids
+
+
 CLOCK_TICK = os.sysconf("SC_CLK_TCK")

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import orjson
 
-from _common import CLOCK_TICK, proc_stat
+from _common import CLOCK_TICK, children, proc_stat
 
 CLIENTS = 16
 CLIENT_PROCS = 2
@@ -209,14 +209,47 @@ def _proc_cpu(pid: int) -> float:
         fields = proc_stat(p)
         return 0.0 if fields is None else (int(fields[11]) + int(fields[12])) / CLOCK_TICK
 
-    total = one(pid)
+    return one(pid) + sum(one(c) for c in children(pid))
+
+
+def collector_port(proc: subprocess.Popen, workers: int) -> int:
+    """The port `jsprof serve --port 0` printed, once its workers have started."""
+    port = int(proc.stdout.readline().decode().rsplit(":", 1)[1])
+    time.sleep(1.5 if workers > 1 else 0.5)  # workers import and start
+    return port
+
+
+def warm_up(port: int, body: bytes, app: str) -> None:
+    """Ten uploads, so every worker's first-use costs fall outside the timing."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    for i in range(10):
+        conn.request(
+            "POST",
+            f"/v1/traces?app={app}&key=k&id=warm-{i}",
+            body=body,
+            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+        )
+        r = conn.getresponse()
+        r.read()
+        assert r.status == 202, r.status
+    conn.close()
+
+
+def latency_ms(lat: list[float]) -> tuple[float, float]:
+    """p50 and p99 in ms of sorted latencies in seconds (NaN when there are none)."""
+    n = len(lat)
+    if not n:
+        return float("nan"), float("nan")
+    return 1000 * lat[n // 2], 1000 * lat[min(n - 1, int(n * 0.99))]
+
+
+def stop_collector(proc: subprocess.Popen, timeout: float) -> None:
+    proc.terminate()
     try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            for c in (task / "children").read_text().split():
-                total += one(int(c))
-    except FileNotFoundError:
-        pass
-    return total
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def run_collector(bodies: list[bytes], workers: int, seconds: float) -> dict:
@@ -240,22 +273,8 @@ def run_collector(bodies: list[bytes], workers: int, seconds: float) -> dict:
         stderr=subprocess.DEVNULL,
     )
     try:
-        line = proc.stdout.readline().decode()
-        port = int(line.rsplit(":", 1)[1])
-        time.sleep(1.5 if workers > 1 else 0.5)  # workers import and start
-        # Warm-up: every worker sees a few uploads (first-use costs out of the timing).
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        for i in range(10):
-            conn.request(
-                "POST",
-                f"/v1/traces?app=bench&key=k&id=warm-{i}",
-                body=bodies[0],
-                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-            )
-            r = conn.getresponse()
-            r.read()
-            assert r.status == 202, r.status
-        conn.close()
+        port = collector_port(proc, workers)
+        warm_up(port, bodies[0], "bench")
         ctx = mp.get_context("fork")
         q: mp.Queue = ctx.Queue()
         start_at = time.time() + 0.5
@@ -286,23 +305,20 @@ def run_collector(bodies: list[bytes], workers: int, seconds: float) -> dict:
         client_cpu = sum(c for _, _, c in results)
         store_bytes = sum(f.stat().st_size for f in (tmp / "store" / "segments").glob("*.seg"))
         n = len(lat)
+        p50, p99 = latency_ms(lat)
         return {
             "workers": workers,
             "uploads": n,
             "errors": errors,
             "rate": n / seconds,
-            "p50_ms": 1000 * lat[n // 2] if n else float("nan"),
-            "p99_ms": 1000 * lat[min(n - 1, int(n * 0.99))] if n else float("nan"),
+            "p50_ms": p50,
+            "p99_ms": p99,
             "collector_cpu_s": cpu1 - cpu0,
             "client_cpu_s": client_cpu,
             "store_bytes_per_upload": store_bytes / max(1, n + 10),
         }
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_collector(proc, 15)
         shutil.rmtree(tmp, ignore_errors=True)
 
 

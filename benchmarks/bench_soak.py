@@ -34,7 +34,8 @@ import time
 import zlib
 from pathlib import Path
 
-from bench_ingest import field_trace
+from _common import children
+from bench_ingest import collector_port, field_trace, latency_ms, stop_collector, warm_up
 
 JSPROF = Path(sys.executable).parent / "jsprof"
 THREADS_PER_PROC = 16
@@ -43,13 +44,7 @@ THREADS_PER_PROC = 16
 def _rss_tree(pid: int) -> int:
     """RSS in bytes of a process and its children (the workers)."""
     total = 0
-    pids = [pid]
-    try:
-        for task in Path(f"/proc/{pid}/task").iterdir():
-            pids += [int(c) for c in (task / "children").read_text().split()]
-    except FileNotFoundError:
-        return 0
-    for p in pids:
+    for p in [pid, *children(pid)]:
         try:
             for line in Path(f"/proc/{p}/status").read_text().splitlines():
                 if line.startswith("VmRSS:"):
@@ -200,20 +195,8 @@ def run(
     err_lines: list[bytes] = []
     threading.Thread(target=lambda: err_lines.extend(proc.stderr), daemon=True).start()
     try:
-        port = int(proc.stdout.readline().decode().rsplit(":", 1)[1])
-        time.sleep(1.5 if workers > 1 else 0.5)
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        for i in range(10):  # warm-up, not counted
-            conn.request(
-                "POST",
-                f"/v1/traces?app=soak&key=k&id=warm-{i}",
-                body=bodies[0],
-                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-            )
-            r = conn.getresponse()
-            r.read()
-            assert r.status == 202, r.status
-        conn.close()
+        port = collector_port(proc, workers)
+        warm_up(port, bodies[0], "soak")  # not counted
         ctx = mp.get_context("fork")
         q: mp.Queue = ctx.Queue()
         load0 = os.getloadavg()[0]
@@ -237,12 +220,7 @@ def run(
         load1 = os.getloadavg()[0]
         rss.append((time.time() - start, _rss_tree(proc.pid)))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_collector(proc, 20)
     acked = [u for r in results if isinstance(r[0], list) for u in r[0]]
     lat = sorted(x for r in results if isinstance(r[0], list) for x in r[1])
     errors: dict[str, int] = {}
@@ -269,14 +247,15 @@ def run(
         st.close()
     shutil.rmtree(tmp, ignore_errors=True)
     n = len(lat)
+    p50, p99 = latency_ms(lat)
     return {
         "workers": workers,
         "clients": clients,
         "attack": attack,
         "uploads": n,
         "rate": n / seconds,
-        "p50_ms": 1000 * lat[n // 2] if n else float("nan"),
-        "p99_ms": 1000 * lat[min(n - 1, int(n * 0.99))] if n else float("nan"),
+        "p50_ms": p50,
+        "p99_ms": p99,
         "errors": errors,
         "rss": rss,
         "missing": missing,
