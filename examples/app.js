@@ -2,10 +2,14 @@
 // has something to show: parsing (JSON.parse is charged to `loadConfig`), a CPU-bound
 // tokenizer, a sort with a comparator, an accessor, and an idle wait on a timer.
 //
-//   jsprof record examples/app.js && jsprof report examples/app.jsprof.json
-//   jsprof run examples/app.js 3      (scriptArgs[1]: rounds, default 2)
+//   jsprof record examples/app.js && jsprof report app.quickjs.jsprof.json
+//   jsprof record --engine node examples/app.js   (the same script on V8)
+//   jsprof run examples/app.js 3      (the first argument: rounds, default 2)
 
-const rounds = Number(scriptArgs[1] ?? 2);
+// QuickJS passes the arguments as `scriptArgs` (the script first), Node as `process.argv`
+// (node and the script first): the tour runs this file on both.
+const args = typeof scriptArgs !== "undefined" ? scriptArgs : process.argv.slice(1);
+const rounds = Number(args[1] ?? 2);
 
 function makeSource(n) {
   const parts = [];

@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import jsprof
@@ -38,3 +39,19 @@ def test_workers_example_records_five_runtimes_into_one_perfetto_trace(tmp_path)
         names = {f.name for f in t.trace.frames}
         want = "nodeTask" if t.name.startswith("node") else f"task{t.name.split()[1]}"
         assert want in names, (t.name, names)
+
+
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+def test_demo_app_records_on_quickjs_and_node(tmp_path, engine):
+    # The README's tour records app.js on QuickJS and on Node: the example must run on both
+    # (it read QuickJS's `scriptArgs`, a ReferenceError on Node: exit 1, 2 samples).
+    out = tmp_path / "app.jsprof.json"
+    p = subprocess.run(
+        [str(Path(sys.executable).parent / "jsprof"), "record", "--engine", engine, "-o", str(out),
+         str(ROOT / "examples" / "app.js"), "1"],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert "built 1 rounds" in p.stdout
+    names = {f.name for t in jsprof.load(out).tracks for f in t.trace.frames}
+    assert {"tokenize", "loadConfig", "build"} <= names, names
