@@ -120,3 +120,39 @@ def test_engines_agree_on_meta_values_of_every_kind(tmp_path, cluster):
     finally:
         duck.close()
         st.close()
+
+
+def test_a_scheduler_address_that_is_no_dask_scheduler_is_one_line(store, capsys):
+    # A real loopback peer that answers as a web server does (a collector's port given by
+    # mistake): Dask read its bytes as a frame length of 3 EiB and the query died with a
+    # MemoryError traceback.
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    stop = threading.Event()
+
+    def answer() -> None:
+        srv.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = srv.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Type: application/json\r\n"
+                             b"Content-Length: 17\r\n\r\n{\"error\": \"no\"}\r\n")
+    t = threading.Thread(target=answer, daemon=True)
+    t.start()
+    try:
+        argv = ["fleet", "top", "--store", str(store.path), "--app", "shop",
+                "--engine", "dask", "--scheduler", f"tcp://127.0.0.1:{port}"]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+        assert f"--scheduler tcp://127.0.0.1:{port}" in err and "Dask scheduler" in err, err
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()

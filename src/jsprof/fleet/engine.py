@@ -336,6 +336,13 @@ class DaskEngine:
                     f"--scheduler {scheduler}: cannot reach the Dask scheduler ({e}); check "
                     "the address, or use --local-workers N"
                 ) from None
+            except Exception as e:  # noqa: BLE001 - whatever a peer that is no scheduler sends
+                # Something answered, but not as a Dask scheduler does (a web server's port:
+                # Dask reads its bytes as a frame length and fails allocating exabytes).
+                raise UsageError(
+                    f"--scheduler {scheduler}: what answered there is not a Dask scheduler "
+                    f"({type(e).__name__}); check the address, or use --local-workers N"
+                ) from None
             self._own.append(self.client)
         else:
             cluster = LocalCluster(
