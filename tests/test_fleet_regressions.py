@@ -63,3 +63,19 @@ def test_clean_stores_report_nothing(tmp_path: Path) -> None:
         false += len(doc["regressions"])
         assert code == (1 if doc["regressions"] else 0)
     assert false == 0
+
+
+def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
+    # A --route matching no upload said "no regressions over 2 releases" with exit 0 (every
+    # other query exits 2 naming the routes), and --min-change -1 or nan was taken.
+    store = _store(tmp_path / "s", [("1.0.0", None), ("1.1.0", None)], seed=4)
+    base = [str(JSPROF), "fleet", "regressions", "--store", str(store), "--app", "shop"]
+    for extra, said in ((["--route", "/nope"], "route '/nope' matches no route of app shop"),
+                        (["--where", "country=XX"], "no uploads match"),
+                        (["--min-change", "-1"], "--min-change -1.0: expected"),
+                        (["--min-change", "nan"], "--min-change nan: expected")):
+        r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2, (extra, r.stdout, r.stderr)
+        assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    r = subprocess.run(base + ["--route", "/cart"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == "no regressions over 2 releases\n", r.stderr

@@ -377,7 +377,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
             print(f"not compared: {printable(sk['baseRelease'])} -> "
                   f"{printable(sk['release'])}: {sk['reason']}", file=sys.stderr)
         if not doc["regressions"]:
-            print(f"no regressions over {len(doc['releases'])} releases")
+            print(f"no regressions over {plural(len(doc['releases']), 'release')}")
     return 1 if doc["regressions"] else 0
 
 

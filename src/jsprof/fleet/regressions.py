@@ -29,12 +29,16 @@ def regressions(s: Any, f: Any, min_change: float = 2.0, min_traces: int = 5,
                 min_samples: int = 1000, reps: int = 200, examples: int = 3) -> dict:
     from . import api
 
-    opts = api.options(s, f.app)
-    api.require_match(s, f, 1 if opts["releases"] else 0)
-    first_seen = list(reversed(opts["releases"]))  # options: newest first upload first
-    order = version_order(first_seen) or first_seen
     if f.release is not None:
         raise UsageError("fleet regressions compares every release in order; drop --release")
+    if not 0 <= min_change < float("inf"):
+        raise UsageError(f"--min-change {min_change}: expected percentage points, 0 or more")
+    opts = api.options(s, f.app)
+    # The rule of every query: a filter (--route, --env, --since, --where) that matches no
+    # upload is a mistake, not "no regressions".
+    api.require_match(s, f, len(s.engine.uploads(s.snap, f)))
+    first_seen = list(reversed(opts["releases"]))  # options: newest first upload first
+    order = version_order(first_seen) or first_seen
     found: list[dict] = []
     seen: set[tuple[str, str | None]] = set()
     skipped: list[dict] = []
