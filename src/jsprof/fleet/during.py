@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import JsprofError
-from ..trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, weights_and_lost
+from ..trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder, weights_and_lost
 from . import sourcemaps
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
@@ -30,45 +30,31 @@ NS_PER_MS = 1_000_000
 
 
 class _Tables:
-    """One release's frames and stacks, interned across uploads."""
+    """One release's frames and stacks, interned across uploads (a TraceBuilder's), and
+    which frames with a line each (name, script) has, for LoAF entry points."""
 
     def __init__(self) -> None:
-        self.resources: dict[str, int] = {}
-        self.frames: dict[tuple, int] = {}
-        self.by_name: dict[tuple[str, str | None], set[int]] = {}
-        self.frame_list: list[ProfilerFrame] = []
-        self.stacks: dict[tuple[int, int], int] = {}
-        self.parent: list[int] = []
-        self.frame_of: list[int] = []
+        self.b = TraceBuilder()
+        self.with_line: dict[tuple[str, str | None], set[int]] = {}
 
     def frame(self, name: str, resource: str | None, line: int | None, col: int | None) -> int:
-        key = (name, resource, line, col)
-        fid = self.frames.get(key)
-        if fid is None:
-            rid = None if resource is None else self.resources.setdefault(
-                resource, len(self.resources))
-            fid = self.frames[key] = len(self.frame_list)
-            self.frame_list.append(ProfilerFrame(name, rid, line, col))
-            self.by_name.setdefault((name, resource), set()).add(fid)
+        rid = None if resource is None else self.b.resource_id(resource)
+        fid = self.b.frame_id(name, rid, line, col)
+        if line is not None:
+            self.with_line.setdefault((name, resource), set()).add(fid)
         return fid
 
     def entry_frame(self, name: str, resource: str | None) -> int:
         """A LoAF entry point's frame: the sampled function of that name in that script
         when there is exactly one (LoAF gives a character offset, not a line), else a
         frame of its own."""
-        same = [f for f in self.by_name.get((name, resource), ())
-                if self.frame_list[f].line is not None]
+        same = self.with_line.get((name, resource), ())
         if len(same) == 1:
-            return same[0]
+            return next(iter(same))
         return self.frame(name, resource, None, None)
 
     def stack(self, parent: int, frame: int) -> int:
-        sid = self.stacks.get((parent, frame))
-        if sid is None:
-            sid = self.stacks[(parent, frame)] = len(self.parent)
-            self.parent.append(parent)
-            self.frame_of.append(frame)
-        return sid
+        return self.b.stack_id_from(parent, frame)
 
     def add_trace(self, tr: ProfilerTrace) -> np.ndarray:
         """Per stack of `tr`, its id here (a last entry for NONE -> NONE)."""
@@ -86,9 +72,7 @@ class _Tables:
         return smap
 
     def trace(self) -> ProfilerTrace:
-        return ProfilerTrace(list(self.resources), self.frame_list,
-                             np.asarray(self.parent, np.int32),
-                             np.asarray(self.frame_of, np.int32))
+        return self.b.build()
 
 
 def _timelines(store: Any, up: Uploads) -> tuple[list[Any], dict[str, tl.PageLoad]]:
@@ -169,9 +153,11 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
                          np.rint(wk * NS_PER_MS).astype(np.int64),
                          np.full(len(st), int(up.uk[i]), np.int64)))
     releases = {}
+    leaf_frame = {}
     rel_names = dict(zip(up.rkey, up.release, strict=True))
     for rkey, tab in tables.items():
         trace = tab.trace()
+        leaf_frame[rkey] = trace.stack_frame.astype(np.int64)
         maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
         frame_key = sourcemaps.frame_functions(trace, maps)
         stack_map = None
@@ -188,7 +174,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     for r, rkey in enumerate(up.rkeys):
         m = (ri == r) & (st >= 0)
         if m.any():
-            leaf[m] = np.asarray(tables[rkey].frame_of, np.int64)[st[m]]
+            leaf[m] = leaf_frame[rkey][st[m]]
     fr = _sum_rows(ri, leaf, mk, wns, uk)
     frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
