@@ -71,16 +71,24 @@ def _signin_page(request: Request, message: str = "", status: int = 200) -> Resp
     resp = Response(
         doc, status_code=status, media_type="text/html; charset=utf-8", headers=_headers()
     )
+    _set_cookie(resp, request, SIGNIN_COOKIE, nonce, SIGNIN_S, "/signin")
+    return resp
+
+
+def _set_cookie(
+    resp: Response, request: Request, name: str, value: str, max_age: int, path: str
+) -> None:
+    """Every cookie of ours: out of scripts' reach, never sent cross-site, and over HTTPS
+    only when the page came over HTTPS."""
     resp.set_cookie(
-        SIGNIN_COOKIE,
-        nonce,
-        max_age=SIGNIN_S,
+        name,
+        value,
+        max_age=max_age,
         httponly=True,
         samesite="strict",
-        path="/signin",
+        path=path,
         secure=request.url.scheme == "https",
     )
-    return resp
 
 
 async def index(request: Request) -> Response:
@@ -139,15 +147,7 @@ async def signin(request: Request) -> Response:
         record_failure(request)
         return _signin_page(request, "Wrong token.", 401)
     resp = RedirectResponse("/", status_code=303, headers=_headers())
-    resp.set_cookie(
-        SESSION_COOKIE,
-        new_session(read_token),
-        max_age=SESSION_S,
-        httponly=True,
-        samesite="strict",
-        path="/",
-        secure=request.url.scheme == "https",
-    )
+    _set_cookie(resp, request, SESSION_COOKIE, new_session(read_token), SESSION_S, "/")
     return resp
 
 
