@@ -27,6 +27,7 @@ TOKEN = "read-tok-123"
 ADMIN = "admin-tok-456"
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
 HOSTILE_URL = 'https://evil.example/"><script>document.title="pwned"</script>.js'
+LONG = "N" * 1024  # the longest name the collector keeps whole
 
 
 class Server:
@@ -72,12 +73,14 @@ def _hostile_trace(rng: np.random.Generator) -> object:
     main_f = b.frame_id("main", r, 1, 1)
     bad = b.frame_id(HOSTILE, r, 2, 1)
     anon = b.frame_id("", r, 7, 3)
+    long = b.frame_id(LONG, r, 9, 1)
     s1 = b.stack_id([main_f, bad])
     s0 = b.stack_id([main_f])
     s2 = b.stack_id([main_f, anon])
+    s3 = b.stack_id([main_f, long])
     t = np.cumsum(rng.uniform(8, 12, 400))
     for i, ti in enumerate(t.tolist()):
-        b.add_sample(ti, s2 if i % 5 == 1 else s1 if i % 3 else s0)
+        b.add_sample(ti, s2 if i % 5 == 1 else s3 if i % 5 == 3 else s1 if i % 3 else s0)
     return b.build()
 
 
@@ -216,6 +219,12 @@ def test_dashboard_in_chromium(server):
             assert HOSTILE in fn_cells
             # An anonymous function is labelled as every other output labels it.
             assert anonymous_label(HOSTILE_URL, 7) in fn_cells and "(anonymous)" not in fn_cells
+            # A 1,024-character name is elided in its cell, whole on hover: the page stays
+            # as wide as the window (it was 10,000 px wide, every location off screen).
+            assert LONG in fn_cells
+            assert page.locator("#top td.fn", has_text=LONG).get_attribute("title") == LONG
+            assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
+                "window.innerWidth"), "the dashboard is wider than the window"
             assert page.locator("#top img").count() == 0
             assert page.title() != "pwned"
             assert "13 traces" in page.locator("#top-summary").text_content()

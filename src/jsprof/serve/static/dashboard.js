@@ -53,7 +53,7 @@ async function loadVitals() {
     const doc = await getJSON("/v1/query/vitals", p);
     for (const r of doc.rows) {
       const tr = document.createElement("tr");
-      cell(tr, r.route === null ? "(none)" : r.route, "l");
+      cell(tr, r.route === null ? "(none)" : r.route, "l route");
       cell(tr, r.release, "l");
       cell(tr, String(r.pageLoads)); cell(tr, String(r.interactions));
       cell(tr, msText(r.inpP75Ms)); cell(tr, msText(r.longFrameBlockingP75Ms));
@@ -66,10 +66,15 @@ async function loadVitals() {
   }
 }
 
+// Names, routes and URLs come from traces (a name may be 1,024 characters, a route 2,048):
+// their cells are elided by the style sheet and give the whole text on hover.
+const ELIDED = /\b(fn|loc|route)\b/;
+
 function cell(tr, text, cls) {
   const td = document.createElement("td");
   td.textContent = text;
   if (cls) td.className = cls;
+  if (cls && ELIDED.test(cls)) td.title = text;
   tr.append(td);
   return td;
 }
@@ -105,8 +110,7 @@ async function loadTop() {
     cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
     cell(tr, r.label, "l fn");
-    const loc = cell(tr, where(r), "l loc");
-    loc.title = where(r);
+    cell(tr, where(r), "l loc");
     tr.addEventListener("click", () => loadChart(r.name, r.label));
     body.append(tr);
   }
@@ -124,7 +128,7 @@ function loadFlame() {
 async function loadChart(name, label) {
   $("chart").dataset.fn = name;
   // A reload of the same function (filters changed) keeps the label it was chosen by.
-  if (label !== undefined) $("chart-fn").textContent = label;
+  if (label !== undefined) { $("chart-fn").textContent = label; $("chart-fn").title = label; }
   const p = filterParams();
   p.delete("release");
   p.set("function", name);
@@ -178,7 +182,7 @@ async function runDiff(ev) {
       cell(tr, fmt(r.totalPp, 2));
       cell(tr, `${fmt(r.baseSelfPct)} → ${fmt(r.newSelfPct)}`);
       cell(tr, r.label + (r.status === "new" || r.status === "removed"
-        ? `  [${r.status}]` : ""), "l");
+        ? `  [${r.status}]` : ""), "l fn");
       cell(tr, r.resource === null ? "" : r.resource, "l loc");
       body.append(tr);
     }
