@@ -22,7 +22,6 @@ import numpy as np
 
 from ..errors import JsprofError
 from ..trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder, weights_and_lost
-from . import sourcemaps
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
 
@@ -92,7 +91,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     rows, per-trace rows, frame rows, and the time charged to LoAF entry points."""
     from ..formats import read_any
     from ..store import Store
-    from .query import Release
+    from .query import mapped_release
 
     threshold = tl.DEFAULT_SLOWER_THAN[during] if slower_than is None else slower_than
     store = Store(snap.tdir.parent)
@@ -158,12 +157,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     for rkey, tab in tables.items():
         trace = tab.trace()
         leaf_frame[rkey] = trace.stack_frame.astype(np.int64)
-        maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
-        frame_key = sourcemaps.frame_functions(trace, maps)
-        stack_map = None
-        if maps:
-            trace, stack_map = sourcemaps.apply(trace, maps)
-        releases[rkey] = Release(rkey, app, rel_names[rkey], trace, frame_key, stack_map)
+        releases[rkey] = mapped_release(snap, rkey, app, rel_names[rkey], trace)
     cols = [np.concatenate([r[k] for r in rows]) if rows else np.zeros(0, np.int64)
             for k in range(5)]
     ri, st, mk, wns, uk = cols

@@ -95,12 +95,19 @@ def _read_release(snap: Snapshot, rkey: str) -> Release:
         np.concatenate(par) if par else np.zeros(0, np.int32),
         np.concatenate(fr) if fr else np.zeros(0, np.int32),
     )
+    return mapped_release(snap, rkey, entry["app"], entry["release"], trace)
+
+
+def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
+                   trace: ProfilerTrace) -> Release:
+    """A release's Release from its frames and stacks: the functions named as the
+    release's source maps name them, and the stacks mapped, when it has maps."""
     maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
     frame_key = sourcemaps.frame_functions(trace, maps)
     stack_map = None
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, entry["app"], entry["release"], trace, frame_key, stack_map)
+    return Release(rkey, app, release, trace, frame_key, stack_map)
 
 
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:
