@@ -769,6 +769,29 @@ def test_tokens_from_files_and_environment(tmp_path: Path) -> None:
         assert r.returncode == 2 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
 
 
+def test_a_bad_app_says_where_it_was_given(tmp_path: Path) -> None:
+    # A bad line of --app-file or of $JSPROF_APPS was reported as "--app 'shop'", an option
+    # the user never gave; an --app-file with no app started a collector refusing everything.
+    (tmp_path / "apps").write_text("# keys\nshop:k1\nblog\n")
+    (tmp_path / "empty").write_text("# nothing yet\n\n")
+    cases = (
+        (["--app-file", str(tmp_path / "apps")], {}, f"--app-file {tmp_path / 'apps'} line 3 "
+         "'blog': expected NAME:KEY"),
+        (["--app-file", str(tmp_path / "empty")], {}, "no NAME:KEY line"),
+        ([], {"JSPROF_APPS": "news:k,shop"}, "$JSPROF_APPS 'shop': expected NAME:KEY"),
+        (["--app", "shop:k1"], {"JSPROF_APPS": "shop:k2"}, "$JSPROF_APPS: app shop given twice"),
+        (["--app", "a b:k"], {}, "--app 'a b:k': expected NAME:KEY"),
+    )
+    for args, env, said in cases:
+        r = subprocess.run(
+            [str(JSPROF), "serve", "--store", str(tmp_path / "s"), "--port", "0", *args],
+            capture_output=True, text=True, timeout=60,
+            env={**{k: v for k, v in os.environ.items() if k != "JSPROF_APPS"}, **env},
+        )
+        assert r.returncode == 2, (args, env, r.stderr)
+        assert said in r.stderr and r.stderr.count("\n") == 1, (said, r.stderr)
+
+
 def test_id_with_a_trailing_newline_is_refused(col: Collector) -> None:
     raw = fixture_bytes("trace-idle.json")
     for bad in ("nl%0A", "nl%0D%0A", "%0Anl", "nl%00"):

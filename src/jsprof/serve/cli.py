@@ -171,18 +171,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ck.set_defaults(func=main_check)
 
 
-def _app_items(args: argparse.Namespace) -> list[str]:
-    items = list(args.app)
+def _app_items(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """Each NAME:KEY with where it was given, for parse_apps's one-line mistakes."""
+    items = [("--app", a) for a in args.app]
     if args.app_file:
         text = read_text_file(args.app_file, "--app-file")
-        items += [
-            line.strip()
-            for line in text.splitlines()
+        lines = [
+            (f"--app-file {args.app_file} line {n}", line.strip())
+            for n, line in enumerate(text.splitlines(), 1)
             if line.strip() and not line.lstrip().startswith("#")
         ]
+        if not lines:
+            # Given a file of apps, a collector refusing every upload is not what was meant.
+            raise UsageError(f"--app-file {args.app_file}: no NAME:KEY line; one app a line")
+        items += lines
     env = os.environ.get("JSPROF_APPS")
     if env:
-        items += env.replace(",", " ").split()
+        items += [("$JSPROF_APPS", a) for a in env.replace(",", " ").split()]
     return items
 
 

@@ -88,17 +88,21 @@ def parse_rate(text: str) -> float:
 _APP_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 
 
-def parse_apps(items: list[str]) -> dict[str, str]:
+def parse_apps(items: list[str] | list[tuple[str, str]]) -> dict[str, str]:
+    """NAME:KEY items, each bare (from --app) or as (where it came from, item): a mistake
+    names its place (`--app-file apps.txt line 3`, `$JSPROF_APPS`), not an --app the user
+    never gave."""
     apps: dict[str, str] = {}
-    for item in items:
+    for entry in items:
+        where, item = entry if isinstance(entry, tuple) else ("--app", entry)
         name, sep, key = item.partition(":")
         if not sep or not key or not _APP_NAME.match(name):
             raise UsageError(
-                f"--app {item!r}: expected NAME:KEY "
+                f"{where} {item!r}: expected NAME:KEY "
                 "(NAME of letters, digits, . _ -; a non-empty KEY)"
             )
         if name in apps:
-            raise UsageError(f"--app {name}: given twice")
+            raise UsageError(f"{where}: app {name} given twice")
         apps[name] = key
     return apps
 
