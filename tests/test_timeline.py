@@ -192,7 +192,7 @@ def test_during_over_uploads_without_timelines_selects_nothing(tmp_path: Path) -
                 ["export", "-o", str(tmp_path / "e.jsprof.json")],
                 ["diff", "--base", "release=1.0.0", "--new", "route=/buy"]):
         err = _fleet(path, *cmd, "--during", "interaction", code=2).strip()
-        assert "none of the 3 matching uploads" in err and "interaction window" in err, err
+        assert "none of the 3 matching uploads" in err and "has an interaction window" in err, err
         assert "\n" not in err and "Traceback" not in err
     assert not (tmp_path / "f.html").exists() and not (tmp_path / "e.jsprof.json").exists()
 

@@ -166,10 +166,13 @@ def require_windows(sel: Any, prefix: str = "") -> None:
     f = sel.filters
     if f.during is None or sel.with_window or not sel.traces:
         return
+    which = describe(replace(f, during=None, slower_than=None))
+    window = f"{'an' if f.during == 'interaction' else 'a'} {f.during} window"
+    said = (f"the one matching upload ({which}) has no {f.during} window" if sel.traces == 1
+            else f"none of the {sel.traces} matching uploads ({which}) has {window}")
     raise UsageError(
-        f"{prefix}--during {f.during}: none of the {plural(sel.traces, 'matching upload')} "
-        f"({describe(replace(f, during=None, slower_than=None))}) has a {f.during} window in "
-        "its timeline; drop --during, or upload timelines with the traces"
+        f"{prefix}--during {f.during}: {said} in its timeline; drop --during, or upload "
+        "timelines with the traces"
     )
 
 
