@@ -198,22 +198,35 @@ console.log(t > 0);
 """
 
 
-def test_class_field_initializers_have_no_position_and_read_back(tmp_path):
+def test_class_field_initializers_are_placed_at_their_first_field(tmp_path):
     # QuickJS runs class field initializers and static blocks in functions of its own,
-    # with no source position (line 0): a frame without a position has none, and the
-    # file `record` wrote is one `validate` and `report` read (they refused `"line": 0`).
-    app = _script(tmp_path, CLASS_FIELDS)
+    # with line 0 for the function. Their code has positions: such a function is placed at
+    # its first positioned instruction (the first field), so two classes' initializers
+    # are told apart in every table (they once shared "(anonymous app.js)"); a holder
+    # with no positioned code (a class whose only static member is a block) has no
+    # position, never an invalid 0, and `validate`/`report` read the file.
+    two = CLASS_FIELDS + "class Other { y = spin(3000); static { spin(300000); } }\n" + (
+        "for (let i = 0; i < 300; i++) new Other();\n")
+    app = _script(tmp_path, two)
     out = tmp_path / "t.json"
     p = run("record", "--interval", "0.1", "-o", out, app)
     assert p.returncode == 0, p.stderr
     v = run("validate", out)
     assert v.returncode == 0, v.stderr
-    assert run("report", out).returncode == 0
     frames = jsprof.load(out).tracks[0].trace.frames
-    unplaced = [f for f in frames if f.line is None]
-    assert unplaced, frames  # the initializer functions are in the profile...
-    assert all(f.column is None and f.resource_id == 0 for f in unplaced)  # ...in the script
+    anon = {(f.line, f.column) for f in frames if f.name == "" and f.line is not None}
+    # the instance fields (line 4, `spin` at column 7), the static fields (line 6), and
+    # Other's instance field (line 13): each its own place
+    lines = {line for line, _ in anon}
+    assert {4, 6, 13} <= lines, frames
+    assert (4, 7) in anon, frames
     assert all(f.line >= 1 and f.column >= 1 for f in frames if f.line is not None)
+    unplaced = [f for f in frames if f.line is None]
+    assert all(f.column is None and f.resource_id == 0 for f in unplaced)
+    r = run("report", "--by", "function", "--wide", out)
+    assert r.returncode == 0, r.stderr
+    for line in (4, 6, 13):
+        assert f"(anonymous app.js:{line})" in r.stdout, r.stdout
 
 
 def test_summary_figures_are_the_recordings_own(tmp_path):

@@ -2360,6 +2360,23 @@ static int line_at(JSContext *ctx, JSFunctionBytecode *b, uint32_t pos)
     return find_line_num(ctx, b, pos, &col);
 }
 
+/* The line and column of the first instruction of `b` that has a position (0, 0: none
+   in its first 256 instructions); once per distinct function, so the rescans are cheap */
+static void first_position(JSContext *ctx, JSFunctionBytecode *b, int *line, int *col)
+{
+    uint32_t pos = 0;
+    *line = *col = 0;
+    for (int n = 0; n < 256 && pos < (uint32_t)b->byte_code_len; n++) {
+        int c, l = find_line_num(ctx, b, pos, &c);
+        if (l > 0) {
+            *line = l;
+            *col = c;
+            return;
+        }
+        pos += insn_len(b->byte_code_buf, pos);
+    }
+}
+
 /* The line of a frame stopped at `pc` (the end of the instruction executing: a call, or a
    poll). The interpreter polls only at calls and branches, so in a loop whose body makes
    no call every sample is taken at the loop's own branches (the test's conditional jump,
@@ -2510,11 +2527,16 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
                 if (s->ctxs[k] == b->realm)
                     realm = k;
             /* QuickJS gives functions it makes itself (class field initializers, static
-               blocks' holder) line 0: no position, so none is reported (the spec's
-               line/column are optional and 1-based) rather than an invalid 0 */
+               blocks' holder) line 0. Their code has positions, though: such a function is
+               placed where its first positioned instruction is (the first field's line), so
+               two classes' initializers in one file are told apart; one with none at all is
+               reported without a position (the spec's line/column are optional, 1-based)
+               rather than an invalid 0 */
+            int fline = b->line_num, fcol = b->line_num > 0 ? b->col_num : 0;
+            if (fline <= 0)
+                first_position(ctx, b, &fline, &fcol);
             t = Py_BuildValue("(NNNNi)", function_name(ctx, p), py_str_atom(ctx, b->filename),
-                              position_of(b->line_num),
-                              position_of(b->line_num > 0 ? b->col_num : 0), realm);
+                              position_of(fline), position_of(fline > 0 ? fcol : 0), realm);
             if (!t || PyList_Append(funcs, t) < 0) {
                 Py_XDECREF(t);
                 goto fail;
