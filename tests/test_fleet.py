@@ -358,3 +358,22 @@ def test_top_table_has_no_trailing_spaces_and_counts_in_words(store, capsys):
     assert lines and all(ln == ln.rstrip() for ln in lines), [ln for ln in lines if ln[-1:] == " "]
     assert lines[-1].startswith("1 trace, 200 samples, "), lines[-1]
     assert lines[1].split()[:4] == ["self", "%", "total", "%"]
+
+
+def test_a_time_that_is_no_number_is_refused_in_one_line(store, capsys):
+    """`nan`, `inf` and 1e999 read as floats: each would be a filter no receivedAt passes
+    (NaN compares false) or every one does, with exit 0. Refused, naming the option."""
+    _fill(store, n_per_release=1)
+    top = ["fleet", "top", "--store", str(store.path), "--app", "shop"]
+    for argv in (top + ["--since", "nan"], top + ["--until", "inf"],
+                 top + ["--since=-Infinity"], top + ["--until", "1e999"],
+                 ["fleet", "diff", "--store", str(store.path), "--app", "shop",
+                  "--base", "release=1.0,since=NaN", "--new", "release=1.1"]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err.strip()
+        assert err.startswith("jsprof: error:") and "\n" not in err, (argv, err)
+        assert "not a time" in err and ("--since" in err or "--until" in err
+                                        or "--base since=" in err), err
+    # A finite epoch-ms number is still a time.
+    assert main(top + ["--since", "0", "--json"]) == 0
+    assert orjson.loads(capsys.readouterr().out)["traces"] == 2

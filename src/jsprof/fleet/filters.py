@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import time
 from dataclasses import dataclass, field, replace
@@ -18,9 +19,18 @@ def parse_time(text: str, option: str, now_ms: float | None = None) -> float:
     now = time.time() * 1000.0 if now_ms is None else now_ms
     s = text.strip()
     try:
-        return float(s)  # epoch ms, as `--url` sends it
+        ms = float(s)  # epoch ms, as `--url` sends it
     except ValueError:
         pass
+    else:
+        # float() also reads `nan`, `inf` and 1e999: no time, and NaN compares false with
+        # every receivedAt, so `--since nan` would silently match nothing (or everything).
+        if not math.isfinite(ms):
+            raise UsageError(
+                f"{option} {text[:40]!r}: not a time; use epoch ms, an ISO time "
+                "(2026-11-30T12:00Z) or an age like 7d, 12h, 30m"
+            )
+        return ms
     m = _REL.match(s)
     if m:
         return now - float(m[1]) * _UNIT_MS[m[2]]
