@@ -134,3 +134,29 @@ def test_the_run_api_runs_a_page_engine_in_its_browser(
     assert capfd.readouterr().out == "object function\n"
     with pytest.raises(UsageError, match="a page takes no arguments"):
         run(str(app), ["x"], engine="chromium")
+
+
+def test_instrument_finds_its_engines_in_the_registry(tmp_path: Path) -> None:
+    # `jsprof instrument` had its own list of engines and branched on the name; now each
+    # engine's spec names its instrument entry point, and the CLI offers those engines.
+    from jsprof.engines.registry import INSTRUMENT_NAMES
+    from jsprof.instrument import run_instrumented
+
+    assert INSTRUMENT_NAMES == ("quickjs", "node")
+    for name in INSTRUMENT_NAMES:
+        assert callable(engine_spec(name).instrumenter()), name
+    parser = build_parser("instrument")
+    sub = next(a for a in parser._actions if a.dest == "command")
+    engine = next(a for a in sub.choices["instrument"]._actions if a.dest == "engine")
+    assert tuple(engine.choices) == INSTRUMENT_NAMES
+    app = tmp_path / "app.js"
+    app.write_text("class A { f() { return 1 } }\nnew A().f()\n")
+    with pytest.raises(UsageError) as e:
+        run_instrumented(str(app), ["A"], engine="chromium")
+    assert str(e.value) == (
+        "--engine chromium cannot instrument methods; choose one of: quickjs, node"
+    )
+    for name in INSTRUMENT_NAMES:  # the real engines, through their specs
+        result = run_instrumented(str(app), ["A"], engine=name)
+        assert {(r.name, r.calls) for r in result.rows} == {("A.constructor", 1), ("A.f", 1)}
+        assert result.recording.tracks[0].engine == name

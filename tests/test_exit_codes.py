@@ -329,7 +329,7 @@ def test_instrument_told_to_end_writes_the_calls_counted_first(tmp_path, engine,
 def test_node_instrument_told_to_end_in_a_loop_that_never_yields_does_not_hang(tmp_path):
     """Node saves on a signal only at an event-loop turn: a script that never returns to
     it is killed after the grace period, with one line and jsprof's status."""
-    from jsprof.instrument import NODE_GRACE_S
+    from jsprof.engines.node.instrument import NODE_GRACE_S
 
     code, err, out, _, took = _instrument_until(tmp_path, "node", INSTRUMENT_LOOP, signal.SIGTERM)
     assert code == 143, err

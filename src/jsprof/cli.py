@@ -945,6 +945,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     """The parser; `command` (the subcommand about to run) spares building the parsers of
     the package commands (serve, fleet) that will not run; the default builds them all."""
     from . import __version__
+    from .engines.registry import INSTRUMENT_NAMES as INSTRUMENT_ENGINES
     from .engines.registry import NAMES as ENGINE_NAMES  # stdlib only: no engine is imported
 
     p = _Parser(
@@ -1143,7 +1144,9 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     ins.add_argument(
         "--watch", required=True, metavar="NAMES", help="classes to watch: Shape,Store or '*'"
     )
-    ins.add_argument("--engine", choices=("quickjs", "node"), default="quickjs", help=_ENGINE_HELP)
+    ins.add_argument(
+        "--engine", choices=INSTRUMENT_ENGINES, default="quickjs", help=_ENGINE_HELP
+    )
     ins.add_argument("-o", "--output", metavar="OUT.json", help="write the rows as JSON")
     ins.add_argument(
         "--trace", metavar="OUT", help="write the calls as spans (format by extension)"

@@ -28,6 +28,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..errors import EngineError, UsageError
@@ -97,6 +98,21 @@ class RuntimeProfiler(ABC):
     @abstractmethod
     def started(self) -> bool:
         """True between start() and stop()."""
+
+
+@dataclass(frozen=True)
+class Instrumentation:
+    """What `jsprof instrument` hands an engine's `instrument` entry point
+    (engines/registry.py): the source transform and the JavaScript books stay in
+    instrument/, above the engines; the engine only runs them and returns the books'
+    dump (`__jsprof_dump()`'s JSON), the script's error and its clock's time origin."""
+
+    config: dict[str, Any]  # globalThis.__jsprof_config: watch, byInstance, spans
+    runtime: str  # instrument/runtime.js, evaluated before the script
+    transform: Callable[[str], str]  # source -> source with each class registered
+    # (entry, source) -> (name, source) of the file modules it imports, in evaluation order
+    module_deps: Callable[[str, str], list[tuple[str, str]]]
+    preload: str  # file URI of instrument/node_preload.mjs (Node's --import)
 
 
 def read_script(path: str | os.PathLike[str]) -> str:

@@ -56,7 +56,7 @@ from ..formats.jsprof import trace_to_doc
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Recording, Track, normalise_resource
 from ._ending import DurationEnded, Progress, signal_name, terminate_as_interrupt
-from .base import DEFAULT_INTERVAL_MS, RuntimeProfiler, read_script
+from .base import DEFAULT_INTERVAL_MS, Instrumentation, RuntimeProfiler, read_script
 
 try:
     from .. import _quickjs
@@ -591,3 +591,30 @@ def run_script(p: str, args: Sequence[str] = (), allow_profiling: bool = True) -
     with terminate_as_interrupt(lambda: rts and rts[0].interrupt()):
         rts.append(QuickJS(args=[p, *args], allow_profiling=allow_profiling))
         rts[0].eval_file(p)
+
+
+def run_instrumented(
+    p: str, source: str, args: Sequence[str], how: Instrumentation
+) -> tuple[dict[str, Any], BaseException | None, float]:
+    """`jsprof instrument`: the script with its classes' methods wrapped (instrument/'s
+    transform and runtime); (the books' dump, the script's error or None, the runtime's
+    time origin)."""
+    rt = QuickJS(args=[p, *args])
+    prelude = f"globalThis.__jsprof_config = {json.dumps(how.config)};\n" + how.runtime
+    rt.eval(prelude, "jsprof-instrument-runtime.js", module=False)
+    error: BaseException | None = None
+    try:
+        # SIGTERM/SIGHUP stop the script as Ctrl-C does (Terminated carries the signal),
+        # so the books below are read either way; the dump runs after the block, where
+        # no stop request can interrupt it.
+        with terminate_as_interrupt(rt.interrupt):
+            # Imported modules are read by QuickJS's own loader, past the transform:
+            # evaluate their transformed sources first under the names the imports
+            # resolve to, so the loader finds them already loaded.
+            for name, dsrc in how.module_deps(p, source):
+                rt.eval(how.transform(dsrc), name, module=True)
+            rt.eval(how.transform(source), p, module=is_module(source, p))
+    except (JSError, KeyboardInterrupt) as e:
+        error = e
+    raw = rt.eval("__jsprof_dump()", "<jsprof>", module=False)
+    return json.loads(raw), error, rt.time_origin

@@ -15,6 +15,9 @@ The entry points' shapes (keyword arguments: only the options the spec lists are
                                         options the engine takes: node_args, until, ...)
   attach(where, *, duration, sample_interval, ...) -> Recording
   start(path, args, node_args) -> a booting process (`record(started=...)`) or None
+  instrument(path, source, args, how: base.Instrumentation) -> (dump, error, time origin)
+                                        `jsprof instrument`: the script with instrument/'s
+                                        transform and runtime; engines without it refuse
 """
 
 from __future__ import annotations
@@ -89,6 +92,17 @@ class EngineSpec:
             raise UsageError(f"--engine {self.name} cannot attach to a running program")
         return fn(where, **options)
 
+    def instrumenter(self) -> Callable[..., Any]:
+        """The engine's `jsprof instrument` entry point (path, source, args, how) -> (dump,
+        error, time origin), or a UsageError naming the engines that have one."""
+        fn = self.part("instrument")
+        if fn is None:
+            raise UsageError(
+                f"--engine {self.name} cannot instrument methods; "
+                f"choose one of: {', '.join(INSTRUMENT_NAMES)}"
+            )
+        return fn
+
     def run(self, path: str, args: Sequence[str], **options: Any) -> int | None:
         fn = self.part("run")
         assert fn is not None
@@ -106,6 +120,7 @@ SPECS: dict[str, EngineSpec] = {
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.quickjs:record_script",
             run="jsprof.engines.quickjs:run_script",
+            instrument="jsprof.engines.quickjs:run_instrumented",
         ),
         EngineSpec(
             "node", "scripts", ("node_args", "started", "gate"), "V8 keeps all",
@@ -114,6 +129,7 @@ SPECS: dict[str, EngineSpec] = {
             run="jsprof.engines.node.preload:run_node",
             attach="jsprof.engines.node.attach:attach_node",
             start="jsprof.engines.node.record:start_node",
+            instrument="jsprof.engines.node.instrument:run_instrumented",
         ),
         EngineSpec(
             "chromium", "pages", ("until",), "V8 keeps all",
@@ -125,6 +141,8 @@ SPECS: dict[str, EngineSpec] = {
     )
 }
 NAMES = tuple(SPECS)
+# The engines `jsprof instrument` runs on: those with an instrument entry point.
+INSTRUMENT_NAMES = tuple(n for n, s in SPECS.items() if "instrument" in s._parts)
 
 
 def engine_spec(name: str) -> EngineSpec:

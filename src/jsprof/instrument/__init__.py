@@ -10,31 +10,21 @@ docs/local-profiling.md, "Instrumenting profiler", for the mechanism and its lim
 
 from __future__ import annotations
 
-import contextlib
 import functools
-import json
 import os
 import posixpath
 import signal
-import socket
-import subprocess
-import sys
-import tempfile
-import threading
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from ..engines._ending import interruption, terminate_as_interrupt
-from ..engines.base import read_script
-from ..errors import EngineError, JSError, UsageError
+from ..engines.base import Instrumentation, read_script
+from ..errors import UsageError
 from ..trace import ProfilerFrame, ProfilerTrace, Recording, Spans, TraceBuilder, Track
 
-ENGINES = ("quickjs", "node")
 _HERE = Path(__file__).resolve().parent
 
 
@@ -135,16 +125,20 @@ def run_instrumented(
     A script that throws still yields its rows: the JSError is re-raised carrying
     `.result`. Node's own exit status other than 0 raises JSError the same way.
     """
-    if engine not in ENGINES:
-        raise UsageError(f"unknown engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+    from ..engines.registry import engine_spec
+    from .transform import transform
+
+    run = engine_spec(engine).instrumenter()  # a refusal before the script is read
     p = os.fspath(path)
     source = read_script(p)
-    cfg = _config(watch, by_instance, spans)
-    if engine == "quickjs":
-        dump, error, origin = _run_quickjs(p, source, cfg, args)
-    else:
-        dump, error = _run_node(p, source, cfg, args)
-        origin = None
+    how = Instrumentation(
+        config=_config(watch, by_instance, spans),
+        runtime=runtime_source(),
+        transform=transform,
+        module_deps=_module_deps,
+        preload=(_HERE / "node_preload.mjs").as_uri(),
+    )
+    dump, error, origin = run(p, source, args, how)
     result = _result(dump, engine, p, origin)
     if error is not None:
         meta = result.recording.tracks[0].meta
@@ -161,7 +155,7 @@ def run_instrumented(
     return result
 
 
-# ---- QuickJS -------------------------------------------------------------------------------
+# ---- module graph (for QuickJS, whose loader reads imports past the transform) -------
 
 
 def _static_imports(source: str) -> list[str]:
@@ -208,168 +202,6 @@ def _module_deps(entry: str, source: str) -> list[tuple[str, str]]:
 
     visit(entry, source)
     return order
-
-
-def _run_quickjs(
-    p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
-) -> tuple[dict[str, Any], BaseException | None, float]:
-    from ..engines.quickjs import QuickJS, is_module
-    from .transform import transform
-
-    rt = QuickJS(args=[p, *args])
-    prelude = f"globalThis.__jsprof_config = {json.dumps(cfg)};\n" + runtime_source()
-    rt.eval(prelude, "jsprof-instrument-runtime.js", module=False)
-    error: BaseException | None = None
-    try:
-        # SIGTERM/SIGHUP stop the script as Ctrl-C does (Terminated carries the signal),
-        # so the books below are read either way; the dump runs after the block, where
-        # no stop request can interrupt it.
-        with terminate_as_interrupt(rt.interrupt):
-            # Imported modules are read by QuickJS's own loader, past the transform:
-            # evaluate their transformed sources first under the names the imports
-            # resolve to, so the loader finds them already loaded.
-            for name, dsrc in _module_deps(p, source):
-                rt.eval(transform(dsrc), name, module=True)
-            rt.eval(transform(source), p, module=is_module(source, p))
-    except (JSError, KeyboardInterrupt) as e:
-        error = e
-    raw = rt.eval("__jsprof_dump()", "<jsprof>", module=False)
-    return json.loads(raw), error, rt.time_origin
-
-
-# ---- Node ----------------------------------------------------------------------------------
-
-
-def _run_node(
-    p: str, source: str, cfg: dict[str, Any], args: Sequence[str]
-) -> tuple[dict[str, Any], BaseException | None]:
-    from .transform import transform
-
-    with tempfile.TemporaryDirectory(prefix="jsprof-instrument-") as tmp:
-        out = os.path.join(tmp, "result.json")
-        ours, theirs = socket.socketpair()
-        env = dict(os.environ)
-        env["JSPROF_INSTRUMENT"] = json.dumps(
-            {
-                "config": cfg,
-                "out": out,
-                "ctl": theirs.fileno(),
-                "python": sys.executable,
-                # The entry, already transformed: saves one Python start-up in the run.
-                "pre": {os.path.realpath(p): [source, transform(source)]},
-            }
-        )
-        preload = (_HERE / "node_preload.mjs").as_uri()
-        try:
-            # Its own session, as `record` runs Node: a terminal's Ctrl-C reaches jsprof
-            # only, which has Node save its counts before it ends it.
-            proc = subprocess.Popen(
-                ["node", "--import", preload, p, *args],
-                env=env,
-                pass_fds=(theirs.fileno(),),
-                start_new_session=True,
-                preexec_fn=_die_with_jsprof(),
-            )
-        except FileNotFoundError:
-            ours.close()
-            raise EngineError("node: not found on PATH; install Node.js >= 20") from None
-        finally:
-            theirs.close()
-        with ours:
-            told = _wait_ending_on_signals(proc, ours)
-        code = proc.returncode
-        error: BaseException | None = None
-        if told is not None:
-            error = interruption(told)
-        elif code == -signal.SIGINT:
-            error = KeyboardInterrupt()
-        elif code != 0:
-            error = JSError(f"{p}: node exited with status {code}")
-            error.exit_code = code  # type: ignore[attr-defined]
-        try:
-            with open(out, encoding="utf-8") as f:
-                dump = json.load(f)
-        except OSError:
-            if told is not None:
-                err = EngineError(
-                    f"{p}: node did not save its counts within {NODE_GRACE_S:g} s of "
-                    f"{signal.Signals(told).name} (its JavaScript never returned to the "
-                    "event loop); nothing to report"
-                )
-                err.exit_code = -told  # type: ignore[attr-defined]
-                raise err from None
-            err = EngineError(f"{p}: node ended (status {code}) without writing results")
-            err.exit_code = code  # type: ignore[attr-defined]
-            raise err from None
-    return dump, error
-
-
-def _die_with_jsprof() -> Callable[[], None] | None:
-    """A preexec_fn that has Node SIGKILLed if jsprof dies (Linux's PR_SET_PDEATHSIG: it
-    is in its own session, so nothing else would end it). prctl is looked up here, not
-    in the forked child, where importing (ctypes) can deadlock on a lock another thread
-    held at the fork."""
-    if sys.platform != "linux":
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
-
-
-# How long Node has to save its counts, and then to end, once jsprof is told to end.
-NODE_GRACE_S = 5.0
-
-
-def _wait_ending_on_signals(proc: subprocess.Popen, ctl: socket.socket) -> int | None:
-    """Wait for Node. When jsprof is told to end (SIGINT, SIGTERM, SIGHUP) meanwhile: ask
-    Node's preload over `ctl` to save its counts, then send Node's process group that
-    signal once it has answered (or NODE_GRACE_S s passed), then SIGKILL if it has not
-    ended NODE_GRACE_S s later. Returns the first such signal, or None."""
-    told: list[int] = []
-
-    def on_signal(signum: int, frame: Any) -> None:
-        if not told:
-            told.append(signum)
-
-    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-    old = {}
-    if threading.current_thread() is threading.main_thread():
-        old = {sig: signal.signal(sig, on_signal) for sig in sigs}
-    ctl.setblocking(False)
-    asked = signalled = None
-    try:
-        while True:
-            try:
-                proc.wait(timeout=0.05)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if told and asked is None:
-                asked = now
-                with contextlib.suppress(OSError):
-                    ctl.send(b"save\n")
-            if asked is not None and signalled is None:
-                answered = False
-                with contextlib.suppress(BlockingIOError, OSError):
-                    answered = bool(ctl.recv(64))
-                if answered or now - asked >= NODE_GRACE_S:
-                    signalled = now
-                    with contextlib.suppress(ProcessLookupError, PermissionError):
-                        os.killpg(proc.pid, told[0])
-            if signalled is not None and now - signalled >= NODE_GRACE_S:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-                break
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-    return told[0] if told else None
 
 
 # ---- results -------------------------------------------------------------------------------
