@@ -547,6 +547,64 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
     assert "Traceback" not in log
 
 
+def test_a_store_that_cannot_be_written_answers_503_not_500(tmp_path: Path) -> None:
+    """A disk error (here: the claims folder remounted read-only, as ext4 does itself after
+    an I/O error with errors=remount-ro; a bind mount in the collector's own mount
+    namespace, no root needed) is `StoreIOError`: 503 with Retry-After and a JSON error,
+    one log line per episode (not one traceback per request), stored uploads still read
+    back, and ingest resumes by itself once the disk takes writes again."""
+    import shlex
+    import subprocess
+
+    st = tmp_path / "st"
+    claims = st / "claims"
+    claims.mkdir(parents=True)
+    setup = f'mount --bind {shlex.quote(str(claims))} {shlex.quote(str(claims))} && exec "$@"'
+    col = Collector(
+        st, "--app", "shop:k1",
+        wrap=["unshare", "--mount", "--map-root-user", "sh", "-c", setup, "sh"],
+    )
+
+    def remount(mode: str) -> None:
+        # In the collector's namespaces (a claim file open for writing at that instant
+        # makes the kernel refuse a read-only remount: try again).
+        for _ in range(50):
+            r = subprocess.run(
+                ["nsenter", "-t", str(col.proc.pid), "-U", "-m", "--preserve-credentials",
+                 "mount", "-o", f"remount,bind,{mode}", str(claims)],
+                capture_output=True, text=True,
+            )
+            if r.returncode == 0:
+                return
+            time.sleep(0.1)
+        raise AssertionError(r.stderr)
+
+    body = fixture_bytes("trace-basic.json")
+    try:
+        assert col.post(body, "app=shop&key=k1&id=before")[0] == 202
+        for episode in range(2):
+            remount("ro")
+            for i in range(5):
+                status, h, data = col.request(
+                    "POST", f"/v1/traces?app=shop&key=k1&id=ro-{episode}-{i}", body,
+                    {"Content-Type": "application/json"},
+                )
+                assert status == 503, (status, data)
+                assert int(h["retry-after"]) > 0 and h["content-type"] == "application/json"
+                err = orjson.loads(data)["error"]
+                assert "retry later" in err and "\n" not in err, err
+            assert col.get("before")[0] == 200  # reads go on
+            remount("rw")
+            assert col.post(body, f"app=shop&key=k1&id=after-{episode}")[0] == 202
+            assert col.get(f"after-{episode}")[0] == 200
+            assert col.get(f"ro-{episode}-0")[0] == 404  # refused, so never stored
+    finally:
+        col.stop()
+    log = "".join(col.stderr_lines)
+    assert log.count("cannot be written: disk I/O error") == 2, log[-3000:]  # once an episode
+    assert "Traceback" not in log and " 500" not in log, log[-3000:]
+
+
 def _outcome(fn, *args) -> tuple:
     from jsprof.serve import ingest
 

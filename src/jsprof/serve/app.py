@@ -32,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..store import Store, StoreError
+from ..store import Store, StoreError, StoreFullError, StoreIOError, StoreUnavailable
 from . import ingest
 from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
@@ -102,19 +102,20 @@ class _Failed:
         self.headers = headers or {}
 
 
-def _disk_full(exc: BaseException) -> bool:
-    """ENOSPC/EDQUOT anywhere in the exception's chain (the store's typed error or the raw
-    OSError under it)."""
+def _unavailable(exc: BaseException) -> str | None:
+    """The store's condition when `exc` says the store cannot take writes for now (its
+    typed `StoreUnavailable` anywhere in the chain, or a raw ENOSPC/EDQUOT): "disk full",
+    "disk I/O error", ...; None for any other failure (a bug: 500)."""
     seen = 0
     e: BaseException | None = exc
     while e is not None and seen < 8:
-        if getattr(e, "disk_full", False):
-            return True
+        if isinstance(e, StoreUnavailable):
+            return e.condition
         if isinstance(e, OSError) and e.errno in (errno.ENOSPC, errno.EDQUOT):
-            return True
+            return StoreFullError.condition
         e = e.__cause__ or e.__context__
         seen += 1
-    return False
+    return None
 
 
 _once_lock = threading.Lock()
@@ -143,9 +144,20 @@ def _guarded(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     except Refused as e:
         return _Failed(e.status, e.message)
     except Exception as e:  # noqa: BLE001 - reported as a value, never re-raised
-        if _disk_full(e):
-            log_once("disk-full", f"the store's disk is full ({e}); answering 503 until it is not")
-            return _Failed(503, "the collector's disk is full; retry later", {"Retry-After": "30"})
+        condition = _unavailable(e)
+        if condition is not None:
+            # Nothing of this upload was stored, and the same request can succeed later
+            # (space or the disk comes back): 503 with Retry-After, and one log line per
+            # condition while it lasts, not a traceback per request.
+            if condition == StoreFullError.condition:
+                log_once(condition, f"the store's disk is full ({e}); answering 503 until it "
+                         "is not")
+                msg = "the collector's disk is full; retry later"
+            else:
+                log_once(condition, f"the store cannot be written: {condition} ({e}); "
+                         "answering 503 until it can")
+                msg = f"the collector cannot write its store ({condition}); retry later"
+            return _Failed(503, msg, {"Retry-After": "30"})
         log.error("jsprof serve: %s failed: %r", getattr(fn, "__name__", fn), e, exc_info=True)
         return _Failed(500, "internal error; see the collector's stderr")
 
@@ -164,7 +176,10 @@ def _append(
 ) -> bool:
     stored = store.append(upload_id, meta, trace_json, gzipped=gzipped)
     if stored:
-        clear_logged("disk-full")  # space is back: say so again the next time it fills
+        # The store takes writes again: say so again the next time it cannot.
+        for condition in (StoreFullError.condition, StoreIOError.condition,
+                          StoreUnavailable.condition):
+            clear_logged(condition)
     return stored
 
 
