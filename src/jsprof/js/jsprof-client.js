@@ -6,14 +6,18 @@
 //   p.enabled / p.reason say whether this page is profiled, and why not.
 //
 // The page must be served with the response header `Document-Policy: js-profiling`.
-// Design notes: one decision per browser session (a hash of a session id kept in
-// sessionStorage, so a user's pages are all in or all out); traces are captured in chunks,
+// Design notes: one decision per browser session, so a user's pages are all in or all out:
+// the server's when it sent the `jsprof_sample` cookie (jsprof.field's middlewares, the
+// nginx snippet of docs/field.md: they send the header to sampled sessions only), else a
+// hash of a session id kept in sessionStorage against sampleRate; traces are captured in chunks,
 // a new Profiler per chunk, and posted as they are (never expanded per sample); on the way
 // out (page hidden) the last chunk goes by keepalive fetch when it fits the browser's 64 KiB
 // keepalive budget, else by sendBeacon, else it is dropped and counted.
 
 const KEEPALIVE_LIMIT = 64 * 1024;
 const SESSION_KEY = "jsprof-session";
+// The cookie jsprof.field (and the nginx snippet) keep the server's decision in: 1 or 0.
+const SAMPLE_COOKIE = "jsprof_sample";
 // What one chunk's `timeline` holds at most (the collector refuses more): the rest is
 // counted in timeline.dropped. Long frames and interactions are kept longest first.
 export const TIMELINE_LIMITS = {longFrames: 50, scripts: 10, interactions: 100, text: 256};
@@ -53,6 +57,25 @@ export function inSample(session, app, sampleRate) {
   if (!(sampleRate > 0)) return false;
   if (sampleRate >= 1) return true;
   return fnv1a(`${app}\u0000${session}`) / 4294967296 < sampleRate;
+}
+
+/**
+ * The server's sampling decision for this session from its cookie (`true` for "1",
+ * `false` for any other value), or null when there is no such cookie (or no cookies).
+ */
+export function serverDecision(name = SAMPLE_COOKIE) {
+  let all = "";
+  try {
+    all = typeof document !== "undefined" ? String(document.cookie || "") : "";
+  } catch (e) {
+    return null; // cookies blocked (a sandboxed frame): no decision to read
+  }
+  for (const part of all.split(";")) {
+    const eq = part.indexOf("=");
+    if (eq < 0 || part.slice(0, eq).trim() !== name) continue;
+    return part.slice(eq + 1).trim().replace(/^"|"$/g, "") === "1";
+  }
+  return null;
 }
 
 /** Why profiling cannot run here, or null when it can. */
@@ -384,8 +407,9 @@ class Session {
 
 /**
  * Start field profiling. Returns a handle: `enabled`, `reason` (why not: "not-sampled",
- * "no-profiler-api", "document-policy", "profiler-error"), `stats`, `flush()` (send the
- * current chunk now and keep going; resolves to the upload ids sent) and `stop()`.
+ * "no-profiler-api", "document-policy", "profiler-error"), `sampledBy` (whose decision:
+ * "cookie", the server's, or "rate", sampleRate's), `stats`, `flush()` (send the current
+ * chunk now and keep going; resolves to the upload ids sent) and `stop()`.
  */
 export function startProfiling(options) {
   const opts = Object.assign(
@@ -398,6 +422,9 @@ export function startProfiling(options) {
       env: null,
       keepaliveLimit: KEEPALIVE_LIMIT, // the browser's budget for keepalive request bodies
       timeline: true, // long animation frames, interactions, page load (false: none)
+      // The cookie holding the server's decision (null: never read one). When the page has
+      // it, it decides and sampleRate is not applied: the server sent the header by it.
+      sampleCookie: SAMPLE_COOKIE,
     },
     options || {},
   );
@@ -435,7 +462,11 @@ export function startProfiling(options) {
   };
   const session = sessionId(opts.sessionId);
   handle.session = session;
-  if (!inSample(session, opts.app, opts.sampleRate)) {
+  // Whose decision: the server's (its cookie) when there is one, else ours by sampleRate.
+  // Not in the sample: no Profiler is made, nor tried (the header was not sent for it).
+  const server = opts.sampleCookie ? serverDecision(opts.sampleCookie) : null;
+  handle.sampledBy = server === null ? "rate" : "cookie";
+  if (server === null ? !inSample(session, opts.app, opts.sampleRate) : !server) {
     s.reason = "not-sampled";
     return handle;
   }
