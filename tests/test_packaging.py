@@ -186,6 +186,37 @@ def test_the_core_records_on_node(core: Venv, tmp_path: Path) -> None:
     assert jsprof.load(tmp_path / "n.jsprof.json").tracks[0].engine == "node"
 
 
+# jsprof.field runs in the site's own process, where only the core may be installed: a
+# WSGI app behind its middleware on wsgiref, asked twice over loopback by a session.
+FIELD_SERVER = """
+import http.client, threading, wsgiref.simple_server
+from jsprof.field import WSGIMiddleware
+def app(environ, start_response):
+    start_response("200 OK", [("Content-Type", "text/html")])
+    return [b"<p>hi"]
+srv = wsgiref.simple_server.make_server("127.0.0.1", 0, WSGIMiddleware(app, rate=1.0))
+threading.Thread(target=srv.serve_forever, daemon=True).start()
+def get(cookie=None):
+    c = http.client.HTTPConnection("127.0.0.1", srv.server_address[1], timeout=30)
+    c.request("GET", "/", headers={"Cookie": cookie} if cookie else {})
+    r = c.getresponse()
+    return r.getheader("Document-Policy"), r.getheader("Set-Cookie")
+print(get())
+print(get("jsprof_sample=0"))
+srv.shutdown()
+"""
+
+
+def test_the_core_serves_sampled_pages_through_jsprof_field(core: Venv, tmp_path: Path) -> None:
+    r = subprocess.run([core.python, "-c", FIELD_SERVER], capture_output=True, text=True,
+                       cwd=tmp_path, env=core.bare_env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "('js-profiling', 'jsprof_sample=1; Path=/; SameSite=Lax')",
+        "(None, None)",  # the session's own decision: not sampled, nothing to set again
+    ], r.stdout
+
+
 @pytest.mark.parametrize(("args", "extra"), [
     (("serve", "--port", "0"), "field"),
     (("serve", "prune", "--older-than", "1d"), "field"),
