@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium conformance fuzz dist docs docs-images
+.PHONY: demo test test-fast lint bench clean chromium nginx conformance fuzz dist docs docs-images
 
 $(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
@@ -27,6 +27,10 @@ demo: $(STAMP)
 chromium:
 	@test -x /usr/bin/chromium || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium)
 
+# The nginx snippet of docs/field.md runs in a real nginx (tests/test_field_nginx.py).
+nginx:
+	@test -x /usr/sbin/nginx || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx)
+
 # The format tests check our output with real JavaScript tools (speedscope's schema,
 # pprof-format); install them from the lock file, again only when the lock file changes.
 JS_STAMP := tests/js/node_modules/.jsprof-installed
@@ -35,14 +39,14 @@ $(JS_STAMP): tests/js/package-lock.json
 	touch $(JS_STAMP)
 
 # Everything, and a skipped test fails the run (JSPROF_NO_SKIP=1, tests/conftest.py).
-test: $(STAMP) chromium $(JS_STAMP)
+test: $(STAMP) chromium nginx $(JS_STAMP)
 	JSPROF_NO_SKIP=1 $(PY) -m pytest -q
 
-# For contributors: all but the tests that need headless Chromium or the npm test tools, and
-# the wheel's build and install (pytest markers `chromium`, `npm`, `packaging`, registered in
-# pyproject.toml).
+# For contributors: all but the tests that need headless Chromium, nginx or the npm test
+# tools, and the wheel's build and install (pytest markers `chromium`, `nginx`, `npm`,
+# `packaging`, registered in pyproject.toml).
 test-fast: $(STAMP)
-	$(PY) -m pytest -q -m "not chromium and not npm and not packaging"
+	$(PY) -m pytest -q -m "not chromium and not npm and not packaging and not nginx"
 
 # The sdist and the wheel (carrying the built C extensions: installs with no compiler) in
 # dist/. The wheel is built from the sdist, so a file the sdist lacks fails here. The pinned

@@ -68,7 +68,9 @@ def _wsgi_app(body: str) -> Callable[..., Iterable[bytes]]:
             start_response("200 OK", html)
             return [data]
         if path == "/api":
-            out = b'{"sampled": %s}' % (b"true" if environ["jsprof.sampled"] else b"false")
+            # The decision as the app sees it (none without the middleware: behind nginx).
+            said = environ.get("jsprof.sampled")
+            out = b'{"sampled": %s}' % {True: b"true", False: b"false", None: b"null"}[said]
             start_response("200 OK", [("Content-Type", "application/json")])
             return [out]
         if path == "/own-headers":
@@ -120,9 +122,12 @@ def asgi_server(rate: float, body: str = DEFAULT_BODY, **options: Any) -> Iterat
 
 
 @contextmanager
-def wsgi_server(rate: float, body: str = DEFAULT_BODY, **options: Any) -> Iterator[str]:
-    """A WSGI app behind WSGIMiddleware on wsgiref (its own thread); yields its origin."""
-    app = WSGIMiddleware(_wsgi_app(body), rate=rate, **options)
+def wsgi_server(rate: float | None, body: str = DEFAULT_BODY, **options: Any) -> Iterator[str]:
+    """A WSGI app behind WSGIMiddleware on wsgiref (its own thread); yields its origin.
+    With rate None, the app alone (what nginx proxies to)."""
+    app = _wsgi_app(body)
+    if rate is not None:
+        app = WSGIMiddleware(app, rate=rate, **options)
     server = wsgiref.simple_server.make_server("127.0.0.1", 0, app, handler_class=_QuietHandler)
     t = threading.Thread(target=server.serve_forever, daemon=True)
     t.start()
