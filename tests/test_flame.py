@@ -672,9 +672,276 @@ def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
     page = _page(browser, out.as_uri())
     assert page.evaluate("document.body.dataset.view") == "flame"
     tabs = page.locator("nav.tabs a").all_text_contents()
-    assert tabs == ["Flame", "Time", "Sandwich"]
+    assert tabs == ["Flame", "Time", "Sandwich", "Source"]
     assert "than base" in page.locator(".legend").text_content()
     page.locator("nav.tabs a[data-tab='time']").click()
     _wait(page, "document.body.dataset.view === 'time'")
     assert page.locator("[data-lane='worker 1']").count() == 1
+    assert page.errors == []
+
+
+# ---- the source view: each line's self time, equal to `report --by line` -------------------
+
+SOURCE_APP = """\
+function fib(n) {
+  return n < 2 ? n : fib(n - 1) + fib(n - 2);
+}
+
+function parse() {
+  // </script><img src=x onerror="document.body.setAttribute('data-pwned','1')"> & \u2028
+  let s = 0;
+  for (let i = 0; i < 4000; i++) {
+    s += JSON.parse('{"a": [1, 2, 3]}').a.length;
+  }
+  return s;
+}
+
+function main() {
+  const end = Date.now() + 500;
+  let s = 0;
+  while (Date.now() < end) {
+    s += fib(12);
+    s += parse();
+  }
+  return s;
+}
+main();
+"""
+
+
+def _source_app(tmp_path: Path, engine: str) -> tuple[Path, Path]:
+    """A real recording of SOURCE_APP (a page loading it, for Chromium), and the script."""
+    app = tmp_path / "app.js"
+    app.write_text(SOURCE_APP)
+    target = app
+    if engine == "chromium":
+        target = tmp_path / "page.html"
+        target.write_text('<!DOCTYPE html><html><body><script src="app.js"></script></body></html>')
+    out = tmp_path / f"app.{engine}.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
+         str(target)],
+        capture_output=True, text=True, timeout=180, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    return out, app
+
+
+def _report_lines(trace: Path, capsys, *extra: str) -> list[dict]:
+    capsys.readouterr()
+    assert main(["report", str(trace), "--by", "line", "--json", "--all", *extra]) == 0
+    return json.loads(capsys.readouterr().out)["rows"]
+
+
+def _source_rows(page) -> dict[int, tuple[str, str, str]]:
+    """line -> (self ms, samples, source text) of the source table."""
+    got = page.eval_on_selector_all(
+        "[data-table='source'] tbody tr[data-line]",
+        "trs => trs.map(tr => [+tr.dataset.line,"
+        " tr.querySelector('[data-col=self]').textContent,"
+        " tr.querySelector('[data-col=samples]').textContent,"
+        " tr.querySelector('.code').textContent])",
+    )
+    return {ln: (s, n, code) for ln, s, n, code in got}
+
+
+def _ms(v: float) -> str:
+    """As the viewer prints ms: 1 decimal, 3 below 0.1."""
+    return f"{v:.1f}" if v >= 0.1 or v == 0 else f"{v:.3f}"
+
+
+def _check_source_equals_report(browser, engine: str, tmp_path: Path, capsys) -> None:
+    trace, app = _source_app(tmp_path, engine)
+    rows = [r for r in _report_lines(trace, capsys) if r.get("resource") == app.as_uri()]
+    fn_rows = _report(trace, capsys)
+    page_file = _write_flame(trace, tmp_path / f"{engine}.html")
+    text = app.read_text().split("\n")
+    names = {r["name"] for r in rows if r["name"] in ("parse", "main", "fib")}
+    assert "parse" in names, rows
+    for name in sorted(names):
+        by_fn = next(r for r in fn_rows if r["name"] == name)
+        from urllib.parse import quote
+
+        page = _page(browser, page_file.as_uri() + "#view=source&fn=" + quote(name))
+        assert page.evaluate("document.body.dataset.view") == "source"
+        note = page.locator("[data-panel='function'] .note").first.text_content()
+        assert f"self {_ms(by_fn['self_ms'])} ms" in note
+        assert f"total {_ms(by_fn['total_ms'])} ms" in note
+        shown = _source_rows(page)
+        mine = [r for r in rows if r["name"] == name]
+        for r in mine:
+            ln = r["line"] or 0
+            s, n, code = shown[ln]
+            # report --json rounds to 3 decimals, the view shows 1: equal to its precision
+            assert float(s) == pytest.approx(r["self_ms"], abs=0.0505), (engine, r, s)
+            assert int(n) == r["self_samples"], (engine, r, n)
+            if ln:
+                assert code == text[ln - 1], (engine, ln, code)  # the line's own text
+        # Every other line shown has no time; the function's own lines are all there.
+        hot = {r["line"] or 0 for r in mine}
+        assert all(s == "" for ln, (s, _, _) in shown.items() if ln not in hot)
+        first = {"fib": 1, "parse": 5, "main": 14}[name]
+        assert shown[first][2] == text[first - 1]
+        assert page.locator("[data-note='nosource']").count() == 0
+        assert page.evaluate("document.body.hasAttribute('data-pwned')") is False
+        assert page.evaluate("document.querySelectorAll('img').length") == 0
+        assert page.errors == []
+    page = _page(browser, page_file.as_uri() + "#view=source&fn=parse")
+    # The comment line with markup in it is text, shown as written.
+    assert _source_rows(page)[6][2] == text[5]
+    png = tmp_path / f"source-{engine}.png"
+    page.screenshot(path=str(png))
+    assert Image.open(png).size == (1280, 700)
+
+
+def test_source_view_equals_report_quickjs(browser, tmp_path, capsys):
+    _check_source_equals_report(browser, "quickjs", tmp_path, capsys)
+
+
+def test_source_view_equals_report_node(browser, tmp_path, capsys):
+    _check_source_equals_report(browser, "node", tmp_path, capsys)
+
+
+def test_source_view_equals_report_chromium(browser, tmp_path, capsys):
+    _check_source_equals_report(browser, "chromium", tmp_path, capsys)
+
+
+def test_source_view_without_local_source_says_so(browser, data, tmp_path, capsys):
+    """The Node fixture names file:///home/user/bench/bench.js, not on this machine: the
+    view says so in a sentence and still lists report's lines; --embed-source DIR finds a
+    script by its name in DIR."""
+    trace = data / "node" / "bench.cpuprofile"
+    rows = [r for r in _report_lines(trace, capsys) if r["name"] == "sortObjects"]
+    page_file = _write_flame(trace, tmp_path / "bench.html")
+    page = _page(browser, page_file.as_uri() + "#view=source&fn=sortObjects")
+    note = page.locator("[data-note='nosource']").text_content()
+    bench = "file:///home/user/bench/bench.js"
+    assert f"No source for sortObjects: {bench} was not a local file" in note
+    assert "--embed-source DIR" in note
+    shown = _source_rows(page)
+    assert {r["line"] or 0 for r in rows} == set(shown)
+    for r in rows:
+        assert float(shown[r["line"] or 0][0]) == pytest.approx(r["self_ms"], abs=0.0505)
+    # A pseudo frame has no source at all.
+    page = _page(browser, page_file.as_uri() + "#view=source&fn=" + "(garbage collector)")
+    assert "not a function of a script" in page.locator("[data-note='nosource']").text_content()
+    # The script found in --embed-source DIR by its name.
+    d = tmp_path / "src"
+    d.mkdir()
+    lines = [f"// line {i}" for i in range(1, 60)]
+    (d / "bench.js").write_text("\n".join(lines))
+    out = tmp_path / "bench-embedded.html"
+    assert main(["flame", str(trace), "--embed-source", str(d), "-o", str(out)]) == 0
+    page = _page(browser, out.as_uri() + "#view=source&fn=sortObjects")
+    assert page.locator("[data-note='nosource']").count() == 0
+    shown = _source_rows(page)
+    assert shown[18][2] == "// line 18" and float(shown[18][0]) == pytest.approx(476.086, abs=0.05)
+    assert page.errors == []
+
+
+def test_source_view_refusals(tmp_path, capsys):
+    trace = tmp_path / "t.json"
+    io.save(_rec([["main", "a"]]), trace)
+    for args, want in (
+        (["--embed-source", str(tmp_path / "nope")], "not a folder"),
+        (["--embed-source", str(tmp_path), "--no-source"], "not allowed with"),
+    ):
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as e:
+            code = main(["flame", str(trace), "-o", str(tmp_path / "x.html"), *args])
+            raise SystemExit(code)
+        assert e.value.code == 2
+        err = capsys.readouterr().err
+        assert want in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
+    assert not (tmp_path / "x.html").exists()
+
+
+def test_no_source_keeps_the_numbers(tmp_path):
+    app = tmp_path / "app.js"
+    app.write_text(SOURCE_APP)
+    from jsprof.record import record
+
+    rec = record(str(app), sample_interval=1.0)
+    trace = tmp_path / "app.json"
+    io.save(rec, trace)
+    with_src, without = tmp_path / "a.html", tmp_path / "b.html"
+    assert main(["flame", str(trace), "-o", str(with_src)]) == 0
+    assert main(["flame", str(trace), "--no-source", "-o", str(without)]) == 0
+    assert "[1, 2, 3]" in with_src.read_text() and "[1, 2, 3]" not in without.read_text()
+    block = re.search(r'id="fg-source">(.*?)</script>', without.read_text()).group(1)
+    assert json.loads(block)["fns"]  # the per-line numbers stay
+
+
+def test_source_text_of_a_page_is_its_scripts():
+    from jsprof.analysis.source import SourceFile, script_text
+
+    page = "<html>\n<script>\nfunction f() {\n  return 1;\n}\n</script>\n<p>x</p></html>"
+    js = script_text(page, "file:///p.html?v=1")
+    assert js.split("\n")[2] == "function f() {" and "<p>" not in js
+    assert len(js) == len(page) and js.count("\n") == page.count("\n")
+    sf = SourceFile(page, "file:///p.html")
+    assert sf.function_lines(3, 10) == (3, 5)
+    # A frame with no name at a function's first character is the script's own code.
+    assert SourceFile("function g() {\n}\n", "a.js").function_lines(1, 1, named=False) is None
+
+
+SM_LIB = """\
+function computeChecksum(data) {
+  let h = 0;
+  for (let i = 0; i < data.length; i++) h = (h * 31 + data[i]) | 0;
+  return h;
+}
+"""
+SM_APP = """\
+function runWorkload() {
+  let total = 0;
+  const end = Date.now() + 400;
+  const rows = [];
+  for (let i = 0; i < 3000; i++) rows.push(i * 7 % 13);
+  while (Date.now() < end) total += computeChecksum(rows);
+  return total;
+}
+console.log(runWorkload() !== 0);
+"""
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+def test_source_view_through_a_source_map(browser, tmp_path, capsys, engine):
+    """A bundle (terser, one statement per line, the sources inside its map): with
+    --sourcemap the view shows the ORIGINAL file's lines, from the map's sourcesContent
+    (the original files are deleted first), and report --by line --sourcemap's numbers."""
+    terser = Path(__file__).parent / "js" / "node_modules" / ".bin" / "terser"
+    (tmp_path / "lib.js").write_text(SM_LIB)
+    (tmp_path / "app.js").write_text(SM_APP)
+    subprocess.run(
+        [str(terser), "lib.js", "app.js", "--compress", "--mangle", "toplevel", "--format",
+         "beautify=true", "--source-map", "url='bundle.js.map',includeSources", "-o",
+         "bundle.js"],
+        cwd=tmp_path, check=True,
+    )
+    lib_uri = (tmp_path / "lib.js").as_uri()
+    (tmp_path / "lib.js").unlink()
+    (tmp_path / "app.js").unlink()
+    out = tmp_path / f"bundle.{engine}.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
+         str(tmp_path / "bundle.js")],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert p.returncode == 0, p.stderr
+    rows = [r for r in _report_lines(out, capsys, "--sourcemap")
+            if r["name"] == "computeChecksum"]
+    assert rows and all(r["resource"] == lib_uri for r in rows), rows
+    page_file = tmp_path / "b.html"
+    assert main(["flame", str(out), "--sourcemap", "-o", str(page_file)]) == 0
+    page = _page(browser, page_file.as_uri() + "#view=source&fn=computeChecksum")
+    assert page.locator("[data-note='nosource']").count() == 0
+    shown = _source_rows(page)
+    lib = SM_LIB.split("\n")
+    assert [shown[ln][2] for ln in range(1, 6)] == lib[:5]  # the original, whole function
+    for r in rows:
+        s, n, _ = shown[r["line"] or 0]
+        assert float(s) == pytest.approx(r["self_ms"], abs=0.0505) and int(n) == r["self_samples"]
+    assert any(r["line"] == 3 for r in rows)  # the loop: the hot line, in the original
     assert page.errors == []

@@ -100,8 +100,14 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _load(path: str, args: argparse.Namespace, unmatched: list[str] | None = None) -> Recording:
-    """Load a trace and apply the shared filters the command was given."""
+def _load(
+    path: str,
+    args: argparse.Namespace,
+    unmatched: list[str] | None = None,
+    texts: dict[str, str] | None = None,
+) -> Recording:
+    """Load a trace and apply the shared filters the command was given (`texts` gets the
+    original sources the source maps carry)."""
     from . import io
     from .analysis import filters
 
@@ -109,7 +115,7 @@ def _load(path: str, args: argparse.Namespace, unmatched: list[str] | None = Non
     if getattr(args, "sourcemap", None) is not None:
         from . import sourcemap_files
 
-        rec = sourcemap_files.apply(rec, args.sourcemap or None)
+        rec = sourcemap_files.apply(rec, args.sourcemap or None, texts)
     return filters.apply(
         rec,
         path,
@@ -376,7 +382,13 @@ def cmd_flame(args: argparse.Namespace) -> int:
         out = args.trace + ".html"
     fmt = _flame_format(out)  # before loading: a bad name should not cost a parse
     io.check_output(out)
-    rec = _load(args.trace, args)
+    texts: dict[str, str] = {}
+    read = None
+    if not args.no_source:
+        from .sourcemap_files import source_reader
+
+        read = source_reader(args.embed_source, texts)  # checks DIR before any work
+    rec = _load(args.trace, args, texts=texts)
     if args.track is not None:
         rec.track(args.track)
     tree = build_call_tree(rec, args.track)
@@ -394,12 +406,19 @@ def cmd_flame(args: argparse.Namespace) -> int:
         color_by=args.color_by,
         rec=rec,
         track=args.track,
+        source=read,
     )
     io.atomic_write(out, doc.encode("utf-8"))
     print(f"wrote {out}", file=sys.stderr)
     if args.open:
         _open_in_browser(out)
     return 0
+
+
+def _source_reader() -> Any:
+    from .sourcemap_files import source_reader
+
+    return source_reader()
 
 
 def _open_in_browser(path: str) -> None:
@@ -473,8 +492,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
             subtitle="shape of NEW; red: more self time than BASE, blue: less",
             icicle=args.icicle,
             change=change,
-            rec=new,  # the same viewer: Time and Sandwich show NEW
+            rec=new,  # the same viewer: Time, Sandwich and Source show NEW
             track=args.track,
+            source=_source_reader(),
         )
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
@@ -1014,6 +1034,18 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         choices=("resource", "function"),
         default="resource",
         help="one colour per resource (script) or per function (default resource)",
+    )
+    src = fl.add_mutually_exclusive_group()
+    src.add_argument(
+        "--embed-source",
+        metavar="DIR",
+        help="the source view shows scripts that are local files (and a source map's "
+        "sources); also look for the others (http:// pages) in DIR, by URL path or file name",
+    )
+    src.add_argument(
+        "--no-source",
+        action="store_true",
+        help="put no source text in the page (its source view keeps the per-line numbers)",
     )
     _add_track_arg(fl, "only this track (default: all tracks together)")
     _add_filter_args(fl)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -26,6 +27,7 @@ import orjson
 
 from .analysis import sourcemap
 from .analysis.sourcemap import MAX_MAP_BYTES, SourceMap, SourceMapError
+from .errors import UsageError
 from .trace import Recording
 
 MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
@@ -137,11 +139,53 @@ def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
     return found
 
 
-def apply(rec: Recording, where: str | None = None) -> Recording:
-    """Every track with source maps applied (from `where`, else beside local scripts)."""
+def apply(
+    rec: Recording, where: str | None = None, texts: dict[str, str] | None = None
+) -> Recording:
+    """Every track with source maps applied (from `where`, else beside local scripts).
+    `texts`, when given, gets the original sources the maps carry (`sourcesContent`) by
+    their URL, for a viewer that shows them."""
     tracks = []
     for t in rec.tracks:
         maps = find_maps(t.trace.resources, where)
+        if texts is not None:
+            for sm in maps.values():
+                for s, content in enumerate(sm.contents):
+                    if content is not None:
+                        texts.setdefault(sm.source_url(s), content)
         mapped = sourcemap.apply_to_trace(t.trace, maps)
         tracks.append(replace(t, trace=mapped, spans=None if maps else t.spans))
     return Recording(tracks)
+
+
+def source_reader(
+    embed_dir: str | None = None, texts: dict[str, str] | None = None
+) -> Callable[[str], str | None]:
+    """The text of a script by its resource URL, for `flame`'s source view: a source map's
+    `sourcesContent` (`texts`, from `apply`), the local file, or (for a URL that is no
+    local file, like `http://host/js/app.js`) the file under `embed_dir` at the URL's path
+    (`DIR/js/app.js`), else its name (`DIR/app.js`). None when none is there; files over
+    MAX_SOURCE_BYTES are not read."""
+    if embed_dir is not None and not os.path.isdir(embed_dir):
+        raise UsageError(
+            f"--embed-source {embed_dir}: not a folder (give the folder that holds the scripts)"
+        )
+    base = Path(embed_dir).resolve() if embed_dir is not None else None
+
+    def read(url: str) -> str | None:
+        if texts and url in texts:
+            return texts[url]
+        got = read_source(url)
+        if got is not None or base is None:
+            return got
+        path = unquote(urlparse(url).path if "://" in url else url).lstrip("/")
+        for rel in (path, os.path.basename(path)):
+            cand = (base / rel).resolve()
+            # Only files inside DIR: a URL's `..` does not climb out of it.
+            if rel and cand.is_relative_to(base) and cand.is_file():
+                got = read_source(str(cand))
+                if got is not None:
+                    return got
+        return None
+
+    return read

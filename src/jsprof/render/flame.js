@@ -231,6 +231,7 @@
   if (html && modelEl) {
     if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
     if (doc.getElementById("v-time")) viewMakers.time = timeView;
+    if (doc.getElementById("v-source")) viewMakers.source = sourceView;
   }
   // The model is parsed when a view first needs it: the flame graph opens without it.
   function getView(name) {
@@ -331,6 +332,19 @@
     tipEl.style.left = left + "px";
     tipEl.style.top = top + "px";
   }
+  // The model's function named `name` (and at `loc`, when given): the widest of that name.
+  function findFn(M, name, loc) {
+    var best = -1;
+    for (var f = 0; f < M.fname.length; f++) {
+      if (M.fname[f] !== name || (loc && M.floc[f] !== loc)) continue;
+      if (best < 0 || M.ftotal[f] > M.ftotal[best]) best = f;
+    }
+    return best;
+  }
+  function fnLink(view, M, f, text) {
+    return el("a", {href: "#view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
+      "&loc=" + encodeURIComponent(M.floc[f])}, text);
+  }
   // A merged tree (trie keyed by function) drawn as a flame: `up` puts the root at the
   // bottom (callers above), else at the top (callees below). Nodes: {f, v, kids: {f: node}}.
   function drawTrie(root, W, up, onPick, total) {
@@ -368,6 +382,16 @@
       s.appendChild(g);
     });
     return s;
+  }
+
+  // The chosen function's name, location, self and total (as `report` counts them).
+  function fnHead(M, f) {
+    var head = el("div", {"class": "panel", "data-panel": "function"});
+    head.appendChild(el("h2", {}, M.fname[f]));
+    head.appendChild(el("div", {"class": "note"}, (M.floc[f] ? M.floc[f] + " \u00b7 " : "") +
+      "self " + ms(M.fself[f]) + " ms (" + pct(M.fself[f], M.total) + "%) \u00b7 total " +
+      ms(M.ftotal[f]) + " ms (" + pct(M.ftotal[f], M.total) + "%)"));
+    return head;
   }
 
   // ---- sandwich: functions table, callers above, callees below ------------------------------
@@ -504,11 +528,8 @@
         return;
       }
       var f = chosen, tops = outer(f), W = Math.max(side.clientWidth - 4, 300);
-      var head = el("div", {"class": "panel", "data-panel": "function"});
-      head.appendChild(el("h2", {}, M.fname[f]));
-      head.appendChild(el("div", {"class": "note"}, (M.floc[f] ? M.floc[f] + " \u00b7 " : "") +
-        "self " + ms(M.fself[f]) + " ms (" + pct(M.fself[f], M.total) + "%) \u00b7 total " +
-        ms(M.ftotal[f]) + " ms (" + pct(M.ftotal[f], M.total) + "%)"));
+      var head = fnHead(M, f);
+      if (viewMakers.source) head.appendChild(el("div", {"class": "links"})).appendChild(fnLink("source", M, f, "Source, line by line"));
       var up = el("div", {"class": "panel", "data-panel": "callers"});
       up.appendChild(el("h2", {}, "Callers (merged; " + M.fname[f] + " at the bottom)"));
       up.appendChild(drawTrie(callers(f, tops), W, true, pick, M.total));
@@ -523,20 +544,12 @@
       // Through the hash, so the choice is a link and Back returns to the last one.
       location.hash = "view=sandwich&fn=" + encodeURIComponent(M.fname[f]);
     }
-    function find(name, loc) {
-      var best = -1;
-      for (var f = 0; f < NF; f++) {
-        if (M.fname[f] !== name || (loc && M.floc[f] !== loc)) continue;
-        if (best < 0 || M.ftotal[f] > M.ftotal[best]) best = f;
-      }
-      return best;
-    }
     return {
       show: function (p) {
         if (!built) build();
         if (input) input.placeholder = "Search functions ( / )";
         filter = (input ? input.value : "").toLowerCase();
-        chosen = p && p.fn !== undefined ? find(p.fn, p.loc) : chosen;
+        chosen = p && p.fn !== undefined ? findFn(M, p.fn, p.loc) : chosen;
         fill();
         draw();
       },
@@ -546,6 +559,145 @@
       }
     };
   }
+  // ---- source: a function's lines with the self time of each, as `report --by line` --------
+
+  function sourceView(M) {
+    var sec = doc.getElementById("v-source"), S = null, chosen = -1, filter = "";
+    var byF = {}, text = [];
+    function load() {
+      var blk = doc.getElementById("fg-source");
+      S = blk ? JSON.parse(blk.textContent) : {lineData: false, total: M.total, files: [], chunks: [], fns: []};
+      S.files.forEach(function () { text.push({}); });
+      S.chunks.forEach(function (c) {
+        for (var k = 0; k < c[2].length; k++) text[c[0]][c[1] + k] = c[2][k];
+      });
+      S.fns.forEach(function (e) { byF[e[0]] = e; });
+    }
+    function pick(f) { location.hash = "view=source&fn=" + encodeURIComponent(M.fname[f]) + "&loc=" + encodeURIComponent(M.floc[f]); }
+    function list() {
+      var box = el("div", {"class": "panel", "data-panel": "list"});
+      box.appendChild(el("p", {"class": "note"}, S.lineData ?
+        "Choose a function to see its source with the self time of each line." :
+        "This recording has no per-line data (the engine did not record which line ran): choose a function to see its source."));
+      var table = el("table", {"class": "fn"}), head = el("tr", {});
+      ["Self ms", "Total ms", "Function", "Location"].forEach(function (h, k) {
+        head.appendChild(el("th", {"class": k >= 2 ? "name" : ""}, h));
+      });
+      table.appendChild(head);
+      var fs = S.fns.map(function (e) { return e[0]; }).filter(function (f) {
+        return !filter || M.fname[f].toLowerCase().indexOf(filter) >= 0 || M.floc[f].toLowerCase().indexOf(filter) >= 0;
+      });
+      fs.sort(function (x, y) { return (M.fself[y] - M.fself[x]) || (M.ftotal[y] - M.ftotal[x]) || (x - y); });
+      fs.slice(0, 400).forEach(function (f) {
+        var tr = el("tr", {"data-f": f});
+        tr.appendChild(el("td", {}, ms(M.fself[f])));
+        tr.appendChild(el("td", {}, ms(M.ftotal[f])));
+        tr.appendChild(el("td", {"class": "name", title: M.fname[f]}, M.fname[f]));
+        tr.appendChild(el("td", {"class": "loc", title: M.floc[f]}, M.floc[f]));
+        tr.addEventListener("click", function () { pick(f); });
+        table.appendChild(tr);
+      });
+      box.appendChild(table);
+      return box;
+    }
+    // Why a function shows no source: one sentence.
+    function why(f, e) {
+      var name = M.fname[f], loc = M.floc[f], file = loc.replace(/:\d+(:\d+)?$/, "");
+      if (!loc || (e && e[9] === "noscript")) {
+        return name + " has no source to show: it is not a function of a script (the engine's own time or a native).";
+      }
+      if (e && e[9] === "cap") {
+        return "The source of " + name + " is not in this file: the page holds at most 2 MB of source, spent on functions with more time.";
+      }
+      return "No source for " + name + ": " + file + " was not a local file when this page was written" +
+        " (write it with `jsprof flame --embed-source DIR`, DIR holding the script" +
+        (/^(https?|file):/.test(file) ? "" : ", or --sourcemap for a bundle") + ").";
+    }
+    function row(tb, ln, self, n, code, max) {
+      var tr = el("tr", {"data-line": ln});
+      var td = el("td", {"class": "ln"}, ln > 0 ? String(ln) : "?");
+      tr.appendChild(td);
+      var a = el("td", {"data-col": "self"}, self > 0 ? ms(self) : "");
+      var b = el("td", {}, self > 0 ? pct(self, S.total) : "");
+      var c = el("td", {"data-col": "samples"}, n > 0 ? String(n) : "");
+      if (self > 0) {
+        // Hotter lines redder: the share of the function's hottest line.
+        var heat = "hsl(8,85%," + (96 - 30 * Math.min(self / (max || 1), 1)).toFixed(0) + "%)";
+        a.style.background = b.style.background = c.style.background = heat;
+        tr.className = "hot";
+      }
+      tr.appendChild(a); tr.appendChild(b); tr.appendChild(c);
+      tr.appendChild(el("td", {"class": "code"}, code));
+      tb.appendChild(tr);
+    }
+    function draw() {
+      sec.textContent = "";
+      if (chosen < 0) { sec.appendChild(list()); return; }
+      var f = chosen, e = byF[f];
+      var head = fnHead(M, f);
+      var links = el("div", {"class": "links"});
+      links.appendChild(fnLink("sandwich", M, f, "Callers and callees"));
+      head.appendChild(links);
+      sec.appendChild(head);
+      var box = el("div", {"class": "panel", "data-panel": "source"});
+      sec.appendChild(box);
+      if (!S.lineData) {
+        box.appendChild(el("p", {"class": "note", "data-note": "nolines"},
+          "This recording has no per-line data (the engine did not record which line ran), so no line has a time."));
+      }
+      if (!e || e[1] < 0) box.appendChild(el("p", {"class": "note", "data-note": "nosource"}, why(f, e)));
+      if (!e) return;
+      var lines = e[4], mss = e[5], ns = e[6], at = {}, max = 0, sum = e[7], cnt = e[8];
+      for (var k = 0; k < lines.length; k++) {
+        at[lines[k]] = k;
+        if (mss[k] > max) max = mss[k];
+        sum += mss[k]; cnt += ns[k];
+      }
+      if (S.lineData) {
+        box.appendChild(el("p", {"class": "note", "data-note": "sum"},
+          "Self time by the line that was executing: " + ms(sum) + " ms in " + cnt + " sample" + (cnt === 1 ? "" : "s") +
+          (e[1] >= 0 ? " \u00b7 " + S.files[e[1]] + ", lines " + e[2] + "\u2013" + e[3] : "") +
+          ". A call's line is not recorded, so a line's time is its own, not its callees'."));
+      }
+      var table = el("table", {"class": "fn src", "data-table": "source"}), head2 = el("tr", {});
+      ["Line", "Self ms", "Self %", "Samples", "Source"].forEach(function (h, k) {
+        head2.appendChild(el("th", {"class": k === 4 ? "name" : ""}, h));
+      });
+      var thead = el("thead", {});
+      thead.appendChild(head2);
+      table.appendChild(thead);
+      var tb = el("tbody", {});
+      if (e[7] > 0 || e[8] > 0) row(tb, 0, e[7], e[8], "(line unknown: the engine or the source map could not place these samples)", max);
+      if (e[1] >= 0) {
+        var T = text[e[1]], gap = 0;
+        for (var ln = e[2]; ln <= e[3]; ln++) {
+          var t = T[ln];
+          if (t === undefined) { gap++; continue; }
+          if (gap) { tb.appendChild(el("tr", {"class": "gap"})).appendChild(el("td", {colspan: 5}, "\u22ef " + gap + " line" + (gap === 1 ? "" : "s"))); gap = 0; }
+          var j = at[ln];
+          row(tb, ln, j === undefined ? 0 : mss[j], j === undefined ? 0 : ns[j], t, max);
+        }
+      } else {
+        for (k = 0; k < lines.length; k++) row(tb, lines[k], mss[k], ns[k], "", max);
+      }
+      table.appendChild(tb);
+      box.appendChild(table);
+    }
+    return {
+      show: function (p) {
+        if (!S) load();
+        if (input) input.placeholder = "Search functions ( / )";
+        filter = (input ? input.value : "").toLowerCase();
+        chosen = p && p.fn !== undefined ? findFn(M, p.fn, p.loc) : -1;
+        draw();
+      },
+      search: function (q) {
+        filter = (q || "").toLowerCase();
+        if (S && chosen < 0) draw();
+      }
+    };
+  }
+
   // ---- time: a chronological flame chart per track, markers and spans, zoom and range ----
 
   function timeView(M) {

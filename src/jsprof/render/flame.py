@@ -19,6 +19,7 @@ import hashlib
 import html
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,8 @@ import orjson
 
 from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
-from ..analysis.profile import _tracks, repeats_an_ancestor, subtree_sums
+from ..analysis.profile import FunctionKey, _tracks, hot_lines, repeats_an_ancestor, subtree_sums
+from ..analysis.source import SourceFile
 from ..trace import MARKERS, NO_STACK_NAMES, NONE, Recording, function_keys, sample_weights
 
 ROW = 16  # px per stack level
@@ -150,6 +152,129 @@ def viewer_model(tree: CallTree) -> dict:
         "tot": [round(float(v), 6) for v in tm[nodes]],
         "total": total,
         "nfunctions": int((total_n > 0).sum()),
+        # For source_model, popped before the model is written: the functions' keys.
+        "_keys": funcs,
+    }
+
+
+# The source view embeds only what it shows: each function's own lines (or windows around
+# its sampled lines when it is long), lines cut at SOURCE_LINE_CHARS, SOURCE_CHARS in all.
+SOURCE_CHARS = 2_000_000
+SOURCE_LINE_CHARS = 400
+SOURCE_FN_LINES = 300
+SOURCE_FUNCTIONS = 5_000
+SOURCE_WINDOW = 6  # lines either side of a sampled line in a long function
+
+
+def source_model(
+    rec: Recording,
+    keys: list[FunctionKey],
+    ftotal: list[float],
+    track: str | None,
+    read: Callable[[str], str | None] | None,
+) -> dict:
+    """The source view's data: per model function (index into `keys`), its self ms and
+    samples per executing line as `report --by line` counts them (`hot_lines`), the line
+    range shown, and the text of those lines where `read` (URL -> text or None) has it.
+    `why` says why a function has no text: "noscript" (no script: a native or the
+    engine's own frame), "nolocal" (its script is not a file here), "cap" (the size cap)."""
+    lines = hot_lines(rec, track)
+    rows: dict[FunctionKey, list[tuple[int, float, int]]] = {}
+    total = 0.0
+    if lines is not None:
+        total = lines.total_ms
+        st = lines.stats
+        for k, m, n in zip(st.keys, st.self_ms.tolist(), st.self_samples.tolist(), strict=True):
+            rows.setdefault(k.function, []).append((int(k.line), m, n))
+    texts: dict[str, SourceFile | None] = {}
+    kept: dict[str, dict[int, str]] = {}  # per file: line -> text
+    files: dict[str, int] = {}
+    budget = SOURCE_CHARS
+    out = []
+    for f in sorted(range(len(keys)), key=lambda i: -ftotal[i]):
+        key = keys[f]
+        got = rows.get(key, [])
+        if not got and (read is None or key.resource is None or not key.line):
+            continue
+        known = sorted(r for r in got if r[0] > 0)
+        unk_ms = sum(r[1] for r in got if r[0] <= 0)
+        unk_n = sum(r[2] for r in got if r[0] <= 0)
+        sf = None
+        why = ""
+        if key.resource is None:
+            why = "noscript"
+        elif read is not None:
+            if key.resource not in texts:
+                text = read(key.resource)
+                texts[key.resource] = None if text is None else SourceFile(text, key.resource)
+            sf = texts[key.resource]
+            if sf is None:
+                why = "nolocal"
+        else:
+            why = "nolocal"
+        a = b = 0
+        shown: list[int] = []
+        if sf is not None and len(out) < SOURCE_FUNCTIONS:
+            span = sf.function_lines(key.line, key.column, bool(key.name))
+            a, b = span if span is not None else (key.line or known[0][0], key.line or 0)
+            if known:
+                a, b = min(a, known[0][0]), max(b, known[-1][0])
+            if span is None and not known:
+                b = a + 9
+            b = min(b, len(sf.lines))
+            if b - a + 1 <= SOURCE_FN_LINES:
+                shown = list(range(a, b + 1))
+            else:
+                want = set(range(a, min(a + SOURCE_WINDOW, b) + 1))
+                for ln, _, _ in known:
+                    want.update(range(max(a, ln - SOURCE_WINDOW), min(b, ln + SOURCE_WINDOW) + 1))
+                shown = sorted(want)[: SOURCE_FN_LINES * 4]
+            have = kept.setdefault(key.resource, {})  # type: ignore[arg-type]
+            new = [ln for ln in shown if ln not in have]
+            cost = sum(min(len(sf.lines[ln - 1]), SOURCE_LINE_CHARS) + 4 for ln in new)
+            if cost > budget:
+                why, shown = "cap", []
+            else:
+                budget -= cost
+                for ln in new:
+                    t = sf.lines[ln - 1].rstrip("\r")
+                    if len(t) > SOURCE_LINE_CHARS:
+                        t = t[: SOURCE_LINE_CHARS - 1] + "\u2026"
+                    have[ln] = clean(t)
+        if not got and not shown:
+            continue
+        if shown:
+            fi = files.setdefault(key.resource, len(files))  # type: ignore[arg-type]
+        else:
+            fi = -1
+            a = known[0][0] if known else 0
+            b = known[-1][0] if known else 0
+        out.append([
+            f, fi, a, b,
+            [r[0] for r in known], [round(r[1], 6) for r in known], [r[2] for r in known],
+            round(unk_ms, 6), unk_n, why,
+        ])
+    chunks = []
+    for url, fi in files.items():
+        have = kept.get(url, {})
+        run: list[str] = []
+        first = prev = 0
+        for ln in sorted(have):
+            if run and ln != prev + 1:
+                chunks.append([fi, first, run])
+                run = []
+            if not run:
+                first = ln
+            run.append(have[ln])
+            prev = ln
+        if run:
+            chunks.append([fi, first, run])
+    return {
+        "lineData": lines is not None,
+        "total": total,
+        "files": [clean(u) for u in files],
+        "chunks": chunks,
+        "fns": out,
     }
 
 
@@ -538,11 +663,14 @@ def render_flame(
     min_width_px: float = 0.1,
     rec: Recording | None = None,
     track: str | None = None,
+    source: Callable[[str], str | None] | None = None,
 ) -> str:
     """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
 
     The HTML page is the viewer: the flame graph, a sandwich view and, given the
-    Recording `tree` was built from (`rec`, `track`), a time view of its tracks.
+    Recording `tree` was built from (`rec`, `track`), a time view of its tracks and a
+    source view (per-line self time; the text of the scripts `source`, URL -> text or
+    None, gives: flame.py reads no files).
 
     `change` (from analysis.diff.tree_changes) makes it a differential flame graph: the
     tree's shape, each frame coloured by how its call path's self share moved.
@@ -581,12 +709,15 @@ def render_flame(
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
     m = viewer_model(tree)
+    keys = m.pop("_keys")
     views: tuple[str, ...] = ("flame", "sandwich")
+    src = None
     if rec is not None and len(tree.track_stack_node):
         m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track)
-        views = ("flame", "time", "sandwich")
+        views = ("flame", "time", "sandwich", "source")
+        src = script_json(source_model(rec, keys, m["ftotal"], track, source))
     model = script_json(m)
-    return _html_document(fr, data, title, subtitle, legend, width, model, views)
+    return _html_document(fr, data, title, subtitle, legend, width, model, views, src)
 
 
 _CSS = """
@@ -698,9 +829,22 @@ canvas { display: block; }
 .lane { margin: 4px 0 8px; border-top: 1px solid #e3e3e6; }
 .lane-name { font-weight: 600; color: #444; padding: 3px 0; font-size: 12px; }
 .lane canvas { cursor: crosshair; }
+#v-source { padding: 8px 16px 16px; }
+#v-source .panel { max-width: 1400px; }
+.panel .links { font-size: 12px; padding: 2px 0; }
+.panel .links a { color: #0b61c4; }
+table.src td { border-top: none; padding: 0 6px; }
+table.src th, table.src td { width: 1%; }
+table.src th.name, table.src td.code { width: auto; }
+table.src td.ln { color: #8e8e93; }
+table.src td.code { text-align: left; white-space: pre; font-family: ui-monospace,
+  "DejaVu Sans Mono", Menlo, Consolas, monospace; color: #1d1d1f; }
+table.src tr.hot td.code { background: #fff4ef; }
+table.src tr.gap td { color: #8e8e93; text-align: left; padding: 2px 6px; }
+table.src tr:hover td { background: #f4f8fd; }
 """.replace("FONT", str(FONT))
 
-VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"))
+VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"), ("source", "Source"))
 
 
 def _html_document(
@@ -712,6 +856,7 @@ def _html_document(
     width: int,
     model: str,
     views: tuple[str, ...],
+    source: str | None = None,
 ) -> str:
     legend_html = "".join(
         f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
@@ -751,5 +896,6 @@ def _html_document(
         '<div id="fg-tip" role="tooltip"></div>\n'
         f'<script type="application/json" id="fg-data">{data}</script>\n'
         f'<script type="application/json" id="fg-model">{model}</script>\n'
-        f"<script>{flame_script()}</script>\n</body>\n</html>\n"
+        + (f'<script type="application/json" id="fg-source">{source}</script>\n' if source else "")
+        + f"<script>{flame_script()}</script>\n</body>\n</html>\n"
     )
