@@ -64,3 +64,74 @@ def merged_recording(traces: list[ProfilerTrace], intervals: list[float]) -> Rec
         Track(f"t{i}", tr, sample_interval=iv)
         for i, (tr, iv) in enumerate(zip(traces, intervals, strict=True))
     ])
+
+
+# ---- page loads resampled from real Chromium traces ------------------------------------------
+
+REAL_TRACES = ("trace-basic.json", "trace-builtins.json", "trace-idle.json")
+
+
+def _real_samples() -> list[tuple[np.ndarray, list, list]]:
+    """Per real trace (tests/data/chromium, Chromium's own Profiler): each sample's time
+    step from the one before, its stack as frames (name, url, line, column) outermost
+    first (None: no stack), and its leaf function's name."""
+    from pathlib import Path
+
+    from jsprof import io
+
+    out = []
+    for name in REAL_TRACES:
+        tr = io.load(Path(__file__).parent / "data" / "chromium" / name).tracks[0].trace
+        frames = [(f.name, None if f.resource_id is None else tr.resources[f.resource_id],
+                   f.line, f.column) for f in tr.frames]
+        memo: dict[int, tuple] = {}
+
+        def path(sid: int, memo: dict = memo, tr: ProfilerTrace = tr,
+                 frames: list = frames) -> tuple:
+            if sid not in memo:
+                out_: list = []
+                s = sid
+                while s >= 0:
+                    out_.append(frames[int(tr.stack_frame[s])])
+                    s = int(tr.stack_parent[s])
+                memo[sid] = tuple(reversed(out_))
+            return memo[sid]
+
+        stacks = [None if s < 0 else path(int(s)) for s in tr.sample_stack.tolist()]
+        step = np.diff(tr.sample_time, prepend=tr.sample_time[0] - 10.0)
+        out.append((step, stacks, [None if s is None else s[-1][0] for s in stacks]))
+    return out
+
+
+_REAL: list = []
+
+
+def resampled_page_load(rng: np.random.Generator, plant: str | None = None,
+                        repeat: int = 1, only: tuple[int, ...] = (0, 1, 2),
+                        block: int = 10, blocks: tuple[int, int] = (30, 31)) -> ProfilerTrace:
+    """One page load made of the real traces' samples: blocks of `block` consecutive
+    samples drawn with replacement from each of the traces `only` (indexes into
+    REAL_TRACES), `blocks` (low, high exclusive) blocks each, times rebuilt from the real
+    steps. `plant`: every
+    sample whose leaf function has that name is taken `repeat` more times (a planted
+    slowdown of that real function)."""
+    if not _REAL:
+        _REAL.extend(_real_samples())
+    b = TraceBuilder()
+    t = 0.0
+    sid: dict[tuple, int | None] = {}  # a real stack -> its id in this page load
+    for k in only:
+        step, stacks, leaf = _REAL[k]
+        n = len(step)
+        for start in rng.integers(0, n - block, size=int(rng.integers(*blocks))).tolist():
+            for i in range(start, start + block):
+                times = 1 + (repeat if plant is not None and leaf[i] == plant else 0)
+                st = stacks[i]
+                if st is not None and st not in sid:
+                    sid[st] = b.stack_id(
+                        b.frame_id(nm, None if u is None else b.resource_id(u), ln, c)
+                        for nm, u, ln, c in st)
+                for _ in range(times):
+                    t += float(step[i])
+                    b.add_sample(t, None if st is None else sid[st])
+    return b.build()

@@ -4,15 +4,18 @@ exit 1; stores without a planted change report nothing, exit 0."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import orjson
 
-from fleet_util import make_trace, upload
+from fleet_util import make_trace, resampled_page_load, upload
 from jsprof.store import Store
-from serve_util import JSPROF
+from serve_util import JSPROF, READ_TOKEN, Collector
 
 
 def _store(path: Path, releases: list[tuple[str, str | None]], seed: int) -> Path:
@@ -29,9 +32,9 @@ def _store(path: Path, releases: list[tuple[str, str | None]], seed: int) -> Pat
     return path
 
 
-def _run(store: Path) -> tuple[int, dict]:
+def _run(store: Path, *extra: str) -> tuple[int, dict]:
     r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store), "--app",
-                        "shop", "--json"], capture_output=True, text=True, timeout=300)
+                        "shop", "--json", *extra], capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, orjson.loads(r.stdout)
 
@@ -79,3 +82,168 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = subprocess.run(base + ["--route", "/cart"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout == "no regressions over 2 releases\n", r.stderr
+
+
+# ---- page loads resampled from real Chromium traces ------------------------------------------
+#
+# Each upload is a page load made of blocks of the three real Chromium traces'
+# (tests/data/chromium) samples, drawn with replacement: the real functions, stacks and
+# sample steps, varying as real page loads vary. 48 uploads over 4 UTC days (12 a day)
+# and 3 releases (16 each, one release after another within each day), so days and
+# releases are different partitions of one store.
+
+DAY = 86400e3
+T0 = 1795651200e3  # 2026-11-26 00:00 UTC
+RELS = ["1.9.0", "1.10.0", "1.11.0"]
+DAYS = ["2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29"]
+N_UPLOADS = 48
+
+
+def _real_store(path: Path, seed: int, plant: Callable[[int, int, str], str | None] | None
+                = None) -> Path:
+    """`plant(i, day, release)`: "fib" (fib 6x slower in that page load), "none" (a page
+    load without the trace fib runs in), or None (as drawn)."""
+    st = Store(path)
+    rng = np.random.default_rng(seed)
+    for i in range(N_UPLOADS):
+        day, rel = i // 12, RELS[i % 3]
+        how = plant(i, day, rel) if plant else None
+        tr = (resampled_page_load(rng, only=(1, 2)) if how == "none"
+              else resampled_page_load(rng, plant=how, repeat=5))
+        upload(st, f"u{i:02d}", tr, app="shop", release=rel, route="/cart",
+               receivedAt=T0 + day * DAY + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+    st.close()
+    return path
+
+
+def _fib_self_ms(trace_doc: bytes) -> float:
+    """fib's self time in one upload as read back (GET /v1/traces/{id} or the store)."""
+    from jsprof.analysis.profile import summarize
+    from jsprof.formats import read_any
+
+    sm = summarize(read_any(trace_doc, "upload"))
+    return sum(float(ms) for k, ms in zip(sm.stats.keys, sm.stats.self_ms, strict=True)
+               if k.name == "fib")
+
+
+# The planted release regression: fib 6x slower from 1.10.0 on, except in 1.10.0's newest
+# upload (u46), a page load that never runs fib: it is no example of the regression.
+def _by_release(i: int, day: int, rel: str) -> str | None:
+    return None if rel == "1.9.0" else "none" if i == 46 else "fib"
+
+
+# The planted day regression: fib 6x slower from 2026-11-28 on (every release), except in
+# that day's newest upload (u35).
+def _by_day(i: int, day: int, rel: str) -> str | None:
+    return None if day < 2 else "none" if i == 35 else "fib"
+
+
+def test_planted_release_regression_in_real_traces(tmp_path: Path) -> None:
+    store = _real_store(tmp_path / "s", 31, _by_release)
+    code, doc = _run(store)
+    assert code == 1 and doc["by"] == "release" and doc["releases"] == RELS
+    (reg,) = doc["regressions"]
+    assert (reg["name"], reg["release"], reg["baseRelease"]) == ("fib", "1.10.0", "1.9.0")
+    assert reg["selfPp"] > 2 and reg["selfPpCi"][0] > 0
+    assert reg["afterMsPerLoad"] > 2 * reg["beforeMsPerLoad"] > 0
+    # The examples are 1.10.0 uploads that hold fib (read back from the store), never the
+    # newest one, which does not (the examples were the newest three, fib or not).
+    st = Store(store)
+    try:
+        assert len(reg["exampleIds"]) == 3 and "u46" not in reg["exampleIds"]
+        for uid in reg["exampleIds"]:
+            meta, body = st.get(uid)
+            assert meta["release"] == "1.10.0" and _fib_self_ms(body) > 0, uid
+        assert _fib_self_ms(st.get("u46")[1]) == 0
+    finally:
+        st.close()
+
+
+def test_planted_day_regression_local_url_and_http_alike(tmp_path: Path) -> None:
+    store = _real_store(tmp_path / "s", 32, _by_day)
+    code, doc = _run(store, "--by", "day")
+    assert code == 1 and doc["by"] == "day" and doc["days"] == DAYS and not doc["skipped"]
+    # fib rose on 2026-11-28 and stayed up on 11-29: reported once, at the first day.
+    (reg,) = doc["regressions"]
+    assert (reg["name"], reg["day"], reg["baseDay"]) == ("fib", "2026-11-28", "2026-11-27")
+    assert "release" not in reg and "baseRelease" not in reg
+    assert reg["selfPp"] > 2 and reg["selfPpCi"][0] > 0
+    assert reg["afterMsPerLoad"] > 2 * reg["beforeMsPerLoad"] > 0
+    assert len(reg["exampleIds"]) == 3 and "u35" not in reg["exampleIds"]
+    # The text says the day.
+    r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store), "--app",
+                        "shop", "--by", "day"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "at day 2026-11-28 (after 2026-11-27)" in r.stdout, r.stderr
+    # Over a running collector: `--url` and the HTTP route give the same document.
+    col = Collector(store, "--app", "shop:k1")
+    try:
+        env = dict(os.environ, JSPROF_READ_TOKEN=READ_TOKEN)
+        r = subprocess.run([str(JSPROF), "fleet", "regressions", "--url", col.url, "--app",
+                            "shop", "--by", "day", "--json"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        assert r.returncode == 1, r.stderr
+        assert orjson.loads(r.stdout) == doc
+        auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+        status, _, body = col.request("GET", "/v1/query/regressions?app=shop&by=day",
+                                      headers=auth)
+        assert status == 200 and orjson.loads(body) == doc
+        # Each example, fetched as any reader would, holds fib and is of that day.
+        for uid in reg["exampleIds"]:
+            status, _, body = col.request("GET", f"/v1/traces/{uid}", headers=auth)
+            assert status == 200 and _fib_self_ms(body) > 0, uid
+            at = orjson.loads(body)["jsprof"]["meta"]["receivedAt"]
+            assert T0 + 2 * DAY <= at < T0 + 3 * DAY
+        # Mistakes are a 400 in one sentence, and `--url` says the server's words.
+        for q, said in (("by=week", "query parameter by: 'week'; use release or day"),
+                        ("min_change=nan", "query parameter min_change: expected"),
+                        ("relase=1", "query parameter 'relase': not one"),
+                        ("route=/nope", "route '/nope' matches no route of app shop")):
+            status, _, body = col.request("GET", f"/v1/query/regressions?app=shop&{q}",
+                                          headers=auth)
+            assert status == 400 and said in orjson.loads(body)["error"], (q, body)
+        r = subprocess.run([str(JSPROF), "fleet", "regressions", "--url", col.url, "--app",
+                            "shop", "--route", "/nope"], capture_output=True, text=True,
+                           timeout=300, env=env)
+        assert r.returncode == 2 and "matches no route" in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1
+    finally:
+        col.stop()
+
+
+FP_STORES = 20
+
+
+def test_false_positive_rate_on_resampled_real_traces(tmp_path: Path) -> None:
+    """20 stores of real-trace page loads with no planted change, each asked by release
+    and by day (40 queries, ~1,900 function rises judged): the measured false-positive
+    rate, 0 of 40, is the one docs/field.md states. (With `fleet diff`'s percentile
+    bootstrap as the rule, these stores reported something in 8 of 40.)"""
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import regressions
+
+    reported = 0
+    tests = 0
+    for k in range(FP_STORES):
+        path = _real_store(tmp_path / f"c{k}", 1000 + k)
+        with api.session(api.open_store(path)) as s:
+            for by in ("release", "day"):
+                doc = regressions(s, Filters(app="shop"), by=by)
+                assert not doc["skipped"] and len(doc[f"{by}s"]) == (3 if by == "release" else 4)
+                tests += doc["tests"]
+                reported += bool(doc["regressions"])
+        shutil.rmtree(path)
+    rate = reported / (2 * FP_STORES)
+    print(f"false positives: {reported} of {2 * FP_STORES} clean queries ({rate:.0%}); "
+          f"{tests} rises judged")
+    assert reported == 0, rate
+
+
+def test_student_t_quantiles() -> None:
+    # Table values (two-sided 95 % and 99.9 %): the interval's critical values.
+    from jsprof.fleet.regressions import t_quantile
+
+    for df, q975, q9995 in ((1, 12.706, 636.619), (5, 2.571, 6.869), (10, 2.228, 4.587),
+                            (30, 2.042, 3.646), (1000, 1.962, 3.300)):
+        assert abs(t_quantile(0.975, df) - q975) < 1e-3
+        assert abs(t_quantile(0.9995, df) - q9995) < 1e-3 * q9995

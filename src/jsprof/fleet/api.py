@@ -242,6 +242,29 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
     """The diff document (with `failures` and `warnings`) and, when asked, the
     differential flame graph. Resources match across releases with content hashes and
     version folders taken out (`fleet.releases`), unless `exact_resources`."""
+    got = diff_parts(s, base_f, new_f, top_n, rules, min_traces, min_samples, flame_fmt,
+                     reps, exact_resources)
+    return got.doc, got.page
+
+
+@dataclass
+class DiffParts:
+    """A diff's document and what it was made of, for callers that look further
+    (`fleet regressions` finds the uploads that hold a regressed function)."""
+
+    doc: dict
+    page: str | None
+    keys: list  # per doc row: the diff's match key of its function (analysis.diff.NameKey)
+    base: Any  # query.Selection of each side, with per-trace rows
+    new: Any
+    match: Any  # the ResourceMatcher both sides were keyed with
+
+
+def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
+               rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
+               flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False
+               ) -> DiffParts:
+    """`diff`, keeping the selections, the row keys and the matcher."""
     import math
 
     from ..analysis.calltree import build_call_tree
@@ -346,7 +369,7 @@ def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
             subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
             change=change,
         )
-    return doc, page
+    return DiffParts(doc, page, [r.key for r in shown], base, new, match)
 
 
 def _match_warnings(d: Any) -> list[str]:

@@ -120,9 +120,13 @@ def add_parser(sub: Any) -> None:
     v.set_defaults(func=cmd_vitals)
 
     rg = fs.add_parser("regressions",
-                       help="functions whose self share rose from one release to the next")
+                       help="functions whose self share rose from one release (or day) to "
+                       "the next; exit 1 when any did")
     _source_args(rg)
     _filter_args(rg)
+    rg.add_argument("--by", choices=("release", "day"), default="release",
+                    help="compare consecutive releases (default; in version order) or "
+                    "consecutive UTC days with uploads")
     rg.add_argument("--min-change", type=float, default=2.0, metavar="PP",
                     help="a rise of more than this many percentage points (default 2)")
     rg.add_argument("--min-traces", type=positive_int, default=5, help="per release (default 5)")
@@ -349,35 +353,23 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_regressions(args: argparse.Namespace) -> int:
     """Exit 1 when a regression is found (for cron and CI), 0 when none."""
-    from ..errors import UsageError
     from .regressions import regressions
 
     _check_source(args)
-    if args.url:
-        raise UsageError("fleet regressions: give --store PATH (not a query route yet)")
     f = filters_from(args)
-    with _status("querying the store ...") as st, _session(args, st) as s:
-        doc = regressions(s, f, args.min_change, args.min_traces, args.min_samples)
+    doc = _query(
+        args,
+        lambda r: r.regressions(f, args.by, args.min_change, args.min_traces,
+                                args.min_samples),
+        lambda s: regressions(s, f, args.min_change, args.min_traces, args.min_samples,
+                              by=args.by),
+    )
     if args.json:
         _print_json(doc)
     else:
-        from ..trace import anonymous_label
-        from ..words import printable
+        from .text import print_regressions
 
-        for r in doc["regressions"]:
-            lo, hi = r["selfPpCi"]
-            name = r["name"] or anonymous_label(r["resource"], r.get("line"))
-            print(f"{printable(name)} ({printable(r['resource'] or '')}): "
-                  f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
-                  f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at release "
-                  f"{printable(r['release'])} (after {printable(r['baseRelease'])}); "
-                  f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
-                  f"e.g. {', '.join(r['exampleIds'])}")
-        for sk in doc["skipped"]:
-            print(f"not compared: {printable(sk['baseRelease'])} -> "
-                  f"{printable(sk['release'])}: {sk['reason']}", file=sys.stderr)
-        if not doc["regressions"]:
-            print(f"no regressions over {plural(len(doc['releases']), 'release')}")
+        print_regressions(doc)
     return 1 if doc["regressions"] else 0
 
 

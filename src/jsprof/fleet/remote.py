@@ -100,6 +100,13 @@ class Remote:
             ).decode("utf-8")
         return doc, page
 
+    def regressions(self, f: Filters, by: str, min_change: float, min_traces: int,
+                    min_samples: int) -> dict:
+        params = filter_params(f) + [
+            ("by", by), ("min_change", repr(min_change)), ("min_traces", str(min_traces)),
+            ("min_samples", str(min_samples))]
+        return orjson.loads(self._request("GET", "/v1/query/regressions", params))
+
     def recording(self, f: Filters) -> Any:
         from ..formats import read_any
 

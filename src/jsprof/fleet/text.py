@@ -136,3 +136,27 @@ def print_diff(doc: dict, wide: bool = False) -> None:
     print_plain_table(c, _title(title, width), t)
     _note(c, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
           "largest change first" + ("" if width is None else "; --wide adds total %"), width)
+
+
+def print_regressions(doc: dict) -> None:
+    """One line per regression (the `fleet regressions --json` document), then what was
+    not compared (stderr), or one line saying there were none."""
+    import sys
+
+    by = doc["by"]
+    base_key = "baseRelease" if by == "release" else "baseDay"
+    for r in doc["regressions"]:
+        lo, hi = r["selfPpCi"]
+        name = r["name"] or anonymous_label(r["resource"], r.get("line"))
+        eg = ", ".join(printable(i) for i in r["exampleIds"]) or "(none)"
+        print(f"{printable(name)} ({printable(r['resource'] or '')}): "
+              f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
+              f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at {by} "
+              f"{printable(r[by])} (after {printable(r[base_key])}); "
+              f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
+              f"e.g. {eg}")
+    for sk in doc["skipped"]:
+        print(f"not compared: {printable(sk[base_key])} -> {printable(sk[by])}: "
+              f"{sk['reason']}", file=sys.stderr)
+    if not doc["regressions"]:
+        print(f"no regressions over {plural(len(doc[by + 's']), by)}")

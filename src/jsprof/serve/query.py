@@ -1,4 +1,5 @@
-"""The fleet queries over HTTP: `GET /v1/query/top|flame|diff|export|series|options`.
+"""The fleet queries over HTTP: `GET /v1/query/top|flame|diff|export|series|options|
+regressions|vitals` and `GET /v1/traces`.
 
 Query parameters are the CLI's options (`app`, `release`, `route`, `env`, `since`, `until`,
 repeatable `where=KEY=VALUE`; `top`, `max_nodes`, `base`, `new`, repeatable `fail_if`, ...),
@@ -100,6 +101,8 @@ ROUTE_PARAMS = {
     "vitals": (FILTER_PARAMS - {"during", "slower_than"}) | {"format"},
     "traces": (FILTER_PARAMS - {"during", "slower_than"}) | {"limit", "cursor"},
     "series": FILTER_PARAMS | {"function", "by"},
+    "regressions": FILTER_PARAMS
+    | {"by", "min_change", "min_traces", "min_samples", "format"},
     "options": frozenset({"app"}),
 }
 
@@ -425,6 +428,40 @@ async def list_traces(request: Request) -> Response:
     return await _run(request, work)
 
 
+async def regressions(request: Request) -> Response:
+    """`fleet regressions --json` (by release or day); 200 whether or not any was found."""
+
+    def work() -> Response:
+        from ..errors import UsageError
+        from ..fleet.regressions import BY
+        from ..fleet.regressions import regressions as find
+
+        q = request.query_params
+        check_params(request, "regressions")
+        f = filters_from_query(request)
+        if (q.get("format") or "json") != "json":
+            raise UsageError(f"query parameter format: {q['format'][:20]!r}; use json")
+        by = q.get("by") or "release"
+        if by not in BY:
+            raise UsageError(f"query parameter by: {by[:20]!r}; use release or day")
+        text = q.get("min_change") or "2"
+        try:
+            min_change = float(text)
+        except ValueError:
+            min_change = math.nan
+        if not 0 <= min_change < math.inf:
+            raise UsageError(
+                f"query parameter min_change: expected percentage points, 0 or more, got "
+                f"{text[:40]!r}"
+            )
+        with _session(request) as s:
+            doc = find(s, f, min_change, _int(q, "min_traces", 5), _int(q, "min_samples", 1000),
+                       by=by)
+        return _json(doc)
+
+    return await _run(request, work)
+
+
 async def series(request: Request) -> Response:
     """A function's self and total share per release (or per day): the dashboard's chart."""
 
@@ -503,6 +540,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/query/export", export, methods=["GET"]),
         Route("/v1/query/series", series, methods=["GET"]),
         Route("/v1/query/vitals", vitals, methods=["GET"]),
+        Route("/v1/query/regressions", regressions, methods=["GET"]),
         # beside the collector's POST /v1/traces (a method Starlette matches per route)
         Route("/v1/traces", list_traces, methods=["GET"]),
         Route("/v1/query/options", options, methods=["GET"]),
