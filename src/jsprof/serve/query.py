@@ -11,6 +11,7 @@ worker thread: they compact and scan, and must not stall ingest on the event loo
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Callable
 from typing import Any
 
