@@ -1,8 +1,10 @@
 """The fleet queries as functions: store + filters in, JSON-able documents out.
 
-The CLI, the HTTP routes and the dashboard call these; each first compacts what the
-store acknowledged (so a query sees every upload acknowledged before it started), then
-reads one manifest snapshot, so compactors and collectors may keep writing meanwhile.
+The CLI, the HTTP routes and the dashboard call these. Each reads one manifest snapshot,
+so compactors and collectors may keep writing meanwhile, and sees every upload
+acknowledged before it started: the CLI compacts first; the collector's routes read the
+uploads not compacted yet beside the tables (`session(tail=True)`), since the collector
+compacts in the background.
 """
 
 from __future__ import annotations
@@ -37,9 +39,13 @@ def open_store(path: str | os.PathLike) -> Any:
         raise JsprofError(f"--store {path}: {e}") from None
 
 
-def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Snapshot:
-    """Compact on demand, then read the committed tables once."""
-    from ..store.compact import compact, read_manifest
+def snapshot(store: Any, compact_first: bool = True, progress: Any = None,
+             tail_dir: str | None = None) -> Snapshot:
+    """The committed tables read once: after compacting on demand (`compact_first`), or,
+    given `tail_dir`, plus the uploads not compacted yet, read from the raw store into
+    that folder (`store.compact.read_tail`: what a collector's queries do, so that no
+    request compacts nor waits for the collector's own compactor)."""
+    from ..store.compact import compact, read_manifest, read_tail
 
     if compact_first:
         try:
@@ -50,8 +56,16 @@ def snapshot(store: Any, compact_first: bool = True, progress: Any = None) -> Sn
                 "user who may write it"
             ) from None
     man = read_manifest(store.path)
+    tail = None
+    if tail_dir is not None:
+        tail = read_tail(store, man, tail_dir)
+        man = tail.manifest
     # After the manifest: an upload pruned since it was compacted is left out.
-    return Snapshot(store.path, man, store.__contains__, store.pruned_before())
+    snap = Snapshot(store.path, man, store.__contains__, store.pruned_before())
+    if tail is not None:
+        snap.damaged += tail.damaged
+        snap.pending = tail.pending
+    return snap
 
 
 @dataclass
@@ -68,18 +82,35 @@ class Session:
 @contextmanager
 def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
             local_workers: int | None = None, compact_first: bool = True,
-            progress: Any = None) -> Iterator[Session]:
+            progress: Any = None, tail: bool = False) -> Iterator[Session]:
+    """`tail`: read what is not compacted yet beside the tables, instead of compacting
+    (implies no `compact_first`); its parts live in a temporary folder for the session."""
+    import shutil
+    import tempfile
+
     if engine == "dask":  # before the compaction, which may take a while
         from ..extras import require
 
         require("dask", "fleet's dask engine")
-    snap = snapshot(store, compact_first, progress)
-    eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
+    tail_dir = tempfile.mkdtemp(prefix="jsprof-tail-") if tail else None
     try:
-        yield Session(snap, eng)
+        snap = snapshot(store, compact_first and not tail, progress, tail_dir)
+        eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
+        try:
+            yield Session(snap, eng)
+        finally:
+            if isinstance(engine, str):
+                eng.close()
     finally:
-        if isinstance(engine, str):
-            eng.close()
+        if tail_dir is not None:
+            shutil.rmtree(tail_dir, ignore_errors=True)
+
+
+def notes(s: Session) -> dict:
+    """What every query document says of the store beside its rows: raw records no query
+    can count (damaged on disk: `jsprof serve check` lists them), and uploads stored but
+    in no result yet (the collector's compactor is behind by more than a query reads)."""
+    return {"damagedRecords": s.snap.damaged, "pendingUploads": s.snap.pending}
 
 
 def top(s: Session, f: Filters, n: int | None = 20) -> dict:
@@ -88,7 +119,7 @@ def top(s: Session, f: Filters, n: int | None = 20) -> dict:
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
     require_windows(sel)
-    return query.top(s.engine, s.snap, sel, n)
+    return {**query.top(s.engine, s.snap, sel, n), **notes(s)}
 
 
 def recording(s: Session, f: Filters) -> Any:
@@ -223,7 +254,8 @@ def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = N
             "meta": meta,
         })
     more = len(order) > limit
-    return {"uploads": out, "nextCursor": str(int(up.uk[page[-1]])) if more else None}
+    return {"uploads": out, "nextCursor": str(int(up.uk[page[-1]])) if more else None,
+            **notes(s)}
 
 
 def vitals(s: Session, f: Filters) -> dict:
@@ -232,7 +264,7 @@ def vitals(s: Session, f: Filters) -> dict:
 
     doc = compute(s.engine, s.snap, f)
     require_match(s, f, len(doc["rows"]))
-    return doc
+    return {**doc, **notes(s)}
 
 
 def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
@@ -359,6 +391,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
         "rows": rows,
         "failures": failures,
         "warnings": _match_warnings(d),
+        **notes(s),
     }
     page = None
     if flame_fmt is not None:
@@ -440,7 +473,7 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
                     "label": datetime.fromtimestamp(d * 86400, UTC).strftime("%Y-%m-%d"),
                     "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
                     "totalMs": round(total, 3)})
-    return {"function": name, "by": by, "points": points}
+    return {"function": name, "by": by, "points": points, **notes(s)}
 
 
 def options(s: Session, app: str | None) -> dict:

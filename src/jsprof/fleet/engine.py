@@ -112,6 +112,11 @@ class Snapshot:
         # receivedAt. None: no filter.
         self.live = live
         self.pruned = pruned or {}
+        # Damaged raw records (body or header failing its checksum) that no query can
+        # count: those compaction listed in the manifest, plus those met in the tail.
+        self.damaged = len(manifest.get("damaged", []))
+        # Uploads stored but neither compacted nor read as the tail (over its cap).
+        self.pending = 0
 
     def alive(self, ids: list[str], apps: list[str], received_at: np.ndarray) -> np.ndarray:
         """Per upload row: not pruned."""

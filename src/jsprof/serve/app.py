@@ -82,6 +82,10 @@ async def _read_body(request: Request, cap: int) -> bytes:
 # wait in fsync and get the default (larger) thread pool, so the CPU threads go on parsing
 # while a batch of appends shares one fsync.
 CPU_THREADS = 1
+# Queries run in threads of their own limiter, not the default one the appends use: a burst
+# of dashboard queries can never take the threads that ingest waits for. Two at a time:
+# their Python work shares the GIL with the event loop.
+QUERY_THREADS = 2
 
 
 class _Failed:
@@ -473,13 +477,25 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
         own = app.state.store is None
         if own:
             app.state.store = Store(config.store)
+        app.state.query_limiter = anyio.CapacityLimiter(QUERY_THREADS)
         retention = None
         if config.retention_s and os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
             retention = _Retention(app.state.store, config.retention_s)
             retention.thread.start()
+        compactor = None
+        if config.compact_every > 0:
+            from ..store.background import BackgroundCompactor
+
+            # Every worker takes part; one holds the store's lease and runs the compactor
+            # process, another takes over if it dies.
+            compactor = BackgroundCompactor(app.state.store.path, config.compact_every)
+            compactor.start()
+        app.state.compactor = compactor
         try:
             yield
         finally:
+            if compactor is not None:
+                compactor.stop()
             if retention is not None:
                 retention.stop.set()
             if own:

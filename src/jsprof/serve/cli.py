@@ -40,6 +40,10 @@ def _port(s: str) -> int:
     return v
 
 
+def _seconds_or_off(s: str) -> float:
+    return 0.0 if s.strip() in ("0", "0.0") else _seconds(s)
+
+
 def _seconds(s: str) -> float:
     try:
         v = float(s)
@@ -141,6 +145,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="keep query strings and fragments in resource URLs (stripped by default)",
     )
     p.add_argument("--retention", metavar="AGE", help="delete uploads older than AGE (e.g. 30d)")
+    p.add_argument(
+        "--compact-every",
+        type=_seconds_or_off,
+        default=5.0,
+        metavar="S",
+        help="compact new uploads into the query tables every S seconds, in one background "
+        "process per store (default 5; 0: never, e.g. when `jsprof fleet` runs elsewhere)",
+    )
     g = p.add_argument_group("limits per upload")
     g.add_argument("--max-body", default="8MiB", metavar="SIZE", help="body on the wire (8MiB)")
     g.add_argument(
@@ -220,6 +232,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         body_timeout=args.read_timeout * 12,
         max_connections=args.max_connections,
         forwarded_allow_ips=args.forwarded_allow_ips,
+        compact_every=args.compact_every,
     )
 
 

@@ -51,6 +51,9 @@ class ServeConfig:
     body_timeout: float = 120.0  # a whole body
     max_connections: int = 1000  # open connections per worker process
     forwarded_allow_ips: str | None = None  # proxies whose X-Forwarded-* are believed
+    # Seconds between background compactions (one compactor process per store, whatever
+    # the workers; store/background.py); 0: none (compact elsewhere, e.g. `jsprof fleet`).
+    compact_every: float = 5.0
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -5,7 +5,8 @@ Query parameters are the CLI's options (`app`, `release`, `route`, `env`, `since
 repeatable `where=KEY=VALUE`; `top`, `max_nodes`, `base`, `new`, repeatable `fail_if`, ...),
 `format` picks JSON or HTML. Every route needs the read token (`require_read`); uploading
 source maps (`POST /v1/sourcemaps`) is a write and needs the admin token. Queries run in a
-worker thread: they compact and scan, and must not stall ingest on the event loop.
+worker thread of their own (never the pool ingest's appends use) and never compact: they
+read the committed tables plus the uploads the background compactor has not reached yet.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -195,13 +195,24 @@ async def _run(request: Request, work: Callable[[], Response]) -> Response:
         except JsprofError as e:
             return _error(422, str(e))
 
-    return await run_in_threadpool(guarded)
+    return await in_query_thread(request, guarded)
+
+
+async def in_query_thread(request: Request, fn: Callable[[], Response]) -> Response:
+    """`fn()` in a thread of the queries' own limiter (`app.QUERY_THREADS`), never one of
+    the pool ingest's appends wait for."""
+    import anyio
+
+    limiter = getattr(request.app.state, "query_limiter", None)
+    return await anyio.to_thread.run_sync(fn, limiter=limiter)
 
 
 def _session(request: Request) -> Any:
     from ..fleet import api
 
-    return api.session(_store(request))
+    # No compaction here: the collector compacts in the background (store/background.py);
+    # a query reads the committed tables plus the uploads stored since (the tail).
+    return api.session(_store(request), compact_first=False, tail=True)
 
 
 def _page(title: str, body: str) -> Response:
@@ -530,7 +541,7 @@ async def post_sourcemap(request: Request) -> Response:
             return _error(400, str(e))
         return _json({"stored": stored}, 201)
 
-    return await run_in_threadpool(work)
+    return await in_query_thread(request, work)
 
 
 def routes() -> list[BaseRoute]:

@@ -566,17 +566,26 @@ def _concat_rows(rows: list[dict], cols: Iterable[str]) -> dict[str, np.ndarray]
     return out
 
 
-def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict[str, list]:
+def _shift(ids: np.ndarray, base: int) -> np.ndarray:
+    """Ids moved up by `base`; NONE (-1: no parent, no stack, an idle row) stays NONE."""
+    return np.where(ids >= 0, ids + base, ids) if base else ids
+
+
+def write_release_parts(
+    tdir: Path, rkey: str, rel: _Release, part: int, frame_base: int = 0, stack_base: int = 0
+) -> dict[str, list]:
     """Write this batch's new rows of one release; returns kind -> manifest entries.
 
     Frames and stacks are the release's dictionaries (needed by any time range): one part.
     Weights and upload frames go to one part per UTC day of their uploads' receivedAt.
+    `frame_base`, `stack_base`: where `rel`'s own ids start in the release's tables (a
+    query's tail, interned apart from the committed tables, continues their ids).
     """
     sch = schemas()
     name = f"part-{part:06d}.parquet"
     written: dict[str, list] = {}
     if rel.new_frames:
-        n0 = rel.n_frames_committed
+        n0 = rel.n_frames_committed + frame_base
         cols = list(zip(*rel.new_frames, strict=True))
         path = f"frames/rkey={rkey}/{name}"
         written["frames"] = [_entry(tdir, path, {
@@ -590,9 +599,9 @@ def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict
         s0 = rel.n_stacks_committed
         path = f"stacks/rkey={rkey}/{name}"
         written["stacks"] = [_entry(tdir, path, {
-            "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64),
-            "parent_id": np.asarray(rel.stack_parent[s0:], np.int64),
-            "frame_id": np.asarray(rel.stack_frame[s0:], np.int64),
+            "stack_id": np.arange(s0, len(rel.stack_parent), dtype=np.int64) + stack_base,
+            "parent_id": _shift(np.asarray(rel.stack_parent[s0:], np.int64), stack_base),
+            "frame_id": np.asarray(rel.stack_frame[s0:], np.int64) + frame_base,
         }, sch["stacks"], len(rel.stack_parent) - s0)]
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames)):
         by_day: dict[str | None, list[dict]] = {}
@@ -603,6 +612,10 @@ def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict
             group = by_day[day]
             data = _concat_rows(group, cols)
             data["marker"] = data["marker"].astype(np.int8)
+            if kind == "weights":
+                data["stack_id"] = _shift(data["stack_id"], stack_base)
+            else:
+                data["frame_id"] = _shift(data["frame_id"], frame_base)
             sub = f"{day}/" if day else ""
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(_entry(
@@ -610,6 +623,45 @@ def write_release_parts(tdir: Path, rkey: str, rel: _Release, part: int) -> dict
                 [r.get("_at") for r in group],
             ))
     return written
+
+
+def upload_row(rel: _Release, uk: int, upload_id: str, rkey: str, meta: dict, rec: Any) -> dict:
+    """Intern one parsed upload into `rel` (`add_upload`) and return its uploads-table row."""
+    n, total_ms, lost_ms = add_upload(rel, uk, rec, meta)
+    return {
+        "uk": uk,
+        "id": upload_id,
+        "app": rel.app,
+        "release": rel.release,
+        "rkey": rkey,
+        "route": _text(meta.get("route")),
+        "env": _text(meta.get("env")),
+        "received_at": _number(meta.get("receivedAt")),
+        "user_agent": _text(meta.get("userAgent")),
+        "sample_interval": _number(meta.get("sampleInterval")),
+        "meta": orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode(),
+        "samples": n,
+        "total_ms": total_ms,
+        "lost_ms": lost_ms,
+        "page_load": _page_load(meta),
+    }
+
+
+def write_upload_parts(tdir: Path, rows: list[dict], part: int) -> list[dict]:
+    """The uploads-table parts of `rows`: one per release and UTC day; manifest entries."""
+    sch = schemas()["uploads"]
+    groups: dict[tuple[str, str | None], list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["rkey"], day_of(r["received_at"])), []).append(r)
+    out = []
+    for (rkey, day), group in sorted(groups.items(), key=lambda g: (g[0][0], g[0][1] or "")):
+        cols = {f.name: [r[f.name] for r in group] for f in sch}
+        sub = f"{day}/" if day else ""
+        path = f"uploads/{rkey}/{sub}part-{part:06d}.parquet"
+        e = _entry(tdir, path, cols, sch, len(group), day, [r["received_at"] for r in group])
+        e["rkey"] = rkey
+        out.append(e)
+    return out
 
 
 # ---- the compaction run ----------------------------------------------------------------------
@@ -705,21 +757,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 rel.new_frames.clear()
                 rel.weights.clear()
                 rel.upload_frames.clear()
-            if pending:
-                sch = schemas()["uploads"]
-                groups: dict[tuple[str, str | None], list[dict]] = {}
-                for r in pending:
-                    groups.setdefault((r["rkey"], day_of(r["received_at"])), []).append(r)
-                for (rkey, day), rows in sorted(
-                    groups.items(), key=lambda g: (g[0][0], g[0][1] or "")
-                ):
-                    cols = {f.name: [r[f.name] for r in rows] for f in sch}
-                    sub = f"{day}/" if day else ""
-                    path = f"uploads/{rkey}/{sub}part-{part:06d}.parquet"
-                    e = _entry(tdir, path, cols, sch, len(rows), day,
-                               [r["received_at"] for r in rows])
-                    e["rkey"] = rkey
-                    man["uploads"].append(e)
+            man["uploads"].extend(write_upload_parts(tdir, pending, part))
             dirs = {
                 d
                 for e in [*man["uploads"][n_uploads:], *written]
@@ -774,26 +812,9 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 continue
             uk = man["nextUk"]
             man["nextUk"] = uk + 1
-            n, total_ms, lost_ms = add_upload(rel, uk, rec, meta)
-            pending.append(
-                {
-                    "uk": uk,
-                    "id": upload_id,
-                    "app": app,
-                    "release": release,
-                    "rkey": rkey,
-                    "route": _text(meta.get("route")),
-                    "env": _text(meta.get("env")),
-                    "received_at": _number(meta.get("receivedAt")),
-                    "user_agent": _text(meta.get("userAgent")),
-                    "sample_interval": _number(meta.get("sampleInterval")),
-                    "meta": orjson.dumps(meta, option=orjson.OPT_SORT_KEYS).decode(),
-                    "samples": n,
-                    "total_ms": total_ms,
-                    "lost_ms": lost_ms,
-                    "page_load": _page_load(meta),
-                }
-            )
+            row = upload_row(rel, uk, upload_id, rkey, meta, rec)
+            pending.append(row)
+            n = row["samples"]
             stats.uploads += 1
             stats.samples += n
             if progress is not None:
@@ -803,6 +824,105 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
         commit()
         _keep_releases(tdir, releases, man)
     return stats
+
+
+# ---- a query's view of what is not compacted yet ---------------------------------------------
+
+# Uploads a query reads past the tables: ~5 s of parsing at most, on the collector's CPU
+# and GIL while it runs. While the background compactor keeps up, the tail is a few seconds
+# of uploads; past the cap a query counts what it left out (`Tail.pending`).
+TAIL_MAX = 500
+
+
+@dataclass
+class Tail:
+    """The uploads stored after the manifest's cursor, as tables beside the committed ones."""
+
+    manifest: dict  # the committed manifest plus the tail's parts (absolute paths)
+    uploads: int = 0  # uploads of the tail in `manifest`
+    pending: int = 0  # uploads after those (over the cap): in no table and not in `manifest`
+    damaged: int = 0  # damaged records met in the tail that the manifest does not list
+
+
+def read_tail(store: UploadSource, man: dict, out_dir: str | os.PathLike,
+              limit: int = TAIL_MAX) -> Tail:
+    """What a query adds to the committed tables `man` without compacting: the uploads
+    stored after its cursor (at most `limit`, oldest first), interned and written as parts
+    under `out_dir` (the query's own folder; the caller removes it), listed in a copy of
+    `man`. Nothing of the store's tables is written and no lock is taken, so a query never
+    waits on a compaction, nor a compaction on it.
+
+    The tail is interned apart from the committed frames and stacks (reading those would
+    cost what compaction saves): its ids continue the release's, a frame already committed
+    gets a second id with the same name and place, which every query merges by function.
+    Upload keys continue `nextUk` in the order compaction will give them.
+    """
+    from ..formats import read_any
+
+    out = Path(out_dir)
+    releases: dict[str, _Release] = {}
+    rows: list[dict] = []
+    known = {(d["segment"], d["offset"]) for d in man.get("damaged", [])}
+    tail = Tail(man)
+
+    def damaged(f: Any) -> None:
+        if (f.segment, f.offset) not in known:
+            known.add((f.segment, f.offset))
+            tail.damaged += 1
+
+    uk = man["nextUk"]
+    it = store.iter_uploads(_cursor_in(man), on_damage=damaged)
+    try:
+        for cur, upload_id, meta, body in it:
+            if len(rows) >= limit:
+                tail.pending = 1 + store.count_uploads(cur)  # this one, and all after it
+                break
+            app = _text(meta.get("app")) or ""
+            release = _text(meta.get("release")) or ""
+            rkey = release_key(app, release)
+            rel = releases.get(rkey)
+            if rel is None:
+                rel = releases[rkey] = _Release(app, release)
+            rel.cur_at = _number(meta.get("receivedAt"))
+            try:
+                rec = read_any(body, f"upload {upload_id}")
+            except JsprofError:
+                continue  # compaction lists it in `skipped`; no upload key, as there
+            rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec))
+            uk += 1
+    finally:
+        it.close()
+    if not rows:
+        return tail
+    new = dict(man)
+    new["releases"] = dict(man["releases"])
+    new["nextUk"] = uk
+    absolute = []
+    for e in write_upload_parts(out, rows, 0):
+        absolute.append(_tail_entry(out, e))
+    new["uploads"] = [*man["uploads"], *absolute]
+    for rkey, rel in releases.items():
+        old = man["releases"].get(rkey)
+        fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
+        entry = {
+            "app": rel.app, "release": rel.release,
+            "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
+            "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
+        }
+        for kind, entries in write_release_parts(out, rkey, rel, 0, fb, sb).items():
+            entry["parts"][kind].extend(_tail_entry(out, e) for e in entries)
+        new["releases"][rkey] = entry
+    tail.manifest = new
+    tail.uploads = len(rows)
+    return tail
+
+
+def _tail_entry(out: Path, e: dict) -> dict:
+    """A tail part's manifest entry: its absolute path (`tables / path` is then that path),
+    no checksum (written by this process a moment ago, for this query only)."""
+    e = dict(e, path=str(out / e["path"]))
+    e.pop("crc32", None)
+    return e
 
 
 # ---- pruning ---------------------------------------------------------------------------------

@@ -1030,6 +1030,32 @@ class Store:
             finally:
                 os.close(fd)
 
+    def count_uploads(self, after: Cursor | None = None) -> int:
+        """How many uploads `iter_uploads(after)` has left to yield (damaged ones too),
+        reading record headers only: a reader that stopped early can say how many it
+        left out without reading their bodies."""
+        positions = after.positions if after is not None else {}
+        n = 0
+        for name in self._segment_names():
+            start = positions.get(name, 0)
+            try:
+                fd = os.open(self._segdir / name, os.O_RDONLY)
+            except FileNotFoundError:
+                continue
+            try:
+                if start:
+                    tr = seg.trailer_at_end(fd)
+                    if tr is not None and tr.count <= start:
+                        continue
+                for h in seg.scan(fd):
+                    if isinstance(h, Trailer):
+                        break
+                    if isinstance(h, RecordHeader) and h.seq >= start:
+                        n += 1
+            finally:
+                os.close(fd)
+        return n
+
     def stats(self) -> dict[str, Any]:
         names = self._segment_names()
         size = 0

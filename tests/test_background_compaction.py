@@ -1,0 +1,283 @@
+"""Compaction in the collector's background, and queries that read the uncompacted tail.
+
+`jsprof serve` runs one compactor process per store (store/background.py), whatever the
+workers; its queries never compact: they read the committed tables plus the uploads stored
+since (`compact.read_tail`). Tested on real stores and a real collector on loopback."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import orjson
+
+from fleet_util import make_trace, upload
+from jsprof.fleet import api
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+from jsprof.store.compact import compact, read_manifest, read_tail
+from serve_util import READ_TOKEN, Collector, field_trace
+
+T0 = 1.7e12
+
+
+def _fill(st: Store, rng: np.random.Generator, start: int, n: int) -> None:
+    for i in range(start, start + n):
+        rel, hot = (("1.0", None), ("1.1", "slowThing"), ("2.0", "newThing"))[i % 3]
+        upload(st, f"u{i}", make_trace(rng, 300, hot=hot, hot_share=0.2), app="shop",
+               release=rel, route=f"/p/{i % 2}", env="prod", receivedAt=T0 + i * 60e3,
+               pageLoad=f"pl{i // 2}")
+
+
+def _queries(s: api.Session) -> dict:
+    f = Filters(app="shop")
+    doc, _ = api.diff(s, Filters(app="shop", release="1.0"), Filters(app="shop", release="1.1"),
+                      None, [], 2, 100, None, 50)
+    return {
+        "top": api.top(s, f, None),
+        "top-1.1": api.top(s, Filters(app="shop", release="1.1"), 5),
+        # Float sums of the same ns weights in another row order (the tail's stack ids are
+        # not the compacted ones) may differ in the last bit: compared to 1e-6 ms.
+        "flame": re.sub(r"\d+\.\d+", lambda m: f"{float(m[0]):.6f}",
+                        api.flame(s, f, "svg", 500)),
+        "diff": doc,
+        "list": api.list_uploads(s, f, 100),
+        "series": api.series(s, f, "slowThing"),
+        "options": api.options(s, "shop"),
+        "export": api.recording(s, f).tracks[0].meta,
+    }
+
+
+def test_a_query_reads_the_uncompacted_tail_as_compaction_would_count_it(
+    tmp_path: Path,
+) -> None:
+    """Committed tables plus the tail give the very documents the same store gives once
+    compacted (frames known to the tables and new ones, a release only in the tail), and
+    reading the tail writes nothing of the store's tables."""
+    st = Store(tmp_path / "store")
+    rng = np.random.default_rng(11)
+    _fill(st, rng, 0, 8)  # releases 1.0, 1.1 and 2.0 compacted ...
+    compact(st)
+    _fill(st, rng, 8, 9)  # ... and more of each stored since
+    upload(st, "new-release", make_trace(rng, 300, hot="onlyHere", hot_share=0.3), app="shop",
+           release="3.0", route="/p/0", env="prod", receivedAt=T0 + 99 * 60e3)
+    tables = tmp_path / "store" / "tables"
+    before = sorted(p.relative_to(tables) for p in tables.rglob("*"))
+    man = read_manifest(st.path)
+    with api.session(st, compact_first=False, tail=True) as s:
+        assert s.snap.pending == 0
+        tail_docs = _queries(s)
+    assert sorted(p.relative_to(tables) for p in tables.rglob("*")) == before
+    assert read_manifest(st.path) == man
+    assert tail_docs["top"]["traces"] == 18 and "3.0" in tail_docs["options"]["releases"]
+    with api.session(st, compact_first=False) as s:  # the tables alone: what was compacted
+        assert api.top(s, Filters(app="shop"), None)["traces"] == 8
+    compact(st)
+    with api.session(st) as s:
+        assert _queries(s) == tail_docs
+    st.close()
+
+
+def test_the_tail_a_query_reads_is_capped_and_what_it_leaves_out_is_counted(
+    tmp_path: Path,
+) -> None:
+    st = Store(tmp_path / "store")
+    _fill(st, np.random.default_rng(3), 0, 7)
+    out = tmp_path / "tail"
+    out.mkdir()
+    tail = read_tail(st, read_manifest(st.path), out, limit=3)
+    assert (tail.uploads, tail.pending) == (3, 4)
+    assert tail.manifest["nextUk"] == 3
+    with api.session(st, compact_first=False, tail=True) as s:
+        assert s.snap.pending == 0 and api.top(s, Filters(app="shop"), 3)["traces"] == 7
+    st.close()
+
+
+# ---- a real collector on loopback ------------------------------------------------------------
+
+
+def _manifest_uk(store: Path) -> int:
+    p = store / "tables" / "_manifest.json"
+    return orjson.loads(p.read_bytes())["nextUk"] if p.exists() else 0
+
+
+def _compactors(store: Path) -> list[int]:
+    """Pids of compactor processes of this store (`python -m jsprof.store.background`)."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            cmd = (d / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"jsprof.store.background" in cmd and str(store).encode() in cmd:
+            try:
+                state = (d / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != "Z":
+                out.append(int(d.name))
+    return out
+
+
+def _wait(cond, timeout: float, what: str) -> None:  # noqa: ANN001
+    t0 = time.monotonic()
+    while not cond():
+        if time.monotonic() - t0 > timeout:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.2)
+
+
+def _top(col: Collector, **q: str) -> dict:
+    from urllib.parse import urlencode
+
+    status, _, data = col.request(
+        "GET", f"/v1/query/top?{urlencode({'app': 'shop', **q})}",
+        headers={"Authorization": f"Bearer {READ_TOKEN}"}, timeout=300,
+    )
+    assert status == 200, data
+    return orjson.loads(data)
+
+
+def test_the_collector_compacts_by_itself_and_a_query_reads_what_it_has_not(
+    tmp_path: Path,
+) -> None:
+    body = field_trace(500)
+    # No compactor (--compact-every 0): a query still counts every upload (the tail) and
+    # compacts nothing itself.
+    col = Collector(tmp_path / "a", "--app", "shop:k1", "--compact-every", "0")
+    try:
+        for i in range(6):
+            assert col.post(body, f"app=shop&key=k1&release=1.0&id=a{i}")[0] == 202
+        doc = _top(col, top="3")
+        assert (doc["traces"], doc["pendingUploads"], doc["damagedRecords"]) == (6, 0, 0)
+        assert _manifest_uk(tmp_path / "a") == 0 and not _compactors(tmp_path / "a")
+    finally:
+        col.stop()
+    # The default: uploads are compacted in the background, no query asked.
+    col = Collector(tmp_path / "b", "--app", "shop:k1", "--compact-every", "1")
+    try:
+        for i in range(8):
+            assert col.post(body, f"app=shop&key=k1&release=1.0&id=b{i}")[0] == 202
+        _wait(lambda: _manifest_uk(tmp_path / "b") == 8, 90, "8 uploads compacted")
+        assert _compactors(tmp_path / "b")
+        assert _top(col, top="3")["traces"] == 8
+    finally:
+        col.stop()
+    _wait(lambda: not _compactors(tmp_path / "b"), 10, "the compactor gone with the collector")
+
+
+def test_one_compactor_per_store_and_another_worker_takes_over_when_its_worker_dies(
+    tmp_path: Path,
+) -> None:
+    store = tmp_path / "st"
+    body = field_trace(300)
+    col = Collector(store, "--app", "shop:k1", "--workers", "2", "--compact-every", "1")
+    lease = store / "tables" / "_compactor.lock"
+
+    def holder() -> int:
+        text = lease.read_text().strip() if lease.exists() else ""
+        return int(text) if text.isdigit() else 0
+
+    try:
+        _wait(lambda: holder() and len(_compactors(store)) == 1, 60, "a compactor")
+        first = holder()
+        assert first != col.proc.pid  # a worker holds it, not the supervisor
+        for _ in range(5):  # exactly one, over a while
+            assert len(_compactors(store)) == 1, _compactors(store)
+            time.sleep(0.3)
+        for i in range(10):
+            assert col.post(body, f"app=shop&key=k1&release=1.0&id=x{i}")[0] == 202
+        _wait(lambda: _manifest_uk(store) == 10, 90, "10 uploads compacted")
+        old = _compactors(store)
+        os.kill(first, signal.SIGKILL)  # the worker that runs the compactor
+        _wait(lambda: holder() not in (0, first) and _compactors(store)
+              and not set(_compactors(store)) & set(old), 60, "another worker's compactor")
+        assert len(_compactors(store)) == 1
+        for i in range(10):
+            assert col.post(body, f"app=shop&key=k1&release=1.0&id=y{i}")[0] == 202
+        _wait(lambda: _manifest_uk(store) == 20, 90, "20 uploads compacted")
+    finally:
+        col.stop()
+    assert "Traceback" not in "".join(col.stderr_lines)
+
+
+def test_a_query_during_a_long_compaction_does_not_hold_ingest(tmp_path: Path) -> None:
+    """A backlog the compactor needs a while for; a query meanwhile answers from the tables
+    and a capped tail (it neither compacts nor waits for the compaction), and uploads keep
+    being acknowledged while it runs."""
+    store_path = tmp_path / "st"
+    st = Store(store_path)
+    big = field_trace(3000)
+    n_backlog = 1200
+
+    def fill(k: int) -> None:
+        for i in range(k, n_backlog, 4):
+            st.append(f"old{i}", {"app": "shop", "release": "1.0", "sampleInterval": 10,
+                                  "receivedAt": T0 + i}, big)
+
+    fillers = [threading.Thread(target=fill, args=(k,)) for k in range(4)]
+    for t in fillers:
+        t.start()
+    for t in fillers:
+        t.join()
+    st.close()
+    col = Collector(store_path, "--app", "shop:k1", "--compact-every", "1")
+    small = field_trace(300)
+    acks: list[float] = []
+    errors: list[str] = []
+    stop = threading.Event()
+
+    def uploader(k: int) -> None:
+        import http.client
+
+        c = http.client.HTTPConnection(col.host, col.port, timeout=60)
+        i = 0
+        while not stop.is_set():
+            try:
+                c.request("POST", f"/v1/traces?app=shop&key=k1&release=2.0&id=n{k}-{i}", small,
+                          {"Content-Type": "application/json"})
+                r = c.getresponse()
+                r.read()
+            except OSError as e:
+                errors.append(repr(e))
+                return
+            if r.status == 202:
+                acks.append(time.monotonic())
+            i += 1
+
+    threads = [threading.Thread(target=uploader, args=(k,), daemon=True) for k in range(4)]
+    try:
+        _wait(lambda: _compactors(store_path), 60, "the compactor running")
+        for t in threads:
+            t.start()
+        time.sleep(1.0)
+        b0, n0 = time.monotonic(), len(acks)
+        time.sleep(4.0)
+        base_rate = (len(acks) - n0) / (time.monotonic() - b0)
+        q0 = time.monotonic()
+        doc = _top(col, top="5")
+        q1 = time.monotonic()
+        compacted = _manifest_uk(store_path)
+        during = sum(1 for a in acks if q0 <= a <= q1) / (q1 - q0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(60)
+        col.stop()
+    assert not errors, errors[:3]
+    # The query did not compact the backlog nor wait for it: the compactor was still at it
+    # when the answer came, which counts the tables and a capped tail and says how many
+    # uploads it left for later.
+    assert compacted < n_backlog, compacted
+    assert doc["pendingUploads"] > 0 and doc["traces"] >= 500, doc
+    # Ingest went on meanwhile (the query's tail parse shares this worker's GIL, so not at
+    # full speed; a query that held ingest would leave it near 0).
+    assert base_rate > 5, base_rate
+    assert during >= 0.25 * base_rate, (during, base_rate, q1 - q0)
