@@ -115,12 +115,12 @@ def test_untrusted_names_are_escaped_everywhere():
         doc = render_flame(tree, fmt, title=XSS_SCRIPT, subtitle=XSS_ATTR)
         for raw in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK, "<img", "<b>"):
             assert raw not in doc, (fmt, raw)
-        # The JSON blocks (the HTML page has the viewer's model too) and the script,
-        # nothing else.
-        assert doc.count("</script>") == (3 if fmt == "html" else 2)
+        # The JSON blocks (the HTML page has the viewer's model and the tree's index too)
+        # and the script, nothing else.
+        assert doc.count("</script>") == (4 if fmt == "html" else 2)
         # The JSON blocks hold the names, escaped for a <script> element.
-        for bid, key in (("fg-data", "names"), ("fg-model", "fname")):
-            if fmt == "svg" and bid == "fg-model":
+        for bid, key in (("fg-data", "names"), ("fg-model", "fname"), ("fg-index", "fname")):
+            if fmt == "svg" and bid != "fg-data":
                 continue
             block = re.search(rf'id="{bid}">(.*?)</script>', doc, re.S).group(1)
             assert "<" not in block and ">" not in block and "&" not in block
@@ -163,8 +163,13 @@ def test_narrow_nodes_are_pruned_so_files_stay_small():
     tree = build_call_tree(Recording.of(b.build(), sample_interval=1.0))
     assert len(tree.parent) == 20002
     doc = render_flame(tree, "html")
-    assert len(doc) < 60_000
-    assert "hot" in doc and "tiny17" not in doc
+    frames = re.search(r'id="fg-data">(.*?)</script>', doc).group(1)
+    assert len(frames) < 2_000 and "tiny17" not in frames
+    assert "tiny17" not in doc.split("<script")[0]  # not drawn
+    # The page keeps the whole tree for search shares and zoom as binary columns and one
+    # name and location per function (here every node is a function of its own): under
+    # 64 bytes a node, where a drawn frame is hundreds.
+    assert len(doc) < 60_000 + 64 * 20002
     kept = render_flame(tree, "svg", min_width_px=0)
     assert "tiny17" in kept
 
@@ -236,7 +241,9 @@ def test_chromium_renders_the_fixture(chromium, data, tmp_path):
     # The search found fib and reported its share (18.4% of this fixture).
     status = re.search(r'id="fg-status">([^<]*)<', dom).group(1)
     assert re.search(r"\d+ frames, 18\.4% of total", status), status
-    assert 'class=" fg-hit"' in dom
+    # The matched frames are painted on the canvas laid over the graph.
+    hl = re.search(r'<canvas id="fg-hl"[^>]*>', dom).group(0)
+    assert int(re.search(r'data-hits="(\d+)"', hl).group(1)) > 3, hl
 
     png = tmp_path / "shot.png"
     _chromium(chromium, tmp_path, page.as_uri(), f"--screenshot={png}", "--window-size=1280,600")
@@ -944,4 +951,84 @@ def test_source_view_through_a_source_map(browser, tmp_path, capsys, engine):
         s, n, _ = shown[r["line"] or 0]
         assert float(s) == pytest.approx(r["self_ms"], abs=0.0505) and int(n) == r["self_samples"]
     assert any(r["line"] == 3 for r in rows)  # the loop: the hot line, in the original
+    assert page.errors == []
+
+
+# ---- search shares and zoom over what was too thin to draw -----------------------------------
+
+
+def _thin_paths_recording(path: Path) -> Path:
+    """main -> hot: 50,000 samples; main -> mid -> tiny<k>: one sample each for k < 1,000.
+    Each tiny<k> is 0.02 px of the whole graph (not drawn); mid is 23 px (drawn)."""
+    b = TraceBuilder()
+    r = b.resource_id("file:///thin.js")
+    main_f = b.frame_id("main", r, 1, 1)
+    hot = b.stack_id([main_f, b.frame_id("hot", r, 2, 1)])
+    mid = b.frame_id("mid", r, 3, 1)
+    t = 0.0
+    for k in range(1000):
+        b.add_sample(t, b.stack_id([main_f, mid, b.frame_id(f"tiny{k}", r, 10 + k, 1)]))
+        t += 1.0
+    for _ in range(50_000):
+        b.add_sample(t, hot)
+        t += 1.0
+    io.save(Recording.of(b.build(), sample_interval=1.0), path)
+    return path
+
+
+def _type(page, q: str) -> str:
+    page.locator("#fg-search").fill(q)
+    _wait(page, "document.getElementById('fg-status').textContent"
+          f".indexOf('\\u201c{q}\\u201d') >= 0")
+    return page.locator("#fg-status").text_content()
+
+
+def test_search_share_is_reports_with_paths_too_thin_to_draw(browser, tmp_path, capsys):
+    trace = _thin_paths_recording(tmp_path / "thin.json")
+    page_file = _write_flame(trace, tmp_path / "thin.html")
+    assert "tiny17" not in re.search(r'id="fg-data">(.*?)</script>', page_file.read_text()).group(1)
+    page = _page(browser, page_file.as_uri())
+    for q, focus in (("tiny", "*tiny*"), ("tiny1", "*tiny1*"), ("mid", "mid"), ("i", "*i*")):
+        capsys.readouterr()
+        assert main(["report", str(trace), "--focus", focus, "--json"]) == 0
+        want = json.loads(capsys.readouterr().out)["total_ms"]
+        status = _type(page, q)
+        m = re.search(r"([\d.]+)% of total \(([\d.]+) ms\)", status)
+        assert float(m.group(2)) == pytest.approx(want, abs=0.05), (q, status)
+        assert m.group(1) == f"{100 * want / 51000:.1f}", (q, status)
+    assert page.errors == []
+
+
+def test_zoom_lays_out_the_children_too_thin_to_draw(browser, tmp_path):
+    trace = _thin_paths_recording(tmp_path / "thin.json")
+    page_file = _write_flame(trace, tmp_path / "thin.html")
+    page = _page(browser, page_file.as_uri())
+    assert page.locator("#fg-thin g").count() == 0
+    page.locator("#fg-frames g", has_text="mid").first.click()
+    _wait(page, "document.querySelectorAll('#fg-thin g').length > 0")
+    # mid's children fill its width: no gap that would read as self time.
+    mid = page.locator("#fg-frames g", has_text="mid").first.locator("rect")
+    mid_w, mid_y = float(mid.get_attribute("width")), float(mid.get_attribute("y"))
+    kids = page.eval_on_selector_all(
+        "#fg-thin rect", "rs => rs.map(r => [+r.getAttribute('width'), +r.getAttribute('y')])")
+    below = [w for w, y in kids if y == mid_y - ROW]
+    assert len(below) == 1000
+    # Each rect is drawn 0.6 px narrower than its slot when wider than 2 px.
+    assert sum(below) + 0.6 * len([w for w in below if w > 1.4]) == pytest.approx(mid_w, rel=0.01)
+    # A laid-out frame has the numbers of the tree in its tooltip and zooms in too.
+    thin_g = page.locator("#fg-thin g").nth(3)
+    thin_g.hover(force=True)  # 1.2 px wide: its neighbour may take the pointer
+    tip = page.locator("#fg-tip").text_content()
+    assert re.search(r"^tiny\d+\nfile:///thin.js:\d+:1\ntotal 1.0 ms \(0.0%\)", tip), tip
+    assert "1 sample" in tip
+    thin_g.click(force=True)
+    _wait(page, "document.querySelectorAll('#fg-thin g:not(.fg-anc)').length === 1")
+    w = float(page.locator("#fg-thin g:not(.fg-anc) rect").get_attribute("width"))
+    assert w > 1000  # the one tiny function, full width
+    # The search paints laid-out frames too.
+    _type(page, "tiny")
+    assert int(page.locator("#fg-hl").get_attribute("data-hits")) >= 1
+    page.screenshot(path=str(tmp_path / "zoom.png"))
+    page.keyboard.press("Escape")
+    _wait(page, "document.querySelectorAll('#fg-thin g').length === 0")
     assert page.errors == []

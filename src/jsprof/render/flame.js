@@ -62,62 +62,329 @@
     if (fit < 3) return "";
     return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
   }
+  // The zoom is a window [win0, win1] (ms) on the graph: a frame's own extent (a click),
+  // or that of a frame laid out on zoom. `zoomed` is the drawn frame whose subtree holds the
+  // window; frames that hold the whole window are its ancestors, drawn full width.
+  var win0 = 0, win1 = 0;
+  function zoomTo(i) { zoomed = i; win0 = X[i]; win1 = X[i] + Wd[i]; }
   function layout() {
-    var W = width(), z = zoomed, x0 = X[z], scale = (W - 2 * D.pad) / (Wd[z] || 1);
+    var W = width(), z = zoomed;
+    if (!(win1 > win0)) { win0 = X[z]; win1 = X[z] + Wd[z]; }
+    var span = win1 - win0, eps = span * 1e-9, scale = (W - 2 * D.pad) / (span || 1);
     if (html) svg.setAttribute("width", W);
     var anc = {};
     for (var a = parent[z]; a >= 0; a = parent[a]) anc[a] = true;
     for (var i = 0; i < N; i++) {
       var g = gs[i], x, w, isAnc = false;
-      if (i >= z && i < end[z]) { x = D.pad + (X[i] - x0) * scale; w = Wd[i] * scale; }
+      VIS[i] = 0;
+      if (i >= z && i < end[z]) {
+        var a0 = Math.max(X[i], win0), a1 = Math.min(X[i] + Wd[i], win1);
+        if (a1 - a0 <= eps) { g.style.display = "none"; continue; }
+        x = D.pad + (a0 - win0) * scale; w = (a1 - a0) * scale;
+        isAnc = i === z && (X[i] < win0 - eps || X[i] + Wd[i] > win1 + eps);
+      }
       else if (anc[i]) { x = D.pad; w = W - 2 * D.pad; isAnc = true; }
       else { g.style.display = "none"; continue; }
       if (w < 0.1) { g.style.display = "none"; continue; }
       g.style.display = "";
+      VIS[i] = 1; GX[i] = x; GW[i] = w;
       if (ancs[i] !== (isAnc ? 1 : 0)) { ancs[i] = isAnc ? 1 : 0; styleFrame(i); }
       rects[i].setAttribute("x", x.toFixed(2));
       rects[i].setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
       texts[i].setAttribute("x", (x + 3).toFixed(2));
       texts[i].textContent = label(D.names[D.n[i]], w);
     }
-    if (reset) reset.style.visibility = zoomed ? "visible" : "hidden";
+    layoutThin(scale, W);
+    if (reset) reset.style.visibility = zoomed || win0 > X[0] + eps || win1 < X[0] + Wd[0] - eps ? "visible" : "hidden";
+    paintHits();
   }
-  // A search tests each distinct name and location once (lower-cased once), not each frame,
-  // and restyles only the frames whose match changed: a keystroke costs a pass over
-  // numbers, not over the DOM.
+  // ---- zoom lays out again what was too thin to draw: the children each drawn frame lost
+  // at generation time (below 0.1 px of the whole), from the whole call tree (fg-index),
+  // placed after the drawn children (they were the narrowest) and down to 0.1 px of the
+  // zoomed width, instead of leaving their time as a gap that reads as self time.
+  var MAXTHIN = 30000;
+  var LD = new Int32Array(N + MAXTHIN), NV = N, thin = [], thinG = null, kidW = null;
+  var kStart = null, kList = null, kSorted = null, drawnAt = null, fillOfName = {};
+  for (var q0 = 0; q0 < N; q0++) {
+    LD[q0] = D.d[q0];
+    if (fillOfName[D.n[q0]] === undefined && rects[q0]) fillOfName[D.n[q0]] = rects[q0].getAttribute("fill");
+  }
+  var Hcur = D.height;
+  function setHeight(h) {
+    if (h === Hcur || !html) return;
+    Hcur = h;
+    svg.setAttribute("height", h);
+    var shift = D.icicle ? "" : "translate(0," + (h - D.height) + ")";
+    doc.getElementById("fg-frames").setAttribute("transform", shift);
+    if (thinG) thinG.setAttribute("transform", shift);
+  }
+  function kidsOf(t, I) {
+    var nn = I.parent.length;
+    if (!kStart) {
+      // Children lists of every node (node nn: the roots), by a counting sort on parent.
+      kStart = new Int32Array(nn + 2); kList = new Int32Array(nn); kSorted = new Uint8Array(nn + 1);
+      for (var c = 0; c < nn; c++) kStart[(I.parent[c] < 0 ? nn : I.parent[c]) + 1]++;
+      for (c = 0; c <= nn; c++) kStart[c + 1] += kStart[c];
+      var fill = kStart.slice(0, nn + 1);
+      for (c = 0; c < nn; c++) kList[fill[I.parent[c] < 0 ? nn : I.parent[c]]++] = c;
+      drawnAt = new Int32Array(nn).fill(-1);
+      for (c = 1; c < N; c++) if (D.tn[c] >= 0) drawnAt[D.tn[c]] = c;
+    }
+    var k = t < 0 ? nn : t, s0 = kStart[k], s1 = kStart[k + 1];
+    if (!kSorted[k]) {
+      // Widest first, ties by node id: the order the drawing used.
+      var part = Array.prototype.slice.call(kList.subarray(s0, s1));
+      part.sort(function (x, y) { return (I.tot[y] - I.tot[x]) || (x - y); });
+      kList.set(part, s0);
+      kSorted[k] = 1;
+    }
+    return kList.subarray(s0, s1);
+  }
+  function layoutThin(scale, W) {
+    thin.length = 0;
+    NV = N;
+    if (thinG) thinG.textContent = "";
+    setHeight(D.height);
+    // The whole graph: what was dropped is under 0.1 px already (no need to parse the tree).
+    if (!zoomed && !(win0 > X[0] + 1e-9 * Wd[0]) && !(win1 < X[0] + Wd[0] * (1 - 1e-9))) return;
+    var I = html ? index() : null;
+    var TOT = I ? (trackNo < 0 ? I.tot : (I.tt ? I.tt[trackNo] : null)) : null;
+    if (!TOT) return;
+    if (!kidW || kidW.track !== trackNo) {
+      kidW = new Float64Array(N);
+      kidW.track = trackNo;
+      for (var i = 1; i < N; i++) kidW[parent[i]] += Wd[i];
+    }
+    var minMs = 0.1 / scale, eps = (win1 - win0) * 1e-9, todo = [];
+    for (i = zoomed; i < end[zoomed]; i++) {
+      if (!VIS[i]) continue;
+      // Children not drawn start where the drawn ones end.
+      var ks = kidsOf(D.tn[i], I), cx = X[i] + kidW[i];
+      for (var j = 0; j < ks.length; j++) {
+        var c = ks[j];
+        if (drawnAt[c] >= 0) continue;
+        if (TOT[c] >= minMs) todo.push([c, LD[i] + 1, cx, i]);
+        cx += TOT[c];
+      }
+    }
+    while (todo.length && thin.length < MAXTHIN) {
+      var it = todo.pop(), t = it[0], x0 = it[2];
+      if (x0 + TOT[t] <= win0 + eps || x0 >= win1 - eps) continue;
+      thin.push(it);
+      var kk = kidsOf(t, I), cx2 = x0, more = [];
+      for (j = 0; j < kk.length; j++) {
+        if (TOT[kk[j]] >= minMs) more.push([kk[j], it[1] + 1, cx2, it[3]]);
+        cx2 += TOT[kk[j]];
+      }
+      for (j = more.length - 1; j >= 0; j--) todo.push(more[j]);
+    }
+    // Laid-out frames deeper than any drawn one make the graph taller: the drawing moves
+    // down by as much (the roots stay at the bottom), the frames keep their coordinates.
+    var maxD = 0;
+    for (j = 0; j < thin.length; j++) if (thin[j][1] > maxD) maxD = thin[j][1];
+    setHeight(Math.max(D.height, (maxD + 1) * D.row));
+    if (!thin.length) return;
+    if (!thinG) {
+      thinG = doc.createElementNS(SVGNS, "g");
+      thinG.id = "fg-thin";
+      doc.getElementById("fg-frames").parentNode.appendChild(thinG);
+      if (!D.icicle) thinG.setAttribute("transform", "translate(0," + (Hcur - D.height) + ")");
+    }
+    var H = D.height, frag = doc.createDocumentFragment();
+    for (j = 0; j < thin.length; j++) {
+      var e = thin[j], a0 = Math.max(e[2], win0), a1 = Math.min(e[2] + TOT[e[0]], win1);
+      var x = D.pad + (a0 - win0) * scale, w = (a1 - a0) * scale, k = N + j;
+      var name = I.fname[I.fn[e[0]]], y = D.icicle ? e[1] * D.row : H - (e[1] + 1) * D.row;
+      LD[k] = e[1]; GX[k] = x; GW[k] = w; VIS[k] = 1;
+      var g = doc.createElementNS(SVGNS, "g");
+      g.setAttribute("data-t", String(j));
+      // A frame holding the whole window is an ancestor of the one zoomed into.
+      if (e[2] < win0 - eps && e[2] + TOT[e[0]] > win1 + eps) g.setAttribute("class", "fg-anc");
+      var r = doc.createElementNS(SVGNS, "rect");
+      r.setAttribute("x", x.toFixed(2)); r.setAttribute("y", y);
+      r.setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
+      r.setAttribute("height", D.row - 1); r.setAttribute("rx", 2);
+      var ni = D.names.indexOf(name);
+      r.setAttribute("fill", (ni >= 0 && fillOfName[ni]) || hue(name));
+      var tx = doc.createElementNS(SVGNS, "text");
+      tx.setAttribute("x", (x + 3).toFixed(2)); tx.setAttribute("y", (y + D.row - 4.5).toFixed(1));
+      tx.textContent = label(name, w);
+      g.appendChild(r); g.appendChild(tx);
+      frag.appendChild(g);
+    }
+    thinG.appendChild(frag);
+    NV = N + thin.length;
+  }
+  function thinTip(j) {
+    var I = index(), t = thin[j][0], TOT = trackNo < 0 ? I.tot : I.tt[trackNo], ks = kidsOf(t, I), sf = TOT[t];
+    for (var k = 0; k < ks.length; k++) sf -= TOT[ks[k]];
+    var f = I.fn[t], tot0 = Wd[0] > 0 ? Wd[0] : 1;
+    return I.fname[f] + "\n" + I.floc[f] + "\ntotal " + ms(TOT[t]) + " ms (" + (100 * TOT[t] / tot0).toFixed(1) +
+      "%) \u00b7 self " + ms(Math.max(sf, 0)) + " ms (" + (100 * Math.max(sf, 0) / tot0).toFixed(1) + "%)" +
+      (trackNo < 0 ? " \u00b7 " + I.n[t] + " sample" + (I.n[t] === 1 ? "" : "s") : "") +
+      "\n(too thin to draw in the whole graph: laid out on zoom)";
+  }
+  var fnHits = null;
+  function hitOf(i) {
+    if (i < N) return hits[i];
+    return fnHits ? fnHits[IX.fn[thin[i - N][0]]] : 0;
+  }
+  function nameOfFrame(i) { return i < N ? D.names[D.n[i]] : IX.fname[IX.fn[thin[i - N][0]]]; }
+  // A search tests each distinct name and location once (lower-cased once), not each frame;
+  // a query that extends the last one tests only the last one's matches. The matched frames
+  // are painted on a canvas laid over the graph, so a keystroke restyles no SVG element
+  // (restyling thousands of them cost seconds); only a graph too big for one canvas falls
+  // back to a class per frame.
   var lowNames = D.names.map(function (v) { return v.toLowerCase(); });
   var lowLocs = D.locs.map(function (v) { return v.toLowerCase(); });
   var hits = new Uint8Array(N), ancs = new Uint8Array(N);
-  function styleFrame(i) {
-    gs[i].setAttribute("class", (ancs[i] ? "fg-anc" : "") + (hits[i] ? " fg-hit" : ""));
+  var GX = new Float64Array(N + MAXTHIN), GW = new Float64Array(N + MAXTHIN), VIS = new Uint8Array(N + MAXTHIN);
+  var ratio = window.devicePixelRatio || 1;
+  var overlay = html && D.height * ratio <= 30000 && D.height * 4096 * ratio * ratio <= 1.5e8;
+  var hl = null;
+  if (overlay) {
+    hl = doc.createElement("canvas");
+    hl.id = "fg-hl";
+    hl.style.display = "none";
+    svg.parentNode.insertBefore(hl, svg.nextSibling);
   }
+  function styleFrame(i) {
+    gs[i].setAttribute("class", (ancs[i] ? "fg-anc" : "") + (hits[i] && !overlay ? " fg-hit" : ""));
+  }
+  var HIT = "hsl(300,80%,62%)", FONT_SVG = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
+  function paintHits() {
+    if (!hl) return;
+    if (!query) { hl.style.display = "none"; hl.setAttribute("data-hits", "0"); return; }
+    var W = +svg.getAttribute("width"), H = Hcur, painted = 0;
+    hl.style.display = "";
+    hl.style.left = svg.offsetLeft + "px";
+    hl.style.top = svg.offsetTop + "px";
+    if (hl.width !== Math.round(W * ratio) || hl.height !== Math.round(H * ratio)) {
+      hl.width = Math.round(W * ratio); hl.height = Math.round(H * ratio);
+      hl.style.width = W + "px"; hl.style.height = H + "px";
+    }
+    var g = hl.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, W, H);
+    g.font = FONT_SVG;
+    for (var i = 1; i < NV; i++) {
+      if (!VIS[i] || !hitOf(i)) continue;
+      var w = GW[i], x = GX[i], y = D.icicle ? LD[i] * D.row : H - (LD[i] + 1) * D.row;
+      w = Math.max(w > 2 ? w - 0.6 : w, 0);
+      if (i < N && ancs[i]) { g.fillStyle = "#fbfbfa"; g.fillRect(x, y, w, D.row - 1); g.globalAlpha = 0.45; }
+      g.fillStyle = HIT;
+      g.fillRect(x, y, w, D.row - 1);
+      g.globalAlpha = 1;
+      var t = label(nameOfFrame(i), GW[i]);
+      if (t) { g.fillStyle = "#1d1d1f"; g.fillText(t, x + 3, y + D.row - 4.5); }
+      painted++;
+    }
+    hl.setAttribute("data-hits", String(painted));
+  }
+  // The whole call tree (fg-index), parsed on first use: a search's share is taken over
+  // it, so it is report's whatever was too thin to draw.
+  var IX;
+  function index() {
+    if (IX !== undefined) return IX;
+    var blk = doc.getElementById("fg-index");
+    IX = null;
+    if (!blk) return IX;
+    var J = JSON.parse(blk.textContent);
+    function col(b64, T) {
+      var u;
+      if (Uint8Array.fromBase64) u = Uint8Array.fromBase64(b64);
+      else {
+        var bin = atob(b64);
+        u = new Uint8Array(bin.length);
+        for (var k = 0; k < bin.length; k++) u[k] = bin.charCodeAt(k);
+      }
+      return new T(u.buffer);
+    }
+    var fres = col(J.fres, Int32Array), fline = col(J.fline, Int32Array), fcol = col(J.fcol, Int32Array);
+    var floc = new Array(J.fname.length), nolo = {};
+    J.nolo.forEach(function (k) { nolo[k] = true; });
+    for (var k = 0; k < floc.length; k++) {
+      // As FunctionKey.location spells it: url:line:column.
+      floc[k] = nolo[k] ? "" : (fres[k] >= 0 ? J.res[fres[k]] : "(unknown)") +
+        (fline[k] >= 0 ? ":" + fline[k] + (fcol[k] >= 0 ? ":" + fcol[k] : "") : "");
+    }
+    IX = {parent: col(J.parent, Int32Array), fn: col(J.fn, Int32Array), tot: col(J.tot, Float64Array),
+      n: col(J.n, Int32Array), fname: J.fname, floc: floc,
+      low: J.fname.map(function (v) { return v.toLowerCase(); }),
+      lowLoc: floc.map(function (v) { return v.toLowerCase(); }),
+      tt: J.tt ? J.tt.map(function (b) { return col(b, Float64Array); }) : null};
+    return IX;
+  }
+  // Indices of `low` (and `lowLoc`) containing q; `prev` (the last query's matches, when q
+  // extends it) is all that can still match.
+  function matching(low, lowLoc, q, prev) {
+    var out = [];
+    if (prev) {
+      for (var j = 0; j < prev.length; j++) {
+        var k = prev[j];
+        if (low[k].indexOf(q) >= 0 || (lowLoc && lowLoc[k].indexOf(q) >= 0)) out.push(k);
+      }
+    } else {
+      for (k = 0; k < low.length; k++) {
+        if (low[k].indexOf(q) >= 0 || (lowLoc && lowLoc[k].indexOf(q) >= 0)) out.push(k);
+      }
+    }
+    return out;
+  }
+  var last = {q: "", names: null, locs: null, fns: null};
   function search(q) {
     query = (q || "").toLowerCase();
+    var ext = last.q && query.indexOf(last.q) === 0;
     var nameHit = new Uint8Array(lowNames.length), locHit = new Uint8Array(lowLocs.length), k;
+    var X_ = index(), fnHit = X_ ? new Uint8Array(X_.fname.length) : null;
     if (query) {
-      for (k = 0; k < lowNames.length; k++) nameHit[k] = lowNames[k].indexOf(query) >= 0 ? 1 : 0;
-      for (k = 0; k < lowLocs.length; k++) locHit[k] = lowLocs[k].indexOf(query) >= 0 ? 1 : 0;
+      last.names = matching(lowNames, null, query, ext ? last.names : null);
+      last.locs = matching(lowLocs, null, query, ext ? last.locs : null);
+      for (k = 0; k < last.names.length; k++) nameHit[last.names[k]] = 1;
+      for (k = 0; k < last.locs.length; k++) locHit[last.locs[k]] = 1;
+      if (X_) {
+        last.fns = matching(X_.low, X_.lowLoc, query, ext ? last.fns : null);
+        for (k = 0; k < last.fns.length; k++) fnHit[last.fns[k]] = 1;
+      }
     }
+    last.q = query;
     var ms = 0, count = 0, covered = 0;
     for (var i = 0; i < N; i++) {
       var h = i > 0 && query && (nameHit[D.n[i]] || locHit[D.l[i]]) ? 1 : 0;
-      if (h !== hits[i]) { hits[i] = h; styleFrame(i); }
+      if (h !== hits[i]) { hits[i] = h; if (!overlay) styleFrame(i); }
       if (!h || !(Wd[i] > 0)) continue;  // a frame the chosen track never ran
       count++;
       // Nested matches (recursion) are inside an outer match: count their time once.
       if (i >= covered) { ms += Wd[i]; covered = end[i]; }
     }
+    var T = X_ ? (trackNo < 0 ? X_.tot : (X_.tt ? X_.tt[trackNo] : null)) : null;
+    if (query && T) {
+      // Every node of the tree, parents first: a node under a match is inside it already.
+      var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn);
+      ms = 0;
+      for (i = 0; i < nn; i++) {
+        var p = P[i];
+        if (p >= 0 && under[p]) { under[i] = 1; continue; }
+        if (fnHit[F[i]]) { under[i] = 1; ms += T[i]; }
+      }
+    }
+    fnHits = fnHit;
+    paintHits();
     var pct = Wd[0] > 0 ? (100 * ms / Wd[0]) : 0;
     if (status) {
       status.textContent = query ?
         "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
-        ", " + pct.toFixed(1) + "% of total (" + ms.toFixed(1) + " ms)" : "";
+        ", " + pct.toFixed(1) + "% of total (" + ms.toFixed(1) + " ms)" +
+        (X_ ? " in " + last.fns.length + " function" + (last.fns.length === 1 ? "" : "s") : "") : "";
     }
   }
   function frameOf(el) {
     while (el && el !== svg) {
       if (el.getAttribute && el.getAttribute("data-i") !== null) {
         return +el.getAttribute("data-i");
+      }
+      if (el.getAttribute && el.getAttribute("data-t") !== null) {
+        return N + +el.getAttribute("data-t");  // a frame laid out on zoom
       }
       el = el.parentNode;
     }
@@ -126,7 +393,12 @@
   svg.addEventListener("click", function (e) {
     var i = frameOf(e.target);
     if (i < 0) return;
-    zoomed = i;
+    if (i < N) zoomTo(i);
+    else {
+      // Into a frame laid out on zoom: its extent, under the drawn frame it came from.
+      var t = thin[i - N], I = index(), TOT = trackNo < 0 ? I.tot : I.tt[trackNo];
+      zoomed = t[3]; win0 = t[2]; win1 = t[2] + TOT[t[0]];
+    }
     layout();
   });
   // The page draws its own tooltip. The hovered frame's <title> is taken out meanwhile,
@@ -134,6 +406,7 @@
   // otherwise, for search engines, screen readers and viewers without scripts.
   var hovered = -1;
   function hover(i) {
+    if (i >= N) i = -1;  // frames laid out on zoom have no <title>
     if (!tipEl || i === hovered) return;
     if (hovered >= 0 && titles[hovered]) gs[hovered].insertBefore(titles[hovered], rects[hovered]);
     if (i >= 0 && titles[i] && titles[i].parentNode) gs[i].removeChild(titles[i]);
@@ -142,6 +415,7 @@
   svg.addEventListener("mousemove", function (e) {
     var i = frameOf(e.target);
     hover(i);
+    if (i >= N) { showTip(e, thinTip(i - N)); return; }
     if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
     if (!tipEl) return;
     if (i < 0) { tipEl.style.display = "none"; return; }
@@ -153,7 +427,7 @@
     hover(-1);
     if (tipEl) tipEl.style.display = "none";
   });
-  if (reset) reset.addEventListener("click", function () { zoomed = 0; layout(); });
+  if (reset) reset.addEventListener("click", function () { zoomTo(0); layout(); });
   function hideTip() {
     hover(-1);
     if (tipEl) tipEl.style.display = "none";
@@ -167,7 +441,7 @@
       pending = setTimeout(function () {
         pending = 0;
         if (view === "flame") search(input.value); else if (views[view]) views[view].search(input.value);
-      }, 60);
+      }, 30);
     });
   } else {
     var s = doc.getElementById("fg-search-button");
@@ -179,7 +453,7 @@
   doc.addEventListener("keydown", function (e) {
     if (e.key === "Escape") {
       hideTip();
-      zoomed = 0;
+      zoomTo(0);
       if (input) input.value = "";
       search("");
       if (view === "flame") layout();
@@ -219,6 +493,7 @@
     trackSel.addEventListener("change", function () {
       hideTip();
       useTrack(+trackSel.value);
+      zoomTo(zoomed);
       layout();
       search(input ? input.value : "");
     });
@@ -271,7 +546,7 @@
     });
   }
   var zi = parseInt(P.z, 10);
-  if (zi > 0 && zi < N) zoomed = zi;
+  if (zi > 0 && zi < N) zoomTo(zi);
   if (P.q && input) input.value = P.q;
   if (html) {
     show(P.view || "flame", P);
@@ -288,6 +563,9 @@
   // performance mark).
   svg.setAttribute("data-ready", "1");
   if (window.performance && performance.mark) performance.mark("jsprof-drawn");
+  // The whole tree is read once the first view is on screen, so the first keystroke of a
+  // search does not wait for it.
+  if (html) setTimeout(index, 0);
 
   // ---- shared drawing helpers ---------------------------------------------------------------
 

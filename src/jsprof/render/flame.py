@@ -278,6 +278,52 @@ def source_model(
     }
 
 
+# The whole call tree for search and zoom: every node's parent, function and total, so a
+# search's share is report's (time of the samples with a match on their stack, counted
+# once) and a zoom lays out again children too thin to draw at first. Little-endian binary
+# columns in base64: one atob, no per-number parsing.
+INDEX_NODES = 2_000_000
+INDEX_TRACK_CELLS = 4_000_000  # nodes x tracks of per-track totals at most
+
+
+def _b64(a: np.ndarray, dtype: str) -> str:
+    return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
+
+
+def tree_index(tree: CallTree) -> dict | None:
+    """The call tree as columns for the page (None above INDEX_NODES nodes: the page then
+    searches and zooms over the drawn frames only)."""
+    n = len(tree.parent)
+    if n > INDEX_NODES:
+        return None
+    # Locations as columns too (resource index, line, column; -1 for none): the page spells
+    # them as FunctionKey.location does.
+    res: dict[str, int] = {}
+    fres = [-1 if f.resource is None else res.setdefault(clean(f.resource), len(res))
+            for f in tree.functions]
+    out = {
+        "parent": _b64(tree.parent, "<i4"),
+        "fn": _b64(tree.function, "<i4"),
+        "tot": _b64(tree.total_ms, "<f8"),
+        "n": _b64(np.rint(tree.total_samples), "<i4"),
+        "fname": [clean(f.label()) for f in tree.functions],
+        "res": list(res),
+        "fres": _b64(np.array(fres, np.int64), "<i4"),
+        "fline": _b64(np.array([-1 if f.line is None else f.line for f in tree.functions],
+                               np.int64), "<i4"),
+        "fcol": _b64(np.array([-1 if f.column is None else f.column for f in tree.functions],
+                              np.int64), "<i4"),
+        # pseudo frames ("(program)") have no location at all
+        "nolo": [i for i, f in enumerate(tree.functions) if not f.location()],
+    }
+    k = len(tree.track_self_ms)
+    if k > 1 and n * k <= INDEX_TRACK_CELLS:
+        depth = _depths(tree)
+        tot = [subtree_sums(tree.parent, own, depth) for own in tree.track_self_ms]
+        out["tt"] = [_b64(t, "<f8") for t in tot]
+    return out
+
+
 TIME_RUNS = 200_000  # drawn runs per time lane at most: finer ones are merged by time
 TIME_SPANS = 50_000  # spans per lane at most (the longest)
 
@@ -701,6 +747,7 @@ def render_flame(
         ]
     fr.data["mode"] = fmt
     if fmt == "html":
+        fr.data["tn"] = lay.node  # each drawn frame's tree node (ROOT_FN: the root)
         tw = track_widths(tree, lay.node)
         if tw:
             fr.data["tracks"] = [clean(n) for n in tree.track_names]
@@ -717,7 +764,11 @@ def render_flame(
         views = ("flame", "time", "sandwich", "source")
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
     model = script_json(m)
-    return _html_document(fr, data, title, subtitle, legend, width, model, views, src)
+    ix = tree_index(tree)
+    return _html_document(
+        fr, data, title, subtitle, legend, width, model, views, src,
+        None if ix is None else script_json(ix),
+    )
 
 
 _CSS = """
@@ -788,7 +839,8 @@ nav.tabs a.on { background: #0b61c4; color: #fff; }
 .legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
-#fg-wrap { padding: 6px 6px 12px; }
+#fg-wrap { padding: 6px 6px 12px; position: relative; }
+#fg-hl { position: absolute; pointer-events: none; }
 #fg-svg { display: block; }
 #fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;
   word-break: break-all; background: rgba(29,29,31,0.94); color: #f5f5f7; padding: 7px 9px;
@@ -857,6 +909,7 @@ def _html_document(
     model: str,
     views: tuple[str, ...],
     source: str | None = None,
+    index: str | None = None,
 ) -> str:
     legend_html = "".join(
         f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
@@ -897,5 +950,6 @@ def _html_document(
         f'<script type="application/json" id="fg-data">{data}</script>\n'
         f'<script type="application/json" id="fg-model">{model}</script>\n'
         + (f'<script type="application/json" id="fg-source">{source}</script>\n' if source else "")
+        + (f'<script type="application/json" id="fg-index">{index}</script>\n' if index else "")
         + f"<script>{flame_script()}</script>\n</body>\n</html>\n"
     )
