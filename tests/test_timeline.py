@@ -12,6 +12,7 @@ from pathlib import Path
 import orjson
 import pytest
 
+from jsprof import timeline as tl
 from jsprof.fleet.vitals import inp
 from serve_util import JSPROF, READ_TOKEN, Collector, gz
 
@@ -296,3 +297,13 @@ def test_dashboard_vitals_and_during(store: Path, tmp_path: Path) -> None:
                 browser.close()
     finally:
         c.stop()
+
+
+def test_an_interaction_window_covers_its_handlers() -> None:
+    # The client reports an interaction by its first event's start (pointerdown) and its
+    # longest event's duration (INP's number); a press held 150 ms puts the click's
+    # handlers after start + duration, and they are what the user waited for.
+    pl = tl.PageLoad([], [{"start": 100.0, "duration": 210.0, "processingStart": 252.0,
+                           "processingEnd": 520.0}], None)
+    assert pl.windows("interaction", 200.0) == [(100.0, 520.0)]
+    assert pl.windows("interaction", 250.0) == []  # the threshold is INP's number

@@ -54,6 +54,9 @@ class TrackMeta(TypedDict, total=False):
     quickjsVersion: str
     # V8 engines
     medianIntervalMs: float
+    # Chromium: the page's timeline (long frames and interactions held as the track's spans)
+    timelineDropped: dict[str, int]  # entries over the client's per-take limits
+    timelineRefused: list[str]  # batches that failed the timeline check, why
     # instrument
     instrumented: bool
     spansDropped: int

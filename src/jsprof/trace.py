@@ -390,27 +390,101 @@ def _opt_equal(a: np.ndarray | None, b: np.ndarray | None) -> bool:
     return np.array_equal(a, b)
 
 
+# What a span is (Spans.kind): an instrumented call (its frame names it), or a window the
+# page reported (Chromium's long animation frames with their script entries, and Event
+# Timing interactions; named by Spans.names, their details in Spans.args).
+SPAN_KINDS: tuple[str, ...] = ("call", "long-frame", "script", "interaction")
+SPAN_KIND_CODE: dict[str, int] = {k: i for i, k in enumerate(SPAN_KINDS)}
+
+
 @dataclass
 class Spans:
-    """Exact enter/exit intervals of an instrumented run, as columns (ms, frame ids)."""
+    """Named time windows on a track's clock, as columns (ms, ids): instrumented calls
+    (`kind` "call", named by their `frame`) and the windows a page reported (`kind`
+    "long-frame", "script", "interaction": `frame` NONE, named by `name` into `names`).
+    `parent` nests a span in another (a call in its caller, a LoAF script entry in its
+    frame). `args`, when not None, holds one dict per span: the page's own fields for the
+    entry, in the client timeline's camelCase shape (jsprof.timeline; times in them are ms
+    on the track's clock, like `start`); few spans carry them (at most thousands), so they
+    stay objects while the columns are numpy."""
 
     start: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     end: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float64))
     frame: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
     parent: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int32))
+    kind: np.ndarray | None = None  # int8 codes into SPAN_KINDS; None: all calls
+    name: np.ndarray | None = None  # int32 into `names`; NONE (or None): the frame names it
+    names: list[str] = field(default_factory=list)
+    args: list[dict] | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.start)
+        if self.kind is None:
+            self.kind = np.zeros(n, np.int8)
+        if self.name is None:
+            self.name = np.full(n, NONE, np.int32)
 
     def __len__(self) -> int:
         return len(self.start)
 
+    def of_kind(self, kind: str) -> np.ndarray:
+        """Indices of the spans of this kind (SPAN_KINDS), in order."""
+        return np.nonzero(self.kind == SPAN_KIND_CODE[kind])[0]
+
+    def label(self, i: int) -> str | None:
+        """Span i's name when it has one of its own (windows), else None (the frame's)."""
+        k = int(self.name[i])  # type: ignore[index]
+        return self.names[k] if 0 <= k < len(self.names) else None
+
+    def arg(self, i: int) -> dict:
+        return self.args[i] if self.args is not None and i < len(self.args) else {}
+
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Spans):
             return NotImplemented
-        return all(
-            np.array_equal(getattr(self, k), getattr(other, k))
-            for k in ("start", "end", "frame", "parent")
+        return (
+            all(
+                np.array_equal(getattr(self, k), getattr(other, k))
+                for k in ("start", "end", "frame", "parent", "kind", "name")
+            )
+            and self.names == other.names
+            and (self.args or []) == (other.args or [])
         )
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def join_spans(a: Spans | None, b: Spans | None) -> Spans | None:
+    """Both sets of spans on one track (b's parents and names renumbered after a's)."""
+    if a is None or not len(a):
+        return b
+    if b is None or not len(b):
+        return a
+    n = len(a)
+    names = list(a.names)
+    remap = np.array([_intern(names, s) for s in b.names] or [0], np.int32)
+    bname = np.where(b.name >= 0, remap[np.maximum(b.name, 0)], NONE).astype(np.int32)  # type: ignore[operator,call-overload]
+    args = None
+    if a.args is not None or b.args is not None:
+        args = [a.arg(i) for i in range(n)] + [b.arg(i) for i in range(len(b))]
+    return Spans(
+        np.concatenate([a.start, b.start]),
+        np.concatenate([a.end, b.end]),
+        np.concatenate([a.frame, b.frame]).astype(np.int32),
+        np.concatenate([a.parent, np.where(b.parent >= 0, b.parent + n, NONE)]).astype(np.int32),
+        np.concatenate([a.kind, b.kind]).astype(np.int8),  # type: ignore[list-item]
+        np.concatenate([a.name, bname]).astype(np.int32),  # type: ignore[list-item]
+        names,
+        args,
+    )
+
+
+def _intern(names: list[str], s: str) -> int:
+    try:
+        return names.index(s)
+    except ValueError:
+        names.append(s)
+        return len(names) - 1
 
 
 # A clock reading this large (ms) can only be the Unix epoch's (2001-09-09 onwards): the

@@ -36,6 +36,8 @@ from ..trace import (
     MAX_MS,
     MAX_SAMPLES,
     NONE,
+    SPAN_KIND_CODE,
+    SPAN_KINDS,
     ProfilerFrame,
     ProfilerTrace,
     Recording,
@@ -442,7 +444,12 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
     parent = _int_column(cols["parentId"], "parentId")
     if frame is None or parent is None:
         raise ctx.error(where, "frameId and parentId must be integers")
-    bad = np.nonzero((frame < 0) | (frame >= len(trace.frames)))[0]
+    kind, name, names, args = _read_span_names(ctx, spans, where, n)
+    # A call is named by its frame; a window the page reported (frameId -1) by `name`.
+    calls = kind == SPAN_KIND_CODE["call"]
+    bad = np.nonzero(
+        (frame >= len(trace.frames)) | (calls & (frame < 0)) | (~calls & (frame != NONE))
+    )[0]
     if len(bad):
         i = int(bad[0])
         raise ctx.error(f"{where}.frameId[{i}]", f"{int(frame[i])} is out of range")
@@ -456,7 +463,62 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
         raise ctx.error(
             f"{where}[{i}]", "start and end must be finite, below 2**53 ms, with end >= start"
         )
-    return Spans(start, end, frame.astype(np.int32), parent.astype(np.int32))
+    return Spans(start, end, frame.astype(np.int32), parent.astype(np.int32), kind, name, names,
+                 args)
+
+
+_ARG_TYPES = (str, int, float, bool, type(None))
+
+
+def _read_span_names(
+    ctx: _Ctx, spans: dict, where: str, n: int
+) -> tuple[np.ndarray, np.ndarray, list[str], list[dict] | None]:
+    """The optional `kind`, `name`, `names` and `args` columns of spans (all calls, named
+    by their frames, when absent)."""
+    kind = np.zeros(n, np.int8)
+    name = np.full(n, NONE, np.int32)
+    names: list[str] = []
+    args = None
+    kinds = spans.get("kind")
+    if kinds is not None:
+        if type(kinds) is not list or len(kinds) != n:
+            raise ctx.error(f"{where}.kind", f"expected an array of {n} span kinds")
+        for i, k in enumerate(kinds):
+            if k not in SPAN_KIND_CODE:
+                raise ctx.error(
+                    f"{where}.kind[{i}]", f"{k!r} is not one of {', '.join(SPAN_KINDS)}"
+                )
+            kind[i] = SPAN_KIND_CODE[k]
+    got = spans.get("names")
+    if got is not None:
+        if type(got) is not list or any(type(x) is not str for x in got):
+            raise ctx.error(f"{where}.names", "expected an array of strings")
+        names = got
+    col = spans.get("name")
+    if col is not None:
+        if type(col) is not list or len(col) != n:
+            raise ctx.error(f"{where}.name", f"expected an array of {n} name ids or nulls")
+        for i, v in enumerate(col):
+            if v is None:
+                continue
+            if type(v) is not int or not 0 <= v < len(names):
+                raise ctx.error(f"{where}.name[{i}]", f"{v!r} is not an index into names")
+            name[i] = v
+    missing = np.nonzero((kind != SPAN_KIND_CODE["call"]) & (name == NONE))[0]
+    if len(missing):
+        i = int(missing[0])
+        raise ctx.error(f"{where}.name[{i}]", "a span that is not a call needs a name")
+    got = spans.get("args")
+    if got is not None:
+        if type(got) is not list or len(got) != n:
+            raise ctx.error(f"{where}.args", f"expected an array of {n} objects")
+        for i, a in enumerate(got):
+            if type(a) is not dict or any(type(v) not in _ARG_TYPES for v in a.values()):
+                raise ctx.error(
+                    f"{where}.args[{i}]", "expected an object of strings, numbers and nulls"
+                )
+        args = got
+    return kind, name, names, args
 
 
 def _track_from(ctx: _Ctx, trace: ProfilerTrace, ext: dict, where: str, default: str) -> Track:
@@ -927,6 +989,12 @@ def _track_ext(track: Track, where: str | None = None) -> dict:
             "frameId": s.frame.tolist(),
             "parentId": s.parent.tolist(),
         }
+        if len(s) and (s.kind != 0).any():  # type: ignore[union-attr]
+            ext["spans"]["kind"] = [SPAN_KINDS[k] for k in s.kind.tolist()]  # type: ignore[union-attr]
+            ext["spans"]["name"] = [None if k < 0 else k for k in s.name.tolist()]  # type: ignore[union-attr]
+            ext["spans"]["names"] = s.names
+        if s.args is not None:
+            ext["spans"]["args"] = s.args
     if track.meta:
         ext["meta"] = track.meta
     return ext

@@ -4,6 +4,9 @@
 // keeps console.profile/profileEnd as they were, for the profile slices taken while
 // recording (insurance against a crash). Callbacks are not wrapped, so the page's own
 // stacks stay as they are; jsprof drops this file's frames from the profile.
+// In a page it also watches the long animation frames and interactions with the browser
+// client's own Timeline (inlined where the marker below is: engines/chromium/helper.py),
+// which jsprof takes every second, so a recording holds what the fleet gets.
 (() => {
   'use strict';
   const g = globalThis;
@@ -16,6 +19,7 @@
   const define = (name, fn) => {
     Object.defineProperty(g, name, { value: fn, writable: true, configurable: true, enumerable: true });
   };
+  const rAF0 = typeof g.requestAnimationFrame === 'function' ? g.requestAnimationFrame : null;
   const sT = g.setTimeout, sI = g.setInterval, cT = g.clearTimeout, cI = g.clearInterval;
   define('setTimeout', function setTimeout(f, ms, ...args) {
     const id = sT.call(g, f, ms, ...args);
@@ -47,6 +51,16 @@
     });
     Object.defineProperty(g.close, 'name', { value: 'close' });
   }
+  /*jsprof:timeline*/
+  let timeline = null;
+  if (typeof g.document === 'object' && typeof g.PerformanceObserver === 'function') {
+    try {
+      timeline = new Timeline();
+      timeline.start();
+    } catch (e) {
+      timeline = null; // the page's own globals broke it: no timeline, the profile stands
+    }
+  }
   const con = g.console;
   const profile = con.profile.bind(con), profileEnd = con.profileEnd.bind(con);
   Object.defineProperty(g, '__jsprof', {
@@ -67,6 +81,20 @@
       // End one slice and start the next in one call, so no tick falls between.
       slice: (next, prev) => { profile(next); if (prev) profileEnd(prev); },
       origin: () => [perf.timeOrigin, now()],
+      // What was observed since the last call, on this document's clock. `last`: the
+      // recording ends; a long frame and an interaction are reported once their frame
+      // was presented, so wait two frames and a little more (at most 500 ms: a page may
+      // draw none) before taking.
+      timeline: (last) => {
+        const take = () => [perf.timeOrigin, timeline ? timeline.take() : null];
+        if (!last || !timeline) return take();
+        return new Promise((resolve) => {
+          let done = false;
+          const end = () => { if (!done) { done = true; resolve(take()); } };
+          if (rAF0) rAF0.call(g, () => rAF0.call(g, () => sT.call(g, end, 50)));
+          sT.call(g, end, 500);
+        });
+      },
     }),
   });
 })();

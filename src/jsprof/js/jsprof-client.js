@@ -18,9 +18,6 @@ const KEEPALIVE_LIMIT = 64 * 1024;
 const SESSION_KEY = "jsprof-session";
 // The cookie jsprof.field (and the nginx snippet) keep the server's decision in: 1 or 0.
 const SAMPLE_COOKIE = "jsprof_sample";
-// What one chunk's `timeline` holds at most (the collector refuses more): the rest is
-// counted in timeline.dropped. Long frames and interactions are kept longest first.
-export const TIMELINE_LIMITS = {longFrames: 50, scripts: 10, interactions: 100, text: 256};
 
 function fnv1a(text) {
   let h = 0x811c9dc5;
@@ -85,6 +82,13 @@ export function unsupportedReason() {
   // is no reliable way to ask first, so start() tries it and reports "document-policy".
   return null;
 }
+
+// ---- timeline: begin. The Chromium engine's page helper runs this block too (its text,
+// taken from here between the two markers: engines/chromium/helper.py), so local
+// recordings and the fleet read one shape. Keep it self-contained, no imports.
+// What one chunk's `timeline` holds at most (the collector refuses more): the rest is
+// counted in timeline.dropped. Long frames and interactions are kept longest first.
+export const TIMELINE_LIMITS = {longFrames: 50, scripts: 10, interactions: 100, text: 256};
 
 function stripQuery(url) {
   const s = String(url || "");
@@ -226,6 +230,8 @@ class Timeline {
     return out;
   }
 }
+
+// ---- timeline: end
 
 async function gzip(text) {
   if (typeof CompressionStream !== "function") return null;

@@ -4,15 +4,30 @@ removes those frames (and built-ins, as the native Profiler does) from a CDP pro
 
 from __future__ import annotations
 
+import functools
 from importlib import resources as _res
 
 INTERNAL_URL = "jsprof-internal://chromium_page.js"
 SOURCE_URL = f"\n//# sourceURL={INTERNAL_URL}"
 
 
+_BEGIN, _END = "// ---- timeline: begin", "// ---- timeline: end"
+_MARK = "/*jsprof:timeline*/"
+
+
+def timeline_source() -> str:
+    """The browser client's Timeline block (js/jsprof-client.js, between its markers) as
+    plain script: one copy of what is observed and how, for the fleet and local runs."""
+    text = _res.files("jsprof").joinpath("js", "jsprof-client.js").read_text("utf-8")
+    block = text[text.index(_BEGIN) : text.index(_END)]
+    return block.replace("export const ", "const ")
+
+
+@functools.cache
 def helper_source() -> str:
-    """The helper, marked as ours."""
-    return _res.files("jsprof").joinpath("js", "chromium_page.js").read_text("utf-8") + SOURCE_URL
+    """The helper, with the client's Timeline inlined, marked as ours."""
+    text = _res.files("jsprof").joinpath("js", "chromium_page.js").read_text("utf-8")
+    return text.replace(_MARK, timeline_source()) + SOURCE_URL
 
 
 _PSEUDO = ("(root)", "(program)", "(idle)", "(garbage collector)")

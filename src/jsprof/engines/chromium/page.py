@@ -220,6 +220,7 @@ class PageSession:
         now = time.monotonic()
         for th in self.threads:
             th.poll_origin()
+            th.poll_timeline()
             if self.us is not None and now >= th.next_slice:
                 th.rotate()
 
@@ -253,18 +254,25 @@ class PageSession:
                 th.collect(None)
 
     def read_origins(self, timeout: float = 2.0) -> None:
+        """The threads' time origins, and the last of each page's timeline."""
+        for th in self.threads:
+            if self.us is not None:
+                th.poll_timeline()
+                th.ask_timeline(last=True)
         for th in self.threads:
             # An iframe's document (and so its origin) is the one it navigated to.
             if (th.time_origin is None or th.kind == "iframe") and th.origin_mid is None:
                 th.ask_origin()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and any(
-            th.origin_mid is not None and not th.session.closed for th in self.threads
+            (th.origin_mid is not None or th.timeline_mids) and not th.session.closed
+            for th in self.threads
         ):
             if not self.client.pump(0.02):
                 break
             for th in self.threads:
                 th.poll_origin()
+                th.poll_timeline()
 
     def recording(
         self, requested_ms: float, rename: Callable[[str], str] | None = None

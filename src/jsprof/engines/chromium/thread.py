@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import EngineError
-from ...trace import Track
+from ...trace import Spans, Track
 from .. import _v8session
 from ..cdp import CDPClosed, CDPError, Session
 from .helper import SOURCE_URL, strip_internal
@@ -55,6 +55,9 @@ class JSThread:
     probe_sent: float = 0.0
     last_active: float = 0.0
     probed_after_load: bool = False
+    # The page's timeline, taken every slice: (document's timeOrigin, raw timeline) each.
+    timelines: list[tuple[float, Any]] = field(default_factory=list)
+    timeline_mids: list[int] = field(default_factory=list)  # asked, not answered yet
 
     # -- profiler
     def start_profiler(self, us: int) -> None:
@@ -75,6 +78,38 @@ class JSThread:
             )
         self.slice_no = k
         self.next_slice = time.monotonic() + SLICE_PERIOD
+        self.ask_timeline()
+
+    # -- the page's timeline (long animation frames, interactions)
+    def ask_timeline(self, last: bool = False) -> None:
+        """Ask for what the page observed since the last time (pages and iframes);
+        `last`: the recording ends (the page waits for its next frame first)."""
+        if (self.kind not in ("page", "iframe") or not self.helper or self.gone
+                or self.session.closed):
+            return
+        with contextlib.suppress(CDPClosed):
+            mid = self.session.send_nowait(
+                "Runtime.evaluate",
+                {
+                    "expression": "globalThis.__jsprof ? __jsprof.timeline("
+                    + ("true" if last else "false")
+                    + ") : null"
+                    + SOURCE_URL,
+                    "returnByValue": True,
+                    "awaitPromise": last,
+                },
+            )
+            self.timeline_mids.append(mid)
+
+    def poll_timeline(self) -> None:
+        """Keep the answers that came (in the order asked: they are in time order)."""
+        while self.timeline_mids and self.timeline_mids[0] in self.session.replies:
+            mid = self.timeline_mids.pop(0)
+            with contextlib.suppress(CDPError, CDPClosed, EngineError):
+                v = self.session.result(mid, 0).get("result", {}).get("value")
+                if (isinstance(v, list) and len(v) == 2 and isinstance(v[0], (int, float))
+                        and isinstance(v[1], dict)):
+                    self.timelines.append((float(v[0]), v[1]))
 
     def take_slice(self, event: dict) -> bool:
         p = event.get("params", {})
@@ -199,7 +234,59 @@ class JSThread:
         meta: dict[str, Any] = {"url": self.url, "kind": self.kind}
         if self.partial:
             meta["partial"] = self.lost
-        return _v8session.make_track(self.name, trace, time_origin, requested_ms, ENGINE, meta)
+        track = _v8session.make_track(self.name, trace, time_origin, requested_ms, ENGINE, meta)
+        if self.timelines:
+            track.spans = timeline_spans(self.timelines, time_origin, rename, track.meta)
+        return track
+
+
+def timeline_spans(
+    batches: list[tuple[float, Any]],
+    time_origin: float,
+    rename: Callable[[str], str] | None,
+    meta: dict[str, Any],
+) -> Spans | None:
+    """The page's timeline batches (document timeOrigin, raw timeline) as spans on the
+    track's clock. Each batch is checked as the collector checks an upload's (what the
+    page reports is data: a bad batch is left out and named in meta); batches of one
+    document are merged as the fleet merges one page load's chunks (an interaction
+    reported twice counts once); a document before a navigation is moved onto the last
+    one's clock."""
+    from ... import timeline as tl
+    from ...trace import join_spans
+
+    by_doc: dict[float, list[tuple[str, dict]]] = {}
+    dropped: dict[str, int] = {}
+    refused: list[str] = []
+    for origin, raw in batches:
+        try:
+            t = tl.check(raw, "timeline", keep_query=True)
+        except tl.TimelineError as e:
+            refused.append(str(e))
+            continue
+        if rename is not None:
+            for f in t["longFrames"]:
+                for sc in f["scripts"]:
+                    if sc["sourceURL"]:
+                        sc["sourceURL"] = rename(sc["sourceURL"])
+        by_doc.setdefault(origin, []).append((str(origin), t))
+        # the client's counts are since the document started: the last one is the total
+        for k, v in t["dropped"].items():
+            dropped[f"{origin}:{k}"] = max(dropped.get(f"{origin}:{k}", 0), v)
+    spans: Spans | None = None
+    for origin, items in sorted(by_doc.items()):
+        pl = tl.page_loads(items)[str(origin)]
+        doc = {"longFrames": pl.long_frames, "interactions": pl.interactions}
+        spans = join_spans(spans, tl.to_spans(doc, origin - time_origin))
+    total: dict[str, int] = {}
+    for key, v in dropped.items():
+        k = key.rsplit(":", 1)[1]
+        total[k] = total.get(k, 0) + v
+    if any(total.values()):
+        meta["timelineDropped"] = total
+    if refused:
+        meta["timelineRefused"] = refused[:10]
+    return spans if spans is not None and len(spans) else None
 
 
 def _renamed(profile: dict, rename: Callable[[str], str]) -> dict:

@@ -1,0 +1,350 @@
+"""The browser client's `timeline`: what made users wait, on the trace's clock.
+
+An upload's envelope may carry `timeline` (jsprof-client.js): the long animation frames
+(LoAF) and interactions (Event Timing) observed since the chunk before, and the page
+load (navigation timing, LCP). `check` is the collector's validation (one error naming
+the field, like the trace's); the rest is what fleet queries do with it: the windows a
+`--during` query keeps samples in, and the entry points of long frames that samples the
+browser lost their stacks in are charged to. Pure: stdlib, numpy and the model. The local
+Chromium engine records the same shape (the client's Timeline class runs in its page
+helper) and keeps it as spans of the page's track (`to_spans`); `from_spans` gives it back
+for `report --during`.
+
+Times are ms of the page's `performance.now()`, the clock of the trace's samples. Every
+chunk of one page load shares that clock, so windows are gathered per page load (the
+client's `pageLoad` id; an upload without one is a page load of its own): an interaction
+reported in the chunk after the one holding its samples still covers them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .trace import NONE, SPAN_KIND_CODE, Spans
+
+# What one upload's timeline may hold (the client's TIMELINE_LIMITS; docs/field.md).
+MAX_LONG_FRAMES = 50
+MAX_SCRIPTS = 10
+MAX_INTERACTIONS = 100
+MAX_TEXT = 256
+MAX_URL = 2048
+MAX_TIME_MS = 1e10  # ~115 days of a page's performance.now(): beyond is not a page's clock
+
+DURING = ("interaction", "long-frame", "load")
+# --slower-than defaults: an interaction over 200 ms is "poor" INP; a long frame with 50 ms
+# of blocking is one that blocked input for as long as a long task does.
+DEFAULT_SLOWER_THAN = {"interaction": 200.0, "long-frame": 50.0, "load": 0.0}
+NOT_CAPTURED = "(stack not captured)"
+
+
+class TimelineError(ValueError):
+    """A timeline the collector refuses: the message names the field."""
+
+
+def _kind(v: Any) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}.get(
+        type(v), "null" if v is None else "a number")
+
+
+def _num(obj: dict, key: str, where: str, required: bool = False, lo: float = 0.0,
+         ) -> float | None:
+    v = obj.get(key)
+    if v is None:
+        if required:
+            raise TimelineError(f"{where}.{key}: missing; expected a number of ms")
+        return None
+    if type(v) not in (int, float) or not math.isfinite(v) or not lo <= v <= MAX_TIME_MS:
+        raise TimelineError(
+            f"{where}.{key}: expected a number of ms from {lo:g} to {MAX_TIME_MS:g}, got "
+            f"{v if type(v) in (int, float) else _kind(v)}")
+    return float(v)
+
+
+def _text(obj: dict, key: str, where: str, cap: int = MAX_TEXT) -> str | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if type(v) is not str:
+        raise TimelineError(f"{where}.{key}: expected a string or null, got {_kind(v)}")
+    if len(v) > cap:
+        raise TimelineError(f"{where}.{key}: {len(v)} characters, over the limit of {cap}")
+    return v
+
+
+def _obj(v: Any, where: str, keys: tuple[str, ...]) -> dict:
+    if type(v) is not dict:
+        raise TimelineError(f"{where}: expected an object, got {_kind(v)}")
+    extra = sorted(set(v) - set(keys))
+    if extra:
+        raise TimelineError(f"{where}.{extra[0]}: unknown key; expected {', '.join(keys)}")
+    return v
+
+
+def _list(v: Any, where: str, cap: int) -> list:
+    if v is None:
+        return []
+    if type(v) is not list:
+        raise TimelineError(f"{where}: expected an array, got {_kind(v)}")
+    if len(v) > cap:
+        raise TimelineError(f"{where}: {len(v)} entries, over the limit of {cap}")
+    return v
+
+
+_FRAME_KEYS = ("start", "duration", "blockingDuration", "renderStart", "styleAndLayoutStart",
+               "scripts")
+_SCRIPT_KEYS = ("invoker", "invokerType", "sourceURL", "sourceFunctionName",
+                "sourceCharPosition", "start", "duration", "forcedStyleAndLayoutDuration")
+_INTERACTION_KEYS = ("id", "type", "start", "duration", "processingStart", "processingEnd",
+                     "target")
+_LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement")
+_TOP_KEYS = ("longFrames", "interactions", "load", "dropped")
+
+
+def _strip(url: str | None) -> str | None:
+    if url is None:
+        return None
+    cut = min((i for i in (url.find("?"), url.find("#")) if i >= 0), default=len(url))
+    return url[:cut]
+
+
+def check(doc: Any, where: str = "body.timeline", keep_query: bool = False) -> dict:
+    """The timeline as the store keeps it (only known keys, URLs without their query
+    unless `keep_query`), or TimelineError naming the first bad field."""
+    t = _obj(doc, where, _TOP_KEYS)
+    frames = []
+    for i, f in enumerate(_list(t.get("longFrames"), f"{where}.longFrames", MAX_LONG_FRAMES)):
+        w = f"{where}.longFrames[{i}]"
+        f = _obj(f, w, _FRAME_KEYS)
+        scripts = []
+        for j, s in enumerate(_list(f.get("scripts"), f"{w}.scripts", MAX_SCRIPTS)):
+            ws = f"{w}.scripts[{j}]"
+            s = _obj(s, ws, _SCRIPT_KEYS)
+            url = _text(s, "sourceURL", ws, MAX_URL)
+            scripts.append({
+                "invoker": _text(s, "invoker", ws),
+                "invokerType": _text(s, "invokerType", ws),
+                "sourceURL": url if keep_query else _strip(url),
+                "sourceFunctionName": _text(s, "sourceFunctionName", ws),
+                "sourceCharPosition": _num(s, "sourceCharPosition", ws, lo=-1),
+                "start": _num(s, "start", ws, required=True),
+                "duration": _num(s, "duration", ws, required=True),
+                "forcedStyleAndLayoutDuration": _num(s, "forcedStyleAndLayoutDuration", ws),
+            })
+        frames.append({
+            "start": _num(f, "start", w, required=True),
+            "duration": _num(f, "duration", w, required=True),
+            "blockingDuration": _num(f, "blockingDuration", w),
+            "renderStart": _num(f, "renderStart", w),
+            "styleAndLayoutStart": _num(f, "styleAndLayoutStart", w),
+            "scripts": scripts,
+        })
+    inters = []
+    for i, e in enumerate(_list(t.get("interactions"), f"{where}.interactions",
+                                MAX_INTERACTIONS)):
+        w = f"{where}.interactions[{i}]"
+        e = _obj(e, w, _INTERACTION_KEYS)
+        iid = e.get("id")
+        if iid is not None and (type(iid) is not int or not 0 <= iid < 2**53):
+            raise TimelineError(f"{w}.id: expected a whole number (the interactionId), got "
+                                f"{iid if type(iid) in (int, float) else _kind(iid)}")
+        inters.append({
+            "id": iid,
+            "type": _text(e, "type", w),
+            "start": _num(e, "start", w, required=True),
+            "duration": _num(e, "duration", w, required=True),
+            "processingStart": _num(e, "processingStart", w),
+            "processingEnd": _num(e, "processingEnd", w),
+            "target": _text(e, "target", w),
+        })
+    load = None
+    if t.get("load") is not None:
+        w = f"{where}.load"
+        ld = _obj(t["load"], w, _LOAD_KEYS)
+        load = {k: _num(ld, k, w) for k in _LOAD_KEYS[:4]}
+        load["lcpElement"] = _text(ld, "lcpElement", w)
+    dropped = {}
+    if t.get("dropped") is not None:
+        w = f"{where}.dropped"
+        d = _obj(t["dropped"], w, ("longFrames", "interactions"))
+        for k in ("longFrames", "interactions"):
+            v = d.get(k, 0)
+            if type(v) is not int or not 0 <= v < 2**53:
+                raise TimelineError(f"{w}.{k}: expected a whole number, got {_kind(v)}")
+            dropped[k] = v
+    return {"longFrames": frames, "interactions": inters, "load": load, "dropped": dropped}
+
+
+# ---- per page load ----------------------------------------------------------------------------
+
+
+@dataclass
+class PageLoad:
+    """Every chunk's timeline of one page load, merged."""
+
+    long_frames: list[dict]
+    interactions: list[dict]  # one per interactionId (the longest report of it)
+    load: dict | None
+
+    def windows(self, during: str, slower_than: float) -> list[tuple[float, float]]:
+        """[start, end) of each window a `--during` query keeps samples in."""
+        if during == "interaction":
+            return [(e["start"], interaction_end(e)) for e in self.interactions
+                    if e["duration"] >= slower_than]
+        if during == "long-frame":
+            return [(f["start"], f["start"] + f["duration"]) for f in self.long_frames
+                    if (f.get("blockingDuration") or 0.0) >= slower_than]
+        ld = self.load or {}
+        end = max((ld.get(k) or 0.0) for k in ("load", "lcp", "domContentLoaded"))
+        return [(0.0, end)] if end > 0 and end >= slower_than else []
+
+
+def interaction_end(e: dict) -> float:
+    """Where an interaction's window ends: its longest event's end, or the end of its
+    handlers when later. The client reports the interaction as its first event's start and
+    its longest event's duration (the INP value, as web-vitals counts it), so a click whose
+    pointerdown came long before it (a press held 150 ms) ends, by those two, before its
+    click handler does; the handlers are what users waited for."""
+    return max(e["start"] + e["duration"], e.get("processingEnd") or 0.0)
+
+
+def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
+    """(page-load key, timeline) per upload -> each page load's merged timeline."""
+    out: dict[str, PageLoad] = {}
+    for key, t in timelines:
+        pl = out.setdefault(key, PageLoad([], [], None))
+        if not t:
+            continue
+        pl.long_frames.extend(t.get("longFrames") or [])
+        for e in t.get("interactions") or []:
+            old = next((o for o in pl.interactions
+                        if e.get("id") is not None and o.get("id") == e.get("id")), None)
+            if old is None:
+                pl.interactions.append(e)
+            elif e["duration"] > old["duration"]:
+                pl.interactions[pl.interactions.index(old)] = e
+        ld = t.get("load")
+        if ld:
+            # LCP is final only at the first input: later chunks know more; keep any value.
+            merged = dict(pl.load or {})
+            merged.update({k: v for k, v in ld.items() if v is not None})
+            pl.load = merged
+    return out
+
+
+def in_windows(times: np.ndarray, windows: list[tuple[float, float]]) -> np.ndarray:
+    """Which of `times` lie in any [start, end) window."""
+    keep = np.zeros(len(times), bool)
+    for s, e in windows:
+        keep |= (times >= s) & (times < e)
+    return keep
+
+
+def entry_point(frame: dict, t: float) -> dict | None:
+    """The LoAF script that was running at `t` (else the frame's longest script): what a
+    sample the browser lost the stack of was running."""
+    best = None
+    for s in frame.get("scripts") or []:
+        if s["start"] <= t < s["start"] + s["duration"]:
+            return s
+        if best is None or s["duration"] > best["duration"]:
+            best = s
+    return best
+
+
+def entry_name(s: dict) -> tuple[str, str | None]:
+    """(function name, resource) of a LoAF script entry."""
+    name = s.get("sourceFunctionName") or s.get("invoker") or "(anonymous)"
+    return name, s.get("sourceURL") or None
+
+
+# ---- as spans of a Recording (the local Chromium engine, report --during) ---------------------
+
+LONG_FRAME_NAME = "long animation frame"
+# Fields of an entry that are times on the page's clock (shifted with the span).
+TIME_ARGS = ("renderStart", "styleAndLayoutStart", "processingStart", "processingEnd")
+_FRAME_ARGS = ("blockingDuration", "renderStart", "styleAndLayoutStart")
+_SCRIPT_ARGS = ("invoker", "invokerType", "sourceURL", "sourceFunctionName",
+                "sourceCharPosition", "forcedStyleAndLayoutDuration")
+_INTERACTION_ARGS = ("id", "type", "target", "processingStart", "processingEnd")
+
+
+def _args(entry: dict, keys: tuple[str, ...], shift: float) -> dict:
+    out = {}
+    for k in keys:
+        v = entry.get(k)
+        if v is not None:
+            out[k] = v + shift if k in TIME_ARGS else v
+    return out
+
+
+def to_spans(timeline: dict, shift: float = 0.0) -> Spans:
+    """A checked timeline (`check`) as spans: each long frame with its script entries as
+    children, then each interaction; times moved by `shift` ms (onto the track's clock)."""
+    start: list[float] = []
+    end: list[float] = []
+    parent: list[int] = []
+    kind: list[int] = []
+    name: list[int] = []
+    names: list[str] = []
+    args: list[dict] = []
+    index: dict[str, int] = {}
+
+    def add(s: float, d: float, k: str, label: str, p: int, a: dict) -> int:
+        start.append(s + shift)
+        end.append(s + d + shift)
+        parent.append(p)
+        kind.append(SPAN_KIND_CODE[k])
+        name.append(index.setdefault(label, len(index)))
+        if name[-1] == len(names):
+            names.append(label)
+        args.append(a)
+        return len(start) - 1
+
+    for f in sorted(timeline.get("longFrames") or (), key=lambda f: f["start"]):
+        fi = add(f["start"], f["duration"], "long-frame", LONG_FRAME_NAME, NONE,
+                 _args(f, _FRAME_ARGS, shift))
+        for s in sorted(f.get("scripts") or (), key=lambda s: s["start"]):
+            add(s["start"], s["duration"], "script", entry_name(s)[0], fi,
+                _args(s, _SCRIPT_ARGS, shift))
+    for e in sorted(timeline.get("interactions") or (), key=lambda e: e["start"]):
+        # The span is the interaction's window; its reported duration (INP's) is an arg.
+        a = _args(e, _INTERACTION_ARGS, shift)
+        a["duration"] = e["duration"]
+        add(e["start"], interaction_end(e) - e["start"], "interaction",
+            e.get("type") or "interaction", NONE, a)
+    return Spans(
+        np.array(start, np.float64), np.array(end, np.float64),
+        np.full(len(start), NONE, np.int32), np.array(parent, np.int32),
+        np.array(kind, np.int8), np.array(name, np.int32), names, args)
+
+
+def from_spans(spans: Spans | None) -> PageLoad:
+    """A track's long-frame and interaction spans as the fleet's PageLoad (the client's
+    shape), so windows and entry points are found by one set of rules."""
+    pl = PageLoad([], [], None)
+    if spans is None or not len(spans):
+        return pl
+    frames: dict[int, dict] = {}
+    kinds = spans.kind.tolist()  # type: ignore[union-attr]
+    for i, k in enumerate(kinds):
+        a = spans.arg(i)
+        s, d = float(spans.start[i]), float(spans.end[i] - spans.start[i])
+        if k == SPAN_KIND_CODE["long-frame"]:
+            frames[i] = {"start": s, "duration": d, **{x: a.get(x) for x in _FRAME_ARGS},
+                         "scripts": []}
+            pl.long_frames.append(frames[i])
+        elif k == SPAN_KIND_CODE["interaction"]:
+            pl.interactions.append({"start": s, "duration": a.get("duration", d),
+                                    **{x: a.get(x) for x in _INTERACTION_ARGS}})
+    for i, k in enumerate(kinds):
+        p = int(spans.parent[i])
+        if k == SPAN_KIND_CODE["script"] and p in frames:
+            a = spans.arg(i)
+            frames[p]["scripts"].append({
+                "start": float(spans.start[i]), "duration": float(spans.end[i] - spans.start[i]),
+                **{x: a.get(x) for x in _SCRIPT_ARGS}})
+    return pl
