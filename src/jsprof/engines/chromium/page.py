@@ -253,7 +253,7 @@ class PageSession:
             if th.profile is None and th.slices:
                 th.collect(None)
 
-    def read_origins(self, timeout: float = 2.0) -> None:
+    def read_origins(self, timeout: float = 3.0) -> None:
         """The threads' time origins, and the last of each page's timeline."""
         for th in self.threads:
             if self.us is not None:
