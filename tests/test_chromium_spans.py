@@ -256,3 +256,14 @@ def test_lost_stacks_inside_a_long_frame_go_to_its_entry_point(recorded: Path) -
     entry = next(f for f in kept.frames if f.name == "builtinHeavyHandlerForJsprof")
     assert entry.line is not None
     assert got.attributed_ms > 50
+
+
+def test_the_pages_windows_outlive_steps_that_rebuild_frames(recorded: Path) -> None:
+    # --hide-internal and source maps rebuild the frames table, which calls point into;
+    # the page's windows do not, and stay (the Time view and --during need them).
+    from jsprof.analysis.filters import hide_internal
+
+    rec = load(recorded)
+    before = rec.tracks[0].spans
+    after = hide_internal(rec).tracks[0].spans
+    assert after is not None and after == before

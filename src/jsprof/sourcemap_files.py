@@ -28,7 +28,7 @@ import orjson
 from .analysis import sourcemap
 from .analysis.sourcemap import MAX_MAP_BYTES, SourceMap, SourceMapError
 from .errors import UsageError
-from .trace import Recording
+from .trace import Recording, spans_without_calls
 
 MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
 _URL_COMMENT = re.compile(rb"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
@@ -154,7 +154,9 @@ def apply(
                     if content is not None:
                         texts.setdefault(sm.source_url(s), content)
         mapped = sourcemap.apply_to_trace(t.trace, maps)
-        tracks.append(replace(t, trace=mapped, spans=None if maps else t.spans))
+        tracks.append(
+            replace(t, trace=mapped, spans=spans_without_calls(t.spans) if maps else t.spans)
+        )
     return Recording(tracks)
 
 

@@ -454,6 +454,28 @@ class Spans:
     __hash__ = None  # type: ignore[assignment]
 
 
+def spans_without_calls(spans: Spans | None) -> Spans | None:
+    """The spans that do not point into the frames table (the page's windows), for a step
+    that rebuilt the frames (source maps, filters that drop frames): calls go, windows
+    stay. None when none is left."""
+    if spans is None:
+        return None
+    keep = np.nonzero(spans.kind != SPAN_KIND_CODE["call"])[0]  # type: ignore[operator]
+    if not len(keep):
+        return None
+    if len(keep) == len(spans):
+        return spans
+    new = np.full(len(spans), NONE, np.int64)
+    new[keep] = np.arange(len(keep))
+    par = spans.parent[keep]
+    par = np.where(par >= 0, new[np.maximum(par, 0)], NONE)
+    return Spans(
+        spans.start[keep], spans.end[keep], spans.frame[keep], par.astype(np.int32),
+        spans.kind[keep], spans.name[keep], list(spans.names),  # type: ignore[index]
+        None if spans.args is None else [spans.args[i] for i in keep.tolist()],
+    )
+
+
 def join_spans(a: Spans | None, b: Spans | None) -> Spans | None:
     """Both sets of spans on one track (b's parents and names renumbered after a's)."""
     if a is None or not len(a):

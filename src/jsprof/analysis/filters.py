@@ -37,6 +37,7 @@ from ..trace import (
     Track,
     anonymous_label,
     sample_weights,
+    spans_without_calls,
 )
 from .profile import as_recording
 
@@ -82,7 +83,10 @@ def _map_tracks(
     rec = as_recording(rec)
     # Spans point into the frames table: they survive only filters that keep it as is.
     return Recording(
-        [replace(t, trace=fn(t), spans=t.spans if frames_kept else None) for t in rec.tracks]
+        [
+            replace(t, trace=fn(t), spans=t.spans if frames_kept else spans_without_calls(t.spans))
+            for t in rec.tracks
+        ]
     )
 
 
