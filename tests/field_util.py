@@ -103,8 +103,10 @@ class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
 
 @contextmanager
 def asgi_server(rate: float, body: str = DEFAULT_BODY, **options: Any) -> Iterator[str]:
-    """A Starlette app behind ASGIMiddleware on uvicorn (its own thread); yields its origin."""
-    app = ASGIMiddleware(_asgi_app(body), rate=rate, **options)
+    """A Starlette app behind ASGIMiddleware on uvicorn (its own thread); yields its origin.
+    Added as docs/field.md says (Starlette's add_middleware)."""
+    app = _asgi_app(body)
+    app.add_middleware(ASGIMiddleware, rate=rate, **options)
     config = uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
     server = uvicorn.Server(config)
     t = threading.Thread(target=server.run, daemon=True)
