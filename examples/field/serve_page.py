@@ -1,6 +1,7 @@
 """Serve examples/field/page.html on http://127.0.0.1:8000 with the header the JS
-Self-Profiling API needs (`Document-Policy: js-profiling`); any static server that can add a
-response header does the same (nginx: `add_header Document-Policy js-profiling;`)."""
+Self-Profiling API needs (`Document-Policy: js-profiling`) on every page: a demo profiles
+every visit. A real site sends it to its sampled sessions only, since the header costs every
+page that gets it: jsprof.field's middlewares or the nginx snippet (docs/field.md)."""
 
 import http.server
 from functools import partial
