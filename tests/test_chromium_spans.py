@@ -267,3 +267,73 @@ def test_the_pages_windows_outlive_steps_that_rebuild_frames(recorded: Path) -> 
     before = rec.tracks[0].spans
     after = hide_internal(rec).tracks[0].spans
     assert after is not None and after == before
+
+
+def _wait(page: object, expr: str, timeout: float = 20.0) -> None:
+    # (not wait_for_function: it evals a string, which the viewer's CSP forbids)
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        time.sleep(0.05)
+
+
+def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: Path) -> None:
+    import os
+
+    from playwright.sync_api import sync_playwright
+
+    from jsprof.engines.chromium.browser import HEADLESS_FLAGS
+
+    # A hostile target description must come out as text (the page chose it, not jsprof).
+    rec = load(recorded)
+    sp = rec.tracks[0].spans
+    assert sp is not None and sp.args is not None
+    hostile = '<img src=x onerror="window.pwned=1">'
+    for i in sp.of_kind("interaction").tolist():
+        sp.args[i]["target"] = hostile
+    src = tmp_path / "hostile.jsprof.json"
+    save(rec, src)
+    html = tmp_path / "clicks.html"
+    r = subprocess.run([*JSPROF, "flame", str(src), "-o", str(html)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=find_chromium(), headless=True,
+                              args=list(HEADLESS_FLAGS))
+        try:
+            page = b.new_page(viewport={"width": 1280, "height": 800})
+            errors: list[str] = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto(html.as_uri() + "#view=time")
+            _wait(page, "document.body.dataset.view === 'time'")
+            lanes = page.eval_on_selector_all("[data-lane]", "es => es.map(e => e.dataset.lane)")
+            assert "main long animation frames" in lanes and "main interactions" in lanes, lanes
+            page.screenshot(path=str(tmp_path / "time-view.png"), full_page=True)
+            # Hover the slow click's interaction: its tooltip names it and its parts.
+            inter = page.locator("[data-lane='main interactions'] canvas").bounding_box()
+            t0 = [float(sp.start[i]) for i in sp.of_kind("interaction").tolist()]
+            t1 = [float(sp.end[i]) for i in sp.of_kind("interaction").tolist()]
+            slow = max(range(len(t0)), key=lambda k: t1[k] - t0[k])
+            tip = ""
+            # The time axis spans the recording's samples and spans; find the box by
+            # sweeping the lane (a few dozen moves) rather than guessing the scale.
+            for k in range(200):
+                page.mouse.move(inter["x"] + inter["width"] * (k + 0.5) / 200,
+                                inter["y"] + 6)
+                if page.locator("#fg-tip").is_visible():
+                    text = page.locator("#fg-tip").text_content() or ""
+                    if "input delay" in text:
+                        tip = text
+                        if f"{t1[slow] - t0[slow]:.1f}" in text or "duration" in text:
+                            break
+            assert tip.startswith("click on " + hostile), tip
+            assert "processing" in tip and "presentation" in tip
+            assert page.evaluate("window.pwned") is None
+            assert page.locator("img").count() == 0
+            frames = page.locator("[data-lane='main long animation frames'] canvas").bounding_box()
+            # frames, and their script entries a row below
+            assert frames["height"] >= 2 * inter["height"] - 1
+            assert errors == []
+        finally:
+            b.close()

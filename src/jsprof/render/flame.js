@@ -1052,15 +1052,19 @@
           lanes.push({kind: "markers", name: L.name + " markers", L: L,
             box: L.mk.t0.map(function (t, k) { return [t, L.mk.t1[k], 0, L.mk.c[k]]; }), height: D.row});
         }
-        if (L.sp && L.sp.t0.length) {
-          var md = 0, bs = L.sp.t0.map(function (t, k) {
-            if (L.sp.d[k] > md) md = L.sp.d[k];
-            return [t, L.sp.t1[k], L.sp.d[k], L.sp.f[k]];
+        // Instrumented calls (`sp`), then the page's windows (`sw`: long animation
+        // frames with their script entries, interactions), a lane each.
+        [L.sp].concat(L.sw || []).forEach(function (S) {
+          if (!S || !S.t0.length) return;
+          var md = 0, bs = S.t0.map(function (t, k) {
+            if (S.d[k] > md) md = S.d[k];
+            return [t, S.t1[k], S.d[k], S.f[k], S.tip ? S.tip[k] : null];
           });
-          lanes.push({kind: "spans", name: L.name + " spans", L: L, box: bs, height: (md + 1) * D.row});
-          lo = Math.min(lo, L.sp.t0[0]);
-          hi = Math.max(hi, Math.max.apply(null, L.sp.t1.slice(-1000)));
-        }
+          lanes.push({kind: "spans", name: L.name + " " + (S.title || "spans"), L: L, box: bs,
+            height: (md + 1) * D.row});
+          lo = Math.min(lo, Math.min.apply(null, S.t0.slice(0, 1000)));
+          hi = Math.max(hi, Math.max.apply(null, S.t1.slice(-1000)));
+        });
       });
       if (!(hi > lo)) { lo = 0; hi = 1; }
       v0 = lo; v1 = hi;
@@ -1162,8 +1166,10 @@
         var b = hitBox(ln, e);
         if (!b) { if (tipEl) tipEl.style.display = "none"; return; }
         var name = nameOf(ln, b), loc = ln.kind === "samples" ? M.floc[M.fn[b[3]]] : "";
-        showTip(e, name + (loc ? "\n" + loc : "") + "\n" + ms(b[1] - b[0]) + " ms, from " +
-          ms(b[0] - lo) + " to " + ms(b[1] - lo) + " ms");
+        var when = ms(b[1] - b[0]) + " ms, from " + ms(b[0] - lo) + " to " + ms(b[1] - lo) + " ms";
+        // A window the page reported has its own words (DOM text, never markup).
+        if (ln.kind === "spans" && b[4]) showTip(e, b[4] + "\n" + when);
+        else showTip(e, name + (loc ? "\n" + loc : "") + "\n" + when);
       });
       c.addEventListener("mouseleave", function () { if (tipEl) tipEl.style.display = "none"; });
       c.addEventListener("mousedown", function (e) {

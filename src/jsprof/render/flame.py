@@ -30,7 +30,18 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
 from ..analysis.profile import FunctionKey, _tracks, hot_lines, repeats_an_ancestor, subtree_sums
 from ..analysis.source import SourceFile
-from ..trace import MARKERS, NO_STACK_NAMES, NONE, Recording, function_keys, sample_weights
+from ..trace import (
+    MARKERS,
+    NO_STACK_NAMES,
+    NONE,
+    SPAN_KIND_CODE,
+    SPAN_KINDS,
+    ProfilerTrace,
+    Recording,
+    Spans,
+    function_keys,
+    sample_weights,
+)
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -388,33 +399,112 @@ def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | N
             }
         sp = t.spans
         if sp is not None and len(sp):
-            keys = function_keys(tr)
-            pick = np.arange(len(sp))
-            if len(sp) > TIME_SPANS:
-                pick = np.sort(np.argsort(-(sp.end - sp.start), kind="stable")[:TIME_SPANS])
-            pos = {int(i): j for j, i in enumerate(pick.tolist())}
-            depth: list[int] = []
-            par = sp.parent.tolist()
-            for i in pick.tolist():
-                # Depth among the kept spans: a dropped parent does not leave a gap.
-                d, p = 0, par[i]
-                while p >= 0 and d < 1000:
-                    if p in pos:
-                        d += 1
-                    p = par[p] if p < len(par) else -1
-                depth.append(d)
-            names = []
-            for f in sp.frame[pick].tolist():
-                label = clean(keys[f].label()) if 0 <= f < len(keys) else "(unknown)"
-                names.append(span_names.setdefault(label, len(span_names)))
-            lane["sp"] = {
-                "t0": _r(sp.start[pick] + off),
-                "t1": _r(sp.end[pick] + off),
-                "d": depth,
-                "f": names,
-            }
+            groups = []
+            for title, kinds in SPAN_LANES:
+                sel = np.nonzero(np.isin(sp.kind, [SPAN_KIND_CODE[k] for k in kinds]))[0]  # type: ignore[arg-type]
+                if len(sel):
+                    groups.append(_span_lane(sp, sel, title, tr, off, span_names))
+            # The calls' lane keeps its place (`sp`); the page's windows come as lanes of
+            # their own (`sw`), one per kind of window, so an interaction never hides a frame.
+            calls = [g for g in groups if g["title"] == "spans"]
+            if calls:
+                lane["sp"] = calls[0]
+            wins = [g for g in groups if g["title"] != "spans"]
+            if wins:
+                lane["sw"] = wins
         lanes.append(lane)
     return {"lanes": lanes, "spanNames": list(span_names)}
+
+
+# Lanes of a track's spans: (lane title after the track's name, the span kinds in it).
+SPAN_LANES = (
+    ("spans", ("call",)),
+    ("long animation frames", ("long-frame", "script")),
+    ("interactions", ("interaction",)),
+)
+
+
+def _span_lane(
+    sp: Spans, sel: np.ndarray, title: str, tr: ProfilerTrace, off: float, span_names: dict
+) -> dict:
+    """One lane of spans (the `sel` ones, the longest TIME_SPANS of them): start, end,
+    depth among the kept ones, name id; and for the page's windows, a tooltip each."""
+    keys = function_keys(tr)
+    pick = sel
+    if len(sel) > TIME_SPANS:
+        dur = sp.end[sel] - sp.start[sel]
+        pick = np.sort(sel[np.argsort(-dur, kind="stable")[:TIME_SPANS]])
+    pos = {int(i): j for j, i in enumerate(pick.tolist())}
+    depth: list[int] = []
+    par = sp.parent.tolist()
+    for i in pick.tolist():
+        # Depth among the kept spans: a dropped parent does not leave a gap.
+        d, p = 0, par[i]
+        while p >= 0 and d < 1000:
+            if p in pos:
+                d += 1
+            p = par[p] if p < len(par) else -1
+        depth.append(d)
+    names = []
+    tips = []
+    for i in pick.tolist():
+        own = sp.label(i)
+        f = int(sp.frame[i])
+        if own is not None:
+            label = clean(own)
+        else:
+            label = clean(keys[f].label()) if 0 <= f < len(keys) else "(unknown)"
+        names.append(span_names.setdefault(label, len(span_names)))
+        if own is not None:
+            tips.append(clean(_span_tip(sp, i, label)))
+    out = {
+        "title": title,
+        "t0": _r(sp.start[pick] + off),
+        "t1": _r(sp.end[pick] + off),
+        "d": depth,
+        "f": names,
+    }
+    if tips:
+        out["tip"] = tips
+    return out
+
+
+def _ms(v: object) -> str:
+    return f"{v:.1f} ms" if isinstance(v, (int, float)) else "?"
+
+
+def _span_tip(sp: Spans, i: int, label: str) -> str:
+    """A window's tooltip: what the page reported of it, in words (plain text)."""
+    a = sp.arg(i)
+    start, end = float(sp.start[i]), float(sp.end[i])
+    kind = SPAN_KINDS[int(sp.kind[i])]  # type: ignore[index]
+    if kind == "interaction":
+        lines = [f"{label} on {a.get('target') or '(no target)'}",
+                 f"duration {_ms(a.get('duration', end - start))} (as INP counts it)"]
+        ps, pe = a.get("processingStart"), a.get("processingEnd")
+        if isinstance(ps, (int, float)) and isinstance(pe, (int, float)):
+            lines.append(f"input delay {_ms(ps - start)}, processing {_ms(pe - ps)}, "
+                         f"presentation {_ms(max(end - pe, 0.0))}")
+        return "\n".join(lines)
+    if kind == "long-frame":
+        lines = [f"{label}: {_ms(end - start)}",
+                 f"blocking {_ms(a.get('blockingDuration'))}"]
+        rs = a.get("renderStart")
+        if isinstance(rs, (int, float)) and rs > 0:
+            lines.append(f"rendering from {_ms(rs - start)} into the frame")
+        return "\n".join(lines)
+    where = a.get("sourceURL") or ""
+    pos = a.get("sourceCharPosition")
+    if where and isinstance(pos, (int, float)) and pos >= 0:
+        where += f" (character {int(pos)})"
+    lines = [f"script entry {label}: {_ms(end - start)}",
+             f"{a.get('invokerType') or 'invoker'}: {a.get('invoker') or '?'}"]
+    if where:
+        lines.append(where)
+    forced = a.get("forcedStyleAndLayoutDuration")
+    if isinstance(forced, (int, float)) and forced > 0:
+        lines.append(f"forced style and layout {_ms(forced)}")
+    return "\n".join(lines)
 
 
 def _depths(tree: CallTree) -> np.ndarray:
