@@ -281,3 +281,50 @@ def test_a_query_during_a_long_compaction_does_not_hold_ingest(tmp_path: Path) -
     # full speed; a query that held ingest would leave it near 0).
     assert base_rate > 5, base_rate
     assert during >= 0.25 * base_rate, (during, base_rate, q1 - q0)
+
+
+def test_damaged_records_are_counted_and_reported_by_every_query(
+    tmp_path: Path, capsys, monkeypatch,  # noqa: ANN001
+) -> None:
+    """A flipped byte in one stored body: queries count the 5 others and say that 1 record
+    could not be read: `damagedRecords` in JSON (CLI --json and HTTP, from the tail before
+    compaction and from the manifest after), one note on stderr in text output."""
+    from jsprof.cli import main
+    from jsprof.store import segment as seg
+
+    path = tmp_path / "st"
+    st = Store(path)
+    _fill(st, np.random.default_rng(8), 0, 6)
+    st.close()
+    (segment,) = (path / "segments").glob("*.seg")
+    fd = os.open(segment, os.O_RDONLY)
+    heads = [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
+    os.close(fd)
+    data = bytearray(segment.read_bytes())
+    data[heads[2].end - 5] ^= 0x04  # in a body: its checksum fails
+    segment.write_bytes(bytes(data))
+
+    col = Collector(path, "--app", "shop:k1", "--compact-every", "0")
+    try:
+        doc = _top(col)  # nothing compacted: met in the tail
+        assert (doc["traces"], doc["damagedRecords"]) == (5, 1), doc
+        top = ["fleet", "top", "--store", str(path), "--app", "shop"]
+        assert main([*top, "--json"]) == 0  # compacts: now listed in the manifest
+        out = capsys.readouterr()
+        got = orjson.loads(out.out)
+        assert (got["traces"], got["damagedRecords"], got["pendingUploads"]) == (5, 1, 0)
+        assert "damaged" not in out.err  # --json says it in the document
+        assert main(top) == 0
+        err = capsys.readouterr().err.strip().splitlines()
+        notes = [ln for ln in err if "damaged record" in ln]
+        assert len(notes) == 1 and notes[0].startswith("jsprof: note: 1 damaged record in "), err
+        assert f"serve check --store {path}" in notes[0]
+        assert _top(col)["damagedRecords"] == 1  # from the manifest, counted once
+        monkeypatch.setenv("JSPROF_READ_TOKEN", READ_TOKEN)
+        assert main(["fleet", "diff", "--url", col.url, "--app", "shop", "--base",
+                     "release=1.0", "--new", "release=1.1", "--min-traces", "1",
+                     "--min-samples", "1", "--resamples", "20"]) == 0
+        err = capsys.readouterr().err
+        assert err.count("1 damaged record in the collector's store") == 1, err
+    finally:
+        col.stop()

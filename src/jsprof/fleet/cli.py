@@ -238,9 +238,33 @@ def _query(args: argparse.Namespace, remote: Callable[[Any], T], local: Callable
     status spinner either way."""
     with _status("querying the store ...") as st:
         if args.url:
-            return remote(_remote(args))
+            got = remote(_remote(args))
+            doc = got[0] if isinstance(got, tuple) else got
+            if isinstance(doc, dict):
+                _store_notes(args, doc.get("damagedRecords", 0), doc.get("pendingUploads", 0))
+            return got
         with _session(args, st) as s:
-            return local(s)
+            got = local(s)
+            _store_notes(args, s.snap.damaged, s.snap.pending)
+            return got
+
+
+def _store_notes(args: argparse.Namespace, damaged: int, pending: int) -> None:
+    """One line each on stderr (text output; --json has damagedRecords and pendingUploads):
+    records the store holds but no query can count, and uploads not in this result yet."""
+    if getattr(args, "json", False):
+        return
+    where = "the collector's store" if args.url else f"the store {args.store or DEFAULT_STORE}"
+    check = ("jsprof serve check --store PATH" if args.url
+             else f"jsprof serve check --store {args.store or DEFAULT_STORE}")
+    if damaged:
+        print(f"jsprof: note: {plural(damaged, 'damaged record')} in {where} failed "
+              f"{'its' if damaged == 1 else 'their'} checksum and {'is' if damaged == 1 else 'are'}"
+              f" in no result (`{check}` lists them)", file=sys.stderr)
+    if pending:
+        print(f"jsprof: note: {plural(pending, 'upload')} stored but not compacted yet "
+              f"{'is' if pending == 1 else 'are'} not in this result (the collector's "
+              "compactor is behind; ask again later)", file=sys.stderr)
 
 
 def _print_json(obj: object) -> None:
@@ -353,6 +377,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_regressions(args: argparse.Namespace) -> int:
     """Exit 1 when a regression is found (for cron and CI), 0 when none."""
+    from . import api
     from .regressions import regressions
 
     _check_source(args)
@@ -361,8 +386,8 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         args,
         lambda r: r.regressions(f, args.by, args.min_change, args.min_traces,
                                 args.min_samples),
-        lambda s: regressions(s, f, args.min_change, args.min_traces, args.min_samples,
-                              by=args.by),
+        lambda s: {**regressions(s, f, args.min_change, args.min_traces, args.min_samples,
+                                 by=args.by), **api.notes(s)},
     )
     if args.json:
         _print_json(doc)

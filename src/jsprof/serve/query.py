@@ -466,9 +466,12 @@ async def regressions(request: Request) -> Response:
                 f"query parameter min_change: expected percentage points, 0 or more, got "
                 f"{text[:40]!r}"
             )
+        from ..fleet import api
+
         with _session(request) as s:
             doc = find(s, f, min_change, _int(q, "min_traces", 5), _int(q, "min_samples", 1000),
                        by=by)
+            doc.update(api.notes(s))
         return _json(doc)
 
     return await _run(request, work)
