@@ -1038,8 +1038,10 @@ def _html_document(
         f"{sections}</main>\n"
         '<div id="fg-tip" role="tooltip"></div>\n'
         f'<script type="application/json" id="fg-data">{data}</script>\n'
+        f"<script>{flame_script()}</script>\n"
+        # The views' data after the script: the flame graph is drawn before these are read.
         f'<script type="application/json" id="fg-model">{model}</script>\n'
         + (f'<script type="application/json" id="fg-source">{source}</script>\n' if source else "")
         + (f'<script type="application/json" id="fg-index">{index}</script>\n' if index else "")
-        + f"<script>{flame_script()}</script>\n</body>\n</html>\n"
+        + "</body>\n</html>\n"
     )
