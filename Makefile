@@ -29,7 +29,7 @@ chromium:
 
 # The nginx snippet of docs/field.md runs in a real nginx (tests/test_field_nginx.py).
 nginx:
-	@test -x /usr/sbin/nginx || (apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx)
+	@test -x /usr/sbin/nginx || (apt-get update && RUNLEVEL=1 DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends nginx)
 
 # The format tests check our output with real JavaScript tools (speedscope's schema,
 # pprof-format); install them from the lock file, again only when the lock file changes.
