@@ -239,6 +239,16 @@ def test_dashboard_in_chromium(server):
             frame = page.frame_locator("#flame")
             frame.locator("rect").first.wait_for(timeout=60000)
             assert frame.locator("rect").count() > 5
+            # It is the viewer `jsprof flame` writes: its sandwich view lists the merged
+            # profile's functions as the top table counts them.
+            assert frame.locator("nav.tabs a").all_text_contents() == ["Flame", "Sandwich"]
+            frame.locator("nav.tabs a[data-tab='sandwich']").click()
+            first = frame.locator("#v-sandwich tbody tr").first
+            first.wait_for(timeout=60000)
+            top_row = page.locator("#top tbody tr").first.locator("td")
+            assert first.locator("td.name").text_content() == top_row.nth(6).text_content()
+            assert float(first.locator("td").first.text_content()) == pytest.approx(
+                float(top_row.nth(2).text_content().replace(",", "")), abs=0.051)
             # Release diff and the per-release chart.
             page.select_option("#base", "1.0")
             page.select_option("#new", "1.1")
