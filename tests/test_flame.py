@@ -996,6 +996,16 @@ def test_search_share_is_reports_with_paths_too_thin_to_draw(browser, tmp_path, 
         m = re.search(r"([\d.]+)% of total \(([\d.]+) ms\)", status)
         assert float(m.group(2)) == pytest.approx(want, abs=0.05), (q, status)
         assert m.group(1) == f"{100 * want / 51000:.1f}", (q, status)
+    # The matches are painted on the canvas laid exactly over the graph: mid is magenta.
+    _type(page, "mid")
+    hl, box = page.locator("#fg-hl").bounding_box(), page.locator("#fg-svg").bounding_box()
+    assert hl == pytest.approx(box, abs=0.5), (hl, box)
+    rect = page.locator("#fg-frames g", has_text="mid").first.locator("rect").bounding_box()
+    png = tmp_path / "search.png"
+    page.screenshot(path=str(png))
+    r, g, b = Image.open(png).convert("RGB").getpixel(
+        (int(rect["x"] + 5), int(rect["y"] + rect["height"] / 2)))
+    assert r > 200 and g < 130 and b > 200, (r, g, b)  # hsl(300,80%,62%)
     assert page.errors == []
 
 

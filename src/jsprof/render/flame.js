@@ -257,8 +257,10 @@
     if (!query) { hl.style.display = "none"; hl.setAttribute("data-hits", "0"); return; }
     var W = +svg.getAttribute("width"), H = Hcur, painted = 0;
     hl.style.display = "";
-    hl.style.left = svg.offsetLeft + "px";
-    hl.style.top = svg.offsetTop + "px";
+    // (an <svg> has no offsetLeft: placed by the two boxes)
+    var sr = svg.getBoundingClientRect(), wr = svg.parentNode.getBoundingClientRect();
+    hl.style.left = (sr.left - wr.left) + "px";
+    hl.style.top = (sr.top - wr.top) + "px";
     if (hl.width !== Math.round(W * ratio) || hl.height !== Math.round(H * ratio)) {
       hl.width = Math.round(W * ratio); hl.height = Math.round(H * ratio);
       hl.style.width = W + "px"; hl.style.height = H + "px";
