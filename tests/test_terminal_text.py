@@ -109,17 +109,19 @@ def test_instrument_tables_escape_method_names(tmp_path):
 
 
 def test_fleet_text_escapes(capsys):
-    from jsprof.fleet.text import print_top
+    from jsprof.fleet.text import FleetTopTable
+    from jsprof.render.base import emit
+    from jsprof.render.summary import stdout_console
 
     row = {"name": EVIL, "resource": "https://x/\u2028.js", "line": 1, "column": 2,
            "selfPct": 50.0, "totalPct": 50.0, "selfMs": 1.0, "totalMs": 1.0, "traces": 1,
            "p50SelfMs": 1.0, "p95SelfMs": 1.0}
     doc = {"rows": [row], "traces": 1, "samples": 2, "totalMs": 2.0}
     # Narrow (piped) tables elide long names in the middle: still no raw control character.
-    print_top(doc, "t")
+    emit(FleetTopTable(stdout_console(), "t"), doc)
     _clean(capsys.readouterr().out)
     # --wide prints the name whole, escaped.
-    print_top(doc, "t", wide=True)
+    emit(FleetTopTable(stdout_console(), "t", wide=True), doc)
     out = capsys.readouterr().out
     _clean(out)
     assert EVIL_SHOWN in out and "https://x/\\u2028.js:1:2" in out

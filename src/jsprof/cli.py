@@ -53,13 +53,6 @@ def _tell(say: Callable[..., object], *args: object, **kwargs: object) -> None:
         _streams_gone()
 
 
-def _print_json(obj: object) -> None:
-    import orjson
-
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
-    sys.stdout.flush()
-
-
 # ---- shared filters ----------------------------------------------------------------------
 
 
@@ -221,6 +214,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     from .analysis.calltree import build_call_tree
     from .analysis.profile import hot_lines, summarize
     from .render import console as render
+    from .render.base import emit, print_json
 
     _check_report_args(args)
     top = _top(args)
@@ -235,22 +229,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         tree = build_call_tree(rec, args.track)
         if args.json:
             doc = {"tree": render.tree_json(tree, threshold), **_lost_json(lost)}
-            _print_json({**doc, **_during_json(args)})
+            print_json({**doc, **_during_json(args)})
         else:
-            c = _console()
             cut = tree.total_time * threshold / 100.0
             if any(tree.total_ms[r] >= cut for r in tree.roots()):
-                width = render.table_width(c, args.wide)
-                lines = render.tree_title(rec, args.track) + render.tree_lines(
-                    tree, threshold, width=width
-                )
-                for i, line in enumerate(lines):
-                    bold = "bold" if i == 0 else None  # the title, as the tables have it
-                    # emoji=False: `app.js:1234:56` is not the emoji code `:1234:`
-                    c.print(
-                        line, markup=False, highlight=False, emoji=False, soft_wrap=True,
-                        style=bold,
-                    )
+                emit(render.TreeText(_console(), rec, args.track, threshold, args.wide), tree)
             else:
                 print(
                     f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
@@ -271,10 +254,10 @@ def cmd_report(args: argparse.Namespace) -> int:
         summary = summarize(rec, by=by, track=args.track)
     if args.json:
         doc = render.summary_json(summary, top, by, sort)
-        _print_json({**doc, **_lost_json(lost), **_during_json(args)})
+        print_json({**doc, **_lost_json(lost), **_during_json(args)})
     else:
         title = _title(rec, args.track)
-        render.print_summary(_console(), summary, top, by, title, sort, args.wide)
+        emit(render.SummaryTable(_console(), top, by, title, sort, args.wide), summary)
     _warn_lost(lost)
     _tell_during(args)
     return 0
@@ -443,19 +426,10 @@ def cmd_formats(args: argparse.Namespace) -> int:
 # ---- flame --------------------------------------------------------------------------------
 
 
-def _flame_format(path: str) -> str:
-    low = path.lower()
-    if low.endswith(".svg"):
-        return "svg"
-    if low.endswith((".html", ".htm")):
-        return "html"
-    raise UsageError(f"{path}: a flame graph is written as .html or .svg; use one of those")
-
-
 def cmd_flame(args: argparse.Namespace) -> int:
     from . import io
     from .analysis.calltree import build_call_tree
-    from .render.flame import render_flame
+    from .render.flame import FlameRenderer
     from .words import plural
 
     out = args.output
@@ -463,7 +437,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
         if args.trace == "-":
             raise UsageError("reading stdin: give the flame graph's name with -o OUT.html")
         out = args.trace + ".html"
-    fmt = _flame_format(out)  # before loading: a bad name should not cost a parse
+    flame = FlameRenderer.for_path(out)  # before loading: a bad name should not cost a parse
     io.check_output(out)
     texts: dict[str, str] = {}
     read = None
@@ -479,9 +453,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.trace}: has no samples; there is nothing to draw")
     tracks = [rec.track(args.track)] if args.track else rec.tracks
     samples = sum(t.trace.num_samples for t in tracks)
-    doc = render_flame(
-        tree,
-        fmt,
+    flame.options.update(
         title=os.path.basename(args.trace),
         subtitle=f"{tree.total_time:.1f} ms · {plural(samples, 'sample')} · "
         f"{_title(rec, args.track)}",
@@ -491,6 +463,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
         track=args.track,
         source=read,
     )
+    doc = flame.render(tree)
     io.atomic_write(out, doc.encode("utf-8"))
     print(f"wrote {out}", file=sys.stderr)
     if args.open:
@@ -533,7 +506,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         tree_changes,
     )
     from .render import console as render
-    from .render.flame import render_flame
+    from .render.base import emit, print_json
+    from .render.flame import FlameRenderer
 
     top = _top(args)
     _check_wide(args)
@@ -541,7 +515,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise UsageError("--icicle shapes the --flame graph; give --flame OUT.html too")
     # Bad rules and output names fail before any parsing work.
     gates = [parse_gate(spec, ALL_UNITS) for spec in args.fail_if]
-    fmt = _flame_format(args.flame) if args.flame else None
+    flame = FlameRenderer.for_path(args.flame) if args.flame else None
     if args.flame:
         io.check_output(args.flame)
     # A --focus/--exclude name may be in one profile only (a function added or removed).
@@ -559,18 +533,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     d = diff_profiles(base, new, args.track, args.strip_prefix, rank="ms", anonymous_by_line=True)
     check_rule_names(d, gates)  # a rule naming no function: exit 2 before any output
     if args.json:
-        _print_json(render.diff_json(d, top))
+        print_json(render.diff_json(d, top))
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
-        render.print_diff(_console(), d, top, title, args.wide)
-    if fmt is not None:
+        emit(render.DiffTable(_console(), top, title, args.wide), d)
+    if flame is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(
             build_call_tree(base, args.track), new_tree, args.strip_prefix, unit="ms"
         )
-        doc = render_flame(
-            new_tree,
-            fmt,
+        flame.options.update(
             title=f"{os.path.basename(args.new)} vs {os.path.basename(args.base)}",
             subtitle="shape of NEW; red: more self time than BASE, blue: less",
             icicle=args.icicle,
@@ -579,6 +551,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
             track=args.track,
             source=_source_reader(),
         )
+        doc = flame.render(new_tree)
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
     failures = check_gates(d, gates)
@@ -865,7 +838,8 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     from . import io
     from .instrument import parse_watch, run_instrumented
     from .record import check_script
-    from .render.methods import print_methods
+    from .render.base import emit
+    from .render.methods import MethodsTable
     from .render.summary import stderr_console
     from .words import printable
 
@@ -928,7 +902,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
             if out:
                 print(f"wrote {out}", file=sys.stderr)
         title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
-        print_methods(stderr_console(), [r.to_json() for r in result.rows], title, top)
+        emit(MethodsTable(stderr_console(), title, top), [r.to_json() for r in result.rows])
         if isinstance(error, KeyboardInterrupt):
             print("jsprof: interrupted; the calls counted so far were kept", file=sys.stderr)
 

@@ -134,7 +134,7 @@ def recording(s: Session, f: Filters) -> Any:
 def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
           icicle: bool = False, color_by: str = "resource", title: str | None = None) -> str:
     from ..analysis.calltree import build_call_tree
-    from ..render.flame import render_flame
+    from ..render.flame import FlameRenderer
     from . import query
 
     sel = query.select(s.engine, s.snap, f)
@@ -148,12 +148,12 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if f.during is not None:
         lost = (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
                 "points")
-    return render_flame(
-        tree, fmt, title=title or f"{f.app} · {describe(f)}",
+    return FlameRenderer(
+        fmt, title=title or f"{f.app} · {describe(f)}",
         subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
         f"{plural(sel.traces, 'trace')}{lost}",
         icicle=icicle, color_by=color_by,
-    )
+    ).render(tree)
 
 
 def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None:
@@ -301,7 +301,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
 
     from ..analysis.calltree import build_call_tree
     from ..analysis.diff import check_rule_names, parse_gate, tree_changes
-    from ..render.flame import render_flame
+    from ..render.flame import FlameRenderer
     from . import query
 
     gates = [parse_gate(r) for r in rules]
@@ -397,11 +397,11 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     if flame_fmt is not None:
         new_tree = build_call_tree(new.recording)
         change = tree_changes(build_call_tree(base.recording), new_tree, match=match)
-        page = render_flame(
-            new_tree, flame_fmt, title=f"{describe(new_f)} vs {describe(base_f)}",
+        page = FlameRenderer(
+            flame_fmt, title=f"{describe(new_f)} vs {describe(base_f)}",
             subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
             change=change,
-        )
+        ).render(new_tree)
     return DiffParts(doc, page, [r.key for r in shown], base, new, match)
 
 

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from ..argtypes import nonneg_int, positive_int
+from ..render.base import emit, flame_kind, print_json  # stdlib only: the light entry
 from ..words import plural
 
 DEFAULT_STORE = "./jsprof-store"
@@ -267,24 +268,6 @@ def _store_notes(args: argparse.Namespace, damaged: int, pending: int) -> None:
               "compactor is behind; ask again later)", file=sys.stderr)
 
 
-def _print_json(obj: object) -> None:
-    import orjson
-
-    sys.stdout.buffer.write(orjson.dumps(obj, option=orjson.OPT_INDENT_2) + b"\n")
-    sys.stdout.flush()
-
-
-def _flame_format(path: str) -> str:
-    from ..errors import UsageError
-
-    low = path.lower()
-    if low.endswith(".svg"):
-        return "svg"
-    if low.endswith((".html", ".htm")):
-        return "html"
-    raise UsageError(f"{path}: a flame graph is written as .html or .svg; use one of those")
-
-
 # ---- commands --------------------------------------------------------------------------------
 
 
@@ -295,11 +278,12 @@ def cmd_top(args: argparse.Namespace) -> int:
     f = filters_from(args)
     doc = _query(args, lambda r: r.top(f, args.top), lambda s: api.top(s, f, args.top))
     if args.json:
-        _print_json(doc)
+        print_json(doc)
     else:
-        from .text import print_top
+        from ..render.summary import stdout_console
+        from .text import FleetTopTable
 
-        print_top(doc, api.describe(f), args.wide)
+        emit(FleetTopTable(stdout_console(), api.describe(f), args.wide), doc)
     return 0
 
 
@@ -308,7 +292,7 @@ def cmd_flame(args: argparse.Namespace) -> int:
     from . import api
 
     _check_source(args)
-    fmt = _flame_format(args.output)
+    fmt = flame_kind(args.output)
     f = filters_from(args)
     page = _query(
         args,
@@ -328,7 +312,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     _check_source(args)
     for r in args.fail_if:
         parse_gate(r)  # a bad rule fails before any query
-    fmt = _flame_format(args.flame) if args.flame else None
+    fmt = flame_kind(args.flame) if args.flame else None
     f = filters_from(args)
     base_f = f.with_side(args.base, "--base")
     new_f = f.with_side(args.new, "--new")
@@ -341,11 +325,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
         ),
     )
     if args.json:
-        _print_json(doc)
+        print_json(doc)
     else:
-        from .text import print_diff
+        from ..render.summary import stdout_console
+        from .text import FleetDiffTable
 
-        print_diff(doc, args.wide)
+        emit(FleetDiffTable(stdout_console(), args.wide), doc)
     if page is not None:
         atomic_write(args.flame, page.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
@@ -390,7 +375,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
                                  by=args.by), **api.notes(s)},
     )
     if args.json:
-        _print_json(doc)
+        print_json(doc)
     else:
         from .text import print_regressions
 
@@ -408,11 +393,12 @@ def cmd_vitals(args: argparse.Namespace) -> int:
     f = filters_from(args)
     doc = _query(args, lambda r: r.vitals(f), lambda s: api.vitals(s, f))
     if args.json:
-        _print_json(doc)
+        print_json(doc)
     else:
-        from .vitals import print_vitals
+        from ..render.summary import stdout_console
+        from .text import VitalsTable
 
-        print_vitals(doc, args.wide)
+        emit(VitalsTable(stdout_console(), args.wide), doc)
     return 0
 
 

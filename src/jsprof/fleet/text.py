@@ -1,4 +1,7 @@
-"""Console tables for the fleet documents (the same documents `--json` prints)."""
+"""Console tables for the fleet documents (the same documents `--json` prints): the text
+renderers of `fleet top`, `fleet diff` and `fleet vitals`, drawn on the house console
+(render.summary.stdout_console: no wrapping when piped), fitted to
+`render.rows.output_width` themselves as `jsprof report`'s tables are."""
 
 from __future__ import annotations
 
@@ -6,27 +9,20 @@ from rich.console import Console
 from rich.text import Text
 
 from ..render.console import lost_note, table_width
-from ..render.plain import plain_table, print_plain_table
-from ..render.rows import LOCATION_END, elastic_widths, elide_middle, wrap_to
-from ..render.summary import stdout_console
+from ..render.plain import TextOut, TextRenderer, plain_table
+from ..render.rows import LOCATION_END, elastic_widths, elide_cells, elide_middle, wrap_to
 from ..trace import NO_STACK_NAMES, anonymous_label
 from ..words import plural, printable
-
-
-def _console() -> Console:
-    # The house console (no wrapping when piped): the tables below are fitted to
-    # `render.rows.output_width` themselves, as `jsprof report`'s are.
-    return stdout_console()
 
 
 def _title(title: str, width: int | None) -> str:
     return "\n".join(wrap_to(title, width))
 
 
-def _note(c: Console, text: str, width: int | None) -> None:
+def _note(out: TextOut, text: str, width: int | None) -> None:
     """A dim footer line, wrapped to the table's width; client data, so never markup."""
     for line in wrap_to(text, width):
-        c.print(Text(line, style="dim"), soft_wrap=True)
+        out.print(Text(line, style="dim"), soft_wrap=True)
 
 
 def _loc(r: dict) -> str:
@@ -48,39 +44,43 @@ def _ms(v: float | None) -> str:
     return "" if v is None else f"{v:.1f}"
 
 
-def print_top(doc: dict, title: str, wide: bool = False) -> None:
-    c = _console()
-    width = table_width(c, wide)
-    headers = ["self %", "total %", "self ms", "total ms", "traces", "p50 self", "p95 self",
-               "function", "location"]
-    cells = []
-    for r in doc["rows"]:
-        idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
-        cells.append([
-            f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]), _ms(r["totalMs"]),
-            str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
-            printable(_name(r)), "" if idle else printable(_loc(r)),
-        ])
-    fit = elastic_widths(cells, headers, (7, 8), width)
-    t = plain_table()
-    for i, h in enumerate(headers):
-        t.add_column(h, justify="right" if i < 7 else "left", no_wrap=True)
-    for r, line in zip(doc["rows"], cells, strict=True):
-        idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
-        name, where = line[7], line[8]
-        if fit:
-            name, where = elide_middle(name, fit[7]), elide_middle(where, fit[8], LOCATION_END)
-        t.add_row(*line[:7], Text(name), Text(where, style="dim"),
-                  style="italic dim" if idle else None)
-    print_plain_table(c, _title(title, width), t)
-    _note(c, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
-          f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
-          f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}", width)
-    if doc.get("during"):
-        _note(c, f"only samples during {doc['during']} windows; "
-              f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
-              "did not capture charged to the long animation frame's script entry point, "
-              "under (stack not captured)", width)
+class FleetTopTable(TextRenderer):
+    """`fleet top`'s table of a top document (what `--json` prints)."""
+
+    def __init__(self, console: Console, title: str, wide: bool = False) -> None:
+        super().__init__(console)
+        self.title, self.wide = title, wide
+
+    def draw(self, out: TextOut, doc: dict) -> None:
+        width = table_width(self.console, self.wide)
+        headers = ["self %", "total %", "self ms", "total ms", "traces", "p50 self",
+                   "p95 self", "function", "location"]
+        cells = []
+        for r in doc["rows"]:
+            idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
+            cells.append([
+                f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]),
+                _ms(r["totalMs"]), str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
+                printable(_name(r)), "" if idle else printable(_loc(r)),
+            ])
+        fit = elastic_widths(cells, headers, (7, 8), width)
+        t = plain_table()
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="right" if i < 7 else "left", no_wrap=True)
+        for r, line in zip(doc["rows"], cells, strict=True):
+            idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
+            line = elide_cells(line, fit, {8: LOCATION_END})
+            t.add_row(*line[:7], Text(line[7]), Text(line[8], style="dim"),
+                      style="italic dim" if idle else None)
+        out.table(_title(self.title, width), t)
+        _note(out, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
+              f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
+              f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}", width)
+        if doc.get("during"):
+            _note(out, f"only samples during {doc['during']} windows; "
+                  f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
+                  "did not capture charged to the long animation frame's script entry point, "
+                  "under (stack not captured)", width)
 
 
 def _pp(v: float | None) -> Text:
@@ -94,48 +94,97 @@ def _ci(iv: list | None) -> str:
     return "" if iv is None else f"[{iv[0]:+.2f}, {iv[1]:+.2f}]"
 
 
-def print_diff(doc: dict, wide: bool = False) -> None:
-    c = _console()
-    width = table_width(c, wide)
-    new, base = doc["new"], doc["base"]
-    title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
-             f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
-             "all time, percentage points, with 95% intervals from resampling traces")
-    headers = ["Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %", "total %",
-               "function", "resource"]
-    # Within a width limit the total-share column (in --json and --wide) makes room for the
-    # names: eight columns of numbers leave too few for a function and its script.
-    keep = list(range(8)) if width is None else [0, 1, 2, 3, 4, 6, 7]
-    cells = []
-    for r in doc["rows"]:
-        tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
-        line = [
-            _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _pp(r["totalPp"]).plain,
-            _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
-            f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
-            printable(_name(r)) + tag, printable(r["resource"] or "(unknown)"),
-        ]
-        cells.append([line[i] for i in keep])
-    shown = [headers[i] for i in keep]
-    n = len(shown)
-    fit = elastic_widths(cells, shown, (n - 2, n - 1), width)
-    t = plain_table()
-    for i, h in enumerate(shown):
-        t.add_column(h, justify="right" if i < n - 2 else "left", no_wrap=True)
-    for r, line in zip(doc["rows"], cells, strict=True):
-        tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
-        label, where = line[n - 2][: len(line[n - 2]) - len(tag)], line[n - 1]
-        if fit:
-            label = elide_middle(label, max(fit[n - 2] - len(tag), 1))
-            where = elide_middle(where, fit[n - 1], LOCATION_END)
-        name = Text(label)
-        if tag:
-            name.append(tag, style="bold red" if r["status"] == "new" else "bold blue")
-        nums = [_pp(r["selfPp"]), line[1], _pp(r["totalPp"]), *line[3 : n - 2]]
-        t.add_row(*nums, name, Text(where, style="dim"))
-    print_plain_table(c, _title(title, width), t)
-    _note(c, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
-          "largest change first" + ("" if width is None else "; --wide adds total %"), width)
+class FleetDiffTable(TextRenderer):
+    """`fleet diff`'s table of a diff document (what `--json` prints)."""
+
+    def __init__(self, console: Console, wide: bool = False) -> None:
+        super().__init__(console)
+        self.wide = wide
+
+    def draw(self, out: TextOut, doc: dict) -> None:
+        width = table_width(self.console, self.wide)
+        new, base = doc["new"], doc["base"]
+        title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
+                 f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
+                 "all time, percentage points, with 95% intervals from resampling traces")
+        headers = ["Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %",
+                   "total %", "function", "resource"]
+        # Within a width limit the total-share column (in --json and --wide) makes room for
+        # the names: eight columns of numbers leave too few for a function and its script.
+        keep = list(range(8)) if width is None else [0, 1, 2, 3, 4, 6, 7]
+        cells = []
+        for r in doc["rows"]:
+            tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
+            line = [
+                _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _pp(r["totalPp"]).plain,
+                _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
+                f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
+                printable(_name(r)) + tag, printable(r["resource"] or "(unknown)"),
+            ]
+            cells.append([line[i] for i in keep])
+        shown = [headers[i] for i in keep]
+        n = len(shown)
+        fit = elastic_widths(cells, shown, (n - 2, n - 1), width)
+        t = plain_table()
+        for i, h in enumerate(shown):
+            t.add_column(h, justify="right" if i < n - 2 else "left", no_wrap=True)
+        for r, line in zip(doc["rows"], cells, strict=True):
+            tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
+            label, where = line[n - 2][: len(line[n - 2]) - len(tag)], line[n - 1]
+            if fit:
+                label = elide_middle(label, max(fit[n - 2] - len(tag), 1))
+                where = elide_middle(where, fit[n - 1], LOCATION_END)
+            name = Text(label)
+            if tag:
+                name.append(tag, style="bold red" if r["status"] == "new" else "bold blue")
+            nums = [_pp(r["selfPp"]), line[1], _pp(r["totalPp"]), *line[3 : n - 2]]
+            t.add_row(*nums, name, Text(where, style="dim"))
+        out.table(_title(title, width), t)
+        _note(out, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
+              "largest change first" + ("" if width is None else "; --wide adds total %"),
+              width)
+
+
+class VitalsTable(TextRenderer):
+    """`fleet vitals`' table: the house table, fitted to the terminal (100 columns when
+    piped) as `jsprof report`'s is; `wide` prints every cell whole."""
+
+    def __init__(self, console: Console, wide: bool = False) -> None:
+        super().__init__(console)
+        self.wide = wide
+
+    def draw(self, out: TextOut, doc: dict) -> None:
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.0f} ms"
+
+        width = table_width(self.console, self.wide)
+        # Short headers, explained in the footer: the long ones alone took 100 columns.
+        headers = ["page loads", "interactions", "INP", "blocking", "LCP", "slowest type p75",
+                   "release", "route"]
+        cells = []
+        for r in doc["rows"]:
+            worst = max(r["interactionTypes"].items(), key=lambda kv: kv[1]["p75Ms"] or 0.0,
+                        default=None)
+            part = "-"
+            if worst:
+                k, v = worst
+                part = (f"{k} {ms(v['p75Ms'])} ({ms(v['inputDelayP75Ms'])} / "
+                        f"{ms(v['processingP75Ms'])} / {ms(v['presentationP75Ms'])})")
+            # route, release and type are client data: Text, never read as markup
+            cells.append([f"{r['pageLoads']:,}", f"{r['interactions']:,}", ms(r["inpP75Ms"]),
+                          ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]), printable(part),
+                          printable(r["release"]), printable(r["route"] or "(none)")])
+        fit = elastic_widths(cells, headers, (5, 6, 7), width)
+        t = plain_table()
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+        for line in cells:
+            line = elide_cells(line, fit)
+            t.add_row(*line[:5], *(Text(x) for x in line[5:]))
+        out.table("web vitals per route and release, p75", t)
+        _note(out, "blocking: long-animation-frame blocking time; slowest type p75: the "
+              "interaction type with the slowest p75, its input delay / processing / "
+              "presentation", width)
 
 
 def print_regressions(doc: dict) -> None:

@@ -15,12 +15,13 @@ from ..analysis.diff import ProfileDiff
 from ..analysis.profile import Summary
 from ..trace import NO_STACK_NAMES, Recording
 from ..words import plural, printable
-from .plain import plain_table, print_plain_table
+from .plain import TextOut, TextRenderer, plain_table
 from .rows import (
     LOCATION_END,
     _pct,
     cell_len,
     elastic_widths,
+    elide_cells,
     elide_middle,
     fit_widths,
     output_width,
@@ -50,58 +51,67 @@ def table_width(console: Console, wide: bool = False) -> int | None:
     return output_width(console.width if console.is_terminal else None, wide)
 
 
-def print_summary(
-    console: Console,
-    summary: Summary,
-    top: int | None,
-    by: str,
-    title: str,
-    sort: str = "self",
-    wide: bool = False,
-) -> None:
-    """The table: self %, total %, self ms, total ms, function, location; plain numbers.
-    Names and locations are elided in the middle to fit the terminal (`wide`: whole)."""
-    rows = summary_rows(summary, top, sort)
-    cwd = os.getcwd()
-    headers = ["self %", "total %", "self ms", "total ms"]
-    headers.append({"function": "function", "resource": "resource", "line": "function"}[by])
-    if by != "resource":
-        headers.append("location" if by == "function" else "line")
-    cells = []
-    for r in rows:
-        name = short_location(r["name"], cwd) if by == "resource" else r["name"]
-        line = [
-            f"{r['self_pct']:.1f}",
-            f"{r['total_pct']:.1f}",
-            f"{r['self_ms']:.1f}",
-            f"{r['total_ms']:.1f}",
-            printable(name),
-        ]
+class SummaryTable(TextRenderer):
+    """`report`'s table of a Summary: self %, total %, self ms, total ms, function,
+    location; plain numbers. Names and locations are elided in the middle to fit the
+    terminal (`wide`: whole)."""
+
+    def __init__(
+        self,
+        console: Console,
+        top: int | None,
+        by: str,
+        title: str,
+        sort: str = "self",
+        wide: bool = False,
+    ) -> None:
+        super().__init__(console)
+        self.top, self.by, self.title, self.sort, self.wide = top, by, title, sort, wide
+
+    def draw(self, out: TextOut, summary: Summary) -> None:
+        by = self.by
+        rows = summary_rows(summary, self.top, self.sort)
+        cwd = os.getcwd()
+        headers = ["self %", "total %", "self ms", "total ms"]
+        headers.append({"function": "function", "resource": "resource", "line": "function"}[by])
         if by != "resource":
-            line.append(printable(short_location(r["location"], cwd)))
-        cells.append(line)
-    fit = elastic_widths(cells, headers, range(4, len(headers)), table_width(console, wide))
-    table = plain_table()
-    for i, h in enumerate(headers):
-        table.add_column(h, justify="right" if i < 4 else "left", no_wrap=True)
-    for r, line in zip(rows, cells, strict=True):
-        if fit:
-            # a --by resource row's name is a location too
-            ends = [LOCATION_END if by == "resource" else 0.5, LOCATION_END]
-            line[4:] = [elide_middle(c, fit[4 + j], ends[j]) for j, c in enumerate(line[4:])]
-        shown: list[Any] = [*line[:4], Text(line[4])]
-        if by != "resource":
-            shown.append(Text(line[5], style="dim"))
-        style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
-        table.add_row(*shown, style=style)
-    print_plain_table(console, title, table)
-    n = row_count(summary)
-    hint = "" if len(rows) == n else " (--all shows every row)"
-    samples = plural(summary.total_samples, "sample")
-    console.print(
-        f"[dim]{samples}, {summary.total_ms:.1f} ms{lost_note(summary.lost_ms)}; showing "
-        f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
-    )
+            headers.append("location" if by == "function" else "line")
+        cells = []
+        for r in rows:
+            name = short_location(r["name"], cwd) if by == "resource" else r["name"]
+            line = [
+                f"{r['self_pct']:.1f}",
+                f"{r['total_pct']:.1f}",
+                f"{r['self_ms']:.1f}",
+                f"{r['total_ms']:.1f}",
+                printable(name),
+            ]
+            if by != "resource":
+                line.append(printable(short_location(r["location"], cwd)))
+            cells.append(line)
+        fit = elastic_widths(
+            cells, headers, range(4, len(headers)), table_width(self.console, self.wide)
+        )
+        # a --by resource row's name is a location too
+        ends = {4: LOCATION_END if by == "resource" else 0.5, 5: LOCATION_END}
+        table = plain_table()
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="right" if i < 4 else "left", no_wrap=True)
+        for r, line in zip(rows, cells, strict=True):
+            line = elide_cells(line, fit, ends)
+            shown: list[Any] = [*line[:4], Text(line[4])]
+            if by != "resource":
+                shown.append(Text(line[5], style="dim"))
+            style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
+            table.add_row(*shown, style=style)
+        out.table(self.title, table)
+        n = row_count(summary)
+        hint = "" if len(rows) == n else " (--all shows every row)"
+        samples = plural(summary.total_samples, "sample")
+        out.print(
+            f"[dim]{samples}, {summary.total_ms:.1f} ms{lost_note(summary.lost_ms)}; showing "
+            f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
+        )
 
 
 def lost_note(lost: float) -> str:
@@ -178,6 +188,34 @@ def tree_lines(
         hidden_ms = float(sum(tree.total_ms[r] for r in all_roots if tree.total_ms[r] < cut))
         out.append(f"└─ ({hidden} more below {threshold_pct:g}%: {hidden_ms:.1f} ms)")
     return out
+
+
+class TreeText(TextRenderer):
+    """`report --tree`: the title lines, then the pruned call tree (tree_lines), each line
+    elided to the output's width."""
+
+    def __init__(
+        self,
+        console: Console,
+        rec: Recording,
+        track: str | None,
+        threshold_pct: float = 1.0,
+        wide: bool = False,
+    ) -> None:
+        super().__init__(console)
+        self.rec, self.track, self.threshold_pct, self.wide = rec, track, threshold_pct, wide
+
+    def draw(self, out: TextOut, tree: CallTree) -> None:
+        width = table_width(self.console, self.wide)
+        lines = tree_title(self.rec, self.track) + tree_lines(
+            tree, self.threshold_pct, width=width
+        )
+        for i, line in enumerate(lines):
+            bold = "bold" if i == 0 else None  # the title, as the tables have it
+            # emoji=False: `app.js:1234:56` is not the emoji code `:1234:`
+            out.print(
+                line, markup=False, highlight=False, emoji=False, soft_wrap=True, style=bold
+            )
 
 
 def tree_json(tree: CallTree, threshold_pct: float = 0.0, max_depth: int = 200) -> list[dict]:
@@ -263,60 +301,68 @@ def _no_stack(key: Any) -> bool:
     return key.resource is None and key.name in NO_STACK_NAMES
 
 
-def print_diff(
-    console: Console, diff: ProfileDiff, top: int | None, title: str, wide: bool = False
-) -> None:
-    """The diff table: changes in ms and pp side by side, self ms in BASE and NEW, the
-    function and its resource (elided in the middle to fit the terminal; `wide`: whole)."""
-    cwd = os.getcwd()
-    headers = ["Δ self ms", "Δ self pp", "Δ total ms", "Δ total pp", "self ms", "function",
-               "resource"]
-    rows = diff.rows if top is None else diff.rows[:top]
-    cells = []
-    for r in rows:
-        tag = f"  [{r.status}]" if r.status else ""
-        cells.append([
-            f"{r.d_self_ms:+.1f}",
-            f"{r.d_self:+.2f}",
-            f"{r.d_total_ms:+.1f}",
-            f"{r.d_total:+.2f}",
-            f"{r.base_self_ms:.1f} → {r.new_self_ms:.1f}",
-            printable(r.key.label()) + tag,
-            "" if _no_stack(r.key) else printable(
-                short_location(r.key.resource or "(unknown)", cwd)
-            ),
-        ])
-    fit = elastic_widths(cells, headers, (5, 6), table_width(console, wide))
-    table = plain_table()
-    for i, h in enumerate(headers):
-        table.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
-    for r, line in zip(rows, cells, strict=True):
-        tag = f"  [{r.status}]" if r.status else ""
-        label = line[5][: len(line[5]) - len(tag)]
-        where = line[6]
-        if fit:
-            label = elide_middle(label, max(fit[5] - cell_len(tag), 1))
-            where = elide_middle(where, fit[6], LOCATION_END)
-        name = Text(label)
-        if r.status:
-            name.append(tag, style="bold red" if r.status == "new" else "bold blue")
-        table.add_row(
-            _change(r.d_self_ms, line[0], 0.05),
-            _change(r.d_self, line[1], 0.005),
-            _change(r.d_total_ms, line[2], 0.05),
-            _change(r.d_total, line[3], 0.005),
-            line[4],
-            name,
-            Text(where, style="dim"),
-            style="italic dim" if _no_stack(r.key) else None,
+class DiffTable(TextRenderer):
+    """`diff`'s table of a ProfileDiff: changes in ms and pp side by side, self ms in BASE
+    and NEW, the function and its resource (elided in the middle to fit the terminal;
+    `wide`: whole)."""
+
+    def __init__(
+        self, console: Console, top: int | None, title: str, wide: bool = False
+    ) -> None:
+        super().__init__(console)
+        self.top, self.title, self.wide = top, title, wide
+
+    def draw(self, out: TextOut, diff: ProfileDiff) -> None:
+        cwd = os.getcwd()
+        width = table_width(self.console, self.wide)
+        headers = ["Δ self ms", "Δ self pp", "Δ total ms", "Δ total pp", "self ms", "function",
+                   "resource"]
+        rows = diff.rows if self.top is None else diff.rows[: self.top]
+        cells = []
+        for r in rows:
+            tag = f"  [{r.status}]" if r.status else ""
+            cells.append([
+                f"{r.d_self_ms:+.1f}",
+                f"{r.d_self:+.2f}",
+                f"{r.d_total_ms:+.1f}",
+                f"{r.d_total:+.2f}",
+                f"{r.base_self_ms:.1f} → {r.new_self_ms:.1f}",
+                printable(r.key.label()) + tag,
+                "" if _no_stack(r.key) else printable(
+                    short_location(r.key.resource or "(unknown)", cwd)
+                ),
+            ])
+        fit = elastic_widths(cells, headers, (5, 6), width)
+        table = plain_table()
+        for i, h in enumerate(headers):
+            table.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+        for r, line in zip(rows, cells, strict=True):
+            tag = f"  [{r.status}]" if r.status else ""
+            label = line[5][: len(line[5]) - len(tag)]
+            where = line[6]
+            if fit:
+                label = elide_middle(label, max(fit[5] - cell_len(tag), 1))
+                where = elide_middle(where, fit[6], LOCATION_END)
+            name = Text(label)
+            if r.status:
+                name.append(tag, style="bold red" if r.status == "new" else "bold blue")
+            table.add_row(
+                _change(r.d_self_ms, line[0], 0.05),
+                _change(r.d_self, line[1], 0.005),
+                _change(r.d_total_ms, line[2], 0.05),
+                _change(r.d_total, line[3], 0.005),
+                line[4],
+                name,
+                Text(where, style="dim"),
+                style="italic dim" if _no_stack(r.key) else None,
+            )
+        out.table(self.title, table)
+        order = "largest change in self ms first" if diff.rank == "ms" else "largest change first"
+        # Wrapped to the table's width like the table itself (124 columns in one line).
+        footer = (
+            f"base {diff.base_total_ms:.1f} ms, new {diff.new_total_ms:.1f} ms (pp: "
+            f"percentage points of all time); showing {len(rows)} of "
+            f"{plural(len(diff.rows), 'function')}, {order}"
         )
-    print_plain_table(console, title, table)
-    order = "largest change in self ms first" if diff.rank == "ms" else "largest change first"
-    # Wrapped to the table's width like the table itself (124 columns in one line).
-    footer = (
-        f"base {diff.base_total_ms:.1f} ms, new {diff.new_total_ms:.1f} ms (pp: "
-        f"percentage points of all time); showing {len(rows)} of "
-        f"{plural(len(diff.rows), 'function')}, {order}"
-    )
-    for line in wrap_to(footer, table_width(console, wide)):
-        console.print(Text(line, style="dim"), soft_wrap=True)
+        for line in wrap_to(footer, width):
+            out.print(Text(line, style="dim"), soft_wrap=True)

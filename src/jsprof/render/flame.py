@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
@@ -42,6 +43,7 @@ from ..trace import (
     function_keys,
     sample_weights,
 )
+from .base import Renderer, flame_kind
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -1045,3 +1047,25 @@ def _html_document(
         + (f'<script type="application/json" id="fg-index">{index}</script>\n' if index else "")
         + "</body>\n</html>\n"
     )
+
+
+class FlameRenderer(Renderer):
+    """A call tree as a flame graph: the HTML viewer page or an SVG picture
+    (`render_flame`'s options held; `render(tree)` draws it). `for_path` picks the kind by
+    the output's name, refusing any other (`base.flame_kind`)."""
+
+    extension_of = {"html": ".html", "svg": ".svg"}
+
+    def __init__(self, kind: str = "html", **options: Any) -> None:
+        if kind not in self.extension_of:
+            raise ValueError(f"unknown flame graph format {kind!r}")
+        self.kind = kind
+        self.extension = self.extension_of[kind]
+        self.options = options
+
+    @classmethod
+    def for_path(cls, path: str, **options: Any) -> FlameRenderer:
+        return cls(flame_kind(path), **options)
+
+    def render(self, tree: CallTree) -> str:
+        return render_flame(tree, self.kind, **self.options)

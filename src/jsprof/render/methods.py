@@ -13,7 +13,7 @@ from typing import Any
 from rich.console import Console
 
 from ..words import plural, printable
-from .plain import plain_table, print_plain_table
+from .plain import TextOut, TextRenderer, plain_table
 
 
 def _ms(x: float) -> str:
@@ -40,45 +40,51 @@ def class_subtotals(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(acc.values(), key=lambda a: -a["self_ms"])
 
 
-def print_methods(
-    console: Console, rows: Sequence[Mapping[str, Any]], title: str, top: int | None = None
-) -> None:
-    """Print the rows (sorted by self time) and the per-class subtotals."""
-    ordered = sorted(rows, key=lambda r: -r["self_ms"])
-    shown = ordered if top is None else ordered[:top]
-    t = plain_table()
-    t.add_column("Class.method", overflow="fold")
-    t.add_column("kind")
-    for name in ("calls", "self ms", "total ms", "mean ms", "max ms"):
-        t.add_column(name, justify="right")
-    for r in shown:
-        t.add_row(
-            row_label(r),
-            r.get("kind", ""),
-            str(r["calls"]),
-            _ms(r["self_ms"]),
-            _ms(r["total_ms"]),
-            _ms(r["mean_ms"]),
-            _ms(r["max_ms"]),
-        )
-    if not rows:
-        console.print("no watched method ran (check the --watch names)", markup=False)
-        return
-    print_plain_table(console, title, t)
-    if len(shown) < len(ordered):
-        more = plural(len(ordered) - len(shown), "more row")
-        console.print(f"... {more} (--all shows them)", markup=False)
-    s = plain_table()
-    s.add_column("class")
-    for name in ("methods", "calls", "self ms"):
-        s.add_column(name, justify="right")
-    for a in class_subtotals(rows):
-        s.add_row(printable(a["class"]), str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
-    console.print()
-    print_plain_table(console, "per class", s)
-    if any(r.get("sync_ms") is not None for r in rows):
-        console.print(
-            "async methods: total/mean/max run until the promise settles; self is the "
-            "synchronous part",
-            markup=False,
-        )
+class MethodsTable(TextRenderer):
+    """`instrument`'s report: the rows (sorted by self time), then the per-class
+    subtotals."""
+
+    def __init__(self, console: Console, title: str, top: int | None = None) -> None:
+        super().__init__(console)
+        self.title, self.top = title, top
+
+    def draw(self, out: TextOut, rows: Sequence[Mapping[str, Any]]) -> None:
+        top = self.top
+        ordered = sorted(rows, key=lambda r: -r["self_ms"])
+        shown = ordered if top is None else ordered[:top]
+        t = plain_table()
+        t.add_column("Class.method", overflow="fold")
+        t.add_column("kind")
+        for name in ("calls", "self ms", "total ms", "mean ms", "max ms"):
+            t.add_column(name, justify="right")
+        for r in shown:
+            t.add_row(
+                row_label(r),
+                r.get("kind", ""),
+                str(r["calls"]),
+                _ms(r["self_ms"]),
+                _ms(r["total_ms"]),
+                _ms(r["mean_ms"]),
+                _ms(r["max_ms"]),
+            )
+        if not rows:
+            out.print("no watched method ran (check the --watch names)", markup=False)
+            return
+        out.table(self.title, t)
+        if len(shown) < len(ordered):
+            more = plural(len(ordered) - len(shown), "more row")
+            out.print(f"... {more} (--all shows them)", markup=False)
+        s = plain_table()
+        s.add_column("class")
+        for name in ("methods", "calls", "self ms"):
+            s.add_column(name, justify="right")
+        for a in class_subtotals(rows):
+            s.add_row(printable(a["class"]), str(a["methods"]), str(a["calls"]), _ms(a["self_ms"]))
+        out.print()
+        out.table("per class", s)
+        if any(r.get("sync_ms") is not None for r in rows):
+            out.print(
+                "async methods: total/mean/max run until the promise settles; self is the "
+                "synchronous part",
+                markup=False,
+            )

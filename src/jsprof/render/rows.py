@@ -192,3 +192,17 @@ def elastic_widths(
     got = fit_widths([natural[i] for i in elastic], width - fixed)
     # a header is never elided: a column is at least as wide as its header
     return {i: max(w, cell_len(headers[i])) for i, w in zip(elastic, got, strict=True)}
+
+
+def elide_cells(
+    line: list[str], fit: dict[int, int] | None, ends: dict[int, float] | None = None
+) -> list[str]:
+    """`line` with each elastic cell (`fit`'s columns) elided in the middle to its width;
+    `ends` gives a column's `keep_end` (LOCATION_END for locations; 0.5 otherwise). As is
+    when no limit applies (`fit` None)."""
+    if not fit:
+        return line
+    ends = ends or {}
+    return [
+        elide_middle(c, fit[i], ends.get(i, 0.5)) if i in fit else c for i, c in enumerate(line)
+    ]

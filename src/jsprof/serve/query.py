@@ -11,7 +11,6 @@ read the committed tables plus the uploads the background compactor has not reac
 
 from __future__ import annotations
 
-import html
 import math
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,9 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
+
+from ..render.base import MEDIA_TYPES, JsonRenderer
+from ..render.html import HtmlTablePage
 
 MAX_BODY = 64 << 20  # a source map
 # Work a reader may ask of the server in one request.
@@ -43,12 +45,11 @@ def _store(request: Request) -> Any:
 
 
 def _json(doc: Any, status: int = 200) -> Response:
-    import orjson
-
+    out = JsonRenderer(indent=False)
     return Response(
-        orjson.dumps(doc),
+        out.render(doc),
         status_code=status,
-        media_type="application/json",
+        media_type=out.media_type,
         headers={"Cache-Control": "no-store"},
     )
 
@@ -215,35 +216,12 @@ def _session(request: Request) -> Any:
     return api.session(_store(request), compact_first=False, tail=True)
 
 
-def _page(title: str, body: str) -> Response:
-    doc = (
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>{html.escape(title)}</title><style>body{{font:13px system-ui,sans-serif}}"
-        "td,th{padding:2px 8px;text-align:right}td.l,th.l{text-align:left}</style></head>"
-        f"<body><h3>{html.escape(title)}</h3>{body}</body></html>"
-    )
+def _page(page: HtmlTablePage, rows: list[dict]) -> Response:
     return Response(
-        doc,
-        media_type="text/html; charset=utf-8",
+        page.render(rows),
+        media_type=page.media_type,
         headers={"Content-Security-Policy": PAGE_CSP, "Cache-Control": "no-store"},
     )
-
-
-def _table(cols: list[tuple[str, str]], rows: list[dict]) -> str:
-    head = "".join(
-        f"<th class='{'l' if k in ('name', 'resource') else ''}'>{html.escape(t)}</th>"
-        for k, t in cols
-    )
-    out = [f"<table><tr>{head}</tr>"]
-    for r in rows:
-        cells = []
-        for k, _ in cols:
-            v = r.get(k)
-            cls = "l" if k in ("name", "resource") else ""
-            cells.append(f"<td class='{cls}'>{html.escape('' if v is None else str(v))}</td>")
-        out.append(f"<tr>{''.join(cells)}</tr>")
-    out.append("</table>")
-    return "".join(out)
 
 
 def _html_wanted(request: Request) -> bool:
@@ -282,13 +260,13 @@ async def top(request: Request) -> Response:
             ("resource", "resource"),
             ("line", "line"),
         ]
-        return _page(f"top functions: {api.describe(f)}", _table(cols, doc["rows"]))
+        return _page(HtmlTablePage(f"top functions: {api.describe(f)}", cols), doc["rows"])
 
     return await _run(request, work)
 
 
 def _flame_response(page: str, fmt: str) -> Response:
-    media = "image/svg+xml" if fmt == "svg" else "text/html; charset=utf-8"
+    media = MEDIA_TYPES[fmt]  # a FlameRenderer's kind: html or svg
     # The page carries its own CSP (its one script by hash); this header only adds that it
     # may be framed by the dashboard of this origin and nowhere else.
     return Response(
@@ -367,8 +345,8 @@ async def diff(request: Request) -> Response:
             ("resource", "resource"),
         ]
         notes = doc.get("warnings", []) + doc["failures"]  # the sides did not match; gates
-        body = _table(cols, rows) + "".join(f"<p>{html.escape(x)}</p>" for x in notes)
-        return _page(f"{doc['new']['filters']} vs {doc['base']['filters']}", body)
+        title = f"{doc['new']['filters']} vs {doc['base']['filters']}"
+        return _page(HtmlTablePage(title, cols, notes), rows)
 
     return await _run(request, work)
 
@@ -420,7 +398,7 @@ async def vitals(request: Request) -> Response:
                 ("interactions", "interactions"), ("inpP75Ms", "INP p75 ms"),
                 ("longFrameBlockingP75Ms", "long-frame blocking p75 ms"),
                 ("lcpP75Ms", "LCP p75 ms")]
-        return _page(f"web vitals: {api.describe(f)}", _table(cols, doc["rows"]))
+        return _page(HtmlTablePage(f"web vitals: {api.describe(f)}", cols), doc["rows"])
 
     return await _run(request, work)
 
