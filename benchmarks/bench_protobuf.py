@@ -16,49 +16,17 @@ from __future__ import annotations
 
 import argparse
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
-
 from _common import best_of
 from bench_trace import synthetic
 from jsprof.formats import _protobuf as pb
 from jsprof.formats import pprof
-
-F = descriptor_pb2.FieldDescriptorProto
-# profile.proto (github.com/google/pprof/proto/profile.proto), the fields jsprof writes
-MESSAGES = {
-    "ValueType": [("type", 1, F.TYPE_INT64, False), ("unit", 2, F.TYPE_INT64, False)],
-    "Label": [("key", 1, F.TYPE_INT64, False), ("str", 2, F.TYPE_INT64, False)],
-    "Sample": [("location_id", 1, F.TYPE_UINT64, True), ("value", 2, F.TYPE_INT64, True),
-               ("label", 3, "Label", True)],
-    "Line": [("function_id", 1, F.TYPE_UINT64, False), ("line", 2, F.TYPE_INT64, False)],
-    "Location": [("id", 1, F.TYPE_UINT64, False), ("line", 4, "Line", True)],
-    "Function": [("id", 1, F.TYPE_UINT64, False), ("name", 2, F.TYPE_INT64, False),
-                 ("system_name", 3, F.TYPE_INT64, False), ("filename", 4, F.TYPE_INT64, False),
-                 ("start_line", 5, F.TYPE_INT64, False)],
-    "Profile": [("sample_type", 1, "ValueType", True), ("sample", 2, "Sample", True),
-                ("location", 4, "Location", True), ("function", 5, "Function", True),
-                ("string_table", 6, F.TYPE_STRING, True), ("time_nanos", 9, F.TYPE_INT64, False),
-                ("duration_nanos", 10, F.TYPE_INT64, False),
-                ("period_type", 11, "ValueType", False), ("period", 12, F.TYPE_INT64, False),
-                ("comment", 13, F.TYPE_INT64, True)],
-}
+from jsprof.formats._pprof_proto import classes
 
 
 def profile_class() -> type:
-    fd = descriptor_pb2.FileDescriptorProto(name="bench_profile.proto", package="bench",
-                                            syntax="proto3")
-    for name, fields in MESSAGES.items():
-        m = fd.message_type.add(name=name)
-        for fname, num, typ, repeated in fields:
-            f = m.field.add(name=fname, number=num,
-                            label=F.LABEL_REPEATED if repeated else F.LABEL_OPTIONAL)
-            if isinstance(typ, str):
-                f.type, f.type_name = F.TYPE_MESSAGE, f".bench.{typ}"
-            else:
-                f.type = typ
-    pool = descriptor_pool.DescriptorPool()
-    pool.Add(fd)
-    return message_factory.GetMessageClass(pool.FindMessageTypeByName("bench.Profile"))
+    # The classes the pprof reader and writer use (profile.proto's fields, built at run
+    # time from a descriptor); string_table is bytes there.
+    return classes()["Profile"]
 
 
 def decode_codec(data: bytes) -> tuple:
@@ -96,7 +64,7 @@ def decode_package(cls: type, data: bytes) -> tuple:
     samples = [(list(s.location_id), list(s.value)) for s in p.sample]
     locations = [(loc.id, [(ln.function_id, ln.line) for ln in loc.line]) for loc in p.location]
     functions = [(f.id, f.name, f.system_name, f.filename, f.start_line) for f in p.function]
-    return samples, locations, functions, list(p.string_table)
+    return samples, locations, functions, [b.decode("utf-8") for b in p.string_table]
 
 
 def encode_codec(parts: tuple) -> bytes:
@@ -132,7 +100,7 @@ def encode_package(cls: type, parts: tuple) -> bytes:
     for fid, name, system, filename, start in functions:
         p.function.add(id=fid, name=name, system_name=system, filename=filename,
                        start_line=start)
-    p.string_table.extend(strings)
+    p.string_table.extend(x.encode("utf-8") for x in strings)
     return p.SerializeToString()
 
 

@@ -1,12 +1,13 @@
-"""A small protocol-buffers wire codec: just what pprof's profile.proto needs.
+"""A small protocol-buffers wire codec: what Perfetto's trace packets need, pprof's sniffer
+(a file's head only) and the search for where a malformed pprof file breaks (byte
+offsets, which the `protobuf` package does not give).
 
-Not the `protobuf` package (a dependency; its upb backend is C): measured against it on
-the same Profile message (benchmarks/bench_protobuf.py, RESULTS.md "pprof wire codec"),
-this pure-Python codec is about 10x slower to decode and 8x slower to encode, so speed is
-no reason to keep it. What it still gives that the package does not: the byte offset of
-a malformed field in read errors, and a sniffer that reads only a file's head. Moving
-pprof.py onto the package is open (issue 25). Encoding builds bytes directly; decoding
-walks fields lazily over a memoryview, so nested messages are sliced, never copied.
+pprof's Profile message itself is read and written with the `protobuf` package
+(`_pprof_proto`): measured against it on one Profile message (benchmarks/bench_protobuf.py,
+RESULTS.md "pprof wire codec"), this pure-Python codec took 10.2x the package's time to
+decode and 7.6x to encode, so pprof moved onto the package (issue 25). Encoding builds
+bytes directly; decoding walks fields lazily over a memoryview, so nested messages are
+sliced, never copied.
 
 Wire types: 0 varint, 1 fixed 64-bit, 2 length-delimited, 5 fixed 32-bit. int64 values
 are two's complement in 10 bytes when negative, as the spec says.
