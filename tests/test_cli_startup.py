@@ -105,3 +105,24 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     assert "rich.console" not in names and "jsprof.render.console" not in names
     assert "numpy.ma" not in names  # np.unique imports it
     assert "wrote " in p.stderr
+
+
+def test_records_output_check_imports_no_numpy(tmp_path: Path) -> None:
+    """`record` holds the script until its -o is checked (record --engine node, cli's
+    _Preparing): that check imports neither numpy nor a format module, so the script runs
+    while they are imported (issue 25; it imported numpy and the writer first)."""
+    code = (
+        "import sys\nfrom jsprof.outputs import recording_output\n"
+        "print(recording_output(sys.argv[1], 'x'), recording_output(None, sys.argv[2]))\n"
+        "print(' '.join(sorted(sys.modules)))\n"
+    )
+    p = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "x.cpuprofile"), str(tmp_path / "y")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert p.returncode == 0, p.stderr[-2000:]
+    said, modules = p.stdout.splitlines()
+    assert said == f"{tmp_path / 'x.cpuprofile'} {tmp_path / 'y'}.jsprof.json"
+    names = modules.split()
+    assert "numpy" not in names and "jsprof.trace" not in names
+    assert not [n for n in names if n.startswith("jsprof.formats.")]

@@ -605,10 +605,12 @@ def _save_recording(rec: Recording, out: str) -> str:
 
 class _Preparing:
     """`jsprof record`'s start-up work that need not wait in line: `check` (the output
-    check, which imports numpy and the formats), then the imports the summary needs, in a
-    thread of their own while the main thread starts Node's profiler."""
+    check: light, no numpy, so the script is held for it only briefly), then the imports
+    the end needs (the output's format with the trace model and numpy, the summary's
+    analysis), in a thread of their own while the main thread starts Node's profiler and
+    the script runs."""
 
-    # The summary's analysis; the trace model and the output's format come with the check.
+    # The summary's analysis; the trace model and numpy come with the output's format.
     # rich's console only for a terminal: piped, the summary is printed without it.
     IMPORTS = ("jsprof.analysis.profile", "jsprof.render.rows", "rich._emoji_replace")
     RICH = ("rich.console", "rich.markup")
@@ -641,8 +643,11 @@ class _Preparing:
             if self._error is None:
                 import importlib
 
+                from .formats import writer_for
                 from .render.summary import rich_console_needed
 
+                assert self._out is not None
+                writer_for(self._out, None)  # its module: numpy, the model, the writer
                 rich = self.RICH if rich_console_needed() else ()
                 for name in (*self.IMPORTS, *rich):
                     importlib.import_module(name)

@@ -15,7 +15,12 @@ from typing import BinaryIO
 
 from .errors import JsprofError, TraceFormatError, UsageError
 from .formats import read_any, writer_for
-from .trace import ProfilerTrace, Recording
+
+# The trace model (numpy) only where a trace is read or written: `record` checks its -o
+# (check_output, free_name) before numpy is imported (start-up).
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
+if TYPE_CHECKING:
+    from .trace import ProfilerTrace, Recording
 
 MAX_INPUT_BYTES = 8 << 30  # after decompression: a limit against gzip bombs and runaway files
 _GZIP_MAGIC = b"\x1f\x8b"
@@ -198,6 +203,8 @@ def save(
     obj: Recording | ProfilerTrace, dest: str | os.PathLike, format: str | None = None
 ) -> None:
     """Write a Recording (or one ProfilerTrace) to `dest`; `-` is stdout; `.gz` compresses."""
+    from .trace import Recording
+
     rec = obj if isinstance(obj, Recording) else Recording.of(obj)
     dest_s = str(dest)
     fmt = writer_for(dest_s, format)

@@ -23,7 +23,7 @@ def recording_output(output: str | None, default_stem: str) -> str:
     writable), or by default `default_stem + .jsprof.json`, else the next free
     `default_stem.N.jsprof.json`, saying so."""
     from . import io
-    from .formats import writer_for
+    from .formats import writer_name
 
     if output is None:
         out = io.free_name(default_stem, SUFFIX)
@@ -36,7 +36,7 @@ def recording_output(output: str | None, default_stem: str) -> str:
             "then `jsprof convert FILE -`"
         )
     io.check_output(output)
-    writer_for(output, None)  # the format must be known
+    writer_name(output, None)  # the format must be known
     return output
 
 

@@ -70,7 +70,9 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["FORMATS", "READERS", "Format", "Probe", "detect", "read_any", "writer_for"]
+__all__ = [
+    "FORMATS", "READERS", "Format", "Probe", "detect", "read_any", "writer_for", "writer_name"
+]
 
 
 def _detect(probe: Probe) -> Format | None:
@@ -110,12 +112,14 @@ def read_any(data: bytes, source: str) -> Recording:
     )
 
 
-def writer_for(path: str, format: str | None) -> Format:
+def writer_name(path: str, format: str | None) -> str:
+    """The name of the format `path` is written in (`format` if given), or a UsageError;
+    imports no format module, so `record` checks its `-o` without numpy (start-up)."""
     if format is not None:
         if format not in TABLE:
             names = ", ".join(TABLE)
             raise UsageError(f"unknown output format {format!r}; choose one of: {names}")
-        return _load(format)
+        return format
     # Extensions compare case-insensitively: `.CPUPROFILE` is a .cpuprofile.
     lower = path.lower()
     name = lower[:-3] if lower.endswith(".gz") else lower
@@ -127,6 +131,10 @@ def writer_for(path: str, format: str | None) -> Format:
                 best = (fmt_name, ext)
     if best is None:
         if path == "-":
-            return _load("jsprof")
+            return "jsprof"
         raise UsageError(f"cannot tell the output format from {path!r}; pass --format")
-    return _load(best[0])
+    return best[0]
+
+
+def writer_for(path: str, format: str | None) -> Format:
+    return _load(writer_name(path, format))
