@@ -108,13 +108,14 @@ _REAL: list = []
 
 def resampled_page_load(rng: np.random.Generator, plant: str | None = None,
                         repeat: int = 1, only: tuple[int, ...] = (0, 1, 2),
-                        block: int = 10, blocks: tuple[int, int] = (30, 31)) -> ProfilerTrace:
+                        block: int = 10, blocks: tuple[int, int] = (30, 31),
+                        rename: dict[str, str] | None = None) -> ProfilerTrace:
     """One page load made of the real traces' samples: blocks of `block` consecutive
     samples drawn with replacement from each of the traces `only` (indexes into
     REAL_TRACES), `blocks` (low, high exclusive) blocks each, times rebuilt from the real
     steps. `plant`: every
     sample whose leaf function has that name is taken `repeat` more times (a planted
-    slowdown of that real function)."""
+    slowdown of that real function). `rename`: functions given other names."""
     if not _REAL:
         _REAL.extend(_real_samples())
     b = TraceBuilder()
@@ -129,9 +130,37 @@ def resampled_page_load(rng: np.random.Generator, plant: str | None = None,
                 st = stacks[i]
                 if st is not None and st not in sid:
                     sid[st] = b.stack_id(
-                        b.frame_id(nm, None if u is None else b.resource_id(u), ln, c)
+                        b.frame_id((rename or {}).get(nm, nm),
+                                   None if u is None else b.resource_id(u), ln, c)
                         for nm, u, ln, c in st)
                 for _ in range(times):
                     t += float(step[i])
                     b.add_sample(t, None if st is None else sid[st])
     return b.build()
+
+
+DAY = 86400e3
+T0 = 1795651200e3  # 2026-11-26 00:00 UTC
+
+
+def real_store(path: object, seed: int, plant: object = None, n: int = 48,
+               rename: dict[str, str] | None = None, route: object = None) -> object:
+    """A store of `n` page loads resampled from the real Chromium traces: 12 a UTC day from
+    2026-11-26, releases 1.9.0, 1.10.0, 1.11.0 in turn. `plant(i, day, release)`: "fib"
+    (fib 6x slower in that page load), "none" (a page load without the trace fib runs
+    in), or None (as drawn); `route(i)`: the upload's route (default /cart)."""
+    from jsprof.store import Store
+
+    rels = ["1.9.0", "1.10.0", "1.11.0"]
+    st = Store(path)
+    rng = np.random.default_rng(seed)
+    for i in range(n):
+        day, rel = i // 12, rels[i % 3]
+        how = plant(i, day, rel) if plant else None
+        tr = (resampled_page_load(rng, only=(1, 2), rename=rename) if how == "none"
+              else resampled_page_load(rng, plant=how, repeat=5, rename=rename))
+        upload(st, f"u{i:02d}", tr, app="shop", release=rel,
+               route=route(i) if route else "/cart",
+               receivedAt=T0 + day * DAY + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+    st.close()
+    return path

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from fleet_util import make_trace, resampled_page_load, upload
+from fleet_util import DAY, T0, make_trace, real_store, upload
 from jsprof.store import Store
 from serve_util import JSPROF, READ_TOKEN, Collector
 
@@ -92,28 +92,13 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
 # and 3 releases (16 each, one release after another within each day), so days and
 # releases are different partitions of one store.
 
-DAY = 86400e3
-T0 = 1795651200e3  # 2026-11-26 00:00 UTC
 RELS = ["1.9.0", "1.10.0", "1.11.0"]
 DAYS = ["2026-11-26", "2026-11-27", "2026-11-28", "2026-11-29"]
-N_UPLOADS = 48
 
 
 def _real_store(path: Path, seed: int, plant: Callable[[int, int, str], str | None] | None
                 = None) -> Path:
-    """`plant(i, day, release)`: "fib" (fib 6x slower in that page load), "none" (a page
-    load without the trace fib runs in), or None (as drawn)."""
-    st = Store(path)
-    rng = np.random.default_rng(seed)
-    for i in range(N_UPLOADS):
-        day, rel = i // 12, RELS[i % 3]
-        how = plant(i, day, rel) if plant else None
-        tr = (resampled_page_load(rng, only=(1, 2)) if how == "none"
-              else resampled_page_load(rng, plant=how, repeat=5))
-        upload(st, f"u{i:02d}", tr, app="shop", release=rel, route="/cart",
-               receivedAt=T0 + day * DAY + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
-    st.close()
-    return path
+    return real_store(path, seed, plant)
 
 
 def _fib_self_ms(trace_doc: bytes) -> float:
@@ -217,7 +202,7 @@ def test_false_positive_rate_on_resampled_real_traces(tmp_path: Path) -> None:
     """20 stores of real-trace page loads with no planted change, each asked by release
     and by day (40 queries, ~1,900 function rises judged): the measured false-positive
     rate, 0 of 40, is the one docs/field.md states. (With `fleet diff`'s percentile
-    bootstrap as the rule, these stores reported something in 8 of 40.)"""
+    bootstrap as the rule, these stores reported something in 9 of the 40 queries.)"""
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.fleet.regressions import regressions

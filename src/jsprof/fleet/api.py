@@ -221,10 +221,13 @@ def describe(f: Filters) -> str:
     return ", ".join(bits)
 
 
-def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = None) -> dict:
+def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = None,
+                 function: str | None = None, resource: str | None = None) -> dict:
     """`GET /v1/traces`: the matching uploads, newest compacted first, with their meta
     (the timeline summarised as counts), `limit` a page; `nextCursor` asks for the next
-    page (None: no more). A cursor is the upload key the page ended at."""
+    page (None: no more). A cursor is the upload key the page ended at. `function` (with
+    `resource`, its script, as `top` rows give them; "" for none): only uploads whose
+    samples run that function (self or total time), e.g. a top row's examples."""
     import numpy as np
 
     from .vitals import upload_rows
@@ -235,6 +238,8 @@ def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = N
             raise UsageError(f"cursor {cursor[:40]!r}: not one this listing gave")
         after = int(cursor)
     up = s.engine.uploads(s.snap, f)
+    if function is not None and len(up):
+        up = up.subset(_running(s, f, function, resource, up.uk))
     order = np.argsort(-up.uk, kind="stable")
     if after is not None:
         order = order[up.uk[order] < after]
@@ -256,6 +261,27 @@ def list_uploads(s: Session, f: Filters, limit: int = 50, cursor: str | None = N
     more = len(order) > limit
     return {"uploads": out, "nextCursor": str(int(up.uk[page[-1]])) if more else None,
             **notes(s)}
+
+
+def _running(s: Session, f: Filters, function: str, resource: str | None, uk: Any) -> Any:
+    """Per upload of `f`, in the engine's order: does any sample run `function` (of
+    `resource`)? By the keys `fleet diff` matches functions with (name and script; an
+    anonymous function's line is not in them)."""
+    import numpy as np
+
+    from ..analysis.diff import NameKey, ResourceMatcher
+    from . import query
+
+    sel = query.select(s.engine, s.snap, f, per_trace="stacks")
+    res = {r for t in sel.recording.tracks for r in t.trace.resources}
+    match = ResourceMatcher.for_pair(res, res)
+    # Without a resource, the name in any script (or none)
+    keys = ([NameKey(function, match(resource))] if resource else
+            list({NameKey(function, match(r)): None for r in [*sorted(res), None]}))
+    self_m, total_m, _ = query.trace_shares(sel, keys, match)
+    ran = (self_m > 0).any(axis=1) | (total_m > 0).any(axis=1)
+    # per upload of `sel` (sorted by key): in the order of `uk`, the listing's uploads
+    return ran[np.searchsorted(sel.uploads.uk, uk)]
 
 
 def vitals(s: Session, f: Filters) -> dict:

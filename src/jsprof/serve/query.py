@@ -101,7 +101,8 @@ ROUTE_PARAMS = {
     },
     "export": FILTER_PARAMS | {"format"},
     "vitals": (FILTER_PARAMS - {"during", "slower_than"}) | {"format"},
-    "traces": (FILTER_PARAMS - {"during", "slower_than"}) | {"limit", "cursor"},
+    "traces": (FILTER_PARAMS - {"during", "slower_than"})
+    | {"limit", "cursor", "function", "resource"},
     "series": FILTER_PARAMS | {"function", "by"},
     "regressions": FILTER_PARAMS
     | {"by", "min_change", "min_traces", "min_samples", "format"},
@@ -407,15 +408,52 @@ async def list_traces(request: Request) -> Response:
     """`GET /v1/traces?app=&release=&route=&since=&limit=&cursor=`: uploads with their meta."""
 
     def work() -> Response:
+        from ..errors import UsageError
         from ..fleet import api
 
         check_params(request, "traces")
         f = filters_from_query(request)
-        limit = _int(request.query_params, "limit", 50)
+        q = request.query_params
+        limit = _int(q, "limit", 50)
+        if q.get("resource") and q.get("function") is None:
+            raise UsageError("query parameter resource: only with function (its script)")
         with _session(request) as s:
-            return _json(api.list_uploads(s, f, limit, request.query_params.get("cursor")))
+            return _json(api.list_uploads(s, f, limit, q.get("cursor"), q.get("function"),
+                                          q.get("resource") or None))
 
     return await _run(request, work)
+
+
+async def trace_flame(request: Request) -> Response:
+    """`GET /v1/traces/{id}/flame`: one upload's flame graph (the renderer's own page, as
+    `jsprof flame` draws that trace), for the dashboard's links to example uploads."""
+    from ..words import printable
+    from .app import _Failed, _get, error, in_thread, trace_document
+
+    _auth(request)
+    upload_id = request.path_params["id"]
+    got = await in_thread(_get, _store(request), upload_id)
+    if isinstance(got, _Failed):
+        return error(got.status, got.message, got.headers)
+    if got is None:
+        return error(404, f"no upload with id {printable(upload_id[:128])!r}")
+    meta, trace_json = got
+
+    def work() -> Response:
+        from ..analysis.calltree import build_call_tree
+        from ..formats import read_any
+        from ..render.flame import render_flame
+
+        rec = read_any(trace_document(meta, trace_json), f"upload {upload_id}")
+        tree = build_call_tree(rec)
+        bits = [f"{meta.get(k)}" for k in ("app", "release", "route") if meta.get(k)]
+        page = render_flame(
+            tree, "html", title=f"upload {upload_id}",
+            subtitle=" · ".join([*bits, f"{tree.total_time:.1f} ms"]), rec=rec,
+        )
+        return _flame_response(page, "html")
+
+    return await run_in_threadpool(work)
 
 
 async def regressions(request: Request) -> Response:
@@ -536,6 +574,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/query/regressions", regressions, methods=["GET"]),
         # beside the collector's POST /v1/traces (a method Starlette matches per route)
         Route("/v1/traces", list_traces, methods=["GET"]),
+        Route("/v1/traces/{id}/flame", trace_flame, methods=["GET"]),
         Route("/v1/query/options", options, methods=["GET"]),
         Route("/v1/sourcemaps", post_sourcemap, methods=["POST"]),
     ]

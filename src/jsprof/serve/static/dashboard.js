@@ -15,7 +15,11 @@ async function getJSON(path, params) {
   });
   let body = null;
   try { body = await r.json(); } catch (e) { body = null; }
-  if (!r.ok) throw new Error((body && body.error) || `${path}: HTTP ${r.status}`);
+  if (!r.ok) {
+    const said = body && typeof body.error === "string" ? body.error : null;
+    throw new Error(said || `The server answered HTTP ${r.status} to ${path}.`);
+  }
+  if (body === null) throw new Error(`The server's answer to ${path} was not readable.`);
   return body;
 }
 
@@ -111,11 +115,22 @@ async function loadTop() {
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
     cell(tr, r.label, "l fn");
     cell(tr, where(r), "l loc");
+    const td = cell(tr, "");
+    if (!idle) {
+      td.append(linkButton("uploads", `the uploads that run ${r.label}`,
+        () => showUploadsOf(r.name, r.resource, r.label)));
+    }
     tr.addEventListener("click", () => loadChart(r.name, r.label));
     body.append(tr);
   }
+  if (!doc.rows.length) {
+    body.append(sentenceRow(9, "No samples match these filters."));
+  }
   const firstFn = doc.rows.find((r) => r.resource !== null);
-  if (firstFn && !$("chart").dataset.fn) loadChart(firstFn.name, firstFn.label);
+  if (firstFn && !$("chart").dataset.fn) {
+    loadChart(firstFn.name, firstFn.label).catch((e) => status(e.message));
+  }
+  return doc.samples > 0;
 }
 
 function loadFlame() {
@@ -133,8 +148,24 @@ async function loadChart(name, label) {
   p.delete("release");
   p.set("function", name);
   p.set("by", $("chart-by").value);
-  const doc = await getJSON("/v1/query/series", p);
+  const say = (text) => {
+    const note = document.createElement("p");
+    note.className = "note";
+    note.textContent = text;
+    $("chart").replaceChildren(note);
+  };
+  let doc;
+  try {
+    doc = await getJSON("/v1/query/series", p);
+  } catch (e) {
+    say(`The chart could not be drawn: ${e.message}`);
+    return;
+  }
   const pts = doc.points;
+  if (!pts.length) {
+    say("No uploads match these filters.");
+    return;
+  }
   const W = 60 * Math.max(pts.length, 1) + 40, H = 150, base = 120;
   const max = Math.max(1e-9, ...pts.map((x) => x.selfPct));
   const svg = document.createElementNS(SVG, "svg");
@@ -173,6 +204,7 @@ async function runDiff(ev) {
   status("");
   const body = $("diff").tBodies[0];
   body.replaceChildren();
+  $("diff-flame").hidden = true;
   try {
     const doc = await getJSON("/v1/query/diff", p);
     for (const r of doc.rows) {
@@ -188,18 +220,193 @@ async function runDiff(ev) {
     }
     p.set("format", "flame-html");
     $("diff-flame").src = `/v1/query/diff?${p}`;
+    $("diff-flame").hidden = false;
   } catch (e) {
-    status(e.message);
+    body.append(sentenceRow(6, `The releases could not be compared: ${e.message}`));
+  }
+}
+
+// A button that reads as a link; `what` says where it goes (its tooltip).
+function linkButton(text, what, onClick) {
+  const b = document.createElement("button");
+  b.type = "button";
+  b.className = "link";
+  b.textContent = text;
+  b.title = what;
+  b.addEventListener("click", (ev) => { ev.stopPropagation(); onClick(); });
+  return b;
+}
+
+// A table row holding one sentence, where the rows would be.
+function sentenceRow(span, text) {
+  const tr = document.createElement("tr");
+  tr.className = "sentence";
+  const td = document.createElement("td");
+  td.colSpan = span;
+  td.textContent = text;
+  tr.append(td);
+  return tr;
+}
+
+// One upload's flame graph (GET /v1/traces/{id}/flame), in its own frame.
+function openUpload(id) {
+  $("upload-flame-section").hidden = false;
+  $("upload-flame-id").textContent = id;
+  $("upload-flame").src = `/v1/traces/${encodeURIComponent(id)}/flame`;
+  $("upload-flame-section").scrollIntoView({ block: "start" });
+}
+
+function uploadLink(id) {
+  const a = document.createElement("a");
+  a.href = `/v1/traces/${encodeURIComponent(id)}/flame`;
+  a.target = "upload-flame";
+  a.className = "upload";
+  a.textContent = id;
+  a.title = `flame graph of upload ${id}`;
+  a.addEventListener("click", (ev) => { ev.preventDefault(); ev.stopPropagation(); openUpload(id); });
+  return a;
+}
+
+const plural = (n, one, many) => `${n} ${n === 1 ? one : many || `${one}s`}`;
+
+async function loadRegressions() {
+  const by = $("reg-by").value;
+  const p = filterParams();
+  // By release compares every release in order; by day may look within one.
+  if (by === "release") p.delete("release");
+  p.set("by", by);
+  const body = $("regressions").tBodies[0];
+  body.replaceChildren();
+  $("regressions-note").textContent = "";
+  let doc;
+  try {
+    doc = await getJSON("/v1/query/regressions", p);
+  } catch (e) {
+    body.append(sentenceRow(8, `Regressions could not be computed: ${e.message}`));
+    return;
+  }
+  const units = doc[`${by}s`];
+  const baseKey = by === "release" ? "baseRelease" : "baseDay";
+  for (const r of doc.regressions) {
+    const tr = document.createElement("tr");
+    cell(tr, r.label, "l fn");
+    cell(tr, r.resource === null ? "" : r.resource + (r.line !== null ? `:${r.line}` : ""),
+      "l loc");
+    cell(tr, `${r[by]} (after ${r[baseKey]})`, "l route");
+    cell(tr, `${fmt(r.beforeSelfPct)} → ${fmt(r.afterSelfPct)}`);
+    cell(tr, `+${fmt(r.selfPp, 2)}`, "up");
+    cell(tr, `[${fmt(r.selfPpCi[0], 2)}, ${fmt(r.selfPpCi[1], 2)}]`);
+    cell(tr, `${fmt(r.beforeMsPerLoad)} → ${fmt(r.afterMsPerLoad)} ms`);
+    const td = cell(tr, "", "l ex");
+    for (const id of r.exampleIds) { td.append(uploadLink(id), " "); }
+    td.append(linkButton("all", `every upload that runs ${r.label}`,
+      () => showUploadsOf(r.name, r.resource, r.label)));
+    tr.addEventListener("click", () => loadChart(r.name, r.label));
+    body.append(tr);
+  }
+  const span = units.length ? ` (${units[0]} to ${units[units.length - 1]})` : "";
+  if (!doc.regressions.length) {
+    body.append(sentenceRow(8, `No function's self share rose by more than ` +
+      `${doc.minChangePp} percentage points over ${plural(units.length, by)}${span}.`));
+  }
+  const notes = doc.skipped.map((k) => `${k[baseKey]} → ${k[by]} not compared: ${k.reason}`);
+  $("regressions-note").textContent = notes.join(" ");
+}
+
+// The uploads list: the header's filters, a function's uploads when one was picked,
+// newest first, a page at a time (the listing's cursor).
+const uploads = { fn: null, pages: [null] };
+
+function showUploadsOf(name, resource, label) {
+  uploads.fn = { name, resource, label };
+  uploads.pages = [null];
+  loadUploads().catch((e) => status(e.message));
+  $("uploads-section").scrollIntoView({ block: "start" });
+}
+
+function receivedText(ms) {
+  if (typeof ms !== "number" || !Number.isFinite(ms)) return "";
+  return new Date(ms).toISOString().slice(0, 16).replace("T", " ");
+}
+
+async function loadUploads() {
+  const p = filterParams();
+  p.delete("during"); // a listing of uploads, not of samples
+  p.set("limit", "20");
+  const cursor = uploads.pages[uploads.pages.length - 1];
+  if (cursor) p.set("cursor", cursor);
+  if (uploads.fn) {
+    p.set("function", uploads.fn.name);
+    if (uploads.fn.resource !== null) p.set("resource", uploads.fn.resource);
+  }
+  $("uploads-what").textContent = uploads.fn ? `that run ${uploads.fn.label}` : "";
+  $("uploads-what").title = uploads.fn ? uploads.fn.label : "";
+  $("uploads-all").hidden = !uploads.fn;
+  const body = $("uploads").tBodies[0];
+  body.replaceChildren();
+  $("uploads-note").textContent = "";
+  $("uploads-next").hidden = true;
+  $("uploads-first").hidden = uploads.pages.length < 2;
+  let doc;
+  try {
+    doc = await getJSON("/v1/traces", p);
+  } catch (e) {
+    body.append(sentenceRow(9, `The uploads could not be listed: ${e.message}`));
+    return;
+  }
+  for (const u of doc.uploads) {
+    const tr = document.createElement("tr");
+    const idCell = cell(tr, "", "l route");
+    idCell.append(uploadLink(u.id));
+    cell(tr, receivedText(u.receivedAt), "l");
+    cell(tr, u.release, "l route");
+    cell(tr, u.route === null ? "(none)" : u.route, "l route");
+    cell(tr, String(u.samples)); cell(tr, fmt(u.totalMs, 0));
+    cell(tr, String(u.interactions)); cell(tr, String(u.longFrames));
+    const open = cell(tr, "");
+    open.append(linkButton("flame graph", `flame graph of upload ${u.id}`, () => openUpload(u.id)));
+    tr.addEventListener("click", () => openUpload(u.id));
+    body.append(tr);
+  }
+  if (!doc.uploads.length) {
+    body.append(sentenceRow(9, uploads.pages.length > 1 ? "No more uploads."
+      : uploads.fn ? `No upload matching these filters runs ${uploads.fn.label}.`
+        : "No uploads match these filters."));
+  }
+  $("uploads-note").textContent = `Page ${uploads.pages.length}` +
+    (doc.nextCursor ? "; newer first, more on the next page." : ".");
+  if (doc.nextCursor) {
+    $("uploads-next").hidden = false;
+    $("uploads-next").onclick = () => {
+      uploads.pages.push(doc.nextCursor);
+      loadUploads().catch((e) => status(e.message));
+    };
   }
 }
 
 async function refresh(ev) {
   if (ev) ev.preventDefault();
   status("");
+  // Each section says its own error where its result would be, and a failed one
+  // leaves no stale result of earlier filters behind.
+  await loadVitals();
+  let drawn = false;
   try {
-    loadFlame();
-    await loadVitals();
-    await loadTop();
+    drawn = await loadTop();
+  } catch (e) {
+    $("top-summary").textContent = "";
+    $("top").tBodies[0].replaceChildren(
+      sentenceRow(9, `Top functions could not be computed: ${e.message}`));
+  }
+  // The flame graph only for filters the top table answered (its error would be JSON in
+  // the frame): the same selection.
+  $("flame").hidden = !drawn;
+  $("flame-note").textContent = drawn ? "" : "No flame graph for these filters.";
+  if (drawn) loadFlame();
+  uploads.pages = [null];
+  await loadRegressions();
+  await loadUploads();
+  try {
     if ($("chart").dataset.fn) await loadChart($("chart").dataset.fn);
   } catch (e) {
     status(e.message);
@@ -213,6 +420,7 @@ async function pickApp() {
   fill($("base"), o.releases.slice().reverse(), false);
   fill($("new"), o.releases, false);
   delete $("chart").dataset.fn;
+  uploads.fn = null;
   await refresh();
 }
 
@@ -224,6 +432,16 @@ async function start() {
     $("app").addEventListener("change", pickApp);
     $("filters").addEventListener("submit", refresh);
     $("diff-form").addEventListener("submit", runDiff);
+    $("reg-by").addEventListener("change", () => loadRegressions().catch((e) => status(e.message)));
+    $("uploads-first").addEventListener("click", () => {
+      uploads.pages = [null];
+      loadUploads().catch((e) => status(e.message));
+    });
+    $("uploads-all").addEventListener("click", () => {
+      uploads.fn = null;
+      uploads.pages = [null];
+      loadUploads().catch((e) => status(e.message));
+    });
     $("chart-by").addEventListener("change", () => {
       if ($("chart").dataset.fn !== undefined) loadChart($("chart").dataset.fn).catch(
         (e) => status(e.message));

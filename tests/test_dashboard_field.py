@@ -1,0 +1,208 @@
+"""The dashboard's regressions list, uploads list and example-upload flame graphs, in real
+headless Chromium against a real `jsprof serve`, on page loads resampled from real
+Chromium traces (fleet_util.real_store) with a planted release regression. The regressed
+function and some routes carry markup: the page must show it as text."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from urllib.parse import urlencode
+
+import orjson
+import pytest
+
+from fleet_util import real_store
+from serve_util import READ_TOKEN, Collector
+
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'">fib'
+HOSTILE_ROUTE = '/cart/"><script>document.title="pwned"</script>'
+SHOTS = os.environ.get("JSPROF_DASHBOARD_SHOTS")  # a folder to keep the screenshots in
+
+
+def _plant(i: int, day: int, rel: str) -> str | None:
+    # fib (named HOSTILE here) 6x slower from 1.10.0 on; 1.10.0's newest upload runs no fib
+    return None if rel == "1.9.0" else "none" if i == 46 else "fib"
+
+
+@pytest.fixture(scope="module")
+def col(tmp_path_factory):
+    store = real_store(tmp_path_factory.mktemp("dash") / "store", 41, _plant,
+                       rename={"fib": HOSTILE},
+                       route=lambda i: HOSTILE_ROUTE if i % 8 == 5 else "/cart")
+    c = Collector(store, "--app", "shop:k1")
+    yield c
+    c.stop()
+
+
+def _api(col: Collector, path: str, **params: str) -> dict:
+    status, _, body = col.request("GET", f"{path}?{urlencode(params)}",
+                                  headers={"Authorization": f"Bearer {READ_TOKEN}"})
+    assert status == 200, body
+    return orjson.loads(body)
+
+
+def _total_ms(trace_doc: bytes, name: str) -> float:
+    """`name`'s total time in one upload as GET /v1/traces/{id} gives it back."""
+    from jsprof.analysis.profile import summarize
+    from jsprof.formats import read_any
+
+    st = summarize(read_any(trace_doc, "upload")).stats
+    return sum(float(ms) for k, ms in zip(st.keys, st.total_ms, strict=True) if k.name == name)
+
+
+def test_function_filter_on_the_uploads_listing(col: Collector) -> None:
+    # GET /v1/traces?function=: only uploads whose samples run it (self or total).
+    every = _api(col, "/v1/traces", app="shop", limit="100")["uploads"]
+    assert len(every) == 48
+    fib = _api(col, "/v1/traces", app="shop", limit="100", function=HOSTILE)["uploads"]
+    ids = {u["id"] for u in fib}
+    assert "u46" not in ids and 0 < len(ids) < 48
+    for uid in ids:  # each one, read back whole, runs it
+        status, _, body = col.request("GET", f"/v1/traces/{uid}",
+                                      headers={"Authorization": f"Bearer {READ_TOKEN}"})
+        assert status == 200 and _total_ms(body, HOSTILE) > 0, uid
+    # A caller with no self time of its own is run by every upload that runs any JS.
+    work = _api(col, "/v1/traces", app="shop", limit="100", function="workload")["uploads"]
+    assert {u["id"] for u in work} == {u["id"] for u in every if u["id"] != "u46"}
+    # A function no upload runs: an empty page, not an error.
+    assert _api(col, "/v1/traces", app="shop", function="nope")["uploads"] == []
+    status, _, body = col.request("GET", "/v1/traces?app=shop&resource=x",
+                                  headers={"Authorization": f"Bearer {READ_TOKEN}"})
+    assert status == 400 and b"only with function" in body
+
+
+def test_one_uploads_flame_graph(col: Collector) -> None:
+    auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+    status, headers, body = col.request("GET", "/v1/traces/u03/flame", headers=auth)
+    assert status == 200 and headers["content-type"].startswith("text/html")
+    assert "frame-ancestors 'self'" in headers["content-security-policy"]
+    page = body.decode()
+    assert "upload u03" in page and "<img src=x" not in page  # the name is data, escaped
+    assert col.request("GET", "/v1/traces/u03/flame")[0] == 401
+    status, _, body = col.request("GET", "/v1/traces/nope/flame", headers=auth)
+    assert status == 404 and orjson.loads(body)["error"] == "no upload with id 'nope'"
+
+
+def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path
+                                                          ) -> None:
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import expect, sync_playwright
+
+    shots = Path(SHOTS) if SHOTS else tmp_path
+    expected = _api(col, "/v1/query/regressions", app="shop")["regressions"]
+    assert [r["name"] for r in expected] == [HOSTILE]
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            dialogs: list[str] = []
+            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+            csp: list[str] = []
+            page.on("console", lambda m: csp.append(m.text)
+                    if "Content Security Policy" in m.text else None)
+            page.goto(col.url + "/")
+            page.fill("#token", READ_TOKEN)
+            page.click("#signin")
+            page.wait_for_selector("body[data-ready='1']", timeout=120000)
+
+            # The regressions list: the planted one, its name as text, its examples.
+            rows = page.locator("#regressions tbody tr")
+            expect(rows).to_have_count(1, timeout=60000)
+            assert rows.locator("td.fn").text_content() == HOSTILE
+            assert "1.10.0 (after 1.9.0)" in rows.text_content()
+            links = rows.locator("a.upload")
+            assert links.all_text_contents() == expected[0]["exampleIds"]
+            page.screenshot(path=str(shots / "regressions.png"), full_page=True)
+            # An example opens in the flame graph: that upload's, with the function in it.
+            links.first.click()
+            expect(page.locator("#upload-flame-id")).to_have_text(expected[0]["exampleIds"][0])
+            frame = page.frame_locator("#upload-flame")
+            frame.locator("rect").first.wait_for(timeout=60000)
+            assert HOSTILE in frame.locator("body").text_content()
+            page.screenshot(path=str(shots / "example-flame.png"), full_page=True)
+
+            # By day: none (the releases are spread over every day), said in a sentence.
+            page.select_option("#reg-by", "day")
+            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+                "No function's self share rose by more than 2 percentage points over 4 days "
+                "(2026-11-26 to 2026-11-29).", timeout=60000)
+
+            # The uploads list: 48 uploads, 20 a page, newest first; the cursor pages on.
+            ids = page.locator("#uploads tbody a.upload")
+            expect(ids).to_have_count(20, timeout=60000)
+            assert ids.first.text_content() == "u47"
+            assert HOSTILE_ROUTE in page.locator("#uploads td.route").all_text_contents()
+            page.click("#uploads-next")
+            expect(ids.first).to_have_text("u27", timeout=60000)
+            page.click("#uploads-next")
+            expect(ids).to_have_count(8, timeout=60000)
+            assert page.locator("#uploads-next").is_hidden()
+            page.click("#uploads-first")
+            expect(ids.first).to_have_text("u47", timeout=60000)
+            page.screenshot(path=str(shots / "uploads.png"), full_page=True)
+            # Filtered by release from the header.
+            page.select_option("#release", "1.10.0")
+            page.click("#apply")
+            expect(ids.first).to_have_text("u46", timeout=60000)
+            assert ids.count() == 16
+            page.select_option("#release", "")
+            page.click("#apply")
+            expect(ids).to_have_count(20, timeout=60000)
+
+            # From a top-table row: the uploads that run the function, each a link.
+            top_row = page.locator("#top tbody tr", has=page.locator("td.fn",
+                                                                       has_text=HOSTILE))
+            top_row.locator("button.link").click()
+            expect(page.locator("#uploads-what")).to_have_text(f"that run {HOSTILE}",
+                                                               timeout=60000)
+            want = [u["id"] for u in _api(col, "/v1/traces", app="shop", limit="20",
+                                          function=HOSTILE)["uploads"]]
+            expect(ids).to_have_text(want, timeout=60000)
+            assert "u46" not in ids.all_text_contents()
+            page.locator("#uploads tbody button.link").nth(1).click()
+            expect(page.locator("#upload-flame-id")).to_have_text(want[1])
+            page.screenshot(path=str(shots / "function-uploads.png"), full_page=True)
+            page.click("#uploads-all")
+            expect(page.locator("#uploads-what")).to_have_text("", timeout=60000)
+
+            # A filter matching nothing: sentences where the results would be, no JSON.
+            page.fill("#route", "/nope*")
+            page.click("#apply")
+            sentence = page.locator("#regressions tbody tr.sentence")
+            expect(sentence).to_contain_text("matches no route", timeout=60000)
+            assert sentence.text_content().startswith("Regressions could not be computed: ")
+            expect(page.locator("#uploads tbody tr.sentence")).to_have_text(
+                "No uploads match these filters.", timeout=60000)
+            expect(page.locator("#top tbody tr.sentence")).to_contain_text(
+                "Top functions could not be computed: route '/nope*' matches no route")
+            assert page.locator("#flame").is_hidden()
+            assert page.locator("#flame-note").text_content() == "No flame graph for these filters."
+            expect(page.locator("#chart p.note")).to_have_text("No uploads match these filters.")
+            assert page.locator("#chart svg").count() == 0
+            # The release diff under these filters: a sentence in its table, no frame.
+            page.select_option("#base", "1.9.0")
+            page.select_option("#new", "1.10.0")
+            page.click("#diff-run")
+            expect(page.locator("#diff tbody tr.sentence")).to_contain_text(
+                "The releases could not be compared: ", timeout=60000)
+            assert page.locator("#diff-flame").is_hidden()
+            page.screenshot(path=str(shots / "errors.png"), full_page=True)
+            text = page.locator("main").text_content()
+            assert '{"error"' not in text and "{" not in page.locator("#status").text_content()
+
+            assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
+                "window.innerWidth"), "the dashboard is wider than the window"
+            assert page.title() != "pwned" and dialogs == [] and csp == [], csp
+            assert page.locator("main img").count() == 0
+        finally:
+            browser.close()
+
+
+def test_uploads_route_filter_in_the_dashboard_params(col: Collector) -> None:
+    # The route glob the header sends reaches the listing (the uploads of HOSTILE_ROUTE).
+    got = _api(col, "/v1/traces", app="shop", route=HOSTILE_ROUTE, limit="100")["uploads"]
+    assert {u["id"] for u in got} == {f"u{i:02d}" for i in range(48) if i % 8 == 5}
+    assert all(re.fullmatch(r"u\d\d", u["id"]) for u in got)
