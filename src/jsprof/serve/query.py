@@ -453,7 +453,7 @@ async def trace_flame(request: Request) -> Response:
         )
         return _flame_response(page, "html")
 
-    return await run_in_threadpool(work)
+    return await _run(request, work)
 
 
 async def regressions(request: Request) -> Response:
