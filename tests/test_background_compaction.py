@@ -96,6 +96,16 @@ def test_the_tail_a_query_reads_is_capped_and_what_it_leaves_out_is_counted(
     with api.session(st, compact_first=False, tail=True) as s:
         assert s.snap.pending == 0 and api.top(s, Filters(app="shop"), 3)["traces"] == 7
     st.close()
+    # Counted from the trailer of a sealed segment, the headers of an open one.
+    st = Store(tmp_path / "store")
+    _fill(st, np.random.default_rng(4), 7, 2)
+    assert len(list((tmp_path / "store" / "segments").glob("*.seg"))) == 2
+    assert st.count_uploads() == 9 == len(st)
+    cursors = [c for c, *_ in st.iter_uploads()]
+    assert [st.count_uploads(c) for c in cursors] == list(range(8, -1, -1))
+    tail = read_tail(st, read_manifest(st.path), tmp_path / "tail2", limit=5)
+    assert (tail.uploads, tail.pending) == (5, 4)
+    st.close()
 
 
 # ---- a real collector on loopback ------------------------------------------------------------

@@ -1032,8 +1032,10 @@ class Store:
 
     def count_uploads(self, after: Cursor | None = None) -> int:
         """How many uploads `iter_uploads(after)` has left to yield (damaged ones too),
-        reading record headers only: a reader that stopped early can say how many it
-        left out without reading their bodies."""
+        without reading their bodies: a sealed segment's trailer says how many records it
+        holds (one read; in a segment a prune rewrote, records it dropped before they were
+        read count too), an open one's headers are scanned. A reader that stopped early
+        can say how many it left out at the cost of a compaction's resume."""
         positions = after.positions if after is not None else {}
         n = 0
         for name in self._segment_names():
@@ -1043,10 +1045,10 @@ class Store:
             except FileNotFoundError:
                 continue
             try:
-                if start:
-                    tr = seg.trailer_at_end(fd)
-                    if tr is not None and tr.count <= start:
-                        continue
+                tr = seg.trailer_at_end(fd)
+                if tr is not None:
+                    n += max(0, tr.count - start)
+                    continue
                 for h in seg.scan(fd):
                     if isinstance(h, Trailer):
                         break
