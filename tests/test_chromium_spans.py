@@ -337,3 +337,29 @@ def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: P
             assert errors == []
         finally:
             b.close()
+
+
+@pytest.mark.parametrize("ext", [".trace.json", ".pftrace"])
+def test_windows_round_trip_through_chrome_trace_and_perfetto(
+    recorded: Path, tmp_path: Path, ext: str
+) -> None:
+    out = tmp_path / ("clicks" + ext)
+    r = subprocess.run([*JSPROF, "convert", str(recorded), str(out)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    a = load(recorded).tracks[0].spans
+    b = load(out).tracks[0].spans
+    assert a is not None and b is not None and len(b) == len(a) >= 5
+    assert b.names == a.names and b.args == a.args
+    assert np.array_equal(b.kind, a.kind) and np.array_equal(b.parent, a.parent)
+    assert np.abs(b.start - a.start).max() < 1e-6 and np.abs(b.end - a.end).max() < 1e-6
+    if ext == ".trace.json":
+        evs = orjson.loads(out.read_bytes())["traceEvents"]
+        slices = [e for e in evs if e.get("cat") == "jsprof.timeline"]
+        assert {e["ph"] for e in slices} == {"b", "e"}
+        assert {e["name"] for e in slices} >= {"click", "long animation frame",
+                                               "slowClickHandlerForJsprof"}
+    # ... and what they are for works on the converted file as on the recording.
+    r = _report(out, "--during", "interaction", "--json")
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["rows"][0]["name"] == "slowClickHandlerForJsprof"

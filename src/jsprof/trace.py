@@ -454,6 +454,37 @@ class Spans:
     __hash__ = None  # type: ignore[assignment]
 
 
+def spans_in_order(spans: Spans) -> Spans:
+    """The spans in one canonical order, whatever order they were made or read in: roots
+    by (kind, start), each followed by its children by start (depth first); names numbered
+    in that order. Engines and readers give spans so, so a file's spans read back equal."""
+    n = len(spans)
+    kids: dict[int, list[int]] = {}
+    for i, p in enumerate(spans.parent.tolist()):
+        kids.setdefault(p if 0 <= p < n else NONE, []).append(i)
+    start, kind = spans.start.tolist(), spans.kind.tolist()  # type: ignore[union-attr]
+    order: list[int] = []
+    todo = sorted(kids.get(NONE, []), key=lambda i: (kind[i], start[i], i), reverse=True)
+    while todo:
+        i = todo.pop()
+        order.append(i)
+        todo += sorted(kids.get(i, []), key=lambda j: (start[j], j), reverse=True)
+    pos = np.full(n, NONE, np.int64)
+    pos[np.array(order, np.int64)] = np.arange(len(order))
+    idx = np.array(order, np.int64)
+    par = spans.parent[idx]
+    par = np.where(par >= 0, pos[np.maximum(par, 0)], NONE)
+    names: list[str] = []
+    name = []
+    for k in spans.name[idx].tolist():  # type: ignore[index]
+        name.append(NONE if k < 0 else _intern(names, spans.names[k]))
+    return Spans(
+        spans.start[idx], spans.end[idx], spans.frame[idx], par.astype(np.int32),
+        spans.kind[idx], np.array(name, np.int32), names,  # type: ignore[index]
+        None if spans.args is None else [spans.args[i] for i in order],
+    )
+
+
 def spans_without_calls(spans: Spans | None) -> Spans | None:
     """The spans that do not point into the frames table (the page's windows), for a step
     that rebuilt the frames (source maps, filters that drop frames): calls go, windows

@@ -4,12 +4,15 @@ Writing: per track, a `Profile` event and `ProfileChunk` events (category
 `disabled-by-default-v8.cpu_profiler`, phase `P`, linked by `id` and `pid`) carrying the
 nodes (with `parent`, each node once, in the chunk that first uses it), `samples`,
 `timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; plus `thread_name` /
-`process_name` metadata. Spans of instrumented runs become complete (`X`) events. Times
+`process_name` metadata. Spans of instrumented runs become complete (`X`) events; the
+page's windows (long animation frames with their script entries, interactions) nestable
+async slices (`b`/`e`, category `jsprof.timeline`, their fields in `args`). Times
 are microseconds since the Unix epoch (the track's time origin + sample time), so tracks
 from different runtimes line up on one clock; a track whose origin is unknown is written
 relative to 0. Precision is 1 µs, as in Chrome's own files.
 
-Spans are written for viewing only: reading keeps the sampled profile, not the spans.
+Reading keeps the page's windows (as the track's spans) but not the instrumented calls'
+complete events, which are for viewing only.
 
 Reading: the same events (as a bare array or `{"traceEvents": [...]}`) from jsprof or from
 Chrome DevTools' Performance panel, and the `CpuProfile` instant event DevTools also
@@ -29,7 +32,16 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import Recording, Track, epoch_origin
+from ..trace import (
+    NONE,
+    SPAN_KIND_CODE,
+    SPAN_KINDS,
+    Recording,
+    Spans,
+    Track,
+    epoch_origin,
+    spans_in_order,
+)
 from ._common import canonical
 from ._format import Format, Probe
 from ._v8profile import profile_to_trace, trace_to_profile
@@ -38,6 +50,8 @@ CATEGORY = "disabled-by-default-v8.cpu_profiler"
 CHUNK_SAMPLES = 5000  # V8 flushes every 100 samples; bigger chunks keep files smaller
 PID = 1
 ENGINE_KEY = "jsprofEngine"  # in thread_name's args: the engine of a non-V8 track
+WINDOWS = "jsprof.timeline"  # the category of the page's windows (async slices)
+KIND_KEY = "jsprofKind"  # in a window's args: long-frame, script, interaction
 
 
 def _err(source: str, where: str, problem: str) -> TraceFormatError:
@@ -145,7 +159,36 @@ def _track_events(track: Track, index: int, threads: set[tuple[int, int]]) -> li
     )
     if track.spans is not None and len(track.spans):
         events.extend(_span_events(track, pid, tid, origin_us))
+        events.extend(_window_events(track, index, pid, tid, origin_us))
     return events
+
+
+def _window_events(track: Track, index: int, pid: int, tid: int, origin_us: float) -> list[dict]:
+    """The page's windows as nestable async slices (`b`/`e`, category WINDOWS): they may
+    overlap (an interaction and a long frame), which complete events on one thread may
+    not. A long frame and its script entries share an id, so they nest."""
+    s = track.spans
+    assert s is not None
+    out = []
+    kinds = s.kind.tolist()  # type: ignore[union-attr]
+    parents = s.parent.tolist()
+    ids: dict[int, str] = {}
+    for i, k in enumerate(kinds):
+        if k == SPAN_KIND_CODE["call"]:
+            continue
+        p = parents[i]
+        sid = ids[p] if p in ids else f"0x{index + 1:x}.{i:x}"
+        ids[i] = sid
+        name = s.label(i) or SPAN_KINDS[k]
+        base = {"name": name, "cat": WINDOWS, "id": sid, "pid": pid, "tid": tid}
+        out.append({**base, "ph": "b", "ts": round(origin_us + float(s.start[i]) * 1000.0, 3),
+                    "args": {**s.arg(i), KIND_KEY: SPAN_KINDS[k]}})
+        out.append({**base, "ph": "e", "ts": round(origin_us + float(s.end[i]) * 1000.0, 3)})
+    # Nested ones must close before their parent: order by time, ends before begins at one
+    # time, a child's end (later in the list) before its parent's.
+    order = sorted(range(len(out)), key=lambda j: (out[j]["ts"], out[j]["ph"] == "b",
+                                                    -j if out[j]["ph"] == "e" else j))
+    return [out[j] for j in order]
 
 
 def _span_events(track: Track, pid: int, tid: int, origin_us: float) -> list[dict]:
@@ -153,7 +196,10 @@ def _span_events(track: Track, pid: int, tid: int, origin_us: float) -> list[dic
     assert s is not None
     frames, res = track.trace.frames, track.trace.resources
     out = []
-    for start, end, fid in zip(s.start.tolist(), s.end.tolist(), s.frame.tolist(), strict=True):
+    calls = s.kind == SPAN_KIND_CODE["call"]
+    for start, end, fid in zip(
+        s.start[calls].tolist(), s.end[calls].tolist(), s.frame[calls].tolist(), strict=True
+    ):
         f = frames[fid]
         args: dict[str, Any] = {"frameId": fid}
         if f.resource_id is not None:
@@ -230,10 +276,11 @@ def _num(source: str, where: str, v: Any) -> float:
 _SCALARS = (int, float, str, type(None))
 
 
-def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
+def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dict]:
     profiles: dict[tuple, _Profile] = {}
     names: dict[tuple, str] = {}
     engines: dict[tuple, str] = {}
+    windows: dict[tuple, list[tuple[int, dict]]] = {}
     for i, e in enumerate(events):
         if type(e) is not dict:
             raise _err(source, f"traceEvents[{i}]", "expected an event object")
@@ -242,7 +289,9 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
         for key in ("pid", "tid", "id"):
             if type(e.get(key)) not in _SCALARS:
                 raise _err(source, f"{where}.{key}", "expected a number or a string")
-        if name == "thread_name" and e.get("ph") == "M":
+        if e.get("cat") == WINDOWS and e.get("ph") in ("b", "e"):
+            windows.setdefault((e.get("pid"), e.get("tid")), []).append((i, e))
+        elif name == "thread_name" and e.get("ph") == "M":
             a = e.get("args")
             if type(a) is dict and type(a.get("name")) is str:
                 names[(e.get("pid"), e.get("tid"))] = a["name"]
@@ -308,7 +357,60 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict]:
             p.deltas = cpu.get("timeDeltas", data.get("timeDeltas", []))
             p.lines = []
             profiles[("cpu", i)] = p
-    return list(profiles.values()), names, engines
+    return list(profiles.values()), names, engines, windows
+
+
+def _read_windows(evs: list[tuple[int, dict]], zero_us: float, source: str) -> Spans | None:
+    """The page's windows jsprof wrote (`_window_events`) back as spans, on the clock of
+    the track whose time 0 is `zero_us`. A slice that never ends is left out."""
+    start: list[float] = []
+    end: list[float] = []
+    parent: list[int] = []
+    kind: list[int] = []
+    name: list[int] = []
+    names: list[str] = []
+    args: list[dict] = []
+    open_: dict[Any, list[int]] = {}
+    for i, e in evs:
+        where = f"traceEvents[{i}]"
+        ts = _num(source, f"{where}.ts", e.get("ts"))
+        stack = open_.setdefault(e.get("id"), [])
+        if e["ph"] == "e":
+            if not stack:
+                raise _err(source, where, "a window's end with no begin of its id before it")
+            end[stack.pop()] = (ts - zero_us) / 1000.0
+            continue
+        a = e.get("args")
+        if type(a) is not dict or any(type(v) not in (*_SCALARS, bool) for v in a.values()):
+            raise _err(source, f"{where}.args", "expected an object of strings and numbers")
+        a = dict(a)
+        k = a.pop(KIND_KEY, None)
+        if k not in SPAN_KIND_CODE or k == "call":
+            raise _err(source, f"{where}.args.{KIND_KEY}", f"{k!r} is not a kind of window")
+        label = e.get("name")
+        if type(label) is not str:
+            raise _err(source, f"{where}.name", "expected a string")
+        if label not in names:
+            names.append(label)
+        parent.append(stack[-1] if stack else NONE)
+        stack.append(len(start))
+        start.append((ts - zero_us) / 1000.0)
+        end.append(float("nan"))
+        kind.append(SPAN_KIND_CODE[k])
+        name.append(names.index(label))
+        args.append(a)
+    done = [j for j in range(len(start)) if end[j] == end[j]]
+    if not done:
+        return None
+    # Renumber the parents over the kept ones (a parent never ended: its children float).
+    new = {j: n for n, j in enumerate(done)}
+    return spans_in_order(Spans(
+        np.array([start[j] for j in done]), np.array([end[j] for j in done]),
+        np.full(len(done), NONE, np.int32),
+        np.array([new.get(parent[j], NONE) for j in done], np.int32),
+        np.array([kind[j] for j in done], np.int8), np.array([name[j] for j in done], np.int32),
+        names, [args[j] for j in done],
+    ))
 
 
 def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
@@ -348,7 +450,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     events = _events(doc)
     if events is None:
         raise _err(source, "(top level)", "expected a trace-event array or {traceEvents: [...]}")
-    profiles, names, engines = _collect(events, source)
+    profiles, names, engines, windows = _collect(events, source)
     if not profiles:
         raise _err(
             source, "traceEvents", "no CPU profile (Profile/ProfileChunk events) in this trace"
@@ -378,6 +480,9 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         used.add(name)
         engine = engines.get((p.pid, p.tid), "v8")
         track = Track(name, trace, time_origin=origin, engine=engine)
+        if (p.pid, p.tid) in windows:
+            zero = p.start if origin is not None else shared_zero
+            track.spans = _read_windows(windows.pop((p.pid, p.tid)), zero, source)
         track.meta = (
             {"pid": p.pid, "tid": p.tid}
             if isinstance(p.pid, int) and isinstance(p.tid, int)

@@ -17,6 +17,12 @@ field; the UI does not show rel_pc for JS). Samples with no JavaScript use a one
 stack named like V8's pseudo nodes: `(idle)`, `(garbage collector)` for the `gc` marker,
 `(program)` for `other`, `(<marker>)` for the rest; reading maps them back. Timestamps are
 whole microseconds (the packet's unit); the per-sample line column is not carried.
+
+The page's windows (a track's spans from `record --engine chromium`: long animation frames
+with their script entries, interactions) are TrackEvent slices (whole ns) on child tracks
+of the thread's track, named "long animation frames" and "interactions" (another of the
+same name where two would overlap), their fields as debug annotations plus `jsprof.kind`;
+reading takes back the slices that carry it. Instrumented calls are not written.
 """
 
 from __future__ import annotations
@@ -26,7 +32,20 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorAt, TraceFormatError
-from ..trace import MARKERS, NONE, Recording, Track, epoch_origin, step_back, step_back_problem
+from ..trace import (
+    MARKERS,
+    NONE,
+    SPAN_KIND_CODE,
+    SPAN_KINDS,
+    Recording,
+    Spans,
+    Track,
+    epoch_origin,
+    join_spans,
+    spans_in_order,
+    step_back,
+    step_back_problem,
+)
 from . import _protobuf as pb
 from ._common import PSEUDO_NAMES, build_trace, canonical
 from ._format import Format
@@ -144,7 +163,95 @@ def write(rec: Recording) -> bytes:
     proc.process_descriptor.process_name = "jsprof"
     for i, t in enumerate(rec.tracks):
         _write_track(pb, msg, t, i)
+    for i, t in enumerate(rec.tracks):
+        _write_windows(pb, msg, t, i, len(rec.tracks) + 2 + i)
     return msg.SerializeToString()
+
+
+KIND_KEY = "jsprof.kind"  # the debug annotation naming a window's kind
+_LANE_GROUPS = (("long animation frames", ("long-frame", "script")),
+                ("interactions", ("interaction",)))
+
+
+def _annotate(ev: Any, key: str, v: object) -> None:
+    d = ev.debug_annotations.add(name=key)
+    if type(v) is bool:
+        d.bool_value = v
+    elif type(v) is int and -(2**63) <= v < 2**63:
+        d.int_value = v
+    elif type(v) in (int, float):
+        d.double_value = float(v)
+    elif v is None:
+        d.string_value = ""
+        d.name = key + "?"  # null: read back as None
+    else:
+        d.string_value = str(v)
+
+
+def _write_windows(pb: Any, msg: Any, track: Track, index: int, seq: int) -> None:
+    """The page's windows (long animation frames with their script entries, interactions)
+    as TrackEvent slices on child tracks of the thread: a lane per kind, more when some
+    overlap (slices on one track must nest). A window before the clock's 0 is left out (a
+    packet's time is unsigned)."""
+    sp = track.spans
+    if sp is None or not len(sp) or not (sp.kind != SPAN_KIND_CODE["call"]).any():  # type: ignore[operator]
+        return
+    # Integers: epoch nanoseconds are beyond a double's exact range (2**53).
+    origin_ns = int(round((track.time_origin or 0.0) * 1000.0)) * 1000  # the samples' whole µs
+    pid, tid = _int32(track.meta.get("pid"), PID), _int32(track.meta.get("tid"), index + 1)
+    thread_uuid = (index + 1) << 32
+    d = msg.packet.add()
+    d.trusted_packet_sequence_id = seq
+    d.track_descriptor.uuid = thread_uuid
+    d.track_descriptor.thread.pid, d.track_descriptor.thread.tid = pid, tid
+    d.track_descriptor.thread.thread_name = track.name
+    parents = sp.parent.tolist()
+    kinds = sp.kind.tolist()  # type: ignore[union-attr]
+    ns = (
+        [origin_ns + int(v) for v in np.rint(sp.start * 1e6).tolist()],
+        [origin_ns + int(v) for v in np.rint(sp.end * 1e6).tolist()],
+    )
+    lane_of: dict[int, int] = {}
+    lanes: list[tuple[str, int]] = []  # (group title, end of its last root)
+    events: list[tuple[int, int, int, int]] = []  # (ns, 0 end / 1 begin, order, span)
+    for i in range(len(sp)):
+        k = kinds[i]
+        if k == SPAN_KIND_CODE["call"] or ns[0][i] < 0 or not ns[1][i] < 2**63:
+            continue
+        p = parents[i]
+        if p in lane_of:
+            lane_of[i] = lane_of[p]
+        else:
+            title = next(t for t, ks in _LANE_GROUPS if SPAN_KINDS[k] in ks)
+            free = next((j for j, (t, e) in enumerate(lanes) if t == title and e <= ns[0][i]),
+                        None)
+            if free is None:
+                lanes.append((title, 0))
+                free = len(lanes) - 1
+                ld = msg.packet.add()
+                ld.trusted_packet_sequence_id = seq
+                ld.track_descriptor.uuid = thread_uuid + free + 1
+                ld.track_descriptor.parent_uuid = thread_uuid
+                ld.track_descriptor.name = title
+            lanes[free] = (title, ns[1][i])
+            lane_of[i] = free
+        events.append((ns[0][i], 1, i, i))
+        events.append((ns[1][i], 0, -i, i))
+    # By time; at one time ends before begins, a child's end before its parent's.
+    for t, begin, _, i in sorted(events):
+        pkt = msg.packet.add()
+        pkt.trusted_packet_sequence_id = seq
+        pkt.timestamp = t
+        ev = pkt.track_event
+        ev.track_uuid = thread_uuid + lane_of[i] + 1
+        if begin:
+            ev.type = pb.TrackEvent.TYPE_SLICE_BEGIN
+            ev.name = sp.label(i) or SPAN_KINDS[kinds[i]]
+            _annotate(ev, KIND_KEY, SPAN_KINDS[kinds[i]])
+            for key, v in sp.arg(i).items():
+                _annotate(ev, key, v)
+        else:
+            ev.type = pb.TrackEvent.TYPE_SLICE_END
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -249,7 +356,88 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     tracks = [_to_track(seq, seq_id, source, shared_zero) for seq_id, seq in kept]
     if not tracks:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
+    zeros = [seq.ref_us if epoch_origin(seq.ref_us / 1000.0) is not None else shared_zero
+             for _, seq in kept]
+    _read_windows(msg, tracks, zeros, source)
     return Recording(tracks)
+
+
+def _annotation(d: Any) -> tuple[str, object]:
+    if d.name.endswith("?") and d.HasField("string_value") and not d.string_value:
+        return d.name[:-1], None
+    for f in ("bool_value", "int_value", "uint_value", "double_value", "string_value"):
+        if d.HasField(f):
+            return d.name, getattr(d, f)
+    return d.name, None
+
+
+def _read_windows(msg: Any, tracks: list[Track], zeros: list[float], source: str) -> None:
+    """Slices jsprof wrote for the page's windows (those with a `jsprof.kind`
+    annotation), back as the spans of the track of their thread."""
+    thread_of: dict[int, tuple[int, int]] = {}
+    parent_of: dict[int, int] = {}
+    slices: dict[int, list[tuple[int, Any]]] = {}
+    for p in msg.packet:
+        if p.HasField("track_descriptor"):
+            td = p.track_descriptor
+            if td.HasField("thread"):
+                thread_of[td.uuid] = (td.thread.pid, td.thread.tid)
+            if td.parent_uuid:
+                parent_of[td.uuid] = td.parent_uuid
+        if p.HasField("track_event") and p.track_event.type in (1, 2):
+            slices.setdefault(p.track_event.track_uuid, []).append((p.timestamp, p.track_event))
+    if not slices:
+        return
+    by_thread = {(t.meta.get("pid"), t.meta.get("tid")): k for k, t in enumerate(tracks)}
+    got: dict[int, Spans | None] = {}
+    for uuid, evs in slices.items():
+        k = by_thread.get(thread_of.get(parent_of.get(uuid, uuid), (None, None)))
+        if k is None:
+            continue
+        zero_ns = int(zeros[k]) * 1000
+        start: list[float] = []
+        end: list[float] = []
+        parent: list[int] = []
+        kind: list[int] = []
+        label: list[str] = []
+        args: list[dict] = []
+        stack: list[int] = []
+        for ts, ev in evs:
+            if ev.type == 2:  # end: of the innermost open slice (ours or not)
+                if stack:
+                    j = stack.pop()
+                    if j >= 0:
+                        end[j] = (ts - zero_ns) / 1e6
+                continue
+            a = dict(_annotation(d) for d in ev.debug_annotations)
+            kd = a.pop(KIND_KEY, None)
+            if kd not in SPAN_KIND_CODE or kd == "call":
+                stack.append(-1)  # a slice that is not one of ours: keep the nesting
+                continue
+            parent.append(next((j for j in reversed(stack) if j >= 0), NONE))
+            stack.append(len(start))
+            start.append((ts - zero_ns) / 1e6)
+            end.append(float("nan"))
+            kind.append(SPAN_KIND_CODE[str(kd)])
+            label.append(ev.name)
+            args.append(a)
+        done = [j for j in range(len(start)) if end[j] == end[j]]
+        if not done:
+            continue
+        new = {j: n for n, j in enumerate(done)}
+        names = list(dict.fromkeys(label[j] for j in done))
+        lane = Spans(
+            np.array([start[j] for j in done]), np.array([end[j] for j in done]),
+            np.full(len(done), NONE, np.int32),
+            np.array([new.get(parent[j], NONE) for j in done], np.int32),
+            np.array([kind[j] for j in done], np.int8),
+            np.array([names.index(label[j]) for j in done], np.int32), names,
+            [args[j] for j in done],
+        )
+        got[k] = join_spans(got.get(k), lane)
+    for k, sp in got.items():
+        if sp is not None:
+            tracks[k].spans = spans_in_order(sp)
 
 
 def _resolve(ep: _Epoch, iid: int, source: str) -> tuple:

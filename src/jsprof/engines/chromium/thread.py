@@ -253,7 +253,7 @@ def timeline_spans(
     reported twice counts once); a document before a navigation is moved onto the last
     one's clock."""
     from ... import timeline as tl
-    from ...trace import join_spans
+    from ...trace import join_spans, spans_in_order
 
     by_doc: dict[float, list[tuple[str, dict]]] = {}
     dropped: dict[str, int] = {}
@@ -286,7 +286,7 @@ def timeline_spans(
         meta["timelineDropped"] = total
     if refused:
         meta["timelineRefused"] = refused[:10]
-    return spans if spans is not None and len(spans) else None
+    return spans_in_order(spans) if spans is not None and len(spans) else None
 
 
 def _renamed(profile: dict, rename: Callable[[str], str]) -> dict:
