@@ -186,11 +186,17 @@ def test_slow_click_handler_tops_report_during_interaction(recorded: Path) -> No
     top = doc["rows"][0]
     assert top["name"] == "slowClickHandlerForJsprof", doc["rows"][:3]
     assert top["self_pct"] > 25  # the rest: (program), GC, layout; more when loaded
-    # The "sort" click took under 200 ms (INP's "poor" line): not kept by default; with a
-    # lower threshold its handler is in, and the window count says so.
-    assert doc["during"] == "interaction" and doc["windows"] == 1
+    # The "sort" click (150 ms of handler) takes under 200 ms (INP's "poor" line) unless
+    # the machine is loaded: kept by default only then; with a threshold below its
+    # duration its handler is in, and the window count says so.
+    sp = load(recorded).tracks[0].spans
+    assert sp is not None
+    sort = next(int(i) for i in sp.of_kind("interaction")
+                if sp.arg(int(i))["target"] == "button#builtin")
+    slow_sort = sp.arg(sort)["duration"] >= 200
+    assert doc["during"] == "interaction" and doc["windows"] == 1 + slow_sort
     names = {f["name"] for f in doc["rows"]}
-    assert "builtinHeavyHandlerForJsprof" not in names
+    assert ("builtinHeavyHandlerForJsprof" in names) == slow_sort
     r = _report(recorded, "--during", "interaction", "--slower-than", "100", "--json")
     doc = orjson.loads(r.stdout)
     assert doc["windows"] == 2
