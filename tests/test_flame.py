@@ -22,7 +22,7 @@ from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.diff import tree_changes
 from jsprof.cli import main
 from jsprof.engines.chromium.browser import HEADLESS_FLAGS
-from jsprof.render.flame import ROW, render_flame, script_json
+from jsprof.render.flame import ROW, flame_script, render_flame, script_json
 from jsprof.trace import Recording, TraceBuilder
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -861,6 +861,74 @@ def test_source_view_refusals(tmp_path, capsys):
         err = capsys.readouterr().err
         assert want in err and "Traceback" not in err and len(err.strip().splitlines()) <= 2, err
     assert not (tmp_path / "x.html").exists()
+
+
+def test_source_view_reads_only_scripts_the_command_points_at(tmp_path, capsys, monkeypatch):
+    """A trace names its scripts itself: a hostile one naming /etc/passwd, a key in a hidden
+    folder, /proc/self/environ, /dev/zero or a FIFO gets none of them read into the page
+    (and does not hang); a script in the trace's folder is read, and the command says so."""
+    secret = tmp_path / "home" / ".ssh" / "id_rsa.js"  # a hidden folder, even with a .js name
+    secret.parent.mkdir(parents=True)
+    secret.write_text("SECRET-KEY-TEXT\n")
+    notes = tmp_path / "home" / "notes.txt"  # not a script
+    notes.write_text("PRIVATE-NOTES\n")
+    fifo = tmp_path / "home" / "pipe.js"
+    os.mkfifo(fifo)
+    elsewhere = tmp_path / "elsewhere" / "lib.js"  # a script outside both folders
+    elsewhere.parent.mkdir()
+    elsewhere.write_text("function lib() { return 'OUTSIDE-TEXT'; }\n")
+    tdir = tmp_path / "home" / "traces"
+    tdir.mkdir()
+    (tdir / "app.js").write_text("function app() {\n  return 'APP-TEXT';\n}\n")
+    names = ["passwd", "key", "environ", "zero", "fifo", "notes", "lib", "app", "up"]
+    res = {
+        "passwd": "/etc/passwd",
+        "key": secret.as_uri(),
+        "environ": "/proc/self/environ",
+        "zero": "/dev/zero",
+        "fifo": str(fifo),
+        "notes": str(notes),
+        "lib": elsewhere.as_uri(),
+        "app": (tdir / "app.js").as_uri(),
+        "up": str(tdir / ".." / ".ssh" / "id_rsa.js"),
+    }
+    trace = tdir / "t.json"
+    io.save(_rec([["main", n] for n in names], {**res, "main": res["app"]}), trace)
+    monkeypatch.chdir(tmp_path / "home")  # the user's home as the current folder
+    out = tmp_path / "out.html"
+    capsys.readouterr()
+    assert main(["flame", str(trace), "-o", str(out)]) == 0
+    err = capsys.readouterr().err
+    page = out.read_text()
+    for leak in ("root:x:", "SECRET-KEY-TEXT", "PRIVATE-NOTES", "OUTSIDE-TEXT", "PATH="):
+        assert leak not in page, leak
+    assert "APP-TEXT" in page
+    assert f"source text of {tdir / 'app.js'}" in err and "--no-source" in err
+    # The reader names what it would not read, and the page says why in a sentence.
+    from jsprof.sourcemap_files import source_reader
+
+    read = source_reader(roots=[os.getcwd(), tdir])
+    assert [read(res[n]) for n in ("lib", "key", "passwd", "up")] == [None] * 4
+    assert read.refused == {res[n] for n in ("lib", "key", "passwd", "up")}
+    assert read(res["app"]) == (tdir / "app.js").read_text()
+    assert '"outside"' in flame_script()
+    # A real recording of a script outside both folders: its lines' numbers, no text, why.
+    from jsprof.record import record
+
+    work = tmp_path / "elsewhere" / "work.js"
+    work.write_text(SOURCE_APP)
+    real = tdir / "work.json"
+    io.save(record(str(work), sample_interval=1.0), real)
+    assert main(["flame", str(real), "-o", str(out)]) == 0
+    page = out.read_text()
+    src = json.loads(re.search(r'id="fg-source">(.*?)</script>', page).group(1))
+    model = json.loads(re.search(r'id="fg-model">(.*?)</script>', page).group(1))
+    why = {model["fname"][e[0]]: e[9] for e in src["fns"]}
+    assert why["parse"] == "outside" and src["chunks"] == [] and "[1, 2, 3]" not in page
+    # --embed-source DIR is the user pointing at a folder: its scripts are read.
+    capsys.readouterr()
+    assert main(["flame", str(trace), "--embed-source", str(elsewhere.parent), "-o", str(out)]) == 0
+    assert "OUTSIDE-TEXT" in out.read_text() and "root:x:" not in out.read_text()
 
 
 def test_no_source_keeps_the_numbers(tmp_path):

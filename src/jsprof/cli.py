@@ -444,7 +444,8 @@ def cmd_flame(args: argparse.Namespace) -> int:
     if not args.no_source:
         from .sourcemap_files import source_reader
 
-        read = source_reader(args.embed_source, texts)  # checks DIR before any work
+        # checks DIR before any work; local scripts only from the trace's folder and here
+        read = source_reader(args.embed_source, texts, _source_roots(args.trace))
     rec = _load(args.trace, args, texts=texts)
     if args.track is not None:
         rec.track(args.track)
@@ -466,15 +467,39 @@ def cmd_flame(args: argparse.Namespace) -> int:
     doc = flame.render(tree)
     io.atomic_write(out, doc.encode("utf-8"))
     print(f"wrote {out}", file=sys.stderr)
+    _say_embedded(read)
     if args.open:
         _open_in_browser(out)
     return 0
 
 
-def _source_reader() -> Any:
+def _source_roots(trace: str) -> list[str]:
+    """Where the viewer may read local scripts from: the trace's folder and the current one
+    (what the command points at), never wherever a trace says."""
+    roots = [os.getcwd()]
+    if trace != "-":
+        roots.append(os.path.dirname(os.path.abspath(trace)))
+    return roots
+
+
+def _source_reader(trace: str) -> Any:
     from .sourcemap_files import source_reader
 
-    return source_reader()
+    return source_reader(roots=_source_roots(trace))
+
+
+def _say_embedded(read: Any) -> None:
+    """One line naming the local files whose text went into the page (it may be shared)."""
+    from .words import plural, printable
+
+    files = list(dict.fromkeys(getattr(read, "embedded", [])))
+    if files:
+        more = f" and {plural(len(files) - 1, 'other')}" if len(files) > 1 else ""
+        print(
+            f"the page holds source text of {printable(files[0])}{more} "
+            "(--no-source leaves it out)",
+            file=sys.stderr,
+        )
 
 
 def _open_in_browser(path: str) -> None:
@@ -549,11 +574,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
             change=change,
             rec=new,  # the same viewer: Time, Sandwich and Source show NEW
             track=args.track,
-            source=_source_reader(),
+            source=(read := _source_reader(args.new)),
         )
         doc = flame.render(new_tree)
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
+        _say_embedded(read)
     failures = check_gates(d, gates)
     for line in failures:
         print(f"jsprof: diff: {line}", file=sys.stderr)

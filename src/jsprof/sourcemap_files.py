@@ -18,7 +18,7 @@ from __future__ import annotations
 import base64
 import os
 import re
-from collections.abc import Callable
+import stat
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -38,12 +38,20 @@ def read_source(url: str) -> str | None:
     """The text of a local original source (a path or file:// URL), None when it is not
     a readable local file or is larger than MAX_SOURCE_BYTES."""
     path = _local_path(url)
+    if path is None:
+        return None
     try:
-        if path is None or path.stat().st_size > MAX_SOURCE_BYTES:
+        st = path.stat()
+        # Regular files only: a trace may name /dev/zero or a FIFO, which would never end.
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_SOURCE_BYTES:
             return None
-        return path.read_text("utf-8", "replace")
+        with open(path, "rb") as f:
+            raw = f.read(MAX_SOURCE_BYTES + 1)  # a file that grew since stat is still capped
     except OSError:
         return None
+    if len(raw) > MAX_SOURCE_BYTES:
+        return None
+    return raw.decode("utf-8", "replace")
 
 
 def _with_reader(sm: SourceMap) -> SourceMap:
@@ -160,34 +168,94 @@ def apply(
     return Recording(tracks)
 
 
-def source_reader(
-    embed_dir: str | None = None, texts: dict[str, str] | None = None
-) -> Callable[[str], str | None]:
-    """The text of a script by its resource URL, for `flame`'s source view: a source map's
-    `sourcesContent` (`texts`, from `apply`), the local file, or (for a URL that is no
-    local file, like `http://host/js/app.js`) the file under `embed_dir` at the URL's path
-    (`DIR/js/app.js`), else its name (`DIR/app.js`). None when none is there; files over
-    MAX_SOURCE_BYTES are not read."""
-    if embed_dir is not None and not os.path.isdir(embed_dir):
-        raise UsageError(
-            f"--embed-source {embed_dir}: not a folder (give the folder that holds the scripts)"
-        )
-    base = Path(embed_dir).resolve() if embed_dir is not None else None
+# The files the viewer may embed by default: scripts and pages, by their name.
+SOURCE_SUFFIXES = (
+    ".js", ".mjs", ".cjs", ".jsx", ".ts", ".tsx", ".mts", ".cts", ".html", ".htm", ".vue",
+    ".svelte",
+)
 
-    def read(url: str) -> str | None:
-        if texts and url in texts:
-            return texts[url]
-        got = read_source(url)
-        if got is not None or base is None:
+
+def embeddable(path: str | os.PathLike, roots: list[Path]) -> bool:
+    """Whether the viewer may put the file at `path` in a page that gets shared: a script
+    or page (by its suffix) inside one of `roots` (symlinks followed), in no hidden folder
+    of it (.ssh, .git, .env...). A trace names its scripts itself, so a hostile one could
+    name /etc/passwd or ~/.ssh/id_rsa; only the folders the user's command points at count."""
+    try:
+        p = Path(path).resolve(strict=True)
+    except (OSError, RuntimeError):
+        return False
+    if not p.name.lower().endswith(SOURCE_SUFFIXES):
+        return False
+    for root in roots:
+        if p.is_relative_to(root):
+            if not any(part.startswith(".") for part in p.relative_to(root).parts):
+                return True
+    return False
+
+
+class SourceReader:
+    """The text of a script by its resource URL, for `flame`'s source view: a source map's
+    `sourcesContent` (`texts`, from `apply`), a local file inside `roots` (the trace's
+    folder and the current one), or (for a URL that is no local file there, like
+    `http://host/js/app.js`) the file under `embed_dir` at the URL's path (`DIR/js/app.js`),
+    else its name (`DIR/app.js`). None when none is there; a local file outside those
+    folders is not read (`refused` names it); files over MAX_SOURCE_BYTES are not read.
+    `embedded` lists the local files read, for the command to say what the page holds."""
+
+    def __init__(
+        self,
+        embed_dir: str | None = None,
+        texts: dict[str, str] | None = None,
+        roots: list[str | os.PathLike] | None = None,
+    ) -> None:
+        if embed_dir is not None and not os.path.isdir(embed_dir):
+            raise UsageError(
+                f"--embed-source {embed_dir}: not a folder (give the folder that holds the "
+                "scripts)"
+            )
+        self.base = Path(embed_dir).resolve() if embed_dir is not None else None
+        self.texts = texts if texts is not None else {}  # filled later, by apply
+        self.roots = [Path(r).resolve() for r in (roots or [])]
+        if self.base is not None:
+            self.roots.append(self.base)
+        self.refused: set[str] = set()
+        self.embedded: list[str] = []
+
+    def _read_local(self, path: Path | None) -> str | None:
+        if path is None or not path.is_file():
+            return None
+        if not embeddable(path, self.roots):
+            return None
+        got = read_source(str(path))
+        if got is not None:
+            self.embedded.append(str(path))
+        return got
+
+    def __call__(self, url: str) -> str | None:
+        if url in self.texts:
+            return self.texts[url]
+        local = _local_path(url)
+        got = self._read_local(local)
+        if got is not None:
             return got
-        path = unquote(urlparse(url).path if "://" in url else url).lstrip("/")
-        for rel in (path, os.path.basename(path)):
-            cand = (base / rel).resolve()
-            # Only files inside DIR: a URL's `..` does not climb out of it.
-            if rel and cand.is_relative_to(base) and cand.is_file():
-                got = read_source(str(cand))
-                if got is not None:
-                    return got
+        if self.base is not None:
+            path = unquote(urlparse(url).path if "://" in url else url).lstrip("/")
+            for rel in (path, os.path.basename(path)):
+                cand = (self.base / rel).resolve()
+                # Only files inside DIR: a URL's `..` does not climb out of it.
+                if rel and cand.is_relative_to(self.base):
+                    got = self._read_local(cand)
+                    if got is not None:
+                        return got
+        if local is not None and local.is_file():
+            self.refused.add(url)
         return None
 
-    return read
+
+def source_reader(
+    embed_dir: str | None = None,
+    texts: dict[str, str] | None = None,
+    roots: list[str | os.PathLike] | None = None,
+) -> SourceReader:
+    """A SourceReader (see there)."""
+    return SourceReader(embed_dir, texts, roots)

@@ -912,6 +912,10 @@
       if (!loc || (e && e[9] === "noscript")) {
         return name + " has no source to show: it is not a function of a script (the engine's own time or a native).";
       }
+      if (e && e[9] === "outside") {
+        return "No source for " + name + ": " + file + " is outside the trace's folder and the folder jsprof flame ran in, so it was not put in this page" +
+          " (write it with `jsprof flame --embed-source DIR`, DIR holding the script).";
+      }
       if (e && e[9] === "cap") {
         return "The source of " + name + " is not in this file: the page holds at most 2 MB of source, spent on functions with more time.";
       }

@@ -190,7 +190,9 @@ def source_model(
     samples per executing line as `report --by line` counts them (`hot_lines`), the line
     range shown, and the text of those lines where `read` (URL -> text or None) has it.
     `why` says why a function has no text: "noscript" (no script: a native or the
-    engine's own frame), "nolocal" (its script is not a file here), "cap" (the size cap)."""
+    engine's own frame), "nolocal" (its script is not a file here), "outside" (a local file
+    the reader may not embed: outside the trace's and the current folder), "cap" (the size
+    cap)."""
     lines = hot_lines(rec, track)
     rows: dict[FunctionKey, list[tuple[int, float, int]]] = {}
     total = 0.0
@@ -222,7 +224,9 @@ def source_model(
                 texts[key.resource] = None if text is None else SourceFile(text, key.resource)
             sf = texts[key.resource]
             if sf is None:
-                why = "nolocal"
+                # a local file the reader would not put in the page (outside the folders
+                # the command points at)
+                why = "outside" if key.resource in getattr(read, "refused", ()) else "nolocal"
         else:
             why = "nolocal"
         a = b = 0
