@@ -156,6 +156,10 @@ def test_secure_follows_the_request_scheme() -> None:
         ({"rate": 0.1, "cookie": "a b"}, "cookie must be a cookie name"),
         ({"rate": 0.1, "max_age": -1}, "max_age must be whole seconds"),
         ({"rate": 0.1, "path": "shop"}, "path must be a URL path"),
+        ({"rate": 0.1, "path": "/shop\r\nX-Evil: 1"}, "path must be a URL path"),
+        ({"rate": 0.1, "path": "/shop\x7f"}, "path must be a URL path"),
+        ({"rate": 0.1, "path": "/\u5546\u5e97"}, "path must be a URL path"),  # not ASCII
+        ({"rate": 0.1, "path": "/a;Domain=evil"}, "path must be a URL path"),
         ({"rate": 0.1, "same_site": "lax"}, "same_site must be 'Lax', 'Strict' or 'None'"),
         ({"rate": 0.1, "same_site": "None", "secure": False}, "needs a Secure cookie"),
     ],

@@ -92,7 +92,9 @@ class Sampling:
         if (
             not isinstance(path, str)
             or not path.startswith("/")
-            or re.search(r"[;\x00-\x1f]", path)
+            # RFC 6265 path-value: US-ASCII but controls and `;` (anything else is a header
+            # that cannot be written: latin-1 fails per response, DEL and CR/LF inject)
+            or re.search(r"[^\x20-\x3a\x3c-\x7e]", path)
         ):
             raise UsageError(f"jsprof.field: path must be a URL path such as '/', got {path!r}")
         if same_site not in ("Lax", "Strict", "None"):
