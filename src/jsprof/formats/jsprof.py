@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from typing import Any, BinaryIO, NamedTuple
 
@@ -367,10 +367,19 @@ def _read_lines(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
 
 
 def _per_sample(
-    ctx: _Ctx, ext: dict, where: str, n: int, key: str, types: tuple, expected: str, dtype: Any
+    ctx: _Ctx,
+    ext: dict,
+    where: str,
+    n: int,
+    key: str,
+    types: tuple,
+    expected: str,
+    dtype: Any,
+    in_range: Callable[[np.ndarray], np.ndarray],
+    rule: str,
 ) -> np.ndarray | None:
-    """A per-sample column `key` of `n` entries whose elements are of `types`, as numpy
-    (ranges are the caller's); None when absent."""
+    """A per-sample column `key` of `n` entries whose elements are of `types`, as numpy,
+    each `in_range` (else the first that is not is named with `rule`); None when absent."""
     col = ext.get(key)
     if col is None:
         return None
@@ -384,35 +393,27 @@ def _per_sample(
             raise ctx.error(
                 f"{where}.{key}[{bad}]", f"expected {expected}, got {type_name(col[bad])}"
             )
-    return np.asarray(col, dtype=dtype)
+    arr = np.asarray(col, dtype=dtype)
+    bad_mask = ~in_range(arr)
+    if bad_mask.any():
+        i = int(np.argmax(bad_mask))
+        raise ctx.error(f"{where}.{key}[{i}]", f"is {arr[i]}; {rule}")
+    return arr
 
 
 def _read_weights(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
-    arr = _per_sample(ctx, ext, where, n, "sampleWeights", (int, float), "a number", np.float64)
-    if arr is None:
-        return None
-    bad_mask = ~((arr >= 0) & (arr < MAX_MS))
-    if bad_mask.any():
-        i = int(np.argmax(bad_mask))
-        raise ctx.error(
-            f"{where}.sampleWeights[{i}]",
-            f"is {arr[i]}; a weight is a number of ms >= 0 and below 2**53",
-        )
-    return arr
+    return _per_sample(
+        ctx, ext, where, n, "sampleWeights", (int, float), "a number", np.float64,
+        lambda a: (a >= 0) & (a < MAX_MS), "a weight is a number of ms >= 0 and below 2**53",
+    )
 
 
 def _read_counts(ctx: _Ctx, ext: dict, where: str, n: int) -> np.ndarray | None:
-    arr = _per_sample(ctx, ext, where, n, "sampleCounts", (int,), "a whole number", np.int64)
-    if arr is None:
-        return None
-    bad_mask = ~((arr >= 1) & (arr <= MAX_SAMPLES))
-    if bad_mask.any():
-        i = int(np.argmax(bad_mask))
-        raise ctx.error(
-            f"{where}.sampleCounts[{i}]",
-            f"is {arr[i]}; a count is a whole number of samples from 1 to {MAX_SAMPLES:,}",
-        )
-    return arr
+    return _per_sample(
+        ctx, ext, where, n, "sampleCounts", (int,), "a whole number", np.int64,
+        lambda a: (a >= 1) & (a <= MAX_SAMPLES),
+        f"a count is a whole number of samples from 1 to {MAX_SAMPLES:,}",
+    )
 
 
 def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans | None:
