@@ -369,3 +369,77 @@ def test_windows_round_trip_through_chrome_trace_and_perfetto(
     r = _report(out, "--during", "interaction", "--json")
     assert r.returncode == 0, r.stderr
     assert orjson.loads(r.stdout)["rows"][0]["name"] == "slowClickHandlerForJsprof"
+
+
+def test_record_cdp_keeps_the_windows_of_a_tab_clicked_while_attached(tmp_path: Path) -> None:
+    # `record --cdp`: a browser the user runs (here: one started with a debugging port),
+    # clicked while jsprof is attached; the clicks come as they would from the user (CDP
+    # Input events from a connection of their own). Detaching takes the observer away.
+    import json
+    import os
+    import signal
+    import urllib.request
+
+    from jsprof.engines.cdp import CDPClient
+    from jsprof.engines.chromium import HEADLESS_FLAGS, attach_cdp
+    from jsprof.engines.chromium.serve import serve_target
+
+    page = tmp_path / "clicks.html"
+    page.write_text(PAGE)
+    server, url = serve_target(str(page))
+    profile = tmp_path / "profile"
+    proc = subprocess.Popen(
+        [find_chromium(), *HEADLESS_FLAGS, f"--user-data-dir={profile}",
+         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", url],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    client = None
+    try:
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        port = 0
+        while not port and time.monotonic() < deadline:
+            text = port_file.read_text() if port_file.exists() else ""
+            port = int(text.split()[0]) if text.split() else 0
+            time.sleep(0.1)
+        assert port, "Chromium did not open its debugging port"
+        endpoint = f"http://127.0.0.1:{port}"
+        with urllib.request.urlopen(endpoint + "/json/version", timeout=10) as r:
+            client = CDPClient(json.loads(r.read())["webSocketDebuggerUrl"])
+        root = client.session
+        tab = None
+        while tab is None and time.monotonic() < deadline:
+            tabs = [t for t in root.send("Target.getTargets")["targetInfos"]
+                    if t["type"] == "page" and "clicks.html" in t["url"]]
+            tab = tabs[0] if tabs else None
+            time.sleep(0.05)
+        assert tab is not None
+        sid = root.send("Target.attachToTarget",
+                        {"targetId": tab["targetId"], "flatten": True})["sessionId"]
+        sess = client.attach(sid, via_node_worker=False)
+        ready = {"expression": "window.ready === true", "returnByValue": True}
+        while sess.send("Runtime.evaluate", ready)["result"].get("value") is not True:
+            assert time.monotonic() < deadline, "the page never got ready"
+            time.sleep(0.05)
+        out: dict[str, object] = {}
+        th = threading.Thread(target=lambda: out.setdefault(
+            "rec", attach_cdp(endpoint, target="clicks.html", duration=3.0)))
+        th.start()
+        time.sleep(1.0)
+        _click(sess, 60, 30)
+        th.join(60)
+        rec = out["rec"]
+        assert isinstance(rec, Recording)
+        sp = rec.tracks[0].spans
+        assert sp is not None
+        clicks = [int(i) for i in sp.of_kind("interaction")]
+        assert [sp.arg(i)["target"] for i in clicks] == ["button#slow.buy.primary"]
+        assert any(sp.label(int(i)) == "slowClickHandlerForJsprof" for i in sp.of_kind("script"))
+        gone = {"expression": "'__jsprofTimeline' in globalThis", "returnByValue": True}
+        assert sess.send("Runtime.evaluate", gone)["result"]["value"] is False
+    finally:
+        if client is not None:
+            client.close()
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        server.close()

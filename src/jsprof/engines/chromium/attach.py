@@ -13,6 +13,7 @@ from .._process import SignalFlag
 from .._v8session import start_profiler
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClient, CDPClosed, CDPError
+from .helper import SOURCE_URL, attach_timeline_source
 from .page import PageSession
 from .thread import effective_interval, interval_us
 
@@ -92,6 +93,11 @@ def attach_cdp(
             start_profiler(s, us)
             page.main.profiling = True
             page.main.ask_origin()
+            # The page's long frames and interactions, as `record` has them (taken away
+            # again before detaching). A page that refuses it is profiled all the same.
+            with contextlib.suppress(CDPError, EngineError):
+                s.send("Runtime.evaluate", {"expression": attach_timeline_source()}, timeout=10)
+                page.main.timeline_on = True
             end = None if duration is None else time.monotonic() + duration
             while True:
                 if sig.hit:
@@ -109,11 +115,18 @@ def attach_cdp(
             if how != "browser-exited":
                 page.read_origins()
                 page.stop_all()
-                # Leave the tab as it was: no domain of ours stays on.
+                # Leave the tab as it was: no domain or observer of ours stays on.
                 for th in page.threads:
                     if th.gone or th.session.closed:
                         continue
                     with contextlib.suppress(CDPClosed, CDPError, EngineError):
+                        if th.timeline_on:
+                            th.session.send(
+                                "Runtime.evaluate",
+                                {"expression": "globalThis.__jsprofTimeline && "
+                                 "__jsprofTimeline.stop()" + SOURCE_URL},
+                                timeout=5,
+                            )
                         th.session.send("Profiler.disable", timeout=5)
                         th.session.send("Runtime.disable", timeout=5)
                 with contextlib.suppress(CDPClosed, CDPError, EngineError):

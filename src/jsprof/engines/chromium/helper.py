@@ -24,6 +24,13 @@ def timeline_source() -> str:
 
 
 @functools.cache
+def attach_timeline_source() -> str:
+    """What `record --cdp` evaluates in the tab it attaches to: the Timeline alone."""
+    text = _res.files("jsprof").joinpath("js", "chromium_attach_timeline.js").read_text("utf-8")
+    return text.replace(_MARK, timeline_source()) + SOURCE_URL
+
+
+@functools.cache
 def helper_source() -> str:
     """The helper, with the client's Timeline inlined, marked as ours."""
     text = _res.files("jsprof").joinpath("js", "chromium_page.js").read_text("utf-8")

@@ -16,7 +16,7 @@ from ...words import printable_lines
 from ..cdp import CDPClient, CDPClosed, Session
 from .console import STDERR_TYPES, exception_text, format_console
 from .helper import helper_source
-from .thread import JSThread
+from .thread import SLICE_PERIOD, JSThread
 
 QUIET_MS = 500  # the --until load rule: no task ran for this long
 
@@ -222,7 +222,10 @@ class PageSession:
             th.poll_origin()
             th.poll_timeline()
             if self.us is not None and now >= th.next_slice:
-                th.rotate()
+                th.rotate()  # asks for the timeline too
+            elif th.timeline_on and not th.helper and now >= th.next_timeline:
+                th.ask_timeline()  # attached: no slices, but the timeline every second
+                th.next_timeline = now + SLICE_PERIOD
 
     def quiet(self) -> bool:
         """The --until load rule: loaded, and nothing pending or running for QUIET_MS."""

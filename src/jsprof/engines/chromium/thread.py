@@ -58,6 +58,8 @@ class JSThread:
     # The page's timeline, taken every slice: (document's timeOrigin, raw timeline) each.
     timelines: list[tuple[float, Any]] = field(default_factory=list)
     timeline_mids: list[int] = field(default_factory=list)  # asked, not answered yet
+    timeline_on: bool = False  # the Timeline runs without the helper (record --cdp)
+    next_timeline: float = 0.0
 
     # -- profiler
     def start_profiler(self, us: int) -> None:
@@ -84,14 +86,16 @@ class JSThread:
     def ask_timeline(self, last: bool = False) -> None:
         """Ask for what the page observed since the last time (pages and iframes);
         `last`: the recording ends (the page waits for its next frame first)."""
-        if (self.kind not in ("page", "iframe") or not self.helper or self.gone
+        if (self.kind not in ("page", "iframe") or not (self.helper or self.timeline_on)
+                or self.gone
                 or self.session.closed):
             return
         with contextlib.suppress(CDPClosed):
             mid = self.session.send_nowait(
                 "Runtime.evaluate",
                 {
-                    "expression": "globalThis.__jsprof ? __jsprof.timeline("
+                    "expression": "(globalThis.__jsprof || globalThis.__jsprofTimeline)"
+                    + " ? (globalThis.__jsprof || __jsprofTimeline).timeline("
                     + ("true" if last else "false")
                     + ") : null"
                     + SOURCE_URL,
