@@ -272,6 +272,35 @@ _SCRIPT_ARGS = ("invoker", "invokerType", "sourceURL", "sourceFunctionName",
 _INTERACTION_ARGS = ("id", "type", "target", "processingStart", "processingEnd")
 
 
+def check_span_args(kind: str, args: dict, where: str) -> None:
+    """TimelineError unless a page window's span args (read back from a file, so any
+    program's or person's data) have the types `to_spans` writes and `from_spans`,
+    `interaction_end` and the Time view compute with: numbers of ms, strings, an id.
+    Other keys are left be (they are shown, never computed with)."""
+    if kind == "long-frame":
+        keys: tuple[str, ...] = ("duration", *_FRAME_ARGS)
+    elif kind == "script":
+        keys = _SCRIPT_ARGS
+    elif kind == "interaction":
+        keys = ("duration", *_INTERACTION_ARGS)
+    else:
+        return
+    for k in keys:
+        if k == "id":
+            iid = args.get(k)
+            if iid is not None and (type(iid) is not int or not 0 <= iid < 2**53):
+                raise TimelineError(f"{where}.id: expected a whole number (the interactionId), "
+                                    f"got {_kind(iid)}")
+        elif k in ("invoker", "invokerType", "sourceURL", "sourceFunctionName", "type",
+                   "target"):
+            _text(args, k, where, MAX_URL if k == "sourceURL" else MAX_TEXT)
+        elif k in TIME_ARGS:
+            # on the track's clock (moved by its shift): any finite time a trace can hold
+            _num(args, k, where, lo=-MAX_TIME_MS)
+        else:
+            _num(args, k, where, lo=-1 if k == "sourceCharPosition" else 0.0)
+
+
 def _args(entry: dict, keys: tuple[str, ...], shift: float) -> dict:
     out = {}
     for k in keys:

@@ -513,11 +513,20 @@ def _read_span_names(
     if got is not None:
         if type(got) is not list or len(got) != n:
             raise ctx.error(f"{where}.args", f"expected an array of {n} objects")
+        from .. import timeline
+
         for i, a in enumerate(got):
             if type(a) is not dict or any(type(v) not in _ARG_TYPES for v in a.values()):
                 raise ctx.error(
                     f"{where}.args[{i}]", "expected an object of strings, numbers and nulls"
                 )
+            # A page window's fields are computed with (--during, the Time view): their
+            # types are checked as the collector checks a client's timeline.
+            try:
+                timeline.check_span_args(SPAN_KINDS[kind[i]], a, "")
+            except timeline.TimelineError as e:
+                raise ctx.error(f"{where}.args[{i}]{str(e).split(':', 1)[0]}",
+                                str(e).split(": ", 1)[1]) from None
         args = got
     return kind, name, names, args
 
