@@ -36,7 +36,7 @@ PAGE = """<!doctype html>
 <p id="out" style="position:absolute;top:150px"></p>
 <script>
 function slowClickHandlerForJsprof() {
-  const end = performance.now() + 260;
+  const end = performance.now() + 500;
   let x = 0;
   while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 1);
   document.getElementById("out").textContent = String(x).slice(0, 4);
@@ -145,7 +145,7 @@ def test_long_frames_and_interactions_are_spans_of_the_page(recorded: Path) -> N
     assert targets == ["button#builtin", "button#slow.buy.primary"], targets
     slow = next(int(i) for i in clicks if sp.arg(int(i))["target"] == "button#slow.buy.primary")
     assert sp.label(slow) == "click"
-    assert sp.end[slow] - sp.start[slow] >= 250  # the handler runs 260 ms
+    assert sp.end[slow] - sp.start[slow] >= 490  # the handler runs 500 ms
     a = sp.arg(slow)
     assert sp.start[slow] <= a["processingStart"] < a["processingEnd"] <= sp.end[slow]
     # The handler's long frame names it as its script entry, on the track's clock: inside
@@ -164,7 +164,7 @@ def test_long_frames_and_interactions_are_spans_of_the_page(recorded: Path) -> N
         for t, s in zip(tr.sample_time.tolist(), tr.sample_stack.tolist(), strict=True)
         if s >= 0 and "slowClickHandlerForJsprof" in {names[f] for f in tr.stack_frames(s)}
     ]
-    assert len(on_handler) >= 10  # 260 ms at 1 ms; few when the machine is loaded
+    assert len(on_handler) >= 10  # 500 ms at 1 ms; few when the machine is loaded
     for span in (entry, slow):
         inside = [sp.start[span] - 2 <= t <= sp.end[span] + 2 for t in on_handler]
         assert sum(inside) / len(inside) > 0.95, sp.label(span)
@@ -179,13 +179,22 @@ def _report(path: Path, *args: str) -> subprocess.CompletedProcess:
     )
 
 
+def _top_function(doc: dict) -> dict:
+    """The top row that is a function (not (program), (garbage collector), ...)."""
+    return next(r for r in doc["rows"] if not r["name"].startswith("("))
+
+
 def test_slow_click_handler_tops_report_during_interaction(recorded: Path) -> None:
     r = _report(recorded, "--during", "interaction", "--json")
     assert r.returncode == 0, r.stderr
     doc = orjson.loads(r.stdout)
-    top = doc["rows"][0]
+    top = _top_function(doc)
     assert top["name"] == "slowClickHandlerForJsprof", doc["rows"][:3]
-    assert top["self_pct"] > 25  # the rest: (program), GC, layout; more when loaded
+    # Of the JavaScript in the window, the handler is most: the rest is the page's own
+    # event dispatch. (Rows with no JavaScript, (program) and GC, grow on a loaded machine,
+    # where a starved sampler's gaps count up to their cap: not asserted on.)
+    js = sum(r["self_ms"] for r in doc["rows"] if not r["name"].startswith("("))
+    assert top["self_ms"] > 0.8 * js
     # The "sort" click (150 ms of handler) takes under 200 ms (INP's "poor" line) unless
     # the machine is loaded: kept by default only then; with a threshold below its
     # duration its handler is in, and the window count says so.
@@ -368,7 +377,7 @@ def test_windows_round_trip_through_chrome_trace_and_perfetto(
     # ... and what they are for works on the converted file as on the recording.
     r = _report(out, "--during", "interaction", "--json")
     assert r.returncode == 0, r.stderr
-    assert orjson.loads(r.stdout)["rows"][0]["name"] == "slowClickHandlerForJsprof"
+    assert _top_function(orjson.loads(r.stdout))["name"] == "slowClickHandlerForJsprof"
 
 
 def test_record_cdp_keeps_the_windows_of_a_tab_clicked_while_attached(tmp_path: Path) -> None:
