@@ -331,8 +331,8 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     from . import query
 
     gates = [parse_gate(r) for r in rules]
-    base = query.select(s.engine, s.snap, base_f, per_trace="stacks")
-    new = query.select(s.engine, s.snap, new_f, per_trace="stacks")
+    base = query.select(s.engine, s.snap, base_f)
+    new = query.select(s.engine, s.snap, new_f)
     require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")
     require_match(s, new_f, new.traces, f"--new ({describe(new_f)}): ")
     require_windows(base, f"--base ({describe(base_f)}): ")
@@ -351,7 +351,8 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
                 keys[r.key] = None
         return list(keys)
 
-    d, keys, ci, match = query.diff(base, new, keys_for, reps, exact_resources)
+    d, keys, ci, match = query.diff(s.engine, s.snap, base, new, keys_for, reps,
+                                    exact_resources)
     col = {k: i for i, k in enumerate(keys)}
 
     def interval(row: Any, name: str) -> list[float] | None:
@@ -448,8 +449,6 @@ def _match_warnings(d: Any) -> list[str]:
 
 def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
     """A function's self and total share (percent of all time) per release or per UTC day."""
-    from dataclasses import replace
-
     from ..analysis.profile import summarize
     from ..trace import Recording
     from . import query
@@ -478,25 +477,25 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
             points.append({"label": rel, "selfPct": round(sp, 3), "totalPct": round(tp, 3),
                            "traces": t.meta["traces"], "totalMs": round(total, 3)})
     else:
-        import math
+        from datetime import UTC, datetime
 
+        import numpy as np
+
+        # One read for every day: the uploads once, then their weights summed per
+        # (day, release, stack) in one scan (`query.select_groups`).
         up = s.engine.uploads(s.snap, f)
-        times = [t for t in up.received_at.tolist() if math.isfinite(t)]
-        if times:
-            day = 86400e3
-            d0 = math.floor(min(times) / day)
-            d1 = min(math.floor(max(times) / day), d0 + 90)  # a chart, not a report
-            for d in range(d0, d1 + 1):
-                df = replace(f, since=max(d * day, f.since or -math.inf),
-                             until=min((d + 1) * day, f.until or math.inf))
-                sel = query.select(s.engine, s.snap, df)
-                if not sel.traces:
-                    continue
-                from datetime import UTC, datetime
-
+        at = up.received_at
+        fin = np.isfinite(at)
+        day = np.zeros(len(up), np.int64)
+        day[fin] = np.floor(at[fin] / 86400e3).astype(np.int64)
+        if fin.any():
+            d0 = int(day[fin].min())
+            # UTC days from the first, up to 90 (a chart, not a report); -1: left out
+            day = np.where(fin & (day - d0 <= 90), day - d0, -1)
+            for d, sel in sorted(query.select_groups(s.engine, s.snap, f, up, day).items()):
                 sp, tp, total = shares(sel.recording)
                 points.append({
-                    "label": datetime.fromtimestamp(d * 86400, UTC).strftime("%Y-%m-%d"),
+                    "label": datetime.fromtimestamp((d0 + d) * 86400, UTC).strftime("%Y-%m-%d"),
                     "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
                     "totalMs": round(total, 3)})
     return {"function": name, "by": by, "points": points, **notes(s)}

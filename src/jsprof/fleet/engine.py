@@ -7,13 +7,17 @@ integer nanoseconds, so the sums do not depend on the order an engine adds them 
 
   1. uploads  : the uploads table filtered (app, release, route glob, env, time, meta)
   2. stacks   : weights of those uploads, summed per (release, stack, marker)
-  3. per trace: either upload_frames rows (frames present, self ns) for `top`, or the
-                uploads' own (stack, marker, weight) rows for `diff`'s resampling
+  3. per trace: upload_frames rows (frames present, self ns) for `top`; for `diff`'s
+                intervals, the resampling itself (`resample`): Poisson(1) weights per
+                upload and resample drawn and summed in the engine, so what comes back
+                is resamples x keys, whatever the number of uploads
 """
 
 from __future__ import annotations
 
 import json
+import math
+import operator
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -68,7 +72,8 @@ class Uploads:
 
 @dataclass
 class StackRows:
-    """(release index, stack_id, marker) -> samples, weight_ns; per trace when `uk` is set."""
+    """(release index, stack_id, marker) -> samples, weight_ns; per trace when `uk` is set
+    (`--during`'s rows), per group of uploads when `group` is."""
 
     ri: np.ndarray
     stack_id: np.ndarray
@@ -76,6 +81,7 @@ class StackRows:
     samples: np.ndarray
     weight_ns: np.ndarray
     uk: np.ndarray | None = None
+    group: np.ndarray | None = None
 
 
 @dataclass
@@ -93,6 +99,168 @@ class FrameRows:
     frame_id: np.ndarray
     marker: np.ndarray
     self_ns: np.ndarray
+
+
+@dataclass
+class Resample:
+    """What `diff`'s bootstrap sums in the engine: per resample and key, the self and total
+    time of the uploads, each upload counted a Poisson(1) number of times (the Poisson
+    bootstrap: a weight per upload and resample, drawn independently, so a resample is a
+    sum the engine streams, never a draw of `uploads` indices held in memory).
+
+    Weights rows are keyed by `stack_key` (release index and stored stack id, or the
+    marker of a sample with no stack). `sk` (sorted) -> `key` (0..keys-1), `is_self` (the
+    key is the stack's leaf function), `is_total` (on its path, counted once), `first` (1
+    on one row per sk: a row's weight counts once in all time). A row whose sk is not
+    listed counts in all time only. Draws depend on (seed, upload key, resample) alone:
+    deterministic, and the same on every engine."""
+
+    sk: np.ndarray
+    key: np.ndarray
+    is_self: np.ndarray
+    is_total: np.ndarray
+    first: np.ndarray
+    keys: int
+    reps: int
+    seed: int
+
+    def rep_hash(self) -> np.ndarray:
+        return fmix32(fmix32(np.arange(self.reps, dtype=np.uint64)) ^ _seed32(self.seed, 1))
+
+    def upload_hash(self, uk: np.ndarray) -> np.ndarray:
+        u = np.asarray(uk, np.int64).view(np.uint64)
+        return fmix32(fmix32((u >> np.uint64(32)) ^ _seed32(self.seed, 0)) ^ (u & _M32))
+
+    def empty(self) -> Draws:
+        z = np.zeros((self.reps, self.keys), np.int64)
+        return Draws(z, z.copy(), np.zeros(self.reps, np.int64))
+
+
+@dataclass
+class Draws:
+    """Per resample: self and total µs of each key (reps x keys), and all µs (reps)."""
+
+    self_us: np.ndarray
+    total_us: np.ndarray
+    all_us: np.ndarray
+
+    def __add__(self, other: Draws) -> Draws:
+        return Draws(self.self_us + other.self_us, self.total_us + other.total_us,
+                     self.all_us + other.all_us)
+
+
+_M32 = np.uint64(0xFFFFFFFF)
+# Poisson(1) by inversion of a 32-bit hash: n = how many of these the hash reaches. P(n>13)
+# is below 2**-32, so the cut changes nothing a 32-bit draw can tell.
+POISSON_CUTS = tuple(
+    int(math.floor(sum(math.exp(-1.0) / math.factorial(i) for i in range(k + 1)) * 2**32))
+    for k in range(13)
+)
+# Keys per resampling query: one column of sums per key and kind, so a block's row is wide
+# but the rows stay uploads x resamples (the per-row cost of a GROUP BY is what counts).
+KEY_BLOCK = 32
+
+
+def fmix32(h: np.ndarray) -> np.ndarray:
+    """MurmurHash3's 32-bit finaliser on uint64 lanes holding 32-bit values (the SQL in
+    `DuckEngine.resample` computes the same, bit for bit)."""
+    h = h ^ (h >> np.uint64(16))
+    h = (h * np.uint64(0x85EBCA6B)) & _M32
+    h = h ^ (h >> np.uint64(13))
+    h = (h * np.uint64(0xC2B2AE35)) & _M32
+    return h ^ (h >> np.uint64(16))
+
+
+def _seed32(seed: int, lane: int) -> np.uint64:
+    x = np.asarray([(int(seed) * 2 + lane) & 0xFFFFFFFF], np.uint64)
+    return np.uint64(fmix32(fmix32(x) ^ np.uint64(0x9E3779B9))[0])
+
+
+def poisson_draws(upload_hash: np.ndarray, rep_hash: np.ndarray) -> np.ndarray:
+    """uploads x resamples Poisson(1) counts (uint8): only ever for a bounded block."""
+    h = fmix32(upload_hash[:, None] ^ rep_hash[None, :])
+    return np.searchsorted(np.asarray(POISSON_CUTS, np.uint64), h.ravel(), side="right"
+                           ).astype(np.uint8).reshape(h.shape)
+
+
+def stack_key(ri: np.ndarray, stack_id: np.ndarray, marker: np.ndarray) -> np.ndarray:
+    """A weights row's key in `Resample.sk`: release and stack, or its marker (no stack)."""
+    return np.where(stack_id >= 0, (np.asarray(ri, np.int64) << 32) + stack_id,
+                    -2 - np.asarray(marker, np.int64))
+
+
+def per_upload_key(uk: np.ndarray, sk: np.ndarray, weight_ns: np.ndarray, spec: Resample
+                   ) -> dict[str, np.ndarray]:
+    """Weights rows -> ns summed per (upload, key): `s` self, `t` total, `a` all time; key
+    -1 holds the time on no key. What DuckDB's `per` table holds, for rows in memory."""
+    if not len(sk):
+        z = np.zeros(0, np.int64)
+        return {"uk": z, "j": z, "s": z, "t": z, "a": z}
+    lo = np.searchsorted(spec.sk, sk, "left")
+    cnt = np.searchsorted(spec.sk, sk, "right") - lo
+    has = cnt > 0
+    n_of = np.where(has, cnt, 1)  # a row on no key stays one row, of key -1
+    row = np.repeat(np.arange(len(sk)), n_of)
+    start = np.cumsum(n_of) - n_of
+    ci = np.repeat(lo, n_of) + (np.arange(len(row)) - np.repeat(start, n_of))
+    hit = has[row]
+    ci = np.where(hit, ci, 0)
+
+    def col(c: np.ndarray, miss: int) -> np.ndarray:
+        return np.where(hit, c[ci], miss) if len(c) else np.full(len(row), miss, np.int64)
+
+    w = np.asarray(weight_ns, np.int64)[row]
+    pair = np.stack([np.asarray(uk, np.int64)[row], col(spec.key, -1)], axis=1)
+    uniq, inv = np.unique(pair, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    out = {"uk": uniq[:, 0].copy(), "j": uniq[:, 1].copy()}
+    for name, c, miss in (("s", spec.is_self, 0), ("t", spec.is_total, 0), ("a", spec.first, 1)):
+        v = np.zeros(len(uniq), np.int64)
+        np.add.at(v, inv, w * col(c, miss))  # integers: exact, in any order
+        out[name] = v
+    return out
+
+
+def to_us(ns: np.ndarray) -> np.ndarray:
+    """ns -> whole µs (half up), as DuckDB's `(ns + 500) // 1000`: the resampled sums are
+    then whole numbers below 2**53 in float64 (285 years), exact in any order, so every
+    engine gets the same bits."""
+    return (np.asarray(ns, np.int64) + 500) // 1000
+
+
+_BLOCK = 2048  # uploads per block of draws: memory is _BLOCK x resamples, never uploads x
+
+
+def draw_sums(per: dict[str, np.ndarray], spec: Resample) -> Draws:
+    """Per (upload, key) µs sums (`per_upload_key`, then `to_us`; each pair complete) ->
+    the Poisson-weighted sums per resample (`Draws`), uploads taken a block at a time."""
+    out = spec.empty()
+    if not len(per["uk"]) or not spec.reps:
+        return out
+    K = spec.keys
+    uu, ui = np.unique(per["uk"], return_inverse=True)
+    ui = ui.reshape(-1)
+    dense = np.zeros((len(uu), 2 * K + 1))
+    on = per["j"] >= 0
+    dense[ui[on], per["j"][on]] = per["s"][on]
+    dense[ui[on], K + per["j"][on]] = per["t"][on]
+    np.add.at(dense[:, 2 * K], ui, per["a"])
+    hu = spec.upload_hash(uu)
+    rh = spec.rep_hash()
+    acc = np.zeros((spec.reps, 2 * K + 1), np.int64)
+    for i in range(0, len(uu), _BLOCK):
+        n = poisson_draws(hu[i:i + _BLOCK], rh).astype(np.float64)
+        acc += np.rint(n.T @ dense[i:i + _BLOCK]).astype(np.int64)
+    return Draws(acc[:, :K], acc[:, K:2 * K], acc[:, 2 * K])
+
+
+def resample_rows(uk: np.ndarray, sk: np.ndarray, weight_ns: np.ndarray, spec: Resample
+                  ) -> Draws:
+    """`Resample` over weights rows in memory (`--during`'s per-trace rows)."""
+    per = per_upload_key(uk, sk, weight_ns, spec)
+    for c in "sta":
+        per[c] = to_us(per[c])
+    return draw_sums(per, spec)
 
 
 class Snapshot:
@@ -268,31 +436,119 @@ class DuckEngine:
         ).to_arrow_table()
         return snap.keep_live(_uploads_from(t.to_pydict()), f.app)
 
-    def _register_u(self, up: Uploads) -> None:
+    def _register_u(self, up: Uploads, group: np.ndarray | None = None) -> None:
         import pyarrow as pa
 
-        self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri}))
+        cols = {"uk": up.uk, "ri": up.ri}
+        if group is not None:
+            cols["g"] = np.asarray(group, np.int64)
+        self.con.register("u", pa.table(cols))
 
-    def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
+    def stacks(self, snap: Snapshot, up: Uploads, group: np.ndarray | None = None
+               ) -> StackRows:
+        """Weights summed per (release, stack, marker) over `up`; per (group, ...) when
+        `group` gives each upload a group (>= 0; -1: left out): one scan for many
+        selections (`series?by=day`)."""
         files = snap.row_files("weights", up)
         if not files:
-            return _empty_stacks(per_trace)
-        self._register_u(up)
-        if per_trace:
-            sql = (
-                "SELECT u.ri, w.stack_id, w.marker, w.samples, w.weight_ns, w.uk "
-                "FROM read_parquet(?) w JOIN u USING (uk) "
-                "ORDER BY w.uk, w.stack_id, w.marker"
-            )
-        else:
-            sql = (
-                "SELECT u.ri, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
-                "sum(w.weight_ns)::BIGINT AS weight_ns "
-                "FROM read_parquet(?) w JOIN u USING (uk) GROUP BY 1, 2, 3 ORDER BY 1, 2, 3"
-            )
-        t = _arrow_cols(self.con.sql(sql, params=[files]).to_arrow_table())
+            return _empty_stacks(group is not None)
+        self._register_u(up, group)
+        g = "u.g, " if group is not None else ""
+        where = "WHERE u.g >= 0 " if group is not None else ""
+        n = 4 if group is not None else 3
+        keys = ", ".join(str(i) for i in range(1, n + 1))
+        t = _arrow_cols(self.con.sql(
+            f"SELECT {g}u.ri, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
+            "sum(w.weight_ns)::BIGINT AS weight_ns "
+            f"FROM read_parquet(?) w JOIN u USING (uk) {where}"
+            f"GROUP BY {keys} ORDER BY {keys}",
+            params=[files],
+        ).to_arrow_table())
         self.con.unregister("u")
-        return _stacks_from(t, per_trace)
+        return _stacks_from(t, group is not None)
+
+    def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
+        """`Resample` in SQL: the weights summed per (upload, key) into a table of the
+        engine's, then per block of keys, uploads x resamples rows whose Poisson weight is
+        a hash of (upload, resample), summed per resample. Python holds resamples x keys."""
+        import pyarrow as pa
+
+        files = snap.row_files("weights", up)
+        if not files or not spec.reps:
+            return spec.empty()
+        K = spec.keys
+        self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri,
+                                         "hu": spec.upload_hash(up.uk)}))
+        self.con.register("c", pa.table({
+            "sk": spec.sk.astype(np.int64), "j": spec.key.astype(np.int64),
+            "s": spec.is_self.astype(np.int64), "t": spec.is_total.astype(np.int64),
+            "first": spec.first.astype(np.int64)}))
+        self.con.register("r", pa.table({"rep": np.arange(spec.reps, dtype=np.int64),
+                                         "rm": spec.rep_hash()}))
+        per = f"resample_per_{id(spec):x}"
+        try:
+            # ns summed exactly per (upload, key), then whole µs (`to_us`)
+            self.con.execute(f"""
+                CREATE TEMP TABLE {per} AS
+                WITH w AS (
+                    SELECT w.uk, w.weight_ns,
+                           CASE WHEN w.stack_id >= 0 THEN u.ri * 4294967296 + w.stack_id
+                                ELSE -2 - w.marker END AS sk
+                    FROM read_parquet(?) w JOIN u USING (uk))
+                SELECT w.uk, coalesce(c.j, -1) AS j,
+                       ((sum(w.weight_ns * coalesce(c.s, 0)) + 500) // 1000)::DOUBLE AS s,
+                       ((sum(w.weight_ns * coalesce(c.t, 0)) + 500) // 1000)::DOUBLE AS t,
+                       ((sum(w.weight_ns * coalesce(c.first, 1)) + 500) // 1000)::DOUBLE
+                           AS a
+                FROM w LEFT JOIN c USING (sk) GROUP BY w.uk, coalesce(c.j, -1)""",
+                [files])
+            out = spec.empty()
+            for lo in range(0, max(K, 1), KEY_BLOCK):
+                js = range(lo, min(lo + KEY_BLOCK, K))
+                cols = [f"s{j}" for j in js] + [f"t{j}" for j in js] + (["a"] if lo == 0 else [])
+                if not cols:
+                    break
+                got = self._resample_block(per, cols, spec.reps)
+                for j in js:
+                    out.self_us[:, j] = got[f"s{j}"]
+                    out.total_us[:, j] = got[f"t{j}"]
+                if lo == 0:
+                    out.all_us[:] = got["a"]
+            return out
+        finally:
+            self.con.execute(f"DROP TABLE IF EXISTS {per}")
+            for name in ("u", "c", "r"):
+                self.con.unregister(name)
+
+    def _resample_block(self, per: str, cols: list[str], reps: int) -> dict[str, np.ndarray]:
+        """One block of keys: per resample, the sum over uploads of n(upload, resample) x
+        each column; n = Poisson(1) by inversion of fmix32(hu xor rm) (as `fmix32`)."""
+        pivot = ", ".join(
+            "sum(a) AS a" if c == "a" else
+            f"coalesce(sum({c[0]}) FILTER (WHERE j = {c[1:]}), 0) AS {c}" for c in cols)
+        keep = ", ".join(cols)
+        m = 0xFFFFFFFF
+        cuts = " ".join(f"WHEN h < {c} THEN {k}" for k, c in enumerate(POISSON_CUTS))
+        sums = ", ".join(f"sum(n * {c}) AS {c}" for c in cols)
+        # one step of the hash per level, so no expression is spelled out twice
+        t = self.con.sql(f"""
+            WITH p AS (SELECT any_value(u.hu) AS hu, {pivot}
+                       FROM {per} JOIN u USING (uk) GROUP BY uk),
+            h0 AS (SELECT r.rep, {keep}, xor(p.hu, r.rm) AS h FROM p CROSS JOIN r),
+            h1 AS (SELECT rep, {keep}, (xor(h, h >> 16) * 2246822507::UBIGINT) & {m} AS h
+                   FROM h0),
+            h2 AS (SELECT rep, {keep}, (xor(h, h >> 13) * 3266489909::UBIGINT) & {m} AS h
+                   FROM h1),
+            h3 AS (SELECT rep, {keep}, xor(h, h >> 16) AS h FROM h2),
+            d AS (SELECT rep, {keep}, CASE {cuts} ELSE {len(POISSON_CUTS)} END AS n FROM h3)
+            SELECT rep, {sums} FROM d WHERE n > 0 GROUP BY rep""").to_arrow_table()
+        got = _arrow_cols(t)
+        rep = got.pop("rep")
+        out = {}
+        for c, v in got.items():  # a resample that drew no upload has no row: zeros
+            out[c] = np.zeros(reps, np.int64)
+            out[c][rep] = np.rint(v).astype(np.int64)
+        return out
 
     def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
         """Per-trace frame rows of the matching uploads: all, or only `want`'s frames
@@ -376,25 +632,48 @@ class DaskEngine:
         pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
         return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}), f.app)
 
-    def stacks(self, snap: Snapshot, up: Uploads, per_trace: bool = False) -> StackRows:
+    def stacks(self, snap: Snapshot, up: Uploads, group: np.ndarray | None = None
+               ) -> StackRows:
         import pandas as pd
 
         files = snap.row_files("weights", up)
         if not files:
-            return _empty_stacks(per_trace)
+            return _empty_stacks(group is not None)
         u = pd.DataFrame({"uk": up.uk, "ri": up.ri})
+        by = ["ri", "stack_id", "marker"]
+        if group is not None:
+            u["g"] = np.asarray(group, np.int64)
+            u = u[u["g"] >= 0]
+            by = ["g", *by]
         w = self._read(files, ["uk", "stack_id", "marker", "samples", "weight_ns"])
-        j = _join_uploads(w, u)
-        if per_trace:
-            pdf = self.client.compute(j).result()
-            pdf = pdf.sort_values(["uk", "stack_id", "marker"], kind="stable")
-            cols = ["ri", "stack_id", "marker", "samples", "weight_ns", "uk"]
-        else:
-            g = j.groupby(["ri", "stack_id", "marker"])[["samples", "weight_ns"]].sum()
-            pdf = self.client.compute(g).result().reset_index()
-            pdf = pdf.sort_values(["ri", "stack_id", "marker"], kind="stable")
-            cols = ["ri", "stack_id", "marker", "samples", "weight_ns"]
-        return _stacks_from({c: pdf[c].to_numpy() for c in cols}, per_trace)
+        g = _join_uploads(w, u).groupby(by)[["samples", "weight_ns"]].sum()
+        pdf = self.client.compute(g).result().reset_index()
+        pdf = pdf.sort_values(by, kind="stable")
+        return _stacks_from({c: pdf[c].to_numpy() for c in [*by, "samples", "weight_ns"]},
+                            group is not None)
+
+    def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
+        """`Resample` as DuckDB runs it: rows -> (upload, key) sums on the workers (a
+        groupby, so each pair is whole before its µs are rounded), then per partition the
+        Poisson draws by the same hash (`draw_sums`), the partitions' sums added in a tree.
+        The client holds resamples x keys."""
+        import pandas as pd
+        from dask import delayed
+
+        files = snap.row_files("weights", up)
+        if not files or not spec.reps:
+            return spec.empty()
+        w = self._read(files, ["uk", "stack_id", "marker", "weight_ns"])
+        u = (up.uk, up.ri, spec)
+        meta = pd.DataFrame({c: pd.Series([], dtype="int64") for c in ("uk", "j", "s", "t", "a")})
+        rows = w.map_partitions(_per_upload_key_part, u, meta=meta)
+        per = rows.groupby(["uk", "j"]).sum(split_out=max(1, w.npartitions)).reset_index()
+        parts = [delayed(_draw_part)(p, spec) for p in per.to_delayed()]
+        while len(parts) > 1:
+            parts = [delayed(operator.add)(a, b) for a, b in zip(parts[::2], parts[1::2],
+                                                                  strict=False)] + (
+                [parts[-1]] if len(parts) % 2 else [])
+        return self.client.compute(parts[0]).result() if parts else spec.empty()
 
     def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
         import pandas as pd
@@ -415,6 +694,28 @@ class DaskEngine:
         pdf = self.client.compute(fr).result()
         return _frames_from({c: pdf[c].to_numpy()
                              for c in ("uk", "ri", "frame_id", "marker", "self_ns")})
+
+
+def _per_upload_key_part(part: Any, u: tuple) -> Any:
+    """One weights partition -> its (upload, key) ns sums (`per_upload_key`), joined to
+    the matching uploads (`u`: sorted uk, their release index, the Resample) here."""
+    import pandas as pd
+
+    uk_sorted, ri, spec = u
+    uk = part["uk"].to_numpy()
+    idx = np.minimum(np.searchsorted(uk_sorted, uk), max(len(uk_sorted) - 1, 0))
+    ok = uk_sorted[idx] == uk if len(uk_sorted) else np.zeros(len(uk), bool)
+    sk = stack_key(ri[idx[ok]], part["stack_id"].to_numpy()[ok],
+                   part["marker"].to_numpy()[ok])
+    return pd.DataFrame(per_upload_key(uk[ok], sk, part["weight_ns"].to_numpy()[ok], spec))
+
+
+def _draw_part(part: Any, spec: Resample) -> Draws:
+    """(upload, key) sums, each pair whole -> `draw_sums` of this partition."""
+    per = {c: part[c].to_numpy() for c in ("uk", "j")}
+    for c in "sta":
+        per[c] = to_us(part[c].to_numpy())
+    return draw_sums(per, spec)
 
 
 def _join_uploads(df: Any, u: Any) -> Any:
@@ -443,12 +744,12 @@ def _no_uploads() -> Uploads:
     return Uploads(np.zeros(0, np.int64), [], [], [], z, np.zeros(0, np.int64), z, z, z, [])
 
 
-def _stacks_from(t: dict, per_trace: bool) -> StackRows:
+def _stacks_from(t: dict, grouped: bool) -> StackRows:
     return StackRows(
         ri=_np(t["ri"], np.int64), stack_id=_np(t["stack_id"], np.int64),
         marker=_np(t["marker"], np.int64), samples=_np(t["samples"], np.int64),
         weight_ns=_np(t["weight_ns"], np.int64),
-        uk=_np(t["uk"], np.int64) if per_trace else None,
+        group=_np(t["g"], np.int64) if grouped else None,
     )
 
 
@@ -460,9 +761,9 @@ def _frames_from(t: dict) -> FrameRows:
     )
 
 
-def _empty_stacks(per_trace: bool) -> StackRows:
+def _empty_stacks(grouped: bool) -> StackRows:
     z = np.zeros(0, np.int64)
-    return StackRows(z, z, z, z, z, z if per_trace else None)
+    return StackRows(z, z, z, z, z, group=z if grouped else None)
 
 
 def _empty_frames() -> FrameRows:

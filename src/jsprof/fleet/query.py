@@ -21,10 +21,30 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
-from ..trace import NONE, ProfilerFrame, ProfilerTrace, Recording, Track, no_stack_name
+from ..trace import (
+    MARKERS,
+    NONE,
+    ProfilerFrame,
+    ProfilerTrace,
+    Recording,
+    Track,
+    no_stack_name,
+)
 from ..words import plural
 from . import sourcemaps
-from .engine import DaskEngine, DuckEngine, FrameRows, Snapshot, StackRows, Uploads, Want
+from .engine import (
+    DaskEngine,
+    Draws,
+    DuckEngine,
+    FrameRows,
+    Resample,
+    Snapshot,
+    StackRows,
+    Uploads,
+    Want,
+    resample_rows,
+    stack_key,
+)
 from .filters import Filters
 
 NS_PER_MS = 1_000_000
@@ -158,8 +178,8 @@ def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
     return float(up.total_ms[mine].sum()) / n if n else None
 
 
-def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = None) -> Selection:
-    """Run the plan for one filter set. per_trace: None, "frames" (top) or "stacks" (diff)."""
+def select(engine: Engine, snap: Snapshot, f: Filters) -> Selection:
+    """Run the plan for one filter set."""
     up = engine.uploads(snap, f)
     if f.during is not None:
         from .during import select_during
@@ -169,20 +189,67 @@ def select(engine: Engine, snap: Snapshot, f: Filters, per_trace: str | None = N
         return Selection(
             f, up, got["releases"], _recording(got["releases"], rows, up),
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
-            got["per_trace"] if per_trace == "stacks" else None,
-            frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
+            got["per_trace"], frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
             with_window=got["with_kind"],
         )
     releases = {k: _read_release(snap, k) for k in up.rkeys}
     rows = engine.stacks(snap, up)
-    rec = _recording(releases, rows, up)
-    extra = None
-    if per_trace == "stacks":
-        extra = engine.stacks(snap, up, per_trace=True)
     return Selection(
-        f, up, releases, rec, int(up.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
-        extra,
+        f, up, releases, _recording(releases, rows, up), int(up.samples.sum()),
+        float(rows.weight_ns.sum()) / NS_PER_MS,
     )
+
+
+def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
+                  group: np.ndarray) -> dict[int, Selection]:
+    """One Selection per group of `up` (`group`: one int per upload, -1: left out), all
+    read in one scan of the weights: what `select` gives for each group's uploads alone."""
+    if f.during is not None:
+        from .during import select_during
+
+        got = select_during(snap, up, f.during, f.slower_than, f.app)
+        releases = got["releases"]
+        pt: StackRows = got["per_trace"]
+        g = group[np.searchsorted(up.uk, pt.uk)] if len(pt.uk) else np.zeros(0, np.int64)
+        rows = _sum_groups(g, pt)
+        samples_of = None
+    else:
+        releases = {k: _read_release(snap, k) for k in up.rkeys}
+        rows = engine.stacks(snap, up, group)
+        samples_of = up.samples
+    out = {}
+    for g in np.unique(group[group >= 0]).tolist():
+        mine = group == g
+        sub = up.subset(mine)
+        # release indices of `up` -> of `sub` (whose rkeys are the group's own)
+        to_sub = np.asarray([sub.rkeys.index(k) if k in sub.rkeys else -1 for k in up.rkeys]
+                            or [-1], np.int64)
+        m = rows.group == g
+        rg = StackRows(to_sub[rows.ri[m]], rows.stack_id[m], rows.marker[m],
+                       rows.samples[m], rows.weight_ns[m])
+        rels = {k: releases[k] for k in sub.rkeys}
+        out[g] = Selection(
+            f, sub, rels, _recording(rels, rg, sub),
+            int(samples_of[mine].sum()) if samples_of is not None else int(rg.samples.sum()),
+            float(rg.weight_ns.sum()) / NS_PER_MS,
+        )
+    return out
+
+
+def _sum_groups(g: np.ndarray, rows: StackRows) -> StackRows:
+    """Per-trace rows summed per (group, release, stack, marker), sorted so."""
+    keep = g >= 0
+    keys = np.stack([g[keep], rows.ri[keep], rows.stack_id[keep], rows.marker[keep]], axis=1)
+    z = np.zeros(0, np.int64)
+    if not len(keys):
+        return StackRows(z, z, z, z, z, group=z)
+    uniq, inv = np.unique(keys, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    n = np.bincount(inv, weights=rows.samples[keep], minlength=len(uniq))
+    ns = np.bincount(inv, weights=rows.weight_ns[keep], minlength=len(uniq))
+    return StackRows(uniq[:, 1].copy(), uniq[:, 2].copy(), uniq[:, 3].copy(),
+                     np.rint(n).astype(np.int64), np.rint(ns).astype(np.int64),
+                     group=uniq[:, 0].copy())
 
 
 # ---- top -------------------------------------------------------------------------------------
@@ -396,61 +463,61 @@ def _trace_function_keys(tr: ProfilerTrace) -> list[FunctionKey]:
     ]
 
 
-def trace_shares(sel: Selection, keys: list[NameKey], match: Callable[[str | None], str | None]
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per trace: self and total ms of each of `keys` (traces x keys), and all its ms.
+def resample_spec(sel: Selection, keys: list[NameKey],
+                  match: Callable[[str | None], str | None], reps: int, seed: int
+                  ) -> Resample:
+    """What each weights row of `sel` adds to which key (`engine.Resample`).
 
     Keys are the diff's rows: functions by name and `match`ed resource (the matcher the
     diff itself used), and the samples with no JavaScript by the names `report` gives
-    them ((idle), (garbage collector), ...), so every row gets its own interval."""
-    rows: StackRows = sel.per_trace
-    uks = sel.uploads.uk
+    them ((idle), (garbage collector), ...), so every row gets its own interval. A stored
+    stack adds its time to the self of its leaf's key and to the total of every key on
+    its path, once each (as `summarize` counts). The table is per release and stack,
+    never per upload."""
     pos = {k: i for i, k in enumerate(keys)}
-    K = len(keys)
-    U = len(uks)
-    self_m = np.zeros((U, K))
-    total_m = np.zeros((U, K))
-    trace_ix = np.searchsorted(uks, rows.uk)
-    all_ms = np.bincount(trace_ix, weights=rows.weight_ns / NS_PER_MS, minlength=U)
-    no_js = rows.stack_id < 0
-    for code in np.unique(rows.marker[no_js]).tolist():
+    sk_l, j_l, self_l = [], [], []
+    for code in range(NONE, len(MARKERS)):
         j = pos.get(NameKey(no_stack_name(code), None))
-        if j is None:
-            continue
-        m = no_js & (rows.marker == code)
-        ms = np.bincount(trace_ix[m], weights=rows.weight_ns[m] / NS_PER_MS, minlength=U)
-        self_m[:, j] += ms
-        total_m[:, j] += ms
+        if j is not None:
+            sk_l.append(np.asarray([-2 - code], np.int64))
+            j_l.append(np.asarray([j], np.int64))
+            self_l.append(np.ones(1, bool))
     for ri, rkey in enumerate(sel.uploads.rkeys):
         rel = sel.releases[rkey]
         tr = rel.trace
-        m = (rows.ri == ri) & (rows.stack_id >= 0)
-        if not m.any() or K == 0:
+        if not tr.num_stacks or not keys:
             continue
-        sid = rows.stack_id[m]
-        st = sid if rel.stack_map is None else rel.stack_map[sid]
-        w = rows.weight_ns[m] / NS_PER_MS
-        ti = trace_ix[m]
         fkey = np.asarray(
             [pos.get(NameKey(k.name, match(k.resource)), -1) for k in _trace_function_keys(tr)]
             or [-1], np.int64
         )
-        node_key = fkey[tr.stack_frame] if tr.num_stacks else np.zeros(0, np.int64)
-        leaf = np.where(st >= 0, node_key[np.maximum(st, 0)], -1)
-        hit = leaf >= 0
-        np.add.at(self_m, (ti[hit], leaf[hit]), w[hit])
-        # Total: a key counts once per sample, at its outermost node on the path (as in
-        # `summarize`), so walk each row up its path one level per round.
+        node_key = fkey[tr.stack_frame]
         first = ~repeats_an_ancestor(tr.stack_parent, node_key) & (node_key >= 0)
+        stored = (np.arange(tr.num_stacks, dtype=np.int64) if rel.stack_map is None
+                  else np.arange(len(rel.stack_map) - 1, dtype=np.int64))
+        st = stored if rel.stack_map is None else rel.stack_map[stored]
+        leaf = np.where(st >= 0, node_key[np.maximum(st, 0)], -1)
         cur = st.copy()
         active = np.nonzero(cur >= 0)[0]
-        while len(active):
+        while len(active):  # up each stored stack's path, one level per round
             node = cur[active]
             add = first[node]
-            np.add.at(total_m, (ti[active[add]], node_key[node[add]]), w[active[add]])
+            on = active[add]
+            jj = node_key[node[add]]
+            sk_l.append((np.int64(ri) << 32) + stored[on])
+            j_l.append(jj)
+            self_l.append(leaf[on] == jj)
             cur[active] = tr.stack_parent[node]
             active = active[cur[active] >= 0]
-    return self_m, total_m, all_ms
+    sk = np.concatenate(sk_l) if sk_l else np.zeros(0, np.int64)
+    j = np.concatenate(j_l) if j_l else np.zeros(0, np.int64)
+    is_self = np.concatenate(self_l) if self_l else np.zeros(0, bool)
+    order = np.lexsort((j, sk))
+    sk, j, is_self = sk[order], j[order], is_self[order]
+    first_row = np.ones(len(sk), bool)
+    first_row[1:] = sk[1:] != sk[:-1]
+    return Resample(sk, j, is_self.astype(np.int8), np.ones(len(sk), np.int8),
+                    first_row.astype(np.int8), len(keys), reps, seed)
 
 
 @dataclass
@@ -462,21 +529,32 @@ class Interval:
         return self.lo > 0 or self.hi < 0
 
 
-def bootstrap(base: Selection, new: Selection, keys: list[NameKey],
-              match: Callable[[str | None], str | None], reps: int = 200,
-              seed: int = 0) -> dict[str, np.ndarray]:
+def resample(engine: Engine, snap: Snapshot, sel: Selection, spec: Resample) -> Draws:
+    """`sel`'s Poisson-weighted sums per resample, by its engine (or, for `--during`'s
+    rows, which are in memory already, by the same steps in numpy)."""
+    if sel.per_trace is not None:
+        rows: StackRows = sel.per_trace
+        return resample_rows(rows.uk, stack_key(rows.ri, rows.stack_id, rows.marker),
+                             rows.weight_ns, spec)
+    return engine.resample(snap, sel.uploads, spec)
+
+
+def bootstrap(engine: Engine, snap: Snapshot, base: Selection, new: Selection,
+              keys: list[NameKey], match: Callable[[str | None], str | None],
+              reps: int = 200, seed: int = 0) -> dict[str, np.ndarray]:
     """95 % intervals of each key's change (pp of share, and relative %) by resampling
-    traces with replacement on both sides."""
-    rng = np.random.default_rng(seed)
+    traces on both sides: the Poisson bootstrap, each trace weighted by a Poisson(1)
+    count per resample, summed in the engine (`Engine.resample`), so memory holds
+    resamples x keys whatever the number of traces. Deterministic for a seed."""
     out = {}
     draws = {}
-    for side, sel in (("base", base), ("new", new)):
-        s, t, a = trace_shares(sel, keys, match)
-        U = len(a)
-        c = rng.multinomial(U, np.full(U, 1.0 / U), size=reps).astype(np.float64)
-        den = c @ a
+    for side, (name, sel) in enumerate((("base", base), ("new", new))):
+        # each side its own stream: a trace on both sides is not drawn alike on both
+        got = resample(engine, snap, sel, resample_spec(sel, keys, match, reps,
+                                                        2 * seed + side))
+        den = got.all_us.astype(np.float64)
         den[den == 0] = np.nan
-        draws[side] = (100.0 * (c @ s) / den[:, None], 100.0 * (c @ t) / den[:, None])
+        draws[name] = (100.0 * got.self_us / den[:, None], 100.0 * got.total_us / den[:, None])
     for j, metric in enumerate(("self", "total")):
         b, n = draws["base"][j], draws["new"][j]
         d = n - b
@@ -496,15 +574,16 @@ def _interval(draws: np.ndarray, k: int) -> np.ndarray:
     return out
 
 
-def diff(base: Selection, new: Selection, keys_for: Callable[[ProfileDiff], list[NameKey]],
-         reps: int = 200, exact_resources: bool = False
+def diff(engine: Engine, snap: Snapshot, base: Selection, new: Selection,
+         keys_for: Callable[[ProfileDiff], list[NameKey]], reps: int = 200,
+         exact_resources: bool = False
          ) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray], ResourceMatcher]:
     from .releases import matcher
 
     match = matcher(_resources(base.recording), _resources(new.recording), exact_resources)
     d = diff_profiles(base.recording, new.recording, match=match)
     keys = keys_for(d)
-    ci = bootstrap(base, new, keys, match, reps) if keys else {}
+    ci = bootstrap(engine, snap, base, new, keys, match, reps) if keys else {}
     return d, keys, ci, match
 
 
