@@ -72,6 +72,33 @@ def test_both_engines_give_identical_results(store, cluster):
     duck.close()
 
 
+def test_resampling_on_the_cluster_equals_duckdb_to_the_bit(store, cluster):
+    """fleet diff's bootstrap sums: DuckDB's SQL and the workers' per-partition steps draw
+    the same Poisson weights from the same hash and add the same whole µs."""
+    from jsprof.analysis.diff import diff_profiles
+    from jsprof.fleet import query
+    from jsprof.fleet.releases import matcher
+
+    _, client = cluster
+    duck = DuckEngine()
+    dask = DaskEngine(client=client)
+    try:
+        with api.session(store, duck) as s:
+            sel = query.select(duck, s.snap, Filters(app="shop"))
+            assert len(s.snap.row_files("weights", sel.uploads)) >= 3  # partitions
+            keys = [r.key for r in diff_profiles(sel.recording, sel.recording).rows]
+            for reps, seed in ((300, 0), (1, 5)):
+                spec = query.resample_spec(sel, keys, matcher(set(), set(), False), reps, seed)
+                a = duck.resample(s.snap, sel.uploads, spec)
+                b = dask.resample(s.snap, sel.uploads, spec)
+                for x, y in ((a.self_us, b.self_us), (a.total_us, b.total_us),
+                             (a.all_us, b.all_us)):
+                    assert x.shape == y.shape and np.array_equal(x, y), (reps, seed)
+                assert a.all_us.sum() > 0
+    finally:
+        duck.close()
+
+
 def test_cli_runs_on_a_cluster_by_scheduler_address(store, cluster, capsys):
     c, _ = cluster
     argv = ["fleet", "top", "--store", str(store.path), "--app", "shop", "--json", "--all"]

@@ -177,6 +177,24 @@ def test_flame_diff_export_and_sourcemaps_over_http(server, tmp_path, capsys, mo
     assert status == 400 and "at most 5,000" in orjson.loads(body)["error"]
 
 
+def test_series_by_day_and_by_release_over_http(server):
+    # by day: one scan of the weights whatever the days (tests/test_fleet_resample.py)
+    rows = {}
+    for by in ("day", "release"):
+        status, _, body = server.get("/v1/query/series", [("app", "shop"), ("by", by),
+                                                           ("function", "slowThing")])
+        assert status == 200, body
+        rows[by] = orjson.loads(body)["points"]
+    day, rel = rows["day"], rows["release"]
+    assert sum(p["traces"] for p in day) == 13 and [p["label"] for p in rel] == ["1.0", "1.1"]
+    assert sum(p["totalMs"] for p in day) == pytest.approx(sum(p["totalMs"] for p in rel),
+                                                           abs=0.01)
+    if len(day) == 1:  # one UTC day (all but a run across midnight): all of it
+        both = sum(p["totalMs"] for p in rel)
+        assert day[0]["selfPct"] == pytest.approx(
+            sum(p["selfPct"] * p["totalMs"] for p in rel) / both, abs=0.01)
+
+
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
                  "--no-first-run", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync"]

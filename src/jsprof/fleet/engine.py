@@ -8,7 +8,7 @@ integer nanoseconds, so the sums do not depend on the order an engine adds them 
   1. uploads  : the uploads table filtered (app, release, route glob, env, time, meta)
   2. stacks   : weights of those uploads, summed per (release, stack, marker)
   3. per trace: upload_frames rows (frames present, self ns) for `top`; for `diff`'s
-                intervals, the resampling itself (`resample`): Poisson(1) weights per
+                intervals, the resampling itself (`resample`): a random weight per
                 upload and resample drawn and summed in the engine, so what comes back
                 is resamples x keys, whatever the number of uploads
 """
@@ -104,9 +104,13 @@ class FrameRows:
 @dataclass
 class Resample:
     """What `diff`'s bootstrap sums in the engine: per resample and key, the self and total
-    time of the uploads, each upload counted a Poisson(1) number of times (the Poisson
-    bootstrap: a weight per upload and resample, drawn independently, so a resample is a
-    sum the engine streams, never a draw of `uploads` indices held in memory).
+    time of the uploads, each upload weighted by an Exp(1) draw (`WEIGHTS`): the Bayesian
+    bootstrap, whose shares (ratios, so the weights' sum cancels) are those of Dirichlet
+    weights, as close to resampling traces with replacement as that is. The weights are
+    drawn independently per upload and resample, so a resample is a sum the engine
+    streams, never a draw of `uploads` indices held in memory. (Poisson(1) counts, the
+    other streaming bootstrap, let the resample's size vary too: with 8 traces a side
+    its intervals were far wider than resampling's, the weight-0 tail too heavy.)
 
     Weights rows are keyed by `stack_key` (release index and stored stack id, or the
     marker of a sample with no stack). `sk` (sorted) -> `key` (0..keys-1), `is_self` (the
@@ -150,11 +154,15 @@ class Draws:
 
 
 _M32 = np.uint64(0xFFFFFFFF)
-# Poisson(1) by inversion of a 32-bit hash: n = how many of these the hash reaches. P(n>13)
-# is below 2**-32, so the cut changes nothing a 32-bit draw can tell.
-POISSON_CUTS = tuple(
-    int(math.floor(sum(math.exp(-1.0) / math.factorial(i) for i in range(k + 1)) * 2**32))
-    for k in range(13)
+# Exp(1) by inversion, as whole numbers: the top 12 bits of a 32-bit hash pick one of 4,096
+# equally likely quantiles (bin middles) of Exp(1), in 1/256ths. Integers, so the sums are
+# exact and every engine adds the same bits; mean 1.000 and variance 0.998 (the tail past
+# 9.0 is folded into the last bin).
+WEIGHT_BITS = 12
+WEIGHT_SCALE = 256
+WEIGHTS = tuple(
+    int(round(-math.log((i + 0.5) / 2**WEIGHT_BITS) * WEIGHT_SCALE))
+    for i in range(2**WEIGHT_BITS)
 )
 # Keys per resampling query: one column of sums per key and kind, so a block's row is wide
 # but the rows stay uploads x resamples (the per-row cost of a GROUP BY is what counts).
@@ -176,11 +184,10 @@ def _seed32(seed: int, lane: int) -> np.uint64:
     return np.uint64(fmix32(fmix32(x) ^ np.uint64(0x9E3779B9))[0])
 
 
-def poisson_draws(upload_hash: np.ndarray, rep_hash: np.ndarray) -> np.ndarray:
-    """uploads x resamples Poisson(1) counts (uint8): only ever for a bounded block."""
+def weight_draws(upload_hash: np.ndarray, rep_hash: np.ndarray) -> np.ndarray:
+    """uploads x resamples weights (`WEIGHTS`, int): only ever for a bounded block."""
     h = fmix32(upload_hash[:, None] ^ rep_hash[None, :])
-    return np.searchsorted(np.asarray(POISSON_CUTS, np.uint64), h.ravel(), side="right"
-                           ).astype(np.uint8).reshape(h.shape)
+    return np.asarray(WEIGHTS, np.int64)[(h >> np.uint64(32 - WEIGHT_BITS)).astype(np.int64)]
 
 
 def stack_key(ri: np.ndarray, stack_id: np.ndarray, marker: np.ndarray) -> np.ndarray:
@@ -223,17 +230,17 @@ def per_upload_key(uk: np.ndarray, sk: np.ndarray, weight_ns: np.ndarray, spec: 
 
 def to_us(ns: np.ndarray) -> np.ndarray:
     """ns -> whole µs (half up), as DuckDB's `(ns + 500) // 1000`: the resampled sums are
-    then whole numbers below 2**53 in float64 (285 years), exact in any order, so every
-    engine gets the same bits."""
+    then whole numbers in float64, exact in any order (below 2**53: a selection's time
+    x WEIGHT_SCALE, up to a year of samples), so every engine gets the same bits."""
     return (np.asarray(ns, np.int64) + 500) // 1000
 
 
-_BLOCK = 2048  # uploads per block of draws: memory is _BLOCK x resamples, never uploads x
+_DRAWS = 1 << 19  # weights drawn at once (uploads x resamples of one block): ~4 MB
 
 
 def draw_sums(per: dict[str, np.ndarray], spec: Resample) -> Draws:
     """Per (upload, key) µs sums (`per_upload_key`, then `to_us`; each pair complete) ->
-    the Poisson-weighted sums per resample (`Draws`), uploads taken a block at a time."""
+    the weighted sums per resample (`Draws`), uploads taken a block at a time."""
     out = spec.empty()
     if not len(per["uk"]) or not spec.reps:
         return out
@@ -248,9 +255,15 @@ def draw_sums(per: dict[str, np.ndarray], spec: Resample) -> Draws:
     hu = spec.upload_hash(uu)
     rh = spec.rep_hash()
     acc = np.zeros((spec.reps, 2 * K + 1), np.int64)
-    for i in range(0, len(uu), _BLOCK):
-        n = poisson_draws(hu[i:i + _BLOCK], rh).astype(np.float64)
-        acc += np.rint(n.T @ dense[i:i + _BLOCK]).astype(np.int64)
+    cap = 2**53 / max(WEIGHTS)  # a block's float64 sums stay whole numbers, so exact
+    block = max(1, _DRAWS // spec.reps)
+    i = 0
+    while i < len(uu):
+        end = min(i + block, len(uu))
+        end = i + max(1, int((np.cumsum(dense[i:end, 2 * K]) < cap).sum()))
+        n = weight_draws(hu[i:end], rh).astype(np.float64)
+        acc += np.rint(n.T @ dense[i:end]).astype(np.int64)
+        i = end
     return Draws(acc[:, :K], acc[:, K:2 * K], acc[:, 2 * K])
 
 
@@ -419,6 +432,10 @@ class DuckEngine:
         import duckdb
 
         self.con = duckdb.connect(":memory:")
+        # DuckDB draws a progress bar on stdout (tty or not) for a query past 2 s: it
+        # would land in the middle of `--json` output
+        self.con.execute("SET enable_progress_bar = false")
+        self.con.execute("SET enable_progress_bar_print = false")
         if threads:
             self.con.execute(f"SET threads = {int(threads)}")
 
@@ -469,8 +486,8 @@ class DuckEngine:
 
     def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
         """`Resample` in SQL: the weights summed per (upload, key) into a table of the
-        engine's, then per block of keys, uploads x resamples rows whose Poisson weight is
-        a hash of (upload, resample), summed per resample. Python holds resamples x keys."""
+        engine's, then per block of keys, uploads x resamples rows whose weight is a
+        hash of (upload, resample), summed per resample. Python holds resamples x keys."""
         import pyarrow as pa
 
         files = snap.row_files("weights", up)
@@ -485,6 +502,8 @@ class DuckEngine:
             "first": spec.first.astype(np.int64)}))
         self.con.register("r", pa.table({"rep": np.arange(spec.reps, dtype=np.int64),
                                          "rm": spec.rep_hash()}))
+        self.con.register("wt", pa.table({"i": np.arange(len(WEIGHTS), dtype=np.uint64),
+                                          "n": np.asarray(WEIGHTS, np.int64)}))
         per = f"resample_per_{id(spec):x}"
         try:
             # ns summed exactly per (upload, key), then whole µs (`to_us`)
@@ -517,18 +536,17 @@ class DuckEngine:
             return out
         finally:
             self.con.execute(f"DROP TABLE IF EXISTS {per}")
-            for name in ("u", "c", "r"):
+            for name in ("u", "c", "r", "wt"):
                 self.con.unregister(name)
 
     def _resample_block(self, per: str, cols: list[str], reps: int) -> dict[str, np.ndarray]:
         """One block of keys: per resample, the sum over uploads of n(upload, resample) x
-        each column; n = Poisson(1) by inversion of fmix32(hu xor rm) (as `fmix32`)."""
+        each column; n = WEIGHTS[fmix32(hu xor rm) >> 20] (as `weight_draws`)."""
         pivot = ", ".join(
             "sum(a) AS a" if c == "a" else
             f"coalesce(sum({c[0]}) FILTER (WHERE j = {c[1:]}), 0) AS {c}" for c in cols)
         keep = ", ".join(cols)
         m = 0xFFFFFFFF
-        cuts = " ".join(f"WHEN h < {c} THEN {k}" for k, c in enumerate(POISSON_CUTS))
         sums = ", ".join(f"sum(n * {c}) AS {c}" for c in cols)
         # one step of the hash per level, so no expression is spelled out twice
         t = self.con.sql(f"""
@@ -540,8 +558,8 @@ class DuckEngine:
             h2 AS (SELECT rep, {keep}, (xor(h, h >> 13) * 3266489909::UBIGINT) & {m} AS h
                    FROM h1),
             h3 AS (SELECT rep, {keep}, xor(h, h >> 16) AS h FROM h2),
-            d AS (SELECT rep, {keep}, CASE {cuts} ELSE {len(POISSON_CUTS)} END AS n FROM h3)
-            SELECT rep, {sums} FROM d WHERE n > 0 GROUP BY rep""").to_arrow_table()
+            d AS (SELECT rep, {keep}, wt.n FROM h3 JOIN wt ON wt.i = h >> {32 - WEIGHT_BITS})
+            SELECT rep, {sums} FROM d GROUP BY rep""").to_arrow_table()
         got = _arrow_cols(t)
         rep = got.pop("rep")
         out = {}
@@ -655,7 +673,7 @@ class DaskEngine:
     def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
         """`Resample` as DuckDB runs it: rows -> (upload, key) sums on the workers (a
         groupby, so each pair is whole before its µs are rounded), then per partition the
-        Poisson draws by the same hash (`draw_sums`), the partitions' sums added in a tree.
+        weights by the same hash (`draw_sums`), the partitions' sums added in a tree.
         The client holds resamples x keys."""
         import pandas as pd
         from dask import delayed

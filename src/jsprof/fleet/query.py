@@ -530,7 +530,7 @@ class Interval:
 
 
 def resample(engine: Engine, snap: Snapshot, sel: Selection, spec: Resample) -> Draws:
-    """`sel`'s Poisson-weighted sums per resample, by its engine (or, for `--during`'s
+    """`sel`'s weighted sums per resample, by its engine (or, for `--during`'s
     rows, which are in memory already, by the same steps in numpy)."""
     if sel.per_trace is not None:
         rows: StackRows = sel.per_trace
@@ -543,9 +543,10 @@ def bootstrap(engine: Engine, snap: Snapshot, base: Selection, new: Selection,
               keys: list[NameKey], match: Callable[[str | None], str | None],
               reps: int = 200, seed: int = 0) -> dict[str, np.ndarray]:
     """95 % intervals of each key's change (pp of share, and relative %) by resampling
-    traces on both sides: the Poisson bootstrap, each trace weighted by a Poisson(1)
-    count per resample, summed in the engine (`Engine.resample`), so memory holds
-    resamples x keys whatever the number of traces. Deterministic for a seed."""
+    traces on both sides: the Bayesian bootstrap, each trace weighted by an Exp(1) draw
+    per resample (`engine.Resample`), summed in the engine (`Engine.resample`), so
+    memory holds resamples x keys whatever the number of traces. Deterministic for a
+    seed."""
     out = {}
     draws = {}
     for side, (name, sel) in enumerate((("base", base), ("new", new))):
