@@ -95,6 +95,11 @@ def test_resampling_on_the_cluster_equals_duckdb_to_the_bit(store, cluster):
                              (a.all_us, b.all_us)):
                     assert x.shape == y.shape and np.array_equal(x, y), (reps, seed)
                 assert a.all_us.sum() > 0
+            pa_, pk = duck.per_upload_key(s.snap, sel.uploads, spec), dask.per_upload_key(
+                s.snap, sel.uploads, spec)
+            order = [np.lexsort((p["j"], p["uk"])) for p in (pa_, pk)]
+            for c in ("uk", "j", "s", "t", "a"):
+                assert np.array_equal(pa_[c][order[0]], pk[c][order[1]]), c
     finally:
         duck.close()
 

@@ -156,8 +156,13 @@ def test_intervals_contain_estimates_and_agree_with_the_multinomial_bootstrap(st
         other = query.bootstrap(s.engine, s.snap, base, new, keys, match, reps, seed=1)
     assert all(np.array_equal(again[m], ci[m], equal_nan=True) for m in ci)  # deterministic
     assert not np.array_equal(other["self_pp"], ci["self_pp"], equal_nan=True)
-    old = _multinomial(_shares(store, base, keys, match), _shares(store, new, keys, match),
-                       reps, np.random.default_rng(0))
+    ref_b, ref_n = _shares(store, base, keys, match), _shares(store, new, keys, match)
+    with api.session(store) as s:  # the engine's per-trace sums (`fleet regressions`)
+        for sel, ref in ((base, ref_b), (new, ref_n)):
+            got = query.trace_shares(s.engine, s.snap, sel, keys, match)
+            for g, r in zip(got, ref, strict=True):
+                assert np.allclose(g, r, rtol=0, atol=1e-3)  # ns rounding per sample
+    old = _multinomial(ref_b, ref_n, reps, np.random.default_rng(0))
     rows = {r.key: r for r in d.rows}
     checked = 0
     for j, k in enumerate(keys):

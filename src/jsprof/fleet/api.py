@@ -313,7 +313,7 @@ class DiffParts:
     doc: dict
     page: str | None
     keys: list  # per doc row: the diff's match key of its function (analysis.diff.NameKey)
-    base: Any  # query.Selection of each side, with per-trace rows
+    base: Any  # query.Selection of each side (`query.trace_shares` reads it per trace)
     new: Any
     match: Any  # the ResourceMatcher both sides were keyed with
 

@@ -484,6 +484,50 @@ class DuckEngine:
         self.con.unregister("u")
         return _stacks_from(t, group is not None)
 
+    def _register_keys(self, up: Uploads, spec: Resample) -> None:
+        import pyarrow as pa
+
+        self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri,
+                                         "hu": spec.upload_hash(up.uk)}))
+        self.con.register("c", pa.table({
+            "sk": spec.sk.astype(np.int64), "j": spec.key.astype(np.int64),
+            "s": spec.is_self.astype(np.int64), "t": spec.is_total.astype(np.int64),
+            "first": spec.first.astype(np.int64)}))
+
+    @staticmethod
+    def _per_sql(unit: str) -> str:
+        """The weights (`read_parquet(?)`) summed per (upload, key), as `per_upload_key`
+        does: exact ns (BIGINT), or whole µs as DOUBLE (`to_us`) for the resampling."""
+        def col(expr: str) -> str:
+            total = f"sum(w.weight_ns * {expr})"
+            return f"{total}::BIGINT" if unit == "ns" else f"(({total} + 500) // 1000)::DOUBLE"
+
+        return f"""
+            WITH w AS (
+                SELECT w.uk, w.weight_ns,
+                       CASE WHEN w.stack_id >= 0 THEN u.ri * 4294967296 + w.stack_id
+                            ELSE -2 - w.marker END AS sk
+                FROM read_parquet(?) w JOIN u USING (uk))
+            SELECT w.uk, coalesce(c.j, -1) AS j, {col("coalesce(c.s, 0)")} AS s,
+                   {col("coalesce(c.t, 0)")} AS t, {col("coalesce(c.first, 1)")} AS a
+            FROM w LEFT JOIN c USING (sk) GROUP BY w.uk, coalesce(c.j, -1)"""
+
+    def per_upload_key(self, snap: Snapshot, up: Uploads, spec: Resample
+                       ) -> dict[str, np.ndarray]:
+        """ns per (upload, key) of `spec`'s keys (`engine.per_upload_key`'s columns):
+        uploads x keys, what per-trace figures (`fleet regressions`) read."""
+        files = snap.row_files("weights", up)
+        if not files:
+            return per_upload_key(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                  np.zeros(0, np.int64), spec)
+        self._register_keys(up, spec)
+        try:
+            t = _arrow_cols(self.con.sql(self._per_sql("ns"), params=[files]).to_arrow_table())
+        finally:
+            for name in ("u", "c"):
+                self.con.unregister(name)
+        return {c: np.asarray(t[c], np.int64) for c in ("uk", "j", "s", "t", "a")}
+
     def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
         """`Resample` in SQL: the weights summed per (upload, key) into a table of the
         engine's, then per block of keys, uploads x resamples rows whose weight is a
@@ -494,33 +538,14 @@ class DuckEngine:
         if not files or not spec.reps:
             return spec.empty()
         K = spec.keys
-        self.con.register("u", pa.table({"uk": up.uk, "ri": up.ri,
-                                         "hu": spec.upload_hash(up.uk)}))
-        self.con.register("c", pa.table({
-            "sk": spec.sk.astype(np.int64), "j": spec.key.astype(np.int64),
-            "s": spec.is_self.astype(np.int64), "t": spec.is_total.astype(np.int64),
-            "first": spec.first.astype(np.int64)}))
+        self._register_keys(up, spec)
         self.con.register("r", pa.table({"rep": np.arange(spec.reps, dtype=np.int64),
                                          "rm": spec.rep_hash()}))
         self.con.register("wt", pa.table({"i": np.arange(len(WEIGHTS), dtype=np.uint64),
                                           "n": np.asarray(WEIGHTS, np.int64)}))
         per = f"resample_per_{id(spec):x}"
         try:
-            # ns summed exactly per (upload, key), then whole µs (`to_us`)
-            self.con.execute(f"""
-                CREATE TEMP TABLE {per} AS
-                WITH w AS (
-                    SELECT w.uk, w.weight_ns,
-                           CASE WHEN w.stack_id >= 0 THEN u.ri * 4294967296 + w.stack_id
-                                ELSE -2 - w.marker END AS sk
-                    FROM read_parquet(?) w JOIN u USING (uk))
-                SELECT w.uk, coalesce(c.j, -1) AS j,
-                       ((sum(w.weight_ns * coalesce(c.s, 0)) + 500) // 1000)::DOUBLE AS s,
-                       ((sum(w.weight_ns * coalesce(c.t, 0)) + 500) // 1000)::DOUBLE AS t,
-                       ((sum(w.weight_ns * coalesce(c.first, 1)) + 500) // 1000)::DOUBLE
-                           AS a
-                FROM w LEFT JOIN c USING (sk) GROUP BY w.uk, coalesce(c.j, -1)""",
-                [files])
+            self.con.execute(f"CREATE TEMP TABLE {per} AS {self._per_sql('us')}", [files])
             out = spec.empty()
             for lo in range(0, max(K, 1), KEY_BLOCK):
                 js = range(lo, min(lo + KEY_BLOCK, K))
@@ -670,22 +695,35 @@ class DaskEngine:
         return _stacks_from({c: pdf[c].to_numpy() for c in [*by, "samples", "weight_ns"]},
                             group is not None)
 
-    def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
-        """`Resample` as DuckDB runs it: rows -> (upload, key) sums on the workers (a
-        groupby, so each pair is whole before its µs are rounded), then per partition the
-        weights by the same hash (`draw_sums`), the partitions' sums added in a tree.
-        The client holds resamples x keys."""
+    def _per(self, files: list[str], up: Uploads, spec: Resample) -> Any:
+        """The (upload, key) ns sums as a dask dataframe: per partition on the workers,
+        then a groupby, so each pair is whole."""
         import pandas as pd
+
+        w = self._read(files, ["uk", "stack_id", "marker", "weight_ns"])
+        meta = pd.DataFrame({c: pd.Series([], dtype="int64") for c in ("uk", "j", "s", "t", "a")})
+        rows = w.map_partitions(_per_upload_key_part, (up.uk, up.ri, spec), meta=meta)
+        return rows.groupby(["uk", "j"]).sum(split_out=max(1, w.npartitions)).reset_index()
+
+    def per_upload_key(self, snap: Snapshot, up: Uploads, spec: Resample
+                       ) -> dict[str, np.ndarray]:
+        files = snap.row_files("weights", up)
+        if not files:
+            return per_upload_key(np.zeros(0, np.int64), np.zeros(0, np.int64),
+                                  np.zeros(0, np.int64), spec)
+        pdf = self.client.compute(self._per(files, up, spec)).result()
+        return {c: pdf[c].to_numpy().astype(np.int64) for c in ("uk", "j", "s", "t", "a")}
+
+    def resample(self, snap: Snapshot, up: Uploads, spec: Resample) -> Draws:
+        """`Resample` as DuckDB runs it: (upload, key) sums on the workers (`_per`), then
+        per partition the weights by the same hash (`draw_sums`), the partitions' sums
+        added in a tree. The client holds resamples x keys."""
         from dask import delayed
 
         files = snap.row_files("weights", up)
         if not files or not spec.reps:
             return spec.empty()
-        w = self._read(files, ["uk", "stack_id", "marker", "weight_ns"])
-        u = (up.uk, up.ri, spec)
-        meta = pd.DataFrame({c: pd.Series([], dtype="int64") for c in ("uk", "j", "s", "t", "a")})
-        rows = w.map_partitions(_per_upload_key_part, u, meta=meta)
-        per = rows.groupby(["uk", "j"]).sum(split_out=max(1, w.npartitions)).reset_index()
+        per = self._per(files, up, spec)
         parts = [delayed(_draw_part)(p, spec) for p in per.to_delayed()]
         while len(parts) > 1:
             parts = [delayed(operator.add)(a, b) for a, b in zip(parts[::2], parts[1::2],

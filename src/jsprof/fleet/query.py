@@ -42,6 +42,7 @@ from .engine import (
     StackRows,
     Uploads,
     Want,
+    per_upload_key,
     resample_rows,
     stack_key,
 )
@@ -518,6 +519,30 @@ def resample_spec(sel: Selection, keys: list[NameKey],
     first_row[1:] = sk[1:] != sk[:-1]
     return Resample(sk, j, is_self.astype(np.int8), np.ones(len(sk), np.int8),
                     first_row.astype(np.int8), len(keys), reps, seed)
+
+
+def trace_shares(engine: Engine, snap: Snapshot, sel: Selection, keys: list[NameKey],
+                 match: Callable[[str | None], str | None]
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per trace: self and total ms of each of `keys` (traces x keys), and all its ms, as
+    the engine sums them per (upload, key) (`resample_spec`'s rule): what `fleet
+    regressions` reads per trace. Memory: uploads x keys."""
+    spec = resample_spec(sel, keys, match, 0, 0)
+    if sel.per_trace is not None:  # --during: its rows are in memory already
+        rows: StackRows = sel.per_trace
+        per = per_upload_key(rows.uk, stack_key(rows.ri, rows.stack_id, rows.marker),
+                             rows.weight_ns, spec)
+    else:
+        per = engine.per_upload_key(snap, sel.uploads, spec)
+    U, K = len(sel.uploads), len(keys)
+    ti = np.searchsorted(sel.uploads.uk, per["uk"])
+    on = per["j"] >= 0
+    self_m = np.zeros((U, K))
+    total_m = np.zeros((U, K))
+    self_m[ti[on], per["j"][on]] = per["s"][on] / NS_PER_MS
+    total_m[ti[on], per["j"][on]] = per["t"][on] / NS_PER_MS
+    all_ms = np.bincount(ti, weights=per["a"], minlength=U) / NS_PER_MS
+    return self_m, total_m, all_ms
 
 
 @dataclass

@@ -204,8 +204,8 @@ def regressions(s: Any, f: Any, min_change: float = 2.0, min_traces: int = 5,
         except UsageError as e:
             skipped.append({by: after, base_key: before, "reason": str(e)})
             continue
-        sb, _, ab = query.trace_shares(parts.base, parts.keys, parts.match)
-        sa, _, aa = query.trace_shares(parts.new, parts.keys, parts.match)
+        sb, _, ab = query.trace_shares(s.engine, s.snap, parts.base, parts.keys, parts.match)
+        sa, _, aa = query.trace_shares(s.engine, s.snap, parts.new, parts.keys, parts.match)
         compared.append((before, after, parts, sb, ab, sa, aa))
     tests = sum(len(c[2].keys) for c in compared)
     level = alpha / max(tests, 1)
