@@ -272,13 +272,13 @@ def _running(s: Session, f: Filters, function: str, resource: str | None, uk: An
     from ..analysis.diff import NameKey, ResourceMatcher
     from . import query
 
-    sel = query.select(s.engine, s.snap, f, per_trace="stacks")
+    sel = query.select(s.engine, s.snap, f)
     res = {r for t in sel.recording.tracks for r in t.trace.resources}
     match = ResourceMatcher.for_pair(res, res)
     # Without a resource, the name in any script (or none)
     keys = ([NameKey(function, match(resource))] if resource else
             list({NameKey(function, match(r)): None for r in [*sorted(res), None]}))
-    self_m, total_m, _ = query.trace_shares(sel, keys, match)
+    self_m, total_m, _ = query.trace_shares(s.engine, s.snap, sel, keys, match)
     ran = (self_m > 0).any(axis=1) | (total_m > 0).any(axis=1)
     # per upload of `sel` (sorted by key): in the order of `uk`, the listing's uploads
     return ran[np.searchsorted(sel.uploads.uk, uk)]
