@@ -57,6 +57,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
     """Each renderer with its options and real data of the kind it draws."""
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import regressions
     from jsprof.instrument import run_instrumented
 
     c = _classes()
@@ -69,6 +70,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
         vitals = api.vitals(s, f)
         diff, _ = api.diff(s, f.with_side("release=1.0", "--base"),
                            f.with_side("release=1.1", "--new"), 10, [], 5, 1000)
+        found = regressions(s, f, 2.0, 5, 1000)
     return [
         (c["JsonRenderer"](), {"a": [1, 2]}),
         (c["JsonRenderer"](indent=False), {"a": [1, 2]}),
@@ -82,6 +84,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
         (c["FleetTopTable"](_console(), "t"), top),
         (c["FleetDiffTable"](_console()), diff),
         (c["VitalsTable"](_console()), vitals),
+        (c["RegressionsText"](), found),
     ]
 
 
@@ -149,9 +152,10 @@ def test_fleet_draws_through_renderers(
         (["fleet", "diff", *where, "--base", "release=1.0", "--new", "release=1.1",
           "--flame", str(tmp_path / "d.svg")], ["FlameRenderer", "FleetDiffTable"]),
         (["fleet", "flame", *where, "-o", str(tmp_path / "f.html")], ["FlameRenderer"]),
+        (["fleet", "regressions", *where], ["RegressionsText"]),
     ):
         drawn.clear()
-        assert main(argv) == 0, argv
+        assert main(argv) == (1 if argv[1] == "regressions" else 0), argv  # 1: one found
         assert drawn == want, argv
     capsys.readouterr()
 

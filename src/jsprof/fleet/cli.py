@@ -377,9 +377,11 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     if args.json:
         print_json(doc)
     else:
-        from .text import print_regressions
+        from .text import RegressionsText, not_compared
 
-        print_regressions(doc)
+        emit(RegressionsText(), doc)
+        for line in not_compared(doc):
+            print(line, file=sys.stderr)
     return 1 if doc["regressions"] else 0
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.text import Text
 
+from ..render.base import Renderer
 from ..render.console import lost_note, table_width
 from ..render.plain import TextOut, TextRenderer, plain_table
 from ..render.rows import LOCATION_END, elastic_widths, elide_cells, elide_middle, wrap_to
@@ -187,25 +188,39 @@ class VitalsTable(TextRenderer):
               "presentation", width)
 
 
-def print_regressions(doc: dict) -> None:
-    """One line per regression (the `fleet regressions --json` document), then what was
-    not compared (stderr), or one line saying there were none."""
-    import sys
+class RegressionsText(Renderer):
+    """`fleet regressions`' text: one line per regression (the `--json` document), or one
+    line saying there were none. What was not compared is `not_compared`'s, for stderr."""
 
+    kind = "text"
+    extension = ".txt"
+
+    def render(self, doc: dict) -> str:
+        by = doc["by"]
+        base_key = "baseRelease" if by == "release" else "baseDay"
+        lines = []
+        for r in doc["regressions"]:
+            lo, hi = r["selfPpCi"]
+            name = r["name"] or anonymous_label(r["resource"], r.get("line"))
+            eg = ", ".join(printable(i) for i in r["exampleIds"]) or "(none)"
+            lines.append(
+                f"{printable(name)} ({printable(r['resource'] or '')}): "
+                f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
+                f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at {by} "
+                f"{printable(r[by])} (after {printable(r[base_key])}); "
+                f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
+                f"e.g. {eg}"
+            )
+        if not doc["regressions"]:
+            lines.append(f"no regressions over {plural(len(doc[by + 's']), by)}")
+        return "".join(line + "\n" for line in lines)
+
+
+def not_compared(doc: dict) -> list[str]:
+    """The release (or day) pairs `fleet regressions` did not compare, and why."""
     by = doc["by"]
     base_key = "baseRelease" if by == "release" else "baseDay"
-    for r in doc["regressions"]:
-        lo, hi = r["selfPpCi"]
-        name = r["name"] or anonymous_label(r["resource"], r.get("line"))
-        eg = ", ".join(printable(i) for i in r["exampleIds"]) or "(none)"
-        print(f"{printable(name)} ({printable(r['resource'] or '')}): "
-              f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
-              f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at {by} "
-              f"{printable(r[by])} (after {printable(r[base_key])}); "
-              f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
-              f"e.g. {eg}")
-    for sk in doc["skipped"]:
-        print(f"not compared: {printable(sk[base_key])} -> {printable(sk[by])}: "
-              f"{sk['reason']}", file=sys.stderr)
-    if not doc["regressions"]:
-        print(f"no regressions over {plural(len(doc[by + 's']), by)}")
+    return [
+        f"not compared: {printable(sk[base_key])} -> {printable(sk[by])}: {sk['reason']}"
+        for sk in doc["skipped"]
+    ]
