@@ -190,11 +190,10 @@ def test_slow_click_handler_tops_report_during_interaction(recorded: Path) -> No
     doc = orjson.loads(r.stdout)
     top = _top_function(doc)
     assert top["name"] == "slowClickHandlerForJsprof", doc["rows"][:3]
-    # Of the JavaScript in the window, the handler is most: the rest is the page's own
-    # event dispatch. (Rows with no JavaScript, (program) and GC, grow on a loaded machine,
-    # where a starved sampler's gaps count up to their cap: not asserted on.)
-    js = sum(r["self_ms"] for r in doc["rows"] if not r["name"].startswith("("))
-    assert top["self_ms"] > 0.8 * js
+    # It ran 500 ms of wall time, which its samples' weights add up to. (Rows with no
+    # JavaScript, (program) and GC, grow on a loaded machine, where a starved sampler's
+    # gaps count up to their cap: not asserted on.)
+    assert top["self_ms"] > 250
     # The "sort" click (150 ms of handler) takes under 200 ms (INP's "poor" line) unless
     # the machine is loaded: kept by default only then; with a threshold below its
     # duration its handler is in, and the window count says so.
@@ -214,7 +213,12 @@ def test_slow_click_handler_tops_report_during_interaction(recorded: Path) -> No
     r = _report(recorded, "--during", "long-frame")
     assert r.returncode == 0, r.stderr
     assert "slowClickHandlerForJsprof" in r.stdout
-    assert re.fullmatch(r"jsprof: only samples during \d+ long animation frames?\n", r.stderr)
+    assert re.fullmatch(
+        r"jsprof: only samples during \d+ long animation frames?"
+        r"(; [\d.]+ ms of samples whose stack the browser did not capture charged to the long "
+        r"animation frame's script entry point, under \(stack not captured\))?\n",
+        r.stderr,
+    ), r.stderr
 
 
 def test_report_during_refusals(recorded: Path, tmp_path: Path) -> None:
@@ -265,8 +269,10 @@ def test_lost_stacks_inside_a_long_frame_go_to_its_entry_point(recorded: Path) -
         for s in kept.sample_stack.tolist()
         if s >= 0 and knames[kept.stack_frame[s]] == "(stack not captured)"
     ]
-    assert len(moved) >= 0.9 * on.sum()
-    assert all(m[-1] == "builtinHeavyHandlerForJsprof" for m in moved), moved[:3]
+    # (A sample the profiler itself lost in the other handler's frame goes to that one.)
+    handlers = {"builtinHeavyHandlerForJsprof", "slowClickHandlerForJsprof"}
+    assert all(m[-1] in handlers for m in moved), moved[:3]
+    assert sum(m[-1] == "builtinHeavyHandlerForJsprof" for m in moved) >= 0.9 * on.sum()
     # The entry point is the profile's own frame of that function (one with a line).
     entry = next(f for f in kept.frames if f.name == "builtinHeavyHandlerForJsprof")
     assert entry.line is not None
