@@ -92,3 +92,23 @@ def test_bad_window_args_are_refused_naming_the_field(
     err = p.stderr.strip()
     assert "Traceback" not in err and len(err.splitlines()) == 1, err
     assert f"jsprof.spans.args[{i}].{says}" in err, err
+
+
+@pytest.mark.parametrize("ext", [".chrome.json", ".pftrace"])
+def test_other_formats_windows_are_checked_too(tmp_path: Path, ext: str) -> None:
+    """Chrome trace and Perfetto carry the windows too (their args, debug annotations):
+    read back with a string where a number of ms goes, one line, exit 2."""
+    rec = _recording()
+    sp = rec.tracks[0].spans
+    i = int(sp.of_kind("interaction")[0])
+    good = tmp_path / f"good{ext}"
+    io.save(rec, good)
+    p = _report(good, "--during", "interaction", "--json")
+    assert p.returncode == 0 and orjson.loads(p.stdout)["total_ms"] == pytest.approx(270, abs=1)
+    sp.args[i]["duration"] = "270"  # as another program might write it
+    bad = tmp_path / f"bad{ext}"
+    io.save(rec, bad)
+    p = _report(bad, "--during", "interaction")
+    err = p.stderr.strip()
+    assert p.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
+    assert "duration: expected a number of ms" in err, err

@@ -301,6 +301,17 @@ def check_span_args(kind: str, args: dict, where: str) -> None:
             _num(args, k, where, lo=-1 if k == "sourceCharPosition" else 0.0)
 
 
+def span_args_problem(kind: str, args: dict) -> tuple[str, str] | None:
+    """(key, problem) of the first bad field of a window's args (check_span_args), for a
+    trace reader to name in its own words; None when they are fine."""
+    try:
+        check_span_args(kind, args, "")
+    except TimelineError as e:
+        key, _, problem = str(e).partition(": ")
+        return key.lstrip("."), problem
+    return None
+
+
 def _args(entry: dict, keys: tuple[str, ...], shift: float) -> dict:
     out = {}
     for k in keys:

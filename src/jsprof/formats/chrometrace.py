@@ -32,6 +32,7 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
+from ..timeline import span_args_problem
 from ..trace import (
     NONE,
     SPAN_KIND_CODE,
@@ -387,6 +388,9 @@ def _read_windows(evs: list[tuple[int, dict]], zero_us: float, source: str) -> S
         k = a.pop(KIND_KEY, None)
         if k not in SPAN_KIND_CODE or k == "call":
             raise _err(source, f"{where}.args.{KIND_KEY}", f"{k!r} is not a kind of window")
+        bad = span_args_problem(k, a)  # its fields are computed with (--during, Time view)
+        if bad is not None:
+            raise _err(source, f"{where}.args.{bad[0]}", bad[1])
         label = e.get("name")
         if type(label) is not str:
             raise _err(source, f"{where}.name", "expected a string")

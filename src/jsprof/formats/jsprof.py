@@ -522,11 +522,9 @@ def _read_span_names(
                 )
             # A page window's fields are computed with (--during, the Time view): their
             # types are checked as the collector checks a client's timeline.
-            try:
-                timeline.check_span_args(SPAN_KINDS[kind[i]], a, "")
-            except timeline.TimelineError as e:
-                raise ctx.error(f"{where}.args[{i}]{str(e).split(':', 1)[0]}",
-                                str(e).split(": ", 1)[1]) from None
+            bad = timeline.span_args_problem(SPAN_KINDS[kind[i]], a)
+            if bad is not None:
+                raise ctx.error(f"{where}.args[{i}].{bad[0]}", bad[1])
         args = got
     return kind, name, names, args
 

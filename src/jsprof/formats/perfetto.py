@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorAt, TraceFormatError
+from ..timeline import span_args_problem
 from ..trace import (
     MARKERS,
     NONE,
@@ -414,6 +415,11 @@ def _read_windows(msg: Any, tracks: list[Track], zeros: list[float], source: str
             if kd not in SPAN_KIND_CODE or kd == "call":
                 stack.append(-1)  # a slice that is not one of ours: keep the nesting
                 continue
+            bad = span_args_problem(str(kd), a)  # computed with (--during, Time view)
+            if bad is not None:
+                raise ErrorAt(source)(
+                    f"track_event {ev.name[:80]!r}.debug_annotations.{bad[0]}",
+                    bad[1])
             parent.append(next((j for j in reversed(stack) if j >= 0), NONE))
             stack.append(len(start))
             start.append((ts - zero_ns) / 1e6)
