@@ -1127,8 +1127,9 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     src.add_argument(
         "--embed-source",
         metavar="DIR",
-        help="the source view shows scripts that are local files (and a source map's "
-        "sources); also look for the others (http:// pages) in DIR, by URL path or file name",
+        help="the source view shows local scripts in the trace's folder or the current one "
+        "(and a source map's sources), never other files a trace names; also scripts in DIR: "
+        "local ones, and http:// pages' by URL path or file name",
     )
     src.add_argument(
         "--no-source",
