@@ -493,8 +493,8 @@ def _span_tip(sp: Spans, i: int, label: str) -> str:
                          f"presentation {_ms(max(end - pe, 0.0))}")
         return "\n".join(lines)
     if kind == "long-frame":
-        lines = [f"{label}: {_ms(end - start)}",
-                 f"blocking {_ms(a.get('blockingDuration'))}"]
+        # (its length and place follow on the tooltip's last line, as every box's do)
+        lines = [label, f"blocking {_ms(a.get('blockingDuration'))}"]
         rs = a.get("renderStart")
         if isinstance(rs, (int, float)) and rs > 0:
             lines.append(f"rendering from {_ms(rs - start)} into the frame")
@@ -503,7 +503,7 @@ def _span_tip(sp: Spans, i: int, label: str) -> str:
     pos = a.get("sourceCharPosition")
     if where and isinstance(pos, (int, float)) and pos >= 0:
         where += f" (character {int(pos)})"
-    lines = [f"script entry {label}: {_ms(end - start)}",
+    lines = [f"script entry {label}",
              f"{a.get('invokerType') or 'invoker'}: {a.get('invoker') or '?'}"]
     if where:
         lines.append(where)
