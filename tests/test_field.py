@@ -144,6 +144,10 @@ def test_secure_follows_the_request_scheme() -> None:
     assert s.set_cookie(False, https=False) == "jsprof_sample=0; Path=/; SameSite=Lax"
     assert "Secure" in Sampling(0.5, secure=True).set_cookie(True, https=False)
     assert "Secure" not in Sampling(0.5, secure=False).set_cookie(True, https=True)
+    # SameSite=None without Secure is dropped by browsers: Secure even when the app sees
+    # http (TLS ended at a proxy), else no session would keep its decision.
+    cookie = Sampling(0.5, same_site="None").set_cookie(True, https=False)
+    assert "SameSite=None" in cookie and "Secure" in cookie.split("; ")
 
 
 @pytest.mark.parametrize(

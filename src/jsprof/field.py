@@ -55,7 +55,8 @@ class Sampling:
 
     `rate` is the share of sessions sampled (0 to 1). The cookie lives for the browser
     session unless `max_age` (seconds) says longer; `secure=None` marks it Secure on
-    HTTPS requests only. `vary` adds `Vary: Cookie` to the HTML responses it decides on,
+    HTTPS requests only (always with same_site="None", which browsers keep only when
+    Secure). `vary` adds `Vary: Cookie` to the HTML responses it decides on,
     since their headers depend on the cookie: a shared cache must not give one session's
     page (its Document-Policy, its Set-Cookie) to another. `random` draws from [0, 1).
     """
@@ -144,7 +145,9 @@ class Sampling:
         parts = [f"{self.cookie}={'1' if sampled else '0'}", f"Path={self.path}"]
         if self.max_age is not None:
             parts.append(f"Max-Age={self.max_age}")
-        if self.secure or (self.secure is None and https):
+        # SameSite=None is dropped by browsers unless Secure; behind a TLS-terminating
+        # proxy the app sees http, so secure=None must not leave it off then.
+        if self.secure or (self.secure is None and (https or self.same_site == "None")):
             parts.append("Secure")
         parts.append(f"SameSite={self.same_site}")
         return "; ".join(parts)
