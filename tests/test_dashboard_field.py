@@ -82,6 +82,11 @@ def test_one_uploads_flame_graph(col: Collector) -> None:
     assert col.request("GET", "/v1/traces/u03/flame")[0] == 401
     status, _, body = col.request("GET", "/v1/traces/nope/flame", headers=auth)
     assert status == 404 and orjson.loads(body)["error"] == "no upload with id 'nope'"
+    # It reads no query parameter: one it was given is refused, not ignored.
+    status, _, body = col.request("GET", "/v1/traces/u03/flame?format=svg", headers=auth)
+    assert status == 400, body
+    assert orjson.loads(body)["error"].startswith(
+        "query parameter 'format': not one /v1/traces/{id}/flame reads (none)")
 
 
 def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path

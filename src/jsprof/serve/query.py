@@ -107,7 +107,10 @@ ROUTE_PARAMS = {
     "regressions": FILTER_PARAMS
     | {"by", "min_change", "min_traces", "min_samples", "format"},
     "options": frozenset({"app"}),
+    "trace_flame": frozenset(),
 }
+# The path each route's refusals name (the rest are /v1/query/<route>).
+_ROUTE_PATHS = {"traces": "/v1/traces", "trace_flame": "/v1/traces/{id}/flame"}
 
 
 def check_params(request: Request, route: str) -> None:
@@ -124,8 +127,8 @@ def check_params(request: Request, route: str) -> None:
             hint = f"; did you mean {close[0]}?" if close else ""
             raise UsageError(
                 f"query parameter {printable(name[:40])!r}: not one "
-                f"{'/v1/traces' if route == 'traces' else '/v1/query/' + route} reads "
-                f"({', '.join(sorted(allowed))}){hint}"
+                f"{_ROUTE_PATHS.get(route, '/v1/query/' + route)} reads "
+                f"({', '.join(sorted(allowed)) or 'none'}){hint}"
             )
 
 
@@ -427,10 +430,15 @@ async def list_traces(request: Request) -> Response:
 async def trace_flame(request: Request) -> Response:
     """`GET /v1/traces/{id}/flame`: one upload's flame graph (the renderer's own page, as
     `jsprof flame` draws that trace), for the dashboard's links to example uploads."""
+    from ..errors import UsageError
     from ..words import printable
     from .app import _Failed, _get, error, in_thread, trace_document
 
     _auth(request)
+    try:
+        check_params(request, "trace_flame")  # ?format=svg is not an svg: say so
+    except UsageError as e:
+        return error(400, str(e))
     upload_id = request.path_params["id"]
     got = await in_thread(_get, _store(request), upload_id)
     if isinstance(got, _Failed):
