@@ -73,8 +73,9 @@ def _before_module(path: str) -> object:
 
 def _open_ms(browser: object, url: str) -> float:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
-    page.goto(url)
-    while not page.evaluate("!!document.getElementById('fg-svg').getAttribute('data-ready')"):
+    page.goto(url, wait_until="commit", timeout=300_000)
+    while not page.evaluate("!!(document.getElementById('fg-svg') || {getAttribute() {}})"
+                            ".getAttribute('data-ready')"):
         time.sleep(0.01)
     # The old page has no mark: the script's end is when it marked the graph ready.
     ms = page.evaluate(
@@ -96,11 +97,18 @@ def _open_ms(browser: object, url: str) -> float:
 _open_ms.extra = []  # type: ignore[attr-defined]
 
 
+def _loaded(page: object) -> None:
+    """Until the whole file is read (the views' data follows the page script) and the page
+    is idle: keystrokes are timed on a page that has finished opening."""
+    while page.evaluate("document.readyState") != "complete":  # type: ignore[attr-defined]
+        time.sleep(0.01)
+    page.evaluate("new Promise(r => setTimeout(() => requestAnimationFrame(() => r()), 50))")  # type: ignore[attr-defined]
+
+
 def _keystrokes(browser: object, url: str, q: str) -> list[float]:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
-    page.goto(url)
-    while not page.evaluate("!!document.getElementById('fg-svg').getAttribute('data-ready')"):
-        time.sleep(0.01)
+    page.goto(url, wait_until="commit", timeout=300_000)
+    _loaded(page)
     out = [page.evaluate(_TYPE, q[: k + 1]) for k in range(len(q))]
     page.close()
     return out
@@ -169,9 +177,8 @@ def main() -> None:
                       f"(total {sum(old_k) / 1000:.1f} s); ratio of totals "
                       f"{sum(new_k) / sum(old_k):.2f}")
             page = b.new_page(viewport={"width": 1280, "height": 800})
-            page.goto("file://" + path)
-            while not page.evaluate("document.body.dataset.view"):
-                time.sleep(0.01)
+            page.goto("file://" + path, wait_until="commit", timeout=300_000)
+            _loaded(page)
             per_key = [page.evaluate(_TYPE, q[: k + 1]) for k in range(len(q))]
             print(f"search, {len(q)} keystrokes: max {max(per_key):.0f} ms, median "
                   f"{sorted(per_key)[len(per_key) // 2]:.0f} ms (debounce included; "

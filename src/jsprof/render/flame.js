@@ -67,9 +67,14 @@
   // window; frames that hold the whole window are its ancestors, drawn full width.
   var win0 = 0, win1 = 0;
   function zoomTo(i) { zoomed = i; win0 = X[i]; win1 = X[i] + Wd[i]; }
+  var laidOut = "";
   function layout() {
     var W = width(), z = zoomed;
     if (!(win1 > win0)) { win0 = X[z]; win1 = X[z] + Wd[z]; }
+    // Nothing moved (back from another view): tens of thousands of frames are not set again.
+    var key = [W, z, win0, win1, trackNo].join(" ");
+    if (key === laidOut) { paintHits(); return; }
+    laidOut = key;
     var span = win1 - win0, eps = span * 1e-9, scale = (W - 2 * D.pad) / (span || 1);
     if (html) svg.setAttribute("width", W);
     var anc = {};
@@ -104,7 +109,7 @@
   // zoomed width, instead of leaving their time as a gap that reads as self time.
   var MAXTHIN = 30000;
   var LD = new Int32Array(N + MAXTHIN), NV = N, thin = [], thinG = null, kidW = null;
-  var kStart = null, kList = null, kSorted = null, drawnAt = null, fillOfName = {};
+  var kStart = null, kList = null, kSorted = null, drawnAt = null, fillOfName = {}, fillByName = null;
   for (var q0 = 0; q0 < N; q0++) {
     LD[q0] = D.d[q0];
     if (fillOfName[D.n[q0]] === undefined && rects[q0]) fillOfName[D.n[q0]] = rects[q0].getAttribute("fill");
@@ -204,8 +209,12 @@
       r.setAttribute("x", x.toFixed(2)); r.setAttribute("y", y);
       r.setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
       r.setAttribute("height", D.row - 1); r.setAttribute("rx", 2);
-      var ni = D.names.indexOf(name);
-      r.setAttribute("fill", (ni >= 0 && fillOfName[ni]) || hue(name));
+      if (!fillByName) {
+        // A function drawn elsewhere keeps its colour.
+        fillByName = Object.create(null);
+        for (var q1 in fillOfName) fillByName[D.names[q1]] = fillOfName[q1];
+      }
+      r.setAttribute("fill", fillByName[name] || hue(name));
       var tx = doc.createElementNS(SVGNS, "text");
       tx.setAttribute("x", (x + 3).toFixed(2)); tx.setAttribute("y", (y + D.row - 4.5).toFixed(1));
       tx.textContent = label(name, w);
@@ -254,13 +263,15 @@
   var HIT = "hsl(300,80%,62%)", FONT_SVG = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
   function paintHits() {
     if (!hl) return;
-    if (!query) { hl.style.display = "none"; hl.setAttribute("data-hits", "0"); return; }
+    // The canvas is shown, moved and sized only when the graph's box changed: each of those
+    // makes the browser lay out the page again, the graph's many elements with it.
     var W = +svg.getAttribute("width"), H = Hcur, painted = 0;
-    hl.style.display = "";
-    // (an <svg> has no offsetLeft: placed by the two boxes)
+    if (hl.style.display === "none") hl.style.display = "";
     var sr = svg.getBoundingClientRect(), wr = svg.parentNode.getBoundingClientRect();
-    hl.style.left = (sr.left - wr.left) + "px";
-    hl.style.top = (sr.top - wr.top) + "px";
+    // (an SVG element has no offsetLeft: placed by the two boxes)
+    var left = (sr.left - wr.left) + "px", top = (sr.top - wr.top) + "px";
+    if (hl.style.left !== left) hl.style.left = left;
+    if (hl.style.top !== top) hl.style.top = top;
     if (hl.width !== Math.round(W * ratio) || hl.height !== Math.round(H * ratio)) {
       hl.width = Math.round(W * ratio); hl.height = Math.round(H * ratio);
       hl.style.width = W + "px"; hl.style.height = H + "px";
@@ -268,18 +279,37 @@
     var g = hl.getContext("2d");
     g.setTransform(ratio, 0, 0, ratio, 0, 0);
     g.clearRect(0, 0, W, H);
+    if (!query) { hl.setAttribute("data-hits", "0"); return; }
     g.font = FONT_SVG;
+    g.textBaseline = "alphabetic";
+    // The matched frames as one path, filled once (faded ancestors as a second), then their
+    // labels: the canvas covers the graph's own.
+    var fade = [], lab = [];
+    g.beginPath();
     for (var i = 1; i < NV; i++) {
       if (!VIS[i] || !hitOf(i)) continue;
       var w = GW[i], x = GX[i], y = D.icicle ? LD[i] * D.row : H - (LD[i] + 1) * D.row;
       w = Math.max(w > 2 ? w - 0.6 : w, 0);
-      if (i < N && ancs[i]) { g.fillStyle = "#fbfbfa"; g.fillRect(x, y, w, D.row - 1); g.globalAlpha = 0.45; }
-      g.fillStyle = HIT;
-      g.fillRect(x, y, w, D.row - 1);
-      g.globalAlpha = 1;
-      var t = label(nameOfFrame(i), GW[i]);
-      if (t) { g.fillStyle = "#1d1d1f"; g.fillText(t, x + 3, y + D.row - 4.5); }
+      if (i < N && ancs[i]) fade.push(x, y, w); else g.rect(x, y, w, D.row - 1);
+      if (GW[i] >= 3 * D.charW + 6) lab.push(i, x, y);
       painted++;
+    }
+    g.fillStyle = HIT;
+    g.fill();
+    if (fade.length) {
+      g.fillStyle = "#fbfbfa";
+      g.beginPath();
+      for (var k = 0; k < fade.length; k += 3) g.rect(fade[k], fade[k + 1], fade[k + 2], D.row - 1);
+      g.fill();
+      g.globalAlpha = 0.45;
+      g.fillStyle = HIT;
+      g.fill();
+      g.globalAlpha = 1;
+    }
+    g.fillStyle = "#1d1d1f";
+    for (k = 0; k < lab.length; k += 3) {
+      var t = label(nameOfFrame(lab[k]), GW[lab[k]]);
+      if (t) g.fillText(t, lab[k + 1] + 3, lab[k + 2] + D.row - 4.5);
     }
     hl.setAttribute("data-hits", String(painted));
   }

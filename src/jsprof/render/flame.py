@@ -931,12 +931,13 @@ nav.tabs a.on { background: #0b61c4; color: #fff; }
 #fg-reset, #fg-track { font: inherit; padding: 4px 10px; border: 1px solid #c8c8cc;
   border-radius: 6px; background: #fff; cursor: pointer; }
 #fg-reset { visibility: hidden; }
-#fg-status { color: #8a2be2; min-height: 1em; padding: 0 16px 4px; }
+#fg-status { color: #8a2be2; height: 1.35em; line-height: 1.35em; padding: 0 16px 4px;
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
 .legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
 #fg-wrap { padding: 6px 6px 12px; position: relative; }
-#fg-hl { position: absolute; pointer-events: none; }
+#fg-hl { position: absolute; pointer-events: none; will-change: transform; }
 #fg-svg { display: block; }
 #fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;
   word-break: break-all; background: rgba(29,29,31,0.94); color: #f5f5f7; padding: 7px 9px;
