@@ -166,6 +166,10 @@ def test_secure_follows_the_request_scheme() -> None:
         ({"rate": 0.1, "path": "/a;Domain=evil"}, "path must be a URL path"),
         ({"rate": 0.1, "same_site": "lax"}, "same_site must be 'Lax', 'Strict' or 'None'"),
         ({"rate": 0.1, "same_site": "None", "secure": False}, "needs a Secure cookie"),
+        # Accepted before: a truthy string meant True, a non-callable failed per request.
+        ({"rate": 0.1, "secure": "false"}, "secure must be None, True or False"),
+        ({"rate": 0.1, "vary": "no"}, "vary must be True or False"),
+        ({"rate": 0.1, "random": 0.5}, "random must be a function"),
     ],
 )
 def test_bad_options_say_what(kwargs: dict, says: str) -> None:

@@ -106,6 +106,17 @@ class Sampling:
             raise UsageError(
                 "jsprof.field: same_site='None' needs a Secure cookie (secure=None or True)"
             )
+        # A string here ("yes", "false") is truthy: it would silently pick the opposite of
+        # what a config file meant, and a non-callable `random` failed on every request.
+        if secure not in (None, True, False):
+            raise UsageError(f"jsprof.field: secure must be None, True or False, got {secure!r}")
+        if vary not in (True, False):
+            raise UsageError(f"jsprof.field: vary must be True or False, got {vary!r}")
+        if not callable(random):
+            raise UsageError(
+                f"jsprof.field: random must be a function giving a number in [0, 1), "
+                f"got {random!r}"
+            )
         self.rate = float(rate)
         self.cookie = cookie
         self.max_age = max_age
