@@ -106,7 +106,9 @@ def test_setup_start_stop_returns_trace(engine: tuple[str, RuntimeProfiler, Any]
     trace = prof.stop()
     assert isinstance(trace, ProfilerTrace)
     assert not prof.started
-    assert trace.num_samples >= 30  # 100 ms at 1 ms, with room for V8's coarser spacing
+    # 100 ms at 1 ms: ~100 samples on a quiet machine, 24 seen at load 18 on 2 cores (V8's
+    # sampler thread waits for a core); the interval's fidelity is tested in test_node
+    assert trace.num_samples >= 10
     assert "contractWork" in names(trace)
     assert np.all(np.diff(trace.sample_time) > 0)
 
