@@ -163,7 +163,10 @@ class ProfilerTrace:
         sample_count: Iterable[int] | np.ndarray | None = None,
     ) -> None:
         self.resources: list[str] = list(resources)
-        self.frames: list[ProfilerFrame] = [ProfilerFrame(*f) for f in frames]
+        # Frames that are ProfilerFrames already (every reader's) are kept, not built again:
+        # a namedtuple's __new__ is Python code (the collector's parse paid it twice)
+        self.frames: list[ProfilerFrame] = [
+            f if type(f) is ProfilerFrame else ProfilerFrame(*f) for f in frames]
         self.stack_parent = _i32(stack_parent)
         self.stack_frame = _i32(stack_frame)
         self.sample_time = np.ascontiguousarray(sample_time, dtype=np.float64)

@@ -799,6 +799,7 @@ def _fast_trace(parts: dict, samples: _Columns | Iterator[bytes]) -> ProfilerTra
         raise _Fallback("table too long")
     n_res = len(resources)
     out_frames = []
+    new = tuple.__new__  # in C: the namedtuple's own __new__ (and _make) is Python code
     for f in frames:
         rid, line, col = f.resourceId, f.line, f.column
         if rid != _ABSENT and not 0 <= rid < n_res:
@@ -807,14 +808,12 @@ def _fast_trace(parts: dict, samples: _Columns | Iterator[bytes]) -> ProfilerTra
             col != _ABSENT and not 1 <= col <= MAX_POSITION
         ):
             raise _Fallback("line or column")
-        out_frames.append(
-            ProfilerFrame(
-                f.name,
-                None if rid == _ABSENT else rid,
-                None if line == _ABSENT else line,
-                None if col == _ABSENT else col,
-            )
-        )
+        out_frames.append(new(ProfilerFrame, (
+            f.name,
+            None if rid == _ABSENT else rid,
+            None if line == _ABSENT else line,
+            None if col == _ABSENT else col,
+        )))
     n_frames = len(out_frames)
     frame = np.array([s.frameId for s in stacks], np.int64)
     parent = np.array([s.parentId for s in stacks], np.int64)

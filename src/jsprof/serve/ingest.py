@@ -352,7 +352,7 @@ def _fast_path(
     if not keep_query and any("?" in r or "#" in r for r in t.resources):
         return False
     if _too_long(t.resources, limits.max_url) or _too_long(
-        (f.name for f in t.frames), limits.max_name
+        [f[0] for f in t.frames], limits.max_name
     ):
         return False  # the general path cuts them
     return True
@@ -390,7 +390,7 @@ def _fast_envelope(
 
 
 def _too_long(texts: Any, cap: int) -> bool:
-    return any(len(x) > cap for x in texts)
+    return max(map(len, texts), default=0) > cap  # the loop in C
 
 
 def cut(text: str, cap: int) -> str:
