@@ -307,3 +307,36 @@ def test_an_interaction_window_covers_its_handlers() -> None:
                            "processingEnd": 520.0}], None)
     assert pl.windows("interaction", 200.0) == [(100.0, 520.0)]
     assert pl.windows("interaction", 250.0) == []  # the threshold is INP's number
+
+
+def test_series_by_day_during_a_window(store: Path) -> None:
+    """`series?by=day` with --during: one pass over the uploads' windows (select_groups),
+    the same shares as the one day's selection by itself."""
+    import math
+    from dataclasses import replace
+
+    from jsprof.analysis.profile import summarize
+    from jsprof.fleet import api, query
+    from jsprof.fleet.filters import Filters
+    from jsprof.store import Store
+
+    st = Store(store)
+    try:
+        with api.session(st) as s:
+            f = Filters(app="shop", during="long-frame")
+            doc = api.series(s, f, "onBuy", "day")
+            assert len(doc["points"]) == 1
+            p = doc["points"][0]
+            at = s.engine.uploads(s.snap, f).received_at
+            d = math.floor(float(at[0]) / 86400e3)
+            sel = query.select(s.engine, s.snap, replace(f, since=d * 86400e3,
+                                                         until=(d + 1) * 86400e3))
+            sm = summarize(sel.recording)
+            hit = [i for i, k in enumerate(sm.stats.keys) if k.name == "onBuy"]
+            assert p["traces"] == sel.traces == 2
+            assert p["totalMs"] == round(sm.total_ms, 3)
+            assert p["totalPct"] == round(
+                float(max(sm.stats.total_ms[i] for i in hit)) * 100.0 / sm.total_ms, 3)
+            assert p["totalPct"] > 0
+    finally:
+        st.close()

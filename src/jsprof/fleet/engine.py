@@ -550,8 +550,6 @@ class DuckEngine:
             for lo in range(0, max(K, 1), KEY_BLOCK):
                 js = range(lo, min(lo + KEY_BLOCK, K))
                 cols = [f"s{j}" for j in js] + [f"t{j}" for j in js] + (["a"] if lo == 0 else [])
-                if not cols:
-                    break
                 got = self._resample_block(per, cols, spec.reps)
                 for j in js:
                     out.self_us[:, j] = got[f"s{j}"]
