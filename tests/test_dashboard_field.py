@@ -207,3 +207,77 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
         finally:
             browser.close()
 
+
+
+def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None:
+    # The release diff's minimum evidence (min_traces, min_samples) is set on the page and
+    # reaches the query: 16 uploads a release pass 16 and fail 17, in a sentence; a bad
+    # value is a sentence naming the field, and the route answers it with a 400 JSON.
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import expect, sync_playwright
+
+    auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+    q = "/v1/query/diff?app=shop&base=release%3D1.9.0&new=release%3D1.10.0"
+    for extra, said in (("&min_traces=abc", "query parameter min_traces: expected a whole"),
+                        ("&min_traces=0", "query parameter min_traces: must be at least 1"),
+                        ("&min_samples=1e3", "query parameter min_samples: expected a whole"),
+                        ("&min_traces=17", "each side needs at least 17 traces")):
+        status, headers, body = col.request("GET", q + extra, headers=auth)
+        assert status == 400 and headers["content-type"] == "application/json", extra
+        assert said in orjson.loads(body)["error"], (extra, body)
+    samples = _api(col, "/v1/query/diff", app="shop", base="release=1.9.0",
+                   new="release=1.10.0", min_traces="16")["base"]["samples"]
+
+    shots = Path(SHOTS) if SHOTS else tmp_path
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(col.url + "/")
+            page.fill("#token", READ_TOKEN)
+            page.click("#signin")
+            page.wait_for_selector("body[data-ready='1']", timeout=120000)
+            assert page.input_value("#diff-min-traces") == "5"
+            assert page.input_value("#diff-min-samples") == "1000"
+            page.select_option("#base", "1.9.0")
+            page.select_option("#new", "1.10.0")
+            rows = page.locator("#diff tbody tr")
+            sentence = page.locator("#diff tbody tr.sentence")
+
+            page.fill("#diff-min-traces", "16")
+            page.click("#diff-run")
+            expect(page.locator("#diff tbody td.fn", has_text=HOSTILE)).to_have_count(
+                1, timeout=60000)
+            assert sentence.count() == 0
+            src = page.get_attribute("#diff-flame", "src")
+            assert "min_traces=16" in src and "min_samples=1000" in src, src
+            page.screenshot(path=str(shots / "diff-evidence.png"), full_page=True)
+
+            page.fill("#diff-min-traces", "17")
+            page.click("#diff-run")
+            expect(sentence).to_contain_text("each side needs at least 17 traces",
+                                             timeout=60000)
+            assert rows.count() == 1 and page.locator("#diff-flame").is_hidden()
+            page.fill("#diff-min-traces", "16")
+            page.fill("#diff-min-samples", str(samples + 1))
+            page.click("#diff-run")
+            expect(sentence).to_contain_text(
+                f"each side needs at least 16 traces and {samples + 1} samples (widen the "
+                "filters, wait for more uploads, or lower Min traces/Min samples)",
+                timeout=60000)
+            for bad in ("abc", "0", "-3", "2.5"):
+                page.fill("#diff-min-traces", bad)
+                page.click("#diff-run")
+                expect(sentence).to_have_text(
+                    f"The releases could not be compared: Min traces is “{bad}”; enter a "
+                    "whole number, 1 or more.", timeout=60000)
+            page.fill("#diff-min-traces", "5")
+            page.fill("#diff-min-samples", "<b>x</b>")
+            page.click("#diff-run")
+            expect(sentence).to_contain_text("Min samples is “<b>x</b>”", timeout=60000)
+            assert page.locator("#diff b").count() == 0
+            page.screenshot(path=str(shots / "diff-evidence-error.png"), full_page=True)
+            assert '{"error"' not in page.locator("main").text_content()
+        finally:
+            browser.close()

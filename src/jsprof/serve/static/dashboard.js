@@ -194,6 +194,19 @@ async function loadChart(name, label) {
   $("chart").replaceChildren(svg);
 }
 
+// The diff's minimum evidence per side (min_traces, min_samples): a whole number of 1 or
+// more, else a sentence naming the field (the server checks it again: a 400). Empty: the
+// server's default.
+function evidenceParam(p, id, name, label) {
+  const text = $(id).value.trim();
+  if (text === "") return;
+  if (!/^[0-9]{1,15}$/.test(text) || Number(text) < 1) {
+    const shown = text.length > 20 ? `${text.slice(0, 20)}…` : text;
+    throw new Error(`${label} is “${shown}”; enter a whole number, 1 or more.`);
+  }
+  p.set(name, text);
+}
+
 async function runDiff(ev) {
   if (ev) ev.preventDefault();
   const p = filterParams();
@@ -206,6 +219,8 @@ async function runDiff(ev) {
   body.replaceChildren();
   $("diff-flame").hidden = true;
   try {
+    evidenceParam(p, "diff-min-traces", "min_traces", "Min traces");
+    evidenceParam(p, "diff-min-samples", "min_samples", "Min samples");
     const doc = await getJSON("/v1/query/diff", p);
     for (const r of doc.rows) {
       const tr = document.createElement("tr");
@@ -222,7 +237,9 @@ async function runDiff(ev) {
     $("diff-flame").src = `/v1/query/diff?${p}`;
     $("diff-flame").hidden = false;
   } catch (e) {
-    body.append(sentenceRow(6, `The releases could not be compared: ${e.message}`));
+    // The server names the command line's flags; here they are the fields beside Compare.
+    const said = e.message.replace("--min-traces/--min-samples", "Min traces/Min samples");
+    body.append(sentenceRow(6, `The releases could not be compared: ${said}`));
   }
 }
 
