@@ -143,12 +143,35 @@ DAY = 86400e3
 T0 = 1795651200e3  # 2026-11-26 00:00 UTC
 
 
+def split_trace(tr: ProfilerTrace, chunks: int, interval: float = 10.0
+                ) -> list[ProfilerTrace]:
+    """`tr` cut into `chunks` consecutive pieces, as a client sends one page load in
+    several uploads; each sample keeps the weight it had in the whole trace (the last
+    sample of a piece stood for the gap to the next piece's first), so the pieces add up
+    to the trace exactly."""
+    from jsprof.trace import sample_weights
+
+    w = sample_weights(tr, interval)
+    cuts = np.linspace(0, tr.num_samples, chunks + 1).astype(int)
+    out = []
+    for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+        out.append(tr.replace(
+            sample_time=tr.sample_time[a:b], sample_stack=tr.sample_stack[a:b],
+            sample_marker=None if tr.sample_marker is None else tr.sample_marker[a:b],
+            sample_line=None if tr.sample_line is None else tr.sample_line[a:b],
+            sample_weight=w[a:b]))
+    return out
+
+
 def real_store(path: object, seed: int, plant: object = None, n: int = 48,
-               rename: dict[str, str] | None = None, route: object = None) -> object:
+               rename: dict[str, str] | None = None, route: object = None,
+               chunks: object = None) -> object:
     """A store of `n` page loads resampled from the real Chromium traces: 12 a UTC day from
     2026-11-26, releases 1.9.0, 1.10.0, 1.11.0 in turn. `plant(i, day, release)`: "fib"
     (fib 6x slower in that page load), "none" (a page load without the trace fib runs
-    in), or None (as drawn); `route(i)`: the upload's route (default /cart)."""
+    in), or None (as drawn); `route(i)`: the upload's route (default /cart); `chunks(i)`:
+    in how many uploads page load i is sent (`split_trace`; ids u{i}.{k} then, one
+    `pageLoad` id; default 1, as u{i})."""
     from jsprof.store import Store
 
     rels = ["1.9.0", "1.10.0", "1.11.0"]
@@ -159,8 +182,10 @@ def real_store(path: object, seed: int, plant: object = None, n: int = 48,
         how = plant(i, day, rel) if plant else None
         tr = (resampled_page_load(rng, only=(1, 2), rename=rename) if how == "none"
               else resampled_page_load(rng, plant=how, repeat=5, rename=rename))
-        upload(st, f"u{i:02d}", tr, app="shop", release=rel,
-               route=route(i) if route else "/cart",
-               receivedAt=T0 + day * DAY + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+        k = chunks(i) if chunks else 1
+        for j, piece in enumerate(split_trace(tr, k) if k > 1 else [tr]):
+            upload(st, f"u{i:02d}" if k == 1 else f"u{i:02d}.{j}", piece, app="shop",
+                   release=rel, route=route(i) if route else "/cart",
+                   receivedAt=T0 + day * DAY + 3600e3 + i * 60e3 + j, pageLoad=f"load-{i}")
     st.close()
     return path

@@ -195,6 +195,41 @@ def test_planted_day_regression_local_url_and_http_alike(tmp_path: Path) -> None
         col.stop()
 
 
+def test_chunks_of_one_page_load_are_one_sample(tmp_path: Path) -> None:
+    # The same real-trace page loads, whole in one store and every other one sent in five
+    # chunks (one pageLoad id) in the other: the test's unit is the page load, so both
+    # stores give the same regression, ms per load, interval and sample count (the page
+    # loads, 16 a release, 12 a day). Counting each chunk as a sample narrowed the
+    # interval as if the split page loads were five each.
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import regressions
+
+    for by, plant, loads in (("release", _by_release, 16), ("day", _by_day, 12)):
+        whole = _real_store(tmp_path / f"whole-{by}", 31, plant)
+        split = real_store(tmp_path / f"split-{by}", 31, plant,
+                           chunks=lambda i: 5 if i % 2 else 1)
+        st = Store(split)
+        try:
+            assert st.get("u01.4")[0]["pageLoad"] == "load-1"
+        finally:
+            st.close()
+        docs = []
+        for path in (whole, split):
+            with api.session(api.open_store(path)) as s:
+                docs.append(regressions(s, Filters(app="shop"), by=by))
+        a, b = docs
+        assert a["tests"] == b["tests"] and a["regressions"], by
+        for ra, rb in zip(a["regressions"], b["regressions"], strict=True):
+            for k in ("name", by, "beforeSelfPct", "afterSelfPct", "selfPp"):
+                assert ra[k] == rb[k], (by, k, ra, rb)
+            for k in ("beforeMsPerLoad", "afterMsPerLoad"):
+                assert abs(ra[k] - rb[k]) <= 1e-3 * max(ra[k], 1), (by, k, ra[k], rb[k])
+            assert np.allclose(ra["selfPpCi"], rb["selfPpCi"], atol=2e-3), (by, ra, rb)
+            assert ra["beforePageLoads"] == rb["beforePageLoads"] == loads
+            assert ra["afterPageLoads"] == rb["afterPageLoads"] == loads
+
+
 FP_STORES = 20
 
 

@@ -60,6 +60,15 @@ class Uploads:
         ids = {p for p in self.page_load if p is not None}
         return len(ids) + sum(1 for p in self.page_load if p is None)
 
+    def page_load_index(self) -> np.ndarray:
+        """Per upload: the index of its page load (0 .. page_loads() - 1, in order of first
+        upload), chunks with one page-load id sharing one; an upload without an id is a
+        page load of its own."""
+        pos: dict[tuple[str, object], int] = {}
+        return np.asarray([pos.setdefault(("load", p) if p is not None else ("upload", i),
+                                          len(pos))
+                           for i, p in enumerate(self.page_load)], np.int64)
+
     def subset(self, keep: np.ndarray) -> Uploads:
         idx = np.nonzero(keep)[0].tolist()
         return Uploads(

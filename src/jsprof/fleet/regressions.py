@@ -34,9 +34,10 @@ MAX_DAYS = 90  # pairs of days compared in one query: each is a diff with resamp
 # days), and with a handful of uploads per side the percentile bootstrap is too narrow
 # (measured on page loads resampled from real Chromium traces: 9 of 40 clean queries
 # reported something; tests/test_fleet_regressions.py). So the rise of each function is
-# judged by Welch's t on the ratio-estimator standard error of each side's share (uploads
-# as the unit), at a level Bonferroni-corrected over every (function, pair) compared in
-# the query: the chance that a store without any change reports anything stays under 5 %.
+# judged by Welch's t on the ratio-estimator standard error of each side's share (page
+# loads as the unit: the chunks of one page load summed), at a level Bonferroni-corrected
+# over every (function, pair) compared in the query: the chance that a store without any
+# change reports anything stays under 5 %.
 
 FAMILY_ALPHA = 0.05
 
@@ -111,6 +112,18 @@ def share_moments(self_ms: np.ndarray, all_ms: np.ndarray) -> tuple[np.ndarray, 
     mean_a = tot / n
     var = (resid.var(axis=0, ddof=1) / (n * mean_a * mean_a)) if n > 1 else np.full_like(r, np.nan)
     return 100.0 * r, 1e4 * var
+
+
+def per_page_load(up: Any, self_ms: np.ndarray, all_ms: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """`trace_shares`' rows (one per upload of `up`) summed per page load: the chunks of one
+    page load (one `pageLoad` id) are one sample of its self time, not several independent
+    ones (five chunks would narrow the interval as five page loads do)."""
+    ix = up.page_load_index()
+    n = int(ix.max()) + 1 if len(ix) else 0
+    s = np.zeros((n, self_ms.shape[1]))
+    np.add.at(s, ix, self_ms)
+    return s, np.bincount(ix, weights=all_ms, minlength=n)
 
 
 def welch_interval(est: float, var_b: float, n_b: int, var_a: float, n_a: int,
@@ -213,16 +226,19 @@ def regressions(s: Any, f: Any, min_change: float = 2.0, min_traces: int = 5,
     seen: set[tuple[str, str | None, int | None]] = set()
     for before, after, parts, sb, ab, sa, aa in compared:
         doc = parts.doc
-        _, var_b = share_moments(sb, ab)
-        _, var_a = share_moments(sa, aa)
+        # The unit of the test is the page load (its chunks summed), as the ms per load are.
+        lb, lab = per_page_load(parts.base.uploads, sb, ab)
+        la, laa = per_page_load(parts.new.uploads, sa, aa)
+        _, var_b = share_moments(lb, lab)
+        _, var_a = share_moments(la, laa)
         loads_b = max(doc["base"]["pageLoads"], 1)
         loads_a = max(doc["new"]["pageLoads"], 1)
         for i, r in enumerate(doc["rows"]):
             key = (r["name"], r["resource"], r["line"] if not r["name"] else None)
             if key in seen or r["selfPp"] is None or r["selfPp"] <= min_change:
                 continue
-            ci = welch_interval(r["selfPp"], float(var_b[i]), len(ab), float(var_a[i]),
-                                len(aa), level)
+            ci = welch_interval(r["selfPp"], float(var_b[i]), len(lab), float(var_a[i]),
+                                len(laa), level)
             if ci is None or not ci[0] > 0:
                 continue
             seen.add(key)
@@ -235,6 +251,7 @@ def regressions(s: Any, f: Any, min_change: float = 2.0, min_traces: int = 5,
                                          / loads_b, 3),
                 "afterMsPerLoad": round(r["newSelfPct"] / 100 * doc["new"]["totalMs"]
                                         / loads_a, 3),
+                "beforePageLoads": len(lab), "afterPageLoads": len(laa),
                 "exampleIds": example_ids(parts, sa[:, i], examples),
             })
     return {"by": by, f"{by}s": [u for u, _ in units], "minChangePp": min_change,
