@@ -112,3 +112,26 @@ def test_other_formats_windows_are_checked_too(tmp_path: Path, ext: str) -> None
     err = p.stderr.strip()
     assert p.returncode == 2 and "Traceback" not in err and len(err.splitlines()) == 1, err
     assert "duration: expected a number of ms" in err, err
+
+
+@pytest.mark.parametrize(("column", "value", "says"), [
+    ("kind", ["interaction"], "jsprof.spans.kind[1]: ['interaction'] is not one of"),
+    ("kind", {"a": 1}, "jsprof.spans.kind[1]: {'a': 1} is not one of"),
+    ("kind", "k" * 5000, "jsprof.spans.kind[1]: 'kkkk"),
+    ("name", "0" * 5000, "jsprof.spans.name[1]: '0000"),
+])
+def test_bad_span_columns_are_one_short_line(
+    good: tuple[Path, dict], tmp_path: Path, column: str, value: object, says: str
+) -> None:
+    # A kind that is no string was a TypeError traceback (unhashable in the kinds' dict),
+    # and a 5,000-character one was echoed whole into the error line.
+    _, doc = good
+    doc = copy.deepcopy(doc)
+    doc["jsprof"]["spans"][column][1] = value
+    bad = tmp_path / "bad.jsprof.json"
+    bad.write_bytes(orjson.dumps(doc))
+    p = _report(bad)
+    err = p.stderr.strip()
+    assert p.returncode == 2 and "Traceback" not in err, err
+    assert len(err.splitlines()) == 1 and len(err) < 300, err
+    assert says in err, err

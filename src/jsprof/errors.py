@@ -27,6 +27,13 @@ class ErrorAt:
     error = __call__
 
 
+def shown(value: object, limit: int = 60) -> str:
+    """`value` as a reader's message quotes it: its repr, cut to `limit` characters. A
+    file's value is data of any size (a 5,000-character marker made a 5 kB error line)."""
+    r = repr(value)
+    return r if len(r) <= limit else f"{r[:limit]}... ({len(r):,} characters)"
+
+
 class UsageError(JsprofError):
     """A command was called with arguments that cannot work."""
 

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ..errors import ErrorAt, TraceFormatError
+from ..errors import ErrorAt, TraceFormatError, shown
 from ..timeline import span_args_problem
 from ..trace import (
     NONE,
@@ -387,7 +387,7 @@ def _read_windows(evs: list[tuple[int, dict]], zero_us: float, source: str) -> S
         a = dict(a)
         k = a.pop(KIND_KEY, None)
         if k not in SPAN_KIND_CODE or k == "call":
-            raise _err(source, f"{where}.args.{KIND_KEY}", f"{k!r} is not a kind of window")
+            raise _err(source, f"{where}.args.{KIND_KEY}", f"{shown(k)} is not a kind of window")
         bad = span_args_problem(k, a)  # its fields are computed with (--during, Time view)
         if bad is not None:
             raise _err(source, f"{where}.args.{bad[0]}", bad[1])

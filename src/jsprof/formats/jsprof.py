@@ -28,7 +28,7 @@ import msgspec
 import numpy as np
 import orjson
 
-from ..errors import ErrorAt, TraceFormatError
+from ..errors import ErrorAt, TraceFormatError, shown
 from ..meta import normalise as normalise_meta
 from ..trace import (
     MARKER_CODE,
@@ -274,7 +274,7 @@ def _read_samples(
                 if code is None:
                     raise ctx.error(
                         f"samples[{i}].marker",
-                        f"{m!r} is not a spec marker ({', '.join(MARKERS)})",
+                        f"{shown(m)} is not a spec marker ({', '.join(MARKERS)})",
                     )
                 markers[i] = code
         if not (markers != NONE).any():
@@ -485,9 +485,9 @@ def _read_span_names(
         if type(kinds) is not list or len(kinds) != n:
             raise ctx.error(f"{where}.kind", f"expected an array of {n} span kinds")
         for i, k in enumerate(kinds):
-            if k not in SPAN_KIND_CODE:
+            if type(k) is not str or k not in SPAN_KIND_CODE:
                 raise ctx.error(
-                    f"{where}.kind[{i}]", f"{k!r} is not one of {', '.join(SPAN_KINDS)}"
+                    f"{where}.kind[{i}]", f"{shown(k)} is not one of {', '.join(SPAN_KINDS)}"
                 )
             kind[i] = SPAN_KIND_CODE[k]
     got = spans.get("names")
@@ -503,7 +503,7 @@ def _read_span_names(
             if v is None:
                 continue
             if type(v) is not int or not 0 <= v < len(names):
-                raise ctx.error(f"{where}.name[{i}]", f"{v!r} is not an index into names")
+                raise ctx.error(f"{where}.name[{i}]", f"{shown(v)} is not an index into names")
             name[i] = v
     missing = np.nonzero((kind != SPAN_KIND_CODE["call"]) & (name == NONE))[0]
     if len(missing):
@@ -602,7 +602,7 @@ def _recording(ctx: _Ctx, trace: ProfilerTrace, doc: dict, make_trace) -> Record
     names = [t.name for t in tracks]
     if len(set(names)) != len(names):
         dup = next(n for n in names if names.count(n) > 1)
-        raise ctx.error(f"{FORMAT_KEY}.tracks", f"track name {dup!r} appears twice")
+        raise ctx.error(f"{FORMAT_KEY}.tracks", f"track name {shown(dup)} appears twice")
     return Recording(tracks)
 
 
