@@ -348,3 +348,29 @@ def test_analysis_reads_no_files() -> None:
                 elif isinstance(fn, ast.Attribute) and fn.attr in io_attrs:
                     found.append(f"{where} .{fn.attr}()")
     assert found == []
+
+
+def test_a_frame_at_the_function_keyword_keeps_its_lines(tmp_path):
+    """QuickJS places a function at its `function` keyword (1:1), and a map may too: the
+    function's extent is the declaration's, not the keyword token's (tree-sitter calls
+    that token `function` as well), else every line below the first read as unknown."""
+    (tmp_path / "src.js").write_text(INLINED_SRC)
+    doc = {
+        "version": 3, "sources": ["src.js"], "names": [],
+        "mappings": _mappings([
+            [(0, 0, 0)],  # function f(a) {  (one segment, at the keyword: no name)
+            [(2, 1, 2)],  #   let s = 0;
+            [(2, 2, 2)],  #   s = g(a);
+            [(2, 3, 2)],  #   return s;
+        ]),
+    }
+    (tmp_path / "gen.js.map").write_text(json.dumps(doc))
+    b = jsprof.TraceBuilder()
+    fid = b.frame_id("f", b.resource_id((tmp_path / "gen.js").as_uri()), 1, 1)  # at `function`
+    for t, line in enumerate([2, 3, 3, 4]):
+        b.add_sample(float(t), b.stack_id([fid]), line=line)
+    rec = sourcemap_files.apply(jsprof.Recording.of(b.build(), sample_interval=1.0),
+                                str(tmp_path / "gen.js.map"))
+    stats = hot_lines(rec).stats
+    lines = {k.line: int(n) for k, n in zip(stats.keys, stats.self_samples, strict=True)}
+    assert lines == {2: 1, 3: 2, 4: 1}

@@ -277,7 +277,9 @@ def _function_end(m: _MappedFrame, cache: dict) -> int | None:
     # tree-sitter counts columns in bytes; a map's are characters of the line
     col = len(lines[row][: m.original_column - 1].encode("utf-8"))
     node = tree.root_node.descendant_for_point_range((row, col), (row, col))
-    while node is not None and node.type not in _FUNCTION_NODES:
+    # the `function` keyword is a token whose type is `function` too (the grammar's old
+    # name for a function expression): only a named node is the function itself
+    while node is not None and not (node.is_named and node.type in _FUNCTION_NODES):
         node = node.parent
     if node is None or node.has_error:
         return None
