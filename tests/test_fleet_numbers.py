@@ -363,6 +363,29 @@ def test_a_filter_matching_nothing_exits_2_saying_what_exists(store, tmp_path, c
     assert code == 2 and "--new" in err and "1.0" in err and "1.1" in err, err
 
 
+def test_a_time_window_matching_nothing_is_named_with_when_uploads_came(store, capsys):
+    # It said "no uploads match app=shop" and listed releases and routes that all exist,
+    # leaving the user to guess that --since/--until emptied the query.
+    import time
+
+    now = time.time() * 1000.0
+    for i in range(3):
+        upload(store, f"u{i}", chromium(), app="shop", release="1.0", receivedAt=now - i * HOUR)
+    s = ["--store", str(store.path), "--app", "shop"]
+    cases = {
+        ("--since", "2999-01-01T00:00Z"): "since=2999-01-01T00:00Z",
+        ("--until", "2001-01-01T00:00Z"): "until=2001-01-01T00:00Z",
+    }
+    for window, named in cases.items():
+        for cmd in (["fleet", "top"], ["fleet", "regressions", "--by", "day"]):
+            code = main([*cmd, *s, *window])
+            cap = capsys.readouterr()
+            err = cap.err.strip()
+            assert code == 2 and cap.out == "", (cmd, window, cap.out)
+            assert err.startswith("jsprof: error:") and "\n" not in err, err
+            assert named in err and "its uploads were received from 20" in err, err
+
+
 def test_the_http_api_refuses_what_it_cannot_answer(tmp_path):
     from test_fleet_http import Server
 

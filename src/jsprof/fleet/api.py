@@ -161,7 +161,7 @@ def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None
     400) that says what exists: apps, the app's releases, routes and envs, the closest."""
     if traces:
         return
-    opts = options(s, f.app)
+    opts = options(s, f.app, received=True)
 
     def listed(what: str, items: list[str], given: str | None = None) -> str:
         import difflib
@@ -185,9 +185,32 @@ def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None
         why = (f"app {printable(f.app)} has no env {printable(f.env)!r}; "
                f"{listed('envs', opts['envs'], f.env)}")
     else:
-        why = (f"no uploads match {describe(f)}; app {printable(f.app)} has "
+        why = (f"no uploads match {describe(f)}{_time_window(f)}; app {printable(f.app)} has "
                f"{listed('releases', opts['releases'])}; {listed('routes', opts['routes'])}")
+        got = opts.get("_received")
+        if (f.since is not None or f.until is not None) and got:
+            # A time window is the likeliest filter to have emptied the query: say when
+            # the app's uploads were received, so the window can be moved onto them.
+            why += f"; its uploads were received from {_utc(got[0])} to {_utc(got[1])}"
     raise UsageError(f"{prefix}{why}")
+
+
+def _utc(ms: float) -> str:
+    import datetime
+
+    t = datetime.datetime.fromtimestamp(ms / 1000.0, datetime.UTC)
+    return t.strftime("%Y-%m-%dT%H:%MZ")
+
+
+def _time_window(f: Filters) -> str:
+    """--since/--until as the refusal names them (describe() titles pages and leaves the
+    time out)."""
+    bits = []
+    if f.since is not None:
+        bits.append(f"since={_utc(f.since)}")
+    if f.until is not None:
+        bits.append(f"until={_utc(f.until)}")
+    return "".join(", " + b for b in bits)
 
 
 def require_windows(sel: Any, prefix: str = "") -> None:
@@ -501,8 +524,9 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
     return {"function": name, "by": by, "points": points, **notes(s)}
 
 
-def options(s: Session, app: str | None) -> dict:
-    """What the pickers offer: apps, and for `app` its releases (newest first), routes, envs."""
+def options(s: Session, app: str | None, received: bool = False) -> dict:
+    """What the pickers offer: apps, and for `app` its releases (newest first), routes, envs;
+    with `received`, also `_received`: its uploads' first and last receivedAt (epoch ms)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -511,6 +535,7 @@ def options(s: Session, app: str | None) -> dict:
     files = s.snap.files("uploads")
     apps: set[str] = set()
     rel_first: dict[str, float] = {}
+    lo_hi = (float("inf"), float("-inf"))
     routes: set[str] = set()
     envs: set[str] = set()
     for p in files:
@@ -526,10 +551,15 @@ def options(s: Session, app: str | None) -> dict:
         t = t.filter(pc.equal(t.column("app"), app))
         for r, at in zip(t.column("release").to_pylist(), t.column("received_at").to_pylist(),
                          strict=True):
+            if at is not None:
+                lo_hi = (min(lo_hi[0], at), max(lo_hi[1], at))
             at = at if at is not None else 0.0
             rel_first[r] = min(rel_first.get(r, at), at)
         routes.update(x for x in t.column("route").to_pylist() if x is not None)
         envs.update(x for x in t.column("env").to_pylist() if x is not None)
     releases = sorted(rel_first, key=lambda r: (-rel_first[r], r))
-    return {"apps": sorted(apps), "releases": releases, "routes": sorted(routes),
-            "envs": sorted(envs)}
+    out: dict = {"apps": sorted(apps), "releases": releases, "routes": sorted(routes),
+                 "envs": sorted(envs)}
+    if received and lo_hi[0] <= lo_hi[1]:
+        out["_received"] = lo_hi  # first and last receivedAt of the app's uploads
+    return out
