@@ -302,7 +302,10 @@ def test_run_uncaught_error_prints_stack_exits_1(browser: Browser) -> None:
     lines = err.getvalue().splitlines()
     assert lines[0] == "to stderr 42"
     assert lines[1] == "TypeError: bad thing"
-    assert "at failing" in lines[2] and "error.js:2:" in lines[2]
+    # The stack names the file as the recording does, not the loopback server's port.
+    want = (DATA / "error.js").resolve().as_uri()
+    assert "at failing" in lines[2] and f"{want}:2:" in lines[2], lines[2]
+    assert "127.0.0.1" not in err.getvalue()
 
 
 def test_run_unhandled_rejection_in_a_module_exits_1(browser: Browser) -> None:
@@ -339,10 +342,14 @@ def test_record_keeps_trace_when_the_page_throws(tmp_path: Path) -> None:
     assert p.returncode == 1
     assert p.stdout == "before\n"
     assert "TypeError: bad thing" in p.stderr and "uncaught error" in p.stderr
+    # As printed and as kept: the file's own URL (the port was printed, file:// kept).
+    want = (DATA / "error.js").resolve().as_uri()
+    assert f"{want}:2:" in p.stderr and "127.0.0.1" not in p.stderr, p.stderr
     from jsprof.io import load
 
     rec = load(str(out))
     assert rec.tracks[0].meta["exit"] == "ok"
+    assert f"{want}:2:" in rec.tracks[0].meta["error"]
     # The error's stack names the script by its file, not by the server's random port.
     url = (DATA / "error.js").resolve().as_uri()
     assert f"{url}:" in rec.tracks[0].meta["error"], rec.tracks[0].meta["error"]

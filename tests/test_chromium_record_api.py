@@ -57,6 +57,17 @@ def test_a_page_with_a_worker_gives_a_track_each() -> None:
     assert "workerSpin" in frame_names(rec.tracks[1])
 
 
+def test_a_syntax_error_says_where_it_is(tmp_path: Path) -> None:
+    # A SyntaxError has no stack: the page's error said only "SyntaxError: Unexpected
+    # end of input", naming neither the file nor the line.
+    bad = tmp_path / "bad.js"
+    bad.write_text("let ok = 1;\nfunction (\n")
+    with pytest.raises(JSError, match="SyntaxError") as e:
+        jsprof.record(str(bad), engine="chromium", duration=20)
+    errors = e.value.recording.tracks[0].meta["errors"]  # type: ignore[attr-defined]
+    assert f"{bad.resolve().as_uri()}:2:" in errors[0], errors
+
+
 def test_a_page_error_raises_with_the_recording(tmp_path: Path) -> None:
     out = tmp_path / "error.jsprof.json"
     with pytest.raises(JSError, match="TypeError: bad thing") as e:
@@ -71,6 +82,7 @@ def test_a_page_error_raises_with_the_recording(tmp_path: Path) -> None:
     [
         ("notes.txt", {}, "give a .html, .js or .mjs file"),
         ("missing.html", {}, "no such file"),
+        ("pages", {}, "is a directory"),  # it said "no such file" of a folder that exists
         ("ftp://example.com/x", {}, "only http://, https:// and file:// URLs"),
         ("split.js", {"args": ["x"]}, "a page takes no arguments"),
         ("split.js", {"until": "later"}, "give `load` or `js:EXPRESSION`"),
@@ -82,6 +94,7 @@ def test_mistakes_are_one_line_usage_errors(
     tmp_path: Path, target: str, kwargs: dict, message: str
 ) -> None:
     (tmp_path / "notes.txt").write_text("not a page")
+    (tmp_path / "pages").mkdir()
     path = (
         target
         if "://" in target

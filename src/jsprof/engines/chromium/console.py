@@ -105,7 +105,13 @@ def exception_text(details: dict) -> str:
     """An uncaught error's stack, or the rejected value, as one text."""
     exc = details.get("exception") or {}
     if exc.get("subtype") == "error" and exc.get("description"):
-        return str(exc["description"])
+        text = str(exc["description"])
+        if "\n    at " not in text and details.get("url"):
+            # A SyntaxError has no stack: where it is comes only beside it (0-based).
+            line = int(details.get("lineNumber") or 0) + 1
+            col = int(details.get("columnNumber") or 0) + 1
+            text += f"\n    at {details['url']}:{line}:{col}"
+        return text
     head = str(details.get("text") or "Uncaught")
     if exc:
         return f"{head} {format_remote(exc, top=False)}"

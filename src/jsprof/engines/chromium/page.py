@@ -53,6 +53,9 @@ class PageSession:
         self.frame_id: str | None = None
         self._helper = helper_source() if helper else None
         self.network = network
+        # Spells the page's uncaught errors as printed and kept (a served local file by
+        # its file:// URL, not the loopback server's random port); None: as the page said.
+        self.rename_text: Callable[[str], str] | None = None
 
     # -- setup
     def prepare(self, start_profiler: bool = True) -> None:
@@ -154,6 +157,8 @@ class PageSession:
             self._print(format_console(p.get("args", [])), p.get("type") in STDERR_TYPES)
         elif m == "Runtime.exceptionThrown":
             text = exception_text(p.get("exceptionDetails", {}))
+            if self.rename_text is not None:
+                text = self.rename_text(text)
             self.errors.append(text)
             self._print(text, True)
             th.last_active = now

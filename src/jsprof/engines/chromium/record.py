@@ -34,6 +34,8 @@ def resolve_target(target: str) -> tuple[str, str | None]:
         raise UsageError(
             f"{target}: only http://, https:// and file:// URLs, or a local .html/.js/.mjs file"
         )
+    if os.path.isdir(target):
+        raise UsageError(f"{target}: is a directory; give a URL or a .html, .js or .mjs file")
     if not os.path.isfile(target):
         raise UsageError(f"{target}: no such file; give a URL or a .html, .js or .mjs file")
     ext = os.path.splitext(target)[1].lower()
@@ -105,6 +107,8 @@ def _record_in(
 ) -> Recording:
     session, target_id = browser.new_page()
     page = PageSession(browser.client, session, us, stdout, stderr)
+    if server is not None:
+        page.rename_text = server.file_urls_in
     how = "ok"
     with SignalFlag() as sig:
         try:
@@ -138,9 +142,8 @@ def _record_in(
     if tracks[0].name != "main":
         meta["mainLost"] = True
     if page.errors:
-        errors = page.errors if server is None else [server.file_urls_in(e) for e in page.errors]
-        meta["errors"] = errors
-        meta["error"] = errors[0]
+        meta["errors"] = list(page.errors)
+        meta["error"] = page.errors[0]
     if lost:
         meta["lost"] = lost
     return Recording(tracks)

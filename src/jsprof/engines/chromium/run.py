@@ -45,6 +45,7 @@ def run_chromium(
             browser = Browser(chromium)
         session, target_id = browser.new_page()
         page = PageSession(browser.client, session, None, stdout, stderr)
+        page.rename_text = server.file_urls_in
         with SignalFlag() as sig:
             try:
                 page.prepare()
