@@ -22,7 +22,7 @@ import pytest
 from jsprof.analysis.during import during
 from jsprof.engines.chromium import Browser, find_chromium, record_chromium
 from jsprof.io import load, save
-from jsprof.trace import NONE, SPAN_KIND_CODE, Recording
+from jsprof.trace import NONE, SPAN_KIND_CODE, Recording, Spans
 
 JSPROF = [sys.executable, "-m", "jsprof.cli"]
 
@@ -238,6 +238,30 @@ def test_report_during_refusals(recorded: Path, tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.strip().startswith("jsprof: error: --during interaction:")
     assert "holds no interaction" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # The page's windows without its interactions: a page with no real input. It said
+    # "only `jsprof record --engine chromium` records ..." of a Chromium recording.
+    rec = load(recorded)
+    for t in rec.tracks:
+        if t.spans is not None and len(t.spans):
+            t.spans = _without_interactions(t.spans)
+    no_input = tmp_path / "no-input.jsprof.json"
+    save(rec, no_input)
+    r = _report(no_input, "--during", "interaction")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "the page in" in r.stderr and "el.click()" in r.stderr, r.stderr
+    assert "record --engine" not in r.stderr
+
+
+def _without_interactions(sp: Spans) -> Spans:
+    """`sp` less its interactions (which nest nothing), parents renumbered."""
+    keep = np.nonzero(sp.kind != SPAN_KIND_CODE["interaction"])[0]
+    new_at = np.full(len(sp), -1, np.int64)
+    new_at[keep] = np.arange(len(keep))
+    par = sp.parent[keep]
+    par = np.where(par >= 0, new_at[np.maximum(par, 0)], -1).astype(np.int32)
+    return Spans(sp.start[keep], sp.end[keep], sp.frame[keep], par, sp.kind[keep],
+                 sp.name[keep], sp.names, None if sp.args is None else
+                 [sp.args[int(i)] for i in keep])
 
 
 def test_lost_stacks_inside_a_long_frame_go_to_its_entry_point(recorded: Path) -> None:

@@ -151,6 +151,17 @@ def _during(rec: Recording, path: str, args: argparse.Namespace) -> Recording:
     got = during(rec, kind, slower)
     what = "interaction" if kind == "interaction" else "long animation frame"
     if not got.windows_any:
+        if any(t.engine == "chromium" and t.spans is not None and len(t.spans)
+               for t in rec.tracks):
+            # A Chromium recording whose page windows were observed but hold none of this
+            # kind: telling its user to record on Chromium (what they did) sends them
+            # round in a circle; say why the page had none.
+            why = (
+                "the browser counts only real input, not a page's own el.click()"
+                if kind == "interaction"
+                else "no task ran 50 ms or more"
+            )
+            raise UsageError(f"--during {kind}: the page in {path} had no {what} ({why})")
         raise UsageError(
             f"--during {kind}: {path} holds no {what} (only `jsprof record --engine "
             "chromium` records a page's interactions and long animation frames)"
