@@ -7,8 +7,8 @@
 //   jsprof run examples/app.js 3      (the first argument: rounds, default 2)
 
 // QuickJS passes the arguments as `scriptArgs` (the script first), Node as `process.argv`
-// (node and the script first): the tour runs this file on both.
-const args = typeof scriptArgs !== "undefined" ? scriptArgs : process.argv.slice(1);
+// (node and the script first), a page none: the tour runs this file on all three engines.
+const args = typeof scriptArgs !== "undefined" ? scriptArgs : typeof process !== "undefined" ? process.argv.slice(1) : [];
 const rounds = Number(args[1] ?? 2);
 
 function makeSource(n) {
