@@ -749,6 +749,10 @@ def test_tokens_from_files_and_environment(tmp_path: Path) -> None:
     assert "file-read-token" not in " ".join(c.proc.args) and cmdline.exists()
     assert not any("warning" in line for line in c.stderr_lines), c.stderr_lines
     assert not any("file-read-token" in line for line in c.stderr_lines)
+    # It said "read token as given (file, environment or command line)": say which.
+    said = [line for line in c.stderr_lines if "read token" in line]
+    assert said == [f"jsprof serve: read token from the file {tmp_path / 'read'} "
+                    "(--read-token-file)\n"], c.stderr_lines
     # A token on the command line still works, with a warning naming the safer ways.
     loud = Collector(
         tmp_path / "st2", "--app", "shop:k1", "--read-token", "on-cmdline", read_token=None

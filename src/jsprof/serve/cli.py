@@ -267,7 +267,15 @@ def main(args: argparse.Namespace) -> int:
     if kept_in:
         print(f"jsprof serve: read token (kept in {kept_in}): {token}", file=err)
     else:
-        print("jsprof serve: read token as given (file, environment or command line)", file=err)
+        # Where it came from, by resolve_read_token's order, so the user knows which
+        # secret the dashboard's sign-in wants (never the token itself).
+        if args.read_token_file:
+            where = f"the file {args.read_token_file} (--read-token-file)"
+        elif args.read_token:
+            where = "--read-token"
+        else:
+            where = "$JSPROF_READ_TOKEN"
+        print(f"jsprof serve: read token from {where}", file=err)
     if not config.apps:
         print("jsprof serve: no --app NAME:KEY given; every upload will be refused", file=err)
     else:
