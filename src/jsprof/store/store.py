@@ -20,6 +20,7 @@ no process keeps an index of ids in memory, whatever the size of the store.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -647,11 +648,9 @@ class Store:
             tmp = self.path / "open.new"
             tmp.mkdir(exist_ok=True)
             for name in self._segment_names():
-                try:
-                    fd = os.open(self._segdir / name, os.O_RDONLY)
-                except FileNotFoundError:
-                    continue
-                try:
+                with self._open_segment(name) as fd:
+                    if fd is None:
+                        continue
                     records, sealed = [], False
                     for h in seg.scan(fd):
                         if isinstance(h, RecordHeader):
@@ -660,8 +659,6 @@ class Store:
                     if not sealed:
                         os.close(os.open(tmp / name, os.O_WRONLY | os.O_CREAT, 0o644))
                     self._reindex(fd, name, records, check_bodies=False)
-                finally:
-                    os.close(fd)
             _syncfs(self._claimdir)
             os.rename(tmp, self._opendir)
             _fsync_dir(self.path)
@@ -864,6 +861,20 @@ class Store:
         except FileNotFoundError:
             return []
 
+    @contextlib.contextmanager
+    def _open_segment(self, name: str) -> Iterator[int | None]:
+        """Segment `name` open read-only, closed on leaving; None when it is gone (a prune
+        or compaction removed it since it was listed)."""
+        try:
+            fd = os.open(self._segdir / name, os.O_RDONLY)
+        except FileNotFoundError:
+            yield None
+            return
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     def _lookup(self, upload_id: str) -> _Loc | None:
         fd = self._claim(upload_id, create=False, shared=True)
         if fd is None:
@@ -908,19 +919,15 @@ class Store:
     def _find(self, names: list[str], upload_id: str) -> tuple[bytes, bytes] | None:
         """The record of `upload_id` found by scanning segments (slow path, rare)."""
         for name in names:
-            try:
-                fd = os.open(self._segdir / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
+            with self._open_segment(name) as fd:
+                if fd is None:
+                    continue
                 for h in seg.scan(fd):
                     if isinstance(h, RecordHeader) and h.upload_id == upload_id:
                         try:
                             return seg.read_record(fd, h)
                         except SegmentError as e:
                             raise StoreError(f"{self._segdir / name}: {e}") from None
-            finally:
-                os.close(fd)
         return None
 
     def __contains__(self, upload_id: str) -> bool:
@@ -935,16 +942,12 @@ class Store:
 
     def _records(self) -> Iterator[tuple[str, RecordHeader]]:
         for name in self._segment_names():
-            try:
-                fd = os.open(self._segdir / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
+            with self._open_segment(name) as fd:
+                if fd is None:
+                    continue
                 for h in seg.scan(fd):
                     if isinstance(h, RecordHeader):
                         yield name, h
-            finally:
-                os.close(fd)
 
     def get(self, upload_id: str) -> tuple[dict, bytes] | None:
         """(meta, trace_json) of a stored upload, or None. One claim read and one record
@@ -991,11 +994,9 @@ class Store:
         positions = dict(after.positions) if after is not None else {}
         for name in self._segment_names():
             start = positions.get(name, 0)
-            try:
-                fd = os.open(self._segdir / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
+            with self._open_segment(name) as fd:
+                if fd is None:
+                    continue
                 if start:
                     tr = seg.trailer_at_end(fd)
                     if tr is not None and tr.count <= start:
@@ -1027,8 +1028,6 @@ class Store:
                             )
                         continue
                     yield Cursor(positions), h.upload_id, orjson.loads(meta), trace
-            finally:
-                os.close(fd)
 
     def count_uploads(self, after: Cursor | None = None) -> int:
         """How many uploads `iter_uploads(after)` has left to yield (damaged ones too),
@@ -1040,11 +1039,9 @@ class Store:
         n = 0
         for name in self._segment_names():
             start = positions.get(name, 0)
-            try:
-                fd = os.open(self._segdir / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
+            with self._open_segment(name) as fd:
+                if fd is None:
+                    continue
                 tr = seg.trailer_at_end(fd)
                 if tr is not None:
                     n += max(0, tr.count - start)
@@ -1054,8 +1051,6 @@ class Store:
                         break
                     if isinstance(h, RecordHeader) and h.seq >= start:
                         n += 1
-            finally:
-                os.close(fd)
         return n
 
     def stats(self) -> dict[str, Any]:
@@ -1076,11 +1071,9 @@ class Store:
         marked = set(_listdir(self._opendir))
         open_segments = []
         for name in names:
-            try:
-                fd = os.open(self._segdir / name, os.O_RDONLY)
-            except FileNotFoundError:
-                continue
-            try:
+            with self._open_segment(name) as fd:
+                if fd is None:
+                    continue
                 live = not _try_lock(fd, shared=True)
                 sealed = False
                 size = os.fstat(fd).st_size
@@ -1111,8 +1104,6 @@ class Store:
                     open_segments.append(
                         f"{name} ({'live writer' if live else 'writer gone, not yet recovered'})"
                     )
-            finally:
-                os.close(fd)
         quarantined = sorted(_listdir(self._qdir))
         return CheckReport(len(names), records, findings, open_segments, quarantined)
 
