@@ -176,15 +176,8 @@ def _client_proc(
             uid = f"{tag}-{k}-{n}"
             n += 1
             t0 = time.perf_counter()
-            conn.request(
-                "POST",
-                f"/v1/traces?app=bench&key=k&release=1.0&route=/home&id={uid}",
-                body=body,
-                headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-            )
-            r = conn.getresponse()
-            r.read()
-            if r.status != 202:
+            status = post_trace(conn, f"app=bench&key=k&release=1.0&route=/home&id={uid}", body)
+            if status != 202:
                 with lock:
                     errors[0] += 1
                 continue
@@ -238,19 +231,26 @@ def collector_port(proc: subprocess.Popen, workers: int) -> int:
     return port
 
 
+def post_trace(conn: http.client.HTTPConnection, query: str, body: bytes) -> int:
+    """POST one gzipped trace to /v1/traces?`query`; the answer's status, its body read so
+    the keep-alive connection can carry the next upload."""
+    conn.request(
+        "POST",
+        f"/v1/traces?{query}",
+        body=body,
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
+    )
+    r = conn.getresponse()
+    r.read()
+    return r.status
+
+
 def warm_up(port: int, body: bytes, app: str) -> None:
     """Ten uploads, so every worker's first-use costs fall outside the timing."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     for i in range(10):
-        conn.request(
-            "POST",
-            f"/v1/traces?app={app}&key=k&id=warm-{i}",
-            body=body,
-            headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-        )
-        r = conn.getresponse()
-        r.read()
-        assert r.status == 202, r.status
+        status = post_trace(conn, f"app={app}&key=k&id=warm-{i}", body)
+        assert status == 202, status
     conn.close()
 
 

@@ -35,7 +35,14 @@ import zlib
 from pathlib import Path
 
 from _common import children
-from bench_ingest import collector_port, field_trace, latency_ms, stop_collector, warm_up
+from bench_ingest import (
+    collector_port,
+    field_trace,
+    latency_ms,
+    post_trace,
+    stop_collector,
+    warm_up,
+)
 
 JSPROF = Path(sys.executable).parent / "jsprof"
 THREADS_PER_PROC = 16
@@ -73,15 +80,8 @@ def _clients(
             body = bodies[zlib.crc32(uid.encode()) % len(bodies)]
             t0 = time.perf_counter()
             try:
-                conn.request(
-                    "POST",
-                    f"/v1/traces?app=soak&key=k&release=1.0&route=/home&id={uid}",
-                    body=body,
-                    headers={"Content-Type": "application/json", "Content-Encoding": "gzip"},
-                )
-                r = conn.getresponse()
-                r.read()
-                status = str(r.status)
+                query = f"app=soak&key=k&release=1.0&route=/home&id={uid}"
+                status = str(post_trace(conn, query, body))
             except OSError as e:
                 status = type(e).__name__
                 conn.close()
