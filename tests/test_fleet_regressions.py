@@ -81,7 +81,8 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
         assert r.returncode == 2, (extra, r.stdout, r.stderr)
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = subprocess.run(base + ["--route", "/cart"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout == "no regressions over 2 releases\n", r.stderr
+    assert r.returncode == 0 and r.stdout == "no regressions over 2 releases (1.0.0 to 1.1.0)\n", (
+        r.stdout, r.stderr)
 
 
 # ---- page loads resampled from real Chromium traces ------------------------------------------
@@ -267,3 +268,19 @@ def test_student_t_quantiles() -> None:
                             (30, 2.042, 3.646), (1000, 1.962, 3.300)):
         assert abs(t_quantile(0.975, df) - q975) < 1e-3
         assert abs(t_quantile(0.9995, df) - q9995) < 1e-3 * q9995
+
+
+def test_one_release_is_nothing_to_compare(tmp_path: Path) -> None:
+    # One release (or one day) cannot show a regression: the text says there was nothing
+    # to compare, not "no regressions", which reads as a clean bill of health.
+    store = _store(tmp_path / "s", [("1.0.0", None)], seed=5)
+    for by in ("release", "day"):
+        r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store),
+                            "--app", "shop", "--by", by], capture_output=True, text=True,
+                           timeout=300)
+        assert r.returncode == 0, r.stderr
+        assert f"nothing to compare: regressions compare each {by} with the one before" \
+            in r.stdout, r.stdout
+        assert f"of 1 {by} (" in r.stdout and "no regressions" not in r.stdout, r.stdout
+    code, doc = _run(store)
+    assert code == 0 and doc["releases"] == ["1.0.0"] and doc["regressions"] == []

@@ -211,8 +211,19 @@ class RegressionsText(Renderer):
                 f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
                 f"e.g. {eg}"
             )
-        if not doc["regressions"]:
-            lines.append(f"no regressions over {plural(len(doc[by + 's']), by)}")
+        units = doc[by + "s"]
+        if len(units) < 2:
+            # one release (day) is nothing to compare, not a clean bill of health
+            lines.append(
+                f"nothing to compare: regressions compare each {by} with the one before, "
+                f"and these uploads are of {plural(len(units), by)}"
+                + (f" ({printable(units[0])})" if units else "")
+            )
+        elif not doc["regressions"]:
+            lines.append(
+                f"no regressions over {plural(len(units), by)} "
+                f"({printable(units[0])} to {printable(units[-1])})"
+            )
         return "".join(line + "\n" for line in lines)
 
 

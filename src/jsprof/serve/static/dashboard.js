@@ -322,7 +322,12 @@ async function loadRegressions() {
     body.append(tr);
   }
   const span = units.length ? ` (${units[0]} to ${units[units.length - 1]})` : "";
-  if (!doc.regressions.length) {
+  if (units.length < 2) {
+    // one release (day) is nothing to compare, not a clean bill of health
+    body.append(sentenceRow(8, `Nothing to compare: regressions compare each ${by} with ` +
+      `the one before, and these filters select ${plural(units.length, by)}` +
+      (units.length ? ` (${units[0]}).` : ".")));
+  } else if (!doc.regressions.length) {
     body.append(sentenceRow(8, `No function's self share rose by more than ` +
       `${doc.minChangePp} percentage points over ${plural(units.length, by)}${span}.`));
   }
