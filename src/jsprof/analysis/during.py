@@ -24,6 +24,7 @@ from ..trace import (
     Recording,
     sample_weights,
 )
+from .filters import keep_samples
 
 LOCAL_DURING = ("interaction", "long-frame")
 
@@ -69,15 +70,7 @@ def during(rec: Recording, kind: str, slower_than: float | None = None) -> Durin
         w = sample_weights(tr, t.sample_interval)  # from the whole recording, as filters do
         tr, ms = _attribute(tr, keep, w, [(fb - b, f) for fb, f in frames])
         attributed += ms
-        kept = tr.replace(
-            sample_time=tr.sample_time[keep],
-            sample_stack=tr.sample_stack[keep],
-            sample_marker=None if tr.sample_marker is None else tr.sample_marker[keep],
-            sample_line=None if tr.sample_line is None else tr.sample_line[keep],
-            sample_weight=w[keep],
-            sample_count=None if tr.sample_count is None else tr.sample_count[keep],
-        )
-        tracks.append(replace(t, trace=kept))
+        tracks.append(replace(t, trace=keep_samples(tr, keep, w)))
     return During(Recording(tracks), len(windows), n_any, attributed)
 
 

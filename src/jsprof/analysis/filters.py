@@ -66,7 +66,12 @@ def _through(trace: ProfilerTrace, frame_hit: np.ndarray) -> np.ndarray:
 def _select(trace: ProfilerTrace, keep: np.ndarray, interval: float | None) -> ProfilerTrace:
     # Weights first, from the full recording: a kept sample must not be charged the gap
     # to the next *kept* sample.
-    weights = sample_weights(trace, interval)
+    return keep_samples(trace, keep, sample_weights(trace, interval))
+
+
+def keep_samples(trace: ProfilerTrace, keep: np.ndarray, weights: np.ndarray) -> ProfilerTrace:
+    """`trace` with the samples `keep` marks, each weighing what `weights` (one per sample
+    of `trace`, computed over the whole recording) gives it."""
     return trace.replace(
         sample_time=trace.sample_time[keep],
         sample_stack=trace.sample_stack[keep],
