@@ -143,3 +143,18 @@ def test_a_page_cannot_write_escape_sequences_to_the_terminal(tmp_path):
     _clean(p.stderr)
     assert "a\\x1b]0;pwned\\x07b\nnext" in p.stdout
     assert "\\x1b[2J" in p.stderr and "bad\\x1b[31m" in p.stderr
+
+
+def test_footers_wrap_between_their_parts():
+    # A footer was broken at any space: "...; 3 page" / "loads" (seen in `fleet top` at
+    # 100 columns). It breaks after its ", " and "; " where the parts fit, and keeps
+    # every character.
+    from jsprof.render.rows import cell_len, wrap_to
+
+    text = "3 traces, 1,234 samples, 12345.6 ms (2.0 ms lost in gaps); 3 page loads"
+    for width in (60, 40, 30, 20):
+        lines = wrap_to(text, width)
+        assert all(cell_len(line) <= width for line in lines), (width, lines)
+        assert " ".join(lines) == text, (width, lines)
+        assert any("3 page loads" in line for line in lines), (width, lines)
+    assert wrap_to(text, None) == [text] and wrap_to(text, 200) == [text]

@@ -104,14 +104,32 @@ def output_width(terminal_columns: int | None, wide: bool = False) -> int | None
 
 
 def wrap_to(text: str, width: int | None) -> list[str]:
-    """`text` as lines of at most `width` columns, broken at spaces (a word longer than the
+    """`text` as lines of at most `width` columns, broken after its `, ` and `; ` where
+    those parts fit (so "3 page loads" stays whole), else at spaces (a word longer than the
     width is cut); one line when no limit applies. For the lines around a table (titles,
     footers), which `output_width` bounds as it bounds the table."""
     if width is None or cell_len(text) <= width:
         return [text]
+    import re
     import textwrap
 
-    return textwrap.wrap(text, max(width, 1), break_on_hyphens=False) or [""]
+    width = max(width, 1)
+    lines: list[str] = []
+    line = ""
+    for part in re.split(r"(?<=[,;]) ", text):
+        joined = f"{line} {part}" if line else part
+        if cell_len(joined) <= width:
+            line = joined
+            continue
+        if line:
+            lines.append(line)
+        if cell_len(part) <= width:
+            line = part
+        else:  # a part too long for a line of its own: broken at spaces
+            *whole, line = textwrap.wrap(part, width, break_on_hyphens=False) or [""]
+            lines.extend(whole)
+    lines.append(line)
+    return lines
 
 
 def cell_len(text: str) -> int:
