@@ -171,15 +171,16 @@ CMDLINE_WARNING = (
 def resolve_read_token(
     given: str | None, store: Path, file: str | None = None
 ) -> tuple[str, str | None]:
-    """(token, the file it is kept in or None): --read-token-file, else $JSPROF_READ_TOKEN,
-    else --read-token (which warns), else one generated once into the store, mode 0600."""
+    """(token, the file it is kept in or None): --read-token-file, else --read-token (which
+    warns; given on the command line, it is what the user asked for this run), else
+    $JSPROF_READ_TOKEN, else one generated once into the store, mode 0600."""
     if file:
         return read_secret_file(file, "--read-token-file"), None
-    env = os.environ.get("JSPROF_READ_TOKEN")
-    if env and not given:
-        return env, None
     if given:
         return given, None
+    env = os.environ.get("JSPROF_READ_TOKEN")
+    if env:
+        return env, None
     path = store / TOKEN_FILE
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
