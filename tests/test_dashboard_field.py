@@ -211,7 +211,8 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
 
 def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None:
     # The release diff's minimum evidence (min_traces, min_samples) is set on the page and
-    # reaches the query: 16 uploads a release pass 16 and fail 17, in a sentence; a bad
+    # reaches the query: 16 page loads a release pass 16 and fail 17, in a sentence (it counts
+    # page loads, and the box says so: "Min page loads"); a bad
     # value is a sentence naming the field, and the route answers it with a 400 JSON.
     os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
     from playwright.sync_api import expect, sync_playwright
@@ -221,7 +222,7 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
     for extra, said in (("&min_traces=abc", "query parameter min_traces: expected a whole"),
                         ("&min_traces=0", "query parameter min_traces: must be at least 1"),
                         ("&min_samples=1e3", "query parameter min_samples: expected a whole"),
-                        ("&min_traces=17", "each side needs at least 17 traces")):
+                        ("&min_traces=17", "each side needs at least 17 page loads")):
         status, headers, body = col.request("GET", q + extra, headers=auth)
         assert status == 400 and headers["content-type"] == "application/json", extra
         assert said in orjson.loads(body)["error"], (extra, body)
@@ -239,6 +240,9 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
             page.click("#signin")
             page.wait_for_selector("body[data-ready='1']", timeout=120000)
             assert page.input_value("#diff-min-traces") == "5"
+            label = page.locator("label", has=page.locator("#diff-min-traces"))
+            assert label.inner_text().strip() == "Min page loads", label.inner_text()
+            assert "page loads" in label.get_attribute("title")
             assert page.input_value("#diff-min-samples") == "1000"
             page.select_option("#base", "1.9.0")
             page.select_option("#new", "1.10.0")
@@ -256,21 +260,21 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
 
             page.fill("#diff-min-traces", "17")
             page.click("#diff-run")
-            expect(sentence).to_contain_text("each side needs at least 17 traces",
+            expect(sentence).to_contain_text("each side needs at least 17 page loads",
                                              timeout=60000)
             assert rows.count() == 1 and page.locator("#diff-flame").is_hidden()
             page.fill("#diff-min-traces", "16")
             page.fill("#diff-min-samples", str(samples + 1))
             page.click("#diff-run")
             expect(sentence).to_contain_text(
-                f"each side needs at least 16 traces and {samples + 1} samples (widen the "
-                "filters, wait for more uploads, or lower Min traces/Min samples)",
+                f"each side needs at least 16 page loads and {samples + 1} samples (widen "
+                "the filters, wait for more uploads, or lower Min page loads/Min samples)",
                 timeout=60000)
             for bad in ("abc", "0", "-3", "2.5"):
                 page.fill("#diff-min-traces", bad)
                 page.click("#diff-run")
                 expect(sentence).to_have_text(
-                    f"The releases could not be compared: Min traces is “{bad}”; enter a "
+                    f"The releases could not be compared: Min page loads is “{bad}”; enter a "
                     "whole number, 1 or more.", timeout=60000)
             page.fill("#diff-min-traces", "5")
             page.fill("#diff-min-samples", "<b>x</b>")

@@ -148,7 +148,7 @@ def test_flame_diff_export_and_sourcemaps_over_http(server, tmp_path, capsys, mo
     assert "larger self share than base" in out.read_text()
     assert main(base + ["--min-traces", "50"]) == 2
     err = capsys.readouterr().err.strip()
-    assert "\n" not in err and "at least 50 traces" in err
+    assert "\n" not in err and "at least 50 page loads" in err
     exp = tmp_path / "all.speedscope.json"
     assert main(["fleet", "export", "--url", server.url, "--app", "shop", "-o", str(exp)]) == 0
     assert exp.stat().st_size > 100

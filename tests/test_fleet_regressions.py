@@ -33,8 +33,10 @@ def _store(path: Path, releases: list[tuple[str, str | None]], seed: int) -> Pat
 
 
 def _run(store: Path, *extra: str) -> tuple[int, dict]:
+    # `_store`'s releases are 4 page loads each (8 uploads in pairs): --min-traces 4.
     r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store), "--app",
-                        "shop", "--json", *extra], capture_output=True, text=True, timeout=300)
+                        "shop", "--json", "--min-traces", "4", *extra],
+                       capture_output=True, text=True, timeout=300)
     assert r.returncode in (0, 1), r.stderr
     return r.returncode, orjson.loads(r.stdout)
 
@@ -72,7 +74,8 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
     # A --route matching no upload said "no regressions over 2 releases" with exit 0 (every
     # other query exits 2 naming the routes), and --min-change -1 or nan was taken.
     store = _store(tmp_path / "s", [("1.0.0", None), ("1.1.0", None)], seed=4)
-    base = [str(JSPROF), "fleet", "regressions", "--store", str(store), "--app", "shop"]
+    base = [str(JSPROF), "fleet", "regressions", "--store", str(store), "--app", "shop",
+            "--min-traces", "4"]
     for extra, said in ((["--route", "/nope"], "route '/nope' matches no route of app shop"),
                         (["--where", "country=XX"], "no uploads match"),
                         (["--min-change", "-1"], "--min-change -1.0: expected"),
@@ -229,6 +232,43 @@ def test_chunks_of_one_page_load_are_one_sample(tmp_path: Path) -> None:
             assert np.allclose(ra["selfPpCi"], rb["selfPpCi"], atol=2e-3), (by, ra, rb)
             assert ra["beforePageLoads"] == rb["beforePageLoads"] == loads
             assert ra["afterPageLoads"] == rb["afterPageLoads"] == loads
+
+
+def test_min_traces_counts_page_loads_not_chunks(tmp_path: Path) -> None:
+    # 4 page loads a release, each sent in 5 chunks (real Chromium traces, `split_trace`):
+    # 20 uploads a release met --min-traces 5 when the check counted uploads, so a diff and
+    # a regression test ran on 4 visits. The check counts page loads; the sentence says so.
+    # The same page loads unsplit (4 uploads a release) fail alike and pass --min-traces 4
+    # as before.
+    split = real_store(tmp_path / "split", 33, n=12, chunks=lambda i: 5)
+    whole = real_store(tmp_path / "whole", 33, n=12)
+    diff = ["fleet", "diff", "--app", "shop", "--base", "release=1.9.0", "--new",
+            "release=1.10.0", "--min-samples", "1", "--resamples", "20"]
+    for path, ups in ((split, " (in 20 uploads)"), (whole, "")):
+        r = subprocess.run([str(JSPROF), *diff, "--store", str(path), "--min-traces", "5"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 2, (path, r.stdout, r.stderr)
+        (line,) = r.stderr.strip().splitlines()
+        assert line.startswith(
+            f"jsprof: error: fleet diff: --base (release=1.9.0) matches 4 page loads{ups} and "
+        ), line
+        assert line.endswith(
+            "; each side needs at least 5 page loads and 1 sample (widen the filters, wait for "
+            "more uploads, or lower --min-traces/--min-samples)"), line
+        r = subprocess.run([str(JSPROF), *diff, "--store", str(path), "--min-traces", "4"],
+                           capture_output=True, text=True, timeout=300)
+        assert r.returncode == 0, (path, r.stderr)
+        for n, skipped in ((5, 2), (4, 0)):
+            rg = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(path),
+                                 "--app", "shop", "--json", "--min-samples", "1",
+                                 "--min-traces", str(n)],
+                                capture_output=True, text=True, timeout=300)
+            assert rg.returncode in (0, 1), rg.stderr
+            doc = orjson.loads(rg.stdout)
+            assert len(doc["skipped"]) == skipped, (path, n, doc["skipped"])
+            for sk in doc["skipped"]:
+                assert f"matches 4 page loads{ups} and " in sk["reason"], sk
+                assert "needs at least 5 page loads and 1 sample" in sk["reason"], sk
 
 
 FP_STORES = 20

@@ -95,7 +95,9 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
                    "passes the rule and its 95%% interval excludes zero; repeatable")
-    d.add_argument("--min-traces", type=positive_int, default=5, help="per side (default 5)")
+    d.add_argument("--min-traces", type=positive_int, default=5, metavar="N",
+                   help="page loads per side (default 5; the chunks of one page load count "
+                   "once)")
     d.add_argument("--min-samples", type=positive_int, default=1000,
                    help="per side (default 1000)")
     d.add_argument("--exact-resources", action="store_true",
@@ -130,7 +132,9 @@ def add_parser(sub: Any) -> None:
                     "consecutive UTC days with uploads")
     rg.add_argument("--min-change", type=float, default=2.0, metavar="PP",
                     help="a rise of more than this many percentage points (default 2)")
-    rg.add_argument("--min-traces", type=positive_int, default=5, help="per release (default 5)")
+    rg.add_argument("--min-traces", type=positive_int, default=5, metavar="N",
+                    help="page loads per release or day (default 5; the chunks of one page "
+                    "load count once)")
     rg.add_argument("--min-samples", type=positive_int, default=1000,
                     help="per release (default 1000)")
     rg.add_argument("--json", action="store_true", help="print the document as JSON")

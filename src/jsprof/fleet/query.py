@@ -446,12 +446,18 @@ MIN_SAMPLES = 1000
 
 
 def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int) -> None:
-    if sel.traces < min_traces or sel.samples < min_samples:
+    """Enough evidence on one side of a diff: `min_traces` counts page loads, not uploads
+    (the option keeps its old name): the chunks of one page load (one `pageLoad` id) are one
+    user's visit, not several independent traces, as `regressions` tests them."""
+    loads = sel.uploads.page_loads()
+    if loads < min_traces or sel.samples < min_samples:
+        # The upload count only when it differs: chunked uploads are why the two part.
+        ups = "" if sel.traces == loads else f" (in {plural(sel.traces, 'upload')})"
         raise UsageError(
-            f"fleet diff: {side} matches {plural(sel.traces, 'trace')} and "
+            f"fleet diff: {side} matches {plural(loads, 'page load')}{ups} and "
             f"{plural(sel.samples, 'sample')}; each side needs at least "
-            f"{plural(min_traces, 'trace')} and {plural(min_samples, 'sample')} (widen the "
-            "filters, wait for more uploads, or lower --min-traces/--min-samples)"
+            f"{plural(min_traces, 'page load')} and {plural(min_samples, 'sample')} (widen "
+            "the filters, wait for more uploads, or lower --min-traces/--min-samples)"
         )
 
 

@@ -194,7 +194,7 @@ async function loadChart(name, label) {
   $("chart").replaceChildren(svg);
 }
 
-// The diff's minimum evidence per side (min_traces, min_samples): a whole number of 1 or
+// The diff's minimum evidence per side (min_traces: page loads, min_samples): a whole number of 1 or
 // more, else a sentence naming the field (the server checks it again: a 400). Empty: the
 // server's default.
 function evidenceParam(p, id, name, label) {
@@ -219,7 +219,7 @@ async function runDiff(ev) {
   body.replaceChildren();
   $("diff-flame").hidden = true;
   try {
-    evidenceParam(p, "diff-min-traces", "min_traces", "Min traces");
+    evidenceParam(p, "diff-min-traces", "min_traces", "Min page loads");
     evidenceParam(p, "diff-min-samples", "min_samples", "Min samples");
     const doc = await getJSON("/v1/query/diff", p);
     for (const r of doc.rows) {
@@ -238,7 +238,7 @@ async function runDiff(ev) {
     $("diff-flame").hidden = false;
   } catch (e) {
     // The server names the command line's flags; here they are the fields beside Compare.
-    const said = e.message.replace("--min-traces/--min-samples", "Min traces/Min samples");
+    const said = e.message.replace("--min-traces/--min-samples", "Min page loads/Min samples");
     body.append(sentenceRow(6, `The releases could not be compared: ${said}`));
   }
 }
