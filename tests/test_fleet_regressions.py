@@ -250,8 +250,8 @@ def test_min_traces_counts_page_loads_not_chunks(tmp_path: Path) -> None:
         assert r.returncode == 2, (path, r.stdout, r.stderr)
         (line,) = r.stderr.strip().splitlines()
         assert line.startswith(
-            f"jsprof: error: fleet diff: --base (release=1.9.0) matches 4 page loads{ups} and "
-        ), line
+            "jsprof: error: fleet diff: --base (app=shop, release=1.9.0) matches 4 page "
+            f"loads{ups} and "), line
         assert line.endswith(
             "; each side needs at least 5 page loads and 1 sample (widen the filters, wait for "
             "more uploads, or lower --min-traces/--min-samples)"), line
