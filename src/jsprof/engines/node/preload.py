@@ -8,8 +8,8 @@ import subprocess
 from collections.abc import Sequence
 from importlib import resources as _res
 
-from ...errors import EngineError, UsageError
-from .process import find_node
+from ...errors import EngineError
+from .process import find_node, script_path
 
 
 def preload_path() -> str:
@@ -30,9 +30,7 @@ def run_node(
     With `allow_profiling=False` its constructor throws a `NotAllowedError`. Stdio is
     the caller's; Ctrl-C reaches Node (same process group) and we wait for it to end.
     """
-    path = os.fspath(script)
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    path = script_path(script)
     exe = find_node(node)
     env = dict(os.environ)
     env.pop("JSPROF_NO_PROFILING", None)

@@ -14,7 +14,7 @@ import sys
 import threading
 from collections.abc import Sequence
 
-from ...errors import EngineError
+from ...errors import EngineError, UsageError
 from .. import _v8session
 from .._process import die_with_parent, end_group
 
@@ -34,6 +34,14 @@ _INSPECTOR_LINES = (
 )
 _WAITING = b"Waiting for the debugger to disconnect..."
 MIN_INTERVAL_US = 100
+
+
+def script_path(script: str | os.PathLike[str]) -> str:
+    """`script` as a str path, or a UsageError when there is no such file."""
+    path = os.fspath(script)
+    if not os.path.isfile(path):
+        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    return path
 
 
 def find_node(node: str | None = None) -> str:

@@ -10,10 +10,10 @@ import signal
 import time
 from collections.abc import Callable, Sequence
 
-from ...errors import EngineError, JSError, UsageError
+from ...errors import EngineError, JSError
 from .._ending import interruption, signum_of
 from .._process import SignalFlag
-from .process import NodeProcess, effective_interval, interval_us
+from .process import NodeProcess, effective_interval, interval_us, script_path
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
 # are imported while it boots (start_node, then record_node).
@@ -48,9 +48,7 @@ def start_node(
     """Spawn Node for `record_node(..., process=)` and return at once: the hook holds the
     script until the profiler runs, so the caller can do its own start-up meanwhile (and
     kill the process if it gives up)."""
-    path = os.fspath(script)
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    path = script_path(script)
     return NodeProcess(
         [path, *args],
         node=node,
@@ -86,9 +84,7 @@ def record_node(
     output check, done meanwhile); what it raises ends Node and propagates.
     Raises EngineError when Node cannot start or dies before any sample was delivered.
     """
-    path = os.fspath(script)
-    if not os.path.isfile(path):
-        raise UsageError(f"{path}: no such file; give the path of a .js, .mjs or .cjs script")
+    path = script_path(script)
     us = interval_us(sample_interval)
     requested = effective_interval(sample_interval)
     with SignalFlag() as sigint:
