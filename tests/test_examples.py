@@ -58,3 +58,66 @@ def test_demo_app_records_on_every_engine(tmp_path, engine):
     assert f"built {rounds[0] if rounds else 2} rounds" in p.stdout
     names = {f.name for t in jsprof.load(out).tracks for f in t.trace.frames}
     assert {"tokenize", "loadConfig", "build"} <= names, names
+
+
+@pytest.mark.chromium
+def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
+    """examples/field/page.html's slow function, under Chromium's own Profiler (what the
+    browser client uses), keeps the stacks of most samples: the demo once called
+    `String(i).includes` in its loop, which allocates, and the browser lost 209 of 214
+    stacks, so the new user's first `fleet top` and dashboard were 97 % `(idle)`."""
+    import http.server
+    import os
+    import re
+    import threading
+    from functools import partial
+
+    from playwright.sync_api import sync_playwright
+
+    from jsprof.engines.chromium.browser import HEADLESS_FLAGS, find_chromium
+
+    demo = (ROOT / "examples" / "field" / "page.html").read_text()
+    # the page's own functions (up to the code that starts the client), run as they are
+    code = re.search(r"(  // No allocation.*?)\n  const out", demo, re.S).group(1)
+    (tmp_path / "p.html").write_text(
+        "<!doctype html><script>\n" + code + """
+        (async () => {
+          const p = new Profiler({sampleInterval: 10, maxBufferSize: 100000});
+          for (let r = 0; r < 4; r++) { slowSearch(4000000); await new Promise(
+            (ok) => setTimeout(ok, 20)); }
+          const t = await p.stop();
+          const on = (s) => s.stackId !== undefined && t.frames[t.stacks[s.stackId].frameId];
+          const busy = t.samples.filter((s) => on(s)).length;
+          const named = t.samples.filter((s) => on(s) && /has42|slowSearch/.test(
+            t.frames[t.stacks[s.stackId].frameId].name)).length;
+          window.result = {all: t.samples.length, busy, named};
+        })();
+        </script>""")
+
+    class Header(http.server.SimpleHTTPRequestHandler):
+        def end_headers(self) -> None:
+            self.send_header("Document-Policy", "js-profiling")
+            super().end_headers()
+
+        def log_message(self, *a: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Header, directory=tmp_path))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
+    try:
+        with sync_playwright() as p:
+            b = p.chromium.launch(executable_path=find_chromium(), headless=True,
+                                  args=list(HEADLESS_FLAGS))
+            try:
+                page = b.new_page()
+                page.goto(f"http://127.0.0.1:{srv.server_address[1]}/p.html")
+                page.wait_for_function("window.result !== undefined", timeout=120_000)
+                got = page.evaluate("window.result")
+            finally:
+                b.close()
+    finally:
+        srv.shutdown()
+    assert got["all"] >= 20, got
+    # most samples are the demo's own functions (was 5 of 214 with a stack at all)
+    assert got["named"] >= 0.5 * got["all"], got
