@@ -157,6 +157,12 @@ def _parse_claim(data: bytes) -> _Loc | None:
     return None  # empty (never stored) or unreadable: not stored
 
 
+def _read_claim(fd: int) -> _Loc | None:
+    """Where an open claim file says its record is: its one short line (status, segment
+    name, offset; see `_write_claim`) is in its first 256 bytes."""
+    return _parse_claim(os.pread(fd, 256, 0))
+
+
 def _write_claim(fd: int, status: bytes, name: str, offset: int, old_len: int = -1) -> None:
     """`old_len`: the claim's length when known; it is only truncated when it was longer
     (an ftruncate is one more metadata change in the journal, on the ingest path)."""
@@ -627,7 +633,7 @@ class Store:
             cfd = self._claim(h.upload_id, create=True)
             assert cfd is not None
             try:
-                loc = _parse_claim(os.pread(cfd, 256, 0))
+                loc = _read_claim(cfd)
                 if loc is not None and loc.status == _STORED and loc.segment is not None:
                     continue  # stored (here, or an earlier copy elsewhere): keep that
                 if check_bodies and not seg.body_ok(fd, h):
@@ -820,7 +826,7 @@ class Store:
         if fd is None:
             return
         try:
-            loc = _parse_claim(os.pread(fd, 256, 0))
+            loc = _read_claim(fd)
             if loc is not None and loc.segment in (name, None):
                 _write_claim(fd, _STORED, name, offset)
         finally:
@@ -831,7 +837,7 @@ class Store:
         if fd is None:
             return
         try:
-            loc = _parse_claim(os.pread(fd, 256, 0))
+            loc = _read_claim(fd)
             # Only a claim that names this record (or no place): another copy stays claimed.
             if loc is None or loc.segment is None or (loc.segment, loc.offset) == (name, offset):
                 _unlink(self._claim_path(upload_id))
@@ -880,7 +886,7 @@ class Store:
         if fd is None:
             return None
         try:
-            return _parse_claim(os.pread(fd, 256, 0))
+            return _read_claim(fd)
         finally:
             os.close(fd)
 
