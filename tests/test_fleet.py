@@ -241,7 +241,7 @@ def test_diff_gates_intervals_and_evidence(store, tmp_path, capsys):
     code = main(base[:-1] + ["release=1.1,country=DE"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
-    assert "--new" in err and "2 traces" in err and "at least 5 traces" in err
+    assert "--new" in err and "2 page loads" in err and "at least 5 page loads" in err
 
 
 def test_flame_folds_the_tail_into_other(store, tmp_path, capsys):
