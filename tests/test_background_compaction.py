@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -21,7 +22,7 @@ from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store.compact import compact, read_manifest, read_tail
-from serve_util import READ_TOKEN, Collector, field_trace
+from serve_util import JSPROF, READ_TOKEN, Collector, field_trace
 
 T0 = 1.7e12
 
@@ -342,3 +343,14 @@ def test_damaged_records_are_counted_and_reported_by_every_query(
         assert err.count("1 damaged record in the collector's store") == 1, err
     finally:
         col.stop()
+
+
+def test_a_bad_compact_every_names_the_off_switch(tmp_path: Path) -> None:
+    # `--compact-every -1` said "must be over 0", although 0 (off) is taken.
+    for bad in ("-1", "abc", "1e9"):
+        r = subprocess.run([str(JSPROF), "serve", "--store", str(tmp_path / "s"), "--app",
+                            "shop:k1", "--compact-every", bad], capture_output=True,
+                           text=True, timeout=60)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and "(or 0: off)" in r.stderr, r.stderr
+    assert not (tmp_path / "s").exists()

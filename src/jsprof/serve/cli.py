@@ -41,7 +41,12 @@ def _port(s: str) -> int:
 
 
 def _seconds_or_off(s: str) -> float:
-    return 0.0 if s.strip() in ("0", "0.0") else _seconds(s)
+    if s.strip() in ("0", "0.0"):
+        return 0.0
+    try:
+        return _seconds(s)
+    except argparse.ArgumentTypeError as e:  # the refusal names the off switch too
+        raise argparse.ArgumentTypeError(f"{e} (or 0: off)") from None
 
 
 def _seconds(s: str) -> float:
