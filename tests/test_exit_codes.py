@@ -223,6 +223,42 @@ def test_quickjs_uncaught_error_is_1(tmp_path):
     assert p.returncode == 1 and "TypeError: nope" in p.stderr
 
 
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+@pytest.mark.parametrize("name", ["app.js", "app.mjs"])
+def test_a_script_that_does_not_parse_is_a_mistake_named_in_one_line(tmp_path, engine, name):
+    # Nothing of it ran: exit 2 and one line naming file:line:column (1-based), not the
+    # engine's multi-line report and exit 1, and no trace of jsprof's own start-up.
+    (tmp_path / name).write_text("export const a = 1;\nlet x = ;\n" if name.endswith(".mjs")
+                                 else "let a = 1;\n\tlet x = ;\n")
+    p = _run("record", "--engine", engine, "-o", "o.json", name, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    col = 9 if name.endswith(".mjs") else 10  # the ';' (a tab counts as one column)
+    assert lines[0].startswith(f"jsprof: error: {name}:2:{col}: SyntaxError: "), lines
+    assert f"{name} does not parse" in lines[0] and "fix it" in lines[0]
+    assert not (tmp_path / "o.json").exists()
+
+
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+def test_a_syntax_error_thrown_while_running_is_the_scripts_ending(tmp_path, engine):
+    # JSON.parse's SyntaxError and one from a required file that does not parse are thrown
+    # by running code: the script's own ending (1), its samples kept.
+    (tmp_path / "dep.js").write_text("let x = ;\n")
+    load = "import('./dep.js')" if engine == "quickjs" else "require('./dep.js')"
+    (tmp_path / "app.js").write_text(
+        "function work(ms) { const end = Date.now() + ms; let x = 0;\n"
+        "  while (Date.now() < end) x += Math.sqrt(x + 1); return x; }\n"
+        f"work(200);\ntry {{ JSON.parse('{{'); }} catch (e) {{ console.log(e.name); }}\n{load};\n"
+    )
+    p = _run("record", "--engine", engine, "-o", "o.json", "app.js", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "SyntaxError" in p.stderr and "does not parse" not in p.stderr, p.stderr
+    assert p.stdout == "SyntaxError\n"
+    n, span = _work_span(tmp_path / "o.json")
+    assert n >= 10 and span >= 150, (n, span)
+
+
 def test_jsprofs_own_errors_before_the_script_are_2(tmp_path):
     p = _run("record", "--engine", "node", tmp_path / "missing.js")
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1, p.stderr

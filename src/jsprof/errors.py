@@ -43,7 +43,13 @@ class EngineError(JsprofError):
 
 
 class JSError(JsprofError):
-    """An uncaught JavaScript exception; `js_stack` holds the engine's stack text."""
+    """An uncaught JavaScript exception; `js_stack` holds the engine's stack text.
+
+    `compile` is True when the script given did not compile (nothing of it ran): `where`
+    then names the place, `file:line:column` (1-based), when the engine said it."""
+
+    compile: bool = False
+    where: str | None = None
 
     def __init__(self, message: str, js_stack: str = "", name: str = "Error") -> None:
         super().__init__(message)

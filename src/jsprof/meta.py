@@ -30,6 +30,7 @@ class TrackMeta(TypedDict, total=False):
     error: str
     errorName: str
     errorMessage: str
+    errorWhere: str  # Node: file:line:column of a script that did not compile
     errors: list[str]
     # processes and threads
     nodePid: int

@@ -8,7 +8,9 @@ The exit-code rule (`exit_status`): `jsprof record` ends as the script would hav
 without jsprof -- its own status (`process.exit(3)` -> 3, `process.exitCode = 4` -> 4, an
 uncaught error -> 1, killed by a signal -> 128 + the signal's number); jsprof itself told
 to end (Ctrl-C -> 130, SIGTERM -> 143) saves the trace first; a run jsprof ended on purpose
-(`--duration`) -> 0. jsprof's own errors exit 2 (the CLI).
+(`--duration`) -> 0. jsprof's own errors exit 2 (the CLI), and so does a script that does
+not parse: nothing of it ran, so it is the user's mistake (one line, file:line:column), not
+the script's ending, and no trace is written.
 """
 
 from __future__ import annotations
@@ -57,6 +59,28 @@ def exit_status(rec: Recording) -> int:
     if isinstance(code, int) and not isinstance(code, bool) and code >= 0:
         return code
     return 1 if how == "error" else 0
+
+
+def _not_parsed_here(path: str, error: JSError) -> bool:
+    """Whether `error` says the script at `path` itself does not parse. A module it imports
+    that does not parse is the script's error as before (exit 1), on every engine alike:
+    Node names no place for it before it ran."""
+    if not (error.compile and error.name == "SyntaxError" and error.where):
+        return False
+    file = error.where.rsplit(":", 2)[0]
+    try:
+        return file == path or os.path.samefile(file, path)
+    except OSError:
+        return False
+
+
+def not_parsed(path: str, error: JSError) -> UsageError:
+    """The one line for a script that does not compile: where, what, what to do."""
+    where = error.where or path
+    return UsageError(
+        f"{where}: {error.name}: {error} ({path} does not parse, so nothing ran; "
+        "fix it and record again)"
+    )
 
 
 def start_engine(
@@ -144,6 +168,9 @@ def record(
             node_args=node_args, duration=duration, started=started, progress=progress,
             gate=gate, until=until,
         )
+    if isinstance(error, JSError) and _not_parsed_here(p, error):
+        # The script never ran: a mistake in it, not its ending (no trace, no exit 1).
+        raise not_parsed(p, error)
     if output is not None:
         from .io import save
 

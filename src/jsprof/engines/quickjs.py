@@ -164,6 +164,17 @@ class _JSFacingError(UsageError):
         self.js_name = name
 
 
+_SITE_RE = re.compile(r"^\s*at (.+:\d+:\d+)\s*$")
+
+
+def _compile_site(js_stack: str) -> str | None:
+    """Where a script failed to compile, `file:line:column`: QuickJS's stack for it is
+    that one frame (`    at app.js:3:11`)."""
+    first = js_stack.splitlines()[0] if js_stack else ""
+    m = _SITE_RE.match(first)
+    return m.group(1) if m else None
+
+
 _BOOTSTRAP = "jsprof:quickjs_profiler.js"
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
@@ -295,6 +306,10 @@ class QuickJS:
             with self._owner_lock:
                 try:
                     return self._rt.eval(source, filename, int(mod), catch_sigint, realm)
+                except JSError as e:
+                    if e.compile:  # the C side compiles apart from the run (host_eval)
+                        e.where = _compile_site(e.js_stack)
+                    raise
                 finally:
                     self._serve_requests()
                     # buffer-full callbacks of Python sessions noticed at the very end

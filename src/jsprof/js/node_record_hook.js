@@ -4,8 +4,8 @@
 //   without jsprof and the children it forks do not inherit an inspector;
 // - holds the script until jsprof has started the profiler (instead of --inspect-brk,
 //   whose pause wraps the main module in a `callAndPauseOnStart` frame and is inherited);
-// - reports an uncaught exception (name, message, stack) through a console.profile title,
-//   the one channel jsprof listens to (Runtime.enable would make every console.log cost
+// - reports an uncaught exception (name, message, stack; and where, when the script does not
+//   compile) through a console.profile title, the one channel jsprof listens to (Runtime.enable would make every console.log cost
 //   a protocol message);
 // - says when the script starts a child process (those run unprofiled).
 // It installs no signal listener: one would change how Node dies (a listener runs only
@@ -28,18 +28,54 @@
   const profile = console.profile.bind(console);
   const profileEnd = console.profileEnd.bind(console);
 
+  // `file:line\n<source line>\n<carets>` (Node's "arrow" before a SyntaxError): where the
+  // script is, 1-based, when `file` is the main script; else null.
+  const main = process.argv[1];
+  const arrowAt = (text) => {
+    const m = /^(.*):(\d+)\n.*\n([\t ]*)\^/.exec(String(text));
+    if (m === null) return null;
+    const file = m[1].replace(/^file:\/\//, '');
+    let real = main;
+    try { real = require('node:fs').realpathSync(main); } catch {}
+    if (file !== main && file !== real) return null;
+    return { file: main, line: Number(m[2]), column: m[3].length + 1 };
+  };
+  // The main script did not compile: a SyntaxError with no frame of the script's own (its
+  // code never ran; a script that throws one, or requires a file that does not parse, has
+  // its frames in the stack). Where it is: Node's arrow on the stack (CommonJS), or, for an
+  // ES module (whose arrow Node keeps to itself), what `node --check` says of the script.
+  const notCompiled = (err) => {
+    if (!(err instanceof SyntaxError) || typeof main !== 'string') return null;
+    const stack = String(err.stack);
+    const frames = stack.split('\n').filter((l) => /^\s+at /.test(l));
+    if (frames.some((l) => !/\(node:|at node:/.test(l))) return null;
+    let at = arrowAt(stack);
+    if (at === null && /^SyntaxError/.test(stack)) {
+      const r = require('node:child_process').spawnSync(
+        process.execPath, ['--check', main], { encoding: 'utf8', timeout: 30000 });
+      at = arrowAt(String(r.stderr || ''));
+    }
+    return at;
+  };
+
   process.on('uncaughtExceptionMonitor', (err) => {
     let info;
+    let at = null;
     try {
       info = err instanceof Error
         ? { name: String(err.name), message: String(err.message), stack: String(err.stack) }
         : { name: 'Error', message: String(err), stack: '' };
+      at = notCompiled(err);
     } catch {
       info = { name: 'Error', message: 'uncaught exception', stack: '' };
     }
+    if (at !== null) info.compile = at;
     const t = 'jsprof-error:' + JSON.stringify(info);
     profile(t);
     profileEnd(t);
+    // jsprof says where in one line and exits 2: Node's own report of it (the arrow and
+    // Node's internal stack) would be a second one, longer.
+    if (at !== null) process.exit(1);
   });
 
   // Child processes run without the profiler (and without jsprof's flags, see above):

@@ -603,6 +603,7 @@ typedef struct Host {
     JSValue dispatch_fn;  /* JS: (id) => fire samplebufferfull at Profiler `id` */
     /* error of the last run, converted to Python after the GIL is back */
     int err_kind; /* 0 none, 1 JS error, 2 interrupted, 3 host error */
+    int err_compile; /* the error came from compiling the eval's own source: nothing ran */
     char *err_name, *err_message, *err_stack;
 } Host;
 
@@ -1030,6 +1031,7 @@ static void host_clear_error(Host *h)
     free(h->err_stack);
     h->err_name = h->err_message = h->err_stack = NULL;
     h->err_kind = 0;
+    h->err_compile = 0;
 }
 
 /* take ownership of an exception value and remember it for Python */
@@ -1281,22 +1283,27 @@ static JSValue host_eval(Host *h, const char *src, size_t len, const char *filen
     JS_UpdateStackTop(h->rt); /* we may be on another thread than last time */
     host_set_idle(h, 0);
     host_open_window(h);
-    if (module) {
-        r = JS_Eval(h->ctx, src, len, filename, flags | JS_EVAL_FLAG_COMPILE_ONLY);
-        if (!JS_IsException(r)) {
-            set_import_meta(h->ctx, JS_VALUE_GET_PTR(r), filename, 1);
-            r = JS_EvalFunction(h->ctx, r);
-        }
-    } else {
-        r = JS_Eval(h->ctx, src, len, filename, flags);
-    }
+    /* Compiled apart from the run (what JS_Eval does in one step), so that a script that
+       does not parse is told from one that threw: the first is the user's mistake before
+       any of it ran (jsprof record exits 2 naming file:line:column), the second is the
+       script's own ending (exit 1, samples kept). */
+    r = JS_Eval(h->ctx, src, len, filename, flags | JS_EVAL_FLAG_COMPILE_ONLY);
     if (JS_IsException(r)) {
         host_take_exception(h);
+        h->err_compile = h->err_kind == 1;
         r = JS_UNDEFINED;
-    } else if (host_event_loop(h) == 0 && JS_IsPromise(r)) {
-        /* a module's evaluation promise: report its rejection */
-        if (JS_PromiseState(h->ctx, r) == JS_PROMISE_REJECTED) {
-            host_set_error(h, JS_PromiseResult(h->ctx, r));
+    } else {
+        if (module)
+            set_import_meta(h->ctx, JS_VALUE_GET_PTR(r), filename, 1);
+        r = JS_EvalFunction(h->ctx, r);
+        if (JS_IsException(r)) {
+            host_take_exception(h);
+            r = JS_UNDEFINED;
+        } else if (host_event_loop(h) == 0 && JS_IsPromise(r)) {
+            /* a module's evaluation promise: report its rejection */
+            if (JS_PromiseState(h->ctx, r) == JS_PROMISE_REJECTED) {
+                host_set_error(h, JS_PromiseResult(h->ctx, r));
+            }
         }
     }
     if (h->err_kind) {
@@ -1712,7 +1719,10 @@ static PyObject *raise_host_error(Host *h)
         PyObject *e = PyObject_CallFunction(JSErrorType, "sss", h->err_message ? h->err_message : "",
                                             h->err_stack ? h->err_stack : "",
                                             h->err_name ? h->err_name : "Error");
+        int compile = h->err_compile;
         host_clear_error(h);
+        if (e && compile && PyObject_SetAttrString(e, "compile", Py_True) < 0)
+            Py_CLEAR(e);
         if (e) {
             PyErr_SetObject(JSErrorType, e);
             Py_DECREF(e);

@@ -142,6 +142,9 @@ def record_node(
         meta["errorName"] = name
         meta["error"] = stack if stack else f"{name}: {message}"
         meta["errorMessage"] = message
+        at = error.get("compile")  # the hook's: the script did not compile, here
+        if isinstance(at, dict):
+            meta["errorWhere"] = f"{at.get('file')}:{at.get('line')}:{at.get('column')}"
     if lost:
         meta["lost"] = lost
     if children:
@@ -382,4 +385,19 @@ def record_script(
         )
         # Node printed it already (its stderr is the script's): the CLI does not repeat it.
         error.printed = True  # type: ignore[attr-defined]
+        where = meta.get("errorWhere")
+        if isinstance(where, str):
+            # The hook ended Node before it printed anything: nothing of the script ran.
+            error.compile = True
+            error.where = _as_given(where, p)
     return rec, error
+
+
+def _as_given(where: str, script: str) -> str:
+    """`file:line:column` with the script's path as the user gave it (Node says it
+    absolute)."""
+    file, line, column = where.rsplit(":", 2)
+    with contextlib.suppress(OSError):
+        if os.path.samefile(file, script):
+            file = script
+    return f"{file}:{line}:{column}"
