@@ -127,8 +127,10 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
             links.first.click()
             expect(page.locator("#upload-flame-id")).to_have_text(expected[0]["exampleIds"][0])
             frame = page.frame_locator("#upload-flame")
-            frame.locator("rect").first.wait_for(timeout=60000)
-            assert HOSTILE in frame.locator("body").text_content()
+            frame.locator("#fg-canvas[data-ready]").wait_for(timeout=60000)
+            # The hostile name is drawn (canvas text: never markup) and worded as text.
+            drawn = frame.locator("#fg-canvas").evaluate("() => jsprofFrames()")
+            assert any(f["name"] == HOSTILE for f in drawn), [f["name"] for f in drawn]
             page.screenshot(path=str(shots / "example-flame.png"), full_page=True)
 
             # By day: none (the releases are spread over every day), said in a sentence.

@@ -3,6 +3,7 @@
 Chromium is required, never skipped: `make test` installs it (Debian package `chromium`).
 """
 
+import base64
 import html
 import json
 import os
@@ -241,9 +242,10 @@ def test_chromium_renders_the_fixture(chromium, data, tmp_path):
     # The search found fib and reported its share (18.4% of this fixture).
     status = re.search(r'id="fg-status">([^<]*)<', dom).group(1)
     assert re.search(r"\d+ frames, 18\.4% of total", status), status
-    # The matched frames are painted on the canvas laid over the graph.
-    hl = re.search(r'<canvas id="fg-hl"[^>]*>', dom).group(0)
-    assert int(re.search(r'data-hits="(\d+)"', hl).group(1)) > 3, hl
+    # The graph is drawn on the canvas (68 frames of this fixture), the matches in it.
+    cv = re.search(r'<canvas id="fg-canvas"[^>]*>', dom).group(0)
+    assert int(re.search(r'data-frames="(\d+)"', cv).group(1)) == 68, cv
+    assert int(re.search(r'data-hits="(\d+)"', cv).group(1)) > 3, cv
 
     png = tmp_path / "shot.png"
     _chromium(chromium, tmp_path, page.as_uri(), f"--screenshot={png}", "--window-size=1280,600")
@@ -275,12 +277,10 @@ def test_chromium_does_not_run_injected_names(chromium, tmp_path):
     title = re.search(r"<title>(.*?)</title>", dom, re.S).group(1)
     assert html.unescape(title) == XSS_TITLE
     assert "data-pwned" not in re.search(r"<body[^>]*>", dom).group(0)
-    # No element was injected: the only <svg> is the graph, and there is no <img>.
-    assert "<img" not in dom and dom.count("<svg") == 1
-    # Every name is in the rendered document as text, and search found the injected one.
-    for name in ("main", "&lt;/script&gt;&lt;img src=x onerror=alert(1)&gt;"):
-        assert name in dom
-    assert re.search(r'id="fg-status">[^<]*\d+ frames?, ', dom)
+    # No element was injected: there is no <svg> (the graph is a canvas) and no <img>.
+    assert "<img" not in dom and "<svg" not in dom
+    # Search found the injected name, and the status line quotes the query as text.
+    assert re.search(r'id="fg-status">\u201c&lt;/script\u201d: [1-9]\d* frames?, ', dom)
 
 
 def _legend(page: str) -> list[tuple[str, str]]:
@@ -301,13 +301,22 @@ def test_the_legend_follows_the_colouring(data):
     # (an anonymous function is named by its file and line, as everywhere: no URL)
     assert labels[0] == "busyLoop" and "fib" in labels and "http" not in " ".join(labels)
     assert "(anonymous page.html:45)" in labels
-    svg = page.split('<svg id="fg-svg"', 1)[1]
+    drawn = _drawn_fills(page)
     for fill, label in by_fn:
-        assert re.search(
-            rf"<title>{re.escape(html.escape(label, quote=False))}\n[^<]*</title><rect [^>]*"
-            rf'fill="{re.escape(fill)}"',
-            svg,
-        ), label
+        assert fill in drawn[label], label
+
+
+def _col(b64: str, dtype: str) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(b64), dtype)
+
+
+def _drawn_fills(page: str) -> dict[str, set[str]]:
+    """Each drawn name's fills, from the columns the page's canvas is drawn from."""
+    d = json.loads(re.search(r'id="fg-data">(.*?)</script>', page).group(1))
+    out: dict[str, set[str]] = {}
+    for n, f in zip(_col(d["cols"]["n"], "<i4"), _col(d["cols"]["f"], "<i4"), strict=True):
+        out.setdefault(d["names"][n], set()).add(d["fills"][f])
+    return out
 
 
 def test_the_page_script_is_package_data_and_valid_javascript():
@@ -316,8 +325,12 @@ def test_the_page_script_is_package_data_and_valid_javascript():
     js = Path(flame.__file__).with_name("flame.js")
     assert js.read_text() == flame.flame_script()
     assert flame.flame_script() in render_flame(_basic_tree_small(), "html")
-    r = subprocess.run(["node", "--check", str(js)], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr
+    svg_js = js.with_name("flame_svg.js")
+    assert svg_js.read_text() == flame.svg_script()
+    assert flame.svg_script() in render_flame(_basic_tree_small(), "svg")
+    for f in (js, svg_js):
+        r = subprocess.run(["node", "--check", str(f)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
     pyproject = (Path(__file__).parent.parent / "pyproject.toml").read_text()
     assert '"render/*.js"' in pyproject
 
@@ -407,12 +420,12 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
         box = page.locator(sel).bounding_box()
         assert box is not None and 0 <= box["y"] < 120, (sel, box)
     # The tooltip shows on hover, and hides on Esc and on a search keystroke.
-    frame = page.locator("#fg-frames g[data-i='5'] rect")
-    frame.hover()
+    frame = _frame(page, 5)
+    page.mouse.move(frame["cx"], frame["cy"])
     assert page.locator("#fg-tip").is_visible()
     page.keyboard.press("Escape")
     assert not page.locator("#fg-tip").is_visible()
-    frame.hover()
+    page.mouse.move(frame["cx"] + 1, frame["cy"])
     assert page.locator("#fg-tip").is_visible()
     page.locator("#fg-search").type("f")
     assert not page.locator("#fg-tip").is_visible()
@@ -423,7 +436,7 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
     assert "view=sandwich" in page.url
     page.evaluate("location.hash = 'view=flame'")
     _wait(page, "document.body.dataset.view === 'flame'")
-    assert page.locator("#fg-svg").is_visible()
+    assert page.locator("#fg-canvas").is_visible()
     # An unknown view falls back to the flame graph.
     page2 = _page(browser, page_file.as_uri() + "#view=nonsense")
     assert page2.evaluate("document.body.dataset.view") == "flame"
@@ -631,9 +644,7 @@ def test_flame_track_selector(browser, tmp_path):
         return page.locator("#fg-status").text_content()
 
     def shown(name):
-        return page.eval_on_selector_all(
-            "#fg-frames g", f"gs => gs.filter(g => g.style.display !== 'none' && "
-            f"g.querySelector('text').textContent === {json.dumps(name)}).length")
+        return shown_in(page, name)
 
     # 450 ms in all: crunch is worker 1's 200 ms.
     assert "44.4% of total (200.0 ms)" in status()
@@ -641,11 +652,10 @@ def test_flame_track_selector(browser, tmp_path):
     sel.select_option(label="worker 1")
     _wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0%') > 0")
     assert shown("parse") == 0 and shown("crunch") == 1
-    crunch = page.locator("#fg-frames g", has_text="crunch").locator("rect")
-    root = page.locator("#fg-frames g[data-i='0'] rect")
-    assert float(crunch.get_attribute("width")) == pytest.approx(
-        float(root.get_attribute("width")), abs=1)
-    crunch.hover()
+    crunch = next(f for f in _drawn(page) if f["name"] == "crunch")
+    root = _frame(page, 0)
+    assert crunch["w"] == pytest.approx(root["w"], abs=1)
+    page.mouse.move(crunch["cx"], crunch["cy"])
     tip = page.locator("#fg-tip").text_content()
     assert "worker 1: total 200.0 ms (100.0% of the track)" in tip
     sel.select_option(label="main")
@@ -661,9 +671,17 @@ def test_flame_track_selector(browser, tmp_path):
 
 
 def shown_in(page, name):
-    return page.eval_on_selector_all(
-        "#fg-frames g", f"gs => gs.filter(g => g.style.display !== 'none' && "
-        f"g.querySelector('text').textContent === {json.dumps(name)}).length")
+    """How many frames named `name` the canvas draws now."""
+    return sum(1 for f in _drawn(page) if f["name"] == name)
+
+
+def _drawn(page) -> list[dict]:
+    """The frames the canvas draws now (the page's jsprofFrames(): name, box, state)."""
+    return page.evaluate("jsprofFrames()")
+
+
+def _frame(page, i: int) -> dict:
+    return next(f for f in _drawn(page) if f["i"] == i)
 
 
 def test_one_track_has_no_selector(browser, data, tmp_path):
@@ -1064,15 +1082,13 @@ def test_search_share_is_reports_with_paths_too_thin_to_draw(browser, tmp_path, 
         m = re.search(r"([\d.]+)% of total \(([\d.]+) ms\)", status)
         assert float(m.group(2)) == pytest.approx(want, abs=0.05), (q, status)
         assert m.group(1) == f"{100 * want / 51000:.1f}", (q, status)
-    # The matches are painted on the canvas laid exactly over the graph: mid is magenta.
+    # The matches are painted in the search colour where the frame is: mid is magenta.
     _type(page, "mid")
-    hl, box = page.locator("#fg-hl").bounding_box(), page.locator("#fg-svg").bounding_box()
-    assert hl == pytest.approx(box, abs=0.5), (hl, box)
-    rect = page.locator("#fg-frames g", has_text="mid").first.locator("rect").bounding_box()
+    mid = next(f for f in _drawn(page) if f["name"] == "mid")
+    assert mid["hit"] and not next(f for f in _drawn(page) if f["name"] == "hot")["hit"]
     png = tmp_path / "search.png"
     page.screenshot(path=str(png))
-    r, g, b = Image.open(png).convert("RGB").getpixel(
-        (int(rect["x"] + 5), int(rect["y"] + rect["height"] / 2)))
+    r, g, b = Image.open(png).convert("RGB").getpixel((int(mid["cx"]), int(mid["cy"])))
     assert r > 200 and g < 130 and b > 200, (r, g, b)  # hsl(300,80%,62%)
     assert page.errors == []
 
@@ -1081,32 +1097,36 @@ def test_zoom_lays_out_the_children_too_thin_to_draw(browser, tmp_path):
     trace = _thin_paths_recording(tmp_path / "thin.json")
     page_file = _write_flame(trace, tmp_path / "thin.html")
     page = _page(browser, page_file.as_uri())
-    assert page.locator("#fg-thin g").count() == 0
-    page.locator("#fg-frames g", has_text="mid").first.click()
-    _wait(page, "document.querySelectorAll('#fg-thin g').length > 0")
+    assert not any(f["thin"] for f in _drawn(page))
+    mid = next(f for f in _drawn(page) if f["name"] == "mid")
+    page.mouse.click(mid["cx"], mid["cy"])
+    _wait(page, "jsprofFrames().some(f => f.thin)")
     # mid's children fill its width: no gap that would read as self time.
-    mid = page.locator("#fg-frames g", has_text="mid").first.locator("rect")
-    mid_w, mid_y = float(mid.get_attribute("width")), float(mid.get_attribute("y"))
-    kids = page.eval_on_selector_all(
-        "#fg-thin rect", "rs => rs.map(r => [+r.getAttribute('width'), +r.getAttribute('y')])")
-    below = [w for w, y in kids if y == mid_y - ROW]
+    frames = _drawn(page)
+    mid = next(f for f in frames if f["name"] == "mid")
+    below = [f for f in frames if f["thin"] and f["depth"] == mid["depth"] + 1]
     assert len(below) == 1000
-    # Each rect is drawn 0.6 px narrower than its slot when wider than 2 px.
-    assert sum(below) + 0.6 * len([w for w in below if w > 1.4]) == pytest.approx(mid_w, rel=0.01)
-    # A laid-out frame has the numbers of the tree in its tooltip and zooms in too.
-    thin_g = page.locator("#fg-thin g").nth(3)
-    thin_g.hover(force=True)  # 1.2 px wide: its neighbour may take the pointer
+    assert sum(f["w"] for f in below) == pytest.approx(mid["w"], rel=0.001)
+    assert all(f["y"] == mid["y"] - ROW for f in below)  # the roots are at the bottom
+    # A laid-out frame has the numbers of the tree in its tooltip and zooms in too; the
+    # pointer finds it by its row and position (1.2 px wide).
+    third = below[3]
+    page.mouse.move(third["cx"], third["cy"])
     tip = page.locator("#fg-tip").text_content()
+    assert tip.startswith(third["name"] + "\n"), (tip, third)
     assert re.search(r"^tiny\d+\nfile:///thin.js:\d+:1\ntotal 1.0 ms \(0.0%\)", tip), tip
     assert "1 sample" in tip
-    thin_g.click(force=True)
-    _wait(page, "document.querySelectorAll('#fg-thin g:not(.fg-anc)').length === 1")
-    w = float(page.locator("#fg-thin g:not(.fg-anc) rect").get_attribute("width"))
-    assert w > 1000  # the one tiny function, full width
+    page.mouse.click(third["cx"], third["cy"])
+    _wait(page, "jsprofFrames().filter(f => f.thin && !f.faded).length === 1")
+    one = next(f for f in _drawn(page) if f["thin"] and not f["faded"])
+    assert one["name"] == third["name"] and one["w"] > 1000  # the one tiny function, full width
+    # Its ancestors hold the whole window: drawn full width, faded.
+    assert all(f["faded"] and f["w"] == one["w"] for f in _drawn(page) if f["i"] != one["i"])
     # The search paints laid-out frames too.
     _type(page, "tiny")
-    assert int(page.locator("#fg-hl").get_attribute("data-hits")) >= 1
+    assert int(page.locator("#fg-canvas").get_attribute("data-hits")) >= 1
+    assert next(f for f in _drawn(page) if f["thin"] and not f["faded"])["hit"]
     page.screenshot(path=str(tmp_path / "zoom.png"))
     page.keyboard.press("Escape")
-    _wait(page, "document.querySelectorAll('#fg-thin g').length === 0")
+    _wait(page, "!jsprofFrames().some(f => f.thin)")
     assert page.errors == []

@@ -254,13 +254,13 @@ def test_dashboard_in_chromium(server):
                                                               timeout=60000)
             assert "slowThing" not in page.locator("#top td.fn").all_text_contents()
             # The merged flame graph of the filtered selection draws in its frame. The first
-            # load's frame is replaced after the table: waiting on "a rect" could catch the
-            # old document just before it went, and count none a moment later.
+            # load's frame is replaced after the table: waiting on "a drawn frame" could catch
+            # the old document just before it went, and count none a moment later.
             deadline = time.monotonic() + 60
             while True:
                 drawn = next((f for f in page.frames if "/v1/query/flame" in f.url
                               and "release=1.0" in f.url), None)
-                if drawn is not None and drawn.locator("rect").count() > 5:
+                if drawn is not None and _drawn_frames(drawn) > 5:
                     break
                 assert time.monotonic() < deadline, [f.url for f in page.frames]
                 page.wait_for_timeout(100)  # (time.sleep would hold Playwright's events)
@@ -294,3 +294,14 @@ def test_dashboard_in_chromium(server):
             assert not any(x["name"] == "jsprof_session" for x in page.context.cookies())
         finally:
             browser.close()
+
+
+def _drawn_frames(frame) -> int:
+    """The frames the flame viewer in `frame` draws (0 while it loads, or if it went)."""
+    from playwright.sync_api import Error
+
+    try:
+        return int(frame.evaluate(
+            "() => +((document.getElementById('fg-canvas') || {dataset: {}}).dataset.frames || 0)"))
+    except Error:  # the frame navigated away meanwhile
+        return 0

@@ -1,33 +1,46 @@
-// The viewer's script: the flame graph (click-to-zoom, search with the matched share, hover
-// details) and, in the HTML page, the other views switched by tabs and by the URL hash
-// (#view=flame|sandwich&fn=NAME). Shipped as package data and inlined by render/flame.py
-// into every HTML and SVG file, where a hash-pinned Content-Security-Policy lets only this
-// exact text run. It reads the numbers from the page's `fg-data` and `fg-model` JSON blocks
-// and the frames from `#fg-frames`. Names from the trace reach the page only as
-// textContent or attribute values set through the DOM, never as markup.
+// The viewer's script: the flame graph drawn on a canvas (click-to-zoom, search with the
+// matched share, hover and keyboard details) and the other views switched by tabs and by the
+// URL hash (#view=flame|time|sandwich|source&fn=NAME). Shipped as package data and inlined
+// by render/flame.py into every HTML page, where a hash-pinned Content-Security-Policy lets
+// only this exact text run. It reads the drawn frames as binary columns from the page's
+// `fg-data` block, and the views' numbers from `fg-model`. Names from the trace reach the
+// page only as canvas text, textContent or attribute values set through the DOM, never as
+// markup. (The standalone SVG picture has its own small script, flame_svg.js.)
 (function () {
   "use strict";
   var doc = document;
   var SVGNS = "http://www.w3.org/2000/svg";
   var D = JSON.parse(doc.getElementById("fg-data").textContent);
-  var svg = doc.getElementById("fg-svg");
-  var gs = doc.getElementById("fg-frames").children;
-  var N = D.d.length, html = D.mode === "html";
-  var rects = [], texts = [], tips = [], titles = [], parent = [], end = [], stack = [];
+  // Little-endian binary columns in base64: one decode each, no per-number parsing.
+  function col(b64, T) {
+    var u;
+    if (Uint8Array.fromBase64) u = Uint8Array.fromBase64(b64);
+    else {
+      var bin = atob(b64);
+      u = new Uint8Array(bin.length);
+      for (var k = 0; k < bin.length; k++) u[k] = bin.charCodeAt(k);
+    }
+    return new T(u.buffer);
+  }
+  var C = D.cols;
+  var DEP = col(C.d, Int32Array), X0 = col(C.x, Float64Array), W0 = col(C.w, Float64Array);
+  var NM = col(C.n, Int32Array), LC = col(C.l, Int32Array), FL = col(C.f, Int32Array);
+  var SELF = col(C.s, Float64Array), CNT = col(C.c, Int32Array), TN = col(C.tn, Int32Array);
+  var DIFF = D.diff ? {ms: D.diff.ms, ds: col(D.diff.ds, Float64Array), dt: col(D.diff.dt, Float64Array),
+    inb: col(D.diff.inb, Int32Array), dsm: D.diff.ms ? col(D.diff.dsm, Float64Array) : null,
+    dtm: D.diff.ms ? col(D.diff.dtm, Float64Array) : null} : null;
+  var N = DEP.length, ROW = D.row;
+  var canvas = doc.getElementById("fg-canvas"), wrap = doc.getElementById("fg-wrap");
+  var topBar = doc.querySelector(".top"), live = doc.getElementById("fg-live");
   var tipEl = doc.getElementById("fg-tip");
-  var details = doc.getElementById("fg-details");
   var status = doc.getElementById("fg-status");
   var reset = doc.getElementById("fg-reset");
   var input = doc.getElementById("fg-search");
+  // Frames come in depth-first pre-order: parents and subtree ends from the depths alone.
+  var parent = new Int32Array(N), end = new Int32Array(N), stack = [];
   for (var i = 0; i < N; i++) {
-    var g = gs[i];
-    rects.push(g.getElementsByTagName("rect")[0]);
-    texts.push(g.getElementsByTagName("text")[0]);
-    var t = g.getElementsByTagName("title")[0];
-    titles.push(t);
-    tips.push(t ? t.textContent : "");
-    while (stack.length && D.d[stack[stack.length - 1]] >= D.d[i]) end[stack.pop()] = i;
-    parent.push(stack.length ? stack[stack.length - 1] : -1);
+    while (stack.length && DEP[stack[stack.length - 1]] >= DEP[i]) end[stack.pop()] = i;
+    parent[i] = stack.length ? stack[stack.length - 1] : -1;
     stack.push(i);
   }
   while (stack.length) end[stack.pop()] = N;
@@ -36,14 +49,15 @@
   // Frame positions and widths (ms) of all tracks, or of the one chosen in the selector:
   // one track's frames keep the merged graph's order, each starting where its earlier
   // siblings end, so the picture changes in width only.
-  var X = D.x, Wd = D.w, trackNo = -1;
+  var X = X0, Wd = W0, trackNo = -1, TW = null;
   function useTrack(k) {
     trackNo = k;
-    if (k < 0 || !D.tw) { X = D.x; Wd = D.w; return; }
-    Wd = D.tw[k];
-    X = new Array(N);
-    var next = new Array(N);
-    X[0] = 0; next[0] = 0;
+    kidW = null;
+    if (k < 0 || !D.tw) { X = X0; Wd = W0; return; }
+    if (!TW) TW = D.tw.map(function (b) { return col(b, Float64Array); });
+    Wd = TW[k];
+    X = new Float64Array(N);
+    var next = new Float64Array(N);
     for (var i = 1; i < N; i++) {
       var p = parent[i];
       X[i] = next[p];
@@ -52,77 +66,78 @@
     }
   }
   function width() {
-    if (!html) return D.width;
-    // The wrapper's padding (6px each side) is not ours to draw in.
-    var w = svg.parentNode.clientWidth - 12;
+    var w = wrap.clientWidth;
     return w > 200 ? w : D.width;
   }
+  var charW = D.charW;
   function label(name, px) {
-    var fit = Math.floor((px - 6) / D.charW);
+    var fit = Math.floor((px - 6) / charW);
     if (fit < 3) return "";
     return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
   }
-  // The zoom is a window [win0, win1] (ms) on the graph: a frame's own extent (a click),
-  // or that of a frame laid out on zoom. `zoomed` is the drawn frame whose subtree holds the
-  // window; frames that hold the whole window are its ancestors, drawn full width.
-  var win0 = 0, win1 = 0;
-  function zoomTo(i) { zoomed = i; win0 = X[i]; win1 = X[i] + Wd[i]; }
-  var laidOut = "";
+  // ---- layout: each frame's box for the zoom window, rows for painting and hit tests ----
+  // The zoom is a window [win0, win1] (ms) on the graph: a frame's own extent (a click), or
+  // that of a frame laid out on zoom. `zoomed` is the drawn frame whose subtree holds the
+  // window; `winD` the depth of the frame that made it. A frame is drawn where it overlaps
+  // the window (at one depth, frames do not overlap, so above winD that is the window's
+  // ancestors, below it its descendants); one that covers more than the window, or sits
+  // above the window's frame, is an ancestor: full width and faded.
+  var MAXTHIN = 30000;
+  var win0 = 0, win1 = 0, winD = 0;
+  function zoomTo(i) { zoomed = i; win0 = X[i]; win1 = X[i] + Wd[i]; winD = DEP[i]; }
+  var LD = new Int32Array(N + MAXTHIN), GX = new Float64Array(N + MAXTHIN), GW = new Float64Array(N + MAXTHIN);
+  var VIS = new Uint8Array(N + MAXTHIN), FADE = new Uint8Array(N + MAXTHIN), TFILL = new Int32Array(MAXTHIN);
+  LD.set(DEP);
+  var NV = N, thin = [], rows = [], nDrawn = 0, Hcur = D.height, laidOut = "";
+  var FILLS = D.fills.slice(), fillIx = {};
+  FILLS.forEach(function (f, k) { fillIx[f] = k; });
+  var HIT = "hsl(300,80%,62%)", HITF = FILLS.length;
+  FILLS.push(HIT);
   function layout() {
     var W = width(), z = zoomed;
-    if (!(win1 > win0)) { win0 = X[z]; win1 = X[z] + Wd[z]; }
-    // Nothing moved (back from another view): tens of thousands of frames are not set again.
-    var key = [W, z, win0, win1, trackNo].join(" ");
-    if (key === laidOut) { paintHits(); return; }
+    if (!(win1 > win0)) { win0 = X[z]; win1 = X[z] + Wd[z]; winD = DEP[z]; }
+    var key = [W, z, win0, win1, winD, trackNo].join(" ");
+    if (key === laidOut) { paint(); return; }
     laidOut = key;
     var span = win1 - win0, eps = span * 1e-9, scale = (W - 2 * D.pad) / (span || 1);
-    if (html) svg.setAttribute("width", W);
-    var anc = {};
-    for (var a = parent[z]; a >= 0; a = parent[a]) anc[a] = true;
     for (var i = 0; i < N; i++) {
-      var g = gs[i], x, w, isAnc = false;
       VIS[i] = 0;
-      if (i >= z && i < end[z]) {
-        var a0 = Math.max(X[i], win0), a1 = Math.min(X[i] + Wd[i], win1);
-        if (a1 - a0 <= eps) { g.style.display = "none"; continue; }
-        x = D.pad + (a0 - win0) * scale; w = (a1 - a0) * scale;
-        isAnc = i === z && (X[i] < win0 - eps || X[i] + Wd[i] > win1 + eps);
-      }
-      else if (anc[i]) { x = D.pad; w = W - 2 * D.pad; isAnc = true; }
-      else { g.style.display = "none"; continue; }
-      if (w < 0.1) { g.style.display = "none"; continue; }
-      g.style.display = "";
-      VIS[i] = 1; GX[i] = x; GW[i] = w;
-      if (ancs[i] !== (isAnc ? 1 : 0)) { ancs[i] = isAnc ? 1 : 0; styleFrame(i); }
-      rects[i].setAttribute("x", x.toFixed(2));
-      rects[i].setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
-      texts[i].setAttribute("x", (x + 3).toFixed(2));
-      texts[i].textContent = label(D.names[D.n[i]], w);
+      var a0 = Math.max(X[i], win0), a1 = Math.min(X[i] + Wd[i], win1);
+      if (a1 - a0 <= eps) continue;
+      var w = (a1 - a0) * scale;
+      if (w < 0.1) continue;
+      VIS[i] = 1; GX[i] = D.pad + (a0 - win0) * scale; GW[i] = w;
+      FADE[i] = DEP[i] < winD || X[i] < win0 - eps || X[i] + Wd[i] > win1 + eps ? 1 : 0;
     }
-    layoutThin(scale, W);
+    layoutThin(scale);
+    // Rows: the drawn frames of each depth, left to right (pre-order keeps a row in x
+    // order; frames laid out on zoom are merged in by position).
+    rows = [];
+    var maxD = 0, mixed = {};
+    nDrawn = 0;
+    for (i = 0; i < NV; i++) {
+      if (!VIS[i]) continue;
+      nDrawn++;
+      var d = LD[i];
+      (rows[d] || (rows[d] = [])).push(i);
+      if (d > maxD) maxD = d;
+      if (i >= N) mixed[d] = true;
+    }
+    for (var dm in mixed) rows[dm].sort(function (a, b) { return GX[a] - GX[b]; });
+    // Laid-out frames deeper than any drawn one make the graph taller (the roots stay at
+    // the bottom).
+    Hcur = Math.max(D.height, (maxD + 1) * ROW);
+    wrap.style.height = Hcur + "px";
+    canvas.setAttribute("data-frames", String(nDrawn));
     if (reset) reset.style.visibility = zoomed || win0 > X[0] + eps || win1 < X[0] + Wd[0] - eps ? "visible" : "hidden";
-    paintHits();
+    countHits();
+    paint();
   }
   // ---- zoom lays out again what was too thin to draw: the children each drawn frame lost
   // at generation time (below 0.1 px of the whole), from the whole call tree (fg-index),
   // placed after the drawn children (they were the narrowest) and down to 0.1 px of the
   // zoomed width, instead of leaving their time as a gap that reads as self time.
-  var MAXTHIN = 30000;
-  var LD = new Int32Array(N + MAXTHIN), NV = N, thin = [], thinG = null, kidW = null;
-  var kStart = null, kList = null, kSorted = null, drawnAt = null, fillOfName = {}, fillByName = null;
-  for (var q0 = 0; q0 < N; q0++) {
-    LD[q0] = D.d[q0];
-    if (fillOfName[D.n[q0]] === undefined && rects[q0]) fillOfName[D.n[q0]] = rects[q0].getAttribute("fill");
-  }
-  var Hcur = D.height;
-  function setHeight(h) {
-    if (h === Hcur || !html) return;
-    Hcur = h;
-    svg.setAttribute("height", h);
-    var shift = D.icicle ? "" : "translate(0," + (h - D.height) + ")";
-    doc.getElementById("fg-frames").setAttribute("transform", shift);
-    if (thinG) thinG.setAttribute("transform", shift);
-  }
+  var kidW = null, kStart = null, kList = null, kSorted = null, drawnAt = null, fillByName = null;
   function kidsOf(t, I) {
     var nn = I.parent.length;
     if (!kStart) {
@@ -133,7 +148,7 @@
       var fill = kStart.slice(0, nn + 1);
       for (c = 0; c < nn; c++) kList[fill[I.parent[c] < 0 ? nn : I.parent[c]]++] = c;
       drawnAt = new Int32Array(nn).fill(-1);
-      for (c = 1; c < N; c++) if (D.tn[c] >= 0) drawnAt[D.tn[c]] = c;
+      for (c = 1; c < N; c++) if (TN[c] >= 0) drawnAt[TN[c]] = c;
     }
     var k = t < 0 ? nn : t, s0 = kStart[k], s1 = kStart[k + 1];
     if (!kSorted[k]) {
@@ -145,26 +160,35 @@
     }
     return kList.subarray(s0, s1);
   }
-  function layoutThin(scale, W) {
+  function thinFill(name) {
+    if (!fillByName) {
+      // A function drawn elsewhere keeps its colour.
+      fillByName = Object.create(null);
+      for (var q = N - 1; q >= 0; q--) fillByName[D.names[NM[q]]] = FL[q];
+    }
+    var f = fillByName[name];
+    if (f !== undefined) return f;
+    var h = hue(name);
+    if (fillIx[h] === undefined) { fillIx[h] = FILLS.length; FILLS.push(h); }
+    return fillIx[h];
+  }
+  function layoutThin(scale) {
     thin.length = 0;
     NV = N;
-    if (thinG) thinG.textContent = "";
-    setHeight(D.height);
-    // The whole graph: what was dropped is under 0.1 px already (no need to parse the tree).
+    // The whole graph: what was dropped is under 0.1 px already (no need to read the tree).
     if (!zoomed && !(win0 > X[0] + 1e-9 * Wd[0]) && !(win1 < X[0] + Wd[0] * (1 - 1e-9))) return;
-    var I = html ? index() : null;
+    var I = index();
     var TOT = I ? (trackNo < 0 ? I.tot : (I.tt ? I.tt[trackNo] : null)) : null;
     if (!TOT) return;
-    if (!kidW || kidW.track !== trackNo) {
+    if (!kidW) {
       kidW = new Float64Array(N);
-      kidW.track = trackNo;
       for (var i = 1; i < N; i++) kidW[parent[i]] += Wd[i];
     }
     var minMs = 0.1 / scale, eps = (win1 - win0) * 1e-9, todo = [];
     for (i = zoomed; i < end[zoomed]; i++) {
       if (!VIS[i]) continue;
       // Children not drawn start where the drawn ones end.
-      var ks = kidsOf(D.tn[i], I), cx = X[i] + kidW[i];
+      var ks = kidsOf(TN[i], I), cx = X[i] + kidW[i];
       for (var j = 0; j < ks.length; j++) {
         var c = ks[j];
         if (drawnAt[c] >= 0) continue;
@@ -183,135 +207,143 @@
       }
       for (j = more.length - 1; j >= 0; j--) todo.push(more[j]);
     }
-    // Laid-out frames deeper than any drawn one make the graph taller: the drawing moves
-    // down by as much (the roots stay at the bottom), the frames keep their coordinates.
-    var maxD = 0;
-    for (j = 0; j < thin.length; j++) if (thin[j][1] > maxD) maxD = thin[j][1];
-    setHeight(Math.max(D.height, (maxD + 1) * D.row));
-    if (!thin.length) return;
-    if (!thinG) {
-      thinG = doc.createElementNS(SVGNS, "g");
-      thinG.id = "fg-thin";
-      doc.getElementById("fg-frames").parentNode.appendChild(thinG);
-      if (!D.icicle) thinG.setAttribute("transform", "translate(0," + (Hcur - D.height) + ")");
-    }
-    var H = D.height, frag = doc.createDocumentFragment();
     for (j = 0; j < thin.length; j++) {
-      var e = thin[j], a0 = Math.max(e[2], win0), a1 = Math.min(e[2] + TOT[e[0]], win1);
-      var x = D.pad + (a0 - win0) * scale, w = (a1 - a0) * scale, k = N + j;
-      var name = I.fname[I.fn[e[0]]], y = D.icicle ? e[1] * D.row : H - (e[1] + 1) * D.row;
-      LD[k] = e[1]; GX[k] = x; GW[k] = w; VIS[k] = 1;
-      var g = doc.createElementNS(SVGNS, "g");
-      g.setAttribute("data-t", String(j));
-      // A frame holding the whole window is an ancestor of the one zoomed into.
-      if (e[2] < win0 - eps && e[2] + TOT[e[0]] > win1 + eps) g.setAttribute("class", "fg-anc");
-      var r = doc.createElementNS(SVGNS, "rect");
-      r.setAttribute("x", x.toFixed(2)); r.setAttribute("y", y);
-      r.setAttribute("width", Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2));
-      r.setAttribute("height", D.row - 1); r.setAttribute("rx", 2);
-      if (!fillByName) {
-        // A function drawn elsewhere keeps its colour.
-        fillByName = Object.create(null);
-        for (var q1 in fillOfName) fillByName[D.names[q1]] = fillOfName[q1];
-      }
-      r.setAttribute("fill", fillByName[name] || hue(name));
-      var tx = doc.createElementNS(SVGNS, "text");
-      tx.setAttribute("x", (x + 3).toFixed(2)); tx.setAttribute("y", (y + D.row - 4.5).toFixed(1));
-      tx.textContent = label(name, w);
-      g.appendChild(r); g.appendChild(tx);
-      frag.appendChild(g);
+      var e = thin[j], a0 = Math.max(e[2], win0), a1 = Math.min(e[2] + TOT[e[0]], win1), k = N + j;
+      LD[k] = e[1]; GX[k] = D.pad + (a0 - win0) * scale; GW[k] = (a1 - a0) * scale;
+      VIS[k] = GW[k] >= 0.1 ? 1 : 0;
+      FADE[k] = e[1] < winD || e[2] < win0 - eps || e[2] + TOT[e[0]] > win1 + eps ? 1 : 0;
+      TFILL[j] = thinFill(I.fname[I.fn[e[0]]]);
     }
-    thinG.appendChild(frag);
     NV = N + thin.length;
   }
   function thinTip(j) {
     var I = index(), t = thin[j][0], TOT = trackNo < 0 ? I.tot : I.tt[trackNo], ks = kidsOf(t, I), sf = TOT[t];
     for (var k = 0; k < ks.length; k++) sf -= TOT[ks[k]];
     var f = I.fn[t], tot0 = Wd[0] > 0 ? Wd[0] : 1;
-    return I.fname[f] + "\n" + I.floc[f] + "\ntotal " + ms(TOT[t]) + " ms (" + (100 * TOT[t] / tot0).toFixed(1) +
-      "%) \u00b7 self " + ms(Math.max(sf, 0)) + " ms (" + (100 * Math.max(sf, 0) / tot0).toFixed(1) + "%)" +
+    return I.fname[f] + "\n" + I.floc[f] + "\ntotal " + ms(TOT[t]) + " ms (" + fixed(100 * TOT[t] / tot0, 1) +
+      "%) \u00b7 self " + ms(Math.max(sf, 0)) + " ms (" + fixed(100 * Math.max(sf, 0) / tot0, 1) + "%)" +
       (trackNo < 0 ? " \u00b7 " + I.n[t] + " sample" + (I.n[t] === 1 ? "" : "s") : "") +
       "\n(too thin to draw in the whole graph: laid out on zoom)";
   }
-  var fnHits = null;
+  function nameOfFrame(i) { return i < N ? D.names[NM[i]] : IX.fname[IX.fn[thin[i - N][0]]]; }
+  function signed(v, d) { return (v < 0 || (v === 0 && 1 / v < 0) ? "-" : "+") + fixed(Math.abs(v), d); }
+  // A drawn frame's tooltip, worded as the SVG picture's <title> (flame.py) words it.
+  function tipOf(i) {
+    if (i >= N) return thinTip(i - N);
+    var tot = D.total > 0 ? D.total : 1, w = W0[i];
+    var s = D.names[NM[i]] + "\n" + D.locs[LC[i]] + "\ntotal " + ms(w) + " ms (" + fixed(100 * w / tot, 1) + "%)";
+    if (i > 0) {
+      s += " \u00b7 self " + ms(SELF[i]) + " ms (" + fixed(100 * SELF[i] / tot, 1) + "%) \u00b7 " +
+        CNT[i] + " sample" + (CNT[i] === 1 ? "" : "s");
+      if (DIFF) {
+        var sd = signed(DIFF.ds[i], 2) + " pp", td = signed(DIFF.dt[i], 2) + " pp";
+        if (DIFF.ms) {
+          sd = signed(DIFF.dsm[i], 1) + " ms (" + sd + ")";
+          td = signed(DIFF.dtm[i], 1) + " ms (" + td + ")";
+        }
+        s += DIFF.inb[i] ? "\nvs base: self " + sd + " \u00b7 total " + td :
+          "\nnew: this call path is not in the base profile (" + td + ")";
+      }
+    }
+    if (trackNo >= 0) {
+      s += "\n" + D.tracks[trackNo] + ": total " + ms(Wd[i]) + " ms (" +
+        (Wd[0] > 0 ? fixed(100 * Wd[i] / Wd[0], 1) : "0.0") + "% of the track)";
+    }
+    return s;
+  }
+  // ---- painting: only the rows in the window, one path per colour ----
+  // The canvas is as tall as the window (a graph thousands of rows deep would pass the
+  // largest canvas there is) and moves down the graph's box as the page scrolls.
+  var FONT_C = ROW - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
+  var measured = false, off = 0, viewH = 0, hovered = -1, focused = -1;
+  function yOf(d) { return D.icicle ? d * ROW : Hcur - (d + 1) * ROW; }
   function hitOf(i) {
     if (i < N) return hits[i];
     return fnHits ? fnHits[IX.fn[thin[i - N][0]]] : 0;
   }
-  function nameOfFrame(i) { return i < N ? D.names[D.n[i]] : IX.fname[IX.fn[thin[i - N][0]]]; }
-  // A search tests each distinct name and location once (lower-cased once), not each frame;
-  // a query that extends the last one tests only the last one's matches. The matched frames
-  // are painted on a canvas laid over the graph, so a keystroke restyles no SVG element
-  // (restyling thousands of them cost seconds); only a graph too big for one canvas falls
-  // back to a class per frame.
+  function paint() {
+    if (view !== "flame") return;
+    var W = width(), ratio = window.devicePixelRatio || 1;
+    var head = topBar ? Math.max(topBar.getBoundingClientRect().bottom, 0) : 0;
+    var wr = wrap.getBoundingClientRect();
+    var h = Math.max(Math.min(Hcur, window.innerHeight - head), Math.min(Hcur, ROW * 4));
+    off = Math.round(Math.min(Math.max(head - wr.top, 0), Math.max(Hcur - h, 0)));
+    viewH = h;
+    if (canvas.style.top !== off + "px") canvas.style.top = off + "px";
+    if (canvas.width !== Math.round(W * ratio) || canvas.height !== Math.round(h * ratio)) {
+      canvas.width = Math.round(W * ratio); canvas.height = Math.round(h * ratio);
+      canvas.style.width = W + "px"; canvas.style.height = h + "px";
+    }
+    var g = canvas.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, -off * ratio);
+    g.clearRect(0, off, W, h);
+    g.font = FONT_C;
+    if (!measured) {
+      // Labels are cut to what fits their box in the font really used.
+      charW = Math.max(D.charW, g.measureText("MMMMMMMMMM").width / 10);
+      measured = true;
+    }
+    // Frames grouped by colour (and faded or not): one path and one fill per group.
+    var groups = new Map(), labels = [];
+    for (var d = 0; d < rows.length; d++) {
+      var row = rows[d], y = yOf(d);
+      if (!row || y + ROW <= off || y >= off + h) continue;
+      for (var k = 0; k < row.length; k++) {
+        var i = row[k], w = GW[i];
+        var f = hitOf(i) ? HITF : (i < N ? FL[i] : TFILL[i - N]);
+        var key = f * 2 + FADE[i], gr = groups.get(key);
+        if (!gr) groups.set(key, gr = []);
+        gr.push(GX[i], y, w > 2 ? w - 0.6 : w);
+        if (w >= 3 * charW + 6) labels.push(i, y);
+      }
+    }
+    groups.forEach(function (gr, key) {
+      g.globalAlpha = key & 1 ? 0.45 : 1;
+      g.fillStyle = FILLS[key >> 1];
+      g.beginPath();
+      for (var k = 0; k < gr.length; k += 3) g.rect(gr[k], gr[k + 1], gr[k + 2], ROW - 1);
+      g.fill();
+    });
+    g.globalAlpha = 1;
+    g.fillStyle = "#1d1d1f";
+    g.textBaseline = "alphabetic";
+    for (k = 0; k < labels.length; k += 2) {
+      var t = label(nameOfFrame(labels[k]), GW[labels[k]]);
+      if (t) g.fillText(t, GX[labels[k]] + 3, labels[k + 1] + ROW - 4.5);
+    }
+    [hovered, focused].forEach(function (j, n) {
+      if (j < 0 || j >= NV || !VIS[j]) return;
+      g.strokeStyle = n ? "#0b61c4" : "#1d1d1f";
+      g.lineWidth = n ? 2 : 0.8;
+      g.strokeRect(GX[j], yOf(LD[j]), Math.max(GW[j] > 2 ? GW[j] - 0.6 : GW[j], 1), ROW - 1);
+    });
+  }
+  // The frame under a point of the canvas (client coordinates): its row, then a binary
+  // search on the row's left edges.
+  function frameAt(cx, cy) {
+    var r = canvas.getBoundingClientRect(), x = cx - r.left, y = cy - r.top + off;
+    if (y < 0 || y >= Hcur) return -1;
+    var d = D.icicle ? Math.floor(y / ROW) : Math.ceil((Hcur - y) / ROW) - 1;
+    return inRow(d, x);
+  }
+  function inRow(d, x) {
+    var row = rows[d];
+    if (!row || !row.length) return -1;
+    var lo = 0, hi = row.length - 1;
+    while (lo < hi) { var mid = (lo + hi + 1) >> 1; if (GX[row[mid]] <= x) lo = mid; else hi = mid - 1; }
+    var i = row[lo];
+    return GX[i] <= x && x <= GX[i] + Math.max(GW[i], 0.5) ? i : -1;
+  }
+  // ---- search: each distinct name and location is tested once (lower-cased once), not
+  // each frame; a query that extends the last one tests only the last one's matches. The
+  // matched frames are painted in the search colour.
   var lowNames = D.names.map(function (v) { return v.toLowerCase(); });
   var lowLocs = D.locs.map(function (v) { return v.toLowerCase(); });
-  var hits = new Uint8Array(N), ancs = new Uint8Array(N);
-  var GX = new Float64Array(N + MAXTHIN), GW = new Float64Array(N + MAXTHIN), VIS = new Uint8Array(N + MAXTHIN);
-  var ratio = window.devicePixelRatio || 1;
-  var overlay = html && D.height * ratio <= 30000 && D.height * 4096 * ratio * ratio <= 1.5e8;
-  var hl = null;
-  if (overlay) {
-    hl = doc.createElement("canvas");
-    hl.id = "fg-hl";
-    hl.style.display = "none";
-    svg.parentNode.insertBefore(hl, svg.nextSibling);
-  }
-  function styleFrame(i) {
-    gs[i].setAttribute("class", (ancs[i] ? "fg-anc" : "") + (hits[i] && !overlay ? " fg-hit" : ""));
-  }
-  var HIT = "hsl(300,80%,62%)", FONT_SVG = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
-  function paintHits() {
-    if (!hl) return;
-    // The canvas is shown, moved and sized only when the graph's box changed: each of those
-    // makes the browser lay out the page again, the graph's many elements with it.
-    var W = +svg.getAttribute("width"), H = Hcur, painted = 0;
-    if (hl.style.display === "none") hl.style.display = "";
-    var sr = svg.getBoundingClientRect(), wr = svg.parentNode.getBoundingClientRect();
-    // (an SVG element has no offsetLeft: placed by the two boxes)
-    var left = (sr.left - wr.left) + "px", top = (sr.top - wr.top) + "px";
-    if (hl.style.left !== left) hl.style.left = left;
-    if (hl.style.top !== top) hl.style.top = top;
-    if (hl.width !== Math.round(W * ratio) || hl.height !== Math.round(H * ratio)) {
-      hl.width = Math.round(W * ratio); hl.height = Math.round(H * ratio);
-      hl.style.width = W + "px"; hl.style.height = H + "px";
-    }
-    var g = hl.getContext("2d");
-    g.setTransform(ratio, 0, 0, ratio, 0, 0);
-    g.clearRect(0, 0, W, H);
-    if (!query) { hl.setAttribute("data-hits", "0"); return; }
-    g.font = FONT_SVG;
-    g.textBaseline = "alphabetic";
-    // The matched frames as one path, filled once (faded ancestors as a second), then their
-    // labels: the canvas covers the graph's own.
-    var fade = [], lab = [];
-    g.beginPath();
-    for (var i = 1; i < NV; i++) {
-      if (!VIS[i] || !hitOf(i)) continue;
-      var w = GW[i], x = GX[i], y = D.icicle ? LD[i] * D.row : H - (LD[i] + 1) * D.row;
-      w = Math.max(w > 2 ? w - 0.6 : w, 0);
-      if (i < N && ancs[i]) fade.push(x, y, w); else g.rect(x, y, w, D.row - 1);
-      if (GW[i] >= 3 * D.charW + 6) lab.push(i, x, y);
-      painted++;
-    }
-    g.fillStyle = HIT;
-    g.fill();
-    if (fade.length) {
-      g.fillStyle = "#fbfbfa";
-      g.beginPath();
-      for (var k = 0; k < fade.length; k += 3) g.rect(fade[k], fade[k + 1], fade[k + 2], D.row - 1);
-      g.fill();
-      g.globalAlpha = 0.45;
-      g.fillStyle = HIT;
-      g.fill();
-      g.globalAlpha = 1;
-    }
-    g.fillStyle = "#1d1d1f";
-    for (k = 0; k < lab.length; k += 3) {
-      var t = label(nameOfFrame(lab[k]), GW[lab[k]]);
-      if (t) g.fillText(t, lab[k + 1] + 3, lab[k + 2] + D.row - 4.5);
-    }
-    hl.setAttribute("data-hits", String(painted));
+  var hits = new Uint8Array(N), fnHits = null;
+  function countHits() {
+    var n = 0;
+    for (var i = 1; i < NV; i++) if (VIS[i] && hitOf(i)) n++;
+    canvas.setAttribute("data-hits", String(query ? n : 0));
   }
   // The whole call tree (fg-index), parsed on first use: a search's share is taken over
   // it, so it is report's whatever was too thin to draw.
@@ -325,16 +357,6 @@
       return null;
     }
     var J = JSON.parse(blk.textContent);
-    function col(b64, T) {
-      var u;
-      if (Uint8Array.fromBase64) u = Uint8Array.fromBase64(b64);
-      else {
-        var bin = atob(b64);
-        u = new Uint8Array(bin.length);
-        for (var k = 0; k < bin.length; k++) u[k] = bin.charCodeAt(k);
-      }
-      return new T(u.buffer);
-    }
     var fres = col(J.fres, Int32Array), fline = col(J.fline, Int32Array), fcol = col(J.fcol, Int32Array);
     var floc = new Array(J.fname.length), nolo = {};
     J.nolo.forEach(function (k) { nolo[k] = true; });
@@ -383,88 +405,103 @@
       }
     }
     last.q = query;
-    var ms = 0, count = 0, covered = 0;
+    var sum = 0, count = 0, covered = 0;
     for (var i = 0; i < N; i++) {
-      var h = i > 0 && query && (nameHit[D.n[i]] || locHit[D.l[i]]) ? 1 : 0;
-      if (h !== hits[i]) { hits[i] = h; if (!overlay) styleFrame(i); }
+      var h = i > 0 && query && (nameHit[NM[i]] || locHit[LC[i]]) ? 1 : 0;
+      hits[i] = h;
       if (!h || !(Wd[i] > 0)) continue;  // a frame the chosen track never ran
       count++;
       // Nested matches (recursion) are inside an outer match: count their time once.
-      if (i >= covered) { ms += Wd[i]; covered = end[i]; }
+      if (i >= covered) { sum += Wd[i]; covered = end[i]; }
     }
     var T = X_ ? (trackNo < 0 ? X_.tot : (X_.tt ? X_.tt[trackNo] : null)) : null;
     if (query && T) {
       // Every node of the tree, parents first: a node under a match is inside it already.
       var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn);
-      ms = 0;
+      sum = 0;
       for (i = 0; i < nn; i++) {
         var p = P[i];
         if (p >= 0 && under[p]) { under[i] = 1; continue; }
-        if (fnHit[F[i]]) { under[i] = 1; ms += T[i]; }
+        if (fnHit[F[i]]) { under[i] = 1; sum += T[i]; }
       }
     }
     fnHits = fnHit;
-    paintHits();
-    var pct = Wd[0] > 0 ? (100 * ms / Wd[0]) : 0;
+    countHits();
+    paint();
+    var share = Wd[0] > 0 ? (100 * sum / Wd[0]) : 0;
     if (status) {
       status.textContent = query ?
         "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
-        ", " + pct.toFixed(1) + "% of total (" + ms.toFixed(1) + " ms)" +
+        ", " + share.toFixed(1) + "% of total (" + sum.toFixed(1) + " ms)" +
         (X_ ? " in " + last.fns.length + " function" + (last.fns.length === 1 ? "" : "s") : "") : "";
     }
   }
-  function frameOf(el) {
-    while (el && el !== svg) {
-      if (el.getAttribute && el.getAttribute("data-i") !== null) {
-        return +el.getAttribute("data-i");
-      }
-      if (el.getAttribute && el.getAttribute("data-t") !== null) {
-        return N + +el.getAttribute("data-t");  // a frame laid out on zoom
-      }
-      el = el.parentNode;
-    }
-    return -1;
-  }
-  svg.addEventListener("click", function (e) {
-    var i = frameOf(e.target);
-    if (i < 0) return;
+  // ---- pointer and keyboard ----
+  function zoomInto(i) {
     if (i < N) zoomTo(i);
     else {
       // Into a frame laid out on zoom: its extent, under the drawn frame it came from.
       var t = thin[i - N], I = index(), TOT = trackNo < 0 ? I.tot : I.tt[trackNo];
-      zoomed = t[3]; win0 = t[2]; win1 = t[2] + TOT[t[0]];
+      zoomed = t[3]; win0 = t[2]; win1 = t[2] + TOT[t[0]]; winD = t[1];
     }
+    hovered = focused = -1;
     layout();
-  });
-  // The page draws its own tooltip. The hovered frame's <title> is taken out meanwhile,
-  // so the browser's slower native one does not show on top; it stays in the document
-  // otherwise, for search engines, screen readers and viewers without scripts.
-  var hovered = -1;
-  function hover(i) {
-    if (i >= N) i = -1;  // frames laid out on zoom have no <title>
-    if (!tipEl || i === hovered) return;
-    if (hovered >= 0 && titles[hovered]) gs[hovered].insertBefore(titles[hovered], rects[hovered]);
-    if (i >= 0 && titles[i] && titles[i].parentNode) gs[i].removeChild(titles[i]);
-    hovered = i;
   }
-  svg.addEventListener("mousemove", function (e) {
-    var i = frameOf(e.target);
-    hover(i);
-    if (i >= N) { showTip(e, thinTip(i - N)); return; }
-    if (details) details.textContent = i >= 0 ? tips[i].split("\n").join("  \u00b7  ") : "";
-    if (!tipEl) return;
-    if (i < 0) { tipEl.style.display = "none"; return; }
-    showTip(e, tips[i] + (trackNo >= 0 ? "\n" + D.tracks[trackNo] + ": total " +
-      (Wd[i] >= 0.1 || Wd[i] === 0 ? Wd[i].toFixed(1) : Wd[i].toFixed(3)) + " ms (" +
-      (Wd[0] > 0 ? (100 * Wd[i] / Wd[0]).toFixed(1) : "0.0") + "% of the track)" : ""));
+  canvas.addEventListener("click", function (e) {
+    var i = frameAt(e.clientX, e.clientY);
+    if (i >= 0) zoomInto(i);
   });
-  svg.addEventListener("mouseleave", function () {
-    hover(-1);
-    if (tipEl) tipEl.style.display = "none";
+  function say(i) {
+    // The hovered or focused frame's words, for screen readers (DOM text).
+    if (live) live.textContent = i >= 0 ? tipOf(i).split("\n").join(". ") : "";
+  }
+  canvas.addEventListener("mousemove", function (e) {
+    var i = frameAt(e.clientX, e.clientY);
+    canvas.style.cursor = i >= 0 ? "pointer" : "";
+    if (i !== hovered) { hovered = i; paint(); say(i); }
+    if (i < 0) { if (tipEl) tipEl.style.display = "none"; return; }
+    showTip(e, tipOf(i));
   });
+  canvas.addEventListener("mouseleave", hideTip);
+  // Arrow keys walk the drawn frames (left/right in a row; towards the leaves or the root),
+  // Enter zooms into the focused one; its words go to the live region.
+  function neighbour(i, key) {
+    var d = LD[i], mid = GX[i] + GW[i] / 2, row = rows[d], k = row ? row.indexOf(i) : -1;
+    if (key === "ArrowLeft") return k > 0 ? row[k - 1] : i;
+    if (key === "ArrowRight") return k >= 0 && k + 1 < row.length ? row[k + 1] : i;
+    var deeper = (key === "ArrowUp") !== !!D.icicle;
+    if (!deeper) return d > 0 ? inRow(d - 1, mid) : i;
+    var kids = rows[d + 1] || [];
+    for (var j = 0; j < kids.length; j++) {
+      var c = kids[j];
+      if (GX[c] + GW[c] > GX[i] && GX[c] < GX[i] + GW[i]) return c;
+    }
+    return i;
+  }
+  canvas.addEventListener("focus", function () {
+    if (focused < 0) { focused = VIS[zoomed] ? zoomed : 0; paint(); }
+    say(focused);
+  });
+  canvas.addEventListener("blur", function () { focused = -1; paint(); });
+  canvas.addEventListener("keydown", function (e) {
+    if (focused < 0) return;
+    if (e.key === "Enter" || e.key === " ") { e.preventDefault(); var f = focused; zoomInto(f); focused = VIS[f] ? f : 0; paint(); say(focused); return; }
+    if (["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"].indexOf(e.key) < 0) return;
+    e.preventDefault();
+    var n = neighbour(focused, e.key);
+    if (n < 0) return;
+    focused = n;
+    // Keep the focused frame on screen.
+    var y = yOf(LD[n]);
+    if (y < off) window.scrollBy(0, y - off - ROW);
+    else if (y + ROW > off + viewH) window.scrollBy(0, y + ROW - off - viewH + ROW);
+    paint();
+    say(n);
+  });
+  window.addEventListener("scroll", function () { if (view === "flame") paint(); }, {passive: true});
   if (reset) reset.addEventListener("click", function () { zoomTo(0); layout(); });
   function hideTip() {
-    hover(-1);
+    if (hovered >= 0) { hovered = -1; paint(); }
     if (tipEl) tipEl.style.display = "none";
   }
   var pending = 0;
@@ -477,12 +514,6 @@
         pending = 0;
         if (view === "flame") search(input.value); else if (views[view]) views[view].search(input.value);
       }, 30);
-    });
-  } else {
-    var s = doc.getElementById("fg-search-button");
-    if (s) s.addEventListener("click", function () {
-      var q = window.prompt("Search frames (name or location):", query);
-      if (q !== null) search(q);
     });
   }
   doc.addEventListener("keydown", function (e) {
@@ -498,7 +529,26 @@
       input.focus();
     }
   });
-  if (html) window.addEventListener("resize", layout);
+  window.addEventListener("resize", function () { if (view === "flame") layout(); });
+  // For tests and tools: the frames drawn now, with their boxes (graph px; cx/cy: the
+  // middle of the box in the window's coordinates, where a pointer would go: a whole pixel
+  // inside the box where there is one, as mouse events carry whole pixels).
+  function mid(x, w) {
+    var c = Math.round(x + w / 2);
+    return c >= x && c <= x + w ? c : x + w / 2;
+  }
+  window.jsprofFrames = function () {
+    var r = canvas.getBoundingClientRect(), out = [];
+    for (var i = 0; i < NV; i++) {
+      if (!VIS[i]) continue;
+      var y = yOf(LD[i]);
+      out.push({i: i, name: nameOfFrame(i), x: GX[i], w: GW[i], depth: LD[i], y: y, h: ROW - 1,
+        faded: !!FADE[i], hit: !!hitOf(i), thin: i >= N, fill: FILLS[i < N ? FL[i] : TFILL[i - N]],
+        cx: mid(r.left + GX[i], GW[i]), cy: r.top + y - off + ROW / 2});
+    }
+    return out;
+  };
+  window.jsprofTip = function (i) { return tipOf(i); };
   // A link can carry a view, a search and a zoom: flame.html#view=flame&q=fib&z=12
   // (z: frame index), flame.html#view=sandwich&fn=parse.
   function params() {
@@ -513,7 +563,7 @@
   }
   var P = params();
   var trackSel = doc.getElementById("fg-track");
-  if (html && trackSel && D.tracks && D.tracks.length > 1) {
+  if (trackSel && D.tracks && D.tracks.length > 1) {
     var opt = doc.createElement("option");
     opt.value = "-1";
     opt.textContent = "All " + D.tracks.length + " tracks";
@@ -537,11 +587,9 @@
   }
   var views = {}, view = "flame";
   var M = null, viewMakers = {};
-  if (html) {
-    if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
-    if (doc.getElementById("v-time")) viewMakers.time = timeView;
-    if (doc.getElementById("v-source")) viewMakers.source = sourceView;
-  }
+  if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
+  if (doc.getElementById("v-time")) viewMakers.time = timeView;
+  if (doc.getElementById("v-source")) viewMakers.source = sourceView;
   // The model is parsed when a view first needs it: the flame graph opens without it.
   function getView(name) {
     if (views[name]) return views[name];
@@ -578,12 +626,11 @@
     }
     doc.body.setAttribute("data-view", name);
   }
-  if (html) {
-    window.addEventListener("hashchange", function () {
-      var p = params();
-      show(p.view || "flame", p);
-    });
-  }
+  window.addEventListener("hashchange", function () {
+    var p = params();
+    show(p.view || "flame", p);
+  });
+  zoomTo(0);
   var zi = parseInt(P.z, 10);
   if (zi > 0 && zi < N) zoomTo(zi);
   if (P.q && input) input.value = P.q;
@@ -593,37 +640,32 @@
     if (!marked && window.performance && performance.mark) performance.mark("jsprof-drawn");
     marked = true;
   }
-  if (html) {
-    var first = P.view || "flame";
-    if (first !== "flame" && doc.readyState === "loading") {
-      // Another view needs its data, which the file holds after this script.
-      doc.addEventListener("DOMContentLoaded", function () { show(first, P); drawn(); });
-    } else {
-      show(first, P);
-      drawn();
-      // A flame graph taller than the window opens at its roots, where reading starts
-      // (the sticky header stays on screen).
-      if (view === "flame" && !D.icicle && svg.getBoundingClientRect().bottom > window.innerHeight) {
-        svg.scrollIntoView({block: "end"});
-      }
-    }
-    // The whole tree is read once the page is, so the first keystroke of a search does not
-    // wait for it; a search typed before then is counted again over it.
-    var loaded = function () {
-      setTimeout(function () {
-        index();
-        if (view === "flame" && query) search(input ? input.value : query);
-      }, 0);
-    };
-    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", loaded);
-    else loaded();
+  var first = P.view || "flame";
+  if (first !== "flame" && doc.readyState === "loading") {
+    // Another view needs its data, which the file holds after this script.
+    doc.addEventListener("DOMContentLoaded", function () { show(first, P); drawn(); });
   } else {
-    layout();
-    if (P.q) search(P.q);
+    // A flame graph taller than the window opens at its roots, where reading starts (the
+    // sticky header stays on screen).
+    if (!D.icicle && wrap.getBoundingClientRect().top + D.height > window.innerHeight) {
+      window.scrollTo(0, wrap.getBoundingClientRect().top + window.scrollY + D.height + 12 - window.innerHeight);
+    }
+    show(first, P);
     drawn();
   }
+  // The whole tree is read once the page is, so the first keystroke of a search does not
+  // wait for it; a search typed before then is counted again over it.
+  var loaded = function () {
+    setTimeout(function () {
+      index();
+      if (view === "flame" && query) search(input ? input.value : query);
+    }, 0);
+  };
+  if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", loaded);
+  else loaded();
   // The script ran (tests read it from the rendered DOM).
-  svg.setAttribute("data-ready", "1");
+  canvas.setAttribute("data-ready", "1");
+  doc.body.setAttribute("data-ready", "1");
 
   // ---- shared drawing helpers ---------------------------------------------------------------
 

@@ -667,7 +667,9 @@ def _frames(
     color_by: str,
     change: TreeChange | None,
     width: int,
+    svg: bool = True,
 ) -> _Frames:
+    """The drawn frames: SVG elements (`svg`) or the page's columns, and the legend."""
     total = lay.total if lay.total > 0 else 1.0
     max_depth = max(lay.depth) if len(lay) else 0
     height = (max_depth + 1) * ROW
@@ -712,6 +714,8 @@ def _frames(
         legend = [(_function_fill(k), k) for k in hot]
     col_n: list[int] = []
     col_l: list[int] = []
+    col_f: list[int] = []
+    fill_ix: dict[str, int] = {}
     parts = []
     for j in range(len(lay)):
         n = lay.node[j]
@@ -734,6 +738,15 @@ def _frames(
                 fill = NO_RESOURCE
             else:
                 fill = _resource_fill(hue_of[fn.resource], name)
+        col_n.append(name_ix.setdefault(name, len(name_ix)))
+        if len(name_ix) > len(names):
+            names.append(name)
+        col_l.append(loc_ix.setdefault(loc, len(loc_ix)))
+        if len(loc_ix) > len(locs):
+            locs.append(loc)
+        col_f.append(fill_ix.setdefault(fill, len(fill_ix)))
+        if not svg:
+            continue  # the page's script draws from the columns and words the tooltip
         w_ms = lay.w[j]
         tip = [name, loc]
         line = f"total {_fmt_ms(w_ms)} ({100 * w_ms / total:.1f}%)"
@@ -742,19 +755,7 @@ def _frames(
             line += f" \u00b7 {samples} sample{'s' if samples != 1 else ''}"
         tip.append(line)
         if change is not None and n >= 0:
-            dd, dt = float(change.d_self[n]), float(change.d_total[n])
-            if change.unit == "ms" and change.d_self_ms is not None:
-                assert change.d_total_ms is not None
-                ms, mt = float(change.d_self_ms[n]), float(change.d_total_ms[n])
-                self_d = f"{_signed_ms(ms)} ({dd:+.2f} pp)"
-                total_d = f"{_signed_ms(mt)} ({dt:+.2f} pp)"
-            else:
-                self_d, total_d = f"{dd:+.2f} pp", f"{dt:+.2f} pp"
-            if change.in_base[n]:
-                tip.append(f"vs base: self {self_d} \u00b7 total {total_d}")
-            else:
-                tip.append(f"new: this call path is not in the base profile ({total_d})")
-
+            tip.append(_diff_line(change, n))
         x = PAD + lay.x[j] * scale
         w = lay.w[j] * scale
         y = lay.depth[j] * ROW if icicle else height - (lay.depth[j] + 1) * ROW
@@ -764,14 +765,8 @@ def _frames(
             f'height="{ROW - 1}" rx="2" fill="{fill}"/>'
             f'<text x="{x + 3:.2f}" y="{y + ROW - 4.5:.1f}">{esc(_label(name, w))}</text></g>'
         )
-        col_n.append(name_ix.setdefault(name, len(name_ix)))
-        if len(name_ix) > len(names):
-            names.append(name)
-        col_l.append(loc_ix.setdefault(loc, len(loc_ix)))
-        if len(loc_ix) > len(locs):
-            locs.append(loc)
 
-    data = {
+    data: dict[str, Any] = {
         "width": width,
         "row": ROW,
         "pad": PAD,
@@ -781,15 +776,63 @@ def _frames(
         "total": lay.total,
         "names": names,
         "locs": locs,
-        "d": lay.depth,
-        "x": [round(v, 6) for v in lay.x],
-        "w": [round(v, 6) for v in lay.w],
-        "n": col_n,
-        "l": col_l,
     }
-    return _Frames(
-        svg=f'<g id="fg-frames">{"".join(parts)}</g>', data=data, height=height, legend=legend
-    )
+    if svg:
+        data.update(
+            d=lay.depth, x=[round(v, 6) for v in lay.x], w=[round(v, 6) for v in lay.w],
+            n=col_n, l=col_l,
+        )
+        return _Frames(
+            svg=f'<g id="fg-frames">{"".join(parts)}</g>', data=data, height=height, legend=legend
+        )
+    # The page draws on a canvas from binary columns (one atob each, no per-number parse):
+    # depth, position and width (ms), name, location and fill ids, self ms and samples, and
+    # for a diff the numbers of its tooltip line.
+    node = np.array(lay.node, np.int64)
+    real = np.maximum(node, 0)
+    self_col = np.where(node >= 0, tree.self_ms[real], 0.0)
+    n_col = np.where(node >= 0, np.rint(tree.total_samples[real]), 0)
+    data["fills"] = list(fill_ix)
+    data["cols"] = {
+        "d": _b64(np.array(lay.depth, np.int64), "<i4"),
+        "x": _b64(np.array(lay.x, np.float64), "<f8"),
+        "w": _b64(np.array(lay.w, np.float64), "<f8"),
+        "n": _b64(np.array(col_n, np.int64), "<i4"),
+        "l": _b64(np.array(col_l, np.int64), "<i4"),
+        "f": _b64(np.array(col_f, np.int64), "<i4"),
+        "s": _b64(self_col, "<f8"),
+        "c": _b64(n_col, "<i4"),
+    }
+    if change is not None:
+        # Per frame: self and total change in points, and in ms when the diff is in ms;
+        # whether the call path is in the base (the root's row is never read).
+        ms_unit = change.unit == "ms" and change.d_self_ms is not None
+        data["diff"] = {
+            "ms": ms_unit,
+            "ds": _b64(np.where(node >= 0, change.d_self[real], 0.0), "<f8"),
+            "dt": _b64(np.where(node >= 0, change.d_total[real], 0.0), "<f8"),
+            "inb": _b64(np.where(node >= 0, change.in_base[real], 1).astype(np.int64), "<i4"),
+        }
+        if ms_unit:
+            assert change.d_self_ms is not None and change.d_total_ms is not None
+            data["diff"]["dsm"] = _b64(np.where(node >= 0, change.d_self_ms[real], 0.0), "<f8")
+            data["diff"]["dtm"] = _b64(np.where(node >= 0, change.d_total_ms[real], 0.0), "<f8")
+    return _Frames(svg="", data=data, height=height, legend=legend)
+
+
+def _diff_line(change: TreeChange, n: int) -> str:
+    """A diff frame's tooltip line: how its self and total moved against the base."""
+    dd, dt = float(change.d_self[n]), float(change.d_total[n])
+    if change.unit == "ms" and change.d_self_ms is not None:
+        assert change.d_total_ms is not None
+        ms, mt = float(change.d_self_ms[n]), float(change.d_total_ms[n])
+        self_d = f"{_signed_ms(ms)} ({dd:+.2f} pp)"
+        total_d = f"{_signed_ms(mt)} ({dt:+.2f} pp)"
+    else:
+        self_d, total_d = f"{dd:+.2f} pp", f"{dt:+.2f} pp"
+    if change.in_base[n]:
+        return f"vs base: self {self_d} \u00b7 total {total_d}"
+    return f"new: this call path is not in the base profile ({total_d})"
 
 
 def render_flame(
@@ -822,7 +865,7 @@ def render_flame(
     if color_by not in ("resource", "function"):
         raise ValueError(f"unknown colouring {color_by!r}")
     lay = layout(tree, min_width_px, width)
-    fr = _frames(tree, lay, icicle, color_by, change, width)
+    fr = _frames(tree, lay, icicle, color_by, change, width, svg=fmt == "svg")
     legend = fr.legend
     if change is not None:
         m = (
@@ -843,11 +886,12 @@ def render_flame(
         ]
     fr.data["mode"] = fmt
     if fmt == "html":
-        fr.data["tn"] = lay.node  # each drawn frame's tree node (ROOT_FN: the root)
+        # each drawn frame's tree node (ROOT_FN: the root)
+        fr.data["cols"]["tn"] = _b64(np.array(lay.node, np.int64), "<i4")
         tw = track_widths(tree, lay.node)
         if tw:
             fr.data["tracks"] = [clean(n) for n in tree.track_names]
-            fr.data["tw"] = tw
+            fr.data["tw"] = [_b64(np.array(t, np.float64), "<f8") for t in tw]
     data = script_json(fr.data)
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
@@ -879,8 +923,14 @@ _CSS = """
 
 @functools.cache
 def flame_script() -> str:
-    """The page script (`flame.js`, package data), inlined into every file we write."""
+    """The viewer page's script (`flame.js`, package data), inlined into every page."""
     return (Path(__file__).with_name("flame.js")).read_text(encoding="utf-8")
+
+
+@functools.cache
+def svg_script() -> str:
+    """The SVG picture's script (`flame_svg.js`: zoom, search, details over its elements)."""
+    return (Path(__file__).with_name("flame_svg.js")).read_text(encoding="utf-8")
 
 
 def _svg_document(fr: _Frames, data: str, title: str, subtitle: str, width: int) -> str:
@@ -907,7 +957,7 @@ def _svg_document(fr: _Frames, data: str, title: str, subtitle: str, width: int)
         f'<text class="fg-ui" id="fg-details" x="{PAD}" y="{height - 9}"></text>\n'
         f'<script type="application/json" id="fg-data">{data}</script>\n'
         # CDATA so the script's own `<` and `&` are plain text in XML.
-        f'<script type="text/javascript"><![CDATA[{flame_script()}]]></script>\n'
+        f'<script type="text/javascript"><![CDATA[{svg_script()}]]></script>\n'
         "</svg>\n"
     )
 
@@ -936,9 +986,11 @@ nav.tabs a.on { background: #0b61c4; color: #fff; }
 .legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
-#fg-wrap { padding: 6px 6px 12px; position: relative; }
-#fg-hl { position: absolute; pointer-events: none; will-change: transform; }
-#fg-svg { display: block; }
+#fg-wrap { margin: 6px 6px 12px; position: relative; }
+#fg-canvas { position: absolute; left: 0; top: 0; outline: none; }
+#fg-canvas:focus-visible { box-shadow: 0 0 0 2px #0b61c4; }
+.sr-only { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0);
+  white-space: nowrap; }
 #fg-tip { position: fixed; display: none; max-width: 560px; white-space: pre-wrap;
   word-break: break-all; background: rgba(29,29,31,0.94); color: #f5f5f7; padding: 7px 9px;
   border-radius: 6px; font-size: 12px; line-height: 1.45; pointer-events: none;
@@ -1028,7 +1080,7 @@ def _html_document(
         '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
         f'<meta http-equiv="Content-Security-Policy" content="{csp}">\n'
         '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}{_CSS}</style>\n</head>\n<body>\n"
+        f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}</style>\n</head>\n<body>\n"
         # The header sticks: title, tabs, search and Reset stay on screen while a tall
         # graph scrolls under them.
         f'<div class="top"><header><h1>{esc(title)}</h1><span class="sub">{esc(subtitle)}</span>'
@@ -1038,10 +1090,18 @@ def _html_document(
         '<input id="fg-search" type="search" placeholder="Search frames ( / )" '
         'aria-label="Search frames by name or location" autocomplete="off"></div></header>\n'
         f'<div class="legend">{legend_html}</div>\n<div id="fg-status"></div></div>\n'
-        f'<main><section id="v-flame" data-v="flame"><div id="fg-wrap">'
-        f'<svg id="fg-svg" xmlns="http://www.w3.org/2000/svg" '
-        f'width="{width}" height="{fr.height}">{fr.svg}</svg></div>\n'
-        "<footer>Click a frame to zoom, Esc to reset; hover for details.</footer></section>"
+        # Scripts off: no picture (the graph is drawn by the script from columns), a line
+        # that says so and where the static picture comes from.
+        '<main><section id="v-flame" data-v="flame"><noscript><p class="empty">This viewer '
+        "draws with its script, and scripts are off here. Allow them for this file, or write "
+        "the static picture with <code>jsprof flame TRACE -o flame.svg</code>.</p></noscript>"
+        f'<div id="fg-wrap" style="height:{fr.height}px"><canvas id="fg-canvas" role="img" '
+        'tabindex="0" aria-label="Flame graph. Arrow keys move between frames, Enter zooms '
+        'into one, Escape resets; the frame\'s details are read out." aria-describedby="fg-live">'
+        "</canvas></div>\n"
+        '<div id="fg-live" class="sr-only" aria-live="polite"></div>\n'
+        "<footer>Click a frame to zoom, Esc to reset; hover for details; with the graph "
+        "focused, arrow keys move between frames and Enter zooms.</footer></section>"
         f"{sections}</main>\n"
         '<div id="fg-tip" role="tooltip"></div>\n'
         f'<script type="application/json" id="fg-data">{data}</script>\n'
