@@ -705,6 +705,42 @@ def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
     assert page.errors == []
 
 
+def _svg_titles(svg_file: Path) -> dict[int, str]:
+    return {int(g.attrib["data-i"]): g.find(SVG_NS + "title").text
+            for g in ET.parse(svg_file).getroot().iter(SVG_NS + "g") if "data-i" in g.attrib}
+
+
+def test_canvas_tooltips_say_what_the_svg_titles_say(browser, data, tmp_path):
+    """The page words each frame's tooltip from its columns; the SVG picture's <title>s are
+    written by flame.py: the same words and numbers, frame by frame (diffs too)."""
+    base, new = tmp_path / "base.json", tmp_path / "new.json"
+    io.save(_rec([["main", "a"]] * 8 + [["main", "b", "c"]] * 2 + [["main"]] * 3), base)
+    io.save(_rec([["main", "a"]] * 2 + [["main", "b", "c"]] * 7 + [["main", "d"]] * 5), new)
+    runs = {
+        "basic": ["flame", str(data / "chromium" / "trace-basic.json"), "-o"],
+        "diff": ["diff", str(base), str(new), "--flame"],
+    }
+    for name, args in runs.items():
+        svg, page_file = tmp_path / f"{name}.svg", tmp_path / f"{name}.html"
+        assert main([*args, str(svg)]) == 0 and main([*args, str(page_file)]) == 0
+        titles = _svg_titles(svg)
+        page = _page(browser, page_file.as_uri())
+        tips = page.evaluate("jsprofFrames().map(f => [f.i, jsprofTip(f.i)])")
+        assert len(tips) == len(titles) > 3
+        for i, tip in tips:
+            assert tip == titles[i], (name, i)
+        if name == "diff":
+            assert any("vs base: self +" in t for t in titles.values())
+            assert any(t.startswith("d\n") and "new: this call path" in t for t in titles.values())
+        # The pointer gets the same words, found by row and binary search, on every frame.
+        for f in page.evaluate("jsprofFrames()"):
+            if f["w"] < 2:
+                continue
+            page.mouse.move(f["cx"], f["cy"])
+            assert page.locator("#fg-tip").text_content() == titles[f["i"]], (name, f)
+        assert page.errors == []
+
+
 # ---- the source view: each line's self time, equal to `report --by line` -------------------
 
 SOURCE_APP = """\
