@@ -180,7 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    from .compact import compact
+    from .compact import compact, merge_parts
     from .store import Store
 
     store = Store(args.store)
@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
     while not (args.parent and os.getppid() != args.parent):
         try:
             compact(store, batch=BATCH)
+            # Off the query path: small parts merged here, after the new ones are in.
+            merge_parts(store.path)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
             msg = str(e)
             if msg not in errors:

@@ -30,6 +30,7 @@ adds them in.
 
 from __future__ import annotations
 
+import calendar
 import fcntl
 import hashlib
 import math
@@ -925,6 +926,238 @@ def _tail_entry(out: Path, e: dict) -> dict:
     return e
 
 
+# ---- merging small parts ---------------------------------------------------------------------
+
+# A collector compacts every few seconds and each run writes a few small parts. Parts of one
+# group (a table, release and UTC day; a release's frames or stacks) are merged the way
+# Grafana Pyroscope's compaction levels do it: once FANOUT parts of one level accumulate,
+# they become one part of the next level, so a group holds at most (FANOUT - 1) parts per
+# level, and levels grow with the log of the runs. A day that is over (DAY_CLOSED_S past
+# its end: receivedAt is the collector's clock, so no upload joins it later) is merged into
+# one part. A merge writes the new part, commits the manifest that lists it instead of the
+# old ones, and only then removes the old files, after GRACE_S (a query that read the
+# manifest before keeps reading them meanwhile): a reader sees either the old parts or the
+# merged one, never both and never neither, whenever the merging process dies.
+FANOUT = 8
+DAY_CLOSED_S = 3600.0
+GRACE_S = 900.0
+
+# Called with a stage name ("written": merged parts written, manifest not committed yet;
+# "committed": manifest committed, old files still there; "deleted": old files removed,
+# their `obsolete` entries still listed), for tests that kill the process there.
+_merge_hook: Any = None
+
+
+@dataclass
+class MergeStats:
+    merged: int = 0  # parts merged into others
+    written: int = 0  # merged parts written
+    deleted: int = 0  # obsolete files removed (their grace over)
+
+
+def _level(e: str | dict) -> int:
+    return e.get("level", 0) if isinstance(e, dict) else 0
+
+
+def _pick_run(entries: list, day: str | None, now: float, fanout: int) -> list[int] | None:
+    """Indices (in `entries`, one group's parts) of parts to merge into one, or None."""
+    ok = [i for i, e in enumerate(entries) if isinstance(e, dict) and "crc32" in e]
+    if day is not None and len(ok) > 1 and len(ok) == len(entries):
+        end = calendar.timegm(time.strptime(day, "%Y-%m-%d")) + 86400
+        if now >= end + DAY_CLOSED_S:
+            return ok  # the day is over: one part
+    by_level: dict[int, list[int]] = {}
+    for i in ok:
+        by_level.setdefault(_level(entries[i]), []).append(i)
+    for lvl in sorted(by_level):
+        idx = by_level[lvl]
+        # Contiguous in list order: a release's frame and stack ids must stay in order
+        # from part to part (levels never rise along a list, so they are).
+        if len(idx) >= fanout and idx == list(range(idx[0], idx[0] + len(idx))):
+            return idx
+    return None
+
+
+def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
+    """Write the rows of `entries` (in order) as one part; returns its manifest entry."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sch = schemas()[kind]
+    tables = [_read(pq, verify_part(tdir, e), tdir).select(sch.names).cast(sch)
+              for e in entries]
+    table = pa.concat_tables(tables)
+    rel = str(Path(part_path(entries[0])).parent / f"part-{part:06d}.parquet")
+    path = tdir / rel
+    tmp = path.with_name(f".{path.name}.tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    with open(tmp, "rb") as f:
+        data = f.read()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    mins = [e.get("minAt") for e in entries]
+    maxs = [e.get("maxAt") for e in entries]
+    ranged = all(m is not None for m in mins + maxs)
+    out = {
+        "path": rel,
+        "day": entries[0].get("day"),
+        "minAt": min(mins) if ranged else None,
+        "maxAt": max(maxs) if ranged else None,
+        "rows": table.num_rows,
+        "bytes": len(data),
+        "crc32": zlib.crc32(data),
+        "level": max(_level(e) for e in entries) + 1,
+    }
+    if "rkey" in entries[0]:
+        out["rkey"] = entries[0]["rkey"]
+    return out
+
+
+def _listed(man: dict) -> set[str]:
+    out = {part_path(e) for e in man["uploads"]}
+    for r in man["releases"].values():
+        for entries in r["parts"].values():
+            out.update(part_path(e) for e in entries)
+    out.update(o["path"] for o in man.get("obsolete", []))
+    return out
+
+
+_swept: set[str] = set()
+
+
+def _sweep(tdir: Path, man: dict) -> None:
+    """Remove what a killed compaction, merge or prune left (files no manifest lists):
+    once per process, under the lock (nothing else writes tables/ then)."""
+    if str(tdir) in _swept:
+        return
+    _swept.add(str(tdir))
+    listed = _listed(man)
+    for d, _, files in os.walk(tdir):
+        for name in files:
+            if not name.endswith((".parquet", ".parquet.tmp")):
+                continue
+            full = Path(d) / name
+            if str(full.relative_to(tdir)) not in listed:
+                try:
+                    full.unlink()
+                except OSError:
+                    pass
+
+
+def merge_parts(store_path: str | os.PathLike, now: float | None = None,
+                fanout: int = FANOUT, grace: float = GRACE_S) -> MergeStats:
+    """Merge small parts (see FANOUT above) and remove the files of parts merged more
+    than `grace` seconds ago. Off the query path: the collector's compactor runs it after
+    each compaction. Results of every query are unchanged (the same rows, in part order).
+    """
+    tdir = tables_dir(store_path)
+    stats = MergeStats()
+    if not (tdir / MANIFEST).exists():
+        return stats
+    now = time.time() if now is None else now
+    with _Lock(tdir):
+        man = read_manifest(store_path)
+        _sweep(tdir, man)
+        obsolete = man.setdefault("obsolete", [])
+        part = man["nextPart"]
+        gone: list[str] = []
+        dirs: set[Path] = set()
+
+        def merge(kind: str, entries: list, day: str | None) -> list | None:
+            run = _pick_run(entries, day, now, fanout)
+            if run is None:
+                return None
+            old = [entries[i] for i in run]
+            new = _merge_group(tdir, kind, old, part)
+            dirs.add((tdir / new["path"]).parent)
+            gone.extend(part_path(e) for e in old)
+            stats.merged += len(old)
+            stats.written += 1
+            drop = set(run[1:])
+            return [new if i == run[0] else e for i, e in enumerate(entries) if i not in drop]
+
+        def merge_groups(kind: str, entries: list, key: Any) -> list:
+            """`entries` with each group's (by `key`) run merged: a group's parts keep
+            their slots in order, the ones merged away leave theirs."""
+            groups: dict[Any, list[int]] = {}
+            for i, e in enumerate(entries):
+                k = key(e)
+                if k is not False:
+                    groups.setdefault(k, []).append(i)
+            out: list = list(entries)
+            for k, idx in groups.items():
+                res = merge(kind, [entries[i] for i in idx], k[-1] if kind == "uploads" else k)
+                if res is None:
+                    continue
+                for j, i in enumerate(idx):
+                    out[i] = res[j] if j < len(res) else None
+            return [e for e in out if e is not None]
+
+        man["uploads"] = merge_groups(
+            "uploads", man["uploads"],
+            lambda e: (e["rkey"], e.get("day")) if isinstance(e, dict) and "rkey" in e else False,
+        )
+        merged_rel: dict[str, set[str]] = {}
+        for rkey, entry in man["releases"].items():
+            for kind in KINDS:
+                n = stats.written
+                if kind in ("frames", "stacks"):
+                    entry["parts"][kind] = merge(kind, entry["parts"][kind], None) or entry[
+                        "parts"][kind]
+                    if stats.written > n:
+                        merged_rel.setdefault(rkey, set()).add(kind)
+                else:
+                    entry["parts"][kind] = merge_groups(
+                        kind, entry["parts"][kind],
+                        lambda e: e.get("day") if isinstance(e, dict) else False,
+                    )
+        due = [o for o in obsolete if now - o["at"] >= grace]
+        if not gone and not due:
+            return stats
+        if gone:
+            for d in sorted(dirs, key=lambda d: -len(d.parts)):
+                _fsync_dir(d)
+            man["nextPart"] = part + 1
+            obsolete.extend({"path": g, "at": now} for g in gone)
+            if _merge_hook:
+                _merge_hook("written")
+            _fsync_write(tdir / MANIFEST, orjson.dumps(man))
+            if _merge_hook:
+                _merge_hook("committed")
+            _merged_release_cache(tdir, man, merged_rel)
+        if due:
+            for o in due:
+                try:
+                    (tdir / o["path"]).unlink()
+                except FileNotFoundError:
+                    pass
+                stats.deleted += 1
+            if _merge_hook:
+                _merge_hook("deleted")
+            gone_now = {o["path"] for o in due}
+            man["obsolete"] = [o for o in man["obsolete"] if o["path"] not in gone_now]
+            _fsync_write(tdir / MANIFEST, orjson.dumps(man))
+    return stats
+
+
+def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) -> None:
+    """A release kept in memory (`_cache`) was built from parts now merged: it holds the
+    same rows, so it now stands for the merged parts (else the next run would rebuild it
+    from every part); dropped when it had not read all of them."""
+    for rkey, kinds in merged.items():
+        rel = _cache.get((str(tdir), rkey))
+        if rel is None:
+            continue
+        entry = man["releases"][rkey]
+        n = {"frames": rel.n_frames_committed, "stacks": rel.n_stacks_committed}
+        have = {"frames": entry["frames"], "stacks": entry["stacks"]}
+        if any(n[k] != have[k] for k in kinds):
+            _cache.pop((str(tdir), rkey), None)
+            continue
+        rel.loaded_frames = list(entry["parts"]["frames"])
+        rel.loaded_stacks = list(entry["parts"]["stacks"])
+
+
 # ---- pruning ---------------------------------------------------------------------------------
 
 
@@ -969,6 +1202,8 @@ def prune_tables(
             )
             if isinstance(e, dict) and "rkey" in e:
                 ne["rkey"] = e["rkey"]
+            if _level(e):  # in place of a merged part: levels never rise along a list
+                ne["level"] = _level(e)
             return ne
 
         sch = schemas()
@@ -1102,6 +1337,7 @@ class Compactor:
                 self._started += 1
             try:
                 compact(self.store)
+                merge_parts(self.store.path)
             except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
                 msg = str(e)
                 if msg not in self._errors:

@@ -1,0 +1,183 @@
+"""Small table parts merged off the query path: bounded part count, same answers, and a
+merge killed at any point leaves a store that reads the same."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fleet_util import make_trace, upload
+from jsprof.fleet import api
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+from jsprof.store import compact as cmod
+from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
+
+DAY = 86400e3
+OLD = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight long past: its day is over
+
+
+def _now_ms() -> float:
+    # Noon of today (UTC) at the latest: uploads of an open day, whatever the hour.
+    t = time.time() * 1e3
+    return min(t - 60e3, t - (t % DAY) + DAY / 2)
+
+
+def _parts(man: dict) -> list[dict]:
+    return [*man["uploads"], *(
+        e for r in man["releases"].values() for v in r["parts"].values() for e in v)]
+
+
+def _on_disk(tdir: Path) -> set[str]:
+    return {str(p.relative_to(tdir)) for p in tdir.rglob("*.parquet")}
+
+
+def _answers(st: Store) -> dict:
+    """Every kind of query, as JSON-able values (the export as its file's bytes)."""
+    out = {}
+    with api.session(st, compact_first=False) as s:
+        f = Filters(app="shop")
+        out["top"] = api.top(s, f, None)
+        out["flame"] = api.flame(s, f, fmt="svg")
+        out["diff"] = api.diff(s, Filters(app="shop", release="1.0"),
+                               Filters(app="shop", release="1.1"), None, min_traces=1,
+                               min_samples=1, flame_fmt="svg", reps=50)
+        out["list"] = api.list_uploads(s, f, limit=1000)
+        out["series"] = api.series(s, f, "render", by="day")
+        rec = api.recording(s, f)
+    from jsprof.formats.jsprof import dumps
+
+    out["export"] = dumps(rec)
+    return out
+
+
+def _add(st: Store, rng: np.random.Generator, tag: str, at: float, n: int = 2) -> None:
+    for i in range(n):
+        for rel, hot in (("1.0", None), ("1.1", f"slow{tag}")):  # new frames each run
+            upload(st, f"{rel}-{tag}-{i}", make_trace(rng, 60, hot=hot, hot_share=0.2),
+                   app="shop", release=rel, receivedAt=at + i)
+
+
+def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Path) -> None:
+    merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
+    now = _now_ms()
+    runs = 24
+    for r in range(runs):
+        at = (OLD if r % 3 == 0 else now) + r * 1e3  # a closed day and an open one
+        for st in (merged, plain):
+            _add(st, np.random.default_rng(r), str(r), at)
+            compact(st)
+        merge_parts(merged.path, fanout=4)
+        groups: dict[tuple, int] = {}
+        for e in read_manifest(merged.path)["uploads"]:
+            groups[(e["rkey"], e["day"])] = groups.get((e["rkey"], e["day"]), 0) + 1
+        # The closed day is one part per release; the open one (fanout - 1) per level.
+        assert all(n == 1 for (_, d), n in groups.items() if d == cmod.day_of(OLD))
+        assert max(groups.values()) <= 3 * 3
+    man, unmerged = read_manifest(merged.path), read_manifest(plain.path)
+    assert len(_parts(unmerged)) >= 8 * runs
+    assert len(_parts(man)) <= len(_parts(unmerged)) // 5
+    # New frames in every run: their parts merged by levels too (ids stay in order).
+    assert max(r["frames"] for r in man["releases"].values()) > 24
+    assert max(len(r["parts"]["frames"]) for r in man["releases"].values()) <= 9
+    assert max(e.get("level", 0) for e in _parts(man)) >= 2
+    assert _answers(merged) == _answers(plain)
+    # The merged-away files stay for readers of an older manifest, then go.
+    tdir = merged.path / "tables"
+    listed = {part_path(e) for e in _parts(man)}
+    assert _on_disk(tdir) == listed | {o["path"] for o in man["obsolete"]}
+    assert man["obsolete"]
+    stats = merge_parts(merged.path, now=time.time() + cmod.GRACE_S)
+    assert stats.deleted == len(man["obsolete"]) and not read_manifest(merged.path)["obsolete"]
+    assert _on_disk(tdir) == listed
+    # The interning kept in memory went on matching the merged parts: a rebuild from the
+    # raw uploads gives the same tables' answers.
+    answers = _answers(merged)
+    shutil.rmtree(tdir)
+    cmod._cache.clear()
+    compact(merged)
+    assert _answers(merged) == answers
+    merged.close()
+    plain.close()
+
+
+_CHILD = """
+import os, signal, sys
+from jsprof.store import compact as c
+stage = sys.argv[2]
+def hook(s):
+    if s == stage:
+        os.kill(os.getpid(), signal.SIGKILL)
+c._merge_hook = hook
+c.merge_parts(sys.argv[1], fanout=4)
+c.merge_parts(sys.argv[1], fanout=4, grace=0)
+print("not killed")
+"""
+
+
+@pytest.mark.parametrize("stage", ["written", "committed", "deleted"])
+def test_a_merge_killed_at_any_point_leaves_a_store_that_reads_the_same(
+    tmp_path: Path, stage: str
+) -> None:
+    st = Store(tmp_path / "store")
+    now = _now_ms()
+    for r in range(9):
+        _add(st, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        compact(st)
+    before = _answers(st)
+    man0 = read_manifest(st.path)
+    st.close()
+    proc = subprocess.run([sys.executable, "-c", _CHILD, str(st.path), stage],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == -9, proc.stderr  # killed there, by SIGKILL
+    st = Store(tmp_path / "store")
+    man = read_manifest(st.path)
+    tdir = st.path / "tables"
+    if stage == "written":  # the old manifest, the merged files beside it unlisted
+        assert man == man0
+    else:  # the merged parts listed, the old ones (gone or not) no longer
+        assert len(_parts(man)) < len(_parts(man0))
+        assert all((tdir / part_path(e)).exists() for e in _parts(man))
+    assert _answers(st) == before
+    # The next run (a new process) clears what the killed one left and goes on.
+    cmod._swept.discard(str(tdir))
+    merge_parts(st.path, fanout=4)
+    merge_parts(st.path, fanout=4, grace=0)
+    man = read_manifest(st.path)
+    assert not man["obsolete"] and _on_disk(tdir) == {part_path(e) for e in _parts(man)}
+    assert len(_parts(man)) < len(_parts(man0))
+    assert _answers(st) == before
+    st.close()
+
+
+def test_merging_is_in_the_collectors_compactor_loop(tmp_path: Path) -> None:
+    """`python -m jsprof.store.background` merges after it compacts: a store compacted
+    in 20 small runs ends with fewer parts, and the same answers."""
+    st = Store(tmp_path / "store")
+    now = _now_ms()
+    for r in range(20):
+        _add(st, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        compact(st)
+    before, n0 = _answers(st), len(_parts(read_manifest(st.path)))
+    proc = subprocess.Popen([sys.executable, "-m", "jsprof.store.background", str(st.path),
+                             "--interval", "0.2"], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while len(_parts(read_manifest(st.path))) >= n0 // 2:
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    assert _answers(st) == before
+    assert json.loads((st.path / "tables" / "_manifest.json").read_text())["obsolete"]
+    st.close()
+    assert os.path.exists(st.path / "tables" / "_manifest.json")
