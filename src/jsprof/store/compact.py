@@ -31,6 +31,7 @@ adds them in.
 from __future__ import annotations
 
 import calendar
+import contextlib
 import fcntl
 import hashlib
 import math
@@ -1162,10 +1163,16 @@ def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) ->
 
 
 def prune_tables(
-    store_path: str | os.PathLike, older_than: float, app: str | None = None
+    store_path: str | os.PathLike, older_than: float, app: str | None = None,
+    places: dict[str, dict[int, int] | None] | None = None, locked: bool = False,
 ) -> int:
     """Remove from the tables the uploads received before `older_than` (epoch ms), only
     `app`'s if given: what `Store.prune` does to the raw uploads. Returns uploads removed.
+
+    `places`: the segments the prune rewrote (old offset -> new offset of each record
+    kept) or deleted (None): the damaged records listed there move with them, or leave
+    the list with their bytes (a prune copies those to quarantine/ first). `locked`: the
+    caller holds the compaction lock.
 
     Parts wholly before the cut are dropped from the manifest without being read; only a
     part that straddles it (the cut's day) is rewritten without those rows, under a new
@@ -1178,8 +1185,9 @@ def prune_tables(
     tdir = tables_dir(store_path)
     if not (tdir / MANIFEST).exists():
         return 0
-    with _Lock(tdir):
+    with contextlib.nullcontext() if locked else _Lock(tdir):
         man = read_manifest(store_path)
+        moved_damage = _move_damaged(man, places or {})
         apps = {k: v["app"] for k, v in man["releases"].items()}
         part = man["nextPart"]
         n_rewritten = 0
@@ -1259,7 +1267,7 @@ def prune_tables(
             for rkey in [k for k in man["releases"] if k not in live]:
                 for entries in man["releases"].pop(rkey)["parts"].values():
                     garbage.extend(part_path(e) for e in entries)
-        if not removed and not garbage:
+        if not removed and not garbage and not moved_damage:
             return 0
         man["nextPart"] = part + 1
         _fsync_write(tdir / MANIFEST, orjson.dumps(man))
@@ -1270,6 +1278,25 @@ def prune_tables(
             except FileNotFoundError:
                 pass
     return removed
+
+
+def _move_damaged(man: dict, places: dict[str, dict[int, int] | None]) -> bool:
+    """Follow a prune's rewrites in the manifest's damaged records; True if any changed.
+    A damaged record the rewrite kept is at its new offset; damaged bytes it dropped (a
+    range the scan resynced past, a record of the pruned time) and a deleted segment's
+    are no longer in the store: they leave the list (and every query's count)."""
+    out, changed = [], False
+    for d in man.get("damaged", []):
+        if d["segment"] not in places:
+            out.append(d)
+            continue
+        new = (places[d["segment"]] or {}).get(d["offset"])
+        changed = changed or new != d["offset"]
+        if new is not None:
+            out.append(dict(d, offset=new))
+    if changed:
+        man["damaged"] = out
+    return changed
 
 
 # ---- the collector's own compaction loop --------------------------------------------------

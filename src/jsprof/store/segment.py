@@ -67,6 +67,9 @@ class Trailer(NamedTuple):
     min_at: float | None = None  # receivedAt range of its records (None: an old trailer)
     max_at: float | None = None
     end: int = 0  # offset just past the trailer
+    # Records present when a prune rewrote the segment without some (their numbers are
+    # then gaps, so `count` says more than are there); None: as written, no gaps.
+    records: int | None = None
 
     @property
     def size(self) -> int:
@@ -167,12 +170,16 @@ _RANGE = struct.Struct("<dd")
 NO_RANGE = (float("inf"), float("-inf"))
 
 
-def encode_trailer(count: int, time_range: tuple[float, float] = NO_RANGE) -> bytes:
+def encode_trailer(count: int, time_range: tuple[float, float] = NO_RANGE,
+                   records: int | None = None) -> bytes:
     """The trailer: the record count, then (as its 16-byte payload) the records' receivedAt
-    range, so prune can skip or drop a whole segment without reading its headers."""
+    range, so prune can skip or drop a whole segment without reading its headers.
+    `records`: how many are left after a prune rewrite (kept in the header's body-length
+    field, 0 in a trailer as written; a reader before this field ignores it)."""
     payload = _RANGE.pack(*time_range)
     head = _HEAD.pack(
-        TRAILER_MAGIC, VERSION, CODEC_NONE, 0, len(payload), 0, count, 0.0, zlib.crc32(payload)
+        TRAILER_MAGIC, VERSION, CODEC_NONE, 0, len(payload), records or 0, count, 0.0,
+        zlib.crc32(payload),
     )
     return head + _CRC.pack(zlib.crc32(head)) + payload
 
@@ -197,7 +204,7 @@ def _parse_header(buf: bytes, offset: int) -> RecordHeader | Trailer | None:
         if meta_len != _RANGE.size or len(payload) < meta_len or zlib.crc32(payload) != body_crc:
             return None
         lo, hi = _RANGE.unpack(payload)
-        return Trailer(offset, seq, lo, hi, offset + HEADER_SIZE + meta_len)
+        return Trailer(offset, seq, lo, hi, offset + HEADER_SIZE + meta_len, body_len or None)
     if magic != RECORD_MAGIC:
         return None
     id_b = buf[HEADER_SIZE : HEADER_SIZE + id_len]

@@ -712,9 +712,23 @@ class Store:
         self.rotate()
         self.recover()
         self._mark_pruned(older_than, app)
+        tables = self.path / "tables"
+        if not tables.is_dir():
+            return self._prune(older_than, app, None)
+        from .compact import _Lock
+
+        # Under the compaction lock: the tables' list of damaged records names places in
+        # segments that a rewrite moves; no compaction may add one between the rewrite and
+        # the tables' update (`prune_tables` moves them).
+        with _Lock(tables):
+            return self._prune(older_than, app, tables)
+
+    def _prune(self, older_than: float, app: str | None, tables: Path | None) -> PruneResult:
         removed = kept = 0
         busy: list[str] = []
         marked = set(_listdir(self._opendir))
+        # segment -> old offset -> new offset of each record kept (None: segment deleted)
+        places: dict[str, dict[int, int] | None] = {}
         for name in self._segment_names():
             if name in marked:
                 busy.append(name)
@@ -750,8 +764,12 @@ class Store:
                 if len(drop) == len(heads):
                     os.unlink(path)
                     moved: dict[str, int] = {}
+                    places[name] = None
                 else:
-                    moved = self._rewrite(fd, path, heads, {h.offset for h in drop}, count)
+                    offsets = places[name] = {}
+                    moved = self._rewrite(
+                        fd, path, heads, {h.offset for h in drop}, count, offsets
+                    )
                 _fsync_dir(self._segdir)
                 for uid, offset in moved.items():
                     self._relocate(uid, name, offset)
@@ -760,12 +778,12 @@ class Store:
             finally:
                 os.close(fd)
         self._clean_new_files()
-        tables = 0
-        if (self.path / "tables").is_dir():
+        n_tables = 0
+        if tables is not None:
             from .compact import prune_tables
 
-            tables = prune_tables(self.path, older_than, app)
-        return PruneResult(removed, kept, busy, tables)
+            n_tables = prune_tables(self.path, older_than, app, places, locked=True)
+        return PruneResult(removed, kept, busy, n_tables)
 
     def pruned_before(self) -> dict[str, float]:
         """Retention marks: app ("*": every app) -> epoch ms before which uploads were
@@ -797,9 +815,11 @@ class Store:
         _fsync_dir(self.path)
 
     def _rewrite(
-        self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int
+        self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int,
+        offsets: dict[int, int],
     ) -> dict[str, int]:
-        """Write the kept records to a new file renamed over `path`; their new offsets."""
+        """Write the kept records to a new file renamed over `path`; their new offsets (by
+        id; and in `offsets`, old offset -> new, every kept record)."""
         tmp = path.with_suffix(".tmp")
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         moved: dict[str, int] = {}
@@ -809,12 +829,14 @@ class Store:
             for h in heads:
                 if h.offset not in drop:
                     _write_all(out, os.pread(fd, h.end - h.offset, h.offset))
+                    offsets[h.offset] = pos
                     if pos != h.offset:
                         moved[h.upload_id] = pos
                     pos += h.end - h.offset
                     lo, hi = min(lo, h.received_at), max(hi, h.received_at)
-            # The trailer counts record numbers, not records: cursors compare with it.
-            _write_all(out, seg.encode_trailer(count, (lo, hi)))
+            # The trailer counts record numbers, not records: cursors compare with it; and
+            # how many records are left, for `count_uploads`.
+            _write_all(out, seg.encode_trailer(count, (lo, hi), len(heads) - len(drop)))
             os.fdatasync(out)
         finally:
             os.close(out)
@@ -1038,8 +1060,9 @@ class Store:
     def count_uploads(self, after: Cursor | None = None) -> int:
         """How many uploads `iter_uploads(after)` has left to yield (damaged ones too),
         without reading their bodies: a sealed segment's trailer says how many records it
-        holds (one read; in a segment a prune rewrote, records it dropped before they were
-        read count too), an open one's headers are scanned. A reader that stopped early
+        holds (one read; a segment a prune rewrote says how many it kept, and its headers
+        are scanned when a reader is part-way through it: the numbers of the records it
+        dropped are gaps), an open one's headers are scanned. A reader that stopped early
         can say how many it left out at the cost of a compaction's resume."""
         positions = after.positions if after is not None else {}
         n = 0
@@ -1049,10 +1072,13 @@ class Store:
                 if fd is None:
                     continue
                 tr = seg.trailer_at_end(fd)
-                if tr is not None:
+                if tr is not None and tr.records is None:
                     n += max(0, tr.count - start)
                     continue
-                for h in seg.scan(fd):
+                if tr is not None and start == 0:
+                    n += tr.records  # rewritten by a prune: what is left, not its numbers
+                    continue
+                for h in seg.scan(fd):  # open, or rewritten and partly read: the headers
                     if isinstance(h, Trailer):
                         break
                     if isinstance(h, RecordHeader) and h.seq >= start:

@@ -1,0 +1,110 @@
+"""What a prune's rewrite of a segment does to the counts queries show: `pendingUploads`
+(counted from trailers) and the compactor's list of damaged records."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from fleet_util import make_trace, upload
+from jsprof.fleet import api
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+from jsprof.store import segment as seg
+from jsprof.store.compact import compact, read_manifest, read_tail
+
+T0 = 1.7e12
+MIN = 60e3
+
+
+def _fill(st: Store, n: int, start: int = 0) -> None:
+    rng = np.random.default_rng(start)
+    for i in range(start, start + n):
+        upload(st, f"u{i}", make_trace(rng, 100), app="shop", release="1.0",
+               receivedAt=T0 + i * MIN)
+
+
+def _heads(path: Path) -> list[seg.RecordHeader]:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
+    finally:
+        os.close(fd)
+
+
+def test_pending_uploads_count_what_a_prune_left_in_a_segment(tmp_path: Path) -> None:
+    """A sealed segment's trailer counts record numbers; after a prune rewrote it without
+    some records, those numbers are gaps and were counted as pending uploads."""
+    st = Store(tmp_path / "store")
+    _fill(st, 8)
+    st.close()  # sealed: counted from its trailer
+    st = Store(tmp_path / "store")
+    assert st.prune(T0 + 3 * MIN).removed == 3  # u0-u2 go, the segment is rewritten
+    assert st.count_uploads() == 5 == len(st)
+    cursors = [c for c, *_ in st.iter_uploads()]
+    assert [st.count_uploads(c) for c in cursors] == [4, 3, 2, 1, 0]
+    tail = read_tail(st, read_manifest(st.path), tmp_path / "tail", limit=2)
+    assert (tail.uploads, tail.pending) == (2, 3)
+    with api.session(st, compact_first=False, tail=True) as s:
+        assert api.top(s, Filters(app="shop"), 3)["traces"] == 5 and s.snap.pending == 0
+    st.close()
+
+
+def _damage(path: Path, body_of: int | None = None, header_of: int | None = None) -> None:
+    heads = _heads(path)
+    data = bytearray(path.read_bytes())
+    if body_of is not None:
+        data[heads[body_of].end - 5] ^= 0x04  # its body fails its checksum
+    if header_of is not None:
+        data[heads[header_of].offset + 20] ^= 0x10  # a header: the scan resyncs past it
+    path.write_bytes(bytes(data))
+
+
+def test_damaged_records_follow_a_prune_that_rewrites_their_segment(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    st = Store(path)
+    _fill(st, 8)
+    st.close()
+    (segment,) = (path / "segments").glob("*.seg")
+    _damage(segment, body_of=5, header_of=1)
+    st = Store(path)
+    assert compact(st).damaged == 2
+    assert len(read_manifest(path)["damaged"]) == 2
+    # Cut before u3: u0 and u2 go, and the damaged bytes of u1 with them (to quarantine/);
+    # the damaged u5 stays, at a new offset.
+    st.prune(T0 + 3 * MIN)
+    (d,) = read_manifest(path)["damaged"]
+    (u5,) = [h for h in _heads(segment) if h.upload_id == "u5"]
+    assert (d["offset"], d["length"]) == (u5.offset, u5.end - u5.offset)
+    assert [(f.segment, f.offset) for f in st.check().findings] == [(d["segment"], u5.offset)]
+    with api.session(st) as s:
+        assert api.notes(s)["damagedRecords"] == 1
+    # Cut after it: the damaged record is gone from the store, and from the count.
+    st.prune(T0 + 6 * MIN)
+    assert read_manifest(path)["damaged"] == []
+    with api.session(st) as s:
+        assert api.notes(s)["damagedRecords"] == 0
+        assert api.top(s, Filters(app="shop"), 3)["traces"] == 2
+    st.close()
+
+
+def test_a_deleted_segment_takes_its_damaged_records_out_of_the_count(tmp_path: Path) -> None:
+    path = tmp_path / "store"
+    st = Store(path)
+    _fill(st, 4)
+    st.close()
+    st = Store(path)
+    _fill(st, 2, start=10)  # a second segment, newer
+    st.close()
+    (first,) = [p for p in (path / "segments").glob("*.seg")
+                if _heads(p)[0].upload_id == "u0"]
+    _damage(first, body_of=2)
+    st = Store(path)
+    assert compact(st).damaged == 1
+    st.prune(T0 + 5 * MIN)  # the first segment goes whole
+    assert not first.exists() and read_manifest(path)["damaged"] == []
+    with api.session(st) as s:
+        assert api.notes(s)["damagedRecords"] == 0
+    st.close()
