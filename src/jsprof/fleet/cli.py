@@ -243,10 +243,12 @@ def _query(args: argparse.Namespace, remote: Callable[[Any], T], local: Callable
     status spinner either way."""
     with _status("querying the store ...") as st:
         if args.url:
-            got = remote(_remote(args))
+            r = _remote(args)
+            got = remote(r)
             doc = got[0] if isinstance(got, tuple) else got
-            if isinstance(doc, dict):
-                _store_notes(args, doc.get("damagedRecords", 0), doc.get("pendingUploads", 0))
+            if not isinstance(doc, dict):  # a flame page, an export: the answer's headers
+                doc = r.notes
+            _store_notes(args, doc.get("damagedRecords", 0), doc.get("pendingUploads", 0))
             return got
         with _session(args, st) as s:
             got = local(s)

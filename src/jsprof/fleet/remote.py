@@ -15,6 +15,14 @@ from ..errors import JsprofError, UsageError
 from .filters import Filters
 
 TIMEOUT = 600.0
+# serve/query.py's headers: what a flame page or an export cannot say in a document.
+NOTE_HEADERS = (("damagedRecords", "X-Jsprof-Damaged-Records"),
+                ("pendingUploads", "X-Jsprof-Pending-Uploads"))
+
+
+def _count(v: str | None) -> int:
+    """A header's count; 0 when absent (an older collector) or not a small number."""
+    return int(v) if v is not None and v.isdigit() and len(v) < 16 else 0
 
 
 def filter_params(f: Filters) -> list[tuple[str, str]]:
@@ -41,6 +49,9 @@ class Remote:
         if u.scheme not in ("http", "https") or not u.netloc:
             raise UsageError(f"--url {url!r}: expected http://HOST:PORT")
         self.base = url.rstrip("/")
+        # The last answer's store notes, from its headers (flame pages and exports carry
+        # them there, having no JSON document): {"damagedRecords", "pendingUploads"}.
+        self.notes: dict[str, int] = {}
 
     def _token(self, env: str) -> str:
         tok = os.environ.get(env)
@@ -57,6 +68,7 @@ class Remote:
         })
         try:
             with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
+                self.notes = {k: _count(resp.headers.get(h)) for k, h in NOTE_HEADERS}
                 return resp.read()
         except urllib.error.HTTPError as e:
             raw = e.read()

@@ -269,14 +269,29 @@ async def top(request: Request) -> Response:
     return await _run(request, work)
 
 
-def _flame_response(page: str, fmt: str) -> Response:
+# A flame page or an export is no JSON document that could say `damagedRecords` and
+# `pendingUploads`: they travel as these headers (`fleet ... --url` prints its notes).
+DAMAGED_HEADER = "X-Jsprof-Damaged-Records"
+PENDING_HEADER = "X-Jsprof-Pending-Uploads"
+
+
+def _notes_headers(s: Any) -> dict[str, str]:
+    from ..fleet import api
+
+    n = api.notes(s)
+    return {DAMAGED_HEADER: str(int(n["damagedRecords"])),
+            PENDING_HEADER: str(int(n["pendingUploads"]))}
+
+
+def _flame_response(page: str, fmt: str, notes: dict[str, str] | None = None) -> Response:
     media = MEDIA_TYPES[fmt]  # a FlameRenderer's kind: html or svg
     # The page carries its own CSP (its one script by hash); this header only adds that it
     # may be framed by the dashboard of this origin and nowhere else.
     return Response(
         page,
         media_type=media,
-        headers={"Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'"},
+        headers={"Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'",
+                 **(notes or {})},
     )
 
 
@@ -293,7 +308,8 @@ async def flame(request: Request) -> Response:
         max_nodes = _int(request.query_params, "max_nodes", 2000)
         with _session(request) as s:
             page = api.flame(s, f, fmt, max_nodes)
-        return _flame_response(page, fmt)
+            notes = _notes_headers(s)
+        return _flame_response(page, fmt, notes)
 
     return await _run(request, work)
 
@@ -331,8 +347,9 @@ async def diff(request: Request) -> Response:
                 _int(q, "resamples", 200),
                 q.get("exact_resources") in ("1", "true"),
             )
+            notes = _notes_headers(s)
         if page is not None:
-            return _flame_response(page, flame_fmt or "html")
+            return _flame_response(page, flame_fmt or "html", notes)
         if fmt == "json":
             return _json(doc)
         rows = [
@@ -375,13 +392,14 @@ async def export(request: Request) -> Response:
         f = filters_from_query(request)
         with _session(request) as s:
             rec = api.recording(s, f)
+            notes = _notes_headers(s)
         data = writer.write(rec)
         media = (
             "application/json"
             if data[:1] in (b"{", b"[")
             else ("text/plain; charset=utf-8" if fmt == "folded" else "application/octet-stream")
         )
-        return Response(data, media_type=media, headers={"Cache-Control": "no-store"})
+        return Response(data, media_type=media, headers={"Cache-Control": "no-store", **notes})
 
     return await _run(request, work)
 
