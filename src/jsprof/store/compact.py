@@ -942,6 +942,9 @@ def _tail_entry(out: Path, e: dict) -> dict:
 FANOUT = 8
 DAY_CLOSED_S = 3600.0
 GRACE_S = 900.0
+# A merge reads its parts into memory: no merged part over this many rows (~160 MB of
+# weights columns). A busier group keeps parts of about this size, bounded by its data.
+MERGE_MAX_ROWS = 4_000_000
 
 # Called with a stage name ("written": merged parts written, manifest not committed yet;
 # "committed": manifest committed, old files still there; "deleted": old files removed,
@@ -963,7 +966,11 @@ def _level(e: str | dict) -> int:
 def _pick_run(entries: list, day: str | None, now: float, fanout: int) -> list[int] | None:
     """Indices (in `entries`, one group's parts) of parts to merge into one, or None."""
     ok = [i for i, e in enumerate(entries) if isinstance(e, dict) and "crc32" in e]
-    if day is not None and len(ok) > 1 and len(ok) == len(entries):
+
+    def small(idx: list[int]) -> bool:
+        return sum(entries[i]["rows"] for i in idx) <= MERGE_MAX_ROWS
+
+    if day is not None and len(ok) > 1 and len(ok) == len(entries) and small(ok):
         end = calendar.timegm(time.strptime(day, "%Y-%m-%d")) + 86400
         if now >= end + DAY_CLOSED_S:
             return ok  # the day is over: one part
@@ -974,7 +981,8 @@ def _pick_run(entries: list, day: str | None, now: float, fanout: int) -> list[i
         idx = by_level[lvl]
         # Contiguous in list order: a release's frame and stack ids must stay in order
         # from part to part (levels never rise along a list, so they are).
-        if len(idx) >= fanout and idx == list(range(idx[0], idx[0] + len(idx))):
+        if (len(idx) >= fanout and idx == list(range(idx[0], idx[0] + len(idx)))
+                and small(idx)):
             return idx
     return None
 
