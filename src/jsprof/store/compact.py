@@ -981,9 +981,11 @@ def _pick_run(entries: list, day: str | None, now: float, fanout: int) -> list[i
         idx = by_level[lvl]
         # Contiguous in list order: a release's frame and stack ids must stay in order
         # from part to part (levels never rise along a list, so they are).
-        if (len(idx) >= fanout and idx == list(range(idx[0], idx[0] + len(idx)))
-                and small(idx)):
-            return idx
+        if len(idx) >= fanout and idx == list(range(idx[0], idx[0] + len(idx))):
+            while len(idx) > 1 and not small(idx):  # the first ones, up to the cap
+                idx = idx[:-1]
+            if len(idx) > 1:
+                return idx
     return None
 
 
