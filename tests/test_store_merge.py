@@ -181,3 +181,22 @@ def test_merging_is_in_the_collectors_compactor_loop(tmp_path: Path) -> None:
     assert json.loads((st.path / "tables" / "_manifest.json").read_text())["obsolete"]
     st.close()
     assert os.path.exists(st.path / "tables" / "_manifest.json")
+
+
+def test_no_merged_part_is_over_the_row_cap(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(cmod, "MERGE_MAX_ROWS", 5)
+    merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
+    now = _now_ms()
+    for r in range(12):
+        at = (OLD if r % 2 else now) + r * 1e3
+        for st in (merged, plain):
+            _add(st, np.random.default_rng(r), str(r), at)
+            compact(st)
+        merge_parts(merged.path, fanout=4)
+    parts = _parts(read_manifest(merged.path))
+    assert any(e.get("level") for e in parts)  # merges happened, up to the cap only
+    assert all(e["rows"] <= 5 for e in parts if e.get("level"))
+    assert len(parts) < len(_parts(read_manifest(plain.path)))
+    assert _answers(merged) == _answers(plain)
+    merged.close()
+    plain.close()
