@@ -985,6 +985,42 @@ def test_source_view_reads_only_scripts_the_command_points_at(tmp_path, capsys, 
     assert "OUTSIDE-TEXT" in out.read_text() and "root:x:" not in out.read_text()
 
 
+def test_root_and_home_are_no_source_roots_unless_named(tmp_path):
+    """Run from / or from $HOME, flame would count that folder as where a trace's scripts
+    may be read from: every script the user has. Those folders count only when named with
+    --embed-source; flame says so in one line on stderr."""
+    home = tmp_path / "home"
+    (home / "src").mkdir(parents=True)
+    (home / "traces").mkdir()
+    work = home / "src" / "work.js"
+    work.write_text(SOURCE_APP)
+    trace = home / "traces" / "work.json"
+    env = {**os.environ, "HOME": str(home)}
+    jsprof_cmd = [sys.executable, "-m", "jsprof.cli"]
+    rec = subprocess.run([*jsprof_cmd, "record", "-o", str(trace), str(work)],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert rec.returncode == 0, rec.stderr
+    out = tmp_path / "out.html"
+
+    def flame(cwd: Path, *more: str) -> tuple[str, str]:
+        p = subprocess.run([*jsprof_cmd, "flame", str(trace), "-o", str(out), *more],
+                           capture_output=True, text=True, timeout=120, env=env, cwd=cwd)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr
+        return out.read_text(), p.stderr
+
+    for cwd, root in ((home, str(home)), (Path("/"), "/")):
+        page, err = flame(cwd)
+        assert "[1, 2, 3]" not in page and "source text of" not in err, (cwd, err)
+        notes = [ln for ln in err.splitlines() if "too broad" in ln]
+        assert len(notes) == 1 and f"under {root}:" in notes[0], err
+        assert f"--embed-source {root} to include them" in notes[0]
+    # Named, it counts; and a folder inside home is an ordinary one.
+    page, err = flame(Path("/"), "--embed-source", str(home))
+    assert "[1, 2, 3]" in page and f"source text of {work}" in err and "too broad" not in err
+    page, err = flame(home / "src")
+    assert "[1, 2, 3]" in page and "too broad" not in err
+
+
 def test_no_source_keeps_the_numbers(tmp_path):
     app = tmp_path / "app.js"
     app.write_text(SOURCE_APP)

@@ -486,7 +486,8 @@ def cmd_flame(args: argparse.Namespace) -> int:
 
 def _source_roots(trace: str) -> list[str]:
     """Where the viewer may read local scripts from: the trace's folder and the current one
-    (what the command points at), never wherever a trace says."""
+    (what the command points at), never wherever a trace says; of these, / and the home
+    folder count only when given with --embed-source (sourcemap_files.too_broad)."""
     roots = [os.getcwd()]
     if trace != "-":
         roots.append(os.path.dirname(os.path.abspath(trace)))
@@ -500,9 +501,18 @@ def _source_reader(trace: str) -> Any:
 
 
 def _say_embedded(read: Any) -> None:
-    """One line naming the local files whose text went into the page (it may be shared)."""
+    """One line naming the local files whose text went into the page (it may be shared),
+    and one for each folder too broad to read scripts from by default that held some."""
     from .words import plural, printable
 
+    for root in getattr(read, "broad_refused", []):
+        shown = printable(str(root))
+        print(
+            f"jsprof: note: the page holds no source text from scripts under {shown}: the "
+            "current or the trace's folder, too broad to read scripts from unless named; "
+            f"give --embed-source {shown} to include them",
+            file=sys.stderr,
+        )
     files = list(dict.fromkeys(getattr(read, "embedded", [])))
     if files:
         more = f" and {plural(len(files) - 1, 'other')}" if len(files) > 1 else ""
@@ -1139,7 +1149,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "--embed-source",
         metavar="DIR",
         help="the source view shows local scripts in the trace's folder or the current one "
-        "(and a source map's sources), never other files a trace names; also scripts in DIR: "
+        "(not / or your home folder: name those here) and a source map's sources, never "
+        "other files a trace names; also scripts in DIR: "
         "local ones, and http:// pages' by URL path or file name",
     )
     src.add_argument(

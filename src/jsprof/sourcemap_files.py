@@ -193,6 +193,18 @@ def embeddable(path: str | os.PathLike, roots: list[Path]) -> bool:
     return False
 
 
+def too_broad(root: Path) -> bool:
+    """Whether a folder is too broad to read scripts from unless the user names it
+    (--embed-source): the file system's root, the home folder or one holding it. A trace
+    names its scripts itself: from there, any script the user has would go into a page
+    that gets shared."""
+    try:
+        home = Path.home().resolve()
+    except (RuntimeError, KeyError, OSError):  # no HOME and no passwd entry
+        home = None
+    return root == Path(root.anchor) or (home is not None and home.is_relative_to(root))
+
+
 class SourceReader:
     """The text of a script by its resource URL, for `flame`'s source view: a source map's
     `sourcesContent` (`texts`, from `apply`), a local file inside `roots` (the trace's
@@ -200,7 +212,9 @@ class SourceReader:
     `http://host/js/app.js`) the file under `embed_dir` at the URL's path (`DIR/js/app.js`),
     else its name (`DIR/app.js`). None when none is there; a local file outside those
     folders is not read (`refused` names it); files over MAX_SOURCE_BYTES are not read.
-    `embedded` lists the local files read, for the command to say what the page holds."""
+    `embedded` lists the local files read, for the command to say what the page holds.
+    A root that is `too_broad` (/, the home folder) does not count unless it is `embed_dir`:
+    `broad` names those left out, and `broad_refused` those a file was not read for."""
 
     def __init__(
         self,
@@ -215,16 +229,22 @@ class SourceReader:
             )
         self.base = Path(embed_dir).resolve() if embed_dir is not None else None
         self.texts = texts if texts is not None else {}  # filled later, by apply
-        self.roots = [Path(r).resolve() for r in (roots or [])]
+        given = [Path(r).resolve() for r in (roots or [])]
+        self.roots = [r for r in given if not too_broad(r) or r == self.base]
+        self.broad = [r for r in dict.fromkeys(given) if r not in self.roots]
         if self.base is not None:
             self.roots.append(self.base)
         self.refused: set[str] = set()
+        self.broad_refused: list[Path] = []
         self.embedded: list[str] = []
 
     def _read_local(self, path: Path | None) -> str | None:
         if path is None or not path.is_file():
             return None
         if not embeddable(path, self.roots):
+            for root in self.broad:
+                if root not in self.broad_refused and embeddable(path, [root]):
+                    self.broad_refused.append(root)
             return None
         got = read_source(str(path))
         if got is not None:
