@@ -1,0 +1,126 @@
+"""Query time with many small table parts vs the same tables merged (`compact.merge_parts`).
+
+A collector that compacts every 5 s writes a few parts per run; queries open, check (CRC-32)
+and scan every part they select. This builds a store compacted in many small runs (one
+commit per `--per-run` uploads), copies it, merges the copy's parts as the collector's
+compactor does, and times the same queries on both, each in a fresh process ("cold": a
+`jsprof fleet` run, which checks every part once) and repeated in that process ("warm":
+a long-lived collector, parts already checked). Alternating runs; medians.
+
+    .venv/bin/python benchmarks/bench_merge.py [--uploads 1200] [--per-run 4] [--reps 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+_QUERY = r"""
+import json, sys, time
+from jsprof.fleet import api
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+st = Store(sys.argv[1])
+out = []
+for _ in range(int(sys.argv[2])):
+    t0 = time.perf_counter()
+    with api.session(st, compact_first=False) as s:
+        api.top(s, Filters(app="shop"), 20)
+        api.flame(s, Filters(app="shop"), fmt="svg")
+        api.series(s, Filters(app="shop"), "render", by="day")
+    out.append(time.perf_counter() - t0)
+print(json.dumps(out))
+"""
+
+
+def _parts(man: dict) -> int:
+    return len(man["uploads"]) + sum(
+        len(v) for r in man["releases"].values() for v in r["parts"].values())
+
+
+def _build(path: Path, uploads: int, per_run: int) -> float:
+    import numpy as np
+
+    from fleet_util import make_trace, upload
+    from jsprof.store import Store
+    from jsprof.store.compact import compact
+
+    st = Store(path)
+    rng = np.random.default_rng(1)
+    now = time.time() * 1e3
+    t0 = time.perf_counter()
+    for i in range(uploads):
+        rel = ("1.0", "1.1", "1.2")[i % 3]
+        upload(st, f"u{i}", make_trace(rng, 300, hot=f"f{i % 40}", hot_share=0.1),
+               app="shop", release=rel, receivedAt=now - (uploads - i) * 10.0)
+        if (i + 1) % per_run == 0:
+            compact(st)
+    compact(st)
+    st.close()
+    return time.perf_counter() - t0
+
+
+def _query(path: Path, reps: int) -> list[float]:
+    out = subprocess.run([sys.executable, "-c", _QUERY, str(path), str(reps)],
+                         capture_output=True, text=True, check=True)
+    return json.loads(out.stdout)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uploads", type=int, default=1200)
+    ap.add_argument("--per-run", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--dir", default=None)
+    args = ap.parse_args()
+
+    from jsprof.store.compact import merge_parts, read_manifest
+
+    root = Path(tempfile.mkdtemp(prefix="jsprof-bench-merge-", dir=args.dir))
+    try:
+        small, merged = root / "small", root / "merged"
+        build_s = _build(small, args.uploads, args.per_run)
+        shutil.copytree(small, merged)
+        t0 = time.perf_counter()
+        while merge_parts(merged).written:  # what the collector's compactor converges to
+            pass
+        merge_s = time.perf_counter() - t0
+        n_small = _parts(read_manifest(small))
+        n_merged = _parts(read_manifest(merged))
+        cold: dict[str, list[float]] = {"small": [], "merged": []}
+        warm: dict[str, list[float]] = {"small": [], "merged": []}
+        for _ in range(args.reps):
+            for name, p in (("small", small), ("merged", merged)):
+                t = _query(p, 3)
+                cold[name].append(t[0])
+                warm[name].extend(t[1:])
+        doc = {
+            "uploads": args.uploads, "per_run": args.per_run,
+            "runs": args.uploads // args.per_run,
+            "build_s": round(build_s, 1), "merge_s": round(merge_s, 2),
+            "parts_small": n_small, "parts_merged": n_merged,
+            "load": os.getloadavg()[0],
+        }
+        for kind, d in (("cold", cold), ("warm", warm)):
+            a, b = statistics.median(d["small"]), statistics.median(d["merged"])
+            doc[f"{kind}_small_s"] = round(a, 3)
+            doc[f"{kind}_merged_s"] = round(b, 3)
+            doc[f"{kind}_ratio"] = round(a / b, 2)
+        print(json.dumps(doc, indent=1))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
