@@ -32,7 +32,7 @@ import time
 from bench_trace import synthetic
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.filters import apply as apply_filters
-from jsprof.render.flame import render_flame
+from jsprof.render.flame import layout, render_flame
 
 CHROMIUM = "/usr/bin/chromium"
 
@@ -74,7 +74,9 @@ def _before_module(path: str) -> object:
 def _open_ms(browser: object, url: str) -> float:
     page = browser.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
     page.goto(url, wait_until="commit", timeout=300_000)
-    while not page.evaluate("!!(document.getElementById('fg-svg') || {getAttribute() {}})"
+    # (the canvas page marks <body>; the SVG page before it marked its <svg>)
+    while not page.evaluate("!!(document.body && document.body.dataset.ready) || "
+                            "!!(document.getElementById('fg-svg') || {getAttribute() {}})"
                             ".getAttribute('data-ready')"):
         time.sleep(0.01)
     # The old page has no mark: the script's end is when it marked the graph ready.
@@ -149,10 +151,12 @@ def main() -> None:
         if before_html is not None:
             with open(old, "w", encoding="utf-8") as f:
                 f.write(before_html)
-            print(f"before: {len(before_html) / 1e6:.1f} MB")
+            print(f"before: {len(before_html) / 1e6:.1f} MB; file size ratio "
+                  f"{len(page_html) / len(before_html):.2f}")
         print(f"{a.samples} samples, {a.stacks} stacks: {len(tree.parent)} tree nodes, "
-              f"{page_html.count('<g data-i=')} drawn frames")
-        print(f"write: {write_s:.2f} s, {len(page_html) / 1e6:.1f} MB")
+              f"{len(layout(tree))} drawn frames")
+        print(f"write: {write_s:.2f} s, {len(page_html) / 1e6:.1f} MB; load average "
+              f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
         with sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
                                   args=["--no-sandbox", "--disable-gpu"])
@@ -189,6 +193,7 @@ def main() -> None:
             for v in ("sandwich", "time", "flame"):
                 print(f"switch to {v}: {page.evaluate(_VIEW, v):.0f} ms")
             b.close()
+        print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -445,6 +445,26 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
     assert Image.open(tmp_path / "flame.png").size == (1280, 300)
 
 
+def test_a_long_title_keeps_the_header_on_one_line(browser, data, tmp_path):
+    title = "checkout-flow-nightly-build-2026-12-01-run-42-chromium-desktop-profile-" * 3
+    page_file = tmp_path / "long.html"
+    page_file.write_text(render_flame(_basic(data), "html", title=title,
+                                      subtitle="2079.7 ms \u00b7 157 samples \u00b7 main"))
+    page = _page(browser, page_file.as_uri(), width=1280)
+    h1, box = page.locator("h1").bounding_box(), page.locator("#fg-search").bounding_box()
+    tabs = page.locator("nav.tabs").bounding_box()
+    # Title, tabs and search box on one line, in that order; the title gives way.
+    mid = h1["y"] + h1["height"] / 2
+    assert abs(box["y"] + box["height"] / 2 - mid) < 8, (h1, box)
+    assert abs(tabs["y"] + tabs["height"] / 2 - mid) < 8, (h1, tabs)
+    assert h1["x"] + h1["width"] <= tabs["x"] and tabs["x"] + tabs["width"] <= box["x"]
+    assert box["x"] + box["width"] <= 1280 and box["width"] >= 200
+    assert page.locator("header").bounding_box()["height"] < 50
+    assert page.locator("h1").get_attribute("title") == title  # the whole of it, on hover
+    assert page.locator(".sub").is_visible()
+    assert page.errors == []
+
+
 def _sandwich_rows(page) -> list[tuple[str, str, str, str]]:
     return page.eval_on_selector_all(
         "#v-sandwich table.fn tbody tr",

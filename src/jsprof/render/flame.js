@@ -261,6 +261,27 @@
     if (i < N) return hits[i];
     return fnHits ? fnHits[IX.fn[thin[i - N][0]]] : 0;
   }
+  // Fill colours as bytes (the fills are hsl() strings from flame.py, or the page's own).
+  var RGB = [];
+  function rgbOf(f) {
+    if (RGB[f]) return RGB[f];
+    var m = /hsl\((-?[\d.]+),\s*([\d.]+)%,\s*([\d.]+)%\)/.exec(FILLS[f]) || [0, 0, 0, 50];
+    var h = ((+m[1] % 360) + 360) % 360 / 360, s = m[2] / 100, l = m[3] / 100;
+    var q = l < 0.5 ? l * (1 + s) : l + s - l * s, p = 2 * l - q;
+    function ch(t) {
+      t = t < 0 ? t + 1 : t > 1 ? t - 1 : t;
+      var v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 1 / 2 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p;
+      return Math.round(v * 255);
+    }
+    return (RGB[f] = [ch(h + 1 / 3), ch(h), ch(h - 1 / 3)]);
+  }
+  // Painting costs the window's pixels, not the frames: each visible row is one scanline of
+  // device pixels, every frame adding its colour weighted by how much of each pixel it
+  // covers (a frame far under a pixel wide is a faint sliver, as in the SVG), copied down
+  // the row's height and put on the canvas at once. Thousands of rects or paths would cost
+  // the browser a raster of each on every keystroke; one bitmap costs the same at any size.
+  // Labels (the few frames wide enough for one) and outlines are canvas text and strokes.
+  var img = null, accR, accG, accB, accA, line32;
   function paint() {
     if (view !== "flame") return;
     var W = width(), ratio = window.devicePixelRatio || 1;
@@ -270,41 +291,61 @@
     off = Math.round(Math.min(Math.max(head - wr.top, 0), Math.max(Hcur - h, 0)));
     viewH = h;
     if (canvas.style.top !== off + "px") canvas.style.top = off + "px";
-    if (canvas.width !== Math.round(W * ratio) || canvas.height !== Math.round(h * ratio)) {
-      canvas.width = Math.round(W * ratio); canvas.height = Math.round(h * ratio);
+    var PW = Math.round(W * ratio), PH = Math.round(h * ratio);
+    if (canvas.width !== PW || canvas.height !== PH) {
+      canvas.width = PW; canvas.height = PH;
       canvas.style.width = W + "px"; canvas.style.height = h + "px";
     }
     var g = canvas.getContext("2d");
+    if (!img || img.width !== PW || img.height !== PH) {
+      img = g.createImageData(PW, PH);
+      accR = new Float32Array(PW); accG = new Float32Array(PW); accB = new Float32Array(PW);
+      accA = new Float32Array(PW); line32 = new Uint32Array(PW);
+    }
+    var px = new Uint32Array(img.data.buffer), labels = [];
+    px.fill(0);
+    // (ImageData bytes are R, G, B, A in memory: a little-endian word is A<<24|B<<16|G<<8|R)
+    for (var d = 0; d < rows.length; d++) {
+      var row = rows[d], y = yOf(d);
+      if (!row || y + ROW <= off || y >= off + h) continue;
+      var lo = PW, hi = 0;
+      for (var k = 0; k < row.length; k++) {
+        var i = row[k], w = GW[i];
+        var x0 = GX[i] * ratio, x1 = (GX[i] + (w > 2 ? w - 0.6 : w)) * ratio;
+        if (x1 <= 0 || x0 >= PW) continue;
+        if (x0 < 0) x0 = 0;
+        if (x1 > PW) x1 = PW;
+        var c = rgbOf(hitOf(i) ? HITF : (i < N ? FL[i] : TFILL[i - N])), a = FADE[i] ? 0.45 : 1;
+        var c0 = Math.floor(x0), c1 = Math.ceil(x1);
+        if (c0 < lo) lo = c0;
+        if (c1 > hi) hi = c1;
+        for (var p = c0; p < c1; p++) {
+          var cov = a * (Math.min(p + 1, x1) - Math.max(p, x0));
+          accR[p] += c[0] * cov; accG[p] += c[1] * cov; accB[p] += c[2] * cov; accA[p] += cov;
+        }
+        if (w >= 3 * charW + 6) labels.push(i, y);
+      }
+      if (hi <= lo) continue;
+      line32.fill(0);
+      for (p = lo; p < hi; p++) {
+        var al = accA[p];
+        if (al > 0) {
+          line32[p] = (Math.round(Math.min(al, 1) * 255) << 24 | Math.round(accB[p] / al) << 16 |
+            Math.round(accG[p] / al) << 8 | Math.round(accR[p] / al)) >>> 0;
+        }
+        accR[p] = accG[p] = accB[p] = accA[p] = 0;
+      }
+      var y0 = Math.max(Math.round((y - off) * ratio), 0), y1 = Math.min(Math.round((y - off + ROW - 1) * ratio), PH);
+      for (var yy = y0; yy < y1; yy++) px.set(line32, yy * PW);
+    }
+    g.putImageData(img, 0, 0);
     g.setTransform(ratio, 0, 0, ratio, 0, -off * ratio);
-    g.clearRect(0, off, W, h);
     g.font = FONT_C;
     if (!measured) {
       // Labels are cut to what fits their box in the font really used.
       charW = Math.max(D.charW, g.measureText("MMMMMMMMMM").width / 10);
       measured = true;
     }
-    // Frames grouped by colour (and faded or not): one path and one fill per group.
-    var groups = new Map(), labels = [];
-    for (var d = 0; d < rows.length; d++) {
-      var row = rows[d], y = yOf(d);
-      if (!row || y + ROW <= off || y >= off + h) continue;
-      for (var k = 0; k < row.length; k++) {
-        var i = row[k], w = GW[i];
-        var f = hitOf(i) ? HITF : (i < N ? FL[i] : TFILL[i - N]);
-        var key = f * 2 + FADE[i], gr = groups.get(key);
-        if (!gr) groups.set(key, gr = []);
-        gr.push(GX[i], y, w > 2 ? w - 0.6 : w);
-        if (w >= 3 * charW + 6) labels.push(i, y);
-      }
-    }
-    groups.forEach(function (gr, key) {
-      g.globalAlpha = key & 1 ? 0.45 : 1;
-      g.fillStyle = FILLS[key >> 1];
-      g.beginPath();
-      for (var k = 0; k < gr.length; k += 3) g.rect(gr[k], gr[k + 1], gr[k + 2], ROW - 1);
-      g.fill();
-    });
-    g.globalAlpha = 1;
     g.fillStyle = "#1d1d1f";
     g.textBaseline = "alphabetic";
     for (k = 0; k < labels.length; k += 2) {

@@ -968,10 +968,15 @@ body { margin: 0; background: #fbfbfa; color: #1d1d1f;
   font: 13px system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif; }
 .top { position: sticky; top: 0; z-index: 3; background: rgba(251,251,250,0.97);
   border-bottom: 1px solid #e3e3e6; }
-header { padding: 10px 16px 4px; display: flex; flex-wrap: wrap; align-items: baseline;
-  gap: 6px 18px; }
-h1 { font-size: 16px; margin: 0; font-weight: 600; }
-.sub { color: #6e6e73; }
+header { padding: 10px 16px 4px; display: flex; align-items: baseline; gap: 6px 18px; }
+/* One line however long the title: the title and subtitle give way (cut with an ellipsis,
+   the whole text in their tooltip), never the tabs and the search box. */
+h1 { font-size: 16px; margin: 0; font-weight: 600; flex: 0 10 auto; min-width: 8em;
+  white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.sub { color: #6e6e73; flex: 0 1 auto; min-width: 6em; white-space: nowrap; overflow: hidden;
+  text-overflow: ellipsis; }
+nav.tabs, .controls { flex: none; }
+@media (max-width: 720px) { header { flex-wrap: wrap; } }
 nav.tabs { display: flex; gap: 2px; }
 nav.tabs a { padding: 3px 10px; border-radius: 6px; color: #0b61c4; text-decoration: none; }
 nav.tabs a.on { background: #0b61c4; color: #fff; }
@@ -1083,7 +1088,8 @@ def _html_document(
         f"<title>{esc(title)}</title>\n<style>{_PAGE_CSS}</style>\n</head>\n<body>\n"
         # The header sticks: title, tabs, search and Reset stay on screen while a tall
         # graph scrolls under them.
-        f'<div class="top"><header><h1>{esc(title)}</h1><span class="sub">{esc(subtitle)}</span>'
+        f'<div class="top"><header><h1 title="{esc(title)}">{esc(title)}</h1>'
+        f'<span class="sub" title="{esc(subtitle)}">{esc(subtitle)}</span>'
         f'<nav class="tabs">{tabs}</nav>'
         '<div class="controls"><select id="fg-track" aria-label="Track" hidden></select>'
         '<button id="fg-reset" type="button">Reset zoom</button>'
