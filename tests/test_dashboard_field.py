@@ -287,3 +287,51 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
             assert '{"error"' not in page.locator("main").text_content()
         finally:
             browser.close()
+
+
+def test_dashboard_regressions_minimum_evidence_in_its_words(col: Collector) -> None:
+    # The regressions' pairs without enough evidence are skipped with the server's reason,
+    # which names the command line's --min-traces/--min-samples; on the dashboard the
+    # boxes are "Min page loads"/"Min samples", beside the table, and they reach the query.
+    # 16 page loads a release: 17 skips the one pair, 16 finds the planted regression.
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
+                                     args=["--no-sandbox", "--disable-gpu"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            page.goto(col.url + "/")
+            page.fill("#token", READ_TOKEN)
+            page.click("#signin")
+            page.wait_for_selector("body[data-ready='1']", timeout=120000)
+            rows = page.locator("#regressions tbody tr")
+            expect(rows).to_have_count(1, timeout=60000)
+            label = page.locator("label", has=page.locator("#reg-min-traces"))
+            assert label.inner_text().strip() == "Min page loads", label.inner_text()
+            assert page.input_value("#reg-min-traces") == "5"
+
+            page.fill("#reg-min-traces", "17")
+            page.click("#reg-run")
+            note = page.locator("#regressions-note")
+            expect(note).to_contain_text("1.9.0 → 1.10.0 not compared: ", timeout=60000)
+            said = note.text_content()
+            assert "each side needs at least 17 page loads" in said, said
+            assert "or lower Min page loads/Min samples)" in said, said
+            assert "--min" not in said
+            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+                "Nothing compared over 3 releases (1.9.0 to 1.11.0): no release had enough "
+                "evidence beside the one before (see below).")
+
+            page.fill("#reg-min-traces", "16")
+            page.click("#reg-run")
+            expect(rows.locator("td.fn")).to_have_text([HOSTILE], timeout=60000)
+            assert "1.9.0 → 1.10.0" not in note.text_content()
+            page.fill("#reg-min-samples", "0")
+            page.click("#reg-run")
+            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+                "Regressions could not be computed: Min samples is “0”; enter a whole "
+                "number, 1 or more.", timeout=60000)
+        finally:
+            browser.close()

@@ -207,6 +207,11 @@ function evidenceParam(p, id, name, label) {
   p.set(name, text);
 }
 
+// A query's refusal in the dashboard's words: the server names the command line's flags,
+// here they are the boxes beside the table (Min page loads, Min samples).
+const ourWords = (message) =>
+  message.replace("--min-traces/--min-samples", "Min page loads/Min samples");
+
 async function runDiff(ev) {
   if (ev) ev.preventDefault();
   const p = filterParams();
@@ -237,8 +242,7 @@ async function runDiff(ev) {
     $("diff-flame").src = `/v1/query/diff?${p}`;
     $("diff-flame").hidden = false;
   } catch (e) {
-    // The server names the command line's flags; here they are the fields beside Compare.
-    const said = e.message.replace("--min-traces/--min-samples", "Min page loads/Min samples");
+    const said = ourWords(e.message);
     body.append(sentenceRow(6, `The releases could not be compared: ${said}`));
   }
 }
@@ -286,7 +290,8 @@ function uploadLink(id) {
 
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many || `${one}s`}`;
 
-async function loadRegressions() {
+async function loadRegressions(ev) {
+  if (ev) ev.preventDefault();
   const by = $("reg-by").value;
   const p = filterParams();
   // By release compares every release in order; by day may look within one.
@@ -297,9 +302,11 @@ async function loadRegressions() {
   $("regressions-note").textContent = "";
   let doc;
   try {
+    evidenceParam(p, "reg-min-traces", "min_traces", "Min page loads");
+    evidenceParam(p, "reg-min-samples", "min_samples", "Min samples");
     doc = await getJSON("/v1/query/regressions", p);
   } catch (e) {
-    body.append(sentenceRow(8, `Regressions could not be computed: ${e.message}`));
+    body.append(sentenceRow(8, `Regressions could not be computed: ${ourWords(e.message)}`));
     return;
   }
   const units = doc[`${by}s`];
@@ -327,11 +334,16 @@ async function loadRegressions() {
     body.append(sentenceRow(8, `Nothing to compare: regressions compare each ${by} with ` +
       `the one before, and these filters select ${plural(units.length, by)}` +
       (units.length ? ` (${units[0]}).` : ".")));
+  } else if (!doc.regressions.length && doc.skipped.length === units.length - 1) {
+    // every pair lacked evidence: nothing was compared, not a clean bill of health
+    body.append(sentenceRow(8, `Nothing compared over ${plural(units.length, by)}${span}: ` +
+      `no ${by} had enough evidence beside the one before (see below).`));
   } else if (!doc.regressions.length) {
     body.append(sentenceRow(8, `No function's self share rose by more than ` +
       `${doc.minChangePp} percentage points over ${plural(units.length, by)}${span}.`));
   }
-  const notes = doc.skipped.map((k) => `${k[baseKey]} → ${k[by]} not compared: ${k.reason}`);
+  const notes = doc.skipped.map(
+    (k) => `${k[baseKey]} → ${k[by]} not compared: ${ourWords(k.reason)}`);
   $("regressions-note").textContent = notes.join(" ");
 }
 
@@ -455,6 +467,8 @@ async function start() {
     $("filters").addEventListener("submit", refresh);
     $("diff-form").addEventListener("submit", runDiff);
     $("reg-by").addEventListener("change", () => loadRegressions().catch((e) => status(e.message)));
+    $("reg-form").addEventListener(
+      "submit", (ev) => loadRegressions(ev).catch((e) => status(e.message)));
     $("uploads-first").addEventListener("click", () => {
       uploads.pages = [null];
       loadUploads().catch((e) => status(e.message));
