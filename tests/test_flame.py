@@ -465,6 +465,120 @@ def test_a_long_title_keeps_the_header_on_one_line(browser, data, tmp_path):
     assert page.errors == []
 
 
+def _rgb(fill: str) -> tuple[int, int, int]:
+    import colorsys
+
+    m = re.match(r"hsl\((-?[\d.]+),([\d.]+)%,([\d.]+)%\)", fill)
+    h, s, light = (float(v) for v in m.groups())
+    return tuple(round(255 * c) for c in colorsys.hls_to_rgb((h % 360) / 360, light / 100, s / 100))
+
+
+def _near(a, b, tol: int = 12) -> bool:
+    return all(abs(x - y) <= tol for x, y in zip(a, b, strict=True))
+
+
+def test_the_canvas_is_sharp_on_a_dense_screen_and_labels_fit_their_box(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    page = browser.new_page(viewport={"width": 1000, "height": 700}, device_scale_factor=2)
+    page.goto(page_file.as_uri())
+    _wait(page, "document.body.dataset.ready === '1'")
+    css_w, css_h, w, h = page.evaluate(
+        "(c => [c.clientWidth, c.clientHeight, c.width, c.height])"
+        "(document.getElementById('fg-canvas'))")
+    assert (w, h) == (2 * css_w, 2 * css_h)  # one canvas pixel per device pixel
+    png = tmp_path / "dpr2.png"
+    page.screenshot(path=str(png))
+    img = Image.open(png).convert("RGB")
+    assert img.size == (2000, 1400)
+    frames = [f for f in _drawn(page) if f["w"] >= 4]
+    assert len(frames) > 20
+    for f in frames:
+        # Each frame's own colour where it is drawn (a device pixel inside its box, above
+        # its label's letters).
+        x, y = round(2 * f["cx"]), round(2 * (f["cy"] - 6.5))
+        assert _near(img.getpixel((x, y)), _rgb(f["fill"])), (f, img.getpixel((x, y)))
+    # A label is cut to its box, measured in the canvas's own font.
+    labelled = [f for f in _drawn(page) if f["label"]]
+    assert any(f["label"].endswith("\u2026") for f in labelled) and len(labelled) > 10
+    widths = page.evaluate("""ls => { const g = document.createElement('canvas').getContext('2d');
+        g.font = "11px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
+        return ls.map(t => g.measureText(t).width); }""", [f["label"] for f in labelled])
+    for f, tw in zip(labelled, widths, strict=True):
+        assert 3 + tw <= f["w"], (f, tw)
+        assert f["name"].startswith(f["label"].rstrip("\u2026"))
+
+
+def test_a_graph_deeper_than_any_canvas_draws_where_it_is_scrolled(browser, tmp_path):
+    # 2,500 levels of recursion: 40,000 px of graph, past the largest canvas (32,767 px).
+    stack = ["main"] + ["rec"] * 2499
+    trace = tmp_path / "deep.json"
+    io.save(_rec([stack, stack[:10]]), trace)
+    page_file = _write_flame(trace, tmp_path / "deep.html")
+    page = _page(browser, page_file.as_uri(), height=600)
+    assert page.evaluate("document.getElementById('fg-wrap').offsetHeight") == 2501 * ROW
+    assert page.evaluate("document.getElementById('fg-canvas').height") <= 600
+    assert page.evaluate("window.scrollY") > 30000  # opened at the roots
+    page.evaluate("window.scrollTo(0, 0)")
+    _wait(page, "(() => { const f = jsprofFrames().find(f => f.depth === 2500);"
+                " return f && f.cy > 0 && f.cy < innerHeight; })()")
+    top = next(f for f in _drawn(page) if f["depth"] == 2500)
+    png = tmp_path / "deep.png"
+    page.screenshot(path=str(png))
+    assert _near(Image.open(png).convert("RGB").getpixel((int(top["cx"]), int(top["cy"]))),
+                 _rgb(top["fill"]))
+    page.mouse.move(top["cx"], top["cy"])
+    assert page.locator("#fg-tip").text_content().startswith("rec\n")
+    assert page.errors == []
+
+
+def test_the_graph_speaks_to_keyboard_and_screen_reader_users(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    page = _page(browser, page_file.as_uri())
+    cv = page.locator("#fg-canvas")
+    assert cv.get_attribute("role") == "img" and "Flame graph" in cv.get_attribute("aria-label")
+    live = page.locator("#fg-live")
+    assert live.get_attribute("aria-live") == "polite"
+    # Hovering a frame puts its words in the live region.
+    f5 = _frame(page, 5)
+    page.mouse.move(f5["cx"], f5["cy"])
+    assert live.text_content() == page.evaluate("jsprofTip(5)").replace("\n", ". ")
+    # Tab to the graph: the root is focused; up goes towards the leaves, right along a row.
+    page.mouse.move(0, 0)
+    page.locator("#fg-search").focus()
+    page.keyboard.press("Tab")
+    assert page.evaluate("document.activeElement.id") == "fg-canvas"
+    assert live.text_content().startswith("all. every sample in the profile")
+    for key in ("ArrowUp", "ArrowUp", "ArrowUp", "ArrowUp", "ArrowRight"):
+        page.keyboard.press(key)
+    said = live.text_content().split(". ")[0]
+    frames = _drawn(page)
+    # depth 4, the second frame of its row: [all, (anon), basic, workload, busyLoop | extWork]
+    row4 = sorted((f for f in frames if f["depth"] == 4), key=lambda f: f["x"])
+    assert said == row4[1]["name"] == "extWork"
+    page.keyboard.press("ArrowDown")
+    assert live.text_content().startswith("workload. ")
+    page.keyboard.press("ArrowUp")  # the first callee: busyLoop
+    assert live.text_content().startswith("busyLoop. ")
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")  # zoom into extWork
+    _wait(page, "jsprofFrames().some(f => f.name === 'extWork' && !f.faded && f.w > 1000)")
+    assert all(f["faded"] for f in _drawn(page) if f["depth"] < 4)
+    page.keyboard.press("Escape")
+    _wait(page, "!jsprofFrames().some(f => f.faded)")
+    assert page.errors == []
+
+
+def test_without_scripts_the_page_says_what_to_do(browser, data, tmp_path):
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    ctx = browser.new_context(java_script_enabled=False)
+    page = ctx.new_page()
+    page.goto(page_file.as_uri())
+    text = page.locator("#v-flame").inner_text()
+    assert "scripts are off" in text and "-o flame.svg" in text
+    assert page.locator("body").get_attribute("data-ready") is None
+    ctx.close()
+
+
 def _sandwich_rows(page) -> list[tuple[str, str, str, str]]:
     return page.eval_on_selector_all(
         "#v-sandwich table.fn tbody tr",

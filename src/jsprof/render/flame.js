@@ -585,6 +585,7 @@
       var y = yOf(LD[i]);
       out.push({i: i, name: nameOfFrame(i), x: GX[i], w: GW[i], depth: LD[i], y: y, h: ROW - 1,
         faded: !!FADE[i], hit: !!hitOf(i), thin: i >= N, fill: FILLS[i < N ? FL[i] : TFILL[i - N]],
+        label: GW[i] >= 3 * charW + 6 ? label(nameOfFrame(i), GW[i]) : "",
         cx: mid(r.left + GX[i], GW[i]), cy: r.top + y - off + ROW / 2});
     }
     return out;
