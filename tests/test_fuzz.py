@@ -4,8 +4,9 @@ JsprofError, within the time limit; what reads back writes back the same.
 Seeds are real files: Chromium's own ProfilerTrace files, `node --cpu-prof` and PrimJS
 profiles, py-spy's speedscope and folded output, @datadog/pprof's pprof, a source map made
 by terser, and jsprof's own output for the formats only jsprof writes here (Chrome trace,
-Perfetto). Mutations: truncation, byte flips, byte runs inserted or deleted, and for JSON a
-key deleted, a value swapped for another type, a huge or negative number, deep nesting.
+Perfetto), also of a real `jsprof instrument` run (QuickJS) for the spans. Mutations:
+truncation, byte flips, byte runs inserted or deleted, and for JSON a key deleted, a value
+swapped for another type, a huge or negative number, deep nesting.
 
 Profiles (environment variable JSPROF_FUZZ): `short` (default, part of `make test`: a few
 dozen cases per reader) and `fuzz` (`make fuzz`: 10,000 cases per reader).
@@ -67,9 +68,17 @@ def _small_expansion_limit():
     trace_model.MAX_SAMPLES = saved
 
 
-def _own(fmt: str, src: Path) -> bytes:
-    """jsprof's output in format `fmt` for a real input."""
-    return FORMATS[fmt].write(jsprof.load(src))  # type: ignore[misc]
+def _own(fmt: str, src: Path | bytes) -> bytes:
+    """jsprof's output in format `fmt` for a real input (a file, or a file's bytes)."""
+    rec = jsprof.load(io.BytesIO(src) if type(src) is bytes else src)
+    return FORMATS[fmt].write(rec)  # type: ignore[misc]
+
+
+# A real `jsprof instrument` run (QuickJS): its calls as spans, and as it reads back from
+# Chrome trace (without the per-sample weights that format has no place for: pprof lays
+# weighted samples out end to end, so its span does not survive them; not a spans matter).
+INSTRUMENTED = DATA / "instrument" / "shapes-instrumented.json"
+INSTRUMENTED_CT = _own("chrome-trace", INSTRUMENTED)
 
 
 SEEDS: dict[str, list[bytes]] = {
@@ -77,10 +86,14 @@ SEEDS: dict[str, list[bytes]] = {
         (DATA / "chromium" / "trace-basic.json").read_bytes(),
         (DATA / "chromium" / "trace-idle.json").read_bytes(),
         _own("jsprof", DATA / "node" / "bench.cpuprofile"),
+        _own("jsprof", INSTRUMENTED_CT),
     ],
     "cpuprofile": [(DATA / "node" / "bench.cpuprofile").read_bytes()],
     "primjs": [(DATA / "primjs" / "profile-interval100.json").read_bytes()],
-    "chrome-trace": [_own("chrome-trace", DATA / "chromium" / "trace-builtins.json")],
+    "chrome-trace": [
+        _own("chrome-trace", DATA / "chromium" / "trace-builtins.json"),
+        INSTRUMENTED_CT,
+    ],
     "speedscope": [
         (DATA / "speedscope" / "py-spy.speedscope.json").read_bytes(),
         _own("speedscope", DATA / "chromium" / "trace-basic.json"),
@@ -94,7 +107,10 @@ SEEDS: dict[str, list[bytes]] = {
         gzip.decompress((DATA / "pprof" / "datadog-pprof-node20.pb.gz").read_bytes()),
         _own("pprof", DATA / "chromium" / "trace-builtins.json"),
     ],
-    "perfetto": [_own("perfetto", DATA / "chromium" / "trace-builtins.json")],
+    "perfetto": [
+        _own("perfetto", DATA / "chromium" / "trace-builtins.json"),
+        _own("perfetto", INSTRUMENTED),
+    ],
 }
 
 

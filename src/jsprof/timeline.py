@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .trace import NONE, SPAN_KIND_CODE, Spans
+from .trace import SPAN_KIND_CODE, SpanColumns, Spans
 
 # What one upload's timeline may hold (the client's TIMELINE_LIMITS; docs/field.md).
 MAX_LONG_FRAMES = 50
@@ -324,42 +324,21 @@ def _args(entry: dict, keys: tuple[str, ...], shift: float) -> dict:
 def to_spans(timeline: dict, shift: float = 0.0) -> Spans:
     """A checked timeline (`check`) as spans: each long frame with its script entries as
     children, then each interaction; times moved by `shift` ms (onto the track's clock)."""
-    start: list[float] = []
-    end: list[float] = []
-    parent: list[int] = []
-    kind: list[int] = []
-    name: list[int] = []
-    names: list[str] = []
-    args: list[dict] = []
-    index: dict[str, int] = {}
-
-    def add(s: float, d: float, k: str, label: str, p: int, a: dict) -> int:
-        start.append(s + shift)
-        end.append(s + d + shift)
-        parent.append(p)
-        kind.append(SPAN_KIND_CODE[k])
-        name.append(index.setdefault(label, len(index)))
-        if name[-1] == len(names):
-            names.append(label)
-        args.append(a)
-        return len(start) - 1
-
+    cols = SpanColumns(with_args=True)
     for f in sorted(timeline.get("longFrames") or (), key=lambda f: f["start"]):
-        fi = add(f["start"], f["duration"], "long-frame", LONG_FRAME_NAME, NONE,
-                 _args(f, _FRAME_ARGS, shift))
+        fi = cols.add("long-frame", f["start"] + shift, f["start"] + f["duration"] + shift,
+                      label=LONG_FRAME_NAME, args=_args(f, _FRAME_ARGS, shift))
         for s in sorted(f.get("scripts") or (), key=lambda s: s["start"]):
-            add(s["start"], s["duration"], "script", entry_name(s)[0], fi,
-                _args(s, _SCRIPT_ARGS, shift))
+            cols.add("script", s["start"] + shift, s["start"] + s["duration"] + shift,
+                     parent=fi, label=entry_name(s)[0], args=_args(s, _SCRIPT_ARGS, shift))
     for e in sorted(timeline.get("interactions") or (), key=lambda e: e["start"]):
         # The span is the interaction's window; its reported duration (INP's) is an arg.
         a = _args(e, _INTERACTION_ARGS, shift)
         a["duration"] = e["duration"]
-        add(e["start"], interaction_end(e) - e["start"], "interaction",
-            e.get("type") or "interaction", NONE, a)
-    return Spans(
-        np.array(start, np.float64), np.array(end, np.float64),
-        np.full(len(start), NONE, np.int32), np.array(parent, np.int32),
-        np.array(kind, np.int8), np.array(name, np.int32), names, args)
+        cols.add("interaction", e["start"] + shift,
+                 e["start"] + (interaction_end(e) - e["start"]) + shift,
+                 label=e.get("type") or "interaction", args=a)
+    return cols.build()
 
 
 def from_spans(spans: Spans | None) -> PageLoad:

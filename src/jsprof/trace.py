@@ -457,6 +457,69 @@ class Spans:
     __hash__ = None  # type: ignore[assignment]
 
 
+class SpanColumns:
+    """Spans gathered one at a time (the page's timeline, a reader's events), then made
+    into Spans' numpy columns by `build`: the one place those columns are declared. A
+    span may be added open (`end` NaN, set later through `end[i]`); `build` leaves out
+    the ones never closed (their children become roots). `args` is kept when the caller
+    asks for it (`with_args`) or any span was added with some."""
+
+    def __init__(self, with_args: bool = False) -> None:
+        self.start: list[float] = []
+        self.end: list[float] = []
+        self.frame: list[int] = []
+        self.parent: list[int] = []
+        self.kind: list[int] = []
+        self.label: list[str | None] = []
+        self.args: list[dict | None] = []
+        self.with_args = with_args
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def add(
+        self,
+        kind: str,
+        start: float,
+        end: float = float("nan"),
+        *,
+        parent: int = NONE,
+        frame: int = NONE,
+        label: str | None = None,
+        args: dict | None = None,
+    ) -> int:
+        """Span number `len(self)`: a call (named by `frame`) or a window (by `label`)."""
+        self.start.append(start)
+        self.end.append(end)
+        self.frame.append(frame)
+        self.parent.append(parent)
+        self.kind.append(SPAN_KIND_CODE[kind])
+        self.label.append(label)
+        self.args.append(args)
+        self.with_args = self.with_args or args is not None
+        return len(self.start) - 1
+
+    def build(self) -> Spans:
+        """The closed spans (`end` not NaN) as Spans, in the order added; names numbered in
+        order of first use, parents renumbered over the kept spans."""
+        kept = [j for j, e in enumerate(self.end) if e == e]
+        new = {j: n for n, j in enumerate(kept)}
+        ids: dict[str, int] = {}
+        name = [NONE if (lb := self.label[j]) is None else ids.setdefault(lb, len(ids))
+                for j in kept]
+        return Spans(
+            np.array([self.start[j] for j in kept], np.float64),
+            np.array([self.end[j] for j in kept], np.float64),
+            np.array([self.frame[j] for j in kept], np.int32),
+            np.array([new.get(self.parent[j], NONE) for j in kept], np.int32),
+            np.array([self.kind[j] for j in kept], np.int8),
+            np.array(name, np.int32),
+            list(ids),
+            [a if (a := self.args[j]) is not None else {} for j in kept]
+            if self.with_args else None,
+        )
+
+
 def spans_in_order(spans: Spans) -> Spans:
     """The spans in one canonical order, whatever order they were made or read in: roots
     by (kind, start), each followed by its children by start (depth first); names numbered

@@ -8,6 +8,9 @@ JavaScript function of the same name (which has a script) is never taken for one
 
 `build_trace` is the one builder the readers share: unique stacks as frame lists (per
 stack work, Python) plus a per-sample index into them (per sample work, numpy).
+
+Instrumented calls in the trace-event formats (Chrome trace, Perfetto) are named and found
+back by `call_slice`, `call_frame_key` and `FrameFinder`: one rule for both.
 """
 
 from __future__ import annotations
@@ -18,7 +21,15 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import TraceFormatError
-from ..trace import NO_STACK_NAMES, NONE, FunctionKey, ProfilerTrace, TraceBuilder, function_keys
+from ..trace import (
+    NO_STACK_NAMES,
+    NONE,
+    FunctionKey,
+    ProfilerFrame,
+    ProfilerTrace,
+    TraceBuilder,
+    function_keys,
+)
 
 # Index 0: no marker; index m + 1: marker code m. The names every output uses (trace.py).
 PSEUDO_NAMES: tuple[str, ...] = NO_STACK_NAMES
@@ -131,3 +142,66 @@ def canonical(trace: ProfilerTrace) -> ProfilerTrace:
     out.sample_weight = trace.sample_weight
     out.sample_count = trace.sample_count
     return out
+
+
+# ---- instrumented calls in the trace-event formats ---------------------------------------
+# Chrome trace and Perfetto carry a call as a slice named as every output names its
+# function; the frame's identity rides beside it (its URL, 1-based line and column, and
+# `function: ""` for a function with no name, whose slice shows its anonymous label), so
+# reading finds the frame among the ones the samples brought, whatever their numbering.
+
+
+def call_slice(frame: ProfilerFrame, resources: Sequence[str]) -> tuple[str, dict]:
+    """(slice name, identity args) of an instrumented call's frame."""
+    url = resources[frame.resource_id] if frame.resource_id is not None else None
+    args: dict = {}
+    if url is not None:
+        args["url"] = url
+    if frame.line is not None:
+        args["line"] = frame.line
+    if frame.column is not None:
+        args["column"] = frame.column
+    if not frame.name:
+        args["function"] = ""
+    return FunctionKey(frame.name, url, frame.line, frame.column).label(), args
+
+
+def call_frame_key(name: object, args: dict) -> tuple[FunctionKey | None, str]:
+    """The frame a call slice names (`call_slice` read back), or None and the problem
+    (with its key) for a reader to put in its own words."""
+    if type(name) is not str:
+        return None, "name: expected a string"
+    url, line, col = args.get("url"), args.get("line"), args.get("column")
+    if url is not None and type(url) is not str:
+        return None, "url: expected a string"
+    for key, v in (("line", line), ("column", col)):
+        # 1-based, 32-bit in every engine and format
+        if v is not None and (type(v) is not int or not 0 < v < 2**31):
+            return None, f"{key}: expected a 1-based position, got {str(v)[:40]}"
+    fn = args.get("function")
+    if fn is not None and fn != "":
+        return None, "function: expected \"\" (a function with no name) or no such key"
+    return FunctionKey("" if fn == "" else name, url, line, col), ""
+
+
+class FrameFinder:
+    """Frame ids of a read trace by identity; a frame no sample used is added to it."""
+
+    def __init__(self, trace: ProfilerTrace) -> None:
+        self.trace = trace
+        self.ids: dict[FunctionKey, int] = {}
+        for i, k in enumerate(function_keys(trace)):
+            self.ids.setdefault(k, i)
+
+    def __call__(self, key: FunctionKey) -> int:
+        fid = self.ids.get(key)
+        if fid is None:
+            res = self.trace.resources
+            rid = None
+            if key.resource is not None:
+                if key.resource not in res:
+                    res.append(key.resource)
+                rid = res.index(key.resource)
+            self.trace.frames.append(ProfilerFrame(key.name, rid, key.line, key.column))
+            fid = self.ids[key] = len(self.trace.frames) - 1
+        return fid

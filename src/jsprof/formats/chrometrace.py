@@ -4,15 +4,20 @@ Writing: per track, a `Profile` event and `ProfileChunk` events (category
 `disabled-by-default-v8.cpu_profiler`, phase `P`, linked by `id` and `pid`) carrying the
 nodes (with `parent`, each node once, in the chunk that first uses it), `samples`,
 `timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; plus `thread_name` /
-`process_name` metadata. Spans of instrumented runs become complete (`X`) events; the
-page's windows (long animation frames with their script entries, interactions) nestable
-async slices (`b`/`e`, category `jsprof.timeline`, their fields in `args`). Times
-are microseconds since the Unix epoch (the track's time origin + sample time), so tracks
-from different runtimes line up on one clock; a track whose origin is unknown is written
-relative to 0. Precision is 1 µs, as in Chrome's own files.
+`process_name` metadata. Instrumented calls become complete (`X`) events (category
+`jsprof.span`) named as every output names their function, the frame's URL, line and
+column in `args` (`function: ""` for one with no name), the caller by its number among the
+track's calls (`jsprofParent`: a coarse clock leaves times alone ambiguous) and, when the
+spans keep fields of their own, those (`jsprofArgs`); the page's windows (long animation
+frames with their script entries, interactions) nestable async slices (`b`/`e`, category
+`jsprof.timeline`, their fields in `args`). Times are microseconds since the Unix epoch
+(the track's time origin + sample time), so tracks from different runtimes line up on one
+clock; a track whose origin is unknown is written relative to 0. Precision is 1 µs, as in
+Chrome's own files; spans are placed from the profile's (whole µs) start, which reading
+measures them from.
 
-Reading keeps the page's windows (as the track's spans) but not the instrumented calls'
-complete events, which are for viewing only.
+Reading keeps both as the track's spans: a call's frame is found among the frames its
+samples brought (or added, for a function no sample shows).
 
 Reading: the same events (as a bare array or `{"traceEvents": [...]}`) from jsprof or from
 Chrome DevTools' Performance panel, and the `CpuProfile` instant event DevTools also
@@ -34,16 +39,18 @@ import orjson
 from ..errors import ErrorAt, TraceFormatError, shown
 from ..timeline import span_args_problem
 from ..trace import (
+    MAX_MS,
     NONE,
     SPAN_KIND_CODE,
     SPAN_KINDS,
     Recording,
+    SpanColumns,
     Spans,
     Track,
     epoch_origin,
     spans_in_order,
 )
-from ._common import canonical
+from ._common import FrameFinder, call_frame_key, call_slice, canonical
 from ._format import Format, Probe
 from ._v8profile import profile_to_trace, trace_to_profile
 
@@ -53,6 +60,9 @@ PID = 1
 ENGINE_KEY = "jsprofEngine"  # in thread_name's args: the engine of a non-V8 track
 WINDOWS = "jsprof.timeline"  # the category of the page's windows (async slices)
 KIND_KEY = "jsprofKind"  # in a window's args: long-frame, script, interaction
+CALLS = "jsprof.span"  # the category of instrumented calls (complete events)
+PARENT_KEY = "jsprofParent"  # in a call's args: its caller's number among the calls
+ARGS_KEY = "jsprofArgs"  # in a call's args: the span's own fields
 
 
 def _err(source: str, where: str, problem: str) -> TraceFormatError:
@@ -159,12 +169,14 @@ def _track_events(track: Track, index: int, threads: set[tuple[int, int]]) -> li
         }
     )
     if track.spans is not None and len(track.spans):
-        events.extend(_span_events(track, pid, tid, origin_us))
-        events.extend(_window_events(track, index, pid, tid, origin_us))
+        # On the profile's clock: reading measures spans from its (whole µs) startTime.
+        zero_us = float(prof["startTime"])
+        events.extend(_span_events(track, pid, tid, zero_us))
+        events.extend(_window_events(track, index, pid, tid, zero_us))
     return events
 
 
-def _window_events(track: Track, index: int, pid: int, tid: int, origin_us: float) -> list[dict]:
+def _window_events(track: Track, index: int, pid: int, tid: int, zero_us: float) -> list[dict]:
     """The page's windows as nestable async slices (`b`/`e`, category WINDOWS): they may
     overlap (an interaction and a long frame), which complete events on one thread may
     not. A long frame and its script entries share an id, so they nest."""
@@ -182,9 +194,9 @@ def _window_events(track: Track, index: int, pid: int, tid: int, origin_us: floa
         ids[i] = sid
         name = s.label(i) or SPAN_KINDS[k]
         base = {"name": name, "cat": WINDOWS, "id": sid, "pid": pid, "tid": tid}
-        out.append({**base, "ph": "b", "ts": round(origin_us + float(s.start[i]) * 1000.0, 3),
+        out.append({**base, "ph": "b", "ts": round(zero_us + float(s.start[i]) * 1000.0, 3),
                     "args": {**s.arg(i), KIND_KEY: SPAN_KINDS[k]}})
-        out.append({**base, "ph": "e", "ts": round(origin_us + float(s.end[i]) * 1000.0, 3)})
+        out.append({**base, "ph": "e", "ts": round(zero_us + float(s.end[i]) * 1000.0, 3)})
     # Nested ones must close before their parent: order by time, ends before begins at one
     # time, a child's end (later in the list) before its parent's.
     order = sorted(range(len(out)), key=lambda j: (out[j]["ts"], out[j]["ph"] == "b",
@@ -192,30 +204,34 @@ def _window_events(track: Track, index: int, pid: int, tid: int, origin_us: floa
     return [out[j] for j in order]
 
 
-def _span_events(track: Track, pid: int, tid: int, origin_us: float) -> list[dict]:
+def _span_events(track: Track, pid: int, tid: int, zero_us: float) -> list[dict]:
+    """Instrumented calls as complete events (category CALLS), in span order: the frame
+    by its identity (`call_slice`), the caller by its number among the track's calls
+    (PARENT_KEY; times alone cannot tell who called whom when a clock ticks coarsely), the
+    call's own fields, if the spans keep any, under ARGS_KEY."""
     s = track.spans
     assert s is not None
     frames, res = track.trace.frames, track.trace.resources
     out = []
-    calls = s.kind == SPAN_KIND_CODE["call"]
-    for start, end, fid in zip(
-        s.start[calls].tolist(), s.end[calls].tolist(), s.frame[calls].tolist(), strict=True
-    ):
-        f = frames[fid]
-        args: dict[str, Any] = {"frameId": fid}
-        if f.resource_id is not None:
-            args["url"] = res[f.resource_id]
-        if f.line is not None:
-            args["line"] = f.line
+    calls = np.nonzero(s.kind == SPAN_KIND_CODE["call"])[0].tolist()
+    number = {i: n for n, i in enumerate(calls)}
+    starts, ends = s.start.tolist(), s.end.tolist()
+    fids, parents = s.frame.tolist(), s.parent.tolist()
+    for i in calls:
+        name, args = call_slice(frames[fids[i]], res)
+        if parents[i] in number:
+            args[PARENT_KEY] = number[parents[i]]
+        if s.args is not None:
+            args[ARGS_KEY] = s.arg(i)
         out.append(
             {
-                "name": f.name or "(anonymous)",
-                "cat": "jsprof.span",
+                "name": name,
+                "cat": CALLS,
                 "ph": "X",
                 "pid": pid,
                 "tid": tid,
-                "ts": round(origin_us + start * 1000.0, 3),
-                "dur": round((end - start) * 1000.0, 3),
+                "ts": round(zero_us + starts[i] * 1000.0, 3),
+                "dur": round((ends[i] - starts[i]) * 1000.0, 3),
                 "args": args,
             }
         )
@@ -277,11 +293,12 @@ def _num(source: str, where: str, v: Any) -> float:
 _SCALARS = (int, float, str, type(None))
 
 
-def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dict]:
+def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dict, dict]:
     profiles: dict[tuple, _Profile] = {}
     names: dict[tuple, str] = {}
     engines: dict[tuple, str] = {}
     windows: dict[tuple, list[tuple[int, dict]]] = {}
+    calls: dict[tuple, list[tuple[int, dict]]] = {}
     for i, e in enumerate(events):
         if type(e) is not dict:
             raise _err(source, f"traceEvents[{i}]", "expected an event object")
@@ -292,6 +309,8 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dic
                 raise _err(source, f"{where}.{key}", "expected a number or a string")
         if e.get("cat") == WINDOWS and e.get("ph") in ("b", "e"):
             windows.setdefault((e.get("pid"), e.get("tid")), []).append((i, e))
+        elif e.get("cat") == CALLS and e.get("ph") == "X":
+            calls.setdefault((e.get("pid"), e.get("tid")), []).append((i, e))
         elif name == "thread_name" and e.get("ph") == "M":
             a = e.get("args")
             if type(a) is dict and type(a.get("name")) is str:
@@ -358,28 +377,65 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dic
             p.deltas = cpu.get("timeDeltas", data.get("timeDeltas", []))
             p.lines = []
             profiles[("cpu", i)] = p
-    return list(profiles.values()), names, engines, windows
+    return list(profiles.values()), names, engines, windows, calls
 
 
-def _read_windows(evs: list[tuple[int, dict]], zero_us: float, source: str) -> Spans | None:
-    """The page's windows jsprof wrote (`_window_events`) back as spans, on the clock of
-    the track whose time 0 is `zero_us`. A slice that never ends is left out."""
-    start: list[float] = []
-    end: list[float] = []
-    parent: list[int] = []
-    kind: list[int] = []
-    name: list[int] = []
-    names: list[str] = []
-    args: list[dict] = []
+def _read_spans(
+    calls: list[tuple[int, dict]],
+    windows: list[tuple[int, dict]],
+    zero_us: float,
+    find: FrameFinder,
+    source: str,
+) -> Spans | None:
+    """The calls (`_span_events`) and the page's windows (`_window_events`) jsprof wrote,
+    back as spans on the clock of the track whose time 0 is `zero_us`; the calls' frames
+    found (or added) by `find`. A window that never ends is left out."""
+    cols = SpanColumns()
+
+    def ms(where: str, ts: float) -> float:
+        """`ts` on the track's clock; what the jsprof format would refuse is refused here."""
+        t = (ts - zero_us) / 1000.0
+        if not abs(t) < MAX_MS:
+            raise _err(source, where, f"{ts:g} µs is beyond 2**53 ms from the profile's start")
+        return t
+
+    for n, (i, e) in enumerate(calls):
+        where = f"traceEvents[{i}]"
+        ts = _num(source, f"{where}.ts", e.get("ts"))
+        dur = _num(source, f"{where}.dur", e.get("dur"))
+        if not 0 <= dur < MAX_MS:
+            raise _err(source, f"{where}.dur", f"{dur:g} is not a duration (µs from 0 to 2**53)")
+        a = e.get("args")
+        if type(a) is not dict:
+            raise _err(source, f"{where}.args", "expected an object")
+        key, bad = call_frame_key(e.get("name"), a)
+        if key is None:
+            k, _, problem = bad.partition(": ")
+            raise _err(source, f"{where}.{'args.' if k != 'name' else ''}{k}", problem)
+        parent = a.get(PARENT_KEY, NONE)
+        if parent != NONE and (type(parent) is not int or not 0 <= parent < n):
+            raise _err(source, f"{where}.args.{PARENT_KEY}",
+                       f"{shown(parent)} is not the number of an earlier call")
+        own = a.get(ARGS_KEY)
+        if own is not None and (type(own) is not dict
+                                or any(type(v) not in (*_SCALARS, bool) for v in own.values())):
+            raise _err(source, f"{where}.args.{ARGS_KEY}",
+                       "expected an object of strings and numbers")
+        # end from the duration, not ts + dur (a double holds epoch µs to 1/4 µs only)
+        start = ms(f"{where}.ts", ts)
+        cols.add("call", start, start + dur / 1000.0, parent=parent, frame=find(key), args=own)
     open_: dict[Any, list[int]] = {}
-    for i, e in evs:
+    for i, e in windows:
         where = f"traceEvents[{i}]"
         ts = _num(source, f"{where}.ts", e.get("ts"))
         stack = open_.setdefault(e.get("id"), [])
         if e["ph"] == "e":
             if not stack:
                 raise _err(source, where, "a window's end with no begin of its id before it")
-            end[stack.pop()] = (ts - zero_us) / 1000.0
+            j = stack.pop()
+            cols.end[j] = ms(f"{where}.ts", ts)
+            if cols.end[j] < cols.start[j]:
+                raise _err(source, f"{where}.ts", "a window's end before its begin")
             continue
         a = e.get("args")
         if type(a) is not dict or any(type(v) not in (*_SCALARS, bool) for v in a.values()):
@@ -394,27 +450,11 @@ def _read_windows(evs: list[tuple[int, dict]], zero_us: float, source: str) -> S
         label = e.get("name")
         if type(label) is not str:
             raise _err(source, f"{where}.name", "expected a string")
-        if label not in names:
-            names.append(label)
-        parent.append(stack[-1] if stack else NONE)
-        stack.append(len(start))
-        start.append((ts - zero_us) / 1000.0)
-        end.append(float("nan"))
-        kind.append(SPAN_KIND_CODE[k])
-        name.append(names.index(label))
-        args.append(a)
-    done = [j for j in range(len(start)) if end[j] == end[j]]
-    if not done:
-        return None
-    # Renumber the parents over the kept ones (a parent never ended: its children float).
-    new = {j: n for n, j in enumerate(done)}
-    return spans_in_order(Spans(
-        np.array([start[j] for j in done]), np.array([end[j] for j in done]),
-        np.full(len(done), NONE, np.int32),
-        np.array([new.get(parent[j], NONE) for j in done], np.int32),
-        np.array([kind[j] for j in done], np.int8), np.array([name[j] for j in done], np.int32),
-        names, [args[j] for j in done],
-    ))
+        stack.append(cols.add(k, ms(f"{where}.ts", ts), parent=stack[-1] if stack else NONE,
+                              label=label, args=a))
+    spans = cols.build()
+    # A window's parent never ended: its children float (build renumbers the kept ones).
+    return spans_in_order(spans) if len(spans) else None
 
 
 def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
@@ -454,7 +494,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     events = _events(doc)
     if events is None:
         raise _err(source, "(top level)", "expected a trace-event array or {traceEvents: [...]}")
-    profiles, names, engines, windows = _collect(events, source)
+    profiles, names, engines, windows, calls = _collect(events, source)
     if not profiles:
         raise _err(
             source, "traceEvents", "no CPU profile (Profile/ProfileChunk events) in this trace"
@@ -484,9 +524,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         used.add(name)
         engine = engines.get((p.pid, p.tid), "v8")
         track = Track(name, trace, time_origin=origin, engine=engine)
-        if (p.pid, p.tid) in windows:
+        if (p.pid, p.tid) in windows or (p.pid, p.tid) in calls:
             zero = p.start if origin is not None else shared_zero
-            track.spans = _read_windows(windows.pop((p.pid, p.tid)), zero, source)
+            track.spans = _read_spans(calls.pop((p.pid, p.tid), []),
+                                      windows.pop((p.pid, p.tid), []), zero,
+                                      FrameFinder(trace), source)
         track.meta = (
             {"pid": p.pid, "tid": p.tid}
             if isinstance(p.pid, int) and isinstance(p.tid, int)

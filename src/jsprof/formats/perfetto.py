@@ -18,11 +18,15 @@ stack named like V8's pseudo nodes: `(idle)`, `(garbage collector)` for the `gc`
 `(program)` for `other`, `(<marker>)` for the rest; reading maps them back. Timestamps are
 whole microseconds (the packet's unit); the per-sample line column is not carried.
 
-The page's windows (a track's spans from `record --engine chromium`: long animation frames
-with their script entries, interactions) are TrackEvent slices (whole ns) on child tracks
-of the thread's track, named "long animation frames" and "interactions" (another of the
-same name where two would overlap), their fields as debug annotations plus `jsprof.kind`;
-reading takes back the slices that carry it. Instrumented calls are not written.
+A track's spans are TrackEvent slices (whole ns) on child tracks of the thread's track:
+instrumented calls on "calls", the page's windows (`record --engine chromium`: long
+animation frames with their script entries, interactions) on "long animation frames" and
+"interactions" (another of the same name where two would overlap), nested as the spans
+are. Each carries `jsprof.kind`; a window its fields as debug annotations; a call is named
+as every output names its function, with its frame's `url`, `line`, `column` (and
+`function: ""` for one with no name) as annotations and its own fields, when the spans
+keep any, in the dict annotation `jsprof.args`. Reading takes back the slices that carry
+`jsprof.kind`; a call's frame is found among the frames its samples brought (or added).
 """
 
 from __future__ import annotations
@@ -39,16 +43,15 @@ from ..trace import (
     SPAN_KIND_CODE,
     SPAN_KINDS,
     Recording,
-    Spans,
+    SpanColumns,
     Track,
     epoch_origin,
-    join_spans,
     spans_in_order,
     step_back,
     step_back_problem,
 )
 from . import _protobuf as pb
-from ._common import PSEUDO_NAMES, build_trace, canonical
+from ._common import PSEUDO_NAMES, FrameFinder, build_trace, call_frame_key, call_slice, canonical
 from ._format import Format
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
@@ -165,17 +168,20 @@ def write(rec: Recording) -> bytes:
     for i, t in enumerate(rec.tracks):
         _write_track(pb, msg, t, i)
     for i, t in enumerate(rec.tracks):
-        _write_windows(pb, msg, t, i, len(rec.tracks) + 2 + i)
+        _write_spans(pb, msg, t, i, len(rec.tracks) + 2 + i)
     return msg.SerializeToString()
 
 
-KIND_KEY = "jsprof.kind"  # the debug annotation naming a window's kind
-_LANE_GROUPS = (("long animation frames", ("long-frame", "script")),
+KIND_KEY = "jsprof.kind"  # the debug annotation naming a span's kind
+ARGS_KEY = "jsprof.args"  # a call's own fields (a dict annotation)
+_LANE_GROUPS = (("calls", ("call",)),
+                ("long animation frames", ("long-frame", "script")),
                 ("interactions", ("interaction",)))
 
 
-def _annotate(ev: Any, key: str, v: object) -> None:
-    d = ev.debug_annotations.add(name=key)
+def _annotate(ev: Any, key: str, v: object, entries: bool = False) -> None:
+    """One debug annotation (of a slice, or with `entries` of a dict annotation)."""
+    d = (ev.dict_entries if entries else ev.debug_annotations).add(name=key)
     if type(v) is bool:
         d.bool_value = v
     elif type(v) is int and -(2**63) <= v < 2**63:
@@ -189,13 +195,13 @@ def _annotate(ev: Any, key: str, v: object) -> None:
         d.string_value = str(v)
 
 
-def _write_windows(pb: Any, msg: Any, track: Track, index: int, seq: int) -> None:
-    """The page's windows (long animation frames with their script entries, interactions)
-    as TrackEvent slices on child tracks of the thread: a lane per kind, more when some
-    overlap (slices on one track must nest). A window before the clock's 0 is left out (a
-    packet's time is unsigned)."""
+def _write_spans(pb: Any, msg: Any, track: Track, index: int, seq: int) -> None:
+    """The track's spans (instrumented calls; the page's long animation frames with their
+    script entries, interactions) as TrackEvent slices on child tracks of the thread: a
+    lane per group (`_LANE_GROUPS`), more when some overlap (slices on one track must
+    nest). A span before the clock's 0 is left out (a packet's time is unsigned)."""
     sp = track.spans
-    if sp is None or not len(sp) or not (sp.kind != SPAN_KIND_CODE["call"]).any():  # type: ignore[operator]
+    if sp is None or not len(sp):
         return
     # Integers: epoch nanoseconds are beyond a double's exact range (2**53).
     origin_ns = int(round((track.time_origin or 0.0) * 1000.0)) * 1000  # the samples' whole µs
@@ -214,45 +220,63 @@ def _write_windows(pb: Any, msg: Any, track: Track, index: int, seq: int) -> Non
     )
     lane_of: dict[int, int] = {}
     lanes: list[tuple[str, int]] = []  # (group title, end of its last root)
-    events: list[tuple[int, int, int, int]] = []  # (ns, 0 end / 1 begin, order, span)
+    kids: dict[int, list[int]] = {}  # per lane (NONE - lane) or span: its slices, in order
     for i in range(len(sp)):
-        k = kinds[i]
-        if k == SPAN_KIND_CODE["call"] or ns[0][i] < 0 or not ns[1][i] < 2**63:
+        if ns[0][i] < 0 or not ns[1][i] < 2**63:
             continue
         p = parents[i]
         if p in lane_of:
             lane_of[i] = lane_of[p]
-        else:
-            title = next(t for t, ks in _LANE_GROUPS if SPAN_KINDS[k] in ks)
-            free = next((j for j, (t, e) in enumerate(lanes) if t == title and e <= ns[0][i]),
-                        None)
-            if free is None:
-                lanes.append((title, 0))
-                free = len(lanes) - 1
-                ld = msg.packet.add()
-                ld.trusted_packet_sequence_id = seq
-                ld.track_descriptor.uuid = thread_uuid + free + 1
-                ld.track_descriptor.parent_uuid = thread_uuid
-                ld.track_descriptor.name = title
-            lanes[free] = (title, ns[1][i])
-            lane_of[i] = free
-        events.append((ns[0][i], 1, i, i))
-        events.append((ns[1][i], 0, -i, i))
-    # By time; at one time ends before begins, a child's end before its parent's.
-    for t, begin, _, i in sorted(events):
+            kids.setdefault(p, []).append(i)
+            continue
+        title = next(t for t, ks in _LANE_GROUPS if SPAN_KINDS[kinds[i]] in ks)
+        free = next((j for j, (t, e) in enumerate(lanes) if t == title and e <= ns[0][i]), None)
+        if free is None:
+            lanes.append((title, 0))
+            free = len(lanes) - 1
+            ld = msg.packet.add()
+            ld.trusted_packet_sequence_id = seq
+            ld.track_descriptor.uuid = thread_uuid + free + 1
+            ld.track_descriptor.parent_uuid = thread_uuid
+            ld.track_descriptor.name = title
+        lanes[free] = (title, ns[1][i])
+        lane_of[i] = free
+        kids.setdefault(NONE - free, []).append(i)
+    # Each lane's slices nested (depth first: a zero-length slice still begins before it
+    # ends), then all by time; a stable sort keeps that nesting among equal times.
+    events: list[tuple[int, int, int]] = []  # (ns, 1 begin / 0 end, span)
+    for lane in range(len(lanes)):
+        todo = [(i, 1) for i in reversed(kids.get(NONE - lane, []))]
+        while todo:
+            i, begin = todo.pop()
+            events.append((ns[1 - begin][i], begin, i))
+            if begin:
+                todo.append((i, 0))
+                todo.extend((c, 1) for c in reversed(kids.get(i, [])))
+    frames, res = track.trace.frames, track.trace.resources
+    for t, begin, i in sorted(events, key=lambda e: e[0]):
         pkt = msg.packet.add()
         pkt.trusted_packet_sequence_id = seq
         pkt.timestamp = t
         ev = pkt.track_event
         ev.track_uuid = thread_uuid + lane_of[i] + 1
-        if begin:
-            ev.type = pb.TrackEvent.TYPE_SLICE_BEGIN
+        if not begin:
+            ev.type = pb.TrackEvent.TYPE_SLICE_END
+            continue
+        ev.type = pb.TrackEvent.TYPE_SLICE_BEGIN
+        _annotate(ev, KIND_KEY, SPAN_KINDS[kinds[i]])
+        if kinds[i] == SPAN_KIND_CODE["call"]:
+            ev.name, ident = call_slice(frames[int(sp.frame[i])], res)
+            for key, v in ident.items():
+                _annotate(ev, key, v)
+            if sp.args is not None:  # the call's own fields, apart from its frame's
+                own = ev.debug_annotations.add(name=ARGS_KEY)
+                for key, v in sp.arg(i).items():
+                    _annotate(own, key, v, entries=True)
+        else:
             ev.name = sp.label(i) or SPAN_KINDS[kinds[i]]
-            _annotate(ev, KIND_KEY, SPAN_KINDS[kinds[i]])
             for key, v in sp.arg(i).items():
                 _annotate(ev, key, v)
-        else:
-            ev.type = pb.TrackEvent.TYPE_SLICE_END
 
 
 # ---- reading -----------------------------------------------------------------------------
@@ -359,7 +383,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
     zeros = [seq.ref_us if epoch_origin(seq.ref_us / 1000.0) is not None else shared_zero
              for _, seq in kept]
-    _read_windows(msg, tracks, zeros, source)
+    _read_spans(msg, tracks, zeros, source)
     return Recording(tracks)
 
 
@@ -372,9 +396,10 @@ def _annotation(d: Any) -> tuple[str, object]:
     return d.name, None
 
 
-def _read_windows(msg: Any, tracks: list[Track], zeros: list[float], source: str) -> None:
-    """Slices jsprof wrote for the page's windows (those with a `jsprof.kind`
-    annotation), back as the spans of the track of their thread."""
+def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) -> None:
+    """Slices jsprof wrote for a track's spans (those with a `jsprof.kind` annotation),
+    back as the spans of the track of their thread; a call's frame found among the
+    track's frames (or added to them)."""
     thread_of: dict[int, tuple[int, int]] = {}
     parent_of: dict[int, int] = {}
     slices: dict[int, list[tuple[int, Any]]] = {}
@@ -390,59 +415,48 @@ def _read_windows(msg: Any, tracks: list[Track], zeros: list[float], source: str
     if not slices:
         return
     by_thread = {(t.meta.get("pid"), t.meta.get("tid")): k for k, t in enumerate(tracks)}
-    got: dict[int, Spans | None] = {}
+    got: dict[int, SpanColumns] = {}
+    finders: dict[int, FrameFinder] = {}
     for uuid, evs in slices.items():
         k = by_thread.get(thread_of.get(parent_of.get(uuid, uuid), (None, None)))
         if k is None:
             continue
         zero_ns = int(zeros[k]) * 1000
-        start: list[float] = []
-        end: list[float] = []
-        parent: list[int] = []
-        kind: list[int] = []
-        label: list[str] = []
-        args: list[dict] = []
-        stack: list[int] = []
+        cols = got.setdefault(k, SpanColumns())
+        stack: list[int] = []  # this lane's open slices (NONE: one not ours)
         for ts, ev in evs:
             if ev.type == 2:  # end: of the innermost open slice (ours or not)
-                if stack:
-                    j = stack.pop()
-                    if j >= 0:
-                        end[j] = (ts - zero_ns) / 1e6
+                if stack and (j := stack.pop()) != NONE:
+                    cols.end[j] = (ts - zero_ns) / 1e6
                 continue
             a = dict(_annotation(d) for d in ev.debug_annotations)
             kd = a.pop(KIND_KEY, None)
-            if kd not in SPAN_KIND_CODE or kd == "call":
-                stack.append(-1)  # a slice that is not one of ours: keep the nesting
+            if kd not in SPAN_KIND_CODE:
+                stack.append(NONE)  # a slice that is not one of ours: keep the nesting
+                continue
+            where = f"track_event {ev.name[:80]!r}.debug_annotations"
+            parent = next((j for j in reversed(stack) if j != NONE), NONE)
+            start = (ts - zero_ns) / 1e6
+            if kd == "call":
+                key, bad = call_frame_key(ev.name, a)
+                if key is None:
+                    raise ErrorAt(source)(f"{where}.{bad.partition(': ')[0]}",
+                                          bad.partition(": ")[2])
+                own = next((d for d in ev.debug_annotations if d.name == ARGS_KEY), None)
+                if k not in finders:
+                    finders[k] = FrameFinder(tracks[k].trace)
+                stack.append(cols.add(
+                    "call", start, parent=parent, frame=finders[k](key),
+                    args=None if own is None else dict(_annotation(d) for d in own.dict_entries),
+                ))
                 continue
             bad = span_args_problem(str(kd), a)  # computed with (--during, Time view)
             if bad is not None:
-                raise ErrorAt(source)(
-                    f"track_event {ev.name[:80]!r}.debug_annotations.{bad[0]}",
-                    bad[1])
-            parent.append(next((j for j in reversed(stack) if j >= 0), NONE))
-            stack.append(len(start))
-            start.append((ts - zero_ns) / 1e6)
-            end.append(float("nan"))
-            kind.append(SPAN_KIND_CODE[str(kd)])
-            label.append(ev.name)
-            args.append(a)
-        done = [j for j in range(len(start)) if end[j] == end[j]]
-        if not done:
-            continue
-        new = {j: n for n, j in enumerate(done)}
-        names = list(dict.fromkeys(label[j] for j in done))
-        lane = Spans(
-            np.array([start[j] for j in done]), np.array([end[j] for j in done]),
-            np.full(len(done), NONE, np.int32),
-            np.array([new.get(parent[j], NONE) for j in done], np.int32),
-            np.array([kind[j] for j in done], np.int8),
-            np.array([names.index(label[j]) for j in done], np.int32), names,
-            [args[j] for j in done],
-        )
-        got[k] = join_spans(got.get(k), lane)
-    for k, sp in got.items():
-        if sp is not None:
+                raise ErrorAt(source)(f"{where}.{bad[0]}", bad[1])
+            stack.append(cols.add(str(kd), start, parent=parent, label=ev.name, args=a))
+    for k, cols in got.items():
+        sp = cols.build()  # a slice never ended is left out, its children float
+        if len(sp):
             tracks[k].spans = spans_in_order(sp)
 
 
