@@ -58,6 +58,19 @@ def upload(store: object, uid: str, trace: ProfilerTrace, **meta: object) -> Non
     store.append(uid, dict(meta), dumps(Recording([Track("main", trace)])))
 
 
+def vlq(v: int) -> str:
+    """One source-map VLQ field (the base64 digits of v)."""
+    b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+    v = (-v << 1) | 1 if v < 0 else v << 1
+    out = ""
+    while True:
+        d = v & 31
+        v >>= 5
+        out += b64[d | (32 if v else 0)]
+        if not v:
+            return out
+
+
 def merged_recording(traces: list[ProfilerTrace], intervals: list[float]) -> Recording:
     """The traces as one recording, a track each, as `jsprof report` would read them."""
     return Recording([

@@ -9,7 +9,7 @@ import numpy as np
 import orjson
 import pytest
 
-from fleet_util import RES, make_trace, merged_recording, upload
+from fleet_util import RES, make_trace, merged_recording, upload, vlq
 from jsprof import io
 from jsprof.analysis.profile import summarize
 from jsprof.cli import main
@@ -290,23 +290,11 @@ def test_export_writes_the_merged_profile(store, tmp_path, capsys, ext):
         assert got[name] == pytest.approx(ms, rel=1e-6, abs=5e-3), name
 
 
-def _vlq(v: int) -> str:
-    b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
-    v = (-v << 1) | 1 if v < 0 else v << 1
-    out = ""
-    while True:
-        d = v & 31
-        v >>= 5
-        out += b64[d | (32 if v else 0)]
-        if not v:
-            return out
-
-
 def test_sourcemaps_rename_frames_of_their_release_only(store, tmp_path, capsys):
     _fill(store, n_per_release=3)
     # measure is at line 59, column 3 of the minified file: map it to layout.ts:120:5 and
     # the original name measureLayout.
-    lines = [""] * 58 + [_vlq(2) + _vlq(0) + _vlq(119) + _vlq(4) + _vlq(0)]
+    lines = [""] * 58 + [vlq(2) + vlq(0) + vlq(119) + vlq(4) + vlq(0)]
     sm = {"version": 3, "file": "app.min.js", "sources": ["src/layout.ts"],
           "names": ["measureLayout"], "mappings": ";".join(lines)}
     mp = tmp_path / "app.min.js.map"

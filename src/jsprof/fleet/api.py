@@ -132,10 +132,14 @@ def recording(s: Session, f: Filters) -> Any:
 
 
 def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
-          icicle: bool = False, color_by: str = "resource", title: str | None = None) -> str:
+          icicle: bool = False, color_by: str = "resource", title: str | None = None,
+          example_url: str | None = None) -> str:
+    """The merged flame graph page. `example_url` ("/v1/traces/{id}/flame", the
+    collector's) makes the Time view's example uploads links; without it they are ids."""
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
     from . import query
+    from .timecourse import StoreSources, time_course
 
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
@@ -148,11 +152,23 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if f.during is not None:
         lost = (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
                 "points")
+    views: dict[str, Any] = {}
+    if fmt == "html":
+        # The Time and Source views: the page loads' time since their start, and the
+        # functions' text where the releases' source maps carry it.
+        ft = time_course(s.engine, s.snap, sel, f.app) if f.during is None else None
+        if ft is not None and example_url is not None:
+            from urllib.parse import quote
+
+            for ex in ft["examples"]:
+                ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
+        views = {"rec": sel.recording, "source": StoreSources(sel.releases),
+                 "fleet_time": ft}
     return FlameRenderer(
         fmt, title=title or f"{f.app} · {describe(f)}",
         subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
         f"{plural(sel.traces, 'trace')}{lost}",
-        icicle=icicle, color_by=color_by,
+        icicle=icicle, color_by=color_by, **views,
     ).render(tree)
 
 

@@ -62,6 +62,7 @@ class Release:
     trace: ProfilerTrace  # frames and stacks only (no samples), source-mapped
     frame_key: list[FunctionKey]  # per stored frame id, the (mapped) function
     stack_map: np.ndarray | None  # stored stack id -> id in `trace` (None: the same)
+    maps: dict = field(default_factory=dict)  # script URL -> its SourceMap (the store's)
 
 
 @dataclass
@@ -128,7 +129,7 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     stack_map = None
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map)
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps)
 
 
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:

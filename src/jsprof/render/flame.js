@@ -630,7 +630,7 @@
   var views = {}, view = "flame";
   var M = null, viewMakers = {};
   if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
-  if (doc.getElementById("v-time")) viewMakers.time = timeView;
+  if (doc.getElementById("v-time")) viewMakers.time = function (M) { return M.fleetTime ? fleetTimeView(M) : timeView(M); };
   if (doc.getElementById("v-source")) viewMakers.source = sourceView;
   // The model is parsed when a view first needs it: the flame graph opens without it.
   function getView(name) {
@@ -642,7 +642,7 @@
       if (!modelEl) return null;
       M = JSON.parse(modelEl.textContent);
     }
-    if (name === "time" && !M.time) return null;
+    if (name === "time" && !M.time && !M.fleetTime) return null;
     views[name] = viewMakers[name](M);
     return views[name];
   }
@@ -996,9 +996,10 @@
     function pick(f) { location.hash = "view=source&fn=" + encodeURIComponent(M.fname[f]) + "&loc=" + encodeURIComponent(M.floc[f]); }
     function list() {
       var box = el("div", {"class": "panel", "data-panel": "list"});
-      box.appendChild(el("p", {"class": "note"}, S.lineData ?
+      box.appendChild(el("p", {"class": "note", "data-note": S.lineData ? "lines" : "nolines"}, S.lineData ?
         "Choose a function to see its source with the self time of each line." :
-        "This recording has no per-line data (the engine did not record which line ran): choose a function to see its source."));
+        (S.noLines ? S.noLines + " Choose a function to see its source where a source map carries it." :
+        "This recording has no per-line data (the engine did not record which line ran): choose a function to see its source.")));
       var table = el("table", {"class": "fn"}), head = el("tr", {});
       ["Self ms", "Total ms", "Function", "Location"].forEach(function (h, k) {
         head.appendChild(el("th", {"class": k >= 2 ? "name" : ""}, h));
@@ -1029,6 +1030,10 @@
       if (e && e[9] === "outside") {
         return "No source for " + name + ": " + file + " is outside the trace's folder and the folder jsprof flame ran in, so it was not put in this page" +
           " (write it with `jsprof flame --embed-source DIR`, DIR holding the script).";
+      }
+      if (e && e[9] === "nomap") {
+        return "No source for " + name + ": the collector keeps no scripts, and no source map of this release carries the text of " + file +
+          " (upload maps with sourcesContent: `jsprof fleet sourcemaps upload`).";
       }
       if (e && e[9] === "cap") {
         return "The source of " + name + " is not in this file: the page holds at most 2 MB of source, spent on functions with more time.";
@@ -1066,7 +1071,7 @@
       var box = el("div", {"class": "panel", "data-panel": "source"});
       sec.appendChild(box);
       if (!S.lineData) {
-        box.appendChild(el("p", {"class": "note", "data-note": "nolines"},
+        box.appendChild(el("p", {"class": "note", "data-note": "nolines"}, S.noLines ||
           "This recording has no per-line data (the engine did not record which line ran), so no line has a time."));
       }
       if (!e || e[1] < 0) box.appendChild(el("p", {"class": "note", "data-note": "nosource"}, why(f, e)));
@@ -1083,6 +1088,8 @@
           (e[1] >= 0 ? " \u00b7 " + S.files[e[1]] + ", lines " + e[2] + "\u2013" + e[3] : "") +
           ". A call's line is not recorded, so a line's time is its own, not its callees'."));
       }
+      // Neither text nor timed lines (a fleet function without a map): the notes say why.
+      if (e[1] < 0 && !lines.length && !(e[7] > 0 || e[8] > 0)) return;
       var table = el("table", {"class": "fn src", "data-table": "source"}), head2 = el("tr", {});
       ["Line", "Self ms", "Self %", "Samples", "Source"].forEach(function (h, k) {
         head2.appendChild(el("th", {"class": k === 4 ? "name" : ""}, h));
@@ -1397,6 +1404,259 @@
         draw();
       },
       search: function (q) { filter = q; }
+    };
+  }
+
+  // ---- time of a fleet merge: time since each page's start, summed over page loads ------
+  // No common clock: each page load's samples sit at their time since its navigation start,
+  // summed per bucket (fleet/timecourse.py). A lane per function (its self time per bucket,
+  // darker for a larger share of the bucket's sampled time), the sampled time itself, and
+  // when long animation frames, interactions and LCP came; a range's table; the vitals
+  // rows of the same selection; example uploads, whose own Time view has real times.
+
+  function fleetTimeView(M) {
+    var sec = doc.getElementById("v-time"), F = M.fleetTime, built = false, filter = "";
+    var B = F.buckets, bw = F.width, lanes = [], selA = null, selB = null, dragFrom = null;
+    var rangeBox, fnBox, NAMEW = 250, SHOWN = 30;
+    var rows = F.fns.map(function (r) {
+      var v = new Float64Array(B);
+      for (var k = 0; k < r.b.length; k++) v[r.b[k]] = r.v[k];
+      return {r: r, v: v};
+    });
+    function span(k) {
+      return F.later && k === B - 1 ? "from " + ms(k * bw) + " ms on" : ms(k * bw) + "\u2013" + ms((k + 1) * bw) + " ms";
+    }
+    function W() { return Math.max(sec.clientWidth - NAMEW - 40, 200); }
+    function lane(parent, kind, name, height, values, tip) {
+      var box = el("div", {"class": "flane", "data-lane": name, "data-kind": kind});
+      box.appendChild(el("div", {"class": "fname", title: name}, name));
+      var c = el("canvas", {});
+      box.appendChild(c);
+      parent.appendChild(box);
+      var ln = {kind: kind, name: name, canvas: c, height: height, values: values, tip: tip};
+      lanes.push(ln);
+      c.addEventListener("mousemove", function (e) {
+        var k = bucketAt(e);
+        if (dragFrom !== null) {
+          var kc = bucketAt(e, true);
+          selA = Math.min(dragFrom, kc); selB = Math.max(dragFrom, kc);
+          draw();
+          return;
+        }
+        if (k < 0) { if (tipEl) tipEl.style.display = "none"; return; }
+        showTip(e, ln.tip(k));
+      });
+      c.addEventListener("mouseleave", function () { if (tipEl) tipEl.style.display = "none"; });
+      c.addEventListener("mousedown", function (e) {
+        dragFrom = bucketAt(e, true);
+        selA = selB = dragFrom;
+        e.preventDefault();
+      });
+      return ln;
+    }
+    // The bucket under the pointer (-1: none; `clamp`: the nearest, for a drag past an end).
+    function bucketAt(e, clamp) {
+      var r = e.target.getBoundingClientRect(), k = Math.floor((e.clientX - r.left) / W() * B);
+      if (clamp) return Math.max(0, Math.min(B - 1, k));
+      return k >= 0 && k < B ? k : -1;
+    }
+    function fnLanes() {
+      fnBox.textContent = "";
+      lanes = lanes.filter(function (ln) { return ln.kind !== "function"; });
+      var q = filter.toLowerCase(), n = 0;
+      rows.forEach(function (x) {
+        if (n >= SHOWN) return;
+        if (q && x.r.name.toLowerCase().indexOf(q) < 0 && x.r.loc.toLowerCase().indexOf(q) < 0) return;
+        n++;
+        lane(fnBox, "function", x.r.name, D.row, x.v, function (k) {
+          var v = x.v[k];
+          return x.r.name + (x.r.loc ? "\n" + x.r.loc : "") + "\n" + span(k) + " since page start: " +
+            ms(v) + " ms self, " + pct(v, F.bucketMs[k]) + "% of the " + ms(F.bucketMs[k]) +
+            " ms sampled there\n" + ms(x.r.self) + " ms in all (" + pct(x.r.self, F.totalMs) + "%)";
+        });
+      });
+      if (!n) fnBox.appendChild(el("p", {"class": "note"}, "No function matches the search."));
+    }
+    function build() {
+      built = true;
+      var more = F.uploads < F.uploadsAll ? " Read " + F.uploads + " of the " + F.uploadsAll +
+        " matching uploads (an even spread): every number here is theirs." : "";
+      sec.appendChild(el("p", {"class": "note", "data-note": "fleet"},
+        "No common clock: each of the " + F.pageLoads + " page load" + (F.pageLoads === 1 ? "" : "s") +
+        " (" + F.uploads + " upload" + (F.uploads === 1 ? "" : "s") + ") is placed at its own time since navigation start, " +
+        "and their samples are summed per " + ms(bw) + " ms (each in the bucket where it starts). " +
+        "A lane per function: its self time in each bucket, darker for a larger share of what was sampled there. " +
+        "The order of calls within one page load is not here: open an example upload's own Time view for that." + more));
+      var axis = el("div", {"class": "flane", "data-kind": "axis"});
+      axis.appendChild(el("div", {"class": "fname note"}, "ms since page start"));
+      var ac = el("canvas", {});
+      axis.appendChild(ac);
+      sec.appendChild(axis);
+      lanes.push({kind: "axis", canvas: ac, height: 20});
+      var top = el("div", {});
+      sec.appendChild(top);
+      lane(top, "sampled", "sampled time", 2 * D.row, F.bucketMs, function (k) {
+        return span(k) + " since page start: " + ms(F.bucketMs[k]) + " ms sampled in " +
+          F.bucketLoads[k] + " page load" + (F.bucketLoads[k] === 1 ? "" : "s");
+      });
+      fnBox = el("div", {"data-panel": "functions"});
+      sec.appendChild(fnBox);
+      fnLanes();
+      var bottom = el("div", {});
+      sec.appendChild(bottom);
+      lane(bottom, "long-frames", "long animation frames", 2 * D.row, F.longFrames.n, function (k) {
+        return span(k) + ": " + F.longFrames.n[k] + " long animation frame" + (F.longFrames.n[k] === 1 ? "" : "s") +
+          " started, " + ms(F.longFrames.blocking[k]) + " ms blocking in all";
+      });
+      lane(bottom, "interactions", "interactions", 2 * D.row, F.interactions.n, function (k) {
+        return span(k) + ": " + F.interactions.n[k] + " interaction" + (F.interactions.n[k] === 1 ? "" : "s") +
+          " started" + (F.interactions.n[k] ? ", the slowest " + ms(F.interactions.slowest[k]) + " ms" : "");
+      });
+      lane(bottom, "lcp", "largest contentful paint", 2 * D.row, F.lcp, function (k) {
+        return span(k) + ": LCP of " + F.lcp[k] + " page load" + (F.lcp[k] === 1 ? "" : "s");
+      });
+      sec.appendChild(el("div", {"class": "tl-bar"})).appendChild(el("span", {"class": "note"},
+        "drag across the lanes: that span's functions"));
+      rangeBox = el("div", {"class": "panel", "data-panel": "range"});
+      sec.appendChild(rangeBox);
+      sec.appendChild(vitalsTable());
+      sec.appendChild(examples());
+      window.addEventListener("resize", function () { if (view === "time") draw(); });
+    }
+    function vitalsTable() {
+      var box = el("div", {"class": "panel", "data-panel": "vitals"});
+      box.appendChild(el("h2", {}, "What users waited for (as `jsprof fleet vitals` counts it)"));
+      var t = el("table", {"class": "fn"}), head = el("tr", {});
+      var cols = [["release", "Release"], ["route", "Route"], ["pageLoads", "Page loads"],
+        ["interactions", "Interactions"], ["inpP75Ms", "INP p75 ms"], ["longFrames", "Long frames"],
+        ["longFrameBlockingP75Ms", "Blocking p75 ms"], ["lcpP75Ms", "LCP p75 ms"]];
+      cols.forEach(function (c, k) { head.appendChild(el("th", {"class": k < 2 ? "name" : ""}, c[1])); });
+      t.appendChild(head);
+      F.vitals.forEach(function (r) {
+        var tr = el("tr", {});
+        cols.forEach(function (c, k) {
+          var v = r[c[0]];
+          tr.appendChild(el("td", {"class": k < 2 ? "loc" : "", "data-col": c[0]},
+            v === null || v === undefined ? "\u2013" : (typeof v === "number" && k >= 4 && c[0].indexOf("Ms") > 0 ? ms(v) : String(v))));
+        });
+        t.appendChild(tr);
+      });
+      box.appendChild(t);
+      return box;
+    }
+    function examples() {
+      var box = el("div", {"class": "panel", "data-panel": "examples"});
+      box.appendChild(el("h2", {}, "Example uploads (their own Time view has real sample times)"));
+      if (!F.examples.length) box.appendChild(el("p", {"class": "note"}, "No upload to show."));
+      var ul = el("ul", {});
+      F.examples.forEach(function (x) {
+        var li = el("li", {});
+        // (a page saved from the collector, `fleet flame --url`, has no collector to link to)
+        if (x.href && /^https?:$/.test(location.protocol)) li.appendChild(el("a", {href: x.href + "#view=time", target: "_blank", rel: "noopener"}, x.id));
+        else li.appendChild(el("code", {}, x.id));
+        li.appendChild(doc.createTextNode(" (release " + x.release + "): " + x.why));
+        ul.appendChild(li);
+      });
+      box.appendChild(ul);
+      if (F.examples.length && !(F.examples[0].href && /^https?:$/.test(location.protocol))) {
+        box.appendChild(el("p", {"class": "note"}, "On the collector, GET /v1/traces/ID/flame draws one upload."));
+      }
+      return box;
+    }
+    function draw() {
+      var w = W(), ratio = window.devicePixelRatio || 1, cw = w / B;
+      lanes.forEach(function (ln) {
+        var c = ln.canvas, h = ln.height;
+        c.width = w * ratio; c.height = h * ratio;
+        c.style.width = w + "px"; c.style.height = h + "px";
+        var g = c.getContext("2d");
+        g.setTransform(ratio, 0, 0, ratio, 0, 0);
+        g.clearRect(0, 0, w, h);
+        if (ln.kind === "axis") { axis(g, w); return; }
+        var k, max = 0;
+        if (ln.kind === "function") {
+          for (k = 0; k < B; k++) {
+            var share = F.bucketMs[k] > 0 ? ln.values[k] / F.bucketMs[k] : 0;
+            if (!(ln.values[k] > 0)) continue;
+            g.fillStyle = "hsl(8,85%," + (93 - 55 * Math.sqrt(Math.min(share, 1))).toFixed(1) + "%)";
+            g.fillRect(k * cw, 0, Math.max(cw - 0.5, 0.5), h - 1);
+          }
+        } else {
+          for (k = 0; k < B; k++) if (ln.values[k] > max) max = ln.values[k];
+          g.fillStyle = {sampled: "hsl(210,55%,62%)", "long-frames": "hsl(28,80%,58%)",
+            interactions: "hsl(275,50%,62%)", lcp: "hsl(140,45%,50%)"}[ln.kind] || "#999";
+          for (k = 0; k < B; k++) {
+            if (!(ln.values[k] > 0)) continue;
+            var bh = Math.max(1, (h - 2) * ln.values[k] / max);
+            g.fillRect(k * cw, h - bh, Math.max(cw - 0.5, 0.5), bh);
+          }
+        }
+        g.fillStyle = "#e3e3e6";
+        g.fillRect(0, h - 1, w, 1);
+        if (selA !== null) {
+          g.fillStyle = "rgba(11,97,196,0.15)";
+          g.fillRect(selA * cw, 0, (selB - selA + 1) * cw, h);
+        }
+      });
+    }
+    function axis(g, w) {
+      var total = B * bw, step = Math.pow(10, Math.floor(Math.log(total / 8) / Math.LN10));
+      if (total / step > 16) step *= 5; else if (total / step > 8) step *= 2;
+      g.font = "11px system-ui, sans-serif";
+      g.fillStyle = "#6e6e73";
+      g.strokeStyle = "#c8c8cc";
+      var end = F.later ? (B - 1) * bw : B * bw;
+      for (var t = 0; t <= end + 1e-9; t += step) {
+        var x = t / (B * bw) * w;
+        g.beginPath(); g.moveTo(x + 0.5, 12); g.lineTo(x + 0.5, 20); g.stroke();
+        g.fillText(ms(t), x + 3, 10);
+      }
+      if (F.later) { g.textAlign = "right"; g.fillText("later", w - 2, 10); g.textAlign = "left"; }
+    }
+    doc.addEventListener("mouseup", function () {
+      if (dragFrom === null) return;
+      dragFrom = null;
+      if (selA !== null) select(selA, selB);
+    });
+    // A range of buckets: each function's self time in it, as the lanes sum it.
+    function select(a, b) {
+      var all = 0, k;
+      for (k = a; k <= b; k++) all += F.bucketMs[k];
+      var got = rows.map(function (x) {
+        var v = 0;
+        for (var j = a; j <= b; j++) v += x.v[j];
+        return {r: x.r, v: v};
+      }).filter(function (x) { return x.v > 0; });
+      got.sort(function (x, y) { return y.v - x.v; });
+      rangeBox.textContent = "";
+      rangeBox.appendChild(el("h2", {}, (a === b ? span(a) : "From " + span(a).split("\u2013")[0] + " to " +
+        (F.later && b === B - 1 ? "the end" : ms((b + 1) * bw) + " ms")) + " since page start: " + ms(all) + " ms sampled"));
+      var table = el("table", {"class": "fn"}), head = el("tr", {});
+      ["Self ms", "Share %", "Function", "Location"].forEach(function (h, k2) {
+        head.appendChild(el("th", {"class": k2 >= 2 ? "name" : ""}, h));
+      });
+      table.appendChild(head);
+      got.slice(0, 50).forEach(function (x) {
+        var tr = el("tr", {});
+        tr.appendChild(el("td", {}, ms(x.v)));
+        tr.appendChild(el("td", {}, pct(x.v, all)));
+        var f = x.r.other ? -1 : findFn(M, x.r.name, x.r.loc), td = el("td", {"class": "name"});
+        if (f >= 0) td.appendChild(fnLink("sandwich", M, f, x.r.name)); else td.textContent = x.r.name;
+        tr.appendChild(td);
+        tr.appendChild(el("td", {"class": "loc"}, x.r.loc));
+        table.appendChild(tr);
+      });
+      rangeBox.appendChild(table);
+      draw();
+    }
+    return {
+      show: function () {
+        if (!built) build();
+        if (input) input.placeholder = "Search functions ( / )";
+        if ((input ? input.value : "") !== filter) { filter = input ? input.value : ""; fnLanes(); }
+        draw();
+      },
+      search: function (q) { filter = q || ""; if (built) { fnLanes(); draw(); } }
     };
   }
 })();

@@ -192,7 +192,8 @@ def source_model(
     `why` says why a function has no text: "noscript" (no script: a native or the
     engine's own frame), "nolocal" (its script is not a file here), "outside" (a local file
     the reader may not embed: outside the trace's and the current folder), "cap" (the size
-    cap)."""
+    cap), or the reader's own `missing` word (the fleet's: "nomap", no source map of the
+    release carries the text)."""
     lines = hot_lines(rec, track)
     rows: dict[FunctionKey, list[tuple[int, float, int]]] = {}
     total = 0.0
@@ -203,6 +204,9 @@ def source_model(
             rows.setdefault(k.function, []).append((int(k.line), m, n))
     texts: dict[str, SourceFile | None] = {}
     kept: dict[str, dict[int, str]] = {}  # per file: line -> text
+    # A reader with its own word for a missing text (the fleet's) lists every function of
+    # a script, text or not: its traces have no line data, so the list is all there is.
+    bare = getattr(read, "missing", None) is not None
     files: dict[str, int] = {}
     budget = SOURCE_CHARS
     out = []
@@ -226,7 +230,8 @@ def source_model(
             if sf is None:
                 # a local file the reader would not put in the page (outside the folders
                 # the command points at)
-                why = "outside" if key.resource in getattr(read, "refused", ()) else "nolocal"
+                why = ("outside" if key.resource in getattr(read, "refused", ())
+                       else getattr(read, "missing", "nolocal"))
         else:
             why = "nolocal"
         a = b = 0
@@ -258,7 +263,7 @@ def source_model(
                     if len(t) > SOURCE_LINE_CHARS:
                         t = t[: SOURCE_LINE_CHARS - 1] + "\u2026"
                     have[ln] = clean(t)
-        if not got and not shown:
+        if not got and not shown and not bare:
             continue
         if shown:
             fi = files.setdefault(key.resource, len(files))  # type: ignore[arg-type]
@@ -288,6 +293,8 @@ def source_model(
             chunks.append([fi, first, run])
     return {
         "lineData": lines is not None,
+        # a source of traces with no line data at all says why itself (the fleet's uploads)
+        **({"noLines": read.no_lines} if getattr(read, "no_lines", None) else {}),
         "total": total,
         "files": [clean(u) for u in files],
         "chunks": chunks,
@@ -849,6 +856,7 @@ def render_flame(
     rec: Recording | None = None,
     track: str | None = None,
     source: Callable[[str], str | None] | None = None,
+    fleet_time: dict | None = None,
 ) -> str:
     """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
 
@@ -859,6 +867,10 @@ def render_flame(
 
     `change` (from analysis.diff.tree_changes) makes it a differential flame graph: the
     tree's shape, each frame coloured by how its call path's self share moved.
+
+    A fleet merge (a tree folded from `rec`, whose samples have no common clock) passes
+    `fleet_time` (fleet/timecourse.py: time since each page's start, in buckets) for its
+    Time view instead of the lanes of real sample times.
     """
     if fmt not in ("svg", "html"):
         raise ValueError(f"unknown flame graph format {fmt!r}")
@@ -899,9 +911,17 @@ def render_flame(
     keys = m.pop("_keys")
     views: tuple[str, ...] = ("flame", "sandwich")
     src = None
-    if rec is not None and len(tree.track_stack_node):
-        m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track)
-        views = ("flame", "time", "sandwich", "source")
+    # A fleet merge's tree is folded (no per-stack nodes) and its samples have no clock.
+    fleet = rec is not None and bool(rec.tracks) and all(t.engine == "fleet" for t in rec.tracks)
+    if rec is not None and (len(tree.track_stack_node) or fleet):
+        if fleet_time is not None:
+            m["fleetTime"] = fleet_time
+            views = ("flame", "time", "sandwich", "source")
+        elif not fleet:
+            m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track)
+            views = ("flame", "time", "sandwich", "source")
+        else:
+            views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
     model = script_json(m)
     ix = tree_index(tree)
@@ -1035,6 +1055,12 @@ canvas { display: block; }
 .lane { margin: 4px 0 8px; border-top: 1px solid #e3e3e6; }
 .lane-name { font-weight: 600; color: #444; padding: 3px 0; font-size: 12px; }
 .lane canvas { cursor: crosshair; }
+.flane { display: flex; align-items: stretch; }
+.flane .fname { width: 250px; flex: none; padding: 0 8px 0 0; font-size: 12px; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap; text-align: right; color: #444;
+  font-family: ui-monospace, "DejaVu Sans Mono", monospace; line-height: 16px; }
+.flane canvas { cursor: crosshair; }
+#v-time .panel { margin-top: 10px; }
 #v-source { padding: 8px 16px 16px; }
 #v-source .panel { max-width: 1400px; }
 .panel .links { font-size: 12px; padding: 2px 0; }

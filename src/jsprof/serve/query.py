@@ -307,7 +307,8 @@ async def flame(request: Request) -> Response:
             raise UsageError(f"query parameter format: {fmt[:20]!r}; use html or svg")
         max_nodes = _int(request.query_params, "max_nodes", 2000)
         with _session(request) as s:
-            page = api.flame(s, f, fmt, max_nodes)
+            # The Time view links its example uploads to their own pages here.
+            page = api.flame(s, f, fmt, max_nodes, example_url=_ROUTE_PATHS["trace_flame"])
             notes = _notes_headers(s)
         return _flame_response(page, fmt, notes)
 
