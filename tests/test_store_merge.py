@@ -200,3 +200,27 @@ def test_no_merged_part_is_over_the_row_cap(tmp_path: Path, monkeypatch) -> None
     assert _answers(merged) == _answers(plain)
     merged.close()
     plain.close()
+
+
+def test_a_query_that_read_the_manifest_before_a_merge_still_reads_its_parts(
+    tmp_path: Path,
+) -> None:
+    """The merged-away files stay for GRACE_S: a query holding the older manifest (a
+    long one on the dashboard) reads them; removed at once, it would fail."""
+    st = Store(tmp_path / "store")
+    now = _now_ms()
+    for r in range(8):
+        _add(st, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        compact(st)
+    f = Filters(app="shop")
+    with api.session(st, compact_first=False) as s:
+        before = api.top(s, f, None)
+        assert merge_parts(st.path).written  # FANOUT parts of level 0 in each group
+        assert merge_parts(st.path).deleted == 0  # within the grace
+        assert api.top(s, f, None) == before  # the old snapshot's parts are all there
+    with api.session(st, compact_first=False) as s:
+        assert api.top(s, f, None) == before
+        assert merge_parts(st.path, now=time.time() + cmod.GRACE_S).deleted
+    with api.session(st, compact_first=False) as s:
+        assert api.top(s, f, None) == before
+    st.close()
