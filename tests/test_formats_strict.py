@@ -325,3 +325,49 @@ def test_jsprof_sample_line_beyond_64_bits_is_named(tmp_path, value):
     doc["jsprof"] = _ext(sampleLines=[3, value])
     with pytest.raises(TraceFormatError, match=r"jsprof\.sampleLines\[1\]: expected a line number"):
         read_any(json.dumps(doc).encode(), "t.json")
+
+
+def _spans(**cols) -> dict:
+    """A valid file whose track has two spans (a call, a long frame) with `cols` changed."""
+    d = _valid()
+    spans = {"start": [0.0, 1.0], "end": [1.0, 2.0], "frameId": [0, -1], "parentId": [-1, -1],
+             "kind": ["call", "long-frame"], "name": [None, 0], "names": ["long animation frame"],
+             "args": [{}, {"blockingDuration": 1.0}]}
+    spans.update(cols)
+    d["jsprof"] = _ext(spans={k: v for k, v in spans.items() if v is not None})
+    return d
+
+
+SPAN_COLUMNS = [
+    ({"kind": "call"}, "jsprof.spans.kind: expected an array of 2 span kinds"),
+    ({"kind": ["call"]}, "jsprof.spans.kind: expected an array of 2 span kinds"),
+    ({"kind": ["call", "frame"]},
+     "jsprof.spans.kind[1]: 'frame' is not one of call, long-frame, script, interaction"),
+    ({"kind": ["call", 1]},
+     "jsprof.spans.kind[1]: 1 is not one of call, long-frame, script, interaction"),
+    ({"names": [1]}, "jsprof.spans.names: expected an array of strings"),
+    ({"name": [None]}, "jsprof.spans.name: expected an array of 2 name ids or nulls"),
+    ({"name": [None, 1]}, "jsprof.spans.name[1]: 1 is not an index into names"),
+    ({"name": [None, True]}, "jsprof.spans.name[1]: True is not an index into names"),
+    ({"name": [None, None]}, "jsprof.spans.name[1]: a span that is not a call needs a name"),
+    ({"args": {}}, "jsprof.spans.args: expected an array of 2 objects"),
+    ({"args": [{}, []]},
+     "jsprof.spans.args[1]: expected an object of strings, numbers and nulls"),
+    ({"args": [{"a": [1]}, {}]},
+     "jsprof.spans.args[0]: expected an object of strings, numbers and nulls"),
+    ({"args": [{}, {"blockingDuration": "long"}]},
+     "jsprof.spans.args[1].blockingDuration: expected a number"),
+]
+
+
+@pytest.mark.parametrize("cols,message", SPAN_COLUMNS)
+def test_jsprof_span_columns_are_refused_naming_the_entry(tmp_path, capsys, cols, message):
+    path = tmp_path / "spans.json"
+    path.write_text(json.dumps(_valid() | {"jsprof": _spans()["jsprof"]}))
+    assert main(["validate", str(path)]) == 0  # the file unchanged is valid
+    capsys.readouterr()
+    path.write_text(json.dumps(_spans(**cols)))
+    assert main(["validate", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"{path}: {message}" in err, err

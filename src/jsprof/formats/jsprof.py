@@ -471,61 +471,68 @@ def _read_spans(ctx: _Ctx, ext: dict, where: str, trace: ProfilerTrace) -> Spans
 _ARG_TYPES = (str, int, float, bool, type(None))
 
 
+def _span_column(
+    ctx: _Ctx,
+    spans: dict,
+    where: str,
+    key: str,
+    n: int,
+    what: str,
+    problem: Callable[[int, Any], tuple[str, str] | None],
+) -> list | None:
+    """The optional span column `key`: None when absent, else `n` entries, each of which
+    `problem` passes (or names: the place below the entry, what is wrong)."""
+    col = spans.get(key)
+    if col is None:
+        return None
+    if type(col) is not list or len(col) != n:
+        raise ctx.error(f"{where}.{key}", f"expected an array of {n} {what}")
+    for i, v in enumerate(col):
+        bad = problem(i, v)
+        if bad is not None:
+            raise ctx.error(f"{where}.{key}[{i}]{bad[0]}", bad[1])
+    return col
+
+
 def _read_span_names(
     ctx: _Ctx, spans: dict, where: str, n: int
 ) -> tuple[np.ndarray, np.ndarray, list[str], list[dict] | None]:
     """The optional `kind`, `name`, `names` and `args` columns of spans (all calls, named
     by their frames, when absent)."""
-    kind = np.zeros(n, np.int8)
-    name = np.full(n, NONE, np.int32)
-    names: list[str] = []
-    args = None
-    kinds = spans.get("kind")
-    if kinds is not None:
-        if type(kinds) is not list or len(kinds) != n:
-            raise ctx.error(f"{where}.kind", f"expected an array of {n} span kinds")
-        for i, k in enumerate(kinds):
-            if type(k) is not str or k not in SPAN_KIND_CODE:
-                raise ctx.error(
-                    f"{where}.kind[{i}]", f"{shown(k)} is not one of {', '.join(SPAN_KINDS)}"
-                )
-            kind[i] = SPAN_KIND_CODE[k]
-    got = spans.get("names")
-    if got is not None:
-        if type(got) is not list or any(type(x) is not str for x in got):
-            raise ctx.error(f"{where}.names", "expected an array of strings")
-        names = got
-    col = spans.get("name")
-    if col is not None:
-        if type(col) is not list or len(col) != n:
-            raise ctx.error(f"{where}.name", f"expected an array of {n} name ids or nulls")
-        for i, v in enumerate(col):
-            if v is None:
-                continue
-            if type(v) is not int or not 0 <= v < len(names):
-                raise ctx.error(f"{where}.name[{i}]", f"{shown(v)} is not an index into names")
-            name[i] = v
+    from .. import timeline
+
+    kinds = _span_column(
+        ctx, spans, where, "kind", n, "span kinds",
+        lambda i, k: None if type(k) is str and k in SPAN_KIND_CODE
+        else ("", f"{shown(k)} is not one of {', '.join(SPAN_KINDS)}"),
+    )
+    kind = (np.array([SPAN_KIND_CODE[k] for k in kinds], np.int8) if kinds is not None
+            else np.zeros(n, np.int8))
+    names = spans.get("names")
+    if names is not None and (type(names) is not list or any(type(x) is not str for x in names)):
+        raise ctx.error(f"{where}.names", "expected an array of strings")
+    names = names or []
+    col = _span_column(
+        ctx, spans, where, "name", n, "name ids or nulls",
+        lambda i, v: None if v is None or (type(v) is int and 0 <= v < len(names))
+        else ("", f"{shown(v)} is not an index into names"),
+    )
+    name = (np.array([NONE if v is None else v for v in col], np.int32) if col is not None
+            else np.full(n, NONE, np.int32))
     missing = np.nonzero((kind != SPAN_KIND_CODE["call"]) & (name == NONE))[0]
     if len(missing):
         i = int(missing[0])
         raise ctx.error(f"{where}.name[{i}]", "a span that is not a call needs a name")
-    got = spans.get("args")
-    if got is not None:
-        if type(got) is not list or len(got) != n:
-            raise ctx.error(f"{where}.args", f"expected an array of {n} objects")
-        from .. import timeline
 
-        for i, a in enumerate(got):
-            if type(a) is not dict or any(type(v) not in _ARG_TYPES for v in a.values()):
-                raise ctx.error(
-                    f"{where}.args[{i}]", "expected an object of strings, numbers and nulls"
-                )
-            # A page window's fields are computed with (--during, the Time view): their
-            # types are checked as the collector checks a client's timeline.
-            bad = timeline.span_args_problem(SPAN_KINDS[kind[i]], a)
-            if bad is not None:
-                raise ctx.error(f"{where}.args[{i}].{bad[0]}", bad[1])
-        args = got
+    def arg_problem(i: int, a: Any) -> tuple[str, str] | None:
+        if type(a) is not dict or any(type(v) not in _ARG_TYPES for v in a.values()):
+            return "", "expected an object of strings, numbers and nulls"
+        # A page window's fields are computed with (--during, the Time view): their
+        # types are checked as the collector checks a client's timeline.
+        bad = timeline.span_args_problem(SPAN_KINDS[kind[i]], a)
+        return None if bad is None else (f".{bad[0]}", bad[1])
+
+    args = _span_column(ctx, spans, where, "args", n, "objects", arg_problem)
     return kind, name, names, args
 
 
