@@ -1075,6 +1075,8 @@ class Store:
                 if tr is not None and tr.records is None:
                     n += max(0, tr.count - start)
                     continue
+                if tr is not None and tr.count <= start:
+                    continue  # read to its end
                 if tr is not None and start == 0:
                     n += tr.records  # rewritten by a prune: what is left, not its numbers
                     continue
