@@ -139,6 +139,13 @@ def test_flame_diff_export_and_sourcemaps_over_http(server, tmp_path, capsys, mo
     status, h, body = server.get("/v1/query/flame", [("app", "shop"), ("max_nodes", "50")])
     assert status == 200 and h["content-type"].startswith("text/html")
     assert "<img src=x" not in body.decode()
+    # The Time view's example uploads link to their own pages on this collector, and each
+    # link answers with that upload's viewer (real sample times: its own Time view).
+    model = orjson.loads(re.search(rb'id="fg-model">(.*?)</script>', body, re.S).group(1))
+    examples = model["fleetTime"]["examples"]
+    assert examples and all(x["href"] == f"/v1/traces/{x['id']}/flame" for x in examples)
+    st, _, one = server.get(examples[0]["href"], [])
+    assert st == 200 and b'data-tab="time"' in one
     monkeypatch.setenv("JSPROF_READ_TOKEN", TOKEN)
     base = ["fleet", "diff", "--url", server.url, "--app", "shop", "--base", "release=1.0",
             "--new", "release=1.1"]
@@ -306,3 +313,40 @@ def _drawn_frames(frame) -> int:
             "() => +((document.getElementById('fg-canvas') || {dataset: {}}).dataset.frames || 0)"))
     except Error:  # the frame navigated away meanwhile
         return 0
+
+
+def test_dashboard_says_it_is_loading_until_the_answers_come(server):
+    """The first load's tables are empty for seconds on a large store: a sentence says
+    the answers are coming, and goes once they are drawn; the flame frame says so too."""
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import expect, sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page()
+            held: list = []
+            # Hold the first query's answer: the page is as a slow store leaves it.
+            page.route("**/v1/query/options*", lambda route: held.append(route))
+            page.goto(server.url + "/")
+            page.fill("#token", TOKEN)
+            page.click("#signin")
+            page.wait_for_selector("#top", timeout=60000)
+            deadline = time.monotonic() + 30
+            while not held:
+                assert time.monotonic() < deadline, "the dashboard asked for no options"
+                page.wait_for_timeout(50)
+            note = page.locator("#loading")
+            expect(note).to_be_visible()
+            assert note.text_content().startswith("Loading the field profiles")
+            assert page.locator("#top tbody tr").count() == 0
+            held.pop().continue_()
+            page.unroute("**/v1/query/options*")
+            page.wait_for_selector("body[data-ready='1']", timeout=60000)
+            expect(note).to_be_hidden()
+            assert page.locator("#top tbody tr").count() > 5
+            assert page.get_attribute("body", "aria-busy") == "false"
+            # The merged flame graph's note goes once its frame has loaded.
+            expect(page.locator("#flame-note")).to_have_text("", timeout=60000)
+        finally:
+            browser.close()

@@ -9,6 +9,13 @@ const SVG = "http://www.w3.org/2000/svg";
 
 function status(text) { $("status").textContent = text || ""; }
 
+// The tables stay empty while the queries run (seconds on a large store): say so.
+function loading(text) {
+  $("loading").hidden = !text;
+  if (text) $("loading").textContent = text;
+  document.body.setAttribute("aria-busy", text ? "true" : "false");
+}
+
 async function getJSON(path, params) {
   const r = await fetch(`${path}?${params}`, {
     credentials: "same-origin", headers: { Accept: "application/json" },
@@ -137,6 +144,8 @@ function loadFlame() {
   const p = filterParams();
   p.set("format", "html");
   p.set("max_nodes", "1500");
+  $("flame-note").textContent = "Drawing the merged flame graph of these filters…";
+  $("flame").addEventListener("load", () => { $("flame-note").textContent = ""; }, { once: true });
   $("flame").src = `/v1/query/flame?${p}`;
 }
 
@@ -421,6 +430,15 @@ async function loadUploads() {
 async function refresh(ev) {
   if (ev) ev.preventDefault();
   status("");
+  loading("Loading the results of these filters: web vitals, top functions, regressions and uploads…");
+  try {
+    await refreshAll();
+  } finally {
+    loading("");
+  }
+}
+
+async function refreshAll() {
   // Each section says its own error where its result would be, and a failed one
   // leaves no stale result of earlier filters behind.
   await loadVitals();
@@ -461,7 +479,7 @@ async function pickApp() {
 async function start() {
   try {
     const o = await getJSON("/v1/query/options", new URLSearchParams());
-    if (!o.apps.length) { status("No uploads yet."); return; }
+    if (!o.apps.length) { loading(""); status("No uploads yet."); return; }
     fill($("app"), o.apps, false);
     $("app").addEventListener("change", pickApp);
     $("filters").addEventListener("submit", refresh);
@@ -485,6 +503,7 @@ async function start() {
     await pickApp();
     document.body.dataset.ready = "1";
   } catch (e) {
+    loading("");
     status(e.message);
   }
 }
