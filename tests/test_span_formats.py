@@ -176,6 +176,8 @@ def _chrome(instrumented: Path) -> dict:
         (lambda e: e["args"].update(jsprofParent="0"), "args.jsprofParent"),
         (lambda e: e.update(dur=-1), ".dur"),
         (lambda e: e.update(ts=1e300), ".ts"),
+        # starts inside the 2**53 ms a trace holds, ends beyond them
+        (lambda e: e.update(ts=e["ts"] + (2**53 - 2**40) * 1e3, dur=2.0**52), ".dur"),
         (lambda e: e["args"].update(line=0), "args.line"),
         (lambda e: e["args"].update(url=7), "args.url"),
         (lambda e: e["args"].update(function="f"), "args.function"),
@@ -198,3 +200,18 @@ def test_a_bad_call_event_is_refused_in_one_line_naming_it(
     assert r.returncode == 2, r.stderr
     assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
     assert f"traceEvents[{i}]" in r.stderr and where in r.stderr, r.stderr
+
+
+def test_a_perfetto_call_that_ends_before_it_begins_is_refused(
+    instrumented: Path, tmp_path: Path
+) -> None:
+    from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb2
+
+    msg = pb2.Trace.FromString(FORMATS["perfetto"].write(jsprof.load(instrumented)))
+    end = next(p for p in msg.packet if p.HasField("track_event") and p.track_event.type == 2)
+    end.timestamp = 0
+    bad = tmp_path / "bad.pftrace"
+    bad.write_bytes(msg.SerializeToString())
+    r = _run([*JSPROF, "report", str(bad)])
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "a slice ends before it begins" in r.stderr and "Traceback" not in r.stderr

@@ -423,7 +423,11 @@ def _read_spans(
                        "expected an object of strings and numbers")
         # end from the duration, not ts + dur (a double holds epoch µs to 1/4 µs only)
         start = ms(f"{where}.ts", ts)
-        cols.add("call", start, start + dur / 1000.0, parent=parent, frame=find(key), args=own)
+        end = start + dur / 1000.0
+        if not abs(end) < MAX_MS:
+            raise _err(source, f"{where}.dur", f"ends {end:g} ms from the profile's start, "
+                       "beyond 2**53 ms")
+        cols.add("call", start, end, parent=parent, frame=find(key), args=own)
     open_: dict[Any, list[int]] = {}
     for i, e in windows:
         where = f"traceEvents[{i}]"

@@ -428,6 +428,9 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
             if ev.type == 2:  # end: of the innermost open slice (ours or not)
                 if stack and (j := stack.pop()) != NONE:
                     cols.end[j] = (ts - zero_ns) / 1e6
+                    if cols.end[j] < cols.start[j]:  # read in packet order, not sorted
+                        raise ErrorAt(source)(f"track_event on track {uuid}",
+                                              "a slice ends before it begins")
                 continue
             a = dict(_annotation(d) for d in ev.debug_annotations)
             kd = a.pop(KIND_KEY, None)
