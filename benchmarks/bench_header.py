@@ -18,18 +18,25 @@ stops after --rounds rounds or --seconds seconds, whichever comes first.
 from __future__ import annotations
 
 import argparse
-import http.server
 import os
 import random
 import statistics
 import sys
-import threading
 import time
 
 from _common import median_ratio, rotated
-from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 
-CHROMIUM = "/usr/bin/chromium"
+# Chromium is started as the tests start it (tests/browser_util.py: one way for both).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from browser_util import (  # noqa: E402
+    HTML,
+    Response,
+    chromium_path,
+    page_server,
+    playwright_chromium,
+)
+from jsprof.errors import EngineError  # noqa: E402
+
 FIGURES = ("loadEventEnd", "fcp", "script")
 
 
@@ -60,28 +67,6 @@ def _page(elements: int) -> bytes:
         "<style>li{font:14px sans-serif;padding:2px}.r3{color:#a33}</style>"
         f"<h1>Page</h1><ul>{rows}</ul><script src='/app.js'></script>"
     ).encode()
-
-
-class _Site(http.server.BaseHTTPRequestHandler):
-    page = b""
-    script = b""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path.startswith("/app.js"):
-            body, ctype = self.script, "text/javascript"
-        else:
-            body, ctype = self.page, "text/html; charset=utf-8"
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Cache-Control", "no-store")
-        if self.path == "/with":
-            self.send_header("Document-Policy", "js-profiling")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
 
 
 _READ = """() => {
@@ -138,42 +123,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--functions", type=int, default=1500)
     ap.add_argument("--elements", type=int, default=1000)
     args = ap.parse_args(argv)
-    if not os.path.exists(CHROMIUM):
-        print(f"bench_header: {CHROMIUM} is missing: run `make chromium`", file=sys.stderr)
+    try:
+        chromium_path()
+    except EngineError as e:
+        print(f"bench_header: {e}", file=sys.stderr)
         return 2
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import sync_playwright
 
-    _Site.page = _page(args.elements)
-    _Site.script = _script(args.functions)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Site)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{server.server_address[1]}"
-    urls = {"without": f"{base}/without", "with": f"{base}/with"}
+    page, script = _page(args.elements), _script(args.functions)
+
+    def respond(path: str) -> Response:
+        if path.startswith("/app.js"):
+            return script, "text/javascript", {}
+        return page, HTML, {"Document-Policy": "js-profiling"} if path == "/with" else {}
+
     results: dict[str, list[dict[str, float | None]]] = {"without": [], "with": []}
     t0 = time.monotonic()
-    with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True, args=list(HEADLESS_FLAGS)
-        )
-        try:
-            # The header does what it says: only its page may make a Profiler.
-            probes = {name: _probe(browser, url) for name, url in urls.items()}
-            assert probes == {"without": "NotAllowedError", "with": "ok"}, probes
-            for name in urls:  # warm-up: the browser's own first-load costs, not counted
-                _load(browser, urls[name])
-            rounds = 0
-            while rounds < args.rounds and time.monotonic() - t0 < args.seconds:
-                for name in rotated(list(urls), rounds):
-                    results[name].append(_load(browser, urls[name]))
-                rounds += 1
-            version = browser.version
-        finally:
-            browser.close()
-    server.shutdown()
+    with page_server(respond) as base, playwright_chromium() as browser:
+        urls = {"without": f"{base}/without", "with": f"{base}/with"}
+        # The header does what it says: only its page may make a Profiler.
+        probes = {name: _probe(browser, url) for name, url in urls.items()}
+        assert probes == {"without": "NotAllowedError", "with": "ok"}, probes
+        for name in urls:  # warm-up: the browser's own first-load costs, not counted
+            _load(browser, urls[name])
+        rounds = 0
+        while rounds < args.rounds and time.monotonic() - t0 < args.seconds:
+            for name in rotated(list(urls), rounds):
+                results[name].append(_load(browser, urls[name]))
+            rounds += 1
+        version = browser.version
     print(
-        f"Chromium {version}; page: {len(_Site.page) // 1024} KB HTML ({args.elements} "
-        f"elements), {len(_Site.script) // 1024} KB script ({args.functions} functions run "
+        f"Chromium {version}; page: {len(page) // 1024} KB HTML ({args.elements} "
+        f"elements), {len(script) // 1024} KB script ({args.functions} functions run "
         f"at load); {rounds} interleaved rounds, fresh context per load, "
         f"{time.monotonic() - t0:.0f} s"
     )

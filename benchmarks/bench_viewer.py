@@ -34,7 +34,9 @@ from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.filters import apply as apply_filters
 from jsprof.render.flame import layout, render_flame
 
-CHROMIUM = "/usr/bin/chromium"
+# Chromium is started as the tests start it (tests/browser_util.py: one way for both).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from browser_util import playwright_chromium  # noqa: E402
 
 # Types one character, then polls the status line until it names the query typed so far.
 _TYPE = """async (q) => {
@@ -128,8 +130,6 @@ def main() -> None:
     ap.add_argument("--query", default="fn1234")
     ap.add_argument("--before", metavar="FLAME_PY", help="another version's render/flame.py")
     a = ap.parse_args()
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    from playwright.sync_api import sync_playwright
 
     rec = synthetic(a.samples, a.stacks)
     t0 = time.perf_counter()
@@ -161,9 +161,7 @@ def main() -> None:
               f"{len(layout(tree))} drawn frames")
         print(f"write: {write_s:.2f} s, {len(page_html) / 1e6:.1f} MB; load average "
               f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                  args=["--no-sandbox", "--disable-gpu"])
+        with playwright_chromium() as b:
             opens, olds = [], []
             for _ in range(a.repeat):
                 opens.append(_open_ms(b, "file://" + path))
@@ -201,7 +199,6 @@ def main() -> None:
             print(f"search share of {a.query!r}: {status!r}; report --focus: {exact:.1f}%")
             for v in ("sandwich", "time", "flame"):
                 print(f"switch to {v}: {page.evaluate(_VIEW, v):.0f} ms")
-            b.close()
         print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
 
 

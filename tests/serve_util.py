@@ -1,4 +1,5 @@
-"""A real `jsprof serve` process on loopback, and a small HTTP client for tests."""
+"""A real `jsprof serve` process on loopback, a small HTTP client for tests, and its
+dashboard signed in (Playwright)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import orjson
@@ -127,6 +129,15 @@ class Collector:
     def kill(self) -> None:
         self.proc.kill()
         self.proc.wait()
+
+
+def signed_in(page: Any, url: str, token: str = READ_TOKEN) -> None:
+    """Open the collector's dashboard at `url` in a Playwright page and sign in with
+    `token`; returns once the page has loaded its data (body[data-ready])."""
+    page.goto(url + "/")
+    page.fill("#token", token)
+    page.click("#signin")
+    page.wait_for_selector("body[data-ready='1']", timeout=120000)
 
 
 def fixture_bytes(name: str = "trace-basic.json") -> bytes:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from browser_util import cdp_chromium, engine_browser
 from jsprof.engines.chromium import Browser, find_chromium, record_chromium
 from jsprof.trace import ProfilerTrace
 
@@ -24,16 +25,8 @@ DATA = Path(__file__).parent / "data" / "chromium_engine"
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
     # Chromium is installed by `make test` (make chromium); missing, it must fail loudly.
-    try:
-        find_chromium()
-    except Exception as e:  # noqa: BLE001
-        pytest.fail(f"these tests need Chromium: {e}")
-    b = Browser()
-    try:
+    with engine_browser() as b:
         yield b
-    finally:
-        b.close()
-    assert b.proc.poll() is not None
 
 
 def inclusive_share(trace: ProfilerTrace, names: tuple[str, ...]) -> dict[str, float]:
@@ -476,54 +469,27 @@ def test_browser_killed_from_outside_keeps_the_samples(tmp_path: Path) -> None:
 
 def test_cdp_attach_profiles_the_tab_and_detaches(tmp_path: Path) -> None:
     import json
-    import signal
-    import subprocess
     import urllib.request
 
-    from jsprof.engines.chromium import HEADLESS_FLAGS, attach_cdp
+    from jsprof.engines.chromium import attach_cdp
     from jsprof.engines.chromium.serve import serve_target
 
     server, url = serve_target(str(DATA / "forever.html"))
-    profile = tmp_path / "profile"
-    proc = subprocess.Popen(
-        [
-            find_chromium(),
-            *HEADLESS_FLAGS,
-            f"--user-data-dir={profile}",
-            "--remote-debugging-address=127.0.0.1",
-            "--remote-debugging-port=0",
-            url,
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
     try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        port = 0
-        while not port and time.monotonic() < deadline:
-            # The file may exist before Chromium has written the port into it.
-            text = port_file.read_text() if port_file.exists() else ""
-            port = int(text.split()[0]) if text.split() else 0
-            time.sleep(0.1)
-        assert port, "Chromium did not open its debugging port"
-        endpoint = f"http://127.0.0.1:{port}"
-        time.sleep(1.0)  # let the page start its interval
-        rec = attach_cdp(endpoint, target="forever.html", duration=1.5)
-        main = rec.tracks[0]
-        assert main.meta["exit"] == "duration"
-        assert "tickWork" in {f.name for f in main.trace.frames}
-        assert main.trace.num_samples > 50  # 1.5 s at 1 ms, on a loaded machine
-        assert main.time_origin > 1.5e12
-        # Detached cleanly: the tab is still there, and a second attach works again.
-        with urllib.request.urlopen(endpoint + "/json/list", timeout=10) as r:
-            assert any("forever.html" in t["url"] for t in json.loads(r.read()))
-        again = attach_cdp(endpoint, target="forever.html", duration=0.5)
-        assert again.tracks[0].trace.num_samples > 0
+        with cdp_chromium(tmp_path / "profile", url) as endpoint:
+            time.sleep(1.0)  # let the page start its interval
+            rec = attach_cdp(endpoint, target="forever.html", duration=1.5)
+            main = rec.tracks[0]
+            assert main.meta["exit"] == "duration"
+            assert "tickWork" in {f.name for f in main.trace.frames}
+            assert main.trace.num_samples > 50  # 1.5 s at 1 ms, on a loaded machine
+            assert main.time_origin > 1.5e12
+            # Detached cleanly: the tab is still there, and a second attach works again.
+            with urllib.request.urlopen(endpoint + "/json/list", timeout=10) as r:
+                assert any("forever.html" in t["url"] for t in json.loads(r.read()))
+            again = attach_cdp(endpoint, target="forever.html", duration=0.5)
+            assert again.tracks[0].trace.num_samples > 0
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         server.close()
 
 

@@ -19,8 +19,9 @@ import numpy as np
 import orjson
 import pytest
 
+from browser_util import cdp_chromium, engine_browser, playwright_chromium
 from jsprof.analysis.during import during
-from jsprof.engines.chromium import Browser, find_chromium, record_chromium
+from jsprof.engines.chromium import Browser, record_chromium
 from jsprof.io import load, save
 from jsprof.trace import NONE, SPAN_KIND_CODE, Recording, Spans
 
@@ -113,15 +114,8 @@ def record_with_clicks(browser: Browser, page: Path) -> Recording:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Browser]:
-    try:
-        find_chromium()
-    except Exception as e:  # noqa: BLE001
-        pytest.fail(f"these tests need Chromium: {e}")
-    b = Browser()
-    try:
+    with engine_browser() as b:
         yield b
-    finally:
-        b.close()
 
 
 @pytest.fixture(scope="module")
@@ -323,11 +317,8 @@ def _wait(page: object, expr: str, timeout: float = 20.0) -> None:
 
 
 def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: Path) -> None:
-    import os
 
-    from playwright.sync_api import sync_playwright
 
-    from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 
     # A hostile target description must come out as text (the page chose it, not jsprof).
     rec = load(recorded)
@@ -342,46 +333,40 @@ def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: P
     r = subprocess.run([*JSPROF, "flame", str(src), "-o", str(html)], capture_output=True,
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=find_chromium(), headless=True,
-                              args=list(HEADLESS_FLAGS))
-        try:
-            page = b.new_page(viewport={"width": 1280, "height": 800})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            page.goto(html.as_uri() + "#view=time")
-            _wait(page, "document.body.dataset.view === 'time'")
-            lanes = page.eval_on_selector_all("[data-lane]", "es => es.map(e => e.dataset.lane)")
-            assert "main long animation frames" in lanes and "main interactions" in lanes, lanes
-            page.screenshot(path=str(tmp_path / "time-view.png"), full_page=True)
-            # Hover the slow click's interaction: its tooltip names it and its parts.
-            inter = page.locator("[data-lane='main interactions'] canvas").bounding_box()
-            t0 = [float(sp.start[i]) for i in sp.of_kind("interaction").tolist()]
-            t1 = [float(sp.end[i]) for i in sp.of_kind("interaction").tolist()]
-            slow = max(range(len(t0)), key=lambda k: t1[k] - t0[k])
-            tip = ""
-            # The time axis spans the recording's samples and spans; find the box by
-            # sweeping the lane (a few dozen moves) rather than guessing the scale.
-            for k in range(200):
-                page.mouse.move(inter["x"] + inter["width"] * (k + 0.5) / 200,
-                                inter["y"] + 6)
-                if page.locator("#fg-tip").is_visible():
-                    text = page.locator("#fg-tip").text_content() or ""
-                    if "input delay" in text:
-                        tip = text
-                        if f"{t1[slow] - t0[slow]:.1f}" in text or "duration" in text:
-                            break
-            assert tip.startswith("click on " + hostile), tip
-            assert "processing" in tip and "presentation" in tip
-            assert page.evaluate("window.pwned") is None
-            assert page.locator("img").count() == 0
-            frames = page.locator("[data-lane='main long animation frames'] canvas").bounding_box()
-            # frames, and their script entries a row below
-            assert frames["height"] >= 2 * inter["height"] - 1
-            assert errors == []
-        finally:
-            b.close()
+    with playwright_chromium() as b:
+        page = b.new_page(viewport={"width": 1280, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(html.as_uri() + "#view=time")
+        _wait(page, "document.body.dataset.view === 'time'")
+        lanes = page.eval_on_selector_all("[data-lane]", "es => es.map(e => e.dataset.lane)")
+        assert "main long animation frames" in lanes and "main interactions" in lanes, lanes
+        page.screenshot(path=str(tmp_path / "time-view.png"), full_page=True)
+        # Hover the slow click's interaction: its tooltip names it and its parts.
+        inter = page.locator("[data-lane='main interactions'] canvas").bounding_box()
+        t0 = [float(sp.start[i]) for i in sp.of_kind("interaction").tolist()]
+        t1 = [float(sp.end[i]) for i in sp.of_kind("interaction").tolist()]
+        slow = max(range(len(t0)), key=lambda k: t1[k] - t0[k])
+        tip = ""
+        # The time axis spans the recording's samples and spans; find the box by
+        # sweeping the lane (a few dozen moves) rather than guessing the scale.
+        for k in range(200):
+            page.mouse.move(inter["x"] + inter["width"] * (k + 0.5) / 200,
+                            inter["y"] + 6)
+            if page.locator("#fg-tip").is_visible():
+                text = page.locator("#fg-tip").text_content() or ""
+                if "input delay" in text:
+                    tip = text
+                    if f"{t1[slow] - t0[slow]:.1f}" in text or "duration" in text:
+                        break
+        assert tip.startswith("click on " + hostile), tip
+        assert "processing" in tip and "presentation" in tip
+        assert page.evaluate("window.pwned") is None
+        assert page.locator("img").count() == 0
+        frames = page.locator("[data-lane='main long animation frames'] canvas").bounding_box()
+        # frames, and their script entries a row below
+        assert frames["height"] >= 2 * inter["height"] - 1
+        assert errors == []
 
 
 @pytest.mark.parametrize("ext", [".trace.json", ".pftrace"])
@@ -415,70 +400,54 @@ def test_record_cdp_keeps_the_windows_of_a_tab_clicked_while_attached(tmp_path: 
     # clicked while jsprof is attached; the clicks come as they would from the user (CDP
     # Input events from a connection of their own). Detaching takes the observer away.
     import json
-    import os
-    import signal
     import urllib.request
 
     from jsprof.engines.cdp import CDPClient
-    from jsprof.engines.chromium import HEADLESS_FLAGS, attach_cdp
+    from jsprof.engines.chromium import attach_cdp
     from jsprof.engines.chromium.serve import serve_target
 
     page = tmp_path / "clicks.html"
     page.write_text(PAGE)
     server, url = serve_target(str(page))
-    profile = tmp_path / "profile"
-    proc = subprocess.Popen(
-        [find_chromium(), *HEADLESS_FLAGS, f"--user-data-dir={profile}",
-         "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0", url],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-    )
     client = None
     try:
-        port_file = profile / "DevToolsActivePort"
-        deadline = time.monotonic() + 60
-        port = 0
-        while not port and time.monotonic() < deadline:
-            text = port_file.read_text() if port_file.exists() else ""
-            port = int(text.split()[0]) if text.split() else 0
-            time.sleep(0.1)
-        assert port, "Chromium did not open its debugging port"
-        endpoint = f"http://127.0.0.1:{port}"
-        with urllib.request.urlopen(endpoint + "/json/version", timeout=10) as r:
-            client = CDPClient(json.loads(r.read())["webSocketDebuggerUrl"])
-        root = client.session
-        tab = None
-        while tab is None and time.monotonic() < deadline:
-            tabs = [t for t in root.send("Target.getTargets")["targetInfos"]
-                    if t["type"] == "page" and "clicks.html" in t["url"]]
-            tab = tabs[0] if tabs else None
-            time.sleep(0.05)
-        assert tab is not None
-        sid = root.send("Target.attachToTarget",
-                        {"targetId": tab["targetId"], "flatten": True})["sessionId"]
-        sess = client.attach(sid, via_node_worker=False)
-        ready = {"expression": "window.ready === true", "returnByValue": True}
-        while sess.send("Runtime.evaluate", ready)["result"].get("value") is not True:
-            assert time.monotonic() < deadline, "the page never got ready"
-            time.sleep(0.05)
-        out: dict[str, object] = {}
-        th = threading.Thread(target=lambda: out.setdefault(
-            "rec", attach_cdp(endpoint, target="clicks.html", duration=3.0)))
-        th.start()
-        time.sleep(1.0)
-        _click(sess, 60, 30)
-        th.join(60)
-        rec = out["rec"]
-        assert isinstance(rec, Recording)
-        sp = rec.tracks[0].spans
-        assert sp is not None
-        clicks = [int(i) for i in sp.of_kind("interaction")]
-        assert [sp.arg(i)["target"] for i in clicks] == ["button#slow.buy.primary"]
-        assert any(sp.label(int(i)) == "slowClickHandlerForJsprof" for i in sp.of_kind("script"))
-        gone = {"expression": "'__jsprofTimeline' in globalThis", "returnByValue": True}
-        assert sess.send("Runtime.evaluate", gone)["result"]["value"] is False
+        with cdp_chromium(tmp_path / "profile", url) as endpoint:
+            deadline = time.monotonic() + 60
+            with urllib.request.urlopen(endpoint + "/json/version", timeout=10) as r:
+                client = CDPClient(json.loads(r.read())["webSocketDebuggerUrl"])
+            root = client.session
+            tab = None
+            while tab is None and time.monotonic() < deadline:
+                tabs = [t for t in root.send("Target.getTargets")["targetInfos"]
+                        if t["type"] == "page" and "clicks.html" in t["url"]]
+                tab = tabs[0] if tabs else None
+                time.sleep(0.05)
+            assert tab is not None
+            sid = root.send("Target.attachToTarget",
+                            {"targetId": tab["targetId"], "flatten": True})["sessionId"]
+            sess = client.attach(sid, via_node_worker=False)
+            ready = {"expression": "window.ready === true", "returnByValue": True}
+            while sess.send("Runtime.evaluate", ready)["result"].get("value") is not True:
+                assert time.monotonic() < deadline, "the page never got ready"
+                time.sleep(0.05)
+            out: dict[str, object] = {}
+            th = threading.Thread(target=lambda: out.setdefault(
+                "rec", attach_cdp(endpoint, target="clicks.html", duration=3.0)))
+            th.start()
+            time.sleep(1.0)
+            _click(sess, 60, 30)
+            th.join(60)
+            rec = out["rec"]
+            assert isinstance(rec, Recording)
+            sp = rec.tracks[0].spans
+            assert sp is not None
+            clicks = [int(i) for i in sp.of_kind("interaction")]
+            assert [sp.arg(i)["target"] for i in clicks] == ["button#slow.buy.primary"]
+            assert any(sp.label(int(i)) == "slowClickHandlerForJsprof"
+                       for i in sp.of_kind("script"))
+            gone = {"expression": "'__jsprofTimeline' in globalThis", "returnByValue": True}
+            assert sess.send("Runtime.evaluate", gone)["result"]["value"] is False
     finally:
         if client is not None:
             client.close()
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
         server.close()

@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 import orjson
 import pytest
 
+from browser_util import playwright_chromium
 from fleet_util import real_store
-from serve_util import READ_TOKEN, Collector
+from serve_util import READ_TOKEN, Collector, signed_in
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'">fib'
 HOSTILE_ROUTE = '/cart/"><script>document.title="pwned"</script>'
@@ -91,123 +92,114 @@ def test_one_uploads_flame_graph(col: Collector) -> None:
 
 def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path
                                                           ) -> None:
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     shots = Path(SHOTS) if SHOTS else tmp_path
     expected = _api(col, "/v1/query/regressions", app="shop")["regressions"]
     assert [r["name"] for r in expected] == [HOSTILE]
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                     args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            csp: list[str] = []
-            page.on("console", lambda m: csp.append(m.text)
-                    if "Content Security Policy" in m.text else None)
-            page.goto(col.url + "/")
-            page.fill("#token", READ_TOKEN)
-            page.click("#signin")
-            page.wait_for_selector("body[data-ready='1']", timeout=120000)
+    with playwright_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        csp: list[str] = []
+        page.on("console", lambda m: csp.append(m.text)
+                if "Content Security Policy" in m.text else None)
+        signed_in(page, col.url)
 
-            # The regressions list: the planted one, its name as text, its examples.
-            rows = page.locator("#regressions tbody tr")
-            expect(rows).to_have_count(1, timeout=60000)
-            assert rows.locator("td.fn").text_content() == HOSTILE
-            assert "1.10.0 (after 1.9.0)" in rows.text_content()
-            links = rows.locator("a.upload")
-            assert links.all_text_contents() == expected[0]["exampleIds"]
-            page.screenshot(path=str(shots / "regressions.png"), full_page=True)
-            # Its elided columns keep the page as wide as the window (it was 1,355 px in
-            # a 1,280 px window, the examples off screen).
-            assert page.evaluate("document.documentElement.scrollWidth") <= 1280
-            # An example opens in the flame graph: that upload's, with the function in it.
-            links.first.click()
-            expect(page.locator("#upload-flame-id")).to_have_text(expected[0]["exampleIds"][0])
-            frame = page.frame_locator("#upload-flame")
-            frame.locator("#fg-canvas[data-ready]").wait_for(timeout=60000)
-            # The hostile name is drawn (canvas text: never markup) and worded as text.
-            drawn = frame.locator("#fg-canvas").evaluate("() => jsprofFrames()")
-            assert any(f["name"] == HOSTILE for f in drawn), [f["name"] for f in drawn]
-            page.screenshot(path=str(shots / "example-flame.png"), full_page=True)
+        # The regressions list: the planted one, its name as text, its examples.
+        rows = page.locator("#regressions tbody tr")
+        expect(rows).to_have_count(1, timeout=60000)
+        assert rows.locator("td.fn").text_content() == HOSTILE
+        assert "1.10.0 (after 1.9.0)" in rows.text_content()
+        links = rows.locator("a.upload")
+        assert links.all_text_contents() == expected[0]["exampleIds"]
+        page.screenshot(path=str(shots / "regressions.png"), full_page=True)
+        # Its elided columns keep the page as wide as the window (it was 1,355 px in
+        # a 1,280 px window, the examples off screen).
+        assert page.evaluate("document.documentElement.scrollWidth") <= 1280
+        # An example opens in the flame graph: that upload's, with the function in it.
+        links.first.click()
+        expect(page.locator("#upload-flame-id")).to_have_text(expected[0]["exampleIds"][0])
+        frame = page.frame_locator("#upload-flame")
+        frame.locator("#fg-canvas[data-ready]").wait_for(timeout=60000)
+        # The hostile name is drawn (canvas text: never markup) and worded as text.
+        drawn = frame.locator("#fg-canvas").evaluate("() => jsprofFrames()")
+        assert any(f["name"] == HOSTILE for f in drawn), [f["name"] for f in drawn]
+        page.screenshot(path=str(shots / "example-flame.png"), full_page=True)
 
-            # By day: none (the releases are spread over every day), said in a sentence.
-            page.select_option("#reg-by", "day")
-            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
-                "No function's self share rose by more than 2 percentage points over 4 days "
-                "(2026-11-26 to 2026-11-29).", timeout=60000)
+        # By day: none (the releases are spread over every day), said in a sentence.
+        page.select_option("#reg-by", "day")
+        expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+            "No function's self share rose by more than 2 percentage points over 4 days "
+            "(2026-11-26 to 2026-11-29).", timeout=60000)
 
-            # The uploads list: 48 uploads, 20 a page, newest first; the cursor pages on.
-            ids = page.locator("#uploads tbody a.upload")
-            expect(ids).to_have_count(20, timeout=60000)
-            assert ids.first.text_content() == "u47"
-            assert HOSTILE_ROUTE in page.locator("#uploads td.route").all_text_contents()
-            page.click("#uploads-next")
-            expect(ids.first).to_have_text("u27", timeout=60000)
-            page.click("#uploads-next")
-            expect(ids).to_have_count(8, timeout=60000)
-            assert page.locator("#uploads-next").is_hidden()
-            page.click("#uploads-first")
-            expect(ids.first).to_have_text("u47", timeout=60000)
-            page.screenshot(path=str(shots / "uploads.png"), full_page=True)
-            # Filtered by release from the header.
-            page.select_option("#release", "1.10.0")
-            page.click("#apply")
-            expect(ids.first).to_have_text("u46", timeout=60000)
-            assert ids.count() == 16
-            page.select_option("#release", "")
-            page.click("#apply")
-            expect(ids).to_have_count(20, timeout=60000)
+        # The uploads list: 48 uploads, 20 a page, newest first; the cursor pages on.
+        ids = page.locator("#uploads tbody a.upload")
+        expect(ids).to_have_count(20, timeout=60000)
+        assert ids.first.text_content() == "u47"
+        assert HOSTILE_ROUTE in page.locator("#uploads td.route").all_text_contents()
+        page.click("#uploads-next")
+        expect(ids.first).to_have_text("u27", timeout=60000)
+        page.click("#uploads-next")
+        expect(ids).to_have_count(8, timeout=60000)
+        assert page.locator("#uploads-next").is_hidden()
+        page.click("#uploads-first")
+        expect(ids.first).to_have_text("u47", timeout=60000)
+        page.screenshot(path=str(shots / "uploads.png"), full_page=True)
+        # Filtered by release from the header.
+        page.select_option("#release", "1.10.0")
+        page.click("#apply")
+        expect(ids.first).to_have_text("u46", timeout=60000)
+        assert ids.count() == 16
+        page.select_option("#release", "")
+        page.click("#apply")
+        expect(ids).to_have_count(20, timeout=60000)
 
-            # From a top-table row: the uploads that run the function, each a link.
-            top_row = page.locator("#top tbody tr", has=page.locator("td.fn",
-                                                                       has_text=HOSTILE))
-            top_row.locator("button.link").click()
-            expect(page.locator("#uploads-what")).to_have_text(f"that run {HOSTILE}",
-                                                               timeout=60000)
-            want = [u["id"] for u in _api(col, "/v1/traces", app="shop", limit="20",
-                                          function=HOSTILE)["uploads"]]
-            expect(ids).to_have_text(want, timeout=60000)
-            assert "u46" not in ids.all_text_contents()
-            page.locator("#uploads tbody button.link").nth(1).click()
-            expect(page.locator("#upload-flame-id")).to_have_text(want[1])
-            page.screenshot(path=str(shots / "function-uploads.png"), full_page=True)
-            page.click("#uploads-all")
-            expect(page.locator("#uploads-what")).to_have_text("", timeout=60000)
+        # From a top-table row: the uploads that run the function, each a link.
+        top_row = page.locator("#top tbody tr", has=page.locator("td.fn",
+                                                                   has_text=HOSTILE))
+        top_row.locator("button.link").click()
+        expect(page.locator("#uploads-what")).to_have_text(f"that run {HOSTILE}",
+                                                           timeout=60000)
+        want = [u["id"] for u in _api(col, "/v1/traces", app="shop", limit="20",
+                                      function=HOSTILE)["uploads"]]
+        expect(ids).to_have_text(want, timeout=60000)
+        assert "u46" not in ids.all_text_contents()
+        page.locator("#uploads tbody button.link").nth(1).click()
+        expect(page.locator("#upload-flame-id")).to_have_text(want[1])
+        page.screenshot(path=str(shots / "function-uploads.png"), full_page=True)
+        page.click("#uploads-all")
+        expect(page.locator("#uploads-what")).to_have_text("", timeout=60000)
 
-            # A filter matching nothing: sentences where the results would be, no JSON.
-            page.fill("#route", "/nope*")
-            page.click("#apply")
-            sentence = page.locator("#regressions tbody tr.sentence")
-            expect(sentence).to_contain_text("matches no route", timeout=60000)
-            assert sentence.text_content().startswith("Regressions could not be computed: ")
-            expect(page.locator("#uploads tbody tr.sentence")).to_have_text(
-                "No uploads match these filters.", timeout=60000)
-            expect(page.locator("#top tbody tr.sentence")).to_contain_text(
-                "Top functions could not be computed: route '/nope*' matches no route")
-            assert page.locator("#flame").is_hidden()
-            assert page.locator("#flame-note").text_content() == "No flame graph for these filters."
-            expect(page.locator("#chart p.note")).to_have_text("No uploads match these filters.")
-            assert page.locator("#chart svg").count() == 0
-            # The release diff under these filters: a sentence in its table, no frame.
-            page.select_option("#base", "1.9.0")
-            page.select_option("#new", "1.10.0")
-            page.click("#diff-run")
-            expect(page.locator("#diff tbody tr.sentence")).to_contain_text(
-                "The releases could not be compared: ", timeout=60000)
-            assert page.locator("#diff-flame").is_hidden()
-            page.screenshot(path=str(shots / "errors.png"), full_page=True)
-            text = page.locator("main").text_content()
-            assert '{"error"' not in text and "{" not in page.locator("#status").text_content()
+        # A filter matching nothing: sentences where the results would be, no JSON.
+        page.fill("#route", "/nope*")
+        page.click("#apply")
+        sentence = page.locator("#regressions tbody tr.sentence")
+        expect(sentence).to_contain_text("matches no route", timeout=60000)
+        assert sentence.text_content().startswith("Regressions could not be computed: ")
+        expect(page.locator("#uploads tbody tr.sentence")).to_have_text(
+            "No uploads match these filters.", timeout=60000)
+        expect(page.locator("#top tbody tr.sentence")).to_contain_text(
+            "Top functions could not be computed: route '/nope*' matches no route")
+        assert page.locator("#flame").is_hidden()
+        assert page.locator("#flame-note").text_content() == "No flame graph for these filters."
+        expect(page.locator("#chart p.note")).to_have_text("No uploads match these filters.")
+        assert page.locator("#chart svg").count() == 0
+        # The release diff under these filters: a sentence in its table, no frame.
+        page.select_option("#base", "1.9.0")
+        page.select_option("#new", "1.10.0")
+        page.click("#diff-run")
+        expect(page.locator("#diff tbody tr.sentence")).to_contain_text(
+            "The releases could not be compared: ", timeout=60000)
+        assert page.locator("#diff-flame").is_hidden()
+        page.screenshot(path=str(shots / "errors.png"), full_page=True)
+        text = page.locator("main").text_content()
+        assert '{"error"' not in text and "{" not in page.locator("#status").text_content()
 
-            assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
-                "window.innerWidth"), "the dashboard is wider than the window"
-            assert page.title() != "pwned" and dialogs == [] and csp == [], csp
-            assert page.locator("main img").count() == 0
-        finally:
-            browser.close()
+        assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
+            "window.innerWidth"), "the dashboard is wider than the window"
+        assert page.title() != "pwned" and dialogs == [] and csp == [], csp
+        assert page.locator("main img").count() == 0
 
 
 
@@ -216,8 +208,7 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
     # reaches the query: 16 page loads a release pass 16 and fail 17, in a sentence (it counts
     # page loads, and the box says so: "Min page loads"); a bad
     # value is a sentence naming the field, and the route answers it with a 400 JSON.
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     auth = {"Authorization": f"Bearer {READ_TOKEN}"}
     q = "/v1/query/diff?app=shop&base=release%3D1.9.0&new=release%3D1.10.0"
@@ -232,61 +223,53 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
                    new="release=1.10.0", min_traces="16")["base"]["samples"]
 
     shots = Path(SHOTS) if SHOTS else tmp_path
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                     args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(col.url + "/")
-            page.fill("#token", READ_TOKEN)
-            page.click("#signin")
-            page.wait_for_selector("body[data-ready='1']", timeout=120000)
-            assert page.input_value("#diff-min-traces") == "5"
-            label = page.locator("label", has=page.locator("#diff-min-traces"))
-            assert label.inner_text().strip() == "Min page loads", label.inner_text()
-            assert "page loads" in label.get_attribute("title")
-            assert page.input_value("#diff-min-samples") == "1000"
-            page.select_option("#base", "1.9.0")
-            page.select_option("#new", "1.10.0")
-            rows = page.locator("#diff tbody tr")
-            sentence = page.locator("#diff tbody tr.sentence")
+    with playwright_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        signed_in(page, col.url)
+        assert page.input_value("#diff-min-traces") == "5"
+        label = page.locator("label", has=page.locator("#diff-min-traces"))
+        assert label.inner_text().strip() == "Min page loads", label.inner_text()
+        assert "page loads" in label.get_attribute("title")
+        assert page.input_value("#diff-min-samples") == "1000"
+        page.select_option("#base", "1.9.0")
+        page.select_option("#new", "1.10.0")
+        rows = page.locator("#diff tbody tr")
+        sentence = page.locator("#diff tbody tr.sentence")
 
-            page.fill("#diff-min-traces", "16")
-            page.click("#diff-run")
-            expect(page.locator("#diff tbody td.fn", has_text=HOSTILE)).to_have_count(
-                1, timeout=60000)
-            assert sentence.count() == 0
-            src = page.get_attribute("#diff-flame", "src")
-            assert "min_traces=16" in src and "min_samples=1000" in src, src
-            page.screenshot(path=str(shots / "diff-evidence.png"), full_page=True)
+        page.fill("#diff-min-traces", "16")
+        page.click("#diff-run")
+        expect(page.locator("#diff tbody td.fn", has_text=HOSTILE)).to_have_count(
+            1, timeout=60000)
+        assert sentence.count() == 0
+        src = page.get_attribute("#diff-flame", "src")
+        assert "min_traces=16" in src and "min_samples=1000" in src, src
+        page.screenshot(path=str(shots / "diff-evidence.png"), full_page=True)
 
-            page.fill("#diff-min-traces", "17")
+        page.fill("#diff-min-traces", "17")
+        page.click("#diff-run")
+        expect(sentence).to_contain_text("each side needs at least 17 page loads",
+                                         timeout=60000)
+        assert rows.count() == 1 and page.locator("#diff-flame").is_hidden()
+        page.fill("#diff-min-traces", "16")
+        page.fill("#diff-min-samples", str(samples + 1))
+        page.click("#diff-run")
+        expect(sentence).to_contain_text(
+            f"each side needs at least 16 page loads and {samples + 1} samples (widen "
+            "the filters, wait for more uploads, or lower Min page loads/Min samples)",
+            timeout=60000)
+        for bad in ("abc", "0", "-3", "2.5"):
+            page.fill("#diff-min-traces", bad)
             page.click("#diff-run")
-            expect(sentence).to_contain_text("each side needs at least 17 page loads",
-                                             timeout=60000)
-            assert rows.count() == 1 and page.locator("#diff-flame").is_hidden()
-            page.fill("#diff-min-traces", "16")
-            page.fill("#diff-min-samples", str(samples + 1))
-            page.click("#diff-run")
-            expect(sentence).to_contain_text(
-                f"each side needs at least 16 page loads and {samples + 1} samples (widen "
-                "the filters, wait for more uploads, or lower Min page loads/Min samples)",
-                timeout=60000)
-            for bad in ("abc", "0", "-3", "2.5"):
-                page.fill("#diff-min-traces", bad)
-                page.click("#diff-run")
-                expect(sentence).to_have_text(
-                    f"The releases could not be compared: Min page loads is “{bad}”; enter a "
-                    "whole number, 1 or more.", timeout=60000)
-            page.fill("#diff-min-traces", "5")
-            page.fill("#diff-min-samples", "<b>x</b>")
-            page.click("#diff-run")
-            expect(sentence).to_contain_text("Min samples is “<b>x</b>”", timeout=60000)
-            assert page.locator("#diff b").count() == 0
-            page.screenshot(path=str(shots / "diff-evidence-error.png"), full_page=True)
-            assert '{"error"' not in page.locator("main").text_content()
-        finally:
-            browser.close()
+            expect(sentence).to_have_text(
+                f"The releases could not be compared: Min page loads is “{bad}”; enter a "
+                "whole number, 1 or more.", timeout=60000)
+        page.fill("#diff-min-traces", "5")
+        page.fill("#diff-min-samples", "<b>x</b>")
+        page.click("#diff-run")
+        expect(sentence).to_contain_text("Min samples is “<b>x</b>”", timeout=60000)
+        assert page.locator("#diff b").count() == 0
+        page.screenshot(path=str(shots / "diff-evidence-error.png"), full_page=True)
+        assert '{"error"' not in page.locator("main").text_content()
 
 
 def test_dashboard_regressions_minimum_evidence_in_its_words(col: Collector) -> None:
@@ -294,44 +277,35 @@ def test_dashboard_regressions_minimum_evidence_in_its_words(col: Collector) -> 
     # which names the command line's --min-traces/--min-samples; on the dashboard the
     # boxes are "Min page loads"/"Min samples", beside the table, and they reach the query.
     # 16 page loads a release: 17 skips the one pair, 16 finds the planted regression.
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                     args=["--no-sandbox", "--disable-gpu"])
-        try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.goto(col.url + "/")
-            page.fill("#token", READ_TOKEN)
-            page.click("#signin")
-            page.wait_for_selector("body[data-ready='1']", timeout=120000)
-            rows = page.locator("#regressions tbody tr")
-            expect(rows).to_have_count(1, timeout=60000)
-            label = page.locator("label", has=page.locator("#reg-min-traces"))
-            assert label.inner_text().strip() == "Min page loads", label.inner_text()
-            assert page.input_value("#reg-min-traces") == "5"
+    with playwright_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        signed_in(page, col.url)
+        rows = page.locator("#regressions tbody tr")
+        expect(rows).to_have_count(1, timeout=60000)
+        label = page.locator("label", has=page.locator("#reg-min-traces"))
+        assert label.inner_text().strip() == "Min page loads", label.inner_text()
+        assert page.input_value("#reg-min-traces") == "5"
 
-            page.fill("#reg-min-traces", "17")
-            page.click("#reg-run")
-            note = page.locator("#regressions-note")
-            expect(note).to_contain_text("1.9.0 → 1.10.0 not compared: ", timeout=60000)
-            said = note.text_content()
-            assert "each side needs at least 17 page loads" in said, said
-            assert "or lower Min page loads/Min samples)" in said, said
-            assert "--min" not in said
-            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
-                "Nothing compared over 3 releases (1.9.0 to 1.11.0): no release had enough "
-                "evidence beside the one before (see below).")
+        page.fill("#reg-min-traces", "17")
+        page.click("#reg-run")
+        note = page.locator("#regressions-note")
+        expect(note).to_contain_text("1.9.0 → 1.10.0 not compared: ", timeout=60000)
+        said = note.text_content()
+        assert "each side needs at least 17 page loads" in said, said
+        assert "or lower Min page loads/Min samples)" in said, said
+        assert "--min" not in said
+        expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+            "Nothing compared over 3 releases (1.9.0 to 1.11.0): no release had enough "
+            "evidence beside the one before (see below).")
 
-            page.fill("#reg-min-traces", "16")
-            page.click("#reg-run")
-            expect(rows.locator("td.fn")).to_have_text([HOSTILE], timeout=60000)
-            assert "1.9.0 → 1.10.0" not in note.text_content()
-            page.fill("#reg-min-samples", "0")
-            page.click("#reg-run")
-            expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
-                "Regressions could not be computed: Min samples is “0”; enter a whole "
-                "number, 1 or more.", timeout=60000)
-        finally:
-            browser.close()
+        page.fill("#reg-min-traces", "16")
+        page.click("#reg-run")
+        expect(rows.locator("td.fn")).to_have_text([HOSTILE], timeout=60000)
+        assert "1.9.0 → 1.10.0" not in note.text_content()
+        page.fill("#reg-min-samples", "0")
+        page.click("#reg-run")
+        expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
+            "Regressions could not be computed: Min samples is “0”; enter a whole "
+            "number, 1 or more.", timeout=60000)

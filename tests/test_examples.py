@@ -8,6 +8,7 @@ import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import jsprof
+from browser_util import playwright_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -67,14 +68,9 @@ def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
     `String(i).includes` in its loop, which allocates, and the browser lost 209 of 214
     stacks, so the new user's first `fleet top` and dashboard were 97 % `(idle)`."""
     import http.server
-    import os
     import re
     import threading
     from functools import partial
-
-    from playwright.sync_api import sync_playwright
-
-    from jsprof.engines.chromium.browser import HEADLESS_FLAGS, find_chromium
 
     demo = (ROOT / "examples" / "field" / "page.html").read_text()
     # the page's own functions (up to the code that starts the client), run as they are
@@ -104,18 +100,12 @@ def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
 
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Header, directory=tmp_path))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
     try:
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=find_chromium(), headless=True,
-                                  args=list(HEADLESS_FLAGS))
-            try:
-                page = b.new_page()
-                page.goto(f"http://127.0.0.1:{srv.server_address[1]}/p.html")
-                page.wait_for_function("window.result !== undefined", timeout=120_000)
-                got = page.evaluate("window.result")
-            finally:
-                b.close()
+        with playwright_chromium() as b:
+            page = b.new_page()
+            page.goto(f"http://127.0.0.1:{srv.server_address[1]}/p.html")
+            page.wait_for_function("window.result !== undefined", timeout=120_000)
+            got = page.evaluate("window.result")
     finally:
         srv.shutdown()
     assert got["all"] >= 20, got

@@ -6,20 +6,16 @@ nothing; a session keeps its decision from page to page."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
 import orjson
 import pytest
-from playwright.sync_api import sync_playwright
 
+from browser_util import playwright_chromium
 from field_util import SERVERS
-from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 from serve_util import Collector
-
-CHROMIUM = "/usr/bin/chromium"
 
 # The page's client is told the opposite of what the server decides (sampleRate 0 when it
 # samples, 1 when not), so what happens is the server's decision, read from its cookie.
@@ -82,12 +78,8 @@ def sites(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[dict, Coll
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make chromium`"
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=list(HEADLESS_FLAGS))
+    with playwright_chromium() as b:
         yield b
-        b.close()
 
 
 def _visit(context: object, url: str, sample_rate: int, uploads: list[str]) -> tuple[dict, dict]:

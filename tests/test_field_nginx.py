@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from browser_util import playwright_chromium
 from field_util import Fetcher, sample_cookie, values, wsgi_server
 
 pytestmark = pytest.mark.nginx
@@ -192,31 +193,22 @@ def test_sessions_are_sticky_and_only_documents_change() -> None:
 
 @pytest.mark.chromium
 def test_chromium_reads_both_document_policy_lines() -> None:
-    from playwright.sync_api import sync_playwright
 
-    from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
     probe = """() => { try { new Profiler({sampleInterval: 10, maxBufferSize: 10}); return "ok"; }
                        catch (e) { return e.name; } }"""
-    with nginx(100) as (origin, _), sync_playwright() as p:
-        b = p.chromium.launch(
-            executable_path="/usr/bin/chromium", headless=True, args=list(HEADLESS_FLAGS)
-        )
-        try:
-            got = {}
-            for cookie in ("1", "0"):
-                context = b.new_context()
-                host = origin.split("//")[1].split(":")[0]
-                context.add_cookies(
-                    [{"name": "jsprof_sample", "value": cookie, "domain": host, "path": "/"}]
-                )
-                page = context.new_page()
-                response = page.goto(f"{origin}/own-headers")
-                got[cookie] = (response.headers.get("document-policy"), page.evaluate(probe))
-                context.close()
-        finally:
-            b.close()
+    with nginx(100) as (origin, _), playwright_chromium() as b:
+        got = {}
+        for cookie in ("1", "0"):
+            context = b.new_context()
+            host = origin.split("//")[1].split(":")[0]
+            context.add_cookies(
+                [{"name": "jsprof_sample", "value": cookie, "domain": host, "path": "/"}]
+            )
+            page = context.new_page()
+            response = page.goto(f"{origin}/own-headers")
+            got[cookie] = (response.headers.get("document-policy"), page.evaluate(probe))
+            context.close()
     # Playwright joins a header's lines with a newline.
     assert got["1"] == ("force-load-at-top\njs-profiling", "ok"), got
     assert got["0"] == ("force-load-at-top", "NotAllowedError"), got

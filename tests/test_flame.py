@@ -8,7 +8,6 @@ import html
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
@@ -18,6 +17,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from browser_util import chromium_path, playwright_chromium
 from jsprof import io
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.diff import tree_changes
@@ -202,13 +202,7 @@ def test_cli_flame(data, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def chromium() -> str:
-    path = shutil.which("chromium") or "/usr/bin/chromium"
-    if not os.access(path, os.X_OK):
-        pytest.fail(
-            "Chromium is required for the flame graph tests and is missing: "
-            "run `make test` (it installs it) or `apt-get install -y chromium`"
-        )
-    return path
+    return chromium_path()  # missing, it fails with what to do
 
 
 def _chromium(exe: str, tmp: Path, url: str, *mode: str) -> subprocess.CompletedProcess:
@@ -356,13 +350,8 @@ main();
 
 @pytest.fixture(scope="module")
 def browser(chromium):
-    from playwright.sync_api import sync_playwright
-
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, headless=True, args=list(HEADLESS_FLAGS))
+    with playwright_chromium() as b:
         yield b
-        b.close()
 
 
 def _wait(page, expr: str, timeout: float = 20.0) -> None:

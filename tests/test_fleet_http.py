@@ -17,6 +17,7 @@ import numpy as np
 import orjson
 import pytest
 
+from browser_util import playwright_chromium
 from fleet_util import make_trace
 from jsprof.cli import main
 from jsprof.formats.jsprof import trace_to_doc
@@ -202,106 +203,96 @@ def test_series_by_day_and_by_release_over_http(server):
             sum(p["selfPct"] * p["totalMs"] for p in rel) / both, abs=0.01)
 
 
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                 "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync"]
-
-
 def test_dashboard_in_chromium(server):
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            dialogs: list[str] = []
-            page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
-            csp_errors: list[str] = []
-            page.on("console", lambda m: csp_errors.append(m.text)
-                    if "Content Security Policy" in m.text else None)
-            page.goto(server.url + "/")
-            # Not signed in: the form, and no data.
-            assert page.locator("#token").count() == 1
-            page.fill("#token", "wrong")
-            page.click("#signin")
-            assert "Wrong token" in page.content()
-            page.fill("#token", TOKEN)
-            page.click("#signin")
-            page.wait_for_selector("body[data-ready='1']", timeout=60000)
-            assert TOKEN not in page.url
-            cookies = page.context.cookies()
-            # A signed, expiring session, never the token itself.
-            c = next(c for c in cookies if c["name"] == "jsprof_session")
-            assert TOKEN not in c["value"] and all(TOKEN not in x["value"] for x in cookies)
-            assert c["httpOnly"] and c["sameSite"] == "Strict"
-            assert time.time() < c["expires"] < time.time() + 13 * 3600
-            assert page.evaluate("document.cookie") == ""
-            # The top table shows every upload's functions; the hostile name is text.
-            rows = page.locator("#top tbody tr")
-            assert rows.count() > 5
-            fn_cells = page.locator("#top td.fn").all_text_contents()
-            assert HOSTILE in fn_cells
-            # An anonymous function is labelled as every other output labels it.
-            assert anonymous_label(HOSTILE_URL, 7) in fn_cells and "(anonymous)" not in fn_cells
-            # A 1,024-character name is elided in its cell, whole on hover: the page stays
-            # as wide as the window (it was 10,000 px wide, every location off screen).
-            assert LONG in fn_cells
-            assert page.locator("#top td.fn", has_text=LONG).get_attribute("title") == LONG
-            assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
-                "window.innerWidth"), "the dashboard is wider than the window"
-            assert page.locator("#top img").count() == 0
-            assert page.title() != "pwned"
-            assert "13 traces" in page.locator("#top-summary").text_content()
-            # Filters: one release.
-            page.select_option("#release", "1.0")
-            page.click("#apply")
-            # (wait_for_function would evaluate a string: the page's CSP forbids that)
-            expect(page.locator("#top-summary")).to_have_text(re.compile("^6 traces"),
-                                                              timeout=60000)
-            assert "slowThing" not in page.locator("#top td.fn").all_text_contents()
-            # The merged flame graph of the filtered selection draws in its frame. The first
-            # load's frame is replaced after the table: waiting on "a drawn frame" could catch
-            # the old document just before it went, and count none a moment later.
-            deadline = time.monotonic() + 60
-            while True:
-                drawn = next((f for f in page.frames if "/v1/query/flame" in f.url
-                              and "release=1.0" in f.url), None)
-                if drawn is not None and _drawn_frames(drawn) > 5:
-                    break
-                assert time.monotonic() < deadline, [f.url for f in page.frames]
-                page.wait_for_timeout(100)  # (time.sleep would hold Playwright's events)
-            frame = page.frame_locator("#flame")
-            # It is the viewer `jsprof flame` writes: its sandwich view lists the merged
-            # profile's functions as the top table counts them.
-            assert frame.locator("nav.tabs a").all_text_contents() == [
-                "Flame", "Time", "Sandwich", "Source"]
-            frame.locator("nav.tabs a[data-tab='sandwich']").click()
-            first = frame.locator("#v-sandwich tbody tr").first
-            first.wait_for(timeout=60000)
-            top_row = page.locator("#top tbody tr").first.locator("td")
-            assert first.locator("td.name").text_content() == top_row.nth(6).text_content()
-            assert float(first.locator("td").first.text_content()) == pytest.approx(
-                float(top_row.nth(2).text_content().replace(",", "")), abs=0.051)
-            # Release diff and the per-release chart.
-            page.select_option("#base", "1.0")
-            page.select_option("#new", "1.1")
-            page.click("#diff-run")
-            page.wait_for_selector("#diff tbody tr", timeout=60000)
-            assert "slowThing  [new]" in page.locator("#diff tbody").text_content()
-            page.locator("#top td.fn", has_text="measure").first.click()
-            expect(page.locator("#chart rect")).to_have_count(2, timeout=60000)
-            assert page.locator("#chart-fn").text_content() == "measure"
-            page.select_option("#chart-by", "day")  # bars per UTC day: labels are dates
-            expect(page.locator("#chart text").last).to_contain_text("-", timeout=60000)
-            assert dialogs == [] and page.title() != "pwned"
-            assert csp_errors == [], csp_errors
-            # Sign-out (a same-origin form post with the session's CSRF token) ends it.
-            page.click("#signout")
-            page.wait_for_selector("#token", timeout=60000)
-            assert not any(x["name"] == "jsprof_session" for x in page.context.cookies())
-        finally:
-            browser.close()
+    with playwright_chromium() as browser:
+        page = browser.new_page()
+        dialogs: list[str] = []
+        page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+        csp_errors: list[str] = []
+        page.on("console", lambda m: csp_errors.append(m.text)
+                if "Content Security Policy" in m.text else None)
+        page.goto(server.url + "/")
+        # Not signed in: the form, and no data.
+        assert page.locator("#token").count() == 1
+        page.fill("#token", "wrong")
+        page.click("#signin")
+        assert "Wrong token" in page.content()
+        page.fill("#token", TOKEN)
+        page.click("#signin")
+        page.wait_for_selector("body[data-ready='1']", timeout=60000)
+        assert TOKEN not in page.url
+        cookies = page.context.cookies()
+        # A signed, expiring session, never the token itself.
+        c = next(c for c in cookies if c["name"] == "jsprof_session")
+        assert TOKEN not in c["value"] and all(TOKEN not in x["value"] for x in cookies)
+        assert c["httpOnly"] and c["sameSite"] == "Strict"
+        assert time.time() < c["expires"] < time.time() + 13 * 3600
+        assert page.evaluate("document.cookie") == ""
+        # The top table shows every upload's functions; the hostile name is text.
+        rows = page.locator("#top tbody tr")
+        assert rows.count() > 5
+        fn_cells = page.locator("#top td.fn").all_text_contents()
+        assert HOSTILE in fn_cells
+        # An anonymous function is labelled as every other output labels it.
+        assert anonymous_label(HOSTILE_URL, 7) in fn_cells and "(anonymous)" not in fn_cells
+        # A 1,024-character name is elided in its cell, whole on hover: the page stays
+        # as wide as the window (it was 10,000 px wide, every location off screen).
+        assert LONG in fn_cells
+        assert page.locator("#top td.fn", has_text=LONG).get_attribute("title") == LONG
+        assert page.evaluate("document.documentElement.scrollWidth") <= page.evaluate(
+            "window.innerWidth"), "the dashboard is wider than the window"
+        assert page.locator("#top img").count() == 0
+        assert page.title() != "pwned"
+        assert "13 traces" in page.locator("#top-summary").text_content()
+        # Filters: one release.
+        page.select_option("#release", "1.0")
+        page.click("#apply")
+        # (wait_for_function would evaluate a string: the page's CSP forbids that)
+        expect(page.locator("#top-summary")).to_have_text(re.compile("^6 traces"),
+                                                          timeout=60000)
+        assert "slowThing" not in page.locator("#top td.fn").all_text_contents()
+        # The merged flame graph of the filtered selection draws in its frame. The first
+        # load's frame is replaced after the table: waiting on "a drawn frame" could catch
+        # the old document just before it went, and count none a moment later.
+        deadline = time.monotonic() + 60
+        while True:
+            drawn = next((f for f in page.frames if "/v1/query/flame" in f.url
+                          and "release=1.0" in f.url), None)
+            if drawn is not None and _drawn_frames(drawn) > 5:
+                break
+            assert time.monotonic() < deadline, [f.url for f in page.frames]
+            page.wait_for_timeout(100)  # (time.sleep would hold Playwright's events)
+        frame = page.frame_locator("#flame")
+        # It is the viewer `jsprof flame` writes: its sandwich view lists the merged
+        # profile's functions as the top table counts them.
+        assert frame.locator("nav.tabs a").all_text_contents() == [
+            "Flame", "Time", "Sandwich", "Source"]
+        frame.locator("nav.tabs a[data-tab='sandwich']").click()
+        first = frame.locator("#v-sandwich tbody tr").first
+        first.wait_for(timeout=60000)
+        top_row = page.locator("#top tbody tr").first.locator("td")
+        assert first.locator("td.name").text_content() == top_row.nth(6).text_content()
+        assert float(first.locator("td").first.text_content()) == pytest.approx(
+            float(top_row.nth(2).text_content().replace(",", "")), abs=0.051)
+        # Release diff and the per-release chart.
+        page.select_option("#base", "1.0")
+        page.select_option("#new", "1.1")
+        page.click("#diff-run")
+        page.wait_for_selector("#diff tbody tr", timeout=60000)
+        assert "slowThing  [new]" in page.locator("#diff tbody").text_content()
+        page.locator("#top td.fn", has_text="measure").first.click()
+        expect(page.locator("#chart rect")).to_have_count(2, timeout=60000)
+        assert page.locator("#chart-fn").text_content() == "measure"
+        page.select_option("#chart-by", "day")  # bars per UTC day: labels are dates
+        expect(page.locator("#chart text").last).to_contain_text("-", timeout=60000)
+        assert dialogs == [] and page.title() != "pwned"
+        assert csp_errors == [], csp_errors
+        # Sign-out (a same-origin form post with the session's CSRF token) ends it.
+        page.click("#signout")
+        page.wait_for_selector("#token", timeout=60000)
+        assert not any(x["name"] == "jsprof_session" for x in page.context.cookies())
 
 
 def _drawn_frames(frame) -> int:
@@ -318,35 +309,30 @@ def _drawn_frames(frame) -> int:
 def test_dashboard_says_it_is_loading_until_the_answers_come(server):
     """The first load's tables are empty for seconds on a large store: a sentence says
     the answers are coming, and goes once they are drawn; the flame frame says so too."""
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page()
-            held: list = []
-            # Hold the first query's answer: the page is as a slow store leaves it.
-            page.route("**/v1/query/options*", lambda route: held.append(route))
-            page.goto(server.url + "/")
-            page.fill("#token", TOKEN)
-            page.click("#signin")
-            page.wait_for_selector("#top", timeout=60000)
-            deadline = time.monotonic() + 30
-            while not held:
-                assert time.monotonic() < deadline, "the dashboard asked for no options"
-                page.wait_for_timeout(50)
-            note = page.locator("#loading")
-            expect(note).to_be_visible()
-            assert note.text_content().startswith("Loading the field profiles")
-            assert page.locator("#top tbody tr").count() == 0
-            held.pop().continue_()
-            page.unroute("**/v1/query/options*")
-            page.wait_for_selector("body[data-ready='1']", timeout=60000)
-            expect(note).to_be_hidden()
-            assert page.locator("#top tbody tr").count() > 5
-            assert page.get_attribute("body", "aria-busy") == "false"
-            # The merged flame graph's note goes once its frame has loaded.
-            expect(page.locator("#flame-note")).to_have_text("", timeout=60000)
-        finally:
-            browser.close()
+    with playwright_chromium() as browser:
+        page = browser.new_page()
+        held: list = []
+        # Hold the first query's answer: the page is as a slow store leaves it.
+        page.route("**/v1/query/options*", lambda route: held.append(route))
+        page.goto(server.url + "/")
+        page.fill("#token", TOKEN)
+        page.click("#signin")
+        page.wait_for_selector("#top", timeout=60000)
+        deadline = time.monotonic() + 30
+        while not held:
+            assert time.monotonic() < deadline, "the dashboard asked for no options"
+            page.wait_for_timeout(50)
+        note = page.locator("#loading")
+        expect(note).to_be_visible()
+        assert note.text_content().startswith("Loading the field profiles")
+        assert page.locator("#top tbody tr").count() == 0
+        held.pop().continue_()
+        page.unroute("**/v1/query/options*")
+        page.wait_for_selector("body[data-ready='1']", timeout=60000)
+        expect(note).to_be_hidden()
+        assert page.locator("#top tbody tr").count() > 5
+        assert page.get_attribute("body", "aria-busy") == "false"
+        # The merged flame graph's note goes once its frame has loaded.
+        expect(page.locator("#flame-note")).to_have_text("", timeout=60000)

@@ -4,23 +4,16 @@ stores Chromium's own trace, which `GET /v1/traces/{id}` and `jsprof report` giv
 
 from __future__ import annotations
 
-import http.server
-import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
-from playwright.sync_api import sync_playwright
 
-from jsprof.engines.chromium.browser import HEADLESS_FLAGS
+from browser_util import HTML, Response, page_server, playwright_chromium
 from serve_util import JSPROF, Collector
-
-CHROMIUM = "/usr/bin/chromium"
-ARGS = list(HEADLESS_FLAGS)
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>jsprof e2e</title>
@@ -74,45 +67,26 @@ window.ready = true;
 """
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    collector = ""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = (PAGE % {"collector": self.collector}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        if self.path.startswith("/profiled"):
-            self.send_header("Document-Policy", "js-profiling")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Collector]]:
-    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    origin = f"http://127.0.0.1:{pages.server_address[1]}"
-    store = tmp_path_factory.mktemp("e2e") / "store"
-    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
-    _Pages.collector = col.url
-    t = threading.Thread(target=pages.serve_forever, daemon=True)
-    t.start()
-    yield origin, col
-    pages.shutdown()
-    col.stop()
+    collector: list[str] = []  # its URL, known once the collector runs
+
+    def respond(path: str) -> Response:
+        policy = {"Document-Policy": "js-profiling"} if path.startswith("/profiled") else {}
+        return (PAGE % {"collector": collector[0]}).encode(), HTML, policy
+
+    with page_server(respond) as origin:
+        store = tmp_path_factory.mktemp("e2e") / "store"
+        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+        collector.append(col.url)
+        yield origin, col
+        col.stop()
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make chromium`"
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=ARGS)
+    with playwright_chromium() as b:
         yield b
-        b.close()
 
 
 def _open(browser: object, url: str) -> object:

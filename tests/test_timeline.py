@@ -12,9 +12,10 @@ from pathlib import Path
 import orjson
 import pytest
 
+from browser_util import playwright_chromium
 from jsprof import timeline as tl
 from jsprof.fleet.vitals import inp
-from serve_util import JSPROF, READ_TOKEN, Collector, gz
+from serve_util import JSPROF, READ_TOKEN, Collector, gz, signed_in
 
 APP_JS = "https://shop.example/app.js"
 
@@ -264,37 +265,28 @@ def test_during_over_http(store: Path) -> None:
 
 
 def test_dashboard_vitals_and_during(store: Path, tmp_path: Path) -> None:
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import expect, sync_playwright
+    from playwright.sync_api import expect
 
     c = Collector(store, "--app", "shop:k1")
     try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                                         args=["--no-sandbox", "--disable-gpu"])
-            try:
-                page = browser.new_page()
-                page.goto(c.url + "/")
-                page.fill("#token", READ_TOKEN)
-                page.click("#signin")
-                page.wait_for_selector("body[data-ready='1']", timeout=60000)
-                cells = page.locator("#vitals tbody td").all_text_contents()
-                assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms"], cells
-                page.select_option("#during", "long-frame")
-                page.click("#apply")
-                expect(page.locator("#top td.fn").first).to_have_text(
-                    "(stack not captured)", timeout=60000)
-                assert "onBuy" in page.locator("#top td.fn").all_text_contents()
-                page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
-                # A filter that matches nothing: a sentence where the table would be.
-                page.select_option("#during", "")
-                page.fill("#route", "/nothing*")
-                page.click("#apply")
-                expect(page.locator("#vitals-empty")).to_contain_text("matches no route",
-                                                                      timeout=60000)
-                assert page.locator("#vitals tbody tr").count() == 0
-            finally:
-                browser.close()
+        with playwright_chromium() as browser:
+            page = browser.new_page()
+            signed_in(page, c.url)
+            cells = page.locator("#vitals tbody td").all_text_contents()
+            assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms"], cells
+            page.select_option("#during", "long-frame")
+            page.click("#apply")
+            expect(page.locator("#top td.fn").first).to_have_text(
+                "(stack not captured)", timeout=60000)
+            assert "onBuy" in page.locator("#top td.fn").all_text_contents()
+            page.screenshot(path=str(tmp_path / "dashboard.png"), full_page=True)
+            # A filter that matches nothing: a sentence where the table would be.
+            page.select_option("#during", "")
+            page.fill("#route", "/nothing*")
+            page.click("#apply")
+            expect(page.locator("#vitals-empty")).to_contain_text("matches no route",
+                                                                  timeout=60000)
+            assert page.locator("#vitals tbody tr").count() == 0
     finally:
         c.stop()
 

@@ -5,22 +5,16 @@ Profiler keeps few stacks); the real client posts traces with their timeline to 
 
 from __future__ import annotations
 
-import http.server
-import os
 import subprocess
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
-from playwright.sync_api import sync_playwright
 
-from jsprof.engines.chromium.browser import HEADLESS_FLAGS
+from browser_util import HTML, page_server, playwright_chromium
 from serve_util import JSPROF, Collector
-
-CHROMIUM = "/usr/bin/chromium"
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>checkout</title>
@@ -55,64 +49,42 @@ window.ready = true;
 """
 
 
-class _Pages(http.server.BaseHTTPRequestHandler):
-    collector = ""
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        body = (PAGE % {"collector": self.collector}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/html; charset=utf-8")
-        self.send_header("Document-Policy", "js-profiling")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture(scope="module")
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
     """Two page loads of /checkout, clicked for real; the store and the upload ids."""
-    pages = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Pages)
-    origin = f"http://127.0.0.1:{pages.server_address[1]}"
-    store = tmp_path_factory.mktemp("timeline") / "store"
-    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
-    _Pages.collector = col.url
-    threading.Thread(target=pages.serve_forever, daemon=True).start()
-    assert os.path.exists(CHROMIUM), f"{CHROMIUM} is missing: run `make chromium`"
-    os.environ["PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD"] = "1"
-    ids: list[str] = []
-    try:
-        with sync_playwright() as p:
-            b = p.chromium.launch(executable_path=CHROMIUM, headless=True,
-                                  args=list(HEADLESS_FLAGS))
-            for _ in range(2):
-                page = b.new_page()
-                page.goto(f"{origin}/checkout")
-                page.wait_for_function("window.ready === true", timeout=15000)
-                assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
-                for _ in range(3):
+    collector: list[str] = []  # its URL, known once the collector runs
+    with page_server(lambda _: ((PAGE % {"collector": collector[0]}).encode(), HTML,
+                                {"Document-Policy": "js-profiling"})) as origin:
+        store = tmp_path_factory.mktemp("timeline") / "store"
+        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+        collector.append(col.url)
+        ids: list[str] = []
+        try:
+            with playwright_chromium() as b:
+                for _ in range(2):
+                    page = b.new_page()
+                    page.goto(f"{origin}/checkout")
+                    page.wait_for_function("window.ready === true", timeout=15000)
+                    assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+                    for _ in range(3):
+                        page.click("#slow")
+                        page.wait_for_timeout(150)
+                        page.click("#builtin")
+                        page.wait_for_timeout(150)
+                    # One chunk mid-way: the rest of the clicks land in a second chunk of the
+                    # same page load (its interactions may be reported in either).
+                    page.evaluate("profiler.flush()")
                     page.click("#slow")
-                    page.wait_for_timeout(150)
-                    page.click("#builtin")
-                    page.wait_for_timeout(150)
-                # One chunk mid-way: the rest of the clicks land in a second chunk of the
-                # same page load (its interactions may be reported in either).
-                page.evaluate("profiler.flush()")
-                page.click("#slow")
-                page.wait_for_timeout(400)  # Event Timing reports after the next paint
-                ids += page.evaluate("profiler.stop()")
-                page.close()
-            b.close()
-        deadline = time.monotonic() + 15
-        while any(col.get(i)[0] != 200 for i in ids):
-            assert time.monotonic() < deadline, "uploads never arrived"
-            time.sleep(0.1)
-        yield store, ids
-    finally:
-        pages.shutdown()
-        col.stop()
+                    page.wait_for_timeout(400)  # Event Timing reports after the next paint
+                    ids += page.evaluate("profiler.stop()")
+                    page.close()
+            deadline = time.monotonic() + 15
+            while any(col.get(i)[0] != 200 for i in ids):
+                assert time.monotonic() < deadline, "uploads never arrived"
+                time.sleep(0.1)
+            yield store, ids
+        finally:
+            col.stop()
 
 
 def _fleet(store: Path, *args: str) -> dict:
