@@ -6,7 +6,6 @@ in real headless Chromium."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -14,6 +13,7 @@ import numpy as np
 import orjson
 import pytest
 
+from browser_util import playwright_chromium
 from fleet_util import make_trace, upload, vlq
 from jsprof.cli import main
 from jsprof.fleet import api, timecourse
@@ -154,59 +154,49 @@ def test_merged_source_view(store: Path, page: Path, tmp_path: Path, capsys) -> 
     assert model["fself"][e[0]] == pytest.approx(self_of["measureLayout"], abs=1e-3)
 
 
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"]
-
-
 def test_merged_time_and_source_views_in_chromium(store: Path, page: Path, capsys,
                                                   tmp_path: Path) -> None:
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import sync_playwright
-
     top = _json(capsys, ["fleet", "top", "--store", str(store), "--app", "shop", "--json",
                          "--all"])
     vit = _json(capsys, ["fleet", "vitals", "--store", str(store), "--app", "shop", "--json"])
-    with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
-        try:
-            p = browser.new_page(viewport={"width": 1300, "height": 1000})
-            errors: list[str] = []
-            p.on("pageerror", lambda e: errors.append(str(e)))
-            p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-            p.goto(page.as_uri() + "#view=time")
-            p.wait_for_selector("body[data-view='time']", timeout=30000)
-            assert p.locator("nav.tabs a").all_text_contents() == [
-                "Flame", "Time", "Sandwich", "Source"]
-            assert "No common clock" in p.locator("[data-note='fleet']").text_content()
-            lane = p.locator("#v-time [data-lane='measureLayout'] canvas")
-            assert lane.count() == 1 and lane.bounding_box()["width"] > 300
-            # A drag across the whole sampled-time lane: the range's table is `fleet top`'s.
-            box = p.locator("#v-time [data-lane='sampled time'] canvas").bounding_box()
-            p.mouse.move(box["x"] + 1, box["y"] + 5)
-            p.mouse.down()
-            p.mouse.move(box["x"] + box["width"] - 1, box["y"] + 5, steps=4)
-            p.mouse.up()
-            first = p.locator("#v-time [data-panel='range'] tr").nth(1).locator("td")
-            best = max(top["rows"], key=lambda r: r["selfMs"])
-            assert first.nth(2).text_content() == best["label"]
-            assert float(first.nth(0).text_content()) == pytest.approx(best["selfMs"], abs=0.051)
-            head = p.locator("#v-time [data-panel='range'] h2").text_content()
-            assert f"{top['totalMs']:.1f} ms sampled" in head, head
-            # The vitals panel: `fleet vitals`' INP p75.
-            inp = p.locator("#v-time [data-panel='vitals'] td[data-col='inpP75Ms']")
-            assert float(inp.first.text_content()) == pytest.approx(vit["rows"][0]["inpP75Ms"],
-                                                                    abs=0.051)
-            assert p.locator("#v-time [data-panel='examples'] li").count() >= 2
-            p.screenshot(path=str(tmp_path / "fleet-time.png"))
-            # Source: the mapped function's text; the unmapped one's reason in a sentence.
-            p.goto(page.as_uri() + "#view=source&fn=measureLayout")
-            p.wait_for_selector("#v-source [data-table='source']", timeout=30000)
-            assert "  return box.w * box.h;" in p.locator("#v-source td.code").all_text_contents()
-            assert "no per-line data" in p.locator("[data-note='nolines']").text_content()
-            p.goto(page.as_uri() + "#view=source&fn=measure")
-            p.wait_for_selector("#v-source [data-note='nosource']", timeout=30000)
-            assert "no source map of this release" in p.locator(
-                "[data-note='nosource']").text_content()
-            assert p.locator("#v-source [data-table='source']").count() == 0
-            assert errors == [], errors
-        finally:
-            browser.close()
+    with playwright_chromium("--disable-dev-shm-usage") as browser:
+        p = browser.new_page(viewport={"width": 1300, "height": 1000})
+        errors: list[str] = []
+        p.on("pageerror", lambda e: errors.append(str(e)))
+        p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        p.goto(page.as_uri() + "#view=time")
+        p.wait_for_selector("body[data-view='time']", timeout=30000)
+        assert p.locator("nav.tabs a").all_text_contents() == [
+            "Flame", "Time", "Sandwich", "Source"]
+        assert "No common clock" in p.locator("[data-note='fleet']").text_content()
+        lane = p.locator("#v-time [data-lane='measureLayout'] canvas")
+        assert lane.count() == 1 and lane.bounding_box()["width"] > 300
+        # A drag across the whole sampled-time lane: the range's table is `fleet top`'s.
+        box = p.locator("#v-time [data-lane='sampled time'] canvas").bounding_box()
+        p.mouse.move(box["x"] + 1, box["y"] + 5)
+        p.mouse.down()
+        p.mouse.move(box["x"] + box["width"] - 1, box["y"] + 5, steps=4)
+        p.mouse.up()
+        first = p.locator("#v-time [data-panel='range'] tr").nth(1).locator("td")
+        best = max(top["rows"], key=lambda r: r["selfMs"])
+        assert first.nth(2).text_content() == best["label"]
+        assert float(first.nth(0).text_content()) == pytest.approx(best["selfMs"], abs=0.051)
+        head = p.locator("#v-time [data-panel='range'] h2").text_content()
+        assert f"{top['totalMs']:.1f} ms sampled" in head, head
+        # The vitals panel: `fleet vitals`' INP p75.
+        inp = p.locator("#v-time [data-panel='vitals'] td[data-col='inpP75Ms']")
+        assert float(inp.first.text_content()) == pytest.approx(vit["rows"][0]["inpP75Ms"],
+                                                                abs=0.051)
+        assert p.locator("#v-time [data-panel='examples'] li").count() >= 2
+        p.screenshot(path=str(tmp_path / "fleet-time.png"))
+        # Source: the mapped function's text; the unmapped one's reason in a sentence.
+        p.goto(page.as_uri() + "#view=source&fn=measureLayout")
+        p.wait_for_selector("#v-source [data-table='source']", timeout=30000)
+        assert "  return box.w * box.h;" in p.locator("#v-source td.code").all_text_contents()
+        assert "no per-line data" in p.locator("[data-note='nolines']").text_content()
+        p.goto(page.as_uri() + "#view=source&fn=measure")
+        p.wait_for_selector("#v-source [data-note='nosource']", timeout=30000)
+        assert "no source map of this release" in p.locator(
+            "[data-note='nosource']").text_content()
+        assert p.locator("#v-source [data-table='source']").count() == 0
+        assert errors == [], errors
