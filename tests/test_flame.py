@@ -557,6 +557,36 @@ def test_the_graph_speaks_to_keyboard_and_screen_reader_users(browser, data, tmp
     assert page.errors == []
 
 
+def test_icicle_page_and_a_zoom_by_link(browser, data, tmp_path):
+    page_file = tmp_path / "icicle.html"
+    page_file.write_text(render_flame(_basic(data), "html", icicle=True))
+    page = _page(browser, page_file.as_uri() + "#z=3")
+    frames = _drawn(page)
+    # The roots at the top, callees below; frame 3 fills the width, its ancestors faded.
+    assert all(f["y"] == f["depth"] * ROW for f in frames)
+    z = next(f for f in frames if f["i"] == 3)
+    assert not z["faded"] and z["w"] == pytest.approx(_frame(page, 0)["w"], abs=0.01)
+    assert {f["i"] for f in frames if f["faded"]} == {0, 1, 2}
+    assert page.evaluate("window.scrollY") == 0  # an icicle opens at its roots: the top
+    # The pointer finds frames in this orientation too.
+    deep = max(frames, key=lambda f: (f["depth"], f["w"]))
+    page.mouse.move(deep["cx"], deep["cy"])
+    assert page.locator("#fg-tip").text_content().startswith(deep["name"] + "\n")
+    page.locator("#fg-reset").click()
+    _wait(page, "!jsprofFrames().some(f => f.faded)")
+    assert page.errors == []
+
+
+def test_a_recording_without_samples_opens_empty(browser, tmp_path):
+    tree = build_call_tree(Recording.of(TraceBuilder().build(), sample_interval=1.0))
+    page_file = tmp_path / "empty.html"
+    page_file.write_text(render_flame(tree, "html"))
+    page = _page(browser, page_file.as_uri() + "#q=x")
+    assert page.locator("#fg-canvas").get_attribute("data-frames") == "0"
+    assert page.evaluate("jsprofFrames()") == []
+    assert page.errors == []
+
+
 def test_without_scripts_the_page_says_what_to_do(browser, data, tmp_path):
     page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
     ctx = browser.new_context(java_script_enabled=False)

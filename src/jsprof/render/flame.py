@@ -796,9 +796,16 @@ def _frames(
     # depth, position and width (ms), name, location and fill ids, self ms and samples, and
     # for a diff the numbers of its tooltip line.
     node = np.array(lay.node, np.int64)
-    real = np.maximum(node, 0)
-    self_col = np.where(node >= 0, tree.self_ms[real], 0.0)
-    n_col = np.where(node >= 0, np.rint(tree.total_samples[real]), 0)
+
+    def at(col: np.ndarray, root: float) -> np.ndarray:
+        """`col` at each drawn frame's node, `root` at the root (a tree may have no node)."""
+        out = np.full(len(node), root, np.float64)
+        real = node >= 0
+        out[real] = col[node[real]]
+        return out
+
+    self_col = at(tree.self_ms, 0.0)
+    n_col = np.rint(at(tree.total_samples, 0.0))
     data["fills"] = list(fill_ix)
     data["cols"] = {
         "d": _b64(np.array(lay.depth, np.int64), "<i4"),
@@ -816,14 +823,14 @@ def _frames(
         ms_unit = change.unit == "ms" and change.d_self_ms is not None
         data["diff"] = {
             "ms": ms_unit,
-            "ds": _b64(np.where(node >= 0, change.d_self[real], 0.0), "<f8"),
-            "dt": _b64(np.where(node >= 0, change.d_total[real], 0.0), "<f8"),
-            "inb": _b64(np.where(node >= 0, change.in_base[real], 1).astype(np.int64), "<i4"),
+            "ds": _b64(at(change.d_self, 0.0), "<f8"),
+            "dt": _b64(at(change.d_total, 0.0), "<f8"),
+            "inb": _b64(at(change.in_base, 1.0), "<i4"),
         }
         if ms_unit:
             assert change.d_self_ms is not None and change.d_total_ms is not None
-            data["diff"]["dsm"] = _b64(np.where(node >= 0, change.d_self_ms[real], 0.0), "<f8")
-            data["diff"]["dtm"] = _b64(np.where(node >= 0, change.d_total_ms[real], 0.0), "<f8")
+            data["diff"]["dsm"] = _b64(at(change.d_self_ms, 0.0), "<f8")
+            data["diff"]["dtm"] = _b64(at(change.d_total_ms, 0.0), "<f8")
     return _Frames(svg="", data=data, height=height, legend=legend)
 
 
