@@ -554,6 +554,14 @@ def test_the_graph_speaks_to_keyboard_and_screen_reader_users(browser, data, tmp
     assert all(f["faded"] for f in _drawn(page) if f["depth"] < 4)
     page.keyboard.press("Escape")
     _wait(page, "!jsprofFrames().some(f => f.faded)")
+    # After a click (a zoom), the keys still walk: the first one starts at the zoomed frame.
+    busy = next(f for f in _drawn(page) if f["name"] == "busyLoop" and f["depth"] == 4)
+    page.mouse.click(busy["cx"], busy["cy"])
+    _wait(page, "jsprofFrames().some(f => f.name === 'busyLoop' && !f.faded && f.w > 1000)")
+    page.keyboard.press("ArrowDown")
+    assert live.text_content().startswith("busyLoop. ")
+    page.keyboard.press("ArrowDown")
+    assert live.text_content().startswith("workload. ")
     assert page.errors == []
 
 

@@ -522,12 +522,24 @@
     }
     return i;
   }
-  canvas.addEventListener("focus", function () {
-    if (focused < 0) { focused = VIS[zoomed] ? zoomed : 0; paint(); }
+  function focusStart() {
+    focused = VIS[zoomed] ? zoomed : 0;
+    paint();
     say(focused);
+  }
+  canvas.addEventListener("focus", function () {
+    // Focus from the keyboard shows where it is; a click's focus waits for a key.
+    if (focused < 0 && !(canvas.matches && !canvas.matches(":focus-visible"))) focusStart();
   });
   canvas.addEventListener("blur", function () { focused = -1; paint(); });
   canvas.addEventListener("keydown", function (e) {
+    var keys = ["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown", "Enter", " "];
+    if (focused < 0 && keys.indexOf(e.key) >= 0) {
+      // The first key after a click (or a zoom) starts at the zoomed frame.
+      e.preventDefault();
+      focusStart();
+      return;
+    }
     if (focused < 0) return;
     if (e.key === "Enter" || e.key === " ") { e.preventDefault(); var f = focused; zoomInto(f); focused = VIS[f] ? f : 0; paint(); say(focused); return; }
     if (["ArrowLeft", "ArrowRight", "ArrowUp", "ArrowDown"].indexOf(e.key) < 0) return;
