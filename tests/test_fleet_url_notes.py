@@ -66,3 +66,87 @@ def test_flame_and_export_over_url_print_the_damaged_records_note(
             assert r[0].startswith("jsprof: note: 1 damaged record in the collector's store")
     finally:
         col.stop()
+
+
+class _Hostile:
+    """A loopback HTTP server that answers every GET with `body` and `headers`: what a
+    collector that is not ours (or a proxy in between) may send `fleet ... --url`."""
+
+    def __init__(self, body: bytes, headers: dict[str, str], ctype: str) -> None:
+        import http.server
+        import threading
+
+        outer = self
+
+        class H(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self.send_response(200)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(outer.body)))
+                for k, v in outer.headers.items():
+                    self.send_header(k, v)  # latin-1 on the wire, as http.server writes it
+                self.end_headers()
+                self.wfile.write(outer.body)
+
+            def log_message(self, *a: object) -> None:
+                pass
+
+        self.body, self.headers = body, headers
+        self.srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}"
+        self.thread = threading.Thread(target=self.srv.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+def test_hostile_note_values_are_no_traceback_and_no_terminal_text(
+    tmp_path: Path, capsys, monkeypatch,  # noqa: ANN001
+) -> None:
+    """The counts come from the server: a header of Unicode digits (str.isdigit says yes,
+    int() says no), a JSON count that is a string of terminal escapes or a list, a huge
+    number. Each is no count (0, no note), never a traceback nor text on the terminal."""
+    path = tmp_path / "st"
+    st = Store(path)
+    rng = np.random.default_rng(3)
+    for i in range(3):
+        upload(st, f"u{i}", make_trace(rng, 100), app="shop", release="1.0",
+               receivedAt=T0 + i * 60e3)
+    st.close()
+    col = Collector(path, "--app", "shop:k1", "--compact-every", "0")
+    try:
+        auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+        status, _, body = col.request("GET", "/v1/query/top?app=shop&format=json",
+                                      headers=auth, timeout=300)
+        assert status == 200
+    finally:
+        col.stop()
+    import orjson
+
+    doc = orjson.loads(body)
+    monkeypatch.setenv("JSPROF_READ_TOKEN", READ_TOKEN)
+    for damaged, pending in (("\x1b]0;owned\x07", [1]), (2**63 - 1, -1), (True, 2.5)):
+        srv = _Hostile(orjson.dumps(dict(doc, damagedRecords=damaged, pendingUploads=pending)),
+                       {}, "application/json")
+        try:
+            capsys.readouterr()
+            assert main(["fleet", "top", "--url", srv.url, "--app", "shop"]) == 0
+            err = capsys.readouterr().err
+            assert "\x1b" not in err and "owned" not in err, err
+            assert not _notes(err), err
+        finally:
+            srv.close()
+    for value in ("\u00b2", "\u00b9\u00b3", "1" * 40, "-3", "7e3"):
+        srv = _Hostile(b"<svg xmlns='http://www.w3.org/2000/svg'/>",
+                       {"X-Jsprof-Damaged-Records": value,
+                        "X-Jsprof-Pending-Uploads": value}, "image/svg+xml")
+        try:
+            capsys.readouterr()
+            assert main(["fleet", "flame", "--url", srv.url, "--app", "shop",
+                         "-o", str(tmp_path / "f.svg")]) == 0, value
+            err = capsys.readouterr().err
+            assert not _notes(err), (value, err)
+        finally:
+            srv.close()

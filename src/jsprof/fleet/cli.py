@@ -248,7 +248,10 @@ def _query(args: argparse.Namespace, remote: Callable[[Any], T], local: Callable
             doc = got[0] if isinstance(got, tuple) else got
             if not isinstance(doc, dict):  # a flame page, an export: the answer's headers
                 doc = r.notes
-            _store_notes(args, doc.get("damagedRecords", 0), doc.get("pendingUploads", 0))
+            from .remote import note_count
+
+            _store_notes(args, note_count(doc.get("damagedRecords", 0)),
+                         note_count(doc.get("pendingUploads", 0)))
             return got
         with _session(args, st) as s:
             got = local(s)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -20,9 +21,21 @@ NOTE_HEADERS = (("damagedRecords", "X-Jsprof-Damaged-Records"),
                 ("pendingUploads", "X-Jsprof-Pending-Uploads"))
 
 
+_COUNT = re.compile(r"[0-9]{1,15}")
+
+
 def _count(v: str | None) -> int:
-    """A header's count; 0 when absent (an older collector) or not a small number."""
-    return int(v) if v is not None and v.isdigit() and len(v) < 16 else 0
+    """A header's count; 0 when absent (an older collector) or not a small number. ASCII
+    digits only: str.isdigit() also says yes to "\u00b2" (a latin-1 header byte), which
+    int() refuses."""
+    return int(v) if v is not None and _COUNT.fullmatch(v) else 0
+
+
+def note_count(v: object) -> int:
+    """A count from a server's JSON document (`damagedRecords`, `pendingUploads`): the
+    server is not trusted, so anything but a whole number in [0, 10**15) is no count, never
+    text printed on the user's terminal."""
+    return v if type(v) is int and 0 <= v < 10**15 else 0
 
 
 def filter_params(f: Filters) -> list[tuple[str, str]]:
