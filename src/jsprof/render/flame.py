@@ -1,12 +1,15 @@
 """Flame graphs as one self-contained SVG or HTML file: no external URLs, works offline.
 
-The frames are drawn statically (rects, labels and <title> tooltips), so the file is a
-picture even where scripts do not run (an SVG in an <img>, an image viewer). An inline
-script then adds click-to-zoom, search with the matched share, and hover details; it
-reads the numbers from a JSON block. Frame names come from the profiled program, so they
-are untrusted: they reach the page only as escaped XML/HTML text or as JSON with `<`, `>`,
-`&` and U+2028/2029 escaped, and the HTML page's Content-Security-Policy allows only its
-own script (by hash), so even a slip in escaping could not run an injected handler.
+The SVG draws its frames statically (rects, labels and <title> tooltips), so it is a
+picture even where scripts do not run (an SVG in an <img>, an image viewer); a small
+inline script (flame_svg.js) adds click-to-zoom, search and hover details. The HTML page
+is the viewer: its script (flame.js) draws the flame graph on a canvas from binary
+columns of the drawn frames and words their tooltips itself (a static SVG of tens of
+thousands of elements was most of a big page's open), and lays out the other views from
+JSON blocks. Frame names come from the profiled program, so they are untrusted: they
+reach the page only as escaped XML/HTML text or as JSON with `<`, `>`, `&` and
+U+2028/2029 escaped, and the HTML page's Content-Security-Policy allows only its own
+script (by hash), so even a slip in escaping could not run an injected handler.
 
 Layout, colours and pruning are rendering decisions; the numbers come from the CallTree.
 """
@@ -938,6 +941,7 @@ def render_flame(
     )
 
 
+# The SVG picture's styles (the HTML page draws on a canvas and has its own).
 _CSS = """
 #fg-frames text { font: FONTpx ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace;
   fill: #1d1d1f; pointer-events: none; }
