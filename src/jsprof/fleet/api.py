@@ -139,7 +139,6 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
     from . import query
-    from .timecourse import StoreSources, time_course
 
     sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
@@ -152,24 +151,29 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if f.during is not None:
         lost = (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
                 "points")
-    views: dict[str, Any] = {}
-    if fmt == "html":
-        # The Time and Source views: the page loads' time since their start, and the
-        # functions' text where the releases' source maps carry it.
-        ft = time_course(s.engine, s.snap, sel, f.app) if f.during is None else None
-        if ft is not None and example_url is not None:
-            from urllib.parse import quote
-
-            for ex in ft["examples"]:
-                ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
-        views = {"rec": sel.recording, "source": StoreSources(sel.releases),
-                 "fleet_time": ft}
+    views = _views(s, sel, example_url) if fmt == "html" else {}
     return FlameRenderer(
         fmt, title=title or f"{f.app} · {describe(f)}",
         subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
         f"{plural(sel.traces, 'trace')}{lost}",
         icicle=icicle, color_by=color_by, **views,
     ).render(tree)
+
+
+def _views(s: Session, sel: Any, example_url: str | None) -> dict[str, Any]:
+    """The flame page's options for its Time and Source views of a selection: the page
+    loads' time since their start (none with --during: those samples' times are gone),
+    and the functions' text where the releases' source maps carry it."""
+    from .timecourse import StoreSources, time_course
+
+    f = sel.filters
+    ft = time_course(s.engine, s.snap, sel, f.app) if f.during is None else None
+    if ft is not None and example_url is not None:
+        from urllib.parse import quote
+
+        for ex in ft["examples"]:
+            ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
+    return {"rec": sel.recording, "source": StoreSources(sel.releases), "fleet_time": ft}
 
 
 def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None:
@@ -467,6 +471,8 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
             flame_fmt, title=f"{describe(new_f)} vs {describe(base_f)}",
             subtitle="shape of NEW; red: larger self share than BASE, blue: smaller",
             change=change,
+            # Time, Sandwich and Source of NEW, as `jsprof diff --flame` gives them.
+            **(_views(s, new, None) if flame_fmt == "html" else {}),
         ).render(new_tree)
     return DiffParts(doc, page, [r.key for r in shown], base, new, match)
 

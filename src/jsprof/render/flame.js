@@ -1203,7 +1203,7 @@
       bar.appendChild(whole);
       bar.appendChild(rangeLabel);
       bar.appendChild(el("span", {"class": "note"},
-        "wheel: zoom \u00b7 shift+wheel: pan \u00b7 drag: select a range"));
+        "wheel: zoom \u00b7 shift+wheel: pan \u00b7 drag: select a range \u00b7 double-click: all shown"));
       sec.appendChild(bar);
       var axis = el("canvas", {"class": "tl-axis", height: 20});
       sec.appendChild(axis);
@@ -1340,6 +1340,8 @@
         else showTip(e, name + (loc ? "\n" + loc : "") + "\n" + when);
       });
       c.addEventListener("mouseleave", function () { if (tipEl) tipEl.style.display = "none"; });
+      // A double click selects all that is shown: the window's table, to its exact edges.
+      c.addEventListener("dblclick", function () { dragFrom = null; select(v0, v1); });
       c.addEventListener("mousedown", function (e) {
         dragFrom = xt(e.clientX - c.getBoundingClientRect().left);
         selA = selB = null;
@@ -1370,7 +1372,7 @@
     // The table of a time range: self and total per function over the samples in it.
     function select(a, b) {
       selA = a; selB = b;
-      var self = {}, tot = {}, all = 0;
+      var self = {}, tot = {}, all = 0, thin = 0;
       lanes.forEach(function (ln) {
         if (ln.kind !== "samples") return;
         var L = ln.L;
@@ -1378,20 +1380,24 @@
           var d = Math.min(L.t1[r], b) - Math.max(L.t0[r], a);
           if (d <= 0) continue;
           all += d;
-          var n = L.n[r], seen = {};
-          self[M.fn[n]] = (self[M.fn[n]] || 0) + d;
+          // The function that ran: the run's own leaf where the drawn node (a kept
+          // ancestor of a path too thin for the model) is not it; -1: none in the model.
+          var n = L.n[r], seen = {}, lf = L.lf && L.lf[r] !== -2 ? L.lf[r] : M.fn[n];
+          if (lf >= 0) self[lf] = (self[lf] || 0) + d;
+          else thin += d;
           for (var x = n; x >= 0; x = M.parent[x]) {
             if (seen[M.fn[x]]) continue;
             seen[M.fn[x]] = true;
             tot[M.fn[x]] = (tot[M.fn[x]] || 0) + d;
           }
+          if (lf >= 0 && !seen[lf]) tot[lf] = (tot[lf] || 0) + d;
         }
       });
       var fs = Object.keys(tot).map(Number);
       fs.sort(function (x, y) { return ((self[y] || 0) - (self[x] || 0)) || (tot[y] - tot[x]); });
       rangeBox.textContent = "";
       rangeBox.appendChild(el("h2", {}, "From " + ms(a - lo) + " to " + ms(b - lo) + " ms: " +
-        ms(all) + " ms of samples"));
+        ms(all) + " ms of samples" + (thin > 0 ? " (" + ms(thin) + " ms of it in functions under 0.01% of the time, not listed)" : "")));
       var table = el("table", {"class": "fn"}), head = el("tr", {});
       ["Self ms", "Self %", "Total ms", "Total %", "Function", "Location"].forEach(function (h, k) {
         head.appendChild(el("th", {"class": k >= 4 ? "name" : ""}, h));

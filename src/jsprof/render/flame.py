@@ -359,10 +359,17 @@ def _r(a: np.ndarray) -> list[float]:
     return np.round(a, 4).tolist()
 
 
-def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | None) -> dict:
+def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | None,
+               leaf_fn: np.ndarray | None = None, model_fn: np.ndarray | None = None) -> dict:
     """The time view's lanes: per track, runs of consecutive samples on one model node in
     time order (start, end ms on one clock), its markers (GC, style, layout, paint) and its
-    spans (instrumented calls), with the names the spans need."""
+    spans (instrumented calls), with the names the spans need.
+
+    `leaf_fn` (per tree node, the model's index of its function, -1: none; `model_fn`: the
+    same per model node) gives each run
+    its samples' own leaf function (`lf`) where it differs from the drawn node's: a node too
+    thin for the model is drawn as its kept ancestor, but a range's table charges its time
+    to the function that ran, as `report` does."""
     tracks = _tracks(rec, track)
     origins = [t.time_origin for t in tracks]
     base = min(origins) if origins and all(o is not None for o in origins) else None
@@ -377,28 +384,36 @@ def time_model(rec: Recording, tree: CallTree, index: np.ndarray, track: str | N
         snode = tree.track_stack_node[k] if k < len(tree.track_stack_node) else None
         has = st != NONE
         node = np.full(len(st), -1, np.int64)
+        leaf = np.full(len(st), -1, np.int64)
         if snode is not None and len(snode):
             node[has] = index[snode[st[has]]]
+            if leaf_fn is not None:
+                leaf[has] = leaf_fn[snode[st[has]]]
         lane: dict = {"name": clean(t.name)}
         order = np.argsort(times, kind="stable")
-        times, w, node = times[order], w[order], node[order]
+        times, w, node, leaf = times[order], w[order], node[order], leaf[order]
         ends = times + w
         if len(times):
-            # A run ends where the node changes or where time no sample stands for begins.
-            brk = np.r_[True, (node[1:] != node[:-1]) | (times[1:] > ends[:-1] + 1e-6)]
+            # A run ends where the node or the leaf function changes, or where time no
+            # sample stands for begins.
+            brk = np.r_[True, (node[1:] != node[:-1]) | (leaf[1:] != leaf[:-1])
+                        | (times[1:] > ends[:-1] + 1e-6)]
             first = np.nonzero(brk)[0]
             last = np.r_[first[1:] - 1, len(times) - 1]
-            r0, r1, rn = times[first], ends[last], node[first]
+            r0, r1, rn, rl = times[first], ends[last], node[first], leaf[first]
             ok = rn >= 0
-            r0, r1, rn = r0[ok], r1[ok], rn[ok]
+            r0, r1, rn, rl = r0[ok], r1[ok], rn[ok], rl[ok]
             if len(r0) > TIME_RUNS:
                 # Far more runs than pixels: one run per time slot, the slot's first node.
                 width = (r1.max() - r0.min()) / TIME_RUNS
                 slot = np.floor((r0 - r0.min()) / width).astype(np.int64)
                 kidx = np.nonzero(np.r_[True, slot[1:] != slot[:-1]])[0]
                 r1 = np.minimum(np.maximum.reduceat(r1, kidx), np.r_[r0[kidx[1:]], np.inf])
-                r0, rn = r0[kidx], rn[kidx]
+                r0, rn, rl = r0[kidx], rn[kidx], rl[kidx]
             lane.update(t0=_r(r0), t1=_r(r1), n=rn.tolist())
+            if leaf_fn is not None and model_fn is not None:
+                # -2 where the leaf is the drawn node's own function (most runs).
+                lane["lf"] = np.where(rl == model_fn[rn], -2, rl).tolist()
         else:
             lane.update(t0=[], t1=[], n=[])
         if tr.sample_marker is not None and len(times):
@@ -928,7 +943,10 @@ def render_flame(
             m["fleetTime"] = fleet_time
             views = ("flame", "time", "sandwich", "source")
         elif not fleet:
-            m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track)
+            fpos = {k: j for j, k in enumerate(keys)}
+            fn_of = np.asarray([fpos.get(k, -1) for k in tree.functions] or [-1], np.int64)
+            m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track,
+                                   fn_of[tree.function], np.asarray(m["fn"], np.int64))
             views = ("flame", "time", "sandwich", "source")
         else:
             views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
