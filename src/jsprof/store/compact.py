@@ -1154,7 +1154,10 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
 def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) -> None:
     """A release kept in memory (`_cache`) was built from parts now merged: it holds the
     same rows, so it now stands for the merged parts (else the next run would rebuild it
-    from every part); dropped when it had not read all of them."""
+    from every part); dropped when it had not read all of them. Only the merged kinds'
+    lists are replaced: the other's may hold parts another process committed since this
+    one read it (a `jsprof fleet --store` beside the collector), which the next run reads
+    as its list's new tail; marking them read would hand out their ids again."""
     for rkey, kinds in merged.items():
         rel = _cache.get((str(tdir), rkey))
         if rel is None:
@@ -1165,8 +1168,10 @@ def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) ->
         if any(n[k] != have[k] for k in kinds):
             _cache.pop((str(tdir), rkey), None)
             continue
-        rel.loaded_frames = list(entry["parts"]["frames"])
-        rel.loaded_stacks = list(entry["parts"]["stacks"])
+        if "frames" in kinds:
+            rel.loaded_frames = list(entry["parts"]["frames"])
+        if "stacks" in kinds:
+            rel.loaded_stacks = list(entry["parts"]["stacks"])
 
 
 # ---- pruning ---------------------------------------------------------------------------------

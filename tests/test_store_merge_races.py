@@ -1,0 +1,94 @@
+"""Merging small parts beside other processes that compact the same store: what one
+process keeps in memory of a release must never stand for parts it has not read."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from fleet_util import upload
+from jsprof.fleet import api
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+from jsprof.store import compact as cmod
+from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
+from jsprof.trace import TraceBuilder
+
+RES = "https://shop.example/app.js"
+
+
+def _trace(path: list[str], extra: list[str] = ()) -> object:
+    """Samples on one call path; `extra`: frames in the trace that no sample is on."""
+    b = TraceBuilder()
+    for name in extra:
+        b.frame_id(name, b.resource_id(RES), 1 + len(name), 1)
+    sid = b.stack_id(b.frame_id(f, b.resource_id(RES), 1 + len(f), 1) for f in path)
+    for i in range(20):
+        b.add_sample(10.0 * i, sid, marker="script")
+    return b.build()
+
+
+def _compact_elsewhere(path: Path) -> None:
+    """A compaction in another process (e.g. `jsprof fleet top --store` beside a running
+    collector): it appends parts this process has not read."""
+    subprocess.run(
+        [sys.executable, "-c", "import sys; from jsprof.store import Store; "
+         "from jsprof.store.compact import compact; compact(Store(sys.argv[1]))", str(path)],
+        check=True, timeout=120,
+    )
+
+
+def _stack_ids(tdir: Path, man: dict) -> list[int]:
+    out: list[int] = []
+    for e in man["releases"][next(iter(man["releases"]))]["parts"]["stacks"]:
+        out += pq.read_table(tdir / part_path(e), columns=["stack_id"])["stack_id"].to_pylist()
+    return out
+
+
+def test_merge_keeps_no_cached_release_for_parts_another_process_wrote(tmp_path: Path) -> None:
+    path = tmp_path / "st"
+    st = Store(path)
+    at = time.time() * 1e3 - 60e3
+    # Eight runs here, each adding a frame (not on any sampled stack) and no stack: eight
+    # frames parts, one stacks part; this process keeps the release in memory.
+    for k in range(8):
+        upload(st, f"u{k}", _trace(["main", "a"], [f"x{i}" for i in range(k + 1)]),
+               app="shop", release="1.0", receivedAt=at + k)
+        compact(st)
+    # Another process adds a stack (frames all known): a second stacks part, no frames part.
+    upload(st, "u8", _trace(["main", "x1"], [f"x{i}" for i in range(8)]),
+           app="shop", release="1.0", receivedAt=at + 8)
+    st.close()
+    _compact_elsewhere(path)
+    st = Store(path)
+    # Here: the eight frames parts merge (the two stacks parts do not).
+    merge_parts(path, fanout=8)
+    (rel,) = read_manifest(path)["releases"].values()
+    assert (len(rel["parts"]["frames"]), len(rel["parts"]["stacks"])) == (1, 2)
+    # A new stack compacted here must get the next id, after the other process's.
+    upload(st, "u9", _trace(["main", "x2"], [f"x{i}" for i in range(8)]),
+           app="shop", release="1.0", receivedAt=at + 9)
+    compact(st)
+    tdir = path / "tables"
+    man = read_manifest(path)
+    ids = _stack_ids(tdir, man)
+    assert ids == list(range(len(ids))), ids
+    with api.session(st, compact_first=False) as s:
+        got = api.top(s, Filters(app="shop"), None)
+    st.close()
+    # The same store compacted from scratch by a fresh process: the same answer.
+    import shutil
+
+    shutil.rmtree(tdir)
+    cmod._cache.clear()
+    st = Store(path)
+    with api.session(st) as s:
+        want = api.top(s, Filters(app="shop"), None)
+    st.close()
+    assert got == want
+    # Each upload's path: x1 and x2 are self time of one upload each.
+    assert {r["name"]: r["traces"] for r in got["rows"]}["x2"] == 1
