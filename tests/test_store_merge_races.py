@@ -92,3 +92,42 @@ def test_merge_keeps_no_cached_release_for_parts_another_process_wrote(tmp_path:
     assert got == want
     # Each upload's path: x1 and x2 are self time of one upload each.
     assert {r["name"]: r["traces"] for r in got["rows"]}["x2"] == 1
+
+
+def _raw(tdir: Path, e: dict) -> int:
+    md = pq.read_metadata(tdir / part_path(e))
+    return sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+
+
+def test_no_merged_part_is_over_the_byte_cap(tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """The row cap bounds a merge's memory for weights, not for the uploads table, whose
+    rows hold each upload's meta (up to 64 KiB): merged parts stay under a byte cap too."""
+    import random
+
+    monkeypatch.setattr(cmod, "MERGE_MAX_BYTES", 300_000)
+    merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
+    at = time.time() * 1e3 - 3600e3
+    rnd = random.Random(5)
+    for k in range(16):
+        # A client's meta of ~48 KB (under serve's 64 KiB limit), not compressible.
+        note = "".join(rnd.choice("abcdefghijklmnopqrstuvwxyz0123456789") for _ in range(48_000))
+        for st in (merged, plain):
+            upload(st, f"u{k}", _trace(["main", "a", f"f{k % 3}"]), app="shop",
+                   release="1.0", receivedAt=at + k, note=note)
+            compact(st)
+        merge_parts(merged.path, fanout=4)
+    merge_parts(merged.path, fanout=4)  # the next run: four parts of level 1
+    man = read_manifest(merged.path)
+    tdir = merged.path / "tables"
+    levels = [e.get("level", 0) for e in man["uploads"]]
+    assert max(levels) == 1, levels  # four of ~48 KB merge, four of those would not
+    assert all(_raw(tdir, e) <= 300_000 for e in man["uploads"] if e.get("level"))
+    with api.session(merged, compact_first=False) as s:
+        got = (api.top(s, Filters(app="shop"), None),
+               api.list_uploads(s, Filters(app="shop"), limit=100))
+    with api.session(plain, compact_first=False) as s:
+        want = (api.top(s, Filters(app="shop"), None),
+                api.list_uploads(s, Filters(app="shop"), limit=100))
+    assert got == want
+    merged.close()
+    plain.close()

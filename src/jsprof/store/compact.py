@@ -945,6 +945,10 @@ GRACE_S = 900.0
 # A merge reads its parts into memory: no merged part over this many rows (~160 MB of
 # weights columns). A busier group keeps parts of about this size, bounded by its data.
 MERGE_MAX_ROWS = 4_000_000
+# ... nor over this many bytes of column data (uncompressed, as its parts' footers say): an
+# uploads row holds the upload's meta, up to 64 KiB (`Limits.max_meta`) plus a timeline,
+# so 4 M of those would be hundreds of GB in memory.
+MERGE_MAX_BYTES = 256 << 20
 
 # Called with a stage name ("written": merged parts written, manifest not committed yet;
 # "committed": manifest committed, old files still there; "deleted": old files removed,
@@ -963,16 +967,39 @@ def _level(e: str | dict) -> int:
     return e.get("level", 0) if isinstance(e, dict) else 0
 
 
-def _pick_run(entries: list, day: str | None, now: float, fanout: int) -> list[int] | None:
-    """Indices (in `entries`, one group's parts) of parts to merge into one, or None."""
+def _raw_bytes(tdir: Path, entry: dict) -> int:
+    """Bytes of column data of a part, uncompressed (its footer's row groups; one small
+    read, only for parts about to be merged); cached, parts being immutable."""
+    import pyarrow.parquet as pq
+
+    key = str(tdir / entry["path"])
+    n = _raw_sizes.get(key)
+    if n is None:
+        md = pq.read_metadata(verify_part(tdir, entry))
+        n = sum(md.row_group(i).total_byte_size for i in range(md.num_row_groups))
+        if len(_raw_sizes) >= _VERIFIED_MAX:
+            _raw_sizes.clear()
+        _raw_sizes[key] = n
+    return n
+
+
+_raw_sizes: dict[str, int] = {}
+
+
+def _pick_run(entries: list, day: str | None, now: float, fanout: int,
+              raw: Any = None) -> list[int] | None:
+    """Indices (in `entries`, one group's parts) of parts to merge into one, or None.
+    `raw`: a part entry's bytes of column data (else only rows are capped)."""
     ok = [i for i, e in enumerate(entries) if isinstance(e, dict) and "crc32" in e]
 
     def small(idx: list[int]) -> bool:
-        return sum(entries[i]["rows"] for i in idx) <= MERGE_MAX_ROWS
+        if sum(entries[i]["rows"] for i in idx) > MERGE_MAX_ROWS:
+            return False
+        return raw is None or sum(raw(entries[i]) for i in idx) <= MERGE_MAX_BYTES
 
-    if day is not None and len(ok) > 1 and len(ok) == len(entries) and small(ok):
+    if day is not None and len(ok) > 1 and len(ok) == len(entries):
         end = calendar.timegm(time.strptime(day, "%Y-%m-%d")) + 86400
-        if now >= end + DAY_CLOSED_S:
+        if now >= end + DAY_CLOSED_S and small(ok):
             return ok  # the day is over: one part
     by_level: dict[int, list[int]] = {}
     for i in ok:
@@ -1075,7 +1102,7 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
         dirs: set[Path] = set()
 
         def merge(kind: str, entries: list, day: str | None) -> list | None:
-            run = _pick_run(entries, day, now, fanout)
+            run = _pick_run(entries, day, now, fanout, lambda e: _raw_bytes(tdir, e))
             if run is None:
                 return None
             old = [entries[i] for i in run]
