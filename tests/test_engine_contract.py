@@ -136,9 +136,11 @@ def test_start_twice_is_one_session(engine: tuple[str, RuntimeProfiler, Any]) ->
 def test_start_without_setup_uses_default(engine: tuple[str, RuntimeProfiler, Any]) -> None:
     _, prof, work = engine
     prof.start(is_create=True)
-    work(30)
+    # 100 ms as in the test above: 30 ms gave 6 samples at load 14 (the sampler waits for a core)
+    work(100)
     trace = prof.stop(is_destroy=True)
     assert trace is not None and trace.num_samples >= 10
+    assert "contractWork" in names(trace)
 
 
 def test_restart_gives_fresh_trace(engine: tuple[str, RuntimeProfiler, Any]) -> None:
