@@ -72,7 +72,8 @@ class _Hostile:
     """A loopback HTTP server that answers every GET with `body` and `headers`: what a
     collector that is not ours (or a proxy in between) may send `fleet ... --url`."""
 
-    def __init__(self, body: bytes, headers: dict[str, str], ctype: str) -> None:
+    def __init__(self, body: bytes, headers: dict[str, str], ctype: str,
+                 status: int = 200) -> None:
         import http.server
         import threading
 
@@ -80,7 +81,7 @@ class _Hostile:
 
         class H(http.server.BaseHTTPRequestHandler):
             def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
-                self.send_response(200)
+                self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(outer.body)))
                 for k, v in outer.headers.items():
@@ -150,3 +151,37 @@ def test_hostile_note_values_are_no_traceback_and_no_terminal_text(
             assert not _notes(err), (value, err)
         finally:
             srv.close()
+
+
+def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> None:
+    """Not JSON, JSON that is no object, a header line over http.client's 64 KiB, more
+    than 100 headers, an error text with terminal escapes: one line naming the URL, exit 2,
+    no traceback and nothing the terminal would act on."""
+    import subprocess
+    import sys
+
+    env = dict(os.environ, JSPROF_READ_TOKEN=READ_TOKEN)
+    jsprof = Path(sys.executable).with_name("jsprof")
+    cases = [
+        (b"not json", {}, "application/json", 200, "top", "answered no JSON object"),
+        (b"[1, 2]", {}, "application/json", 200, "vitals", "answered no JSON object"),
+        (b"<svg/>", {"X-Big": "a" * 70_000}, "image/svg+xml", 200, "flame",
+         "not an answer of jsprof serve"),
+        (b"<svg/>", {f"X-H{i}": "1" for i in range(120)}, "image/svg+xml", 200, "flame",
+         "not an answer of jsprof serve"),
+        (rb'{"error": "\u001b]0;owned\u0007 broke"}', {}, "application/json", 500, "top",
+         "500 \\x1b]0;owned\\x07 broke"),
+    ]
+    for body, headers, ctype, status, cmd, said in cases:
+        srv = _Hostile(body, headers, ctype, status)
+        try:
+            out = ["-o", str(tmp_path / "f.svg")] if cmd == "flame" else []
+            p = subprocess.run([str(jsprof), "fleet", cmd, "--url", srv.url, "--app", "shop",
+                                *out], capture_output=True, text=True, env=env, timeout=120)
+        finally:
+            srv.close()
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1, (cmd, said, p.stderr)
+        assert lines[0].startswith(f"jsprof: error: {srv.url}") or lines[0].startswith(
+            f"jsprof: error: --url {srv.url}"), lines
+        assert said in lines[0] and "\x1b" not in p.stderr, lines

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import http.client
 import os
 import re
 import urllib.error
@@ -13,6 +14,7 @@ from typing import Any
 import orjson
 
 from ..errors import JsprofError, UsageError
+from ..words import printable
 from .filters import Filters
 
 TIMEOUT = 600.0
@@ -90,19 +92,36 @@ class Remote:
             except (orjson.JSONDecodeError, AttributeError):
                 msg = raw.decode("utf-8", "replace")[:300]
             err = UsageError if e.code in (400, 401, 403, 404, 422) else JsprofError
-            raise err(f"{self.base}{path}: {e.code} {msg}") from None
+            # The server's words: on the user's terminal only as visible escapes.
+            raise err(f"{self.base}{path}: {e.code} {printable(str(msg))[:300]}") from None
         except (urllib.error.URLError, OSError) as e:
             reason = getattr(e, "reason", e)
             raise JsprofError(f"--url {self.base}: cannot connect ({reason})") from None
+        except http.client.HTTPException as e:  # a header line over 64 KiB, 100+ headers
+            raise JsprofError(
+                f"--url {self.base}: not an answer of jsprof serve ({printable(str(e))[:200]})"
+            ) from None
+
+    def _doc(self, path: str, params: list[tuple[str, str]]) -> dict:
+        """A JSON document the server answered; a one-line error when it is none."""
+        raw = self._request("GET", path, params)
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            doc = None
+        if not isinstance(doc, dict):
+            raise JsprofError(f"--url {self.base}: {path} answered no JSON object "
+                              "(not a jsprof serve?)")
+        return doc
 
     def vitals(self, f: Filters) -> dict:
         params = filter_params(f) + [("format", "json")]
-        return orjson.loads(self._request("GET", "/v1/query/vitals", params))
+        return self._doc("/v1/query/vitals", params)
 
     def top(self, f: Filters, n: int | None) -> dict:
         params = filter_params(f) + [("format", "json")]
         params.append(("top", "all" if n is None else str(n)))
-        return orjson.loads(self._request("GET", "/v1/query/top", params))
+        return self._doc("/v1/query/top", params)
 
     def flame(self, f: Filters, fmt: str, max_nodes: int) -> str:
         params = filter_params(f) + [("format", fmt), ("max_nodes", str(max_nodes))]
@@ -117,7 +136,7 @@ class Remote:
                    ("top", "all" if args.top is None else str(args.top))]
         if args.exact_resources:
             params.append(("exact_resources", "1"))
-        doc = orjson.loads(self._request("GET", "/v1/query/diff", params + [("format", "json")]))
+        doc = self._doc("/v1/query/diff", params + [("format", "json")])
         page = None
         if fmt is not None:
             page = self._request(
@@ -130,7 +149,7 @@ class Remote:
         params = filter_params(f) + [
             ("by", by), ("min_change", repr(min_change)), ("min_traces", str(min_traces)),
             ("min_samples", str(min_samples))]
-        return orjson.loads(self._request("GET", "/v1/query/regressions", params))
+        return self._doc("/v1/query/regressions", params)
 
     def recording(self, f: Filters) -> Any:
         from ..formats import read_any
