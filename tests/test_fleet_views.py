@@ -200,3 +200,16 @@ def test_merged_time_and_source_views_in_chromium(store: Path, page: Path, capsy
             "[data-note='nosource']").text_content()
         assert p.locator("#v-source [data-table='source']").count() == 0
         assert errors == [], errors
+
+
+def test_during_has_no_time_tab_but_its_source_view(store: Path, tmp_path: Path) -> None:
+    """--during keeps samples in windows and loses their times: no Time view (docs say
+    so), but the Source view lists the kept samples' functions."""
+    out = tmp_path / "lf.html"
+    assert main(["fleet", "flame", "--store", str(store), "--app", "shop", "--during",
+                 "long-frame", "--slower-than", "0", "-o", str(out)]) == 0
+    page = out.read_text()
+    assert re.findall(r'data-tab="(\w+)"', page) == ["flame", "sandwich", "source"]
+    model, src = _blocks(page)
+    assert "fleetTime" not in model and "time" not in model
+    assert src["lineData"] is False and src["fns"]
