@@ -78,8 +78,9 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
             "--min-traces", "4"]
     for extra, said in ((["--route", "/nope"], "route '/nope' matches no route of app shop"),
                         (["--where", "country=XX"], "no uploads match"),
-                        (["--min-change", "-1"], "--min-change -1.0: expected"),
-                        (["--min-change", "nan"], "--min-change nan: expected")):
+                        (["--min-change", "-1"], "--min-change: must be a finite number >= 0"),
+                        (["--min-change", "nan"], "--min-change: must be a finite number >= 0"),
+                        (["--min-change", "abc"], "--min-change: expected a number, got 'abc'")):
         r = subprocess.run(base + extra, capture_output=True, text=True, timeout=300)
         assert r.returncode == 2, (extra, r.stdout, r.stderr)
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr

@@ -24,3 +24,15 @@ def int_at_least(low: int) -> Callable[[str], int]:
 
 positive_int = int_at_least(1)
 nonneg_int = int_at_least(0)
+
+
+def nonneg_float(s: str) -> float:
+    """A finite number >= 0 (ms, seconds, percentage points), or argparse's one-line error
+    naming what was given (argparse's own says "invalid float value")."""
+    try:
+        v = float(s)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
+    if not v >= 0 or v == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
+    return v

@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .argtypes import positive_int
+from .argtypes import nonneg_float, positive_int
 from .errors import JSError, JsprofError, TraceFormatError, UsageError
 
 # Start-up is what users of short scripts feel: `jsprof --help` must not pay for numpy, rich,
@@ -67,7 +67,7 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
     )
     g.add_argument(
         "--slower-than",
-        type=float,
+        type=nonneg_float,
         metavar="MS",
         help="--during: only windows at least this slow (default: interactions 200 ms, "
         "long frames 50 ms of blocking)",
@@ -907,7 +907,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     if args.trace is not None:
         from .formats import writer_for
 
-        writer_for(args.trace, None)
+        writer_for(args.trace, None, option=None)  # instrument has no --format
     error: BaseException | None = None
     try:
         result = run_instrumented(
@@ -985,14 +985,7 @@ class _Parser(argparse.ArgumentParser):
 MAX_INTERVAL_MS = 1000.0  # coarser than a sample a second says little about where time goes
 
 
-def _nonneg_float(s: str) -> float:
-    try:
-        v = float(s)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {s!r}") from None
-    if not v >= 0 or v == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
-    return v
+_nonneg_float = nonneg_float
 
 
 def _positive_float(s: str) -> float:

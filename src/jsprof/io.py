@@ -72,6 +72,11 @@ def read_input(src: PathOrFile) -> tuple[bytes, str]:
             raise JsprofError(f"{source}: is a directory, not a trace file") from None
         except PermissionError:
             raise JsprofError(f"{source}: permission denied") from None
+        except OSError as e:
+            # A socket (ENXIO), a device that will not read, an I/O error: one line too.
+            raise JsprofError(
+                f"{source}: cannot read it ({e.strerror or e}); give a trace file"
+            ) from None
     if data[:2] == _GZIP_MAGIC:
         data = _gunzip(data, str(source))
     # Look at the head first: strip() of a whole big file would copy it.

@@ -36,7 +36,7 @@ def recording_output(output: str | None, default_stem: str) -> str:
             "then `jsprof convert FILE -`"
         )
     io.check_output(output)
-    writer_name(output, None)  # the format must be known
+    writer_name(output, None, option=None)  # the format must be known (record has no --format)
     return output
 
 

@@ -122,6 +122,9 @@ def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
     found: dict[str, SourceMap] = {}
     if where is not None and not os.path.exists(where):
         raise SourceMapError(f"{where}: no such file or directory (give a .map file or a folder)")
+    if where is not None and not (os.path.isfile(where) or os.path.isdir(where)):
+        # A socket or a FIFO: nothing to read maps from (it would be taken as no maps).
+        raise SourceMapError(f"{where}: not a file or a folder (give a .map file or a folder)")
     single = load_map(where) if where is not None and os.path.isfile(where) else None
     for r in resources:
         sm = None

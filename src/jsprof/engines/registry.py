@@ -170,6 +170,9 @@ def check_script_file(p: str, engine: str) -> str:
         raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script")
     if not os.path.isfile(p):
         raise UsageError(f"{p}: not a regular file; give the path of a .js or .mjs script")
+    if not os.access(p, os.R_OK):
+        # Node would start, fail to read it with its own stack trace, and exit 1.
+        raise UsageError(f"{p}: permission denied; give a script you can read")
     ext = os.path.splitext(low)[1]
     if ext and ext not in SCRIPT_EXTENSIONS:
         hint = "; it looks like a trace: see it with `jsprof report`" if (

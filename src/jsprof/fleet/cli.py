@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..argtypes import nonneg_int, positive_int
+from ..argtypes import nonneg_float, nonneg_int, positive_int
 from ..render.base import emit, flame_kind, print_json  # stdlib only: the light entry
 from ..words import plural
 
@@ -42,7 +42,7 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
                    help="any meta key; repeatable")
     g.add_argument("--during", choices=("interaction", "long-frame", "load"),
                    help="only samples inside these windows of the browser client's timeline")
-    g.add_argument("--slower-than", type=float, metavar="MS",
+    g.add_argument("--slower-than", type=nonneg_float, metavar="MS",
                    help="--during: only windows at least this slow (default: interactions "
                    "200 ms, long frames 50 ms of blocking, load 0)")
 
@@ -130,7 +130,7 @@ def add_parser(sub: Any) -> None:
     rg.add_argument("--by", choices=("release", "day"), default="release",
                     help="compare consecutive releases (default; in version order) or "
                     "consecutive UTC days with uploads")
-    rg.add_argument("--min-change", type=float, default=2.0, metavar="PP",
+    rg.add_argument("--min-change", type=nonneg_float, default=2.0, metavar="PP",
                     help="a rise of more than this many percentage points (default 2)")
     rg.add_argument("--min-traces", type=positive_int, default=5, metavar="N",
                     help="page loads per release or day (default 5; the chunks of one page "
@@ -356,6 +356,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     from . import api
 
     _check_source(args)
+    if args.output != "-":
+        io.check_output(args.output)  # a directory, a missing folder: before the query
     writer_for(args.output, args.format)  # a bad name fails before the query
     f = filters_from(args)
     rec = _query(args, lambda r: r.recording(f), lambda s: api.recording(s, f))

@@ -112,9 +112,11 @@ def read_any(data: bytes, source: str) -> Recording:
     )
 
 
-def writer_name(path: str, format: str | None) -> str:
+def writer_name(path: str, format: str | None, option: str | None = "--format") -> str:
     """The name of the format `path` is written in (`format` if given), or a UsageError;
-    imports no format module, so `record` checks its `-o` without numpy (start-up)."""
+    imports no format module, so `record` checks its `-o` without numpy (start-up).
+    `option`: the command's option that names a format, offered when the name does not
+    tell (None: the command has none, and only the endings are offered)."""
     if format is not None:
         if format not in TABLE:
             names = ", ".join(TABLE)
@@ -132,9 +134,14 @@ def writer_name(path: str, format: str | None) -> str:
     if best is None:
         if path == "-":
             return "jsprof"
-        raise UsageError(f"cannot tell the output format from {path!r}; pass --format")
+        endings = ", ".join(dict.fromkeys(e for _, exts in TABLE.values() for e in exts))
+        also = f", or pass {option}" if option else ""
+        raise UsageError(
+            f"cannot tell the output format from {path!r}; end the name in one of "
+            f"{endings} (see `jsprof formats`){also}"
+        )
     return best[0]
 
 
-def writer_for(path: str, format: str | None) -> Format:
-    return _load(writer_name(path, format))
+def writer_for(path: str, format: str | None, option: str | None = "--format") -> Format:
+    return _load(writer_name(path, format, option))

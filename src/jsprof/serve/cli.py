@@ -252,6 +252,13 @@ def _open_store(path: str) -> object:
 
 def main(args: argparse.Namespace) -> int:
     config = _config(args)
+    from . import server
+
+    # Bound first: a host that does not resolve or a port in use is one line, before a
+    # store or a read token is made for a collector that cannot listen.
+    sock = server.bind(args.host, args.port)
+    if args.read_token_file:  # and a token file that will not read: before the store too
+        resolve_read_token(None, Path(config.store), args.read_token_file)
     store = _open_store(config.store)
     # Finish dead writers' segments (and their claims) before any worker takes uploads: a
     # retried upload then finds its claim even if a machine crash had lost it.
@@ -259,8 +266,6 @@ def main(args: argparse.Namespace) -> int:
     store.close()  # opened here only to create it and check it; each worker opens its own
     token, kept_in = resolve_read_token(args.read_token, Path(config.store), args.read_token_file)
     config.read_token = token
-    from . import server
-
     err = sys.stderr
     for flag, env in (
         ("--read-token", "JSPROF_READ_TOKEN"),
@@ -286,7 +291,7 @@ def main(args: argparse.Namespace) -> int:
     else:
         print(f"jsprof serve: apps {', '.join(sorted(config.apps))}", file=err)
     err.flush()
-    return server.run(config, args.host, args.port)
+    return server.run(config, args.host, args.port, sock)
 
 
 def _existing_store(path: str) -> None:

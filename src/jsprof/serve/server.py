@@ -105,8 +105,10 @@ def _tune_gc() -> None:
     gc.set_threshold(50_000, 20, 20)
 
 
-def run(config: ServeConfig, host: str, port: int) -> int:
-    sock = bind(host, port)
+def run(config: ServeConfig, host: str, port: int, sock: socket.socket | None = None) -> int:
+    """Serve on `sock` (bound by `bind(host, port)` when None) until told to stop."""
+    if sock is None:
+        sock = bind(host, port)
     print(f"jsprof serve: listening on {url_for(sock, host)}", flush=True)
     if config.workers <= 1:
         try:

@@ -41,6 +41,9 @@ def resolve_target(target: str) -> tuple[str, str | None]:
     ext = os.path.splitext(target)[1].lower()
     if ext not in (".html", ".htm", ".js", ".mjs"):
         raise UsageError(f"{target}: give a .html, .js or .mjs file (or a URL)")
+    if not os.access(target, os.R_OK):
+        # The page server would answer 404 and the recording would be of an empty page.
+        raise UsageError(f"{target}: permission denied; give a file you can read")
     return "file", target
 
 

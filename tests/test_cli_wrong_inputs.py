@@ -1,0 +1,138 @@
+"""Every command given a wrong input (a missing file, a directory where a file is expected,
+an unreadable one, a socket, a bad number, an unknown value) says what, where and what to
+do in one line and exits 2, with no traceback; every command's --help exits 0. Run as the
+user would: the real `jsprof` in a subprocess, real engines behind `record` and `run`."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+TRACE = Path(__file__).parent / "data" / "chromium" / "trace-basic.json"
+COMMANDS = ["", "report", "validate", "convert", "formats", "flame", "diff", "record", "run",
+            "instrument", "serve", "serve prune", "serve check", "fleet", "fleet top",
+            "fleet flame", "fleet diff", "fleet export", "fleet vitals", "fleet regressions",
+            "fleet sourcemaps", "fleet sourcemaps upload"]
+
+
+def _run(cwd: Path, *args: str, as_nobody: bool = False) -> subprocess.CompletedProcess:
+    cmd = [*JSPROF, *args]
+    if as_nobody:
+        # As another user: root reads every file, mode 000 or not (util-linux's setpriv,
+        # which starts the interpreter where a plain setuid child could not reach it).
+        setpriv = shutil.which("setpriv")
+        assert setpriv, "setpriv (util-linux) is needed to test unreadable files as root"
+        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=cwd,
+                          stdin=subprocess.DEVNULL, env={**os.environ, "HOME": str(cwd)})
+
+
+def _one_line(p: subprocess.CompletedProcess, *said: str) -> str:
+    assert p.returncode == 2, (p.args, p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, (p.args, p.stderr)
+    for s in said:
+        assert s in lines[0], (p.args, lines[0])
+    return lines[0]
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> Iterator[Path]:
+    """A folder with a trace, a script, a subfolder and a socket (a path that exists but
+    opens with ENXIO: what no reader can read, even as root)."""
+    shutil.copy(TRACE, tmp_path / "t.json")
+    (tmp_path / "app.js").write_text("let s = 0; for (let i = 0; i < 1000; i++) s += i;\n")
+    (tmp_path / "d").mkdir()
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(tmp_path / "sock"))
+    try:
+        yield tmp_path
+    finally:
+        sock.close()
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_every_commands_help(tmp_path: Path, command: str) -> None:
+    p = _run(tmp_path, *command.split(), "--help")
+    assert p.returncode == 0 and p.stdout.startswith("usage: jsprof"), p.stderr
+    assert p.stderr == ""
+
+
+@pytest.mark.parametrize("argv,said", [
+    # A socket where a trace is read: open() fails with ENXIO (was a traceback, exit 1).
+    ("report sock", "sock: cannot read it (No such device or address); give a trace file"),
+    ("validate sock", "sock: cannot read it"),
+    ("flame sock", "sock: cannot read it"),
+    ("diff t.json sock", "sock: cannot read it"),
+    ("convert sock o.folded", "sock: cannot read it"),
+    # ... where source maps are read (was taken as "no maps", exit 0).
+    ("report t.json --sourcemap sock", "sock: not a file or a folder"),
+    # ... where the collector reads its apps or its read token (was a traceback).
+    ("serve --app-file sock", "--app-file sock: cannot read it"),
+    ("serve --read-token-file sock", "--read-token-file sock: cannot read it"),
+    # Output names that tell no format: record and instrument --trace have no --format to
+    # pass (they said "pass --format"); the endings are named instead.
+    ("record -o x.nope app.js", "cannot tell the output format from 'x.nope'; end the name in"),
+    ("instrument --watch X --trace x.nope app.js", "(see `jsprof formats`)"),
+    # A bad number in words, not argparse's "invalid float value".
+    ("report t.json --during interaction --slower-than abc",
+     "argument --slower-than: expected a number, got 'abc'"),
+    ("fleet top --store d --app x --during interaction --slower-than x",
+     "argument --slower-than: expected a number, got 'x'"),
+    ("fleet regressions --store d --app x --min-change abc",
+     "argument --min-change: expected a number, got 'abc'"),
+    # A directory where fleet export writes (was "cannot tell the output format from 'd'").
+    ("fleet export --store d --app x -o d", "d: is a directory; give a file name"),
+])
+def test_a_wrong_input_is_one_line_exit_2(place: Path, argv: str, said: str) -> None:
+    line = _one_line(_run(place, *argv.split()), said)
+    assert "pass --format" not in line or argv.startswith(("convert", "fleet export"))
+
+
+def test_a_host_that_does_not_resolve_leaves_no_store_behind(place: Path) -> None:
+    # It printed the store, a new read token and the apps first (four lines), and left a
+    # store with a token in the current folder for a collector that never listened.
+    _one_line(_run(place, "serve", "--host", "no-such-host.invalid", "--port", "0"),
+              "--host no-such-host.invalid: cannot resolve")
+    _one_line(_run(place, "serve", "--read-token-file", "d", "--port", "0"),
+              "--read-token-file d: not a text file")
+    assert not (place / "jsprof-store").exists()
+
+
+@pytest.fixture
+def shared() -> Iterator[Path]:
+    """A folder another user can enter, with a script and a page only root may read."""
+    d = Path(tempfile.mkdtemp(prefix="jsprof-unreadable-"))
+    try:
+        d.chmod(0o777)
+        for name, text in (("app.js", "console.log(1);\n"), ("page.html", "<p>x</p>\n")):
+            (d / name).write_text(text)
+            (d / name).chmod(0)
+        yield d
+    finally:
+        shutil.rmtree(d)
+
+
+@pytest.mark.parametrize("argv", [
+    "record --engine node app.js",  # Node read it itself: its stack, exit 1, a trace
+    "run --engine node app.js",
+    "instrument --engine node --watch X app.js",
+    "record app.js",
+    "record --engine chromium page.html",  # the page server answered 404: an empty page
+    "run --engine chromium page.html",
+])
+def test_an_unreadable_script_is_one_line_on_every_engine(shared: Path, argv: str) -> None:
+    target = argv.split()[-1]
+    _one_line(_run(shared, *argv.split(), as_nobody=os.geteuid() == 0),
+              f"{target}: permission denied; give a")
+    assert [p.name for p in shared.iterdir() if p.suffix == ".json"] == []
