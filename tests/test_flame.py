@@ -793,6 +793,35 @@ def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
     assert page.errors == []
 
 
+def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
+    # 2,500 levels of recursion: a lane of 40,000 px (80,000 device px at ratio 2) is past
+    # the largest canvas, which then draws nothing; the lane keeps its first levels.
+    stack = ["main"] + ["rec"] * 2499
+    trace = tmp_path / "deep.json"
+    io.save(_rec([stack, stack[:10], stack]), trace)
+    page_file = _write_flame(trace, tmp_path / "deep.html")
+    page = browser.new_page(viewport={"width": 1000, "height": 600}, device_scale_factor=2)
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(page_file.as_uri() + "#view=time")
+    _wait(page, "document.body.dataset.view === 'time'")
+    lane = page.locator("[data-lane='main']")
+    assert "2000 deepest levels are not drawn" in lane.locator(".lane-name").text_content()
+    assert page.evaluate("document.querySelector(\"[data-lane='main'] canvas\").height") <= 32767
+    box = lane.locator("canvas").bounding_box()
+    png = tmp_path / "deep-time.png"
+    page.screenshot(path=str(png))
+    img = Image.open(png).convert("RGB")
+    # main (the root row) and the deepest drawn row are painted, across the lane.
+    for y in (box["y"] + ROW / 2, box["y"] + ROW * 7.5):
+        painted = [img.getpixel((int(box["x"] + box["width"] * f) * 2, int(y) * 2))
+                   for f in (0.1, 0.5, 0.9)]
+        assert all(min(p) < 235 for p in painted), (y, painted)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + ROW / 2)
+    assert page.locator("#fg-tip").text_content().startswith("main\n")
+    assert errors == []
+
+
 def test_flame_track_selector(browser, tmp_path):
     trace = _two_track_recording(tmp_path / "two.jsprof.json")
     page_file = _write_flame(trace, tmp_path / "two.html")

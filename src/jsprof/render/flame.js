@@ -1152,6 +1152,10 @@
     var rangeBox, rangeLabel, filter = "";
     var MK = {gc: "hsl(275,55%,62%)", style: "hsl(185,55%,52%)", layout: "hsl(300,45%,66%)",
       paint: "hsl(120,45%,55%)"};
+    // A lane is one canvas: past about 32,767 device pixels a canvas draws nothing at all
+    // (a 2,500-level recursion was a blank lane), so a lane draws its first TL_ROWS levels
+    // (8,000 px, within that limit up to a device pixel ratio of 4) and says what it left.
+    var TL_ROWS = 500;
     var ndepth = new Int32Array(M.parent.length);  // parents come first
     for (var q = 0; q < M.parent.length; q++) ndepth[q] = M.parent[q] >= 0 ? ndepth[M.parent[q]] + 1 : 1;
     // The boxes of the visible window: consecutive runs merged into one box per depth while
@@ -1212,7 +1216,8 @@
         if (L.n.length) {
           var md = 1;
           for (var k = 0; k < L.n.length; k++) if (ndepth[L.n[k]] > md) md = ndepth[L.n[k]];
-          lanes.push({kind: "samples", name: L.name, L: L, box: [], height: md * D.row});
+          lanes.push({kind: "samples", name: L.name, L: L, box: [], height: Math.min(md, TL_ROWS) * D.row,
+            cut: md - TL_ROWS});
           lo = Math.min(lo, L.t0[0]);
           hi = Math.max(hi, L.t1[L.t1.length - 1]);
         }
@@ -1229,7 +1234,7 @@
             return [t, S.t1[k], S.d[k], S.f[k], S.tip ? S.tip[k] : null];
           });
           lanes.push({kind: "spans", name: L.name + " " + (S.title || "spans"), L: L, box: bs,
-            height: (md + 1) * D.row});
+            height: Math.min(md + 1, TL_ROWS) * D.row, cut: md + 1 - TL_ROWS});
           lo = Math.min(lo, Math.min.apply(null, S.t0.slice(0, 1000)));
           hi = Math.max(hi, Math.max.apply(null, S.t1.slice(-1000)));
         });
@@ -1239,7 +1244,8 @@
       lanes.forEach(function (ln) {
         if (ln.kind === "axis") return;
         var box = el("div", {"class": "lane", "data-lane": ln.name, "data-kind": ln.kind});
-        box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.kind === "samples" ? "" : "")));
+        box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.cut > 0 ? " (its " +
+          ln.cut + " deepest levels are not drawn here; the Flame and Sandwich views have them)" : "")));
         ln.canvas = el("canvas", {});
         box.appendChild(ln.canvas);
         sec.appendChild(box);
@@ -1281,7 +1287,7 @@
         g.textBaseline = "middle";
         for (var k = 0; k < ln.box.length; k++) {
           var b = ln.box[k];
-          if (b[1] < v0 || b[0] > v1) continue;
+          if (b[1] < v0 || b[0] > v1 || b[2] >= TL_ROWS) continue;
           var x0 = tx(b[0]), x1 = tx(b[1]);
           if (x1 - x0 < 0.3) continue;
           x0 = Math.max(x0, -1); x1 = Math.min(x1, w + 1);
