@@ -215,3 +215,17 @@ def test_a_perfetto_call_that_ends_before_it_begins_is_refused(
     r = _run([*JSPROF, "report", str(bad)])
     assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
     assert "a slice ends before it begins" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_perfetto_names_that_are_not_utf8_read_as_text(instrumented: Path) -> None:
+    # Found by fuzzing: protobuf hands back a string field that is not UTF-8 as bytes.
+    data = FORMATS["perfetto"].write(jsprof.load(instrumented))
+    assert data.count(b"jsprof.kind") > 1 and b"MathBox.count" in data
+    data = data.replace(b"jsprof.kind", b"\x80sprof.kind", 1)  # a slice not of ours now
+    data = data.replace(b"MathBox.count", b"\xffathBox.count")  # interned and slice names
+    rec = jsprof.load(io.BytesIO(data))
+    sp, frames = rec.tracks[0].spans, rec.tracks[0].trace.frames
+    assert sp is not None
+    assert "\ufffdathBox.count" in {frames[f].name for f in sp.frame.tolist()}
+    out = FORMATS["perfetto"].write(rec)
+    assert FORMATS["perfetto"].write(jsprof.load(io.BytesIO(out))) == out

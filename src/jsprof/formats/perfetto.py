@@ -387,13 +387,19 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     return Recording(tracks)
 
 
+def _text(v: Any) -> Any:
+    """A string field as text: protobuf hands back one that is not UTF-8 as bytes."""
+    return v.decode("utf-8", "replace") if type(v) is bytes else v
+
+
 def _annotation(d: Any) -> tuple[str, object]:
-    if d.name.endswith("?") and d.HasField("string_value") and not d.string_value:
-        return d.name[:-1], None
+    name = _text(d.name)
+    if name.endswith("?") and d.HasField("string_value") and not d.string_value:
+        return name[:-1], None
     for f in ("bool_value", "int_value", "uint_value", "double_value", "string_value"):
         if d.HasField(f):
-            return d.name, getattr(d, f)
-    return d.name, None
+            return name, _text(getattr(d, f))
+    return name, None
 
 
 def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) -> None:
@@ -433,19 +439,20 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
                                               "a slice ends before it begins")
                 continue
             a = dict(_annotation(d) for d in ev.debug_annotations)
+            label = _text(ev.name)
             kd = a.pop(KIND_KEY, None)
             if kd not in SPAN_KIND_CODE:
                 stack.append(NONE)  # a slice that is not one of ours: keep the nesting
                 continue
-            where = f"track_event {ev.name[:80]!r}.debug_annotations"
+            where = f"track_event {label[:80]!r}.debug_annotations"
             parent = next((j for j in reversed(stack) if j != NONE), NONE)
             start = (ts - zero_ns) / 1e6
             if kd == "call":
-                key, bad = call_frame_key(ev.name, a)
+                key, bad = call_frame_key(label, a)
                 if key is None:
                     raise ErrorAt(source)(f"{where}.{bad.partition(': ')[0]}",
                                           bad.partition(": ")[2])
-                own = next((d for d in ev.debug_annotations if d.name == ARGS_KEY), None)
+                own = next((d for d in ev.debug_annotations if _text(d.name) == ARGS_KEY), None)
                 if k not in finders:
                     finders[k] = FrameFinder(tracks[k].trace)
                 stack.append(cols.add(
@@ -456,7 +463,7 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
             bad = span_args_problem(str(kd), a)  # computed with (--during, Time view)
             if bad is not None:
                 raise ErrorAt(source)(f"{where}.{bad[0]}", bad[1])
-            stack.append(cols.add(str(kd), start, parent=parent, label=ev.name, args=a))
+            stack.append(cols.add(str(kd), start, parent=parent, label=label, args=a))
     for k, cols in got.items():
         sp = cols.build()  # a slice never ended is left out, its children float
         if len(sp):
@@ -523,8 +530,7 @@ def _to_track(seq: _Seq, seq_id: int, source: str, shared_zero: int) -> Track:
         )
     th = seq.thread
     name = th.thread_name if th is not None and th.thread_name else f"sequence {seq_id}"
-    if isinstance(name, bytes):  # protobuf hands back a string field that is not UTF-8 as bytes
-        name = name.decode("utf-8", "replace")
+    name = _text(name)
     meta = {"pid": th.pid, "tid": th.tid} if th is not None else {}
     trace = build_trace(stacks, sample_key, times.astype(np.float64))
     return Track(name, trace, time_origin=origin, meta=meta)
