@@ -131,3 +131,42 @@ def test_no_merged_part_is_over_the_byte_cap(tmp_path: Path, monkeypatch) -> Non
     assert got == want
     merged.close()
     plain.close()
+
+
+_MERGE_MEMORY = r"""
+import os, resource, sys
+from pathlib import Path
+from jsprof.store import compact as c
+
+tdir = Path(sys.argv[1])
+entries = []
+for i in range(16):
+    # 400 uploads of ~30 KB meta each (under serve's 64 KiB), as compaction writes them
+    # (one row group per batch): 16 parts of ~12 MB of column data, ~190 MB in all.
+    rows = [{"uk": i * 400 + j, "id": f"u{i}-{j}", "app": "shop", "release": "1.0",
+             "rkey": "k", "route": "/", "env": None, "received_at": 1.7e12 + j,
+             "user_agent": None, "sample_interval": 10.0,
+             "meta": '{"note": "%s"}' % os.urandom(15_000).hex(), "samples": 1,
+             "total_ms": 1.0, "lost_ms": 0.0, "page_load": None} for j in range(400)]
+    entries += c.write_upload_parts(tdir, rows, i + 1)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+e = c._merge_group(tdir, "uploads", entries, 99)
+print(e["rows"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
+"""
+
+
+def test_a_merge_holds_no_more_than_a_few_parts_in_memory(tmp_path: Path) -> None:
+    """A merge streams its parts' row groups into the merged part: its memory is about one
+    part's, not the sum of all (uploads rows hold their meta: a day's worth of them would
+    not fit). Real parts as compaction writes them, merged in a process of its own."""
+    p = subprocess.run([sys.executable, "-c", _MERGE_MEMORY, str(tmp_path)],
+                       capture_output=True, text=True, timeout=300, check=True)
+    rows, grew_kb = map(int, p.stdout.split())
+    assert rows == 6400
+    # ~190 MB of meta in all: read at once (and written from one table) the peak grew by
+    # more than that (~300 MB); streamed, by a few parts' worth (~60 MB).
+    assert grew_kb < 120_000, grew_kb
+    (merged,) = [q for q in tmp_path.rglob("part-000099.parquet")]
+    t = pq.read_table(merged)
+    assert t.num_rows == 6400 and t["uk"].to_pylist() == list(range(6400))
+    assert t.num_rows == t["meta"].drop_null().length()

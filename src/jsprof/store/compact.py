@@ -942,13 +942,16 @@ def _tail_entry(out: Path, e: dict) -> dict:
 FANOUT = 8
 DAY_CLOSED_S = 3600.0
 GRACE_S = 900.0
-# A merge reads its parts into memory: no merged part over this many rows (~160 MB of
-# weights columns). A busier group keeps parts of about this size, bounded by its data.
+# No merged part over this many rows, nor this many bytes of column data (encoded, as its
+# parts' footers say; an uploads row holds the upload's meta, up to 64 KiB by
+# `Limits.max_meta`, plus a timeline): a query reads a part as a unit. A busier group keeps
+# parts of about this size, bounded by its data.
 MERGE_MAX_ROWS = 4_000_000
-# ... nor over this many bytes of column data (uncompressed, as its parts' footers say): an
-# uploads row holds the upload's meta, up to 64 KiB (`Limits.max_meta`) plus a timeline,
-# so 4 M of those would be hundreds of GB in memory.
 MERGE_MAX_BYTES = 256 << 20
+# A merge streams (`_merge_group`): it holds at most about this much of its rows at once,
+# the merged part's row groups.
+MERGE_GROUP_BYTES = 16 << 20
+MERGE_GROUP_ROWS = 1 << 20
 
 # Called with a stage name ("written": merged parts written, manifest not committed yet;
 # "committed": manifest committed, old files still there; "deleted": old files removed,
@@ -1022,16 +1025,48 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     import pyarrow.parquet as pq
 
     sch = schemas()[kind]
-    tables = [_read(pq, verify_part(tdir, e), tdir).select(sch.names).cast(sch)
-              for e in entries]
-    table = pa.concat_tables(tables)
     rel = str(Path(part_path(entries[0])).parent / f"part-{part:06d}.parquet")
     path = tdir / rel
     tmp = path.with_name(f".{path.name}.tmp")
-    pq.write_table(table, tmp, compression="zstd")
-    with open(tmp, "rb") as f:
-        data = f.read()
-        os.fsync(f.fileno())
+    # Streamed: the parts' row groups are read one at a time and written as row groups of
+    # up to MERGE_GROUP_BYTES (in memory) or MERGE_GROUP_ROWS, so a merge holds about that
+    # much, not all its parts (an uploads row holds the upload's meta).
+    rows = 0
+    buf: list = []
+    held = 0
+
+    def flush() -> None:
+        nonlocal buf, held
+        if buf:
+            t = pa.concat_tables(buf)
+            w.write_table(t, row_group_size=max(1, t.num_rows))
+        buf, held = [], 0
+
+    with pq.ParquetWriter(tmp, sch, compression="zstd") as w:
+        for e in entries:
+            src = verify_part(tdir, e)
+            try:
+                f = pq.ParquetFile(src)
+                for i in range(f.num_row_groups):
+                    t = f.read_row_group(i).select(sch.names).cast(sch)
+                    if held + t.nbytes > MERGE_GROUP_BYTES or (
+                            buf and sum(b.num_rows for b in buf) + t.num_rows > MERGE_GROUP_ROWS):
+                        flush()
+                    buf.append(t)
+                    held += t.nbytes
+                    rows += t.num_rows
+            except (OSError, pa.ArrowException) as err:
+                msg = (str(err).splitlines() or ["unreadable"])[0][:200]
+                raise CompactError(
+                    f"{src}: table part does not read ({msg}); remove {tdir} to rebuild the "
+                    "tables from the raw uploads"
+                ) from None
+        flush()
+    crc, size = 0, 0
+    with open(tmp, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            crc, size = zlib.crc32(chunk, crc), size + len(chunk)
+        os.fsync(fh.fileno())
     os.replace(tmp, path)
     mins = [e.get("minAt") for e in entries]
     maxs = [e.get("maxAt") for e in entries]
@@ -1041,9 +1076,9 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
         "day": entries[0].get("day"),
         "minAt": min(mins) if ranged else None,
         "maxAt": max(maxs) if ranged else None,
-        "rows": table.num_rows,
-        "bytes": len(data),
-        "crc32": zlib.crc32(data),
+        "rows": rows,
+        "bytes": size,
+        "crc32": crc,
         "level": max(_level(e) for e in entries) + 1,
     }
     if "rkey" in entries[0]:
