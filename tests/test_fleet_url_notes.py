@@ -4,6 +4,7 @@ records: their answers are a page and a file, so the counts travel in headers.""
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,10 @@ class _Hostile:
                 self.end_headers()
                 self.wfile.write(outer.body)
 
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.do_GET()
+
             def log_message(self, *a: object) -> None:
                 pass
 
@@ -157,11 +162,11 @@ def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> 
     """Not JSON, JSON that is no object, a header line over http.client's 64 KiB, more
     than 100 headers, an error text with terminal escapes: one line naming the URL, exit 2,
     no traceback and nothing the terminal would act on."""
-    import subprocess
     import sys
 
-    env = dict(os.environ, JSPROF_READ_TOKEN=READ_TOKEN)
+    env = dict(os.environ, JSPROF_READ_TOKEN=READ_TOKEN, JSPROF_ADMIN_TOKEN="admin-token")
     jsprof = Path(sys.executable).with_name("jsprof")
+    (tmp_path / "app.js.map").write_text('{"version": 3, "sources": [], "mappings": ""}')
     cases = [
         (b"not json", {}, "application/json", 200, "top", "answered no JSON object"),
         (b"[1, 2]", {}, "application/json", 200, "vitals", "answered no JSON object"),
@@ -171,13 +176,12 @@ def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> 
          "not an answer of jsprof serve"),
         (rb'{"error": "\u001b]0;owned\u0007 broke"}', {}, "application/json", 500, "top",
          "500 \\x1b]0;owned\\x07 broke"),
+        (b"not json", {}, "application/json", 200, "sourcemaps", "answered no JSON object"),
     ]
     for body, headers, ctype, status, cmd, said in cases:
         srv = _Hostile(body, headers, ctype, status)
         try:
-            out = ["-o", str(tmp_path / "f.svg")] if cmd == "flame" else []
-            p = subprocess.run([str(jsprof), "fleet", cmd, "--url", srv.url, "--app", "shop",
-                                *out], capture_output=True, text=True, env=env, timeout=120)
+            p = _run_fleet(jsprof, cmd, srv.url, tmp_path, env)
         finally:
             srv.close()
         lines = p.stderr.strip().splitlines()
@@ -185,3 +189,21 @@ def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> 
         assert lines[0].startswith(f"jsprof: error: {srv.url}") or lines[0].startswith(
             f"jsprof: error: --url {srv.url}"), lines
         assert said in lines[0] and "\x1b" not in p.stderr, lines
+
+    # A name the server says it stored the map under: printed, so as visible escapes.
+    srv = _Hostile(rb'{"stored": "\u001b]0;owned\u0007.map"}', {}, "application/json")
+    try:
+        p = _run_fleet(jsprof, "sourcemaps", srv.url, tmp_path, env)
+    finally:
+        srv.close()
+    assert p.returncode == 0 and "\x1b" not in p.stderr, p.stderr
+    assert "stored \\x1b]0;owned\\x07.map for shop 1.0" in p.stderr, p.stderr
+
+
+def _run_fleet(jsprof: Path, cmd: str, url: str, tmp_path: Path, env: dict
+               ) -> subprocess.CompletedProcess:
+    args = {"flame": ["flame", "--app", "shop", "-o", str(tmp_path / "f.svg")],
+            "sourcemaps": ["sourcemaps", "upload", "--app", "shop", "--release", "1.0",
+                           str(tmp_path / "app.js.map")]}.get(cmd, [cmd, "--app", "shop"])
+    return subprocess.run([str(jsprof), "fleet", *args, "--url", url], capture_output=True,
+                          text=True, env=env, timeout=120)

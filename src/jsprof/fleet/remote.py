@@ -102,9 +102,10 @@ class Remote:
                 f"--url {self.base}: not an answer of jsprof serve ({printable(str(e))[:200]})"
             ) from None
 
-    def _doc(self, path: str, params: list[tuple[str, str]]) -> dict:
+    def _doc(self, path: str, params: list[tuple[str, str]], method: str = "GET",
+             **kw: Any) -> dict:
         """A JSON document the server answered; a one-line error when it is none."""
-        raw = self._request("GET", path, params)
+        raw = self._request(method, path, params, **kw)
         try:
             doc = orjson.loads(raw)
         except orjson.JSONDecodeError:
@@ -162,10 +163,11 @@ class Remote:
 
         names = []
         for p in _map_files(items):
-            doc = orjson.loads(self._request(
-                "POST", "/v1/sourcemaps",
-                [("app", app), ("release", release), ("name", p.name)],
-                token_env="JSPROF_ADMIN_TOKEN", body=p.read_bytes(),
-            ))
-            names.append(doc.get("stored", p.name))
+            doc = self._doc(
+                "/v1/sourcemaps", [("app", app), ("release", release), ("name", p.name)],
+                "POST", token_env="JSPROF_ADMIN_TOKEN", body=p.read_bytes(),
+            )
+            stored = doc.get("stored")
+            # The server's name for it, printed: a string, as visible escapes.
+            names.append(printable(stored)[:300] if isinstance(stored, str) else p.name)
         return names
