@@ -93,10 +93,22 @@ def test_every_commands_help(tmp_path: Path, command: str) -> None:
      "argument --min-change: expected a number, got 'abc'"),
     # A directory where fleet export writes (was "cannot tell the output format from 'd'").
     ("fleet export --store d --app x -o d", "d: is a directory; give a file name"),
+    # Not a number in a time range (was Python's "could not convert string to float", and
+    # nan was taken: "no sample lies in that range").
+    ("report t.json --time-range abc:5", "--time-range: expected START:END in ms (numbers)"),
+    ("report t.json --time-range nan:5", "--time-range: expected START:END in ms (numbers)"),
 ])
 def test_a_wrong_input_is_one_line_exit_2(place: Path, argv: str, said: str) -> None:
     line = _one_line(_run(place, *argv.split()), said)
     assert "pass --format" not in line or argv.startswith(("convert", "fleet export"))
+
+
+@pytest.mark.parametrize("option", ["--max-body", "--max-decompressed"])
+def test_a_zero_size_limit_is_refused(place: Path, option: str) -> None:
+    # 0 bytes was taken: a collector that refused every upload (and it started serving).
+    _one_line(_run(place, "serve", option, "0", "--port", "0"),
+              f"{option}: '0' is no room for an upload")
+    assert not (place / "jsprof-store").exists()
 
 
 def test_a_host_that_does_not_resolve_leaves_no_store_behind(place: Path) -> None:

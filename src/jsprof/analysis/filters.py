@@ -21,6 +21,7 @@ Patterns match the function name with shell wildcards (`fnmatch`), e.g. `fib`, `
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from fnmatch import fnmatchcase
@@ -219,8 +220,19 @@ def parse_time_range(text: str) -> tuple[float | None, float | None]:
     if ":" not in text:
         raise ValueError(f"expected START:END in ms, got {text!r}")
     a, b = text.split(":", 1)
-    start = float(a) if a.strip() else None
-    end = float(b) if b.strip() else None
+
+    def ms(side: str) -> float | None:
+        if not side.strip():
+            return None
+        try:
+            v = float(side)
+        except ValueError:
+            v = math.nan
+        if not math.isfinite(v):
+            raise ValueError(f"expected START:END in ms (numbers), got {text!r}")
+        return v
+
+    start, end = ms(a), ms(b)
     if start is not None and end is not None and end <= start:
         raise ValueError(f"END must be after START, got {text!r}")
     return start, end

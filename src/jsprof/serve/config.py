@@ -78,7 +78,11 @@ def parse_size(text: str, what: str) -> int:
     m = _SIZE.match(text)
     if not m:
         raise UsageError(f"{what}: {text!r} is not a size; use e.g. 8MiB, 512KiB or 1048576")
-    return int(float(m.group(1)) * _SIZE_MULT[m.group(2).lower()[:1]])
+    size = int(float(m.group(1)) * _SIZE_MULT[m.group(2).lower()[:1]])
+    if size <= 0:
+        # A limit of 0 bytes refuses every upload: a collector that takes nothing.
+        raise UsageError(f"{what}: {text!r} is no room for an upload; use e.g. 8MiB")
+    return size
 
 
 def parse_rate(text: str) -> float:
