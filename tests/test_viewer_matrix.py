@@ -7,7 +7,6 @@ view is written beside the test's files (pytest --basetemp=DIR keeps them)."""
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -17,9 +16,9 @@ from urllib.parse import quote, urlencode
 import orjson
 import pytest
 
+from browser_util import playwright_chromium
 from jsprof import io
 from jsprof.cli import main
-from jsprof.engines.chromium.browser import HEADLESS_FLAGS
 from jsprof.formats.jsprof import trace_to_doc
 from serve_util import READ_TOKEN, Collector
 
@@ -117,14 +116,8 @@ def _query(col: Collector, path: str, params: list) -> bytes:
 
 @pytest.fixture(scope="module")
 def browser():
-    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path="/usr/bin/chromium", headless=True,
-                              args=list(HEADLESS_FLAGS))
+    with playwright_chromium() as b:
         yield b
-        b.close()
 
 
 def _open(browser, url: str, view: str):
