@@ -170,3 +170,62 @@ def test_a_merge_holds_no_more_than_a_few_parts_in_memory(tmp_path: Path) -> Non
     t = pq.read_table(merged)
     assert t.num_rows == 6400 and t["uk"].to_pylist() == list(range(6400))
     assert t.num_rows == t["meta"].drop_null().length()
+
+
+_SLOW_MERGE = r"""
+import sys, time
+from pathlib import Path
+from jsprof.store import compact as c
+
+def hook(stage):
+    if stage == "written":  # the merged parts on disk, not in the manifest yet
+        Path(sys.argv[2]).write_text("written")
+        time.sleep(3.0)
+c._merge_hook = hook
+print(c.merge_parts(sys.argv[1], fanout=4).written)
+"""
+
+
+def test_a_fresh_process_sweep_waits_for_a_merge_in_progress(tmp_path: Path) -> None:
+    """Another process's first merge removes the files no manifest lists (what a killed
+    run left): never the part a running merge has written and not committed yet. Two real
+    processes: one stopped between writing its merged parts and committing them, the other
+    sweeping meanwhile."""
+    path = tmp_path / "st"
+    st = Store(path)
+    at = time.time() * 1e3 - 60e3
+    for k in range(4):
+        upload(st, f"u{k}", _trace(["main", f"f{k}"]), app="shop", release="1.0",
+               receivedAt=at + k)
+        compact(st)
+    with api.session(st, compact_first=False) as s:
+        before = api.top(s, Filters(app="shop"), None)
+    st.close()
+    flag = tmp_path / "written"
+    slow = subprocess.Popen([sys.executable, "-c", _SLOW_MERGE, str(path), str(flag)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not flag.exists():
+            assert slow.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        # Its merged parts are on disk and unlisted: a sweep now would take them.
+        sweep = subprocess.run(
+            [sys.executable, "-c", "import sys; from jsprof.store.compact import "
+             "merge_parts; print(merge_parts(sys.argv[1], fanout=4).written)", str(path)],
+            capture_output=True, text=True, timeout=120, check=True)
+        assert int(slow.communicate(timeout=60)[0]) > 0
+    finally:
+        if slow.poll() is None:
+            slow.kill()
+            slow.wait()
+    assert int(sweep.stdout) == 0  # it found the merge done
+    man = read_manifest(path)
+    tdir = path / "tables"
+    for e in [*man["uploads"], *(x for r in man["releases"].values()
+                                 for v in r["parts"].values() for x in v)]:
+        assert (tdir / part_path(e)).exists(), e["path"]
+    st = Store(path)
+    with api.session(st, compact_first=False) as s:
+        assert api.top(s, Filters(app="shop"), None) == before
+    st.close()
