@@ -177,10 +177,19 @@ import sys, time
 from pathlib import Path
 from jsprof.store import compact as c
 
+def waiter(ino):
+    # A process blocked on our flock of the lock file: "N: -> FLOCK ... MAJ:MIN:INODE ...".
+    with open("/proc/locks") as f:
+        return any("->" in ln and ln.split()[6].endswith(f":{ino}") for ln in f)
+
 def hook(stage):
     if stage == "written":  # the merged parts on disk, not in the manifest yet
+        ino = (Path(sys.argv[1]) / "tables" / "_compact.lock").stat().st_ino
         Path(sys.argv[2]).write_text("written")
-        time.sleep(3.0)
+        deadline = time.monotonic() + 60
+        while not waiter(ino) and time.monotonic() < deadline:
+            time.sleep(0.05)  # until the other process waits on the lock (or sweeps)
+        time.sleep(0.5)
 c._merge_hook = hook
 print(c.merge_parts(sys.argv[1], fanout=4).written)
 """
