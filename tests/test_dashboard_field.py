@@ -90,6 +90,35 @@ def test_one_uploads_flame_graph(col: Collector) -> None:
         "query parameter 'format': not one /v1/traces/{id}/flame reads (none)")
 
 
+def test_a_served_svg_runs_its_own_script_and_no_other(col: Collector) -> None:
+    # An SVG has no <meta> for a policy: the collector sends the file's own (its script by
+    # hash, no network) as a header, or any script in an SVG ran on the dashboard's origin.
+    from browser_util import page_server
+
+    auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+    status, headers, body = col.request("GET", "/v1/query/flame?app=shop&format=svg",
+                                        headers=auth, timeout=120)
+    assert status == 200 and headers["content-type"].startswith("image/svg+xml")
+    csp = headers["content-security-policy"]
+    assert "default-src 'none'" in csp and "script-src 'sha256-" in csp, csp
+    assert "frame-ancestors 'self'" in csp
+    assert b"&lt;img src=x" in body  # the hostile name is text
+    # A script the file does not own (as an escaping slip would let in) does not run, its
+    # own one does: the same bytes and headers, one script element added, from loopback.
+    evil = body.replace(b"</svg>", b"<script>document.documentElement.setAttribute("
+                        b"'data-pwned','1')</script></svg>")
+    served = {k: v for k, v in headers.items() if k == "content-security-policy"}
+    with playwright_chromium() as browser:
+        page = browser.new_page(extra_http_headers=auth)
+        page.goto(col.url + "/v1/query/flame?app=shop&format=svg")
+        page.wait_for_selector("svg[data-ready='1']", timeout=20000)
+        with page_server(lambda path: (evil, "image/svg+xml", served)) as origin:
+            page = browser.new_page()
+            page.goto(origin + "/f.svg")
+            page.wait_for_selector("svg[data-ready='1']", timeout=20000)
+            assert page.evaluate("document.documentElement.getAttribute('data-pwned')") is None
+
+
 def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path
                                                           ) -> None:
     from playwright.sync_api import expect

@@ -982,6 +982,18 @@ def svg_script() -> str:
     return (Path(__file__).with_name("flame_svg.js")).read_text(encoding="utf-8")
 
 
+def page_csp(kind: str) -> str:
+    """The Content-Security-Policy of a flame file of this kind ("html" or "svg"): only its
+    own script runs (pinned by hash), no network. The HTML page carries it in a <meta>; an
+    SVG cannot, so whoever serves one sends it as a header (`jsprof serve` does)."""
+    script = flame_script() if kind == "html" else svg_script()
+    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    return (
+        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
+        f"script-src 'sha256-{digest}'"
+    )
+
+
 def _svg_document(fr: _Frames, data: str, title: str, subtitle: str, width: int) -> str:
     top = 44
     height = top + fr.height + 26
@@ -1125,11 +1137,7 @@ def _html_document(
         for fill, label in legend[:12]
     )
     # Only this exact script may run: a hash-pinned Content-Security-Policy, no network.
-    digest = base64.b64encode(hashlib.sha256(flame_script().encode()).digest()).decode()
-    csp = (
-        "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src 'sha256-{digest}'"
-    )
+    csp = page_csp("html")
     tabs = "".join(
         f'<a href="#view={v}" data-tab="{v}">{label}</a>' for v, label in VIEWS if v in views
     )

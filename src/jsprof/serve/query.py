@@ -284,14 +284,18 @@ def _notes_headers(s: Any) -> dict[str, str]:
 
 
 def _flame_response(page: str, fmt: str, notes: dict[str, str] | None = None) -> Response:
+    from ..render.flame import page_csp
+
     media = MEDIA_TYPES[fmt]  # a FlameRenderer's kind: html or svg
-    # The page carries its own CSP (its one script by hash); this header only adds that it
-    # may be framed by the dashboard of this origin and nowhere else.
+    # The file's own policy (its one script by hash, no network) as a header too: an SVG
+    # has no <meta> to carry it, so a served SVG had no policy at all, and a script an
+    # escaping slip let into one would have run on this origin, beside the dashboard's
+    # session. Framed by this origin's dashboard and nowhere else.
+    csp = page_csp(fmt) + "; frame-ancestors 'self'"
     return Response(
         page,
         media_type=media,
-        headers={"Cache-Control": "no-store", "Content-Security-Policy": "frame-ancestors 'self'",
-                 **(notes or {})},
+        headers={"Cache-Control": "no-store", "Content-Security-Policy": csp, **(notes or {})},
     )
 
 
