@@ -183,7 +183,13 @@ def test_rows_fit_a_terminal(tmp_path):
 
 
 def test_elision_rules():
-    from jsprof.render.rows import LOCATION_END, elide_middle, fit_widths, output_width
+    from jsprof.render.rows import (
+        LOCATION_END,
+        elide_location,
+        elide_middle,
+        fit_widths,
+        output_width,
+    )
 
     assert elide_middle("abcdefghij", 10) == "abcdefghij"
     assert elide_middle("abcdefghij", 7) == "abc…hij"
@@ -191,6 +197,14 @@ def test_elision_rules():
     assert elide_middle("http://127.0.0.1:8000/page.html:14:18", 20, LOCATION_END) == (
         "http:/…ge.html:14:18"
     )
+    # ... and its file name and position whole when they fit (a start of under four
+    # characters is left out); when they do not, it is elided as any location
+    loc = "http://127.0.0.1:8000/page.html:14:18"
+    assert elide_location(loc, 20) == "http…page.html:14:18"
+    assert elide_location(loc, 17) == "…page.html:14:18"
+    assert elide_location(loc, 30) == "http://12…8000/page.html:14:18"
+    assert elide_location(loc, 12) == elide_middle(loc, 12, LOCATION_END) == "http…l:14:18"
+    assert elide_location(loc, 99) == loc
     assert elide_middle("日本語のなまえ", 7) == "日本…え"  # wide characters count two
     assert fit_widths([10, 50], 100) == [10, 50]  # all fit
     assert fit_widths([10, 500], 60) == [10, 50]  # the narrow keeps its width

@@ -113,6 +113,11 @@ def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_pa
         # Piped output keeps to the house width (render.rows.PIPED_COLUMNS).
         assert max(len(line) for line in out.splitlines()) <= 100, out
         assert "(anonymous)" not in out and "…" in out
+        # An elided location keeps its file name and position whole: the location column
+        # beside seven number columns is 17 wide, where it showed `https…n.js:59:3`.
+        if argv[1] == "top":
+            locs = [ln.split()[-1] for ln in out.splitlines()[2:] if ".js:" in ln]
+            assert len(locs) >= 10 and all(c.startswith("…app.min.js:") for c in locs), out
         # --wide prints every name and location whole, and one label everywhere:
         # `(anonymous app.min.js:N)`, as report and flame print it.
         assert main([*argv, "--wide"]) == 0

@@ -11,7 +11,14 @@ from rich.text import Text
 from ..render.base import Renderer
 from ..render.console import lost_note, table_width
 from ..render.plain import TextOut, TextRenderer, plain_table
-from ..render.rows import LOCATION_END, elastic_widths, elide_cells, elide_middle, wrap_to
+from ..render.rows import (
+    LOCATION_END,
+    elastic_widths,
+    elide_cells,
+    elide_location,
+    elide_middle,
+    wrap_to,
+)
 from ..trace import NO_STACK_NAMES, anonymous_label
 from ..words import plural, printable
 
@@ -134,7 +141,7 @@ class FleetDiffTable(TextRenderer):
             label, where = line[n - 2][: len(line[n - 2]) - len(tag)], line[n - 1]
             if fit:
                 label = elide_middle(label, max(fit[n - 2] - len(tag), 1))
-                where = elide_middle(where, fit[n - 1], LOCATION_END)
+                where = elide_location(where, fit[n - 1])
             name = Text(label)
             if tag:
                 name.append(tag, style="bold red" if r["status"] == "new" else "bold blue")

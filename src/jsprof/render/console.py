@@ -22,6 +22,7 @@ from .rows import (
     cell_len,
     elastic_widths,
     elide_cells,
+    elide_location,
     elide_middle,
     fit_widths,
     output_width,
@@ -160,7 +161,7 @@ def tree_lines(
         if width is not None:
             room = width - cell_len(head) - (2 if loc else 0)
             wn, wl = fit_widths([cell_len(name), cell_len(loc)], room)
-            name, loc = elide_middle(name, wn), elide_middle(loc, wl, LOCATION_END)
+            name, loc = elide_middle(name, wn), elide_location(loc, wl)
         out.append(f"{head}{name}  {loc}".rstrip())
         if depth >= max_depth:
             return
@@ -342,7 +343,7 @@ class DiffTable(TextRenderer):
             where = line[6]
             if fit:
                 label = elide_middle(label, max(fit[5] - cell_len(tag), 1))
-                where = elide_middle(where, fit[6], LOCATION_END)
+                where = elide_location(where, fit[6])
             name = Text(label)
             if r.status:
                 name.append(tag, style="bold red" if r.status == "new" else "bold blue")

@@ -175,6 +175,23 @@ def elide_middle(text: str, width: int, keep_end: float = 0.5) -> str:
 LOCATION_END = 0.7
 
 
+def elide_location(text: str, width: int) -> str:
+    """A location (`URL-or-path:line:column`, or a resource) cut to `width` columns: as
+    `elide_middle` with LOCATION_END, but its file name and position (what follows the
+    last `/`) stay whole whenever they fit: a narrow column (`fleet top` beside six number
+    columns) otherwise kept `http:….html:20:17`, neither the host nor the file."""
+    if cell_len(text) <= width or width <= 1:
+        return elide_middle(text, width, LOCATION_END)
+    name = text[text.rfind("/") + 1 :]
+    need = cell_len(name)
+    if not name or need > width - 1 or need <= int((width - 1) * LOCATION_END):
+        return elide_middle(text, width, LOCATION_END)
+    room = width - 1 - need
+    # a start of a character or two says nothing (`h…page.html:3`): then the name alone
+    head = _take(text, room, False) if room >= 4 else ""
+    return head + ELLIPSIS + name
+
+
 def fit_widths(natural: Sequence[int], available: int, minimum: int = MIN_ELASTIC) -> list[int]:
     """Widths for the columns that may be elided (names, locations), sharing `available`
     columns: each keeps its natural width when all fit; otherwise the narrow ones keep
@@ -216,11 +233,14 @@ def elide_cells(
     line: list[str], fit: dict[int, int] | None, ends: dict[int, float] | None = None
 ) -> list[str]:
     """`line` with each elastic cell (`fit`'s columns) elided in the middle to its width;
-    `ends` gives a column's `keep_end` (LOCATION_END for locations; 0.5 otherwise). As is
+    `ends` gives a column's `keep_end` (LOCATION_END for locations: `elide_location`; 0.5
+    otherwise). As is
     when no limit applies (`fit` None)."""
     if not fit:
         return line
     ends = ends or {}
-    return [
-        elide_middle(c, fit[i], ends.get(i, 0.5)) if i in fit else c for i, c in enumerate(line)
-    ]
+    def cut(c: str, i: int) -> str:
+        keep = ends.get(i, 0.5)
+        return elide_location(c, fit[i]) if keep == LOCATION_END else elide_middle(c, fit[i], keep)
+
+    return [cut(c, i) if i in fit else c for i, c in enumerate(line)]
