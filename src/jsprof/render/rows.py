@@ -234,11 +234,11 @@ def elide_cells(
 ) -> list[str]:
     """`line` with each elastic cell (`fit`'s columns) elided in the middle to its width;
     `ends` gives a column's `keep_end` (LOCATION_END for locations: `elide_location`; 0.5
-    otherwise). As is
-    when no limit applies (`fit` None)."""
+    otherwise). As is when no limit applies (`fit` None)."""
     if not fit:
         return line
     ends = ends or {}
+
     def cut(c: str, i: int) -> str:
         keep = ends.get(i, 0.5)
         return elide_location(c, fit[i]) if keep == LOCATION_END else elide_middle(c, fit[i], keep)
