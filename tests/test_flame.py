@@ -697,6 +697,22 @@ def test_sandwich_names_are_text_not_markup(browser, tmp_path):
     assert page.errors == []
 
 
+def test_sandwich_says_which_functions_the_file_left_out(browser, tmp_path):
+    # 3 functions of one sample in 20,003 (under 0.01% each) are no rows of the table; the
+    # status says so in a sentence, with and without a search (it began " (3 functions").
+    trace = tmp_path / "thin.json"
+    io.save(_rec([["main", "big"]] * 20000 + [["main", f"tiny{i}"] for i in range(3)]), trace)
+    page = _page(browser, _write_flame(trace, tmp_path / "thin.html").as_uri() +
+                 "#view=sandwich")
+    left = "3 functions under 0.01% of the time are not in this file"
+    assert page.locator("#fg-status").text_content() == left
+    assert page.locator("#v-sandwich td.name").all_text_contents() == ["big", "main"]
+    page.fill("#fg-search", "tiny")
+    _wait(page, "document.getElementById('fg-status').textContent.startsWith('\u201ctiny')")
+    assert page.locator("#fg-status").text_content() == "\u201ctiny\u201d: 0 functions; " + left
+    assert page.errors == []
+
+
 def _two_track_recording(path: Path) -> Path:
     """main: parse 0-100 ms, GC 100-150 ms, render 150-250 ms, and two instrumented spans;
     worker 1: crunch 0-200 ms. One sample per ms."""

@@ -908,10 +908,13 @@
       tbody.textContent = "";
       tbody.appendChild(frag);
       if (status) {
-        status.textContent = filter ? "\u201c" + filter + "\u201d: " + idx.length + " function" +
+        // (The functions the file leaves out are said with or without a search: the flame
+        // view's search counts them, this table cannot list them.)
+        var left = M.nfunctions > NF ? (M.nfunctions - NF) + " functions under 0.01% of the time are not in this file" : "";
+        status.textContent = [filter ? "\u201c" + filter + "\u201d: " + idx.length + " function" +
           (idx.length === 1 ? "" : "s") + (idx.length > LIMIT ? " (first " + LIMIT + " shown)" : "") :
-          (idx.length > LIMIT ? NF + " functions; the first " + LIMIT + " shown, search for the rest" : "") +
-          (M.nfunctions > NF ? " (" + (M.nfunctions - NF) + " functions under 0.01% of the time are not in this file)" : "");
+          (idx.length > LIMIT ? NF + " functions; the first " + LIMIT + " shown, search for the rest" : ""),
+          left].filter(Boolean).join("; ");
       }
     }
     // The outermost calls of f: a recursive call's time is inside its outer call already.
