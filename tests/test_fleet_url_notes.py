@@ -177,6 +177,7 @@ def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> 
         (rb'{"error": "\u001b]0;owned\u0007 broke"}', {}, "application/json", 500, "top",
          "500 \\x1b]0;owned\\x07 broke"),
         (b"not json", {}, "application/json", 200, "sourcemaps", "answered no JSON object"),
+        (b"<svg>\xff\xfe</svg>", {}, "image/svg+xml", 200, "flame", "answered no UTF-8 page"),
     ]
     for body, headers, ctype, status, cmd, said in cases:
         srv = _Hostile(body, headers, ctype, status)

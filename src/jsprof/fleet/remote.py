@@ -115,6 +115,14 @@ class Remote:
                               "(not a jsprof serve?)")
         return doc
 
+    def _page(self, path: str, params: list[tuple[str, str]]) -> str:
+        """A flame page (HTML or SVG) the server answered: UTF-8 text, else one line."""
+        try:
+            return self._request("GET", path, params).decode("utf-8")
+        except UnicodeDecodeError:
+            raise JsprofError(f"--url {self.base}: {path} answered no UTF-8 page "
+                              "(not a jsprof serve?)") from None
+
     def vitals(self, f: Filters) -> dict:
         params = filter_params(f) + [("format", "json")]
         return self._doc("/v1/query/vitals", params)
@@ -126,7 +134,7 @@ class Remote:
 
     def flame(self, f: Filters, fmt: str, max_nodes: int) -> str:
         params = filter_params(f) + [("format", fmt), ("max_nodes", str(max_nodes))]
-        return self._request("GET", "/v1/query/flame", params).decode("utf-8")
+        return self._page("/v1/query/flame", params)
 
     def diff(self, args: argparse.Namespace, f: Filters, fmt: str | None
              ) -> tuple[dict, str | None]:
@@ -140,9 +148,7 @@ class Remote:
         doc = self._doc("/v1/query/diff", params + [("format", "json")])
         page = None
         if fmt is not None:
-            page = self._request(
-                "GET", "/v1/query/diff", params + [("format", f"flame-{fmt}")]
-            ).decode("utf-8")
+            page = self._page("/v1/query/diff", params + [("format", f"flame-{fmt}")])
         return doc, page
 
     def regressions(self, f: Filters, by: str, min_change: float, min_traces: int,
