@@ -118,6 +118,13 @@ def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_pa
         if argv[1] == "top":
             locs = [ln.split()[-1] for ln in out.splitlines()[2:] if ".js:" in ln]
             assert len(locs) >= 10 and all(c.startswith("…app.min.js:") for c in locs), out
+        else:
+            # every function's name whole beside its tag: the new one a gate is about first
+            rows = out.splitlines()[3:-1]
+            assert rows[0].split()[-3:-1] == ["slowThing", "[new]"], out
+            assert rows[0].endswith("app.min.js"), out
+            for name in ("layoutTree", "measure", "JSON.parse", "throttle", "(program)"):
+                assert any(name in ln.split() for ln in rows), (name, out)
         # --wide prints every name and location whole, and one label everywhere:
         # `(anonymous app.min.js:N)`, as report and flame print it.
         assert main([*argv, "--wide"]) == 0

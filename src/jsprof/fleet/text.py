@@ -117,9 +117,10 @@ class FleetDiffTable(TextRenderer):
                  "all time, percentage points, with 95% intervals from resampling traces")
         headers = ["Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %",
                    "total %", "function", "resource"]
-        # Within a width limit the total-share column (in --json and --wide) makes room for
-        # the names: eight columns of numbers leave too few for a function and its script.
-        keep = list(range(8)) if width is None else [0, 1, 2, 3, 4, 6, 7]
+        # Within a width limit the total-share column and the total's interval (in --json
+        # and --wide) make room for the names: with them a 100-column table left a function
+        # 2-3 characters beside its `[new]` tag (`slo…ng  [new]`: the very row a gate is about).
+        keep = list(range(8)) if width is None else [0, 1, 2, 4, 6, 7]
         cells = []
         for r in doc["rows"]:
             tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
@@ -149,7 +150,8 @@ class FleetDiffTable(TextRenderer):
             t.add_row(*nums, name, Text(where, style="dim"))
         out.table(_title(title, width), t)
         _note(out, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
-              "largest change first" + ("" if width is None else "; --wide adds total %"),
+              "largest change first"
+              + ("" if width is None else "; --wide adds total % and the total's interval"),
               width)
 
 
