@@ -838,6 +838,23 @@ def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
     assert errors == []
 
 
+def test_a_time_view_with_no_javascript_says_why_it_is_blank(browser, tmp_path):
+    # A real QuickJS recording of an empty script: one idle sample, no stack. The Time view
+    # drew an axis and nothing else, with no word why.
+    (tmp_path / "empty.js").write_text("\n")
+    trace = tmp_path / "empty.json"
+    p = subprocess.run([sys.executable, "-m", "jsprof.cli", "record", "-o", str(trace),
+                        str(tmp_path / "empty.js")], capture_output=True, text=True, timeout=120,
+                       cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    page = _page(browser, _write_flame(trace, tmp_path / "empty.html").as_uri() + "#view=time")
+    assert page.evaluate("document.body.dataset.view") == "time"
+    assert page.locator("#v-time [data-lane]").count() == 0
+    assert "no sample of this recording ran JavaScript" in \
+        page.locator("#v-time [data-note='nolanes']").text_content()
+    assert page.errors == []
+
+
 def test_flame_track_selector(browser, tmp_path):
     trace = _two_track_recording(tmp_path / "two.jsprof.json")
     page_file = _write_flame(trace, tmp_path / "two.html")

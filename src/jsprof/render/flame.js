@@ -1255,6 +1255,13 @@
         index(ln);  // boxes by depth, sorted by start, for hit tests
         attach(ln);
       });
+      if (lanes.length === 1) {
+        // Only the axis: every sample was idle (no stack) and there are no markers or spans,
+        // so the view says why it is blank (the Flame view draws such samples as "(idle)").
+        sec.appendChild(el("p", {"class": "note", "data-note": "nolanes"}, "Nothing to draw over " +
+          "time: no sample of this recording ran JavaScript (each was idle, with no stack), and " +
+          "it holds no markers or spans."));
+      }
       rangeBox = el("div", {"class": "panel", "data-panel": "range"});
       sec.appendChild(rangeBox);
       zoomSel.addEventListener("click", function () {
