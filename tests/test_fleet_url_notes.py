@@ -160,8 +160,8 @@ def test_hostile_note_values_are_no_traceback_and_no_terminal_text(
 
 def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> None:
     """Not JSON, JSON that is no object, a header line over http.client's 64 KiB, more
-    than 100 headers, an error text with terminal escapes: one line naming the URL, exit 2,
-    no traceback and nothing the terminal would act on."""
+    than 100 headers, an error text with terminal escapes, an answer over the cap: one
+    line naming the URL, exit 2, no traceback and nothing the terminal would act on."""
     import sys
 
     env = dict(os.environ, JSPROF_READ_TOKEN=READ_TOKEN, JSPROF_ADMIN_TOKEN="admin-token")
@@ -178,6 +178,10 @@ def test_a_server_that_is_no_jsprof_serve_is_one_line_exit_2(tmp_path: Path) -> 
          "500 \\x1b]0;owned\\x07 broke"),
         (b"not json", {}, "application/json", 200, "sourcemaps", "answered no JSON object"),
         (b"<svg>\xff\xfe</svg>", {}, "image/svg+xml", 200, "flame", "answered no UTF-8 page"),
+        # Past the cap on a document: the client stops reading there (it read it all, then
+        # said "no JSON object", before the cap).
+        (b"[" * ((64 << 20) + 1024), {}, "application/json", 200, "top",
+         "answered more than 64 MiB"),
     ]
     for body, headers, ctype, status, cmd, said in cases:
         srv = _Hostile(body, headers, ctype, status)

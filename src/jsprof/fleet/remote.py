@@ -25,6 +25,14 @@ NOTE_HEADERS = (("damagedRecords", "X-Jsprof-Damaged-Records"),
 
 _COUNT = re.compile(r"[0-9]{1,15}")
 
+# The most of a server's answer read into memory. The server is not trusted (a proxy, a
+# server that is not ours): without a cap an endless body fills the client's memory.
+# Documents (top, diff, vitals, regressions) are kilobytes to a few megabytes; a flame page
+# of a large merge tens of megabytes; an export is a trace file, under the readers' own cap.
+MAX_DOC_BYTES = 64 << 20
+MAX_PAGE_BYTES = 1 << 30
+MAX_ERROR_BYTES = 64 << 10
+
 
 def _count(v: str | None) -> int:
     """A header's count; 0 when absent (an older collector) or not a small number. ASCII
@@ -75,7 +83,8 @@ class Remote:
         return tok
 
     def _request(self, method: str, path: str, params: list[tuple[str, str]],
-                 token_env: str = "JSPROF_READ_TOKEN", body: bytes | None = None) -> bytes:
+                 token_env: str = "JSPROF_READ_TOKEN", body: bytes | None = None,
+                 limit: int = MAX_DOC_BYTES) -> bytes:
         url = f"{self.base}{path}?{urllib.parse.urlencode(params)}"
         req = urllib.request.Request(url, data=body, method=method, headers={
             "Authorization": f"Bearer {self._token(token_env)}",
@@ -84,9 +93,14 @@ class Remote:
         try:
             with urllib.request.urlopen(req, timeout=TIMEOUT) as resp:
                 self.notes = {k: _count(resp.headers.get(h)) for k, h in NOTE_HEADERS}
-                return resp.read()
+                data = resp.read(limit + 1)
+                if len(data) > limit:
+                    raise JsprofError(
+                        f"--url {self.base}: {path} answered more than {limit >> 20} MiB "
+                        "(not a jsprof serve, or narrow the query with --since/--release)")
+                return data
         except urllib.error.HTTPError as e:
-            raw = e.read()
+            raw = e.read(MAX_ERROR_BYTES)
             try:
                 msg = orjson.loads(raw).get("error") or raw.decode("utf-8", "replace")
             except (orjson.JSONDecodeError, AttributeError):
@@ -118,7 +132,7 @@ class Remote:
     def _page(self, path: str, params: list[tuple[str, str]]) -> str:
         """A flame page (HTML or SVG) the server answered: UTF-8 text, else one line."""
         try:
-            return self._request("GET", path, params).decode("utf-8")
+            return self._request("GET", path, params, limit=MAX_PAGE_BYTES).decode("utf-8")
         except UnicodeDecodeError:
             raise JsprofError(f"--url {self.base}: {path} answered no UTF-8 page "
                               "(not a jsprof serve?)") from None
@@ -160,8 +174,10 @@ class Remote:
 
     def recording(self, f: Filters) -> Any:
         from ..formats import read_any
+        from ..io import MAX_INPUT_BYTES
 
-        data = self._request("GET", "/v1/query/export", filter_params(f))
+        data = self._request("GET", "/v1/query/export", filter_params(f),
+                             limit=MAX_INPUT_BYTES)
         return read_any(data, f"{self.base}/v1/query/export")
 
     def upload_sourcemaps(self, app: str, release: str, items: list[str]) -> list[str]:
