@@ -1,6 +1,7 @@
 """Profile diffs on traces whose share changes follow from how they were built."""
 
 import json
+import re
 
 import numpy as np
 import pytest
@@ -338,10 +339,21 @@ def test_anonymous_functions_are_rows_of_their_own_on_a_real_engine(
         assert main(args) == 0
         paths.append(out)
     capsys.readouterr()
+    # Unmatched, the two checkouts match nothing: every row [new] or [removed], and one
+    # line says why and what to do (the table alone did not).
+    assert main(["diff", *paths]) == 0
+    err = capsys.readouterr().err
+    # (Node's own node: frames match: 97-99 %)
+    assert re.search(r"jsprof: warning: (9\d|100)% of NEW's time is in functions BASE does "
+                     r"not have and (9\d|100)% of BASE's", err), err
+    assert f"BASE's in {tmp_path / 'base' / 'work.js'}" in err
+    assert f"NEW's in {tmp_path / 'new' / 'work.js'}" in err and "--strip-prefix" in err
     # the two checkouts are matched relative to their roots
     strip = ["--strip-prefix", str(tmp_path / "base"), "--strip-prefix", str(tmp_path / "new")]
     assert main(["diff", *paths, "--json", "--all", *strip]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
+    out = capsys.readouterr()
+    assert "warning" not in out.err, out.err
+    rows = json.loads(out.out)["rows"]
     anon = {r["name"]: r for r in rows if r["name"].startswith("(anonymous work.js")}
     # the script (line 1), the callback and the arrow (one line down: `const MAP` above)
     assert {"(anonymous work.js:1)", "(anonymous work.js:9)", "(anonymous work.js:11)"} <= set(

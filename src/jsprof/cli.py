@@ -583,6 +583,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
+    _warn_unmatched(d)  # after the table, where a terminal's reader is looking
     if flame is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(
@@ -605,6 +606,29 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for line in failures:
         print(f"jsprof: diff: {line}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _warn_unmatched(d: Any) -> None:
+    """One line on stderr when most of either side's time is in functions the other lacks:
+    two copies of a script (`app.js` and `app2.js`, two checkouts) match nothing, and the
+    table alone (every row `[new]` or `[removed]`) did not say why."""
+    from .render.rows import short_location
+
+    removed, added = d.unmatched_share()
+    if max(removed, added) <= 50.0:
+        return
+    base_res, new_res = d.unmatched_resources("removed"), d.unmatched_resources("new")
+    where = ""
+    if base_res and new_res:
+        where = (f" (BASE's in {short_location(base_res[0])}, NEW's in "
+                 f"{short_location(new_res[0])})")
+    print(
+        f"jsprof: warning: {added:.0f}% of NEW's time is in functions BASE does not have and "
+        f"{removed:.0f}% of BASE's in functions NEW does not have{where}: functions match by "
+        "name and script, so two copies of a script or two checkouts match nothing; "
+        "--strip-prefix ROOT (once per side) compares checkouts",
+        file=sys.stderr,
+    )
 
 
 # ---- record, run ---------------------------------------------------------------------------

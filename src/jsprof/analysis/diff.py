@@ -264,6 +264,24 @@ class ProfileDiff:
     rows: list[FunctionChange]  # largest change first, by `rank`
     rank: str = "share"  # "ms": by change in self ms; "share": by change in share
 
+    def unmatched_share(self) -> tuple[float, float]:
+        """The share (percent) of BASE's time in rows only BASE has, and of NEW's in rows
+        only NEW has: most of either means the two sides did not match (another script, a
+        checkout elsewhere, another build), not that the code changed."""
+        removed = sum(r.base_self for r in self.rows if r.status == "removed")
+        added = sum(r.new_self for r in self.rows if r.status == "new")
+        return removed, added
+
+    def unmatched_resources(self, status: str) -> list[str]:
+        """The resources of the rows only one side has ("removed": BASE's, "new": NEW's),
+        most time first."""
+        ms: dict[str, float] = {}
+        for r in self.rows:
+            if r.status == status and r.key.resource:
+                t = r.base_self_ms if status == "removed" else r.new_self_ms
+                ms[r.key.resource] = ms.get(r.key.resource, 0.0) + t
+        return sorted(ms, key=lambda k: -ms[k])
+
     def find(self, name: str) -> list[FunctionChange]:
         """Rows whose function is called `name` (any resource; `(anonymous)` names every
         anonymous function, `(anonymous app.js:8)` one); `*` matches every row."""

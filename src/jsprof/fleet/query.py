@@ -623,9 +623,7 @@ def diff(engine: Engine, snap: Snapshot, base: Selection, new: Selection,
 def unmatched_share(d: ProfileDiff) -> tuple[float, float]:
     """The share (percent) of BASE's time in rows only BASE has, and of NEW's in rows only
     NEW has: most of either means the two sides did not match, not that the code changed."""
-    removed = sum(r.base_self for r in d.rows if r.status == "removed")
-    added = sum(r.new_self for r in d.rows if r.status == "new")
-    return removed, added
+    return d.unmatched_share()
 
 
 def _resources(rec: Recording) -> set[str]:
