@@ -855,6 +855,25 @@ def test_a_time_view_with_no_javascript_says_why_it_is_blank(browser, tmp_path):
     assert page.errors == []
 
 
+def test_a_very_long_name_keeps_the_tooltip_on_screen(browser, tmp_path):
+    # A 100,000-character name made a tooltip 21,000 px tall: its numbers were off-screen.
+    long = "L" * 99_990 + "_endOfName"
+    trace = tmp_path / "long.json"
+    io.save(_rec([["main", long]] * 3 + [["main", "other"]]), trace)
+    page = _page(browser, _write_flame(trace, tmp_path / "long.html").as_uri())
+    f = next(f for f in _drawn(page) if f["label"].startswith("LLL"))
+    page.mouse.move(f["cx"], f["cy"])
+    tip = page.locator("#fg-tip")
+    box = tip.bounding_box()
+    assert box["y"] >= 0 and box["y"] + box["height"] <= 700, box
+    text = tip.text_content()
+    assert "_endOfName (100000 characters)" in text and "total 3.0 ms (75.0%)" in text, text
+    assert len(text) < 1000
+    # The same words for a screen reader: the focused frame's live region.
+    assert len(page.locator("#fg-live").text_content()) < 1000
+    assert page.errors == []
+
+
 def test_flame_track_selector(browser, tmp_path):
     trace = _two_track_recording(tmp_path / "two.jsprof.json")
     page_file = _write_flame(trace, tmp_path / "two.html")

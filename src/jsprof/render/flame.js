@@ -497,7 +497,7 @@
   });
   function say(i) {
     // The hovered or focused frame's words, for screen readers (DOM text).
-    if (live) live.textContent = i >= 0 ? tipOf(i).split("\n").join(". ") : "";
+    if (live) live.textContent = i >= 0 ? shortLines(tipOf(i)).split("\n").join(". ") : "";
   }
   canvas.addEventListener("mousemove", function (e) {
     var i = frameAt(e.clientX, e.clientY);
@@ -756,9 +756,18 @@
     h = h >>> 0;
     return "hsl(" + (8 + h % 44) + "," + (70 + (h >> 8) % 20) + "%," + (58 + (h >> 16) % 12) + "%)";
   }
+  // A trace's names can be any length (a 100,000-character name made a tooltip 21,000 px
+  // tall, its numbers off-screen): a line past TIP_LINE characters is cut in its middle.
+  var TIP_LINE = 400;
+  function shortLines(text) {
+    return text.split("\n").map(function (s) {
+      return s.length <= TIP_LINE ? s : s.slice(0, 280) + " \u2026 " + s.slice(-80) +
+        " (" + s.length + " characters)";
+    }).join("\n");
+  }
   function showTip(e, text) {
     if (!tipEl) return;
-    tipEl.textContent = text;
+    tipEl.textContent = shortLines(text);
     tipEl.style.display = "block";
     var r = tipEl.getBoundingClientRect();
     var left = e.clientX + 14, top = e.clientY + 16;
