@@ -87,6 +87,13 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
     r = subprocess.run(base + ["--route", "/cart"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout == "no regressions over 2 releases (1.0.0 to 1.1.0)\n", (
         r.stdout, r.stderr)
+    # Too little evidence for every pair is not "no regressions" (it said so): nothing was
+    # compared, and stderr says why.
+    r = subprocess.run(base + ["--min-traces", "5"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout == (
+        "nothing compared over 2 releases (1.0.0 to 1.1.0): no release had enough evidence "
+        "beside the one before (why: the lines on stderr)\n"), (r.stdout, r.stderr)
+    assert r.stderr.startswith("not compared: 1.0.0 -> 1.1.0: "), r.stderr
 
 
 # ---- page loads resampled from real Chromium traces ------------------------------------------

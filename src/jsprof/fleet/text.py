@@ -229,10 +229,16 @@ class RegressionsText(Renderer):
                 + (f" ({printable(units[0])})" if units else "")
             )
         elif not doc["regressions"]:
-            lines.append(
-                f"no regressions over {plural(len(units), by)} "
-                f"({printable(units[0])} to {printable(units[-1])})"
-            )
+            over = f"{plural(len(units), by)} ({printable(units[0])} to {printable(units[-1])})"
+            pairs, skipped = len(units) - 1, len(doc.get("skipped") or ())
+            if skipped >= pairs:
+                # Every pair lacked the evidence: nothing was judged, so "no regressions"
+                # read as a clean bill of health (the dashboard says "Nothing compared").
+                lines.append(f"nothing compared over {over}: no {by} had enough evidence "
+                             "beside the one before (why: the lines on stderr)")
+            else:
+                lines.append(f"no regressions over {over}" + (
+                    f"; {skipped} of {pairs} pairs not compared (stderr)" if skipped else ""))
         return "".join(line + "\n" for line in lines)
 
 
