@@ -874,6 +874,28 @@ def test_a_very_long_name_keeps_the_tooltip_on_screen(browser, tmp_path):
     assert page.errors == []
 
 
+def test_flame_of_samples_with_no_time_says_so(tmp_path, capsys):
+    # A .cpuprofile of one sample (V8 writes no interval): report counts 1 sample of 0 ms;
+    # flame said "has no samples".
+    prof = {"nodes": [{"id": 1, "callFrame": {"functionName": "(root)", "scriptId": "0",
+                                              "url": "", "lineNumber": -1, "columnNumber": -1},
+                       "children": [2]},
+                      {"id": 2, "callFrame": {"functionName": "only", "scriptId": "1",
+                                              "url": "file:///app.js", "lineNumber": 0,
+                                              "columnNumber": 0}}],
+            "startTime": 0, "endTime": 1000, "samples": [2], "timeDeltas": [1000]}
+    trace = tmp_path / "one.cpuprofile"
+    trace.write_text(json.dumps(prof))
+    capsys.readouterr()
+    assert main(["report", str(trace)]) == 0
+    assert "1 sample, 0.0 ms" in capsys.readouterr().out
+    assert main(["flame", str(trace), "-o", str(tmp_path / "one.html")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "one.cpuprofile: has 1 sample and no sampled time" in err, err
+    assert not (tmp_path / "one.html").exists()
+
+
 def test_flame_track_selector(browser, tmp_path):
     trace = _two_track_recording(tmp_path / "two.jsprof.json")
     page_file = _write_flame(trace, tmp_path / "two.html")

@@ -461,10 +461,18 @@ def cmd_flame(args: argparse.Namespace) -> int:
     if args.track is not None:
         rec.track(args.track)
     tree = build_call_tree(rec, args.track)
-    if not tree.total_time > 0:
-        raise UsageError(f"{args.trace}: has no samples; there is nothing to draw")
     tracks = [rec.track(args.track)] if args.track else rec.tracks
     samples = sum(t.trace.num_samples for t in tracks)
+    if not tree.total_time > 0:
+        # A lone sample with no interval recorded (a .cpuprofile of one sample) has samples
+        # and no time: "no samples" sent its user looking for a reading bug.
+        why = (
+            "has no samples"
+            if not samples
+            else f"has {plural(samples, 'sample')} and no sampled time (no gap between "
+            "samples and no sampling interval to weigh them by)"
+        )
+        raise UsageError(f"{args.trace}: {why}; there is nothing to draw")
     flame.options.update(
         title=os.path.basename(args.trace),
         subtitle=f"{tree.total_time:.1f} ms · {plural(samples, 'sample')} · "
