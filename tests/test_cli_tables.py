@@ -123,6 +123,11 @@ def test_rows_fit_the_width_with_names_elided_in_the_middle(tmp_path):
     rows = json.loads(_jsprof(tmp_path, "report", trace, "--json", "--all"))["rows"]
     regexp = next(r["name"] for r in rows if r["name"].startswith("RegExp: "))
     assert len(regexp) > 1000  # --json: whole
+    # by line, a native with neither script nor line is "(unknown)" once (it said
+    # "(unknown) (line unknown)")
+    lines = json.loads(_jsprof(tmp_path, "report", trace, "--by", "line", "--json", "--all"))
+    (where,) = {r["location"] for r in lines["rows"] if r["name"] == regexp}
+    assert where == "(unknown)", where
     for args in (["report", trace, "--all"], ["report", trace, "--tree", "--threshold", "0"],
                  ["diff", trace, trace, "--all"]):
         lines = _jsprof(tmp_path, *args).splitlines()

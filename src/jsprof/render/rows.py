@@ -19,7 +19,10 @@ def _pct(x: float, total: float) -> float:
 def key_label(key: Any) -> tuple[str, str]:
     """(what, where) for a function, resource or line key."""
     if isinstance(key, LineKey):
-        where = key.function.resource or "(unknown)"
+        if not key.function.resource:
+            # a native (V8's `RegExp: ...`) has neither: "(unknown) (line unknown)" said it twice
+            return key.function.label(), "(unknown)"
+        where = key.function.resource
         if not key.line:
             return key.function.label(), f"{where} (line unknown)"
         return key.function.label(), f"{where}:{key.line}"
