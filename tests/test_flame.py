@@ -434,6 +434,18 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
     assert Image.open(tmp_path / "flame.png").size == (1280, 300)
 
 
+def test_a_link_naming_an_object_member_opens_the_flame_graph(browser, data, tmp_path):
+    # #view=constructor found Object's own member as a view: "views[name].show is not a
+    # function", a blank page.
+    page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
+    for h in ("view=constructor", "view=__proto__", "view=toString&fn=constructor",
+              "view=sandwich&fn=__proto__", "__proto__=x&view=hasOwnProperty"):
+        page = _page(browser, page_file.as_uri() + "#" + h)
+        assert page.evaluate("document.body.dataset.view") in ("flame", "sandwich"), h
+        assert page.errors == [], (h, page.errors)
+        page.close()
+
+
 def test_a_long_title_keeps_the_header_on_one_line(browser, data, tmp_path):
     title = "checkout-flow-nightly-build-2026-12-01-run-42-chromium-desktop-profile-" * 3
     page_file = tmp_path / "long.html"

@@ -608,8 +608,10 @@
   window.jsprofTip = function (i) { return tipOf(i); };
   // A link can carry a view, a search and a zoom: flame.html#view=flame&q=fib&z=12
   // (z: frame index), flame.html#view=sandwich&fn=parse.
+  // Maps keyed by what a link says have no prototype: #view=constructor or __proto__
+  // found Object's own members and broke the page.
   function params() {
-    var p = {};
+    var p = Object.create(null);
     location.hash.replace(/^#/, "").split("&").forEach(function (kv) {
       var i = kv.indexOf("=");
       if (i > 0) {
@@ -642,8 +644,8 @@
     var tk = P.track !== undefined ? D.tracks.indexOf(P.track) : -1;
     if (tk >= 0) { trackSel.value = String(tk); useTrack(tk); }
   }
-  var views = {}, view = "flame";
-  var M = null, viewMakers = {};
+  var views = Object.create(null), view = "flame";
+  var M = null, viewMakers = Object.create(null);
   if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
   if (doc.getElementById("v-time")) viewMakers.time = function (M) { return M.fleetTime ? fleetTimeView(M) : timeView(M); };
   if (doc.getElementById("v-source")) viewMakers.source = sourceView;
