@@ -451,3 +451,26 @@ def test_record_cdp_keeps_the_windows_of_a_tab_clicked_while_attached(tmp_path: 
         if client is not None:
             client.close()
         server.close()
+
+
+def test_a_script_entry_is_named_by_its_file_not_the_loopback_url(
+    browser: Browser, tmp_path: Path
+) -> None:
+    """A served .js whose first run is a long frame: its script entry (a classic script,
+    no function name) was labelled by its invoker, `http://127.0.0.1:PORT/busy.js`, a port
+    gone with the recording, while everything else names the file by its file:// URL."""
+    js = tmp_path / "busy.js"
+    js.write_text("const end = performance.now() + 300;\nlet x = 0;\n"
+                  "while (performance.now() < end) x += Math.sqrt(x + 1);\n")
+    rec = record_chromium(str(js), 1.0, duration=30, browser=browser)
+    sp = rec.tracks[0].spans
+    assert sp is not None
+    entries = [int(i) for i in sp.of_kind("script")]
+    assert entries, "no long frame's script entry (the 300 ms script is one)"
+    want = Path(js.resolve()).as_uri()
+    ours = [i for i in entries if sp.arg(i).get("sourceURL") == want]
+    assert ours, [sp.arg(i) for i in entries]
+    for i in ours:
+        assert sp.arg(i)["invoker"] == want and sp.label(i) == want, sp.arg(i)
+    every = orjson.dumps([sp.arg(i) for i in range(len(sp.start))]).decode()
+    assert "127.0.0.1" not in every, every

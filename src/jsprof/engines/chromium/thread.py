@@ -273,6 +273,12 @@ def timeline_spans(
                 for sc in f["scripts"]:
                     if sc["sourceURL"]:
                         sc["sourceURL"] = rename(sc["sourceURL"])
+                    # A classic or module script's invoker is its URL, and it is the
+                    # entry's label when it has no function name (the Time view showed
+                    # `http://127.0.0.1:44655/work.js`, a port that is gone); an event
+                    # listener's (`BUTTON#go.onclick`) is no URL and stays as it is.
+                    if sc.get("invoker"):
+                        sc["invoker"] = rename(sc["invoker"])
         by_doc.setdefault(origin, []).append((str(origin), t))
         # the client's counts are since the document started: the last one is the total
         for k, v in t["dropped"].items():
