@@ -119,6 +119,32 @@ def test_a_served_svg_runs_its_own_script_and_no_other(col: Collector) -> None:
             assert page.evaluate("document.documentElement.getAttribute('data-pwned')") is None
 
 
+def test_the_fleet_pages_views_keep_hostile_names_as_text(col: Collector) -> None:
+    # The merged page's Time, Sandwich and Source views (fleet lanes, example uploads,
+    # sourcesContent text) with a function named as markup and a route as a script.
+    from urllib.parse import quote
+
+    auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+    base = col.url + "/v1/query/flame?app=shop"
+    with playwright_chromium() as browser:
+        page = browser.new_page(extra_http_headers=auth)
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        for h in ("view=time", "view=sandwich&fn=" + quote(HOSTILE),
+                  "view=source&fn=" + quote(HOSTILE), "q=" + quote(HOSTILE[:12])):
+            page.goto("about:blank")
+            page.goto(base + "#" + h)
+            page.wait_for_selector("body[data-ready='1']", timeout=60000)
+            view = h.split("&")[0].split("=")[1] if h.startswith("view") else "flame"
+            page.wait_for_selector(f"body[data-view='{view}']", timeout=20000)
+            assert page.evaluate("document.images.length") == 0, h
+            assert page.evaluate("document.querySelectorAll('script:not([type])').length") == 1
+            assert "pwned" not in page.title(), h
+            if view != "flame":
+                assert HOSTILE in page.locator(f"#v-{view}").text_content(), h
+        assert errors == []
+
+
 def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path
                                                           ) -> None:
     from playwright.sync_api import expect
