@@ -709,6 +709,25 @@ def test_sandwich_names_are_text_not_markup(browser, tmp_path):
     assert page.errors == []
 
 
+def test_sandwich_says_where_it_stops_drawing_callers(browser, tmp_path):
+    # 600 levels of callers above the chosen function: 400 are drawn, silently before.
+    stack = ["main"] + [f"d{i}" for i in range(599)] + ["leafFn"]
+    trace = tmp_path / "deep.json"
+    io.save(_rec([stack, ["main", "other"]]), trace)
+    page = _page(browser, _write_flame(trace, tmp_path / "deep.html").as_uri() +
+                 "#view=sandwich&fn=leafFn")
+    callers = page.locator("[data-panel='callers']")
+    assert callers.locator("svg g").count() == 401
+    assert "more than 400 levels above are not drawn" in \
+        callers.locator("[data-note='cut']").text_content()
+    # A shallow function's panels say nothing of the kind.
+    page.evaluate("location.hash = 'view=sandwich&fn=other'")
+    _wait(page, "!!document.querySelector(\"[data-panel='callers']\") && "
+                "document.querySelector(\"[data-panel='function'] h2\").textContent === 'other'")
+    assert page.locator("[data-note='cut']").count() == 0
+    assert page.errors == []
+
+
 def test_sandwich_says_which_functions_the_file_left_out(browser, tmp_path):
     # 3 functions of one sample in 20,003 (under 0.01% each) are no rows of the table; the
     # status says so in a sentence, with and without a search (it began " (3 functions").

@@ -793,8 +793,9 @@
   }
   // A merged tree (trie keyed by function) drawn as a flame: `up` puts the root at the
   // bottom (callers above), else at the top (callees below). Nodes: {f, v, kids: {f: node}}.
+  var TRIE_LEVELS = 400;  // an SVG element per frame: a 10,000-level recursion stays usable
   function drawTrie(root, W, up, onPick, total) {
-    var rows = [], maxD = 0;
+    var rows = [], maxD = 0, cut = false;
     (function walk(nd, d, x) {
       rows.push([nd, d, x]);
       if (d > maxD) maxD = d;
@@ -803,7 +804,10 @@
       ks.sort(function (a, b) { return b.v - a.v; });
       var cx = x;
       for (var j = 0; j < ks.length; j++) {
-        if (ks[j].v * W / (root.v || 1) >= 0.5 && d < 400) walk(ks[j], d + 1, cx);
+        if (ks[j].v * W / (root.v || 1) >= 0.5) {
+          if (d < TRIE_LEVELS) walk(ks[j], d + 1, cx);
+          else cut = true;
+        }
         cx += ks[j].v;
       }
     })(root, 0, 0);
@@ -827,7 +831,15 @@
       if (nd.f >= 0) g.addEventListener("click", function () { onPick(nd.f); });
       s.appendChild(g);
     });
-    return s;
+    if (!cut) return s;
+    // Said where the levels would be: above the callers, below the callees.
+    var out = doc.createDocumentFragment(), note = el("p", {"class": "note", "data-note": "cut"},
+      (up ? "Callers" : "Callees") + " more than " + TRIE_LEVELS + " levels " + (up ? "above" : "below") +
+      " are not drawn (the Flame view has the whole stacks).");
+    if (up) out.appendChild(note);
+    out.appendChild(s);
+    if (!up) out.appendChild(note);
+    return out;
   }
 
   // The chosen function's name, location, self and total (as `report` counts them).
