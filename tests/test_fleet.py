@@ -125,6 +125,9 @@ def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_pa
             assert rows[0].endswith("app.min.js"), out
             for name in ("layoutTree", "measure", "JSON.parse", "throttle", "(program)"):
                 assert any(name in ln.split() for ln in rows), (name, out)
+            # time with no JavaScript names no script (it said "(unknown)")
+            for name in ("(program)", "(paint)", "(garbage collector)"):
+                (row,) = [ln for ln in rows if ln.endswith(name)]
         # --wide prints every name and location whole, and one label everywhere:
         # `(anonymous app.min.js:N)`, as report and flame print it.
         assert main([*argv, "--wide"]) == 0

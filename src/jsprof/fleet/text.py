@@ -128,7 +128,11 @@ class FleetDiffTable(TextRenderer):
                 _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _pp(r["totalPp"]).plain,
                 _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
                 f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
-                printable(_name(r)) + tag, printable(r["resource"] or "(unknown)"),
+                # time with no JavaScript has no script: blank, as in `fleet top` and
+                # `jsprof diff` (it said "(unknown)", as a native function does)
+                printable(_name(r)) + tag,
+                "" if r["resource"] is None and r["name"] in NO_STACK_NAMES
+                else printable(r["resource"] or "(unknown)"),
             ]
             cells.append([line[i] for i in keep])
         shown = [headers[i] for i in keep]
