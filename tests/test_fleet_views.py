@@ -213,3 +213,37 @@ def test_during_has_no_time_tab_but_its_source_view(store: Path, tmp_path: Path)
     model, src = _blocks(page)
     assert "fleetTime" not in model and "time" not in model
     assert src["lineData"] is False and src["fns"]
+
+
+def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path) -> None:
+    """The Time view's axis of buckets ends in "later" (the chunks past the last bucket);
+    the last tick's label was printed over it ("late120000.0"). Every label drawn on the
+    axis canvas stays clear of "later" and inside the canvas, at several widths."""
+    record = """
+      window.__texts = [];
+      const orig = CanvasRenderingContext2D.prototype.fillText;
+      CanvasRenderingContext2D.prototype.fillText = function (text, x, y) {
+        const w = this.measureText(text).width;
+        const left = this.textAlign === "right" ? x - w : x;
+        window.__texts.push({text: String(text), left, right: left + w, y,
+                             cw: this.canvas.width / (window.devicePixelRatio || 1),
+                             id: this.canvas.__id || (this.canvas.__id = Math.random())});
+        return orig.apply(this, arguments);
+      };"""
+    with playwright_chromium("--disable-dev-shm-usage") as browser:
+        for width in (900, 1300, 1400, 1700):
+            p = browser.new_page(viewport={"width": width, "height": 900})
+            p.add_init_script(record)
+            p.goto(page.as_uri() + "#view=time")
+            p.wait_for_selector("body[data-view='time']", timeout=30000)
+            p.wait_for_timeout(300)
+            texts = p.evaluate("window.__texts")
+            later = [t for t in texts if t["text"] == "later"]
+            assert later, width
+            axis = [t for t in texts if t["id"] == later[-1]["id"] and t["y"] == later[-1]["y"]]
+            ticks = [t for t in axis if t["text"] != "later"]
+            assert len(ticks) >= 3, (width, axis)
+            for t in ticks:
+                assert t["right"] <= later[-1]["left"], (width, t, later[-1])
+                assert t["right"] <= t["cw"], (width, t)
+            p.close()

@@ -1666,10 +1666,13 @@
       g.fillStyle = "#6e6e73";
       g.strokeStyle = "#c8c8cc";
       var end = F.later ? (B - 1) * bw : B * bw;
+      // A tick's label that would run into "later" (or off the canvas) is left out, its
+      // tick kept: the last one printed over it ("late120000.0").
+      var room = w - 2 - (F.later ? g.measureText("later").width + 8 : 0);
       for (var t = 0; t <= end + 1e-9; t += step) {
         var x = t / (B * bw) * w;
         g.beginPath(); g.moveTo(x + 0.5, 12); g.lineTo(x + 0.5, 20); g.stroke();
-        g.fillText(ms(t), x + 3, 10);
+        if (x + 3 + g.measureText(ms(t)).width <= room) g.fillText(ms(t), x + 3, 10);
       }
       if (F.later) { g.textAlign = "right"; g.fillText("later", w - 2, 10); g.textAlign = "left"; }
     }
