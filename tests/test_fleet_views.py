@@ -188,6 +188,8 @@ def test_merged_time_and_source_views_in_chromium(store: Path, page: Path, capsy
         assert float(inp.first.text_content()) == pytest.approx(vit["rows"][0]["inpP75Ms"],
                                                                 abs=0.051)
         assert p.locator("#v-time [data-panel='examples'] li").count() >= 2
+        assert p.locator("#v-time [data-lane='measureLayout'] .fname").all_text_contents() == [
+            "measureLayout"]
         p.screenshot(path=str(tmp_path / "fleet-time.png"))
         # Source: the mapped function's text; the unmapped one's reason in a sentence.
         p.goto(page.as_uri() + "#view=source&fn=measureLayout")
@@ -247,3 +249,34 @@ def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path) -
                 assert t["right"] <= later[-1]["left"], (width, t, later[-1])
                 assert t["right"] <= t["cw"], (width, t)
             p.close()
+
+
+def test_merged_time_lanes_of_one_name_say_where(tmp_path: Path) -> None:
+    """Two functions of one name in two scripts (`has42` of page.html and of
+    page11.html) were two Time lanes both labelled `has42`; each now says its place."""
+    from jsprof.trace import TraceBuilder
+
+    st = Store(tmp_path / "store")
+    try:
+        for i, page in enumerate(("page.html", "page11.html")):
+            b = TraceBuilder()
+            r = b.resource_id(f"https://shop.example/{page}")
+            sid = b.stack_id([b.frame_id(f"main{i}", r, 1, 1), b.frame_id("has42", r, 20, 17)])
+            top = b.stack_id([b.frame_id(f"main{i}", r, 1, 1)])
+            for k in range(50):
+                b.add_sample(10.0 * k, sid if k % 5 else top)
+            upload(st, f"u{i}", b.build(), app="shop", release="1.0", route="/p",
+                   pageLoad=f"pl{i}")
+    finally:
+        st.close()
+    out = tmp_path / "fleet.html"
+    assert main(["fleet", "flame", "--store", str(tmp_path / "store"), "--app", "shop",
+                 "-o", str(out)]) == 0
+    with playwright_chromium("--disable-dev-shm-usage") as browser:
+        p = browser.new_page(viewport={"width": 1300, "height": 900})
+        p.goto(out.as_uri() + "#view=time")
+        p.wait_for_selector("#v-time [data-lane='has42']", timeout=30000)
+        names = p.locator("#v-time [data-lane='has42'] .fname").all_text_contents()
+        assert sorted(names) == ["has42 (page.html:20:17)", "has42 (page11.html:20:17)"], names
+        # a name of its own stays bare
+        assert p.locator("#v-time [data-lane='main1'] .fname").all_text_contents() == ["main1"]

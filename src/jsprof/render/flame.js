@@ -1487,9 +1487,16 @@
       return F.later && k === B - 1 ? "from " + ms(k * bw) + " ms on" : ms(k * bw) + "\u2013" + ms((k + 1) * bw) + " ms";
     }
     function W() { return Math.max(sec.clientWidth - NAMEW - 40, 200); }
-    function lane(parent, kind, name, height, values, tip) {
+    // Two functions of one name (two scripts, or two places in one) were two lanes of the
+    // same label: such a lane says where its function is ("has42 (page11.html:20:17)").
+    var seen = {};
+    F.fns.forEach(function (r) { seen[r.name] = (seen[r.name] || 0) + 1; });
+    function shown(r) {
+      return seen[r.name] > 1 && r.loc ? r.name + " (" + r.loc.split("/").pop() + ")" : r.name;
+    }
+    function lane(parent, kind, name, height, values, tip, label) {
       var box = el("div", {"class": "flane", "data-lane": name, "data-kind": kind});
-      box.appendChild(el("div", {"class": "fname", title: name}, name));
+      box.appendChild(el("div", {"class": "fname", title: label || name}, label || name));
       var c = el("canvas", {});
       box.appendChild(c);
       parent.appendChild(box);
@@ -1533,7 +1540,7 @@
           return x.r.name + (x.r.loc ? "\n" + x.r.loc : "") + "\n" + span(k) + " since page start: " +
             ms(v) + " ms self, " + pct(v, F.bucketMs[k]) + "% of the " + ms(F.bucketMs[k]) +
             " ms sampled there\n" + ms(x.r.self) + " ms in all (" + pct(x.r.self, F.totalMs) + "%)";
-        });
+        }, shown(x.r));
       });
       if (!n) fnBox.appendChild(el("p", {"class": "note"}, "No function matches the search."));
     }
