@@ -157,11 +157,31 @@ def test_cli_diff_table_json_gate_and_flame(tmp_path, capsys):
     rc = main(["diff", base, new, "--flame", str(flame), "--fail-if", "c:self>+10pp"])
     err = capsys.readouterr().err
     assert rc == 1 and "breaks --fail-if 'c:self>+10pp'" in err
-    page = flame.read_text()
-    # two runs of one program: the flame graph too is coloured and labelled by ms, share beside
-    assert "vs base: self -2.0 ms (-40.00 pp)" in page
-    assert "new: this call path is not in the base" in page
-    assert "more self time than base (up to +10.0 ms)" in page
+    # two runs of one program: the flame graph too is coloured and labelled by ms, share
+    # beside. The page draws on a canvas, its tooltips built by its script: read them there,
+    # as a pointer would show them, and its legend; the SVG's <title>s say the same.
+    said = ("vs base: self -2.0 ms (-40.00 pp)", "new: this call path is not in the base",
+            "more self time than base (up to +10.0 ms)")
+    from browser_util import playwright_chromium
+
+    with playwright_chromium() as b:
+        pg = b.new_page(viewport={"width": 1280, "height": 700})
+        errors: list[str] = []
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(flame.as_uri())
+        for _ in range(400):
+            if pg.evaluate("document.body.dataset.ready === '1' || !!document.body.dataset.view"):
+                break
+            pg.wait_for_timeout(50)
+        tips = pg.evaluate("jsprofFrames().map(f => jsprofTip(f.i)).join('\\n')")
+        legend = pg.inner_text(".legend")
+        assert not errors, errors
+    assert said[0] in tips and said[1] in tips, tips
+    assert said[2] in legend, legend
+    svg = tmp_path / "d.svg"
+    assert main(["diff", base, new, "--flame", str(svg)]) == 0
+    for text in said[:2]:  # the SVG has no legend: its tooltips only
+        assert text in svg.read_text(), text
 
     assert main(["diff", base, new, "--fail-if", "c>1"]) == 2
     assert main(["diff", base, new, "--flame", str(tmp_path / "d.png")]) == 2
