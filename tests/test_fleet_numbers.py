@@ -4,6 +4,7 @@ rename their bundles, pruning, page loads, empty filters, engine-independent met
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 import numpy as np
@@ -193,13 +194,30 @@ def test_merged_profiles_keep_the_real_counts_and_interval(store, tmp_path, caps
         tree = build_call_tree(api.recording(s, Filters(app="shop")))
     roots = tree.parent == -1
     assert int(tree.total_samples[roots].sum()) == n
+    fib = [i for i in range(len(tree.parent))
+           if tree.functions[tree.function[i]].name == "workload"]
+    said = f"· {int(tree.total_samples[fib[0]])} samples"
+    # The SVG's static <title>s, and the page's tooltip as a pointer shows it (the page
+    # draws on a canvas and builds its tooltips in its script).
+    svg = tmp_path / "merged.svg"
+    assert main(["fleet", "flame", "--store", str(store.path), "--app", "shop",
+                 "-o", str(svg)]) == 0
+    assert said in html.unescape(svg.read_text())
     page = tmp_path / "merged.html"
     assert main(["fleet", "flame", "--store", str(store.path), "--app", "shop",
                  "-o", str(page)]) == 0
-    fib = [i for i in range(len(tree.parent))
-           if tree.functions[tree.function[i]].name == "workload"]
-    assert f"\\u00b7 {int(tree.total_samples[fib[0]])} samples" in page.read_text() or \
-        f"· {int(tree.total_samples[fib[0]])} samples" in page.read_text()
+    from browser_util import playwright_chromium
+
+    with playwright_chromium() as b:
+        pg = b.new_page(viewport={"width": 1280, "height": 700})
+        pg.goto(page.as_uri())
+        for _ in range(400):
+            if pg.evaluate("!!document.body.dataset.view"):
+                break
+            pg.wait_for_timeout(50)
+        tips = pg.evaluate("jsprofFrames().filter(f => f.name === 'workload')"
+                           ".map(f => jsprofTip(f.i))")
+    assert tips and all(said in t for t in tips), (said, tips)
 
 
 # ---- 4. releases that rename their bundles ---------------------------------------------------
