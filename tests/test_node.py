@@ -190,6 +190,28 @@ def test_a_workers_wait_for_jsprof_is_not_its_cpu_time():
     assert worker_t.trace.num_samples >= 200
 
 
+def test_jsprofs_own_code_is_not_in_any_thread():
+    # jsprof runs code of its own in each thread: the slices' console.profile bridge (10 ms
+    # of a 1 s main thread at 0.1 ms, measured) and a worker's exit hook, which waits while
+    # jsprof takes the profile (16 ms). Both were the script's self time, as a url-less
+    # "(anonymous line 1)" and "jsprofWorkerExit". Every frame of the script and of Node has
+    # a URL; only natives ((program), MessageChannel, ...) have neither URL nor line.
+    rec = record_node(JS / "worker.js", sample_interval=0.1)
+    assert [t.name for t in rec.tracks] == ["main", "worker 1"]
+    for t in rec.tracks:
+        ours = [
+            (f.name, f.line, f.column)
+            for f in t.trace.frames
+            if f.name == "jsprofWorkerExit"
+            or (f.resource_id is None and f.line is not None)
+            or (
+                f.resource_id is not None and t.trace.resources[f.resource_id].startswith("jsprof:")
+            )
+        ]
+        assert ours == [], (t.name, ours)
+    assert "workerWork" in {f.name for f in _script_frames(rec.tracks[1].trace, "worker.js")}
+
+
 def test_attach_by_pid_then_close_the_inspector():
     # --inspect-port=127.0.0.1:0: SIGUSR1 opens the inspector on a random loopback port
     # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is

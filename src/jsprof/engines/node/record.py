@@ -27,8 +27,21 @@ if TYPE_CHECKING:
 _CHILD_TITLE = "jsprof-child"
 _GO_PREFIX = "jsprof-go:"  # the hook went on to the script, at this instant (monotonic us)
 _RESEND_GO = 0.05  # s between repeats of runIfWaitingForDebugger until the hook went on
-_WORKER_EXIT_FN = "jsprofWorkerExit"
-_WORKER_EXIT_HOOK = f"process.on('exit', function {_WORKER_EXIT_FN}() {{ debugger; }}); 0"
+# A worker's last samples are taken in its 'exit' event: the hook says so with a
+# console.profile title and waits (inspector.waitForDebugger) until we have stopped its
+# profiler and say go (Runtime.runIfWaitingForDebugger). It used a `debugger;` statement
+# before, which needs the Debugger domain on in the worker; with it on, Node also pauses the
+# worker "on start", and V8 20 sometimes died computing that pause's scopes (a fatal CHECK
+# in ScopeIterator::VisitLocalScope, seen in CI). `require` is the command-line API's (the
+# worker's module system is not up yet when we attach); console.profile is taken now so the
+# script cannot replace it. The sourceURL lets its wait be dropped from the samples.
+_WORKER_EXIT_TITLE = "jsprof-worker-exit"
+_WORKER_EXIT_URL = "jsprof:worker-exit"
+_WORKER_EXIT_HOOK = (
+    "((req, prof) => { process.on('exit', function jsprofWorkerExit() {"
+    f" prof('{_WORKER_EXIT_TITLE}'); req('inspector').waitForDebugger(); }}); return 0; }})"
+    f"(require, console.profile.bind(console))\n//# sourceURL={_WORKER_EXIT_URL}"
+)
 
 
 def hook_path() -> str:
@@ -193,7 +206,7 @@ def _record(
         root = client.session
         main = _Isolate(root, "main")
         hook = hook_path()
-        main.hide_urls = {hook, pathlib.Path(hook).as_uri()}  # as a path and as a file URL
+        main.hide_urls |= {hook, pathlib.Path(hook).as_uri()}  # as a path and as a file URL
         isolates.append(main)
         if progress is not None:  # _ending.Progress: a status line's count, from its thread
             progress.poll = lambda: (
@@ -302,6 +315,7 @@ def _number(text: str) -> float | None:
 def _attach_worker(
     client: CDPClient, params: dict, us: int, n: int, parent: Session | None = None
 ) -> _Isolate:
+    from .._v8session import exception_text
     from ..cdp import CDPClosed, CDPError
     from .isolate import _Isolate
 
@@ -309,16 +323,22 @@ def _attach_worker(
     info = params.get("workerInfo", {})
     # Node's workerId is the thread id: unique in the process, also for nested workers.
     iso = _Isolate(session, f"worker {info.get('workerId', n)}")
-    iso.paused_at_start = True  # it waits in callAndPauseOnStart until we resume it
+    # Node wraps a worker waiting for a debugger in callAndPauseOnStart; should it pause
+    # there (a Node whose Debugger domain is on), that wait is dropped from the samples.
+    iso.paused_at_start = True
+    iso.hide_urls.add(_WORKER_EXIT_URL)
     try:
         # Its own workers would reach us through it; Node 20 has no NodeWorker domain in a
         # worker's session ("wasn't found"), so there they run unprofiled.
         with contextlib.suppress(CDPError):
             session.send("NodeWorker.enable", {"waitForDebuggerOnStart": True})
-        session.send("Debugger.enable")
         iso.read_origin()
         iso.start(us)
-        session.send("Runtime.evaluate", {"expression": _WORKER_EXIT_HOOK})
+        r = session.send(
+            "Runtime.evaluate", {"expression": _WORKER_EXIT_HOOK, "includeCommandLineAPI": True}
+        )
+        if "exceptionDetails" in r:
+            raise CDPError(f"its exit hook failed: {exception_text(r['exceptionDetails'])}")
         iso.begin_slices()
     except (CDPClosed, CDPError) as e:
         iso.lost = f"could not start profiling it ({e})"
@@ -330,24 +350,25 @@ def _attach_worker(
 
 
 def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_Isolate]) -> None:
-    """Handle a worker's events: its pauses (ours, the exit hook, takes the profile; others
-    resume), its slices, and workers it starts (appended to `isolates`)."""
+    """Handle a worker's events: its exit (the hook waits while we take the profile, then
+    goes on), its slices, and workers it starts (appended to `isolates`)."""
     from ..cdp import CDPClosed
 
     s = iso.session
     while s.events:
         e = s.events.popleft()
-        if e["method"] == "NodeWorker.attachedToWorker":
+        m = e["method"]
+        if m == "NodeWorker.attachedToWorker":
             isolates.append(_attach_worker(client, e["params"], us, len(isolates), parent=s))
             continue
-        if e["method"] != "Debugger.paused":
+        if m != "Profiler.consoleProfileStarted":
             continue
-        frames = e["params"].get("callFrames") or [{}]
-        if frames[0].get("functionName") == _WORKER_EXIT_FN and iso.profiling:
+        if e.get("params", {}).get("title") != _WORKER_EXIT_TITLE:
+            continue
+        if iso.profiling:
             iso.collect(iso.stop_nowait())
-        # "Break on start", a `debugger` statement of the script, or ours after the stop.
         with contextlib.suppress(CDPClosed):
-            s.send_nowait("Debugger.resume")
+            s.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
 
 
 def record_script(
