@@ -564,3 +564,23 @@ def test_drop_preload_keeps_every_other_sample_and_its_time():
     assert out["samples"] == [8, 7, 4, 7]
     assert {n["id"] for n in out["nodes"]} == {1, 2, 3, 4, 7, 8}
     assert sum(n["hitCount"] for n in out["nodes"]) == 4
+
+
+def test_an_eval_with_no_answer_says_what_node_is_doing():
+    # CI saw `no CDP reply within 60 s` once, with nothing to tell a busy Node from a
+    # stopped or hung one: the error says what the kernel says of the process.
+    from jsprof.engines.cdp import CDPTimeout
+    from jsprof.engines.node import NodeRuntime
+
+    with NodeRuntime() as rt:
+        os.kill(rt.proc.pid, signal.SIGSTOP)
+        try:
+            with pytest.raises(
+                CDPTimeout, match=r"^node \(pid \d+\): no CDP reply within 1 s; stopped"
+            ):
+                rt.eval("1 + 1", timeout=1)
+        finally:
+            os.kill(rt.proc.pid, signal.SIGCONT)
+        assert rt.eval("2 + 2") == 4
+        with pytest.raises(CDPTimeout, match=r"no CDP reply within 1 s; running, [\d.]+ s of CPU"):
+            rt.eval("for (;;) {}", timeout=1)

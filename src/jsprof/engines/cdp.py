@@ -44,6 +44,10 @@ class CDPClosed(EngineError):
     """The connection closed (the target went away)."""
 
 
+class CDPTimeout(EngineError):
+    """No reply in time, the connection still open (the target is busy, stopped or hung)."""
+
+
 class Session:
     """Commands to and events from one target."""
 
@@ -113,7 +117,7 @@ class Session:
             if self.closed:
                 raise CDPClosed("the target closed before it answered")
             if time.monotonic() > deadline:
-                raise EngineError(f"no CDP reply within {timeout:g} s")
+                raise CDPTimeout(f"no CDP reply within {timeout:g} s")
             self.client.pump(min(0.1, max(deadline - time.monotonic(), 0.001)))
         reply = self.replies.pop(mid)
         if "error" in reply:

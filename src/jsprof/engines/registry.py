@@ -116,14 +116,19 @@ SPECS: dict[str, EngineSpec] = {
     spec.name: spec
     for spec in (
         EngineSpec(
-            "quickjs", "scripts", ("max_buffer_size", "workers"),
+            "quickjs",
+            "scripts",
+            ("max_buffer_size", "workers"),
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.quickjs:record_script",
             run="jsprof.engines.quickjs:run_script",
             instrument="jsprof.engines.quickjs:run_instrumented",
         ),
         EngineSpec(
-            "node", "scripts", ("node_args", "started", "gate"), "V8 keeps all",
+            "node",
+            "scripts",
+            ("node_args", "started", "gate"),
+            "V8 keeps all",
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.node.record:record_script",
             run="jsprof.engines.node.preload:run_node",
@@ -132,7 +137,10 @@ SPECS: dict[str, EngineSpec] = {
             instrument="jsprof.engines.node.instrument:run_instrumented",
         ),
         EngineSpec(
-            "chromium", "pages", ("until",), "V8 keeps all",
+            "chromium",
+            "pages",
+            ("until",),
+            "V8 keeps all",
             check="jsprof.engines.chromium.record:check_target",
             record="jsprof.engines.chromium.record:record_target",
             run="jsprof.engines.chromium.run:run_script",
@@ -175,8 +183,10 @@ def check_script_file(p: str, engine: str) -> str:
         raise UsageError(f"{p}: permission denied; give a script you can read")
     ext = os.path.splitext(low)[1]
     if ext and ext not in SCRIPT_EXTENSIONS:
-        hint = "; it looks like a trace: see it with `jsprof report`" if (
-            ext in _TRACE_EXTENSIONS
-        ) else ""
+        hint = (
+            "; it looks like a trace: see it with `jsprof report`"
+            if (ext in _TRACE_EXTENSIONS)
+            else ""
+        )
         raise UsageError(f"{p}: not a JavaScript file ({engine} runs .js, .mjs or .cjs){hint}")
     return p

@@ -123,8 +123,10 @@ def attach_cdp(
                         if th.timeline_on:
                             th.session.send(
                                 "Runtime.evaluate",
-                                {"expression": "globalThis.__jsprofTimeline && "
-                                 "__jsprofTimeline.stop()" + SOURCE_URL},
+                                {
+                                    "expression": "globalThis.__jsprofTimeline && "
+                                    "__jsprofTimeline.stop()" + SOURCE_URL
+                                },
                                 timeout=5,
                             )
                         th.session.send("Profiler.disable", timeout=5)

@@ -32,7 +32,8 @@ def notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
     meta = rec.tracks[0].meta
     notes = [f"jsprof: warning: {printable(lost)}" for lost in meta.get("lost", ())]
     notes += [
-        f"jsprof: warning: {printable(t.name)}: {printable(t.meta['partial'])}" for t in rec.tracks
+        f"jsprof: warning: {printable(t.name)}: {printable(t.meta['partial'])}"
+        for t in rec.tracks
         if t.meta.get("partial")
     ]
     how = meta.get("exit")

@@ -86,9 +86,12 @@ class JSThread:
     def ask_timeline(self, last: bool = False) -> None:
         """Ask for what the page observed since the last time (pages and iframes);
         `last`: the recording ends (the page waits for its next frame first)."""
-        if (self.kind not in ("page", "iframe") or not (self.helper or self.timeline_on)
-                or self.gone
-                or self.session.closed):
+        if (
+            self.kind not in ("page", "iframe")
+            or not (self.helper or self.timeline_on)
+            or self.gone
+            or self.session.closed
+        ):
             return
         with contextlib.suppress(CDPClosed):
             mid = self.session.send_nowait(
@@ -111,8 +114,12 @@ class JSThread:
             mid = self.timeline_mids.pop(0)
             with contextlib.suppress(CDPError, CDPClosed, EngineError):
                 v = self.session.result(mid, 0).get("result", {}).get("value")
-                if (isinstance(v, list) and len(v) == 2 and isinstance(v[0], (int, float))
-                        and isinstance(v[1], dict)):
+                if (
+                    isinstance(v, list)
+                    and len(v) == 2
+                    and isinstance(v[0], (int, float))
+                    and isinstance(v[1], dict)
+                ):
                     self.timelines.append((float(v[0]), v[1]))
 
     def take_slice(self, event: dict) -> bool:

@@ -36,6 +36,40 @@ _WAITING = b"Waiting for the debugger to disconnect..."
 MIN_INTERVAL_US = 100
 
 
+_STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in uninterruptible I/O",
+    "T": "stopped",
+    "t": "stopped by a tracer",
+    "Z": "a zombie",
+    "X": "dead",
+}
+
+
+def process_state(pid: int) -> str:
+    """What Linux says of a process, for an error about it: its state, CPU time so far, and
+    where its main thread waits (e.g. "sleeping, 1.20 s of CPU, waiting in ep_poll")."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read().decode("ascii", "replace")
+    except OSError:
+        return "the process is gone"
+    fields = stat[stat.rfind(")") + 2 :].split()  # after "pid (comm) "
+    state = _STATES.get(fields[0], fields[0]) if fields else "?"
+    try:
+        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        said = f"{state}, {cpu:.2f} s of CPU"
+    except (IndexError, ValueError):
+        said = state
+    try:
+        with open(f"/proc/{pid}/wchan", "rb") as f:
+            wchan = f.read().decode("ascii", "replace").strip()
+    except OSError:
+        wchan = ""
+    return f"{said}, waiting in {wchan}" if wchan and wchan != "0" else said
+
+
 def script_path(script: str | os.PathLike[str]) -> str:
     """`script` as a str path, or a UsageError when there is no such file."""
     path = os.fspath(script)

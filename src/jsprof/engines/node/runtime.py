@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any
 from ...errors import EngineError
 from .._v8runtime import V8RuntimeProfiler
 from .._v8session import evaluate
-from ..cdp import CDPClient
+from ..cdp import CDPClient, CDPTimeout
 from .isolate import _Isolate
-from .process import MIN_INTERVAL_US, NodeProcess
+from .process import MIN_INTERVAL_US, NodeProcess, process_state
 
 if TYPE_CHECKING:
     from ...trace import Track
@@ -33,7 +33,14 @@ class NodeRuntime:
             raise
 
     def eval(self, source: str, timeout: float = 60.0) -> Any:
-        return evaluate(self.session, source, timeout)
+        try:
+            return evaluate(self.session, source, timeout)
+        except CDPTimeout as e:
+            # Busy in the script, stopped, or hung: what the kernel says of the process
+            # tells which (seen once in CI, not reproduced in 150 runs under load).
+            raise CDPTimeout(
+                f"node (pid {self.proc.pid}): {e}; {process_state(self.proc.pid)}"
+            ) from None
 
     def profiler(self) -> NodeProfiler:
         return NodeProfiler(self)
