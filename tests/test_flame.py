@@ -1195,6 +1195,57 @@ def test_source_view_without_local_source_says_so(browser, data, tmp_path, capsy
     assert page.errors == []
 
 
+def _source_list(page) -> list[tuple[str, str]]:
+    return [tuple(r) for r in page.eval_on_selector_all(
+        "#v-source [data-panel='list'] tr[data-f]",
+        "trs => trs.map(tr => [tr.children[2].textContent, tr.children[3].textContent])",
+    )]
+
+
+def test_source_list_follows_the_search_box(browser, data, tmp_path):
+    """The Source view's function list is narrowed by the search box as the Sandwich's table
+    is (a name or location holding the query, any case) and says how many match; a search
+    typed while one function's lines are shown goes back to that list (Back returns)."""
+    page_file = _write_flame(data / "node" / "bench.cpuprofile", tmp_path / "bench.html")
+    page = _page(browser, page_file.as_uri() + "#view=sandwich")
+    box = page.locator("#fg-search")
+    wanted = {}
+    for q in ("SORT", "bench.js:1", "node:"):
+        box.fill(q)
+        _wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
+        wanted[q] = ({(n, loc) for n, loc, _, _ in _sandwich_rows(page)},
+                     page.locator("#fg-status").text_content().split(";")[0])
+    page = _page(browser, page_file.as_uri() + "#view=source")
+    everything = set(_source_list(page))
+    assert len(everything) > 10
+    box = page.locator("#fg-search")
+    for q, (sandwich, said) in wanted.items():
+        box.fill(q)
+        _wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
+        got = set(_source_list(page))
+        assert got and got == sandwich & everything, (q, got, sandwich)
+        assert all(q.lower() in (n + " " + loc).lower() for n, loc in got)
+        n, said_here = len(got), page.locator("#fg-status").text_content()
+        assert said_here == f"\u201c{q.lower()}\u201d: {n} function{'s' if n != 1 else ''}"
+        if got == sandwich:
+            assert page.locator("#fg-status").text_content() == said
+    box.fill("no such function")
+    _wait(page, "document.querySelector(\"[data-note='nomatch']\") !== null")
+    assert _source_list(page) == []
+    # One function's lines are shown: a search lists the functions it matches.
+    page = _page(browser, page_file.as_uri() + "#view=source&fn=sortObjects")
+    assert page.locator("[data-panel='source']").count() == 1
+    page.locator("#fg-search").type("fib")
+    _wait(page, "document.querySelector(\"#v-source [data-panel='list'] tr[data-f]\") !== null")
+    assert [n for n, _ in _source_list(page)] == ["fib"]
+    assert page.locator("#fg-status").text_content() == "\u201cfib\u201d: 1 function"
+    page.go_back()
+    _wait(page, "document.querySelector(\"[data-panel='source']\") !== null")
+    assert "sortObjects" in page.locator("[data-panel='function'] h2").text_content()
+    page.screenshot(path=str(tmp_path / "source-search.png"))
+    assert page.errors == []
+
+
 def test_source_view_refusals(tmp_path, capsys):
     trace = tmp_path / "t.json"
     io.save(_rec([["main", "a"]]), trace)

@@ -787,6 +787,16 @@
     }
     return best;
   }
+  // The search rule of every function list, as the Flame view's search matches frames: the
+  // query (lower-cased) anywhere in the function's name or location.
+  function fnMatches(M, f, q) {
+    return !q || M.fname[f].toLowerCase().indexOf(q) >= 0 || M.floc[f].toLowerCase().indexOf(q) >= 0;
+  }
+  // The status line of a searched function list (Sandwich, Source): how many match.
+  function listStatus(q, n, limit) {
+    return q ? "\u201c" + q + "\u201d: " + n + " function" + (n === 1 ? "" : "s") +
+      (n > limit ? " (first " + limit + " shown)" : "") : "";
+  }
   function fnLink(view, M, f, text) {
     return el("a", {href: "#view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
       "&loc=" + encodeURIComponent(M.floc[f])}, text);
@@ -905,9 +915,7 @@
       if (sortBy === "total") { a = M.ftotal; b = M.fself; }
       var idx = [];
       for (var f = 0; f < NF; f++) {
-        if (filter && M.fname[f].toLowerCase().indexOf(filter) < 0 &&
-            M.floc[f].toLowerCase().indexOf(filter) < 0) continue;
-        idx.push(f);
+        if (fnMatches(M, f, filter)) idx.push(f);
       }
       idx.sort(function (x, y) { return (a[y] - a[x]) || (b[y] - b[x]) || (x - y); });
       return idx;
@@ -934,8 +942,7 @@
         // (The functions the file leaves out are said with or without a search: the flame
         // view's search counts them, this table cannot list them.)
         var left = M.nfunctions > NF ? (M.nfunctions - NF) + " functions under 0.01% of the time are not in this file" : "";
-        status.textContent = [filter ? "\u201c" + filter + "\u201d: " + idx.length + " function" +
-          (idx.length === 1 ? "" : "s") + (idx.length > LIMIT ? " (first " + LIMIT + " shown)" : "") :
+        status.textContent = [filter ? listStatus(filter, idx.length, LIMIT) :
           (idx.length > LIMIT ? NF + " functions; the first " + LIMIT + " shown, search for the rest" : ""),
           left].filter(Boolean).join("; ");
       }
@@ -1023,7 +1030,7 @@
   // ---- source: a function's lines with the self time of each, as `report --by line` --------
 
   function sourceView(M) {
-    var sec = doc.getElementById("v-source"), S = null, chosen = -1, filter = "";
+    var sec = doc.getElementById("v-source"), S = null, chosen = -1, filter = "", LIMIT = 400;
     var byF = {}, text = [];
     function load() {
       var blk = doc.getElementById("fg-source");
@@ -1046,11 +1053,12 @@
         head.appendChild(el("th", {"class": k >= 2 ? "name" : ""}, h));
       });
       table.appendChild(head);
-      var fs = S.fns.map(function (e) { return e[0]; }).filter(function (f) {
-        return !filter || M.fname[f].toLowerCase().indexOf(filter) >= 0 || M.floc[f].toLowerCase().indexOf(filter) >= 0;
-      });
+      var fs = S.fns.map(function (e) { return e[0]; }).filter(function (f) { return fnMatches(M, f, filter); });
       fs.sort(function (x, y) { return (M.fself[y] - M.fself[x]) || (M.ftotal[y] - M.ftotal[x]) || (x - y); });
-      fs.slice(0, 400).forEach(function (f) {
+      box.setAttribute("data-shown", String(fs.length));
+      if (status) status.textContent = listStatus(filter, fs.length, LIMIT);
+      if (filter && !fs.length) box.appendChild(el("p", {"class": "note", "data-note": "nomatch"}, "No function matches the search."));
+      fs.slice(0, LIMIT).forEach(function (f) {
         var tr = el("tr", {"data-f": f});
         tr.appendChild(el("td", {}, ms(M.fself[f])));
         tr.appendChild(el("td", {}, ms(M.ftotal[f])));
@@ -1165,7 +1173,12 @@
       },
       search: function (q) {
         filter = (q || "").toLowerCase();
-        if (S && chosen < 0) draw();
+        if (!S) return;
+        // A search while one function's lines are shown goes back to the list it narrows
+        // (through the hash, so Back returns to the function); the list is this view's
+        // search result, as the Sandwich's table is its.
+        if (chosen >= 0 && filter) location.hash = "view=source";
+        else if (chosen < 0) draw();
       }
     };
   }
