@@ -801,6 +801,17 @@
     return el("a", {href: "#view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
       "&loc=" + encodeURIComponent(M.floc[f])}, text);
   }
+  // A Time view's lane (either Time view's): its canvas sized to `w` CSS px by the lane's
+  // height at the screen's pixel ratio, cleared; its context drawing in CSS px.
+  function sizeLane(ln, w) {
+    var c = ln.canvas, h = ln.height, ratio = window.devicePixelRatio || 1;
+    c.width = w * ratio; c.height = h * ratio;
+    c.style.width = w + "px"; c.style.height = h + "px";
+    var g = c.getContext("2d");
+    g.setTransform(ratio, 0, 0, ratio, 0, 0);
+    g.clearRect(0, 0, w, h);
+    return g;
+  }
   // A merged tree (trie keyed by function) drawn as a flame: `up` puts the root at the
   // bottom (callers above), else at the top (callees below). Nodes: {f, v, kids: {f: node}}.
   var TRIE_LEVELS = 400;  // an SVG element per frame: a 10,000-level recursion stays usable
@@ -1319,14 +1330,9 @@
       return hue(name);
     }
     function draw() {
-      var w = W(), ratio = window.devicePixelRatio || 1;
+      var w = W();
       lanes.forEach(function (ln) {
-        var c = ln.canvas, h = ln.height;
-        c.width = w * ratio; c.height = h * ratio;
-        c.style.width = w + "px"; c.style.height = h + "px";
-        var g = c.getContext("2d");
-        g.setTransform(ratio, 0, 0, ratio, 0, 0);
-        g.clearRect(0, 0, w, h);
+        var h = ln.height, g = sizeLane(ln, w);
         if (ln.kind === "axis") { axis(g, w); return; }
         if (ln.kind === "samples") { ln.box = boxes(ln.L); index(ln); }
         g.font = FONT_CSS;
@@ -1644,14 +1650,9 @@
       return box;
     }
     function draw() {
-      var w = W(), ratio = window.devicePixelRatio || 1, cw = w / B;
+      var w = W(), cw = w / B;
       lanes.forEach(function (ln) {
-        var c = ln.canvas, h = ln.height;
-        c.width = w * ratio; c.height = h * ratio;
-        c.style.width = w + "px"; c.style.height = h + "px";
-        var g = c.getContext("2d");
-        g.setTransform(ratio, 0, 0, ratio, 0, 0);
-        g.clearRect(0, 0, w, h);
+        var h = ln.height, g = sizeLane(ln, w);
         if (ln.kind === "axis") { axis(g, w); return; }
         var k, max = 0;
         if (ln.kind === "function") {
