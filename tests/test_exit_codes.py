@@ -241,6 +241,45 @@ def test_a_script_that_does_not_parse_is_a_mistake_named_in_one_line(tmp_path, e
 
 
 @pytest.mark.parametrize("engine", ["quickjs", "node"])
+@pytest.mark.parametrize("name", ["app.js", "app.mjs"])
+@pytest.mark.parametrize("command", ["run", "instrument"])
+def test_run_and_instrument_say_a_script_does_not_parse_in_one_line(
+    tmp_path, engine, name, command
+):
+    # As record: nothing of it ran, so exit 2 and one line naming file:line:column, not the
+    # engine's report (Node's arrow and internal stack) and exit 1.
+    (tmp_path / name).write_text("export const a = 1;\nlet x = ;\n" if name.endswith(".mjs")
+                                 else "let a = 1;\n\tlet x = ;\n")
+    watch = ["--watch", "*"] if command == "instrument" else []
+    p = _run(command, "--engine", engine, *watch, name, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    col = 9 if name.endswith(".mjs") else 10  # the ';' (a tab counts as one column)
+    assert lines[0].startswith(f"jsprof: error: {name}:2:{col}: SyntaxError: "), lines
+    assert f"{name} does not parse" in lines[0] and f"fix it and {command} again" in lines[0]
+    assert p.stdout == ""
+
+
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
+@pytest.mark.parametrize("command", ["run", "instrument"])
+def test_run_and_instrument_keep_a_thrown_syntax_error_the_scripts(tmp_path, engine, command):
+    # A SyntaxError thrown while running (JSON.parse, a required file that does not parse)
+    # is the script's own ending: exit 1, the engine's report, what it printed before.
+    (tmp_path / "dep.js").write_text("let x = ;\n")
+    load = "import('./dep.js')" if engine == "quickjs" else "require('./dep.js')"
+    (tmp_path / "app.js").write_text(
+        "class A { m() { return 1; } }\nnew A().m();\n"
+        f"try {{ JSON.parse('{{'); }} catch (e) {{ console.log(e.name); }}\n{load};\n"
+    )
+    watch = ["--watch", "*"] if command == "instrument" else []
+    p = _run(command, "--engine", engine, *watch, "app.js", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "SyntaxError" in p.stderr and "does not parse" not in p.stderr, p.stderr
+    assert p.stdout == "SyntaxError\n"
+
+
+@pytest.mark.parametrize("engine", ["quickjs", "node"])
 def test_a_syntax_error_thrown_while_running_is_the_scripts_ending(tmp_path, engine):
     # JSON.parse's SyntaxError and one from a required file that does not parse are thrown
     # by running code: the script's own ending (1), its samples kept.

@@ -883,7 +883,7 @@ def cmd_record(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .engines.registry import engine_spec
-    from .record import run
+    from .record import not_parsed, not_parsed_here, run
 
     if engine_spec(args.engine).runs == "pages":
         # A page's run: the browser's own Profiler; its errors are the page's to print.
@@ -903,6 +903,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             node_args=args.node_arg,
         )
     except JSError as e:
+        if not_parsed_here(args.script, e):
+            # Nothing of it ran: the user's mistake, said in one line (exit 2), as record.
+            raise not_parsed(args.script, e, "run") from None
         _tell(_print_js_error, e)
         return 1
     except KeyboardInterrupt as e:
@@ -921,7 +924,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
     from . import io
     from .instrument import parse_watch, run_instrumented
-    from .record import check_script
+    from .record import check_script, not_parsed, not_parsed_here
     from .render.base import emit
     from .render.methods import MethodsTable
     from .render.summary import stderr_console
@@ -955,6 +958,9 @@ def cmd_instrument(args: argparse.Namespace) -> int:
         if result is None:
             raise
         error = e
+        if not_parsed_here(args.script, e):
+            # Nothing of it ran: the user's mistake, said in one line (exit 2), as record.
+            raise not_parsed(args.script, e, "instrument") from None
     except JsprofError as e:
         code = getattr(e, "exit_code", None)
         if not isinstance(code, int) or code >= 0:

@@ -61,10 +61,12 @@ def exit_status(rec: Recording) -> int:
     return 1 if how == "error" else 0
 
 
-def _not_parsed_here(path: str, error: JSError) -> bool:
+def not_parsed_here(path: str, error: BaseException | None) -> bool:
     """Whether `error` says the script at `path` itself does not parse. A module it imports
     that does not parse is the script's error as before (exit 1), on every engine alike:
     Node names no place for it before it ran."""
+    if not isinstance(error, JSError):
+        return False
     if not (error.compile and error.name == "SyntaxError" and error.where):
         return False
     file = error.where.rsplit(":", 2)[0]
@@ -74,12 +76,13 @@ def _not_parsed_here(path: str, error: JSError) -> bool:
         return False
 
 
-def not_parsed(path: str, error: JSError) -> UsageError:
-    """The one line for a script that does not compile: where, what, what to do."""
+def not_parsed(path: str, error: JSError, command: str = "record") -> UsageError:
+    """The one line for a script that does not compile: where, what, what to do (`command`
+    again: record, run, instrument)."""
     where = error.where or path
     return UsageError(
         f"{where}: {error.name}: {error} ({path} does not parse, so nothing ran; "
-        "fix it and record again)"
+        f"fix it and {command} again)"
     )
 
 
@@ -168,7 +171,7 @@ def record(
             node_args=node_args, duration=duration, started=started, progress=progress,
             gate=gate, until=until,
         )
-    if isinstance(error, JSError) and _not_parsed_here(p, error):
+    if isinstance(error, JSError) and not_parsed_here(p, error):
         # The script never ran: a mistake in it, not its ending (no trace, no exit 1).
         raise not_parsed(p, error)
     if output is not None:

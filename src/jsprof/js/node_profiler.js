@@ -18,6 +18,24 @@
 // sampler); if not, a new nested profile continues the slice.
 'use strict';
 
+// `jsprof run`: when the main script does not compile (nothing of it ran), say where in the
+// file jsprof named and end before Node prints its own multi-line report: jsprof says it in
+// one line and exits 2, as `jsprof record` does (js/node_not_compiled.js).
+(() => {
+  const out = process.env.JSPROF_NOT_PARSED;
+  if (out === undefined) return;
+  delete process.env.JSPROF_NOT_PARSED; // the program and its children do not see it
+  const main = process.argv[1];
+  process.on('uncaughtExceptionMonitor', (err) => {
+    if (!(err instanceof SyntaxError)) return;
+    const at = require('./node_not_compiled.js').notCompiled(err, main);
+    if (at === null) return;
+    const info = { name: String(err.name), message: String(err.message), compile: at };
+    require('node:fs').writeFileSync(out, JSON.stringify(info));
+    process.exit(1);
+  });
+})();
+
 (() => {
   if (typeof globalThis.Profiler === 'function') return;
   const inspector = require('node:inspector');

@@ -28,35 +28,10 @@
   const profile = console.profile.bind(console);
   const profileEnd = console.profileEnd.bind(console);
 
-  // `file:line\n<source line>\n<carets>` (Node's "arrow" before a SyntaxError): where the
-  // script is, 1-based, when `file` is the main script; else null.
+  // Where the main script did not compile (js/node_not_compiled.js, required only then).
   const main = process.argv[1];
-  const arrowAt = (text) => {
-    const m = /^(.*):(\d+)\n.*\n([\t ]*)\^/.exec(String(text));
-    if (m === null) return null;
-    const file = m[1].replace(/^file:\/\//, '');
-    let real = main;
-    try { real = require('node:fs').realpathSync(main); } catch {}
-    if (file !== main && file !== real) return null;
-    return { file: main, line: Number(m[2]), column: m[3].length + 1 };
-  };
-  // The main script did not compile: a SyntaxError with no frame of the script's own (its
-  // code never ran; a script that throws one, or requires a file that does not parse, has
-  // its frames in the stack). Where it is: Node's arrow on the stack (CommonJS), or, for an
-  // ES module (whose arrow Node keeps to itself), what `node --check` says of the script.
-  const notCompiled = (err) => {
-    if (!(err instanceof SyntaxError) || typeof main !== 'string') return null;
-    const stack = String(err.stack);
-    const frames = stack.split('\n').filter((l) => /^\s+at /.test(l));
-    if (frames.some((l) => !/\(node:|at node:/.test(l))) return null;
-    let at = arrowAt(stack);
-    if (at === null && /^SyntaxError/.test(stack)) {
-      const r = require('node:child_process').spawnSync(
-        process.execPath, ['--check', main], { encoding: 'utf8', timeout: 30000 });
-      at = arrowAt(String(r.stderr || ''));
-    }
-    return at;
-  };
+  const notCompiled = (err) => (err instanceof SyntaxError
+    ? require('./node_not_compiled.js').notCompiled(err, main) : null);
 
   process.on('uncaughtExceptionMonitor', (err) => {
     let info;

@@ -20,6 +20,7 @@ from typing import Any
 from ...errors import EngineError, JSError
 from .._ending import interruption
 from ..base import Instrumentation
+from .preload import not_compiled
 
 # How long Node has to save its counts, and then to end, once jsprof is told to end.
 NODE_GRACE_S = 5.0
@@ -34,10 +35,12 @@ def run_instrumented(
         out = os.path.join(tmp, "result.json")
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
+        not_parsed = os.path.join(tmp, "not-parsed.json")
         env["JSPROF_INSTRUMENT"] = json.dumps(
             {
                 "config": how.config,
                 "out": out,
+                "notParsed": not_parsed,  # where the preload says the script did not compile
                 "ctl": theirs.fileno(),
                 "python": sys.executable,
                 # The entry, already transformed: saves one Python start-up in the run.
@@ -68,7 +71,7 @@ def run_instrumented(
         elif code == -signal.SIGINT:
             error = KeyboardInterrupt()
         elif code != 0:
-            error = JSError(f"{p}: node exited with status {code}")
+            error = not_compiled(not_parsed, p) or JSError(f"{p}: node exited with status {code}")
             error.exit_code = code  # type: ignore[attr-defined]
         try:
             with open(out, encoding="utf-8") as f:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from ...errors import EngineError, JSError
 from .._ending import interruption, signum_of
 from .._process import SignalFlag
+from .preload import as_given
 from .process import NodeProcess, effective_interval, interval_us, script_path
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
@@ -410,15 +411,6 @@ def record_script(
         if isinstance(where, str):
             # The hook ended Node before it printed anything: nothing of the script ran.
             error.compile = True
-            error.where = _as_given(where, p)
+            error.where = as_given(where, p)
     return rec, error
 
-
-def _as_given(where: str, script: str) -> str:
-    """`file:line:column` with the script's path as the user gave it (Node says it
-    absolute)."""
-    file, line, column = where.rsplit(":", 2)
-    with contextlib.suppress(OSError):
-        if os.path.samefile(file, script):
-            file = script
-    return f"{file}:{line}:{column}"
