@@ -679,18 +679,26 @@ class CompactStats:
 
 
 class _Lock:
-    """An exclusive flock on `<tables>/_compact.lock`, held for one compaction run."""
+    """An exclusive flock on `<tables>/_compact.lock`, held for one compaction run.
+    `wait=False`: only if it is free now (`held` says whether it was)."""
 
-    def __init__(self, tdir: Path) -> None:
+    def __init__(self, tdir: Path, wait: bool = True) -> None:
         tdir.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(tdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        self.wait = wait
+        self.held = False
 
     def __enter__(self) -> _Lock:
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
+            self.held = True
+        except BlockingIOError:
+            pass
         return self
 
     def __exit__(self, *exc: object) -> None:
-        fcntl.flock(self.fd, fcntl.LOCK_UN)
+        if self.held:
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
         os.close(self.fd)
 
 
@@ -957,6 +965,9 @@ MERGE_GROUP_ROWS = 1 << 20
 # "committed": manifest committed, old files still there; "deleted": old files removed,
 # their `obsolete` entries still listed), for tests that kill the process there.
 _merge_hook: Any = None
+# The same for a prune of the tables ("segments": the raw segments pruned, the tables not
+# yet; "written": rewritten parts written, manifest not committed; "committed").
+_prune_hook: Any = None
 
 
 @dataclass
@@ -1199,18 +1210,23 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
                 _merge_hook("committed")
             _merged_release_cache(tdir, man, merged_rel)
         if due:
-            for o in due:
-                try:
-                    (tdir / o["path"]).unlink()
-                except FileNotFoundError:
-                    pass
-                stats.deleted += 1
+            stats.deleted += _unlink_parts(tdir, due)
             if _merge_hook:
                 _merge_hook("deleted")
             gone_now = {o["path"] for o in due}
             man["obsolete"] = [o for o in man["obsolete"] if o["path"] not in gone_now]
             _fsync_write(tdir / MANIFEST, orjson.dumps(man))
     return stats
+
+
+def _unlink_parts(tdir: Path, entries: list[dict]) -> int:
+    """Remove the files of these `obsolete` entries (gone already is fine)."""
+    for o in entries:
+        try:
+            (tdir / o["path"]).unlink()
+        except FileNotFoundError:
+            pass
+    return len(entries)
 
 
 def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) -> None:
@@ -1242,6 +1258,7 @@ def _merged_release_cache(tdir: Path, man: dict, merged: dict[str, set[str]]) ->
 def prune_tables(
     store_path: str | os.PathLike, older_than: float, app: str | None = None,
     places: dict[str, dict[int, int] | None] | None = None, locked: bool = False,
+    now: float | None = None, grace: float = GRACE_S,
 ) -> int:
     """Remove from the tables the uploads received before `older_than` (epoch ms), only
     `app`'s if given: what `Store.prune` does to the raw uploads. Returns uploads removed.
@@ -1253,8 +1270,9 @@ def prune_tables(
 
     Parts wholly before the cut are dropped from the manifest without being read; only a
     part that straddles it (the cut's day) is rewritten without those rows, under a new
-    part number. A release left with no uploads loses its frames and stacks too. Files no
-    manifest lists any more are deleted after the new manifest is committed.
+    part number. A release left with no uploads loses its frames and stacks too. The
+    files the new manifest no longer lists are listed in its `obsolete` and deleted after
+    `grace` seconds (`now`: the time, for tests), by a later merge or prune.
     """
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
@@ -1262,6 +1280,8 @@ def prune_tables(
     tdir = tables_dir(store_path)
     if not (tdir / MANIFEST).exists():
         return 0
+    if _prune_hook:
+        _prune_hook("segments")
     with contextlib.nullcontext() if locked else _Lock(tdir):
         man = read_manifest(store_path)
         moved_damage = _move_damaged(man, places or {})
@@ -1269,6 +1289,7 @@ def prune_tables(
         part = man["nextPart"]
         n_rewritten = 0
         garbage: list[str] = []
+        dirs: set[Path] = set()  # of the rewritten parts: fsync'd before the commit
         dropped: dict[str, set[int]] = {}
         removed = 0
 
@@ -1285,6 +1306,7 @@ def prune_tables(
                     None if isinstance(e, str) or e.get("maxAt") is None else e["maxAt"],
                 ],
             )
+            dirs.add((tdir / rel).parent)
             if isinstance(e, dict) and "rkey" in e:
                 ne["rkey"] = e["rkey"]
             if _level(e):  # in place of a merged part: levels never rise along a list
@@ -1344,16 +1366,27 @@ def prune_tables(
             for rkey in [k for k in man["releases"] if k not in live]:
                 for entries in man["releases"].pop(rkey)["parts"].values():
                     garbage.extend(part_path(e) for e in entries)
-        if not removed and not garbage and not moved_damage:
+        # The dropped parts' files stay for GRACE_S, listed in `obsolete` as a merge's
+        # are: a query that read the manifest before this commit still reads them (deleted
+        # at once, it failed with "cannot be read"). Those whose grace is over go now.
+        now = time.time() if now is None else now
+        obsolete = man.setdefault("obsolete", [])
+        due = [o for o in obsolete if now - o["at"] >= grace]
+        if not removed and not garbage and not moved_damage and not due:
             return 0
+        if _prune_hook:
+            _prune_hook("written")
+        gone_now = {o["path"] for o in due}
+        man["obsolete"] = [o for o in obsolete if o["path"] not in gone_now]
+        man["obsolete"].extend({"path": g, "at": now} for g in garbage)
         man["nextPart"] = part + 1
+        for d in sorted(dirs, key=lambda d: -len(d.parts)):
+            _fsync_dir(d)
         _fsync_write(tdir / MANIFEST, orjson.dumps(man))
         _fsync_dir(tdir)
-        for g in garbage:
-            try:
-                (tdir / g).unlink()
-            except FileNotFoundError:
-                pass
+        if _prune_hook:
+            _prune_hook("committed")
+        _unlink_parts(tdir, due)  # a kill before: unlisted files, which a sweep removes
     return removed
 
 
