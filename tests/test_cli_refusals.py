@@ -1,5 +1,6 @@
 """Options that would be silently ignored are refused in one line, exit 2: a --watch list
-naming no class the program created, a --format the output's name contradicts."""
+naming no class the program created, a --format the output's name contradicts. And
+instrument's one line when no watched method ran says why."""
 
 import subprocess
 import sys
@@ -31,6 +32,34 @@ def test_watch_naming_no_class_is_refused(tmp_path):
     p = _run(tmp_path, "instrument", "--watch", "Nope,A", "cls.js")
     assert p.returncode == 0, p.stderr
     assert "--watch Nope: no class of that name" in p.stderr and "A.go" in p.stderr
+
+
+def test_instrument_says_why_no_watched_method_ran(tmp_path):
+    # One line saying why, from what the run created, on both engines: no class at all, no
+    # class of the names given (the script threw, so it is a report, not a refusal), or
+    # watched classes none of whose methods was called.
+    (tmp_path / "plain.js").write_text("function f() { return 1; }\nf();\n")
+    (tmp_path / "unused.js").write_text("class A { m() { return 1; } }\nclass B {}\n")
+    (tmp_path / "throws.js").write_text("class A { m() { return 1; } }\nnull.x;\n")
+    for engine in ("quickjs", "node"):
+        p = _run(tmp_path, "instrument", "--engine", engine, "--watch", "*", "plain.js")
+        assert p.returncode == 0, (engine, p.stderr)
+        assert p.stderr.strip().splitlines() == [
+            "no watched method ran: plain.js created no class (instrument watches the "
+            "methods of classes; jsprof record profiles any function)"
+        ], (engine, p.stderr)
+        p = _run(tmp_path, "instrument", "--engine", engine, "--watch", "*", "unused.js")
+        assert p.returncode == 0, (engine, p.stderr)
+        assert p.stderr.strip().splitlines() == [
+            "no watched method ran: no method of A, B was called while the script ran"
+        ], (engine, p.stderr)
+        p = _run(tmp_path, "instrument", "--engine", engine, "--watch", "Zed", "throws.js")
+        assert p.returncode == 1, (engine, p.stderr)
+        lines = [ln for ln in p.stderr.splitlines() if "Zed" in ln]
+        assert lines == [
+            "no watched method ran: no class named Zed was created (classes created: A); "
+            "check the --watch names"
+        ], (engine, p.stderr)
 
 
 def test_format_contradicting_the_name_is_refused(tmp_path):

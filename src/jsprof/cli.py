@@ -926,7 +926,7 @@ def cmd_instrument(args: argparse.Namespace) -> int:
     from .instrument import parse_watch, run_instrumented
     from .record import check_script, not_parsed, not_parsed_here
     from .render.base import emit
-    from .render.methods import MethodsTable
+    from .render.methods import MethodsTable, nothing_ran
     from .render.summary import stderr_console
     from .words import printable
 
@@ -985,14 +985,16 @@ def cmd_instrument(args: argparse.Namespace) -> int:
 
     def say() -> None:
         # The program owns stdout: the report and notes go to stderr.
-        for name in unmatched:
+        # With no rows at all, the report's one line says it (with the classes created).
+        for name in unmatched if result.rows or len(unmatched) < len(watch) else ():
             print(f"jsprof: warning: --watch {name}: no class of that name was created",
                   file=sys.stderr)
         for out in (args.output, args.trace):
             if out:
                 print(f"wrote {out}", file=sys.stderr)
         title = f"{args.script} · {args.engine} · watching {', '.join(watch)}"
-        emit(MethodsTable(stderr_console(), title, top), [r.to_json() for r in result.rows])
+        empty = nothing_ran(args.script, watch, result.classes)
+        emit(MethodsTable(stderr_console(), title, top, empty), [r.to_json() for r in result.rows])
         if isinstance(error, KeyboardInterrupt):
             print("jsprof: interrupted; the calls counted so far were kept", file=sys.stderr)
 

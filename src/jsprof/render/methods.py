@@ -40,13 +40,44 @@ def class_subtotals(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return sorted(acc.values(), key=lambda a: -a["self_ms"])
 
 
+def nothing_ran(
+    script: str, watch: Sequence[str], classes: Sequence[Mapping[str, Any]]
+) -> str:
+    """The one line when no watched method ran, saying why from what the run created
+    (`classes`: the runtime's {name, watched}): no class at all, none of the names given,
+    or watched classes whose methods were not called."""
+    names = sorted({str(c.get("name")) for c in classes if c.get("name")})
+    shown = printable(", ".join(names[:20])) + (", ..." if len(names) > 20 else "")
+    if not classes:
+        return (
+            f"no watched method ran: {printable(script)} created no class (instrument "
+            "watches the methods of classes; jsprof record profiles any function)"
+        )
+    watched = sorted({str(c.get("name")) for c in classes if c.get("watched")})
+    if not watched:
+        return (
+            f"no watched method ran: no class named {printable(', '.join(watch))} was "
+            f"created (classes created: {shown}); check the --watch names"
+        )
+    return (
+        f"no watched method ran: no method of {printable(', '.join(watched[:20]))} was "
+        "called while the script ran"
+    )
+
+
 class MethodsTable(TextRenderer):
     """`instrument`'s report: the rows (sorted by self time), then the per-class
-    subtotals."""
+    subtotals. `empty` is the line said when there are no rows."""
 
-    def __init__(self, console: Console, title: str, top: int | None = None) -> None:
+    def __init__(
+        self,
+        console: Console,
+        title: str,
+        top: int | None = None,
+        empty: str = "no watched method ran (check the --watch names)",
+    ) -> None:
         super().__init__(console)
-        self.title, self.top = title, top
+        self.title, self.top, self.empty = title, top, empty
 
     def draw(self, out: TextOut, rows: Sequence[Mapping[str, Any]]) -> None:
         top = self.top
@@ -68,7 +99,7 @@ class MethodsTable(TextRenderer):
                 _ms(r["max_ms"]),
             )
         if not rows:
-            out.print("no watched method ran (check the --watch names)", markup=False)
+            out.print(self.empty, markup=False)
             return
         out.table(self.title, t)
         if len(shown) < len(ordered):
