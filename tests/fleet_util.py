@@ -202,3 +202,17 @@ def real_store(path: object, seed: int, plant: object = None, n: int = 48,
                    receivedAt=T0 + day * DAY + 3600e3 + i * 60e3 + j, pageLoad=f"load-{i}")
     st.close()
     return path
+
+
+def fleet_export(tmp_path: object, n: int = 6, seed: int = 3) -> object:
+    """`jsprof fleet export` of a real store of `n` page loads (`real_store`): a merged
+    profile, one weighted sample per distinct stack with its count (jsprof format)."""
+    from pathlib import Path
+
+    from jsprof.cli import main
+
+    root = Path(str(tmp_path))
+    store = real_store(root / "store", seed, n=n)
+    out = root / "fleet-export.jsprof.json"
+    assert main(["fleet", "export", "--store", str(store), "--app", "shop", "-o", str(out)]) == 0
+    return out

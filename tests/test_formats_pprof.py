@@ -298,3 +298,56 @@ def test_a_sample_whose_time_does_not_divide_by_its_count_writes_back_stably(cou
     back = read_any(out, "out.pb.gz").tracks[0].trace
     assert back.num_samples == count
     assert round(float(back.sample_weight.sum()) * 1e6) == pytest.approx(ns, rel=1e-15)
+
+
+INSTRUMENTED = DATA / "instrument" / "shapes-instrumented.json"
+
+
+@pytest.fixture(scope="module")
+def weighted(tmp_path_factory) -> dict[str, bytes]:
+    """Weighted recordings, each as its jsprof JSON: a real `jsprof instrument` run on
+    QuickJS (its weights are not its gaps: the instrumentation's own samples were
+    dropped), a real QuickJS recording cut by `convert --focus` to one of its two
+    alternating functions (the dropped samples' time stays out), and a real `jsprof fleet
+    export` (three tracks of merged samples)."""
+    from fleet_util import fleet_export
+
+    d = tmp_path_factory.mktemp("weighted")
+    script, rec, focus = d / "ab.js", d / "ab.jsprof.json", d / "focus.jsprof.json"
+    script.write_text(
+        "function a() { let s = 0; for (let i = 0; i < 2e6; i++) s += i; return s; }\n"
+        "function b() { let s = 0; for (let i = 0; i < 2e6; i++) s ^= i; return s; }\n"
+        "for (let k = 0; k < 8; k++) { a(); b(); }\n"
+    )
+    r = jsprof_cli("record", "--engine", "quickjs", "-o", str(rec), str(script))
+    assert r.returncode == 0, r.stderr
+    r = jsprof_cli("convert", "--focus", "b", str(rec), str(focus))
+    assert r.returncode == 0, r.stderr
+    return {
+        "instrument": INSTRUMENTED.read_bytes(),
+        "focus": focus.read_bytes(),
+        "fleet": fleet_export(d).read_bytes(),
+    }
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("what", ["instrument", "focus", "fleet"])
+def test_weighted_recordings_write_back_byte_for_byte(weighted, what, tmp_path):
+    # duration_nanos was the recording's span, but reading lays the samples end to end:
+    # where weights are not the gaps, the span read back (their sum) wrote another
+    # duration_nanos, so write(read(write(x))) != write(x).
+    rec = read_any(weighted[what], f"{what}.jsprof.json")
+    assert all(t.trace.sample_weight is not None for t in rec.tracks)
+    out = pprof.write(rec)
+    back = read_any(out, "out.pb.gz")
+    assert pprof.write(back) == out
+    # ... and the profile read back spans the recording's span, its weights kept
+    span = max(float((t.trace.sample_time + t.trace.sample_weight).max()) for t in back.tracks)
+    path = tmp_path / "out.pb.gz"
+    path.write_bytes(out)
+    assert round(span * 1e6) == _decode(path)["durationNanos"] > 0  # as pprof-format reads it
+    for a, b in zip(rec.tracks, back.tracks, strict=True):
+        # each weight to whole ns
+        assert float(b.trace.sample_weight.sum()) == pytest.approx(
+            float(a.trace.sample_weight.sum()), abs=a.trace.num_samples * 5e-7)
+        assert (np.diff(b.trace.sample_time) >= 0).all()

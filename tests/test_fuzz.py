@@ -87,6 +87,7 @@ SEEDS: dict[str, list[bytes]] = {
         (DATA / "chromium" / "trace-idle.json").read_bytes(),
         _own("jsprof", DATA / "node" / "bench.cpuprofile"),
         _own("jsprof", INSTRUMENTED_CT),
+        INSTRUMENTED.read_bytes(),  # weighted: every writer's round trip with weights
     ],
     "cpuprofile": [(DATA / "node" / "bench.cpuprofile").read_bytes()],
     "primjs": [(DATA / "primjs" / "profile-interval100.json").read_bytes()],
@@ -106,6 +107,7 @@ SEEDS: dict[str, list[bytes]] = {
         (DATA / "pprof" / "datadog-pprof-node20.pb.gz").read_bytes(),
         gzip.decompress((DATA / "pprof" / "datadog-pprof-node20.pb.gz").read_bytes()),
         _own("pprof", DATA / "chromium" / "trace-builtins.json"),
+        _own("pprof", INSTRUMENTED),  # weights that are not the gaps between samples
     ],
     "perfetto": [
         _own("perfetto", DATA / "chromium" / "trace-builtins.json"),

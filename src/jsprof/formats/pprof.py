@@ -35,7 +35,9 @@ refused. Individual timestamps do not exist in pprof: a pprof sample's samples a
 out one after another, each taking its share of the sample's nanoseconds (or the
 period), in file order, and that share is kept as the sample's weight
 (`sample_weight`), so per-stack counts and time totals survive a round trip, also of a
-filtered trace. When the counts add up to more than `trace.MAX_SAMPLES` (a merged fleet
+filtered trace. Where those shares do not add up to `duration_nanos` (weights that are not
+the gaps between samples: a filtered, instrumented or merged trace), the layout is
+stretched or squeezed by one factor to span it, so the file writes back byte for byte. When the counts add up to more than `trace.MAX_SAMPLES` (a merged fleet
 profile), each pprof sample is instead one sample standing for its count
 (`sample_count`) and its whole time. Inlined functions (several Lines in one Location)
 become caller-first frames.
@@ -485,7 +487,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             spacing = np.full(int(reps.sum()), interval_ms or 1.0)
             if rows:
                 spacing = spacing * c[c > 0]
-        times = np.cumsum(spacing) - spacing
+        times = _spread(np.cumsum(spacing) - spacing, spacing, prof.duration_nanos)
         marker = np.array(t["marker"], np.int64)
         line = np.array(t["line"], np.int64)
         # Only this track's stacks, so each track's frame table holds its own frames.
@@ -512,6 +514,28 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     if not tracks:
         tracks.append(Track("main", build_trace([], np.zeros(0, np.int64), np.zeros(0))))
     return Recording(tracks)
+
+
+def _spread(times: np.ndarray, weights: np.ndarray, duration_ns: int) -> np.ndarray:
+    """The end-to-end layout `times` stretched (or squeezed) by one factor so that the
+    samples span the profile's `duration_nanos`, as the writer counts it (the latest
+    sample's end): weights that are not the gaps between samples (a filtered or merged
+    trace, time lost beyond the gap cap) make the span differ from their sum, and the
+    span read back must write the same `duration_nanos` again. Left end to end when they
+    already span it, when the file says no duration, or when one that short cannot hold
+    the samples' weights (not a file jsprof writes)."""
+    if duration_ns <= 0 or not len(times):
+        return times
+    span = times + weights
+    if round(float(span.max()) * NS_PER_MS) == duration_ns:
+        return times
+    d = duration_ns / NS_PER_MS
+    after = times > 0  # a sample at 0 keeps its place whatever the factor
+    if not after.any() or float(weights.max()) > d:
+        return times
+    # Each sample's end grows with the factor; the first to reach `d` sets it.
+    factor = float(((d - weights[after]) / times[after]).min())
+    return times * factor
 
 
 FORMAT = Format(
