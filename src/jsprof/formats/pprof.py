@@ -37,9 +37,10 @@ period), in file order, and that share is kept as the sample's weight
 (`sample_weight`), so per-stack counts and time totals survive a round trip, also of a
 filtered trace. Where those shares do not add up to `duration_nanos` (weights that are not
 the gaps between samples: a filtered, instrumented or merged trace), the layout is
-stretched or squeezed by one factor to span it, so the file writes back byte for byte. When the counts add up to more than `trace.MAX_SAMPLES` (a merged fleet
-profile), each pprof sample is instead one sample standing for its count
-(`sample_count`) and its whole time. Inlined functions (several Lines in one Location)
+stretched or squeezed by one factor to span it, so the file writes back byte for byte.
+When the counts add up to more than `trace.MAX_SAMPLES` (a merged fleet profile), each
+pprof sample is instead one sample standing for its count (`sample_count`) and its whole
+time. Inlined functions (several Lines in one Location)
 become caller-first frames.
 """
 
