@@ -1000,6 +1000,72 @@ def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
     assert page.errors == []
 
 
+def _fills_by_name(boxes: list[dict]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for b in boxes:
+        out.setdefault(b["name"], set()).add(b["fill"])
+    return out
+
+
+def test_one_colour_rule_in_the_flame_time_and_sandwich_views(browser, data, tmp_path, capsys):
+    """A function has one colour in every view: by script (the legend's scripts) by default,
+    by name with --color-by function. The Time view coloured by function while the Flame
+    view coloured by script, so the legend did not explain it. A diff's Flame view keeps
+    its change colours; its other views keep the script rule."""
+    trace = data / "chromium" / "trace-basic.json"
+    pages = {}
+    for mode in ("resource", "function"):
+        out = tmp_path / f"{mode}.html"
+        assert main(["flame", str(trace), "--color-by", mode, "-o", str(out)]) == 0
+        pages[mode] = out
+    out = tmp_path / "diff.html"
+    assert main(["diff", str(trace), str(trace), "--flame", str(out)]) == 0
+    pages["diff"] = out
+    time_fills = {}
+    for mode, page_file in pages.items():
+        page = _page(browser, page_file.as_uri())
+        flame = _fills_by_name(_drawn(page))
+        page.evaluate("location.hash = 'view=time'")
+        _wait(page, "document.body.dataset.view === 'time'")
+        boxes = page.evaluate("jsprofTimeBoxes()")
+        timed = _fills_by_name(boxes)
+        time_fills[mode] = timed
+        assert {"busyLoop", "fib", "extInner", "extWork"} <= set(timed)
+        for name, fills in timed.items():
+            assert len(fills) == 1, (mode, name, fills)  # one colour per function
+            if mode != "diff":
+                assert fills == flame[name], (mode, name, fills, flame[name])
+        # What is on screen is that colour (the middle of each wide box).
+        png = tmp_path / f"{mode}-time.png"
+        page.screenshot(path=str(png))
+        img = Image.open(png).convert("RGB")
+        wide = [b for b in boxes if b["w"] >= 12 and 0 < b["cy"] < 700]
+        assert len(wide) >= 5
+        for b in wide:
+            got = img.getpixel((int(b["cx"]), int(b["cy"]) + 4))  # below the label's text
+            assert _near(got, _rgb(b["fill"])), (mode, b, got)
+        if mode == "resource":
+            # Each script keeps its own hue family: the external script's functions are
+            # told from the page's at a glance, as the legend says.
+            hue = {n: float(next(iter(f)).split("(")[1].split(",")[0]) for n, f in timed.items()}
+            assert abs(hue["extInner"] - hue["busyLoop"]) > 60
+            assert abs(hue["extInner"] - hue["extWork"]) <= 14
+        # The Sandwich's callers and callees: the same fills.
+        page.evaluate("location.hash = 'view=sandwich&fn=busyLoop'")
+        _wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
+        trie = page.eval_on_selector_all(
+            "[data-panel='callers'] g, [data-panel='callees'] g",
+            "gs => gs.map(g => ({name: g.querySelector('text').textContent,"
+            " fill: g.querySelector('rect').getAttribute('fill')}))",
+        )
+        for t in trie:
+            if t["name"] in timed:  # a label cut short is not a name
+                assert {t["fill"]} == timed[t["name"]], (mode, t)
+        assert page.errors == []
+    assert time_fills["diff"] == time_fills["resource"]
+    assert time_fills["function"] != time_fills["resource"]
+
+
 def _svg_titles(svg_file: Path) -> dict[int, str]:
     return {int(g.attrib["data-i"]): g.find(SVG_NS + "title").text
             for g in ET.parse(svg_file).getroot().iter(SVG_NS + "g") if "data-i" in g.attrib}

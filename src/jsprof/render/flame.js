@@ -797,6 +797,11 @@
     return q ? "\u201c" + q + "\u201d: " + n + " function" + (n === 1 ? "" : "s") +
       (n > limit ? " (first " + limit + " shown)" : "") : "";
   }
+  // A model function's fill: the Flame view's rule (by script, or by name with
+  // --color-by function; flame.py's _fill_rule), so a function has one colour in every view.
+  function fnFill(M, f) {
+    return M.ffill ? M.fills[M.ffill[f]] : hue(M.fname[f]);
+  }
   function fnLink(view, M, f, text) {
     return el("a", {href: "#view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
       "&loc=" + encodeURIComponent(M.floc[f])}, text);
@@ -840,7 +845,7 @@
       var name = nd.f < 0 ? "(thinner paths)" : M.fname[nd.f];
       var g = sel("g", {});
       var rect = sel("rect", {x: x.toFixed(2), y: y, width: Math.max(w > 2 ? w - 0.6 : w, 0).toFixed(2),
-        height: D.row - 1, rx: 2, fill: nd.f < 0 ? "hsl(220,8%,86%)" : hue(name)});
+        height: D.row - 1, rx: 2, fill: nd.f < 0 ? "hsl(220,8%,86%)" : fnFill(M, nd.f)});
       var t = sel("text", {x: (x + 3).toFixed(2), y: (y + D.row - 4.5).toFixed(1)});
       t.textContent = label(name, w);
       g.appendChild(rect);
@@ -1327,10 +1332,21 @@
     }
     function fillOf(ln, b, name) {
       if (ln.kind === "markers") return MK[b[3]] || "#999";
+      if (ln.kind === "samples") return fnFill(M, M.fn[b[3]]);
       return hue(name);
     }
+    // For tests: the sample boxes drawn now, with their fill and where they are on screen.
+    var drawnBoxes = [];
+    window.jsprofTimeBoxes = function () {
+      return drawnBoxes.map(function (b) {
+        var r = b.canvas.getBoundingClientRect();
+        return {lane: b.lane, name: b.name, fill: b.fill, w: b.x1 - b.x0,
+          cx: r.left + (b.x0 + b.x1) / 2, cy: r.top + b.y + D.row / 2};
+      });
+    };
     function draw() {
       var w = W();
+      drawnBoxes = [];
       lanes.forEach(function (ln) {
         var h = ln.height, g = sizeLane(ln, w);
         if (ln.kind === "axis") { axis(g, w); return; }
@@ -1343,8 +1359,9 @@
           var x0 = tx(b[0]), x1 = tx(b[1]);
           if (x1 - x0 < 0.3) continue;
           x0 = Math.max(x0, -1); x1 = Math.min(x1, w + 1);
-          var name = nameOf(ln, b), y = b[2] * D.row;
-          g.fillStyle = fillOf(ln, b, name);
+          var name = nameOf(ln, b), y = b[2] * D.row, fill = fillOf(ln, b, name);
+          g.fillStyle = fill;
+          if (ln.kind === "samples") drawnBoxes.push({lane: ln.name, name: name, x0: x0, x1: x1, y: y, fill: fill, canvas: ln.canvas});
           g.fillRect(x0, y, Math.max(x1 - x0 - (x1 - x0 > 2 ? 0.6 : 0), 0.3), D.row - 1);
           var lab = label(name, x1 - x0);
           if (lab) { g.fillStyle = "#1d1d1f"; g.fillText(lab, x0 + 3, y + D.row / 2); }

@@ -651,6 +651,27 @@ GREY = "hsl(220,8%,78%)"
 NO_RESOURCE = "hsl(210,18%,72%)"
 
 
+def _fill_rule(color_by: str, hue_of: dict[str | None, int]) -> Callable[[Any], str]:
+    """A function's fill in every view of the page (Flame, Time, Sandwich), by its script
+    (`hue_of`: a script's hue, the drawn ones hottest first; a script not drawn gets the
+    next hue when first asked) or by its name. Diff pages colour the Flame view's frames
+    by change instead, and keep this rule in the other views."""
+
+    def fill_of(fn: Any) -> str:
+        name = clean(fn.label())
+        if color_by == "function":
+            return _function_fill(name)
+        if fn.resource is None and not fn.location():
+            return GREY  # samples without JavaScript, as the report names them
+        if fn.resource is None:
+            return NO_RESOURCE
+        if fn.resource not in hue_of:
+            hue_of[fn.resource] = _HUES[len(hue_of) % len(_HUES)]
+        return _resource_fill(hue_of[fn.resource], name)
+
+    return fill_of
+
+
 def _signed_ms(ms: float) -> str:
     return f"{ms:+.1f} ms"
 
@@ -683,6 +704,7 @@ class _Frames:
     data: dict  # for the script
     height: int  # px of the frame area
     legend: list[tuple[str, str]]  # (fill, label)
+    fill_of: Callable[[Any], str] | None = None  # a function's fill outside diff colouring
 
 
 def _frames(
@@ -737,6 +759,7 @@ def _frames(
         # The legend says what the colours say: the hottest functions, one colour each.
         hot = sorted(fn_self, key=lambda k: -fn_self[k])[:11]
         legend = [(_function_fill(k), k) for k in hot]
+    fill_of = _fill_rule(color_by, hue_of)
     col_n: list[int] = []
     col_l: list[int] = []
     col_f: list[int] = []
@@ -755,14 +778,8 @@ def _frames(
             self_ms, samples = float(tree.self_ms[n]), int(tree.total_samples[n])
             if change is not None:
                 fill = _diff_fill(float(change.colour[n]), d_scale)
-            elif color_by == "function":
-                fill = _function_fill(name)
-            elif fn.resource is None and not fn.location():
-                fill = GREY  # samples without JavaScript, as the report names them
-            elif fn.resource is None:
-                fill = NO_RESOURCE
             else:
-                fill = _resource_fill(hue_of[fn.resource], name)
+                fill = fill_of(fn)
         col_n.append(name_ix.setdefault(name, len(name_ix)))
         if len(name_ix) > len(names):
             names.append(name)
@@ -808,7 +825,8 @@ def _frames(
             n=col_n, l=col_l,
         )
         return _Frames(
-            svg=f'<g id="fg-frames">{"".join(parts)}</g>', data=data, height=height, legend=legend
+            svg=f'<g id="fg-frames">{"".join(parts)}</g>', data=data, height=height, legend=legend,
+            fill_of=fill_of,
         )
     # The page draws on a canvas from binary columns (one atob each, no per-number parse):
     # depth, position and width (ms), name, location and fill ids, self ms and samples, and
@@ -849,7 +867,7 @@ def _frames(
             assert change.d_self_ms is not None and change.d_total_ms is not None
             data["diff"]["dsm"] = _b64(at(change.d_self_ms, 0.0), "<f8")
             data["diff"]["dtm"] = _b64(at(change.d_total_ms, 0.0), "<f8")
-    return _Frames(svg="", data=data, height=height, legend=legend)
+    return _Frames(svg="", data=data, height=height, legend=legend, fill_of=fill_of)
 
 
 def _diff_line(change: TreeChange, n: int) -> str:
@@ -934,6 +952,12 @@ def render_flame(
         return _svg_document(fr, data, title, subtitle, width)
     m = viewer_model(tree)
     keys = m.pop("_keys")
+    # One colour rule for every view: each model function's fill as the Flame view fills
+    # its frames (by script or by name; a diff's Flame view alone colours by change).
+    assert fr.fill_of is not None
+    fills: dict[str, int] = {}
+    m["ffill"] = [fills.setdefault(fr.fill_of(k), len(fills)) for k in keys]
+    m["fills"] = list(fills)
     views: tuple[str, ...] = ("flame", "sandwich")
     src = None
     # A fleet merge's tree is folded (no per-stack nodes) and its samples have no clock.
