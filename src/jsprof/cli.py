@@ -592,6 +592,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
     _warn_unmatched(d)  # after the table, where a terminal's reader is looking
+    _warn_clocks(args, base, new)
     if flame is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(
@@ -614,6 +615,27 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for line in failures:
         print(f"jsprof: diff: {line}", file=sys.stderr)
     return 1 if failures else 0
+
+
+def _warn_clocks(args: argparse.Namespace, base: Recording, new: Recording) -> None:
+    """One line on stderr when the two sides sampled different clocks (wall vs CPU
+    time): their times differ by whatever waiting and machine load there was."""
+    from .meta import CPU, clock_of
+
+    def clocks(rec: Recording) -> set[str]:
+        tracks = [rec.track(args.track)] if args.track is not None else rec.tracks
+        return {clock_of(t.meta) for t in tracks}
+
+    b, n = clocks(base), clocks(new)
+    if b != n:
+        def word(c: set[str]) -> str:
+            return " and ".join("CPU time" if x == CPU else "wall-clock time" for x in sorted(c))
+
+        print(
+            f"jsprof: diff: warning: {args.base} samples {word(b)} and {args.new} "
+            f"{word(n)}: their times do not compare (record both with the same --clock)",
+            file=sys.stderr,
+        )
 
 
 def _warn_unmatched(d: Any) -> None:
@@ -800,10 +822,28 @@ def _cmd_record_page(args: argparse.Namespace) -> int:
     return status
 
 
+def _check_clock(args: argparse.Namespace) -> None:
+    """--clock cpu where the engine samples wall time only: one line, before anything
+    starts (Node boots early)."""
+    from .engines.registry import engine_spec
+    from .meta import WALL
+
+    if args.clock == WALL:
+        return
+    if getattr(args, "cdp", None):
+        engine = "chromium"
+    elif getattr(args, "pid", None) is not None:
+        engine = "node"
+    else:
+        engine = args.engine or "quickjs"
+    engine_spec(engine).check_clock(args.clock)
+
+
 def cmd_record(args: argparse.Namespace) -> int:
     from .engines.registry import engine_spec
     from .record import check_script, exit_status, record, start_engine
 
+    _check_clock(args)
     if args.cdp or engine_spec(args.engine or "quickjs").runs == "pages":
         return _cmd_record_page(args)
     if args.until is not None or args.target is not None or args.allow_remote:
@@ -864,6 +904,7 @@ def cmd_record(args: argparse.Namespace) -> int:
                 duration=args.duration,
                 started=started,
                 gate=None if prep is None else prep.output,
+                clock=args.clock,
             )
     except (JSError, KeyboardInterrupt) as e:
         rec = getattr(e, "recording", None)
@@ -885,6 +926,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .engines.registry import engine_spec
     from .record import not_parsed, not_parsed_here, run
 
+    _check_clock(args)
     if engine_spec(args.engine).runs == "pages":
         # A page's run: the browser's own Profiler; its errors are the page's to print.
         return int(engine_spec(args.engine).run(
@@ -901,6 +943,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             engine=args.engine,
             allow_profiling=not args.no_profiling,
             node_args=args.node_arg,
+            clock=args.clock,
         )
     except JSError as e:
         if not_parsed_here(args.script, e):
@@ -1065,6 +1108,14 @@ def _add_track_arg(p: argparse.ArgumentParser, what: str) -> None:
 _ENGINE_HELP = "the engine that runs the script (default quickjs)"
 _SCRIPT_HELP = "the .js or .mjs script to run"
 _ARGS_HELP = "arguments for the script (everything after it)"
+_CLOCK_ARG: dict[str, Any] = {
+    "choices": ("wall", "cpu"),  # meta.CLOCKS, spelled here: --help imports nothing
+    "default": "wall",
+    "help": "what a sample stands for: wall (default: an interval of elapsed time, "
+    "waiting and other processes' load included) or cpu (QuickJS: an interval of the "
+    "script's CPU time, so load and timers add none: the clock for CI gates on shared "
+    "machines); node and chromium sample wall time only",
+}
 
 _DIFF_EPILOG = """\
 --fail-if rules (repeatable; `jsprof diff` exits 1 when one breaks, 2 on an error):
@@ -1249,6 +1300,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         help=f"sampling interval in ms (default 1; 0 = the engine's minimum; at most "
         f"{MAX_INTERVAL_MS:g})",
     )
+    rc.add_argument("--clock", **_CLOCK_ARG)
     rc.add_argument(
         "--max-buffer-size",
         type=positive_int,
@@ -1309,6 +1361,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         action="store_true",
         help="forbid profiling: `new Profiler(...)` throws NotAllowedError",
     )
+    rn.add_argument("--clock", **{**_CLOCK_ARG, "help": "quickjs: what the script's Profilers "
+                    "sample on: wall (default) or cpu (its CPU time; see record --clock)"})
     rn.add_argument("--node-arg", **_NODE_ARG)
     rn.add_argument("script", help=_SCRIPT_HELP)
     rn.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)

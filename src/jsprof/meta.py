@@ -43,6 +43,7 @@ class TrackMeta(TypedDict, total=False):
     childProcesses: str
     lostWindowMs: list[float]
     # QuickJS's sampler
+    clock: str  # "cpu": a sample per interval of the runtime's CPU time; "wall" (or absent)
     samples: int
     idleSamples: int
     deferredSamples: int
@@ -76,9 +77,21 @@ EXIT_CODE = "exitCode"
 SIGNAL = "signal"
 ERROR = "error"
 CAPTURE_LATENCY_MS = "captureLatencyMs"
+CLOCK = "clock"
+# What a sampler's ticks follow: wall-clock time (every engine; a track without the key) or
+# the profiled thread's CPU time (QuickJS, `record --clock cpu`: each sample weighs the CPU
+# ms since the one before it, so machine load and waiting add none).
+WALL, CPU = "wall", "cpu"
+CLOCKS = (WALL, CPU)
 BUFFER_FULL = "bufferFull"
 
 _UPPER = re.compile(r"_([a-z])")
+
+
+def clock_of(meta: dict[str, Any]) -> str:
+    """The clock a track's samples followed: "cpu" or "wall" (also for a track that does
+    not say: every other engine and format samples wall time)."""
+    return CPU if meta.get(CLOCK) == CPU else WALL
 
 
 def camel(key: str) -> str:

@@ -113,6 +113,7 @@ def record(
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
     until: str | None = None,
+    clock: str = "wall",
 ) -> Recording:
     """Run the script at `path` under the sampling profiler and return its Recording.
 
@@ -133,6 +134,10 @@ def record(
 
     `workers=N` (QuickJS) runs N copies on N threads into one Recording, a track each.
 
+    `clock="cpu"` (QuickJS) samples the script's CPU time instead of wall time: a sample
+    per interval of CPU, each weighing the CPU ms since the one before, none while it waits
+    or other processes hold the CPU (meta `clock`); other engines refuse it.
+
     One track, named "main", engine "quickjs"; `meta` holds the capture latency
     (p50/p99 ms), `buffer_full`, the script and how it ended (`exit`: ok/error/
     interrupted). With `output`, the recording is also saved there -- also when the
@@ -142,6 +147,12 @@ def record(
     """
     p = check_script(path, engine)
     spec = engine_spec(engine)
+    try:
+        spec.check_clock(clock)
+    except UsageError:
+        if started is not None:
+            started.kill()
+        raise
     if until is not None and not spec.takes("until"):
         raise UsageError("--until goes with --engine chromium (a page's ending)")
     if workers is not None:
@@ -152,7 +163,7 @@ def record(
         from .workers import record_workers
 
         try:
-            rec = record_workers(p, workers, sample_interval, max_buffer_size, args)
+            rec = record_workers(p, workers, sample_interval, max_buffer_size, args, clock)
             error = None
         except (JSError, KeyboardInterrupt) as e:
             rec, error = e.recording, e  # type: ignore[union-attr]
@@ -169,7 +180,7 @@ def record(
         rec, error = spec.record(
             p, sample_interval=sample_interval, max_buffer_size=max_buffer_size, args=args,
             node_args=node_args, duration=duration, started=started, progress=progress,
-            gate=gate, until=until,
+            gate=gate, until=until, clock=clock,
         )
     if isinstance(error, JSError) and not_parsed_here(p, error):
         # The script never ran: a mistake in it, not its ending (no trace, no exit 1).
@@ -194,6 +205,7 @@ def run(
     engine: str = "quickjs",
     allow_profiling: bool = True,
     node_args: Sequence[str] = (),
+    clock: str = "wall",
 ) -> int | None:
     """Run the script at `path` with no outer profiling (console output goes to stdout/
     stderr). Raises JSError for an uncaught error, KeyboardInterrupt on Ctrl-C.
@@ -206,5 +218,8 @@ def run(
     """
     p = check_script(path, engine)
     spec = engine_spec(engine)
-    options = {"node_args": node_args} if spec.takes("node_args") else {}
+    spec.check_clock(clock)
+    options: dict[str, Any] = {"node_args": node_args} if spec.takes("node_args") else {}
+    if spec.takes("clock"):
+        options["clock"] = clock
     return spec.run(p, args, allow_profiling=allow_profiling, **options)

@@ -28,6 +28,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from .errors import UsageError
+from .meta import CLOCKS, CPU, WALL
 from .trace import NONE, ProfilerTrace, TraceBuilder, Track
 
 # flag bits per raw sample
@@ -50,7 +51,9 @@ class Chunk:
     column None when the engine knows no position); the trie
     `stack_parent`/`stack_func` lists parents before children; per sample: `time` (ms,
     strictly increasing), `stack` (trie node or -1), `line`, `flags`, `due` (the tick's
-    time on the grid, increasing), `cap` (when its stack was captured).
+    time on the grid, increasing), `cap` (when its stack was captured); on the CPU clock
+    `cpu`, the tick's place on the CPU-time grid (ms of the runtime's CPU, increasing),
+    while `due` is its wall time.
     """
 
     funcs: list[tuple[str, str, int | None, int | None, int, bool]]
@@ -67,6 +70,7 @@ class Chunk:
     stall_dropped: int = 0  # ticks beyond the engine's stall cap (process stopped)
     truncated: int = 0  # stacks deeper than the engine's walker limit
     interval: float = 1.0  # the sampler's interval during this chunk
+    cpu: np.ndarray | None = None  # the CPU clock's grid (None on the wall clock)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -75,7 +79,8 @@ class Chunk:
 class SamplerBackend(Protocol):
     """What an engine's sampler offers the session layer (all on the owner thread)."""
 
-    def start(self, interval: float, capacity: int) -> None: ...
+    def start(self, interval: float, capacity: int, cpu: bool = False) -> None: ...
+    def cpu_now(self) -> float: ...
     def set_interval(self, interval: float) -> None: ...
     def stop(self) -> None: ...
     def drain(self) -> Chunk: ...
@@ -128,6 +133,13 @@ class ProfilerSession:
     returns the ProfilerTrace the first time, then raises InvalidStateError;
     `on_sample_buffer_full` (a callable taking the session) is called once when the buffer
     fills, on the owner thread, outside the sampler.
+
+    `clock` ("wall" or "cpu", None: the one the runtime's sampler runs on, else the
+    runtime's default): on "cpu" the sampler ticks once per interval of the runtime's CPU
+    time, so time spent waiting (timers, the event loop) or preempted by other processes
+    makes no samples, and each sample weighs the CPU ms since the session's previous one
+    (the trace's `sample_weight`; its times stay on the wall clock). Sessions of one
+    runtime share one sampler, hence one clock.
     """
 
     def __init__(
@@ -137,8 +149,10 @@ class ProfilerSession:
         max_buffer_size: int,
         realm: int = 0,
         on_sample_buffer_full: Callable[[ProfilerSession], Any] | None = None,
+        clock: str | None = None,
     ) -> None:
         self._sampler = sampler
+        self.clock = sampler.clock_for(clock)
         self.requested_interval = float(sample_interval)
         self.sample_interval = sampler.effective_interval(sample_interval)
         self.max_buffer_size = int(max_buffer_size)
@@ -159,6 +173,8 @@ class ProfilerSession:
         self._last_kept = -math.inf
         self._last_time = -math.inf
         self._last_base = math.inf
+        self._weights: list[np.ndarray] = []
+        self._last_cpu = 0.0  # the CPU clock's reading at the previous kept sample (or start)
         self._counts = {
             "idle": 0, "deferred": 0, "native": 0, "dropped": 0, "stall": 0, "truncated": 0
         }
@@ -236,19 +252,26 @@ class ProfilerSession:
         # half a tick of the finer of the grids before and now (the sampler may just have
         # been slowed down when a faster session stopped)
         threshold = self.sample_interval - min(self._last_base, chunk.interval) / 2
+        # the ticks' places on the sampler's grid: wall time, or the CPU clock's
+        grid = chunk.cpu if self.clock == CPU and chunk.cpu is not None else chunk.due
         if self.sample_interval <= chunk.interval:
             # Every tick of the sampler is one of ours, once past the last kept sample.
             # (Thinning by timestamps throughout would drop ticks captured late on a
             # loaded machine, which are still real ticks.)
-            first = int(np.searchsorted(chunk.due, self._last_kept + threshold))
+            first = int(np.searchsorted(grid, self._last_kept + threshold))
             idx = np.arange(first, len(chunk))
         else:
-            idx = keep_indices(chunk.due, threshold, self._last_kept)
+            idx = keep_indices(grid, threshold, self._last_kept)
         left = self.max_buffer_size - self._count
         full = len(idx) >= left
         idx = idx[: max(left, 0)]
         if len(idx):
-            self._last_kept = float(chunk.due[idx[-1]])
+            self._last_kept = float(grid[idx[-1]])
+            if self.clock == CPU:
+                # each sample weighs the runtime's CPU time since the one before it
+                g = grid[idx]
+                self._weights.append(np.maximum(np.diff(g, prepend=self._last_cpu), 0.0))
+                self._last_cpu = float(g[-1])
             self._last_base = chunk.interval
             remap = self._stack_map(chunk)
             # A sample is stamped with its tick's due time on the sampler's grid (its
@@ -299,6 +322,7 @@ class ProfilerSession:
             stallDroppedTicks=self._counts["stall"],
             # samples whose stack was deeper than the engine's walker limit (root side cut)
             truncatedStacks=self._counts["truncated"],
+            clock=self.clock,
         )
         self.meta.update(self._sampler.meta)
         self._trace = ProfilerTrace(
@@ -309,8 +333,10 @@ class ProfilerSession:
             sample_time=cat(self._times, np.float64),
             sample_stack=cat(self._stacks, np.int32),
             sample_line=cat(self._lines, np.int32),
+            sample_weight=cat(self._weights, np.float64) if self.clock == CPU else None,
         )
         self._times, self._stacks, self._lines, self._latencies = [], [], [], []
+        self._weights = []
         return self._trace
 
 
@@ -337,6 +363,22 @@ class SharedSampler:
     # sessions whose buffer filled, not yet reported by check()
     filled: list[ProfilerSession] = field(default_factory=list)
     on_filled: Callable[[], Any] | None = None  # ask the engine for a check() soon
+    default_clock: str = WALL  # the clock of sessions that name none, when none runs
+    clock: str | None = None  # the backend's clock while running
+
+    def clock_for(self, clock: str | None) -> str:
+        """The clock a new session samples on: the one running (all sessions share the
+        sampler), else `clock`, else the default; a UsageError for another one."""
+        if clock is not None and clock not in CLOCKS:
+            raise UsageError(f"unknown clock {clock!r}; choose one of: {', '.join(CLOCKS)}")
+        if self.clock is not None and self.live:
+            if clock is not None and clock != self.clock:
+                raise UsageError(
+                    f"this runtime's sampler runs on the {self.clock} clock for another "
+                    f"session; stop it first, or start this one with clock={self.clock!r}"
+                )
+            return self.clock
+        return clock or self.default_clock
 
     def effective_interval(self, sample_interval: float) -> float:
         """The request raised to the engine's minimum (0 -> minimum)."""
@@ -350,8 +392,12 @@ class SharedSampler:
     def add(self, session: ProfilerSession) -> None:
         if self.interval is not None:
             self._distribute()  # what was sampled so far belongs to the sessions before
+        if not self.live:
+            self.clock = session.clock
         self.live.append(session)
         self._retune(start_capacity=max(self.capacity, min(session.max_buffer_size, 1 << 28)))
+        if session.clock == CPU:
+            session._last_cpu = self.backend.cpu_now()  # its first sample weighs from here
         # The spec: the constructor takes the first sample.
         self.backend.sample_now()
         if session.max_buffer_size == 0:  # keeps nothing: full at once
@@ -388,6 +434,8 @@ class SharedSampler:
 
     def _distribute(self) -> None:
         chunk = self.backend.drain()
+        if self.clock != CPU:
+            chunk.cpu = None
         chunk.interval = self.interval if self.interval is not None else self.min_interval
         newly = []
         for s in list(self.live):
@@ -409,7 +457,7 @@ class SharedSampler:
             return
         base = min(s.sample_interval for s in self.live)
         if self.interval is None:
-            self.backend.start(base, start_capacity or self.capacity)
+            self.backend.start(base, start_capacity or self.capacity, self.clock == CPU)
         elif base != self.interval:
             self.backend.set_interval(base)
         self.interval = base

@@ -22,6 +22,7 @@ def record_workers(
     sample_interval: float = 1.0,
     max_buffer_size: int | None = None,
     args: Sequence[str] = (),
+    clock: str = "wall",
 ) -> Recording:
     """Run `count` copies at once; errors in copies are collected, not fatal to the others.
 
@@ -54,7 +55,7 @@ def record_workers(
             )
             rt.set_script_window(True)  # each track holds its copy's run, not the waits
             runtimes[i] = rt
-            profiler = QuickJSProfiler(rt, max_buffer_size)
+            profiler = QuickJSProfiler(rt, max_buffer_size, clock)
             turn[i].wait()
             manager.add(profiler, name=f"worker {i}")
         except BaseException as e:  # reported after the barrier, never lost

@@ -53,6 +53,7 @@ import orjson
 
 from ..errors import EngineError, JSError, UsageError
 from ..formats.jsprof import trace_to_doc
+from ..meta import CLOCKS, WALL
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Recording, Track, normalise_resource
 from ._ending import DurationEnded, Progress, signal_name, terminate_as_interrupt
@@ -114,8 +115,11 @@ class _Backend:
     def __init__(self, runtime: QuickJS) -> None:
         self._q = runtime
 
-    def start(self, interval: float, capacity: int) -> None:
-        self._q._rt.sampler_start(interval, capacity)
+    def start(self, interval: float, capacity: int, cpu: bool = False) -> None:
+        self._q._rt.sampler_start(interval, capacity, cpu)
+
+    def cpu_now(self) -> float:
+        return float(self._q._rt.sampler_cpu)
 
     def set_interval(self, interval: float) -> None:
         self._q._rt.sampler_set_interval(interval)
@@ -149,6 +153,7 @@ def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = fro
         flags=np.frombuffer(raw["flags"], np.uint8),
         due=np.frombuffer(raw["due"], np.float64),
         cap=np.frombuffer(raw["cap"], np.float64),
+        cpu=np.frombuffer(raw["cpu"], np.float64),
         overflow=bool(raw["full"]),
         dropped=int(raw["dropped"]),
         stall_dropped=int(raw["stall_dropped"]),
@@ -200,6 +205,8 @@ class QuickJS:
     policy). Python sessions (`profiler()`) and JS ones share the runtime's one sampler.
     `memory_limit` (bytes): QuickJS's allocation limit for the runtime; an allocation
     past it throws `InternalError: out of memory` in the script.
+    `clock` ("wall" or "cpu"): what sessions that name no clock sample on, the script's
+    `Profiler`s included (see ProfilerSession).
     """
 
     type: ClassVar[str] = ENGINE
@@ -209,10 +216,13 @@ class QuickJS:
         args: Sequence[str] = (),
         allow_profiling: bool = True,
         memory_limit: int | None = None,
+        clock: str = WALL,
     ) -> None:
         q = _require_extension()
         if memory_limit is not None and memory_limit <= 0:
             raise UsageError(f"memory limit must be > 0 bytes, got {memory_limit}")
+        if clock not in CLOCKS:
+            raise UsageError(f"unknown clock {clock!r}; choose one of: {', '.join(CLOCKS)}")
         self._rt = q.Runtime(args=[str(a) for a in args])
         self.allow_profiling = allow_profiling
         self._muted: set[str] = {_BOOTSTRAP}
@@ -234,6 +244,7 @@ class QuickJS:
             can_drain=self._can_drain,
             require_owner=self._check_owner,
             on_filled=self._rt.request_check,
+            default_clock=clock,
         )
         # The C side holds the callback; a weak reference back avoids a cycle through a
         # C object the garbage collector cannot see (it would keep the runtime alive).
@@ -396,9 +407,11 @@ class QuickJS:
         sample_interval: float = DEFAULT_INTERVAL_MS,
         max_buffer_size: int | None = None,
         on_sample_buffer_full: Callable[[ProfilerSession], Any] | None = None,
+        clock: str | None = None,
     ) -> ProfilerSession:
         """Start a profiling session on this runtime (sampling starts now, with a first
-        sample); `.stop()` returns the ProfilerTrace. Several may run at once."""
+        sample); `.stop()` returns the ProfilerTrace. Several may run at once, on one
+        clock: `clock` "cpu" samples the runtime's CPU time (ProfilerSession)."""
         if max_buffer_size is None:
             max_buffer_size = DEFAULT_MAX_BUFFER_SIZE
         if max_buffer_size < 0:
@@ -409,6 +422,7 @@ class QuickJS:
             sample_interval,
             max_buffer_size,
             on_sample_buffer_full=on_sample_buffer_full,
+            clock=clock,
         )
 
     # --- the owner-thread rule and the JS side
@@ -459,9 +473,14 @@ class QuickJSProfiler(RuntimeProfiler):
 
     type: ClassVar[str] = ENGINE
 
-    def __init__(self, runtime: QuickJS, max_buffer_size: int | None = None) -> None:
+    def __init__(
+        self, runtime: QuickJS, max_buffer_size: int | None = None, clock: str | None = None
+    ) -> None:
+        if clock is not None and clock not in CLOCKS:
+            raise UsageError(f"unknown clock {clock!r}; choose one of: {', '.join(CLOCKS)}")
         self.runtime = runtime
         self.max_buffer_size = max_buffer_size
+        self.clock = clock  # None: the runtime's
         self.sample_interval = DEFAULT_INTERVAL_MS
         self._session: ProfilerSession | None = None
         self._starting = False  # start() asked (maybe not yet served by the owner)
@@ -501,7 +520,9 @@ class QuickJSProfiler(RuntimeProfiler):
     def _start_here(self) -> None:
         if self._session is None and self._starting:
             try:
-                self._session = self.runtime.profiler(self.sample_interval, self.max_buffer_size)
+                self._session = self.runtime.profiler(
+                    self.sample_interval, self.max_buffer_size, clock=self.clock
+                )
             except BaseException as e:
                 self._start_error = e
                 self._starting = False
@@ -544,8 +565,10 @@ def record_script(
     max_buffer_size: int | None = None,
     duration: float | None = None,
     progress: Progress | None = None,
+    clock: str = WALL,
 ) -> tuple[Recording, BaseException | None]:
-    """One track, "main"; the script's error (JSError, KeyboardInterrupt) is returned."""
+    """One track, "main"; the script's error (JSError, KeyboardInterrupt) is returned.
+    `clock` "cpu": samples on the script's CPU time (ProfilerSession)."""
     error: BaseException | None = None
     ended = False
     rts: list[QuickJS] = []
@@ -554,7 +577,7 @@ def record_script(
     try:
         # Entered first: the sampler's thread must inherit the blocked signals.
         with terminate_as_interrupt(lambda: rts and rts[0].interrupt(), duration):
-            rts.append(QuickJS(args=[p, *args]))
+            rts.append(QuickJS(args=[p, *args], clock=clock))
             source = read_script(p)
             # The recording holds the script, not jsprof: from just before its first
             # instruction to the end of its last job (the runtime's script window), and
@@ -599,12 +622,15 @@ def record_script(
     return Recording([track]), error
 
 
-def run_script(p: str, args: Sequence[str] = (), allow_profiling: bool = True) -> None:
+def run_script(
+    p: str, args: Sequence[str] = (), allow_profiling: bool = True, clock: str = WALL
+) -> None:
     """`jsprof run`: the script with the spec's `Profiler` global (ours, in the host); its
-    error raised (JSError), Ctrl-C/SIGTERM as KeyboardInterrupt."""
+    error raised (JSError), Ctrl-C/SIGTERM as KeyboardInterrupt. `clock` "cpu": its
+    Profilers sample its CPU time."""
     rts: list[QuickJS] = []
     with terminate_as_interrupt(lambda: rts and rts[0].interrupt()):
-        rts.append(QuickJS(args=[p, *args], allow_profiling=allow_profiling))
+        rts.append(QuickJS(args=[p, *args], allow_profiling=allow_profiling, clock=clock))
         rts[0].eval_file(p)
 
 

@@ -71,6 +71,14 @@ class EngineSpec:
                 f"({self.why_no_buffer_limit})"
             )
 
+    def check_clock(self, clock: str) -> None:
+        """The one refusal of a clock other than wall for an engine without it."""
+        if clock != "wall" and not self.takes("clock"):
+            raise UsageError(
+                f"--clock {clock} is not supported with --engine {self.name}: V8's sampling "
+                "profiler samples wall-clock time only; use --engine quickjs for CPU time"
+            )
+
     def check(self, path: str) -> str:
         fn = self.part("check")
         assert fn is not None
@@ -118,7 +126,7 @@ SPECS: dict[str, EngineSpec] = {
         EngineSpec(
             "quickjs",
             "scripts",
-            ("max_buffer_size", "workers"),
+            ("max_buffer_size", "workers", "clock"),
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.quickjs:record_script",
             run="jsprof.engines.quickjs:run_script",

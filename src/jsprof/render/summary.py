@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS
+from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS, CPU, clock_of
 from ..words import plural, printable, printable_lines
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
@@ -55,7 +55,8 @@ def stderr_console() -> Console:
 
 
 def trace_title(rec: Recording, track: str | None = None) -> str:
-    """`main · quickjs · 1 ms interval; worker 1 · ...`: the tracks a table covers."""
+    """`main · quickjs · 1 ms interval; worker 1 · ...`: the tracks a table covers (with
+    `· CPU time` for a track sampled on the CPU clock)."""
     tracks = [rec.track(track)] if track else rec.tracks
     parts = []
     for t in tracks:
@@ -64,6 +65,8 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
             bits.append(printable(t.engine))
         if t.sample_interval:
             bits.append(f"{t.sample_interval:g} ms interval")
+        if clock_of(t.meta) == CPU:
+            bits.append("CPU time")
         parts.append(" · ".join(bits))
     return "; ".join(parts)
 
@@ -201,19 +204,30 @@ def _summary_lines(
     rec: Recording, out: str | None, top: int, escape: Callable[[str], str]
 ) -> Iterator[str]:
     """The summary's lines in rich markup, user text through `escape`."""
+    import numpy as np
+
     from ..trace import recorded_samples, sample_weights
 
     for t in rec.tracks:
         tr = t.trace
         # The time the samples stand for, as `report` counts it (not last minus first).
-        span = float(sample_weights(tr, t.sample_interval).sum())
+        weights = sample_weights(tr, t.sample_interval)
+        span = float(weights.sum())
+        cpu = clock_of(t.meta) == CPU
         interval = ""
         if t.sample_interval:
             interval = f", interval {t.sample_interval:g} ms"
-            achieved = achieved_text(tr.sample_time, t.sample_interval)
+            # on the CPU clock the gaps to judge are CPU time's (the wall's hold the waits)
+            achieved = achieved_text(
+                np.cumsum(weights) if cpu else tr.sample_time, t.sample_interval
+            )
             if achieved:  # what the samples show, not only what was asked
                 interval += f" ({achieved})"
-        lat = t.meta.get(CAPTURE_LATENCY_MS) or {}
+        if cpu and tr.num_samples:
+            wall = float(tr.sample_time[-1] - tr.sample_time[0])
+            interval = f" of CPU time{interval}, in {wall:.1f} ms of wall-clock time"
+        # on the CPU clock a tick's due time is an estimate: no latency to tell
+        lat = {} if cpu else t.meta.get(CAPTURE_LATENCY_MS) or {}
         latency = (
             f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
             if lat.get("p50") is not None and lat.get("p99") is not None

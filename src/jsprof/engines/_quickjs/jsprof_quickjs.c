@@ -27,6 +27,15 @@
  *  - Several profiler sessions (issue 4) will share this one sampler: the interval can be
  *    changed while running (sampler_set_interval) and drain() can be called repeatedly;
  *    each drain returns only new samples, so a session layer can fan them out.
+ *  - The CPU clock (sampler_start's `cpu`): the grid is on the runtime's CPU time instead,
+ *    the CPU time of the thread running its eval (pthread_getcpuclockid) summed over the
+ *    stretches it runs (not idle, inside eval), so machine load and the event loop's waits
+ *    make no ticks. No new wake-ups: the tick can be due no earlier than the remaining CPU
+ *    time from now in wall time, so `next_due` becomes that lower bound and every wall-clock
+ *    check above (self-sampling deadline, built-in returns, timer thread) reads the CPU
+ *    clock only once it has passed, and moves it on when the thread was preempted meanwhile.
+ *    Each sample also carries its tick's CPU time (`cpu`), from which the session layer
+ *    weighs it; its timestamp stays on the wall clock (an estimate between two readings).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -167,6 +176,7 @@ static double g_ticks_per_ms;          /* jsprof_ticks() rate; 0 until calibrate
 typedef struct {
     double due;        /* when the tick was due (performance.now() ms) */
     double cap;        /* when the stack was captured */
+    double cpu;        /* CPU clock: the tick's runtime CPU ms (0 on the wall clock) */
     uint32_t keep;     /* frames kept from the previous captured stack (root first) */
     uint32_t nnew;     /* new frames appended + flags */
 } RawSample;
@@ -232,7 +242,54 @@ typedef struct Sampler {
     int self_sample;
     double self_grace;       /* how overdue a tick must be before the handler takes it */
     double wake_slack;       /* timer thread wakes this long after a tick is due */
+    /* The CPU clock (cpu = 1, fixed from sampler_start to stop). Runtime CPU ms: cpu_acc,
+       plus owner_cpu's advance since cpu_enter while cpu_in. All under lock. */
+    int cpu;
+    clockid_t owner_cpu;     /* CPU clock of the thread running the eval (host_eval) */
+    int owner_cpu_ok;
+    int cpu_in;              /* the runtime runs on owner_cpu now (in eval, not idle) */
+    double cpu_enter;        /* owner_cpu's reading (ms) when cpu_in began */
+    double cpu_acc;          /* runtime CPU ms before that, since sampler_start */
+    double cpu_next;         /* runtime CPU ms of the next tick */
+    double cpu_seen, wall_seen; /* the last reading: runtime CPU ms and mono ms */
+    double pending_first_cpu, pending_last_cpu;
 } Sampler;
+
+/* ms of CPU a thread's clock says; -1 when it cannot be read (the thread is gone) */
+static inline double thread_cpu_ms(clockid_t c)
+{
+    struct timespec t;
+    if (clock_gettime(c, &t) != 0)
+        return -1;
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* lock held: the runtime's CPU ms since sampler_start */
+static double runtime_cpu_locked(Sampler *s)
+{
+    if (s->cpu_in) {
+        double t = thread_cpu_ms(s->owner_cpu);
+        if (t >= s->cpu_enter)
+            return s->cpu_acc + (t - s->cpu_enter);
+    }
+    return s->cpu_acc;
+}
+
+/* lock held: the runtime starts (in = 1) or stops (0) running on the owner's thread */
+static void sampler_cpu_in_locked(Sampler *s, int in)
+{
+    if (!s->cpu || in == s->cpu_in)
+        return;
+    if (in) {
+        if (!s->owner_cpu_ok)
+            return;
+        s->cpu_enter = thread_cpu_ms(s->owner_cpu);
+        s->cpu_in = s->cpu_enter >= 0;
+    } else {
+        s->cpu_acc = runtime_cpu_locked(s);
+        s->cpu_in = 0;
+    }
+}
 
 static inline double sampler_now(Sampler *s)
 {
@@ -249,7 +306,8 @@ static void *map_zero(size_t bytes)
 }
 
 /* lock held */
-static int sampler_push(Sampler *s, double due, double cap, uint32_t keep, uint32_t nnew)
+static int sampler_push(Sampler *s, double due, double cap, double cpu, uint32_t keep,
+                        uint32_t nnew)
 {
     RawSample *r;
     if (s->nsamples >= s->cap_samples) {
@@ -262,6 +320,7 @@ static int sampler_push(Sampler *s, double due, double cap, uint32_t keep, uint3
         atomic_store_explicit(&s->check_due, 1, memory_order_relaxed);
     r->due = due;
     r->cap = cap;
+    r->cpu = cpu;
     r->keep = keep;
     r->nnew = nnew;
     return 0;
@@ -340,8 +399,11 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int native)
        from here). Earlier ones are stamped at their due time, the last at capture time. */
     for (int k = 0; k < n; k++) {
         double due = n > 1 ? first + (last - first) * k / (n - 1) : last;
+        double cpu = n > 1 ? s->pending_first_cpu +
+                                 (s->pending_last_cpu - s->pending_first_cpu) * k / (n - 1)
+                           : s->pending_last_cpu;
         uint32_t flags = (k < n - 1 ? SAMPLE_DEFERRED : 0) | (native ? SAMPLE_NATIVE : 0);
-        if (sampler_push(s, due, now, k == 0 ? keep : d, (k == 0 ? nnew : 0) | flags) < 0)
+        if (sampler_push(s, due, now, cpu, k == 0 ? keep : d, (k == 0 ? nnew : 0) | flags) < 0)
             return;
     }
 }
@@ -351,11 +413,15 @@ static void sampler_flush_pending_idle_locked(Sampler *s)
 {
     int n = atomic_exchange(&s->pending, 0);
     double now = sampler_now(s);
+    /* CPU clock: CPU the host spent outside JavaScript (its event loop between jobs) is
+       no one's; it stays in the runtime's CPU time, so it weighs on no sample */
+    if (s->cpu)
+        return;
     for (int k = 0; k < n; k++) {
         double due = n > 1 ? s->pending_first_due +
                                  (s->pending_last_due - s->pending_first_due) * k / (n - 1)
                            : s->pending_last_due;
-        sampler_push(s, due, now, 0, SAMPLE_IDLE);
+        sampler_push(s, due, now, 0, 0, SAMPLE_IDLE);
     }
 }
 
@@ -392,8 +458,53 @@ static void sampler_arm_locked(Sampler *s)
    missed ticks still count, stamped at their due times, so sample counts keep following
    wall time. Idle: recorded as empty samples right away; running: made pending for the
    owner thread to capture. Returns 1 when ticks were made pending. */
+/* lock held, the CPU clock: sampler_due_locked on the runtime's CPU time. Reads the
+   clock; the ticks it passed are made pending (their wall times placed between the last
+   reading and this one, in proportion), and `next_due` moves to the earliest wall time at
+   which the next one can come due. No stall cap: CPU time does not pass while the process
+   is stopped, and the raw buffer bounds what is kept. */
+#define CPU_MAX_TICKS (1 << 20)
+static int sampler_due_cpu_locked(Sampler *s, double now)
+{
+    double c = runtime_cpu_locked(s);
+    double passed = c >= s->cpu_next ? 1 + floor((c - s->cpu_next) / s->interval_ms) : 0;
+    int pending = 0;
+    if (passed > 0 && !s->held && !s->full && !s->idle) {
+        double span_c = c - s->cpu_seen, span_w = now - s->wall_seen;
+        double first_c = s->cpu_next, last_c = s->cpu_next + (passed - 1) * s->interval_ms;
+        double wf = now, wl = now;
+        int k = passed > CPU_MAX_TICKS ? CPU_MAX_TICKS : (int)passed;
+        if (span_c > 0 && span_w > 0) {
+            wf = s->wall_seen + (first_c - s->cpu_seen) / span_c * span_w;
+            wl = s->wall_seen + (last_c - s->cpu_seen) / span_c * span_w;
+            wf = wf < s->wall_seen ? s->wall_seen : wf > now ? now : wf;
+            wl = wl < wf ? wf : wl > now ? now : wl;
+        }
+        if (k < passed) {
+            s->dropped += (uint64_t)(passed - k);
+            first_c = last_c - (k - 1) * s->interval_ms;
+        }
+        if (atomic_load(&s->pending) == 0) {
+            s->pending_first_due = wf - s->time_origin_mono;
+            s->pending_first_cpu = first_c;
+        }
+        s->pending_last_due = wl - s->time_origin_mono;
+        s->pending_last_cpu = last_c;
+        atomic_fetch_add(&s->pending, k);
+        pending = 1;
+    }
+    s->cpu_next += passed * s->interval_ms;
+    s->cpu_seen = c;
+    s->wall_seen = now;
+    s->next_due = now + (s->cpu_next - c);
+    sampler_arm_locked(s);
+    return pending;
+}
+
 static int sampler_due_locked(Sampler *s, double now)
 {
+    if (s->cpu)
+        return sampler_due_cpu_locked(s, now);
     double passed = 1 + floor((now - s->next_due) / s->interval_ms);
     int k = passed > STALL_MAX_TICKS ? STALL_MAX_TICKS + 1 : (int)passed;
     double first = s->next_due - s->time_origin_mono;
@@ -413,12 +524,13 @@ static int sampler_due_locked(Sampler *s, double now)
     if (!s->full) {
         if (s->idle) {
             for (int i = 0; i < k; i++)
-                sampler_push(s, first + i * s->interval_ms, now - s->time_origin_mono, 0,
+                sampler_push(s, first + i * s->interval_ms, now - s->time_origin_mono, 0, 0,
                              SAMPLE_IDLE | (i < k - 1 ? SAMPLE_DEFERRED : 0));
         } else {
             if (atomic_load(&s->pending) == 0)
                 s->pending_first_due = first;
             s->pending_last_due = last;
+            s->pending_first_cpu = s->pending_last_cpu = 0;
             atomic_fetch_add(&s->pending, k);
             pending = 1;
         }
@@ -804,6 +916,8 @@ static void host_set_idle(Host *h, int idle)
     }
     if (idle)
         sampler_flush_pending_idle_locked(s);
+    if (s->running)
+        sampler_cpu_in_locked(s, !idle); /* after the ticks due: they were the state before */
     s->idle = idle;
     pthread_mutex_unlock(&s->lock);
 }
@@ -819,6 +933,10 @@ static void host_open_window(Host *h)
         s->held = 0;
         if (s->running) {
             s->next_due = mono_ms();
+            if (s->cpu) { /* a tick due now on the CPU clock too */
+                s->cpu_next = s->cpu_seen = runtime_cpu_locked(s);
+                s->wall_seen = s->next_due;
+            }
             sampler_arm_locked(s);
             sampler_poke(s); /* and look at the first poll */
         }
@@ -1281,6 +1399,10 @@ static JSValue host_eval(Host *h, const char *src, size_t len, const char *filen
     JSValue r;
     int flags = module ? JS_EVAL_TYPE_MODULE : JS_EVAL_TYPE_GLOBAL;
     JS_UpdateStackTop(h->rt); /* we may be on another thread than last time */
+    pthread_mutex_lock(&h->s.lock);
+    /* the CPU clock reads this thread's: the one running the runtime from here on */
+    h->s.owner_cpu_ok = pthread_getcpuclockid(pthread_self(), &h->s.owner_cpu) == 0;
+    pthread_mutex_unlock(&h->s.lock);
     host_set_idle(h, 0);
     host_open_window(h);
     /* Compiled apart from the run (what JS_Eval does in one step), so that a script that
@@ -1880,10 +2002,11 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
 {
     double interval;
     Py_ssize_t capacity;
+    int cpu = 0;
     Host *h = get_host(self);
     if (!h)
         return NULL;
-    if (!PyArg_ParseTuple(args, "dn", &interval, &capacity))
+    if (!PyArg_ParseTuple(args, "dn|p", &interval, &capacity, &cpu))
         return NULL;
     if (!(interval > 0) || !isfinite(interval) || capacity <= 0) {
         PyErr_SetString(PyExc_ValueError,
@@ -1939,6 +2062,15 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.running = 1;
     h->s.start_mono = mono_ms();
     h->s.next_due = h->s.start_mono + interval;
+    /* the CPU clock starts at 0 now, running if an eval runs JS (the caller is its own
+       thread, or borrows the runtime while that thread is parked) */
+    h->s.cpu = cpu;
+    h->s.cpu_in = 0;
+    h->s.cpu_acc = h->s.cpu_seen = 0;
+    h->s.cpu_next = interval;
+    h->s.wall_seen = h->s.start_mono;
+    h->s.pending_first_cpu = h->s.pending_last_cpu = 0;
+    sampler_cpu_in_locked(&h->s, !h->s.idle);
     sampler_set_mode(&h->s, interval);
     if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
         h->s.running = 0;
@@ -1968,6 +2100,12 @@ static PyObject *Runtime_sampler_set_interval(RuntimeObject *self, PyObject *arg
     self->h->s.interval_ms = interval;
     /* the grid restarts now (the timer thread sees interval_changed as well) */
     self->h->s.next_due = mono_ms() + interval;
+    if (self->h->s.cpu) {
+        Sampler *s = &self->h->s;
+        s->cpu_seen = runtime_cpu_locked(s);
+        s->cpu_next = s->cpu_seen + interval;
+        s->wall_seen = s->next_due - interval;
+    }
     sampler_set_mode(&self->h->s, interval);
     self->h->s.interval_changed = 1;
     pthread_cond_signal(&self->h->s.cond);
@@ -2020,14 +2158,18 @@ static PyObject *Runtime_sampler_sample_now(RuntimeObject *self, PyObject *unuse
     if (s->running && !s->full && !s->held) {
         double now = sampler_now(s);
         if (!s->idle && h->rt->current_stack_frame) {
-            if (atomic_load(&s->pending) == 0)
+            double cpu = s->cpu ? runtime_cpu_locked(s) : 0;
+            if (atomic_load(&s->pending) == 0) {
                 s->pending_first_due = now;
+                s->pending_first_cpu = cpu;
+            }
             s->pending_last_due = now;
+            s->pending_last_cpu = cpu;
             atomic_fetch_add(&s->pending, 1);
             sampler_capture_locked(s, h->rt, 0);
-        } else {
+        } else if (!s->cpu) { /* the CPU clock: idle is no sample at all */
             sampler_flush_pending_idle_locked(s);
-            sampler_push(s, now, now, 0, SAMPLE_IDLE);
+            sampler_push(s, now, now, 0, 0, SAMPLE_IDLE);
         }
     }
     pthread_mutex_unlock(&s->lock);
@@ -2452,7 +2594,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     size_t ns, nf;
     Map fmap = {0}, smap = {0}, lmap = {0};
     PyObject *funcs = NULL, *out = NULL;
-    double *ts = NULL, *due = NULL, *cap = NULL;
+    double *ts = NULL, *due = NULL, *cap = NULL, *cpu = NULL;
     int32_t *stack = NULL, *line = NULL, *sparent = NULL, *sfunc = NULL, *cur = NULL;
     int32_t *cur_line = NULL;
     uint8_t *flags = NULL;
@@ -2506,6 +2648,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     ts = malloc(sizeof(double) * (ns + 1));
     due = malloc(sizeof(double) * (ns + 1));
     cap = malloc(sizeof(double) * (ns + 1));
+    cpu = malloc(sizeof(double) * (ns + 1));
     stack = malloc(sizeof(int32_t) * (ns + 1));
     line = malloc(sizeof(int32_t) * (ns + 1));
     flags = malloc(ns + 1);
@@ -2515,7 +2658,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
     sfunc = malloc(sizeof(int32_t) * (nf + 1));
     cur = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
     cur_line = malloc(sizeof(int32_t) * (MAX_DEPTH + 1));
-    if (!funcs || !ts || !due || !cap || !stack || !line || !flags || !frame_func ||
+    if (!funcs || !ts || !due || !cap || !cpu || !stack || !line || !flags || !frame_func ||
         !frame_line || !sparent || !sfunc || !cur || !cur_line || map_init(&fmap, 1024) < 0 ||
         map_init(&smap, 1024) < 0 || map_init(&lmap, 1024) < 0)
         goto nomem;
@@ -2578,6 +2721,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
                        ((r->nnew & SAMPLE_NATIVE) ? 4 : 0);
             due[i] = r->due;
             cap[i] = r->cap;
+            cpu[i] = r->cpu;
             /* a deferred tick is stamped at its due time: the stack was this one then */
             t = (r->nnew & SAMPLE_DEFERRED) ? r->due : r->cap;
             if (t <= last_ts)
@@ -2612,13 +2756,14 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             line[i] = depth ? cur_line[depth - 1] : 0;
         }
     }
-    out = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:K,s:K,s:K,s:K}",
+    out = Py_BuildValue("{s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:N,s:O,s:K,s:K,s:K,s:K}",
                         "funcs", funcs,
                         "stack_parent", bytes_of(sparent, sizeof(int32_t) * nstacks),
                         "stack_func", bytes_of(sfunc, sizeof(int32_t) * nstacks),
                         "ts", bytes_of(ts, sizeof(double) * ns),
                         "due", bytes_of(due, sizeof(double) * ns),
                         "cap", bytes_of(cap, sizeof(double) * ns),
+                        "cpu", bytes_of(cpu, sizeof(double) * ns),
                         "stack", bytes_of(stack, sizeof(int32_t) * ns),
                         "line", bytes_of(line, sizeof(int32_t) * ns),
                         "flags", bytes_of(flags, ns),
@@ -2646,6 +2791,7 @@ done:
     free(ts);
     free(due);
     free(cap);
+    free(cpu);
     free(stack);
     free(line);
     free(flags);
@@ -2676,6 +2822,20 @@ static PyObject *Runtime_get_sampler_pending(RuntimeObject *self, void *c)
                                      : 0);
 }
 
+/* The runtime's CPU ms since sampler_start on the CPU clock (0 otherwise): where a
+   session's first sample's weight starts counting. */
+static PyObject *Runtime_get_sampler_cpu(RuntimeObject *self, void *c)
+{
+    double v = 0;
+    (void)c;
+    if (self->h && self->h->s.cpu && self->h->s.running) {
+        sampler_lock_gil(&self->h->s);
+        v = runtime_cpu_locked(&self->h->s);
+        pthread_mutex_unlock(&self->h->s.lock);
+    }
+    return PyFloat_FromDouble(v);
+}
+
 static PyMethodDef Runtime_methods[] = {
     {"eval", (PyCFunction)(void (*)(void))Runtime_eval, METH_VARARGS | METH_KEYWORDS,
      "eval(source, filename='<input>', module=-1, catch_sigint=False): run to completion "
@@ -2684,7 +2844,7 @@ static PyMethodDef Runtime_methods[] = {
      "Make the running eval stop with KeyboardInterrupt (thread-safe)."},
     {"now", (PyCFunction)Runtime_now, METH_NOARGS, "performance.now() of this runtime (ms)."},
     {"sampler_start", (PyCFunction)Runtime_sampler_start, METH_VARARGS,
-     "sampler_start(interval_ms, capacity)"},
+     "sampler_start(interval_ms, capacity, cpu=False): cpu ticks on the runtime's CPU time"},
     {"sampler_set_interval", (PyCFunction)Runtime_sampler_set_interval, METH_VARARGS,
      "sampler_set_interval(interval_ms): change the tick while running"},
     {"sampler_stop", (PyCFunction)Runtime_sampler_stop, METH_NOARGS, "stop the timer thread"},
@@ -2725,6 +2885,8 @@ static PyGetSetDef Runtime_getset[] = {
     {"time_origin", (getter)Runtime_get_time_origin, NULL,
      "performance.timeOrigin: Unix epoch ms of performance.now() == 0", NULL},
     {"sampler_running", (getter)Runtime_get_sampler_running, NULL, NULL, NULL},
+    {"sampler_cpu", (getter)Runtime_get_sampler_cpu, NULL,
+     "the CPU clock's reading (runtime CPU ms since sampler_start; 0 on the wall clock)", NULL},
     {"sampler_pending", (getter)Runtime_get_sampler_pending, NULL,
      "samples taken since the last drain (any thread, no lock: an estimate)", NULL},
     {"in_owner_callback", (getter)Runtime_get_owner_here, NULL,
