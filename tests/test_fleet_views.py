@@ -280,3 +280,31 @@ def test_merged_time_lanes_of_one_name_say_where(tmp_path: Path) -> None:
         assert sorted(names) == ["has42 (page.html:20:17)", "has42 (page11.html:20:17)"], names
         # a name of its own stays bare
         assert p.locator("#v-time [data-lane='main1'] .fname").all_text_contents() == ["main1"]
+
+
+def test_upload_interval_that_is_a_bool_is_no_interval_on_every_path(tmp_path: Path,
+                                                                      capsys) -> None:
+    """An upload whose `sampleInterval` is JSON's `true` (a Store written directly, not
+    through the collector's checks): the compactor and the Time view took no interval
+    from it (the trace's own), `--during` took it as 1 ms, so its last sample weighed 1 ms
+    where the stored weight said ~10 and `top --during` over a window covering the whole
+    page load did not add up to `top`. One rule now (`store.compact.upload_weights`)."""
+    path = tmp_path / "store"
+    st = Store(path)
+    rng = np.random.default_rng(5)
+    try:
+        for i in range(3):
+            tl = {"longFrames": [{"start": 0.0, "duration": 60_000.0, "blockingDuration": 500.0,
+                                  "scripts": []}]}
+            upload(st, f"b{i}", make_trace(rng, 120), app="shop", release="1.0", route="/p",
+                   pageLoad=f"pl{i}", timeline=tl, sampleInterval=True)
+    finally:
+        st.close()
+    base = ["--store", str(path), "--app", "shop", "--json"]
+    top = _json(capsys, ["fleet", "top", *base])
+    during = _json(capsys, ["fleet", "top", *base, "--during", "long-frame"])
+    assert top["traces"] == during["traces"] == 3
+    assert during["totalMs"] == pytest.approx(top["totalMs"], abs=2e-3)
+    with api.session(api.open_store(path)) as s:
+        ft = _blocks(api.flame(s, Filters(app="shop")))[0]["fleetTime"]
+    assert ft["totalMs"] == pytest.approx(top["totalMs"], abs=2e-3)

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import JsprofError
-from ..trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder, weights_and_lost
+from ..trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
 
@@ -91,6 +91,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     rows, per-trace rows, frame rows, and the time charged to LoAF entry points."""
     from ..formats import read_any
     from ..store import Store
+    from ..store.compact import upload_weights
     from .query import mapped_release
 
     threshold = tl.DEFAULT_SLOWER_THAN[during] if slower_than is None else slower_than
@@ -118,14 +119,11 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
             continue  # compaction recorded it as skipped
         ri = int(up.ri[i])
         tab = tables[up.rkey[i]]
-        interval = meta.get("sampleInterval")
         for track in rec.tracks:
             tr = track.trace
             if tr.num_samples == 0:
                 continue
-            w, _ = weights_and_lost(
-                tr, interval if isinstance(interval, (int, float)) and interval > 0
-                else track.sample_interval)
+            w, _ = upload_weights(track, meta)  # the weights the compactor stored
             keep = tl.in_windows(tr.sample_time, windows)
             if not keep.any():
                 continue

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..analysis.profile import FunctionKey
 from ..errors import JsprofError
-from ..trace import NONE, no_stack_name, weights_and_lost
+from ..trace import NONE, no_stack_name
 from . import timeline as tl
 from .during import _Tables
 from .engine import Snapshot, Uploads
@@ -57,6 +57,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     """The `fleetTime` block of the viewer's model for a query's Selection `sel`."""
     from ..formats import read_any
     from ..store import Store, StoreError
+    from ..store.compact import upload_weights
     from .query import mapped_release
     from .vitals import vitals
 
@@ -85,15 +86,11 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
             continue  # compaction recorded it as skipped
         read += 1
         tab = tables[up.rkey[i]]
-        interval = meta.get("sampleInterval")
         for track in rec.tracks:
             tr = track.trace
             if tr.num_samples == 0:
                 continue
-            # The weights the compactor stored for this upload (store/compact.add_upload).
-            w, _ = weights_and_lost(
-                tr, interval if isinstance(interval, (int, float)) and not isinstance(
-                    interval, bool) and interval > 0 else track.sample_interval)
+            w, _ = upload_weights(track, meta)  # the weights the compactor stored
             smap = tab.add_trace(tr)
             st = smap[tr.sample_stack]  # NONE -> the last entry, NONE
             mk = (tr.sample_marker.astype(np.int64) if tr.sample_marker is not None

@@ -278,20 +278,28 @@ def _page_load(meta: dict) -> str | None:
     return v if type(v) is str and v else None
 
 
+def upload_weights(track: Any, meta: dict) -> tuple[np.ndarray, float]:
+    """The milliseconds each sample of one upload's track stands for, and its lost time:
+    the one rule for an upload's weights, which the compactor stores and the queries that
+    read raw records (`fleet/during.py`, `fleet/timecourse.py`) take again. The upload's
+    `sampleInterval` when it is a positive, finite number (not a bool: JSON's `true` is
+    no interval), else the track's own."""
+    v = _number(meta.get("sampleInterval"))
+    return weights_and_lost(track.trace, v if v is not None and v > 0 else track.sample_interval)
+
+
 def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]:
     """Intern one upload's tracks into `rel`; queue its weights and frame rows.
 
     Returns (samples, total ms, lost ms: gaps beyond the weight cap, `trace.gap_cap`).
     """
-    meta_interval = _number(meta.get("sampleInterval"))
     keys, samples, wns = [], [], []
     lost_ms = 0.0
     for track in rec.tracks:
         tr = track.trace
         if tr.num_samples == 0:
             continue
-        interval = meta_interval if meta_interval and meta_interval > 0 else track.sample_interval
-        w, lost = weights_and_lost(tr, interval)
+        w, lost = upload_weights(track, meta)
         lost_ms += lost
         res = tr.resources
         fmap = [
