@@ -982,6 +982,7 @@ _prune_hook: Any = None
 class MergeStats:
     merged: int = 0  # parts merged into others
     written: int = 0  # merged parts written
+    bytes: int = 0  # bytes of the merged parts written
     deleted: int = 0  # obsolete files removed (their grace over)
 
 
@@ -1009,9 +1010,11 @@ _raw_sizes: dict[str, int] = {}
 
 
 def _pick_run(entries: list, day: str | None, now: float, fanout: int,
-              raw: Any = None) -> list[int] | None:
+              raw: Any = None, landing: Any = None) -> list[int] | None:
     """Indices (in `entries`, one group's parts) of parts to merge into one, or None.
-    `raw`: a part entry's bytes of column data (else only rows are capped)."""
+    `raw`: a part entry's bytes of column data (else only rows are capped). `landing`:
+    whether parts are still landing in the group (see merge_parts); a closed day is then
+    merged by levels only, not yet into one part."""
     ok = [i for i, e in enumerate(entries) if isinstance(e, dict) and "crc32" in e]
 
     def small(idx: list[int]) -> bool:
@@ -1021,7 +1024,7 @@ def _pick_run(entries: list, day: str | None, now: float, fanout: int,
 
     if day is not None and len(ok) > 1 and len(ok) == len(entries):
         end = calendar.timegm(time.strptime(day, "%Y-%m-%d")) + 86400
-        if now >= end + DAY_CLOSED_S and small(ok):
+        if now >= end + DAY_CLOSED_S and not (landing and landing(entries)) and small(ok):
             return ok  # the day is over: one part
     by_level: dict[int, list[int]] = {}
     for i in ok:
@@ -1105,6 +1108,15 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     return out
 
 
+def _part_no(entry: str | dict) -> int:
+    """The number of the run that wrote a part (`part-NNNNNN[-k].parquet`)."""
+    name = Path(part_path(entry)).name
+    try:
+        return int(name[5:11]) if name.startswith("part-") else -1
+    except ValueError:
+        return -1
+
+
 def _listed(man: dict) -> set[str]:
     out = {part_path(e) for e in man["uploads"]}
     for r in man["releases"].values():
@@ -1154,9 +1166,22 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
         part = man["nextPart"]
         gone: list[str] = []
         dirs: set[Path] = set()
+        # Parts numbered from `seen` on were written after the last pass that looked (a
+        # pass that deferred a closed day, or committed, says so in `mergeSeen`). A closed
+        # day that got some is still being compacted (a backlog past the day's end): merged
+        # into one part on each run, its whole day was rewritten every few seconds. It is
+        # merged by levels meanwhile, and into one part once a run adds nothing to it.
+        seen = man.get("mergeSeen", 0)
+        deferred = False
+
+        def landing(entries: list) -> bool:
+            nonlocal deferred
+            new = any(_part_no(e) >= seen for e in entries)
+            deferred = deferred or new
+            return new
 
         def merge(kind: str, entries: list, day: str | None) -> list | None:
-            run = _pick_run(entries, day, now, fanout, lambda e: _raw_bytes(tdir, e))
+            run = _pick_run(entries, day, now, fanout, lambda e: _raw_bytes(tdir, e), landing)
             if run is None:
                 return None
             old = [entries[i] for i in run]
@@ -1165,6 +1190,7 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
             gone.extend(part_path(e) for e in old)
             stats.merged += len(old)
             stats.written += 1
+            stats.bytes += new["bytes"]
             drop = set(run[1:])
             return [new if i == run[0] else e for i, e in enumerate(entries) if i not in drop]
 
@@ -1204,12 +1230,15 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
                         lambda e: e.get("day") if isinstance(e, dict) else False,
                     )
         due = [o for o in obsolete if now - o["at"] >= grace]
+        if deferred and not gone:  # the next pass must know what this one saw
+            man["mergeSeen"] = man["nextPart"]
+            _fsync_write(tdir / MANIFEST, orjson.dumps(man))
         if not gone and not due:
             return stats
         if gone:
             for d in sorted(dirs, key=lambda d: -len(d.parts)):
                 _fsync_dir(d)
-            man["nextPart"] = part + 1
+            man["nextPart"] = man["mergeSeen"] = part + 1
             obsolete.extend({"path": g, "at": now} for g in gone)
             if _merge_hook:
                 _merge_hook("written")
