@@ -1,0 +1,202 @@
+"""The CPU clock of the QuickJS sampler (`record --clock cpu`), on the real engine: a
+sample per interval of the script's CPU time, so machine load and waiting add none."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import jsprof
+from jsprof.engines.quickjs import QuickJS
+from jsprof.errors import UsageError
+from jsprof.record import record
+from jsprof.trace import NONE, Recording, sample_weights
+
+# ~0.4 s of CPU on a CI core: long enough for ratios of a few %, short under load
+WORK = """\
+function work(n) { let x = 0; for (let i = 0; i < n; i++) x += Math.sqrt(i); return x; }
+function main() { let s = 0; for (let k = 0; k < 10; k++) s += work(250000); return s; }
+main();
+"""
+SLEEPS = """\
+function spin(n) { let x = 0; for (let i = 0; i < n; i++) x += i; return x; }
+spin(1000);
+await new Promise(res => setTimeout(res, 300));
+await new Promise(res => setTimeout(res, 200));
+spin(1000);
+"""
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+
+
+def js_ms(rec: Recording) -> float:
+    """The ms the samples with a JavaScript stack stand for (what `report` totals)."""
+    t = rec.tracks[0]
+    w = sample_weights(t.trace, t.sample_interval)
+    return float(w[t.trace.sample_stack != NONE].sum())
+
+
+def recorded(path: Path, clock: str) -> tuple[Recording, float]:
+    """A recording of `path` on `clock`, with the CPU ms the recording thread spent (the
+    QuickJS runtime runs its eval on the calling thread)."""
+    t0 = time.thread_time()
+    rec = record(path, sample_interval=1.0, clock=clock)
+    return rec, (time.thread_time() - t0) * 1000
+
+
+@contextmanager
+def busy_cores() -> Iterator[None]:
+    """Every core busy with more runnable processes than cores (so the script gets a
+    fraction of one), each bounded to 2 minutes and killed on the way out."""
+    n = 2 * (os.cpu_count() or 2) + 1
+    code = "import time\nend = time.monotonic() + 120\nwhile time.monotonic() < end: pass\n"
+    procs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+    try:
+        time.sleep(0.3)  # all of them running before the script starts
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.wait()
+
+
+def test_cpu_clock_measures_cpu_time_whatever_the_load(tmp_path: Path) -> None:
+    script = tmp_path / "work.js"
+    script.write_text(WORK)
+    quiet, quiet_cpu = recorded(script, "cpu")
+    with busy_cores():
+        loaded, loaded_cpu = recorded(script, "cpu")
+        wall, wall_cpu = recorded(script, "wall")
+    for rec in (quiet, loaded):
+        assert rec.tracks[0].meta["clock"] == "cpu"
+        assert rec.tracks[0].meta["idleSamples"] == 0
+    assert wall.tracks[0].meta["clock"] == "wall"
+    # The CPU clock's total is the script's CPU time (the thread's, which also holds the
+    # runtime's set-up and the drain: a few ms), loaded or not...
+    assert 0.8 <= js_ms(quiet) / quiet_cpu <= 1.05, (js_ms(quiet), quiet_cpu)
+    assert 0.8 <= js_ms(loaded) / loaded_cpu <= 1.05, (js_ms(loaded), loaded_cpu)
+    # ... so a loaded run reads as a quiet one (CPU time itself grows a little when cores
+    # are shared: caches, SMT siblings)
+    assert 0.67 <= js_ms(loaded) / js_ms(quiet) <= 1.5, (js_ms(loaded), js_ms(quiet))
+    # while the wall clock counts the time the script waited for a core
+    assert js_ms(wall) > 1.5 * wall_cpu, (js_ms(wall), wall_cpu)
+    # every sample stands for about one interval of CPU: the samples are there, not a few
+    # samples with big weights
+    n = loaded.tracks[0].trace.num_samples
+    assert n >= 0.8 * js_ms(loaded), (n, js_ms(loaded))
+
+
+def test_waiting_is_not_cpu_time(tmp_path: Path) -> None:
+    script = tmp_path / "sleeps.mjs"
+    script.write_text(SLEEPS)
+    cpu, _ = recorded(script, "cpu")
+    wall, _ = recorded(script, "wall")
+    t = cpu.tracks[0]
+    # two timers of 500 ms in all: wall time holds them (as idle), CPU time does not
+    assert float(sample_weights(wall.tracks[0].trace, 1.0).sum()) >= 450
+    assert float(sample_weights(t.trace, t.sample_interval).sum()) < 50
+    assert t.meta["idleSamples"] == 0 and (t.trace.sample_stack == NONE).sum() == 0
+    # the samples are on the wall clock: they span the waits
+    if t.trace.num_samples >= 2:
+        assert t.trace.sample_time[-1] - t.trace.sample_time[0] >= 0
+
+
+def test_sessions_of_one_runtime_share_its_clock() -> None:
+    rt = QuickJS()
+    a = rt.profiler(sample_interval=1, clock="cpu")
+    with pytest.raises(UsageError, match="runs on the cpu clock"):
+        rt.profiler(clock="wall")
+    b = rt.profiler(sample_interval=4)  # names none: the clock that runs
+    rt.eval(WORK)
+    tb, ta = b.stop(), a.stop()
+    assert a.meta["clock"] == b.meta["clock"] == "cpu"
+    # one clock, two intervals: both totals are the same CPU time
+    wa, wb = float(ta.sample_weight.sum()), float(tb.sample_weight.sum())
+    assert wa > 100 and abs(wa - wb) <= 0.1 * wa, (wa, wb)
+    assert np.all(tb.sample_weight[1:] > 3) and np.all(ta.sample_weight[1:] < 2.5)
+    with pytest.raises(UsageError, match="unknown clock"):
+        rt.profiler(clock="gpu")
+    with pytest.raises(UsageError, match="unknown clock"):
+        QuickJS(clock="monotonic")
+
+
+def test_a_runtime_default_clock_reaches_script_profilers(tmp_path: Path) -> None:
+    """`jsprof run --clock cpu`: the script's own Profiler samples its CPU time, so a
+    script that waits 300 ms on a timer gets next to no samples of it."""
+    rt = QuickJS(clock="cpu")
+    n = rt.eval(
+        """
+        (async () => {
+          const p = new Profiler({sampleInterval: 1, maxBufferSize: 10000});
+          await new Promise(res => setTimeout(res, 300));
+          globalThis.n = (await p.stop()).samples.length;
+        })();
+        globalThis.n;
+        """
+    )
+    assert n is None  # the promise settles in the event loop, after the completion value
+    assert rt.eval("globalThis.n") < 30
+
+
+def test_workers_record_on_the_cpu_clock(tmp_path: Path) -> None:
+    script = tmp_path / "work.js"
+    script.write_text(WORK)
+    rec = jsprof.record(script, workers=2, clock="cpu")
+    assert [t.meta["clock"] for t in rec.tracks] == ["cpu", "cpu"]
+    for t in rec.tracks:
+        assert t.trace.sample_weight is not None and t.trace.sample_weight.sum() > 100
+
+
+def run(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*JSPROF, *args], cwd=cwd, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_cli_records_says_and_keeps_the_clock(tmp_path: Path) -> None:
+    (tmp_path / "work.js").write_text(WORK)
+    r = run("record", "--clock", "cpu", "-o", "cpu.jsprof.json", "work.js", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "of CPU time" in r.stderr
+    r = run("record", "-o", "wall.jsprof.json", "work.js", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    rep = run("report", "cpu.jsprof.json", cwd=tmp_path)
+    assert rep.stdout.splitlines()[0] == "main · quickjs · 1 ms interval · CPU time"
+    rep = run("report", "wall.jsprof.json", cwd=tmp_path)
+    assert "CPU time" not in rep.stdout.splitlines()[0]
+    # the jsprof format keeps the clock and the weights
+    back = jsprof.load(tmp_path / "cpu.jsprof.json")
+    assert back.tracks[0].meta["clock"] == "cpu"
+    assert back.tracks[0].trace.sample_weight is not None
+    d = run("diff", "wall.jsprof.json", "cpu.jsprof.json", cwd=tmp_path)
+    assert d.returncode == 0, d.stderr
+    assert "wall.jsprof.json samples wall-clock time and cpu.jsprof.json CPU time" in d.stderr
+    d = run("diff", "cpu.jsprof.json", "cpu.jsprof.json", cwd=tmp_path)
+    assert "do not compare" not in d.stderr
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("record", "--engine", "node", "--clock", "cpu", "work.js"),
+        ("record", "--engine", "chromium", "--clock", "cpu", "page.html"),
+        ("record", "--clock", "cpu", "--pid", "1"),
+        ("run", "--engine", "node", "--clock", "cpu", "work.js"),
+    ],
+)
+def test_v8_engines_refuse_the_cpu_clock_in_one_line(tmp_path: Path, argv: tuple) -> None:
+    (tmp_path / "work.js").write_text(WORK)
+    (tmp_path / "page.html").write_text("<script>1</script>")
+    r = run(*argv, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "samples wall-clock time only" in lines[0], r.stderr
+    assert not list(tmp_path.glob("*.jsprof.json"))  # nothing recorded
