@@ -1066,6 +1066,93 @@ def test_one_colour_rule_in_the_flame_time_and_sandwich_views(browser, data, tmp
     assert time_fills["function"] != time_fills["resource"]
 
 
+BIDI_APP = """\
+function spin(n) { let x = 0; for (let i = 0; i < n; i++) x += i % 7; return x; }
+const o = {
+  ["admin\\u202Enimda"]() { return spin(30000); },
+  ["user\\u2066resu\\u2069"]() { return spin(30000); },
+};
+const end = Date.now() + 300;
+let s = 0;
+while (Date.now() < end) { s += o["admin\\u202Enimda"](); s += o["user\\u2066resu\\u2069"](); }
+"""
+EVIL = "admin\u202enimda"
+ISOLATED = "user\u2066resu\u2069"
+BIDI_RE = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def test_bidi_controls_in_names_are_shown_not_obeyed(browser, tmp_path):
+    """A name holding U+202E (right-to-left override) or the isolates drew reversed and
+    could pass for another name; every view, tooltip, table and the static SVG show the
+    controls as escapes ("\\u202e"), while the data and the search keep the exact name.
+    A real QuickJS recording: methods named by computed keys holding the controls."""
+    app = tmp_path / "bidi.js"
+    app.write_text(BIDI_APP)
+    trace = tmp_path / "bidi.json"
+    p = subprocess.run([sys.executable, "-m", "jsprof.cli", "record", "-o", str(trace), str(app)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    shown = {EVIL: "admin\\u202enimda", ISOLATED: "user\\u2066resu\\u2069"}
+    page_file = _write_flame(trace, tmp_path / "bidi.html")
+    page = _page(browser, page_file.as_uri())
+    frames = {f["name"]: f for f in _drawn(page)}
+    assert EVIL in frames and ISOLATED in frames  # the data keeps the exact names
+    for name, text in shown.items():
+        f = frames[name]
+        assert f["label"] == text  # the canvas label
+        assert page.evaluate(f"jsprofTip({f['i']})").split("\n")[0] == text
+        page.mouse.move(f["cx"], f["cy"])
+        assert page.locator("#fg-tip").text_content().split("\n")[0] == text
+        assert page.locator("#fg-live").text_content().startswith(text + ".")
+    # The search takes the exact name and finds its frame.
+    page.locator("#fg-search").fill(EVIL)
+    _wait(page, "document.getElementById('fg-status').textContent !== ''")
+    assert [f["name"] for f in _drawn(page) if f["hit"]] == [EVIL]
+    said = page.locator("#fg-status").text_content()
+    assert said.startswith("\u201cadmin\\u202enimda\u201d: 1 frame")
+    page.locator("#fg-search").fill("")
+    _wait(page, "document.getElementById('fg-status').textContent === ''")
+    # Sandwich: the table's cells and titles, the chosen function's heading and its trees.
+    from urllib.parse import quote
+
+    page.evaluate(f"location.hash = 'view=sandwich&fn={quote(EVIL)}'")
+    _wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
+    cells = page.eval_on_selector_all("#v-sandwich td[data-col=name]",
+                                      "tds => tds.map(td => [td.textContent, td.title])")
+    for text in shown.values():
+        assert [text, text] in cells
+    assert page.locator("[data-panel='function'] h2").text_content() == shown[EVIL]
+    assert shown[EVIL] in page.locator("[data-panel='callers']").text_content()
+    # Source view list, then the function's own page.
+    page.evaluate("location.hash = 'view=source'")
+    _wait(page, "document.querySelector(\"#v-source [data-panel='list']\") !== null")
+    names = [n for n, _ in _source_list(page)]
+    assert shown[EVIL] in names and shown[ISOLATED] in names
+    # Time view: a box's tooltip.
+    page.evaluate("location.hash = 'view=time'")
+    _wait(page, "document.body.dataset.view === 'time'")
+    box = max((b for b in page.evaluate("jsprofTimeBoxes()") if b["name"] == ISOLATED),
+              key=lambda b: b["w"])
+    page.mouse.move(box["cx"], box["cy"])
+    assert page.locator("#fg-tip").text_content().split("\n")[0] == shown[ISOLATED]
+    # Nothing on the page holds a control as text (the data blocks are not text).
+    body = page.evaluate("document.body.innerText")
+    assert not BIDI_RE.search(body), [m.group() for m in BIDI_RE.finditer(body)]
+    page.screenshot(path=str(tmp_path / "bidi-time.png"))
+    assert page.errors == []
+    # The static SVG: titles and labels show escapes; its data keeps the names.
+    svg = tmp_path / "bidi.svg"
+    assert main(["flame", str(trace), "-o", str(svg)]) == 0
+    root = ET.parse(svg).getroot()
+    texts = [t.text or "" for t in root.iter(SVG_NS + "title")]
+    texts += [t.text or "" for t in root.iter(SVG_NS + "text")]
+    assert any(t.startswith(shown[EVIL]) for t in texts)
+    assert not any(BIDI_RE.search(t) for t in texts)
+    data = json.loads(next(s.text for s in root.iter(SVG_NS + "script")
+                           if "names" in (s.text or "")))
+    assert EVIL in data["names"] and ISOLATED in data["names"]
+
+
 def _svg_titles(svg_file: Path) -> dict[int, str]:
     return {int(g.attrib["data-i"]): g.find(SVG_NS + "title").text
             for g in ET.parse(svg_file).getroot().iter(SVG_NS + "g") if "data-i" in g.attrib}

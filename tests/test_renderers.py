@@ -180,3 +180,15 @@ def test_the_collector_draws_through_renderers(store: Store, drawn: list[str]) -
         assert status == 200, (path, body[:200])
         assert headers["content-type"].startswith(media), path
         assert drawn == want, path
+
+
+def test_the_html_table_shows_bidi_controls_as_escapes() -> None:
+    """The collector's ?format=html table: a name holding U+202E is shown as "\\u202e"
+    (it drew reversed: 'admin\\u202enimda' read 'adminadmin'), beside the page's other
+    escaping; the flame pages' views are checked in Chromium (test_flame.py)."""
+    from jsprof.render.html import HtmlTablePage
+
+    out = HtmlTablePage("t", [("name", "function")]).render(
+        [{"name": "admin\u202enimda<b>"}, {"name": "\u2066x\u2069"}])
+    assert "admin\\u202enimda&lt;b&gt;" in out and "\\u2066x\\u2069" in out
+    assert not any(c in out for c in "\u202e\u2066\u2069")

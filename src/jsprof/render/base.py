@@ -27,6 +27,21 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up
 if TYPE_CHECKING:
     from typing import Any, TextIO
 
+# Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE, the embeddings, the isolates
+# U+2066-2069, the marks) reorder the text after them: a name holding one is drawn reversed
+# and can pass for another. Trace content is hostile, so what a page or picture shows writes
+# them as escapes ("\u202e"); flame.js's `vis` and dashboard.js's are the same rule, and the
+# data (JSON, search) keeps the exact names.
+BIDI_CONTROLS = "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"
+
+
+def visible(s: str) -> str:
+    """`s` with each bidirectional control written as its escape (\\u202e)."""
+    import re
+
+    return re.sub(f"[{BIDI_CONTROLS}]", lambda m: f"\\u{ord(m.group()):04x}", s)
+
+
 # What a renderer's `kind` may be, and the media type each is served as.
 MEDIA_TYPES = {
     "text": "text/plain; charset=utf-8",

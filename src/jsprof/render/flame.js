@@ -70,7 +70,17 @@
     return w > 200 ? w : D.width;
   }
   var charW = D.charW;
+  // Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE, the isolates U+2066-2069, the
+  // marks...) reorder the text after them: a name holding one draws reversed and can pass
+  // for another name. Trace content is hostile, so wherever a name or a script's text is
+  // shown (labels, tooltips, tables, headings) they are shown as escapes ("\u202e"); the
+  // data and the search keep the names exact.
+  var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function vis(s) {
+    return String(s).replace(BIDI, function (c) { return "\\u" + c.charCodeAt(0).toString(16); });
+  }
   function label(name, px) {
+    name = vis(name);
     var fit = Math.floor((px - 6) / charW);
     if (fit < 3) return "";
     return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
@@ -473,7 +483,7 @@
     var share = Wd[0] > 0 ? (100 * sum / Wd[0]) : 0;
     if (status) {
       status.textContent = query ?
-        "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
+        "\u201c" + vis(q) + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
         ", " + share.toFixed(1) + "% of total (" + sum.toFixed(1) + " ms)" +
         (X_ ? " in " + last.fns.length + " function" + (last.fns.length === 1 ? "" : "s") : "") : "";
     }
@@ -497,7 +507,7 @@
   });
   function say(i) {
     // The hovered or focused frame's words, for screen readers (DOM text).
-    if (live) live.textContent = i >= 0 ? shortLines(tipOf(i)).split("\n").join(". ") : "";
+    if (live) live.textContent = i >= 0 ? vis(shortLines(tipOf(i))).split("\n").join(". ") : "";
   }
   canvas.addEventListener("mousemove", function (e) {
     var i = frameAt(e.clientX, e.clientY);
@@ -605,7 +615,7 @@
     }
     return out;
   };
-  window.jsprofTip = function (i) { return tipOf(i); };
+  window.jsprofTip = function (i) { return vis(tipOf(i)); };  // as the tooltip shows it
   // A link can carry a view, a search and a zoom: flame.html#view=flame&q=fib&z=12
   // (z: frame index), flame.html#view=sandwich&fn=parse.
   // Maps keyed by what a link says have no prototype: #view=constructor or __proto__
@@ -630,7 +640,7 @@
     D.tracks.forEach(function (name, k) {
       var o = doc.createElement("option");
       o.value = String(k);
-      o.textContent = name;
+      o.textContent = vis(name);
       trackSel.appendChild(o);
     });
     trackSel.hidden = false;
@@ -728,10 +738,14 @@
 
   // ---- shared drawing helpers ---------------------------------------------------------------
 
+  // Text and titles shown are made visible (vis); data-* attributes and links keep the
+  // exact names they carry.
   function el(tag, attrs, text) {
     var e = doc.createElement(tag);
-    for (var a in attrs) if (Object.prototype.hasOwnProperty.call(attrs, a)) e.setAttribute(a, attrs[a]);
-    if (text !== undefined) e.textContent = text;
+    for (var a in attrs) {
+      if (Object.prototype.hasOwnProperty.call(attrs, a)) e.setAttribute(a, a === "title" ? vis(attrs[a]) : attrs[a]);
+    }
+    if (text !== undefined) e.textContent = vis(text);
     return e;
   }
   function sel(tag, attrs) {
@@ -769,7 +783,7 @@
   }
   function showTip(e, text) {
     if (!tipEl) return;
-    tipEl.textContent = shortLines(text);
+    tipEl.textContent = vis(shortLines(text));
     tipEl.style.display = "block";
     var r = tipEl.getBoundingClientRect();
     var left = e.clientX + 14, top = e.clientY + 16;
@@ -794,7 +808,7 @@
   }
   // The status line of a searched function list (Sandwich, Source): how many match.
   function listStatus(q, n, limit) {
-    return q ? "\u201c" + q + "\u201d: " + n + " function" + (n === 1 ? "" : "s") +
+    return q ? "\u201c" + vis(q) + "\u201d: " + n + " function" + (n === 1 ? "" : "s") +
       (n > limit ? " (first " + limit + " shown)" : "") : "";
   }
   // A model function's fill: the Flame view's rule (by script, or by name with
@@ -1657,7 +1671,7 @@
         // (a page saved from the collector, `fleet flame --url`, has no collector to link to)
         if (x.href && /^https?:$/.test(location.protocol)) li.appendChild(el("a", {href: x.href + "#view=time", target: "_blank", rel: "noopener"}, x.id));
         else li.appendChild(el("code", {}, x.id));
-        li.appendChild(doc.createTextNode(" (release " + x.release + "): " + x.why));
+        li.appendChild(doc.createTextNode(vis(" (release " + x.release + "): " + x.why)));
         ul.appendChild(li);
       });
       box.appendChild(ul);
@@ -1742,7 +1756,7 @@
         tr.appendChild(el("td", {}, ms(x.v)));
         tr.appendChild(el("td", {}, pct(x.v, all)));
         var f = x.r.other ? -1 : findFn(M, x.r.name, x.r.loc), td = el("td", {"class": "name"});
-        if (f >= 0) td.appendChild(fnLink("sandwich", M, f, x.r.name)); else td.textContent = x.r.name;
+        if (f >= 0) td.appendChild(fnLink("sandwich", M, f, x.r.name)); else td.textContent = vis(x.r.name);
         tr.appendChild(td);
         tr.appendChild(el("td", {"class": "loc"}, x.r.loc));
         table.appendChild(tr);

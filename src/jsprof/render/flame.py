@@ -46,7 +46,7 @@ from ..trace import (
     function_keys,
     sample_weights,
 )
-from .base import Renderer, flame_kind
+from .base import Renderer, flame_kind, visible
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -65,8 +65,9 @@ def clean(s: str) -> str:
 
 
 def esc(s: str) -> str:
-    """Escape for XML/HTML text and attribute values."""
-    return html.escape(clean(s), quote=True)
+    """Escape for XML/HTML text and attribute values, bidirectional controls shown as
+    escapes (base.visible: a name must not draw reversed)."""
+    return html.escape(visible(clean(s)), quote=True)
 
 
 def script_json(obj: object) -> str:
@@ -805,7 +806,8 @@ def _frames(
             f'<g data-i="{j}"><title>{esc(chr(10).join(tip))}</title>'
             f'<rect x="{x:.2f}" y="{y}" width="{max(w - 0.6 if w > 2 else w, 0):.2f}" '
             f'height="{ROW - 1}" rx="2" fill="{fill}"/>'
-            f'<text x="{x + 3:.2f}" y="{y + ROW - 4.5:.1f}">{esc(_label(name, w))}</text></g>'
+            f'<text x="{x + 3:.2f}" y="{y + ROW - 4.5:.1f}">'
+            f"{esc(_label(visible(name), w))}</text></g>"
         )
 
     data: dict[str, Any] = {

@@ -27,7 +27,14 @@
   }
   while (stack.length) end[stack.pop()] = N;
   var zoomed = 0, query = "", hits = new Uint8Array(N), ancs = new Uint8Array(N);
+  // Bidirectional controls shown as escapes, as flame.py writes the labels (base.visible):
+  // a name holding U+202E must not draw reversed and pass for another.
+  var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+  function vis(s) {
+    return String(s).replace(BIDI, function (c) { return "\\u" + c.charCodeAt(0).toString(16); });
+  }
   function label(name, px) {
+    name = vis(name);
     var fit = Math.floor((px - 6) / D.charW);
     if (fit < 3) return "";
     return name.length <= fit ? name : name.slice(0, fit - 1) + "\u2026";
@@ -73,7 +80,7 @@
       if (i >= covered) { ms += D.w[i]; covered = end[i]; }
     }
     if (status) {
-      status.textContent = query ? "\u201c" + q + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
+      status.textContent = query ? "\u201c" + vis(q) + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
         ", " + (D.w[0] > 0 ? 100 * ms / D.w[0] : 0).toFixed(1) + "% of total (" + ms.toFixed(1) + " ms)" : "";
     }
   }

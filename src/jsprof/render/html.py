@@ -1,5 +1,6 @@
 """A query's rows as a small HTML page (the collector's `?format=html`): one table, its
-cells escaped (trace content is data), names and resources left-aligned, notes below."""
+cells escaped (trace content is data; bidirectional controls shown as escapes), names and
+resources left-aligned, notes below."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import html
 from collections.abc import Sequence
 from typing import Any
 
-from .base import Renderer
+from .base import Renderer, visible
 
 # Columns of text, left-aligned; the rest are numbers.
 TEXT_COLUMNS = frozenset({"name", "resource"})
@@ -36,7 +37,7 @@ class HtmlTablePage(Renderer):
             for k, _ in self.cols:
                 v = r.get(k)
                 cells.append(
-                    f"<td class='{cls(k)}'>{html.escape('' if v is None else str(v))}</td>"
+                    f"<td class='{cls(k)}'>{html.escape(visible('' if v is None else str(v)))}</td>"
                 )
             out.append(f"<tr>{''.join(cells)}</tr>")
         out.append("</table>")

@@ -36,7 +36,7 @@ function fill(select, values, keepFirst) {
   if (first) select.append(first);
   for (const v of values) {
     const o = document.createElement("option");
-    o.value = v; o.textContent = v;
+    o.value = v; o.textContent = vis(v);
     select.append(o);
   }
 }
@@ -81,11 +81,18 @@ async function loadVitals() {
 // their cells are elided by the style sheet and give the whole text on hover.
 const ELIDED = /\b(fn|loc|route)\b/;
 
+// Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE, the isolates U+2066-2069, the
+// marks) reorder the text after them: a name holding one draws reversed and can pass for
+// another. Shown text writes them as escapes ("\u202e"), as the flame pages do
+// (jsprof/render/base.py visible); queries and links keep the exact names.
+const BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
+const vis = (s) => String(s).replace(BIDI, (c) => `\\u${c.charCodeAt(0).toString(16)}`);
+
 function cell(tr, text, cls) {
   const td = document.createElement("td");
-  td.textContent = text;
+  td.textContent = vis(text);
   if (cls) td.className = cls;
-  if (cls && ELIDED.test(cls)) td.title = text;
+  if (cls && ELIDED.test(cls)) td.title = vis(text);
   tr.append(td);
   return td;
 }
@@ -152,7 +159,7 @@ function loadFlame() {
 async function loadChart(name, label) {
   $("chart").dataset.fn = name;
   // A reload of the same function (filters changed) keeps the label it was chosen by.
-  if (label !== undefined) { $("chart-fn").textContent = label; $("chart-fn").title = label; }
+  if (label !== undefined) { $("chart-fn").textContent = vis(label); $("chart-fn").title = vis(label); }
   const p = filterParams();
   p.delete("release");
   p.set("function", name);
@@ -188,7 +195,7 @@ async function loadChart(name, label) {
     rect.setAttribute("width", "36");
     rect.setAttribute("height", String(Math.max(h, 0.5)));
     const tip = document.createElementNS(SVG, "title");
-    tip.textContent = `${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${pt.traces} traces`;
+    tip.textContent = vis(`${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${pt.traces} traces`);
     rect.append(tip);
     const val = document.createElementNS(SVG, "text");
     val.setAttribute("x", String(30 + i * 60));
@@ -197,7 +204,8 @@ async function loadChart(name, label) {
     const lab = document.createElementNS(SVG, "text");
     lab.setAttribute("x", String(30 + i * 60));
     lab.setAttribute("y", String(base + 16));
-    lab.textContent = pt.label.length > 9 ? `${pt.label.slice(0, 8)}…` : pt.label;
+    const shown = vis(pt.label);
+    lab.textContent = shown.length > 9 ? `${shown.slice(0, 8)}…` : shown;
     svg.append(rect, val, lab);
   });
   $("chart").replaceChildren(svg);
@@ -262,7 +270,7 @@ function linkButton(text, what, onClick) {
   b.type = "button";
   b.className = "link";
   b.textContent = text;
-  b.title = what;
+  b.title = vis(what);
   b.addEventListener("click", (ev) => { ev.stopPropagation(); onClick(); });
   return b;
 }
@@ -382,8 +390,8 @@ async function loadUploads() {
     p.set("function", uploads.fn.name);
     if (uploads.fn.resource !== null) p.set("resource", uploads.fn.resource);
   }
-  $("uploads-what").textContent = uploads.fn ? `that run ${uploads.fn.label}` : "";
-  $("uploads-what").title = uploads.fn ? uploads.fn.label : "";
+  $("uploads-what").textContent = uploads.fn ? vis(`that run ${uploads.fn.label}`) : "";
+  $("uploads-what").title = uploads.fn ? vis(uploads.fn.label) : "";
   $("uploads-all").hidden = !uploads.fn;
   const body = $("uploads").tBodies[0];
   body.replaceChildren();
