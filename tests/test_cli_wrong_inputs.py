@@ -6,6 +6,7 @@ user would: the real `jsprof` in a subprocess, real engines behind `record` and 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -101,6 +102,32 @@ def test_every_commands_help(tmp_path: Path, command: str) -> None:
 def test_a_wrong_input_is_one_line_exit_2(place: Path, argv: str, said: str) -> None:
     line = _one_line(_run(place, *argv.split()), said)
     assert "pass --format" not in line or argv.startswith(("convert", "fleet export"))
+
+
+@pytest.mark.parametrize("argv,arg", [
+    # An empty path ('': an unset shell variable) is named as empty, with the argument it
+    # was given for, by every command that takes a path (said ": no such file" before).
+    ("report ''", "trace"), ("validate ''", "trace"), ("flame ''", "trace"),
+    ("flame t.json -o ''", "-o/--output"), ("flame t.json --embed-source ''", "--embed-source"),
+    ("convert '' o.folded", "input"), ("convert t.json ''", "output"),
+    ("diff '' t.json", "base"), ("diff t.json ''", "new"), ("diff t.json t.json --flame ''",
+                                                            "--flame"),
+    ("record ''", "script"), ("record -o '' app.js", "-o/--output"), ("run ''", "script"),
+    ("instrument --watch X ''", "script"), ("instrument --watch X -o '' app.js", "-o/--output"),
+    ("instrument --watch X --trace '' app.js", "--trace"),
+    ("serve --store ''", "--store"), ("serve --app-file ''", "--app-file"),
+    ("serve --read-token-file ''", "--read-token-file"),
+    ("serve --admin-token-file ''", "--admin-token-file"),
+    ("serve prune --store '' --older-than 1d", "--store"), ("serve check --store ''", "--store"),
+    ("fleet top --app x --store ''", "--store"), ("fleet flame --app x -o ''", "-o/--output"),
+    ("fleet diff --app x --base release=1 --new release=2 --flame ''", "--flame"),
+    ("fleet export --app x -o ''", "-o/--output"),
+    ("fleet sourcemaps upload --app x --release 1 --store d ''", "DIR|FILE.map"),
+])
+def test_an_empty_path_is_named_as_empty(place: Path, argv: str, arg: str) -> None:
+    line = _one_line(_run(place, *shlex.split(argv)),
+                     f"argument {arg}: the path is empty (''); give a file or folder name")
+    assert ": no such file" not in line
 
 
 @pytest.mark.parametrize("option", ["--max-body", "--max-decompressed"])

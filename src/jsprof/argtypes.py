@@ -36,3 +36,12 @@ def nonneg_float(s: str) -> float:
     if not v >= 0 or v == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {s}")
     return v
+
+
+def path(s: str) -> str:
+    """A file or folder name as given. An empty one (`""`: what an unset shell variable
+    gives) names nothing: argparse's one-line error says so, naming the argument, where
+    the file's check would say `: no such file` about a name that cannot be seen."""
+    if s == "":
+        raise argparse.ArgumentTypeError("the path is empty (''); give a file or folder name")
+    return s

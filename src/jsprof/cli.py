@@ -7,7 +7,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from .argtypes import nonneg_float, positive_int
+from .argtypes import nonneg_float, path, positive_int
 from .errors import JSError, JsprofError, TraceFormatError, UsageError
 
 # Start-up is what users of short scripts feel: `jsprof --help` must not pay for numpy, rich,
@@ -1174,7 +1174,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         description="Self and total time per function (or resource, or line), or the call "
         "tree. Columns: self %%, total %%, self ms, total ms, function, location.",
     )
-    r.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
+    r.add_argument("trace", type=path, help="a trace file (any format jsprof reads; - for stdin)")
     _add_top_args(r, "default 20")
     r.add_argument(
         "--by",
@@ -1198,12 +1198,13 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_report)
 
     v = sub.add_parser("validate", help="check a trace file; print counts or the first problem")
-    v.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
+    v.add_argument("trace", type=path, help="a trace file (any format jsprof reads; - for stdin)")
     v.set_defaults(func=cmd_validate)
 
     c = sub.add_parser("convert", help="convert between trace formats (input sniffed from content)")
-    c.add_argument("input", help="a trace file (any format jsprof reads; - for stdin)")
-    c.add_argument("output", help="output path (- for stdout); the extension picks the format")
+    c.add_argument("input", type=path, help="a trace file (any format jsprof reads; - for stdin)")
+    c.add_argument(
+        "output", type=path, help="output path (- for stdout); the extension picks the format")
     c.add_argument(
         "--format", metavar="NAME", help="output format, when the extension does not say "
         "(see `jsprof formats`)"
@@ -1216,9 +1217,10 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_formats)
 
     fl = sub.add_parser("flame", help="write a flame graph (self-contained .html or .svg)")
-    fl.add_argument("trace", help="a trace file (any format jsprof reads; - for stdin)")
+    fl.add_argument("trace", type=path, help="a trace file (any format jsprof reads; - for stdin)")
     fl.add_argument(
-        "-o", "--output", metavar="OUT", help="flame.html or flame.svg (default TRACE.html)"
+        "-o", "--output", type=path,
+        metavar="OUT", help="flame.html or flame.svg (default TRACE.html)"
     )
     fl.add_argument("--open", action="store_true", help="open the flame graph in a browser")
     fl.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
@@ -1231,6 +1233,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     src = fl.add_mutually_exclusive_group()
     src.add_argument(
         "--embed-source",
+        type=path,
         metavar="DIR",
         help="the source view shows local scripts in the trace's folder or the current one "
         "(not / or your home folder: name those here) and a source map's sources, never "
@@ -1255,13 +1258,14 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         epilog=_DIFF_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    df.add_argument("base", help="the baseline trace")
-    df.add_argument("new", help="the trace to compare against it")
+    df.add_argument("base", type=path, help="the baseline trace")
+    df.add_argument("new", type=path, help="the trace to compare against it")
     _add_top_args(df, "default 20")
     df.add_argument("--json", action="store_true", help="print the numbers as JSON")
     _add_wide_arg(df)
     df.add_argument(
-        "--flame", metavar="OUT", help="also write a differential flame graph (.html or .svg)"
+        "--flame", type=path,
+        metavar="OUT", help="also write a differential flame graph (.html or .svg)"
     )
     df.add_argument("--icicle", action="store_true", help="with --flame: roots at the top")
     _add_track_arg(df, "only this track, in both profiles")
@@ -1310,6 +1314,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     rc.add_argument(
         "-o",
         "--output",
+        type=path,
         metavar="OUT",
         help="output file, replaced if it exists; the extension picks the format (default: "
         "APP.ENGINE.jsprof.json in the current directory, or the next free APP.ENGINE.N.jsprof."
@@ -1347,7 +1352,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "--allow-remote", action="store_true", help="with --cdp: allow a non-loopback endpoint"
     )
     rc.add_argument(
-        "script", nargs="?", help="the .js or .mjs script to run (chromium: also .html or a URL)"
+        "script", nargs="?", type=path,
+        help="the .js or .mjs script to run (chromium: also .html or a URL)"
     )
     rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rc.set_defaults(func=cmd_record)
@@ -1364,7 +1370,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     rn.add_argument("--clock", **{**_CLOCK_ARG, "help": "quickjs: what the script's Profilers "
                     "sample on: wall (default) or cpu (its CPU time; see record --clock)"})
     rn.add_argument("--node-arg", **_NODE_ARG)
-    rn.add_argument("script", help=_SCRIPT_HELP)
+    rn.add_argument("script", type=path, help=_SCRIPT_HELP)
     rn.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rn.set_defaults(func=cmd_run)
 
@@ -1377,13 +1383,13 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     ins.add_argument(
         "--engine", choices=INSTRUMENT_ENGINES, default="quickjs", help=_ENGINE_HELP
     )
-    ins.add_argument("-o", "--output", metavar="OUT.json", help="write the rows as JSON")
+    ins.add_argument("-o", "--output", type=path, metavar="OUT.json", help="write the rows as JSON")
     ins.add_argument(
-        "--trace", metavar="OUT", help="write the calls as spans (format by extension)"
+        "--trace", type=path, metavar="OUT", help="write the calls as spans (format by extension)"
     )
     ins.add_argument("--by-instance", action="store_true", help="one row per instance")
     _add_top_args(ins, "default all")
-    ins.add_argument("script", help=_SCRIPT_HELP)
+    ins.add_argument("script", type=path, help=_SCRIPT_HELP)
     ins.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     ins.set_defaults(func=cmd_instrument)
 

@@ -8,7 +8,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from ..argtypes import nonneg_float, nonneg_int, positive_int
+from ..argtypes import nonneg_float, nonneg_int, path, positive_int
 from ..render.base import emit, flame_kind, print_json  # stdlib only: the light entry
 from ..words import plural
 
@@ -18,7 +18,8 @@ T = TypeVar("T")
 
 def _source_args(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("where the data is")
-    g.add_argument("--store", metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
+    g.add_argument(
+        "--store", type=path, metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
     g.add_argument(
         "--url", metavar="http://HOST:PORT",
         help="ask a running `jsprof serve` instead (read token from JSPROF_READ_TOKEN)",
@@ -73,7 +74,7 @@ def add_parser(sub: Any) -> None:
     f = fs.add_parser("flame", help="one flame graph over all matching samples")
     _source_args(f)
     _filter_args(f)
-    f.add_argument("-o", "--output", required=True, help="merged.html or merged.svg")
+    f.add_argument("-o", "--output", type=path, required=True, help="merged.html or merged.svg")
     f.add_argument("--max-nodes", type=positive_int, default=2000,
                    help="widest N call-tree nodes; the rest folded into 'other' (default 2000)")
     f.add_argument("--icicle", action="store_true", help="roots at the top, growing down")
@@ -91,7 +92,8 @@ def add_parser(sub: Any) -> None:
     d.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
     d.add_argument("--json", action="store_true", help="print the rows as JSON")
     _wide_arg(d)
-    d.add_argument("--flame", metavar="OUT.html", help="also write the differential flame graph")
+    d.add_argument(
+        "--flame", type=path, metavar="OUT.html", help="also write the differential flame graph")
     d.add_argument("--fail-if", metavar="RULE", action="append", default=[],
                    help="as `jsprof diff`: NAME:self|total>+Npp or >+N%%; fires when the change "
                    "passes the rule and its 95%% interval excludes zero; repeatable")
@@ -110,7 +112,7 @@ def add_parser(sub: Any) -> None:
     e = fs.add_parser("export", help="the merged profile in any writable format")
     _source_args(e)
     _filter_args(e)
-    e.add_argument("-o", "--output", required=True,
+    e.add_argument("-o", "--output", type=path, required=True,
                    help="OUT.jsprof.json, .pftrace, .pprof, .speedscope.json, ... (by extension)")
     e.add_argument("--format", help="output format (see `jsprof formats`)")
     e.set_defaults(func=cmd_export)
@@ -143,12 +145,13 @@ def add_parser(sub: Any) -> None:
     sm = fs.add_parser("sourcemaps", help="per-release source maps")
     sms = sm.add_subparsers(dest="sourcemaps_command", metavar="ACTION", required=True)
     up = sms.add_parser("upload", help="keep .map files for a release (applied at query time)")
-    up.add_argument("--store", metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
+    up.add_argument(
+        "--store", type=path, metavar="PATH", help=f"the store (default {DEFAULT_STORE})")
     up.add_argument("--url", metavar="http://HOST:PORT",
                     help="upload to a running `jsprof serve` (admin token: JSPROF_ADMIN_TOKEN)")
     up.add_argument("--app", required=True, help="the app the maps belong to")
     up.add_argument("--release", required=True, help="the release they were built for")
-    up.add_argument("maps", nargs="+", metavar="DIR|FILE.map",
+    up.add_argument("maps", nargs="+", type=path, metavar="DIR|FILE.map",
                     help=".map files, or folders searched for them")
     up.set_defaults(func=cmd_sourcemaps_upload)
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..argtypes import positive_int
+from ..argtypes import path, positive_int
 from ..errors import UsageError
 from ..words import plural
 from .config import (
@@ -67,7 +67,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "The first stdout line is `jsprof serve: listening on http://HOST:PORT`.",
     )
     p.add_argument(
-        "--store", default=DEFAULT_STORE, help=f"store directory (default ./{DEFAULT_STORE})"
+        "--store", type=path,
+        default=DEFAULT_STORE, help=f"store directory (default ./{DEFAULT_STORE})"
     )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     p.add_argument("--port", type=_port, default=8400, help="port (default 8400; 0: a free one)")
@@ -81,6 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--app-file",
+        type=path,
         metavar="FILE",
         help="apps that may upload, one NAME:KEY per line (# comments)",
     )
@@ -93,6 +95,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--read-token-file",
+        type=path,
         metavar="FILE",
         help="file holding the token for reading traces and queries (else $JSPROF_READ_TOKEN, "
         "else one is generated and kept in the store)",
@@ -105,6 +108,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--admin-token-file",
+        type=path,
         metavar="FILE",
         help="file holding the token for admin writes (source maps); or $JSPROF_ADMIN_TOKEN",
     )
@@ -171,7 +175,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     pr = ps.add_parser("prune", help="delete old uploads from a store")
     # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
     pr.add_argument(
-        "--store", default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+        "--store", type=path,
+        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
     )
     pr.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
     pr.add_argument("--app", metavar="NAME", help="only this app's uploads")
@@ -183,7 +188,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "found; exit status 1 when there is any, 0 when the store is sound.",
     )
     ck.add_argument(
-        "--store", default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+        "--store", type=path,
+        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
     )
     ck.set_defaults(func=main_check)
 
