@@ -412,12 +412,22 @@ def cmd_convert(args: argparse.Namespace) -> int:
     if fmt.name not in WEIGHTED_FORMATS and any(
         t.trace.sample_weight is not None for t in rec.tracks
     ):
-        print(
-            f"note: {fmt.name} has no per-sample weights: read back, each kept sample is "
-            "charged the gap to the next kept one; write .jsprof.json, .speedscope.json or "
-            ".pb.gz to keep the filtered times",
-            file=sys.stderr,
-        )
+        from .meta import CPU, clock_of
+
+        if any(clock_of(t.meta) == CPU for t in rec.tracks):
+            print(
+                f"note: {fmt.name} has no per-sample weights: the CPU-clock samples read "
+                "back as wall-clock time (each charged the gap to the next one); write "
+                ".jsprof.json, .speedscope.json or .pb.gz to keep the CPU times",
+                file=sys.stderr,
+            )
+        else:
+            print(
+                f"note: {fmt.name} has no per-sample weights: read back, each kept sample is "
+                "charged the gap to the next kept one; write .jsprof.json, .speedscope.json "
+                "or .pb.gz to keep the filtered times",
+                file=sys.stderr,
+            )
     return 0
 
 

@@ -24,6 +24,8 @@ jsprof writes, and how the model maps onto it:
 - A comment (`OWN_LINES`) says that a Line is the line executing; reading a file without
   it, a function with no start_line takes its Lines' line when they all name one
   (@datadog/pprof's way of giving V8's function line).
+- A comment (`CPU_CLOCK` and the track's name) per track recorded on the CPU clock (track
+  meta `clock`: its weights are CPU time), read back into the meta.
 - `time_nanos` is the earliest sample's Unix epoch time (left out when a track's time
   origin is unknown, and read back as unknown when 0 or absent),
   `duration_nanos` the span.
@@ -54,6 +56,7 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import ErrorAt, TraceFormatError
+from ..meta import CLOCK, CPU, clock_of
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
 from . import _protobuf as pb
 from ._common import (
@@ -79,6 +82,7 @@ TIME_NANOS, DURATION_NANOS, PERIOD_TYPE, PERIOD, COMMENT = 9, 10, 11, 12, 13
 # The comment jsprof writes: how its Lines are meant (read back, it turns off the
 # Datadog-style guess of a function's line from its Lines).
 OWN_LINES = "jsprof: Line.line is the line executing; Function.start_line the function's line"
+CPU_CLOCK = "jsprof: the samples weigh CPU time (clock cpu) in track: "
 LEN_FIELDS = {1, 2, 3, 4, 5, 6, 11}
 VARINT_FIELDS = {7, 8, 9, 10, 12, 14, 15}
 
@@ -209,6 +213,9 @@ def encode_profile(rec: Recording) -> bytes:
             _too_long(f"the recording {what} {v:.6g} ns")
     _value_type(prof.period_type, strings, "cpu", "nanoseconds")
     prof.comment.append(strings(OWN_LINES))
+    for t in rec.tracks:
+        if clock_of(t.meta) == CPU:
+            prof.comment.append(strings(CPU_CLOCK + t.name))
     prof.string_table.extend(s.encode("utf-8") for s in strings.index)
     if starts:
         if known:
@@ -373,7 +380,9 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     # Not in jsprof's own files (their comment says so): there a Line is the line executing,
     # and taking it would give a frame without a line one on the way back.
     line_of: dict[int, set[int]] = {}
-    own = OWN_LINES in {strings[i] for i in comments if 0 <= i < len(strings)}
+    said = [strings[i] for i in comments if 0 <= i < len(strings)]
+    own = OWN_LINES in said
+    cpu_tracks = {c[len(CPU_CLOCK):] for c in said if c.startswith(CPU_CLOCK)}
     for lines in () if own else locs.values():
         for fn, ln in lines:
             line_of.setdefault(fn, set()).add(ln)
@@ -510,6 +519,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                 # 0 or absent: the profile does not say when it was taken.
                 time_origin=time_nanos / NS_PER_MS if time_nanos else None,
                 sample_interval=interval_ms,
+                meta={CLOCK: CPU} if name in cpu_tracks else {},  # type: ignore[typeddict-item]
             )
         )
     if not tracks:

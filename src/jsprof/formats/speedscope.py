@@ -17,7 +17,8 @@ viewer ignores:
                "markers": [code per sample, -1 none; codes index "markerNames"],
                "markerNames": [...], "lines": [line per sample, 0 unknown],
                "anonymousFrames": [shared frame indices written "(anonymous)" for ""],
-               "weights": [ms per sample, only when the trace carries a weight column]}
+               "weights": [ms per sample, only when the trace carries a weight column],
+               "clock": "cpu" (the weights are CPU time: track meta `clock`)}
 
 Timestamps are the trace's own (ms since `timeOrigin`), written at full float precision,
 so a round trip through speedscope keeps every sample, its order and its time. Reading
@@ -38,6 +39,7 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError
+from ..meta import CLOCK, CPU, clock_of
 from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights, step_back
 from ._common import (
     PSEUDO_NAMES,
@@ -150,6 +152,8 @@ def _profile(track: Track, shared: _SharedFrames) -> dict:
         extra["lines"] = trace.sample_line
     if trace.sample_weight is not None:
         extra["weights"] = trace.sample_weight  # a filtered trace: gaps no longer imply them
+        if clock_of(track.meta) == CPU:
+            extra[CLOCK] = CPU  # the weights are CPU time (the samples' times are wall)
     return {
         "type": "sampled",
         "name": track.name,
@@ -297,6 +301,7 @@ def _extra(p: dict, n_entries: int, n_frames: int) -> dict | None:
             m = np.where((m >= 0) & (m < len(names)), m, len(names))
             out["markers"] = lut[m].astype(np.int8)
     out["engine"] = x.get("engine")
+    out["cpu"] = x.get(CLOCK) == CPU
     for k in ("timeOrigin", "sampleInterval", "requestedInterval"):
         # A time every format holds (as the jsprof reader bounds them), else unknown.
         v = x.get(k)
@@ -370,6 +375,8 @@ def _sampled(p: dict, frames: list[FrameKey], err, where: str) -> Track:
             engine=x["engine"] if type(x["engine"]) is str else None,
             sample_interval=x["sampleInterval"],
             requested_interval=x["requestedInterval"],
+            # CPU time only with the weights that hold it
+            meta={CLOCK: CPU} if x.get("cpu") and trace.sample_weight is not None else {},
         )
     if unit == "none":
         # Weights are sample counts (speedscope's folded import writes these).
