@@ -15,6 +15,16 @@ function throwsName(fn) {
 function busy(ms) { const end = performance.now() + ms; let x = 0; while (performance.now() < end) x++; return x; }
 function hot(ms) { return busy(ms); }
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+// A loaded machine can starve the sampler thread (48 samples in 350 ms at load 17, none in
+// 50 ms): a part whose checks count samples is done again, longer (scale 1 to 5), until
+// `part` says it had enough; only the last try's checks are reported, pass or fail.
+async function retried(part) {
+  for (let scale = 1; ; scale++) {
+    const mark = results.length;
+    if ((await part(scale)) || scale === 5) return;
+    results.length = mark;
+  }
+}
 
 function wellFormed(trace) {
   const keys = Object.keys(trace).sort().join(',');
@@ -52,39 +62,44 @@ function wellFormed(trace) {
   check('Profiler extends EventTarget', Profiler.prototype instanceof EventTarget);
 
   // --- one session: state, interval, stop(), trace shape, timestamps
-  const before = performance.now();
-  const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
-  const afterConstructor = performance.now();
-  check('sampleInterval is a number >= the request', typeof p.sampleInterval === 'number' && p.sampleInterval >= 1, p.sampleInterval);
-  check('not stopped while started', p.stopped === false);
-  hot(200);
-  await sleep(150); // nothing running: samples without a stackId
-  const promise = p.stop();
-  check('stopped becomes true synchronously in stop()', p.stopped === true);
-  check('stop() returns a Promise', promise instanceof Promise);
-  const trace = await promise;
-  const after = performance.now();
-  check('trace is well formed', wellFormed(trace) === '', wellFormed(trace));
-  check('samples taken', trace.samples.length >= 50, trace.samples.length);
-  check('samples lie between performance.now() before and after',
-    trace.samples.every((s) => s.timestamp >= before && s.timestamp <= after),
-    `${before} ${trace.samples[0] && trace.samples[0].timestamp} ${after}`);
-  check('the constructor takes the first sample',
-    trace.samples.length > 0 && trace.samples[0].timestamp <= afterConstructor,
-    `${trace.samples[0] && trace.samples[0].timestamp} > ${afterConstructor}`);
-  const hotFrame = trace.frames.findIndex((f) => f.name === 'hot');
-  // The column is engine-defined: V8 gives the `(` of the parameter list (13), QuickJS
-  // the `function` keyword (1), as documented in jsprof/engines/quickjs.py.
-  check('a known function is a frame with resource, line and column',
-    hotFrame >= 0 && trace.frames[hotFrame].line === 16 && [1, 13].includes(trace.frames[hotFrame].column) &&
-    /conformance\.js$/.test(trace.resources[trace.frames[hotFrame].resourceId]),
-    JSON.stringify(trace.frames[hotFrame]));
-  const idle = trace.samples.filter((s) => !('stackId' in s));
-  check('samples with no JavaScript have no stackId key', idle.length >= 20, idle.length);
-  check('no stackId key set to undefined', trace.samples.every((s) => !('stackId' in s) || s.stackId !== undefined));
-  let second = 'resolved';
-  try { await p.stop(); } catch (e) { second = e.name; }
-  check('a second stop() rejects with InvalidStateError', second === 'InvalidStateError', second);
+  await retried(async (scale) => {
+    const before = performance.now();
+    const p = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+    const afterConstructor = performance.now();
+    check('sampleInterval is a number >= the request', typeof p.sampleInterval === 'number' && p.sampleInterval >= 1, p.sampleInterval);
+    check('not stopped while started', p.stopped === false);
+    hot(200 * scale);
+    await sleep(150 * scale); // nothing running: samples without a stackId
+    const promise = p.stop();
+    check('stopped becomes true synchronously in stop()', p.stopped === true);
+    check('stop() returns a Promise', promise instanceof Promise);
+    const trace = await promise;
+    const after = performance.now();
+    check('trace is well formed', wellFormed(trace) === '', wellFormed(trace));
+    check('samples taken', trace.samples.length >= 50, trace.samples.length);
+    check('samples lie between performance.now() before and after',
+      trace.samples.every((s) => s.timestamp >= before && s.timestamp <= after),
+      `${before} ${trace.samples[0] && trace.samples[0].timestamp} ${after}`);
+    check('the constructor takes the first sample',
+      trace.samples.length > 0 && trace.samples[0].timestamp <= afterConstructor,
+      `${trace.samples[0] && trace.samples[0].timestamp} > ${afterConstructor}`);
+    const hotFrame = trace.frames.findIndex((f) => f.name === 'hot');
+    // The column is engine-defined: V8 gives the `(` of the parameter list (13), QuickJS
+    // the `function` keyword (1), as documented in jsprof/engines/quickjs.py.
+    check('a known function is a frame with resource, line and column',
+      hotFrame >= 0 && trace.frames[hotFrame].line === 16 && [1, 13].includes(trace.frames[hotFrame].column) &&
+      /conformance\.js$/.test(trace.resources[trace.frames[hotFrame].resourceId]),
+      JSON.stringify(trace.frames[hotFrame]));
+    const idle = trace.samples.filter((s) => !('stackId' in s));
+    check('samples with no JavaScript have no stackId key', idle.length >= 20, idle.length);
+    check('no stackId key set to undefined', trace.samples.every((s) => !('stackId' in s) || s.stackId !== undefined));
+    let second = 'resolved';
+    try { await p.stop(); } catch (e) { second = e.name; }
+    check('a second stop() rejects with InvalidStateError', second === 'InvalidStateError', second);
+    // (No retry where the interval is coarser than 1 ms, Chromium's 10 ms: counts made for
+    // 1 ms cannot be reached there, and its table shows those checks failed.)
+    return (trace.samples.length >= 50 && idle.length >= 20) || p.sampleInterval > 1;
+  });
 
   // --- sampleInterval 0 means the engine's minimum
   const z = new Profiler({ sampleInterval: 0, maxBufferSize: 10 });
@@ -98,7 +113,7 @@ function wellFormed(trace) {
   let viaHandler = 0;
   b.onsamplebufferfull = () => { viaHandler++; };
   hot(50);
-  for (let i = 0; i < 20 && !events.length; i++) await sleep(10);
+  for (let i = 0; i < 500 && !events.length; i++) await sleep(10); // until it fired: 5 s guards a hang
   check('samplebufferfull fired once', events.length === 1, events.length);
   check('onsamplebufferfull handler called', viaHandler === 1, viaHandler);
   check('samplebufferfull is a plain Event, not bubbling',
@@ -111,39 +126,46 @@ function wellFormed(trace) {
   check('stop() after a full buffer: first gives the trace, then InvalidStateError', bsecond === 'InvalidStateError');
 
   // --- maxBufferSize as WebIDL unsigned long
-  const wrap = new Profiler({ sampleInterval: 1, maxBufferSize: 2 ** 32 + 2 });
-  hot(30);
-  await sleep(20);
-  const wt = await wrap.stop();
-  check('maxBufferSize 2^32+2 keeps 2', wt.samples.length === 2, wt.samples.length);
-  const neg = new Profiler({ sampleInterval: 1, maxBufferSize: -1 });
-  hot(30);
-  const nt = await neg.stop();
-  // -1 wraps to 4294967295, not to a small limit: more than the 2 kept above. (A count
-  // near 30 would test the machine: a loaded one takes far fewer ticks.)
-  check('maxBufferSize -1 keeps everything (4294967295)', nt.samples.length > 2, nt.samples.length);
+  await retried(async (scale) => {
+    const wrap = new Profiler({ sampleInterval: 1, maxBufferSize: 2 ** 32 + 2 });
+    hot(30 * scale);
+    await sleep(20 * scale);
+    const wt = await wrap.stop();
+    check('maxBufferSize 2^32+2 keeps 2', wt.samples.length === 2, wt.samples.length);
+    const neg = new Profiler({ sampleInterval: 1, maxBufferSize: -1 });
+    hot(30 * scale);
+    const nt = await neg.stop();
+    // -1 wraps to 4294967295, not to a small limit: more than the 2 kept above. (A count
+    // near 30 would test the machine: a loaded one takes far fewer ticks.)
+    check('maxBufferSize -1 keeps everything (4294967295)', nt.samples.length > 2, nt.samples.length);
+    return (wt.samples.length >= 2 && nt.samples.length > 2) || wrap.sampleInterval > 1;
+  });
 
   // --- several sessions at once share one sampler
-  const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
-  const slow = new Profiler({ sampleInterval: 5, maxBufferSize: 100000 });
-  check('each session reports its own interval', slow.sampleInterval === 5 && fast.sampleInterval >= 1,
-    `${fast.sampleInterval} ${slow.sampleInterval}`);
-  hot(150);
-  const ft = await fast.stop();
-  check('stopping one session leaves the other running', slow.stopped === false);
-  hot(150);
-  const st = await slow.stop();
-  const gaps = st.samples.slice(1).map((s, i) => s.timestamp - st.samples[i].timestamp);
-  check('the slower session keeps ticks at least its interval apart (less half a tick)',
-    gaps.every((g) => g >= 5 - fast.sampleInterval / 2 - 1e-6), Math.min(...gaps));
-  // Counts are bounded above by the clock; below only loosely (a loaded machine loses ticks).
-  const slowSpan = st.samples.length ? st.samples[st.samples.length - 1].timestamp - st.samples[0].timestamp : 0;
-  check('the slower session keeps at most one tick per interval',
-    st.samples.length >= 10 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1, st.samples.length);
-  // Whole: the fast session kept ticks through its 150 ms (at least a few, however loaded the
-  // machine) and more than the slow one's share of the same time.
-  check('the other session is whole', ft.samples.length >= 5 && ft.samples.length > st.samples.length / 2, ft.samples.length);
-  check('both well formed', wellFormed(ft) === '' && wellFormed(st) === '', wellFormed(ft) + wellFormed(st));
+  await retried(async (scale) => {
+    const fast = new Profiler({ sampleInterval: 1, maxBufferSize: 100000 });
+    const slow = new Profiler({ sampleInterval: 5, maxBufferSize: 100000 });
+    check('each session reports its own interval', slow.sampleInterval === 5 && fast.sampleInterval >= 1,
+      `${fast.sampleInterval} ${slow.sampleInterval}`);
+    hot(150 * scale);
+    const ft = await fast.stop();
+    check('stopping one session leaves the other running', slow.stopped === false);
+    hot(150 * scale);
+    const st = await slow.stop();
+    const gaps = st.samples.slice(1).map((s, i) => s.timestamp - st.samples[i].timestamp);
+    check('the slower session keeps ticks at least its interval apart (less half a tick)',
+      gaps.every((g) => g >= 5 - fast.sampleInterval / 2 - 1e-6), Math.min(...gaps));
+    // Counts are bounded above by the clock; below only loosely (a loaded machine loses ticks).
+    const slowSpan = st.samples.length ? st.samples[st.samples.length - 1].timestamp - st.samples[0].timestamp : 0;
+    check('the slower session keeps at most one tick per interval',
+      st.samples.length >= 10 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1, st.samples.length);
+    // Whole: the fast session kept ticks through its 150 ms (at least a few, however loaded the
+    // machine) and more than the slow one's share of the same time.
+    check('the other session is whole', ft.samples.length >= 5 && ft.samples.length > st.samples.length / 2, ft.samples.length);
+    check('both well formed', wellFormed(ft) === '' && wellFormed(st) === '', wellFormed(ft) + wellFormed(st));
+    return (ft.samples.length >= 5 && st.samples.length >= 10 && ft.samples.length > st.samples.length / 2) ||
+      fast.sampleInterval > 1;
+  });
 
   // --- names: built-ins never appear; a bound function reports its target's name
   function boundTarget(ms) { return hot(ms); }
@@ -186,31 +208,34 @@ function wellFormed(trace) {
     }
     return n;
   }
-  const bl = new Profiler({ sampleInterval: 10, maxBufferSize: 100000 });
-  const bl0 = performance.now();
-  builtinLoop(300);
-  const bl1 = performance.now();
-  const blt = await bl.stop();
-  const loopFrames = new Set(blt.frames.map((f, i) => (f.name === 'builtinLoop' ? i : -1)));
-  const onLoop = (id) => {
-    for (; id !== undefined; id = blt.stacks[id].parentId) if (loopFrames.has(blt.stacks[id].frameId)) return true;
-    return false;
-  };
-  const during = blt.samples.filter((s) => s.timestamp > bl0 && s.timestamp < bl1);
-  const withStack = during.filter((s) => 'stackId' in s).length;
-  const withLoop = during.filter((s) => 'stackId' in s && onLoop(s.stackId)).length;
-  const marked = during.filter((s) => !('stackId' in s) && s.marker).length;
-  const neither = during.length - withStack - marked;
-  check('a loop calling built-ins is sampled with its stack',
-    during.length >= 5 && neither <= during.length * 0.05 && withLoop > 0 && withStack >= during.length / 2,
-    `${neither} of ${during.length} with neither stack nor marker; ${withLoop} through the loop, ${marked} marked`);
+  await retried(async (scale) => {
+    const bl = new Profiler({ sampleInterval: 10, maxBufferSize: 100000 });
+    const bl0 = performance.now();
+    builtinLoop(300 * scale);
+    const bl1 = performance.now();
+    const blt = await bl.stop();
+    const loopFrames = new Set(blt.frames.map((f, i) => (f.name === 'builtinLoop' ? i : -1)));
+    const onLoop = (id) => {
+      for (; id !== undefined; id = blt.stacks[id].parentId) if (loopFrames.has(blt.stacks[id].frameId)) return true;
+      return false;
+    };
+    const during = blt.samples.filter((s) => s.timestamp > bl0 && s.timestamp < bl1);
+    const withStack = during.filter((s) => 'stackId' in s).length;
+    const withLoop = during.filter((s) => 'stackId' in s && onLoop(s.stackId)).length;
+    const marked = during.filter((s) => !('stackId' in s) && s.marker).length;
+    const neither = during.length - withStack - marked;
+    check('a loop calling built-ins is sampled with its stack',
+      during.length >= 5 && neither <= during.length * 0.05 && withLoop > 0 && withStack >= during.length / 2,
+      `${neither} of ${during.length} with neither stack nor marker; ${withLoop} through the loop, ${marked} marked`);
+    return during.length >= 5 && withLoop > 0; // counts only: `neither` is the engine's
+  });
 
   // --- maxBufferSize 0 keeps nothing and fills at once
   const zero = new Profiler({ sampleInterval: 1, maxBufferSize: 0 });
   let zeroEvents = 0;
   zero.addEventListener('samplebufferfull', () => { zeroEvents++; });
   hot(10);
-  await sleep(20);
+  for (let i = 0; i < 500 && !zeroEvents; i++) await sleep(10); // until the first tick: 5 s guards a hang
   const zt = await zero.stop();
   check('maxBufferSize 0 keeps no sample', zt.samples.length === 0, zt.samples.length);
   check('maxBufferSize 0: samplebufferfull fired', zeroEvents === 1, zeroEvents);
