@@ -148,9 +148,11 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
         raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
     tree = query.fold_tree(tree, max_nodes)
     lost = ""
+    if f.exclude_idle:
+        lost += f" · (idle) and (program) left out: {sel.idle_ms:.1f} ms"
     if f.during is not None:
-        lost = (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
-                "points")
+        lost += (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
+                 "points")
     views = _views(s, sel, example_url) if fmt == "html" else {}
     return FlameRenderer(
         fmt, title=title or f"{f.app} · {describe(f)}",

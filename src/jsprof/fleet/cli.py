@@ -46,6 +46,10 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
     g.add_argument("--slower-than", type=nonneg_float, metavar="MS",
                    help="--during: only windows at least this slow (default: interactions "
                    "200 ms, long frames 50 ms of blocking, load 0)")
+    g.add_argument("--exclude-idle", action="store_true",
+                   help="leave out samples with no JavaScript that are (idle) or (program) "
+                   "(the dashboard's 'exclude idle'): a mostly idle page load no longer "
+                   "fills the merged views; what was left out is said")
 
 
 def _wide_arg(p: argparse.ArgumentParser) -> None:
@@ -159,8 +163,19 @@ def add_parser(sub: Any) -> None:
 # ---- shared ----------------------------------------------------------------------------------
 
 
+# The queries --exclude-idle does not apply to yet: their intervals are resampled from the
+# stored per-upload weights, which would still count the idle samples.
+_KEEPS_IDLE = {"diff": "fleet diff", "regressions": "fleet regressions"}
+
+
 def filters_from(args: argparse.Namespace) -> Any:
+    from ..errors import UsageError
     from .filters import Filters, parse_time, parse_where
+
+    cmd = getattr(args, "fleet_command", None)
+    if getattr(args, "exclude_idle", False) and cmd in _KEEPS_IDLE:
+        raise UsageError(f"{_KEEPS_IDLE[cmd]}: --exclude-idle is for top, flame and export "
+                         "(the intervals here are resampled over every sample); leave it out")
 
     return Filters(
         app=args.app, release=args.release, route=args.route, env=args.env,
@@ -169,6 +184,7 @@ def filters_from(args: argparse.Namespace) -> Any:
         where=parse_where(args.where),
         during=getattr(args, "during", None),
         slower_than=_slower_than(args),
+        exclude_idle=bool(getattr(args, "exclude_idle", False)),
     )
 
 
@@ -406,6 +422,9 @@ def cmd_vitals(args: argparse.Namespace) -> int:
     _check_source(args)
     if getattr(args, "during", None) is not None:
         raise UsageError("fleet vitals: --during selects samples; vitals read no samples")
+    if getattr(args, "exclude_idle", False):
+        raise UsageError("fleet vitals: --exclude-idle leaves out samples; vitals read no "
+                         "samples")
     f = filters_from(args)
     doc = _query(args, lambda r: r.vitals(f), lambda s: api.vitals(s, f))
     if args.json:

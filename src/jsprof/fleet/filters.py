@@ -75,6 +75,9 @@ class Filters:
     # default of the kind, `timeline.DEFAULT_SLOWER_THAN`)
     during: str | None = None
     slower_than: float | None = None
+    # --exclude-idle: samples with no JavaScript that are (idle) or (program) are left out
+    # (query.without_idle): a mostly idle page load filled the merged views with waiting.
+    exclude_idle: bool = False
 
     def with_side(self, spec: str, option: str) -> Filters:
         """`release=A` (or `route=/x*,env=prod`, any meta key): this filter set narrowed."""
@@ -103,6 +106,7 @@ class Filters:
             "app": self.app, "release": self.release, "route": self.route, "env": self.env,
             "since": self.since, "until": self.until, "where": [list(w) for w in self.where],
             "during": self.during, "slowerThan": self.slower_than,
+            "excludeIdle": self.exclude_idle,
         }
 
 

@@ -80,6 +80,9 @@ class Selection:
     frame_rows: FrameRows | None = None  # --during: per-trace frame rows made with the rows
     attributed_ms: float = 0.0  # --during: lost stacks charged to LoAF entry points
     with_window: int | None = None  # --during: matching uploads with a window of that kind
+    # --exclude-idle: the time and samples of the (idle) and (program) samples left out
+    idle_ms: float = 0.0
+    idle_samples: int = 0
 
     @property
     def traces(self) -> int:
@@ -180,25 +183,55 @@ def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
     return float(up.total_ms[mine].sum()) / n if n else None
 
 
+# Samples with no JavaScript that --exclude-idle leaves out: no stack, and the marker of
+# (idle) (none) or of (program) ("other"). GC, style, layout and paint stay: they are work
+# the page's code caused.
+IDLE_MARKERS = (NONE, MARKERS.index("other"))
+
+
+def idle_mask(stack_id: np.ndarray, marker: np.ndarray) -> np.ndarray:
+    """Which (stack, marker) rows or samples are (idle) or (program)."""
+    return (np.asarray(stack_id) == NONE) & np.isin(marker, IDLE_MARKERS)
+
+
+def without_idle(rows: StackRows) -> tuple[StackRows, float, int]:
+    """`rows` without the (idle) and (program) rows, and those rows' ms and samples."""
+    drop = idle_mask(rows.stack_id, rows.marker)
+    keep = ~drop
+    out = StackRows(
+        rows.ri[keep], rows.stack_id[keep], rows.marker[keep], rows.samples[keep],
+        rows.weight_ns[keep],
+        None if rows.uk is None else rows.uk[keep],
+        None if rows.group is None else rows.group[keep],
+    )
+    return (out, float(rows.weight_ns[drop].sum()) / NS_PER_MS,
+            int(rows.samples[drop].sum()))
+
+
 def select(engine: Engine, snap: Snapshot, f: Filters) -> Selection:
     """Run the plan for one filter set."""
     up = engine.uploads(snap, f)
+    idle_ms, idle_n = 0.0, 0
     if f.during is not None:
         from .during import select_during
 
         got = select_during(snap, up, f.during, f.slower_than, f.app)
         rows = got["rows"]
+        if f.exclude_idle:
+            rows, idle_ms, idle_n = without_idle(rows)
         return Selection(
             f, up, got["releases"], _recording(got["releases"], rows, up),
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
             got["per_trace"], frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
-            with_window=got["with_kind"],
+            with_window=got["with_kind"], idle_ms=idle_ms, idle_samples=idle_n,
         )
     releases = {k: _read_release(snap, k) for k in up.rkeys}
     rows = engine.stacks(snap, up)
+    if f.exclude_idle:
+        rows, idle_ms, idle_n = without_idle(rows)
     return Selection(
-        f, up, releases, _recording(releases, rows, up), int(up.samples.sum()),
-        float(rows.weight_ns.sum()) / NS_PER_MS,
+        f, up, releases, _recording(releases, rows, up), int(up.samples.sum()) - idle_n,
+        float(rows.weight_ns.sum()) / NS_PER_MS, idle_ms=idle_ms, idle_samples=idle_n,
     )
 
 
@@ -212,6 +245,8 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
         got = select_during(snap, up, f.during, f.slower_than, f.app)
         releases = got["releases"]
         pt: StackRows = got["per_trace"]
+        if f.exclude_idle:
+            pt = without_idle(pt)[0]
         g = group[np.searchsorted(up.uk, pt.uk)] if len(pt.uk) else np.zeros(0, np.int64)
         rows = _sum_groups(g, pt)
         samples_of = None
@@ -219,6 +254,9 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
         releases = {k: _read_release(snap, k) for k in up.rkeys}
         rows = engine.stacks(snap, up, group)
         samples_of = up.samples
+        if f.exclude_idle:
+            rows = without_idle(rows)[0]
+            samples_of = None  # the kept rows' samples
     out = {}
     for g in np.unique(group[group >= 0]).tolist():
         mine = group == g
@@ -373,6 +411,10 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
         })
     doc = {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
            "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows}
+    if sel.filters.exclude_idle:
+        # what --exclude-idle left out (not in totalMs, samples or the shares)
+        doc["excludedIdleMs"] = _r(sel.idle_ms)
+        doc["excludedIdleSamples"] = sel.idle_samples
     if sel.filters.during is not None:
         # what --during kept, and the stack-less samples charged to a LoAF entry point
         doc["during"] = sel.filters.during

@@ -84,11 +84,19 @@ class FleetTopTable(TextRenderer):
         _note(out, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
               f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
               f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}", width)
+        if "excludedIdleMs" in doc:
+            _note(out, idle_note(doc["excludedIdleMs"], doc["excludedIdleSamples"]), width)
         if doc.get("during"):
             _note(out, f"only samples during {doc['during']} windows; "
                   f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
                   "did not capture charged to the long animation frame's script entry point, "
                   "under (stack not captured)", width)
+
+
+def idle_note(ms: float, samples: int) -> str:
+    """What --exclude-idle left out, in one phrase (the top table's note)."""
+    return (f"--exclude-idle: {ms:.1f} ms of (idle) and (program) samples left out "
+            f"({plural(samples, 'sample')}; not in the totals or shares)")
 
 
 def _pp(v: float | None) -> Text:

@@ -58,7 +58,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     from ..formats import read_any
     from ..store import Store, StoreError
     from ..store.compact import upload_weights
-    from .query import mapped_release
+    from .query import idle_mask, mapped_release
     from .vitals import vitals
 
     up: Uploads = sel.uploads
@@ -95,7 +95,12 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
             st = smap[tr.sample_stack]  # NONE -> the last entry, NONE
             mk = (tr.sample_marker.astype(np.int64) if tr.sample_marker is not None
                   else np.full(tr.num_samples, NONE, np.int64))
-            parts.append((i, tr.sample_time.astype(np.float64), w, st, mk))
+            t = tr.sample_time.astype(np.float64)
+            if sel.filters.exclude_idle:
+                # as the other merged views: (idle) and (program) samples left out
+                keep = ~idle_mask(st, mk)
+                t, w, st, mk = t[keep], w[keep], st[keep], mk[keep]
+            parts.append((i, t, w, st, mk))
     # Each stored frame's function as `fleet top` names it (after the release's maps).
     rel_names = dict(zip(up.rkey, up.release, strict=True))
     keys: dict[FunctionKey | str, int] = {}

@@ -81,13 +81,16 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
 
 
 FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where",
-                           "during", "slower_than"})
+                           "during", "slower_than", "exclude_idle"})
+_SAMPLE_PARAMS = frozenset({"during", "slower_than", "exclude_idle"})  # what selects samples
 # What each route reads: any other parameter is a mistake (`relase=` would otherwise be a
 # filter silently not applied), answered 400 naming it.
 ROUTE_PARAMS = {
     "top": FILTER_PARAMS | {"top", "format"},
     "flame": FILTER_PARAMS | {"format", "max_nodes"},
-    "diff": FILTER_PARAMS
+    # (exclude_idle: top, flame and export; the intervals of diff and regressions are
+    # resampled over every sample, and a series is regressions' number)
+    "diff": (FILTER_PARAMS - {"exclude_idle"})
     | {
         "base",
         "new",
@@ -100,11 +103,11 @@ ROUTE_PARAMS = {
         "exact_resources",
     },
     "export": FILTER_PARAMS | {"format"},
-    "vitals": (FILTER_PARAMS - {"during", "slower_than"}) | {"format"},
-    "traces": (FILTER_PARAMS - {"during", "slower_than"})
+    "vitals": (FILTER_PARAMS - _SAMPLE_PARAMS) | {"format"},
+    "traces": (FILTER_PARAMS - _SAMPLE_PARAMS)
     | {"limit", "cursor", "function", "resource"},
-    "series": FILTER_PARAMS | {"function", "by"},
-    "regressions": FILTER_PARAMS
+    "series": (FILTER_PARAMS - {"exclude_idle"}) | {"function", "by"},
+    "regressions": (FILTER_PARAMS - {"exclude_idle"})
     | {"by", "min_change", "min_traces", "min_samples", "format"},
     "options": frozenset({"app"}),
     "trace_flame": frozenset(),
@@ -157,7 +160,18 @@ def filters_from_query(request: Request) -> Any:
         where=parse_where(q.getlist("where")),
         during=_during(q.get("during")),
         slower_than=_slower_than(q.get("slower_than"), q.get("during")),
+        exclude_idle=_flag(q.get("exclude_idle"), "exclude_idle"),
     )
+
+
+def _flag(v: str | None, name: str) -> bool:
+    from ..errors import UsageError
+
+    if v in (None, "", "0", "false"):
+        return False
+    if v in ("1", "true"):
+        return True
+    raise UsageError(f"query parameter {name}: {v[:40]!r}; use 1 or 0")
 
 
 def _during(v: str | None) -> str | None:

@@ -49,6 +49,8 @@ function filterParams() {
   if ($("env").value) p.set("env", $("env").value);
   if ($("since").value) p.set("since", $("since").value);
   if ($("during").value) p.set("during", $("during").value);
+  // (idle) and (program) samples left out (on by default): `fleet top/flame --exclude-idle`
+  if ($("exclude-idle").checked) p.set("exclude_idle", "1");
   return p;
 }
 
@@ -57,6 +59,7 @@ const msText = (v) => (v === null || v === undefined ? "–" : `${Math.round(v)}
 async function loadVitals() {
   const p = filterParams();
   p.delete("during"); // vitals read the timelines, not samples
+  p.delete("exclude_idle");
   const body = $("vitals").tBodies[0];
   body.replaceChildren();
   $("vitals-empty").textContent = "";
@@ -118,7 +121,9 @@ async function loadTop() {
   p.set("top", "30");
   const doc = await getJSON("/v1/query/top", p);
   $("top-summary").textContent =
-    `${doc.traces} traces · ${doc.samples} samples · ${fmt(doc.totalMs / 1000, 1)} s`;
+    `${doc.traces} traces · ${doc.samples} samples · ${fmt(doc.totalMs / 1000, 1)} s` +
+    (doc.excludedIdleMs !== undefined ? ` · idle excluded: ${fmt(doc.excludedIdleMs / 1000, 1)} s of ` +
+      `(idle) and (program) samples (${doc.excludedIdleSamples}) left out here and in the merged flame graph` : "");
   const body = $("top").tBodies[0];
   body.replaceChildren();
   for (const r of doc.rows) {
@@ -162,6 +167,7 @@ async function loadChart(name, label) {
   if (label !== undefined) { $("chart-fn").textContent = vis(label); $("chart-fn").title = vis(label); }
   const p = filterParams();
   p.delete("release");
+  p.delete("exclude_idle"); // every sample: regressions' share (see loadRegressions)
   p.set("function", name);
   p.set("by", $("chart-by").value);
   const say = (text) => {
@@ -233,6 +239,7 @@ async function runDiff(ev) {
   if (ev) ev.preventDefault();
   const p = filterParams();
   p.delete("release");
+  p.delete("exclude_idle"); // its intervals are resampled over every sample
   p.set("base", `release=${$("base").value}`);
   p.set("new", `release=${$("new").value}`);
   p.set("top", "25");
@@ -311,6 +318,7 @@ async function loadRegressions(ev) {
   if (ev) ev.preventDefault();
   const by = $("reg-by").value;
   const p = filterParams();
+  p.delete("exclude_idle"); // its intervals are resampled over every sample
   // By release compares every release in order; by day may look within one.
   if (by === "release") p.delete("release");
   p.set("by", by);
@@ -383,6 +391,7 @@ function receivedText(ms) {
 async function loadUploads() {
   const p = filterParams();
   p.delete("during"); // a listing of uploads, not of samples
+  p.delete("exclude_idle");
   p.set("limit", "20");
   const cursor = uploads.pages[uploads.pages.length - 1];
   if (cursor) p.set("cursor", cursor);
@@ -491,6 +500,7 @@ async function start() {
     fill($("app"), o.apps, false);
     $("app").addEventListener("change", pickApp);
     $("filters").addEventListener("submit", refresh);
+    $("exclude-idle").addEventListener("change", refresh);
     $("diff-form").addEventListener("submit", runDiff);
     $("reg-by").addEventListener("change", () => loadRegressions().catch((e) => status(e.message)));
     $("reg-form").addEventListener(
