@@ -222,3 +222,31 @@ def test_writers_that_carry_weights_keep_the_clock(tmp_path: Path) -> None:
         assert c.returncode == 0, c.stderr
         assert "CPU-clock samples read back as wall-clock time" in c.stderr
         assert jsprof.load(tmp_path / name).tracks[0].meta.get("clock") != "cpu"
+
+
+def test_cpu_time_is_the_runtime_s_on_whichever_thread_runs_it() -> None:
+    """The clock is the CPU time of the thread running each eval, summed: a runtime used
+    from two threads in turn counts both, and Python's own work between evals none."""
+    import threading
+
+    rt = QuickJS()
+    rt.eval(WORK.replace("main();", ""))
+    s = rt.profiler(sample_interval=1, clock="cpu")
+    spent: list[float] = []
+
+    def one() -> None:
+        t0 = time.thread_time()
+        rt.eval("main();")
+        spent.append((time.thread_time() - t0) * 1000)
+
+    for _ in range(2):
+        th = threading.Thread(target=one)
+        th.start()
+        th.join()
+    end = time.thread_time() + 0.3
+    while time.thread_time() < end:  # 300 ms of Python's CPU between evals, not JS's
+        pass
+    one()
+    trace = s.stop()
+    total = float(trace.sample_weight.sum())
+    assert 0.85 <= total / sum(spent) <= 1.05, (total, spent)
