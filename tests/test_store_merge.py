@@ -286,3 +286,61 @@ def test_a_backlog_past_a_days_close_leaves_the_days_part_alone_until_it_is_done
     assert _answers(merged) == _answers(plain)
     merged.close()
     plain.close()
+
+
+def test_a_store_only_fleet_compacts_is_merged_by_its_queries(tmp_path: Path, capsys) -> None:
+    """A collector run with `--compact-every 0` leaves compaction to `jsprof fleet`, whose
+    queries compacted but never merged: a set of small parts per query that found new
+    uploads, for ever. Now each query merges too (bounded), with the same answers."""
+    from jsprof.cli import main
+
+    merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
+    now = _now_ms()
+    for r in range(12):
+        _add(merged, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        _add(plain, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        compact(plain)
+        assert main(["fleet", "top", "--store", str(merged.path), "--app", "shop"]) == 0
+    capsys.readouterr()
+    man, unmerged = read_manifest(merged.path), read_manifest(plain.path)
+    assert len(_parts(unmerged)) >= 8 * 12
+    assert len(_parts(man)) <= len(_parts(unmerged)) // 2
+    assert max(e.get("level", 0) for e in _parts(man)) >= 1
+    assert man["obsolete"]  # the merged-away files wait out their grace
+    assert _answers(merged) == _answers(plain)
+    merged.close()
+    plain.close()
+
+
+def test_a_querys_merge_is_bounded_and_does_not_wait_for_the_lock(tmp_path: Path) -> None:
+    st = Store(tmp_path / "store")
+    now = _now_ms()
+    for r in range(16):  # 16 level-0 parts per group: two runs of FANOUT each
+        _add(st, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
+        compact(st)
+    before = _answers(st)
+    # Another process holds the compaction lock (the collector's compactor): a query's
+    # merge does nothing rather than wait.
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+         "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "print('held', flush=True)\n"
+         "time.sleep(120)\n", str(st.path / "tables" / cmod.LOCK)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline() == "held\n"
+        t0 = time.monotonic()
+        assert merge_parts(st.path, wait=False, budget=1 << 30).written == 0
+        assert time.monotonic() - t0 < 10
+    finally:
+        holder.kill()
+        holder.wait(30)
+    # A budget of one byte: one run merged per call (the first is always taken).
+    n0 = len(_parts(read_manifest(st.path)))
+    stats = merge_parts(st.path, wait=False, budget=1)
+    assert stats.written == 1 and stats.merged >= 8
+    assert len(_parts(read_manifest(st.path))) == n0 - stats.merged + 1
+    assert merge_parts(st.path, wait=False).written > 1  # no budget: every group's run
+    assert _answers(st) == before
+    st.close()

@@ -23,6 +23,10 @@ from .filters import Filters, glob_regex
 
 Engine = DuckEngine | DaskEngine
 
+# Bytes of column data (as parts' footers say) a CLI query merges at most after it
+# compacts (`merge_parts`' budget): see docs/store.md for what it costs a query.
+QUERY_MERGE_BYTES = 64 << 20
+
 
 def open_store(path: str | os.PathLike) -> Any:
     """The raw store at `path` (jsprof.store.Store); a clear error when it is not one."""
@@ -45,7 +49,7 @@ def snapshot(store: Any, compact_first: bool = True, progress: Any = None,
     given `tail_dir`, plus the uploads not compacted yet, read from the raw store into
     that folder (`store.compact.read_tail`: what a collector's queries do, so that no
     request compacts nor waits for the collector's own compactor)."""
-    from ..store.compact import compact, read_manifest, read_tail
+    from ..store.compact import CompactError, compact, merge_parts, read_manifest, read_tail
 
     if compact_first:
         try:
@@ -55,6 +59,14 @@ def snapshot(store: Any, compact_first: bool = True, progress: Any = None,
                 f"{store.path}: cannot compact the store ({e.strerror}); run the query as a "
                 "user who may write it"
             ) from None
+        # A store compacted only here (a collector run with --compact-every 0) was never
+        # merged: small parts piled up, one set per query that found new uploads. Merged
+        # here too, a bounded amount per query, and only if no other process holds the
+        # lock (the collector's compactor, which merges anyway).
+        try:
+            merge_parts(store.path, wait=False, budget=QUERY_MERGE_BYTES)
+        except CompactError:
+            pass  # a damaged part: the query says so if it reads it; merging is optional
     man = read_manifest(store.path)
     tail = None
     if tail_dir is not None:

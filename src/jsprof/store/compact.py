@@ -1149,17 +1149,26 @@ def _sweep(tdir: Path, man: dict) -> None:
 
 
 def merge_parts(store_path: str | os.PathLike, now: float | None = None,
-                fanout: int = FANOUT, grace: float = GRACE_S) -> MergeStats:
+                fanout: int = FANOUT, grace: float = GRACE_S, wait: bool = True,
+                budget: int | None = None) -> MergeStats:
     """Merge small parts (see FANOUT above) and remove the files of parts merged more
-    than `grace` seconds ago. Off the query path: the collector's compactor runs it after
-    each compaction. Results of every query are unchanged (the same rows, in part order).
+    than `grace` seconds ago. The collector's compactor runs it after each compaction,
+    `jsprof fleet` after its own. Results of every query are unchanged (the same rows, in
+    part order).
+
+    `wait=False`: do nothing if another process holds the compaction lock. `budget`: start
+    no further merge once the parts merged in this call hold that many bytes of column
+    data (a query that merges stays quick; the next call goes on where this one stopped).
     """
     tdir = tables_dir(store_path)
     stats = MergeStats()
     if not (tdir / MANIFEST).exists():
         return stats
     now = time.time() if now is None else now
-    with _Lock(tdir):
+    spent = 0
+    with _Lock(tdir, wait) as lock:
+        if not lock.held:
+            return stats
         man = read_manifest(store_path)
         _sweep(tdir, man)
         obsolete = man.setdefault("obsolete", [])
@@ -1181,10 +1190,14 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
             return new
 
         def merge(kind: str, entries: list, day: str | None) -> list | None:
+            nonlocal spent
+            if budget is not None and spent >= budget:
+                return None
             run = _pick_run(entries, day, now, fanout, lambda e: _raw_bytes(tdir, e), landing)
             if run is None:
                 return None
             old = [entries[i] for i in run]
+            spent += sum(_raw_bytes(tdir, e) for e in old)
             new = _merge_group(tdir, kind, old, part)
             dirs.add((tdir / new["path"]).parent)
             gone.extend(part_path(e) for e in old)
