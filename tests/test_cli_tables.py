@@ -145,8 +145,8 @@ def test_rows_fit_the_width_with_names_elided_in_the_middle(tmp_path):
         assert regexp in wide and "…" not in wide
 
 
-def test_rows_fit_a_terminal(tmp_path):
-    """In a terminal (a pty 72 columns wide) every row fits it."""
+def _in_pty(tmp_path, argv, columns: int) -> list[str]:
+    """`jsprof ARGV`'s stdout lines as a terminal `columns` wide shows them (a pty)."""
     import fcntl
     import os
     import pty
@@ -154,6 +154,29 @@ def test_rows_fit_a_terminal(tmp_path):
     import struct
     import termios
 
+    leader, follower = pty.openpty()
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
+    env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
+    p = subprocess.Popen([*JSPROF, *map(str, argv)], stdout=follower,
+                         stderr=subprocess.PIPE, cwd=tmp_path, env=env)
+    os.close(follower)
+    out = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # EIO: the other side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    os.close(leader)
+    assert p.wait(timeout=60) == 0, p.stderr.read()
+    text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode()).replace("\r", "")
+    return [ln for ln in text.splitlines() if ln.strip()]
+
+
+def test_rows_fit_a_terminal(tmp_path):
+    """In a terminal (a pty 72 columns wide) every row fits it."""
     b = TraceBuilder()
     url = (tmp_path / ("deep/" * 30) / "app.js").as_uri()
     sid = b.stack_id([b.frame_id("main" * 40, b.resource_id(url), 1, 1),
@@ -163,28 +186,34 @@ def test_rows_fit_a_terminal(tmp_path):
     path = tmp_path / "t.json"
     jsprof.save(Recording([Track("main", b.build(), sample_interval=1.0)]), path)
     for extra in ([], ["--tree"]):
-        leader, follower = pty.openpty()
-        fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 72, 0, 0))
-        env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES")}
-        p = subprocess.Popen([*JSPROF, "report", str(path), *extra], stdout=follower,
-                             stderr=subprocess.PIPE, cwd=tmp_path, env=env)
-        os.close(follower)
-        out = b""
-        while True:
-            try:
-                chunk = os.read(leader, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not chunk:
-                break
-            out += chunk
-        os.close(leader)
-        assert p.wait(timeout=60) == 0, p.stderr.read()
-        text = re.sub(r"\x1b\[[0-9;]*m", "", out.decode()).replace("\r", "")
-        lines = [ln for ln in text.splitlines() if ln.strip()]
+        lines = _in_pty(tmp_path, ["report", path, *extra], 72)
+        text = "\n".join(lines)
         assert len(lines) >= 3, text
         assert max(len(ln) for ln in lines if "showing" not in ln) <= 72, text
         assert any(":1234:56" in ln and "…" in ln for ln in lines), text  # the end kept
+
+
+def test_a_row_with_no_location_gives_its_name_the_room(tmp_path):
+    # Function and location shared the room equally, row by row alike: at 64 columns
+    # `(garbage collector)` was cut to `(garbag…ector)` beside its empty location. The rows
+    # that have a location keep sharing it (aligned); the others' names take it whole.
+    b = TraceBuilder()
+    url = (tmp_path / ("deep/" * 10) / "app.js").as_uri()
+    hot = b.stack_id([b.frame_id("renderTheWholeProductList", b.resource_id(url), 12, 3)])
+    gc = b.stack_id([b.frame_id("(garbage collector)")])
+    for t, sid in enumerate([hot] * 3 + [gc] * 2):
+        b.add_sample(float(t), sid)
+    path = tmp_path / "t.json"
+    jsprof.save(Recording([Track("main", b.build(), sample_interval=1.0)]), path)
+    lines = _in_pty(tmp_path, ["report", path], 64)
+    text = "\n".join(lines)
+    assert max(len(ln) for ln in lines if "showing" not in ln) <= 64, text
+    (row,) = [ln for ln in lines if "garbage" in ln]
+    assert row.rstrip().endswith("  (garbage collector)"), text
+    (row,) = [ln for ln in lines if ":12:3" in ln]
+    assert "…" in row and row.rstrip().endswith("app.js:12:3"), text
+    at = lines[1].index("location")
+    assert row[at - 1] == " " and row[at] != " ", text  # under its header
 
 
 def test_elision_rules():

@@ -97,6 +97,25 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
     assert all(r["resource"] is None and r["traces"] == 12 for r in idle)
 
 
+def test_top_gives_a_name_with_no_location_the_locations_room(store, capsys):
+    # Beside seven number columns, function and location shared the room equally:
+    # `(garbage…llector)` showed beside an empty location. As `jsprof report` lays them out
+    # now, a row with no location gives its name that room; the others stay aligned, each
+    # location keeping its file name and position.
+    _fill(store)
+    assert main(["fleet", "top", "--store", str(store.path), "--app", "shop", "--all"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(len(line) for line in lines) <= 100, out
+    for name in ("(garbage collector)", "(program)", "(paint)"):
+        (row,) = [ln for ln in lines if name in ln]
+        assert row.rstrip().endswith(f"  {name}"), out
+    header = lines[1]
+    at = header.index("location")
+    located = [ln for ln in lines[2:] if ".js:" in ln]
+    assert len(located) >= 10 and all(ln[at:].startswith("…app.min.js:") for ln in located), out
+
+
 def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_path, capsys):
     traces, intervals = _fill(store)
     path = tmp_path / "merged.jsprof.json"

@@ -12,11 +12,12 @@ from ..render.base import Renderer
 from ..render.console import lost_note, table_width
 from ..render.plain import TextOut, TextRenderer, plain_table
 from ..render.rows import (
-    LOCATION_END,
     elastic_widths,
     elide_cells,
     elide_location,
     elide_middle,
+    name_and_location,
+    room_left,
     wrap_to,
 )
 from ..trace import NO_STACK_NAMES, anonymous_label
@@ -62,24 +63,28 @@ class FleetTopTable(TextRenderer):
     def draw(self, out: TextOut, doc: dict) -> None:
         width = table_width(self.console, self.wide)
         headers = ["self %", "total %", "self ms", "total ms", "traces", "p50 self",
-                   "p95 self", "function", "location"]
+                   "p95 self"]
         cells = []
+        pairs = []
         for r in doc["rows"]:
             idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
             cells.append([
                 f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]),
                 _ms(r["totalMs"]), str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
-                printable(_name(r)), "" if idle else printable(_loc(r)),
             ])
-        fit = elastic_widths(cells, headers, (7, 8), width)
+            pairs.append((printable(_name(r)), "" if idle else printable(_loc(r))))
+        # function and location as `jsprof report` lays them out: one column, so a row with
+        # no location gives its name that room too (`(garbage collector)` was cut to half)
+        head, names = name_and_location(pairs, ("function", "location"),
+                                        room_left(cells, headers, width, 1))
         t = plain_table()
-        for i, h in enumerate(headers):
+        for i, h in enumerate([*headers, head]):
             t.add_column(h, justify="right" if i < 7 else "left", no_wrap=True)
-        for r, line in zip(doc["rows"], cells, strict=True):
+        for r, line, (name, where) in zip(doc["rows"], cells, names, strict=True):
             idle = r["resource"] is None and r["name"] in NO_STACK_NAMES
-            line = elide_cells(line, fit, {8: LOCATION_END})
-            t.add_row(*line[:7], Text(line[7]), Text(line[8], style="dim"),
-                      style="italic dim" if idle else None)
+            shown = Text(name)
+            shown.append(where, style="dim")
+            t.add_row(*line, shown, style="italic dim" if idle else None)
         out.table(_title(self.title, width), t)
         _note(out, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
               f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "

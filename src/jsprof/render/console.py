@@ -25,7 +25,9 @@ from .rows import (
     elide_location,
     elide_middle,
     fit_widths,
+    name_and_location,
     output_width,
+    room_left,
     short_location,
     summary_rows,
     wrap_to,
@@ -90,21 +92,26 @@ class SummaryTable(TextRenderer):
             if by != "resource":
                 line.append(printable(short_location(r["location"], cwd)))
             cells.append(line)
-        fit = elastic_widths(
-            cells, headers, range(4, len(headers)), table_width(self.console, self.wide)
-        )
-        # a --by resource row's name is a location too
-        ends = {4: LOCATION_END if by == "resource" else 0.5, 5: LOCATION_END}
+        width = table_width(self.console, self.wide)
         table = plain_table()
+        if by == "resource":
+            # a --by resource row's name is a location
+            fit = elastic_widths(cells, headers, (4,), width)
+            texts = [(elide_cells(line, fit, {4: LOCATION_END})[4], "") for line in cells]
+        else:
+            # one column, so a row with no location gives its name that room too
+            head, texts = name_and_location(
+                [(line[4], line[5]) for line in cells], (headers[4], headers[5]),
+                room_left([line[:4] for line in cells], headers[:4], width, 1),
+            )
+            headers = [*headers[:4], head]
         for i, h in enumerate(headers):
             table.add_column(h, justify="right" if i < 4 else "left", no_wrap=True)
-        for r, line in zip(rows, cells, strict=True):
-            line = elide_cells(line, fit, ends)
-            shown: list[Any] = [*line[:4], Text(line[4])]
-            if by != "resource":
-                shown.append(Text(line[5], style="dim"))
+        for r, line, (name, where) in zip(rows, cells, texts, strict=True):
+            shown = Text(name)
+            shown.append(where, style="dim")
             style = "italic dim" if r["name"] in NO_STACK_NAMES and not r["location"] else None
-            table.add_row(*shown, style=style)
+            table.add_row(*line[:4], shown, style=style)
         out.table(self.title, table)
         n = row_count(summary)
         hint = "" if len(rows) == n else " (--all shows every row)"

@@ -247,3 +247,54 @@ def elide_cells(
         return elide_location(c, fit[i]) if keep == LOCATION_END else elide_middle(c, fit[i], keep)
 
     return [cut(c, i) if i in fit else c for i, c in enumerate(line)]
+
+
+def name_and_location(
+    pairs: Sequence[tuple[str, str]],
+    headers: tuple[str, str],
+    room: int | None,
+    gap: int = COLUMN_GAP,
+) -> tuple[str, list[tuple[str, str]]]:
+    """A function column and its location column drawn as one column `room` wide (None:
+    no limit), so that a row with no location (`(garbage collector)`, `(idle)`) gives its
+    name the location's room too. The rows that have a location share the room as
+    `fit_widths` shares it (their locations stay aligned); the names of the others are
+    cut only to the whole room. Returns the header text and, per row, (the name, padded
+    where a location follows it, the location), each elided in the middle to fit."""
+    located = [(n, loc) for n, loc in pairs if loc]
+    nat_n = max([cell_len(headers[0])] + [cell_len(n) for n, _ in located])
+    nat_l = max([cell_len(headers[1])] + [cell_len(loc) for _, loc in located])
+    if room is None:
+        wn, wl = nat_n, nat_l
+    else:
+        wn, wl = fit_widths([nat_n, nat_l], max(room - gap, 0))
+        # a header is never elided
+        wn, wl = max(wn, cell_len(headers[0])), max(wl, cell_len(headers[1]))
+    whole = wn + gap + wl if room is None else max(room, wn + gap + wl)
+
+    def pad(text: str, width: int) -> str:
+        return text + " " * (width - cell_len(text))
+
+    out = []
+    for n, loc in pairs:
+        if loc:
+            out.append((pad(elide_middle(n, wn), wn + gap), elide_location(loc, wl)))
+        else:
+            out.append((n if room is None else elide_middle(n, whole), ""))
+    return pad(headers[0], wn + gap) + headers[1], out
+
+
+def room_left(
+    rows: Sequence[Sequence[str]],
+    headers: Sequence[str],
+    width: int | None,
+    more: int,
+    gap: int = COLUMN_GAP,
+) -> int | None:
+    """The columns left of `width` beside the fixed columns of `rows` (text cells as
+    printed, under `headers`) for `more` columns after them; None when no limit applies."""
+    if width is None:
+        return None
+    n = len(headers)
+    natural = sum(max([cell_len(headers[i])] + [cell_len(r[i]) for r in rows]) for i in range(n))
+    return width - natural - gap * (n + more - 1)
