@@ -58,6 +58,30 @@ def upload(store: object, uid: str, trace: ProfilerTrace, **meta: object) -> Non
     store.append(uid, dict(meta), dumps(Recording([Track("main", trace)])))
 
 
+def fill_days(store: object, t0: float, days: int = 4, per_day: int = 3) -> None:
+    """Uploads of app "shop", releases 1.0 and 1.1 (1.1 with a hot `slowThing`), `per_day`
+    of each on each of `days` UTC days from `t0` (a midnight), at 01:00, 08:00, 15:00..."""
+    rng = np.random.default_rng(5)
+    for d in range(days):
+        for rel, hot in (("1.0", None), ("1.1", "slowThing")):
+            for i in range(per_day):
+                upload(store, f"{rel}-{d}-{i}", make_trace(rng, 300, hot=hot, hot_share=0.2),
+                       app="shop", release=rel, receivedAt=t0 + d * 86400e3
+                       + (i * 7 + 1) * 3600e3)
+
+
+# The start of a child process that a test kills (SIGKILL) at one stage of a store
+# operation: `kill_at(stage)` is a hook for compact's `_merge_hook` or `_prune_hook`.
+KILL_AT = """
+import os, signal, sys
+def kill_at(stage):
+    def hook(s):
+        if s == stage:
+            os.kill(os.getpid(), signal.SIGKILL)
+    return hook
+"""
+
+
 def vlq(v: int) -> str:
     """One source-map VLQ field (the base64 digits of v)."""
     b64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"

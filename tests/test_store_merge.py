@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleet_util import make_trace, upload
+from fleet_util import KILL_AT, make_trace, upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
@@ -111,14 +111,9 @@ def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Pa
     plain.close()
 
 
-_CHILD = """
-import os, signal, sys
+_CHILD = KILL_AT + """
 from jsprof.store import compact as c
-stage = sys.argv[2]
-def hook(s):
-    if s == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
-c._merge_hook = hook
+c._merge_hook = kill_at(sys.argv[2])
 c.merge_parts(sys.argv[1], fanout=4)
 c.merge_parts(sys.argv[1], fanout=4, grace=0)
 print("not killed")

@@ -10,10 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from fleet_util import make_trace, upload
+from fleet_util import KILL_AT, fill_days
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
@@ -27,12 +26,7 @@ CUT = T0 + DAY + 12 * 3600e3  # mid day 2: whole parts dropped, the cut day's re
 
 def _fill(path: Path) -> None:
     st = Store(path)
-    rng = np.random.default_rng(5)
-    for d in range(4):
-        for rel, hot in (("1.0", None), ("1.1", "slowThing")):
-            for i in range(3):
-                upload(st, f"{rel}-{d}-{i}", make_trace(rng, 300, hot=hot, hot_share=0.2),
-                       app="shop", release=rel, receivedAt=T0 + d * DAY + (i * 7 + 1) * 3600e3)
+    fill_days(st, T0)
     compact(st)
     st.close()  # sealed: a prune in another process may rewrite its segments
 
@@ -57,15 +51,10 @@ def _on_disk(tdir: Path) -> set[str]:
     return {str(p.relative_to(tdir)) for p in tdir.rglob("*.parquet")}
 
 
-_CHILD = """
-import os, signal, sys
+_CHILD = KILL_AT + """
 from jsprof.store import Store
 from jsprof.store import compact as c
-stage = sys.argv[3]
-def hook(s):
-    if s == stage:
-        os.kill(os.getpid(), signal.SIGKILL)
-c._prune_hook = hook
+c._prune_hook = kill_at(sys.argv[3])
 res = Store(sys.argv[1]).prune(float(sys.argv[2]))
 print(res.removed, res.tables_removed)
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fleet_util import make_trace, upload
+from fleet_util import fill_days, make_trace, upload
 from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
@@ -23,12 +23,7 @@ T0 = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight
 @pytest.fixture
 def store(tmp_path: Path):  # noqa: ANN201
     st = Store(tmp_path / "store")
-    rng = np.random.default_rng(5)
-    for d in range(4):
-        for rel, hot in (("1.0", None), ("1.1", "slowThing")):
-            for i in range(3):
-                upload(st, f"{rel}-{d}-{i}", make_trace(rng, 300, hot=hot, hot_share=0.2),
-                       app="shop", release=rel, receivedAt=T0 + d * DAY + (i * 7 + 1) * 3600e3)
+    fill_days(st, T0)
     compact(st)
     yield st
     st.close()
