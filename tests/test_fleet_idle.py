@@ -3,7 +3,8 @@ the merged flame graph with (idle). With the choice on, (idle) and (program) sam
 left out of `fleet top`, `fleet flame` (and its Time view) and the dashboard's top table and
 merged flame, which say how much was left out; the dashboard's numbers equal the CLI's given
 the same choice. Real Chromium traces (tests/data/chromium: trace-idle.json waits on a
-timer) in a real store, a real `jsprof serve` and headless Chromium."""
+timer) in a real store, a real `jsprof serve` and headless Chromium. The same dashboard
+also shows a function name's bidirectional controls as escapes."""
 
 from __future__ import annotations
 
@@ -19,12 +20,14 @@ from browser_util import playwright_chromium
 from fleet_util import upload
 from jsprof import io
 from jsprof.cli import main
+from jsprof.render.base import visible
 from jsprof.store import Store
 from jsprof.trace import MARKERS, NONE
 from serve_util import READ_TOKEN, Collector, signed_in
 
 DATA = Path(__file__).parent / "data" / "chromium"
 NO_JS_LEFT_OUT = ("(idle)", "(program)")
+EVIL = "fib\u202elive"  # drew as "fibevil" reversed: "fiblive" read backwards after fib
 
 
 @pytest.fixture(scope="module")
@@ -35,9 +38,20 @@ def store_path(tmp_path_factory) -> Path:
     basic = io.load(DATA / "trace-basic.json").tracks[0].trace
     for i in range(3):
         upload(st, f"idle{i}", idle, app="shop", release="1.0", route="/cart")
-    upload(st, "busy", basic, app="shop", release="1.0", route="/cart")
+    # The busy page's fib is named with a right-to-left override (trace content is hostile:
+    # the dashboard shows the control as an escape, test_the_dashboard_shows_bidi_...).
+    frames = [f._replace(name=EVIL) if f.name == "fib" else f for f in basic.frames]
+    upload(st, "busy", basic.replace(frames=frames), app="shop", release="1.0",
+           route="/cart")
     st.close()
     return path
+
+
+@pytest.fixture(scope="module")
+def col(store_path: Path):
+    c = Collector(store_path, "--app", "shop:k1")
+    yield c
+    c.stop()
 
 
 def _top(capsys, store_path: Path, *extra: str) -> dict:
@@ -124,65 +138,105 @@ def test_exclude_idle_refusals(store_path: Path, capsys) -> None:
         assert code == 2 and word in err and err.count("\n") == 1, (argv, err)
 
 
-def test_the_dashboards_exclude_idle_toggle(store_path: Path, capsys) -> None:
+def test_the_dashboards_exclude_idle_toggle(store_path: Path, col: Collector, capsys) -> None:
     every = _top(capsys, store_path)
     busy = _top(capsys, store_path, "--exclude-idle")
-    col = Collector(store_path, "--app", "shop:k1")
-    try:
-        auth = {"Authorization": f"Bearer {READ_TOKEN}"}
-        st, _, body = col.request("GET", "/v1/query/vitals?app=shop&exclude_idle=1",
-                                  headers=auth)
-        assert st == 400 and b"exclude_idle" in body
-        st, _, body = col.request("GET", "/v1/query/top?app=shop&exclude_idle=yes",
-                                  headers=auth)
-        assert st == 400 and b"use 1 or 0" in body
-        with playwright_chromium() as browser:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            errors: list[str] = []
-            page.on("pageerror", lambda e: errors.append(str(e)))
-            signed_in(page, col.url)
-            # On by default: the top table and merged flame are the CLI's --exclude-idle.
-            assert page.locator("#exclude-idle").is_checked()
-            for doc, on in ((busy, True), (every, False)):
-                if not on:
-                    page.locator("#exclude-idle").uncheck()
-                summary = page.locator("#top-summary")
-                want = f"{doc['samples']} samples"
-                page.wait_for_function(
-                    "w => document.getElementById('top-summary').textContent.includes(w)",
-                    arg=want, timeout=60000)
-                assert ("idle excluded" in summary.text_content()) is on
-                if on:
-                    assert f"({doc['excludedIdleSamples']})" in summary.text_content()
-                shown = page.eval_on_selector_all(
-                    "#top tbody tr",
-                    "trs => trs.map(tr => [tr.querySelector('td.fn').textContent,"
-                    " tr.querySelector('td.loc').textContent, tr.children[2].textContent])")
-                names = [n for n, _, _ in shown]
-                assert ("(idle)" in names) is (not on)
-                cli = {(r["label"], "" if r["resource"] is None else
-                        f"{r['resource']}:{r['line']}:{r['column']}"): r["selfMs"]
-                       for r in doc["rows"]}
-                assert len(shown) == min(len(cli), 30)
-                for name, loc, self_ms in shown:
-                    assert float(self_ms) == pytest.approx(cli[(name, loc)], abs=0.051), name
-                # The merged flame graph in its frame: its root is the same total.
-                frame = page.frame_locator("#flame")
-                # (the frame's page is the new one once its root says the new total)
-                want = f"total {doc['totalMs']:.1f} ms (100.0%)"
-                page.wait_for_function(
-                    "w => { const f = document.getElementById('flame').contentWindow;"
-                    " return !!(f && f.jsprofTip && f.jsprofTip(0).includes(w)); }",
-                    arg=want, timeout=60000)
-                canvas = frame.locator("#fg-canvas")
-                drawn = canvas.evaluate("() => jsprofFrames()")
-                root_tip = canvas.evaluate("() => jsprofTip(0)")
-                assert f"total {doc['totalMs']:.1f} ms (100.0%)" in root_tip, root_tip
-                assert ("(idle)" in {f["name"] for f in drawn}) is (not on)
-                sub = frame.locator(".sub").text_content()
-                assert ("(idle) and (program) left out" in sub) is on
-                page.screenshot(path=str(store_path.parent / f"dash-idle-{on}.png"),
-                                full_page=True)
-            assert errors == []
-    finally:
-        col.stop()
+    auth = {"Authorization": f"Bearer {READ_TOKEN}"}
+    st, _, body = col.request("GET", "/v1/query/vitals?app=shop&exclude_idle=1",
+                              headers=auth)
+    assert st == 400 and b"exclude_idle" in body
+    st, _, body = col.request("GET", "/v1/query/top?app=shop&exclude_idle=yes",
+                              headers=auth)
+    assert st == 400 and b"use 1 or 0" in body
+    with playwright_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        signed_in(page, col.url)
+        # On by default: the top table and merged flame are the CLI's --exclude-idle.
+        assert page.locator("#exclude-idle").is_checked()
+        for doc, on in ((busy, True), (every, False)):
+            if not on:
+                page.locator("#exclude-idle").uncheck()
+            summary = page.locator("#top-summary")
+            want = f"{doc['samples']} samples"
+            page.wait_for_function(
+                "w => document.getElementById('top-summary').textContent.includes(w)",
+                arg=want, timeout=60000)
+            assert ("idle excluded" in summary.text_content()) is on
+            if on:
+                assert f"({doc['excludedIdleSamples']})" in summary.text_content()
+            shown = page.eval_on_selector_all(
+                "#top tbody tr",
+                "trs => trs.map(tr => [tr.querySelector('td.fn').textContent,"
+                " tr.querySelector('td.loc').textContent, tr.children[2].textContent])")
+            names = [n for n, _, _ in shown]
+            assert ("(idle)" in names) is (not on)
+            cli = {(visible(r["label"]), "" if r["resource"] is None else
+                    f"{r['resource']}:{r['line']}:{r['column']}"): r["selfMs"]
+                   for r in doc["rows"]}
+            assert len(shown) == min(len(cli), 30)
+            for name, loc, self_ms in shown:
+                assert float(self_ms) == pytest.approx(cli[(name, loc)], abs=0.051), name
+            # The merged flame graph in its frame: its root is the same total.
+            frame = page.frame_locator("#flame")
+            # (the frame's page is the new one once its root says the new total)
+            want = f"total {doc['totalMs']:.1f} ms (100.0%)"
+            page.wait_for_function(
+                "w => { const f = document.getElementById('flame').contentWindow;"
+                " return !!(f && f.jsprofTip && f.jsprofTip(0).includes(w)); }",
+                arg=want, timeout=60000)
+            canvas = frame.locator("#fg-canvas")
+            drawn = canvas.evaluate("() => jsprofFrames()")
+            root_tip = canvas.evaluate("() => jsprofTip(0)")
+            assert f"total {doc['totalMs']:.1f} ms (100.0%)" in root_tip, root_tip
+            assert ("(idle)" in {f["name"] for f in drawn}) is (not on)
+            sub = frame.locator(".sub").text_content()
+            assert ("(idle) and (program) left out" in sub) is on
+            page.screenshot(path=str(store_path.parent / f"dash-idle-{on}.png"),
+                            full_page=True)
+        assert errors == []
+
+
+def test_the_dashboard_shows_bidi_controls_as_escapes(col: Collector, tmp_path: Path) -> None:
+    # A function named with U+202E: the top table's cell and its title, the chart's
+    # heading, the uploads' "that run ..." and the merged flame's label show "\u202e"; the
+    # queries the page makes with the name (chart, uploads) still find it.
+    shown = "fib\\u202elive"
+    with playwright_chromium() as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        signed_in(page, col.url)
+        row = page.locator("#top tbody tr", has_text=shown)
+        row.wait_for(timeout=60000)
+        fn = row.locator("td.fn")
+        assert fn.text_content() == shown and fn.get_attribute("title") == shown
+        row.click()
+        page.wait_for_function("w => document.getElementById('chart-fn').textContent === w",
+                               arg=shown, timeout=60000)
+        page.locator("#chart svg rect").first.wait_for(timeout=60000)  # the query found it
+        row.locator("button.link").click()
+        page.wait_for_function(
+            "w => document.getElementById('uploads-what').textContent === 'that run ' + w",
+            arg=shown, timeout=60000)
+        ids = page.locator("#uploads tbody a.upload")
+        page.wait_for_function(
+            "() => document.querySelectorAll('#uploads tbody a.upload').length === 1",
+            timeout=60000)
+        assert ids.all_text_contents() == ["busy"]  # the exact name found its upload
+        frame = page.frame_locator("#flame")
+        page.wait_for_function(
+            "() => { const f = document.getElementById('flame').contentWindow;"
+            " return !!(f && f.jsprofFrames && f.jsprofFrames().length); }", timeout=60000)
+        drawn = frame.locator("#fg-canvas").evaluate("() => jsprofFrames()")
+        evil = [f for f in drawn if f["name"] == EVIL]
+        # (a label is the shown name, or its start cut to its box with an ellipsis)
+        assert evil and all(f["label"] in ("", shown) or (
+            f["label"].endswith("\u2026") and shown.startswith(f["label"][:-1]))
+            for f in evil), [f["label"] for f in evil]
+        assert any("\\u202e" in f["label"] for f in evil)
+        text = page.evaluate("document.body.innerText")
+        assert "\u202e" not in text and shown in text
+        page.screenshot(path=str(tmp_path / "dash-bidi.png"), full_page=True)
+        assert errors == []
