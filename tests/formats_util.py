@@ -122,3 +122,32 @@ def assert_same_samples(a: ProfilerTrace, b: ProfilerTrace) -> None:
     la = a.sample_line.tolist() if a.sample_line is not None else None
     lb = b.sample_line.tolist() if b.sample_line is not None else None
     assert la == lb
+
+
+def weighted_recordings(d: Path) -> dict[str, bytes]:
+    """Weighted recordings, each as its jsprof JSON: a real `jsprof instrument` run on
+    QuickJS (its weights are not its gaps: the instrumentation's own samples were
+    dropped), a real QuickJS recording cut by `convert --focus` to one of its two
+    alternating functions (the dropped samples' time stays out), and a real `jsprof fleet
+    export` (three tracks of merged samples, with their counts)."""
+    from fleet_util import fleet_export
+
+    inst = d / "shapes.jsprof.json"
+    r = jsprof_cli("instrument", "--engine", "quickjs", "--watch", "*", "--trace", str(inst),
+                   str(DATA / "instrument" / "shapes.js"))
+    assert r.returncode == 0, r.stderr
+    script, rec, focus = d / "ab.js", d / "ab.jsprof.json", d / "focus.jsprof.json"
+    script.write_text(
+        "function a() { let s = 0; for (let i = 0; i < 2e6; i++) s += i; return s; }\n"
+        "function b() { let s = 0; for (let i = 0; i < 2e6; i++) s ^= i; return s; }\n"
+        "for (let k = 0; k < 8; k++) { a(); b(); }\n"
+    )
+    r = jsprof_cli("record", "--engine", "quickjs", "-o", str(rec), str(script))
+    assert r.returncode == 0, r.stderr
+    r = jsprof_cli("convert", "--focus", "b", str(rec), str(focus))
+    assert r.returncode == 0, r.stderr
+    return {
+        "instrument": inst.read_bytes(),
+        "focus": focus.read_bytes(),
+        "fleet": fleet_export(d).read_bytes(),
+    }

@@ -10,7 +10,16 @@ import orjson
 import pytest
 
 import jsprof
-from formats_util import CHROMIUM, DATA, jsprof_cli, mixed_recording, node, one_line_error, totals
+from formats_util import (
+    CHROMIUM,
+    DATA,
+    jsprof_cli,
+    mixed_recording,
+    node,
+    one_line_error,
+    totals,
+    weighted_recordings,
+)
 from jsprof.analysis.profile import sample_weights
 from jsprof.errors import TraceFormatError
 from jsprof.formats import _protobuf as pb
@@ -300,34 +309,9 @@ def test_a_sample_whose_time_does_not_divide_by_its_count_writes_back_stably(cou
     assert round(float(back.sample_weight.sum()) * 1e6) == pytest.approx(ns, rel=1e-15)
 
 
-INSTRUMENTED = DATA / "instrument" / "shapes-instrumented.json"
-
-
 @pytest.fixture(scope="module")
 def weighted(tmp_path_factory) -> dict[str, bytes]:
-    """Weighted recordings, each as its jsprof JSON: a real `jsprof instrument` run on
-    QuickJS (its weights are not its gaps: the instrumentation's own samples were
-    dropped), a real QuickJS recording cut by `convert --focus` to one of its two
-    alternating functions (the dropped samples' time stays out), and a real `jsprof fleet
-    export` (three tracks of merged samples)."""
-    from fleet_util import fleet_export
-
-    d = tmp_path_factory.mktemp("weighted")
-    script, rec, focus = d / "ab.js", d / "ab.jsprof.json", d / "focus.jsprof.json"
-    script.write_text(
-        "function a() { let s = 0; for (let i = 0; i < 2e6; i++) s += i; return s; }\n"
-        "function b() { let s = 0; for (let i = 0; i < 2e6; i++) s ^= i; return s; }\n"
-        "for (let k = 0; k < 8; k++) { a(); b(); }\n"
-    )
-    r = jsprof_cli("record", "--engine", "quickjs", "-o", str(rec), str(script))
-    assert r.returncode == 0, r.stderr
-    r = jsprof_cli("convert", "--focus", "b", str(rec), str(focus))
-    assert r.returncode == 0, r.stderr
-    return {
-        "instrument": INSTRUMENTED.read_bytes(),
-        "focus": focus.read_bytes(),
-        "fleet": fleet_export(d).read_bytes(),
-    }
+    return weighted_recordings(tmp_path_factory.mktemp("weighted"))
 
 
 @pytest.mark.npm

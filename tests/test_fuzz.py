@@ -74,9 +74,8 @@ def _own(fmt: str, src: Path | bytes) -> bytes:
     return FORMATS[fmt].write(rec)  # type: ignore[misc]
 
 
-# A real `jsprof instrument` run (QuickJS): its calls as spans, and as it reads back from
-# Chrome trace (without the per-sample weights that format has no place for: pprof lays
-# weighted samples out end to end, so its span does not survive them; not a spans matter).
+# A real `jsprof instrument` run (QuickJS): its calls as spans and its per-sample weights
+# (not the gaps between its samples), also as it reads back from Chrome trace.
 INSTRUMENTED = DATA / "instrument" / "shapes-instrumented.json"
 INSTRUMENTED_CT = _own("chrome-trace", INSTRUMENTED)
 

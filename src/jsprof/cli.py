@@ -347,7 +347,7 @@ def _progress(what: str, path: str) -> Any:
 
 
 # Output formats that keep each sample's weight (docs/formats.md).
-WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof"})
+WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof", "chrome-trace", "perfetto"})
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -418,14 +418,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
             print(
                 f"note: {fmt.name} has no per-sample weights: the CPU-clock samples read "
                 "back as wall-clock time (each charged the gap to the next one); write "
-                ".jsprof.json, .speedscope.json or .pb.gz to keep the CPU times",
+                ".jsprof.json, .speedscope.json, .pb.gz, .trace.json or .pftrace to keep the "
+                "CPU times",
                 file=sys.stderr,
             )
         else:
             print(
                 f"note: {fmt.name} has no per-sample weights: read back, each kept sample is "
-                "charged the gap to the next kept one; write .jsprof.json, .speedscope.json "
-                "or .pb.gz to keep the filtered times",
+                "charged the gap to the next kept one; write .jsprof.json, .speedscope.json, "
+                ".pb.gz, .trace.json or .pftrace to keep the filtered times",
                 file=sys.stderr,
             )
     return 0

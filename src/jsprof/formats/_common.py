@@ -205,3 +205,25 @@ class FrameFinder:
             self.trace.frames.append(ProfilerFrame(key.name, rid, key.line, key.column))
             fid = self.ids[key] = len(self.trace.frames) - 1
         return fid
+
+
+# ---- per-sample weights and counts in the trace-event formats --------------------------
+# Chrome trace and Perfetto have no field for them; jsprof writes them beside the samples
+# (see each module) and reads them back with the jsprof format's rules.
+
+
+def weights_problem(values: Sequence) -> tuple[int, str] | None:
+    """The first entry of `values` that is not a weight (ms, >= 0, below 2**53), and why."""
+    for i, v in enumerate(values):
+        if type(v) not in (int, float) or not 0 <= v < model.MAX_MS:
+            return i, f"{v!r}"[:40] + " is not a weight (a number of ms >= 0 and below 2**53)"
+    return None
+
+
+def counts_problem(values: Sequence) -> tuple[int, str] | None:
+    """The first entry of `values` that is not a sample count (1 to MAX_SAMPLES), and why."""
+    for i, v in enumerate(values):
+        if type(v) is not int or not 1 <= v <= model.MAX_SAMPLES:
+            return i, (f"{v!r}"[:40] + " is not a count (a whole number of samples from 1 to "
+                       f"{model.MAX_SAMPLES:,})")
+    return None

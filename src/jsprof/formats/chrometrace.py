@@ -3,7 +3,10 @@
 Writing: per track, a `Profile` event and `ProfileChunk` events (category
 `disabled-by-default-v8.cpu_profiler`, phase `P`, linked by `id` and `pid`) carrying the
 nodes (with `parent`, each node once, in the chunk that first uses it), `samples`,
-`timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; plus `thread_name` /
+`timeDeltas` (µs, a sibling of `cpuProfile`) and `lines`; a trace with per-sample
+weights (a filtered, instrumented or merged one: the time each sample stands for is not
+the gap to the next) or counts (merged) carries them beside those, `jsprofWeights` (ms)
+and `jsprofCounts`, which viewers skip and reading takes back; plus `thread_name` /
 `process_name` metadata. Instrumented calls become complete (`X`) events (category
 `jsprof.span`) named as every output names their function, the frame's URL, line and
 column in `args` (`function: ""` for one with no name), the caller by its number among the
@@ -50,7 +53,14 @@ from ..trace import (
     epoch_origin,
     spans_in_order,
 )
-from ._common import FrameFinder, call_frame_key, call_slice, canonical
+from ._common import (
+    FrameFinder,
+    call_frame_key,
+    call_slice,
+    canonical,
+    counts_problem,
+    weights_problem,
+)
 from ._format import Format, Probe
 from ._v8profile import profile_to_trace, trace_to_profile
 
@@ -63,6 +73,8 @@ KIND_KEY = "jsprofKind"  # in a window's args: long-frame, script, interaction
 CALLS = "jsprof.span"  # the category of instrumented calls (complete events)
 PARENT_KEY = "jsprofParent"  # in a call's args: its caller's number among the calls
 ARGS_KEY = "jsprofArgs"  # in a call's args: the span's own fields
+WEIGHTS_KEY = "jsprofWeights"  # in a chunk's args.data: ms per sample (the trace's weights)
+COUNTS_KEY = "jsprofCounts"  # in a chunk's args.data: samples each stands for (merged)
 
 
 def _err(source: str, where: str, problem: str) -> TraceFormatError:
@@ -158,6 +170,13 @@ def _track_events(track: Track, index: int, threads: set[tuple[int, int]]) -> li
         }
         if lines is not None and (lines[lo:hi] != 0).any():
             data["lines"] = lines[lo:hi].tolist()
+        # What timeDeltas cannot say: the time each sample stands for when that is not the
+        # gap to the next one (a filtered, instrumented or merged trace), and a merged
+        # profile's counts. Viewers read only the keys they know.
+        if trace.sample_weight is not None:
+            data[WEIGHTS_KEY] = trace.sample_weight[lo:hi].tolist()
+        if trace.sample_count is not None:
+            data[COUNTS_KEY] = trace.sample_count[lo:hi].tolist()
         ts = int(chunk_end_ts[hi - 1]) if hi > lo else prof["startTime"]
         events.append({"name": "ProfileChunk", **base, "ts": ts, "args": {"data": data}})
     events.append(
@@ -282,6 +301,9 @@ class _Profile:
         self.samples: list = []
         self.deltas: list = []
         self.lines: list = []
+        # per chunk with samples: its weights / counts, or None where it has none
+        self.weights: list[list | None] = []
+        self.counts: list[list | None] = []
 
 
 def _num(source: str, where: str, v: Any) -> float:
@@ -361,6 +383,15 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dic
                         f"{where}.args.data.lines[{j}]",
                         f"expected a line number (0 for unknown), got {ln!r}"[:200],
                     )
+            for key, column, problem in ((WEIGHTS_KEY, prof.weights, weights_problem),
+                                         (COUNTS_KEY, prof.counts, counts_problem)):
+                v = data.get(key)
+                if v is not None and (type(v) is not list or len(v) != len(samples)):
+                    raise _err(source, f"{where}.args.data.{key}",
+                               "must be an array, one per sample")
+                if v is not None and (bad := problem(v)) is not None:
+                    raise _err(source, f"{where}.args.data.{key}[{bad[0]}]", bad[1])
+                column.append(v)
             prof.nodes.extend(nodes)
             prof.samples.extend(samples)
             prof.deltas.extend(deltas)
@@ -494,6 +525,21 @@ def _as_cdp(prof: _Profile, source: str, where: str) -> dict:
     }
 
 
+def _column(chunks: list[list | None], dtype: Any, n: int, key: str, source: str,
+            where: str) -> np.ndarray | None:
+    """A profile's per-sample column `key` from its chunks: None when no chunk has it."""
+    if all(c is None for c in chunks):
+        return None
+    if any(c is None for c in chunks):
+        raise _err(source, f"{where}: ProfileChunk args.data.{key}",
+                   "in some of the profile's chunks only; is this file intact?")
+    col = np.asarray([v for c in chunks for v in c], dtype)  # type: ignore[union-attr]
+    if len(col) != n:
+        raise _err(source, f"{where}: ProfileChunk args.data.{key}",
+                   f"has {len(col)} entries but the profile has {n} samples")
+    return col
+
+
 def read(data: bytes, doc: Any, source: str) -> Recording:
     events = _events(doc)
     if events is None:
@@ -522,6 +568,10 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
         if any(p.lines) and len(p.lines) == trace.num_samples:
             trace.sample_line = np.asarray(p.lines, dtype=np.int32)
+        trace.sample_weight = _column(p.weights, np.float64, trace.num_samples, WEIGHTS_KEY,
+                                      source, where)
+        trace.sample_count = _column(p.counts, np.int64, trace.num_samples, COUNTS_KEY,
+                                     source, where)
         name = names.get((p.pid, p.tid), f"pid {p.pid} tid {p.tid}")
         while name in used:
             name += "'"

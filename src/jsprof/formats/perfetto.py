@@ -17,6 +17,11 @@ field; the UI does not show rel_pc for JS). Samples with no JavaScript use a one
 stack named like V8's pseudo nodes: `(idle)`, `(garbage collector)` for the `gc` marker,
 `(program)` for `other`, `(<marker>)` for the rest; reading maps them back. Timestamps are
 whole microseconds (the packet's unit); the per-sample line column is not carried.
+Per-sample weights (the time each sample stands for, where that is not the gap to the
+next: a filtered, instrumented or merged trace) and a merged profile's counts are instant
+TrackEvents, one per sample, on the thread's child track "sample weights", with the
+sample's interned call stack, `callstack_weight` in ms and the count as `jsprof.count`
+(`_write_weights`); reading takes them back in sample order.
 
 A track's spans are TrackEvent slices (whole ns) on child tracks of the thread's track:
 instrumented calls on "calls", the page's windows (`record --engine chromium`: long
@@ -46,12 +51,22 @@ from ..trace import (
     SpanColumns,
     Track,
     epoch_origin,
+    sample_weights,
     spans_in_order,
     step_back,
     step_back_problem,
 )
 from . import _protobuf as pb
-from ._common import PSEUDO_NAMES, FrameFinder, build_trace, call_frame_key, call_slice, canonical
+from ._common import (
+    PSEUDO_NAMES,
+    FrameFinder,
+    build_trace,
+    call_frame_key,
+    call_slice,
+    canonical,
+    counts_problem,
+    weights_problem,
+)
 from ._format import Format
 
 SEQ_INCREMENTAL_STATE_CLEARED = 1
@@ -154,6 +169,52 @@ def _write_track(pb: Any, trace_msg: Any, track: Track, index: int) -> None:
         sp = pkt.streaming_profile_packet
         sp.callstack_iid.extend(stack_iid[lo : lo + BATCH].tolist())
         sp.timestamp_delta_us.extend(deltas[lo : lo + BATCH].tolist())
+    if tr.sample_weight is not None or tr.sample_count is not None:
+        _write_weights(pb, trace_msg, track, index, tr, stack_iid, abs_us)
+
+
+def _write_weights(pb: Any, msg: Any, track: Track, index: int, tr: Any,
+                   stack_iid: np.ndarray, abs_us: np.ndarray) -> None:
+    """Weights a streaming_profile_packet has no field for (the time each sample stands
+    for when it is not the gap to the next: a filtered, instrumented or merged trace):
+    one instant TrackEvent per sample, in sample order, on the thread's child track
+    WEIGHTS_LANE, with the sample's interned call stack and `callstack_weight` (ms), which
+    the Perfetto UI sums in its flame graph of an area selected on that track; a merged
+    profile's count (`sample_count`) as the annotation COUNT_KEY. On the samples'
+    sequence, whose interned call stacks they name; a sample before the clock's 0 (a
+    packet's time is unsigned) is placed at 0."""
+    seq = index + 1
+    thread_uuid = (index + 1) << 32
+    lane = thread_uuid | 0xFFFFFFFF  # the spans' lanes count up from thread_uuid + 1
+    d = msg.packet.add()
+    d.trusted_packet_sequence_id = seq
+    d.track_descriptor.uuid = thread_uuid
+    d.track_descriptor.thread.pid = _int32(track.meta.get("pid"), PID)
+    d.track_descriptor.thread.tid = _int32(track.meta.get("tid"), seq)
+    d.track_descriptor.thread.thread_name = track.name
+    d = msg.packet.add()
+    d.trusted_packet_sequence_id = seq
+    d.sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
+    d.track_descriptor.uuid, d.track_descriptor.parent_uuid = lane, thread_uuid
+    d.track_descriptor.name = WEIGHTS_LANE
+    d.interned_data.event_names.add(iid=1, name="sample")  # 2 bytes an event, not 8
+    n = tr.num_samples
+    weights = (tr.sample_weight if tr.sample_weight is not None
+               else sample_weights(tr, track.sample_interval)).tolist()
+    counts = tr.sample_count.tolist() if tr.sample_count is not None else None
+    ts = (np.maximum(abs_us, 0) * 1000).tolist()
+    iids = stack_iid.tolist()
+    instant = pb.TrackEvent.TYPE_INSTANT
+    for i in range(n):
+        pkt = msg.packet.add()
+        pkt.trusted_packet_sequence_id = seq
+        pkt.sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
+        pkt.timestamp = ts[i]
+        ev = pkt.track_event
+        ev.type, ev.track_uuid, ev.name_iid = instant, lane, 1
+        ev.callstack_iid, ev.callstack_weight = iids[i], weights[i]
+        if counts is not None:
+            ev.debug_annotations.add(name=COUNT_KEY, int_value=counts[i])
 
 
 def write(rec: Recording) -> bytes:
@@ -173,6 +234,8 @@ def write(rec: Recording) -> bytes:
 
 
 KIND_KEY = "jsprof.kind"  # the debug annotation naming a span's kind
+WEIGHTS_LANE = "sample weights"  # the child track of a thread's per-sample weights
+COUNT_KEY = "jsprof.count"  # a weight event's annotation: the samples it stands for
 ARGS_KEY = "jsprof.args"  # a call's own fields (a dict annotation)
 _LANE_GROUPS = (("calls", ("call",)),
                 ("long animation frames", ("long-frame", "script")),
@@ -340,11 +403,14 @@ class _Seq:
         self.thread: Any = None
         self.ref_us = 0
         self.deltas: list[np.ndarray] = []
+        # instant events with a callstack_weight: (packet index, track uuid, event)
+        self.weighted: list[tuple[int, int, Any]] = []
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
     msg = _parse(data, source)
     seqs: dict[int, _Seq] = {}
+    lanes: set[int] = set()  # the tracks jsprof writes a thread's weights on
     for i, p in enumerate(msg.packet):
         seq = seqs.setdefault(p.trusted_packet_sequence_id, _Seq())
         if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED and seq.epochs[-1].iids:
@@ -375,10 +441,16 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                 ep.first_packet = i
             ep.iids.append(np.array(sp.callstack_iid, dtype=np.int64))
             seq.deltas.append(np.array(sp.timestamp_delta_us, dtype=np.int64))
+        if p.HasField("track_event") and p.track_event.HasField("callstack_weight"):
+            seq.weighted.append((i, p.track_event.track_uuid, p.track_event))
+        if p.HasField("track_descriptor") and p.track_descriptor.name == WEIGHTS_LANE:
+            lanes.add(p.track_descriptor.uuid)
     kept = [(i, seq) for i, seq in sorted(seqs.items()) if seq.thread is not None or seq.deltas]
     unknown = [s.ref_us for _, s in kept if epoch_origin(s.ref_us / 1000.0) is None]
     shared_zero = min(unknown) if unknown else 0
     tracks = [_to_track(seq, seq_id, source, shared_zero) for seq_id, seq in kept]
+    for (seq_id, seq), track in zip(kept, tracks, strict=True):
+        _read_weights(seq, seq_id, lanes, track.trace, source)
     if not tracks:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
     zeros = [seq.ref_us if epoch_origin(seq.ref_us / 1000.0) is not None else shared_zero
@@ -468,6 +540,28 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
         sp = cols.build()  # a slice never ended is left out, its children float
         if len(sp):
             tracks[k].spans = spans_in_order(sp)
+
+
+def _read_weights(seq: _Seq, seq_id: int, lanes: set[int], trace: Any, source: str) -> None:
+    """The weights (and counts) `_write_weights` wrote on this sequence, in sample order."""
+    evs = [(i, ev) for i, uuid, ev in seq.weighted if uuid in lanes]
+    if not evs:
+        return
+    where = f"sequence {seq_id}: {WEIGHTS_LANE!r} track_event"
+    if len(evs) != trace.num_samples:
+        raise ErrorAt(source)(where, f"{len(evs)} weights for {trace.num_samples} samples; "
+                              "is this file intact?")
+    weights = [ev.callstack_weight for _, ev in evs]
+    if (bad := weights_problem(weights)) is not None:
+        raise ErrorAt(source)(f"packet[{evs[bad[0]][0]}].track_event.callstack_weight", bad[1])
+    trace.sample_weight = np.asarray(weights, np.float64)
+    counts = [next((d.int_value for d in ev.debug_annotations if _text(d.name) == COUNT_KEY),
+                   None) for _, ev in evs]
+    if all(c is None for c in counts):
+        return
+    if (bad := counts_problem(counts)) is not None:
+        raise ErrorAt(source)(f"packet[{evs[bad[0]][0]}].track_event.{COUNT_KEY}", bad[1])
+    trace.sample_count = np.asarray(counts, np.int64)
 
 
 def _resolve(ep: _Epoch, iid: int, source: str) -> tuple:
