@@ -205,19 +205,21 @@ def test_v8_engines_refuse_the_cpu_clock_in_one_line(tmp_path: Path, argv: tuple
 
 
 def test_writers_that_carry_weights_keep_the_clock(tmp_path: Path) -> None:
-    """speedscope and pprof keep a CPU-clock track's weights and say its clock; formats with
-    only timestamps lose the weights, so they do not claim CPU time (and convert says so)."""
+    """speedscope, pprof, Chrome trace and Perfetto keep a CPU-clock track's weights and say
+    its clock; formats with only timestamps lose the weights, so they do not claim CPU time
+    (and convert says so)."""
     script = tmp_path / "work.js"
     script.write_text(WORK)
     rec = record(script, sample_interval=1.0, clock="cpu")
     total = float(rec.tracks[0].trace.sample_weight.sum())
-    for name in ("cpu.speedscope.json", "cpu.pb.gz", "cpu.jsprof.json"):
+    for name in ("cpu.speedscope.json", "cpu.pb.gz", "cpu.jsprof.json", "cpu.trace.json",
+                 "cpu.pftrace"):
         jsprof.save(rec, tmp_path / name)
         back = jsprof.load(tmp_path / name).tracks[0]
         assert back.meta.get("clock") == "cpu", name
         assert abs(float(back.trace.sample_weight.sum()) - total) < 0.01 * total, name
     jsprof.save(rec, tmp_path / "cpu.jsprof.json")
-    for name in ("cpu.cpuprofile", "cpu.trace.json", "cpu.pftrace"):
+    for name in ("cpu.cpuprofile",):
         c = run("convert", "cpu.jsprof.json", name, cwd=tmp_path)
         assert c.returncode == 0, c.stderr
         assert "CPU-clock samples read back as wall-clock time" in c.stderr

@@ -40,6 +40,7 @@ import numpy as np
 import orjson
 
 from ..errors import ErrorAt, TraceFormatError, shown
+from ..meta import CLOCK, CPU, clock_of
 from ..timeline import span_args_problem
 from ..trace import (
     MAX_MS,
@@ -68,6 +69,7 @@ CATEGORY = "disabled-by-default-v8.cpu_profiler"
 CHUNK_SAMPLES = 5000  # V8 flushes every 100 samples; bigger chunks keep files smaller
 PID = 1
 ENGINE_KEY = "jsprofEngine"  # in thread_name's args: the engine of a non-V8 track
+CLOCK_KEY = "jsprofClock"  # in thread_name's args: "cpu" when the weights are CPU time
 WINDOWS = "jsprof.timeline"  # the category of the page's windows (async slices)
 KIND_KEY = "jsprofKind"  # in a window's args: long-frame, script, interaction
 CALLS = "jsprof.span"  # the category of instrumented calls (complete events)
@@ -109,6 +111,8 @@ def _track_events(track: Track, index: int, threads: set[tuple[int, int]]) -> li
     thread_args: dict[str, Any] = {"name": track.name}
     if track.engine not in (None, "v8"):
         thread_args[ENGINE_KEY] = track.engine  # a converted trace keeps its engine
+    if clock_of(track.meta) == CPU and track.trace.sample_weight is not None:
+        thread_args[CLOCK_KEY] = CPU  # the weights are CPU time (the times are wall)
     events: list[dict] = [
         {"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": thread_args},
         {
@@ -315,7 +319,10 @@ def _num(source: str, where: str, v: Any) -> float:
 _SCALARS = (int, float, str, type(None))
 
 
-def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dict, dict]:
+def _collect(events: list, source: str, cpu_clock: set) -> tuple[list[_Profile], dict, dict,
+                                                                 dict, dict]:
+    """Profiles, thread names, engines, windows and calls by thread; `cpu_clock` gets the
+    threads whose weights are CPU time."""
     profiles: dict[tuple, _Profile] = {}
     names: dict[tuple, str] = {}
     engines: dict[tuple, str] = {}
@@ -339,6 +346,8 @@ def _collect(events: list, source: str) -> tuple[list[_Profile], dict, dict, dic
                 names[(e.get("pid"), e.get("tid"))] = a["name"]
             if type(a) is dict and type(a.get(ENGINE_KEY)) is str:
                 engines[(e.get("pid"), e.get("tid"))] = a[ENGINE_KEY]
+            if type(a) is dict and a.get(CLOCK_KEY) == CPU:
+                cpu_clock.add((e.get("pid"), e.get("tid")))
         elif name == "Profile":
             data = (e.get("args") or {}).get("data") if type(e.get("args")) is dict else None
             start = data.get("startTime", e.get("ts")) if type(data) is dict else e.get("ts")
@@ -544,7 +553,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     events = _events(doc)
     if events is None:
         raise _err(source, "(top level)", "expected a trace-event array or {traceEvents: [...]}")
-    profiles, names, engines, windows, calls = _collect(events, source)
+    cpu_clock: set[tuple] = set()
+    profiles, names, engines, windows, calls = _collect(events, source, cpu_clock)
     if not profiles:
         raise _err(
             source, "traceEvents", "no CPU profile (Profile/ProfileChunk events) in this trace"
@@ -588,6 +598,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             if isinstance(p.pid, int) and isinstance(p.tid, int)
             else {}
         )
+        if (p.pid, p.tid) in cpu_clock and trace.sample_weight is not None:
+            track.meta[CLOCK] = CPU
         tracks.append(track)
     return Recording(tracks)
 

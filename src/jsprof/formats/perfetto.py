@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ErrorAt, TraceFormatError
+from ..meta import CLOCK, CPU, clock_of
 from ..timeline import span_args_problem
 from ..trace import (
     MARKERS,
@@ -197,6 +198,8 @@ def _write_weights(pb: Any, msg: Any, track: Track, index: int, tr: Any,
     d.sequence_flags = SEQ_NEEDS_INCREMENTAL_STATE
     d.track_descriptor.uuid, d.track_descriptor.parent_uuid = lane, thread_uuid
     d.track_descriptor.name = WEIGHTS_LANE
+    if clock_of(track.meta) == CPU and tr.sample_weight is not None:
+        d.track_descriptor.description = CPU_CLOCK  # the weights are CPU time
     d.interned_data.event_names.add(iid=1, name="sample")  # 2 bytes an event, not 8
     n = tr.num_samples
     weights = (tr.sample_weight if tr.sample_weight is not None
@@ -236,6 +239,8 @@ def write(rec: Recording) -> bytes:
 KIND_KEY = "jsprof.kind"  # the debug annotation naming a span's kind
 WEIGHTS_LANE = "sample weights"  # the child track of a thread's per-sample weights
 COUNT_KEY = "jsprof.count"  # a weight event's annotation: the samples it stands for
+# The weights lane's description when the weights are CPU time (track meta `clock`).
+CPU_CLOCK = "jsprof: the samples weigh CPU time (clock cpu)"
 ARGS_KEY = "jsprof.args"  # a call's own fields (a dict annotation)
 _LANE_GROUPS = (("calls", ("call",)),
                 ("long animation frames", ("long-frame", "script")),
@@ -405,6 +410,7 @@ class _Seq:
         self.deltas: list[np.ndarray] = []
         # instant events with a callstack_weight: (packet index, track uuid, event)
         self.weighted: list[tuple[int, int, Any]] = []
+        self.cpu_clock = False  # its weights lane says they are CPU time
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
@@ -445,12 +451,16 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             seq.weighted.append((i, p.track_event.track_uuid, p.track_event))
         if p.HasField("track_descriptor") and p.track_descriptor.name == WEIGHTS_LANE:
             lanes.add(p.track_descriptor.uuid)
+            if p.track_descriptor.description == CPU_CLOCK:
+                seq.cpu_clock = True
     kept = [(i, seq) for i, seq in sorted(seqs.items()) if seq.thread is not None or seq.deltas]
     unknown = [s.ref_us for _, s in kept if epoch_origin(s.ref_us / 1000.0) is None]
     shared_zero = min(unknown) if unknown else 0
     tracks = [_to_track(seq, seq_id, source, shared_zero) for seq_id, seq in kept]
     for (seq_id, seq), track in zip(kept, tracks, strict=True):
         _read_weights(seq, seq_id, lanes, track.trace, source)
+        if seq.cpu_clock and track.trace.sample_weight is not None:
+            track.meta[CLOCK] = CPU
     if not tracks:
         raise TraceFormatError(f"{source}: Perfetto trace holds no CPU samples")
     zeros = [seq.ref_us if epoch_origin(seq.ref_us / 1000.0) is not None else shared_zero
