@@ -74,3 +74,31 @@ def test_focus_tree_lists_no_zero_time_rows(tmp_path):
     assert not re.search(r"more below [\d.]+%: 0\.0 ms\)", focused), focused
     whole = _run(tmp_path, "report", data, "--tree", "--threshold", "2").stdout
     assert re.search(r"more below 2%: [1-9][\d.]* ms\)", whole)
+
+
+def test_demo_tree_says_why_main_is_there_twice(tmp_path):
+    # `make demo`'s tree shows `main` under the script and again as a root: two separate
+    # synchronous runs of it, before and after its `await`. One note line says so (the
+    # tree was right but unexplained); a script with one run has no such note.
+    from pathlib import Path
+
+    app = Path(__file__).resolve().parent.parent / "examples" / "app.js"
+    _run(tmp_path, "record", "-o", "app.json", app)
+    lines = _run(tmp_path, "report", "app.json", "--tree", "--threshold", "2").stdout
+    lines = lines.splitlines()
+    roots = [ln for ln in lines if ln.startswith(("├─", "└─")) and "%" in ln]
+    assert any(re.search(r"ms  main  ", ln) for ln in roots), lines
+    assert any(re.search(r"^│  └─ .* ms  main  ", ln) for ln in lines), lines  # under the script
+    at = [i for i, ln in enumerate(lines) if ln.startswith("note:")]
+    assert at, lines
+    note = " ".join(lines[at[0]:])  # wrapped to the width
+    assert note.startswith("note: main (under 2 roots): each root is a separate run of "
+                           "JavaScript"), lines
+    assert "after an await" in note, lines
+    (tmp_path / "sync.js").write_text(
+        "function work() { let x = 0; for (let i = 0; i < 3e6; i++) x += i; return x; }\n"
+        "function main() { return work() + work(); }\nmain();\n"
+    )
+    _run(tmp_path, "record", "-o", "sync.json", "sync.js")
+    out = _run(tmp_path, "report", "sync.json", "--tree").stdout
+    assert "main" in out and "note:" not in out, out

@@ -198,6 +198,41 @@ def tree_lines(
     return out
 
 
+def rerun_note(tree: CallTree, threshold_pct: float = 1.0, max_depth: int = 200) -> str | None:
+    """A line saying why a function the tree shows as a root is also shown under another
+    root (`main` before and after an `await`: two separate runs of it), or None. Each root
+    is one run of JavaScript the engine started (the script, then timers, callbacks and
+    continuations after an await, from the event loop); a reader sees `main` twice and
+    takes one for a mistake."""
+    kids = tree.children()
+    cut = tree.total_time * threshold_pct / 100.0
+    where: dict[int, set[int]] = {}  # function -> the shown roots it is shown under
+    at_root: set[int] = set()
+    for r in tree.roots():
+        if tree.total_ms[r] < cut:
+            continue
+        at_root.add(int(tree.function[r]))
+        todo = [(r, 1)]
+        while todo:
+            node, depth = todo.pop()
+            where.setdefault(int(tree.function[node]), set()).add(r)
+            if depth < max_depth:
+                todo.extend((k, depth + 1) for k in kids[node] if tree.total_ms[k] >= cut)
+    again = sorted(
+        (f for f in at_root if len(where[f]) > 1), key=lambda f: tree.functions[f].label()
+    )
+    if not again:
+        return None
+    names = ", ".join(
+        f"{printable(tree.functions[f].label())} (under {len(where[f])} roots)" for f in again[:5]
+    )
+    return (
+        f"note: {names}: each root is a separate run of JavaScript: the script's own, then "
+        "each one the event loop starts later (a timer, a callback, the rest of an async "
+        "function after an await)"
+    )
+
+
 class TreeText(TextRenderer):
     """`report --tree`: the title lines, then the pruned call tree (tree_lines), each line
     elided to the output's width."""
@@ -218,6 +253,9 @@ class TreeText(TextRenderer):
         lines = tree_title(self.rec, self.track) + tree_lines(
             tree, self.threshold_pct, width=width
         )
+        note = rerun_note(tree, self.threshold_pct)
+        if note is not None:
+            lines += wrap_to(note, width)
         for i, line in enumerate(lines):
             bold = "bold" if i == 0 else None  # the title, as the tables have it
             # emoji=False: `app.js:1234:56` is not the emoji code `:1234:`
