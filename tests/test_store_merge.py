@@ -339,3 +339,12 @@ def test_a_querys_merge_is_bounded_and_does_not_wait_for_the_lock(tmp_path: Path
     assert merge_parts(st.path, wait=False).written > 1  # no budget: every group's run
     assert _answers(st) == before
     st.close()
+
+
+def test_part_numbers_past_six_digits_are_read_whole() -> None:
+    """A collector past a million runs (~2 months of 5 s runs) writes part-1000000: read
+    as 100000, its parts would look older than the last merge pass's, and a closed day
+    still being compacted would be rewritten on every run again."""
+    assert cmod._part_no({"path": "uploads/k/2026-01-01/part-1234567.parquet"}) == 1234567
+    assert cmod._part_no("weights/rkey=k/2026-01-01/part-1000001-2.parquet") == 1000001
+    assert cmod._part_no("uploads/k/part-000042.parquet") == 42

@@ -36,6 +36,7 @@ import fcntl
 import hashlib
 import math
 import os
+import re
 import time
 import zlib
 from collections.abc import Iterable, Iterator
@@ -1110,11 +1111,12 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
 
 def _part_no(entry: str | dict) -> int:
     """The number of the run that wrote a part (`part-NNNNNN[-k].parquet`)."""
-    name = Path(part_path(entry)).name
-    try:
-        return int(name[5:11]) if name.startswith("part-") else -1
-    except ValueError:
-        return -1
+    m = _PART_NO.match(Path(part_path(entry)).name)
+    return int(m.group(1)) if m else -1
+
+
+# At least six digits: a collector past a million runs (~2 months of 5 s runs) has seven.
+_PART_NO = re.compile(r"part-(\d+)")
 
 
 def _listed(man: dict) -> set[str]:
