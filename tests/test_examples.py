@@ -111,3 +111,55 @@ def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
     assert got["all"] >= 20, got
     # most samples are the demo's own functions (was 5 of 214 with a stack at all)
     assert got["named"] >= 0.5 * got["all"], got
+
+
+@pytest.mark.chromium
+def test_field_demo_page_runs_the_tour_with_a_clean_console(tmp_path):
+    """docs/field.md's tour for real: `jsprof serve`, examples/field/serve_page.py's
+    handler serving page.html, the page in Chromium. It lists its upload ids, the browser
+    asks the page server for nothing but the page (it asked for /favicon.ico: a 404 in the
+    console) and logs no error."""
+    import http.server
+    import threading
+    from functools import partial
+
+    from serve_util import Collector
+
+    sys.path.insert(0, str(ROOT / "examples" / "field"))
+    try:
+        import serve_page
+    finally:
+        sys.path.pop(0)
+    asked: list[str] = []
+
+    class Handler(serve_page.Handler):
+        def log_message(self, fmt: str, *args: object) -> None:
+            asked.append(self.path)
+
+    site = tmp_path / "site"
+    site.mkdir()
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Handler, directory=site))
+    origin = f"http://127.0.0.1:{srv.server_address[1]}"
+    col = Collector(tmp_path / "store", "--app", "shop:pk_demo", "--allow-origin",
+                    f"shop={origin}")
+    # the demo's collector is on 8400; this one is on a free port
+    page = (ROOT / "examples" / "field" / "page.html").read_text()
+    assert page.count("http://127.0.0.1:8400") == 2
+    (site / "page.html").write_text(page.replace("http://127.0.0.1:8400", col.url))
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    console: list[str] = []
+    try:
+        with playwright_chromium() as b:
+            tab = b.new_page()
+            tab.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+            tab.goto(f"{origin}/page.html")
+            tab.wait_for_function("document.getElementById('out').textContent !== ''",
+                                  timeout=120_000)
+            out = tab.evaluate("document.getElementById('out').textContent")
+            tab.wait_for_timeout(500)  # an icon is asked for after the load
+    finally:
+        srv.shutdown()
+        col.stop()
+    assert out.startswith("upload "), out
+    assert asked == ["/page.html"], asked
+    assert not [m for m in console if m.startswith("error")], console
