@@ -261,6 +261,28 @@ def test_run_and_instrument_say_a_script_does_not_parse_in_one_line(
     assert p.stdout == ""
 
 
+@pytest.mark.chromium
+def test_run_on_chromium_says_a_script_that_does_not_parse_in_one_line(tmp_path):
+    # A .js/.mjs file run in a page: the same line and exit 2 as on QuickJS and Node (it
+    # printed the page's SyntaxError, exit 1); a SyntaxError thrown while the script runs,
+    # or one of a file it imports, is still the page's error (1).
+    (tmp_path / "app.js").write_text("let a = 1;\n\tlet x = ;\n")
+    (tmp_path / "app.mjs").write_text("export const a = 1;\nlet x = ;\n")
+    (tmp_path / "json.js").write_text("console.log('ran');\nJSON.parse('{');\n")
+    (tmp_path / "imp.mjs").write_text("await import('./app.js');\n")
+    for name, col in (("app.js", 10), ("app.mjs", 9)):
+        p = _run("run", "--engine", "chromium", name, cwd=tmp_path)
+        assert p.returncode == 2, p.stderr
+        lines = p.stderr.strip().splitlines()
+        assert len(lines) == 1, p.stderr
+        assert lines[0].startswith(f"jsprof: error: {name}:2:{col}: SyntaxError: "), lines
+        assert f"{name} does not parse" in lines[0] and "fix it and run again" in lines[0]
+    for name in ("json.js", "imp.mjs"):
+        p = _run("run", "--engine", "chromium", name, cwd=tmp_path)
+        assert p.returncode == 1, p.stderr
+        assert "SyntaxError" in p.stderr and "does not parse" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize("engine", ["quickjs", "node"])
 @pytest.mark.parametrize("command", ["run", "instrument"])
 def test_run_and_instrument_keep_a_thrown_syntax_error_the_scripts(tmp_path, engine, command):

@@ -939,14 +939,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     _check_clock(args)
     if engine_spec(args.engine).runs == "pages":
-        # A page's run: the browser's own Profiler; its errors are the page's to print.
-        return int(engine_spec(args.engine).run(
-            args.script,
-            args.args,
-            allow_profiling=not args.no_profiling,
-            until=getattr(args, "until", None),
-            duration=getattr(args, "duration", None),
-        ) or 0)
+        # A page's run: the browser's own Profiler; its errors are the page's to print,
+        # but for a script that does not parse (nothing ran), said in one line as below.
+        try:
+            return int(engine_spec(args.engine).run(
+                args.script,
+                args.args,
+                allow_profiling=not args.no_profiling,
+                until=getattr(args, "until", None),
+                duration=getattr(args, "duration", None),
+            ) or 0)
+        except JSError as e:
+            if not_parsed_here(args.script, e):
+                raise not_parsed(args.script, e, "run") from None
+            raise
     try:
         code = run(
             args.script,

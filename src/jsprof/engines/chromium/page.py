@@ -56,6 +56,11 @@ class PageSession:
         # Spells the page's uncaught errors as printed and kept (a served local file by
         # its file:// URL, not the loopback server's random port); None: as the page said.
         self.rename_text: Callable[[str], str] | None = None
+        # `jsprof run` of a .js/.mjs file: its URL here. A SyntaxError of that script's own
+        # compile (no frame: none of it ran) is kept in `not_compiled` (name, message,
+        # 1-based line and column) and not printed: run says it in one line, exit 2.
+        self.script_url: str | None = None
+        self.not_compiled: tuple[str, str, int, int] | None = None
 
     # -- setup
     def prepare(self, start_profiler: bool = True) -> None:
@@ -143,6 +148,21 @@ class PageSession:
                 sess.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
         th.last_active = time.monotonic()
 
+    def _compile_error(self, details: dict) -> tuple[str, str, int, int] | None:
+        """(name, message, line, column) when `details` says the run's script did not
+        compile: a SyntaxError at its URL with no frame (a thrown one has its stack)."""
+        exc = details.get("exception") or {}
+        if self.script_url is None or details.get("url") != self.script_url:
+            return None
+        if exc.get("className") != "SyntaxError" or (details.get("stackTrace") or {}).get(
+            "callFrames"
+        ):
+            return None
+        desc = str(exc.get("description") or "SyntaxError")
+        message = desc.split("\n", 1)[0].removeprefix("SyntaxError: ")
+        line = int(details.get("lineNumber") or 0) + 1  # CDP's are 0-based
+        return "SyntaxError", message, line, int(details.get("columnNumber") or 0) + 1
+
     def _handle(self, th: JSThread, e: dict) -> None:
         m = e.get("method", "")
         p = e.get("params", {})
@@ -156,11 +176,16 @@ class PageSession:
             th.last_active = now
             self._print(format_console(p.get("args", [])), p.get("type") in STDERR_TYPES)
         elif m == "Runtime.exceptionThrown":
-            text = exception_text(p.get("exceptionDetails", {}))
+            details = p.get("exceptionDetails", {})
+            text = exception_text(details)
             if self.rename_text is not None:
                 text = self.rename_text(text)
             self.errors.append(text)
-            self._print(text, True)
+            bad = th is self.main and self._compile_error(details)
+            if bad:
+                self.not_compiled = bad
+            else:
+                self._print(text, True)
             th.last_active = now
         elif m == "Target.attachedToTarget":
             self._attach(p, th)

@@ -3,11 +3,13 @@
 
 from __future__ import annotations
 
+import os
 import sys
+import urllib.parse
 from collections.abc import Sequence
 from typing import TextIO
 
-from ...errors import UsageError
+from ...errors import JSError, UsageError
 from .._process import SignalFlag
 from ..cdp import CDPClosed
 from .browser import Browser
@@ -46,6 +48,8 @@ def run_chromium(
         session, target_id = browser.new_page()
         page = PageSession(browser.client, session, None, stdout, stderr)
         page.rename_text = server.file_urls_in
+        if str(value).lower().endswith((".js", ".mjs")):
+            page.script_url = server.url("/" + urllib.parse.quote(os.path.basename(value)))
         with SignalFlag() as sig:
             try:
                 page.prepare()
@@ -61,6 +65,12 @@ def run_chromium(
         server.close()
         if own and browser is not None:
             browser.close()
+    if page.not_compiled is not None:
+        # Nothing of the script ran: the user's mistake (the CLI says it in one line).
+        name, message, line, column = page.not_compiled
+        error = JSError(message, "", name)
+        error.compile, error.where = True, f"{path}:{line}:{column}"
+        raise error
     if how == "interrupted":
         return 130
     if how == "crashed":
