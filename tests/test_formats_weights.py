@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 import jsprof
-from formats_util import jsprof_cli, one_line_error, weighted_recordings
+from formats_util import jsprof_cli, node, one_line_error, weighted_recordings
 from jsprof.analysis.profile import summarize
 from jsprof.formats import read_any
 from jsprof.trace import NONE, sample_counts, sample_weights
@@ -147,3 +147,28 @@ def test_perfetto_weights_that_do_not_match_the_samples_are_refused(weighted):
     with pytest.raises(jsprof.errors.TraceFormatError, match=r"'sample weights' track_event: "
                        r"\d+ weights for \d+ samples"):
         read_any(msg.SerializeToString(), "cut.pftrace")
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("what", ["instrument", "fleet"])
+def test_chrome_devtools_trace_engine_reads_the_weighted_chrome_trace(weighted, what,
+                                                                      tmp_path):
+    # The keys beside timeDeltas are ours; DevTools' own trace engine must still read
+    # every profile, sample for sample, as jsprof does.
+    out = tmp_path / f"{what}.trace.json"
+    r = jsprof_cli("convert", str(weighted[what]), str(out))
+    assert r.returncode == 0, r.stderr
+    got = node("read-chrome-trace.mjs", str(out))
+    assert got.returncode == 0, got.stderr
+    profiles = {(p["pid"], p["tid"]): p for p in orjson.loads(got.stdout)}
+    rec = jsprof.load(out)
+    assert len(profiles) == len(rec.tracks)
+    for t in rec.tracks:
+        p = profiles[(t.meta["pid"], t.meta["tid"])]
+        tr = t.trace
+        assert len(p["stacks"]) == tr.num_samples
+        for s, stack in zip(tr.sample_stack.tolist(), p["stacks"], strict=True):
+            if s != NONE:
+                assert stack == [tr.frames[f].name for f in tr.stack_frames(s)]
+        steps = np.diff(np.asarray(p["timestamps"], np.float64))
+        assert np.abs(steps - np.diff(tr.sample_time)).max() < 2e-3  # whole µs each
