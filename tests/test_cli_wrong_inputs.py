@@ -78,9 +78,11 @@ def test_every_commands_help(tmp_path: Path, command: str) -> None:
     ("convert sock o.folded", "sock: cannot read it"),
     # ... where source maps are read (was taken as "no maps", exit 0).
     ("report t.json --sourcemap sock", "sock: not a file or a folder"),
-    # ... where the collector reads its apps or its read token (was a traceback).
-    ("serve --app-file sock", "--app-file sock: cannot read it"),
-    ("serve --read-token-file sock", "--read-token-file sock: cannot read it"),
+    # ... where the collector reads its apps or its read token (was a traceback). On a free
+    # port: the default 8400 may be another program's (a neighbour's collector was, and
+    # "cannot listen" came first).
+    ("serve --app-file sock --port 0", "--app-file sock: cannot read it"),
+    ("serve --read-token-file sock --port 0", "--read-token-file sock: cannot read it"),
     # Output names that tell no format: record and instrument --trace have no --format to
     # pass (they said "pass --format"); the endings are named instead.
     ("record -o x.nope app.js", "cannot tell the output format from 'x.nope'; end the name in"),
