@@ -251,6 +251,34 @@ def test_duration_caps_a_page_that_never_settles(browser: Browser) -> None:
     assert 1000 < span < 4000
 
 
+def test_a_hold_up_of_jsprofs_own_is_not_the_page_going_quiet(
+    browser: Browser, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # jsprof's own loop held up for 1 s (on a loaded machine: descheduled, or reading a big
+    # slice) at a moment no idle probe was out. The page's interval runs on all the while, so
+    # the `--until load` rule must not call it quiet: it did (3 of 16 runs at load 11-19
+    # ended "ok" with no more samples, and Ctrl-C then found jsprof already saving). The
+    # hold-up is made here once, right after a probe's answer was read with no request in
+    # flight; page and browser are real.
+    from jsprof.engines.chromium.page import PageSession
+
+    tick = PageSession.tick
+    held: list[float] = []
+
+    def held_up_once(self: PageSession) -> None:
+        tick(self)
+        m = self.main
+        idle_wait = m.probed_after_load and m.probe_mid is None and not self.inflight
+        if self.loaded and idle_wait and not held:
+            held.append(time.monotonic())
+            time.sleep(1.0)
+
+    monkeypatch.setattr(PageSession, "tick", held_up_once)
+    rec = record_chromium(str(DATA / "forever.html"), 1.0, duration=4.0, browser=browser)
+    assert held, "the hold-up never came"
+    assert rec.tracks[0].meta["exit"] == "duration"
+
+
 def test_until_js_expression(browser: Browser) -> None:
     rec = record_chromium(
         str(DATA / "forever.html"),

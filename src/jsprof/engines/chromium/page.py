@@ -266,7 +266,7 @@ class PageSession:
         if not self.loaded or self.inflight:
             return False
         live = [th for th in self.threads if not th.gone and th.helper]
-        if not all(th.probed_after_load for th in live):
+        if not all(th.probed_after_load and th.said_idle for th in live):
             return False
         last = max([self.last_net, self.last_console, *(th.last_active for th in live)])
         return now - last >= QUIET_MS / 1000.0

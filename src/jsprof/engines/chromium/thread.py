@@ -55,6 +55,11 @@ class JSThread:
     probe_sent: float = 0.0
     last_active: float = 0.0
     probed_after_load: bool = False
+    # The latest probe's answer, in time, said nothing is pending: the page's own word.
+    # A stale `last_active` alone is not idleness: jsprof's own loop held up (a loaded
+    # machine, a big slice to read) while no probe was out made a page whose interval
+    # never stops look quiet, and `--until load` ended it (3 of 16 runs at load 11-19).
+    said_idle: bool = False
     # The page's timeline, taken every slice: (document's timeOrigin, raw timeline) each.
     timelines: list[tuple[float, Any]] = field(default_factory=list)
     timeline_mids: list[int] = field(default_factory=list)  # asked, not answered yet
@@ -206,6 +211,7 @@ class JSThread:
         if mid not in self.session.replies:
             if now - self.probe_sent > PROBE_PERIOD:
                 self.last_active = now  # the thread has not come round to our task: busy
+                self.said_idle = False
             return
         self.probe_mid = None
         try:
@@ -213,10 +219,13 @@ class JSThread:
         except (CDPError, CDPClosed, EngineError):
             return
         self.probed_after_load = True
+        late = now - self.probe_sent > PROBE_PERIOD
         if not (isinstance(v, list) and len(v) == 2):
+            self.said_idle = not late  # no helper to ask: nothing known to be pending
             return
         pending, since_ms = v
-        if pending or now - self.probe_sent > PROBE_PERIOD:
+        self.said_idle = not pending and not late
+        if pending or late:
             self.last_active = now
         else:
             self.last_active = max(self.last_active, now - float(since_ms) / 1000.0)
