@@ -45,6 +45,7 @@ from ..meta import CLOCK, CPU, clock_of
 from ..timeline import span_args_problem
 from ..trace import (
     MARKERS,
+    MAX_MS,
     NONE,
     SPAN_KIND_CODE,
     SPAN_KINDS,
@@ -408,8 +409,9 @@ class _Seq:
         self.thread: Any = None
         self.ref_us = 0
         self.deltas: list[np.ndarray] = []
-        # instant events with a callstack_weight: (packet index, track uuid, event)
-        self.weighted: list[tuple[int, int, Any]] = []
+        # instant events with a callstack_weight: packet index, track uuid, weight, and
+        # the event where it has annotations (a count)
+        self.weighted: list[tuple[int, int, float, Any]] = []
         self.cpu_clock = False  # its weights lane says they are CPU time
 
 
@@ -418,11 +420,14 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     seqs: dict[int, _Seq] = {}
     lanes: set[int] = set()  # the tracks jsprof writes a thread's weights on
     for i, p in enumerate(msg.packet):
-        seq = seqs.setdefault(p.trusted_packet_sequence_id, _Seq())
+        seq = seqs.get(p.trusted_packet_sequence_id)
+        if seq is None:  # not setdefault: a _Seq built per packet cost more than the rest
+            seq = seqs[p.trusted_packet_sequence_id] = _Seq()
         if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED and seq.epochs[-1].iids:
             seq.epochs.append(_Epoch())
         ep = seq.epochs[-1]
-        if p.HasField("thread_descriptor"):
+        kind = p.WhichOneof("data")  # one call, not a HasField per kind: per packet work
+        if kind == "thread_descriptor":
             seq.thread = p.thread_descriptor
             seq.ref_us = p.thread_descriptor.reference_timestamp_us
             if not abs(seq.ref_us) < 2**52:  # a double holds it, and track offsets, exactly
@@ -436,7 +441,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
             ep.paths.update({e.iid: e.str.decode("utf-8", "replace") for e in d.source_paths})
             ep.frames.update({f.iid: f for f in d.frames})
             ep.stacks.update({c.iid: list(c.frame_ids) for c in d.callstacks})
-        if p.HasField("streaming_profile_packet"):
+        if kind == "streaming_profile_packet":
             sp = p.streaming_profile_packet
             if len(sp.callstack_iid) != len(sp.timestamp_delta_us):
                 raise TraceFormatError(
@@ -447,9 +452,11 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
                 ep.first_packet = i
             ep.iids.append(np.array(sp.callstack_iid, dtype=np.int64))
             seq.deltas.append(np.array(sp.timestamp_delta_us, dtype=np.int64))
-        if p.HasField("track_event") and p.track_event.HasField("callstack_weight"):
-            seq.weighted.append((i, p.track_event.track_uuid, p.track_event))
-        if p.HasField("track_descriptor") and p.track_descriptor.name == WEIGHTS_LANE:
+        if kind == "track_event" and p.track_event.HasField("callstack_weight"):
+            ev = p.track_event
+            seq.weighted.append((i, ev.track_uuid, ev.callstack_weight,
+                                 ev if len(ev.debug_annotations) else None))
+        if kind == "track_descriptor" and p.track_descriptor.name == WEIGHTS_LANE:
             lanes.add(p.track_descriptor.uuid)
             if p.track_descriptor.description == CPU_CLOCK:
                 seq.cpu_clock = True
@@ -492,13 +499,14 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
     parent_of: dict[int, int] = {}
     slices: dict[int, list[tuple[int, Any]]] = {}
     for p in msg.packet:
-        if p.HasField("track_descriptor"):
+        kind = p.WhichOneof("data")
+        if kind == "track_descriptor":
             td = p.track_descriptor
             if td.HasField("thread"):
                 thread_of[td.uuid] = (td.thread.pid, td.thread.tid)
             if td.parent_uuid:
                 parent_of[td.uuid] = td.parent_uuid
-        if p.HasField("track_event") and p.track_event.type in (1, 2):
+        if kind == "track_event" and p.track_event.type in (1, 2):
             slices.setdefault(p.track_event.track_uuid, []).append((p.timestamp, p.track_event))
     if not slices:
         return
@@ -554,21 +562,23 @@ def _read_spans(msg: Any, tracks: list[Track], zeros: list[float], source: str) 
 
 def _read_weights(seq: _Seq, seq_id: int, lanes: set[int], trace: Any, source: str) -> None:
     """The weights (and counts) `_write_weights` wrote on this sequence, in sample order."""
-    evs = [(i, ev) for i, uuid, ev in seq.weighted if uuid in lanes]
+    evs = [e for e in seq.weighted if e[1] in lanes]
     if not evs:
         return
     where = f"sequence {seq_id}: {WEIGHTS_LANE!r} track_event"
     if len(evs) != trace.num_samples:
         raise ErrorAt(source)(where, f"{len(evs)} weights for {trace.num_samples} samples; "
                               "is this file intact?")
-    weights = [ev.callstack_weight for _, ev in evs]
-    if (bad := weights_problem(weights)) is not None:
-        raise ErrorAt(source)(f"packet[{evs[bad[0]][0]}].track_event.callstack_weight", bad[1])
-    trace.sample_weight = np.asarray(weights, np.float64)
-    counts = [next((d.int_value for d in ev.debug_annotations if _text(d.name) == COUNT_KEY),
-                   None) for _, ev in evs]
-    if all(c is None for c in counts):
+    weights = np.array([e[2] for e in evs], np.float64)
+    if not ((weights >= 0) & (weights < MAX_MS)).all():  # numpy first: the rule below names it
+        i, problem = weights_problem(weights.tolist()) or (0, "not a weight")
+        raise ErrorAt(source)(f"packet[{evs[i][0]}].track_event.callstack_weight", problem)
+    trace.sample_weight = weights
+    if all(e[3] is None for e in evs):
         return
+    counts = [None if ev is None else next(
+        (d.int_value for d in ev.debug_annotations if _text(d.name) == COUNT_KEY), None)
+        for *_, ev in evs]
     if (bad := counts_problem(counts)) is not None:
         raise ErrorAt(source)(f"packet[{evs[bad[0]][0]}].track_event.{COUNT_KEY}", bad[1])
     trace.sample_count = np.asarray(counts, np.int64)
