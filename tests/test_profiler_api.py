@@ -60,19 +60,22 @@ def test_two_python_sessions_share_the_sampler() -> None:
     assert rt.sampler.interval == 0.5
     t0 = rt.now()
     rt.eval(BUSY.format(name="work") + "; work(100);")
-    ft = fast.stop()
     t1 = rt.now()
+    ft = fast.stop()
     assert rt.sampler.interval == 4 and not slow.stopped
     rt.eval("work(100);")
-    st = slow.stop()
     t2 = rt.now()
+    st = slow.stop()
+    t3 = rt.now()
     assert rt.sampler.interval is None  # nothing live: the sampler stopped
     gaps = st.sample_time[1:] - st.sample_time[:-1]
     assert gaps.min() >= 4 - 0.5 / 2 - 1e-6
     # Counts for the time each session ran, measured on the runtime's clock: the slow one
     # kept every 4 ms of the shared 0.5 ms ticks, then 4 ms ticks; at most one sample per
-    # interval (+ the first), at least half of them.
-    assert (t2 - t0) / 4 / 2 <= st.num_samples <= (t2 - t0) / 4 + 2, (t2 - t0, st.num_samples)
+    # interval (+ the first), at least half of them. The lower bounds end before stop():
+    # its own work (draining, symbolising) comes after the last sample, and took 40-50 ms
+    # of a 225 ms session at load 12 (the bound then failed by 2 samples of 225).
+    assert (t2 - t0) / 4 / 2 <= st.num_samples <= (t3 - t0) / 4 + 2, (t2 - t0, st.num_samples)
     assert ft.num_samples >= (t1 - t0) / 0.5 / 2, (t1 - t0, ft.num_samples)
 
 
