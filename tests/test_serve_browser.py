@@ -141,8 +141,10 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
         timeout=60,
     )
     assert r.returncode == 0, r.stderr
-    top = r.stdout.splitlines()[2]  # the first row under the title and the header
-    assert "hotFunctionForJsprof" in top, r.stdout
+    # The first row under the title and the header that is not (idle): on a loaded machine
+    # the page's waits can outweigh its work in a chunk (CI: idle 54.9 %, the hot one 41.5 %).
+    rows = [ln for ln in r.stdout.splitlines()[2:] if "(idle)" not in ln]
+    assert rows and "hotFunctionForJsprof" in rows[0], r.stdout
 
 
 def test_beacon_when_keepalive_cannot_take_it(site, browser) -> None:
