@@ -143,19 +143,24 @@ def test_missing_file_is_usage_error() -> None:
 # --------------------------------------------------------------------------- sampler
 
 
-# The sampler tests that matter run at 1 ms and at QuickJS's minimum interval.
-@pytest.mark.parametrize("interval", [1.0, 0.1])
-def test_split_50_30_20(interval: float) -> None:
-    # The split file's three functions, each timed from outside its call as well: on a
-    # loaded machine a preemption between entering a function and its first clock read
-    # lengthens it beyond its nominal share, and the samples rightly follow.
-    src = (DATA / "split.js").read_text().replace(
+def _timed_split() -> str:
+    """split.js with each function also timed from outside its call (globalThis.took)."""
+    return (DATA / "split.js").read_text().replace(
         "fifty(); thirty(); twenty();",
         "globalThis.took = {};\n"
         "for (const f of [fifty, thirty, twenty]) {\n"
         "  const t = performance.now(); f(); took[f.name] = performance.now() - t;\n"
         "}\n",
     )
+
+
+# The sampler tests that matter run at 1 ms and at QuickJS's minimum interval.
+@pytest.mark.parametrize("interval", [1.0, 0.1])
+def test_split_50_30_20(interval: float) -> None:
+    # The split file's three functions, each timed from outside its call as well: on a
+    # loaded machine a preemption between entering a function and its first clock read
+    # lengthens it beyond its nominal share, and the samples rightly follow.
+    src = _timed_split()
     rt = QuickJS()
     session = rt.profiler(sample_interval=interval)
     rt.eval(src, "split.js")
@@ -621,13 +626,7 @@ def test_timer_thread_mode_keeps_split() -> None:
     # Each function timed from outside its call too, as in test_split_50_30_20: on a loaded
     # machine a preemption inside one lengthens it beyond its nominal share (fifty had
     # 46.3 % at load 25), and the samples rightly follow.
-    src = (DATA / "split.js").read_text().replace(
-        "fifty(); thirty(); twenty();",
-        "globalThis.took = {};\n"
-        "for (const f of [fifty, thirty, twenty]) {\n"
-        "  const t = performance.now(); f(); took[f.name] = performance.now() - t;\n"
-        "}\n",
-    )
+    src = _timed_split()
     # A stall past the cap (100 ms at 0.1 ms) drops ticks inside one function whose time
     # `took` still counts: such a run, which says so (stallDroppedTicks), is done again.
     before = _quickjs.set_tuning(0.0, 1.0)
