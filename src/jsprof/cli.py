@@ -880,6 +880,8 @@ def cmd_record(args: argparse.Namespace) -> int:
     if not args.script:
         raise UsageError("give the script to record (or --pid PID to attach to Node)")
     engine = args.engine or "quickjs"
+    if getattr(args, "dashdash", False) and not _is_script_file(args.script):
+        return _cmd_record_command(args, engine)
     if args.node_arg and not engine_spec(engine).takes("node_args"):
         raise UsageError("--node-arg goes with --engine node")
     check_script(args.script, engine)  # before the output: the likelier mistake
@@ -927,6 +929,55 @@ def cmd_record(args: argparse.Namespace) -> int:
     out = _save_recording(rec, out)
     if prep is not None:
         prep.join()  # its imports done (the summary's): this thread may import them now
+    if error is not None:
+        return _finish_partial(error, out)
+    _tell(_summarize_recording, rec, out)
+    return exit_status(rec)
+
+
+def _is_script_file(word: str) -> bool:
+    """`record -- app.js`: an existing .js/.mjs/.cjs file after `--` is still the script."""
+    from .engines.registry import SCRIPT_EXTENSIONS
+
+    return os.path.isfile(word) and word.lower().endswith(SCRIPT_EXTENSIONS)
+
+
+def _cmd_record_command(args: argparse.Namespace, engine: str) -> int:
+    """`record --engine node -- COMMAND ARGS`: every Node process the command starts, a
+    track each; exits with the command's status."""
+    from .engines.registry import engine_spec
+    from .record import Progress, exit_status, record_command
+    from .render.summary import StatusLine
+
+    spec = engine_spec(engine)
+    spec.check_command(args.script)  # before the options and the output: likelier mistakes
+    if args.node_arg:
+        raise UsageError(
+            "--node-arg goes with a script; a command's Node processes take their flags from "
+            "NODE_OPTIONS (jsprof adds its own to yours)"
+        )
+    if args.workers is not None:
+        raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs with a script")
+    spec.check_max_buffer_size(args.max_buffer_size)
+    stem = os.path.basename(args.script) or "command"
+    out = _record_output(args, f"{stem}.{engine}")
+    error: BaseException | None = None
+    progress = Progress()
+    try:
+        with StatusLine(lambda: progress.poll() if progress.poll else None):
+            rec = record_command(
+                [args.script, *args.args],
+                engine=engine,
+                sample_interval=args.interval,
+                duration=args.duration,
+                progress=progress,
+            )
+    except KeyboardInterrupt as e:
+        rec = getattr(e, "recording", None)
+        if rec is None:
+            raise
+        error = e
+    out = _save_recording(rec, out)
     if error is not None:
         return _finish_partial(error, out)
     _tell(_summarize_recording, rec, out)
@@ -1471,6 +1522,16 @@ def _note_options_after_the_script(
         )
 
 
+def _script_after_dashdash(argv: list[str], args: argparse.Namespace) -> bool:
+    """Whether the script word came right after the first `--` (`record -- npm test`: a
+    command), not before it (`record app.js -- x`: argparse drops that `--` alike)."""
+    script = getattr(args, "script", None)
+    if script is None or "--" not in argv:
+        return False
+    i = argv.index("--")
+    return argv[i + 1 : i + 2] == [script] and list(args.args or ()) == argv[i + 2 :]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_word(argv)
@@ -1487,6 +1548,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         # An option the subcommand does not know: point to that subcommand's help.
         _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     _note_options_after_the_script(_innermost_parser(parser, args), args)
+    args.dashdash = _script_after_dashdash(argv, args)
     # The exit-code rule: 2 for every error of jsprof's (a wrong option, a missing,
     # unreadable or broken input, an engine that would not run); 1 is an answer ("a
     # --fail-if rule broke", "this file is not a valid trace") or the script's own error;

@@ -199,6 +199,39 @@ def record(
     return rec
 
 
+def record_command(
+    argv: Sequence[str],
+    engine: str = "node",
+    sample_interval: float = 1.0,
+    output: str | os.PathLike[str] | None = None,
+    duration: float | None = None,
+    progress: Progress | None = None,
+) -> Recording:
+    """Run a command (`["npm", "test"]`: its first word found on PATH, as a shell does) and
+    profile every process of `engine` it starts, children and forks included, each as its
+    own tracks in one Recording (engine="node": `pid PID SCRIPT`, then its workers).
+
+    The first track's meta holds the command's ending as a script's (`command`, `exit`,
+    `exitCode`, `signal`): `exit_status` gives the command's own status. Saved to `output`
+    when given; Ctrl-C/SIGTERM/SIGHUP keep the samples and are re-raised carrying
+    `.recording` (and `.output`), as `record` does."""
+    rec, error = engine_spec(engine).record_command(
+        list(argv), sample_interval=sample_interval, duration=duration, progress=progress
+    )
+    if output is not None:
+        from .io import save
+
+        try:
+            save(rec, output)
+        except OSError as e:
+            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
+    if error is not None:
+        error.recording = rec  # type: ignore[attr-defined]
+        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
+        raise error
+    return rec
+
+
 def run(
     path: str | os.PathLike[str],
     args: Sequence[str] = (),

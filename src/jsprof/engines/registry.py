@@ -15,6 +15,10 @@ The entry points' shapes (keyword arguments: only the options the spec lists are
                                         options the engine takes: node_args, until, ...)
   attach(where, *, duration, sample_interval, ...) -> Recording
   start(path, args, node_args) -> a booting process (`record(started=...)`) or None
+  command(argv, *, sample_interval, duration, progress) -> (Recording, error)
+                                        `record -- COMMAND ARGS`: every process of the
+                                        engine the command starts (node: a track each)
+  check_command(word) -> executable     the command found (PATH), or a UsageError
   instrument(path, source, args, how: base.Instrumentation) -> (dump, error, time origin)
                                         `jsprof instrument`: the script with instrument/'s
                                         transform and runtime; engines without it refuse
@@ -111,6 +115,26 @@ class EngineSpec:
             )
         return fn
 
+    def check_command(self, word: str) -> str:
+        """The command's executable (`record -- COMMAND`), or a UsageError: not found, or
+        an engine that runs only what it is given."""
+        fn = self.part("check_command")
+        if fn is None:
+            raise UsageError(
+                f"{word}: a command after -- is recorded with --engine node (every Node "
+                f"process it starts); --engine {self.name} records a {self.runs[:-1]} given "
+                "without --"
+            )
+        return fn(word)
+
+    def record_command(self, argv: Sequence[str], **options: Any) -> Any:
+        """`record -- COMMAND ARGS`: (Recording, error)."""
+        fn = self.part("command")
+        if fn is None:
+            self.check_command(argv[0] if argv else "")
+        assert fn is not None
+        return fn(argv, **options)
+
     def run(self, path: str, args: Sequence[str], **options: Any) -> int | None:
         fn = self.part("run")
         assert fn is not None
@@ -142,6 +166,8 @@ SPECS: dict[str, EngineSpec] = {
             run="jsprof.engines.node.preload:run_node",
             attach="jsprof.engines.node.attach:attach_node",
             start="jsprof.engines.node.record:start_node",
+            command="jsprof.engines.node.command:record_command",
+            check_command="jsprof.engines.node.command:find_command",
             instrument="jsprof.engines.node.instrument:run_instrumented",
         ),
         EngineSpec(

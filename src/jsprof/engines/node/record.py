@@ -174,10 +174,14 @@ def _record(
     sigint: SignalFlag,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
+    hook: str | None = None,
+    on_title: Callable[[str], object] | None = None,
 ) -> tuple[list[_Isolate], str, dict | None, int | None, bool, bool]:
     """Drive one recording: (isolates, how it ended, the uncaught error, Node's exit code,
     whether the script started child processes, whether Node is still exiting on its own:
-    then the caller waits for its exit code, proc.wait_exit)."""
+    then the caller waits for its exit code, proc.wait_exit). `hook`: the preload whose
+    samples are dropped (default: hook_path()); `on_title`: told every console.profile
+    title the main thread reports (command.py reads the exit code there)."""
     import pathlib
 
     import orjson
@@ -195,6 +199,8 @@ def _record(
     def note(e: dict) -> None:
         nonlocal error, children
         title = str(e.get("params", {}).get("title", ""))
+        if on_title is not None:
+            on_title(title)
         if title == _CHILD_TITLE:
             children = True
         if title.startswith(_ERROR_PREFIX) and error is None:
@@ -206,7 +212,7 @@ def _record(
         client = CDPClient(proc.url or "")
         root = client.session
         main = _Isolate(root, "main")
-        hook = hook_path()
+        hook = hook or hook_path()
         main.hide_urls |= {hook, pathlib.Path(hook).as_uri()}  # as a path and as a file URL
         isolates.append(main)
         if progress is not None:  # _ending.Progress: a status line's count, from its thread
