@@ -362,10 +362,13 @@ def _tracks(w: _Watched, requested: float, ended: str) -> list[Track]:
         m["ppid"] = w.info["ppid"]
     if w.exit_code is not None:
         m["processExitCode"] = w.exit_code
-    # How its recording ended: on its own ("ok", or "error": it threw or exited non-zero),
-    # or cut short: by Ctrl-C or --duration (as the command), or "outlived" the command.
+    # How its recording ended: on its own ("ok", or "error": it threw or exited non-zero;
+    # "killed": by a signal, without its exit path), or cut short: by Ctrl-C or --duration
+    # (as the command), or "outlived" the command.
     if w.how == "interrupted":
         m["processExit"] = ended if ended != "ok" else "outlived"
+    elif w.isolates[0].partial:
+        m["processExit"] = "killed"  # it never reached its exit path: a signal, a crash
     elif w.how == "ok" and (w.error is not None or w.exit_code):
         m["processExit"] = "error"
     else:

@@ -1,0 +1,301 @@
+"""`jsprof record --engine node -- COMMAND ARGS`: a command found on PATH (real npm, npx and
+TypeScript's tsc from tests/js/node_modules), every Node process it starts profiled (npm's
+own, the script npm runs, a `child_process.fork`, a spawned `node`, a worker thread), one
+recording with a track per process and thread, the command's status, Ctrl-C and a child
+killed by SIGKILL keeping their samples. Before this, `npm` was taken for a script:
+"npm: no such file"."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import jsprof
+
+JSPROF = [sys.executable, "-m", "jsprof.cli"]
+JS = Path(__file__).parent / "js"
+
+# Each process burns CPU in a function named for it (by CPU time, so a descheduled process
+# still runs it that long), and the ones that wait say so on stdout.
+_HOT = r"""
+function %s(ms) { const t0 = process.cpuUsage(); let x = 0;
+  while ((process.cpuUsage(t0).user + process.cpuUsage(t0).system) / 1000 < ms)
+    for (let i = 0; i < 1e4; i++) x += Math.sqrt(x + i);
+  return x; }
+"""
+
+PARENT = (_HOT % "parentHot") + r"""
+const { fork, spawn } = require('node:child_process');
+const path = require('node:path');
+console.log('parent argv', JSON.stringify(process.argv.slice(2)));
+parentHot(150);
+const f = fork(path.join(__dirname, 'forked.js'), ['--from-fork', 'x y']);
+f.on('exit', (code) => {
+  const s = spawn(process.execPath, [path.join(__dirname, 'spawned.js'), 'spawned-arg'],
+    { stdio: 'inherit' });
+  s.on('exit', (c2) => { console.log('children', code, c2); process.exitCode = 3; });
+});
+"""
+
+FORKED = (_HOT % "forkedHot") + r"""
+console.log('forked argv', JSON.stringify(process.argv.slice(2)));
+forkedHot(150);
+"""
+
+SPAWNED = (_HOT % "spawnedHot") + (_HOT % "workerHot") + r"""
+const { Worker } = require('node:worker_threads');
+console.log('spawned argv', JSON.stringify(process.argv.slice(2)));
+spawnedHot(150);
+new Worker(workerHot.toString() + '\nworkerHot(150);', { eval: true });
+"""
+
+
+@pytest.fixture(autouse=True)
+def _npm_is_required() -> None:
+    for tool in ("node", "npm", "npx"):
+        if shutil.which(tool) is None:
+            pytest.fail(f"{tool} is not installed; these tests need Node.js 20 with npm")
+
+
+def _package(tmp_path: Path) -> Path:
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "package.json").write_text(
+        '{"name": "jsprof-command-test", "version": "1.0.0", "private": true,\n'
+        ' "scripts": {"test": "node parent.js"}}\n'
+    )
+    (pkg / "parent.js").write_text(PARENT)
+    (pkg / "forked.js").write_text(FORKED)
+    (pkg / "spawned.js").write_text(SPAWNED)
+    return pkg
+
+
+def _run(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*JSPROF, *map(str, args)], capture_output=True, text=True, timeout=180, cwd=cwd
+    )
+
+
+def _samples_in(track, name: str) -> int:
+    """Samples whose stack holds the function `name`."""
+    tr = track.trace
+    frames = {i for i, f in enumerate(tr.frames) if f.name == name}
+    return sum(
+        1
+        for s in tr.sample_stack.tolist()
+        if s >= 0 and frames.intersection(tr.stack_frames(s))
+    )
+
+
+def _first_time_in(track, name: str) -> float:
+    """Epoch ms of the first sample inside `name`."""
+    tr = track.trace
+    frames = {i for i, f in enumerate(tr.frames) if f.name == name}
+    for s, t in zip(tr.sample_stack.tolist(), tr.sample_time.tolist(), strict=True):
+        if s >= 0 and frames.intersection(tr.stack_frames(s)):
+            return track.time_origin + t
+    raise AssertionError(f"no sample in {name} on {track.name}")
+
+
+def test_npm_test_records_every_node_process_it_starts(tmp_path):
+    pkg = _package(tmp_path)
+    out = tmp_path / "npm.json"
+    p = _run("record", "--engine", "node", "-o", out, "--", "npm", "test", "--", "a", "b c",
+             cwd=pkg)
+    assert "Traceback" not in p.stderr
+    assert p.returncode == 3, p.stderr  # the script's process.exitCode, through npm
+    # Arguments pass through npm to the script, and through fork/spawn to the children.
+    assert 'parent argv ["a","b c"]' in p.stdout, p.stdout
+    assert 'forked argv ["--from-fork","x y"]' in p.stdout
+    assert 'spawned argv ["spawned-arg"]' in p.stdout
+    assert "children 0 0" in p.stdout
+    # The inspector's own lines ("Debugger attached.", ...) are not the command's.
+    assert "Debugger" not in p.stderr and "ws://" not in p.stderr, p.stderr
+
+    rec = jsprof.load(out)
+    by_script: dict[str, list] = {}
+    for t in rec.tracks:
+        assert t.name.startswith("pid "), t.name
+        by_script.setdefault(t.name.split(" ", 2)[2], []).append(t)
+    mains = [t for t in rec.tracks if "pid" in t.meta]
+    assert len(mains) == 4, [t.name for t in rec.tracks]  # npm, parent, forked, spawned
+    # npm's own Node process is recorded too: its script is npm's CLI.
+    npm = [t for t in mains if "npm" in os.path.basename(t.meta["argv"][1])]
+    assert len(npm) == 1 and npm[0] is rec.tracks[0], [t.meta["argv"] for t in mains]
+    parent, forked, spawned = (by_script[n][0] for n in ("parent.js", "forked.js", "spawned.js"))
+    assert parent.name == f"pid {parent.meta['pid']} parent.js"
+    assert parent.meta["argv"][2:] == ["a", "b c"]
+    assert forked.meta["ppid"] == parent.meta["pid"]
+    assert spawned.meta["ppid"] == parent.meta["pid"]
+    assert forked.meta["processExitCode"] == 0 and parent.meta["processExitCode"] == 3
+    # Each process's hot function, in its own track only.
+    hot = {"parentHot": parent, "forkedHot": forked, "spawnedHot": spawned}
+    for name, track in hot.items():
+        for t in rec.tracks:
+            n = _samples_in(t, name)
+            if t is track:
+                assert n >= 5, (name, t.name, n)
+            else:
+                assert n == 0, (name, t.name, n)
+    # The spawned process's worker thread: a track of its own under that process.
+    worker = [t for t in rec.tracks if t.name.startswith(f"{spawned.name} worker")]
+    assert [t.name for t in worker] == [f"{spawned.name} worker 1"]
+    assert _samples_in(worker[0], "workerHot") >= 5
+    # One time line: every track's times are epoch ms, so they line up in order.
+    assert (_first_time_in(parent, "parentHot") < _first_time_in(forked, "forkedHot")
+            < _first_time_in(spawned, "spawnedHot"))
+    # The command's ending, as a script's: in the first track's meta.
+    first = rec.tracks[0].meta
+    assert first["command"] == ["npm", "test", "--", "a", "b c"]
+    assert first["exit"] == "error" and first["exitCode"] == 3
+
+
+def test_npx_tsc_real_typescript_compiler(tmp_path):
+    """Real third-party code from tests/js/node_modules (typescript 5.9.3) through npx:
+    npx's own Node process and tsc's, tsc's track with the compiler's own frames."""
+    if not (JS / "node_modules" / "typescript").is_dir():
+        pytest.fail("tests/js/node_modules lacks typescript; run `make test` (npm ci there)")
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "tsconfig.json").write_text(
+        '{"compilerOptions": {"strict": true, "noEmit": true, "target": "es2022"},'
+        ' "include": ["*.ts"]}'
+    )
+    for i in range(3):
+        (proj / f"m{i}.ts").write_text(
+            f"export interface Shape{i} {{ area(): number; name: string }}\n"
+            f"export class Circle{i} implements Shape{i} {{\n"
+            f"  constructor(public r: number, public name = 'c{i}') {{}}\n"
+            "  area(): number { return Math.PI * this.r ** 2; } }\n"
+            f"export const total{i} = (xs: Shape{i}[]): number =>"
+            " xs.reduce((a, s) => a + s.area(), 0);\n"
+        )
+    out = tmp_path / "tsc.json"
+    p = _run("record", "--engine", "node", "-o", out, "--", "npx", "--no-install", "tsc",
+             "-p", proj, cwd=JS)
+    assert p.returncode == 0, p.stderr
+    rec = jsprof.load(out)
+    scripts = [os.path.basename(t.meta["argv"][1]) for t in rec.tracks if "pid" in t.meta]
+    assert "tsc" in scripts and any("npx" in s for s in scripts), scripts
+    tsc = next(t for t in rec.tracks if t.meta.get("argv", ["", ""])[1].endswith("tsc"))
+    urls = [r for r in tsc.trace.resources if "typescript/lib/" in r]
+    assert urls, tsc.trace.resources
+    frames = {i for i, f in enumerate(tsc.trace.frames)
+              if f.resource_id is not None
+              and "typescript/lib/" in tsc.trace.resources[f.resource_id]}
+    n = sum(1 for s in tsc.trace.sample_stack.tolist()
+            if s >= 0 and frames.intersection(tsc.trace.stack_frames(s)))
+    assert n >= 20, n
+
+
+def test_command_not_found_is_one_line_and_2(tmp_path):
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--",
+             "no-such-command-jsprof", "x", cwd=tmp_path)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no-such-command-jsprof: command not found on PATH" in lines[0]
+    assert not (tmp_path / "o.json").exists()
+    # A command is Node's: another engine says so in one line.
+    p = _run("record", "--", "npm", "test", cwd=tmp_path)
+    assert p.returncode == 2 and "--engine node" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_a_script_after_dashdash_is_still_a_script(tmp_path):
+    app = tmp_path / "app.js"
+    app.write_text("console.log('ran', process.argv.slice(2).join(','));\n")
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--", app, "z",
+             cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "ran z" in p.stdout
+    assert jsprof.load(tmp_path / "o.json").tracks[0].name == "main"
+
+
+FOREVER = (_HOT % "parentHot") + r"""
+const { fork } = require('node:child_process');
+if (process.argv[2] === 'child') {
+  console.log('child ' + process.pid);
+  setInterval(() => parentHot(5), 1);
+} else {
+  const c = fork(__filename, ['child']);
+  setInterval(() => parentHot(5), 1);
+}
+"""
+
+
+def test_ctrl_c_keeps_every_process_samples_and_ends_the_command(tmp_path):
+    app = tmp_path / "forever.js"
+    app.write_text(FOREVER)
+    out = tmp_path / "o.json"
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(out), "--", "node", str(app)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+    )
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("child "), line
+    child = int(line.split()[1])
+    time.sleep(1.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    rec = jsprof.load(out)
+    assert rec.tracks[0].meta["exit"] == "interrupted"
+    assert rec.tracks[0].meta["signal"] == "SIGINT"
+    mains = [t for t in rec.tracks if "pid" in t.meta]
+    assert len(mains) == 2
+    for t in mains:
+        assert t.meta["processExit"] == "interrupted"
+        assert _samples_in(t, "parentHot") >= 5, t.name
+    assert {t.meta["pid"] for t in mains} >= {child}
+    # The command's processes were ended with it.
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):
+            os.kill(child, 0)
+            time.sleep(0.05)
+
+
+CRASHES = (_HOT % "parentHot") + (_HOT % "killedHot") + (_HOT % "throwerHot") + r"""
+const { fork } = require('node:child_process');
+const how = process.argv[2];
+if (how === 'killed') { process.send('busy'); killedHot(1e9); }
+else if (how === 'thrower') { throwerHot(150); throw new Error('child failed'); }
+else {
+  const k = fork(__filename, ['killed']);
+  k.on('message', () => setTimeout(() => k.kill('SIGKILL'), 600));
+  k.on('exit', (code, sig) => {
+    console.log('killed', sig);
+    const t = fork(__filename, ['thrower'], { stdio: ['ignore', 'inherit', 'ignore', 'ipc'] });
+    t.on('exit', (c) => { console.log('thrower', c); parentHot(50); });
+  });
+}
+"""
+
+
+def test_a_child_killed_or_crashing_keeps_its_samples(tmp_path):
+    app = tmp_path / "crashes.js"
+    app.write_text(CRASHES)
+    out = tmp_path / "o.json"
+    p = _run("record", "--engine", "node", "-o", out, "--", "node", app, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "killed SIGKILL" in p.stdout and "thrower 1" in p.stdout
+    rec = jsprof.load(out)
+    by_how = {t.meta["argv"][2] if len(t.meta["argv"]) > 2 else "parent": t
+              for t in rec.tracks if "pid" in t.meta}
+    assert set(by_how) == {"parent", "killed", "thrower"}
+    killed = by_how["killed"]
+    # SIGKILL cannot be caught: the slices taken while it ran are its samples.
+    assert "partial" in killed.meta and killed.meta["processExit"] == "killed", killed.meta
+    assert _samples_in(killed, "killedHot") >= 5
+    thrower = by_how["thrower"]
+    assert thrower.meta["processExit"] == "error" and thrower.meta["processExitCode"] == 1
+    assert "child failed" in thrower.meta["processError"]
+    assert _samples_in(thrower, "throwerHot") >= 5
