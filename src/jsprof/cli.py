@@ -1359,7 +1359,8 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     rc = sub.add_parser(
         "record",
         help="run a script under the sampling profiler and write its trace",
-        description="Profile a script (QuickJS by default, or Node), or attach to a running "
+        description="Profile a script (QuickJS by default, or Node), every Node process a "
+        "command starts (--engine node -- npm test), or attach to a running "
         "Node process with --pid. The trace keeps the samples taken so far when the script "
         "throws or is interrupted.",
     )
@@ -1421,7 +1422,9 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     )
     rc.add_argument(
         "script", nargs="?", type=path,
-        help="the .js or .mjs script to run (chromium: also .html or a URL)"
+        help="the .js or .mjs script to run (chromium: also .html or a URL); node: `-- "
+        "COMMAND ARGS` runs a command found on PATH (npm test) and records every Node "
+        "process it starts, a track each"
     )
     rc.add_argument("args", nargs=argparse.REMAINDER, help=_ARGS_HELP)
     rc.set_defaults(func=cmd_record)

@@ -36,6 +36,13 @@ class TrackMeta(TypedDict, total=False):
     nodePid: int
     pid: int
     tid: int
+    # record --engine node -- COMMAND: the command (first track), each process (its first)
+    command: list[str]
+    argv: list[str]  # the process's process.argv
+    ppid: int
+    processExit: str  # ok, error, killed, interrupted, duration, outlived
+    processExitCode: int
+    processError: str
     # what could not be profiled
     partial: Any
     lost: Any
