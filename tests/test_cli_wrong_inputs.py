@@ -21,7 +21,8 @@ JSPROF = [sys.executable, "-m", "jsprof.cli"]
 TRACE = Path(__file__).parent / "data" / "chromium" / "trace-basic.json"
 COMMANDS = ["", "report", "validate", "convert", "formats", "flame", "diff", "record", "run",
             "instrument", "serve", "serve prune", "serve check", "fleet", "fleet top",
-            "fleet flame", "fleet diff", "fleet export", "fleet vitals", "fleet regressions",
+            "fleet flame", "fleet diff", "fleet export", "fleet vitals", "fleet interactions",
+            "fleet regressions",
             "fleet sourcemaps", "fleet sourcemaps upload"]
 
 

@@ -68,6 +68,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
     with api.session(store) as s:
         top = api.top(s, f, 10)
         vitals = api.vitals(s, f)
+        inter = api.interactions(s, f)
         diff, _ = api.diff(s, f.with_side("release=1.0", "--base"),
                            f.with_side("release=1.1", "--new"), 10, [], 5, 1000)
         found = regressions(s, f, 2.0, 5, 1000)
@@ -84,6 +85,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
         (c["FleetTopTable"](_console(), "t"), top),
         (c["FleetDiffTable"](_console()), diff),
         (c["VitalsTable"](_console()), vitals),
+        (c["InteractionsTable"](_console()), inter),
         (c["RegressionsText"](), found),
     ]
 
@@ -149,6 +151,7 @@ def test_fleet_draws_through_renderers(
         (["fleet", "top", *where], ["FleetTopTable"]),
         (["fleet", "top", "--json", *where], ["JsonRenderer"]),
         (["fleet", "vitals", *where], ["VitalsTable"]),
+        (["fleet", "interactions", *where], ["InteractionsTable"]),
         (["fleet", "diff", *where, "--base", "release=1.0", "--new", "release=1.1",
           "--flame", str(tmp_path / "d.svg")], ["FlameRenderer", "FleetDiffTable"]),
         (["fleet", "flame", *where, "-o", str(tmp_path / "f.html")], ["FlameRenderer"]),

@@ -103,7 +103,7 @@ def test_timeline_is_stored_with_the_upload(stored, tmp_path: Path) -> None:
     assert len({m["pageLoad"] for m in metas}) == 2  # the chunks of a load share its id
     frames = [f for m in metas for f in m["timeline"]["longFrames"]]
     inter = [e for m in metas for e in m["timeline"]["interactions"]]
-    assert any(e["type"] == "click" and e["target"] == "button#slow.buy.primary"
+    assert any(e["type"] == "click" and e["target"] == "button#slow"
                for e in inter), inter
     scripts = [s for f in frames for s in f["scripts"]]
     assert {"slowClickHandlerForJsprof", "builtinHeavyHandlerForJsprof"} <= {

@@ -19,6 +19,7 @@ reported in the chunk after the one holding its samples still covers them.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,7 +101,7 @@ _SCRIPT_KEYS = ("invoker", "invokerType", "sourceURL", "sourceFunctionName",
                 "sourceCharPosition", "start", "duration", "forcedStyleAndLayoutDuration")
 _INTERACTION_KEYS = ("id", "type", "start", "duration", "processingStart", "processingEnd",
                      "target")
-_LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement")
+_LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement", "lcpUrl")
 _TOP_KEYS = ("longFrames", "interactions", "load", "dropped")
 
 
@@ -166,6 +167,8 @@ def check(doc: Any, where: str = "body.timeline", keep_query: bool = False) -> d
         ld = _obj(t["load"], w, _LOAD_KEYS)
         load = {k: _num(ld, k, w) for k in _LOAD_KEYS[:4]}
         load["lcpElement"] = _text(ld, "lcpElement", w)
+        url = _text(ld, "lcpUrl", w, MAX_URL)
+        load["lcpUrl"] = url if keep_query else _strip(url)
     dropped = {}
     if t.get("dropped") is not None:
         w = f"{where}.dropped"
@@ -189,11 +192,13 @@ class PageLoad:
     interactions: list[dict]  # one per interactionId (the longest report of it)
     load: dict | None
 
-    def windows(self, during: str, slower_than: float) -> list[tuple[float, float]]:
-        """[start, end) of each window a `--during` query keeps samples in."""
+    def windows(self, during: str, slower_than: float,
+                pick: Callable[[dict], bool] | None = None) -> list[tuple[float, float]]:
+        """[start, end) of each window a `--during` query keeps samples in; `pick`: only
+        the interactions it says yes to (`fleet interactions`: one target and type)."""
         if during == "interaction":
             return [(e["start"], interaction_end(e)) for e in self.interactions
-                    if e["duration"] >= slower_than]
+                    if e["duration"] >= slower_than and (pick is None or pick(e))]
         if during == "long-frame":
             return [(f["start"], f["start"] + f["duration"]) for f in self.long_frames
                     if (f.get("blockingDuration") or 0.0) >= slower_than]

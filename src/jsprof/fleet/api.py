@@ -350,6 +350,16 @@ def vitals(s: Session, f: Filters) -> dict:
     return {**doc, **notes(s)}
 
 
+def interactions(s: Session, f: Filters, top: int | None = 20, functions: int = 5) -> dict:
+    """The `fleet interactions --json` document: per interaction target and type, its
+    durations, long-frame time and the functions that ran (fleet/interactions.py)."""
+    from .interactions import interactions as compute
+
+    doc = compute(s.engine, s.snap, f, top, functions)
+    require_match(s, f, len(s.engine.uploads(s.snap, f)))
+    return {**doc, **notes(s)}
+
+
 def diff(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
          rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
          flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False

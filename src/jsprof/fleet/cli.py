@@ -128,6 +128,19 @@ def add_parser(sub: Any) -> None:
     _wide_arg(v)
     v.set_defaults(func=cmd_vitals)
 
+    it = fs.add_parser("interactions",
+                       help="per interaction target and type: p75 duration, long-frame time "
+                       "and the functions that ran during them")
+    _source_args(it)
+    _filter_args(it)
+    it.add_argument("--top", type=positive_int, default=20, help="rows (default 20)")
+    it.add_argument("--all", dest="top", action="store_const", const=None, help="every row")
+    it.add_argument("--functions", type=nonneg_int, default=5, metavar="N",
+                    help="functions listed per row (of the first 10 rows; default 5)")
+    it.add_argument("--json", action="store_true", help="print the rows as JSON")
+    _wide_arg(it)
+    it.set_defaults(func=cmd_interactions)
+
     rg = fs.add_parser("regressions",
                        help="functions whose self share rose from one release (or day) to "
                        "the next; exit 1 when any did")
@@ -434,6 +447,27 @@ def cmd_vitals(args: argparse.Namespace) -> int:
         from .text import VitalsTable
 
         emit(VitalsTable(stdout_console(), args.wide), doc)
+    return 0
+
+
+def cmd_interactions(args: argparse.Namespace) -> int:
+    from ..errors import UsageError
+    from . import api
+
+    _check_source(args)
+    if getattr(args, "during", None) is not None or getattr(args, "exclude_idle", False):
+        raise UsageError("fleet interactions: --during and --exclude-idle select samples; "
+                         "this query keeps each interaction's own window, idle left out")
+    f = filters_from(args)
+    doc = _query(args, lambda r: r.interactions(f, args.top, args.functions),
+                 lambda s: api.interactions(s, f, args.top, args.functions))
+    if args.json:
+        print_json(doc)
+    else:
+        from ..render.summary import stdout_console
+        from .text import InteractionsTable
+
+        emit(InteractionsTable(stdout_console(), args.wide), doc)
     return 0
 
 

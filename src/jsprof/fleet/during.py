@@ -16,6 +16,7 @@ charged to a frame for that entry point (sourceFunctionName at sourceURL) with a
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -86,9 +87,10 @@ def _timelines(store: Any, up: Uploads) -> tuple[list[Any], dict[str, tl.PageLoa
 
 
 def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float | None,
-                  app: str) -> dict:
+                  app: str, pick: Callable[[dict], bool] | None = None) -> dict:
     """The pieces of a `query.Selection` for the samples inside `during` windows: releases,
-    rows, per-trace rows, frame rows, and the time charged to LoAF entry points."""
+    rows, per-trace rows, frame rows, and the time charged to LoAF entry points. `pick`
+    keeps only the interactions it says yes to (`fleet interactions`, per target)."""
     from ..formats import read_any
     from ..store import Store
     from ..store.compact import upload_weights
@@ -110,7 +112,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
         meta, body = got
         pl = loads[up.page_load[i] or f"upload:{up.id[i]}"]
         with_kind += bool(pl.windows(during, -math.inf))
-        windows = pl.windows(during, threshold)
+        windows = pl.windows(during, threshold, pick)
         if not windows:
             continue
         try:

@@ -208,14 +208,16 @@ def without_idle(rows: StackRows) -> tuple[StackRows, float, int]:
             int(rows.samples[drop].sum()))
 
 
-def select(engine: Engine, snap: Snapshot, f: Filters) -> Selection:
-    """Run the plan for one filter set."""
-    up = engine.uploads(snap, f)
+def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None,
+           pick: Callable[[dict], bool] | None = None) -> Selection:
+    """Run the plan for one filter set (`up`: of these of its uploads only; `pick`: with
+    --during interaction, only the interactions it says yes to)."""
+    up = engine.uploads(snap, f) if up is None else up
     idle_ms, idle_n = 0.0, 0
     if f.during is not None:
         from .during import select_during
 
-        got = select_during(snap, up, f.during, f.slower_than, f.app)
+        got = select_during(snap, up, f.during, f.slower_than, f.app, pick)
         rows = got["rows"]
         if f.exclude_idle:
             rows, idle_ms, idle_n = without_idle(rows)

@@ -143,6 +143,11 @@ class Remote:
         params = filter_params(f) + [("format", "json")]
         return self._doc("/v1/query/vitals", params)
 
+    def interactions(self, f: Filters, n: int | None, functions: int) -> dict:
+        params = filter_params(f) + [("format", "json"), ("functions", str(functions))]
+        params.append(("top", "all" if n is None else str(n)))
+        return self._doc("/v1/query/interactions", params)
+
     def top(self, f: Filters, n: int | None) -> dict:
         params = filter_params(f) + [("format", "json")]
         params.append(("top", "all" if n is None else str(n)))

@@ -214,6 +214,53 @@ class VitalsTable(TextRenderer):
               "presentation", width)
 
 
+class InteractionsTable(TextRenderer):
+    """`fleet interactions`' table: a row per (target, type), then under it the functions
+    that ran during those interactions (self ms, of the first rows)."""
+
+    def __init__(self, console: Console, wide: bool = False) -> None:
+        super().__init__(console)
+        self.wide = wide
+
+    def draw(self, out: TextOut, doc: dict) -> None:
+        def ms(v: float | None) -> str:
+            return "-" if v is None else f"{v:,.0f} ms"
+
+        width = table_width(self.console, self.wide)
+        headers = ["count", "INP of", "p75", "max", "long frames", "type", "target"]
+        cells = []
+        for r in doc["rows"]:
+            cells.append([f"{r['count']:,}", f"{r['inpPageLoads']:,}", ms(r["p75Ms"]),
+                          ms(r["maxMs"]), ms(r["longFrameMs"]), printable(r["type"]),
+                          printable(r["target"])])
+        fit = elastic_widths(cells, headers, (6,), width)
+        t = plain_table()
+        for i, h in enumerate(headers):
+            t.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+        for line in cells:
+            line = elide_cells(line, fit)
+            t.add_row(*line[:5], *(Text(x) for x in line[5:]))
+        out.table(f"interactions per target ({plural(doc['interactions'], 'interaction')} in "
+                  f"{plural(doc['pageLoads'], 'page load')}), slowest INP first", t)
+        if not doc["rows"]:
+            _note(out, "no interactions in these uploads' timelines (the client observes "
+                  "those of 16 ms and more)", width)
+        for r in doc["rows"]:
+            fns = r.get("functions")
+            if not fns:
+                continue
+            head = f"{printable(r['type'])} on {printable(r['target'])}: " \
+                   f"{_ms(r['sampledMs'])} ms sampled in its windows"
+            out.print(Text(elide_middle(head, width) if width else head), soft_wrap=True)
+            for fn in fns:
+                line = (f"  {fn['selfMs']:>9.1f} ms self {fn['selfPct']:>6.1f} %  "
+                        f"{printable(_name(fn))}  {printable(_loc(fn))}")
+                out.print(Text(elide_middle(line, width) if width else line), soft_wrap=True)
+        _note(out, "INP of: how many page loads had this target's interaction as their INP "
+              "(the web-vitals rule); p75/max: its interactions' durations; long frames: ms of "
+              "long animation frames inside its interactions", width)
+
+
 class RegressionsText(Renderer):
     """`fleet regressions`' text: one line per regression (the `--json` document), or one
     line saying there were none. What was not compared is `not_compared`'s, for stderr."""

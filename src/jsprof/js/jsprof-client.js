@@ -100,13 +100,66 @@ function short(text) {
   return text == null ? null : String(text).slice(0, TIMELINE_LIMITS.text);
 }
 
-// A target as tag#id.class1.class2: never text or values (they may be personal).
-function describeTarget(el) {
+// What a user interacted with, as a CSS selector that stays the same across page loads
+// (so the fleet can count per target): computed in the browser when the entry is observed
+// (the element may be gone by the time a chunk is sent). Never text or values (they may be
+// personal): for an interaction the nearest interactive ancestor (a click on a button's icon
+// is the button's),
+// then `tag#id` when it has an id that does not look generated, else `tag.class:nth-of-type(k)`
+// steps up to the nearest such id (at most 5 steps, 3 classes a step, 256 characters).
+const INTERACTIVE = "a[href],button,input,select,textarea,label,summary,[role=button]," +
+  "[role=link],[role=menuitem],[role=tab],[role=option],[role=checkbox],[role=switch]";
+const cssEscape = (x) =>
+  typeof CSS !== "undefined" && CSS.escape ? CSS.escape(x) : String(x).replace(/[^\w-]/g, "\\$&");
+// React's `:r1:`, `ember123`, uuids: ids a framework made up, different on the next load.
+const madeUp = (name) => /\d{3,}|^:|[0-9a-f]{8}-[0-9a-f]{4}/i.test(name);
+
+function selectorStep(el) {
+  const tag = el.tagName.toLowerCase();
+  if (el.id && !madeUp(el.id)) return {text: `${tag}#${cssEscape(el.id)}`, anchored: true};
+  let text = tag;
+  const classes = el.classList ? [...el.classList].filter((c) => !madeUp(c)).slice(0, 3) : [];
+  for (const c of classes) text += "." + cssEscape(c);
+  const parent = el.parentElement;
+  if (parent) {
+    let n = 0;
+    let k = 0;
+    for (const sib of parent.children) {
+      if (sib.tagName === el.tagName) {
+        n++;
+        if (sib === el) k = n;
+      }
+    }
+    if (n > 1) text += `:nth-of-type(${k})`;
+  }
+  return {text, anchored: tag === "body" || tag === "html"};
+}
+
+function describeTarget(node, interactive = true) {
+  let el = node && node.nodeType === 1 ? node : node && node.parentElement;
   if (!el || !el.tagName) return null;
-  let d = el.tagName.toLowerCase();
-  if (el.id) d += "#" + el.id;
-  if (el.classList) for (const c of el.classList) d += "." + c;
-  return short(d);
+  if (interactive && typeof el.closest === "function") el = el.closest(INTERACTIVE) || el;
+  const steps = [];
+  for (let cur = el; cur && cur.tagName && steps.length < 5; cur = cur.parentElement) {
+    const step = selectorStep(cur);
+    steps.unshift(step.text);
+    if (step.anchored) break;
+  }
+  let out = steps.join(" > ");
+  while (out.length > TIMELINE_LIMITS.text && steps.length > 1) {
+    steps.shift(); // the target's own steps say the most: drop from the top
+    out = steps.join(" > ");
+  }
+  return short(out);
+}
+
+// An LCP image's URL as the fleet keeps it: without its query (it may hold a token), and a
+// data: URL as its type only.
+function lcpUrl(url) {
+  if (!url) return null;
+  const s = String(url);
+  if (s.startsWith("data:")) return s.slice(0, Math.max(5, s.search(/[,;]/))).slice(0, 64);
+  return stripQuery(s);
 }
 
 const ms = (x) => (typeof x === "number" && isFinite(x) && x >= 0 ? x : null);
@@ -129,8 +182,11 @@ class Timeline {
   start() {
     this.observe("long-animation-frame", {buffered: true}, (e) => this.frames.push(e));
     this.observe("event", {buffered: true, durationThreshold: 16}, (e) => this.event(e));
+    // The element is described as the entry is observed: a page that re-renders (a
+    // framework hydrating, a carousel) may have removed it before the chunk is sent, and a
+    // removed element's entry gives null (why every upload had lcpElement null).
     this.observe("largest-contentful-paint", {buffered: true}, (e) => {
-      this.lcp = e;
+      this.lcp = {startTime: e.startTime, element: describeTarget(e.element, false), url: lcpUrl(e.url)};
     });
   }
 
@@ -224,7 +280,8 @@ class Timeline {
         domContentLoaded: nav && nav.domContentLoadedEventEnd > 0 ? nav.domContentLoadedEventEnd : null,
         load: nav && nav.loadEventEnd > 0 ? nav.loadEventEnd : null,
         lcp: this.lcp ? ms(this.lcp.startTime) : null,
-        lcpElement: this.lcp && this.lcp.element ? short(this.lcp.element.tagName.toLowerCase()) : null,
+        lcpElement: this.lcp ? this.lcp.element : null,
+        lcpUrl: this.lcp ? this.lcp.url : null,
       };
     }
     return out;

@@ -9,8 +9,8 @@ registry does; tests/test_renderers.py holds each to the protocol):
   FlameRenderer       a call tree as a flame graph page (html) or picture (svg)
   SummaryTable, DiffTable, TreeText     report's and diff's text (render/console.py)
   MethodsTable        instrument's rows and per-class subtotals (render/methods.py)
-  FleetTopTable, FleetDiffTable, VitalsTable, RegressionsText   fleet's text
-                      (fleet/text.py)
+  FleetTopTable, FleetDiffTable, VitalsTable, InteractionsTable, RegressionsText
+                      fleet's text (fleet/text.py)
   HtmlTablePage       a query's rows as a small HTML page (render/html.py, for serve)
 The text renderers fit their tables by one rule (render/rows.py: width, elision).
 
@@ -61,6 +61,7 @@ RENDERERS = (
     "jsprof.fleet.text:FleetTopTable",
     "jsprof.fleet.text:FleetDiffTable",
     "jsprof.fleet.text:VitalsTable",
+    "jsprof.fleet.text:InteractionsTable",
     "jsprof.fleet.text:RegressionsText",
 )
 

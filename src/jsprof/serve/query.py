@@ -104,6 +104,7 @@ ROUTE_PARAMS = {
     },
     "export": FILTER_PARAMS | {"format"},
     "vitals": (FILTER_PARAMS - _SAMPLE_PARAMS) | {"format"},
+    "interactions": (FILTER_PARAMS - _SAMPLE_PARAMS) | {"format", "top", "functions"},
     "traces": (FILTER_PARAMS - _SAMPLE_PARAMS)
     | {"limit", "cursor", "function", "resource"},
     "series": (FILTER_PARAMS - {"exclude_idle"}) | {"function", "by"},
@@ -444,6 +445,29 @@ async def vitals(request: Request) -> Response:
     return await _run(request, work)
 
 
+async def interactions(request: Request) -> Response:
+    """Per interaction target and type: durations, long-frame time and the functions that
+    ran during them (`fleet interactions`)."""
+
+    def work() -> Response:
+        from ..fleet import api
+
+        check_params(request, "interactions")
+        f = filters_from_query(request)
+        n = _int(request.query_params, "top", 20, allow_all=True)
+        k = _int(request.query_params, "functions", 5)
+        with _session(request) as s:
+            doc = api.interactions(s, f, n, k)
+        if not _html_wanted(request):
+            return _json(doc)
+        cols = [("target", "target"), ("type", "type"), ("count", "interactions"),
+                ("pageLoads", "page loads"), ("inpPageLoads", "INP of page loads"),
+                ("p75Ms", "p75 ms"), ("longFrameMs", "long-frame ms")]
+        return _page(HtmlTablePage(f"interactions: {api.describe(f)}", cols), doc["rows"])
+
+    return await _run(request, work)
+
+
 async def list_traces(request: Request) -> Response:
     """`GET /v1/traces?app=&release=&route=&since=&limit=&cursor=`: uploads with their meta."""
 
@@ -616,6 +640,7 @@ def routes() -> list[BaseRoute]:
         Route("/v1/query/export", export, methods=["GET"]),
         Route("/v1/query/series", series, methods=["GET"]),
         Route("/v1/query/vitals", vitals, methods=["GET"]),
+        Route("/v1/query/interactions", interactions, methods=["GET"]),
         Route("/v1/query/regressions", regressions, methods=["GET"]),
         # beside the collector's POST /v1/traces (a method Starlette matches per route)
         Route("/v1/traces", list_traces, methods=["GET"]),

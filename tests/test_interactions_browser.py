@@ -1,0 +1,211 @@
+"""Issue 33 end to end in real headless Chromium: per interaction target and per page.
+
+A checkout page with two buttons of different cost, a menu button without an id (clicked
+on its icon), a search box typed in, and a large hero image that the page re-renders
+after load (as a framework hydrating does). The real client posts traces with their
+timelines to a real `jsprof serve` on loopback (two workers, background compaction);
+`jsprof fleet interactions` ranks the targets, the LCP element is named, and one
+upload's page shows its vitals and its long-frame and interaction lanes."""
+
+from __future__ import annotations
+
+import struct
+import subprocess
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from browser_util import HTML, page_server, playwright_chromium
+from serve_util import JSPROF, READ_TOKEN, Collector
+
+PAGE = """<!doctype html>
+<meta charset="utf-8"><title>checkout</title>
+<main id="main"><img class="hero" src="/hero.png?v=1&amp;t=abc" width="600" height="300"></main>
+<button id="pay" class="buy primary">pay</button>
+<button id="add">add to cart</button>
+<input id="q" placeholder="search">
+<ul class="menu"><li><button class="item">one</button></li>
+<li><button class="item"><span class="icon">*</span> two</button></li></ul>
+<p id="out"></p>
+<script type="module">
+import {startProfiling} from "%(collector)s/v1/client.js";
+// Each handler busy in its own loop: its samples' leaf is the handler itself.
+function payClickHandlerForJsprof() {
+  const end = performance.now() + 300;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 1);
+  document.getElementById("out").textContent = String(x).slice(0, 4);
+}
+function addClickHandlerForJsprof() {
+  const end = performance.now() + 60;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 2);
+  document.getElementById("out").textContent = String(x).slice(0, 4);
+}
+function menuClickHandlerForJsprof() {
+  const end = performance.now() + 30;
+  while (performance.now() < end) {}
+}
+function searchKeyHandlerForJsprof() {
+  const end = performance.now() + 25;
+  while (performance.now() < end) {}
+}
+document.getElementById("pay").addEventListener("click", payClickHandlerForJsprof);
+document.getElementById("add").addEventListener("click", addClickHandlerForJsprof);
+for (const b of document.querySelectorAll(".menu button")) {
+  b.addEventListener("click", menuClickHandlerForJsprof);
+}
+document.getElementById("q").addEventListener("keydown", searchKeyHandlerForJsprof);
+window.profiler = startProfiling({endpoint: "%(collector)s", app: "shop", key: "k1",
+                                  release: "3.0.0", sampleRate: 1, chunkMs: 60000});
+// After load the page draws its main part again (a framework hydrating): the element LCP
+// named is no longer in the document when the chunk is sent.
+addEventListener("load", () => setTimeout(() => {
+  const main = document.getElementById("main");
+  main.innerHTML = main.innerHTML;
+  window.ready = true;
+}, 300));
+</script>
+"""
+
+
+def _png(w: int, h: int) -> bytes:
+    """A solid PNG of w x h (the LCP candidate)."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return (struct.pack(">I", len(data)) + kind + data
+                + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    raw = b"".join(b"\x00" + bytes((40, 120, 200)) * w for _ in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+HERO = _png(600, 300)
+MENU_TWO = "body > ul.menu > li:nth-of-type(2) > button.item"
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], Collector]]:
+    """Two page loads clicked and typed in for real; the store, upload ids, collector."""
+    collector: list[str] = []
+
+    def respond(path: str) -> tuple[bytes, str, dict]:
+        if path.startswith("/hero.png"):
+            return HERO, "image/png", {}
+        return (PAGE % {"collector": collector[0]}).encode(), HTML, {
+            "Document-Policy": "js-profiling"}
+
+    with page_server(respond) as origin:
+        store = tmp_path_factory.mktemp("interactions") / "store"
+        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}",
+                        "--workers", "2", "--compact-every", "1")
+        collector.append(col.url)
+        ids: list[str] = []
+        try:
+            with playwright_chromium() as b:
+                for _ in range(2):
+                    page = b.new_page()
+                    page.goto(f"{origin}/checkout")
+                    page.wait_for_function("window.ready === true", timeout=15000)
+                    assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+                    for _ in range(3):
+                        page.click("#pay")
+                        page.wait_for_timeout(100)
+                        page.click("#add")
+                        page.wait_for_timeout(100)
+                        page.click(".menu li:nth-of-type(2) .icon")
+                        page.wait_for_timeout(100)
+                    page.type("#q", "abc", delay=60)
+                    page.wait_for_timeout(400)  # Event Timing reports after the next paint
+                    ids += page.evaluate("profiler.stop()")
+                    page.close()
+            deadline = time.monotonic() + 15
+            while any(col.get(i)[0] != 200 for i in ids):
+                assert time.monotonic() < deadline, "uploads never arrived"
+                time.sleep(0.1)
+            yield store, ids, col
+        finally:
+            col.stop()
+
+
+def _fleet(store: Path, *args: str, json: bool = True) -> dict | str:
+    r = subprocess.run([str(JSPROF), "fleet", *args, "--store", str(store), "--app", "shop",
+                        *(["--json"] if json else [])],
+                       capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    return orjson.loads(r.stdout) if json else r.stdout
+
+
+def _metas(store: Path, ids: list[str]) -> list[dict]:
+    from jsprof.store import Store
+
+    return [Store(store).get(i)[0] for i in ids]
+
+
+def test_targets_are_stable_selectors(stored) -> None:
+    store, ids, _ = stored
+    metas = _metas(store, ids)
+    targets = {}
+    for m in metas:
+        for e in m["timeline"]["interactions"]:
+            targets.setdefault(e["target"], set()).add(m["pageLoad"])
+    # An id names its element; the menu's button (clicked on its icon) by its path, the
+    # same in both page loads; never the text of anything.
+    assert targets.get("button#pay") == targets.get("button#add") == {
+        m["pageLoad"] for m in metas}, targets
+    assert len(targets.get(MENU_TWO, ())) == 2, targets
+    assert "input#q" in targets, targets
+    assert not any("two" in t or "pay</" in t for t in targets), targets
+
+
+def test_lcp_element_is_named_though_the_page_redrew_it(stored) -> None:
+    # The client describes the element as the LCP entry comes: by the time the chunk is
+    # sent the page has replaced it, and a removed element's entry says null.
+    store, ids, _ = stored
+    loads = [m["timeline"]["load"] for m in _metas(store, ids) if m["timeline"]["load"]]
+    assert loads
+    for ld in loads:
+        assert ld["lcp"] is not None and ld["lcpElement"] == "main#main > img.hero", ld
+        # the image's URL without its query (it may hold a token)
+        assert ld["lcpUrl"].endswith("/hero.png"), ld
+
+
+def test_the_costly_button_ranks_first_with_its_handler(stored) -> None:
+    store, _, _ = stored
+    doc = _fleet(store, "interactions")
+    rows = {(r["target"], r["type"]): r for r in doc["rows"]}
+    assert doc["pageLoads"] == 2
+    first = doc["rows"][0]
+    assert (first["target"], first["type"]) == ("button#pay", "click"), doc["rows"][:3]
+    assert first["inpPageLoads"] == 2 and first["count"] >= 5  # of 6 clicks
+    add = rows[("button#add", "click")]
+    assert add["p75Ms"] < first["p75Ms"] and add["inpPageLoads"] == 0
+    assert first["longFrameMs"] > add["longFrameMs"] > 0
+    # The functions that ran during each target's interactions: its own handler, and not
+    # the other button's.
+    assert first["functions"][0]["name"] == "payClickHandlerForJsprof", first["functions"]
+    names = {f["name"] for f in add["functions"]}
+    assert "addClickHandlerForJsprof" in names and "payClickHandlerForJsprof" not in names
+    assert (MENU_TWO, "click") in rows
+    assert any(t == "input#q" and k in ("keydown", "keyup", "keypress") for t, k in rows)
+    text = _fleet(store, "interactions", json=False)
+    assert "button#pay" in text and "payClickHandlerForJsprof" in text
+
+
+def test_the_collector_answers_the_same_document(stored) -> None:
+    store, _, col = stored
+    status, _, body = col.request(
+        "GET", "/v1/query/interactions?app=shop&functions=3",
+        headers={"Authorization": f"Bearer {READ_TOKEN}"}, timeout=120)
+    assert status == 200, body
+    doc = orjson.loads(body)
+    assert doc["rows"][0]["target"] == "button#pay"
+    assert len(doc["rows"][0]["functions"]) <= 3
+    status, _, body = col.request(
+        "GET", "/v1/query/interactions?app=shop&during=interaction",
+        headers={"Authorization": f"Bearer {READ_TOKEN}"})
+    assert status == 400, body
