@@ -1,0 +1,408 @@
+"""The names V8 gives JavaScript functions, read from their source.
+
+One parse of a script (tree-sitter) gives every function its place and the name V8 would
+print for it in a profile (a `.cpuprofile`'s `callFrame.functionName`), so that a frame
+can be named from the code the developer wrote: a source map's original source (a
+minified receiver such as `f.parseStatement` becomes acorn's `pp$8.parseStatement`) or,
+on QuickJS, a script whose anonymous functions QuickJS leaves unnamed (`pp.next =
+function () {}` is `pp.next` under V8, nameless under QuickJS).
+
+V8's rules, as measured on node 20 (tests/test_names.py pins them on V8 itself):
+- a function's own name wins: its declared name (`var Node = function Node() {}` ->
+  `Node`), a method's key (`get x`, `set x`, `#p`, `'str key'`, `7`), a class's
+  constructor is the class, and the ES2015 name a definition gets where it is the value
+  of a variable (`var f = function () {}`, `const f = () => {}`), of an assignment to a
+  plain identifier, of an object literal's key (`{k: function () {}}` -> `k`), of a class
+  field, or of a default (`f = function () {}`);
+- otherwise the name V8's parser infers (FuncNameInferrer): the assignment targets and
+  literal keys it sits under, joined by dots (`a.b.c = function () {}` -> `a.b.c`,
+  `o.q = o.r || function () {}` -> `o.q`, `var o = {a: [function () {}]}` -> `o.a`),
+  `prototype` left out (`X.prototype.m` -> `X.m`), `this` left out and a computed key
+  as `<computed>` (`o[k] = ...` -> `o.<computed>`, but `o["s"]` -> `o.s`), two variable
+  names in a row as the last one, a chain of assignments as all of them
+  (`a.x = b.y = function () {}` -> `a.x.b.y`), and inside a function whose own name
+  starts with a capital letter (a constructor) that name first (`function T() {
+  this.m = function () {} }` -> `T.m`);
+- nothing else: a function passed as an argument, returned or called at once is
+  anonymous (``).
+A few inferences V8 makes from the parser's state rather than the syntax (an arrow in a
+call's arguments named after an assignment later in the same statement) are not made.
+
+Positions: engines report a function at different tokens (V8 the `(` of its parameters,
+QuickJS the `function` keyword, a method's key or an arrow's first parameter; a source
+map moves either to a nearby original token), so a position is looked up in the
+function's *head*: from its first character to the start of its body.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from .trace import ProfilerTrace
+
+FUNCTION_TYPES = (
+    "function_declaration",
+    "function_expression",
+    "generator_function_declaration",
+    "generator_function",
+    "arrow_function",
+    "method_definition",
+)
+_DECLARATIONS = ("function_declaration", "generator_function_declaration")
+_EXPRESSIONS = ("function_expression", "generator_function")
+# What a function's name sees through on its way up to an assignment or a key: V8's
+# inferrer keeps the names it has while it parses these.
+_THROUGH = frozenset(
+    {
+        "parenthesized_expression",
+        "ternary_expression",
+        "binary_expression",
+        "sequence_expression",
+        "array",
+        "object",
+        "await_expression",
+    }
+)
+_VAR, _LITERAL, _ENCLOSING = 0, 1, 2
+MAX_TEXT_CHARS = 64 << 20  # a source larger than this is not parsed for names
+
+
+class JsFunction(NamedTuple):
+    """One function of a script: its V8 name ('' when V8 has none) and where it is,
+    1-based lines and columns (characters): its first character, the position V8 reports
+    for it (the `(` of its parameters; an arrow's and a class's first character) and
+    its body's first character."""
+
+    name: str
+    line: int
+    column: int
+    v8_line: int
+    v8_column: int
+    body_line: int
+    body_column: int
+
+
+@functools.cache
+def _language() -> Any:
+    import tree_sitter
+    import tree_sitter_javascript
+
+    return tree_sitter.Language(tree_sitter_javascript.language())
+
+
+# A class without a constructor of its own: V8 reports its default constructor at the
+# class, named as the class.
+_CLASS_TYPES = ("class_declaration", "class")
+
+
+@functools.cache
+def _query() -> Any:
+    import tree_sitter
+
+    kinds = " ".join(f"({t})" for t in FUNCTION_TYPES + _CLASS_TYPES)
+    return tree_sitter.Query(_language(), f"[{kinds}] @f")
+
+
+def parse(text: str) -> Any:
+    """The tree-sitter tree of `text` (JavaScript)."""
+    import tree_sitter
+
+    return tree_sitter.Parser(_language()).parse(text.encode("utf-8"))
+
+
+class FunctionNames:
+    """Every function of one script with its V8 name, looked up by position (`at`)."""
+
+    def __init__(self, text: str) -> None:
+        self._lines = text.split("\n")
+        self._ascii = text.isascii()
+        tree = parse(text)
+        self.has_error = bool(tree.root_node.has_error)
+        import tree_sitter
+
+        nodes = tree_sitter.QueryCursor(_query()).captures(tree.root_node).get("f", [])
+        heads = []
+        for node in nodes:
+            body = node.child_by_field_name("body")
+            if body is None:
+                continue
+            heads.append((tuple(node.start_point), tuple(body.start_point), node))
+        heads.sort(key=lambda h: h[0])
+        self._starts = [h[0] for h in heads]
+        self._ends = [h[1] for h in heads]
+        self._nodes = [h[2] for h in heads]
+        self._names: dict[int, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def _point(self, line: int, column: int) -> tuple[int, int] | None:
+        row = line - 1
+        if not 0 <= row < len(self._lines):
+            return None
+        col = max(column - 1, 0)
+        if not self._ascii:
+            col = len(self._lines[row][:col].encode("utf-8"))
+        return row, col
+
+    def _char_col(self, row: int, byte_col: int) -> int:
+        if self._ascii:
+            return byte_col + 1
+        return len(self._lines[row].encode("utf-8")[:byte_col].decode("utf-8", "replace")) + 1
+
+    def index_at(self, line: int, column: int) -> int | None:
+        """The innermost function whose head (first character to its body's) holds the
+        1-based position, by its index; None outside every head."""
+        p = self._point(line, column)
+        if p is None:
+            return None
+        i = bisect.bisect_right(self._starts, p) - 1
+        # A head holds another only through a default parameter: look a few back.
+        for j in range(i, max(i - 8, -1), -1):
+            if self._starts[j] <= p < self._ends[j]:
+                return j
+        return None
+
+    def name(self, i: int) -> str:
+        got = self._names.get(i)
+        if got is None:
+            got = self._names[i] = v8_name(self._nodes[i])
+        return got
+
+    def function(self, i: int) -> JsFunction:
+        (r, c), (br, bc) = self._starts[i], self._ends[i]
+        node = self._nodes[i]
+        # V8: an arrow at its first character (`async` included), others at `(`
+        params = None if node.type == "arrow_function" else node.child_by_field_name("parameters")
+        vr, vc = tuple((params or node).start_point)
+        return JsFunction(
+            self.name(i),
+            r + 1,
+            self._char_col(r, c),
+            vr + 1,
+            self._char_col(vr, vc),
+            br + 1,
+            self._char_col(br, bc),
+        )
+
+    def at(self, line: int, column: int) -> JsFunction | None:
+        """The function whose head holds the 1-based position (see `index_at`)."""
+        i = self.index_at(line, column)
+        return None if i is None else self.function(i)
+
+    def functions(self) -> list[JsFunction]:
+        return [self.function(i) for i in range(len(self._nodes))]
+
+
+def _text(node: Any) -> str:
+    return node.text.decode("utf-8", "replace")
+
+
+def _key_name(key: Any) -> str | None:
+    """A property key's static name (None for a computed one)."""
+    t = key.type
+    if t in ("property_identifier", "private_property_identifier", "identifier", "number"):
+        return _text(key)
+    if t == "string":
+        return "".join(_text(c) for c in key.named_children if c.type == "string_fragment")
+    return None
+
+
+def _unparen(node: Any) -> Any:
+    while node is not None and node.type == "parenthesized_expression":
+        node = node.parent
+    return node
+
+
+def _class_name(cls: Any) -> str:
+    name = cls.child_by_field_name("name")
+    if name is not None:
+        return _text(name)
+    return _own_context_name(cls) or ""
+
+
+def _own_context_name(node: Any) -> str | None:
+    """The ES2015 name an anonymous function or class gets from where it stands (the
+    value of a variable, of an assignment to an identifier, of a literal key or class
+    field, a default, `export default`), None elsewhere. Parentheses do not hide it."""
+    child = node
+    parent = node.parent
+    while parent is not None and parent.type == "parenthesized_expression":
+        child, parent = parent, parent.parent
+    if parent is None:
+        return None
+    t = parent.type
+    if t == "variable_declarator" and parent.child_by_field_name("value") == child:
+        target = parent.child_by_field_name("name")
+        return _text(target) if target.type == "identifier" else None
+    if t in ("assignment_expression", "assignment_pattern", "object_assignment_pattern"):
+        if parent.child_by_field_name("right") == child:
+            target = parent.child_by_field_name("left")
+            if target.type in ("identifier", "shorthand_property_identifier_pattern"):
+                return _text(target)
+        return None
+    if t == "pair" and parent.child_by_field_name("value") == child:
+        return _key_name(parent.child_by_field_name("key"))
+    if t == "field_definition" and parent.child_by_field_name("value") == child:
+        prop = parent.child_by_field_name("property")
+        return None if prop is None else _key_name(prop)
+    if t == "export_statement" and parent.child_by_field_name("value") == child:
+        return "default"
+    return None
+
+
+def _own_name(fn: Any) -> str | None:
+    t = fn.type
+    if t in _DECLARATIONS or t in _EXPRESSIONS:
+        name = fn.child_by_field_name("name")
+        if name is not None:
+            return _text(name)
+    if t == "method_definition":
+        key = fn.child_by_field_name("name")
+        name = _key_name(key) if key is not None else None
+        if name is None:
+            return None
+        if name == "constructor" and key.type == "property_identifier":
+            body = fn.parent
+            cls = body.parent if body is not None else None
+            if cls is not None and cls.type in ("class", "class_declaration"):
+                return _class_name(cls)
+        for c in fn.children:
+            if c.type in ("get", "set"):
+                return f"{c.type} {name}"
+            if c.type in ("(", "formal_parameters"):
+                break
+        return name
+    return _own_context_name(fn)
+
+
+def _target_names(node: Any, out: list[tuple[str, int]]) -> None:
+    """The names V8's inferrer takes from an assignment target, in source order."""
+    t = node.type
+    if t == "identifier":
+        out.append((_text(node), _VAR))
+    elif t == "member_expression":
+        _target_names(node.child_by_field_name("object"), out)
+        prop = node.child_by_field_name("property")
+        if prop is not None:
+            name = _text(prop)
+            if name != "prototype":
+                out.append((name, _LITERAL))
+    elif t == "subscript_expression":
+        _target_names(node.child_by_field_name("object"), out)
+        index = node.child_by_field_name("index")
+        name = _key_name(index) if index is not None and index.type == "string" else None
+        if name != "prototype":
+            out.append((name if name is not None else "<computed>", _LITERAL))
+    elif t == "parenthesized_expression" and node.named_child_count == 1:
+        _target_names(node.named_children[0], out)
+
+
+def _enclosing_name(fn: Any) -> str | None:
+    """The own name of the function `fn` is in, when it starts with a capital letter (V8
+    takes such a function for a constructor and names what it assigns after it)."""
+    node = fn.parent
+    while node is not None and node.type not in FUNCTION_TYPES:
+        node = node.parent
+    if node is None or node.type not in _DECLARATIONS + _EXPRESSIONS:
+        return None
+    name = node.child_by_field_name("name")
+    text = _text(name) if name is not None else ""
+    return text if text[:1].isupper() else None
+
+
+def _inferred_name(fn: Any) -> str:
+    """V8's FuncNameInferrer's name for `fn` (see the module's doc)."""
+    child, node = fn, fn.parent
+    parts: list[list[tuple[str, int]]] = []  # innermost first
+    named = False
+    while node is not None:
+        t = node.type
+        if t in _THROUGH:
+            pass
+        elif t == "pair" and node.child_by_field_name("value") == child:
+            key = _key_name(node.child_by_field_name("key"))
+            if key is not None:
+                parts.append([(key, _LITERAL)])
+            named = True
+        elif t == "spread_element":
+            pass
+        elif t == "arguments" and node.parent is not None and node.parent.type == "new_expression":
+            # V8 drops the name of a function passed to a call, not to `new`
+            child, node = node.parent, node.parent.parent
+            continue
+        elif t == "variable_declarator" and node.child_by_field_name("value") == child:
+            target = node.child_by_field_name("name")
+            if target.type == "identifier":
+                parts.append([(_text(target), _VAR)])
+            named = True
+            break
+        elif t in ("assignment_expression", "augmented_assignment_expression") and (
+            node.child_by_field_name("right") == child
+        ):
+            out: list[tuple[str, int]] = []
+            _target_names(node.child_by_field_name("left"), out)
+            parts.append(out)
+            named = True
+        else:
+            break
+        child, node = node, node.parent
+    if not named:
+        return ""
+    stack: list[tuple[str, int]] = []
+    enclosing = _enclosing_name(fn)
+    if enclosing is not None:
+        stack.append((enclosing, _ENCLOSING))
+    for part in reversed(parts):
+        stack.extend(part)
+    # two variable names in a row: the last one (V8's MakeNameFromStack)
+    names = [
+        n
+        for k, (n, kind) in enumerate(stack)
+        if not (kind == _VAR and k + 1 < len(stack) and stack[k + 1][1] == _VAR)
+    ]
+    return ".".join(names)
+
+
+def v8_name(fn: Any) -> str:
+    """The name V8 gives the function at tree-sitter node `fn` ('' when none)."""
+    if fn.type in _CLASS_TYPES:
+        return _class_name(fn)
+    own = _own_name(fn)
+    if own:
+        return own
+    return _inferred_name(fn)
+
+
+def name_frames(
+    trace: ProfilerTrace,
+    text_of: Callable[[str], str | None],
+    cache: dict[str, FunctionNames | None],
+) -> ProfilerTrace:
+    """`trace` with its frames named as V8 names their functions, read from the scripts'
+    sources (`text_of(resource URL)`, None when not at hand: those frames keep their
+    names). For an engine that names functions otherwise (QuickJS leaves `pp.next =
+    function () {}` anonymous). A frame whose function V8 leaves anonymous keeps the
+    engine's name, and the script's own code (no name, at 1:1) stays as it is. `cache`
+    keeps each script's functions between calls."""
+    frames = list(trace.frames)
+    changed = False
+    for i, f in enumerate(frames):
+        if f.resource_id is None or f.line is None:
+            continue
+        if not f.name and f.line == 1 and (f.column or 1) == 1:
+            continue
+        url = trace.resources[f.resource_id]
+        if url not in cache:
+            text = text_of(url)
+            ok = text is not None and len(text) <= MAX_TEXT_CHARS
+            cache[url] = FunctionNames(text) if ok else None  # type: ignore[arg-type]
+        index = cache[url]
+        fn = None if index is None else index.at(f.line, f.column or 1)
+        if fn is not None and fn.name and fn.name != f.name:
+            frames[i] = f._replace(name=fn.name)
+            changed = True
+    return trace.replace(frames=frames) if changed else trace

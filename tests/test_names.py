@@ -1,0 +1,176 @@
+"""jsprof.names: the names V8 gives functions, read from their source, checked against V8
+itself (node --cpu-prof: every call frame's functionName at its position)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jsprof.names import FunctionNames
+
+ACORN = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist" / "acorn.mjs"
+
+# Every form V8 names differently; each function spins so that it is sampled. (An arrow
+# in a call's arguments that V8 names after an assignment later in the statement, from
+# its parser's state, is left out: jsprof.names does not make that inference.)
+CASES = """\
+// the first line is no function (the script's own code is at 1:1)
+function spin() { var e = Date.now() + 3; while (Date.now() < e); }
+var calls = [];
+function decl() { spin(); } calls.push(decl);
+var byVar = function () { spin(); }; calls.push(byVar);
+var other = function ownName() { spin(); }; calls.push(other);
+var o = {}; o.member = function () { spin(); }; calls.push(o.member);
+function X() {} X.prototype.proto = function () { spin(); }; calls.push(X.prototype.proto);
+var lit = { key: function () { spin(); } }; calls.push(lit.key);
+var lit2 = { short() { spin(); } }; calls.push(lit2.short);
+var deep = { a: { b: function () { spin(); } } }; calls.push(deep.a.b);
+const arrow = () => { spin(); }; calls.push(arrow);
+o.arrowMember = () => { spin(); }; calls.push(o.arrowMember);
+o.asyncArrow = async x => { spin(); }; calls.push(o.asyncArrow);
+var one = y => { spin(); }; calls.push(one);
+class K {
+  constructor() { spin(); }
+  method() { spin(); }
+  static stat() { spin(); }
+  get getter() { spin(); return 1; }
+  set setter(v) { spin(); }
+  #priv() { spin(); }
+  callPriv() { this.#priv(); }
+  field = () => { spin(); };
+}
+var k = new K(); calls.push(() => new K());
+calls.push(() => k.method());
+calls.push(K.stat);
+calls.push(() => k.getter);
+calls.push(() => { k.setter = 1; });
+calls.push(() => k.callPriv());
+calls.push(k.field);
+var v1, v2; v1 = v2 = function () { spin(); }; calls.push(v1);
+calls.push(function () { spin(); });
+o["str"] = function () { spin(); }; calls.push(o.str);
+o[0] = function () { spin(); }; calls.push(o[0]);
+o.b = { c: {} }; o.b.c.d = function () { spin(); }; calls.push(o.b.c.d);
+function Ctor() { this.t = function () { spin(); }; calls.push(this.t); }
+new Ctor();
+function lower() { this.u = function () { spin(); }; calls.push(this.u); }
+lower.call({});
+function ret() { return function () { spin(); }; } calls.push(ret());
+var quoted = { "str key": function () { spin(); }, 7: function () { spin(); } };
+calls.push(quoted["str key"], quoted[7]);
+var acc = { get gx() { spin(); return 1; } }; calls.push(() => acc.gx);
+o.e = {}; o.f = {}; o.e.x = o.f.y = function () { spin(); }; calls.push(o.e.x);
+var paren = (function () { spin(); }); calls.push(paren);
+var cond = Math.random() < 2 ? function () { spin(); } : null; calls.push(cond);
+var orElse = o.nothing || function () { spin(); }; calls.push(orElse);
+var Cls = class { m2() { spin(); } }; calls.push(() => new Cls().m2());
+var NoCtor = class extends K {}; calls.push(() => new NoCtor());
+var inArray = { a: [function () { spin(); }] }; calls.push(inArray.a[0]);
+var computed = { ["comp" + 1]: function () { spin(); } }; calls.push(computed.comp1);
+var TokContext = function TokContext(f) { this.f = f; };
+var types = { tmpl: new TokContext(function (p) { spin(); }) }; calls.push(types.tmpl.f);
+var bound = function () { spin(); }.bind(null); calls.push(bound);
+var dflt = function (f = function () { spin(); }) { f(); }; calls.push(dflt);
+for (var n = 0; n < 2; n++) for (const f of calls) f();
+"""
+
+
+def _v8_names(profile: Path, url_suffix: str) -> dict[tuple[int, int], str]:
+    """(line, column) 1-based -> functionName, of every call frame of a script."""
+    doc = json.loads(profile.read_text())
+    out = {}
+    for node in doc["nodes"]:
+        cf = node["callFrame"]
+        if cf["url"].endswith(url_suffix):
+            out[(cf["lineNumber"] + 1, cf["columnNumber"] + 1)] = cf["functionName"]
+    return out
+
+
+def _cpu_prof(tmp_path: Path, script: Path, *args: str) -> Path:
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+    out = tmp_path / "prof"
+    subprocess.run(
+        ["node", "--cpu-prof", f"--cpu-prof-dir={out}", "--cpu-prof-interval", "100",
+         str(script), *args],
+        check=True, timeout=120,
+    )
+    (profile,) = out.glob("*.cpuprofile")
+    return profile
+
+
+def test_every_form_is_named_as_v8_names_it(tmp_path):
+    script = tmp_path / "cases.js"
+    script.write_text(CASES)
+    v8 = _v8_names(_cpu_prof(tmp_path, script), "/cases.js")
+    index = FunctionNames(CASES)
+    want = {pos: name for pos, name in v8.items() if pos != (1, 1)}  # the script's own code
+    assert len(want) >= 50, sorted(v8.items())
+    got = {}
+    for pos in want:
+        fn = index.at(*pos)
+        got[pos] = None if fn is None else fn.name
+        # and V8's position is where jsprof.names places the function for V8
+        assert fn is None or (fn.v8_line, fn.v8_column) == pos, (pos, fn)
+    assert got == want
+    assert index.at(1, 1) is None
+    # the forms V8 itself names this way (pinned: a change of V8's rules shows here)
+    by_name = set(want.values())
+    assert {"o.member", "X.proto", "key", "b", "o.arrowMember",
+            "K", "get getter", "set setter", "#priv", "o.<computed>", "o.str", "o.b.c.d",
+            "Ctor.t", "o.e.x.o.f.y", "cond", "orElse", "inArray.a", "computed",
+            "types.tmpl", "NoCtor", "str key", "7", "f", ""} <= by_name, by_name
+
+
+def test_a_position_in_a_head_names_its_function():
+    """Engines and maps point at different tokens of a function's head: the `function`
+    keyword (QuickJS), the `(` (V8), a method's key, an arrow's parameter, an original
+    token a source map moved them to; all name the same function, and a position in its
+    body names none."""
+    src = (
+        "var pp = {};\npp.next = function (a) {\n  return a;\n};\n"
+        "class C { static get x() { return 1; } }\n"
+    )
+    index = FunctionNames(src)
+    for col in (11, 20, 24):  # `function`, `(`, `{`... the body's `{` is not the head
+        fn = index.at(2, col)
+        assert (fn.name if fn else None) == ("pp.next" if col < 24 else None)
+    assert index.at(3, 3) is None  # inside the body
+    assert index.at(5, 11).name == "get x" and index.at(5, 22).name == "get x"
+    assert index.at(99, 1) is None and index.at(0, 1) is None
+
+
+def test_columns_are_characters_not_bytes():
+    src = 'var s = "ééé"; var f = function () {};\nvar g = () => 1;\n'
+    index = FunctionNames(src)
+    fn = index.at(1, 25)
+    assert fn is not None and fn.name == "f" and fn.column == 24
+    assert (fn.v8_line, fn.v8_column) == (1, 33)
+    assert index.at(2, 9).name == "g"
+
+
+@pytest.mark.npm
+def test_acorn_is_named_as_v8_names_it(tmp_path):
+    """Real code: every function of acorn that V8 profiles while acorn parses itself has
+    V8's name and V8's position in jsprof.names."""
+    assert ACORN.exists(), f"{ACORN} missing: `make test` installs tests/js (npm ci)"
+    driver = tmp_path / "parse.mjs"
+    driver.write_text(
+        f"import {{ parse }} from {json.dumps(ACORN.as_uri())};\n"
+        'import { readFileSync } from "node:fs";\n'
+        f"const src = readFileSync({json.dumps(str(ACORN))}, 'utf8');\n"
+        "const end = Date.now() + 1000;\n"
+        "while (Date.now() < end) parse(src, { ecmaVersion: 'latest', sourceType: 'module' });\n"
+    )
+    v8 = _v8_names(_cpu_prof(tmp_path, driver), "/acorn.mjs")
+    index = FunctionNames(ACORN.read_text())
+    positions = [pos for pos in v8 if pos != (1, 1)]
+    assert len(positions) >= 100
+    wrong = {
+        pos: (v8[pos], None if index.at(*pos) is None else index.at(*pos).name)
+        for pos in positions
+        if index.at(*pos) is None or index.at(*pos).name != v8[pos]
+    }
+    assert wrong == {}
