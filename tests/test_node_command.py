@@ -299,3 +299,24 @@ def test_a_child_killed_or_crashing_keeps_its_samples(tmp_path):
     assert thrower.meta["processExit"] == "error" and thrower.meta["processExitCode"] == 1
     assert "child failed" in thrower.meta["processError"]
     assert _samples_in(thrower, "throwerHot") >= 5
+
+
+@pytest.mark.parametrize("left", ["directory", "doorbell", "nothing"])
+def test_a_node_started_after_jsprof_is_gone_runs_unprofiled(tmp_path, left):
+    """jsprof killed (SIGKILL: nothing cleaned up) while the command's processes live on:
+    a Node process they start later finds no reader at the doorbell (or no directory) and
+    runs as it would without jsprof, rather than wait for a profiler forever."""
+    from jsprof.engines.node.command import ANNOUNCE_ENV, _node_options, command_hook_path
+
+    where = tmp_path / "jsprof-command-x"
+    if left != "nothing":
+        where.mkdir(mode=0o700)
+    if left == "doorbell":
+        os.mkfifo(where / "doorbell", 0o600)
+    env = dict(os.environ, **{ANNOUNCE_ENV: str(where)})
+    env["NODE_OPTIONS"] = _node_options(None, command_hook_path())
+    p = subprocess.run(["node", "-e", "console.log(6 * 7)"], env=env, capture_output=True,
+                       text=True, timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "42\n", "")
+    if left != "nothing":
+        assert [f.name for f in where.iterdir() if f.name != "doorbell"] == []

@@ -3,7 +3,8 @@
 // runs, child_process spawn/exec/fork, nested), in the main thread only. It
 // - opens the inspector on 127.0.0.1, port 0 (a free one), and says how to reach it in a
 //   file of jsprof's private directory ($JSPROF_NODE_COMMAND, mode 0700: the URL's id is
-//   never in a command line or on stderr, --inspect-publish-uid=http);
+//   never in a command line or on stderr, --inspect-publish-uid=http), and rings its
+//   doorbell there;
 // - holds the process until jsprof has started its profiler (as js/node_record_hook.js);
 // - reports an uncaught exception and the exit code through console.profile titles.
 // A process that cannot announce itself (jsprof gone or done, its directory removed, the
@@ -36,6 +37,18 @@
     const tmp = path.join(dir, `.${name}.tmp`);
     fs.writeFileSync(tmp, info, { mode: 0o600 });
     fs.renameSync(tmp, path.join(dir, `${name}.json`));
+    // Ring jsprof's doorbell (a FIFO it holds open for reading): it looks at once. Opened
+    // without blocking, so when jsprof is gone (no reader: ENXIO) this process does not
+    // wait for it forever but runs on, unprofiled. EAGAIN (the pipe full) still rang.
+    try {
+      const bell = fs.openSync(path.join(dir, 'doorbell'),
+        fs.constants.O_WRONLY | fs.constants.O_NONBLOCK);
+      try { fs.writeSync(bell, '\n'); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+      finally { fs.closeSync(bell); }
+    } catch (e) {
+      try { fs.unlinkSync(path.join(dir, `${name}.json`)); } catch { /* gone with jsprof */ }
+      throw e;
+    }
   } catch {
     try { inspector.close(); } catch { /* not open */ }
     return;

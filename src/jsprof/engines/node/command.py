@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
+import select
 import shlex
 import shutil
 import signal
@@ -48,7 +49,7 @@ if TYPE_CHECKING:
 
 ANNOUNCE_ENV = "JSPROF_NODE_COMMAND"
 _EXIT_PREFIX = "jsprof-exit:"
-_POLL_S = 0.02  # how often the directory of announcements is read
+_POLL_S = 0.05  # the directory of announcements is read at each ring, and this often
 
 
 def command_hook_path() -> str:
@@ -252,6 +253,14 @@ def record_command(
     watched: list[_Watched] = []
     seen: set[str] = set()
     how = "ok"
+    # The doorbell the hooks ring once their file is written: read end polled, and a write
+    # end of our own held open so the FIFO never reads as ended between two rings. Both
+    # close with jsprof (not inherited: Python's fds are not), so a hook that rings later
+    # finds no reader and runs unprofiled instead of waiting for us.
+    bell = os.path.join(where, "doorbell")
+    os.mkfifo(bell, 0o600)
+    bell_r = os.open(bell, os.O_RDONLY | os.O_NONBLOCK)
+    bell_w = os.open(bell, os.O_WRONLY | os.O_NONBLOCK)
     with SignalFlag() as sigint:
         stop = _Stop(sigint)
         try:
@@ -265,7 +274,9 @@ def record_command(
                 preexec_fn=functools.partial(die_with_parent, os.getpid()),
             )
         except OSError as e:
-            os.rmdir(where)
+            os.close(bell_r)
+            os.close(bell_w)
+            shutil.rmtree(where, ignore_errors=True)
             raise EngineError(f"cannot start {argv[0]}: {e.strerror or e}") from None
         err = _Stderr(proc.stderr)
         if progress is not None:
@@ -286,10 +297,15 @@ def record_command(
                     break
                 if proc.poll() is not None:
                     break
-                time.sleep(_POLL_S)
+                if select.select([bell_r], [], [], _POLL_S)[0]:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(bell_r, 4096)
         finally:
-            # No process announces itself from now on (its write finds no directory: it runs
-            # unprofiled); those that did but were not reached yet are let go.
+            # No process announces itself from now on (its write finds no directory, or no
+            # reader at the doorbell: it runs unprofiled); those that did but were not
+            # reached yet are let go.
+            os.close(bell_r)
+            os.close(bell_w)
             closed = where + ".closed"
             with contextlib.suppress(OSError):
                 os.rename(where, closed)
