@@ -49,6 +49,8 @@ class TrackMeta(TypedDict, total=False):
     mainLost: bool
     childProcesses: str
     lostWindowMs: list[float]
+    # Node: the samples of Node's wait for jsprof after the program's 'exit', dropped
+    exitWaitDropped: dict[str, float]  # {"samples": n, "ms": how much shorter}
     # QuickJS's sampler
     clock: str  # "cpu": a sample per interval of the runtime's CPU time; "wall" (or absent)
     samples: int
@@ -91,6 +93,7 @@ CLOCK = "clock"
 WALL, CPU = "wall", "cpu"
 CLOCKS = (WALL, CPU)
 BUFFER_FULL = "bufferFull"
+EXIT_WAIT_DROPPED = "exitWaitDropped"
 
 _UPPER = re.compile(r"_([a-z])")
 

@@ -193,3 +193,48 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndar
     for m in out:
         m["hitCount"] = counts.get(m["id"], 0)
     return out
+
+
+# What a thread shows while Node waits for jsprof after the program's end: nothing running
+# (idle, or V8's own "(program)"), or the native process.exit() it waits in.
+_WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
+
+
+def drop_exit_wait(profile: dict, end_us: float) -> tuple[dict, int, float]:
+    """The main thread's profile without Node's wait for jsprof after the program ended
+    (`end_us`, V8's clock: the hook's 'exit' listener). After its 'exit' event Node waits
+    (in process.exit()'s native reallyExit, or idle after a normal end) until jsprof has
+    stopped the profiler: on a loaded machine that took 150 ms, 7.5 % of a tsc run. Dropped:
+    the trailing samples after `end_us` that are idle, "(program)" or in reallyExit; kept:
+    everything up to the last other sample (the script's own 'exit' listeners, a GC).
+    Returns (profile, samples dropped, ms the profile got shorter: from the last kept
+    sample to the last dropped one). No kept sample changes its time."""
+    nodes = profile.get("nodes") or []
+    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
+    if not len(samples):
+        return profile, 0, 0.0
+    start = int(profile.get("startTime", 0))
+    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64)) + start
+    waiting = {
+        n["id"]
+        for n in nodes
+        if (n.get("callFrame") or {}).get("functionName") in _WAIT_NAMES
+        and not (n.get("callFrame") or {}).get("url")
+    }
+    wait = np.isin(samples, np.fromiter(waiting, np.int64, len(waiting))) & (ts >= end_us)
+    # the trailing run of waiting samples: from after the last sample that is not one
+    other = np.flatnonzero(~wait)
+    first = int(other[-1]) + 1 if len(other) else 0
+    n = len(samples) - first
+    if n == 0:
+        return profile, 0, 0.0
+    spanned = float(ts[-1] - ts[max(first - 1, 0)]) / 1000.0
+    kept = samples[:first]
+    out = dict(profile)
+    out["samples"] = kept.tolist()
+    out["timeDeltas"] = list((profile.get("timeDeltas") or [])[:first])
+    # the profile ends where the program did, not where jsprof stopped it
+    out["endTime"] = max(int(ts[first - 1]) if first else start, min(int(end_us), int(ts[first])))
+    parent = {c: nd["id"] for nd in nodes for c in nd.get("children") or ()}
+    out["nodes"] = _prune_unsampled(nodes, parent, kept)
+    return out, n, spanned

@@ -7,6 +7,7 @@
 // - reports an uncaught exception (name, message, stack; and where, when the script does not
 //   compile) through a console.profile title, the one channel jsprof listens to (Runtime.enable would make every console.log cost
 //   a protocol message);
+// - says when the program ended ('exit'), so that Node's wait for jsprof after it is dropped;
 // - says when the script starts a child process (those run unprofiled).
 // It installs no signal listener: one would change how Node dies (a listener runs only
 // when the event loop gets to it, so a busy script would outlive a SIGTERM); the slices
@@ -62,6 +63,18 @@
     profileEnd('jsprof-child');
   };
   dc.subscribe('child_process', onChild);
+
+  // The program's end, on the clock V8's profile timestamps use (monotonic us): Node emits
+  // 'exit' when the script's JS is done (its end, process.exit(), an uncaught exception),
+  // then waits in reallyExit (process.exit) or idle until jsprof has taken the profile.
+  // That wait is jsprof's time: jsprof drops the samples of it that follow this instant
+  // (_v8slices.drop_exit_wait), and keeps those of the script's own 'exit' listeners (ours
+  // is the first: registered before the script runs).
+  process.on('exit', function jsprofEnd() {
+    const t = 'jsprof-end:' + String(process.hrtime.bigint() / 1000n);
+    profile(t);
+    profileEnd(t);
+  });
 
   // jsprof sets this flag, then sends Runtime.runIfWaitingForDebugger; the title below
   // tells it we went on (until then it repeats runIfWaitingForDebugger now and then: both

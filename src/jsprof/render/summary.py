@@ -10,7 +10,7 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS, CPU, clock_of
+from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS, CPU, EXIT_WAIT_DROPPED, clock_of
 from ..words import plural, printable, printable_lines
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
@@ -237,6 +237,13 @@ def _summary_lines(
         yield (
             f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{interval}{latency}"
         )
+        waited = t.meta.get(EXIT_WAIT_DROPPED)
+        if isinstance(waited, dict) and waited.get("samples"):
+            yield (
+                f"[dim]  dropped {plural(int(waited['samples']), 'sample')} "
+                f"({float(waited.get('ms') or 0):.1f} ms) after the program ended: Node "
+                "waiting for jsprof to take the profile, not the program's time[/dim]"
+            )
         if t.meta.get(BUFFER_FULL):
             name = escape(printable(t.name))
             yield (

@@ -76,6 +76,10 @@ class _Isolate:
         # The main thread: when jsprof's preload let the script go (monotonic us, V8's
         # clock); the recording starts there (_v8slices.drop_preload).
         self.go_us: float | None = None
+        # The main thread: when the program ended (its 'exit' event; monotonic us), and
+        # what of Node's wait for jsprof after it was dropped: (samples, ms).
+        self.end_us: float | None = None
+        self.exit_wait: tuple[int, float] | None = None
         self.paused_at_start = False  # a worker: drop its wait for jsprof (pause.py)
         self._stops: list[int] = []  # Profiler.stop requests of slices not yet answered
 
@@ -209,6 +213,15 @@ class _Isolate:
             from .._v8slices import drop_preload
 
             self.profile = drop_preload(self.profile, self.go_us)
+
+    def drop_exit_wait(self) -> None:
+        """After `collect`: drop Node's wait for jsprof after the program's end (`end_us`,
+        known once every event before the last slice's reply has been read)."""
+        if self.profile is not None and self.end_us is not None and self.exit_wait is None:
+            from .._v8slices import drop_exit_wait
+
+            self.profile, n, ms = drop_exit_wait(self.profile, self.end_us)
+            self.exit_wait = (n, ms)
 
     def _lost_window(self, noticed: float) -> tuple[float, float]:
         """(end of the last slice kept, when the end was noticed) in ms of the isolate's

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 _CHILD_TITLE = "jsprof-child"
 _GO_PREFIX = "jsprof-go:"  # the hook went on to the script, at this instant (monotonic us)
+_END_PREFIX = "jsprof-end:"  # the program ended ('exit'), at this instant (monotonic us)
 _RESEND_GO = 0.05  # s between repeats of runIfWaitingForDebugger until the hook went on
 # A worker's last samples are taken in its 'exit' event: the hook says so with a
 # console.profile title and waits (inspector.waitForDebugger) until we have stopped its
@@ -120,6 +121,11 @@ def record_node(
                 t = iso.track(requested, f"{path} [{iso.name}]")
                 if t is not None:
                     tracks.append(t)
+                    if iso.exit_wait is not None and iso.exit_wait[0]:
+                        t.meta["exitWaitDropped"] = {
+                            "samples": iso.exit_wait[0],
+                            "ms": round(iso.exit_wait[1], 1),
+                        }
                     if iso.partial:
                         t.meta["partial"] = iso.lost
                         if iso.lost_window is not None:
@@ -203,6 +209,8 @@ def _record(
             on_title(title)
         if title == _CHILD_TITLE:
             children = True
+        if title.startswith(_END_PREFIX) and main.end_us is None:
+            main.end_us = _number(title[len(_END_PREFIX) :])
         if title.startswith(_ERROR_PREFIX) and error is None:
             with contextlib.suppress(orjson.JSONDecodeError):
                 got = orjson.loads(title[len(_ERROR_PREFIX) :])
@@ -280,12 +288,15 @@ def _record(
         for e in root.events:
             if e["method"] == "Profiler.consoleProfileStarted":
                 note(e)
+        main.drop_exit_wait()
         finished = True
     except CDPClosed:
         finished = True
         # Node went away without answering: whatever slices arrived are all there is.
         for iso in isolates:
             iso.collect(None)
+        if isolates:
+            isolates[0].drop_exit_wait()
     finally:
         if client is not None:
             client.close()
