@@ -170,3 +170,13 @@ def test_jsprof_options_after_the_script_are_the_scripts_and_a_note_says_so(tmp_
         capture_output=True, text=True, timeout=60,
     )
     assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+def test_no_help_text_shows_a_doubled_percent_sign():
+    # argparse formats `help` strings with % (so "%%" prints "%") but not a description or
+    # an epilog without %(prog)s: `report --help` printed "self %%".
+    doubled = [p.prog for p in _parsers(build_parser()) if "%%" in p.format_help()]
+    assert doubled == []
+    assert "Columns: self %, total %," in " ".join(
+        build_parser()._subparsers._group_actions[0].choices["report"].format_help().split()
+    )

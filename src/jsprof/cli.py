@@ -1240,7 +1240,7 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
         "report",
         help="print self/total time per function, resource or line",
         description="Self and total time per function (or resource, or line), or the call "
-        "tree. Columns: self %%, total %%, self ms, total ms, function, location.",
+        "tree. Columns: self %, total %, self ms, total ms, function, location.",
     )
     r.add_argument("trace", type=path, help="a trace file (any format jsprof reads; - for stdin)")
     _add_top_args(r, "default 20")
