@@ -104,3 +104,61 @@ def test_track_by_unique_prefix_on_a_workers_recording(tmp_path):
     )
     p = run("report", out, "--track", "worker 3", ok=False)
     assert p.returncode == 2 and p.stderr == f"jsprof: error: no track named 'worker 3' {listing}\n"
+
+
+GAPPY = """\
+function work(ms) { const end = performance.now() + ms; let x = 0;
+  while (performance.now() < end) x += Math.sqrt(x + 1); return x; }
+work(100);
+process.stdout.write('hold\\n');
+work(100);
+"""
+
+
+def test_report_says_which_gap_cap_applied_how_many_gaps_and_why(tmp_path):
+    # A real `node --cpu-prof` file with a hole: Node held still (SIGSTOP) for 400 ms, as
+    # a suspended process or a starved machine would be. No sample weighs more than the
+    # cap (20 intervals, at least 100 ms): the footer says which of the two applied, to how
+    # many gaps, how much was left out, and why; --json says the same.
+    import os
+    import signal
+    import time
+
+    import numpy as np
+
+    from jsprof.trace import GAP_CAP_INTERVALS, gap_cap
+
+    script = tmp_path / "gappy.js"
+    script.write_text(GAPPY)
+    p = subprocess.Popen(
+        ["node", "--cpu-prof", "--cpu-prof-interval", "1000", "--cpu-prof-dir", str(tmp_path),
+         str(script)],
+        stdout=subprocess.PIPE,
+    )
+    assert p.stdout is not None
+    for line in p.stdout:
+        if line.strip() == b"hold":
+            os.kill(p.pid, signal.SIGSTOP)
+            time.sleep(0.4)
+            os.kill(p.pid, signal.SIGCONT)
+    assert p.wait(60) == 0
+    (prof,) = tmp_path.glob("*.cpuprofile")
+    t = jsprof.load(prof).tracks[0]
+    gaps = np.diff(t.trace.sample_time)
+    cap = gap_cap(t.trace, t.sample_interval)
+    over = gaps[gaps > cap]
+    assert len(over) >= 1  # the 400 ms hole at least
+    doc = json.loads(run("report", prof, "--json").stdout)
+    (lost,) = doc["lost"]
+    assert lost["gaps"] == len(over)
+    assert lost["cap_ms"] == pytest.approx(cap, abs=1e-3)
+    assert lost["lost_ms"] == pytest.approx(float((over - cap).sum()), abs=1e-2)
+    assert doc["lost_ms"] == pytest.approx(lost["lost_ms"], abs=1e-2)
+    floor = GAP_CAP_INTERVALS * lost["interval_ms"] < 100
+    assert lost["floor"] is floor
+    footer = " ".join(run("report", prof).stdout.split())
+    gap_word = "gap" if len(over) == 1 else "gaps"
+    assert f"+{lost['lost_ms']:.1f} ms lost in {len(over)} {gap_word} between samples" in footer
+    rule = "(the floor; 20 x the" if floor else "(20 x the"
+    assert f"longer than the cap of {cap:.3g} ms {rule}" in footer, footer
+    assert "time the sampler did not run" in footer

@@ -318,6 +318,38 @@ def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
     return w, lost
 
 
+class GapCapping(NamedTuple):
+    """What `gap_cap` did to one trace: `gaps` samples whose gap to the next was longer
+    than `cap_ms` weigh `cap_ms` each; `lost_ms` is what those gaps had beyond it. `base_ms`
+    is the interval the cap counts from (the larger of the declared one and the median
+    gap); `floor` says that GAP_CAP_MIN_MS set the cap (20 of those intervals are less)."""
+
+    gaps: int
+    lost_ms: float
+    cap_ms: float
+    base_ms: float
+    floor: bool
+
+
+def gap_capping(trace: ProfilerTrace, interval: float | None = None) -> GapCapping | None:
+    """How `sample_weights` capped this trace's gaps; None when no gap was capped (or the
+    trace carries its own weights). For the notes that show lost time: which cap, why, how
+    many gaps and how much."""
+    if trace.sample_weight is not None or trace.num_samples < 2:
+        return None
+    cap = gap_cap(trace, interval)
+    if cap is None:
+        return None
+    gaps = np.diff(trace.sample_time)
+    over = gaps > cap
+    if not over.any():
+        return None
+    base = max(interval if interval is not None and interval > 0 else 0.0,
+               trace.median_gap() or 0.0)
+    return GapCapping(int(over.sum()), float((gaps[over] - cap).sum()), cap, base,
+                      GAP_CAP_INTERVALS * base < GAP_CAP_MIN_MS)
+
+
 def step_back(times: np.ndarray) -> tuple[int, int] | None:
     """The first sample more than MAX_BACKWARDS_MS earlier than the latest sample before
     it, and that latest sample, as (i, j); None when the times are in order. Every reader

@@ -18,10 +18,12 @@ import numpy as np
 from ..trace import (
     NONE,
     FunctionKey,
+    GapCapping,
     ProfilerTrace,
     Recording,
     Track,
     function_keys,
+    gap_capping,
     no_stack_name,
     recorded_samples,
     sample_counts,
@@ -131,6 +133,8 @@ class Summary:
     # Gaps beyond `trace.gap_cap` that no sample stands for (holes, not time): not in
     # total_ms, reported beside it.
     lost_ms: float = 0.0
+    # How each track's gaps were capped (`trace.gap_capping`), for the tracks that lost any.
+    capping: list[GapCapping] = field(default_factory=list)
 
     def top(self, n: int | None = 10, by: str = "self") -> list[TopRow]:
         """The `n` hottest keys (all with None) by self or total time, hottest first."""
@@ -247,7 +251,19 @@ def summarize(
         stats=KeyStats([table.keys[i] for i in seen.tolist()], *(a[seen] for a in acc)),
         no_js=no_js_rows(tracks, weights),
         lost_ms=float(sum(lost for _, lost in wl)),
+        capping=_capping(tracks, [lost for _, lost in wl]),
     )
+
+
+def _capping(tracks: list[Track], losses: list[float]) -> list[GapCapping]:
+    """`gap_capping` of each track that lost time (only those: it sorts the gaps again)."""
+    out = []
+    for t, lost in zip(tracks, losses, strict=True):
+        if lost > 0:
+            c = gap_capping(t.trace, t.sample_interval)
+            if c is not None:
+                out.append(c)
+    return out
 
 
 class LineKey(NamedTuple):
@@ -267,11 +283,13 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
     self_n: dict[int, int] = {}
     weights = []
     lost = 0.0
+    losses = []
     for t in tracks:
         tr = t.trace
         w, lo = weights_and_lost(tr, t.sample_interval)
         weights.append(w)
         lost += lo
+        losses.append(lo)
         if tr.sample_line is None:
             continue
         fk = frame_function_ids(tr, funcs)
@@ -299,4 +317,5 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
         stats=KeyStats(lines.keys, s_ms, s_ms.copy(), s_n, s_n.copy()),
         no_js=no_js_rows(tracks, weights),
         lost_ms=lost,
+        capping=_capping(tracks, losses),
     )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -13,7 +14,7 @@ from rich.text import Text
 from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import Summary
-from ..trace import NO_STACK_NAMES, Recording
+from ..trace import NO_STACK_NAMES, GapCapping, Recording
 from ..words import plural, printable
 from .plain import TextOut, TextRenderer, plain_table
 from .rows import (
@@ -45,8 +46,18 @@ def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
         "total_ms": round(summary.total_ms, 3),
         "total_samples": summary.total_samples,
         "lost_ms": round(summary.lost_ms, 3),
+        **({"lost": capping_json(summary.capping)} if summary.capping else {}),
         "rows": summary_rows(summary, top, sort),
     }
+
+
+def capping_json(capping: Sequence[GapCapping]) -> list[dict]:
+    """`report --json`'s "lost": per track that lost time, the cap and what it cut."""
+    return [
+        {"gaps": c.gaps, "lost_ms": round(c.lost_ms, 3), "cap_ms": round(c.cap_ms, 3),
+         "interval_ms": round(c.base_ms, 4), "floor": c.floor}
+        for c in capping
+    ]
 
 
 def table_width(console: Console, wide: bool = False) -> int | None:
@@ -116,19 +127,43 @@ class SummaryTable(TextRenderer):
         n = row_count(summary)
         hint = "" if len(rows) == n else " (--all shows every row)"
         samples = plural(summary.total_samples, "sample")
+        lost = lost_note(summary.lost_ms, summary.capping)
         out.print(
-            f"[dim]{samples}, {summary.total_ms:.1f} ms{lost_note(summary.lost_ms)}; showing "
+            f"[dim]{samples}, {summary.total_ms:.1f} ms{escape(lost)}; showing "
             f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
         )
 
 
-def lost_note(lost: float) -> str:
-    """` (+1234.5 ms lost in gaps over 20 intervals, not counted)` when a gap was capped."""
-    from ..trace import GAP_CAP_INTERVALS
+def lost_note(lost: float, capping: Sequence[GapCapping] = ()) -> str:
+    """` (+1234.5 ms lost in ...)` when a gap was capped: with `capping` (the tracks' own,
+    `trace.gap_capping`) which cap applied, to how many gaps, and why; without it (a fleet
+    query's merged total) the rule."""
+    from ..trace import GAP_CAP_INTERVALS, GAP_CAP_MIN_MS
 
     if not lost > 0:
         return ""
-    return f" (+{lost:.1f} ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals, not counted)"
+    if not capping:
+        return (f" (+{lost:.1f} ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals (at least "
+                f"{GAP_CAP_MIN_MS:g} ms), not counted)")
+    n = sum(c.gaps for c in capping)
+    rules = []
+    for c in capping:
+        if c.floor:
+            rule = (f"{_interval(c.cap_ms)} ms (the floor; {GAP_CAP_INTERVALS:g} x the "
+                    f"{_interval(c.base_ms)} ms interval is "
+                    f"{_interval(GAP_CAP_INTERVALS * c.base_ms)} ms)")
+        else:
+            rule = (f"{_interval(c.cap_ms)} ms ({GAP_CAP_INTERVALS:g} x the "
+                    f"{_interval(c.base_ms)} ms interval)")
+        if rule not in rules:
+            rules.append(rule)
+    return (f" (+{lost:.1f} ms lost in {plural(n, 'gap')} between samples longer than the cap "
+            f"of {'; '.join(rules)}: a sample counts at most the cap, as a gap that long is "
+            "time the sampler did not run, e.g. a busy machine or a suspended process)")
+
+
+def _interval(ms: float) -> str:
+    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
 
 
 def tree_title(rec: Recording, track: str | None) -> list[str]:
