@@ -209,3 +209,107 @@ def test_the_collector_answers_the_same_document(stored) -> None:
         "GET", "/v1/query/interactions?app=shop&during=interaction",
         headers={"Authorization": f"Bearer {READ_TOKEN}"})
     assert status == 400, body
+
+
+def _open_upload(browser, col: Collector, uid: str):
+    page = browser.new_page(extra_http_headers={"Authorization": f"Bearer {READ_TOKEN}"},
+                            viewport={"width": 1280, "height": 900})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{col.url}/v1/traces/{uid}/flame#view=time")
+    page.wait_for_selector("#v-time div.lane", timeout=60000)
+    return page, errors
+
+
+def _lanes(page) -> dict[str, int]:
+    return dict(page.eval_on_selector_all(
+        "#v-time div.lane[data-count]",
+        "ls => ls.map(l => [l.dataset.lane, Number(l.dataset.count)])"))
+
+
+def test_one_uploads_page_has_its_vitals_and_lanes(stored) -> None:
+    store, ids, col = stored
+    metas = _metas(store, ids)
+    uid, meta = max(zip(ids, metas, strict=True),
+                    key=lambda x: len(x[1]["timeline"]["interactions"]))
+    t = meta["timeline"]
+    assert t["interactions"] and t["longFrames"]
+    with playwright_chromium() as b:
+        page, errors = _open_upload(b, col, uid)
+        lanes = _lanes(page)
+        # A lane per kind of window, one box per window the upload's timeline holds.
+        assert lanes == {"main long animation frames": len(t["longFrames"]),
+                         "main interactions": len(t["interactions"])}, lanes
+        facts = dict(page.eval_on_selector_all(
+            "#fg-facts span[data-fact]", "s => s.map(x => [x.dataset.fact, x.textContent])"))
+        assert "main#main > img.hero" in facts["lcp"], facts
+        assert facts["inp"].startswith("INP ") and "click on button#pay" in facts["inp"], facts
+        assert facts["interactions"] == f"Interactions {len(t['interactions'])}"
+        assert errors == []
+
+
+HOSTILE = '<img src=x onerror="document.title=\'pwned\'">'
+
+
+def _post_hostile(col: Collector) -> str:
+    """An upload whose timeline's text is markup (the same bytes each time: a retry)."""
+    from serve_util import fixture_bytes
+
+    trace = orjson.loads(fixture_bytes())
+    t0 = trace["samples"][0]["timestamp"]
+    timeline = {
+        "longFrames": [{"start": t0, "duration": 120.0, "blockingDuration": 70.0,
+                        "scripts": [{"invoker": HOSTILE, "sourceFunctionName": HOSTILE,
+                                     "start": t0 + 1, "duration": 100.0}]}],
+        "interactions": [{"id": 7, "type": "click", "start": t0 + 5, "duration": 110.0,
+                          "processingStart": t0 + 8, "processingEnd": t0 + 100,
+                          "target": HOSTILE}],
+        "load": {"lcp": 300.0, "lcpElement": HOSTILE, "lcpUrl": None},
+    }
+    body = orjson.dumps({"trace": trace, "meta": {}, "timeline": timeline})
+    status, _, got = col.request("POST", "/v1/traces?app=shop&key=k1&id=hostile-1&route=/x",
+                                 body, {"Content-Type": "application/json"})
+    assert status == 202, got
+    return "hostile-1"
+
+
+def test_one_uploads_page_shows_client_text_as_text(stored) -> None:
+    # Timeline text is the client's: a target or an LCP element that is markup is shown as
+    # its characters on the upload's page, never run.
+    _, _, col = stored
+    hostile = HOSTILE
+    _post_hostile(col)
+    with playwright_chromium() as b:
+        page, errors = _open_upload(b, col, "hostile-1")
+        assert _lanes(page) == {"main long animation frames": 1, "main interactions": 1}
+        facts = page.text_content("#fg-facts")
+        assert hostile in facts and f"click on {hostile}" in facts
+        assert page.title() == "upload hostile-1"
+        assert page.locator("img").count() == 0
+        assert errors == []
+
+
+def test_the_dashboard_lists_interactions_per_target(stored) -> None:
+    from serve_util import signed_in
+
+    _, _, col = stored
+    _post_hostile(col)
+    with playwright_chromium() as b:
+        page = b.new_page(viewport={"width": 1280, "height": 900})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        signed_in(page, col.url)
+        rows = page.eval_on_selector_all(
+            "#interactions tbody tr",
+            "trs => trs.map(tr => Array.from(tr.children, td => td.textContent))")
+        assert rows[0][:2] == ["button#pay", "click"], rows
+        assert "payClickHandlerForJsprof" in rows[0][7], rows[0]
+        assert [HOSTILE, "click"] in [r[:2] for r in rows]  # markup shown as text
+        assert page.title() == "jsprof · field profiles"
+        # A function of a row charts that function.
+        page.click("#interactions tbody tr:first-child td.ex button")
+        page.wait_for_function(
+            "() => document.getElementById('chart-fn').textContent === "
+            "'payClickHandlerForJsprof' && !!document.querySelector('#chart svg rect')",
+            timeout=60000)
+        assert errors == []

@@ -516,8 +516,14 @@ def _match_warnings(d: Any) -> list[str]:
     ]
 
 
-def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
-    """A function's self and total share (percent of all time) per release or per UTC day."""
+def series(s: Session, f: Filters, name: str, by: str = "release",
+           resource: str | None = None, line: int | None = None,
+           column: int | None = None) -> dict:
+    """A function's self and total share per release or per UTC day: percent of the time
+    `top` counts for that release (day) alone, so a release's point is the `top` row's
+    `selfPct` with `--release` it (`exclude_idle`: of the time left, as `top`'s). With
+    `resource`, the one function a `top` row names (name, script, line, column); without,
+    every function of that name."""
     from ..analysis.profile import summarize
     from ..trace import Recording
     from . import query
@@ -525,7 +531,8 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
     def shares(rec: Recording) -> tuple[float, float, float]:
         sm = summarize(rec)
         total = sm.total_ms
-        hit = [i for i, k in enumerate(sm.stats.keys) if k.name == name]
+        hit = [i for i, k in enumerate(sm.stats.keys) if k.name == name and (
+            resource is None or (k.resource, k.line, k.column) == (resource, line, column))]
         self_ms = float(sum(sm.stats.self_ms[i] for i in hit))
         # Two functions of one name on one path would be counted twice in a plain sum of
         # totals; take the widest as the share the name has at least.
@@ -567,7 +574,8 @@ def series(s: Session, f: Filters, name: str, by: str = "release") -> dict:
                     "label": datetime.fromtimestamp((d0 + d) * 86400, UTC).strftime("%Y-%m-%d"),
                     "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
                     "totalMs": round(total, 3)})
-    return {"function": name, "by": by, "points": points, **notes(s)}
+    return {"function": name, "resource": resource, "line": line, "column": column,
+            "by": by, "points": points, **notes(s)}
 
 
 def options(s: Session, app: str | None, received: bool = False) -> dict:

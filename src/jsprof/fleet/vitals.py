@@ -108,3 +108,47 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
             },
         })
     return {"rows": out}
+
+
+def upload_vitals(timeline: dict | None) -> list[tuple[str, str, str]]:
+    """One upload's vitals from its own timeline, as (key, label, text) lines for its page
+    (`GET /v1/traces/{id}/flame`): LCP with its element, INP by web-vitals' rule with its
+    target, the long frames' blocking, and the load's milestones. Only what the timeline
+    holds: a chunk sent before the page's first interaction has no INP, and an
+    interaction reported in a later chunk is in that chunk's upload."""
+
+    def ms(v: float | None) -> str:
+        return "\u2013" if v is None else f"{v:,.0f} ms"
+
+    if not timeline:
+        return [("timeline", "Timeline", "none sent with this upload (no vitals)")]
+    ld = timeline.get("load") or {}
+    out = []
+    lcp = ld.get("lcp")
+    what = ", ".join(x for x in (ld.get("lcpElement"), ld.get("lcpUrl")) if x)
+    out.append(("lcp", "LCP", ms(lcp) + (f" ({what})" if lcp is not None and what else "")))
+    inter = timeline.get("interactions") or []
+    v = inp([e["duration"] for e in inter])
+    if v is None:
+        out.append(("inp", "INP", "\u2013 (no interaction of 16 ms or more)"))
+    else:
+        e = next(x for x in inter if x["duration"] == v)
+        out.append(("inp", "INP", f"{ms(v)} ({e.get('type') or 'interaction'} on "
+                    f"{e.get('target') or '(unknown)'})"))
+    out.append(("interactions", "Interactions", str(len(inter))))
+    frames = timeline.get("longFrames") or []
+    blocking = [f.get("blockingDuration") or 0.0 for f in frames]
+    out.append(("longFrames", "Long frames", f"{len(frames)}" + (
+        f" (blocking {ms(sum(blocking))} in all, longest {ms(max(blocking))})"
+        if frames else "")))
+    for k, label in (("responseStart", "TTFB"), ("domContentLoaded", "DOMContentLoaded"),
+                     ("load", "Load")):
+        if ld.get(k) is not None:
+            out.append((k, label, ms(ld[k])))
+    if ld.get("cls") is not None:
+        out.append(("cls", "CLS", f"{ld['cls']:.3f}"))
+    dropped = timeline.get("dropped") or {}
+    if any(dropped.values()):
+        out.append(("dropped", "Left out by the client's caps",
+                    ", ".join(f"{n} {k}" for k, n in dropped.items() if n)))
+    return out

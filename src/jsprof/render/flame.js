@@ -1303,7 +1303,9 @@
             return [t, S.t1[k], S.d[k], S.f[k], S.tip ? S.tip[k] : null];
           });
           lanes.push({kind: "spans", name: L.name + " " + (S.title || "spans"), L: L, box: bs,
-            height: Math.min(md + 1, TL_ROWS) * D.row, cut: md + 1 - TL_ROWS});
+            height: Math.min(md + 1, TL_ROWS) * D.row, cut: md + 1 - TL_ROWS,
+            // the lane's own windows (or calls), not their children (a frame's scripts)
+            count: S.d.filter(function (d) { return d === 0; }).length});
           lo = Math.min(lo, Math.min.apply(null, S.t0.slice(0, 1000)));
           hi = Math.max(hi, Math.max.apply(null, S.t1.slice(-1000)));
         });
@@ -1313,6 +1315,7 @@
       lanes.forEach(function (ln) {
         if (ln.kind === "axis") return;
         var box = el("div", {"class": "lane", "data-lane": ln.name, "data-kind": ln.kind});
+        if (ln.count !== undefined) box.setAttribute("data-count", String(ln.count));
         box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.cut > 0 ? " (its " +
           ln.cut + " deepest levels are not drawn here; the Flame and Sandwich views have them)" : "")));
         ln.canvas = el("canvas", {});

@@ -902,8 +902,12 @@ def render_flame(
     track: str | None = None,
     source: Callable[[str], str | None] | None = None,
     fleet_time: dict | None = None,
+    facts: list[tuple[str, str, str]] | None = None,
 ) -> str:
     """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
+
+    `facts` (HTML): (key, label, value) lines shown under the header in every view, e.g.
+    one field upload's vitals; text, escaped like every name.
 
     The HTML page is the viewer: the flame graph, a sandwich view and, given the
     Recording `tree` was built from (`rec`, `track`), a time view of its tracks and a
@@ -981,7 +985,7 @@ def render_flame(
     ix = tree_index(tree)
     return _html_document(
         fr, data, title, subtitle, legend, width, model, views, src,
-        None if ix is None else script_json(ix),
+        None if ix is None else script_json(ix), facts,
     )
 
 
@@ -1075,6 +1079,8 @@ nav.tabs a.on { background: #0b61c4; color: #fff; }
 #fg-reset { visibility: hidden; }
 #fg-status { color: #8a2be2; height: 1.35em; line-height: 1.35em; padding: 0 16px 4px;
   white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+.facts { padding: 2px 16px 4px; display: flex; flex-wrap: wrap; gap: 4px 18px; color: #333; }
+.facts b { font-weight: 600; color: #6e6e73; }
 .legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
 .legend span.sw { display: inline-block; width: 10px; height: 10px; border-radius: 2px;
   margin-right: 5px; vertical-align: -1px; box-shadow: inset 0 0 0 1px rgba(0,0,0,0.15); }
@@ -1157,7 +1163,14 @@ def _html_document(
     views: tuple[str, ...],
     source: str | None = None,
     index: str | None = None,
+    facts: list[tuple[str, str, str]] | None = None,
 ) -> str:
+    facts_html = "".join(
+        f'<span data-fact="{esc(k)}"><b>{esc(label)}</b> {esc(value)}</span>'
+        for k, label, value in facts or ()
+    )
+    if facts_html:
+        facts_html = f'<div class="facts" id="fg-facts">{facts_html}</div>\n'
     legend_html = "".join(
         f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
         for fill, label in legend[:12]
@@ -1184,7 +1197,7 @@ def _html_document(
         '<button id="fg-reset" type="button">Reset zoom</button>'
         '<input id="fg-search" type="search" placeholder="Search frames ( / )" '
         'aria-label="Search frames by name or location" autocomplete="off"></div></header>\n'
-        f'<div class="legend">{legend_html}</div>\n<div id="fg-status"></div></div>\n'
+        f'{facts_html}<div class="legend">{legend_html}</div>\n<div id="fg-status"></div></div>\n'
         # Scripts off: no picture (the graph is drawn by the script from columns), a line
         # that says so and where the static picture comes from.
         '<main><section id="v-flame" data-v="flame"><noscript><p class="empty">This viewer '

@@ -88,8 +88,9 @@ _SAMPLE_PARAMS = frozenset({"during", "slower_than", "exclude_idle"})  # what se
 ROUTE_PARAMS = {
     "top": FILTER_PARAMS | {"top", "format"},
     "flame": FILTER_PARAMS | {"format", "max_nodes"},
-    # (exclude_idle: top, flame and export; the intervals of diff and regressions are
-    # resampled over every sample, and a series is regressions' number)
+    # (exclude_idle: top, flame, export and series, the dashboard's chart, which must
+    # give the top table's share; the intervals of diff and regressions are resampled
+    # over every sample)
     "diff": (FILTER_PARAMS - {"exclude_idle"})
     | {
         "base",
@@ -107,7 +108,7 @@ ROUTE_PARAMS = {
     "interactions": (FILTER_PARAMS - _SAMPLE_PARAMS) | {"format", "top", "functions"},
     "traces": (FILTER_PARAMS - _SAMPLE_PARAMS)
     | {"limit", "cursor", "function", "resource"},
-    "series": (FILTER_PARAMS - {"exclude_idle"}) | {"function", "by"},
+    "series": FILTER_PARAMS | {"function", "by", "resource", "line", "column"},
     "regressions": (FILTER_PARAMS - {"exclude_idle"})
     | {"by", "min_change", "min_traces", "min_samples", "format"},
     "options": frozenset({"app"}),
@@ -510,15 +511,26 @@ async def trace_flame(request: Request) -> Response:
 
     def work() -> Response:
         from ..analysis.calltree import build_call_tree
+        from ..fleet.vitals import upload_vitals
         from ..formats import read_any
         from ..render.flame import render_flame
+        from ..timeline import to_spans
+        from ..trace import join_spans, spans_in_order
 
         rec = read_any(trace_document(meta, trace_json), f"upload {upload_id}")
+        timeline = meta.get("timeline")
+        if timeline and rec.tracks:
+            # Its long animation frames and interactions as lanes of its Time view: on the
+            # page's performance.now(), the clock of its samples (no shift).
+            t = rec.tracks[0]
+            spans = join_spans(t.spans, to_spans(timeline))
+            t.spans = spans_in_order(spans) if spans is not None and len(spans) else None
         tree = build_call_tree(rec)
         bits = [f"{meta.get(k)}" for k in ("app", "release", "route") if meta.get(k)]
         page = render_flame(
             tree, "html", title=f"upload {upload_id}",
             subtitle=" · ".join([*bits, f"{tree.total_time:.1f} ms"]), rec=rec,
+            facts=upload_vitals(timeline),
         )
         return _flame_response(page, "html")
 
@@ -577,8 +589,12 @@ async def series(request: Request) -> Response:
         by = request.query_params.get("by") or "release"
         if by not in ("release", "day"):
             raise UsageError(f"query parameter by: {by[:20]!r}; use release or day")
+        q = request.query_params
+        if (q.get("line") or q.get("column")) and q.get("resource") is None:
+            raise UsageError("query parameter line/column: only with resource (the script)")
         with _session(request) as s:
-            return _json(api.series(s, f, name, by))
+            return _json(api.series(s, f, name, by, q.get("resource"), _int(q, "line", None),
+                                    _int(q, "column", None)))
 
     return await _run(request, work)
 

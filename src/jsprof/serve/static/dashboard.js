@@ -80,6 +80,46 @@ async function loadVitals() {
   }
 }
 
+// Per interaction target and type (`fleet interactions`): the functions that ran during
+// them are buttons that chart that function.
+async function loadInteractions() {
+  const p = filterParams();
+  p.delete("during"); // each row keeps its own interactions' windows
+  p.delete("exclude_idle");
+  p.set("top", "15");
+  p.set("functions", "3");
+  const body = $("interactions").tBodies[0];
+  body.replaceChildren();
+  $("interactions-note").textContent = "";
+  let doc;
+  try {
+    doc = await getJSON("/v1/query/interactions", p);
+  } catch (e) {
+    body.append(sentenceRow(8, `Interactions could not be listed: ${e.message}`));
+    return;
+  }
+  for (const r of doc.rows) {
+    const tr = document.createElement("tr");
+    cell(tr, r.target, "l fn");
+    cell(tr, r.type, "l");
+    cell(tr, String(r.count)); cell(tr, String(r.inpPageLoads));
+    cell(tr, msText(r.p75Ms)); cell(tr, msText(r.maxMs)); cell(tr, fmt(r.longFrameMs, 0));
+    const td = cell(tr, "", "l ex");
+    for (const f of r.functions || []) {
+      td.append(linkButton(`${vis(f.label)} (${fmt(f.selfMs, 0)})`, `chart ${f.label}`,
+        () => loadChart(f.name, f.label, fnWhere(f)).catch((e) => status(e.message))), " ");
+    }
+    body.append(tr);
+  }
+  if (!doc.rows.length) {
+    body.append(sentenceRow(8, "No interactions in these uploads' timelines (the client " +
+      "observes those of 16 ms and more)."));
+  }
+  $("interactions-note").textContent = `${plural(doc.interactions, "interaction")} on ` +
+    `${plural(doc.targets, "target")} in ${plural(doc.pageLoads, "page load")}` +
+    (doc.rows.length < doc.targets ? `; the first ${doc.rows.length} shown` : "") + ".";
+}
+
 // Names, routes and URLs come from traces (a name may be 1,024 characters, a route 2,048):
 // their cells are elided by the style sheet and give the whole text on hover.
 const ELIDED = /\b(fn|loc|route)\b/;
@@ -121,7 +161,8 @@ async function loadTop() {
   p.set("top", "30");
   const doc = await getJSON("/v1/query/top", p);
   $("top-summary").textContent =
-    `${doc.traces} traces · ${doc.samples} samples · ${fmt(doc.totalMs / 1000, 1)} s` +
+    `${plural(doc.traces, "trace")} · ${plural(doc.pageLoads, "page load")} · ` +
+    `${plural(doc.samples, "sample")} · ${fmt(doc.totalMs / 1000, 1)} s` +
     (doc.excludedIdleMs !== undefined ? ` · idle excluded: ${fmt(doc.excludedIdleMs / 1000, 1)} s of ` +
       `(idle) and (program) samples (${doc.excludedIdleSamples}) left out here and in the merged flame graph` : "");
   const body = $("top").tBodies[0];
@@ -139,7 +180,7 @@ async function loadTop() {
       td.append(linkButton("uploads", `the uploads that run ${r.label}`,
         () => showUploadsOf(r.name, r.resource, r.label)));
     }
-    tr.addEventListener("click", () => loadChart(r.name, r.label));
+    tr.addEventListener("click", () => loadChart(r.name, r.label, fnWhere(r)));
     body.append(tr);
   }
   if (!doc.rows.length) {
@@ -147,10 +188,12 @@ async function loadTop() {
   }
   const firstFn = doc.rows.find((r) => r.resource !== null);
   if (firstFn && !$("chart").dataset.fn) {
-    loadChart(firstFn.name, firstFn.label).catch((e) => status(e.message));
+    loadChart(firstFn.name, firstFn.label, fnWhere(firstFn)).catch((e) => status(e.message));
   }
   return doc.samples > 0;
 }
+
+const fnWhere = (r) => ({ resource: r.resource, line: r.line, column: r.column });
 
 function loadFlame() {
   const p = filterParams();
@@ -161,14 +204,27 @@ function loadFlame() {
   $("flame").src = `/v1/query/flame?${p}`;
 }
 
-async function loadChart(name, label) {
+// The chart is of the one function a row names (name, script, line, column), as the top
+// table's row counts it; a no-JavaScript row ("(idle)") by its name.
+const charted = { resource: null, line: null, column: null };
+
+async function loadChart(name, label, fnAt) {
   $("chart").dataset.fn = name;
+  if (fnAt !== undefined) Object.assign(charted, fnAt);
+  // (the table row's location, as its "location" cell shows it)
+  $("chart").dataset.where = charted.resource === null ? "" : where(charted);
   // A reload of the same function (filters changed) keeps the label it was chosen by.
   if (label !== undefined) { $("chart-fn").textContent = vis(label); $("chart-fn").title = vis(label); }
   const p = filterParams();
   p.delete("release");
-  p.delete("exclude_idle"); // every sample: regressions' share (see loadRegressions)
+  // The top table's definition of a share (shareDefinition): with Exclude idle, of the
+  // time left, so a release's bar is that release's self % in the table.
   p.set("function", name);
+  if (charted.resource !== null) {
+    p.set("resource", charted.resource);
+    if (charted.line !== null) p.set("line", String(charted.line));
+    if (charted.column !== null) p.set("column", String(charted.column));
+  }
   p.set("by", $("chart-by").value);
   const say = (text) => {
     const note = document.createElement("p");
@@ -201,8 +257,10 @@ async function loadChart(name, label) {
     rect.setAttribute("width", "36");
     rect.setAttribute("height", String(Math.max(h, 0.5)));
     const tip = document.createElementNS(SVG, "title");
-    tip.textContent = vis(`${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${pt.traces} traces`);
+    tip.textContent = vis(`${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${plural(pt.traces, "trace")}`);
     rect.append(tip);
+    rect.dataset.label = pt.label;
+    rect.dataset.selfPct = String(pt.selfPct);
     const val = document.createElementNS(SVG, "text");
     val.setAttribute("x", String(30 + i * 60));
     val.setAttribute("y", String(base - h - 4));
@@ -350,7 +408,10 @@ async function loadRegressions(ev) {
     for (const id of r.exampleIds) { td.append(uploadLink(id), " "); }
     td.append(linkButton("all", `every upload that runs ${r.label}`,
       () => showUploadsOf(r.name, r.resource, r.label)));
-    tr.addEventListener("click", () => loadChart(r.name, r.label));
+    // (a regression matches its function across builds by name and script: every
+    // function of that name is charted)
+    tr.addEventListener("click", () => loadChart(r.name, r.label,
+      { resource: null, line: null, column: null }));
     body.append(tr);
   }
   const span = units.length ? ` (${units[0]} to ${units[units.length - 1]})` : "";
@@ -444,10 +505,24 @@ async function loadUploads() {
   }
 }
 
+// One definition of a share for the top table, the flame graph and the chart, said on the
+// page: of the chosen filters' sampled time, (idle) and (program) left out while Exclude
+// idle is on. The diff and the regressions count every sample (their intervals are
+// resampled over all of them), and say so.
+function shareDefinition() {
+  const idle = $("exclude-idle").checked;
+  $("share-def").textContent = "Self % is a function's own time as a share of the sampled " +
+    "time of these filters" + (idle ? ", (idle) and (program) samples left out (Exclude idle)"
+      : ", every sample counted (idle too)") + ": the same in the top table, the merged " +
+    "flame graph and the chart (a release's bar is its self % with that release picked). " +
+    "The release diff and the regressions count every sample.";
+}
+
 async function refresh(ev) {
   if (ev) ev.preventDefault();
   status("");
-  loading("Loading the results of these filters: web vitals, top functions, regressions and uploads…");
+  shareDefinition();
+  loading("Loading the results of these filters: web vitals, interactions, top functions, regressions and uploads…");
   try {
     await refreshAll();
   } finally {
@@ -459,6 +534,7 @@ async function refreshAll() {
   // Each section says its own error where its result would be, and a failed one
   // leaves no stale result of earlier filters behind.
   await loadVitals();
+  await loadInteractions();
   let drawn = false;
   try {
     drawn = await loadTop();
