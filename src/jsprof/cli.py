@@ -122,7 +122,10 @@ def _load(
     if getattr(args, "sourcemap", None) is not None:
         from . import sourcemap_files
 
-        rec = sourcemap_files.apply(rec, args.sourcemap or None, texts)
+        notes: list[str] = []
+        rec = sourcemap_files.apply(rec, args.sourcemap or None, texts, notes)
+        for note in notes:  # a map of another build: said, not applied
+            print(f"jsprof: {note}", file=sys.stderr)
     rec = _during(rec, path, args)
     return filters.apply(
         rec,

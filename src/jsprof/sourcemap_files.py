@@ -151,11 +151,15 @@ def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
 
 
 def apply(
-    rec: Recording, where: str | None = None, texts: dict[str, str] | None = None
+    rec: Recording,
+    where: str | None = None,
+    texts: dict[str, str] | None = None,
+    notes: list[str] | None = None,
 ) -> Recording:
     """Every track with source maps applied (from `where`, else beside local scripts).
     `texts`, when given, gets the original sources the maps carry (`sourcesContent`) by
-    their URL, for a viewer that shows them."""
+    their URL, for a viewer that shows them; `notes` a line per map that does not match
+    its script (not applied: `analysis.sourcemap.apply_to_trace`)."""
     tracks = []
     for t in rec.tracks:
         maps = find_maps(t.trace.resources, where)
@@ -164,7 +168,7 @@ def apply(
                 for s, content in enumerate(sm.contents):
                     if content is not None:
                         texts.setdefault(sm.source_url(s), content)
-        mapped = sourcemap.apply_to_trace(t.trace, maps)
+        mapped = sourcemap.apply_to_trace(t.trace, maps, notes)
         tracks.append(
             replace(t, trace=mapped, spans=spans_without_calls(t.spans) if maps else t.spans)
         )

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import JsprofError
+from ..names import MAX_TEXT_CHARS, FunctionNames, JsFunction
 from ..trace import NO_LINE, NONE, ProfilerTrace, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
@@ -194,15 +195,25 @@ class SourceMap:
         return i
 
 
-def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> ProfilerTrace:
+def apply_to_trace(
+    trace: ProfilerTrace, maps: dict[str, SourceMap], notes: list[str] | None = None
+) -> ProfilerTrace:
     """Frames mapped to original positions and names; stacks re-interned (two generated
-    frames may map to one original frame), samples remapped through them."""
+    frames may map to one original frame), samples remapped through them.
+
+    A mapped frame is named as V8 names the function at its original position in the
+    original source (`jsprof.names`: `pp$8.parseStatement`, not the minified receiver's
+    `f.parseStatement`) and placed where V8 places it, so a minified profile reads and
+    diffs as one of the code the developer wrote. Where the source is not at hand (no
+    `sourcesContent`, no local file) the map's own name at the position is taken. A map
+    whose positions land outside every function of its sources is not the bundle's map
+    (another build's): it is not applied, and `notes` gets one line saying so."""
     if not maps:
         return trace
-    b = TraceBuilder()
     res = trace.resources
-    new_frame: list[int] = []
-    frame_map: list[_MappedFrame | None] = []
+    names: dict[tuple[int, int], FunctionNames | None] = {}
+    looked: list[tuple[SourceMap, tuple, int | None, JsFunction | None] | None] = []
+    tally: dict[str, list[int]] = {}  # resource -> [in a function, in none]
     for f in trace.frames:
         url = None if f.resource_id is None else res[f.resource_id]
         sm = maps.get(url) if url is not None else None
@@ -212,23 +223,70 @@ def apply_to_trace(trace: ProfilerTrace, maps: dict[str, SourceMap]) -> Profiler
             else None
         )
         if hit is None:
+            looked.append(None)
+            continue
+        assert sm is not None and f.line is not None and url is not None
+        source = sm.source_index(f.line, f.column or 1)
+        fn = None
+        # The script's own code (no name, at 1:1) and V8's own frames keep their names.
+        top_level = not f.name and f.line == 1 and (f.column or 1) == 1
+        if source is not None and not top_level and not f.name.startswith(("(", "<")):
+            index = _function_names(sm, source, names)
+            if index is not None:
+                fn = index.at(hit[1], hit[2])
+                if f.name:
+                    tally.setdefault(url, [0, 0])[fn is None] += 1
+        looked.append((sm, hit, source, fn))
+    wrong = {url for url, (inside, outside) in tally.items() if outside >= 3 and outside > inside}
+    for url in sorted(wrong):
+        inside, outside = tally[url]
+        if notes is not None:
+            notes.append(
+                f"{url}: its source map does not match it ({outside} of {inside + outside} "
+                "functions map into no function of its original sources); shown as "
+                "recorded: give the .map built with this script"
+            )
+    b = TraceBuilder()
+    new_frame: list[int] = []
+    frame_map: list[_MappedFrame | None] = []
+    for f, got in zip(trace.frames, looked, strict=True):
+        url = None if f.resource_id is None else res[f.resource_id]
+        if got is None or url in wrong:
             frame_map.append(None)
             rid = None if url is None else b.resource_id(url)
             new_frame.append(b.frame_id(f.name, rid, f.line, f.column))
+            continue
+        sm, (src, line, col, name), source, fn = got
+        assert f.line is not None
+        if fn is not None:
+            name, line, col = fn.name, fn.v8_line, fn.v8_column
         else:
-            src, line, col, name = hit
-            assert sm is not None and f.line is not None
-            source = sm.source_index(f.line, f.column or 1)
-            frame_map.append(
-                _MappedFrame(sm, f.line, f.column or 1, source, line, col, bool(name or f.name))
+            name = name or f.name
+        frame_map.append(
+            _MappedFrame(
+                sm, f.line, f.column or 1, source, line, col, bool(name or f.name),
+                None if fn is None else fn.line,
             )
-            new_frame.append(b.frame_id(name or f.name, b.resource_id(src), line, col))
+        )
+        new_frame.append(b.frame_id(name, b.resource_id(src), line, col))
     new_stack = b.map_stacks(trace, new_frame)
     return trace.with_tables(
         b.build(),
         sample_stack=new_stack[trace.sample_stack],
         sample_line=_map_lines(trace, frame_map),
     )
+
+
+def _function_names(
+    sm: SourceMap, source: int, cache: dict[tuple[int, int], FunctionNames | None]
+) -> FunctionNames | None:
+    """The functions of one original source with their V8 names, parsed once per map and
+    source; None when its text is not at hand."""
+    key = (id(sm), source)
+    if key not in cache:
+        text = sm.source_text(source)
+        cache[key] = None if text is None or len(text) > MAX_TEXT_CHARS else FunctionNames(text)
+    return cache[key]
 
 
 class _MappedFrame(NamedTuple):
@@ -241,6 +299,7 @@ class _MappedFrame(NamedTuple):
     original_line: int
     original_column: int
     named: bool
+    function_line: int | None = None  # where the function starts, when its source is at hand
 
 
 _FUNCTION_NODES = frozenset(
@@ -316,7 +375,8 @@ def _original_line(m: _MappedFrame, line: int, end: int | None) -> int:
     if got is None:
         return NO_LINE
     source, original = got
-    if source != m.source or original < m.original_line:
+    start = m.original_line if m.function_line is None else m.function_line
+    if source != m.source or original < start:
         return NO_LINE
     if end is not None and original > end:
         return NO_LINE

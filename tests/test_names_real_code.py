@@ -1,0 +1,214 @@
+"""Names on real code: acorn (npm, pinned) parsing marked's source, bundled and minified by
+esbuild and by terser with their source maps, and run unminified on QuickJS. The names
+jsprof reports must be the ones V8 gives the unminified code (node --cpu-prof, by
+location): for >= 95 % of the self time in the bundle's original sources, both bundlers;
+on QuickJS, `(anonymous` <= 5 % of self time and V8's top functions under V8's names."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+import jsprof
+from jsprof import sourcemap_files
+from jsprof.analysis.profile import summarize
+from jsprof.fleet import sourcemaps as fleet_sourcemaps
+
+pytestmark = pytest.mark.npm
+
+JS = Path(__file__).parent / "js" / "node_modules"
+BIN = JS / ".bin"
+WORK_MS = 1200  # each run's parsing loop
+
+DRIVER = """
+var SOURCE = {source};
+function runParser(parse, ms) {{
+  var end = Date.now() + ms, n = 0;
+  while (Date.now() < end) {{
+    parse(SOURCE, {{ ecmaVersion: "latest", sourceType: "module", locations: true }});
+    n++;
+  }}
+  return n;
+}}
+"""
+
+
+def _node_profile(d: Path, script: str, coverage: bool = False) -> Path:
+    """node --cpu-prof of `script` in `d`: V8's own profile; with `coverage`, V8's
+    coverage of the run too (NODE_V8_COVERAGE, beside the profile: every function it
+    compiled, by V8's name, whether sampled or not)."""
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+    out = d / f"prof-{script}"
+    env = {**os.environ, "NODE_V8_COVERAGE": str(out / "coverage")} if coverage else None
+    subprocess.run(
+        ["node", "--cpu-prof", f"--cpu-prof-dir={out}", "--cpu-prof-interval", "250", script],
+        cwd=d, check=True, timeout=180, capture_output=True, env=env,
+    )
+    (profile,) = out.glob("*.cpuprofile")
+    return profile
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    """acorn's two builds and drivers, the two bundles with maps, and V8's profiles."""
+    d = tmp_path_factory.mktemp("names")
+    for f in ("acorn.js", "acorn.mjs"):
+        assert (JS / "acorn" / "dist" / f).exists(), "tests/js missing: `make test` installs it"
+        shutil.copy(JS / "acorn" / "dist" / f, d / f)
+    common = DRIVER.format(source=json.dumps((JS / "marked" / "lib" / "marked.esm.js").read_text()))
+    run = f"console.log(runParser(acornLib.parse, {WORK_MS}) > 0);\n"
+    # esbuild bundles the module build; terser minifies the UMD build with a script
+    # driver (in Node its CommonJS `exports`, on QuickJS the global it sets)
+    (d / "driver.mjs").write_text('import * as acornLib from "./acorn.mjs";\n' + common + run)
+    (d / "driver.js").write_text(
+        common
+        + 'var acornLib = typeof exports === "object" && typeof module !== "undefined" '
+        "? exports : globalThis.acorn;\n" + run
+    )
+    (d / "driver_cjs.js").write_text('var acornLib = require("./acorn.js");\n' + common + run)
+    subprocess.run(
+        [str(BIN / "esbuild"), "driver.mjs", "--bundle", "--minify", "--sourcemap",
+         "--outfile=esbuild.min.js", "--log-level=warning"],
+        cwd=d, check=True, timeout=120,
+    )
+    subprocess.run(
+        [str(BIN / "terser"), "acorn.js", "driver.js", "-c", "-m", "--source-map",
+         "url='terser.min.js.map',includeSources", "-o", "terser.min.js"],
+        cwd=d, check=True, timeout=180,
+    )
+    for bundle in ("esbuild.min.js", "terser.min.js"):
+        assert "parseStatement" in (d / bundle).read_text()  # methods keep their keys
+        assert "pp$8" not in (d / bundle).read_text()  # but the receivers are minified
+    return {
+        "dir": d,
+        "truth": {
+            "acorn.mjs": _node_profile(d, "driver.mjs", coverage=True),
+            "acorn.js": _node_profile(d, "driver_cjs.js", coverage=True),
+        },
+    }
+
+
+def _truth(work) -> dict[tuple[str, int], set[str]]:
+    """(original file's name, line) -> the names V8 gave functions there, unminified:
+    its profile's call frames and its coverage's functions (a function's first line)."""
+    out: dict[tuple[str, int], set[str]] = {}
+    for profile in work["truth"].values():
+        doc = json.loads(profile.read_text())
+        for node in doc["nodes"]:
+            cf = node["callFrame"]
+            if cf["url"].startswith("file:"):
+                key = (cf["url"].rsplit("/", 1)[-1], cf["lineNumber"] + 1)
+                out.setdefault(key, set()).add(cf["functionName"])
+        for cov in (profile.parent / "coverage").glob("*.json"):
+            for script in json.loads(cov.read_text())["result"]:
+                path = Path(unquote(urlparse(script["url"]).path))
+                if not script["url"].startswith("file:") or path.parent != work["dir"]:
+                    continue
+                text = path.read_text()
+                for fn in script["functions"]:
+                    line = text.count("\n", 0, fn["ranges"][0]["startOffset"]) + 1
+                    out.setdefault((path.name, line), set()).add(fn["functionName"])
+    return out
+
+
+def _rows(rec):
+    """(name, resource, line, self ms) per function of a Recording."""
+    s = summarize(rec)
+    return [
+        (k.name, k.resource, k.line, ms)
+        for k, ms in zip(s.stats.keys, s.stats.self_ms.tolist(), strict=True)
+    ]
+
+
+def _named_share(rows, work, sources=("acorn.mjs", "acorn.js", "driver.mjs", "driver.js")):
+    """(share of the self time in the original sources with V8's name, share of the
+    bundle's self time mapped back to them, the worst misses)."""
+    truth = _truth(work)
+    total = mapped = named = 0.0
+    misses = []
+    for name, resource, line, ms in rows:
+        if not resource or not resource.startswith("file:"):
+            continue  # V8's own rows, node's internals
+        base = resource.rsplit("/", 1)[-1]
+        total += ms
+        if base not in sources:
+            continue
+        mapped += ms
+        if name in truth.get((base, line), ()):
+            named += ms
+        else:
+            misses.append((round(ms, 1), name, base, line, truth.get((base, line))))
+    return named / mapped, mapped / total, sorted(misses, reverse=True)[:10]
+
+
+def test_esbuild_bundle_recorded_by_jsprof_reads_as_the_original(work):
+    """`jsprof record --engine node` of the esbuild bundle, `jsprof report --sourcemap`."""
+    d = work["dir"]
+    out = d / "esbuild.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", "node", "-o", str(out),
+         "esbuild.min.js"],
+        cwd=d, capture_output=True, text=True, timeout=180,
+    )
+    assert p.returncode == 0, p.stderr
+    p = subprocess.run(  # the map from the bundle's sourceMappingURL comment
+        [sys.executable, "-m", "jsprof.cli", "report", str(out), "--sourcemap", "--json",
+         "--all"],
+        cwd=d, capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    rows = [
+        # the report shows a function V8 leaves anonymous by its place
+        ("" if r["name"].startswith("(anonymous ") else r["name"], r.get("resource"),
+         r.get("line"), r["self_ms"])
+        for r in json.loads(p.stdout)["rows"]
+    ]
+    share, mapped, misses = _named_share(rows, work)
+    assert mapped >= 0.99 and share >= 0.95, (mapped, share, misses)
+
+
+def test_terser_bundle_profiled_by_node_reads_as_the_original(work):
+    """node --cpu-prof's own .cpuprofile of the terser bundle, its map given as a file."""
+    d = work["dir"]
+    profile = _node_profile(d, "terser.min.js")
+    notes: list[str] = []
+    rec = sourcemap_files.apply(jsprof.load(profile), str(d / "terser.min.js.map"), None, notes)
+    assert notes == []
+    share, mapped, misses = _named_share(_rows(rec), work)
+    assert mapped >= 0.99 and share >= 0.95, (mapped, share, misses)
+    # the fleet's uploaded maps name the frames the same way
+    trace = jsprof.load(profile).tracks[0].trace
+    maps = sourcemap_files.find_maps(trace.resources, str(d / "terser.min.js.map"))
+    fleet_names = {k.name for k in fleet_sourcemaps.frame_functions(trace, maps)}
+    assert fleet_names == {f.name for f in rec.tracks[0].trace.frames}
+    assert "pp$5.parseExprAtom" in fleet_names
+
+
+def test_a_map_of_another_build_is_said_and_not_applied(work):
+    """The esbuild map given for the terser bundle: its positions land outside acorn's
+    functions. One line says so; the frames stay as recorded (no wrong names)."""
+    d = work["dir"]
+    profile = next((d / "prof-terser.min.js").glob("*.cpuprofile"), None) or _node_profile(
+        d, "terser.min.js"
+    )
+    rec = jsprof.load(profile)
+    notes: list[str] = []
+    out = sourcemap_files.apply(rec, str(d / "esbuild.min.js.map"), None, notes)
+    assert len(notes) == 1 and "terser.min.js: its source map does not match it" in notes[0]
+    assert [f.name for f in out.tracks[0].trace.frames] == [
+        f.name for f in rec.tracks[0].trace.frames
+    ]
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "report", str(profile), "--sourcemap",
+         str(d / "esbuild.min.js.map")],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0
+    said = [line for line in p.stderr.splitlines() if "does not match" in line]
+    assert len(said) == 1 and said[0].startswith("jsprof: file://"), p.stderr
