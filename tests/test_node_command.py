@@ -230,7 +230,8 @@ if (process.argv[2] === 'child') {
 """
 
 
-def test_ctrl_c_keeps_every_process_samples_and_ends_the_command(tmp_path):
+@pytest.mark.parametrize("sig,status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_ctrl_c_keeps_every_process_samples_and_ends_the_command(tmp_path, sig, status):
     app = tmp_path / "forever.js"
     app.write_text(FOREVER)
     out = tmp_path / "o.json"
@@ -243,13 +244,13 @@ def test_ctrl_c_keeps_every_process_samples_and_ends_the_command(tmp_path):
     assert line.startswith("child "), line
     child = int(line.split()[1])
     time.sleep(1.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130, err
+    assert proc.returncode == status, err
     assert "Traceback" not in err
     rec = jsprof.load(out)
     assert rec.tracks[0].meta["exit"] == "interrupted"
-    assert rec.tracks[0].meta["signal"] == "SIGINT"
+    assert rec.tracks[0].meta["signal"] == sig.name
     mains = [t for t in rec.tracks if "pid" in t.meta]
     assert len(mains) == 2
     for t in mains:
@@ -320,3 +321,17 @@ def test_a_node_started_after_jsprof_is_gone_runs_unprofiled(tmp_path, left):
     assert (p.returncode, p.stdout, p.stderr) == (0, "42\n", "")
     if left != "nothing":
         assert [f.name for f in where.iterdir() if f.name != "doorbell"] == []
+
+
+def test_duration_ends_the_command_with_0_and_keeps_every_process(tmp_path):
+    app = tmp_path / "forever.js"
+    app.write_text(FOREVER)
+    out = tmp_path / "o.json"
+    p = _run("record", "--engine", "node", "--duration", "3", "-o", out, "--", "node", app,
+             cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rec = jsprof.load(out)
+    assert rec.tracks[0].meta["exit"] == "duration"
+    mains = [t for t in rec.tracks if "pid" in t.meta]
+    assert len(mains) == 2 and all(t.meta["processExit"] == "duration" for t in mains)
+    assert all(_samples_in(t, "parentHot") >= 5 for t in mains)
