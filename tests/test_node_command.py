@@ -335,3 +335,16 @@ def test_duration_ends_the_command_with_0_and_keeps_every_process(tmp_path):
     mains = [t for t in rec.tracks if "pid" in t.meta]
     assert len(mains) == 2 and all(t.meta["processExit"] == "duration" for t in mains)
     assert all(_samples_in(t, "parentHot") >= 5 for t in mains)
+
+
+def test_python_api_record_command(tmp_path):
+    from jsprof.record import exit_status
+
+    out = tmp_path / "o.jsprof.json"
+    code = (_HOT % "apiHot") + "apiHot(100); process.exitCode = 5;"
+    rec = jsprof.record_command(["node", "-e", code], sample_interval=0.5, output=out)
+    assert exit_status(rec) == 5
+    assert [t.name for t in rec.tracks] == [f"pid {rec.tracks[0].meta['pid']} node"]
+    assert _samples_in(rec.tracks[0], "apiHot") >= 5
+    assert rec.tracks[0].sample_interval == 0.5
+    assert jsprof.load(out).tracks[0].name == rec.tracks[0].name

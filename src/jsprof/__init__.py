@@ -20,6 +20,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "load": ("jsprof.io", "load"),
     "save": ("jsprof.io", "save"),
     "record": ("jsprof.record", "record"),
+    "record_command": ("jsprof.record", "record_command"),
     "ProfilerFrame": ("jsprof.trace", "ProfilerFrame"),
     "ProfilerTrace": ("jsprof.trace", "ProfilerTrace"),
     "Recording": ("jsprof.trace", "Recording"),
@@ -31,6 +32,7 @@ __all__ = [
     "engines",
     "load",
     "record",
+    "record_command",
     "save",
     "ProfilerFrame",
     "ProfilerTrace",
@@ -44,7 +46,7 @@ if TYPE_CHECKING:
 
     from . import engines
     from .io import load, save
-    from .record import record
+    from .record import record, record_command
     from .trace import ProfilerFrame, ProfilerTrace, Recording, TraceBuilder, Track
 
 
