@@ -62,8 +62,8 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         "--during",
         choices=("interaction", "long-frame"),
         help="only samples inside the page's interactions or long animation frames "
-        "(spans of a `record --engine chromium` recording); lost stacks inside a long "
-        "frame go to its script entry point",
+        "(spans of a `record --engine chromium` recording, or an upload's timeline); a "
+        "handler is charged only inside its own script entries",
     )
     g.add_argument(
         "--slower-than",
@@ -117,8 +117,11 @@ def _load(
     original sources the source maps carry)."""
     from . import io
     from .analysis import filters
+    from .analysis.busy import attribute
 
-    rec = io.load(path)
+    # Busy time first (stack-less samples inside long animation frames: never `(idle)`),
+    # by the page's own names, before source maps rename the frames it matches them to.
+    rec, _ = attribute(io.load(path))
     if getattr(args, "sourcemap", None) is not None:
         from . import sourcemap_files
 

@@ -68,6 +68,8 @@ class TrackMeta(TypedDict, total=False):
     # Chromium: the page's timeline (long frames and interactions held as the track's spans)
     timelineDropped: dict[str, int]  # entries over the client's per-take limits
     timelineRefused: list[str]  # batches that failed the timeline check, why
+    # jsprof serve: an upload's client timeline (GET /v1/traces/{id}), read by analysis/busy.py
+    timeline: dict[str, Any]
     # instrument
     instrumented: bool
     spansDropped: int

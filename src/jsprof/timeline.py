@@ -4,11 +4,11 @@ An upload's envelope may carry `timeline` (jsprof-client.js): the long animation
 (LoAF) and interactions (Event Timing) observed since the chunk before, and the page
 load (navigation timing, LCP). `check` is the collector's validation (one error naming
 the field, like the trace's); the rest is what fleet queries do with it: the windows a
-`--during` query keeps samples in, and the entry points of long frames that samples the
-browser lost their stacks in are charged to. Pure: stdlib, numpy and the model. The local
-Chromium engine records the same shape (the client's Timeline class runs in its page
-helper) and keeps it as spans of the page's track (`to_spans`); `from_spans` gives it back
-for `report --during`.
+`--during` query keeps samples in, and the names of the script entry points that samples
+the browser lost their stacks in are charged to (analysis/busy.py). Pure: stdlib, numpy
+and the model. The local Chromium engine records the same shape (the client's Timeline
+class runs in its page helper) and keeps it as spans of the page's track (`to_spans`);
+`from_spans` gives it back for `report --during`, `of_track` with an upload's own.
 
 Times are ms of the page's `performance.now()`, the clock of the trace's samples. Every
 chunk of one page load shares that clock, so windows are gathered per page load (the
@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .trace import SPAN_KIND_CODE, SpanColumns, Spans
+from .trace import SPAN_KIND_CODE, SpanColumns, Spans, Track
 
 # What one upload's timeline may hold (the client's TIMELINE_LIMITS; docs/field.md).
 MAX_LONG_FRAMES = 50
@@ -248,18 +248,6 @@ def in_windows(times: np.ndarray, windows: list[tuple[float, float]]) -> np.ndar
     return keep
 
 
-def entry_point(frame: dict, t: float) -> dict | None:
-    """The LoAF script that was running at `t` (else the frame's longest script): what a
-    sample the browser lost the stack of was running."""
-    best = None
-    for s in frame.get("scripts") or []:
-        if s["start"] <= t < s["start"] + s["duration"]:
-            return s
-        if best is None or s["duration"] > best["duration"]:
-            best = s
-    return best
-
-
 def entry_name(s: dict) -> tuple[str, str | None]:
     """(function name, resource) of a LoAF script entry."""
     name = s.get("sourceFunctionName") or s.get("invoker") or "(anonymous)"
@@ -344,6 +332,24 @@ def to_spans(timeline: dict, shift: float = 0.0) -> Spans:
                  e["start"] + (interaction_end(e) - e["start"]) + shift,
                  label=e.get("type") or "interaction", args=a)
     return cols.build()
+
+
+def of_track(track: Track) -> PageLoad:
+    """What `track`'s page reported: its spans (a Chromium recording) and its meta's
+    `timeline` (an upload as the collector gives it back, `GET /v1/traces/{id}`), as one
+    PageLoad. A meta timeline that fails the collector's check (a hand-edited file) is
+    not read: it is data like the rest of the file, never trusted."""
+    pl = from_spans(track.spans)
+    doc = track.meta.get("timeline") if isinstance(track.meta, dict) else None
+    if doc:
+        try:
+            got = page_loads([("", check(doc, "meta.timeline", keep_query=True))])[""]
+        except TimelineError:
+            return pl
+        pl.long_frames += got.long_frames
+        pl.interactions += got.interactions
+        pl.load = got.load
+    return pl
 
 
 def from_spans(spans: Spans | None) -> PageLoad:

@@ -7,10 +7,12 @@ per-release tables of the same shape the tables give (`query.Release`, `StackRow
 `FrameRows`): top, flame, diff and export then run unchanged. Its cost grows with the
 matching uploads, not with distinct stacks (docs/design.md, Deviations).
 
-Samples the browser lost the stack of (no stack, no marker but `script`) inside a long
-animation frame are not idle: the frame's script entry point was running. They are
-charged to a frame for that entry point (sourceFunctionName at sourceURL) with a child
-`(stack not captured)`, and the time so charged is reported (`attributedMs`).
+Samples the browser lost the stack of are attributed as the compactor attributes them
+(analysis/busy.py: inside a long frame's script entry, that entry point's `(stack not
+captured)`; elsewhere in the frame, its own rows), but by the frames of the whole page
+load (all its chunks: a frame reported with the next chunk still covers its samples), so
+a handler is charged only for the time inside its own script entries; the kept time so
+charged to entry points is reported (`attributedMs`).
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ from typing import Any
 
 import numpy as np
 
+from ..analysis.busy import attribute_trace, charged_mask
 from ..errors import JsprofError
-from ..trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder
+from ..trace import NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
 
@@ -30,28 +33,14 @@ NS_PER_MS = 1_000_000
 
 
 class _Tables:
-    """One release's frames and stacks, interned across uploads (a TraceBuilder's), and
-    which frames with a line each (name, script) has, for LoAF entry points."""
+    """One release's frames and stacks, interned across uploads (a TraceBuilder's)."""
 
     def __init__(self) -> None:
         self.b = TraceBuilder()
-        self.with_line: dict[tuple[str, str | None], set[int]] = {}
 
     def frame(self, name: str, resource: str | None, line: int | None, col: int | None) -> int:
         rid = None if resource is None else self.b.resource_id(resource)
-        fid = self.b.frame_id(name, rid, line, col)
-        if line is not None:
-            self.with_line.setdefault((name, resource), set()).add(fid)
-        return fid
-
-    def entry_frame(self, name: str, resource: str | None) -> int:
-        """A LoAF entry point's frame: the sampled function of that name in that script
-        when there is exactly one (LoAF gives a character offset, not a line), else a
-        frame of its own."""
-        same = self.with_line.get((name, resource), ())
-        if len(same) == 1:
-            return next(iter(same))
-        return self.frame(name, resource, None, None)
+        return self.b.frame_id(name, rid, line, col)
 
     def stack(self, parent: int, frame: int) -> int:
         return self.b.stack_id_from(parent, frame)
@@ -100,7 +89,6 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     store = Store(snap.tdir.parent)
     raw, loads = _timelines(store, up)
     tables = {rkey: _Tables() for rkey in up.rkeys}
-    script_code = MARKER_CODE["script"]
     rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
     attributed_ms = 0.0
     # Uploads whose timeline has a window of this kind at any length: none means the
@@ -129,25 +117,13 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
             keep = tl.in_windows(tr.sample_time, windows)
             if not keep.any():
                 continue
+            tr = attribute_trace(tr, pl.long_frames, w)[0]
             smap = tab.add_trace(tr)
             st = smap[tr.sample_stack[keep]]
             mk = (tr.sample_marker[keep].astype(np.int64) if tr.sample_marker is not None
                   else np.full(int(keep.sum()), NONE, np.int64))
-            times = tr.sample_time[keep]
             wk = w[keep]
-            lost = np.nonzero((st == NONE) & ((mk == NONE) | (mk == script_code)))[0]
-            for j in lost.tolist():
-                t = float(times[j])
-                frame = next((f for f in pl.long_frames
-                              if f["start"] <= t < f["start"] + f["duration"]), None)
-                s = None if frame is None else tl.entry_point(frame, t)
-                if s is None:
-                    continue
-                name, resource = tl.entry_name(s)
-                entry = tab.stack(NONE, tab.entry_frame(name, resource))
-                st[j] = tab.stack(entry, tab.frame(tl.NOT_CAPTURED, None, None, None))
-                mk[j] = NONE
-                attributed_ms += float(wk[j])
+            attributed_ms += float(wk[charged_mask(tr)[keep]].sum())
             rows.append((np.full(len(st), ri, np.int64), st, mk,
                          np.rint(wk * NS_PER_MS).astype(np.int64),
                          np.full(len(st), int(up.uk[i]), np.int64)))

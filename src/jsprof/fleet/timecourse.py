@@ -57,7 +57,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     """The `fleetTime` block of the viewer's model for a query's Selection `sel`."""
     from ..formats import read_any
     from ..store import Store, StoreError
-    from ..store.compact import upload_weights
+    from ..store.compact import attributed, upload_weights
     from .query import idle_mask, mapped_release
     from .vitals import vitals
 
@@ -91,6 +91,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
             if tr.num_samples == 0:
                 continue
             w, _ = upload_weights(track, meta)  # the weights the compactor stored
+            tr = attributed(track, meta, w)  # the stacks the compactor stored
             smap = tab.add_trace(tr)
             st = smap[tr.sample_stack]  # NONE -> the last entry, NONE
             mk = (tr.sample_marker.astype(np.int64) if tr.sample_marker is not None

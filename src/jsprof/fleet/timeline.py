@@ -16,7 +16,6 @@ from ..timeline import (  # noqa: F401
     TimelineError,
     check,
     entry_name,
-    entry_point,
     in_windows,
     interaction_end,
     page_loads,

@@ -510,6 +510,7 @@ async def trace_flame(request: Request) -> Response:
     meta, trace_json = got
 
     def work() -> Response:
+        from ..analysis.busy import attribute
         from ..analysis.calltree import build_call_tree
         from ..fleet.vitals import upload_vitals
         from ..formats import read_any
@@ -517,7 +518,8 @@ async def trace_flame(request: Request) -> Response:
         from ..timeline import to_spans
         from ..trace import join_spans, spans_in_order
 
-        rec = read_any(trace_document(meta, trace_json), f"upload {upload_id}")
+        # as `jsprof report` of this upload: busy time attributed (its meta's timeline)
+        rec, _ = attribute(read_any(trace_document(meta, trace_json), f"upload {upload_id}"))
         timeline = meta.get("timeline")
         if timeline and rec.tracks:
             # Its long animation frames and interactions as lanes of its Time view: on the

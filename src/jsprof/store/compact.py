@@ -289,6 +289,24 @@ def upload_weights(track: Any, meta: dict) -> tuple[np.ndarray, float]:
     return weights_and_lost(track.trace, v if v is not None and v > 0 else track.sample_interval)
 
 
+def attributed(track: Any, meta: dict, w: np.ndarray) -> Any:
+    """One upload track's trace with its busy samples attributed (analysis/busy.py: a
+    stack-less sample inside a long animation frame of the upload's timeline is its script
+    entry point's, or the frame's own, never `(idle)`): what the tables keep, so every
+    query reads it without re-reading raw uploads. The frames are the upload's own (the
+    collector checked them); a frame that ends after its chunk was sent is reported with
+    the next chunk, and its samples in this one stay `(idle)` here (`--during` reads the
+    whole page load's frames). The queries that read raw records (`fleet/during.py`,
+    `fleet/timecourse.py`) call this too."""
+    from ..analysis.busy import attribute_trace
+    from ..timeline import of_track
+
+    t = meta.get("timeline")
+    frames = list(t.get("longFrames") or ()) if isinstance(t, dict) else []
+    frames += of_track(track).long_frames
+    return attribute_trace(track.trace, frames, w)[0]
+
+
 def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]:
     """Intern one upload's tracks into `rel`; queue its weights and frame rows.
 
@@ -302,6 +320,7 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
             continue
         w, lost = upload_weights(track, meta)
         lost_ms += lost
+        tr = attributed(track, meta, w)
         res = tr.resources
         fmap = [
             rel.frame(

@@ -1,0 +1,103 @@
+"""analysis/busy.py's rule on a trace whose every sample's place is known: stack-less samples
+inside a long frame's script entry go to its entry point, elsewhere in the frame to the
+frame's own rows, outside every frame they stay (idle); markers other than `script` and
+samples with stacks keep theirs; times and weights never change; a second pass changes
+nothing; another thread's samples are not the page's."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from jsprof.analysis.busy import (
+    NOT_CAPTURED,
+    NOT_IN_SCRIPT,
+    RENDERING,
+    attribute,
+    attribute_trace,
+)
+from jsprof.trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
+
+URL = "https://shop.example/app.js"
+
+
+def _trace(markers: bool = False) -> ProfilerTrace:
+    # 0: onBuy (stack), 1..: times below; no stack unless said
+    times = [100.0, 120.0, 130.0, 95.0, 180.0, 250.0, 140.0, 145.0]
+    stacks = [0, NONE, NONE, NONE, NONE, NONE, NONE, NONE]
+    mk = [MARKER_CODE["script"], MARKER_CODE["script"], NONE, NONE, NONE, NONE,
+          MARKER_CODE["gc"], MARKER_CODE["script"]]
+    order = np.argsort(times)
+    return ProfilerTrace(
+        resources=[URL],
+        frames=[ProfilerFrame("onBuy", 0, 3, 10)],
+        stack_parent=[NONE],
+        stack_frame=[0],
+        sample_time=np.array(times)[order],
+        sample_stack=np.array(stacks)[order],
+        sample_marker=np.array(mk)[order] if markers else None,
+    )
+
+
+FRAMES = [{
+    "start": 90.0, "duration": 110.0, "renderStart": 170.0,
+    "scripts": [{"invoker": "BUTTON#buy.onclick", "sourceURL": URL, "sourceFunctionName":
+                 "onBuy", "start": 100.0, "duration": 50.0}],
+}]
+
+
+def _names(tr: ProfilerTrace) -> dict[float, list[str]]:
+    out = {}
+    for t, s in zip(tr.sample_time.tolist(), tr.sample_stack.tolist(), strict=True):
+        path = []
+        while s != NONE:
+            path.append(tr.frames[tr.stack_frame[s]].name)
+            s = int(tr.stack_parent[s])
+        out[t] = path[::-1]
+    return out
+
+
+@pytest.mark.parametrize("markers", [False, True])
+def test_the_rule(markers: bool) -> None:
+    tr = _trace(markers)
+    w = np.full(tr.num_samples, 5.0)
+    got, busy = attribute_trace(tr, FRAMES, w)
+    names = _names(got)
+    assert names[100.0] == ["onBuy"]  # a stack is kept
+    assert names[120.0] == names[130.0] == ["onBuy", NOT_CAPTURED]
+    assert names[145.0] == ["onBuy", NOT_CAPTURED]
+    assert names[95.0] == [NOT_IN_SCRIPT] and names[180.0] == [RENDERING]
+    assert names[250.0] == []  # (idle): outside every frame
+    # The entry point is the sampled function of that name in that script (one frame).
+    assert sum(f.name == "onBuy" for f in got.frames) == 1
+    if markers:
+        assert names[140.0] == []  # gc keeps its marker
+        assert got.sample_marker[got.sample_time == 140.0][0] == MARKER_CODE["gc"]
+        assert got.sample_marker[got.sample_time == 145.0][0] == NONE
+        assert busy.script_samples == 3
+    else:
+        assert names[140.0] == ["onBuy", NOT_CAPTURED]
+        assert busy.script_samples == 4
+    assert busy.frame_samples == 2 and busy.frame_ms == 10.0
+    np.testing.assert_array_equal(got.sample_time, tr.sample_time)
+    # Idempotent: what is left without a stack lies outside every frame.
+    again, more = attribute_trace(got, FRAMES, w)
+    assert more.samples == 0 and again is got
+
+
+def test_entry_named_by_invoker_and_only_its_own_track() -> None:
+    tr = _trace()
+    frames = [dict(FRAMES[0], scripts=[dict(FRAMES[0]["scripts"][0], sourceFunctionName="")])]
+    page = Track("main", tr, meta={"timeline": {"longFrames": frames}})
+    worker = Track("worker 1", tr)
+    rec, busy = attribute(Recording([page, worker]))
+    assert _names(rec.tracks[0].trace)[120.0] == ["BUTTON#buy.onclick", NOT_CAPTURED]
+    assert rec.tracks[1].trace is tr  # a worker's samples are not the page's frames
+    assert busy.script_samples == 4
+
+
+def test_a_bad_meta_timeline_is_not_read() -> None:
+    tr = _trace()
+    bad = Track("main", tr, meta={"timeline": {"longFrames": [{"start": "soon"}]}})
+    rec, busy = attribute(Recording([bad]))
+    assert busy.samples == 0 and rec.tracks[0].trace is tr
