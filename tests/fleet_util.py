@@ -240,3 +240,59 @@ def fleet_export(tmp_path: object, n: int = 6, seed: int = 3) -> object:
     out = root / "fleet-export.jsprof.json"
     assert main(["fleet", "export", "--store", str(store), "--app", "shop", "-o", str(out)]) == 0
     return out
+
+
+# ---- page loads of a fixed workload, with a sampler's and the devices' jitter ----------------
+
+
+def jittered_page_load(rng: np.random.Generator, plant: str | None = None,
+                       factor: float = 1.0, speed: float = 1.0) -> ProfilerTrace:
+    """One page load running the same code every time: every sample of the three real
+    Chromium traces (REAL_TRACES, in order), each taken Poisson(1) times (how a sampling
+    profiler's count of code that runs for a fixed time varies from load to load), the
+    samples whose leaf function is `plant` Poisson(`factor`) times (that function
+    `factor` x slower: the change lives in samples, so in time); every step from one
+    sample to the next times `speed` (a slower or busier device)."""
+    if not _REAL:
+        _REAL.extend(_real_samples())
+    b = TraceBuilder()
+    t = 0.0
+    sid: dict[tuple, int | None] = {}
+    for step, stacks, leaf in _REAL:
+        lam = np.where(np.asarray([x == plant for x in leaf], bool), factor, 1.0)
+        for i, copies in enumerate(rng.poisson(lam).tolist()):
+            st = stacks[i]
+            if st is not None and st not in sid:
+                sid[st] = b.stack_id(
+                    b.frame_id(nm, None if u is None else b.resource_id(u), ln, c)
+                    for nm, u, ln, c in st)
+            for _ in range(copies):
+                t += float(step[i]) * speed
+                b.add_sample(t, None if st is None else sid[st])
+    return b.build()
+
+
+def jittered_store(path: object, seed: int, factors: dict[str, float], loads: int = 12,
+                   plant: str = "jsonWork", speed_sigma: float = 0.1,
+                   url: object = None) -> object:
+    """A store of `loads` page loads per release of `factors` (release -> how much slower
+    `plant` is in it), `jittered_page_load`s with a device speed per page load drawn
+    log-normal (sigma `speed_sigma`); the releases' uploads interleaved in time within
+    one UTC day (ids {release}-{i}). `url(release, resource)`: the script URL each
+    release serves a resource at (default: as recorded)."""
+    from jsprof.store import Store
+
+    st = Store(path)
+    rng = np.random.default_rng(seed)
+    n = 0
+    for i in range(loads):
+        for rel, factor in factors.items():
+            tr = jittered_page_load(rng, plant if factor != 1.0 else None, factor,
+                                    float(np.exp(rng.normal(0.0, speed_sigma))))
+            if url is not None:
+                tr = tr.replace(resources=[url(rel, r) for r in tr.resources])
+            n += 1
+            upload(st, f"{rel}-{i}", tr, app="shop", release=rel, route="/cart",
+                   receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"{rel}-load-{i}")
+    st.close()
+    return path

@@ -166,6 +166,16 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
         expect(rows).to_have_count(1, timeout=60000)
         assert rows.locator("td.fn").text_content() == HOSTILE
         assert "1.10.0 (after 1.9.0)" in rows.text_content()
+        # By how much: ms per page load before -> after, the change in ms and %, and the
+        # intervals, as the document has them.
+        r0 = expected[0]
+        cells = rows.locator("td").all_text_contents()
+        assert cells[3] == f"{r0['beforeMsPerLoad']:.1f} → {r0['afterMsPerLoad']:.1f} ms"
+        assert cells[4] == f"+{r0['changeMsPerLoad']:.1f} ms (+{r0['changePct']:.0f}%)"
+        lo, hi = r0["changeMsCi"]
+        plo, phi = r0["changePctCi"]
+        assert cells[5] == f"+{lo:.1f} to +{hi:.1f} ms\n+{plo:.0f}% to +{phi:.0f}%", cells
+        assert "Intervals at " in page.locator("#regressions-note").text_content()
         links = rows.locator("a.upload")
         assert links.all_text_contents() == expected[0]["exampleIds"]
         page.screenshot(path=str(shots / "regressions.png"), full_page=True)
@@ -185,7 +195,7 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
         # By day: none (the releases are spread over every day), said in a sentence.
         page.select_option("#reg-by", "day")
         expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
-            "No function's self share rose by more than 2 percentage points over 4 days "
+            "No function's self time per page load rose by more than 10% over 4 days "
             "(2026-11-26 to 2026-11-29).", timeout=60000)
 
         # The uploads list: 48 uploads, 20 a page, newest first; the cursor pages on.

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from fleet_util import DAY, T0, make_trace, real_store, upload
+from fleet_util import DAY, T0, jittered_store, make_trace, real_store, upload
 from jsprof.store import Store
 from serve_util import JSPROF, READ_TOKEN, Collector
 
@@ -23,7 +23,7 @@ def _store(path: Path, releases: list[tuple[str, str | None]], seed: int) -> Pat
     rng = np.random.default_rng(seed)
     at = 1.7e12
     for rel, hot in releases:
-        for i in range(8):
+        for i in range(16):
             at += 60e3
             upload(st, f"{rel}-{i}", make_trace(rng, 500, hot=hot, hot_share=0.12),
                    app="shop", release=rel, route="/cart", receivedAt=at,
@@ -33,7 +33,7 @@ def _store(path: Path, releases: list[tuple[str, str | None]], seed: int) -> Pat
 
 
 def _run(store: Path, *extra: str) -> tuple[int, dict]:
-    # `_store`'s releases are 4 page loads each (8 uploads in pairs): --min-traces 4.
+    # `_store`'s releases are 8 page loads each (16 uploads in pairs): --min-traces 4.
     r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store), "--app",
                         "shop", "--json", "--min-traces", "4", *extra],
                        capture_output=True, text=True, timeout=300)
@@ -52,8 +52,8 @@ def test_planted_regression_found_once(tmp_path: Path) -> None:
     (reg,) = doc["regressions"]
     assert reg["name"] == "slowPricing" and reg["release"] == "1.10.0"
     assert reg["baseRelease"] == "1.9.0" and reg["beforeSelfPct"] == 0
-    assert reg["selfPp"] > 2 and reg["selfPpCi"][0] > 0
     assert reg["afterMsPerLoad"] > reg["beforeMsPerLoad"] == 0
+    assert reg["changeMsCi"][0] > 0 and reg["changePct"] is None  # new: no relative change
     assert len(reg["exampleIds"]) == 3 and all(i.startswith("1.10.0-") for i in reg["exampleIds"])
 
 
@@ -89,7 +89,7 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
         r.stdout, r.stderr)
     # Too little evidence for every pair is not "no regressions" (it said so): nothing was
     # compared, and stderr says why.
-    r = subprocess.run(base + ["--min-traces", "5"], capture_output=True, text=True, timeout=300)
+    r = subprocess.run(base + ["--min-traces", "9"], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout == (
         "nothing compared over 2 releases (1.0.0 to 1.1.0): no release had enough evidence "
         "beside the one before (why: the lines on stderr)\n"), (r.stdout, r.stderr)
@@ -141,8 +141,8 @@ def test_planted_release_regression_in_real_traces(tmp_path: Path) -> None:
     assert code == 1 and doc["by"] == "release" and doc["releases"] == RELS
     (reg,) = doc["regressions"]
     assert (reg["name"], reg["release"], reg["baseRelease"]) == ("fib", "1.10.0", "1.9.0")
-    assert reg["selfPp"] > 2 and reg["selfPpCi"][0] > 0
     assert reg["afterMsPerLoad"] > 2 * reg["beforeMsPerLoad"] > 0
+    assert reg["changeMsCi"][0] > 0 and reg["changePctCi"][0] > 0
     # The examples are 1.10.0 uploads that hold fib (read back from the store), never the
     # newest one, which does not (the examples were the newest three, fib or not).
     st = Store(store)
@@ -164,8 +164,8 @@ def test_planted_day_regression_local_url_and_http_alike(tmp_path: Path) -> None
     (reg,) = doc["regressions"]
     assert (reg["name"], reg["day"], reg["baseDay"]) == ("fib", "2026-11-28", "2026-11-27")
     assert "release" not in reg and "baseRelease" not in reg
-    assert reg["selfPp"] > 2 and reg["selfPpCi"][0] > 0
     assert reg["afterMsPerLoad"] > 2 * reg["beforeMsPerLoad"] > 0
+    assert reg["changeMsCi"][0] > 0 and reg["changePctCi"][0] > 0
     assert len(reg["exampleIds"]) == 3 and "u35" not in reg["exampleIds"]
     # The text says the day.
     r = subprocess.run([str(JSPROF), "fleet", "regressions", "--store", str(store), "--app",
@@ -235,9 +235,10 @@ def test_chunks_of_one_page_load_are_one_sample(tmp_path: Path) -> None:
         for ra, rb in zip(a["regressions"], b["regressions"], strict=True):
             for k in ("name", by, "beforeSelfPct", "afterSelfPct", "selfPp"):
                 assert ra[k] == rb[k], (by, k, ra, rb)
-            for k in ("beforeMsPerLoad", "afterMsPerLoad"):
+            for k in ("beforeMsPerLoad", "afterMsPerLoad", "changeMsPerLoad"):
                 assert abs(ra[k] - rb[k]) <= 1e-3 * max(ra[k], 1), (by, k, ra[k], rb[k])
-            assert np.allclose(ra["selfPpCi"], rb["selfPpCi"], atol=2e-3), (by, ra, rb)
+            assert np.allclose(ra["changeMsCi"], rb["changeMsCi"], atol=2e-3), (by, ra, rb)
+            assert ra["changePctCi"] == rb["changePctCi"] and ra["pValue"] == rb["pValue"]
             assert ra["beforePageLoads"] == rb["beforePageLoads"] == loads
             assert ra["afterPageLoads"] == rb["afterPageLoads"] == loads
 
@@ -284,9 +285,13 @@ FP_STORES = 20
 
 def test_false_positive_rate_on_resampled_real_traces(tmp_path: Path) -> None:
     """20 stores of real-trace page loads with no planted change, each asked by release
-    and by day (40 queries, ~1,900 function rises judged): the measured false-positive
-    rate, 0 of 40, is the one docs/field.md states. (With `fleet diff`'s percentile
-    bootstrap as the rule, these stores reported something in 9 of the 40 queries.)"""
+    and by day (40 queries, ~500 function changes judged). The page loads are blocks of
+    the real traces drawn with replacement, so a function's ms per page load spreads far
+    more than a real page's: the harshest clean store we have. A false discovery rate of
+    5 % lets a query with nothing to find report something 5 % of the time; measured:
+    4 of 40 (docs/field.md). Student's t instead of the permutation null: 3 of 40 but
+    with p-values 2-3x too small in the tail; the old share rule: 0 of 40, and blind to
+    a 1.5x slowdown of a function with 2 % of the time (below)."""
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.fleet.regressions import regressions
@@ -304,8 +309,82 @@ def test_false_positive_rate_on_resampled_real_traces(tmp_path: Path) -> None:
         shutil.rmtree(path)
     rate = reported / (2 * FP_STORES)
     print(f"false positives: {reported} of {2 * FP_STORES} clean queries ({rate:.0%}); "
-          f"{tests} rises judged")
-    assert reported == 0, rate
+          f"{tests} changes judged")
+    # a 5 % rate reports in 6 or more of 40 queries less than 5 % of the time
+    assert reported <= 5, rate
+
+
+# ---- a 1.5x slowdown of a function with ~2 % of the samples -------------------------------
+#
+# Page loads that run the same code each time: every sample of the three real Chromium
+# traces, each taken Poisson(1) times (a sampler's count of fixed work varies so), steps
+# scaled by a log-normal device speed per page load; jsonWork (2.2 % of the samples) 1.5x
+# slower from 1.10.0 on: its samples taken Poisson(1.5) times, so the change is in the
+# samples and their time. 16 page loads a release.
+
+SLOWER = {"1.9.0": 1.0, "1.10.0": 1.5, "1.11.0": 1.5}
+SAME = {"1.9.0": 1.0, "1.10.0": 1.0, "1.11.0": 1.0}
+
+
+def _jittered(path: Path, seed: int, factors: dict[str, float]) -> dict:
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import regressions
+
+    jittered_store(path, seed, factors, loads=16)
+    with api.session(api.open_store(path)) as s:
+        doc = regressions(s, Filters(app="shop"))
+    shutil.rmtree(path)
+    return doc
+
+
+def test_a_2pct_function_1_5x_slower_is_found_by_its_ms_per_page_load(tmp_path: Path) -> None:
+    found = 0
+    for seed in range(5):
+        doc = _jittered(tmp_path / f"s{seed}", seed, SLOWER)
+        assert doc["releases"] == ["1.9.0", "1.10.0", "1.11.0"] and not doc["skipped"]
+        assert doc["metric"] == "self ms per page load" and doc["tests"] > 6
+        # Nothing else is reported (the other functions did not change).
+        assert all(r["name"] == "jsonWork" for r in doc["regressions"]), doc["regressions"]
+        for r in doc["regressions"]:
+            found += 1
+            assert (r["release"], r["baseRelease"]) == ("1.10.0", "1.9.0")  # once, the first
+            # Its share moved less than the old rule's 2 points (what it could not see) ...
+            assert 1.5 < r["beforeSelfPct"] < 3 and r["afterSelfPct"] - r["beforeSelfPct"] < 2
+            # ... its ms per page load rose by about half, and the intervals say so.
+            assert r["afterMsPerLoad"] > r["beforeMsPerLoad"] > 50
+            lo, hi = r["changePctCi"]
+            assert 0 < lo < r["changePct"] < hi and lo < 50 < hi, r
+            assert 0 < r["changeMsCi"][0] < r["changeMsPerLoad"] < r["changeMsCi"][1]
+            assert r["qValue"] <= doc["fdr"] and r["pValue"] <= 1 - doc["ciLevel"] + 1e-9
+            assert r["beforePageLoads"] == r["afterPageLoads"] == 16
+    # Found in 17 of 20 seeds when measured (docs/field.md); 5 here.
+    assert found >= 4, found
+
+
+def test_the_same_store_without_the_slowdown_reports_nothing(tmp_path: Path) -> None:
+    # The same page loads, the same jitter, nothing planted (A/A): 1 of 40 seeds reported
+    # something when measured (a 5 % false discovery rate allows 2); none of these 8.
+    for seed in range(8):
+        doc = _jittered(tmp_path / f"s{seed}", 100 + seed, SAME)
+        assert doc["tests"] > 6 and doc["regressions"] == [], (seed, doc["regressions"])
+
+
+def test_permutation_p_value_and_critical_value_agree() -> None:
+    # The interval of a change excludes 0 exactly when its p-value is at most the level,
+    # at every level (the critical value is read off the same permutations).
+    from jsprof.fleet.regressions import changes
+
+    rng = np.random.default_rng(7)
+    b = rng.gamma(2.0, 10.0, size=(12, 6))
+    a = rng.gamma(2.0, 10.0, size=(12, 6)) * np.asarray([1.0, 1.2, 1.5, 2.0, 3.0, 0.5])
+    for c in changes(b, a):
+        for level in (0.001, 0.005, 0.01, 0.02, 0.05, 0.2):
+            lo, hi = c.ms_interval(level)
+            assert (c.p <= level) == (lo > 0 or hi < 0), (c.p, level, lo, hi)
+            rlo, rhi = c.ratio_interval(level)
+            if rlo is not None and rhi is not None:
+                assert (rlo > 1 or rhi < 1) == (c.p <= level)
 
 
 def test_student_t_quantiles() -> None:

@@ -142,15 +142,19 @@ def add_parser(sub: Any) -> None:
     it.set_defaults(func=cmd_interactions)
 
     rg = fs.add_parser("regressions",
-                       help="functions whose self share rose from one release (or day) to "
-                       "the next; exit 1 when any did")
+                       help="functions whose self ms per page load rose from one release (or "
+                       "day) to the next; exit 1 when any did")
     _source_args(rg)
     _filter_args(rg)
     rg.add_argument("--by", choices=("release", "day"), default="release",
                     help="compare consecutive releases (default; in version order) or "
                     "consecutive UTC days with uploads")
-    rg.add_argument("--min-change", type=nonneg_float, default=2.0, metavar="PP",
-                    help="a rise of more than this many percentage points (default 2)")
+    rg.add_argument("--min-change", type=nonneg_float, default=10.0, metavar="PCT",
+                    help="report a rise of self ms per page load of more than this many "
+                    "percent (default 10)")
+    rg.add_argument("--min-share", type=nonneg_float, default=0.5, metavar="PCT",
+                    help="test only functions with at least this share of either side's time "
+                    "(default 0.5 percent; fewer tests, more power)")
     rg.add_argument("--min-traces", type=positive_int, default=5, metavar="N",
                     help="page loads per release or day (default 5; the chunks of one page "
                     "load count once)")
@@ -413,9 +417,9 @@ def cmd_regressions(args: argparse.Namespace) -> int:
     doc = _query(
         args,
         lambda r: r.regressions(f, args.by, args.min_change, args.min_traces,
-                                args.min_samples),
+                                args.min_samples, args.min_share),
         lambda s: {**regressions(s, f, args.min_change, args.min_traces, args.min_samples,
-                                 by=args.by), **api.notes(s)},
+                                 by=args.by, min_share=args.min_share), **api.notes(s)},
     )
     if args.json:
         print_json(doc)

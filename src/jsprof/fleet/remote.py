@@ -173,10 +173,10 @@ class Remote:
         return doc, page
 
     def regressions(self, f: Filters, by: str, min_change: float, min_traces: int,
-                    min_samples: int) -> dict:
+                    min_samples: int, min_share: float = 0.5) -> dict:
         params = filter_params(f) + [
             ("by", by), ("min_change", repr(min_change)), ("min_traces", str(min_traces)),
-            ("min_samples", str(min_samples))]
+            ("min_samples", str(min_samples)), ("min_share", repr(min_share))]
         return self._doc("/v1/query/regressions", params)
 
     def recording(self, f: Filters) -> Any:

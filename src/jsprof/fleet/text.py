@@ -272,17 +272,19 @@ class RegressionsText(Renderer):
         by = doc["by"]
         base_key = "baseRelease" if by == "release" else "baseDay"
         lines = []
+        level = f"{100.0 * doc.get('ciLevel', 0.95):.4g}%"
         for r in doc["regressions"]:
-            lo, hi = r["selfPpCi"]
+            lo, hi = r["changeMsCi"]
             name = r["name"] or anonymous_label(r["resource"], r.get("line"))
             eg = ", ".join(printable(i) for i in r["exampleIds"]) or "(none)"
             lines.append(
                 f"{printable(name)} ({printable(r['resource'] or '')}): "
-                f"self {r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}% "
-                f"({r['selfPp']:+.2f}pp, 95% interval {lo:+.2f} to {hi:+.2f}) at {by} "
-                f"{printable(r[by])} (after {printable(r[base_key])}); "
-                f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load; "
-                f"e.g. {eg}"
+                f"{r['beforeMsPerLoad']:.1f} -> {r['afterMsPerLoad']:.1f} ms per page load "
+                f"({r['changeMsPerLoad']:+.1f} ms, {pct_change(r)}; {level} interval "
+                f"{lo:+.1f} to {hi:+.1f} ms, {pct_interval(r['changePctCi'])}) at {by} "
+                f"{printable(r[by])} (after {printable(r[base_key])}); self share "
+                f"{r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}%; "
+                f"{r['beforePageLoads']} -> {r['afterPageLoads']} page loads; e.g. {eg}"
             )
         units = doc[by + "s"]
         if len(units) < 2:
@@ -304,6 +306,20 @@ class RegressionsText(Renderer):
                 lines.append(f"no regressions over {over}" + (
                     f"; {skipped} of {pairs} pairs not compared (stderr)" if skipped else ""))
         return "".join(line + "\n" for line in lines)
+
+
+def pct_change(r: dict) -> str:
+    """A regression's relative change: `+47%`, or `new` where BASE had none of it."""
+    return "new" if r["changePct"] is None else f"{r['changePct']:+.0f}%"
+
+
+def pct_interval(ci: list) -> str:
+    """The interval of a relative change; an open end (BASE's mean not told from 0) is
+    said as such."""
+    lo, hi = ci
+    if lo is None:
+        return "% unbounded"
+    return f"{lo:+.0f}% to {'+inf' if hi is None else f'{hi:+.0f}%'}"
 
 
 def not_compared(doc: dict) -> list[str]:

@@ -110,7 +110,7 @@ ROUTE_PARAMS = {
     | {"limit", "cursor", "function", "resource"},
     "series": FILTER_PARAMS | {"function", "by", "resource", "line", "column"},
     "regressions": (FILTER_PARAMS - {"exclude_idle"})
-    | {"by", "min_change", "min_traces", "min_samples", "format"},
+    | {"by", "min_change", "min_share", "min_traces", "min_samples", "format"},
     "options": frozenset({"app"}),
     "trace_flame": frozenset(),
 }
@@ -555,21 +555,24 @@ async def regressions(request: Request) -> Response:
         by = q.get("by") or "release"
         if by not in BY:
             raise UsageError(f"query parameter by: {by[:20]!r}; use release or day")
-        text = q.get("min_change") or "2"
-        try:
-            min_change = float(text)
-        except ValueError:
-            min_change = math.nan
-        if not 0 <= min_change < math.inf:
-            raise UsageError(
-                f"query parameter min_change: expected percentage points, 0 or more, got "
-                f"{text[:40]!r}"
-            )
+        def percent(name: str, default: str, top: float) -> float:
+            text = q.get(name) or default
+            try:
+                v = float(text)
+            except ValueError:
+                v = math.nan
+            if not (0 <= v < math.inf and v <= top):
+                raise UsageError(f"query parameter {name}: expected a percentage, 0 or more, "
+                                 f"got {text[:40]!r}")
+            return v
+
+        min_change = percent("min_change", "10", math.inf)
+        min_share = percent("min_share", "0.5", 100.0)
         from ..fleet import api
 
         with _session(request) as s:
             doc = find(s, f, min_change, _int(q, "min_traces", 5), _int(q, "min_samples", 1000),
-                       by=by)
+                       by=by, min_share=min_share)
             doc.update(api.notes(s))
         return _json(doc)
 

@@ -372,6 +372,12 @@ function uploadLink(id) {
 
 const plural = (n, one, many) => `${n} ${n === 1 ? one : many || `${one}s`}`;
 
+const signed = (v) => `${v >= 0 ? "+" : ""}${fmt(v)}`;
+const pctChange = (v) => (v === null ? "new" : `${v >= 0 ? "+" : ""}${fmt(v, 0)}%`);
+// An open end of a relative change's interval: BASE's mean not told from 0.
+const pctInterval = ([lo, hi]) => (lo === null ? "% unbounded"
+  : `${pctChange(lo)} to ${hi === null ? "+∞" : pctChange(hi)}`);
+
 async function loadRegressions(ev) {
   if (ev) ev.preventDefault();
   const by = $("reg-by").value;
@@ -400,10 +406,13 @@ async function loadRegressions(ev) {
     cell(tr, r.resource === null ? "" : r.resource + (r.line !== null ? `:${r.line}` : ""),
       "l loc");
     cell(tr, `${r[by]} (after ${r[baseKey]})`, "l route");
-    cell(tr, `${fmt(r.beforeSelfPct)} → ${fmt(r.afterSelfPct)}`);
-    cell(tr, `+${fmt(r.selfPp, 2)}`, "up");
-    cell(tr, `[${fmt(r.selfPpCi[0], 2)}, ${fmt(r.selfPpCi[1], 2)}]`);
+    // By how much: ms per page load before → after, the change in ms and %, and the
+    // intervals of both (the document's level, corrected for the functions tested).
     cell(tr, `${fmt(r.beforeMsPerLoad)} → ${fmt(r.afterMsPerLoad)} ms`);
+    cell(tr, `+${fmt(r.changeMsPerLoad)} ms (${pctChange(r.changePct)})`, "up");
+    cell(tr, `${signed(r.changeMsCi[0])} to ${signed(r.changeMsCi[1])} ms\n` +
+      pctInterval(r.changePctCi), "iv");
+    cell(tr, `${fmt(r.beforeSelfPct)} → ${fmt(r.afterSelfPct)}`);
     const td = cell(tr, "", "l ex");
     for (const id of r.exampleIds) { td.append(uploadLink(id), " "); }
     td.append(linkButton("all", `every upload that runs ${r.label}`,
@@ -425,11 +434,16 @@ async function loadRegressions(ev) {
     body.append(sentenceRow(8, `Nothing compared over ${plural(units.length, by)}${span}: ` +
       `no ${by} had enough evidence beside the one before (see below).`));
   } else if (!doc.regressions.length) {
-    body.append(sentenceRow(8, `No function's self share rose by more than ` +
-      `${doc.minChangePp} percentage points over ${plural(units.length, by)}${span}.`));
+    body.append(sentenceRow(8, `No function's self time per page load rose by more than ` +
+      `${doc.minChangePct}% over ${plural(units.length, by)}${span}.`));
   }
   const notes = doc.skipped.map(
     (k) => `${k[baseKey]} → ${k[by]} not compared: ${ourWords(k.reason)}`);
+  if (doc.regressions.length) {
+    notes.push(`Largest sure rise first. Intervals at ${fmt(100 * doc.ciLevel, 2)}%: ` +
+      `${plural(doc.tests, "change")} of functions with ${doc.minSharePct}% or more of the ` +
+      `time tested, at a ${fmt(100 * doc.fdr, 0)}% false discovery rate.`);
+  }
   $("regressions-note").textContent = notes.join(" ");
 }
 
