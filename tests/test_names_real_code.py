@@ -18,6 +18,7 @@ import jsprof
 from jsprof import sourcemap_files
 from jsprof.analysis.profile import summarize
 from jsprof.fleet import sourcemaps as fleet_sourcemaps
+from jsprof.record import record
 
 pytestmark = pytest.mark.npm
 
@@ -212,3 +213,28 @@ def test_a_map_of_another_build_is_said_and_not_applied(work):
     assert p.returncode == 0
     said = [line for line in p.stderr.splitlines() if "does not match" in line]
     assert len(said) == 1 and said[0].startswith("jsprof: file://"), p.stderr
+
+
+def test_quickjs_names_functions_as_v8_does(work):
+    """acorn on QuickJS: its `pp.next = function () {}` methods are named as V8 names
+    them, so a QuickJS profile reads (and diffs) as a V8 one of the same code."""
+    d = work["dir"]
+    rec = record(d / "driver.mjs", sample_interval=1.0)
+    s = summarize(rec)
+    total = float(s.stats.self_ms.sum())
+    anonymous = sum(
+        ms for k, ms in zip(s.stats.keys, s.stats.self_ms.tolist(), strict=True) if not k.name
+    )
+    assert anonymous / total <= 0.05, (anonymous, total)
+    v8 = summarize(jsprof.load(work["truth"]["acorn.mjs"]))
+    ranked = sorted(
+        (
+            (ms, k.name)
+            for k, ms in zip(v8.stats.keys, v8.stats.self_ms.tolist(), strict=True)
+            if k.resource and k.resource.endswith("/acorn.mjs")
+        ),
+        reverse=True,
+    )
+    top10 = [name for _, name in ranked[:10]]
+    quickjs_names = {k.name for k in s.stats.keys}
+    assert len(set(top10) & quickjs_names) >= 8, (top10, sorted(quickjs_names))

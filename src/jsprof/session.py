@@ -335,6 +335,8 @@ class ProfilerSession:
             sample_line=cat(self._lines, np.int32),
             sample_weight=cat(self._weights, np.float64) if self.clock == CPU else None,
         )
+        if self._sampler.name_frames is not None:
+            self._trace = self._sampler.name_frames(self._trace)
         self._times, self._stacks, self._lines, self._latencies = [], [], [], []
         self._weights = []
         return self._trace
@@ -364,6 +366,8 @@ class SharedSampler:
     filled: list[ProfilerSession] = field(default_factory=list)
     on_filled: Callable[[], Any] | None = None  # ask the engine for a check() soon
     default_clock: str = WALL  # the clock of sessions that name none, when none runs
+    # names a stopped session's frames from the scripts' source (QuickJS: V8's names)
+    name_frames: Callable[[ProfilerTrace], ProfilerTrace] | None = None
     clock: str | None = None  # the backend's clock while running
 
     def clock_for(self, clock: str | None) -> str:

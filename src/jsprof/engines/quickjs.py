@@ -47,6 +47,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, ClassVar
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 import orjson
@@ -76,6 +77,7 @@ ENGINE = "quickjs"
 MIN_INTERVAL_MS = 0.1  # below this sampling costs more than the goal (benchmarks/RESULTS.md)
 # An hour of samples at 1 ms; the buffer is virtual memory committed only as it fills.
 DEFAULT_MAX_BUFFER_SIZE = 3_600_000
+MAX_NAMED_SOURCE_BYTES = 32 << 20  # a larger script's frames keep QuickJS's names
 
 
 # An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
@@ -226,6 +228,9 @@ class QuickJS:
         self._rt = q.Runtime(args=[str(a) for a in args])
         self.allow_profiling = allow_profiling
         self._muted: set[str] = {_BOOTSTRAP}
+        # the scripts' sources by URL and their functions' V8 names (_name_frames)
+        self._sources: dict[str, str] = {}
+        self._names: dict[str, Any] = {}
         self._js_sessions: dict[int, ProfilerSession] = {}
         self._next_js_id = 0
         # Held by eval() for its whole run: whoever holds it owns the runtime. Work from
@@ -245,6 +250,7 @@ class QuickJS:
             require_owner=self._check_owner,
             on_filled=self._rt.request_check,
             default_clock=clock,
+            name_frames=self._name_frames,
         )
         # The C side holds the callback; a weak reference back avoids a cycle through a
         # C object the garbage collector cannot see (it would keep the runtime alive).
@@ -312,6 +318,9 @@ class QuickJS:
             )
         if muted:
             self._muted.add(filename)
+        elif len(source) <= MAX_NAMED_SOURCE_BYTES:
+            self._sources[normalise_resource(filename)] = source
+            self._names.pop(normalise_resource(filename), None)
         mod = is_module(source, filename) if module is None else module
         try:
             with self._owner_lock:
@@ -438,6 +447,26 @@ class QuickJS:
                 f"cannot {what} while this QuickJS runtime runs JavaScript on another "
                 "thread; do it after eval() returns (or interrupt() it)"
             )
+
+    def _name_frames(self, trace: ProfilerTrace) -> ProfilerTrace:
+        """Frames named as V8 names their functions (`pp.next = function () {}` is
+        `pp.next`; QuickJS leaves it anonymous), read from the scripts' sources: the text
+        given to eval, else the local file a module was loaded from."""
+        from ..names import name_frames
+
+        return name_frames(trace, self._source_text, self._names)
+
+    def _source_text(self, url: str) -> str | None:
+        got = self._sources.get(url)
+        if got is not None or not url.startswith("file://"):
+            return got
+        try:
+            path = Path(unquote(urlparse(url).path))
+            if not path.is_file() or path.stat().st_size > MAX_NAMED_SOURCE_BYTES:
+                return None
+            return path.read_bytes()[:MAX_NAMED_SOURCE_BYTES].decode("utf-8", "replace")
+        except OSError:
+            return None
 
     def _host_call(self, op: str, arg: str) -> str | None:
         """The JS Profiler global's requests (owner thread, GIL held)."""

@@ -24,3 +24,4 @@ obj.plain(); obj.prop(); obj.computed();
 (function () { spin(15); })();
 [1].forEach(function () { spin(15); });
 spin(15);
+const pp = {}; pp.next = function () { spin(15); }; pp.next();
