@@ -1,12 +1,13 @@
 """Busy time the browser lost the stacks of: stack-less samples inside long animation frames.
 
-The spec says a sample with no stack (and no marker, or `script`) was taken while no
-JavaScript ran, and every output calls it `(idle)`. Chromium's native Profiler writes
+The spec says a sample with no stack (and no marker) was taken while no JavaScript ran,
+and every output calls it `(idle)`. Chromium's native Profiler writes
 such samples while JavaScript is busy in built-ins (sort, JSON, regular expressions): on
 the field's pages most of a click handler's samples have no stack (docs/engines.md). The
 page's long animation frames (LoAF) say what ran then: each frame's script entries are
 the tasks and callbacks it ran (an event listener, a timer, a promise reaction), with
-their start and duration. So a stack-less sample (no marker, or `script`)
+their start and duration. So a stack-less sample (in a trace with markers, one marked
+`script`: there an unmarked one is the producer's word for idle; `lost_mask`)
 
 - inside a LoAF script entry's time is that entry point's: it gets the stack
   `<entry point>` > `(stack not captured)`, the entry point named by the entry's
@@ -68,12 +69,14 @@ def long_frames(track: Track) -> list[dict]:
 
 
 def lost_mask(tr: ProfilerTrace) -> np.ndarray:
-    """Per sample: no stack, and no marker or `script` (what outputs call `(idle)`, or a
-    script sample whose stack was not captured)."""
+    """Per sample: a stack the profiler may have lost. In a trace without markers (the
+    browser's Profiler) every sample without a stack; in one with markers only those marked
+    `script`: a producer that marks its samples (V8's CDP profiles: `script`, `gc`,
+    `other`) says by leaving one unmarked that V8 was idle (as analysis/lost_stacks.py
+    reads them)."""
     lost = tr.sample_stack == NONE
     if tr.sample_marker is not None:
-        mk = tr.sample_marker
-        lost &= (mk == NONE) | (mk == MARKER_CODE["script"])
+        lost &= tr.sample_marker == MARKER_CODE["script"]
     return lost
 
 
