@@ -2,6 +2,7 @@
 module: start-up is what users of short scripts feel (issue 16). The time itself is
 measured in benchmarks/bench_startup.py, never here."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -88,17 +89,24 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     """`record` of an empty script, stderr piped: the output's format module only (not all
     eight), and the summary printed without rich's console (~0.1 s of start-up in all)."""
     script = tmp_path / "empty.js"
-    script.write_text("")
+    # jsprof loads numpy with OpenBLAS on one thread (its pool is CPU jsprof never uses):
+    # neither the script nor jsprof's environment after it keeps the variable.
+    script.write_text("console.log(String(process.env.OPENBLAS_NUM_THREADS));\n")
     code = (
-        "import sys\nfrom jsprof.cli import main\nstatus = main(sys.argv[1:])\n"
+        "import os, sys\nfrom jsprof.cli import main\nstatus = main(sys.argv[1:])\n"
+        "print(os.environ.get('OPENBLAS_NUM_THREADS'))\n"
         "print(' '.join(sorted(sys.modules)))\nsys.exit(status)"
     )
     args = ["record", "--engine", "node", "-o", str(tmp_path / "x.json"), str(script)]
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
     p = subprocess.run(
-        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+        env=env,
     )
     assert p.returncode == 0, p.stderr[-2000:]
-    names = p.stdout.split()
+    in_script, in_jsprof, modules = p.stdout.splitlines()
+    assert (in_script, in_jsprof) == ("undefined", "None")
+    names = modules.split()
     assert (tmp_path / "x.json").exists() and "jsprof.formats.jsprof" in names
     for other in ("pprof", "speedscope", "chrometrace", "perfetto", "firefox", "folded"):
         assert f"jsprof.formats.{other}" not in names

@@ -765,7 +765,18 @@ class _Preparing:
                 from .render.summary import rich_console_needed
 
                 assert self._out is not None
-                writer_for(self._out, None)  # its module: numpy, the model, the writer
+                # numpy's OpenBLAS starts a thread pool as it loads (~17 ms of CPU here,
+                # measured) that jsprof never uses: one thread, unless the user chose. Node
+                # was started before, so the script does not see the variable.
+                blas = "OPENBLAS_NUM_THREADS"
+                ours = blas not in os.environ
+                if ours:
+                    os.environ[blas] = "1"
+                try:
+                    writer_for(self._out, None)  # its module: numpy, the model, the writer
+                finally:
+                    if ours:
+                        os.environ.pop(blas, None)
                 rich = self.RICH if rich_console_needed() else ()
                 for name in (*self.IMPORTS, *rich):
                     importlib.import_module(name)
@@ -909,6 +920,13 @@ def cmd_record(args: argparse.Namespace) -> int:
 
     error: BaseException | None = None
     progress = Progress()
+    if started is not None:
+        # An engine in its own process: what this one allocates is imports and the
+        # profile's JSON (trees of dicts, no cycles), which Python's cyclic GC scanned
+        # again and again (~10 % of the imports' CPU, more of the profile's conversion).
+        import gc
+
+        gc.disable()
     try:
         with StatusLine(lambda: progress.poll() if progress.poll else None):
             rec = record(

@@ -173,25 +173,26 @@ def drop_preload(profile: dict, go_us: float) -> dict:
 
 def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndarray) -> list[dict]:
     """The nodes that some sample is at or under (and the roots): a frame no sample has is
-    a path the dropped samples took."""
+    a path the dropped samples took. Only the parents of dropped nodes get a new children
+    list (a tsc profile has thousands of nodes and drops a few)."""
     live = {n["id"] for n in nodes if n["id"] not in parent}
     for s in set(samples.tolist()):
         cur: int | None = s
         while cur is not None and cur not in live:
             live.add(cur)
             cur = parent.get(cur)
+    trimmed = {parent[n["id"]] for n in nodes if n["id"] not in live and n["id"] in parent}
+    counts = collections.Counter(samples.tolist())
     out = []
     for n in nodes:
-        if n["id"] not in live:
+        nid = n["id"]
+        if nid not in live:
             continue
         m = dict(n)
-        m["hitCount"] = 0
-        if n.get("children"):
+        m["hitCount"] = counts.get(nid, 0)
+        if nid in trimmed:
             m["children"] = [c for c in n["children"] if c in live]
         out.append(m)
-    counts = collections.Counter(samples.tolist())
-    for m in out:
-        m["hitCount"] = counts.get(m["id"], 0)
     return out
 
 

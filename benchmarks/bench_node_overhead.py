@@ -1,0 +1,129 @@
+"""What `jsprof record --engine node` costs a real program, side by side with `node
+--cpu-prof`: tsc (typescript 5.9.3 from tests/js) type-checking a small project, and an
+empty script (the fixed cost alone).
+
+Conditions, interleaved in each round (order rotated per round, so the machine's noise
+falls on every condition alike):
+  plain tsc        node tsc.js PROJECT
+  cpu-prof tsc     node --cpu-prof --cpu-prof-interval 1000 tsc.js PROJECT
+  jsprof tsc       jsprof record --engine node --interval 1 -o OUT tsc.js PROJECT (the
+                   CLI in a fresh Python process, as a user runs it)
+  plain/cpu-prof/jsprof empty   the same on an empty script
+  before tsc/empty with --before-src DIR: the jsprof CLI from another checkout's src/
+Measured per run: wall time, and CPU time (user+sys) of the command and every process it
+waited for (os.wait4's rusage: Python and Node under jsprof).
+
+Printed: medians per condition and, median of per-round ratios, each command's CPU and wall
+against plain node of the same script, and jsprof against `--cpu-prof` (the goals: jsprof
+tsc CPU <= 1.10x plain and within 5 points of cpu-prof's; jsprof empty wall <= 2.5x
+cpu-prof empty).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from _common import rotated, run_wall_cpu
+
+ROOT = Path(__file__).resolve().parent.parent
+TYPESCRIPT = ROOT / "tests" / "js" / "node_modules" / "typescript"
+
+PROJECT_TS = """\
+export interface P { x: number; y: number }
+export function add(a: P, b: P): P { return { x: a.x + b.x, y: a.y + b.y }; }
+export class Bag<T> { items: T[] = []; push(t: T): this { this.items.push(t); return this; } }
+export const n: number = new Bag<P>().push(add({ x: 1, y: 2 }, { x: 3, y: 4 })).items.length;
+"""
+TSCONFIG = (
+    '{"compilerOptions": {"strict": true, "target": "es2020", "module": "commonjs",'
+    ' "noEmit": true, "lib": ["es2020"]}, "files": ["a.ts"]}'
+)
+# tsc as its command line runs it (it ends with process.exit())
+TSC = """\
+const [project, typescript] = process.argv.slice(2);
+process.argv = [process.argv[0], 'tsc', '-p', project];
+require(typescript + '/lib/tsc.js');
+"""
+
+# As installed by pip, jsprof runs from cached bytecode (no PYTHONDONTWRITEBYTECODE).
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=10, help="interleaved rounds (default 10)")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--before-src", help="a checkout's src/ to compare against (PYTHONPATH)")
+    a = ap.parse_args()
+    if not (TYPESCRIPT / "lib" / "tsc.js").is_file():
+        raise SystemExit("tests/js/node_modules lacks typescript: run `make` (npm ci there)")
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench_node_overhead_"))
+    project = tmp / "project"
+    project.mkdir()
+    (project / "a.ts").write_text(PROJECT_TS)
+    (project / "tsconfig.json").write_text(TSCONFIG)
+    tsc = tmp / "tsc.js"
+    tsc.write_text(TSC)
+    empty = tmp / "empty.js"
+    empty.write_text("")
+    scripts = {"tsc": [str(tsc), str(project), str(TYPESCRIPT)], "empty": [str(empty)]}
+    cpuprof = [a.node, "--cpu-prof", "--cpu-prof-interval", "1000", "--cpu-prof-dir",
+               str(tmp / "cpuprof")]
+    jsprof = [sys.executable, "-m", "jsprof.cli", "record", "--engine", "node", "--interval",
+              "1"]
+    conds: dict[str, tuple[list[str], dict[str, str]]] = {}
+    for what, argv in scripts.items():
+        conds[f"plain {what}"] = ([a.node, *argv], ENV)
+        conds[f"cpu-prof {what}"] = ([*cpuprof, *argv], ENV)
+        conds[f"jsprof {what}"] = ([*jsprof, "-o", str(tmp / f"{what}.jsprof.json"), *argv], ENV)
+        if a.before_src:
+            conds[f"before {what}"] = (
+                [*jsprof, "-o", str(tmp / f"before-{what}.jsprof.json"), *argv],
+                {**ENV, "PYTHONPATH": a.before_src},
+            )
+    names = list(conds)
+    res: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+    for n in names:  # warm the file cache, Node's code cache and Python's bytecode cache
+        run_wall_cpu(*conds[n])
+    for r in range(a.rounds):
+        for n in rotated(names, r):
+            res[n].append(run_wall_cpu(*conds[n]))
+        shutil.rmtree(tmp / "cpuprof", ignore_errors=True)
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+
+    def med(n: str, i: int) -> float:
+        return statistics.median(x[i] for x in res[n])
+
+    def ratio(n: str, base: str, i: int) -> float:
+        return statistics.median(x[i] / y[i] for x, y in zip(res[n], res[base], strict=True))
+
+    load = os.getloadavg()[0]
+    print(f"{a.rounds} interleaved rounds; node {a.node}; load average {load:.1f}")
+    print(f"{'condition':16} {'wall s':>7} {'cpu s':>7} {'cpu/plain':>10} {'wall/plain':>11}"
+          f" {'wall/cpu-prof':>14}")
+    for n in names:
+        what = n.split()[1]
+        line = (f"{n:16} {med(n, 0):7.3f} {med(n, 1):7.3f} {ratio(n, f'plain {what}', 1):9.2f}x"
+                f" {ratio(n, f'plain {what}', 0):10.2f}x")
+        if not n.startswith(("plain", "cpu-prof")):
+            line += f" {ratio(n, f'cpu-prof {what}', 0):13.2f}x"
+        print(line)
+    for who in ("jsprof", "before"):
+        if f"{who} tsc" not in res:
+            continue
+        over = ratio(f"{who} tsc", "plain tsc", 1)
+        cp = ratio("cpu-prof tsc", "plain tsc", 1)
+        print(f"{who}: tsc CPU {over:.2f}x plain (goal <= 1.10x), cpu-prof {cp:.2f}x: "
+              f"{(over - cp) * 100:+.0f} points (goal <= +5); empty wall "
+              f"{ratio(f'{who} empty', 'cpu-prof empty', 0):.2f}x cpu-prof (goal <= 2.5x)")
+
+
+if __name__ == "__main__":
+    main()
