@@ -348,3 +348,26 @@ def test_python_api_record_command(tmp_path):
     assert _samples_in(rec.tracks[0], "apiHot") >= 5
     assert rec.tracks[0].sample_interval == 0.5
     assert jsprof.load(out).tracks[0].name == rec.tracks[0].name
+
+
+def test_node_test_runner_a_track_per_test_file(tmp_path):
+    """`node --test` runs each test file in a child process of its own: each is a track
+    (the runner's own process loads no preload on Node 20: it has none), and a failing
+    test's status comes back as the runner gives it (1)."""
+    for name, ok in (("alpha", "true"), ("beta", "false")):
+        (tmp_path / f"{name}.test.js").write_text(
+            (_HOT % f"{name}Hot")
+            + "const test = require('node:test'); const assert = require('node:assert');\n"
+            f"test('{name}', () => {{ {name}Hot(100); assert.ok({ok}); }});\n"
+        )
+    out = tmp_path / "o.json"
+    p = _run("record", "--engine", "node", "-o", out, "--", "node", "--test", cwd=tmp_path)
+    assert p.returncode == 1, p.stderr
+    assert "# pass 1" in p.stdout and "# fail 1" in p.stdout, p.stdout
+    rec = jsprof.load(out)
+    names = sorted(t.name.split(" ", 2)[2] for t in rec.tracks)
+    assert names == ["alpha.test.js", "beta.test.js"], names
+    for t in rec.tracks:
+        script = t.name.split(" ", 2)[2].split(".")[0]
+        assert _samples_in(t, f"{script}Hot") >= 5, t.name
+    assert rec.tracks[0].meta["exitCode"] == 1
