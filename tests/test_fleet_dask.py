@@ -69,6 +69,12 @@ def test_both_engines_give_identical_results(store, cluster):
         dk, _ = api.diff(sk, base, new, None, ["slowThing:self>+2pp"])
         assert da == dk
         assert da["failures"]
+        # regressions: the engines' per-upload sums, then one client-side test (#33)
+        from jsprof.fleet.regressions import regressions
+
+        ra = regressions(sd, Filters(app="shop"), min_traces=8)
+        assert ra == regressions(sk, Filters(app="shop"), min_traces=8)
+        assert [(r["name"], r["release"]) for r in ra["regressions"]] == [("slowThing", "1.1")]
     duck.close()
 
 

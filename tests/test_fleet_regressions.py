@@ -411,3 +411,28 @@ def test_one_release_is_nothing_to_compare(tmp_path: Path) -> None:
         assert f"of 1 {by} (" in r.stdout and "no regressions" not in r.stdout, r.stdout
     code, doc = _run(store)
     assert code == 0 and doc["releases"] == ["1.0.0"] and doc["regressions"] == []
+
+
+def test_diff_ranks_by_the_change_its_interval_is_sure_of(tmp_path: Path) -> None:
+    # The store: jsonWork 1.5x slower. `fleet diff` ranked it 4th, below
+    # functions whose intervals include 0 (a larger estimate, no evidence), and gave the
+    # relative change only in --json. Now a row whose interval excludes 0 is never below
+    # one whose intervals both include it, jsonWork comes first, and the text says +x%.
+    store = jittered_store(tmp_path / "s", 1, SLOWER, loads=16)
+    base = [str(JSPROF), "fleet", "diff", "--store", str(store), "--app", "shop", "--base",
+            "release=1.9.0", "--new", "release=1.10.0", "--min-samples", "100", "--top", "8"]
+    r = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    rows = orjson.loads(r.stdout)["rows"]
+
+    def sure(row: dict) -> bool:
+        return any(iv is not None and (iv[0] > 0 or iv[1] < 0)
+                   for iv in (row["selfPpCi"], row["totalPpCi"]))
+
+    flags = [sure(x) for x in rows]
+    assert flags == sorted(flags, reverse=True) and not all(flags), rows
+    assert rows[0]["name"] == "jsonWork" and rows[0]["selfPpCi"][0] > 0, rows[0]
+    r = subprocess.run(base, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if "jsonWork" in x]
+    assert f"{rows[0]['selfRelPct']:+.0f}%" in line.split(), line

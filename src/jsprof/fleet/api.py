@@ -411,8 +411,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
         # A rule naming no function is a typo that would pass CI forever: exit 2 with the
         # closest names, before any resampling (the rule `jsprof diff` follows).
         check_rule_names(d, gates)
-        shown = d.rows if top_n is None else d.rows[:top_n]
-        keys = {r.key: None for r in shown}
+        keys = {r.key: None for r in _candidates(d.rows, top_n)}
         for g in gates:
             for r in d.find(g.name):
                 keys[r.key] = None
@@ -440,7 +439,13 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     def r3(x: float) -> float | None:
         return round(x, 3) if math.isfinite(x) else None
 
-    shown = d.rows if top_n is None else d.rows[:top_n]
+    # By the change its interval is sure of, not by the estimate alone: a row whose
+    # interval excludes 0 first, the one whose nearer end is farther from 0 first.
+    ranked = sorted(enumerate(_candidates(d.rows, top_n)),
+                    key=lambda x: (-_sure_change(interval, x[1]), x[0]))
+    shown = [r for _, r in ranked]
+    if top_n is not None:
+        shown = shown[:top_n]
     rows = []
     for r in shown:
         rows.append({
@@ -499,6 +504,27 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
             **(_views(s, new, None) if flame_fmt == "html" else {}),
         ).render(new_tree)
     return DiffParts(doc, page, [r.key for r in shown], base, new, match)
+
+
+def _candidates(rows: list, top_n: int | None) -> list:
+    """The rows a diff resamples and ranks: every row, or the 3 x `top_n` (at least 60)
+    with the largest changes in share (a row's interval is built around its estimate, so
+    one further down is sure of less than these are likely to be)."""
+    return rows if top_n is None else rows[:max(3 * top_n, 60)]
+
+
+def _sure_change(interval: Any, row: Any) -> float:
+    """The share change (points) a row's intervals are sure of: the larger, over self and
+    total, of the interval's end nearer 0 when the interval excludes 0; else -1 + the
+    estimate's size as a fraction of 100 points (behind every sure one, by estimate)."""
+    sure = []
+    for name in ("self_pp", "total_pp"):
+        iv = interval(row, name)
+        if iv is not None and (iv[0] > 0 or iv[1] < 0):
+            sure.append(min(abs(iv[0]), abs(iv[1])))
+    if sure:
+        return max(sure)
+    return -1.0 + min(row.impact, 100.0) / 1000.0
 
 
 def _match_warnings(d: Any) -> list[str]:

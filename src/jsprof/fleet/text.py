@@ -115,6 +115,16 @@ def _ci(iv: list | None) -> str:
     return "" if iv is None else f"[{iv[0]:+.2f}, {iv[1]:+.2f}]"
 
 
+def _rel(r: dict) -> str:
+    """A diff row's relative change of its self share: `+47%`, `new`, `-100%`."""
+    if r["status"] == "new":
+        return "new"
+    if not (r["baseSelfPct"] or r["newSelfPct"]):
+        return ""  # no self time on either side: no change to speak of
+    v = r.get("selfRelPct")
+    return "" if v is None else f"{v:+.0f}%"
+
+
 class FleetDiffTable(TextRenderer):
     """`fleet diff`'s table of a diff document (what `--json` prints)."""
 
@@ -128,17 +138,17 @@ class FleetDiffTable(TextRenderer):
         title = (f"{new['filters']} ({plural(new['traces'], 'trace')}) vs "
                  f"{base['filters']} ({plural(base['traces'], 'trace')}): change in share of "
                  "all time, percentage points, with 95% intervals from resampling traces")
-        headers = ["Δ self pp", "95% interval", "Δ total pp", "95% interval", "self %",
-                   "total %", "function", "resource"]
-        # Within a width limit the total-share column and the total's interval (in --json
+        headers = ["Δ self pp", "95% interval", "Δ self", "Δ total pp", "95% interval",
+                   "self %", "total %", "function", "resource"]
+        # Within a width limit the total-share columns and the total's interval (in --json
         # and --wide) make room for the names: with them a 100-column table left a function
         # 2-3 characters beside its `[new]` tag (`slo…ng  [new]`: the very row a gate is about).
-        keep = list(range(8)) if width is None else [0, 1, 2, 4, 6, 7]
+        keep = list(range(9)) if width is None else [0, 1, 2, 5, 7, 8]
         cells = []
         for r in doc["rows"]:
             tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
             line = [
-                _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _pp(r["totalPp"]).plain,
+                _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _rel(r), _pp(r["totalPp"]).plain,
                 _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
                 f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
                 # time with no JavaScript has no script: blank, as in `fleet top` and
@@ -163,12 +173,14 @@ class FleetDiffTable(TextRenderer):
             name = Text(label)
             if tag:
                 name.append(tag, style="bold red" if r["status"] == "new" else "bold blue")
-            nums = [_pp(r["selfPp"]), line[1], _pp(r["totalPp"]), *line[3 : n - 2]]
+            styled = {0: _pp(r["selfPp"]), 3: _pp(r["totalPp"])}
+            nums = [styled.get(i, cell) for i, cell in zip(keep, line[: n - 2], strict=False)]
             t.add_row(*nums, name, Text(where, style="dim"))
         out.table(_title(title, width), t)
-        _note(out, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}, "
-              "largest change first"
-              + ("" if width is None else "; --wide adds total % and the total's interval"),
+        _note(out, f"showing {len(doc['rows'])} of {plural(doc['functions'], 'function')}; "
+              "first the changes whose interval excludes 0, the surest (the interval's end "
+              "nearer 0) first; Δ self: the self share's relative change"
+              + ("" if width is None else "; --wide adds the total's change and interval"),
               width)
 
 
