@@ -174,3 +174,41 @@ def test_acorn_is_named_as_v8_names_it(tmp_path):
         if index.at(*pos) is None or index.at(*pos).name != v8[pos]
     }
     assert wrong == {}
+
+
+SPIN = "function spin() { var e = Date.now() + 40; while (Date.now() < e); }\n"
+
+
+def _quickjs_frames(rt, src, filename=None):
+    session = rt.profiler(sample_interval=1.0)
+    rt.eval(src, filename) if filename else rt.eval(src)
+    trace = session.stop()
+    return {(trace.resources[f.resource_id], f.line, f.column): f.name for f in trace.frames}
+
+
+def test_quickjs_names_frames_from_their_own_source_only():
+    """QuickJS names a script's frames as V8 does, from the text it ran; code QuickJS
+    files under `<input>` (`new Function`, eval, and eval() without a name) and a name
+    given to two different texts are not named from a text that is not theirs."""
+    from jsprof.engines.quickjs import QuickJS
+
+    # `new Function` code: its `function` keyword at <input>:5:8 (two lines of header),
+    # where the script has `o.tc = function` (V8: `o.tc`)
+    src = (
+        SPIN + "var o = {};\n"
+        'o.made = new Function("spin", "\\n\\nreturn function () { spin(); };")(spin);\n'
+        "o.made();\n"
+        "o.tc = function () { spin(); }; o.tc();\n"
+    )
+    assert src.splitlines()[4].index("function") == 7
+    named = _quickjs_frames(QuickJS(), src, "app.js")
+    app = [k for k in named if k[0].endswith("app.js")]
+    assert named[(app[0][0], 5, 8)] == "o.tc"
+    assert named[("<input>", 5, 8)] == ""  # the Function's own code, not the script's
+    unnamed = _quickjs_frames(QuickJS(), src)  # the script itself under <input>
+    assert unnamed[("<input>", 5, 8)] == ""
+    rt = QuickJS()
+    _quickjs_frames(rt, SPIN + "var a = {}; a.x = function () { spin(); }; a.x();\n", "same.js")
+    again = _quickjs_frames(rt, SPIN + "var b = {}; b.y = function () { spin(); }; b.y();\n",
+                            "same.js")
+    assert "b.y" not in again.values() and "a.x" not in again.values()

@@ -232,7 +232,7 @@ class QuickJS:
         self.allow_profiling = allow_profiling
         self._muted: set[str] = {_BOOTSTRAP}
         # the scripts' sources by URL and their functions' V8 names (_name_frames)
-        self._sources: dict[str, str] = {}
+        self._sources: dict[str, str | None] = {}
         self._names: dict[str, Any] = {}
         self._js_sessions: dict[int, ProfilerSession] = {}
         self._next_js_id = 0
@@ -321,9 +321,8 @@ class QuickJS:
             )
         if muted:
             self._muted.add(filename)
-        elif len(source) <= MAX_NAMED_SOURCE_BYTES:
-            self._sources[normalise_resource(filename)] = source
-            self._names.pop(normalise_resource(filename), None)
+        else:
+            self._remember_source(normalise_resource(filename), source)
         mod = is_module(source, filename) if module is None else module
         try:
             with self._owner_lock:
@@ -459,10 +458,19 @@ class QuickJS:
 
         return name_frames(trace, self._source_text, self._names)
 
+    def _remember_source(self, url: str, source: str) -> None:
+        """Keep a script's text to name its frames from. `<input>` is also where QuickJS
+        puts `new Function` and `eval` code (positions in other texts), and a name given
+        twice with different texts holds both: neither is kept (their frames keep
+        QuickJS's names)."""
+        known = self._sources.get(url, source)
+        ok = url != "<input>" and known == source and len(source) <= MAX_NAMED_SOURCE_BYTES
+        self._sources[url] = source if ok else None
+        self._names.pop(url, None)
+
     def _source_text(self, url: str) -> str | None:
-        got = self._sources.get(url)
-        if got is not None or not url.startswith("file://"):
-            return got
+        if url in self._sources or not url.startswith("file://"):
+            return self._sources.get(url)
         try:
             path = Path(unquote(urlparse(url).path))
             if not path.is_file() or path.stat().st_size > MAX_NAMED_SOURCE_BYTES:
