@@ -371,3 +371,14 @@ def test_node_test_runner_a_track_per_test_file(tmp_path):
         script = t.name.split(" ", 2)[2].split(".")[0]
         assert _samples_in(t, f"{script}Hot") >= 5, t.name
     assert rec.tracks[0].meta["exitCode"] == 1
+
+
+def test_a_command_without_dashdash_says_how(tmp_path):
+    """The issue's first try: `record --engine node npm test` took npm for a script file."""
+    p = _run("record", "--engine", "node", "npm", "test", cwd=tmp_path)
+    assert p.returncode == 2
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, lines
+    assert "npm: no such script file, but a command on PATH" in lines[0]
+    assert lines[0].endswith("jsprof record --engine node -- npm test")
+    assert list(tmp_path.iterdir()) == []

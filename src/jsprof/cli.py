@@ -901,7 +901,11 @@ def cmd_record(args: argparse.Namespace) -> int:
         return _cmd_record_command(args, engine)
     if args.node_arg and not engine_spec(engine).takes("node_args"):
         raise UsageError("--node-arg goes with --engine node")
-    check_script(args.script, engine)  # before the output: the likelier mistake
+    try:
+        check_script(args.script, engine)  # before the output: the likelier mistake
+    except UsageError:
+        _hint_command(args)
+        raise
     started = None if args.workers else start_engine(args.script, engine, args.args, args.node_arg)
     stem = os.path.splitext(os.path.basename(args.script))[0]
     from .record import Progress
@@ -957,6 +961,22 @@ def cmd_record(args: argparse.Namespace) -> int:
         return _finish_partial(error, out)
     _tell(_summarize_recording, rec, out)
     return exit_status(rec)
+
+
+def _hint_command(args: argparse.Namespace) -> None:
+    """`record --engine node npm test`: no file `npm`, but a command on PATH; say how to
+    record a command instead of only that there is no such file."""
+    import shlex
+    import shutil
+
+    word = args.script
+    if os.path.exists(word) or "/" in word or shutil.which(word) is None:
+        return
+    cmd = shlex.join([word, *args.args])
+    raise UsageError(
+        f"{word}: no such script file, but a command on PATH; to record every Node process "
+        f"a command starts, put it after --: jsprof record --engine node -- {cmd}"
+    )
 
 
 def _is_script_file(word: str) -> bool:
