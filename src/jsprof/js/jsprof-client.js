@@ -9,10 +9,15 @@
 // Design notes: one decision per browser session, so a user's pages are all in or all out:
 // the server's when it sent the `jsprof_sample` cookie (jsprof.field's middlewares, the
 // nginx snippet of docs/field.md: they send the header to sampled sessions only), else a
-// hash of a session id kept in sessionStorage against sampleRate; traces are captured in chunks,
-// a new Profiler per chunk, and posted as they are (never expanded per sample); on the way
-// out (page hidden) the last chunk goes by keepalive fetch when it fits the browser's 64 KiB
-// keepalive budget, else by sendBeacon, else it is dropped and counted.
+// hash of a session id kept in sessionStorage against sampleRate. Traces are posted in
+// chunks (chunkMs), each profiled in pieces (a new Profiler every 1, 2, 4, then pieceMs
+// seconds, joined in the page: the stacks stay a tree, never one per sample) and kept ready
+// to send (gzip'd, and in localStorage) after each piece. Profiler.stop() resolves in a
+// task, and a page being unloaded runs none: so when the page goes away (beforeunload,
+// pagehide) the chunk as last prepared goes at once by keepalive fetch (else sendBeacon),
+// and the piece since then follows if stop() still resolves. Every upload waits in the
+// outbox (localStorage) until the collector acknowledges it; a failed one is retried with
+// backoff, and the next page load sends what an earlier one left (same id: stored once).
 
 const KEEPALIVE_LIMIT = 64 * 1024;
 const SESSION_KEY = "jsprof-session";
@@ -290,103 +295,447 @@ class Timeline {
 
 // ---- timeline: end
 
+// gzip in the page, fed to CompressionStream directly. Not through a Blob's stream():
+// reading a Blob takes tasks that no longer run once the page is being unloaded (measured in
+// headless Chromium 156: a Blob-fed gzip started in pagehide never finished; this one did).
 async function gzip(text) {
   if (typeof CompressionStream !== "function") return null;
-  const stream = new Blob([text]).stream().pipeThrough(new CompressionStream("gzip"));
-  return new Uint8Array(await new Response(stream).arrayBuffer());
+  const cs = new CompressionStream("gzip");
+  const w = cs.writable.getWriter();
+  w.write(new TextEncoder().encode(text)).catch(() => {});
+  w.close().catch(() => {});
+  const r = cs.readable.getReader();
+  const parts = [];
+  let n = 0;
+  for (;;) {
+    const {done, value} = await r.read();
+    if (done) break;
+    parts.push(value);
+    n += value.byteLength;
+  }
+  const out = new Uint8Array(n);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.byteLength;
+  }
+  return out;
 }
+
+function toBase64(bytes) {
+  let s = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    s += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(s);
+}
+
+function fromBase64(text) {
+  const s = atob(text);
+  const out = new Uint8Array(s.length);
+  for (let i = 0; i < s.length; i++) out[i] = s.charCodeAt(i);
+  return out;
+}
+
+/**
+ * One ProfilerTrace from several taken one after the other (a chunk's pieces): resources,
+ * frames and stacks interned again, samples in order. A sample at or before the one kept
+ * last (or `after`) is left out: consecutive pieces overlap by the instant between starting
+ * the next Profiler and stopping this one.
+ */
+export function mergeTraces(traces, after = -Infinity) {
+  const out = {resources: [], frames: [], stacks: [], samples: []};
+  const rIndex = new Map();
+  const fIndex = new Map();
+  const sIndex = new Map();
+  let last = after;
+  for (const t of traces) {
+    const rmap = t.resources.map((r) => {
+      let i = rIndex.get(r);
+      if (i === undefined) {
+        i = out.resources.length;
+        rIndex.set(r, i);
+        out.resources.push(r);
+      }
+      return i;
+    });
+    const fmap = t.frames.map((f) => {
+      const g = Object.assign({}, f);
+      if (f.resourceId != null) g.resourceId = rmap[f.resourceId];
+      const key = `${g.name}\u0000${g.resourceId}\u0000${g.line}\u0000${g.column}`;
+      let i = fIndex.get(key);
+      if (i === undefined) {
+        i = out.frames.length;
+        fIndex.set(key, i);
+        out.frames.push(g);
+      }
+      return i;
+    });
+    const smap = new Array(t.stacks.length);
+    const stackOf = (id) => {
+      const path = [];
+      let j = id;
+      while (j != null && smap[j] === undefined && path.length <= t.stacks.length) {
+        path.push(j);
+        j = t.stacks[j].parentId;
+      }
+      let parent = j == null ? undefined : smap[j];
+      for (let k = path.length - 1; k >= 0; k--) {
+        const fid = fmap[t.stacks[path[k]].frameId];
+        const key = parent === undefined ? `${fid}` : `${fid}:${parent}`;
+        let i = sIndex.get(key);
+        if (i === undefined) {
+          i = out.stacks.length;
+          sIndex.set(key, i);
+          out.stacks.push(parent === undefined ? {frameId: fid} : {frameId: fid, parentId: parent});
+        }
+        smap[path[k]] = parent = i;
+      }
+      return smap[id];
+    };
+    for (const s of t.samples) {
+      if (!(s.timestamp > last)) continue;
+      last = s.timestamp;
+      const o = Object.assign({}, s);
+      if (s.stackId != null) o.stackId = stackOf(s.stackId);
+      out.samples.push(o);
+    }
+  }
+  return out;
+}
+
+// The timelines taken at several moments of one chunk, as one (the same limits, longest
+// kept; an interaction reported in two of them counts once).
+function mergeTimelines(parts) {
+  const got = parts.filter(Boolean);
+  if (got.length === 0) return null;
+  if (got.length === 1) return got[0];
+  const longest = (a, b) => b.duration - a.duration;
+  const frames = got.flatMap((p) => p.longFrames).sort(longest);
+  const byId = new Map();
+  for (const p of got) {
+    for (const e of p.interactions) {
+      const old = byId.get(e.id);
+      if (!old) {
+        byId.set(e.id, Object.assign({}, e));
+        continue;
+      }
+      old.duration = Math.max(old.duration, e.duration);
+      old.start = Math.min(old.start, e.start);
+      old.processingStart = Math.min(old.processingStart, e.processingStart);
+      old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
+      if (!old.target) old.target = e.target;
+    }
+  }
+  const inter = [...byId.values()].sort(longest);
+  const dropped = Object.assign({}, got[got.length - 1].dropped);
+  dropped.longFrames += Math.max(0, frames.length - TIMELINE_LIMITS.longFrames);
+  dropped.interactions += Math.max(0, inter.length - TIMELINE_LIMITS.interactions);
+  let load = null;
+  for (const p of got) if (p.load) load = p.load;
+  return {
+    longFrames: frames.slice(0, TIMELINE_LIMITS.longFrames),
+    interactions: inter.slice(0, TIMELINE_LIMITS.interactions),
+    load,
+    dropped,
+  };
+}
+
+const OUTBOX_PREFIX = "jsprof-outbox:";
+const DAY_MS = 24 * 3600 * 1000;
+
+/**
+ * Uploads not yet acknowledged, kept in the page origin's localStorage (synchronous, so a
+ * page that is going away can still write; IndexedDB commits too late for that), one key
+ * per upload so that tabs of one site never overwrite each other's. Each holds the upload's
+ * URL and its body as sent (base64 of the gzip), so a retry sends the same bytes under the
+ * same id and the collector stores it once. Bounded: `limit` characters in all, entries
+ * older than `maxAgeMs` dropped; storage that is blocked or full keeps nothing (counted).
+ */
+class Outbox {
+  constructor(limit, maxAgeMs, stats) {
+    this.limit = limit;
+    this.maxAgeMs = maxAgeMs;
+    this.stats = stats;
+  }
+
+  store() {
+    try {
+      return this.limit > 0 ? globalThis.localStorage || null : null;
+    } catch (e) {
+      return null; // storage blocked (a sandboxed frame, a privacy setting)
+    }
+  }
+
+  put(up, fields) {
+    const ls = this.store();
+    if (!ls) return false;
+    const rec = {
+      u: up.url,
+      b: up.gz ? toBase64(up.body) : up.body,
+      g: up.gz ? 1 : 0,
+      a: Date.now(),
+      t: 0,
+      n: 0,
+      f: 1,
+      o: null,
+    };
+    Object.assign(rec, fields || {});
+    const text = JSON.stringify(rec);
+    if (text.length > this.limit) return false;
+    this.trim(text.length, up.id);
+    try {
+      ls.setItem(OUTBOX_PREFIX + up.id, text);
+      return true;
+    } catch (e) {
+      this.stats.unstored++; // quota: this one is only sent, not kept
+      return false;
+    }
+  }
+
+  update(id, fields) {
+    const ls = this.store();
+    if (!ls) return;
+    try {
+      const text = ls.getItem(OUTBOX_PREFIX + id);
+      if (!text) return;
+      ls.setItem(OUTBOX_PREFIX + id, JSON.stringify(Object.assign(JSON.parse(text), fields)));
+    } catch (e) {
+      // gone, or unreadable: nothing to update
+    }
+  }
+
+  remove(id) {
+    const ls = this.store();
+    if (!ls) return;
+    try {
+      ls.removeItem(OUTBOX_PREFIX + id);
+    } catch (e) {
+      // storage went away: the collector drops a repeat anyway
+    }
+  }
+
+  entries() {
+    const ls = this.store();
+    if (!ls) return [];
+    const out = [];
+    try {
+      for (let i = 0; i < ls.length; i++) {
+        const key = ls.key(i);
+        if (!key || !key.startsWith(OUTBOX_PREFIX)) continue;
+        const text = ls.getItem(key);
+        let rec = null;
+        try {
+          rec = JSON.parse(text);
+        } catch (e) {
+          rec = null;
+        }
+        out.push({id: key.slice(OUTBOX_PREFIX.length), rec, size: key.length + (text || "").length});
+      }
+    } catch (e) {
+      return out;
+    }
+    return out;
+  }
+
+  // Room for `need` more characters: expired and unreadable entries go, then the oldest.
+  trim(need, except) {
+    const now = Date.now();
+    let all = this.entries().filter((e) => e.id !== except);
+    for (const e of all) {
+      if (!e.rec || now - e.rec.a > this.maxAgeMs) {
+        this.remove(e.id);
+        this.stats.dropped++;
+      }
+    }
+    all = all.filter((e) => e.rec && now - e.rec.a <= this.maxAgeMs).sort((x, y) => x.rec.a - y.rec.a);
+    let used = all.reduce((n, e) => n + e.size, 0);
+    while (all.length && used + need > this.limit) {
+      const e = all.shift();
+      used -= e.size;
+      this.remove(e.id);
+      this.stats.dropped++;
+    }
+  }
+}
+
+// Statuses after which the same upload can succeed later: sent again. Any other refusal
+// (400 invalid, 401 key, 409, 413, 415) would be refused again: dropped and counted.
+const RETRYABLE = new Set([0, 408, 425, 429, 500, 502, 503, 504]);
 
 class Session {
   constructor(opts) {
     this.opts = opts;
     this.enabled = false;
     this.reason = null;
-    this.stats = {chunks: 0, sent: 0, beacons: 0, failed: 0, dropped: 0, bytes: 0, ids: []};
+    this.stats = {
+      chunks: 0, // uploads built
+      sent: 0, // handed to the network (keepalive, beacon) or acknowledged (fetch)
+      beacons: 0,
+      failed: 0, // sends that failed (each retried, unless refused)
+      refused: 0, // refused by the collector for good (4xx): dropped
+      retried: 0, // uploads sent again from the outbox (this page's or an earlier one's)
+      deferred: 0, // over the keepalive budget while the page went away: left in the outbox
+      dropped: 0, // lost: no storage for it, expired or pushed out of the outbox
+      unstored: 0, // could not be kept in the outbox (storage blocked or full)
+      bytes: 0,
+      ids: [],
+    };
+    this.outbox = new Outbox(opts.outboxLimit, opts.outboxMaxAgeMs, this.stats);
     this.profiler = null;
-    this.timer = null;
+    this.chunk = null;
+    this.pieceTimer = null;
+    this.pieceNo = 0;
+    this.chunkNo = 0;
+    this.lastSample = Promise.resolve(-Infinity); // the last sample of the pieces so far
     this.stopped = false;
     this.pending = new Set();
-    this.chunk = 0;
+    this.keepaliveBytes = 0; // our keepalive bodies still in flight (the budget is shared)
+    this.sending = new Set(); // ids of this page's requests in flight
+    this.drainTimer = null;
+    this.draining = false;
     // One id per page load: the chunks of this page count once in the fleet.
     this.pageLoad = randomId();
     this.timeline = opts.timeline === false ? null : new Timeline();
     this.onVisibility = () => this.visibilityChanged();
-    this.onPageHide = () => this.rotate("pagehide", {keepalive: true, restart: false});
+    // Navigation: beforeunload comes while the page still runs tasks (until the next page's
+    // response arrives), pagehide when it no longer does (its Profiler.stop() never
+    // resolves: measured); closing a tab may give only pagehide.
+    this.onBeforeUnload = () => this.leave("beforeunload", true);
+    this.onPageHide = () => this.leave("pagehide", false);
+    this.onPageShow = (e) => {
+      if (e.persisted && !this.stopped && !this.profiler) this.begin(); // back from the bfcache
+    };
   }
 
-  newProfiler() {
-    const {sampleInterval, chunkMs} = this.opts;
-    const maxBufferSize = Math.ceil((1.5 * chunkMs) / sampleInterval);
+  // ---- profiling in pieces ----
+
+  // Pieces of 0.25, 0.5, 1, 2, 4 s, then pieceMs: a short visit has most of itself ready to
+  // send before it ends, a long one restarts its Profiler every pieceMs only.
+  pieceLength() {
+    const {pieceMs, chunkMs} = this.opts;
+    const left = this.chunk ? chunkMs - (performance.now() - this.chunk.started) : chunkMs;
+    return Math.max(50, Math.min(pieceMs, this.opts.firstPieceMs * 2 ** this.pieceNo, left));
+  }
+
+  newProfiler(len) {
+    const {sampleInterval} = this.opts;
+    const maxBufferSize = Math.ceil((1.5 * len) / sampleInterval);
     const p = new Profiler({sampleInterval, maxBufferSize});
     p.addEventListener("samplebufferfull", () => {
-      if (p === this.profiler) this.rotate("bufferfull", {keepalive: false, restart: true});
+      if (p === this.profiler) this.nextPiece("bufferfull");
     });
     return p;
   }
 
-  start() {
+  newChunk() {
+    return {
+      id: randomId(),
+      n: ++this.chunkNo,
+      started: performance.now(),
+      pieces: [], // its ended pieces, in order: {trace, after}
+      ready: Promise.resolve(), // resolves once every ended piece is in `pieces`
+      parts: [], // timelines taken so far
+      prepared: null, // its pieces so far, ready to send as they are: {up, pieces, parts, last}
+      preparing: false,
+      tried: 0, // how many pieces the last prepare() took
+      done: false,
+    };
+  }
+
+  // A new chunk and its first Profiler; false when no Profiler could be made.
+  begin() {
+    const chunk = this.newChunk();
+    let p;
     try {
-      this.profiler = this.newProfiler();
+      p = this.newProfiler(this.pieceLength());
     } catch (e) {
       this.reason = e && e.name === "NotAllowedError" ? "document-policy" : "profiler-error";
       this.error = String(e && e.message);
-      return;
+      return false;
     }
-    this.enabled = true;
-    if (this.timeline) this.timeline.start();
-    this.armTimer();
-    document.addEventListener("visibilitychange", this.onVisibility);
-    globalThis.addEventListener("pagehide", this.onPageHide);
+    this.chunk = chunk;
+    this.profiler = p;
+    this.armPiece();
+    return true;
   }
 
-  armTimer() {
-    clearTimeout(this.timer);
-    this.timer = setTimeout(
-      () => this.rotate("interval", {keepalive: false, restart: true}),
-      this.opts.chunkMs,
+  armPiece() {
+    clearTimeout(this.pieceTimer);
+    this.pieceTimer = setTimeout(() => this.nextPiece("interval"), this.pieceLength());
+  }
+
+  start() {
+    if (!this.begin()) return;
+    this.enabled = true;
+    if (this.timeline) this.timeline.start();
+    document.addEventListener("visibilitychange", this.onVisibility);
+    globalThis.addEventListener("beforeunload", this.onBeforeUnload);
+    globalThis.addEventListener("pagehide", this.onPageHide);
+    globalThis.addEventListener("pageshow", this.onPageShow);
+  }
+
+  removeListeners() {
+    document.removeEventListener("visibilitychange", this.onVisibility);
+    globalThis.removeEventListener("beforeunload", this.onBeforeUnload);
+    globalThis.removeEventListener("pagehide", this.onPageHide);
+    globalThis.removeEventListener("pageshow", this.onPageShow);
+  }
+
+  // The piece's trace joins its chunk once Profiler.stop() gives it (in a task: not in time
+  // when the page is being unloaded). Profilers overlap for an instant (the next one starts
+  // before this one stops), so a sample at or before the previous piece's last one (of any
+  // chunk of this page) is a repeat and is left out when the piece is sent.
+  addPiece(chunk, profiler) {
+    this.pieceNo++;
+    const stopped = profiler.stop();
+    const prev = this.lastSample;
+    const piece = Promise.all([prev, stopped]).then(([after, trace]) => ({trace, after}));
+    this.lastSample = piece.then(
+      ({trace, after}) =>
+        trace && trace.samples.length
+          ? Math.max(after, trace.samples[trace.samples.length - 1].timestamp)
+          : after,
+      () => prev,
+    );
+    chunk.ready = Promise.all([chunk.ready, piece]).then(
+      ([, p]) => {
+        if (p.trace) chunk.pieces.push(p);
+      },
+      () => {
+        this.stats.failed++;
+      },
     );
   }
 
-  // End the current chunk, start the next one at once (restart, unless stopped or hidden)
-  // and send the ended one: by keepalive fetch or beacon when the page is going away.
-  rotate(why, {keepalive, restart}) {
+  // End the running piece and start the next; the chunk ends here once it is chunkMs old.
+  nextPiece(why) {
     const old = this.profiler;
+    const chunk = this.chunk;
+    if (!old || !chunk) return;
+    const ending = performance.now() - chunk.started >= this.opts.chunkMs - 1;
     this.profiler = null;
-    clearTimeout(this.timer);
-    if (restart && !this.stopped && document.visibilityState !== "hidden") {
+    clearTimeout(this.pieceTimer);
+    if (ending) {
+      this.chunk = null;
+      if (!this.stopped && document.visibilityState !== "hidden") this.begin();
+    } else {
       try {
-        this.profiler = this.newProfiler();
-        this.armTimer();
+        this.profiler = this.newProfiler(this.pieceLength());
+        this.armPiece();
       } catch (e) {
         this.reason = "profiler-error";
       }
     }
-    if (!old) return Promise.resolve(null);
-    const done = old
-      .stop()
-      .then((trace) => this.send(trace, why, keepalive))
-      .catch(() => {
-        this.stats.failed++;
-        return null;
-      });
-    this.pending.add(done);
-    done.finally(() => this.pending.delete(done));
-    return done;
+    this.addPiece(chunk, old);
+    if (ending) {
+      this.finish(chunk, why, false);
+    } else {
+      chunk.ready.then(() => this.prepare(chunk));
+    }
   }
 
-  visibilityChanged() {
-    if (this.stopped) return;
-    if (document.visibilityState === "hidden") {
-      this.rotate("hidden", {keepalive: true, restart: false});
-    } else if (!this.profiler) {
-      try {
-        this.profiler = this.newProfiler();
-        this.armTimer();
-      } catch (e) {
-        this.reason = "profiler-error";
-      }
-    }
-  }
+  // ---- building uploads ----
 
   url(id) {
     const o = this.opts;
@@ -394,77 +743,311 @@ class Session {
     if (o.release != null) q.set("release", String(o.release));
     if (o.route != null) q.set("route", String(o.route));
     if (o.env != null) q.set("env", String(o.env));
-    return `${o.endpoint.replace(/\/+$/, "")}/v1/traces?${q}`;
+    return `${this.endpoint()}/v1/traces?${q}`;
   }
 
-  async send(trace, why, keepalive) {
-    if (!trace || !trace.samples || trace.samples.length === 0) return null;
-    this.chunk++;
-    this.stats.chunks++;
+  endpoint() {
+    return this.opts.endpoint.replace(/\/+$/, "");
+  }
+
+  // The upload of `traces` (JSON, gzip'd when the browser can): {id, url, body, gz, size,
+  // last}, or null when they hold no sample. The body is text/plain (gzip bytes or JSON):
+  // no header that needs a CORS preflight, so a keepalive request is one request.
+  async build(chunk, id, pieces, after, why, timelines, plainUnder = 0) {
+    const traces = pieces.map((p) =>
+      p.after > -Infinity
+        ? Object.assign({}, p.trace, {samples: p.trace.samples.filter((x) => x.timestamp > p.after)})
+        : p.trace,
+    );
+    const trace = mergeTraces(traces, after);
+    if (trace.samples.length === 0) return null;
     const meta = Object.assign({}, this.opts.meta, {
       timeOrigin: performance.timeOrigin,
       userAgent: navigator.userAgent,
       sampleInterval: this.opts.sampleInterval,
-      chunk: this.chunk,
+      chunk: chunk.n,
       chunkReason: why,
       dropped: this.stats.dropped,
       pageLoad: this.pageLoad,
     });
-    // The trace goes as the browser gave it: its stacks stay a tree, never one per sample.
+    // The trace as the browser gave it (pieces joined): its stacks stay a tree.
     const doc = {trace, meta};
-    if (this.timeline) doc.timeline = this.timeline.take();
+    if (this.timeline) doc.timeline = mergeTimelines(timelines);
     const json = JSON.stringify(doc);
-    const id = randomId();
-    const url = this.url(id);
-    let body = json;
+    const last = trace.samples[trace.samples.length - 1].timestamp;
+    const plain = new TextEncoder().encode(json).byteLength;
+    // A page that is going away sends what fits its keepalive budget as it is: gzip takes
+    // more turns of the event loop than such a page may have left.
     let gz = null;
-    try {
-      gz = await gzip(json);
-    } catch (e) {
-      gz = null;
-    }
-    const headers = {"Content-Type": "application/json"};
-    if (gz) {
-      body = gz;
-      headers["Content-Encoding"] = "gzip";
-    }
-    const size = gz ? gz.byteLength : new Blob([json]).size;
-    if (keepalive) {
-      if (size <= this.opts.keepaliveLimit) {
-        try {
-          fetch(url, {method: "POST", body, headers, keepalive: true, mode: "cors"});
-          return this.sent(id, size);
-        } catch (e) {
-          // over the keepalive budget already in flight: try a beacon
-        }
+    if (plain > plainUnder) {
+      try {
+        gz = await gzip(json);
+      } catch (e) {
+        gz = null;
       }
-      // A beacon cannot set headers: text/plain, and the collector recognises gzip bytes.
-      if (navigator.sendBeacon && navigator.sendBeacon(url, new Blob([body], {type: "text/plain"}))) {
-        this.stats.beacons++;
-        return this.sent(id, size);
-      }
-      this.stats.dropped++;
-      return null;
     }
-    try {
-      const r = await fetch(url, {method: "POST", body, headers, mode: "cors"});
-      if (r.status !== 202) {
-        this.stats.failed++;
-        return null;
-      }
-    } catch (e) {
-      this.stats.failed++;
-      return null;
-    }
-    return this.sent(id, size);
+    return {id, url: this.url(id), body: gz || json, gz: !!gz, size: gz ? gz.byteLength : plain, last};
   }
 
-  sent(id, size) {
+  // Keep the chunk so far ready to send (and in the outbox, unfinished) after each piece:
+  // when the page goes away without time for another Profiler.stop(), this is what goes.
+  async prepare(chunk) {
+    if (chunk.done || chunk.preparing || chunk.pieces.length <= chunk.tried) return;
+    chunk.preparing = true;
+    chunk.tried = chunk.pieces.length;
+    try {
+      if (this.timeline) chunk.parts.push(this.timeline.take());
+      const pieces = chunk.pieces.length;
+      const parts = chunk.parts.length;
+      const up = await this.build(chunk, chunk.id, chunk.pieces.slice(), -Infinity, "unload",
+                                  chunk.parts.slice());
+      if (chunk.done || !up) return;
+      chunk.prepared = {up, pieces, parts, last: up.last};
+      this.outbox.put(up, {f: 0, o: this.pageLoad});
+    } finally {
+      chunk.preparing = false;
+    }
+    if (!chunk.done && chunk.pieces.length > chunk.tried) this.prepare(chunk);
+  }
+
+  // End `chunk` with the piece running now (already handed to addPiece) and send it.
+  finish(chunk, why, keepalive) {
+    chunk.done = true;
+    const done = chunk.ready
+      .then(() => {
+        if (this.timeline) chunk.parts.push(this.timeline.take());
+        return this.build(chunk, chunk.id, chunk.pieces, -Infinity, why, chunk.parts);
+      })
+      .then((up) => {
+        if (!up) {
+          this.outbox.remove(chunk.id);
+          return null;
+        }
+        this.stats.chunks++;
+        this.outbox.put(up);
+        return this.deliver(up, keepalive);
+      })
+      .catch(() => {
+        this.stats.failed++;
+        return null;
+      });
+    return this.track(done);
+  }
+
+  track(promise) {
+    this.pending.add(promise);
+    promise.finally(() => this.pending.delete(promise));
+    return promise;
+  }
+
+  // The page is going away: send at once what is ready (the chunk as last prepared), then
+  // the rest (pieces since, and the running one) as its own upload if Profiler.stop() still
+  // gets to give it. `restart`: profile on (beforeunload may be followed by no unload: a
+  // download, a cancelled navigation).
+  leave(why, restart) {
+    if (this.stopped) return;
+    const chunk = this.chunk;
+    const tail = this.profiler;
+    this.chunk = null;
+    this.profiler = null;
+    clearTimeout(this.pieceTimer);
+    if (restart && document.visibilityState !== "hidden") this.begin();
+    if (!chunk) return;
+    chunk.done = true;
+    const prep = chunk.prepared;
+    if (prep) {
+      this.stats.chunks++;
+      this.outbox.update(prep.up.id, {f: 1, a: Date.now()});
+      this.track(Promise.resolve(this.deliver(prep.up, true)));
+    }
+    if (tail) this.addPiece(chunk, tail);
+    const rest = chunk.ready
+      .then(() => {
+        if (this.timeline) chunk.parts.push(this.timeline.take());
+        const pieces = chunk.pieces.slice(prep ? prep.pieces : 0);
+        const parts = chunk.parts.slice(prep ? prep.parts : 0);
+        const id = prep ? randomId() : chunk.id;
+        const room = this.opts.keepaliveLimit - this.keepaliveBytes;
+        return this.build(chunk, id, pieces, prep ? prep.last : -Infinity, why, parts, room);
+      })
+      .then((up) => {
+        if (!up) return null;
+        this.stats.chunks++;
+        this.outbox.put(up);
+        return this.deliver(up, true);
+      })
+      .catch(() => {
+        this.stats.failed++;
+        return null;
+      });
+    this.track(rest);
+  }
+
+  visibilityChanged() {
+    if (this.stopped) return;
+    if (document.visibilityState === "hidden") {
+      const chunk = this.chunk;
+      const tail = this.profiler;
+      this.chunk = null;
+      this.profiler = null;
+      clearTimeout(this.pieceTimer);
+      if (!chunk) return;
+      if (tail) this.addPiece(chunk, tail);
+      this.finish(chunk, "hidden", true);
+    } else if (!this.profiler) {
+      this.begin();
+    }
+  }
+
+  // ---- sending ----
+
+  post(up, keepalive) {
+    return fetch(up.url, {
+      method: "POST",
+      body: up.body,
+      headers: {"Content-Type": "text/plain"},
+      keepalive,
+      mode: "cors",
+      credentials: "omit",
+    });
+  }
+
+  // Send `up` (already in the outbox). keepalive: the page may be going away: a keepalive
+  // fetch within the budget, else a beacon, else it waits in the outbox for the next page.
+  // Its id once sent (acknowledged, for a plain fetch), else null.
+  async deliver(up, keepalive) {
+    if (keepalive) {
+      if (this.keepaliveBytes + up.size <= this.opts.keepaliveLimit) {
+        let req = null;
+        try {
+          req = this.post(up, true);
+        } catch (e) {
+          req = null;
+        }
+        if (req) {
+          this.keepaliveBytes += up.size;
+          this.sending.add(up.id);
+          this.sent(up);
+          // Seen only if the page lives on (a hidden tab): else the next page sends it again
+          // from the outbox and the collector answers that repeat as the first.
+          req
+            .then((r) => this.answered(up, r.status), () => this.answered(up, 0))
+            .finally(() => {
+              this.keepaliveBytes -= up.size;
+              this.sending.delete(up.id);
+            });
+          return up.id;
+        }
+      }
+      // A beacon cannot set headers; the body is text/plain either way.
+      if (navigator.sendBeacon && navigator.sendBeacon(up.url, new Blob([up.body], {type: "text/plain"}))) {
+        this.stats.beacons++;
+        this.sent(up); // its answer is never seen: it stays in the outbox, sent again later
+        return up.id;
+      }
+      this.stats.deferred++;
+      return null;
+    }
+    let status = 0;
+    this.sending.add(up.id);
+    try {
+      status = (await this.post(up, false)).status;
+    } catch (e) {
+      status = 0;
+    } finally {
+      this.sending.delete(up.id);
+    }
+    if (!this.answered(up, status)) return null;
+    this.sent(up);
+    return up.id;
+  }
+
+  // What the collector said to `up`: true when it has it (202: stored, or stored before).
+  answered(up, status) {
+    if (status === 202) {
+      this.outbox.remove(up.id);
+      return true;
+    }
+    this.stats.failed++;
+    if (RETRYABLE.has(status)) {
+      this.retryLater(up.id);
+    } else {
+      this.stats.refused++;
+      this.outbox.remove(up.id);
+    }
+    return false;
+  }
+
+  sent(up) {
     this.stats.sent++;
-    this.stats.bytes += size;
-    this.stats.ids.push(id);
+    this.stats.bytes += up.size;
+    this.stats.ids.push(up.id);
     if (this.stats.ids.length > 100) this.stats.ids.shift();
-    return id;
+  }
+
+  // ---- the outbox: uploads that failed, or whose answer was never seen ----
+
+  retryLater(id) {
+    const rec = this.outbox.entries().find((e) => e.id === id);
+    if (!rec || !rec.rec) return;
+    const tries = (rec.rec.t || 0) + 1;
+    if (tries > this.opts.maxRetries) {
+      this.outbox.remove(id);
+      this.stats.dropped++;
+      return;
+    }
+    // Exponential backoff with jitter, so a collector that comes back is not hit by every
+    // client at once.
+    const wait = Math.min(this.opts.retryMaxMs, this.opts.retryMs * 2 ** (tries - 1));
+    const next = Date.now() + wait * (0.5 + Math.random() / 2);
+    this.outbox.update(id, {t: tries, n: next});
+    this.scheduleDrain(next - Date.now());
+  }
+
+  scheduleDrain(ms) {
+    if (this.drainTimer !== null) return;
+    this.drainTimer = setTimeout(() => {
+      this.drainTimer = null;
+      this.drain();
+    }, Math.max(0, ms));
+  }
+
+  // Send what the outbox holds for this collector: earlier pages' uploads (their keepalive
+  // answers unseen, their sends failed, their tab closed while a chunk was being built) and
+  // this page's failed ones when due. One at a time, plain fetch.
+  async drain() {
+    if (this.draining) return;
+    this.draining = true;
+    try {
+      const prefix = `${this.endpoint()}/v1/traces?`;
+      const now = Date.now();
+      // A chunk another page is still building is not sent, unless that page stopped
+      // updating it long ago (its tab was killed).
+      const stale = 3 * this.opts.pieceMs + 30000;
+      let wait = Infinity;
+      for (const e of this.outbox.entries()) {
+        const r = e.rec;
+        if (!r || typeof r.u !== "string" || !r.u.startsWith(prefix)) continue;
+        if (!r.f && (r.o === this.pageLoad || now - r.a < stale)) continue;
+        if (this.inFlight(e.id)) continue;
+        if (r.n > now) {
+          wait = Math.min(wait, r.n - now);
+          continue;
+        }
+        const up = {id: e.id, url: r.u, body: r.g ? fromBase64(r.b) : r.b, gz: !!r.g, size: 0};
+        up.size = up.gz ? up.body.byteLength : r.b.length;
+        this.stats.retried++;
+        this.outbox.update(e.id, {f: 1}); // from now on an upload like any other
+        await this.deliver(up, false);
+      }
+      if (wait < Infinity) this.scheduleDrain(wait);
+    } finally {
+      this.draining = false;
+    }
+  }
+
+  inFlight(id) {
+    return this.sending.has(id) || (this.chunk !== null && this.chunk.id === id);
   }
 }
 
@@ -472,7 +1055,9 @@ class Session {
  * Start field profiling. Returns a handle: `enabled`, `reason` (why not: "not-sampled",
  * "no-profiler-api", "document-policy", "profiler-error"), `sampledBy` (whose decision:
  * "cookie", the server's, or "rate", sampleRate's), `stats`, `flush()` (send the current
- * chunk now and keep going; resolves to the upload ids sent) and `stop()`.
+ * chunk now and keep going; resolves to the upload ids sent) and `stop()`. Every page that
+ * calls it, profiled or not, sends what earlier pages left in the outbox (after
+ * `drainDelayMs`).
  */
 export function startProfiling(options) {
   const opts = Object.assign(
@@ -480,6 +1065,8 @@ export function startProfiling(options) {
       sampleRate: 1,
       sampleInterval: 10,
       chunkMs: 60000,
+      pieceMs: 5000, // the Profiler restarts this often at most; what a page that goes away fast can lose
+      firstPieceMs: 250, // the first piece; each next one twice as long, up to pieceMs
       route: null,
       release: null,
       env: null,
@@ -488,6 +1075,12 @@ export function startProfiling(options) {
       // The cookie holding the server's decision (null: never read one). When the page has
       // it, it decides and sampleRate is not applied: the server sent the header by it.
       sampleCookie: SAMPLE_COOKIE,
+      outboxLimit: 1000000, // characters of localStorage for unsent uploads (0: none kept)
+      outboxMaxAgeMs: 7 * DAY_MS,
+      retryMs: 2000, // the first retry's wait, doubled each time up to retryMaxMs
+      retryMaxMs: 300000,
+      maxRetries: 10,
+      drainDelayMs: 1000, // after start, so the page's own load goes first
     },
     options || {},
   );
@@ -505,26 +1098,47 @@ export function startProfiling(options) {
     },
     stats: s.stats,
     session: null,
+    // This page load's id, sent in every upload's meta (`pageLoad`).
+    pageLoad: s.pageLoad,
     // Send the current chunk now and go on profiling. {keepalive: true} sends it the way a
-    // page that is going away does (keepalive fetch, else beacon, else dropped).
+    // page that is going away does (keepalive fetch, else beacon, else left in the outbox).
     async flush({keepalive = false} = {}) {
       if (!s.enabled || s.stopped) return [];
-      await s.rotate("flush", {keepalive, restart: true});
+      const chunk = s.chunk;
+      const tail = s.profiler;
+      s.chunk = null;
+      s.profiler = null;
+      clearTimeout(s.pieceTimer);
+      if (document.visibilityState !== "hidden") s.begin();
+      if (chunk) {
+        if (tail) s.addPiece(chunk, tail);
+        await s.finish(chunk, "flush", keepalive);
+      }
       return Promise.all([...s.pending]).then(() => s.stats.ids.slice());
     },
     async stop() {
       if (!s.enabled || s.stopped) return [];
       s.stopped = true;
-      document.removeEventListener("visibilitychange", s.onVisibility);
-      globalThis.removeEventListener("pagehide", s.onPageHide);
-      await s.rotate("stop", {keepalive: false, restart: false});
+      s.removeListeners();
+      clearTimeout(s.pieceTimer);
+      const chunk = s.chunk;
+      const tail = s.profiler;
+      s.chunk = null;
+      s.profiler = null;
+      if (chunk) {
+        if (tail) s.addPiece(chunk, tail);
+        await s.finish(chunk, "stop", false);
+      }
       await Promise.all([...s.pending]);
       if (s.timeline) s.timeline.stop(); // after the last chunk took what it observed
       return s.stats.ids.slice();
     },
+    // Send what the outbox holds now (normally done after drainDelayMs and on retries).
+    drain: () => s.drain(),
   };
   const session = sessionId(opts.sessionId);
   handle.session = session;
+  s.scheduleDrain(opts.drainDelayMs);
   // Whose decision: the server's (its cookie) when there is one, else ours by sampleRate.
   // Not in the sample: no Profiler is made, nor tried (the header was not sent for it).
   const server = opts.sampleCookie ? serverDecision(opts.sampleCookie) : null;

@@ -1,0 +1,225 @@
+"""Every visit arrives (issue 33): page loads that end the way real users end them, by
+clicking a link to the next page or by closing the tab, in real headless Chromium with the
+real client and a real `jsprof serve` on loopback. Profiler.stop() resolves in a task that
+a page being unloaded never runs, so the client keeps each chunk ready to send after every
+piece and sends it at once on the way out; a send that fails waits in localStorage and the
+next page load sends it again, and the collector stores it once.
+
+What is asserted is what the collector's store holds: per page load, its uploads, that
+they hold the page's hot function, and that no sample of a page load is stored twice."""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import pytest
+
+from browser_util import HTML, Response, page_server, playwright_chromium
+from jsprof.store import Store
+from serve_util import Collector
+
+HOT = "hotVisitFunctionForJsprof"
+PAGE = """<!doctype html>
+<meta charset="utf-8"><title>visit</title>
+<a id="next" href="%(next)s">next page</a>
+<script type="module">
+import {startProfiling} from "%(collector)s/v1/client.js";
+function hotVisitFunctionForJsprof(ms) {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 1);
+  return x;
+}
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const q = new URLSearchParams(location.search);
+window.profiling = startProfiling({
+  endpoint: "%(collector)s", app: "shop", key: "k1", release: q.get("release"),
+  sampleRate: 1, drainDelayMs: Number(q.get("drain") || 1000),
+});
+// A visit: the user's page works in slices (frames between them), like a page that renders.
+window.work = async (ms) => {
+  const end = performance.now() + ms;
+  while (performance.now() < end) { hotVisitFunctionForJsprof(40); await sleep(10); }
+  return {enabled: profiling.enabled, reason: profiling.reason, pageLoad: profiling.pageLoad};
+};
+window.ready = true;
+</script>
+"""
+# Visits of 0.3 s (a bounce: the first piece of 0.25 s ready, the rest running) and 1.2 s
+# (pieces of 0.25, 0.5 s joined and ready, the one of 1 s running when the page goes).
+SHORT_MS, VISIT_MS = 300, 1200
+N = 20
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_chromium() as b:
+        yield b
+
+
+class Site:
+    def __init__(self, origin: str, collector: list[str]) -> None:
+        self.origin = origin
+        self.collector = collector
+
+
+@pytest.fixture
+def site() -> Iterator[Site]:
+    """Pages /visit/K?release=R&drain=MS, each linking to /visit/K+1 with the same query,
+    served with the Document-Policy header; the collector's URL is set by the test."""
+    collector: list[str] = []
+
+    def respond(path: str) -> Response:
+        base, _, query = path.partition("?")
+        if not base.startswith("/visit/"):
+            return b"", "text/plain", {}  # the browser's favicon.ico
+        k = int(base.rsplit("/", 1)[1])
+        body = PAGE % {"collector": collector[0], "next": f"/visit/{k + 1}?{query}"}
+        return body.encode(), HTML, {"Document-Policy": "js-profiling"}
+
+    with page_server(respond) as origin:
+        yield Site(origin, collector)
+
+
+def _visit(page: object, ms: int = VISIT_MS) -> str:
+    """Wait for the page, work `ms` in it; its pageLoad id."""
+    page.wait_for_function("window.ready === true", timeout=30000)
+    res = page.evaluate(f"work({ms})")
+    assert res["enabled"], res
+    return res["pageLoad"]
+
+
+def _stored(store: Path, release: str) -> dict[str, list[tuple[str, dict, dict]]]:
+    """pageLoad -> [(upload id, meta, trace)] of `release`, read from the store itself."""
+    out: dict[str, list[tuple[str, dict, dict]]] = {}
+    with Store(store) as s:
+        for _, upload_id, meta, trace in s.iter_uploads():
+            if meta.get("release") == release:
+                out.setdefault(meta.get("pageLoad"), []).append(
+                    (upload_id, meta, orjson.loads(trace))
+                )
+    return out
+
+
+def _wait_for(store: Path, release: str, loads: list[str], seconds: float = 30.0) -> dict:
+    """The store's uploads of `release` once every page load in `loads` has one (or after
+    `seconds`: what arrived by then)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = _stored(store, release)
+        if all(pl in got for pl in loads) or time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+def _check_once(got: dict, loads: list[str]) -> None:
+    """Each page load that arrived holds its hot function, and none of its samples is
+    stored twice (a retried upload kept once, the chunk and its tail apart)."""
+    ids = [u[0] for pl in loads for u in got.get(pl, [])]
+    assert len(ids) == len(set(ids)), ids
+    for pl in loads:
+        uploads = got.get(pl, [])
+        if not uploads:
+            continue
+        names = set()
+        stamps: list[float] = []
+        for _, _, trace in uploads:
+            names |= {f["name"] for f in trace["frames"]}
+            stamps += [s["timestamp"] for s in trace["samples"]]
+        assert HOT in names, (pl, names)
+        assert len(stamps) == len(set(stamps)), (pl, [u[1]["chunkReason"] for u in uploads])
+
+
+@pytest.mark.parametrize("ms", [SHORT_MS, VISIT_MS])
+def test_visits_that_end_by_navigation_arrive(site, browser, tmp_path: Path, ms: int) -> None:
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    site.collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{site.origin}/visit/0?release=nav")
+        loads = []
+        for k in range(N):
+            loads.append(_visit(page, ms))
+            # A real click on a link to the next page (a fast one: loopback).
+            with page.expect_navigation(url=f"**/visit/{k + 1}?*"):
+                page.click("#next")
+        _visit(page)  # the last page: it sends what the pages before it left in its outbox
+        got = _wait_for(store, "nav", loads)
+        arrived = [pl for pl in loads if pl in got]
+        print(f"navigation after {ms} ms: {len(arrived)}/{N} page loads arrived, "
+              f"{sum(len(got[pl]) for pl in arrived)} uploads")
+        assert len(arrived) >= math.ceil(0.95 * N), (len(arrived), N)
+        _check_once(got, loads)
+        context.close()
+    finally:
+        col.stop()
+
+
+@pytest.mark.parametrize("before_unload", [False, True], ids=["pagehide", "beforeunload"])
+def test_visits_that_end_by_closing_the_tab_arrive(site, browser, tmp_path: Path,
+                                                    before_unload: bool) -> None:
+    # No page after the last one sends anything for it (drain put off): what arrives is
+    # what the closing page sent itself. Playwright's close() fires pagehide alone; with
+    # run_before_unload, beforeunload first, as when a user closes a tab.
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    site.collector.append(col.url)
+    n = N // 2
+    try:
+        context = browser.new_context()
+        loads = []
+        for _ in range(n):
+            page = context.new_page()
+            page.goto(f"{site.origin}/visit/0?release=close&drain=600000")
+            loads.append(_visit(page, SHORT_MS))
+            page.close(run_before_unload=before_unload)
+        got = _wait_for(store, "close", loads)
+        arrived = [pl for pl in loads if pl in got]
+        print(f"close ({'beforeunload' if before_unload else 'pagehide'}): "
+              f"{len(arrived)}/{n} page loads arrived")
+        assert len(arrived) >= math.ceil(0.95 * n), (len(arrived), n)
+        _check_once(got, loads)
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_an_upload_that_failed_is_sent_by_the_next_page_once(site, browser,
+                                                             tmp_path: Path) -> None:
+    # The collector goes down mid-visit: the page's way-out uploads fail (connection
+    # refused); the next page load, once the collector is back on the same address, sends
+    # them from the outbox, and the store holds them once.
+    store = tmp_path / "store"
+    args = ("--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    col = Collector(store, *args)
+    site.collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{site.origin}/visit/0?release=restart")
+        first = _visit(page)
+        col.stop()
+        with page.expect_navigation(url="**/visit/1?*"):
+            page.click("#next")
+        second = _visit(page)  # its drain finds the collector down too: retried later
+        assert _stored(store, "restart") == {}
+        col = Collector(store, *args, "--port", str(col.port))
+        with page.expect_navigation(url="**/visit/2?*"):
+            page.click("#next")
+        _visit(page)
+        got = _wait_for(store, "restart", [first, second])
+        assert first in got, sorted(got)
+        _check_once(got, [first, second])
+        # Sent again by later pages (and by the retries of the page that was open while
+        # the collector was down), yet each upload is stored once.
+        stats = page.evaluate("profiling.stats")
+        assert stats["retried"] >= 1, stats
+        context.close()
+    finally:
+        col.stop()
