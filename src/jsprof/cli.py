@@ -1579,6 +1579,27 @@ def _script_after_dashdash(argv: list[str], args: argparse.Namespace) -> bool:
     return argv[i + 1 : i + 2] == [script] and list(args.args or ()) == argv[i + 2 :]
 
 
+_RUNS_SCRIPTS = ("record", "run", "instrument")
+
+
+def _sigint_ends_the_run() -> None:
+    """Ctrl-C (SIGINT) ends every engine's run the same way, samples kept (exit 130), also
+    when jsprof inherited SIGINT ignored (started in the background by a shell script, or
+    by a parent that ignores it): Python keeps an inherited SIG_IGN, so QuickJS, whose run
+    stops through Python's KeyboardInterrupt, ran on until killed (10 minutes, until a
+    SIGTERM), while Node and Chromium, which set their own handler, stopped. The engine's
+    process keeps the disposition jsprof was given (`_process.die_with_parent`)."""
+    import signal
+    import threading
+
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) == signal.SIG_IGN):
+        from .engines import _process
+
+        _process.SIGINT_IGNORED = True
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = _command_word(argv)
@@ -1600,6 +1621,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     # unreadable or broken input, an engine that would not run); 1 is an answer ("a
     # --fail-if rule broke", "this file is not a valid trace") or the script's own error;
     # record/run/instrument otherwise exit with the script's status.
+    if command in _RUNS_SCRIPTS:
+        _sigint_ends_the_run()
     try:
         _require_extras(args)
         return int(args.func(args) or 0)

@@ -15,12 +15,20 @@ if TYPE_CHECKING:
     from typing import Any
 
 
+# jsprof was started with SIGINT ignored and ends on it all the same (cli's
+# _sigint_ends_the_run): the engine's process is given the SIGINT jsprof was given.
+SIGINT_IGNORED = False
+
+
 def die_with_parent(parent: int) -> None:
     """In the child before exec: SIGKILL it if jsprof (pid `parent`) dies (even by
     SIGKILL), so no engine process is ever left behind. Linux only (prctl
     PR_SET_PDEATHSIG); a no-op elsewhere. The signal follows the thread that started the
     child, so start it from a thread that lives as long as the recording. (ctypes is
-    imported here, in the child: in the parent it costs start-up tens of ms.)"""
+    imported here, in the child: in the parent it costs start-up tens of ms.) SIGINT is
+    ignored again when jsprof inherited it so (SIGINT_IGNORED)."""
+    if SIGINT_IGNORED:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
     if sys.platform != "linux":
         return
     try:
