@@ -117,7 +117,7 @@ class _Watched:
         from .._ending import Progress
 
         self.info = info
-        self.pid = int(info.get("pid", 0))
+        self.pid: int = info["pid"]
         self.progress = Progress()
         self.isolates: list[_Isolate] = []
         self.how = "lost"
@@ -184,7 +184,11 @@ def _announced(where: str, seen: set[str]) -> list[dict]:
                     info = orjson.loads(f.read())
             except (OSError, orjson.JSONDecodeError):
                 continue
-            url = info.get("url") if isinstance(info, dict) else None
+            # Only what the hook writes: a loopback inspector and a pid (anything else in
+            # the directory is not ours to connect to).
+            if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+                continue
+            url = info.get("url")
             if isinstance(url, str) and url.startswith("ws://127.0.0.1:"):
                 new.append(info)
     return new
