@@ -168,29 +168,36 @@ def _script_label(info: dict) -> str:
     return script
 
 
+def _written_at(name: str) -> int:
+    """The monotonic ns in a hook's file name (PID-NS.json): one clock for all processes."""
+    ns = name[: -len(".json")].rpartition("-")[2]
+    return int(ns) if ns.isdigit() else 0
+
+
 def _announced(where: str, seen: set[str]) -> list[dict]:
-    """The processes that announced themselves in `where` since last time (oldest first)."""
+    """The processes that announced themselves in `where` since last time, in the order
+    they did."""
     import orjson
 
+    try:
+        names = [n for n in os.listdir(where) if n.endswith(".json") and not n.startswith(".")]
+    except OSError:
+        return []
     new = []
-    with contextlib.suppress(OSError):
-        for entry in os.scandir(where):
-            name = entry.name
-            if name.startswith(".") or not name.endswith(".json") or name in seen:
-                continue
-            seen.add(name)
-            try:
-                with open(entry.path, "rb") as f:
-                    info = orjson.loads(f.read())
-            except (OSError, orjson.JSONDecodeError):
-                continue
-            # Only what the hook writes: a loopback inspector and a pid (anything else in
-            # the directory is not ours to connect to).
-            if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
-                continue
-            url = info.get("url")
-            if isinstance(url, str) and url.startswith("ws://127.0.0.1:"):
-                new.append(info)
+    for name in sorted(set(names) - seen, key=_written_at):
+        seen.add(name)
+        try:
+            with open(os.path.join(where, name), "rb") as f:
+                info = orjson.loads(f.read())
+        except (OSError, orjson.JSONDecodeError):
+            continue
+        # Only what the hook writes: a loopback inspector and a pid (anything else in the
+        # directory is not ours to connect to).
+        if not isinstance(info, dict) or not isinstance(info.get("pid"), int):
+            continue
+        url = info.get("url")
+        if isinstance(url, str) and url.startswith("ws://127.0.0.1:"):
+            new.append(info)
     return new
 
 
