@@ -167,7 +167,11 @@ def test_report_of_an_upload_charges_busy_time(stored, tmp_path: Path) -> None:
     _, _, (doc,) = stored
     path = _saved(doc, tmp_path)
     want = _expected(path, doc)
-    rows = {r["name"]: r for r in _run("report", str(path), "--json", "--all")["rows"]}
+    doc_json = _run("report", str(path), "--json", "--all")
+    rows = {r["name"]: r for r in doc_json["rows"]}
+    # What was charged, said beside the table.
+    assert doc_json["busy"]["script_ms"] == pytest.approx(want[HANDLER] + want[TIMER], abs=0.01)
+    assert doc_json["busy"]["frame_ms"] == pytest.approx(want["frame"], abs=0.01)
     # (idle) is exactly the stack-less time outside every long animation frame.
     assert rows["(idle)"]["self_ms"] == pytest.approx(want["idle"], abs=0.05)
     frame_rows = sum(rows[n]["self_ms"] for n in ("(long frame: rendering)",

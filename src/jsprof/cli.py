@@ -121,7 +121,7 @@ def _load(
 
     # Busy time first (stack-less samples inside long animation frames: never `(idle)`),
     # by the page's own names, before source maps rename the frames it matches them to.
-    rec, _ = attribute(io.load(path))
+    rec, args.busy_result = attribute(io.load(path))
     if getattr(args, "sourcemap", None) is not None:
         from . import sourcemap_files
 
@@ -246,7 +246,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         tree = build_call_tree(rec, args.track)
         if args.json:
             doc = {"tree": render.tree_json(tree, threshold), **_lost_json(lost)}
-            print_json({**doc, **_during_json(args)})
+            print_json({**doc, **_during_json(args), **_busy_json(args)})
         else:
             cut = tree.total_time * threshold / 100.0
             if any(tree.total_ms[r] >= cut for r in tree.roots()):
@@ -259,6 +259,7 @@ def cmd_report(args: argparse.Namespace) -> int:
                 )
         _warn_lost(lost)
         _tell_during(args)
+        _tell_busy(args)
         return 0
     if by == "line":
         summary = hot_lines(rec, args.track)
@@ -271,12 +272,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         summary = summarize(rec, by=by, track=args.track)
     if args.json:
         doc = render.summary_json(summary, top, by, sort)
-        print_json({**doc, **_lost_json(lost), **_during_json(args)})
+        print_json({**doc, **_lost_json(lost), **_during_json(args), **_busy_json(args)})
     else:
         title = _title(rec, args.track)
         emit(render.SummaryTable(_console(), top, by, title, sort, args.wide), summary)
     _warn_lost(lost)
     _tell_during(args)
+    _tell_busy(args)
     return 0
 
 
@@ -292,6 +294,29 @@ def _tell_during(args: argparse.Namespace) -> None:
     note = _during_note(args)
     if note is not None:
         print(note, file=sys.stderr)
+
+
+# Stack-less samples inside long animation frames (analysis/busy.py), charged when loaded:
+# `report` says how much in one line on stderr and in `busy` of --json.
+def _busy_json(args: argparse.Namespace) -> dict:
+    b = getattr(args, "busy_result", None)
+    if b is None or not b.samples:
+        return {}
+    return {"busy": {"script_ms": round(b.script_ms, 6), "script_samples": b.script_samples,
+                     "frame_ms": round(b.frame_ms, 6), "frame_samples": b.frame_samples}}
+
+
+def _tell_busy(args: argparse.Namespace) -> None:
+    b = getattr(args, "busy_result", None)
+    if b is None or not b.samples:
+        return
+    print(
+        f"jsprof: {b.script_ms:.1f} ms of samples without a stack lie in the script entries "
+        "of long animation frames: charged to each entry point, under (stack not captured); "
+        f"{b.frame_ms:.1f} ms elsewhere in long frames: (long frame: rendering) or (long "
+        "frame: not in script); only time outside every long frame is (idle)",
+        file=sys.stderr,
+    )
 
 
 # Stack-less samples between samples of one function (analysis/lost_stacks.py): `report`
