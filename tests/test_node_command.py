@@ -382,3 +382,45 @@ def test_a_command_without_dashdash_says_how(tmp_path):
     assert "npm: no such script file, but a command on PATH" in lines[0]
     assert lines[0].endswith("jsprof record --engine node -- npm test")
     assert list(tmp_path.iterdir()) == []
+
+
+ENDS = (_HOT % "endsHot") + r"""
+const { fork } = require('node:child_process');
+if (process.argv[2] === 'child') {
+  endsHot(100);
+  process.stdout.write('jsprof-test-end\n');
+  process.exit(0);
+} else {
+  fork(__filename, ['child']);
+}
+"""
+
+
+def test_each_process_wait_for_jsprof_after_its_end_is_dropped(tmp_path):
+    """As for a script (tests/test_node_exit_wait.py): a process of the command that ends
+    with process.exit() waits in reallyExit until jsprof has its profile; jsprof held still
+    300 ms then (a loaded machine) must not show as the program's time."""
+    app = tmp_path / "ends.js"
+    app.write_text(ENDS)
+    out = tmp_path / "o.json"
+    p = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(out), "--", "node", str(app)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=tmp_path,
+    )
+    assert p.stdout is not None
+    held = False
+    for line in p.stdout:
+        if line.strip() == b"jsprof-test-end" and not held:
+            held = True
+            os.kill(p.pid, signal.SIGSTOP)
+            time.sleep(0.3)
+            os.kill(p.pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=120)
+    assert held and p.returncode == 0, err
+    child = next(t for t in jsprof.load(out).tracks if t.meta.get("argv", [])[2:] == ["child"])
+    tr = child.trace
+    leaf = [None if s < 0 else tr.frames[tr.stack_frame[s]].name for s in tr.sample_stack.tolist()]
+    assert _samples_in(child, "endsHot") >= 5
+    # The 300 ms held would be some 300 samples of reallyExit at the end.
+    assert leaf.count("reallyExit") <= 5, (leaf.count("reallyExit"), child.meta)
+    assert child.meta["exitWaitDropped"]["samples"] >= 1, child.meta

@@ -6,7 +6,8 @@
 //   never in a command line or on stderr, --inspect-publish-uid=http), and rings its
 //   doorbell there;
 // - holds the process until jsprof has started its profiler (as js/node_record_hook.js);
-// - reports an uncaught exception and the exit code through console.profile titles.
+// - reports an uncaught exception, the program's end and its exit code through
+//   console.profile titles.
 // A process that cannot announce itself (jsprof gone or done, its directory removed, the
 // user's own inspector open) runs as it would without jsprof, unprofiled. It installs no
 // signal listener (see node_record_hook.js): the slices jsprof takes are the insurance.
@@ -70,7 +71,12 @@
     }
     say('jsprof-error:' + JSON.stringify(info));
   });
-  process.on('exit', (code) => say('jsprof-exit:' + String(code)));
+  // The program's end (as node_record_hook.js: Node's wait for jsprof after this instant is
+  // dropped from the profile) and its exit code. Ours is the first 'exit' listener.
+  process.on('exit', function jsprofEnd(code) {
+    say('jsprof-end:' + String(process.hrtime.bigint() / 1000n));
+    say('jsprof-exit:' + String(code));
+  });
 
   // As node_record_hook.js: wait until jsprof set the flag, then say when we went on.
   const go = Symbol.for('jsprof.go');

@@ -376,6 +376,9 @@ def _tracks(w: _Watched, requested: float, ended: str) -> list[Track]:
             if iso.lost:
                 lost.append(f"{iso.name}: {iso.lost}")
             continue
+        if iso.exit_wait is not None and iso.exit_wait[0]:
+            n, ms = iso.exit_wait
+            t.meta["exitWaitDropped"] = {"samples": n, "ms": round(ms, 1)}
         if iso.partial:
             t.meta["partial"] = iso.lost
             if iso.lost_window is not None:
