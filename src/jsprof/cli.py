@@ -169,8 +169,9 @@ def _during(rec: Recording, path: str, args: argparse.Namespace) -> Recording:
             )
             raise UsageError(f"--during {kind}: the page in {path} had no {what} ({why})")
         raise UsageError(
-            f"--during {kind}: {path} holds no {what} (only `jsprof record --engine "
-            "chromium` records a page's interactions and long animation frames)"
+            f"--during {kind}: {path} holds no {what} (a page's interactions and long "
+            "animation frames come from `jsprof record --engine chromium`, or with an "
+            "upload from `jsprof serve`: GET /v1/traces/ID)"
         )
     if not got.windows:
         from .timeline import DEFAULT_SLOWER_THAN
