@@ -124,7 +124,7 @@ def test_npm_test_records_every_node_process_it_starts(tmp_path):
     for t in rec.tracks:
         assert t.name.startswith("pid "), t.name
         by_script.setdefault(t.name.split(" ", 2)[2], []).append(t)
-    mains = [t for t in rec.tracks if "pid" in t.meta]
+    mains = [t for t in rec.tracks if "argv" in t.meta]
     assert len(mains) == 4, [t.name for t in rec.tracks]  # npm, parent, forked, spawned
     # npm's own Node process is recorded too: its script is npm's CLI.
     npm = [t for t in mains if "npm" in os.path.basename(t.meta["argv"][1])]
@@ -148,6 +148,11 @@ def test_npm_test_records_every_node_process_it_starts(tmp_path):
     worker = [t for t in rec.tracks if t.name.startswith(f"{spawned.name} worker")]
     assert [t.name for t in worker] == [f"{spawned.name} worker 1"]
     assert _samples_in(worker[0], "workerHot") >= 5
+    # Every thread carries its process's pid: a Perfetto trace groups them by process.
+    assert worker[0].meta["pid"] == spawned.meta["pid"]
+    jsprof.save(rec, tmp_path / "npm.pftrace")
+    back = {t.name: t.meta.get("pid") for t in jsprof.load(tmp_path / "npm.pftrace").tracks}
+    assert back == {t.name: t.meta["pid"] for t in rec.tracks}, back
     # One time line: every track's times are epoch ms, so they line up in order.
     assert (_first_time_in(parent, "parentHot") < _first_time_in(forked, "forkedHot")
             < _first_time_in(spawned, "spawnedHot"))
@@ -182,7 +187,7 @@ def test_npx_tsc_real_typescript_compiler(tmp_path):
              "-p", proj, cwd=JS)
     assert p.returncode == 0, p.stderr
     rec = jsprof.load(out)
-    scripts = [os.path.basename(t.meta["argv"][1]) for t in rec.tracks if "pid" in t.meta]
+    scripts = [os.path.basename(t.meta["argv"][1]) for t in rec.tracks if "argv" in t.meta]
     assert "tsc" in scripts and any("npx" in s for s in scripts), scripts
     tsc = next(t for t in rec.tracks if t.meta.get("argv", ["", ""])[1].endswith("tsc"))
     urls = [r for r in tsc.trace.resources if "typescript/lib/" in r]
@@ -251,7 +256,7 @@ def test_ctrl_c_keeps_every_process_samples_and_ends_the_command(tmp_path, sig, 
     rec = jsprof.load(out)
     assert rec.tracks[0].meta["exit"] == "interrupted"
     assert rec.tracks[0].meta["signal"] == sig.name
-    mains = [t for t in rec.tracks if "pid" in t.meta]
+    mains = [t for t in rec.tracks if "argv" in t.meta]
     assert len(mains) == 2
     for t in mains:
         assert t.meta["processExit"] == "interrupted"
@@ -290,7 +295,7 @@ def test_a_child_killed_or_crashing_keeps_its_samples(tmp_path):
     assert "killed SIGKILL" in p.stdout and "thrower 1" in p.stdout
     rec = jsprof.load(out)
     by_how = {t.meta["argv"][2] if len(t.meta["argv"]) > 2 else "parent": t
-              for t in rec.tracks if "pid" in t.meta}
+              for t in rec.tracks if "argv" in t.meta}
     assert set(by_how) == {"parent", "killed", "thrower"}
     killed = by_how["killed"]
     # SIGKILL cannot be caught: the slices taken while it ran are its samples.
@@ -332,7 +337,7 @@ def test_duration_ends_the_command_with_0_and_keeps_every_process(tmp_path):
     assert p.returncode == 0, p.stderr
     rec = jsprof.load(out)
     assert rec.tracks[0].meta["exit"] == "duration"
-    mains = [t for t in rec.tracks if "pid" in t.meta]
+    mains = [t for t in rec.tracks if "argv" in t.meta]
     assert len(mains) == 2 and all(t.meta["processExit"] == "duration" for t in mains)
     assert all(_samples_in(t, "parentHot") >= 5 for t in mains)
 

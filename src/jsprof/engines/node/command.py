@@ -383,11 +383,12 @@ def _tracks(w: _Watched, requested: float, ended: str) -> list[Track]:
             t.meta["partial"] = iso.lost
             if iso.lost_window is not None:
                 t.meta["lostWindowMs"] = [round(x, 1) for x in iso.lost_window]
+        t.meta["pid"] = w.pid  # every thread's: Perfetto and Chrome traces group by it
         out.append(t)
     if not out:
         return out
     m = out[0].meta
-    m.update(pid=w.pid, argv=list(w.info.get("argv") or []))
+    m["argv"] = list(w.info.get("argv") or [])
     if isinstance(w.info.get("ppid"), int):
         m["ppid"] = w.info["ppid"]
     if w.exit_code is not None:
