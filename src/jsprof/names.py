@@ -74,7 +74,7 @@ class JsFunction(NamedTuple):
     """One function of a script: its V8 name ('' when V8 has none) and where it is,
     1-based lines and columns (characters): its first character, the position V8 reports
     for it (the `(` of its parameters; an arrow's and a class's first character) and
-    its body's first character."""
+    its body's first character; and its last line."""
 
     name: str
     line: int
@@ -83,6 +83,7 @@ class JsFunction(NamedTuple):
     v8_column: int
     body_line: int
     body_column: int
+    end_line: int  # its last line (0: unknown, the function does not parse cleanly)
 
 
 @functools.cache
@@ -186,6 +187,7 @@ class FunctionNames:
             self._char_col(vr, vc),
             br + 1,
             self._char_col(br, bc),
+            0 if node.has_error else int(node.end_point.row) + 1,
         )
 
     def at(self, line: int, column: int) -> JsFunction | None:

@@ -3,7 +3,7 @@
 
 Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
 - a FILE: a `.map` applied to the resource whose name matches its `file` field (or to
-  every resource when the map names no file);
+  every resource but Node's own `node:` modules when the map names no file);
 - a DIR: for each resource, `DIR/<basename>.map`, else the `//# sourceMappingURL=` of
   `DIR/<basename>`;
 - with neither, a `file://` resource that exists locally: its `sourceMappingURL` comment
@@ -129,7 +129,10 @@ def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
     for r in resources:
         sm = None
         if single is not None:
-            if single.file is None or _basename(single.file) == _basename(r):
+            if single.file is None:
+                # a map naming no script: any script's but Node's own (no bundle is there)
+                sm = None if r.startswith("node:") else single
+            elif _basename(single.file) == _basename(r):
                 sm = single
         elif where is not None:
             base = _basename(r)

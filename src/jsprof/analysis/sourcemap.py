@@ -237,15 +237,21 @@ def apply_to_trace(
                 if f.name:
                     tally.setdefault(url, [0, 0])[fn is None] += 1
         looked.append((sm, hit, source, fn))
-    wrong = {url for url, (inside, outside) in tally.items() if outside >= 3 and outside > inside}
-    for url in sorted(wrong):
-        inside, outside = tally[url]
-        if notes is not None:
-            notes.append(
-                f"{url}: its source map does not match it ({outside} of {inside + outside} "
-                "functions map into no function of its original sources); shown as "
-                "recorded: give the .map built with this script"
-            )
+    # A script whose named frames mostly land outside every function is not the map's.
+    wrong = {url for url, (inside, outside) in tally.items() if outside > inside}
+    if notes is not None:
+        # One map given for every script (no `file` field) matches one of them: only a map
+        # that matches none of the scripts it was tried on is said, at its busiest script.
+        for sm in {id(m): m for m in maps.values()}.values():
+            tried = [u for u, m in maps.items() if m is sm and u in tally]
+            if tried and all(u in wrong for u in tried):
+                url = max(tried, key=lambda u: (sum(tally[u]), u))
+                inside, outside = tally[url]
+                notes.append(
+                    f"{url}: its source map does not match it ({outside} of "
+                    f"{inside + outside} functions map into no function of its original "
+                    "sources); shown as recorded: give the .map built with this script"
+                )
     b = TraceBuilder()
     new_frame: list[int] = []
     frame_map: list[_MappedFrame | None] = []
@@ -265,7 +271,7 @@ def apply_to_trace(
         frame_map.append(
             _MappedFrame(
                 sm, f.line, f.column or 1, source, line, col, bool(name or f.name),
-                None if fn is None else fn.line,
+                None if fn is None else fn.line, None if fn is None else fn.end_line or None,
             )
         )
         new_frame.append(b.frame_id(name, b.resource_id(src), line, col))
@@ -300,6 +306,7 @@ class _MappedFrame(NamedTuple):
     original_column: int
     named: bool
     function_line: int | None = None  # where the function starts, when its source is at hand
+    function_end: int | None = None  # and ends
 
 
 _FUNCTION_NODES = frozenset(
@@ -324,13 +331,12 @@ def _function_end(m: _MappedFrame, cache: dict) -> int | None:
     key = (id(m.map), m.source)
     if key not in cache:
         text = m.map.source_text(m.source)
-        cache[key] = None if text is None else (text, _parse(text))
+        cache[key] = None if text is None else (text.split("\n"), _parse(text))
     got = cache[key]
     if got is None or got[1] is None:
         return None
-    text, tree = got
+    lines, tree = got
     row = m.original_line - 1
-    lines = text.split("\n")
     if row >= len(lines):
         return None
     # tree-sitter counts columns in bytes; a map's are characters of the line
@@ -402,7 +408,7 @@ def _map_lines(trace: ProfilerTrace, frame_map: list[_MappedFrame | None]) -> np
         if m is None:
             continue
         sel = leaf == f
-        end = _function_end(m, parsed)
+        end = m.function_end if m.function_line is not None else _function_end(m, parsed)
         for ln in np.unique(lines[sel]).tolist():
             out[sel & (lines == ln)] = _original_line(m, ln, end)
     return out
