@@ -60,7 +60,9 @@ def _structural(doc: dict, rng: random.Random) -> list[tuple[str, dict | list | 
     mut("stackId float", lambda d: d["samples"][i].update(stackId=1.5))
     mut("marker unknown", lambda d: d["samples"][i].update(marker="nap"))
     mut("sample not object", lambda d: d["samples"].__setitem__(i, None))
-    mut("jsprof key", lambda d: d.update(jsprof={"formatVersion": 1}))
+    # jsprof's own files are taken (issue 33), a broken `jsprof` key is not.
+    mut("jsprof key too new", lambda d: d.update(jsprof={"formatVersion": 99}))
+    mut("jsprof tracks not array", lambda d: d.update(jsprof={"formatVersion": 1, "tracks": 5}))
     out.append(("envelope trace not object", {"trace": "x", "meta": {}}))
     out.append(("envelope unknown key", {"trace": doc, "meta": {}, "x": 1}))
     out.append(("envelope meta array", {"trace": doc, "meta": []}))

@@ -363,6 +363,25 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_upload(args: argparse.Namespace) -> int:
+    from .upload import read_key, upload_files
+    from .words import printable
+
+    key = read_key(args.key_file)
+    labels = {"app": args.app, "release": args.release, "route": args.route, "env": args.env}
+
+    def done(source: str, ups: list) -> None:
+        n = sum(u.samples for u in ups)
+        print(f"{printable(source)}: {len(ups)} upload{'s' if len(ups) != 1 else ''} "
+              f"({n} samples): {' '.join(u.id for u in ups)}")
+
+    def refused(line: str) -> None:
+        print(f"jsprof: error: {printable(line)}", file=sys.stderr)
+
+    res = upload_files(args.files, args.url, key, labels, on_done=done, on_refused=refused)
+    return 2 if res.refused else 0
+
+
 def _progress(what: str, path: str) -> Any:
     """A spinner on stderr for big inputs when a person is watching; silent otherwise."""
     import contextlib
@@ -1353,6 +1372,20 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
 
     f = sub.add_parser("formats", help="list the trace formats jsprof reads and writes")
     f.set_defaults(func=cmd_formats)
+
+    up = sub.add_parser(
+        "upload", help="send recordings (any format jsprof reads) to a jsprof serve collector"
+    )
+    up.add_argument("files", nargs="+", type=path, metavar="FILE",
+                    help="recordings (any engine, any format jsprof reads); each track one upload")
+    up.add_argument("--url", required=True, help="the collector, http(s)://HOST:PORT")
+    up.add_argument("--app", required=True, help="the app the uploads are for")
+    up.add_argument("--key-file", required=True, type=path, metavar="F",
+                    help="a file holding the app's ingest key (first line); never the key itself")
+    up.add_argument("--release", help="the release label of the uploads")
+    up.add_argument("--route", help="the route label of the uploads")
+    up.add_argument("--env", help="the env label of the uploads")
+    up.set_defaults(func=cmd_upload)
 
     fl = sub.add_parser("flame", help="write a flame graph (self-contained .html or .svg)")
     fl.add_argument("trace", type=path, help="a trace file (any format jsprof reads; - for stdin)")

@@ -159,15 +159,20 @@ def split_envelope(doc: Any) -> tuple[dict, dict, bool]:
     return doc, {}, False
 
 
-def check_trace(trace: dict, where: str, limits: Limits, has_markers: bool = True) -> None:
-    """jsprof's own ProfilerTrace reader, plus the collector's size limits."""
+def check_trace(
+    trace: dict, where: str, limits: Limits, has_markers: bool = True
+) -> dict[str, Any]:
+    """jsprof's own ProfilerTrace reader, plus the collector's size limits. A trace may be
+    jsprof's own file (the `jsprof` key: one track, times of its own); what of its extras
+    the store keeps is returned as meta (`track_meta`); the rest is refused or dropped."""
     from ..formats import jsprof as tracefile
 
-    if not tracefile.is_profiler_trace(trace) or tracefile.FORMAT_KEY in trace:
+    if not tracefile.is_profiler_trace(trace):
         raise Refused(
             400,
             f"{where}: not a ProfilerTrace (resources, frames, stacks, samples as "
-            "profiler.stop() gives it); other profile formats are refused",
+            "profiler.stop() gives it, or a jsprof file); convert other formats with "
+            "`jsprof upload`",
         )
     samples = trace.get("samples")
     if type(samples) is list and len(samples) > limits.max_samples:
@@ -179,6 +184,52 @@ def check_trace(trace: dict, where: str, limits: Limits, has_markers: bool = Tru
     except TraceFormatError as e:
         raise Refused(400, str(e)) from None
     check_size(rec.tracks[0].trace, where, limits)
+    if tracefile.FORMAT_KEY not in trace:
+        return {}
+    return track_meta(rec, f"{where}.{tracefile.FORMAT_KEY}")
+
+
+def track_meta(rec: Any, where: str) -> dict[str, Any]:
+    """What the store keeps of a jsprof file's one track beside its ProfilerTrace: its time
+    origin, interval, engine and track name, and its free-form meta (under the client's
+    meta, which wins). Its per-sample lines and spans are dropped (the fleet keeps neither);
+    samples that carry their own weights or counts are refused: the fleet weighs a sample by
+    the time to the next one, and a merged profile is not one page load's recording. The
+    file's meta `args` (the profiled script's command line) is not kept."""
+    if len(rec.tracks) != 1:
+        raise Refused(
+            400,
+            f"{where}.tracks: a recording of {len(rec.tracks)} tracks; post one track per "
+            "upload (`jsprof upload` sends each track as its own)",
+        )
+    track = rec.tracks[0]
+    t = track.trace
+    if t.sample_count is not None:
+        raise Refused(
+            400,
+            f"{where}.sampleCounts: a merged profile (each sample stands for several); "
+            "upload the recordings it was merged from",
+        )
+    if t.sample_weight is not None:
+        raise Refused(
+            400,
+            f"{where}.sampleWeights: samples with weights of their own; the collector weighs "
+            "a sample by the time to the next (`jsprof upload` turns weights into times)",
+        )
+    # Not `args`: the profiled script's command line may hold anything (jsprof upload
+    # leaves it out too).
+    meta: dict[str, Any] = {
+        k: v for k, v in (track.meta or {}).items()
+        if k not in SERVER_KEYS and k not in ("timeline", "args")
+    }
+    if track.time_origin is not None:
+        meta["timeOrigin"] = track.time_origin
+    if track.sample_interval is not None:
+        meta["sampleInterval"] = track.sample_interval
+    if track.engine is not None:
+        meta["engine"] = track.engine
+    meta["track"] = track.name
+    return meta
 
 
 def check_size(t: ProfilerTrace, where: str, limits: Limits) -> None:
@@ -525,8 +576,10 @@ def prepare_general(
     where = "body.trace" if envelope else "body"
     # No "marker" anywhere in the bytes: no sample can have one, and the reader can skip
     # its per-sample marker pass (a tenth of the validation of a 6,000-sample trace).
-    check_trace(trace, where, limits, has_markers=b'"marker"' in data)
+    extras = check_trace(trace, where, limits, has_markers=b'"marker"' in data)
     timeline = client_meta.get("timeline") if envelope else None
+    if extras:
+        client_meta = {**extras, **client_meta}
     meta = build_meta(client_meta, params, user_agent, limits)
     meta = with_timeline(meta, timeline, keep_query)
     changed = False if keep_query else normalise_resources(trace)
