@@ -64,10 +64,14 @@ window.profiler = startProfiling({endpoint: "%(collector)s", app: "shop", key: "
                                   release: "3.0.0", sampleRate: 1, chunkMs: 60000});
 // After load the page draws its main part again (a framework hydrating): the element LCP
 // named is no longer in the document when the chunk is sent.
+// Then a banner comes in above everything, with no input: a layout shift (CLS).
 addEventListener("load", () => setTimeout(() => {
   const main = document.getElementById("main");
   main.innerHTML = main.innerHTML;
-  window.ready = true;
+  const banner = document.createElement("div");
+  banner.style.height = "120px";
+  document.body.prepend(banner);
+  setTimeout(() => { window.ready = true; }, 200);
 }, 300));
 </script>
 """
@@ -172,6 +176,11 @@ def test_lcp_element_is_named_though_the_page_redrew_it(stored) -> None:
         assert ld["lcp"] is not None and ld["lcpElement"] == "main#main > img.hero", ld
         # the image's URL without its query (it may hold a token)
         assert ld["lcpUrl"].endswith("/hero.png"), ld
+        assert ld["cls"] > 0, ld  # the banner moved everything down, no input before it
+    vit = _fleet(store, "vitals")
+    (row,) = vit["rows"]
+    assert row["lcpElements"] == [{"element": "main#main > img.hero", "pageLoads": 2}]
+    assert row["clsP75"] > 0 and row["clsPageLoads"] == 2
 
 
 def test_the_costly_button_ranks_first_with_its_handler(stored) -> None:
@@ -209,6 +218,14 @@ def test_the_collector_answers_the_same_document(stored) -> None:
         "GET", "/v1/query/interactions?app=shop&during=interaction",
         headers={"Authorization": f"Bearer {READ_TOKEN}"})
     assert status == 400, body
+    # `fleet interactions --url`: the collector's document, through the CLI.
+    import os
+
+    r = subprocess.run([str(JSPROF), "fleet", "interactions", "--url", col.url, "--app",
+                        "shop", "--json", "--functions", "3"], capture_output=True, text=True,
+                       timeout=180, env={**os.environ, "JSPROF_READ_TOKEN": READ_TOKEN})
+    assert r.returncode == 0, r.stderr
+    assert orjson.loads(r.stdout)["rows"][0]["functions"] == doc["rows"][0]["functions"]
 
 
 def _open_upload(browser, col: Collector, uid: str):
@@ -245,6 +262,8 @@ def test_one_uploads_page_has_its_vitals_and_lanes(stored) -> None:
         assert "main#main > img.hero" in facts["lcp"], facts
         assert facts["inp"].startswith("INP ") and "click on button#pay" in facts["inp"], facts
         assert facts["interactions"] == f"Interactions {len(t['interactions'])}"
+        if t["load"] and t["load"]["cls"] is not None:
+            assert facts["cls"] == f"CLS {t['load']['cls']:.3f}", facts
         assert errors == []
 
 

@@ -91,6 +91,9 @@ def test_timeline_stored_in_meta(col: Collector) -> None:
     (lambda t: t.update(interactions=t["interactions"] * 101), "body.timeline.interactions"),
     (lambda t: t.update(secrets=1), "body.timeline.secrets"),
     (lambda t: t["load"].update(lcp=float("1e300")), "body.timeline.load.lcp"),
+    (lambda t: t["load"].update(cls=-0.1), "body.timeline.load.cls"),
+    (lambda t: t["load"].update(cls="0.1"), "body.timeline.load.cls"),
+    (lambda t: t["load"].update(lcpUrl="x" * 3000), "body.timeline.load.lcpUrl"),
 ])
 def test_bad_timeline_is_a_400_naming_the_field(col: Collector, bad, field: str,
                                                 plain_trace: bool) -> None:
@@ -273,7 +276,7 @@ def test_dashboard_vitals_and_during(store: Path, tmp_path: Path) -> None:
             page = browser.new_page()
             signed_in(page, c.url)
             cells = page.locator("#vitals tbody td").all_text_contents()
-            assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms"], cells
+            assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms", "img (1)", "–"], cells
             page.select_option("#during", "long-frame")
             page.click("#apply")
             expect(page.locator("#top td.fn").first).to_have_text(

@@ -101,7 +101,9 @@ _SCRIPT_KEYS = ("invoker", "invokerType", "sourceURL", "sourceFunctionName",
                 "sourceCharPosition", "start", "duration", "forcedStyleAndLayoutDuration")
 _INTERACTION_KEYS = ("id", "type", "start", "duration", "processingStart", "processingEnd",
                      "target")
-_LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement", "lcpUrl")
+_LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement", "lcpUrl",
+              "cls")
+MAX_CLS = 1e6  # a score (the sum of layout-shift fractions), not ms: over 1 is rare already
 _TOP_KEYS = ("longFrames", "interactions", "load", "dropped")
 
 
@@ -169,6 +171,13 @@ def check(doc: Any, where: str = "body.timeline", keep_query: bool = False) -> d
         load["lcpElement"] = _text(ld, "lcpElement", w)
         url = _text(ld, "lcpUrl", w, MAX_URL)
         load["lcpUrl"] = url if keep_query else _strip(url)
+        cls = ld.get("cls")
+        if cls is not None and (type(cls) not in (int, float) or not math.isfinite(cls)
+                                or not 0 <= cls <= MAX_CLS):
+            got = cls if type(cls) in (int, float) else _kind(cls)
+            raise TimelineError(f"{w}.cls: expected a layout-shift score from 0 to "
+                                f"{MAX_CLS:g}, got {got}")
+        load["cls"] = None if cls is None else float(cls)
     dropped = {}
     if t.get("dropped") is not None:
         w = f"{where}.dropped"
@@ -236,6 +245,8 @@ def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
             # LCP is final only at the first input: later chunks know more; keep any value.
             merged = dict(pl.load or {})
             merged.update({k: v for k, v in ld.items() if v is not None})
+            if (pl.load or {}).get("cls") is not None and ld.get("cls") is not None:
+                merged["cls"] = max(pl.load["cls"], ld["cls"])  # it only grows: the latest
             pl.load = merged
     return out
 

@@ -198,8 +198,8 @@ class VitalsTable(TextRenderer):
 
         width = table_width(self.console, self.wide)
         # Short headers, explained in the footer: the long ones alone took 100 columns.
-        headers = ["page loads", "interactions", "INP", "blocking", "LCP", "slowest type p75",
-                   "release", "route"]
+        headers = ["page loads", "interactions", "INP", "blocking", "LCP", "CLS",
+                   "slowest type p75", "release", "route"]
         cells = []
         for r in doc["rows"]:
             worst = max(r["interactionTypes"].items(), key=lambda kv: kv[1]["p75Ms"] or 0.0,
@@ -211,17 +211,20 @@ class VitalsTable(TextRenderer):
                         f"{ms(v['processingP75Ms'])} / {ms(v['presentationP75Ms'])})")
             # route, release and type are client data: Text, never read as markup
             cells.append([f"{r['pageLoads']:,}", f"{r['interactions']:,}", ms(r["inpP75Ms"]),
-                          ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]), printable(part),
+                          ms(r["longFrameBlockingP75Ms"]), ms(r["lcpP75Ms"]),
+                          "-" if r.get("clsP75") is None else f"{r['clsP75']:.3f}",
+                          printable(part),
                           printable(r["release"]), printable(r["route"] or "(none)")])
-        fit = elastic_widths(cells, headers, (5, 6, 7), width)
+        fit = elastic_widths(cells, headers, (6, 7, 8), width)
         t = plain_table()
         for i, h in enumerate(headers):
-            t.add_column(h, justify="right" if i < 5 else "left", no_wrap=True)
+            t.add_column(h, justify="right" if i < 6 else "left", no_wrap=True)
         for line in cells:
             line = elide_cells(line, fit)
-            t.add_row(*line[:5], *(Text(x) for x in line[5:]))
+            t.add_row(*line[:6], *(Text(x) for x in line[6:]))
         out.table("web vitals per route and release, p75", t)
-        _note(out, "blocking: long-animation-frame blocking time; slowest type p75: the "
+        _note(out, "blocking: long-animation-frame blocking time; CLS: cumulative layout "
+              "shift (web-vitals' session windows); slowest type p75: the "
               "interaction type with the slowest p75, its input delay / processing / "
               "presentation", width)
 

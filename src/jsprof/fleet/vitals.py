@@ -9,8 +9,10 @@ interaction has no INP and is not in its p75. Interactions under the client's 16
 Event Timing threshold are not observed, so a page load whose every interaction was
 faster has no INP here (web-vitals would give it a small one): the p75 leans slow on
 routes where most interactions are that fast. Long-frame blocking: each long animation
-frame's blockingDuration. The p75s interpolate linearly (numpy's default), as every
-fleet percentile does.
+frame's blockingDuration. CLS: each page load's (the client's, as web-vitals counts it:
+its largest session window of layout shifts without recent input; of its last chunk).
+`lcpElements`: the selectors LCP named, the most page loads first. The p75s interpolate
+linearly (numpy's default), as every fleet percentile does.
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     for (release, route), items in sorted(
             groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
         loads = tl.page_loads(items)
-        inps, lcps, blocking = [], [], []
+        inps, lcps, blocking, clss = [], [], [], []
+        elements: dict[str, int] = {}
         n_inter = 0
         types: dict[str, dict[str, list[float]]] = {}
         for pl in loads.values():
@@ -81,6 +84,10 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
                 inps.append(v)
             if pl.load and pl.load.get("lcp") is not None:
                 lcps.append(pl.load["lcp"])
+                el = pl.load.get("lcpElement") or "(unknown)"
+                elements[el] = elements.get(el, 0) + 1
+            if pl.load and pl.load.get("cls") is not None:
+                clss.append(pl.load["cls"])
             blocking += [fr["blockingDuration"] for fr in pl.long_frames
                          if fr.get("blockingDuration") is not None]
             for e in pl.interactions:
@@ -99,6 +106,11 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
             "longFrames": sum(len(pl.long_frames) for pl in loads.values()),
             "longFrameBlockingP75Ms": _p75(blocking),
             "lcpP75Ms": _p75(lcps), "lcpPageLoads": len(lcps),
+            # the elements LCP named, the most page loads first (at most 5)
+            "lcpElements": [{"element": k, "pageLoads": n} for k, n in sorted(
+                elements.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
+            "clsP75": None if not clss else round(float(np.percentile(clss, 75)), 4),
+            "clsPageLoads": len(clss),
             "interactionTypes": {
                 k: {"count": len(v["d"]), "p75Ms": _p75(v["d"]),
                     "inputDelayP75Ms": _p75(v["delay"]),

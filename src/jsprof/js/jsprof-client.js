@@ -180,6 +180,10 @@ class Timeline {
     this.frames = [];
     this.interactions = new Map();
     this.lcp = null;
+    // CLS as web-vitals counts it: layout shifts without recent input, summed in session
+    // windows (under 1 s apart, at most 5 s long); the page's CLS is its largest window.
+    this.cls = null; // null: the browser reports no layout shifts
+    this.clsWindow = {sum: 0, first: 0, last: -Infinity};
     this.dropped = {longFrames: 0, interactions: 0};
     this.observers = [];
   }
@@ -193,17 +197,32 @@ class Timeline {
     this.observe("largest-contentful-paint", {buffered: true}, (e) => {
       this.lcp = {startTime: e.startTime, element: describeTarget(e.element, false), url: lcpUrl(e.url)};
     });
+    if (this.observe("layout-shift", {buffered: true}, (e) => this.shift(e))) this.cls = 0;
+  }
+
+  shift(e) {
+    if (e.hadRecentInput) return;
+    const w = this.clsWindow;
+    if (e.startTime - w.last < 1000 && e.startTime - w.first < 5000) {
+      w.sum += e.value;
+    } else {
+      w.sum = e.value;
+      w.first = e.startTime;
+    }
+    w.last = e.startTime;
+    this.cls = Math.max(this.cls || 0, w.sum);
   }
 
   observe(type, opts, each) {
     const types = (globalThis.PerformanceObserver && PerformanceObserver.supportedEntryTypes) || [];
-    if (!types.includes(type)) return;
+    if (!types.includes(type)) return false;
     try {
       const o = new PerformanceObserver((list) => list.getEntries().forEach(each));
       o.observe(Object.assign({type}, opts));
       this.observers.push([o, each]);
+      return true;
     } catch (e) {
-      // an observer the browser refuses: that part of the timeline stays empty
+      return false; // an observer the browser refuses: that part of the timeline stays empty
     }
   }
 
@@ -287,6 +306,7 @@ class Timeline {
         lcp: this.lcp ? ms(this.lcp.startTime) : null,
         lcpElement: this.lcp ? this.lcp.element : null,
         lcpUrl: this.lcp ? this.lcp.url : null,
+        cls: this.cls,
       };
     }
     return out;

@@ -440,7 +440,7 @@ async def vitals(request: Request) -> Response:
         cols = [("route", "route"), ("release", "release"), ("pageLoads", "page loads"),
                 ("interactions", "interactions"), ("inpP75Ms", "INP p75 ms"),
                 ("longFrameBlockingP75Ms", "long-frame blocking p75 ms"),
-                ("lcpP75Ms", "LCP p75 ms")]
+                ("lcpP75Ms", "LCP p75 ms"), ("clsP75", "CLS p75")]
         return _page(HtmlTablePage(f"web vitals: {api.describe(f)}", cols), doc["rows"])
 
     return await _run(request, work)

@@ -72,6 +72,9 @@ async function loadVitals() {
       cell(tr, String(r.pageLoads)); cell(tr, String(r.interactions));
       cell(tr, msText(r.inpP75Ms)); cell(tr, msText(r.longFrameBlockingP75Ms));
       cell(tr, msText(r.lcpP75Ms));
+      const el = (r.lcpElements || [])[0];
+      cell(tr, el ? `${el.element} (${el.pageLoads})` : "", "l route");
+      cell(tr, r.clsP75 === null || r.clsP75 === undefined ? "–" : fmt(r.clsP75, 3));
       body.append(tr);
     }
     if (!doc.rows.length) $("vitals-empty").textContent = "No page loads match these filters.";
