@@ -429,3 +429,30 @@ def test_each_process_wait_for_jsprof_after_its_end_is_dropped(tmp_path):
     # The 300 ms held would be some 300 samples of reallyExit at the end.
     assert leaf.count("reallyExit") <= 5, (leaf.count("reallyExit"), child.meta)
     assert child.meta["exitWaitDropped"]["samples"] >= 1, child.meta
+
+
+def test_a_process_left_running_when_the_command_ends_is_recorded_until_then(tmp_path):
+    """`sh -c 'node bg.js & ...'`: the command ends while its background Node runs on; that
+    process's samples up to the command's end are kept (processExit "outlived") and it is
+    ended with the command's process group, as a script's leftovers are."""
+    bg = tmp_path / "bg.js"
+    bg.write_text((_HOT % "bgHot") + "console.log('bg ' + process.pid);\n"
+                  "setInterval(() => bgHot(5), 1);\n")
+    out = tmp_path / "o.json"
+    # The background node writes its pid to a file; the shell waits for it, 1 s more, exits 4.
+    script = (f"node {bg} > {tmp_path}/pid & while [ ! -s {tmp_path}/pid ]; do sleep 0.1; "
+              "done; sleep 1; exit 4")
+    p = subprocess.run(
+        [*JSPROF, "record", "--engine", "node", "-o", str(out), "--", "sh", "-c", script],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert p.returncode == 4, p.stderr
+    pid = int((tmp_path / "pid").read_text().split()[1])
+    rec = jsprof.load(out)
+    assert [t.meta["processExit"] for t in rec.tracks] == ["outlived"]
+    assert rec.tracks[0].meta["pid"] == pid and rec.tracks[0].meta["exitCode"] == 4
+    assert _samples_in(rec.tracks[0], "bgHot") >= 5
+    with pytest.raises(ProcessLookupError):
+        for _ in range(100):
+            os.kill(pid, 0)
+            time.sleep(0.05)
