@@ -212,3 +212,24 @@ def test_quickjs_names_frames_from_their_own_source_only():
     again = _quickjs_frames(rt, SPIN + "var b = {}; b.y = function () { spin(); }; b.y();\n",
                             "same.js")
     assert "b.y" not in again.values() and "a.x" not in again.values()
+
+
+def test_class_field_initializers_have_v8s_names():
+    """QuickJS runs a class's field initializers in nameless functions placed at the first
+    initializer's code; V8 calls them `<instance_members_initializer>` and (static fields
+    and blocks) `<static_initializer>`. A function inside an initializer is itself."""
+    src = (
+        "class P {\n"
+        "  x = make(1);\n"
+        "  static s = make(2);\n"
+        "  static { P.r = make(3); }\n"
+        "  f = () => make(4);\n"
+        "}\n"
+    )
+    index = FunctionNames(src)
+    assert index.initializer_at(2, 7) == "<instance_members_initializer>"
+    assert index.initializer_at(3, 14) == "<static_initializer>"
+    assert index.initializer_at(4, 12) == "<static_initializer>"
+    assert index.initializer_at(5, 13) is None  # in the arrow's body
+    assert index.at(5, 7).name == "f"
+    assert index.initializer_at(1, 1) is None

@@ -121,6 +121,7 @@ class FunctionNames:
         self._lines = text.split("\n")
         self._ascii = text.isascii()
         tree = parse(text)
+        self._root = tree.root_node
         self.has_error = bool(tree.root_node.has_error)
         import tree_sitter
 
@@ -194,6 +195,29 @@ class FunctionNames:
         """The function whose head holds the 1-based position (see `index_at`)."""
         i = self.index_at(line, column)
         return None if i is None else self.function(i)
+
+    def initializer_at(self, line: int, column: int) -> str | None:
+        """V8's name for the function that runs a class's field initializers when the
+        position is in one (outside any function of its own): `<instance_members_initializer>`
+        for instance fields, `<static_initializer>` for static fields and static blocks
+        (QuickJS runs them in nameless functions placed at the first initializer's code)."""
+        p = self._point(line, column)
+        if p is None:
+            return None
+        node = self._root.descendant_for_point_range(p, p)
+        while node is not None:
+            t = node.type
+            if t in FUNCTION_TYPES:
+                return None
+            if t == "class_static_block":
+                return "<static_initializer>"
+            if t == "field_definition" and node.parent is not None and (
+                node.parent.type == "class_body"
+            ):
+                static = any(c.type == "static" for c in node.children)
+                return "<static_initializer>" if static else "<instance_members_initializer>"
+            node = node.parent
+        return None
 
     def functions(self) -> list[JsFunction]:
         return [self.function(i) for i in range(len(self._nodes))]
@@ -388,7 +412,8 @@ def name_frames(
     sources (`text_of(resource URL)`, None when not at hand: those frames keep their
     names). For an engine that names functions otherwise (QuickJS leaves `pp.next =
     function () {}` anonymous). A frame whose function V8 leaves anonymous keeps the
-    engine's name, and the script's own code (no name, at 1:1) stays as it is. `cache`
+    engine's name, and the script's own code (no name, at 1:1) stays as it is; a nameless
+    function running a class's field initializers gets V8's name for it. `cache`
     keeps each script's functions between calls."""
     frames = list(trace.frames)
     changed = False
@@ -403,8 +428,13 @@ def name_frames(
             ok = text is not None and len(text) <= MAX_TEXT_CHARS
             cache[url] = FunctionNames(text) if ok else None  # type: ignore[arg-type]
         index = cache[url]
-        fn = None if index is None else index.at(f.line, f.column or 1)
-        if fn is not None and fn.name and fn.name != f.name:
-            frames[i] = f._replace(name=fn.name)
+        if index is None:
+            continue
+        fn = index.at(f.line, f.column or 1)
+        name = fn.name if fn is not None else None
+        if fn is None and not f.name:
+            name = index.initializer_at(f.line, f.column or 1)
+        if name and name != f.name:
+            frames[i] = f._replace(name=name)
             changed = True
     return trace.replace(frames=frames) if changed else trace
