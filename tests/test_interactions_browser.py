@@ -332,3 +332,19 @@ def test_the_dashboard_lists_interactions_per_target(stored) -> None:
             "'payClickHandlerForJsprof' && !!document.querySelector('#chart svg rect')",
             timeout=60000)
         assert errors == []
+
+
+def test_functions_read_a_bounded_spread_of_page_loads(stored, monkeypatch) -> None:
+    # A row's functions read at most MAX_FUNCTION_LOADS page loads' records (here 1 of 2).
+    from jsprof.fleet import api
+    from jsprof.fleet import interactions as mod
+    from jsprof.fleet.filters import Filters
+
+    store, _, _ = stored
+    monkeypatch.setattr(mod, "MAX_FUNCTION_LOADS", 1)
+    with api.session(api.open_store(store), compact_first=False, tail=True) as s:
+        doc = api.interactions(s, Filters(app="shop", route="/checkout"))
+    first = doc["rows"][0]
+    assert first["target"] == "button#pay" and first["pageLoads"] == 2
+    assert first["functionsPageLoads"] == 1
+    assert first["functions"][0]["name"] == "payClickHandlerForJsprof"

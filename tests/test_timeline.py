@@ -276,7 +276,8 @@ def test_dashboard_vitals_and_during(store: Path, tmp_path: Path) -> None:
             page = browser.new_page()
             signed_in(page, c.url)
             cells = page.locator("#vitals tbody td").all_text_contents()
-            assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms", "img (1)", "–"], cells
+            assert cells == ["/buy", "1.0.0", "1", "1", "100 ms", "60 ms", "450 ms",
+                             "img (1)", "–"], cells
             page.select_option("#during", "long-frame")
             page.click("#apply")
             expect(page.locator("#top td.fn").first).to_have_text(

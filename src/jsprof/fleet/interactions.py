@@ -15,7 +15,8 @@ nth-of-type steps; never text). Per (target, type) over the matching page loads:
   interactions: `fleet top --during interaction --slower-than 0 --exclude-idle` over only
   this target's interactions (one plan: `during.select_during` with a `pick`), self time
   first, with the stack-less samples of long frames charged to their entry points as
-  `--during` charges them. `sampledMs` is the sampled time in those windows.
+  `--during` charges them. `sampledMs` is the sampled time in those windows, over
+  `functionsPageLoads` page loads: all of them, or an even spread of MAX_FUNCTION_LOADS.
 
 The groups come from the timelines in the uploads table (no record read); the functions
 read the raw records of the page loads that have the target, as `--during` does.
@@ -31,6 +32,9 @@ from .engine import Snapshot
 from .vitals import _p75, inp, upload_rows
 
 UNKNOWN = "(unknown)"
+# Page loads whose raw records a row's functions read at most (an even spread of them):
+# each is a record read per upload (~3 ms), and the dashboard asks on every refresh.
+MAX_FUNCTION_LOADS = 100
 
 
 def key_of(e: dict) -> tuple[str, str]:
@@ -59,6 +63,9 @@ def interactions(engine: Any, snap: Snapshot, f: Any, top: int | None = 20,
         pl_key.append(key)
         keyed.append((key, rows.get(uk, (None, {}))[1].get("timeline")))
     loads = tl.page_loads(keyed)
+    first = {}  # page load -> its first upload's place: an order that does not move
+    for i, key in enumerate(pl_key):
+        first.setdefault(key, i)
     groups: dict[tuple[str, str], dict] = {}
     total = 0
     for lkey, pl in loads.items():
@@ -100,13 +107,19 @@ def interactions(engine: Any, snap: Snapshot, f: Any, top: int | None = 20,
             "longFrames": g["lf"], "longFrameMs": round(g["lfMs"], 3),
         }
         if n < with_functions and functions > 0:
-            mine = np.asarray([p in g["loads"] for p in pl_key], bool)
+            read = sorted(g["loads"], key=first.__getitem__)
+            if len(read) > MAX_FUNCTION_LOADS:
+                pick = np.linspace(0, len(read) - 1, MAX_FUNCTION_LOADS).round().astype(int)
+                read = [read[j] for j in pick.tolist()]
+            wanted = set(read)
+            mine = np.asarray([p in wanted for p in pl_key], bool)
             sel = query.select(
                 engine, snap,
                 replace(f, during="interaction", slower_than=0.0, exclude_idle=True),
                 up=up.subset(mine), pick=lambda e, k=k: key_of(e) == k)
             doc = query.top(engine, snap, sel, None)
             fns = sorted(doc["rows"], key=lambda r: -(r["selfMs"] or 0.0))[:functions]
+            row["functionsPageLoads"] = len(read)  # of `pageLoads`: the ones read
             row["sampledMs"] = doc["totalMs"]
             row["attributedMs"] = doc.get("attributedMs", 0.0)
             row["functions"] = [
