@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from ...errors import EngineError, JSError
 from .._ending import interruption, signum_of
 from .._process import SignalFlag
-from .preload import as_given
 from .process import NodeProcess, effective_interval, interval_us, script_path
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
@@ -428,6 +427,8 @@ def record_script(
         if isinstance(where, str):
             # The hook ended Node before it printed anything: nothing of the script ran.
             error.compile = True
+            from .preload import as_given  # (tempfile, importlib.resources: not before Node)
+
             error.where = as_given(where, p)
     return rec, error
 
