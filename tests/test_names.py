@@ -233,3 +233,20 @@ def test_class_field_initializers_have_v8s_names():
     assert index.initializer_at(5, 13) is None  # in the arrow's body
     assert index.at(5, 7).name == "f"
     assert index.initializer_at(1, 1) is None
+
+
+def test_quickjs_columns_are_characters():
+    """QuickJS counts columns in UTF-8 bytes, from 0 on a script's first line: jsprof
+    gives the line's 1-based characters, as every engine and format does."""
+    from jsprof.engines.quickjs import QuickJS
+
+    src = (
+        'var s = "éé€"; var f = function () { spin(); }; f();\n'
+        'var t = "éé€"; var g = function () { spin(); }; g();\n'
+        + SPIN
+    )
+    got = _quickjs_frames(QuickJS(), src, "cols.js")
+    want = src.splitlines()[0].index("function") + 1  # 24 (27 and 28 in QuickJS)
+    assert {(line, col) for (_, line, col), name in got.items() if name in ("f", "g")} == {
+        (1, want), (2, want)
+    }, got

@@ -247,3 +247,19 @@ def test_quickjs_names_functions_as_v8_does(work):
     top10 = [name for _, name in ranked[:10]]
     quickjs_names = {k.name for k in s.stats.keys}
     assert len(set(top10) & quickjs_names) >= 8, (top10, sorted(quickjs_names))
+
+
+@pytest.mark.parametrize("bundle", ["esbuild.min.js", "terser.min.js"])
+def test_quickjs_profile_of_a_bundle_reads_as_the_original(work, bundle):
+    """The bundles on QuickJS, through their maps. terser's is one first line with
+    acorn's non-ASCII identifier tables in it: QuickJS's byte columns (from 0 on a first
+    line) are the line's characters before they meet the map."""
+    d = work["dir"]
+    if bundle.startswith("terser"):
+        assert not (d / bundle).read_text().splitlines()[0].isascii()
+    rec = record(d / bundle, sample_interval=1.0, clock="cpu")
+    notes: list[str] = []
+    mapped = sourcemap_files.apply(rec, str(d / f"{bundle}.map"), None, notes)
+    assert notes == []
+    share, inside, misses = _named_share(_rows(mapped), work)
+    assert inside >= 0.95 and share >= 0.95, (inside, share, misses)

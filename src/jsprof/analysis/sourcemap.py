@@ -233,7 +233,16 @@ def apply_to_trace(
         if source is not None and not top_level and not f.name.startswith(("(", "<")):
             index = _function_names(sm, source, names)
             if index is not None:
-                fn = index.at(hit[1], hit[2])
+                # The function is the one whose head holds the mapping at or before the
+                # frame's position (QuickJS: the `function` keyword, which maps to the
+                # original's); the map's name heuristic (a name a segment or two on) is
+                # only a fallback: in a minified body that may be a label or a variable.
+                plain = sm.lookup(f.line, f.column or 1, named=False) if f.name else hit
+                fn = None if plain is None else index.at(plain[1], plain[2])
+                if fn is not None:
+                    hit = plain
+                elif plain is not hit:
+                    fn = index.at(hit[1], hit[2])
                 if f.name:
                     tally.setdefault(url, [0, 0])[fn is None] += 1
         looked.append((sm, hit, source, fn))
