@@ -76,7 +76,9 @@ def test_a_hole_in_one_upload_cannot_take_over_the_fleet(store, tmp_path, capsys
     kept = sum(float(np.diff(t.sample_time).clip(0, _cap(t)).sum()) + 10.0 for t in traces)
     lost = sum(float((np.diff(t.sample_time) - _cap(t)).clip(0).sum()) for t in traces)
     assert top["totalMs"] == pytest.approx(kept, rel=1e-6)
-    assert top["rows"][0]["selfPct"] < 40, top["rows"][0]
+    # (busyLoop, the top row, runs in two of the real pages, page.html?exp=basic and
+    # ?exp=idle: one script, so one function, in the fleet since #33: 46 % of the time.)
+    assert top["rows"][0]["selfPct"] < 50, top["rows"][0]
     assert lost > 3 * HOUR - 300
     assert top["lostMs"] == pytest.approx(lost, rel=1e-9)
     # The same rule in `jsprof report`: local and fleet numbers are equal.
@@ -184,8 +186,16 @@ def test_merged_profiles_keep_the_real_counts_and_interval(store, tmp_path, caps
     io.save(Recording([Track(f"t{i}", tr, sample_interval=10.0)
                        for i, tr in enumerate(traces)]), local)
     want = run_json(capsys, ["report", str(local), "--json", "--all"])
-    assert {r["name"]: (r["self_samples"], r["total_samples"]) for r in rep["rows"]} == \
-        {r["name"]: (r["self_samples"], r["total_samples"]) for r in want["rows"]}
+    # (Summed per name: the local report keeps busyLoop of page.html?exp=basic and of
+    # ?exp=idle apart, the fleet names them one script since #33.)
+    def counts(rows: list[dict]) -> dict[str, tuple[int, int]]:
+        out: dict[str, tuple[int, int]] = {}
+        for r in rows:
+            a, b = out.get(r["name"], (0, 0))
+            out[r["name"]] = (a + r["self_samples"], b + r["total_samples"])
+        return out
+
+    assert counts(rep["rows"]) == counts(want["rows"])
     # The flame graph's hover counts samples, not merged rows.
     from jsprof.analysis.calltree import build_call_tree
     from jsprof.fleet import api

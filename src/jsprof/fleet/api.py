@@ -187,7 +187,10 @@ def _views(s: Session, sel: Any, example_url: str | None) -> dict[str, Any]:
 
         for ex in ft["examples"]:
             ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
-    return {"rec": sel.recording, "source": StoreSources(sel.releases), "fleet_time": ft}
+    from .query import identity
+
+    return {"rec": sel.recording, "source": StoreSources(sel.releases, identity(f)),
+            "fleet_time": ft}
 
 
 def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None:
@@ -398,6 +401,9 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     from . import query
 
     gates = [parse_gate(r) for r in rules]
+    if exact_resources:  # scripts as recorded: no identity rule before the matching either
+        base_f = replace(base_f, url_rules=(*base_f.url_rules, "none"))
+        new_f = replace(new_f, url_rules=(*new_f.url_rules, "none"))
     base = query.select(s.engine, s.snap, base_f)
     new = query.select(s.engine, s.snap, new_f)
     require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")

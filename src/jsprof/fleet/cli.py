@@ -46,6 +46,10 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
     g.add_argument("--slower-than", type=nonneg_float, metavar="MS",
                    help="--during: only windows at least this slow (default: interactions "
                    "200 ms, long frames 50 ms of blocking, load 0)")
+    g.add_argument("--url-rule", metavar="REGEX=REPL", action="append", default=[],
+                   help="how script URLs are named across releases: a substitution applied "
+                   "after the default rule (content hashes, version folders and ?query "
+                   "taken out); 'none' drops the rules before it; repeatable")
     g.add_argument("--exclude-idle", action="store_true",
                    help="leave out samples with no JavaScript that are (idle) or (program) "
                    "(the dashboard's 'exclude idle'): a mostly idle page load no longer "
@@ -202,7 +206,16 @@ def filters_from(args: argparse.Namespace) -> Any:
         during=getattr(args, "during", None),
         slower_than=_slower_than(args),
         exclude_idle=bool(getattr(args, "exclude_idle", False)),
+        url_rules=_url_rules(getattr(args, "url_rule", None) or [], "--url-rule"),
     )
+
+
+def _url_rules(items: list[str], option: str) -> tuple[str, ...]:
+    """--url-rule's rules, checked now (a bad regex is a one-line mistake, exit 2)."""
+    from .releases import ScriptIdentity
+
+    ScriptIdentity(items, option)
+    return tuple(items)
 
 
 def _slower_than(args: argparse.Namespace) -> float | None:

@@ -78,6 +78,9 @@ class Filters:
     # --exclude-idle: samples with no JavaScript that are (idle) or (program) are left out
     # (query.without_idle): a mostly idle page load filled the merged views with waiting.
     exclude_idle: bool = False
+    # --url-rule: how script URLs are named across releases (`fleet.releases`; () the
+    # default rule, "none" drops what came before, REGEX=REPL adds a substitution)
+    url_rules: tuple[str, ...] = ()
 
     def with_side(self, spec: str, option: str) -> Filters:
         """`release=A` (or `route=/x*,env=prod`, any meta key): this filter set narrowed."""
@@ -106,7 +109,7 @@ class Filters:
             "app": self.app, "release": self.release, "route": self.route, "env": self.env,
             "since": self.since, "until": self.until, "where": [list(w) for w in self.where],
             "during": self.during, "slowerThan": self.slower_than,
-            "excludeIdle": self.exclude_idle,
+            "excludeIdle": self.exclude_idle, "urlRules": list(self.url_rules),
         }
 
 

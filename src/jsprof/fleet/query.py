@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -47,6 +47,7 @@ from .engine import (
     stack_key,
 )
 from .filters import Filters
+from .releases import ScriptIdentity
 
 NS_PER_MS = 1_000_000
 Engine = DuckEngine | DaskEngine
@@ -135,6 +136,36 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     return Release(rkey, app, release, trace, frame_key, stack_map, maps)
 
 
+def identity(f: Filters) -> ScriptIdentity:
+    """The script identity across releases a query's filters ask for (`fleet.releases`)."""
+    return ScriptIdentity(f.url_rules)
+
+
+def named(releases: dict[str, Release], f: Filters) -> dict[str, Release]:
+    """Each release with its scripts named as `f`'s identity rule names them, so that one
+    function is one function in every release (every merged view reads releases so)."""
+    ident = identity(f)
+    return {k: named_release(r, ident) for k, r in releases.items()}
+
+
+def named_release(rel: Release, ident: ScriptIdentity) -> Release:
+    """`rel` with every script URL of its trace and functions as `ident` names it; scripts
+    that name alike become one resource (frames and stacks keep their ids)."""
+    if ident.exact:
+        return rel
+    trace = rel.trace
+    names = [ident(r) for r in trace.resources]
+    if names != list(trace.resources):
+        pos: dict[str, int] = {}
+        rid = [pos.setdefault(u, len(pos)) for u in names]
+        frames = [ProfilerFrame(fr.name, None if fr.resource_id is None else rid[fr.resource_id],
+                                fr.line, fr.column) for fr in trace.frames]
+        trace = trace.replace(resources=list(pos), frames=frames)
+    keys = [k if k.resource is None else FunctionKey(k.name, ident(k.resource), k.line, k.column)
+            for k in rel.frame_key]
+    return replace(rel, trace=trace, frame_key=keys)
+
+
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:
     """One track per release: a weighted sample per (stack, marker) row."""
     tracks = []
@@ -221,13 +252,14 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
         rows = got["rows"]
         if f.exclude_idle:
             rows, idle_ms, idle_n = without_idle(rows)
+        releases = named(got["releases"], f)
         return Selection(
-            f, up, got["releases"], _recording(got["releases"], rows, up),
+            f, up, releases, _recording(releases, rows, up),
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
             got["per_trace"], frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
             with_window=got["with_kind"], idle_ms=idle_ms, idle_samples=idle_n,
         )
-    releases = {k: _read_release(snap, k) for k in up.rkeys}
+    releases = named({k: _read_release(snap, k) for k in up.rkeys}, f)
     rows = engine.stacks(snap, up)
     if f.exclude_idle:
         rows, idle_ms, idle_n = without_idle(rows)
@@ -245,7 +277,7 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
         from .during import select_during
 
         got = select_during(snap, up, f.during, f.slower_than, f.app)
-        releases = got["releases"]
+        releases = named(got["releases"], f)
         pt: StackRows = got["per_trace"]
         if f.exclude_idle:
             pt = without_idle(pt)[0]
@@ -253,7 +285,7 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
         rows = _sum_groups(g, pt)
         samples_of = None
     else:
-        releases = {k: _read_release(snap, k) for k in up.rkeys}
+        releases = named({k: _read_release(snap, k) for k in up.rkeys}, f)
         rows = engine.stacks(snap, up, group)
         samples_of = up.samples
         if f.exclude_idle:

@@ -65,6 +65,7 @@ def filter_params(f: Filters) -> list[tuple[str, str]]:
         out.append(("slower_than", repr(f.slower_than)))
     if f.exclude_idle:
         out.append(("exclude_idle", "1"))
+    out += [("url_rule", r) for r in f.url_rules]
     return out
 
 

@@ -58,7 +58,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     from ..formats import read_any
     from ..store import Store, StoreError
     from ..store.compact import attributed, upload_weights
-    from .query import idle_mask, mapped_release
+    from .query import identity, idle_mask, mapped_release, named_release
     from .vitals import vitals
 
     up: Uploads = sel.uploads
@@ -108,9 +108,10 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     times, weights, fn, load_of = [], [], [], []
     loads = up.page_load_index()
     leaf: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    ident = identity(sel.filters)  # as the merged views name scripts
     for rkey, tab in tables.items():
         trace = tab.trace()
-        rel = mapped_release(snap, rkey, app, rel_names[rkey], trace)
+        rel = named_release(mapped_release(snap, rkey, app, rel_names[rkey], trace), ident)
         fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0], np.int64)
         leaf[rkey] = (trace.stack_frame.astype(np.int64), fid)
     for i, t, w, st, mk in parts:
@@ -255,13 +256,17 @@ class StoreSources:
                 "records each function's position, not the line that ran (`jsprof report "
                 "--by line` says the same of these traces), so time is per function here.")
 
-    def __init__(self, releases: dict) -> None:
+    def __init__(self, releases: dict, ident: Any = None) -> None:
         self.texts: dict[str, str] = {}
         for rel in releases.values():
             for sm in (getattr(rel, "maps", None) or {}).values():
                 for s, content in enumerate(sm.contents):
                     if content is not None:
                         self.texts.setdefault(sm.source_url(s), content)
+        # by the names the merged views give the sources too (`fleet.releases`' rule)
+        if ident is not None:
+            for url, content in list(self.texts.items()):
+                self.texts.setdefault(ident(url) or url, content)
 
     def __call__(self, url: str) -> str | None:
         return self.texts.get(url)

@@ -81,7 +81,7 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
 
 
 FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where",
-                           "during", "slower_than", "exclude_idle"})
+                           "during", "slower_than", "exclude_idle", "url_rule"})
 _SAMPLE_PARAMS = frozenset({"during", "slower_than", "exclude_idle"})  # what selects samples
 # What each route reads: any other parameter is a mistake (`relase=` would otherwise be a
 # filter silently not applied), answered 400 naming it.
@@ -163,7 +163,15 @@ def filters_from_query(request: Request) -> Any:
         during=_during(q.get("during")),
         slower_than=_slower_than(q.get("slower_than"), q.get("during")),
         exclude_idle=_flag(q.get("exclude_idle"), "exclude_idle"),
+        url_rules=_url_rules(q.getlist("url_rule")),
     )
+
+
+def _url_rules(items: list[str]) -> tuple[str, ...]:
+    from ..fleet.releases import ScriptIdentity
+
+    ScriptIdentity(items, "query parameter url_rule")
+    return tuple(items)
 
 
 def _flag(v: str | None, name: str) -> bool:
