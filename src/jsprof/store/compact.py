@@ -53,7 +53,9 @@ from ..trace import NONE, weights_and_lost
 TABLES = "tables"
 MANIFEST = "_manifest.json"
 LOCK = "_compact.lock"
-FORMAT_VERSION = 3  # 2: uploads.lost_ms; 3: uploads.page_load
+# 2: uploads.lost_ms; 3: uploads.page_load; 4: stack-less samples inside long animation
+# frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle)
+FORMAT_VERSION = 4
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 NS_PER_MS = 1_000_000
 
