@@ -11,6 +11,8 @@ they hold the page's hot function, and that no sample of a page load is stored t
 from __future__ import annotations
 
 import math
+import random
+import string
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ HOT = "hotVisitFunctionForJsprof"
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>visit</title>
 <a id="next" href="%(next)s">next page</a>
+%(extra)s
 <script type="module">
 import {startProfiling} from "%(collector)s/v1/client.js";
 function hotVisitFunctionForJsprof(ms) {
@@ -39,12 +42,22 @@ const q = new URLSearchParams(location.search);
 window.profiling = startProfiling({
   endpoint: "%(collector)s", app: "shop", key: "k1", release: q.get("release"),
   sampleRate: 1, drainDelayMs: Number(q.get("drain") || 1000),
+  retryMs: Number(q.get("retry") || 2000),
 });
 // A visit: the user's page works in slices (frames between them), like a page that renders.
 window.work = async (ms) => {
   const end = performance.now() + ms;
   while (performance.now() < end) { hotVisitFunctionForJsprof(40); await sleep(10); }
   return {enabled: profiling.enabled, reason: profiling.reason, pageLoad: profiling.pageLoad};
+};
+// A visit whose chunk is over the 64 KiB keepalive budget gzip'd: the page's BIG functions
+// (named by random characters gzip cannot shrink, see _big_script), each sampled.
+window.bigWork = async () => {
+  for (let i = 0; i < window.BIG.length; i++) {
+    window.BIG[i](hotVisitFunctionForJsprof);
+    if (i %% 20 === 0) await sleep(1);
+  }
+  return {enabled: profiling.enabled, pageLoad: profiling.pageLoad};
 };
 window.ready = true;
 </script>
@@ -78,11 +91,24 @@ def site() -> Iterator[Site]:
         if not base.startswith("/visit/"):
             return b"", "text/plain", {}  # the browser's favicon.ico
         k = int(base.rsplit("/", 1)[1])
-        body = PAGE % {"collector": collector[0], "next": f"/visit/{k + 1}?{query}"}
+        extra = _big_script() if k == 0 and "release=big" in query else ""
+        body = PAGE % {"collector": collector[0], "next": f"/visit/{k + 1}?{query}",
+                       "extra": extra}
         return body.encode(), HTML, {"Document-Policy": "js-profiling"}
 
     with page_server(respond) as origin:
         yield Site(origin, collector)
+
+
+def _big_script(n: int = 200, length: int = 1500) -> str:
+    """A classic script of the page itself declaring `n` functions named by `length` random
+    characters, in window.BIG. (Declared in the page's HTML: the Profiler leaves out the
+    frames of code a script makes at run time, eval'd or injected.)"""
+    abc = string.ascii_lowercase + string.digits
+    rng = random.Random()
+    names = ["big_" + "".join(rng.choice(abc) for _ in range(length)) for _ in range(n)]
+    decls = "\n".join(f"function {x}(h) {{ return h(12); }}" for x in names)
+    return f"<script>\n{decls}\nwindow.BIG = [{', '.join(names)}];\n</script>"
 
 
 def _visit(page: object, ms: int = VISIT_MS) -> str:
@@ -220,6 +246,64 @@ def test_an_upload_that_failed_is_sent_by_the_next_page_once(site, browser,
         # the collector was down), yet each upload is stored once.
         stats = page.evaluate("profiling.stats")
         assert stats["retried"] >= 1, stats
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_a_failed_upload_is_retried_by_the_page_itself(site, browser, tmp_path: Path) -> None:
+    # No navigation: the page's own upload fails while the collector is down, and its retry
+    # (backoff from retryMs) sends it once the collector is back.
+    store = tmp_path / "store"
+    args = ("--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    col = Collector(store, *args)
+    site.collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{site.origin}/visit/0?release=retry&retry=300&drain=600000")
+        load = _visit(page)
+        col.stop()
+        assert page.evaluate("profiling.flush()") == []  # nothing acknowledged
+        stats = page.evaluate("profiling.stats")
+        assert stats["failed"] >= 1 and stats["refused"] == 0, stats
+        col = Collector(store, *args, "--port", str(col.port))
+        got = _wait_for(store, "retry", [load])
+        assert load in got, page.evaluate("profiling.stats")
+        _check_once(got, [load])
+        assert page.evaluate("profiling.stats")["retried"] >= 1
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_a_chunk_over_the_keepalive_budget_goes_with_the_next_page(site, browser,
+                                                                   tmp_path: Path) -> None:
+    # Chromium takes no keepalive request (nor beacon) over 64 KiB: such a chunk waits in
+    # the outbox when its page goes, and the next page load sends it.
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    site.collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{site.origin}/visit/0?release=big")
+        page.wait_for_function("window.ready === true", timeout=30000)
+        load = page.evaluate("bigWork()")["pageLoad"]
+        with page.expect_navigation(url="**/visit/1?*"):
+            page.click("#next")
+        _visit(page)
+        got = _wait_for(store, "big", [load])
+        assert load in got, sorted(got)
+        _check_once(got, [load])
+        # The chunk as prepared before the page went: 70 names of 1,500 random characters
+        # (log2(36) bits each) are over 64 KiB however compressed, so it cannot have gone
+        # by keepalive or beacon; it came from the outbox.
+        prepared = [t for _, m, t in got[load] if m["chunkReason"] == "unload"]
+        assert len(prepared) == 1, [m["chunkReason"] for _, m, _ in got[load]]
+        big = {f["name"] for f in prepared[0]["frames"] if f["name"].startswith("big_")}
+        assert len(big) * 1500 * math.log2(36) / 8 > 65536, len(big)
+        assert page.evaluate("profiling.stats")["retried"] >= 1
         context.close()
     finally:
         col.stop()

@@ -613,6 +613,7 @@ class Session {
     this.keepaliveBytes = 0; // our keepalive bodies still in flight (the budget is shared)
     this.sending = new Set(); // ids of this page's requests in flight
     this.drainTimer = null;
+    this.drainAt = 0;
     this.draining = false;
     // One id per page load: the chunks of this page count once in the fleet.
     this.pageLoad = randomId();
@@ -1024,8 +1025,14 @@ class Session {
     this.scheduleDrain(next - Date.now());
   }
 
+  // Drain in `ms` (or at the time already set, when that is sooner).
   scheduleDrain(ms) {
-    if (this.drainTimer !== null) return;
+    const at = Date.now() + Math.max(0, ms);
+    if (this.drainTimer !== null) {
+      if (this.drainAt <= at) return;
+      clearTimeout(this.drainTimer);
+    }
+    this.drainAt = at;
     this.drainTimer = setTimeout(() => {
       this.drainTimer = null;
       this.drain();
