@@ -306,6 +306,14 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
         expect(page.locator("#diff tbody td.fn", has_text=HOSTILE)).to_have_count(
             1, timeout=60000)
         assert sentence.count() == 0
+        # By how much, relatively too: the row's self share change in %, as --json has it;
+        # the rows in the document's order (the surest change first).
+        doc = _api(col, "/v1/query/diff", app="shop", base="release=1.9.0",
+                   new="release=1.10.0", min_traces="16", top="25")
+        shown = page.locator("#diff tbody td.rel").all_text_contents()
+        want = ["new" if r["status"] == "new" else "" if not (r["baseSelfPct"] or
+                r["newSelfPct"]) else f"{r['selfRelPct']:+.0f}%" for r in doc["rows"]]
+        assert shown == want and any(x.startswith("+") for x in want), (shown, want)
         src = page.get_attribute("#diff-flame", "src")
         assert "min_traces=16" in src and "min_samples=1000" in src, src
         page.screenshot(path=str(shots / "diff-evidence.png"), full_page=True)

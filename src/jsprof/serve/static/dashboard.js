@@ -316,6 +316,9 @@ async function runDiff(ev) {
       const tr = document.createElement("tr");
       cell(tr, fmt(r.selfPp, 2), r.selfPp > 0 ? "up" : r.selfPp < 0 ? "down" : "");
       cell(tr, r.selfPpCi ? `[${fmt(r.selfPpCi[0], 2)}, ${fmt(r.selfPpCi[1], 2)}]` : "");
+      // by how much, relatively: the self share's change in % (as `fleet diff` prints it)
+      cell(tr, r.status === "new" ? "new" : !(r.baseSelfPct || r.newSelfPct) ? ""
+        : pctChange(r.selfRelPct), "rel");
       cell(tr, fmt(r.totalPp, 2));
       cell(tr, `${fmt(r.baseSelfPct)} → ${fmt(r.newSelfPct)}`);
       cell(tr, r.label + (r.status === "new" || r.status === "removed"
@@ -328,7 +331,7 @@ async function runDiff(ev) {
     $("diff-flame").hidden = false;
   } catch (e) {
     const said = ourWords(e.message);
-    body.append(sentenceRow(6, `The releases could not be compared: ${said}`));
+    body.append(sentenceRow(7, `The releases could not be compared: ${said}`));
   }
 }
 
