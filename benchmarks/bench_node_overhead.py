@@ -92,11 +92,14 @@ def main() -> None:
     res: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
     for n in names:  # warm the file cache, Node's code cache and Python's bytecode cache
         run_wall_cpu(*conds[n])
-    for r in range(a.rounds):
-        for n in rotated(names, r):
-            res[n].append(run_wall_cpu(*conds[n]))
-        shutil.rmtree(tmp / "cpuprof", ignore_errors=True)
-        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+    try:
+        for r in range(a.rounds):
+            for n in rotated(names, r):
+                res[n].append(run_wall_cpu(*conds[n]))
+            shutil.rmtree(tmp / "cpuprof", ignore_errors=True)
+            print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
     def med(n: str, i: int) -> float:
         return statistics.median(x[i] for x in res[n])
