@@ -369,6 +369,17 @@ def test_cors(col: Collector) -> None:
         {"Content-Type": "application/json", "Origin": "https://shop.example"},
     )
     assert status == 401 and h["access-control-allow-origin"] == "https://shop.example"
+    # A page of an origin that may not upload for the app is refused before anything is
+    # read, however it posts: the client's text/plain bodies need no preflight, so the
+    # browser does not stop them (issue 33).
+    for ctype in ("application/json", "text/plain"):
+        status, h, body = col.request(
+            "POST", "/v1/traces?app=shop&key=k1&id=evil-" + ctype.replace("/", "-"),
+            fixture_bytes("trace-idle.json"), {"Content-Type": ctype, "Origin": "https://evil.example"},
+        )
+        assert status == 403 and "access-control-allow-origin" not in h
+        assert "--allow-origin shop=ORIGIN" in _one_line_error(status, h, body)
+        assert col.get("evil-" + ctype.replace("/", "-"))[0] == 404
     status, h, body = col.request("GET", "/v1/client.js", headers={"Origin": "https://x.test"})
     assert status == 200 and h["access-control-allow-origin"] == "*"
     assert h["content-type"].startswith("text/javascript")

@@ -191,13 +191,24 @@ async def post_trace(request: Request) -> Response:
     config: ServeConfig = request.app.state.config
     q = request.query_params
     app_name = q.get("app")
-    cors = _cors(config, app_name, request.headers.get("origin"))
+    origin = request.headers.get("origin")
+    cors = _cors(config, app_name, origin)
     try:
         if not app_name:
             raise Refused(400, "query parameter app: missing; POST /v1/traces?app=NAME")
         expected = config.apps.get(app_name)
         if expected is None:
             raise Refused(401, f"query parameter app: unknown app {app_name[:64]!r}")
+        if origin is not None and not cors:
+            # A page of another origin: the client's text/plain bodies (beacons, keepalive
+            # requests) need no CORS preflight, so the browser no longer stops them before
+            # they come; --allow-origin is the list of pages that may upload, checked here.
+            # (curl and `jsprof upload` send no Origin.)
+            raise Refused(
+                403,
+                f"origin {origin[:200]!r} may not upload for app {app_name!r}; start jsprof "
+                f"serve with --allow-origin {app_name}=ORIGIN",
+            )
         key = request.headers.get("x-jsprof-key") or q.get("key")
         if not token_matches(key, expected):
             raise Refused(
