@@ -212,9 +212,8 @@ def test_names_lines_columns_exact() -> None:
         ("get kind", 14, 14),  # static getter
         ("plain", 17, 3),
         ("prop", 18, 9),
-        # Names as V8 gives them (jsprof.names, from the script's source): a computed
-        # key is the object's name (QuickJS's own would be the key's value, "computed")
-        ("obj", 19, 3),  # computed key: at `[`
+        # a computed key: QuickJS's name, the key's value (V8 names the object, "obj")
+        ("computed", 19, 3),  # computed key: at `[`
         ("", 24, 2),  # anonymous IIFE
         ("", 25, 13),  # anonymous callback (forEach itself is built-in: not a frame)
         ("pp.next", 27, 26),  # QuickJS leaves it anonymous; V8 infers it from the target

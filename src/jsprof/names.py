@@ -408,19 +408,20 @@ def name_frames(
     text_of: Callable[[str], str | None],
     cache: dict[str, FunctionNames | None],
 ) -> ProfilerTrace:
-    """`trace` with its frames named as V8 names their functions, read from the scripts'
-    sources (`text_of(resource URL)`, None when not at hand: those frames keep their
-    names). For an engine that names functions otherwise (QuickJS leaves `pp.next =
-    function () {}` anonymous). A frame whose function V8 leaves anonymous keeps the
-    engine's name, and the script's own code (no name, at 1:1) stays as it is; a nameless
-    function running a class's field initializers gets V8's name for it. `cache`
-    keeps each script's functions between calls."""
+    """`trace` with its nameless frames named as V8 names their functions, read from the
+    scripts' sources (`text_of(resource URL)`, None when not at hand: those frames stay
+    as they are). For an engine that leaves functions V8 names anonymous (QuickJS:
+    `pp.next = function () {}`). A frame the engine named keeps its name (where the two
+    differ, a computed key, the engine's is the key's value, V8's the object's); the
+    script's own code (no name, at 1:1) stays as it is; a nameless function running a
+    class's field initializers gets V8's name for it. `cache` keeps each script's
+    functions between calls."""
     frames = list(trace.frames)
     changed = False
     for i, f in enumerate(frames):
-        if f.resource_id is None or f.line is None:
+        if f.name or f.resource_id is None or f.line is None:
             continue
-        if not f.name and f.line == 1 and (f.column or 1) == 1:
+        if f.line == 1 and (f.column or 1) == 1:
             continue
         url = trace.resources[f.resource_id]
         if url not in cache:
@@ -431,10 +432,8 @@ def name_frames(
         if index is None:
             continue
         fn = index.at(f.line, f.column or 1)
-        name = fn.name if fn is not None else None
-        if fn is None and not f.name:
-            name = index.initializer_at(f.line, f.column or 1)
-        if name and name != f.name:
+        name = fn.name if fn is not None else index.initializer_at(f.line, f.column or 1)
+        if name:
             frames[i] = f._replace(name=name)
             changed = True
     return trace.replace(frames=frames) if changed else trace

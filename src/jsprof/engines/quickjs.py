@@ -10,13 +10,12 @@ runtimes on several threads run (and are profiled) at once.
 
 Frames in the traces
 --------------------
-- ``name`` is the name V8 gives the function, read from the script's source
-  (``jsprof.names``: ``pp.next = function () {}`` -> ``pp.next``, which QuickJS leaves
-  anonymous) when the session's trace is built; where V8 leaves it anonymous too, or the
-  source is not at hand, the function's ECMAScript ``name`` (its own ``name`` data
-  property, read after the run, never through a getter: ``const f = () => ...`` -> ``f``,
-  ``get x``/``set x``, methods by their key); ``''`` for top-level script or module code
-  and truly anonymous functions. Built-in (C) functions are never frames:
+- ``name`` is the function's ECMAScript ``name`` (its own ``name`` data property, read
+  after the run, never through a getter: ``const f = () => ...`` -> ``f``, ``get x``/``set
+  x``, methods by their key); where that is empty, the name V8 gives the function, read
+  from the script's source when the session's trace is built (``jsprof.names``: ``pp.next
+  = function () {}`` -> ``pp.next``); ``''`` for top-level script or module code and
+  functions V8 leaves anonymous too. Built-in (C) functions are never frames:
   time inside them is charged to the JavaScript function that called them.
 - ``resourceId`` names the script given to ``eval``/``eval_file`` as
   ``jsprof.trace.normalise_resource`` spells it: a local file as the ``file://`` URL of
