@@ -348,3 +348,38 @@ def test_functions_read_a_bounded_spread_of_page_loads(stored, monkeypatch) -> N
     assert first["target"] == "button#pay" and first["pageLoads"] == 2
     assert first["functionsPageLoads"] == 1
     assert first["functions"][0]["name"] == "payClickHandlerForJsprof"
+
+
+def test_one_uploads_page_has_its_page_loads_windows(stored) -> None:
+    # The client reports an interaction after the next paint: one near a chunk's end comes
+    # in the next chunk's timeline. The first chunk's page still draws it over its samples,
+    # and its vitals are the page load's (INP from the later chunk).
+    from serve_util import fixture_bytes
+
+    _, _, col = stored
+    first = orjson.loads(fixture_bytes())
+    ts = [s["timestamp"] for s in first["samples"]]
+    span = ts[-1] - ts[0] + 10.0
+    second = orjson.loads(fixture_bytes())
+    for s in second["samples"]:
+        s["timestamp"] += span
+    late = {"id": 41, "type": "click", "start": ts[-1] - 80.0, "duration": 130.0,
+            "processingStart": ts[-1] - 70.0, "processingEnd": ts[-1] + 30.0,
+            "target": "button#late"}
+    for uid, trace, timeline in (
+            ("chunk-1", first, {"interactions": [], "longFrames": []}),
+            ("chunk-2", second, {"interactions": [late], "longFrames": []})):
+        body = orjson.dumps({"trace": trace, "meta": {"pageLoad": "load-late"},
+                             "timeline": timeline})
+        status, _, got = col.request(
+            "POST", f"/v1/traces?app=shop&key=k1&id={uid}&route=/late&release=9.9", body,
+            {"Content-Type": "application/json"})
+        assert status in (202,), got
+    with playwright_chromium() as b:
+        page, errors = _open_upload(b, col, "chunk-1")
+        assert _lanes(page) == {"main interactions": 1}
+        facts = dict(page.eval_on_selector_all(
+            "#fg-facts span[data-fact]", "s => s.map(x => [x.dataset.fact, x.textContent])"))
+        assert facts["inp"] == "INP 130 ms (click on button#late)", facts
+        assert facts["pageLoad"] == "Page load 2 uploads (its chunks), merged", facts
+        assert errors == []

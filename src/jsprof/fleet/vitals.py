@@ -122,12 +122,11 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     return {"rows": out}
 
 
-def upload_vitals(timeline: dict | None) -> list[tuple[str, str, str]]:
-    """One upload's vitals from its own timeline, as (key, label, text) lines for its page
-    (`GET /v1/traces/{id}/flame`): LCP with its element, INP by web-vitals' rule with its
-    target, the long frames' blocking, and the load's milestones. Only what the timeline
-    holds: a chunk sent before the page's first interaction has no INP, and an
-    interaction reported in a later chunk is in that chunk's upload."""
+def upload_vitals(timeline: dict | None, chunks: int = 1) -> list[tuple[str, str, str]]:
+    """An upload's page load's vitals from its timeline (every chunk's of that page load,
+    `chunks` uploads, merged), as (key, label, text) lines for the upload's page (`GET
+    /v1/traces/{id}/flame`): LCP with its element, INP by web-vitals' rule with its
+    target, the long frames' blocking, the load's milestones and CLS."""
 
     def ms(v: float | None) -> str:
         return "\u2013" if v is None else f"{v:,.0f} ms"
@@ -135,7 +134,8 @@ def upload_vitals(timeline: dict | None) -> list[tuple[str, str, str]]:
     if not timeline:
         return [("timeline", "Timeline", "none sent with this upload (no vitals)")]
     ld = timeline.get("load") or {}
-    out = []
+    out = [("pageLoad", "Page load",
+            "this upload" if chunks == 1 else f"{chunks} uploads (its chunks), merged")]
     lcp = ld.get("lcp")
     what = ", ".join(x for x in (ld.get("lcpElement"), ld.get("lcpUrl")) if x)
     out.append(("lcp", "LCP", ms(lcp) + (f" ({what})" if lcp is not None and what else "")))

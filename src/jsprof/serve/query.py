@@ -523,28 +523,77 @@ async def trace_flame(request: Request) -> Response:
         from ..fleet.vitals import upload_vitals
         from ..formats import read_any
         from ..render.flame import render_flame
-        from ..timeline import to_spans
+        from ..timeline import interaction_end, to_spans
         from ..trace import join_spans, spans_in_order
 
         # as `jsprof report` of this upload: busy time attributed (its meta's timeline)
         rec, _ = attribute(read_any(trace_document(meta, trace_json), f"upload {upload_id}"))
-        timeline = meta.get("timeline")
+        timeline, chunks = _page_load_timeline(request, meta, upload_id)
         if timeline and rec.tracks:
             # Its long animation frames and interactions as lanes of its Time view: on the
-            # page's performance.now(), the clock of its samples (no shift).
+            # page's performance.now(), the clock of its samples (no shift); those of its
+            # page load's other chunks too where they cover its samples (an interaction is
+            # reported in the chunk after the one that holds its samples, at times).
             t = rec.tracks[0]
-            spans = join_spans(t.spans, to_spans(timeline))
+            st = t.trace.sample_time
+            lo, hi = (float(st.min()), float(st.max())) if len(st) else (0.0, 0.0)
+            hi += float(t.sample_interval or 0.0)
+            ends = {"longFrames": lambda w: w["start"] + w["duration"],
+                    "interactions": interaction_end}
+            own = {k: [w for w in timeline[k] if w["start"] < hi and ends[k](w) > lo]
+                   for k in ends}
+            spans = join_spans(t.spans, to_spans(own))
             t.spans = spans_in_order(spans) if spans is not None and len(spans) else None
         tree = build_call_tree(rec)
         bits = [f"{meta.get(k)}" for k in ("app", "release", "route") if meta.get(k)]
         page = render_flame(
             tree, "html", title=f"upload {upload_id}",
             subtitle=" · ".join([*bits, f"{tree.total_time:.1f} ms"]), rec=rec,
-            facts=upload_vitals(timeline),
+            facts=upload_vitals(timeline, chunks),
         )
         return _flame_response(page, "html")
 
     return await _run(request, work)
+
+
+MAX_CHUNKS = 50  # a page load's uploads read for one upload's page at most
+
+
+def _page_load_timeline(request: Request, meta: dict, upload_id: str
+                        ) -> tuple[dict | None, int]:
+    """The timeline of the upload's whole page load (every chunk's, merged as the fleet
+    merges them: `timeline.page_loads`) and how many uploads it came from. An upload
+    without a page-load id is a page load of its own."""
+    from .. import timeline as tl
+    from ..fleet.filters import Filters
+
+    own = meta.get("timeline")
+    pl_id, app = meta.get("pageLoad"), meta.get("app")
+    items = [(upload_id, own)]
+    if isinstance(pl_id, str) and isinstance(app, str):
+        from ..store import StoreError
+
+        with _session(request) as s:
+            up = s.engine.uploads(s.snap, Filters(app=app, release=meta.get("release")))
+            ids = [u for u, p in zip(up.id, up.page_load, strict=True)
+                   if p == pl_id and u != upload_id][:MAX_CHUNKS]
+        store = _store(request)
+        for uid in ids:
+            try:
+                got = store.get(uid)
+            except StoreError:  # damaged on disk: that chunk's timeline is left out
+                got = None
+            if got is not None:
+                items.append((uid, got[0].get("timeline")))
+    if not any(t for _, t in items):
+        return None, len(items)
+    pl = tl.page_loads([("load", t) for _, t in items])["load"]
+    dropped: dict[str, int] = {}
+    for _, t in items:
+        for k, v in ((t or {}).get("dropped") or {}).items():
+            dropped[k] = max(dropped.get(k, 0), v)  # the client's counts only grow
+    return {"longFrames": pl.long_frames, "interactions": pl.interactions, "load": pl.load,
+            "dropped": dropped}, len(items)
 
 
 async def regressions(request: Request) -> Response:
