@@ -162,3 +162,34 @@ def test_report_says_which_gap_cap_applied_how_many_gaps_and_why(tmp_path):
     rule = "(the floor; 20 x the" if floor else "(20 x the"
     assert f"longer than the cap of {cap:.3g} ms {rule}" in footer, footer
     assert "time the sampler did not run" in footer
+
+
+def test_record_summary_says_the_gap_cap_too(tmp_path):
+    # The same hole in a recording: Node held still (SIGSTOP) 400 ms while jsprof records
+    # it. The summary's span is the capped time, and it says what was left out and why.
+    import os
+    import signal
+    import time
+
+    script = tmp_path / "gappy.js"
+    script.write_text(GAPPY.replace("'hold\\n'", "'hold ' + process.pid + '\\n'"))
+    p = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(tmp_path / "r.jsprof.json"),
+         str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    assert p.stdout is not None
+    for line in p.stdout:
+        if line.startswith("hold "):
+            pid = int(line.split()[1])
+            os.kill(pid, signal.SIGSTOP)
+            time.sleep(0.4)
+            os.kill(pid, signal.SIGCONT)
+    _, err = p.communicate(timeout=120)
+    assert p.returncode == 0, err
+    doc = json.loads(run("report", tmp_path / "r.jsprof.json", "--json").stdout)
+    (lost,) = doc["lost"]
+    summary = " ".join(err.split())
+    gap_word = "gap" if lost["gaps"] == 1 else "gaps"
+    assert (f"+{lost['lost_ms']:.1f} ms lost in {lost['gaps']} {gap_word} between samples "
+            "longer than the cap of") in summary, summary

@@ -26,6 +26,7 @@ from .rows import (
     elide_location,
     elide_middle,
     fit_widths,
+    lost_note,
     name_and_location,
     output_width,
     room_left,
@@ -132,38 +133,6 @@ class SummaryTable(TextRenderer):
             f"[dim]{samples}, {summary.total_ms:.1f} ms{escape(lost)}; showing "
             f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
         )
-
-
-def lost_note(lost: float, capping: Sequence[GapCapping] = ()) -> str:
-    """` (+1234.5 ms lost in ...)` when a gap was capped: with `capping` (the tracks' own,
-    `trace.gap_capping`) which cap applied, to how many gaps, and why; without it (a fleet
-    query's merged total) the rule."""
-    from ..trace import GAP_CAP_INTERVALS, GAP_CAP_MIN_MS
-
-    if not lost > 0:
-        return ""
-    if not capping:
-        return (f" (+{lost:.1f} ms lost in gaps over {GAP_CAP_INTERVALS:g} intervals (at least "
-                f"{GAP_CAP_MIN_MS:g} ms), not counted)")
-    n = sum(c.gaps for c in capping)
-    rules = []
-    for c in capping:
-        if c.floor:
-            rule = (f"{_interval(c.cap_ms)} ms (the floor; {GAP_CAP_INTERVALS:g} x the "
-                    f"{_interval(c.base_ms)} ms interval is "
-                    f"{_interval(GAP_CAP_INTERVALS * c.base_ms)} ms)")
-        else:
-            rule = (f"{_interval(c.cap_ms)} ms ({GAP_CAP_INTERVALS:g} x the "
-                    f"{_interval(c.base_ms)} ms interval)")
-        if rule not in rules:
-            rules.append(rule)
-    return (f" (+{lost:.1f} ms lost in {plural(n, 'gap')} between samples longer than the cap "
-            f"of {'; '.join(rules)}: a sample counts at most the cap, as a gap that long is "
-            "time the sampler did not run, e.g. a busy machine or a suspended process)")
-
-
-def _interval(ms: float) -> str:
-    return f"{ms:.3g}" if ms < 100 else f"{ms:.0f}"
 
 
 def tree_title(rec: Recording, track: str | None) -> list[str]:

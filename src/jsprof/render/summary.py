@@ -206,13 +206,20 @@ def _summary_lines(
     """The summary's lines in rich markup, user text through `escape`."""
     import numpy as np
 
-    from ..trace import recorded_samples, sample_weights
+    from ..trace import gap_capping, recorded_samples, weights_and_lost
 
     for t in rec.tracks:
         tr = t.trace
-        # The time the samples stand for, as `report` counts it (not last minus first).
-        weights = sample_weights(tr, t.sample_interval)
+        # The time the samples stand for, as `report` counts it (not last minus first),
+        # and what the gap cap left out of it, said as `report` says it.
+        weights, lost_ms = weights_and_lost(tr, t.sample_interval)
         span = float(weights.sum())
+        lost = ""
+        if lost_ms > 0:
+            from .rows import lost_note
+
+            capping = gap_capping(tr, t.sample_interval)
+            lost = escape(lost_note(lost_ms, [capping] if capping is not None else []))
         cpu = clock_of(t.meta) == CPU
         interval = ""
         if t.sample_interval:
@@ -235,7 +242,8 @@ def _summary_lines(
         )
         n = plural(recorded_samples(tr), "sample")
         yield (
-            f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{interval}{latency}"
+            f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{lost}{interval}"
+            f"{latency}"
         )
         waited = t.meta.get(EXIT_WAIT_DROPPED)
         if isinstance(waited, dict) and waited.get("samples"):
