@@ -274,12 +274,13 @@ def jittered_page_load(rng: np.random.Generator, plant: str | None = None,
 
 def jittered_store(path: object, seed: int, factors: dict[str, float], loads: int = 12,
                    plant: str = "jsonWork", speed_sigma: float = 0.1,
-                   url: object = None) -> object:
+                   url: object = None, interactions: bool = False) -> object:
     """A store of `loads` page loads per release of `factors` (release -> how much slower
     `plant` is in it), `jittered_page_load`s with a device speed per page load drawn
     log-normal (sigma `speed_sigma`); the releases' uploads interleaved in time within
     one UTC day (ids {release}-{i}). `url(release, resource)`: the script URL each
-    release serves a resource at (default: as recorded)."""
+    release serves a resource at (default: as recorded). `interactions`: each page load's
+    timeline has 1 to 3 interactions of 200 ms or more, the first over the whole load."""
     from jsprof.store import Store
 
     st = Store(path)
@@ -292,7 +293,16 @@ def jittered_store(path: object, seed: int, factors: dict[str, float], loads: in
             if url is not None:
                 tr = tr.replace(resources=[url(rel, r) for r in tr.resources])
             n += 1
+            extra = {}
+            if interactions:
+                end = float(tr.sample_time[-1]) + 1.0
+                starts = [0.0, *rng.uniform(0.0, end - 300.0, int(rng.integers(0, 3))).tolist()]
+                extra["timeline"] = {"interactions": [
+                    {"id": k + 1, "type": "click", "start": a,
+                     "duration": end if k == 0 else 300.0, "processingStart": a + 5.0,
+                     "processingEnd": a + 250.0, "target": "button#buy"}
+                    for k, a in enumerate(starts)]}
             upload(st, f"{rel}-{i}", tr, app="shop", release=rel, route="/cart",
-                   receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"{rel}-load-{i}")
+                   receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"{rel}-load-{i}", **extra)
     st.close()
     return path

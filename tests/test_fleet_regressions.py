@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import orjson
+import pytest
 
 from fleet_util import DAY, T0, jittered_store, make_trace, real_store, upload
 from jsprof.store import Store
@@ -436,3 +437,36 @@ def test_diff_ranks_by_the_change_its_interval_is_sure_of(tmp_path: Path) -> Non
     assert r.returncode == 0, r.stderr
     (line,) = [x for x in r.stdout.splitlines() if "jsonWork" in x]
     assert f"{rows[0]['selfRelPct']:+.0f}%" in line.split(), line
+
+
+def test_during_interaction_says_ms_per_interaction(tmp_path: Path) -> None:
+    # --during interaction: the test is the same (self ms inside interactions per page
+    # load), and each regression also says ms per interaction and how many there were,
+    # so more interactions per visit are told from slower code. Every page load here has
+    # one interaction over all of it and up to two more inside it.
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import regressions
+
+    path = jittered_store(tmp_path / "s", 0, SLOWER, loads=16, interactions=True)
+    st = Store(path)
+    try:
+        n = {rel: sum(len(st.get(f"{rel}-{i}")[0]["timeline"]["interactions"])
+                      for i in range(16)) for rel in SLOWER}
+    finally:
+        st.close()
+    with api.session(api.open_store(path)) as s:
+        doc = regressions(s, Filters(app="shop", during="interaction"))
+        plain = regressions(s, Filters(app="shop"))
+    (reg,) = doc["regressions"]
+    assert (reg["name"], reg["release"]) == ("jsonWork", "1.10.0")
+    # The windows cover every sample: the same ms per page load as without --during.
+    (p,) = plain["regressions"]
+    assert reg["afterMsPerLoad"] == pytest.approx(p["afterMsPerLoad"], abs=1e-3)
+    assert (reg["beforeInteractions"], reg["afterInteractions"]) == (n["1.9.0"], n["1.10.0"])
+    assert n["1.10.0"] > 16  # more than one interaction a page load
+    assert reg["afterMsPerInteraction"] == pytest.approx(
+        reg["afterMsPerLoad"] * 16 / n["1.10.0"], abs=2e-3)
+    assert reg["beforeMsPerInteraction"] == pytest.approx(
+        reg["beforeMsPerLoad"] * 16 / n["1.9.0"], abs=2e-3)
+    assert "beforeInteractions" not in p

@@ -94,13 +94,16 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     # Uploads whose timeline has a window of this kind at any length: none means the
     # filter selects nothing (exit 2), where a threshold that keeps none is a real zero.
     with_kind = 0
+    kept: dict[str, int] = {}  # per page load: its windows kept (its chunks share them)
     for i, got in enumerate(raw):
         if got is None:
             continue  # pruned since it was compacted
         meta, body = got
-        pl = loads[up.page_load[i] or f"upload:{up.id[i]}"]
+        key = up.page_load[i] or f"upload:{up.id[i]}"
+        pl = loads[key]
         with_kind += bool(pl.windows(during, -math.inf))
         windows = pl.windows(during, threshold, pick)
+        kept[key] = len(windows)
         if not windows:
             continue
         try:
@@ -148,7 +151,8 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     fr = _sum_rows(ri, leaf, mk, wns, uk)
     frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
-            "attributed_ms": attributed_ms, "with_kind": with_kind}
+            "attributed_ms": attributed_ms, "with_kind": with_kind,
+            "windows": sum(kept.values())}
 
 
 def _sum_rows(ri: np.ndarray, st: np.ndarray, mk: np.ndarray, wns: np.ndarray,

@@ -81,6 +81,7 @@ class Selection:
     frame_rows: FrameRows | None = None  # --during: per-trace frame rows made with the rows
     attributed_ms: float = 0.0  # --during: lost stacks charged to LoAF entry points
     with_window: int | None = None  # --during: matching uploads with a window of that kind
+    windows: int | None = None  # --during: the windows kept (interactions, long frames...)
     # --exclude-idle: the time and samples of the (idle) and (program) samples left out
     idle_ms: float = 0.0
     idle_samples: int = 0
@@ -257,7 +258,8 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
             f, up, releases, _recording(releases, rows, up),
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
             got["per_trace"], frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
-            with_window=got["with_kind"], idle_ms=idle_ms, idle_samples=idle_n,
+            with_window=got["with_kind"], windows=got["windows"], idle_ms=idle_ms,
+            idle_samples=idle_n,
         )
     releases = named({k: _read_release(snap, k) for k in up.rkeys}, f)
     rows = engine.stacks(snap, up)

@@ -315,6 +315,22 @@ def bh_picked(p: list[float], alpha: float) -> tuple[list[bool], list[float]]:
     return picked, q
 
 
+def _per_interaction(parts: Any, c: Change, loads_b: int, loads_a: int) -> dict:
+    """With `--during interaction`: the function's self ms per interaction each side (the
+    self ms inside interactions over the interactions kept), and how many there were, so
+    a rise from users interacting more is told from code getting slower."""
+    if parts.base.filters.during != "interaction":
+        return {}
+    nb, na = parts.base.windows or 0, parts.new.windows or 0
+
+    def per(ms: float, n: int) -> float | None:
+        return round(ms / n, 3) if n else None
+
+    return {"beforeInteractions": nb, "afterInteractions": na,
+            "beforeMsPerInteraction": per(c.before * loads_b, nb),
+            "afterMsPerInteraction": per(c.after * loads_a, na)}
+
+
 def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: int = 5,
                 min_samples: int = 1000, examples: int = 3, by: str = "release",
                 alpha: float = FDR, min_share: float = MIN_SHARE_PCT) -> dict:
@@ -397,6 +413,7 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
             "beforeSelfPct": r["baseSelfPct"], "afterSelfPct": r["newSelfPct"],
             "selfPp": r["selfPp"],
             "beforePageLoads": len(lab), "afterPageLoads": len(laa),
+            **_per_interaction(parts, c, len(lab), len(laa)),
             "exampleIds": example_ids(parts, sa[:, i], examples),
         })
     # Largest sure rise first: the interval's lower end, not the estimate.

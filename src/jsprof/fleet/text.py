@@ -299,7 +299,8 @@ class RegressionsText(Renderer):
                 f"{lo:+.1f} to {hi:+.1f} ms, {pct_interval(r['changePctCi'])}) at {by} "
                 f"{printable(r[by])} (after {printable(r[base_key])}); self share "
                 f"{r['beforeSelfPct']:.2f}% -> {r['afterSelfPct']:.2f}%; "
-                f"{r['beforePageLoads']} -> {r['afterPageLoads']} page loads; e.g. {eg}"
+                f"{r['beforePageLoads']} -> {r['afterPageLoads']} page loads"
+                f"{_per_interaction(r)}; e.g. {eg}"
             )
         units = doc[by + "s"]
         if len(units) < 2:
@@ -321,6 +322,19 @@ class RegressionsText(Renderer):
                 lines.append(f"no regressions over {over}" + (
                     f"; {skipped} of {pairs} pairs not compared (stderr)" if skipped else ""))
         return "".join(line + "\n" for line in lines)
+
+
+def _per_interaction(r: dict) -> str:
+    """`--during interaction`'s ms per interaction, as a clause (else nothing)."""
+    if "beforeInteractions" not in r:
+        return ""
+
+    def ms(v: float | None) -> str:
+        return "-" if v is None else f"{v:.1f}"
+
+    return (f"; {ms(r['beforeMsPerInteraction'])} -> {ms(r['afterMsPerInteraction'])} ms per "
+            f"interaction ({r['beforeInteractions']} -> {r['afterInteractions']} "
+            "interactions)")
 
 
 def pct_change(r: dict) -> str:
