@@ -263,3 +263,107 @@ def test_quickjs_profile_of_a_bundle_reads_as_the_original(work, bundle):
     assert notes == []
     share, inside, misses = _named_share(_rows(mapped), work)
     assert inside >= 0.95 and share >= 0.95, (inside, share, misses)
+
+
+# A typed evaluator in TypeScript (types, generics, an enum, access modifiers): a source
+# map's original sources are often TypeScript, which JavaScript's grammar cannot read.
+TYPESCRIPT_APP = """\
+// A small typed evaluator: TypeScript syntax throughout (types, generics, enums, access
+// modifiers, optional parameters), so that JavaScript's grammar cannot read it.
+enum Kind { Num, Op, LParen, RParen }
+interface Token { kind: Kind; text: string; }
+
+export class Lexer<T extends string = string> {
+  private pos: number = 0;
+  constructor(private readonly input: T) {}
+  next(): Token | undefined {
+    while (this.pos < this.input.length && this.input[this.pos] === " ") this.pos++;
+    if (this.pos >= this.input.length) return undefined;
+    const c: string = this.input[this.pos];
+    if (c >= "0" && c <= "9") return this.number();
+    this.pos++;
+    return { kind: c === "(" ? Kind.LParen : c === ")" ? Kind.RParen : Kind.Op, text: c };
+  }
+  private number(): Token {
+    const start: number = this.pos;
+    const digit = (c: string): boolean => c >= "0" && c <= "9";
+    while (this.pos < this.input.length && digit(this.input[this.pos])) this.pos++;
+    return { kind: Kind.Num, text: this.input.slice(start, this.pos) };
+  }
+}
+
+export class Evaluator {
+  private tokens: Token[] = [];
+  private i: number = 0;
+  evaluate(source: string): number {
+    const lexer = new Lexer(source);
+    this.tokens = [];
+    for (let t: Token | undefined; (t = lexer.next()) !== undefined; ) this.tokens.push(t);
+    this.i = 0;
+    return this.sum();
+  }
+  private sum(): number {
+    let v: number = this.product();
+    while (this.peek("+") || this.peek("-")) {
+      v = this.tokens[this.i++].text === "+" ? v + this.product() : v - this.product();
+    }
+    return v;
+  }
+  private product(): number {
+    let v: number = this.atom();
+    while (this.peek("*")) { this.i++; v = (v * this.atom()) % 1000003; }
+    return v;
+  }
+  private atom(): number {
+    const t: Token = this.tokens[this.i++];
+    if (t.kind === Kind.LParen) { const v = this.sum(); this.i++; return v; }
+    return Number(t.text);
+  }
+  private peek(op: string): boolean {
+    return this.i < this.tokens.length && this.tokens[this.i].text === op;
+  }
+}
+
+const expression = (n: number): string =>
+  Array.from({ length: n }, (_, k: number) => `(${k} + ${k * 7}) * ${k % 13}`).join(" - ");
+
+function run(ms: number): number {
+  const evaluator = new Evaluator();
+  const source: string = expression(400);
+  const end: number = Date.now() + ms;
+  let total: number = 0;
+  while (Date.now() < end) total += evaluator.evaluate(source);
+  return total;
+}
+console.log(run(1200) !== 0);
+"""
+
+
+def test_typescript_sources_are_read_as_typescript(tmp_path):
+    """esbuild bundles and minifies a TypeScript program; through its map every function
+    is named from the .ts source as V8 names the same functions in esbuild's unminified
+    output (private methods once read as `private`, the map as not matching)."""
+    (tmp_path / "app.ts").write_text(TYPESCRIPT_APP)
+    for out, minify in (("app.js", []), ("app.min.js", ["--minify", "--sourcemap"])):
+        subprocess.run(
+            [str(BIN / "esbuild"), "app.ts", "--bundle", *minify, f"--outfile={out}",
+             "--log-level=warning"],
+            cwd=tmp_path, check=True, timeout=120,
+        )
+    v8 = {
+        node["callFrame"]["functionName"]
+        for node in json.loads(_node_profile(tmp_path, "app.js").read_text())["nodes"]
+        if node["callFrame"]["url"].endswith("/app.js")
+    }
+    assert {"evaluate", "atom", "product"} <= v8
+    notes: list[str] = []
+    rec = sourcemap_files.apply(
+        jsprof.load(_node_profile(tmp_path, "app.min.js")), str(tmp_path / "app.min.js.map"),
+        None, notes,
+    )
+    assert notes == []
+    rows = [(name, ms) for name, resource, _, ms in _rows(rec)
+            if resource and resource.endswith("/app.ts")]
+    total = sum(ms for _, ms in rows)
+    named = sum(ms for name, ms in rows if name in v8)
+    assert total > 0 and named / total >= 0.95, rows

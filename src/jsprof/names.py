@@ -86,46 +86,74 @@ class JsFunction(NamedTuple):
     end_line: int  # its last line (0: unknown, the function does not parse cleanly)
 
 
-@functools.cache
-def _language() -> Any:
-    import tree_sitter
-    import tree_sitter_javascript
-
-    return tree_sitter.Language(tree_sitter_javascript.language())
-
-
 # A class without a constructor of its own: V8 reports its default constructor at the
 # class, named as the class.
-_CLASS_TYPES = ("class_declaration", "class")
+_CLASS_TYPES = ("class_declaration", "class", "abstract_class_declaration")
+# a class field (TypeScript's grammar calls it public_field_definition, its key `name`)
+_FIELD_TYPES = ("field_definition", "public_field_definition")
+# An original source in TypeScript (a source map's, typically) is read with TypeScript's
+# grammar: JavaScript's loses a class's methods at the first type annotation.
+DIALECTS = ("javascript", "typescript", "tsx")
+_TS_SUFFIXES = {".ts": "typescript", ".mts": "typescript", ".cts": "typescript",
+                ".tsx": "tsx"}
+
+
+def dialect_of(url: str) -> str:
+    """The grammar a script's URL or path asks for: TypeScript's for .ts/.mts/.cts, TSX's
+    for .tsx, else JavaScript's."""
+    path = url.split("?", 1)[0].split("#", 1)[0].lower()
+    dot = path.rfind(".")
+    return _TS_SUFFIXES.get(path[dot:], "javascript") if dot >= 0 else "javascript"
 
 
 @functools.cache
-def _query() -> Any:
+def _language(dialect: str = "javascript") -> Any:
     import tree_sitter
 
-    kinds = " ".join(f"({t})" for t in FUNCTION_TYPES + _CLASS_TYPES)
-    return tree_sitter.Query(_language(), f"[{kinds}] @f")
+    if dialect == "javascript":
+        import tree_sitter_javascript
+
+        return tree_sitter.Language(tree_sitter_javascript.language())
+    import tree_sitter_typescript
+
+    grammar = (
+        tree_sitter_typescript.language_tsx
+        if dialect == "tsx"
+        else tree_sitter_typescript.language_typescript
+    )
+    return tree_sitter.Language(grammar())
 
 
-def parse(text: str) -> Any:
-    """The tree-sitter tree of `text` (JavaScript)."""
+@functools.cache
+def _query(dialect: str = "javascript") -> Any:
     import tree_sitter
 
-    return tree_sitter.Parser(_language()).parse(text.encode("utf-8"))
+    language = _language(dialect)
+    kinds = " ".join(
+        f"({t})" for t in FUNCTION_TYPES + _CLASS_TYPES if language.id_for_node_kind(t, True)
+    )
+    return tree_sitter.Query(language, f"[{kinds}] @f")
+
+
+def parse(text: str, dialect: str = "javascript") -> Any:
+    """The tree-sitter tree of `text` (JavaScript, or TypeScript: `DIALECTS`)."""
+    import tree_sitter
+
+    return tree_sitter.Parser(_language(dialect)).parse(text.encode("utf-8"))
 
 
 class FunctionNames:
     """Every function of one script with its V8 name, looked up by position (`at`)."""
 
-    def __init__(self, text: str) -> None:
+    def __init__(self, text: str, dialect: str = "javascript") -> None:
         self._lines = text.split("\n")
         self._ascii = text.isascii()
-        tree = parse(text)
+        tree = parse(text, dialect)
         self._root = tree.root_node
         self.has_error = bool(tree.root_node.has_error)
         import tree_sitter
 
-        nodes = tree_sitter.QueryCursor(_query()).captures(tree.root_node).get("f", [])
+        nodes = tree_sitter.QueryCursor(_query(dialect)).captures(tree.root_node).get("f", [])
         heads = []
         for node in nodes:
             body = node.child_by_field_name("body")
@@ -211,7 +239,7 @@ class FunctionNames:
                 return None
             if t == "class_static_block":
                 return "<static_initializer>"
-            if t == "field_definition" and node.parent is not None and (
+            if t in _FIELD_TYPES and node.parent is not None and (
                 node.parent.type == "class_body"
             ):
                 static = any(c.type == "static" for c in node.children)
@@ -272,8 +300,8 @@ def _own_context_name(node: Any) -> str | None:
         return None
     if t == "pair" and parent.child_by_field_name("value") == child:
         return _key_name(parent.child_by_field_name("key"))
-    if t == "field_definition" and parent.child_by_field_name("value") == child:
-        prop = parent.child_by_field_name("property")
+    if t in _FIELD_TYPES and parent.child_by_field_name("value") == child:
+        prop = parent.child_by_field_name("property") or parent.child_by_field_name("name")
         return None if prop is None else _key_name(prop)
     if t == "export_statement" and parent.child_by_field_name("value") == child:
         return "default"

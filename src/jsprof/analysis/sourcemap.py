@@ -26,7 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import JsprofError
-from ..names import MAX_TEXT_CHARS, FunctionNames, JsFunction
+from ..names import MAX_TEXT_CHARS, FunctionNames, JsFunction, dialect_of
 from ..trace import NO_LINE, NONE, ProfilerTrace, TraceBuilder, normalise_resource
 
 MAX_MAP_BYTES = 256 << 20
@@ -300,7 +300,9 @@ def _function_names(
     key = (id(sm), source)
     if key not in cache:
         text = sm.source_text(source)
-        cache[key] = None if text is None or len(text) > MAX_TEXT_CHARS else FunctionNames(text)
+        ok = text is not None and len(text) <= MAX_TEXT_CHARS
+        dialect = dialect_of(sm.sources[source]) if source < len(sm.sources) else "javascript"
+        cache[key] = FunctionNames(text, dialect) if ok else None  # type: ignore[arg-type]
     return cache[key]
 
 
