@@ -115,7 +115,7 @@ def _ci(iv: list | None) -> str:
     return "" if iv is None else f"[{iv[0]:+.2f}, {iv[1]:+.2f}]"
 
 
-def _rel(r: dict) -> str:
+def rel_change(r: dict) -> str:
     """A diff row's relative change of its self share: `+47%`, `new`, `-100%`."""
     if r["status"] == "new":
         return "new"
@@ -148,7 +148,7 @@ class FleetDiffTable(TextRenderer):
         for r in doc["rows"]:
             tag = f"  [{r['status']}]" if r["status"] in ("new", "removed") else ""
             line = [
-                _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), _rel(r), _pp(r["totalPp"]).plain,
+                _pp(r["selfPp"]).plain, _ci(r["selfPpCi"]), rel_change(r), _pp(r["totalPp"]).plain,
                 _ci(r["totalPpCi"]), f"{r['baseSelfPct']:.1f} → {r['newSelfPct']:.1f}",
                 f"{r['baseTotalPct']:.1f} → {r['newTotalPct']:.1f}",
                 # time with no JavaScript has no script: blank, as in `fleet top` and

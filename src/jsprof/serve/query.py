@@ -381,12 +381,16 @@ async def diff(request: Request) -> Response:
             return _flame_response(page, flame_fmt or "html", notes)
         if fmt == "json":
             return _json(doc)
+        from ..fleet.text import rel_change
+
         rows = [
-            dict(r, selfPpCi=_ci(r["selfPpCi"]), totalPpCi=_ci(r["totalPpCi"])) for r in doc["rows"]
+            dict(r, selfPpCi=_ci(r["selfPpCi"]), totalPpCi=_ci(r["totalPpCi"]),
+                 selfRelPct=rel_change(r)) for r in doc["rows"]
         ]
         cols = [
             ("selfPp", "Δ self pp"),
             ("selfPpCi", "95% interval"),
+            ("selfRelPct", "Δ self"),
             ("totalPp", "Δ total pp"),
             ("totalPpCi", "95% interval"),
             ("baseSelfPct", "base self %"),
