@@ -290,9 +290,9 @@ def test_false_positive_rate_on_resampled_real_traces(tmp_path: Path) -> None:
     the real traces drawn with replacement, so a function's ms per page load spreads far
     more than a real page's: the harshest clean store we have. A false discovery rate of
     5 % lets a query with nothing to find report something 5 % of the time; measured:
-    4 of 40 (docs/field.md). Student's t instead of the permutation null: 3 of 40 but
-    with p-values 2-3x too small in the tail; the old share rule: 0 of 40, and blind to
-    a 1.5x slowdown of a function with 2 % of the time (below)."""
+    4 of 40 (docs/field.md); Student's t instead of the permutation null: 3 of 40; the
+    old share rule: 0 of 40, and blind to a 1.5x slowdown of a function with 2 % of the
+    time (below)."""
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.fleet.regressions import regressions

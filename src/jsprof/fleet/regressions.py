@@ -167,14 +167,16 @@ def example_ids(parts: Any, self_ms: np.ndarray, n: int) -> list[str]:
 # ---- the test of one function in one pair ----------------------------------------------------
 
 
-# How a change's t is judged. Per-page-load times are skewed (a function runs in some
-# page loads and not in others), and with a dozen page loads a side Student's t is then
-# too generous in the far tail where a query's corrected level sits (page loads resampled
-# from real Chromium traces: 3 of 40 clean queries reported something). So with up to
-# PERM_MAX_LOADS page loads in a pair the t's null distribution is that of the same t
-# with the page loads dealt out between the two sides at random (PERMUTATIONS times, a
-# fixed seed: the same answer every time, on every engine): exact when nothing changed,
-# whatever the shape. Beyond that, Student's t (the central limit then holds).
+# How a change's t is judged. Per-page-load times are skewed (a function runs in some page
+# loads and not in others) and a pair has a dozen page loads a side: Student's t then
+# rests on a normal approximation exactly in the far tail where a query's corrected level
+# sits. So with up to PERM_MAX_LOADS page loads in a pair the t's null distribution is
+# that of the same t with the page loads dealt out between the two sides at random
+# (PERMUTATIONS times, a fixed seed: the same answer every time, on every engine): exact
+# when nothing changed, whatever the shape. (On page loads resampled in blocks from real
+# Chromium traces both report something in 3-4 of 40 clean queries: alike there, but only
+# the permutation one is exact by construction.) Beyond that, Student's t (the central
+# limit then holds).
 PERMUTATIONS = 9999
 PERM_MAX_LOADS = 400
 PERM_SEED = 20261126
