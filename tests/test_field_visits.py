@@ -132,32 +132,38 @@ def _stored(store: Path, release: str) -> dict[str, list[tuple[str, dict, dict]]
 
 
 def _wait_for(store: Path, release: str, loads: list[str], seconds: float = 30.0) -> dict:
-    """The store's uploads of `release` once every page load in `loads` has one (or after
-    `seconds`: what arrived by then)."""
+    """The store's uploads of `release` once every page load in `loads` has arrived (or
+    after `seconds`: what arrived by then)."""
     deadline = time.monotonic() + seconds
     while True:
         got = _stored(store, release)
-        if all(pl in got for pl in loads) or time.monotonic() > deadline:
+        if len(_arrived(got, loads)) == len(loads) or time.monotonic() > deadline:
             return got
         time.sleep(0.5)
 
 
+def _arrived(got: dict, loads: list[str]) -> list[str]:
+    """The page loads whose samples of the page's own work (its hot function) are stored."""
+    return [pl for pl in loads
+            if HOT in {f["name"] for _, _, t in got.get(pl, []) for f in t["frames"]}]
+
+
 def _check_once(got: dict, loads: list[str]) -> None:
-    """Each page load that arrived holds its hot function, and none of its samples is
-    stored twice (a retried upload kept once, the chunk and its tail apart)."""
+    """No sample of a page load is stored twice (a retried upload kept once, the chunk and
+    its tail apart)."""
     ids = [u[0] for pl in loads for u in got.get(pl, [])]
     assert len(ids) == len(set(ids)), ids
     for pl in loads:
         uploads = got.get(pl, [])
         if not uploads:
             continue
-        names = set()
-        stamps: list[float] = []
-        for _, _, trace in uploads:
-            names |= {f["name"] for f in trace["frames"]}
-            stamps += [s["timestamp"] for s in trace["samples"]]
-        assert HOT in names, (pl, names)
-        assert len(stamps) == len(set(stamps)), (pl, [u[1]["chunkReason"] for u in uploads])
+        seen: set[float] = set()
+        for _, meta, trace in uploads:
+            # Across the page load's uploads: Chromium itself gives two samples of one trace
+            # the same time at times (tests/data/chromium/trace-builtins.json).
+            stamps = {s["timestamp"] for s in trace["samples"]}
+            assert not stamps & seen, (pl, meta["chunkReason"], sorted(stamps & seen)[:5])
+            seen |= stamps
 
 
 @pytest.mark.parametrize("ms", [SHORT_MS, VISIT_MS])
@@ -177,7 +183,7 @@ def test_visits_that_end_by_navigation_arrive(site, browser, tmp_path: Path, ms:
                 page.click("#next")
         _visit(page)  # the last page: it sends what the pages before it left in its outbox
         got = _wait_for(store, "nav", loads)
-        arrived = [pl for pl in loads if pl in got]
+        arrived = _arrived(got, loads)
         print(f"navigation after {ms} ms: {len(arrived)}/{N} page loads arrived, "
               f"{sum(len(got[pl]) for pl in arrived)} uploads")
         assert len(arrived) >= math.ceil(0.95 * N), (len(arrived), N)
@@ -187,26 +193,30 @@ def test_visits_that_end_by_navigation_arrive(site, browser, tmp_path: Path, ms:
         col.stop()
 
 
-@pytest.mark.parametrize("before_unload", [False, True], ids=["pagehide", "beforeunload"])
+@pytest.mark.parametrize(("before_unload", "ms"), [(False, VISIT_MS), (True, SHORT_MS)],
+                         ids=["pagehide", "beforeunload"])
 def test_visits_that_end_by_closing_the_tab_arrive(site, browser, tmp_path: Path,
-                                                    before_unload: bool) -> None:
+                                                    before_unload: bool, ms: int) -> None:
     # No page after the last one sends anything for it (drain put off): what arrives is
     # what the closing page sent itself. Playwright's close() fires pagehide alone; with
-    # run_before_unload, beforeunload first, as when a user closes a tab.
+    # run_before_unload, beforeunload first, as when a user closes a tab. With pagehide
+    # alone the piece running at the close races the tab's teardown (0.3 s visits: 19 and
+    # 20 of 20 in two runs at load 26): 1.2 s visits here, where the prepared chunk holds
+    # the page's work.
     store = tmp_path / "store"
     col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
     site.collector.append(col.url)
-    n = N // 2
+    n = N
     try:
         context = browser.new_context()
         loads = []
         for _ in range(n):
             page = context.new_page()
             page.goto(f"{site.origin}/visit/0?release=close&drain=600000")
-            loads.append(_visit(page, SHORT_MS))
+            loads.append(_visit(page, ms))
             page.close(run_before_unload=before_unload)
         got = _wait_for(store, "close", loads)
-        arrived = [pl for pl in loads if pl in got]
+        arrived = _arrived(got, loads)
         print(f"close ({'beforeunload' if before_unload else 'pagehide'}): "
               f"{len(arrived)}/{n} page loads arrived")
         assert len(arrived) >= math.ceil(0.95 * n), (len(arrived), n)
@@ -240,7 +250,7 @@ def test_an_upload_that_failed_is_sent_by_the_next_page_once(site, browser,
             page.click("#next")
         _visit(page)
         got = _wait_for(store, "restart", [first, second])
-        assert first in got, sorted(got)
+        assert _arrived(got, [first]) == [first], sorted(got)
         _check_once(got, [first, second])
         # Sent again by later pages (and by the retries of the page that was open while
         # the collector was down), yet each upload is stored once.
@@ -269,7 +279,7 @@ def test_a_failed_upload_is_retried_by_the_page_itself(site, browser, tmp_path: 
         assert stats["failed"] >= 1 and stats["refused"] == 0, stats
         col = Collector(store, *args, "--port", str(col.port))
         got = _wait_for(store, "retry", [load])
-        assert load in got, page.evaluate("profiling.stats")
+        assert _arrived(got, [load]) == [load], page.evaluate("profiling.stats")
         _check_once(got, [load])
         assert page.evaluate("profiling.stats")["retried"] >= 1
         context.close()
@@ -294,7 +304,7 @@ def test_a_chunk_over_the_keepalive_budget_goes_with_the_next_page(site, browser
             page.click("#next")
         _visit(page)
         got = _wait_for(store, "big", [load])
-        assert load in got, sorted(got)
+        assert _arrived(got, [load]) == [load], sorted(got)
         _check_once(got, [load])
         # The chunk as prepared before the page went: 70 names of 1,500 random characters
         # (log2(36) bits each) are over 64 KiB however compressed, so it cannot have gone

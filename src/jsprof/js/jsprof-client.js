@@ -359,9 +359,9 @@ function fromBase64(text) {
 
 /**
  * One ProfilerTrace from several taken one after the other (a chunk's pieces): resources,
- * frames and stacks interned again, samples in order. A sample at or before the one kept
- * last (or `after`) is left out: consecutive pieces overlap by the instant between starting
- * the next Profiler and stopping this one.
+ * frames and stacks interned again, samples in order. A piece's samples at or before the
+ * last one of the pieces before it (or `after`) are left out: consecutive pieces overlap by
+ * the instant between starting the next Profiler and stopping this one.
  */
 export function mergeTraces(traces, after = -Infinity) {
   const out = {resources: [], frames: [], stacks: [], samples: []};
@@ -413,9 +413,11 @@ export function mergeTraces(traces, after = -Infinity) {
       }
       return smap[id];
     };
+    // Within a piece every sample stays (Chromium gives two samples one timestamp at times).
+    const floor = last;
     for (const s of t.samples) {
-      if (!(s.timestamp > last)) continue;
-      last = s.timestamp;
+      if (!(s.timestamp > floor)) continue;
+      if (s.timestamp > last) last = s.timestamp;
       const o = Object.assign({}, s);
       if (s.stackId != null) o.stackId = stackOf(s.stackId);
       out.samples.push(o);
