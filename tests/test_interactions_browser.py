@@ -205,6 +205,22 @@ def test_the_costly_button_ranks_first_with_its_handler(stored) -> None:
     assert "button#pay" in text and "payClickHandlerForJsprof" in text
 
 
+def test_top_during_one_targets_interactions(stored) -> None:
+    store, _, _ = stored
+    doc = _fleet(store, "top", "--during", "interaction", "--slower-than", "0", "--target",
+                 "button#add")
+    names = [r["name"] for r in doc["rows"] if r["resource"] is not None]
+    assert names[0] == "addClickHandlerForJsprof" and "payClickHandlerForJsprof" not in names
+    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(store), "--app", "shop",
+                        "--during", "interaction", "--target", "button#nope"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "--target 'button#nope': no interaction on that target" in r.stderr
+    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(store), "--app", "shop",
+                        "--target", "button#add"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "needs --during interaction" in r.stderr, r.stderr
+
+
 def test_the_collector_answers_the_same_document(stored) -> None:
     store, _, col = stored
     status, _, body = col.request(
@@ -325,8 +341,19 @@ def test_the_dashboard_lists_interactions_per_target(stored) -> None:
         assert "payClickHandlerForJsprof" in rows[0][7], rows[0]
         assert [HOSTILE, "click"] in [r[:2] for r in rows]  # markup shown as text
         assert page.title() == "jsprof · field profiles"
+        # A row's "flame" draws the merged flame graph of that target's interactions.
+        page.click("#interactions tbody tr:first-child td.ex button:has-text('flame')")
+        page.wait_for_function(
+            "() => { const f = document.getElementById('flame').contentDocument;"
+            " return !!(f && f.querySelector('h1') &&"
+            " f.querySelector('h1').textContent.includes('target=button#pay')); }",
+            timeout=60000)
+        frames = page.frame_locator("#flame").locator("#fg-canvas").evaluate(
+            "() => jsprofFrames()")
+        names = {f["name"] for f in frames}
+        assert "payClickHandlerForJsprof" in names and "addClickHandlerForJsprof" not in names
         # A function of a row charts that function.
-        page.click("#interactions tbody tr:first-child td.ex button")
+        page.click("#interactions tbody tr:first-child td.ex button:nth-of-type(2)")
         page.wait_for_function(
             "() => document.getElementById('chart-fn').textContent === "
             "'payClickHandlerForJsprof' && !!document.querySelector('#chart svg rect')",

@@ -257,7 +257,12 @@ def require_windows(sel: Any, prefix: str = "") -> None:
     f = sel.filters
     if f.during is None or sel.with_window or not sel.traces:
         return
-    which = describe(replace(f, during=None, slower_than=None))
+    which = describe(replace(f, during=None, slower_than=None, target=None))
+    if f.target is not None:
+        raise UsageError(
+            f"{prefix}--target {printable(f.target)!r}: no interaction on that target in the "
+            f"{plural(sel.traces, 'matching upload')} ({which}); `jsprof fleet interactions` "
+            "lists the targets (selectors) there are")
     window = f"{'an' if f.during == 'interaction' else 'a'} {f.during} window"
     said = (f"the one matching upload ({which}) has no {f.during} window" if sel.traces == 1
             else f"none of the {sel.traces} matching uploads ({which}) has {window}")
@@ -278,6 +283,8 @@ def describe(f: Filters) -> str:
         bits.append(f"during={f.during}")
         if f.slower_than is not None:
             bits.append(f"slower_than={f.slower_than:g}")
+        if f.target is not None:
+            bits.append(f"target={f.target}")
     return ", ".join(bits)
 
 

@@ -50,6 +50,9 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
                    help="how script URLs are named across releases: a substitution applied "
                    "after the default rule (content hashes, version folders and ?query "
                    "taken out); 'none' drops the rules before it; repeatable")
+    g.add_argument("--target", metavar="SELECTOR",
+                   help="--during interaction: only the interactions on this target (its "
+                   "selector as `fleet interactions` lists it, e.g. button#pay)")
     g.add_argument("--exclude-idle", action="store_true",
                    help="leave out samples with no JavaScript that are (idle) or (program) "
                    "(the dashboard's 'exclude idle'): a mostly idle page load no longer "
@@ -205,6 +208,7 @@ def filters_from(args: argparse.Namespace) -> Any:
         where=parse_where(args.where),
         during=getattr(args, "during", None),
         slower_than=_slower_than(args),
+        target=_target(args),
         exclude_idle=bool(getattr(args, "exclude_idle", False)),
         url_rules=_url_rules(getattr(args, "url_rule", None) or [], "--url-rule"),
     )
@@ -228,6 +232,15 @@ def _slower_than(args: argparse.Namespace) -> float | None:
         raise UsageError("--slower-than needs --during interaction|long-frame|load")
     if not v >= 0 or v == float("inf"):
         raise UsageError(f"--slower-than {v}: expected a number of ms, 0 or more")
+    return v
+
+
+def _target(args: argparse.Namespace) -> str | None:
+    from ..errors import UsageError
+
+    v = getattr(args, "target", None)
+    if v is not None and getattr(args, "during", None) != "interaction":
+        raise UsageError("--target picks interactions: it needs --during interaction")
     return v
 
 
@@ -472,9 +485,11 @@ def cmd_interactions(args: argparse.Namespace) -> int:
     from . import api
 
     _check_source(args)
-    if getattr(args, "during", None) is not None or getattr(args, "exclude_idle", False):
-        raise UsageError("fleet interactions: --during and --exclude-idle select samples; "
-                         "this query keeps each interaction's own window, idle left out")
+    if (getattr(args, "during", None) is not None or getattr(args, "exclude_idle", False)
+            or getattr(args, "target", None) is not None):
+        raise UsageError("fleet interactions: --during, --target and --exclude-idle select "
+                         "samples; this query lists every target, each with its own "
+                         "interactions' windows, idle left out")
     f = filters_from(args)
     doc = _query(args, lambda r: r.interactions(f, args.top, args.functions),
                  lambda s: api.interactions(s, f, args.top, args.functions))

@@ -101,7 +101,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
         meta, body = got
         key = up.page_load[i] or f"upload:{up.id[i]}"
         pl = loads[key]
-        with_kind += bool(pl.windows(during, -math.inf))
+        with_kind += bool(pl.windows(during, -math.inf, pick))
         windows = pl.windows(during, threshold, pick)
         kept[key] = len(windows)
         if not windows:

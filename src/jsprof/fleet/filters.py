@@ -75,6 +75,9 @@ class Filters:
     # default of the kind, `timeline.DEFAULT_SLOWER_THAN`)
     during: str | None = None
     slower_than: float | None = None
+    # --target: with --during interaction, only the interactions on this target (the
+    # client's selector, exactly as `fleet interactions` lists it)
+    target: str | None = None
     # --exclude-idle: samples with no JavaScript that are (idle) or (program) are left out
     # (query.without_idle): a mostly idle page load filled the merged views with waiting.
     exclude_idle: bool = False
@@ -108,7 +111,7 @@ class Filters:
         return {
             "app": self.app, "release": self.release, "route": self.route, "env": self.env,
             "since": self.since, "until": self.until, "where": [list(w) for w in self.where],
-            "during": self.during, "slowerThan": self.slower_than,
+            "during": self.during, "slowerThan": self.slower_than, "target": self.target,
             "excludeIdle": self.exclude_idle, "urlRules": list(self.url_rules),
         }
 

@@ -245,6 +245,7 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
     """Run the plan for one filter set (`up`: of these of its uploads only; `pick`: with
     --during interaction, only the interactions it says yes to)."""
     up = engine.uploads(snap, f) if up is None else up
+    pick = pick or target_pick(f)
     idle_ms, idle_n = 0.0, 0
     if f.during is not None:
         from .during import select_during
@@ -271,6 +272,13 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
     )
 
 
+def target_pick(f: Filters) -> Callable[[dict], bool] | None:
+    """--target: the interactions on that target only (None: every one)."""
+    if f.target is None:
+        return None
+    return lambda e: e.get("target") == f.target
+
+
 def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
                   group: np.ndarray) -> dict[int, Selection]:
     """One Selection per group of `up` (`group`: one int per upload, -1: left out), all
@@ -278,7 +286,7 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
     if f.during is not None:
         from .during import select_during
 
-        got = select_during(snap, up, f.during, f.slower_than, f.app)
+        got = select_during(snap, up, f.during, f.slower_than, f.app, target_pick(f))
         releases = named(got["releases"], f)
         pt: StackRows = got["per_trace"]
         if f.exclude_idle:

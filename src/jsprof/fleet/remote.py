@@ -63,6 +63,8 @@ def filter_params(f: Filters) -> list[tuple[str, str]]:
         out.append(("during", f.during))
     if f.slower_than is not None:
         out.append(("slower_than", repr(f.slower_than)))
+    if f.target is not None:
+        out.append(("target", f.target))
     if f.exclude_idle:
         out.append(("exclude_idle", "1"))
     out += [("url_rule", r) for r in f.url_rules]

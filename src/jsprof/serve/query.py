@@ -81,8 +81,9 @@ def _int(q: Any, name: str, default: int | None, allow_all: bool = False) -> int
 
 
 FILTER_PARAMS = frozenset({"app", "release", "route", "env", "since", "until", "where",
-                           "during", "slower_than", "exclude_idle", "url_rule"})
-_SAMPLE_PARAMS = frozenset({"during", "slower_than", "exclude_idle"})  # what selects samples
+                           "during", "slower_than", "target", "exclude_idle", "url_rule"})
+# what selects samples
+_SAMPLE_PARAMS = frozenset({"during", "slower_than", "target", "exclude_idle"})
 # What each route reads: any other parameter is a mistake (`relase=` would otherwise be a
 # filter silently not applied), answered 400 naming it.
 ROUTE_PARAMS = {
@@ -162,6 +163,7 @@ def filters_from_query(request: Request) -> Any:
         where=parse_where(q.getlist("where")),
         during=_during(q.get("during")),
         slower_than=_slower_than(q.get("slower_than"), q.get("during")),
+        target=_target(q.get("target"), q.get("during")),
         exclude_idle=_flag(q.get("exclude_idle"), "exclude_idle"),
         url_rules=_url_rules(q.getlist("url_rule")),
     )
@@ -192,6 +194,16 @@ def _during(v: str | None) -> str | None:
         return None
     if v not in DURING:
         raise UsageError(f"query parameter during: {v[:40]!r}; use one of {', '.join(DURING)}")
+    return v
+
+
+def _target(v: str | None, during: str | None) -> str | None:
+    from ..errors import UsageError
+
+    if v is None:
+        return None
+    if during != "interaction":
+        raise UsageError("query parameter target: picks interactions; needs during=interaction")
     return v
 
 

@@ -108,6 +108,8 @@ async function loadInteractions() {
     cell(tr, String(r.count)); cell(tr, String(r.inpPageLoads));
     cell(tr, msText(r.p75Ms)); cell(tr, msText(r.maxMs)); cell(tr, fmt(r.longFrameMs, 0));
     const td = cell(tr, "", "l ex");
+    td.append(linkButton("flame", `merged flame graph of the interactions on ${r.target}`,
+      () => flameOfTarget(r.target)), " ");
     for (const f of r.functions || []) {
       td.append(linkButton(`${vis(f.label)} (${fmt(f.selfMs, 0)})`, `chart ${f.label}`,
         () => loadChart(f.name, f.label, fnWhere(f)).catch((e) => status(e.message))), " ");
@@ -121,6 +123,23 @@ async function loadInteractions() {
   $("interactions-note").textContent = `${plural(doc.interactions, "interaction")} on ` +
     `${plural(doc.targets, "target")} in ${plural(doc.pageLoads, "page load")}` +
     (doc.rows.length < doc.targets ? `; the first ${doc.rows.length} shown` : "") + ".";
+}
+
+// The merged flame graph of one target's interactions (every one, however short):
+// `fleet flame --during interaction --slower-than 0 --target T`.
+function flameOfTarget(target) {
+  const p = filterParams();
+  p.set("during", "interaction");
+  p.set("slower_than", "0");
+  p.set("target", target);
+  p.set("format", "html");
+  p.set("max_nodes", "1500");
+  $("flame").hidden = false;
+  $("flame-note").textContent = vis(`The interactions on ${target} (every one, however ` +
+    "short); Apply shows these filters' merged flame graph again.");
+  $("flame").dataset.target = target;
+  $("flame").src = `/v1/query/flame?${p}`;
+  $("flame").scrollIntoView({ block: "start" });
 }
 
 // Names, routes and URLs come from traces (a name may be 1,024 characters, a route 2,048):
@@ -199,6 +218,7 @@ async function loadTop() {
 const fnWhere = (r) => ({ resource: r.resource, line: r.line, column: r.column });
 
 function loadFlame() {
+  delete $("flame").dataset.target;
   const p = filterParams();
   p.set("format", "html");
   p.set("max_nodes", "1500");
