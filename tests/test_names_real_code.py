@@ -6,6 +6,7 @@ on QuickJS, `(anonymous` <= 5 % of self time and V8's top functions under V8's n
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -159,6 +160,16 @@ def test_esbuild_bundle_recorded_by_jsprof_reads_as_the_original(work):
         cwd=d, capture_output=True, text=True, timeout=180,
     )
     assert p.returncode == 0, p.stderr
+    # record's own summary: the top functions through the map beside the script
+    said = p.stderr.splitlines()
+    assert f"see it with: jsprof report {out} --sourcemap" in p.stderr, p.stderr
+    top = said.index("top 5 by self time, through the scripts' source maps:")
+    truth = _truth(work)
+    rows = [re.search(r" ms  (.+)  acorn\.mjs:(\d+):\d+$", row) for row in said[top + 1:]]
+    assert any(rows), said
+    for m in filter(None, rows):
+        name = "" if m.group(1).startswith("(anonymous ") else m.group(1)
+        assert name in truth[("acorn.mjs", int(m.group(2)))], m.group(0)
     p = subprocess.run(  # the map from the bundle's sourceMappingURL comment
         [sys.executable, "-m", "jsprof.cli", "report", str(out), "--sourcemap", "--json",
          "--all"],

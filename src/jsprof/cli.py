@@ -729,10 +729,32 @@ def _warn_unmatched(d: Any) -> None:
 def _summarize_recording(rec: Recording, out: str | None) -> None:
     from .render.summary import print_recording_summary
 
-    print_recording_summary(rec, out)
+    print_recording_summary(rec, out, mapped=_through_maps(rec))
     note = rec.tracks[0].meta.get("childProcesses") if rec.tracks else None
     if note:
         print(f"jsprof: note: the script started child processes; {note}", file=sys.stderr)
+
+
+def _through_maps(rec: Recording) -> Recording | None:
+    """The recording through the source maps beside its local scripts (their
+    sourceMappingURL comments, a .map beside them), for the summary's top functions; None
+    when no script has one. A map that cannot be read or does not match is said in one
+    line and the summary shows what was recorded: the file is written either way."""
+    from . import sourcemap_files
+
+    notes: list[str] = []
+    try:
+        mapped = sourcemap_files.apply(rec, None, None, notes)
+    except JsprofError as e:
+        print(f"jsprof: note: the summary shows the recorded names: {e}", file=sys.stderr)
+        return None
+    for note in notes:
+        print(f"jsprof: {note}", file=sys.stderr)
+    same = all(
+        set(a.trace.resources) == set(b.trace.resources)
+        for a, b in zip(rec.tracks, mapped.tracks, strict=True)
+    )
+    return None if same else mapped
 
 
 def _finish_partial(e: BaseException, out: str | None) -> int:

@@ -185,23 +185,32 @@ def _rich_escape(text: str) -> str:
     return escape(text)
 
 
-def print_recording_summary(rec: Recording, out: str | None, top: int = 5) -> None:
+def print_recording_summary(
+    rec: Recording, out: str | None, top: int = 5, mapped: Recording | None = None
+) -> None:
     """Per track: samples, span, requested and achieved interval, capture latency and a
     full buffer; where the trace went; then, last, the `top` functions by self time
-    (pyinstrument style)."""
+    (pyinstrument style), from `mapped` when given (the recording through the scripts'
+    source maps)."""
     if not rich_console_needed():
-        texts = [_Plain.text(line) for line in _summary_lines(rec, out, top, _Plain.escape)]
+        texts = [
+            _Plain.text(line) for line in _summary_lines(rec, out, top, _Plain.escape, mapped)
+        ]
         if all(t is not None for t in texts):
             sys.stderr.write("".join(f"{t}\n" for t in texts))
             sys.stderr.flush()
             return
     c = stderr_console()
-    for line in _summary_lines(rec, out, top, _rich_escape):
+    for line in _summary_lines(rec, out, top, _rich_escape, mapped):
         c.print(line)
 
 
 def _summary_lines(
-    rec: Recording, out: str | None, top: int, escape: Callable[[str], str]
+    rec: Recording,
+    out: str | None,
+    top: int,
+    escape: Callable[[str], str],
+    mapped: Recording | None = None,
 ) -> Iterator[str]:
     """The summary's lines in rich markup, user text through `escape`."""
     import numpy as np
@@ -260,15 +269,19 @@ def _summary_lines(
                 "--max-buffer-size or the --interval.[/bold red]"
             )
     if out:
-        yield (f"wrote {escape(out)}; see it with: jsprof report {escape(out)}")
+        maps = "" if mapped is None else " --sourcemap"
+        yield (f"wrote {escape(out)}; see it with: jsprof report {escape(out)}{maps}")
     if top and rec.num_samples:
         from ..analysis.profile import summarize
         from .rows import short_location, summary_rows
 
-        rows = [r for r in summary_rows(summarize(rec), top) if r.get("self_ms", 0) > 0]
+        shown = rec if mapped is None else mapped
+        rows = [r for r in summary_rows(summarize(shown), top) if r.get("self_ms", 0) > 0]
         rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
         if rows:
-            yield (f"top {len(rows)} by self time:")
+            # the file keeps what was recorded; `report --sourcemap` shows it mapped
+            how = "" if mapped is None else ", through the scripts' source maps"
+            yield (f"top {len(rows)} by self time{how}:")
             for r in rows:
                 where = f"  {printable(short_location(r['location']))}" if r["location"] else ""
                 yield (
