@@ -600,6 +600,7 @@ class Session {
       deferred: 0, // over the keepalive budget while the page went away: left in the outbox
       dropped: 0, // lost: no storage for it, expired or pushed out of the outbox
       unstored: 0, // could not be kept in the outbox (storage blocked or full)
+      prepareMs: 0, // main-thread ms spent keeping chunks ready (joining, JSON, localStorage)
       bytes: 0,
       ids: [],
     };
@@ -822,11 +823,16 @@ class Session {
       if (this.timeline) chunk.parts.push(this.timeline.take());
       const pieces = chunk.pieces.length;
       const parts = chunk.parts.length;
-      const up = await this.build(chunk, chunk.id, chunk.pieces.slice(), -Infinity, "unload",
-                                  chunk.parts.slice());
+      const t0 = performance.now();
+      const built = this.build(chunk, chunk.id, chunk.pieces.slice(), -Infinity, "unload",
+                               chunk.parts.slice());
+      this.stats.prepareMs += performance.now() - t0; // joining and JSON, before gzip
+      const up = await built;
       if (chunk.done || !up) return;
       chunk.prepared = {up, pieces, parts, last: up.last};
+      const t1 = performance.now();
       this.outbox.put(up, {f: 0, o: this.pageLoad});
+      this.stats.prepareMs += performance.now() - t1;
     } finally {
       chunk.preparing = false;
     }
