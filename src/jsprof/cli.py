@@ -105,6 +105,25 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         help="hide the runtime's own frames (node: modules, natives); their time goes to "
         "the caller",
     )
+    g.add_argument(
+        "--transform",
+        metavar="SPEC",
+        action="append",
+        default=[],
+        type=_transform_spec,
+        help="reshape the call tree after the filters, in the order given: merge:NAME, "
+        "merge-node:A>B>C, focus-subtree:A>B, focus:NAME, collapse:NAME, "
+        "collapse-resource:URL, collapse-recursion:NAME, drop:NAME (docs/local-profiling.md)",
+    )
+
+
+def _transform_spec(text: str) -> Any:
+    from .analysis.transforms import parse_spec
+
+    try:
+        return parse_spec(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _load(
@@ -116,7 +135,7 @@ def _load(
     """Load a trace and apply the shared filters the command was given (`texts` gets the
     original sources the source maps carry)."""
     from . import io
-    from .analysis import filters
+    from .analysis import filters, transforms
     from .analysis.busy import attribute
 
     # Busy time first (stack-less samples inside long animation frames: never `(idle)`),
@@ -130,7 +149,7 @@ def _load(
         for note in notes:  # a map of another build: said, not applied
             print(f"jsprof: {note}", file=sys.stderr)
     rec = _during(rec, path, args)
-    return filters.apply(
+    rec = filters.apply(
         rec,
         path,
         getattr(args, "time_range", None),
@@ -139,6 +158,18 @@ def _load(
         getattr(args, "hide_internal", False),
         unmatched,
     )
+    return transforms.apply(rec, path, getattr(args, "transform", ()), unmatched)
+
+
+def _transforms_json(args: argparse.Namespace) -> dict:
+    specs = getattr(args, "transform", ())
+    return {"transforms": [str(t) for t in specs]} if specs else {}
+
+
+def _tell_transforms(args: argparse.Namespace) -> None:
+    specs = getattr(args, "transform", ())
+    if specs:
+        print(f"jsprof: transforms, in order: {', '.join(map(str, specs))}", file=sys.stderr)
 
 
 def _during(rec: Recording, path: str, args: argparse.Namespace) -> Recording:
@@ -247,7 +278,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         tree = build_call_tree(rec, args.track)
         if args.json:
             doc = {"tree": render.tree_json(tree, threshold), **_lost_json(lost)}
-            print_json({**doc, **_during_json(args), **_busy_json(args)})
+            print_json({**doc, **_during_json(args), **_busy_json(args),
+                        **_transforms_json(args)})
         else:
             cut = tree.total_time * threshold / 100.0
             if any(tree.total_ms[r] >= cut for r in tree.roots()):
@@ -261,6 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         _warn_lost(lost)
         _tell_during(args)
         _tell_busy(args)
+        _tell_transforms(args)
         return 0
     if by == "line":
         summary = hot_lines(rec, args.track)
@@ -273,13 +306,15 @@ def cmd_report(args: argparse.Namespace) -> int:
         summary = summarize(rec, by=by, track=args.track)
     if args.json:
         doc = render.summary_json(summary, top, by, sort)
-        print_json({**doc, **_lost_json(lost), **_during_json(args), **_busy_json(args)})
+        print_json({**doc, **_lost_json(lost), **_during_json(args), **_busy_json(args),
+                    **_transforms_json(args)})
     else:
-        title = _title(rec, args.track)
+        title = _title(rec, args.track) + "".join(f" · {t}" for t in args.transform)
         emit(render.SummaryTable(_console(), top, by, title, sort, args.wide), summary)
     _warn_lost(lost)
     _tell_during(args)
     _tell_busy(args)
+    _tell_transforms(args)
     return 0
 
 
@@ -538,7 +573,8 @@ def cmd_flame(args: argparse.Namespace) -> int:
     flame.options.update(
         title=os.path.basename(args.trace),
         subtitle=f"{tree.total_time:.1f} ms · {plural(samples, 'sample')} · "
-        f"{_title(rec, args.track)}",
+        f"{_title(rec, args.track)}"
+        + "".join(f" · {t}" for t in args.transform),
         icicle=args.icicle,
         color_by=args.color_by,
         rec=rec,
@@ -611,7 +647,7 @@ def _check_wide(args: argparse.Namespace) -> None:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from . import io
-    from .analysis import filters
+    from .analysis import filters, transforms
     from .analysis.calltree import build_call_tree
     from .analysis.diff import (
         ALL_UNITS,
@@ -640,6 +676,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
     base, new = _load(args.base, args, missing_b), _load(args.new, args, missing_n)
     for both in sorted(set(missing_b) & set(missing_n)):
         option, name = both.split("\0")
+        if option == "--transform":
+            raise transforms.no_match_error(transforms.parse_spec(name),
+                                            f"{args.base} or {args.new}")
         raise filters.no_match_error(option, name, f"{args.base} or {args.new}")
     if args.track is not None:
         base.track(args.track)
@@ -649,11 +688,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     d = diff_profiles(base, new, args.track, args.strip_prefix, rank="ms", anonymous_by_line=True)
     check_rule_names(d, gates)  # a rule naming no function: exit 2 before any output
     if args.json:
-        print_json(render.diff_json(d, top))
+        print_json({**render.diff_json(d, top), **_transforms_json(args)})
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
     _warn_unmatched(d)  # after the table, where a terminal's reader is looking
+    _tell_transforms(args)
     _warn_clocks(args, base, new)
     if flame is not None:
         new_tree = build_call_tree(new, args.track)
