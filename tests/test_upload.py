@@ -160,3 +160,32 @@ def test_the_collector_takes_jsprof_files(recordings, collector) -> None:
     merged["jsprof"]["sampleCounts"] = [1] * len(merged["samples"])
     status, body = collector.post(orjson.dumps(merged), query=f"app=shop&key={KEY}")
     assert status == 400 and "body.jsprof.sampleCounts: a merged profile" in body["error"]
+
+
+def test_a_chromium_recordings_windows_go_as_its_timeline(collector, tmp_path: Path) -> None:
+    # `record --engine chromium` of a page clicked for real keeps its long animation frames
+    # and interactions as spans; uploaded, they are the upload's timeline (what the client
+    # sends), so the fleet's --during and vitals see them.
+    from browser_util import engine_browser
+    from test_chromium_spans import PAGE, record_with_clicks
+
+    page = tmp_path / "clicks.html"
+    page.write_text(PAGE)
+    with engine_browser() as b:
+        rec = record_with_clicks(b, page)
+    out = tmp_path / "clicks.jsprof.json"
+    jsprof.save(rec, out)
+    key_file = tmp_path / "key"
+    key_file.write_text(KEY)
+    r = _upload(collector, key_file, out)
+    assert r.returncode == 0, r.stderr
+    ids = r.stdout.rsplit(": ", 1)[1].split()
+    timelines = [_stored(collector, i)["jsprof"]["meta"].get("timeline") for i in ids]
+    got = [t for t in timelines if t]
+    assert len(got) == 1, timelines  # the page's track
+    t = got[0]
+    assert t["longFrames"] and t["interactions"], t
+    slow = max(t["interactions"], key=lambda e: e["duration"])
+    assert slow["duration"] >= 400 and slow["type"] in ("click", "pointerup", "pointerdown")
+    scripts = [s for f in t["longFrames"] for s in f["scripts"]]
+    assert any(s.get("sourceFunctionName") == "slowClickHandlerForJsprof" for s in scripts)

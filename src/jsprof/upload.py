@@ -8,7 +8,8 @@ file's name, and one `pageLoad` id per file, so the tracks of one recording coun
 page load); the app, release, route and env go in the query, as the client sends them.
 Samples that carry weights of their own (pprof, folded, speedscope, a CPU-clock track) get
 times whose gaps are those weights, since the collector weighs a sample by the time to the
-next; a merged profile (per-sample counts) is refused: it is not one recording.
+next; a merged profile (per-sample counts) is refused: it is not one recording. A Chromium
+recording's long animation frames and interactions go as the envelope's `timeline`.
 
 The ingest key comes from a file and goes in the `X-Jsprof-Key` header: never in a URL, a
 command line or a message. Upload ids are derived from the file's bytes, its track and the
@@ -138,13 +139,58 @@ def track_upload(
         meta["sampleInterval"] = interval
     if track.engine is not None:
         meta["engine"] = track.engine
-    body = orjson.dumps({"trace": doc, "meta": meta})
+    envelope: dict[str, Any] = {"trace": doc, "meta": meta}
+    timeline = track_timeline(track)
+    if timeline is not None:
+        envelope["timeline"] = timeline
+    body = orjson.dumps(envelope)
     ident = hashlib.sha256(
         "\0".join(
             [digest, track.name, *(labels.get(k) or "" for k in ("app", "release", "route", "env"))]
         ).encode()
     ).hexdigest()
     return Upload(f"jsprof-{ident[:40]}", track.name, t.num_samples, gzip.compress(body, 6))
+
+
+def track_timeline(track: Track) -> dict | None:
+    """A Chromium recording's long animation frames and interactions (its spans) as the
+    client's `timeline`, so `fleet --during` and `vitals` see them: on the samples' clock,
+    the longest kept within the client's limits. None when the track has none, or when they
+    would not pass the collector's check (the samples still go)."""
+    from .timeline import (
+        MAX_INTERACTIONS,
+        MAX_LONG_FRAMES,
+        MAX_SCRIPTS,
+        TimelineError,
+        check,
+        from_spans,
+    )
+
+    pl = from_spans(track.spans)
+    if not pl.long_frames and not pl.interactions:
+        return None
+
+    def longest(e: dict) -> float:
+        return -(e.get("duration") or 0.0)
+
+    frames = sorted(pl.long_frames, key=longest)
+    inters = sorted(pl.interactions, key=longest)
+    doc = {
+        "longFrames": [
+            {**f, "scripts": sorted(f.get("scripts") or [], key=longest)[:MAX_SCRIPTS]}
+            for f in frames[:MAX_LONG_FRAMES]
+        ],
+        "interactions": inters[:MAX_INTERACTIONS],
+        "load": None,
+        "dropped": {
+            "longFrames": max(0, len(frames) - MAX_LONG_FRAMES),
+            "interactions": max(0, len(inters) - MAX_INTERACTIONS),
+        },
+    }
+    try:
+        return check(doc, "timeline", keep_query=True)
+    except TimelineError:
+        return None
 
 
 def uploads_of(rec: Recording, data: bytes, source: str, labels: dict[str, str | None]
