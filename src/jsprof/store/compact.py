@@ -115,11 +115,54 @@ def read_manifest(store_path: str | os.PathLike) -> dict:
             "to rebuild the tables from the raw uploads"
         ) from None
     if doc.get("formatVersion") != FORMAT_VERSION:
+        if _older(doc):
+            raise CompactError(
+                f"{p}: tables of format {doc.get('formatVersion')!r} (an older jsprof's), "
+                f"this jsprof reads {FORMAT_VERSION}; the next compaction rebuilds them from "
+                "the raw uploads (a jsprof fleet query, or the collector's compactor)"
+            )
         raise CompactError(
             f"{p}: tables of format {doc.get('formatVersion')!r}, this jsprof "
             f"reads {FORMAT_VERSION}; remove {p.parent} to rebuild them"
         )
     return doc
+
+
+def _older(doc: object) -> bool:
+    """Tables an older jsprof wrote (a format this one replaced, not a newer one's)."""
+    v = doc.get("formatVersion") if isinstance(doc, dict) else None
+    return type(v) is int and 1 <= v < FORMAT_VERSION
+
+
+def _locked_manifest(tdir: Path) -> dict:
+    """`read_manifest` for a process holding the compaction lock. Tables an older jsprof
+    wrote are started anew: the raw uploads are the record (a query leaves out an upload
+    pruned from them), so the compaction that follows rebuilds every table under this
+    jsprof's reading. The old parts are listed `obsolete` (deleted after the grace, by a
+    later merge or prune, as merged parts are: a reader still on the old manifest keeps its
+    files), and new parts are numbered after them, never over them."""
+    p = tdir / MANIFEST
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        doc = None
+    if not _older(doc):
+        return read_manifest(tdir.parent)
+    assert isinstance(doc, dict)
+    man = _empty_manifest()
+    try:
+        listed = sorted(_listed(doc))
+        part = max(1, int(doc.get("nextPart") or 1))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        listed, part = [], 1  # unlisted files: the sweep removes them, new ones overwrite
+    now = time.time()
+    man["obsolete"] = [{"path": x, "at": now} for x in listed]
+    man["nextPart"] = man["mergeSeen"] = part
+    man["rebuiltFrom"] = doc["formatVersion"]
+    for key in [k for k in _cache if k[0] == str(tdir)]:
+        del _cache[key]
+    _fsync_write(p, orjson.dumps(man))
+    return man
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
@@ -762,7 +805,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
     tdir = tables_dir(store.path)
     stats = CompactStats()
     with _Lock(tdir):
-        man = read_manifest(store.path)
+        man = _locked_manifest(tdir)
         releases: dict[str, _Release] = {}
         pending: list[dict] = []
         cursor = _cursor_in(man)
@@ -1192,7 +1235,7 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
     with _Lock(tdir, wait) as lock:
         if not lock.held:
             return stats
-        man = read_manifest(store_path)
+        man = _locked_manifest(tdir)
         _sweep(tdir, man)
         obsolete = man.setdefault("obsolete", [])
         part = man["nextPart"]
@@ -1356,7 +1399,7 @@ def prune_tables(
     if _prune_hook:
         _prune_hook("segments")
     with contextlib.nullcontext() if locked else _Lock(tdir):
-        man = read_manifest(store_path)
+        man = _locked_manifest(tdir)
         moved_damage = _move_damaged(man, places or {})
         apps = {k: v["app"] for k, v in man["releases"].items()}
         part = man["nextPart"]
