@@ -239,6 +239,23 @@ def test_report_json_and_convert_carry_the_transforms(hand_file, tmp_path):
     assert _paths(jsprof.load(out)) == {("A", "B"): 1, ("A", "B", "C"): 2, ("A",): 1}
 
 
+def test_flame_and_the_tree_show_the_transformed_tree(hand_file, tmp_path):
+    out = tmp_path / "f.html"
+    p = _cli("flame", str(hand_file), "-o", str(out), "--transform", "collapse:A",
+             "--transform", "merge:main")
+    assert p.returncode == 0, p.stderr
+    html = out.read_text()
+    assert "collapse:A · merge:main" in html  # the subtitle says what was done
+    p = _cli("report", str(hand_file), "--tree", "--json", "--transform", "collapse:A",
+             "--transform", "merge:main")
+    doc = json.loads(p.stdout)
+    assert doc["transforms"] == ["collapse:A", "merge:main"]
+    roots = {n["name"]: n for n in doc["tree"]}
+    # by hand: main>A>... is 4 ms, all A's own now (main>fib>A is under fib)
+    assert roots["A"]["self_ms"] == roots["A"]["total_ms"] == 4.0, roots["A"]
+    assert roots["(merged)"]["total_ms"] == 2.0 and "main" not in roots
+
+
 def test_diff_transforms_both_sides(hand_file, tmp_path):
     other = tmp_path / "other.jsprof.json"
     rec = _rec()
