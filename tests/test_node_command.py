@@ -456,3 +456,40 @@ def test_a_process_left_running_when_the_command_ends_is_recorded_until_then(tmp
         for _ in range(100):
             os.kill(pid, 0)
             time.sleep(0.05)
+
+
+def test_nothing_outside_its_private_directory_is_read_or_removed(tmp_path, monkeypatch):
+    """jsprof closes the hooks' directory by a rename: once to `<dir>.closed`, a sibling
+    in /tmp that anyone who saw the name could make first. Then jsprof read the
+    'announcements' in it (and connected to the inspector URLs they named) and removed it.
+    Now the rename stays inside jsprof's own 0700 directory."""
+    import socket
+    import tempfile
+
+    import jsprof.engines.node.command as command
+
+    top = tmp_path / "jsprof-command-known"
+    planted = tmp_path / "jsprof-command-known.closed"
+    planted.mkdir()
+    (planted / "precious").write_text("not jsprof's")
+    lure = socket.socket()
+    lure.bind(("127.0.0.1", 0))
+    lure.listen(8)
+    (planted / "1-1.json").write_text(
+        f'{{"pid": 1, "url": "ws://127.0.0.1:{lure.getsockname()[1]}/planted"}}')
+
+    def mkdtemp(prefix=None):
+        top.mkdir(mode=0o700)
+        return str(top)
+
+    monkeypatch.setattr(tempfile, "mkdtemp", mkdtemp)
+    try:
+        rec, _ = command.record_command(["node", "-e", (_HOT % "ownHot") + "ownHot(50);"])
+        assert _samples_in(rec.tracks[0], "ownHot") >= 1
+        lure.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            lure.accept()[0].close()  # no connection to the URL it named
+    finally:
+        lure.close()
+    assert (planted / "precious").read_text() == "not jsprof's"
+    assert not top.exists()

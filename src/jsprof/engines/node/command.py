@@ -257,7 +257,12 @@ def record_command(
     exe = find_command(argv[0])
     us = interval_us(sample_interval)
     requested = effective_interval(sample_interval)
-    where = tempfile.mkdtemp(prefix="jsprof-command-")  # mode 0700
+    # The hooks write into `where`, a folder of jsprof's own 0700 one: it is closed by a
+    # rename inside that folder, where no other user can put or replace anything (a
+    # sibling in /tmp named after it could be made by anyone who saw the name).
+    private = tempfile.mkdtemp(prefix="jsprof-command-")  # mode 0700
+    where = os.path.join(private, "announce")
+    os.mkdir(where, 0o700)
     env = dict(os.environ)
     env[ANNOUNCE_ENV] = where
     env["NODE_OPTIONS"] = _node_options(env.get("NODE_OPTIONS"), command_hook_path())
@@ -287,7 +292,7 @@ def record_command(
         except OSError as e:
             os.close(bell_r)
             os.close(bell_w)
-            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
             raise EngineError(f"cannot start {argv[0]}: {e.strerror or e}") from None
         err = _Stderr(proc.stderr)
         if progress is not None:
@@ -317,7 +322,7 @@ def record_command(
             # reached yet are let go.
             os.close(bell_r)
             os.close(bell_w)
-            closed = where + ".closed"
+            closed = os.path.join(private, "closed")
             with contextlib.suppress(OSError):
                 os.rename(where, closed)
             late = _announced(closed, seen)
@@ -328,8 +333,7 @@ def record_command(
                 _release(str(info["url"]))
             end_group(proc)  # what it left running in its group
             err.thread.join(2.0)
-            shutil.rmtree(closed, ignore_errors=True)
-            shutil.rmtree(where, ignore_errors=True)
+            shutil.rmtree(private, ignore_errors=True)
     code = proc.returncode
     tracks: list[Track] = []
     for w in watched:
