@@ -493,3 +493,30 @@ def test_nothing_outside_its_private_directory_is_read_or_removed(tmp_path, monk
         lure.close()
     assert (planted / "precious").read_text() == "not jsprof's"
     assert not top.exists()
+
+
+def test_hooks_stay_commonjs_in_an_esm_project(tmp_path):
+    """jsprof installed in a venv inside a project whose package.json says "type":
+    "module" (a common layout): Node took jsprof's .js hooks for ES modules ('require is
+    not defined in ES module scope') and every Node process of the command crashed, as did
+    `record --engine node` and `run`. The hooks' folder says it is CommonJS. The package's
+    js/ folder is copied as installed under such a project and each hook is preloaded."""
+    import importlib.resources
+
+    from jsprof.engines.node.command import ANNOUNCE_ENV, _node_options
+
+    proj = tmp_path / "proj"
+    js = proj / ".venv" / "lib" / "site-packages" / "jsprof" / "js"
+    shutil.copytree(Path(str(importlib.resources.files("jsprof") / "js")), js)
+    (proj / "package.json").write_text('{"name": "esm-app", "type": "module"}\n')
+    (proj / "app.js").write_text("import { sep } from 'node:path';\nconsole.log(6 * 7, sep);\n")
+    env = dict(os.environ, **{ANNOUNCE_ENV: str(tmp_path / "gone")})
+    env["NODE_OPTIONS"] = _node_options(None, str(js / "node_command_hook.js"))
+    p = subprocess.run(["node", "app.js"], env=env, cwd=proj, capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (0, "42 /\n", ""), p.stderr
+    # run's preload (the Profiler global) likewise
+    p = subprocess.run(["node", "--require", str(js / "node_profiler.js"), "-e",
+                        "console.log(typeof Profiler)"], cwd=proj, capture_output=True,
+                       text=True, timeout=60)
+    assert (p.returncode, p.stdout.strip()) == (0, "function"), p.stderr

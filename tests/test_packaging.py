@@ -115,7 +115,8 @@ def test_build_makes_an_sdist_and_a_wheel_with_the_extensions(dist: Dist) -> Non
     assert "-py3-none-any" not in dist.wheel.name, dist.wheel.name
     for ext in ("jsprof/_quickjs", "jsprof/formats/_columns"):
         assert any(n.startswith(ext + ".") and n.endswith(".so") for n in names), (ext, names)
-    for data in ("jsprof/js/quickjs_profiler.js", "jsprof/instrument/runtime.js",
+    for data in ("jsprof/js/quickjs_profiler.js", "jsprof/js/package.json",
+                 "jsprof/instrument/runtime.js",
                  "jsprof/render/flame.js", "jsprof/serve/static/"):
         assert any(n.startswith(data) for n in names), data
     assert not any(n.endswith(".c") for n in names)
