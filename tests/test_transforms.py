@@ -127,11 +127,21 @@ def test_collapse_resource_makes_one_frame_of_a_script():
                  drop=(("main", "lib1", "lib2"), ("main", "lib1", "X", "lib2")))
     assert _run(f"collapse-resource:{LIB}") == want
     assert _run("collapse-resource:*/lib.js") == want
+    assert _run("collapse-resource:/srv/lib.js") == want  # as the tables show it
     spec = transforms.parse_spec("collapse-resource:*lib.js")
     rec = transforms.apply(_rec(), "hand.json", [spec])
     tr = rec.tracks[0].trace
     (frame,) = [f for f in tr.frames if f.name == "lib.js"]
     assert tr.resources[frame.resource_id] == LIB and frame.line is None  # the script, whole
+
+
+def test_collapse_resource_takes_the_path_the_tables_show(tmp_path, monkeypatch):
+    b = TraceBuilder()
+    lib = b.resource_id(f"file://{tmp_path}/src/lib.js")
+    b.add_sample(0.0, b.stack_id([b.frame_id("f", lib, 1, 1), b.frame_id("g", lib, 2, 1)]))
+    rec = Recording.of(b.build(), sample_interval=1.0)
+    monkeypatch.chdir(tmp_path)  # the tables show src/lib.js
+    assert _run("collapse-resource:src/lib.js", rec=rec) == {("lib.js",): 1.0}
 
 
 def test_collapse_recursion_joins_direct_and_indirect_calls():

@@ -27,9 +27,11 @@ are far fewer than samples); samples are remapped by a lookup array.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from fnmatch import fnmatchcase
+from urllib.parse import unquote, urlparse
 
 import numpy as np
 
@@ -234,7 +236,20 @@ def script_label(url: str) -> str:
 
 
 def resource_matches(url: str, pattern: str) -> bool:
-    return url == pattern or fnmatchcase(url, pattern)
+    """`pattern` (wildcards allowed) is the URL, or, for a `file:` URL, its path or the
+    path relative to the current folder: what the tables show for it."""
+    return any(fnmatchcase(u, pattern) for u in _spellings(url))
+
+
+def _spellings(url: str) -> list[str]:
+    out = [url]
+    if url.startswith("file://"):
+        path = unquote(urlparse(url).path)
+        out.append(path)
+        prefix = os.getcwd().rstrip("/") + "/"
+        if path.startswith(prefix):
+            out.append(path[len(prefix):])
+    return out
 
 
 def _collapse_resource(r: _Rebuild, pattern: str) -> bool:
