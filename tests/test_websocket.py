@@ -161,6 +161,21 @@ def test_a_refused_handshake_is_one_line(status: bytes, accept_ok: bool) -> None
     th.join(5)
 
 
+def test_an_inspectors_id_is_in_no_message() -> None:
+    """The id in an inspector's URL is its only key (whoever has it runs code in that
+    process): a connection that fails says the host and port, not the id (it went into
+    the recording's meta of `record -- COMMAND` and onto stderr)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()  # nothing listens there now
+    uid = "0f5b4c3e-9d2a-4b7e-8c1f-6a2d9e3b7c41"
+    with pytest.raises(EngineError) as e:
+        CDPClient(f"ws://127.0.0.1:{port}/{uid}", open_timeout=2.0)
+    assert f"ws://127.0.0.1:{port}/..." in str(e.value), str(e.value)
+    assert uid not in str(e.value)
+
+
 # ---- the message size limit (issue 20) ------------------------------------------------------
 
 

@@ -144,6 +144,17 @@ class Session:
             self.client.pump(min(0.1, left))
 
 
+def _without_id(url: str) -> str:
+    """An inspector's URL as said in a message: its host and port, not its path. The
+    path's id is the only key to a Node inspector or a browser target (whoever has it can
+    run code there), so it goes in no message, log or recording's meta."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return "the given address"
+    host = rest.split("/", 1)[0]
+    return f"{scheme}://{host}" + ("/..." if "/" in rest.rstrip("/") else "")
+
+
 class CDPClient:
     """A synchronous CDP connection (messages up to the WebSocket's limit, 1 GiB by default:
     a whole profile of an hour is some 20-40 MB; see websocket.py)."""
@@ -157,7 +168,9 @@ class CDPClient:
             try:
                 self.ws = WebSocket(url, open_timeout=open_timeout)
             except (OSError, TimeoutError) as e:
-                raise EngineError(f"cannot connect to the inspector at {url}: {e}") from None
+                raise EngineError(
+                    f"cannot connect to the inspector at {_without_id(url)}: {e}"
+                ) from None
         self._sock = getattr(self.ws, "socket", None)
         self._quickack()
         with contextlib.suppress(OSError, AttributeError):
