@@ -9,7 +9,9 @@ filters match it (`filters.name_matcher`: whole name, `*` and `?` wildcards), a 
 - `merge-node:A>B>C`: only the call node at that path leaves (its children move up to B).
 - `focus-subtree:A>B`: only samples under that call path, rooted at its last node.
 - `focus:NAME`: only samples through NAME, each rooted at its outermost NAME; recursive
-  calls of NAME below it merge into that root.
+  calls of NAME below it merge into that root (the issue's grammar says so; Firefox's
+  focus-function keeps them as nodes, i.e. this is its focus-function then
+  collapse-recursion).
 - `collapse:NAME`: NAME's callees fold into NAME (their time becomes NAME's self time).
 - `collapse-resource:URL`: the frames of one script become one frame named after its file;
   consecutive ones merge (a script calling back into itself through another stays two).
