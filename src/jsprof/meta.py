@@ -96,6 +96,10 @@ WALL, CPU = "wall", "cpu"
 CLOCKS = (WALL, CPU)
 BUFFER_FULL = "bufferFull"
 EXIT_WAIT_DROPPED = "exitWaitDropped"
+# The profiled program's command lines: a script's `args`, a command's `command` and each
+# of its processes' `argv` may hold anything (a token, a password). They stay in the local
+# recording and are never sent: `jsprof upload` leaves them out and the collector drops them.
+COMMAND_LINES = frozenset({"args", "command", "argv"})
 
 _UPPER = re.compile(r"_([a-z])")
 

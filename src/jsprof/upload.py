@@ -35,13 +35,16 @@ import numpy as np
 import orjson
 
 from .errors import JsprofError, UsageError
+from .meta import COMMAND_LINES
 from .trace import Recording, Track
 from .words import printable
 
 # Keys the collector sets itself (serve/ingest.py SERVER_KEYS): a track's meta cannot. And
-# `args`, the profiled script's command line: it may hold anything (serve/ingest.py drops
-# it from a posted jsprof file alike).
-_SERVER_KEYS = frozenset({"app", "release", "route", "env", "receivedAt", "timeline", "args"})
+# the profiled program's command lines (meta.COMMAND_LINES: `args`, a command's `command`
+# and `argv`): they may hold anything (serve/ingest.py drops them from a posted jsprof file
+# alike).
+_SERVER_KEYS = frozenset({"app", "release", "route", "env", "receivedAt", "timeline"}
+                         | COMMAND_LINES)
 TIMEOUT = 120.0
 MAX_ERROR_BYTES = 64 << 10
 RETRIES = 3  # for 5xx/429 and connection errors; a 4xx is the collector's final word

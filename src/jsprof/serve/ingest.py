@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 
 from ..errors import TraceFormatError
+from ..meta import COMMAND_LINES
 from ..trace import ProfilerTrace
 from .config import Limits
 
@@ -195,7 +196,7 @@ def track_meta(rec: Any, where: str) -> dict[str, Any]:
     meta, which wins). Its per-sample lines and spans are dropped (the fleet keeps neither);
     samples that carry their own weights or counts are refused: the fleet weighs a sample by
     the time to the next one, and a merged profile is not one page load's recording. The
-    file's meta `args` (the profiled script's command line) is not kept."""
+    file's command lines (meta `args`, `command`, `argv`) are not kept."""
     if len(rec.tracks) != 1:
         raise Refused(
             400,
@@ -216,11 +217,11 @@ def track_meta(rec: Any, where: str) -> dict[str, Any]:
             f"{where}.sampleWeights: samples with weights of their own; the collector weighs "
             "a sample by the time to the next (`jsprof upload` turns weights into times)",
         )
-    # Not `args`: the profiled script's command line may hold anything (jsprof upload
-    # leaves it out too).
+    # Not the command lines (`args`, `command`, `argv`): they may hold anything (jsprof
+    # upload leaves them out too).
     meta: dict[str, Any] = {
         k: v for k, v in (track.meta or {}).items()
-        if k not in SERVER_KEYS and k not in ("timeline", "args")
+        if k not in SERVER_KEYS and k != "timeline" and k not in COMMAND_LINES
     }
     if track.time_origin is not None:
         meta["timeOrigin"] = track.time_origin
