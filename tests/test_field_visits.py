@@ -43,7 +43,16 @@ window.profiling = startProfiling({
   endpoint: "%(collector)s", app: "shop", key: "k1", release: q.get("release"),
   sampleRate: 1, drainDelayMs: Number(q.get("drain") || 1000),
   retryMs: Number(q.get("retry") || 2000),
+  keepaliveLimit: Number(q.get("keepalive") || 65536),
 });
+// What Chromium does with a beacon over its budget: refuses it.
+if (q.get("nobeacon")) navigator.sendBeacon = () => false;
+let vis = "visible";
+window.hide = () => {
+  Object.defineProperty(document, "visibilityState", {configurable: true, get: () => vis});
+  vis = "hidden";
+  document.dispatchEvent(new Event("visibilitychange"));
+};
 // A visit: the user's page works in slices (frames between them), like a page that renders.
 window.work = async (ms) => {
   const end = performance.now() + ms;
@@ -314,6 +323,31 @@ def test_a_chunk_over_the_keepalive_budget_goes_with_the_next_page(site, browser
         big = {f["name"] for f in prepared[0]["frames"] if f["name"].startswith("big_")}
         assert len(big) * 1500 * math.log2(36) / 8 > 65536, len(big)
         assert page.evaluate("profiling.stats")["retried"] >= 1
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_a_hidden_tab_sends_what_its_keepalive_budget_could_not_take(site, browser,
+                                                                     tmp_path: Path) -> None:
+    # Hidden (another tab is shown), the page sends its chunk the way a page going away
+    # does; over the budget and with the beacon refused, it waits in the outbox, and the
+    # page, still alive, sends it itself.
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={site.origin}")
+    site.collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{site.origin}/visit/0?release=hidden&keepalive=1&nobeacon=1&retry=200"
+                  "&drain=600000")
+        load = _visit(page)
+        page.evaluate("hide()")
+        got = _wait_for(store, "hidden", [load])
+        assert _arrived(got, [load]) == [load], page.evaluate("profiling.stats")
+        stats = page.evaluate("profiling.stats")
+        assert stats["deferred"] >= 1 and stats["beacons"] == 0, stats
+        assert [m["chunkReason"] for _, m, _ in got[load]] == ["hidden"]
         context.close()
     finally:
         col.stop()

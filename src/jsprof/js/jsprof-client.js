@@ -975,6 +975,8 @@ class Session {
         return up.id;
       }
       this.stats.deferred++;
+      // Sent by the next page load; or by this page, should it live on (a hidden tab).
+      this.scheduleDrain(this.opts.retryMs);
       return null;
     }
     let status = 0;
