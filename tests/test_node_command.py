@@ -520,3 +520,24 @@ def test_hooks_stay_commonjs_in_an_esm_project(tmp_path):
                         "console.log(typeof Profiler)"], cwd=proj, capture_output=True,
                        text=True, timeout=60)
     assert (p.returncode, p.stdout.strip()) == (0, "function"), p.stderr
+
+
+def test_a_process_jsprof_failed_to_profile_runs_on(tmp_path, monkeypatch):
+    """jsprof connected to a process's inspector but could not start its profiler (a
+    fault injected where the profiler starts): the process's hook was left waiting for
+    jsprof's go, so the command never ended (until --duration or Ctrl-C). Now jsprof lets
+    it go: it runs unprofiled, the failure said."""
+    import jsprof.engines.node.command as command
+    from jsprof.engines.node.isolate import _Isolate
+    from jsprof.errors import EngineError
+
+    def fail(self, us, reoptimize=False):
+        raise EngineError("injected: the profiler did not start")
+
+    monkeypatch.setattr(_Isolate, "start", fail)
+    ran = tmp_path / "ran"
+    code = f"require('node:fs').writeFileSync({str(ran)!r}, 'ran');"
+    # (--duration only so that a hung command ends: then its process never ran)
+    with pytest.raises(EngineError, match="nothing was recorded"):
+        command.record_command(["node", "-e", code], duration=60)
+    assert ran.read_text() == "ran"

@@ -150,6 +150,9 @@ class _Watched:
             )
         except Exception as e:  # noqa: BLE001 -- said in the track's meta, not fatal to the others
             self.failure = e
+            # Its hook may still hold it (waiting for jsprof's go, which no debugger that
+            # left will give): let it run on unprofiled, or the command waits for it forever.
+            _release(str(self.info["url"]))
 
     def samples(self) -> tuple[int, int]:
         poll = self.progress.poll
