@@ -242,8 +242,8 @@ def test_generated_recordings_written_in_every_format_read_back(rec: Recording) 
 )
 def test_times_a_format_cannot_count_are_refused_by_its_writer(origin, start) -> None:
     # Valid jsprof JSON (times below 2**53 ms), but beyond the microseconds of a
-    # .cpuprofile or Chrome trace (2**53 µs), a Perfetto trace (2**52 µs) or pprof's int64
-    # nanoseconds: those writers wrote files their own readers refused.
+    # .cpuprofile or Chrome trace (2**53 µs), a Perfetto trace (2**52 µs) or pprof's and OTLP's
+    # int64 nanoseconds: those writers wrote files their own readers refused.
     b = TraceBuilder()
     main = b.frame_id("main", b.resource_id("file:///a.js"), 1, 1)
     for i in range(3):
@@ -260,5 +260,5 @@ def test_times_a_format_cannot_count_are_refused_by_its_writer(origin, start) ->
             continue
         if fmt.read is not None:
             assert jsprof.load(io.BytesIO(out)).num_samples == 3, fmt.name
-    assert refused <= {"cpuprofile", "chrome-trace", "perfetto", "pprof"}
+    assert refused <= {"cpuprofile", "chrome-trace", "perfetto", "pprof", "otlp", "otlp-json"}
     assert refused, "some format's clock cannot count these times"

@@ -112,6 +112,14 @@ SEEDS: dict[str, list[bytes]] = {
         _own("perfetto", DATA / "chromium" / "trace-builtins.json"),
         _own("perfetto", INSTRUMENTED),
     ],
+    "otlp": [
+        _own("otlp", DATA / "chromium" / "trace-builtins.json"),
+        _own("otlp", INSTRUMENTED),
+    ],
+    "otlp-json": [
+        _own("otlp-json", DATA / "chromium" / "trace-idle.json"),
+        _own("otlp-json", INSTRUMENTED),
+    ],
 }
 
 
@@ -274,6 +282,8 @@ def test_mutated_files_raise_only_one_line_errors(name):
         ("folded", "folded"),
         ("pprof", "pprof"),
         ("perfetto", "perfetto"),
+        ("otlp", "otlp"),
+        ("otlp-json", "otlp-json"),
     ],
 )
 def test_round_trip_of_each_seed_is_stable_in_every_writable_format(name, fmt):

@@ -1,9 +1,11 @@
 """jsprof's optional parts and the pip extra that installs each (pyproject.toml).
 
 The core (`pip install jsprof`) records, runs and reads traces on every engine; field
-profiling (`jsprof serve`, `jsprof fleet`) needs `jsprof[field]`, and `fleet --engine dask`
-needs `jsprof[dask]`. A command whose extra is missing stops before it starts, with one
-line naming the extra (a `MissingExtra`, exit 2), not an ImportError from deep inside.
+profiling (`jsprof serve`, `jsprof fleet`) needs `jsprof[field]`, `fleet --engine dask`
+needs `jsprof[dask]`, and OTLP profiles (`.otlp.pb`, `.otlp.json`) need `jsprof[otlp]`. A
+command whose extra is missing stops before it starts, with one line naming the extra (a
+`MissingExtra`, exit 2), not an ImportError from deep inside; the OTLP formats raise it
+when they are read or written (formats/_otlp.py).
 Stdlib only: `cli.py` asks before it runs serve or fleet.
 """
 
@@ -18,6 +20,7 @@ _FIELD = ("starlette", "anyio", "uvicorn", "zstandard", "pyarrow", "duckdb")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "field": _FIELD,
     "dask": (*_FIELD, "pandas", "dask", "distributed"),
+    "otlp": ("opentelemetry",),
 }
 
 

@@ -3,8 +3,8 @@
 Each format converts to or from the Recording; there is no format-to-format converter.
 `READERS` is the order sniffing tries: first every reader's cheap look at the first bytes
 (`sniff_head`), then, in the same order, the sniffers that may parse the input. The jsprof
-format comes first (it is the native one); pprof before Perfetto, since both are protobuf
-and pprof's check is the stricter; folded stacks, plain text, last.
+format comes first (it is the native one); OTLP before pprof and pprof before Perfetto (all
+protobuf; OTLP's check is the strictest, then pprof's); folded stacks, plain text, last.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ TABLE: dict[str, tuple[str, tuple[str, ...]]] = {
     "cpuprofile": ("cpuprofile", (".cpuprofile",)),
     "chrome-trace": ("chrometrace", (".trace.json", ".chrome.json")),
     "speedscope": ("speedscope", (".speedscope.json",)),
+    "otlp-json": ("otlpjson", (".otlp.json",)),
+    "otlp": ("otlp", (".otlp.pb",)),
     "pprof": ("pprof", (".pprof", ".pb", ".pb.gz")),
     "perfetto": ("perfetto", (".pftrace", ".perfetto-trace", ".perfetto")),
     "folded": ("folded", (".folded", ".collapsed")),
@@ -36,6 +38,8 @@ _READER_NAMES = (
     "cpuprofile",
     "chrome-trace",
     "speedscope",
+    "otlp-json",
+    "otlp",
     "pprof",
     "perfetto",
     "folded",
