@@ -77,6 +77,7 @@ def test_recordings_of_every_engine_upload(recordings, collector, tmp_path: Path
             meta = doc["jsprof"]["meta"]
             assert (meta["app"], meta["release"], meta["env"]) == ("shop", "1.0", "ci")
             assert meta["track"] == track.name and meta["source"] == path.name
+            assert doc["jsprof"]["track"] == track.name  # read back as the track it was
             assert "args" not in meta  # the profiled script's command line stays home
             page_loads.add(meta["pageLoad"])
             t = track.trace
@@ -150,6 +151,7 @@ def test_the_collector_takes_jsprof_files(recordings, collector) -> None:
     assert meta["engine"] == "quickjs" and meta["timeOrigin"] == ext["timeOrigin"]
     assert meta["sampleInterval"] == ext["sampleInterval"] and meta["track"] == "main"
     assert meta["clock"] == ext["meta"]["clock"] and "args" not in meta
+    assert doc["jsprof"]["engine"] == "quickjs" and doc["jsprof"]["track"] == "main"
     assert len(doc["samples"]) == len(orjson.loads(data)["samples"])
     # What the store cannot take is one line naming the field: two tracks in one upload.
     status, body = collector.post(recordings["node"].read_bytes(),

@@ -324,7 +324,11 @@ def trace_document(meta: dict, trace_json: bytes) -> bytes:
 
     The stored JSON is spliced, not re-encoded, so timestamps come back bit for bit.
     """
-    ext: dict[str, Any] = {"formatVersion": 1, "track": "main"}
+    # An upload of a recording (`jsprof upload`, a jsprof file) names its track and engine.
+    track, engine = meta.get("track"), meta.get("engine")
+    ext: dict[str, Any] = {"formatVersion": 1, "track": track if type(track) is str else "main"}
+    if type(engine) is str:
+        ext["engine"] = engine
     origin = meta.get("timeOrigin")
     ext["timeOrigin"] = origin if type(origin) in (int, float) else None  # unknown
     interval = meta.get("sampleInterval")
