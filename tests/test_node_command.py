@@ -541,3 +541,17 @@ def test_a_process_jsprof_failed_to_profile_runs_on(tmp_path, monkeypatch):
     with pytest.raises(EngineError, match="nothing was recorded"):
         command.record_command(["node", "-e", code], duration=60)
     assert ran.read_text() == "ran"
+
+
+def test_a_process_with_its_own_inspector_runs_as_it_would(tmp_path):
+    """A program run with its own --inspect keeps its inspector (jsprof's hook steps
+    aside), runs unprofiled, and jsprof's one line says why nothing was recorded."""
+    out = tmp_path / "out"
+    code = f"require('node:fs').writeFileSync({str(out)!r}, String(!!require('inspector').url()))"
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--", "node",
+             "--inspect=127.0.0.1:0", "-e", code, cwd=tmp_path)
+    assert out.read_text() == "true"  # its own inspector, open
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "opens its own inspector: --inspect" in lines[0], p.stderr
+    assert not (tmp_path / "o.json").exists()

@@ -345,7 +345,8 @@ def record_command(
         said = "; it ran no Node.js process that loaded jsprof's hook" if not watched else ""
         raise EngineError(
             f"{shlex.join(argv)}: exited with code {code}{said}, nothing was recorded "
-            "(does it run node? a process started with a cleared NODE_OPTIONS is not seen)"
+            "(does it run node? a process started with a cleared NODE_OPTIONS is not seen, "
+            "nor one that opens its own inspector: --inspect)"
         )
     meta = tracks[0].meta
     meta.update(command=list(argv), exitCode=code)
