@@ -256,6 +256,9 @@ async def post_trace(request: Request) -> Response:
     stored = await in_thread(_append, store, upload_id, meta, trace_json, gzipped)
     if isinstance(stored, _Failed):
         return _refused(stored.status, stored.message, cors, stored.headers)
+    forwarder = getattr(request.app.state, "forwarder", None)
+    if stored is True and forwarder is not None:
+        forwarder.offer(meta, trace_json)  # a put that never waits
     if not stored:
         # A repeated id: the same upload (a client's retry) is answered as the first time;
         # a different one under that id is a conflict, not silently dropped.
@@ -506,9 +509,18 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             compactor = BackgroundCompactor(app.state.store.path, config.compact_every)
             compactor.start()
         app.state.compactor = compactor
+        forwarder = None
+        if config.forward:
+            from .forward import Forwarder
+
+            forwarder = Forwarder(config.forward)
+            forwarder.start()
+        app.state.forwarder = forwarder
         try:
             yield
         finally:
+            if forwarder is not None:
+                forwarder.stop()
             if compactor is not None:
                 compactor.stop()
             if retention is not None:

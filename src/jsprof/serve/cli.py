@@ -162,6 +162,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="compact new uploads into the query tables every S seconds, in one background "
         "process per store (default 5; 0: never, e.g. when `jsprof fleet` runs elsewhere)",
     )
+    p.add_argument(
+        "--forward",
+        metavar="URL",
+        help="also push every stored upload, as OTLP profiles, to this OTLP/HTTP endpoint "
+        "(e.g. Pyroscope's http://HOST:4040; /v1development/profiles when URL has no path); "
+        "batched and retried in the background, never delaying an upload; needs jsprof[otlp]",
+    )
     g = p.add_argument_group("limits per upload")
     g.add_argument("--max-body", default="8MiB", metavar="SIZE", help="body on the wire (8MiB)")
     g.add_argument(
@@ -244,7 +251,21 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         max_connections=args.max_connections,
         forwarded_allow_ips=args.forwarded_allow_ips,
         compact_every=args.compact_every,
+        forward=_forward(args.forward),
     )
+
+
+def _forward(url: str | None) -> str | None:
+    if url is None:
+        return None
+    from ..extras import require
+    from .forward import endpoint
+
+    require("otlp", "jsprof serve --forward")
+    try:
+        return endpoint(url)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
 
 
 def _open_store(path: str) -> object:

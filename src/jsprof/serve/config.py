@@ -54,6 +54,8 @@ class ServeConfig:
     # Seconds between background compactions (one compactor process per store, whatever
     # the workers; store/background.py); 0: none (compact elsewhere, e.g. `jsprof fleet`).
     compact_every: float = 5.0
+    # OTLP/HTTP profiles endpoint every stored upload is also pushed to (serve/forward.py)
+    forward: str | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
