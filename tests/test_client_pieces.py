@@ -1,6 +1,6 @@
 """The browser client joins a chunk's pieces (one Profiler each) into one trace in the page
-(`mergeTraces` of js/jsprof-client.js, run here in Node, which imports the client as the
-ES module it is): real Chromium traces, cut into pieces whose tables are numbered apart as
+(`mergeTraces` of js/jsprof-client.js, run here in Node from a copy named .mjs, as the ES
+module it is): real Chromium traces, cut into pieces whose tables are numbered apart as
 separate Profilers number them, come back as the same samples with the same stacks, and
 the sample a piece repeats at its seam is left out."""
 
@@ -29,9 +29,18 @@ process.stdin.on("end", () => {
 """
 
 
-def _merge(pieces: list[dict], after: float | None = None) -> dict:
+@pytest.fixture(scope="module")
+def client_mjs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The client's text as an .mjs file: src/jsprof/js/ is CommonJS to Node (its
+    package.json: Node's hooks and preloads live there), the client is the browser's module."""
+    out = tmp_path_factory.mktemp("client") / "jsprof-client.mjs"
+    out.write_bytes(CLIENT.read_bytes())
+    return out
+
+
+def _merge(client: Path, pieces: list[dict], after: float | None = None) -> dict:
     r = subprocess.run(
-        [find_node(), "--input-type=module", "-e", MERGE % json.dumps(CLIENT.as_uri())],
+        [find_node(), "--input-type=module", "-e", MERGE % json.dumps(client.as_uri())],
         input=json.dumps({"pieces": pieces, "after": after}),
         capture_output=True, text=True, timeout=60,
     )
@@ -103,7 +112,7 @@ def _as_piece(t: dict, lo: int, hi: int, rng: random.Random) -> dict:
 
 
 @pytest.mark.parametrize("name", ["trace-basic.json", "trace-builtins.json", "trace-idle.json"])
-def test_pieces_join_into_the_trace_they_were_cut_from(name: str) -> None:
+def test_pieces_join_into_the_trace_they_were_cut_from(client_mjs: Path, name: str) -> None:
     t = json.loads((DATA / name).read_text())
     n = len(t["samples"])
     rng = random.Random(name)
@@ -112,7 +121,7 @@ def test_pieces_join_into_the_trace_they_were_cut_from(name: str) -> None:
     # Each piece after the first also has the sample before it: the instant two Profilers
     # overlap at a seam. The join keeps it once.
     pieces = [_as_piece(t, max(0, lo - (i > 0)), hi, rng) for i, (lo, hi) in enumerate(bounds)]
-    merged = _merge(pieces)
+    merged = _merge(client_mjs, pieces)
     assert _paths(merged) == _paths(t)
     # Interned again: one entry per distinct resource, frame and stack.
     assert len(set(merged["resources"])) == len(merged["resources"])
@@ -122,5 +131,5 @@ def test_pieces_join_into_the_trace_they_were_cut_from(name: str) -> None:
     assert len(set(skeys)) == len(skeys)
     # `after`: the samples a piece sent earlier are left out (the tail sent on the way out).
     at = t["samples"][cuts[1] - 1]["timestamp"]
-    tail = _merge(pieces[2:], after=at)
+    tail = _merge(client_mjs, pieces[2:], after=at)
     assert _paths(tail) == [p for p in _paths(t) if p[0] > at]
