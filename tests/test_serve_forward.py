@@ -21,11 +21,12 @@ class Receiver:
     """An OTLP/HTTP profiles endpoint on loopback: answers the first `fail` requests 503,
     holds requests while `hold` is clear, keeps every request it decodes."""
 
-    def __init__(self, fail: int = 0, hold: bool = False) -> None:
+    def __init__(self, fail: int = 0, hold: bool = False, status: int = 503) -> None:
         self.requests: list[svc.ExportProfilesServiceRequest] = []
         self.paths: list[str] = []
         self.types: list[str] = []
         self.fail = fail
+        self.status = status
         self.arrived = threading.Event()
         self.release = threading.Event()
         if not hold:
@@ -43,7 +44,7 @@ class Receiver:
                     outer.release.wait(120)
                 if outer.fail > 0:
                     outer.fail -= 1
-                    self.send_response(503)
+                    self.send_response(outer.status)
                     self.end_headers()
                     return
                 outer.requests.append(svc.ExportProfilesServiceRequest.FromString(body))
@@ -170,3 +171,23 @@ def test_a_bad_forward_url_is_one_line(tmp_path: Path) -> None:
                    "--forward", "ftp://example.com/x")
     assert r.returncode == 2
     assert "--forward 'ftp://example.com/x': expected an http(s)" in one_line_error(r.stderr)
+
+
+def test_a_full_queue_drops_and_a_4xx_is_not_retried() -> None:
+    from jsprof.serve.forward import Forwarder
+
+    doc = fixture_bytes()
+    full = Forwarder("http://127.0.0.1:9/", size=1)  # not started: nothing takes from it
+    assert full.url == "http://127.0.0.1:9/v1development/profiles"
+    assert full.offer({}, doc) and not full.offer({}, doc) and full.dropped == 1
+    rx = Receiver(fail=10, status=400)
+    fw = Forwarder(rx.url, linger=0.01)
+    fw.start()
+    try:
+        # the store's document: a ProfilerTrace; the meta the collector keeps beside it
+        assert fw.offer({"app": "shop", "timeOrigin": 1.7e12}, doc)
+        _wait(lambda: fw.failed == 1, "the batch given up")
+        assert len(rx.paths) == 1 and fw.sent == 0  # 400: the endpoint's final word
+    finally:
+        fw.stop()
+        rx.close()
