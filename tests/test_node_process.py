@@ -82,3 +82,31 @@ def test_nodes_stderr_without_an_inspector_is_still_forwarded(capfd) -> None:
     node = NodeProcess(["-e", "process.stderr.write('early words\\n')"], inspect=(), wait=False)
     assert node.wait_exit(timeout=30.0) == 0
     assert capfd.readouterr().err == "early words\n"
+
+
+# The script asks its own inspector's HTTP endpoint what it lists, as any local user could.
+_LISTS_ITS_ID = r"""
+const u = new URL(require('node:inspector').url());
+require('node:http').get(`http://127.0.0.1:${u.port}/json/list`, (r) => {
+  let d = '';
+  r.on('data', (c) => { d += c; });
+  r.on('end', () => console.log('listed ' + d.includes(u.pathname.slice(1))));
+});
+"""
+
+
+def test_the_inspectors_id_is_not_published_over_http(tmp_path) -> None:
+    """jsprof reads the inspector's URL from Node's stderr (its pipe); Node also served it
+    at http://127.0.0.1:PORT/json/list to any local process (--inspect's default), and the
+    id is all it takes to run code in the profiled process."""
+    import sys
+
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+    app = tmp_path / "app.js"
+    app.write_text(_LISTS_ITS_ID)
+    p = subprocess.run([sys.executable, "-m", "jsprof.cli", "record", "--engine", "node",
+                        "-o", str(tmp_path / "o.json"), str(app)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "listed false" in p.stdout, (p.stdout, p.stderr)

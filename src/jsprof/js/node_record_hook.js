@@ -1,6 +1,6 @@
 // Preloaded (node --inspect=127.0.0.1:0 --require this file) by `jsprof record --engine
 // node`, in the main thread only. It
-// - removes jsprof's two flags from process.execArgv, so the script sees what it would see
+// - removes jsprof's flags from process.execArgv, so the script sees what it would see
 //   without jsprof and the children it forks do not inherit an inspector;
 // - holds the script until jsprof has started the profiler (instead of --inspect-brk,
 //   whose pause wraps the main module in a `callAndPauseOnStart` frame and is inherited);
@@ -24,6 +24,9 @@
     if (argv[i].startsWith('--inspect=127.0.0.1:')) argv.splice(i, 1);
     else if (argv[i] === '--require' && argv[i + 1] === __filename) argv.splice(i, 2);
   }
+  // and the first flag of all, jsprof's (a user's own --node-arg comes after it)
+  const publish = argv.indexOf('--inspect-publish-uid=stderr');
+  if (publish >= 0) argv.splice(publish, 1);
 
   // Bound now: the script may replace console.profile later.
   const profile = console.profile.bind(console);

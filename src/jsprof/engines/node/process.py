@@ -121,7 +121,11 @@ class NodeProcess:
         wait: bool = True,
     ) -> None:
         exe = find_node(node)
-        cmd = [exe, *inspect, *node_args, *argv]
+        # The inspector's URL (its id is the only key to it: whoever has it runs code in
+        # Node) is read from Node's stderr, which is ours; not published over HTTP too,
+        # where any local user's GET /json/list on the port would give it.
+        publish = ("--inspect-publish-uid=stderr",) if inspect else ()
+        cmd = [exe, *publish, *inspect, *node_args, *argv]
         self._err_out = stderr
         self.url: str | None = None
         self.waiting = threading.Event()  # "Waiting for the debugger to disconnect..."
