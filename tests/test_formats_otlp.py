@@ -186,6 +186,7 @@ def _round_trip(rec, tmp_path, name: str) -> None:
         out = tmp_path / f"{name}{ext}"
         r = jsprof_cli("convert", str(src), str(out))
         assert r.returncode == 0, r.stderr
+        assert "no per-sample weights" not in r.stderr  # OTLP keeps them: no false note
         data = out.read_bytes()
         assert detect(data, str(out)).name == ("otlp" if ext == ".otlp.pb" else "otlp-json")
         back = jsprof.load(out)

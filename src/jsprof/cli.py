@@ -433,7 +433,9 @@ def _progress(what: str, path: str) -> Any:
 
 
 # Output formats that keep each sample's weight (docs/formats.md).
-WEIGHTED_FORMATS = frozenset({"jsprof", "speedscope", "pprof", "chrome-trace", "perfetto"})
+WEIGHTED_FORMATS = frozenset(
+    {"jsprof", "speedscope", "pprof", "chrome-trace", "perfetto", "otlp", "otlp-json"}
+)
 
 
 def _same_file(a: str, b: str) -> bool:
@@ -504,15 +506,15 @@ def cmd_convert(args: argparse.Namespace) -> int:
             print(
                 f"note: {fmt.name} has no per-sample weights: the CPU-clock samples read "
                 "back as wall-clock time (each charged the gap to the next one); write "
-                ".jsprof.json, .speedscope.json, .pb.gz, .trace.json or .pftrace to keep the "
-                "CPU times",
+                ".jsprof.json, .speedscope.json, .pb.gz, .otlp.pb, .trace.json or .pftrace to "
+                "keep the CPU times",
                 file=sys.stderr,
             )
         else:
             print(
                 f"note: {fmt.name} has no per-sample weights: read back, each kept sample is "
                 "charged the gap to the next kept one; write .jsprof.json, .speedscope.json, "
-                ".pb.gz, .trace.json or .pftrace to keep the filtered times",
+                ".pb.gz, .otlp.pb, .trace.json or .pftrace to keep the filtered times",
                 file=sys.stderr,
             )
     return 0
