@@ -200,7 +200,7 @@ def test_chromium_and_node_files_round_trip(fixture, tmp_path) -> None:
     _round_trip(jsprof.load(fixture), tmp_path, fixture.stem)
 
 
-@pytest.mark.parametrize("engine", ["quickjs", "node"])
+@pytest.mark.parametrize("engine", ["quickjs", "quickjs-cpu", "node"])
 def test_recordings_round_trip(engine, tmp_path) -> None:
     script = tmp_path / "work.js"
     script.write_text(
@@ -210,7 +210,9 @@ def test_recordings_round_trip(engine, tmp_path) -> None:
         "console.log(t > 0 ? 'ok' : 'no');\n"
     )
     rec_path = tmp_path / "rec.jsprof.json"
-    r = jsprof_cli("record", "--engine", engine, "-o", str(rec_path), str(script))
+    clock = ["--clock", "cpu"] if engine == "quickjs-cpu" else []
+    r = jsprof_cli("record", "--engine", engine.split("-")[0], *clock, "-o", str(rec_path),
+                   str(script))
     assert r.returncode == 0, r.stderr
     rec = jsprof.load(rec_path)
     assert rec.num_samples > 0 and rec.tracks[0].time_origin is not None
@@ -221,6 +223,9 @@ def test_recordings_round_trip(engine, tmp_path) -> None:
     leaf_first = [o[2] for p in dec.values() for o in p["obs"]
                   if len(o[2]) >= 2 and o[2][1][0] == "mid"]
     assert leaf_first and all(f[0][0] == "leaf" for f in leaf_first)
+    if clock:  # CPU-clock samples: cpu/nanoseconds, their CPU-time weights in values
+        assert rec.tracks[0].meta.get("clock") == "cpu"
+        assert {k[1] for k in dec} == {("cpu", "nanoseconds")}
     # absolute times: epoch ns within the recording's span
     origin = round(Fraction(rec.tracks[0].time_origin) * 10**6)
     ts = [o[0] for p in dec.values() for o in p["obs"]]
