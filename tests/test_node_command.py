@@ -555,3 +555,29 @@ def test_a_process_with_its_own_inspector_runs_as_it_would(tmp_path):
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and "opens its own inspector: --inspect" in lines[0], p.stderr
     assert not (tmp_path / "o.json").exists()
+
+
+LISTS = r"""
+const inspector = require('node:inspector');
+const http = require('node:http');
+const url = inspector.url();
+const id = url.slice(url.lastIndexOf('/') + 1);
+http.get({ host: '127.0.0.1', port: new URL(url).port, path: '/json/list' }, (r) => {
+  let body = '';
+  r.on('data', (c) => { body += c; });
+  r.on('end', () => console.log('listed', r.statusCode, body.includes(id)));
+});
+"""
+
+
+def test_no_process_lists_its_inspector_id_over_http(tmp_path):
+    # The inspector's id is what lets a client in: any local user can ask a loopback port's
+    # /json/list, so the hook's inspector publishes the id nowhere (jsprof reads it from its
+    # private directory). With --inspect-publish-uid=http the id was listed (200, true).
+    app = tmp_path / "lists.js"
+    app.write_text(LISTS)
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--", "node", app,
+             cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "listed 404 false" in p.stdout, p.stdout
+    assert jsprof.load(tmp_path / "o.json").tracks, "the process was still profiled"

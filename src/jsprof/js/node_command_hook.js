@@ -3,7 +3,8 @@
 // runs, child_process spawn/exec/fork, nested), in the main thread only. It
 // - opens the inspector on 127.0.0.1, port 0 (a free one), and says how to reach it in a
 //   file of jsprof's private directory ($JSPROF_NODE_COMMAND, mode 0700: the URL's id is
-//   never in a command line or on stderr, --inspect-publish-uid=http), and rings its
+//   never in a command line, on stderr or at /json/list: --inspect-publish-uid=, publishes
+//   it nowhere), and rings its
 //   doorbell there;
 // - holds the process until jsprof has started its profiler (as js/node_record_hook.js);
 // - reports an uncaught exception, the program's end and its exit code through

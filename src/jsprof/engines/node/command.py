@@ -80,7 +80,7 @@ def _node_options(existing: str | None, hook: str) -> str:
     quoted = hook
     if any(c in hook for c in ' "\\\t'):
         quoted = '"' + hook.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    ours = f"--inspect-publish-uid=http --require {quoted}"
+    ours = f"--inspect-publish-uid=, --require {quoted}"
     return f"{existing} {ours}" if existing and existing.strip() else ours
 
 
