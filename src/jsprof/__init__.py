@@ -17,10 +17,12 @@ __version__ = "0.1.0"
 # public name -> (module, attribute); None as attribute means the module itself.
 _LAZY: dict[str, tuple[str, str | None]] = {
     "engines": ("jsprof.engines", None),
+    "flame": ("jsprof.views", "flame"),
     "load": ("jsprof.io", "load"),
     "save": ("jsprof.io", "save"),
     "record": ("jsprof.record", "record"),
     "record_command": ("jsprof.record", "record_command"),
+    "report": ("jsprof.views", "report"),
     "ProfilerFrame": ("jsprof.trace", "ProfilerFrame"),
     "ProfilerTrace": ("jsprof.trace", "ProfilerTrace"),
     "Recording": ("jsprof.trace", "Recording"),
@@ -30,9 +32,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [
     "engines",
+    "flame",
     "load",
     "record",
     "record_command",
+    "report",
     "save",
     "ProfilerFrame",
     "ProfilerTrace",
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from .io import load, save
     from .record import record, record_command
     from .trace import ProfilerFrame, ProfilerTrace, Recording, TraceBuilder, Track
+    from .views import flame, report
 
 
 def __getattr__(name: str) -> Any:

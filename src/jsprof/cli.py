@@ -260,8 +260,7 @@ def _check_report_args(args: argparse.Namespace) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from .analysis.calltree import build_call_tree
-    from .analysis.profile import hot_lines, summarize
+    from . import views
     from .render import console as render
     from .render.base import emit, print_json
 
@@ -274,43 +273,34 @@ def cmd_report(args: argparse.Namespace) -> int:
     if args.track is not None:
         rec.track(args.track)  # a clear error for an unknown name, before any work
     lost = _lost_stacks(rec, args.track)
-    if args.tree:
-        tree = build_call_tree(rec, args.track)
-        if args.json:
-            doc = {"tree": render.tree_json(tree, threshold), **_lost_json(lost)}
-            print_json({**doc, **_during_json(args), **_busy_json(args),
-                        **_transforms_json(args)})
-        else:
-            cut = tree.total_time * threshold / 100.0
-            if any(tree.total_ms[r] >= cut for r in tree.roots()):
-                emit(render.TreeText(_console(), rec, args.track, threshold, args.wide), tree)
-            else:
-                print(
-                    f"jsprof: nothing is left above --threshold {threshold:g} (% of all time); "
-                    "lower it",
-                    file=sys.stderr,
-                )
-        _warn_lost(lost)
-        _tell_during(args)
-        _tell_busy(args)
-        _tell_transforms(args)
-        return 0
-    if by == "line":
-        summary = hot_lines(rec, args.track)
-        if summary is None:
-            raise UsageError(
-                f"{args.trace}: has no per-sample line data (the engine did not record it); "
-                "use --by function"
-            )
-    else:
-        summary = summarize(rec, by=by, track=args.track)
     if args.json:
-        doc = render.summary_json(summary, top, by, sort)
+        from .analysis.calltree import build_call_tree
+        from .analysis.profile import hot_lines, summarize
+
+        if args.tree:
+            doc = {"tree": render.tree_json(build_call_tree(rec, args.track), threshold)}
+        else:
+            summary = (hot_lines(rec, args.track) if by == "line"
+                       else summarize(rec, by=by, track=args.track))
+            if summary is None:
+                raise UsageError(
+                    f"{args.trace}: has no per-sample line data (the engine did not record "
+                    "it); use --by function"
+                )
+            doc = render.summary_json(summary, top, by, sort)
         print_json({**doc, **_lost_json(lost), **_during_json(args), **_busy_json(args),
                     **_transforms_json(args)})
     else:
-        title = _title(rec, args.track) + "".join(f" · {t}" for t in args.transform)
-        emit(render.SummaryTable(_console(), top, by, title, sort, args.wide), summary)
+        # The same text as jsprof.report(rec) (views.py), printed on stdout.
+        view = views.report_view(
+            rec, _console(), top=top, by=by, sort=sort, tree=args.tree, threshold=threshold,
+            track=args.track, wide=args.wide, transforms=() if args.tree else args.transform,
+            source=args.trace,
+        )
+        if view is None:
+            print(views.nothing_above(threshold), file=sys.stderr)
+        else:
+            emit(*view)
     _warn_lost(lost)
     _tell_during(args)
     _tell_busy(args)
@@ -343,16 +333,11 @@ def _busy_json(args: argparse.Namespace) -> dict:
 
 
 def _tell_busy(args: argparse.Namespace) -> None:
-    b = getattr(args, "busy_result", None)
-    if b is None or not b.samples:
-        return
-    print(
-        f"jsprof: {b.script_ms:.1f} ms of samples without a stack lie in the script entries "
-        "of long animation frames: charged to each entry point, under (stack not captured); "
-        f"{b.frame_ms:.1f} ms elsewhere in long frames: (long frame: rendering) or (long "
-        "frame: not in script); only time outside every long frame is (idle)",
-        file=sys.stderr,
-    )
+    from .views import busy_note
+
+    note = busy_note(getattr(args, "busy_result", None))
+    if note is not None:
+        print(note, file=sys.stderr)
 
 
 # Stack-less samples between samples of one function (analysis/lost_stacks.py): `report`
@@ -537,17 +522,15 @@ def cmd_formats(args: argparse.Namespace) -> int:
 
 
 def cmd_flame(args: argparse.Namespace) -> int:
-    from . import io
-    from .analysis.calltree import build_call_tree
-    from .render.flame import FlameRenderer
-    from .words import plural
+    from . import io, views
+    from .render.base import flame_kind
 
     out = args.output
     if out is None:
         if args.trace == "-":
             raise UsageError("reading stdin: give the flame graph's name with -o OUT.html")
         out = args.trace + ".html"
-    flame = FlameRenderer.for_path(out)  # before loading: a bad name should not cost a parse
+    flame_kind(out)  # before loading: a bad name should not cost a parse
     io.check_output(out)
     texts: dict[str, str] = {}
     read = None
@@ -557,33 +540,11 @@ def cmd_flame(args: argparse.Namespace) -> int:
         # checks DIR before any work; local scripts only from the trace's folder and here
         read = source_reader(args.embed_source, texts, _source_roots(args.trace))
     rec = _load(args.trace, args, texts=texts)
-    if args.track is not None:
-        rec.track(args.track)
-    tree = build_call_tree(rec, args.track)
-    tracks = [rec.track(args.track)] if args.track else rec.tracks
-    samples = sum(t.trace.num_samples for t in tracks)
-    if not tree.total_time > 0:
-        # A lone sample with no interval recorded (a .cpuprofile of one sample) has samples
-        # and no time: "no samples" sent its user looking for a reading bug.
-        why = (
-            "has no samples"
-            if not samples
-            else f"has {plural(samples, 'sample')} and no sampled time (no gap between "
-            "samples and no sampling interval to weigh them by)"
-        )
-        raise UsageError(f"{args.trace}: {why}; there is nothing to draw")
-    flame.options.update(
-        title=os.path.basename(args.trace),
-        subtitle=f"{tree.total_time:.1f} ms · {plural(samples, 'sample')} · "
-        f"{_title(rec, args.track)}"
-        + "".join(f" · {t}" for t in args.transform),
-        icicle=args.icicle,
-        color_by=args.color_by,
-        rec=rec,
-        track=args.track,
-        source=read,
+    doc = views.flame_document(  # the same page as jsprof.flame(rec, path) (views.py)
+        rec, flame_kind(out), title=os.path.basename(args.trace), track=args.track,
+        icicle=args.icicle, color_by=args.color_by, read=read, transforms=args.transform,
+        source=args.trace,
     )
-    doc = flame.render(tree)
     io.atomic_write(out, doc.encode("utf-8"))
     print(f"wrote {out}", file=sys.stderr)
     _say_embedded(read)

@@ -711,6 +711,23 @@ class Recording:
     def num_samples(self) -> int:
         return sum(t.trace.num_samples for t in self.tracks)
 
+    def __repr__(self) -> str:
+        # Short: the generated repr printed every column of every track (a notebook's cell).
+        tracks = "; ".join(
+            " · ".join([repr(t.name), *([t.engine] if t.engine else []),
+                        f"{t.trace.num_samples} samples"])
+            for t in self.tracks[:4]
+        )
+        more = f"; and {len(self.tracks) - 4} more" if len(self.tracks) > 4 else ""
+        return f"Recording({len(self.tracks)} track(s): {tracks}{more})"
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows a Recording as the flame graph viewer, inline. (views.py is above
+        this module; imported here on use, the one place a notebook looks for it.)"""
+        from .views import inline_viewer
+
+        return inline_viewer(self)
+
 
 class TraceBuilder:
     """Builds a ProfilerTrace with the spec's algorithms.

@@ -120,6 +120,58 @@ class TopRow(NamedTuple):
     total_ms: float
     self_samples: int
     total_samples: int
+    # of the summary's total_ms (all sampled time, idle included), as `report`'s columns
+    self_pct: float = 0.0
+    total_pct: float = 0.0
+
+    def __repr__(self) -> str:
+        name, where = key_text(self.key)
+        at = f" · {where}" if where else ""
+        return (f"TopRow({name}{at} · self {self.self_ms:.1f} ms {self.self_pct:.1f}% · "
+                f"total {self.total_ms:.1f} ms {self.total_pct:.1f}%)")
+
+
+def key_text(key: object) -> tuple[str, str]:
+    """A row key as (name, location) for people: a function, a line of one, a resource."""
+    if isinstance(key, FunctionKey):
+        return key.label(), key.location()
+    if isinstance(key, LineKey):
+        where = key.function.location()
+        if key.line:
+            where = ":".join([key.function.resource or "(unknown)", str(key.line)])
+        return key.function.label(), where
+    return ("(no resource)" if key is None else str(key)), ""
+
+
+class TopRows(list):
+    """`Summary.top()`'s rows: a list of TopRow that prints as a small table (and shows as
+    one in a notebook)."""
+
+    def _cells(self) -> list[list[str]]:
+        return [[f"{r.self_pct:.1f}", f"{r.total_pct:.1f}", f"{r.self_ms:.1f}",
+                 f"{r.total_ms:.1f}", *key_text(r.key)] for r in self]
+
+    HEADERS = ("self %", "total %", "self ms", "total ms", "function", "location")
+
+    def __repr__(self) -> str:
+        rows = [list(self.HEADERS), *self._cells()]
+        widths = [max(len(r[i]) for r in rows) for i in range(6)]
+        return "\n".join(
+            "  ".join([*(c.rjust(w) for c, w in zip(r[:4], widths, strict=False)),
+                       r[4].ljust(widths[4]), r[5]]).rstrip()
+            for r in rows
+        )
+
+    def _repr_html_(self) -> str:
+        import html
+
+        head = "".join(f"<th>{h}</th>" for h in self.HEADERS)
+        body = "".join(
+            "<tr>" + "".join(f'<td style="text-align:{"right" if i < 4 else "left"}">'
+                             f"{html.escape(c)}</td>" for i, c in enumerate(r)) + "</tr>"
+            for r in self._cells()
+        )
+        return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 @dataclass
@@ -136,20 +188,28 @@ class Summary:
     # How each track's gaps were capped (`trace.gap_capping`), for the tracks that lost any.
     capping: list[GapCapping] = field(default_factory=list)
 
-    def top(self, n: int | None = 10, by: str = "self") -> list[TopRow]:
-        """The `n` hottest keys (all with None) by self or total time, hottest first."""
+    def top(self, n: int | None = 10, by: str = "self") -> TopRows:
+        """The `n` hottest keys (all with None) by self or total time, hottest first: a list
+        that prints as a table."""
         st = self.stats
         order = st.order(by).tolist()
-        return [
+        total = self.total_ms
+
+        def pct(ms: float) -> float:
+            return 100.0 * ms / total if total > 0 else 0.0
+
+        return TopRows(
             TopRow(
                 st.keys[i],
                 float(st.self_ms[i]),
                 float(st.total_ms[i]),
                 int(st.self_samples[i]),
                 int(st.total_samples[i]),
+                pct(float(st.self_ms[i])),
+                pct(float(st.total_ms[i])),
             )
             for i in (order if n is None else order[:n])
-        ]
+        )
 
 
 def _empty(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

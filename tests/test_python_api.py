@@ -1,0 +1,152 @@
+"""jsprof from Python: `jsprof.report(rec)` and `jsprof.flame(rec, path)` make what the
+commands make for the same recording; a Recording shows inline in Jupyter as the viewer;
+summary rows print readably. On a real QuickJS recording of examples/app.js."""
+
+from __future__ import annotations
+
+import html
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import jsprof
+from jsprof.analysis.profile import summarize
+from jsprof.errors import UsageError
+from jsprof.trace import TraceBuilder
+
+ROOT = Path(__file__).resolve().parents[1]
+JSPROF = str(Path(sys.executable).parent / "jsprof")
+
+
+@pytest.fixture(scope="module")
+def app(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    d = tmp_path_factory.mktemp("app")
+    out = d / "app.jsprof.json"
+    p = subprocess.run([JSPROF, "record", "-o", str(out), str(ROOT / "examples" / "app.js"), "1"],
+                       capture_output=True, text=True, timeout=180, cwd=d)
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    p = subprocess.run([JSPROF, *args], capture_output=True, text=True, timeout=120, cwd=cwd)
+    assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.mark.parametrize(("argv", "kw"), [
+    ((), {}),
+    (("--top", "5", "--sort", "total"), {"top": 5, "sort": "total"}),
+    (("--all", "--by", "resource"), {"top": None, "by": "resource"}),
+    (("--tree", "--threshold", "2"), {"tree": True, "threshold": 2.0}),
+])
+def test_report_is_the_commands_text(app, argv, kw, monkeypatch):
+    want = _cli("report", app.name, *argv, cwd=app.parent).stdout
+    monkeypatch.chdir(app.parent)  # locations are shown relative to the current folder
+    got = jsprof.report(jsprof.load(app), **kw)
+    assert str(got) == want
+    # the hot function (its script, by resource) is there: the comparison is of something
+    assert ("app.js" if kw.get("by") == "resource" else "tokenize") in want
+    assert repr(got).startswith(want.rstrip("\n"))
+
+
+def test_report_refuses_what_the_command_refuses(app):
+    rec = jsprof.load(app)
+    with pytest.raises(UsageError, match="threshold goes with tree"):
+        jsprof.report(rec, threshold=5)
+    with pytest.raises(UsageError, match="by='line'"):
+        jsprof.report(rec, tree=True, by="line")
+    with pytest.raises(UsageError, match="no track named 'nope'"):
+        jsprof.report(rec, track="nope")
+
+
+def test_flame_writes_the_commands_page(app, tmp_path, monkeypatch):
+    _cli("flame", app.name, "-o", str(tmp_path / "cli.html"), cwd=app.parent)
+    monkeypatch.chdir(app.parent)  # the source view reads local scripts from here, as the CLI
+    got = jsprof.flame(jsprof.load(app), tmp_path / "api.html", title=app.name)
+    assert got == str(tmp_path / "api.html")
+    assert (tmp_path / "api.html").read_bytes() == (tmp_path / "cli.html").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["api.html", "cli.html"]  # no temp left
+    with pytest.raises(UsageError, match=r"\.html or \.svg"):
+        jsprof.flame(jsprof.load(app), tmp_path / "x.png")
+    assert not (tmp_path / "x.png").exists()
+
+
+class _Top(HTMLParser):
+    """The top-level elements of an HTML fragment, with their attributes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.depth = 0
+        self.top: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if self.depth == 0:
+            self.top.append((tag, dict(attrs)))
+        self.depth += 1
+
+    def handle_endtag(self, tag: str) -> None:
+        self.depth -= 1
+
+
+def _hostile() -> jsprof.Recording:
+    b = TraceBuilder()
+    evil = '"></iframe><script>alert(1)</script>'
+    stack = b.stack_id([b.frame_id(evil, b.resource_id("https://x.test/a.js"), 1, 1)])
+    for t in (0.0, 1.0, 2.0):
+        b.add_sample(t, stack)
+    return jsprof.Recording.of(b.build(), engine="quickjs", sample_interval=1.0)
+
+
+def test_a_recording_shows_as_the_viewer_in_a_sandboxed_frame(app):
+    rec = jsprof.load(app)
+    out = rec._repr_html_()
+    p = _Top()
+    p.feed(out)
+    assert [t for t, _ in p.top] == ["iframe"], p.top  # one element: the frame
+    attrs = p.top[0][1]
+    assert attrs["sandbox"] == "allow-scripts"  # scripts in an opaque origin, not the notebook's
+    doc = attrs["srcdoc"]
+    assert doc.startswith("<!DOCTYPE html>") and 'id="fg-canvas"' in doc and "tokenize" in doc
+    assert '<base href="about:srcdoc">' in doc
+    # the document is the page jsprof flame writes, with only the base added
+    page = jsprof.views.flame_document(rec, title="recording")
+    assert doc.replace('<base href="about:srcdoc">\n', "", 1) == page
+    assert repr(rec).startswith("Recording(1 track(s): 'main' · quickjs · ")
+
+
+def test_trace_content_stays_data_in_the_inline_viewer():
+    out = _hostile()._repr_html_()
+    p = _Top()
+    p.feed(out)
+    assert [t for t, _ in p.top] == ["iframe"]
+    doc = p.top[0][1]["srcdoc"]
+    assert "<script>alert(1)" not in doc  # escaped inside the page too, not only in srcdoc
+    assert "alert(1)" in html.unescape(doc) or "alert(1)" in doc
+
+
+def test_a_page_over_the_limit_shows_the_report_and_says_so(app):
+    rec = jsprof.load(app)
+    out = jsprof.views.inline_viewer(rec, limit=10_000)
+    assert "<iframe" not in out
+    assert "over the 0.01 MB shown inline" in out and "jsprof.flame(rec" in out
+    assert "tokenize" in out and "<pre>" in out
+
+
+def test_summary_rows_print_like_the_report(app):
+    rows = summarize(jsprof.load(app)).top(2)
+    assert len(rows) == 2 and rows[0].self_ms >= rows[1].self_ms
+    r = rows[0]
+    assert repr(r) == (
+        f"TopRow({r.key.label()} · {r.key.location()} · self {r.self_ms:.1f} ms "
+        f"{r.self_pct:.1f}% · total {r.total_ms:.1f} ms {r.total_pct:.1f}%)"
+    )
+    assert 0 < r.self_pct <= 100
+    table = repr(rows).splitlines()
+    assert table[0].split() == ["self", "%", "total", "%", "self", "ms", "total", "ms",
+                                "function", "location"]
+    assert f"{r.self_ms:.1f}" in table[1] and r.key.label() in table[1]
+    assert "<table>" in rows._repr_html_()
