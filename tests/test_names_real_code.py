@@ -235,6 +235,91 @@ def test_a_map_of_another_build_is_said_and_not_applied(work):
     assert len(said) == 1 and said[0].startswith("jsprof: file://"), p.stderr
 
 
+def _report_stderr(*args, cwd=None) -> list[str]:
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "report", *map(str, args)],
+        cwd=cwd, capture_output=True, text=True, timeout=120,
+    )
+    assert p.returncode == 0, p.stderr
+    return p.stderr.splitlines()
+
+
+def test_a_map_of_another_build_that_maps_little_is_said(work):
+    """The map of terser's minification of esbuild's plain bundle (one line) given for
+    esbuild's minified bundle with a license banner (its code starts on line 4): the map
+    has no mapping at any of the bundle's functions, nothing was counted against it, and
+    the report was the recorded one without a word (before: no line)."""
+    d = work["dir"]
+    # acorn first in the bundle, the parsed text a module of its own after it: no named
+    # function on the bundle's line 1, the only line the other map has mappings on
+    (d / "source_text.js").write_text(
+        "module.exports = " + json.dumps((JS / "marked" / "lib" / "marked.esm.js").read_text())
+    )
+    driver = (d / "driver_cjs.js").read_text()
+    (d / "driver_late.js").write_text(
+        'var acornLib = require("./acorn.js");\nvar SOURCE = require("./source_text.js");\n'
+        + driver[driver.index("function runParser"):]
+    )
+    banner = "--banner:js=/*! driver_late.js\n * acorn 8.19.0 (MIT)\n */"
+    for args in ([banner, "--minify", "--sourcemap", "--outfile=cjs.min.js"],
+                 ["--outfile=plain.js"]):
+        subprocess.run(
+            [str(BIN / "esbuild"), "driver_late.js", "--bundle", *args, "--log-level=warning"],
+            cwd=d, check=True, timeout=120,
+        )
+    assert len((d / "cjs.min.js").read_text().splitlines()) > 2
+    profile = _node_profile(d, "cjs.min.js")
+    subprocess.run(
+        [str(BIN / "terser"), "plain.js", "-c", "-m", "--source-map",
+         "url='plain.min.js.map',includeSources", "-o", "plain.min.js"],
+        cwd=d, check=True, timeout=180,
+    )
+    notes: list[str] = []
+    rec = jsprof.load(profile)
+    out = sourcemap_files.apply(rec, str(d / "plain.min.js.map"), None, notes)
+    assert len(notes) == 1 and "cjs.min.js: its source map does not match it" in notes[0]
+    trace = rec.tracks[0].trace
+    named = sum(1 for f in trace.frames if f.name and f.resource_id is not None
+                and trace.resources[f.resource_id].endswith("/cjs.min.js"))
+    assert f"no mapping at any of its {named} functions' positions" in notes[0], notes
+    assert [f.name for f in out.tracks[0].trace.frames] == [
+        f.name for f in rec.tracks[0].trace.frames
+    ]
+
+
+def test_a_map_that_fits_no_script_is_said(work, tmp_path):
+    """--sourcemap FILE whose `file` names another script, or a DIR with no map of the
+    trace's scripts: one line each (before: the recorded report, as if mapped)."""
+    d = work["dir"]
+    profile = next((d / "prof-esbuild.min.js").glob("*.cpuprofile"), None) or _node_profile(
+        d, "esbuild.min.js"
+    )
+    doc = json.loads((d / "esbuild.min.js.map").read_text())
+    doc["file"] = "other.min.js"  # esbuild writes no `file`; a bundler that does names it
+    (tmp_path / "other.min.js.map").write_text(json.dumps(doc))
+    said = _report_stderr(profile, "--sourcemap", tmp_path / "other.min.js.map")
+    assert len(said) == 1 and "the source map of other.min.js" in said[0], said
+    assert "esbuild.min.js" in said[0] and said[0].startswith("jsprof: ")
+    said = _report_stderr(profile, "--sourcemap", tmp_path)
+    assert len(said) == 1 and "no source map there for any script" in said[0], said
+    assert _report_stderr(profile, "--sourcemap", d) == []  # esbuild.min.js.map is there
+
+
+def test_a_trace_without_columns_is_said_as_such(work, tmp_path):
+    """A recording converted to pprof keeps lines but no columns: the map cannot place a
+    minified function, and the line says that, not that the map is another build's."""
+    d = work["dir"]
+    profile = next((d / "prof-esbuild.min.js").glob("*.cpuprofile"), None) or _node_profile(
+        d, "esbuild.min.js"
+    )
+    pprof = tmp_path / "esbuild.pprof"
+    subprocess.run([sys.executable, "-m", "jsprof.cli", "convert", str(profile), str(pprof)],
+                   check=True, capture_output=True, timeout=120)
+    said = _report_stderr(pprof, "--sourcemap", d / "esbuild.min.js.map")
+    assert len(said) == 1 and "a line but no column" in said[0], said
+    assert "does not match" not in said[0]
+
+
 def test_quickjs_names_functions_as_v8_does(work):
     """acorn on QuickJS: its `pp.next = function () {}` methods are named as V8 names
     them, so a QuickJS profile reads (and diffs) as a V8 one of the same code."""

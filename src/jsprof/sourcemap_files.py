@@ -162,10 +162,13 @@ def apply(
     """Every track with source maps applied (from `where`, else beside local scripts).
     `texts`, when given, gets the original sources the maps carry (`sourcesContent`) by
     their URL, for a viewer that shows them; `notes` a line per map that does not match
-    its script (not applied: `analysis.sourcemap.apply_to_trace`)."""
+    its script (not applied: `analysis.sourcemap.apply_to_trace`), and one line when the
+    maps `where` names fit no script of the recording (nothing was applied)."""
     tracks = []
+    found = False
     for t in rec.tracks:
         maps = find_maps(t.trace.resources, where)
+        found = found or bool(maps)
         if texts is not None:
             for sm in maps.values():
                 for s, content in enumerate(sm.contents):
@@ -175,7 +178,27 @@ def apply(
         tracks.append(
             replace(t, trace=mapped, spans=spans_without_calls(t.spans) if maps else t.spans)
         )
+    if where is not None and not found and notes is not None:
+        notes.append(_none_fits(rec, where))
     return Recording(tracks)
+
+
+def _none_fits(rec: Recording, where: str) -> str:
+    """The line for a --sourcemap FILE|DIR that fits none of the recording's scripts:
+    without it the report is the recorded one and looks as if the map had been applied."""
+    scripts = sorted({
+        _basename(r) for t in rec.tracks for r in t.trace.resources
+        if r and not r.startswith("node:") and _basename(r)
+    })
+    have = ", ".join(scripts[:4]) + (f" and {len(scripts) - 4} more" if len(scripts) > 4 else "")
+    have = f"its scripts are {have}" if scripts else "it names no script"
+    if os.path.isfile(where):
+        file = load_map(where).file
+        return (f"{where}: the source map of {_basename(file or '')} (its `file` field), a "
+                f"script this trace does not run ({have}); not applied: give the map of one "
+                "of them")
+    return (f"{where}: no source map there for any script of this trace ({have}: looked for "
+            "<script>.map, or the script with a sourceMappingURL comment); shown as recorded")
 
 
 # The files the viewer may embed by default: scripts and pages, by their name.

@@ -213,7 +213,9 @@ def apply_to_trace(
     res = trace.resources
     names: dict[tuple[int, int], FunctionNames | None] = {}
     looked: list[tuple[SourceMap, tuple, int | None, JsFunction | None] | None] = []
-    tally: dict[str, list[int]] = {}  # resource -> [in a function, in none]
+    # resource -> named frames [in a function, in none, with no mapping, with no column,
+    # with a mapping]
+    tally: dict[str, list[int]] = {}
     for f in trace.frames:
         url = None if f.resource_id is None else res[f.resource_id]
         sm = maps.get(url) if url is not None else None
@@ -222,6 +224,11 @@ def apply_to_trace(
             if sm is not None and f.line is not None
             else None
         )
+        if sm is not None and f.name and not f.name.startswith(("(", "<")):
+            counts = tally.setdefault(url, [0, 0, 0, 0, 0])
+            counts[2] += hit is None
+            counts[3] += f.column is None
+            counts[4] += hit is not None
         if hit is None:
             looked.append(None)
             continue
@@ -244,10 +251,14 @@ def apply_to_trace(
                 elif plain is not hit:
                     fn = index.at(hit[1], hit[2])
                 if f.name:
-                    tally.setdefault(url, [0, 0])[fn is None] += 1
+                    tally[url][fn is None] += 1
         looked.append((sm, hit, source, fn))
     # A script whose named frames mostly land outside every function is not the map's.
-    wrong = {url for url, (inside, outside) in tally.items() if outside > inside}
+    # Or whose named frames the map has no mapping for at all: a map of another build that
+    # ends before the script's functions begin (a one-line bundle's map for a bundle whose
+    # code starts below a license banner) mapped nothing and said nothing.
+    wrong = {url for url, (inside, outside, unmapped, _, mapped) in tally.items()
+             if outside > inside or (unmapped and not mapped)}
     if notes is not None:
         # One map given for every script (no `file` field) matches one of them: only a map
         # that matches none of the scripts it was tried on is said, at its busiest script.
@@ -255,11 +266,24 @@ def apply_to_trace(
             tried = [u for u, m in maps.items() if m is sm and u in tally]
             if tried and all(u in wrong for u in tried):
                 url = max(tried, key=lambda u: (sum(tally[u]), u))
-                inside, outside = tally[url]
+                inside, outside, unmapped, no_column, _ = tally[url]
+                named = inside + outside + unmapped
+                if no_column * 2 > named:
+                    # a trace format that keeps lines only (pprof): a map places a position
+                    # by its column, so the map is not the one at fault
+                    notes.append(
+                        f"{url}: the trace gives {no_column} of its {named} "
+                        "functions a line but no column (pprof keeps none), and a source map "
+                        "needs both; shown as recorded: apply the map before converting "
+                        "(jsprof convert IN OUT --sourcemap)"
+                    )
+                    continue
+                why = (f"{outside} of {inside + outside} functions map into no function "
+                       "of its original sources" if inside + outside else
+                       f"it has no mapping at any of its {unmapped} functions' positions")
                 notes.append(
-                    f"{url}: its source map does not match it ({outside} of "
-                    f"{inside + outside} functions map into no function of its original "
-                    "sources); shown as recorded: give the .map built with this script"
+                    f"{url}: its source map does not match it ({why}); shown as recorded: "
+                    "give the .map built with this script"
                 )
     b = TraceBuilder()
     new_frame: list[int] = []
