@@ -655,7 +655,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
-    _warn_unmatched(d)  # after the table, where a terminal's reader is looking
+    _warn_unmatched(d, base, new, args.track)  # after the table, where one is looking
     _tell_transforms(args)
     _warn_clocks(args, base, new)
     if flame is not None:
@@ -703,23 +703,38 @@ def _warn_clocks(args: argparse.Namespace, base: Recording, new: Recording) -> N
         )
 
 
-def _warn_unmatched(d: Any) -> None:
+def _warn_unmatched(d: Any, base: Recording, new: Recording, track: str | None) -> None:
     """One line on stderr when most of either side's time is in functions the other lacks:
     two copies of a script (`app.js` and `app2.js`, two checkouts) match nothing, and the
-    table alone (every row `[new]` or `[removed]`) did not say why."""
+    table alone (every row `[new]` or `[removed]`) did not say why. When the functions
+    each side lacks are in one and the same script, the scripts did match: the line says
+    what differs (the engines: one inlines what the other shows), not to strip a prefix."""
     from .render.rows import short_location
 
     removed, added = d.unmatched_share()
     if max(removed, added) <= 50.0:
         return
     base_res, new_res = d.unmatched_resources("removed"), d.unmatched_resources("new")
+    head = (f"jsprof: warning: {added:.0f}% of NEW's time is in functions BASE does not have "
+            f"and {removed:.0f}% of BASE's in functions NEW does not have")
+    if base_res and new_res and base_res[0] == new_res[0]:
+        def engines(rec: Recording) -> str:
+            tracks = [rec.track(track)] if track is not None else rec.tracks
+            return "/".join(sorted({t.engine or "?" for t in tracks}))
+
+        b, n = engines(base), engines(new)
+        why = (f"BASE ran on {b} and NEW on {n}, and engines differ in the functions they "
+               "show (V8 inlines small ones into their callers)" if b != n else
+               "the code there changed (renamed or moved functions)")
+        print(f"{head}, both in {short_location(base_res[0])}: the scripts match; {why}",
+              file=sys.stderr)
+        return
     where = ""
     if base_res and new_res:
         where = (f" (BASE's in {short_location(base_res[0])}, NEW's in "
                  f"{short_location(new_res[0])})")
     print(
-        f"jsprof: warning: {added:.0f}% of NEW's time is in functions BASE does not have and "
-        f"{removed:.0f}% of BASE's in functions NEW does not have{where}: functions match by "
+        f"{head}{where}: functions match by "
         "name and script, so two copies of a script or two checkouts match nothing; "
         "--strip-prefix ROOT (once per side) compares checkouts",
         file=sys.stderr,
