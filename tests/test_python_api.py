@@ -150,3 +150,43 @@ def test_summary_rows_print_like_the_report(app):
                                 "function", "location"]
     assert f"{r.self_ms:.1f}" in table[1] and r.key.label() in table[1]
     assert "<table>" in rows._repr_html_()
+
+
+@pytest.mark.chromium
+def test_the_inline_viewer_runs_in_chromium_inside_a_notebook_like_page(app):
+    """The output as a notebook page holds it (served over HTTP, as Jupyter is): the viewer
+    draws in its frame, a tab's fragment link stays in the frame (against the notebook's
+    address it would load the notebook there), and the frame cannot reach the page."""
+    import time
+
+    from browser_util import page_server, playwright_chromium
+
+    out = jsprof.load(app)._repr_html_()
+    outer = f"<!DOCTYPE html><html><body><h1>notebook</h1>{out}</body></html>".encode()
+    with page_server(lambda _: (outer, "text/html; charset=utf-8", {})) as origin, \
+            playwright_chromium() as b:
+        page = b.new_page(viewport={"width": 1200, "height": 800})
+        errors: list[str] = []
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(origin + "/notebooks/x.ipynb")
+
+        def frame_when(expr: str):
+            deadline = time.monotonic() + 30
+            while True:
+                fr = next((f for f in page.frames if f.url.startswith("about:srcdoc")), None)
+                if fr is not None and fr.evaluate(expr):
+                    return fr
+                assert time.monotonic() < deadline, (expr, [f.url for f in page.frames])
+                page.wait_for_timeout(50)  # lets Playwright take in the frame's navigation
+
+        fr = frame_when("document.body.dataset.view === 'flame'")
+        frame_when("document.getElementById('fg-canvas').dataset.frames > 0")
+        assert "tokenize" in fr.evaluate("document.getElementById('fg-data').textContent")
+        # opaque origin: the notebook's page, cookies and storage are out of reach
+        assert fr.evaluate("(() => { try { return parent.document.title, 'reached' }"
+                           " catch (e) { return 'blocked' } })()") == "blocked"
+        fr.locator("nav.tabs a[data-tab='sandwich']").click()
+        fr = frame_when("document.body.dataset.view === 'sandwich'")
+        assert fr.url == "about:srcdoc#view=sandwich"
+        assert page.url == origin + "/notebooks/x.ipynb"
+        assert errors == []
