@@ -150,6 +150,15 @@ def test_summary_rows_print_like_the_report(app):
                                 "function", "location"]
     assert f"{r.self_ms:.1f}" in table[1] and r.key.label() in table[1]
     assert "<table>" in rows._repr_html_()
+    s = summarize(jsprof.load(app))
+    assert repr(s).splitlines()[1:] == repr(s.top(10)).splitlines()
+
+
+def test_the_inline_limit_is_read_when_shown(app, monkeypatch):
+    rec = jsprof.load(app)
+    monkeypatch.setattr(jsprof.views, "INLINE_LIMIT", 10_000)
+    out = rec._repr_html_()
+    assert "<iframe" not in out and "over the 0.01 MB shown inline" in out
 
 
 @pytest.mark.chromium

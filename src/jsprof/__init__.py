@@ -28,6 +28,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Recording": ("jsprof.trace", "Recording"),
     "TraceBuilder": ("jsprof.trace", "TraceBuilder"),
     "Track": ("jsprof.trace", "Track"),
+    "views": ("jsprof.views", None),  # INLINE_LIMIT: how big a viewer a notebook shows inline
 }
 
 __all__ = [

@@ -275,11 +275,13 @@ def flame(
     return out
 
 
-def inline_viewer(rec: Recording, title: str = "recording", limit: int = INLINE_LIMIT) -> str:
+def inline_viewer(rec: Recording, title: str = "recording", limit: int | None = None) -> str:
     """The flame graph viewer as a notebook output: the page in a sandboxed iframe's srcdoc
     (escaped; scripts run in an opaque origin, away from the notebook's). A recording whose
     page is over `limit` characters, or with nothing to draw, shows its report instead, with
     a line saying why."""
+    if limit is None:
+        limit = INLINE_LIMIT  # read now: a notebook may have set jsprof.views.INLINE_LIMIT
     try:
         doc = flame_document(rec, "html", title=title)
     except UsageError as e:

@@ -188,6 +188,17 @@ class Summary:
     # How each track's gaps were capped (`trace.gap_capping`), for the tracks that lost any.
     capping: list[GapCapping] = field(default_factory=list)
 
+    def __repr__(self) -> str:
+        # The generated repr printed every column; this reads as report's table does.
+        return (f"Summary: {self.total_samples} samples, {self.total_ms:.1f} ms; the "
+                f"hottest by self time:\n{self.top(10)!r}")
+
+    def _repr_html_(self) -> str:
+        import html
+
+        return (f"<div>{html.escape(f'{self.total_samples} samples, {self.total_ms:.1f} ms')}"
+                f"; the hottest by self time:</div>{self.top(10)._repr_html_()}")
+
     def top(self, n: int | None = 10, by: str = "self") -> TopRows:
         """The `n` hottest keys (all with None) by self or total time, hottest first: a list
         that prints as a table."""
