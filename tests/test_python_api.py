@@ -41,6 +41,7 @@ def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     ((), {}),
     (("--top", "5", "--sort", "total"), {"top": 5, "sort": "total"}),
     (("--all", "--by", "resource"), {"top": None, "by": "resource"}),
+    (("--by", "line", "--top", "4", "--wide"), {"by": "line", "top": 4, "wide": True}),
     (("--tree", "--threshold", "2"), {"tree": True, "threshold": 2.0}),
 ])
 def test_report_is_the_commands_text(app, argv, kw, monkeypatch):
