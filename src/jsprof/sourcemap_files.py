@@ -194,7 +194,9 @@ def _none_fits(rec: Recording, where: str) -> str:
     have = f"its scripts are {have}" if scripts else "it names no script"
     if os.path.isfile(where):
         file = load_map(where).file
-        return (f"{where}: the source map of {_basename(file or '')} (its `file` field), a "
+        if file is None:  # applied to every script but Node's own: there was none
+            return f"{where}: not applied: {have}"
+        return (f"{where}: the source map of {_basename(file)} (its `file` field), a "
                 f"script this trace does not run ({have}); not applied: give the map of one "
                 "of them")
     return (f"{where}: no source map there for any script of this trace ({have}: looked for "
