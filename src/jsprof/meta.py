@@ -59,6 +59,7 @@ class TrackMeta(TypedDict, total=False):
     nativeReturnSamples: int
     droppedTicks: int
     stallDroppedTicks: int
+    offCpuDroppedTicks: int
     truncatedStacks: int
     captureLatencyMs: dict[str, float]
     bufferFull: bool

@@ -68,6 +68,7 @@ class Chunk:
     overflow: bool = False  # the engine's raw buffer overflowed
     dropped: int = 0  # ticks lost to a full raw buffer
     stall_dropped: int = 0  # ticks beyond the engine's stall cap (process stopped)
+    offcpu_dropped: int = 0  # ticks due while the engine's thread could not run
     truncated: int = 0  # stacks deeper than the engine's walker limit
     interval: float = 1.0  # the sampler's interval during this chunk
     cpu: np.ndarray | None = None  # the CPU clock's grid (None on the wall clock)
@@ -176,7 +177,8 @@ class ProfilerSession:
         self._weights: list[np.ndarray] = []
         self._last_cpu = 0.0  # the CPU clock's reading at the previous kept sample (or start)
         self._counts = {
-            "idle": 0, "deferred": 0, "native": 0, "dropped": 0, "stall": 0, "truncated": 0
+            "idle": 0, "deferred": 0, "native": 0, "dropped": 0, "stall": 0, "offcpu": 0,
+            "truncated": 0
         }
         self._overflow = False
         # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
@@ -248,6 +250,7 @@ class ProfilerSession:
         self._overflow |= chunk.overflow
         self._counts["dropped"] += chunk.dropped
         self._counts["stall"] += chunk.stall_dropped
+        self._counts["offcpu"] += chunk.offcpu_dropped
         self._counts["truncated"] += chunk.truncated
         # half a tick of the finer of the grids before and now (the sampler may just have
         # been slowed down when a faster session stopped)
@@ -318,8 +321,11 @@ class ProfilerSession:
             bufferFull=self.buffer_full or self._overflow,
             # ticks never recorded: the engine's raw buffer was full, or the process was
             # stopped (suspended) longer than the engine's stall cap
-            droppedTicks=self._counts["dropped"] + self._counts["stall"],
+            droppedTicks=self._counts["dropped"] + self._counts["stall"] + self._counts["offcpu"],
             stallDroppedTicks=self._counts["stall"],
+            # wall clock: ticks that came due while the script's thread could not run
+            # (stopped, or waiting for a core): their stack is unknown, so no one's
+            offCpuDroppedTicks=self._counts["offcpu"],
             # samples whose stack was deeper than the engine's walker limit (root side cut)
             truncatedStacks=self._counts["truncated"],
             clock=self.clock,

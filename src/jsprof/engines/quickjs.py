@@ -161,6 +161,7 @@ def chunk_from_drain(raw: dict[str, Any], muted: set[str] | frozenset[str] = fro
         overflow=bool(raw["full"]),
         dropped=int(raw["dropped"]),
         stall_dropped=int(raw["stall_dropped"]),
+        offcpu_dropped=int(raw["offcpu_dropped"]),
         truncated=int(raw["truncated"]),
     )
 
