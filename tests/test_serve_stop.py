@@ -188,6 +188,20 @@ def test_sigterm_leaves_no_process_behind(store: Path, state: str, workers: int)
         while _compactor(col) is None:
             assert time.monotonic() < deadline, "no compactor process started"
             time.sleep(0.1)
+        held = None
+        if state in ("compaction", "all", "sigkill"):
+            # First, as it is the one state that ends by itself: a quiet machine compacted
+            # the backlog while the query and the stalled uploads were being set up (then
+            # waited here in vain). Caught at work, it is held there (SIGSTOP, its segments
+            # open) while the rest is set up, and let go just before the signal.
+            pid = _compactor(col)
+            deadline = time.monotonic() + 30
+            while not _compacting(pid, store):
+                assert time.monotonic() < deadline and _stat(pid) is not None, \
+                    "no compaction in flight"
+                time.sleep(0.02)
+            os.kill(pid, signal.SIGSTOP)
+            held = pid
         if state in ("query", "all"):
             started = threading.Event()
             q = _query_in_flight(col, started)
@@ -197,14 +211,10 @@ def test_sigterm_leaves_no_process_behind(store: Path, state: str, workers: int)
         if state in ("stalled", "all"):
             sockets = _stalled_uploads(col)
             time.sleep(0.3)
-        if state in ("compaction", "all", "sigkill"):
-            pid = _compactor(col)
-            deadline = time.monotonic() + 30
-            while not _compacting(pid, store):
-                assert time.monotonic() < deadline and _stat(pid) is not None, \
-                    "no compaction in flight"
-                time.sleep(0.02)
         seen = _family(col.proc.pid)
+        if held is not None:
+            assert _compacting(held, store), "the held compactor let go of its segments"
+            os.kill(held, signal.SIGCONT)
         # supervisor, two workers, a compactor (one worker: the collector and a compactor)
         assert len(seen) >= (4 if workers > 1 else 2), seen
         if state == "sigkill":
