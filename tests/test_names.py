@@ -108,10 +108,22 @@ def test_every_form_is_named_as_v8_names_it(tmp_path):
     index = FunctionNames(CASES)
     want = {pos: name for pos, name in v8.items() if pos != (1, 1)}  # the script's own code
     assert len(want) >= 50, sorted(v8.items())
+    # A class and the function that runs its field initializers share one position in V8's
+    # profile: which of the two a run's dict keeps depends on which V8 sampled last, so
+    # there either of V8's names at that position is the one jsprof.names gives.
+    doc = json.loads(next((tmp_path / "prof").glob("*.cpuprofile")).read_text())
+    at: dict[tuple[int, int], set[str]] = {}
+    for node in doc["nodes"]:
+        cf = node["callFrame"]
+        if cf["url"].endswith("/cases.js"):
+            at.setdefault((cf["lineNumber"] + 1, cf["columnNumber"] + 1), set()).add(
+                cf["functionName"])
     got = {}
     for pos in want:
         fn = index.at(*pos)
         got[pos] = None if fn is None else fn.name
+        if len(at[pos]) > 1 and got[pos] in at[pos]:
+            want[pos] = got[pos]
         # and V8's position is where jsprof.names places the function for V8
         assert fn is None or (fn.v8_line, fn.v8_column) == pos, (pos, fn)
     assert got == want
