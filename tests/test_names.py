@@ -247,6 +247,49 @@ def test_class_field_initializers_have_v8s_names():
     assert index.initializer_at(1, 1) is None
 
 
+CLASSES = """\
+function spin() { var e = Date.now() + 2; while (Date.now() < e); }
+class WithCtor {
+  constructor() { spin(); }
+  field = (spin(), () => { spin(); });
+}
+class NoCtor {
+  field = (spin(), 1);
+}
+class Plain {
+  constructor() { spin(); }
+  m() { spin(); }
+}
+for (let i = 0; i < 60; i++) { new WithCtor(); new NoCtor(); new Plain().m(); }
+"""
+
+
+def test_the_function_at_a_class_is_named_as_v8_names_it(tmp_path):
+    """At a class with a constructor of its own V8 reports only the function running its
+    instance fields' initializers (`<instance_members_initializer>`), the constructor being
+    at `constructor(`; at a class without one, its default constructor (the class's name)
+    shares the position with that function, which holds the self time. Every initializer
+    here spins, so V8 samples it."""
+    script = tmp_path / "classes.js"
+    script.write_text(CLASSES)
+    prof = _cpu_prof(tmp_path, script)
+    at: dict[tuple[int, int], set[str]] = {}
+    for node in json.loads(prof.read_text())["nodes"]:
+        cf = node["callFrame"]
+        if cf["url"].endswith("/classes.js") and node["hitCount"]:
+            at.setdefault((cf["lineNumber"] + 1, cf["columnNumber"] + 1), set()).add(
+                cf["functionName"])
+    index = FunctionNames(CLASSES)
+    assert at[(2, 1)] == {"<instance_members_initializer>"}, at
+    assert index.at(2, 1).name == "<instance_members_initializer>"
+    assert index.at(3, 14).name == "WithCtor" == next(iter(at[(3, 14)]))
+    assert at[(6, 1)] <= {"NoCtor", "<instance_members_initializer>"}, at
+    assert "<instance_members_initializer>" in at[(6, 1)]
+    assert index.at(6, 1).name == "<instance_members_initializer>"
+    assert index.at(10, 14).name == "Plain"
+    assert index.at(9, 1).name == ""  # V8 has no function of its own there
+
+
 def test_quickjs_columns_are_characters():
     """QuickJS counts columns in UTF-8 bytes, from 0 on a script's first line: jsprof
     gives the line's 1-based characters, as every engine and format does."""

@@ -157,7 +157,11 @@ def test_comparators_keep_their_time_under_load(tmp_path: Path, load_kind: str,
         if clock == "cpu":
             assert meta["offCpuDroppedTicks"] == 0, meta
         elif load_kind == "stopped":
-            assert meta["offCpuDroppedTicks"] > 0, meta
+            # the 50 ms stops show as ticks taken late: lost where the thread resumed at a
+            # poll, kept (deferred) where it resumed at a built-in's return, whose stack
+            # the whole stop had; which of the two a run's stops met varies (6 runs here:
+            # 0-148 lost, 0-147 deferred), never neither
+            assert meta["offCpuDroppedTicks"] + meta["deferredSamples"] > 0, meta
         for caller, comparator in PAIRS:
             # quiet (and on the CPU clock) a caller has 0-2 % of its comparator's ms;
             # before the fix, the first run of each load already gave it more (stopped:

@@ -86,8 +86,10 @@ class JsFunction(NamedTuple):
     end_line: int  # its last line (0: unknown, the function does not parse cleanly)
 
 
-# A class without a constructor of its own: V8 reports its default constructor at the
-# class, named as the class.
+# At a class's first character V8 reports its default constructor (a class without a
+# constructor of its own; named as the class) and the function running its instance
+# fields' initializers (`<instance_members_initializer>`); a constructor of its own is at
+# `constructor(` (measured, Node 20).
 _CLASS_TYPES = ("class_declaration", "class", "abstract_class_declaration")
 # a class field (TypeScript's grammar calls it public_field_definition, its key `name`)
 _FIELD_TYPES = ("field_definition", "public_field_definition")
@@ -421,10 +423,31 @@ def _inferred_name(fn: Any) -> str:
     return ".".join(names)
 
 
+def _at_class(cls: Any) -> str:
+    """V8's name for the function it reports at a class's first character."""
+    body = cls.child_by_field_name("body")
+    members = body.named_children if body is not None else []
+    # Instance fields: their initializers' function is there, and holds its self time (a
+    # default constructor only calls it; measured 28 samples to 3).
+    if any(
+        m.type in _FIELD_TYPES and not any(c.type == "static" for c in m.children)
+        for m in members
+    ):
+        return "<instance_members_initializer>"
+    if any(m.type == "method_definition" and _key_text(m) == "constructor" for m in members):
+        return ""  # V8 has no function there: the constructor is at `constructor(`
+    return _class_name(cls)
+
+
+def _key_text(method: Any) -> str | None:
+    key = method.child_by_field_name("name")
+    return None if key is None else _key_name(key)
+
+
 def v8_name(fn: Any) -> str:
     """The name V8 gives the function at tree-sitter node `fn` ('' when none)."""
     if fn.type in _CLASS_TYPES:
-        return _class_name(fn)
+        return _at_class(fn)
     own = _own_name(fn)
     if own:
         return own
