@@ -40,7 +40,7 @@ $(JS_STAMP): tests/js/package-lock.json
 
 # Everything, and a skipped test fails the run (JSPROF_NO_SKIP=1, tests/conftest.py).
 test: $(STAMP) chromium nginx $(JS_STAMP)
-	JSPROF_NO_SKIP=1 $(PY) -m pytest -q
+	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20
 
 # For contributors: all but the tests that need headless Chromium, nginx or the npm test
 # tools, and the wheel's build and install (pytest markers `chromium`, `nginx`, `npm`,
