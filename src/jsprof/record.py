@@ -185,6 +185,14 @@ def record(
     if isinstance(error, JSError) and not_parsed_here(p, error):
         # The script never ran: a mistake in it, not its ending (no trace, no exit 1).
         raise not_parsed(p, error)
+    return _saved(rec, error, output)
+
+
+def _saved(
+    rec: Recording, error: BaseException | None, output: str | os.PathLike[str] | None
+) -> Recording:
+    """`rec`, saved to `output` when given; the script's `error`, when there is one, is
+    raised carrying `.recording` and `.output` (the samples are never lost with it)."""
     if output is not None:
         from .io import save
 
@@ -218,18 +226,7 @@ def record_command(
     rec, error = engine_spec(engine).record_command(
         list(argv), sample_interval=sample_interval, duration=duration, progress=progress
     )
-    if output is not None:
-        from .io import save
-
-        try:
-            save(rec, output)
-        except OSError as e:
-            raise EngineError(f"{os.fspath(output)}: cannot write the recording ({e})") from None
-    if error is not None:
-        error.recording = rec  # type: ignore[attr-defined]
-        error.output = None if output is None else os.fspath(output)  # type: ignore[attr-defined]
-        raise error
-    return rec
+    return _saved(rec, error, output)
 
 
 def run(
