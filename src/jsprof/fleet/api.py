@@ -187,7 +187,7 @@ def _views(s: Session, sel: Any, example_url: str | None) -> dict[str, Any]:
 
         for ex in ft["examples"]:
             ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
-    from .query import identity
+    from .release import identity
 
     return {"rec": sel.recording, "source": StoreSources(sel.releases, identity(f)),
             "fleet_time": ft}

@@ -3,7 +3,7 @@
 The compacted tables keep one weight per (upload, stack), not sample times, so this plan
 reads the matching uploads' raw records (`Store.get`: one claim and one record each) with
 their timelines, keeps the samples inside the windows, and interns what is left into
-per-release tables of the same shape the tables give (`query.Release`, `StackRows`,
+per-release tables of the same shape the tables give (`release.Release`, `StackRows`,
 `FrameRows`): top, flame, diff and export then run unchanged. Its cost grows with the
 matching uploads, not with distinct stacks (docs/design.md, Deviations).
 
@@ -28,6 +28,7 @@ from ..errors import JsprofError
 from ..trace import NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
+from .release import mapped_release
 
 NS_PER_MS = 1_000_000
 
@@ -83,7 +84,6 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     from ..formats import read_any
     from ..store import Store
     from ..store.compact import upload_weights
-    from .query import mapped_release
 
     threshold = tl.DEFAULT_SLOWER_THAN[during] if slower_than is None else slower_than
     store = Store(snap.tdir.parent)

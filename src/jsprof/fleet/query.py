@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,6 @@ from ..trace import (
     no_stack_name,
 )
 from ..words import plural
-from . import sourcemaps
 from .engine import (
     DaskEngine,
     Draws,
@@ -47,23 +46,10 @@ from .engine import (
     stack_key,
 )
 from .filters import Filters
-from .releases import ScriptIdentity
+from .release import Release, mapped_release, named
 
 NS_PER_MS = 1_000_000
 Engine = DuckEngine | DaskEngine
-
-
-@dataclass
-class Release:
-    """One release's tables as read from the store, after source maps."""
-
-    rkey: str
-    app: str
-    release: str
-    trace: ProfilerTrace  # frames and stacks only (no samples), source-mapped
-    frame_key: list[FunctionKey]  # per stored frame id, the (mapped) function
-    stack_map: np.ndarray | None  # stored stack id -> id in `trace` (None: the same)
-    maps: dict = field(default_factory=dict)  # script URL -> its SourceMap (the store's)
 
 
 @dataclass
@@ -123,48 +109,6 @@ def _read_release(snap: Snapshot, rkey: str) -> Release:
         np.concatenate(fr) if fr else np.zeros(0, np.int32),
     )
     return mapped_release(snap, rkey, entry["app"], entry["release"], trace)
-
-
-def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
-                   trace: ProfilerTrace) -> Release:
-    """A release's Release from its frames and stacks: the functions named as the
-    release's source maps name them, and the stacks mapped, when it has maps."""
-    maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
-    frame_key = sourcemaps.frame_functions(trace, maps)
-    stack_map = None
-    if maps:
-        trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map, maps)
-
-
-def identity(f: Filters) -> ScriptIdentity:
-    """The script identity across releases a query's filters ask for (`fleet.releases`)."""
-    return ScriptIdentity(f.url_rules)
-
-
-def named(releases: dict[str, Release], f: Filters) -> dict[str, Release]:
-    """Each release with its scripts named as `f`'s identity rule names them, so that one
-    function is one function in every release (every merged view reads releases so)."""
-    ident = identity(f)
-    return {k: named_release(r, ident) for k, r in releases.items()}
-
-
-def named_release(rel: Release, ident: ScriptIdentity) -> Release:
-    """`rel` with every script URL of its trace and functions as `ident` names it; scripts
-    that name alike become one resource (frames and stacks keep their ids)."""
-    if ident.exact:
-        return rel
-    trace = rel.trace
-    names = [ident(r) for r in trace.resources]
-    if names != list(trace.resources):
-        pos: dict[str, int] = {}
-        rid = [pos.setdefault(u, len(pos)) for u in names]
-        frames = [ProfilerFrame(fr.name, None if fr.resource_id is None else rid[fr.resource_id],
-                                fr.line, fr.column) for fr in trace.frames]
-        trace = trace.replace(resources=list(pos), frames=frames)
-    keys = [k if k.resource is None else FunctionKey(k.name, ident(k.resource), k.line, k.column)
-            for k in rel.frame_key]
-    return replace(rel, trace=trace, frame_key=keys)
 
 
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:

@@ -15,7 +15,7 @@ its URL with:
 - a folder that is a version (`1.4.2`, `v2.0`, `1.4.2-rc.1`) or 8+ hex digits with a digit
   taken out (`/static/1.4.2/app.js` -> `/static/app.js`).
 
-Every fleet query applies it where a release's frames are read (`query.named`,
+Every fleet query applies it where a release's frames are read (`release.named`,
 after source maps), so top, flame, the dashboard, diff and regressions see one identity.
 `--url-rule REGEX=REPL` (HTTP `url_rule=`, repeatable) adds a substitution after it (Python
 `re.sub`, in order; REPL may use `\\1`); `--url-rule none` drops what came before it (the

@@ -58,7 +58,8 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     from ..formats import read_any
     from ..store import Store, StoreError
     from ..store.compact import attributed, upload_weights
-    from .query import identity, idle_mask, mapped_release, named_release
+    from .query import idle_mask
+    from .release import identity, mapped_release, named_release
     from .vitals import vitals
 
     up: Uploads = sel.uploads

@@ -5,17 +5,9 @@ as the Parquet compactor (`iter_uploads` with a resumable `Cursor`). Layout and 
 docs/store.md.
 """
 
-from .store import (
-    CheckReport,
-    Cursor,
-    Finding,
-    PruneResult,
-    Store,
-    StoreError,
-    StoreFullError,
-    StoreIOError,
-    StoreUnavailable,
-)
+from .cursor import Cursor
+from .errors import StoreError, StoreFullError, StoreIOError, StoreUnavailable
+from .store import CheckReport, Finding, PruneResult, Store
 
 __all__ = [
     "CheckReport",

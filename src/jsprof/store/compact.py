@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import calendar
 import contextlib
-import fcntl
 import hashlib
 import math
 import os
@@ -49,10 +48,11 @@ import orjson
 
 from ..errors import JsprofError
 from ..trace import NONE, weights_and_lost
+from .cursor import Cursor
+from .lock import TablesLock
 
 TABLES = "tables"
 MANIFEST = "_manifest.json"
-LOCK = "_compact.lock"
 # 2: uploads.lost_ms; 3: uploads.page_load; 4: stack-less samples inside long animation
 # frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle)
 FORMAT_VERSION = 4
@@ -751,37 +751,11 @@ class CompactStats:
     damaged: int = 0  # damaged records met in the raw store (listed in manifest["damaged"])
 
 
-class _Lock:
-    """An exclusive flock on `<tables>/_compact.lock`, held for one compaction run.
-    `wait=False`: only if it is free now (`held` says whether it was)."""
-
-    def __init__(self, tdir: Path, wait: bool = True) -> None:
-        tdir.mkdir(parents=True, exist_ok=True)
-        self.fd = os.open(tdir / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        self.wait = wait
-        self.held = False
-
-    def __enter__(self) -> _Lock:
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | (0 if self.wait else fcntl.LOCK_NB))
-            self.held = True
-        except BlockingIOError:
-            pass
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.held:
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        os.close(self.fd)
-
-
 def _cursor_in(man: dict) -> Any:
     """The store's cursor from the manifest (`Cursor.dumps` text, or a plain JSON value)."""
     if not man["hasCursor"]:
         return None
     if man.get("cursorKind") == "Cursor":
-        from .store import Cursor
-
         return Cursor.loads(man["cursor"])
     return man["cursor"]
 
@@ -804,7 +778,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
 
     tdir = tables_dir(store.path)
     stats = CompactStats()
-    with _Lock(tdir):
+    with TablesLock(tdir):
         man = _locked_manifest(tdir)
         releases: dict[str, _Release] = {}
         pending: list[dict] = []
@@ -1232,7 +1206,7 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
         return stats
     now = time.time() if now is None else now
     spent = 0
-    with _Lock(tdir, wait) as lock:
+    with TablesLock(tdir, wait) as lock:
         if not lock.held:
             return stats
         man = _locked_manifest(tdir)
@@ -1398,7 +1372,7 @@ def prune_tables(
         return 0
     if _prune_hook:
         _prune_hook("segments")
-    with contextlib.nullcontext() if locked else _Lock(tdir):
+    with contextlib.nullcontext() if locked else TablesLock(tdir):
         man = _locked_manifest(tdir)
         moved_damage = _move_damaged(man, places or {})
         apps = {k: v["app"] for k, v in man["releases"].items()}

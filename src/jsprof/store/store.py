@@ -30,13 +30,20 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import orjson
 
 from . import segment as seg
+from .cursor import Cursor
+from .errors import (
+    StoreError,
+    StoreIOError,
+    _unavailable,
+)
+from .lock import TablesLock
 from .segment import Damage, RecordHeader, SegmentError, Trailer
 
 log = logging.getLogger("jsprof.store")
@@ -48,72 +55,6 @@ _PENDING = b"P"
 _NEW = ".new"  # a segment being created: locked, then renamed to its .seg name
 FINISH_SECONDS = 10.0
 PRUNED = "pruned.json"  # retention marks (Store.pruned_before)
-
-
-class StoreError(Exception):
-    """The store cannot be used as asked (bad path, unsupported URL, damaged record)."""
-
-
-class StoreUnavailable(StoreError):
-    """This upload was not stored, and nothing of it was acknowledged; the same request can
-    succeed later (a collector answers 503 with Retry-After). `condition` names the cause
-    in a few words, for one log line per condition."""
-
-    condition = "store unavailable"
-    disk_full = False  # what serve/app.py's 503 rule looks for
-
-
-class StoreFullError(StoreUnavailable):
-    """No space (or quota) left on the store's disk: nothing of this upload was written.
-    Appends work again by themselves once space returns."""
-
-    condition = "disk full"
-    disk_full = True
-
-
-class StoreIOError(StoreUnavailable):
-    """The disk reported an error while writing or syncing: this upload is not stored."""
-
-    condition = "disk I/O error"
-
-
-def _unavailable(e: OSError, what: str) -> StoreUnavailable:
-    if e.errno in (errno.ENOSPC, errno.EDQUOT):
-        return StoreFullError(f"{what}: no space left on the store's disk; nothing was stored")
-    return StoreIOError(f"{what}: {e.strerror or e}; nothing was stored")
-
-
-class Cursor:
-    """A position in `iter_uploads`: per segment, how many of its records were consumed.
-
-    Segments grow concurrently, so one offset cannot say where a reader is; a vector of
-    per-segment counts can. `dumps`/`loads` keep it between runs (JSON).
-    """
-
-    __slots__ = ("positions",)
-
-    def __init__(self, positions: Mapping[str, int] | None = None) -> None:
-        self.positions: dict[str, int] = dict(positions or {})
-
-    def dumps(self) -> str:
-        return orjson.dumps(self.positions, option=orjson.OPT_SORT_KEYS).decode()
-
-    @classmethod
-    def loads(cls, text: str | bytes) -> Cursor:
-        data = orjson.loads(text)
-        if type(data) is not dict or not all(
-            type(k) is str and type(v) is int and v >= 0 for k, v in data.items()
-        ):
-            raise StoreError("cursor: expected a JSON object of segment name -> count")
-        return cls(data)
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Cursor) and self.positions == other.positions
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Cursor({self.positions!r})"
 
 
 class PruneResult(NamedTuple):
@@ -715,12 +656,10 @@ class Store:
         tables = self.path / "tables"
         if not tables.is_dir():
             return self._prune(older_than, app, None)
-        from .compact import _Lock
-
         # Under the compaction lock: the tables' list of damaged records names places in
         # segments that a rewrite moves; no compaction may add one between the rewrite and
         # the tables' update (`prune_tables` moves them).
-        with _Lock(tables):
+        with TablesLock(tables):
             return self._prune(older_than, app, tables)
 
     def _prune(self, older_than: float, app: str | None, tables: Path | None) -> PruneResult:

@@ -1,0 +1,73 @@
+"""One release's frames and stacks as the merged views read them: named as the release's
+source maps name them, and its scripts as a query's identity rule names them.
+
+Its own module so that the plans that build a release's tables (fleet/query.py from the
+tables' parts, fleet/during.py from the windows) share it without importing each other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from ..analysis.profile import FunctionKey
+from ..trace import ProfilerFrame, ProfilerTrace
+from . import sourcemaps
+from .engine import Snapshot
+from .filters import Filters
+from .releases import ScriptIdentity
+
+
+@dataclass
+class Release:
+    """One release's tables as read from the store, after source maps."""
+
+    rkey: str
+    app: str
+    release: str
+    trace: ProfilerTrace  # frames and stacks only (no samples), source-mapped
+    frame_key: list[FunctionKey]  # per stored frame id, the (mapped) function
+    stack_map: np.ndarray | None  # stored stack id -> id in `trace` (None: the same)
+    maps: dict = field(default_factory=dict)  # script URL -> its SourceMap (the store's)
+
+
+def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
+                   trace: ProfilerTrace) -> Release:
+    """A release's Release from its frames and stacks: the functions named as the
+    release's source maps name them, and the stacks mapped, when it has maps."""
+    maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
+    frame_key = sourcemaps.frame_functions(trace, maps)
+    stack_map = None
+    if maps:
+        trace, stack_map = sourcemaps.apply(trace, maps)
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps)
+
+
+def identity(f: Filters) -> ScriptIdentity:
+    """The script identity across releases a query's filters ask for (`fleet.releases`)."""
+    return ScriptIdentity(f.url_rules)
+
+
+def named(releases: dict[str, Release], f: Filters) -> dict[str, Release]:
+    """Each release with its scripts named as `f`'s identity rule names them, so that one
+    function is one function in every release (every merged view reads releases so)."""
+    ident = identity(f)
+    return {k: named_release(r, ident) for k, r in releases.items()}
+
+
+def named_release(rel: Release, ident: ScriptIdentity) -> Release:
+    """`rel` with every script URL of its trace and functions as `ident` names it; scripts
+    that name alike become one resource (frames and stacks keep their ids)."""
+    if ident.exact:
+        return rel
+    trace = rel.trace
+    names = [ident(r) for r in trace.resources]
+    if names != list(trace.resources):
+        pos: dict[str, int] = {}
+        rid = [pos.setdefault(u, len(pos)) for u in names]
+        frames = [ProfilerFrame(fr.name, None if fr.resource_id is None else rid[fr.resource_id],
+                                fr.line, fr.column) for fr in trace.frames]
+        trace = trace.replace(resources=list(pos), frames=frames)
+    keys = [k if k.resource is None else FunctionKey(k.name, ident(k.resource), k.line, k.column)
+            for k in rel.frame_key]
+    return replace(rel, trace=trace, frame_key=keys)

@@ -1,0 +1,45 @@
+"""A reader's position in the raw store (`Store.iter_uploads`), kept between runs.
+
+Its own module so that the tables' compactor, which saves one in its manifest, needs
+nothing else of the raw store (jsprof.store.store imports the compactor to prune tables)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import orjson
+
+from .errors import StoreError
+
+
+class Cursor:
+    """A position in `iter_uploads`: per segment, how many of its records were consumed.
+
+    Segments grow concurrently, so one offset cannot say where a reader is; a vector of
+    per-segment counts can. `dumps`/`loads` keep it between runs (JSON).
+    """
+
+    __slots__ = ("positions",)
+
+    def __init__(self, positions: Mapping[str, int] | None = None) -> None:
+        self.positions: dict[str, int] = dict(positions or {})
+
+    def dumps(self) -> str:
+        return orjson.dumps(self.positions, option=orjson.OPT_SORT_KEYS).decode()
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> Cursor:
+        data = orjson.loads(text)
+        if type(data) is not dict or not all(
+            type(k) is str and type(v) is int and v >= 0 for k, v in data.items()
+        ):
+            raise StoreError("cursor: expected a JSON object of segment name -> count")
+        return cls(data)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Cursor) and self.positions == other.positions
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Cursor({self.positions!r})"

@@ -1,0 +1,38 @@
+"""The store's errors: raised by the raw store, its cursor and its readers."""
+
+from __future__ import annotations
+
+import errno
+
+
+class StoreError(Exception):
+    """The store cannot be used as asked (bad path, unsupported URL, damaged record)."""
+
+
+class StoreUnavailable(StoreError):
+    """This upload was not stored, and nothing of it was acknowledged; the same request can
+    succeed later (a collector answers 503 with Retry-After). `condition` names the cause
+    in a few words, for one log line per condition."""
+
+    condition = "store unavailable"
+    disk_full = False  # what serve/app.py's 503 rule looks for
+
+
+class StoreFullError(StoreUnavailable):
+    """No space (or quota) left on the store's disk: nothing of this upload was written.
+    Appends work again by themselves once space returns."""
+
+    condition = "disk full"
+    disk_full = True
+
+
+class StoreIOError(StoreUnavailable):
+    """The disk reported an error while writing or syncing: this upload is not stored."""
+
+    condition = "disk I/O error"
+
+
+def _unavailable(e: OSError, what: str) -> StoreUnavailable:
+    if e.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreFullError(f"{what}: no space left on the store's disk; nothing was stored")
+    return StoreIOError(f"{what}: {e.strerror or e}; nothing was stored")

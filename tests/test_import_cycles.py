@@ -1,0 +1,122 @@
+"""No import cycles in jsprof's field wing (issue 34), and no new ones anywhere.
+
+The graph is read from the source (every `import` and `from ... import`, also those inside
+functions: a deferred import is still an arrow), so a cycle kept alive only by importing
+late is found. Modules are jsprof.* files; `from pkg import name` is an arrow to
+`pkg.name` when that is a module, else to the package.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+
+# Cycles older than issue 34, outside the field wing: each found cycle must lie inside one
+# of these (so none grows and no new one appears); removing one needs no change here.
+KNOWN = [
+    {"jsprof.analysis.busy", "jsprof.analysis.calltree", "jsprof.analysis.diff",
+     "jsprof.analysis.lost_stacks", "jsprof.analysis.profile", "jsprof.analysis.source",
+     "jsprof.analysis.sourcemap", "jsprof.formats", "jsprof.formats._format", "jsprof.io",
+     "jsprof.names", "jsprof.render.console", "jsprof.render.flame", "jsprof.render.rows",
+     "jsprof.render.summary", "jsprof.sourcemap_files", "jsprof.timeline", "jsprof.trace",
+     "jsprof.views"},
+    {"jsprof", "jsprof.engines", "jsprof.engines.quickjs", "jsprof.record", "jsprof.workers"},
+    {"jsprof.serve.app", "jsprof.serve.forward"},
+]
+# Packages that must have none at all.
+ACYCLIC = ("jsprof.store", "jsprof.fleet")
+
+
+def _modules() -> dict[str, Path]:
+    out = {}
+    for p in (SRC / "jsprof").rglob("*.py"):
+        parts = p.relative_to(SRC).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        out[".".join(parts)] = p
+    return out
+
+
+def import_graph() -> dict[str, set[str]]:
+    mods = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, path in mods.items():
+        pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        deps: set[str] = set()
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names if a.name in mods}
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    up = pkg.split(".")[: len(pkg.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                else:
+                    base = node.module or ""
+                for a in node.names:
+                    full = f"{base}.{a.name}"
+                    deps.add(full if full in mods else base)
+        graph[name] = {d for d in deps if d in mods and d != name}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[set[str]]:
+    """The strongly connected components of more than one module (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[set[str]] = []
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10 * len(graph)))
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = set()
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.add(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(comp)
+
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
+    return out
+
+
+def test_the_graph_is_read() -> None:
+    g = import_graph()
+    # arrows the scan must see (a broken scan would find no cycle anywhere)
+    assert "jsprof.store.cursor" in g["jsprof.store.compact"]
+    assert "jsprof.fleet.release" in g["jsprof.fleet.during"]
+    assert {"jsprof.store.compact"} <= g["jsprof.store.store"]  # a deferred import counts
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
+
+
+def test_no_import_cycles_in_the_field_wing() -> None:
+    found = cycles(import_graph())
+    wing = [sorted(c) for c in found if any(m.startswith(ACYCLIC) for m in c)]
+    assert wing == [], "import cycles in store/ or fleet/"
+
+
+def test_no_new_import_cycles() -> None:
+    new = [sorted(c) for c in cycles(import_graph()) if not any(c <= k for k in KNOWN)]
+    assert new == [], "a new import cycle (or a known one grown)"
