@@ -95,7 +95,7 @@ def test_tree_shows_locations_as_the_table_does(tmp_path):
     assert not any("file://" in ln for ln in tree), tree
 
 
-# ---- issue 20: rows fit the terminal (100 columns piped), elided in the middle; --wide ----
+# ---- issue 20: rows fit the terminal, elided in the middle; --wide; piped: whole (#36) ----
 
 # V8 names compiled regular expressions `RegExp: <source>`: here 1,500+ characters.
 REGEXP_JS = """\
@@ -130,7 +130,12 @@ def test_rows_fit_the_width_with_names_elided_in_the_middle(tmp_path):
     assert where == "(unknown)", where
     for args in (["report", trace, "--all"], ["report", trace, "--tree", "--threshold", "0"],
                  ["diff", trace, trace, "--all"]):
-        lines = _jsprof(tmp_path, *args).splitlines()
+        # Piped (#36): names whole, as --wide prints them (it cut them to 100 columns)
+        piped = _jsprof(tmp_path, *args)
+        assert regexp in piped and "…" not in piped, args
+        assert _jsprof(tmp_path, *args, "--wide") == piped
+        # A terminal 100 columns wide: rows fit it
+        lines = _in_pty(tmp_path, args, 100)
         # the title above and the summary line below a table are prose, not rows
         rows_only = [ln for ln in lines[1:] if "showing " not in ln]
         assert max(len(ln) for ln in rows_only) <= 100, max(rows_only, key=len)
@@ -141,7 +146,7 @@ def test_rows_fit_the_width_with_names_elided_in_the_middle(tmp_path):
         assert hit and "…" in hit[0], args
         # the start of the name and the end of it, with the middle left out
         assert regexp[-8:] in hit[0].split("…", 1)[1], hit[0]
-        wide = _jsprof(tmp_path, *args, "--wide")
+        wide = "".join(_in_pty(tmp_path, [*args, "--wide"], 100))
         assert regexp in wide and "…" not in wide
 
 
@@ -244,5 +249,5 @@ def test_elision_rules():
     assert fit_widths([10, 500], 60) == [10, 50]  # the narrow keeps its width
     assert fit_widths([300, 500], 60) == [30, 30]
     assert fit_widths([300, 500], 10) == [12, 12]  # never below the minimum
-    assert output_width(None) == 100 and output_width(80) == 80
+    assert output_width(None) is None and output_width(80) == 80  # piped: no limit (#36)
     assert output_width(80, wide=True) is None

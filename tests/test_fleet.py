@@ -27,6 +27,19 @@ def store(tmp_path):
     st.close()
 
 
+def _as_terminal(monkeypatch, columns: int) -> None:
+    """Text tables drawn as for a terminal `columns` wide (capsys is no terminal, and
+    output that is not one is never cut: test_cli_tables runs a real pty)."""
+    from jsprof.fleet import text
+    from jsprof.render import console, rows
+
+    def fit(_console, wide=False):
+        return rows.output_width(columns, wide)
+
+    monkeypatch.setattr(console, "table_width", fit)
+    monkeypatch.setattr(text, "table_width", fit)
+
+
 def _fill(st, n_per_release=6, samples=600, seed=7):
     rng = np.random.default_rng(seed)
     traces, intervals = {}, {}
@@ -97,12 +110,13 @@ def test_top_equals_report_of_the_same_traces_merged(store, tmp_path, capsys):
     assert all(r["resource"] is None and r["traces"] == 12 for r in idle)
 
 
-def test_top_gives_a_name_with_no_location_the_locations_room(store, capsys):
+def test_top_gives_a_name_with_no_location_the_locations_room(store, capsys, monkeypatch):
     # Beside seven number columns, function and location shared the room equally:
     # `(garbage…llector)` showed beside an empty location. As `jsprof report` lays them out
     # now, a row with no location gives its name that room; the others stay aligned, each
     # location keeping its file name and position.
     _fill(store)
+    _as_terminal(monkeypatch, 100)
     assert main(["fleet", "top", "--store", str(store.path), "--app", "shop", "--all"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -116,7 +130,8 @@ def test_top_gives_a_name_with_no_location_the_locations_room(store, capsys):
     assert len(located) >= 10 and all(ln[at:].startswith("…app.min.js:") for ln in located), out
 
 
-def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_path, capsys):
+def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_path, capsys,
+                                                                   monkeypatch):
     traces, intervals = _fill(store)
     path = tmp_path / "merged.jsprof.json"
     io.save(merged_recording(list(traces.values()), list(intervals.values())), path)
@@ -124,12 +139,24 @@ def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_pa
     anon = {r["name"] for r in rep["rows"] if r["name"].startswith("(anonymous")}
     assert code == 0 and len(anon) == 1
     base = ["--store", str(store.path), "--app", "shop"]
-    for argv in (["fleet", "top", *base, "--all"],
-                 ["fleet", "diff", *base, "--base", "release=1.0", "--new", "release=1.1",
-                  "--all", "--resamples", "20"]):
+    label = next(iter(anon))
+    cases = (["fleet", "top", *base, "--all"],
+             ["fleet", "diff", *base, "--base", "release=1.0", "--new", "release=1.1",
+              "--all", "--resamples", "20"])
+    # Piped (#36): every name and location whole, as --wide prints them; it printed
+    # `(anonymo…ge.js:1)`.
+    for argv in cases:
         assert main(argv) == 0, argv
         out = capsys.readouterr().out
-        # Piped output keeps to the house width (render.rows.PIPED_COLUMNS).
+        whole = label if argv[1] == "top" else label.rsplit(":", 1)[0] + ")"
+        assert whole in out and RES in out and "…" not in out, out
+        assert main([*argv, "--wide"]) == 0
+        assert capsys.readouterr().out == out
+    _as_terminal(monkeypatch, 100)
+    for argv in cases:
+        assert main(argv) == 0, argv
+        out = capsys.readouterr().out
+        # A terminal 100 columns wide: the table keeps to it.
         assert max(len(line) for line in out.splitlines()) <= 100, out
         assert "(anonymous)" not in out and "…" in out
         # An elided location keeps its file name and position whole: the location column
@@ -151,7 +178,6 @@ def test_text_tables_label_anonymous_as_report_and_fit_100_columns(store, tmp_pa
         # `(anonymous app.min.js:N)`, as report and flame print it.
         assert main([*argv, "--wide"]) == 0
         out = capsys.readouterr().out
-        label = next(iter(anon))
         if argv[1] == "diff":  # diff matches a script's anonymous functions as one (NameKey)
             label = label.rsplit(":", 1)[0] + ")"
         assert label in out and RES in out, out

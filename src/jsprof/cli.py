@@ -1293,8 +1293,8 @@ def _add_wide_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--wide",
         action="store_true",
-        help="print names and locations whole (by default they are elided in the middle "
-        "to fit the terminal, or 100 columns when piped)",
+        help="print names and locations whole on a terminal too (there they are elided in the "
+        "middle to fit its width; piped output always has them whole)",
     )
 
 

@@ -111,7 +111,7 @@ def busy_note(b: Any) -> str | None:
 
 def text_console() -> Console:
     """A console rendering as `jsprof report` does into a pipe: no colour, no terminal, no
-    Jupyter (rich would otherwise draw for the notebook), tables fitted to 100 columns."""
+    Jupyter (rich would otherwise draw for the notebook), names and locations whole."""
     import io
 
     from rich.console import Console

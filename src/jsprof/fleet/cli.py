@@ -61,8 +61,8 @@ def _filter_args(p: argparse.ArgumentParser, app_required: bool = True) -> None:
 
 def _wide_arg(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wide", action="store_true",
-                   help="print names and locations whole (by default they are elided in the "
-                   "middle to fit the terminal, or 100 columns when piped)")
+                   help="print names and locations whole on a terminal too (there they are "
+                   "elided in the middle to fit its width; piped output always has them whole)")
 
 
 def add_parser(sub: Any) -> None:

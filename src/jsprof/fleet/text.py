@@ -185,8 +185,8 @@ class FleetDiffTable(TextRenderer):
 
 
 class VitalsTable(TextRenderer):
-    """`fleet vitals`' table: the house table, fitted to the terminal (100 columns when
-    piped) as `jsprof report`'s is; `wide` prints every cell whole."""
+    """`fleet vitals`' table: the house table, fitted to the terminal (whole when piped)
+    as `jsprof report`'s is; `wide` prints every cell whole."""
 
     def __init__(self, console: Console, wide: bool = False) -> None:
         super().__init__(console)

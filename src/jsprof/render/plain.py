@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -39,8 +40,19 @@ class TextOut:
         table with no trailing spaces on any line."""
         if title:
             self.print(Text(title, style="bold"), soft_wrap=True)
-        with self.console.capture() as cap:
-            self.console.print(table)
+        # The renderers fit the cells to the output's width already (rows.output_width);
+        # where they leave them whole (`--wide`, or a name past PIPED_WIDTH in a pipe),
+        # rich would crop each row at the console's width: the table gets its own width.
+        console = self.console
+        need = Measurement.get(console, console.options.update(width=1 << 24), table).maximum
+        width = console.width
+        try:
+            if need > width:
+                console.width = need
+            with console.capture() as cap:
+                console.print(table)
+        finally:
+            console.width = width
         self._parts.append("\n".join(line.rstrip() for line in cap.get().splitlines()) + "\n")
 
     def text(self) -> str:

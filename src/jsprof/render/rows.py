@@ -89,9 +89,10 @@ def summary_rows(summary: Summary, top: int | None, sort: str = "self") -> list[
 
 # ---- how wide a text table may be (every command's text tables: one rule) -------------------
 
-# Text output that is not a terminal (a pipe, a CI log, a file) is cut to this many columns;
-# `--wide` prints every name and location whole.
-PIPED_COLUMNS = 100
+# Text output that is not a terminal (a pipe, a CI log, a file) is not cut: whoever reads it
+# there (grep, a log, a diff of two reports) needs names whole, and no terminal wraps it
+# (#36: piped `fleet top` printed `(anonymo…ge.js:1)`). On a terminal, tables fit its
+# columns; `--wide` prints every name and location whole there too.
 ELLIPSIS = "…"
 # The narrowest a name or location column is cut to, however narrow the terminal.
 MIN_ELASTIC = 12
@@ -100,11 +101,11 @@ COLUMN_GAP = 2
 
 
 def output_width(terminal_columns: int | None, wide: bool = False) -> int | None:
-    """The width text tables are fitted to: the terminal's columns, PIPED_COLUMNS when the
-    output is no terminal (`terminal_columns` None), no limit with `wide`."""
-    if wide:
+    """The width text tables are fitted to: the terminal's columns; no limit when the
+    output is no terminal (`terminal_columns` None) or with `wide`."""
+    if wide or not terminal_columns:
         return None
-    return terminal_columns if terminal_columns else PIPED_COLUMNS
+    return terminal_columns
 
 
 def wrap_to(text: str, width: int | None) -> list[str]:
