@@ -23,7 +23,13 @@ from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.diff import tree_changes
 from jsprof.cli import main
 from jsprof.engines.chromium.browser import HEADLESS_FLAGS
-from jsprof.render.flame import ROW, flame_script, render_flame, script_json
+from jsprof.render.flame import (
+    ROW,
+    VIEWER_MODULES,
+    flame_script,
+    render_flame,
+    script_json,
+)
 from jsprof.trace import Recording, TraceBuilder
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
@@ -117,8 +123,8 @@ def test_untrusted_names_are_escaped_everywhere():
         for raw in (XSS_SCRIPT, XSS_ATTR, XSS_TITLE, XSS_MARK, "<img", "<b>"):
             assert raw not in doc, (fmt, raw)
         # The JSON blocks (the HTML page has the viewer's model and the tree's index too)
-        # and the script, nothing else.
-        assert doc.count("</script>") == (4 if fmt == "html" else 2)
+        # and the scripts (the page's modules before its own), nothing else.
+        assert doc.count("</script>") == (4 + len(VIEWER_MODULES) if fmt == "html" else 2)
         # The JSON blocks hold the names, escaped for a <script> element.
         for bid, key in (("fg-data", "names"), ("fg-model", "fname"), ("fg-index", "fname")):
             if fmt == "svg" and bid != "fg-data":
@@ -650,7 +656,9 @@ def _check_sandwich_equals_report(browser, trace: Path, tmp_path: Path, capsys) 
     # Choosing a function shows its callers and callees; every number stays report's.
     hot = max((r for r in rows if r["location"]), key=lambda r: r["self_ms"])
     page.locator("#v-sandwich tbody tr", has_text=hot["name"]).first.click()
-    _wait(page, "location.hash.indexOf('fn=') >= 0")
+    # (the hash changes first; the view follows on its hashchange event)
+    _wait(page, "location.hash.indexOf('fn=') >= 0 && "
+                "!!document.querySelector(\"[data-panel='callers']\")")
     callers = page.locator("[data-panel='callers']")
     callees = page.locator("[data-panel='callees']")
     assert callers.is_visible() and callees.is_visible()
@@ -992,7 +1000,7 @@ def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
     page = _page(browser, out.as_uri())
     assert page.evaluate("document.body.dataset.view") == "flame"
     tabs = page.locator("nav.tabs a").all_text_contents()
-    assert tabs == ["Flame", "Time", "Sandwich", "Source"]
+    assert tabs == ["Flame", "Time", "Sandwich", "Bottom-up", "Call tree", "Source"]
     assert "than base" in page.locator(".legend").text_content()
     page.locator("nav.tabs a[data-tab='time']").click()
     _wait(page, "document.body.dataset.view === 'time'")

@@ -268,7 +268,7 @@ def test_dashboard_in_chromium(server):
         # It is the viewer `jsprof flame` writes: its sandwich view lists the merged
         # profile's functions as the top table counts them.
         assert frame.locator("nav.tabs a").all_text_contents() == [
-            "Flame", "Time", "Sandwich", "Source"]
+            "Flame", "Time", "Sandwich", "Bottom-up", "Call tree", "Source"]
         frame.locator("nav.tabs a[data-tab='sandwich']").click()
         first = frame.locator("#v-sandwich tbody tr").first
         first.wait_for(timeout=60000)

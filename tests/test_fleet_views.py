@@ -167,7 +167,7 @@ def test_merged_time_and_source_views_in_chromium(store: Path, page: Path, capsy
         p.goto(page.as_uri() + "#view=time")
         p.wait_for_selector("body[data-view='time']", timeout=30000)
         assert p.locator("nav.tabs a").all_text_contents() == [
-            "Flame", "Time", "Sandwich", "Source"]
+            "Flame", "Time", "Sandwich", "Bottom-up", "Call tree", "Source"]
         assert "No common clock" in p.locator("[data-note='fleet']").text_content()
         lane = p.locator("#v-time [data-lane='measureLayout'] canvas")
         assert lane.count() == 1 and lane.bounding_box()["width"] > 300
@@ -211,7 +211,8 @@ def test_during_has_no_time_tab_but_its_source_view(store: Path, tmp_path: Path)
     assert main(["fleet", "flame", "--store", str(store), "--app", "shop", "--during",
                  "long-frame", "--slower-than", "0", "-o", str(out)]) == 0
     page = out.read_text()
-    assert re.findall(r'data-tab="(\w+)"', page) == ["flame", "sandwich", "source"]
+    assert re.findall(r'data-tab="(\w+)"', page) == ["flame", "sandwich", "bottomup", "calltree",
+                                                         "source"]
     model, src = _blocks(page)
     assert "fleetTime" not in model and "time" not in model
     assert src["lineData"] is False and src["fns"]

@@ -191,7 +191,7 @@ def test_every_view_on_every_source(browser, recordings, fleet, source: str, vie
         suffix = f"&fn={quote(hot)}"
     page = _open(browser, page_file.as_uri() + f"#view={shown}{suffix}", shown)
     assert page.locator("nav.tabs a").all_text_contents() == [
-        "Flame", "Time", "Sandwich", "Source"]
+        "Flame", "Time", "Sandwich", "Bottom-up", "Call tree", "Source"]
     if view in ("flame", "diff"):
         # The root's tooltip is the profile's total; a search's share is the function's
         # total, counted once however often it recurses (report's total).

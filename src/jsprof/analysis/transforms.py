@@ -240,10 +240,12 @@ def script_label(url: str) -> str:
 def resource_matches(url: str, pattern: str) -> bool:
     """`pattern` (wildcards allowed) is the URL, or, for a `file:` URL, its path or the
     path relative to the current folder: what the tables show for it."""
-    return any(fnmatchcase(u, pattern) for u in _spellings(url))
+    return any(fnmatchcase(u, pattern) for u in resource_spellings(url))
 
 
-def _spellings(url: str) -> list[str]:
+def resource_spellings(url: str) -> list[str]:
+    """The spellings a collapse-resource pattern is matched against (the viewer's page
+    carries them too, so its transforms match as these do)."""
     out = [url]
     if url.startswith("file://"):
         path = unquote(urlparse(url).path)

@@ -420,7 +420,10 @@
       n: col(J.n, Int32Array), fname: J.fname, floc: floc,
       low: J.fname.map(function (v) { return v.toLowerCase(); }),
       lowLoc: floc.map(function (v) { return v.toLowerCase(); }),
-      tt: J.tt ? J.tt.map(function (b) { return col(b, Float64Array); }) : null};
+      tt: J.tt ? J.tt.map(function (b) { return col(b, Float64Array); }) : null,
+      // what the tables and transforms need of each function (viewer_tree.js)
+      fres: fres, res: J.res, rsp: J.rsp, anon: J.anon, nostack: J.nostack,
+      ffill: J.ffill ? col(J.ffill, Int32Array) : null, fills: J.fills};
     return IX;
   }
   // Indices of `low` (and `lowLoc`) containing q; `prev` (the last query's matches, when q
@@ -616,6 +619,11 @@
     return out;
   };
   window.jsprofTip = function (i) { return vis(tipOf(i)); };  // as the tooltip shows it
+  // The rows a table view (Bottom-up, Call tree) draws now.
+  window.jsprofTableRows = function () {
+    var v = views[view];
+    return v && v.rows ? v.rows() : null;
+  };
   // A link can carry a view, a search and a zoom: flame.html#view=flame&q=fib&z=12
   // (z: frame index), flame.html#view=sandwich&fn=parse.
   // Maps keyed by what a link says have no prototype: #view=constructor or __proto__
@@ -659,6 +667,27 @@
   if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
   if (doc.getElementById("v-time")) viewMakers.time = function (M) { return M.fleetTime ? fleetTimeView(M) : timeView(M); };
   if (doc.getElementById("v-source")) viewMakers.source = sourceView;
+  // The Bottom-up and Call tree tables (viewer_tables.js) read the current tree.
+  var JV = window.JsprofViewer || {};
+  ["bottomup", "calltree"].forEach(function (name) {
+    if (!doc.getElementById("v-" + name) || !JV.callTreeView) return;
+    viewMakers[name] = function () {
+      if (!currentTree()) return null;
+      var make = name === "bottomup" ? JV.bottomUpView : JV.callTreeView;
+      return make({doc: doc, el: el, ms: ms, pct: pct, vis: vis, status: status, input: input,
+        section: doc.getElementById("v-" + name), tree: currentTree, selected: null});
+    };
+  });
+  // The tree the views show: the whole call tree (fg-index) as viewer_tree.js reads it.
+  var FNS = null, BASE = null;
+  function currentTree() {
+    if (BASE) return BASE;
+    var I = index();
+    if (!I || !JV.treeFromIndex) return null;
+    FNS = new JV.Functions(I);
+    BASE = JV.treeFromIndex(I, FNS);
+    return BASE;
+  }
   // The model is parsed when a view first needs it: the flame graph opens without it.
   function getView(name) {
     if (views[name]) return views[name];
@@ -670,8 +699,9 @@
       M = JSON.parse(modelEl.textContent);
     }
     if (name === "time" && !M.time && !M.fleetTime) return null;
-    views[name] = viewMakers[name](M);
-    return views[name];
+    var v = viewMakers[name](M);
+    if (v) views[name] = v;
+    return v;
   }
   function show(name, p) {
     if (name !== "flame" && !getView(name)) name = "flame";

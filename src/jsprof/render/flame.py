@@ -34,6 +34,7 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import TreeChange
 from ..analysis.profile import FunctionKey, _tracks, hot_lines, repeats_an_ancestor, subtree_sums
 from ..analysis.source import SourceFile
+from ..analysis.transforms import resource_spellings
 from ..trace import (
     MARKERS,
     NO_STACK_NAMES,
@@ -343,6 +344,15 @@ def tree_index(tree: CallTree) -> dict | None:
                               np.int64), "<i4"),
         # pseudo frames ("(program)") have no location at all
         "nolo": [i for i, f in enumerate(tree.functions) if not f.location()],
+        # For the page's transforms (viewer_transforms.js), which match as the command
+        # line's do: the functions with no name of their own (they match "(anonymous)" as
+        # well as their label), the rows of samples with no stack (no frame to match), and
+        # each file: script's other spellings (its path, and the path from the folder the
+        # page was written in, as the tables show it).
+        "anon": [i for i, f in enumerate(tree.functions) if not f.name],
+        "nostack": [i for i, f in enumerate(tree.functions)
+                    if f.resource is None and f.line is None and f.name in NO_STACK_NAMES],
+        "rsp": [resource_spellings(u)[1:] for u in res],
     }
     k = len(tree.track_self_ms)
     if k > 1 and n * k <= INDEX_TRACK_CELLS:
@@ -983,6 +993,10 @@ def render_flame(
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
     model = script_json(m)
     ix = tree_index(tree)
+    if ix is not None:
+        # The tables read the whole tree (the index): above INDEX_NODES there is none.
+        at = views.index("sandwich") + 1
+        views = (*views[:at], "bottomup", "calltree", *views[at:])
     return _html_document(
         fr, data, title, subtitle, legend, width, model, views, src,
         None if ix is None else script_json(ix), facts,
@@ -1006,6 +1020,18 @@ def flame_script() -> str:
     return (Path(__file__).with_name("flame.js")).read_text(encoding="utf-8")
 
 
+# The viewer's modules, each its own <script> before flame.js (which uses them): the call
+# tree's columns and sums, and the Bottom-up and Call tree tables.
+VIEWER_MODULES = ("viewer_tree.js", "viewer_tables.js")
+
+
+@functools.cache
+def viewer_modules() -> tuple[str, ...]:
+    """The texts of VIEWER_MODULES (package data), inlined into every page."""
+    return tuple((Path(__file__).with_name(n)).read_text(encoding="utf-8")
+                 for n in VIEWER_MODULES)
+
+
 @functools.cache
 def svg_script() -> str:
     """The SVG picture's script (`flame_svg.js`: zoom, search, details over its elements)."""
@@ -1016,11 +1042,13 @@ def page_csp(kind: str) -> str:
     """The Content-Security-Policy of a flame file of this kind ("html" or "svg"): only its
     own script runs (pinned by hash), no network. The HTML page carries it in a <meta>; an
     SVG cannot, so whoever serves one sends it as a header (`jsprof serve` does)."""
-    script = flame_script() if kind == "html" else svg_script()
-    digest = base64.b64encode(hashlib.sha256(script.encode()).digest()).decode()
+    scripts = (*viewer_modules(), flame_script()) if kind == "html" else (svg_script(),)
+    hashes = " ".join(
+        f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
+        for s in scripts)
     return (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src 'sha256-{digest}'"
+        f"script-src {hashes}"
     )
 
 
@@ -1147,9 +1175,19 @@ table.src td.code { text-align: left; white-space: pre; font-family: ui-monospac
 table.src tr.hot td.code { background: #fff4ef; }
 table.src tr.gap td { color: #8e8e93; text-align: left; padding: 2px 6px; }
 table.src tr:hover td { background: #f4f8fd; }
+#v-bottomup, #v-calltree { padding: 6px 12px 16px; }
+.tt-box { overflow: auto; max-height: calc(100vh - 150px); border: 1px solid #e3e3e6;
+  border-radius: 6px; background: #fff; }
+table.tt { outline: none; }
+table.tt td.name { max-width: 520px; }
+table.tt td.loc { max-width: 360px; }
+table.tt .tog { display: inline-block; width: 1.1em; color: #6e6e73; }
+table.tt tr.hit td.name { color: #8a2be2; font-weight: 600; }
+table.tt tr.more td { color: #0b61c4; text-align: left; }
 """.replace("FONT", str(FONT))
 
-VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"), ("source", "Source"))
+VIEWS = (("flame", "Flame"), ("time", "Time"), ("sandwich", "Sandwich"), ("bottomup", "Bottom-up"),
+         ("calltree", "Call tree"), ("source", "Source"))
 
 
 def _html_document(
@@ -1213,7 +1251,8 @@ def _html_document(
         f"{sections}</main>\n"
         '<div id="fg-tip" role="tooltip"></div>\n'
         f'<script type="application/json" id="fg-data">{data}</script>\n'
-        f"<script>{flame_script()}</script>\n"
+        + "".join(f"<script>{m}</script>\n" for m in viewer_modules())
+        + f"<script>{flame_script()}</script>\n"
         # The views' data after the script: the flame graph is drawn before these are read.
         f'<script type="application/json" id="fg-model">{model}</script>\n'
         + (f'<script type="application/json" id="fg-source">{source}</script>\n' if source else "")

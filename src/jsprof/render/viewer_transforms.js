@@ -1,0 +1,314 @@
+// The viewer's transforms (inlined by render/flame.py before flame.js): the command line's
+// `--transform SPEC` (analysis/transforms.py) over the page's call tree, with the same
+// grammar and the same results, plus three of the page's own. A tree node stands for every
+// sample with its call path, so a step that maps each call path to a new one (or to none)
+// does to the tree what the command line does to the stacks: the per-function totals of
+// `jsprof report --transform SPEC` and of the page's tables agree (tests/test_viewer_
+// transforms.py checks each kind on a real recording).
+//
+// - merge:NAME             NAME leaves every path; its self time goes to its callers.
+// - merge-node:A>B>C       only the call node at that path leaves.
+// - focus-subtree:A>B      only the samples under that path, rooted at its last node.
+// - focus:NAME             only the samples through NAME, rooted at its outermost call,
+//                          its recursive calls merged into that root.
+// - collapse:NAME          NAME's callees fold into NAME.
+// - collapse-resource:URL  a script's frames become one frame named after its file.
+// - collapse-recursion:NAME  a call of NAME inside NAME (directly or not) joins the outer one.
+// - drop:NAME              the samples whose path holds NAME are dropped.
+// The page's own (the command line has no such kind):
+// - collapse-direct-recursion:NAME  only NAME called directly by NAME joins its caller.
+// - hide-repeating:A>B>C   DevTools' "hide repeating children": under that node, a call of
+//                          a function by itself joins its caller.
+// - ignore:REGEX           the ignore list: every function of a script whose URL matches
+//                          the regular expression is merged (its time goes to its callers).
+//
+// A NAME matches a function's name whole, `*`, `?` and `[...]` as in Python's fnmatch; a
+// function with no name matches "(anonymous)" and its label, "(anonymous app.js:8)".
+(function (JV) {
+  "use strict";
+
+  var CLI_KINDS = ["merge", "merge-node", "focus-subtree", "focus", "collapse", "collapse-resource",
+    "collapse-recursion", "drop"];
+  var PAGE_KINDS = ["collapse-direct-recursion", "hide-repeating", "ignore"];
+  var KINDS = CLI_KINDS.concat(PAGE_KINDS);
+  var PATH_KINDS = ["merge-node", "focus-subtree", "hide-repeating"];
+  var DROPS = ["focus", "focus-subtree", "drop"];  // their lost samples are gone, not (merged)
+  var MERGED = "(merged)";
+  var MAX_SPEC = 4096;
+
+  // `KIND:ARG`, as the command line parses it; throws an Error saying what is wrong.
+  function parseSpec(text) {
+    text = String(text);
+    var kinds = KINDS.join(", ");
+    if (text.length > MAX_SPEC) throw new Error("a transform of " + text.length + " characters is not one");
+    var at = text.indexOf(":");
+    if (at < 0) throw new Error("'" + text + "': expected KIND:NAME, KIND one of " + kinds);
+    var kind = text.slice(0, at).trim(), arg = text.slice(at + 1);
+    if (KINDS.indexOf(kind) < 0) throw new Error("'" + text + "': unknown transform '" + kind + "'; one of " + kinds);
+    var what = kind === "collapse-resource" ? "URL" : kind === "ignore" ? "regular expression" :
+      PATH_KINDS.indexOf(kind) >= 0 ? "call path A>B>C" : "NAME";
+    if (!arg.trim()) throw new Error("'" + text + "': " + kind + " needs a " + what + " after the colon");
+    var t = {kind: kind, arg: arg, text: kind + ":" + arg, path: null, re: null};
+    if (PATH_KINDS.indexOf(kind) >= 0) {
+      t.path = arg.split(">").map(function (p) { return p.trim(); });
+      if (t.path.some(function (p) { return !p; })) {
+        throw new Error("'" + text + "': an empty name in the call path; write " + kind + ":A>B>C");
+      }
+    }
+    if (kind === "ignore") {
+      try { t.re = new RegExp(arg); } catch (err) {
+        throw new Error("'" + text + "': not a regular expression (" + err.message + ")");
+      }
+    }
+    return t;
+  }
+
+  // Python's fnmatch.translate: `*`, `?`, `[seq]`, `[!seq]`; anything else literal; the
+  // whole name.
+  var cache = Object.create(null);
+  function globRe(pat) {
+    if (cache[pat]) return cache[pat];
+    var i = 0, n = pat.length, res = "";
+    while (i < n) {
+      var c = pat[i++];
+      if (c === "*") { if (res.slice(-2) !== ".*") res += ".*"; }
+      else if (c === "?") res += ".";
+      else if (c === "[") {
+        var j = i;
+        if (j < n && pat[j] === "!") j++;
+        if (j < n && pat[j] === "]") j++;
+        while (j < n && pat[j] !== "]") j++;
+        if (j >= n) res += "\\[";
+        else {
+          var stuff = pat.slice(i, j).replace(/\\/g, "\\\\");
+          i = j + 1;
+          if (stuff[0] === "!") stuff = "^" + stuff.slice(1);
+          else if (stuff[0] === "^" || stuff[0] === "[") stuff = "\\" + stuff;
+          res += "[" + stuff + "]";
+        }
+      } else res += c.replace(/[.*+?^${}()|[\]\\\/-]/g, "\\$&");
+    }
+    return (cache[pat] = new RegExp("^(?:" + res + ")$", "s"));
+  }
+  // A name as a pattern that matches only itself (the menu's transforms name one function).
+  function escapeName(name) {
+    return name.replace(/[*?[]/g, function (c) { return "[" + c + "]"; });
+  }
+  // A call path's names for a path spec; `>` cannot be said in one, so it is `?` there.
+  function pathSpec(names) {
+    return names.map(function (s) { return escapeName(s).replace(/>/g, "?"); }).join(">");
+  }
+
+  // Per function of `fns`: does NAME match it (as filters.name_matcher does)?
+  function nameHits(fns, pattern) {
+    var re = globRe(pattern), nf = fns.count(), hit = new Uint8Array(nf);
+    var anonHit = re.test("(anonymous)");
+    for (var f = 0; f < nf; f++) {
+      if (fns.nostack[f]) continue;  // the rows of samples with no stack: no frame to match
+      hit[f] = (fns.anon[f] && anonHit) || re.test(fns.name[f]) ? 1 : 0;
+    }
+    return hit;
+  }
+  // Per resource: does URL (a pattern) match it, as transforms.resource_matches does?
+  function resourceHits(fns, pattern) {
+    var re = globRe(pattern);
+    return fns.resUrl.map(function (u, r) {
+      return re.test(u) || (fns.resAlt[r] || []).some(function (s) { return re.test(s); });
+    });
+  }
+  // A collapsed script's frame name (transforms.script_label).
+  function scriptLabel(url) {
+    var path = url.split("#")[0].split("?")[0].replace(/\/+$/, "");
+    return path.slice(path.lastIndexOf("/") + 1) || url;
+  }
+
+  // The new tree a step builds: nodes interned by (parent, function), parents first.
+  var KEY = 4194304;  // > any function number (a page has at most 2M nodes)
+  function Builder(fns) {
+    this.fns = fns;
+    this.parent = [];
+    this.fn = [];
+    this.ids = new Map();
+  }
+  Builder.prototype.push = function (p, f) {
+    var key = (p + 1) * KEY + f, id = this.ids.get(key);
+    if (id === undefined) {
+      id = this.parent.length;
+      this.ids.set(key, id);
+      this.parent.push(p);
+      this.fn.push(f);
+    }
+    return id;
+  };
+
+  // One step over tree T: {tree, matched}. `fresh` is T's node -> the new tree's node (-1:
+  // no node: dropped, or charged to "(merged)").
+  function applyOne(T, t) {
+    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = new Builder(fns);
+    var nu = new Int32Array(nn).fill(-1), matched = false, i, p, f;
+    // The new node of a root's parent is -1, as is "no node": `at(p)` reads both alike.
+    function at(x) { return x < 0 ? -1 : nu[x]; }
+    var kind = t.kind, hit = null, present = new Uint8Array(fns.count());
+    for (i = 0; i < nn; i++) present[F[i]] = 1;
+    if (kind === "ignore") {
+      hit = new Uint8Array(fns.count());
+      var resHit = fns.resUrl.map(function (u) { return t.re.test(u); });
+      for (f = 0; f < hit.length; f++) if (fns.res[f] >= 0 && resHit[fns.res[f]]) hit[f] = 1;
+    } else if (!t.path && kind !== "collapse-resource") hit = nameHits(fns, t.arg);
+    if (hit) for (f = 0; f < hit.length; f++) if (hit[f] && present[f]) { matched = true; break; }
+
+    // Path kinds: how many names of the path each node matches from the root (-1 once
+    // it leaves the path).
+    var k = null, n = 0;
+    if (t.path) {
+      var masks = t.path.map(function (name) { return nameHits(fns, name); });
+      n = masks.length;
+      k = new Int32Array(nn);
+      for (i = 0; i < nn; i++) {
+        var kp = P[i] < 0 ? 0 : k[P[i]];
+        k[i] = kp >= 0 && kp < n && masks[kp][F[i]] ? kp + 1 : -1;
+        if (k[i] === n) matched = true;
+      }
+    }
+    var flag = new Uint8Array(nn);  // per kind: under the focused node, inside a collapse...
+    if (kind === "merge" || kind === "ignore") {
+      for (i = 0; i < nn; i++) {
+        if (fns.nostack[F[i]] && P[i] < 0) { nu[i] = b.push(-1, F[i]); continue; }
+        nu[i] = hit[F[i]] ? at(P[i]) : b.push(at(P[i]), F[i]);
+      }
+    } else if (kind === "merge-node") {
+      for (i = 0; i < nn; i++) nu[i] = k[i] === n ? at(P[i]) : b.push(at(P[i]), F[i]);
+    } else if (kind === "focus-subtree") {
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        if (p >= 0 && flag[p]) { nu[i] = b.push(nu[p], F[i]); flag[i] = 1; }
+        else if (k[i] === n) { nu[i] = b.push(-1, F[i]); flag[i] = 1; }
+      }
+    } else if (kind === "hide-repeating") {
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        if (p >= 0 && flag[p]) {
+          flag[i] = 1;
+          nu[i] = F[i] === F[p] ? nu[p] : b.push(nu[p], F[i]);
+        } else {
+          nu[i] = b.push(at(p), F[i]);
+          if (k[i] === n) flag[i] = 1;
+        }
+      }
+    } else if (kind === "collapse") {
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        if (p >= 0 && flag[p]) { nu[i] = nu[p]; flag[i] = 1; }
+        else { nu[i] = b.push(at(p), F[i]); flag[i] = fns.nostack[F[i]] ? 0 : hit[F[i]]; }
+      }
+    } else if (kind === "collapse-direct-recursion") {
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        nu[i] = p >= 0 && hit[F[i]] && F[p] === F[i] ? nu[p] : b.push(at(p), F[i]);
+      }
+    } else if (kind === "focus" || kind === "collapse-recursion") {
+      // Per node, the hit functions on its path with their outermost call's new node (a
+      // linked list: only hit functions add to it). ABOVE: focus, above the first hit.
+      var ABOVE = {}, seen = new Array(nn), focus = kind === "focus";
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        f = F[i];
+        var up = p < 0 ? (focus ? ABOVE : null) : seen[p];
+        if (fns.nostack[f] && p < 0) {
+          if (!focus) nu[i] = b.push(-1, f);
+          seen[i] = ABOVE;
+          continue;
+        }
+        if (up === ABOVE) {
+          if (hit[f]) { nu[i] = b.push(-1, f); seen[i] = {f: f, node: nu[i], next: null}; }
+          else seen[i] = ABOVE;
+          continue;
+        }
+        if (!hit[f]) { nu[i] = b.push(at(p), f); seen[i] = up; continue; }
+        var outer = -1;
+        for (var e = up; e; e = e.next) if (e.f === f) { outer = e.node; break; }
+        if (outer >= 0) { nu[i] = outer; seen[i] = up; }
+        else { nu[i] = b.push(at(p), f); seen[i] = {f: f, node: nu[i], next: up}; }
+      }
+    } else if (kind === "collapse-resource") {
+      var rh = resourceHits(fns, t.arg), script = Object.create(null);
+      var leaf = new Int32Array(nn);
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        f = F[i];
+        var r = fns.res[f];
+        if (r >= 0 && rh[r]) {
+          matched = true;
+          var g = script[r];
+          if (g === undefined) g = script[r] = fns.make(scriptLabel(fns.resUrl[r]), fns.resUrl[r], r);
+          if (p >= 0 && leaf[p] === g) { nu[i] = nu[p]; leaf[i] = g; continue; }
+          nu[i] = b.push(at(p), g);
+          leaf[i] = g;
+        } else {
+          nu[i] = b.push(at(p), f);
+          leaf[i] = f;
+        }
+      }
+    } else if (kind === "drop") {
+      for (i = 0; i < nn; i++) {
+        p = P[i];
+        if ((p >= 0 && flag[p]) || hit[F[i]]) { flag[i] = 1; continue; }
+        nu[i] = b.push(at(p), F[i]);
+      }
+    }
+    // The new tree's own times: each old node's, at its new node. A sample whose path is
+    // gone is dropped (focus, drop) or charged to "(merged)" (what the command line does).
+    var drops = DROPS.indexOf(kind) >= 0, merged = -1;
+    var tracks = T.ts ? T.ts.length : 0;
+    var lost = [];
+    for (i = 0; i < nn; i++) {
+      if (nu[i] < 0 && !drops && (T.self[i] > 0 || T.selfN[i] > 0)) lost.push(i);
+    }
+    if (lost.length) {
+      merged = b.push(-1, fns.make(MERGED, "", -1));
+      for (var j = 0; j < lost.length; j++) nu[lost[j]] = merged;
+    }
+    var m = b.parent.length, self = new Float64Array(m), selfN = new Float64Array(m);
+    var ts = tracks ? T.ts.map(function () { return new Float64Array(m); }) : null;
+    for (i = 0; i < nn; i++) {
+      var x = nu[i];
+      if (x < 0) continue;
+      self[x] += T.self[i];
+      selfN[x] += T.selfN[i];
+      for (var q = 0; q < tracks; q++) ts[q][x] += T.ts[q][i];
+    }
+    var out = JV.finishTree({parent: Int32Array.from(b.parent), fn: Int32Array.from(b.fn), self: self,
+      selfN: selfN, ts: ts, fns: fns, base: false});
+    return {tree: out, matched: matched};
+  }
+
+  // The transforms in order over `base`: {tree, steps: [{spec, matched, error}]}. A spec
+  // that does not parse is kept in the list with its error and changes nothing.
+  function applyAll(base, specs, memo) {
+    var T = base, steps = [], key = "";
+    for (var s = 0; s < specs.length; s++) {
+      key += "\n" + specs[s];
+      if (memo && memo[key]) { T = memo[key].tree; steps.push(memo[key].step); continue; }
+      var step = {spec: specs[s], matched: false, error: ""};
+      try {
+        var r = applyOne(T, parseSpec(specs[s]));
+        step.matched = r.matched;
+        T = r.tree;
+      } catch (err) {
+        step.error = err.message;
+      }
+      steps.push(step);
+      if (memo) memo[key] = {tree: T, step: step};
+    }
+    return {tree: T, steps: steps};
+  }
+
+  JV.KINDS = KINDS;
+  JV.CLI_KINDS = CLI_KINDS;
+  JV.parseSpec = parseSpec;
+  JV.globRe = globRe;
+  JV.escapeName = escapeName;
+  JV.pathSpec = pathSpec;
+  JV.applyTransform = applyOne;
+  JV.applyTransforms = applyAll;
+})(window.JsprofViewer = window.JsprofViewer || {});
