@@ -20,6 +20,7 @@ from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store import compact as cmod
 from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
+from jsprof.store.lock import LOCK
 
 DAY = 86400e3
 OLD = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight long past: its day is over
@@ -321,7 +322,7 @@ def test_a_querys_merge_is_bounded_and_does_not_wait_for_the_lock(tmp_path: Path
          "fd = os.open(sys.argv[1], os.O_RDWR)\n"
          "fcntl.flock(fd, fcntl.LOCK_EX)\n"
          "print('held', flush=True)\n"
-         "time.sleep(120)\n", str(st.path / "tables" / cmod.LOCK)],
+         "time.sleep(120)\n", str(st.path / "tables" / LOCK)],
         stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline() == "held\n"
