@@ -16,7 +16,7 @@ from .errors import UsageError
 # extra -> the top-level modules it must provide (the packages its pyproject.toml list
 # installs that jsprof imports; httptools and uvloop are uvicorn's optional speed-ups).
 # `dask` pulls in `field` (it queries the same store), so it checks field's modules too.
-_FIELD = ("starlette", "anyio", "uvicorn", "zstandard", "pyarrow", "duckdb")
+_FIELD = ("starlette", "anyio", "uvicorn", "zstandard", "pyarrow", "duckdb", "prometheus_client")
 EXTRAS: dict[str, tuple[str, ...]] = {
     "field": _FIELD,
     "dask": (*_FIELD, "pandas", "dask", "distributed"),

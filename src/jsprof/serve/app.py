@@ -37,6 +37,8 @@ from . import ingest
 from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
 from .ingest import Refused
+from .metrics import Metrics
+from .metrics import routes as metrics_routes
 from .ratelimit import RateLimiter
 
 log = logging.getLogger("jsprof.serve")
@@ -188,6 +190,23 @@ def _append(
 
 
 async def post_trace(request: Request) -> Response:
+    t0 = time.perf_counter()
+    request.state.body_bytes = 0
+    request.state.duplicate = False
+    status = 500
+    try:
+        resp = await _post_trace(request)
+        status = resp.status_code
+        return resp
+    finally:
+        metrics = request.app.state.metrics
+        if metrics is not None:
+            app_name = request.query_params.get("app")
+            metrics.upload(status, time.perf_counter() - t0, app_name,
+                           request.state.body_bytes, request.state.duplicate)
+
+
+async def _post_trace(request: Request) -> Response:
     config: ServeConfig = request.app.state.config
     q = request.query_params
     app_name = q.get("app")
@@ -222,6 +241,7 @@ async def post_trace(request: Request) -> Response:
         encoding = ingest.check_encoding(request.headers.get("content-encoding"))
         ingest.check_length(request.headers.get("content-length"), config.limits)
         raw = await _read_body(request, config.limits.max_body)
+        request.state.body_bytes = len(raw)
     except Refused as e:
         return _refused(e.status, e.message, cors)
     except ClientDisconnect:
@@ -260,6 +280,7 @@ async def post_trace(request: Request) -> Response:
     if stored is True and forwarder is not None:
         forwarder.offer(meta, trace_json)  # a put that never waits
     if not stored:
+        request.state.duplicate = True
         # A repeated id: the same upload (a client's retry) is answered as the first time;
         # a different one under that id is a conflict, not silently dropped.
         same = await in_thread(_same_upload, store, upload_id, trace_json, gzipped)
@@ -533,6 +554,7 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
         Route("/v1/traces", preflight_traces, methods=["OPTIONS"]),
         Route("/v1/traces/{id}", get_trace, methods=["GET"]),
         Route("/v1/client.js", client_js, methods=["GET"]),
+        *metrics_routes(),
         *_optional_routes(),
     ]
     app = Starlette(
@@ -545,5 +567,6 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
     app.state.limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
     app.state.auth_throttle = FailureThrottle()
     app.state.inline_free_at = 0.0
+    app.state.metrics = Metrics(config.apps)
     app.add_middleware(_Headers, access_log=config.access_log)
     return app

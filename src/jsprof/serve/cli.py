@@ -118,6 +118,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="the admin token itself (warns, as --read-token does)",
     )
     p.add_argument(
+        "--metrics-token-file",
+        type=path,
+        metavar="FILE",
+        help="file holding a token that may read /metrics and nothing else (or "
+        "$JSPROF_METRICS_TOKEN); the read token may read /metrics too",
+    )
+    p.add_argument(
         "--forwarded-allow-ips",
         metavar="IPS",
         help="behind a TLS proxy: the proxy addresses (comma-separated, or *) whose "
@@ -227,6 +234,12 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     return args.admin_token or os.environ.get("JSPROF_ADMIN_TOKEN") or None
 
 
+def _metrics_token(args: argparse.Namespace) -> str | None:
+    if args.metrics_token_file:
+        return read_secret_file(args.metrics_token_file, "--metrics-token-file")
+    return os.environ.get("JSPROF_METRICS_TOKEN") or None
+
+
 def _config(args: argparse.Namespace) -> ServeConfig:
     apps = parse_apps(_app_items(args))
     limits = Limits(
@@ -240,6 +253,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         apps=apps,
         origins=parse_origins(args.allow_origin, apps),
         admin_token=_admin_token(args),
+        metrics_token=_metrics_token(args),
         rate_limit=parse_rate(args.rate_limit) if args.rate_limit else None,
         keep_query=args.keep_query,
         retention_s=parse_duration(args.retention, "--retention") if args.retention else None,
@@ -346,6 +360,7 @@ def main_check(args: argparse.Namespace) -> int:
             f"{Path(args.store, 'quarantine')}",
             file=out,
         )
+    failing = _check_compactor(store, rep.records, out)
     if rep.findings:
         print(
             f"jsprof serve check: {plural(len(rep.findings), 'problem')} found: readers skip "
@@ -353,7 +368,73 @@ def main_check(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
+    if failing:
+        print(
+            "jsprof serve check: the compactor is failing: queries read a growing uncompacted "
+            "tail; its error is above and in the collector's log",
+            file=sys.stderr,
+        )
+        return 1
     return 0
+
+
+def _ago(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"  # pragma: no cover
+
+
+def _check_compactor(store: object, records: int, out: object) -> bool:
+    """The compactor's lag and last runs, and the disk the store takes; True when the
+    compactor is failing (its last runs all failed)."""
+    from ..store import health
+
+    now = time.time()
+    lag = health.compaction_lag(store)
+    if lag.pending:
+        print(
+            f"compactor: {plural(lag.pending, 'upload')} not yet compacted, the oldest "
+            f"received {_ago(lag.seconds(now))} ago",
+            file=out,
+        )
+    else:
+        print("compactor: caught up", file=out)
+    st = health.read_status(store.path)
+    failing = health.failing(st)
+    if failing:
+        ok_at = st.get("lastSuccessAt")
+        since = f"{_ago(now - ok_at)} ago" if ok_at else "never"
+        print(
+            f"compactor: failing, {plural(int(st['consecutiveFailures']), 'run')} in a row "
+            f"(last success {since}): {st.get('lastError', '?')}",
+            file=out,
+        )
+    elif st.get("lastRunAt"):
+        last = "ok" if not st.get("consecutiveFailures") else f"failed: {st.get('lastError')}"
+        print(f"compactor: last run {_ago(now - st['lastRunAt'])} ago, {last}; "
+              f"{plural(int(st.get('failuresTotal', 0)), 'failed run')} of "
+              f"{int(st.get('runsTotal', 0))}", file=out)
+    use = health.disk_use(store.path)
+    parts = ", ".join(f"{k} {_size(v)} in {plural(use.files[k], 'file')}"
+                      for k, v in sorted(use.bytes.items()))
+    print(f"disk: {_size(use.total_bytes)} in {plural(use.total_files, 'file')} ({parts})",
+          file=out)
+    if records:
+        per = use.total_bytes / records
+        print(f"disk: {_size(per)} per stored upload", file=out)
+    return failing
 
 
 def main_prune(args: argparse.Namespace) -> int:

@@ -41,6 +41,8 @@ class ServeConfig:
     origins: dict[str, list[str]] = field(default_factory=dict)  # name -> allowed origins
     read_token: str = ""
     admin_token: str | None = None
+    # May read /metrics and nothing else (the read token may too): serve/metrics.py
+    metrics_token: str | None = None
     rate_limit: float | None = None  # uploads per second per app (per worker process)
     keep_query: bool = False
     retention_s: float | None = None

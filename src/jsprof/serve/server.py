@@ -9,9 +9,11 @@ store and writes its own segments) and forwards SIGTERM/SIGINT to them once.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 import time
 
 from ..errors import UsageError
@@ -109,15 +111,30 @@ def run(config: ServeConfig, host: str, port: int, sock: socket.socket | None = 
     """Serve on `sock` (bound by `bind(host, port)` when None) until told to stop."""
     if sock is None:
         sock = bind(host, port)
-    print(f"jsprof serve: listening on {url_for(sock, host)}", flush=True)
-    if config.workers <= 1:
-        try:
-            _run_worker(config, sock)
-        except KeyboardInterrupt:
-            pass
-        print("jsprof serve: stopped", file=sys.stderr, flush=True)
-        return 0
-    return _supervise(config, sock)
+    metrics_dir = _metrics_dir()
+    try:
+        print(f"jsprof serve: listening on {url_for(sock, host)}", flush=True)
+        if config.workers <= 1:
+            try:
+                _run_worker(config, sock)
+            except KeyboardInterrupt:
+                pass
+            print("jsprof serve: stopped", file=sys.stderr, flush=True)
+            return 0
+        return _supervise(config, sock)
+    finally:
+        shutil.rmtree(metrics_dir, ignore_errors=True)
+
+
+def _metrics_dir() -> str:
+    """A fresh directory for this run's metric values, set for the workers to inherit (before
+    any of them imports prometheus_client, which reads it then): each worker writes its
+    counts there and a scrape adds them all up (serve/metrics.py). Fresh, so counters start
+    at 0 with the collector as Prometheus expects, and a stale one is never read."""
+    d = tempfile.mkdtemp(prefix="jsprof-serve-metrics-")
+    os.environ.pop("prometheus_multiproc_dir", None)  # the old spelling would win elsewhere
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = d
+    return d
 
 
 def _spawn(config: ServeConfig, sock: socket.socket, index: int) -> int:

@@ -28,6 +28,8 @@ import threading
 import time
 from pathlib import Path
 
+from .health import FAILING_AFTER, record_run
+
 log = logging.getLogger("jsprof.store")
 
 LEASE = "_compactor.lock"
@@ -137,10 +139,19 @@ class BackgroundCompactor:
                     proc.kill()
                     proc.wait()
                 return
-            # It died on its own (a bug, OOM): say so once, start it again, backing off.
+            # It died on its own (a bug, OOM): say so every time (its traceback, if any,
+            # went to our stderr just before), count it in the store's compactor report
+            # (metrics, readyz, `serve check`), and start it again, backing off.
             failures = failures + 1 if time.monotonic() - started < 60 else 1
-            _log_once(f"the compactor exited ({proc.returncode}); restarting it")
-            self._stop.wait(min(60.0, self.retry * 2 ** min(failures, 5)))
+            wait = min(60.0, self.retry * 2 ** min(failures, 5))
+            error = f"the compactor process exited ({_exit_status(proc.returncode)})"
+            status = record_run(self.store_path, error)
+            print(
+                f"jsprof serve: {error}; restarting it in {wait:.0f} s "
+                f"({status.get('consecutiveFailures', failures)} failed runs in a row)",
+                file=sys.stderr, flush=True,
+            )
+            self._stop.wait(wait)
 
 
 _said: set[str] = set()
@@ -184,21 +195,58 @@ def main(argv: list[str] | None = None) -> int:
     from .store import Store
 
     store = Store(args.store)
-    errors: set[str] = set()
+    said = _Reporter()
     while not (args.parent and os.getppid() != args.parent):
+        error = None
         try:
             compact(store, batch=BATCH)
             # Off the query path: small parts merged here, after the new ones are in.
             merge_parts(store.path)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
-            msg = str(e)
-            if msg not in errors:
-                errors.add(msg)
-                print(f"jsprof serve: compaction failed: {msg}", file=sys.stderr, flush=True)
+            error = f"{e}" or type(e).__name__
+        said.run(record_run(store.path, error), error)
         # A run compacts everything stored when it reached the end: wait before the next,
         # so a steady trickle makes parts of a few seconds' uploads, not one each.
         time.sleep(args.interval)
     return 0
+
+
+class _Reporter:
+    """The compactor's stderr lines: the first failure of a streak with its error, when
+    the streak makes it count as failing (readyz not ready), then once a minute while it
+    lasts (with the error: it may change), and the recovery. Never silent, never a line
+    per run."""
+
+    EVERY_S = 60.0
+
+    def __init__(self) -> None:
+        self.last_said = 0.0
+
+    def run(self, status: dict, error: str | None) -> None:
+        n = int(status.get("consecutiveFailures", 0))
+        now = time.monotonic()
+        if error is None:
+            if self.last_said:
+                _say("compaction works again")
+                self.last_said = 0.0
+            return
+        if n == 1 or n == FAILING_AFTER or now - self.last_said >= self.EVERY_S:
+            state = "failing" if n >= FAILING_AFTER else "failed"
+            _say(f"compaction {state} ({n} runs in a row): {error}")
+            self.last_said = now
+
+
+def _say(msg: str) -> None:
+    print(f"jsprof serve: {msg}", file=sys.stderr, flush=True)
+
+
+def _exit_status(code: int | None) -> str:
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit status {code}"
 
 
 if __name__ == "__main__":

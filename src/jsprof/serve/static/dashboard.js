@@ -609,7 +609,36 @@ async function pickApp() {
   await refresh();
 }
 
+function ago(s) {
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86400).toFixed(1)} days`;
+}
+
+// The compactor's lag (GET /v1/status): how much of what the views show is read from raw
+// uploads the tables do not hold yet, and whether the compactor is failing.
+async function loadCompactor() {
+  const s = await getJSON("/v1/status", new URLSearchParams());
+  const c = s.compactor;
+  const el = $("compactor");
+  el.classList.toggle("err", c.failing);
+  let text = c.pending
+    ? `Compactor: ${c.pending} upload${c.pending === 1 ? "" : "s"} not yet in the tables, `
+      + `the oldest received ${ago(c.lagSeconds)} ago (the views read them from the raw store).`
+    : "Compactor: caught up.";
+  if (!c.enabled) text += " This collector does not compact (--compact-every 0).";
+  if (c.failing) {
+    text += ` Failing: ${c.consecutiveFailures} runs in a row; see the collector's log.`;
+  }
+  el.textContent = text;
+  el.dataset.pending = String(c.pending);
+}
+
 async function start() {
+  const compactor = () => loadCompactor().catch((e) => { $("compactor").textContent = e.message; });
+  compactor();
+  setInterval(compactor, 30000);
   try {
     const o = await getJSON("/v1/query/options", new URLSearchParams());
     if (!o.apps.length) { loading(""); status("No uploads yet."); return; }
