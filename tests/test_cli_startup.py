@@ -112,6 +112,11 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
         assert f"jsprof.formats.{other}" not in names
     assert "rich.console" not in names and "jsprof.render.console" not in names
     assert "numpy.ma" not in names  # np.unique imports it
+    # msgspec (with typing_extensions) is the readers' typed path: writing needs neither
+    # (formats/_jsprof_typed.py, _v8profile_typed.py; ~8 ms of every record, issue 32)
+    assert "msgspec" not in names and "typing_extensions" not in names
+    assert "jsprof.formats._jsprof_typed" not in names
+    assert "jsprof.formats._v8profile_typed" not in names
     assert "wrote " in p.stderr
 
 

@@ -17,7 +17,7 @@ import pytest
 
 import jsprof
 from jsprof.errors import JsprofError, TraceFormatError
-from jsprof.formats import _columns
+from jsprof.formats import _columns, _jsprof_typed
 from jsprof.formats import jsprof as jsprof_format
 from jsprof.trace import ProfilerTrace, Recording, Track
 
@@ -314,7 +314,7 @@ def test_files_jsprof_writes_are_read_by_the_c_scanner(monkeypatch: pytest.Monke
     def no(*args, **kwargs):
         raise AssertionError("fell back")
 
-    monkeypatch.setattr(jsprof_format, "_sample_columns", no)
+    monkeypatch.setattr(_jsprof_typed, "_sample_columns", no)
     monkeypatch.setattr(jsprof_format, "recording_from_doc", no)
     rec = _with_columns(synthetic(5000, 300, idle=0.3, markers=True))
     back = jsprof_format.read_bytes(jsprof_format.dumps(rec), "x.json")

@@ -16,8 +16,8 @@ import pytest
 import jsprof
 from jsprof.cli import main
 from jsprof.errors import TraceFormatError
+from jsprof.formats import _jsprof_typed, read_any
 from jsprof.formats import jsprof as jsprof_format
-from jsprof.formats import read_any
 from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, Track
 
 DATA = Path(__file__).parent / "data"
@@ -215,8 +215,8 @@ def test_fast_and_validating_paths_agree_on_any_layout(layout, monkeypatch):
     else:
         data = jsprof_format.dumps(rec)
     # Small pieces, so the samples are split into many.
-    monkeypatch.setattr(jsprof_format, "_PIECE_BYTES", 64)
-    fast = jsprof_format._fast_recording(jsprof_format._Ctx("x"), data)
+    monkeypatch.setattr(_jsprof_typed, "_PIECE_BYTES", 64)
+    fast = _jsprof_typed.fast_recording(jsprof_format._Ctx("x"), data)
     slow = jsprof_format.recording_from_doc(json.loads(data), "x")
     for a, b, c in zip(fast.tracks, slow.tracks, rec.tracks, strict=True):
         assert a.trace == b.trace == c.trace

@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 from jsprof.errors import TraceFormatError
-from jsprof.formats import cpuprofile, detect, read_any
+from jsprof.formats import _jsprof_typed, cpuprofile, detect, read_any
 from jsprof.formats import jsprof as jsprof_format
 
 DATA = Path(__file__).parent / "data"
@@ -47,7 +47,7 @@ def _paths(data: bytes, source: str, monkeypatch: pytest.MonkeyPatch) -> list:
 
     out = [run(lambda: jsprof_format.read_bytes(data, source))]  # C scanner first
     with monkeypatch.context() as m:
-        m.setattr(jsprof_format, "_columns_at", lambda buf, start: None)  # msgspec pieces
+        m.setattr(_jsprof_typed, "_columns_at", lambda buf, start: None)  # msgspec pieces
         out.append(run(lambda: jsprof_format.read_bytes(data, source)))
     out.append(run(lambda: jsprof_format.recording_from_doc(orjson.loads(data), source)))
     return out

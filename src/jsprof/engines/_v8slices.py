@@ -92,10 +92,13 @@ def drop_samples_under(profile: dict, urls: set[str]) -> dict:
     for n in nodes:
         is_under(n["id"])
     out = dict(profile)
-    # The subtrees themselves go too: no sample points into them any more.
+    # The subtrees themselves go too: no sample points into them any more. Only the
+    # parents of dropped nodes get a new children list; the others are kept as they are
+    # (each slice of a tsc run has thousands of nodes and drops a few).
+    cut = {parent[nid] for nid, hit in under.items() if hit and nid in parent}
     out["nodes"] = [
-        {**n, "children": [c for c in n.get("children") or () if not under[c]]}
-        if n.get("children")
+        {**n, "children": [c for c in n["children"] if not under[c]]}
+        if n["id"] in cut
         else n
         for n in nodes
         if not under[n["id"]]
@@ -188,11 +191,15 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndar
         nid = n["id"]
         if nid not in live:
             continue
-        m = dict(n)
-        m["hitCount"] = counts.get(nid, 0)
-        if nid in trimmed:
-            m["children"] = [c for c in n["children"] if c in live]
-        out.append(m)
+        hits = counts.get(nid, 0)
+        if nid in trimmed or n.get("hitCount") != hits:
+            # a new node only where something changed: most keep theirs (shared, not
+            # changed: the profiles here are read, never written to)
+            n = dict(n)
+            n["hitCount"] = hits
+            if nid in trimmed:
+                n["children"] = [c for c in n["children"] if c in live]
+        out.append(n)
     return out
 
 

@@ -16,12 +16,7 @@ import orjson
 from ..errors import TraceFormatError, UsageError
 from ..trace import ProfilerTrace, Recording, Track
 from ._format import Format, Probe
-from ._v8profile import (
-    profile_to_trace,
-    profile_to_trace_counted,
-    trace_to_profile,
-    typed_profile_to_trace,
-)
+from ._v8profile import profile_to_trace, profile_to_trace_counted, trace_to_profile
 
 __all__ = ["profile_to_trace", "read", "sniff", "trace_to_profile", "write"]
 
@@ -63,6 +58,8 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
 def read_probe(probe: Probe) -> Recording:
     """The typed path first (no Python object per sample); the parsed document when it
     gives up, which then also words any error."""
+    from ._v8profile_typed import typed_profile_to_trace  # msgspec: for reading only
+
     wrapped = probe.first_key == "profile"
     converted = typed_profile_to_trace(probe.data, probe.source, wrapped)
     if converted is None:
