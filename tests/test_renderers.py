@@ -58,6 +58,7 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.fleet.regressions import regressions
+    from jsprof.budget import budget
     from jsprof.instrument import run_instrumented
 
     c = _classes()
@@ -87,6 +88,8 @@ def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
         (c["VitalsTable"](_console()), vitals),
         (c["InteractionsTable"](_console()), inter),
         (c["RegressionsText"](), found),
+        (c["BudgetText"](), budget(data / "instrument" / "shapes.js", data / "instrument" /
+                                   "shapes.js", min_rounds=2, max_rounds=2).json()),
     ]
 
 

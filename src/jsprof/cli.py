@@ -682,6 +682,53 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _percent(s: str) -> float:
+    """`5%` or `5`: a percentage, 0 or more."""
+    v = _nonneg_float(s[:-1] if s.endswith("%") else s)
+    return v
+
+
+def cmd_budget(args: argparse.Namespace) -> int:
+    from . import io
+    from .budget import budget, flame_diff
+    from .render.base import print_json
+
+    if args.flame:
+        from .render.base import flame_kind
+
+        if flame_kind(args.flame) != "html":
+            raise UsageError(f"--flame {args.flame}: budget writes the flame diff as .html")
+        io.check_output(args.flame)
+    tty = sys.stderr.isatty() and not args.json
+
+    def progress(i: int, b: Any, n: Any) -> None:
+        if tty:
+            print(f"\rjsprof: budget: round {i}: BASE {b.ms:.1f} ms, NEW {n.ms:.1f} ms",
+                  end="", file=sys.stderr, flush=True)
+
+    res = budget(
+        args.base, args.new, engine=args.engine, max_slower=args.max_slower,
+        max_slower_ms=args.max_slower_ms, min_rounds=args.min_rounds,
+        max_rounds=args.max_rounds, time_cap=args.time_cap, sample_interval=args.interval,
+        clock=args.clock, until=args.until, measure=args.measure, on_round=progress,
+    )
+    if tty:
+        print(file=sys.stderr)
+    doc = res.json()
+    if args.flame:
+        io.atomic_write(args.flame, flame_diff(res).encode("utf-8"))
+        doc["flame"] = args.flame
+        print(f"wrote {args.flame}", file=sys.stderr)
+    if args.json:
+        print_json(doc)
+    else:
+        from .render.base import emit
+        from .render.budget import BudgetText
+
+        emit(BudgetText(), doc)
+    return res.exit_code
+
+
 def _warn_clocks(args: argparse.Namespace, base: Recording, new: Recording) -> None:
     """One line on stderr when the two sides sampled different clocks (wall vs CPU
     time): their times differ by whatever waiting and machine load there was."""
@@ -1498,6 +1545,45 @@ def build_parser(command: str | None = ALL_COMMANDS) -> argparse.ArgumentParser:
     )
     _add_filter_args(df)
     df.set_defaults(func=cmd_diff)
+
+    bu = sub.add_parser(
+        "budget",
+        help="is NEW slower than BASE beyond a budget? (interleaved runs, statistics; CI)",
+        description="Run BASE and NEW in interleaved rounds on the engine until the 95% "
+        "interval of NEW's relative change is decided against the budget: slower (the whole "
+        "interval above +B%), faster (below -B%), same (inside), else unsure when the "
+        "rounds or time run out. When it changed, the functions that changed are named "
+        "(self ms per run, intervals), the one that explains most first. Exits 0 (same, "
+        "faster), 1 (slower), 3 (unsure), 2 on an error.",
+    )
+    bu.add_argument("base", type=path, help="the baseline script (chromium: page or URL)")
+    bu.add_argument("new", type=path, help="the script to hold to the budget")
+    bu.add_argument("--engine", choices=ENGINE_NAMES, default="quickjs", help=_ENGINE_HELP)
+    bu.add_argument("--max-slower", type=_percent, metavar="P",
+                    help="the slowdown allowed, in percent (default 5%% unless "
+                    "--max-slower-ms is given)")
+    bu.add_argument("--max-slower-ms", type=_nonneg_float, metavar="MS",
+                    help="the slowdown allowed in ms per run (with --max-slower: the larger "
+                    "of the two)")
+    bu.add_argument("--min-rounds", type=positive_int, default=10, metavar="N",
+                    help="rounds before the first look (default 10)")
+    bu.add_argument("--max-rounds", type=positive_int, default=300, metavar="N",
+                    help="rounds at most (default 300)")
+    bu.add_argument("--time-cap", type=_positive_float, default=120.0, metavar="S",
+                    help="seconds at most; unsure when it runs out (default 120)")
+    bu.add_argument("--interval", type=_interval, default=1.0, metavar="MS",
+                    help="sampling interval in ms (default 1)")
+    bu.add_argument("--clock", choices=("wall", "cpu"),
+                    help="what a run's time is: cpu (default on quickjs: its CPU time, what "
+                    "load does not inflate) or wall (node and chromium)")
+    bu.add_argument("--measure", metavar="NAME",
+                    help="chromium: the page's performance.measure NAME is the number "
+                    "(the page ends once it made it)")
+    bu.add_argument("--until", metavar="WHEN", help="chromium: when the page ends (see record)")
+    bu.add_argument("--json", action="store_true", help="print the verdict as JSON")
+    bu.add_argument("--flame", type=path, metavar="OUT.html",
+                    help="also write the rounds' differential flame graph (an artifact)")
+    bu.set_defaults(func=cmd_budget)
 
     rc = sub.add_parser(
         "record",

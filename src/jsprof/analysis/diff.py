@@ -205,6 +205,15 @@ def _times(
     return times, total
 
 
+def function_times(
+    rec: Recording, track: str | None, match: ResourceMatcher, by_line: bool = True
+) -> tuple[dict[NameKey, tuple[float, float]], float]:
+    """Self and total ms per function (its NameKey under `match`; samples without
+    JavaScript as their report rows, `(idle)` ...), and the recording's total ms: one side of
+    a diff, for callers that compare many runs (`jsprof budget`)."""
+    return _times(as_recording(rec), track, match, by_line)
+
+
 @dataclass
 class FunctionChange:
     """One function in BASE and NEW: share (percent of all time; `base_self`, ...) and time

@@ -11,6 +11,7 @@ registry does; tests/test_renderers.py holds each to the protocol):
   MethodsTable        instrument's rows and per-class subtotals (render/methods.py)
   FleetTopTable, FleetDiffTable, VitalsTable, InteractionsTable, RegressionsText
                       fleet's text (fleet/text.py)
+  BudgetText          budget's verdict and the functions that changed (render/budget.py)
   HtmlTablePage       a query's rows as a small HTML page (render/html.py, for serve)
 The text renderers fit their tables by one rule (render/rows.py: width, elision).
 
@@ -63,6 +64,7 @@ RENDERERS = (
     "jsprof.fleet.text:VitalsTable",
     "jsprof.fleet.text:InteractionsTable",
     "jsprof.fleet.text:RegressionsText",
+    "jsprof.render.budget:BudgetText",
 )
 
 

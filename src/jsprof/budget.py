@@ -1,0 +1,470 @@
+"""`jsprof budget BASE NEW`: is NEW slower than BASE by more than the budget allows?
+
+One run against one run is noise on a shared machine, so the two sides run in interleaved
+rounds (BASE then NEW, NEW then BASE, ...: drift and load fall on both alike), each run
+recorded by the engine's ordinary `record` entry point. A run's number is its CPU ms on
+QuickJS (`--clock cpu`: the runtime's CPU time, what load and waiting do not inflate), its
+busy ms (all samples but `(idle)`) on Node and Chromium, whose V8 samples wall time only,
+or a page's `performance.measure` duration (`measure=`).
+
+The test is the fleet's (analysis/stats.py): Welch's t on the runs' numbers, judged against
+its permutation distribution, and Fieller's interval of the ratio NEW / BASE, read as a
+relative change in percent. After `min_rounds` and then whenever the rounds have grown by a
+fifth, the interval is looked at; each look is at level 1 - 0.05 / L for the L looks the
+round limit allows (Bonferroni), so the interval reported is a 95 % interval whichever
+look stopped the run (stopping when it looks decided would otherwise make a false
+"slower" likelier with every look). With the allowed slowdown B percent (`max_slower`, or
+`max_slower_ms` of BASE's time, the larger of the two when both are given):
+
+    slower   the whole interval above +B      NEW is slower than the budget allows
+    faster   the whole interval below -B      NEW is faster by more than B
+    same     the whole interval inside [-B, +B]
+    unsure   none of these when the rounds or the time ran out
+
+When a verdict is reached the rounds stop. Then every function's self ms per run is tested
+the same way (functions with at least 0.5 % of either side's time), Benjamini-Hochberg at
+a 5 % false discovery rate picks the ones that changed, and their intervals are at the
+level that keeps the false coverage rate at 5 % (Benjamini-Yekutieli), as `fleet
+regressions` does; they are listed with the one that explains most of the change first.
+
+BASE and NEW are usually two files (two builds, two checkouts): functions match by name
+and by their script's path relative to its side's folder, and BASE's script itself matches
+NEW's whatever the two are called.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .analysis.diff import NameKey, ResourceMatcher, function_times
+from .analysis.stats import PERM_SEED, Change, bh_picked, changes
+from .errors import EngineError, JSError, UsageError
+from .trace import Recording, Track
+
+VERDICTS = ("faster", "slower", "same", "unsure")
+# The exit status of `jsprof budget` per verdict (2 is jsprof's own error, as everywhere).
+EXIT_CODES = {"same": 0, "faster": 0, "slower": 1, "unsure": 3}
+ALPHA = 0.05  # 95 % intervals: the verdict's (over all its looks) and the functions' FCR
+MIN_SHARE_PCT = 0.5  # a function tested has at least this share of either side's time
+GROWTH = 1.2  # the rounds grow by a fifth between looks
+DEFAULT_MAX_SLOWER = 5.0
+DEFAULT_MIN_ROUNDS = 10
+DEFAULT_MAX_ROUNDS = 300
+DEFAULT_TIME_CAP = 120.0  # seconds
+IDLE = "(idle)"  # waiting, not work: not in a run's number on the wall clock
+
+
+def looks(min_rounds: int, max_rounds: int) -> list[int]:
+    """The rounds after which the interval is looked at: `min_rounds`, then each time a
+    fifth more (at least one), and `max_rounds` last."""
+    out = [min_rounds]
+    while out[-1] < max_rounds:
+        out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * GROWTH))))
+    return out
+
+
+@dataclass
+class Run:
+    """One run of one side: its number (ms) and its functions' self ms."""
+
+    ms: float
+    self_ms: dict[NameKey, float]
+    rec: Recording
+
+
+@dataclass
+class FunctionChanged:
+    key: NameKey
+    test: Change
+    q: float
+    level: float
+    explains: float  # its change over the whole change (both in ms per run)
+
+    def json(self) -> dict:
+        c = self.test
+        lo, hi = c.ms_interval(self.level)
+        rlo, rhi = c.ratio_interval(self.level)
+        rel = 100.0 * (c.after / c.before - 1.0) if c.before > 0 else None
+        return {
+            "name": self.key.label(), "resource": self.key.resource, "line": self.key.line,
+            "beforeMsPerRun": round(c.before, 3), "afterMsPerRun": round(c.after, 3),
+            "changeMsPerRun": round(c.diff, 3), "changeMsCi": [round(lo, 3), round(hi, 3)],
+            "changePct": None if rel is None else round(rel, 1),
+            "changePctCi": [_pct(rlo), _pct(rhi)],
+            "explainsPct": round(100.0 * self.explains, 1),
+            "pValue": float(f"{c.p:.3g}"), "qValue": float(f"{self.q:.3g}"),
+        }
+
+
+def _pct(r: float | None) -> float | None:
+    return None if r is None else round(100.0 * (r - 1.0), 2)
+
+
+@dataclass
+class BudgetResult:
+    """What `budget` found: the verdict, the interval of NEW's relative change (percent)
+    and the rounds, the functions that changed, and every run's recording (for the flame
+    diff)."""
+
+    verdict: str
+    base: str
+    new: str
+    engine: str
+    clock: str
+    metric: str
+    budget_pct: float
+    max_slower: float | None
+    max_slower_ms: float | None
+    rounds: int
+    min_rounds: int
+    max_rounds: int
+    time_cap: float
+    elapsed: float
+    stopped_by: str
+    test: Change | None
+    level: float  # each look's level (alpha / looks)
+    base_runs: list[Run] = field(repr=False, default_factory=list)
+    new_runs: list[Run] = field(repr=False, default_factory=list)
+    changed: list[FunctionChanged] = field(default_factory=list)
+    match: ResourceMatcher | None = field(repr=False, default=None)
+    flame_path: str | None = None  # where the pytest fixture wrote the flame diff
+
+    def check(self, unsure_ok: bool = True) -> None:
+        """Raise AssertionError with the summary when NEW is slower than the budget allows
+        (and when the verdict is unsure, with `unsure_ok=False`)."""
+        if self.verdict == "slower" or (self.verdict == "unsure" and not unsure_ok):
+            where = f"\nflame diff: {self.flame_path}" if self.flame_path else ""
+            raise AssertionError(self.summary() + where)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.verdict]
+
+    @property
+    def interval(self) -> tuple[float | None, float | None]:
+        """The 95 % interval of NEW's change relative to BASE, in percent (None: an end
+        the runs do not bound)."""
+        if self.test is None:
+            return None, None
+        lo, hi = self.test.ratio_interval(self.level)
+        return _pct(lo), _pct(hi)
+
+    @property
+    def change_pct(self) -> float | None:
+        t = self.test
+        return None if t is None or t.before <= 0 else 100.0 * (t.after / t.before - 1.0)
+
+    def json(self) -> dict:
+        t = self.test
+        lo, hi = self.interval
+        ms_ci = [None, None] if t is None else [round(x, 3) for x in t.ms_interval(self.level)]
+        cp = self.change_pct
+        return {
+            "verdict": self.verdict,
+            "base": self.base, "new": self.new, "engine": self.engine, "clock": self.clock,
+            "metric": self.metric,
+            "beforeMsPerRun": None if t is None else round(t.before, 3),
+            "afterMsPerRun": None if t is None else round(t.after, 3),
+            "changePct": None if cp is None else round(cp, 2),
+            "interval": [lo, hi],
+            "changeMsPerRun": None if t is None else round(t.diff, 3),
+            "changeMsCi": ms_ci,
+            "ciLevel": 1.0 - ALPHA,
+            "budgetPct": round(self.budget_pct, 3),
+            "maxSlowerPct": self.max_slower, "maxSlowerMs": self.max_slower_ms,
+            "rounds": self.rounds, "minRounds": self.min_rounds, "maxRounds": self.max_rounds,
+            "timeCapS": self.time_cap, "elapsedS": round(self.elapsed, 1),
+            "stoppedBy": self.stopped_by,
+            "changed": [c.json() for c in self.changed],
+        }
+
+    def summary(self) -> str:
+        """The readable text: the verdict and why, then the functions that changed."""
+        from .render.budget import summary_text
+
+        return summary_text(self)
+
+    def recordings(self) -> tuple[Recording, Recording]:
+        """BASE's and NEW's runs, each side's as one Recording (a track per round)."""
+        def merged(runs: list[Run]) -> Recording:
+            tracks = []
+            for i, r in enumerate(runs, 1):
+                for t in r.rec.tracks:
+                    name = f"round {i}" if len(r.rec.tracks) == 1 else f"round {i} {t.name}"
+                    tracks.append(Track(name, t.trace, t.time_origin, t.engine,
+                                        t.sample_interval, t.requested_interval, t.spans,
+                                        t.meta))
+            return Recording(tracks)
+
+        return merged(self.base_runs), merged(self.new_runs)
+
+
+def side_matcher(base: str, new: str) -> ResourceMatcher:
+    """Resources matched across two sides: paths relative to each side's folder (pages
+    and URLs as they are), and BASE's script is NEW's whatever their names."""
+    dirs = {d for d in (_folder(base), _folder(new)) if d}
+    m = ResourceMatcher(sorted(dirs, key=len, reverse=True))
+    if "://" not in base and "://" not in new:
+        b = m.own_key(os.path.abspath(base))
+        n = m.own_key(os.path.abspath(new))
+        if b != n:
+            m.aliases[b] = n
+    return m
+
+
+def _folder(p: str) -> str | None:
+    return None if "://" in p else os.path.dirname(os.path.abspath(p))
+
+
+def measure_until(name: str) -> str:
+    """The page's ending for a `performance.measure` metric: once the page has made it."""
+    import json
+
+    return f"js:performance.getEntriesByName({json.dumps(name)}, 'measure').length > 0"
+
+
+def run_number(rec: Recording, times: dict[NameKey, tuple[float, float]], total: float,
+               measure: str | None) -> float:
+    """A run's number in ms: its `performance.measure` duration (`measure`), else all its
+    samples' time but waiting's (on the CPU clock there is none)."""
+    if measure is not None:
+        for t in rec.tracks:
+            for m in t.meta.get("measures") or ():
+                if isinstance(m, dict) and m.get("name") == measure:
+                    return float(m["duration"])
+        raise EngineError(f"the page made no performance.measure named {measure!r}")
+    return total - times.get(NameKey(IDLE, None), (0.0, 0.0))[0]
+
+
+class Sides:
+    """Runs one side: `record` with the options fixed once."""
+
+    def __init__(self, engine: str, sample_interval: float, clock: str, args: Sequence[str],
+                 until: str | None, measure: str | None, match: ResourceMatcher,
+                 duration: float | None) -> None:
+        from .record import record
+
+        self._record = record
+        self.engine, self.sample_interval, self.clock = engine, sample_interval, clock
+        self.args, self.until, self.measure, self.match = args, until, measure, match
+        self.duration = duration
+
+    def run(self, path: str, which: str, round_no: int) -> Run:
+        kw: dict[str, Any] = {"engine": self.engine, "sample_interval": self.sample_interval,
+                              "args": self.args, "clock": self.clock}
+        if self.until is not None:
+            kw["until"] = self.until
+        if self.duration is not None:
+            kw["duration"] = self.duration
+        try:
+            rec = self._record(path, **kw)
+        except JSError as e:
+            raise EngineError(
+                f"{path}: {which} failed in round {round_no}: {e.name}: {e} (budget compares "
+                "runs that end well; fix it and run again)"
+            ) from None
+        times, total = function_times(rec, None, self.match, True)
+        ms = run_number(rec, times, total, self.measure)
+        return Run(ms, {k: s for k, (s, _) in times.items()}, rec)
+
+
+def budget(
+    base: str | os.PathLike[str],
+    new: str | os.PathLike[str],
+    engine: str = "quickjs",
+    max_slower: float | None = None,
+    max_slower_ms: float | None = None,
+    min_rounds: int = DEFAULT_MIN_ROUNDS,
+    max_rounds: int = DEFAULT_MAX_ROUNDS,
+    time_cap: float = DEFAULT_TIME_CAP,
+    sample_interval: float = 1.0,
+    clock: str | None = None,
+    args: Sequence[str] = (),
+    until: str | None = None,
+    measure: str | None = None,
+    duration: float | None = None,
+    on_round: Callable[[int, Run, Run], None] | None = None,
+) -> BudgetResult:
+    """Run BASE and NEW in interleaved rounds until the verdict is decided (see the
+    module's rule) or `max_rounds` / `time_cap` seconds run out. `max_slower`: the allowed
+    slowdown in percent (5 when neither it nor `max_slower_ms` is given); `max_slower_ms`:
+    an allowed slowdown in ms per run (the larger of the two applies). `clock`: "cpu" on
+    QuickJS by default (its CPU time), "wall" elsewhere. `measure` (Chromium): a
+    `performance.measure` name whose duration is the page's number. `on_round(i, base_run,
+    new_run)` is called after each round (a progress line)."""
+    from .engines.registry import engine_spec
+
+    base, new = os.fspath(base), os.fspath(new)
+    spec = engine_spec(engine)
+    if clock is None:
+        clock = "cpu" if spec.takes("clock") else "wall"
+    spec.check_clock(clock)
+    for p in (base, new):
+        spec.check(p)
+    if max_slower is None and max_slower_ms is None:
+        max_slower = DEFAULT_MAX_SLOWER
+    if max_slower is not None and not 0 <= max_slower < 1000:
+        raise UsageError(f"--max-slower {max_slower}: expected a percentage from 0 to 1000")
+    if max_slower_ms is not None and not 0 <= max_slower_ms < math.inf:
+        raise UsageError(f"--max-slower-ms {max_slower_ms}: expected ms, 0 or more")
+    if not 2 <= min_rounds <= max_rounds:
+        raise UsageError(
+            f"--min-rounds {min_rounds} --max-rounds {max_rounds}: need 2 <= min <= max"
+        )
+    if not time_cap > 0:
+        raise UsageError(f"--time-cap {time_cap}: expected seconds, more than 0")
+    if measure is not None:
+        if not spec.takes("until"):
+            raise UsageError(f"--measure reads a page's performance.measure; use --engine "
+                             f"chromium (--engine {engine} runs {spec.runs})")
+        if until is None:
+            until = measure_until(measure)
+    match = side_matcher(base, new)
+    sides = Sides(engine, sample_interval, clock, args, until, measure, match, duration)
+    plan = looks(min_rounds, max_rounds)
+    # One look more than planned: the one the time cap may force between planned looks.
+    level = ALPHA / (len(plan) + 1)
+    b_runs: list[Run] = []
+    n_runs: list[Run] = []
+    started = time.monotonic()
+    verdict, stopped_by, test, budget_pct = "unsure", "max rounds", None, 0.0
+    next_look, looked_at = 0, 0
+    while len(b_runs) < max_rounds:
+        i = len(b_runs) + 1
+        if i > 1:
+            spent = time.monotonic() - started
+            if spent + spent / (i - 1) > time_cap:  # another round would pass the cap
+                stopped_by = "time cap"
+                break
+        # Alternate which side goes first, so a round's drift falls on both alike.
+        if i % 2:
+            b = sides.run(base, "BASE", i)
+            n = sides.run(new, "NEW", i)
+        else:
+            n = sides.run(new, "NEW", i)
+            b = sides.run(base, "BASE", i)
+        b_runs.append(b)
+        n_runs.append(n)
+        if on_round is not None:
+            on_round(i, b, n)
+        if next_look < len(plan) and i >= plan[next_look]:
+            next_look += 1
+            looked_at = i
+            test, budget_pct, verdict = _judge(b_runs, n_runs, max_slower, max_slower_ms, level)
+            if verdict != "unsure":
+                stopped_by = "decided"
+                break
+    if stopped_by != "decided" and looked_at != len(b_runs):
+        # The time cap came between planned looks: the one look more (planned for).
+        test, budget_pct, verdict = _judge(b_runs, n_runs, max_slower, max_slower_ms, level)
+        if verdict != "unsure":
+            stopped_by = "decided"
+    elapsed = time.monotonic() - started
+    if not budget_pct:
+        budget_pct = max_slower or 0.0
+    res = BudgetResult(
+        verdict, base, new, engine, clock,
+        _metric(engine, clock, measure), budget_pct, max_slower, max_slower_ms,
+        len(b_runs), min_rounds, max_rounds, time_cap, elapsed, stopped_by, test, level,
+        b_runs, n_runs, match=match,
+    )
+    res.changed = functions_changed(b_runs, n_runs)
+    return res
+
+
+def _metric(engine: str, clock: str, measure: str | None) -> str:
+    if measure is not None:
+        return f"performance.measure {measure!r} ms"
+    return "CPU ms per run" if clock == "cpu" else "busy wall ms per run (samples not idle)"
+
+
+def _judge(b_runs: list[Run], n_runs: list[Run], max_slower: float | None,
+           max_slower_ms: float | None, level: float) -> tuple[Change | None, float, str]:
+    """The test of the runs' numbers, the allowed slowdown (percent) and the verdict."""
+    b = np.array([[r.ms] for r in b_runs])
+    n = np.array([[r.ms] for r in n_runs])
+    got = changes(b, n, PERM_SEED + len(b_runs))
+    if not got:
+        return None, 0.0, "unsure"
+    c = got[0]
+    allowed = max_slower or 0.0
+    if max_slower_ms is not None and c.before > 0:
+        allowed = max(allowed, 100.0 * max_slower_ms / c.before)
+    lo, hi = c.ratio_interval(level)
+    if lo is None or hi is None:
+        return c, allowed, "unsure"
+    lo_pct, hi_pct = 100.0 * (lo - 1.0), 100.0 * (hi - 1.0)
+    if lo_pct > allowed:
+        return c, allowed, "slower"
+    if hi_pct < -allowed:
+        return c, allowed, "faster"
+    if lo_pct >= -allowed and hi_pct <= allowed:
+        return c, allowed, "same"
+    return c, allowed, "unsure"
+
+
+def functions_changed(b_runs: list[Run], n_runs: list[Run],
+                      alpha: float = ALPHA) -> list[FunctionChanged]:
+    """The functions whose self ms per run changed (Benjamini-Hochberg at `alpha` over the
+    functions tested), the one that explains most of the whole change first."""
+    if len(b_runs) < 2 or len(n_runs) < 2:
+        return []
+    keys: list[NameKey] = []
+    seen: set[NameKey] = set()
+    for r in (*n_runs, *b_runs):
+        for k in r.self_ms:
+            if k not in seen and not (k.resource is None and k.name == IDLE):
+                seen.add(k)
+                keys.append(k)
+    if not keys:
+        return []
+    b = np.array([[r.self_ms.get(k, 0.0) for k in keys] for r in b_runs])
+    n = np.array([[r.self_ms.get(k, 0.0) for k in keys] for r in n_runs])
+    tb, tn = b.sum(), n.sum()
+    share = np.maximum(b.sum(axis=0) / tb if tb > 0 else 0.0,
+                       n.sum(axis=0) / tn if tn > 0 else 0.0)
+    cols = [j for j in range(len(keys)) if 100.0 * share[j] >= MIN_SHARE_PCT]
+    got = changes(b[:, cols], n[:, cols]) if cols else None
+    if not got:
+        return []
+    picked, q = bh_picked([c.p for c in got], alpha)
+    m = len(got)
+    level = alpha * sum(picked) / m  # Benjamini-Yekutieli's false coverage level
+    whole = float(np.mean([r.ms for r in n_runs]) - np.mean([r.ms for r in b_runs]))
+    sign = 1.0 if whole >= 0 else -1.0
+    out = [
+        FunctionChanged(keys[j], c, qv, level, c.diff / whole if whole else 0.0)
+        for j, c, pick, qv in zip(cols, got, picked, q, strict=True) if pick
+    ]
+    # The one that explains most first: the largest change in the whole change's direction.
+    out.sort(key=lambda f: (-sign * f.test.diff, f.key.name))
+    return out
+
+
+def flame_diff(res: BudgetResult, title: str | None = None) -> str:
+    """The differential flame graph of all rounds (NEW's shape, red where its call paths
+    took more self time per run than BASE's), the verdict in its header."""
+    from .analysis.calltree import build_call_tree
+    from .analysis.diff import tree_changes
+    from .render.budget import facts
+    from .render.flame import FlameRenderer
+
+    base_rec, new_rec = res.recordings()
+    new_tree = build_call_tree(new_rec)
+    change = tree_changes(build_call_tree(base_rec), new_tree, match=res.match, unit="ms")
+    # Both sides ran the same number of rounds, so the sums compare as per-run times do.
+    flame = FlameRenderer(
+        "html",
+        title=title or f"{os.path.basename(res.new)} vs {os.path.basename(res.base)}",
+        subtitle=(f"jsprof budget, {res.rounds} rounds a side summed: shape of NEW; red: more "
+                  "self time than BASE, blue: less"),
+        change=change, rec=new_rec, facts=facts(res),
+    )
+    return flame.render(new_tree)
