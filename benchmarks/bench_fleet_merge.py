@@ -33,9 +33,9 @@ t0 = time.perf_counter()
 compact(st)
 t1 = time.perf_counter()
 if sys.argv[2] == "merge":
-    merge_parts(st.path, wait=False, budget=api.QUERY_MERGE_BYTES)
+    merge_parts(st.path, wait=False, budget=64 << 20)
 t2 = time.perf_counter()
-with api.session(st, compact_first=False) as s:
+with api.session(st, tail_limit=0) as s:
     api.top(s, Filters(app="shop"), 20)
 t3 = time.perf_counter()
 man = read_manifest(st.path)

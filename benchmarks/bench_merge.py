@@ -36,7 +36,7 @@ st = Store(sys.argv[1])
 out = []
 for _ in range(int(sys.argv[2])):
     t0 = time.perf_counter()
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         api.top(s, Filters(app="shop"), 20)
         api.flame(s, Filters(app="shop"), fmt="svg")
         api.series(s, Filters(app="shop"), "render", by="day")

@@ -70,13 +70,13 @@ def test_a_query_reads_the_uncompacted_tail_as_compaction_would_count_it(
     tables = tmp_path / "store" / "tables"
     before = sorted(p.relative_to(tables) for p in tables.rglob("*"))
     man = read_manifest(st.path)
-    with api.session(st, compact_first=False, tail=True) as s:
+    with api.session(st) as s:
         assert s.snap.pending == 0
         tail_docs = _queries(s)
     assert sorted(p.relative_to(tables) for p in tables.rglob("*")) == before
     assert read_manifest(st.path) == man
     assert tail_docs["top"]["traces"] == 18 and "3.0" in tail_docs["options"]["releases"]
-    with api.session(st, compact_first=False) as s:  # the tables alone: what was compacted
+    with api.session(st, tail_limit=0) as s:  # the tables alone: what was compacted
         assert api.top(s, Filters(app="shop"), None)["traces"] == 8
     compact(st)
     with api.session(st) as s:
@@ -89,12 +89,10 @@ def test_the_tail_a_query_reads_is_capped_and_what_it_leaves_out_is_counted(
 ) -> None:
     st = Store(tmp_path / "store")
     _fill(st, np.random.default_rng(3), 0, 7)
-    out = tmp_path / "tail"
-    out.mkdir()
-    tail = read_tail(st, read_manifest(st.path), out, limit=3)
+    tail = read_tail(st, read_manifest(st.path), limit=3)
     assert (tail.uploads, tail.pending) == (3, 4)
     assert tail.manifest["nextUk"] == 3
-    with api.session(st, compact_first=False, tail=True) as s:
+    with api.session(st) as s:
         assert s.snap.pending == 0 and api.top(s, Filters(app="shop"), 3)["traces"] == 7
     st.close()
     # Counted from the trailer of a sealed segment, the headers of an open one.
@@ -104,7 +102,7 @@ def test_the_tail_a_query_reads_is_capped_and_what_it_leaves_out_is_counted(
     assert st.count_uploads() == 9 == len(st)
     cursors = [c for c, *_ in st.iter_uploads()]
     assert [st.count_uploads(c) for c in cursors] == list(range(8, -1, -1))
-    tail = read_tail(st, read_manifest(st.path), tmp_path / "tail2", limit=5)
+    tail = read_tail(st, read_manifest(st.path), limit=5)
     assert (tail.uploads, tail.pending) == (5, 4)
     st.close()
 

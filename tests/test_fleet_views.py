@@ -122,7 +122,7 @@ def test_merged_time_view_equals_top_and_vitals(store: Path, page: Path, capsys)
 
 def test_merged_time_view_over_the_upload_cap_says_so(store: Path, monkeypatch) -> None:
     monkeypatch.setattr(timecourse, "TIME_UPLOADS", 4)
-    with api.session(api.open_store(store), compact_first=False) as s:
+    with api.session(api.open_store(store)) as s:
         page = api.flame(s, Filters(app="shop"))
     ft = _blocks(page)[0]["fleetTime"]
     assert (ft["uploads"], ft["uploadsAll"]) == (4, 12)

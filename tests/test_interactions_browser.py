@@ -374,7 +374,7 @@ def test_functions_read_a_bounded_spread_of_page_loads(stored, monkeypatch) -> N
 
     store, _, _ = stored
     monkeypatch.setattr(mod, "MAX_FUNCTION_LOADS", 1)
-    with api.session(api.open_store(store), compact_first=False, tail=True) as s:
+    with api.session(api.open_store(store)) as s:
         doc = api.interactions(s, Filters(app="shop", route="/checkout"))
     first = doc["rows"][0]
     assert first["target"] == "button#pay" and first["pageLoads"] == 2

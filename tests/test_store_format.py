@@ -49,7 +49,7 @@ def _busy_upload(store: Store, uid: str, release: str, at: float) -> None:
 
 
 def _top(store: Store) -> dict[str, tuple[float, float]]:
-    with api.session(store, compact_first=False) as s:
+    with api.session(store, tail_limit=0) as s:
         rows = api.top(s, Filters(app="shop"), None)["rows"]
     return {r["name"]: (round(r["selfMs"], 6), round(r["totalMs"], 6)) for r in rows}
 

@@ -44,7 +44,7 @@ def _on_disk(tdir: Path) -> set[str]:
 def _answers(st: Store) -> dict:
     """Every kind of query, as JSON-able values (the export as its file's bytes)."""
     out = {}
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         f = Filters(app="shop")
         out["top"] = api.top(s, f, None)
         out["flame"] = api.flame(s, f, fmt="svg")
@@ -211,15 +211,15 @@ def test_a_query_that_read_the_manifest_before_a_merge_still_reads_its_parts(
         _add(st, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
         compact(st)
     f = Filters(app="shop")
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         before = api.top(s, f, None)
         assert merge_parts(st.path).written  # FANOUT parts of level 0 in each group
         assert merge_parts(st.path).deleted == 0  # within the grace
         assert api.top(s, f, None) == before  # the old snapshot's parts are all there
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert api.top(s, f, None) == before
         assert merge_parts(st.path, now=time.time() + cmod.GRACE_S).deleted
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert api.top(s, f, None) == before
     st.close()
 
@@ -284,10 +284,11 @@ def test_a_backlog_past_a_days_close_leaves_the_days_part_alone_until_it_is_done
     plain.close()
 
 
-def test_a_store_only_fleet_compacts_is_merged_by_its_queries(tmp_path: Path, capsys) -> None:
-    """A collector run with `--compact-every 0` leaves compaction to `jsprof fleet`, whose
-    queries compacted but never merged: a set of small parts per query that found new
-    uploads, for ever. Now each query merges too (bounded), with the same answers."""
+def test_a_store_only_serve_compact_compacts_is_merged_by_it(tmp_path: Path, capsys) -> None:
+    """A collector run with `--compact-every 0` leaves compaction to `jsprof serve compact`
+    (queries never compact, issue 34): each run merges too, with the same answers. (When
+    `jsprof fleet` queries compacted, they never merged: a set of small parts per query
+    that found new uploads, for ever.)"""
     from jsprof.cli import main
 
     merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
@@ -296,7 +297,7 @@ def test_a_store_only_fleet_compacts_is_merged_by_its_queries(tmp_path: Path, ca
         _add(merged, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
         _add(plain, np.random.default_rng(r), str(r), now + r * 1e3, n=1)
         compact(plain)
-        assert main(["fleet", "top", "--store", str(merged.path), "--app", "shop"]) == 0
+        assert main(["serve", "compact", "--store", str(merged.path)]) == 0
     capsys.readouterr()
     man, unmerged = read_manifest(merged.path), read_manifest(plain.path)
     assert len(_parts(unmerged)) >= 8 * 12

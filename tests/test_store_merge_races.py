@@ -77,7 +77,7 @@ def test_merge_keeps_no_cached_release_for_parts_another_process_wrote(tmp_path:
     man = read_manifest(path)
     ids = _stack_ids(tdir, man)
     assert ids == list(range(len(ids))), ids
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         got = api.top(s, Filters(app="shop"), None)
     st.close()
     # The same store compacted from scratch by a fresh process: the same answer.
@@ -122,10 +122,10 @@ def test_no_merged_part_is_over_the_byte_cap(tmp_path: Path, monkeypatch) -> Non
     levels = [e.get("level", 0) for e in man["uploads"]]
     assert max(levels) == 1, levels  # four of ~48 KB merge, four of those would not
     assert all(_raw(tdir, e) <= 300_000 for e in man["uploads"] if e.get("level"))
-    with api.session(merged, compact_first=False) as s:
+    with api.session(merged, tail_limit=0) as s:
         got = (api.top(s, Filters(app="shop"), None),
                api.list_uploads(s, Filters(app="shop"), limit=100))
-    with api.session(plain, compact_first=False) as s:
+    with api.session(plain, tail_limit=0) as s:
         want = (api.top(s, Filters(app="shop"), None),
                 api.list_uploads(s, Filters(app="shop"), limit=100))
     assert got == want
@@ -207,7 +207,7 @@ def test_a_fresh_process_sweep_waits_for_a_merge_in_progress(tmp_path: Path) -> 
         upload(st, f"u{k}", _trace(["main", f"f{k}"]), app="shop", release="1.0",
                receivedAt=at + k)
         compact(st)
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         before = api.top(s, Filters(app="shop"), None)
     st.close()
     flag = tmp_path / "written"
@@ -235,6 +235,6 @@ def test_a_fresh_process_sweep_waits_for_a_merge_in_progress(tmp_path: Path) -> 
                                  for v in r["parts"].values() for x in v)]:
         assert (tdir / part_path(e)).exists(), e["path"]
     st = Store(path)
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert api.top(s, Filters(app="shop"), None) == before
     st.close()

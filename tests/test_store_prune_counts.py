@@ -45,9 +45,9 @@ def test_pending_uploads_count_what_a_prune_left_in_a_segment(tmp_path: Path) ->
     assert st.count_uploads() == 5 == len(st)
     cursors = [c for c, *_ in st.iter_uploads()]
     assert [st.count_uploads(c) for c in cursors] == [4, 3, 2, 1, 0]
-    tail = read_tail(st, read_manifest(st.path), tmp_path / "tail", limit=2)
+    tail = read_tail(st, read_manifest(st.path), limit=2)
     assert (tail.uploads, tail.pending) == (2, 3)
-    with api.session(st, compact_first=False, tail=True) as s:
+    with api.session(st) as s:
         assert api.top(s, Filters(app="shop"), 3)["traces"] == 5 and s.snap.pending == 0
     st.close()
 

@@ -88,7 +88,7 @@ def test_a_query_holding_the_manifest_from_before_a_prune_reads_on(stores) -> No
     path, expected = stores
     st = Store(path)
     tdir = path / "tables"
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         before = _answers(s)
         assert before["top"]["traces"] == 24
         proc = _prune_in_child(path)
@@ -98,13 +98,13 @@ def test_a_query_holding_the_manifest_from_before_a_prune_reads_on(stores) -> No
         dropped = {o["path"] for o in man.get("obsolete", [])}
         assert dropped and not dropped & _listed(man)
         assert all((tdir / p).exists() for p in dropped)
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert _answers(s) == expected
     # After the grace the files go (by the next merge, or prune), and nothing else does.
     assert merge_parts(path).deleted == 0
     assert merge_parts(path, now=time.time() + cmod.GRACE_S).deleted == len(dropped)
     assert _on_disk(tdir) == _listed(read_manifest(path))
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert _answers(s) == expected
     st.close()
 
@@ -132,7 +132,7 @@ def test_a_prune_killed_at_any_point_loses_nothing_and_counts_nothing_twice(
     proc = _prune_in_child(path, stage)
     assert proc.returncode == -9, proc.stderr  # killed there, by SIGKILL
     st = Store(path)
-    with api.session(st, compact_first=False) as s:  # as the kill left it
+    with api.session(st, tail_limit=0) as s:  # as the kill left it
         assert _answers(s) == expected
     # The prune again (the collector's next hourly one): it finishes the job.
     tdir = path / "tables"
@@ -141,7 +141,7 @@ def test_a_prune_killed_at_any_point_loses_nothing_and_counts_nothing_twice(
     merge_parts(path, now=time.time() + cmod.GRACE_S)
     man = read_manifest(path)
     assert not man.get("obsolete") and _on_disk(tdir) == _listed(man)
-    with api.session(st, compact_first=False) as s:
+    with api.session(st, tail_limit=0) as s:
         assert _answers(s) == expected
     # And the tables rebuilt from the raw uploads say the same.
     shutil.rmtree(tdir)

@@ -207,7 +207,7 @@ def test_the_compactor_loop_compacts_on_its_own_thread(tmp_path: Path, monkeypat
                 upload(st, f"r{round_}-{i}", make_trace(rng, 200), app="shop", release="1.0",
                        receivedAt=T0 + i * 1e3)
             assert loop.wait_current(timeout=120)
-            with api.session(st, compact_first=False) as s:
+            with api.session(st, tail_limit=0) as s:
                 assert api.top(s, Filters(app="shop"), 5)["traces"] == 4 * (round_ + 1)
         assert threads == {"jsprof-compactor"}
     finally:

@@ -2,9 +2,9 @@
 
 The CLI, the HTTP routes and the dashboard call these. Each reads one manifest snapshot,
 so compactors and collectors may keep writing meanwhile, and sees every upload
-acknowledged before it started: the CLI compacts first; the collector's routes read the
-uploads not compacted yet beside the tables (`session(tail=True)`), since the collector
-compacts in the background.
+acknowledged before it started: the uploads not compacted yet are read beside the tables,
+in memory (`snapshot`). No query writes: compaction is the compactor's (the collector's
+background one, or `jsprof serve compact`).
 """
 
 from __future__ import annotations
@@ -23,11 +23,6 @@ from .filters import Filters, glob_regex
 
 Engine = DuckEngine | DaskEngine
 
-# Bytes of column data (as parts' footers say) a CLI query merges at most after it
-# compacts (`merge_parts`' budget): see docs/store.md for what it costs a query.
-QUERY_MERGE_BYTES = 64 << 20
-
-
 def open_store(path: str | os.PathLike) -> Any:
     """The raw store at `path` (jsprof.store.Store); a clear error when it is not one."""
     from ..extras import require
@@ -43,40 +38,20 @@ def open_store(path: str | os.PathLike) -> Any:
         raise JsprofError(f"--store {path}: {e}") from None
 
 
-def snapshot(store: Any, compact_first: bool = True, progress: Any = None,
-             tail_dir: str | None = None) -> Snapshot:
-    """The committed tables read once: after compacting on demand (`compact_first`), or,
-    given `tail_dir`, plus the uploads not compacted yet, read from the raw store into
-    that folder (`store.compact.read_tail`: what a collector's queries do, so that no
-    request compacts nor waits for the collector's own compactor)."""
-    from ..store.compact import CompactError, compact, merge_parts, read_manifest, read_tail
+def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
+    """The committed tables read once, plus the uploads not compacted yet (the *tail*, at
+    most `tail_limit`, default `compact.TAIL_MAX`) read from the raw store into memory
+    (`store.compact.read_tail`). A query only reads: it compacts nothing, merges nothing,
+    takes no lock and writes no file, not even a temporary one, so it answers the same as
+    a user who may only read the store; what is over the cap is counted (`pending`)."""
+    from ..store.compact import TAIL_MAX, read_manifest, read_tail
 
-    if compact_first:
-        try:
-            compact(store, progress=progress)
-        except PermissionError as e:
-            raise UsageError(
-                f"{store.path}: cannot compact the store ({e.strerror}); run the query as a "
-                "user who may write it"
-            ) from None
-        # A store compacted only here (a collector run with --compact-every 0) was never
-        # merged: small parts piled up, one set per query that found new uploads. Merged
-        # here too, a bounded amount per query, and only if no other process holds the
-        # lock (the collector's compactor, which merges anyway).
-        try:
-            merge_parts(store.path, wait=False, budget=QUERY_MERGE_BYTES)
-        except CompactError:
-            pass  # a damaged part: the query says so if it reads it; merging is optional
     man = read_manifest(store.path)
-    tail = None
-    if tail_dir is not None:
-        tail = read_tail(store, man, tail_dir)
-        man = tail.manifest
+    tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
     # After the manifest: an upload pruned since it was compacted is left out.
-    snap = Snapshot(store.path, man, store.__contains__, store.pruned_before())
-    if tail is not None:
-        snap.damaged += tail.damaged
-        snap.pending = tail.pending
+    snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
+    snap.damaged += tail.damaged
+    snap.pending = tail.pending
     return snap
 
 
@@ -93,29 +68,20 @@ class Session:
 
 @contextmanager
 def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
-            local_workers: int | None = None, compact_first: bool = True,
-            progress: Any = None, tail: bool = False) -> Iterator[Session]:
-    """`tail`: read what is not compacted yet beside the tables, instead of compacting
-    (implies no `compact_first`); its parts live in a temporary folder for the session."""
-    import shutil
-    import tempfile
-
-    if engine == "dask":  # before the compaction, which may take a while
+            local_workers: int | None = None, tail_limit: int | None = None
+            ) -> Iterator[Session]:
+    """A snapshot (`snapshot`: the tables and the tail, read only) and an engine."""
+    if engine == "dask":  # before reading the tail, which may take a while
         from ..extras import require
 
         require("dask", "fleet's dask engine")
-    tail_dir = tempfile.mkdtemp(prefix="jsprof-tail-") if tail else None
+    snap = snapshot(store, tail_limit)
+    eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
     try:
-        snap = snapshot(store, compact_first and not tail, progress, tail_dir)
-        eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
-        try:
-            yield Session(snap, eng)
-        finally:
-            if isinstance(engine, str):
-                eng.close()
+        yield Session(snap, eng)
     finally:
-        if tail_dir is not None:
-            shutil.rmtree(tail_dir, ignore_errors=True)
+        if isinstance(engine, str):
+            eng.close()
 
 
 def notes(s: Session) -> dict:
@@ -623,7 +589,8 @@ def options(s: Session, app: str | None, received: bool = False) -> dict:
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
-    import pyarrow.parquet as pq
+
+    from .engine import read_part
 
     files = s.snap.files("uploads")
     apps: set[str] = set()
@@ -632,7 +599,7 @@ def options(s: Session, app: str | None, received: bool = False) -> dict:
     routes: set[str] = set()
     envs: set[str] = set()
     for p in files:
-        t = pq.read_table(p, columns=["id", "app", "release", "route", "env", "received_at"])
+        t = read_part(p, ["id", "app", "release", "route", "env", "received_at"])
         at = np.asarray([np.nan if v is None else v for v in t.column("received_at").to_pylist()],
                         np.float64)
         keep = s.snap.alive(t.column("id").to_pylist(), t.column("app").to_pylist(), at)

@@ -69,7 +69,8 @@ def add_parser(sub: Any) -> None:
     """Register `jsprof fleet` on the top-level subparsers."""
     fp = sub.add_parser(
         "fleet", help="query the field store: top functions, merged flame graph, release diff",
-        description="Queries over every upload `jsprof serve` stored (compacted on demand).",
+        description="Queries over every upload `jsprof serve` stored (read only: the "
+        "compacted tables plus, in memory, what is not compacted yet).",
     )
     fs = fp.add_subparsers(dest="fleet_command", metavar="QUERY", required=True)
 
@@ -284,14 +285,7 @@ def _session(args: argparse.Namespace, status: Any = None) -> Any:
     if not os.path.isdir(path):
         raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
     store = api.open_store(path)
-
-    def progress(stats: Any) -> None:
-        if status is not None and stats.uploads % 50 == 1:
-            status.update(f"compacting new uploads: {stats.uploads:,} "
-                          f"({plural(stats.samples, 'sample')}) ...")
-
-    return api.session(store, args.engine, args.scheduler, args.local_workers,
-                       progress=progress)
+    return api.session(store, args.engine, args.scheduler, args.local_workers)
 
 
 def _remote(args: argparse.Namespace) -> Any:
@@ -334,9 +328,11 @@ def _store_notes(args: argparse.Namespace, damaged: int, pending: int) -> None:
               f"{'its' if damaged == 1 else 'their'} checksum and {'is' if damaged == 1 else 'are'}"
               f" in no result (`{check}` lists them)", file=sys.stderr)
     if pending:
+        why = ("the collector's compactor is behind; ask again later" if args.url else
+               "a collector's compactor is behind, or none compacts this store: "
+               f"`jsprof serve compact --store {args.store or DEFAULT_STORE}` compacts it")
         print(f"jsprof: note: {plural(pending, 'upload')} stored but not compacted yet "
-              f"{'is' if pending == 1 else 'are'} not in this result (the collector's "
-              "compactor is behind; ask again later)", file=sys.stderr)
+              f"{'is' if pending == 1 else 'are'} not in this result ({why})", file=sys.stderr)
 
 
 # ---- commands --------------------------------------------------------------------------------

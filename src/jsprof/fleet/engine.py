@@ -19,7 +19,8 @@ import json
 import math
 import operator
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -341,20 +342,20 @@ class Snapshot:
     def files(
         self, kind: str, rkeys: list[str] | None = None,
         since: float | None = None, until: float | None = None,
-    ) -> list[str]:
+    ) -> list[Part]:
         """The parts of `kind` to read, checked against their manifest checksums; parts
         of other releases or wholly outside [since, until) are skipped unopened."""
         from ..store.compact import part_files
 
         return part_files(self.tdir, self.manifest, kind, rkeys, since, until)
 
-    def upload_files(self, f: Filters) -> list[str]:
+    def upload_files(self, f: Filters) -> list[Part]:
         from ..store.compact import release_key
 
         rkeys = None if f.release is None else [release_key(f.app, f.release)]
         return self.files("uploads", rkeys, f.since, f.until)
 
-    def row_files(self, kind: str, up: Uploads) -> list[str]:
+    def row_files(self, kind: str, up: Uploads) -> list[Part]:
         """Per-upload parts (weights, upload_frames) that can hold rows of `up`."""
         t = up.received_at[np.isfinite(up.received_at)] if len(up.received_at) else None
         if t is None or not len(t):
@@ -434,6 +435,29 @@ def _arrow_cols(t: Any) -> dict[str, np.ndarray]:
     return {name: t.column(name).to_numpy() for name in t.column_names}
 
 
+Part = Any  # a part to read: its path (str), or a query's tail part as a pyarrow Table
+
+
+def read_part(part: Part, columns: list[str] | None = None) -> Any:
+    """One part as a pyarrow Table: read from its file, or the tail's table in memory."""
+    if isinstance(part, str):
+        import pyarrow.parquet as pq
+
+        return pq.read_table(part, columns=columns)
+    return part if columns is None else part.select(columns)
+
+
+def _split(parts: list[Part]) -> tuple[list[str], Any]:
+    """Parts -> (paths, the in-memory parts as one Table or None)."""
+    paths = [p for p in parts if isinstance(p, str)]
+    mem = [p for p in parts if not isinstance(p, str)]
+    if not mem:
+        return paths, None
+    import pyarrow as pa
+
+    return paths, pa.concat_tables(mem)
+
+
 class DuckEngine:
     name = "duckdb"
 
@@ -451,15 +475,35 @@ class DuckEngine:
     def close(self) -> None:
         self.con.close()
 
+    @contextmanager
+    def _source(self, parts: list[Part]) -> Iterator[tuple[str, list[Any]]]:
+        """The SQL relation of `parts` and its parameters: `read_parquet(?)` over the
+        files, with a query's tail parts (in memory) registered beside them."""
+        paths, mem = _split(parts)
+        if mem is None:
+            yield "read_parquet(?)", [paths]
+            return
+        name = f"tail_{id(mem):x}"
+        self.con.register(name, mem)
+        try:
+            if not paths:
+                yield f"(SELECT * FROM {name})", []
+            else:
+                yield (f"(SELECT * FROM read_parquet(?) UNION ALL BY NAME SELECT * FROM {name})",
+                       [paths])
+        finally:
+            self.con.unregister(name)
+
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
         files = snap.upload_files(f)
         if not files:
             return _no_uploads()
         cond, params = _uploads_sql(f)
-        t = self.con.sql(
-            f"SELECT {', '.join(UPLOAD_COLS)} FROM read_parquet(?) WHERE {cond} ORDER BY uk",
-            params=[files, *params],
-        ).to_arrow_table()
+        with self._source(files) as (src, p):
+            t = self.con.sql(
+                f"SELECT {', '.join(UPLOAD_COLS)} FROM {src} WHERE {cond} ORDER BY uk",
+                params=[*p, *params],
+            ).to_arrow_table()
         return snap.keep_live(_uploads_from(t.to_pydict()), f.app)
 
     def _register_u(self, up: Uploads, group: np.ndarray | None = None) -> None:
@@ -483,13 +527,14 @@ class DuckEngine:
         where = "WHERE u.g >= 0 " if group is not None else ""
         n = 4 if group is not None else 3
         keys = ", ".join(str(i) for i in range(1, n + 1))
-        t = _arrow_cols(self.con.sql(
-            f"SELECT {g}u.ri, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
-            "sum(w.weight_ns)::BIGINT AS weight_ns "
-            f"FROM read_parquet(?) w JOIN u USING (uk) {where}"
-            f"GROUP BY {keys} ORDER BY {keys}",
-            params=[files],
-        ).to_arrow_table())
+        with self._source(files) as (src, p):
+            t = _arrow_cols(self.con.sql(
+                f"SELECT {g}u.ri, w.stack_id, w.marker, sum(w.samples)::BIGINT AS samples, "
+                "sum(w.weight_ns)::BIGINT AS weight_ns "
+                f"FROM {src} w JOIN u USING (uk) {where}"
+                f"GROUP BY {keys} ORDER BY {keys}",
+                params=p,
+            ).to_arrow_table())
         self.con.unregister("u")
         return _stacks_from(t, group is not None)
 
@@ -504,8 +549,8 @@ class DuckEngine:
             "first": spec.first.astype(np.int64)}))
 
     @staticmethod
-    def _per_sql(unit: str) -> str:
-        """The weights (`read_parquet(?)`) summed per (upload, key), as `per_upload_key`
+    def _per_sql(unit: str, src: str) -> str:
+        """The weights (`src`) summed per (upload, key), as `per_upload_key`
         does: exact ns (BIGINT), or whole µs as DOUBLE (`to_us`) for the resampling."""
         def col(expr: str) -> str:
             total = f"sum(w.weight_ns * {expr})"
@@ -516,7 +561,7 @@ class DuckEngine:
                 SELECT w.uk, w.weight_ns,
                        CASE WHEN w.stack_id >= 0 THEN u.ri * 4294967296 + w.stack_id
                             ELSE -2 - w.marker END AS sk
-                FROM read_parquet(?) w JOIN u USING (uk))
+                FROM {src} w JOIN u USING (uk))
             SELECT w.uk, coalesce(c.j, -1) AS j, {col("coalesce(c.s, 0)")} AS s,
                    {col("coalesce(c.t, 0)")} AS t, {col("coalesce(c.first, 1)")} AS a
             FROM w LEFT JOIN c USING (sk) GROUP BY w.uk, coalesce(c.j, -1)"""
@@ -531,7 +576,9 @@ class DuckEngine:
                                   np.zeros(0, np.int64), spec)
         self._register_keys(up, spec)
         try:
-            t = _arrow_cols(self.con.sql(self._per_sql("ns"), params=[files]).to_arrow_table())
+            with self._source(files) as (src, p):
+                t = _arrow_cols(self.con.sql(self._per_sql("ns", src), params=p)
+                                .to_arrow_table())
         finally:
             for name in ("u", "c"):
                 self.con.unregister(name)
@@ -554,7 +601,8 @@ class DuckEngine:
                                           "n": np.asarray(WEIGHTS, np.int64)}))
         per = f"resample_per_{id(spec):x}"
         try:
-            self.con.execute(f"CREATE TEMP TABLE {per} AS {self._per_sql('us')}", [files])
+            with self._source(files) as (src, p):
+                self.con.execute(f"CREATE TEMP TABLE {per} AS {self._per_sql('us', src)}", p)
             out = spec.empty()
             for lo in range(0, max(K, 1), KEY_BLOCK):
                 js = range(lo, min(lo + KEY_BLOCK, K))
@@ -614,13 +662,14 @@ class DuckEngine:
             self.con.register("want", pa.table({"ri": want.ri, "frame_id": want.frame_id}))
             where = ("WHERE f.frame_id < 0 OR (u.ri, f.frame_id) IN "
                      "(SELECT (ri, frame_id) FROM want)")
-        t = _arrow_cols(self.con.sql(
-            "SELECT f.uk, u.ri, f.frame_id, f.marker, f.self_ns "
-            # No ORDER BY: the client groups these rows by value and sums integers, so
-            # their order cannot change a result.
-            f"FROM read_parquet(?) f JOIN u USING (uk) {where}",
-            params=[files],
-        ).to_arrow_table())
+        with self._source(files) as (src, p):
+            t = _arrow_cols(self.con.sql(
+                "SELECT f.uk, u.ri, f.frame_id, f.marker, f.self_ns "
+                # No ORDER BY: the client groups these rows by value and sums integers, so
+                # their order cannot change a result.
+                f"FROM {src} f JOIN u USING (uk) {where}",
+                params=p,
+            ).to_arrow_table())
         self.con.unregister("u")
         if want is not None:
             self.con.unregister("want")
@@ -667,10 +716,16 @@ class DaskEngine:
         for o in self._own:
             o.close()
 
-    def _read(self, files: list[str], columns: list[str]) -> Any:
+    def _read(self, files: list[Part], columns: list[str]) -> Any:
+        """The parts as one dask dataframe: the files read on the workers, a query's tail
+        parts (in memory, a few hundred uploads at most) sent as one partition."""
         import dask.dataframe as dd
 
-        return dd.read_parquet(files, columns=columns)
+        paths, mem = _split(files)
+        got = [dd.read_parquet(paths, columns=columns)] if paths else []
+        if mem is not None:
+            got.append(dd.from_pandas(mem.select(columns).to_pandas(), npartitions=1))
+        return got[0] if len(got) == 1 else dd.concat(got)
 
     def uploads(self, snap: Snapshot, f: Filters) -> Uploads:
         files = snap.upload_files(f)
@@ -702,7 +757,7 @@ class DaskEngine:
         return _stacks_from({c: pdf[c].to_numpy() for c in [*by, "samples", "weight_ns"]},
                             group is not None)
 
-    def _per(self, files: list[str], up: Uploads, spec: Resample) -> Any:
+    def _per(self, files: list[Part], up: Uploads, spec: Resample) -> Any:
         """The (upload, key) ns sums as a dask dataframe: per partition on the workers,
         then a groupby, so each pair is whole."""
         import pandas as pd

@@ -83,19 +83,19 @@ class Selection:
 
 
 def _read_release(snap: Snapshot, rkey: str) -> Release:
-    import pyarrow.parquet as pq
+    from .engine import read_part
 
     entry = snap.manifest["releases"][rkey]
     names, res, lines, cols = [], [], [], []
     for p in snap.files("frames", [rkey]):
-        t = pq.read_table(p).to_pydict()
+        t = read_part(p).to_pydict()
         names += t["name"]
         res += t["resource"]
         lines += t["line"]
         cols += t["column"]
     par, fr = [], []
     for p in snap.files("stacks", [rkey]):
-        t = pq.read_table(p, columns=["parent_id", "frame_id"])
+        t = read_part(p, ["parent_id", "frame_id"])
         par.append(t.column("parent_id").to_numpy())
         fr.append(t.column("frame_id").to_numpy())
     resources: dict[str, int] = {}

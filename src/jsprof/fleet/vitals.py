@@ -48,12 +48,13 @@ def _version_key(release: str) -> tuple:
 def upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | None, dict]]:
     """Per upload key: (route, meta) from the uploads table."""
     import orjson
-    import pyarrow.parquet as pq
+
+    from .engine import read_part
 
     want = set(up.uk.tolist())
     out: dict[int, tuple[str | None, dict]] = {}
     for p in snap.upload_files(f):
-        t = pq.read_table(p, columns=["uk", "route", "meta"]).to_pydict()
+        t = read_part(p, ["uk", "route", "meta"]).to_pydict()
         for uk, route, meta in zip(t["uk"], t["route"], t["meta"], strict=True):
             if uk in want:
                 out[uk] = (route, orjson.loads(meta) if meta else {})

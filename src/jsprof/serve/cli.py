@@ -185,7 +185,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-depth", type=positive_int, default=1024, help="stack depth (1024)")
     p.set_defaults(func=main)
 
-    ps = p.add_subparsers(dest="serve_command", metavar="{prune,check}")
+    ps = p.add_subparsers(dest="serve_command", metavar="{prune,check,compact}")
     pr = ps.add_parser("prune", help="delete old uploads from a store")
     # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
     pr.add_argument(
@@ -206,6 +206,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
     )
     ck.set_defaults(func=main_check)
+    cp = ps.add_parser(
+        "compact",
+        help="compact every upload not compacted yet into the query tables, once",
+        description="Compact the uploads stored since the last compaction into the Parquet "
+        "tables `jsprof fleet` reads, then merge small parts: what a collector's background "
+        "compactor does, for a store no collector compacts (--compact-every 0, or a copy). "
+        "Queries never compact: they read what is not compacted yet, up to a cap, in memory.",
+    )
+    cp.add_argument(
+        "--store", type=path,
+        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+    )
+    cp.set_defaults(func=main_compact)
 
 
 def _app_items(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -435,6 +448,25 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
         per = use.total_bytes / records
         print(f"disk: {_size(per)} per stored upload", file=out)
     return failing
+
+
+def main_compact(args: argparse.Namespace) -> int:
+    from ..store.compact import compact, merge_parts
+
+    _existing_store(args.store)
+    store = _open_store(args.store)
+    try:
+        stats = compact(store)
+        merged = merge_parts(store.path)
+    except PermissionError as e:
+        raise UsageError(f"--store {args.store}: cannot write its tables ({e.strerror}); "
+                         "compact as a user who may write the store") from None
+    finally:
+        store.close()
+    print(f"jsprof serve compact: {plural(stats.uploads, 'upload')} compacted "
+          f"({plural(stats.skipped, 'unreadable upload')} skipped), "
+          f"{plural(merged.merged, 'part')} merged")
+    return 0
 
 
 def main_prune(args: argparse.Namespace) -> int:

@@ -253,7 +253,7 @@ def _session(request: Request) -> Any:
 
     # No compaction here: the collector compacts in the background (store/background.py);
     # a query reads the committed tables plus the uploads stored since (the tail).
-    return api.session(_store(request), compact_first=False, tail=True)
+    return api.session(_store(request))
 
 
 def _page(page: HtmlTablePage, rows: list[dict]) -> Response:

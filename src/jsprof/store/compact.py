@@ -477,21 +477,26 @@ def day_of(at: float | None) -> str | None:
 
 
 def _entry(
-    tdir: Path, rel: str, columns: dict[str, Any], schema: Any, rows: int,
+    tdir: Path | None, rel: str, columns: dict[str, Any], schema: Any, rows: int,
     day: str | None = None, times: list[float | None] | None = None,
 ) -> dict:
-    size, crc = _write_parquet(tdir / rel, columns, schema)
     known = [t for t in times or [] if t is not None and math.isfinite(t)]
-    return {
+    entry = {
         "path": rel,
         "day": day,
         # A part with any upload of unknown time has no range: it is never skipped.
         "minAt": min(known) if known and len(known) == len(times or []) else None,
         "maxAt": max(known) if known and len(known) == len(times or []) else None,
         "rows": rows,
-        "bytes": size,
-        "crc32": crc,
     }
+    if tdir is None:
+        # A query's tail: the part as a table in memory, never written (`read_tail`)
+        import pyarrow as pa
+
+        entry["table"] = pa.table(columns, schema=schema)
+        return entry
+    entry["bytes"], entry["crc32"] = _write_parquet(tdir / rel, columns, schema)
+    return entry
 
 
 def part_path(entry: str | dict) -> str:
@@ -554,7 +559,8 @@ def part_files(
     tdir: Path, manifest: dict, kind: str, rkeys: list[str] | None = None,
     since: float | None = None, until: float | None = None, verify: bool = True,
 ) -> list[str]:
-    """Absolute paths of the parts of `kind` a query over [since, until) must read, checked.
+    """Absolute paths of the parts of `kind` a query over [since, until) must read, checked
+    (a query's tail parts, held in memory, as their pyarrow Tables: `read_tail`).
 
     `rkeys`: only these releases (None: all). Parts whose receivedAt range lies outside
     the time range are skipped without being opened.
@@ -569,7 +575,8 @@ def part_files(
         keys = sorted(rel) if rkeys is None else rkeys
         entries = [e for k in keys if k in rel for e in rel[k]["parts"][kind]]
     keep = [e for e in entries if _overlaps(e, since, until)]
-    return [verify_part(tdir, e) if verify else str(tdir / part_path(e)) for e in keep]
+    return [e["table"] if isinstance(e, dict) and "table" in e
+            else verify_part(tdir, e) if verify else str(tdir / part_path(e)) for e in keep]
 
 
 def schemas() -> dict[str, Any]:
@@ -647,7 +654,7 @@ def _shift(ids: np.ndarray, base: int) -> np.ndarray:
 
 
 def write_release_parts(
-    tdir: Path, rkey: str, rel: _Release, part: int, frame_base: int = 0, stack_base: int = 0
+    tdir: Path | None, rkey: str, rel: _Release, part: int, frame_base: int = 0, stack_base: int = 0
 ) -> dict[str, list]:
     """Write this batch's new rows of one release; returns kind -> manifest entries.
 
@@ -655,6 +662,7 @@ def write_release_parts(
     Weights and upload frames go to one part per UTC day of their uploads' receivedAt.
     `frame_base`, `stack_base`: where `rel`'s own ids start in the release's tables (a
     query's tail, interned apart from the committed tables, continues their ids).
+    `tdir` None: the parts are tables in memory (`read_tail`), nothing is written.
     """
     sch = schemas()
     name = f"part-{part:06d}.parquet"
@@ -722,7 +730,7 @@ def upload_row(rel: _Release, uk: int, upload_id: str, rkey: str, meta: dict, re
     }
 
 
-def write_upload_parts(tdir: Path, rows: list[dict], part: int) -> list[dict]:
+def write_upload_parts(tdir: Path | None, rows: list[dict], part: int) -> list[dict]:
     """The uploads-table parts of `rows`: one per release and UTC day; manifest entries."""
     sch = schemas()["uploads"]
     groups: dict[tuple[str, str | None], list[dict]] = {}
@@ -895,19 +903,19 @@ TAIL_MAX = 500
 class Tail:
     """The uploads stored after the manifest's cursor, as tables beside the committed ones."""
 
-    manifest: dict  # the committed manifest plus the tail's parts (absolute paths)
+    manifest: dict  # the committed manifest plus the tail's parts (in memory: "table")
     uploads: int = 0  # uploads of the tail in `manifest`
     pending: int = 0  # uploads after those (over the cap): in no table and not in `manifest`
     damaged: int = 0  # damaged records met in the tail that the manifest does not list
 
 
-def read_tail(store: UploadSource, man: dict, out_dir: str | os.PathLike,
-              limit: int = TAIL_MAX) -> Tail:
+def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
     """What a query adds to the committed tables `man` without compacting: the uploads
-    stored after its cursor (at most `limit`, oldest first), interned and written as parts
-    under `out_dir` (the query's own folder; the caller removes it), listed in a copy of
-    `man`. Nothing of the store's tables is written and no lock is taken, so a query never
-    waits on a compaction, nor a compaction on it.
+    stored after its cursor (at most `limit`, oldest first), interned into parts held in
+    memory (pyarrow Tables, listed in a copy of `man`: `part_files` gives them as such).
+    Nothing is written anywhere (no temporary file either: a query runs as a user who may
+    only read the store) and no lock is taken, so a query never waits on a compaction,
+    nor a compaction on it.
 
     The tail is interned apart from the committed frames and stacks (reading those would
     cost what compaction saves): its ids continue the release's, a frame already committed
@@ -916,7 +924,6 @@ def read_tail(store: UploadSource, man: dict, out_dir: str | os.PathLike,
     """
     from ..formats import read_any
 
-    out = Path(out_dir)
     releases: dict[str, _Release] = {}
     rows: list[dict] = []
     known = {(d["segment"], d["offset"]) for d in man.get("damaged", [])}
@@ -954,10 +961,7 @@ def read_tail(store: UploadSource, man: dict, out_dir: str | os.PathLike,
     new = dict(man)
     new["releases"] = dict(man["releases"])
     new["nextUk"] = uk
-    absolute = []
-    for e in write_upload_parts(out, rows, 0):
-        absolute.append(_tail_entry(out, e))
-    new["uploads"] = [*man["uploads"], *absolute]
+    new["uploads"] = [*man["uploads"], *write_upload_parts(None, rows, 0)]
     for rkey, rel in releases.items():
         old = man["releases"].get(rkey)
         fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
@@ -966,20 +970,12 @@ def read_tail(store: UploadSource, man: dict, out_dir: str | os.PathLike,
             "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
             "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
         }
-        for kind, entries in write_release_parts(out, rkey, rel, 0, fb, sb).items():
-            entry["parts"][kind].extend(_tail_entry(out, e) for e in entries)
+        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb).items():
+            entry["parts"][kind].extend(entries)
         new["releases"][rkey] = entry
     tail.manifest = new
     tail.uploads = len(rows)
     return tail
-
-
-def _tail_entry(out: Path, e: dict) -> dict:
-    """A tail part's manifest entry: its absolute path (`tables / path` is then that path),
-    no checksum (written by this process a moment ago, for this query only)."""
-    e = dict(e, path=str(out / e["path"]))
-    e.pop("crc32", None)
-    return e
 
 
 # ---- merging small parts ---------------------------------------------------------------------
