@@ -32,7 +32,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..store import Store, StoreError, StoreFullError, StoreIOError, StoreUnavailable
+from ..store import RawRemoved, Store, StoreError, StoreFullError, StoreIOError, StoreUnavailable
 from . import ingest
 from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
@@ -299,6 +299,8 @@ async def _post_trace(request: Request) -> Response:
 def _same_upload(store: Store, upload_id: str, trace_json: bytes, gzipped: bytes | None) -> bool:
     try:
         got = store.get(upload_id)
+    except RawRemoved:
+        return True  # stored and compacted: a retry, answered as the first time
     except StoreError as e:
         # The stored copy cannot be read to compare: a retry is answered as the first
         # upload was (the damage is the store's to report, not this client's).
@@ -370,6 +372,12 @@ def trace_document(meta: dict, trace_json: bytes) -> bytes:
 def _get(store: Store, upload_id: str) -> tuple[dict, bytes] | None | _Failed:
     try:
         return store.get(upload_id)
+    except RawRemoved:
+        return _Failed(
+            410,
+            f"upload {upload_id[:128]!r} is compacted and its raw trace was removed by the "
+            "collector's raw retention (--keep-raw); the fleet queries still count it",
+        )
     except StoreError as e:
         # Damage on disk (a record failing its checksum) is not the reader's fault and no
         # retry will mend it: say what it is, once per id, instead of a generic 500.
@@ -527,7 +535,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
 
             # Every worker takes part; one holds the store's lease and runs the compactor
             # process, another takes over if it dies.
-            compactor = BackgroundCompactor(app.state.store.path, config.compact_every)
+            compactor = BackgroundCompactor(app.state.store.path, config.compact_every,
+                                            keep_raw=config.keep_raw_s)
             compactor.start()
         app.state.compactor = compactor
         forwarder = None

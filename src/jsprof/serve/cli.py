@@ -170,6 +170,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "process per store (default 5; 0: never, e.g. when `jsprof fleet` runs elsewhere)",
     )
     p.add_argument(
+        "--keep-raw",
+        default="7d",
+        metavar="AGE",
+        help="keep raw uploads this long once compacted (default 7d; 0: delete them once "
+        "compacted; forever: keep them); GET /v1/traces/{id} answers 410 past it",
+    )
+    p.add_argument(
         "--forward",
         metavar="URL",
         help="also push every stored upload, as OTLP profiles, to this OTLP/HTTP endpoint "
@@ -278,8 +285,18 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         max_connections=args.max_connections,
         forwarded_allow_ips=args.forwarded_allow_ips,
         compact_every=args.compact_every,
+        keep_raw_s=_keep_raw(args.keep_raw),
         forward=_forward(args.forward),
     )
+
+
+def _keep_raw(text: str) -> float | None:
+    t = text.strip().lower()
+    if t in ("forever", "never", "inf"):
+        return None
+    if t in ("0", "0s"):
+        return 0.0
+    return parse_duration(text, "--keep-raw")
 
 
 def _forward(url: str | None) -> str | None:
@@ -444,9 +461,12 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
                       for k, v in sorted(use.bytes.items()))
     print(f"disk: {_size(use.total_bytes)} in {plural(use.total_files, 'file')} ({parts})",
           file=out)
-    if records:
-        per = use.total_bytes / records
-        print(f"disk: {_size(per)} per stored upload", file=out)
+    compacted = health.compacted_uploads(store.path)
+    if compacted:
+        print(f"disk: {_size(use.total_bytes / compacted)} per compacted upload "
+              f"({plural(compacted, 'upload')} in the tables)", file=out)
+    elif records:
+        print(f"disk: {_size(use.total_bytes / records)} per stored upload", file=out)
     return failing
 
 

@@ -6,7 +6,7 @@ docs/store.md.
 """
 
 from .cursor import Cursor
-from .errors import StoreError, StoreFullError, StoreIOError, StoreUnavailable
+from .errors import RawRemoved, StoreError, StoreFullError, StoreIOError, StoreUnavailable
 from .store import CheckReport, Finding, PruneResult, Store
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "Cursor",
     "Finding",
     "PruneResult",
+    "RawRemoved",
     "Store",
     "StoreError",
     "StoreFullError",

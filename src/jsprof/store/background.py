@@ -46,9 +46,10 @@ class BackgroundCompactor:
     the compactor process while holding it, restart that process if it dies, stop both."""
 
     def __init__(self, store_path: str | os.PathLike, interval: float = INTERVAL_S,
-                 retry: float = RETRY_S) -> None:
+                 retry: float = RETRY_S, keep_raw: float | None = None) -> None:
         self.store_path = Path(store_path)
         self.interval = interval
+        self.keep_raw = keep_raw  # seconds; None: raw segments are kept for ever
         self.retry = retry
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None
@@ -115,6 +116,8 @@ class BackgroundCompactor:
             started = time.monotonic()
             cmd = [sys.executable, "-m", "jsprof.store.background", str(self.store_path),
                    "--interval", str(self.interval), "--parent", str(os.getpid())]
+            if self.keep_raw is not None:
+                cmd += ["--keep-raw", str(self.keep_raw)]
             try:
                 proc = subprocess.Popen(
                     cmd, pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
@@ -183,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("store")
     p.add_argument("--interval", type=float, default=INTERVAL_S)
     p.add_argument("--parent", type=int, default=0)
+    p.add_argument("--keep-raw", type=float, default=None,
+                   help="seconds raw segments are kept once compacted (default: for ever)")
     args = p.parse_args(argv)
     if args.parent:
         _die_with(args.parent)
@@ -191,17 +196,27 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    from . import retire
     from .compact import compact, merge_parts
     from .store import Store
 
     store = Store(args.store)
     said = _Reporter()
+    swept = False
     while not (args.parent and os.getppid() != args.parent):
         error = None
         try:
+            if not swept:  # claims a killed run retired but left behind
+                retire.sweep_claims(store)
+                swept = True
             compact(store, batch=BATCH)
             # Off the query path: small parts merged here, after the new ones are in.
             merge_parts(store.path)
+            # The store's files stay few: claims into the claim index, old raw segments
+            # (compacted and retired) deleted.
+            retire.retire_claims(store)
+            if args.keep_raw is not None:
+                retire.remove_raw(store, args.keep_raw)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
             error = f"{e}" or type(e).__name__
         said.run(record_run(store.path, error), error)

@@ -9,6 +9,11 @@ class StoreError(Exception):
     """The store cannot be used as asked (bad path, unsupported URL, damaged record)."""
 
 
+class RawRemoved(StoreError):
+    """The upload was stored and compacted, and its raw record removed since by the raw
+    retention (`--keep-raw`): the query tables hold it, its trace as uploaded is gone."""
+
+
 class StoreUnavailable(StoreError):
     """This upload was not stored, and nothing of it was acknowledged; the same request can
     succeed later (a collector answers 503 with Retry-After). `condition` names the cause

@@ -192,3 +192,14 @@ def table_parts(store_path: str | os.PathLike) -> int:
         return len(_listed(read_manifest(store_path)))
     except CompactError:
         return 0
+
+
+def compacted_uploads(store_path: str | os.PathLike) -> int:
+    """Uploads the query tables hold (0 for a store without tables)."""
+    from .compact import CompactError, read_manifest
+
+    try:
+        return sum(int(e["rows"]) for e in read_manifest(store_path)["uploads"]
+                   if isinstance(e, dict))
+    except (CompactError, KeyError, TypeError, ValueError):
+        return 0

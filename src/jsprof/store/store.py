@@ -37,8 +37,10 @@ from typing import Any, NamedTuple
 import orjson
 
 from . import segment as seg
+from .claimindex import ClaimIndex, Place
 from .cursor import Cursor
 from .errors import (
+    RawRemoved,
     StoreError,
     StoreIOError,
     _unavailable,
@@ -55,6 +57,7 @@ _PENDING = b"P"
 _NEW = ".new"  # a segment being created: locked, then renamed to its .seg name
 FINISH_SECONDS = 10.0
 PRUNED = "pruned.json"  # retention marks (Store.pruned_before)
+RAW_REMOVED = "raw-removed.json"  # segments the raw retention removed (store/retire.py)
 
 
 class PruneResult(NamedTuple):
@@ -347,6 +350,8 @@ class Store:
         self._claimstr = os.fspath(self._claimdir)
         self._opendir = self.path / "open"
         self._qdir = self.path / "quarantine"
+        # Claims the compactor retired (store/retire.py): asked only where no claim file is.
+        self._index = ClaimIndex(self._claimdir)
         try:
             new = not self._segdir.is_dir()
             if not new:
@@ -400,6 +405,10 @@ class Store:
         try:
             claim = os.pread(fd, 256, 0)
             loc = _parse_claim(claim)
+            if loc is None and self._retired(upload_id) is not None:
+                # Stored, and its claim retired: the empty claim this made goes again.
+                _unlink(self._claim_path(upload_id))
+                return False
             if loc is not None:
                 if loc.status == _STORED:
                     return False
@@ -577,6 +586,9 @@ class Store:
                 loc = _read_claim(cfd)
                 if loc is not None and loc.status == _STORED and loc.segment is not None:
                     continue  # stored (here, or an earlier copy elsewhere): keep that
+                if loc is None and self._retired(h.upload_id) is not None:
+                    _unlink(self._claim_path(h.upload_id))  # its claim was retired
+                    continue
                 if check_bodies and not seg.body_ok(fd, h):
                     continue
                 _write_claim(cfd, _STORED, name, h.offset)
@@ -897,10 +909,42 @@ class Store:
                             raise StoreError(f"{self._segdir / name}: {e}") from None
         return None
 
+    def _retired(self, upload_id: str) -> Place | None:
+        """Where the record of `upload_id` is when its claim was retired (claimindex.py)
+        and the record is still in the store, or was removed by the raw retention (then
+        the upload counts as stored: the tables hold it); None otherwise (never stored,
+        or pruned since)."""
+        place = self._index.find(upload_id)
+        if place is None:
+            return None
+        try:
+            fd = os.open(self._segdir / place.segment, os.O_RDONLY)
+        except FileNotFoundError:
+            return place if place.segment in self.raw_removed() else None
+        try:
+            h = next(seg.scan(fd, place.offset), None)
+            if isinstance(h, RecordHeader) and h.upload_id == upload_id:
+                return place
+            # A prune rewrote the segment since: the record moved, or is gone.
+            for h in seg.scan(fd):
+                if isinstance(h, RecordHeader) and h.upload_id == upload_id:
+                    return Place(place.segment, h.offset)
+            return None
+        finally:
+            os.close(fd)
+
+    def raw_removed(self) -> dict[str, float]:
+        """Segments the raw retention removed once compacted: name -> when (Unix s)."""
+        try:
+            doc = orjson.loads((self.path / RAW_REMOVED).read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            return {}
+        return doc if type(doc) is dict else {}
+
     def __contains__(self, upload_id: str) -> bool:
         loc = self._lookup(upload_id)
         if loc is None:
-            return False
+            return self._retired(upload_id) is not None
         return loc.status == _STORED or self._whole_at(loc, upload_id) is not None
 
     def __len__(self) -> int:
@@ -920,6 +964,16 @@ class Store:
         """(meta, trace_json) of a stored upload, or None. One claim read and one record
         read; raises StoreError when the upload is stored but its record is damaged."""
         loc = self._lookup(upload_id)
+        if loc is None:
+            place = self._retired(upload_id)
+            if place is None:
+                return None
+            loc = _Loc(_STORED, place.segment, place.offset)
+            if not (self._segdir / place.segment).exists():  # so _retired found it removed
+                raise RawRemoved(
+                    f"{upload_id!r}: compacted, and its raw record removed since by the raw "
+                    "retention (--keep-raw); the query tables still count it"
+                )
         found = None
         for _ in range(3):
             if loc is None:
