@@ -187,6 +187,22 @@ class _StoreCollector:
 # ---- routes ----
 
 
+def _json(doc: dict, status: int = 200) -> Response:
+    return Response(orjson.dumps(doc), status, media_type="application/json",
+                    headers={"Cache-Control": "no-store"})
+
+
+async def _in_thread(request: Request, fn: Any, *args: Any) -> Any:
+    """`fn(*args)` in one of the query threads (never the ones ingest's appends use)."""
+    import functools
+
+    import anyio
+
+    return await anyio.to_thread.run_sync(
+        functools.partial(fn, *args), limiter=request.app.state.query_limiter
+    )
+
+
 def require_metrics(request: Request) -> None:
     """The metrics token (reads nothing else) or the read token / a dashboard session."""
     from .auth import _bearer, check_throttle, has_read, record_failure, token_matches
@@ -210,16 +226,11 @@ def require_metrics(request: Request) -> None:
 
 
 async def metrics(request: Request) -> Response:
-    from .app import error, in_thread
-
     require_metrics(request)
     state = request.app.state
-    got = await in_thread(
-        state.metrics.exposition, state.store, state.config.compact_every > 0,
-        limiter=state.query_limiter,
+    got = await _in_thread(
+        request, state.metrics.exposition, state.store, state.config.compact_every > 0
     )
-    if not isinstance(got, bytes):
-        return error(got.status, got.message, got.headers)
     from prometheus_client import CONTENT_TYPE_LATEST
 
     return Response(got, media_type=CONTENT_TYPE_LATEST, headers={"Cache-Control": "no-store"})
@@ -272,21 +283,14 @@ def _writable(store_path: Any) -> str:
 
 
 async def readyz(request: Request) -> Response:
-    from .app import error, in_thread
-
     state = request.app.state
-    checks = await in_thread(
-        readiness, state.store.path, state.config.compact_every > 0, limiter=state.query_limiter
+    checks = await _in_thread(
+        request, readiness, state.store.path, state.config.compact_every > 0
     )
-    if not isinstance(checks, dict):
-        return error(checks.status, checks.message, checks.headers)
     bad = [f"{k} {v}" for k, v in checks.items() if v != "ok"]
-    headers = {"Cache-Control": "no-store"}
     if bad:
-        body = {"error": "not ready: " + "; ".join(bad), "checks": checks}
-        return Response(orjson.dumps(body), 503, media_type="application/json", headers=headers)
-    return Response(orjson.dumps({"status": "ready", "checks": checks}),
-                    media_type="application/json", headers=headers)
+        return _json({"error": "not ready: " + "; ".join(bad), "checks": checks}, 503)
+    return _json({"status": "ready", "checks": checks})
 
 
 def status(store: Any, compacting: bool) -> dict[str, Any]:
@@ -311,17 +315,11 @@ def status(store: Any, compacting: bool) -> dict[str, Any]:
 
 
 async def get_status(request: Request) -> Response:
-    from .app import error, in_thread
     from .auth import require_read
 
     require_read(request)
     state = request.app.state
-    got = await in_thread(status, state.store, state.config.compact_every > 0,
-                          limiter=state.query_limiter)
-    if not isinstance(got, dict):
-        return error(got.status, got.message, got.headers)
-    return Response(orjson.dumps(got), media_type="application/json",
-                    headers={"Cache-Control": "no-store"})
+    return _json(await _in_thread(request, status, state.store, state.config.compact_every > 0))
 
 
 def routes() -> list[BaseRoute]:
