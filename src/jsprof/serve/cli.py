@@ -192,7 +192,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--max-depth", type=positive_int, default=1024, help="stack depth (1024)")
     p.set_defaults(func=main)
 
-    ps = p.add_subparsers(dest="serve_command", metavar="{prune,check,compact}")
+    ps = p.add_subparsers(dest="serve_command", metavar="{prune,check,compact,backup}")
     pr = ps.add_parser("prune", help="delete old uploads from a store")
     # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
     pr.add_argument(
@@ -213,6 +213,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
     )
     ck.set_defaults(func=main_check)
+    bk = ps.add_parser(
+        "backup",
+        help="copy a store, while collectors run, into a new folder (a store itself)",
+        description="Copy the store consistently into a new folder while collectors keep "
+        "taking uploads (the compactor waits meanwhile). The copy is a store: restore by "
+        "serving it (jsprof serve --store DIR) or by putting it where the store was.",
+    )
+    bk.add_argument(
+        "--store", type=path,
+        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
+    )
+    bk.add_argument("--to", type=path, required=True, metavar="DIR",
+                    help="the new folder (must not exist)")
+    bk.set_defaults(func=main_backup)
     cp = ps.add_parser(
         "compact",
         help="compact every upload not compacted yet into the query tables, once",
@@ -472,12 +486,14 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
 
 def main_compact(args: argparse.Namespace) -> int:
     from ..store.compact import compact, merge_parts
+    from ..store.retire import retire_claims
 
     _existing_store(args.store)
     store = _open_store(args.store)
     try:
         stats = compact(store)
         merged = merge_parts(store.path)
+        retire_claims(store)  # as the background compactor does: the store's files stay few
     except PermissionError as e:
         raise UsageError(f"--store {args.store}: cannot write its tables ({e.strerror}); "
                          "compact as a user who may write the store") from None
@@ -507,4 +523,23 @@ def main_prune(args: argparse.Namespace) -> int:
             "skipped; they are pruned once closed",
             file=sys.stderr,
         )
+    return 0
+
+
+def main_backup(args: argparse.Namespace) -> int:
+    _existing_store(args.store)
+    from ..store import StoreError
+    from ..store.backup import backup
+
+    try:
+        st = backup(args.store, args.to)
+    except StoreError as e:
+        raise UsageError(str(e)) from None
+    except OSError as e:
+        raise UsageError(f"--to {args.to}: cannot write the backup ({e.strerror or e})") from None
+    print(
+        f"jsprof serve backup: {args.store} -> {args.to}: {plural(st.segments, 'segment')} "
+        f"({st.open_segments} still open: finished when the copy is first served), "
+        f"{plural(st.files, 'file')}, {_size(st.bytes)}"
+    )
     return 0
