@@ -2,18 +2,27 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+# jsprof and its core dependencies, QuickJS built: all `make demo` needs.
+CORE := $(VENV)/.jsprof-core
+# ... and every extra and the test and docs tools (the dev extra): `make test` and the rest.
 STAMP := $(VENV)/.jsprof-installed
 
 .PHONY: demo test test-fast lint bench clean chromium nginx conformance fuzz dist docs docs-images
 
-$(STAMP): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
+$(CORE): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet -e .
+	touch $(CORE)
+
+# The dev extra's requirements beside the core (tools/extra_requirements.py expands its
+# nested extras): `pip install -e '.[dev]'` would build QuickJS a second time.
+$(STAMP): $(CORE) pyproject.toml tools/extra_requirements.py
+	$(PY) tools/extra_requirements.py dev > $(VENV)/dev-requirements.txt
+	$(PY) -m pip install --quiet -r $(VENV)/dev-requirements.txt
 	touch $(STAMP)
 
-demo: $(STAMP)
+demo: $(CORE)
 	mkdir -p demo-out
 	$(VENV)/bin/jsprof record -o demo-out/app.jsprof.json examples/app.js
 	$(VENV)/bin/jsprof report demo-out/app.jsprof.json --top 15 > demo-out/report.txt

@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
 from setuptools import Extension, setup
@@ -190,6 +191,14 @@ def prepare_quickjs() -> Path:
     return src
 
 
+def _newer(sources: list[str], target: Path) -> bool:
+    """Whether `target` is missing or older than any of `sources` (distutils' newer_group)."""
+    if not target.exists():
+        return True
+    built = target.stat().st_mtime
+    return any(Path(s).stat().st_mtime > built for s in sources if Path(s).exists())
+
+
 def _rel(p: Path) -> str:
     return os.path.relpath(p, HERE)
 
@@ -210,14 +219,34 @@ class BuildQuickJS(build_ext):
         super().run()
 
     def build_extension(self, ext: Extension) -> None:
-        if ext.name == "jsprof._quickjs":
-            # QuickJS's other sources: compiled apart, with their warnings off
-            objects = self.compiler.compile(
-                self._qjs_sources, output_dir=self.build_temp, extra_postargs=QJS_CFLAGS,
-                depends=ext.depends,
-            )
-            ext.extra_objects = list(objects)
-        super().build_extension(ext)
+        if ext.name != "jsprof._quickjs":
+            super().build_extension(ext)
+            return
+        ext_path = self.get_ext_fullpath(ext.name)
+        if not (self.force or _newer([*ext.sources, *ext.depends], Path(ext_path))):
+            return
+        # jsprof_quickjs.c #includes quickjs.c: the one long compile (~30 s of CPU, most of a
+        # first `make demo`). QuickJS's other sources (apart, their warnings off) compile
+        # beside it rather than after it, then one link: setuptools' own object list.
+        macros = [*ext.define_macros, *((u,) for u in ext.undef_macros)]
+        jobs = [(ext.sources, {"macros": macros, "include_dirs": ext.include_dirs,
+                               "debug": self.debug, "extra_postargs": ext.extra_compile_args})]
+        jobs += [([src], {"extra_postargs": QJS_CFLAGS}) for src in self._qjs_sources]
+
+        def compile_job(job: tuple[list[str], dict]) -> list[str]:
+            return self.compiler.compile(job[0], output_dir=self.build_temp,
+                                         depends=ext.depends, **job[1])
+
+        with ThreadPoolExecutor(max_workers=min(len(jobs), os.cpu_count() or 1)) as pool:
+            objects = [o for objs in pool.map(compile_job, jobs) for o in objs]
+        # the link alone: setuptools compiles no source of its own (sources emptied) and
+        # links every object (force: the objects are new whatever the .so's date)
+        sources, force = ext.sources, self.force
+        ext.sources, ext.extra_objects, self.force = [], objects, True
+        try:
+            super().build_extension(ext)
+        finally:
+            ext.sources, self.force = sources, force
 
 
 if __name__ == "__main__":
