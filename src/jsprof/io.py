@@ -213,6 +213,12 @@ def save(
     rec = obj if isinstance(obj, Recording) else Recording.of(obj)
     dest_s = str(dest)
     fmt = writer_for(dest_s, format)
+    if fmt.name != "jsprof":
+        # A merged profile has no time axis (meta `aggregated`; jsprof's own format says
+        # so); a format that keeps time as timestamps needs its samples laid out.
+        from .trace import laid_out
+
+        rec = laid_out(rec)
     write_file = getattr(fmt, "write_file", None)
     if write_file is not None and dest_s != "-" and not dest_s.lower().endswith(".gz"):
         # Written as it is made (a big jsprof file needs no buffer of its size).

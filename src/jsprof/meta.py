@@ -75,6 +75,8 @@ class TrackMeta(TypedDict, total=False):
     instrumented: bool
     spansDropped: int
     openCalls: int
+    # a merged profile (`jsprof fleet`): one weighted sample per (stack, marker), no times
+    aggregated: bool
     # format readers
     cpuprofileStartTime: float
     synthesizedSamples: int
@@ -95,6 +97,12 @@ CLOCK = "clock"
 # ms since the one before it, so machine load and waiting add none).
 WALL, CPU = "wall", "cpu"
 CLOCKS = (WALL, CPU)
+# A track whose samples are aggregates (`jsprof fleet`'s merge: one sample per stack and
+# marker, standing for `sampleCounts` samples and weighing their summed time): its sample
+# times are all 0 and mean nothing, so no view draws a time axis for it and no filter
+# slices it by time; a writer whose format keeps time only as timestamps lays the samples
+# out one after another, each as long as its weight (`trace.laid_out`).
+AGGREGATED = "aggregated"
 BUFFER_FULL = "bufferFull"
 EXIT_WAIT_DROPPED = "exitWaitDropped"
 # The profiled program's command lines: a script's `args`, a command's `command` and each
@@ -103,6 +111,11 @@ EXIT_WAIT_DROPPED = "exitWaitDropped"
 COMMAND_LINES = frozenset({"args", "command", "argv"})
 
 _UPPER = re.compile(r"_([a-z])")
+
+
+def is_aggregated(meta: dict[str, Any]) -> bool:
+    """Whether a track's samples are aggregates with no time axis (`AGGREGATED`)."""
+    return meta.get(AGGREGATED) is True
 
 
 def clock_of(meta: dict[str, Any]) -> str:

@@ -391,6 +391,26 @@ def lost_ms(trace: ProfilerTrace, interval: float | None = None) -> float:
     return weights_and_lost(trace, interval)[1]
 
 
+def laid_out(rec: Recording) -> Recording:
+    """`rec` with each aggregated track's samples (meta `aggregated`: no time axis) laid
+    out one after another from 0, each as long as its weight: for a writer whose format
+    keeps time only as timestamps (the weights would be lost otherwise). Other tracks are
+    kept as they are."""
+    from dataclasses import replace
+
+    from .meta import is_aggregated
+
+    if not any(is_aggregated(t.meta) for t in rec.tracks):
+        return rec
+    tracks = []
+    for t in rec.tracks:
+        if is_aggregated(t.meta):
+            w = sample_weights(t.trace, t.sample_interval)
+            t = replace(t, trace=t.trace.replace(sample_time=np.cumsum(w) - w))
+        tracks.append(t)
+    return Recording(tracks)
+
+
 def sample_counts(trace: ProfilerTrace) -> np.ndarray:
     """Recorded samples each sample stands for: the `sample_count` column, else one each."""
     if trace.sample_count is not None:

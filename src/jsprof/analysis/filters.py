@@ -29,6 +29,7 @@ from fnmatch import fnmatchcase
 import numpy as np
 
 from ..errors import UsageError
+from ..meta import is_aggregated
 from ..trace import (
     NONE,
     ProfilerFrame,
@@ -271,6 +272,11 @@ def apply(
             start, end = parse_time_range(time_range_text)
         except ValueError as e:
             raise UsageError(f"--time-range: {e}") from None
+        if any(is_aggregated(t.meta) for t in rec.tracks):
+            raise UsageError(
+                f"--time-range {time_range_text!r}: {source} is a merged profile (`jsprof "
+                "fleet`: one sample per stack, summed over many page loads) with no time "
+                "axis; filter the fleet query instead (--since/--until, --during)")
         kept = time_range(rec, start, end)
         if rec.num_samples and not kept.num_samples:
             times = [t.trace.sample_time for t in rec.tracks if t.trace.num_samples]

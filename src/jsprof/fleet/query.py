@@ -21,6 +21,7 @@ from ..analysis.calltree import CallTree
 from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
+from ..meta import AGGREGATED
 from ..trace import (
     MARKERS,
     NONE,
@@ -122,10 +123,11 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
         w = rows.weight_ns[sel] / NS_PER_MS
         base = rel.trace
         st = stack if rel.stack_map is None else rel.stack_map[stack]
-        t = np.concatenate([[0.0], np.cumsum(w)[:-1]]) if len(w) else np.zeros(0)
         trace = ProfilerTrace(
             base.resources, base.frames, base.stack_parent, base.stack_frame,
-            sample_time=t,  # a merged timeline: each row starts where the last one ended
+            # aggregates of samples from many page loads: no time axis (meta `aggregated`),
+            # not one invented by laying the rows end to end
+            sample_time=np.zeros(len(w)),
             sample_stack=st,
             sample_marker=marker if (marker != NONE).any() else None,
             sample_weight=w,
@@ -139,6 +141,7 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
             engine="fleet",
             sample_interval=_merged_interval(up, mine),
             meta={
+                AGGREGATED: True,
                 "app": rel.app, "release": rel.release, "traces": int(mine.sum()),
                 "samples": int(up.samples[mine].sum()),
                 # gap time beyond the weight cap in these uploads: in no weight above

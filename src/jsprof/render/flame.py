@@ -35,6 +35,7 @@ from ..analysis.diff import TreeChange
 from ..analysis.profile import FunctionKey, _tracks, hot_lines, repeats_an_ancestor, subtree_sums
 from ..analysis.source import SourceFile
 from ..analysis.transforms import resource_spellings
+from ..meta import is_aggregated
 from ..trace import (
     MARKERS,
     NO_STACK_NAMES,
@@ -977,7 +978,8 @@ def render_flame(
     views: tuple[str, ...] = ("flame", "sandwich")
     src = None
     # A fleet merge's tree is folded (no per-stack nodes) and its samples have no clock.
-    fleet = rec is not None and bool(rec.tracks) and all(t.engine == "fleet" for t in rec.tracks)
+    fleet = rec is not None and bool(rec.tracks) and all(
+        t.engine == "fleet" or is_aggregated(t.meta) for t in rec.tracks)
     if rec is not None and (len(tree.track_stack_node) or fleet):
         if fleet_time is not None:
             m["fleetTime"] = fleet_time
