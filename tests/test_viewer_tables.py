@@ -3,8 +3,6 @@ recording: QuickJS running acorn (npm, pinned) on its own source. Their numbers 
 against `jsprof report --json` and against the call tree jsprof builds in Python."""
 
 import json
-import shutil
-import time
 from pathlib import Path
 
 import numpy as np
@@ -14,31 +12,12 @@ from browser_util import playwright_chromium
 from jsprof import io
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.cli import main
-
-JS = Path(__file__).parent / "js" / "node_modules"
-DRIVER = """import * as acorn from "./acorn.mjs";
-var SOURCE = {source};
-var end = Date.now() + 700, n = 0;
-while (Date.now() < end || n < 4) {{
-  acorn.parse(SOURCE, {{ ecmaVersion: "latest", sourceType: "module", locations: true }});
-  n++;
-}}
-"""
+from viewer_util import open_page, record_acorn, wait, write_page
 
 
 @pytest.fixture(scope="module")
 def acorn_trace(tmp_path_factory) -> Path:
-    """A CPU-clock QuickJS recording of acorn parsing its own source, saved as a file."""
-    from jsprof.record import record
-
-    d = tmp_path_factory.mktemp("acorn")
-    src = JS / "acorn" / "dist" / "acorn.mjs"
-    assert src.exists(), "tests/js missing: `make test` installs it"
-    shutil.copy(src, d / "acorn.mjs")
-    (d / "driver.mjs").write_text(DRIVER.format(source=json.dumps(src.read_text())))
-    out = d / "acorn.jsprof.json"
-    io.save(record(d / "driver.mjs", sample_interval=1.0, clock="cpu"), out)
-    return out
+    return record_acorn(tmp_path_factory.mktemp("acorn"))
 
 
 @pytest.fixture(scope="module")
@@ -47,22 +26,8 @@ def browser():
         yield b
 
 
-def _wait(page, expr: str, timeout: float = 30.0) -> None:
-    """Poll a JS expression until true (the page's CSP forbids wait_for_function's eval)."""
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expr):
-        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
-        time.sleep(0.05)
-
-
-def _open(browser, url: str, view: str):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    _wait(page, f"document.body.dataset.view === '{view}'")
-    page.errors = errors
-    return page
+_wait = wait
+_open = open_page
 
 
 def _report(trace: Path, capsys, *extra: str) -> dict[tuple[str, str], dict]:
@@ -73,9 +38,7 @@ def _report(trace: Path, capsys, *extra: str) -> dict[tuple[str, str], dict]:
 
 
 def _page_file(trace: Path, tmp_path: Path, *extra: str) -> Path:
-    out = tmp_path / "acorn.html"
-    assert main(["flame", str(trace), "-o", str(out), *extra]) == 0
-    return out
+    return write_page(trace, tmp_path / "acorn.html", *extra)
 
 
 def _rows(page) -> list[dict]:

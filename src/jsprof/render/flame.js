@@ -187,7 +187,7 @@
     NV = N;
     // The whole graph: what was dropped is under 0.1 px already (no need to read the tree).
     if (!zoomed && !(win0 > X[0] + 1e-9 * Wd[0]) && !(win1 < X[0] + Wd[0] * (1 - 1e-9))) return;
-    var I = index();
+    var I = ftree();
     var TOT = I ? (trackNo < 0 ? I.tot : (I.tt ? I.tt[trackNo] : null)) : null;
     if (!TOT) return;
     if (!kidW) {
@@ -227,7 +227,7 @@
     NV = N + thin.length;
   }
   function thinTip(j) {
-    var I = index(), t = thin[j][0], TOT = trackNo < 0 ? I.tot : I.tt[trackNo], ks = kidsOf(t, I), sf = TOT[t];
+    var I = ftree(), t = thin[j][0], TOT = trackNo < 0 ? I.tot : I.tt[trackNo], ks = kidsOf(t, I), sf = TOT[t];
     for (var k = 0; k < ks.length; k++) sf -= TOT[ks[k]];
     var f = I.fn[t], tot0 = Wd[0] > 0 ? Wd[0] : 1;
     return I.fname[f] + "\n" + I.floc[f] + "\ntotal " + ms(TOT[t]) + " ms (" + fixed(100 * TOT[t] / tot0, 1) +
@@ -235,7 +235,7 @@
       (trackNo < 0 ? " \u00b7 " + I.n[t] + " sample" + (I.n[t] === 1 ? "" : "s") : "") +
       "\n(too thin to draw in the whole graph: laid out on zoom)";
   }
-  function nameOfFrame(i) { return i < N ? D.names[NM[i]] : IX.fname[IX.fn[thin[i - N][0]]]; }
+  function nameOfFrame(i) { var I = ftree(); return i < N ? D.names[NM[i]] : I.fname[I.fn[thin[i - N][0]]]; }
   function signed(v, d) { return (v < 0 || (v === 0 && 1 / v < 0) ? "-" : "+") + fixed(Math.abs(v), d); }
   // A drawn frame's tooltip, worded as the SVG picture's <title> (flame.py) words it.
   function tipOf(i) {
@@ -269,7 +269,7 @@
   function yOf(d) { return D.icicle ? d * ROW : Hcur - (d + 1) * ROW; }
   function hitOf(i) {
     if (i < N) return hits[i];
-    return fnHits ? fnHits[IX.fn[thin[i - N][0]]] : 0;
+    return fnHits ? fnHits[ftree().fn[thin[i - N][0]]] : 0;
   }
   // Fill colours as bytes (the fills are hsl() strings from flame.py, or the page's own).
   var RGB = [];
@@ -422,8 +422,8 @@
       lowLoc: floc.map(function (v) { return v.toLowerCase(); }),
       tt: J.tt ? J.tt.map(function (b) { return col(b, Float64Array); }) : null,
       // what the tables and transforms need of each function (viewer_tree.js)
-      fres: fres, res: J.res, rsp: J.rsp, anon: J.anon, nostack: J.nostack,
-      ffill: J.ffill ? col(J.ffill, Int32Array) : null, fills: J.fills};
+      fres: fres, res: J.res, rsp: J.rsp, anon: J.anon, nostack: J.nostack, nolo: J.nolo,
+      colorBy: J.colorBy, rhue: J.rhue};
     return IX;
   }
   // Indices of `low` (and `lowLoc`) containing q; `prev` (the last query's matches, when q
@@ -448,7 +448,7 @@
     query = (q || "").toLowerCase();
     var ext = last.q && query.indexOf(last.q) === 0;
     var nameHit = new Uint8Array(lowNames.length), locHit = new Uint8Array(lowLocs.length), k;
-    var X_ = index(), fnHit = X_ ? new Uint8Array(X_.fname.length) : null;
+    var X_ = ftree(), fnHit = X_ ? new Uint8Array(X_.fname.length) : null;
     if (query) {
       last.names = matching(lowNames, null, query, ext ? last.names : null);
       last.locs = matching(lowLocs, null, query, ext ? last.locs : null);
@@ -498,7 +498,7 @@
     if (i < N) zoomTo(i);
     else {
       // Into a frame laid out on zoom: its extent, under the drawn frame it came from.
-      var t = thin[i - N], I = index(), TOT = trackNo < 0 ? I.tot : I.tt[trackNo];
+      var t = thin[i - N], I = ftree(), TOT = trackNo < 0 ? I.tot : I.tt[trackNo];
       zoomed = t[3]; win0 = t[2]; win1 = t[2] + TOT[t[0]]; winD = t[1];
     }
     hovered = focused = -1;
@@ -675,12 +675,18 @@
       if (!currentTree()) return null;
       var make = name === "bottomup" ? JV.bottomUpView : JV.callTreeView;
       return make({doc: doc, el: el, ms: ms, pct: pct, vis: vis, status: status, input: input,
-        section: doc.getElementById("v-" + name), tree: currentTree, selected: null});
+        section: doc.getElementById("v-" + name), tree: currentTree, selected: null,
+        menu: function (e, t) { openMenu(e.clientX, e.clientY, t); }});
     };
   });
-  // The tree the views show: the whole call tree (fg-index) as viewer_tree.js reads it.
-  var FNS = null, BASE = null;
-  function currentTree() {
+  // ---- transforms (viewer_transforms.js): a stack of them, kept in the link ----------------
+  // The tree every view but Sandwich, Time and Source shows: the whole call tree
+  // (fg-index) with the transforms applied in order. They are chosen from a frame's or a
+  // row's context menu or by key, listed in a bar under the legend (a step clicked goes
+  // back to it, Undo or Ctrl+Z takes the last off), and written into the URL hash as
+  // `tf=` (the specs, one a line), so a link reproduces the view and Back undoes.
+  var FNS = null, BASE = null, TF = [], TFMEMO = Object.create(null), CUR = null;
+  function baseTree() {
     if (BASE) return BASE;
     var I = index();
     if (!I || !JV.treeFromIndex) return null;
@@ -688,11 +694,313 @@
     BASE = JV.treeFromIndex(I, FNS);
     return BASE;
   }
+  function currentTree() {
+    var B = baseTree();
+    if (!B || !TF.length) return B;
+    if (!CUR) {
+      var t0 = performance.now();
+      CUR = JV.applyTransforms(B, TF, TFMEMO);
+      if (performance.measure) performance.measure("jsprof-transform", {start: t0});
+    }
+    return CUR.tree;
+  }
+  function canTransform() { return !DIFF && !!JV.applyTransforms && !!baseTree(); }
+  // The Flame view's tree for search and zoom (IX's shape): the transformed one, or the index.
+  var FT = null;
+  function ftree() { return FT || index(); }
+  // The drawn frames of the page as written, put back when the last transform goes.
+  var ORIG = null;
+  function saveFrames() {
+    if (!ORIG) {
+      ORIG = {DEP: DEP, X0: X0, W0: W0, NM: NM, LC: LC, FL: FL, SELF: SELF, CNT: CNT, TN: TN,
+        names: D.names, locs: D.locs, total: D.total, height: D.height, FILLS: FILLS, fillIx: fillIx,
+        HITF: HITF, TW: TW};
+    }
+  }
+  function restoreFrames() {
+    if (!ORIG || !FT) return;
+    DEP = ORIG.DEP; X0 = ORIG.X0; W0 = ORIG.W0; NM = ORIG.NM; LC = ORIG.LC; FL = ORIG.FL;
+    SELF = ORIG.SELF; CNT = ORIG.CNT; TN = ORIG.TN;
+    D.names = ORIG.names; D.locs = ORIG.locs; D.total = ORIG.total; D.height = ORIG.height;
+    FILLS = ORIG.FILLS; fillIx = ORIG.fillIx; HITF = ORIG.HITF; TW = ORIG.TW;
+    FT = null;
+    framesChanged();
+  }
+  // The frames of a transformed tree, laid out as flame.py lays out the page's own.
+  function useFrames(T) {
+    saveFrames();
+    var fns = T.fns, nf = fns.count();
+    var L = JV.flameLayout(T, T.total * 0.1 / Math.max(D.width - 2 * D.pad, 1));
+    var m = L.node.length, names = fns.name.slice(), locs = fns.loc.slice(), f, j;
+    for (f = 0; f < nf; f++) if (fns.nostack[f]) locs[f] = "samples with no JavaScript on the stack";
+    names.push("all");
+    locs.push("every sample in the profile");
+    var fills = [], fx = Object.create(null);
+    function fillId(v) {
+      if (fx[v] === undefined) { fx[v] = fills.length; fills.push(v); }
+      return fx[v];
+    }
+    var grey = fillId("hsl(220,8%,78%)"), maxD = 0;
+    NM = new Int32Array(m); LC = new Int32Array(m); FL = new Int32Array(m);
+    SELF = new Float64Array(m); CNT = new Int32Array(m);
+    for (j = 0; j < m; j++) {
+      var x = L.node[j];
+      if (L.d[j] > maxD) maxD = L.d[j];
+      if (x < 0) { NM[j] = LC[j] = nf; FL[j] = grey; continue; }
+      f = T.fn[x];
+      NM[j] = LC[j] = f;
+      FL[j] = fillId(fns.fillOf(f));
+      SELF[j] = T.self[x];
+      CNT[j] = Math.round(T.n[x]);
+    }
+    DEP = L.d; X0 = L.x; W0 = L.w; TN = L.node;
+    D.names = names; D.locs = locs; D.total = T.total; D.height = (maxD + 1) * ROW;
+    TW = null;
+    if (D.tw) {
+      TW = D.tw.map(function (b, k) {
+        var w = new Float64Array(m);
+        if (!T.tt) return W0;  // (no per-track totals in the page: all tracks' widths)
+        var all = 0, tk = T.tt[k];
+        for (var r = 0; r < T.parent.length; r++) if (T.parent[r] < 0) all += tk[r];
+        for (var q = 0; q < m; q++) w[q] = L.node[q] < 0 ? all : tk[L.node[q]];
+        return w;
+      });
+    }
+    fills.push(HIT);
+    FILLS = fills; fillIx = fx; HITF = fills.length - 1; RGB = [];
+    FT = {parent: T.parent, fn: T.fn, tot: T.tot, n: T.n, fname: fns.name, floc: fns.loc, low: fns.low,
+      lowLoc: fns.lowLoc, tt: T.tt};
+    framesChanged();
+  }
+  // After the frames changed: what is derived from them, and a fresh zoom.
+  function framesChanged() {
+    N = DEP.length;
+    parent = new Int32Array(N); end = new Int32Array(N);
+    var st = [];
+    for (var i = 0; i < N; i++) {
+      while (st.length && DEP[st[st.length - 1]] >= DEP[i]) end[st.pop()] = i;
+      parent[i] = st.length ? st[st.length - 1] : -1;
+      st.push(i);
+    }
+    while (st.length) end[st.pop()] = N;
+    LD = new Int32Array(N + MAXTHIN); GX = new Float64Array(N + MAXTHIN); GW = new Float64Array(N + MAXTHIN);
+    VIS = new Uint8Array(N + MAXTHIN); FADE = new Uint8Array(N + MAXTHIN);
+    LD.set(DEP);
+    NV = N; thin.length = 0; rows = [];
+    lowNames = D.names.map(function (v) { return v.toLowerCase(); });
+    lowLocs = D.locs.map(function (v) { return v.toLowerCase(); });
+    hits = new Uint8Array(N); fnHits = null;
+    last = {q: "", names: null, locs: null, fns: null};
+    kidW = kStart = kList = kSorted = drawnAt = fillByName = null;
+    RGB = [];
+    hovered = focused = -1;
+    laidOut = "";
+    X = X0; Wd = W0;
+    useTrack(trackNo);
+    zoomTo(0);
+  }
+  // The transforms of a link's `tf` (one spec a line), applied when they differ from the
+  // page's; every view that reads the current tree draws again.
+  function applyTf(v) {
+    var list = v ? String(v).split("\n").filter(function (s) { return s.trim(); }) : [];
+    if (list.join("\n") === TF.join("\n")) return;
+    if (list.length && !canTransform()) return;
+    var t0 = performance.now();
+    TF = list;
+    CUR = null;
+    if (!TF.length) TFMEMO = Object.create(null);
+    var T = currentTree();
+    if (!TF.length) restoreFrames(); else if (T) useFrames(T);
+    tfBar();
+    ["bottomup", "calltree"].forEach(function (k) { if (views[k] && views[k].redraw) views[k].redraw(); });
+    if (view === "flame") { layout(); search(input ? input.value : ""); }
+    doc.body.setAttribute("data-transforms", String(TF.length));
+    // The benchmark reads this: the transforms applied, the frames laid out and drawn.
+    if (performance.measure) performance.measure("jsprof-transform-view", {start: t0});
+  }
+  // Write the transforms into the link (the view follows on hashchange).
+  function setTf(list) {
+    var p = params(), out = [];
+    p.tf = list.join("\n");  // (empty: none; a link without tf keeps the page's)
+    delete p.z;  // a frame number of another drawing
+    for (var k in p) out.push(k + "=" + encodeURIComponent(p[k]));
+    location.hash = out.join("&");
+  }
+  function pushTf(spec) { setTf(TF.concat([spec])); }
+  var tfEl = null;
+  function tfBar() {
+    if (!canTransform()) return;
+    if (!tfEl) {
+      tfEl = el("div", {id: "fg-transforms", "class": "tfbar"});
+      var legend = doc.querySelector(".legend");
+      if (legend && legend.parentNode) legend.parentNode.insertBefore(tfEl, legend.nextSibling);
+    }
+    tfEl.textContent = "";
+    tfEl.appendChild(el("span", {"class": "tf-title"}, "Transforms:"));
+    var crumb = el("button", {type: "button", "class": "tf-step" + (TF.length ? "" : " on"), "data-step": "0"},
+      "Complete profile");
+    crumb.addEventListener("click", function () { setTf([]); });
+    tfEl.appendChild(crumb);
+    var steps = CUR ? CUR.steps : [];
+    TF.forEach(function (spec, k) {
+      var s = steps[k] || {}, b = el("button", {type: "button", "data-step": String(k + 1),
+        "class": "tf-step" + (k === TF.length - 1 ? " on" : "") + (s.error || !s.matched ? " bad" : ""),
+        title: spec + (s.error ? "\n" + s.error : !s.matched ? "\nmatches nothing here: it changes nothing" : "")},
+      (k + 1) + ". " + spec);
+      b.addEventListener("click", function () { setTf(TF.slice(0, k + 1)); });
+      tfEl.appendChild(el("span", {"class": "tf-sep"}, "\u203a"));
+      tfEl.appendChild(b);
+    });
+    if (TF.length) {
+      var undo = el("button", {type: "button", "class": "tf-undo", title: "Ctrl+Z"}, "Undo");
+      undo.addEventListener("click", function () { setTf(TF.slice(0, -1)); });
+      tfEl.appendChild(undo);
+      tfEl.appendChild(el("span", {"class": "note"}, "(in Flame, Bottom-up and Call tree)"));
+    } else {
+      tfEl.appendChild(el("span", {"class": "note"}, "right-click a frame or a table row (or press its key) to merge, focus, collapse or drop"));
+    }
+    // The ignore list: library code out of the way, by its scripts' URLs.
+    var ign = el("input", {type: "text", id: "fg-ignore", placeholder: "Ignore scripts (regex on URL)",
+      "aria-label": "Ignore list: a regular expression on script URLs", autocomplete: "off"});
+    ign.addEventListener("keydown", function (e) {
+      e.stopPropagation();
+      if (e.key !== "Enter" || !ign.value.trim()) return;
+      try { JV.parseSpec("ignore:" + ign.value); } catch (err) { ign.setCustomValidity(err.message); ign.reportValidity(); return; }
+      pushTf("ignore:" + ign.value);
+    });
+    ign.addEventListener("input", function () { ign.setCustomValidity(""); });
+    tfEl.appendChild(ign);
+  }
+  // The menu of a frame or a row: each transform of that function (or call node), its key.
+  var MENU = [
+    ["m", "Merge function", "merge", "name"],
+    ["M", "Merge node only", "merge-node", "path"],
+    ["f", "Focus on subtree", "focus-subtree", "path"],
+    ["F", "Focus on function", "focus", "name"],
+    ["c", "Collapse function", "collapse", "name"],
+    ["C", "Collapse resource", "collapse-resource", "url"],
+    ["r", "Collapse recursion", "collapse-recursion", "name"],
+    ["R", "Collapse direct recursion only", "collapse-direct-recursion", "name"],
+    ["h", "Hide repeating children", "hide-repeating", "path"],
+    ["d", "Drop samples with this function", "drop", "name"],
+    ["i", "Add its script to the ignore list", "ignore", "url"]
+  ];
+  // The spec of menu entry `e` for target {f, path: function numbers root first, or null}.
+  function specFor(e, t) {
+    var fns = currentTree().fns, f = t.f, r = fns.res[f];
+    if (fns.nostack[f]) return null;
+    if (e[3] === "name") return e[2] + ":" + JV.escapeName(fns.name[f]);
+    if (e[3] === "path") return t.path ? e[2] + ":" + JV.pathSpec(t.path.map(function (g) { return fns.name[g]; })) : null;
+    if (r < 0) return null;
+    var url = fns.resUrl[r];
+    if (e[2] === "ignore") return "ignore:^" + url.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
+    return e[2] + ":" + JV.escapeName(url);
+  }
+  var menuEl = null;
+  function closeMenu() { if (menuEl) { menuEl.remove(); menuEl = null; } }
+  function openMenu(x, y, t) {
+    closeMenu();
+    if (!canTransform() || !t) return;
+    var fns = currentTree().fns;
+    menuEl = el("div", {id: "fg-menu", role: "menu"});
+    menuEl.appendChild(el("div", {"class": "menu-head"}, fns.name[t.f]));
+    MENU.forEach(function (e) {
+      var spec = specFor(e, t), b = el("button", {type: "button", role: "menuitem", "data-kind": e[2]});
+      b.appendChild(el("span", {}, e[1]));
+      b.appendChild(el("kbd", {}, e[0]));
+      if (!spec) b.disabled = true;
+      else {
+        b.title = spec;
+        b.addEventListener("click", function () { closeMenu(); pushTf(spec); });
+      }
+      menuEl.appendChild(b);
+    });
+    doc.body.appendChild(menuEl);
+    var r = menuEl.getBoundingClientRect();
+    menuEl.style.left = Math.max(4, Math.min(x, window.innerWidth - r.width - 4)) + "px";
+    menuEl.style.top = Math.max(4, Math.min(y, window.innerHeight - r.height - 4)) + "px";
+    var first = menuEl.querySelector("button:not([disabled])");
+    if (first) first.focus();
+  }
+  // A key's transform of the target (null: not a transform key).
+  function keyTf(key, t) {
+    for (var k = 0; k < MENU.length; k++) {
+      if (MENU[k][0] === key) return specFor(MENU[k], t);
+    }
+    return null;
+  }
+  // The Flame view's frame as a menu target: its function and call path.
+  function frameTarget(i) {
+    if (i <= 0 || i >= NV) return null;
+    var I = ftree(), node = i < N ? TN[i] : thin[i - N][0];
+    if (node < 0 || !I) return null;
+    var path = [];
+    for (var a = node; a >= 0; a = I.parent[a]) path.push(I.fn[a]);
+    return {f: I.fn[node], path: path.reverse(), node: node};
+  }
+  canvas.addEventListener("contextmenu", function (e) {
+    if (!canTransform()) return;
+    var i = frameAt(e.clientX, e.clientY), t = frameTarget(i);
+    if (!t) return;
+    e.preventDefault();
+    hideTip();
+    openMenu(e.clientX, e.clientY, t);
+  });
+  doc.addEventListener("mousedown", function (e) { if (menuEl && !menuEl.contains(e.target)) closeMenu(); });
+  doc.addEventListener("keydown", function (e) {
+    if (menuEl && e.key === "Escape") { closeMenu(); e.stopImmediatePropagation(); return; }
+    if (!canTransform() || e.altKey || e.metaKey && e.key !== "z") return;
+    var tag = doc.activeElement && doc.activeElement.tagName;
+    if (tag === "INPUT" || tag === "SELECT" || tag === "TEXTAREA") return;
+    if ((e.ctrlKey || e.metaKey) && e.key === "z") {
+      if (TF.length) { e.preventDefault(); setTf(TF.slice(0, -1)); }
+      return;
+    }
+    if (e.ctrlKey) return;
+    // The frame with keyboard focus or under the pointer; a table's selected row.
+    var t = null;
+    if (view === "flame") t = frameTarget(focused >= 0 ? focused : hovered);
+    else if (views[view] && views[view].target) t = views[view].target();
+    if (!t) return;
+    var spec = keyTf(e.key, t);
+    if (spec) { e.preventDefault(); closeMenu(); pushTf(spec); }
+  }, true);
+  // For tests and tools: the transforms' steps now, and every function's self and total
+  // (ms and samples) in the current tree, as `report` counts them.
+  window.jsprofTransforms = function () {
+    return TF.map(function (spec, k) {
+      var s = CUR && CUR.steps[k] || {};
+      return {spec: spec, matched: !!s.matched, error: s.error || ""};
+    });
+  };
+  // ... and its call paths: ms of the samples at each (names from the root, joined by
+  // " > "), as tests/test_transforms.py's _paths lists a recording's.
+  window.jsprofPaths = function () {
+    var T = currentTree(), out = {}, memo = [];
+    if (!T) return null;
+    for (var i = 0; i < T.parent.length; i++) {
+      var p = T.parent[i], name = T.fns.name[T.fn[i]];
+      memo[i] = p < 0 ? name : memo[p] + " > " + name;
+      if (T.self[i] > 0) out[memo[i]] = (out[memo[i]] || 0) + T.self[i];
+    }
+    return out;
+  };
+  window.jsprofFunctionTotals = function () {
+    var T = currentTree();
+    if (!T) return null;
+    var ft = JV.functionTable(T), out = [];
+    for (var f = 0; f < T.fns.count(); f++) {
+      if (!(ft.totalN[f] > 0) && !(ft.total[f] > 0)) continue;
+      out.push({name: T.fns.name[f], loc: T.fns.loc[f], self: ft.self[f], total: ft.total[f],
+        selfN: ft.selfN[f], totalN: ft.totalN[f]});
+    }
+    return {total: T.total, rows: out};
+  };
   // The model is parsed when a view first needs it: the flame graph opens without it.
   function getView(name) {
     if (views[name]) return views[name];
     if (!viewMakers[name]) return null;
-    if (!M) {
+    if (!M && name !== "bottomup" && name !== "calltree") {  // (the tables read the index)
       // The views' data follows the script in the file (the flame graph draws first).
       var modelEl = doc.getElementById("fg-model");
       if (!modelEl) return null;
@@ -727,6 +1035,9 @@
   }
   window.addEventListener("hashchange", function () {
     var p = params();
+    // A link without `tf` (a tab, a table's link) keeps the transforms: they go back in.
+    if (p.tf !== undefined) applyTf(p.tf);
+    else if (TF.length) history.replaceState(null, "", "#" + location.hash.slice(1) + "&tf=" + encodeURIComponent(TF.join("\n")));
     show(p.view || "flame", p);
   });
   zoomTo(0);
@@ -740,6 +1051,15 @@
     marked = true;
   }
   var first = P.view || "flame";
+  doc.body.setAttribute("data-transforms", "0");
+  if (P.tf) {
+    // (the tree follows the script in the file: applied once the page is read)
+    var at = function () { applyTf(P.tf); if (view !== "flame" && views[view]) views[view].show(P); };
+    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", at); else at();
+  } else {
+    var bar = function () { tfBar(); };
+    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", bar); else bar();
+  }
   if (first !== "flame" && doc.readyState === "loading") {
     // Another view needs its data, which the file holds after this script.
     doc.addEventListener("DOMContentLoaded", function () { show(first, P); drawn(); });

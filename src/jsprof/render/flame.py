@@ -320,9 +320,11 @@ def _b64(a: np.ndarray, dtype: str) -> str:
     return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
 
 
-def tree_index(tree: CallTree) -> dict | None:
+def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> dict | None:
     """The call tree as columns for the page (None above INDEX_NODES nodes: the page then
-    searches and zooms over the drawn frames only)."""
+    searches and zooms over the drawn frames only). With `fill_of` (the Flame view's
+    colour rule, `_fill_rule`), what the page needs to colour any function as it does:
+    the page draws a transformed tree itself."""
     n = len(tree.parent)
     if n > INDEX_NODES:
         return None
@@ -355,6 +357,20 @@ def tree_index(tree: CallTree) -> dict | None:
                     if f.resource is None and f.line is None and f.name in NO_STACK_NAMES],
         "rsp": [resource_spellings(u)[1:] for u in res],
     }
+    if fill_of is not None:
+        # The Flame view's colour rule, for the page to colour a transformed tree's frames
+        # as these (viewer_tree.js: the same hsl() from the same CRC-32 of the name): by
+        # name, or by script with each script's hue (every function asked once, so every
+        # script has one).
+        for f in tree.functions:
+            fill_of(f)
+        hue_of = fill_of.hue_of  # type: ignore[attr-defined]
+        rhue = [-1] * len(res)
+        for f, r in zip(tree.functions, fres, strict=True):
+            if r >= 0 and f.resource in hue_of:
+                rhue[r] = hue_of[f.resource]
+        out["colorBy"] = fill_of.color_by  # type: ignore[attr-defined]
+        out["rhue"] = rhue
     k = len(tree.track_self_ms)
     if k > 1 and n * k <= INDEX_TRACK_CELLS:
         depth = _depths(tree)
@@ -681,6 +697,8 @@ def _fill_rule(color_by: str, hue_of: dict[str | None, int]) -> Callable[[Any], 
             hue_of[fn.resource] = _HUES[len(hue_of) % len(_HUES)]
         return _resource_fill(hue_of[fn.resource], name)
 
+    fill_of.color_by = color_by  # type: ignore[attr-defined]  # (tree_index reads these)
+    fill_of.hue_of = hue_of  # type: ignore[attr-defined]
     return fill_of
 
 
@@ -994,7 +1012,7 @@ def render_flame(
             views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
     model = script_json(m)
-    ix = tree_index(tree)
+    ix = tree_index(tree, fr.fill_of)
     if ix is not None:
         # The tables read the whole tree (the index): above INDEX_NODES there is none.
         at = views.index("sandwich") + 1
@@ -1023,8 +1041,8 @@ def flame_script() -> str:
 
 
 # The viewer's modules, each its own <script> before flame.js (which uses them): the call
-# tree's columns and sums, and the Bottom-up and Call tree tables.
-VIEWER_MODULES = ("viewer_tree.js", "viewer_tables.js")
+# tree's columns and sums, the transforms, and the Bottom-up and Call tree tables.
+VIEWER_MODULES = ("viewer_tree.js", "viewer_transforms.js", "viewer_tables.js")
 
 
 @functools.cache
@@ -1177,6 +1195,29 @@ table.src td.code { text-align: left; white-space: pre; font-family: ui-monospac
 table.src tr.hot td.code { background: #fff4ef; }
 table.src tr.gap td { color: #8e8e93; text-align: left; padding: 2px 6px; }
 table.src tr:hover td { background: #f4f8fd; }
+.tfbar { padding: 2px 16px 4px; display: flex; flex-wrap: wrap; gap: 4px 6px; align-items: center;
+  color: #444; font-size: 12px; }
+.tfbar .tf-title { color: #6e6e73; }
+.tfbar button { font: inherit; padding: 1px 8px; border: 1px solid #c8c8cc; border-radius: 10px;
+  background: #fff; cursor: pointer; max-width: 380px; overflow: hidden; text-overflow: ellipsis;
+  white-space: nowrap; }
+.tfbar button.on { border-color: #0b61c4; color: #0b61c4; }
+.tfbar button.bad { text-decoration: line-through; color: #b3261e; }
+.tfbar .tf-sep { color: #8e8e93; }
+.tfbar input { font: inherit; padding: 1px 8px; width: 200px; border: 1px solid #c8c8cc;
+  border-radius: 10px; margin-left: auto; }
+#fg-menu { position: fixed; z-index: 5; background: #fff; border: 1px solid #c8c8cc;
+  border-radius: 6px; box-shadow: 0 4px 14px rgba(0,0,0,0.18); padding: 4px 0; min-width: 250px;
+  font-size: 12px; }
+#fg-menu .menu-head { padding: 3px 12px 5px; color: #6e6e73; max-width: 360px; overflow: hidden;
+  text-overflow: ellipsis; white-space: nowrap;
+  font-family: ui-monospace, "DejaVu Sans Mono", monospace; }
+#fg-menu button { display: flex; width: 100%; justify-content: space-between; gap: 16px;
+  font: inherit; padding: 3px 12px; border: none; background: none; text-align: left;
+  cursor: pointer; }
+#fg-menu button:hover, #fg-menu button:focus { background: #dbe9fb; outline: none; }
+#fg-menu button[disabled] { color: #aeaeb2; cursor: default; background: none; }
+#fg-menu kbd { font: inherit; color: #6e6e73; }
 #v-bottomup, #v-calltree { padding: 6px 12px 16px; }
 .tt-box { overflow: auto; max-height: calc(100vh - 150px); border: 1px solid #e3e3e6;
   border-radius: 6px; background: #fff; }

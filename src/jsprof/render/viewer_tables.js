@@ -199,6 +199,12 @@
         draw();
       },
       redraw: function () { opened = Object.create(null); more = Object.create(null); draw(); },
+      // The selected row as a transform's target (flame.js's keys).
+      target: function () {
+        if (ctx.selected === null || ctx.selected === undefined || !T) return null;
+        var tr = t.tbody.querySelector("tr.sel");
+        return tr ? source.menuTarget(ctx.selected, +tr.getAttribute("data-f")) : null;
+      },
       // For tests and tools: the rows drawn now.
       rows: function () {
         var out = [];
@@ -328,7 +334,16 @@
         "Click a row (or Right, Enter) to open it; a header to sort.",
       roots: roots,
       kids: function (T, it) { return callers(T, it); },
-      hasKids: function (T, it) { return callers(T, it).length > 0; },
+      // (without grouping them: a row is drawn far more often than opened)
+      hasKids: function (T, it) {
+        var at = it.at, B;
+        if (!at) { B = JV.byFunction(T); at = B.list.subarray(B.start[it.f], B.start[it.f + 1]); }
+        for (var j = 0; j < at.length; j++) {
+          var p = T.parent[at[j]];
+          if (p >= 0 && T.tot[p] > 0) return true;
+        }
+        return false;
+      },
       openByDefault: function () { return false; },
       searchStatus: function (T, q, n) {
         return "\u201c" + ctx.vis(q) + "\u201d: " + n + " function" + (n === 1 ? "" : "s");

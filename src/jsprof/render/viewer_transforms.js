@@ -122,29 +122,34 @@
     return path.slice(path.lastIndexOf("/") + 1) || url;
   }
 
-  // The new tree a step builds: nodes interned by (parent, function), parents first.
-  var KEY = 4194304;  // > any function number (a page has at most 2M nodes)
-  function Builder(fns) {
-    this.fns = fns;
-    this.parent = [];
-    this.fn = [];
-    this.ids = new Map();
+  // The new tree a step builds: nodes interned by (parent, function), parents first, in an
+  // open-addressing hash of typed arrays (a Map of 500,000 keys was most of a step's time).
+  function Builder(cap) {
+    var parent = new Int32Array(cap + 2), fn = new Int32Array(cap + 2), n = 0, size = 1;
+    while (size < 2 * (cap + 2)) size *= 2;
+    var mask = size - 1, slot = new Int32Array(size).fill(-1);
+    var b = {parent: parent, fn: fn, n: 0};
+    b.push = function (p, f) {
+      var h = (Math.imul(p + 1, 0x9e3779b1) ^ Math.imul(f, 0x85ebca6b)) >>> 0;
+      var i = (h ^ (h >>> 15)) & mask, id;
+      while ((id = slot[i]) >= 0) {
+        if (parent[id] === p && fn[id] === f) return id;
+        i = (i + 1) & mask;
+      }
+      id = n++;
+      slot[i] = id;
+      parent[id] = p;
+      fn[id] = f;
+      b.n = n;
+      return id;
+    };
+    return b;
   }
-  Builder.prototype.push = function (p, f) {
-    var key = (p + 1) * KEY + f, id = this.ids.get(key);
-    if (id === undefined) {
-      id = this.parent.length;
-      this.ids.set(key, id);
-      this.parent.push(p);
-      this.fn.push(f);
-    }
-    return id;
-  };
 
   // One step over tree T: {tree, matched}. `fresh` is T's node -> the new tree's node (-1:
   // no node: dropped, or charged to "(merged)").
   function applyOne(T, t) {
-    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = new Builder(fns);
+    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = Builder(nn);
     var nu = new Int32Array(nn).fill(-1), matched = false, i, p, f;
     // The new node of a root's parent is -1, as is "no node": `at(p)` reads both alike.
     function at(x) { return x < 0 ? -1 : nu[x]; }
@@ -268,7 +273,7 @@
       merged = b.push(-1, fns.make(MERGED, "", -1));
       for (var j = 0; j < lost.length; j++) nu[lost[j]] = merged;
     }
-    var m = b.parent.length, self = new Float64Array(m), selfN = new Float64Array(m);
+    var m = b.n, self = new Float64Array(m), selfN = new Float64Array(m);
     var ts = tracks ? T.ts.map(function () { return new Float64Array(m); }) : null;
     for (i = 0; i < nn; i++) {
       var x = nu[i];
@@ -277,7 +282,7 @@
       selfN[x] += T.selfN[i];
       for (var q = 0; q < tracks; q++) ts[q][x] += T.ts[q][i];
     }
-    var out = JV.finishTree({parent: Int32Array.from(b.parent), fn: Int32Array.from(b.fn), self: self,
+    var out = JV.finishTree({parent: b.parent.slice(0, m), fn: b.fn.slice(0, m), self: self,
       selfN: selfN, ts: ts, fns: fns, base: false});
     return {tree: out, matched: matched};
   }
@@ -285,7 +290,11 @@
   // The transforms in order over `base`: {tree, steps: [{spec, matched, error}]}. A spec
   // that does not parse is kept in the list with its error and changes nothing.
   function applyAll(base, specs, memo) {
-    var T = base, steps = [], key = "";
+    var T = base, steps = [], key = "", keep = Object.create(null);
+    // Only the steps of this list are kept (each holds a whole tree): going back to any of
+    // them is free, and a list given up frees its trees.
+    for (var s0 = 0, k0 = ""; s0 < specs.length; s0++) { k0 += "\n" + specs[s0]; keep[k0] = 1; }
+    if (memo) for (var old in memo) if (!keep[old]) delete memo[old];
     for (var s = 0; s < specs.length; s++) {
       key += "\n" + specs[s];
       if (memo && memo[key]) { T = memo[key].tree; steps.push(memo[key].step); continue; }

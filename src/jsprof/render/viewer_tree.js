@@ -151,13 +151,47 @@
     this.nostack = new Uint8Array(this.name.length + 1024);
     (I.anon || []).forEach(function (k) { self.anon[k] = 1; });
     (I.nostack || []).forEach(function (k) { self.nostack[k] = 1; });
-    this.fill = I.ffill ? Array.prototype.slice.call(I.ffill) : null;
+    this.colorBy = I.colorBy || "function";
+    this.rhue = I.rhue || [];
+    this.nolo = new Uint8Array(this.name.length + 1024);
+    (I.nolo || []).forEach(function (k) { self.nolo[k] = 1; });
+    this.fills = [];
     this.made = Object.create(null);
   }
+  // CRC-32 (zlib's) of a string's UTF-8 bytes: the hash flame.py's colours are made of.
+  var CRC = null;
+  function crc32(s) {
+    if (!CRC) {
+      CRC = new Int32Array(256);
+      for (var n = 0; n < 256; n++) {
+        var c = n;
+        for (var k = 0; k < 8; k++) c = c & 1 ? 0xedb88320 ^ (c >>> 1) : c >>> 1;
+        CRC[n] = c;
+      }
+    }
+    var b = new TextEncoder().encode(s), h = -1;
+    for (var j = 0; j < b.length; j++) h = CRC[(h ^ b[j]) & 255] ^ (h >>> 8);
+    return (h ^ -1) >>> 0;
+  }
+  // A function's fill as flame.py's _fill_rule gives it: by script (the script's hue,
+  // varied a little by the name) or by name; grey for samples with no JavaScript.
+  Functions.prototype.fillOf = function (f) {
+    if (this.fills[f]) return this.fills[f];
+    var name = this.name[f], h = crc32(name), r = this.res[f], out;
+    if (this.colorBy === "function") {
+      out = "hsl(" + (8 + h % 44) + "," + (70 + (h >>> 8) % 20) + "%," + (58 + (h >>> 16) % 12) + "%)";
+    } else if (r < 0 && (this.nolo[f] || !this.loc[f])) out = "hsl(220,8%,78%)";
+    else if (r < 0 || !(this.rhue[r] >= 0)) out = "hsl(210,18%,72%)";
+    else {
+      var hue = this.rhue[r];
+      out = "hsl(" + (hue - 7 + h % 15) + "," + (58 + (h >>> 8) % 20) + "%," + (62 + (h >>> 16) % 15) + "%)";
+    }
+    return (this.fills[f] = out);
+  };
   Functions.prototype.count = function () { return this.name.length; };
   // A function of the transforms' own (its name, location, resource): the same one each
   // time it is asked for.
-  Functions.prototype.make = function (name, loc, res, fill) {
+  Functions.prototype.make = function (name, loc, res) {
     var key = name + "\u0000" + loc, k = this.made[key];
     if (k !== undefined) return k;
     k = this.made[key] = this.name.length;
@@ -166,11 +200,11 @@
     this.low.push(name.toLowerCase());
     this.lowLoc.push(loc.toLowerCase());
     this.res.push(res);
-    if (this.fill) this.fill.push(fill === undefined ? -1 : fill);
     if (k >= this.anon.length) {
       var a = new Uint8Array(this.anon.length * 2), b = new Uint8Array(this.anon.length * 2);
-      a.set(this.anon); b.set(this.nostack);
-      this.anon = a; this.nostack = b;
+      var c = new Uint8Array(this.anon.length * 2);
+      a.set(this.anon); b.set(this.nostack); c.set(this.nolo);
+      this.anon = a; this.nostack = b; this.nolo = c;
     }
     return k;
   };
@@ -180,6 +214,44 @@
     return !q || this.low[f].indexOf(q) >= 0 || this.lowLoc[f].indexOf(q) >= 0;
   };
 
+  // The Flame view's frames of a tree, laid out as flame.py's layout() does: the nodes of
+  // at least `minMs` (and some time), children widest first (ties by node number), depth
+  // first, after a root frame standing for all (node -1). Columns: depth, x and width (ms),
+  // node.
+  function flameLayout(T, minMs) {
+    var K = kids(T), TOT = T.tot, cap = 1024, m = 1;
+    var d = new Int32Array(cap), x = new Float64Array(cap), w = new Float64Array(cap), node = new Int32Array(cap);
+    d[0] = 0; x[0] = 0; w[0] = T.total; node[0] = -1;
+    function kept(a, b) {
+      var out = [];
+      for (var j = a; j < b; j++) {
+        var c = K.list[j];
+        if (TOT[c] >= minMs && TOT[c] > 0) out.push(c);
+      }
+      if (out.length > 1) out.sort(function (p, q) { return (TOT[q] - TOT[p]) || (p - q); });
+      return out;
+    }
+    var nn = T.parent.length, stack = [], rs = kept(K.start[nn], K.start[nn + 1]), x0 = 0, j, items = [];
+    for (j = 0; j < rs.length; j++) { items.push([rs[j], 1, x0]); x0 += TOT[rs[j]]; }
+    for (j = items.length - 1; j >= 0; j--) stack.push(items[j]);
+    while (stack.length) {
+      var it = stack.pop(), i = it[0];
+      if (m === cap) {
+        cap *= 2;
+        var d2 = new Int32Array(cap), x2 = new Float64Array(cap), w2 = new Float64Array(cap), n2 = new Int32Array(cap);
+        d2.set(d); x2.set(x); w2.set(w); n2.set(node);
+        d = d2; x = x2; w = w2; node = n2;
+      }
+      d[m] = it[1]; x[m] = it[2]; w[m] = TOT[i]; node[m] = i; m++;
+      var ks = kept(K.start[i], K.start[i + 1]), cx = it[2];
+      items = [];
+      for (j = 0; j < ks.length; j++) { items.push([ks[j], it[1] + 1, cx]); cx += TOT[ks[j]]; }
+      for (j = items.length - 1; j >= 0; j--) stack.push(items[j]);
+    }
+    return {d: d.subarray(0, m), x: x.subarray(0, m), w: w.subarray(0, m), node: node.subarray(0, m)};
+  }
+
+  JV.flameLayout = flameLayout;
   JV.finishTree = finish;
   JV.treeFromIndex = fromIndex;
   JV.childrenOf = childrenOf;

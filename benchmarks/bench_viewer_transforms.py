@@ -1,0 +1,123 @@
+"""The viewer's transforms and tables (issue 35) on a big synthetic profile, in headless
+Chromium.
+
+    .venv/bin/python benchmarks/bench_viewer_transforms.py [--samples 3000000]
+        [--stacks 500000] [--repeat 3]
+
+For one synthetic recording (bench_trace's generator: deep varied stacks), opens the page
+`jsprof flame` writes and applies each transform kind in turn (through the link's `tf=`,
+as the menu does), printing per kind the best of --repeat of:
+
+- apply: the page's own measure of applying it to the whole call tree (`jsprof-transform`);
+- view: applying it, laying the Flame view out again and drawing it
+  (`jsprof-transform-view`; goal <= 200 ms at 3M samples);
+
+each also as a ratio to the page's own search over the same tree (`jsprof-search`, one
+keystroke), measured in the same run: the machine is shared, and ratios move less than
+times. Then the time to switch to the Bottom-up and Call tree tables, untransformed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from urllib.parse import quote
+
+import numpy as np
+
+from bench_trace import synthetic
+from jsprof.analysis.calltree import build_call_tree
+from jsprof.render.flame import render_flame
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from browser_util import playwright_chromium  # noqa: E402
+
+_LAST = """(name) => { const m = performance.getEntriesByName(name);
+  return m.length ? m[m.length - 1].duration : -1; }"""
+
+_VIEW = """async (v) => {
+  const t0 = performance.now();
+  location.hash = "view=" + v + "&tf=";
+  while (document.body.dataset.view !== v) await new Promise(r => setTimeout(r, 1));
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  return performance.now() - t0;
+}"""
+
+
+def _wait(page: object, expr: str) -> None:
+    deadline = time.monotonic() + 300
+    while not page.evaluate(expr):  # type: ignore[attr-defined]
+        assert time.monotonic() < deadline, expr
+        time.sleep(0.005)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--samples", type=int, default=3_000_000)
+    ap.add_argument("--stacks", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+
+    rec = synthetic(a.samples, a.stacks)
+    tree = build_call_tree(rec)
+    # A function on many paths, and the widest path three deep.
+    f = int(np.argmax(np.bincount(tree.function, weights=tree.total_ms)))
+    name = tree.functions[f].label()
+    node = max(tree.roots(), key=lambda r: tree.total_ms[r])
+    path = [node]
+    for _ in range(2):
+        kids = np.nonzero(tree.parent == path[-1])[0]
+        path.append(int(max(kids, key=lambda k: tree.total_ms[k])))
+    p3 = ">".join(tree.functions[int(tree.function[n])].label() for n in path)
+    res = tree.functions[f].resource or ""
+    specs = [f"merge:{name}", f"merge-node:{p3}", f"focus-subtree:{p3}", f"focus:{name}",
+             f"collapse:{name}", f"collapse-resource:{res}", f"collapse-recursion:{name}",
+             f"drop:{name}", f"collapse-direct-recursion:{name}", f"hide-repeating:{p3}",
+             f"ignore:{res.rsplit('/', 1)[-1]}$"]
+    t0 = time.perf_counter()
+    page_html = render_flame(tree, "html", title="synthetic", rec=rec)
+    print(f"{a.samples} samples, {a.stacks} stacks: {len(tree.parent)} tree nodes, "
+          f"{len(tree.functions)} functions; page {len(page_html) / 1e6:.1f} MB in "
+          f"{time.perf_counter() - t0:.1f} s; load average "
+          f"{' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path_html = os.path.join(tmp, "viewer.html")
+        with open(path_html, "w", encoding="utf-8") as fh:
+            fh.write(page_html)
+        with playwright_chromium() as b:
+            page = b.new_page(viewport={"width": 1280, "height": 800})
+            page.goto("file://" + path_html, wait_until="commit", timeout=300_000)
+            _wait(page, "document.readyState === 'complete' && !!document.body.dataset.ready")
+            # the baseline: one search keystroke's own work over the same tree
+            page.fill("#fg-search", name)
+            _wait(page, "document.getElementById('fg-status').textContent"
+                        f".indexOf({json.dumps(name)}) >= 0")
+            base = page.evaluate(_LAST, "jsprof-search")
+            page.fill("#fg-search", "")
+            print(f"baseline: a search's own work {base:.0f} ms")
+            print(f"{'transform':<28} {'apply ms':>9} {'view ms':>8} {'ratio':>6} {'frames':>7}")
+            worst = 0.0
+            for spec in specs:
+                applied, viewed = [], []
+                for _ in range(a.repeat):
+                    for tf in ("", spec):
+                        page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(tf))}")
+                        _wait(page, f"document.body.dataset.transforms === '{1 if tf else 0}'")
+                    applied.append(page.evaluate(_LAST, "jsprof-transform"))
+                    viewed.append(page.evaluate(_LAST, "jsprof-transform-view"))
+                frames = page.evaluate("jsprofFrames().length")
+                worst = max(worst, min(viewed))
+                print(f"{spec.split(':')[0]:<28} {min(applied):>9.0f} {min(viewed):>8.0f} "
+                      f"{min(viewed) / base:>6.1f} {frames:>7}")
+            print(f"slowest transform, applied and drawn: {worst:.0f} ms (goal <= 200)")
+            for v in ("bottomup", "calltree"):
+                print(f"switch to {v}: {page.evaluate(_VIEW, v):.0f} ms")
+    print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

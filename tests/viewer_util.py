@@ -1,0 +1,61 @@
+"""What the viewer's browser tests share: a real recording to open (QuickJS running acorn,
+npm-pinned, on its own source), the page of a trace, and polling the page (its
+Content-Security-Policy forbids the `eval` behind Playwright's wait_for_function)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from jsprof import io
+from jsprof.cli import main
+
+JS = Path(__file__).parent / "js" / "node_modules"
+DRIVER = """import * as acorn from "./acorn.mjs";
+var SOURCE = {source};
+var end = Date.now() + 700, n = 0;
+while (Date.now() < end || n < 4) {{
+  acorn.parse(SOURCE, {{ ecmaVersion: "latest", sourceType: "module", locations: true }});
+  n++;
+}}
+"""
+
+
+def record_acorn(d: Path) -> Path:
+    """A CPU-clock QuickJS recording of acorn parsing its own source, saved in `d`."""
+    from jsprof.record import record
+
+    src = JS / "acorn" / "dist" / "acorn.mjs"
+    assert src.exists(), "tests/js missing: `make test` installs it"
+    shutil.copy(src, d / "acorn.mjs")
+    (d / "driver.mjs").write_text(DRIVER.format(source=json.dumps(src.read_text())))
+    out = d / "acorn.jsprof.json"
+    io.save(record(d / "driver.mjs", sample_interval=1.0, clock="cpu"), out)
+    return out
+
+
+def write_page(trace: Path, out: Path, *extra: str) -> Path:
+    assert main(["flame", str(trace), "-o", str(out), *extra]) == 0
+    return out
+
+
+def wait(page: Any, expr: str, timeout: float = 30.0) -> None:
+    """Poll a JS expression until true."""
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        time.sleep(0.05)
+
+
+def open_page(browser: Any, url: str, view: str, width: int = 1400, height: int = 900) -> Any:
+    """`url` in a new page, once its view `view` shows; page.errors collects its errors."""
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    wait(page, f"document.body.dataset.view === '{view}'")
+    page.errors = errors
+    return page
