@@ -245,7 +245,7 @@ def test_failing_compactor_shows_in_readyz_metrics_log_and_check(tmp_path: Path)
         assert value(m, "jsprof_compactor_pending_uploads") == 2
         assert value(m, "jsprof_compactor_lag_seconds") > 0
         log = "".join(col.stderr_lines)
-        assert "compaction failed (1 runs in a row)" in log, log
+        assert "compaction failed (1 run in a row)" in log, log
         assert "compaction failing (3 runs in a row)" in log, log
         assert "tables/uploads" in log  # the error itself
         code, out = _check(store)

@@ -310,7 +310,13 @@ def _keep_raw(text: str) -> float | None:
         return None
     if t in ("0", "0s"):
         return 0.0
-    return parse_duration(text, "--keep-raw")
+    try:
+        return parse_duration(text, "--keep-raw")
+    except UsageError:
+        raise UsageError(
+            f"--keep-raw: {text!r} is not an age; use e.g. 7d or 12h, 0 (delete raw uploads "
+            "once compacted) or forever"
+        ) from None
 
 
 def _forward(url: str | None) -> str | None:

@@ -247,7 +247,8 @@ class _Reporter:
             return
         if n == 1 or n == FAILING_AFTER or now - self.last_said >= self.EVERY_S:
             state = "failing" if n >= FAILING_AFTER else "failed"
-            _say(f"compaction {state} ({n} runs in a row): {error}")
+            runs = "1 run" if n == 1 else f"{n} runs"
+            _say(f"compaction {state} ({runs} in a row): {error}")
             self.last_said = now
 
 
