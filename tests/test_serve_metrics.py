@@ -5,6 +5,7 @@ compactor made to fail shows in readyz, the metrics, the log and `jsprof serve c
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
 import subprocess
@@ -323,5 +324,46 @@ def test_dashboard_shows_the_compactor_lag(tmp_path: Path) -> None:
             text = line.text_content()
             assert text.startswith("Compactor: 3 uploads not yet in the tables"), text
             assert "does not compact (--compact-every 0)" in text
+    finally:
+        col.stop()
+
+
+def _compactor_pid(store: Path) -> int | None:
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"jsprof.store.background" in cmd and str(store).encode() in cmd:
+            return int(p.name)
+    return None
+
+
+def test_a_compactor_process_that_keeps_dying_says_so(tmp_path: Path) -> None:
+    """Killed three times: each death is a log line with how it died, a failed run in the
+    store's report and the metrics; it is restarted each time (backing off)."""
+    import signal
+
+    store = tmp_path / "st"
+    col = Collector(store, "--app", "shop:k1", "--compact-every", "0.5")
+    try:
+        assert col.request("POST", "/v1/traces?app=shop&key=k1&id=a", fixture_bytes(),
+                           JSON)[0] == 202
+        killed = []
+        for _ in range(3):
+            pid = _wait("a compactor process", lambda: (
+                p if (p := _compactor_pid(store)) not in (None, *killed) else None), 120)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        _wait("the third death logged", lambda: "".join(col.stderr_lines).count(
+            "the compactor process exited (signal SIGKILL); restarting it") >= 3, 60)
+        m = scrape(col)
+        assert value(m, "jsprof_compactor_failures_total") >= 3
+        # It comes back: a fourth process, and runs that succeed again.
+        _wait("a compactor again", lambda: _compactor_pid(store) not in (None, *killed), 120)
+        _wait("a run that succeeds", lambda: value(
+            scrape(col), "jsprof_compactor_consecutive_failures") == 0, 120)
     finally:
         col.stop()
