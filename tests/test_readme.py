@@ -76,3 +76,60 @@ def test_readme_is_a_door():
     assert {"docs/images/flame.png", "docs/images/dashboard.png"} <= set(links)
     for link in links:
         assert (ROOT / link).is_file(), link
+
+
+# ---- the commands a reader pastes (#36) --------------------------------------------------
+# A shell block right after a `<!-- runnable -->` line (invisible on GitHub and on the site)
+# is run as pasted: every such block of a page in order, in one shell, from a folder laid
+# out as the checkout is after `make demo` (examples/, .venv/), with a time bound; whatever
+# it left running in the background (a collector) is stopped at the end.
+RUNNABLE = re.compile(r"^<!-- runnable -->\n```(?:sh|bash)\n(.*?)^```", re.S | re.M)
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def runnable_blocks(text: str) -> list[str]:
+    return RUNNABLE.findall(text)
+
+
+def _run_as_pasted(script: str, cwd: Path, timeout: float) -> subprocess.CompletedProcess:
+    import os
+    import signal
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JSPROF_READ")}
+    # the shell leads its own process group: its background jobs are in it
+    p = subprocess.Popen(["bash", "-c", "set -eo pipefail\n" + script], cwd=cwd, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         start_new_session=True)
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait(10)
+    return subprocess.CompletedProcess(p.args, p.returncode, out, "")
+
+
+def test_runnable_blocks_are_found():
+    assert runnable_blocks(README), "the README's tour is marked runnable"
+    sample = "x\n<!-- runnable -->\n```sh\necho a\n```\n```sh\nnot this\n```\n"
+    assert runnable_blocks(sample) == ["echo a\n"]
+
+
+def test_readme_and_docs_commands_work_as_pasted(tmp_path):
+    import shutil
+
+    ran = 0
+    for page in PAGES:
+        blocks = runnable_blocks(page.read_text())
+        if not blocks:
+            continue
+        work = tmp_path / page.stem
+        work.mkdir()
+        shutil.copytree(ROOT / "examples", work / "examples")
+        (work / ".venv").symlink_to(Path(sys.prefix))  # the venv `make demo` made
+        p = _run_as_pasted("\n".join(blocks), work, timeout=900)
+        assert p.returncode == 0, f"{page.name}:\n{p.stdout[-6000:]}"
+        ran += len(blocks)
+    assert ran >= 2
