@@ -103,3 +103,21 @@ def test_site_works_offline_from_disk(site):
         page.wait_for_selector("#mkdocs-search-results article a")
     assert not outside, outside
     assert not errors, errors
+
+
+def test_every_view_has_its_picture():
+    """Each tab of the flame page, and the dashboard's views, are shown in the docs by a
+    picture `make docs-images` makes (tools/docs_images.py) from real recordings."""
+    from jsprof.render.flame import VIEWS
+
+    made = (ROOT / "tools" / "docs_images.py").read_text()
+    local = (ROOT / "docs" / "local-profiling.md").read_text()
+    field = (ROOT / "docs" / "field.md").read_text()
+    for view, _label in VIEWS:
+        picture = "flame.png" if view == "flame" else f"view-{view}.png"
+        assert f"(images/{picture})" in local, picture
+        assert picture.removesuffix(".png") in made, picture
+        assert (ROOT / "docs" / "images" / picture).stat().st_size > 0
+    for picture in ("dashboard.png", "dashboard-diff.png", "merged-time.png"):
+        assert f"(images/{picture})" in field, picture
+        assert picture.removesuffix(".png") in made, picture
