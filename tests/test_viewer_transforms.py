@@ -224,6 +224,13 @@ def test_menu_keys_bar_undo_and_the_link(browser, acorn_page):
     assert {f["name"]: f["fill"] for f in _frames(page) if f["name"] in fill} == {
         n: fill[n] for n in {f["name"] for f in _frames(page)} if n in fill}
     assert page.locator("#fg-transforms .tf-step.on").text_content() == "1. merge:pp.readWord"
+    # the menu by keyboard: down to an entry, Escape closes it with nothing done
+    page.mouse.click(word["cx"] + 2, word["cy"], button="right")
+    page.keyboard.press("ArrowDown")
+    assert page.evaluate("document.activeElement.dataset.kind") == "merge-node"
+    page.keyboard.press("Escape")
+    assert not page.locator("#fg-menu").count()
+    assert page.evaluate("document.body.dataset.transforms") == "1"
     # a key on the frame under the pointer: F focuses on its function
     stmt = max((f for f in _frames(page) if f["name"] == "pp$8.parseStatement"),
                key=lambda f: f["w"])

@@ -896,13 +896,23 @@
     if (e[2] === "ignore") return "ignore:^" + url.replace(/[.*+?^${}()|[\]\\]/g, "\\$&") + "$";
     return e[2] + ":" + JV.escapeName(url);
   }
-  var menuEl = null;
-  function closeMenu() { if (menuEl) { menuEl.remove(); menuEl = null; } }
+  var menuEl = null, menuTarget = null;
+  function closeMenu() { if (menuEl) { menuEl.remove(); menuEl = null; menuTarget = null; } }
   function openMenu(x, y, t) {
     closeMenu();
     if (!canTransform() || !t) return;
     var fns = currentTree().fns;
+    menuTarget = t;
     menuEl = el("div", {id: "fg-menu", role: "menu"});
+    // Up and down move between the entries (Enter picks one, Escape closes; a step's key
+    // picks its entry).
+    menuEl.addEventListener("keydown", function (e) {
+      if (e.key !== "ArrowDown" && e.key !== "ArrowUp") return;
+      e.preventDefault();
+      var bs = Array.prototype.slice.call(menuEl.querySelectorAll("button:not([disabled])"));
+      var k = bs.indexOf(doc.activeElement) + (e.key === "ArrowDown" ? 1 : -1);
+      if (bs.length) bs[(k + bs.length) % bs.length].focus();
+    });
     menuEl.appendChild(el("div", {"class": "menu-head"}, fns.name[t.f]));
     MENU.forEach(function (e) {
       var spec = specFor(e, t), b = el("button", {type: "button", role: "menuitem", "data-kind": e[2]});
@@ -957,10 +967,11 @@
       return;
     }
     if (e.ctrlKey) return;
-    // The frame with keyboard focus or under the pointer; a table's selected row.
-    var t = null;
-    if (view === "flame") t = frameTarget(focused >= 0 ? focused : hovered);
-    else if (views[view] && views[view].target) t = views[view].target();
+    // The menu's target; the frame with keyboard focus or under the pointer; a table's
+    // selected row.
+    var t = menuTarget;
+    if (!t && view === "flame") t = frameTarget(focused >= 0 ? focused : hovered);
+    else if (!t && views[view] && views[view].target) t = views[view].target();
     if (!t) return;
     var spec = keyTf(e.key, t);
     if (spec) { e.preventDefault(); closeMenu(); pushTf(spec); }
