@@ -194,3 +194,40 @@ def test_raw_segments_removed_once_compacted_and_old(tmp_path: Path) -> None:
     assert sum(e["rows"] for e in man["uploads"]) == 200  # the tables keep them all
     merge_parts(path)
     st.close()
+
+
+def test_during_views_leave_out_uploads_whose_raw_is_removed(tmp_path: Path) -> None:
+    """`fleet top --during` reads the timelines from the raw records: once those are
+    removed (--keep-raw), those uploads take no part (exit 2: no window), no traceback."""
+    import subprocess
+
+    import orjson
+
+    from serve_util import JSPROF, Collector
+    from test_timeline import _post, _timeline, _trace
+
+    path = tmp_path / "st"
+    c = Collector(path, "--app", "shop:k1", "--compact-every", "0")
+    try:
+        assert _post(c, {"trace": _trace(), "meta": {"pageLoad": "pl-1"}}, "c1")[0] == 202
+        assert _post(c, {"trace": _trace(), "meta": {"pageLoad": "pl-1"},
+                         "timeline": _timeline()}, "c2")[0] == 202
+    finally:
+        c.stop()
+
+    def during() -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [str(JSPROF), "fleet", "top", "--json", "--during", "interaction", "--slower-than",
+             "50", "--store", str(path), "--app", "shop"],
+            capture_output=True, text=True, timeout=120)
+
+    st = Store(path)
+    compact(st)
+    retire_claims(st)
+    r = during()
+    assert r.returncode == 0 and orjson.loads(r.stdout)["pageLoads"] == 1, r.stderr
+    assert remove_raw(st, 0.0, now=time.time() + 1)
+    st.close()
+    r = during()
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr

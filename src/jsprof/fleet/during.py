@@ -68,8 +68,13 @@ class _Tables:
 def _timelines(store: Any, up: Uploads) -> tuple[list[Any], dict[str, tl.PageLoad]]:
     raw = []
     keyed = []
+    from ..store import StoreError
+
     for i, uid in enumerate(up.id):
-        got = store.get(uid)
+        try:
+            got = store.get(uid)
+        except StoreError:  # damaged, or its raw record removed once compacted (--keep-raw)
+            got = None
         raw.append(got)
         key = up.page_load[i] or f"upload:{uid}"
         keyed.append((key, None if got is None else got[0].get("timeline")))
