@@ -55,10 +55,10 @@ def _console() -> Console:
 
 def _instances(data: Path, store: Store) -> list[tuple[Renderer, Any]]:
     """Each renderer with its options and real data of the kind it draws."""
+    from jsprof.budget import budget
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.fleet.regressions import regressions
-    from jsprof.budget import budget
     from jsprof.instrument import run_instrumented
 
     c = _classes()

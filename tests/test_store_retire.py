@@ -231,3 +231,29 @@ def test_during_views_leave_out_uploads_whose_raw_is_removed(tmp_path: Path) -> 
     r = during()
     assert r.returncode == 2, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+
+
+def test_a_damaged_index_run_is_reported_and_ingest_goes_on(tmp_path: Path) -> None:
+    import subprocess
+
+    from serve_util import JSPROF
+
+    path = tmp_path / "st"
+    _fill(path, 20)
+    st = Store(path)
+    retire_claims(st)
+    (run,) = (path / "claims" / "index").glob("run-*.idx")
+    data = bytearray(run.read_bytes())
+    data[-3] ^= 0xFF  # a flipped bit in an offset
+    run.write_bytes(bytes(data))
+    st2 = Store(path)  # a process that reads it afresh
+    trace = make_trace(np.random.default_rng(3), 40)
+    assert upload_again(st2, "after", trace) is True  # ingest goes on
+    assert "after" in st2
+    assert list(st2._index.damaged()) == [run.name]
+    st.close()
+    st2.close()
+    r = subprocess.run([str(JSPROF), "serve", "check", "--store", str(path)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert f"claim index: {run}: damaged (its checksum fails)" in r.stdout, r.stdout

@@ -27,6 +27,7 @@ name the same key, the newer (higher n) wins (an upload pruned and sent again).
 from __future__ import annotations
 
 import hashlib
+import logging
 import mmap
 import os
 import threading
@@ -36,6 +37,8 @@ from typing import NamedTuple
 
 import numpy as np
 import orjson
+
+log = logging.getLogger("jsprof.store")
 
 MAGIC = b"JSIX1\n\0\0"
 DIR = "index"
@@ -66,7 +69,10 @@ class Run:
         hlen = int.from_bytes(data[8:12], "little")
         if zlib.crc32(data[16:]) != int.from_bytes(data[12:16], "little"):
             raise ValueError(f"{path}: damaged (its checksum fails)")
-        head = orjson.loads(data[16 : 16 + hlen])
+        try:
+            head = orjson.loads(data[16 : 16 + hlen])
+        except orjson.JSONDecodeError as e:  # pragma: no cover - the CRC holds
+            raise ValueError(f"{path}: damaged ({e})") from None
         self.name = path.name
         self.n = run_number(path.name)
         self.segments: list[str] = head["segments"]
@@ -163,6 +169,7 @@ class ClaimIndex:
     def __init__(self, claims_dir: Path) -> None:
         self.dir = claims_dir / DIR
         self._runs: dict[str, Run] = {}
+        self._damaged: dict[str, str] = {}
         self._lock = threading.Lock()
 
     def names(self) -> list[str]:
@@ -172,20 +179,30 @@ class ClaimIndex:
             return []
 
     def runs(self) -> list[Run]:
-        """The current runs, oldest first."""
+        """The current runs, oldest first. A damaged run is left out (logged once, and
+        reported by `damaged()`): ingest goes on; the ids it held are not found."""
         for _ in range(3):
             names = self.names()
             with self._lock:
                 try:
                     for name in names:
-                        if name not in self._runs:
-                            self._runs[name] = Run(self.dir / name)
+                        if name not in self._runs and name not in self._damaged:
+                            try:
+                                self._runs[name] = Run(self.dir / name)
+                            except ValueError as e:
+                                self._damaged[name] = str(e)
+                                log.error("store: claim index: %s", e)
                 except FileNotFoundError:
                     continue  # merged away between the listing and the read: list again
                 for gone in set(self._runs) - set(names):
                     del self._runs[gone]
-                return [self._runs[n] for n in names]
+                return [self._runs[n] for n in names if n in self._runs]
         return []
+
+    def damaged(self) -> dict[str, str]:
+        """Runs that failed their checks: name -> what is wrong."""
+        self.runs()
+        return dict(self._damaged)
 
     def find(self, upload_id: str) -> Place | None:
         """Where the retired claim of `upload_id` said its record was (None: never retired)."""
