@@ -41,8 +41,11 @@ OFFLINE_HINT = (
 )
 # jsprof's own C is built with warnings on; QuickJS's sources (compiled separately, and
 # quickjs.c found through -isystem when jsprof_quickjs.c includes it) with warnings off.
-OWN_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra"]
-QJS_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w"]
+# No debug info unless CFLAGS asks for it (Python's own flags carry -g): it is a fifth of the
+# CPU time of compiling quickjs.c (26 s against 32 s), most of a first `make demo`.
+NO_DEBUG = [] if "-g" in os.environ.get("CFLAGS", "").split() else ["-g0"]
+OWN_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra", *NO_DEBUG]
+QJS_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w", *NO_DEBUG]
 
 
 class BuildError(SystemExit):
