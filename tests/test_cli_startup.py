@@ -117,6 +117,9 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     assert "msgspec" not in names and "typing_extensions" not in names
     assert "jsprof.formats._jsprof_typed" not in names
     assert "jsprof.formats._v8profile_typed" not in names
+    # the inspector's WebSocket: its handshake's SHA-1 without OpenSSL (hashlib), its
+    # 127.0.0.1 connected to without getaddrinfo (which imports the idna codec)
+    assert "hashlib" not in names and "encodings.idna" not in names
     assert "wrote " in p.stderr
 
 
