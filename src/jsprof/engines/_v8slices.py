@@ -59,10 +59,11 @@ def concat_profiles(profiles: list[dict]) -> dict:
     }
 
 
-def drop_samples_under(profile: dict, urls: set[str]) -> dict:
+def drop_samples_under(profile: dict, urls: set[str], prune: bool = True) -> dict:
     """The profile without the samples taken inside code from `urls` (jsprof's own preload:
     its wait for the profiler to start is not the script's time), and without the nodes
-    of that code. Every other sample keeps its timestamp."""
+    of that code. Every other sample keeps its timestamp. `prune=False` leaves the nodes
+    (now unsampled) for one `prune_unsampled` after all the drops."""
     nodes = profile.get("nodes") or []
     own = {n["id"] for n in nodes if (n.get("callFrame") or {}).get("url") in urls}
     if not own:
@@ -89,9 +90,13 @@ def drop_samples_under(profile: dict, urls: set[str]) -> dict:
     ts += int(profile.get("startTime", 0))
     keep = np.array([not is_under(int(s)) for s in samples.tolist()], dtype=bool)
     start = int(profile.get("startTime", 0))
+    out = dict(profile)
+    out["samples"] = samples[keep].tolist()
+    out["timeDeltas"] = np.diff(ts[keep], prepend=start).tolist()
+    if not prune:
+        return out
     for n in nodes:
         is_under(n["id"])
-    out = dict(profile)
     # The subtrees themselves go too: no sample points into them any more. Only the
     # parents of dropped nodes get a new children list; the others are kept as they are
     # (each slice of a tsc run has thousands of nodes and drops a few).
@@ -103,8 +108,6 @@ def drop_samples_under(profile: dict, urls: set[str]) -> dict:
         for n in nodes
         if not under[n["id"]]
     ]
-    out["samples"] = samples[keep].tolist()
-    out["timeDeltas"] = np.diff(ts[keep], prepend=start).tolist()
     return out
 
 
@@ -114,14 +117,15 @@ _PRELOAD_FNS = frozenset({"loadPreloadModules", "Module._preloadModules"})
 _PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
 
 
-def drop_preload(profile: dict, go_us: float) -> dict:
+def drop_preload(profile: dict, go_us: float, prune: bool = True) -> dict:
     """The main thread's profile from the instant jsprof's preload let the script go
     (`go_us`, V8's clock): no sample before it (the preload's wait, with the profiler
     already running), and not the loader's return from the preload just after it (the
     leading samples still inside Node's preload loading and in no script of their own; a
     later `--require` of the user's keeps its code's samples). Nodes left without samples
     go too, so no frame of that path stays behind. No kept sample changes its time, and
-    none is charged for what was dropped: all of it comes before the first kept one."""
+    none is charged for what was dropped: all of it comes before the first kept one.
+    `prune=False` leaves the nodes to one `prune_unsampled` after all the drops."""
     nodes = profile.get("nodes") or []
     start = int(profile.get("startTime", 0))
     samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
@@ -170,22 +174,35 @@ def drop_preload(profile: dict, go_us: float) -> dict:
     out["startTime"] = new_start
     out["samples"] = kept.tolist()
     out["timeDeltas"] = np.diff(ts[keep], prepend=new_start).tolist()
-    out["nodes"] = _prune_unsampled(nodes, parent, kept)
+    if prune:
+        out["nodes"] = _prune_unsampled(nodes, parent, out["samples"])
     return out
 
 
-def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndarray) -> list[dict]:
+def prune_unsampled(profile: dict) -> dict:
+    """The profile without the nodes no sample is at or under (the roots stay), hitCount
+    counted from its samples: the one pass after drops made with `prune=False` (a tsc
+    profile joined from its slices has ~25,000 nodes, and each pass over them costs ms of
+    every recording's end)."""
+    nodes = profile.get("nodes") or []
+    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
+    out = dict(profile)
+    out["nodes"] = _prune_unsampled(nodes, parent, list(profile.get("samples") or ()))
+    return out
+
+
+def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[int]) -> list[dict]:
     """The nodes that some sample is at or under (and the roots): a frame no sample has is
     a path the dropped samples took. Only the parents of dropped nodes get a new children
     list (a tsc profile has thousands of nodes and drops a few)."""
     live = {n["id"] for n in nodes if n["id"] not in parent}
-    for s in set(samples.tolist()):
+    for s in set(samples):
         cur: int | None = s
         while cur is not None and cur not in live:
             live.add(cur)
             cur = parent.get(cur)
     trimmed = {parent[n["id"]] for n in nodes if n["id"] not in live and n["id"] in parent}
-    counts = collections.Counter(samples.tolist())
+    counts = collections.Counter(samples)
     out = []
     for n in nodes:
         nid = n["id"]
@@ -208,7 +225,7 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: np.ndar
 _WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
 
 
-def drop_exit_wait(profile: dict, end_us: float) -> tuple[dict, int, float]:
+def drop_exit_wait(profile: dict, end_us: float, prune: bool = True) -> tuple[dict, int, float]:
     """The main thread's profile without Node's wait for jsprof after the program ended
     (`end_us`, V8's clock: the hook's 'exit' listener). After its 'exit' event Node waits
     (in process.exit()'s native reallyExit, or idle after a normal end) until jsprof has
@@ -216,7 +233,8 @@ def drop_exit_wait(profile: dict, end_us: float) -> tuple[dict, int, float]:
     the trailing samples after `end_us` that are idle, "(program)" or in reallyExit; kept:
     everything up to the last other sample (the script's own 'exit' listeners, a GC).
     Returns (profile, samples dropped, ms the profile got shorter: from the last kept
-    sample to the last dropped one). No kept sample changes its time."""
+    sample to the last dropped one). No kept sample changes its time. `prune=False` leaves
+    the nodes to one `prune_unsampled` after all the drops."""
     nodes = profile.get("nodes") or []
     samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
     if not len(samples):
@@ -243,6 +261,7 @@ def drop_exit_wait(profile: dict, end_us: float) -> tuple[dict, int, float]:
     out["timeDeltas"] = list((profile.get("timeDeltas") or [])[:first])
     # the profile ends where the program did, not where jsprof stopped it
     out["endTime"] = max(int(ts[first - 1]) if first else start, min(int(end_us), int(ts[first])))
-    parent = {c: nd["id"] for nd in nodes for c in nd.get("children") or ()}
-    out["nodes"] = _prune_unsampled(nodes, parent, kept)
+    if prune:
+        parent = {c: nd["id"] for nd in nodes for c in nd.get("children") or ()}
+        out["nodes"] = _prune_unsampled(nodes, parent, out["samples"])
     return out, n, spanned

@@ -195,7 +195,8 @@ class _Isolate:
         if self.hide_urls:
             from .._v8slices import drop_samples_under
 
-            self.slices = [drop_samples_under(p, self.hide_urls) for p in self.slices]
+            # the nodes are pruned once, in `track` (each pass over them costs ms)
+            self.slices = [drop_samples_under(p, self.hide_urls, False) for p in self.slices]
         if self.paused_at_start:
             from .pause import drop_pause_on_start
 
@@ -212,7 +213,7 @@ class _Isolate:
         if self.profile is not None and self.go_us is not None:
             from .._v8slices import drop_preload
 
-            self.profile = drop_preload(self.profile, self.go_us)
+            self.profile = drop_preload(self.profile, self.go_us, prune=False)
 
     def drop_exit_wait(self) -> None:
         """After `collect`: drop Node's wait for jsprof after the program's end (`end_us`,
@@ -220,7 +221,7 @@ class _Isolate:
         if self.profile is not None and self.end_us is not None and self.exit_wait is None:
             from .._v8slices import drop_exit_wait
 
-            self.profile, n, ms = drop_exit_wait(self.profile, self.end_us)
+            self.profile, n, ms = drop_exit_wait(self.profile, self.end_us, prune=False)
             self.exit_wait = (n, ms)
 
     def _lost_window(self, noticed: float) -> tuple[float, float]:
@@ -235,7 +236,10 @@ class _Isolate:
         if self.profile is None:
             return None
         from ...formats.cpuprofile import profile_to_trace
+        from .._v8slices import prune_unsampled
 
+        # The drops above left the nodes only their dropped samples had: gone here, once.
+        self.profile = prune_unsampled(self.profile)
         trace, _ = profile_to_trace(self.profile, source, origin_us=self.origin_us)
         return _make_track(self.name, trace, self.time_origin, requested_ms)
 
