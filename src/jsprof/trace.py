@@ -426,15 +426,19 @@ def recorded_samples(trace: ProfilerTrace) -> int:
 
 
 def stack_depths(parent: np.ndarray) -> np.ndarray:
-    """Depth per node of a forest whose parents precede their children."""
+    """Depth per node of a forest (1 for a root)."""
     n = len(parent)
     depth = np.ones(n, dtype=np.int32)
     anc = parent.astype(np.int64)
     active = np.nonzero(anc != NONE)[0]
-    # Pointer chasing, one level per round, only over nodes still climbing.
+    # Pointer jumping: `depth[i]` counts the nodes from i up to, not including, `anc[i]`,
+    # and each round doubles the reach (depth[anc] is read before depth is written), so a
+    # path of depth d takes log2(d) rounds, not d: a tsc profile's 20,000 stacks up to
+    # ~150 deep took 14 ms one level per round, every `report` and `record` summary.
     while len(active):
-        depth[active] += 1
-        anc[active] = parent[anc[active]]
+        a = anc[active]
+        depth[active] += depth[a]
+        anc[active] = anc[a]
         active = active[anc[active] != NONE]
     return depth
 
