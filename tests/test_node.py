@@ -585,6 +585,63 @@ def test_drop_preload_keeps_every_other_sample_and_its_time():
     assert sum(n["hitCount"] for n in out["nodes"]) == 4
 
 
+def test_drops_then_one_prune_give_the_profile_each_drop_pruning_gives(tmp_path):
+    # record --engine node drops jsprof's own code, the preload and the exit wait leaving
+    # the nodes alone (prune=False) and prunes once at the end (each pass over a tsc
+    # profile's ~25,000 nodes cost ms): the same profile as pruning after every drop, on a
+    # real V8 profile (node --cpu-prof of split.js).
+    import orjson
+
+    from jsprof.engines._v8slices import (
+        drop_exit_wait,
+        drop_preload,
+        drop_samples_under,
+        prune_unsampled,
+    )
+
+    subprocess.run(
+        ["node", "--cpu-prof", "--cpu-prof-interval", "200", "--cpu-prof-dir", str(tmp_path),
+         str(JS / "split.js")],
+        check=True, capture_output=True, timeout=60,
+    )
+    (path,) = tmp_path.glob("*.cpuprofile")
+    profile = orjson.loads(path.read_bytes())
+    ts = (np.cumsum(profile["timeDeltas"]) + profile["startTime"]).tolist()
+    # "jsprof's own code": Node's modules that the script's frames are not called from
+    parent = {c: n["id"] for n in profile["nodes"] for c in n.get("children") or ()}
+    by_id = {n["id"]: n for n in profile["nodes"]}
+    above = set()
+    for n in profile["nodes"]:
+        if n["callFrame"]["url"].endswith("split.js"):
+            up = parent.get(n["id"])
+            while up is not None:
+                above.add(by_id[up]["callFrame"]["url"])
+                up = parent.get(up)
+    hidden = {
+        n["callFrame"]["url"] for n in profile["nodes"]
+        if n["callFrame"]["url"].startswith("node:") and n["callFrame"]["url"] not in above
+    }
+    go, end = ts[len(ts) // 10], ts[len(ts) * 9 // 10]
+    assert len(ts) > 100
+    assert len(drop_samples_under(profile, hidden)["samples"]) < len(ts)
+
+    def chain(prune: bool) -> tuple[dict, int, float]:
+        out = drop_samples_under(profile, hidden, prune)
+        out = drop_preload(out, go, prune=prune)
+        out, n, ms = drop_exit_wait(out, end, prune=prune)
+        return (out if prune else prune_unsampled(out)), n, ms
+
+    each, once = chain(True), chain(False)
+    assert each[1:] == once[1:]
+    a, b = each[0], once[0]
+    assert len(a["samples"]) < len(profile["samples"]) and len(a["nodes"]) < len(profile["nodes"])
+    for key in ("samples", "timeDeltas", "startTime", "endTime"):
+        assert a[key] == b[key], key
+    assert a["nodes"] == b["nodes"]
+    # pruned: every node but the root is sampled at or under, hitCounts count the samples
+    assert sum(n["hitCount"] for n in b["nodes"]) == len(b["samples"])
+
+
 def test_an_eval_with_no_answer_says_what_node_is_doing():
     # CI saw `no CDP reply within 60 s` once, with nothing to tell a busy Node from a
     # stopped or hung one: the error says what the kernel says of the process.
