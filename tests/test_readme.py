@@ -129,7 +129,15 @@ def test_readme_and_docs_commands_work_as_pasted(tmp_path):
         work.mkdir()
         shutil.copytree(ROOT / "examples", work / "examples")
         (work / ".venv").symlink_to(Path(sys.prefix))  # the venv `make demo` made
+        shutil.copy(ROOT / ".gitignore", work / ".gitignore")
         p = _run_as_pasted("\n".join(blocks), work, timeout=900)
         assert p.returncode == 0, f"{page.name}:\n{p.stdout[-6000:]}"
         ran += len(blocks)
+        # what the commands wrote is ignored by git: a reader's checkout stays clean
+        subprocess.run(["git", "init", "-q"], cwd=work, check=True, timeout=60)
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=all"],
+                                cwd=work, capture_output=True, text=True, timeout=60).stdout
+        left = [ln for ln in status.splitlines()
+                if not ln.startswith(("?? examples/", "?? .gitignore", "?? .venv"))]
+        assert not left, (page.name, left)
     assert ran >= 2
