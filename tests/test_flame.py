@@ -241,7 +241,7 @@ def test_chromium_renders_the_fixture(chromium, data, tmp_path):
         assert name in dom
     # The search found fib and reported its share (18.4% of this fixture).
     status = re.search(r'id="fg-status">([^<]*)<', dom).group(1)
-    assert re.search(r"\d+ frames, 18\.4% of total", status), status
+    assert re.search(r"\d+ functions?, 18\.4 % of samples \([\d.]+ ms; \d+ frames", status), status
     # The graph is drawn on the canvas (68 frames of this fixture), the matches in it.
     cv = re.search(r'<canvas id="fg-canvas"[^>]*>', dom).group(0)
     assert int(re.search(r'data-frames="(\d+)"', cv).group(1)) == 68, cv
@@ -280,7 +280,7 @@ def test_chromium_does_not_run_injected_names(chromium, tmp_path):
     # No element was injected: there is no <svg> (the graph is a canvas) and no <img>.
     assert "<img" not in dom and "<svg" not in dom
     # Search found the injected name, and the status line quotes the query as text.
-    assert re.search(r'id="fg-status">\u201c&lt;/script\u201d: [1-9]\d* frames?, ', dom)
+    assert re.search(r'id="fg-status">\u201c&lt;/script\u201d: [1-9]\d* functions?, ', dom)
 
 
 def _legend(page: str) -> list[tuple[str, str]]:
@@ -828,6 +828,8 @@ def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
     page.mouse.move(x_of(50), box["y"] + 5)
     page.mouse.move(x_of(95), box["y"] + 5)
     page.mouse.up()
+    # (through the link: every view counts the range once its samples are read)
+    _wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
     rows = page.eval_on_selector_all(
         "[data-panel='range'] tr[data-f]",
         "trs => trs.map(tr => [tr.children[4].textContent, +tr.children[0].textContent,"
@@ -956,10 +958,10 @@ def test_flame_track_selector(browser, tmp_path):
         return shown_in(page, name)
 
     # 450 ms in all: crunch is worker 1's 200 ms.
-    assert "44.4% of total (200.0 ms)" in status()
+    assert "44.4 % of samples (200.0 ms" in status()
     assert shown("parse") == 1 and shown("crunch") == 1
     sel.select_option(label="worker 1")
-    _wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0%') > 0")
+    _wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0 %') > 0")
     assert shown("parse") == 0 and shown("crunch") == 1
     crunch = next(f for f in _drawn(page) if f["name"] == "crunch")
     root = _frame(page, 0)
@@ -968,7 +970,7 @@ def test_flame_track_selector(browser, tmp_path):
     tip = page.locator("#fg-tip").text_content()
     assert "worker 1: total 200.0 ms (100.0% of the track)" in tip
     sel.select_option(label="main")
-    _wait(page, "document.getElementById('fg-status').textContent.indexOf(': 0 frames') > 0")
+    _wait(page, "document.getElementById('fg-status').textContent.indexOf(': 0 functions') > 0")
     assert shown("parse") == 1 and shown("crunch") == 0
     # A link can name the track; the selector is only in the flame view.
     page2 = _page(browser, page_file.as_uri() + "#track=worker%201")
@@ -1123,7 +1125,7 @@ def test_bidi_controls_in_names_are_shown_not_obeyed(browser, tmp_path):
     _wait(page, "document.getElementById('fg-status').textContent !== ''")
     assert [f["name"] for f in _drawn(page) if f["hit"]] == [EVIL]
     said = page.locator("#fg-status").text_content()
-    assert said.startswith("\u201cadmin\\u202enimda\u201d: 1 frame")
+    assert said.startswith("\u201cadmin\\u202enimda\u201d: 1 function")
     page.locator("#fg-search").fill("")
     _wait(page, "document.getElementById('fg-status').textContent === ''")
     # Sandwich: the table's cells and titles, the chosen function's heading and its trees.
@@ -1664,7 +1666,7 @@ def test_search_share_is_reports_with_paths_too_thin_to_draw(browser, tmp_path, 
         assert main(["report", str(trace), "--focus", focus, "--json"]) == 0
         want = json.loads(capsys.readouterr().out)["total_ms"]
         status = _type(page, q)
-        m = re.search(r"([\d.]+)% of total \(([\d.]+) ms\)", status)
+        m = re.search(r"([\d.]+) % of samples \(([\d.]+) ms", status)
         assert float(m.group(2)) == pytest.approx(want, abs=0.05), (q, status)
         assert m.group(1) == f"{100 * want / 51000:.1f}", (q, status)
     # The matches are painted in the search colour where the frame is: mid is magenta.

@@ -52,10 +52,21 @@
   var X = X0, Wd = W0, trackNo = -1, TW = null;
   function useTrack(k) {
     trackNo = k;
+    applyWidths();
+  }
+  // The drawn frames' widths of the selection (a range's, else the chosen track's, else
+  // all), each frame placed after its earlier siblings.
+  function applyWidths() {
+    var k = trackNo;
     kidW = null;
-    if (k < 0 || !D.tw) { X = X0; Wd = W0; return; }
-    if (!TW) TW = D.tw.map(function (b) { return col(b, Float64Array); });
-    Wd = TW[k];
+    if (SEL.range) {
+      Wd = new Float64Array(N);
+      for (var j = 0; j < N; j++) Wd[j] = TN[j] >= 0 ? SEL.tot[TN[j]] : SEL.total;
+    } else if (k < 0 || !D.tw) { X = X0; Wd = W0; return; }
+    else {
+      if (!TW) TW = D.tw.map(function (b) { return col(b, Float64Array); });
+      Wd = TW[k];
+    }
     X = new Float64Array(N);
     var next = new Float64Array(N);
     for (var i = 1; i < N; i++) {
@@ -185,10 +196,11 @@
   function layoutThin(scale) {
     thin.length = 0;
     NV = N;
-    // The whole graph: what was dropped is under 0.1 px already (no need to read the tree).
-    if (!zoomed && !(win0 > X[0] + 1e-9 * Wd[0]) && !(win1 < X[0] + Wd[0] * (1 - 1e-9))) return;
+    // The whole graph: what was dropped is under 0.1 px already (no need to read the tree);
+    // a range's frames were laid out for the whole recording, so its thin ones may be wide.
+    if (!SEL.range && !zoomed && !(win0 > X[0] + 1e-9 * Wd[0]) && !(win1 < X[0] + Wd[0] * (1 - 1e-9))) return;
     var I = ftree();
-    var TOT = I ? (trackNo < 0 ? I.tot : (I.tt ? I.tt[trackNo] : null)) : null;
+    var TOT = I ? curTot(I) : null;
     if (!TOT) return;
     if (!kidW) {
       kidW = new Float64Array(N);
@@ -227,12 +239,12 @@
     NV = N + thin.length;
   }
   function thinTip(j) {
-    var I = ftree(), t = thin[j][0], TOT = trackNo < 0 ? I.tot : I.tt[trackNo], ks = kidsOf(t, I), sf = TOT[t];
+    var I = ftree(), t = thin[j][0], TOT = curTot(I), ks = kidsOf(t, I), sf = TOT[t];
     for (var k = 0; k < ks.length; k++) sf -= TOT[ks[k]];
     var f = I.fn[t], tot0 = Wd[0] > 0 ? Wd[0] : 1;
     return I.fname[f] + "\n" + I.floc[f] + "\ntotal " + ms(TOT[t]) + " ms (" + fixed(100 * TOT[t] / tot0, 1) +
       "%) \u00b7 self " + ms(Math.max(sf, 0)) + " ms (" + fixed(100 * Math.max(sf, 0) / tot0, 1) + "%)" +
-      (trackNo < 0 ? " \u00b7 " + I.n[t] + " sample" + (I.n[t] === 1 ? "" : "s") : "") +
+      (curN(I) ? " \u00b7 " + curN(I)[t] + " sample" + (curN(I)[t] === 1 ? "" : "s") : "") +
       "\n(too thin to draw in the whole graph: laid out on zoom)";
   }
   function nameOfFrame(i) { var I = ftree(); return i < N ? D.names[NM[i]] : I.fname[I.fn[thin[i - N][0]]]; }
@@ -240,11 +252,16 @@
   // A drawn frame's tooltip, worded as the SVG picture's <title> (flame.py) words it.
   function tipOf(i) {
     if (i >= N) return thinTip(i - N);
-    var tot = D.total > 0 ? D.total : 1, w = W0[i];
+    var tot = D.total > 0 ? D.total : 1, w = W0[i], self = SELF[i], cnt = CNT[i];
+    if (SEL.range) {
+      // the range's numbers (the selector's track in it, when one is chosen)
+      tot = SEL.total > 0 ? SEL.total : 1; w = Wd[i];
+      self = TN[i] >= 0 ? SEL.self[TN[i]] : 0; cnt = TN[i] >= 0 ? SEL.nTot[TN[i]] : SEL.count;
+    }
     var s = D.names[NM[i]] + "\n" + D.locs[LC[i]] + "\ntotal " + ms(w) + " ms (" + fixed(100 * w / tot, 1) + "%)";
     if (i > 0) {
-      s += " \u00b7 self " + ms(SELF[i]) + " ms (" + fixed(100 * SELF[i] / tot, 1) + "%) \u00b7 " +
-        CNT[i] + " sample" + (CNT[i] === 1 ? "" : "s");
+      s += " \u00b7 self " + ms(self) + " ms (" + fixed(100 * self / tot, 1) + "%) \u00b7 " +
+        cnt + " sample" + (cnt === 1 ? "" : "s");
       if (DIFF) {
         var sd = signed(DIFF.ds[i], 2) + " pp", td = signed(DIFF.dt[i], 2) + " pp";
         if (DIFF.ms) {
@@ -255,7 +272,8 @@
           "\nnew: this call path is not in the base profile (" + td + ")";
       }
     }
-    if (trackNo >= 0) {
+    if (SEL.range) s += "\nin the range " + rangeWords(SEL.range);
+    else if (trackNo >= 0) {
       s += "\n" + D.tracks[trackNo] + ": total " + ms(Wd[i]) + " ms (" +
         (Wd[0] > 0 ? fixed(100 * Wd[i] / Wd[0], 1) : "0.0") + "% of the track)";
     }
@@ -292,6 +310,7 @@
   // the browser a raster of each on every keystroke; one bitmap costs the same at any size.
   // Labels (the few frames wide enough for one) and outlines are canvas text and strokes.
   var img = null, accR, accG, accB, accA, line32;
+  var DIM = 0.22, MAXOUT = 2 * 20000;  // a search's dimming; outlines drawn at most
   function paint() {
     if (view !== "flame") return;
     var W = width(), ratio = window.devicePixelRatio || 1;
@@ -312,7 +331,7 @@
       accR = new Float32Array(PW); accG = new Float32Array(PW); accB = new Float32Array(PW);
       accA = new Float32Array(PW); line32 = new Uint32Array(PW);
     }
-    var px = new Uint32Array(img.data.buffer), labels = [];
+    var px = new Uint32Array(img.data.buffer), labels = [], outlined = [];
     px.fill(0);
     // (ImageData bytes are R, G, B, A in memory: a little-endian word is A<<24|B<<16|G<<8|R)
     for (var d = 0; d < rows.length; d++) {
@@ -325,7 +344,10 @@
         if (x1 <= 0 || x0 >= PW) continue;
         if (x0 < 0) x0 = 0;
         if (x1 > PW) x1 = PW;
-        var c = rgbOf(hitOf(i) ? HITF : (i < N ? FL[i] : TFILL[i - N])), a = FADE[i] ? 0.45 : 1;
+        var hit = hitOf(i), c = rgbOf(hit ? HITF : (i < N ? FL[i] : TFILL[i - N])), a = FADE[i] ? 0.45 : 1;
+        // A search dims what does not match (its matches keep full colour and an outline).
+        if (query && !hit) a *= DIM;
+        else if (hit && outlined.length < MAXOUT) outlined.push(i, y);
         var c0 = Math.floor(x0), c1 = Math.ceil(x1);
         if (c0 < lo) lo = c0;
         if (c1 > hi) hi = c1;
@@ -361,6 +383,18 @@
     for (k = 0; k < labels.length; k += 2) {
       var t = label(nameOfFrame(labels[k]), GW[labels[k]]);
       if (t) g.fillText(t, GX[labels[k]] + 3, labels[k + 1] + ROW - 4.5);
+    }
+    if (outlined.length) {
+      // Every match on screen outlined, one path: at least 3 px wide, so a match far under
+      // a pixel (a function spread over thin paths) is still seen.
+      g.beginPath();
+      for (k = 0; k < outlined.length; k += 2) {
+        var oi = outlined[k], ow = Math.max(GW[oi] > 2 ? GW[oi] - 0.6 : GW[oi], 3);
+        g.rect(GX[oi] + 0.5, outlined[k + 1] + 0.5, ow - 1, ROW - 2);
+      }
+      g.strokeStyle = "#5a0f5f";
+      g.lineWidth = 1;
+      g.stroke();
     }
     [hovered, focused].forEach(function (j, n) {
       if (j < 0 || j >= NV || !VIS[j]) return;
@@ -423,8 +457,160 @@
       tt: J.tt ? J.tt.map(function (b) { return col(b, Float64Array); }) : null,
       // what the tables and transforms need of each function (viewer_tree.js)
       fres: fres, res: J.res, rsp: J.rsp, anon: J.anon, nostack: J.nostack, nolo: J.nolo,
-      colorBy: J.colorBy, rhue: J.rhue};
+      colorBy: J.colorBy, rhue: J.rhue,
+      rep: J.rep ? col(J.rep, Uint8Array) : null};
     return IX;
+  }
+  // Each tree node's total ms in the selection: the range's, the chosen track's, or all.
+  // (SEL is numbered as the index; a transformed tree, FT, was made from the range's own
+  // times already.)
+  function curTot(I) {
+    if (SEL.range && I === IX) return SEL.tot;
+    return trackNo < 0 ? I.tot : (I.tt ? I.tt[trackNo] : null);
+  }
+  // Each tree node's samples in the selection (null: the chosen track's are not kept).
+  function curN(I) {
+    if (SEL.range && I === IX) return SEL.nTot;
+    return trackNo < 0 ? I.n : null;
+  }
+
+  // ---- the selection: which samples every view counts -----------------------------------
+  // A time range [a, b) in ms from the recording's start (a sample counts when its time is
+  // in it), chosen in the Time view or given by a link (#range=1200-2400), with the track
+  // chosen in the selector. For a range, SEL holds its ms (`self`, `tot`: subtree sums) and
+  // samples (`n`, `nTot`) per call-tree node (fg-index's numbering), `total` and `count`;
+  // with none they are null and every view counts the whole recording. Views read SEL and
+  // redraw when it changes (`onSelect`): a table added to the page registers the same way.
+  var SEL = {range: null, key: "", track: -1, self: null, tot: null, n: null, nTot: null, total: 0, count: 0};
+  var selWatch = [];
+  function onSelect(fn) { selWatch.push(fn); }
+  var SMP;  // the samples (fg-samples), inflated when a range is first asked for
+  function bytes(b64) {
+    if (Uint8Array.fromBase64) return Uint8Array.fromBase64(b64);
+    var bin = atob(b64), u = new Uint8Array(bin.length);
+    for (var k = 0; k < bin.length; k++) u[k] = bin.charCodeAt(k);
+    return u;
+  }
+  function inflate(b64) {
+    var st = new Blob([bytes(b64)]).stream().pipeThrough(new DecompressionStream("deflate"));
+    return new Response(st).arrayBuffer().then(function (b) { return new Int32Array(b); });
+  }
+  function loadSamples() {
+    if (SMP !== undefined) return Promise.resolve(SMP);
+    var blk = doc.getElementById("fg-samples");
+    if (!blk || typeof DecompressionStream === "undefined" || !index()) {
+      if (doc.readyState !== "loading") SMP = null;
+      return Promise.resolve(null);
+    }
+    var J = JSON.parse(blk.textContent);
+    return Promise.all(J.lanes.map(function (L) {
+      return Promise.all([inflate(L.t), inflate(L.wd), inflate(L.node), L.c ? inflate(L.c) : null]).then(function (a) {
+        // times and weights in whole microseconds (exact sums)
+        var n = L.n, t = new Float64Array(n), w = new Float64Array(n), acc = 0, k;
+        for (k = 0; k < n; k++) { acc += a[0][k]; t[k] = acc; }
+        for (k = 0; k < n; k++) w[k] = (k + 1 < n ? t[k + 1] - t[k] : 0) + a[1][k];
+        return {t: t, w: w, node: a[2], c: a[3]};
+      });
+    })).then(function (lanes) { SMP = {start: J.start, lanes: lanes}; return SMP; });
+  }
+  function firstAtOrAfter(t, v) {
+    var lo = 0, hi = t.length;
+    while (lo < hi) { var mid = (lo + hi) >> 1; if (t[mid] < v) lo = mid + 1; else hi = mid; }
+    return lo;
+  }
+  function computeSel(r) {
+    var I = index(), nn = I.parent.length, self = new Float64Array(nn), n = new Float64Array(nn);
+    var a = Math.round(r[0] * 1000), b = Math.round(r[1] * 1000);
+    SMP.lanes.forEach(function (L, k) {
+      if (trackNo >= 0 && k !== trackNo) return;
+      for (var j = firstAtOrAfter(L.t, a), e = firstAtOrAfter(L.t, b); j < e; j++) {
+        var nd = L.node[j];
+        if (nd < 0) continue;
+        self[nd] += L.w[j];
+        n[nd] += L.c ? L.c[j] : 1;
+      }
+    });
+    var tot = new Float64Array(nn), nTot = new Float64Array(nn), total = 0, count = 0, i;
+    for (i = 0; i < nn; i++) { self[i] /= 1000; tot[i] = self[i]; nTot[i] = n[i]; }
+    // Nodes come level by level, parents first: children add into parents from the end.
+    for (i = nn - 1; i >= 0; i--) {
+      var p = I.parent[i];
+      if (p >= 0) { tot[p] += tot[i]; nTot[p] += nTot[i]; } else { total += tot[i]; count += nTot[i]; }
+    }
+    SEL.range = r; SEL.track = trackNo; SEL.self = self; SEL.tot = tot; SEL.n = n; SEL.nTot = nTot;
+    SEL.total = total; SEL.count = count;
+  }
+  // "1200-2400" (ms from the recording's start) -> [1200, 2400]; null for anything else.
+  function parseRange(v) {
+    var m = /^\s*(\d+(?:\.\d+)?)\s*[-\u2013]\s*(\d+(?:\.\d+)?)\s*$/.exec(v || "");
+    if (!m || !(+m[2] > +m[1])) return null;
+    return [+m[1], +m[2]];
+  }
+  function rangeKey(r) { return r ? +r[0].toFixed(3) + "-" + +r[1].toFixed(3) : ""; }
+  function rangeWords(r) { return dur(r[0]).replace(/ ms$/, "") + "\u2013" + dur(r[1]); }
+  // Apply the range a link names (undefined: none): a Promise, settled once every view
+  // counts it (the samples are inflated on the first range).
+  function applyRange(v) {
+    var r = parseRange(v), key = rangeKey(r);
+    if (key === SEL.key && (!r || SEL.track === trackNo)) return Promise.resolve();
+    if (!r) {
+      SEL.range = null; SEL.key = ""; SEL.self = SEL.tot = SEL.n = SEL.nTot = null;
+      selChanged();
+      return Promise.resolve();
+    }
+    SEL.key = key;
+    return loadSamples().then(function (S) {
+      if (rangeKey(parseRange(params().range)) !== key) return;  // another came since
+      if (!S) { SEL.key = ""; rangeBar("no samples in this page to select from"); return; }
+      computeSel(r);
+      selChanged();
+    });
+  }
+  // Write the range into the link (the link is the state: Back returns to the last one).
+  function setRange(r) {
+    var p = params();
+    if (r) p.range = rangeKey(r); else delete p.range;
+    var out = [];
+    for (var k in p) out.push(k + "=" + encodeURIComponent(p[k]).replace(/%2C/g, ","));
+    location.hash = out.join("&");
+  }
+  // A link of this page: `s` and the range, when there is one.
+  function withRange(s) { return SEL.key ? s + "&range=" + SEL.key : s; }
+  var rangeEl = null;
+  function rangeBar(note) {
+    if (!rangeEl) {
+      rangeEl = doc.createElement("div");
+      rangeEl.id = "fg-range";
+      var txt = doc.createElement("span"), btn = doc.createElement("button");
+      btn.type = "button";
+      btn.textContent = "Clear range";
+      btn.addEventListener("click", function () { setRange(null); });
+      rangeEl.appendChild(txt);
+      rangeEl.appendChild(btn);
+      // In the header's controls: the page below does not move when a range comes or goes.
+      var ctl = doc.querySelector("header .controls");
+      if (ctl) ctl.insertBefore(rangeEl, ctl.firstChild);
+    }
+    var on = !!SEL.range || !!note;
+    rangeEl.hidden = !on;
+    rangeEl.firstChild.textContent = note ? note : SEL.range ? "Range " + rangeWords(SEL.range) +
+      " (" + SEL.count + " sample" + (SEL.count === 1 ? "" : "s") + ")" : "";
+    rangeEl.title = SEL.range ? "Every view counts only the samples from " + rangeWords(SEL.range) +
+      " after the recording's start: " + ms(SEL.total) + " ms, " + SEL.count + " samples" +
+      (SEL.track >= 0 && D.tracks ? " of " + vis(D.tracks[SEL.track]) : "") : "";
+    rangeEl.lastChild.hidden = !SEL.range;
+    doc.body.setAttribute("data-range", SEL.key);
+    // the tabs keep the range
+    var tabs = doc.querySelectorAll("nav.tabs a[data-tab]");
+    for (var k = 0; k < tabs.length; k++) tabs[k].setAttribute("href", "#" + withRange("view=" + tabs[k].getAttribute("data-tab")));
+  }
+  function selChanged() {
+    applyWidths();
+    if (!(Wd[zoomed] > 0)) zoomTo(0); else zoomTo(zoomed);
+    laidOut = "";
+    rangeBar();
+    if (view === "flame") { layout(); search(input ? input.value : ""); }
+    selWatch.forEach(function (fn) { fn(); });
   }
   // Indices of `low` (and `lowLoc`) containing q; `prev` (the last query's matches, when q
   // extends it) is all that can still match.
@@ -460,45 +646,72 @@
       }
     }
     last.q = query;
-    var sum = 0, count = 0, covered = 0;
+    var sum = 0, count = 0, covered = 0, names = Object.create(null), nfn = 0;
+    matches = [];
+    matchAt = -1;
     for (var i = 0; i < N; i++) {
       var h = i > 0 && query && (nameHit[NM[i]] || locHit[LC[i]]) ? 1 : 0;
       hits[i] = h;
       if (!h || !(Wd[i] > 0)) continue;  // a frame the chosen track never ran
       count++;
+      if (!names[NM[i]]) { names[NM[i]] = 1; nfn++; }
       // Nested matches (recursion) are inside an outer match: count their time once.
-      if (i >= covered) { sum += Wd[i]; covered = end[i]; }
+      if (i >= covered) { sum += Wd[i]; covered = end[i]; matches.push(i); }
     }
-    var T = X_ ? (trackNo < 0 ? X_.tot : (X_.tt ? X_.tt[trackNo] : null)) : null;
+    // The matches to step through (n / Enter, N / shift+Enter): the outermost, widest first.
+    matches.sort(function (x, y) { return (Wd[y] - Wd[x]) || (x - y); });
+    var T = X_ ? curTot(X_) : null;
     if (query && T) {
       // Every node of the tree, parents first: a node under a match is inside it already.
-      var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn);
+      var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn), seenFn = new Uint8Array(fnHit.length);
       sum = 0;
+      nfn = 0;
       for (i = 0; i < nn; i++) {
+        var f = F[i];
+        if (fnHit[f] && !seenFn[f] && T[i] > 0) { seenFn[f] = 1; nfn++; }
         var p = P[i];
         if (p >= 0 && under[p]) { under[i] = 1; continue; }
-        if (fnHit[F[i]]) { under[i] = 1; sum += T[i]; }
+        if (fnHit[f]) { under[i] = 1; sum += T[i]; }
       }
     }
+    lastSearch = {q: q, nfn: nfn, share: Wd[0] > 0 ? (100 * sum / Wd[0]) : 0, sum: sum, count: count};
     fnHits = fnHit;
     countHits();
     paint();
-    var share = Wd[0] > 0 ? (100 * sum / Wd[0]) : 0;
-    if (status) {
-      status.textContent = query ?
-        "\u201c" + vis(q) + "\u201d: " + count + " frame" + (count === 1 ? "" : "s") +
-        ", " + share.toFixed(1) + "% of total (" + sum.toFixed(1) + " ms)" +
-        (X_ ? " in " + last.fns.length + " function" + (last.fns.length === 1 ? "" : "s") : "") : "";
-    }
+    searchStatus();
     // The benchmark reads the search's own work (matching, shares and the repaint).
     if (performance.measure) performance.measure("jsprof-search", {start: t0});
+  }
+  // The status line of a search: how many functions match (with samples in what is
+  // counted: the range, the track), their share of the samples (each sample once), the
+  // frames drawn, and which match the keys last zoomed to.
+  var matches = [], matchAt = -1, lastSearch = null;
+  function searchStatus() {
+    if (!status || view !== "flame") return;
+    var L = lastSearch;
+    if (!L || !query) { status.textContent = ""; return; }
+    status.textContent = "\u201c" + vis(L.q) + "\u201d: " + L.nfn + " function" + (L.nfn === 1 ? "" : "s") +
+      ", " + L.share.toFixed(1) + " % of samples (" + L.sum.toFixed(1) + " ms; " + L.count + " frame" +
+      (L.count === 1 ? "" : "s") + ")" + (matches.length ? matchAt >= 0 ? " \u00b7 match " + (matchAt + 1) + " of " +
+      matches.length + " (n, N: next, previous)" : " \u00b7 n / Enter: zoom to each match" : "");
+  }
+  // Zoom to the next (step 1) or previous (-1) match, round the list.
+  function stepMatch(step) {
+    if (!query || !matches.length) return;
+    matchAt = matchAt < 0 ? (step > 0 ? 0 : matches.length - 1) : (matchAt + step + matches.length) % matches.length;
+    zoomInto(matches[matchAt]);
+    // (a graph taller than the window: the match is scrolled to)
+    var y = wrap.getBoundingClientRect().top + yOf(LD[matches[matchAt]]);
+    if (y < 100 || y > window.innerHeight - ROW) window.scrollBy(0, y - window.innerHeight / 2);
+    searchStatus();
+    canvas.setAttribute("data-match", String(matches[matchAt]));
   }
   // ---- pointer and keyboard ----
   function zoomInto(i) {
     if (i < N) zoomTo(i);
     else {
       // Into a frame laid out on zoom: its extent, under the drawn frame it came from.
-      var t = thin[i - N], I = ftree(), TOT = trackNo < 0 ? I.tot : I.tt[trackNo];
+      var t = thin[i - N], I = ftree(), TOT = curTot(I);
       zoomed = t[3]; win0 = t[2]; win1 = t[2] + TOT[t[0]]; winD = t[1];
     }
     hovered = focused = -1;
@@ -596,6 +809,11 @@
     } else if (e.key === "/" && input && doc.activeElement !== input) {
       e.preventDefault();
       input.focus();
+    } else if (view === "flame" && query && (e.key === "Enter" && doc.activeElement === input ||
+               (e.key === "n" || e.key === "N") && doc.activeElement !== input)) {
+      if (pending) { clearTimeout(pending); pending = 0; search(input.value); }
+      e.preventDefault();
+      stepMatch(e.shiftKey || e.key === "N" ? -1 : 1);
     }
   });
   window.addEventListener("resize", function () { if (view === "flame") layout(); });
@@ -655,6 +873,7 @@
     trackSel.addEventListener("change", function () {
       hideTip();
       useTrack(+trackSel.value);
+      if (SEL.range && SMP) { computeSel(SEL.range); applyWidths(); rangeBar(); selWatch.forEach(function (fn) { fn(); }); }
       zoomTo(zoomed);
       layout();
       search(input ? input.value : "");
@@ -1016,13 +1235,20 @@
       var modelEl = doc.getElementById("fg-model");
       if (!modelEl) return null;
       M = JSON.parse(modelEl.textContent);
+      rangeModel(M);
+      onSelect(function () {
+        rangeModel(M);
+        if (view !== "flame" && views[view]) views[view].show(lastP);
+      });
     }
     if (name === "time" && !M.time && !M.fleetTime) return null;
     var v = viewMakers[name](M);
     if (v) views[name] = v;
     return v;
   }
+  var lastP = Object.create(null);
   function show(name, p) {
+    lastP = p || Object.create(null);
     if (name !== "flame" && !getView(name)) name = "flame";
     hideTip();
     view = name;
@@ -1050,7 +1276,36 @@
     if (p.tf !== undefined) applyTf(p.tf);
     else if (TF.length) history.replaceState(null, "", "#" + location.hash.slice(1) + "&tf=" + encodeURIComponent(TF.join("\n")));
     show(p.view || "flame", p);
+    applyRange(p.range);
   });
+  // The model's numbers of the selection: a range's per function and per model node (the
+  // whole recording's kept in M.whole), so every view that reads the model counts it.
+  var fOfTree = null;
+  function rangeModel(M) {
+    var W = M.whole || (M.whole = {fself: M.fself, ftotal: M.ftotal, fselfN: M.fselfN,
+      ftotalN: M.ftotalN, self: M.self, tot: M.tot, total: M.total});
+    var I = index();
+    if (!SEL.range || !M.tn || !I) {
+      for (var k in W) M[k] = W[k];
+      return;
+    }
+    var NF = M.fname.length, fs = new Float64Array(NF), ft = new Float64Array(NF);
+    var fsn = new Float64Array(NF), ftn = new Float64Array(NF), nn = I.parent.length, i;
+    if (!fOfTree) {
+      fOfTree = new Int32Array(I.fname.length).fill(-1);
+      for (i = 0; i < M.tf.length; i++) fOfTree[M.tf[i]] = i;
+    }
+    for (i = 0; i < nn; i++) {
+      var f = fOfTree[I.fn[i]];
+      if (f < 0 || !(SEL.nTot[i] > 0)) continue;
+      fs[f] += SEL.self[i]; fsn[f] += SEL.n[i];
+      if (!I.rep || !I.rep[i]) { ft[f] += SEL.tot[i]; ftn[f] += SEL.nTot[i]; }
+    }
+    M.fself = fs; M.ftotal = ft; M.fselfN = fsn; M.ftotalN = ftn;
+    M.self = M.tn.map(function (t) { return SEL.self[t]; });
+    M.tot = M.tn.map(function (t) { return SEL.tot[t]; });
+    M.total = SEL.total;
+  }
   zoomTo(0);
   var zi = parseInt(P.z, 10);
   if (zi > 0 && zi < N) zoomTo(zi);
@@ -1070,6 +1325,11 @@
   } else {
     var bar = function () { tfBar(); };
     if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", bar); else bar();
+  }
+  if (P.range) {
+    // (the samples follow the script in the file: read once the page is)
+    var ar = function () { applyRange(P.range); };
+    if (doc.readyState === "loading") doc.addEventListener("DOMContentLoaded", ar); else ar();
   }
   if (first !== "flame" && doc.readyState === "loading") {
     // Another view needs its data, which the file holds after this script.
@@ -1126,6 +1386,32 @@
     return v.toFixed(d);
   }
   function ms(v) { return v >= 0.1 || v === 0 ? fixed(v, 1) : fixed(v, 3); }
+  // A time axis's tick label: in ms, s or min by the ticks' step (a 17-minute recording's
+  // ticks said "1000000.0 ms"), with the decimals the step needs and no more.
+  function tick(t, step) {
+    var u = step >= 60000 ? 60000 : step >= 1000 ? 1000 : 1, s = step / u;
+    var dec = Math.max(0, Math.min(3, Math.ceil(-Math.log(s) / Math.LN10 - 1e-9)));
+    return fixed(t / u, dec) + (u === 60000 ? " min" : u === 1000 ? " s" : " ms");
+  }
+  // A duration or a time since the start in words: ms under 10 s, else s, else min.
+  function dur(v) {
+    var a = Math.abs(v);
+    if (a < 10000) return ms(v) + " ms";
+    if (a < 600000) return fixed(v / 1000, 2) + " s";
+    return fixed(v / 60000, 2) + " min";
+  }
+  // A tick step of about n ticks over span: 1, 2 or 5 times a power of ten in ms, or
+  // whole seconds and minutes (1, 2, 5, 10, 15, 30) once the span is long.
+  function tickStep(span, n) {
+    var raw = span / n, step = Math.pow(10, Math.floor(Math.log(raw) / Math.LN10));
+    if (raw / step > 5) step *= 5; else if (raw / step > 2) step *= 2;
+    var nice = [1, 2, 5, 10, 15, 30];
+    [60000, 1000].forEach(function (u) {
+      if (raw < u || step % u === 0 && nice.indexOf(step / u) >= 0) return;
+      for (var k = 0; k < nice.length; k++) if (nice[k] * u >= raw) { step = nice[k] * u; return; }
+    });
+    return step;
+  }
   function pct(v, tot) { return tot > 0 ? fixed(100 * v / tot, 1) : "0.0"; }
   function hue(name) {
     var h = 0;
@@ -1178,8 +1464,8 @@
     return M.ffill ? M.fills[M.ffill[f]] : hue(M.fname[f]);
   }
   function fnLink(view, M, f, text) {
-    return el("a", {href: "#view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
-      "&loc=" + encodeURIComponent(M.floc[f])}, text);
+    return el("a", {href: "#" + withRange("view=" + view + "&fn=" + encodeURIComponent(M.fname[f]) +
+      "&loc=" + encodeURIComponent(M.floc[f]))}, text);
   }
   // A Time view's lane (either Time view's): its canvas sized to `w` CSS px by the lane's
   // height at the screen's pixel ratio, cleared; its context drawing in CSS px.
@@ -1306,7 +1592,8 @@
       if (sortBy === "total") { a = M.ftotal; b = M.fself; }
       var idx = [];
       for (var f = 0; f < NF; f++) {
-        if (fnMatches(M, f, filter)) idx.push(f);
+        // (a range's table lists the functions that ran in it)
+        if (fnMatches(M, f, filter) && (!SEL.range || M.ftotal[f] > 0 || M.fself[f] > 0)) idx.push(f);
       }
       idx.sort(function (x, y) { return (a[y] - a[x]) || (b[y] - b[x]) || (x - y); });
       return idx;
@@ -1401,7 +1688,7 @@
     }
     function pick(f) {
       // Through the hash, so the choice is a link and Back returns to the last one.
-      location.hash = "view=sandwich&fn=" + encodeURIComponent(M.fname[f]);
+      location.hash = withRange("view=sandwich&fn=" + encodeURIComponent(M.fname[f]));
     }
     return {
       show: function (p) {
@@ -1432,7 +1719,7 @@
       });
       S.fns.forEach(function (e) { byF[e[0]] = e; });
     }
-    function pick(f) { location.hash = "view=source&fn=" + encodeURIComponent(M.fname[f]) + "&loc=" + encodeURIComponent(M.floc[f]); }
+    function pick(f) { location.hash = withRange("view=source&fn=" + encodeURIComponent(M.fname[f]) + "&loc=" + encodeURIComponent(M.floc[f])); }
     function list() {
       var box = el("div", {"class": "panel", "data-panel": "list"});
       box.appendChild(el("p", {"class": "note", "data-note": S.lineData ? "lines" : "nolines"}, S.lineData ?
@@ -1568,7 +1855,7 @@
         // A search while one function's lines are shown goes back to the list it narrows
         // (through the hash, so Back returns to the function); the list is this view's
         // search result, as the Sandwich's table is its.
-        if (chosen >= 0 && filter) location.hash = "view=source";
+        if (chosen >= 0 && filter) location.hash = withRange("view=source");
         else if (chosen < 0) draw();
       }
     };
@@ -1671,6 +1958,9 @@
           hi = Math.max(hi, Math.max.apply(null, S.t1.slice(-1000)));
         });
       });
+      // 0 on the axis is the recording's start (a range's link counts from it), idle or not
+      if (M.start !== undefined && M.start < lo) lo = M.start;
+      if (M.end !== undefined && M.end > hi) hi = M.end;
       if (!(hi > lo)) { lo = 0; hi = 1; }
       v0 = lo; v1 = hi;
       lanes.forEach(function (ln) {
@@ -1749,20 +2039,22 @@
           g.fillRect(tx(selA), 0, tx(selB) - tx(selA), h);
         }
       });
-      rangeLabel.textContent = "showing " + ms(v0 - lo) + " to " + ms(v1 - lo) + " ms";
+      rangeLabel.textContent = "showing " + dur(v0 - lo).replace(/ ms$/, "") + " to " + dur(v1 - lo);
     }
     var FONT_CSS = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
     function axis(g, w) {
-      var span = v1 - v0, step = Math.pow(10, Math.floor(Math.log(span / 8) / Math.LN10));
-      if (span / step > 16) step *= 5; else if (span / step > 8) step *= 2;
+      var span = v1 - v0, step = tickStep(span, Math.max(2, Math.min(12, w / 110))), ticks = [];
       g.font = "11px system-ui, sans-serif";
       g.fillStyle = "#6e6e73";
       g.strokeStyle = "#c8c8cc";
       for (var t = Math.ceil((v0 - lo) / step) * step; t + lo <= v1; t += step) {
-        var x = tx(t + lo);
+        var x = tx(t + lo), text = tick(t, step);
         g.beginPath(); g.moveTo(x + 0.5, 12); g.lineTo(x + 0.5, 20); g.stroke();
-        g.fillText(ms(t) + " ms", x + 3, 10);
+        g.fillText(text, x + 3, 10);
+        ticks.push(text);
       }
+      // (what the ticks say, for tests: canvas text is not in the DOM)
+      g.canvas.setAttribute("data-ticks", ticks.join("|"));
     }
     function hitBox(ln, e) {
       var r = ln.canvas.getBoundingClientRect(), d = Math.floor((e.clientY - r.top) / D.row);
@@ -1787,7 +2079,7 @@
         var b = hitBox(ln, e);
         if (!b) { if (tipEl) tipEl.style.display = "none"; return; }
         var name = nameOf(ln, b), loc = ln.kind === "samples" ? M.floc[M.fn[b[3]]] : "";
-        var when = ms(b[1] - b[0]) + " ms, from " + ms(b[0] - lo) + " to " + ms(b[1] - lo) + " ms";
+        var when = ms(b[1] - b[0]) + " ms, from " + dur(b[0] - lo) + " to " + dur(b[1] - lo);
         // A window the page reported has its own words (DOM text, never markup).
         if (ln.kind === "spans" && b[4]) showTip(e, b[4] + "\n" + when);
         else showTip(e, name + (loc ? "\n" + loc : "") + "\n" + when);
@@ -1820,10 +2112,47 @@
       if (dragFrom === null) return;
       dragFrom = null;
       if (selA !== null && selB - selA > (v1 - v0) / 2000) select(selA, selB);
+      else if (SEL.range) { syncSel(); draw(); }
       else { selA = selB = null; draw(); rangeBox.textContent = ""; }
     });
-    // The table of a time range: self and total per function over the samples in it.
+    // The page's range (every view counts it): shaded here, its table below the lanes.
+    var ranged = !!doc.getElementById("fg-samples");
+    function syncSel() {
+      if (SEL.range) { selA = lo + SEL.range[0]; selB = lo + SEL.range[1]; }
+      else if (ranged) selA = selB = null;
+    }
+    function rangeTable() {
+      rangeBox.textContent = "";
+      if (!SEL.range) return;
+      var fs = [];
+      for (var f = 0; f < M.fname.length; f++) if (M.ftotal[f] > 0 || M.fself[f] > 0) fs.push(f);
+      fs.sort(function (x, y) { return (M.fself[y] - M.fself[x]) || (M.ftotal[y] - M.ftotal[x]) || (x - y); });
+      var listed = 0;
+      fs.forEach(function (f) { listed += M.fself[f]; });
+      var thin = SEL.total - listed;
+      rangeBox.appendChild(el("h2", {}, "From " + rangeWords(SEL.range) + ": " + ms(SEL.total) + " ms of samples (" +
+        SEL.count + ")" + (thin > 1e-6 ? " (" + ms(thin) + " ms of it in functions under 0.01% of the time, not listed)" : "")));
+      var table = el("table", {"class": "fn"}), head = el("tr", {});
+      ["Self ms", "Self %", "Total ms", "Total %", "Function", "Location"].forEach(function (h, k) {
+        head.appendChild(el("th", {"class": k >= 4 ? "name" : ""}, h));
+      });
+      table.appendChild(head);
+      fs.slice(0, 50).forEach(function (f) {
+        var tr = el("tr", {"data-f": f});
+        tr.appendChild(el("td", {}, ms(M.fself[f])));
+        tr.appendChild(el("td", {}, pct(M.fself[f], SEL.total)));
+        tr.appendChild(el("td", {}, ms(M.ftotal[f])));
+        tr.appendChild(el("td", {}, pct(M.ftotal[f], SEL.total)));
+        tr.appendChild(el("td", {"class": "name"}, M.fname[f]));
+        tr.appendChild(el("td", {"class": "loc"}, M.floc[f]));
+        table.appendChild(tr);
+      });
+      rangeBox.appendChild(table);
+    }
+    // The table of a time range: self and total per function over the samples in it (a
+    // page without its samples: the lanes' runs, cut at the edges).
     function select(a, b) {
+      if (ranged) { setRange([Math.max(a - lo, 0), b - lo]); return; }
       selA = a; selB = b;
       var self = {}, tot = {}, all = 0, thin = 0;
       lanes.forEach(function (ln) {
@@ -1873,6 +2202,7 @@
       show: function (p) {
         if (!built) build();
         if (input) input.placeholder = "Search frames ( / )";
+        if (ranged) { syncSel(); rangeTable(); }
         var a = parseFloat(p && p.t0), b = parseFloat(p && p.t1);
         if (b > a) { v0 = Math.max(lo, lo + a); v1 = Math.min(hi, lo + b); }
         draw();
@@ -1969,7 +2299,7 @@
         "A lane per function: its self time in each bucket, darker for a larger share of what was sampled there. " +
         "The order of calls within one page load is not here: open an example upload's own Time view for that." + more));
       var axis = el("div", {"class": "flane", "data-kind": "axis"});
-      axis.appendChild(el("div", {"class": "fname note"}, "ms since page start"));
+      axis.appendChild(el("div", {"class": "fname note"}, "since page start"));
       var ac = el("canvas", {});
       axis.appendChild(ac);
       sec.appendChild(axis);
@@ -2076,8 +2406,7 @@
       });
     }
     function axis(g, w) {
-      var total = B * bw, step = Math.pow(10, Math.floor(Math.log(total / 8) / Math.LN10));
-      if (total / step > 16) step *= 5; else if (total / step > 8) step *= 2;
+      var total = B * bw, step = tickStep(total, Math.max(2, Math.min(12, w / 110))), ticks = [];
       g.font = "11px system-ui, sans-serif";
       g.fillStyle = "#6e6e73";
       g.strokeStyle = "#c8c8cc";
@@ -2088,8 +2417,10 @@
       for (var t = 0; t <= end + 1e-9; t += step) {
         var x = t / (B * bw) * w;
         g.beginPath(); g.moveTo(x + 0.5, 12); g.lineTo(x + 0.5, 20); g.stroke();
-        if (x + 3 + g.measureText(ms(t)).width <= room) g.fillText(ms(t), x + 3, 10);
+        var text = tick(t, step);
+        if (x + 3 + g.measureText(text).width <= room) { g.fillText(text, x + 3, 10); ticks.push(text); }
       }
+      g.canvas.setAttribute("data-ticks", ticks.join("|"));
       if (F.later) { g.textAlign = "right"; g.fillText("later", w - 2, 10); g.textAlign = "left"; }
     }
     doc.addEventListener("mouseup", function () {

@@ -49,6 +49,7 @@ from ..trace import (
     sample_weights,
 )
 from .base import Renderer, flame_kind, visible
+from .viewer_samples import sample_columns
 
 ROW = 16  # px per stack level
 FONT = 11  # px
@@ -171,6 +172,10 @@ def viewer_model(tree: CallTree) -> dict:
         "tot": [round(float(v), 6) for v in tm[nodes]],
         "total": total,
         "nfunctions": int((total_n > 0).sum()),
+        # each model node's call-tree node and each model function's tree function: a
+        # range's numbers come per tree node (fg-index's numbering)
+        "tn": nodes.tolist(),
+        "tf": used.tolist(),
         # For source_model, popped before the model is written: the functions' keys.
         "_keys": funcs,
     }
@@ -356,6 +361,9 @@ def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> d
         "nostack": [i for i, f in enumerate(tree.functions)
                     if f.resource is None and f.line is None and f.name in NO_STACK_NAMES],
         "rsp": [resource_spellings(u)[1:] for u in res],
+        # 1 where a node's function is also an ancestor's (recursion): a range's function
+        # totals are taken at the outermost calls, as report takes them
+        "rep": _b64(repeats_an_ancestor(tree.parent, tree.function), "<u1"),
     }
     if fill_of is not None:
         # The Flame view's colour rule, for the page to colour a transformed tree's frames
@@ -1011,15 +1019,23 @@ def render_flame(
         else:
             views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
-    model = script_json(m)
     ix = tree_index(tree, fr.fill_of)
     if ix is not None:
         # The tables read the whole tree (the index): above INDEX_NODES there is none.
         at = views.index("sandwich") + 1
         views = (*views[:at], "bottomup", "calltree", *views[at:])
+    # Every sample (a range counted in every view) where the page has the whole tree and
+    # the samples have times; a fleet merge's have none.
+    samples = None
+    if ix is not None and rec is not None and "time" in m:
+        sc = sample_columns(rec, tree, track)
+        if sc is not None:
+            samples = script_json(sc)
+            m["start"], m["end"] = sc["start"], sc["end"]
+    model = script_json(m)
     return _html_document(
         fr, data, title, subtitle, legend, width, model, views, src,
-        None if ix is None else script_json(ix), facts,
+        None if ix is None else script_json(ix), facts, samples,
     )
 
 
@@ -1127,6 +1143,10 @@ nav.tabs a.on { background: #0b61c4; color: #fff; }
 #fg-reset { visibility: hidden; }
 #fg-status { color: #8a2be2; height: 1.35em; line-height: 1.35em; padding: 0 16px 4px;
   white-space: nowrap; overflow: hidden; text-overflow: ellipsis; }
+#fg-range { color: #0b61c4; display: flex; gap: 6px; align-items: center; white-space: nowrap; }
+#fg-range[hidden] { display: none; }
+#fg-range button { font: inherit; padding: 1px 8px; border: 1px solid #c8c8cc; border-radius: 6px;
+  background: #fff; cursor: pointer; }
 .facts { padding: 2px 16px 4px; display: flex; flex-wrap: wrap; gap: 4px 18px; color: #333; }
 .facts b { font-weight: 600; color: #6e6e73; }
 .legend { padding: 2px 16px 4px; color: #444; display: flex; flex-wrap: wrap; gap: 4px 14px; }
@@ -1245,6 +1265,7 @@ def _html_document(
     source: str | None = None,
     index: str | None = None,
     facts: list[tuple[str, str, str]] | None = None,
+    samples: str | None = None,
 ) -> str:
     facts_html = "".join(
         f'<span data-fact="{esc(k)}"><b>{esc(label)}</b> {esc(value)}</span>'
@@ -1300,6 +1321,8 @@ def _html_document(
         f'<script type="application/json" id="fg-model">{model}</script>\n'
         + (f'<script type="application/json" id="fg-source">{source}</script>\n' if source else "")
         + (f'<script type="application/json" id="fg-index">{index}</script>\n' if index else "")
+        + (f'<script type="application/json" id="fg-samples">{samples}</script>\n'
+           if samples else "")
         + "</body>\n</html>\n"
     )
 

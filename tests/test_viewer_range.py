@@ -1,0 +1,288 @@
+"""The viewer as an analysis tool (issue 35): a time range that every view counts, search
+that shows its matches, and what keeps pages small. Driven in headless Chromium."""
+
+from __future__ import annotations
+
+import pytest
+
+from browser_util import chromium_path, playwright_chromium
+from jsprof import io
+from jsprof.cli import main
+from jsprof.trace import Recording, TraceBuilder
+
+
+@pytest.fixture(scope="module")
+def browser():
+    chromium_path()  # missing, it fails with what to do
+    with playwright_chromium() as b:
+        yield b
+
+
+def _wait(page, expr: str, timeout: float = 30.0) -> None:
+    """Poll a JS expression until true (the page's CSP forbids wait_for_function's eval)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not page.evaluate(expr):
+        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
+        time.sleep(0.05)
+
+
+def _page(browser, url: str, width: int = 1280, height: int = 700):
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(url)
+    _wait(page, "document.body.dataset.view !== undefined")
+    page.errors = errors
+    return page
+
+
+def _flame(rec: Recording, tmp_path, name: str = "f") -> str:
+    trace = tmp_path / f"{name}.jsprof.json"
+    io.save(rec, trace)
+    out = tmp_path / f"{name}.html"
+    assert main(["flame", str(trace), "-o", str(out)]) == 0
+    return out.as_uri()
+
+
+def _timed(samples: list[tuple[float, list[str]]], interval: float = 1.0) -> Recording:
+    """Samples at the given times (ms); stacks are lists of names, outermost first."""
+    b = TraceBuilder()
+    r = b.resource_id("file:///app.js")
+    for t, names in samples:
+        ids = [b.frame_id(n, r, 1 + len(n), 1) for n in names]
+        b.add_sample(float(t), b.stack_id(ids) if ids else None)
+    return Recording.of(b.build(), sample_interval=interval)
+
+
+# ---- the time axis says s and min on long recordings -------------------------------------
+
+
+@pytest.mark.parametrize("span, unit", [(250.0, " ms"), (30_000.0, " s"), (1_000_000.0, " min")])
+def test_time_axis_ticks_use_seconds_and_minutes(browser, tmp_path, span, unit):
+    # "1000000.0 ms" on a 17-minute recording's axis: ticks now say min (or s).
+    n = 200
+    rec = _timed([(span * k / (n - 1), ["main", "work"]) for k in range(n)], span / (n - 1))
+    page = _page(browser, _flame(rec, tmp_path) + "#view=time")
+    _wait(page, "!!document.querySelector('#v-time canvas.tl-axis[data-ticks]')")
+    ticks = page.evaluate("document.querySelector('#v-time canvas.tl-axis').dataset.ticks")
+    ticks = ticks.split("|")
+    assert len(ticks) >= 3, ticks
+    assert all(t.endswith(unit) for t in ticks), ticks
+    assert all(len(t) <= 9 for t in ticks), ticks  # "16.5 min", not "1000000.0 ms"
+    assert page.errors == []
+
+
+# ---- a range applies everywhere ------------------------------------------------------------
+
+
+def _phases() -> tuple[Recording, list[tuple[float, list[str]]]]:
+    """Three phases at uneven gaps (0.8-1.2 ms): main>parse, main>render>paint (with idle
+    samples among them), main>parse>lex; the samples, for counting by hand."""
+    import random
+
+    rnd = random.Random(7)
+    samples, t = [], 0.0
+    for k in range(3000):
+        t += rnd.choice((0.8, 1.0, 1.2))
+        if k < 1000:
+            st = ["main", "parse"]
+        elif k < 2000:
+            st = [] if k % 10 == 0 else ["main", "render", "paint"]
+        else:
+            st = ["main", "parse", "lex"] if k % 3 else ["main", "parse"]
+        samples.append((round(t, 3), st))
+    return _timed(samples), samples
+
+
+def _by_hand(samples, a: float, b: float) -> dict[str, tuple[int, float]]:
+    """Per function: (samples, ms) of the samples with a <= time - start < b, each weighing
+    the gap to the next sample (the last: the interval), a function once per sample."""
+    start = samples[0][0]
+    out: dict[str, list] = {}
+    for k, (t, st) in enumerate(samples):
+        if not a <= t - start < b:
+            continue
+        w = samples[k + 1][0] - t if k + 1 < len(samples) else 1.0
+        for name in set(st or ["(idle)"]):
+            row = out.setdefault(name, [0, 0.0])
+            row[0] += 1
+            row[1] += w
+    return {k: (n, ms) for k, (n, ms) in out.items()}
+
+
+def _flame_numbers(page) -> dict[str, tuple[int, float]]:
+    """Per drawn frame name: samples and total ms, as its tooltip says them."""
+    import re
+
+    out = {}
+    for f in page.evaluate("jsprofFrames()"):
+        if f["i"] == 0:
+            continue
+        tip = page.evaluate(f"jsprofTip({f['i']})")
+        m = re.search(r"total ([\d.]+) ms .* (\d+) samples?", tip)
+        out[f["name"]] = (int(m.group(2)), float(m.group(1)))
+    return out
+
+
+def _table(page, sel: str) -> dict[str, tuple[float, float]]:
+    """Rows of a functions table: name -> (self ms, total ms)."""
+    rows = page.eval_on_selector_all(
+        sel, "trs => trs.map(tr => [tr.children[4].textContent, +tr.children[0].textContent,"
+        " +tr.children[2].textContent])")
+    return {name: (s, t) for name, s, t in rows}
+
+
+def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
+    rec, samples = _phases()
+    url = _flame(rec, tmp_path)
+    want = _by_hand(samples, 1200, 2400)
+    assert want["parse"][0] > 0 and want["paint"][0] > 0 and want["lex"][0] > 0
+    page = _page(browser, url + "#range=1200-2400")
+    _wait(page, "document.body.dataset.range === '1200-2400'")
+    # Flame: each frame's samples and ms are those of the range, counted by hand.
+    got = _flame_numbers(page)
+    for name, (n, ms) in want.items():
+        assert got[name][0] == n, (name, got[name], n)
+        assert got[name][1] == pytest.approx(ms, abs=0.051), name
+    assert set(got) == set(want)
+    # The range is shown, with its samples, and says so.
+    bar = page.locator("#fg-range").text_content()
+    total_n = sum(1 for t, _ in samples if 1200 <= t - samples[0][0] < 2400)
+    assert "1200.0\u20132400.0 ms" in bar and f"({total_n} samples)" in bar, bar
+    # Sandwich (its table and the chosen function's head) counts the same samples.
+    page.locator("nav.tabs a[data-tab='sandwich']").click()
+    _wait(page, "document.body.dataset.view === 'sandwich'")
+    assert "range=1200-2400" in page.url
+    table = _table(page, "#v-sandwich tr[data-f]")
+    assert set(table) == set(want)
+    for name, (_n, ms) in want.items():
+        assert table[name][1] == pytest.approx(ms, abs=0.051), name
+    self_lex = want["lex"][1]
+    assert table["lex"][0] == pytest.approx(self_lex, abs=0.051)
+    # The Time view shades the range and its table says the same.
+    page.locator("nav.tabs a[data-tab='time']").click()
+    _wait(page, "document.body.dataset.view === 'time'")
+    tt = _table(page, "[data-panel='range'] tr[data-f]")
+    assert tt == table
+    # Cleared: the link loses it, and the flame graph is the whole recording's again.
+    page.locator("#fg-range button").click()
+    _wait(page, "document.body.dataset.range === ''")
+    assert "range=" not in page.url
+    page.locator("nav.tabs a[data-tab='flame']").click()
+    _wait(page, "document.body.dataset.view === 'flame'")
+    whole = _flame_numbers(page)
+    assert whole["parse"][0] == sum(1 for _, st in samples if "parse" in st)
+    assert not page.locator("#fg-range").is_visible()
+    assert page.errors == []
+
+
+def test_a_range_dragged_in_the_time_view_applies_to_flame(browser, tmp_path):
+    rec, samples = _phases()
+    page = _page(browser, _flame(rec, tmp_path) + "#view=time")
+    lane = page.locator("[data-lane='main'] canvas")
+    box = lane.bounding_box()
+    span = samples[-1][0] + 1.0 - samples[0][0]  # the lanes' extent: to the last one's end
+
+    def x_of(t):
+        return box["x"] + box["width"] * t / span
+
+    page.mouse.move(x_of(500), box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(x_of(1500), box["y"] + 5)
+    page.mouse.up()
+    _wait(page, "document.body.dataset.range !== undefined && document.body.dataset.range !== ''")
+    import re
+
+    a, b = map(float, re.search(r"range=([\d.]+)-([\d.]+)", page.url).groups())
+    assert a == pytest.approx(500, abs=span / box["width"] * 2)
+    assert b == pytest.approx(1500, abs=span / box["width"] * 2)
+    want = _by_hand(samples, a, b)
+    page.evaluate("location.hash = location.hash.replace('view=time', 'view=flame')")
+    _wait(page, "document.body.dataset.view === 'flame'")
+    got = _flame_numbers(page)
+    assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}
+    assert page.errors == []
+
+
+# ---- search you can see ---------------------------------------------------------------------
+
+
+def _search_rec() -> Recording:
+    """main calls hot (860 samples) and three functions matching "needle" (47 samples in
+    all, at three depths), once each in their own part of the graph."""
+    st = [["main", "hot"]] * 860 + [["main", "cold"]] * 93
+    st += [["main", "needleA"]] * 40 + [["main", "cold", "needleB"]] * 5
+    st += [["main", "hot", "x", "needleC"]] * 2
+    return _timed([(float(k), s) for k, s in enumerate(st)])
+
+
+def _type(page, q: str) -> str:
+    page.locator("#fg-search").fill(q)
+    _wait(page, "document.getElementById('fg-status').textContent"
+          f".indexOf('\\u201c{q}\\u201d') >= 0")
+    return page.locator("#fg-status").text_content()
+
+
+def test_search_dims_what_does_not_match_and_says_how_many(browser, tmp_path):
+    from PIL import Image
+
+    page = _page(browser, _flame(_search_rec(), tmp_path))
+    frames = {f["name"]: f for f in page.evaluate("jsprofFrames()")}
+    hot = frames["hot"]
+    png = tmp_path / "before.png"
+    page.screenshot(path=str(png))
+    before = Image.open(png).convert("RGB").getpixel((int(hot["cx"]), int(hot["cy"])))
+    status = _type(page, "needle")
+    # The count beside the share: three functions, 47 of 1000 samples.
+    assert status.startswith("\u201cneedle\u201d: 3 functions, 4.7 % of samples (47.0 ms"), status
+    png = tmp_path / "after.png"
+    page.screenshot(path=str(png))
+    img = Image.open(png).convert("RGB")
+    # hot does not match: dimmed towards the background (each channel near 251).
+    after = img.getpixel((int(hot["cx"]), int(hot["cy"])))
+    assert min(after) > 215 and sum(after) > sum(before) + 60, (before, after)
+    # needleA matches: full colour (the search's), outlined in a dark line at its edge.
+    a = next(f for f in page.evaluate("jsprofFrames()") if f["name"] == "needleA")
+    assert a["hit"]
+    r, g, b = img.getpixel((int(a["cx"]), int(a["cy"])))
+    assert r > 200 and g < 130 and b > 200, (r, g, b)
+    top = [img.getpixel((int(a["cx"]), int(y))) for y in range(int(a["cy"]) - 9, int(a["cy"]) - 4)]
+    assert any(sum(p) < 300 for p in top), top  # the outline's dark row above the middle
+    assert page.errors == []
+
+
+def test_next_and_previous_match_zoom_to_each(browser, tmp_path):
+    page = _page(browser, _flame(_search_rec(), tmp_path))
+    _type(page, "needle")
+    page.locator("#fg-search").press("Enter")
+    _wait(page, "!!document.getElementById('fg-canvas').dataset.match")
+    seen = []
+    for _ in range(3):
+        zoomed = [f for f in page.evaluate("jsprofFrames()") if not f["faded"] and f["hit"]]
+        status = page.locator("#fg-status").text_content()
+        assert f"match {len(seen) + 1} of 3" in status, status
+        # Zoomed to the match: it fills the width.
+        top = min(zoomed, key=lambda f: f["depth"])
+        assert top["w"] > 1000, top
+        seen.append(top["name"])
+        page.locator("#fg-search").press("Enter")
+    assert seen == ["needleA", "needleB", "needleC"]  # widest first: 40, 5, 2 samples
+    assert "match 1 of 3" in page.locator("#fg-status").text_content()
+    # N (shift+Enter) goes back, round the list.
+    page.locator("#fg-search").press("Shift+Enter")
+    assert "match 3 of 3" in page.locator("#fg-status").text_content()
+    page.locator("#fg-canvas").focus()
+    page.keyboard.press("n")
+    assert "match 1 of 3" in page.locator("#fg-status").text_content()
+    assert page.errors == []
+
+
+def test_search_counts_only_the_range(browser, tmp_path):
+    # 950-980 ms: 3 samples of cold, 27 of needleA; one function matches there.
+    page = _page(browser, _flame(_search_rec(), tmp_path) + "#range=950-980")
+    _wait(page, "document.body.dataset.range === '950-980'")
+    status = _type(page, "needle")
+    assert status.startswith("\u201cneedle\u201d: 1 function, 90.0 % of samples (27.0 ms"), status
+    assert page.errors == []
