@@ -13,7 +13,9 @@ Prints, for one synthetic recording (bench_trace's generator: deep varied stacks
   included, per character of an 11-character query typed one at a time (goal <= 100 each);
 - share: the search's share of all time against `report --focus` (the exact share of
   samples whose stack has a matching function);
-- sandwich and time: ms to switch to each view and draw it.
+- sandwich and time: ms to switch to each view and draw it;
+- range: ms from a `#range=` link to every view counting it (the first inflates the
+  page's samples), and the search's status under it.
 
 `--before` takes another version's `render/flame.py` (its `flame.js` beside it; e.g. from
 `git archive REV src | tar -x -C /tmp/before`): its page is opened and searched in the same
@@ -61,6 +63,19 @@ _VIEW = """async (v) => {
   location.hash = "view=" + v;
   while (document.body.dataset.view !== v) await new Promise(r => setTimeout(r, 1));
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  return performance.now() - t0;
+}"""
+
+
+# Sets a range by the link and waits until every view counts it (the page marks <body>).
+_RANGE = """async (r) => {
+  const t0 = performance.now();
+  location.hash = "view=flame&range=" + r;
+  while (document.body.dataset.range !== r) {
+    await new Promise(res => setTimeout(res, 2));
+    if (performance.now() - t0 > 60000) return -1;
+  }
+  await new Promise(res => requestAnimationFrame(() => setTimeout(res, 0)));
   return performance.now() - t0;
 }"""
 
@@ -199,6 +214,16 @@ def main() -> None:
             print(f"search share of {a.query!r}: {status!r}; report --focus: {exact:.1f}%")
             for v in ("sandwich", "time", "flame"):
                 print(f"switch to {v}: {page.evaluate(_VIEW, v):.0f} ms")
+            # A range (the middle third) applied to every view: the samples inflated and
+            # counted on the first, then another range over the same samples.
+            span = float(rec.tracks[0].trace.sample_time[-1] - rec.tracks[0].trace.sample_time[0])
+            for k, (a0, a1) in enumerate(((span / 3, 2 * span / 3), (span / 4, span / 2))):
+                got = page.evaluate(_RANGE, f"{a0:.0f}-{a1:.0f}")
+                print(f"range {a0:.0f}-{a1:.0f} ms applied to every view "
+                      f"({'first: samples inflated' if k == 0 else 'again'}): {got:.0f} ms")
+            page.evaluate(_TYPE, "fn123")
+            status = page.evaluate("document.getElementById('fg-status').textContent")
+            print(f"  search under the range: {status!r}")
         print(f"load average after: {' '.join(f'{v:.1f}' for v in os.getloadavg())}")
 
 

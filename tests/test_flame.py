@@ -307,6 +307,10 @@ def test_the_legend_follows_the_colouring(data):
 
 
 def _col(b64: str, dtype: str) -> np.ndarray:
+    if b64.startswith("~"):  # packed (render/packed.py)
+        from jsprof.render.packed import unpack
+
+        return unpack(b64)
     return np.frombuffer(base64.b64decode(b64), dtype)
 
 
@@ -858,7 +862,8 @@ def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
 
 def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
     # 2,500 levels of recursion: a lane of 40,000 px (80,000 device px at ratio 2) is past
-    # the largest canvas, which then draws nothing; the lane keeps its first levels.
+    # the largest canvas, which then draws nothing; the lane is a stack of canvases of 500
+    # levels each, and every level is drawn (it stopped at 500).
     stack = ["main"] + ["rec"] * 2499
     trace = tmp_path / "deep.json"
     io.save(_rec([stack, stack[:10], stack]), trace)
@@ -869,19 +874,35 @@ def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
     page.goto(page_file.as_uri() + "#view=time")
     _wait(page, "document.body.dataset.view === 'time'")
     lane = page.locator("[data-lane='main']")
-    assert "2000 deepest levels are not drawn" in lane.locator(".lane-name").text_content()
-    assert page.evaluate("document.querySelector(\"[data-lane='main'] canvas\").height") <= 32767
-    box = lane.locator("canvas").bounding_box()
+    assert "(2500 levels)" in lane.locator(".lane-name").text_content()
+    heights = page.evaluate(
+        "Array.from(document.querySelectorAll(\"[data-lane='main'] canvas\")).map(c => c.height)")
+    assert len(heights) == 5 and max(heights) <= 32767, heights
+    box = lane.locator("canvas").first.bounding_box()
     png = tmp_path / "deep-time.png"
     page.screenshot(path=str(png))
     img = Image.open(png).convert("RGB")
-    # main (the root row) and the deepest drawn row are painted, across the lane.
+    # main (the root row) and a deeper row are painted, across the lane.
     for y in (box["y"] + ROW / 2, box["y"] + ROW * 7.5):
         painted = [img.getpixel((int(box["x"] + box["width"] * f) * 2, int(y) * 2))
                    for f in (0.1, 0.5, 0.9)]
         assert all(min(p) < 235 for p in painted), (y, painted)
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + ROW / 2)
     assert page.locator("#fg-tip").text_content().startswith("main\n")
+    # The deepest level (2,499) is drawn once its canvas is scrolled to, and answers hover.
+    last = lane.locator("canvas").last
+    page.evaluate("(() => { const c = document.querySelectorAll(\"[data-lane='main'] canvas\");"
+                  " const r = c[c.length - 1].getBoundingClientRect();"
+                  " window.scrollBy(0, r.bottom - window.innerHeight + 40); })()")
+    _wait(page, "jsprofTimeBoxes().some(b => b.depth === 2499)")
+    lb = last.bounding_box()
+    y = lb["y"] + lb["height"] - ROW / 2
+    page.screenshot(path=str(png))
+    img = Image.open(png).convert("RGB")
+    painted = [img.getpixel((int(lb["x"] + lb["width"] * f) * 2, int(y) * 2)) for f in (0.1, 0.9)]
+    assert all(min(p) < 235 for p in painted), painted
+    page.mouse.move(lb["x"] + lb["width"] * 0.1, y)
+    assert page.locator("#fg-tip").text_content().startswith("rec\n")
     assert errors == []
 
 

@@ -161,6 +161,15 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
         assert table[name][1] == pytest.approx(ms, abs=0.051), name
     self_lex = want["lex"][1]
     assert table["lex"][0] == pytest.approx(self_lex, abs=0.051)
+    # Bottom-up (the tables read the same selection): each function's self and total.
+    page.locator("nav.tabs a[data-tab='bottomup']").click()
+    _wait(page, "document.body.dataset.view === 'bottomup'")
+    _wait(page, "jsprofTableRows().length > 0")
+    rows = {r["name"]: r for r in page.evaluate("jsprofTableRows()")}
+    assert set(rows) == set(want)
+    for name, (_n, ms) in want.items():
+        assert float(rows[name]["total"]) == pytest.approx(ms, abs=0.051), name
+        assert float(rows[name]["self"]) == pytest.approx(table[name][0], abs=0.051), name
     # The Time view shades the range and its table says the same.
     page.locator("nav.tabs a[data-tab='time']").click()
     _wait(page, "document.body.dataset.view === 'time'")
@@ -286,3 +295,65 @@ def test_search_counts_only_the_range(browser, tmp_path):
     status = _type(page, "needle")
     assert status.startswith("\u201cneedle\u201d: 1 function, 90.0 % of samples (27.0 ms"), status
     assert page.errors == []
+
+
+# ---- smaller: deep recursion shares its frames -----------------------------------------------
+
+
+def _deep(tmp_path, depth: int = 30_000, n: int = 3000):
+    """A .cpuprofile of main > rec x `depth` > leaf, its samples walking down the recursion
+    and back up (each a few levels from the one before)."""
+    b = TraceBuilder()
+    r = b.resource_id("file:///deep.js")
+    main_f, rec_f, leaf_f = (b.frame_id(nm, r, k + 1, 1) for k, nm in enumerate(("main", "rec",
+                                                                                    "leaf")))
+    chain = [b.stack_id([main_f])]
+    for _ in range(depth):
+        chain.append(b.stack_id_from(chain[-1], rec_f))
+    for k in range(n):
+        d = int(depth * (1 - abs(2 * k / n - 1)))
+        b.add_sample(float(k), b.stack_id_from(chain[d], leaf_f))
+    path = tmp_path / "deep.cpuprofile"
+    io.save(Recording.of(b.build(), sample_interval=1.0), path)
+    return path
+
+
+def test_a_deep_recursion_page_is_smaller_than_its_input(browser, tmp_path):
+    # 30,000 levels: the page was larger than the .cpuprofile (every frame's columns in
+    # full, and the model's per-node lists); packed, what repeats costs bytes.
+    src = _deep(tmp_path)
+    out = tmp_path / "deep.html"
+    assert main(["flame", str(src), "-o", str(out)]) == 0
+    assert out.stat().st_size < src.stat().st_size / 2, (out.stat().st_size, src.stat().st_size)
+    page = _page(browser, out.as_uri())
+    # The deepest leaf is drawn (it is 30,002 levels up), with its numbers.
+    frames = page.evaluate("jsprofFrames().filter(f => f.depth > 29000).length")
+    assert frames > 100
+    page.evaluate("location.hash = 'view=sandwich&fn=leaf'")
+    _wait(page, "document.body.dataset.view === 'sandwich'")
+    assert page.locator("[data-panel='function'] .note").text_content().endswith(
+        "total 3000.0 ms (100.0%)")
+    assert page.errors == []
+
+
+def test_a_deep_recursion_speedscope_export_shares_its_callers(tmp_path):
+    # The sampled form wrote every stack whole (600 MB for a 5.6 MB .cpuprofile): deep
+    # stacks that change little are written as frames opened and closed.
+    import json
+
+    from jsprof.analysis.calltree import build_call_tree
+
+    src = _deep(tmp_path)
+    out = tmp_path / "deep.speedscope.json"
+    assert main(["convert", str(src), str(out)]) == 0
+    assert out.stat().st_size < src.stat().st_size, (out.stat().st_size, src.stat().st_size)
+    doc = json.loads(out.read_text())
+    assert doc["profiles"][0]["type"] == "evented"
+    # Read back: every sample, its time and stack.
+    a, b = io.load(src), io.load(out)
+    ta, tb = a.tracks[0].trace, b.tracks[0].trace
+    assert tb.num_samples == ta.num_samples
+    assert tb.sample_time.tolist() == ta.sample_time.tolist()
+    x, y = build_call_tree(a), build_call_tree(b)
+    assert len(x.parent) == len(y.parent) and y.total_time == x.total_time
+    assert sorted(x.total_ms.tolist()) == sorted(y.total_ms.tolist())

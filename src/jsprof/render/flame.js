@@ -13,6 +13,7 @@
   var D = JSON.parse(doc.getElementById("fg-data").textContent);
   // Little-endian binary columns in base64: one decode each, no per-number parsing.
   function col(b64, T) {
+    if (b64.charCodeAt(0) === 126) return unpack(b64, T);
     var u;
     if (Uint8Array.fromBase64) u = Uint8Array.fromBase64(b64);
     else {
@@ -21,6 +22,22 @@
       for (var k = 0; k < bin.length; k++) u[k] = bin.charCodeAt(k);
     }
     return new T(u.buffer);
+  }
+  // A packed column (render/packed.py): "~i<count>~" or "~m<count>~" (ms as whole ns),
+  // then base64 of varints: each a zigzag'd delta times 2, plus 1 when a run length
+  // follows (the delta repeated that many times). Decoded with doubles (exact to 2^53).
+  function unpack(s, T) {
+    var j = s.indexOf("~", 2), n = +s.slice(2, j), scale = s.charAt(1) === "m" ? 1e6 : 1;
+    var u = bytes(s.slice(j + 1)), out = new T(n), k = 0, p = 0, acc = 0, len = u.length;
+    while (p < len && k < n) {
+      var v = 0, mul = 1, b;
+      do { b = u[p++]; v += (b & 127) * mul; mul *= 128; } while (b & 128);
+      var run = v % 2, z = (v - run) / 2, d = z % 2 ? -(z + 1) / 2 : z / 2, r = 1;
+      if (run) { r = 0; mul = 1; do { b = u[p++]; r += (b & 127) * mul; mul *= 128; } while (b & 128); }
+      if (scale === 1) for (var q = 0; q < r; q++) { acc += d; out[k++] = acc; }
+      else for (q = 0; q < r; q++) { acc += d; out[k++] = acc / scale; }
+    }
+    return out;
   }
   var C = D.cols;
   var DEP = col(C.d, Int32Array), X0 = col(C.x, Float64Array), W0 = col(C.w, Float64Array);
@@ -59,7 +76,7 @@
   function applyWidths() {
     var k = trackNo;
     kidW = null;
-    if (SEL.range) {
+    if (SEL.range && !FT) {
       Wd = new Float64Array(N);
       for (var j = 0; j < N; j++) Wd[j] = TN[j] >= 0 ? SEL.tot[TN[j]] : SEL.total;
     } else if (k < 0 || !D.tw) { X = X0; Wd = W0; return; }
@@ -253,8 +270,9 @@
   function tipOf(i) {
     if (i >= N) return thinTip(i - N);
     var tot = D.total > 0 ? D.total : 1, w = W0[i], self = SELF[i], cnt = CNT[i];
-    if (SEL.range) {
-      // the range's numbers (the selector's track in it, when one is chosen)
+    if (SEL.range && !FT) {
+      // the range's numbers (the selector's track in it, when one is chosen; a transformed
+      // tree's frames carry the range's own)
       tot = SEL.total > 0 ? SEL.total : 1; w = Wd[i];
       self = TN[i] >= 0 ? SEL.self[TN[i]] : 0; cnt = TN[i] >= 0 ? SEL.nTot[TN[i]] : SEL.count;
     }
@@ -605,6 +623,10 @@
     for (var k = 0; k < tabs.length; k++) tabs[k].setAttribute("href", "#" + withRange("view=" + tabs[k].getAttribute("data-tab")));
   }
   function selChanged() {
+    // Transforms start again from the range's tree (or the whole one).
+    CUR = null;
+    TFMEMO = Object.create(null);
+    if (TF.length && FT) { var T = currentTree(); if (T) useFrames(T); }
     applyWidths();
     if (!(Wd[zoomed] > 0)) zoomTo(0); else zoomTo(zoomed);
     laidOut = "";
@@ -904,14 +926,24 @@
   // row's context menu or by key, listed in a bar under the legend (a step clicked goes
   // back to it, Undo or Ctrl+Z takes the last off), and written into the URL hash as
   // `tf=` (the specs, one a line), so a link reproduces the view and Back undoes.
-  var FNS = null, BASE = null, TF = [], TFMEMO = Object.create(null), CUR = null;
+  // Under a range the transforms start from the range's tree: the index's nodes with the
+  // range's own times (SEL), so every view of the tree counts the range.
+  var FNS = null, BASE = null, TF = [], TFMEMO = Object.create(null), CUR = null, RANGED = null;
   function baseTree() {
-    if (BASE) return BASE;
-    var I = index();
-    if (!I || !JV.treeFromIndex) return null;
-    FNS = new JV.Functions(I);
-    BASE = JV.treeFromIndex(I, FNS);
-    return BASE;
+    if (!BASE) {
+      var I = index();
+      if (!I || !JV.treeFromIndex) return null;
+      FNS = new JV.Functions(I);
+      BASE = JV.treeFromIndex(I, FNS);
+    }
+    if (!SEL.range) return BASE;
+    var key = SEL.key + "/" + SEL.track;
+    if (!RANGED || RANGED.selKey !== key) {
+      RANGED = JV.finishTree({parent: BASE.parent, fn: BASE.fn, self: SEL.self, selfN: SEL.n, ts: null,
+        fns: FNS, base: true});
+      RANGED.selKey = key;
+    }
+    return RANGED;
   }
   function currentTree() {
     var B = baseTree();
@@ -1235,6 +1267,11 @@
       var modelEl = doc.getElementById("fg-model");
       if (!modelEl) return null;
       M = JSON.parse(modelEl.textContent);
+      // (its node columns come packed)
+      [["parent", Int32Array], ["fn", Int32Array], ["self", Float64Array], ["tot", Float64Array],
+       ["tn", Int32Array]].forEach(function (c) {
+        if (typeof M[c[0]] === "string") M[c[0]] = col(M[c[0]], c[1]);
+      });
       rangeModel(M);
       onSelect(function () {
         rangeModel(M);
@@ -1302,8 +1339,8 @@
       if (!I.rep || !I.rep[i]) { ft[f] += SEL.tot[i]; ftn[f] += SEL.nTot[i]; }
     }
     M.fself = fs; M.ftotal = ft; M.fselfN = fsn; M.ftotalN = ftn;
-    M.self = M.tn.map(function (t) { return SEL.self[t]; });
-    M.tot = M.tn.map(function (t) { return SEL.tot[t]; });
+    M.self = Float64Array.from(M.tn, function (t) { return SEL.self[t]; });
+    M.tot = Float64Array.from(M.tn, function (t) { return SEL.tot[t]; });
     M.total = SEL.total;
   }
   zoomTo(0);
@@ -1869,9 +1906,11 @@
     var rangeBox, rangeLabel, filter = "";
     var MK = {gc: "hsl(275,55%,62%)", style: "hsl(185,55%,52%)", layout: "hsl(300,45%,66%)",
       paint: "hsl(120,45%,55%)"};
-    // A lane is one canvas: past about 32,767 device pixels a canvas draws nothing at all
-    // (a 2,500-level recursion was a blank lane), so a lane draws its first TL_ROWS levels
-    // (8,000 px, within that limit up to a device pixel ratio of 4) and says what it left.
+    // Past about 32,767 device pixels a canvas draws nothing at all (a 2,500-level recursion
+    // was a blank lane), so a lane is a stack of canvases of TL_ROWS levels each (8,000 px,
+    // within that limit up to a device pixel ratio of 4), every level drawn; a part is
+    // drawn when it comes near the window (a 30,000-level lane is 60 of them: a draw costs
+    // the two or three on screen).
     var TL_ROWS = 500;
     var ndepth = new Int32Array(M.parent.length);  // parents come first
     for (var q = 0; q < M.parent.length; q++) ndepth[q] = M.parent[q] >= 0 ? ndepth[M.parent[q]] + 1 : 1;
@@ -1933,8 +1972,7 @@
         if (L.n.length) {
           var md = 1;
           for (var k = 0; k < L.n.length; k++) if (ndepth[L.n[k]] > md) md = ndepth[L.n[k]];
-          lanes.push({kind: "samples", name: L.name, L: L, box: [], height: Math.min(md, TL_ROWS) * D.row,
-            cut: md - TL_ROWS});
+          lanes.push({kind: "samples", name: L.name, L: L, box: [], rows: md});
           lo = Math.min(lo, L.t0[0]);
           hi = Math.max(hi, L.t1[L.t1.length - 1]);
         }
@@ -1951,7 +1989,7 @@
             return [t, S.t1[k], S.d[k], S.f[k], S.tip ? S.tip[k] : null];
           });
           lanes.push({kind: "spans", name: L.name + " " + (S.title || "spans"), L: L, box: bs,
-            height: Math.min(md + 1, TL_ROWS) * D.row, cut: md + 1 - TL_ROWS,
+            rows: md + 1,
             // the lane's own windows (or calls), not their children (a frame's scripts)
             count: S.d.filter(function (d) { return d === 0; }).length});
           lo = Math.min(lo, Math.min.apply(null, S.t0.slice(0, 1000)));
@@ -1967,13 +2005,19 @@
         if (ln.kind === "axis") return;
         var box = el("div", {"class": "lane", "data-lane": ln.name, "data-kind": ln.kind});
         if (ln.count !== undefined) box.setAttribute("data-count", String(ln.count));
-        box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.cut > 0 ? " (its " +
-          ln.cut + " deepest levels are not drawn here; the Flame and Sandwich views have them)" : "")));
-        ln.canvas = el("canvas", {});
-        box.appendChild(ln.canvas);
+        box.appendChild(el("div", {"class": "lane-name"}, ln.name + (ln.rows > TL_ROWS ? " (" + ln.rows +
+          " levels)" : "")));
+        ln.parts = [];
+        for (var d0 = 0; d0 < (ln.rows || 1); d0 += TL_ROWS) {
+          var part = {kind: ln.kind, name: ln.name, lane: ln, canvas: el("canvas", {}), d0: d0,
+            height: Math.min(TL_ROWS, (ln.rows || 1) - d0) * D.row, drawn: false};
+          box.appendChild(part.canvas);
+          ln.parts.push(part);
+          attach(part);
+        }
+        ln.canvas = ln.parts[0].canvas;
         sec.appendChild(box);
         index(ln);  // boxes by depth, sorted by start, for hit tests
-        attach(ln);
       });
       if (lanes.length === 1) {
         // Only the axis: every sample was idle (no stack) and there are no markers or spans,
@@ -2008,7 +2052,7 @@
     window.jsprofTimeBoxes = function () {
       return drawnBoxes.map(function (b) {
         var r = b.canvas.getBoundingClientRect();
-        return {lane: b.lane, name: b.name, fill: b.fill, w: b.x1 - b.x0,
+        return {lane: b.lane, name: b.name, fill: b.fill, w: b.x1 - b.x0, depth: b.depth,
           cx: r.left + (b.x0 + b.x1) / 2, cy: r.top + b.y + D.row / 2};
       });
     };
@@ -2016,31 +2060,57 @@
       var w = W();
       drawnBoxes = [];
       lanes.forEach(function (ln) {
-        var h = ln.height, g = sizeLane(ln, w);
-        if (ln.kind === "axis") { axis(g, w); return; }
+        if (ln.kind === "axis") { axis(sizeLane(ln, w), w); return; }
         if (ln.kind === "samples") { ln.box = boxes(ln.L); index(ln); }
-        g.font = FONT_CSS;
-        g.textBaseline = "middle";
-        for (var k = 0; k < ln.box.length; k++) {
-          var b = ln.box[k];
-          if (b[1] < v0 || b[0] > v1 || b[2] >= TL_ROWS) continue;
+        ln.parts.forEach(function (part) { drawPart(part, w); });
+      });
+      rangeLabel.textContent = "showing " + dur(v0 - lo).replace(/ ms$/, "") + " to " + dur(v1 - lo);
+    }
+    // One canvas of a lane: its levels d0 .. d0 + TL_ROWS, where it is near the window (the
+    // first always); the others are sized (the page keeps its height) and drawn on scroll.
+    function near(c) {
+      var r = c.getBoundingClientRect(), h = window.innerHeight;
+      return r.bottom > -h && r.top < 2 * h;
+    }
+    function drawPart(part, w) {
+      var ln = part.lane, g = sizeLane(part, w);
+      part.drawn = part.d0 === 0 || near(part.canvas);
+      if (!part.drawn) return;
+      g.font = FONT_CSS;
+      g.textBaseline = "middle";
+      for (var d = part.d0; d < part.d0 + TL_ROWS; d++) {
+        var arr = ln.byDepth[d];
+        if (!arr) continue;
+        for (var k = 0; k < arr.length; k++) {
+          var b = arr[k];
+          if (b[1] < v0 || b[0] > v1) continue;
           var x0 = tx(b[0]), x1 = tx(b[1]);
           if (x1 - x0 < 0.3) continue;
           x0 = Math.max(x0, -1); x1 = Math.min(x1, w + 1);
-          var name = nameOf(ln, b), y = b[2] * D.row, fill = fillOf(ln, b, name);
+          var name = nameOf(ln, b), y = (b[2] - part.d0) * D.row, fill = fillOf(ln, b, name);
           g.fillStyle = fill;
-          if (ln.kind === "samples") drawnBoxes.push({lane: ln.name, name: name, x0: x0, x1: x1, y: y, fill: fill, canvas: ln.canvas});
+          if (ln.kind === "samples") drawnBoxes.push({lane: ln.name, name: name, x0: x0, x1: x1, y: y, fill: fill, canvas: part.canvas, depth: b[2]});
           g.fillRect(x0, y, Math.max(x1 - x0 - (x1 - x0 > 2 ? 0.6 : 0), 0.3), D.row - 1);
           var lab = label(name, x1 - x0);
           if (lab) { g.fillStyle = "#1d1d1f"; g.fillText(lab, x0 + 3, y + D.row / 2); }
         }
-        if (selA !== null && selB > selA) {
-          g.fillStyle = "rgba(11,97,196,0.15)";
-          g.fillRect(tx(selA), 0, tx(selB) - tx(selA), h);
-        }
-      });
-      rangeLabel.textContent = "showing " + dur(v0 - lo).replace(/ ms$/, "") + " to " + dur(v1 - lo);
+      }
+      if (selA !== null && selB > selA) {
+        g.fillStyle = "rgba(11,97,196,0.15)";
+        g.fillRect(tx(selA), 0, tx(selB) - tx(selA), part.height);
+      }
     }
+    var scrolled = 0;
+    window.addEventListener("scroll", function () {
+      if (view !== "time" || !built || scrolled) return;
+      scrolled = requestAnimationFrame(function () {
+        scrolled = 0;
+        var w = W();
+        lanes.forEach(function (ln) {
+          (ln.parts || []).forEach(function (part) { if (!part.drawn && near(part.canvas)) drawPart(part, w); });
+        });
+      });
+    }, {passive: true});
     var FONT_CSS = D.row - 5 + "px ui-monospace, 'DejaVu Sans Mono', Menlo, Consolas, monospace";
     function axis(g, w) {
       var span = v1 - v0, step = tickStep(span, Math.max(2, Math.min(12, w / 110))), ticks = [];
@@ -2056,9 +2126,9 @@
       // (what the ticks say, for tests: canvas text is not in the DOM)
       g.canvas.setAttribute("data-ticks", ticks.join("|"));
     }
-    function hitBox(ln, e) {
-      var r = ln.canvas.getBoundingClientRect(), d = Math.floor((e.clientY - r.top) / D.row);
-      var arr = ln.byDepth[d], t = xt(e.clientX - r.left), loI = 0, hiI = arr ? arr.length - 1 : -1;
+    function hitBox(part, e) {
+      var r = part.canvas.getBoundingClientRect(), d = part.d0 + Math.floor((e.clientY - r.top) / D.row);
+      var arr = part.lane.byDepth[d], t = xt(e.clientX - r.left), loI = 0, hiI = arr ? arr.length - 1 : -1;
       if (!arr) return null;
       // The last box starting at or before t.
       while (loI < hiI) { var mid = (loI + hiI + 1) >> 1; if (arr[mid][0] <= t) loI = mid; else hiI = mid - 1; }

@@ -49,6 +49,7 @@ from ..trace import (
     sample_weights,
 )
 from .base import Renderer, flame_kind, visible
+from .packed import pack_ints, pack_ms, quantize_ms
 from .viewer_samples import sample_columns
 
 ROW = 16  # px per stack level
@@ -97,12 +98,15 @@ MODEL_NODES = 100_000
 MODEL_FUNCTIONS = 50_000
 
 
-def function_table(tree: CallTree) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def function_table(
+    tree: CallTree, rep: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(self ms, total ms, self samples, total samples) per function of `tree`, as
-    `report` counts them: a recursive function's total is taken at its outermost call."""
+    `report` counts them: a recursive function's total is taken at its outermost call
+    (`rep`: `repeats_an_ancestor` of the tree's functions, when the caller has it)."""
     nf = len(tree.functions)
     fn = tree.function
-    outer = ~repeats_an_ancestor(tree.parent, fn)
+    outer = ~(repeats_an_ancestor(tree.parent, fn) if rep is None else rep)
     self_ms = np.bincount(fn, weights=tree.self_ms, minlength=nf)
     total_ms = np.bincount(fn[outer], weights=tree.total_ms[outer], minlength=nf)
     self_n = np.bincount(fn, weights=tree.self_samples, minlength=nf)
@@ -137,7 +141,7 @@ def _model_nodes(tree: CallTree) -> tuple[np.ndarray, np.ndarray]:
     return nodes, index
 
 
-def viewer_model(tree: CallTree) -> dict:
+def viewer_model(tree: CallTree, rep: np.ndarray | None = None) -> dict:
     """The data of the sandwich view: every function with its self and total, and the call
     tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees."""
     total = float(tree.total_time)
@@ -145,7 +149,7 @@ def viewer_model(tree: CallTree) -> dict:
     nodes, index = _model_nodes(tree)
     par = tree.parent[nodes]
     mparent = np.where(par < 0, -1, index[np.maximum(par, 0)])
-    self_ms, total_ms, self_n, total_n = function_table(tree)
+    self_ms, total_ms, self_n, total_n = function_table(tree, rep)
     # Functions: those of the kept nodes and the widest others above MODEL_SHARE (a
     # function spread thinly over many paths is still a row).
     has = np.zeros(len(tree.functions), bool)
@@ -166,18 +170,21 @@ def viewer_model(tree: CallTree) -> dict:
         "ftotal": [round(float(v), 6) for v in total_ms[used]],
         "fselfN": self_n[used].tolist(),
         "ftotalN": total_n[used].tolist(),
-        "parent": mparent.tolist(),
-        "fn": fmap[tree.function[nodes]].tolist(),
-        "self": [round(float(v), 6) for v in tree.self_ms[nodes]],
-        "tot": [round(float(v), 6) for v in tm[nodes]],
+        # the nodes' columns packed (render/packed.py; ms to 1e-6 as always)
+        "parent": pack_ints(mparent),
+        "fn": pack_ints(fmap[tree.function[nodes]]),
+        "self": pack_ms(tree.self_ms[nodes]),
+        "tot": pack_ms(tm[nodes]),
         "total": total,
         "nfunctions": int((total_n > 0).sum()),
         # each model node's call-tree node and each model function's tree function: a
         # range's numbers come per tree node (fg-index's numbering)
-        "tn": nodes.tolist(),
+        "tn": pack_ints(nodes),
         "tf": used.tolist(),
-        # For source_model, popped before the model is written: the functions' keys.
+        # For source_model and time_model, popped before the model is written: the
+        # functions' keys, the nodes' functions.
         "_keys": funcs,
+        "_fn": fmap[tree.function[nodes]],
     }
 
 
@@ -325,7 +332,9 @@ def _b64(a: np.ndarray, dtype: str) -> str:
     return base64.b64encode(np.ascontiguousarray(a, dtype=dtype).tobytes()).decode("ascii")
 
 
-def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> dict | None:
+def tree_index(
+    tree: CallTree, fill_of: Callable[[Any], str] | None = None, rep: np.ndarray | None = None
+) -> dict | None:
     """The call tree as columns for the page (None above INDEX_NODES nodes: the page then
     searches and zooms over the drawn frames only). With `fill_of` (the Flame view's
     colour rule, `_fill_rule`), what the page needs to colour any function as it does:
@@ -339,17 +348,17 @@ def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> d
     fres = [-1 if f.resource is None else res.setdefault(clean(f.resource), len(res))
             for f in tree.functions]
     out = {
-        "parent": _b64(tree.parent, "<i4"),
-        "fn": _b64(tree.function, "<i4"),
-        "tot": _b64(tree.total_ms, "<f8"),
-        "n": _b64(np.rint(tree.total_samples), "<i4"),
+        "parent": pack_ints(tree.parent),
+        "fn": pack_ints(tree.function),
+        "tot": pack_ms(tree.total_ms),
+        "n": pack_ints(np.rint(tree.total_samples)),
         "fname": [clean(f.label()) for f in tree.functions],
         "res": list(res),
-        "fres": _b64(np.array(fres, np.int64), "<i4"),
-        "fline": _b64(np.array([-1 if f.line is None else f.line for f in tree.functions],
-                               np.int64), "<i4"),
-        "fcol": _b64(np.array([-1 if f.column is None else f.column for f in tree.functions],
-                              np.int64), "<i4"),
+        "fres": pack_ints(np.array(fres, np.int64)),
+        "fline": pack_ints(np.array([-1 if f.line is None else f.line for f in tree.functions],
+                                    np.int64)),
+        "fcol": pack_ints(np.array([-1 if f.column is None else f.column for f in tree.functions],
+                                   np.int64)),
         # pseudo frames ("(program)") have no location at all
         "nolo": [i for i, f in enumerate(tree.functions) if not f.location()],
         # For the page's transforms (viewer_transforms.js), which match as the command
@@ -363,7 +372,7 @@ def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> d
         "rsp": [resource_spellings(u)[1:] for u in res],
         # 1 where a node's function is also an ancestor's (recursion): a range's function
         # totals are taken at the outermost calls, as report takes them
-        "rep": _b64(repeats_an_ancestor(tree.parent, tree.function), "<u1"),
+        "rep": pack_ints(repeats_an_ancestor(tree.parent, tree.function) if rep is None else rep),
     }
     if fill_of is not None:
         # The Flame view's colour rule, for the page to colour a transformed tree's frames
@@ -383,7 +392,7 @@ def tree_index(tree: CallTree, fill_of: Callable[[Any], str] | None = None) -> d
     if k > 1 and n * k <= INDEX_TRACK_CELLS:
         depth = _depths(tree)
         tot = [subtree_sums(tree.parent, own, depth) for own in tree.track_self_ms]
-        out["tt"] = [_b64(t, "<f8") for t in tot]
+        out["tt"] = [pack_ms(t) for t in tot]
     return out
 
 
@@ -813,7 +822,8 @@ def _frames(
             name, loc = clean(fn.label()), clean(fn.location())
             if fn.resource is None and not loc and fn.name in NO_STACK_NAMES:
                 loc = "samples with no JavaScript on the stack"
-            self_ms, samples = float(tree.self_ms[n]), int(tree.total_samples[n])
+            self_ms = float(quantize_ms(tree.self_ms[n]))
+            samples = int(tree.total_samples[n])
             if change is not None:
                 fill = _diff_fill(float(change.colour[n]), d_scale)
             else:
@@ -883,14 +893,15 @@ def _frames(
     n_col = np.rint(at(tree.total_samples, 0.0))
     data["fills"] = list(fill_ix)
     data["cols"] = {
-        "d": _b64(np.array(lay.depth, np.int64), "<i4"),
-        "x": _b64(np.array(lay.x, np.float64), "<f8"),
-        "w": _b64(np.array(lay.w, np.float64), "<f8"),
-        "n": _b64(np.array(col_n, np.int64), "<i4"),
-        "l": _b64(np.array(col_l, np.int64), "<i4"),
-        "f": _b64(np.array(col_f, np.int64), "<i4"),
-        "s": _b64(self_col, "<f8"),
-        "c": _b64(n_col, "<i4"),
+        # (packed: a deep recursion's frames repeat themselves, render/packed.py)
+        "d": pack_ints(np.array(lay.depth, np.int64)),
+        "x": pack_ms(np.array(lay.x, np.float64)),
+        "w": pack_ms(np.array(lay.w, np.float64)),
+        "n": pack_ints(np.array(col_n, np.int64)),
+        "l": pack_ints(np.array(col_l, np.int64)),
+        "f": pack_ints(np.array(col_f, np.int64)),
+        "s": pack_ms(self_col),
+        "c": pack_ints(n_col),
     }
     if change is not None:
         # Per frame: self and total change in points, and in ms when the diff is in ms;
@@ -963,6 +974,9 @@ def render_flame(
     if color_by not in ("resource", "function"):
         raise ValueError(f"unknown colouring {color_by!r}")
     lay = layout(tree, min_width_px, width)
+    # Widths as the page reads them back (packed to the ns): the SVG's titles and the
+    # page's tooltips print the same numbers.
+    lay.w = quantize_ms(np.array(lay.w, np.float64)).tolist()
     fr = _frames(tree, lay, icicle, color_by, change, width, svg=fmt == "svg")
     legend = fr.legend
     if change is not None:
@@ -985,16 +999,19 @@ def render_flame(
     fr.data["mode"] = fmt
     if fmt == "html":
         # each drawn frame's tree node (ROOT_FN: the root)
-        fr.data["cols"]["tn"] = _b64(np.array(lay.node, np.int64), "<i4")
+        fr.data["cols"]["tn"] = pack_ints(np.array(lay.node, np.int64))
         tw = track_widths(tree, lay.node)
         if tw:
             fr.data["tracks"] = [clean(n) for n in tree.track_names]
-            fr.data["tw"] = [_b64(np.array(t, np.float64), "<f8") for t in tw]
+            fr.data["tw"] = [pack_ms(np.array(t, np.float64)) for t in tw]
     data = script_json(fr.data)
     if fmt == "svg":
         return _svg_document(fr, data, title, subtitle, width)
-    m = viewer_model(tree)
+    # (recursion, once: the model's function totals and the index's outermost calls)
+    rep_fn = repeats_an_ancestor(tree.parent, tree.function)
+    m = viewer_model(tree, rep_fn)
     keys = m.pop("_keys")
+    model_fn = m.pop("_fn")
     # One colour rule for every view: each model function's fill as the Flame view fills
     # its frames (by script or by name; a diff's Flame view alone colours by change).
     assert fr.fill_of is not None
@@ -1014,12 +1031,12 @@ def render_flame(
             fpos = {k: j for j, k in enumerate(keys)}
             fn_of = np.asarray([fpos.get(k, -1) for k in tree.functions] or [-1], np.int64)
             m["time"] = time_model(rec, tree, _model_nodes(tree)[1], track,
-                                   fn_of[tree.function], np.asarray(m["fn"], np.int64))
+                                   fn_of[tree.function], model_fn)
             views = ("flame", "time", "sandwich", "source")
         else:
             views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
-    ix = tree_index(tree, fr.fill_of)
+    ix = tree_index(tree, fr.fill_of, rep_fn)
     if ix is not None:
         # The tables read the whole tree (the index): above INDEX_NODES there is none.
         at = views.index("sandwich") + 1
