@@ -357,3 +357,24 @@ def test_a_deep_recursion_speedscope_export_shares_its_callers(tmp_path):
     x, y = build_call_tree(a), build_call_tree(b)
     assert len(x.parent) == len(y.parent) and y.total_time == x.total_time
     assert sorted(x.total_ms.tolist()) == sorted(y.total_ms.tolist())
+
+
+def test_a_range_and_transforms_compose(browser, tmp_path):
+    # The transforms start from the range's samples: drop:lex in 1200-2400 leaves the
+    # range's samples without lex on their stack.
+    rec, samples = _phases()
+    page = _page(browser, _flame(rec, tmp_path) + "#range=1200-2400&tf=drop%3Alex")
+    _wait(page, "document.body.dataset.range === '1200-2400' && "
+          "document.body.dataset.transforms === '1'")
+    kept = [(t, st) for t, st in samples if "lex" not in st]
+    start = samples[0][0]
+    want = sum(1 for t, st in kept if 1200 <= t - start < 2400 and "parse" in st)
+    got = _flame_numbers(page)
+    assert "lex" not in got
+    assert got["parse"][0] == want, (got["parse"], want)
+    # Cleared, the transform stays and counts the whole recording again.
+    page.locator("#fg-range button").click()
+    _wait(page, "document.body.dataset.range === ''")
+    got = _flame_numbers(page)
+    assert got["parse"][0] == sum(1 for _, st in kept if "parse" in st)
+    assert page.errors == []

@@ -328,7 +328,10 @@
   // the browser a raster of each on every keystroke; one bitmap costs the same at any size.
   // Labels (the few frames wide enough for one) and outlines are canvas text and strokes.
   var img = null, accR, accG, accB, accA, line32;
-  var DIM = 0.22, MAXOUT = 2 * 20000;  // a search's dimming; outlines drawn at most
+  // A search's dimming, and the matches outlined at most: past that many on screen the
+  // matches are most of the graph, and the dimming of the rest says it (20,000 outlines
+  // cost the first keystroke 200 ms at 10M samples).
+  var DIM = 0.22, MAXOUT = 2 * 1500;
   function paint() {
     if (view !== "flame") return;
     var W = width(), ratio = window.devicePixelRatio || 1;
@@ -365,7 +368,7 @@
         var hit = hitOf(i), c = rgbOf(hit ? HITF : (i < N ? FL[i] : TFILL[i - N])), a = FADE[i] ? 0.45 : 1;
         // A search dims what does not match (its matches keep full colour and an outline).
         if (query && !hit) a *= DIM;
-        else if (hit && outlined.length < MAXOUT) outlined.push(i, y);
+        else if (hit && outlined.length <= MAXOUT) outlined.push(i, y);
         var c0 = Math.floor(x0), c1 = Math.ceil(x1);
         if (c0 < lo) lo = c0;
         if (c1 > hi) hi = c1;
@@ -402,7 +405,7 @@
       var t = label(nameOfFrame(labels[k]), GW[labels[k]]);
       if (t) g.fillText(t, GX[labels[k]] + 3, labels[k + 1] + ROW - 4.5);
     }
-    if (outlined.length) {
+    if (outlined.length && outlined.length <= MAXOUT) {
       // Every match on screen outlined, one path: at least 3 px wide, so a match far under
       // a pixel (a function spread over thin paths) is still seen.
       g.beginPath();
