@@ -171,6 +171,36 @@ def test_planted_slowdown_on_node_wall_clock(tmp_path):
     assert res.changed and res.changed[0].key.name == "render", res.summary()
 
 
+PAGE = """<!doctype html><title>budget</title><script>
+APP
+performance.mark("start");
+main();
+performance.measure("work", "start");
+</script>"""
+
+
+@pytest.mark.chromium
+def test_planted_slowdown_in_a_page_by_its_performance_measure(tmp_path):
+    # Wall time in a browser under load 20-30 spreads runs by factors (a 2x slowdown came
+    # out at +0.5 % to +232 % after 36 rounds here), so the planted slowdown is 4x.
+    base, new = _pair(tmp_path, factor=4, scale=20)
+    for p in (base, new):
+        p.with_suffix(".html").write_text(PAGE.replace("APP", p.read_text()))
+    res = budget(base.with_suffix(".html"), new.with_suffix(".html"), engine="chromium",
+                 measure="work", max_slower=10.0, min_rounds=5, time_cap=300)
+    assert res.metric == "performance.measure 'work' ms" and res.clock == "wall"
+    assert res.verdict == "slower", res.summary()
+    # the measure's duration is each run's number; render named first from the profiles
+    assert all(r.ms > 0 for r in res.base_runs + res.new_runs)
+    assert res.changed and res.changed[0].key.name == "render", res.summary()
+    assert res.changed[0].key.resource == "app.html"
+    # a name the page never measures: one line, the run ended by the cap, exit 2
+    p = _cli("--engine", "chromium", "--measure", "nope", "--time-cap", "20",
+             base.with_suffix(".html"), new.with_suffix(".html"))
+    assert p.returncode == 2 and "no performance.measure named 'nope'" in p.stderr, p.stderr
+    assert p.stderr.count("\n") == 1
+
+
 @pytest.mark.parametrize("factor", [1, 2])
 def test_the_pytest_fixture_from_a_pytester_file(pytester, tmp_path, factor):
     base, new = _pair(tmp_path, factor=factor)
@@ -186,3 +216,9 @@ def test_the_pytest_fixture_from_a_pytester_file(pytester, tmp_path, factor):
         out.assert_outcomes(failed=1)
         out.stdout.fnmatch_lines(["*SLOWER: NEW is slower than the budget allows*",
                                   "*render (app.js)*"])
+
+
+def test_the_docs_page_names_every_json_field():
+    page = (Path(__file__).parent.parent / "docs" / "budget.md").read_text()
+    for key in sorted(TOP_KEYS | CHANGED_KEYS):
+        assert f'"{key}"' in page, key

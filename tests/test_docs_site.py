@@ -15,8 +15,8 @@ import pytest
 from browser_util import playwright_chromium
 
 ROOT = Path(__file__).parent.parent
-PAGES = {"index", "getting-started", "local-profiling", "engines", "profiler-api", "formats",
-         "field", "scale", "store", "design"}
+PAGES = {"index", "getting-started", "local-profiling", "budget", "engines", "profiler-api",
+         "formats", "field", "scale", "store", "design"}
 
 
 @pytest.fixture(scope="module")

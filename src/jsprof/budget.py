@@ -7,8 +7,9 @@ QuickJS (`--clock cpu`: the runtime's CPU time, what load and waiting do not inf
 busy ms (all samples but `(idle)`) on Node and Chromium, whose V8 samples wall time only,
 or a page's `performance.measure` duration (`measure=`).
 
-The test is the fleet's (analysis/stats.py): Welch's t on the runs' numbers, judged against
-its permutation distribution, and Fieller's interval of the ratio NEW / BASE, read as a
+The test is the fleet's (analysis/stats.py): Welch's t, judged against its permutation
+distribution, on the logarithms of the runs' numbers (load stretches a run by a factor:
+see `_judge`), so the change is the ratio of NEW's geometric mean to BASE's, read as a
 relative change in percent. After `min_rounds` and then whenever the rounds have grown by a
 fifth, the interval is looked at; each look is at level 1 - 0.05 / L for the L looks the
 round limit allows (Bonferroni), so the interval reported is a 95 % interval whichever
@@ -22,10 +23,11 @@ look stopped the run (stopping when it looks decided would otherwise make a fals
     unsure   none of these when the rounds or the time ran out
 
 When a verdict is reached the rounds stop. Then every function's self ms per run is tested
-the same way (functions with at least 0.5 % of either side's time), Benjamini-Hochberg at
-a 5 % false discovery rate picks the ones that changed, and their intervals are at the
-level that keeps the false coverage rate at 5 % (Benjamini-Yekutieli), as `fleet
-regressions` does; they are listed with the one that explains most of the change first.
+the same way (on log(ms + one sample interval): a run may not sample a function at all),
+functions with at least 0.5 % of either side's time; Benjamini-Hochberg at a 5 % false
+discovery rate picks the ones that changed, and their intervals are at the level that
+keeps the false coverage rate at 5 % (Benjamini-Yekutieli), as `fleet regressions` does;
+they are listed with the one that explains most of the change first.
 
 BASE and NEW are usually two files (two builds, two checkouts): functions match by name
 and by their script's path relative to its side's folder, and BASE's script itself matches
@@ -80,24 +82,55 @@ class Run:
 
 
 @dataclass
+class Ratio:
+    """NEW's runs against BASE's: the geometric means (ms per run) and their ratio with its
+    interval at one look's level (None: an end the runs do not bound)."""
+
+    before: float
+    after: float
+    lo: float | None
+    hi: float | None
+
+    @property
+    def ratio(self) -> float:
+        return self.after / self.before if self.before > 0 else math.inf
+
+
+@dataclass
 class FunctionChanged:
+    """One function's self ms per run on each side: the test is on log(ms + `eps`), one
+    sample interval added so that a run where it was not sampled counts (see `_judge` on
+    why logarithms); before/after are the matching geometric means (ms per run)."""
+
     key: NameKey
-    test: Change
+    test: Change  # on the logarithms
+    eps: float
     q: float
     level: float
-    explains: float  # its change over the whole change (both in ms per run)
+    explains: float = 0.0  # its change over the whole change (both in ms per run)
+
+    @property
+    def before(self) -> float:
+        return math.exp(self.test.before) - self.eps
+
+    @property
+    def after(self) -> float:
+        return math.exp(self.test.after) - self.eps
 
     def json(self) -> dict:
         c = self.test
-        lo, hi = c.ms_interval(self.level)
-        rlo, rhi = c.ratio_interval(self.level)
-        rel = 100.0 * (c.after / c.before - 1.0) if c.before > 0 else None
+        base = self.before + self.eps
+        lo, hi = c.ms_interval(self.level)  # of the logarithms' difference
+        r_lo = math.exp(lo) if math.isfinite(lo) else None
+        r_hi = math.exp(hi) if math.isfinite(hi) else None
         return {
             "name": self.key.label(), "resource": self.key.resource, "line": self.key.line,
-            "beforeMsPerRun": round(c.before, 3), "afterMsPerRun": round(c.after, 3),
-            "changeMsPerRun": round(c.diff, 3), "changeMsCi": [round(lo, 3), round(hi, 3)],
-            "changePct": None if rel is None else round(rel, 1),
-            "changePctCi": [_pct(rlo), _pct(rhi)],
+            "beforeMsPerRun": round(self.before, 3), "afterMsPerRun": round(self.after, 3),
+            "changeMsPerRun": round(self.after - self.before, 3),
+            "changeMsCi": [None if r is None else round(base * (r - 1.0), 3)
+                           for r in (r_lo, r_hi)],
+            "changePct": round(100.0 * (math.exp(c.diff) - 1.0), 1),
+            "changePctCi": [_pct(r_lo), _pct(r_hi)],
             "explainsPct": round(100.0 * self.explains, 1),
             "pValue": float(f"{c.p:.3g}"), "qValue": float(f"{self.q:.3g}"),
         }
@@ -128,7 +161,7 @@ class BudgetResult:
     time_cap: float
     elapsed: float
     stopped_by: str
-    test: Change | None
+    test: Ratio | None
     level: float  # each look's level (alpha / looks)
     base_runs: list[Run] = field(repr=False, default_factory=list)
     new_runs: list[Run] = field(repr=False, default_factory=list)
@@ -153,18 +186,19 @@ class BudgetResult:
         the runs do not bound)."""
         if self.test is None:
             return None, None
-        lo, hi = self.test.ratio_interval(self.level)
-        return _pct(lo), _pct(hi)
+        return _pct(self.test.lo), _pct(self.test.hi)
 
     @property
     def change_pct(self) -> float | None:
         t = self.test
-        return None if t is None or t.before <= 0 else 100.0 * (t.after / t.before - 1.0)
+        return None if t is None or t.before <= 0 else 100.0 * (t.ratio - 1.0)
 
     def json(self) -> dict:
         t = self.test
         lo, hi = self.interval
-        ms_ci = [None, None] if t is None else [round(x, 3) for x in t.ms_interval(self.level)]
+        ms_ci: list[float | None] = [None, None]
+        if t is not None:
+            ms_ci = [None if r is None else round(t.before * (r - 1.0), 3) for r in (t.lo, t.hi)]
         cp = self.change_pct
         return {
             "verdict": self.verdict,
@@ -174,7 +208,7 @@ class BudgetResult:
             "afterMsPerRun": None if t is None else round(t.after, 3),
             "changePct": None if cp is None else round(cp, 2),
             "interval": [lo, hi],
-            "changeMsPerRun": None if t is None else round(t.diff, 3),
+            "changeMsPerRun": None if t is None else round(t.after - t.before, 3),
             "changeMsCi": ms_ci,
             "ciLevel": 1.0 - ALPHA,
             "budgetPct": round(self.budget_pct, 3),
@@ -232,14 +266,18 @@ def measure_until(name: str) -> str:
 
 def run_number(rec: Recording, times: dict[NameKey, tuple[float, float]], total: float,
                measure: str | None) -> float:
-    """A run's number in ms: its `performance.measure` duration (`measure`), else all its
-    samples' time but waiting's (on the CPU clock there is none)."""
+    """A run's number in ms: its `performance.measure` duration (`measure`, summed over
+    the entries of that name), else all its samples' time but waiting's (on the CPU clock
+    there is none)."""
     if measure is not None:
-        for t in rec.tracks:
-            for m in t.meta.get("measures") or ():
-                if isinstance(m, dict) and m.get("name") == measure:
-                    return float(m["duration"])
-        raise EngineError(f"the page made no performance.measure named {measure!r}")
+        got = [float(m["duration"]) for t in rec.tracks for m in t.meta.get("measures") or ()
+               if isinstance(m, dict) and m.get("name") == measure]
+        if not got:
+            raise EngineError(
+                f"the page made no performance.measure named {measure!r} (check the name; "
+                "the page ends once it made one)"
+            )
+        return sum(got)  # a measure made more than once: all of them
     return total - times.get(NameKey(IDLE, None), (0.0, 0.0))[0]
 
 
@@ -326,6 +364,8 @@ def budget(
                              f"chromium (--engine {engine} runs {spec.runs})")
         if until is None:
             until = measure_until(measure)
+        if duration is None:
+            duration = time_cap  # a page that never makes the measure ends, and says so
     match = side_matcher(base, new)
     sides = Sides(engine, sample_interval, clock, args, until, measure, match, duration)
     plan = looks(min_rounds, max_rounds)
@@ -375,7 +415,7 @@ def budget(
         len(b_runs), min_rounds, max_rounds, time_cap, elapsed, stopped_by, test, level,
         b_runs, n_runs, match=match,
     )
-    res.changed = functions_changed(b_runs, n_runs)
+    res.changed = functions_changed(b_runs, n_runs, sample_interval)
     return res
 
 
@@ -386,35 +426,46 @@ def _metric(engine: str, clock: str, measure: str | None) -> str:
 
 
 def _judge(b_runs: list[Run], n_runs: list[Run], max_slower: float | None,
-           max_slower_ms: float | None, level: float) -> tuple[Change | None, float, str]:
-    """The test of the runs' numbers, the allowed slowdown (percent) and the verdict."""
-    b = np.array([[r.ms] for r in b_runs])
-    n = np.array([[r.ms] for r in n_runs])
-    got = changes(b, n, PERM_SEED + len(b_runs))
+           max_slower_ms: float | None, level: float) -> tuple[Ratio | None, float, str]:
+    """The ratio of the runs' numbers, the allowed slowdown (percent) and the verdict.
+
+    The test is on the runs' logarithms: a slowdown is a factor, and on a loaded machine
+    a run's time is stretched by one (a run 3x as long as the rest is common under load,
+    one 1/3 as long never), so the logarithms are the nearer to symmetric and one
+    stretched run moves their mean far less than it moves the mean in ms. The ratio is
+    then that of the geometric means, its interval the difference's, exponentiated."""
+    b = np.array([r.ms for r in b_runs])
+    n = np.array([r.ms for r in n_runs])
+    if len(b) < 2 or not (b > 0).all() or not (n > 0).all():
+        return None, 0.0, "unsure"
+    got = changes(np.log(b)[:, None], np.log(n)[:, None], PERM_SEED + len(b_runs))
     if not got:
         return None, 0.0, "unsure"
     c = got[0]
+    lo_log, hi_log = c.ms_interval(level)
+    before, after = math.exp(c.before), math.exp(c.after)
+    r = Ratio(before, after, math.exp(lo_log) if math.isfinite(lo_log) else None,
+              math.exp(hi_log) if math.isfinite(hi_log) else None)
     allowed = max_slower or 0.0
-    if max_slower_ms is not None and c.before > 0:
-        allowed = max(allowed, 100.0 * max_slower_ms / c.before)
-    lo, hi = c.ratio_interval(level)
-    if lo is None or hi is None:
-        return c, allowed, "unsure"
-    lo_pct, hi_pct = 100.0 * (lo - 1.0), 100.0 * (hi - 1.0)
+    if max_slower_ms is not None and before > 0:
+        allowed = max(allowed, 100.0 * max_slower_ms / before)
+    if r.lo is None or r.hi is None:
+        return r, allowed, "unsure"
+    lo_pct, hi_pct = 100.0 * (r.lo - 1.0), 100.0 * (r.hi - 1.0)
     if lo_pct > allowed:
-        return c, allowed, "slower"
+        return r, allowed, "slower"
     if hi_pct < -allowed:
-        return c, allowed, "faster"
+        return r, allowed, "faster"
     if lo_pct >= -allowed and hi_pct <= allowed:
-        return c, allowed, "same"
-    return c, allowed, "unsure"
+        return r, allowed, "same"
+    return r, allowed, "unsure"
 
 
-def functions_changed(b_runs: list[Run], n_runs: list[Run],
+def functions_changed(b_runs: list[Run], n_runs: list[Run], sample_interval: float = 1.0,
                       alpha: float = ALPHA) -> list[FunctionChanged]:
     """The functions whose self ms per run changed (Benjamini-Hochberg at `alpha` over the
     functions tested), the one that explains most of the whole change first."""
-    if len(b_runs) < 2 or len(n_runs) < 2:
+    if len(b_runs) < 2 or len(n_runs) < 2 or not all(r.ms > 0 for r in b_runs + n_runs):
         return []
     keys: list[NameKey] = []
     seen: set[NameKey] = set()
@@ -431,20 +482,22 @@ def functions_changed(b_runs: list[Run], n_runs: list[Run],
     share = np.maximum(b.sum(axis=0) / tb if tb > 0 else 0.0,
                        n.sum(axis=0) / tn if tn > 0 else 0.0)
     cols = [j for j in range(len(keys)) if 100.0 * share[j] >= MIN_SHARE_PCT]
-    got = changes(b[:, cols], n[:, cols]) if cols else None
+    eps = sample_interval if sample_interval > 0 else 0.1
+    got = changes(np.log(b[:, cols] + eps), np.log(n[:, cols] + eps)) if cols else None
     if not got:
         return []
     picked, q = bh_picked([c.p for c in got], alpha)
     m = len(got)
     level = alpha * sum(picked) / m  # Benjamini-Yekutieli's false coverage level
-    whole = float(np.mean([r.ms for r in n_runs]) - np.mean([r.ms for r in b_runs]))
+    out = [FunctionChanged(keys[j], c, eps, qv, level)
+           for j, c, pick, qv in zip(cols, got, picked, q, strict=True) if pick]
+    whole = (math.exp(float(np.log([r.ms for r in n_runs]).mean()))
+             - math.exp(float(np.log([r.ms for r in b_runs]).mean())))
+    for f in out:
+        f.explains = (f.after - f.before) / whole if whole else 0.0
     sign = 1.0 if whole >= 0 else -1.0
-    out = [
-        FunctionChanged(keys[j], c, qv, level, c.diff / whole if whole else 0.0)
-        for j, c, pick, qv in zip(cols, got, picked, q, strict=True) if pick
-    ]
     # The one that explains most first: the largest change in the whole change's direction.
-    out.sort(key=lambda f: (-sign * f.test.diff, f.key.name))
+    out.sort(key=lambda f: (-sign * (f.after - f.before), f.key.name))
     return out
 
 

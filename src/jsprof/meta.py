@@ -67,6 +67,8 @@ class TrackMeta(TypedDict, total=False):
     # V8 engines
     medianIntervalMs: float
     # Chromium: the page's timeline (long frames and interactions held as the track's spans)
+    # Chromium: the page's performance.measure entries (name, startTime, duration ms)
+    measures: list[dict[str, Any]]
     timelineDropped: dict[str, int]  # entries over the client's per-take limits
     timelineRefused: list[str]  # batches that failed the timeline check, why
     # jsprof serve: an upload's client timeline (GET /v1/traces/{id}), read by analysis/busy.py

@@ -5,6 +5,7 @@ rules that end a recording."""
 from __future__ import annotations
 
 import contextlib
+import math
 import sys
 import time
 from collections.abc import Callable
@@ -13,11 +14,18 @@ from typing import TextIO
 from ...errors import EngineError
 from ...trace import Track
 from ...words import printable_lines
-from ..cdp import CDPClient, CDPClosed, Session
+from ..cdp import CDPClient, CDPClosed, CDPError, Session
 from .console import STDERR_TYPES, exception_text, format_console
 from .helper import helper_source
 from .thread import SLICE_PERIOD, JSThread
 
+# The page's performance.measure entries kept on the main track (`jsprof budget --measure`).
+MEASURES_MAX = 1000
+_MEASURES_JS = (
+    "(() => { try { return performance.getEntriesByType('measure').slice(0, "
+    f"{MEASURES_MAX}).map(e => [String(e.name).slice(0, 200), +e.startTime, +e.duration]); "
+    "} catch (e) { return null; } })()"
+)
 QUIET_MS = 500  # the --until load rule: no task ran for this long
 
 
@@ -306,6 +314,28 @@ class PageSession:
             for th in self.threads:
                 th.poll_origin()
                 th.poll_timeline()
+
+    def read_measures(self, timeout: float = 3.0) -> list[dict]:
+        """The main document's `performance.measure` entries (at most MEASURES_MAX, names
+        cut to 200 characters): name, startTime and duration in ms on its performance
+        clock. The page's own values, checked as data; [] when it gave none."""
+        s = self.main.session
+        try:
+            mid = s.send_nowait("Runtime.evaluate", {"expression": _MEASURES_JS,
+                                                      "returnByValue": True})
+            deadline = time.monotonic() + timeout
+            while mid not in s.replies and time.monotonic() < deadline and not s.closed:
+                if not self.client.pump(0.02):
+                    return []
+            got = s.result(mid, 0).get("result", {}).get("value")
+        except (CDPError, CDPClosed, EngineError):
+            return []
+        out = []
+        for e in got if isinstance(got, list) else ():
+            if (isinstance(e, list) and len(e) == 3 and isinstance(e[0], str)
+                    and all(isinstance(x, (int, float)) and math.isfinite(x) for x in e[1:])):
+                out.append({"name": e[0], "startTime": float(e[1]), "duration": float(e[2])})
+        return out[:MEASURES_MAX]
 
     def recording(
         self, requested_ms: float, rename: Callable[[str], str] | None = None

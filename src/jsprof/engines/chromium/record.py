@@ -113,12 +113,15 @@ def _record_in(
     if server is not None:
         page.rename_text = server.file_urls_in
     how = "ok"
+    measures: list[dict] = []
     with SignalFlag() as sig:
         try:
             page.prepare()
             page.navigate(url)
             how = wait_for_end(page, until_expr, duration, sig)
             if how not in ("browser-exited",):
+                if how not in ("crashed", "closed"):
+                    measures = page.read_measures()
                 page.read_origins()
                 page.stop_all()
             browser.close_page(target_id)
@@ -149,6 +152,8 @@ def _record_in(
         meta["error"] = page.errors[0]
     if lost:
         meta["lost"] = lost
+    if measures and tracks[0].name == "main":
+        meta["measures"] = measures
     return Recording(tracks)
 
 
