@@ -284,7 +284,15 @@ def test_tables_of_the_old_reading_are_rebuilt(stored, tmp_path: Path) -> None:
     doc = orjson.loads(man.read_bytes())
     doc["formatVersion"] = 3  # tables an older jsprof wrote: lost stacks there are (idle)
     man.write_bytes(orjson.dumps(doc))
-    # The next compaction (this query's) rebuilds them from the raw uploads.
+    # A query (which only reads) says so in one line; the next compaction rebuilds them
+    # from the raw uploads.
+    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(old), "--app", "shop"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "tables of format 3" in r.stderr and "jsprof serve compact" in r.stderr, r.stderr
+    r = subprocess.run([str(JSPROF), "serve", "compact", "--store", str(old)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
     got = {r["name"]: r["totalMs"] for r in _fleet(old, "top", "--all")["rows"]}
     assert "(stack not captured)" in got and got == pytest.approx(want), (got, want)
     assert orjson.loads(man.read_bytes())["rebuiltFrom"] == 3

@@ -194,3 +194,83 @@ def test_a_tail_over_the_cap_is_counted_and_compact_makes_it_whole(
         doc = api.top(s, Filters(app="shop"), 5)
         assert (doc["traces"], doc["pendingUploads"]) == (16, 0)
     st.close()
+
+
+def test_the_time_view_and_during_read_tables_not_raw_uploads(
+        store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the merged Time view and `--during` need (each sample's time on its upload's
+    clock, the timelines) is in the tables (the samples table, the uploads' meta): with
+    every raw read refused, both answer as before (they read raw records until issue 34)."""
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        page = api.flame(s, Filters(app="shop"))
+        during = api.top(s, Filters(app="shop", during="interaction"), None)
+        lf = api.top(s, Filters(app="shop", during="long-frame"), None)
+
+    def refused(*_: object, **__: object) -> None:
+        raise AssertionError("a query read a raw upload")
+
+    monkeypatch.setattr(Store, "get", refused)
+    with api.session(st) as s:
+        assert api.flame(s, Filters(app="shop")) == page
+        assert api.top(s, Filters(app="shop", during="interaction"), None) == during
+        assert api.top(s, Filters(app="shop", during="long-frame"), None) == lf
+    st.close()
+    assert '"fleetTime"' in page and during["traces"] == 16 and lf["attributedMs"] >= 0
+
+
+def test_format_4_tables_are_upgraded_in_place_not_rebuilt(store: Path, tmp_path: Path) -> None:
+    """Tables of format 4 lack only the samples table: read as they are (a rebuild needs
+    the raw segments, which raw retention may have deleted), their uploads counted as
+    having no sample times, and the next compaction adds samples from its uploads on."""
+    import orjson
+
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+    from jsprof.store.compact import FORMAT_VERSION
+
+    copy = tmp_path / "store"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    mp = copy / "tables" / "_manifest.json"
+    man = orjson.loads(mp.read_bytes())
+    for entry in man["releases"].values():  # as format 4 wrote them: no samples parts
+        for e in entry["parts"].pop("samples"):
+            (copy / "tables" / e["path"]).unlink()
+    man["formatVersion"] = 4
+    man.pop("samplesFromUk")
+    mp.write_bytes(orjson.dumps(man))
+    uploads_parts = man["uploads"]
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        assert api.top(s, Filters(app="shop"), 3)["traces"] == 16
+        during = api.top(s, Filters(app="shop", during="interaction"), None)
+        assert during["untimedUploads"] == 16 and during["samples"] == 0
+        page = api.flame(s, Filters(app="shop"))
+        assert '"uploadsUntimed":16' in page.replace(" ", "")
+    st.close()
+    # The next compaction upgrades the manifest: nothing rebuilt, samples from now on.
+    st = Store(copy)
+    upload(st, "late", make_trace(np.random.default_rng(1), 300), app="shop",
+           release="1.1.0", route="/cart", receivedAt=T0 + 9000e3, pageLoad="late",
+           timeline=_timeline(0))
+    compact(st)
+    st.close()
+    man = orjson.loads(mp.read_bytes())
+    assert man["formatVersion"] == FORMAT_VERSION and "rebuiltFrom" not in man
+    assert man["samplesFromUk"] == 16 and man["uploads"][:len(uploads_parts)] == uploads_parts
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        during = api.top(s, Filters(app="shop", during="interaction"), None)
+    st.close()
+    assert during["untimedUploads"] == 16 and during["samples"] > 0

@@ -197,8 +197,9 @@ def test_raw_segments_removed_once_compacted_and_old(tmp_path: Path) -> None:
 
 
 def test_during_views_leave_out_uploads_whose_raw_is_removed(tmp_path: Path) -> None:
-    """`fleet top --during` reads the timelines from the raw records: once those are
-    removed (--keep-raw), those uploads take no part (exit 2: no window), no traceback."""
+    """`fleet top --during` reads the samples and timelines from the tables (issue 34), so
+    once the raw records are removed (--keep-raw) it answers as before. (When it read raw
+    records, those uploads took no part: exit 2, no window.)"""
     import subprocess
 
     import orjson
@@ -228,9 +229,9 @@ def test_during_views_leave_out_uploads_whose_raw_is_removed(tmp_path: Path) -> 
     assert r.returncode == 0 and orjson.loads(r.stdout)["pageLoads"] == 1, r.stderr
     assert remove_raw(st, 0.0, now=time.time() + 1)
     st.close()
-    r = during()
-    assert r.returncode == 2, r.stdout + r.stderr
-    assert "Traceback" not in r.stderr and r.stderr.count("\n") == 1, r.stderr
+    r2 = during()
+    assert r2.returncode == 0, r2.stdout + r2.stderr
+    assert orjson.loads(r2.stdout) == orjson.loads(r.stdout)
 
 
 def test_a_damaged_index_run_is_reported_and_ingest_goes_on(tmp_path: Path) -> None:

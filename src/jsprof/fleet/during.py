@@ -1,34 +1,32 @@
 """`--during interaction|long-frame|load`: only the samples taken while users waited.
 
-The compacted tables keep one weight per (upload, stack), not sample times, so this plan
-reads the matching uploads' raw records (`Store.get`: one claim and one record each) with
-their timelines, keeps the samples inside the windows, and interns what is left into
+Reads only tables (issue 34): the samples table keeps each sample's time on its upload's
+clock, stack and weight, and the uploads table each upload's timeline (its meta). This
+plan keeps the matching uploads' samples inside the windows and interns what is left into
 per-release tables of the same shape the tables give (`release.Release`, `StackRows`,
 `FrameRows`): top, flame, diff and export then run unchanged. Its cost grows with the
-matching uploads, not with distinct stacks (docs/design.md, Deviations).
+matching uploads' samples, not with distinct stacks (docs/design.md, Deviations).
 
-Samples the browser lost the stack of are attributed as the compactor attributes them
-(analysis/busy.py: inside a long frame's script entry, that entry point's `(stack not
-captured)`; elsewhere in the frame, its own rows), but by the frames of the whole page
-load (all its chunks: a frame reported with the next chunk still covers its samples), so
-a handler is charged only for the time inside its own script entries; the kept time so
-charged to entry points is reported (`attributedMs`).
-"""
+Samples the browser lost the stack of were attributed at compaction by the upload's own
+long frames (analysis/busy.py: inside a long frame's script entry, that entry point's
+`(stack not captured)`; elsewhere in the frame, its own rows); here they are attributed
+again by the frames of the whole page load (all its chunks: a frame reported with the
+next chunk still covers its samples), so a handler is charged only for the time inside
+its own script entries; the kept time so charged to entry points is reported
+(`attributedMs`)"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 
 from ..analysis.busy import attribute_trace, charged_mask
-from ..errors import JsprofError
 from ..trace import NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
-from .release import mapped_release
+from .release import mapped_release, stored_trace
 
 NS_PER_MS = 1_000_000
 
@@ -65,20 +63,50 @@ class _Tables:
         return self.b.build()
 
 
-def _timelines(store: Any, up: Uploads) -> tuple[list[Any], dict[str, tl.PageLoad]]:
-    raw = []
-    keyed = []
-    from ..store import StoreError
+def upload_metas(snap: Snapshot, up: Uploads) -> dict[int, dict]:
+    """Per upload key of `up`: its meta as the uploads table keeps it (with its timeline)."""
+    import orjson
 
-    for i, uid in enumerate(up.id):
-        try:
-            got = store.get(uid)
-        except StoreError:  # damaged, or its raw record removed once compacted (--keep-raw)
-            got = None
-        raw.append(got)
-        key = up.page_load[i] or f"upload:{uid}"
-        keyed.append((key, None if got is None else got[0].get("timeline")))
-    return raw, tl.page_loads(keyed)
+    from .engine import read_part
+
+    want = set(up.uk.tolist())
+    out: dict[int, dict] = {}
+    at = up.received_at[np.isfinite(up.received_at)]
+    span = (float(at.min()), float(at.max()) + 1.0) if len(at) == len(up) and len(at) else (
+        None, None)
+    for p in snap.files("uploads", up.rkeys, *span):
+        t = read_part(p, ["uk", "meta"]).to_pydict()
+        for uk, meta in zip(t["uk"], t["meta"], strict=True):
+            if uk in want:
+                out[uk] = orjson.loads(meta) if meta else {}
+    return out
+
+
+def _upload_trace(rel: ProfilerTrace, t: np.ndarray, st: np.ndarray, mk: np.ndarray
+                  ) -> ProfilerTrace:
+    """One upload's samples over the part of its release's stored tables they use (their
+    stacks, the stacks' ancestors and frames): the upload's trace as compaction stored
+    it. A marker column only when some sample has a marker (stored -1 is "none")."""
+    par = rel.stack_parent
+    need: set[int] = set()
+    for s in np.unique(st[st >= 0]).tolist():
+        while s != NONE and s not in need:
+            need.add(s)
+            s = int(par[s])
+    idx = np.asarray(sorted(need), np.int64)  # stored parents precede their children
+    sid = np.full(rel.num_stacks + 1, NONE, np.int64)  # the last entry: NONE -> NONE
+    sid[idx] = np.arange(len(idx))
+    fr = rel.stack_frame[idx].astype(np.int64) if len(idx) else np.zeros(0, np.int64)
+    used = np.unique(fr)
+    fid = np.full(len(rel.frames) or 1, NONE, np.int64)
+    fid[used] = np.arange(len(used))
+    parent = rel.stack_parent[idx].astype(np.int64) if len(idx) else np.zeros(0, np.int64)
+    return ProfilerTrace(
+        rel.resources, [rel.frames[f] for f in used.tolist()],
+        np.where(parent >= 0, sid[parent], NONE), fid[fr],
+        sample_time=t, sample_stack=sid[st],
+        sample_marker=mk if (mk != NONE).any() else None,
+    )
 
 
 def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float | None,
@@ -86,13 +114,21 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     """The pieces of a `query.Selection` for the samples inside `during` windows: releases,
     rows, per-trace rows, frame rows, and the time charged to LoAF entry points. `pick`
     keeps only the interactions it says yes to (`fleet interactions`, per target)."""
-    from ..formats import read_any
-    from ..store import Store
-    from ..store.compact import upload_weights
+    from .engine import sample_rows
 
     threshold = tl.DEFAULT_SLOWER_THAN[during] if slower_than is None else slower_than
-    store = Store(snap.tdir.parent)
-    raw, loads = _timelines(store, up)
+    metas = upload_metas(snap, up)
+    loads = tl.page_loads([(up.page_load[i] or f"upload:{uid}",
+                            metas.get(int(up.uk[i]), {}).get("timeline"))
+                           for i, uid in enumerate(up.id)])
+    samples = sample_rows(snap, up)
+    spans: dict[int, tuple[int, int]] = {}
+    if len(samples["uk"]):
+        cut = np.flatnonzero(np.diff(samples["uk"])) + 1
+        for a, b in zip(np.r_[0, cut].tolist(), np.r_[cut, len(samples["uk"])].tolist(),
+                        strict=True):
+            spans[int(samples["uk"][a])] = (a, b)
+    stored = {rkey: stored_trace(snap, rkey) for rkey in up.rkeys}
     tables = {rkey: _Tables() for rkey in up.rkeys}
     rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
     attributed_ms = 0.0
@@ -100,41 +136,39 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     # filter selects nothing (exit 2), where a threshold that keeps none is a real zero.
     with_kind = 0
     kept: dict[str, int] = {}  # per page load: its windows kept (its chunks share them)
-    for i, got in enumerate(raw):
-        if got is None:
-            continue  # pruned since it was compacted
-        meta, body = got
-        key = up.page_load[i] or f"upload:{up.id[i]}"
+    # Uploads compacted before the tables kept sample times (format 4): counted, not read.
+    from_uk = snap.manifest.get("samplesFromUk", 0)
+    untimed = 0
+    for i, uid in enumerate(up.id):
+        key = up.page_load[i] or f"upload:{uid}"
         pl = loads[key]
         with_kind += bool(pl.windows(during, -math.inf, pick))
         windows = pl.windows(during, threshold, pick)
         kept[key] = len(windows)
-        if not windows:
+        if windows and int(up.uk[i]) < from_uk:
+            untimed += 1
+        if not windows or int(up.uk[i]) not in spans:
             continue
-        try:
-            rec = read_any(body, f"upload {up.id[i]}")
-        except JsprofError:
-            continue  # compaction recorded it as skipped
+        a, b = spans[int(up.uk[i])]
+        w = samples["weight_ns"][a:b] / NS_PER_MS  # the weights the compactor stored
+        tr = _upload_trace(stored[up.rkey[i]], samples["t"][a:b], samples["stack_id"][a:b],
+                           samples["marker"][a:b].astype(np.int64))
+        keep = tl.in_windows(tr.sample_time, windows)
+        if not keep.any():
+            continue
+        # Compaction charged lost stacks by the upload's own long frames; a frame that
+        # ended after its chunk was sent is in the next chunk's timeline: the page load's.
+        tr = attribute_trace(tr, pl.long_frames, w)[0]
         ri = int(up.ri[i])
-        tab = tables[up.rkey[i]]
-        for track in rec.tracks:
-            tr = track.trace
-            if tr.num_samples == 0:
-                continue
-            w, _ = upload_weights(track, meta)  # the weights the compactor stored
-            keep = tl.in_windows(tr.sample_time, windows)
-            if not keep.any():
-                continue
-            tr = attribute_trace(tr, pl.long_frames, w)[0]
-            smap = tab.add_trace(tr)
-            st = smap[tr.sample_stack[keep]]
-            mk = (tr.sample_marker[keep].astype(np.int64) if tr.sample_marker is not None
-                  else np.full(int(keep.sum()), NONE, np.int64))
-            wk = w[keep]
-            attributed_ms += float(wk[charged_mask(tr)[keep]].sum())
-            rows.append((np.full(len(st), ri, np.int64), st, mk,
-                         np.rint(wk * NS_PER_MS).astype(np.int64),
-                         np.full(len(st), int(up.uk[i]), np.int64)))
+        smap = tables[up.rkey[i]].add_trace(tr)
+        st = smap[tr.sample_stack[keep]]
+        mk = (tr.sample_marker[keep].astype(np.int64) if tr.sample_marker is not None
+              else np.full(int(keep.sum()), NONE, np.int64))
+        wk = w[keep]
+        attributed_ms += float(wk[charged_mask(tr)[keep]].sum())
+        rows.append((np.full(len(st), ri, np.int64), st, mk,
+                     samples["weight_ns"][a:b][keep],
+                     np.full(len(st), int(up.uk[i]), np.int64)))
     releases = {}
     leaf_frame = {}
     rel_names = dict(zip(up.rkey, up.release, strict=True))
@@ -156,7 +190,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     fr = _sum_rows(ri, leaf, mk, wns, uk)
     frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
-            "attributed_ms": attributed_ms, "with_kind": with_kind,
+            "attributed_ms": attributed_ms, "with_kind": with_kind, "untimed": untimed,
             "windows": sum(kept.values())}
 
 

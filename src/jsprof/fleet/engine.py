@@ -447,6 +447,32 @@ def read_part(part: Part, columns: list[str] | None = None) -> Any:
     return part if columns is None else part.select(columns)
 
 
+SAMPLE_COLS = ("uk", "t", "stack_id", "marker", "weight_ns")
+
+
+def sample_rows(snap: Snapshot, up: Uploads) -> dict[str, np.ndarray]:
+    """Every sample of the uploads `up` as the samples table stores it (time on its
+    upload's clock, stack as attributed, marker, weight in ns), an upload's samples
+    together and in their order, uploads in the order of `up`. Read from the parts of
+    `up`'s releases and days only (the merged Time view and `--during` read these)."""
+    pieces: dict[str, list[np.ndarray]] = {k: [] for k in SAMPLE_COLS}
+    if len(up.uk):
+        for p in snap.row_files("samples", up):
+            cols = _arrow_cols(read_part(p, list(SAMPLE_COLS)))
+            hit = np.isin(cols["uk"], up.uk)
+            if hit.any():
+                for k in SAMPLE_COLS:
+                    pieces[k].append(cols[k][hit])
+    out = {k: (np.concatenate(v) if v else np.zeros(0, np.float64 if k == "t" else np.int64))
+           for k, v in pieces.items()}
+    # By each upload's place in `up`; stable, so an upload's samples keep their order (an
+    # upload's rows are all in the one part its compaction batch wrote).
+    rank = {u: i for i, u in enumerate(up.uk.tolist())}
+    order = np.argsort(np.fromiter((rank[u] for u in out["uk"].tolist()), np.int64,
+                                   len(out["uk"])), kind="stable")
+    return {k: v[order] for k, v in out.items()}
+
+
 def _split(parts: list[Part]) -> tuple[list[str], Any]:
     """Parts -> (paths, the in-memory parts as one Table or None)."""
     paths = [p for p in parts if isinstance(p, str)]

@@ -25,7 +25,6 @@ from ..meta import AGGREGATED
 from ..trace import (
     MARKERS,
     NONE,
-    ProfilerFrame,
     ProfilerTrace,
     Recording,
     Track,
@@ -47,7 +46,7 @@ from .engine import (
     stack_key,
 )
 from .filters import Filters
-from .release import Release, mapped_release, named
+from .release import Release, mapped_release, named, stored_trace
 
 NS_PER_MS = 1_000_000
 Engine = DuckEngine | DaskEngine
@@ -67,6 +66,7 @@ class Selection:
     meta: dict = field(default_factory=dict)
     frame_rows: FrameRows | None = None  # --during: per-trace frame rows made with the rows
     attributed_ms: float = 0.0  # --during: lost stacks charged to LoAF entry points
+    untimed: int = 0  # --during: uploads with windows but no sample times in the tables
     with_window: int | None = None  # --during: matching uploads with a window of that kind
     windows: int | None = None  # --during: the windows kept (interactions, long frames...)
     # --exclude-idle: the time and samples of the (idle) and (program) samples left out
@@ -84,32 +84,8 @@ class Selection:
 
 
 def _read_release(snap: Snapshot, rkey: str) -> Release:
-    from .engine import read_part
-
     entry = snap.manifest["releases"][rkey]
-    names, res, lines, cols = [], [], [], []
-    for p in snap.files("frames", [rkey]):
-        t = read_part(p).to_pydict()
-        names += t["name"]
-        res += t["resource"]
-        lines += t["line"]
-        cols += t["column"]
-    par, fr = [], []
-    for p in snap.files("stacks", [rkey]):
-        t = read_part(p, ["parent_id", "frame_id"])
-        par.append(t.column("parent_id").to_numpy())
-        fr.append(t.column("frame_id").to_numpy())
-    resources: dict[str, int] = {}
-    frames = []
-    for n, r, ln, c in zip(names, res, lines, cols, strict=True):
-        rid = None if r is None else resources.setdefault(r, len(resources))
-        frames.append(ProfilerFrame(n, rid, ln, c))
-    trace = ProfilerTrace(
-        list(resources), frames,
-        np.concatenate(par) if par else np.zeros(0, np.int32),
-        np.concatenate(fr) if fr else np.zeros(0, np.int32),
-    )
-    return mapped_release(snap, rkey, entry["app"], entry["release"], trace)
+    return mapped_release(snap, rkey, entry["app"], entry["release"], stored_trace(snap, rkey))
 
 
 def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Recording:
@@ -207,6 +183,7 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
             int(rows.samples.sum()), float(rows.weight_ns.sum()) / NS_PER_MS,
             got["per_trace"], frame_rows=got["frames"], attributed_ms=got["attributed_ms"],
             with_window=got["with_kind"], windows=got["windows"], idle_ms=idle_ms,
+            untimed=got["untimed"],
             idle_samples=idle_n,
         )
     releases = named({k: _read_release(snap, k) for k in up.rkeys}, f)
@@ -410,6 +387,9 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
         # what --during kept, and the stack-less samples charged to a LoAF entry point
         doc["during"] = sel.filters.during
         doc["attributedMs"] = _r(sel.attributed_ms)
+        if sel.untimed:
+            # compacted before the tables kept sample times (format 4): not in this answer
+            doc["untimedUploads"] = sel.untimed
     return doc
 
 

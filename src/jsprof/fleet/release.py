@@ -71,3 +71,32 @@ def named_release(rel: Release, ident: ScriptIdentity) -> Release:
     keys = [k if k.resource is None else FunctionKey(k.name, ident(k.resource), k.line, k.column)
             for k in rel.frame_key]
     return replace(rel, trace=trace, frame_key=keys)
+
+
+def stored_trace(snap: Snapshot, rkey: str) -> ProfilerTrace:
+    """A release's frames and stacks as the tables store them (ids as in the weights and
+    samples tables, before source maps), as a ProfilerTrace without samples."""
+    from .engine import read_part
+
+    names, res, lines, cols = [], [], [], []
+    for p in snap.files("frames", [rkey]):
+        t = read_part(p).to_pydict()
+        names += t["name"]
+        res += t["resource"]
+        lines += t["line"]
+        cols += t["column"]
+    par, fr = [], []
+    for p in snap.files("stacks", [rkey]):
+        t = read_part(p, ["parent_id", "frame_id"])
+        par.append(t.column("parent_id").to_numpy())
+        fr.append(t.column("frame_id").to_numpy())
+    resources: dict[str, int] = {}
+    frames = []
+    for n, r, ln, c in zip(names, res, lines, cols, strict=True):
+        rid = None if r is None else resources.setdefault(r, len(resources))
+        frames.append(ProfilerFrame(n, rid, ln, c))
+    return ProfilerTrace(
+        list(resources), frames,
+        np.concatenate(par) if par else np.zeros(0, np.int32),
+        np.concatenate(fr) if fr else np.zeros(0, np.int32),
+    )

@@ -9,10 +9,11 @@ interactions and LCP happened (from the timelines the uploads carry) and the `fl
 vitals` rows of the same selection, and links to example uploads, whose own Time view
 has real sample times.
 
-The compacted tables keep one weight per (upload, stack), not sample times, so this reads
-the matching uploads' raw records as `--during` does (fleet/during.py): at most
-TIME_UPLOADS of them (an even spread over the selection, said on the page). Within that
-cap each function's time summed over the buckets is its `fleet top` self time.
+The samples table keeps each sample's time on its upload's clock (written at compaction,
+issue 34), and the uploads table the timelines, so this reads only tables: the samples of
+at most TIME_UPLOADS uploads (an even spread over the selection, said on the page), to
+bound the page's size and the work. Within that cap each function's time summed over the
+buckets is its `fleet top` self time.
 """
 
 from __future__ import annotations
@@ -23,16 +24,15 @@ from typing import Any
 import numpy as np
 
 from ..analysis.profile import FunctionKey
-from ..errors import JsprofError
 from ..trace import NONE, no_stack_name
 from . import timeline as tl
-from .during import _Tables
 from .engine import Snapshot, Uploads
 
-TIME_UPLOADS = 500  # raw records read at most per view (~3 ms each: the flame page waits)
+TIME_UPLOADS = 500  # uploads whose samples a view reads at most
 BUCKETS = 100  # time buckets up to the 99th percentile of sample times (and one "later")
 FUNCTIONS = 200  # functions with a per-bucket row; the rest are one "(other functions)" row
 EXAMPLES = 6  # example uploads linked
+NS_PER_MS = 1_000_000
 
 
 def _nice(x: float) -> float:
@@ -55,54 +55,50 @@ def _spread(n: int, cap: int) -> np.ndarray:
 
 def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     """The `fleetTime` block of the viewer's model for a query's Selection `sel`."""
-    from ..formats import read_any
-    from ..store import Store, StoreError
-    from ..store.compact import attributed, upload_weights
+    from .engine import sample_rows
     from .query import idle_mask
-    from .release import identity, mapped_release, named_release
-    from .vitals import vitals
+    from .release import identity, mapped_release, named_release, stored_trace
+    from .vitals import upload_rows, vitals
 
     up: Uploads = sel.uploads
-    store = Store(snap.tdir.parent)
     pick = _spread(len(up), TIME_UPLOADS)
-    tables = {rkey: _Tables() for rkey in up.rkeys}
+    chosen = np.zeros(len(up), bool)
+    chosen[pick] = True
+    sub = up.subset(chosen)
+    # Each picked upload's samples (the samples table) and timeline (the uploads table's
+    # meta): no raw upload is read.
+    rows = sample_rows(snap, sub)
+    metas = upload_rows(snap, sel.filters, sub)
+    starts = {}
+    if len(rows["uk"]):
+        change = np.flatnonzero(np.diff(rows["uk"])) + 1
+        for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(rows["uk"])].tolist(),
+                        strict=True):
+            starts[int(rows["uk"][a])] = (a, b)
     parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     timelines: list[tuple[str, dict | None]] = []
-    read = 0
     with_timeline: set[int] = set()
+    # Uploads compacted before the tables kept sample times (format 4) have none here.
+    untimed = int((sub.uk < snap.manifest.get("samplesFromUk", 0)).sum())
     for i in pick.tolist():
-        try:
-            got = store.get(up.id[i])
-        except StoreError:
-            got = None  # damaged on disk: compaction skipped it too
-        if got is None:
-            continue  # pruned since it was compacted
-        meta, body = got
+        uk = int(up.uk[i])
+        meta = metas.get(uk, (None, {}))[1]
         timelines.append((up.page_load[i] or f"upload:{up.id[i]}", meta.get("timeline")))
         if meta.get("timeline"):
             with_timeline.add(i)
-        try:
-            rec = read_any(body, f"upload {up.id[i]}")
-        except JsprofError:
-            continue  # compaction recorded it as skipped
-        read += 1
-        tab = tables[up.rkey[i]]
-        for track in rec.tracks:
-            tr = track.trace
-            if tr.num_samples == 0:
-                continue
-            w, _ = upload_weights(track, meta)  # the weights the compactor stored
-            tr = attributed(track, meta, w)  # the stacks the compactor stored
-            smap = tab.add_trace(tr)
-            st = smap[tr.sample_stack]  # NONE -> the last entry, NONE
-            mk = (tr.sample_marker.astype(np.int64) if tr.sample_marker is not None
-                  else np.full(tr.num_samples, NONE, np.int64))
-            t = tr.sample_time.astype(np.float64)
-            if sel.filters.exclude_idle:
-                # as the other merged views: (idle) and (program) samples left out
-                keep = ~idle_mask(st, mk)
-                t, w, st, mk = t[keep], w[keep], st[keep], mk[keep]
-            parts.append((i, t, w, st, mk))
+        if uk not in starts:
+            continue  # no samples
+        a, b = starts[uk]
+        tt = rows["t"][a:b]
+        w = rows["weight_ns"][a:b] / NS_PER_MS
+        st = rows["stack_id"][a:b]
+        mk = rows["marker"][a:b].astype(np.int64)
+        if sel.filters.exclude_idle:
+            # as the other merged views: (idle) and (program) samples left out
+            keep = ~idle_mask(st, mk)
+            tt, w, st, mk = tt[keep], w[keep], st[keep], mk[keep]
+        parts.append((i, tt, w, st, mk))
+    read = len(pick) - untimed
     # Each stored frame's function as `fleet top` names it (after the release's maps).
     rel_names = dict(zip(up.rkey, up.release, strict=True))
     keys: dict[FunctionKey | str, int] = {}
@@ -110,12 +106,12 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     loads = up.page_load_index()
     leaf: dict[str, tuple[np.ndarray, np.ndarray]] = {}
     ident = identity(sel.filters)  # as the merged views name scripts
-    for rkey, tab in tables.items():
-        trace = tab.trace()
+    for rkey in sorted({up.rkey[i] for i, *_ in parts}):
+        trace = stored_trace(snap, rkey)
         rel = named_release(mapped_release(snap, rkey, app, rel_names[rkey], trace), ident)
         fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0], np.int64)
         leaf[rkey] = (trace.stack_frame.astype(np.int64), fid)
-    for i, t, w, st, mk in parts:
+    for i, tt, w, st, mk in parts:
         frames, fid = leaf[up.rkey[i]]
         g = np.empty(len(st), np.int64)
         js = st != NONE
@@ -123,10 +119,10 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
         for code in np.unique(mk[~js]).tolist():
             # Samples without a stack are named as `report` and `fleet top` name them.
             g[~js & (mk == code)] = keys.setdefault(no_stack_name(int(code)), len(keys))
-        times.append(t)
+        times.append(tt)
         weights.append(w)
         fn.append(g)
-        load_of.append(np.full(len(t), loads[i], np.int64))
+        load_of.append(np.full(len(tt), loads[i], np.int64))
     t = np.concatenate(times) if times else np.zeros(0)
     w = np.concatenate(weights) if weights else np.zeros(0)
     g = np.concatenate(fn) if fn else np.zeros(0, np.int64)
@@ -197,7 +193,8 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
             lcp_n[bucket(pl.load["lcp"])] += 1
     return {
         "width": width, "buckets": nbk, "later": later,
-        "uploads": read, "uploadsAll": len(up), "pageLoads": len(pls),
+        "uploads": read, "uploadsAll": len(up), "uploadsUntimed": untimed,
+        "pageLoads": len(pls),
         "pageLoadsAll": up.page_loads(),
         "totalMs": round(float(w.sum()), 6),
         "bucketMs": [round(float(x), 6) for x in total_b],

@@ -9,6 +9,7 @@ Layout under `<store>/tables/` (documented in docs/store.md):
     stacks/rkey=K/part-NNNNNN.parquet               a release's stacks (parent-pointer tree)
     weights/rkey=K/D/part-NNNNNN.parquet            per upload: (stack, marker, samples, ns)
     upload_frames/rkey=K/D/part-NNNNNN.parquet      per upload: frames present, self time
+    samples/rkey=K/D/part-NNNNNN.parquet            per sample: time, stack, marker, ns
 
 K is a short hash of (app, release), D the UTC day of receivedAt. The manifest lists each
 part with its receivedAt range, rows, size and CRC-32: a query skips parts outside its time
@@ -54,12 +55,19 @@ from .lock import TablesLock
 TABLES = "tables"
 MANIFEST = "_manifest.json"
 # 2: uploads.lost_ms; 3: uploads.page_load; 4: stack-less samples inside long animation
-# frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle)
-FORMAT_VERSION = 4
+# frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle); 5: the
+# samples table (each sample's time on its upload's clock: the merged Time view and
+# `--during` read it instead of the raw uploads)
+FORMAT_VERSION = 5
+# Formats read as they are and upgraded by the next compaction, not rebuilt: 4 has every
+# table of 5 but `samples`, which only its uploads from `samplesFromUk` on have (a rebuild
+# would need raw segments that raw retention, `--keep-raw`, may have deleted).
+UPGRADES = (4,)
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 NS_PER_MS = 1_000_000
 
-KINDS = ("frames", "stacks", "weights", "upload_frames")
+KINDS = ("frames", "stacks", "weights", "upload_frames", "samples")
+ROW_KINDS = ("weights", "upload_frames", "samples")  # per-upload rows, parted by day
 
 
 class UploadSource(Protocol):
@@ -99,7 +107,18 @@ def _empty_manifest() -> dict:
         "uploads": [],
         "releases": {},
         "skipped": [],
+        "samplesFromUk": 0,  # uploads from this key on have rows in the samples table
     }
+
+
+def _upgraded(doc: dict) -> dict:
+    """A manifest of a format in UPGRADES as this format reads it (in memory; the next
+    compaction commits it): no samples parts, and no sample rows for any upload so far."""
+    doc = dict(doc, formatVersion=FORMAT_VERSION)
+    doc.setdefault("samplesFromUk", doc.get("nextUk", 0))
+    doc["releases"] = {k: dict(v, parts={**v["parts"], "samples": v["parts"].get("samples", [])})
+                       for k, v in doc["releases"].items()}
+    return doc
 
 
 def read_manifest(store_path: str | os.PathLike) -> dict:
@@ -114,12 +133,15 @@ def read_manifest(store_path: str | os.PathLike) -> dict:
             f"{p}: unreadable compaction manifest ({e}); remove {p.parent} "
             "to rebuild the tables from the raw uploads"
         ) from None
+    if doc.get("formatVersion") in UPGRADES:
+        return _upgraded(doc)
     if doc.get("formatVersion") != FORMAT_VERSION:
         if _older(doc):
             raise CompactError(
                 f"{p}: tables of format {doc.get('formatVersion')!r} (an older jsprof's), "
                 f"this jsprof reads {FORMAT_VERSION}; the next compaction rebuilds them from "
-                "the raw uploads (a jsprof fleet query, or the collector's compactor)"
+                f"the raw uploads (the collector's compactor, or `jsprof serve compact --store "
+                f"{Path(store_path)}`)"
             )
         raise CompactError(
             f"{p}: tables of format {doc.get('formatVersion')!r}, this jsprof "
@@ -131,7 +153,7 @@ def read_manifest(store_path: str | os.PathLike) -> dict:
 def _older(doc: object) -> bool:
     """Tables an older jsprof wrote (a format this one replaced, not a newer one's)."""
     v = doc.get("formatVersion") if isinstance(doc, dict) else None
-    return type(v) is int and 1 <= v < FORMAT_VERSION
+    return type(v) is int and 1 <= v < FORMAT_VERSION and v not in UPGRADES
 
 
 def _locked_manifest(tdir: Path) -> dict:
@@ -200,6 +222,7 @@ class _Release:
     new_frames: list[tuple] = field(default_factory=list)
     weights: list[dict] = field(default_factory=list)
     upload_frames: list[dict] = field(default_factory=list)
+    samples: list[dict] = field(default_factory=list)
     # receivedAt of the upload being added: its rows go to that day's parts
     cur_at: float | None = None
     # the manifest's frame/stack part entries this object holds (see _cached_release)
@@ -358,6 +381,7 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
     Returns (samples, total ms, lost ms: gaps beyond the weight cap, `trace.gap_cap`).
     """
     keys, samples, wns = [], [], []
+    times, stacks, markers = [], [], []
     lost_ms = 0.0
     for track in rec.tracks:
         tr = track.trace
@@ -384,8 +408,18 @@ def add_upload(rel: _Release, uk: int, rec: Any, meta: dict) -> tuple[int, float
         keys.append((st + 1) * 16 + (mk + 1))
         samples.append(np.ones(tr.num_samples, np.int64))
         wns.append(np.rint(w * NS_PER_MS).astype(np.int64))
+        times.append(tr.sample_time)
+        stacks.append(st)
+        markers.append(mk)
     if not keys:
         return 0, 0.0, 0.0
+    # Each sample as stored (its time on the upload's clock, its stack as attributed, its
+    # weight): what the merged Time view and `--during` read, so no query reads raw uploads.
+    rel.samples.append(
+        {"uk": uk, "t": np.concatenate(times), "stack_id": np.concatenate(stacks),
+         "marker": np.concatenate(markers), "weight_ns": np.concatenate(wns),
+         "_at": rel.cur_at}
+    )
     k, n, ns = _segment_sums(np.concatenate(keys), np.concatenate(samples), np.concatenate(wns))
     stack = k // 16 - 1
     marker = k % 16 - 1
@@ -637,6 +671,15 @@ def schemas() -> dict[str, Any]:
                 ("self_ns", pa.int64()),
             ]
         ),
+        "samples": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("t", pa.float64()),  # ms on the upload's clock (since its page's start)
+                ("stack_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("weight_ns", pa.int64()),
+            ]
+        ),
     }
 
 
@@ -686,7 +729,8 @@ def write_release_parts(
             "parent_id": _shift(np.asarray(rel.stack_parent[s0:], np.int64), stack_base),
             "frame_id": np.asarray(rel.stack_frame[s0:], np.int64) + frame_base,
         }, sch["stacks"], len(rel.stack_parent) - s0)]
-    for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames)):
+    for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames),
+                       ("samples", rel.samples)):
         by_day: dict[str | None, list[dict]] = {}
         for r in rows:
             by_day.setdefault(day_of(r.get("_at")), []).append(r)
@@ -695,7 +739,7 @@ def write_release_parts(
             group = by_day[day]
             data = _concat_rows(group, cols)
             data["marker"] = data["marker"].astype(np.int8)
-            if kind == "weights":
+            if kind in ("weights", "samples"):
                 data["stack_id"] = _shift(data["stack_id"], stack_base)
             else:
                 data["frame_id"] = _shift(data["frame_id"], frame_base)
@@ -822,6 +866,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 rel.new_frames.clear()
                 rel.weights.clear()
                 rel.upload_frames.clear()
+                rel.samples.clear()
             man["uploads"].extend(write_upload_parts(tdir, pending, part))
             dirs = {
                 d
@@ -1428,7 +1473,7 @@ def prune_tables(
             if entry is None:
                 continue
             keys = np.fromiter(uks, np.int64)
-            for kind in ("weights", "upload_frames"):
+            for kind in ROW_KINDS:
                 kept = []
                 for e in entry["parts"][kind]:
                     if isinstance(e, dict) and e.get("minAt") is not None:
