@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from jsprof.engines.quickjs import QuickJS
 
 ROOT = Path(__file__).parent.parent
@@ -117,6 +119,7 @@ def test_runnable_blocks_are_found():
     assert runnable_blocks(sample) == ["echo a\n"]
 
 
+@pytest.mark.chromium  # the tour records on Chromium too
 def test_readme_and_docs_commands_work_as_pasted(tmp_path):
     import shutil
 
