@@ -280,3 +280,52 @@ def test_samples_without_a_stack_are_no_frame_to_transform(browser, hand_page):
     assert () not in _page_paths(page)
     rec = transforms.apply(_rec(), "hand", [transforms.parse_spec("focus-subtree:main")])
     assert not (rec.tracks[0].trace.sample_stack == NONE).any()
+
+
+# ---- a Time range, transforms and the tables together -------------------------------------
+
+def test_a_range_the_transforms_and_the_tables_are_the_command_lines(browser, acorn_trace,
+                                                                     acorn_page, capsys):
+    """#range=A-B (ms from the recording's start) with tf=... : the tables count the
+    transformed samples of the range, as `report --time-range --transform` does; clearing
+    the range gives the whole recording's back."""
+    tr = io.load(acorn_trace).tracks[0].trace
+    t = np.sort(tr.sample_time.astype(float))
+    t0 = float(t[0])
+    # edges half way between two samples: no sample sits near one
+    i, j = len(t) // 4, len(t) // 2
+    a, b = round((t[i - 1] + t[i]) / 2 - t0, 3), round((t[j - 1] + t[j]) / 2 - t0, 3)
+    specs = ["merge:pp.next"]
+    page = open_page(browser, acorn_page.as_uri() + f"#view=bottomup&range={a}-{b}&tf="
+                     + quote("\n".join(specs)), "bottomup")
+    wait(page, "!!document.body.dataset.range && document.body.dataset.transforms === '1'")
+    capsys.readouterr()
+    assert main(["report", str(acorn_trace), "--json", "--all", "--time-range",
+                 f"{t0 + a}:{t0 + b}", "--transform", specs[0]]) == 0
+    want = json.loads(capsys.readouterr().out)
+    n = int(((t >= t0 + a) & (t < t0 + b)).sum())
+    assert want["total_samples"] == n
+    got = page.evaluate("jsprofFunctionTotals()")
+    # (the page keeps times in whole microseconds: a sample's weight within 1 us)
+    tol = 1e-3 * n + 2e-3
+    assert got["total"] == pytest.approx(want["total_ms"], abs=tol)
+    rows = {(r["name"], r["location"]): r for r in want["rows"] if r["total_samples"] > 0}
+    mine = {(r["name"], r["loc"]): r for r in got["rows"] if r["totalN"] > 0}
+    assert set(mine) == set(rows)
+    for key, r in rows.items():
+        assert (round(mine[key]["selfN"]), round(mine[key]["totalN"])) == (
+            r["self_samples"], r["total_samples"]), key
+        assert mine[key]["total"] == pytest.approx(r["total_ms"], abs=tol), key
+    top = max(rows.values(), key=lambda r: (r["self_ms"], r["total_ms"]))
+    wait(page, "jsprofTableRows().length > 0 && "
+               f"jsprofTableRows()[0].name === {json.dumps(top['name'])}")
+    first = page.evaluate("jsprofTableRows()")[0]
+    assert float(first["self"]) == pytest.approx(top["self_ms"], abs=0.05 + tol)
+    # the range cleared: the table counts the whole recording (still transformed)
+    whole = _report(acorn_trace, capsys, specs)
+    wtop = max(whole["rows"], key=lambda r: (r["self_ms"], r["total_ms"]))
+    page.evaluate("location.hash = location.hash.replace(/&?range=[^&]*/, '')")
+    wait(page, "!document.body.dataset.range")
+    wait(page, f"Math.abs(parseFloat(jsprofTableRows()[0].self) - {wtop['self_ms']}) < 0.06")
+    assert page.evaluate("document.body.dataset.transforms") == "1"
+    assert page.errors == []

@@ -918,9 +918,14 @@
     viewMakers[name] = function () {
       if (!currentTree()) return null;
       var make = name === "bottomup" ? JV.bottomUpView : JV.callTreeView;
-      return make({doc: doc, el: el, ms: ms, pct: pct, vis: vis, status: status, input: input,
+      var v = make({doc: doc, el: el, ms: ms, pct: pct, vis: vis, status: status, input: input,
         section: doc.getElementById("v-" + name), tree: currentTree, selected: null,
         menu: function (e, t) { openMenu(e.clientX, e.clientY, t); }});
+      // A new selection (a range chosen, cleared, or come from the link after the table
+      // was drawn) is a new tree: the table draws again. (The model's views register when
+      // the model is read, which the tables never need.)
+      onSelect(function () { if (views[name] === v && view === name) v.redraw(); });
+      return v;
     };
   });
   // ---- transforms (viewer_transforms.js): a stack of them, kept in the link ----------------
