@@ -175,6 +175,11 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
     _wait(page, "document.body.dataset.view === 'time'")
     tt = _table(page, "[data-panel='range'] tr[data-f]")
     assert tt == table
+    # Source: the function's head counts the range too.
+    page.evaluate("location.hash = 'view=source&fn=parse&range=1200-2400'")
+    _wait(page, "document.body.dataset.view === 'source'")
+    head = page.locator("#v-source [data-panel='function'] .note").text_content()
+    assert f"total {want['parse'][1]:.1f} ms (" in head, (head, want["parse"])
     # Cleared: the link loses it, and the flame graph is the whole recording's again.
     page.locator("#fg-range button").click()
     _wait(page, "document.body.dataset.range === ''")

@@ -1848,6 +1848,11 @@
       }
       if (!e || e[1] < 0) box.appendChild(el("p", {"class": "note", "data-note": "nosource"}, why(f, e)));
       if (!e) return;
+      // (the page keeps no line per sample: a range's numbers are the function's, above)
+      if (SEL.range && S.lineData) {
+        box.appendChild(el("p", {"class": "note", "data-note": "range"}, "The lines' times are the whole " +
+          "recording's; the function's self and total above are the range's (" + rangeWords(SEL.range) + ")."));
+      }
       var lines = e[4], mss = e[5], ns = e[6], at = {}, max = 0, sum = e[7], cnt = e[8];
       for (var k = 0; k < lines.length; k++) {
         at[lines[k]] = k;
