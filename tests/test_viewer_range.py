@@ -383,3 +383,18 @@ def test_a_range_and_transforms_compose(browser, tmp_path):
     got = _flame_numbers(page)
     assert got["parse"][0] == sum(1 for _, st in kept if "parse" in st)
     assert page.errors == []
+
+
+def test_a_diff_page_has_no_range(tmp_path):
+    # Its colours are the two whole recordings' change: a range of NEW alone would leave
+    # them saying something else. The page carries no samples to select from.
+    from jsprof.analysis.calltree import build_call_tree
+    from jsprof.analysis.diff import tree_changes
+    from jsprof.render.flame import render_flame
+
+    rec, _ = _phases()
+    tree = build_call_tree(rec)
+    change = tree_changes(tree, tree)
+    diff = render_flame(tree, "html", rec=rec, change=change)
+    plain = render_flame(tree, "html", rec=rec)
+    assert 'id="fg-samples"' in plain and 'id="fg-samples"' not in diff

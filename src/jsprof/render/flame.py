@@ -1042,9 +1042,10 @@ def render_flame(
         at = views.index("sandwich") + 1
         views = (*views[:at], "bottomup", "calltree", *views[at:])
     # Every sample (a range counted in every view) where the page has the whole tree and
-    # the samples have times; a fleet merge's have none.
+    # the samples have times; a fleet merge's have none. A diff's frames are coloured by
+    # the whole recordings' change, which a range of NEW alone would not redraw: none.
     samples = None
-    if ix is not None and rec is not None and "time" in m:
+    if ix is not None and rec is not None and "time" in m and change is None:
         sc = sample_columns(rec, tree, track)
         if sc is not None:
             samples = script_json(sc)
