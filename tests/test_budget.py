@@ -209,13 +209,16 @@ def test_the_pytest_fixture_from_a_pytester_file(pytester, tmp_path, factor):
             res = jsprof.budget({str(base)!r}, {str(new)!r}, max_slower=10)
             res.check()
     """)
-    out = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    art = tmp_path / "artifacts"
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--jsprof-artifacts={art}")
+    page = art / "test_render_budget.budget.html"
+    assert 'id="fg-facts"' in page.read_text()  # the flame diff, kept whatever the verdict
     if factor == 1:
         out.assert_outcomes(passed=1)  # A/A: same, or unsure, which check() lets pass
     else:
         out.assert_outcomes(failed=1)
         out.stdout.fnmatch_lines(["*SLOWER: NEW is slower than the budget allows*",
-                                  "*render (app.js)*"])
+                                  "*render (app.js)*", f"*flame diff: {page}*"])
 
 
 def test_the_docs_page_names_every_json_field():
