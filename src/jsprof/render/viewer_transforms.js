@@ -124,23 +124,51 @@
 
   // The new tree a step builds: nodes interned by (parent, function), parents first, in an
   // open-addressing hash of typed arrays (a Map of 500,000 keys was most of a step's time).
-  function Builder(cap) {
+  // Most new nodes stand for one old node, whose children had distinct functions: their
+  // children need no look-up (`fast`, where a step keeps functions as they are). Such a
+  // node is "pure"; once a second old node maps to it (`same`), the children it has are put
+  // in the hash and later ones are looked up.
+  function Builder(cap, fast) {
     var parent = new Int32Array(cap + 2), fn = new Int32Array(cap + 2), n = 0, size = 1;
+    var pure = new Uint8Array(cap + 2), first = new Int32Array(cap + 2), next = new Int32Array(cap + 2);
     while (size < 2 * (cap + 2)) size *= 2;
     var mask = size - 1, slot = new Int32Array(size).fill(-1);
     var b = {parent: parent, fn: fn, n: 0};
+    function put(p, f, id) {
+      var h = (Math.imul(p + 1, 0x9e3779b1) ^ Math.imul(f, 0x85ebca6b)) >>> 0;
+      var i = (h ^ (h >>> 15)) & mask;
+      while (slot[i] >= 0) i = (i + 1) & mask;
+      slot[i] = id;
+    }
+    function make(p, f) {
+      var id = n++;
+      parent[id] = p;
+      fn[id] = f;
+      first[id] = -1;
+      pure[id] = fast ? 1 : 0;
+      b.n = n;
+      return id;
+    }
+    b.same = function (x) {
+      if (x < 0 || !pure[x]) return;
+      pure[x] = 0;
+      for (var c = first[x]; c >= 0; c = next[c]) put(x, fn[c], c);
+    };
     b.push = function (p, f) {
+      if (p >= 0 && pure[p]) {
+        var c = make(p, f);
+        next[c] = first[p];
+        first[p] = c;
+        return c;
+      }
       var h = (Math.imul(p + 1, 0x9e3779b1) ^ Math.imul(f, 0x85ebca6b)) >>> 0;
       var i = (h ^ (h >>> 15)) & mask, id;
       while ((id = slot[i]) >= 0) {
-        if (parent[id] === p && fn[id] === f) return id;
+        if (parent[id] === p && fn[id] === f) { b.same(id); return id; }
         i = (i + 1) & mask;
       }
-      id = n++;
+      id = make(p, f);
       slot[i] = id;
-      parent[id] = p;
-      fn[id] = f;
-      b.n = n;
       return id;
     };
     return b;
@@ -149,7 +177,7 @@
   // One step over tree T: {tree, matched}. `fresh` is T's node -> the new tree's node (-1:
   // no node: dropped, or charged to "(merged)").
   function applyOne(T, t) {
-    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = Builder(nn);
+    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = Builder(nn, t.kind !== "collapse-resource");
     var nu = new Int32Array(nn).fill(-1), matched = false, i, p, f;
     // The new node of a root's parent is -1, as is "no node": `at(p)` reads both alike.
     function at(x) { return x < 0 ? -1 : nu[x]; }
@@ -179,10 +207,14 @@
     if (kind === "merge" || kind === "ignore") {
       for (i = 0; i < nn; i++) {
         if (fns.nostack[F[i]] && P[i] < 0) { nu[i] = b.push(-1, F[i]); continue; }
-        nu[i] = hit[F[i]] ? at(P[i]) : b.push(at(P[i]), F[i]);
+        if (hit[F[i]]) b.same(nu[i] = at(P[i]));
+        else nu[i] = b.push(at(P[i]), F[i]);
       }
     } else if (kind === "merge-node") {
-      for (i = 0; i < nn; i++) nu[i] = k[i] === n ? at(P[i]) : b.push(at(P[i]), F[i]);
+      for (i = 0; i < nn; i++) {
+        if (k[i] === n) b.same(nu[i] = at(P[i]));
+        else nu[i] = b.push(at(P[i]), F[i]);
+      }
     } else if (kind === "focus-subtree") {
       for (i = 0; i < nn; i++) {
         p = P[i];
@@ -194,7 +226,8 @@
         p = P[i];
         if (p >= 0 && flag[p]) {
           flag[i] = 1;
-          nu[i] = F[i] === F[p] ? nu[p] : b.push(nu[p], F[i]);
+          if (F[i] === F[p]) b.same(nu[i] = nu[p]);
+          else nu[i] = b.push(nu[p], F[i]);
         } else {
           nu[i] = b.push(at(p), F[i]);
           if (k[i] === n) flag[i] = 1;
@@ -203,13 +236,14 @@
     } else if (kind === "collapse") {
       for (i = 0; i < nn; i++) {
         p = P[i];
-        if (p >= 0 && flag[p]) { nu[i] = nu[p]; flag[i] = 1; }
+        if (p >= 0 && flag[p]) { b.same(nu[i] = nu[p]); flag[i] = 1; }
         else { nu[i] = b.push(at(p), F[i]); flag[i] = fns.nostack[F[i]] ? 0 : hit[F[i]]; }
       }
     } else if (kind === "collapse-direct-recursion") {
       for (i = 0; i < nn; i++) {
         p = P[i];
-        nu[i] = p >= 0 && hit[F[i]] && F[p] === F[i] ? nu[p] : b.push(at(p), F[i]);
+        if (p >= 0 && hit[F[i]] && F[p] === F[i]) b.same(nu[i] = nu[p]);
+        else nu[i] = b.push(at(p), F[i]);
       }
     } else if (kind === "focus" || kind === "collapse-recursion") {
       // Per node, the hit functions on its path with their outermost call's new node (a
@@ -232,7 +266,7 @@
         if (!hit[f]) { nu[i] = b.push(at(p), f); seen[i] = up; continue; }
         var outer = -1;
         for (var e = up; e; e = e.next) if (e.f === f) { outer = e.node; break; }
-        if (outer >= 0) { nu[i] = outer; seen[i] = up; }
+        if (outer >= 0) { b.same(nu[i] = outer); seen[i] = up; }
         else { nu[i] = b.push(at(p), f); seen[i] = {f: f, node: nu[i], next: up}; }
       }
     } else if (kind === "collapse-resource") {
@@ -246,7 +280,7 @@
           matched = true;
           var g = script[r];
           if (g === undefined) g = script[r] = fns.make(scriptLabel(fns.resUrl[r]), fns.resUrl[r], r);
-          if (p >= 0 && leaf[p] === g) { nu[i] = nu[p]; leaf[i] = g; continue; }
+          if (p >= 0 && leaf[p] === g) { b.same(nu[i] = nu[p]); leaf[i] = g; continue; }
           nu[i] = b.push(at(p), g);
           leaf[i] = g;
         } else {
