@@ -20,6 +20,9 @@ SRC = Path(__file__).resolve().parent.parent / "src"
 KNOWN = [
     {"jsprof.analysis.busy", "jsprof.analysis.calltree", "jsprof.analysis.diff",
      "jsprof.analysis.filters", "jsprof.analysis.lost_stacks", "jsprof.analysis.profile",
+     # sampling: the summary's sampler figures, moved out of render/summary.py (issue 37),
+     # which imported trace's weights itself: the same cycle (trace -> views -> summary)
+     "jsprof.analysis.sampling",
      "jsprof.analysis.source", "jsprof.analysis.sourcemap", "jsprof.analysis.transforms",
      "jsprof.formats", "jsprof.formats._format", "jsprof.io", "jsprof.names",
      "jsprof.render.console", "jsprof.render.flame", "jsprof.render.rows",

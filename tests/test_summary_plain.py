@@ -93,3 +93,28 @@ def test_summary_of_a_steady_sampler_is_one_figure(monkeypatch: pytest.MonkeyPat
         "interval 1 ms (achieved 1 ms)\n" in printed
     ), printed
     assert "mean" not in printed and "behind" not in printed
+
+
+def test_the_sampling_figures_come_from_analysis_and_render_only_formats_them() -> None:
+    """analysis/sampling.py computes what the summary says of the sampler (issue 37: render
+    does no analysis); render/summary.py formats its typed result and imports no numpy."""
+    import inspect
+
+    import numpy as np
+
+    from jsprof.analysis.sampling import Achieved, track_sampling
+
+    t = _gappy_recording().tracks[0]
+    got = track_sampling(t)
+    d = np.diff(t.trace.sample_time)
+    assert got.samples == 961 and got.span_ms > 0
+    assert got.achieved == Achieved(
+        median=pytest.approx(1.11), mean=pytest.approx(d.mean()),
+        behind=pytest.approx(d[d > 5].sum() / d.sum()),
+    )
+    assert got.achieved.fell_behind and not got.achieved.steady and not got.cpu
+    assert got.wall_ms is None
+    steady = track_sampling(_recording("w", "file:///a.js", 1).tracks[0]).achieved
+    assert steady is not None and steady.steady and steady.median == 1.0
+    assert summary.achieved_text(steady) == "achieved 1 ms"
+    assert "numpy" not in inspect.getsource(summary)

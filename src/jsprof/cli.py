@@ -862,7 +862,10 @@ class _Preparing:
 
     # The summary's analysis; the trace model and numpy come with the output's format.
     # rich's console only for a terminal: piped, the summary is printed without it.
-    IMPORTS = ("jsprof.analysis.profile", "jsprof.render.rows", "rich._emoji_replace")
+    IMPORTS = (
+        "jsprof.analysis.profile", "jsprof.analysis.sampling", "jsprof.render.rows",
+        "rich._emoji_replace",
+    )
     RICH = ("rich.console", "rich.markup")
 
     def __init__(self, check: Callable[[], str]) -> None:

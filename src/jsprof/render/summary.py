@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from ..analysis.sampling import Achieved
     from ..errors import JSError
     from ..trace import Recording
 
@@ -73,12 +74,12 @@ def trace_title(rec: Recording, track: str | None = None) -> str:
 
 def validate_lines(rec: Recording, source: str) -> list[str]:
     """`jsprof validate`'s report: one OK line per track, with its counts."""
-    import numpy as np
+    from ..analysis.sampling import backward_steps
 
     out = []
     for t in rec.tracks:
         tr = t.trace
-        back = int((np.diff(tr.sample_time) < 0).sum())
+        back = backward_steps(tr)
         note = ""
         if back:
             note = f"; note: {back} timestamps go backwards (kept in order, counted as 0 ms)"
@@ -105,36 +106,20 @@ def _ms(x: float) -> str:
     return f"{x:.3g}" if x < 10 else f"{x:.0f}"
 
 
-# The sampler fell behind when this share of the time between the first and the last
-# sample sat in gaps over BEHIND_GAP intervals; the mean is shown beside the median when
-# it is this much larger.
-BEHIND_SHARE = 0.10
-BEHIND_GAP = 5
-MEAN_SHOWN = 1.2
-
-
-def achieved_text(times: object, interval: float) -> str:
+def achieved_text(got: Achieved | None) -> str:
     """`achieved 1 ms`: the median gap between samples; with the mean too when the gaps
     vary, and a plain statement when the sampler fell behind (a median alone would hide
     that most of the time sat in long gaps). Empty with fewer than two distinct times."""
-    import numpy as np
-
-    d = np.diff(np.asarray(times, dtype=np.float64))
-    d = d[d > 0]
-    if not len(d):
+    if got is None:
         return ""
-    n = len(d)
-    mid = np.partition(d, [(n - 1) // 2, n // 2])  # np.median would import numpy.ma
-    median = float((mid[(n - 1) // 2] + mid[n // 2]) / 2)
-    total = float(d.sum())
-    mean = total / n
-    behind = float(d[d > BEHIND_GAP * interval].sum()) / total
-    if behind < BEHIND_SHARE and mean <= MEAN_SHOWN * median:
-        return f"achieved {_ms(median)} ms"
-    text = f"achieved {_ms(median)} ms median, {_ms(mean)} ms mean"
-    if behind >= BEHIND_SHARE:
+    if got.steady:
+        return f"achieved {_ms(got.median)} ms"
+    text = f"achieved {_ms(got.median)} ms median, {_ms(got.mean)} ms mean"
+    if got.fell_behind:
+        from ..analysis.sampling import BEHIND_GAP
+
         text += (
-            f"; {behind * 100:.0f} % of the time in gaps > {BEHIND_GAP}x the interval: "
+            f"; {got.behind * 100:.0f} % of the time in gaps > {BEHIND_GAP}x the interval: "
             "the sampler fell behind"
         )
     return text
@@ -213,46 +198,37 @@ def _summary_lines(
     mapped: Recording | None = None,
 ) -> Iterator[str]:
     """The summary's lines in rich markup, user text through `escape`."""
-    import numpy as np
-
-    from ..trace import gap_capping, recorded_samples, weights_and_lost
+    from ..analysis.sampling import track_sampling
 
     for t in rec.tracks:
         tr = t.trace
+        s = track_sampling(t)
         # The time the samples stand for, as `report` counts it (not last minus first),
         # and what the gap cap left out of it, said as `report` says it.
-        weights, lost_ms = weights_and_lost(tr, t.sample_interval)
-        span = float(weights.sum())
         lost = ""
-        if lost_ms > 0:
+        if s.lost_ms > 0:
             from .rows import lost_note
 
-            capping = gap_capping(tr, t.sample_interval)
-            lost = escape(lost_note(lost_ms, [capping] if capping is not None else []))
-        cpu = clock_of(t.meta) == CPU
+            lost = escape(lost_note(s.lost_ms, [s.capping] if s.capping is not None else []))
         interval = ""
         if t.sample_interval:
             interval = f", interval {t.sample_interval:g} ms"
-            # on the CPU clock the gaps to judge are CPU time's (the wall's hold the waits)
-            achieved = achieved_text(
-                np.cumsum(weights) if cpu else tr.sample_time, t.sample_interval
-            )
+            achieved = achieved_text(s.achieved)
             if achieved:  # what the samples show, not only what was asked
                 interval += f" ({achieved})"
-        if cpu and tr.num_samples:
-            wall = float(tr.sample_time[-1] - tr.sample_time[0])
-            interval = f" of CPU time{interval}, in {wall:.1f} ms of wall-clock time"
+        if s.wall_ms is not None:
+            interval = f" of CPU time{interval}, in {s.wall_ms:.1f} ms of wall-clock time"
         # on the CPU clock a tick's due time is an estimate: no latency to tell
-        lat = {} if cpu else t.meta.get(CAPTURE_LATENCY_MS) or {}
+        lat = {} if s.cpu else t.meta.get(CAPTURE_LATENCY_MS) or {}
         latency = (
             f", capture latency p50 {lat['p50'] * 1000:.0f} µs / p99 {lat['p99'] * 1000:.0f} µs"
             if lat.get("p50") is not None and lat.get("p99") is not None
             else ""
         )
-        n = plural(recorded_samples(tr), "sample")
+        n = plural(s.samples, "sample")
         yield (
-            f"[bold]{escape(printable(t.name))}[/bold]: {n} over {span:.1f} ms{lost}{interval}"
-            f"{latency}"
+            f"[bold]{escape(printable(t.name))}[/bold]: {n} over {s.span_ms:.1f} ms{lost}"
+            f"{interval}{latency}"
         )
         waited = t.meta.get(EXIT_WAIT_DROPPED)
         if isinstance(waited, dict) and waited.get("samples"):

@@ -1,0 +1,102 @@
+"""How well a track was sampled: the interval the samples achieved, the time they stand
+for and what the gap cap left out of it, CPU time against wall-clock time.
+
+`jsprof record`'s summary (render/summary.py) formats these; nothing here prints. Imported
+after the recording ends (numpy is loaded by then): `record` must not import it before the
+profiled program starts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..meta import CPU, clock_of
+from ..trace import gap_capping, recorded_samples, weights_and_lost
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ..trace import GapCapping, ProfilerTrace, Track
+
+# The sampler fell behind when this share of the time between the first and the last
+# sample sat in gaps over BEHIND_GAP intervals; the mean is worth showing beside the
+# median when it is this much larger.
+BEHIND_SHARE = 0.10
+BEHIND_GAP = 5
+MEAN_SHOWN = 1.2
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """The gaps between distinct sample times, in ms."""
+
+    median: float
+    mean: float
+    behind: float  # the share of the time in gaps over BEHIND_GAP x the interval
+
+    @property
+    def fell_behind(self) -> bool:
+        return self.behind >= BEHIND_SHARE
+
+    @property
+    def steady(self) -> bool:
+        """The median says it all: the sampler kept up and the gaps hardly vary."""
+        return not self.fell_behind and self.mean <= MEAN_SHOWN * self.median
+
+
+def achieved(times: ArrayLike, interval: float) -> Achieved | None:
+    """The achieved interval of samples taken at `times` (ms) asking for `interval`; None
+    with fewer than two distinct times."""
+    d = np.diff(np.asarray(times, dtype=np.float64))
+    d = d[d > 0]
+    if not len(d):
+        return None
+    n = len(d)
+    mid = np.partition(d, [(n - 1) // 2, n // 2])  # np.median would import numpy.ma
+    median = float((mid[(n - 1) // 2] + mid[n // 2]) / 2)
+    total = float(d.sum())
+    behind = float(d[d > BEHIND_GAP * interval].sum()) / total
+    return Achieved(median=median, mean=total / n, behind=behind)
+
+
+@dataclass(frozen=True)
+class TrackSampling:
+    """One track's sampling, as `report` counts its time."""
+
+    samples: int  # recorded samples (markers-only rows left out)
+    span_ms: float  # the time the samples stand for (the weights' sum, not last - first)
+    lost_ms: float  # what the gap cap left out of it
+    capping: GapCapping | None  # which cap applied, when time was lost
+    cpu: bool  # sampled on the CPU clock
+    achieved: Achieved | None  # None without an interval or two distinct times
+    wall_ms: float | None  # CPU-clock tracks: the wall-clock time from first to last sample
+
+
+def track_sampling(track: Track) -> TrackSampling:
+    tr = track.trace
+    weights, lost_ms = weights_and_lost(tr, track.sample_interval)
+    cpu = clock_of(track.meta) == CPU
+    got = None
+    if track.sample_interval:
+        # on the CPU clock the gaps to judge are CPU time's (the wall's hold the waits)
+        got = achieved(np.cumsum(weights) if cpu else tr.sample_time, track.sample_interval)
+    wall = None
+    if cpu and tr.num_samples:
+        wall = float(tr.sample_time[-1] - tr.sample_time[0])
+    return TrackSampling(
+        samples=recorded_samples(tr),
+        span_ms=float(weights.sum()),
+        lost_ms=float(lost_ms),
+        capping=gap_capping(tr, track.sample_interval) if lost_ms > 0 else None,
+        cpu=cpu,
+        achieved=got,
+        wall_ms=wall,
+    )
+
+
+def backward_steps(trace: ProfilerTrace) -> int:
+    """How many sample timestamps go back in time (kept in order; counted as 0 ms)."""
+    return int((np.diff(trace.sample_time) < 0).sum())
