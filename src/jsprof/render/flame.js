@@ -516,15 +516,17 @@
     var st = new Blob([bytes(b64)]).stream().pipeThrough(new DecompressionStream("deflate"));
     return new Response(st).arrayBuffer().then(function (b) { return new Int32Array(b); });
   }
+  var smpOn = null;  // (one reading at a time: a range asked for while it runs waits for it)
   function loadSamples() {
     if (SMP !== undefined) return Promise.resolve(SMP);
+    if (smpOn) return smpOn;
     var blk = doc.getElementById("fg-samples");
     if (!blk || typeof DecompressionStream === "undefined" || !index()) {
       if (doc.readyState !== "loading") SMP = null;
       return Promise.resolve(null);
     }
     var J = JSON.parse(blk.textContent);
-    return Promise.all(J.lanes.map(function (L) {
+    return (smpOn = Promise.all(J.lanes.map(function (L) {
       return Promise.all([inflate(L.t), inflate(L.wd), inflate(L.node), L.c ? inflate(L.c) : null]).then(function (a) {
         // times and weights in whole microseconds (exact sums)
         var n = L.n, t = new Float64Array(n), w = new Float64Array(n), acc = 0, k;
@@ -532,7 +534,7 @@
         for (k = 0; k < n; k++) w[k] = (k + 1 < n ? t[k + 1] - t[k] : 0) + a[1][k];
         return {t: t, w: w, node: a[2], c: a[3]};
       });
-    })).then(function (lanes) { SMP = {start: J.start, lanes: lanes}; return SMP; });
+    })).then(function (lanes) { SMP = {start: J.start, lanes: lanes}; smpOn = null; return SMP; }));
   }
   function firstAtOrAfter(t, v) {
     var lo = 0, hi = t.length;
@@ -2286,6 +2288,9 @@
         if (!built) build();
         if (input) input.placeholder = "Search frames ( / )";
         if (ranged) { syncSel(); rangeTable(); }
+        // A range is chosen here: the samples are read meanwhile (10 M took seconds), not
+        // when the drag ends.
+        if (ranged && SMP === undefined) setTimeout(function () { if (view === "time") loadSamples(); }, 300);
         var a = parseFloat(p && p.t0), b = parseFloat(p && p.t1);
         if (b > a) { v0 = Math.max(lo, lo + a); v1 = Math.min(hi, lo + b); }
         draw();
