@@ -1,4 +1,4 @@
-"""No import cycles in jsprof's field wing (issue 34), and no new ones anywhere.
+"""No import cycles in the field wing (issue 34): none in store/ and fleet/, no new one in serve/.
 
 The graph is read from the source (every `import` and `from ... import`, also those inside
 functions: a deferred import is still an arrow), so a cycle kept alive only by importing
@@ -14,24 +14,11 @@ from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
-# Cycles outside store/ and fleet/ as of issue 34's change (some landed beside it): each
-# found cycle must lie inside one of these (so none grows and no new one appears);
-# removing one needs no change here.
-KNOWN = [
-    {"jsprof.analysis.busy", "jsprof.analysis.calltree", "jsprof.analysis.diff",
-     "jsprof.analysis.filters", "jsprof.analysis.lost_stacks", "jsprof.analysis.profile",
-     # sampling: the summary's sampler figures, moved out of render/summary.py (issue 37),
-     # which imported trace's weights itself: the same cycle (trace -> views -> summary)
-     "jsprof.analysis.sampling",
-     "jsprof.analysis.source", "jsprof.analysis.sourcemap", "jsprof.analysis.transforms",
-     "jsprof.formats", "jsprof.formats._format", "jsprof.io", "jsprof.names",
-     "jsprof.render.console", "jsprof.render.flame", "jsprof.render.rows",
-     "jsprof.render.summary", "jsprof.sourcemap_files", "jsprof.timeline", "jsprof.trace",
-     "jsprof.views"},
-    {"jsprof", "jsprof.engines", "jsprof.engines.quickjs", "jsprof.record", "jsprof.workers"},
-    {"jsprof.serve.app", "jsprof.serve.forward", "jsprof.serve.metrics"},
-    {"jsprof.formats._jsprof_typed", "jsprof.formats.jsprof"},
-]
+# The field wing (issue 34): store/ and fleet/ have no cycle at all; serve/ none but this
+# one (any other, or this one grown, fails). The core's modules (analysis, formats, render,
+# trace...) import each other late in places; their cycles are not this test's.
+WING = ("jsprof.store", "jsprof.fleet", "jsprof.serve")
+KNOWN = [{"jsprof.serve.app", "jsprof.serve.forward"}]
 # Packages that must have none at all.
 ACYCLIC = ("jsprof.store", "jsprof.fleet")
 
@@ -123,6 +110,7 @@ def test_no_import_cycles_in_the_field_wing() -> None:
     assert wing == [], "import cycles in store/ or fleet/"
 
 
-def test_no_new_import_cycles() -> None:
-    new = [sorted(c) for c in cycles(import_graph()) if not any(c <= k for k in KNOWN)]
-    assert new == [], "a new import cycle (or a known one grown)"
+def test_no_new_import_cycles_in_serve() -> None:
+    new = [sorted(c) for c in cycles(import_graph())
+           if any(m.startswith(WING) for m in c) and not any(c <= k for k in KNOWN)]
+    assert new == [], "a new import cycle in the field wing (or a known one grown)"
