@@ -195,8 +195,14 @@ class SourceMap:
         return i
 
 
+# What a note on a map that does not match its script tells the user to do (the fleet,
+# whose maps are uploaded per release, says how to upload the right one instead).
+MISMATCH_HINT = "give the .map built with this script"
+
+
 def apply_to_trace(
-    trace: ProfilerTrace, maps: dict[str, SourceMap], notes: list[str] | None = None
+    trace: ProfilerTrace, maps: dict[str, SourceMap], notes: list[str] | None = None,
+    hint: str = MISMATCH_HINT,
 ) -> ProfilerTrace:
     """Frames mapped to original positions and names; stacks re-interned (two generated
     frames may map to one original frame), samples remapped through them.
@@ -283,7 +289,7 @@ def apply_to_trace(
                        f"it has no mapping at any of its {unmapped} functions' positions")
                 notes.append(
                     f"{url}: its source map does not match it ({why}); shown as recorded: "
-                    "give the .map built with this script"
+                    f"{hint}"
                 )
     b = TraceBuilder()
     new_frame: list[int] = []

@@ -468,7 +468,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
         "functions": len(d.rows),
         "rows": rows,
         "failures": failures,
-        "warnings": _match_warnings(d),
+        "warnings": query.map_warnings(base, new) + _match_warnings(d),
         **notes(s),
     }
     page = None

@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 
 from ..argtypes import nonneg_float, nonneg_int, path, positive_int
 from ..render.base import emit, flame_kind, print_json  # stdlib only: the light entry
-from ..words import plural
+from ..words import plural, printable
 
 DEFAULT_STORE = "./jsprof-store"
 T = TypeVar("T")
@@ -351,7 +351,16 @@ def cmd_top(args: argparse.Namespace) -> int:
         from .text import FleetTopTable
 
         emit(FleetTopTable(stdout_console(), api.describe(f), args.wide), doc)
+        _warn(doc)
     return 0
+
+
+def _warn(doc: dict) -> None:
+    """A query document's warnings (an uploaded source map that does not match its
+    script, ...), one line each on stderr, as `jsprof report` says them (--json: its
+    `warnings`)."""
+    for line in doc.get("warnings", []):
+        print(f"jsprof: warning: {printable(line)}", file=sys.stderr)
 
 
 def cmd_flame(args: argparse.Namespace) -> int:
@@ -451,6 +460,7 @@ def cmd_regressions(args: argparse.Namespace) -> int:
         emit(RegressionsText(), doc)
         for line in not_compared(doc):
             print(line, file=sys.stderr)
+        _warn(doc)
     return 1 if doc["regressions"] else 0
 
 

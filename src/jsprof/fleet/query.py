@@ -83,6 +83,17 @@ class Selection:
         return float(self.uploads.lost_ms.sum())
 
 
+def map_warnings(*sels: Selection) -> list[str]:
+    """The source-map notes of the releases the selections hold, each once, in order."""
+    out: dict[str, None] = {}
+    for sel in sels:
+        for rkey in sel.uploads.rkeys:
+            rel = sel.releases.get(rkey)
+            for line in rel.warnings if rel is not None else ():
+                out[line] = None
+    return list(out)
+
+
 def _read_release(snap: Snapshot, rkey: str) -> Release:
     entry = snap.manifest["releases"][rkey]
     return mapped_release(snap, rkey, entry["app"], entry["release"], stored_trace(snap, rkey))
@@ -378,7 +389,8 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
         })
     doc = {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
-           "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows}
+           "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows,
+           "warnings": map_warnings(sel)}
     if sel.filters.exclude_idle:
         # what --exclude-idle left out (not in totalMs, samples or the shares)
         doc["excludedIdleMs"] = _r(sel.idle_ms)

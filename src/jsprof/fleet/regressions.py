@@ -214,6 +214,9 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
         })
     # Largest sure rise first: the interval's lower end, not the estimate.
     found.sort(key=lambda x: -x["changeMsCi"][0])
+    # the compared releases' source maps that do not match their scripts (not applied)
+    warnings = query.map_warnings(*(p[2].base for p in pairs), *(p[2].new for p in pairs))
     return {"by": by, f"{by}s": [u for u, _ in units], "metric": "self ms per page load",
             "minChangePct": min_change, "minSharePct": min_share, "fdr": alpha, "tests": m,
-            "ciLevel": round(1.0 - level, 6), "regressions": found, "skipped": skipped}
+            "ciLevel": round(1.0 - level, 6), "regressions": found, "skipped": skipped,
+            "warnings": warnings}

@@ -29,6 +29,9 @@ class Release:
     frame_key: list[FunctionKey]  # per stored frame id, the (mapped) function
     stack_map: np.ndarray | None  # stored stack id -> id in `trace` (None: the same)
     maps: dict = field(default_factory=dict)  # script URL -> its SourceMap (the store's)
+    # a line per uploaded map that does not match its script (not applied: shown as
+    # recorded), as `jsprof record/report` say it
+    warnings: list[str] = field(default_factory=list)
 
 
 def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
@@ -36,11 +39,13 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     """A release's Release from its frames and stacks: the functions named as the
     release's source maps name them, and the stacks mapped, when it has maps."""
     maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
-    frame_key = sourcemaps.frame_functions(trace, maps)
+    notes: list[str] = []
+    frame_key = sourcemaps.frame_functions(trace, maps, notes,
+                                           sourcemaps.mismatch_hint(app, release))
     stack_map = None
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map, maps)
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes)
 
 
 def identity(f: Filters) -> ScriptIdentity:

@@ -106,9 +106,18 @@ def maps_for(store_path: str | os.PathLike, rkey: str, resources: list[str]
     return maps
 
 
-def frame_functions(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap]
+def mismatch_hint(app: str, release: str) -> str:
+    """What a note on an uploaded map that does not match its script says to do."""
+    return (f"upload the .map built with this script for {app} {release} "
+            "(jsprof fleet sourcemaps upload)")
+
+
+def frame_functions(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap],
+                    notes: list[str] | None = None, hint: str = sourcemap.MISMATCH_HINT
                     ) -> list[FunctionKey]:
-    """Per frame, its function after source maps (itself where no map applies)."""
+    """Per frame, its function after source maps (itself where no map applies); `notes`
+    gets a line per map that does not match its script (not applied), as `jsprof report`
+    says it."""
     res = trace.resources
     keys = [
         FunctionKey(f.name, None if f.resource_id is None else res[f.resource_id], f.line,
@@ -124,7 +133,7 @@ def frame_functions(trace: ProfilerTrace, maps: dict[str, sourcemap.SourceMap]
         trace.resources, trace.frames, np.full(n, -1), np.arange(n), np.arange(n, dtype=float),
         np.arange(n),
     )
-    out = sourcemap.apply_to_trace(probe, maps)
+    out = sourcemap.apply_to_trace(probe, maps, notes, hint)
     new_frame = out.stack_frame[out.sample_stack]
     ores = out.resources
     return [
