@@ -110,3 +110,20 @@ def test_backup_of_a_live_store_restores_every_acknowledged_upload(tmp_path: Pat
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"{150 + len(present)} uploads" in r.stdout, r.stdout
+
+
+def test_backup_into_the_store_itself_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A --to inside the store would copy its own copy (claims/bk.partial/claims/...) until
+    the path is too long, and leave those folders in the store's claims."""
+    from jsprof.store import Store
+
+    store = tmp_path / "st"
+    Store(store).close()
+    before = sorted(p.relative_to(store) for p in store.rglob("*"))
+    for inside in (store / "claims" / "bk", store / "bk"):
+        r = subprocess.run([str(JSPROF), "serve", "backup", "--store", str(store), "--to",
+                            str(inside)], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert "inside the store" in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert sorted(p.relative_to(store) for p in store.rglob("*")) == before

@@ -53,10 +53,25 @@ def backup(store_path: str | os.PathLike, dest: str | os.PathLike) -> BackupStat
         raise StoreError(f"{src}: not a jsprof store (no segments/ folder)")
     if out.exists():
         raise StoreError(f"{out}: exists; back up into a new folder")
+    if out.resolve().is_relative_to(src.resolve()):
+        # The copy would copy itself (claims/x: claims/x.partial/claims/x.partial/...
+        # until the path is too long), and leave its folders in the store.
+        raise StoreError(f"{out}: inside the store {src}; back up into a folder outside it")
     tmp = out.with_name(out.name + ".partial")
     if tmp.exists():
         shutil.rmtree(tmp)  # an earlier backup that did not finish
     tmp.mkdir(parents=True)
+    try:
+        stats = _backup(src, tmp)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)  # no half copy left beside the backups
+        raise
+    os.rename(tmp, out)
+    _fsync_dir(out.parent)
+    return stats
+
+
+def _backup(src: Path, tmp: Path) -> BackupStats:
     stats = BackupStats()
     with TablesLock(src / "tables"):
         segments = sorted(n for n in _listdir(src / "segments") if n.endswith(".seg"))
@@ -79,8 +94,6 @@ def backup(store_path: str | os.PathLike, dest: str | os.PathLike) -> BackupStat
             _copy(src / name, tmp / name, stats)
     for d, _, _ in os.walk(tmp):
         _fsync_dir(Path(d))
-    os.rename(tmp, out)
-    _fsync_dir(out.parent)
     return stats
 
 
