@@ -398,3 +398,50 @@ def test_a_diff_page_has_no_range(tmp_path):
     diff = render_flame(tree, "html", rec=rec, change=change)
     plain = render_flame(tree, "html", rec=rec)
     assert 'id="fg-samples"' in plain and 'id="fg-samples"' not in diff
+
+
+def _late_track() -> Recording:
+    """Two tracks, the second's time origin an hour after the first's (tracks of one
+    recording made apart, e.g. two workers' or merged runs): main>a then, 3,600 s on,
+    main>b, 100 samples each 1 ms apart."""
+    from jsprof.trace import Track
+
+    def trace(name: str):
+        b = TraceBuilder()
+        r = b.resource_id("file:///app.js")
+        st = b.stack_id([b.frame_id("main", r, 1, 1), b.frame_id(name, r, 2, 1)])
+        for k in range(100):
+            b.add_sample(float(k), st)
+        return b.build()
+
+    origin = 1.7e12
+    return Recording([Track("early", trace("a"), origin, sample_interval=1.0),
+                      Track("late", trace("b"), origin + 3_600_000.0, sample_interval=1.0)])
+
+
+def test_a_track_that_starts_an_hour_late_keeps_its_sample_times():
+    """The page's sample times were int32 µs gaps from the start: a lane's first gap of an
+    hour (3.6e9 µs) wrapped to -0.69e9, so a range over the late track counted nothing."""
+    import base64
+    import zlib
+
+    import numpy as np
+
+    from jsprof.analysis.calltree import build_call_tree
+    from jsprof.render.viewer_samples import sample_columns
+
+    rec = _late_track()
+    cols = sample_columns(rec, build_call_tree(rec), None)
+    assert cols is not None
+    for lane, first_ms in zip(cols["lanes"], (0.0, 3_600_000.0), strict=True):
+        gaps = np.frombuffer(zlib.decompress(base64.b64decode(lane["t"])), "<i4")
+        us = lane.get("t0", 0) + np.cumsum(gaps.astype(np.int64))
+        assert us.tolist() == [round((first_ms + k) * 1000) for k in range(100)]
+
+
+def test_a_range_over_a_late_track_counts_its_samples(browser, tmp_path):
+    page = _page(browser, _flame(_late_track(), tmp_path) + "#range=3600010-3600050")
+    _wait(page, "document.body.dataset.range === '3600010-3600050'")
+    got = _flame_numbers(page)
+    assert got == {"main": (40, 40.0), "b": (40, 40.0)}, got
+    assert page.errors == []

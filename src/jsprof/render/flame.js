@@ -529,7 +529,7 @@
     return (smpOn = Promise.all(J.lanes.map(function (L) {
       return Promise.all([inflate(L.t), inflate(L.wd), inflate(L.node), L.c ? inflate(L.c) : null]).then(function (a) {
         // times and weights in whole microseconds (exact sums)
-        var n = L.n, t = new Float64Array(n), w = new Float64Array(n), acc = 0, k;
+        var n = L.n, t = new Float64Array(n), w = new Float64Array(n), acc = L.t0 || 0, k;
         for (k = 0; k < n; k++) { acc += a[0][k]; t[k] = acc; }
         for (k = 0; k < n; k++) w[k] = (k + 1 < n ? t[k + 1] - t[k] : 0) + a[1][k];
         return {t: t, w: w, node: a[2], c: a[3]};

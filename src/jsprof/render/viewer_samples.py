@@ -8,8 +8,9 @@ them as integers, so a range's total is exact to the microsecond); columns are z
 little-endian int32 in base64, which the page inflates with the browser's own
 DecompressionStream when a range is first asked for (the first view never waits for them):
 
-- `t`: each sample's time as the gap to the one before (the first from the start), so the
-  regular gaps of a sampler compress to almost nothing;
+- `t0`, `t`: the first sample's time (a JSON number), then each sample's time as the gap
+  to the one before (the first 0), so the regular gaps of a sampler compress to almost
+  nothing (a lane with a gap past int32's 35.8 minutes has no range filter);
 - `wd`: its weight minus the gap to the next sample (0 for all but the last and the capped
   ones: `sample_weights`' rule, computed before any filter);
 - `node`: its call-tree node (fg-index's numbering; samples without JavaScript are the
@@ -31,6 +32,7 @@ from ..trace import NONE, Recording, no_stack_name, sample_weights
 # Samples in the page at most (all tracks): past this the page has no range filter (its
 # Time view still draws and its range table still counts the lanes' runs).
 RANGE_SAMPLES = 20_000_000
+INT32_MAX = 2**31 - 1  # the page's columns are int32: a gap in µs past this (35.8 min)
 
 
 def _z(a: np.ndarray) -> str:
@@ -97,10 +99,16 @@ def sample_columns(rec: Recording, tree: CallTree, track: str | None) -> dict | 
         w_us = np.rint(w * 1000.0).astype(np.int64)
         if len(us):
             end = max(end, start + float((us + w_us).max()) / 1000.0)
-        gap_next = np.r_[np.diff(us), 0]
+        gaps = np.diff(us)
+        if len(gaps) and int(gaps.max()) > INT32_MAX:
+            return None  # int32 would wrap: no range rather than wrong ranges
+        gap_next = np.r_[gaps, 0]
         lane = {
             "n": int(len(us)),
-            "t": _z(np.diff(us, prepend=0)),
+            # the first sample's time whole: a track that starts late (its time origin
+            # hours after the first track's) is a gap past int32's 35.8 minutes of µs
+            "t0": int(us[0]) if len(us) else 0,
+            "t": _z(np.r_[0, gaps]) if len(us) else _z(us),
             "wd": _z(w_us - gap_next),
             "node": _z(node),
         }
