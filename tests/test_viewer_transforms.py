@@ -329,3 +329,25 @@ def test_a_range_the_transforms_and_the_tables_are_the_command_lines(browser, ac
     wait(page, f"Math.abs(parseFloat(jsprofTableRows()[0].self) - {wtop['self_ms']}) < 0.06")
     assert page.evaluate("document.body.dataset.transforms") == "1"
     assert page.errors == []
+
+
+def test_a_link_of_thousands_of_steps_applies_at_most_the_limit(browser, hand_page):
+    """Each step keeps a whole tree: a link of 5,000 steps applied them all (5,000 trees
+    held). The page applies the first JV.MAX_STEPS and says how many more it left out."""
+    page = open_page(browser, hand_page.as_uri(), "flame")
+    limit = page.evaluate("JsprofViewer.MAX_STEPS")
+    assert 16 <= limit <= 256
+    specs = ["merge:lib1"] + [f"merge:nothing{i}" for i in range(4999)]
+    page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(chr(10).join(specs)))}")
+    wait(page, f"document.body.dataset.transforms === '{limit}'")
+    got = page.evaluate("jsprofTransforms()")
+    assert [t["spec"] for t in got] == specs[:limit]
+    assert got[0]["matched"] and not got[1]["matched"]
+    note = page.locator("#fg-transforms .tf-over")
+    assert note.text_content() == (
+        f"{5000 - limit} more in the link not applied (at most {limit} transforms)")
+    # Undo goes back one step of the applied ones, and the note leaves with the extra ones.
+    page.keyboard.press("Control+z")
+    wait(page, f"document.body.dataset.transforms === '{limit - 1}'")
+    assert page.locator("#fg-transforms .tf-over").count() == 0
+    assert page.errors == []

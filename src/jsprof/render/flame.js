@@ -1064,8 +1064,13 @@
   // page's; every view that reads the current tree draws again.
   function applyTf(v) {
     var list = v ? String(v).split("\n").filter(function (s) { return s.trim(); }) : [];
-    if (list.join("\n") === TF.join("\n")) return;
     if (list.length && !canTransform()) return;
+    // A link's steps past the limit are not applied (each one holds a whole tree): the bar
+    // says how many.
+    var over = list.length > JV.MAX_STEPS ? list.length - JV.MAX_STEPS : 0, said = TFOVER;
+    TFOVER = over;
+    if (over) list = list.slice(0, JV.MAX_STEPS);
+    if (list.join("\n") === TF.join("\n")) { if (over !== said) tfBar(); return; }
     var t0 = performance.now();
     TF = list;
     CUR = null;
@@ -1088,7 +1093,7 @@
     location.hash = out.join("&");
   }
   function pushTf(spec) { setTf(TF.concat([spec])); }
-  var tfEl = null;
+  var tfEl = null, TFOVER = 0;
   function tfBar() {
     if (!canTransform()) return;
     if (!tfEl) {
@@ -1117,6 +1122,10 @@
       undo.addEventListener("click", function () { setTf(TF.slice(0, -1)); });
       tfEl.appendChild(undo);
       tfEl.appendChild(el("span", {"class": "note"}, "(in Flame, Bottom-up and Call tree)"));
+      if (TFOVER) {
+        tfEl.appendChild(el("span", {"class": "note tf-over"}, TFOVER + " more in the link not applied (at most " +
+          JV.MAX_STEPS + " transforms)"));
+      }
     } else {
       tfEl.appendChild(el("span", {"class": "note"}, "right-click a frame or a table row (or press its key) to merge, focus, collapse or drop"));
     }

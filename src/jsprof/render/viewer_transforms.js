@@ -35,6 +35,9 @@
   var DROPS = ["focus", "focus-subtree", "drop"];  // their lost samples are gone, not (merged)
   var MERGED = "(merged)";
   var MAX_SPEC = 4096;
+  // Steps applied at most: each keeps a whole tree (memo), so a link of thousands of steps
+  // would hold thousands of trees and build each of them.
+  var MAX_STEPS = 64;
 
   // `KIND:ARG`, as the command line parses it; throws an Error saying what is wrong.
   function parseSpec(text) {
@@ -324,6 +327,7 @@
   // The transforms in order over `base`: {tree, steps: [{spec, matched, error}]}. A spec
   // that does not parse is kept in the list with its error and changes nothing.
   function applyAll(base, specs, memo) {
+    specs = specs.slice(0, MAX_STEPS);
     var T = base, steps = [], key = "", keep = Object.create(null);
     // Only the steps of this list are kept (each holds a whole tree): going back to any of
     // them is free, and a list given up frees its trees.
@@ -347,6 +351,7 @@
   }
 
   JV.KINDS = KINDS;
+  JV.MAX_STEPS = MAX_STEPS;
   JV.CLI_KINDS = CLI_KINDS;
   JV.parseSpec = parseSpec;
   JV.globRe = globRe;
