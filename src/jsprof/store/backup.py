@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from .durable import fsync_dir
 from .errors import StoreError
 from .lock import LOCK, TablesLock
 
@@ -67,7 +68,7 @@ def backup(store_path: str | os.PathLike, dest: str | os.PathLike) -> BackupStat
         shutil.rmtree(tmp, ignore_errors=True)  # no half copy left beside the backups
         raise
     os.rename(tmp, out)
-    _fsync_dir(out.parent)
+    fsync_dir(out.parent)
     return stats
 
 
@@ -93,7 +94,7 @@ def _backup(src: Path, tmp: Path) -> BackupStats:
         for name in ROOT_FILES:
             _copy(src / name, tmp / name, stats)
     for d, _, _ in os.walk(tmp):
-        _fsync_dir(Path(d))
+        fsync_dir(Path(d))
     return stats
 
 
@@ -147,10 +148,3 @@ def _listdir(path: Path) -> list[str]:
     except FileNotFoundError:
         return []
 
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

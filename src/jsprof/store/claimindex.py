@@ -38,6 +38,8 @@ from typing import NamedTuple
 import numpy as np
 import orjson
 
+from .durable import fsync_dir
+
 log = logging.getLogger("jsprof.store")
 
 MAGIC = b"JSIX1\n\0\0"
@@ -149,16 +151,8 @@ def write_run(
     finally:
         os.close(fd)
     os.replace(tmp, path)
-    _fsync_dir(index_dir)
+    fsync_dir(index_dir)
     return path
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class ClaimIndex:
@@ -275,7 +269,7 @@ class ClaimIndex:
                     os.unlink(self.dir / r.name)
                 except FileNotFoundError:
                     pass
-            _fsync_dir(self.dir)
+            fsync_dir(self.dir)
             merged += len(group)
 
 

@@ -50,6 +50,7 @@ import orjson
 from ..errors import JsprofError
 from ..trace import NONE, weights_and_lost
 from .cursor import Cursor
+from .durable import fsync_dir
 from .lock import TablesLock
 
 TABLES = "tables"
@@ -194,14 +195,6 @@ def _fsync_write(path: Path, data: bytes) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 # ---- per release interning -----------------------------------------------------------------
@@ -879,7 +872,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 if d != tdir and tdir in d.parents
             }
             for d in sorted(dirs, key=lambda d: -len(d.parts)):  # new folders' entries too
-                _fsync_dir(d)
+                fsync_dir(d)
             man["nextPart"] = part + 1
             if last_cursor is not None:  # a run that met only damage keeps its cursor
                 _cursor_out(man, last_cursor)
@@ -1335,7 +1328,7 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
             return stats
         if gone:
             for d in sorted(dirs, key=lambda d: -len(d.parts)):
-                _fsync_dir(d)
+                fsync_dir(d)
             man["nextPart"] = man["mergeSeen"] = part + 1
             obsolete.extend({"path": g, "at": now} for g in gone)
             if _merge_hook:
@@ -1516,9 +1509,9 @@ def prune_tables(
         man["obsolete"].extend({"path": g, "at": now} for g in garbage)
         man["nextPart"] = part + 1
         for d in sorted(dirs, key=lambda d: -len(d.parts)):
-            _fsync_dir(d)
+            fsync_dir(d)
         _fsync_write(tdir / MANIFEST, orjson.dumps(man))
-        _fsync_dir(tdir)
+        fsync_dir(tdir)
         if _prune_hook:
             _prune_hook("committed")
         _unlink_parts(tdir, due)  # a kill before: unlisted files, which a sweep removes

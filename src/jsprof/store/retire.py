@@ -232,15 +232,16 @@ def remove_raw(store: Any, keep_s: float, now: float | None = None) -> list[str]
                 continue
             removed.append(name)
         if removed:
-            from .store import _fsync_dir
+            from .durable import fsync_dir
 
-            _fsync_dir(store._segdir)  # noqa: SLF001
+            fsync_dir(store._segdir)  # noqa: SLF001
     return removed
 
 
 def _mark_removed(store: Any, name: str, now: float) -> None:
     """Name the segment in raw-removed.json (durable) before it goes."""
-    from .store import RAW_REMOVED, _fsync_dir, _write_all
+    from .durable import fsync_dir
+    from .store import RAW_REMOVED, _write_all
 
     marks = store.raw_removed()
     marks[name] = now
@@ -252,7 +253,7 @@ def _mark_removed(store: Any, name: str, now: float) -> None:
     finally:
         os.close(fd)
     os.replace(tmp, Path(store.path) / RAW_REMOVED)
-    _fsync_dir(Path(store.path))
+    fsync_dir(Path(store.path))
 
 
 def _listdir(path: Path) -> list[str]:

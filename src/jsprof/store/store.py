@@ -39,6 +39,7 @@ import orjson
 from . import segment as seg
 from .claimindex import ClaimIndex, Place
 from .cursor import Cursor
+from .durable import fsync_dir
 from .errors import (
     RawRemoved,
     StoreError,
@@ -156,8 +157,8 @@ class _Writer:
             os.rename(tmp, path)
             tmp = None
             os.close(os.open(self.opendir / name, os.O_WRONLY | os.O_CREAT, 0o644))
-            _fsync_dir(self.segdir)
-            _fsync_dir(self.opendir)
+            fsync_dir(self.segdir)
+            fsync_dir(self.opendir)
         except OSError as e:
             os.close(fd)  # never leaked, whichever step failed
             _unlink(tmp if tmp is not None else path)  # empty, and ours: nothing to keep
@@ -508,7 +509,7 @@ class Store:
             _syncfs(self._claimdir)
             for name in names:
                 _unlink(self._opendir / name)
-            _fsync_dir(self._opendir)
+            fsync_dir(self._opendir)
         except OSError as e:
             log.warning("store: sealed segments' markers left for recovery (%s)", e.strerror)
 
@@ -555,7 +556,7 @@ class Store:
                 if not st.records and not st.damage:
                     # Nothing whole in it (empty, or one torn record): removed, never sealed.
                     os.unlink(path)
-                    _fsync_dir(self._segdir)
+                    fsync_dir(self._segdir)
                     _unlink(marker)
                     return 0
                 if st.keep < size:
@@ -569,7 +570,7 @@ class Store:
             self._reindex(fd, name, st.records, check_bodies=True)
             _syncfs(self._claimdir)
             _unlink(marker)
-            _fsync_dir(self._opendir)
+            fsync_dir(self._opendir)
             return sealed
         finally:
             os.close(fd)
@@ -620,7 +621,7 @@ class Store:
                     self._reindex(fd, name, records, check_bodies=False)
             _syncfs(self._claimdir)
             os.rename(tmp, self._opendir)
-            _fsync_dir(self.path)
+            fsync_dir(self.path)
         finally:
             os.close(lock)
 
@@ -649,7 +650,7 @@ class Store:
             finally:
                 os.close(wfd)
             os.replace(tmp, out)
-        _fsync_dir(self._qdir)
+        fsync_dir(self._qdir)
 
     # ---- pruning ----
 
@@ -721,7 +722,7 @@ class Store:
                     moved = self._rewrite(
                         fd, path, heads, {h.offset for h in drop}, count, offsets
                     )
-                _fsync_dir(self._segdir)
+                fsync_dir(self._segdir)
                 for uid, offset in moved.items():
                     self._relocate(uid, name, offset)
                 for h in drop:
@@ -763,7 +764,7 @@ class Store:
         finally:
             os.close(fd)
         os.replace(tmp, self.path / PRUNED)
-        _fsync_dir(self.path)
+        fsync_dir(self.path)
 
     def _rewrite(
         self, fd: int, path: Path, heads: list[RecordHeader], drop: set[int], count: int,
@@ -1190,14 +1191,6 @@ def _writev_all(fd: int, parts: list[bytes]) -> None:
     total = sum(len(p) for p in parts)
     if n < total:  # a short write (rare on regular files): finish it from where it stopped
         _write_all(fd, b"".join(parts)[n:])
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
