@@ -127,3 +127,19 @@ def test_backup_into_the_store_itself_is_refused_in_one_line(tmp_path: Path) -> 
         assert "inside the store" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert sorted(p.relative_to(store) for p in store.rglob("*")) == before
+
+
+def test_a_backup_that_cannot_read_the_store_names_the_file(tmp_path: Path) -> None:
+    """The failing file is named (it said '--to DIR: cannot write the backup (Is a
+    directory)' when the store's own read-token could not be read), no copy is left."""
+    from jsprof.store import Store
+
+    store = tmp_path / "st"
+    Store(store).close()
+    (store / "read-token").mkdir()  # not a file: reading it fails
+    r = subprocess.run([str(JSPROF), "serve", "backup", "--store", str(store), "--to",
+                        str(tmp_path / "bk")], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{store / 'read-token'}: Is a directory" in r.stderr, r.stderr
+    assert not (tmp_path / "bk").exists() and not (tmp_path / "bk.partial").exists()

@@ -547,7 +547,10 @@ def main_backup(args: argparse.Namespace) -> int:
     except StoreError as e:
         raise UsageError(str(e)) from None
     except OSError as e:
-        raise UsageError(f"--to {args.to}: cannot write the backup ({e.strerror or e})") from None
+        # The file it names may be the store's (unreadable) or the copy's (no room, no right).
+        where = f"{e.filename}: " if e.filename else ""
+        raise UsageError(f"serve backup --store {args.store} --to {args.to}: {where}"
+                         f"{e.strerror or e}; nothing was kept of the copy") from None
     print(
         f"jsprof serve backup: {args.store} -> {args.to}: {plural(st.segments, 'segment')} "
         f"({st.open_segments} still open: finished when the copy is first served), "
