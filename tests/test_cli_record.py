@@ -41,7 +41,9 @@ def test_record_writes_trace_and_summary(tmp_path):
     out = tmp_path / "app.quickjs.jsprof.json"  # in the current directory, naming the engine
     assert "samples over" in p.stderr and "wrote app.quickjs.jsprof.json" in p.stderr
     # requested and achieved interval; the summary ends with the hottest functions
-    assert "interval 0.5 ms (achieved 0.5 ms)" in p.stderr, p.stderr
+    # (on a loaded machine the achieved one is a median, with the mean and the share of
+    # time in long gaps beside it)
+    assert re.search(r"interval 0\.5 ms \(achieved [\d.]+ ms[);]", p.stderr), p.stderr
     tail = p.stderr.split("wrote app.quickjs.jsprof.json")[1].splitlines()[1:]
     assert tail[0].startswith("top ") and tail[0].endswith("by self time:"), p.stderr
     assert len(tail) - 1 == int(tail[0].split()[1]) <= 5

@@ -52,7 +52,9 @@ def self_total(path) -> tuple[collections.Counter, collections.Counter, float]:
 
 def check_datadog(path, expect_light: bool, busy_line: int) -> None:
     self_ms, total_ms, whole = self_total(path)
-    assert whole > 100, whole  # the script profiles >= 300 ms of busy work
+    # the script profiles >= 300 ms of busy work at 1 ms; V8's sampler on a loaded machine
+    # keeps fewer (78 ms of it at load 20): the shares below need a few dozen samples
+    assert whole >= 30, whole
     assert self_ms["busyLoop"] > 0.6 * whole, (self_ms, whole)
     assert self_ms["busyLoop"] == max(self_ms.values())
     assert total_ms["mainLoop"] > 0.8 * whole
