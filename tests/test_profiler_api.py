@@ -35,7 +35,10 @@ def test_python_session_states_and_interval() -> None:
     with pytest.raises(InvalidStateError):
         s.stop()
     t = trace.sample_time
-    assert trace.num_samples >= 50 and before <= t[0] and t[-1] <= after
+    # 20 ms at 0.2 ms; on a loaded machine the ticks due while the thread could not run
+    # are lost (droppedTicks), not samples
+    assert trace.num_samples + s.meta["droppedTicks"] >= 50, s.meta
+    assert before <= t[0] and t[-1] <= after
     assert (t[1:] > t[:-1]).all()
     # the first sample is taken when the session starts, inside the call that starts it
     # (measured, not assumed to take under 1 ms on a loaded machine); idle: no stack
@@ -76,7 +79,8 @@ def test_two_python_sessions_share_the_sampler() -> None:
     # its own work (draining, symbolising) comes after the last sample, and took 40-50 ms
     # of a 225 ms session at load 12 (the bound then failed by 2 samples of 225).
     assert (t2 - t0) / 4 / 2 <= st.num_samples <= (t3 - t0) / 4 + 2, (t2 - t0, st.num_samples)
-    assert ft.num_samples >= (t1 - t0) / 0.5 / 2, (t1 - t0, ft.num_samples)
+    got = ft.num_samples + fast.meta["droppedTicks"]  # lost ticks too (a loaded machine)
+    assert got >= (t1 - t0) / 0.5 / 2, (t1 - t0, ft.num_samples, fast.meta)
 
 
 def test_other_realms_never_appear() -> None:
@@ -132,7 +136,13 @@ def test_js_and_python_sessions_together() -> None:
     )
     js = json.loads(rt.eval("out"))
     trace = py.stop()
-    assert len(js["samples"]) >= 150 and trace.num_samples >= 40
+    assert trace.num_samples + py.meta["droppedTicks"] >= 40, py.meta
+    # the two share one sampler's ticks (what a loaded machine loses, both lose): over the
+    # JS session's span, 0.2 ms gives 5x the samples of 1 ms
+    first, last = js["samples"][0]["timestamp"], js["samples"][-1]["timestamp"]
+    t = trace.sample_time
+    py_in = int(((t >= first) & (t <= last)).sum())
+    assert len(js["samples"]) >= 2.5 * py_in and py_in >= 1, (len(js["samples"]), py_in)
     assert any(f["name"] == "work" for f in js["frames"]) and "work" in frame_names(trace)
     # the bootstrap (the Profiler's own JS) is muted: never a frame
     assert not [r for r in js["resources"] if r.startswith("jsprof:")]
