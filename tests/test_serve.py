@@ -61,7 +61,9 @@ def test_first_line_and_token_file(tmp_path: Path) -> None:
         took = c.stop()
     assert c.proc.returncode == 0 and took < 10
     assert c.proc.stdout.read() == b""  # nothing on stdout but the first line
-    assert any(token in line for line in c.stderr_lines)
+    # where the generated token is, never the token (stderr goes to logs)
+    assert not any(token in line for line in c.stderr_lines), c.stderr_lines
+    assert any(str(token_file) in line for line in c.stderr_lines), c.stderr_lines
     # A restart keeps the token; JSPROF_READ_TOKEN overrides it.
     env = {**os.environ, "JSPROF_READ_TOKEN": "from-env"}
     p = subprocess.Popen(

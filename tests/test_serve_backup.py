@@ -5,6 +5,7 @@ sent again; uploads that raced the backup are in it whole or not at all."""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import threading
 import time
@@ -67,6 +68,8 @@ def test_backup_of_a_live_store_restores_every_acknowledged_upload(tmp_path: Pat
         t.join()
         assert r.returncode == 0, r.stderr
         assert r.stdout.startswith(f"jsprof serve backup: {store} -> {copy}: "), r.stdout
+        # every trace and the read token: the owner's alone (a umask left it 0755)
+        assert stat.S_IMODE(copy.stat().st_mode) == 0o700
         assert raced, "no upload raced the backup"
         # A second backup into the same folder is refused, in one line.
         again = subprocess.run([str(JSPROF), "serve", "backup", "--store", str(store), "--to",

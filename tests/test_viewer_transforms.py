@@ -353,3 +353,19 @@ def test_a_link_of_thousands_of_steps_applies_at_most_the_limit(browser, hand_pa
     wait(page, f"document.body.dataset.transforms === '{limit - 1}'")
     assert page.locator("#fg-transforms .tf-over").count() == 0
     assert page.errors == []
+
+
+def test_an_ignore_pattern_that_backtracks_without_end_is_refused(browser, hand_page):
+    """A link is anyone's: `ignore:(a+)+$` ran on every script URL and could hang the tab.
+    Quantified groups holding a quantifier or `|`, back-references and long patterns are
+    refused in the page's one line; ordinary URL patterns still apply."""
+    page = open_page(browser, hand_page.as_uri(), "flame")
+    refused = page.evaluate("""() => ["(a+)+$", "(a|aa)*b", "((x*))+", "(\\\\w+\\\\s?){3}",
+        "(a)\\\\1", "x".repeat(201)].map(p => {
+        try { JsprofViewer.parseSpec("ignore:" + p); return null; } catch (e) { return e.message; }
+    })""")
+    assert all(r is not None and "back-reference" in r for r in refused), refused
+    kept = page.evaluate("""() => ["node_modules", "(vendor|lib)/", "^https://cdn\\\\.",
+        "(ab)+", "[a+]+"].map(p => JsprofViewer.parseSpec("ignore:" + p).re.source)""")
+    assert len(kept) == 5
+    assert page.errors == []

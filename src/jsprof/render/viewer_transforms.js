@@ -38,6 +38,25 @@
   // Steps applied at most: each keeps a whole tree (memo), so a link of thousands of steps
   // would hold thousands of trees and build each of them.
   var MAX_STEPS = 64;
+  // ignore:REGEX: its length, and a group holding a quantifier or `|` that is itself
+  // quantified (catastrophic backtracking), refused
+  var MAX_PATTERN = 200;
+  function backtracks(p) {
+    var open = [], inClass = false;
+    for (var i = 0; i < p.length; i++) {
+      var c = p[i];
+      if (c === "\\") { i++; continue; }
+      if (inClass) { if (c === "]") inClass = false; continue; }
+      if (c === "[") inClass = true;
+      else if (c === "(") open.push(i);
+      else if (c === ")" && open.length) {
+        var inner = p.slice(open.pop() + 1, i).replace(/\\./g, "").replace(/\[[^\]]*\]/g, "");
+        var next = p.slice(i + 1, i + 3);
+        if (/^(?:[+*]|\{\d)/.test(next) && /[+*|]|\{\d/.test(inner)) return true;
+      }
+    }
+    return false;
+  }
 
   // `KIND:ARG`, as the command line parses it; throws an Error saying what is wrong.
   function parseSpec(text) {
@@ -59,6 +78,13 @@
       }
     }
     if (kind === "ignore") {
+      // A link is anyone's: a pattern that backtracks without end ((a+)+$, (a|a)*b, \1)
+      // would hang the tab on a long URL. Script URLs want none of that: refused.
+      if (arg.length > MAX_PATTERN || backtracks(arg) || /\\[1-9]/.test(arg)) {
+        throw new Error("'" + text + "': a pattern of at most " + MAX_PATTERN +
+          " characters with no quantified group holding a quantifier or an alternative, " +
+          "and no back-reference");
+      }
       try { t.re = new RegExp(arg); } catch (err) {
         throw new Error("'" + text + "': not a regular expression (" + err.message + ")");
       }
@@ -354,6 +380,7 @@
   JV.MAX_STEPS = MAX_STEPS;
   JV.CLI_KINDS = CLI_KINDS;
   JV.parseSpec = parseSpec;
+  JV.backtracks = backtracks;
   JV.globRe = globRe;
   JV.escapeName = escapeName;
   JV.pathSpec = pathSpec;

@@ -366,7 +366,9 @@ def main(args: argparse.Namespace) -> int:
             print(CMDLINE_WARNING.format(flag=flag, env=env), file=err)
     print(f"jsprof serve: store {Path(config.store).resolve()}", file=err)
     if kept_in:
-        print(f"jsprof serve: read token (kept in {kept_in}): {token}", file=err)
+        # the token itself never goes to a log: the file (mode 0600) holds it
+        print(f"jsprof serve: read token generated into {kept_in} (mode 0600; read it "
+              "from there)", file=err)
     else:
         # Where it came from, by resolve_read_token's order, so the user knows which
         # secret the dashboard's sign-in wants (never the token itself).

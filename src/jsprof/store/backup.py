@@ -62,6 +62,8 @@ def backup(store_path: str | os.PathLike, dest: str | os.PathLike) -> BackupStat
     if tmp.exists():
         shutil.rmtree(tmp)  # an earlier backup that did not finish
     tmp.mkdir(parents=True)
+    # it holds every trace and a copy of the read token: the owner's alone, as the store
+    os.chmod(tmp, 0o700)
     try:
         stats = _backup(src, tmp)
     except BaseException:
