@@ -160,3 +160,79 @@ def test_instrument_finds_its_engines_in_the_registry(tmp_path: Path) -> None:
         result = run_instrumented(str(app), ["A"], engine=name)
         assert {(r.name, r.calls) for r in result.rows} == {("A.constructor", 1), ("A.f", 1)}
         assert result.recording.tracks[0].engine == name
+
+
+def test_the_cli_names_no_engine() -> None:
+    """cli.py reaches every engine through the registry (issue 37): it imports no engine
+    module, names no engine's entry point and picks none by name (it called Chromium's
+    record_chromium itself, past record.record, and chose engines by --cdp/--pid)."""
+    tree = ast.parse((SRC / "cli.py").read_text())
+    imported = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = _absolute("jsprof.cli", node)
+            imported |= {base} | {f"{base}.{a.name}" for a in node.names}
+    engines = sorted(
+        n for n in imported
+        if any(n == f"jsprof.engines.{e}" or n.startswith(f"jsprof.engines.{e}.") for e in NAMES)
+    )
+    assert engines == [], engines
+    # an engine asked for by name, or --engine compared with one ("quickjs" stays: the
+    # default --engine; a recording's track naming its engine is data, not wiring)
+    named = sorted(
+        ast.unparse(n) for n in ast.walk(tree)
+        if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "engine_spec"
+        and any(isinstance(a, ast.Constant) and a.value in ("node", "chromium") for a in n.args)
+    ) + sorted(
+        ast.unparse(n) for n in ast.walk(tree)
+        if isinstance(n, ast.Compare) and "args.engine" in ast.unparse(n)
+        and any(isinstance(c, ast.Constant) and c.value in NAMES for c in ast.walk(n))
+    )
+    assert named == [], named
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        # the spec's refusals, the same for a page and a script
+        (["--engine", "chromium", "--workers", "2", "p.html"],
+         "--workers runs QuickJS runtimes; use --engine quickjs"),
+        (["--engine", "node", "--workers", "2", "a.js"],
+         "--workers runs QuickJS runtimes; use --engine quickjs"),
+        (["--engine", "chromium", "p.html", "x"], "p.html: a page takes no arguments ('x')"),
+        (["--engine", "chromium", "--target", "t", "p.html"],
+         "--target and --allow-remote go with --cdp ENDPOINT"),
+        (["--engine", "node", "--until", "load", "a.js"],
+         "--until, --target and --allow-remote go with --engine chromium/--cdp"),
+        (["--cdp", "http://127.0.0.1:1", "--until", "load"],
+         "--until goes with a target that jsprof opens, not --cdp"),
+        (["--cdp", "http://127.0.0.1:1", "p.html"],
+         "give either --cdp ENDPOINT or a target to open, not both"),
+        (["--pid", "1", "a.js"], "give either --pid PID or a script, not both"),
+        (["--pid", "1", "--allow-remote"],
+         "--until, --target and --allow-remote go with --engine chromium/--cdp"),
+        # an attach flag names its engine as --engine does: both must agree
+        (["--cdp", "http://127.0.0.1:1", "--engine", "node"],
+         "--cdp attaches to Chromium; --engine node does not apply"),
+        (["--pid", "1", "--engine", "quickjs"],
+         "--pid attaches to Node; --engine quickjs does not apply"),
+        (["--pid", "1", "--cdp", "http://127.0.0.1:1"], "give one of --pid PID or --cdp ENDPOINT"),
+        (["--engine", "chromium", "--clock", "cpu", "p.html"], "--clock cpu is not supported"),
+        (["--cdp", "http://127.0.0.1:1", "--clock", "cpu"],
+         "--clock cpu is not supported with --engine chromium"),
+        (["--engine", "chromium"], "give the URL, .html, .js or .mjs file to record"),
+    ],
+)
+def test_record_refuses_what_the_engines_spec_does_not_take(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+    args: list[str], said: str,
+) -> None:
+    from jsprof.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "p.html").write_text("<p>x</p>")
+    (tmp_path / "a.js").write_text("1\n")
+    assert main(["record", *args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and err.count("\n") == 1, err
+    assert list(tmp_path.glob("*.json")) == []  # refused before anything ran

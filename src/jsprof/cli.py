@@ -19,6 +19,7 @@ if TYPE_CHECKING:
 
     from rich.console import Console
 
+    from .engines.registry import EngineSpec
     from .trace import Recording
 
 
@@ -930,131 +931,82 @@ class _Preparing:
         self._thread.join()
 
 
-def _cmd_record_page(args: argparse.Namespace) -> int:
-    """`record` on a page engine (Chromium): a target it opens, or a browser's tab (--cdp);
-    its page errors and crashes come as notes after the summary, with the exit status."""
-    from .engines.chromium.cli import default_stem, notes
-    from .engines.chromium.record import record_chromium
-    from .engines.registry import engine_spec
-    from .outputs import recording_output, save_recording
-    from .record import exit_status
-    from .render.summary import print_recording_summary
+def _engine_of(args: argparse.Namespace) -> tuple[EngineSpec, Any]:
+    """The engine a `record` or `run` goes through, and what it attaches to (None: it starts
+    what it records). An attach flag (--pid, --cdp: the spec's `attach_flag`) names its
+    engine as --engine does; given both, they must agree."""
+    from .engines.registry import SPECS, engine_spec
 
-    engine_spec("chromium").check_max_buffer_size(getattr(args, "max_buffer_size", None))
-    if getattr(args, "workers", None) is not None:
-        raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
-    if args.cdp:
-        if args.script:
-            raise UsageError("give either --cdp ENDPOINT or a target to open, not both")
-        if args.until is not None:
-            raise UsageError("--until goes with a target that jsprof opens, not --cdp")
-        out = recording_output(args.output, "cdp.chromium")  # checked before attaching
-        rec = engine_spec("chromium").attach(
-            args.cdp,
-            target=args.target,
-            duration=args.duration,
-            sample_interval=args.interval,
-            allow_remote=args.allow_remote,
+    found = [
+        (spec, where)
+        for spec in SPECS.values()
+        if spec.attach_option
+        and (where := getattr(args, spec.attach_option[2:], None)) not in (None, "")
+    ]
+    if len(found) > 1:
+        raise UsageError(f"give one of {' or '.join(s.attach_flag for s, _ in found)}")
+    if not found:
+        return engine_spec(args.engine or "quickjs"), None
+    spec, where = found[0]
+    if args.engine not in (None, spec.name):
+        raise UsageError(
+            f"{spec.attach_option} attaches to {spec.label}; --engine {args.engine} does not "
+            "apply"
         )
-    else:
-        if not args.script:
-            raise UsageError("give the URL, .html, .js or .mjs file to record")
-        if args.args:
-            raise UsageError(f"{args.script}: a page takes no arguments ({' '.join(args.args)!r})")
-        if args.target is not None or args.allow_remote:
-            raise UsageError("--target and --allow-remote go with --cdp ENDPOINT")
-        out = recording_output(args.output, default_stem(args.script))  # before the run
-        rec = record_chromium(
-            args.script,
-            sample_interval=args.interval,
-            until=args.until,
-            duration=args.duration,
-        )
-    out = save_recording(rec, out)
-    page_notes, status = notes(rec, exit_status(rec))
-    try:
-        print_recording_summary(rec, out)
-        for note in page_notes:
-            print(note, file=sys.stderr)
-    except BrokenPipeError:
-        # The reader went away (`2>&1 | head`): the status stays the page's.
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        for fd in (1, 2):
-            os.dup2(devnull, fd)
-        os.close(devnull)
-    return status
-
-
-def _check_clock(args: argparse.Namespace) -> None:
-    """--clock cpu where the engine samples wall time only: one line, before anything
-    starts (Node boots early)."""
-    from .engines.registry import engine_spec
-    from .meta import WALL
-
-    if args.clock == WALL:
-        return
-    if getattr(args, "cdp", None):
-        engine = "chromium"
-    elif getattr(args, "pid", None) is not None:
-        engine = "node"
-    else:
-        engine = args.engine or "quickjs"
-    engine_spec(engine).check_clock(args.clock)
+    return spec, where
 
 
 def cmd_record(args: argparse.Namespace) -> int:
-    from .engines.registry import engine_spec
-    from .record import check_script, exit_status, record, start_engine
+    """`record`: every engine through its registry spec, the same way for a script and a
+    page; attaching (--pid, --cdp) through the spec's attach."""
+    from .record import check_script, record, start_engine
 
-    _check_clock(args)
-    if args.cdp or engine_spec(args.engine or "quickjs").runs == "pages":
-        return _cmd_record_page(args)
-    if args.until is not None or args.target is not None or args.allow_remote:
-        raise UsageError("--until, --target and --allow-remote go with --engine chromium/--cdp")
-    if args.pid is not None:
-        if args.script:
-            raise UsageError("give either --pid PID or a script, not both")
-        if args.engine not in (None, "node"):
-            raise UsageError(f"--pid attaches to Node; --engine {args.engine} does not apply")
-        for flag, given in (
-            ("--workers", args.workers),
-            ("--max-buffer-size", args.max_buffer_size),
-        ):
-            if given is not None:
-                raise UsageError(f"{flag} does not apply to --pid (Node keeps every sample)")
-        out = _record_output(args, f"node-{args.pid}")
-        rec = engine_spec("node").attach(
-            args.pid, duration=args.duration, sample_interval=args.interval
-        )
-        out = _save_recording(rec, out)
-        _tell(_summarize_recording, rec, out)
-        return 0
+    spec, where = _engine_of(args)
+    spec.check_clock(args.clock)  # one line, before anything starts (Node boots early)
+    spec.check_page_options(
+        [o for o in ("until", "target", "allow_remote") if getattr(args, o, None)],
+        attaching=where is not None,
+    )
+    if where is not None:
+        return _cmd_attach(args, spec, where)
+    spec.check_workers(args.workers)
     if not args.script:
-        raise UsageError("give the script to record (or --pid PID to attach to Node)")
-    engine = args.engine or "quickjs"
-    if getattr(args, "dashdash", False) and not _is_script_file(args.script):
+        attacher = spec if spec.attach_flag else next(
+            s for s in _specs() if s.attach_flag and s.runs == spec.runs
+        )
+        raise UsageError(
+            f"give {'the script' if spec.runs == 'scripts' else 'the URL, .html, .js or .mjs file'}"
+            f" to record (or {attacher.attach_flag} to attach to {attacher.label})"
+        )
+    engine = spec.name
+    if (
+        getattr(args, "dashdash", False)
+        and spec.runs == "scripts"
+        and not _is_script_file(args.script)
+    ):
         return _cmd_record_command(args, engine)
-    if args.node_arg and not engine_spec(engine).takes("node_args"):
+    if args.node_arg and not spec.takes("node_args"):
         raise UsageError("--node-arg goes with --engine node")
+    spec.check_args(args.script, args.args)
     try:
         check_script(args.script, engine)  # before the output: the likelier mistake
     except UsageError:
         _hint_command(args)
         raise
     started = None if args.workers else start_engine(args.script, engine, args.args, args.node_arg)
-    stem = os.path.splitext(os.path.basename(args.script))[0]
+    stem = spec.default_stem(args.script)
     from .record import Progress
     from .render.summary import StatusLine
 
     prep: _Preparing | None = None
     if started is None:
-        out = _record_output(args, f"{stem}.{engine}")
+        out = _record_output(args, stem)
     else:
         # Node boots (held before the script) and the profiler starts while another thread
         # checks the output (numpy and the formats come with it) and imports what the end
         # needs; the script waits only for the check. Started after this thread's own
         # imports above, so the two never import one module at once.
-        prep = _Preparing(lambda: _record_output(args, f"{stem}.{engine}"))
+        prep = _Preparing(lambda: _record_output(args, stem))
         prep.start()
 
     error: BaseException | None = None
@@ -1080,11 +1032,14 @@ def cmd_record(args: argparse.Namespace) -> int:
                 duration=args.duration,
                 started=started,
                 gate=None if prep is None else prep.output,
+                until=args.until,
                 clock=args.clock,
             )
-    except (JSError, KeyboardInterrupt) as e:
+    except (JSError, KeyboardInterrupt, JsprofError) as e:
         rec = getattr(e, "recording", None)
-        if rec is None:
+        # An engine's own failure with samples (a page that crashed) is its notes' to say;
+        # elsewhere it is jsprof's error, as before.
+        if rec is None or not (isinstance(e, (JSError, KeyboardInterrupt)) or spec.part("notes")):
             raise
         error = e
     if prep is not None:
@@ -1092,10 +1047,66 @@ def cmd_record(args: argparse.Namespace) -> int:
     out = _save_recording(rec, out)
     if prep is not None:
         prep.join()  # its imports done (the summary's): this thread may import them now
+    return _finish_record(spec, rec, out, error)
+
+
+def _specs() -> tuple[EngineSpec, ...]:
+    from .engines.registry import SPECS
+
+    return tuple(SPECS.values())
+
+
+def _cmd_attach(args: argparse.Namespace, spec: EngineSpec, where: Any) -> int:
+    """`record --pid PID` / `--cdp ENDPOINT`: what already runs, through the spec's attach."""
+    if args.script:
+        what = "a script" if spec.runs == "scripts" else "a target to open"
+        raise UsageError(f"give either {spec.attach_flag} or {what}, not both")
+    for flag, given in (
+        ("--workers", args.workers),
+        ("--max-buffer-size", args.max_buffer_size),
+    ):
+        if given is not None:
+            raise UsageError(
+                f"{flag} does not apply to {spec.attach_option} ({spec.label} keeps every "
+                "sample)"
+            )
+    out = _record_output(args, spec.attach_stem.format(where=where))  # before attaching
+    rec = spec.attach(
+        where,
+        duration=args.duration,
+        sample_interval=args.interval,
+        **{o: getattr(args, o) for o in sorted(spec.attach_options)},
+    )
+    out = _save_recording(rec, out)
+    return _finish_record(spec, rec, out, None, attached=True)
+
+
+def _finish_record(
+    spec: EngineSpec, rec: Recording, out: str, error: BaseException | None,
+    attached: bool = False,
+) -> int:
+    """The summary and the exit status. An engine with its own ending (`notes`: a page's
+    errors and crashes) says it after the summary, with the page's status; otherwise the
+    script's error, or its own status (0 for a program attached to)."""
+    from .record import exit_status
+
+    notes = spec.part("notes")
+    if notes is not None:
+        from .render.summary import print_recording_summary
+
+        lines, status = notes(rec, exit_status(rec))
+
+        def say() -> None:
+            print_recording_summary(rec, out)
+            for line in lines:
+                print(line, file=sys.stderr)
+
+        _tell(say)  # the reader gone (`2>&1 | head`): the status stays the page's
+        return status
     if error is not None:
         return _finish_partial(error, out)
     _tell(_summarize_recording, rec, out)
-    return exit_status(rec)
+    return 0 if attached else exit_status(rec)
 
 
 def _hint_command(args: argparse.Namespace) -> None:
@@ -1167,7 +1178,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from .engines.registry import engine_spec
     from .record import not_parsed, not_parsed_here, run
 
-    _check_clock(args)
+    engine_spec(args.engine or "quickjs").check_clock(args.clock)
     if engine_spec(args.engine).runs == "pages":
         # A page's run: the browser's own Profiler; its errors are the page's to print,
         # but for a script that does not parse (nothing ran), said in one line as below.

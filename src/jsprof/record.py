@@ -156,8 +156,7 @@ def record(
     if until is not None and not spec.takes("until"):
         raise UsageError("--until goes with --engine chromium (a page's ending)")
     if workers is not None:
-        if not spec.takes("workers"):
-            raise UsageError("--workers runs QuickJS runtimes; use --engine quickjs")
+        spec.check_workers(workers)
         if duration is not None:
             raise UsageError("--duration does not go with --workers; stop them with Ctrl-C")
         from .workers import record_workers

@@ -14,6 +14,12 @@ The entry points' shapes (keyword arguments: only the options the spec lists are
   run(path, args, *, allow_profiling, ...) -> exit code or None (the caller passes only
                                         options the engine takes: node_args, until, ...)
   attach(where, *, duration, sample_interval, ...) -> Recording
+                                        what already runs, named by the spec's
+                                        `attach_flag` (--pid, --cdp); `attach_options` more
+  notes(rec, interrupted_status) -> (lines, exit status)
+                                        the engine's own ending of `record` (a page's
+                                        errors and crashes), printed after the summary
+  stem(target) -> str                   the default output's stem (else `app.<engine>`)
   start(path, args, node_args) -> a booting process (`record(started=...)`) or None
   command(argv, *, sample_interval, duration, progress) -> (Recording, error)
                                         `record -- COMMAND ARGS`: every process of the
@@ -38,9 +44,14 @@ if TYPE_CHECKING:
 
 class EngineSpec:
     """One engine as record/run/the CLI see it. `options`: the record options it takes
-    beyond the common ones (sample_interval, args, duration, progress)."""
+    beyond the common ones (sample_interval, duration, progress; "args": it passes
+    arguments to what it runs). `attach_flag`: the CLI's option naming what it attaches to
+    (`--pid PID`), `attach_options` what its attach takes beyond duration and interval."""
 
-    __slots__ = ("name", "runs", "options", "why_no_buffer_limit", "_parts")
+    __slots__ = (
+        "name", "runs", "label", "options", "why_no_buffer_limit", "attach_flag",
+        "attach_options", "attach_stem", "_parts",
+    )
 
     def __init__(
         self,
@@ -48,14 +59,69 @@ class EngineSpec:
         runs: str,
         options: tuple[str, ...],
         why_no_buffer_limit: str = "",
+        *,
+        label: str = "",
+        attach_flag: str = "",
+        attach_options: tuple[str, ...] = (),
+        attach_stem: str = "",
         **parts: str,
     ) -> None:
         self.name = name
         self.runs = runs  # what it runs, for messages: "scripts" or "pages"
+        self.label = label or name  # the engine's name in sentences
         self.options = frozenset(options)
         # Set when the engine keeps every sample (no --max-buffer-size): the reason said.
         self.why_no_buffer_limit = why_no_buffer_limit
+        self.attach_flag = attach_flag  # "--pid PID": the option and its metavar
+        self.attach_options = frozenset(attach_options)
+        self.attach_stem = attach_stem  # the attached recording's default output stem
         self._parts = parts
+
+    @property
+    def attach_option(self) -> str:
+        """`--pid`: the attach flag without its metavar ("" when it cannot attach)."""
+        return self.attach_flag.split()[0] if self.attach_flag else ""
+
+    def default_stem(self, target: str) -> str:
+        """The default output's stem for recording `target`: `app.<engine>`, unless the
+        engine names its own (a page's URL)."""
+        fn = self.part("stem")
+        if fn is not None:
+            return fn(target)
+        import os
+
+        return f"{os.path.splitext(os.path.basename(target))[0]}.{self.name}"
+
+    def check_args(self, target: str, args: Sequence[str]) -> None:
+        """The one refusal of arguments for an engine that passes none (a page)."""
+        if args and not self.takes("args"):
+            raise UsageError(
+                f"{target}: a {self.runs[:-1]} takes no arguments ({' '.join(args)!r})"
+            )
+
+    def check_workers(self, workers: int | None) -> None:
+        """The one refusal of --workers for an engine without them."""
+        if workers is not None and not self.takes("workers"):
+            who = next(s for s in SPECS.values() if s.takes("workers"))
+            raise UsageError(f"--workers runs {who.label} runtimes; use --engine {who.name}")
+
+    def check_page_options(self, given: Sequence[str], attaching: bool) -> None:
+        """--until, --target, --allow-remote (`given`: those given, by option name): each
+        only where this engine, recording or attaching, takes it."""
+        fits = self.attach_options if attaching else self.options
+        if all(o in fits for o in given):
+            return
+        if self.takes("until"):  # the page engine: they go with its other way in
+            if attaching:
+                raise UsageError(
+                    f"--until goes with a target that jsprof opens, not {self.attach_option}"
+                )
+            raise UsageError(f"--target and --allow-remote go with {self.attach_flag}")
+        who = next(s for s in SPECS.values() if s.takes("until"))
+        raise UsageError(
+            "--until, --target and --allow-remote go with "
+            f"--engine {who.name}/{who.attach_option}"
+        )
 
     def part(self, name: str) -> Callable[..., Any] | None:
         where = self._parts.get(name)
@@ -95,6 +161,7 @@ class EngineSpec:
     def record(self, path: str, **options: Any) -> Any:
         fn = self.part("record")
         assert fn is not None
+        self.check_args(path, options.get("args") or ())
         return fn(path, **{k: v for k, v in options.items() if k in COMMON or k in self.options})
 
     def attach(self, where: Any, **options: Any) -> Any:
@@ -141,8 +208,8 @@ class EngineSpec:
         return fn(path, args, **options)
 
 
-# What every engine's record takes.
-COMMON = frozenset({"sample_interval", "args", "duration", "progress"})
+# What every engine's record takes ("args" only where it lists them: check_args).
+COMMON = frozenset({"sample_interval", "duration", "progress"})
 
 SPECS: dict[str, EngineSpec] = {
     spec.name: spec
@@ -150,7 +217,8 @@ SPECS: dict[str, EngineSpec] = {
         EngineSpec(
             "quickjs",
             "scripts",
-            ("max_buffer_size", "workers", "clock"),
+            ("args", "max_buffer_size", "workers", "clock"),
+            label="QuickJS",
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.quickjs:record_script",
             run="jsprof.engines.quickjs:run_script",
@@ -159,8 +227,11 @@ SPECS: dict[str, EngineSpec] = {
         EngineSpec(
             "node",
             "scripts",
-            ("node_args", "started", "gate"),
+            ("args", "node_args", "started", "gate"),
             "V8 keeps all",
+            label="Node",
+            attach_flag="--pid PID",
+            attach_stem="node-{where}",
             check="jsprof.engines.registry:check_script_file",
             record="jsprof.engines.node.record:record_script",
             run="jsprof.engines.node.preload:run_node",
@@ -175,7 +246,13 @@ SPECS: dict[str, EngineSpec] = {
             "pages",
             ("until",),
             "V8 keeps all",
+            label="Chromium",
+            attach_flag="--cdp ENDPOINT",
+            attach_options=("target", "allow_remote"),
+            attach_stem="cdp.chromium",
             check="jsprof.engines.chromium.record:check_target",
+            notes="jsprof.engines.chromium.cli:notes",
+            stem="jsprof.engines.chromium.cli:default_stem",
             record="jsprof.engines.chromium.record:record_target",
             run="jsprof.engines.chromium.run:run_script",
             attach="jsprof.engines.chromium.attach:attach_cdp",
