@@ -236,3 +236,19 @@ def test_record_refuses_what_the_engines_spec_does_not_take(
     err = capsys.readouterr().err
     assert said in err and err.count("\n") == 1, err
     assert list(tmp_path.glob("*.json")) == []  # refused before anything ran
+
+
+def test_instrument_names_no_engine() -> None:
+    """instrument/ hands its transform and runtime to the spec's entry point and imports no
+    engine (it imported engines.quickjs for `is_module`, now engines/base.py's)."""
+    found = []
+    for path in (SRC / "instrument").rglob("*.py"):
+        module = "jsprof.instrument." + path.relative_to(SRC / "instrument").as_posix()[:-3]
+        module = module.removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = _absolute(module if path.name != "__init__.py" else module + ".x", node)
+                if any(base == f"jsprof.engines.{e}" or base.startswith(f"jsprof.engines.{e}.")
+                       for e in NAMES):
+                    found.append(f"{path.name}: {base}")
+    assert found == [], found

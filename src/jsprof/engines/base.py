@@ -24,6 +24,7 @@ Lifecycle (pinned by the contract tests):
 from __future__ import annotations
 
 import os
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -125,3 +126,19 @@ def read_script(path: str | os.PathLike[str]) -> str:
         raise UsageError(f"{p}: no such file; give the path of a .js or .mjs script") from None
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(f"{p}: cannot read the script ({e})") from None
+
+
+# An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
+# own JS_DetectModule calls anything that *parses* as a module a module, which would turn
+# sloppy scripts strict and their top-level `var`s non-global. Here, not in quickjs.py:
+# instrument/ asks it too, and names no engine.
+_MODULE_RE = re.compile(r"^[ \t]*(import\b[ \t]*[\w{*'\"]|import\.meta\b|export\b)", re.M)
+
+
+def is_module(source: str, filename: str) -> bool:
+    """ES module when the file is .mjs or the source has import/export statements."""
+    if filename.endswith(".mjs"):
+        return True
+    if filename.endswith(".cjs"):
+        return False
+    return _MODULE_RE.search(source) is not None

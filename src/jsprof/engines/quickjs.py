@@ -60,7 +60,13 @@ from ..meta import CLOCKS, WALL
 from ..session import Chunk, ProfilerSession, SharedSampler, sessions_json_ids
 from ..trace import ProfilerTrace, Recording, Track, normalise_resource
 from ._ending import DurationEnded, Progress, signal_name, terminate_as_interrupt
-from .base import DEFAULT_INTERVAL_MS, Instrumentation, RuntimeProfiler, read_script
+from .base import (
+    DEFAULT_INTERVAL_MS,
+    Instrumentation,
+    RuntimeProfiler,
+    is_module,
+    read_script,
+)
 
 try:
     from .. import _quickjs
@@ -80,21 +86,6 @@ MIN_INTERVAL_MS = 0.1  # below this sampling costs more than the goal (benchmark
 # An hour of samples at 1 ms; the buffer is virtual memory committed only as it fills.
 DEFAULT_MAX_BUFFER_SIZE = 3_600_000
 MAX_NAMED_SOURCE_BYTES = 32 << 20  # a larger script's frames keep QuickJS's names
-
-
-# An import/export statement at the start of a line (not `import(`): an ES module. QuickJS's
-# own JS_DetectModule calls anything that *parses* as a module a module, which would turn
-# sloppy scripts strict and their top-level `var`s non-global.
-_MODULE_RE = re.compile(r"^[ \t]*(import\b[ \t]*[\w{*'\"]|import\.meta\b|export\b)", re.M)
-
-
-def is_module(source: str, filename: str) -> bool:
-    """ES module when the file is .mjs or the source has import/export statements."""
-    if filename.endswith(".mjs"):
-        return True
-    if filename.endswith(".cjs"):
-        return False
-    return _MODULE_RE.search(source) is not None
 
 
 def _require_extension() -> Any:

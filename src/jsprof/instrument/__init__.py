@@ -175,7 +175,7 @@ def _static_imports(source: str) -> list[str]:
 def _module_deps(entry: str, source: str) -> list[tuple[str, str]]:
     """(name as QuickJS normalizes it, source) of the entry's file dependencies, in
     evaluation order (depth-first post-order, as the module graph evaluates)."""
-    from ..engines.quickjs import is_module
+    from ..engines.base import is_module
 
     if not is_module(source, entry):
         return []

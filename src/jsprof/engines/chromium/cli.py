@@ -1,6 +1,7 @@
 """What `jsprof record --engine chromium` and `record --cdp` say about a recording: its
-default output name and the notes (with the exit status) after the summary. The command
-itself is cli.py's (`_cmd_record_page`): nothing here imports above engines/."""
+default output name and the notes (with the exit status) after the summary: the spec's
+`stem` and `notes` (engines/registry.py). The command itself is cli.py's, the same for
+every engine: nothing here imports above engines/."""
 
 from __future__ import annotations
 
