@@ -14,6 +14,7 @@ import math
 import tracemalloc
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
@@ -88,8 +89,9 @@ def test_sql_sums_equal_the_same_steps_in_numpy(store, monkeypatch):
             from jsprof.fleet.releases import matcher
 
             match = matcher(set(), set(), False)
-            rows = [pq.read_table(p).to_pydict() for p in s.snap.row_files("weights",
-                                                                            sel.uploads)]
+            # the tables' parts, and the uploads not compacted yet as tables in memory
+            rows = [(p if isinstance(p, pa.Table) else pq.read_table(p)).to_pydict()
+                    for p in s.snap.row_files("weights", sel.uploads)]
             col = {c: np.concatenate([np.asarray(r[c], np.int64) for r in rows])
                    for c in ("uk", "stack_id", "marker", "weight_ns")}
             ri = sel.uploads.ri[np.searchsorted(sel.uploads.uk, col["uk"])]

@@ -108,7 +108,8 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
         raise RuntimeError("disk full")
 
     monkeypatch.setattr(
-        jio, "writer_for", lambda p, f: type("F", (), {"write": staticmethod(boom)})
+        jio, "writer_for",
+        lambda p, f: type("F", (), {"name": "jsprof", "write": staticmethod(boom)}),
     )
     with pytest.raises(RuntimeError):
         jsprof.save(_rich_recording(), out)
