@@ -76,30 +76,54 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector
         col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
         collector.append(col.url)
         try:
-            with playwright_chromium() as b:
-                page = b.new_page()
-                page.goto(f"{origin}/busy")
-                page.wait_for_function("window.ready === true", timeout=15000)
-                assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
-                page.wait_for_timeout(300)  # some real idle before the clicks
-                for _ in range(4):
-                    page.click("#sort")
-                    page.wait_for_timeout(250)
-                    page.click("#later")
-                    page.wait_for_timeout(250)
-                page.wait_for_timeout(500)  # the last frames' entries are reported
-                ids = page.evaluate("profiler.stop()")
-                page.close()
-            docs = []
-            deadline = time.monotonic() + 15
-            for i in ids:
-                while (got := col.get(i))[0] != 200:
-                    assert time.monotonic() < deadline, "uploads never arrived"
-                    time.sleep(0.1)
-                docs.append(orjson.loads(got[1]))
+            # Chromium decides which samples lose their stack: a load whose handler and
+            # timer entries both hold some is what the tests need (else they would hold of
+            # nothing; a full run at 72666f1 got one where neither was); up to three loads
+            for _ in range(3):
+                docs = _load_once(col, origin)
+                if len(docs) == 1 and {HANDLER, TIMER} <= _entries_with_lost_samples(docs[0]):
+                    break
             yield col, store, docs
         finally:
             col.stop()
+
+
+def _load_once(col: Collector, origin: str) -> list:
+    with playwright_chromium() as b:
+        page = b.new_page()
+        page.goto(f"{origin}/busy")
+        page.wait_for_function("window.ready === true", timeout=15000)
+        assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+        page.wait_for_timeout(300)  # some real idle before the clicks
+        for _ in range(4):
+            page.click("#sort")
+            page.wait_for_timeout(250)
+            page.click("#later")
+            page.wait_for_timeout(250)
+        page.wait_for_timeout(500)  # the last frames' entries are reported
+        ids = page.evaluate("profiler.stop()")
+        page.close()
+    docs = []
+    deadline = time.monotonic() + 15
+    for i in ids:
+        while (got := col.get(i))[0] != 200:
+            assert time.monotonic() < deadline, "uploads never arrived"
+            time.sleep(0.1)
+        docs.append(orjson.loads(got[1]))
+    return docs
+
+
+def _entries_with_lost_samples(doc: dict) -> set[str]:
+    """The entry points (by the first script entry holding it, as _expected keys them)
+    with at least one stack-less sample inside their script entries."""
+    _, sc = _windows(doc)
+    out = set()
+    for s in doc["samples"]:
+        if s.get("stackId") is None:
+            hit = [x[2] for x in sc if x[0] <= s["timestamp"] < x[1]]
+            if hit:
+                out.add(hit[0])
+    return out
 
 
 def _windows(doc: dict) -> tuple[list[tuple[float, float]], list[tuple[float, float, str]]]:
