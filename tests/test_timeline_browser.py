@@ -53,38 +53,63 @@ window.ready = true;
 def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str]]]:
     """Two page loads of /checkout, clicked for real; the store and the upload ids."""
     collector: list[str] = []  # its URL, known once the collector runs
-    with page_server(lambda _: ((PAGE % {"collector": collector[0]}).encode(), HTML,
+    with page_server(lambda _: ((PAGE % {"collector": collector[-1]}).encode(), HTML,
                                 {"Document-Policy": "js-profiling"})) as origin:
-        store = tmp_path_factory.mktemp("timeline") / "store"
-        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
-        collector.append(col.url)
-        ids: list[str] = []
-        try:
-            with playwright_chromium() as b:
-                for _ in range(2):
-                    page = b.new_page()
-                    page.goto(f"{origin}/checkout")
-                    page.wait_for_function("window.ready === true", timeout=15000)
-                    assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
-                    for _ in range(3):
-                        page.click("#slow")
-                        page.wait_for_timeout(150)
-                        page.click("#builtin")
-                        page.wait_for_timeout(150)
-                    # One chunk mid-way: the rest of the clicks land in a second chunk of the
-                    # same page load (its interactions may be reported in either).
-                    page.evaluate("profiler.flush()")
-                    page.click("#slow")
-                    page.wait_for_timeout(400)  # Event Timing reports after the next paint
-                    ids += page.evaluate("profiler.stop()")
-                    page.close()
-            deadline = time.monotonic() + 15
-            while any(col.get(i)[0] != 200 for i in ids):
-                assert time.monotonic() < deadline, "uploads never arrived"
-                time.sleep(0.1)
-            yield store, ids
-        finally:
-            col.stop()
+        # Chromium decides which samples lose their stack: two loads into a fresh store, up
+        # to three times, until one has some inside the builtin handler's long frames,
+        # which the lost-stack tests charge (a full run at 72666f1 got none there)
+        for attempt in range(3):
+            store = tmp_path_factory.mktemp("timeline") / "store"
+            col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+            collector.append(col.url)
+            try:
+                ids = _two_loads(origin)
+                if _lost_inside_the_builtin_handler(col, ids) or attempt == 2:
+                    yield store, ids
+                    return
+            finally:
+                col.stop()
+
+
+def _lost_inside_the_builtin_handler(col: Collector, ids: list[str]) -> bool:
+    deadline = time.monotonic() + 15
+    for i in ids:
+        while (got := col.get(i))[0] != 200:
+            assert time.monotonic() < deadline, "uploads never arrived"
+            time.sleep(0.1)
+        doc = orjson.loads(got[1])
+        frames = doc["jsprof"]["meta"].get("timeline", {}).get("longFrames", [])
+        entries = [(e["start"], e["start"] + e["duration"]) for f in frames
+                   for e in f["scripts"]
+                   if (e.get("sourceFunctionName") or e.get("invoker") or "")
+                   == "builtinHeavyHandlerForJsprof"]
+        if any(s.get("stackId") is None and any(a <= s["timestamp"] < z for a, z in entries)
+               for s in doc["samples"]):
+            return True
+    return False
+
+
+def _two_loads(origin: str) -> list[str]:
+    ids: list[str] = []
+    with playwright_chromium() as b:
+        for _ in range(2):
+            page = b.new_page()
+            page.goto(f"{origin}/checkout")
+            page.wait_for_function("window.ready === true", timeout=15000)
+            assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+            for _ in range(3):
+                page.click("#slow")
+                page.wait_for_timeout(150)
+                page.click("#builtin")
+                page.wait_for_timeout(150)
+            # One chunk mid-way: the rest of the clicks land in a second chunk of the
+            # same page load (its interactions may be reported in either).
+            page.evaluate("profiler.flush()")
+            page.click("#slow")
+            page.wait_for_timeout(400)  # Event Timing reports after the next paint
+            ids += page.evaluate("profiler.stop()")
+            page.close()
+    return ids
 
 
 def _fleet(store: Path, *args: str) -> dict:
