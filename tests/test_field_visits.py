@@ -262,9 +262,10 @@ def test_an_upload_that_failed_is_sent_by_the_next_page_once(site, browser,
         assert _arrived(got, [first]) == [first], sorted(got)
         _check_once(got, [first, second])
         # Sent again by later pages (and by the retries of the page that was open while
-        # the collector was down), yet each upload is stored once.
-        stats = page.evaluate("profiling.stats")
-        assert stats["retried"] >= 1, stats
+        # the collector was down), yet each upload is stored once (above). Which page sent
+        # them is the browser's timing: the second page's way out (the collector back by
+        # then) or the third's drain; a full run at 72666f1 saw the third send none
+        # (its stats all 0). The page's own retries: the next test.
         context.close()
     finally:
         col.stop()
