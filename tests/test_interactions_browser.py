@@ -415,3 +415,38 @@ def test_one_uploads_page_has_its_page_loads_windows(stored) -> None:
         assert facts["inp"] == "INP 130 ms (click on button#late)", facts
         assert facts["pageLoad"] == "Page load 2 uploads (its chunks), merged", facts
         assert errors == []
+
+
+def test_an_uploads_own_long_frame_after_its_last_sample_is_drawn(stored) -> None:
+    """The upload page's Time view drew the page load's windows that cover its samples
+    only, its own among them: a long frame of its own that ended after its last sample (its
+    entry reported with the chunk) was left out (6 boxes of its 7 long frames, once in a
+    full run). Its own windows are all drawn; other chunks' where they cover its samples."""
+    store, ids, col = stored
+    _, body = col.get(ids[0])
+    doc = orjson.loads(body)
+    frames = doc["jsprof"]["meta"]["timeline"]["longFrames"]
+    last = max(s["timestamp"] for s in doc["samples"])
+    late = dict(frames[-1])
+    shift = last + 200 - late["start"]
+    late["start"] += shift
+    for k in ("renderStart", "styleAndLayoutStart", "firstUIEventTimestamp"):
+        if isinstance(late.get(k), (int, float)) and late[k] > 0:
+            late[k] += shift
+    late["scripts"] = []
+    frames.append(late)
+    meta = doc["jsprof"]["meta"]
+    envelope = {"trace": {k: doc[k] for k in ("resources", "frames", "stacks", "samples")},
+                # a page load of its own: no other chunk's windows beside its own
+                "meta": {**{k: meta[k] for k in ("release", "route") if k in meta},
+                         "pageLoad": "late-frame-load"},
+                "timeline": meta["timeline"]}
+    status, got = col.post(orjson.dumps(envelope), query="app=shop&key=k1&id=late-frame")
+    assert status == 202, got
+    _, back = col.get("late-frame")
+    assert len(orjson.loads(back)["jsprof"]["meta"]["timeline"]["longFrames"]) == len(frames)
+    with playwright_chromium() as b:
+        page, errors = _open_upload(b, col, "late-frame")
+        lanes = _lanes(page)
+        assert lanes["main long animation frames"] == len(frames), (lanes, len(frames))
+        assert errors == []
