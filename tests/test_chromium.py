@@ -686,3 +686,22 @@ def test_file_url_of_a_served_path() -> None:
         assert srv.file_urls_in(text) == (f"TypeError: x\n    at f ({want}:3:9)\n    at {want}:5:1")
     finally:
         srv.close()
+
+
+def test_jsprofs_own_probes_leave_no_frames(browser: Browser) -> None:
+    """What jsprof evaluates in the page while the profiler runs (the --until probe, the
+    measures read at the end) is not the page's work: its frames are dropped, the page's
+    functions it calls keep their samples. Before, a full run named a frame of the measures
+    read `(anonymous line 1)`, a script with no URL, with 1.1 ms of self time."""
+    rec = record_chromium(str(DATA / "probed.html"), 1.0, until="js:check()", duration=30,
+                          browser=browser)
+    trace = rec.tracks[0].trace
+    assert rec.tracks[0].meta["exit"] == "ok"
+    names = self_counts(trace)
+    # Both probes ran in the recording and were sampled (the page's code spins 20-40 ms).
+    assert names.get("slowEntries", 0) > 0 and names.get("spin", 0) > 0, names
+    used = [trace.frames[f] for s in range(trace.num_stacks) for f in trace.stack_frames(s)]
+    assert {"check", "slowEntries"} <= {f.name for f in used}, used
+    # jsprof's own expressions have no script of the page's: none of their frames is left.
+    scriptless = {f for f in used if f.resource_id is None and not f.name.startswith("(")}
+    assert scriptless == set(), scriptless

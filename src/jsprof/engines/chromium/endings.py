@@ -11,6 +11,7 @@ import time
 from ...errors import EngineError, UsageError
 from .._process import SignalFlag
 from ..cdp import CDPClosed, CDPError
+from .helper import SOURCE_URL
 from .page import PageSession
 from .thread import PROBE_PERIOD
 
@@ -64,7 +65,11 @@ def wait_for_end(
                 expr_mid = s.send_nowait(
                     "Runtime.evaluate",
                     {
-                        "expression": f"Boolean(eval({json.dumps(until_expr)}))",
+                        # Probed while the profiler runs: the wrapper and the eval'd
+                        # expression carry jsprof's URL, so their frames are dropped (the
+                        # page's functions they call stay, with their samples).
+                        "expression": f"Boolean(eval({json.dumps(until_expr + SOURCE_URL)}))"
+                        + SOURCE_URL,
                         "returnByValue": True,
                     },
                 )

@@ -16,7 +16,7 @@ from ...trace import Track
 from ...words import printable_lines
 from ..cdp import CDPClient, CDPClosed, CDPError, Session
 from .console import STDERR_TYPES, exception_text, format_console
-from .helper import helper_source
+from .helper import SOURCE_URL, helper_source
 from .thread import SLICE_PERIOD, JSThread
 
 # The page's performance.measure entries kept on the main track (`jsprof budget --measure`).
@@ -25,6 +25,8 @@ _MEASURES_JS = (
     "(() => { try { return performance.getEntriesByType('measure').slice(0, "
     f"{MEASURES_MAX}).map(e => [String(e.name).slice(0, 200), +e.startTime, +e.duration]); "
     "} catch (e) { return null; } })()"
+    # Read while the profiler still runs: jsprof's own frames are dropped by this URL.
+    + SOURCE_URL
 )
 QUIET_MS = 500  # the --until load rule: no task ran for this long
 
