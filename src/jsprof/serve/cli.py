@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..argtypes import path, positive_int
 from ..errors import UsageError
+from ..textfiles import read_secret_file, read_text_file
 from ..words import plural
 from .config import (
     CMDLINE_WARNING,
@@ -22,8 +23,6 @@ from .config import (
     parse_origins,
     parse_rate,
     parse_size,
-    read_secret_file,
-    read_text_file,
     resolve_read_token,
 )
 
