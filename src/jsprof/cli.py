@@ -114,7 +114,8 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         type=_transform_spec,
         help="reshape the call tree after the filters, in the order given: merge:NAME, "
         "merge-node:A>B>C, focus-subtree:A>B, focus:NAME, collapse:NAME, "
-        "collapse-resource:URL, collapse-recursion:NAME, drop:NAME (docs/local-profiling.md)",
+        "collapse-resource:URL, collapse-recursion:NAME, drop:NAME, focus-resource:URL "
+        "(docs/local-profiling.md)",
     )
 
 

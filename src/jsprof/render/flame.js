@@ -1149,6 +1149,7 @@
     ["F", "Focus on function", "focus", "name"],
     ["c", "Collapse function", "collapse", "name"],
     ["C", "Collapse resource", "collapse-resource", "url"],
+    ["s", "Focus on resource (script)", "focus-resource", "url"],
     ["r", "Collapse recursion", "collapse-recursion", "name"],
     ["R", "Collapse direct recursion only", "collapse-direct-recursion", "name"],
     ["h", "Hide repeating children", "hide-repeating", "path"],
