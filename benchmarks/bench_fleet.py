@@ -8,7 +8,7 @@ functions, a few thousand distinct stacks per release, depths to ~30, Zipf-like
 popularity, each page load using a few hundred of them, ~20 % idle samples with markers,
 gaps of ~10 ms with jitter. Ingesting 10,000 traces through the collector and compactor
 would take longer than this bench should, so the Parquet tables are built directly in the
-compactor's layout (same schemas and manifest, `store.compact.write_release_parts`) from
+compactor's layout (same schemas and manifest, `store.tables.intern.write_release_parts`) from
 the per-trace samples; a small sample of uploads is also run through the real compactor to
 measure its rate and check the two agree.
 
@@ -37,20 +37,15 @@ from jsprof.fleet.engine import DaskEngine, DuckEngine, Snapshot
 from jsprof.fleet.filters import Filters
 from jsprof.formats.jsprof import trace_to_doc
 from jsprof.store import Store
-from jsprof.store.compact import (
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.intern import NS_PER_MS, Release, release_key, write_release_parts
+from jsprof.store.tables.manifest import (
     FORMAT_VERSION,
-    MANIFEST,
-    NS_PER_MS,
-    _fsync_write,
-    _Release,
-    _write_parquet,
-    compact,
     read_manifest,
-    release_key,
-    schemas,
     tables_dir,
-    write_release_parts,
+    write_manifest,
 )
+from jsprof.store.tables.parts import new_part, schemas
 from jsprof.trace import MARKER_CODE, NONE, ProfilerTrace, Recording, Track
 
 APP = "shop"
@@ -118,7 +113,7 @@ def build_store(root: Path, n_traces: int, n_samples: int, seed: int = 1):
     uk = 0
     for ri, rel_name in enumerate(RELEASES):
         rkey = release_key(APP, rel_name)
-        rel = _Release(APP, rel_name)
+        rel = Release(APP, rel_name)
         for f in frames:
             rel.frame(f)
         for p, f in zip(parent.tolist(), frame.tolist(), strict=True):
@@ -188,12 +183,12 @@ def build_store(root: Path, n_traces: int, n_samples: int, seed: int = 1):
                          np.concatenate(all_mk), np.concatenate(all_w))
     sch = schemas()["uploads"]
     path = f"uploads/part-{man['nextPart']:06d}.parquet"
-    _write_parquet(tdir / path, {f.name: [r[f.name] for r in uploads] for f in sch}, sch)
+    new_part(tdir, path, {f.name: [r[f.name] for r in uploads] for f in sch}, sch, len(uploads))
     man["uploads"].append(path)
     man["nextUk"] = uk
     man["nextPart"] += 1
     man["hasCursor"] = True
-    _fsync_write(tdir / MANIFEST, orjson.dumps(man))
+    write_manifest(tdir, man)
     return mem
 
 

@@ -27,7 +27,9 @@ import json, sys, time
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact, merge_parts, read_manifest
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.merge import merge_parts
 st = Store(sys.argv[1])
 t0 = time.perf_counter()
 compact(st)

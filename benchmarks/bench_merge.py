@@ -1,4 +1,4 @@
-"""Query time with many small table parts vs the same tables merged (`compact.merge_parts`).
+"""Query time with many small table parts vs the same tables merged (`tables.merge.merge_parts`).
 
 A collector that compacts every 5 s writes a few parts per run; queries open, check (CRC-32)
 and scan every part they select. This builds two stores of the same uploads compacted in
@@ -57,7 +57,8 @@ def _build(small: Path, levels: Path, uploads: int, per_run: int) -> float:
 
     from fleet_util import make_trace, upload
     from jsprof.store import Store
-    from jsprof.store.compact import compact, merge_parts
+    from jsprof.store.tables.compact import compact
+    from jsprof.store.tables.merge import merge_parts
 
     stores = [Store(small), Store(levels)]
     rng = np.random.default_rng(1)
@@ -92,7 +93,8 @@ def main() -> int:
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
 
-    from jsprof.store.compact import merge_parts, read_manifest
+    from jsprof.store.tables.manifest import read_manifest
+    from jsprof.store.tables.merge import merge_parts
 
     root = Path(tempfile.mkdtemp(prefix="jsprof-bench-merge-", dir=args.dir))
     try:

@@ -2,7 +2,7 @@
 
 `jsprof serve` runs one compactor process per store (store/background.py), whatever the
 workers; its queries never compact: they read the committed tables plus the uploads stored
-since (`compact.read_tail`). Tested on real stores and a real collector on loopback."""
+since (`tables.view.read_tail`). Tested on real stores and a real collector on loopback."""
 
 from __future__ import annotations
 
@@ -21,8 +21,10 @@ from fleet_util import make_trace, upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact, read_manifest, read_tail
 from jsprof.store.lock import TablesLock
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.view import read_tail
 from serve_util import JSPROF, READ_TOKEN, Collector, field_trace
 
 T0 = 1.7e12

@@ -16,7 +16,8 @@ from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact, part_path, read_manifest
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import part_path, read_manifest
 from jsprof.trace import NO_STACK_NAMES
 
 
@@ -261,18 +262,18 @@ def test_concurrent_compactors_and_writers_store_each_upload_once(store):
 
 
 def test_compactor_killed_midway_leaves_no_duplicates(store, monkeypatch):
-    import jsprof.store.compact as c
+    import jsprof.store.tables.compact as c
 
     _fill(store, n_per_release=4, samples=200)
-    real = c._fsync_write
+    real = c.write_manifest
 
-    def boom(path, data):
+    def boom(tdir, man):
         raise OSError("disk gone")
 
-    monkeypatch.setattr(c, "_fsync_write", boom)  # the manifest never gets written
+    monkeypatch.setattr(c, "write_manifest", boom)  # the manifest never gets written
     with pytest.raises(OSError):
         compact(store, batch=3)
-    monkeypatch.setattr(c, "_fsync_write", real)
+    monkeypatch.setattr(c, "write_manifest", real)
     assert read_manifest(store.path)["nextUk"] == 0
     assert compact(store, batch=3).uploads == 8
     with api.session(store) as s:

@@ -12,7 +12,7 @@ from jsprof.fleet import api
 from jsprof.fleet.engine import DaskEngine, DuckEngine
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact
+from jsprof.store.tables.compact import compact
 
 
 @pytest.fixture(scope="module")

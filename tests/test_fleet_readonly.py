@@ -23,7 +23,9 @@ import pytest
 
 from fleet_util import T0, jittered_store, make_trace, upload
 from jsprof.store import Store
-from jsprof.store.compact import compact, merge_parts, read_manifest
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.merge import merge_parts
 
 QUERIES = [
     ["top", "--json"],
@@ -235,7 +237,7 @@ def test_format_4_tables_are_upgraded_in_place_not_rebuilt(store: Path, tmp_path
 
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
-    from jsprof.store.compact import FORMAT_VERSION
+    from jsprof.store.tables.manifest import FORMAT_VERSION
 
     copy = tmp_path / "store"
     shutil.copytree(store, copy)

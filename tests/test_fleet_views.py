@@ -289,7 +289,7 @@ def test_upload_interval_that_is_a_bool_is_no_interval_on_every_path(tmp_path: P
     through the collector's checks): the compactor and the Time view took no interval
     from it (the trace's own), `--during` took it as 1 ms, so its last sample weighed 1 ms
     where the stored weight said ~10 and `top --during` over a window covering the whole
-    page load did not add up to `top`. One rule now (`store.compact.upload_weights`)."""
+    page load did not add up to `top`. One rule now (`store.tables.intern.upload_weights`)."""
     path = tmp_path / "store"
     st = Store(path)
     rng = np.random.default_rng(5)

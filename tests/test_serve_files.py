@@ -11,7 +11,7 @@ from pathlib import Path
 
 import orjson
 
-from jsprof.store.compact import read_manifest
+from jsprof.store.tables.manifest import read_manifest
 from serve_util import JSPROF, READ_TOKEN, Collector, fixture_bytes
 from test_serve_metrics import scrape, value
 

@@ -16,15 +16,9 @@ from fleet_util import upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import (
-    GRACE_S,
-    MANIFEST,
-    CompactError,
-    compact,
-    merge_parts,
-    read_manifest,
-    tables_dir,
-)
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import MANIFEST, CompactError, read_manifest, tables_dir
+from jsprof.store.tables.merge import GRACE_S, merge_parts
 from jsprof.trace import TraceBuilder
 
 URL = "https://shop.example/app.js"

@@ -18,9 +18,11 @@ from fleet_util import KILL_AT, make_trace, upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store import compact as cmod
-from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
 from jsprof.store.lock import LOCK
+from jsprof.store.tables import intern, merge, parts
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import part_path, read_manifest
+from jsprof.store.tables.merge import merge_parts
 
 DAY = 86400e3
 OLD = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight long past: its day is over
@@ -83,7 +85,7 @@ def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Pa
         # The closed day is one part per release once a run adds nothing to it (a run
         # that did leaves its new part beside it); the open one (fanout - 1) per level.
         closed = 2 if r % 3 == 0 else 1
-        assert all(n <= closed for (_, d), n in groups.items() if d == cmod.day_of(OLD))
+        assert all(n <= closed for (_, d), n in groups.items() if d == parts.day_of(OLD))
         assert max(groups.values()) <= 3 * 3
     man, unmerged = read_manifest(merged.path), read_manifest(plain.path)
     assert len(_parts(unmerged)) >= 8 * runs
@@ -98,14 +100,14 @@ def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Pa
     listed = {part_path(e) for e in _parts(man)}
     assert _on_disk(tdir) == listed | {o["path"] for o in man["obsolete"]}
     assert man["obsolete"]
-    stats = merge_parts(merged.path, now=time.time() + cmod.GRACE_S)
+    stats = merge_parts(merged.path, now=time.time() + merge.GRACE_S)
     assert stats.deleted == len(man["obsolete"]) and not read_manifest(merged.path)["obsolete"]
     assert _on_disk(tdir) == listed
     # The interning kept in memory went on matching the merged parts: a rebuild from the
     # raw uploads gives the same tables' answers.
     answers = _answers(merged)
     shutil.rmtree(tdir)
-    cmod._cache.clear()
+    intern.forget()
     compact(merged)
     assert _answers(merged) == answers
     merged.close()
@@ -113,10 +115,10 @@ def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Pa
 
 
 _CHILD = KILL_AT + """
-from jsprof.store import compact as c
-c._merge_hook = kill_at(sys.argv[2])
-c.merge_parts(sys.argv[1], fanout=4)
-c.merge_parts(sys.argv[1], fanout=4, grace=0)
+from jsprof.store.tables import merge as m
+m._merge_hook = kill_at(sys.argv[2])
+m.merge_parts(sys.argv[1], fanout=4)
+m.merge_parts(sys.argv[1], fanout=4, grace=0)
 print("not killed")
 """
 
@@ -146,7 +148,7 @@ def test_a_merge_killed_at_any_point_leaves_a_store_that_reads_the_same(
         assert all((tdir / part_path(e)).exists() for e in _parts(man))
     assert _answers(st) == before
     # The next run (a new process) clears what the killed one left and goes on.
-    cmod._swept.discard(str(tdir))
+    merge._swept.discard(str(tdir))
     merge_parts(st.path, fanout=4)
     merge_parts(st.path, fanout=4, grace=0)
     man = read_manifest(st.path)
@@ -182,7 +184,7 @@ def test_merging_is_in_the_collectors_compactor_loop(tmp_path: Path) -> None:
 
 
 def test_no_merged_part_is_over_the_row_cap(tmp_path: Path, monkeypatch) -> None:
-    monkeypatch.setattr(cmod, "MERGE_MAX_ROWS", 5)
+    monkeypatch.setattr(merge, "MERGE_MAX_ROWS", 5)
     merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
     now = _now_ms()
     for r in range(12):
@@ -218,7 +220,7 @@ def test_a_query_that_read_the_manifest_before_a_merge_still_reads_its_parts(
         assert api.top(s, f, None) == before  # the old snapshot's parts are all there
     with api.session(st, tail_limit=0) as s:
         assert api.top(s, f, None) == before
-        assert merge_parts(st.path, now=time.time() + cmod.GRACE_S).deleted
+        assert merge_parts(st.path, now=time.time() + merge.GRACE_S).deleted
     with api.session(st, tail_limit=0) as s:
         assert api.top(s, f, None) == before
     st.close()
@@ -233,7 +235,7 @@ def test_a_backlog_past_a_days_close_leaves_the_days_part_alone_until_it_is_done
     mtime) while parts are landing, the new ones merge by levels, and the day becomes one
     part once a run adds nothing to it."""
     merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
-    day = cmod.day_of(OLD)
+    day = parts.day_of(OLD)
 
     def run(tag: str, at: float) -> None:
         for st in (merged, plain):
@@ -347,6 +349,6 @@ def test_part_numbers_past_six_digits_are_read_whole() -> None:
     """A collector past a million runs (~2 months of 5 s runs) writes part-1000000: read
     as 100000, its parts would look older than the last merge pass's, and a closed day
     still being compacted would be rewritten on every run again."""
-    assert cmod._part_no({"path": "uploads/k/2026-01-01/part-1234567.parquet"}) == 1234567
-    assert cmod._part_no("weights/rkey=k/2026-01-01/part-1000001-2.parquet") == 1000001
-    assert cmod._part_no("uploads/k/part-000042.parquet") == 42
+    assert parts.part_no({"path": "uploads/k/2026-01-01/part-1234567.parquet"}) == 1234567
+    assert parts.part_no("weights/rkey=k/2026-01-01/part-1000001-2.parquet") == 1000001
+    assert parts.part_no("uploads/k/part-000042.parquet") == 42

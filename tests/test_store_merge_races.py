@@ -14,8 +14,10 @@ from fleet_util import upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store import compact as cmod
-from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
+from jsprof.store.tables import intern, merge
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import part_path, read_manifest
+from jsprof.store.tables.merge import merge_parts
 from jsprof.trace import TraceBuilder
 
 RES = "https://shop.example/app.js"
@@ -37,7 +39,7 @@ def _compact_elsewhere(path: Path) -> None:
     collector): it appends parts this process has not read."""
     subprocess.run(
         [sys.executable, "-c", "import sys; from jsprof.store import Store; "
-         "from jsprof.store.compact import compact; compact(Store(sys.argv[1]))", str(path)],
+         "from jsprof.store.tables.compact import compact; compact(Store(sys.argv[1]))", str(path)],
         check=True, timeout=120,
     )
 
@@ -84,7 +86,7 @@ def test_merge_keeps_no_cached_release_for_parts_another_process_wrote(tmp_path:
     import shutil
 
     shutil.rmtree(tdir)
-    cmod._cache.clear()
+    intern.forget()
     st = Store(path)
     with api.session(st) as s:
         want = api.top(s, Filters(app="shop"), None)
@@ -104,7 +106,7 @@ def test_no_merged_part_is_over_the_byte_cap(tmp_path: Path, monkeypatch) -> Non
     rows hold each upload's meta (up to 64 KiB): merged parts stay under a byte cap too."""
     import random
 
-    monkeypatch.setattr(cmod, "MERGE_MAX_BYTES", 300_000)
+    monkeypatch.setattr(merge, "MERGE_MAX_BYTES", 300_000)
     merged, plain = Store(tmp_path / "merged"), Store(tmp_path / "plain")
     at = time.time() * 1e3 - 3600e3
     rnd = random.Random(5)
@@ -136,7 +138,7 @@ def test_no_merged_part_is_over_the_byte_cap(tmp_path: Path, monkeypatch) -> Non
 _MERGE_MEMORY = r"""
 import os, resource, sys
 from pathlib import Path
-from jsprof.store import compact as c
+from jsprof.store.tables import intern, merge
 
 tdir = Path(sys.argv[1])
 entries = []
@@ -148,9 +150,9 @@ for i in range(16):
              "user_agent": None, "sample_interval": 10.0,
              "meta": '{"note": "%s"}' % os.urandom(15_000).hex(), "samples": 1,
              "total_ms": 1.0, "lost_ms": 0.0, "page_load": None} for j in range(400)]
-    entries += c.write_upload_parts(tdir, rows, i + 1)
+    entries += intern.write_upload_parts(tdir, rows, i + 1)
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-e = c._merge_group(tdir, "uploads", entries, 99)
+e = merge._merge_group(tdir, "uploads", entries, 99)
 print(e["rows"], resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)
 """
 
@@ -175,7 +177,7 @@ def test_a_merge_holds_no_more_than_a_few_parts_in_memory(tmp_path: Path) -> Non
 _SLOW_MERGE = r"""
 import sys, time
 from pathlib import Path
-from jsprof.store import compact as c
+from jsprof.store.tables import merge as c
 
 def waiter(ino):
     # A process blocked on our flock of the lock file: "N: -> FLOCK ... MAJ:MIN:INODE ...".
@@ -220,7 +222,7 @@ def test_a_fresh_process_sweep_waits_for_a_merge_in_progress(tmp_path: Path) -> 
             time.sleep(0.05)
         # Its merged parts are on disk and unlisted: a sweep now would take them.
         sweep = subprocess.run(
-            [sys.executable, "-c", "import sys; from jsprof.store.compact import "
+            [sys.executable, "-c", "import sys; from jsprof.store.tables.merge import "
              "merge_parts; print(merge_parts(sys.argv[1], fanout=4).written)", str(path)],
             capture_output=True, text=True, timeout=120, check=True)
         assert int(slow.communicate(timeout=60)[0]) > 0

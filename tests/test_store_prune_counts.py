@@ -13,7 +13,9 @@ from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store import segment as seg
-from jsprof.store.compact import compact, read_manifest, read_tail
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.view import read_tail
 
 T0 = 1.7e12
 MIN = 60e3

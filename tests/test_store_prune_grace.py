@@ -16,8 +16,10 @@ from fleet_util import KILL_AT, fill_days
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store import compact as cmod
-from jsprof.store.compact import compact, merge_parts, part_path, read_manifest
+from jsprof.store.tables import intern, merge, prune
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import part_path, read_manifest
+from jsprof.store.tables.merge import merge_parts
 
 DAY = 86400e3
 T0 = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight
@@ -53,7 +55,7 @@ def _on_disk(tdir: Path) -> set[str]:
 
 _CHILD = KILL_AT + """
 from jsprof.store import Store
-from jsprof.store import compact as c
+from jsprof.store.tables import prune as c
 c._prune_hook = kill_at(sys.argv[3])
 res = Store(sys.argv[1]).prune(float(sys.argv[2]))
 print(res.removed, res.tables_removed)
@@ -102,7 +104,7 @@ def test_a_query_holding_the_manifest_from_before_a_prune_reads_on(stores) -> No
         assert _answers(s) == expected
     # After the grace the files go (by the next merge, or prune), and nothing else does.
     assert merge_parts(path).deleted == 0
-    assert merge_parts(path, now=time.time() + cmod.GRACE_S).deleted == len(dropped)
+    assert merge_parts(path, now=time.time() + merge.GRACE_S).deleted == len(dropped)
     assert _on_disk(tdir) == _listed(read_manifest(path))
     with api.session(st, tail_limit=0) as s:
         assert _answers(s) == expected
@@ -116,7 +118,7 @@ def test_a_later_prune_removes_the_files_whose_grace_is_over(stores) -> None:
     first = {o["path"] for o in read_manifest(path)["obsolete"]}
     assert first and first <= _on_disk(path / "tables")
     # A second prune, past the first one's grace: those files go, its own stay.
-    cmod.prune_tables(path, CUT + 3600e3, now=time.time() + cmod.GRACE_S)
+    prune.prune_tables(path, CUT + 3600e3, now=time.time() + merge.GRACE_S)
     man = read_manifest(path)
     assert not first & {o["path"] for o in man["obsolete"]}
     assert not first & _on_disk(path / "tables")
@@ -137,15 +139,15 @@ def test_a_prune_killed_at_any_point_loses_nothing_and_counts_nothing_twice(
     # The prune again (the collector's next hourly one): it finishes the job.
     tdir = path / "tables"
     st.prune(CUT)
-    cmod._swept.discard(str(tdir))  # the next merging process sweeps what the kill left
-    merge_parts(path, now=time.time() + cmod.GRACE_S)
+    merge._swept.discard(str(tdir))  # the next merging process sweeps what the kill left
+    merge_parts(path, now=time.time() + merge.GRACE_S)
     man = read_manifest(path)
     assert not man.get("obsolete") and _on_disk(tdir) == _listed(man)
     with api.session(st, tail_limit=0) as s:
         assert _answers(s) == expected
     # And the tables rebuilt from the raw uploads say the same.
     shutil.rmtree(tdir)
-    cmod._cache.clear()
+    intern.forget()
     with api.session(st) as s:
         assert _answers(s) == expected
     st.close()

@@ -14,8 +14,10 @@ import pytest
 
 from fleet_util import make_trace, upload
 from jsprof.store import RawRemoved, Store
-from jsprof.store.compact import compact, merge_parts, read_manifest
 from jsprof.store.retire import remove_raw, retire_claims, sweep_claims
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.merge import merge_parts
 
 T0 = 1.7e12
 

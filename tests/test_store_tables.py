@@ -14,7 +14,10 @@ from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.compact import compact, day_of, part_path, read_manifest, release_key
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.intern import release_key
+from jsprof.store.tables.manifest import part_path, read_manifest
+from jsprof.store.tables.parts import day_of
 
 DAY = 86400e3
 T0 = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight
@@ -129,7 +132,7 @@ def test_a_long_lived_compactor_reads_only_new_frame_and_stack_parts(
     process committed since; the tables stay what a fresh rebuild gives."""
     import multiprocessing
 
-    from jsprof.store import compact as cmod
+    from jsprof.store.tables import intern
 
     st = Store(tmp_path / "store")
     rng = np.random.default_rng(9)
@@ -147,13 +150,13 @@ def test_a_long_lived_compactor_reads_only_new_frame_and_stack_parts(
     add(3, "a")
     compact(st)
     reads: list[str] = []
-    real = cmod._read
+    real = intern.read_part
 
     def spy(pq, path, tdir, columns=None):  # noqa: ANN001, ANN202
         reads.append(path)
         return real(pq, path, tdir, columns)
 
-    monkeypatch.setattr(cmod, "_read", spy)
+    monkeypatch.setattr(intern, "read_part", spy)
     add(3, "b")
     compact(st)
     assert not [p for p in reads if "/frames/" in p or "/stacks/" in p]
@@ -172,48 +175,13 @@ def test_a_long_lived_compactor_reads_only_new_frame_and_stack_parts(
     assert {p for p in reads if "/frames/" in p or "/stacks/" in p} == theirs
     doc = _top(st)
     shutil.rmtree(st.path / "tables")
-    cmod._cache.clear()
+    intern.forget()
     assert _top(st) == doc and doc["traces"] == 12
     st.close()
 
 
 def _compact_child(path: str) -> int:
     return compact(Store(path)).uploads
-
-
-def test_the_compactor_loop_compacts_on_its_own_thread(tmp_path: Path, monkeypatch) -> None:
-    """A query waits for a run that started after it asked, and sees every upload
-    acknowledged before; the compaction itself runs on the loop's thread, never the
-    asker's."""
-    import threading
-
-    from jsprof.store import compact as cmod
-
-    st = Store(tmp_path / "store")
-    rng = np.random.default_rng(2)
-    threads: set[str] = set()
-    real = cmod.add_upload
-
-    def spy(*a, **k):  # noqa: ANN002, ANN003, ANN202
-        threads.add(threading.current_thread().name)
-        return real(*a, **k)
-
-    monkeypatch.setattr(cmod, "add_upload", spy)
-    loop = cmod.Compactor(st, interval=3600)  # only when asked, here
-    loop.start()
-    try:
-        for round_ in range(3):
-            for i in range(4):
-                upload(st, f"r{round_}-{i}", make_trace(rng, 200), app="shop", release="1.0",
-                       receivedAt=T0 + i * 1e3)
-            assert loop.wait_current(timeout=120)
-            with api.session(st, tail_limit=0) as s:
-                assert api.top(s, Filters(app="shop"), 5)["traces"] == 4 * (round_ + 1)
-        assert threads == {"jsprof-compactor"}
-    finally:
-        loop.stop()
-    assert not loop._thread.is_alive()  # noqa: SLF001
-    st.close()
 
 
 def test_damaged_raw_records_are_counted_by_compaction_not_silently_skipped(

@@ -24,7 +24,7 @@ Samples with a stack or another marker (gc, style, layout, paint, other) keep th
 no sample's time or weight changes. Only the track whose page reported the frames is
 read (a worker's samples are not the main thread's frames). One step for every door: a
 local recording's spans (`record --engine chromium`), an upload's meta (`timeline`, the
-collector's `GET /v1/traces/{id}`), and the compactor (store/compact.py), which writes the
+collector's `GET /v1/traces/{id}`), and the compactor (store/tables/compact.py), which writes the
 attributed stacks so fleet queries only read; `fleet --during` reads the page load's
 frames from all its chunks. Pure: Recording -> Recording.
 """

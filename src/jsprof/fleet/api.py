@@ -40,11 +40,11 @@ def open_store(path: str | os.PathLike) -> Any:
 
 def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
     """The committed tables read once, plus the uploads not compacted yet (the *tail*, at
-    most `tail_limit`, default `compact.TAIL_MAX`) read from the raw store into memory
-    (`store.compact.read_tail`). A query only reads: it compacts nothing, merges nothing,
+    most `tail_limit`, default `tables.view.TAIL_MAX`) read from the raw store into memory
+    (`store.tables.view.read_tail`). A query only reads: it compacts nothing, merges nothing,
     takes no lock and writes no file, not even a temporary one, so it answers the same as
     a user who may only read the store; what is over the cap is counted (`pending`)."""
-    from ..store.compact import TAIL_MAX, read_manifest, read_tail
+    from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
 
     man = read_manifest(store.path)
     tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)

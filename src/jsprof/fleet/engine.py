@@ -292,7 +292,7 @@ class Snapshot:
     def __init__(self, store_path: str | os.PathLike, manifest: dict,
                  live: Callable[[str], bool] | None = None,
                  pruned: dict[str, float] | None = None) -> None:
-        from ..store.compact import tables_dir
+        from ..store.tables.view import tables_dir
 
         self.tdir = tables_dir(store_path)
         self.manifest = manifest
@@ -345,12 +345,12 @@ class Snapshot:
     ) -> list[Part]:
         """The parts of `kind` to read, checked against their manifest checksums; parts
         of other releases or wholly outside [since, until) are skipped unopened."""
-        from ..store.compact import part_files
+        from ..store.tables.view import part_files
 
         return part_files(self.tdir, self.manifest, kind, rkeys, since, until)
 
     def upload_files(self, f: Filters) -> list[Part]:
-        from ..store.compact import release_key
+        from ..store.tables.view import release_key
 
         rkeys = None if f.release is None else [release_key(f.app, f.release)]
         return self.files("uploads", rkeys, f.since, f.until)

@@ -19,7 +19,7 @@ from ..analysis import sourcemap
 from ..analysis.profile import FunctionKey
 from ..errors import UsageError
 from ..io import atomic_write
-from ..store.compact import release_key
+from ..store.tables.view import release_key
 from ..trace import ProfilerTrace
 
 DIR = "sourcemaps"

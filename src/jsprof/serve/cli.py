@@ -12,7 +12,6 @@ from pathlib import Path
 
 from ..argtypes import path, positive_int
 from ..errors import UsageError
-from ..textfiles import read_secret_file, read_text_file
 from ..words import plural
 from .config import (
     CMDLINE_WARNING,
@@ -23,6 +22,8 @@ from .config import (
     parse_origins,
     parse_rate,
     parse_size,
+    read_secret_file,
+    read_text_file,
     resolve_read_token,
 )
 
@@ -497,8 +498,9 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
 
 
 def main_compact(args: argparse.Namespace) -> int:
-    from ..store.compact import compact, merge_parts
     from ..store.retire import retire_claims
+    from ..store.tables.compact import compact
+    from ..store.tables.merge import merge_parts
 
     _existing_store(args.store)
     store = _open_store(args.store)

@@ -13,7 +13,7 @@ On a thread it would hold the GIL against the worker's event loop, and ingest fe
 291 to 88 uploads/s on one worker while a compaction ran (issue 21); in its own process
 it uses another core, at a lower priority (nice), so uploads come first on a busy machine.
 Queries never compact: they read the tables plus the uncompacted tail
-(`compact.read_tail`).
+(`tables/view.py`).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ LEASE = "_compactor.lock"
 INTERVAL_S = 5.0  # between runs that found the store caught up
 RETRY_S = 2.0  # a worker without the lease tries again this often
 NICE = 10
-# Uploads per committed batch here (compact.BATCH is 2,000): while catching up on a backlog
+# Uploads per committed batch here (tables.compact.BATCH is 2,000): while catching up on a backlog
 # the committed tables move on every ~10 s, so the tail queries read stays short.
 BATCH = 500
 
@@ -67,7 +67,7 @@ class BackgroundCompactor:
             proc = self._proc
         if proc is not None and proc.poll() is None:
             # A compaction killed at any instant leaves only unlisted files, which the next
-            # run overwrites (compact.py): no need to wait for its batch.
+            # run overwrites (tables/compact.py): no need to wait for its batch.
             proc.terminate()
         self._thread.join(timeout)
 
@@ -197,8 +197,9 @@ def main(argv: list[str] | None = None) -> int:
         pass
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
     from . import retire
-    from .compact import compact, merge_parts
     from .store import Store
+    from .tables.compact import compact
+    from .tables.merge import merge_parts
 
     store = Store(args.store)
     said = _Reporter()

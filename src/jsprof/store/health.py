@@ -95,10 +95,10 @@ def compaction_lag(store: Any) -> Lag:
     """What the compactor has not reached yet, from the tables' cursor: a sealed segment it
     read to the end costs one read of its trailer; others, a scan of their record headers
     (no bodies). Read-only."""
-    from .compact import CompactError, _cursor_in, read_manifest
+    from .tables.manifest import CompactError, cursor_in, read_manifest
 
     try:
-        cursor = _cursor_in(read_manifest(store.path))
+        cursor = cursor_in(read_manifest(store.path))
     except CompactError:
         cursor = None  # unreadable tables: everything is pending
     positions: dict[str, int] = dict(getattr(cursor, "positions", None) or {})
@@ -186,17 +186,17 @@ def _allocated(st: os.stat_result) -> int:
 
 def table_parts(store_path: str | os.PathLike) -> int:
     """Part files the tables' manifest lists (0 for a store without tables)."""
-    from .compact import CompactError, _listed, read_manifest
+    from .tables.manifest import CompactError, listed, read_manifest
 
     try:
-        return len(_listed(read_manifest(store_path)))
+        return len(listed(read_manifest(store_path)))
     except CompactError:
         return 0
 
 
 def compacted_uploads(store_path: str | os.PathLike) -> int:
     """Uploads the query tables hold (0 for a store without tables)."""
-    from .compact import CompactError, read_manifest
+    from .tables.manifest import CompactError, read_manifest
 
     try:
         return sum(int(e["rows"]) for e in read_manifest(store_path)["uploads"]

@@ -192,13 +192,13 @@ def sweep_claims(store: Any) -> int:
 def remove_raw(store: Any, keep_s: float, now: float | None = None) -> list[str]:
     """Delete sealed segments whose every record is compacted and claim-retired, sealed
     more than `keep_s` seconds ago; returns their names."""
-    from .compact import _cursor_in, read_manifest
+    from .tables.manifest import cursor_in, read_manifest
 
     now = time.time() if now is None else now
     tdir = Path(store.path) / "tables"
     removed: list[str] = []
     with TablesLock(tdir):
-        cursor = _cursor_in(read_manifest(store.path))
+        cursor = cursor_in(read_manifest(store.path))
         compacted = dict(getattr(cursor, "positions", None) or {})
         retired = store._index.upto()  # noqa: SLF001
         marked = set(_listdir(store._opendir))  # noqa: SLF001

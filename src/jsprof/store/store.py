@@ -732,7 +732,7 @@ class Store:
         self._clean_new_files()
         n_tables = 0
         if tables is not None:
-            from .compact import prune_tables
+            from .tables.prune import prune_tables
 
             n_tables = prune_tables(self.path, older_than, app, places, locked=True)
         return PruneResult(removed, kept, busy, n_tables)

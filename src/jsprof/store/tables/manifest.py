@@ -1,0 +1,180 @@
+"""The tables' manifest: what is committed (cursor, part files, per-release sizes).
+
+`<store>/tables/_manifest.json` is replaced atomically (`write_manifest`: temporary file,
+fsync, rename) after the parts it lists are fsync'd, so a reader that reads it once sees one
+consistent snapshot. Layout of the tables: the package's docstring and docs/store.md.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ...errors import JsprofError
+from ..cursor import Cursor
+
+TABLES = "tables"
+MANIFEST = "_manifest.json"
+# 2: uploads.lost_ms; 3: uploads.page_load; 4: stack-less samples inside long animation
+# frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle); 5: the
+# samples table (each sample's time on its upload's clock: the merged Time view and
+# `--during` read it instead of the raw uploads)
+FORMAT_VERSION = 5
+# Formats read as they are and upgraded by the next compaction, not rebuilt: 4 has every
+# table of 5 but `samples`, which only its uploads from `samplesFromUk` on have (a rebuild
+# would need raw segments that raw retention, `--keep-raw`, may have deleted).
+UPGRADES = (4,)
+
+KINDS = ("frames", "stacks", "weights", "upload_frames", "samples")
+ROW_KINDS = ("weights", "upload_frames", "samples")  # per-upload rows, parted by day
+
+
+class CompactError(JsprofError):
+    """The tables cannot be read or written as they are (one line: what, where, what to do)."""
+
+
+def tables_dir(store_path: str | os.PathLike) -> Path:
+    return Path(store_path) / TABLES
+
+
+def _empty_manifest() -> dict:
+    return {
+        "formatVersion": FORMAT_VERSION,
+        "cursor": None,
+        "hasCursor": False,
+        "nextUk": 0,
+        "nextPart": 1,
+        "uploads": [],
+        "releases": {},
+        "skipped": [],
+        "samplesFromUk": 0,  # uploads from this key on have rows in the samples table
+    }
+
+
+def _upgraded(doc: dict) -> dict:
+    """A manifest of a format in UPGRADES as this format reads it (in memory; the next
+    compaction commits it): no samples parts, and no sample rows for any upload so far."""
+    doc = dict(doc, formatVersion=FORMAT_VERSION)
+    doc.setdefault("samplesFromUk", doc.get("nextUk", 0))
+    doc["releases"] = {k: dict(v, parts={**v["parts"], "samples": v["parts"].get("samples", [])})
+                       for k, v in doc["releases"].items()}
+    return doc
+
+
+def read_manifest(store_path: str | os.PathLike) -> dict:
+    """The committed state; an empty one for a store never compacted."""
+    p = tables_dir(store_path) / MANIFEST
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except FileNotFoundError:
+        return _empty_manifest()
+    except (OSError, orjson.JSONDecodeError) as e:
+        raise CompactError(
+            f"{p}: unreadable compaction manifest ({e}); remove {p.parent} "
+            "to rebuild the tables from the raw uploads"
+        ) from None
+    if doc.get("formatVersion") in UPGRADES:
+        return _upgraded(doc)
+    if doc.get("formatVersion") != FORMAT_VERSION:
+        if _older(doc):
+            raise CompactError(
+                f"{p}: tables of format {doc.get('formatVersion')!r} (an older jsprof's), "
+                f"this jsprof reads {FORMAT_VERSION}; the next compaction rebuilds them from "
+                f"the raw uploads (the collector's compactor, or `jsprof serve compact --store "
+                f"{Path(store_path)}`)"
+            )
+        raise CompactError(
+            f"{p}: tables of format {doc.get('formatVersion')!r}, this jsprof "
+            f"reads {FORMAT_VERSION}; remove {p.parent} to rebuild them"
+        )
+    return doc
+
+
+def _older(doc: object) -> bool:
+    """Tables an older jsprof wrote (a format this one replaced, not a newer one's)."""
+    v = doc.get("formatVersion") if isinstance(doc, dict) else None
+    return type(v) is int and 1 <= v < FORMAT_VERSION and v not in UPGRADES
+
+
+def locked_manifest(tdir: Path, forget: Callable[[Path], None] | None = None) -> dict:
+    """`read_manifest` for a process holding the compaction lock. Tables an older jsprof
+    wrote are started anew: the raw uploads are the record (a query leaves out an upload
+    pruned from them), so the compaction that follows rebuilds every table under this
+    jsprof's reading. The old parts are listed `obsolete` (deleted after the grace, by a
+    later merge or prune, as merged parts are: a reader still on the old manifest keeps its
+    files), and new parts are numbered after them, never over them. `forget(tdir)`: called
+    then, to drop what this process keeps of the old tables (`intern.forget`)."""
+    p = tdir / MANIFEST
+    try:
+        doc = orjson.loads(p.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        doc = None
+    if not _older(doc):
+        return read_manifest(tdir.parent)
+    assert isinstance(doc, dict)
+    man = _empty_manifest()
+    try:
+        old = sorted(listed(doc))
+        part = max(1, int(doc.get("nextPart") or 1))
+    except (KeyError, TypeError, ValueError, AttributeError):
+        old, part = [], 1  # unlisted files: the sweep removes them, new ones overwrite
+    now = time.time()
+    man["obsolete"] = [{"path": x, "at": now} for x in old]
+    man["nextPart"] = man["mergeSeen"] = part
+    man["rebuiltFrom"] = doc["formatVersion"]
+    if forget is not None:
+        forget(tdir)
+    write_manifest(tdir, man)
+    return man
+
+
+def write_manifest(tdir: Path, man: dict) -> None:
+    """Commit `man`: written to a temporary name, fsync'd, renamed over the manifest."""
+    _fsync_write(tdir / MANIFEST, orjson.dumps(man))
+
+
+def _fsync_write(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def part_path(entry: str | dict) -> str:
+    """The relative path of a manifest part entry (a plain string in older manifests)."""
+    return entry if isinstance(entry, str) else entry["path"]
+
+
+def listed(man: dict) -> set[str]:
+    """Every file the manifest names: its parts and the obsolete ones not yet deleted."""
+    out = {part_path(e) for e in man["uploads"]}
+    for r in man["releases"].values():
+        for entries in r["parts"].values():
+            out.update(part_path(e) for e in entries)
+    out.update(o["path"] for o in man.get("obsolete", []))
+    return out
+
+
+def cursor_in(man: dict) -> Any:
+    """The store's cursor from the manifest (`Cursor.dumps` text, or a plain JSON value)."""
+    if not man["hasCursor"]:
+        return None
+    if man.get("cursorKind") == "Cursor":
+        return Cursor.loads(man["cursor"])
+    return man["cursor"]
+
+
+def cursor_out(man: dict, cursor: Any) -> None:
+    """Record `cursor` (where the compacted uploads end) in `man`."""
+    if hasattr(cursor, "dumps"):
+        man["cursor"], man["cursorKind"] = cursor.dumps(), "Cursor"
+    else:
+        man["cursor"], man["cursorKind"] = cursor, "json"
+    man["hasCursor"] = True

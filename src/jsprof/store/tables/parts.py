@@ -1,0 +1,253 @@
+"""Part files: the tables' Parquet schemas, writing a part (temporary name, fsync, rename),
+its manifest entry (receivedAt range, rows, size, CRC-32), and finding and checking the
+parts a query reads. A part is immutable once a manifest lists it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+import zlib
+from pathlib import Path
+from typing import Any
+
+from .manifest import CompactError, part_path
+
+
+def read_part(pq: Any, path: str, tdir: Path, columns: list[str] | None = None) -> Any:
+    import pyarrow as pa
+
+    try:
+        return pq.read_table(path, columns=columns)
+    except (OSError, pa.ArrowException) as e:
+        msg = (str(e).splitlines() or ["unreadable"])[0][:200]
+        raise CompactError(
+            f"{path}: table part does not read ({msg}); remove {tdir} to rebuild the "
+            "tables from the raw uploads"
+        ) from None
+
+
+def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> tuple[int, int]:
+    """Write a part (temporary name, fsync, rename); returns its (size, CRC-32)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    table = pa.table(columns, schema=schema)
+    tmp = path.with_name(f".{path.name}.tmp")
+    # The samples table's times compress a third smaller split by byte (a float column
+    # whose neighbours differ in their low bytes); its upload keys and markers are runs.
+    extra = ({"use_byte_stream_split": ["t"], "use_dictionary": ["uk", "marker"]}
+             if "t" in columns else {})
+    pq.write_table(table, tmp, compression="zstd", **extra)
+    with open(tmp, "rb") as f:
+        data = f.read()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+    return len(data), zlib.crc32(data)
+
+
+# ---- part entries in the manifest ------------------------------------------------------------
+
+
+def day_of(at: float | None) -> str | None:
+    """The UTC day (YYYY-MM-DD) of an epoch-ms time, None when unknown."""
+    if at is None or not math.isfinite(at):
+        return None
+    return time.strftime("%Y-%m-%d", time.gmtime(at / 1000.0))
+
+
+def new_part(
+    tdir: Path | None, rel: str, columns: dict[str, Any], schema: Any, rows: int,
+    day: str | None = None, times: list[float | None] | None = None,
+) -> dict:
+    known = [t for t in times or [] if t is not None and math.isfinite(t)]
+    entry = {
+        "path": rel,
+        "day": day,
+        # A part with any upload of unknown time has no range: it is never skipped.
+        "minAt": min(known) if known and len(known) == len(times or []) else None,
+        "maxAt": max(known) if known and len(known) == len(times or []) else None,
+        "rows": rows,
+    }
+    if tdir is None:
+        # A query's tail: the part as a table in memory, never written (`read_tail`)
+        import pyarrow as pa
+
+        entry["table"] = pa.table(columns, schema=schema)
+        return entry
+    entry["bytes"], entry["crc32"] = _write_parquet(tdir / rel, columns, schema)
+    return entry
+
+
+def _overlaps(entry: str | dict, since: float | None, until: float | None) -> bool:
+    if isinstance(entry, str) or entry.get("minAt") is None:
+        return True
+    if since is not None and entry["maxAt"] < since:
+        return False
+    return not (until is not None and entry["minAt"] >= until)
+
+
+# Parts checked by this process: path -> (inode, size, mtime_ns, crc32). Parts are never
+# modified once listed, so one check per process is enough (a long-lived collector does
+# not re-read gigabytes of tables per dashboard query); a file replaced or touched since
+# is checked again.
+_verified: dict[str, tuple[int, int, int, int]] = {}
+_VERIFIED_MAX = 200_000
+
+
+def verify_part(tdir: Path, entry: str | dict) -> str:
+    """The part's absolute path, after checking its size and CRC-32 against the manifest.
+
+    A damaged or missing part is a one-line CompactError naming it, never a reader's
+    traceback or, worse, rows with wrong values.
+    """
+    path = tdir / part_path(entry)
+    if isinstance(entry, dict) and "crc32" in entry:
+        cant = (
+            f"{path}: table part listed in the manifest cannot be read ({{}}); "
+            f"remove {tdir} to rebuild the tables from the raw uploads"
+        )
+        try:
+            st = path.stat()
+        except OSError as e:
+            raise CompactError(cant.format(e.strerror)) from None
+        key = str(path)
+        seen = (st.st_ino, st.st_size, st.st_mtime_ns, entry["crc32"])
+        if _verified.get(key) == seen:
+            return key
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise CompactError(cant.format(e.strerror)) from None
+        if len(data) != entry["bytes"] or zlib.crc32(data) != entry["crc32"]:
+            raise CompactError(
+                f"{path}: table part is damaged (its checksum does not match the manifest); "
+                f"remove {tdir} to rebuild the tables from the raw uploads"
+            )
+        if len(_verified) >= _VERIFIED_MAX:
+            _verified.clear()
+        _verified[key] = seen
+    return str(path)
+
+
+def part_files(
+    tdir: Path, manifest: dict, kind: str, rkeys: list[str] | None = None,
+    since: float | None = None, until: float | None = None, verify: bool = True,
+) -> list[str]:
+    """Absolute paths of the parts of `kind` a query over [since, until) must read, checked
+    (a query's tail parts, held in memory, as their pyarrow Tables: `read_tail`).
+
+    `rkeys`: only these releases (None: all). Parts whose receivedAt range lies outside
+    the time range are skipped without being opened.
+    """
+    if kind == "uploads":
+        entries = [
+            e for e in manifest["uploads"]
+            if rkeys is None or isinstance(e, str) or e.get("rkey") in (None, *rkeys)
+        ]
+    else:
+        rel = manifest["releases"]
+        keys = sorted(rel) if rkeys is None else rkeys
+        entries = [e for k in keys if k in rel for e in rel[k]["parts"][kind]]
+    keep = [e for e in entries if _overlaps(e, since, until)]
+    return [e["table"] if isinstance(e, dict) and "table" in e
+            else verify_part(tdir, e) if verify else str(tdir / part_path(e)) for e in keep]
+
+
+def schemas() -> dict[str, Any]:
+    import pyarrow as pa
+
+    return {
+        "uploads": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("id", pa.string()),
+                ("app", pa.string()),
+                ("release", pa.string()),
+                ("rkey", pa.string()),
+                ("route", pa.string()),
+                ("env", pa.string()),
+                ("received_at", pa.float64()),
+                ("user_agent", pa.string()),
+                ("sample_interval", pa.float64()),
+                ("meta", pa.string()),
+                ("samples", pa.int64()),
+                ("total_ms", pa.float64()),
+                ("lost_ms", pa.float64()),
+                # the client's page-load id (meta `pageLoad`): chunks of one page load
+                ("page_load", pa.string()),
+            ]
+        ),
+        "frames": pa.schema(
+            [
+                ("frame_id", pa.int64()),
+                ("name", pa.string()),
+                ("resource", pa.string()),
+                ("line", pa.int64()),
+                ("column", pa.int64()),
+            ]
+        ),
+        "stacks": pa.schema(
+            [
+                ("stack_id", pa.int64()),
+                ("parent_id", pa.int64()),
+                ("frame_id", pa.int64()),
+            ]
+        ),
+        "weights": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("stack_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("samples", pa.int64()),
+                ("weight_ns", pa.int64()),
+            ]
+        ),
+        "upload_frames": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("frame_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("self_samples", pa.int64()),
+                ("self_ns", pa.int64()),
+            ]
+        ),
+        "samples": pa.schema(
+            [
+                ("uk", pa.int64()),
+                ("t", pa.float64()),  # ms on the upload's clock (since its page's start)
+                ("stack_id", pa.int64()),
+                ("marker", pa.int8()),
+                ("weight_ns", pa.int64()),
+            ]
+        ),
+    }
+
+
+def level(e: str | dict) -> int:
+    """A part's merge level (0: written by a compaction run; `merge.py`)."""
+    return e.get("level", 0) if isinstance(e, dict) else 0
+
+
+def part_no(entry: str | dict) -> int:
+    """The number of the run that wrote a part (`part-NNNNNN[-k].parquet`)."""
+    m = _PART_NO.match(Path(part_path(entry)).name)
+    return int(m.group(1)) if m else -1
+
+
+# At least six digits: a collector past a million runs (~2 months of 5 s runs) has seven.
+_PART_NO = re.compile(r"part-(\d+)")
+
+
+def unlink_parts(tdir: Path, entries: list[dict]) -> int:
+    """Remove the files of these `obsolete` entries (gone already is fine)."""
+    for o in entries:
+        try:
+            (tdir / o["path"]).unlink()
+        except FileNotFoundError:
+            pass
+    return len(entries)
+

@@ -1,0 +1,124 @@
+"""What a query reads of the tables: the one module the fleet (`fleet/engine.py`,
+`fleet/api.py`, `fleet/sourcemaps.py`) imports from them.
+
+A query reads the committed manifest once (`read_manifest`), adds what is not compacted
+yet (`read_tail`: the uploads stored after the manifest's cursor, interned in memory into
+parts beside the committed ones), and asks which parts of a kind it must scan
+(`part_files`: checked against their CRC-32, parts outside its time range skipped
+unopened). It writes nothing and takes no lock: a query answers the same as a user who
+may only read the store, and never waits on the compactor, nor the compactor on it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ...errors import JsprofError
+from .compact import UploadSource
+from .intern import (
+    Release,
+    number_of,
+    release_key,
+    text_of,
+    upload_row,
+    write_release_parts,
+    write_upload_parts,
+)
+from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
+from .parts import part_files
+
+__all__ = [
+    "TAIL_MAX",
+    "CompactError",
+    "Tail",
+    "part_files",
+    "read_manifest",
+    "read_tail",
+    "release_key",
+    "tables_dir",
+]
+
+# Uploads a query reads past the tables: ~5 s of parsing at most, on the collector's CPU
+# and GIL while it runs. While the background compactor keeps up, the tail is a few seconds
+# of uploads; past the cap a query counts what it left out (`Tail.pending`).
+TAIL_MAX = 500
+
+
+@dataclass
+class Tail:
+    """The uploads stored after the manifest's cursor, as tables beside the committed ones."""
+
+    manifest: dict  # the committed manifest plus the tail's parts (in memory: "table")
+    uploads: int = 0  # uploads of the tail in `manifest`
+    pending: int = 0  # uploads after those (over the cap): in no table and not in `manifest`
+    damaged: int = 0  # damaged records met in the tail that the manifest does not list
+
+
+def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
+    """What a query adds to the committed tables `man` without compacting: the uploads
+    stored after its cursor (at most `limit`, oldest first), interned into parts held in
+    memory (pyarrow Tables, listed in a copy of `man`: `part_files` gives them as such).
+    Nothing is written anywhere (no temporary file either: a query runs as a user who may
+    only read the store) and no lock is taken, so a query never waits on a compaction,
+    nor a compaction on it.
+
+    The tail is interned apart from the committed frames and stacks (reading those would
+    cost what compaction saves): its ids continue the release's, a frame already committed
+    gets a second id with the same name and place, which every query merges by function.
+    Upload keys continue `nextUk` in the order compaction will give them.
+    """
+    from ...formats import read_any
+
+    releases: dict[str, Release] = {}
+    rows: list[dict] = []
+    known = {(d["segment"], d["offset"]) for d in man.get("damaged", [])}
+    tail = Tail(man)
+
+    def damaged(f: Any) -> None:
+        if (f.segment, f.offset) not in known:
+            known.add((f.segment, f.offset))
+            tail.damaged += 1
+
+    uk = man["nextUk"]
+    it = store.iter_uploads(cursor_in(man), on_damage=damaged)
+    try:
+        for cur, upload_id, meta, body in it:
+            if len(rows) >= limit:
+                tail.pending = 1 + store.count_uploads(cur)  # this one, and all after it
+                break
+            app = text_of(meta.get("app")) or ""
+            release = text_of(meta.get("release")) or ""
+            rkey = release_key(app, release)
+            rel = releases.get(rkey)
+            if rel is None:
+                rel = releases[rkey] = Release(app, release)
+            rel.cur_at = number_of(meta.get("receivedAt"))
+            try:
+                rec = read_any(body, f"upload {upload_id}")
+            except JsprofError:
+                continue  # compaction lists it in `skipped`; no upload key, as there
+            rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec))
+            uk += 1
+    finally:
+        it.close()
+    if not rows:
+        return tail
+    new = dict(man)
+    new["releases"] = dict(man["releases"])
+    new["nextUk"] = uk
+    new["uploads"] = [*man["uploads"], *write_upload_parts(None, rows, 0)]
+    for rkey, rel in releases.items():
+        old = man["releases"].get(rkey)
+        fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
+        entry = {
+            "app": rel.app, "release": rel.release,
+            "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
+            "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
+        }
+        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb).items():
+            entry["parts"][kind].extend(entries)
+        new["releases"][rkey] = entry
+    tail.manifest = new
+    tail.uploads = len(rows)
+    return tail
