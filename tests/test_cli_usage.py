@@ -180,3 +180,31 @@ def test_no_help_text_shows_a_doubled_percent_sign():
     assert "Columns: self %, total %," in " ".join(
         build_parser()._subparsers._group_actions[0].choices["report"].format_help().split()
     )
+
+
+def test_words_after_dashdash_are_the_scripts_on_purpose_and_get_no_note(tmp_path):
+    # `record --engine node -- tsc --target es2020`: tsc's own --target, given after `--`
+    # on purpose; the note said it "goes to the script" as if by mistake. Before the `--`
+    # an option of jsprof's after the script still gets its note.
+    app = tmp_path / "app.js"
+    app.write_text("console.log(JSON.stringify(scriptArgs.slice(1)));\n")
+    run = [sys.executable, "-m", "jsprof.cli", "run"]
+    p = subprocess.run([*run, str(app), "--", "--no-profiling"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.strip() == '["--no-profiling"]', p
+    assert p.stderr == ""
+    p = subprocess.run([*run, str(app), "--engine", "quickjs", "--", "--no-profiling"],
+                       capture_output=True, text=True, timeout=60, cwd=tmp_path)
+    assert p.stdout.strip() == '["--engine","quickjs","--","--no-profiling"]', p
+    assert p.stderr == (f"jsprof: note: --engine after the script goes to the script; put "
+                        f"jsprof run's own options before {app}\n")
+    node_app = tmp_path / "tool.js"
+    node_app.write_text("console.log(JSON.stringify(process.argv.slice(2)));\n")
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", "node", "-o",
+         str(tmp_path / "t.jsprof.json"), "--", "node", str(node_app), "--target", "es2020"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == '["--target","es2020"]'
+    assert "note" not in p.stderr, p.stderr

@@ -84,6 +84,9 @@ def test_every_commands_help(tmp_path: Path, command: str) -> None:
     # "cannot listen" came first).
     ("serve --app-file sock --port 0", "--app-file sock: cannot read it"),
     ("serve --read-token-file sock --port 0", "--read-token-file sock: cannot read it"),
+    # ... where `upload` reads its ingest key (the collector's reader: one for both).
+    ("upload t.json --url http://127.0.0.1:9 --app x --key-file sock",
+     "--key-file sock: cannot read it"),
     # Output names that tell no format: record and instrument --trace have no --format to
     # pass (they said "pass --format"); the endings are named instead.
     ("record -o x.nope app.js", "cannot tell the output format from 'x.nope'; end the name in"),
@@ -149,6 +152,18 @@ def test_a_host_that_does_not_resolve_leaves_no_store_behind(place: Path) -> Non
     _one_line(_run(place, "serve", "--read-token-file", "d", "--port", "0"),
               "--read-token-file d: not a text file")
     assert not (place / "jsprof-store").exists()
+
+
+def test_a_key_file_is_read_as_the_collectors_token_files_are(place: Path) -> None:
+    # `upload --key-file` had a reader of its own, without the collector's size limit: a
+    # 2 MiB file (or /dev/zero, read for ever) was taken as a key and sent.
+    (place / "big").write_bytes(b"k" * (2 << 20))
+    up = ("upload", "t.json", "--url", "http://127.0.0.1:9", "--app", "x", "--key-file")
+    _one_line(_run(place, *up, "big"), "--key-file big: over 1048576 bytes; not a text file")
+    (place / "blank").write_text("\n  \n")
+    _one_line(_run(place, *up, "blank"),
+              "--key-file blank: empty; put the app's ingest key on its first line")
+    _one_line(_run(place, *up, "d"), "--key-file d: not a text file")
 
 
 @pytest.fixture

@@ -176,6 +176,28 @@ def test_worker_thread_is_its_own_track():
     assert worker_t.time_origin > 1.5e12
 
 
+def test_a_worker_that_takes_the_go_before_it_waits_still_ends(monkeypatch):
+    """The worker's exit hook says "take my profile" and then waits for jsprof's go. V8
+    serves the stop and the go by interrupts while JavaScript runs: a go served before the
+    hook waits is forgotten, and the program waited for ever (seen in CI). Here the hook
+    spins 3 s before it waits, so the stop (~0.5 s) and the first go are served in the spin;
+    jsprof says go again until the worker is gone. Before: the recording ran into its 60 s
+    limit ("duration")."""
+    from jsprof.engines.node import record as node_record
+
+    hook = node_record._WORKER_EXIT_HOOK
+    wait = "req('inspector').waitForDebugger();"
+    assert wait in hook
+    spin = "{ const end = Date.now() + 3000; while (Date.now() < end); } "
+    monkeypatch.setattr(node_record, "_WORKER_EXIT_HOOK", hook.replace(wait, spin + wait))
+    rec = record_node(JS / "worker.js", sample_interval=1.0, timeout=60)
+    assert rec.tracks[0].meta["exit"] == "ok"
+    assert [t.name for t in rec.tracks] == ["main", "worker 1"]
+    # Both threads' work is there; the worker's was taken before its hook's spin.
+    worker_fns = {f.name for f in _script_frames(rec.tracks[1].trace, "worker.js")}
+    assert "workerWork" in worker_fns
+
+
 def test_a_workers_wait_for_jsprof_is_not_its_cpu_time():
     # A worker waits in Node's callAndPauseOnStart while jsprof attaches; at 0.1 ms those
     # samples made tens of ms of self time. They and the wrapper frame go; its work stays.

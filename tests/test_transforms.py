@@ -144,6 +144,22 @@ def test_collapse_resource_takes_the_path_the_tables_show(tmp_path, monkeypatch)
     assert _run("collapse-resource:src/lib.js", rec=rec) == {("lib.js",): 1.0}
 
 
+def test_focus_resource_keeps_only_one_scripts_frames():
+    # lib.js: main and X leave; the samples with no lib.js frame (and no stack) are dropped
+    want = {("lib1", "lib2"): 4.0}
+    assert _run(f"focus-resource:{LIB}") == want
+    assert _run("focus-resource:*/lib.js") == want
+    assert _run("focus-resource:/srv/lib.js") == want  # as the tables show it
+    # app.js: lib1 and lib2 leave, their time to their nearest app.js caller
+    assert _run("focus-resource:*/app.js") == _with(
+        {("main",): 1, ("main", "X"): 3},
+        drop=((), ("main", "lib1", "lib2"), ("main", "lib1", "X", "lib2")))
+    # the kept samples keep their weights from the whole recording (the last lib.js
+    # sample weighs the 3 ms gap to the next sample, which is dropped)
+    out = transforms.apply(_rec(), "hand.json", [transforms.parse_spec("focus-resource:*lib.js")])
+    assert out.num_samples == 2 and _total(out) == pytest.approx(4.0)
+
+
 def test_collapse_recursion_joins_direct_and_indirect_calls():
     assert _run("collapse-recursion:fib") == _with(
         {("main", "fib", "B"): 2, ("main", "fib"): 1},
@@ -190,6 +206,7 @@ def test_the_input_is_untouched_and_lines_stay_only_on_their_own_leaf():
         ("merge-node: ", "merge-node needs a call path A>B>C after the colon"),
         ("focus-subtree:a>>b", "an empty name in the call path"),
         ("collapse-resource:", "collapse-resource needs a URL"),
+        ("focus-resource: ", "focus-resource needs a URL"),
     ],
 )
 def test_a_bad_spec_is_one_line(spec, says):
@@ -216,6 +233,8 @@ def hand_file(tmp_path) -> Path:
         ("merge:nosuch", "--transform 'merge:nosuch': no function in"),
         ("merge-node:main>nosuch", "--transform 'merge-node:main>nosuch': no call path in"),
         ("collapse-resource:https://x/*", "no script URL in"),
+        ("focus-resource:https://x/*",
+         "--transform 'focus-resource:https://x/*': no script URL in"),
         ("drop:nosuch", "--transform 'drop:nosuch': no function in"),
     ],
 )

@@ -400,6 +400,44 @@ def test_a_diff_page_has_no_range(tmp_path):
     assert 'id="fg-samples"' in plain and 'id="fg-samples"' not in diff
 
 
+def test_a_pages_range_table_and_a_lanes_range_table_are_one_table(browser, tmp_path):
+    """The Time view's range table comes from the page's samples (every view counts the
+    range) or, on a page without them (a diff's), from the lanes' runs: one table, the
+    same columns, rows, order and numbers for the same range (the whole recording)."""
+    from jsprof.analysis.calltree import build_call_tree
+    from jsprof.analysis.diff import tree_changes
+    from jsprof.render.flame import render_flame
+
+    rec, samples = _phases()
+    tree = build_call_tree(rec)
+    tables = {}
+    for kind, change in (("plain", None), ("diff", tree_changes(tree, tree))):
+        path = tmp_path / f"{kind}.html"
+        path.write_text(render_flame(tree, "html", rec=rec, change=change), encoding="utf-8")
+        page = _page(browser, path.as_uri() + "#view=time")
+        _wait(page, "document.body.dataset.view === 'time'")
+        page.locator("[data-lane='main'] canvas").dblclick()  # the whole view
+        _wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
+        heads = page.eval_on_selector_all("[data-panel='range'] th",
+                                          "ths => ths.map(t => t.textContent)")
+        rows = page.eval_on_selector_all(
+            "[data-panel='range'] tr[data-f]",
+            "trs => trs.map(tr => Array.from(tr.children, td => td.textContent))")
+        tables[kind] = (heads, rows)
+        assert page.errors == []
+    assert tables["plain"][0] == tables["diff"][0] == [
+        "Self ms", "Self %", "Total ms", "Total %", "Function", "Location"]
+    plain, diff = tables["plain"][1], tables["diff"][1]
+    # (the samples with no stack are a row of the page's, no lane's)
+    assert [r[4] for r in plain] == ["parse", "paint", "lex", "(idle)", "main", "render"]
+    assert [r[4] for r in diff] == [r[4] for r in plain if r[4] != "(idle)"]
+    want = _by_hand(samples, 0, 1e9)
+    for rows in (plain, diff):
+        for r in rows:
+            if r[4] != "(idle)":
+                assert float(r[2]) == pytest.approx(want[r[4]][1], abs=0.051), r
+
+
 def _late_track() -> Recording:
     """Two tracks, the second's time origin an hour after the first's (tracks of one
     recording made apart, e.g. two workers' or merged runs): main>a then, 3,600 s on,

@@ -72,7 +72,7 @@ def test_each_kind_in_the_page_is_the_command_lines(browser, acorn_trace, acorn_
         ["merge:pp.next"], ["merge:*.parseExpression"], [f"merge-node:{two}"],
         [f"focus-subtree:{four}"], ["focus:*.parseStatement"], ["collapse:*.parseStatement"],
         ["collapse-resource:*acorn.mjs"], ["collapse-recursion:*.parseStatement"],
-        ["drop:*.parseExpression"],
+        ["drop:*.parseExpression"], ["focus-resource:*acorn.mjs"],
         # in order, each on what the one before left
         ["merge:pp.next", "focus:*.parseStatement", "collapse:pp.readWord"],
         ["collapse-resource:*acorn.mjs", "merge-node:(anonymous driver.mjs:1)"],
@@ -124,6 +124,8 @@ CLI_SPECS = [
     ["collapse:A"], ["collapse:lib1"], ["collapse-resource:*/lib.js"],
     ["collapse-recursion:fib"], ["drop:A"], ["drop:lib2"],
     ["merge:A", "focus:fib"], ["focus:A", "merge:A"], ["merge:A", "focus-subtree:main>B"],
+    ["focus-resource:*/lib.js"], ["focus-resource:*/app.js"],
+    ["merge:X", "focus-resource:*/lib.js"],
 ]
 
 
@@ -145,6 +147,36 @@ def _with(changes: dict, drop: tuple = ()) -> dict:
     for k, v in changes.items():
         out[k] = out.get(k, 0.0) + v
     return out
+
+
+def test_focus_on_resource_by_hand_from_the_menu_key_and_the_link(browser, hand_page):
+    """focus-resource:URL keeps only one script's frames: the others leave (their self
+    time to their nearest caller in the script), the samples with none are dropped."""
+    page = open_page(browser, hand_page.as_uri(), "flame")
+    lib2 = max((f for f in _frames(page) if f["name"] == "lib2"), key=lambda f: f["w"])
+    page.mouse.click(lib2["cx"], lib2["cy"], button="right")
+    entry = page.locator("#fg-menu button[data-kind='focus-resource']")
+    assert entry.get_attribute("title") == "focus-resource:file:///srv/lib.js"
+    page.keyboard.press("Escape")
+    page.mouse.move(lib2["cx"], lib2["cy"])
+    page.keyboard.press("s")  # the menu entry's key, on the frame under the pointer
+    wait(page, "document.body.dataset.transforms === '1'")
+    assert "tf=focus-resource%3Afile%3A%2F%2F%2Fsrv%2Flib.js" in page.url
+    # main>lib1>lib2 (1 ms) and main>lib1>X>lib2 (3 ms): main and X leave
+    assert _page_paths(page) == {("lib1", "lib2"): 4.0}
+    assert {f["name"] for f in _frames(page)} >= {"lib1", "lib2"}
+    assert not {"main", "X", "A"} & {f["name"] for f in _frames(page)}
+    # app.js: lib1 and lib2 leave; main gets lib2's 1 ms, main>X the 3 ms; idle dropped
+    _apply(page, ["focus-resource:*/app.js"])
+    assert _page_paths(page) == _with(
+        {("main",): 1, ("main", "X"): 3},
+        drop=((), ("main", "lib1", "lib2"), ("main", "lib1", "X", "lib2")))
+    assert page.evaluate("jsprofFunctionTotals()")["total"] == pytest.approx(14.0)
+    # a script no frame is of: matches nothing, changes nothing
+    _apply(page, ["focus-resource:*/nosuch.js"])
+    assert page.evaluate("jsprofTransforms()")[0]["matched"] is False
+    assert _page_paths(page) == ORIGINAL
+    assert page.errors == []
 
 
 def test_the_pages_own_kinds_by_hand(browser, hand_page):

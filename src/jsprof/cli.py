@@ -114,7 +114,8 @@ def _add_filter_args(p: argparse.ArgumentParser) -> None:
         type=_transform_spec,
         help="reshape the call tree after the filters, in the order given: merge:NAME, "
         "merge-node:A>B>C, focus-subtree:A>B, focus:NAME, collapse:NAME, "
-        "collapse-resource:URL, collapse-recursion:NAME, drop:NAME (docs/local-profiling.md)",
+        "collapse-resource:URL, collapse-recursion:NAME, drop:NAME, focus-resource:URL "
+        "(docs/local-profiling.md)",
     )
 
 
@@ -1751,12 +1752,18 @@ def _innermost_parser(
 
 
 def _note_options_after_the_script(
-    parser: argparse.ArgumentParser, args: argparse.Namespace
+    parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]
 ) -> None:
     """`jsprof record app.js -o out.json`: everything after the script is the script's,
-    so -o never reaches jsprof. Say so, once, rather than leave the user to wonder."""
+    so -o never reaches jsprof. Say so, once, rather than leave the user to wonder.
+    Words after a `--` were given to the script on purpose (`record --engine node -- tsc
+    --target es2020`: tsc's own --target): no note for those."""
+    words = list(getattr(args, "args", None) or [])
+    if "--" in argv:  # the script's arguments end argv: drop those after the `--`
+        after = len(argv) - argv.index("--") - 1
+        words = words[: max(0, len(words) - after)]
     ours = [
-        a for a in getattr(args, "args", None) or []
+        a for a in words
         if a.startswith("-") and a.split("=", 1)[0] in parser._option_string_actions
         and a not in ("-h", "--help")
     ]
@@ -1814,7 +1821,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if extra:
         # An option the subcommand does not know: point to that subcommand's help.
         _innermost_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
-    _note_options_after_the_script(_innermost_parser(parser, args), args)
+    _note_options_after_the_script(_innermost_parser(parser, args), args, argv)
     args.dashdash = _script_after_dashdash(argv, args)
     # The exit-code rule: 2 for every error of jsprof's (a wrong option, a missing,
     # unreadable or broken input, an engine that would not run); 1 is an answer ("a

@@ -36,6 +36,7 @@ import orjson
 
 from .errors import JsprofError, UsageError
 from .meta import COMMAND_LINES
+from .textfiles import read_secret_file
 from .trace import Recording, Track
 from .words import printable
 
@@ -63,23 +64,8 @@ class Upload:
 
 
 def read_key(path: str | Path) -> str:
-    """The ingest key: the first line of `path`, whitespace stripped."""
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UsageError(f"--key-file {p}: no such file") from None
-    except PermissionError:
-        raise UsageError(f"--key-file {p}: permission denied") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise UsageError(f"--key-file {p}: not a text file") from None
-    except OSError as e:
-        raise UsageError(f"--key-file {p}: cannot read it ({e.strerror or e})") from None
-    lines = text.strip().splitlines()
-    key = lines[0].strip() if lines else ""
-    if not key:
-        raise UsageError(f"--key-file {p}: empty; put the app's ingest key on its first line")
-    return key
+    """The ingest key: the first line of `path` (--key-file), whitespace stripped."""
+    return read_secret_file(path, "--key-file", "app's ingest key")
 
 
 def check_url(url: str) -> str:

@@ -15,6 +15,10 @@ filters match it (`filters.name_matcher`: whole name, `*` and `?` wildcards), a 
 - `collapse:NAME`: NAME's callees fold into NAME (their time becomes NAME's self time).
 - `collapse-resource:URL`: the frames of one script become one frame named after its file;
   consecutive ones merge (a script calling back into itself through another stays two).
+- `focus-resource:URL`: only the frames of one script stay (the Firefox Profiler's
+  focus-category, with a script for the category): every other frame leaves the stack,
+  its self time going to its nearest caller in the script; samples with no frame of the
+  script are dropped.
 - `collapse-recursion:NAME`: a call of NAME inside NAME (directly or through others) joins
   the outermost one; the frames in between leave that stack.
 - `drop:NAME`: drop the samples whose stack contains NAME.
@@ -53,7 +57,8 @@ from . import filters
 NAME_KINDS = ("merge", "focus", "collapse", "collapse-recursion", "drop")
 PATH_KINDS = ("merge-node", "focus-subtree")
 KINDS = ("merge", "merge-node", "focus-subtree", "focus", "collapse", "collapse-resource",
-         "collapse-recursion", "drop")
+         "collapse-recursion", "drop", "focus-resource")
+RESOURCE_KINDS = ("collapse-resource", "focus-resource")  # their argument is a script URL
 MERGED = "(merged)"  # what a sample whose every frame was merged away is charged to
 MAX_SPEC = 4096  # a spec is typed or scripted; beyond this it is not one
 
@@ -79,7 +84,7 @@ def parse_spec(text: str) -> Transform:
         raise ValueError(f"{text!r}: expected KIND:NAME, KIND one of {kinds}")
     if kind not in KINDS:
         raise ValueError(f"{text!r}: unknown transform {kind!r}; one of {kinds}")
-    what = ("URL" if kind == "collapse-resource"
+    what = ("URL" if kind in RESOURCE_KINDS
             else "call path A>B>C" if kind in PATH_KINDS else "NAME")
     if not arg.strip():
         raise ValueError(f"{text!r}: {kind} needs a {what} after the colon")
@@ -283,6 +288,14 @@ def _collapse_resource(r: _Rebuild, pattern: str) -> bool:
     return any(hit_res)
 
 
+def _focus_resource(r: _Rebuild, pattern: str) -> bool:
+    tr = r.tr
+    hit_res = [resource_matches(u, pattern) for u in tr.resources]
+    keep = [fr.resource_id is not None and hit_res[fr.resource_id] for fr in tr.frames]
+    _merge(r, [not k for k in keep])  # a stack left with no frame of the script: dropped
+    return any(keep)
+
+
 # ---- one transform over a recording ------------------------------------------------------
 
 
@@ -294,6 +307,8 @@ def _one_track(track: Track, t: Transform) -> tuple[ProfilerTrace, bool]:
         matched = step(r, t.path)
     elif t.kind == "collapse-resource":
         matched = _collapse_resource(r, t.arg)
+    elif t.kind == "focus-resource":
+        matched = _focus_resource(r, t.arg)
     else:
         hit = _hits(tr, t.arg)
         matched = any(hit)
@@ -303,7 +318,7 @@ def _one_track(track: Track, t: Transform) -> tuple[ProfilerTrace, bool]:
             _collapse(r, hit)
         else:
             _recursion(r, hit, focus=t.kind == "focus")
-    drops = t.kind in ("focus", "focus-subtree")
+    drops = t.kind in ("focus", "focus-subtree", "focus-resource")
     return r.finish(track.sample_interval, drop_lost=drops), matched
 
 
@@ -321,7 +336,7 @@ def transform(rec: Recording, t: Transform) -> tuple[Recording, bool]:
 
 
 def no_match_error(t: Transform, source: str) -> UsageError:
-    if t.kind == "collapse-resource":
+    if t.kind in RESOURCE_KINDS:
         what = "no script URL in"
         how = "give a URL as `report --by resource` lists it (* and ? as wildcards)"
     elif t.kind in PATH_KINDS:

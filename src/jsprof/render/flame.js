@@ -1149,6 +1149,7 @@
     ["F", "Focus on function", "focus", "name"],
     ["c", "Collapse function", "collapse", "name"],
     ["C", "Collapse resource", "collapse-resource", "url"],
+    ["s", "Focus on resource (script)", "focus-resource", "url"],
     ["r", "Collapse recursion", "collapse-recursion", "name"],
     ["R", "Collapse direct recursion only", "collapse-direct-recursion", "name"],
     ["h", "Hide repeating children", "hide-repeating", "path"],
@@ -2215,17 +2216,14 @@
       if (SEL.range) { selA = lo + SEL.range[0]; selB = lo + SEL.range[1]; }
       else if (ranged) selA = selB = null;
     }
-    function rangeTable() {
+    // A range's table under the lanes: the functions `fs` that ran in it, most self time
+    // first (then total), the first 50 of them, each with its share of `all` ms; `thin`:
+    // the ms of functions too small for the model, said in the heading.
+    function rangeFnTable(heading, fs, self, tot, all, thin) {
+      fs.sort(function (x, y) { return (self[y] - self[x]) || (tot[y] - tot[x]) || (x - y); });
       rangeBox.textContent = "";
-      if (!SEL.range) return;
-      var fs = [];
-      for (var f = 0; f < M.fname.length; f++) if (M.ftotal[f] > 0 || M.fself[f] > 0) fs.push(f);
-      fs.sort(function (x, y) { return (M.fself[y] - M.fself[x]) || (M.ftotal[y] - M.ftotal[x]) || (x - y); });
-      var listed = 0;
-      fs.forEach(function (f) { listed += M.fself[f]; });
-      var thin = SEL.total - listed;
-      rangeBox.appendChild(el("h2", {}, "From " + rangeWords(SEL.range) + ": " + ms(SEL.total) + " ms of samples (" +
-        SEL.count + ")" + (thin > 1e-6 ? " (" + ms(thin) + " ms of it in functions under 0.01% of the time, not listed)" : "")));
+      rangeBox.appendChild(el("h2", {}, heading + (thin > 1e-6 ? " (" + ms(thin) +
+        " ms of it in functions under 0.01% of the time, not listed)" : "")));
       var table = el("table", {"class": "fn"}), head = el("tr", {});
       ["Self ms", "Self %", "Total ms", "Total %", "Function", "Location"].forEach(function (h, k) {
         head.appendChild(el("th", {"class": k >= 4 ? "name" : ""}, h));
@@ -2233,15 +2231,26 @@
       table.appendChild(head);
       fs.slice(0, 50).forEach(function (f) {
         var tr = el("tr", {"data-f": f});
-        tr.appendChild(el("td", {}, ms(M.fself[f])));
-        tr.appendChild(el("td", {}, pct(M.fself[f], SEL.total)));
-        tr.appendChild(el("td", {}, ms(M.ftotal[f])));
-        tr.appendChild(el("td", {}, pct(M.ftotal[f], SEL.total)));
+        tr.appendChild(el("td", {}, ms(self[f])));
+        tr.appendChild(el("td", {}, pct(self[f], all)));
+        tr.appendChild(el("td", {}, ms(tot[f])));
+        tr.appendChild(el("td", {}, pct(tot[f], all)));
         tr.appendChild(el("td", {"class": "name"}, M.fname[f]));
         tr.appendChild(el("td", {"class": "loc"}, M.floc[f]));
         table.appendChild(tr);
       });
       rangeBox.appendChild(table);
+    }
+    // The page's range: the model's per-function sums over the range's samples.
+    function rangeTable() {
+      rangeBox.textContent = "";
+      if (!SEL.range) return;
+      var fs = [], listed = 0;
+      for (var f = 0; f < M.fname.length; f++) {
+        if (M.ftotal[f] > 0 || M.fself[f] > 0) { fs.push(f); listed += M.fself[f]; }
+      }
+      rangeFnTable("From " + rangeWords(SEL.range) + ": " + ms(SEL.total) + " ms of samples (" + SEL.count + ")",
+        fs, M.fself, M.ftotal, SEL.total, SEL.total - listed);
     }
     // The table of a time range: self and total per function over the samples in it (a
     // page without its samples: the lanes' runs, cut at the edges).
@@ -2270,26 +2279,9 @@
         }
       });
       var fs = Object.keys(tot).map(Number);
-      fs.sort(function (x, y) { return ((self[y] || 0) - (self[x] || 0)) || (tot[y] - tot[x]); });
-      rangeBox.textContent = "";
-      rangeBox.appendChild(el("h2", {}, "From " + ms(a - lo) + " to " + ms(b - lo) + " ms: " +
-        ms(all) + " ms of samples" + (thin > 0 ? " (" + ms(thin) + " ms of it in functions under 0.01% of the time, not listed)" : "")));
-      var table = el("table", {"class": "fn"}), head = el("tr", {});
-      ["Self ms", "Self %", "Total ms", "Total %", "Function", "Location"].forEach(function (h, k) {
-        head.appendChild(el("th", {"class": k >= 4 ? "name" : ""}, h));
-      });
-      table.appendChild(head);
-      fs.slice(0, 50).forEach(function (f) {
-        var tr = el("tr", {"data-f": f});
-        tr.appendChild(el("td", {}, ms(self[f] || 0)));
-        tr.appendChild(el("td", {}, pct(self[f] || 0, all)));
-        tr.appendChild(el("td", {}, ms(tot[f])));
-        tr.appendChild(el("td", {}, pct(tot[f], all)));
-        tr.appendChild(el("td", {"class": "name"}, M.fname[f]));
-        tr.appendChild(el("td", {"class": "loc"}, M.floc[f]));
-        table.appendChild(tr);
-      });
-      rangeBox.appendChild(table);
+      fs.forEach(function (f) { self[f] = self[f] || 0; });
+      rangeFnTable("From " + ms(a - lo) + " to " + ms(b - lo) + " ms: " + ms(all) + " ms of samples",
+        fs, self, tot, all, thin);
       draw();
     }
     return {

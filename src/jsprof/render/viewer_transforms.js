@@ -15,6 +15,8 @@
 // - collapse-resource:URL  a script's frames become one frame named after its file.
 // - collapse-recursion:NAME  a call of NAME inside NAME (directly or not) joins the outer one.
 // - drop:NAME              the samples whose path holds NAME are dropped.
+// - focus-resource:URL     only a script's frames stay (the others merged); the samples
+//                          with none of them are dropped.
 // The page's own (the command line has no such kind):
 // - collapse-direct-recursion:NAME  only NAME called directly by NAME joins its caller.
 // - hide-repeating:A>B>C   DevTools' "hide repeating children": under that node, a call of
@@ -28,11 +30,12 @@
   "use strict";
 
   var CLI_KINDS = ["merge", "merge-node", "focus-subtree", "focus", "collapse", "collapse-resource",
-    "collapse-recursion", "drop"];
+    "collapse-recursion", "drop", "focus-resource"];
   var PAGE_KINDS = ["collapse-direct-recursion", "hide-repeating", "ignore"];
   var KINDS = CLI_KINDS.concat(PAGE_KINDS);
   var PATH_KINDS = ["merge-node", "focus-subtree", "hide-repeating"];
-  var DROPS = ["focus", "focus-subtree", "drop"];  // their lost samples are gone, not (merged)
+  var RESOURCE_KINDS = ["collapse-resource", "focus-resource"];  // URL, not NAME
+  var DROPS = ["focus", "focus-subtree", "drop", "focus-resource"];  // their lost samples are gone, not (merged)
   var MERGED = "(merged)";
   var MAX_SPEC = 4096;
   // Steps applied at most: each keeps a whole tree (memo), so a link of thousands of steps
@@ -67,7 +70,7 @@
     if (at < 0) throw new Error("'" + text + "': expected KIND:NAME, KIND one of " + kinds);
     var kind = text.slice(0, at).trim(), arg = text.slice(at + 1);
     if (KINDS.indexOf(kind) < 0) throw new Error("'" + text + "': unknown transform '" + kind + "'; one of " + kinds);
-    var what = kind === "collapse-resource" ? "URL" : kind === "ignore" ? "regular expression" :
+    var what = RESOURCE_KINDS.indexOf(kind) >= 0 ? "URL" : kind === "ignore" ? "regular expression" :
       PATH_KINDS.indexOf(kind) >= 0 ? "call path A>B>C" : "NAME";
     if (!arg.trim()) throw new Error("'" + text + "': " + kind + " needs a " + what + " after the colon");
     var t = {kind: kind, arg: arg, text: kind + ":" + arg, path: null, re: null};
@@ -216,8 +219,16 @@
       hit = new Uint8Array(fns.count());
       var resHit = fns.resUrl.map(function (u) { return t.re.test(u); });
       for (f = 0; f < hit.length; f++) if (fns.res[f] >= 0 && resHit[fns.res[f]]) hit[f] = 1;
+    } else if (kind === "focus-resource") {
+      // every function not of the script is merged; a path left with none is dropped
+      hit = new Uint8Array(fns.count());
+      var rk = resourceHits(fns, t.arg);
+      for (f = 0; f < hit.length; f++) {
+        if (fns.res[f] >= 0 && rk[fns.res[f]]) { if (present[f]) matched = true; } else hit[f] = 1;
+      }
     } else if (!t.path && kind !== "collapse-resource") hit = nameHits(fns, t.arg);
-    if (hit) for (f = 0; f < hit.length; f++) if (hit[f] && present[f]) { matched = true; break; }
+    // (focus-resource's `matched` is said above: a kept function, not a merged one)
+    if (hit && kind !== "focus-resource") for (f = 0; f < hit.length; f++) if (hit[f] && present[f]) { matched = true; break; }
 
     // Path kinds: how many names of the path each node matches from the root (-1 once
     // it leaves the path).
@@ -233,9 +244,10 @@
       }
     }
     var flag = new Uint8Array(nn);  // per kind: under the focused node, inside a collapse...
-    if (kind === "merge" || kind === "ignore") {
+    if (kind === "merge" || kind === "ignore" || kind === "focus-resource") {
+      var keepIdle = kind !== "focus-resource";
       for (i = 0; i < nn; i++) {
-        if (fns.nostack[F[i]] && P[i] < 0) { nu[i] = b.push(-1, F[i]); continue; }
+        if (fns.nostack[F[i]] && P[i] < 0) { if (keepIdle) nu[i] = b.push(-1, F[i]); continue; }
         if (hit[F[i]]) b.same(nu[i] = at(P[i]));
         else nu[i] = b.push(at(P[i]), F[i]);
       }
@@ -366,7 +378,8 @@
       try {
         var r = applyOne(T, parseSpec(specs[s]));
         step.matched = r.matched;
-        T = r.tree;
+        // one that matches nothing changes nothing (a focus on nothing would empty it)
+        if (r.matched) T = r.tree;
       } catch (err) {
         step.error = err.message;
       }

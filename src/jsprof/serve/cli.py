@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..argtypes import path, positive_int
 from ..errors import UsageError
+from ..textfiles import read_secret_file, read_text_file
 from ..words import plural
 from .config import (
     CMDLINE_WARNING,
@@ -22,8 +23,6 @@ from .config import (
     parse_origins,
     parse_rate,
     parse_size,
-    read_secret_file,
-    read_text_file,
     resolve_read_token,
 )
 
@@ -498,9 +497,9 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
 
 
 def main_compact(args: argparse.Namespace) -> int:
-    from ..store.retire import retire_claims
     from ..store.tables.compact import compact
     from ..store.tables.merge import merge_parts
+    from ..store.retire import retire_claims
 
     _existing_store(args.store)
     store = _open_store(args.store)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from ..errors import UsageError
+from ..textfiles import read_secret_file
 
 MiB = 1 << 20
 TOKEN_FILE = "read-token"
@@ -138,38 +139,6 @@ def parse_origins(items: list[str], apps: dict[str, str]) -> dict[str, list[str]
             )
         origins.setdefault(name, []).append(origin)
     return origins
-
-
-# A list of apps or a token is small: a larger file (or /dev/zero) is not one.
-MAX_TEXT_FILE_BYTES = 1 << 20
-
-
-def read_text_file(path: str | Path, what: str) -> str:
-    p = Path(path)
-    try:
-        with open(p, "rb") as f:
-            data = f.read(MAX_TEXT_FILE_BYTES + 1)
-        if len(data) > MAX_TEXT_FILE_BYTES:
-            raise UsageError(f"{what} {p}: over {MAX_TEXT_FILE_BYTES} bytes; not a text file")
-        return data.decode()
-    except FileNotFoundError:
-        raise UsageError(f"{what} {p}: no such file") from None
-    except PermissionError:
-        raise UsageError(f"{what} {p}: permission denied") from None
-    except (IsADirectoryError, UnicodeDecodeError):
-        raise UsageError(f"{what} {p}: not a text file") from None
-    except OSError as e:  # a socket (ENXIO), an I/O error
-        raise UsageError(f"{what} {p}: cannot read it ({e.strerror or e})") from None
-
-
-def read_secret_file(path: str | Path, what: str) -> str:
-    """A token kept in a file (its first line, whitespace stripped)."""
-    p = Path(path)
-    lines = read_text_file(p, what).strip().splitlines()
-    token = lines[0].strip() if lines else ""
-    if not token:
-        raise UsageError(f"{what} {p}: empty; put the token on its first line")
-    return token
 
 
 def _read_token_file(path: Path) -> str:

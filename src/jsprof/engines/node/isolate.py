@@ -81,6 +81,8 @@ class _Isolate:
         self.end_us: float | None = None
         self.exit_wait: tuple[int, float] | None = None
         self.paused_at_start = False  # a worker: drop its wait for jsprof (pause.py)
+        # A worker whose exit hook waits for our go: when to say it again (monotonic s).
+        self.exit_go_at: float | None = None
         self._stops: list[int] = []  # Profiler.stop requests of slices not yet answered
 
     def read_origin(self) -> None:

@@ -368,10 +368,19 @@ def _attach_worker(
 
 def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_Isolate]) -> None:
     """Handle a worker's events: its exit (the hook waits while we take the profile, then
-    goes on), its slices, and workers it starts (appended to `isolates`)."""
+    goes on), its slices, and workers it starts (appended to `isolates`).
+
+    The go is said again every _RESEND_GO until the worker is gone: a go that the worker
+    handles before its hook waits (the stop and the go are served by V8's interrupts while
+    the hook's JavaScript still runs) is forgotten, and the worker, then the program, would
+    wait for ever (seen in CI: a recording of tests/data/nodejs/worker.js that never ended)."""
     from ..cdp import CDPClosed
 
     s = iso.session
+    if iso.exit_go_at is not None and not s.closed and time.monotonic() >= iso.exit_go_at:
+        iso.exit_go_at = time.monotonic() + _RESEND_GO
+        with contextlib.suppress(CDPClosed):
+            s.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
     while s.events:
         e = s.events.popleft()
         m = e["method"]
@@ -386,6 +395,7 @@ def _service_worker(client: CDPClient, iso: _Isolate, us: int, isolates: list[_I
             iso.collect(iso.stop_nowait())
         with contextlib.suppress(CDPClosed):
             s.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
+        iso.exit_go_at = time.monotonic() + _RESEND_GO
 
 
 def record_script(
