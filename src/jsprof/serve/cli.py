@@ -497,9 +497,9 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
 
 
 def main_compact(args: argparse.Namespace) -> int:
+    from ..store.retire import retire_claims
     from ..store.tables.compact import compact
     from ..store.tables.merge import merge_parts
-    from ..store.retire import retire_claims
 
     _existing_store(args.store)
     store = _open_store(args.store)
