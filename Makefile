@@ -7,7 +7,7 @@ CORE := $(VENV)/.jsprof-core
 # ... and every extra and the test and docs tools (the dev extra): `make test` and the rest.
 STAMP := $(VENV)/.jsprof-installed
 
-.PHONY: demo test test-fast lint bench clean chromium nginx conformance fuzz dist docs docs-images
+.PHONY: demo field test test-fast lint bench clean chromium nginx conformance fuzz dist docs docs-images
 
 $(CORE): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
@@ -21,6 +21,15 @@ $(STAMP): $(CORE) pyproject.toml tools/extra_requirements.py
 	$(PY) tools/extra_requirements.py dev > $(VENV)/dev-requirements.txt
 	$(PY) -m pip install --quiet -r $(VENV)/dev-requirements.txt
 	touch $(STAMP)
+
+# The field extra (jsprof serve, jsprof fleet) beside the core `make demo` installed: the
+# README's tour runs a collector. Its requirements only, as for $(STAMP): `pip install -e
+# '.[field]'` would build QuickJS again (4.5 min at load 11). A venv with jsprof in it is
+# used as it is (make demo's, or the one `make test` runs in).
+field:
+	test -x $(VENV)/bin/jsprof || $(MAKE) $(CORE)
+	$(PY) tools/extra_requirements.py field > $(VENV)/field-requirements.txt
+	$(PY) -m pip install --quiet -r $(VENV)/field-requirements.txt
 
 demo: $(CORE)
 	mkdir -p demo-out
