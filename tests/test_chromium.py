@@ -705,3 +705,67 @@ def test_jsprofs_own_probes_leave_no_frames(browser: Browser) -> None:
     # jsprof's own expressions have no script of the page's: none of their frames is left.
     scriptless = {f for f in used if f.resource_id is None and not f.name.startswith("(")}
     assert scriptless == set(), scriptless
+
+
+ACORN = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist" / "acorn.mjs"
+
+
+@pytest.mark.npm
+def test_a_script_of_the_page_that_does_not_load_is_an_error(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # A module whose import 404s runs none of its code and throws nothing: `record` wrote
+    # an all-idle recording, said nothing and exited 0 (acorn imported by a path outside
+    # the served folder). Now it is said, in the file's own name, and the run exits 1.
+    from jsprof.engines.chromium import run_chromium
+
+    app = tmp_path / "app.mjs"
+    app.write_text(
+        'import { parse } from "./lib/acorn.mjs";\n'
+        'console.log(parse("let x = 1 + 2", { ecmaVersion: "latest" }).body[0].type);\n'
+    )
+    out, err = io.StringIO(), io.StringIO()
+    assert run_chromium(str(app), browser=browser, stdout=out, stderr=err) == 1
+    missing = (tmp_path / "lib" / "acorn.mjs").as_uri()
+    assert out.getvalue() == ""
+    assert err.getvalue() == (
+        f"{missing}: the page could not load this script (HTTP 404 File not found); only "
+        f"files under {tmp_path} are served to the page\n"
+    )
+    # the same page with acorn in its folder runs, and says nothing of the kind
+    (tmp_path / "lib").mkdir()
+    shutil.copy(ACORN, tmp_path / "lib" / "acorn.mjs")
+    out, err = io.StringIO(), io.StringIO()
+    assert run_chromium(str(app), browser=browser, stdout=out, stderr=err) == 0, err.getvalue()
+    assert out.getvalue() == "VariableDeclaration\n" and err.getvalue() == ""
+
+
+def test_record_of_a_page_with_a_missing_script_keeps_the_rest_and_exits_1(
+    tmp_path: Path,
+) -> None:
+    import subprocess
+    import sys
+
+    from jsprof.io import load
+
+    (tmp_path / "p.html").write_text(
+        '<script src="gone.js"></script>\n'
+        "<script>function spin() { const end = performance.now() + 300;"
+        " while (performance.now() < end); } spin(); console.log('ran')</script>\n"
+    )
+    out = tmp_path / "p.jsprof.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", "chromium", "-o", str(out),
+         str(tmp_path / "p.html")],
+        capture_output=True, text=True, timeout=120,
+    )
+    gone = (tmp_path / "gone.js").as_uri()
+    assert p.returncode == 1, p.stderr
+    assert p.stdout == "ran\n"
+    first = p.stderr.splitlines()[0]
+    assert first.startswith(f"{gone}: the page could not load this script (HTTP 404"), first
+    assert "127.0.0.1" not in p.stderr
+    assert "the page had 1 error(s)" in p.stderr
+    rec = load(str(out))
+    assert rec.tracks[0].meta["error"] == first
+    assert "spin" in {f.name for f in rec.tracks[0].trace.frames}

@@ -48,7 +48,8 @@ def notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
     if meta.get("errors"):
         n = len(meta["errors"])
         notes.append(
-            f"jsprof: the page had {n} uncaught error(s) (printed above); the trace was kept"
+            f"jsprof: the page had {n} error(s) (printed above: an uncaught error, or a "
+            "script of its own that did not load); the trace was kept"
         )
         return notes, 1
     return notes, 0

@@ -71,6 +71,12 @@ class PageSession:
         # 1-based line and column) and not printed: run says it in one line, exit 2.
         self.script_url: str | None = None
         self.not_compiled: tuple[str, str, int, int] | None = None
+        # A local page's folder, which its loopback server serves (None: a URL). A script
+        # of such a page that does not load is an error of the run, as an uncaught one is:
+        # a module whose import 404s runs none of its code and throws nothing, so the
+        # recording was all idle and said nothing (exit 0).
+        self.served_root: str | None = None
+        self._scripts: dict[str, str] = {}  # requestId -> URL of a script being loaded
 
     # -- setup
     def prepare(self, start_profiler: bool = True) -> None:
@@ -235,9 +241,33 @@ class PageSession:
         elif m == "Network.requestWillBeSent":
             self.inflight.add(p.get("requestId", ""))
             self.last_net = now
+            if p.get("type") == "Script":
+                self._scripts[p.get("requestId", "")] = str(p.get("request", {}).get("url", ""))
+        elif m == "Network.responseReceived":
+            status = (p.get("response") or {}).get("status")
+            url = self._scripts.get(p.get("requestId", ""))
+            if url is not None and isinstance(status, int) and status >= 400:
+                del self._scripts[p.get("requestId", "")]
+                reason = str((p.get("response") or {}).get("statusText") or "").strip()
+                self._script_not_loaded(th, url, f"HTTP {status} {reason}".strip())
         elif m in ("Network.loadingFinished", "Network.loadingFailed"):
             self.inflight.discard(p.get("requestId", ""))
             self.last_net = now
+            url = self._scripts.pop(p.get("requestId", ""), None)
+            if m == "Network.loadingFailed" and url is not None and not p.get("canceled"):
+                self._script_not_loaded(th, url, str(p.get("errorText") or "failed"))
+
+    def _script_not_loaded(self, th: JSThread, url: str, reason: str) -> None:
+        """Say that a script did not load, as the console's 'Failed to load resource'
+        does; for a local page's own files it is an error (exit 1, as an uncaught one)."""
+        if self.rename_text is not None:
+            url = self.rename_text(url)
+        text = f"{url}: the page could not load this script ({reason})"
+        if self.served_root is not None and url.startswith("file://"):
+            text += f"; only files under {self.served_root} are served to the page"
+            self.errors.append(text)
+        self._print(text, True)
+        th.last_active = time.monotonic()
 
     def pump(self, timeout: float) -> bool:
         """Read and handle events; False once the browser is gone."""

@@ -112,6 +112,7 @@ def _record_in(
     page = PageSession(browser.client, session, us, stdout, stderr)
     if server is not None:
         page.rename_text = server.file_urls_in
+        page.served_root = server.root
     how = "ok"
     measures: list[dict] = []
     with SignalFlag() as sig:

@@ -48,6 +48,7 @@ def run_chromium(
         session, target_id = browser.new_page()
         page = PageSession(browser.client, session, None, stdout, stderr)
         page.rename_text = server.file_urls_in
+        page.served_root = server.root
         if str(value).lower().endswith((".js", ".mjs")):
             page.script_url = server.url("/" + urllib.parse.quote(os.path.basename(value)))
         with SignalFlag() as sig:
