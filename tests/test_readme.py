@@ -126,7 +126,7 @@ def test_a_command_that_needs_an_extra_comes_after_its_install():
     which the run below, in a venv holding every extra, cannot see."""
     from jsprof.cli import PACKAGE_COMMANDS
 
-    needs = re.compile(r"\bjsprof (%s)\b" % "|".join(PACKAGE_COMMANDS))
+    needs = re.compile(r"\bjsprof (" + "|".join(PACKAGE_COMMANDS) + r")\b")
     installs = re.compile(r"^\s*(make field\b|(\.venv/bin/)?pip install .*\[field)")
     checked = 0
     for page in PAGES:
