@@ -2,9 +2,10 @@
 engine would use (`find_chromium`: $JSPROF_CHROMIUM or chromium on PATH) with the engine's
 own headless flags (HEADLESS_FLAGS), driven by Playwright (`playwright_chromium`), by the
 engine itself (`engine_browser`), or left open on a DevTools port for `record --cdp`
-(`cdp_chromium`); and the loopback server of the pages it loads (`page_server`). A
-missing Chromium fails loudly with find_chromium's message, never a skip. The benchmarks
-import this module too (benchmarks/bench_viewer.py, bench_header.py).
+(`cdp_chromium`); the loopback server of the pages it loads (`page_server`) and a page
+opened once its script is ready (`open_page`). A missing Chromium fails loudly with
+find_chromium's message, never a skip. The benchmarks import this module too
+(benchmarks/bench_viewer.py, bench_header.py).
 """
 
 from __future__ import annotations
@@ -81,6 +82,19 @@ def cdp_chromium(profile: Path, url: str, timeout: float = 60.0) -> Iterator[str
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def open_page(opener: Any, url: str, *, profiled: bool = False, timeout_ms: float = 15000
+              ) -> Any:
+    """A new Playwright page of `opener` (a Browser or a BrowserContext) at `url`, once the
+    page's script has set `window.ready`; with `profiled`, the jsprof client the page
+    started (`window.profiler`) must be profiling, else the test fails with its reason."""
+    page = opener.new_page()
+    page.goto(url)
+    page.wait_for_function("window.ready === true", timeout=timeout_ms)
+    if profiled:
+        assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+    return page
 
 
 HTML = "text/html; charset=utf-8"

@@ -110,6 +110,18 @@ class Collector:
         status, _, data = self.request("GET", f"/v1/traces/{upload_id}", headers=h)
         return status, data
 
+    def wait_stored(self, *upload_ids: str, timeout: float = 15) -> list[bytes]:
+        """Each upload as the collector serves it, once it is stored (a browser's upload
+        arrives some time after the page said it sent it); fails past `timeout` s."""
+        deadline = time.monotonic() + timeout
+        out = []
+        for upload_id in upload_ids:
+            while (got := self.get(upload_id))[0] != 200:
+                assert time.monotonic() < deadline, f"upload {upload_id} never arrived"
+                time.sleep(0.1)
+            out.append(got[1])
+        return out
+
     def stop(self, sig: int = signal.SIGTERM, timeout: float = 10) -> float:
         """Signal it; return how long it took to exit (fails past `timeout`)."""
         t0 = time.monotonic()

@@ -6,14 +6,13 @@ nothing; a session keeps its decision from page to page."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import open_page, playwright_chromium
 from field_util import SERVERS
 from serve_util import Collector
 
@@ -97,16 +96,6 @@ def _visit(context: object, url: str, sample_rate: int, uploads: list[str]) -> t
     return res, headers
 
 
-def _wait_stored(col: Collector, upload_id: str) -> dict:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        status, data = col.get(upload_id)
-        if status == 200:
-            return orjson.loads(data)
-        time.sleep(0.1)
-    raise AssertionError(f"upload {upload_id} never arrived")
-
-
 @pytest.mark.parametrize("kind", sorted(SERVERS))
 def test_sampled_session_profiles_and_uploads(sites, browser, kind: str) -> None:
     origins, col = sites
@@ -120,7 +109,7 @@ def test_sampled_session_profiles_and_uploads(sites, browser, kind: str) -> None
     assert res["profilers"] >= 1 and len(res["ids"]) >= 1, res
     names = set()
     for upload_id in res["ids"]:
-        doc = _wait_stored(col, upload_id)
+        doc = orjson.loads(col.wait_stored(upload_id)[0])
         assert doc["jsprof"]["meta"]["route"] == "/page"
         names |= {f["name"] for f in doc["frames"]}
     assert "hotFunctionForJsprof" in names, names
@@ -161,9 +150,7 @@ def test_the_counter_sees_a_profiler(sites, browser) -> None:
     origins, col = sites
     context = browser.new_context()
     context.add_init_script(COUNT_PROFILERS)
-    page = context.new_page()
-    page.goto(f"{origins['wsgi', 0.0]}/page")
-    page.wait_for_function("window.ready === true", timeout=15000)
+    page = open_page(context, f"{origins['wsgi', 0.0]}/page")
     context.clear_cookies()
     res = page.evaluate("run(1)")
     page.close()

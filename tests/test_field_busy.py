@@ -10,7 +10,6 @@ inside its own script entries."""
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +17,7 @@ import numpy as np
 import orjson
 import pytest
 
-from browser_util import HTML, page_server, playwright_chromium
+from browser_util import HTML, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, Collector, signed_in
 
 HANDLER = "sortClickHandlerForJsprof"
@@ -90,10 +89,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector
 
 def _load_once(col: Collector, origin: str) -> list:
     with playwright_chromium() as b:
-        page = b.new_page()
-        page.goto(f"{origin}/busy")
-        page.wait_for_function("window.ready === true", timeout=15000)
-        assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+        page = open_page(b, f"{origin}/busy", profiled=True)
         page.wait_for_timeout(300)  # some real idle before the clicks
         for _ in range(4):
             page.click("#sort")
@@ -103,14 +99,7 @@ def _load_once(col: Collector, origin: str) -> list:
         page.wait_for_timeout(500)  # the last frames' entries are reported
         ids = page.evaluate("profiler.stop()")
         page.close()
-    docs = []
-    deadline = time.monotonic() + 15
-    for i in ids:
-        while (got := col.get(i))[0] != 200:
-            assert time.monotonic() < deadline, "uploads never arrived"
-            time.sleep(0.1)
-        docs.append(orjson.loads(got[1]))
-    return docs
+    return [orjson.loads(data) for data in col.wait_stored(*ids)]
 
 
 def _entries_with_lost_samples(doc: dict) -> set[str]:

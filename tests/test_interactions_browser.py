@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import struct
 import subprocess
-import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from browser_util import HTML, page_server, playwright_chromium
+from browser_util import HTML, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, READ_TOKEN, Collector
 
 PAGE = """<!doctype html>
@@ -112,10 +111,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
         try:
             with playwright_chromium() as b:
                 for _ in range(2):
-                    page = b.new_page()
-                    page.goto(f"{origin}/checkout")
-                    page.wait_for_function("window.ready === true", timeout=15000)
-                    assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+                    page = open_page(b, f"{origin}/checkout", profiled=True)
                     for _ in range(3):
                         page.click("#pay")
                         page.wait_for_timeout(100)
@@ -127,10 +123,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
                     page.wait_for_timeout(400)  # Event Timing reports after the next paint
                     ids += page.evaluate("profiler.stop()")
                     page.close()
-            deadline = time.monotonic() + 15
-            while any(col.get(i)[0] != 200 for i in ids):
-                assert time.monotonic() < deadline, "uploads never arrived"
-                time.sleep(0.1)
+            col.wait_stored(*ids)
             yield store, ids, col
         finally:
             col.stop()

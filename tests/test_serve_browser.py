@@ -5,14 +5,13 @@ stores Chromium's own trace, which `GET /v1/traces/{id}` and `jsprof report` giv
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from browser_util import HTML, Response, page_server, playwright_chromium
+from browser_util import HTML, Response, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, Collector
 
 PAGE = """<!doctype html>
@@ -89,26 +88,9 @@ def browser() -> Iterator[object]:
         yield b
 
 
-def _open(browser: object, url: str) -> object:
-    page = browser.new_page()
-    page.goto(url)
-    page.wait_for_function("window.ready === true", timeout=15000)
-    return page
-
-
-def _wait_stored(col: Collector, upload_id: str) -> bytes:
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline:
-        status, data = col.get(upload_id)
-        if status == 200:
-            return data
-        time.sleep(0.1)
-    raise AssertionError(f"upload {upload_id} never arrived")
-
-
 def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> None:
     origin, col = site
-    page = _open(browser, f"{origin}/profiled")
+    page = open_page(browser, f"{origin}/profiled")
     res = page.evaluate("runProfiled(1)")
     page.close()
     assert res["enabled"] and res["reason"] is None, res
@@ -118,7 +100,7 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
     assert len(ids) >= 4, res  # interval, hidden, flush (keepalive), stop
     reasons, hot = [], 0
     for upload_id in ids:
-        doc = orjson.loads(_wait_stored(col, upload_id))
+        doc = orjson.loads(col.wait_stored(upload_id)[0])
         meta = doc["jsprof"]["meta"]
         assert meta["app"] == "shop" and meta["release"] == "e2e" and meta["route"] == "/profiled"
         assert meta["sampleInterval"] == 10 and meta["userAgent"].find("Chrome") >= 0
@@ -149,14 +131,14 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
 
 def test_beacon_when_keepalive_cannot_take_it(site, browser) -> None:
     origin, col = site
-    page = _open(browser, f"{origin}/profiled")
+    page = open_page(browser, f"{origin}/profiled")
     res = page.evaluate("beaconOnly()")
     page.close()
     assert res["stats"]["sent"] >= 2 and res["stats"]["dropped"] == 0, res
     assert res["stats"]["beacons"] == 1, res
     reasons = set()
     for upload_id in res["ids"]:
-        doc = orjson.loads(_wait_stored(col, upload_id))
+        doc = orjson.loads(col.wait_stored(upload_id)[0])
         reasons.add(doc["jsprof"]["meta"]["chunkReason"])
         assert doc["jsprof"]["meta"]["release"] == "beacon"
     assert "hidden" in reasons  # sent as a text/plain beacon of gzip bytes
@@ -164,10 +146,10 @@ def test_beacon_when_keepalive_cannot_take_it(site, browser) -> None:
 
 def test_reasons_when_off(site, browser) -> None:
     origin, col = site
-    page = _open(browser, f"{origin}/no-policy")
+    page = open_page(browser, f"{origin}/no-policy")
     assert page.evaluate("runProfiled(1)") == {"enabled": False, "reason": "document-policy"}
     page.close()
-    page = _open(browser, f"{origin}/profiled")
+    page = open_page(browser, f"{origin}/profiled")
     assert page.evaluate("runProfiled(0)") == {"enabled": False, "reason": "not-sampled"}
     d = page.evaluate("decisions()")
     assert d["same"] in ([True] * 3, [False] * 3)

@@ -6,14 +6,13 @@ Profiler keeps few stacks); the real client posts traces with their timeline to 
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
 import pytest
 
-from browser_util import HTML, page_server, playwright_chromium
+from browser_util import HTML, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, Collector
 
 PAGE = """<!doctype html>
@@ -72,12 +71,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
 
 
 def _lost_inside_the_builtin_handler(col: Collector, ids: list[str]) -> bool:
-    deadline = time.monotonic() + 15
-    for i in ids:
-        while (got := col.get(i))[0] != 200:
-            assert time.monotonic() < deadline, "uploads never arrived"
-            time.sleep(0.1)
-        doc = orjson.loads(got[1])
+    for data in col.wait_stored(*ids):
+        doc = orjson.loads(data)
         frames = doc["jsprof"]["meta"].get("timeline", {}).get("longFrames", [])
         entries = [(e["start"], e["start"] + e["duration"]) for f in frames
                    for e in f["scripts"]
@@ -93,10 +88,7 @@ def _two_loads(origin: str) -> list[str]:
     ids: list[str] = []
     with playwright_chromium() as b:
         for _ in range(2):
-            page = b.new_page()
-            page.goto(f"{origin}/checkout")
-            page.wait_for_function("window.ready === true", timeout=15000)
-            assert page.evaluate("profiler.enabled"), page.evaluate("profiler.reason")
+            page = open_page(b, f"{origin}/checkout", profiled=True)
             for _ in range(3):
                 page.click("#slow")
                 page.wait_for_timeout(150)
