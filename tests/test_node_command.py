@@ -223,6 +223,17 @@ def test_a_script_after_dashdash_is_still_a_script(tmp_path):
     assert jsprof.load(tmp_path / "o.json").tracks[0].name == "main"
 
 
+def test_the_commands_own_stderr_is_passed_on_less_the_inspectors_lines(tmp_path):
+    app = tmp_path / "app.js"
+    app.write_text("console.error('said on stderr');\n")
+    p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--", "node", app,
+             cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    # (jsprof's own summary follows)
+    assert p.stderr.startswith("said on stderr\npid "), p.stderr
+    assert "Debugger" not in p.stderr and "Waiting for the debugger" not in p.stderr
+
+
 FOREVER = (_HOT % "parentHot") + r"""
 const { fork } = require('node:child_process');
 if (process.argv[2] === 'child') {

@@ -28,7 +28,6 @@ import shlex
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -37,7 +36,7 @@ from collections.abc import Sequence
 from ...errors import EngineError, UsageError
 from .._ending import interruption
 from .._process import SignalFlag, die_with_parent, end_group
-from .process import _INSPECTOR_LINES, effective_interval, interval_us
+from .process import _INSPECTOR_LINES, effective_interval, interval_us, pass_on_stderr
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -228,19 +227,9 @@ class _Stderr:
         self.thread.start()
 
     def _read(self) -> None:
-        out = getattr(sys.stderr, "buffer", None)
         for line in iter(self.pipe.readline, b""):
-            if line.startswith(_INSPECTOR_LINES):
-                continue
-            try:
-                if out is None:
-                    sys.stderr.write(line.decode(errors="replace"))
-                    sys.stderr.flush()
-                else:
-                    out.write(line)
-                    out.flush()
-            except (OSError, ValueError):
-                pass
+            if not line.startswith(_INSPECTOR_LINES):
+                pass_on_stderr(line)
 
 
 def record_command(

@@ -36,6 +36,22 @@ _WAITING = b"Waiting for the debugger to disconnect..."
 MIN_INTERVAL_US = 100
 
 
+def pass_on_stderr(line: bytes, out: BinaryIO | None = None) -> None:
+    """One line of a Node process's stderr onto `out`, else onto ours (its bytes where
+    sys.stderr has a buffer; decoded where it was replaced by a text-only stream)."""
+    if out is None:
+        out = getattr(sys.stderr, "buffer", None)
+    try:
+        if out is None:
+            sys.stderr.write(line.decode(errors="replace"))
+            sys.stderr.flush()
+        else:
+            out.write(line)
+            out.flush()
+    except (OSError, ValueError):
+        pass  # our stderr went away; the script's stderr is not worth dying for
+
+
 _STATES = {
     "R": "running",
     "S": "sleeping",
@@ -175,18 +191,7 @@ class NodeProcess:
         return self.url
 
     def _write_err(self, line: bytes) -> None:
-        out = self._err_out
-        if out is None:
-            out = getattr(sys.stderr, "buffer", None)
-        try:
-            if out is None:
-                sys.stderr.write(line.decode(errors="replace"))
-                sys.stderr.flush()
-            else:
-                out.write(line)
-                out.flush()
-        except (OSError, ValueError):
-            pass  # our stderr went away; the script's stderr is not worth dying for
+        pass_on_stderr(line, self._err_out)
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
