@@ -289,6 +289,24 @@ def test_truncated_protobuf_is_one_clear_line(cut, expect, tmp_path) -> None:
     assert not (tmp_path / "o.json").exists()
 
 
+@pytest.mark.parametrize(("field", "where"), [(1, "resource_profiles[0]"), (2, "dictionary")])
+def test_a_broken_embedded_message_is_named_with_its_byte(field, where, tmp_path) -> None:
+    # The protobuf package says only "malformed"; the field whose message breaks is named
+    # (the one dictionary without an index), at the byte its field starts.
+    from jsprof.formats import _protobuf
+
+    good = otlp.write(jsprof.load(BENCH))
+    at, (start, end) = next((at, value) for f, _, value, at in
+                            _protobuf.fields(memoryview(good)) if f == field)
+    bad = bytearray(good)
+    bad[end - 8 : end] = b"\x07" * 8  # wire type 7: no such type
+    with pytest.raises(TraceFormatError) as e:
+        read_any(bytes(bad), "bad.otlp.pb")
+    assert str(e.value).startswith(f"bad.otlp.pb: {where}: malformed protobuf in the field at "
+                                   f"byte {at} (Error parsing message"), e.value
+    assert str(e.value).endswith("); is the file complete?"), e.value
+
+
 @pytest.mark.parametrize(("doc", "expect"), [
     (b'{"resourceProfiles": 3}', "not OTLP/JSON profiles"),
     (b'{"resourceProfiles": [{"scopeProfiles": [{"profiles": [{"samples": '

@@ -1,6 +1,6 @@
 """A small protocol-buffers wire codec: what Perfetto's trace packets need, pprof's sniffer
-(a file's head only) and the search for where a malformed pprof file breaks (byte
-offsets, which the `protobuf` package does not give).
+(a file's head only) and the search for where a malformed pprof or OTLP file breaks
+(`where_it_breaks`: byte offsets, which the `protobuf` package does not give).
 
 pprof's Profile message itself is read and written with the `protobuf` package
 (`_pprof_proto`): measured against it on one Profile message (benchmarks/bench_protobuf.py,
@@ -15,9 +15,11 @@ are two's complement in 10 bytes when negative, as the spec says.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import numpy as np
+
+from ..errors import ErrorAt, TraceFormatError
 
 VARINT, I64, LEN, I32 = 0, 1, 2, 5
 _MASK64 = (1 << 64) - 1
@@ -156,3 +158,40 @@ def packed_varints(buf: memoryview, start: int, end: int) -> np.ndarray:
     place = np.arange(len(b)) - np.repeat(first, last - first + 1)
     parts = (b & 0x7F).astype(np.uint64) << (place.astype(np.uint64) * np.uint64(7))
     return np.add.reduceat(parts, first)
+
+
+# ---- where a message breaks --------------------------------------------------------------
+
+
+def where_it_breaks(
+    data: bytes,
+    source: str,
+    kinds: dict[int, tuple[str, Callable[[bytes], object]]],
+    *,
+    singular: Iterable[int] = (),
+    hint: str = "",
+) -> TraceFormatError:
+    """The error for a message the `protobuf` package refused (it says only "malformed"):
+    the top-level field whose bytes break, or whose embedded message does not parse.
+    `kinds` maps a top-level field number to its name and its message's parser
+    (`Cls.FromString`); a repeated field is named with its index (`sample[3]`), one in
+    `singular` without. `hint` ends each message (e.g. "; is the file complete?")."""
+    from google.protobuf.message import DecodeError
+
+    err = ErrorAt(source)
+    singular = frozenset(singular)
+    buf = memoryview(data)
+    seen: dict[int, int] = {}
+    try:
+        for field, wire, value, at in fields(buf):
+            i = seen[field] = seen.get(field, -1) + 1
+            if field in kinds and wire == LEN:
+                name, parse = kinds[field]
+                try:
+                    parse(bytes(buf[value[0] : value[1]]))
+                except DecodeError as e:
+                    where = name if field in singular else f"{name}[{i}]"
+                    return err(where, f"malformed protobuf in the field at byte {at} ({e}){hint}")
+    except WireError as e:
+        return err("(top level)", f"malformed protobuf at byte {e.offset} ({e.problem}){hint}")
+    return err("(top level)", "malformed protobuf (a field of the wrong wire type)")

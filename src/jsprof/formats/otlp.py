@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ErrorAt
 from ..trace import Recording
 from . import _otlp
 from . import _protobuf as pb
@@ -59,25 +58,10 @@ def _parse(data: bytes, source: str) -> Any:
         return m.ProfilesData.FromString(data)
     except DecodeError:
         pass
-    err = ErrorAt(source)
-    buf = memoryview(data)
-    kinds = {1: ("resource_profiles", m.ResourceProfiles), 2: ("dictionary", m.ProfilesDictionary)}
-    seen: dict[int, int] = {}
-    try:
-        for field, wire, value, at in pb.fields(buf):
-            i = seen[field] = seen.get(field, -1) + 1
-            if field in kinds and wire == pb.LEN:
-                name, kind = kinds[field]
-                try:
-                    kind.FromString(bytes(buf[value[0] : value[1]]))
-                except DecodeError as e:
-                    where = f"{name}[{i}]" if field == 1 else name
-                    raise err(where, f"malformed protobuf in the field at byte {at} ({e}); "
-                              "is the file complete?") from None
-    except pb.WireError as e:
-        raise err("(top level)", f"malformed protobuf at byte {e.offset} ({e.problem}); "
-                  "is the file complete?") from None
-    raise err("(top level)", "malformed protobuf (a field of the wrong wire type)")
+    kinds = {1: ("resource_profiles", m.ResourceProfiles.FromString),
+             2: ("dictionary", m.ProfilesDictionary.FromString)}
+    raise pb.where_it_breaks(data, source, kinds, singular=(2,),
+                             hint="; is the file complete?") from None
 
 
 def read(probe: Probe) -> Recording:

@@ -300,27 +300,13 @@ def _parse(data: bytes, source: str) -> Any:
         return cls["Profile"].FromString(data)
     except DecodeError:
         pass
-    # The package says only that the message is malformed; our codec finds where: the
-    # top-level field whose bytes break (or whose embedded message does not parse).
-    err = ErrorAt(source)
-    buf = memoryview(data)
-    kinds = {SAMPLE_TYPE: ("sample_type", "ValueType"), SAMPLE: ("sample", "Sample"),
-             LOCATION: ("location", "Location"), FUNCTION: ("function", "Function"),
-             PERIOD_TYPE: ("period_type", "ValueType")}
-    seen: dict[int, int] = {}
-    try:
-        for field, wire, value, at in pb.fields(buf):
-            i = seen[field] = seen.get(field, -1) + 1
-            if field in kinds and wire == pb.LEN:
-                name, kind = kinds[field]
-                try:
-                    cls[kind].FromString(bytes(buf[value[0] : value[1]]))
-                except DecodeError as e:
-                    raise err(f"{name}[{i}]", f"malformed protobuf in the field at byte {at} "
-                              f"({e})") from None
-    except pb.WireError as e:
-        raise err("(top level)", f"malformed protobuf at byte {e.offset} ({e.problem})") from None
-    raise err("(top level)", "malformed protobuf (a field of the wrong wire type)")
+    # The package says only that the message is malformed; our codec finds where.
+    kinds = {SAMPLE_TYPE: ("sample_type", cls["ValueType"].FromString),
+             SAMPLE: ("sample", cls["Sample"].FromString),
+             LOCATION: ("location", cls["Location"].FromString),
+             FUNCTION: ("function", cls["Function"].FromString),
+             PERIOD_TYPE: ("period_type", cls["ValueType"].FromString)}
+    raise pb.where_it_breaks(data, source, kinds) from None
 
 
 def read(data: bytes, doc: Any, source: str) -> Recording:
