@@ -1,7 +1,7 @@
 """The offline viewer (`jsprof flame` HTML) on a big synthetic profile, in headless Chromium.
 
     .venv/bin/python benchmarks/bench_viewer.py [--samples 1200000] [--stacks 200000]
-        [--repeat 3] [--before OLD/flame.py]
+        [--repeat 3] [--before OLD/render/flame]
 
 Prints, for one synthetic recording (bench_trace's generator: deep varied stacks):
 
@@ -17,7 +17,8 @@ Prints, for one synthetic recording (bench_trace's generator: deep varied stacks
 - range: ms from a `#range=` link to every view counting it (the first inflates the
   page's samples), and the search's status under it.
 
-`--before` takes another version's `render/flame.py` (its `flame.js` beside it; e.g. from
+`--before` takes another version's `render/flame` package (or, before issue 37 split it,
+its `render/flame.py`), its `flame.js` in render/ (e.g. from
 `git archive REV src | tar -x -C /tmp/before`): its page is opened and searched in the same
 run, interleaved, and the figures are given as ratios to it too (the machine is shared:
 absolute times move with its load, ratios much less).
@@ -81,11 +82,16 @@ _RANGE = """async (r) => {
 
 
 def _before_module(path: str) -> object:
-    """Another version's flame.py, imported in this package (its relative imports resolve
-    here; it reads the flame.js beside its file)."""
+    """Another version's render/flame package (a folder) or flame.py, imported in this
+    package (its relative imports resolve here; it reads the flame.js in its render/)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("jsprof.render._flame_before", path)
+    name = "jsprof.render._flame_before"
+    if os.path.isdir(path):
+        spec = importlib.util.spec_from_file_location(
+            name, os.path.join(path, "__init__.py"), submodule_search_locations=[path])
+    else:
+        spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     sys.modules[spec.name] = mod  # type: ignore[union-attr]  # dataclasses look it up
     spec.loader.exec_module(mod)  # type: ignore[union-attr]
@@ -143,7 +149,8 @@ def main() -> None:
     ap.add_argument("--stacks", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--query", default="fn1234")
-    ap.add_argument("--before", metavar="FLAME_PY", help="another version's render/flame.py")
+    ap.add_argument("--before", metavar="FLAME",
+                    help="another version's render/flame folder (or render/flame.py)")
     a = ap.parse_args()
 
     rec = synthetic(a.samples, a.stacks)

@@ -324,9 +324,10 @@ def _drawn_fills(page: str) -> dict[str, set[str]]:
 
 
 def test_the_page_script_is_package_data_and_valid_javascript():
+    from jsprof import render
     from jsprof.render import flame
 
-    js = Path(flame.__file__).with_name("flame.js")
+    js = Path(render.__file__).with_name("flame.js")  # package data of render/, beside flame/
     assert js.read_text() == flame.flame_script()
     assert flame.flame_script() in render_flame(_basic_tree_small(), "html")
     svg_js = js.with_name("flame_svg.js")
