@@ -15,9 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from jsprof.extras import EXTRAS, MissingExtra, missing_module, require
+from jsprof.extras import EXTRAS, MissingExtra, install_hint, missing_module, require
 
-SRC = Path(__file__).resolve().parent.parent / "src" / "jsprof"
+ROOT = Path(__file__).resolve().parent.parent
+SRC = ROOT / "src" / "jsprof"
+# The tests run on an editable install of this checkout (make test's .venv): the line says
+# how to install an extra there (the wheel's `pip install 'jsprof[EXTRA]'` is
+# tests/test_packaging.py's).
+FIELD_HINT = (f"make field (in {ROOT})"
+              if Path(sys.prefix).resolve() == (ROOT / ".venv").resolve()
+              else f"pip install -e '{ROOT}[field]'")
 # uvicorn's optional speed-ups, installed by the field extra but imported by uvicorn only.
 ALL_EXTRA_MODULES = {m for mods in EXTRAS.values() for m in mods} | {"httptools", "uvloop"}
 FIELD_WING = ("serve", "store", "fleet")
@@ -72,19 +79,19 @@ def _cli(tmp_path: Path, hidden: str, *args: str) -> subprocess.CompletedProcess
 @pytest.mark.parametrize(("hidden", "args", "line"), [
     ("starlette", ("serve", "--port", "0"),
      "jsprof: error: jsprof serve needs the field extra (starlette is not installed): "
-     "pip install 'jsprof[field]'"),
+     + FIELD_HINT),
     ("duckdb", ("fleet", "top", "--app", "a"),
      "jsprof: error: jsprof fleet needs the field extra (duckdb is not installed): "
-     "pip install 'jsprof[field]'"),
+     + FIELD_HINT),
     # Field installed, Dask not: the DuckDB engine runs, --engine dask names the dask extra.
     ("dask,distributed", ("fleet", "top", "--app", "a", "--engine", "dask"),
      "jsprof: error: jsprof fleet --engine dask needs the dask extra (dask is not "
-     "installed): pip install 'jsprof[dask]'"),
+     f"installed): pip install -e '{ROOT}[dask]'"),
     # A core install converts to every format but OTLP, which names its extra.
     ("opentelemetry", ("convert", str(SRC.parents[1] / "tests" / "data" / "node" /
                                       "bench.cpuprofile"), "o.otlp.pb"),
      "jsprof: error: reading or writing OTLP needs the otlp extra (opentelemetry is not "
-     "installed): pip install 'jsprof[otlp]'"),
+     f"installed): pip install -e '{ROOT}[otlp]'"),
 ])
 def test_a_missing_extra_is_one_line_and_exit_2(tmp_path: Path, hidden: str,
                                                 args: tuple[str, ...], line: str) -> None:
@@ -108,7 +115,7 @@ def test_require_names_the_first_missing_module(monkeypatch: pytest.MonkeyPatch)
         require("dask", "the thing")
     assert e.value.extra == "dask" and e.value.module == "pyarrow"
     assert str(e.value) == ("the thing needs the dask extra (pyarrow is not installed): "
-                            "pip install 'jsprof[dask]'")
+                            f"pip install -e '{ROOT}[dask]'")
     with pytest.raises(ValueError):
         require("nonesuch", "x")
 
@@ -121,3 +128,11 @@ class _Hide:
         if name.split(".")[0] in self.names:
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return None
+
+
+def test_a_checkouts_hint_installs_into_the_checkout_not_from_pypi() -> None:
+    # `pip install 'jsprof[field]'` in make demo's venv fetches a jsprof from PyPI over the
+    # checkout's editable install; the line said that for every install.
+    assert install_hint("field") == FIELD_HINT
+    assert install_hint("dask") == f"pip install -e '{ROOT}[dask]'"
+    assert "jsprof[" not in install_hint("otlp")

@@ -6,10 +6,14 @@ needs `jsprof[dask]`, and OTLP profiles (`.otlp.pb`, `.otlp.json`) need `jsprof[
 command whose extra is missing stops before it starts, with one line naming the extra (a
 `MissingExtra`, exit 2), not an ImportError from deep inside; the OTLP formats raise it
 when they are read or written (formats/_otlp.py).
-Stdlib only: `cli.py` asks before it runs serve or fleet.
+From a checkout (an editable install) the line says how to install the extra there
+(`install_hint`). Stdlib only: `cli.py` asks before it runs serve or fleet.
 """
 
 from __future__ import annotations
+
+import sys
+from pathlib import Path
 
 from .errors import UsageError
 
@@ -32,8 +36,56 @@ class MissingExtra(UsageError):
         self.module = module
         super().__init__(
             f"{what} needs the {extra} extra ({module} is not installed): "
-            f"pip install 'jsprof[{extra}]'"
+            f"{install_hint(extra)}"
         )
+
+
+def _editable_checkout() -> Path | None:
+    """The checkout jsprof is installed from in editable mode (`make demo`, `pip install -e
+    .`), from its PEP 610 direct_url.json; None for a wheel or sdist install."""
+    import importlib.metadata
+    import json
+    import urllib.parse
+    import urllib.request
+
+    info: dict = {}
+    try:
+        # the installed one's record (a checkout's src/jsprof.egg-info, when on sys.path
+        # too, has no direct_url.json)
+        for dist in importlib.metadata.distributions(name="jsprof"):
+            text = dist.read_text("direct_url.json")
+            if text:
+                info = json.loads(text)
+                break
+    except (ValueError, OSError):
+        return None
+    if not isinstance(info, dict):
+        return None
+    url = str(info.get("url", ""))
+    if not (isinstance(info.get("dir_info"), dict) and info["dir_info"].get("editable")
+            and url.startswith("file://")):
+        return None
+    return Path(urllib.request.url2pathname(urllib.parse.urlparse(url).path))
+
+
+def install_hint(extra: str) -> str:
+    """The command that installs `extra` into this jsprof. From a checkout that is not
+    `pip install 'jsprof[EXTRA]'`: that fetches a jsprof from PyPI over the checkout's.
+    make demo's venv takes `make field` (no second QuickJS build); another venv on the
+    checkout takes `pip install -e 'CHECKOUT[EXTRA]'`."""
+    checkout = _editable_checkout()
+    if checkout is None:
+        return f"pip install 'jsprof[{extra}]'"
+    if extra == "field" and _same_path(Path(sys.prefix), checkout / ".venv"):
+        return f"make field (in {checkout})"
+    return f"pip install -e '{checkout}[{extra}]'"
+
+
+def _same_path(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def missing_module(extra: str) -> str | None:
