@@ -404,12 +404,34 @@ ENDS = (_HOT % "endsHot") + r"""
 const { fork } = require('node:child_process');
 if (process.argv[2] === 'child') {
   endsHot(100);
-  process.stdout.write('jsprof-test-end\n');
+  process.stdout.write('jsprof-test-end ' + process.pid + '\n');
   process.exit(0);
 } else {
   fork(__filename, ['child']);
 }
 """
+
+
+def _cpu_ticks(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return int(fields[11]) + int(fields[12])  # utime + stime
+
+
+def _until_cpu_still(pid: int, still: float = 0.2, limit: float = 30.0) -> None:
+    """Until process `pid` has used no CPU for `still` seconds (or is gone)."""
+    deadline = time.monotonic() + limit
+    last, since = _cpu_ticks(pid), time.monotonic()
+    while time.monotonic() < deadline and last is not None:
+        time.sleep(0.02)
+        now = _cpu_ticks(pid)
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= still:
+            return
 
 
 def test_each_process_wait_for_jsprof_after_its_end_is_dropped(tmp_path):
@@ -426,11 +448,17 @@ def test_each_process_wait_for_jsprof_after_its_end_is_dropped(tmp_path):
     assert p.stdout is not None
     held = False
     for line in p.stdout:
-        if line.strip() == b"jsprof-test-end" and not held:
+        if line.startswith(b"jsprof-test-end ") and not held:
             held = True
             os.kill(p.pid, signal.SIGSTOP)
-            time.sleep(0.3)
-            os.kill(p.pid, signal.SIGCONT)
+            try:
+                # Held until the child is seen waiting for jsprof (its CPU time still), then
+                # 300 ms more: on a loaded machine the child may reach its end only after a
+                # fixed 300 ms, and then it never waited (no exitWaitDropped, seen in a run).
+                _until_cpu_still(int(line.split()[1]))
+                time.sleep(0.3)
+            finally:
+                os.kill(p.pid, signal.SIGCONT)
     _, err = p.communicate(timeout=120)
     assert held and p.returncode == 0, err
     child = next(t for t in jsprof.load(out).tracks if t.meta.get("argv", [])[2:] == ["child"])
