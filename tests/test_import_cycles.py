@@ -100,7 +100,7 @@ def test_the_graph_is_read() -> None:
     # arrows the scan must see (a broken scan would find no cycle anywhere)
     assert "jsprof.store.cursor" in g["jsprof.store.tables.manifest"]
     assert "jsprof.fleet.release" in g["jsprof.fleet.during"]
-    assert {"jsprof.store.tables.prune"} <= g["jsprof.store.store"]  # a deferred import counts
+    assert {"jsprof.store.store"} <= g["jsprof.store.retention"]  # a deferred import counts
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 
@@ -114,3 +114,26 @@ def test_no_new_import_cycles_in_serve() -> None:
     new = [sorted(c) for c in cycles(import_graph())
            if any(m.startswith(WING) for m in c) and not any(c <= k for k in KNOWN)]
     assert new == [], "a new import cycle in the field wing (or a known one grown)"
+
+
+def test_the_raw_store_is_below_the_tables() -> None:
+    """Issue 34: the raw segment store knows nothing of the tables (a retention cut of
+    both is `store/retention.py`'s, under the tables' lock), and the tables read raw
+    uploads only through what a compaction is handed (`tables.compact.UploadSource`)."""
+    g = import_graph()
+    assert not {d for d in g["jsprof.store.store"] if d.startswith("jsprof.store.tables")}
+    tables = [m for m in g if m.startswith("jsprof.store.tables")]
+    assert len(tables) >= 7
+    assert not [m for m in tables if "jsprof.store.store" in g[m]]
+
+
+def test_the_store_imports_no_private_name_of_another_module() -> None:
+    """No module of store/ imports another's `_private` name: what crosses a module's
+    border is named as public (Store.prune used to call compact's private lock)."""
+    found = []
+    for p in sorted((SRC / "jsprof" / "store").rglob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(), str(p))):
+            if isinstance(node, ast.ImportFrom) and node.module != "__future__":
+                found += [f"{p.relative_to(SRC)}: {a.name}" for a in node.names
+                          if a.name.startswith("_")]
+    assert found == []

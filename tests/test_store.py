@@ -15,6 +15,7 @@ import pytest
 
 from jsprof.store import Cursor, Store, StoreError, StoreFullError
 from jsprof.store import segment as seg
+from jsprof.store.retention import prune
 
 CHROMIUM = Path(__file__).parent / "data" / "chromium"
 
@@ -130,7 +131,7 @@ def test_prune_by_age_and_app_keeps_cursors(tmp_path: Path) -> None:
     s.append("old-blog", _meta("blog", old), _trace(2))
     s.append("new-shop", _meta("shop"), _trace(3))
     cur = next(iter(s.iter_uploads()))[0]  # after the first record
-    res = s.prune(time.time() * 1000 - 30 * 86400e3, app="shop")
+    res = prune(s, time.time() * 1000 - 30 * 86400e3, app="shop")
     assert (res.removed, res.kept, res.busy) == (1, 2, [])
     assert s.get("old-shop") is None and s.get("old-blog") is not None
     assert [u for _, u, _, _ in s.iter_uploads(cur)] == ["old-blog", "new-shop"]
@@ -139,11 +140,11 @@ def test_prune_by_age_and_app_keeps_cursors(tmp_path: Path) -> None:
     assert other.get("new-shop")[1] == _trace(3)
     cut = time.time() * 1000 - 30 * 86400e3
     assert s.pruned_before() == {"shop": pytest.approx(cut, abs=5e3)}
-    res = s.prune(cut)
+    res = prune(s, cut)
     assert res.removed == 1 and s.get("old-blog") is None
     marks = Store(tmp_path).pruned_before()
     assert set(marks) == {"shop", "*"} and marks["*"] == cut
-    s.prune(cut - 86400e3)  # an older cut does not move the mark back
+    prune(s, cut - 86400e3)  # an older cut does not move the mark back
     assert Store(tmp_path).pruned_before()["*"] == cut
     s.close()
 
@@ -659,7 +660,7 @@ def test_prune_keeps_locations_right_and_skips_new_segments(tmp_path: Path) -> N
     s.rotate()
     for i in range(20, 30):  # segments with only new uploads: skipped from their trailer
         s.append(f"k{i}", _meta("shop", now), _trace(i))
-    res = s.prune(now - 30 * 86400e3)
+    res = prune(s, now - 30 * 86400e3)
     assert res.removed == 7
     other = Store(tmp_path)
     for i in range(30):

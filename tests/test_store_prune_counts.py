@@ -13,6 +13,7 @@ from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
 from jsprof.store import segment as seg
+from jsprof.store.retention import prune
 from jsprof.store.tables.compact import compact
 from jsprof.store.tables.manifest import read_manifest
 from jsprof.store.tables.view import read_tail
@@ -43,7 +44,7 @@ def test_pending_uploads_count_what_a_prune_left_in_a_segment(tmp_path: Path) ->
     _fill(st, 8)
     st.close()  # sealed: counted from its trailer
     st = Store(tmp_path / "store")
-    assert st.prune(T0 + 3 * MIN).removed == 3  # u0-u2 go, the segment is rewritten
+    assert prune(st, T0 + 3 * MIN).removed == 3  # u0-u2 go, the segment is rewritten
     assert st.count_uploads() == 5 == len(st)
     cursors = [c for c, *_ in st.iter_uploads()]
     assert [st.count_uploads(c) for c in cursors] == [4, 3, 2, 1, 0]
@@ -76,7 +77,7 @@ def test_damaged_records_follow_a_prune_that_rewrites_their_segment(tmp_path: Pa
     assert len(read_manifest(path)["damaged"]) == 2
     # Cut before u3: u0 and u2 go, and the damaged bytes of u1 with them (to quarantine/);
     # the damaged u5 stays, at a new offset.
-    st.prune(T0 + 3 * MIN)
+    prune(st, T0 + 3 * MIN)
     (d,) = read_manifest(path)["damaged"]
     (u5,) = [h for h in _heads(segment) if h.upload_id == "u5"]
     assert (d["offset"], d["length"]) == (u5.offset, u5.end - u5.offset)
@@ -84,7 +85,7 @@ def test_damaged_records_follow_a_prune_that_rewrites_their_segment(tmp_path: Pa
     with api.session(st) as s:
         assert api.notes(s)["damagedRecords"] == 1
     # Cut after it: the damaged record is gone from the store, and from the count.
-    st.prune(T0 + 6 * MIN)
+    prune(st, T0 + 6 * MIN)
     assert read_manifest(path)["damaged"] == []
     with api.session(st) as s:
         assert api.notes(s)["damagedRecords"] == 0
@@ -105,7 +106,7 @@ def test_a_deleted_segment_takes_its_damaged_records_out_of_the_count(tmp_path: 
     _damage(first, body_of=2)
     st = Store(path)
     assert compact(st).damaged == 1
-    st.prune(T0 + 5 * MIN)  # the first segment goes whole
+    prune(st, T0 + 5 * MIN)  # the first segment goes whole
     assert not first.exists() and read_manifest(path)["damaged"] == []
     with api.session(st) as s:
         assert api.notes(s)["damagedRecords"] == 0

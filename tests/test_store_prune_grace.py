@@ -16,10 +16,12 @@ from fleet_util import KILL_AT, fill_days
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
-from jsprof.store.tables import intern, merge, prune
+from jsprof.store.retention import prune
+from jsprof.store.tables import intern, merge
 from jsprof.store.tables.compact import compact
 from jsprof.store.tables.manifest import part_path, read_manifest
 from jsprof.store.tables.merge import merge_parts
+from jsprof.store.tables.prune import prune_tables
 
 DAY = 86400e3
 T0 = 1.7e12 - (1.7e12 % DAY)  # a UTC midnight
@@ -57,7 +59,8 @@ _CHILD = KILL_AT + """
 from jsprof.store import Store
 from jsprof.store.tables import prune as c
 c._prune_hook = kill_at(sys.argv[3])
-res = Store(sys.argv[1]).prune(float(sys.argv[2]))
+from jsprof.store.retention import prune
+res = prune(Store(sys.argv[1]), float(sys.argv[2]))
 print(res.removed, res.tables_removed)
 """
 
@@ -75,7 +78,7 @@ def stores(tmp_path: Path) -> tuple[Path, dict]:
     ref = tmp_path / "ref"
     shutil.copytree(path, ref)
     st = Store(ref)
-    assert st.prune(CUT).tables_removed == 10
+    assert prune(st, CUT).tables_removed == 10
     with api.session(st) as s:
         expected = _answers(s)
     assert expected["top"]["traces"] == 14
@@ -114,11 +117,11 @@ def test_a_query_holding_the_manifest_from_before_a_prune_reads_on(stores) -> No
 def test_a_later_prune_removes_the_files_whose_grace_is_over(stores) -> None:
     path, expected = stores
     st = Store(path)
-    assert st.prune(CUT).tables_removed == 10
+    assert prune(st, CUT).tables_removed == 10
     first = {o["path"] for o in read_manifest(path)["obsolete"]}
     assert first and first <= _on_disk(path / "tables")
     # A second prune, past the first one's grace: those files go, its own stay.
-    prune.prune_tables(path, CUT + 3600e3, now=time.time() + merge.GRACE_S)
+    prune_tables(path, CUT + 3600e3, now=time.time() + merge.GRACE_S)
     man = read_manifest(path)
     assert not first & {o["path"] for o in man["obsolete"]}
     assert not first & _on_disk(path / "tables")
@@ -138,7 +141,7 @@ def test_a_prune_killed_at_any_point_loses_nothing_and_counts_nothing_twice(
         assert _answers(s) == expected
     # The prune again (the collector's next hourly one): it finishes the job.
     tdir = path / "tables"
-    st.prune(CUT)
+    prune(st, CUT)
     merge._swept.discard(str(tdir))  # the next merging process sweeps what the kill left
     merge_parts(path, now=time.time() + merge.GRACE_S)
     man = read_manifest(path)

@@ -1,5 +1,5 @@
 """Claims retired into the claim index and raw segments removed once compacted
-(store/retire.py): the store's files stay few, and an upload is still found, still a
+(store/retention.py): the store's files stay few, and an upload is still found, still a
 duplicate when sent again, and stored again once pruned."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 
 from fleet_util import make_trace, upload
 from jsprof.store import RawRemoved, Store
-from jsprof.store.retire import remove_raw, retire_claims, sweep_claims
+from jsprof.store.retention import prune, remove_raw, retire_claims, sweep_claims
 from jsprof.store.tables.compact import compact
 from jsprof.store.tables.manifest import read_manifest
 from jsprof.store.tables.merge import merge_parts
@@ -98,7 +98,7 @@ def test_runs_merge_in_tiers_and_pruned_uploads_store_again(tmp_path: Path) -> N
     assert all(f"r{i}" in st for i in range(n))
     # Pruned: gone from the store, and stored anew when sent again (newest place wins,
     # through a later merge too).
-    res = st.prune(T0 + 1)
+    res = prune(st, T0 + 1)
     assert res.removed == n
     assert "r3" not in st and st.get("r3") is None
     assert upload_again(st, "r3", trace) is True
@@ -158,7 +158,7 @@ def test_a_run_killed_before_removing_claims_is_swept(tmp_path: Path) -> None:
     path = tmp_path / "st"
     _fill(path, 50)
     st = Store(path)
-    import jsprof.store.retire as retire
+    import jsprof.store.retention as retire
 
     real = retire._remove_claim
     retire._remove_claim = lambda *a: 0  # the run dies after its index run is durable

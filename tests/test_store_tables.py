@@ -14,6 +14,7 @@ from jsprof.cli import main
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
+from jsprof.store.retention import prune
 from jsprof.store.tables.compact import compact
 from jsprof.store.tables.intern import release_key
 from jsprof.store.tables.manifest import part_path, read_manifest
@@ -97,7 +98,7 @@ def test_prune_drops_partitions_and_rewrites_only_the_cut_day(store: Store) -> N
     tdir = store.path / "tables"
     before = read_manifest(store.path)
     cut = T0 + DAY + 12 * 3600e3  # mid day 2: its 01:00 and 08:00 uploads go, 15:00 stays
-    res = store.prune(cut)
+    res = prune(store, cut)
     assert res.removed == res.tables_removed == 2 * 3 + 2 * 2
     man = read_manifest(store.path)
     days = {e["day"]: e for e in man["uploads"]}

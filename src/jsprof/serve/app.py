@@ -32,7 +32,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from ..store import RawRemoved, Store, StoreError, StoreFullError, StoreIOError, StoreUnavailable
+from ..store import (
+    RawRemoved,
+    Store,
+    StoreError,
+    StoreFullError,
+    StoreIOError,
+    StoreUnavailable,
+    retention,
+)
 from . import ingest
 from .auth import FailureThrottle, require_read, token_matches
 from .config import ServeConfig
@@ -503,7 +511,7 @@ class _Retention:
     def _run(self) -> None:
         while not self.stop.is_set():
             try:
-                res = self.store.prune(time.time() * 1000 - self.seconds * 1000)
+                res = retention.prune(self.store, time.time() * 1000 - self.seconds * 1000)
                 if res.removed:
                     print(
                         f"jsprof serve: retention removed {res.removed} uploads",

@@ -497,7 +497,7 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
 
 
 def main_compact(args: argparse.Namespace) -> int:
-    from ..store.retire import retire_claims
+    from ..store.retention import retire_claims
     from ..store.tables.compact import compact
     from ..store.tables.merge import merge_parts
 
@@ -519,11 +519,13 @@ def main_compact(args: argparse.Namespace) -> int:
 
 
 def main_prune(args: argparse.Namespace) -> int:
+    from ..store import retention
+
     _existing_store(args.store)
     age = parse_duration(args.older_than, "--older-than")
     store = _open_store(args.store)
     try:
-        res = store.prune(time.time() * 1000 - age * 1000, app=args.app)
+        res = retention.prune(store, time.time() * 1000 - age * 1000, app=args.app)
     finally:
         store.close()
     print(

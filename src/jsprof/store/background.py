@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError:
         pass
     signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
-    from . import retire
+    from . import retention
     from .store import Store
     from .tables.compact import compact
     from .tables.merge import merge_parts
@@ -208,16 +208,16 @@ def main(argv: list[str] | None = None) -> int:
         error = None
         try:
             if not swept:  # claims a killed run retired but left behind
-                retire.sweep_claims(store)
+                retention.sweep_claims(store)
                 swept = True
             compact(store, batch=BATCH)
             # Off the query path: small parts merged here, after the new ones are in.
             merge_parts(store.path)
             # The store's files stay few: claims into the claim index, old raw segments
             # (compacted and retired) deleted.
-            retire.retire_claims(store)
+            retention.retire_claims(store)
             if args.keep_raw is not None:
-                retire.remove_raw(store, args.keep_raw)
+                retention.remove_raw(store, args.keep_raw)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
             error = f"{e}" or type(e).__name__
         said.run(record_run(store.path, error), error)

@@ -2,7 +2,7 @@
 
 A claim file per upload id (`claims/<aa>/<sha256>`) is what makes `append` idempotent across
 processes (its flock) and `get` one read. Kept for ever they were ~98 % of the store's files
-(1.7 M a day at 20 uploads/s). The compactor retires them (store/retire.py): the places of
+(1.7 M a day at 20 uploads/s). The compactor retires them (store/retention.py): the places of
 durable records go into a *run* here, fsync'd and renamed into place, and only then are
 their claim files removed. A reader that finds no claim file asks the runs; one that finds
 it asks nothing else, so an id is always found in one place or the other (the claim is

@@ -37,7 +37,7 @@ class StoreIOError(StoreUnavailable):
     condition = "disk I/O error"
 
 
-def _unavailable(e: OSError, what: str) -> StoreUnavailable:
+def unavailable(e: OSError, what: str) -> StoreUnavailable:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return StoreFullError(f"{what}: no space left on the store's disk; nothing was stored")
     return StoreIOError(f"{what}: {e.strerror or e}; nothing was stored")

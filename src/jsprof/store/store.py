@@ -44,21 +44,20 @@ from .errors import (
     RawRemoved,
     StoreError,
     StoreIOError,
-    _unavailable,
+    unavailable,
 )
-from .lock import TablesLock
 from .segment import Damage, RecordHeader, SegmentError, Trailer
 
 log = logging.getLogger("jsprof.store")
 
 SEGMENT_BYTES = 64 << 20
 SEGMENT_SECONDS = 3600.0  # a quiet collector still closes a segment hourly, so prune can work
-_STORED = b"1"
+STORED = b"1"
 _PENDING = b"P"
 _NEW = ".new"  # a segment being created: locked, then renamed to its .seg name
 FINISH_SECONDS = 10.0
 PRUNED = "pruned.json"  # retention marks (Store.pruned_before)
-RAW_REMOVED = "raw-removed.json"  # segments the raw retention removed (store/retire.py)
+RAW_REMOVED = "raw-removed.json"  # segments the raw retention removed (store/retention.py)
 
 
 class PruneResult(NamedTuple):
@@ -86,23 +85,23 @@ class CheckReport(NamedTuple):
 
 
 class _Loc(NamedTuple):
-    status: bytes  # _STORED or _PENDING
+    status: bytes  # STORED or _PENDING
     segment: str | None  # None: a claim written before claims held locations ("1")
     offset: int
 
 
 def _parse_claim(data: bytes) -> _Loc | None:
     parts = data.split()
-    if parts == [_STORED]:
-        return _Loc(_STORED, None, -1)
-    if len(parts) == 3 and parts[0] in (_STORED, _PENDING) and parts[2].isdigit():
+    if parts == [STORED]:
+        return _Loc(STORED, None, -1)
+    if len(parts) == 3 and parts[0] in (STORED, _PENDING) and parts[2].isdigit():
         name = parts[1].decode("ascii", "replace")
         if name.endswith(".seg") and "/" not in name and not name.startswith("."):
             return _Loc(parts[0], name, int(parts[2]))
     return None  # empty (never stored) or unreadable: not stored
 
 
-def _read_claim(fd: int) -> _Loc | None:
+def read_claim(fd: int) -> _Loc | None:
     """Where an open claim file says its record is: its one short line (status, segment
     name, offset; see `_write_claim`) is in its first 256 bytes."""
     return _parse_claim(os.pread(fd, 256, 0))
@@ -149,7 +148,7 @@ class _Writer:
         try:
             fd = os.open(tmp, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL, 0o644)
         except OSError as e:
-            raise _unavailable(e, f"cannot create a segment in {self.segdir}") from None
+            raise unavailable(e, f"cannot create a segment in {self.segdir}") from None
         try:
             # Locked before it has its name, then renamed: another process's recover()
             # never finds this segment unlocked and takes it for a dead writer's.
@@ -164,7 +163,7 @@ class _Writer:
             _unlink(tmp if tmp is not None else path)  # empty, and ours: nothing to keep
             if tmp is None:
                 _unlink(self.opendir / name)
-            raise _unavailable(e, f"cannot create a segment in {self.segdir}") from None
+            raise unavailable(e, f"cannot create a segment in {self.segdir}") from None
         self.name, self.fd, self.size, self.seq = name, fd, 0, 0
         self.opened, self.base, self.gen = time.monotonic(), self.written, self.gen + 1
         self.time_range = seg.NO_RANGE
@@ -172,7 +171,7 @@ class _Writer:
     def _seal(self) -> None:
         """Trailer, fsync, close (under wlock); on failure the segment is abandoned."""
         try:
-            _write_all(self.fd, seg.encode_trailer(self.seq, self.time_range))
+            write_all(self.fd, seg.encode_trailer(self.seq, self.time_range))
             os.fdatasync(self.fd)
         except OSError as e:
             log.error("store: %s: cannot seal (%s); left for recovery", self.name, e.strerror)
@@ -239,12 +238,12 @@ class _Writer:
             try:
                 _write_claim(claim_fd, _PENDING, self.name, offset, claim_len)
             except OSError as e:
-                raise _unavailable(e, "cannot write the upload's claim file") from None
+                raise unavailable(e, "cannot write the upload's claim file") from None
             try:
                 _writev_all(self.fd, record.parts(self.seq))
             except OSError as e:
                 self._abandon(sync_failed=False)
-                raise _unavailable(e, f"cannot write to segment {self.name}") from None
+                raise unavailable(e, f"cannot write to segment {self.name}") from None
             name = self.name
             self.size += record.size
             self.seq += 1
@@ -351,7 +350,7 @@ class Store:
         self._claimstr = os.fspath(self._claimdir)
         self._opendir = self.path / "open"
         self._qdir = self.path / "quarantine"
-        # Claims the compactor retired (store/retire.py): asked only where no claim file is.
+        # Claims the compactor retired (store/retention.py): asked only where no claim file is.
         self._index = ClaimIndex(self._claimdir)
         try:
             new = not self._segdir.is_dir()
@@ -411,7 +410,7 @@ class Store:
                 _unlink(self._claim_path(upload_id))
                 return False
             if loc is not None:
-                if loc.status == _STORED:
+                if loc.status == STORED:
                     return False
                 # Pending: its writer died or failed after naming the place. A whole record
                 # there is this upload (made durable before saying so); else store it anew.
@@ -456,9 +455,9 @@ class Store:
                 except FileExistsError:
                     pass
                 except OSError as e:
-                    raise _unavailable(e, "cannot create a claim folder") from None
+                    raise unavailable(e, "cannot create a claim folder") from None
             except OSError as e:
-                raise _unavailable(e, "cannot create the upload's claim file") from None
+                raise unavailable(e, "cannot create the upload's claim file") from None
         if fd < 0:  # pragma: no cover - the directory vanished twice
             raise StoreError(f"{os.path.dirname(p)}: cannot create claim files")
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
@@ -584,15 +583,15 @@ class Store:
             cfd = self._claim(h.upload_id, create=True)
             assert cfd is not None
             try:
-                loc = _read_claim(cfd)
-                if loc is not None and loc.status == _STORED and loc.segment is not None:
+                loc = read_claim(cfd)
+                if loc is not None and loc.status == STORED and loc.segment is not None:
                     continue  # stored (here, or an earlier copy elsewhere): keep that
                 if loc is None and self._retired(h.upload_id) is not None:
                     _unlink(self._claim_path(h.upload_id))  # its claim was retired
                     continue
                 if check_bodies and not seg.body_ok(fd, h):
                     continue
-                _write_claim(cfd, _STORED, name, h.offset)
+                _write_claim(cfd, STORED, name, h.offset)
             finally:
                 os.close(cfd)
 
@@ -644,7 +643,7 @@ class Store:
                     buf = os.pread(fd, min(1 << 20, d.end - pos), pos)
                     if not buf:
                         break
-                    _write_all(wfd, buf)
+                    write_all(wfd, buf)
                     pos += len(buf)
                 os.fsync(wfd)
             finally:
@@ -654,28 +653,21 @@ class Store:
 
     # ---- pruning ----
 
-    def prune(self, older_than: float, app: str | None = None) -> PruneResult:
-        """Remove uploads received before `older_than` (epoch ms), only `app`'s if given.
+    def prune_segments(
+        self, older_than: float, app: str | None = None
+    ) -> tuple[PruneResult, dict[str, dict[int, int] | None]]:
+        """The raw half of a retention cut (`store/retention.py`'s `prune` runs it, with
+        the tables' half, under the tables' lock): remove the uploads received before
+        `older_than` (epoch ms), only `app`'s if given, from the segments.
 
         Segments are rewritten without those records (same record numbers, so cursors stay
         valid) and renamed into place; a segment left empty is deleted. A sealed segment
         whose trailer's time range is all newer is skipped without reading it. Open
         segments of live writers are skipped and reported. Damaged bytes are copied to
-        quarantine/ before a rewrite drops them.
+        quarantine/ before a rewrite drops them. Returns the result and the places the
+        rewrite moved: segment -> old offset -> new offset of each record kept (None:
+        the segment was deleted), which the tables' list of damaged records follows.
         """
-        self.rotate()
-        self.recover()
-        self._mark_pruned(older_than, app)
-        tables = self.path / "tables"
-        if not tables.is_dir():
-            return self._prune(older_than, app, None)
-        # Under the compaction lock: the tables' list of damaged records names places in
-        # segments that a rewrite moves; no compaction may add one between the rewrite and
-        # the tables' update (`prune_tables` moves them).
-        with TablesLock(tables):
-            return self._prune(older_than, app, tables)
-
-    def _prune(self, older_than: float, app: str | None, tables: Path | None) -> PruneResult:
         removed = kept = 0
         busy: list[str] = []
         marked = set(_listdir(self._opendir))
@@ -730,12 +722,7 @@ class Store:
             finally:
                 os.close(fd)
         self._clean_new_files()
-        n_tables = 0
-        if tables is not None:
-            from .tables.prune import prune_tables
-
-            n_tables = prune_tables(self.path, older_than, app, places, locked=True)
-        return PruneResult(removed, kept, busy, n_tables)
+        return PruneResult(removed, kept, busy), places
 
     def pruned_before(self) -> dict[str, float]:
         """Retention marks: app ("*": every app) -> epoch ms before which uploads were
@@ -750,7 +737,8 @@ class Store:
             return {}
         return {k: float(v) for k, v in doc.items() if type(v) in (int, float)}
 
-    def _mark_pruned(self, older_than: float, app: str | None) -> None:
+    def mark_pruned(self, older_than: float, app: str | None) -> None:
+        """Write the retention mark (`pruned_before`) for a cut about to be made."""
         marks = self.pruned_before()
         key = "*" if app is None else app
         if marks.get(key, float("-inf")) >= older_than:
@@ -759,7 +747,7 @@ class Store:
         tmp = self.path / (PRUNED + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _write_all(fd, orjson.dumps(marks, option=orjson.OPT_SORT_KEYS))
+            write_all(fd, orjson.dumps(marks, option=orjson.OPT_SORT_KEYS))
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -780,7 +768,7 @@ class Store:
             pos = 0
             for h in heads:
                 if h.offset not in drop:
-                    _write_all(out, os.pread(fd, h.end - h.offset, h.offset))
+                    write_all(out, os.pread(fd, h.end - h.offset, h.offset))
                     offsets[h.offset] = pos
                     if pos != h.offset:
                         moved[h.upload_id] = pos
@@ -788,7 +776,7 @@ class Store:
                     lo, hi = min(lo, h.received_at), max(hi, h.received_at)
             # The trailer counts record numbers, not records: cursors compare with it; and
             # how many records are left, for `count_uploads`.
-            _write_all(out, seg.encode_trailer(count, (lo, hi), len(heads) - len(drop)))
+            write_all(out, seg.encode_trailer(count, (lo, hi), len(heads) - len(drop)))
             os.fdatasync(out)
         finally:
             os.close(out)
@@ -800,9 +788,9 @@ class Store:
         if fd is None:
             return
         try:
-            loc = _read_claim(fd)
+            loc = read_claim(fd)
             if loc is not None and loc.segment in (name, None):
-                _write_claim(fd, _STORED, name, offset)
+                _write_claim(fd, STORED, name, offset)
         finally:
             os.close(fd)
 
@@ -811,7 +799,7 @@ class Store:
         if fd is None:
             return
         try:
-            loc = _read_claim(fd)
+            loc = read_claim(fd)
             # Only a claim that names this record (or no place): another copy stays claimed.
             if loc is None or loc.segment is None or (loc.segment, loc.offset) == (name, offset):
                 _unlink(self._claim_path(upload_id))
@@ -860,7 +848,7 @@ class Store:
         if fd is None:
             return None
         try:
-            return _read_claim(fd)
+            return read_claim(fd)
         finally:
             os.close(fd)
 
@@ -891,7 +879,7 @@ class Store:
                 try:
                     os.fdatasync(fd)
                 except OSError as e:
-                    raise _unavailable(e, f"cannot sync segment {loc.segment}") from None
+                    raise unavailable(e, f"cannot sync segment {loc.segment}") from None
             return found
         finally:
             os.close(fd)
@@ -946,7 +934,7 @@ class Store:
         loc = self._lookup(upload_id)
         if loc is None:
             return self._retired(upload_id) is not None
-        return loc.status == _STORED or self._whole_at(loc, upload_id) is not None
+        return loc.status == STORED or self._whole_at(loc, upload_id) is not None
 
     def __len__(self) -> int:
         """Uploads stored: reads every record header (O(store); for tests and tools)."""
@@ -969,7 +957,7 @@ class Store:
             place = self._retired(upload_id)
             if place is None:
                 return None
-            loc = _Loc(_STORED, place.segment, place.offset)
+            loc = _Loc(STORED, place.segment, place.offset)
             if not (self._segdir / place.segment).exists():  # so _retired found it removed
                 raise RawRemoved(
                     f"{upload_id!r}: compacted, and its raw record removed since by the raw "
@@ -1140,7 +1128,7 @@ def _mark_stored(fd: int, upload_id: str) -> None:
     """`P` -> `1` in place: one byte over an allocated block, which a full disk cannot
     refuse. If it fails anyway the record is durable and its claim still names it."""
     try:
-        os.pwrite(fd, _STORED, 0)
+        os.pwrite(fd, STORED, 0)
     except OSError as e:
         log.error("store: %r stored, but its claim not marked (%s)", upload_id, e.strerror)
 
@@ -1179,7 +1167,7 @@ def _unlink(path: str | Path) -> None:
         pass
 
 
-def _write_all(fd: int, data: bytes) -> None:
+def write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         n = os.write(fd, view)
@@ -1190,7 +1178,7 @@ def _writev_all(fd: int, parts: list[bytes]) -> None:
     n = os.writev(fd, parts)
     total = sum(len(p) for p in parts)
     if n < total:  # a short write (rare on regular files): finish it from where it stopped
-        _write_all(fd, b"".join(parts)[n:])
+        write_all(fd, b"".join(parts)[n:])
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

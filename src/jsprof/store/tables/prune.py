@@ -30,7 +30,8 @@ def prune_tables(
     now: float | None = None, grace: float = GRACE_S,
 ) -> int:
     """Remove from the tables the uploads received before `older_than` (epoch ms), only
-    `app`'s if given: what `Store.prune` does to the raw uploads. Returns uploads removed.
+    `app`'s if given: what `Store.prune_segments` does to the raw uploads
+    (`store/retention.py` runs both). Returns uploads removed.
 
     `places`: the segments the prune rewrote (old offset -> new offset of each record
     kept) or deleted (None): the damaged records listed there move with them, or leave

@@ -1,4 +1,16 @@
-"""What the compactor retires, so the store's files stay few: claims, and raw segments.
+"""What leaves the store, and when: the retention cut, raw segments once compacted, and
+claims. Every step here holds the tables' lock (`lock.py`), the one lock of every writer
+of the tables (compaction, merging) too, so none of them sees the store half-changed.
+
+**The retention cut.** `prune(store, older_than, app)` (`jsprof serve prune`, and
+`--retention` in the collector) removes the uploads received before the cut from the raw
+segments (`Store.prune_segments`) and from the tables (`tables/prune.py`) under one hold
+of the lock: the tables' list of damaged records names places in segments that the
+rewrite moves, and no compaction may add one between the rewrite and the tables' update.
+The retention mark (`Store.pruned_before`) is written first, so a query never counts a
+pruned upload whatever it read before or during the cut.
+
+What the compactor retires, so the store's files stay few:
 
 **Claims.** Every durable record's claim file (`claims/<aa>/<sha256>`, one per upload) is
 moved into a run of the claim index (claimindex.py): the places are written in a run,
@@ -18,8 +30,7 @@ its claims are retired, the segment is only needed to give a trace back as uploa
 quarantine/ and naming the segment in `raw-removed.json` (a retried upload whose record
 was there is still a duplicate; `get` says the raw trace was removed).
 
-Both run in the collector's compactor process, under the tables' lock (prune rewrites
-segments and claims under it).
+Both run in the collector's compactor process.
 """
 
 from __future__ import annotations
@@ -35,11 +46,28 @@ from . import segment as seg
 from .claimindex import ClaimIndex, key_of
 from .lock import TablesLock
 from .segment import Damage, RecordHeader
+from .tables.prune import prune_tables
 
 # Records looked at per run of `retire_claims`: bounds its memory and how long it holds
 # the tables' lock (a backlog is retired over several runs).
 BATCH = 20_000
 KEEP_RAW_S = 7 * 86400.0  # default of --keep-raw
+
+
+def prune(store: Any, older_than: float, app: str | None = None) -> Any:
+    """Remove the uploads received before `older_than` (epoch ms), only `app`'s if given,
+    from the raw segments and the tables; returns the store's `PruneResult` (with
+    `tables_removed`). Open segments of live writers are skipped and reported (`busy`)."""
+    store.rotate()
+    store.recover()
+    store.mark_pruned(older_than, app)
+    tdir = Path(store.path) / "tables"
+    if not tdir.is_dir():
+        return store.prune_segments(older_than, app)[0]
+    with TablesLock(tdir):
+        res, places = store.prune_segments(older_than, app)
+        n = prune_tables(store.path, older_than, app, places, locked=True)
+    return res._replace(tables_removed=n)
 
 
 class Retired(NamedTuple):
@@ -103,31 +131,31 @@ def _claim_state(store: Any, upload_id: str, name: str, offset: int) -> str:
     """"here": the claim says this record, durable; "elsewhere": another copy (or an old
     claim without a place); "pending": not marked durable; "empty": a failed append (its
     record cut or about to be); "none": no claim file (retired before, its run lost)."""
-    from .store import _STORED, _read_claim
+    from .store import STORED, read_claim
 
     fd = store._claim(upload_id, create=False)  # noqa: SLF001 - waits for an append of it
     if fd is None:
         return "none"
     try:
-        loc = _read_claim(fd)
+        loc = read_claim(fd)
     finally:
         os.close(fd)
     if loc is None:
         return "empty"
-    if loc.status != _STORED:
+    if loc.status != STORED:
         return "pending" if (loc.segment, loc.offset) == (name, offset) else "elsewhere"
     return "here" if (loc.segment, loc.offset) == (name, offset) else "elsewhere"
 
 
 def _remove_claim(store: Any, upload_id: str, name: str, offset: int) -> int:
-    from .store import _STORED, _read_claim
+    from .store import STORED, read_claim
 
     fd = store._claim(upload_id, create=False)  # noqa: SLF001
     if fd is None:
         return 0
     try:
-        loc = _read_claim(fd)
-        if loc is not None and (loc.status, loc.segment, loc.offset) == (_STORED, name, offset):
+        loc = read_claim(fd)
+        if loc is not None and (loc.status, loc.segment, loc.offset) == (STORED, name, offset):
             os.unlink(store._claim_path(upload_id))  # noqa: SLF001 - under its flock
             return 1
         return 0
@@ -141,7 +169,7 @@ def sweep_claims(store: Any) -> int:
     """Remove claim files whose place a run holds already (a compactor killed between
     writing a run and removing the claims it retired). Once per compactor process; costs a
     look at every claim file, which are few."""
-    from .store import _STORED, _read_claim
+    from .store import STORED, read_claim
 
     index: ClaimIndex = store._index  # noqa: SLF001
     if not index.runs():
@@ -176,9 +204,9 @@ def sweep_claims(store: Any) -> int:
                     import fcntl
 
                     fcntl.flock(fd, fcntl.LOCK_EX)
-                    loc = _read_claim(fd)
+                    loc = read_claim(fd)
                     if loc is not None and (loc.status, loc.segment, loc.offset) == (
-                        _STORED, place.segment, place.offset
+                        STORED, place.segment, place.offset
                     ):
                         os.unlink(path)
                         removed += 1
@@ -241,14 +269,14 @@ def remove_raw(store: Any, keep_s: float, now: float | None = None) -> list[str]
 def _mark_removed(store: Any, name: str, now: float) -> None:
     """Name the segment in raw-removed.json (durable) before it goes."""
     from .durable import fsync_dir
-    from .store import RAW_REMOVED, _write_all
+    from .store import RAW_REMOVED, write_all
 
     marks = store.raw_removed()
     marks[name] = now
     tmp = Path(store.path) / (RAW_REMOVED + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
-        _write_all(fd, orjson.dumps(marks, option=orjson.OPT_SORT_KEYS))
+        write_all(fd, orjson.dumps(marks, option=orjson.OPT_SORT_KEYS))
         os.fsync(fd)
     finally:
         os.close(fd)
