@@ -169,13 +169,15 @@ class _StoreCollector:
             "jsprof_store_table_parts", "Part files the query tables' manifest lists",
             value=health.table_parts(path),
         )
-        use = health.disk_use(path)
+        use = health.current_disk_use(path, st)
         b = GaugeMetricFamily(
-            "jsprof_store_bytes", "Bytes the store takes on disk, by top-level folder",
+            "jsprof_store_bytes",
+            "Bytes the store takes on disk, by top-level folder (at most 10 s old)",
             labels=["dir"],
         )
         f = GaugeMetricFamily(
-            "jsprof_store_files", "Files in the store, by top-level folder", labels=["dir"]
+            "jsprof_store_files", "Files in the store, by top-level folder (at most 10 s old)",
+            labels=["dir"],
         )
         for name in sorted(use.bytes):
             b.add_metric([name], use.bytes[name])
@@ -299,7 +301,7 @@ def status(store: Any, compacting: bool) -> dict[str, Any]:
 
     lag = health.compaction_lag(store)
     st = health.read_status(store.path)
-    use = health.disk_use(store.path)
+    use = health.current_disk_use(store.path, st)
     return {
         "compactor": {
             "enabled": compacting,

@@ -28,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 
-from .health import FAILING_AFTER, record_run
+from .health import FAILING_AFTER, disk_use, disk_use_due, read_status, record_run
 
 log = logging.getLogger("jsprof.store")
 
@@ -220,7 +220,15 @@ def main(argv: list[str] | None = None) -> int:
                 retention.remove_raw(store, args.keep_raw)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
             error = f"{e}" or type(e).__name__
-        said.run(record_run(store.path, error), error)
+        # The store's disk use for scrapes (they never walk it themselves while this is
+        # fresh): walked here, off the request path, every few runs.
+        disk = None
+        if disk_use_due(read_status(store.path)):
+            try:
+                disk = disk_use(store.path)
+            except OSError:
+                disk = None
+        said.run(record_run(store.path, error, disk=disk), error)
         # A run compacts everything stored when it reached the end: wait before the next,
         # so a steady trickle makes parts of a few seconds' uploads, not one each.
         time.sleep(args.interval)

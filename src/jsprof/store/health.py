@@ -8,13 +8,20 @@ The compactor runs in a process of its own (store/background.py), so what it did
 in a small file in the store's root, `compactor.json` (not under tables/: a compactor that
 fails because it cannot write tables/ must still be able to say so):
     {"lastRunAt", "lastSuccessAt", "lastFailureAt", "lastError", "consecutiveFailures",
-     "failuresTotal", "runsTotal", "pid"}
+     "failuresTotal", "runsTotal", "pid", "diskUse": {"at", "bytes", "files"}}
 Replaced atomically after each run (no fsync: it is a report, not data).
+
+Disk use costs a walk of the store (a stat of every file), so a scrape of `/metrics` or
+`/v1/status` never walks it on its own: it takes the compactor's `diskUse` (walked after
+a run, at most every DISK_USE_EVERY_S / 2 seconds) while that is at most DISK_USE_EVERY_S
+old, else this process's own walk, made at most once per DISK_USE_EVERY_S
+(`current_disk_use`). `jsprof serve check` walks (`disk_use`): it runs once.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +37,9 @@ STATUS = "compactor.json"
 # one failed run can be a race with a prune or a full disk for a moment; three in a row at
 # the default 5 s interval is a compactor that does not recover by itself.
 FAILING_AFTER = 3
+# How old the disk use a scrape reports may be: a store's bytes move by a compactor run's
+# worth at most meanwhile (a few seconds of uploads), and Prometheus scrapes every 15-60 s.
+DISK_USE_EVERY_S = 10.0
 
 
 def read_status(store_path: str | os.PathLike) -> dict[str, Any]:
@@ -41,12 +51,16 @@ def read_status(store_path: str | os.PathLike) -> dict[str, Any]:
     return doc if type(doc) is dict else {}
 
 
-def record_run(store_path: str | os.PathLike, error: str | None, now: float | None = None) -> dict:
-    """Add one compactor run (failed with `error`, or succeeded) to the store's report;
-    returns the new report. Never raises: a report that cannot be written is logged by
-    the caller's own failure (the run's error says why)."""
+def record_run(store_path: str | os.PathLike, error: str | None, now: float | None = None,
+               disk: DiskUse | None = None) -> dict:
+    """Add one compactor run (failed with `error`, or succeeded) to the store's report,
+    with the store's disk use if walked (`disk`, as of `now`); returns the new report.
+    Never raises: a report that cannot be written is logged by the caller's own failure
+    (the run's error says why)."""
     now = time.time() if now is None else now
     doc = read_status(store_path)
+    if disk is not None:
+        doc["diskUse"] = {"at": now, "bytes": disk.bytes, "files": disk.files}
     doc["runsTotal"] = int(doc.get("runsTotal", 0)) + 1
     doc["lastRunAt"] = now
     doc["pid"] = os.getpid()
@@ -177,6 +191,53 @@ def disk_use(store_path: str | os.PathLike) -> DiskUse:
         sizes[key] = b
         files[key] = n
     return DiskUse(sizes, files)
+
+
+def disk_use_due(status: dict[str, Any], now: float | None = None) -> bool:
+    """Whether the compactor should walk the store after this run: its report's disk use is
+    older than half DISK_USE_EVERY_S (so a scrape always finds it fresh enough)."""
+    now = time.time() if now is None else now
+    at = (status.get("diskUse") or {}).get("at")
+    return type(at) not in (int, float) or now - at >= DISK_USE_EVERY_S / 2
+
+
+def _reported(status: dict[str, Any], now: float, every: float) -> DiskUse | None:
+    doc = status.get("diskUse")
+    if not isinstance(doc, dict) or type(doc.get("at")) not in (int, float):
+        return None
+    if not 0 <= now - doc["at"] <= every:
+        return None
+    b, f = doc.get("bytes"), doc.get("files")
+    if not isinstance(b, dict) or not isinstance(f, dict):
+        return None
+    return DiskUse({str(k): int(v) for k, v in b.items()}, {str(k): int(v) for k, v in f.items()})
+
+
+# This process's last walk of each store: path -> (when, what). One walk at a time: a
+# scrape that comes while another walks waits for it and takes its result.
+_walked: dict[str, tuple[float, DiskUse]] = {}
+_walk_lock = threading.Lock()
+
+
+def current_disk_use(store_path: str | os.PathLike, status: dict[str, Any] | None = None,
+                     now: float | None = None, every: float | None = None) -> DiskUse:
+    """The store's disk use at most `every` seconds old, at bounded cost: the compactor's
+    report (`status`: `read_status`'s, read by the caller anyway) when fresh enough, else
+    this process's last walk, else a walk (at most one per `every` seconds per process;
+    default DISK_USE_EVERY_S)."""
+    now = time.time() if now is None else now
+    every = DISK_USE_EVERY_S if every is None else every
+    got = _reported(status if status is not None else read_status(store_path), now, every)
+    if got is not None:
+        return got
+    key = os.fspath(store_path)
+    with _walk_lock:
+        last = _walked.get(key)
+        if last is not None and 0 <= now - last[0] <= every:
+            return last[1]
+        use = disk_use(store_path)
+        _walked[key] = (now, use)
+        return use
 
 
 def _allocated(st: os.stat_result) -> int:
