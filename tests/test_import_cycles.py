@@ -137,3 +137,11 @@ def test_the_store_imports_no_private_name_of_another_module() -> None:
                 found += [f"{p.relative_to(SRC)}: {a.name}" for a in node.names
                           if a.name.startswith("_")]
     assert found == []
+
+
+def test_the_fleet_reads_the_tables_through_one_module() -> None:
+    """fleet/ imports of the store's tables go through `store/tables/view.py` alone."""
+    g = import_graph()
+    used = {d for m, deps in g.items() if m.startswith("jsprof.fleet")
+            for d in deps if d.startswith("jsprof.store.tables")}
+    assert used == {"jsprof.store.tables.view"}
