@@ -769,3 +769,42 @@ def test_record_of_a_page_with_a_missing_script_keeps_the_rest_and_exits_1(
     rec = load(str(out))
     assert rec.tracks[0].meta["error"] == first
     assert "spin" in {f.name for f in rec.tracks[0].trace.frames}
+
+
+def test_the_load_rules_wait_after_the_page_went_quiet_is_dropped(
+    browser: Browser, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `--until load` waits QUIET_MS after the page's last task, then jsprof stops the
+    # profilers: examples/app.js's 320 ms of work came out 72 % idle, 480-600 ms of it
+    # that trailing wait. It is dropped (and said), as Node's exit wait is; the page's own
+    # idle between its tasks stays.
+    from jsprof.render.summary import print_recording_summary
+
+    page = tmp_path / "p.js"
+    page.write_text(
+        "function spin(ms) { const end = performance.now() + ms;"
+        " while (performance.now() < end); }\n"
+        "function first() { spin(150); }\nfunction second() { spin(100); }\n"
+        "first(); setTimeout(second, 300);\n"
+    )
+    rec = record_chromium(str(page), 1.0, browser=browser)
+    main = rec.tracks[0]
+    tr = main.trace
+    assert main.meta["exit"] == "ok"
+    dropped = main.meta["quietWaitDropped"]
+    assert dropped["samples"] > 0 and dropped["ms"] > 0
+    on = [{tr.frames[f].name for f in tr.stack_frames(s)} if s >= 0 else set()
+          for s in tr.sample_stack.tolist()]
+    last_second = max(i for i, names in enumerate(on) if "second" in names)
+    # nothing idle (no stack, no marker) after the page's last JavaScript
+    after = list(zip(tr.sample_stack[last_second + 1:].tolist(),
+                     tr.sample_marker[last_second + 1:].tolist(), strict=True))
+    assert all(s >= 0 or m >= 0 for s, m in after), after
+    # the timer's 300 ms between first and second is the page's own idle: kept
+    first_end = max(i for i, names in enumerate(on) if "first" in names)
+    between = tr.sample_time[first_end + 1:last_second]
+    assert len(between) and float(between[-1] - between[0]) >= 200
+    capsys.readouterr()
+    print_recording_summary(rec, None)
+    text = capsys.readouterr().err
+    assert f"dropped {dropped['samples']} samples" in text and "went quiet" in text, text

@@ -51,6 +51,8 @@ class TrackMeta(TypedDict, total=False):
     lostWindowMs: list[float]
     # Node: the samples of Node's wait for jsprof after the program's 'exit', dropped
     exitWaitDropped: dict[str, float]  # {"samples": n, "ms": how much shorter}
+    # Chromium: the idle samples of jsprof's wait for the --until load rule's quiet, dropped
+    quietWaitDropped: dict[str, float]  # {"samples": n, "ms": how much shorter}
     # QuickJS's sampler
     clock: str  # "cpu": a sample per interval of the runtime's CPU time; "wall" (or absent)
     samples: int
@@ -107,6 +109,7 @@ CLOCKS = (WALL, CPU)
 AGGREGATED = "aggregated"
 BUFFER_FULL = "bufferFull"
 EXIT_WAIT_DROPPED = "exitWaitDropped"
+QUIET_WAIT_DROPPED = "quietWaitDropped"
 # The profiled program's command lines: a script's `args`, a command's `command` and each
 # of its processes' `argv` may hold anything (a token, a password). They stay in the local
 # recording and are never sent: `jsprof upload` leaves them out and the collector drops them.

@@ -225,6 +225,46 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[in
 _WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
 
 
+def drop_after_last_work(profile: dict) -> tuple[dict, int, float]:
+    """A page thread's profile without its trailing wait: the samples after its last one
+    with a stack or a GC, and the "(program)" run right after that (the rendering that
+    followed it), are "(idle)", "(program)" or jsprof's probes with idle between them (the
+    `--until load` rule's QUIET_MS, the stop). A thread with no such sample is kept
+    whole. Returns (profile, samples dropped, ms the profile got shorter), as
+    drop_exit_wait does; no kept sample changes its time."""
+    nodes = profile.get("nodes") or []
+    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
+    if not len(samples):
+        return profile, 0, 0.0
+
+    def ids(name: str) -> np.ndarray:
+        return np.asarray([n["id"] for n in nodes
+                           if (n.get("callFrame") or {}).get("functionName") == name
+                           and not (n.get("callFrame") or {}).get("url")], dtype=np.int64)
+
+    program = np.isin(samples, ids("(program)"))
+    # "(root)": a sample of jsprof's own probe, its frames stripped (helper.strip_internal)
+    waiting = np.isin(samples, np.concatenate([ids("(idle)"), ids("(root)")])) | program
+    work = np.flatnonzero(~waiting)
+    if not len(work):
+        return profile, 0, 0.0
+    keep = int(work[-1]) + 1
+    while keep < len(samples) and program[keep]:
+        keep += 1
+    n = len(samples) - keep
+    if n == 0:
+        return profile, 0, 0.0
+    deltas = list(profile.get("timeDeltas") or [])
+    ts = np.cumsum(np.asarray(deltas, dtype=np.int64)) + int(profile.get("startTime", 0))
+    out = dict(profile)
+    out["samples"] = samples[:keep].tolist()
+    out["timeDeltas"] = deltas[:keep]
+    out["endTime"] = int(ts[keep - 1])
+    parent = {c: nd["id"] for nd in nodes for c in nd.get("children") or ()}
+    out["nodes"] = _prune_unsampled(nodes, parent, out["samples"])
+    return out, n, float(ts[-1] - ts[keep - 1]) / 1000.0
+
+
 def drop_exit_wait(profile: dict, end_us: float, prune: bool = True) -> tuple[dict, int, float]:
     """The main thread's profile without Node's wait for jsprof after the program ended
     (`end_us`, V8's clock: the hook's 'exit' listener). After its 'exit' event Node waits

@@ -10,7 +10,14 @@ import re
 import sys
 from typing import TYPE_CHECKING
 
-from ..meta import BUFFER_FULL, CAPTURE_LATENCY_MS, CPU, EXIT_WAIT_DROPPED, clock_of
+from ..meta import (
+    BUFFER_FULL,
+    CAPTURE_LATENCY_MS,
+    CPU,
+    EXIT_WAIT_DROPPED,
+    QUIET_WAIT_DROPPED,
+    clock_of,
+)
 from ..words import plural, printable, printable_lines
 
 # rich is imported by the functions that print with it: `jsprof record` imports this
@@ -236,6 +243,13 @@ def _summary_lines(
                 f"[dim]  dropped {plural(int(waited['samples']), 'sample')} "
                 f"({float(waited.get('ms') or 0):.1f} ms) after the program ended: Node "
                 "waiting for jsprof to take the profile, not the program's time[/dim]"
+            )
+        quiet = t.meta.get(QUIET_WAIT_DROPPED)
+        if isinstance(quiet, dict) and quiet.get("samples"):
+            yield (
+                f"[dim]  dropped {plural(int(quiet['samples']), 'sample')} "
+                f"({float(quiet.get('ms') or 0):.1f} ms) after the page went quiet: jsprof "
+                "waiting for it to stay so (--until load), not the page's time[/dim]"
             )
         if t.meta.get(BUFFER_FULL):
             name = escape(printable(t.name))

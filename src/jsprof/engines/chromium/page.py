@@ -370,10 +370,15 @@ class PageSession:
         return out[:MEASURES_MAX]
 
     def recording(
-        self, requested_ms: float, rename: Callable[[str], str] | None = None
+        self,
+        requested_ms: float,
+        rename: Callable[[str], str] | None = None,
+        quiet_end: bool = False,
     ) -> tuple[list[Track], list[str]]:
         """The threads' tracks (and what was lost). `rename` respells every script URL:
-        the served local files' `file://` names (serve.PageServer.file_url)."""
+        the served local files' `file://` names (serve.PageServer.file_url). `quiet_end`:
+        the --until load rule ended the page; each thread's trailing wait is dropped
+        (JSThread.to_track)."""
         mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
         tracks: list[Track] = []
         lost: list[str] = []
@@ -387,7 +392,7 @@ class PageSession:
             seen[base] = seen.get(base, 0) + 1
             th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
         for th in self.threads:
-            t = th.to_track(requested_ms, mono_to_epoch_us, rename)
+            t = th.to_track(requested_ms, mono_to_epoch_us, rename, quiet_end=quiet_end)
             if t is not None:
                 tracks.append(t)
             elif th.lost:

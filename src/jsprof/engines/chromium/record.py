@@ -135,7 +135,9 @@ def _record_in(
                 th.collect(None)
     # A served local file is named by its file:// URL, not by the server's random port.
     rename = server.file_url if server is not None else None
-    tracks, lost = page.recording(effective_interval(sample_interval), rename)
+    # ended by the load rule: what followed the page going quiet is jsprof's wait
+    quiet_end = how == "ok" and until_expr is None
+    tracks, lost = page.recording(effective_interval(sample_interval), rename, quiet_end)
     if not tracks:
         code = browser.proc.poll()
         raise EngineError(
