@@ -2,7 +2,7 @@
 Chromium.
 
     .venv/bin/python benchmarks/bench_viewer_transforms.py [--samples 3000000]
-        [--stacks 500000] [--repeat 3]
+        [--stacks 500000] [--repeat 3] [--before DIR]
 
 For one synthetic recording (bench_trace's generator: deep varied stacks), opens the page
 `jsprof flame` writes and applies each transform kind in turn (through the link's `tf=`,
@@ -16,11 +16,19 @@ as the menu does), printing per kind the best of --repeat of:
 each also as a ratio to the page's own search over the same tree (`jsprof-search`, one
 keystroke), measured in the same run: the machine is shared, and ratios move less than
 times. Then the time to switch to the Bottom-up and Call tree tables, untransformed.
+
+`--before DIR`: another version's viewer scripts (flame.js and viewer_*.js, e.g.
+`git archive REV src/jsprof/render | tar -x -C /tmp/b` and DIR /tmp/b/src/jsprof/render):
+the same page with those scripts in place of this version's (and its Content-Security-
+Policy's hashes for them) is opened beside it, each kind applied in both pages in turn,
+and `view` is given for both and as a ratio now / before.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import json
 import os
 import sys
@@ -56,11 +64,45 @@ def _wait(page: object, expr: str) -> None:
         time.sleep(0.005)
 
 
+def _sha(text: str) -> str:
+    return base64.b64encode(hashlib.sha256(text.encode()).digest()).decode()
+
+
+def _with_scripts(page_html: str, before_dir: str) -> str:
+    """The page with another version's viewer scripts inlined in place of this version's
+    (each <script> is one file's text, pinned by its hash in the page's CSP)."""
+    from jsprof.render import flame
+
+    names = (*flame.VIEWER_MODULES, "flame.js")
+    mine = (*flame.viewer_modules(), flame.flame_script())
+    for name, text in zip(names, mine, strict=True):
+        with open(os.path.join(before_dir, name), encoding="utf-8") as fh:
+            old = fh.read()
+        tag = f"<script>{text}</script>"
+        assert page_html.count(tag) == 1, name
+        page_html = page_html.replace(tag, f"<script>{old}</script>")
+        page_html = page_html.replace(f"'sha256-{_sha(text)}'", f"'sha256-{_sha(old)}'")
+    return page_html
+
+
+def _open(b: object, path: str) -> object:
+    page = b.new_page(viewport={"width": 1280, "height": 800})  # type: ignore[attr-defined]
+    page.goto("file://" + path, wait_until="commit", timeout=300_000)
+    _wait(page, "document.readyState === 'complete' && !!document.body.dataset.ready")
+    return page
+
+
+def _apply(page: object, tf: str) -> None:
+    page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(tf))}")  # type: ignore[attr-defined]
+    _wait(page, f"document.body.dataset.transforms === '{1 if tf else 0}'")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--samples", type=int, default=3_000_000)
     ap.add_argument("--stacks", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--before", metavar="DIR", help="another version's viewer scripts")
     a = ap.parse_args()
 
     rec = synthetic(a.samples, a.stacks)
@@ -78,7 +120,7 @@ def main() -> None:
     specs = [f"merge:{name}", f"merge-node:{p3}", f"focus-subtree:{p3}", f"focus:{name}",
              f"collapse:{name}", f"collapse-resource:{res}", f"collapse-recursion:{name}",
              f"drop:{name}", f"collapse-direct-recursion:{name}", f"hide-repeating:{p3}",
-             f"ignore:{res.rsplit('/', 1)[-1]}$"]
+             f"ignore:{res.rsplit('/', 1)[-1]}$", f"focus-resource:{res}"]
     t0 = time.perf_counter()
     page_html = render_flame(tree, "html", title="synthetic", rec=rec)
     print(f"{a.samples} samples, {a.stacks} stacks: {len(tree.parent)} tree nodes, "
@@ -89,10 +131,14 @@ def main() -> None:
         path_html = os.path.join(tmp, "viewer.html")
         with open(path_html, "w", encoding="utf-8") as fh:
             fh.write(page_html)
+        old_html = None
+        if a.before:
+            old_html = os.path.join(tmp, "before.html")
+            with open(old_html, "w", encoding="utf-8") as fh:
+                fh.write(_with_scripts(page_html, a.before))
         with playwright_chromium() as b:
-            page = b.new_page(viewport={"width": 1280, "height": 800})
-            page.goto("file://" + path_html, wait_until="commit", timeout=300_000)
-            _wait(page, "document.readyState === 'complete' && !!document.body.dataset.ready")
+            page = _open(b, path_html)
+            old = _open(b, old_html) if old_html else None
             # the baseline: one search keystroke's own work over the same tree
             page.fill("#fg-search", name)
             _wait(page, "document.getElementById('fg-status').textContent"
@@ -101,26 +147,40 @@ def main() -> None:
             page.fill("#fg-search", "")
             print(f"baseline: a search's own work {base:.0f} ms")
             # the first step of a visit also compiles the page's code: timed apart
-            for tf in (specs[0], ""):
-                page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(tf))}")
-                _wait(page, f"document.body.dataset.transforms === '{1 if tf else 0}'")
-                if tf:
-                    print(f"first step of the visit ({tf.split(':')[0]}), applied and drawn: "
-                          f"{page.evaluate(_LAST, 'jsprof-transform-view'):.0f} ms")
-            print(f"{'transform':<28} {'apply ms':>9} {'view ms':>8} {'ratio':>6} {'frames':>7}")
+            for p, who in ((page, "now"), (old, "before")):
+                if p is None:
+                    continue
+                for tf in (specs[0], ""):
+                    _apply(p, tf)
+                    if tf:
+                        print(f"first step of the visit ({tf.split(':')[0]}), applied and drawn, "
+                              f"{who}: {p.evaluate(_LAST, 'jsprof-transform-view'):.0f} ms")
+            cols = f"{'transform':<26} {'apply ms':>9} {'view ms':>8} {'ratio':>6} {'frames':>7}"
+            if old:
+                cols += f" {'before apply':>13} {'before view':>12} {'now/before':>11}"
+            print(cols)
             worst = 0.0
             for spec in specs:
-                applied, viewed = [], []
+                got: dict[str, tuple[list[float], list[float]]] = {"now": ([], []),
+                                                                   "before": ([], [])}
                 for _ in range(a.repeat):
-                    for tf in ("", spec):
-                        page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(tf))}")
-                        _wait(page, f"document.body.dataset.transforms === '{1 if tf else 0}'")
-                    applied.append(page.evaluate(_LAST, "jsprof-transform"))
-                    viewed.append(page.evaluate(_LAST, "jsprof-transform-view"))
+                    # the two pages in turn, each from the complete profile to the step
+                    for p, who in ((page, "now"), (old, "before")):
+                        if p is None:
+                            continue
+                        for tf in ("", spec):
+                            _apply(p, tf)
+                        got[who][0].append(p.evaluate(_LAST, "jsprof-transform"))
+                        got[who][1].append(p.evaluate(_LAST, "jsprof-transform-view"))
+                applied, viewed = got["now"]
                 frames = page.evaluate("jsprofFrames().length")
                 worst = max(worst, min(viewed))
-                print(f"{spec.split(':')[0]:<28} {min(applied):>9.0f} {min(viewed):>8.0f} "
-                      f"{min(viewed) / base:>6.1f} {frames:>7}")
+                line = (f"{spec.split(':')[0]:<26} {min(applied):>9.0f} {min(viewed):>8.0f} "
+                        f"{min(viewed) / base:>6.1f} {frames:>7}")
+                if old:
+                    oa, ov = got["before"]
+                    line += f" {min(oa):>13.0f} {min(ov):>12.0f} {min(viewed) / min(ov):>11.2f}"
+                print(line)
             print(f"slowest transform, applied and drawn: {worst:.0f} ms (goal <= 200)")
             for v in ("bottomup", "calltree"):
                 print(f"switch to {v}: {page.evaluate(_VIEW, v):.0f} ms")

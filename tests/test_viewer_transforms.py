@@ -179,6 +179,32 @@ def test_focus_on_resource_by_hand_from_the_menu_key_and_the_link(browser, hand_
     assert page.errors == []
 
 
+def test_a_scripts_sibling_frames_collapse_into_one(browser, tmp_path):
+    """main calls lib1 and lib2 (both lib.js) and app's B: collapse-resource:*lib.js makes
+    main>lib.js one frame of both (the page builds the step without look-ups where no two
+    children can meet, so this is the case it must see)."""
+    from jsprof.trace import Recording, TraceBuilder
+
+    b = TraceBuilder()
+    app, lib = b.resource_id("file:///srv/app.js"), b.resource_id("file:///srv/lib.js")
+    fr = {n: b.frame_id(n, lib if n.startswith("lib") else app, k + 1, 1)
+          for k, n in enumerate(("main", "lib1", "lib2", "B", "C"))}
+    stacks = [("main", "lib1"), ("main", "lib2"), ("main", "lib2", "C"), ("main", "B"),
+              ("main", "lib1", "C"), ("main", "lib1", "C")]
+    for t, st in enumerate(stacks):
+        b.add_sample(float(t), b.stack_id([fr[n] for n in st]))
+    jsprof.save(Recording.of(b.build(), sample_interval=1.0), tmp_path / "sib.jsprof.json")
+    page = open_page(browser, write_page(tmp_path / "sib.jsprof.json",
+                                         tmp_path / "sib.html").as_uri(), "flame")
+    _apply(page, ["collapse-resource:*lib.js"])
+    assert _page_paths(page) == {("main", "lib.js"): 2.0, ("main", "lib.js", "C"): 3.0,
+                                 ("main", "B"): 1.0}
+    # one frame each (the paths above would sum two frames of one path alike)
+    assert sorted((f["name"], f["depth"]) for f in _frames(page)) == [
+        ("B", 2), ("C", 3), ("all", 0), ("lib.js", 2), ("main", 1)]
+    assert page.errors == []
+
+
 def test_the_pages_own_kinds_by_hand(browser, hand_page):
     page = open_page(browser, hand_page.as_uri(), "flame")
     # fib called by fib joins its caller; fib called through A stays

@@ -308,9 +308,16 @@
     return fnHits ? fnHits[ftree().fn[thin[i - N][0]]] : 0;
   }
   // Fill colours as bytes (the fills are hsl() strings from flame.py, or the page's own).
-  var RGB = [];
+  // Per fill id, 0xRRGGBB (-1: not worked out yet): a typed array, read for every frame
+  // painted (a sparse [] of arrays cost a 3M-sample page's paint a third of its time).
+  var RGB = null;
   function rgbOf(f) {
-    if (RGB[f]) return RGB[f];
+    if (!RGB || f >= RGB.length) {
+      var grown = new Int32Array(Math.max(FILLS.length, f + 1) + 64).fill(-1);
+      if (RGB) grown.set(RGB);
+      RGB = grown;
+    }
+    if (RGB[f] >= 0) return RGB[f];
     var m = /hsl\((-?[\d.]+),\s*([\d.]+)%,\s*([\d.]+)%\)/.exec(FILLS[f]) || [0, 0, 0, 50];
     var h = ((+m[1] % 360) + 360) % 360 / 360, s = m[2] / 100, l = m[3] / 100;
     var q = l < 0.5 ? l * (1 + s) : l + s - l * s, p = 2 * l - q;
@@ -319,7 +326,7 @@
       var v = t < 1 / 6 ? p + (q - p) * 6 * t : t < 1 / 2 ? q : t < 2 / 3 ? p + (q - p) * (2 / 3 - t) * 6 : p;
       return Math.round(v * 255);
     }
-    return (RGB[f] = [ch(h + 1 / 3), ch(h), ch(h - 1 / 3)]);
+    return (RGB[f] = ch(h + 1 / 3) << 16 | ch(h) << 8 | ch(h - 1 / 3));
   }
   // Painting costs the window's pixels, not the frames: each visible row is one scanline of
   // device pixels, every frame adding its colour weighted by how much of each pixel it
@@ -366,6 +373,7 @@
         if (x0 < 0) x0 = 0;
         if (x1 > PW) x1 = PW;
         var hit = hitOf(i), c = rgbOf(hit ? HITF : (i < N ? FL[i] : TFILL[i - N])), a = FADE[i] ? 0.45 : 1;
+        var cr = c >> 16, cg = c >> 8 & 255, cb = c & 255;
         // A search dims what does not match (its matches keep full colour and an outline).
         if (query && !hit) a *= DIM;
         else if (hit && outlined.length <= MAXOUT) outlined.push(i, y);
@@ -374,7 +382,7 @@
         if (c1 > hi) hi = c1;
         for (var p = c0; p < c1; p++) {
           var cov = a * (Math.min(p + 1, x1) - Math.max(p, x0));
-          accR[p] += c[0] * cov; accG[p] += c[1] * cov; accB[p] += c[2] * cov; accA[p] += cov;
+          accR[p] += cr * cov; accG[p] += cg * cov; accB[p] += cb * cov; accA[p] += cov;
         }
         if (w >= 3 * charW + 6) labels.push(i, y);
       }
@@ -636,7 +644,7 @@
     if (!(Wd[zoomed] > 0)) zoomTo(0); else zoomTo(zoomed);
     laidOut = "";
     rangeBar();
-    if (view === "flame") { layout(); search(input ? input.value : ""); }
+    if (view === "flame") { search(input ? input.value : "", true); layout(); }
     selWatch.forEach(function (fn) { fn(); });
   }
   // Indices of `low` (and `lowLoc`) containing q; `prev` (the last query's matches, when q
@@ -656,7 +664,19 @@
     return out;
   }
   var last = {q: "", names: null, locs: null, fns: null};
-  function search(q) {
+  // Per function of tree I: 1 where a node of it has time in T (I's totals, or a range's
+  // or a track's); worked out once per tree and totals, not on every keystroke.
+  var hasTime = {I: null, T: null, has: null};
+  function fnsWithTime(I, T) {
+    if (hasTime.I !== I || hasTime.T !== T) {
+      var has = new Uint8Array(I.fname.length), F = I.fn;
+      for (var i = 0; i < F.length; i++) if (T[i] > 0) has[F[i]] = 1;
+      hasTime = {I: I, T: T, has: has};
+    }
+    return hasTime.has;
+  }
+  // `later`: the caller lays out and paints next (one paint, not two).
+  function search(q, later) {
     var t0 = performance.now();
     query = (q || "").toLowerCase();
     var ext = last.q && query.indexOf(last.q) === 0;
@@ -690,21 +710,20 @@
     var T = X_ ? curTot(X_) : null;
     if (query && T) {
       // Every node of the tree, parents first: a node under a match is inside it already.
-      var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn), seenFn = new Uint8Array(fnHit.length);
+      var P = X_.parent, F = X_.fn, nn = P.length, under = new Uint8Array(nn), has = fnsWithTime(X_, T);
       sum = 0;
-      nfn = 0;
       for (i = 0; i < nn; i++) {
-        var f = F[i];
-        if (fnHit[f] && !seenFn[f] && T[i] > 0) { seenFn[f] = 1; nfn++; }
         var p = P[i];
         if (p >= 0 && under[p]) { under[i] = 1; continue; }
-        if (fnHit[f]) { under[i] = 1; sum += T[i]; }
+        if (fnHit[F[i]]) { under[i] = 1; sum += T[i]; }
       }
+      nfn = 0;
+      for (var f = 0; f < fnHit.length; f++) if (fnHit[f] && has[f]) nfn++;
     }
     lastSearch = {q: q, nfn: nfn, share: Wd[0] > 0 ? (100 * sum / Wd[0]) : 0, sum: sum, count: count};
     fnHits = fnHit;
     countHits();
-    paint();
+    if (!later) paint();
     searchStatus();
     // The benchmark reads the search's own work (matching, shares and the repaint).
     if (performance.measure) performance.measure("jsprof-search", {start: t0});
@@ -902,8 +921,8 @@
       useTrack(+trackSel.value);
       if (SEL.range && SMP) { computeSel(SEL.range); applyWidths(); rangeBar(); selWatch.forEach(function (fn) { fn(); }); }
       zoomTo(zoomed);
+      search(input ? input.value : "", true);
       layout();
-      search(input ? input.value : "");
     });
     var tk = P.track !== undefined ? D.tracks.indexOf(P.track) : -1;
     if (tk >= 0) { trackSel.value = String(tk); useTrack(tk); }
@@ -1028,7 +1047,7 @@
       });
     }
     fills.push(HIT);
-    FILLS = fills; fillIx = fx; HITF = fills.length - 1; RGB = [];
+    FILLS = fills; fillIx = fx; HITF = fills.length - 1; RGB = null;
     FT = {parent: T.parent, fn: T.fn, tot: T.tot, n: T.n, fname: fns.name, floc: fns.loc, low: fns.low,
       lowLoc: fns.lowLoc, tt: T.tt};
     framesChanged();
@@ -1053,7 +1072,7 @@
     hits = new Uint8Array(N); fnHits = null;
     last = {q: "", names: null, locs: null, fns: null};
     kidW = kStart = kList = kSorted = drawnAt = fillByName = null;
-    RGB = [];
+    RGB = null;
     hovered = focused = -1;
     laidOut = "";
     X = X0; Wd = W0;
@@ -1079,7 +1098,7 @@
     if (!TF.length) restoreFrames(); else if (T) useFrames(T);
     tfBar();
     ["bottomup", "calltree"].forEach(function (k) { if (views[k] && views[k].redraw) views[k].redraw(); });
-    if (view === "flame") { layout(); search(input ? input.value : ""); }
+    if (view === "flame") { search(input ? input.value : "", true); layout(); }
     doc.body.setAttribute("data-transforms", String(TF.length));
     // The benchmark reads this: the transforms applied, the frames laid out and drawn.
     if (performance.measure) performance.measure("jsprof-transform-view", {start: t0});
@@ -1319,8 +1338,8 @@
     if (trackSel && D.tracks && D.tracks.length > 1) trackSel.hidden = name !== "flame";
     if (name === "flame") {
       if (input) input.placeholder = "Search frames ( / )";
+      search(input ? input.value : "", true);
       layout();
-      search(input ? input.value : "");
     } else {
       if (reset) reset.style.visibility = "hidden";
       views[name].show(p);

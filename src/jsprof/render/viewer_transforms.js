@@ -157,10 +157,10 @@
   // The new tree a step builds: nodes interned by (parent, function), parents first, in an
   // open-addressing hash of typed arrays (a Map of 500,000 keys was most of a step's time).
   // Most new nodes stand for one old node, whose children had distinct functions: their
-  // children need no look-up (`fast`, where a step keeps functions as they are). Such a
-  // node is "pure"; once a second old node maps to it (`same`), the children it has are put
-  // in the hash and later ones are looked up.
-  function Builder(cap, fast) {
+  // children need no look-up. Such a node is "pure"; once a second old node maps to it, or
+  // two of its children may get one function (collapse-resource), the step says so
+  // (`same`): the children it has are put in the hash and later ones are looked up.
+  function Builder(cap) {
     var parent = new Int32Array(cap + 2), fn = new Int32Array(cap + 2), n = 0, size = 1;
     var pure = new Uint8Array(cap + 2), first = new Int32Array(cap + 2), next = new Int32Array(cap + 2);
     while (size < 2 * (cap + 2)) size *= 2;
@@ -177,7 +177,7 @@
       parent[id] = p;
       fn[id] = f;
       first[id] = -1;
-      pure[id] = fast ? 1 : 0;
+      pure[id] = 1;
       b.n = n;
       return id;
     }
@@ -209,8 +209,9 @@
   // One step over tree T: {tree, matched}. `fresh` is T's node -> the new tree's node (-1:
   // no node: dropped, or charged to "(merged)").
   function applyOne(T, t) {
-    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = Builder(nn, t.kind !== "collapse-resource");
+    var fns = T.fns, P = T.parent, F = T.fn, nn = P.length, b = Builder(nn);
     var nu = new Int32Array(nn).fill(-1), matched = false, i, p, f;
+    var NOST = fns.nostack;  // (no loop that reads it makes a function: it stays this array)
     // The new node of a root's parent is -1, as is "no node": `at(p)` reads both alike.
     function at(x) { return x < 0 ? -1 : nu[x]; }
     var kind = t.kind, hit = null, present = new Uint8Array(fns.count());
@@ -247,7 +248,7 @@
     if (kind === "merge" || kind === "ignore" || kind === "focus-resource") {
       var keepIdle = kind !== "focus-resource";
       for (i = 0; i < nn; i++) {
-        if (fns.nostack[F[i]] && P[i] < 0) { if (keepIdle) nu[i] = b.push(-1, F[i]); continue; }
+        if (NOST[F[i]] && P[i] < 0) { if (keepIdle) nu[i] = b.push(-1, F[i]); continue; }
         if (hit[F[i]]) b.same(nu[i] = at(P[i]));
         else nu[i] = b.push(at(P[i]), F[i]);
       }
@@ -278,7 +279,7 @@
       for (i = 0; i < nn; i++) {
         p = P[i];
         if (p >= 0 && flag[p]) { b.same(nu[i] = nu[p]); flag[i] = 1; }
-        else { nu[i] = b.push(at(p), F[i]); flag[i] = fns.nostack[F[i]] ? 0 : hit[F[i]]; }
+        else { nu[i] = b.push(at(p), F[i]); flag[i] = NOST[F[i]] ? 0 : hit[F[i]]; }
       }
     } else if (kind === "collapse-direct-recursion") {
       for (i = 0; i < nn; i++) {
@@ -294,7 +295,7 @@
         p = P[i];
         f = F[i];
         var up = p < 0 ? (focus ? ABOVE : null) : seen[p];
-        if (fns.nostack[f] && p < 0) {
+        if (NOST[f] && p < 0) {
           if (!focus) nu[i] = b.push(-1, f);
           seen[i] = ABOVE;
           continue;
@@ -322,7 +323,11 @@
           var g = script[r];
           if (g === undefined) g = script[r] = fns.make(scriptLabel(fns.resUrl[r]), fns.resUrl[r], r);
           if (p >= 0 && leaf[p] === g) { b.same(nu[i] = nu[p]); leaf[i] = g; continue; }
-          nu[i] = b.push(at(p), g);
+          // two old children of one parent may both become this script's frame: that
+          // parent's children are looked up (the others' need no look-up)
+          var np = at(p);
+          b.same(np);
+          nu[i] = b.push(np, g);
           leaf[i] = g;
         } else {
           nu[i] = b.push(at(p), f);
@@ -339,24 +344,29 @@
     // The new tree's own times: each old node's, at its new node. A sample whose path is
     // gone is dropped (focus, drop) or charged to "(merged)" (what the command line does).
     var drops = DROPS.indexOf(kind) >= 0, merged = -1;
-    var tracks = T.ts ? T.ts.length : 0;
+    // (the columns in locals: trees of different shapes pass through here, and a property
+    // read in a loop of 500,000 went megamorphic)
+    var tracks = T.ts ? T.ts.length : 0, TS = T.self, TSN = T.selfN;
     var lost = [];
-    for (i = 0; i < nn; i++) {
-      if (nu[i] < 0 && !drops && (T.self[i] > 0 || T.selfN[i] > 0)) lost.push(i);
+    if (!drops) {
+      for (i = 0; i < nn; i++) if (nu[i] < 0 && (TS[i] > 0 || TSN[i] > 0)) lost.push(i);
     }
     if (lost.length) {
       merged = b.push(-1, fns.make(MERGED, "", -1));
       for (var j = 0; j < lost.length; j++) nu[lost[j]] = merged;
     }
-    var m = b.n, self = new Float64Array(m), selfN = new Float64Array(m);
-    var ts = tracks ? T.ts.map(function () { return new Float64Array(m); }) : null;
+    var m = b.n, self = new Float64Array(m), selfN = new Float64Array(m), x;
     for (i = 0; i < nn; i++) {
-      var x = nu[i];
+      x = nu[i];
       if (x < 0) continue;
-      self[x] += T.self[i];
-      selfN[x] += T.selfN[i];
-      for (var q = 0; q < tracks; q++) ts[q][x] += T.ts[q][i];
+      self[x] += TS[i];
+      selfN[x] += TSN[i];
     }
+    var ts = tracks ? T.ts.map(function (src) {
+      var dst = new Float64Array(m);
+      for (var r = 0; r < nn; r++) if (nu[r] >= 0) dst[nu[r]] += src[r];
+      return dst;
+    }) : null;
     var out = JV.finishTree({parent: b.parent.slice(0, m), fn: b.fn.slice(0, m), self: self,
       selfN: selfN, ts: ts, fns: fns, base: false});
     return {tree: out, matched: matched};

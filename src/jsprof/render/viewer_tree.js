@@ -219,36 +219,46 @@
   // first, after a root frame standing for all (node -1). Columns: depth, x and width (ms),
   // node.
   function flameLayout(T, minMs) {
-    var K = kids(T), TOT = T.tot, cap = 1024, m = 1;
-    var d = new Int32Array(cap), x = new Float64Array(cap), w = new Float64Array(cap), node = new Int32Array(cap);
+    // One pass over the tree (parents come first) finds the drawn nodes: wide enough and
+    // under a drawn parent; only those (tens of thousands of 500,000) get children lists.
+    var nn = T.parent.length, P = T.parent, TOT = T.tot, i, p, k, j;
+    var kix = new Int32Array(nn), knode = new Int32Array(nn), kpar = new Int32Array(nn), K = 0;
+    for (i = 0; i < nn; i++) {
+      var t = TOT[i];
+      if (!(t >= minMs && t > 0)) { kix[i] = -1; continue; }
+      p = P[i];
+      if (p >= 0 && kix[p] < 0) { kix[i] = -1; continue; }
+      kix[i] = K;
+      knode[K] = i;
+      kpar[K++] = p < 0 ? -1 : kix[p];
+    }
+    // children of each drawn node (K: the roots), widest first, ties by node number
+    var start = new Int32Array(K + 2), list = new Int32Array(K);
+    for (k = 0; k < K; k++) start[(kpar[k] < 0 ? K : kpar[k]) + 1]++;
+    for (k = 0; k <= K; k++) start[k + 1] += start[k];
+    var fill = start.slice(0, K + 1);
+    for (k = 0; k < K; k++) list[fill[kpar[k] < 0 ? K : kpar[k]]++] = k;
+    function wider(a, b) { return (TOT[knode[b]] - TOT[knode[a]]) || (a - b); }
+    for (k = 0; k <= K; k++) if (start[k + 1] - start[k] > 1) list.subarray(start[k], start[k + 1]).sort(wider);
+    // depth first, each node's children after it, placed left to right from its x
+    var m = K + 1, d = new Int32Array(m), x = new Float64Array(m), w = new Float64Array(m), node = new Int32Array(m);
     d[0] = 0; x[0] = 0; w[0] = T.total; node[0] = -1;
-    function kept(a, b) {
-      var out = [];
-      for (var j = a; j < b; j++) {
-        var c = K.list[j];
-        if (TOT[c] >= minMs && TOT[c] > 0) out.push(c);
+    var kd = new Int32Array(K), kx = new Float64Array(K), stack = new Int32Array(K), sp = 0, at = 1;
+    function place(g, depth, cx) {
+      for (j = start[g]; j < start[g + 1]; j++) {
+        var c = list[j];
+        kd[c] = depth; kx[c] = cx; cx += TOT[knode[c]];
       }
-      if (out.length > 1) out.sort(function (p, q) { return (TOT[q] - TOT[p]) || (p - q); });
-      return out;
+      for (j = start[g + 1] - 1; j >= start[g]; j--) stack[sp++] = list[j];
     }
-    var nn = T.parent.length, stack = [], rs = kept(K.start[nn], K.start[nn + 1]), x0 = 0, j, items = [];
-    for (j = 0; j < rs.length; j++) { items.push([rs[j], 1, x0]); x0 += TOT[rs[j]]; }
-    for (j = items.length - 1; j >= 0; j--) stack.push(items[j]);
-    while (stack.length) {
-      var it = stack.pop(), i = it[0];
-      if (m === cap) {
-        cap *= 2;
-        var d2 = new Int32Array(cap), x2 = new Float64Array(cap), w2 = new Float64Array(cap), n2 = new Int32Array(cap);
-        d2.set(d); x2.set(x); w2.set(w); n2.set(node);
-        d = d2; x = x2; w = w2; node = n2;
-      }
-      d[m] = it[1]; x[m] = it[2]; w[m] = TOT[i]; node[m] = i; m++;
-      var ks = kept(K.start[i], K.start[i + 1]), cx = it[2];
-      items = [];
-      for (j = 0; j < ks.length; j++) { items.push([ks[j], it[1] + 1, cx]); cx += TOT[ks[j]]; }
-      for (j = items.length - 1; j >= 0; j--) stack.push(items[j]);
+    place(K, 1, 0);
+    while (sp) {
+      k = stack[--sp];
+      i = knode[k];
+      d[at] = kd[k]; x[at] = kx[k]; w[at] = TOT[i]; node[at] = i; at++;
+      place(k, kd[k] + 1, kx[k]);
     }
-    return {d: d.subarray(0, m), x: x.subarray(0, m), w: w.subarray(0, m), node: node.subarray(0, m)};
+    return {d: d, x: x, w: w, node: node};
   }
 
   JV.flameLayout = flameLayout;
