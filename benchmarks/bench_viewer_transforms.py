@@ -12,6 +12,10 @@ as the menu does), printing per kind the best of --repeat of:
 - view: applying it, laying the Flame view out again and drawing it
   (`jsprof-transform-view`; goal <= 200 ms at 3M samples); the visit's first step (which
   also compiles the page's code) is timed apart, before the table;
+- cpu: the page's main thread's CPU time over the same (DevTools' `ThreadTime` metric read
+  before and after one call that sets the link and waits for the page to show it): on a
+  shared machine the wall times above include the time the thread waited for a core, this
+  does not;
 
 each also as a ratio to the page's own search over the same tree (`jsprof-search`, one
 keystroke), measured in the same run: the machine is shared, and ratios move less than
@@ -92,9 +96,36 @@ def _open(b: object, path: str) -> object:
     return page
 
 
-def _apply(page: object, tf: str) -> None:
-    page.evaluate(f"location.hash = 'view=flame&tf=' + {json.dumps(quote(tf))}")  # type: ignore[attr-defined]
+# Sets the link's transforms and resolves once the page shows them (one call: no polling
+# on the page's thread while it works).
+_SET = """(tf) => new Promise(done => {
+  const want = tf ? "1" : "0";
+  if (document.body.dataset.transforms === want && location.hash.endsWith(tf)) return done();
+  const seen = new MutationObserver(() => {
+    if (document.body.dataset.transforms === want) { seen.disconnect(); done(); }
+  });
+  seen.observe(document.body, {attributes: true});
+  location.hash = "view=flame&tf=" + tf;
+})"""
+
+
+def _thread_ms(cdp: object) -> float:
+    got = cdp.send("Performance.getMetrics")["metrics"]  # type: ignore[attr-defined]
+    return 1000.0 * next(m["value"] for m in got if m["name"] == "ThreadTime")
+
+
+def _apply(page: object, tf: str, cdp: object | None = None) -> float:
+    """Apply `tf` by the link; the main thread's CPU ms it took (with `cdp`)."""
+    t0 = _thread_ms(cdp) if cdp else 0.0
+    page.evaluate(_SET, quote(tf))  # type: ignore[attr-defined]
     _wait(page, f"document.body.dataset.transforms === '{1 if tf else 0}'")
+    return _thread_ms(cdp) - t0 if cdp else 0.0
+
+
+def _cdp(page: object) -> object:
+    cdp = page.context.new_cdp_session(page)  # type: ignore[attr-defined]
+    cdp.send("Performance.enable", {"timeDomain": "threadTicks"})
+    return cdp
 
 
 def main() -> None:
@@ -139,6 +170,7 @@ def main() -> None:
         with playwright_chromium() as b:
             page = _open(b, path_html)
             old = _open(b, old_html) if old_html else None
+            cdps = {"now": _cdp(page), "before": _cdp(old) if old else None}
             # the baseline: one search keystroke's own work over the same tree
             page.fill("#fg-search", name)
             _wait(page, "document.getElementById('fg-status').textContent"
@@ -155,31 +187,34 @@ def main() -> None:
                     if tf:
                         print(f"first step of the visit ({tf.split(':')[0]}), applied and drawn, "
                               f"{who}: {p.evaluate(_LAST, 'jsprof-transform-view'):.0f} ms")
-            cols = f"{'transform':<26} {'apply ms':>9} {'view ms':>8} {'ratio':>6} {'frames':>7}"
+            cols = (f"{'transform':<26} {'apply ms':>9} {'view ms':>8} {'ratio':>6} {'cpu ms':>7} "
+                    f"{'frames':>7}")
             if old:
-                cols += f" {'before apply':>13} {'before view':>12} {'now/before':>11}"
+                cols += (f" {'before apply':>13} {'before view':>12} {'before cpu':>11} "
+                         f"{'view now/before':>16} {'cpu now/before':>15}")
             print(cols)
             worst = 0.0
             for spec in specs:
-                got: dict[str, tuple[list[float], list[float]]] = {"now": ([], []),
-                                                                   "before": ([], [])}
+                got: dict[str, tuple[list[float], ...]] = {"now": ([], [], []),
+                                                           "before": ([], [], [])}
                 for _ in range(a.repeat):
                     # the two pages in turn, each from the complete profile to the step
                     for p, who in ((page, "now"), (old, "before")):
                         if p is None:
                             continue
-                        for tf in ("", spec):
-                            _apply(p, tf)
+                        _apply(p, "")
+                        got[who][2].append(_apply(p, spec, cdps[who]))
                         got[who][0].append(p.evaluate(_LAST, "jsprof-transform"))
                         got[who][1].append(p.evaluate(_LAST, "jsprof-transform-view"))
-                applied, viewed = got["now"]
+                applied, viewed, cpu = got["now"]
                 frames = page.evaluate("jsprofFrames().length")
                 worst = max(worst, min(viewed))
                 line = (f"{spec.split(':')[0]:<26} {min(applied):>9.0f} {min(viewed):>8.0f} "
-                        f"{min(viewed) / base:>6.1f} {frames:>7}")
+                        f"{min(viewed) / base:>6.1f} {min(cpu):>7.0f} {frames:>7}")
                 if old:
-                    oa, ov = got["before"]
-                    line += f" {min(oa):>13.0f} {min(ov):>12.0f} {min(viewed) / min(ov):>11.2f}"
+                    oa, ov, oc = got["before"]
+                    line += (f" {min(oa):>13.0f} {min(ov):>12.0f} {min(oc):>11.0f} "
+                             f"{min(viewed) / min(ov):>16.2f} {min(cpu) / min(oc):>15.2f}")
                 print(line)
             print(f"slowest transform, applied and drawn: {worst:.0f} ms (goal <= 200)")
             for v in ("bottomup", "calltree"):

@@ -1023,15 +1023,18 @@
     var grey = fillId("hsl(220,8%,78%)"), maxD = 0;
     NM = new Int32Array(m); LC = new Int32Array(m); FL = new Int32Array(m);
     SELF = new Float64Array(m); CNT = new Int32Array(m);
+    // (each function's fill id worked out once, not once a frame)
+    var fidOf = new Int32Array(nf).fill(-1), TF_ = T.fn, TS_ = T.self, TN_ = T.n, LN = L.node, LD_ = L.d;
     for (j = 0; j < m; j++) {
-      var x = L.node[j];
-      if (L.d[j] > maxD) maxD = L.d[j];
+      var x = LN[j];
+      if (LD_[j] > maxD) maxD = LD_[j];
       if (x < 0) { NM[j] = LC[j] = nf; FL[j] = grey; continue; }
-      f = T.fn[x];
+      f = TF_[x];
       NM[j] = LC[j] = f;
-      FL[j] = fillId(fns.fillOf(f));
-      SELF[j] = T.self[x];
-      CNT[j] = Math.round(T.n[x]);
+      if (fidOf[f] < 0) fidOf[f] = fillId(fns.fillOf(f));
+      FL[j] = fidOf[f];
+      SELF[j] = TS_[x];
+      CNT[j] = Math.round(TN_[x]);
     }
     DEP = L.d; X0 = L.x; W0 = L.w; TN = L.node;
     D.names = names; D.locs = locs; D.total = T.total; D.height = (maxD + 1) * ROW;
