@@ -350,3 +350,34 @@ def test_report_tables_are_plain_with_titles_on_their_own_line():
     per_class = lines[lines.index("per class") + 1].split()
     assert per_class == ["class", "methods", "calls", "self", "ms"]
     assert not any(c in r.stderr for c in "│┃━")
+
+
+ACORN = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist" / "acorn.mjs"
+
+
+@pytest.mark.npm
+@pytest.mark.parametrize("engine", ENGINES)
+def test_scripts_using_the_patched_builtins_run_as_without_instrument(engine, tmp_path):
+    # The runtime patches Object.defineProperties, Reflect.getPrototypeOf and
+    # Reflect.defineProperty; each called itself through the patched global, so a script
+    # using one overflowed the stack: acorn (Object.defineProperties of its prototype
+    # accessors) could not be instrumented at all.
+    if engine == "node":
+        _need_node()
+    shutil.copy(ACORN, tmp_path / "acorn.mjs")
+    app = tmp_path / "app.mjs"
+    app.write_text(
+        'import { parse } from "./acorn.mjs";\n'
+        "class Shape { area() { return 1; } }\n"
+        "const s = new Shape();\n"
+        "const m = (value) => ({ value, writable: true, configurable: true });\n"
+        "Object.defineProperties(Shape.prototype, { twice: m(function () { return 2; }) });\n"
+        'Reflect.defineProperty(Shape.prototype, "thrice", m(function () { return 3; }));\n'
+        "const same = Reflect.getPrototypeOf(s) === Shape.prototype;\n"
+        'const ast = parse("let x = s.area() + s.twice() + s.thrice()", {ecmaVersion: 2022});\n'
+        "console.log(same, ast.body[0].type, s.area() + s.twice() + s.thrice());\n"
+    )
+    res = run_instrumented(app, ["*"], engine=engine)
+    calls = {r.name: r.calls for r in res.rows}
+    assert calls == {"Shape.constructor": 1, "Shape.area": 1, "Shape.twice": 1,
+                     "Shape.thrice": 1}, calls

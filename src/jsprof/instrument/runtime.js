@@ -26,6 +26,13 @@
   const ownKeys = R.ownKeys;
   const rset = R.set;
   const defineProperty = O.defineProperty;
+  // The originals the patched ones below call: once installed, O.defineProperties and
+  // R.getPrototypeOf/R.defineProperty are the patched ones (calling them through O and R
+  // recursed until the stack overflowed: acorn's Object.defineProperties of its
+  // prototype accessors, under `instrument --watch Parser`).
+  const defineProperties = O.defineProperties;
+  const reflectGetPrototypeOf = R.getPrototypeOf;
+  const reflectDefineProperty = R.defineProperty;
   const getOwnPropertyDescriptor = O.getOwnPropertyDescriptor;
   const getPrototypeOf = O.getPrototypeOf;
   const setPrototypeOf = O.setPrototypeOf;
@@ -444,7 +451,7 @@
       return p === chainProxy ? O.prototype : p;
     },
     reflectGetPrototypeOf(o) {
-      const p = R.getPrototypeOf(o);
+      const p = reflectGetPrototypeOf(o);
       return p === chainProxy ? O.prototype : p;
     },
     defineProperty(o, k, d) {
@@ -453,12 +460,12 @@
       return r;
     },
     defineProperties(o, ds) {
-      const r = O.defineProperties(o, ds);
+      const r = defineProperties(o, ds);
       if (owners.has(o)) for (const k of ownKeys(O(ds))) noteAdded(o, k);
       return r;
     },
     reflectDefineProperty(o, k, d) {
-      const r = R.defineProperty(o, k, d);
+      const r = reflectDefineProperty(o, k, d);
       if (r && owners.has(o)) noteAdded(o, k);
       return r;
     },
@@ -473,10 +480,10 @@
   }
   install(Function.prototype, "toString", patched.toString, fnToString);
   install(O, "getPrototypeOf", patched.getPrototypeOf, getPrototypeOf);
-  install(R, "getPrototypeOf", patched.reflectGetPrototypeOf, R.getPrototypeOf);
+  install(R, "getPrototypeOf", patched.reflectGetPrototypeOf, reflectGetPrototypeOf);
   install(O, "defineProperty", patched.defineProperty, defineProperty);
-  install(O, "defineProperties", patched.defineProperties, O.defineProperties);
-  install(R, "defineProperty", patched.reflectDefineProperty, R.defineProperty);
+  install(O, "defineProperties", patched.defineProperties, defineProperties);
+  install(R, "defineProperty", patched.reflectDefineProperty, reflectDefineProperty);
   const protoDesc = getOwnPropertyDescriptor(O.prototype, "__proto__");
   if (protoDesc && protoDesc.get) {
     const origGet = protoDesc.get;
