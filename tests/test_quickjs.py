@@ -19,7 +19,7 @@ from jsprof.engines import QuickJS
 from jsprof.engines.quickjs import MIN_INTERVAL_MS, ProfilerSession
 from jsprof.errors import JSError, UsageError
 from jsprof.record import record, run
-from jsprof.trace import ProfilerTrace, sample_weights
+from jsprof.trace import ProfilerTrace, lost_ms, sample_weights
 
 DATA = Path(__file__).parent / "data" / "quickjs"
 
@@ -191,12 +191,18 @@ def test_split_50_30_20(interval: float) -> None:
     trace = session.stop()
     took = {n: rt.eval(f"took.{n}") for n in ("fifty", "thirty", "twenty")}
     counts = {n: inclusive_ms(trace, n, interval) for n in ("fifty", "thirty", "twenty")}
-    total = sum(counts.values())
-    assert total > 900, counts
+    # A stall longer than the gap cap (100 ms) is time no sample stands for: the recording
+    # says how much (lost_ms, as report's "+N ms lost"), not in which function. Beside 6
+    # busy loops at load 24, 3 of 8 recordings lost 12-196 ms, each function short of its
+    # `took` by its part of that and no more.
+    lost = lost_ms(trace, interval)
+    total, took_all = sum(counts.values()), sum(took.values())
+    tol = 0.03 * took_all  # 3 points of the whole
+    assert total + lost > 900, (counts, lost)
+    assert abs(total + lost - took_all) <= tol, (counts, lost, took)
     for name in ("fifty", "thirty", "twenty"):
-        got = 100 * counts[name] / total
-        want = 100 * took[name] / sum(took.values())
-        assert abs(got - want) <= 3, (name, got, want, counts, took)
+        assert took[name] - lost - tol <= counts[name] <= took[name] + tol, (
+            name, counts, lost, took)
 
 
 def test_deep_recursion_fully_captured() -> None:
