@@ -55,6 +55,7 @@ def self_counts(trace: ProfilerTrace) -> dict[str, int]:
     return out
 
 
+@pytest.mark.under_load
 def test_split_within_3_points(browser: Browser) -> None:
     # Busy loops timed by the wall clock: on a loaded 2-core machine a burst of
     # descheduling can skew one run, so two retries are allowed (all runs are reported).
@@ -74,6 +75,7 @@ def test_split_within_3_points(browser: Browser) -> None:
     pytest.fail(f"split off by more than 3 points: {shares}")
 
 
+@pytest.mark.under_load
 def test_worker_is_its_own_track(browser: Browser) -> None:
     out = io.StringIO()
     rec = record_chromium(str(DATA / "worker.html"), 0.5, browser=browser, stdout=out)
@@ -471,6 +473,7 @@ def _tick_samples(out: Path) -> int:
     )
 
 
+@pytest.mark.under_load
 def test_ctrl_c_keeps_the_samples(tmp_path: Path) -> None:
     code, err, out = _record_forever(tmp_path, "sigint")
     assert code == 130, err

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import jsprof
 from jsprof.trace import sample_weights
 
@@ -33,6 +35,7 @@ def run(*args, **kw):
     )
 
 
+@pytest.mark.under_load
 def test_record_writes_trace_and_summary(tmp_path):
     app = _script(tmp_path, BUSY.replace("MS", "150"))
     p = run("record", "--interval", "0.5", app, cwd=tmp_path)

@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 import jsprof
 from jsprof.trace import Recording, TraceBuilder, Track
 
@@ -54,6 +56,7 @@ def test_tree_counts_roots_below_the_threshold(tmp_path):
     assert "more below" not in lines[-1] and lines[-1].startswith("└─") and "tiny" in lines[-1]
 
 
+@pytest.mark.under_load
 def test_record_summary_and_report_give_one_time(tmp_path):
     script = tmp_path / "busy.js"
     script.write_text("function f(){let x=0;for(let i=0;i<2e6;i++)x+=i;return x}\n"

@@ -47,3 +47,14 @@ def test_dev_requirements_are_every_extras_own():
     bad = subprocess.run([sys.executable, str(ROOT / "tools" / "extra_requirements.py"), "nope"],
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "no extra 'nope'" in bad.stderr
+
+
+def test_test_ends_with_the_sampling_tests_beside_busy_loops():
+    # (#37) the files of every test marked under_load, beside busy loops, after the suite
+    last = _plan("test")[-1]
+    assert last.startswith("JSPROF_NO_SKIP=1 .venv/bin/python tools/under_load.py --per-cpu 3 ")
+    assert "-m under_load" in last
+    marked = {p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").glob("test_*.py")
+              if "\n@pytest.mark.under_load" in p.read_text()}
+    assert {"tests/test_quickjs.py", "tests/test_node.py", "tests/test_chromium.py"} <= marked
+    assert marked == {w for w in last.split() if w.startswith("tests/")}, last

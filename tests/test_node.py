@@ -74,6 +74,11 @@ def _alive(pid: int) -> bool:
         return False
 
 
+# Not under_load (make test-load): beside 6 busy loops V8's sampler falls behind (279-1,198
+# ms of gaps over 2 ms in a 1.3-2.1 s recording) and misplaces tens of ms between the three
+# functions (off their own timed ms by up to 70 ms each): the nominal split failed in 10 of
+# 16 recordings, each function's timed ms in 15 of 16. An accuracy test needs a sampler that
+# keeps up.
 def test_known_split_within_3_points():
     # Busy loops timed by the wall clock: on a loaded 2-core machine a burst of
     # descheduling can skew one run, so one retry is allowed (both runs are reported).
@@ -121,6 +126,7 @@ def test_names_lines_columns_as_v8_reports_them():
     "how,exit_,code",
     [("normal", "ok", 0), ("throw", "error", 1), ("exit", "error", 3)],
 )
+@pytest.mark.under_load
 def test_each_ending_yields_the_trace(how, exit_, code, capfd):
     rec = record_node(JS / "ending.js", args=[how], sample_interval=1.0)
     t = rec.tracks[0]
@@ -135,6 +141,7 @@ def test_each_ending_yields_the_trace(how, exit_, code, capfd):
         assert "boom from ending.js" in err
 
 
+@pytest.mark.under_load
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_stops_the_profiler_then_node(tmp_path, sig):
     out = tmp_path / "out.jsprof.json"

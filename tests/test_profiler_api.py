@@ -22,6 +22,7 @@ def frame_names(trace) -> set[str]:
     return {f.name for f in trace.frames}
 
 
+@pytest.mark.under_load
 def test_python_session_states_and_interval() -> None:
     rt = QuickJS()
     before = rt.now()
@@ -56,6 +57,7 @@ def test_buffer_full_callback_stops_with_exactly_max_samples() -> None:
     assert trace.num_samples == 7 and s.meta["bufferFull"] is True
 
 
+@pytest.mark.under_load
 def test_two_python_sessions_share_the_sampler() -> None:
     rt = QuickJS()
     fast = rt.profiler(sample_interval=0.5)
@@ -120,6 +122,7 @@ def test_js_global_without_permission_throws_not_allowed() -> None:
     rt.profiler().stop()  # the embedder itself may still profile from Python
 
 
+@pytest.mark.under_load
 def test_js_and_python_sessions_together() -> None:
     rt = QuickJS()
     py = rt.profiler(sample_interval=1)

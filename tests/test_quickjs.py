@@ -179,6 +179,7 @@ def _timed_split() -> str:
 
 
 # The sampler tests that matter run at 1 ms and at QuickJS's minimum interval.
+@pytest.mark.under_load
 @pytest.mark.parametrize("interval", [1.0, 0.1])
 def test_split_50_30_20(interval: float) -> None:
     # The split file's three functions, each timed from outside its call as well: on a
@@ -310,6 +311,7 @@ def test_hot_line(interval: float) -> None:
     assert lines[5] / len(in_work) > 0.9
 
 
+@pytest.mark.under_load
 @pytest.mark.parametrize("interval", [1.0, 0.1])
 def test_idle_samples_have_no_stack(interval: float) -> None:
     src = textwrap.dedent(
@@ -330,6 +332,7 @@ def test_idle_samples_have_no_stack(interval: float) -> None:
     assert gap.sum() >= 50 / interval, (int(gap.sum()), int(idle.sum()))
 
 
+@pytest.mark.under_load
 @pytest.mark.parametrize("interval", [1.0, 0.1])
 def test_ticks_between_jobs_go_to_the_next_job_not_idle(interval: float) -> None:
     # A tick that comes due while the host is between two jobs (or compiling the script)
@@ -365,6 +368,7 @@ def _idle_share(path: Path, runs: int = 3) -> tuple[int, int, int]:
     return idle, total, lost
 
 
+@pytest.mark.under_load
 def test_record_holds_the_script_not_jsprof(tmp_path: Path) -> None:
     # jsprof's own start-up and shutdown were recorded as idle: an empty script gave ~50
     # samples, all idle (the session was stopped only after the signal watcher's join, a
@@ -385,6 +389,7 @@ def test_record_holds_the_script_not_jsprof(tmp_path: Path) -> None:
     assert total + lost >= 3 * 90 and idle <= 0.03 * total, (idle, total, lost)
 
 
+@pytest.mark.under_load
 def test_record_keeps_the_scripts_real_waits_as_idle(tmp_path: Path) -> None:
     app = tmp_path / "wait.js"
     app.write_text(
@@ -455,6 +460,7 @@ def test_minimum_interval_and_buffer_full() -> None:
     assert s.meta["bufferFull"] is True
 
 
+@pytest.mark.under_load
 def test_two_runtimes_on_two_threads() -> None:
     results: dict[str, ProfilerTrace] = {}
     info: dict[str, tuple] = {}
@@ -497,6 +503,7 @@ def test_two_runtimes_on_two_threads() -> None:
     assert min(a1, b1) - max(a0, b0) > 0.2, spans
 
 
+@pytest.mark.under_load
 def test_exception_still_yields_trace(tmp_path: Path) -> None:
     script = tmp_path / "fails.js"
     script.write_text(
@@ -514,6 +521,7 @@ def test_exception_still_yields_trace(tmp_path: Path) -> None:
     assert load(out).tracks[0].trace.num_samples == rec.tracks[0].trace.num_samples
 
 
+@pytest.mark.under_load
 def test_interrupt_from_another_thread_keeps_samples() -> None:
     rt = QuickJS()
     session = rt.profiler()
@@ -526,6 +534,7 @@ def test_interrupt_from_another_thread_keeps_samples() -> None:
     assert rt.eval("2") == 2
 
 
+@pytest.mark.under_load
 def test_ctrl_c_in_subprocess_writes_trace(tmp_path: Path) -> None:
     script = tmp_path / "loop.js"
     script.write_text("function forever() { for (;;) {} }\nconsole.log('started'); forever();\n")
@@ -633,6 +642,7 @@ def test_runtime_dropped_while_sampling() -> None:
         gc.collect()
 
 
+@pytest.mark.under_load
 def test_contract_restart_with_new_interval() -> None:
     from jsprof.engines.quickjs import QuickJSProfiler
 
@@ -662,6 +672,7 @@ def test_contract_restart_with_new_interval() -> None:
     assert r2 > 1.6 * r1, (r1, r2, first_meta, second_meta)
 
 
+@pytest.mark.under_load
 def test_timer_thread_mode_keeps_split() -> None:
     """The older mode (a timer thread pokes the interpreter at every tick; dearer at
     0.1 ms, selectable for comparison) still measures bytecode right."""
