@@ -185,3 +185,52 @@ def test_a_collectors_scrapes_report_what_its_compactor_walked(tmp_path: Path) -
             assert rep.files.get("tables", 0) > 0
     finally:
         col.stop()
+
+
+def test_the_compaction_lag_opens_only_segments_not_compacted_to_their_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A scrape's compaction lag reads a sealed, compacted segment's trailer once per
+    process, not on every scrape (a store keeps a week of them raw); the lag stays right
+    as uploads come, are compacted, and a prune rewrites segments."""
+    from jsprof.store.retention import prune
+
+    st = Store(tmp_path / "st")
+    rng = np.random.default_rng(5)
+    for r in range(6):  # six sealed segments
+        _add(st, rng, f"s{r}-", 4)
+        st.rotate()
+    compact(st)
+    health._sealed.clear()  # noqa: SLF001 - a fresh process
+    opened: list[str] = []
+    real_open = os.open
+
+    def counting_open(p, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+        if Path(p).parent == st.path / "segments":
+            opened.append(os.fspath(p))
+        return real_open(p, *a, **k)
+
+    monkeypatch.setattr(os, "open", counting_open)
+    assert metrics.status(st, False)["compactor"]["pending"] == 0
+    assert len(opened) == 6  # each trailer read once
+    opened.clear()
+    for _ in range(5):
+        assert metrics.status(st, False)["compactor"]["pending"] == 0
+    assert opened == []
+    # New uploads in an open segment: only that one is read, and counted.
+    _add(st, rng, "n", 5)
+    opened.clear()
+    assert health.compaction_lag(st).pending == 5
+    assert len(set(opened)) == 1
+    compact(st)
+    assert health.compaction_lag(st).pending == 0
+    # A prune rewrites segments (same record numbers) and deletes some: still right.
+    st.rotate()
+    prune(st, T0 + 2e3)
+    _add(st, rng, "m", 3)
+    assert health.compaction_lag(st).pending == 3
+    compact(st)
+    opened.clear()
+    assert health.compaction_lag(st).pending == 0
+    assert len(set(opened)) <= 1  # the open segment of the last uploads, if any
+    st.close()

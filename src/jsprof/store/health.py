@@ -105,10 +105,17 @@ class Lag:
         return max(0.0, now - self.oldest_received_at / 1000.0)
 
 
+# Sealed segments' record counts (their trailers'), per store, as this process read them:
+# a sealed segment's count never changes (a prune's rewrite keeps record numbers), so a
+# scrape opens only the segments that are open or not compacted to their end, not the
+# thousands a store keeps raw for a week.
+_sealed: dict[str, dict[str, int]] = {}
+
+
 def compaction_lag(store: Any) -> Lag:
     """What the compactor has not reached yet, from the tables' cursor: a sealed segment it
-    read to the end costs one read of its trailer; others, a scan of their record headers
-    (no bodies). Read-only."""
+    read to the end costs one read of its trailer, once per process; others, a scan of
+    their record headers (no bodies). Read-only."""
     from .tables.manifest import CompactError, cursor_in, read_manifest
 
     try:
@@ -123,14 +130,20 @@ def compaction_lag(store: Any) -> Lag:
         names = sorted(e.name for e in os.scandir(segdir) if e.name.endswith(".seg"))
     except FileNotFoundError:
         names = []
+    known = _sealed.get(os.fspath(store.path), {})
+    sealed = _sealed[os.fspath(store.path)] = {n: known[n] for n in names if n in known}
     for name in names:
         start = positions.get(name, 0)
+        if sealed.get(name, start + 1) <= start:
+            continue
         try:
             fd = os.open(segdir / name, os.O_RDONLY)
         except FileNotFoundError:
             continue
         try:
             tr = seg.trailer_at_end(fd)
+            if tr is not None:
+                sealed[name] = tr.count
             if tr is not None and tr.count <= start:
                 continue
             for h in seg.scan(fd):
