@@ -232,24 +232,16 @@ class CDPClient:
         if self.closed:
             return False
         self._quickack()
-        try:
-            raw = self._recv(timeout)
-        except TimeoutError:
-            return True
-        except ConnectionClosed:
-            self._mark_closed()
-            return False
-        self._route(orjson.loads(raw))
-        # Drain what else is already there without waiting.
         while True:
             try:
-                raw = self._recv(0)
+                raw = self._recv(timeout)
             except TimeoutError:
                 return True
             except ConnectionClosed:
                 self._mark_closed()
                 return False
             self._route(orjson.loads(raw))
+            timeout = 0  # then drain what else is already there without waiting
 
     def _recv(self, timeout: float) -> bytes:
         try:
