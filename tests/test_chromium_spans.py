@@ -24,6 +24,7 @@ from jsprof.analysis.during import during
 from jsprof.engines.chromium import Browser, record_chromium
 from jsprof.io import load, save
 from jsprof.trace import NONE, SPAN_KIND_CODE, Recording, Spans
+from viewer_util import open_page
 
 JSPROF = [sys.executable, "-m", "jsprof.cli"]
 
@@ -308,14 +309,6 @@ def test_the_pages_windows_outlive_steps_that_rebuild_frames(recorded: Path) -> 
     assert after is not None and after == before
 
 
-def _wait(page: object, expr: str, timeout: float = 20.0) -> None:
-    # (not wait_for_function: it evals a string, which the viewer's CSP forbids)
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expr):  # type: ignore[attr-defined]
-        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
-        time.sleep(0.05)
-
-
 def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: Path) -> None:
 
 
@@ -334,11 +327,7 @@ def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: P
                        text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     with playwright_chromium() as b:
-        page = b.new_page(viewport={"width": 1280, "height": 800})
-        errors: list[str] = []
-        page.on("pageerror", lambda e: errors.append(str(e)))
-        page.goto(html.as_uri() + "#view=time")
-        _wait(page, "document.body.dataset.view === 'time'")
+        page = open_page(b, html.as_uri() + "#view=time", "time", 1280, 800)
         lanes = page.eval_on_selector_all("[data-lane]", "es => es.map(e => e.dataset.lane)")
         assert "main long animation frames" in lanes and "main interactions" in lanes, lanes
         page.screenshot(path=str(tmp_path / "time-view.png"), full_page=True)
@@ -366,7 +355,7 @@ def test_time_view_draws_lanes_for_the_pages_windows(recorded: Path, tmp_path: P
         frames = page.locator("[data-lane='main long animation frames'] canvas").bounding_box()
         # frames, and their script entries a row below
         assert frames["height"] >= 2 * inter["height"] - 1
-        assert errors == []
+        assert page.errors == []
 
 
 @pytest.mark.parametrize("ext", [".trace.json", ".pftrace"])

@@ -31,6 +31,7 @@ from jsprof.render.flame import (
     script_json,
 )
 from jsprof.trace import Recording, TraceBuilder
+from viewer_util import open_page, record_app, wait
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 XSS_SCRIPT = "</script><img src=x onerror=alert(1)>"
@@ -365,25 +366,9 @@ def browser(chromium):
         yield b
 
 
-def _wait(page, expr: str, timeout: float = 20.0) -> None:
-    """Poll a JS expression until true (wait_for_function would `eval` a string in the page,
-    which its Content-Security-Policy forbids)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expr):
-        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
-        time.sleep(0.05)
-
-
 def _page(browser, url: str, width: int = 1280, height: int = 700):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    _wait(page, "document.body.dataset.view !== undefined")
-    page.errors = errors
-    return page
+    """`url` once its first view shows (page.errors: its errors), at this file's size."""
+    return open_page(browser, url, None, width, height)
 
 
 def _write_flame(trace: Path, out: Path) -> Path:
@@ -431,11 +416,11 @@ def test_viewer_tabs_hash_sticky_header_and_tooltip(browser, data, tmp_path):
     assert not page.locator("#fg-tip").is_visible()
     # Tabs and the hash switch views; the body names the one on screen.
     page.locator("nav.tabs a[data-tab='sandwich']").click()
-    _wait(page, "document.body.dataset.view === 'sandwich'")
+    wait(page, "document.body.dataset.view === 'sandwich'")
     assert page.locator("#v-sandwich").is_visible() and not page.locator("#v-flame").is_visible()
     assert "view=sandwich" in page.url
     page.evaluate("location.hash = 'view=flame'")
-    _wait(page, "document.body.dataset.view === 'flame'")
+    wait(page, "document.body.dataset.view === 'flame'")
     assert page.locator("#fg-canvas").is_visible()
     # An unknown view falls back to the flame graph.
     page2 = _page(browser, page_file.as_uri() + "#view=nonsense")
@@ -493,7 +478,7 @@ def test_the_canvas_is_sharp_on_a_dense_screen_and_labels_fit_their_box(browser,
     page_file = _write_flame(data / "chromium" / "trace-basic.json", tmp_path / "f.html")
     page = browser.new_page(viewport={"width": 1000, "height": 700}, device_scale_factor=2)
     page.goto(page_file.as_uri())
-    _wait(page, "document.body.dataset.ready === '1'")
+    wait(page, "document.body.dataset.ready === '1'")
     css_w, css_h, w, h = page.evaluate(
         "(c => [c.clientWidth, c.clientHeight, c.width, c.height])"
         "(document.getElementById('fg-canvas'))")
@@ -531,7 +516,7 @@ def test_a_graph_deeper_than_any_canvas_draws_where_it_is_scrolled(browser, tmp_
     assert page.evaluate("document.getElementById('fg-canvas').height") <= 600
     assert page.evaluate("window.scrollY") > 30000  # opened at the roots
     page.evaluate("window.scrollTo(0, 0)")
-    _wait(page, "(() => { const f = jsprofFrames().find(f => f.depth === 2500);"
+    wait(page, "(() => { const f = jsprofFrames().find(f => f.depth === 2500);"
                 " return f && f.cy > 0 && f.cy < innerHeight; })()")
     top = next(f for f in _drawn(page) if f["depth"] == 2500)
     png = tmp_path / "deep.png"
@@ -579,14 +564,14 @@ def test_the_graph_speaks_to_keyboard_and_screen_reader_users(browser, data, tmp
     assert live.text_content().startswith("busyLoop. ")
     page.keyboard.press("ArrowRight")
     page.keyboard.press("Enter")  # zoom into extWork
-    _wait(page, "jsprofFrames().some(f => f.name === 'extWork' && !f.faded && f.w > 1000)")
+    wait(page, "jsprofFrames().some(f => f.name === 'extWork' && !f.faded && f.w > 1000)")
     assert all(f["faded"] for f in _drawn(page) if f["depth"] < 4)
     page.keyboard.press("Escape")
-    _wait(page, "!jsprofFrames().some(f => f.faded)")
+    wait(page, "!jsprofFrames().some(f => f.faded)")
     # After a click (a zoom), the keys still walk: the first one starts at the zoomed frame.
     busy = next(f for f in _drawn(page) if f["name"] == "busyLoop" and f["depth"] == 4)
     page.mouse.click(busy["cx"], busy["cy"])
-    _wait(page, "jsprofFrames().some(f => f.name === 'busyLoop' && !f.faded && f.w > 1000)")
+    wait(page, "jsprofFrames().some(f => f.name === 'busyLoop' && !f.faded && f.w > 1000)")
     page.keyboard.press("ArrowDown")
     assert live.text_content().startswith("busyLoop. ")
     page.keyboard.press("ArrowDown")
@@ -610,7 +595,7 @@ def test_icicle_page_and_a_zoom_by_link(browser, data, tmp_path):
     page.mouse.move(deep["cx"], deep["cy"])
     assert page.locator("#fg-tip").text_content().startswith(deep["name"] + "\n")
     page.locator("#fg-reset").click()
-    _wait(page, "!jsprofFrames().some(f => f.faded)")
+    wait(page, "!jsprofFrames().some(f => f.faded)")
     assert page.errors == []
 
 
@@ -668,7 +653,7 @@ def _check_sandwich_equals_report(browser, trace: Path, tmp_path: Path, capsys) 
     hot = max((r for r in rows if r["location"]), key=lambda r: r["self_ms"])
     page.locator("#v-sandwich tbody tr", has_text=hot["name"]).first.click()
     # (the hash changes first; the view follows on its hashchange event)
-    _wait(page, "location.hash.indexOf('fn=') >= 0 && "
+    wait(page, "location.hash.indexOf('fn=') >= 0 && "
                 "!!document.querySelector(\"[data-panel='callers']\")")
     callers = page.locator("[data-panel='callers']")
     callees = page.locator("[data-panel='callees']")
@@ -708,7 +693,7 @@ def test_sandwich_merges_callers_above_and_callees_below(browser, data, tmp_path
     assert float(fib_y) == c_box["height"] - ROW
     # Clicking a caller makes it the chosen function.
     callers.locator("g", has_text="arrowWork").first.click()
-    _wait(page, "decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
+    wait(page, "decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
     assert page.locator("[data-panel='function'] h2").text_content() == "arrowWork"
     page.screenshot(path=str(tmp_path / "sandwich.png"))
     assert page.errors == []
@@ -741,7 +726,7 @@ def test_sandwich_says_where_it_stops_drawing_callers(browser, tmp_path):
         callers.locator("[data-note='cut']").text_content()
     # A shallow function's panels say nothing of the kind.
     page.evaluate("location.hash = 'view=sandwich&fn=other'")
-    _wait(page, "!!document.querySelector(\"[data-panel='callers']\") && "
+    wait(page, "!!document.querySelector(\"[data-panel='callers']\") && "
                 "document.querySelector(\"[data-panel='function'] h2\").textContent === 'other'")
     assert page.locator("[data-note='cut']").count() == 0
     assert page.errors == []
@@ -758,7 +743,7 @@ def test_sandwich_says_which_functions_the_file_left_out(browser, tmp_path):
     assert page.locator("#fg-status").text_content() == left
     assert page.locator("#v-sandwich td.name").all_text_contents() == ["big", "main"]
     page.fill("#fg-search", "tiny")
-    _wait(page, "document.getElementById('fg-status').textContent.startsWith('\u201ctiny')")
+    wait(page, "document.getElementById('fg-status').textContent.startsWith('\u201ctiny')")
     assert page.locator("#fg-status").text_content() == "\u201ctiny\u201d: 0 functions; " + left
     assert page.errors == []
 
@@ -834,7 +819,7 @@ def test_time_view_lanes_order_zoom_and_range_table(browser, tmp_path):
     page.mouse.move(x_of(95), box["y"] + 5)
     page.mouse.up()
     # (through the link: every view counts the range once its samples are read)
-    _wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
+    wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
     rows = page.eval_on_selector_all(
         "[data-panel='range'] tr[data-f]",
         "trs => trs.map(tr => [tr.children[4].textContent, +tr.children[0].textContent,"
@@ -873,7 +858,7 @@ def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(page_file.as_uri() + "#view=time")
-    _wait(page, "document.body.dataset.view === 'time'")
+    wait(page, "document.body.dataset.view === 'time'")
     lane = page.locator("[data-lane='main']")
     assert "(2500 levels)" in lane.locator(".lane-name").text_content()
     heights = page.evaluate(
@@ -895,7 +880,7 @@ def test_a_time_lane_deeper_than_any_canvas_still_draws(browser, tmp_path):
     page.evaluate("(() => { const c = document.querySelectorAll(\"[data-lane='main'] canvas\");"
                   " const r = c[c.length - 1].getBoundingClientRect();"
                   " window.scrollBy(0, r.bottom - window.innerHeight + 40); })()")
-    _wait(page, "jsprofTimeBoxes().some(b => b.depth === 2499)")
+    wait(page, "jsprofTimeBoxes().some(b => b.depth === 2499)")
     lb = last.bounding_box()
     y = lb["y"] + lb["height"] - ROW / 2
     page.screenshot(path=str(png))
@@ -983,7 +968,7 @@ def test_flame_track_selector(browser, tmp_path):
     assert "44.4 % of samples (200.0 ms" in status()
     assert shown("parse") == 1 and shown("crunch") == 1
     sel.select_option(label="worker 1")
-    _wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0 %') > 0")
+    wait(page, "document.getElementById('fg-status').textContent.indexOf('100.0 %') > 0")
     assert shown("parse") == 0 and shown("crunch") == 1
     crunch = next(f for f in _drawn(page) if f["name"] == "crunch")
     root = _frame(page, 0)
@@ -992,13 +977,13 @@ def test_flame_track_selector(browser, tmp_path):
     tip = page.locator("#fg-tip").text_content()
     assert "worker 1: total 200.0 ms (100.0% of the track)" in tip
     sel.select_option(label="main")
-    _wait(page, "document.getElementById('fg-status').textContent.indexOf(': 0 functions') > 0")
+    wait(page, "document.getElementById('fg-status').textContent.indexOf(': 0 functions') > 0")
     assert shown("parse") == 1 and shown("crunch") == 0
     # A link can name the track; the selector is only in the flame view.
     page2 = _page(browser, page_file.as_uri() + "#track=worker%201")
     assert page2.locator("#fg-track").input_value() == "1" and shown_in(page2, "parse") == 0
     page2.locator("nav.tabs a[data-tab='time']").click()
-    _wait(page2, "document.body.dataset.view === 'time'")
+    wait(page2, "document.body.dataset.view === 'time'")
     assert not page2.locator("#fg-track").is_visible()
     assert page.errors == [] and page2.errors == []
 
@@ -1033,7 +1018,7 @@ def test_diff_flame_opens_in_the_same_viewer(browser, tmp_path, capsys):
     assert tabs == ["Flame", "Time", "Sandwich", "Bottom-up", "Call tree", "Source"]
     assert "than base" in page.locator(".legend").text_content()
     page.locator("nav.tabs a[data-tab='time']").click()
-    _wait(page, "document.body.dataset.view === 'time'")
+    wait(page, "document.body.dataset.view === 'time'")
     assert page.locator("[data-lane='worker 1']").count() == 1
     assert page.errors == []
 
@@ -1064,7 +1049,7 @@ def test_one_colour_rule_in_the_flame_time_and_sandwich_views(browser, data, tmp
         page = _page(browser, page_file.as_uri())
         flame = _fills_by_name(_drawn(page))
         page.evaluate("location.hash = 'view=time'")
-        _wait(page, "document.body.dataset.view === 'time'")
+        wait(page, "document.body.dataset.view === 'time'")
         boxes = page.evaluate("jsprofTimeBoxes()")
         timed = _fills_by_name(boxes)
         time_fills[mode] = timed
@@ -1090,7 +1075,7 @@ def test_one_colour_rule_in_the_flame_time_and_sandwich_views(browser, data, tmp
             assert abs(hue["extInner"] - hue["extWork"]) <= 14
         # The Sandwich's callers and callees: the same fills.
         page.evaluate("location.hash = 'view=sandwich&fn=busyLoop'")
-        _wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
+        wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
         trie = page.eval_on_selector_all(
             "[data-panel='callers'] g, [data-panel='callees'] g",
             "gs => gs.map(g => ({name: g.querySelector('text').textContent,"
@@ -1144,17 +1129,17 @@ def test_bidi_controls_in_names_are_shown_not_obeyed(browser, tmp_path):
         assert page.locator("#fg-live").text_content().startswith(text + ".")
     # The search takes the exact name and finds its frame.
     page.locator("#fg-search").fill(EVIL)
-    _wait(page, "document.getElementById('fg-status').textContent !== ''")
+    wait(page, "document.getElementById('fg-status').textContent !== ''")
     assert [f["name"] for f in _drawn(page) if f["hit"]] == [EVIL]
     said = page.locator("#fg-status").text_content()
     assert said.startswith("\u201cadmin\\u202enimda\u201d: 1 function")
     page.locator("#fg-search").fill("")
-    _wait(page, "document.getElementById('fg-status').textContent === ''")
+    wait(page, "document.getElementById('fg-status').textContent === ''")
     # Sandwich: the table's cells and titles, the chosen function's heading and its trees.
     from urllib.parse import quote
 
     page.evaluate(f"location.hash = 'view=sandwich&fn={quote(EVIL)}'")
-    _wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
+    wait(page, "document.querySelector(\"[data-panel='callers'] rect\") !== null")
     cells = page.eval_on_selector_all("#v-sandwich td[data-col=name]",
                                       "tds => tds.map(td => [td.textContent, td.title])")
     for text in shown.values():
@@ -1163,12 +1148,12 @@ def test_bidi_controls_in_names_are_shown_not_obeyed(browser, tmp_path):
     assert shown[EVIL] in page.locator("[data-panel='callers']").text_content()
     # Source view list, then the function's own page.
     page.evaluate("location.hash = 'view=source'")
-    _wait(page, "document.querySelector(\"#v-source [data-panel='list']\") !== null")
+    wait(page, "document.querySelector(\"#v-source [data-panel='list']\") !== null")
     names = [n for n, _ in _source_list(page)]
     assert shown[EVIL] in names and shown[ISOLATED] in names
     # Time view: a box's tooltip.
     page.evaluate("location.hash = 'view=time'")
-    _wait(page, "document.body.dataset.view === 'time'")
+    wait(page, "document.body.dataset.view === 'time'")
     box = max((b for b in page.evaluate("jsprofTimeBoxes()") if b["name"] == ISOLATED),
               key=lambda b: b["w"])
     page.mouse.move(box["cx"], box["cy"])
@@ -1258,20 +1243,7 @@ main();
 
 def _source_app(tmp_path: Path, engine: str) -> tuple[Path, Path]:
     """A real recording of SOURCE_APP (a page loading it, for Chromium), and the script."""
-    app = tmp_path / "app.js"
-    app.write_text(SOURCE_APP)
-    target = app
-    if engine == "chromium":
-        target = tmp_path / "page.html"
-        target.write_text('<!DOCTYPE html><html><body><script src="app.js"></script></body></html>')
-    out = tmp_path / f"app.{engine}.json"
-    p = subprocess.run(
-        [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
-         str(target)],
-        capture_output=True, text=True, timeout=180, cwd=tmp_path,
-    )
-    assert p.returncode == 0, p.stderr
-    return out, app
+    return record_app(tmp_path, SOURCE_APP, engine), tmp_path / "app.js"
 
 
 def _report_lines(trace: Path, capsys, *extra: str) -> list[dict]:
@@ -1403,7 +1375,7 @@ def test_source_list_follows_the_search_box(browser, data, tmp_path):
     wanted = {}
     for q in ("SORT", "bench.js:1", "node:"):
         box.fill(q)
-        _wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
+        wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
         wanted[q] = ({(n, loc) for n, loc, _, _ in _sandwich_rows(page)},
                      page.locator("#fg-status").text_content().split(";")[0])
     page = _page(browser, page_file.as_uri() + "#view=source")
@@ -1412,7 +1384,7 @@ def test_source_list_follows_the_search_box(browser, data, tmp_path):
     box = page.locator("#fg-search")
     for q, (sandwich, said) in wanted.items():
         box.fill(q)
-        _wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
+        wait(page, f"document.getElementById('fg-status').textContent.indexOf({q.lower()!r}) >= 0")
         got = set(_source_list(page))
         assert got and got == sandwich & everything, (q, got, sandwich)
         assert all(q.lower() in (n + " " + loc).lower() for n, loc in got)
@@ -1421,17 +1393,17 @@ def test_source_list_follows_the_search_box(browser, data, tmp_path):
         if got == sandwich:
             assert page.locator("#fg-status").text_content() == said
     box.fill("no such function")
-    _wait(page, "document.querySelector(\"[data-note='nomatch']\") !== null")
+    wait(page, "document.querySelector(\"[data-note='nomatch']\") !== null")
     assert _source_list(page) == []
     # One function's lines are shown: a search lists the functions it matches.
     page = _page(browser, page_file.as_uri() + "#view=source&fn=sortObjects")
     assert page.locator("[data-panel='source']").count() == 1
     page.locator("#fg-search").type("fib")
-    _wait(page, "document.querySelector(\"#v-source [data-panel='list'] tr[data-f]\") !== null")
+    wait(page, "document.querySelector(\"#v-source [data-panel='list'] tr[data-f]\") !== null")
     assert [n for n, _ in _source_list(page)] == ["fib"]
     assert page.locator("#fg-status").text_content() == "\u201cfib\u201d: 1 function"
     page.go_back()
-    _wait(page, "document.querySelector(\"[data-panel='source']\") !== null")
+    wait(page, "document.querySelector(\"[data-panel='source']\") !== null")
     assert "sortObjects" in page.locator("[data-panel='function'] h2").text_content()
     page.screenshot(path=str(tmp_path / "source-search.png"))
     assert page.errors == []
@@ -1673,7 +1645,7 @@ def _thin_paths_recording(path: Path) -> Path:
 
 def _type(page, q: str) -> str:
     page.locator("#fg-search").fill(q)
-    _wait(page, "document.getElementById('fg-status').textContent"
+    wait(page, "document.getElementById('fg-status').textContent"
           f".indexOf('\\u201c{q}\\u201d') >= 0")
     return page.locator("#fg-status").text_content()
 
@@ -1709,7 +1681,7 @@ def test_zoom_lays_out_the_children_too_thin_to_draw(browser, tmp_path):
     assert not any(f["thin"] for f in _drawn(page))
     mid = next(f for f in _drawn(page) if f["name"] == "mid")
     page.mouse.click(mid["cx"], mid["cy"])
-    _wait(page, "jsprofFrames().some(f => f.thin)")
+    wait(page, "jsprofFrames().some(f => f.thin)")
     # mid's children fill its width: no gap that would read as self time.
     frames = _drawn(page)
     mid = next(f for f in frames if f["name"] == "mid")
@@ -1726,7 +1698,7 @@ def test_zoom_lays_out_the_children_too_thin_to_draw(browser, tmp_path):
     assert re.search(r"^tiny\d+\nfile:///thin.js:\d+:1\ntotal 1.0 ms \(0.0%\)", tip), tip
     assert "1 sample" in tip
     page.mouse.click(third["cx"], third["cy"])
-    _wait(page, "jsprofFrames().filter(f => f.thin && !f.faded).length === 1")
+    wait(page, "jsprofFrames().filter(f => f.thin && !f.faded).length === 1")
     one = next(f for f in _drawn(page) if f["thin"] and not f["faded"])
     assert one["name"] == third["name"] and one["w"] > 1000  # the one tiny function, full width
     # Its ancestors hold the whole window: drawn full width, faded.
@@ -1737,5 +1709,5 @@ def test_zoom_lays_out_the_children_too_thin_to_draw(browser, tmp_path):
     assert next(f for f in _drawn(page) if f["thin"] and not f["faded"])["hit"]
     page.screenshot(path=str(tmp_path / "zoom.png"))
     page.keyboard.press("Escape")
-    _wait(page, "!jsprofFrames().some(f => f.thin)")
+    wait(page, "!jsprofFrames().some(f => f.thin)")
     assert page.errors == []

@@ -21,6 +21,7 @@ from jsprof import io
 from jsprof.cli import main
 from jsprof.formats.jsprof import trace_to_doc
 from serve_util import READ_TOKEN, Collector
+from viewer_util import record_app
 
 ENGINES = ("quickjs", "node", "chromium")
 SOURCES = (*ENGINES, "fleet")
@@ -51,28 +52,13 @@ mainLoop();
 """
 
 
-def _record(tmp: Path, engine: str) -> Path:
-    app = tmp / "app.js"
-    app.write_text(APP)
-    target = app
-    if engine == "chromium":
-        target = tmp / "page.html"
-        target.write_text('<!DOCTYPE html><html><body><script src="app.js"></script></body></html>')
-    out = tmp / f"app.{engine}.json"
-    p = subprocess.run(
-        [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
-         str(target)],
-        capture_output=True, text=True, timeout=180, cwd=tmp,
-    )
-    assert p.returncode == 0, p.stderr
-    return out
 
 
 @pytest.fixture(scope="module")
 def recordings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = {}
     for engine in ENGINES:
-        out[engine] = _record(tmp_path_factory.mktemp(f"matrix-{engine}"), engine)
+        out[engine] = record_app(tmp_path_factory.mktemp(f"matrix-{engine}"), APP, engine)
     return out
 
 

@@ -9,6 +9,7 @@ from browser_util import chromium_path, playwright_chromium
 from jsprof import io
 from jsprof.cli import main
 from jsprof.trace import Recording, TraceBuilder
+from viewer_util import open_page, wait
 
 
 @pytest.fixture(scope="module")
@@ -18,24 +19,9 @@ def browser():
         yield b
 
 
-def _wait(page, expr: str, timeout: float = 30.0) -> None:
-    """Poll a JS expression until true (the page's CSP forbids wait_for_function's eval)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not page.evaluate(expr):
-        assert time.monotonic() < deadline, f"timed out waiting for {expr}"
-        time.sleep(0.05)
-
-
 def _page(browser, url: str, width: int = 1280, height: int = 700):
-    page = browser.new_page(viewport={"width": width, "height": height})
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(url)
-    _wait(page, "document.body.dataset.view !== undefined")
-    page.errors = errors
-    return page
+    """`url` once its first view shows (page.errors: its errors), at this file's size."""
+    return open_page(browser, url, None, width, height)
 
 
 def _flame(rec: Recording, tmp_path, name: str = "f") -> str:
@@ -65,7 +51,7 @@ def test_time_axis_ticks_use_seconds_and_minutes(browser, tmp_path, span, unit):
     n = 200
     rec = _timed([(span * k / (n - 1), ["main", "work"]) for k in range(n)], span / (n - 1))
     page = _page(browser, _flame(rec, tmp_path) + "#view=time")
-    _wait(page, "!!document.querySelector('#v-time canvas.tl-axis[data-ticks]')")
+    wait(page, "!!document.querySelector('#v-time canvas.tl-axis[data-ticks]')")
     ticks = page.evaluate("document.querySelector('#v-time canvas.tl-axis').dataset.ticks")
     ticks = ticks.split("|")
     assert len(ticks) >= 3, ticks
@@ -140,7 +126,7 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
     want = _by_hand(samples, 1200, 2400)
     assert want["parse"][0] > 0 and want["paint"][0] > 0 and want["lex"][0] > 0
     page = _page(browser, url + "#range=1200-2400")
-    _wait(page, "document.body.dataset.range === '1200-2400'")
+    wait(page, "document.body.dataset.range === '1200-2400'")
     # Flame: each frame's samples and ms are those of the range, counted by hand.
     got = _flame_numbers(page)
     for name, (n, ms) in want.items():
@@ -153,7 +139,7 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
     assert "1200.0\u20132400.0 ms" in bar and f"({total_n} samples)" in bar, bar
     # Sandwich (its table and the chosen function's head) counts the same samples.
     page.locator("nav.tabs a[data-tab='sandwich']").click()
-    _wait(page, "document.body.dataset.view === 'sandwich'")
+    wait(page, "document.body.dataset.view === 'sandwich'")
     assert "range=1200-2400" in page.url
     table = _table(page, "#v-sandwich tr[data-f]")
     assert set(table) == set(want)
@@ -163,8 +149,8 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
     assert table["lex"][0] == pytest.approx(self_lex, abs=0.051)
     # Bottom-up (the tables read the same selection): each function's self and total.
     page.locator("nav.tabs a[data-tab='bottomup']").click()
-    _wait(page, "document.body.dataset.view === 'bottomup'")
-    _wait(page, "jsprofTableRows().length > 0")
+    wait(page, "document.body.dataset.view === 'bottomup'")
+    wait(page, "jsprofTableRows().length > 0")
     rows = {r["name"]: r for r in page.evaluate("jsprofTableRows()")}
     assert set(rows) == set(want)
     for name, (_n, ms) in want.items():
@@ -172,20 +158,20 @@ def test_a_range_in_the_link_is_what_every_view_counts(browser, tmp_path):
         assert float(rows[name]["self"]) == pytest.approx(table[name][0], abs=0.051), name
     # The Time view shades the range and its table says the same.
     page.locator("nav.tabs a[data-tab='time']").click()
-    _wait(page, "document.body.dataset.view === 'time'")
+    wait(page, "document.body.dataset.view === 'time'")
     tt = _table(page, "[data-panel='range'] tr[data-f]")
     assert tt == table
     # Source: the function's head counts the range too.
     page.evaluate("location.hash = 'view=source&fn=parse&range=1200-2400'")
-    _wait(page, "document.body.dataset.view === 'source'")
+    wait(page, "document.body.dataset.view === 'source'")
     head = page.locator("#v-source [data-panel='function'] .note").text_content()
     assert f"total {want['parse'][1]:.1f} ms (" in head, (head, want["parse"])
     # Cleared: the link loses it, and the flame graph is the whole recording's again.
     page.locator("#fg-range button").click()
-    _wait(page, "document.body.dataset.range === ''")
+    wait(page, "document.body.dataset.range === ''")
     assert "range=" not in page.url
     page.locator("nav.tabs a[data-tab='flame']").click()
-    _wait(page, "document.body.dataset.view === 'flame'")
+    wait(page, "document.body.dataset.view === 'flame'")
     whole = _flame_numbers(page)
     assert whole["parse"][0] == sum(1 for _, st in samples if "parse" in st)
     assert not page.locator("#fg-range").is_visible()
@@ -206,7 +192,7 @@ def test_a_range_dragged_in_the_time_view_applies_to_flame(browser, tmp_path):
     page.mouse.down()
     page.mouse.move(x_of(1500), box["y"] + 5)
     page.mouse.up()
-    _wait(page, "document.body.dataset.range !== undefined && document.body.dataset.range !== ''")
+    wait(page, "document.body.dataset.range !== undefined && document.body.dataset.range !== ''")
     import re
 
     a, b = map(float, re.search(r"range=([\d.]+)-([\d.]+)", page.url).groups())
@@ -214,7 +200,7 @@ def test_a_range_dragged_in_the_time_view_applies_to_flame(browser, tmp_path):
     assert b == pytest.approx(1500, abs=span / box["width"] * 2)
     want = _by_hand(samples, a, b)
     page.evaluate("location.hash = location.hash.replace('view=time', 'view=flame')")
-    _wait(page, "document.body.dataset.view === 'flame'")
+    wait(page, "document.body.dataset.view === 'flame'")
     got = _flame_numbers(page)
     assert {k: v[0] for k, v in got.items()} == {k: v[0] for k, v in want.items()}
     assert page.errors == []
@@ -234,7 +220,7 @@ def _search_rec() -> Recording:
 
 def _type(page, q: str) -> str:
     page.locator("#fg-search").fill(q)
-    _wait(page, "document.getElementById('fg-status').textContent"
+    wait(page, "document.getElementById('fg-status').textContent"
           f".indexOf('\\u201c{q}\\u201d') >= 0")
     return page.locator("#fg-status").text_content()
 
@@ -271,7 +257,7 @@ def test_next_and_previous_match_zoom_to_each(browser, tmp_path):
     page = _page(browser, _flame(_search_rec(), tmp_path))
     _type(page, "needle")
     page.locator("#fg-search").press("Enter")
-    _wait(page, "!!document.getElementById('fg-canvas').dataset.match")
+    wait(page, "!!document.getElementById('fg-canvas').dataset.match")
     seen = []
     for _ in range(3):
         zoomed = [f for f in page.evaluate("jsprofFrames()") if not f["faded"] and f["hit"]]
@@ -296,7 +282,7 @@ def test_next_and_previous_match_zoom_to_each(browser, tmp_path):
 def test_search_counts_only_the_range(browser, tmp_path):
     # 950-980 ms: 3 samples of cold, 27 of needleA; one function matches there.
     page = _page(browser, _flame(_search_rec(), tmp_path) + "#range=950-980")
-    _wait(page, "document.body.dataset.range === '950-980'")
+    wait(page, "document.body.dataset.range === '950-980'")
     status = _type(page, "needle")
     assert status.startswith("\u201cneedle\u201d: 1 function, 90.0 % of samples (27.0 ms"), status
     assert page.errors == []
@@ -335,7 +321,7 @@ def test_a_deep_recursion_page_is_smaller_than_its_input(browser, tmp_path):
     frames = page.evaluate("jsprofFrames().filter(f => f.depth > 29000).length")
     assert frames > 100
     page.evaluate("location.hash = 'view=sandwich&fn=leaf'")
-    _wait(page, "document.body.dataset.view === 'sandwich'")
+    wait(page, "document.body.dataset.view === 'sandwich'")
     assert page.locator("[data-panel='function'] .note").text_content().endswith(
         "total 3000.0 ms (100.0%)")
     assert page.errors == []
@@ -369,7 +355,7 @@ def test_a_range_and_transforms_compose(browser, tmp_path):
     # range's samples without lex on their stack.
     rec, samples = _phases()
     page = _page(browser, _flame(rec, tmp_path) + "#range=1200-2400&tf=drop%3Alex")
-    _wait(page, "document.body.dataset.range === '1200-2400' && "
+    wait(page, "document.body.dataset.range === '1200-2400' && "
           "document.body.dataset.transforms === '1'")
     kept = [(t, st) for t, st in samples if "lex" not in st]
     start = samples[0][0]
@@ -379,7 +365,7 @@ def test_a_range_and_transforms_compose(browser, tmp_path):
     assert got["parse"][0] == want, (got["parse"], want)
     # Cleared, the transform stays and counts the whole recording again.
     page.locator("#fg-range button").click()
-    _wait(page, "document.body.dataset.range === ''")
+    wait(page, "document.body.dataset.range === ''")
     got = _flame_numbers(page)
     assert got["parse"][0] == sum(1 for _, st in kept if "parse" in st)
     assert page.errors == []
@@ -415,9 +401,9 @@ def test_a_pages_range_table_and_a_lanes_range_table_are_one_table(browser, tmp_
         path = tmp_path / f"{kind}.html"
         path.write_text(render_flame(tree, "html", rec=rec, change=change), encoding="utf-8")
         page = _page(browser, path.as_uri() + "#view=time")
-        _wait(page, "document.body.dataset.view === 'time'")
+        wait(page, "document.body.dataset.view === 'time'")
         page.locator("[data-lane='main'] canvas").dblclick()  # the whole view
-        _wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
+        wait(page, "document.querySelectorAll(\"[data-panel='range'] tr[data-f]\").length > 0")
         heads = page.eval_on_selector_all("[data-panel='range'] th",
                                           "ths => ths.map(t => t.textContent)")
         rows = page.eval_on_selector_all(
@@ -479,7 +465,7 @@ def test_a_track_that_starts_an_hour_late_keeps_its_sample_times():
 
 def test_a_range_over_a_late_track_counts_its_samples(browser, tmp_path):
     page = _page(browser, _flame(_late_track(), tmp_path) + "#range=3600010-3600050")
-    _wait(page, "document.body.dataset.range === '3600010-3600050'")
+    wait(page, "document.body.dataset.range === '3600010-3600050'")
     got = _flame_numbers(page)
     assert got == {"main": (40, 40.0), "b": (40, 40.0)}, got
     assert page.errors == []

@@ -1,11 +1,14 @@
 """What the viewer's browser tests share: a real recording to open (QuickJS running acorn,
-npm-pinned, on its own source), the page of a trace, and polling the page (its
+npm-pinned, on its own source; or a script of the test's on any engine), the page of a
+trace, and polling the page (its
 Content-Security-Policy forbids the `eval` behind Playwright's wait_for_function)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -37,6 +40,25 @@ def record_acorn(d: Path) -> Path:
     return out
 
 
+def record_app(d: Path, source: str, engine: str) -> Path:
+    """`source` written to d/app.js and recorded by `jsprof record --engine ENGINE` (for
+    Chromium, a page that loads it); the trace's path."""
+    app = d / "app.js"
+    app.write_text(source)
+    target = app
+    if engine == "chromium":
+        target = d / "page.html"
+        target.write_text('<!DOCTYPE html><html><body><script src="app.js"></script></body></html>')
+    out = d / f"app.{engine}.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", engine, "-o", str(out),
+         str(target)],
+        capture_output=True, text=True, timeout=180, cwd=d,
+    )
+    assert p.returncode == 0, p.stderr
+    return out
+
+
 def write_page(trace: Path, out: Path, *extra: str) -> Path:
     assert main(["flame", str(trace), "-o", str(out), *extra]) == 0
     return out
@@ -50,12 +72,15 @@ def wait(page: Any, expr: str, timeout: float = 30.0) -> None:
         time.sleep(0.05)
 
 
-def open_page(browser: Any, url: str, view: str, width: int = 1400, height: int = 900) -> Any:
-    """`url` in a new page, once its view `view` shows; page.errors collects its errors."""
+def open_page(browser: Any, url: str, view: str | None = None, width: int = 1400,
+              height: int = 900) -> Any:
+    """`url` in a new page, once its view `view` shows (None: once any view does);
+    page.errors collects its errors."""
     page = browser.new_page(viewport={"width": width, "height": height})
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(url)
-    wait(page, f"document.body.dataset.view === '{view}'")
+    wait(page, "document.body.dataset.view !== undefined" if view is None
+         else f"document.body.dataset.view === '{view}'")
     page.errors = errors
     return page
