@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 
 from jsprof.formats.jsprof import dumps
@@ -56,6 +59,22 @@ def make_trace(rng: np.random.Generator, n: int, interval: float = 10.0,
 def upload(store: object, uid: str, trace: ProfilerTrace, **meta: object) -> None:
     meta.setdefault("sampleInterval", 10.0)
     store.append(uid, dict(meta), dumps(Recording([Track("main", trace)])))
+
+
+def damage_a_body(store: Path, record: int = 2) -> None:
+    """Flip one bit in the body of record `record` of the store's one segment: that
+    record's checksum fails, every other one still reads."""
+    from jsprof.store import segment as seg
+
+    (segment,) = (store / "segments").glob("*.seg")
+    fd = os.open(segment, os.O_RDONLY)
+    try:
+        heads = [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
+    finally:
+        os.close(fd)
+    data = bytearray(segment.read_bytes())
+    data[heads[record].end - 5] ^= 0x04
+    segment.write_bytes(bytes(data))
 
 
 def fill_days(store: object, t0: float, days: int = 4, per_day: int = 3) -> None:

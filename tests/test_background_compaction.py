@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import orjson
 
-from fleet_util import make_trace, upload
+from fleet_util import damage_a_body, make_trace, upload
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
@@ -339,19 +339,12 @@ def test_damaged_records_are_counted_and_reported_by_every_query(
     could not be read: `damagedRecords` in JSON (CLI --json and HTTP, from the tail before
     compaction and from the manifest after), one note on stderr in text output."""
     from jsprof.cli import main
-    from jsprof.store import segment as seg
 
     path = tmp_path / "st"
     st = Store(path)
     _fill(st, np.random.default_rng(8), 0, 6)
     st.close()
-    (segment,) = (path / "segments").glob("*.seg")
-    fd = os.open(segment, os.O_RDONLY)
-    heads = [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
-    os.close(fd)
-    data = bytearray(segment.read_bytes())
-    data[heads[2].end - 5] ^= 0x04  # in a body: its checksum fails
-    segment.write_bytes(bytes(data))
+    damage_a_body(path)  # the third upload's checksum fails
 
     col = Collector(path, "--app", "shop:k1", "--compact-every", "0")
     try:

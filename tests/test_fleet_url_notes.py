@@ -9,10 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from fleet_util import make_trace, upload
+from fleet_util import damage_a_body, make_trace, upload
 from jsprof.cli import main
 from jsprof.store import Store
-from jsprof.store import segment as seg
 from serve_util import READ_TOKEN, Collector
 
 T0 = 1.7e12
@@ -32,13 +31,7 @@ def test_flame_and_export_over_url_print_the_damaged_records_note(
         upload(st, f"u{i}", make_trace(rng, 200), app="shop", release="1.0",
                receivedAt=T0 + i * 60e3)
     st.close()
-    (segment,) = (path / "segments").glob("*.seg")
-    fd = os.open(segment, os.O_RDONLY)
-    heads = [h for h in seg.scan(fd) if isinstance(h, seg.RecordHeader)]
-    os.close(fd)
-    data = bytearray(segment.read_bytes())
-    data[heads[2].end - 5] ^= 0x04  # in a body: its checksum fails
-    segment.write_bytes(bytes(data))
+    damage_a_body(path)  # the third upload's checksum fails
 
     col = Collector(path, "--app", "shop:k1", "--compact-every", "0")
     try:
