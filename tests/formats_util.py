@@ -107,6 +107,16 @@ def mixed_recording() -> Recording:
     return Recording(tracks)
 
 
+def small_trace_doc() -> dict:
+    """A small valid ProfilerTrace document (a new one each call: tests break it)."""
+    return {
+        "resources": ["file:///a.js"],
+        "frames": [{"name": "f", "resourceId": 0, "line": 1, "column": 2}, {"name": "g"}],
+        "stacks": [{"frameId": 0}, {"frameId": 1, "parentId": 0}],
+        "samples": [{"timestamp": 1.0, "stackId": 1}, {"timestamp": 2.0}],
+    }
+
+
 def one_line_error(text: str) -> str:
     lines = [x for x in text.strip().splitlines() if x.strip()]
     assert len(lines) == 1, text

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jsprof
+from formats_util import small_trace_doc
 from jsprof.cli import main
 from jsprof.errors import TraceFormatError
 from jsprof.formats import _jsprof_typed, read_any
@@ -21,15 +22,6 @@ from jsprof.formats import jsprof as jsprof_format
 from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, Track
 
 DATA = Path(__file__).parent / "data"
-
-
-def _valid() -> dict:
-    return {
-        "resources": ["file:///a.js"],
-        "frames": [{"name": "f", "resourceId": 0, "line": 1, "column": 2}, {"name": "g"}],
-        "stacks": [{"frameId": 0}, {"frameId": 1, "parentId": 0}],
-        "samples": [{"timestamp": 1.0, "stackId": 1}, {"timestamp": 2.0}],
-    }
 
 
 def _ext(**kw) -> dict:
@@ -71,7 +63,7 @@ BOOLEANS = [
 
 @pytest.mark.parametrize("label,mutate,where", BOOLEANS, ids=[b[0] for b in BOOLEANS])
 def test_jsprof_rejects_booleans_naming_the_field(tmp_path, capsys, label, mutate, where):
-    d = copy.deepcopy(_valid())
+    d = copy.deepcopy(small_trace_doc())
     mutate(d)
     path = tmp_path / "bool.json"
     path.write_text(json.dumps(d))
@@ -268,7 +260,7 @@ def test_converted_traces_keep_their_engine(fmt):
 @pytest.mark.parametrize("key", ["line", "column"])
 @pytest.mark.parametrize("value", [2**40, 2**70])
 def test_jsprof_rejects_positions_beyond_32_bits(tmp_path, key, value):
-    doc = _valid()
+    doc = small_trace_doc()
     doc["frames"][0][key] = value
     path = tmp_path / "t.json"
     path.write_text(json.dumps(doc))
@@ -321,7 +313,7 @@ def test_speedscope_refuses_values_no_writer_can_write(mutate, where):
 
 @pytest.mark.parametrize("value", [2**70, -(2**70)])
 def test_jsprof_sample_line_beyond_64_bits_is_named(tmp_path, value):
-    doc = _valid()
+    doc = small_trace_doc()
     doc["jsprof"] = _ext(sampleLines=[3, value])
     with pytest.raises(TraceFormatError, match=r"jsprof\.sampleLines\[1\]: expected a line number"):
         read_any(json.dumps(doc).encode(), "t.json")
@@ -329,7 +321,7 @@ def test_jsprof_sample_line_beyond_64_bits_is_named(tmp_path, value):
 
 def _spans(**cols) -> dict:
     """A valid file whose track has two spans (a call, a long frame) with `cols` changed."""
-    d = _valid()
+    d = small_trace_doc()
     spans = {"start": [0.0, 1.0], "end": [1.0, 2.0], "frameId": [0, -1], "parentId": [-1, -1],
              "kind": ["call", "long-frame"], "name": [None, 0], "names": ["long animation frame"],
              "args": [{}, {"blockingDuration": 1.0}]}
@@ -363,7 +355,7 @@ SPAN_COLUMNS = [
 @pytest.mark.parametrize("cols,message", SPAN_COLUMNS)
 def test_jsprof_span_columns_are_refused_naming_the_entry(tmp_path, capsys, cols, message):
     path = tmp_path / "spans.json"
-    path.write_text(json.dumps(_valid() | {"jsprof": _spans()["jsprof"]}))
+    path.write_text(json.dumps(small_trace_doc() | {"jsprof": _spans()["jsprof"]}))
     assert main(["validate", str(path)]) == 0  # the file unchanged is valid
     capsys.readouterr()
     path.write_text(json.dumps(_spans(**cols)))

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import jsprof
+from formats_util import small_trace_doc
 from jsprof import io as jio
 from jsprof.cli import main
 from jsprof.errors import TraceFormatError
@@ -120,17 +121,8 @@ def test_failed_write_leaves_no_file(tmp_path, monkeypatch):
 # ---- validation: each rule, a broken file and the message it must produce ---------------
 
 
-def _valid() -> dict:
-    return {
-        "resources": ["file:///a.js"],
-        "frames": [{"name": "f", "resourceId": 0, "line": 1, "column": 2}, {"name": "g"}],
-        "stacks": [{"frameId": 0}, {"frameId": 1, "parentId": 0}],
-        "samples": [{"timestamp": 1.0, "stackId": 1}, {"timestamp": 2.0}],
-    }
-
-
 def _mutate(fn):
-    d = copy.deepcopy(_valid())
+    d = copy.deepcopy(small_trace_doc())
     fn(d)
     return d
 
@@ -254,14 +246,14 @@ def test_broken_file_gives_one_line_naming_field_and_index(
 
 def test_valid_file_validates_ok(tmp_path, capsys):
     path = tmp_path / "ok.json"
-    path.write_text(json.dumps(_valid()))
+    path.write_text(json.dumps(small_trace_doc()))
     assert main(["validate", str(path)]) == 0
     assert "OK" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e999"])
 def test_non_finite_timestamp(tmp_path, capsys, value):
-    text = json.dumps(_valid()).replace('"timestamp": 2.0', f'"timestamp": {value}')
+    text = json.dumps(small_trace_doc()).replace('"timestamp": 2.0', f'"timestamp": {value}')
     path = tmp_path / "nf.json"
     path.write_text(text)
     assert main(["validate", str(path)]) == 1
@@ -273,7 +265,7 @@ def test_non_finite_timestamp(tmp_path, capsys, value):
 
 
 def test_out_of_order_timestamps_load_and_validate_mentions_them(tmp_path, capsys):
-    d = _valid()
+    d = small_trace_doc()
     d["samples"][1]["timestamp"] = 0.5
     path = tmp_path / "ooo.json"
     path.write_text(json.dumps(d))
@@ -284,7 +276,7 @@ def test_out_of_order_timestamps_load_and_validate_mentions_them(tmp_path, capsy
 
 def test_nesting_too_deep(tmp_path, capsys):
     path = tmp_path / "deep.json"
-    d = _valid()
+    d = small_trace_doc()
     text = json.dumps(d).replace(
         '"resources": ["file:///a.js"]', '"resources": ' + "[" * 2000 + "]" * 2000
     )
@@ -294,7 +286,7 @@ def test_nesting_too_deep(tmp_path, capsys):
 
 
 def test_meta_nesting_limited(tmp_path):
-    d = _valid()
+    d = small_trace_doc()
     nested: list = []
     for _ in range(40):
         nested = [nested]
@@ -308,7 +300,7 @@ def test_meta_nesting_limited(tmp_path):
 def test_table_size_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(jsprof_format, "MAX_TABLE_ENTRIES", 1)
     path = tmp_path / "big.json"
-    path.write_text(json.dumps(_valid()))
+    path.write_text(json.dumps(small_trace_doc()))
     with pytest.raises(TraceFormatError, match="frames: 2 entries exceed the limit of 1"):
         jsprof.load(path)
 
@@ -316,11 +308,11 @@ def test_table_size_limit(tmp_path, monkeypatch):
 def test_input_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
     monkeypatch.setattr(jio, "MAX_INPUT_BYTES", 200)
     path = tmp_path / "t.json"
-    path.write_text(json.dumps(_valid()) + " " * 300)
+    path.write_text(json.dumps(small_trace_doc()) + " " * 300)
     with pytest.raises(TraceFormatError, match="larger than the 200 byte input limit"):
         jsprof.load(path)
     gz = tmp_path / "t.json.gz"
-    gz.write_bytes(gzip.compress((json.dumps(_valid()) + " " * 10_000).encode()))
+    gz.write_bytes(gzip.compress((json.dumps(small_trace_doc()) + " " * 10_000).encode()))
     assert gz.stat().st_size < 200
     with pytest.raises(TraceFormatError, match="decompresses to more than the 200 byte"):
         jsprof.load(gz)
