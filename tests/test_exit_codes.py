@@ -46,6 +46,21 @@ def _run(*args: object, **kw) -> subprocess.CompletedProcess:
     )
 
 
+def _recording_node(app, out, says: str) -> tuple[subprocess.Popen, int]:
+    """`jsprof record --engine node -o OUT APP` running, once the script printed `says`
+    (a line): the jsprof process and its Node child's pid."""
+    proc = subprocess.Popen(
+        [*JSPROF, "record", "--engine", "node", "-o", str(out), str(app)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None and proc.stdout.readline() == says + "\n"
+    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+        (node_pid,) = map(int, f.read().split())
+    return proc, node_pid
+
+
 def _work_span(path) -> tuple[int, float]:
     """Samples inside `work`, and the ms from the first to the last of them."""
     t = jsprof.load(path).tracks[0]
@@ -119,15 +134,7 @@ def test_node_killed_from_outside_soon_after_start_keeps_the_slices(tmp_path):
     app = tmp_path / "app.js"
     app.write_text(KILLED.replace("HOW", "work(400); console.log('ready')"))
     out = tmp_path / "o.json"
-    proc = subprocess.Popen(
-        [*JSPROF, "record", "--engine", "node", "-o", str(out), str(app)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
-    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-        (node_pid,) = map(int, f.read().split())
+    proc, node_pid = _recording_node(app, out, "ready")
     os.kill(node_pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 137, err
@@ -149,15 +156,7 @@ def test_node_killed_from_outside_0_2_s_in_loses_at_most_one_slice(tmp_path):
         "console.log('working'); work(20000);\n"
     )
     out = tmp_path / "o.json"
-    proc = subprocess.Popen(
-        [*JSPROF, "record", "--engine", "node", "-o", str(out), str(app)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stdout is not None and proc.stdout.readline() == "working\n"
-    with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
-        (node_pid,) = map(int, f.read().split())
+    proc, node_pid = _recording_node(app, out, "working")
     time.sleep(0.2)
     killed_at = time.time() * 1000  # epoch ms, as the track's time origin
     os.kill(node_pid, signal.SIGKILL)
