@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -59,6 +60,27 @@ def _script_frames(trace: ProfilerTrace, script: str) -> set[ProfilerFrame]:
         for f in trace.frames
         if f.resource_id is not None and trace.resources[f.resource_id].endswith(script)
     }
+
+
+@contextlib.contextmanager
+def _node_to_attach(script: str) -> Iterator[subprocess.Popen]:
+    """`node tests/js/SCRIPT` in a session of its own, once it printed "ready"; its
+    inspector closed until SIGUSR1 opens it on a free loopback port (--inspect-port
+    127.0.0.1:0: no fixed 9229 to collide with). Its process group is killed at the end."""
+    p = subprocess.Popen(
+        ["node", "--inspect-port=127.0.0.1:0", str(JS / script)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        yield p
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
+        p.wait()
 
 
 def _alive(pid: int) -> bool:
@@ -252,15 +274,7 @@ def test_attach_by_pid_then_close_the_inspector():
     # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is
     # left open and the process lives on: Node 20 died of SIGSEGV when its inspector was
     # closed while our session was still connected (2 of 12 runs under load).
-    p = subprocess.Popen(
-        ["node", "--inspect-port=127.0.0.1:0", str(JS / "server.js")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    with _node_to_attach("server.js") as p:
         # Let V8 optimise `tick` first: its frame must survive an attach all the same.
         time.sleep(2.0)
         assert _listening_ports(p.pid) == set()
@@ -275,10 +289,6 @@ def test_attach_by_pid_then_close_the_inspector():
         assert _listening_ports(p.pid) == set(), "the inspector is still open"
         time.sleep(1.0)
         assert p.poll() is None, f"the process did not keep running ({p.returncode})"
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def test_attach_refuses_a_missing_process():
@@ -457,25 +467,13 @@ def test_no_node_left_behind_when_jsprof_is_killed():
 
 
 def test_attach_to_a_process_that_exits_while_watched():
-    p = subprocess.Popen(
-        ["node", "--inspect-port=127.0.0.1:0", str(JS / "server_exits.js")],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        start_new_session=True,
-    )
-    try:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+    with _node_to_attach("server_exits.js") as p:
         rec = attach_node(p.pid, duration=None, sample_interval=1.0)
         t = rec.tracks[0]
         assert t.meta["exit"] == "exited" and "partial" not in t.meta
         assert any(f.name == "tick" for f in _script_frames(t.trace, "server_exits.js"))
         # It waited for us to disconnect, then ended as it meant to.
         assert p.wait(5) == 0
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(p.pid, signal.SIGKILL)
-        p.wait()
 
 
 def test_a_workers_own_worker_is_a_track_too():
