@@ -15,6 +15,7 @@ import time
 import pytest
 
 import jsprof
+from jsprof.trace import Track
 
 JSPROF = [sys.executable, "-m", "jsprof.cli"]
 
@@ -59,6 +60,18 @@ def _recording_node(app, out, says: str) -> tuple[subprocess.Popen, int]:
     with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
         (node_pid,) = map(int, f.read().split())
     return proc, node_pid
+
+
+def _kill_node(proc: subprocess.Popen, node_pid: int, out) -> Track:
+    """SIGKILL the recorded Node from outside: jsprof exits 137 and saves a track that
+    says Node was killed and that its samples end at the last slice; that track."""
+    os.kill(node_pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 137, err
+    t = jsprof.load(out).tracks[0]
+    assert t.meta["exit"] == "killed" and t.meta["signal"] == "SIGKILL"
+    assert "last slice" in t.meta["partial"]
+    return t
 
 
 def _work_span(path) -> tuple[int, float]:
@@ -135,12 +148,7 @@ def test_node_killed_from_outside_soon_after_start_keeps_the_slices(tmp_path):
     app.write_text(KILLED.replace("HOW", "work(400); console.log('ready')"))
     out = tmp_path / "o.json"
     proc, node_pid = _recording_node(app, out, "ready")
-    os.kill(node_pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 137, err
-    t = jsprof.load(out).tracks[0]
-    assert t.meta["exit"] == "killed" and t.meta["signal"] == "SIGKILL"
-    assert "last slice" in t.meta["partial"]
+    _kill_node(proc, node_pid, out)
     n, span = _work_span(out)
     assert n >= 10 and span >= 250, (n, span)
 
@@ -159,12 +167,7 @@ def test_node_killed_from_outside_0_2_s_in_loses_at_most_one_slice(tmp_path):
     proc, node_pid = _recording_node(app, out, "working")
     time.sleep(0.2)
     killed_at = time.time() * 1000  # epoch ms, as the track's time origin
-    os.kill(node_pid, signal.SIGKILL)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 137, err
-    t = jsprof.load(out).tracks[0]
-    assert t.meta["exit"] == "killed" and t.meta["signal"] == "SIGKILL"
-    assert "last slice" in t.meta["partial"]
+    t = _kill_node(proc, node_pid, out)
     kill = killed_at - t.time_origin  # in the track's clock
     first, last = float(t.trace.sample_time[0]), float(t.trace.sample_time[-1])
     lost_from, lost_to = t.meta["lostWindowMs"]
