@@ -700,9 +700,11 @@ def test_jsprofs_own_probes_leave_no_frames(browser: Browser) -> None:
                           browser=browser)
     trace = rec.tracks[0].trace
     assert rec.tracks[0].meta["exit"] == "ok"
-    names = self_counts(trace)
-    # Both probes ran in the recording and were sampled (the page's code spins 20-40 ms).
-    assert names.get("slowEntries", 0) > 0 and names.get("spin", 0) > 0, names
+    # Both probes ran in the recording and were sampled (the page's code spins 20-40 ms),
+    # on a stack through them: their own self samples are chance (1 in 5 runs had one
+    # of slowEntries at load 23, the spin it calls has them).
+    on = inclusive_share(trace, ("check", "slowEntries", "spin"))
+    assert on["slowEntries"] > 0 and on["check"] > 0 and on["spin"] > 0, on
     used = [trace.frames[f] for s in range(trace.num_stacks) for f in trace.stack_frames(s)]
     assert {"check", "slowEntries"} <= {f.name for f in used}, used
     # jsprof's own expressions have no script of the page's: none of their frames is left.
