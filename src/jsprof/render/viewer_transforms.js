@@ -164,13 +164,16 @@
     var parent = new Int32Array(cap + 2), fn = new Int32Array(cap + 2), n = 0, size = 1;
     var pure = new Uint8Array(cap + 2), first = new Int32Array(cap + 2), next = new Int32Array(cap + 2);
     while (size < 2 * (cap + 2)) size *= 2;
-    var mask = size - 1, slot = new Int32Array(size).fill(-1);
+    // The hash's slots hold node + 1 (0: empty, as allocated: no fill); made on first use
+    // (a step that keeps every node pure never needs it). Roots are looked up in a Map.
+    var mask = size - 1, slot = null, roots = new Map();
     var b = {parent: parent, fn: fn, n: 0};
     function put(p, f, id) {
+      if (!slot) slot = new Int32Array(size);
       var h = (Math.imul(p + 1, 0x9e3779b1) ^ Math.imul(f, 0x85ebca6b)) >>> 0;
       var i = (h ^ (h >>> 15)) & mask;
-      while (slot[i] >= 0) i = (i + 1) & mask;
-      slot[i] = id;
+      while (slot[i] > 0) i = (i + 1) & mask;
+      slot[i] = id + 1;
     }
     function make(p, f) {
       var id = n++;
@@ -193,14 +196,23 @@
         first[p] = c;
         return c;
       }
+      var id;
+      if (p < 0) {
+        id = roots.get(f);
+        if (id !== undefined) { b.same(id); return id; }
+        id = make(p, f);
+        roots.set(f, id);
+        return id;
+      }
+      if (!slot) slot = new Int32Array(size);
       var h = (Math.imul(p + 1, 0x9e3779b1) ^ Math.imul(f, 0x85ebca6b)) >>> 0;
-      var i = (h ^ (h >>> 15)) & mask, id;
-      while ((id = slot[i]) >= 0) {
+      var i = (h ^ (h >>> 15)) & mask;
+      while ((id = slot[i] - 1) >= 0) {
         if (parent[id] === p && fn[id] === f) { b.same(id); return id; }
         i = (i + 1) & mask;
       }
       id = make(p, f);
-      slot[i] = id;
+      slot[i] = id + 1;
       return id;
     };
     return b;
@@ -214,8 +226,7 @@
     var NOST = fns.nostack;  // (no loop that reads it makes a function: it stays this array)
     // The new node of a root's parent is -1, as is "no node": `at(p)` reads both alike.
     function at(x) { return x < 0 ? -1 : nu[x]; }
-    var kind = t.kind, hit = null, present = new Uint8Array(fns.count());
-    for (i = 0; i < nn; i++) present[F[i]] = 1;
+    var kind = t.kind, hit = null, present = JV.presentFunctions(T);
     if (kind === "ignore") {
       hit = new Uint8Array(fns.count());
       var resHit = fns.resUrl.map(function (u) { return t.re.test(u); });
@@ -367,7 +378,7 @@
       for (var r = 0; r < nn; r++) if (nu[r] >= 0) dst[nu[r]] += src[r];
       return dst;
     }) : null;
-    var out = JV.finishTree({parent: b.parent.slice(0, m), fn: b.fn.slice(0, m), self: self,
+    var out = JV.finishTree({parent: b.parent.subarray(0, m), fn: b.fn.subarray(0, m), self: self,
       selfN: selfN, ts: ts, fns: fns, base: false});
     return {tree: out, matched: matched};
   }
