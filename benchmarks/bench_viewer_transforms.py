@@ -17,7 +17,11 @@ as the menu does), printing per kind the best of --repeat of:
   shared machine the wall times above include the time the thread waited for a core, this
   does not;
 
-each also as a ratio to the page's own search over the same tree (`jsprof-search`, one
+then, per keystroke of a search typed one character at a time ("f", "fn", "fn1", "fn12":
+the first keys match most of the graph), the page's own work (`jsprof-search`) and its
+main thread's CPU ms, in both pages with --before; the open to the first view drawn
+(the page's `jsprof-drawn` mark); each transform's `view` also as a ratio to the page's
+own search over the same tree (`jsprof-search`, one
 keystroke), measured in the same run: the machine is shared, and ratios move less than
 times. Then the time to switch to the Bottom-up and Call tree tables, untransformed.
 
@@ -96,6 +100,31 @@ def _open(b: object, path: str) -> object:
     return page
 
 
+# Types a query (the input event the box listens to) and resolves once the status line
+# names it.
+_TYPE = """(q) => new Promise(done => {
+  const input = document.getElementById("fg-search"), status = document.getElementById("fg-status");
+  const seen = new MutationObserver(() => {
+    if (status.textContent.indexOf("\u201c" + q + "\u201d") >= 0) { seen.disconnect(); done(); }
+  });
+  seen.observe(status, {childList: true, characterData: true, subtree: true});
+  input.value = q;
+  input.dispatchEvent(new Event("input"));
+})"""
+
+
+def _keys(page: object, cdp: object, query: str) -> list[tuple[float, float]]:
+    """(the page's own work, main-thread CPU ms) per keystroke of `query`, from empty."""
+    out = []
+    for k in range(1, len(query) + 1):
+        t0 = _thread_ms(cdp)
+        page.evaluate(_TYPE, query[:k])  # type: ignore[attr-defined]
+        out.append((page.evaluate(_LAST, "jsprof-search"), _thread_ms(cdp) - t0))  # type: ignore[attr-defined]
+    page.evaluate("document.getElementById('fg-search').value = ''")  # type: ignore[attr-defined]
+    page.evaluate("document.getElementById('fg-search').dispatchEvent(new Event('input'))")  # type: ignore[attr-defined]
+    return out
+
+
 # Sets the link's transforms and resolves once the page shows them (one call: no polling
 # on the page's thread while it works).
 _SET = """(tf) => new Promise(done => {
@@ -171,6 +200,26 @@ def main() -> None:
             page = _open(b, path_html)
             old = _open(b, old_html) if old_html else None
             cdps = {"now": _cdp(page), "before": _cdp(old) if old else None}
+            for p, who in ((page, "now"), (old, "before")):
+                if p is not None:
+                    drawn = p.evaluate("performance.getEntriesByName('jsprof-drawn')[0].startTime")
+                    print(f"open to first view drawn, {who}: {drawn:.0f} ms (goal <= 1500 at 10M)")
+            keys: dict[str, list[list[tuple[float, float]]]] = {"now": [], "before": []}
+            for _ in range(a.repeat):
+                for p, who in ((page, "now"), (old, "before")):
+                    if p is not None:
+                        keys[who].append(_keys(p, cdps[who], "fn12"))
+            for who in ("now", "before"):
+                if keys[who]:
+                    best = [min(r[k] for r in keys[who]) for k in range(4)]
+                    print(f"search keystrokes f fn fn1 fn12, {who}: work "
+                          f"{' '.join(f'{w:.0f}' for w, _ in best)} ms; main-thread CPU "
+                          f"{' '.join(f'{c:.0f}' for _, c in best)} ms (best of {a.repeat})")
+            if keys["before"]:
+                def cpu(who: str, k: int) -> float:
+                    return min(r[k][1] for r in keys[who])
+                print("  ratio now/before per key, CPU: " + " ".join(
+                    f"{cpu('now', k) / cpu('before', k):.2f}" for k in range(4)))
             # the baseline: one search keystroke's own work over the same tree
             page.fill("#fg-search", name)
             _wait(page, "document.getElementById('fg-status').textContent"
