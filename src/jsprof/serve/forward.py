@@ -139,7 +139,7 @@ def payload(items: list[tuple[dict, bytes]]) -> bytes:
     """One ExportProfilesServiceRequest (the same fields as ProfilesData) for the uploads."""
     from ..formats import _otlp, read_any
     from ..trace import Recording
-    from .app import trace_document
+    from .document import trace_document
 
     tracks = []
     for meta, trace_json in items:

@@ -518,7 +518,8 @@ async def trace_flame(request: Request) -> Response:
     `jsprof flame` draws that trace), for the dashboard's links to example uploads."""
     from ..errors import UsageError
     from ..words import printable
-    from .app import _Failed, _get, error, in_thread, trace_document
+    from .app import _Failed, _get, error, in_thread
+    from .document import trace_document
 
     _auth(request)
     try:
