@@ -193,11 +193,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
     ps = p.add_subparsers(dest="serve_command", metavar="{prune,check,compact,backup}")
     pr = ps.add_parser("prune", help="delete old uploads from a store")
-    # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
-    pr.add_argument(
-        "--store", type=path,
-        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
-    )
+    _add_store_arg(pr)
     pr.add_argument("--older-than", required=True, metavar="AGE", help="e.g. 30d, 12h")
     pr.add_argument("--app", metavar="NAME", help="only this app's uploads")
     pr.set_defaults(func=main_prune)
@@ -207,10 +203,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Read every record of a store and check it. Prints one line per problem "
         "found; exit status 1 when there is any, 0 when the store is sound.",
     )
-    ck.add_argument(
-        "--store", type=path,
-        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
-    )
+    _add_store_arg(ck)
     ck.set_defaults(func=main_check)
     bk = ps.add_parser(
         "backup",
@@ -219,10 +212,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "taking uploads (the compactor waits meanwhile). The copy is a store: restore by "
         "serving it (jsprof serve --store DIR) or by putting it where the store was.",
     )
-    bk.add_argument(
-        "--store", type=path,
-        default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
-    )
+    _add_store_arg(bk)
     bk.add_argument("--to", type=path, required=True, metavar="DIR",
                     help="the new folder (must not exist)")
     bk.set_defaults(func=main_backup)
@@ -234,11 +224,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "compactor does, for a store no collector compacts (--compact-every 0, or a copy). "
         "Queries never compact: they read what is not compacted yet, up to a cap, in memory.",
     )
-    cp.add_argument(
+    _add_store_arg(cp)
+    cp.set_defaults(func=main_compact)
+
+
+def _add_store_arg(sub: argparse.ArgumentParser) -> None:
+    # SUPPRESS: `jsprof serve --store X prune ...` keeps X instead of this default.
+    sub.add_argument(
         "--store", type=path,
         default=argparse.SUPPRESS, help=f"store directory (default ./{DEFAULT_STORE})"
     )
-    cp.set_defaults(func=main_compact)
 
 
 def _app_items(args: argparse.Namespace) -> list[tuple[str, str]]:
