@@ -225,12 +225,14 @@ def test_a_script_after_dashdash_is_still_a_script(tmp_path):
 
 def test_the_commands_own_stderr_is_passed_on_less_the_inspectors_lines(tmp_path):
     app = tmp_path / "app.js"
-    app.write_text("console.error('said on stderr');\n")
+    # The last write leaves its line open: Node's "Waiting for the debugger to
+    # disconnect..." came on the same line and was passed on with it.
+    app.write_text("console.error('said on stderr'); process.stderr.write('no newline');\n")
     p = _run("record", "--engine", "node", "-o", tmp_path / "o.json", "--", "node", app,
              cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     # (jsprof's own summary follows)
-    assert p.stderr.startswith("said on stderr\npid "), p.stderr
+    assert p.stderr.startswith("said on stderr\nno newlinepid "), p.stderr
     assert "Debugger" not in p.stderr and "Waiting for the debugger" not in p.stderr
 
 

@@ -84,6 +84,19 @@ def test_nodes_stderr_without_an_inspector_is_still_forwarded(capfd) -> None:
     assert capfd.readouterr().err == "early words\n"
 
 
+def test_a_scripts_last_stderr_line_left_open_is_passed_on_without_the_inspectors(
+        tmp_path, capfd) -> None:
+    # Node's "Waiting for the debugger to disconnect..." came on the script's open line
+    # and was passed on with it ("no newlineWaiting for the debugger to disconnect...").
+    from jsprof.engines.node import record_node
+
+    script = tmp_path / "x.js"
+    script.write_text("process.stderr.write('said'); process.stderr.write(' no newline');\n")
+    rec = record_node(script, sample_interval=1.0)
+    assert rec.tracks[0].meta["exit"] == "ok"
+    assert capfd.readouterr().err == "said no newline"
+
+
 # The script asks its own inspector's HTTP endpoint what it lists, as any local user could.
 _LISTS_ITS_ID = r"""
 const u = new URL(require('node:inspector').url());

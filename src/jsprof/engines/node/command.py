@@ -36,7 +36,13 @@ from collections.abc import Sequence
 from ...errors import EngineError, UsageError
 from .._ending import interruption
 from .._process import SignalFlag, die_with_parent, end_group
-from .process import _INSPECTOR_LINES, effective_interval, interval_us, pass_on_stderr
+from .process import (
+    _INSPECTOR_LINES,
+    effective_interval,
+    interval_us,
+    pass_on_stderr,
+    stderr_lines,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -227,7 +233,7 @@ class _Stderr:
         self.thread.start()
 
     def _read(self) -> None:
-        for line in iter(self.pipe.readline, b""):
+        for line in stderr_lines(self.pipe):
             if not line.startswith(_INSPECTOR_LINES):
                 pass_on_stderr(line)
 

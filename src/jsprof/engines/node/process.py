@@ -20,6 +20,7 @@ from .._process import die_with_parent, end_group
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from typing import BinaryIO
 
 ENGINE = "node"
@@ -34,6 +35,21 @@ _INSPECTOR_LINES = (
 )
 _WAITING = b"Waiting for the debugger to disconnect..."
 MIN_INTERVAL_US = 100
+
+
+def stderr_lines(pipe: BinaryIO) -> Iterator[bytes]:
+    """A Node process's stderr line by line. The inspector writes its lines whole, but
+    after the script's last write left its line open the two come as one ("doneWaiting
+    for the debugger to disconnect..."): the script's part, as it wrote it, comes first
+    and alone, so the inspector's line is known for its own."""
+    for line in iter(pipe.readline, b""):
+        for marker in _INSPECTOR_LINES:
+            i = line.find(marker, 1)
+            if i > 0:
+                yield line[:i]
+                line = line[i:]
+                break
+        yield line
 
 
 def pass_on_stderr(line: bytes, out: BinaryIO | None = None) -> None:
@@ -195,7 +211,7 @@ class NodeProcess:
 
     def _read_stderr(self) -> None:
         assert self.proc.stderr is not None
-        for line in iter(self.proc.stderr.readline, b""):
+        for line in stderr_lines(self.proc.stderr):
             if self.url is None:
                 m = _WS_RE.search(line)
                 if m:
