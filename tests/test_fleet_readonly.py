@@ -238,6 +238,7 @@ def test_format_4_tables_are_upgraded_in_place_not_rebuilt(store: Path, tmp_path
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
     from jsprof.store.tables.manifest import FORMAT_VERSION
+    from jsprof.store.tables.rollup import ROLLUP_KINDS
 
     copy = tmp_path / "store"
     shutil.copytree(store, copy)
@@ -247,10 +248,12 @@ def test_format_4_tables_are_upgraded_in_place_not_rebuilt(store: Path, tmp_path
     mp = copy / "tables" / "_manifest.json"
     man = orjson.loads(mp.read_bytes())
     for entry in man["releases"].values():  # as format 4 wrote them: no samples parts
-        for e in entry["parts"].pop("samples"):
-            (copy / "tables" / e["path"]).unlink()
+        for kind in ("samples", *ROLLUP_KINDS):  # nor rollups
+            for e in entry["parts"].pop(kind):
+                (copy / "tables" / e["path"]).unlink()
     man["formatVersion"] = 4
     man.pop("samplesFromUk")
+    man.pop("rollups")
     mp.write_bytes(orjson.dumps(man))
     uploads_parts = man["uploads"]
     st = api.open_store(copy)
@@ -271,6 +274,9 @@ def test_format_4_tables_are_upgraded_in_place_not_rebuilt(store: Path, tmp_path
     man = orjson.loads(mp.read_bytes())
     assert man["formatVersion"] == FORMAT_VERSION and "rebuiltFrom" not in man
     assert man["samplesFromUk"] == 16 and man["uploads"][:len(uploads_parts)] == uploads_parts
+    # and builds the rollups from the per-upload tables (format 5 had none)
+    assert man["rollups"] and all(entry["parts"]["rollup_stacks"]
+                                  for entry in man["releases"].values())
     st = api.open_store(copy)
     with api.session(st) as s:
         during = api.top(s, Filters(app="shop", during="interaction"), None)

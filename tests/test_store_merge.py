@@ -89,7 +89,11 @@ def test_many_runs_keep_the_part_count_bounded_and_answers_the_same(tmp_path: Pa
         assert max(groups.values()) <= 3 * 3
     man, unmerged = read_manifest(merged.path), read_manifest(plain.path)
     assert len(_parts(unmerged)) >= 8 * runs
-    assert len(_parts(man)) <= len(_parts(unmerged)) // 5
+    # Each table of one release and day: 24 parts down to 5 (the closed day's 8 in one,
+    # the open day's 16 in 4: levels of fanout 4); frames and stacks 25 down to 4. (The
+    # bound was // 5 of all parts while the day tables were 4 of 6 kinds; with the 4
+    # rollup kinds they are 8 of 10, and their own ratio is 4.8.)
+    assert len(_parts(man)) <= len(_parts(unmerged)) // 4
     # New frames in every run: their parts merged by levels too (ids stay in order).
     assert max(r["frames"] for r in man["releases"].values()) > 24
     assert max(len(r["parts"]["frames"]) for r in man["releases"].values()) <= 9

@@ -92,9 +92,11 @@ def notes(s: Session) -> dict:
 
 
 def top(s: Session, f: Filters, n: int | None = 20) -> dict:
-    from . import query
+    from . import query, rollups
 
-    sel = query.select(s.engine, s.snap, f)
+    # From the rollups when they can say it (their rows grow with days and distinct
+    # stacks), else from the per-upload tables: the same document either way
+    sel = rollups.select(s.engine, s.snap, f) or query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
     require_windows(sel)
     return {**query.top(s.engine, s.snap, sel, n), **notes(s)}

@@ -56,6 +56,11 @@ class Uploads:
     def __len__(self) -> int:
         return len(self.uk)
 
+    @property
+    def count(self) -> np.ndarray:
+        """Uploads per row: one (`fleet.rollups.Rolled`'s rows stand for several)."""
+        return np.ones(len(self.uk), np.int64)
+
     def page_loads(self) -> int:
         """Page loads: distinct page-load ids, and one per upload without an id."""
         ids = {p for p in self.page_load if p is not None}
@@ -400,6 +405,60 @@ def _uploads_sql(f: Filters) -> tuple[str, list[Any]]:
     return " AND ".join(where), params
 
 
+# Per rollup kind: the columns its rows are summed by, and those summed
+ROLLUP_OUT = {
+    "rollup_cells": (("ri", "sample_interval"),
+                     ("uploads", "own_loads", "samples", "total_ns", "lost_ms")),
+    "rollup_loads": ((), ()),
+    "rollup_stacks": (("ri", "stack_id", "marker"), ("samples", "weight_ns")),
+    "rollup_frames": (("ri", "frame_id", "marker", "bucket"), ("traces",)),
+}
+
+
+def _loads(hashes: list, registers: list) -> dict[str, np.ndarray]:
+    """rollup_loads rows (a hash, or a cell's sketch) -> the distinct page loads."""
+    from ..store.tables.view import page_loads
+
+    h = np.asarray([x for x in hashes if x is not None], np.int64)
+    return {"loads": np.asarray([page_loads(h, [r for r in registers if r is not None])],
+                                np.int64)}
+
+
+def _empty_rollup(kind: str) -> dict[str, np.ndarray]:
+    if kind == "rollup_loads":
+        return {"loads": np.zeros(1, np.int64)}
+    keys, sums = ROLLUP_OUT[kind]
+    return {c: np.zeros(0, np.float64 if c in ("sample_interval", "lost_ms") else np.int64)
+            for c in (*keys, *sums)}
+
+
+def _cells_sql(f: Filters) -> tuple[str, list[Any]]:
+    """The route and env filters of `_uploads_sql`, on a rollup table's cells."""
+    where, params = ["true"], []
+    if f.route is not None and not any(c in f.route for c in "*?"):
+        # A route without wildcards as an equality, which the Parquet reader filters by
+        # its dictionaries (a regex per row cost ~4 s over 18 M rollup_frames rows)
+        where.append("route = ?" if f.route else "coalesce(route, '') = ?")
+        params.append(f.route)
+    elif f.route is not None:
+        where.append("regexp_full_match(coalesce(route, ''), ?, 's')")
+        params.append(glob_regex(f.route))
+    if f.env is not None:
+        where.append("env = ?")
+        params.append(f.env)
+    return " AND ".join(where), params
+
+
+def _pandas_cells(df: Any, f: Filters) -> Any:
+    """`_cells_sql` on a pandas frame."""
+    m = np.ones(len(df), bool)
+    if f.route is not None:
+        m &= df["route"].fillna("").str.fullmatch(glob_regex(f.route), flags=16).to_numpy(bool)
+    if f.env is not None:
+        m &= (df["env"] == f.env).fillna(False).to_numpy(bool)
+    return df[m]
+
+
 def _json_path(key: str) -> str:
     return "$." + json.dumps(key)
 
@@ -674,6 +733,49 @@ class DuckEngine:
             out[c][rep] = np.rint(v).astype(np.int64)
         return out
 
+    def rollup(self, plan: Any, kind: str, f: Filters,
+               want: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """One rollup table of `plan`'s parts (fleet/rollups.py), its rows of `f`'s
+        routes and envs summed per `ROLLUP_OUT[kind]` (`ri`: the plan's release index);
+        `want` (release indices, frame ids): rollup_frames of those frames only, and of
+        the rows without one."""
+        import pyarrow as pa
+
+        pieces, params, names = [], [], []
+        for ri, parts in enumerate(plan.parts[kind]):
+            paths, mem = _split(parts)
+            if paths:
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?)")
+                params.append(paths)
+            if mem is not None:
+                names.append(f"roll_{id(mem):x}")
+                self.con.register(names[-1], mem)
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}")
+        cond, cp = _cells_sql(f)
+        if want is not None:
+            names.append("want")
+            self.con.register("want", pa.table({"ri": want[0], "frame_id": want[1]}))
+            cond += " AND (frame_id < 0 OR (ri, frame_id) IN (SELECT (ri, frame_id) FROM want))"
+        keys, sums = ROLLUP_OUT[kind]
+        try:
+            if not pieces:
+                return _empty_rollup(kind)
+            src = " UNION ALL BY NAME ".join(pieces)
+            if kind == "rollup_loads":
+                t = self.con.sql(f"SELECT load_hash, registers FROM ({src}) WHERE {cond}",
+                                 params=[*params, *cp]).to_arrow_table()
+                return _loads(t.column("load_hash").to_pylist(),
+                              t.column("registers").to_pylist())
+            else:
+                k = ", ".join(keys)
+                sql = (f"SELECT {k}, " + ", ".join(
+                    f"sum({c})::{'DOUBLE' if c == 'lost_ms' else 'BIGINT'} AS {c}" for c in sums)
+                    + f" FROM ({src}) WHERE {cond} GROUP BY {k} ORDER BY {k}")
+            return _arrow_cols(self.con.sql(sql, params=[*params, *cp]).to_arrow_table())
+        finally:
+            for n in names:
+                self.con.unregister(n)
+
     def frames(self, snap: Snapshot, up: Uploads, want: Want | None = None) -> FrameRows:
         """Per-trace frame rows of the matching uploads: all, or only `want`'s frames
         (plus the idle rows)."""
@@ -838,6 +940,46 @@ class DaskEngine:
         pdf = self.client.compute(fr).result()
         return _frames_from({c: pdf[c].to_numpy()
                              for c in ("uk", "ri", "frame_id", "marker", "self_ns")})
+
+
+    def rollup(self, plan: Any, kind: str, f: Filters,
+               want: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """`DuckEngine.rollup` as dask steps: each release's parts read on the workers,
+        filtered and summed per partition, then summed again."""
+        import dask.dataframe as dd
+
+        from ..store.tables.view import rollup_schemas
+
+        cols = rollup_schemas()[kind].names
+        frames = []
+        for ri, parts in enumerate(plan.parts[kind]):
+            if parts:
+                frames.append(self._read(parts, cols).assign(ri=ri))
+        if not frames:
+            return _empty_rollup(kind)
+        df = frames[0] if len(frames) == 1 else dd.concat(frames)
+        df = df.map_partitions(_pandas_cells, f, meta=df._meta)
+        if want is not None:
+            keys = np.asarray(want[0], np.int64) * (1 << 32) + np.asarray(want[1], np.int64)
+
+            def pick(part: Any, keys: np.ndarray = keys) -> Any:
+                k = part["ri"].to_numpy() * (1 << 32) + part["frame_id"].to_numpy()
+                return part[(part["frame_id"].to_numpy() < 0) | np.isin(k, keys)]
+
+            df = df.map_partitions(pick, meta=df._meta)
+        if kind == "rollup_loads":
+            import pandas as pd
+
+            pdf = self.client.compute(df[["load_hash", "registers"]]).result()
+            return _loads([None if pd.isna(v) else int(v) for v in pdf["load_hash"].tolist()],
+                          pdf["registers"].tolist())
+        keys, sums = ROLLUP_OUT[kind]
+        g = df.groupby(list(keys), dropna=False)[list(sums)].sum()
+        pdf = self.client.compute(g).result().reset_index().sort_values(
+            list(keys), kind="stable")
+        return {c: pdf[c].to_numpy().astype(
+            np.float64 if c in ("sample_interval", "lost_ms") else np.int64)
+            for c in (*keys, *sums)}
 
 
 def _per_upload_key_part(part: Any, u: tuple) -> Any:

@@ -22,6 +22,7 @@ from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
 from ..meta import AGGREGATED
+from ..store.tables.view import bucket_of, quantiles
 from ..trace import (
     MARKERS,
     NONE,
@@ -72,6 +73,7 @@ class Selection:
     # --exclude-idle: the time and samples of the (idle) and (program) samples left out
     idle_ms: float = 0.0
     idle_samples: int = 0
+    rollup: Any = None  # the rollup parts it was read from (fleet/rollups.py), if so
 
     @property
     def traces(self) -> int:
@@ -129,7 +131,7 @@ def _recording(releases: dict[str, Release], rows: StackRows, up: Uploads) -> Re
             sample_interval=_merged_interval(up, mine),
             meta={
                 AGGREGATED: True,
-                "app": rel.app, "release": rel.release, "traces": int(mine.sum()),
+                "app": rel.app, "release": rel.release, "traces": int(up.count[mine].sum()),
                 "samples": int(up.samples[mine].sum()),
                 # gap time beyond the weight cap in these uploads: in no weight above
                 "lostMs": round(float(up.lost_ms[mine].sum()), 3),
@@ -142,9 +144,17 @@ def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
     """The interval of a merged track: the median of the intervals its uploads declared,
     else the mean time a sample stood for (never one merged row's weight)."""
     declared = up.sample_interval[mine]
-    declared = declared[np.isfinite(declared) & (declared > 0)]
-    if len(declared):
-        return float(np.median(declared))
+    ok = np.isfinite(declared) & (declared > 0)
+    if ok.any():
+        # np.median of the intervals, each counted for its uploads (a rollup's row
+        # stands for several): the middle one, or the mean of the middle two
+        v, c = declared[ok], up.count[mine][ok]
+        order = np.argsort(v, kind="stable")
+        v, cum = v[order], np.cumsum(c[order])
+        n = int(cum[-1])
+        a, b = v[np.searchsorted(cum, (n - 1) // 2, side="right")], \
+            v[np.searchsorted(cum, n // 2, side="right")]
+        return float(np.mean([a, b]))
     n = int(up.samples[mine].sum())
     return float(up.total_ms[mine].sum()) / n if n else None
 
@@ -274,38 +284,6 @@ def _sum_groups(g: np.ndarray, rows: StackRows) -> StackRows:
 # ---- top -------------------------------------------------------------------------------------
 
 
-_VBITS = 42  # ns of one function's self time in one trace: up to 73 minutes
-
-
-def _per_trace_quantiles(groups: np.ndarray, values_ns: np.ndarray, n_groups: int
-                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per group: how many traces, and the p50/p95 of their values in ms (linear
-    interpolation, as numpy's default percentile)."""
-    count = np.bincount(groups, minlength=n_groups)
-    p50 = np.full(n_groups, np.nan)
-    p95 = np.full(n_groups, np.nan)
-    if len(groups) == 0:
-        return count, p50, p95
-    v_int = values_ns.astype(np.int64)
-    if n_groups < (1 << (62 - _VBITS)) and int(v_int.max()) < (1 << _VBITS):
-        # One int64 key per row sorts several times faster than a two-key lexsort.
-        key = (groups.astype(np.int64) << _VBITS) | v_int
-        key.sort()
-        v = (key & ((1 << _VBITS) - 1)).astype(np.float64) / NS_PER_MS
-    else:
-        v = v_int[np.lexsort((v_int, groups))].astype(np.float64) / NS_PER_MS
-    starts = np.concatenate([[0], np.cumsum(count)[:-1]])
-    has = count > 0
-    for q, out in ((0.5, p50), (0.95, p95)):
-        pos = (count[has] - 1) * q
-        lo = np.floor(pos).astype(np.int64)
-        hi = np.ceil(pos).astype(np.int64)
-        s0 = starts[has]
-        a, b = v[s0 + lo], v[s0 + hi]
-        out[has] = a + (b - a) * (pos - lo)
-    return count, p50, p95
-
-
 def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> dict:
     """The `fleet top --json` document."""
     summary = summarize(sel.recording)
@@ -315,9 +293,10 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
     # Per-trace figures (traces, p50, p95) only for the rows shown: those rows cost one
     # row per trace and function, the rest of the query only one per distinct stack.
     want = None
-    if n is not None:
+    rolled = sel.rollup is not None
+    if n is not None or rolled:
         shown = np.zeros(n_keys + 1, bool)
-        shown[st.order("self")[:n]] = True
+        shown[st.order("self")[:n] if n is not None else slice(None)] = True
         ri_l, fid_l = [], []
         for ri, rkey in enumerate(sel.uploads.rkeys):
             fk = np.asarray([index.get(k, n_keys) for k in sel.releases[rkey].frame_key]
@@ -327,8 +306,16 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
             fid_l.append(hit.astype(np.int64))
         want = Want(np.concatenate(ri_l or [np.zeros(0, np.int64)]),
                     np.concatenate(fid_l or [np.zeros(0, np.int64)]))
-    fr: FrameRows = (sel.frame_rows if sel.frame_rows is not None
-                     else engine.frames(snap, sel.uploads, want))
+    if rolled:
+        # uploads per (release, frame, marker, bucket of self time): rows per distinct
+        # frame and day, not per upload (fleet/rollups.py)
+        got = _rolled_frames(engine, sel, want)
+        fr = FrameRows(np.zeros(len(got["ri"]), np.int64), got["ri"], got["frame_id"],
+                       got["marker"], np.zeros(len(got["ri"]), np.int64))
+        buckets, counts = got["bucket"], got["traces"]
+    else:
+        fr = (sel.frame_rows if sel.frame_rows is not None
+              else engine.frames(snap, sel.uploads, want))
     # Per stored (release, frame): the summary row of its mapped function.
     gid = np.full(len(fr.uk), -1, np.int64)
     for ri, rkey in enumerate(sel.uploads.rkeys):
@@ -345,6 +332,9 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
             gid[idle & (fr.marker == code)] = g
     ok = gid >= 0
     n_groups = n_keys + len(summary.no_js)
+    if rolled:
+        traces, (p50, p95) = quantiles(gid[ok], buckets[ok], counts[ok], n_groups)
+        return top_document(sel, summary, traces, p50, p95, n)
     groups, ns = gid[ok], fr.self_ns[ok]
     if any(rel.stack_map is not None for rel in sel.releases.values()):
         # Source maps can map two stored frames of one trace to one function: that trace
@@ -355,8 +345,22 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
         # float64 sums of integer ns are exact below 2**53 ns
         ns = np.rint(np.bincount(inv, weights=ns, minlength=len(uniq))).astype(np.int64)
         groups = uniq % (n_groups + 1)
-    traces, p50, p95 = _per_trace_quantiles(groups, ns, n_groups)
+    # Each trace's value as its bucket's middle, as the rollups keep it (tables/rollup.py)
+    traces, (p50, p95) = quantiles(groups, bucket_of(ns), np.ones(len(groups), np.int64),
+                                   n_groups)
     return top_document(sel, summary, traces, p50, p95, n)
+
+
+def _rolled_frames(engine: Engine, sel: Selection, want: Want) -> dict[str, np.ndarray]:
+    """Per (release of `sel.uploads`, frame, marker, bucket): uploads, from the rollups
+    `sel` was read from (fleet/rollups.py), for `want`'s frames and every row without
+    one."""
+    p = sel.rollup
+    back = {k: i for i, k in enumerate(p.rkeys)}
+    plan_ri = np.asarray([back[k] for k in sel.uploads.rkeys] or [0], np.int64)
+    got = engine.rollup(p, "rollup_frames", sel.filters, (plan_ri[want.ri], want.frame_id))
+    got["ri"] = sel.uploads.ri_of[got["ri"]]
+    return got
 
 
 def _r(x: float, nd: int = 3) -> float | None:

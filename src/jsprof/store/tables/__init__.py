@@ -8,7 +8,9 @@ without re-parsing JSON. One module per job:
 - `compact.py`: the compactor's run (raw uploads since the cursor -> parts -> manifest);
 - `merge.py`: small parts merged by levels, closed days into one, old files after a grace;
 - `prune.py`: a retention cut applied to the tables (`store/retention.py` runs it);
-- `view.py`: what a query reads (manifest, uncompacted tail in memory, parts to scan).
+- `view.py`: what a query reads (manifest, uncompacted tail in memory, parts to scan);
+- `rollup.py`: the rollup tables' rows (per release, day, route and env), summed on merge;
+- `rebuild.py`: rollups made anew from the per-upload tables (a prune's cut day, upgrades).
 
 Writers (compact, merge, prune) hold the tables' lock (`store/lock.py`); readers take none.
 Layout under `<store>/tables/` (documented in docs/store.md):
@@ -21,6 +23,7 @@ Layout under `<store>/tables/` (documented in docs/store.md):
     weights/rkey=K/D/part-NNNNNN.parquet            per upload: (stack, marker, samples, ns)
     upload_frames/rkey=K/D/part-NNNNNN.parquet      per upload: frames present, self time
     samples/rkey=K/D/part-NNNNNN.parquet            per sample: time, stack, marker, ns
+    rollup_*/rkey=K/D/part-NNNNNN.parquet           per route and env: sums (rollup.py)
 
 K is a short hash of (app, release), D the UTC day of receivedAt. The manifest lists each
 part with its receivedAt range, rows, size and CRC-32: a query skips parts outside its time

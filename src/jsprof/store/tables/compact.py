@@ -37,6 +37,7 @@ from .manifest import (
     tables_dir,
     write_manifest,
 )
+from .rebuild import build_rollups
 
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 
@@ -75,6 +76,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
     stats = CompactStats()
     with TablesLock(tdir):
         man = locked_manifest(tdir, forget)
+        build_rollups(tdir, man)
         releases: dict[str, Release] = {}
         pending: list[dict] = []
         cursor = cursor_in(man)
@@ -110,6 +112,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                 rel.weights.clear()
                 rel.upload_frames.clear()
                 rel.samples.clear()
+                rel.cells.clear()
             man["uploads"].extend(write_upload_parts(tdir, pending, part))
             dirs = {
                 d

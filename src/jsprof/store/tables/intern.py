@@ -26,6 +26,7 @@ import orjson
 
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
+from .rollup import CELL_COLS, ROLLUP_KINDS, rollup_columns
 
 NS_PER_MS = 1_000_000
 
@@ -51,6 +52,7 @@ class Release:
     weights: list[dict] = field(default_factory=list)
     upload_frames: list[dict] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
+    cells: list[dict] = field(default_factory=list)  # per upload: what the rollups need
     # receivedAt of the upload being added: its rows go to that day's parts
     cur_at: float | None = None
     # the manifest's frame/stack part entries this object holds (see _cached_release)
@@ -343,6 +345,7 @@ def write_release_parts(
             "parent_id": _shift(np.asarray(rel.stack_parent[s0:], np.int64), stack_base),
             "frame_id": np.asarray(rel.stack_frame[s0:], np.int64) + frame_base,
         }, sch["stacks"], len(rel.stack_parent) - s0)]
+    per_day: dict[tuple[str, str | None], dict] = {}
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames),
                        ("samples", rel.samples)):
         by_day: dict[str | None, list[dict]] = {}
@@ -357,18 +360,44 @@ def write_release_parts(
                 data["stack_id"] = _shift(data["stack_id"], stack_base)
             else:
                 data["frame_id"] = _shift(data["frame_id"], frame_base)
+            per_day[(kind, day)] = data
             sub = f"{day}/" if day else ""
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(new_part(
                 tdir, path, data, sch[kind], len(data["uk"]), day,
                 [r.get("_at") for r in group],
             ))
+    # The rollups of the same rows (tables/rollup.py), one part per kind and day
+    cells: dict[str | None, list[dict]] = {}
+    for c in rel.cells:
+        cells.setdefault(day_of(c.get("_at")), []).append(c)
+    for day in sorted(cells, key=lambda d: d or ""):
+        group = cells[day]
+        up = {k: [c[k] for c in group] for k in CELL_COLS}
+        got = rollup_columns(up, per_day.get(("weights", day), _no_rows(sch["weights"])),
+                             per_day.get(("upload_frames", day), _no_rows(sch["upload_frames"])))
+        sub = f"{day}/" if day else ""
+        for kind in ROLLUP_KINDS:
+            data = got[kind]
+            written.setdefault(kind, []).append(new_part(
+                tdir, f"{kind}/rkey={rkey}/{sub}{name}", data, sch[kind], len(data["route"]),
+                day, [c.get("_at") for c in group],
+            ))
     return written
+
+
+def _no_rows(schema: Any) -> dict[str, np.ndarray]:
+    return {f.name: np.zeros(0, np.int64) for f in schema}
 
 
 def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec: Any) -> dict:
     """Intern one parsed upload into `rel` (`add_upload`) and return its uploads-table row."""
     n, total_ms, lost_ms = add_upload(rel, uk, rec, meta)
+    rel.cells.append({
+        "uk": uk, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
+        "sample_interval": number_of(meta.get("sampleInterval")),
+        "page_load": page_load_of(meta), "samples": n, "lost_ms": lost_ms, "_at": rel.cur_at,
+    })
     return {
         "uk": uk,
         "id": upload_id,

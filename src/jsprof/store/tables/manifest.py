@@ -17,20 +17,24 @@ import orjson
 
 from ...errors import JsprofError
 from ..cursor import Cursor
+from .rollup import ROLLUP_KINDS
 
 TABLES = "tables"
 MANIFEST = "_manifest.json"
 # 2: uploads.lost_ms; 3: uploads.page_load; 4: stack-less samples inside long animation
 # frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle); 5: the
 # samples table (each sample's time on its upload's clock: the merged Time view and
-# `--during` read it instead of the raw uploads)
-FORMAT_VERSION = 5
+# `--during` read it instead of the raw uploads); 6: the rollups (tables/rollup.py: per
+# release, day, route and env, what `fleet top` sums, so it reads no per-upload row)
+FORMAT_VERSION = 6
 # Formats read as they are and upgraded by the next compaction, not rebuilt: 4 has every
 # table of 5 but `samples`, which only its uploads from `samplesFromUk` on have (a rebuild
 # would need raw segments that raw retention, `--keep-raw`, may have deleted).
-UPGRADES = (4,)
+# 5 has every table of 6 but the rollups, which the next compaction builds from its
+# per-upload tables (`tables/rebuild.py`); until then queries read the per-upload tables.
+UPGRADES = (4, 5)
 
-KINDS = ("frames", "stacks", "weights", "upload_frames", "samples")
+KINDS = ("frames", "stacks", "weights", "upload_frames", "samples", *ROLLUP_KINDS)
 ROW_KINDS = ("weights", "upload_frames", "samples")  # per-upload rows, parted by day
 
 
@@ -53,15 +57,19 @@ def _empty_manifest() -> dict:
         "releases": {},
         "skipped": [],
         "samplesFromUk": 0,  # uploads from this key on have rows in the samples table
+        "rollups": True,  # every upload compacted is in the rollup tables
     }
 
 
 def _upgraded(doc: dict) -> dict:
     """A manifest of a format in UPGRADES as this format reads it (in memory; the next
-    compaction commits it): no samples parts, and no sample rows for any upload so far."""
+    compaction commits it): no samples parts, and no sample rows for any upload so far
+    (format 4); no rollups (4 and 5), which that compaction builds (`rebuild.py`)."""
     doc = dict(doc, formatVersion=FORMAT_VERSION)
     doc.setdefault("samplesFromUk", doc.get("nextUk", 0))
-    doc["releases"] = {k: dict(v, parts={**v["parts"], "samples": v["parts"].get("samples", [])})
+    if "rollups" not in doc:
+        doc["rollups"] = not doc.get("nextUk")
+    doc["releases"] = {k: dict(v, parts={**{n: [] for n in KINDS}, **v["parts"]})
                        for k, v in doc["releases"].items()}
     return doc
 

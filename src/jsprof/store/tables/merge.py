@@ -24,7 +24,8 @@ from .manifest import (
     tables_dir,
     write_manifest,
 )
-from .parts import level, part_no, schemas, unlink_parts, verify_part
+from .parts import level, new_part, part_no, read_part, schemas, unlink_parts, verify_part
+from .rollup import ROLLUP_KINDS, aggregate
 
 # A collector compacts every few seconds and each run writes a few small parts. Parts of one
 # group (a table, release and UTC day; a release's frames or stacks) are merged the way
@@ -126,6 +127,17 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     rel = str(Path(part_path(entries[0])).parent / f"part-{part:06d}.parquet")
     path = tdir / rel
     tmp = path.with_name(f".{path.name}.tmp")
+    if kind in ROLLUP_KINDS:
+        # Rows summed by their keys: a day's part holds one row per key, however many
+        # batches wrote it (rollups are small: held at once)
+        t = aggregate(kind, pa.concat_tables([
+            read_part(pq, verify_part(tdir, e), tdir).select(sch.names).cast(sch)
+            for e in entries]))
+        out = new_part(tdir, rel, {n: t[n] for n in sch.names}, sch, t.num_rows,
+                       entries[0].get("day"),
+                       [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))])
+        out["level"] = max(level(e) for e in entries) + 1
+        return out
     # Streamed: the parts' row groups are read one at a time and written as row groups of
     # up to MERGE_GROUP_BYTES (in memory) or MERGE_GROUP_ROWS, so a merge holds about that
     # much, not all its parts (an uploads row holds the upload's meta).

@@ -160,6 +160,8 @@ def part_files(
 def schemas() -> dict[str, Any]:
     import pyarrow as pa
 
+    from .rollup import schemas as rollup_schemas
+
     return {
         "uploads": pa.schema(
             [
@@ -224,6 +226,7 @@ def schemas() -> dict[str, Any]:
                 ("weight_ns", pa.int64()),
             ]
         ),
+        **rollup_schemas(),
     }
 
 

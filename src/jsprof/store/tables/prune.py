@@ -17,6 +17,8 @@ from .intern import forget
 from .manifest import MANIFEST, ROW_KINDS, locked_manifest, part_path, tables_dir, write_manifest
 from .merge import GRACE_S
 from .parts import level, new_part, read_part, schemas, unlink_parts, verify_part
+from .rebuild import rebuild_rollups
+from .rollup import ROLLUP_KINDS
 
 # Called with a stage name ("segments": the raw segments pruned, the tables not yet;
 # "written": rewritten parts written, manifest not committed; "committed"), for tests
@@ -112,6 +114,18 @@ def prune_tables(
             if entry is None:
                 continue
             keys = np.fromiter(uks, np.int64)
+            straddled: set[str] = set()
+            for kind in ROLLUP_KINDS:
+                kept = []
+                for e in entry["parts"][kind]:
+                    if not isinstance(e, dict) or e.get("minAt") is None or \
+                            e["minAt"] >= older_than:
+                        kept.append(e)  # no upload of it is dropped (none without a time)
+                        continue
+                    garbage.append(part_path(e))
+                    if e["maxAt"] >= older_than:  # made anew from what the day keeps
+                        straddled.add(e["day"])
+                entry["parts"][kind] = kept
             for kind in ROW_KINDS:
                 kept = []
                 for e in entry["parts"][kind]:
@@ -131,6 +145,10 @@ def prune_tables(
                     if not hit.all():
                         kept.append(rewrite(e, t, ~hit, sch[kind]))
                 entry["parts"][kind] = kept
+            for day in sorted(straddled):
+                for kind, entries in rebuild_rollups(tdir, man, rkey, day, part).items():
+                    entry["parts"][kind].extend(entries)
+                    dirs.update((tdir / part_path(x)).parent for x in entries)
         live = {e.get("rkey") if isinstance(e, dict) else None for e in uploads}
         if None not in live:  # no part of the old layout (all releases mixed) is left
             for rkey in [k for k in man["releases"] if k not in live]:

@@ -27,15 +27,22 @@ from .intern import (
 )
 from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
 from .parts import part_files
+from .rollup import ROLLUP_KINDS, bucket_of, page_loads, quantiles
+from .rollup import schemas as rollup_schemas
 
 __all__ = [
+    "ROLLUP_KINDS",
     "TAIL_MAX",
     "CompactError",
     "Tail",
+    "bucket_of",
+    "page_loads",
     "part_files",
+    "quantiles",
     "read_manifest",
     "read_tail",
     "release_key",
+    "rollup_schemas",
     "tables_dir",
 ]
 

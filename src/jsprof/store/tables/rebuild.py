@@ -1,0 +1,72 @@
+"""Rollups made anew from the per-upload tables (no raw segment needed, which raw
+retention may have deleted): a day a prune cut in two (`prune.py`), and tables of format 5
+or 4 (no rollups) at the first compaction that reads them (`compact.py`). The same
+`rollup_columns` as the compactor's batches, so the rows are the same sums."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from ..durable import fsync_dir
+from .manifest import part_path, write_manifest
+from .parts import new_part, read_part, schemas, verify_part
+from .rollup import CELL_COLS, ROLLUP_KINDS, rollup_columns
+
+
+def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
+                    ) -> dict[str, list]:
+    """The rollup parts of one release and day from its per-upload tables as `man` lists
+    them, written under `part` (`part-NNNNNN-r.parquet`); kind -> manifest entries."""
+    import pyarrow.parquet as pq
+
+    entry = man["releases"][rkey]
+    cols: dict[str, list] = {k: [] for k in (*CELL_COLS, "received_at")}
+    for e in man["uploads"]:
+        if isinstance(e, dict) and e.get("rkey") == rkey and e.get("day") == day:
+            t = read_part(pq, verify_part(tdir, e), tdir, list(cols)).to_pydict()
+            for k in cols:
+                cols[k].extend(t[k])
+    if not cols["uk"]:
+        return {}
+    sch = schemas()
+    rows: dict[str, dict] = {}
+    for kind in ("weights", "upload_frames"):
+        got: dict[str, list] = {f.name: [] for f in sch[kind]}
+        for e in entry["parts"][kind]:
+            if isinstance(e, dict) and e.get("day") == day:
+                t = read_part(pq, verify_part(tdir, e), tdir)
+                for k in got:
+                    got[k].append(t[k].to_numpy())
+        rows[kind] = {k: np.concatenate(v) if v else np.zeros(0, np.int64)
+                      for k, v in got.items()}
+    data = rollup_columns(cols, rows["weights"], rows["upload_frames"])
+    sub = f"{day}/" if day else ""
+    return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
+                            data[kind], sch[kind], len(data[kind]["route"]), day,
+                            cols["received_at"])]
+            for kind in ROLLUP_KINDS}
+
+
+def build_rollups(tdir: Path, man: dict) -> None:
+    """Tables without rollups (an older format's): every release's days rolled up from
+    their per-upload tables, and committed. Under the tables' lock."""
+    if man.get("rollups") or any(not isinstance(e, dict) or "rkey" not in e
+                                 for e in man["uploads"]):
+        return  # tables of the oldest layout (all releases mixed) keep reading per upload
+    part = man["nextPart"]
+    dirs: set[Path] = set()
+    for rkey, entry in man["releases"].items():
+        days = {e.get("day") for e in man["uploads"] if e.get("rkey") == rkey}
+        for kind in ROLLUP_KINDS:
+            entry["parts"][kind] = []
+        for day in sorted(days, key=lambda d: d or ""):
+            for kind, entries in rebuild_rollups(tdir, man, rkey, day, part).items():
+                entry["parts"][kind].extend(entries)
+                dirs.update((tdir / part_path(x)).parent for x in entries)
+    for d in sorted(dirs, key=lambda d: -len(d.parts)):
+        fsync_dir(d)
+    man["nextPart"] = part + 1
+    man["rollups"] = True
+    write_manifest(tdir, man)

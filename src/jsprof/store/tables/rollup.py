@@ -1,0 +1,310 @@
+"""Rollups (format 6): a release's day of uploads summed per cell (route, env), so that `fleet top`
+over any span of days reads rows that grow with distinct stacks and days, not uploads.
+
+The compactor writes them beside the per-upload tables, from the same rows, one part per
+release and UTC day and batch (`rollup_*` kinds, listed in the manifest as the row kinds
+are); a merge sums the rows of the parts it merges by their keys, so a day's merged part
+holds one row per key whatever the number of batches. Queries only read them.
+
+  rollup_cells   route, env, sample_interval -> uploads, own_loads, samples, total_ns,
+                 lost_ms    (own_loads: uploads without a page-load id, each its own load)
+  rollup_loads   route, env, load_hash          distinct page-load ids (64-bit hashes);
+                 registers                      or, for a cell past LOADS_EXACT loads, a
+                                                HyperLogLog sketch of them (`page_loads`)
+  rollup_stacks  route, env, stack_id, marker -> samples, weight_ns   (as `weights`)
+  rollup_frames  route, env, frame_id, marker, bucket -> traces
+                 per frame present in an upload (as `upload_frames`): how many uploads
+                 had its self time in each `bucket` of a log scale (`bucket_of`), so
+                 per-trace counts and percentiles sum across days
+
+Percentiles of per-trace self time come from those buckets: every value is replaced by
+its bucket's middle, within `ALPHA` (1 %) of it, on every path (the per-upload tables
+too), so a rollup answer and a per-upload one are the same numbers.
+
+Page loads are distinct ids, which no sum gives: a cell's ids are kept (as hashes) up to
+LOADS_EXACT per part, and a merged cell past that keeps a HyperLogLog sketch of them
+instead (2^HLL_P registers: the count is then an estimate, standard error 1.6 %), so a
+count over 30 days reads kilobytes per cell and day, not one row per page load.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import numpy as np
+
+ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames")
+CELL = ("route", "env")
+# What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
+CELL_COLS = ("uk", "route", "env", "sample_interval", "page_load", "samples", "lost_ms")
+# Key columns of each kind: a merge sums the other columns over rows with equal keys
+# (rollup_loads has no value column: its rows are made distinct).
+KEYS = {
+    "rollup_cells": (*CELL, "sample_interval"),
+    "rollup_loads": (*CELL, "load_hash"),
+    "rollup_stacks": (*CELL, "stack_id", "marker"),
+    "rollup_frames": (*CELL, "frame_id", "marker", "bucket"),
+}
+
+# Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
+# 1 + ceil(log_GAMMA(v)), whose middle 2 GAMMA^k / (GAMMA + 1) is within ALPHA of every
+# value in it (DDSketch's mapping); bucket 0 holds exact zeros.
+ALPHA = 0.01
+GAMMA = (1 + ALPHA) / (1 - ALPHA)
+_LOG_GAMMA = math.log(GAMMA)
+
+
+def bucket_of(ns: np.ndarray) -> np.ndarray:
+    """Per value in integer ns (>= 0): its bucket (int16)."""
+    v = np.asarray(ns, np.int64)
+    out = np.zeros(len(v), np.int16)
+    pos = v > 0
+    out[pos] = 1 + np.ceil(np.log(v[pos].astype(np.float64)) / _LOG_GAMMA).astype(np.int16)
+    return out
+
+
+def bucket_value(b: np.ndarray) -> np.ndarray:
+    """Per bucket: the value (ns) it stands for."""
+    b = np.asarray(b, np.int64)
+    return np.where(b > 0, 2.0 * GAMMA ** (b - 1) / (GAMMA + 1.0), 0.0)
+
+
+def quantiles(groups: np.ndarray, buckets: np.ndarray, counts: np.ndarray, n_groups: int,
+              qs: tuple[float, ...] = (0.5, 0.95)) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Per group: how many values (traces), and each quantile of the values in ms, the
+    values being their buckets' middles (linear interpolation between the two nearest
+    ranks, as numpy's default percentile)."""
+    g = np.asarray(groups, np.int64)
+    c = np.asarray(counts, np.int64)
+    total = np.bincount(g, weights=c, minlength=n_groups).astype(np.int64) if len(g) else \
+        np.zeros(n_groups, np.int64)
+    outs = [np.full(n_groups, np.nan) for _ in qs]
+    if not len(g):
+        return total, outs
+    # One row per (group, bucket), in value order within each group
+    key = g * 65536 + np.asarray(buckets, np.int64)
+    uk, inv = np.unique(key, return_inverse=True)
+    cnt = np.bincount(inv.reshape(-1), weights=c).astype(np.int64)
+    rg, rb = uk // 65536, uk % 65536
+    vals = bucket_value(rb) / 1e6
+    cum = np.cumsum(cnt)
+    base = np.zeros(n_groups, np.int64)
+    base[1:] = np.cumsum(total)[:-1]
+    has = total > 0
+    assert (np.unique(rg) == np.nonzero(has)[0]).all()
+    for q, out in zip(qs, outs, strict=True):
+        pos = (total[has] - 1) * q
+        lo = np.floor(pos).astype(np.int64)
+        hi = np.ceil(pos).astype(np.int64)
+        b0 = base[has]
+        a = vals[np.searchsorted(cum, b0 + lo, side="right")]
+        b = vals[np.searchsorted(cum, b0 + hi, side="right")]
+        out[has] = a + (b - a) * (pos - lo)
+    return total, outs
+
+
+LOADS_EXACT = 4096
+HLL_P = 12
+HLL_M = 1 << HLL_P
+
+
+def hll_registers(hashes: np.ndarray) -> np.ndarray:
+    """HyperLogLog registers (uint8, HLL_M) of 64-bit hashes: the first HLL_P bits pick
+    the register, which keeps the most leading zeros (+1) seen in the rest."""
+    h = np.asarray(hashes, np.int64).view(np.uint64)
+    reg = (h >> np.uint64(64 - HLL_P)).astype(np.int64)
+    x = (h << np.uint64(HLL_P)) | np.uint64(1 << (HLL_P - 1))  # a stop bit: rho <= 53
+    rho = np.ones(len(x), np.int64)  # leading zeros of x, + 1 (binary search)
+    for s in (32, 16, 8, 4, 2, 1):
+        top0 = x < np.uint64(1 << (64 - s))
+        rho[top0] += s
+        x[top0] <<= np.uint64(s)
+    out = np.zeros(HLL_M, np.uint8)
+    np.maximum.at(out, reg, rho.astype(np.uint8))
+    return out
+
+
+def page_loads(hashes: np.ndarray, registers: list[bytes]) -> int:
+    """Distinct page loads: exact from the hashes when no cell was sketched, else the
+    HyperLogLog estimate of them all (linear counting while registers are empty)."""
+    if not registers:
+        return int(len(np.unique(np.asarray(hashes, np.int64))))
+    m = hll_registers(hashes)
+    for r in registers:
+        np.maximum(m, np.frombuffer(r, np.uint8), out=m)
+    alpha = 0.7213 / (1 + 1.079 / HLL_M)
+    est = alpha * HLL_M * HLL_M / float(np.sum(np.ldexp(1.0, -m.astype(np.int64))))
+    zeros = int((m == 0).sum())
+    if est <= 2.5 * HLL_M and zeros:
+        est = HLL_M * np.log(HLL_M / zeros)
+    return int(round(est))
+
+
+def load_hash(ids: list[str]) -> np.ndarray:
+    """Page-load ids as 64-bit hashes (blake2b): what rollup_loads keeps of them."""
+    return np.asarray([int.from_bytes(hashlib.blake2b(i.encode(), digest_size=8).digest(),
+                                      "little", signed=True) for i in ids], np.int64)
+
+
+def schemas() -> dict[str, Any]:
+    import pyarrow as pa
+
+    cell = [("route", pa.string()), ("env", pa.string())]
+    return {
+        "rollup_cells": pa.schema([*cell, ("sample_interval", pa.float64()),
+                                   ("uploads", pa.int64()), ("own_loads", pa.int64()),
+                                   ("samples", pa.int64()), ("total_ns", pa.int64()),
+                                   ("lost_ms", pa.float64())]),
+        "rollup_loads": pa.schema([*cell, ("load_hash", pa.int64()),
+                                   ("registers", pa.binary())]),
+        "rollup_stacks": pa.schema([*cell, ("stack_id", pa.int64()), ("marker", pa.int8()),
+                                    ("samples", pa.int64()), ("weight_ns", pa.int64())]),
+        "rollup_frames": pa.schema([*cell, ("frame_id", pa.int64()), ("marker", pa.int8()),
+                                    ("bucket", pa.int16()), ("traces", pa.int64())]),
+    }
+
+
+def _interval(v: Any) -> float | None:
+    """A declared interval as `_merged_interval` counts it: finite and > 0, else none."""
+    return float(v) if v is not None and math.isfinite(v) and v > 0 else None
+
+
+def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
+                   frames: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+    """The rollup rows (kind -> columns) of some uploads of one release and day.
+
+    `up`: per upload `uk`, `route`, `env`, `sample_interval`, `page_load`, `samples`,
+    `lost_ms` (lists or arrays); `weights`, `frames`: their rows of the weights and
+    upload_frames tables (uk, ...). Rows of uploads not in `up` are ignored."""
+    uks = np.asarray(up["uk"], np.int64)
+    # Each upload's cell: an index into the distinct (route, env) pairs, in first-seen order
+    cells: dict[tuple, int] = {}
+    cell_of = np.asarray([cells.setdefault((r, e), len(cells))
+                          for r, e in zip(up["route"], up["env"], strict=True)], np.int64)
+    names = list(cells)
+    order = np.argsort(uks, kind="stable")
+    suk = uks[order]
+
+    def cell_rows(uk: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row of upload `uk`: its cell (-1: an upload not in `up`)."""
+        if not len(suk):
+            return np.full(len(uk), -1, np.int64), np.zeros(len(uk), bool)
+        i = np.minimum(np.searchsorted(suk, uk), len(suk) - 1)
+        ok = suk[i] == uk
+        return np.where(ok, cell_of[order[i]], -1), ok
+
+    def with_cell(c: np.ndarray, cols: dict[str, Any]) -> dict[str, Any]:
+        return {"route": [names[i][0] for i in c.tolist()],
+                "env": [names[i][1] for i in c.tolist()], **cols}
+
+    out: dict[str, dict[str, Any]] = {}
+    # cells: per (cell, interval)
+    total_ns = np.zeros(len(uks), np.int64)
+    wc, wok = cell_rows(np.asarray(weights["uk"], np.int64))
+    if wok.any():
+        pos = np.searchsorted(suk, np.asarray(weights["uk"], np.int64)[wok])
+        np.add.at(total_ns, order[pos], np.asarray(weights["weight_ns"], np.int64)[wok])
+    ivs = [_interval(v) for v in up["sample_interval"]]
+    groups: dict[tuple[int, float | None], list[int]] = {}
+    for i, (c, iv) in enumerate(zip(cell_of.tolist(), ivs, strict=True)):
+        groups.setdefault((c, iv), []).append(i)
+    samples = np.asarray(up["samples"], np.int64)
+    lost = np.asarray(up["lost_ms"], np.float64)
+    own = np.asarray([p is None for p in up["page_load"]], bool)
+    keys = list(groups)
+    idx = [np.asarray(groups[k], np.int64) for k in keys]
+    out["rollup_cells"] = with_cell(np.asarray([k[0] for k in keys], np.int64), {
+        "sample_interval": [k[1] for k in keys],
+        "uploads": np.asarray([len(i) for i in idx], np.int64),
+        "own_loads": np.asarray([int(own[i].sum()) for i in idx], np.int64),
+        "samples": np.asarray([int(samples[i].sum()) for i in idx], np.int64),
+        "total_ns": np.asarray([int(total_ns[i].sum()) for i in idx], np.int64),
+        "lost_ms": np.asarray([float(lost[i].sum()) for i in idx], np.float64),
+    })
+    # loads: distinct (cell, page-load id)
+    pl = sorted({(c, p) for c, p in zip(cell_of.tolist(), up["page_load"], strict=True)
+                 if p is not None})
+    out["rollup_loads"] = with_cell(np.asarray([c for c, _ in pl], np.int64),
+                                    {"load_hash": load_hash([p for _, p in pl]),
+                                     "registers": [None] * len(pl)})
+    # stacks: weights summed per (cell, stack, marker)
+    st = np.asarray(weights["stack_id"], np.int64)[wok]
+    mk = np.asarray(weights["marker"], np.int64)[wok]
+    key = np.stack([wc[wok], st, mk], axis=1) if wok.any() else np.zeros((0, 3), np.int64)
+    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    out["rollup_stacks"] = with_cell(uq[:, 0], {
+        "stack_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
+        "samples": _sum(inv, np.asarray(weights["samples"], np.int64)[wok], len(uq)),
+        "weight_ns": _sum(inv, np.asarray(weights["weight_ns"], np.int64)[wok], len(uq)),
+    })
+    # frames: uploads per (cell, frame, marker, bucket of its self time)
+    fc, fok = cell_rows(np.asarray(frames["uk"], np.int64))
+    key = (np.stack([fc[fok], np.asarray(frames["frame_id"], np.int64)[fok],
+                     np.asarray(frames["marker"], np.int64)[fok],
+                     bucket_of(np.asarray(frames["self_ns"], np.int64)[fok])], axis=1)
+           if fok.any() else np.zeros((0, 4), np.int64))
+    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    out["rollup_frames"] = with_cell(uq[:, 0], {
+        "frame_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
+        "bucket": uq[:, 3].astype(np.int16),
+        "traces": np.bincount(inv.reshape(-1), minlength=len(uq)).astype(np.int64),
+    })
+    return out
+
+
+def _sum(inv: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, np.int64)
+    np.add.at(out, inv, v)  # integers: exact
+    return out
+
+
+def aggregate(kind: str, table: Any) -> Any:
+    """A rollup table's rows summed by their keys (`KEYS`): what a merge writes."""
+    import pyarrow as pa
+
+    sch = schemas()[kind]
+    keys = list(KEYS[kind])
+    vals = [n for n in sch.names if n not in keys]
+    if not table.num_rows:
+        return table
+    if kind == "rollup_loads":
+        return _merge_loads(table, sch)
+    # Floats (a null interval) are grouped as values; lost_ms is summed in float64.
+    got = table.group_by(keys, use_threads=False).aggregate([(v, "sum") for v in vals])
+    cols = {k: got[k] for k in keys}
+    cols.update({v: got[f"{v}_sum"] for v in vals})
+    return pa.table(cols).select(sch.names).cast(sch)
+
+
+def _merge_loads(table: Any, sch: Any) -> Any:
+    """rollup_loads rows made distinct per cell; a cell past LOADS_EXACT ids (or with a
+    sketch already) becomes one row of HyperLogLog registers."""
+    import pyarrow as pa
+
+    d = table.to_pydict()
+    cells: dict[tuple, tuple[set, list]] = {}
+    for r, e, h, g in zip(d["route"], d["env"], d["load_hash"], d["registers"], strict=True):
+        ids, regs = cells.setdefault((r, e), (set(), []))
+        if g is not None:
+            regs.append(g)
+        elif h is not None:
+            ids.add(h)
+    out: dict[str, list] = {n: [] for n in sch.names}
+    for (r, e), (ids, regs) in cells.items():
+        hashes = np.fromiter(ids, np.int64, len(ids))
+        if regs or len(ids) > LOADS_EXACT:
+            m = hll_registers(hashes)
+            for g in regs:
+                np.maximum(m, np.frombuffer(g, np.uint8), out=m)
+            rows = [(None, m.tobytes())]
+        else:
+            rows = [(h, None) for h in sorted(hashes.tolist())]
+        for h, g in rows:
+            out["route"].append(r)
+            out["env"].append(e)
+            out["load_hash"].append(h)
+            out["registers"].append(g)
+    return pa.table(out, schema=sch)

@@ -1,0 +1,226 @@
+"""Rollups (issue 34): `fleet top` over whole days reads the rollup tables the compactor
+writes (per release, day, route and env: stack -> weight, frame -> uploads per bucket of
+self time), whose rows grow with distinct stacks and days, not uploads, and answers
+exactly what the per-upload tables answer: on real stores (page loads resampled from
+real Chromium traces, chunked, on several routes and envs), over many small parts, after
+merging, with uploads not compacted yet, and after a retention prune cut a day in two.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import orjson
+import pytest
+
+from fleet_util import DAY, T0, make_trace, real_store, upload
+from jsprof.fleet import api, query, rollups
+from jsprof.fleet.filters import Filters
+from jsprof.store import Store
+from jsprof.store.tables.compact import compact
+from jsprof.store.tables.manifest import read_manifest
+from jsprof.store.tables.merge import merge_parts
+from jsprof.store.tables.rollup import (
+    ALPHA,
+    HLL_M,
+    KEYS,
+    LOADS_EXACT,
+    ROLLUP_KINDS,
+    aggregate,
+    bucket_of,
+    bucket_value,
+    load_hash,
+    page_loads,
+    schemas,
+)
+
+FILTERS = [
+    Filters(app="shop"),
+    Filters(app="shop", release="1.10.0"),
+    Filters(app="shop", route="/c*"),
+    Filters(app="shop", route="/home"),
+    Filters(app="shop", env="prod"),
+    Filters(app="shop", exclude_idle=True),
+    Filters(app="shop", since=T0 + DAY),
+    Filters(app="shop", since=T0 + DAY, until=T0 + 3 * DAY, release="1.9.0"),
+]
+
+
+def _routes(i: int) -> str | None:
+    return ["/cart", "/home", None][i % 3]
+
+
+def _fill(path: Path) -> Path:
+    """48 page loads over 4 days, chunked in 1 to 3 uploads, on three routes, plus a few
+    uploads with an env and a page load of their own."""
+    real_store(path, 7, n=48, chunks=lambda i: 1 + i % 3, route=_routes)
+    st = Store(path)
+    rng = np.random.default_rng(2)
+    for k in range(6):
+        upload(st, f"env{k}", make_trace(rng, 200), app="shop", release="1.9.0",
+               route="/cart", env="prod" if k % 2 else "dev",
+               receivedAt=T0 + (k % 4) * DAY + 7200e3 + k, sampleInterval=[10.0, 4.0][k % 2])
+    st.close()
+    return path
+
+
+def _raw(s: api.Session, f: Filters, n: int | None) -> dict:
+    """`top` from the per-upload tables (what every query read before the rollups)."""
+    sel = query.select(s.engine, s.snap, f)
+    return {**query.top(s.engine, s.snap, sel, n), **api.notes(s)}
+
+
+def _check(store: Path, filters: list[Filters] = FILTERS, rolled: bool = True) -> None:
+    st = api.open_store(store)
+    with api.session(st) as s:
+        for f in filters:
+            assert (rollups.plan(s.snap, f) is not None) == rolled, f
+            for n in (5, None):
+                got = api.top(s, f, n)
+                assert got == _raw(s, f, n), (f, n)
+                assert got["traces"] > 0
+    st.close()
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _fill(tmp_path_factory.mktemp("rollups") / "store")
+
+
+def test_top_from_rollups_equals_top_from_per_upload_rows(store: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st, batch=5)  # many small parts per day: rows of one key in several
+    st.close()
+    man = read_manifest(copy)
+    assert man["rollups"]
+    _check(copy)
+    # Merged: a closed day's rollup part holds one row per key, whatever the batches
+    merge_parts(copy, now=T0 / 1000 + 30 * 86400, fanout=2)
+    man = read_manifest(copy)
+    import pyarrow.parquet as pq
+
+    for entry in man["releases"].values():
+        for kind in ROLLUP_KINDS:
+            days = [e["day"] for e in entry["parts"][kind]]
+            assert len(days) == len(set(days)) == 4, (kind, days)
+            for e in entry["parts"][kind]:
+                t = pq.read_table(copy / "tables" / e["path"]).to_pandas()
+                assert not t.duplicated(list(KEYS[kind])).any()
+    _check(copy)
+
+
+def test_uploads_not_compacted_yet_are_in_the_answer(store: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    rng = np.random.default_rng(9)
+    for k in range(4):  # the tail: read by the query in memory, rolled up there too
+        upload(st, f"late{k}", make_trace(rng, 250), app="shop", release="1.10.0",
+               route="/home", receivedAt=T0 + 2 * DAY + 9000e3 + k, pageLoad=f"load-{k}")
+    st.close()
+    _check(copy)
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        assert api.top(s, Filters(app="shop", release="1.10.0"), 3)["traces"] == 32 + 4
+    st.close()
+
+
+def test_a_prune_that_cuts_a_day_rolls_the_day_up_anew(store: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    before = read_manifest(copy)
+    cut = T0 + DAY + 3600e3 + 18 * 60e3  # in the middle of day 1's uploads
+    st.prune(cut)
+    st.close()
+    man = read_manifest(copy)
+    assert man["rollups"] and man["nextPart"] > before["nextPart"]
+    _check(copy, [Filters(app="shop"), Filters(app="shop", route="/home"),
+                  Filters(app="shop", since=T0 + DAY, until=T0 + 2 * DAY)])
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        got = api.top(s, Filters(app="shop"), 3)
+    st.close()
+    # page loads 18..47 are left, and the env uploads from day 2 on (received at 02:00)
+    assert got["pageLoads"] == 30 + 2 + 2
+
+
+def test_a_prune_under_way_is_answered_from_the_per_upload_rows(store: Path,
+                                                                 tmp_path: Path) -> None:
+    """A prune writes its cut first, then rewrites the tables: in between, a day it cuts
+    is not rolled up anew yet, and a query reads that app's per-upload rows."""
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    (copy / "pruned.json").write_bytes(orjson.dumps({"*": T0 + DAY + 3600e3 + 18 * 60e3}))
+    _check(copy, [Filters(app="shop")], rolled=False)
+    # A cut at a day's start leaves every day whole: rollups answer
+    (copy / "pruned.json").write_bytes(orjson.dumps({"*": T0 + DAY}))
+    _check(copy, [Filters(app="shop"), Filters(app="shop", release="1.11.0")])
+
+
+def test_what_rollups_cannot_say_is_read_per_upload(store: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    _check(copy, [Filters(app="shop", where=(("route", "/cart"),)),
+                  Filters(app="shop", since=T0 + DAY + 3600e3),
+                  Filters(app="shop", until=T0 + 2 * DAY - 1.0)], rolled=False)
+
+
+def test_buckets_stand_for_their_values_within_alpha() -> None:
+    rng = np.random.default_rng(0)
+    v = np.concatenate([rng.integers(1, 1 << 42, 100_000), np.arange(1, 2000)])
+    mid = bucket_value(bucket_of(v))
+    assert (np.abs(mid - v) <= ALPHA * v * (1 + 1e-9)).all()
+    assert bucket_of(np.zeros(3, np.int64)).tolist() == [0, 0, 0]
+    # buckets keep the values' order
+    order = np.argsort(v, kind="stable")
+    assert (np.diff(bucket_of(v[order]).astype(np.int64)) >= 0).all()
+
+
+def test_page_loads_past_the_exact_limit_are_a_sketch_of_known_error() -> None:
+    """A merged cell past LOADS_EXACT page loads keeps a HyperLogLog sketch (HLL_M
+    registers, standard error 1.04 / sqrt(HLL_M) = 1.6 %) instead of their ids; cells
+    under it stay exact, and a union of both is estimated from all of them."""
+    import pyarrow as pa
+
+    sch = schemas()["rollup_loads"]
+
+    def part(route: str, ids: list[str]) -> pa.Table:
+        return pa.table({"route": [route] * len(ids), "env": [None] * len(ids),
+                         "load_hash": load_hash(ids), "registers": [None] * len(ids)},
+                        schema=sch)
+
+    big = [f"load-{i}" for i in range(3 * LOADS_EXACT)]
+    # three batches of the big cell, chunks of a load in two of them; a small cell
+    merged = aggregate("rollup_loads", pa.concat_tables([
+        part("/a", big[:5000]), part("/a", big[4000:9000]), part("/a", big[9000:]),
+        part("/b", ["x", "y", "x"])]))
+    rows = merged.to_pydict()
+    sketched = [r for r, g in zip(rows["route"], rows["registers"], strict=True) if g]
+    assert sketched == ["/a"] and sorted(h is not None for h in rows["load_hash"]) == [
+        False, True, True]
+    regs = [g for g in rows["registers"] if g]
+    assert len(regs[0]) == HLL_M
+    exact_b = np.asarray([h for r, h in zip(rows["route"], rows["load_hash"], strict=True)
+                          if r == "/b"], np.int64)
+    assert page_loads(exact_b, []) == 2
+    err = 4 * 1.04 / np.sqrt(HLL_M)  # four standard errors
+    got = page_loads(np.zeros(0, np.int64), regs)
+    assert abs(got / len(big) - 1) < err, got
+    both = page_loads(exact_b, regs)
+    assert abs(both / (len(big) + 2) - 1) < err
+    # merging a sketch again (a higher level) keeps it a sketch of the same registers
+    again = aggregate("rollup_loads", pa.concat_tables([merged, part("/a", big[:10])]))
+    assert [g for g in again.to_pydict()["registers"] if g] == regs
