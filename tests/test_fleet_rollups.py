@@ -19,6 +19,7 @@ from fleet_util import DAY, T0, make_trace, real_store, upload
 from jsprof.fleet import api, query, rollups
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
+from jsprof.store.retention import prune
 from jsprof.store.tables.compact import compact
 from jsprof.store.tables.manifest import read_manifest
 from jsprof.store.tables.merge import merge_parts
@@ -137,7 +138,7 @@ def test_a_prune_that_cuts_a_day_rolls_the_day_up_anew(store: Path, tmp_path: Pa
     compact(st)
     before = read_manifest(copy)
     cut = T0 + DAY + 3600e3 + 18 * 60e3  # in the middle of day 1's uploads
-    st.prune(cut)
+    prune(st, cut)
     st.close()
     man = read_manifest(copy)
     assert man["rollups"] and man["nextPart"] > before["nextPart"]
