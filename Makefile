@@ -67,7 +67,7 @@ test: $(STAMP) chromium nginx $(JS_STAMP)
 # its cores: a bound that holds only on a quiet machine fails here on every run, not on the
 # day CI is loaded. Bounded: tools/under_load.py stops the loops and the tests when it ends,
 # however it ends (Ctrl-C, a kill, a failure), and after LOAD_LIMIT seconds at most (exit
-# 124). About 45 s at load 16 on 2 cores (22 tests). A count test of an engine's samples
+# 124). 45-95 s at load 21-34 on 2 cores (25 tests). A count test of an engine's samples
 # belongs here: mark it @pytest.mark.under_load (its file is then found by the grep below).
 LOAD_PER_CPU ?= 3
 LOAD_LIMIT ?= 600
