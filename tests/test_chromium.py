@@ -813,3 +813,34 @@ def test_the_load_rules_wait_after_the_page_went_quiet_is_dropped(
     print_recording_summary(rec, None)
     text = capsys.readouterr().err
     assert f"dropped {dropped['samples']} samples" in text and "went quiet" in text, text
+
+
+def test_a_threads_idle_while_another_worked_is_not_the_quiet_wait(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # The --until load rule waits for every thread to go quiet: the page's main thread,
+    # idle while its worker spins, is the page's time up to the worker's last JavaScript
+    # (dropped before: each thread was cut at its own last JavaScript, the main thread's
+    # whole wait on its worker said "after the page went quiet").
+    (tmp_path / "w.js").write_text(
+        "function workerSpin(ms) { const end = performance.now() + ms;"
+        " while (performance.now() < end); }\nworkerSpin(800);\n"
+    )
+    page = tmp_path / "p.html"
+    page.write_text("<!doctype html><script>const w = new Worker('w.js');</script>\n")
+    rec = record_chromium(str(page), 1.0, browser=browser, stdout=io.StringIO())
+    main, worker = rec.tracks[0], rec.tracks[1]
+    assert main.meta["exit"] == "ok" and worker.name.endswith("/w.js"), worker.name
+    wt = worker.trace
+    spun = [i for i, s in enumerate(wt.sample_stack.tolist())
+            if s >= 0 and "workerSpin" in {wt.frames[f].name for f in wt.stack_frames(s)}]
+    assert spun, "the worker's spin was not sampled"
+    # the same clock (epoch ms) for both: each track's origin plus its sample times. The
+    # main thread keeps its samples up to the worker's last work: its last is past the
+    # middle of the spin whatever gaps its sampler had (before: its own last JavaScript,
+    # which came before the worker started)
+    spin_from, spin_to = (worker.time_origin + float(wt.sample_time[i])
+                          for i in (spun[0], spun[-1]))
+    main_last = main.time_origin + float(main.trace.sample_time[-1])
+    assert spin_to - spin_from > 400, (spin_from, spin_to)
+    assert main_last >= (spin_from + spin_to) / 2, (main_last, spin_from, spin_to, main.meta)

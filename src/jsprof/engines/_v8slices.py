@@ -225,17 +225,15 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[in
 _WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
 
 
-def drop_after_last_work(profile: dict) -> tuple[dict, int, float]:
-    """A page thread's profile without its trailing wait: the samples after its last one
-    with a stack or a GC, and the "(program)" run right after that (the rendering that
-    followed it), are "(idle)", "(program)" or jsprof's probes with idle between them (the
-    `--until load` rule's QUIET_MS, the stop). A thread with no such sample is kept
-    whole. Returns (profile, samples dropped, ms the profile got shorter), as
-    drop_exit_wait does; no kept sample changes its time."""
+def _work_end(profile: dict) -> tuple[np.ndarray, np.ndarray, int]:
+    """(samples, their times on V8's clock in us, how many to keep): up to the last sample
+    with a stack or a GC, and the "(program)" run right after it; 0: no such sample."""
     nodes = profile.get("nodes") or []
     samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
+    deltas = np.asarray(profile.get("timeDeltas") or [], dtype=np.int64)
+    ts = np.cumsum(deltas) + int(profile.get("startTime", 0))
     if not len(samples):
-        return profile, 0, 0.0
+        return samples, ts, 0
 
     def ids(name: str) -> np.ndarray:
         return np.asarray([n["id"] for n in nodes
@@ -247,15 +245,44 @@ def drop_after_last_work(profile: dict) -> tuple[dict, int, float]:
     waiting = np.isin(samples, np.concatenate([ids("(idle)"), ids("(root)")])) | program
     work = np.flatnonzero(~waiting)
     if not len(work):
-        return profile, 0, 0.0
+        return samples, ts, 0
     keep = int(work[-1]) + 1
     while keep < len(samples) and program[keep]:
         keep += 1
+    return samples, ts, keep
+
+
+def last_work_us(profile: dict) -> float | None:
+    """When a page thread last worked (V8's clock, us): the time of the last sample
+    drop_after_last_work keeps of it; None for a thread that never ran."""
+    _, ts, keep = _work_end(profile)
+    return float(ts[keep - 1]) if keep and len(ts) >= keep else None
+
+
+def drop_after_last_work(
+    profile: dict, page_end_us: float | None = None
+) -> tuple[dict, int, float]:
+    """A page thread's profile without its trailing wait: the samples after its last one
+    with a stack or a GC, and the "(program)" run right after that (the rendering that
+    followed it), are "(idle)", "(program)" or jsprof's probes with idle between them (the
+    `--until load` rule's QUIET_MS, the stop). `page_end_us`: the last work of any of the
+    page's threads (last_work_us): the rule waits for all of them, so a thread's idle
+    while another still worked is the page's time and stays. A thread with no such sample
+    is kept whole. Returns (profile, samples dropped, ms the profile got shorter), as
+    drop_exit_wait does; no kept sample changes its time."""
+    samples, ts, keep = _work_end(profile)
+    if not keep or len(ts) != len(samples):
+        return profile, 0, 0.0
+    if page_end_us is not None:
+        # (V8's deltas may step back: the last sample at or before it, not a bisection)
+        upto = np.flatnonzero(ts <= page_end_us)
+        if len(upto):
+            keep = max(keep, int(upto[-1]) + 1)
     n = len(samples) - keep
     if n == 0:
         return profile, 0, 0.0
     deltas = list(profile.get("timeDeltas") or [])
-    ts = np.cumsum(np.asarray(deltas, dtype=np.int64)) + int(profile.get("startTime", 0))
+    nodes = profile.get("nodes") or []
     out = dict(profile)
     out["samples"] = samples[:keep].tolist()
     out["timeDeltas"] = deltas[:keep]

@@ -377,8 +377,8 @@ class PageSession:
     ) -> tuple[list[Track], list[str]]:
         """The threads' tracks (and what was lost). `rename` respells every script URL:
         the served local files' `file://` names (serve.PageServer.file_url). `quiet_end`:
-        the --until load rule ended the page; each thread's trailing wait is dropped
-        (JSThread.to_track)."""
+        the --until load rule ended the page; each thread's samples after the page's last
+        work on any thread are dropped (JSThread.to_track)."""
         mono_to_epoch_us = (time.time_ns() - time.monotonic_ns()) / 1000.0
         tracks: list[Track] = []
         lost: list[str] = []
@@ -391,8 +391,14 @@ class PageSession:
             base = th.url or th.kind
             seen[base] = seen.get(base, 0) + 1
             th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
+        # The rule's wait began at the page's last work on any thread: a thread's idle
+        # while another still worked (a page waiting on its worker) is not that wait.
+        ends = [e for e in (th.work_end_us() for th in self.threads) if e is not None] \
+            if quiet_end else []
+        page_end = max(ends) if ends else None
         for th in self.threads:
-            t = th.to_track(requested_ms, mono_to_epoch_us, rename, quiet_end=quiet_end)
+            t = th.to_track(requested_ms, mono_to_epoch_us, rename, quiet_end=quiet_end,
+                            page_end_us=page_end)
             if t is not None:
                 tracks.append(t)
             elif th.lost:

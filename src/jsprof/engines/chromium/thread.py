@@ -231,12 +231,22 @@ class JSThread:
         else:
             self.last_active = max(self.last_active, now - float(since_ms) / 1000.0)
 
+    def work_end_us(self) -> float | None:
+        """When this thread last ran the page's JavaScript or a GC (V8's clock, us), as
+        to_track's quiet_end sees it; None: never, or no profile."""
+        if self.profile is None:
+            return None
+        from .._v8slices import last_work_us
+
+        return last_work_us(strip_internal(self.profile))
+
     def to_track(
         self,
         requested_ms: float,
         mono_to_epoch_us: float,
         rename: Callable[[str], str] | None = None,
         quiet_end: bool = False,
+        page_end_us: float | None = None,
     ) -> Track | None:
         """The track of this thread's profile; `rename` respells its scripts' URLs.
         `quiet_end`: the `--until load` rule ended the page. It waited QUIET_MS after the
@@ -244,7 +254,9 @@ class JSThread:
         samples are that wait and are dropped, as Node's exit wait is (a recording of
         examples/app.js's 320 ms of work was 72 % idle, 480-600 ms of it at the end).
         Only "(idle)" and "(program)" samples after the last JS or GC one go, not the
-        "(program)" right after it (rendering); jsprof's probes are "(program)" too."""
+        "(program)" right after it (rendering); jsprof's probes are "(program)" too. Nor
+        any sample up to `page_end_us`, the page's last work on any thread (work_end_us):
+        the rule waited for every thread, so idle while another worked is the page's."""
         if self.profile is None:
             return None
         from ...formats.cpuprofile import profile_to_trace
@@ -254,7 +266,7 @@ class JSThread:
         if quiet_end:
             from .._v8slices import drop_after_last_work
 
-            profile, n, ms = drop_after_last_work(profile)
+            profile, n, ms = drop_after_last_work(profile, page_end_us)
             waited = (n, ms)
         if rename is not None:
             profile = _renamed(profile, rename)
