@@ -588,8 +588,8 @@ def test_a_users_own_preload_stays_in_the_profile():
 def test_drop_preload_keeps_every_other_sample_and_its_time():
     # The rule on a small CDP profile: before the go instant (the preload's wait), and the
     # loader's return just after it, are dropped; the rest keep their timestamps, so no
-    # kept sample takes the dropped time; unsampled nodes go.
-    from jsprof.engines._v8slices import drop_preload
+    # kept sample takes the dropped time; unsampled nodes are no frames of the trace.
+    from jsprof.engines._v8slices import drop_preload, join_slices
 
     def node(i, name, url="", kids=()):
         return {"id": i, "callFrame": {"functionName": name, "url": url}, "children": list(kids)}
@@ -612,27 +612,50 @@ def test_drop_preload_keeps_every_other_sample_and_its_time():
         "samples": [6, 6, 4, 8, 7, 4, 7],
         "timeDeltas": [0, 100, 100, 50, 50, 100, 100],
     }
-    out = drop_preload(profile, 1150.0)
-    ts = np.cumsum(out["timeDeltas"]) + out["startTime"]
-    assert ts.tolist() == [1250, 1300, 1400, 1500]
-    assert out["samples"] == [8, 7, 4, 7]
-    assert {n["id"] for n in out["nodes"]} == {1, 2, 3, 4, 7, 8}
-    assert sum(n["hitCount"] for n in out["nodes"]) == 4
+    tp = join_slices([profile], "t.cpuprofile")
+    drop_preload(tp, 1150.0)
+    assert tp.ts.tolist() == [1250, 1300, 1400, 1500]
+    assert tp.node.tolist() == [7, 6, 3, 6]  # node indices: ids 8, 7, 4, 7
+    trace = tp.to_trace(1000.0)
+    assert trace.sample_time.tolist() == [0.25, 0.3, 0.4, 0.5]
+    assert sorted(f.name for f in trace.frames) == [
+        "Module._preloadModules", "loadPreloadModules", "prepareMainThreadExecution", "work"
+    ]
+    assert trace.sample_marker is not None and trace.sample_stack[0] == -1  # (program)
 
 
-def test_drops_then_one_prune_give_the_profile_each_drop_pruning_gives(tmp_path):
-    # record --engine node drops jsprof's own code, the preload and the exit wait leaving
-    # the nodes alone (prune=False) and prunes once at the end (each pass over a tsc
-    # profile's ~25,000 nodes cost ms): the same profile as pruning after every drop, on a
-    # real V8 profile (node --cpu-prof of split.js).
+def _paths(trace: ProfilerTrace) -> list[tuple]:
+    """Each sample as (time, marker, line, its stack's frames root first): what a trace
+    says of a sample whatever its ids."""
+    frames = trace.frames
+    markers = trace.sample_marker
+    lines = trace.sample_line
+    out = []
+    for i, s in enumerate(trace.sample_stack.tolist()):
+        path = () if s < 0 else tuple(
+            (frames[f].name, trace.resources[frames[f].resource_id]
+             if frames[f].resource_id is not None else None, frames[f].line, frames[f].column)
+            for f in reversed(trace.stack_frames(s))
+        )
+        out.append((
+            float(trace.sample_time[i]),
+            None if markers is None else int(markers[i]),
+            None if lines is None else int(lines[i]),
+            path,
+        ))
+    return out
+
+
+def test_slices_joined_as_columns_keep_every_sample_and_its_stack(tmp_path):
+    # record --engine node reads each slice of a thread's profile once into columns and
+    # joins them there (each pass over a tsc profile's ~25,000 node dicts cost ms of every
+    # recording's end; issue 32). On a real V8 profile (node --cpu-prof of split.js) cut in
+    # three slices: every sample keeps its time, stack, marker and line, as the reader
+    # gives them for the whole profile; jsprof's own code's samples go, and no frame is
+    # left that only they had.
     import orjson
 
-    from jsprof.engines._v8slices import (
-        drop_exit_wait,
-        drop_preload,
-        drop_samples_under,
-        prune_unsampled,
-    )
+    from jsprof.engines._v8slices import join_slices
 
     subprocess.run(
         ["node", "--cpu-prof", "--cpu-prof-interval", "200", "--cpu-prof-dir", str(tmp_path),
@@ -641,8 +664,30 @@ def test_drops_then_one_prune_give_the_profile_each_drop_pruning_gives(tmp_path)
     )
     (path,) = tmp_path.glob("*.cpuprofile")
     profile = orjson.loads(path.read_bytes())
-    ts = (np.cumsum(profile["timeDeltas"]) + profile["startTime"]).tolist()
-    # "jsprof's own code": Node's modules that the script's frames are not called from
+    ts = np.cumsum(profile["timeDeltas"]) + profile["startTime"]
+    assert len(ts) > 100
+    # V8's ticks in time order, as a recording's slices are joined (each slice sorted, a
+    # tick two slices hold kept once): here the profile's own, so nothing is dropped.
+    order = np.argsort(ts, kind="stable")
+    samples = np.asarray(profile["samples"])[order]
+    ts = ts[order]
+    unique = np.append(True, ts[1:] > ts[:-1])
+    samples, ts = samples[unique], ts[unique]
+    whole = dict(profile, samples=samples.tolist(),
+                 timeDeltas=np.diff(ts, prepend=profile["startTime"]).tolist())
+    cuts = [0, len(ts) // 3, 2 * len(ts) // 3, len(ts)]
+    slices = [
+        dict(profile, startTime=int(ts[a]), samples=samples[a:b].tolist(),
+             timeDeltas=np.diff(ts[a:b], prepend=int(ts[a])).tolist())
+        for a, b in zip(cuts, cuts[1:], strict=False)
+    ]
+    origin = float(profile["startTime"])
+    expected, _ = cp.profile_to_trace(whole, "whole", origin_us=origin)
+    joined = join_slices(slices, "slices").to_trace(origin)
+    assert _paths(joined) == _paths(expected)
+
+    # Without the samples in Node's modules that the script's frames are not called from
+    # ("jsprof's own code" here): the others as they were, and no frame of those modules.
     parent = {c: n["id"] for n in profile["nodes"] for c in n.get("children") or ()}
     by_id = {n["id"]: n for n in profile["nodes"]}
     above = set()
@@ -656,25 +701,49 @@ def test_drops_then_one_prune_give_the_profile_each_drop_pruning_gives(tmp_path)
         n["callFrame"]["url"] for n in profile["nodes"]
         if n["callFrame"]["url"].startswith("node:") and n["callFrame"]["url"] not in above
     }
-    go, end = ts[len(ts) // 10], ts[len(ts) * 9 // 10]
-    assert len(ts) > 100
-    assert len(drop_samples_under(profile, hidden)["samples"]) < len(ts)
+    kept = [p for p in _paths(expected) if not any(f[1] in hidden for f in p[3])]
+    assert 0 < len(kept) < len(ts)
+    dropped = join_slices(slices, "slices", hidden).to_trace(origin)
+    assert _paths(dropped) == kept
+    assert not {dropped.resources[f.resource_id] for f in dropped.frames
+                if f.resource_id is not None} & hidden
+    # every stack is one a kept sample is at or under
+    on_path = set()
+    for s in dropped.sample_stack.tolist():
+        while s >= 0 and s not in on_path:
+            on_path.add(s)
+            s = int(dropped.stack_parent[s])
+    assert on_path == set(range(dropped.num_stacks))
 
-    def chain(prune: bool) -> tuple[dict, int, float]:
-        out = drop_samples_under(profile, hidden, prune)
-        out = drop_preload(out, go, prune=prune)
-        out, n, ms = drop_exit_wait(out, end, prune=prune)
-        return (out if prune else prune_unsampled(out)), n, ms
 
-    each, once = chain(True), chain(False)
-    assert each[1:] == once[1:]
-    a, b = each[0], once[0]
-    assert len(a["samples"]) < len(profile["samples"]) and len(a["nodes"]) < len(profile["nodes"])
-    for key in ("samples", "timeDeltas", "startTime", "endTime"):
-        assert a[key] == b[key], key
-    assert a["nodes"] == b["nodes"]
-    # pruned: every node but the root is sampled at or under, hitCounts count the samples
-    assert sum(n["hitCount"] for n in b["nodes"]) == len(b["samples"])
+def test_a_recording_reads_each_slice_once(monkeypatch):
+    # The guard of the above: record_node reads the nodes of each slice V8 sent once and
+    # no other node list (before, five passes over the nodes as dicts: the drops, the join,
+    # the prune, the conversion of the joined profile). split.js runs ~1.2 s: several
+    # slices (every quarter of the run so far).
+    from jsprof.engines.node.isolate import _Isolate
+    from jsprof.formats import _v8profile
+
+    read: list[int] = []
+    sent: list[int] = []
+    node_columns = _v8profile._node_columns
+    track = _Isolate.track
+
+    def counted(err, nodes):
+        read.append(len(nodes))
+        return node_columns(err, nodes)
+
+    def spied(self, *args):
+        sent.extend(len(p["nodes"]) for p in self.profile or ())
+        return track(self, *args)
+
+    monkeypatch.setattr(_v8profile, "_node_columns", counted)
+    monkeypatch.setattr(_Isolate, "track", spied)
+    rec = record_node(JS / "split.js", sample_interval=1.0)
+    assert len(sent) >= 3, sent
+    assert read == sent
+    names = {f.name for f in rec.tracks[0].trace.frames}
+    assert {"fifty", "thirty", "twenty"} <= names
 
 
 def test_an_eval_with_no_answer_says_what_node_is_doing():

@@ -1,12 +1,25 @@
 """V8 CPU profiles in CDP's shape, as the Node and Chromium engines take them: joining the
 slices of one thread's profile (taken one after another while recording) into one, and
-dropping the samples taken inside jsprof's own code."""
+dropping the samples taken inside jsprof's own code.
+
+Chromium joins its slices as CDP profiles (`concat_profiles`) and drops a page thread's
+trailing wait from them (`drop_after_last_work`). The Node engine reads each
+slice once into columns (`formats/_v8profile.read_tree`, with every check the reader
+makes), joins them (`join_slices`), drops samples on masks (jsprof's own code, a worker's
+wait at its start, the preload, the wait after the program's end) and interns only the
+nodes some kept sample is at or under (`ThreadProfile.to_trace`): a tsc recording's slices
+hold ~25,000 nodes, and each pass over them as dicts cost ms of every recording's end
+(the earlier drops, one pass each, were ~0.1 s of a 3 s tsc run; issue 32)."""
 
 from __future__ import annotations
 
 import collections
 
 import numpy as np
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..trace import ProfilerTrace
 
 
 def concat_profiles(profiles: list[dict]) -> dict:
@@ -59,136 +72,10 @@ def concat_profiles(profiles: list[dict]) -> dict:
     }
 
 
-def drop_samples_under(profile: dict, urls: set[str], prune: bool = True) -> dict:
-    """The profile without the samples taken inside code from `urls` (jsprof's own preload:
-    its wait for the profiler to start is not the script's time), and without the nodes
-    of that code. Every other sample keeps its timestamp. `prune=False` leaves the nodes
-    (now unsampled) for one `prune_unsampled` after all the drops."""
-    nodes = profile.get("nodes") or []
-    own = {n["id"] for n in nodes if (n.get("callFrame") or {}).get("url") in urls}
-    if not own:
-        return profile
-    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
-    under: dict[int, bool] = {}
-
-    def is_under(nid: int) -> bool:
-        chain = []
-        cur: int | None = nid
-        while cur is not None and cur not in under:
-            if cur in own:
-                under[cur] = True
-                break
-            chain.append(cur)
-            cur = parent.get(cur)
-        hit = cur is not None and under[cur]
-        for c in chain:
-            under[c] = hit
-        return hit
-
-    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
-    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64))
-    ts += int(profile.get("startTime", 0))
-    keep = np.array([not is_under(int(s)) for s in samples.tolist()], dtype=bool)
-    start = int(profile.get("startTime", 0))
-    out = dict(profile)
-    out["samples"] = samples[keep].tolist()
-    out["timeDeltas"] = np.diff(ts[keep], prepend=start).tolist()
-    if not prune:
-        return out
-    for n in nodes:
-        is_under(n["id"])
-    # The subtrees themselves go too: no sample points into them any more. Only the
-    # parents of dropped nodes get a new children list; the others are kept as they are
-    # (each slice of a tsc run has thousands of nodes and drops a few).
-    cut = {parent[nid] for nid, hit in under.items() if hit and nid in parent}
-    out["nodes"] = [
-        {**n, "children": [c for c in n["children"] if not under[c]]}
-        if n["id"] in cut
-        else n
-        for n in nodes
-        if not under[n["id"]]
-    ]
-    return out
-
-
 # What loads a preload (`--require`) in Node 18-22: pre_execution's loadPreloadModules and
 # the CommonJS loader's Module._preloadModules.
 _PRELOAD_FNS = frozenset({"loadPreloadModules", "Module._preloadModules"})
 _PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
-
-
-def drop_preload(profile: dict, go_us: float, prune: bool = True) -> dict:
-    """The main thread's profile from the instant jsprof's preload let the script go
-    (`go_us`, V8's clock): no sample before it (the preload's wait, with the profiler
-    already running), and not the loader's return from the preload just after it (the
-    leading samples still inside Node's preload loading and in no script of their own; a
-    later `--require` of the user's keeps its code's samples). Nodes left without samples
-    go too, so no frame of that path stays behind. No kept sample changes its time, and
-    none is charged for what was dropped: all of it comes before the first kept one.
-    `prune=False` leaves the nodes to one `prune_unsampled` after all the drops."""
-    nodes = profile.get("nodes") or []
-    start = int(profile.get("startTime", 0))
-    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
-    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64)) + start
-    keep = ts >= go_us
-    by_id = {n["id"]: n for n in nodes}
-    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
-    kind: dict[int, str] = {}  # node id -> "preload" (loader only), "pseudo", "other"
-
-    def kind_of(nid: int) -> str:
-        if nid in kind:
-            return kind[nid]
-        cf = by_id.get(nid, {}).get("callFrame") or {}
-        name = cf.get("functionName", "")
-        in_preload = False
-        internal = True
-        cur: int | None = nid
-        while cur is not None:
-            c = by_id.get(cur, {}).get("callFrame") or {}
-            url = str(c.get("url", ""))
-            if url and not url.startswith("node:"):
-                internal = False
-            if c.get("functionName") in _PRELOAD_FNS:
-                in_preload = True
-            cur = parent.get(cur)
-        if name in _PSEUDO and not cf.get("url"):
-            k = "pseudo"
-        else:
-            k = "preload" if in_preload and internal else "other"
-        kind[nid] = k
-        return k
-
-    idx = np.flatnonzero(keep)
-    last = -1  # the last sample of the loader's return from the preload
-    for i in idx.tolist():
-        k = kind_of(int(samples[i]))
-        if k == "preload":
-            last = i
-        elif k == "other":
-            break
-    if last >= 0:
-        keep[: last + 1] = False
-    kept = samples[keep]
-    new_start = max(start, int(go_us)) if keep.any() else start
-    out = dict(profile)
-    out["startTime"] = new_start
-    out["samples"] = kept.tolist()
-    out["timeDeltas"] = np.diff(ts[keep], prepend=new_start).tolist()
-    if prune:
-        out["nodes"] = _prune_unsampled(nodes, parent, out["samples"])
-    return out
-
-
-def prune_unsampled(profile: dict) -> dict:
-    """The profile without the nodes no sample is at or under (the roots stay), hitCount
-    counted from its samples: the one pass after drops made with `prune=False` (a tsc
-    profile joined from its slices has ~25,000 nodes, and each pass over them costs ms of
-    every recording's end)."""
-    nodes = profile.get("nodes") or []
-    parent = {c: n["id"] for n in nodes for c in n.get("children") or ()}
-    out = dict(profile)
-    out["nodes"] = _prune_unsampled(nodes, parent, list(profile.get("samples") or ()))
-    return out
 
 
 def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[int]) -> list[dict]:
@@ -292,43 +179,218 @@ def drop_after_last_work(
     return out, n, float(ts[-1] - ts[keep - 1]) / 1000.0
 
 
-def drop_exit_wait(profile: dict, end_us: float, prune: bool = True) -> tuple[dict, int, float]:
-    """The main thread's profile without Node's wait for jsprof after the program ended
+class ThreadProfile:
+    """One thread's V8 profile joined from its slices as columns: the nodes of every slice
+    in one index space (parents first, as V8 lists them), and the samples kept so far
+    (node index and CDP microsecond timestamp, in order)."""
+
+    def __init__(
+        self, source: str, columns: tuple, parent: np.ndarray, removed: np.ndarray,
+        node: np.ndarray, ts: np.ndarray, start_time: float,
+    ) -> None:
+        self.source = source
+        self.columns = columns  # (None, names, urls, lines, columns, None, None, ticks)
+        self.parent = parent
+        self.removed = removed  # spliced out (a worker's pause wrapper): never a frame
+        self.node = node
+        self.ts = ts
+        self.start_time = start_time
+
+    @property
+    def names(self) -> list[str]:
+        return self.columns[1]
+
+    @property
+    def urls(self) -> list[str]:
+        return self.columns[2]
+
+    def to_trace(self, origin_us: float | None) -> ProfilerTrace:
+        """The trace of the kept samples (`origin_us`: V8's clock at the track's time 0; None:
+        the profile's start). A node no kept sample is at or under is not a frame of it
+        (each slice's root stays): a path only dropped samples took leaves nothing behind."""
+        from ..errors import ErrorAt
+        from ..formats._v8profile import finish
+
+        parent = self.parent.tolist()
+        live = bytearray(len(parent))
+        for s in set(self.node.tolist()):
+            while s != -1 and not live[s]:
+                live[s] = 1
+                s = parent[s]
+        mask = np.frombuffer(live, np.uint8).astype(bool)
+        mask |= (self.parent == -1) & ~self.removed
+        trace, _, _ = finish(
+            ErrorAt(self.source), self.columns, self.parent, self.node, self.ts,
+            self.start_time, None, origin_us, live=mask,
+        )
+        return trace
+
+
+def _inherited(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
+    """Per node: whether it or any of its ancestors has `flag` (pointer jumping: log2 of
+    the depth rounds over all nodes)."""
+    n = len(parent)
+    up = np.where(parent < 0, n, parent)
+    up = np.append(up, n)  # a sentinel above every root: its own parent, no flag
+    f = np.append(flag, False)
+    while True:
+        f |= f[up]
+        nxt = up[up]
+        if np.array_equal(nxt, up):
+            return f[:n]
+        up = nxt
+
+
+def join_slices(
+    slices: list[dict], source: str, hide_urls: set[str] | frozenset[str] = frozenset(),
+    splice: str | None = None,
+) -> ThreadProfile:
+    """The slices of one thread's profile as one ThreadProfile, every other sample keeping
+    its timestamp: without the samples taken inside code from `hide_urls` (jsprof's own:
+    the preload's wait, the slices' bridge) and without the nodes named `splice` with no
+    URL (a worker's wait at its start, pause.py), their samples dropped and their children
+    hung from their parents. Joined as `concat_profiles` joins slices (one is taken as it
+    is)."""
+    from ..errors import ErrorAt
+    from ..formats._v8profile import read_profile, read_tree
+
+    err = ErrorAt(source)
+    names: list[str] = []
+    urls: list[str] = []
+    lines: list[int] = []
+    cols: list[int] = []
+    ticks: list = []
+    parents, removed, nodes_out, ts_out = [], [], [], []
+    several = len(slices) > 1
+    last = -np.inf
+    starts = []
+    for p in slices:
+        if several and not p.get("nodes"):
+            continue  # as concat_profiles: a slice without nodes has nothing to join
+        columns, start, _end, ids, deltas, objs = read_profile(err, p)
+        parent, node, ts = read_tree(err, columns, start, _end, ids, deltas, objs)
+        _, p_names, p_urls, p_lines, p_cols, _, _, p_ticks = columns
+        keep = np.ones(len(node), bool)
+        if hide_urls and not hide_urls.isdisjoint(p_urls):
+            own = np.fromiter(map(hide_urls.__contains__, p_urls), bool, len(p_urls))
+            keep &= ~_inherited(parent, own)[node]
+        gone = np.zeros(len(parent), bool)
+        if splice is not None:
+            wrap = np.fromiter(
+                (n == splice and not u for n, u in zip(p_names, p_urls, strict=True)),
+                bool, len(p_names),
+            )
+            if wrap.any():
+                keep &= ~wrap[node]
+                gone = wrap
+                while True:  # the wrappers' children hang from the wrappers' parents
+                    below = np.flatnonzero((parent >= 0) & wrap[np.maximum(parent, 0)])
+                    if not len(below):
+                        break
+                    parent[below] = parent[parent[below]]
+        node, ts = node[keep], ts[keep]
+        if several:
+            # A slice begins with the ticks V8 took before the previous one ended but
+            # processed after: back in time order, and a tick two slices hold kept once.
+            order = np.argsort(ts, kind="stable")
+            node, ts = node[order], ts[order]
+            later = ts > last
+            node, ts = node[later], ts[later]
+            if len(ts):
+                last = float(ts[-1])
+        offset = len(names)
+        parents.append(np.where(parent >= 0, parent + offset, -1))
+        removed.append(gone)
+        nodes_out.append(node + offset)
+        ts_out.append(ts)
+        starts.append(start)
+        names += p_names
+        urls += p_urls
+        lines += p_lines
+        cols += p_cols
+        ticks += p_ticks
+
+    def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
+        return np.concatenate(parts) if parts else np.zeros(0, dtype)
+
+    return ThreadProfile(
+        source,
+        (None, names, urls, lines, cols, None, None, ticks),
+        cat(parents, np.int64),
+        cat(removed, bool),
+        cat(nodes_out, np.int64),
+        cat(ts_out, np.int64),
+        (min(starts) if several else starts[0]) if starts else 0,
+    )
+
+
+def drop_preload(tp: ThreadProfile, go_us: float) -> None:
+    """The main thread's samples from the instant jsprof's preload let the script go
+    (`go_us`, V8's clock): none before it (the preload's wait, with the profiler already
+    running), nor the loader's return from the preload just after it (the leading samples
+    still inside Node's preload loading and in no script of their own; a later `--require`
+    of the user's keeps its code's samples). No kept sample changes its time, and none is
+    charged for what was dropped: all of it comes before the first kept one."""
+    keep = tp.ts >= go_us
+    idx = np.flatnonzero(keep)
+    names, urls, parent = tp.names, tp.urls, tp.parent
+    kind: dict[int, str] = {}  # node index -> "preload" (loader only), "pseudo", "other"
+
+    def kind_of(i: int) -> str:
+        if i in kind:
+            return kind[i]
+        in_preload = False
+        internal = True
+        cur = i
+        while cur != -1:
+            url = urls[cur]
+            if url and not url.startswith("node:"):
+                internal = False
+            if names[cur] in _PRELOAD_FNS:
+                in_preload = True
+            cur = int(parent[cur])
+        if names[i] in _PSEUDO and not urls[i]:
+            k = "pseudo"
+        else:
+            k = "preload" if in_preload and internal else "other"
+        kind[i] = k
+        return k
+
+    # The leading samples only: the walk ends at the first of the script's own.
+    last = -1
+    for i, node in zip(idx.tolist(), tp.node[idx].tolist(), strict=True):
+        k = kind_of(node)
+        if k == "preload":
+            last = i
+        elif k == "other":
+            break
+    if last >= 0:
+        keep[: last + 1] = False
+    if keep.any():
+        tp.start_time = max(tp.start_time, int(go_us))
+    tp.node, tp.ts = tp.node[keep], tp.ts[keep]
+
+
+def drop_exit_wait(tp: ThreadProfile, end_us: float) -> tuple[int, float]:
+    """The main thread's samples without Node's wait for jsprof after the program ended
     (`end_us`, V8's clock: the hook's 'exit' listener). After its 'exit' event Node waits
     (in process.exit()'s native reallyExit, or idle after a normal end) until jsprof has
     stopped the profiler: on a loaded machine that took 150 ms, 7.5 % of a tsc run. Dropped:
     the trailing samples after `end_us` that are idle, "(program)" or in reallyExit; kept:
     everything up to the last other sample (the script's own 'exit' listeners, a GC).
-    Returns (profile, samples dropped, ms the profile got shorter: from the last kept
-    sample to the last dropped one). No kept sample changes its time. `prune=False` leaves
-    the nodes to one `prune_unsampled` after all the drops."""
-    nodes = profile.get("nodes") or []
-    samples = np.asarray(profile.get("samples") or [], dtype=np.int64)
-    if not len(samples):
-        return profile, 0, 0.0
-    start = int(profile.get("startTime", 0))
-    ts = np.cumsum(np.asarray(profile.get("timeDeltas") or [], dtype=np.int64)) + start
-    waiting = {
-        n["id"]
-        for n in nodes
-        if (n.get("callFrame") or {}).get("functionName") in _WAIT_NAMES
-        and not (n.get("callFrame") or {}).get("url")
-    }
-    wait = np.isin(samples, np.fromiter(waiting, np.int64, len(waiting))) & (ts >= end_us)
-    # the trailing run of waiting samples: from after the last sample that is not one
+    Returns (samples dropped, ms from the last kept sample to the last dropped one)."""
+    if not len(tp.node):
+        return 0, 0.0
+    waiting = np.fromiter(
+        (x in _WAIT_NAMES and not u for x, u in zip(tp.names, tp.urls, strict=True)),
+        bool, len(tp.names),
+    )
+    wait = waiting[tp.node] & (tp.ts >= end_us)
     other = np.flatnonzero(~wait)
     first = int(other[-1]) + 1 if len(other) else 0
-    n = len(samples) - first
+    n = len(tp.node) - first
     if n == 0:
-        return profile, 0, 0.0
-    spanned = float(ts[-1] - ts[max(first - 1, 0)]) / 1000.0
-    kept = samples[:first]
-    out = dict(profile)
-    out["samples"] = kept.tolist()
-    out["timeDeltas"] = list((profile.get("timeDeltas") or [])[:first])
-    # the profile ends where the program did, not where jsprof stopped it
-    out["endTime"] = max(int(ts[first - 1]) if first else start, min(int(end_us), int(ts[first])))
-    if prune:
-        parent = {c: nd["id"] for nd in nodes for c in nd.get("children") or ()}
-        out["nodes"] = _prune_unsampled(nodes, parent, out["samples"])
-    return out, n, spanned
+        return 0, 0.0
+    spanned = float(tp.ts[-1] - tp.ts[max(first - 1, 0)]) / 1000.0
+    tp.node, tp.ts = tp.node[:first], tp.ts[:first]
+    return n, spanned

@@ -61,7 +61,8 @@ class _Isolate:
         self.name = name
         self.time_origin = 0.0  # epoch ms
         self.origin_us: float | None = None  # the same instant, monotonic microseconds
-        self.profile: dict | None = None
+        # the slices of the profile once taken (`collect`), joined by `track`
+        self.profile: list[dict] | None = None
         self.lost: str | None = None
         self.profiling = False
         self.slices: list[dict] = []
@@ -80,6 +81,7 @@ class _Isolate:
         # what of Node's wait for jsprof after it was dropped: (samples, ms).
         self.end_us: float | None = None
         self.exit_wait: tuple[int, float] | None = None
+        self._exit_end: float | None = None  # drop_exit_wait asked for, from here
         self.paused_at_start = False  # a worker: drop its wait for jsprof (pause.py)
         # A worker whose exit hook waits for our go: when to say it again (monotonic s).
         self.exit_go_at: float | None = None
@@ -168,8 +170,9 @@ class _Isolate:
         return stop_nowait(self.session) if self.profiling else None
 
     def collect(self, mid: int | None, timeout: float = PROFILE_STOP_TIMEOUT) -> None:
-        """Wait for the last slice (the reply to `mid`), then join all slices into
-        `profile`. Without that last one, what arrived before stands in, said in `lost`."""
+        """Wait for the last slice (the reply to `mid`), then keep all slices as `profile`
+        (`track` joins them). Without that last one, what arrived before stands in, said in
+        `lost`."""
         if mid is None and not self.profiling:
             return  # taken already (a worker at its end), or never started
         self.profiling = False
@@ -194,37 +197,17 @@ class _Isolate:
                 f"the samples from then to its end, at most {end - start:.0f} ms later, are "
                 "lost (slices come every quarter of the run so far, 50 ms to 0.5 s apart)"
             )
-        if self.hide_urls:
-            from .._v8slices import drop_samples_under
-
-            # the nodes are pruned once, in `track` (each pass over them costs ms)
-            self.slices = [drop_samples_under(p, self.hide_urls, False) for p in self.slices]
-        if self.paused_at_start:
-            from .pause import drop_pause_on_start
-
-            self.slices = [drop_pause_on_start(p) for p in self.slices]
-        if not self.slices:
-            self.profile = None
-        elif len(self.slices) == 1:
-            self.profile = self.slices[0]
-        else:
-            from .._v8slices import concat_profiles
-
-            self.profile = concat_profiles(self.slices)
+        # Joined and converted in `track`, once Node is let go: until then the slices as
+        # they came (each pass over a tsc run's ~25,000 nodes cost ms, Node waiting).
+        self.profile = self.slices or None
         self.slices = []
-        if self.profile is not None and self.go_us is not None:
-            from .._v8slices import drop_preload
-
-            self.profile = drop_preload(self.profile, self.go_us, prune=False)
 
     def drop_exit_wait(self) -> None:
         """After `collect`: drop Node's wait for jsprof after the program's end (`end_us`,
-        known once every event before the last slice's reply has been read)."""
-        if self.profile is not None and self.end_us is not None and self.exit_wait is None:
-            from .._v8slices import drop_exit_wait
-
-            self.profile, n, ms = drop_exit_wait(self.profile, self.end_us, prune=False)
-            self.exit_wait = (n, ms)
+        known once every event before the last slice's reply has been read), when the
+        track is made; `exit_wait` says what went."""
+        if self.profile is not None and self.end_us is not None and self._exit_end is None:
+            self._exit_end = self.end_us
 
     def _lost_window(self, noticed: float) -> tuple[float, float]:
         """(end of the last slice kept, when the end was noticed) in ms of the isolate's
@@ -237,12 +220,21 @@ class _Isolate:
     def track(self, requested_ms: float, source: str) -> Track | None:
         if self.profile is None:
             return None
-        from ...formats.cpuprofile import profile_to_trace
-        from .._v8slices import prune_unsampled
+        from .._v8slices import drop_exit_wait, drop_preload, join_slices
+        from .pause import PAUSE_WRAPPER
 
-        # The drops above left the nodes only their dropped samples had: gone here, once.
-        self.profile = prune_unsampled(self.profile)
-        trace, _ = profile_to_trace(self.profile, source, origin_us=self.origin_us)
+        # The slices read once into columns and joined; jsprof's own code, a worker's wait
+        # at its start, the preload and the exit wait dropped from the samples; the trace
+        # made of the nodes the kept samples are at or under.
+        joined = join_slices(
+            self.profile, source, self.hide_urls,
+            PAUSE_WRAPPER if self.paused_at_start else None,
+        )
+        if self.go_us is not None:
+            drop_preload(joined, self.go_us)
+        if self._exit_end is not None:
+            self.exit_wait = drop_exit_wait(joined, self._exit_end)
+        trace = joined.to_trace(self.origin_us)
         return _make_track(self.name, trace, self.time_origin, requested_ms)
 
 
