@@ -50,6 +50,33 @@ def test_self_and_total_with_recursion_counted_once():
     assert summarize(rec).total_ms == pytest.approx(10.0)
 
 
+def test_top_self_gives_the_full_summarys_first_rows(data):
+    # `jsprof record`'s summary shows the top 5 by self time: summarize(top_self=5) gives
+    # only the keys that can be among them their totals (the totals of a tsc profile's
+    # 20,000 stacks were most of the summary's CPU, issue 32). Its rows, their totals and
+    # their order (self, then total, for ties) are the full summary's first rows. Here ties
+    # in self time broken by total, recursion, and real profiles.
+    from jsprof.render.rows import summary_rows
+
+    stacks = (
+        [["main", "a", "x"]] * 3 + [["main", "b", "x"]] * 3 + [["main", "b", "c"]] * 3
+        + [["main", "c", "c", "d"]] * 3 + [["main", "e"]] * 2 + [["main"]] * 2
+        + [["main", "b"]] * 3
+    )
+    recs = [Recording.of(_trace(stacks), sample_interval=1.0)]
+    recs += [jsprof.load(data / "chromium" / "trace-basic.json")]
+    recs += [jsprof.load(p) for p in sorted((data / "node").glob("*.cpuprofile"))[:3]]
+    for rec in recs:
+        for top in (1, 2, 3, 5, 50):
+            full = summary_rows(summarize(rec), top)
+            some = summary_rows(summarize(rec, top_self=top), top)
+            assert some == full, (top, rec)
+    few = summarize(recs[0], top_self=2)
+    # x 6 ms; b, c and d 3 ms each (all three tie for second); main and e 2 ms: not rows
+    assert {k.name for k in few.stats.keys} == {"x", "b", "c", "d"}
+    assert few.total_ms == summarize(recs[0]).total_ms
+
+
 def test_weights_use_gaps_and_clip_backwards_time():
     b = TraceBuilder()
     s = b.stack_id([b.frame_id("a")])

@@ -76,12 +76,15 @@ def subtree_sums(parent: np.ndarray, own: np.ndarray, depth: np.ndarray) -> np.n
     return acc
 
 
-def repeats_an_ancestor(parent: np.ndarray, key: np.ndarray) -> np.ndarray:
-    """True where a node's key already appears among its ancestors (recursion)."""
+def repeats_an_ancestor(
+    parent: np.ndarray, key: np.ndarray, only: np.ndarray | None = None
+) -> np.ndarray:
+    """True where a node's key already appears among its ancestors (recursion). `only` (a
+    mask over the nodes): the others are not looked at (False)."""
     n = len(parent)
     rep = np.zeros(n, dtype=bool)
     anc = parent.astype(np.int64)
-    active = np.nonzero(anc != NONE)[0]
+    active = np.nonzero(anc != NONE if only is None else (anc != NONE) & only)[0]
     while len(active):
         a = anc[active]
         hit = key[a] == key[active]
@@ -231,14 +234,23 @@ def _accumulate_track(
     track: Track, frame_key: np.ndarray, n_keys: int, acc: tuple, weights: np.ndarray
 ) -> None:
     """Add one track's self/total per key into acc (self_ms, total_ms, self_n, total_n)."""
+    part = _self_of_track(track, frame_key, n_keys, acc, weights)
+    if part is not None:
+        _total_of_track(track.trace, part, n_keys, acc)
+
+
+def _self_of_track(
+    track: Track, frame_key: np.ndarray, n_keys: int, acc: tuple, weights: np.ndarray
+) -> tuple | None:
+    """Add one track's self time per key into acc; what its totals need (None: no stacks)."""
     tr = track.trace
-    self_ms, total_ms, self_n, total_n = acc
+    self_ms, _total_ms, self_n, _total_n = acc
     sid = tr.sample_stack
     has = sid != NONE
     sid_v, w_v = sid[has], weights[has]
     n_st = tr.num_stacks
     if n_st == 0:
-        return
+        return None
     node_key = frame_key[tr.stack_frame] if len(frame_key) else np.zeros(0, np.int64)
     # Self: by the leaf frame of each sample.
     stack_ms = np.bincount(sid_v, weights=w_v, minlength=n_st)
@@ -248,12 +260,25 @@ def _accumulate_track(
                else np.rint(np.bincount(sid_v, weights=cnt[has], minlength=n_st)).astype(np.int64))
     self_ms += np.bincount(node_key, weights=stack_ms, minlength=n_keys)
     self_n += np.bincount(node_key, weights=stack_n, minlength=n_keys).astype(np.int64)
-    # Total: subtree sums at the outermost occurrence of each key on a path, so recursion
-    # counts once per sample.
+    return node_key, stack_ms, stack_n
+
+
+def _total_of_track(
+    tr: ProfilerTrace, part: tuple, n_keys: int, acc: tuple, only: np.ndarray | None = None
+) -> None:
+    """Add one track's total time per key into acc: subtree sums at the outermost
+    occurrence of each key on a path, so recursion counts once per sample. `only` (a mask
+    over the keys): the other keys' totals are not computed (left as they are)."""
+    node_key, stack_ms, stack_n = part
+    _self_ms, total_ms, _self_n, total_n = acc
     depth = tr.stack_depths()
     sub_ms = subtree_sums(tr.stack_parent, stack_ms, depth)
     sub_n = subtree_sums(tr.stack_parent, stack_n.astype(np.float64), depth)
-    first = ~repeats_an_ancestor(tr.stack_parent, node_key)
+    if only is None:
+        first = ~repeats_an_ancestor(tr.stack_parent, node_key)
+    else:
+        wanted = only[node_key]
+        first = wanted & ~repeats_an_ancestor(tr.stack_parent, node_key, wanted)
     total_ms += np.bincount(node_key[first], weights=sub_ms[first], minlength=n_keys)
     total_n += np.rint(np.bincount(node_key[first], weights=sub_n[first], minlength=n_keys)).astype(
         np.int64
@@ -301,9 +326,15 @@ def _tracks(rec: Recording | ProfilerTrace, track: str | None) -> list[Track]:
 
 
 def summarize(
-    rec: Recording | ProfilerTrace, by: str = "function", track: str | None = None
+    rec: Recording | ProfilerTrace, by: str = "function", track: str | None = None,
+    top_self: int | None = None,
 ) -> Summary:
-    """Self/total per function or per resource over one track or all tracks."""
+    """Self/total per function or per resource over one track or all tracks.
+
+    `top_self`: only the keys that can be among the first `top_self` by self time (ties
+    included) get their total and are rows, for a caller that shows no more (`jsprof
+    record`'s summary: the totals of a tsc profile's 20,000 stacks were most of its CPU).
+    Those rows, and their order by self then total, are the full summary's."""
     tracks = _tracks(rec, track)
     table = KeyTable()
     keyer = frame_function_ids if by == "function" else frame_resource_ids
@@ -311,8 +342,18 @@ def summarize(
     wl = [weights_and_lost(t.trace, t.sample_interval) for t in tracks]
     weights = [w for w, _ in wl]
     acc = _empty(len(table))
-    for t, fk, w in zip(tracks, frame_keys, weights, strict=True):
-        _accumulate_track(t, fk, len(table), acc, w)
+    parts = [
+        _self_of_track(t, fk, len(table), acc, w)
+        for t, fk, w in zip(tracks, frame_keys, weights, strict=True)
+    ]
+    only = None
+    if top_self is not None and 0 < top_self < len(table):
+        # every key whose self time reaches the top_self-th largest (ties kept)
+        floor = np.partition(acc[0], len(table) - top_self)[len(table) - top_self]
+        only = acc[0] >= floor
+    for t, part in zip(tracks, parts, strict=True):
+        if part is not None:
+            _total_of_track(t.trace, part, len(table), acc, only)
     # Functions no sample passed through (a filter dropped them, or the engine listed them
     # without sampling them) are not rows.
     seen = np.nonzero(acc[3] > 0)[0]

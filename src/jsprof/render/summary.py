@@ -266,7 +266,9 @@ def _summary_lines(
         from .rows import short_location, summary_rows
 
         shown = rec if mapped is None else mapped
-        rows = [r for r in summary_rows(summarize(shown), top) if r.get("self_ms", 0) > 0]
+        rows = [
+            r for r in summary_rows(summarize(shown, top_self=top), top) if r.get("self_ms", 0) > 0
+        ]
         rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
         if rows:
             # the file keeps what was recorded; `report --sourcemap` shows it mapped
