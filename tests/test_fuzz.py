@@ -19,6 +19,7 @@ import gzip
 import io
 import json
 import os
+import re
 import subprocess
 import warnings
 from pathlib import Path
@@ -597,3 +598,35 @@ def test_speedscope_start_beyond_2_53_ms_once_in_ms_is_refused():
     doc["profiles"][0].update(unit="seconds", startValue=-9e15, weights=[9e15, 1.0])
     with pytest.raises(JsprofError, match=r"profiles\[0\]\.startValue: is -9e\+15 seconds"):
         jsprof.load(io.BytesIO(orjson.dumps(doc)))
+
+
+@pytest.mark.parametrize("fmt", ["otlp-json", "otlp"])
+def test_otlp_times_beyond_int64_ns_are_refused(fmt):
+    # A fixed64 holds up to 2**64 - 1. Found by `make fuzz`: a profile's timeUnixNano of
+    # 2**63 was an OverflowError traceback (origin minus int64 sample times); a sample's
+    # timestamp of 2**64 - 1 was one too.
+    from google.protobuf import json_format
+    from opentelemetry.proto.profiles.v1development import profiles_pb2
+
+    def broken(edit) -> bytes:
+        doc = orjson.loads(_own("otlp-json", INSTRUMENTED))
+        edit(doc["resourceProfiles"][0]["scopeProfiles"][0]["profiles"][0])
+        data = orjson.dumps(doc)
+        if fmt == "otlp":
+            msg = json_format.Parse(data, profiles_pb2.ProfilesData())
+            data = msg.SerializeToString()
+        return data
+
+    def origin(p: dict) -> None:
+        p["timeUnixNano"] = str(2**63)
+
+    def stamp(p: dict) -> None:
+        p["samples"][0]["timestampsUnixNano"][0] = str(2**64 - 1)
+
+    at = "resource_profiles[0].scope_profiles[0].profiles[0]"
+    with pytest.raises(JsprofError, match=re.escape(
+            f"{at}.time_unix_nano: {2**63} ns is beyond {2**63 - 1} (the year 2262)")):
+        jsprof.load(io.BytesIO(broken(origin)))
+    with pytest.raises(JsprofError, match=re.escape(
+            f"{at}.samples[0].timestamps_unix_nano: {2**64 - 1} ns is beyond")):
+        jsprof.load(io.BytesIO(broken(stamp)))

@@ -397,6 +397,11 @@ def from_message(data: Any, source: str) -> Recording:
     return Recording(out)
 
 
+def _beyond(ns: int) -> str:
+    # fixed64 holds up to 2**64 - 1; jsprof's times (and its writer) stop at int64's end.
+    return f"{ns} ns is beyond {MAX_NS} (the year 2262); is this file intact?"
+
+
 def _observations(prof: Any, where: str, nstacks: int, attribute: Any, err: ErrorAt
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, bool]:
     """Per observation: stack index, marker code, value (None-filled: -1), timestamp; and
@@ -425,6 +430,8 @@ def _observations(prof: Any, where: str, nstacks: int, attribute: Any, err: Erro
         k = max(len(v), len(s))
         if any(x < 0 for x in v):
             raise err(f"{w}.values", "a negative value")
+        if s and max(s) > MAX_NS:
+            raise err(f"{w}.timestamps_unix_nano", _beyond(max(s)))
         timed = timed or bool(s)
         st.extend([sample.stack_index] * k)
         mk.extend([marker] * k)
@@ -458,6 +465,8 @@ def _track(name: str, t: dict[str, Any], stacks: list, attribute: Any, err: Erro
     if counts is not None and (counts > model.MAX_SAMPLES).any():
         raise err(where, f"a count beyond {model.MAX_SAMPLES:,}; is this file intact?")
     origin_ns = prof.time_unix_nano
+    if origin_ns > MAX_NS:
+        raise err(f"{where}.time_unix_nano", _beyond(origin_ns))
     if origin_ns:
         base, origin = origin_ns, origin_ns / NS_PER_MS  # int / int: correctly rounded
     elif timed and len(ts) and model.epoch_origin(int(ts.min()) / NS_PER_MS) is not None:
