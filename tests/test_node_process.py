@@ -123,3 +123,19 @@ def test_the_inspectors_id_is_not_published_over_http(tmp_path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert "listed false" in p.stdout, (p.stdout, p.stderr)
+
+
+def test_a_scripts_line_that_mentions_an_inspector_line_is_passed_on_whole(
+        tmp_path, capfd) -> None:
+    # Only a whole inspector line at the end of an open line is split off it: a line of the
+    # script's own that quotes one mid-line was cut there and lost its rest.
+    from jsprof.engines.node import record_node
+
+    script = tmp_path / "x.js"
+    said = ("note: Debugger attached. twice\n"
+            "see Debugger listening on the port you gave\n"
+            "and Waiting for the debugger to disconnect... is Node's")
+    script.write_text(f"process.stderr.write({said!r});\n")
+    rec = record_node(script, sample_interval=1.0)
+    assert rec.tracks[0].meta["exit"] == "ok"
+    assert capfd.readouterr().err == said

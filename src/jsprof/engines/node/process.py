@@ -41,15 +41,27 @@ def stderr_lines(pipe: BinaryIO) -> Iterator[bytes]:
     """A Node process's stderr line by line. The inspector writes its lines whole, but
     after the script's last write left its line open the two come as one ("doneWaiting
     for the debugger to disconnect..."): the script's part, as it wrote it, comes first
-    and alone, so the inspector's line is known for its own."""
+    and alone, so the inspector's line is known for its own. Only a whole inspector line
+    ends a line so: the script's own line that mentions one ("note: Debugger attached.
+    twice") is passed on whole, as it was written."""
     for line in iter(pipe.readline, b""):
         for marker in _INSPECTOR_LINES:
-            i = line.find(marker, 1)
-            if i > 0:
+            i = line.rfind(marker, 1)  # the last: a line of its own ends the line
+            if i > 0 and _whole_inspector_line(marker, line[i + len(marker):]):
                 yield line[:i]
                 line = line[i:]
                 break
         yield line
+
+
+def _whole_inspector_line(marker: bytes, rest: bytes) -> bool:
+    """Whether `rest`, what follows `marker` on the line, ends an inspector line as Node
+    writes it: nothing after "Debugger attached." or "...disconnect...", a URL after the
+    others."""
+    rest = rest.rstrip(b"\r\n")
+    if marker.endswith(b"."):
+        return not rest
+    return bool(rest) and b" " not in rest
 
 
 def pass_on_stderr(line: bytes, out: BinaryIO | None = None) -> None:
