@@ -80,6 +80,9 @@ def test_a_scrape_walks_the_store_at_most_once_per_interval_and_reads_the_compac
     health._walked.clear()  # noqa: SLF001 - a fresh process
     m = metrics.Metrics(["shop"])
     count = _Count(monkeypatch)
+    # "Within the interval" is an hour here: a compaction at load 40 can take seconds, and
+    # the steps below must not find the interval over because the machine was slow.
+    monkeypatch.setattr(health, "DISK_USE_EVERY_S", 3600.0)
 
     # The first scrape of a process walks (no compactor report here): right numbers.
     first = _scrape(m, st)
@@ -104,7 +107,7 @@ def test_a_scrape_walks_the_store_at_most_once_per_interval_and_reads_the_compac
     count.clear()
     now = _scrape(m, st)
     assert len(count.lstat) == one_walk(count, st) and now != first
-    monkeypatch.setattr(health, "DISK_USE_EVERY_S", 10.0)
+    monkeypatch.setattr(health, "DISK_USE_EVERY_S", 3600.0)
     assert now == _as_metrics(health.disk_use(st.path))
 
     # The compactor's report (walked after its run): every scrape takes it, walking nothing.
@@ -119,6 +122,7 @@ def test_a_scrape_walks_the_store_at_most_once_per_interval_and_reads_the_compac
     assert count.lstat == [] and set(count.scandir) <= {str(st.path / "segments")}
     assert got == _as_metrics(walked) and got != now
     # A report older than the interval is not taken: this process walks (once).
+    monkeypatch.setattr(health, "DISK_USE_EVERY_S", 10.0)
     health.record_run(st.path, None, now=time.time() - 60, disk=walked)
     health._walked.clear()  # noqa: SLF001
     count.clear()
