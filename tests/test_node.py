@@ -676,11 +676,32 @@ def test_slices_joined_as_columns_keep_every_sample_and_its_stack(tmp_path):
     whole = dict(profile, samples=samples.tolist(),
                  timeDeltas=np.diff(ts, prepend=profile["startTime"]).tolist())
     cuts = [0, len(ts) // 3, 2 * len(ts) // 3, len(ts)]
-    slices = [
-        dict(profile, startTime=int(ts[a]), samples=samples[a:b].tolist(),
-             timeDeltas=np.diff(ts[a:b], prepend=int(ts[a])).tolist())
-        for a, b in zip(cuts, cuts[1:], strict=False)
-    ]
+    # Each slice's positionTicks are its own samples' (V8's, as each slice is a profile of
+    # its own): a node's lines in sample order, cut where its samples are.
+    lines_of = {
+        n["id"]: [t["line"] for t in n.get("positionTicks") or () for _ in range(t["ticks"])]
+        for n in profile["nodes"]
+    }
+    seen: dict[int, int] = {}
+
+    def one_slice(a: int, b: int) -> dict:
+        mine: dict[int, list[int]] = {}
+        for nid in samples[a:b].tolist():
+            i = seen.get(nid, 0)
+            seen[nid] = i + 1
+            if i < len(lines_of[nid]):
+                mine.setdefault(nid, []).append(lines_of[nid][i])
+        nodes = []
+        for n in profile["nodes"]:
+            n = {k: v for k, v in n.items() if k != "positionTicks"}
+            got = mine.get(n["id"])
+            if got:
+                n["positionTicks"] = [{"line": ln, "ticks": 1} for ln in got]
+            nodes.append(n)
+        return dict(profile, nodes=nodes, startTime=int(ts[a]), samples=samples[a:b].tolist(),
+                    timeDeltas=np.diff(ts[a:b], prepend=int(ts[a])).tolist())
+
+    slices = [one_slice(a, b) for a, b in zip(cuts, cuts[1:], strict=False)]
     origin = float(profile["startTime"])
     expected, _ = cp.profile_to_trace(whole, "whole", origin_us=origin)
     joined = join_slices(slices, "slices").to_trace(origin)
