@@ -215,7 +215,8 @@ def test_quickjs_names_frames_from_their_own_source_only():
     assert src.splitlines()[4].index("function") == 7
     named = _quickjs_frames(QuickJS(), src, "app.js")
     app = [k for k in named if k[0].endswith("app.js")]
-    assert named[(app[0][0], 5, 8)] == "o.tc"
+    # named and placed as V8 does: at the `(` of its parameters (QuickJS: its `function`)
+    assert named[(app[0][0], 5, 17)] == "o.tc" and (app[0][0], 5, 8) not in named
     assert named[("<input>", 5, 8)] == ""  # the Function's own code, not the script's
     unnamed = _quickjs_frames(QuickJS(), src)  # the script itself under <input>
     assert unnamed[("<input>", 5, 8)] == ""
@@ -301,7 +302,8 @@ def test_quickjs_columns_are_characters():
         + SPIN
     )
     got = _quickjs_frames(QuickJS(), src, "cols.js")
-    want = src.splitlines()[0].index("function") + 1  # 24 (27 and 28 in QuickJS)
+    # placed as V8 does, at the `(` after `function ` (QuickJS: `function`, byte 27 and 28)
+    want = src.splitlines()[0].index("function") + 10  # 33
     assert {(line, col) for (_, line, col), name in got.items() if name in ("f", "g")} == {
         (1, want), (2, want)
     }, got

@@ -459,21 +459,24 @@ def name_frames(
     text_of: Callable[[str], str | None],
     cache: dict[str, FunctionNames | None],
 ) -> ProfilerTrace:
-    """`trace` with its nameless frames named as V8 names their functions, read from the
-    scripts' sources (`text_of(resource URL)`, None when not at hand: those frames stay
-    as they are). For an engine that leaves functions V8 names anonymous (QuickJS:
-    `pp.next = function () {}`). A frame the engine named keeps its name (where the two
-    differ, a computed key, the engine's is the key's value, V8's the object's); the
-    script's own code (no name, at 1:1) stays as it is; a nameless function running a
-    class's field initializers gets V8's name for it. `cache` keeps each script's
+    """`trace` with its frames named and placed as V8 names and places their functions,
+    read from the scripts' sources (`text_of(resource URL)`, None when not at hand: those
+    frames stay as they are). For an engine that leaves functions V8 names anonymous
+    (QuickJS: `pp.next = function () {}`) and places a function at its first character
+    (QuickJS: the `function` keyword, a method's name) where V8 gives the `(` of its
+    parameters: the same function on both engines is then one function (one row of
+    `fleet top`, one node of a merged profile). A frame the engine named keeps its name
+    (where the two differ, a computed key, the engine's is the key's value, V8's the
+    object's); the script's own code (nameless, at 1:1) stays as it is; a nameless function running
+    a class's field initializers gets V8's name for it. `cache` keeps each script's
     functions between calls."""
     frames = list(trace.frames)
     changed = False
     for i, f in enumerate(frames):
-        if f.name or f.resource_id is None or f.line is None:
+        if f.resource_id is None or f.line is None:
             continue
-        if f.line == 1 and (f.column or 1) == 1:
-            continue
+        if not f.name and f.line == 1 and (f.column or 1) == 1:
+            continue  # the script's own code (a function there has a name: `function f(`)
         url = trace.resources[f.resource_id]
         if url not in cache:
             text = text_of(url)
@@ -483,6 +486,11 @@ def name_frames(
         if index is None:
             continue
         fn = index.at(f.line, f.column or 1)
+        if fn is not None and (fn.v8_line, fn.v8_column) != (f.line, f.column):
+            f = frames[i] = f._replace(line=fn.v8_line, column=fn.v8_column)
+            changed = True
+        if f.name:
+            continue
         name = fn.name if fn is not None else index.initializer_at(f.line, f.column or 1)
         if name:
             frames[i] = f._replace(name=name)
