@@ -739,23 +739,24 @@ class DuckEngine:
         routes and envs summed per `ROLLUP_OUT[kind]` (`ri`: the plan's release index);
         `want` (release indices, frame ids): rollup_frames of those frames only, and of
         the rows without one."""
-        import pyarrow as pa
 
         pieces, params, names = [], [], []
         for ri, parts in enumerate(plan.parts[kind]):
             paths, mem = _split(parts)
+            # The wanted frames of this release as a list of integers in the scan's filter,
+            # which DuckDB applies in the Parquet reader (a semi-join on (ri, frame_id)
+            # pairs took 2.5 s over 18 M rows; this 0.3 s)
+            mine = "" if want is None else " WHERE frame_id < 0 OR frame_id IN ({})".format(
+                ", ".join(str(int(x)) for x in np.asarray(want[1])[np.asarray(want[0]) == ri])
+                or "-1")
             if paths:
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?)")
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?){mine}")
                 params.append(paths)
             if mem is not None:
                 names.append(f"roll_{id(mem):x}")
                 self.con.register(names[-1], mem)
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}")
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}{mine}")
         cond, cp = _cells_sql(f)
-        if want is not None:
-            names.append("want")
-            self.con.register("want", pa.table({"ri": want[0], "frame_id": want[1]}))
-            cond += " AND (frame_id < 0 OR (ri, frame_id) IN (SELECT (ri, frame_id) FROM want))"
         keys, sums = ROLLUP_OUT[kind]
         try:
             if not pieces:
