@@ -1183,7 +1183,7 @@ def _svg_titles(svg_file: Path) -> dict[int, str]:
 
 def test_canvas_tooltips_say_what_the_svg_titles_say(browser, data, tmp_path):
     """The page words each frame's tooltip from its columns; the SVG picture's <title>s are
-    written by flame.py: the same words and numbers, frame by frame (diffs too)."""
+    written by render/flame/: the same words and numbers, frame by frame (diffs too)."""
     base, new = tmp_path / "base.json", tmp_path / "new.json"
     io.save(_rec([["main", "a"]] * 8 + [["main", "b", "c"]] * 2 + [["main"]] * 3), base)
     io.save(_rec([["main", "a"]] * 2 + [["main", "b", "c"]] * 7 + [["main", "d"]] * 5), new)

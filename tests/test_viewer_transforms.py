@@ -278,7 +278,7 @@ def test_menu_keys_bar_undo_and_the_link(browser, acorn_page):
     assert "tf=merge%3App.readWord" in page.url
     assert not page.locator("#fg-menu").count()
     assert not any(f["name"] == "pp.readWord" for f in _frames(page))
-    # the page's own layout colours each function as flame.py did
+    # the page's own layout colours each function as render/flame/ did
     assert {f["name"]: f["fill"] for f in _frames(page) if f["name"] in fill} == {
         n: fill[n] for n in {f["name"] for f in _frames(page)} if n in fill}
     assert page.locator("#fg-transforms .tf-step.on").text_content() == "1. merge:pp.readWord"

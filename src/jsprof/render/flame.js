@@ -1,7 +1,7 @@
 // The viewer's script: the flame graph drawn on a canvas (click-to-zoom, search with the
 // matched share, hover and keyboard details) and the other views switched by tabs and by the
 // URL hash (#view=flame|time|sandwich|source&fn=NAME). Shipped as package data and inlined
-// by render/flame.py into every HTML page, where a hash-pinned Content-Security-Policy lets
+// by render/flame/ into every HTML page, where a hash-pinned Content-Security-Policy lets
 // only this exact text run. It reads the drawn frames as binary columns from the page's
 // `fg-data` block, and the views' numbers from `fg-model`. Names from the trace reach the
 // page only as canvas text, textContent or attribute values set through the DOM, never as
@@ -266,7 +266,7 @@
   }
   function nameOfFrame(i) { var I = ftree(); return i < N ? D.names[NM[i]] : I.fname[I.fn[thin[i - N][0]]]; }
   function signed(v, d) { return (v < 0 || (v === 0 && 1 / v < 0) ? "-" : "+") + fixed(Math.abs(v), d); }
-  // A drawn frame's tooltip, worded as the SVG picture's <title> (flame.py) words it.
+  // A drawn frame's tooltip, worded as the SVG picture's <title> (flame/frames.py) words it.
   function tipOf(i) {
     if (i >= N) return thinTip(i - N);
     var tot = D.total > 0 ? D.total : 1, w = W0[i], self = SELF[i], cnt = CNT[i];
@@ -307,7 +307,7 @@
     if (i < N) return hits[i];
     return fnHits ? fnHits[ftree().fn[thin[i - N][0]]] : 0;
   }
-  // Fill colours as bytes (the fills are hsl() strings from flame.py, or the page's own).
+  // Fill colours as bytes (the fills are hsl() strings from flame/colours.py, or the page's own).
   // Per fill id, 0xRRGGBB (-1: not worked out yet): a typed array, read for every frame
   // painted (a sparse [] of arrays cost a 3M-sample page's paint a third of its time).
   var RGB = null;
@@ -1006,7 +1006,7 @@
     FT = null;
     framesChanged();
   }
-  // The frames of a transformed tree, laid out as flame.py lays out the page's own.
+  // The frames of a transformed tree, laid out as flame/layout.py lays out the page's own.
   function useFrames(T) {
     saveFrames();
     var fns = T.fns, nf = fns.count();
@@ -1538,7 +1538,7 @@
       (n > limit ? " (first " + limit + " shown)" : "") : "";
   }
   // A model function's fill: the Flame view's rule (by script, or by name with
-  // --color-by function; flame.py's _fill_rule), so a function has one colour in every view.
+  // --color-by function; flame/colours.py's fill_rule), so a function has one colour in every view.
   function fnFill(M, f) {
     return M.ffill ? M.fills[M.ffill[f]] : hue(M.fname[f]);
   }

@@ -1,6 +1,6 @@
 // The standalone SVG picture's script (`jsprof flame -o x.svg`): click-to-zoom, a search
 // with the matched share over the drawn frames, and hover details on the bottom line. The
-// frames themselves are static <g><rect><text><title> elements written by render/flame.py,
+// frames themselves are static <g><rect><text><title> elements written by render/flame/frames.py,
 // so the file is a picture where scripts do not run (an image tag, an image viewer). The HTML
 // viewer draws on a canvas instead (flame.js). Names reach the document only as
 // textContent or attribute values set through the DOM, never as markup.
@@ -27,7 +27,7 @@
   }
   while (stack.length) end[stack.pop()] = N;
   var zoomed = 0, query = "", hits = new Uint8Array(N), ancs = new Uint8Array(N);
-  // Bidirectional controls shown as escapes, as flame.py writes the labels (base.visible):
+  // Bidirectional controls shown as escapes, as flame/frames.py writes the labels (base.visible):
   // a name holding U+202E must not draw reversed and pass for another.
   var BIDI = /[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]/g;
   function vis(s) {

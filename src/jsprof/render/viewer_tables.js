@@ -1,5 +1,5 @@
 // The viewer's Bottom-up and Call tree tables (DevTools' two tables; inlined by
-// render/flame.py before flame.js, which makes them views). Both read the page's current
+// render/flame/ before flame.js, which makes them views). Both read the page's current
 // tree (viewer_tree.js: the whole call tree, or what the transforms made of it), so their
 // numbers are the flame graph's and, for the same transforms, `jsprof report`'s:
 //

@@ -1,4 +1,4 @@
-// The viewer's transforms (inlined by render/flame.py before flame.js): the command line's
+// The viewer's transforms (inlined by render/flame/ before flame.js): the command line's
 // `--transform SPEC` (analysis/transforms.py) over the page's call tree, with the same
 // grammar and the same results, plus three of the page's own. A tree node stands for every
 // sample with its call path, so a step that maps each call path to a new one (or to none)

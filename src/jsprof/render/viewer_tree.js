@@ -1,4 +1,4 @@
-// The viewer's call tree as columns, and what the views compute from it (render/flame.py
+// The viewer's call tree as columns, and what the views compute from it (render/flame/
 // inlines this file into every viewer page, before flame.js, as a script of its own pinned
 // by the page's Content-Security-Policy). A tree is the page's whole call tree (the
 // `fg-index` block) or one a transform made of it (viewer_transforms.js): nodes numbered
@@ -117,7 +117,7 @@
     return out;
   }
 
-  // Per function: self and total ms and samples as `report` counts them (flame.py's
+  // Per function: self and total ms and samples as `report` counts them (flame/model.py's
   // function_table): self summed over every node, total over the outermost ones.
   function functionTable(T) {
     if (T.ftab) return T.ftab;
@@ -170,7 +170,7 @@
     this.fills = [];
     this.made = Object.create(null);
   }
-  // CRC-32 (zlib's) of a string's UTF-8 bytes: the hash flame.py's colours are made of.
+  // CRC-32 (zlib's) of a string's UTF-8 bytes: the hash flame/colours.py's are made of.
   var CRC = null;
   function crc32(s) {
     if (!CRC) {
@@ -185,7 +185,7 @@
     for (var j = 0; j < b.length; j++) h = CRC[(h ^ b[j]) & 255] ^ (h >>> 8);
     return (h ^ -1) >>> 0;
   }
-  // A function's fill as flame.py's _fill_rule gives it: by script (the script's hue,
+  // A function's fill as flame/colours.py's fill_rule gives it: by script (the script's hue,
   // varied a little by the name) or by name; grey for samples with no JavaScript.
   Functions.prototype.fillOf = function (f) {
     if (this.fills[f]) return this.fills[f];
@@ -226,7 +226,7 @@
     return !q || this.low[f].indexOf(q) >= 0 || this.lowLoc[f].indexOf(q) >= 0;
   };
 
-  // The Flame view's frames of a tree, laid out as flame.py's layout() does: the nodes of
+  // The Flame view's frames of a tree, laid out as flame/layout.py's layout() does: the nodes of
   // at least `minMs` (and some time), children widest first (ties by node number), depth
   // first, after a root frame standing for all (node -1). Columns: depth, x and width (ms),
   // node.
