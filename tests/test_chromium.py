@@ -844,3 +844,53 @@ def test_a_threads_idle_while_another_worked_is_not_the_quiet_wait(
     main_last = main.time_origin + float(main.trace.sample_time[-1])
     assert spin_to - spin_from > 400, (spin_from, spin_to)
     assert main_last >= (spin_from + spin_to) / 2, (main_last, spin_from, spin_to, main.meta)
+
+
+def test_a_pages_idle_while_its_request_was_pending_is_not_the_quiet_wait(
+    browser: Browser, tmp_path: Path
+) -> None:
+    # The rule's quiet starts when no request is pending either: a page that asked for an
+    # image after its load and ran no JavaScript when it came was idle for the request, its
+    # own time, not jsprof's wait (dropped before, 2.1 s said "after the page went quiet"
+    # with the image's 1.5 s in it, unless a late GC sample happened to keep it).
+    import http.server
+    import threading
+
+    served: list[float] = []
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            served.append(time.time())
+            time.sleep(1.5)
+            body = b"GIF89a\x01\x00\x01\x00\x00\x00\x00;"
+            self.send_response(200)
+            self.send_header("Content-Type", "image/gif")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            served.append(time.time())
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        page = tmp_path / "p.html"
+        page.write_text(
+            "<!doctype html><script>window.onload = function asks() {"
+            f" new Image().src = 'http://127.0.0.1:{srv.server_address[1]}/slow.gif'; }};"
+            "</script>\n"
+        )
+        rec = record_chromium(str(page), 1.0, browser=browser, stdout=io.StringIO())
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    main = rec.tracks[0]
+    assert main.meta["exit"] == "ok" and len(served) == 2, served
+    # Kept at least past the middle of the server's 1.5 s (epoch ms on both sides; the
+    # request's end is on Chromium's clock, the profile's): before, the samples could end
+    # at the page's JavaScript, before the request.
+    main_last = main.time_origin + float(main.trace.sample_time[-1])
+    asked, answered = served[0] * 1000.0, served[1] * 1000.0
+    assert main_last >= (asked + answered) / 2, (main_last - asked, answered - asked, main.meta)

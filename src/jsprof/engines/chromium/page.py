@@ -59,6 +59,10 @@ class PageSession:
         self.crashed = False
         self.inflight: set[str] = set()
         self.last_net = 0.0
+        # The last network event's own time (Chromium's monotonic clock, which V8's
+        # profiles use too; us): a request pending keeps the page from being quiet, so the
+        # idle before its end is the page's time, not the rule's wait (recording()).
+        self.last_net_us: float | None = None
         self.last_console = 0.0
         self.frame_id: str | None = None
         self._helper = helper_source() if helper else None
@@ -241,6 +245,7 @@ class PageSession:
         elif m == "Network.requestWillBeSent":
             self.inflight.add(p.get("requestId", ""))
             self.last_net = now
+            self._net_at(p)
             if p.get("type") == "Script":
                 self._scripts[p.get("requestId", "")] = str(p.get("request", {}).get("url", ""))
         elif m == "Network.responseReceived":
@@ -253,9 +258,17 @@ class PageSession:
         elif m in ("Network.loadingFinished", "Network.loadingFailed"):
             self.inflight.discard(p.get("requestId", ""))
             self.last_net = now
+            self._net_at(p)
             url = self._scripts.pop(p.get("requestId", ""), None)
             if m == "Network.loadingFailed" and url is not None and not p.get("canceled"):
                 self._script_not_loaded(th, url, str(p.get("errorText") or "failed"))
+
+    def _net_at(self, p: dict) -> None:
+        t = p.get("timestamp")  # Network.MonotonicTime: seconds
+        if type(t) in (int, float) and math.isfinite(t) and t > 0:
+            us = float(t) * 1e6
+            if self.last_net_us is None or us > self.last_net_us:
+                self.last_net_us = us
 
     def _script_not_loaded(self, th: JSThread, url: str, reason: str) -> None:
         """Say that a script did not load, as the console's 'Failed to load resource'
@@ -391,10 +404,13 @@ class PageSession:
             base = th.url or th.kind
             seen[base] = seen.get(base, 0) + 1
             th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
-        # The rule's wait began at the page's last work on any thread: a thread's idle
-        # while another still worked (a page waiting on its worker) is not that wait.
+        # The rule's wait began at the page's last work on any thread, or its last request's
+        # end: a thread's idle while another still worked (a page waiting on its worker) or
+        # while a request was pending (an image asked for after the load) is not that wait.
         ends = [e for e in (th.work_end_us() for th in self.threads) if e is not None] \
             if quiet_end else []
+        if ends and self.last_net_us is not None:
+            ends.append(self.last_net_us)
         page_end = max(ends) if ends else None
         for th in self.threads:
             t = th.to_track(requested_ms, mono_to_epoch_us, rename, quiet_end=quiet_end,
