@@ -122,8 +122,7 @@ def test_a_scrape_walks_the_store_at_most_once_per_interval_and_reads_the_compac
     assert count.lstat == [] and set(count.scandir) <= {str(st.path / "segments")}
     assert got == _as_metrics(walked) and got != now
     # A report older than the interval is not taken: this process walks (once).
-    monkeypatch.setattr(health, "DISK_USE_EVERY_S", 10.0)
-    health.record_run(st.path, None, now=time.time() - 60, disk=walked)
+    health.record_run(st.path, None, now=time.time() - 7200, disk=walked)  # 2 h > 1 h
     health._walked.clear()  # noqa: SLF001
     count.clear()
     _scrape(m, st)
