@@ -175,8 +175,34 @@ def test_what_rollups_cannot_say_is_read_per_upload(store: Path, tmp_path: Path)
     compact(st)
     st.close()
     _check(copy, [Filters(app="shop", where=(("route", "/cart"),)),
-                  Filters(app="shop", since=T0 + DAY + 3600e3),
-                  Filters(app="shop", until=T0 + 2 * DAY - 1.0)], rolled=False)
+                  Filters(app="shop", since=T0 + DAY + 3600e3, until=T0 + DAY + 7200e3)],
+           rolled=False)
+
+
+def test_a_window_inside_days_adds_its_part_days_per_upload(store: Path,
+                                                            tmp_path: Path) -> None:
+    """--since/--until inside a day: the whole days between from the rollups, the part
+    days at the ends from their uploads' rows; page loads across both counted once."""
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    cut = T0 + DAY + 3600e3 + 17 * 60e3 + 0.5  # between the chunks of day 1's page loads
+    windows = [Filters(app="shop", since=cut), Filters(app="shop", until=T0 + 2 * DAY + 4e6),
+               Filters(app="shop", since=cut, until=T0 + 3 * DAY + 3600e3 + 40 * 60e3,
+                       route="/home"),
+               Filters(app="shop", since=cut, exclude_idle=True, release="1.9.0")]
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        for f in windows:
+            whole = rollups._split_days(f)[0]
+            assert whole is not None and rollups.plan(s.snap, whole) is not None
+            for n in (5, None):
+                got = api.top(s, f, n)
+                assert got == _raw(s, f, n), (f, n)
+                assert got["traces"] > 0
+    st.close()
 
 
 def test_buckets_stand_for_their_values_within_alpha() -> None:

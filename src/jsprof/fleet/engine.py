@@ -415,18 +415,15 @@ ROLLUP_OUT = {
 }
 
 
-def _loads(hashes: list, registers: list) -> dict[str, np.ndarray]:
-    """rollup_loads rows (a hash, or a cell's sketch) -> the distinct page loads."""
-    from ..store.tables.view import page_loads
-
-    h = np.asarray([x for x in hashes if x is not None], np.int64)
-    return {"loads": np.asarray([page_loads(h, [r for r in registers if r is not None])],
-                                np.int64)}
+def _loads(hashes: list, registers: list) -> dict[str, Any]:
+    """rollup_loads rows: the page-load hashes, and the cells' sketches."""
+    return {"load_hash": np.asarray([x for x in hashes if x is not None], np.int64),
+            "registers": [r for r in registers if r is not None]}
 
 
 def _empty_rollup(kind: str) -> dict[str, np.ndarray]:
     if kind == "rollup_loads":
-        return {"loads": np.zeros(1, np.int64)}
+        return _loads([], [])
     keys, sums = ROLLUP_OUT[kind]
     return {c: np.zeros(0, np.float64 if c in ("sample_interval", "lost_ms") else np.int64)
             for c in (*keys, *sums)}

@@ -74,6 +74,7 @@ class Selection:
     idle_ms: float = 0.0
     idle_samples: int = 0
     rollup: Any = None  # the rollup parts it was read from (fleet/rollups.py), if so
+    ends: Any = None  # with `rollup`: the uploads of part days read per upload (Uploads)
 
     @property
     def traces(self) -> int:
@@ -309,7 +310,7 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
     if rolled:
         # uploads per (release, frame, marker, bucket of self time): rows per distinct
         # frame and day, not per upload (fleet/rollups.py)
-        got = _rolled_frames(engine, sel, want)
+        got = _rolled_frames(engine, snap, sel, want)
         fr = FrameRows(np.zeros(len(got["ri"]), np.int64), got["ri"], got["frame_id"],
                        got["marker"], np.zeros(len(got["ri"]), np.int64))
         buckets, counts = got["bucket"], got["traces"]
@@ -351,7 +352,8 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
     return top_document(sel, summary, traces, p50, p95, n)
 
 
-def _rolled_frames(engine: Engine, sel: Selection, want: Want) -> dict[str, np.ndarray]:
+def _rolled_frames(engine: Engine, snap: Snapshot, sel: Selection, want: Want
+                   ) -> dict[str, np.ndarray]:
     """Per (release of `sel.uploads`, frame, marker, bucket): uploads, from the rollups
     `sel` was read from (fleet/rollups.py), for `want`'s frames and every row without
     one."""
@@ -360,6 +362,19 @@ def _rolled_frames(engine: Engine, sel: Selection, want: Want) -> dict[str, np.n
     plan_ri = np.asarray([back[k] for k in sel.uploads.rkeys] or [0], np.int64)
     got = engine.rollup(p, "rollup_frames", sel.filters, (plan_ri[want.ri], want.frame_id))
     got["ri"] = sel.uploads.ri_of[got["ri"]]
+    ends = sel.ends
+    if ends is not None and len(ends):
+        # the part days at the window's ends: their uploads' own rows, a trace each
+        to_end = np.asarray([ends.rkeys.index(k) if k in ends.rkeys else -1
+                             for k in sel.uploads.rkeys] or [-1], np.int64)
+        w = to_end[want.ri] if len(want.ri) else want.ri
+        fr = engine.frames(snap, ends, Want(w[w >= 0], want.frame_id[w >= 0]))
+        back = np.asarray([sel.uploads.rkeys.index(k) for k in ends.rkeys] or [0], np.int64)
+        more = {"ri": back[fr.ri] if len(fr.ri) else fr.ri, "frame_id": fr.frame_id,
+                "marker": fr.marker, "bucket": bucket_of(fr.self_ns),
+                "traces": np.ones(len(fr.ri), np.int64)}
+        got = {k: np.concatenate([np.asarray(got[k]).astype(np.int64), v.astype(np.int64)])
+               for k, v in more.items()}
     return got
 
 

@@ -3,12 +3,14 @@
 A selection of whole UTC days, by app, release, route and env, reads the rollups of its
 releases' days: rows per (route, env) and distinct stack or frame, not per upload, so its
 cost follows the question (releases x days x distinct stacks), not the store's history.
-What the rollups cannot say, the per-upload tables answer as before (`plan` says None):
-`--where` (any meta key), `--during` (windows of one upload's timeline), a `--since` or
-`--until` inside a day, tables not yet rolled up (an older format before its first
-compaction), uploads without a receivedAt, a retention prune in progress over a day, and
-releases whose source maps give two stored frames one function (a trace's self time is
-then their sum, which only its own rows hold).
+A `--since` or `--until` inside a day reads the whole days between from the rollups and
+the uploads of the part days at the ends from their own rows. What the rollups cannot
+say, the per-upload tables answer as before (`plan` says None): `--where` (any meta
+key), `--during` (windows of one upload's timeline), a window within one day, tables
+not yet rolled up (an older format before its first compaction), uploads without a
+receivedAt, a retention prune in progress over a day, and releases whose source maps
+give two stored frames one function (a trace's self time is then their sum, which only
+its own rows hold).
 """
 
 from __future__ import annotations
@@ -92,21 +94,47 @@ class Rolled:
 
 
 def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
-    """`query.select` from the rollups, or None when they cannot answer `f` (`plan`)."""
+    """`query.select` from the rollups, or None when they cannot answer `f` (`plan`). A
+    `--since`/`--until` inside a day: the whole days between from the rollups, the
+    uploads of the part days at the ends from their own rows (`edges`), added up."""
+    from ..store.tables.view import load_hash, page_loads
     from . import query
     from .engine import StackRows
     from .release import named
 
-    p = plan(snap, f)
+    whole, edges = _split_days(f)
+    if whole is None:
+        return None
+    p = plan(snap, whole)
     if p is None:
         return None
+    ends = _no_uploads()
+    for e in edges:
+        ends = _concat(ends, engine.uploads(snap, e))
+    pos = {k: i for i, k in enumerate(p.rkeys)}
+    end_ri = np.asarray([pos[k] for k in ends.rkeys] or [0], np.int64)  # ends' -> plan's
     cells = engine.rollup(p, "rollup_cells", f)
-    loads = engine.rollup(p, "rollup_loads", f)["loads"]
-    up = Rolled(p.rkeys, cells, int(np.asarray(cells["own_loads"]).sum()) + int(loads[0]))
+    cells = {k: np.concatenate([np.asarray(cells[k]), v]) for k, v in {
+        "ri": end_ri[ends.ri] if len(ends) else np.zeros(0, np.int64),
+        "sample_interval": ends.sample_interval, "uploads": np.ones(len(ends), np.int64),
+        "own_loads": np.asarray([x is None for x in ends.page_load], np.int64),
+        "samples": ends.samples, "total_ns": np.rint(ends.total_ms * 1e6).astype(np.int64),
+        "lost_ms": ends.lost_ms}.items()}
+    loads = engine.rollup(p, "rollup_loads", f)
+    ids = [x for x in ends.page_load if x is not None]
+    n_loads = page_loads(np.concatenate([loads["load_hash"], load_hash(ids)]),
+                         loads["registers"])
+    up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads)
     releases = named({k: query._read_release(snap, k) for k in up.rkeys}, f)
     if any(_collides(r) for r in releases.values()):
         return None
     got = engine.rollup(p, "rollup_stacks", f)
+    if len(ends):
+        more = engine.stacks(snap, ends)
+        got = _sum_stacks({k: np.concatenate([np.asarray(got[k]), v]) for k, v in {
+            "ri": end_ri[more.ri] if len(more.ri) else more.ri, "stack_id": more.stack_id,
+            "marker": more.marker, "samples": more.samples,
+            "weight_ns": more.weight_ns}.items()})
     rows = StackRows(up.ri_of[got["ri"]], got["stack_id"], got["marker"], got["samples"],
                      got["weight_ns"])
     idle_ms, idle_n = 0.0, 0
@@ -116,7 +144,60 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
         f, up, releases, query._recording(releases, rows, up), int(up.samples.sum()) - idle_n,
         float(rows.weight_ns.sum()) / query.NS_PER_MS, idle_ms=idle_ms, idle_samples=idle_n)
     sel.rollup = p
+    sel.ends = ends
     return sel
+
+
+def _split_days(f: Filters) -> tuple[Filters | None, list[Filters]]:
+    """`f` as its whole UTC days (None: none, within one day) and the filters of the part
+    days at its ends."""
+    import math
+    from dataclasses import replace
+
+    lo = None if f.since is None else math.ceil(f.since / DAY_MS) * DAY_MS
+    hi = None if f.until is None else math.floor(f.until / DAY_MS) * DAY_MS
+    if lo is not None and hi is not None and lo >= hi:
+        return None, []
+    edges = []
+    if lo is not None and lo != f.since:
+        edges.append(replace(f, since=f.since, until=lo))
+    if hi is not None and hi != f.until:
+        edges.append(replace(f, since=hi, until=f.until))
+    return replace(f, since=lo, until=hi), edges
+
+
+def _no_uploads() -> Any:
+    from .engine import _no_uploads as empty
+
+    return empty()
+
+
+def _concat(a: Any, b: Any) -> Any:
+    """Two `engine.Uploads` as one."""
+    from .engine import Uploads
+
+    if not len(a):
+        return b
+    return Uploads(np.concatenate([a.uk, b.uk]), a.id + b.id, a.rkey + b.rkey,
+                   a.release + b.release, np.concatenate([a.received_at, b.received_at]),
+                   np.concatenate([a.samples, b.samples]),
+                   np.concatenate([a.total_ms, b.total_ms]),
+                   np.concatenate([a.lost_ms, b.lost_ms]),
+                   np.concatenate([a.sample_interval, b.sample_interval]),
+                   a.page_load + b.page_load)
+
+
+def _sum_stacks(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Stack rows summed per (ri, stack, marker), in that order (as the engines give)."""
+    key = np.stack([t["ri"], t["stack_id"], t["marker"]], axis=1).astype(np.int64)
+    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    out = {"ri": uq[:, 0].copy(), "stack_id": uq[:, 1].copy(), "marker": uq[:, 2].copy()}
+    for c in ("samples", "weight_ns"):
+        v = np.zeros(len(uq), np.int64)
+        np.add.at(v, inv, np.asarray(t[c], np.int64))
+        out[c] = v
+    return out
 
 
 def _collides(rel: Any) -> bool:

@@ -27,7 +27,7 @@ from .intern import (
 )
 from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
 from .parts import part_files
-from .rollup import ROLLUP_KINDS, bucket_of, page_loads, quantiles
+from .rollup import ROLLUP_KINDS, bucket_of, load_hash, page_loads, quantiles
 from .rollup import schemas as rollup_schemas
 
 __all__ = [
@@ -36,6 +36,7 @@ __all__ = [
     "CompactError",
     "Tail",
     "bucket_of",
+    "load_hash",
     "page_loads",
     "part_files",
     "quantiles",
