@@ -155,7 +155,9 @@ def test_each_ending_yields_the_trace(how, exit_, code, capfd):
     rec = record_node(JS / "ending.js", args=[how], sample_interval=1.0)
     t = rec.tracks[0]
     assert t.meta["exit"] == exit_ and t.meta["exitCode"] == code
-    assert t.trace.num_samples >= 20
+    # The script's work is in it. (Not a sample count: V8's sampler is on the wall clock,
+    # and beside busy loops it took 5 samples of the 200 ms once; that slices join into
+    # the whole run is test_slices_joined_as_columns_keep_every_sample_and_its_stack's.)
     assert any(f.name == "work" for f in _script_frames(t.trace, "ending.js"))
     err = capfd.readouterr().err
     # The inspector's own chatter is not passed on; the script's stderr is.
@@ -246,7 +248,6 @@ def test_a_workers_wait_for_jsprof_is_not_its_cpu_time():
         if f.resource_id is not None
     }
     assert "node:internal/main/worker_thread" in starts, starts
-    assert worker_t.trace.num_samples >= 200
 
 
 def test_jsprofs_own_code_is_not_in_any_thread():
