@@ -17,6 +17,10 @@
  *    JS calls. Stacks are delta-encoded against the previous captured stack (common
  *    root prefix kept), so an hour at 1 ms fits in a few hundred MB of *virtual* memory
  *    (mmap'ed lazily). Each stored function is ref-counted so it stays alive until drained.
+ *  - A function with no loop and no call polls nowhere of its own: the patch calls
+ *    JSPROF_FRAME_EXIT when a bytecode frame is left, one load of the poll counter; while
+ *    a tick is due or about to be (the counter at 0) the tick is taken there, with the
+ *    returning frame on the stack (see sampler_approach).
  *  - Built-in (C) functions never poll. The patch calls JSPROF_NATIVE_RETURN when a C
  *    function returns; if a tick came due meanwhile (counter <= 0 and ticks pending) we
  *    capture right there, where the stack is the JS caller's: time in JSON.parse/sort/
@@ -80,7 +84,9 @@ static inline uint64_t jsprof_ticks(void)
    owner thread and, under the sampler lock, the timer thread: racy reads are benign (a
    stale deadline delays one sample by at most one poll period). */
 typedef struct JsprofHot {
-    int counter_init;           /* polls between interrupt-handler calls (0: QuickJS's) */
+    /* polls between interrupt-handler calls (0: QuickJS's; -1: every poll, and every
+       frame exit looks too: a tick is about to come due, see sampler_approach) */
+    int counter_init;
     volatile int armed;         /* self-sampling: check `deadline` where built-ins return */
     volatile uint64_t deadline; /* jsprof_ticks() at which the next tick is due */
 } JsprofHot;
@@ -89,8 +95,10 @@ struct JSContext;
 static void jsprof_native_return(struct JSContext *ctx);
 /* polls between interrupt-handler calls: QuickJS's own 10,000 unless a sampler runs */
 #define JS_INTERRUPT_COUNTER_INIT                                                      \
-    (ctx->rt->user_opaque && ((JsprofHot *)ctx->rt->user_opaque)->counter_init > 0     \
-         ? ((JsprofHot *)ctx->rt->user_opaque)->counter_init                           \
+    (ctx->rt->user_opaque && ((JsprofHot *)ctx->rt->user_opaque)->counter_init != 0    \
+         ? (((JsprofHot *)ctx->rt->user_opaque)->counter_init > 0                      \
+                ? ((JsprofHot *)ctx->rt->user_opaque)->counter_init                    \
+                : 0)                                                                   \
          : 10000)
 /* a built-in returned to its caller: take the ticks that came due meanwhile (the timer
    thread zeroed the counter, or, self-sampling, the deadline passed) with the caller's
@@ -108,6 +116,21 @@ static void jsprof_native_return(struct JSContext *ctx);
 struct JSRuntime;
 static void jsprof_freeing(struct JSRuntime *rt);
 #define JSPROF_FREEING(rt) jsprof_freeing(rt)
+
+/* a bytecode function's frame is left (return, throw, await): while a tick is due or
+   about to be (the poll counter at or below 0: the timer thread zeroed it, or the
+   interpreter asked for every poll, see sampler_approach), take it here, with this
+   frame still on the stack. Otherwise one load: a function with no loop and no call
+   polls nowhere of its own (its entry's poll runs before its frame exists), so without
+   this its time went to whatever polled next, mostly its caller. */
+static void jsprof_frame_exit(struct JSContext *ctx);
+#define JSPROF_FRAME_EXIT(ctx, sf, pc)                                                 \
+    do {                                                                               \
+        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0)) {                      \
+            (sf)->cur_pc = (pc);                                                       \
+            jsprof_frame_exit(ctx);                                                    \
+        }                                                                              \
+    } while (0)
 
 #include "quickjs.c"
 
@@ -248,6 +271,12 @@ typedef struct Sampler {
        due ticks with a clock read; the timer thread wakes only every g_self_wake_ms, for
        idle time and for ticks left overdue by a long built-in call. */
     int self_sample;
+    /* Self-sampling's approach to the next due time (owner thread only): when the
+       handler last ran (jsprof_ticks()), how many polls it let pass before the next run,
+       and the ticks one poll took on average then (see sampler_approach). */
+    uint64_t poll_ticks;
+    int poll_count;
+    double ticks_per_poll;
     double self_grace;       /* how overdue a tick must be before the handler takes it */
     double wake_slack;       /* timer thread wakes this long after a tick is due */
     /* The CPU clock (cpu = 1, fixed from sampler_start to stop). Runtime CPU ms: cpu_acc,
@@ -387,6 +416,7 @@ static void sampler_drop_first_locked(Sampler *s, int n, int lost)
 #define CAPTURE_POLL 0   /* the interrupt handler, at a poll */
 #define CAPTURE_NATIVE 1 /* a built-in's return to its JS caller */
 #define CAPTURE_OTHER 2  /* freeing a big structure, the event loop, sample_now */
+#define CAPTURE_RETURN 3 /* a bytecode function's frame exit (JSPROF_FRAME_EXIT) */
 
 /* lock held, owner thread: record `pending` ticks with the current JS stack */
 static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
@@ -436,12 +466,14 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
     now = sampler_now(s); /* the capture time: read only when the ticks are taken */
     if (!s->cpu) {
         double mono = now + s->time_origin_mono, c = thread_cpu_ms(CLOCK_THREAD_CPUTIME_ID);
-        /* only a poll's stack can be one the stall did not have (the timer thread's
-           poke makes the first poll after it capture, a callback's entry among them).
-           A built-in's return sees the stack its whole call had (JSON.parse, a blocking
-           host call), and so does the freeing of a big structure: kept, however long
-           the thread waited */
-        int lost = at == CAPTURE_POLL ? sampler_offcpu_locked(s, n, mono, c) : 0;
+        /* only a poll's or a frame exit's stack can be one the stall did not have (the
+           timer thread's poke makes the first of them after it capture, a callback's
+           entry or its return among them). A built-in's return sees the stack its whole
+           call had (JSON.parse, a blocking host call), and so does the freeing of a big
+           structure: kept, however long the thread waited */
+        int lost = at == CAPTURE_POLL || at == CAPTURE_RETURN
+                       ? sampler_offcpu_locked(s, n, mono, c)
+                       : 0;
         if (lost > 0) {
             sampler_drop_first_locked(s, n, lost);
             n -= lost;
@@ -546,7 +578,7 @@ static void sampler_arm_locked(Sampler *s)
 /* lock held, the CPU clock: sampler_due_locked on the runtime's CPU time. Reads the
    clock; the ticks it passed are made pending (their wall times placed between the last
    reading and this one, in proportion), and `next_due` moves to the earliest wall time at
-   which the next one can come due. No stall cap: CPU time does not pass while the process
+   which the next one can come due (from when the reading returned). No stall cap: CPU time does not pass while the process
    is stopped, and the raw buffer bounds what is kept. */
 #define CPU_MAX_TICKS (1 << 20)
 static int sampler_due_cpu_locked(Sampler *s, double now)
@@ -581,7 +613,16 @@ static int sampler_due_cpu_locked(Sampler *s, double now)
     s->cpu_next += passed * s->interval_ms;
     s->cpu_seen = c;
     s->wall_seen = now;
-    s->next_due = now + (s->cpu_next - c);
+    /* From a wall reading taken after the CPU clock's, never from `now` (before it): the
+       clock read is a system call (1-3 us here), so `now` + the CPU time left put the
+       next look before the tick could come due, by the read's own latency. Each look
+       then found it not yet due with less than a read's worth left (half the reads on
+       a sort comparator), and armed again in the past, so the tick went to the check
+       after that one: the interpreter's next one, not the first after the due time. In
+       a comparator, a tick found not due at its frame exit went to the next call's
+       entry poll, the caller's stack (issue 32: sortSync 16-45 % of cmpSync's samples;
+       perf's count of the native sort outside the comparator: 4.7 %). */
+    s->next_due = mono_ms() + (s->cpu_next - c);
     sampler_arm_locked(s);
     return pending;
 }
@@ -919,34 +960,88 @@ static void host_park(Host *h)
     pthread_mutex_unlock(&h->park_lock);
 }
 
-/* Owner thread, in the interpreter: only the sampler's C work (no Python, no JS). */
-static int interrupt_handler(JSRuntime *rt, void *opaque)
+/* Self-sampling's approach to a due time. Far from it the handler runs every
+   SELF_SAMPLE_COUNTER_INIT polls (~15 us of bytecode) and reads the tick counter; nearer,
+   after a quarter of the polls the time left holds at the pace measured since its last
+   run (at least APPROACH_POLLS, so the pace is measured again each time), so the look-ups
+   close in on it (a few more handler runs per tick); within the window before it (10 us,
+   at most 5 % of the interval), at every poll, and every frame exit looks too (the
+   counter at 0: JSPROF_FRAME_EXIT's one load). So the tick is taken at the first poll,
+   frame exit or built-in return after it comes due, in the function running then.
+   Taken at whichever poll ended a count of 1,000 instead, samples went where polls are
+   dense (a loop's backward jumps; a call's entry, where the frame is still the caller's)
+   and never to a function with no loop and no call: on acorn, finishNodeAt (4-7 % of
+   V8's self time) had 0 %, skipSpace's loop 28-32 % (V8: 6-9 % with nextToken, into
+   which it inlines it; every poll and frame exit looking: 6 %). Measured (acorn, CPU
+   clock, 1 ms): a 2 us window left 20 % of the ticks to the approach's overshoot
+   (skipSpace 12.5 %), 10 us and a quarter 2 % (6.4 %), at no CPU cost we could see.
+   The CPU clock only. On the wall clock, a tick that comes due while the thread is
+   descheduled is taken at the first check after it runs again, with the stall's time
+   (the sample before a stall weighs the gap); outside the window frame exits do not
+   look, so with the approach's denser handler runs that check was a call's entry, the
+   caller's stack, more often than before: test_quickjs_load busy-wall, under 6 more
+   busy loops, sortSync 48-279 ms against cmpSync 1,488-2,014 in 5 of 5 runs (its own
+   samples 13-18: each weighing 4-16 ms) and failing 2 of 6 runs (73 vs 160 ms); before,
+   2-26 ms. The wall clock keeps a look every SELF_SAMPLE_COUNTER_INIT polls (its
+   leaf functions as before) until a stall's resumption finds every check site looking.
+   No CPU time passes while descheduled, so the CPU clock has no such ticks. */
+#define APPROACH_POLLS 8
+/* 1: the approach (default); 0: a look every SELF_SAMPLE_COUNTER_INIT polls, frame exits
+   taking only the timer thread's pokes (as before it; benchmarks compare); 2: every poll
+   and frame exit looks (a reference, at a high cost). _quickjs.set_approach. */
+static int g_approach = 1;
+static double g_window_ms = 0.01, g_divide = 4;
+
+/* owner thread: the handler runs again after `count` polls (-1: at every poll, and every
+   frame exit looks at the clock) */
+static void sampler_set_cadence(Host *h, int count)
 {
-    Host *h = opaque;
     Sampler *s = &h->s;
-    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0) {
-        pthread_mutex_lock(&s->lock);
-        sampler_capture_locked(s, rt, CAPTURE_POLL);
-        pthread_mutex_unlock(&s->lock);
-    } else if (s->running) {
-        /* A natural poll. Self-sampling: take every due tick here (one tick-counter read).
-           Otherwise: only a tick overdue by more than an interval, i.e. the timer thread
-           is starved of CPU (a loaded machine), so it is charged to what runs now, not to
-           whatever runs when the timer gets a slice. (Racy reads: re-checked under lock.) */
-        int due = s->hot->armed ? jsprof_ticks() >= s->hot->deadline
-                                : mono_ms() >= s->next_due + s->self_grace;
-        if (due) {
-            pthread_mutex_lock(&s->lock);
-            double now = mono_ms();
-            if (s->running && now >= s->next_due && sampler_due_locked(s, now))
-                sampler_capture_locked(s, rt, CAPTURE_POLL);
-            pthread_mutex_unlock(&s->lock);
-        }
-    }
-    if (atomic_load_explicit(&h->owner_req, memory_order_relaxed))
-        host_park(h);
-    /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
-    return host_interrupted(h);
+    int c = count > 0 ? count : 0;
+    h->hot.counter_init = count > 0 ? count : -1;
+    /* an interrupt or an owner request wants the very next poll */
+    if (host_interrupted(h) || atomic_load_explicit(&h->owner_req, memory_order_relaxed))
+        c = 0;
+    for (int i = 0; i < s->nctx; i++)
+        *(volatile int *)&s->ctxs[i]->interrupt_counter = c;
+    s->poll_count = count > 0 ? count : 1;
+}
+
+/* owner thread, the handler at the end of its count, `t` = jsprof_ticks(): the pace of
+   the polls since its last run (not from one poll: precise mode keeps the pace it had) */
+static void sampler_pace(Sampler *s, uint64_t t)
+{
+    if (s->poll_count >= APPROACH_POLLS && t > s->poll_ticks)
+        s->ticks_per_poll = (double)(t - s->poll_ticks) / s->poll_count;
+}
+
+/* owner thread, self-sampling, `t` = jsprof_ticks(): the next look at the clock */
+static void sampler_approach(Host *h, uint64_t t)
+{
+    Sampler *s = &h->s;
+    double window = g_window_ms < s->interval_ms / 20 ? g_window_ms : s->interval_ms / 20;
+    uint64_t dl = h->hot.deadline, w = (uint64_t)(window * g_ticks_per_ms);
+    uint64_t target = dl > w ? dl - w : 0;
+    double polls;
+    int count;
+    if (!s->running || !h->hot.armed)
+        return;
+    s->poll_ticks = t;
+    if (g_approach != 1 || !s->cpu) /* the approach is the CPU clock's (see above) */
+        polls = g_approach == 0 || !s->cpu ? SELF_SAMPLE_COUNTER_INIT : 0;
+    else if (t >= target)
+        polls = 0; /* within the window (or due by the tick counter, not yet by the clock) */
+    else if (s->ticks_per_poll <= 0)
+        polls = SELF_SAMPLE_COUNTER_INIT;
+    else if ((polls = (double)(target - t) / s->ticks_per_poll / g_divide) < APPROACH_POLLS)
+        polls = APPROACH_POLLS; /* enough polls to measure the pace again */
+    if (polls >= SELF_SAMPLE_COUNTER_INIT)
+        count = SELF_SAMPLE_COUNTER_INIT;
+    else if (polls < 1)
+        count = -1;
+    else
+        count = (int)polls;
+    sampler_set_cadence(h, count);
 }
 
 /* Owner thread, between polls: capture the ticks pending or due now (deadline passed). */
@@ -964,6 +1059,43 @@ static void sampler_take_due(Sampler *s, JSRuntime *rt, int at)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Owner thread, in the interpreter: only the sampler's C work (no Python, no JS). */
+static int interrupt_handler(JSRuntime *rt, void *opaque)
+{
+    Host *h = opaque;
+    Sampler *s = &h->s;
+    if (h->hot.armed) {
+        /* self-sampling: take the ticks pending or due (one tick-counter read), then
+           choose when to look next */
+        uint64_t t = jsprof_ticks();
+        sampler_pace(s, t);
+        if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
+            t >= h->hot.deadline) {
+            sampler_take_due(s, rt, CAPTURE_POLL);
+            t = jsprof_ticks();
+        }
+        sampler_approach(h, t);
+    } else if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0) {
+        pthread_mutex_lock(&s->lock);
+        sampler_capture_locked(s, rt, CAPTURE_POLL);
+        pthread_mutex_unlock(&s->lock);
+    } else if (s->running && mono_ms() >= s->next_due + s->self_grace) {
+        /* A natural poll, the timer thread ticking: a tick overdue by more than an
+           interval means the timer thread is starved of CPU (a loaded machine), so it
+           is charged to what runs now, not to whatever runs when the timer gets a slice.
+           (Racy reads: re-checked under lock.) */
+        pthread_mutex_lock(&s->lock);
+        double now = mono_ms();
+        if (s->running && now >= s->next_due && sampler_due_locked(s, now))
+            sampler_capture_locked(s, rt, CAPTURE_POLL);
+        pthread_mutex_unlock(&s->lock);
+    }
+    if (atomic_load_explicit(&h->owner_req, memory_order_relaxed))
+        host_park(h);
+    /* non-zero makes QuickJS throw an uncatchable "interrupted": Ctrl-C / interrupt() */
+    return host_interrupted(h);
+}
+
 static void jsprof_freeing(struct JSRuntime *rt)
 {
     Host *h = JS_GetRuntimeOpaque(rt);
@@ -976,20 +1108,38 @@ static void jsprof_freeing(struct JSRuntime *rt)
         sampler_take_due(s, rt, CAPTURE_OTHER);
 }
 
-static void jsprof_native_return(struct JSContext *ctx)
+/* a built-in's return (at == CAPTURE_NATIVE) or a bytecode frame's exit (CAPTURE_RETURN)
+   with the poll counter at or below 0, or (built-ins) the deadline passed */
+static void jsprof_left(struct JSContext *ctx, int at)
 {
     Host *h = JS_GetRuntimeOpaque(ctx->rt);
     Sampler *s;
     if (!h)
         return;
     s = &h->s;
-    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 || s->hot->armed)
-        sampler_take_due(s, ctx->rt, CAPTURE_NATIVE);
-    /* the counter was zeroed for a tick: back to the poll cadence, unless an interrupt
-       or an owner request wants the next poll to reach the handler */
+    if ((at == CAPTURE_NATIVE || g_approach) &&
+        (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
+         (s->hot->armed && jsprof_ticks() >= s->hot->deadline))) {
+        sampler_take_due(s, ctx->rt, at);
+        if (s->hot->armed)
+            sampler_approach(h, jsprof_ticks());
+    }
+    /* the counter was zeroed for a tick: back to the poll cadence (in precise mode that
+       is 0 again), unless an interrupt or an owner request wants the next poll to reach
+       the handler */
     if (ctx->interrupt_counter <= 0 && !host_interrupted(h) &&
         !atomic_load_explicit(&h->owner_req, memory_order_relaxed))
         ctx->interrupt_counter = JS_INTERRUPT_COUNTER_INIT;
+}
+
+static void jsprof_native_return(struct JSContext *ctx)
+{
+    jsprof_left(ctx, CAPTURE_NATIVE);
+}
+
+static void jsprof_frame_exit(struct JSContext *ctx)
+{
+    jsprof_left(ctx, CAPTURE_RETURN);
 }
 
 static void host_set_idle(Host *h, int idle)
@@ -3020,6 +3170,23 @@ static PyObject *set_tuning(PyObject *mod, PyObject *args)
     return Py_BuildValue("(dd)", below, wake); /* the previous values, to restore */
 }
 
+static PyObject *set_approach(PyObject *mod, PyObject *args)
+{
+    int n, prev = g_approach;
+    double window = g_window_ms * 1000, divide = g_divide;
+    (void)mod;
+    if (!PyArg_ParseTuple(args, "i|dd", &n, &window, &divide))
+        return NULL;
+    if (n < 0 || n > 2 || !(window >= 0) || !(divide >= 1)) {
+        PyErr_SetString(PyExc_ValueError, "approach is 0, 1 or 2; window_us >= 0; divide >= 1");
+        return NULL;
+    }
+    g_approach = n;
+    g_window_ms = window / 1000;
+    g_divide = divide;
+    return PyLong_FromLong(prev);
+}
+
 static PyObject *set_max_depth(PyObject *mod, PyObject *arg)
 {
     (void)mod;
@@ -3040,6 +3207,11 @@ static PyMethodDef module_methods[] = {
     {"set_tuning", set_tuning, METH_VARARGS,
      "set_tuning(self_sample_below_ms, self_sample_wake_ms) -> previous values: self-sample "
      "below this interval (default: always; 0: the timer-thread mode), timer wake period."},
+    {"set_approach", set_approach, METH_VARARGS,
+     "set_approach(n, window_us=10, divide=4) -> previous n: how self-sampling closes in on "
+     "a due time on the CPU clock: 1 the approach (default), 0 every 1,000 polls only and "
+     "frame exits not looking (as before it), 2 every poll and frame exit (a reference; "
+     "costly). The wall clock always looks every 1,000 polls. Benchmarks and tests."},
     {"set_repoke_us", set_repoke_us, METH_O,
      "Delay (us) before the timer thread re-zeroes the interrupt counters of a pending tick (default 1; 0: no second write)."},
     {NULL}};

@@ -1,0 +1,110 @@
+"""QuickJS sampler: what the frame-exit check and the approach to each due time cost
+(issue 32: a function with no loop and no call keeps its time).
+
+Two workloads, each evaluated in-process (`QuickJS().eval`) in a fresh child process per
+measurement, its CPU time (`time.process_time`: the sampler's thread included) around the
+eval only: fib (calls and returns, nothing else: the worst case for a check at every
+frame exit) and acorn (npm, pinned) parsing its own dist/acorn.js. Modes, interleaved
+round by round so drift on a shared machine hits each alike:
+
+- none: no sampler;
+- before: the sampler at --interval with the approach off (`_quickjs.set_approach(0)`:
+  a look every 1,000 polls, frame exits not looking, as before the change);
+- after: the sampler as shipped (the approach; frame exits look near each due time);
+- main (with --baseline PYTHON, e.g. /work/main/.venv/bin/python): no sampler, on a
+  build without the frame-exit check: its one load per frame exit, unprofiled.
+
+Prints medians and the ratios of the medians of per-round ratios.
+
+    .venv/bin/python benchmarks/bench_quickjs_leaves.py [--rounds 7] [--interval 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ACORN = Path(__file__).resolve().parent.parent / "tests" / "js" / "node_modules" / "acorn"
+FIB = "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\nfib(31);\n"
+
+
+def acorn_setup() -> tuple[str, str]:
+    """acorn's UMD build (sets globalThis.acorn), and the parse of its own source."""
+    lib = (ACORN / "dist" / "acorn.js").read_text()
+    import json
+
+    run = (f"var SOURCE = {json.dumps(lib)};\nfor (var i = 0; i < 1; i++) "
+           'acorn.parse(SOURCE, { ecmaVersion: "latest", locations: true });\n')
+    return lib, run
+
+
+def child(workload: str, mode: str, interval: float) -> float:
+    from jsprof.engines.quickjs import QuickJS
+
+    if mode == "before":
+        from jsprof import _quickjs
+
+        _quickjs.set_approach(0)
+    rt = QuickJS()
+    if workload == "acorn":
+        lib, src = acorn_setup()
+        rt.eval(lib, "acorn.js")
+    else:
+        src = FIB
+    s = None if mode in ("none", "main") else rt.profiler(sample_interval=interval,
+                                                          clock="cpu")
+    t0 = time.process_time()
+    rt.eval(src, "bench.js")
+    cpu = time.process_time() - t0
+    if s is not None:
+        s.stop()
+    return cpu
+
+
+def measure(python: str, workload: str, mode: str, interval: float) -> float:
+    out = subprocess.run(
+        [python, __file__, "--child", workload, mode, "--interval", str(interval)],
+        check=True, capture_output=True, text=True, timeout=600,
+    ).stdout
+    return float(out.strip().splitlines()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--interval", type=float, default=1.0, help="ms (CPU clock)")
+    ap.add_argument("--baseline", help="a Python whose jsprof lacks the frame-exit check")
+    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.child:
+        print(child(a.child[0], a.child[1], a.interval))
+        return
+    modes = ["none", "before", "after"] + (["main"] if a.baseline else [])
+    print(f"load average {os.getloadavg()[0]:.1f}; interval {a.interval} ms (CPU clock); "
+          f"{a.rounds} rounds")
+    for workload in ("fib", "acorn"):
+        got: dict[str, list[float]] = {m: [] for m in modes}
+        for r in range(a.rounds):
+            for m in modes[r % len(modes):] + modes[:r % len(modes)]:
+                py = a.baseline if m == "main" else sys.executable
+                got[m].append(measure(py, workload, m, a.interval))
+
+        def ratio(x: str, y: str, got: dict[str, list[float]] = got) -> float:
+            return statistics.median(p / q for p, q in zip(got[x], got[y], strict=True))
+
+        med = {m: statistics.median(v) for m, v in got.items()}
+        print(f"{workload}: CPU s (median) " + ", ".join(f"{m} {med[m]:.3f}" for m in modes))
+        print(f"  before/none {ratio('before', 'none'):.3f}"
+              f"  after/none {ratio('after', 'none'):.3f}"
+              f"  after/before {ratio('after', 'before'):.3f}"
+              + (f"  none/main {ratio('none', 'main'):.3f}" if a.baseline else ""))
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
