@@ -9,6 +9,7 @@ merging, with uploads not compacted yet, and after a retention prune cut a day i
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -76,8 +77,14 @@ def _raw(s: api.Session, f: Filters, n: int | None) -> dict:
 def _check(store: Path, filters: list[Filters] = FILTERS, rolled: bool = True) -> None:
     st = api.open_store(store)
     with api.session(st) as s:
-        for f in filters:
+        # Each filter also with scripts as recorded (`--url-rule none`): there the real
+        # traces' `page.html?exp=basic` and `?exp=idle` stay two scripts, no release has
+        # two stored frames of one function, and the rollups answer. (By the default rule
+        # they are one `page.html`, and the per-upload rows answer: see the last test.)
+        for f in [g for h in filters for g in (h, replace(h, url_rules=("none",)))]:
             assert (rollups.plan(s.snap, f) is not None) == rolled, f
+            if f.url_rules:
+                assert (rollups.select(s.engine, s.snap, f) is not None) == rolled, f
             for n in (5, None):
                 got = api.top(s, f, n)
                 assert got == _raw(s, f, n), (f, n)
@@ -251,3 +258,51 @@ def test_page_loads_past_the_exact_limit_are_a_sketch_of_known_error() -> None:
     # merging a sketch again (a higher level) keeps it a sketch of the same registers
     again = aggregate("rollup_loads", pa.concat_tables([merged, part("/a", big[:10])]))
     assert [g for g in again.to_pydict()["registers"] if g] == regs
+
+
+def test_a_function_in_two_scripts_named_alike_counts_once_a_trace(tmp_path: Path) -> None:
+    """Page loads made of the real Chromium traces hold busyLoop twice: in
+    `page.html?exp=basic` and in `page.html?exp=idle`, two stored frames the script
+    identity rule names as one function (`page.html`). Each trace with it counts once,
+    with both frames' self time summed, from the rollups as from the per-upload rows (it
+    counted twice on both, 14 traces of 8 uploads, before). The rollups, which count
+    uploads per stored frame, cannot say it: the per-upload rows answer `api.top`."""
+    from fleet_util import merged_recording, resampled_page_load
+    from jsprof.analysis.profile import summarize
+    from jsprof.store.tables.rollup import ALPHA
+
+    rng = np.random.default_rng(11)
+    st = Store(tmp_path / "s")
+    traces = {}
+    for i in range(8):
+        # two of them only from trace-builtins and trace-idle: one busyLoop frame, or none
+        tr = resampled_page_load(rng, only=(1, 2) if i % 4 == 3 else (0, 1, 2))
+        traces[f"u{i}"] = tr
+        upload(st, f"u{i}", tr, app="shop", release="1.0", route="/cart",
+               receivedAt=T0 + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+    compact(st)
+    st.close()
+    # By hand, per upload: busyLoop's frames on its sampled stacks and their self ms
+    per_trace, both = [], 0
+    for tr in traces.values():
+        s = summarize(merged_recording([tr], [10.0]))
+        mine = [i for i, k in enumerate(s.stats.keys) if k.name == "busyLoop"]
+        both += {s.stats.keys[i].resource for i in mine} == {
+            "http://127.0.0.1:8000/page.html?exp=basic",
+            "http://127.0.0.1:8000/page.html?exp=idle"}
+        if mine:
+            per_trace.append(sum(float(s.stats.self_ms[i]) for i in mine))
+    assert both >= 4  # the case at hand: one trace, two frames, one function
+    st = api.open_store(tmp_path / "s")
+    with api.session(st) as s:
+        f = Filters(app="shop")
+        assert rollups.plan(s.snap, f) is not None
+        assert rollups.select(s.engine, s.snap, f) is None
+        for got in (api.top(s, f, None), _raw(s, f, None)):
+            (row,) = [r for r in got["rows"] if r["name"] == "busyLoop"]
+            assert row["resource"] == "http://127.0.0.1:8000/page.html"
+            assert got["traces"] == 8
+            assert row["traces"] == len(per_trace) <= got["traces"]
+            assert row["p50SelfMs"] == pytest.approx(np.percentile(per_trace, 50), rel=ALPHA)
+            assert row["p95SelfMs"] == pytest.approx(np.percentile(per_trace, 95), rel=ALPHA)
+    st.close()

@@ -47,7 +47,7 @@ from .engine import (
     stack_key,
 )
 from .filters import Filters
-from .release import Release, mapped_release, named, stored_trace
+from .release import Release, mapped_release, merges_frames, named, stored_trace
 
 NS_PER_MS = 1_000_000
 Engine = DuckEngine | DaskEngine
@@ -337,10 +337,10 @@ def top(engine: Engine, snap: Snapshot, sel: Selection, n: int | None = 20) -> d
         traces, (p50, p95) = quantiles(gid[ok], buckets[ok], counts[ok], n_groups)
         return top_document(sel, summary, traces, p50, p95, n)
     groups, ns = gid[ok], fr.self_ns[ok]
-    if any(rel.stack_map is not None for rel in sel.releases.values()):
-        # Source maps can map two stored frames of one trace to one function: that trace
-        # counts once, with their sum. (Without maps a release's frames are distinct
-        # functions already, and each upload belongs to one release.)
+    if any(merges_frames(rel) for rel in sel.releases.values()):
+        # Source maps or the script identity rule can make two stored frames of one trace
+        # one function: that trace counts once, with their sum. (Otherwise a release's
+        # frames are distinct functions already, and each upload belongs to one release.)
         pair = fr.uk[ok] * (n_groups + 1) + groups
         uniq, inv = np.unique(pair, return_inverse=True)
         # float64 sums of integer ns are exact below 2**53 ns

@@ -48,6 +48,13 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes)
 
 
+def merges_frames(rel: Release) -> bool:
+    """Two stored frames of `rel` are one function: its source maps map them to one, or
+    the identity rule names their scripts alike (`page.html?exp=a` and `?exp=b` are one
+    `page.html`), so one trace may hold that function twice and counts it once."""
+    return len(set(rel.frame_key)) < len(rel.frame_key)
+
+
 def identity(f: Filters) -> ScriptIdentity:
     """The script identity across releases a query's filters ask for (`fleet.releases`)."""
     return ScriptIdentity(f.url_rules)

@@ -8,9 +8,10 @@ the uploads of the part days at the ends from their own rows. What the rollups c
 say, the per-upload tables answer as before (`plan` says None): `--where` (any meta
 key), `--during` (windows of one upload's timeline), a window within one day, tables
 not yet rolled up (an older format before its first compaction), uploads without a
-receivedAt, a retention prune in progress over a day, and releases whose source maps
-give two stored frames one function (a trace's self time is then their sum, which only
-its own rows hold).
+receivedAt, a retention prune in progress over a day, and releases in which two stored
+frames are one function (source maps map them to one, or the script identity rule names
+their scripts alike, `page.html?exp=a` and `?exp=b`): a trace holding both counts once,
+with their summed self time, which only its own rows hold.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     from ..store.tables.view import load_hash, page_loads
     from . import query
     from .engine import StackRows
-    from .release import named
+    from .release import merges_frames, named
 
     whole, edges = _split_days(f)
     if whole is None:
@@ -126,7 +127,7 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
                          loads["registers"])
     up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads)
     releases = named({k: query._read_release(snap, k) for k in up.rkeys}, f)
-    if any(_collides(r) for r in releases.values()):
+    if any(merges_frames(r) for r in releases.values()):
         return None
     got = engine.rollup(p, "rollup_stacks", f)
     if len(ends):
@@ -200,6 +201,3 @@ def _sum_stacks(t: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
-def _collides(rel: Any) -> bool:
-    """Source maps give two stored frames of the release one function (see the module)."""
-    return rel.stack_map is not None and len(set(rel.frame_key)) < len(rel.frame_key)
