@@ -4,6 +4,9 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -110,4 +113,59 @@ def test_a_deleted_segment_takes_its_damaged_records_out_of_the_count(tmp_path: 
     assert not first.exists() and read_manifest(path)["damaged"] == []
     with api.session(st) as s:
         assert api.notes(s)["damagedRecords"] == 0
+    st.close()
+
+
+def _blocked_on_flock(pid: int) -> bool:
+    """Whether process `pid` waits for a flock (a `->` line of /proc/locks)."""
+    for line in Path("/proc/locks").read_text().splitlines():
+        f = line.split()
+        if len(f) > 5 and f[1] == "->" and f[2] == "FLOCK" and f[5] == str(pid):
+            return True
+    return False
+
+
+def test_a_prune_before_the_first_compaction_holds_the_tables_lock(tmp_path: Path) -> None:
+    """A prune of a store with no tables/ yet against a compactor that starts meanwhile (a
+    first `jsprof fleet ... --store` beside the collector's pruner): the compactor must wait
+    for the prune, or it lists a damaged record at the offset the prune's rewrite moves."""
+    path = tmp_path / "store"
+    st = Store(path)
+    _fill(st, 8)
+    st.close()
+    (segment,) = (path / "segments").glob("*.seg")
+    _damage(segment, body_of=5)
+    st = Store(path)
+    assert not (path / "tables").exists()
+    real = st.prune_segments
+    compactor: list[subprocess.Popen] = []
+
+    def prune_segments(*a: object, **kw: object) -> object:
+        # The compactor starts once the prune has looked for tables/, before it rewrites
+        # the segment; the rewrite goes on when the compactor finished or waits for the lock.
+        p = subprocess.Popen(
+            [sys.executable, "-c", "import sys; from jsprof.store import Store; "
+             "from jsprof.store.tables.compact import compact; compact(Store(sys.argv[1]))",
+             str(path)],
+        )
+        compactor.append(p)
+        deadline = time.monotonic() + 120
+        while p.poll() is None and not _blocked_on_flock(p.pid):
+            assert time.monotonic() < deadline, "the compactor neither ran nor waited"
+            time.sleep(0.02)
+        return real(*a, **kw)
+
+    st.prune_segments = prune_segments  # type: ignore[method-assign]
+    try:
+        assert prune(st, T0 + 3 * MIN).removed == 3  # u0-u2 go, the segment is rewritten
+    finally:
+        for p in compactor:
+            assert p.wait(timeout=120) == 0
+    (u5,) = [h for h in _heads(segment) if h.upload_id == "u5"]
+    (d,) = read_manifest(path)["damaged"]
+    assert (d["offset"], d["length"]) == (u5.offset, u5.end - u5.offset)
+    assert [(f.segment, f.offset) for f in st.check().findings] == [(d["segment"], u5.offset)]
+    with api.session(st) as s:
+        assert api.notes(s)["damagedRecords"] == 1
+        assert api.top(s, Filters(app="shop"), 3)["traces"] == 4
     st.close()

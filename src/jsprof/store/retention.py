@@ -61,10 +61,10 @@ def prune(store: Any, older_than: float, app: str | None = None) -> Any:
     store.rotate()
     store.recover()
     store.mark_pruned(older_than, app)
-    tdir = Path(store.path) / "tables"
-    if not tdir.is_dir():
-        return store.prune_segments(older_than, app)[0]
-    with TablesLock(tdir):
+    # The lock even before the first compaction (TablesLock makes tables/): a compactor
+    # that starts now must not read the segments the prune is rewriting, or its list of
+    # damaged records names offsets the rewrite moved.
+    with TablesLock(Path(store.path) / "tables"):
         res, places = store.prune_segments(older_than, app)
         n = prune_tables(store.path, older_than, app, places, locked=True)
     return res._replace(tables_removed=n)
