@@ -231,7 +231,12 @@ function loadFlame() {
 // table's row counts it; a no-JavaScript row ("(idle)") by its name.
 const charted = { resource: null, line: null, column: null };
 
+// Each loadChart is numbered: an answer that comes after a newer call's (the first row's
+// chart, slow on a cold collector, after the user's click and "by day") is not drawn.
+let chartSeq = 0;
+
 async function loadChart(name, label, fnAt) {
+  const seq = ++chartSeq;
   $("chart").dataset.fn = name;
   if (fnAt !== undefined) Object.assign(charted, fnAt);
   // (the table row's location, as its "location" cell shows it)
@@ -259,9 +264,10 @@ async function loadChart(name, label, fnAt) {
   try {
     doc = await getJSON("/v1/query/series", p);
   } catch (e) {
-    say(`The chart could not be drawn: ${e.message}`);
+    if (seq === chartSeq) say(`The chart could not be drawn: ${e.message}`);
     return;
   }
+  if (seq !== chartSeq) return;
   const pts = doc.points;
   if (!pts.length) {
     say("No uploads match these filters.");
