@@ -3,6 +3,7 @@ fresh clone, nearly all of it installing Playwright, MkDocs and Dask for a demo 
 none of them); `make test` adds the dev extra's requirements, nested extras expanded, without
 building jsprof a second time."""
 
+import os
 import subprocess
 import sys
 import tomllib
@@ -14,8 +15,11 @@ ROOT = Path(__file__).resolve().parent.parent
 def _plan(target: str) -> list[str]:
     """The commands `make TARGET` would run on a fresh clone (-n: none is run; -B: as if
     nothing were built)."""
-    p = subprocess.run(["make", "-n", "-B", target], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
+    # Run by `make test` itself, make here is a sub-make: it would print "make[1]: Leaving
+    # directory" after the plan (the CI run at d10db9e), and take the parent's flags.
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    p = subprocess.run(["make", "--no-print-directory", "-n", "-B", target], cwd=ROOT,
+                       capture_output=True, text=True, timeout=60, env=env)
     assert p.returncode == 0, p.stderr
     return p.stdout.splitlines()
 
