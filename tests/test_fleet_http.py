@@ -295,6 +295,15 @@ def test_dashboard_in_chromium(server):
         assert not any(x["name"] == "jsprof_session" for x in page.context.cookies())
 
 
+def _until_held(page, held: list, seconds: float, what: str) -> None:
+    """Until a route handler has held a request in `held` (Playwright's events run while
+    the page waits, not in time.sleep)."""
+    deadline = time.monotonic() + seconds
+    while not held:
+        assert time.monotonic() < deadline, what
+        page.wait_for_timeout(50)
+
+
 def test_the_chart_draws_the_last_asked_for_not_the_last_answered(server):
     """The dashboard charts the first row's function as the table loads; on a cold
     collector that answer can come after the user has clicked another function and asked
@@ -318,10 +327,7 @@ def test_the_chart_draws_the_last_asked_for_not_the_last_answered(server):
         page.fill("#token", TOKEN)
         page.click("#signin")
         page.wait_for_selector("body[data-ready='1']", timeout=60000)
-        deadline = time.monotonic() + 60
-        while not held:
-            assert time.monotonic() < deadline, "the dashboard charted no first row"
-            page.wait_for_timeout(50)
+        _until_held(page, held, 60, "the dashboard charted no first row")
         first = held[0].request.url
         # another function than the one charted first (the table's first row of a script)
         names = page.locator("#top tbody tr:not(.idle) td.fn").all_text_contents()
@@ -364,10 +370,7 @@ def test_dashboard_says_it_is_loading_until_the_answers_come(server):
         page.fill("#token", TOKEN)
         page.click("#signin")
         page.wait_for_selector("#top", timeout=60000)
-        deadline = time.monotonic() + 30
-        while not held:
-            assert time.monotonic() < deadline, "the dashboard asked for no options"
-            page.wait_for_timeout(50)
+        _until_held(page, held, 30, "the dashboard asked for no options")
         note = page.locator("#loading")
         expect(note).to_be_visible()
         assert note.text_content().startswith("Loading the field profiles")
