@@ -270,14 +270,16 @@ def test_the_function_at_a_class_is_named_as_v8_names_it(tmp_path):
     instance fields' initializers (`<instance_members_initializer>`), the constructor being
     at `constructor(`; at a class without one, its default constructor (the class's name)
     shares the position with that function, which holds the self time. Every initializer
-    here spins, so V8 samples it."""
+    here spins, so V8 samples it or the spin it calls."""
     script = tmp_path / "classes.js"
     script.write_text(CLASSES)
     prof = _cpu_prof(tmp_path, script)
     at: dict[tuple[int, int], set[str]] = {}
     for node in json.loads(prof.read_text())["nodes"]:
         cf = node["callFrame"]
-        if cf["url"].endswith("/classes.js") and node["hitCount"]:
+        # on a sampled stack (beside busy loops V8's few samples of an initializer can all
+        # be in the spin it calls: no self hits of its own)
+        if cf["url"].endswith("/classes.js"):
             at.setdefault((cf["lineNumber"] + 1, cf["columnNumber"] + 1), set()).add(
                 cf["functionName"])
     index = FunctionNames(CLASSES)
