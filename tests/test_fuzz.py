@@ -34,6 +34,7 @@ from jsprof import sourcemap_files
 from jsprof import trace as trace_model
 from jsprof.errors import JsprofError
 from jsprof.formats import FORMATS, detect
+from jsprof.io import read_input
 
 DATA = Path(__file__).parent / "data"
 TERSER = Path(__file__).parent / "js" / "node_modules" / ".bin" / "terser"
@@ -246,7 +247,8 @@ def _reads_or_says_why(data: bytes) -> None:
     except JsprofError as e:
         _one_line(e)
         return
-    raw = gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
+    # as jsprof reads it (a gzip member's trailing bytes are not a second member to it)
+    raw = read_input(io.BytesIO(data))[0]
     fmt = detect(raw, "fuzz")
     if fmt is None or fmt.write is None:
         return
@@ -257,6 +259,18 @@ def _reads_or_says_why(data: bytes) -> None:
         return
     again = fmt.write(jsprof.load(io.BytesIO(out)))
     assert again == out, f"{fmt.name}: write(read(x)) is not stable"
+
+
+def test_a_folded_file_that_parses_as_protobuf_wire_reads_back_as_folded():
+    """make fuzz: a folded file starting `":` read as folded, and the folded jsprof wrote of
+    it sniffed as pprof (text that happens to parse as wire fields) and failed to read."""
+    data = (b'":<module> (py_spy_busy.py:27);main (py_spy_busy.py:21);busy_loop '
+            b'(py_spy_busy.py:9) 73\n<module> (py_spy_busy.py:27);main (py_spy_busy.py:22);'
+            b'light_work (py_spy_busy.py:14) 1\n')
+    assert detect(data, "t").name == "folded"
+    _reads_or_says_why(data)
+    out = FORMATS["folded"].write(jsprof.load(io.BytesIO(data)))
+    assert detect(out, "t").name == "folded"
 
 
 READERS = list(SEEDS)

@@ -261,6 +261,14 @@ SNIFF_FIELDS = 256  # top-level fields looked at: enough to tell, cheap on any s
 SNIFF_BYTES = 4096  # and no tag read past this offset: sniffing reads the head only
 
 
+_TEXT_CONTROLS = frozenset(b"\t\n\r")
+
+
+def _is_text(head: bytes) -> bool:
+    """No byte below 0x20 but tab and line ends (UTF-8 text of any script passes)."""
+    return all(b >= 0x20 or b in _TEXT_CONTROLS for b in head)
+
+
 def sniff(data: bytes, doc: Any) -> bool:
     """A Profile message: its first top-level fields are Profile fields with their wire
     types, and more than one field number (a Perfetto trace, also protobuf, has only field
@@ -269,6 +277,11 @@ def sniff(data: bytes, doc: Any) -> bool:
         return False
     if data[:2] == b"\x1f\x8b":
         return True  # gzip inside gzip: only pprof is stored that way (read() checks)
+    if _is_text(data[:SNIFF_BYTES]):
+        # Every Profile holds varint tags (0x08, 0x10: control bytes) in its first messages;
+        # text can still parse as wire fields (a folded file starting `":` did: read back as
+        # pprof, it failed, found by make fuzz).
+        return False
     seen = set()
     complete = False
     try:
