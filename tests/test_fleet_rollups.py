@@ -306,3 +306,55 @@ def test_a_function_in_two_scripts_named_alike_counts_once_a_trace(tmp_path: Pat
             assert row["p50SelfMs"] == pytest.approx(np.percentile(per_trace, 50), rel=ALPHA)
             assert row["p95SelfMs"] == pytest.approx(np.percentile(per_trace, 95), rel=ALPHA)
     st.close()
+
+
+def test_diff_and_regressions_count_a_trace_once_when_two_frames_are_one_function(
+        tmp_path: Path) -> None:
+    """`fleet diff` and `fleet regressions` read the same real page loads as the test above
+    (busyLoop in `page.html?exp=basic` and `?exp=idle`, one function by the identity
+    rule): each trace's busyLoop is one value, the sum of both frames' self time, per
+    upload (what `regressions` tests) and in the shares `diff` shows; one row, not two."""
+    from fleet_util import merged_recording, resampled_page_load
+    from jsprof.analysis.diff import NameKey
+    from jsprof.analysis.profile import summarize
+    from jsprof.fleet.regressions import regressions
+
+    rng = np.random.default_rng(12)
+    st = Store(tmp_path / "s")
+    hand: dict[str, list[tuple[float, float, bool]]] = {"1.0": [], "2.0": []}
+    for rel, plant in (("1.0", None), ("2.0", "busyLoop")):
+        for i in range(8):
+            # release 2.0's busyLoop samples taken 3 times: a slowdown to find
+            tr = resampled_page_load(rng, plant=plant, repeat=2)
+            upload(st, f"{rel}-{i}", tr, app="shop", release=rel, route="/cart",
+                   receivedAt=T0 + 3600e3 + i * 60e3, pageLoad=f"load-{rel}-{i}")
+            s = summarize(merged_recording([tr], [10.0]))
+            mine = [j for j, k in enumerate(s.stats.keys) if k.name == "busyLoop"]
+            two = len({s.stats.keys[j].resource for j in mine}) == 2
+            hand[rel].append((sum(float(s.stats.self_ms[j]) for j in mine), s.total_ms, two))
+    compact(st)
+    st.close()
+    assert sum(two for v in hand.values() for _, _, two in v) >= 8  # the case at hand
+    st = api.open_store(tmp_path / "s")
+    with api.session(st) as s:
+        parts = api.diff_parts(s, Filters(app="shop", release="1.0"),
+                               Filters(app="shop", release="2.0"), None, reps=50)
+        rows = [r for r in parts.doc["rows"] if r["name"] == "busyLoop"]
+        assert [r["resource"] for r in rows] == ["http://127.0.0.1:8000/page.html"]
+        for side, rel in (("base", "1.0"), ("new", "2.0")):
+            pct = 100.0 * sum(x for x, _, _ in hand[rel]) / sum(t for _, t, _ in hand[rel])
+            assert rows[0][f"{side}SelfPct"] == pytest.approx(pct, abs=1e-3)
+            assert parts.doc[side]["traces"] == parts.doc[side]["pageLoads"] == 8
+            sel = getattr(parts, side)
+            key = NameKey("busyLoop", parts.match("http://127.0.0.1:8000/page.html"))
+            self_m, _, _ = query.trace_shares(s.engine, s.snap, sel, [key], parts.match)
+            by_id = dict(zip(sel.uploads.id, self_m[:, 0].tolist(), strict=True))
+            want = [x for x, _, _ in hand[rel]]
+            assert [by_id[f"{rel}-{i}"] for i in range(8)] == pytest.approx(want, rel=1e-6)
+        doc = regressions(s, Filters(app="shop"), min_change=0.0, alpha=1.0, min_share=0.0)
+        (found,) = [r for r in doc["regressions"] if r["name"] == "busyLoop"]
+        assert found["beforePageLoads"] == found["afterPageLoads"] == 8
+        for rel, k in (("1.0", "beforeMsPerLoad"), ("2.0", "afterMsPerLoad")):
+            mean = float(np.mean([x for x, _, _ in hand[rel]]))
+            assert found[k] == pytest.approx(mean, abs=2e-3)
+    st.close()
