@@ -19,7 +19,7 @@ import jsprof
 from jsprof.errors import JsprofError, TraceFormatError
 from jsprof.formats import _columns, _jsprof_typed
 from jsprof.formats import jsprof as jsprof_format
-from jsprof.trace import ProfilerTrace, Recording, Track
+from jsprof.trace import MARKERS, ProfilerTrace, Recording, Track
 
 DATA = Path(__file__).parent / "data"
 FIXTURES = Path("/work/shared/fixtures")
@@ -338,7 +338,7 @@ def test_writer_threads_write_the_same_bytes_and_report_the_first_bad_sample() -
     doc = orjson.loads(one[1:-1])
     assert len(doc) == n and doc[n // 2] == {
         "timestamp": 1e-7, **({"stackId": int(stacks[n // 2])} if stacks[n // 2] >= 0 else {}),
-        **({"marker": jsprof_format.MARKERS[markers[n // 2]]} if markers[n // 2] >= 0 else {}),
+        **({"marker": MARKERS[markers[n // 2]]} if markers[n // 2] >= 0 else {}),
     }
     broken = times.copy()
     broken[[n - 5, 300_000]] = [np.nan, np.inf]

@@ -19,7 +19,7 @@ from jsprof.cli import main
 from jsprof.errors import TraceFormatError
 from jsprof.formats import _jsprof_typed, read_any
 from jsprof.formats import jsprof as jsprof_format
-from jsprof.trace import NONE, ProfilerTrace, Recording, Spans, Track
+from jsprof.trace import MARKER_CODE, NONE, ProfilerTrace, Recording, Spans, Track
 
 DATA = Path(__file__).parent / "data"
 
@@ -170,7 +170,7 @@ def test_speedscope_rejects_boolean_weights_and_indices():
 
 def _recording(markers: list[str | None]) -> Recording:
     n = len(markers)
-    codes = [NONE if m is None else jsprof_format.MARKER_CODE[m] for m in markers]
+    codes = [NONE if m is None else MARKER_CODE[m] for m in markers]
     trace = ProfilerTrace(
         ["file:///x.js"],
         [("f", 0, 1, 1), ("g]", None, None, None)],

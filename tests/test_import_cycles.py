@@ -1,9 +1,14 @@
-"""No import cycles in the field wing (issue 34): none in store/ and fleet/, no new one in serve/.
+"""No import cycles anywhere in src/jsprof (issue 37; issue 34 made store/, fleet/ and serve/
+acyclic first).
 
-The graph is read from the source (every `import` and `from ... import`, also those inside
-functions: a deferred import is still an arrow), so a cycle kept alive only by importing
-late is found. Modules are jsprof.* files; `from pkg import name` is an arrow to
-`pkg.name` when that is a module, else to the package.
+The graph is read from the source (every `import` and `from ... import`), and an import
+inside a function counts as an arrow like one at the top: deferring an import changes when
+a module is loaded, not which module depends on which, so a cycle kept alive only by
+importing late is still found. Imports under `if TYPE_CHECKING:` count too (a type named in
+a signature is a dependency of the design). Modules are jsprof.* files and the C extensions
+setup.py builds (`jsprof._quickjs`, `jsprof.formats._columns`: leaves, they import nothing
+of ours); `from pkg import name` is an arrow to `pkg.name` when that is a module, else to
+the package.
 """
 
 from __future__ import annotations
@@ -13,15 +18,14 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parent.parent / "src"
+SETUP = SRC.parent / "setup.py"
 
-# The field wing (issue 34): store/, fleet/ and serve/ have no cycle at all (serve.app <->
-# serve.forward was the last: trace_document is serve/document.py's now). The core's
-# modules (analysis, formats, render, trace...) import each other late in places; their
-# cycles are not this test's.
-WING = ("jsprof.store", "jsprof.fleet", "jsprof.serve")
-KNOWN: list[set[str]] = []
-# Packages that must have none at all.
-ACYCLIC = ("jsprof.store", "jsprof.fleet")
+
+def _extensions() -> set[str]:
+    """The C extension modules setup.py builds: `Extension("jsprof.x", ...)`."""
+    return {n.args[0].value for n in ast.walk(ast.parse(SETUP.read_text()))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", None) == "Extension"
+            and n.args and isinstance(n.args[0], ast.Constant)}
 
 
 def _modules() -> dict[str, Path]:
@@ -35,9 +39,18 @@ def _modules() -> dict[str, Path]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    mods = _modules()
+    graph = _source_graph()
+    for ext in _extensions():
+        graph[ext] = set()
+    return graph
+
+
+def _source_graph() -> dict[str, set[str]]:
+    mods = {**_modules(), **dict.fromkeys(_extensions(), None)}
     graph: dict[str, set[str]] = {}
     for name, path in mods.items():
+        if path is None:  # a C extension
+            continue
         pkg = name if path.name == "__init__.py" else name.rpartition(".")[0]
         deps: set[str] = set()
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
@@ -105,16 +118,30 @@ def test_the_graph_is_read() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [{"a", "b", "c"}]
 
 
-def test_no_import_cycles_in_the_field_wing() -> None:
-    found = cycles(import_graph())
-    wing = [sorted(c) for c in found if any(m.startswith(ACYCLIC) for m in c)]
-    assert wing == [], "import cycles in store/ or fleet/"
+def test_the_c_extensions_are_modules_of_their_own() -> None:
+    """`from .. import _quickjs` is an arrow to the extension, not to the jsprof package
+    (whose __init__ names the engines: read as the package, it made a cycle that is not)."""
+    g = import_graph()
+    assert {"jsprof._quickjs", "jsprof.formats._columns"} <= _extensions()
+    assert "jsprof._quickjs" in g["jsprof.engines.quickjs"]
+    assert "jsprof" not in g["jsprof.engines.quickjs"]
+    assert "jsprof.formats._columns" in g["jsprof.formats.jsprof"]
 
 
-def test_no_new_import_cycles_in_serve() -> None:
-    new = [sorted(c) for c in cycles(import_graph())
-           if any(m.startswith(WING) for m in c) and not any(c <= k for k in KNOWN)]
-    assert new == [], "a new import cycle in the field wing (or a known one grown)"
+def test_no_import_cycles_in_jsprof() -> None:
+    found = [sorted(c) for c in cycles(import_graph())]
+    assert found == [], "import cycles in src/jsprof"
+
+
+def test_the_model_imports_nothing_above_it() -> None:
+    """trace.py imports only errors and meta of ours (the last upward arrow was
+    `Recording._repr_html_` -> views: Jupyter's viewer is registered with IPython by
+    jsprof/__init__.py now); formats import no engine, analysis, render or views."""
+    g = import_graph()
+    assert g["jsprof.trace"] <= {"jsprof.errors", "jsprof.meta"}
+    up = ("jsprof.engines", "jsprof.analysis", "jsprof.render", "jsprof.views", "jsprof.io")
+    assert not {(m, d) for m, deps in g.items() if m.startswith("jsprof.formats")
+                for d in deps if d.startswith(up)}
 
 
 def test_the_raw_store_is_below_the_tables() -> None:

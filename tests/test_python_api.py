@@ -102,9 +102,44 @@ def _hostile() -> jsprof.Recording:
     return jsprof.Recording.of(b.build(), engine="quickjs", sample_interval=1.0)
 
 
+def test_an_ipython_shell_shows_a_recording_as_the_viewer(app):
+    """jsprof imported inside IPython registers the viewer with the shell's HTML formatter
+    (trace.py has no `_repr_html_`: the model imports no view above it); a shell started
+    after jsprof was imported gets it from `_show_in_ipython()`; no shell, nothing."""
+    code = (
+        "import sys\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        "import jsprof\n"
+        f"rec = jsprof.load({str(app)!r})\n"
+        "assert 'jsprof.views' not in sys.modules\n"  # imported when first shown
+        "data, _ = shell.display_formatter.format(rec)\n"
+        "assert data['text/plain'] == repr(rec)\n"
+        "assert data['text/html'] == jsprof.views.inline_viewer(rec)\n"
+        "print('shown')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout == "shown\n", p.stderr
+    late = (
+        "import jsprof\n"
+        "from IPython.core.interactiveshell import InteractiveShell\n"
+        "shell = InteractiveShell.instance()\n"
+        f"rec = jsprof.load({str(app)!r})\n"
+        "assert 'text/html' not in shell.display_formatter.format(rec)[0]\n"
+        "assert jsprof._show_in_ipython()\n"
+        "assert 'fg-canvas' in shell.display_formatter.format(rec)[0]['text/html']\n"
+        "print('late')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", late], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout == "late\n", p.stderr
+    assert jsprof._show_in_ipython() is False  # no shell runs in this process
+
+
 def test_a_recording_shows_as_the_viewer_in_a_sandboxed_frame(app):
     rec = jsprof.load(app)
-    out = rec._repr_html_()
+    out = jsprof.views.inline_viewer(rec)
     p = _Top()
     p.feed(out)
     assert [t for t, _ in p.top] == ["iframe"], p.top  # one element: the frame
@@ -120,7 +155,7 @@ def test_a_recording_shows_as_the_viewer_in_a_sandboxed_frame(app):
 
 
 def test_trace_content_stays_data_in_the_inline_viewer():
-    out = _hostile()._repr_html_()
+    out = jsprof.views.inline_viewer(_hostile())
     p = _Top()
     p.feed(out)
     assert [t for t, _ in p.top] == ["iframe"]
@@ -158,7 +193,7 @@ def test_summary_rows_print_like_the_report(app):
 def test_the_inline_limit_is_read_when_shown(app, monkeypatch):
     rec = jsprof.load(app)
     monkeypatch.setattr(jsprof.views, "INLINE_LIMIT", 10_000)
-    out = rec._repr_html_()
+    out = jsprof.views.inline_viewer(rec)
     assert "<iframe" not in out and "over the 0.01 MB shown inline" in out
 
 
@@ -171,7 +206,7 @@ def test_the_inline_viewer_runs_in_chromium_inside_a_notebook_like_page(app):
 
     from browser_util import page_server, playwright_chromium
 
-    out = jsprof.load(app)._repr_html_()
+    out = jsprof.views.inline_viewer(jsprof.load(app))
     outer = f"<!DOCTYPE html><html><body><h1>notebook</h1>{out}</body></html>".encode()
     with page_server(lambda _: (outer, "text/html; charset=utf-8", {})) as origin, \
             playwright_chromium() as b:

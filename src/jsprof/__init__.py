@@ -81,3 +81,28 @@ class _Package(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _Package
+
+
+def _recording_html(rec: Any) -> str:
+    from .views import inline_viewer
+
+    return inline_viewer(rec)
+
+
+def _show_in_ipython() -> bool:
+    """Jupyter (any IPython shell) shows a Recording as the flame graph viewer, inline:
+    `views.inline_viewer` registered with the shell's HTML formatter by the class's module
+    and name, so nothing is imported until a Recording is shown. Done when jsprof is
+    imported inside IPython (a kernel runs IPython before any cell); call it again after
+    starting a shell in a process that imported jsprof first. False outside IPython.
+    (The model, trace.py, has no `_repr_html_`: it would import the views above it.)"""
+    ipython = sys.modules.get("IPython")  # never imported here: only a running shell counts
+    shell = ipython.get_ipython() if ipython is not None else None
+    if shell is None:
+        return False
+    html = shell.display_formatter.formatters["text/html"]
+    html.for_type_by_name("jsprof.trace", "Recording", _recording_html)
+    return True
+
+
+_show_in_ipython()

@@ -745,12 +745,6 @@ class Recording:
         more = f"; and {len(self.tracks) - 4} more" if len(self.tracks) > 4 else ""
         return f"Recording({len(self.tracks)} track(s): {tracks}{more})"
 
-    def _repr_html_(self) -> str:
-        """Jupyter shows a Recording as the flame graph viewer, inline. (views.py is above
-        this module; imported here on use, the one place a notebook looks for it.)"""
-        from .views import inline_viewer
-
-        return inline_viewer(self)
 
 
 class TraceBuilder:

@@ -15,8 +15,8 @@ import orjson
 
 from ..trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, Recording
 from . import _columns
-from . import jsprof as _fmt  # its limits read when used: tests lower them
-from .jsprof import (
+from . import _jsprof_read as _fmt  # its limits read when used: tests lower them
+from ._jsprof_read import (
     _ABSENT,
     _MARKER_JSON,
     FORMAT_KEY,
