@@ -358,3 +358,55 @@ def test_diff_and_regressions_count_a_trace_once_when_two_frames_are_one_functio
             mean = float(np.mean([x for x, _, _ in hand[rel]]))
             assert found[k] == pytest.approx(mean, abs=2e-3)
     st.close()
+
+
+def test_an_estimated_page_load_count_says_so_where_it_is_shown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """Past LOADS_EXACT page loads in a merged rollup cell, `pageLoads` is a HyperLogLog
+    estimate: `top --json` says `pageLoadsEstimated`, the table and the dashboard put
+    `~` and the sketch's standard error beside the number; from per-upload rows (a window
+    inside a day) the count is exact and says nothing. LOADS_EXACT is made 4 for the
+    merge, so 24 page loads make a sketch without 4,097 uploads."""
+    from browser_util import playwright_chromium
+    from jsprof.cli import main
+    from jsprof.store.tables import rollup
+    from serve_util import Collector, signed_in
+
+    st = Store(tmp_path / "s")
+    rng = np.random.default_rng(5)
+    for i in range(24):
+        upload(st, f"u{i}", make_trace(rng, 60), app="shop", release="1.0", route="/cart",
+               receivedAt=T0 + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+    compact(st, batch=5)
+    st.close()
+    monkeypatch.setattr(rollup, "LOADS_EXACT", 4)
+    merge_parts(tmp_path / "s", now=T0 / 1000 + 30 * 86400, fanout=2)
+    monkeypatch.undo()
+    whole, part = Filters(app="shop"), Filters(app="shop", until=T0 + 12 * 3600e3)
+    st = api.open_store(tmp_path / "s")
+    with api.session(st) as s:
+        got = api.top(s, whole, 5)
+        assert got["pageLoadsEstimated"] is True
+        assert abs(got["pageLoads"] / 24 - 1) < 4 * rollup.HLL_ERROR
+        exact = api.top(s, part, 5)
+        assert exact["pageLoadsEstimated"] is False and exact["pageLoads"] == 24
+    st.close()
+    for argv, said in (([], f"~{got['pageLoads']} page loads (estimated: standard error 1.6 %)"),
+                       (["--until", "2026-11-26T12:00Z"], "; 24 page loads")):
+        capsys.readouterr()
+        assert main(["fleet", "top", "--store", str(tmp_path / "s"), "--app", "shop",
+                     *argv]) == 0
+        out = " ".join(capsys.readouterr().out.split())
+        assert said in out and ("estimated" in out) is not argv, out
+    col = Collector(tmp_path / "s", "--app", "shop:k1")
+    try:
+        with playwright_chromium() as browser:
+            page = browser.new_page(viewport={"width": 1280, "height": 900})
+            signed_in(page, col.url)
+            page.wait_for_function(
+                "w => document.getElementById('top-summary').textContent.includes(w)",
+                arg="page load", timeout=60000)
+            text = page.locator("#top-summary").text_content()
+            assert f"~{got['pageLoads']} page loads (estimated: standard error 1.6 %)" in text
+    finally:
+        col.stop()

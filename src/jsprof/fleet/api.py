@@ -462,10 +462,14 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
             )
     doc = {
         "base": {"filters": describe(base_f), "traces": base.traces,
-                 "pageLoads": base.uploads.page_loads(), "samples": base.samples,
+                 "pageLoads": base.uploads.page_loads(),
+                 "pageLoadsEstimated": base.uploads.page_loads_estimated(),
+                 "samples": base.samples,
                  "totalMs": r3(base.total_ms)},
         "new": {"filters": describe(new_f), "traces": new.traces,
-                "pageLoads": new.uploads.page_loads(), "samples": new.samples,
+                "pageLoads": new.uploads.page_loads(),
+                "pageLoadsEstimated": new.uploads.page_loads_estimated(),
+                "samples": new.samples,
                 "totalMs": r3(new.total_ms)},
         "functions": len(d.rows),
         "rows": rows,

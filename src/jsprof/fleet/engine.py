@@ -66,6 +66,10 @@ class Uploads:
         ids = {p for p in self.page_load if p is not None}
         return len(ids) + sum(1 for p in self.page_load if p is None)
 
+    def page_loads_estimated(self) -> bool:
+        """Whether `page_loads` is an estimate: never, counted from the uploads' ids."""
+        return False
+
     def page_load_index(self) -> np.ndarray:
         """Per upload: the index of its page load (0 .. page_loads() - 1, in order of first
         upload), chunks with one page-load id sharing one; an upload without an id is a

@@ -407,7 +407,9 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "totalPct": _r(r.ms * pct, 2), "traces": int(traces[base + j]),
             "p50SelfMs": _r(p50[base + j]), "p95SelfMs": _r(p95[base + j]),
         })
-    doc = {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(), "samples": sel.samples,
+    doc = {"traces": sel.traces, "pageLoads": sel.uploads.page_loads(),
+           # past 4,096 page loads in a rollup cell the count is a HyperLogLog estimate
+           "pageLoadsEstimated": sel.uploads.page_loads_estimated(), "samples": sel.samples,
            "totalMs": _r(total), "lostMs": _r(sel.lost_ms), "rows": rows,
            "warnings": map_warnings(sel)}
     if sel.filters.exclude_idle:

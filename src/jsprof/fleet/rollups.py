@@ -72,7 +72,8 @@ class Rolled:
     """What a selection's uploads add up to, per (release, declared interval), as the
     rollups hold them: the `engine.Uploads` a query reads, without one row per upload."""
 
-    def __init__(self, rkeys: list[str], cells: dict[str, np.ndarray], loads: int) -> None:
+    def __init__(self, rkeys: list[str], cells: dict[str, np.ndarray], loads: int,
+                 estimated: bool = False) -> None:
         ri = np.asarray(cells["ri"], np.int64)
         has = sorted(set(ri.tolist()))
         self.rkeys = [rkeys[i] for i in has]
@@ -85,6 +86,7 @@ class Rolled:
         self.lost_ms = np.asarray(cells["lost_ms"], np.float64)
         self.sample_interval = np.asarray(cells["sample_interval"], np.float64)
         self._loads = loads
+        self._estimated = estimated  # `loads` from a HyperLogLog sketch (a cell past 4,096)
         self.ri_of = to  # plan's release index -> this one's
 
     def __len__(self) -> int:
@@ -92,6 +94,9 @@ class Rolled:
 
     def page_loads(self) -> int:
         return self._loads
+
+    def page_loads_estimated(self) -> bool:
+        return self._estimated
 
 
 def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
@@ -125,7 +130,8 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     ids = [x for x in ends.page_load if x is not None]
     n_loads = page_loads(np.concatenate([loads["load_hash"], load_hash(ids)]),
                          loads["registers"])
-    up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads)
+    up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads,
+                estimated=bool(loads["registers"]))
     releases = named({k: query._read_release(snap, k) for k in up.rkeys}, f)
     if any(merges_frames(r) for r in releases.values()):
         return None

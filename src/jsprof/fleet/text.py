@@ -88,7 +88,7 @@ class FleetTopTable(TextRenderer):
         out.table(_title(self.title, width), t)
         _note(out, f"{plural(doc['traces'], 'trace')}, {plural(doc['samples'], 'sample')}, "
               f"{doc['totalMs']:.1f} ms{lost_note(doc.get('lostMs') or 0.0)}; "
-              f"{plural(doc.get('pageLoads', doc['traces']), 'page load')}", width)
+              f"{page_loads(doc)}", width)
         if "excludedIdleMs" in doc:
             _note(out, idle_note(doc["excludedIdleMs"], doc["excludedIdleSamples"]), width)
         if doc.get("during"):
@@ -96,6 +96,17 @@ class FleetTopTable(TextRenderer):
                   f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "
                   "did not capture charged to the long animation frame's script entry point, "
                   "under (stack not captured)", width)
+
+
+def page_loads(doc: dict) -> str:
+    """A document's page loads, marked as the estimate they are when a rollup cell past
+    4,096 page loads gave them (a HyperLogLog sketch, `store/tables/rollup.py`)."""
+    n = plural(doc.get("pageLoads", doc["traces"]), "page load")
+    if not doc.get("pageLoadsEstimated"):
+        return n
+    from ..store.tables.rollup import HLL_ERROR
+
+    return f"~{n} (estimated: standard error {100 * HLL_ERROR:.1f} %)"
 
 
 def idle_note(ms: float, samples: int) -> str:

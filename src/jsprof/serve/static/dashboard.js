@@ -183,7 +183,10 @@ async function loadTop() {
   p.set("top", "30");
   const doc = await getJSON("/v1/query/top", p);
   $("top-summary").textContent =
-    `${plural(doc.traces, "trace")} · ${plural(doc.pageLoads, "page load")} · ` +
+    `${plural(doc.traces, "trace")} · ${doc.pageLoadsEstimated ? "~" : ""}` +
+    `${plural(doc.pageLoads, "page load")}` +
+    // past 4,096 page loads in a rollup cell the count is a HyperLogLog sketch's
+    (doc.pageLoadsEstimated ? " (estimated: standard error 1.6 %)" : "") + " · " +
     `${plural(doc.samples, "sample")} · ${fmt(doc.totalMs / 1000, 1)} s` +
     (doc.excludedIdleMs !== undefined ? ` · idle excluded: ${fmt(doc.excludedIdleMs / 1000, 1)} s of ` +
       `(idle) and (program) samples (${doc.excludedIdleSamples}) left out here and in the merged flame graph` : "");
