@@ -193,3 +193,16 @@ def test_an_unreadable_script_is_one_line_on_every_engine(shared: Path, argv: st
     _one_line(_run(shared, *argv.split(), as_nobody=os.geteuid() == 0),
               f"{target}: permission denied; give a")
     assert [p.name for p in shared.iterdir() if p.suffix == ".json"] == []
+
+
+@pytest.mark.parametrize("argv", [
+    "record --engine chromium --duration 60 --until js:( -o out.json app.js",
+    "budget app.js app.js --engine chromium --min-rounds 2 --until js:(",
+])
+def test_an_until_expression_that_does_not_compile_is_one_line(place: Path, argv: str) -> None:
+    # Real Chromium compiles it: the probe's eval threw a SyntaxError every time, unseen,
+    # and the page ran on to --duration (60 s) and exited 0 with a trace.
+    _one_line(_run(place, *argv.split()),
+              "--until 'js:(': the expression does not compile (SyntaxError: Unexpected end "
+              "of input); give a JavaScript expression")
+    assert not (place / "out.json").exists()

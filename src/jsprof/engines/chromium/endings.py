@@ -25,6 +25,31 @@ def parse_until(until: str | None) -> str | None:
     raise UsageError(f"--until {until!r}: give `load` or `js:EXPRESSION`")
 
 
+def check_until(page: PageSession, until_expr: str | None) -> None:
+    """A js: expression that does not compile can end nothing: the probe's eval threw a
+    SyntaxError each time, unseen, and the page ran on to --duration (exit 0). So it is
+    compiled once in the page (not run), before the page is opened, and refused in one
+    line with V8's message."""
+    if until_expr is None:
+        return
+    r = page.main.session.send(
+        "Runtime.compileScript",
+        {"expression": until_expr, "sourceURL": "", "persistScript": False},
+    )
+    details = r.get("exceptionDetails")
+    if not details:
+        return
+    exc = details.get("exception") or {}
+    message = str(exc.get("description") or details.get("text") or "SyntaxError")
+    given = "js:" + until_expr
+    if len(given) > 80:
+        given = given[:77] + "..."
+    raise UsageError(
+        f"--until {given!r}: the expression does not compile ({message.splitlines()[0]}); "
+        "give a JavaScript expression, e.g. --until 'js:window.done === true'"
+    )
+
+
 def wait_for_end(
     page: PageSession,
     until_expr: str | None,

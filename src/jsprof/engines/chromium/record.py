@@ -16,7 +16,7 @@ from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClosed
 from .browser import Browser
-from .endings import parse_until, wait_for_end
+from .endings import check_until, parse_until, wait_for_end
 from .page import PageSession
 from .serve import PageServer, serve_target
 from .thread import effective_interval, interval_us
@@ -118,6 +118,11 @@ def _record_in(
     with SignalFlag() as sig:
         try:
             page.prepare()
+            try:
+                check_until(page, until_expr)
+            except UsageError:
+                browser.close_page(target_id)  # a browser given by the caller lives on
+                raise
             page.navigate(url)
             how = wait_for_end(page, until_expr, duration, sig)
             if how not in ("browser-exited",):

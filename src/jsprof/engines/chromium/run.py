@@ -13,7 +13,7 @@ from ...errors import JSError, UsageError
 from .._process import SignalFlag
 from ..cdp import CDPClosed
 from .browser import Browser
-from .endings import parse_until, wait_for_end
+from .endings import check_until, parse_until, wait_for_end
 from .page import PageSession
 from .record import resolve_target
 from .serve import serve_target
@@ -54,6 +54,11 @@ def run_chromium(
         with SignalFlag() as sig:
             try:
                 page.prepare()
+                try:
+                    check_until(page, until_expr)
+                except UsageError:
+                    browser.close_page(target_id)  # a browser given by the caller lives on
+                    raise
                 page.navigate(url)
                 how = wait_for_end(page, until_expr, duration, sig, on_error_stop=True)
                 # Console messages already on their way are still printed.
