@@ -138,6 +138,42 @@ def test_uploads_not_compacted_yet_are_in_the_answer(store: Path, tmp_path: Path
     st.close()
 
 
+def test_a_tail_holding_the_committed_functions_is_read_from_the_rollups(
+        store: Path, tmp_path: Path) -> None:
+    """Uncompacted uploads of a compacted release that run its functions (page loads of
+    the same real traces): the tail interns its frames apart, so each of those functions
+    has a committed frame and a tail frame, never both in one upload. The rollups still
+    answer (they stepped aside for any such tail before: on a live collector, which
+    always has one, every `top` read every upload), and equal the per-upload answer."""
+    from fleet_util import resampled_page_load
+
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    rng = np.random.default_rng(10)
+    for k in range(3):
+        upload(st, f"late{k}", resampled_page_load(rng), app="shop", release="1.10.0",
+               route="/home", receivedAt=T0 + 2 * DAY + 9000e3 + k, pageLoad=f"late-{k}")
+    st.close()
+    _check(copy, [Filters(app="shop"), Filters(app="shop", release="1.10.0", route="/home"),
+                  Filters(app="shop", since=T0 + DAY)])
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        f = Filters(app="shop", release="1.10.0", url_rules=("none",))
+        assert api.top(s, f, 3)["traces"] == 32 + 3
+        # the case at hand: the release's functions have a committed and a tail frame
+        from jsprof.fleet.release import merges_frames, merges_in_an_upload, named
+        from jsprof.store.tables.intern import release_key
+
+        rkey = release_key("shop", "1.10.0")
+        rel = named({rkey: query._read_release(s.snap, rkey)}, f)[rkey]
+        committed = s.snap.manifest["releases"][rkey]["committedFrames"]
+        assert 0 < committed < len(rel.frame_key)
+        assert merges_frames(rel) and not merges_in_an_upload(rel, committed)
+    st.close()
+
+
 def test_a_prune_that_cuts_a_day_rolls_the_day_up_anew(store: Path, tmp_path: Path) -> None:
     copy = tmp_path / "s"
     shutil.copytree(store, copy)

@@ -55,6 +55,19 @@ def merges_frames(rel: Release) -> bool:
     return len(set(rel.frame_key)) < len(rel.frame_key)
 
 
+def merges_in_an_upload(rel: Release, committed: int | None) -> bool:
+    """Two stored frames of `rel` that one upload may hold together are one function
+    (`merges_frames`, narrowed): an upload's frames are either all committed ones (ids
+    below `committed`) or all of the uncompacted tail's, which interns them apart, so a
+    committed frame and its tail copy of the same function are never in one upload.
+    `committed` None: no tail."""
+    keys = rel.frame_key
+    if committed is None or committed >= len(keys):
+        return merges_frames(rel)
+    return (len(set(keys[:committed])) < committed
+            or len(set(keys[committed:])) < len(keys) - committed)
+
+
 def identity(f: Filters) -> ScriptIdentity:
     """The script identity across releases a query's filters ask for (`fleet.releases`)."""
     return ScriptIdentity(f.url_rules)

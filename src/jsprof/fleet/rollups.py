@@ -9,9 +9,10 @@ say, the per-upload tables answer as before (`plan` says None): `--where` (any m
 key), `--during` (windows of one upload's timeline), a window within one day, tables
 not yet rolled up (an older format before its first compaction), uploads without a
 receivedAt, a retention prune in progress over a day, and releases in which two stored
-frames are one function (source maps map them to one, or the script identity rule names
-their scripts alike, `page.html?exp=a` and `?exp=b`): a trace holding both counts once,
-with their summed self time, which only its own rows hold.
+frames that one upload may hold are one function (source maps map them to one, or the
+script identity rule names their scripts alike, `page.html?exp=a` and `?exp=b`): a trace
+holding both counts once, with their summed self time, which only its own rows hold. (The
+uncompacted tail's copies of committed frames are not such: no upload holds both.)
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     from ..store.tables.view import load_hash, page_loads
     from . import query
     from .engine import StackRows
-    from .release import merges_frames, named
+    from .release import merges_in_an_upload, named
 
     whole, edges = _split_days(f)
     if whole is None:
@@ -133,7 +134,11 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads,
                 estimated=bool(loads["registers"]))
     releases = named({k: query._read_release(snap, k) for k in up.rkeys}, f)
-    if any(merges_frames(r) for r in releases.values()):
+    # Per stored frame, the rollups count an upload once per frame: a function two frames
+    # of one upload make (source maps, the identity rule) only its own rows can count
+    # once. The tail's copies of committed frames are never in one upload with them.
+    rels = snap.manifest["releases"]
+    if any(merges_in_an_upload(r, rels[k].get("committedFrames")) for k, r in releases.items()):
         return None
     got = engine.rollup(p, "rollup_stacks", f)
     if len(ends):

@@ -122,6 +122,9 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
         entry = {
             "app": rel.app, "release": rel.release,
             "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
+            # frame ids below this are the committed ones; the tail's continue them, and
+            # no upload holds frames of both (`fleet.release.merges_in_an_upload`)
+            "committedFrames": fb,
             "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
         }
         for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb).items():
