@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.profile import FunctionKey
-from ..trace import NONE, no_stack_name
+from ..trace import MARKERS, NONE, no_stack_name
 from . import timeline as tl
 from .engine import Snapshot, Uploads
 
@@ -54,120 +54,66 @@ def _spread(n: int, cap: int) -> np.ndarray:
 
 
 def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
-    """The `fleetTime` block of the viewer's model for a query's Selection `sel`."""
-    from .engine import sample_rows
-    from .query import idle_mask
-    from .release import identity, mapped_release, named_release, stored_trace
+    """The `fleetTime` block of the viewer's model for a query's Selection `sel`.
+
+    Its samples are summed in the engine per (function, bucket), never held: the answer
+    costs functions x buckets of memory, whatever the samples of the uploads read."""
+    from .engine import DuckEngine
     from .vitals import upload_rows, vitals
 
     up: Uploads = sel.uploads
     pick = _spread(len(up), TIME_UPLOADS)
     chosen = np.zeros(len(up), bool)
     chosen[pick] = True
-    sub = up.subset(chosen)
-    # Each picked upload's samples (the samples table) and timeline (the uploads table's
-    # meta): no raw upload is read.
-    rows = sample_rows(snap, sub)
+    sub = up.subset(chosen)  # in the order of `pick` (ascending)
+    # Each picked upload's timeline (the uploads table's meta): no raw upload is read.
     metas = upload_rows(snap, sel.filters, sub)
-    starts = {}
-    if len(rows["uk"]):
-        change = np.flatnonzero(np.diff(rows["uk"])) + 1
-        for a, b in zip(np.r_[0, change].tolist(), np.r_[change, len(rows["uk"])].tolist(),
-                        strict=True):
-            starts[int(rows["uk"][a])] = (a, b)
-    parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
     timelines: list[tuple[str, dict | None]] = []
     with_timeline: set[int] = set()
     # Uploads compacted before the tables kept sample times (format 4) have none here.
     untimed = int((sub.uk < snap.manifest.get("samplesFromUk", 0)).sum())
     for i in pick.tolist():
-        uk = int(up.uk[i])
-        meta = metas.get(uk, (None, {}))[1]
+        meta = metas.get(int(up.uk[i]), (None, {}))[1]
         timelines.append((up.page_load[i] or f"upload:{up.id[i]}", meta.get("timeline")))
         if meta.get("timeline"):
             with_timeline.add(i)
-        if uk not in starts:
-            continue  # no samples
-        a, b = starts[uk]
-        tt = rows["t"][a:b]
-        w = rows["weight_ns"][a:b] / NS_PER_MS
-        st = rows["stack_id"][a:b]
-        mk = rows["marker"][a:b].astype(np.int64)
-        if sel.filters.exclude_idle:
-            # as the other merged views: (idle) and (program) samples left out
-            keep = ~idle_mask(st, mk)
-            tt, w, st, mk = tt[keep], w[keep], st[keep], mk[keep]
-        parts.append((i, tt, w, st, mk))
     read = len(pick) - untimed
-    # Each stored frame's function as `fleet top` names it (after the release's maps).
-    rel_names = dict(zip(up.rkey, up.release, strict=True))
-    keys: dict[FunctionKey | str, int] = {}
-    times, weights, fn, load_of = [], [], [], []
-    loads = up.page_load_index()
-    leaf: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    ident = identity(sel.filters)  # as the merged views name scripts
-    for rkey in sorted({up.rkey[i] for i, *_ in parts}):
-        trace = stored_trace(snap, rkey)
-        rel = named_release(mapped_release(snap, rkey, app, rel_names[rkey], trace), ident)
-        fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0], np.int64)
-        leaf[rkey] = (trace.stack_frame.astype(np.int64), fid)
-    for i, tt, w, st, mk in parts:
-        frames, fid = leaf[up.rkey[i]]
-        g = np.empty(len(st), np.int64)
-        js = st != NONE
-        g[js] = fid[frames[st[js]]]
-        for code in np.unique(mk[~js]).tolist():
-            # Samples without a stack are named as `report` and `fleet top` name them.
-            g[~js & (mk == code)] = keys.setdefault(no_stack_name(int(code)), len(keys))
-        times.append(tt)
-        weights.append(w)
-        fn.append(g)
-        load_of.append(np.full(len(tt), loads[i], np.int64))
-    t = np.concatenate(times) if times else np.zeros(0)
-    w = np.concatenate(weights) if weights else np.zeros(0)
-    g = np.concatenate(fn) if fn else np.zeros(0, np.int64)
-    lo = np.concatenate(load_of) if load_of else np.zeros(0, np.int64)
-    t = np.maximum(t, 0.0)  # a sample before navigation start (none should be) counts at 0
-    # Buckets up to the 99th percentile of the samples' times, so one tab left open for an
-    # hour does not squeeze every page load into the first bucket; later samples are one
-    # last bucket ("later").
-    hi = float(np.percentile(t, 99)) if len(t) else 1.0
-    width = _nice(max(hi, 1.0) / BUCKETS)
-    nb = max(int(math.ceil(hi / width)), 1)
-    b = np.minimum((t // width).astype(np.int64), nb)
-    later = bool((b == nb).any())
-    nbk = nb + 1 if later else nb
-    b = np.minimum(b, nbk - 1)
-    total_b = np.bincount(b, weights=w, minlength=nbk)
-    # Page loads with a sample in each bucket: what the bucket's time is spread over.
-    stride = int(lo.max()) + 1 if len(lo) else 1
-    loads_b = np.bincount(np.unique(b * stride + lo) // stride, minlength=nbk)
-    names = [None] * len(keys)
-    for k, v in keys.items():
-        names[v] = k
-    self_ms = np.bincount(g, weights=w, minlength=len(keys))
+    # The samples table is a local read whatever the engine: Dask's too runs it here.
+    duck = engine if isinstance(engine, DuckEngine) else DuckEngine(threads=1)
+    try:
+        got = _bucket_sums(duck, snap, sel, app, sub, up.page_load_index()[pick])
+    finally:
+        if duck is not engine:
+            duck.close()
+    width, nbk, later, names, cells, total_b, loads_b = got
+    g, b, ns = cells
+    # As `fleet top` sums them: exact integer ns per function and bucket, then ms.
+    self_ns = np.bincount(g, weights=ns, minlength=len(names))
+    self_ms = self_ns / NS_PER_MS
     order = np.argsort(-self_ms, kind="stable")
     order = order[self_ms[order] > 0]
+
+    def bucket_row(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        per = np.rint(np.bincount(b[m], weights=ns[m], minlength=nbk)).astype(np.int64)
+        nz = np.nonzero(per)[0]
+        return nz, per[nz]
+
     rows = []
     for j in order[:FUNCTIONS].tolist():
-        m = g == j
-        per = np.bincount(b[m], weights=w[m], minlength=nbk)
-        nz = np.nonzero(per)[0]
+        nz, per = bucket_row(g == j)
         k = names[j]
         rows.append({
             "name": k.label() if isinstance(k, FunctionKey) else k,
             "loc": k.location() if isinstance(k, FunctionKey) else "",
             "self": round(float(self_ms[j]), 6),
-            "b": nz.tolist(), "v": [round(float(x), 6) for x in per[nz]],
+            "b": nz.tolist(), "v": [round(float(x) / NS_PER_MS, 6) for x in per],
         })
     rest = order[FUNCTIONS:]
     if len(rest):
-        m = np.isin(g, rest)
-        per = np.bincount(b[m], weights=w[m], minlength=nbk)
-        nz = np.nonzero(per)[0]
+        nz, per = bucket_row(np.isin(g, rest))
         rows.append({"name": f"(other functions: {len(rest)})", "loc": "",
-                     "self": round(float(per.sum()), 6), "other": True,
-                     "b": nz.tolist(), "v": [round(float(x), 6) for x in per[nz]]})
+                     "self": round(float(per.sum()) / NS_PER_MS, 6), "other": True,
+                     "b": nz.tolist(), "v": [round(float(x) / NS_PER_MS, 6) for x in per]})
     # The page's own reports, on the same buckets: when long frames and interactions
     # started, and when LCP came.
     pls = tl.page_loads(timelines)
@@ -196,8 +142,8 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
         "uploads": read, "uploadsAll": len(up), "uploadsUntimed": untimed,
         "pageLoads": len(pls),
         "pageLoadsAll": up.page_loads(),
-        "totalMs": round(float(w.sum()), 6),
-        "bucketMs": [round(float(x), 6) for x in total_b],
+        "totalMs": round(float(total_b.sum()) / NS_PER_MS, 6),
+        "bucketMs": [round(float(x) / NS_PER_MS, 6) for x in total_b],
         "bucketLoads": loads_b.tolist(),
         "fns": rows,
         "longFrames": {"n": lf_n, "blocking": [round(x, 3) for x in lf_block]},
@@ -206,6 +152,127 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
         "vitals": vitals(engine, snap, sel.filters)["rows"],
         "examples": _examples(up, pls, pick, with_timeline),
     }
+
+
+def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
+                 load: np.ndarray) -> tuple:
+    """The samples of `sub` summed in the engine: (bucket width ms, buckets, whether the
+    last is "later", the functions (FunctionKey or a no-stack name) by index, the
+    (function, bucket, ns) cells, ns per bucket, page loads with a sample per bucket).
+    Functions are indexed as the releases' frames come (releases by key), then the
+    samples without a stack by their name, in the order the uploads first have them."""
+    from .query import IDLE_MARKERS
+    from .release import identity, mapped_release, named_release, stored_trace
+
+    empty = np.zeros(0, np.int64)
+    keys: dict[FunctionKey | str, int] = {}
+    # (idle) and (program) left out with exclude_idle, as the other merged views do
+    keep = (f"NOT (stack_id = {NONE} AND marker IN ({', '.join(map(str, IDLE_MARKERS))}))"
+            if sel.filters.exclude_idle else "true")
+    got = {"g": empty, "b": empty, "load": empty, "ns": empty}
+    with duck.sample_scan(snap, sub, ri=sub.ri, pos=np.arange(len(sub), dtype=np.int64),
+                          load=np.asarray(load, np.int64)) as run:
+        # The releases with samples, the markers of the samples without a stack (where
+        # they first come), and how many samples are kept.
+        seen = {"ri": empty, "m": empty, "first": empty, "n": empty} if run is None else run(
+            f"SELECT ri, CASE WHEN stack_id = {NONE} THEN marker END AS m, "
+            f"min(pos) FILTER (WHERE {keep}) AS first, "
+            f"count(*) FILTER (WHERE {keep}) AS n FROM s GROUP BY ALL")
+        n = int(seen["n"].sum())
+        # Each stored stack's leaf function as `fleet top` names it (the release's maps).
+        ident = identity(sel.filters)
+        m_ri, m_sid, m_g = [], [], []
+        for ri in sorted(set(seen["ri"].tolist())):  # sub.rkeys is sorted
+            rkey = sub.rkeys[ri]
+            trace = stored_trace(snap, rkey)
+            rel = named_release(mapped_release(
+                snap, rkey, app, sub.release[sub.rkey.index(rkey)], trace), ident)
+            fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0],
+                             np.int64)
+            m_ri.append(np.full(trace.num_stacks, ri, np.int64))
+            m_sid.append(np.arange(trace.num_stacks, dtype=np.int64))
+            m_g.append(fid[trace.stack_frame.astype(np.int64)])
+        marker_g: dict[int, int] = {}
+        for _, mk in sorted({(int(f), int(mk)) for f, mk, c in zip(
+                seen["first"].tolist(), seen["m"].tolist(), seen["n"].tolist(), strict=True)
+                if mk == mk and c > 0}):  # (NaN: a row of samples with a stack)
+            # Samples without a stack are named as `report` and `fleet top` name them.
+            marker_g[mk] = keys.setdefault(no_stack_name(mk), len(keys))
+        # Buckets up to the 99th percentile of the samples' times, so one tab left open
+        # for an hour does not squeeze every page load into the first bucket; later
+        # samples are one last bucket ("later"). A sample before navigation start (none
+        # should be) counts at 0.
+        hi = _percentile99(run, keep, n) if n else 1.0
+        width = _nice(max(hi, 1.0) / BUCKETS)
+        nb = max(int(math.ceil(hi / width)), 1)
+        if n:
+            import pyarrow as pa
+
+            duck.con.register("gmap", pa.table({
+                "ri": np.concatenate(m_ri), "stack_id": np.concatenate(m_sid),
+                "g": np.concatenate(m_g)}))
+            try:
+                # Per (function, bucket) and per bucket: ns and page loads. `t // width` as
+                # numpy floors it (fmod, then the quotient rounded), so a sample on a
+                # bucket's edge falls where numpy puts it. A sample without a stack is
+                # the function -2 - marker here.
+                # `t // width` as numpy floors it (fmod, then the quotient rounded), so a
+                # sample on a bucket's edge falls where numpy puts it. A sample without a
+                # stack is the function -2 - marker here. Per (function, bucket): ns; per
+                # (bucket, page load): whether it has a sample.
+                got = run(
+                    "SELECT g, b, load, sum(weight_ns)::BIGINT AS ns FROM ("
+                    "  SELECT coalesce(gm.g, -2 - s.marker) AS g, s.weight_ns, s.load,"
+                    f"  least({floor_div_sql('s.x', 's.w')}, s.nb)::BIGINT AS b FROM ("
+                    "   SELECT *, greatest(t, 0.0) AS x, ?::DOUBLE AS w, ?::DOUBLE AS nb"
+                    f"  FROM s WHERE {keep}) s"
+                    "  LEFT JOIN gmap gm ON s.stack_id >= 0 AND gm.ri = s.ri"
+                    "  AND gm.stack_id = s.stack_id"
+                    ") GROUP BY GROUPING SETS ((g, b), (b, load))", width, float(nb))
+            finally:
+                duck.con.unregister("gmap")
+    later = bool((got["b"] == nb).any())
+    nbk = nb + 1 if later else nb
+    per_load = got["g"] != got["g"]  # NaN: a (bucket, page load) row
+    loads_b = np.bincount(np.asarray(got["b"][per_load], np.int64), minlength=nbk)
+    cell = ~per_load
+    g = np.asarray(got["g"][cell], np.int64)
+    nos = g < 0
+    if nos.any():
+        to = np.full(len(MARKERS) + 1, -1, np.int64)  # marker + 1 -> its function
+        for mk, j in marker_g.items():
+            to[mk + 1] = j
+        g[nos] = to[-1 - g[nos]]
+    names: list = [None] * len(keys)
+    for k, v in keys.items():
+        names[v] = k
+    b, ns = np.asarray(got["b"][cell], np.int64), np.asarray(got["ns"][cell], np.int64)
+    # exact: float64 sums of integer ns below 2**53 ns
+    total_b = np.rint(np.bincount(b, weights=ns, minlength=nbk)).astype(np.int64)
+    return width, nbk, later, names, (g, b, ns), total_b, loads_b
+
+
+def floor_div_sql(x: str, w: str) -> str:
+    """SQL for `x // w` (DOUBLE columns, x >= 0, w > 0) as numpy's floor_divide computes
+    it: the quotient of x less fmod(x, w), rounded to the nearest whole (npy_divmod).
+    floor(x / w) differs at a bucket's edge (1.0 // 0.1 is 9.0, floor(1.0 / 0.1) 10.0):
+    a sample would fall one bucket over from where numpy put it."""
+    q = f"(({x} - fmod({x}, {w})) / {w})"
+    return f"(CASE WHEN {q} - floor({q}) > 0.5 THEN floor({q}) + 1 ELSE floor({q}) END)"
+
+
+def _percentile99(run: Any, keep: str, n: int) -> float:
+    """np.percentile(times, 99) of the `n` kept samples' times (at least 0), from the two
+    order statistics it interpolates between, fetched from the engine (a top-N of 1 %
+    of the samples, not all of them): numpy's own interpolation of those two gives its
+    exact answer."""
+    virtual = (n - 1) * (99 / 100)  # numpy's "linear" method
+    k0 = math.floor(virtual)
+    if virtual >= n - 1:
+        return float(run(f"SELECT max(greatest(t, 0.0)) AS v FROM s WHERE {keep}")["v"][0])
+    top = run(f"SELECT greatest(t, 0.0) AS v FROM s WHERE {keep} ORDER BY v DESC "
+              "LIMIT 2 OFFSET ?", n - 2 - k0)["v"]
+    return float(np.quantile(np.asarray([top[1], top[0]], np.float64), virtual - k0))
 
 
 def _examples(up: Uploads, pls: dict[str, tl.PageLoad], pick: np.ndarray,

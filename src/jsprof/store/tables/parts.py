@@ -98,6 +98,23 @@ _verified: dict[str, tuple[int, int, int, int]] = {}
 _VERIFIED_MAX = 200_000
 
 
+CRC_CHUNK = 1 << 20
+
+
+def _crc32(path: Path) -> tuple[int, int]:
+    """A file's size and CRC-32, read a chunk at a time: a collector checks each new part
+    once, and a merged part is up to hundreds of MB, which read whole was a transient of
+    that size in a query worker (issue 34)."""
+    crc = size = 0
+    buf = bytearray(CRC_CHUNK)
+    view = memoryview(buf)
+    with open(path, "rb", buffering=0) as f:
+        while n := f.readinto(buf):
+            crc = zlib.crc32(view[:n], crc)
+            size += n
+    return size, crc
+
+
 def verify_part(tdir: Path, entry: str | dict) -> str:
     """The part's absolute path, after checking its size and CRC-32 against the manifest.
 
@@ -119,10 +136,10 @@ def verify_part(tdir: Path, entry: str | dict) -> str:
         if _verified.get(key) == seen:
             return key
         try:
-            data = path.read_bytes()
+            size, crc = _crc32(path)
         except OSError as e:
             raise CompactError(cant.format(e.strerror)) from None
-        if len(data) != entry["bytes"] or zlib.crc32(data) != entry["crc32"]:
+        if size != entry["bytes"] or crc != entry["crc32"]:
             raise CompactError(
                 f"{path}: table part is damaged (its checksum does not match the manifest); "
                 f"remove {tdir} to rebuild the tables from the raw uploads"
