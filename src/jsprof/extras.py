@@ -25,6 +25,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "field": _FIELD,
     "dask": (*_FIELD, "pandas", "dask", "distributed"),
     "otlp": ("opentelemetry",),
+    "s3": (*_FIELD, "boto3"),
 }
 
 

@@ -28,14 +28,32 @@ def open_store(path: str | os.PathLike) -> Any:
     from ..extras import require
 
     require("field", "the fleet API")
-    from ..store import Store, StoreError
+    from ..store import Store, StoreError, is_url
 
+    if is_url(path):
+        return _object_store(os.fspath(path))
     if not os.path.isdir(os.path.join(path, "segments")):
         raise UsageError(f"--store {path}: not a store (a directory `jsprof serve` writes)")
     try:
         return Store(path)
     except StoreError as e:
         raise JsprofError(f"--store {path}: {e}") from None
+
+
+def _object_store(url: str) -> Any:
+    """A store on an object store, as a query reads it: its manifest, parts and the
+    segments past the cursor copied into this machine's query mirror (`store.objstore`:
+    reads the bucket, writes nothing there), read as a local store; each upload id once."""
+    from ..extras import require
+
+    require("s3", "a store on s3://")
+    from ..store import Store, StoreError
+    from ..store.objstore import Deduped, query_mirror
+
+    try:
+        return Deduped(Store(query_mirror(url)), set())
+    except StoreError as e:
+        raise JsprofError(f"--store {url}: {e}") from None
 
 
 def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
@@ -46,6 +64,8 @@ def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
     a user who may only read the store; what is over the cap is counted (`pending`)."""
     from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
 
+    if getattr(store, "objects", None) is not None:  # a collector's store on S3
+        store = _object_store(store.url)
     man = read_manifest(store.path)
     tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
     # After the manifest: an upload pruned since it was compacted is left out.

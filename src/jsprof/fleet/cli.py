@@ -282,7 +282,7 @@ def _session(args: argparse.Namespace, status: Any = None) -> Any:
     from . import api
 
     path = args.store or DEFAULT_STORE
-    if not os.path.isdir(path):
+    if "://" not in path and not os.path.isdir(path):
         raise UsageError(f"--store {path}: no such store (a directory `jsprof serve` writes)")
     store = api.open_store(path)
     return api.session(store, args.engine, args.scheduler, args.local_workers)

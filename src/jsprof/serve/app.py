@@ -39,6 +39,8 @@ from ..store import (
     StoreFullError,
     StoreIOError,
     StoreUnavailable,
+    is_url,
+    open_store,
     retention,
 )
 from . import ingest
@@ -508,14 +510,23 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
         app.state.cpu_limiter = anyio.CapacityLimiter(CPU_THREADS)
         own = app.state.store is None
         if own:
-            app.state.store = Store(config.store)
+            app.state.store = open_store(config.store)
         app.state.query_limiter = anyio.CapacityLimiter(QUERY_THREADS)
         retention = None
         if config.retention_s and os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
             retention = _Retention(app.state.store, config.retention_s)
             retention.thread.start()
         compactor = None
-        if config.compact_every > 0:
+        if config.compact_every > 0 and is_url(config.store):
+            from ..store.objstore import CompactorProcess
+
+            # One per collector (its first worker); the bucket's lease picks which one of
+            # them, on any machine, compacts.
+            compactor = None
+            if os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
+                compactor = CompactorProcess(config.store, config.compact_every)
+                compactor.start()
+        elif config.compact_every > 0:
             from ..store.background import BackgroundCompactor
 
             # Every worker takes part; one holds the store's lease and runs the compactor

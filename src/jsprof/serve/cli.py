@@ -327,10 +327,10 @@ def _forward(url: str | None) -> str | None:
 
 
 def _open_store(path: str) -> object:
-    from ..store import Store, StoreError
+    from ..store import StoreError, open_store
 
     try:
-        return Store(path)
+        return open_store(path)
     except StoreError as e:
         raise UsageError(f"--store {e}") from None
 
@@ -342,6 +342,9 @@ def main(args: argparse.Namespace) -> int:
     # Bound first: a host that does not resolve or a port in use is one line, before a
     # store or a read token is made for a collector that cannot listen.
     sock = server.bind(args.host, args.port)
+    remote = "://" in config.store
+    if remote:
+        _check_object_store(args)
     if args.read_token_file:  # and a token file that will not read: before the store too
         resolve_read_token(None, Path(config.store), args.read_token_file)
     store = _open_store(config.store)
@@ -358,7 +361,8 @@ def main(args: argparse.Namespace) -> int:
     ):
         if getattr(args, flag[2:].replace("-", "_")):
             print(CMDLINE_WARNING.format(flag=flag, env=env), file=err)
-    print(f"jsprof serve: store {Path(config.store).resolve()}", file=err)
+    shown = store.url if remote else Path(config.store).resolve()  # type: ignore[attr-defined]
+    print(f"jsprof serve: store {shown}", file=err)
     if kept_in:
         # the token itself never goes to a log: the file (mode 0600) holds it
         print(f"jsprof serve: read token generated into {kept_in} (mode 0600; read it "
@@ -379,6 +383,20 @@ def main(args: argparse.Namespace) -> int:
         print(f"jsprof serve: apps {', '.join(sorted(config.apps))}", file=err)
     err.flush()
     return server.run(config, args.host, args.port, sock)
+
+
+def _check_object_store(args: argparse.Namespace) -> None:
+    """What a store on an object store cannot do yet, refused before anything starts."""
+    from ..extras import require
+
+    require("s3", "jsprof serve --store s3://")
+    if not (args.read_token_file or args.read_token or os.environ.get("JSPROF_READ_TOKEN")):
+        raise UsageError(
+            f"--store {args.store}: a store on object storage keeps no read-token file; "
+            "give --read-token-file FILE or set $JSPROF_READ_TOKEN")
+    if args.retention:
+        raise UsageError(f"--store {args.store}: --retention is not supported on object "
+                         "storage yet; use a lifecycle rule on the bucket's segments/")
 
 
 def _existing_store(path: str) -> None:
@@ -496,6 +514,8 @@ def main_compact(args: argparse.Namespace) -> int:
     from ..store.tables.compact import compact
     from ..store.tables.merge import merge_parts
 
+    if "://" in args.store:
+        return _compact_objects(args.store)
     _existing_store(args.store)
     store = _open_store(args.store)
     try:
@@ -510,6 +530,34 @@ def main_compact(args: argparse.Namespace) -> int:
     print(f"jsprof serve compact: {plural(stats.uploads, 'upload')} compacted "
           f"({plural(stats.skipped, 'unreadable upload')} skipped), "
           f"{plural(merged.merged, 'part')} merged")
+    return 0
+
+
+def _compact_objects(url: str) -> int:
+    """`jsprof serve compact --store s3://...`: one run, under the bucket's lease."""
+    from ..extras import require
+
+    require("s3", "a store on s3://")
+    from ..store import StoreError
+    from ..store.objects import open_objects
+    from ..store.objstore import Lease, ObjectCompactor, mirror_dir
+
+    try:
+        objects = open_objects(url)
+        lease = Lease(objects)
+        if not lease.acquire():
+            raise UsageError(f"--store {url}: another compactor holds the lease "
+                             "(leases/compactor.json); try again later")
+        try:
+            comp = ObjectCompactor(objects, mirror_dir(objects.url, "compactor"))
+            stats = comp.run(lease.acquire)
+        finally:
+            lease.release()
+    except StoreError as e:
+        raise UsageError(f"--store {url}: {e}") from None
+    print(f"jsprof serve compact: {plural(stats.uploads, 'upload')} compacted "
+          f"({plural(stats.skipped, 'unreadable upload')} skipped, "
+          f"{plural(comp.duplicates, 'repeated upload')} dropped)")
     return 0
 
 

@@ -53,11 +53,11 @@ def url_for(sock: socket.socket, host: str) -> str:
 def _run_worker(config: ServeConfig, sock: socket.socket) -> None:
     import uvicorn
 
-    from ..store import Store
+    from ..store import open_store
     from .app import create_app
     from .protocol import GuardedProtocol, connection_cap
 
-    store = Store(config.store)
+    store = open_store(config.store)
     app = create_app(config, store)
     _tune_gc()
     GuardedProtocol.configure(

@@ -5,9 +5,22 @@ as the Parquet compactor (`iter_uploads` with a resumable `Cursor`). Layout and 
 docs/store.md.
 """
 
+from typing import Any
+
 from .cursor import Cursor
 from .errors import RawRemoved, StoreError, StoreFullError, StoreIOError, StoreUnavailable
+from .objects import is_url
 from .store import CheckReport, Finding, PruneResult, Store
+
+
+def open_store(path: str) -> Any:
+    """The store a collector writes: a directory (`Store`), or `s3://bucket/prefix`
+    (`objstore.ObjectSegmentStore`: one segment object per flush)."""
+    if is_url(path):
+        from .objstore import ObjectSegmentStore
+
+        return ObjectSegmentStore(path)
+    return Store(path)
 
 __all__ = [
     "CheckReport",
@@ -20,4 +33,6 @@ __all__ = [
     "StoreFullError",
     "StoreIOError",
     "StoreUnavailable",
+    "is_url",
+    "open_store",
 ]

@@ -166,7 +166,7 @@ def _log_once(msg: str) -> None:
         print(f"jsprof serve: {msg}", file=sys.stderr, flush=True)
 
 
-def _die_with(parent: int) -> None:
+def die_with(parent: int) -> None:
     """Go when the worker that started us goes (even by SIGKILL), so the lease it shares
     with us is free for another worker at once."""
     try:
@@ -190,7 +190,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="seconds raw segments are kept once compacted (default: for ever)")
     args = p.parse_args(argv)
     if args.parent:
-        _die_with(args.parent)
+        die_with(args.parent)
     try:
         os.nice(NICE)
     except OSError:
@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     from .tables.merge import merge_parts
 
     store = Store(args.store)
-    said = _Reporter()
+    said = Reporter()
     swept = False
     while not (args.parent and os.getppid() != args.parent):
         error = None
@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-class _Reporter:
+class Reporter:
     """The compactor's stderr lines: the first failure of a streak with its error, when
     the streak makes it count as failing (readyz not ready), then once a minute while it
     lasts (with the error: it may change), and the recovery. Never silent, never a line

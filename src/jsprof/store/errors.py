@@ -37,6 +37,12 @@ class StoreIOError(StoreUnavailable):
     condition = "disk I/O error"
 
 
+class ObjectStoreError(StoreUnavailable):
+    """The object store (S3) refused or failed a request: this upload is not stored."""
+
+    condition = "object store unavailable"
+
+
 def unavailable(e: OSError, what: str) -> StoreUnavailable:
     if e.errno in (errno.ENOSPC, errno.EDQUOT):
         return StoreFullError(f"{what}: no space left on the store's disk; nothing was stored")

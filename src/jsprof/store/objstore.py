@@ -1,0 +1,640 @@
+"""The field store on an object store (`--store s3://bucket/prefix`), after Grafana
+Pyroscope v2: stateless collectors, one immutable segment object per flush, a compactor
+that holds a lease made of the store's own conditional writes, queries that only read.
+
+Keys under the store's prefix (docs/store.md, "On object storage"):
+
+    segments/<writer>-<n>-<count>.seg   one flush of one collector: <count> records in
+                                        the segment format (segment.py), sealed by its
+                                        trailer; created with If-None-Match, never rewritten
+    tables/_manifest.json               the tables' commit (the metadata index): replaced
+                                        only with If-Match on the etag its writer read
+    tables/...                          the Parquet parts it lists (tables/ layout)
+    leases/compactor.json               who compacts: {"owner", "until"}, taken with
+                                        If-None-Match or If-Match on an expired one
+
+The tables code (`tables/`) runs unchanged on a local *mirror*: a directory laid out as a
+local store (segments/, tables/) that holds the objects a run needs. The compactor pulls
+the committed manifest and its parts and the segments past its cursor, compacts and merges
+there, pushes the new parts, then commits the manifest with If-Match: a compactor whose
+lease lapsed (paused, partitioned) loses that commit and lists nothing. A query pulls the
+same into its own mirror and reads it; it writes nothing to the bucket.
+
+An upload is acknowledged once the segment object holding it is stored. A collector killed
+mid-flush leaves that object whole or absent (a put is atomic); a client's retry of an
+upload whose object did land stores it twice, so the compactor keeps each upload id once
+(`Deduped`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import secrets
+import shutil
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from . import segment as seg
+from .errors import StoreError, StoreUnavailable
+from .objects import ObjectStore, open_objects
+
+log = logging.getLogger("jsprof.store")
+
+SEGMENTS = "segments/"
+MANIFEST_KEY = "tables/_manifest.json"
+LEASE_KEY = "leases/compactor.json"
+LEASE_S = 30.0  # a lease not renewed for this long is free
+FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flush is cut)
+# Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
+# flushing thread (tests/test_store_s3.py blocks there and kills the collector).
+_flush_hook: Any = None
+_SEG_NAME = re.compile(r"^[0-9]{10}-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6}-([0-9]+)\.seg$")
+
+
+def segment_count(name: str) -> int | None:
+    """Records in the segment object `name` (its name says so: a reader skips a segment it
+    has read to its end without fetching it), or None for a name not ours."""
+    m = _SEG_NAME.match(name)
+    return int(m.group(1)) if m else None
+
+
+# ---- the collectors' side --------------------------------------------------------------------
+
+
+class _Slot:
+    __slots__ = ("done", "error")
+
+    def __init__(self) -> None:
+        self.done = False
+        self.error: BaseException | None = None
+
+
+class ObjectSegmentStore:
+    """What a collector worker writes to: `append` returns once the segment object holding
+    the upload is stored (group commit: the appends waiting while one put runs go together
+    into the next object). Stateless: nothing is read at start, nothing kept but the
+    writer's name and segment number."""
+
+    def __init__(self, url: str, objects: ObjectStore | None = None) -> None:
+        self.objects = objects if objects is not None else open_objects(url)
+        self.url = self.path = self.objects.url
+        host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40] or "host"
+        self.prefix = f"{int(time.time()):010d}-{host}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.n = 0
+        self._cond = threading.Condition()
+        self._queue: list[tuple[seg.Record, _Slot]] = []
+        self._flushing = False
+        self.flushes = 0
+
+    def append(self, upload_id: str, meta: dict, trace_json: bytes | None, *,
+               gzipped: bytes | None = None) -> bool:
+        """Store an upload; True once it is in a stored segment object. A repeated id is
+        stored again (the compactor keeps one), so this never answers False.
+        Raises StoreUnavailable (an ObjectStoreError) when the put failed: nothing of this
+        upload is acknowledged."""
+        received = meta.get("receivedAt")
+        if type(received) not in (int, float):
+            received = time.time() * 1000.0
+        record = seg.make_record(upload_id, orjson.dumps(meta), trace_json, float(received),
+                                 gzipped)
+        slot = _Slot()
+        with self._cond:
+            self._queue.append((record, slot))
+            while not slot.done:
+                if self._flushing:
+                    self._cond.wait()
+                    continue
+                self._flushing = True
+                batch, size = [], 0
+                while self._queue and (not batch or size < FLUSH_MAX_BYTES):
+                    batch.append(self._queue.pop(0))
+                    size += batch[-1][0].size
+                n = self.n
+                self.n += 1  # a key is never used twice, whatever its put's outcome
+                self._cond.release()
+                error: BaseException | None = None
+                try:
+                    self._put(n, [r for r, _ in batch])
+                except BaseException as e:  # noqa: BLE001 - handed to every waiter
+                    error = e
+                finally:
+                    self._cond.acquire()
+                    self._flushing = False
+                    for _, s in batch:
+                        s.done, s.error = True, error
+                    self._cond.notify_all()
+        if slot.error is not None:
+            if isinstance(slot.error, StoreUnavailable):
+                raise StoreUnavailable(str(slot.error)) from None
+            raise slot.error
+        return True
+
+    def _put(self, n: int, records: list[seg.Record]) -> None:
+        parts: list[bytes] = []
+        lo, hi = seg.NO_RANGE
+        for i, r in enumerate(records):
+            parts.extend(r.parts(i))
+            lo, hi = min(lo, r.received_at), max(hi, r.received_at)
+        parts.append(seg.encode_trailer(len(records), (lo, hi)))
+        key = f"{SEGMENTS}{self.prefix}-{n:06d}-{len(records)}.seg"
+        if _flush_hook is not None:
+            _flush_hook("before", n)
+        # False: the key exists, and only this writer makes its keys: a retried put whose
+        # first attempt landed. Either way the object holds these records.
+        self.objects.put_new(key, b"".join(parts))
+        if _flush_hook is not None:
+            _flush_hook("after", n)
+        self.flushes += 1
+
+    # What the collector app asks of any store.
+    def recover(self) -> int:
+        return 0
+
+    def rotate(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def get(self, upload_id: str) -> tuple[dict, bytes] | None:
+        return None  # no per-id index in the bucket: GET /v1/traces/{id} answers 404
+
+    def __contains__(self, upload_id: str) -> bool:
+        return False
+
+    def pruned_before(self) -> dict[str, float]:
+        return {}
+
+
+# ---- a local mirror of what a run reads --------------------------------------------------------
+
+
+def cache_root() -> Path:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "jsprof" / "objstore"
+
+
+def mirror_dir(url: str, role: str) -> Path:
+    """This machine's mirror of the store at `url` for `role` (compactor, query)."""
+    h = hashlib.sha256(url.encode()).hexdigest()[:16]
+    return cache_root() / f"{h}-{role}"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(4)}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+class Mirror:
+    """A local directory shaped as a store, holding the objects a run needs: the committed
+    manifest and the parts it lists (immutable: fetched once), and the segment objects
+    past a cursor."""
+
+    def __init__(self, objects: ObjectStore, root: Path) -> None:
+        self.objects = objects
+        self.root = root
+        self.tdir = root / "tables"
+        (root / "segments").mkdir(parents=True, exist_ok=True)
+        self.tdir.mkdir(parents=True, exist_ok=True)
+        self._etag_file = root / "manifest.etag"
+
+    @property
+    def etag(self) -> str | None:
+        try:
+            return self._etag_file.read_text() or None
+        except FileNotFoundError:
+            return None
+
+    def set_etag(self, etag: str | None) -> None:
+        _write_atomic(self._etag_file, (etag or "").encode())
+
+    def pull_tables(self) -> bool:
+        """The bucket's committed manifest and the parts it lists (not the obsolete ones);
+        True when it differs from the one this mirror had."""
+        from .tables.manifest import MANIFEST, part_path
+
+        got = self.objects.get(MANIFEST_KEY)
+        if got is None:
+            changed = self.etag is not None or (self.tdir / MANIFEST).exists()
+            if changed:
+                shutil.rmtree(self.tdir, ignore_errors=True)
+                self.tdir.mkdir(parents=True)
+                self.set_etag(None)
+            return changed
+        data, etag = got
+        if etag == self.etag and (self.tdir / MANIFEST).exists():
+            return False
+        man = orjson.loads(data)
+        paths = {part_path(e) for e in man.get("uploads", [])}
+        for r in man.get("releases", {}).values():
+            for entries in r["parts"].values():
+                paths.update(part_path(e) for e in entries)
+        for rel in sorted(paths):
+            local = self.tdir / rel
+            if local.exists():
+                continue
+            obj = self.objects.get("tables/" + rel)
+            if obj is None:
+                raise StoreError(f"{self.objects.url}: tables/{rel} is listed by the manifest "
+                                 "but missing from the store")
+            _write_atomic(local, obj[0])
+        _write_atomic(self.tdir / MANIFEST, data)
+        self.set_etag(etag)
+        return True
+
+    def pull_segments(self, positions: dict[str, int]) -> int:
+        """Fetch the segment objects with records past `positions` (segment -> records
+        read); drop local copies read to their end. How many were fetched."""
+        sdir = self.root / "segments"
+        fetched = 0
+        remote = set()
+        for key, _size in self.objects.list(SEGMENTS):
+            name = key[len(SEGMENTS):]
+            count = segment_count(name)
+            if count is None:
+                continue
+            remote.add(name)
+            local = sdir / name
+            if positions.get(name, 0) >= count:
+                local.unlink(missing_ok=True)
+                continue
+            if local.exists():
+                continue
+            obj = self.objects.get(key)
+            if obj is None:
+                continue  # removed since listed (retention)
+            _write_atomic(local, obj[0])
+            fetched += 1
+        for e in os.scandir(sdir):
+            if e.name.endswith(".seg") and e.name not in remote:
+                os.unlink(e.path)
+        return fetched
+
+
+class Deduped:
+    """An upload source (`tables.compact.UploadSource`) that yields each upload id once:
+    `seen` holds the ids already compacted (or already read by this reader)."""
+
+    def __init__(self, store: Any, seen: set[str]) -> None:
+        self.store = store
+        self.seen = seen
+        self.dropped = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.store, name)
+
+    def __contains__(self, upload_id: str) -> bool:
+        return True  # every row a mirror's tables hold was stored (rows without a time ask)
+
+    def iter_uploads(self, after: Any = None, on_damage: Any = None
+                     ) -> Iterator[tuple[Any, str, dict, bytes]]:
+        for cur, upload_id, meta, body in self.store.iter_uploads(after, on_damage=on_damage):
+            if upload_id in self.seen:
+                self.dropped += 1
+                continue
+            self.seen.add(upload_id)
+            yield cur, upload_id, meta, body
+
+
+def compacted_ids(tdir: Path, man: dict) -> set[str]:
+    """The ids of every upload the tables hold (the uploads parts' id column)."""
+    import pyarrow.parquet as pq
+
+    from .tables.manifest import part_path
+
+    ids: set[str] = set()
+    for e in man.get("uploads", []):
+        col = pq.read_table(tdir / part_path(e), columns=["id"]).column("id")
+        ids.update(col.to_pylist())
+    return ids
+
+
+# ---- the compactor ---------------------------------------------------------------------------
+
+
+class Lease:
+    """The compactor's lease: `leases/compactor.json`, created with If-None-Match, taken
+    over (once expired) and renewed with If-Match on the etag this holder last wrote."""
+
+    def __init__(self, objects: ObjectStore, owner: str | None = None,
+                 seconds: float = LEASE_S) -> None:
+        self.objects = objects
+        self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
+        self.seconds = seconds
+        self.etag: str | None = None
+
+    def _doc(self) -> bytes:
+        return orjson.dumps({"owner": self.owner, "until": time.time() + self.seconds})
+
+    def acquire(self) -> bool:
+        """Take or renew the lease; True while this owner holds it."""
+        if self.etag is not None:
+            etag = self.objects.put_if(LEASE_KEY, self._doc(), self.etag)
+            if etag is not None:
+                self.etag = etag
+                return True
+            self.etag = None  # lost it (it lapsed, someone took it over)
+        got = self.objects.get(LEASE_KEY)
+        if got is None:
+            if not self.objects.put_new(LEASE_KEY, self._doc()):
+                return False
+            got = self.objects.get(LEASE_KEY)
+            if got is None or orjson.loads(got[0]).get("owner") != self.owner:
+                return False
+            self.etag = got[1]
+            return True
+        try:
+            doc = orjson.loads(got[0])
+            until = float(doc.get("until", 0))
+        except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+            until = 0.0  # unreadable: as good as expired
+        if until > time.time():
+            return False
+        etag = self.objects.put_if(LEASE_KEY, self._doc(), got[1])
+        if etag is None:
+            return False
+        self.etag = etag
+        return True
+
+    def release(self) -> None:
+        if self.etag is not None:
+            self.objects.put_if(LEASE_KEY, orjson.dumps({"owner": "", "until": 0}), self.etag)
+            self.etag = None
+
+
+class Conflict(StoreError):
+    """Another compactor committed the tables since this one read them."""
+
+
+class ObjectCompactor:
+    """One compactor's state for a store on an object store: its mirror, the ids it has
+    compacted. `run()` does one compaction (pull, compact, merge, push, commit)."""
+
+    def __init__(self, objects: ObjectStore, root: Path, batch: int = 500) -> None:
+        self.objects = objects
+        self.mirror = Mirror(objects, root)
+        self.batch = batch
+        self.seen: set[str] | None = None
+        self.pushed: set[str] = set()
+        self.duplicates = 0  # upload ids met again in the last run (dropped)
+
+    def _reset(self) -> None:
+        from .tables.intern import forget
+        from .tables.manifest import MANIFEST
+
+        forget(self.mirror.tdir)
+        shutil.rmtree(self.mirror.tdir, ignore_errors=True)
+        self.mirror.tdir.mkdir(parents=True)
+        (self.mirror.root / "manifest.etag").unlink(missing_ok=True)
+        assert not (self.mirror.tdir / MANIFEST).exists()
+        self.seen = None
+        self.pushed = set()
+
+    def run(self, still_held: Any = None) -> Any:
+        """Compact what the collectors stored since the last commit; the CompactStats.
+        `still_held()`: asked before anything is written to the bucket (the lease)."""
+        from .tables.intern import forget
+
+        if self.mirror.pull_tables():
+            forget(self.mirror.tdir)  # its interned releases are another writer's now
+            self.seen = None
+            self.pushed = set()
+        try:
+            return self._run(still_held)
+        except BaseException:
+            # The mirror may now be ahead of the bucket (batches committed here, not
+            # there): start the next run from what the bucket holds.
+            self._reset()
+            raise
+
+    def _run(self, still_held: Any) -> Any:
+        from .store import Store
+        from .tables.compact import CompactStats, compact
+        from .tables.manifest import MANIFEST, cursor_in, listed, read_manifest
+        from .tables.merge import merge_parts
+
+        start_etag = self.mirror.etag
+        man = read_manifest(self.mirror.root)
+        if self.seen is None:
+            self.seen = compacted_ids(self.mirror.tdir, man)
+        if start_etag is not None:
+            self.pushed = self.pushed | listed(man)
+        cur = cursor_in(man)
+        self.mirror.pull_segments(cur.positions if cur is not None else {})
+        store = Store(self.mirror.root)
+        stats = CompactStats()
+        try:
+            source = Deduped(store, self.seen)
+            stats = compact(source, batch=self.batch)
+            self.duplicates = source.dropped
+            merge_parts(self.mirror.root)
+        finally:
+            store.close()
+        new = read_manifest(self.mirror.root)
+        if not (self.mirror.tdir / MANIFEST).exists() or (
+                start_etag is not None and not stats.batches and listed(new) == listed(man)):
+            return stats  # nothing new, nothing merged
+        data = (self.mirror.tdir / MANIFEST).read_bytes()
+        if still_held is not None and not still_held():
+            raise Conflict(f"{self.objects.url}: the compactor's lease was lost; "
+                           "its run is dropped")
+        self._push(new, start_etag)
+        etag = (self.objects.put_if(MANIFEST_KEY, data, start_etag) if start_etag
+                else self._created(data))
+        if etag is None:
+            raise Conflict(f"{self.objects.url}: another compactor committed the tables "
+                           "meanwhile; this run's work is dropped and done again")
+        self.mirror.set_etag(etag)
+        self._sweep(new)
+        return stats
+
+    def _created(self, data: bytes) -> str | None:
+        if not self.objects.put_new(MANIFEST_KEY, data):
+            return None
+        got = self.objects.get(MANIFEST_KEY)
+        return got[1] if got is not None and got[0] == data else None
+
+    def _push(self, man: dict, start_etag: str | None) -> None:
+        """Put every part `man` lists that the bucket does not hold yet. A part is created
+        with If-None-Match: one that is there already is left by a run killed before its
+        commit (unlisted: replaced) unless another compactor committed since (a conflict)."""
+        from .tables.manifest import listed
+
+        obsolete = {o["path"] for o in man.get("obsolete", [])}
+        for rel in sorted(listed(man) - obsolete - self.pushed):
+            data = (self.mirror.tdir / rel).read_bytes()
+            key = "tables/" + rel
+            if not self.objects.put_new(key, data):
+                got = self.objects.get(MANIFEST_KEY)
+                if (got[1] if got is not None else None) != start_etag:
+                    raise Conflict(f"{self.objects.url}: another compactor committed the "
+                                   "tables meanwhile; this run's work is dropped")
+                self.objects.put(key, data)
+            self.pushed.add(rel)
+
+    def _sweep(self, man: dict) -> None:
+        """Remove the table objects the committed manifest no longer lists (merged parts
+        past their grace, files of runs that never committed)."""
+        from .tables.manifest import listed
+
+        keep = listed(man)
+        for key, _ in self.objects.list("tables/"):
+            rel = key[len("tables/"):]
+            if key != MANIFEST_KEY and rel not in keep:
+                self.objects.delete(key)
+                self.pushed.discard(rel)
+
+
+def query_mirror(url: str, objects: ObjectStore | None = None) -> Path:
+    """A local copy of what a query of the store at `url` reads (manifest, its parts, the
+    segments past its cursor), refreshed; reads the bucket only."""
+    from .tables.manifest import cursor_in, read_manifest
+
+    objects = objects if objects is not None else open_objects(url)
+    m = Mirror(objects, mirror_dir(objects.url, "query"))
+    m.pull_tables()
+    cur = cursor_in(read_manifest(m.root))
+    m.pull_segments(cur.positions if cur is not None else {})
+    return m.root
+
+
+class CompactorProcess:
+    """A collector's compactor for a store on an object store: `python -m
+    jsprof.store.objstore URL` in a process of its own (compaction is parse-and-intern
+    work: on a thread it would hold the GIL against ingest), restarted when it dies,
+    stopped with the collector. It competes for the bucket's lease with the other
+    collectors' ones; only the holder compacts."""
+
+    def __init__(self, url: str, interval: float) -> None:
+        self.url = url
+        self.interval = interval
+        self._stop = threading.Event()
+        self._proc: Any = None
+        self._thread = threading.Thread(target=self._run, name="jsprof-objcompactor",
+                                        daemon=True)
+
+    @property
+    def pid(self) -> int | None:
+        p = self._proc
+        return p.pid if p is not None and p.poll() is None else None
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def _run(self) -> None:
+        import subprocess
+        import sys
+
+        while not self._stop.is_set():
+            cmd = [sys.executable, "-m", "jsprof.store.objstore", self.url,
+                   "--interval", str(self.interval), "--parent", str(os.getpid())]
+            try:
+                self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
+                                              stdout=subprocess.DEVNULL,
+                                              start_new_session=True)
+            except OSError as e:
+                print(f"jsprof serve: cannot start the compactor: {e}", file=sys.stderr,
+                      flush=True)
+                self._stop.wait(10)
+                continue
+            while self._proc.poll() is None and not self._stop.wait(0.5):
+                pass
+            if not self._stop.is_set():
+                print(f"jsprof serve: the compactor process exited ({self._proc.returncode}); "
+                      "restarting it", file=sys.stderr, flush=True)
+                self._stop.wait(2)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        self._stop.set()
+        p = self._proc
+        if p is not None and p.poll() is None:
+            p.terminate()
+            try:
+                p.wait(timeout)
+            except Exception:  # noqa: BLE001 - subprocess.TimeoutExpired
+                p.kill()
+                p.wait()
+        self._thread.join(timeout)
+
+
+# ---- the compactor process -------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m jsprof.store.objstore URL`: the compactor of a store on an object store.
+    Started by each `jsprof serve --store s3://...` (its first worker); the lease decides
+    which one of them, on any machine, compacts. Runs every `--interval` seconds while it
+    holds the lease, tries to take it as often while another holds it."""
+    import argparse
+    import signal
+    import sys
+
+    from .background import NICE, Reporter, die_with
+
+    p = argparse.ArgumentParser(prog="python -m jsprof.store.objstore")
+    p.add_argument("store")
+    p.add_argument("--interval", type=float, default=5.0)
+    p.add_argument("--parent", type=int, default=0)
+    p.add_argument("--once", action="store_true", help="one run (when the lease is free)")
+    args = p.parse_args(argv)
+    if args.parent:
+        die_with(args.parent)
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    import fcntl
+
+    objects = open_objects(args.store)
+    lease = Lease(objects)
+    root = mirror_dir(objects.url, "compactor")
+    root.mkdir(parents=True, exist_ok=True)
+    # One compactor per mirror: a second collector on this machine waits here, so two
+    # never write one mirror (they would still never both commit: the lease, If-Match).
+    lock = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except BlockingIOError:
+            if args.once or (args.parent and os.getppid() != args.parent):
+                return 1 if args.once else 0
+            time.sleep(args.interval)
+    comp = ObjectCompactor(objects, root)
+    said = Reporter()
+    failures = 0
+    while not (args.parent and os.getppid() != args.parent):
+        error = None
+        try:
+            if lease.acquire():
+                stats = comp.run(lease.acquire)
+                if stats.uploads:
+                    print(f"jsprof serve: compacted {stats.uploads} uploads into "
+                          f"{objects.url}", file=sys.stderr, flush=True)
+        except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
+            error = f"{e}" or type(e).__name__
+        failures = failures + 1 if error else 0
+        said.run({"consecutiveFailures": failures}, error)
+        if args.once:
+            lease.release()
+            return 1 if error else 0
+        time.sleep(args.interval)
+    return 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

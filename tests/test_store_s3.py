@@ -1,0 +1,273 @@
+"""The field store on object storage (`--store s3://bucket/prefix`, store/objstore.py).
+
+The S3 API is moto's server mode on loopback (`s3_util.moto_server`: an emulator of the
+API, a real HTTP server in a subprocess); the collectors are real `jsprof serve`
+processes posting real Chromium traces, the queries real `jsprof fleet` processes. The
+same object-store code also runs over a local directory (`objects.LocalObjects`): the
+interface's tests run on both."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+from jsprof.store.objects import LocalObjects, open_objects  # noqa: E402
+from jsprof.store.objstore import (  # noqa: E402
+    LEASE_KEY,
+    MANIFEST_KEY,
+    Conflict,
+    Lease,
+    ObjectCompactor,
+    ObjectSegmentStore,
+)
+from s3_util import aws_env, moto_server, new_bucket  # noqa: E402
+from serve_util import FIXTURES, JSPROF, Collector  # noqa: E402
+
+TRACE = (FIXTURES / "trace-basic.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def s3() -> dict[str, str]:
+    with moto_server() as env:
+        yield env
+
+
+@pytest.fixture(params=["local", "s3"])
+def objects(request: pytest.FixtureRequest, tmp_path: Path, s3: dict[str, str]) -> object:
+    if request.param == "local":
+        yield LocalObjects(tmp_path / "objects")
+        return
+    with aws_env(s3):
+        yield open_objects(f"s3://{new_bucket(s3)}/store")
+
+
+def test_conditional_writes(objects: object) -> None:
+    """What the store rests on, on both: a key is created once; a replace goes through only
+    on the etag last read; a list sees what was put; a deleted key is gone."""
+    assert objects.put_new("a/x", b"one") is True
+    assert objects.put_new("a/x", b"two") is False
+    data, etag = objects.get("a/x")
+    assert data == b"one"
+    assert objects.put_if("a/x", b"three", '"not-its-etag"') is None
+    assert objects.get("a/x")[0] == b"one"
+    etag2 = objects.put_if("a/x", b"three", etag)
+    assert etag2 is not None and etag2 != etag
+    assert objects.put_if("a/x", b"four", etag) is None  # the etag read before is stale
+    assert objects.get("a/x") == (b"three", etag2)
+    objects.put("a/y", b"12345")
+    assert objects.list("a/") == [("a/x", 5), ("a/y", 5)]
+    objects.delete("a/x")
+    assert objects.get("a/x") is None
+    assert objects.put_if("missing", b"", etag) is None
+
+
+def test_the_lease_has_one_holder(objects: object) -> None:
+    a, b = Lease(objects, "a"), Lease(objects, "b")
+    assert a.acquire() is True
+    assert b.acquire() is False  # held, not expired
+    assert a.acquire() is True  # renewed
+    a.release()
+    assert b.acquire() is True
+    assert a.acquire() is False  # its etag is stale: b's now
+    # An expired lease (its holder stopped renewing) is taken over, with If-Match on it.
+    lapsed = Lease(objects, "c", seconds=-1)
+    b.release()
+    assert lapsed.acquire() is True
+    d = Lease(objects, "d")
+    assert d.acquire() is True
+    assert lapsed.acquire() is False
+    assert orjson.loads(objects.get(LEASE_KEY)[0])["owner"] == "d"
+
+
+def _meta(i: int) -> dict:
+    return {"app": "shop", "release": "r1", "receivedAt": time.time() * 1000 + i,
+            "sampleInterval": 10.0}
+
+
+def _compacted_ids(objects: object) -> list[str]:
+    """Every upload id the committed tables hold, one per row."""
+    man = orjson.loads(objects.get(MANIFEST_KEY)[0])
+    ids: list[str] = []
+    for e in man["uploads"]:
+        data = objects.get("tables/" + e["path"])[0]
+        ids += pq.read_table(pa_buffer(data), columns=["id"]).column("id").to_pylist()
+    return ids
+
+
+def pa_buffer(data: bytes) -> object:
+    import pyarrow as pa
+
+    return pa.BufferReader(data)
+
+
+def test_compactors_keep_each_upload_once_and_a_stale_commit_loses(
+        objects: object, tmp_path: Path) -> None:
+    """Two collectors (a retry of one upload stored by both), two compactors on two
+    "machines" (mirrors): every id once in the tables; a compactor whose commit comes after
+    another's commit since it read the manifest lists nothing and does its run again."""
+    one, two = ObjectSegmentStore(objects.url, objects), ObjectSegmentStore(objects.url, objects)
+    for i in range(5):
+        assert one.append(f"u{i}", _meta(i), TRACE) is True
+    assert two.append("u4", _meta(4), TRACE) is True  # a client's retry, on another collector
+    segments = objects.list("segments/")
+    assert len(segments) == 6  # one object per flush (appends one at a time here)
+    x = ObjectCompactor(objects, tmp_path / "machine-x")
+    y = ObjectCompactor(objects, tmp_path / "machine-y")
+    assert x.run().uploads == 5
+    assert x.duplicates == 1
+    assert sorted(_compacted_ids(objects)) == [f"u{i}" for i in range(5)]
+    for i in range(5, 8):
+        one.append(f"u{i}", _meta(i), TRACE)
+    two.append("u6", _meta(6), TRACE)
+
+    # y commits while x is between its compaction and its commit.
+    def y_commits_first() -> bool:
+        assert y.run().uploads == 3
+        return True
+
+    with pytest.raises(Conflict):
+        x.run(still_held=y_commits_first)
+    assert sorted(_compacted_ids(objects)) == [f"u{i}" for i in range(8)]
+    one.append("u8", _meta(8), TRACE)
+    assert x.run().uploads == 1  # from y's commit on
+    assert sorted(_compacted_ids(objects)) == [f"u{i}" for i in range(9)]
+    assert x.run().uploads == 0  # caught up: nothing is put
+    # The manifest lists every part the bucket holds and the bucket every part it lists.
+    from jsprof.store.tables.manifest import listed
+
+    man = orjson.loads(objects.get(MANIFEST_KEY)[0])
+    held = {k[len("tables/"):] for k, _ in objects.list("tables/")} - {"_manifest.json"}
+    assert held == listed(man)
+
+
+# ---- real collectors on moto, killed mid-flush ------------------------------------------------
+
+# The collector as `jsprof serve` runs it, with a hook in the segment writer: at the flush
+# named by JSPROF_TEST_STALL ("before:N" or "after:N": around the put of segment object N)
+# it says so in a file and waits there, for the test to kill -9 it.
+STALLING = """
+import os, sys, time
+import jsprof.store.objstore as o
+stage, n = os.environ["JSPROF_TEST_STALL"].split(":")
+def hook(s, i):
+    if s == stage and i == int(n):
+        open(os.environ["JSPROF_TEST_STALLED"], "w").close()
+        time.sleep(3600)
+o._flush_hook = hook
+from jsprof.cli import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _post_all(c: Collector, ids: list[str], acked: set[str], failed: set[str]) -> None:
+    def one(uid: str) -> None:
+        try:
+            status, doc = c.post(TRACE, f"app=shop&key=k1&id={uid}")
+        except OSError:  # the collector died with this request in flight
+            failed.add(uid)
+            return
+        (acked if status == 202 else failed).add(uid)
+
+    threads = [threading.Thread(target=one, args=(u,)) for u in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+
+
+def _fleet(env: dict[str, str], *args: str) -> dict:
+    out = subprocess.run([str(JSPROF), "fleet", *args, "--json"], env=env,
+                         capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr.decode()
+    return orjson.loads(out.stdout)
+
+
+@pytest.mark.parametrize("stage", ["before", "after"])
+def test_every_acknowledged_upload_counts_once_after_a_kill_mid_flush(
+        s3: dict[str, str], tmp_path: Path, stage: str) -> None:
+    """Collector A is killed (SIGKILL) while it flushes a segment object: before its put
+    (the object never lands) or after it (the object holds uploads nobody acknowledged).
+    The client retries what was not acknowledged on collector B; B's compactor (the
+    bucket's lease) compacts. `jsprof fleet top` then counts every upload exactly once, and
+    the tables hold each id once: after the put, the bucket held more records than uploads,
+    the retries' copies, which compaction dropped."""
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/fleet"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    stalled = tmp_path / "stalled"
+    env_a = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache-a"),
+             "JSPROF_TEST_STALL": f"{stage}:2", "JSPROF_TEST_STALLED": str(stalled)}
+    a = Collector(url, "--app", "shop:k1", "--compact-every", "0", env=env_a,
+                  wrap=[sys.executable, "-c", STALLING])
+    ids = [f"up-{i:03d}" for i in range(24)]
+    acked: set[str] = set()
+    failed: set[str] = set()
+    try:
+        # Three flushes' worth one by one (objects 0, 1 stored and acknowledged), then the
+        # rest at once: flush 2 takes some and stalls, the others wait behind it.
+        _post_all(a, ids[:2], acked, failed)
+        assert acked == set(ids[:2])
+        poster = threading.Thread(target=_post_all, args=(a, ids[2:], acked, failed))
+        poster.start()
+        deadline = time.monotonic() + 120
+        while not stalled.exists():
+            assert time.monotonic() < deadline and a.proc.poll() is None, a.stderr_lines
+            time.sleep(0.05)
+        time.sleep(0.5)  # let the other posts arrive and queue behind the stalled flush
+        a.proc.kill()  # kill -9, mid-flush
+        a.proc.wait()
+        poster.join(120)
+    finally:
+        a.kill()
+    assert acked | failed == set(ids) and not acked & failed
+    assert failed, "the kill left nothing unacknowledged"
+    with aws_env(s3):
+        objects = open_objects(url)
+        stored_records = sum(int(k.rsplit("-", 1)[1][:-4]) for k, _ in objects.list("segments/"))
+    if stage == "after":
+        assert stored_records > len(acked)  # the stalled flush's object landed, unacknowledged
+    else:
+        assert stored_records == len(acked)
+
+    env_b = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache-b")}
+    b = Collector(url, "--app", "shop:k1", "--compact-every", "1", env=env_b)
+    try:
+        retried: set[str] = set()
+        still: set[str] = set()
+        _post_all(b, sorted(failed), retried, still)
+        assert retried == failed and not still
+        with aws_env(s3):
+            total = sum(int(k.rsplit("-", 1)[1][:-4]) for k, _ in objects.list("segments/"))
+            if stage == "after":
+                assert total > len(ids)  # duplicates are in the bucket
+            # B's compactor takes the lease and compacts everything (no deadline on how
+            # fast: only that it gets there).
+            deadline = time.monotonic() + 300
+            while True:
+                got = objects.get(MANIFEST_KEY)
+                if got is not None and orjson.loads(got[0])["nextUk"] >= len(ids):
+                    break
+                assert time.monotonic() < deadline, b.stderr_lines
+                assert b.proc.poll() is None, b.stderr_lines
+                time.sleep(0.5)
+            time.sleep(2)  # one more run: anything left would be compacted now
+            ids_in_tables = _compacted_ids(objects)
+        assert sorted(ids_in_tables) == ids  # each once
+        env_q = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache-query")}
+        top = _fleet(env_q, "top", "--store", url, "--app", "shop")
+        assert top["traces"] == len(ids)
+    finally:
+        b.stop()
+    # No secret on a command line or in the collectors' logs.
+    assert not any(s3["AWS_SECRET_ACCESS_KEY"] in line for line in b.stderr_lines)
