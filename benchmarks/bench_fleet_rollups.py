@@ -7,7 +7,7 @@ stacks summed (Zipf-distributed sample counts over each release's stack tree, so
 uploads also reach more of its rare stacks), the frames' uploads per bucket of self time
 (log-normal self times drawn per frame, counted into the buckets), the cells' upload
 counts, and a HyperLogLog sketch per cell of its page loads (`--chunks` uploads each).
-Every store gets its releases' frame and stack dictionaries and a manifest of format 6
+Every store gets its releases' frame and stack dictionaries and a manifest of the current format
 whose parts carry sizes and CRC-32s, so the query checks and reads them as any store's.
 
 Then `jsprof fleet top --json` runs in a fresh process per query (as the CLI runs),
@@ -50,7 +50,7 @@ def _tree(rng: np.random.Generator, stacks: int, frames: int) -> tuple[np.ndarra
 
 def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
     from jsprof.store.tables.intern import release_key
-    from jsprof.store.tables.manifest import write_manifest
+    from jsprof.store.tables.manifest import FORMAT_VERSION, write_manifest
     from jsprof.store.tables.parts import new_part, schemas
     from jsprof.store.tables.rollup import HLL_M, ROLLUP_KINDS, bucket_of
 
@@ -62,7 +62,7 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
     cells = [(r, e) for r in ROUTES for e in ENVS]
     share = np.asarray([1.0 / (i + 1) for i in range(len(cells))])
     share /= share.sum()
-    man = {"formatVersion": 6, "cursor": None, "hasCursor": False, "nextUk": 0,
+    man = {"formatVersion": FORMAT_VERSION, "cursor": None, "hasCursor": False, "nextUk": 0,
            "nextPart": 2, "uploads": [], "releases": {}, "skipped": [], "samplesFromUk": 0,
            "rollups": True}
     rows = dict.fromkeys(ROLLUP_KINDS, 0)
@@ -142,6 +142,7 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
                 c["frame_id"] += fr
                 c["marker"] += [-1] * len(fr)
                 c["bucket"] += bk
+                c["grouped"] += [0] * len(fr)  # the frames are distinct functions
                 c["traces"] += tr
             for k in ROLLUP_KINDS:
                 n = len(cols[k]["route"])

@@ -78,13 +78,12 @@ def _check(store: Path, filters: list[Filters] = FILTERS, rolled: bool = True) -
     st = api.open_store(store)
     with api.session(st) as s:
         # Each filter also with scripts as recorded (`--url-rule none`): there the real
-        # traces' `page.html?exp=basic` and `?exp=idle` stay two scripts, no release has
-        # two stored frames of one function, and the rollups answer. (By the default rule
-        # they are one `page.html`, and the per-upload rows answer: see the last test.)
+        # traces' `page.html?exp=basic` and `?exp=idle` stay two scripts, and the rollups'
+        # rows per stored frame answer; by the default rule they are one `page.html`, and
+        # the rows per function of two frames answer (format 7).
         for f in [g for h in filters for g in (h, replace(h, url_rules=("none",)))]:
             assert (rollups.plan(s.snap, f) is not None) == rolled, f
-            if f.url_rules:
-                assert (rollups.select(s.engine, s.snap, f) is not None) == rolled, f
+            assert (rollups.select(s.engine, s.snap, f) is not None) == rolled, f
             for n in (5, None):
                 got = api.top(s, f, n)
                 assert got == _raw(s, f, n), (f, n)
@@ -301,8 +300,9 @@ def test_a_function_in_two_scripts_named_alike_counts_once_a_trace(tmp_path: Pat
     `page.html?exp=basic` and in `page.html?exp=idle`, two stored frames the script
     identity rule names as one function (`page.html`). Each trace with it counts once,
     with both frames' self time summed, from the rollups as from the per-upload rows (it
-    counted twice on both, 14 traces of 8 uploads, before). The rollups, which count
-    uploads per stored frame, cannot say it: the per-upload rows answer `api.top`."""
+    counted twice on both, 14 traces of 8 uploads, before). The rollups answer it from
+    their rows per function of two frames (format 7; before, they stepped aside and the
+    per-upload rows answered)."""
     from fleet_util import merged_recording, resampled_page_load
     from jsprof.analysis.profile import summarize
     from jsprof.store.tables.rollup import ALPHA
@@ -333,7 +333,8 @@ def test_a_function_in_two_scripts_named_alike_counts_once_a_trace(tmp_path: Pat
     with api.session(st) as s:
         f = Filters(app="shop")
         assert rollups.plan(s.snap, f) is not None
-        assert rollups.select(s.engine, s.snap, f) is None
+        assert rollups.select(s.engine, s.snap, f) is not None
+        assert api.top(s, f, None) == _raw(s, f, None)
         for got in (api.top(s, f, None), _raw(s, f, None)):
             (row,) = [r for r in got["rows"] if r["name"] == "busyLoop"]
             assert row["resource"] == "http://127.0.0.1:8000/page.html"
@@ -446,3 +447,50 @@ def test_an_estimated_page_load_count_says_so_where_it_is_shown(
             assert f"~{got['pageLoads']} page loads (estimated: standard error 1.6 %)" in text
     finally:
         col.stop()
+
+
+def test_format_6_rollups_are_rebuilt_with_the_identity_groups(
+        store: Path, tmp_path: Path) -> None:
+    """Format 6's rollup_frames had rows per stored frame only (no `grouped` column): such
+    tables are read per upload until the next compaction, which rebuilds the rollups from
+    the per-upload tables (no raw segment needed) with the rows per function of two frames
+    that the default identity rule reads: then the rollups answer, as the rows do."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    from jsprof.store.tables.manifest import FORMAT_VERSION
+
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st)
+    st.close()
+    mp = copy / "tables" / "_manifest.json"
+    man = orjson.loads(mp.read_bytes())
+    for entry in man["releases"].values():  # as format 6 wrote them
+        for e in entry["parts"]["rollup_frames"]:
+            p = copy / "tables" / e["path"]
+            t = pq.read_table(p)
+            t = t.filter(pq.read_table(p).column("grouped").to_numpy() == 0).drop(["grouped"])
+            pq.write_table(t, p)
+            e.pop("crc32", None)
+            e["bytes"] = p.stat().st_size
+    man["formatVersion"] = 6
+    mp.write_bytes(orjson.dumps(man))
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        f = Filters(app="shop")
+        assert rollups.plan(s.snap, f) is None  # read per upload meanwhile
+        before = api.top(s, f, 5)
+    st.close()
+    st = Store(copy)
+    compact(st)
+    st.close()
+    man = read_manifest(copy)
+    assert man["formatVersion"] == FORMAT_VERSION == 7 and man["rollups"]
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        assert rollups.select(s.engine, s.snap, f) is not None
+        assert api.top(s, f, 5) == before == _raw(s, f, 5)
+    st.close()
+    _check(copy)

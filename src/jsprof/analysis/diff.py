@@ -72,6 +72,41 @@ def match_resource(url: str | None) -> str | None:
     return url.split("#", 1)[0].split("?", 1)[0] or url
 
 
+_HEX = r"(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
+_B64 = r"(?=\w*[0-9]|\w+[A-Z])(?=\w*[a-z]|[0-9A-Z_]*[0-9])\w{8,12}"
+# `.HEX` (webpack) anywhere before the extension; `-HASH` (Vite, Rollup, esbuild) last.
+_FILE_HEX = re.compile(rf"\.{_HEX}(?=\.)")
+_FILE_DASH = re.compile(rf"[-.](?:{_HEX}|{_B64})(?=\.[A-Za-z0-9]+$)")
+_VERSION_DIR = re.compile(rf"^(?:v?\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?|{_HEX})$")
+
+
+def strip_build_marks(url: str) -> str:
+    """`url` with the content hash of its file name and its version folders taken out."""
+    head, sep, path = _split_origin(url)
+    parts = path.split("/")
+    name = parts[-1]
+    bare = _FILE_HEX.sub("", name)
+    bare = _FILE_DASH.sub("", bare)
+    dirs = [p for p in parts[:-1] if not _VERSION_DIR.match(p)]
+    return head + sep + "/".join([*dirs, bare or name])
+
+
+def _split_origin(url: str) -> tuple[str, str, str]:
+    """(`https://host`, ``, `/path`) for a URL; ("", "", path) for a path."""
+    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/]*)(.*)$", url)
+    if m:
+        return m[1], "", m[2]
+    return "", "", url
+
+
+def script_identity(url: str | None) -> str | None:
+    """A script URL as the default identity rule names it across releases
+    (`fleet.releases`: no query or fragment, no content hash or version folder)."""
+    if url is None:
+        return None
+    return strip_build_marks(match_resource(url) or url) or url
+
+
 def _local_path(url: str) -> str | None:
     """The path of a local-file resource (`file://` URL or plain path), else None."""
     if url.startswith("file://"):

@@ -415,7 +415,7 @@ ROLLUP_OUT = {
                      ("uploads", "own_loads", "samples", "total_ns", "lost_ms")),
     "rollup_loads": ((), ()),
     "rollup_stacks": (("ri", "stack_id", "marker"), ("samples", "weight_ns")),
-    "rollup_frames": (("ri", "frame_id", "marker", "bucket"), ("traces",)),
+    "rollup_frames": (("ri", "frame_id", "marker", "bucket", "grouped"), ("traces",)),
 }
 
 

@@ -361,6 +361,19 @@ def _rolled_frames(engine: Engine, snap: Snapshot, sel: Selection, want: Want
     back = {k: i for i, k in enumerate(p.rkeys)}
     plan_ri = np.asarray([back[k] for k in sel.uploads.rkeys] or [0], np.int64)
     got = engine.rollup(p, "rollup_frames", sel.filters, (plan_ri[want.ri], want.frame_id))
+    # each release's rows that count a function once per upload (`rollups.Frames`): per
+    # frame, or per identity group and per frame alone in its group
+    keep = np.ones(len(got["ri"]), bool)
+    fid = np.asarray(got["frame_id"], np.int64)
+    grouped = np.asarray(got["grouped"], np.int64) == 1
+    for ri, how in (p.frames or {}).items():
+        mine = np.asarray(got["ri"]) == ri
+        js = mine & (fid >= 0)
+        if not how.grouped:
+            keep[mine & grouped] = False
+        else:
+            keep[js & ~grouped & ~how.single[np.clip(fid, 0, len(how.single) - 1)]] = False
+    got = {k: np.asarray(v)[keep] for k, v in got.items()}
     got["ri"] = sel.uploads.ri_of[got["ri"]]
     ends = sel.ends
     if ends is not None and len(ends):
@@ -370,9 +383,23 @@ def _rolled_frames(engine: Engine, snap: Snapshot, sel: Selection, want: Want
         w = to_end[want.ri] if len(want.ri) else want.ri
         fr = engine.frames(snap, ends, Want(w[w >= 0], want.frame_id[w >= 0]))
         back = np.asarray([sel.uploads.rkeys.index(k) for k in ends.rkeys] or [0], np.int64)
-        more = {"ri": back[fr.ri] if len(fr.ri) else fr.ri, "frame_id": fr.frame_id,
-                "marker": fr.marker, "bucket": bucket_of(fr.self_ns),
-                "traces": np.ones(len(fr.ri), np.int64)}
+        ri = back[fr.ri] if len(fr.ri) else fr.ri
+        # per upload, each frame's self time on the row its rollup adds it to (a group's)
+        fid = fr.frame_id.copy()
+        plan_of = {k: i for i, k in enumerate(p.rkeys)}
+        for i, rkey in enumerate(sel.uploads.rkeys):
+            how = (p.frames or {}).get(plan_of[rkey])
+            m = (ri == i) & (fid >= 0)
+            if how is not None and how.grouped and m.any():
+                fid[m] = how.rep[fid[m]]
+        key = np.stack([fr.uk, ri, fid, fr.marker], axis=1) if len(fid) else \
+            np.zeros((0, 4), np.int64)
+        uq, inv = np.unique(key, axis=0, return_inverse=True)
+        ns = np.zeros(len(uq), np.int64)
+        np.add.at(ns, inv.reshape(-1), fr.self_ns)
+        more = {"ri": uq[:, 1], "frame_id": uq[:, 2], "marker": uq[:, 3],
+                "bucket": bucket_of(ns), "grouped": np.zeros(len(uq), np.int64),
+                "traces": np.ones(len(uq), np.int64)}
         got = {k: np.concatenate([np.asarray(got[k]).astype(np.int64), v.astype(np.int64)])
                for k, v in more.items()}
     return got

@@ -28,34 +28,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 
-from ..analysis.diff import ResourceMatcher, match_resource
+from ..analysis.diff import (  # the rule's URL part: the store's rollups group by it too
+    ResourceMatcher,
+    match_resource,
+    strip_build_marks,
+)
 from ..errors import UsageError
-
-_HEX = r"(?=[0-9a-fA-F]*[0-9])[0-9a-fA-F]{8,}"
-_B64 = r"(?=\w*[0-9]|\w+[A-Z])(?=\w*[a-z]|[0-9A-Z_]*[0-9])\w{8,12}"
-# `.HEX` (webpack) anywhere before the extension; `-HASH` (Vite, Rollup, esbuild) last.
-_FILE_HEX = re.compile(rf"\.{_HEX}(?=\.)")
-_FILE_DASH = re.compile(rf"[-.](?:{_HEX}|{_B64})(?=\.[A-Za-z0-9]+$)")
-_VERSION_DIR = re.compile(rf"^(?:v?\d+(?:\.\d+)+(?:[-+][0-9A-Za-z.-]+)?|{_HEX})$")
-
-
-def strip_build_marks(url: str) -> str:
-    """`url` with the content hash of its file name and its version folders taken out."""
-    head, sep, path = _split_origin(url)
-    parts = path.split("/")
-    name = parts[-1]
-    bare = _FILE_HEX.sub("", name)
-    bare = _FILE_DASH.sub("", bare)
-    dirs = [p for p in parts[:-1] if not _VERSION_DIR.match(p)]
-    return head + sep + "/".join([*dirs, bare or name])
-
-
-def _split_origin(url: str) -> tuple[str, str, str]:
-    """(`https://host`, ``, `/path`) for a URL; ("", "", path) for a path."""
-    m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/]*)(.*)$", url)
-    if m:
-        return m[1], "", m[2]
-    return "", "", url
 
 
 class ReleaseMatcher(ResourceMatcher):

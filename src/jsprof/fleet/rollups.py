@@ -9,10 +9,12 @@ say, the per-upload tables answer as before (`plan` says None): `--where` (any m
 key), `--during` (windows of one upload's timeline), a window within one day, tables
 not yet rolled up (an older format before its first compaction), uploads without a
 receivedAt, a retention prune in progress over a day, and releases in which two stored
-frames that one upload may hold are one function (source maps map them to one, or the
-script identity rule names their scripts alike, `page.html?exp=a` and `?exp=b`): a trace
-holding both counts once, with their summed self time, which only its own rows hold. (The
-uncompacted tail's copies of committed frames are not such: no upload holds both.)
+frames that one upload may hold are one function other than as the rollups group them: a
+trace holding both counts once, with their summed self time. The rollups hold that sum
+per function of the default script identity rule (`page.html?exp=a` and `?exp=b`: rows
+`grouped` 1), so source maps that join frames, or a `--url-rule` that joins others, are
+what the per-upload rows answer (`frames_of`). The uncompacted tail's copies of committed
+frames are never in one upload with them.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ class Plan:
 
     rkeys: list[str]
     parts: dict[str, list[list[Part]]]  # kind -> per release, its parts
+    frames: dict[int, Frames] | None = None  # per release index: `select` sets it
 
 
 def plan(snap: Snapshot, f: Filters) -> Plan | None:
@@ -67,6 +70,48 @@ def plan(snap: Snapshot, f: Filters) -> Plan | None:
             one = {"releases": {rkey: {"parts": {kind: keep}}}, "uploads": []}
             parts[kind].append(part_files(snap.tdir, one, kind, [rkey]))
     return Plan(rkeys, parts)
+
+
+@dataclass
+class Frames:
+    """Which rollup_frames rows of a release a query reads: per stored frame (`grouped`
+    0) when no function of the query is two frames one upload may hold; else per
+    function of the default identity rule (`grouped` 1, keyed by its smallest frame id)
+    and per frame for the frames alone in theirs, when the query's functions are those
+    groups. `rep`: per frame id, the row its per-upload rows add to (the ends' days)."""
+
+    grouped: bool
+    single: np.ndarray  # per frame id: read its grouped-0 rows
+    rep: np.ndarray
+
+
+def frames_of(stored: Any, rel: Any, committed: int | None) -> Frames | None:
+    """How `rel`'s (as the query names it; `stored`: before the identity rule) rollup
+    rows count each function once per upload, or None. An upload's frames are all
+    committed (ids below `committed`) or all the uncompacted tail's, which interns them
+    apart: its copy of a committed frame is never in one upload with it, so groups and
+    functions are compared within each."""
+    from ..store.tables.view import frame_groups
+    from .release import merges_in_an_upload
+
+    n = len(rel.frame_key)
+    ids = np.arange(n, dtype=np.int64)
+    if not merges_in_an_upload(rel, committed):
+        return Frames(False, np.ones(n, bool), ids)
+    if stored.maps:
+        return None  # grouped by the stored frames, not by what the maps make of them
+    tr = stored.trace
+    keys = [(fr.name, None if fr.resource_id is None else tr.resources[fr.resource_id],
+             fr.line, fr.column) for fr in tr.frames]
+    c = n if committed is None else min(committed, n)
+    g = np.concatenate([frame_groups(keys[:c]), frame_groups(keys[c:]) + c])
+    # one function per group and one group per function, within each origin
+    fn: dict[int, Any] = {}
+    grp: dict[tuple, int] = {}
+    for i, (gi, k) in enumerate(zip(g.tolist(), rel.frame_key, strict=True)):
+        if fn.setdefault(gi, k) != k or grp.setdefault((i < c, k), gi) != gi:
+            return None
+    return Frames(True, np.bincount(g, minlength=n)[g] == 1, g)
 
 
 class Rolled:
@@ -107,7 +152,7 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     from ..store.tables.view import load_hash, page_loads
     from . import query
     from .engine import StackRows
-    from .release import merges_in_an_upload, named
+    from .release import named
 
     whole, edges = _split_days(f)
     if whole is None:
@@ -133,13 +178,16 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
                          loads["registers"])
     up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads,
                 estimated=bool(loads["registers"]))
-    releases = named({k: query._read_release(snap, k) for k in up.rkeys}, f)
-    # Per stored frame, the rollups count an upload once per frame: a function two frames
-    # of one upload make (source maps, the identity rule) only its own rows can count
-    # once. The tail's copies of committed frames are never in one upload with them.
-    rels = snap.manifest["releases"]
-    if any(merges_in_an_upload(r, rels[k].get("committedFrames")) for k, r in releases.items()):
-        return None
+    stored = {k: query._read_release(snap, k) for k in up.rkeys}
+    releases = named(stored, f)
+    # How each release's rollup_frames rows count a function once per upload (`Frames`),
+    # or None: only its per-upload rows can
+    p.frames = {}
+    for k, rel in releases.items():
+        how = frames_of(stored[k], rel, snap.manifest["releases"][k].get("committedFrames"))
+        if how is None:
+            return None
+        p.frames[pos[k]] = how
     got = engine.rollup(p, "rollup_stacks", f)
     if len(ends):
         more = engine.stacks(snap, ends)

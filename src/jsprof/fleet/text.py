@@ -104,7 +104,7 @@ def page_loads(doc: dict) -> str:
     n = plural(doc.get("pageLoads", doc["traces"]), "page load")
     if not doc.get("pageLoadsEstimated"):
         return n
-    from ..store.tables.rollup import HLL_ERROR
+    from ..store.tables.view import HLL_ERROR
 
     return f"~{n} (estimated: standard error {100 * HLL_ERROR:.1f} %)"
 

@@ -26,7 +26,7 @@ import orjson
 
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
-from .rollup import CELL_COLS, ROLLUP_KINDS, rollup_columns
+from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns
 
 NS_PER_MS = 1_000_000
 
@@ -58,13 +58,23 @@ class Release:
     # the manifest's frame/stack part entries this object holds (see _cached_release)
     loaded_frames: list = field(default_factory=list)
     loaded_stacks: list = field(default_factory=list)
+    # per frame id: the smallest id of the frames the default script identity rule makes
+    # one function with it (`rollup.frame_groups`, kept as frames come)
+    groups: list[int] = field(default_factory=list)
+    group_first: dict[tuple, int] = field(default_factory=dict)
 
     def frame(self, key: tuple) -> int:
         fid = self.frame_ids.get(key)
         if fid is None:
             fid = self.frame_ids[key] = len(self.frame_ids)
             self.new_frames.append(key)
+            self.grouped(key, fid)
         return fid
+
+    def grouped(self, key: tuple, fid: int) -> None:
+        """Frame `fid` (the next id) in its function's group."""
+        assert fid == len(self.groups), "frames must come in id order"
+        self.groups.append(self.group_first.setdefault(group_key(key), fid))
 
     def stack(self, parent: int, frame: int) -> int:
         sid = self.stack_ids.get((parent, frame))
@@ -124,6 +134,7 @@ def _load_release(
             t["frame_id"], t["name"], t["resource"], t["line"], t["column"], strict=True
         ):
             rel.frame_ids[(n, r, ln, c)] = fid
+            rel.grouped((n, r, ln, c), fid)
     for part in entry["parts"]["stacks"][len(rel.loaded_stacks) :]:
         t = read_part(pq, verify_part(tdir, part), tdir).to_pydict()
         for sid, p, f in zip(t["stack_id"], t["parent_id"], t["frame_id"], strict=True):
@@ -367,7 +378,10 @@ def write_release_parts(
                 tdir, path, data, sch[kind], len(data["uk"]), day,
                 [r.get("_at") for r in group],
             ))
-    # The rollups of the same rows (tables/rollup.py), one part per kind and day
+    # The rollups of the same rows (tables/rollup.py), one part per kind and day; frame ids
+    # as stored (from `frame_base`), each group's too
+    groups = np.concatenate([np.full(frame_base, -1, np.int64),
+                             np.asarray(rel.groups, np.int64) + frame_base])
     cells: dict[str | None, list[dict]] = {}
     for c in rel.cells:
         cells.setdefault(day_of(c.get("_at")), []).append(c)
@@ -375,7 +389,8 @@ def write_release_parts(
         group = cells[day]
         up = {k: [c[k] for c in group] for k in CELL_COLS}
         got = rollup_columns(up, per_day.get(("weights", day), _no_rows(sch["weights"])),
-                             per_day.get(("upload_frames", day), _no_rows(sch["upload_frames"])))
+                             per_day.get(("upload_frames", day), _no_rows(sch["upload_frames"])),
+                             groups)
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
             data = got[kind]

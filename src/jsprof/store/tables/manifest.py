@@ -25,14 +25,16 @@ MANIFEST = "_manifest.json"
 # frames on their attributed stacks (analysis/busy.py), where 3 kept them (idle); 5: the
 # samples table (each sample's time on its upload's clock: the merged Time view and
 # `--during` read it instead of the raw uploads); 6: the rollups (tables/rollup.py: per
-# release, day, route and env, what `fleet top` sums, so it reads no per-upload row)
-FORMAT_VERSION = 6
+# release, day, route and env, what `fleet top` sums, so it reads no per-upload row); 7:
+# rollup_frames also per function of two or more frames by the default identity rule
+FORMAT_VERSION = 7
 # Formats read as they are and upgraded by the next compaction, not rebuilt: 4 has every
 # table of 5 but `samples`, which only its uploads from `samplesFromUk` on have (a rebuild
 # would need raw segments that raw retention, `--keep-raw`, may have deleted).
 # 5 has every table of 6 but the rollups, which the next compaction builds from its
 # per-upload tables (`tables/rebuild.py`); until then queries read the per-upload tables.
-UPGRADES = (4, 5)
+# 6 has them without the groups: rebuilt so too (the per-upload tables are the same).
+UPGRADES = (4, 5, 6)
 
 KINDS = ("frames", "stacks", "weights", "upload_frames", "samples", *ROLLUP_KINDS)
 ROW_KINDS = ("weights", "upload_frames", "samples")  # per-upload rows, parted by day
@@ -64,10 +66,12 @@ def _empty_manifest() -> dict:
 def _upgraded(doc: dict) -> dict:
     """A manifest of a format in UPGRADES as this format reads it (in memory; the next
     compaction commits it): no samples parts, and no sample rows for any upload so far
-    (format 4); no rollups (4 and 5), which that compaction builds (`rebuild.py`)."""
+    (format 4); no rollups (4 and 5) or rollups without the identity groups (6), which
+    that compaction builds (`rebuild.py`)."""
+    was = doc.get("formatVersion")
     doc = dict(doc, formatVersion=FORMAT_VERSION)
     doc.setdefault("samplesFromUk", doc.get("nextUk", 0))
-    if "rollups" not in doc:
+    if "rollups" not in doc or was == 6:
         doc["rollups"] = not doc.get("nextUk")
     doc["releases"] = {k: dict(v, parts={**{n: [] for n in KINDS}, **v["parts"]})
                        for k, v in doc["releases"].items()}

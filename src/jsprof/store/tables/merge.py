@@ -301,6 +301,8 @@ def merge_parts(store_path: str | os.PathLike, now: float | None = None,
         merged_rel: dict[str, set[str]] = {}
         for rkey, entry in man["releases"].items():
             for kind in KINDS:
+                if kind in ROLLUP_KINDS and not man.get("rollups"):
+                    continue  # an older format's, which the next compaction rebuilds
                 n = stats.written
                 if kind in ("frames", "stacks"):
                     entry["parts"][kind] = merge(kind, entry["parts"][kind], None) or entry[

@@ -1,6 +1,7 @@
 """Rollups made anew from the per-upload tables (no raw segment needed, which raw
-retention may have deleted): a day a prune cut in two (`prune.py`), and tables of format 5
-or 4 (no rollups) at the first compaction that reads them (`compact.py`). The same
+retention may have deleted): a day a prune cut in two (`prune.py`), and tables of format 6
+(rollup_frames without the identity rule's groups), 5 or 4 (no rollups) at the first
+compaction that reads them (`compact.py`). The same
 `rollup_columns` as the compactor's batches, so the rows are the same sums."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import numpy as np
 from ..durable import fsync_dir
 from .manifest import part_path, write_manifest
 from .parts import new_part, read_part, schemas, verify_part
-from .rollup import CELL_COLS, ROLLUP_KINDS, rollup_columns
+from .rollup import CELL_COLS, ROLLUP_KINDS, frame_groups, rollup_columns
 
 
 def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
@@ -41,7 +42,11 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
                     got[k].append(t[k].to_numpy())
         rows[kind] = {k: np.concatenate(v) if v else np.zeros(0, np.int64)
                       for k, v in got.items()}
-    data = rollup_columns(cols, rows["weights"], rows["upload_frames"])
+    frames: list[tuple] = []
+    for e in entry["parts"]["frames"]:  # in id order, as the compactor numbered them
+        t = read_part(pq, verify_part(tdir, e), tdir).to_pydict()
+        frames += zip(t["name"], t["resource"], t["line"], t["column"], strict=True)
+    data = rollup_columns(cols, rows["weights"], rows["upload_frames"], frame_groups(frames))
     sub = f"{day}/" if day else ""
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,

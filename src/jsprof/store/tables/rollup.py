@@ -12,10 +12,14 @@ holds one row per key whatever the number of batches. Queries only read them.
                  registers                      or, for a cell past LOADS_EXACT loads, a
                                                 HyperLogLog sketch of them (`page_loads`)
   rollup_stacks  route, env, stack_id, marker -> samples, weight_ns   (as `weights`)
-  rollup_frames  route, env, frame_id, marker, bucket -> traces
+  rollup_frames  route, env, frame_id, marker, bucket, grouped -> traces
                  per frame present in an upload (as `upload_frames`): how many uploads
                  had its self time in each `bucket` of a log scale (`bucket_of`), so
-                 per-trace counts and percentiles sum across days
+                 per-trace counts and percentiles sum across days (grouped 0); and per
+                 function the default script identity rule makes of two or more of the
+                 release's frames (`page.html?exp=a` and `?exp=b`: `frame_groups`),
+                 keyed by its smallest frame id, the same of their summed self time
+                 (grouped 1), so a query by that rule counts such an upload once
 
 Percentiles of per-trace self time come from those buckets: every value is replaced by
 its bucket's middle, within `ALPHA` (1 %) of it, on every path (the per-upload tables
@@ -35,6 +39,8 @@ from typing import Any
 
 import numpy as np
 
+from ...trace import NONE
+
 ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames")
 CELL = ("route", "env")
 # What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
@@ -45,7 +51,7 @@ KEYS = {
     "rollup_cells": (*CELL, "sample_interval"),
     "rollup_loads": (*CELL, "load_hash"),
     "rollup_stacks": (*CELL, "stack_id", "marker"),
-    "rollup_frames": (*CELL, "frame_id", "marker", "bucket"),
+    "rollup_frames": (*CELL, "frame_id", "marker", "bucket", "grouped"),
 }
 
 # Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
@@ -165,7 +171,8 @@ def schemas() -> dict[str, Any]:
         "rollup_stacks": pa.schema([*cell, ("stack_id", pa.int64()), ("marker", pa.int8()),
                                     ("samples", pa.int64()), ("weight_ns", pa.int64())]),
         "rollup_frames": pa.schema([*cell, ("frame_id", pa.int64()), ("marker", pa.int8()),
-                                    ("bucket", pa.int16()), ("traces", pa.int64())]),
+                                    ("bucket", pa.int16()), ("grouped", pa.int8()),
+                                    ("traces", pa.int64())]),
     }
 
 
@@ -174,13 +181,33 @@ def _interval(v: Any) -> float | None:
     return float(v) if v is not None and math.isfinite(v) and v > 0 else None
 
 
+def group_key(frame: tuple) -> tuple:
+    """A stored frame (name, resource, line, column) as the default script identity rule
+    names its function (`fleet.releases`): frames with one key are one function."""
+    from ...analysis.diff import script_identity
+
+    name, res, line, col = frame
+    return (name, script_identity(res), line, col)
+
+
+def frame_groups(frames: list[tuple]) -> np.ndarray:
+    """Per frame (in id order): the smallest id of the frames with its `group_key`. A
+    release's ids only grow, so a group's smallest id never changes as frames come."""
+    first: dict[tuple, int] = {}
+    return np.asarray([first.setdefault(group_key(f), i) for i, f in enumerate(frames)],
+                      np.int64)
+
+
 def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
-                   frames: dict[str, np.ndarray]) -> dict[str, dict[str, Any]]:
+                   frames: dict[str, np.ndarray], groups: np.ndarray | None = None
+                   ) -> dict[str, dict[str, Any]]:
     """The rollup rows (kind -> columns) of some uploads of one release and day.
 
     `up`: per upload `uk`, `route`, `env`, `sample_interval`, `page_load`, `samples`,
     `lost_ms` (lists or arrays); `weights`, `frames`: their rows of the weights and
-    upload_frames tables (uk, ...). Rows of uploads not in `up` are ignored."""
+    upload_frames tables (uk, ...). Rows of uploads not in `up` are ignored. `groups`:
+    per frame id, its group's smallest id (`frame_groups`; -1 or beyond: none)."""
+    g = np.asarray(groups if groups is not None else [], np.int64)
     uks = np.asarray(up["uk"], np.int64)
     # Each upload's cell: an index into the distinct (route, env) pairs, in first-seen order
     cells: dict[tuple, int] = {}
@@ -245,14 +272,29 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
     })
     # frames: uploads per (cell, frame, marker, bucket of its self time)
     fc, fok = cell_rows(np.asarray(frames["uk"], np.int64))
-    key = (np.stack([fc[fok], np.asarray(frames["frame_id"], np.int64)[fok],
-                     np.asarray(frames["marker"], np.int64)[fok],
-                     bucket_of(np.asarray(frames["self_ns"], np.int64)[fok])], axis=1)
-           if fok.any() else np.zeros((0, 4), np.int64))
+    fid = np.asarray(frames["frame_id"], np.int64)[fok]
+    fmk = np.asarray(frames["marker"], np.int64)[fok]
+    fns = np.asarray(frames["self_ns"], np.int64)[fok]
+    key = (np.stack([fc[fok], fid, fmk, bucket_of(fns), np.zeros(len(fid), np.int64)],
+                    axis=1) if fok.any() else np.zeros((0, 5), np.int64))
+    # functions of two or more frames: each upload's frames of one summed, then bucketed
+    if len(g) and len(fid):
+        sizes = np.bincount(g[g >= 0], minlength=len(g))
+        rep = np.where((fid >= 0) & (fid < len(g)), g[np.clip(fid, 0, len(g) - 1)], -1)
+        multi = rep >= 0
+        multi[multi] = sizes[rep[multi]] > 1
+        if multi.any():
+            uk = np.asarray(frames["uk"], np.int64)[fok][multi]
+            pk = np.stack([uk, rep[multi], fc[fok][multi]], axis=1)
+            uq, inv = np.unique(pk, axis=0, return_inverse=True)
+            ns = _sum(inv.reshape(-1), fns[multi], len(uq))
+            key = np.concatenate([key, np.stack([
+                uq[:, 2], uq[:, 1], np.full(len(uq), NONE, np.int64), bucket_of(ns),
+                np.ones(len(uq), np.int64)], axis=1)])
     uq, inv = np.unique(key, axis=0, return_inverse=True)
     out["rollup_frames"] = with_cell(uq[:, 0], {
         "frame_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
-        "bucket": uq[:, 3].astype(np.int16),
+        "bucket": uq[:, 3].astype(np.int16), "grouped": uq[:, 4].astype(np.int8),
         "traces": np.bincount(inv.reshape(-1), minlength=len(uq)).astype(np.int64),
     })
     return out

@@ -27,15 +27,25 @@ from .intern import (
 )
 from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
 from .parts import part_files
-from .rollup import ROLLUP_KINDS, bucket_of, load_hash, page_loads, quantiles
+from .rollup import (
+    HLL_ERROR,
+    ROLLUP_KINDS,
+    bucket_of,
+    frame_groups,
+    load_hash,
+    page_loads,
+    quantiles,
+)
 from .rollup import schemas as rollup_schemas
 
 __all__ = [
+    "HLL_ERROR",
     "ROLLUP_KINDS",
     "TAIL_MAX",
     "CompactError",
     "Tail",
     "bucket_of",
+    "frame_groups",
     "load_hash",
     "page_loads",
     "part_files",
