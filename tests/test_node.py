@@ -749,33 +749,93 @@ def test_slices_joined_as_columns_keep_every_sample_and_its_stack(tmp_path):
 
 
 def test_a_recording_reads_each_slice_once(monkeypatch):
-    # The guard of the above: record_node reads the nodes of each slice V8 sent once and
-    # no other node list (before, five passes over the nodes as dicts: the drops, the join,
-    # the prune, the conversion of the joined profile). split.js runs ~1.2 s: several
-    # slices (every quarter of the run so far).
+    # The guard of the above: record_node reads each slice V8 sent once and no other node
+    # list (before, five passes over the nodes as dicts: the drops, the join, the prune,
+    # the conversion of the joined profile). The main thread's slices stay the inspector's
+    # text until the track is made and are read there in C, with no dict per node (a tsc
+    # run's 7 MB of slices: orjson's parse and the node columns read from its dicts cost
+    # ~5x the C read; issue 32). split.js runs ~1.2 s: several slices (every quarter of
+    # the run so far).
+    from jsprof.engines._v8text import ProfileText
     from jsprof.engines.node.isolate import _Isolate
     from jsprof.formats import _v8profile
 
     read: list[int] = []
-    sent: list[int] = []
+    as_dicts: list[int] = []
+    sent: list[object] = []
+    read_text = _v8profile.read_profile_text
     node_columns = _v8profile._node_columns
     track = _Isolate.track
 
-    def counted(err, nodes):
-        read.append(len(nodes))
+    def counted(text, start):
+        got = read_text(text, start)
+        read.append(len(got[0][0][1]) if got is not None else -1)
+        return got
+
+    def counted_dicts(err, nodes):
+        as_dicts.append(len(nodes))
         return node_columns(err, nodes)
 
     def spied(self, *args):
-        sent.extend(len(p["nodes"]) for p in self.profile or ())
+        sent.extend(self.profile or ())
         return track(self, *args)
 
-    monkeypatch.setattr(_v8profile, "_node_columns", counted)
+    monkeypatch.setattr(_v8profile, "read_profile_text", counted)
+    monkeypatch.setattr(_v8profile, "_node_columns", counted_dicts)
     monkeypatch.setattr(_Isolate, "track", spied)
     rec = record_node(JS / "split.js", sample_interval=1.0)
     assert len(sent) >= 3, sent
-    assert read == sent
+    assert all(isinstance(p, ProfileText) for p in sent), [type(p) for p in sent]
+    assert len(read) == len(sent) and min(read) > 0, read  # each once, all by the C reader
+    assert as_dicts == []
     names = {f.name for f in rec.tracks[0].trace.frames}
     assert {"fifty", "thirty", "twenty"} <= names
+
+
+def test_the_recording_loop_wakes_for_messages_and_timers_not_on_a_short_poll(
+    monkeypatch, tmp_path
+):
+    # The loop waited 20 ms at a time for the socket: 50 wakes a second with nothing to
+    # do, each ~30-80 us of CPU at load (30 ms of a tsc run's 20 s at load 18; issue 32).
+    # It now waits until its next timer (a slice, the --duration, a go to a hook), at most
+    # _POLL. Counted on a script that sleeps 1.5 s: the wakes that read no message are at
+    # most one per _POLL of the recording plus one per slice taken (its timer).
+    from jsprof.engines.cdp import CDPClient
+    from jsprof.engines.node import record as node_record
+    from jsprof.engines.node.isolate import _Isolate
+
+    idle = [0]
+    rotations = [0]
+    pump, recv, rotate = CDPClient.pump, CDPClient._recv, _Isolate.rotate
+    got = [0]
+
+    def spy_recv(self, timeout):
+        raw = recv(self, timeout)
+        got[0] += 1
+        return raw
+
+    def spy_pump(self, timeout=0.1):
+        before = got[0]
+        alive = pump(self, timeout)
+        idle[0] += got[0] == before
+        return alive
+
+    def spy_rotate(self):
+        rotations[0] += 1
+        return rotate(self)
+
+    monkeypatch.setattr(CDPClient, "_recv", spy_recv)
+    monkeypatch.setattr(CDPClient, "pump", spy_pump)
+    monkeypatch.setattr(_Isolate, "rotate", spy_rotate)
+    app = tmp_path / "sleeps.js"
+    app.write_text("setTimeout(() => console.log('woke'), 1500);\n")
+    t0 = time.monotonic()
+    rec = record_node(app)
+    elapsed = time.monotonic() - t0
+    assert rec.tracks[0].meta["exit"] == "ok"
+    assert rotations[0] >= 3  # the slices' timers ran
+    bound = elapsed / node_record._POLL + rotations[0] + 5
+    assert idle[0] <= bound, (idle[0], bound, elapsed, rotations[0])
 
 
 def test_an_eval_with_no_answer_says_what_node_is_doing():

@@ -17,6 +17,8 @@ import collections
 
 import numpy as np
 
+from ._v8text import ProfileText
+
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from ..trace import ProfilerTrace
@@ -242,7 +244,8 @@ def _inherited(parent: np.ndarray, flag: np.ndarray) -> np.ndarray:
 
 
 def join_slices(
-    slices: list[dict], source: str, hide_urls: set[str] | frozenset[str] = frozenset(),
+    slices: list[dict | ProfileText], source: str,
+    hide_urls: set[str] | frozenset[str] = frozenset(),
     splice: str | None = None,
 ) -> ThreadProfile:
     """The slices of one thread's profile as one ThreadProfile, every other sample keeping
@@ -265,9 +268,16 @@ def join_slices(
     last = -np.inf
     starts = []
     for p in slices:
-        if several and not p.get("nodes"):
-            continue  # as concat_profiles: a slice without nodes has nothing to join
-        columns, start, _end, ids, deltas, objs = read_profile(err, p)
+        got = p.read() if isinstance(p, ProfileText) else None
+        if got is None:
+            if isinstance(p, ProfileText):
+                p = p.as_dict()  # text the C reader leaves to the checked path
+            if several and not p.get("nodes"):
+                continue  # as concat_profiles: a slice without nodes has nothing to join
+            got = read_profile(err, p)
+        elif several and not got[0][1]:
+            continue
+        columns, start, _end, ids, deltas, objs = got
         parent, node, ts = read_tree(err, columns, start, _end, ids, deltas, objs)
         _, p_names, p_urls, p_lines, p_cols, _, _, p_ticks = columns
         keep = np.ones(len(node), bool)

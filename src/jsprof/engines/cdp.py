@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from ..errors import EngineError
+from ._v8text import reply_with_profile
 from .websocket import ConnectionClosed, MessageTooBig, WebSocket
 
 _QUICKACK = getattr(socket, "TCP_QUICKACK", None)  # Linux only
@@ -181,6 +182,9 @@ class CDPClient:
         self.session = Session(self, None, False)
         self.sessions: dict[str, Session] = {}
         self.closed = False
+        # Replies to Profiler.stop on the root session kept as text (engines/_v8text.py),
+        # read into columns when the track is made.
+        self.raw_profiles = False
 
     # -- low level
     def _quickack(self) -> None:
@@ -240,7 +244,8 @@ class CDPClient:
             except ConnectionClosed:
                 self._mark_closed()
                 return False
-            self._route(orjson.loads(raw))
+            msg = reply_with_profile(raw) if self.raw_profiles else None
+            self._route(orjson.loads(raw) if msg is None else msg)
             timeout = 0  # then drain what else is already there without waiting
 
     def _recv(self, timeout: float) -> bytes:

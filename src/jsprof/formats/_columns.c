@@ -16,6 +16,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <pthread.h>
@@ -1230,6 +1231,604 @@ fail:
     return result;
 }
 
+/* ---- V8's CDP profile (Profiler.Profile) as the inspector sends it --------------------- */
+
+/* A JSON string at p (its opening quote) without escapes or control characters: *s, *n
+ * its bytes. Returns the end of its text, or NULL; *escaped set when it has escapes
+ * (then escaped_string reads it). */
+static const char *plain_string(const char *p, const char *end, const char **s, Py_ssize_t *n,
+                                int *escaped) {
+    *escaped = 0;
+    if (p >= end || *p != '"') return NULL;
+    const char *q = ++p;
+    const char *hit = memchr(q, '"', (size_t)(end - q));
+    if (hit == NULL) return NULL;
+    for (const char *r = q; r < hit; r++) {
+        unsigned char c = (unsigned char)*r;
+        if (c == '\\') {
+            *escaped = 1;
+            return NULL;
+        }
+        if (c < 0x20) return NULL;
+    }
+    *s = p;
+    *n = hit - p;
+    return hit + 1;
+}
+
+static int hex4(const char *p, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = p[i];
+        v <<= 4;
+        if (c >= '0' && c <= '9')
+            v |= (unsigned)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            v |= (unsigned)(c - 'a' + 10);
+        else if (c >= 'A' && c <= 'F')
+            v |= (unsigned)(c - 'A' + 10);
+        else
+            return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* A JSON string with escapes at p (its opening quote), decoded: a new str in *out (NULL
+ * with no error for text the fallback should judge: a lone surrogate, bad UTF-8, a bad
+ * escape). Returns the end of its text or NULL. */
+static const char *escaped_string(const char *p, const char *end, PyObject **out) {
+    *out = NULL;
+    if (p >= end || *p != '"') return NULL;
+    p++;
+    const char *close = p;
+    while (close < end && *close != '"') close += *close == '\\' ? 2 : 1;
+    if (close >= end) return NULL;
+    char *buf = PyMem_Malloc((size_t)(close - p) + 1);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return NULL;
+    }
+    char *o = buf;
+    while (p < close) {
+        unsigned char c = (unsigned char)*p++;
+        if (c < 0x20) goto bad;
+        if (c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        char e = *p++;
+        switch (e) {
+        case '"': *o++ = '"'; break;
+        case '\\': *o++ = '\\'; break;
+        case '/': *o++ = '/'; break;
+        case 'b': *o++ = '\b'; break;
+        case 'f': *o++ = '\f'; break;
+        case 'n': *o++ = '\n'; break;
+        case 'r': *o++ = '\r'; break;
+        case 't': *o++ = '\t'; break;
+        case 'u': {
+            unsigned u, lo;
+            if (close - p < 4 || hex4(p, &u) < 0) goto bad;
+            p += 4;
+            if (u >= 0xDC00 && u <= 0xDFFF) goto bad; /* a lone low surrogate */
+            if (u >= 0xD800 && u <= 0xDBFF) {
+                if (close - p < 6 || p[0] != '\\' || p[1] != 'u' || hex4(p + 2, &lo) < 0 ||
+                    lo < 0xDC00 || lo > 0xDFFF)
+                    goto bad;
+                p += 6;
+                u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            if (u < 0x80) {
+                *o++ = (char)u;
+            } else if (u < 0x800) {
+                *o++ = (char)(0xC0 | (u >> 6));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else if (u < 0x10000) {
+                *o++ = (char)(0xE0 | (u >> 12));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            } else {
+                *o++ = (char)(0xF0 | (u >> 18));
+                *o++ = (char)(0x80 | ((u >> 12) & 0x3F));
+                *o++ = (char)(0x80 | ((u >> 6) & 0x3F));
+                *o++ = (char)(0x80 | (u & 0x3F));
+            }
+            break;
+        }
+        default:
+            goto bad;
+        }
+    }
+    *out = PyUnicode_DecodeUTF8(buf, o - buf, "strict");
+    PyMem_Free(buf);
+    if (*out == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+    return *out == NULL ? NULL : close + 1;
+bad:
+    PyMem_Free(buf);
+    return NULL;
+}
+
+/* Past one JSON value of any kind (strings with escapes, nested up to 64 deep). */
+static const char *skip_value(const char *p, const char *end, int depth) {
+    p = skip_ws(p, end);
+    if (p >= end || depth > 64) return NULL;
+    char c = *p;
+    if (c == '"') {
+        p++;
+        while (p < end && *p != '"') {
+            if ((unsigned char)*p < 0x20) return NULL;
+            if (*p++ != '\\') continue;
+            if (p >= end) return NULL;
+            if (*p == 'u') {
+                if (end - p < 5) return NULL;
+                for (int i = 1; i <= 4; i++)
+                    if (!isxdigit((unsigned char)p[i])) return NULL;
+                p += 5;
+            } else if (strchr("\"\\/bfnrt", *p) != NULL && *p) {
+                p++;
+            } else {
+                return NULL;
+            }
+        }
+        return p < end ? p + 1 : NULL;
+    }
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == close) return p + 1;
+        for (;;) {
+            if (c == '{') {
+                if (p >= end || *p != '"') return NULL;
+                p = skip_value(p, end, depth + 1); /* the key */
+                if (p == NULL) return NULL;
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':') return NULL;
+                p++;
+            }
+            p = skip_value(p, end, depth + 1);
+            if (p == NULL) return NULL;
+            p = skip_ws(p, end);
+            if (p >= end) return NULL;
+            if (*p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (*p == close) return p + 1;
+            return NULL;
+        }
+    }
+    if (c == 't') return end - p >= 4 && memcmp(p, "true", 4) == 0 ? p + 4 : NULL;
+    if (c == 'f') return end - p >= 5 && memcmp(p, "false", 5) == 0 ? p + 5 : NULL;
+    if (c == 'n') return end - p >= 4 && memcmp(p, "null", 4) == 0 ? p + 4 : NULL;
+    double v;
+    int is_int;
+    int64_t iv;
+    return parse_number(p, end, &v, &is_int, &iv);
+}
+
+/* One JSON integer (no fraction, no exponent, within int64). */
+static const char *json_int(const char *p, const char *end, int64_t *out) {
+    double v;
+    int is_int;
+    p = parse_number(p, end, &v, &is_int, out);
+    return p != NULL && is_int ? p : NULL;
+}
+
+/* Strings seen in one profile, by their bytes: a tsc recording's slices name the same few
+ * hundred functions and URLs in thousands of nodes. */
+typedef struct {
+    const char *s;
+    Py_ssize_t n;
+    uint64_t h;
+    PyObject *str;
+} Interned;
+
+typedef struct {
+    Interned *slots;
+    Py_ssize_t cap, used;
+} StrTable;
+
+static uint64_t hash_bytes(const char *s, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (Py_ssize_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ULL;
+    return h;
+}
+
+static void table_free(StrTable *t) {
+    for (Py_ssize_t i = 0; i < t->cap; i++) Py_XDECREF(t->slots[i].str);
+    PyMem_Free(t->slots);
+    t->slots = NULL;
+}
+
+static int table_grow(StrTable *t) {
+    Py_ssize_t cap = t->cap ? t->cap * 2 : 512;
+    Interned *slots = PyMem_Calloc((size_t)cap, sizeof(Interned));
+    if (slots == NULL) return -1;
+    for (Py_ssize_t i = 0; i < t->cap; i++) {
+        Interned *e = &t->slots[i];
+        if (e->str == NULL) continue;
+        Py_ssize_t j = (Py_ssize_t)(e->h & (uint64_t)(cap - 1));
+        while (slots[j].str != NULL) j = (j + 1) & (cap - 1);
+        slots[j] = *e;
+    }
+    PyMem_Free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 0;
+}
+
+/* A new reference to the str of s[0:n] (UTF-8), or NULL with no error set when the bytes
+ * are not UTF-8 (the fallback words it), or NULL with an error (memory). */
+static PyObject *table_str(StrTable *t, const char *s, Py_ssize_t n) {
+    if (2 * (t->used + 1) > t->cap && table_grow(t) < 0) return NULL;
+    uint64_t h = hash_bytes(s, n);
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(t->cap - 1));
+    while (t->slots[j].str != NULL) {
+        Interned *e = &t->slots[j];
+        if (e->h == h && e->n == n && memcmp(e->s, s, (size_t)n) == 0) {
+            Py_INCREF(e->str);
+            return e->str;
+        }
+        j = (j + 1) & (t->cap - 1);
+    }
+    PyObject *str = PyUnicode_DecodeUTF8(s, n, "strict");
+    if (str == NULL) {
+        if (PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) PyErr_Clear();
+        return NULL;
+    }
+    t->slots[j] = (Interned){s, n, h, str};
+    t->used++;
+    Py_INCREF(str);
+    return str;
+}
+
+static int col_push(Col *c, int64_t v) {
+    if (c->n == c->cap) {
+        if (c->n >= MAX_ENTRIES) return -1;
+        if (col_grow(c) < 0) return -2;
+    }
+    ((int64_t *)c->p)[c->n++] = v;
+    return 0;
+}
+
+/* Push a new reference onto a list (stolen). */
+static int list_push(PyObject *list, PyObject *item) {
+    if (item == NULL) return -1;
+    int r = PyList_Append(list, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* An array of integers at p (its '['), each pushed onto c. Returns its end or NULL; *oom
+ * set when memory ran out. */
+static const char *int_array(const char *p, const char *end, Col *c, int *oom) {
+    p = skip_ws(p, end);
+    if (p >= end || *p != '[') return NULL;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') return p + 1;
+    for (;;) {
+        int64_t v;
+        p = json_int(p, end, &v);
+        if (p == NULL) return NULL;
+        int r = col_push(c, v);
+        if (r == -2) *oom = 1;
+        if (r < 0) return NULL;
+        p = skip_ws(p, end);
+        if (p >= end) return NULL;
+        if (*p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        return *p == ']' ? p + 1 : NULL;
+    }
+}
+
+/* Iterate an object's members: at '{' or ',' before a key; sets key bytes and returns the
+ * start of the value, or returns NULL at the end ('}', *done = 1) or on bad text. */
+static const char *next_member(const char *p, const char *end, int first, const char **k,
+                               Py_ssize_t *kn, int *done) {
+    p = skip_ws(p, end);
+    if (p >= end) return NULL;
+    if (first) {
+        if (*p != '{') return NULL;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '}') {
+            *done = 1;
+            return NULL;
+        }
+    } else {
+        if (*p == '}') {
+            *done = 1;
+            return NULL;
+        }
+        if (*p != ',') return NULL;
+        p = skip_ws(p + 1, end);
+    }
+    int escaped;
+    p = plain_string(p, end, k, kn, &escaped);
+    if (p == NULL) return NULL;
+    p = skip_ws(p, end);
+    if (p >= end || *p != ':') return NULL;
+    return skip_ws(p + 1, end);
+}
+
+typedef struct {
+    Col ids, nchild, flat, hits;
+    PyObject *names, *urls, *lines, *cols, *ticks;
+    StrTable strs;
+    int oom;
+} ProfileCols;
+
+/* {line, ticks} objects of a positionTicks array, as dicts. */
+static const char *position_ticks(const char *p, const char *end, PyObject **out, int *oom) {
+    p = skip_ws(p, end);
+    if (p >= end || *p != '[') return NULL;
+    PyObject *list = PyList_New(0);
+    if (list == NULL) {
+        *oom = 1;
+        return NULL;
+    }
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == ']') {
+        *out = list;
+        return p + 1;
+    }
+    for (;;) {
+        int64_t line = 0, ticks = 0;
+        int have = 0, done = 0, first = 1;
+        const char *k;
+        Py_ssize_t kn;
+        for (;;) {
+            const char *v = next_member(p, end, first, &k, &kn, &done);
+            first = 0;
+            if (v == NULL) break;
+            int bit = KEY_IS(k, kn, "line") ? 1 : KEY_IS(k, kn, "ticks") ? 2 : 0;
+            if (bit == 0 || (have & bit)) goto bad; /* other or repeated keys: the fallback */
+            have |= bit;
+            p = json_int(v, end, bit == 1 ? &line : &ticks);
+            if (p == NULL) goto bad;
+        }
+        if (!done || have != 3) goto bad;
+        p = skip_ws(p, end) + 1; /* past '}' */
+        PyObject *d = Py_BuildValue("{sLsL}", "line", (long long)line, "ticks", (long long)ticks);
+        if (list_push(list, d) < 0) {
+            *oom = 1;
+            goto bad;
+        }
+        p = skip_ws(p, end);
+        if (p >= end) goto bad;
+        if (*p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (*p != ']') goto bad;
+        *out = list;
+        return p + 1;
+    }
+bad:
+    Py_DECREF(list);
+    return NULL;
+}
+
+/* One node object at p ('{'). */
+static const char *profile_node(const char *p, const char *end, ProfileCols *pc) {
+    int64_t id = 0, hits = 0, line = -1, col = -1;
+    int seen = 0, done = 0, first = 1;
+    const char *name = NULL, *url = "", *k;
+    Py_ssize_t name_n = 0, url_n = 0, kn;
+    Py_ssize_t n_before = pc->flat.n;
+    PyObject *ticks = NULL, *name_obj = NULL, *url_obj = NULL;
+    for (;;) {
+        const char *v = next_member(p, end, first, &k, &kn, &done);
+        first = 0;
+        if (v == NULL) break;
+        int bit = KEY_IS(k, kn, "id")              ? 1
+                  : KEY_IS(k, kn, "callFrame")     ? 2
+                  : KEY_IS(k, kn, "hitCount")      ? 4
+                  : KEY_IS(k, kn, "children")      ? 8
+                  : KEY_IS(k, kn, "positionTicks") ? 16
+                                                   : 0;
+        if (bit & seen) goto bad;
+        seen |= bit;
+        if (bit == 1) {
+            p = json_int(v, end, &id);
+        } else if (bit == 4) {
+            p = json_int(v, end, &hits);
+        } else if (bit == 8) {
+            p = int_array(v, end, &pc->flat, &pc->oom);
+        } else if (bit == 16) {
+            p = position_ticks(v, end, &ticks, &pc->oom);
+        } else if (bit == 2) {
+            int cseen = 0, cdone = 0, cfirst = 1;
+            const char *q = v;
+            for (;;) {
+                const char *cv = next_member(q, end, cfirst, &k, &kn, &cdone);
+                cfirst = 0;
+                if (cv == NULL) break;
+                int cbit = KEY_IS(k, kn, "functionName")   ? 1
+                           : KEY_IS(k, kn, "url")          ? 2
+                           : KEY_IS(k, kn, "lineNumber")   ? 4
+                           : KEY_IS(k, kn, "columnNumber") ? 8
+                                                           : 0;
+                if (cbit & cseen) goto bad;
+                cseen |= cbit;
+                if (cbit == 1 || cbit == 2) {
+                    int escaped;
+                    const char **sp = cbit == 1 ? &name : &url;
+                    Py_ssize_t *np = cbit == 1 ? &name_n : &url_n;
+                    PyObject **op = cbit == 1 ? &name_obj : &url_obj;
+                    q = plain_string(cv, end, sp, np, &escaped);
+                    if (q == NULL && escaped) {
+                        Py_CLEAR(*op);
+                        q = escaped_string(cv, end, op);
+                    }
+                } else if (cbit == 4)
+                    q = json_int(cv, end, &line);
+                else if (cbit == 8)
+                    q = json_int(cv, end, &col);
+                else
+                    q = skip_value(cv, end, 2);
+                if (q == NULL) goto bad;
+            }
+            if (!cdone || !(cseen & 1)) goto bad;
+            p = skip_ws(q, end) + 1; /* past the callFrame's '}' */
+        } else {
+            p = skip_value(v, end, 2);
+        }
+        if (p == NULL) goto bad;
+    }
+    if (!done || (seen & 3) != 3) goto bad;
+    p = skip_ws(p, end) + 1; /* past the node's '}' */
+    if (col_push(&pc->ids, id) < 0 || col_push(&pc->hits, hits) < 0 ||
+        col_push(&pc->nchild, pc->flat.n - n_before) < 0)
+        goto bad;
+    /* an escaped string is its own object (the rare RegExp's source); the others shared */
+    PyObject *s = name_obj != NULL ? name_obj : table_str(&pc->strs, name, name_n);
+    name_obj = NULL;
+    if (s == NULL || list_push(pc->names, s) < 0) goto bad;
+    s = url_obj != NULL ? url_obj : table_str(&pc->strs, url, url_n);
+    url_obj = NULL;
+    if (s == NULL || list_push(pc->urls, s) < 0) goto bad;
+    if (list_push(pc->lines, PyLong_FromLongLong(line)) < 0 ||
+        list_push(pc->cols, PyLong_FromLongLong(col)) < 0)
+        goto bad;
+    if (ticks == NULL) {
+        Py_INCREF(Py_None);
+        ticks = Py_None;
+    }
+    int r = PyList_Append(pc->ticks, ticks);
+    Py_DECREF(ticks);
+    if (r < 0) return NULL;
+    return p;
+bad:
+    Py_XDECREF(ticks);
+    Py_XDECREF(name_obj);
+    Py_XDECREF(url_obj);
+    if (PyErr_Occurred()) pc->oom = 1;
+    return NULL;
+}
+
+/* read_profile(buf, start) -> tuple | None
+ *
+ * The Profile object whose '{' is at `start` (e.g. inside the inspector's reply to
+ * Profiler.stop): (ids, names, urls, lines, columns, child counts, children flattened,
+ * hitCounts, positionTicks, startTime, endTime | None, samples, timeDeltas, end), the int64
+ * columns as bytearrays, names and urls as lists of str (one object per distinct text),
+ * lines and columns as lists of int (-1 where absent), positionTicks a list of None or
+ * lists of {line, ticks} dicts, end the offset after the object. None for anything else
+ * (escapes in a node's strings, repeated keys, a float where V8 writes integers, missing
+ * members...): the caller reads the text with a JSON parser and checks it, wording any
+ * error. Members V8 may add (scriptId, deoptReason...) are skipped. */
+static PyObject *read_profile(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer b;
+    Py_ssize_t start;
+    if (!PyArg_ParseTuple(args, "y*n", &b, &start)) return NULL;
+    PyObject *result = NULL;
+    ProfileCols pc = {0};
+    Col samples = {0}, deltas = {0};
+    const char *base = b.buf;
+    const char *end = base + b.len;
+    int64_t start_time = 0, end_time = 0;
+    int seen = 0, done = 0, first = 1;
+    const char *k;
+    Py_ssize_t kn;
+    if (start < 0 || start > b.len) goto fallback;
+    if (col_init(&pc.ids, 1024, 8) < 0 || col_init(&pc.nchild, 1024, 8) < 0 ||
+        col_init(&pc.flat, 1024, 8) < 0 || col_init(&pc.hits, 1024, 8) < 0 ||
+        col_init(&samples, 1024, 8) < 0 || col_init(&deltas, 1024, 8) < 0)
+        goto fail;
+    if (!(pc.names = PyList_New(0)) || !(pc.urls = PyList_New(0)) ||
+        !(pc.lines = PyList_New(0)) || !(pc.cols = PyList_New(0)) || !(pc.ticks = PyList_New(0)))
+        goto fail;
+    const char *p = base + start;
+    for (;;) {
+        const char *v = next_member(p, end, first, &k, &kn, &done);
+        first = 0;
+        if (v == NULL) break;
+        int bit = KEY_IS(k, kn, "nodes")        ? 1
+                  : KEY_IS(k, kn, "startTime")  ? 2
+                  : KEY_IS(k, kn, "endTime")    ? 4
+                  : KEY_IS(k, kn, "samples")    ? 8
+                  : KEY_IS(k, kn, "timeDeltas") ? 16
+                                                : 0;
+        if (bit & seen) goto fallback;
+        seen |= bit;
+        if (bit == 1) {
+            p = skip_ws(v, end);
+            if (p >= end || *p != '[') goto fallback;
+            p = skip_ws(p + 1, end);
+            if (p < end && *p == ']') {
+                p++;
+            } else {
+                for (;;) {
+                    p = profile_node(p, end, &pc);
+                    if (p == NULL) goto checked;
+                    p = skip_ws(p, end);
+                    if (p >= end) goto fallback;
+                    if (*p == ',') {
+                        p = skip_ws(p + 1, end);
+                        continue;
+                    }
+                    if (*p != ']') goto fallback;
+                    p++;
+                    break;
+                }
+            }
+        } else if (bit == 2) {
+            p = json_int(v, end, &start_time);
+        } else if (bit == 4) {
+            p = json_int(v, end, &end_time);
+        } else if (bit == 8) {
+            p = int_array(v, end, &samples, &pc.oom);
+        } else if (bit == 16) {
+            p = int_array(v, end, &deltas, &pc.oom);
+        } else {
+            p = skip_value(v, end, 1);
+        }
+        if (p == NULL) goto checked;
+    }
+    if (!done || !(seen & 1)) goto fallback;
+    p = skip_ws(p, end) + 1; /* past the profile's '}' */
+    if (col_finish(&pc.ids) < 0 || col_finish(&pc.nchild) < 0 || col_finish(&pc.flat) < 0 ||
+        col_finish(&pc.hits) < 0 || col_finish(&samples) < 0 || col_finish(&deltas) < 0)
+        goto fail;
+    PyObject *et = NULL;
+    if (seen & 4) {
+        et = PyLong_FromLongLong(end_time);
+    } else {
+        et = Py_None;
+        Py_INCREF(et);
+    }
+    if (et == NULL) goto fail;
+    result = Py_BuildValue("(OOOOOOOOOLNOOn)", pc.ids.arr, pc.names, pc.urls, pc.lines, pc.cols,
+                           pc.nchild.arr, pc.flat.arr, pc.hits.arr, pc.ticks,
+                           (long long)start_time, et, samples.arr, deltas.arr,
+                           (Py_ssize_t)(p - base));
+    goto fail;
+checked:
+    if (pc.oom || PyErr_Occurred()) goto fail;
+fallback:
+    result = Py_None;
+    Py_INCREF(result);
+fail:
+    table_free(&pc.strs);
+    Py_XDECREF(pc.ids.arr);
+    Py_XDECREF(pc.nchild.arr);
+    Py_XDECREF(pc.flat.arr);
+    Py_XDECREF(pc.hits.arr);
+    Py_XDECREF(samples.arr);
+    Py_XDECREF(deltas.arr);
+    Py_XDECREF(pc.names);
+    Py_XDECREF(pc.urls);
+    Py_XDECREF(pc.lines);
+    Py_XDECREF(pc.cols);
+    Py_XDECREF(pc.ticks);
+    PyBuffer_Release(&b);
+    return result;
+}
+
 /* parse_float(text) -> float | None: one number read as read_samples reads it (tests). */
 static PyObject *parse_float(PyObject *self, PyObject *arg) {
     (void)self;
@@ -1257,6 +1856,9 @@ static PyMethodDef METHODS[] = {
     {"read_ints", read_ints, METH_VARARGS, "read_ints(buf, start) -> (int64s, end) | None"},
     {"read_floats", read_floats, METH_VARARGS,
      "read_floats(buf, start) -> (float64s, end) | None"},
+    {"read_profile", read_profile, METH_VARARGS,
+     "read_profile(buf, start) -> (ids, names, urls, lines, columns, child counts, children, "
+     "hitCounts, positionTicks, startTime, endTime, samples, timeDeltas, end) | None"},
     {"parse_float", parse_float, METH_O,
      "parse_float(text) -> float | None: one number followed by a delimiter (tests)"},
     {NULL, NULL, 0, NULL},

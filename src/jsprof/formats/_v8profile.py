@@ -38,6 +38,7 @@ from ..trace import (
     step_back,
     step_back_problem,
 )
+from . import _columns
 from ._json import type_name
 
 PSEUDO_MARKERS: dict[str, str | None] = {
@@ -259,10 +260,40 @@ def read_profile(err: ErrorAt, profile: Any) -> tuple:
     return columns, start_time, end_time, sample_ids, deltas, nodes
 
 
+class FlatChildren:
+    """Every node's children ids as one column (`flat`) and each node's count of them
+    (`counts`): how `read_profile_text` gives the children lists."""
+
+    __slots__ = ("counts", "flat")
+
+    def __init__(self, counts: np.ndarray, flat: np.ndarray) -> None:
+        self.counts, self.flat = counts, flat
+
+
+def read_profile_text(text: bytes, start: int) -> tuple[tuple, int] | None:
+    """`read_profile`'s parts of the Profile object whose `{` is at `start` in `text` (JSON
+    as V8's inspector writes it), read in C with no dict per node, and the offset after
+    the object; None for text the C reader leaves to `read_profile` on the parsed object
+    (which words any error). The ids, hitCounts and children are numpy columns here."""
+    r = _columns.read_profile(text, start)
+    if r is None:
+        return None
+    ids, names, urls, lines, cols, counts, flat, hits, ticks, t0, t1, samples, deltas, end = r
+
+    def col(b: bytearray) -> np.ndarray:
+        return np.frombuffer(b, np.int64)
+
+    children = FlatChildren(col(counts), col(flat))
+    columns = (col(ids), names, urls, lines, cols, children, col(hits), ticks)
+    if len(samples) != len(deltas):
+        return None  # the checked path says which is short
+    return (columns, t0, t1, col(samples), col(deltas), None), end
+
+
 def _int64(err: ErrorAt, values: list, key: str) -> np.ndarray:
     """A per-node integer column; JSON integers beyond 64 bits are refused by name."""
     try:
-        return np.array(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+        return np.array(values, dtype=np.int64) if len(values) else np.zeros(0, np.int64)
     except OverflowError:
         i = next(i for i, v in enumerate(values) if not -(2**63) <= v < 2**63)
         raise err(f"nodes[{i}].{key}", f"{values[i]} is out of range") from None
@@ -340,14 +371,17 @@ def read_tree(
         return order[pos_c]
 
     # Parents from the children lists, flattened in one pass.
-    n_children = np.fromiter(map(len, children), dtype=np.int64, count=nn)
-    flat = [c for ch in children for c in ch]
-    if not all(type(c) is int for c in flat):
-        for i, n in enumerate(nodes):
-            _check_node(err, i, n)
+    if isinstance(children, FlatChildren):
+        n_children, child_ids = children.counts, children.flat
+    else:
+        n_children = np.fromiter(map(len, children), dtype=np.int64, count=nn)
+        flat = [c for ch in children for c in ch]
+        if not all(type(c) is int for c in flat):
+            for i, n in enumerate(nodes):
+                _check_node(err, i, n)
+        child_ids = _int_array(flat, err, "nodes[].children") if flat else None
     parent = np.full(nn, NONE, np.int64)
-    if flat:
-        child_ids = _int_array(flat, err, "nodes[].children")
+    if child_ids is not None and len(child_ids):
         child_idx = lookup(child_ids, "children (flattened)")
         parent_of = np.repeat(np.arange(nn), n_children)
         seen = np.bincount(child_idx, minlength=nn)

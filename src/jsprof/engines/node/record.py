@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from ...errors import EngineError, JSError
 from .._ending import interruption, signum_of
 from .._process import SignalFlag
+from .._v8text import ProfileText
 from .process import NodeProcess, effective_interval, interval_us, script_path
 
 # Light on purpose: Node is started first, and numpy, the formats and the WebSocket client
@@ -28,6 +29,7 @@ _CHILD_TITLE = "jsprof-child"
 _GO_PREFIX = "jsprof-go:"  # the hook went on to the script, at this instant (monotonic us)
 _END_PREFIX = "jsprof-end:"  # the program ended ('exit'), at this instant (monotonic us)
 _RESEND_GO = 0.05  # s between repeats of runIfWaitingForDebugger until the hook went on
+_POLL = 0.1  # s: the recording loop looks at what no socket message tells (see _record)
 # A worker's last samples are taken in its 'exit' event: the hook says so with a
 # console.profile title and waits (inspector.waitForDebugger) until we have stopped its
 # profiler and say go (Runtime.runIfWaitingForDebugger). It used a `debugger;` statement
@@ -217,6 +219,7 @@ def _record(
 
     try:
         client = CDPClient(proc.url or "")
+        client.raw_profiles = True  # the slices read in C when the track is made
         root = client.session
         main = _Isolate(root, "main")
         hook = hook or hook_path()
@@ -224,7 +227,7 @@ def _record(
         isolates.append(main)
         if progress is not None:  # _ending.Progress: a status line's count, from its thread
             progress.poll = lambda: (
-                sum(len(s.get("samples", ())) for i in list(isolates) for s in list(i.slices)),
+                sum(_num_samples(s) for i in list(isolates) for s in list(i.slices)),
                 len(isolates),
             )
         # The end of the script: this event, or the same news on stderr, whichever is first.
@@ -248,9 +251,13 @@ def _record(
             if deadline is not None and time.monotonic() > deadline:
                 how = "duration"
                 break
-            # The end shows on Node's stderr ("Waiting for the debugger to disconnect"),
-            # seen by the reader thread: poll often enough to stop within ~20 ms.
-            if not client.pump(0.02):
+            # Wait for the socket (replies, events: the end comes as NodeRuntime's
+            # waitingForDisconnect) or the next timer, at most _POLL: the end also shows
+            # on Node's stderr, seen by the reader thread (proc.waiting), and a stop may
+            # come from another thread. Each idle wake cost ~30-80 us of CPU (a select
+            # and its context switches): every 20 ms, as before, that was 30 ms of a tsc
+            # run's 20 s at load 18 (issue 32).
+            if not client.pump(_wait(deadline, None if released else resend, isolates)):
                 break  # the socket closed: Node is gone
             while root.events:
                 e = root.events.popleft()
@@ -305,6 +312,28 @@ def _record(
             code = proc.kill()
         # else closing the socket lets Node finish exiting on its own.
     return isolates, how, error, code, children, exiting
+
+
+def _num_samples(profile: dict | ProfileText) -> int:
+    if isinstance(profile, ProfileText):
+        return profile.num_samples()
+    return len(profile.get("samples", ()))
+
+
+def _wait(deadline: float | None, resend: float | None, isolates: list[_Isolate]) -> float:
+    """How long the recording loop may wait for the socket: until its next timer (the
+    --duration, the next go to the hook, a slice, a worker's go at its exit), at most
+    _POLL."""
+    now = time.monotonic()
+    wait = _POLL
+    for t in (deadline, resend):
+        if t is not None:
+            wait = min(wait, t - now)
+    for iso in isolates:
+        wait = min(wait, iso.next_slice - now)
+        if iso.exit_go_at is not None:
+            wait = min(wait, iso.exit_go_at - now)
+    return max(wait, 0.0)
 
 
 def _release(root: Session) -> None:
