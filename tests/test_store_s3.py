@@ -271,3 +271,63 @@ def test_every_acknowledged_upload_counts_once_after_a_kill_mid_flush(
         b.stop()
     # No secret on a command line or in the collectors' logs.
     assert not any(s3["AWS_SECRET_ACCESS_KEY"] in line for line in b.stderr_lines)
+
+
+# ---- fleet --engine dask: the workers read the bucket ------------------------------------------
+
+
+def test_dask_workers_read_the_parts_from_the_bucket(s3: dict[str, str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real 2-worker Dask LocalCluster answers a store on s3:// as DuckDB does, and its
+    workers fetched the parts from the bucket by key (no path of this machine's mirror in
+    their tasks: they could run on any machine that reaches the bucket)."""
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    from fleet_util import make_trace
+    from jsprof.fleet import api
+    from jsprof.fleet.engine import DaskEngine, DuckEngine
+    from jsprof.fleet.filters import Filters
+    from jsprof.formats.jsprof import dumps
+    from jsprof.trace import Recording, Track
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with aws_env(s3):
+        url = f"s3://{new_bucket(s3)}/fleet"
+        objects = open_objects(url)
+        st = ObjectSegmentStore(url, objects)
+        rng = np.random.default_rng(7)
+        for rel, hot in (("1.0", None), ("1.1", "slowThing")):
+            for i in range(6):
+                tr = make_trace(rng, 400, hot=hot, hot_share=0.1)
+                st.append(f"{rel}-{i}", {"app": "shop", "release": rel, "route": f"/p/{i % 2}",
+                                         "receivedAt": 1.7e12 + i * 60e3,
+                                         "sampleInterval": 10.0},
+                          dumps(Recording([Track("main", tr)])))
+        assert ObjectCompactor(objects, tmp_path / "compactor").run().uploads == 12
+        # and one not compacted yet: the tail, read on the client beside the parts
+        st.append("late", {"app": "shop", "release": "1.1", "receivedAt": 1.7e12 + 9e5,
+                           "sampleInterval": 10.0},
+                  dumps(Recording([Track("main", make_trace(rng, 200))])))
+        cluster = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                               dashboard_address="127.0.0.1:0", host="127.0.0.1")
+        client = Client(cluster)
+        try:
+            store = api.open_store(url)
+            duck = DuckEngine()
+            dask = DaskEngine(client=client)
+            with api.session(store, duck) as sd, api.session(store, dask) as sk:
+                assert sk.engine.remote is not None
+                for f in (Filters(app="shop"), Filters(app="shop", release="1.1",
+                                                       route="/p/1")):
+                    a, b = api.top(sd, f, None), api.top(sk, f, None)
+                    assert a == b, f
+                assert api.top(sd, Filters(app="shop"), None)["traces"] == 13
+            from jsprof.fleet import engine
+
+            fetched = client.run(lambda: engine._objects_read)
+            assert sum(fetched.values()) > 0, fetched
+            duck.close()
+        finally:
+            client.close()
+            cluster.close()

@@ -51,7 +51,9 @@ def _object_store(url: str) -> Any:
     from ..store.objstore import Deduped, query_mirror
 
     try:
-        return Deduped(Store(query_mirror(url)), set())
+        store = Deduped(Store(query_mirror(url)), None)
+        store.remote_url = url
+        return store
     except StoreError as e:
         raise JsprofError(f"--store {url}: {e}") from None
 
@@ -70,6 +72,7 @@ def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
     tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
     # After the manifest: an upload pruned since it was compacted is left out.
     snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
+    snap.remote = getattr(store, "remote_url", None)
     snap.damaged += tail.damaged
     snap.pending = tail.pending
     return snap
@@ -97,6 +100,8 @@ def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None =
         require("dask", "fleet's dask engine")
     snap = snapshot(store, tail_limit)
     eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
+    if snap.remote is not None and isinstance(eng, DaskEngine):
+        eng.remote = (snap.remote, snap.tdir)
     try:
         yield Session(snap, eng)
     finally:

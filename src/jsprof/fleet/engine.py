@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import UsageError
+from ..errors import JsprofError, UsageError
 from .filters import Filters, glob_regex, meta_matches, where_number
 
 UPLOAD_COLS = ("uk", "id", "rkey", "release", "received_at", "samples", "total_ms", "lost_ms",
@@ -317,6 +317,8 @@ class Snapshot:
         self.damaged = len(manifest.get("damaged", []))
         # Uploads stored but neither compacted nor read as the tail (over its cap).
         self.pending = 0
+        # The store's URL when it is on object storage (its parts also in the bucket).
+        self.remote: str | None = None
 
     def alive(self, ids: list[str], apps: list[str], received_at: np.ndarray) -> np.ndarray:
         """Per upload row: not pruned."""
@@ -496,6 +498,26 @@ def _arrow_cols(t: Any) -> dict[str, np.ndarray]:
 
 
 Part = Any  # a part to read: its path (str), or a query's tail part as a pyarrow Table
+
+
+_objects_read = 0  # parts `read_object` fetched in this process (tests ask the workers)
+
+
+def read_object(key: str, url: str, columns: list[str]) -> Any:
+    """A part of a store on object storage as a pandas frame, fetched from the bucket by
+    key (a Dask task: runs on a worker, which reads its own AWS environment)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from ..store.objects import open_objects
+
+    global _objects_read
+    got = open_objects(url).get(key)
+    if got is None:
+        raise JsprofError(f"{url}: {key} is gone (a merge's grace passed during the query); "
+                          "run it again")
+    _objects_read += 1
+    return pq.read_table(pa.BufferReader(got[0]), columns=columns).to_pandas()
 
 
 def read_part(part: Part, columns: list[str] | None = None) -> Any:
@@ -873,9 +895,27 @@ class DaskEngine:
             self.client = Client(cluster)
             self._own += [self.client, cluster]
 
+    # (url, tables folder of the query's mirror) when the store is on object storage: the
+    # workers read the parts from the bucket (`read_object`), so they may run anywhere.
+    remote: tuple[str, Path] | None = None
+
     def close(self) -> None:
         for o in self._own:
             o.close()
+
+    def _read_remote(self, paths: list[str], columns: list[str]) -> Any:
+        """Parts read on the workers from the object store, by key: each worker opens the
+        bucket with its own AWS environment (no credential travels with the tasks)."""
+        import dask.dataframe as dd
+        import pyarrow.parquet as pq
+
+        assert self.remote is not None
+        url, tdir = self.remote
+        keys = ["tables/" + Path(p).relative_to(tdir).as_posix() for p in paths]
+        # the frame's columns and types, from the first part's footer (in the mirror)
+        meta = pq.read_schema(paths[0]).empty_table().select(columns).to_pandas()
+        return dd.from_map(read_object, keys, url=url, columns=columns, meta=meta,
+                           enforce_metadata=False)
 
     def _read(self, files: list[Part], columns: list[str]) -> Any:
         """The parts as one dask dataframe: the files read on the workers, a query's tail
@@ -883,7 +923,10 @@ class DaskEngine:
         import dask.dataframe as dd
 
         paths, mem = _split(files)
-        got = [dd.read_parquet(paths, columns=columns)] if paths else []
+        if paths and self.remote is not None:
+            got = [self._read_remote(paths, columns)]
+        else:
+            got = [dd.read_parquet(paths, columns=columns)] if paths else []
         if mem is not None:
             got.append(dd.from_pandas(mem.select(columns).to_pandas(), npartitions=1))
         return got[0] if len(got) == 1 else dd.concat(got)

@@ -284,9 +284,11 @@ class Mirror:
 
 class Deduped:
     """An upload source (`tables.compact.UploadSource`) that yields each upload id once:
-    `seen` holds the ids already compacted (or already read by this reader)."""
+    `seen` holds the ids already compacted and grows with those read (a compactor's, kept
+    between its runs); None: each read starts afresh, every id once within it (a query's
+    tail, read once per snapshot)."""
 
-    def __init__(self, store: Any, seen: set[str]) -> None:
+    def __init__(self, store: Any, seen: set[str] | None) -> None:
         self.store = store
         self.seen = seen
         self.dropped = 0
@@ -299,11 +301,12 @@ class Deduped:
 
     def iter_uploads(self, after: Any = None, on_damage: Any = None
                      ) -> Iterator[tuple[Any, str, dict, bytes]]:
+        seen = self.seen if self.seen is not None else set()
         for cur, upload_id, meta, body in self.store.iter_uploads(after, on_damage=on_damage):
-            if upload_id in self.seen:
+            if upload_id in seen:
                 self.dropped += 1
                 continue
-            self.seen.add(upload_id)
+            seen.add(upload_id)
             yield cur, upload_id, meta, body
 
 
