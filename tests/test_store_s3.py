@@ -267,6 +267,18 @@ def test_every_acknowledged_upload_counts_once_after_a_kill_mid_flush(
         env_q = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache-query")}
         top = _fleet(env_q, "top", "--store", url, "--app", "shop")
         assert top["traces"] == len(ids)
+        # What operators read of it: ready, nothing pending, the bucket's objects.
+        status, _, body = b.request("GET", "/readyz")
+        assert status == 200, body
+        status, _, body = b.request("GET", "/v1/status",
+                                    headers={"Authorization": "Bearer test-read-token"})
+        assert status == 200, body
+        assert orjson.loads(body)["compactor"]["pending"] == 0
+        status, _, body = b.request("GET", "/metrics",
+                                    headers={"Authorization": "Bearer test-read-token"})
+        assert status == 200, body
+        assert "jsprof_compactor_pending_uploads 0.0" in body.decode()
+        assert 'jsprof_store_files{folder="segments"}' in body.decode()
     finally:
         b.stop()
     # No secret on a command line or in the collectors' logs.
@@ -331,3 +343,36 @@ def test_dask_workers_read_the_parts_from_the_bucket(s3: dict[str, str], tmp_pat
         finally:
             client.close()
             cluster.close()
+
+
+def test_serve_refuses_a_bucket_it_cannot_reach(s3: dict[str, str], tmp_path: Path) -> None:
+    """A missing bucket, or an endpoint where nothing listens: one line before any upload is
+    taken, exit 2, no traceback, no credential in it."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    from s3_util import _free_port
+
+    for env, what in (
+        ({**s3}, "NoSuchBucket"),
+        ({**s3, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{_free_port()}"}, "connect"),
+    ):
+        out = subprocess.run(
+            [str(JSPROF), "serve", "--store", "s3://jsprof-no-such-bucket/x", "--port", "0",
+             "--app", "shop:k1"],
+            env={**base, **env, "JSPROF_READ_TOKEN": "t",
+                 "XDG_CACHE_HOME": str(tmp_path / "c")},
+            capture_output=True, timeout=300)
+        err = out.stderr.decode()
+        assert out.returncode == 2, err
+        lines = [x for x in err.splitlines() if x.strip()]
+        assert len(lines) == 1 and "Traceback" not in err, err
+        assert "s3://jsprof-no-such-bucket/x" in lines[0] and what in lines[0], err
+        assert s3["AWS_SECRET_ACCESS_KEY"] not in err
+
+
+def test_a_url_with_credentials_is_refused() -> None:
+    out = subprocess.run(
+        [str(JSPROF), "fleet", "top", "--store", "s3://AKIA:secret@bucket/x", "--app", "a"],
+        capture_output=True, timeout=120)
+    err = out.stderr.decode()
+    assert out.returncode != 0 and "Traceback" not in err, err
+    assert "AWS_ACCESS_KEY_ID" in err

@@ -348,6 +348,13 @@ def main(args: argparse.Namespace) -> int:
     if args.read_token_file:  # and a token file that will not read: before the store too
         resolve_read_token(None, Path(config.store), args.read_token_file)
     store = _open_store(config.store)
+    if remote:  # the bucket answers, as whom the environment says: before taking uploads
+        from ..store import StoreError
+
+        try:
+            store.probe()  # type: ignore[attr-defined]
+        except StoreError as e:
+            raise UsageError(f"--store {config.store}: {e}") from None
     # Finish dead writers' segments (and their claims) before any worker takes uploads: a
     # retried upload then finds its claim even if a machine crash had lost it.
     store.recover()
@@ -400,6 +407,10 @@ def _check_object_store(args: argparse.Namespace) -> None:
 
 
 def _existing_store(path: str) -> None:
+    if "://" in path:  # check, prune, backup (compact has its own path for object storage)
+        raise UsageError(f"--store {path}: not supported on object storage yet (docs/store.md, "
+                         "On object storage); compact with `jsprof serve compact`, query with "
+                         "`jsprof fleet`")
     if not Path(path, "segments").is_dir():
         raise UsageError(f"--store {path}: not a jsprof store (no segments/ folder)")
 

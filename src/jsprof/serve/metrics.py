@@ -130,6 +130,15 @@ class _StoreCollector:
 
         from ..store import health
 
+        if hasattr(self.store, "health"):  # on object storage: what its bucket says
+            from ..store import StoreError
+
+            try:
+                h = self.store.health()
+            except StoreError:
+                return  # not reachable: /readyz says so; the request counters still go out
+            yield from _object_store_metrics(h)
+            return
         path = self.store.path
         lag = health.compaction_lag(self.store)
         yield GaugeMetricFamily(
@@ -244,6 +253,37 @@ async def healthz(request: Request) -> Response:
                     headers={"Cache-Control": "no-store"})
 
 
+def _object_store_metrics(h: dict) -> Any:
+    from prometheus_client.core import GaugeMetricFamily
+
+    yield GaugeMetricFamily(
+        "jsprof_compactor_pending_uploads",
+        "Uploads stored but not yet compacted into the query tables", value=h["pending"])
+    yield GaugeMetricFamily(
+        "jsprof_store_table_parts", "Part files the query tables' manifest lists",
+        value=h["parts"])
+    b = GaugeMetricFamily("jsprof_store_bytes", "Bytes the store takes, by top-level folder",
+                          labels=["folder"])
+    n = GaugeMetricFamily("jsprof_store_files", "Objects in the store, by top-level folder",
+                          labels=["folder"])
+    for folder, v in sorted(h["folders"].items()):
+        b.add_metric([folder], v["bytes"])
+        n.add_metric([folder], v["objects"])
+    yield b
+    yield n
+
+
+def _object_readiness(store: Any) -> dict[str, str]:
+    """A store on an object store is ready when its bucket answers a listing."""
+    from ..store import StoreError
+
+    try:
+        store.health()
+    except StoreError:
+        return {"store": "not reachable (the object store does not answer; see the log)"}
+    return {"store": "ok"}
+
+
 def readiness(store_path: Any, compacting: bool) -> dict[str, str]:
     """Each check -> "ok" or a few fixed words saying what is wrong."""
     from ..store import health
@@ -286,9 +326,12 @@ def _writable(store_path: Any) -> str:
 
 async def readyz(request: Request) -> Response:
     state = request.app.state
-    checks = await _in_thread(
-        request, readiness, state.store.path, state.config.compact_every > 0
-    )
+    if hasattr(state.store, "health"):
+        checks = await _in_thread(request, _object_readiness, state.store)
+    else:
+        checks = await _in_thread(
+            request, readiness, state.store.path, state.config.compact_every > 0
+        )
     bad = [f"{k} {v}" for k, v in checks.items() if v != "ok"]
     if bad:
         return _json({"error": "not ready: " + "; ".join(bad), "checks": checks}, 503)
@@ -299,6 +342,15 @@ def status(store: Any, compacting: bool) -> dict[str, Any]:
     """The compactor's lag and state, and the store's disk use: the dashboard's status line."""
     from ..store import health
 
+    if hasattr(store, "health"):  # on object storage
+        h = store.health()
+        return {
+            "compactor": {"enabled": compacting, "pending": h["pending"], "lagSeconds": None,
+                          "failing": False, "consecutiveFailures": 0, "lastRunAt": None,
+                          "lastSuccessAt": None},
+            "store": {"bytes": sum(v["bytes"] for v in h["folders"].values()),
+                      "files": sum(v["objects"] for v in h["folders"].values())},
+        }
     lag = health.compaction_lag(store)
     st = health.read_status(store.path)
     use = health.current_disk_use(store.path, st)

@@ -175,6 +175,44 @@ class ObjectSegmentStore:
         return {}
 
 
+    def probe(self) -> None:
+        """One read of the bucket (the lease's key): StoreUnavailable when the endpoint,
+        the bucket or the credentials do not do."""
+        self.objects.get(LEASE_KEY)
+
+    def health(self) -> dict[str, Any]:
+        """What operators read of a store on an object store (`/readyz`, `/v1/status`,
+        `/metrics`): one listing of the bucket and the manifest. Raises StoreUnavailable
+        when the bucket does not answer."""
+        return object_health(self.objects)
+
+
+def object_health(objects: ObjectStore) -> dict[str, Any]:
+    """Uploads in segment objects past the committed cursor (`pending`), what the tables
+    hold (`compacted`, `parts`), and the bytes and objects under each top-level folder."""
+    got = objects.get(MANIFEST_KEY)
+    man = orjson.loads(got[0]) if got is not None else {}
+    positions: dict[str, int] = {}
+    if man.get("hasCursor") and man.get("cursorKind") == "Cursor":
+        positions = orjson.loads(man["cursor"])
+    pending = 0
+    folders: dict[str, list[int]] = {}
+    for key, size in objects.list(""):
+        top = key.split("/", 1)[0]
+        f = folders.setdefault(top, [0, 0])
+        f[0] += size
+        f[1] += 1
+        if key.startswith(SEGMENTS):
+            name = key[len(SEGMENTS):]
+            count = segment_count(name)
+            if count is not None:
+                pending += max(0, count - positions.get(name, 0))
+    parts = len(man.get("uploads", [])) + sum(
+        len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
+    return {"pending": pending, "compacted": int(man.get("nextUk", 0)), "parts": parts,
+            "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
+
+
 # ---- a local mirror of what a run reads --------------------------------------------------------
 
 
