@@ -170,3 +170,18 @@ def test_only_a_profile_reply_is_kept_as_text() -> None:
     assert reply_with_profile(b'{"method":"Profiler.consoleProfileFinished","params":{}}') is None
     # a flattened session's reply carries its sessionId after the result
     assert reply_with_profile(b'{"id":3,"result":{"profile":{"nodes":[]}},"sessionId":"S"}') is None
+
+
+def test_an_extension_built_before_the_reader_leaves_it_to_the_checked_path(
+    cpuprofile: bytes, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A checkout updated without `make` keeps its old _columns build: the slices are then
+    # read as before (an AttributeError ended the recording).
+    from jsprof.formats import _columns
+
+    monkeypatch.delattr(_columns, "read_profile")
+    pt = reply_with_profile(_reply(cpuprofile))["result"]["profile"]
+    assert pt.read() is None
+    got = join_slices([pt], "s").to_trace(None)
+    want = join_slices([orjson.loads(cpuprofile)], "s").to_trace(None)
+    assert got.frames == want.frames and np.array_equal(got.sample_stack, want.sample_stack)

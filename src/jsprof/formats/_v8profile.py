@@ -275,7 +275,9 @@ def read_profile_text(text: bytes, start: int) -> tuple[tuple, int] | None:
     as V8's inspector writes it), read in C with no dict per node, and the offset after
     the object; None for text the C reader leaves to `read_profile` on the parsed object
     (which words any error). The ids, hitCounts and children are numpy columns here."""
-    r = _columns.read_profile(text, start)
+    # (an extension built before read_profile existed: the checked path, as before)
+    reader = getattr(_columns, "read_profile", None)
+    r = None if reader is None else reader(text, start)
     if r is None:
         return None
     ids, names, urls, lines, cols, counts, flat, hits, ticks, t0, t1, samples, deltas, end = r
