@@ -9,14 +9,18 @@ round by round so drift on a shared machine hits each alike:
 
 - none: no sampler;
 - before: the sampler at --interval with the approach off (`_quickjs.set_approach(0)`:
-  a look every 1,000 polls, frame exits not looking, as before the change);
-- after: the sampler as shipped (the approach; frame exits look near each due time);
+  a look every 1,000 polls, frame exits not looking, as before the change); with
+  `--clock wall`, the wall clock without the rseq watch (`_quickjs.set_watch(0)`: no
+  approach either, as before the wall clock had them);
+- after: the sampler as shipped (the approach; frame exits look near each due time, and
+  on the wall clock after each deschedule);
 - main (with --baseline PYTHON, e.g. /work/main/.venv/bin/python): no sampler, on a
-  build without the frame-exit check: its one load per frame exit, unprofiled.
+  build without the frame-exit check (or the rseq watch's): its loads per frame exit,
+  unprofiled.
 
 Prints medians and the ratios of the medians of per-round ratios.
 
-    .venv/bin/python benchmarks/bench_quickjs_leaves.py [--rounds 7] [--interval 1]
+    .venv/bin/python benchmarks/bench_quickjs_leaves.py [--rounds 7] [--interval 1] [--clock wall]
 """
 
 from __future__ import annotations
@@ -43,13 +47,16 @@ def acorn_setup() -> tuple[str, str]:
     return lib, run
 
 
-def child(workload: str, mode: str, interval: float) -> float:
+def child(workload: str, mode: str, interval: float, clock: str) -> float:
     from jsprof.engines.quickjs import QuickJS
 
     if mode == "before":
         from jsprof import _quickjs
 
-        _quickjs.set_approach(0)
+        if clock == "wall":
+            _quickjs.set_watch(0)
+        else:
+            _quickjs.set_approach(0)
     rt = QuickJS()
     if workload == "acorn":
         lib, src = acorn_setup()
@@ -57,7 +64,7 @@ def child(workload: str, mode: str, interval: float) -> float:
     else:
         src = FIB
     s = None if mode in ("none", "main") else rt.profiler(sample_interval=interval,
-                                                          clock="cpu")
+                                                          clock=clock)
     t0 = time.process_time()
     rt.eval(src, "bench.js")
     cpu = time.process_time() - t0
@@ -66,9 +73,10 @@ def child(workload: str, mode: str, interval: float) -> float:
     return cpu
 
 
-def measure(python: str, workload: str, mode: str, interval: float) -> float:
+def measure(python: str, workload: str, mode: str, interval: float, clock: str) -> float:
     out = subprocess.run(
-        [python, __file__, "--child", workload, mode, "--interval", str(interval)],
+        [python, __file__, "--child", workload, mode, "--interval", str(interval),
+         "--clock", clock],
         check=True, capture_output=True, text=True, timeout=600,
     ).stdout
     return float(out.strip().splitlines()[-1])
@@ -77,22 +85,24 @@ def measure(python: str, workload: str, mode: str, interval: float) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--interval", type=float, default=1.0, help="ms (CPU clock)")
+    ap.add_argument("--interval", type=float, default=1.0, help="ms")
+    ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
+                    help="the sampler's clock (wall: before = no rseq watch, no approach)")
     ap.add_argument("--baseline", help="a Python whose jsprof lacks the frame-exit check")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
-        print(child(a.child[0], a.child[1], a.interval))
+        print(child(a.child[0], a.child[1], a.interval, a.clock))
         return
     modes = ["none", "before", "after"] + (["main"] if a.baseline else [])
-    print(f"load average {os.getloadavg()[0]:.1f}; interval {a.interval} ms (CPU clock); "
+    print(f"load average {os.getloadavg()[0]:.1f}; interval {a.interval} ms ({a.clock} clock); "
           f"{a.rounds} rounds")
     for workload in ("fib", "acorn"):
         got: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(a.rounds):
             for m in modes[r % len(modes):] + modes[:r % len(modes)]:
                 py = a.baseline if m == "main" else sys.executable
-                got[m].append(measure(py, workload, m, a.interval))
+                got[m].append(measure(py, workload, m, a.interval, a.clock))
 
         def ratio(x: str, y: str, got: dict[str, list[float]] = got) -> float:
             return statistics.median(p / q for p, q in zip(got[x], got[y], strict=True))

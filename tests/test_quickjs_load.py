@@ -12,6 +12,14 @@ built-in's return), so the caller had ~1 % of the comparator's time; throttled, 
 70-100 % (3,267 ticks against cmpSync's 3,877): a false `[new]` hot function in `diff`.
 Ticks due while the thread could not run have no known stack: they are counted as lost
 (`offCpuDroppedTicks`), and the wall clock's gap goes to the sample before the stall.
+
+Two of the comparators call nothing (no loop, no call: they poll nowhere of their own).
+On the wall clock they had no sample at all, quiet or loaded: their ticks went to the
+next call's entry poll, the caller. The wall clock now closes in on each due time as the
+CPU clock does, and a frame exit looks at the clock when the thread was descheduled since
+its last look (rseq), so a tick that came due meanwhile is taken where the thread was.
+The copies sorted are made by `main`: `slice` allocates, and the thread's stops land at
+its page faults, a caller's time that is no comparator's (one stop: 63 samples).
 """
 
 from __future__ import annotations
@@ -58,36 +66,62 @@ function cmpAfterAwait(a, b) {
   const sb = ((b.x * 31 + b.y) * 17 + b.z) % 1009 + ((b.x ^ b.z) * 13 + (b.y | 7)) % 101;
   return c * 100000 + (sa - sb);
 }
+function leafSync(a, b) {
+  const sa = ((a.x * 31 + a.y) * 17 + a.z) % 1009 + ((a.x ^ a.z) * 13 + (a.y | 7)) % 101;
+  const sb = ((b.x * 31 + b.y) * 17 + b.z) % 1009 + ((b.x ^ b.z) * 13 + (b.y | 7)) % 101;
+  const ta = ((a.z * 29 + a.x) * 19 + a.y) % 1013 + ((a.y ^ a.x) * 11 + (a.z | 3)) % 103;
+  const tb = ((b.z * 29 + b.x) * 19 + b.y) % 1013 + ((b.y ^ b.x) * 11 + (b.z | 3)) % 103;
+  return (sa - sb) * 1000 + (ta - tb);
+}
+function leafAfterAwait(a, b) {
+  const sa = ((a.x * 31 + a.y) * 17 + a.z) % 1009 + ((a.x ^ a.z) * 13 + (a.y | 7)) % 101;
+  const sb = ((b.x * 31 + b.y) * 17 + b.z) % 1009 + ((b.x ^ b.z) * 13 + (b.y | 7)) % 101;
+  const ta = ((a.z * 29 + a.x) * 19 + a.y) % 1013 + ((a.y ^ a.x) * 11 + (a.z | 3)) % 103;
+  const tb = ((b.z * 29 + b.x) * 19 + b.y) % 1013 + ((b.y ^ b.x) * 11 + (b.z | 3)) % 103;
+  return (sa - sb) * 1000 + (ta - tb);
+}
 function sortSync(data) {
-  return data.slice().sort(cmpSync);
+  return data.sort(cmpSync);
 }
 async function sortAfterAwait(data) {
   await null;
-  return data.slice().sort(cmpAfterAwait);
+  return data.sort(cmpAfterAwait);
+}
+function sortLeafSync(data) {
+  return data.sort(leafSync);
+}
+async function sortLeafAfterAwait(data) {
+  await null;
+  return data.sort(leafAfterAwait);
 }
 async function main() {
   const data = makeData(3000, 7);
   for (let r = 0; r < 3; r++) {
-    sortSync(data);
-    await sortAfterAwait(data);
+    sortSync(data.slice());
+    await sortAfterAwait(data.slice());
+    sortLeafSync(data.slice());
+    await sortLeafAfterAwait(data.slice());
   }
 }
 main();
 """
-PAIRS = (("sortSync", "cmpSync"), ("sortAfterAwait", "cmpAfterAwait"))
+PAIRS = (("sortSync", "cmpSync"), ("sortAfterAwait", "cmpAfterAwait"),
+         ("sortLeafSync", "leafSync"), ("sortLeafAfterAwait", "leafAfterAwait"))
 RUNS = 3
 
 
-def self_ms(trace: ProfilerTrace, interval: float) -> dict[str, float]:
+def self_ms(trace: ProfilerTrace, interval: float) -> tuple[dict[str, float], dict[str, int]]:
     """Self milliseconds per function name, as `report` weighs samples (the gap to the
-    next sample on the wall clock, the CPU ms on the CPU clock)."""
-    out: dict[str, float] = {}
+    next sample on the wall clock, the CPU ms on the CPU clock), and self samples."""
+    ms: dict[str, float] = {}
+    n: dict[str, int] = {}
     for s, w in zip(trace.sample_stack.tolist(), sample_weights(trace, interval).tolist(),
                     strict=True):
         if s != NONE:
             name = trace.frames[trace.stack_frame[s]].name
-            out[name] = out.get(name, 0.0) + w
-    return out
+            ms[name] = ms.get(name, 0.0) + w
+            n[name] = n.get(name, 0) + 1
+    return ms, n
 
 
 @contextmanager
@@ -142,7 +176,8 @@ def record_loaded(tmp_path: Path, run: int, load_kind: str, clock: str) -> dict:
             t.join()
         assert p.returncode == 0, err
     track = load(out).tracks[0]
-    return {"self": self_ms(track.trace, track.sample_interval), "meta": track.meta}
+    ms, n = self_ms(track.trace, track.sample_interval)
+    return {"self": ms, "samples": n, "meta": track.meta}
 
 
 @pytest.mark.parametrize("clock", ["wall", "cpu"])
@@ -151,7 +186,7 @@ def test_comparators_keep_their_time_under_load(tmp_path: Path, load_kind: str,
                                                 clock: str) -> None:
     for run in range(RUNS):
         got = record_loaded(tmp_path, run, load_kind, clock)
-        counts, meta = got["self"], got["meta"]
+        counts, samples, meta = got["self"], got["samples"], got["meta"]
         # stopped for 50 ms at a time: on the wall clock those ticks are counted as lost;
         # the CPU clock makes none then
         if clock == "cpu":
@@ -163,10 +198,24 @@ def test_comparators_keep_their_time_under_load(tmp_path: Path, load_kind: str,
             # 0-148 lost, 0-147 deferred), never neither
             assert meta["offCpuDroppedTicks"] + meta["deferredSamples"] > 0, meta
         for caller, comparator in PAIRS:
-            # quiet (and on the CPU clock) a caller has 0-2 % of its comparator's ms;
-            # before the fix, the first run of each load already gave it more (stopped:
-            # sortSync 1,145 ms against cmpSync's 1,019; busy: 1,998 against 211). A
-            # third is far from both.
+            # The ticks: quiet (and on the CPU clock) a caller has 2-9 % of its
+            # comparator's samples (the native sort between the calls). Before, the
+            # comparators with a built-in call lost theirs to the caller under load
+            # (stopped: sortSync 1,145 ms against cmpSync's 1,019; busy: 1,998 against
+            # 211), and on the wall clock the leaf comparators (no loop, no call) had none
+            # at all, loaded or not (leafSync 0 of ~60 samples). A third is far from both.
             assert counts.get(comparator, 0) >= 20, (run, counts, meta)
-            assert counts.get(caller, 0) * 3 <= counts[comparator], (
-                run, caller, comparator, counts, meta)
+            assert samples.get(caller, 0) * 3 <= samples.get(comparator, 0), (
+                run, caller, comparator, samples, counts, meta)
+            # The report's milliseconds. The CPU clock's are the ticks': a third. On the
+            # wall clock a stop (50 ms) weighs on the sample before it, a caller's as
+            # often as its share of the samples (10 runs here: 2 of 40 pairs had one on
+            # the caller, 64 ms of sortSync's 3 samples beside cmpSync's 153 ms in 72):
+            # chance, not a place the ticks went; below the comparator's whatever the
+            # chance (the issue's symptom: sortAfterAwait 172 ms against 103).
+            if clock == "cpu":
+                assert counts.get(caller, 0) * 3 <= counts[comparator], (
+                    run, caller, comparator, counts, samples, meta)
+            else:
+                assert counts.get(caller, 0) < counts[comparator], (
+                    run, caller, comparator, counts, samples, meta)

@@ -20,7 +20,8 @@
  *  - A function with no loop and no call polls nowhere of its own: the patch calls
  *    JSPROF_FRAME_EXIT when a bytecode frame is left, one load of the poll counter; while
  *    a tick is due or about to be (the counter at 0) the tick is taken there, with the
- *    returning frame on the stack (see sampler_approach).
+ *    returning frame on the stack (see sampler_approach). On the wall clock it also looks
+ *    when the thread was descheduled since its last look (rseq: JSPROF_RESUMED).
  *  - Built-in (C) functions never poll. The patch calls JSPROF_NATIVE_RETURN when a C
  *    function returns; if a tick came due meanwhile (counter <= 0 and ticks pending) we
  *    capture right there, where the stack is the JS caller's: time in JSON.parse/sort/
@@ -89,7 +90,35 @@ typedef struct JsprofHot {
     int counter_init;
     volatile int armed;         /* self-sampling: check `deadline` where built-ins return */
     volatile uint64_t deadline; /* jsprof_ticks() at which the next tick is due */
+    /* the wall clock, self-sampling, rseq at hand: frame exits also look at the clock
+       when the thread was descheduled since the last look (JSPROF_RESUMED) */
+    volatile int watch;
 } JsprofHot;
+
+/* Has the running thread been descheduled (or signalled, or moved to another CPU) since
+   its last look at the clock? The kernel's restartable sequences (rseq, registered for
+   every thread by glibc >= 2.35) answer it for one load: at each look the thread points
+   its rseq area's rseq_cs at a descriptor of an empty critical section (jsprof_rseq_cs),
+   and whenever the kernel switches the thread out it checks, on the way back to user
+   space, whether it was inside that section, and clears the pointer as it is not. So 0
+   means "it stopped running since it armed", however briefly. g_rseq_cs_off: from the
+   thread pointer to the rseq_cs field; 0 until rseq_init found it working (then `watch`
+   stays 0). */
+static long g_rseq_cs_off;
+#if defined(__x86_64__)
+#define JSPROF_TP_LOAD64(off)                                                          \
+    __extension__({                                                                    \
+        uint64_t v_;                                                                   \
+        __asm__ __volatile__("movq %%fs:(%1), %0" : "=r"(v_) : "r"(off));              \
+        v_;                                                                            \
+    })
+#else
+#define JSPROF_TP_LOAD64(off)                                                          \
+    (*(volatile uint64_t *)((char *)__builtin_thread_pointer() + (off)))
+#endif
+#define JSPROF_RESUMED(ctx)                                                            \
+    ((ctx)->rt->user_opaque && ((JsprofHot *)(ctx)->rt->user_opaque)->watch &&         \
+     JSPROF_TP_LOAD64(g_rseq_cs_off) == 0)
 
 struct JSContext;
 static void jsprof_native_return(struct JSContext *ctx);
@@ -126,7 +155,8 @@ static void jsprof_freeing(struct JSRuntime *rt);
 static void jsprof_frame_exit(struct JSContext *ctx);
 #define JSPROF_FRAME_EXIT(ctx, sf, pc)                                                 \
     do {                                                                               \
-        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0)) {                      \
+        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0) ||                      \
+            __builtin_expect(JSPROF_RESUMED(ctx), 0)) {                                \
             (sf)->cur_pc = (pc);                                                       \
             jsprof_frame_exit(ctx);                                                    \
         }                                                                              \
@@ -162,6 +192,73 @@ static void ms_to_timespec(double ms, struct timespec *ts)
     }
     if (ts->tv_nsec < 0)
         ts->tv_nsec = 0;
+}
+
+/* ------------------------------------------------------------------------- rseq */
+
+#if defined(__linux__) && defined(__has_include)
+#if __has_include(<sys/rseq.h>)
+#include <dlfcn.h>
+#include <stddef.h>
+#include <sys/rseq.h>
+#endif
+#endif
+#if defined(RSEQ_SIG) && (defined(__x86_64__) || defined(__aarch64__))
+#define JSPROF_HAVE_RSEQ 1
+/* The descriptor JSPROF_RESUMED arms: an empty critical section (no instruction is in
+   it, so the kernel never aborts anything, it only clears the pointer), its abort
+   address just after the signature the kernel checks there (glibc registers each
+   thread's rseq with RSEQ_SIG; a descriptor without it would get the thread killed). */
+static const uint32_t jsprof_rseq_sig[2] __attribute__((aligned(8))) = {RSEQ_SIG, 0};
+static const struct rseq_cs jsprof_rseq_cs = {
+    .version = 0,
+    .flags = 0,
+    .start_ip = (uintptr_t)&jsprof_rseq_sig[1],
+    .post_commit_offset = 0,
+    .abort_ip = (uintptr_t)&jsprof_rseq_sig[1],
+};
+#endif
+static pthread_once_t g_rseq_once = PTHREAD_ONCE_INIT;
+/* 0: frame exits never look because of a deschedule (benchmarks compare); set_watch */
+static int g_watch = 1;
+
+/* the running thread looks at the clock now: a later deschedule clears this again */
+static inline void rseq_arm(void)
+{
+#ifdef JSPROF_HAVE_RSEQ
+    if (g_rseq_cs_off)
+        *(volatile uint64_t *)((char *)__builtin_thread_pointer() + g_rseq_cs_off) =
+            (uint64_t)(uintptr_t)&jsprof_rseq_cs;
+#endif
+}
+
+/* Once a process: find this thread's rseq area (glibc's __rseq_offset, __rseq_size: 0
+   when glibc did not register it) and check that the kernel clears an armed pointer when
+   the thread sleeps (20 us, up to 3 times). Otherwise g_rseq_cs_off stays 0: the wall
+   clock then samples as it did without it (a look every 1,000 polls). */
+static void rseq_init(void)
+{
+#ifdef JSPROF_HAVE_RSEQ
+    const ptrdiff_t *off = dlsym(RTLD_DEFAULT, "__rseq_offset");
+    const unsigned int *size = dlsym(RTLD_DEFAULT, "__rseq_size");
+    volatile uint64_t *p;
+    long o;
+    if (!off || !size || *size < offsetof(struct rseq, rseq_cs) + sizeof(uint64_t))
+        return;
+    o = (long)*off + (long)offsetof(struct rseq, rseq_cs);
+    if (o == 0)
+        return;
+    p = (volatile uint64_t *)((char *)__builtin_thread_pointer() + o);
+    *p = (uint64_t)(uintptr_t)&jsprof_rseq_cs;
+    for (int i = 0; i < 3 && *p != 0; i++) {
+        struct timespec ts = {0, 20000};
+        nanosleep(&ts, NULL);
+    }
+    if (*p == 0)
+        g_rseq_cs_off = o;
+    else
+        *p = 0;
+#endif
 }
 
 /* ------------------------------------------------------------------------- sampler */
@@ -417,6 +514,7 @@ static void sampler_drop_first_locked(Sampler *s, int n, int lost)
 #define CAPTURE_NATIVE 1 /* a built-in's return to its JS caller */
 #define CAPTURE_OTHER 2  /* freeing a big structure, the event loop, sample_now */
 #define CAPTURE_RETURN 3 /* a bytecode function's frame exit (JSPROF_FRAME_EXIT) */
+#define CAPTURE_AGAIN 4  /* the same point again: ticks due during the capture before */
 
 /* lock held, owner thread: record `pending` ticks with the current JS stack */
 static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
@@ -471,7 +569,7 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
            entry or its return among them). A built-in's return sees the stack its whole
            call had (JSON.parse, a blocking host call), and so does the freeing of a big
            structure: kept, however long the thread waited */
-        int lost = at == CAPTURE_POLL || at == CAPTURE_RETURN
+        int lost = at == CAPTURE_POLL || at == CAPTURE_RETURN || at == CAPTURE_AGAIN
                        ? sampler_offcpu_locked(s, n, mono, c)
                        : 0;
         if (lost > 0) {
@@ -561,8 +659,11 @@ static void sampler_arm_locked(Sampler *s)
     double ahead;
     if (!s->self_sample || !s->running || g_ticks_per_ms <= 0) {
         s->hot->armed = 0;
+        s->hot->watch = 0;
         return;
     }
+    /* the wall clock: a deschedule makes frame exits look (see sampler_approach) */
+    s->hot->watch = !s->cpu && g_rseq_cs_off != 0 && g_watch;
     /* anchored afresh each time, so a small rate error shifts a deadline by a tiny
        fraction of one interval, never accumulates */
     ahead = (s->next_due - mono_ms()) * g_ticks_per_ms;
@@ -975,16 +1076,15 @@ static void host_park(Host *h)
    which it inlines it; every poll and frame exit looking: 6 %). Measured (acorn, CPU
    clock, 1 ms): a 2 us window left 20 % of the ticks to the approach's overshoot
    (skipSpace 12.5 %), 10 us and a quarter 2 % (6.4 %), at no CPU cost we could see.
-   The CPU clock only. On the wall clock, a tick that comes due while the thread is
-   descheduled is taken at the first check after it runs again, with the stall's time
-   (the sample before a stall weighs the gap); outside the window frame exits do not
-   look, so with the approach's denser handler runs that check was a call's entry, the
-   caller's stack, more often than before: test_quickjs_load busy-wall, under 6 more
-   busy loops, sortSync 48-279 ms against cmpSync 1,488-2,014 in 5 of 5 runs (its own
-   samples 13-18: each weighing 4-16 ms) and failing 2 of 6 runs (73 vs 160 ms); before,
-   2-26 ms. The wall clock keeps a look every SELF_SAMPLE_COUNTER_INIT polls (its
-   leaf functions as before) until a stall's resumption finds every check site looking.
-   No CPU time passes while descheduled, so the CPU clock has no such ticks. */
+   On the wall clock a tick can also come due while the thread is descheduled; it is
+   taken at the first check after the thread runs again, and the count set for the pace
+   before the pause ends at some poll, too often a call's entry (the caller's stack):
+   with the approach alone, test_quickjs_load busy-wall gave sortSync 48-279 ms against
+   cmpSync 1,488-2,014 and failed 2 of 6 runs. So the wall clock takes the approach only
+   with `watch` (rseq at hand, see JSPROF_RESUMED): a frame exit after a deschedule looks
+   at the clock and counts the polls afresh (jsprof_left). Without rseq it looks every
+   SELF_SAMPLE_COUNTER_INIT polls as before (its leaf functions' time going to their
+   callers). No CPU time passes while descheduled, so the CPU clock has no such ticks. */
 #define APPROACH_POLLS 8
 /* 1: the approach (default); 0: a look every SELF_SAMPLE_COUNTER_INIT polls, frame exits
    taking only the timer thread's pokes (as before it; benchmarks compare); 2: every poll
@@ -1027,8 +1127,10 @@ static void sampler_approach(Host *h, uint64_t t)
     if (!s->running || !h->hot.armed)
         return;
     s->poll_ticks = t;
-    if (g_approach != 1 || !s->cpu) /* the approach is the CPU clock's (see above) */
-        polls = g_approach == 0 || !s->cpu ? SELF_SAMPLE_COUNTER_INIT : 0;
+    /* the wall clock only where deschedules show at frame exits (see above) */
+    int on = s->cpu || h->hot.watch;
+    if (g_approach != 1 || !on)
+        polls = g_approach == 0 || !on ? SELF_SAMPLE_COUNTER_INIT : 0;
     else if (t >= target)
         polls = 0; /* within the window (or due by the tick counter, not yet by the clock) */
     else if (s->ticks_per_poll <= 0)
@@ -1056,6 +1158,18 @@ static void sampler_take_due(Sampler *s, JSRuntime *rt, int at)
             sampler_arm_locked(s); /* the rate's error: look again a little later */
     }
     sampler_capture_locked(s, rt, at);
+    /* A tick that came due during the capture is this stack's too: the capture reads the
+       thread's CPU clock, a system call, and on a loaded machine the scheduler often
+       switches the thread out on its way back (it was due to), for as long as other
+       processes hold the core. Left to the next check, the stall's last tick went to the
+       next call's entry poll after a frame exit's capture (the approach looks at every
+       poll once the deadline has passed), the caller's stack: in the load test under
+       busy processes, the leaf comparators' callers had 10-40 % of their ms. */
+    if (s->hot->armed && s->running && !s->cpu) {
+        double now = mono_ms();
+        if (now >= s->next_due && sampler_due_locked(s, now))
+            sampler_capture_locked(s, rt, CAPTURE_AGAIN);
+    }
     pthread_mutex_unlock(&s->lock);
 }
 
@@ -1068,6 +1182,8 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
         /* self-sampling: take the ticks pending or due (one tick-counter read), then
            choose when to look next */
         uint64_t t = jsprof_ticks();
+        if (h->hot.watch)
+            rseq_arm(); /* a look at the clock: a deschedule from here on shows again */
         sampler_pace(s, t);
         if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
             t >= h->hot.deadline) {
@@ -1117,7 +1233,22 @@ static void jsprof_left(struct JSContext *ctx, int at)
     if (!h)
         return;
     s = &h->s;
-    if ((at == CAPTURE_NATIVE || g_approach) &&
+    if (at == CAPTURE_RETURN && JSPROF_RESUMED(ctx)) {
+        /* the thread was descheduled since its last look: a tick that came due meanwhile
+           goes to this frame, where the thread was (the first check after it ran again);
+           left to the handler's count, it went to whichever poll ended it, often the
+           entry of the next call, the caller's stack. And the count was set for the pace
+           before the pause: set again from now. */
+        uint64_t t = jsprof_ticks();
+        rseq_arm();
+        if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
+            (s->hot->armed && t >= s->hot->deadline)) {
+            sampler_take_due(s, ctx->rt, at);
+            t = jsprof_ticks();
+        }
+        if (s->hot->armed)
+            sampler_approach(h, t);
+    } else if ((at == CAPTURE_NATIVE || g_approach) &&
         (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
          (s->hot->armed && jsprof_ticks() >= s->hot->deadline))) {
         sampler_take_due(s, ctx->rt, at);
@@ -1975,6 +2106,7 @@ static void sampler_stop_thread(Host *h)
     h->s.running = 0;
     h->hot.counter_init = 0; /* QuickJS's own poll cadence again */
     h->hot.armed = 0;
+    h->hot.watch = 0;
     pthread_cond_signal(&h->s.cond);
     pthread_mutex_unlock(&h->s.lock);
     Py_BEGIN_ALLOW_THREADS
@@ -2303,6 +2435,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     h->s.interval_changed = 0;
     if (interval < g_self_below_ms)
         calibrate_ticks();
+    pthread_once(&g_rseq_once, rseq_init);
     h->s.running = 1;
     h->s.start_mono = mono_ms();
     h->s.next_due = h->s.start_mono + interval;
@@ -2319,6 +2452,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
     if (pthread_create(&h->s.thread, NULL, sampler_thread, &h->s) != 0) {
         h->s.running = 0;
         h->hot.armed = 0;
+        h->hot.watch = 0;
         h->hot.counter_init = 0;
         sampler_free_buffers(h);
         PyErr_SetString(PyExc_OSError, "could not start the sampler thread");
@@ -3187,6 +3321,25 @@ static PyObject *set_approach(PyObject *mod, PyObject *args)
     return PyLong_FromLong(prev);
 }
 
+static PyObject *set_watch(PyObject *mod, PyObject *arg)
+{
+    int prev = g_watch;
+    (void)mod;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred())
+        return NULL;
+    g_watch = n != 0;
+    return PyLong_FromLong(prev);
+}
+
+static PyObject *watch_available(PyObject *mod, PyObject *unused)
+{
+    (void)mod;
+    (void)unused;
+    pthread_once(&g_rseq_once, rseq_init);
+    return PyBool_FromLong(g_rseq_cs_off != 0);
+}
+
 static PyObject *set_max_depth(PyObject *mod, PyObject *arg)
 {
     (void)mod;
@@ -3209,9 +3362,17 @@ static PyMethodDef module_methods[] = {
      "below this interval (default: always; 0: the timer-thread mode), timer wake period."},
     {"set_approach", set_approach, METH_VARARGS,
      "set_approach(n, window_us=10, divide=4) -> previous n: how self-sampling closes in on "
-     "a due time on the CPU clock: 1 the approach (default), 0 every 1,000 polls only and "
+     "a due time: 1 the approach (default), 0 every 1,000 polls only and "
      "frame exits not looking (as before it), 2 every poll and frame exit (a reference; "
-     "costly). The wall clock always looks every 1,000 polls. Benchmarks and tests."},
+     "costly). The wall clock takes it only where set_watch and rseq allow (see "
+     "watch_available), else looks every 1,000 polls. Benchmarks and tests."},
+    {"set_watch", set_watch, METH_O,
+     "set_watch(on) -> previous: on the wall clock, whether a deschedule (rseq) makes the "
+     "next frame exit look at the clock and self-sampling approach each due time (default "
+     "1; 0: a look every 1,000 polls, as before it). Benchmarks and tests."},
+    {"watch_available", watch_available, METH_NOARGS,
+     "watch_available() -> bool: whether this kernel and libc show a thread's deschedules "
+     "(rseq registered by glibc, and the kernel clears an armed rseq_cs)."},
     {"set_repoke_us", set_repoke_us, METH_O,
      "Delay (us) before the timer thread re-zeroes the interrupt counters of a pending tick (default 1; 0: no second write)."},
     {NULL}};
