@@ -404,8 +404,19 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     if exact_resources:  # scripts as recorded: no identity rule before the matching either
         base_f = replace(base_f, url_rules=(*base_f.url_rules, "none"))
         new_f = replace(new_f, url_rules=(*new_f.url_rules, "none"))
-    base = query.select(s.engine, s.snap, base_f)
-    new = query.select(s.engine, s.snap, new_f)
+    from . import rollups
+
+    # From the rollups when both sides can be (their rows grow with days and distinct
+    # stacks; the intervals from their moments: rollups.diff_intervals), else per upload.
+    # Not for the flame page (its Time view reads uploads) nor without intervals (reps 0:
+    # `regressions`, which reads per-upload values next).
+    rolled = [rollups.select(s.engine, s.snap, f) if reps and flame_fmt is None else None
+              for f in (base_f, new_f)]
+    if all(x is not None and x.traces >= rollups.MOMENTS_MIN_UPLOADS for x in rolled):
+        base, new = rolled
+    else:
+        base = query.select(s.engine, s.snap, base_f)
+        new = query.select(s.engine, s.snap, new_f)
     require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")
     require_match(s, new_f, new.traces, f"--new ({describe(new_f)}): ")
     require_windows(base, f"--base ({describe(base_f)}): ")
@@ -423,8 +434,18 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
                 keys[r.key] = None
         return list(keys)
 
-    d, keys, ci, match = query.diff(s.engine, s.snap, base, new, keys_for, reps,
-                                    exact_resources)
+    def moments(keys: list, match: Any) -> dict | None:
+        return rollups.diff_intervals(s.engine, base, new, keys, match)
+
+    try:
+        d, keys, ci, match = query.diff(s.engine, s.snap, base, new, keys_for, reps,
+                                        exact_resources,
+                                        moments if base.rollup is not None else None)
+    except query.NeedRows:
+        base = query.select(s.engine, s.snap, base_f)
+        new = query.select(s.engine, s.snap, new_f)
+        d, keys, ci, match = query.diff(s.engine, s.snap, base, new, keys_for, reps,
+                                        exact_resources)
     col = {k: i for i, k in enumerate(keys)}
 
     def interval(row: Any, name: str) -> list[float] | None:

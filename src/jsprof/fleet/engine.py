@@ -414,11 +414,15 @@ def _uploads_sql(f: Filters) -> tuple[str, list[Any]]:
 # Per rollup kind: the columns its rows are summed by, and those summed
 ROLLUP_OUT = {
     "rollup_cells": (("ri", "sample_interval"),
-                     ("uploads", "own_loads", "samples", "total_ns", "lost_ms")),
+                     ("uploads", "own_loads", "samples", "total_ns", "lost_ms", "a_sq")),
     "rollup_loads": ((), ()),
     "rollup_stacks": (("ri", "stack_id", "marker"), ("samples", "weight_ns")),
     "rollup_frames": (("ri", "frame_id", "marker", "bucket", "grouped"), ("traces",)),
+    "rollup_moments": (("ri", "key"), ("uploads", "s_sum", "s_sq", "s_a", "t_sum", "t_sq",
+                                       "t_a")),
 }
+# rollup columns summed as floats (the rest are integers, summed exactly)
+ROLLUP_FLOATS = ("sample_interval", "lost_ms", "a_sq", "s_sq", "s_a", "t_sq", "t_a")
 
 
 def _loads(hashes: list, registers: list) -> dict[str, Any]:
@@ -431,7 +435,7 @@ def _empty_rollup(kind: str) -> dict[str, np.ndarray]:
     if kind == "rollup_loads":
         return _loads([], [])
     keys, sums = ROLLUP_OUT[kind]
-    return {c: np.zeros(0, np.float64 if c in ("sample_interval", "lost_ms") else np.int64)
+    return {c: np.zeros(0, np.float64 if c in ROLLUP_FLOATS else np.int64)
             for c in (*keys, *sums)}
 
 
@@ -793,7 +797,8 @@ class DuckEngine:
             else:
                 k = ", ".join(keys)
                 sql = (f"SELECT {k}, " + ", ".join(
-                    f"sum({c})::{'DOUBLE' if c == 'lost_ms' else 'BIGINT'} AS {c}" for c in sums)
+                    f"sum({c})::{'DOUBLE' if c in ROLLUP_FLOATS else 'BIGINT'} AS {c}"
+                    for c in sums)
                     + f" FROM ({src}) WHERE {cond} GROUP BY {k} ORDER BY {k}")
             return _arrow_cols(self.con.sql(sql, params=[*params, *cp]).to_arrow_table())
         finally:
@@ -1053,9 +1058,8 @@ class DaskEngine:
         g = df.groupby(list(keys), dropna=False)[list(sums)].sum()
         pdf = self.client.compute(g).result().reset_index().sort_values(
             list(keys), kind="stable")
-        return {c: pdf[c].to_numpy().astype(
-            np.float64 if c in ("sample_interval", "lost_ms") else np.int64)
-            for c in (*keys, *sums)}
+        return {c: pdf[c].to_numpy().astype(np.float64 if c in ROLLUP_FLOATS else np.int64)
+                for c in (*keys, *sums)}
 
 
 def _per_upload_key_part(part: Any, u: tuple) -> Any:

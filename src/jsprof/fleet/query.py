@@ -682,15 +682,29 @@ def _interval(draws: np.ndarray, k: int) -> np.ndarray:
 
 def diff(engine: Engine, snap: Snapshot, base: Selection, new: Selection,
          keys_for: Callable[[ProfileDiff], list[NameKey]], reps: int = 200,
-         exact_resources: bool = False
+         exact_resources: bool = False,
+         intervals: Callable[[list[NameKey], Any], dict | None] | None = None
          ) -> tuple[ProfileDiff, list[NameKey], dict[str, np.ndarray], ResourceMatcher]:
+    """The diff of two selections, its rows' keys (`keys_for`) and their 95 % intervals:
+    by the bootstrap over uploads, or by `intervals(keys, match)` (the rollups' moments;
+    None from it: `NeedRows`)."""
     from .releases import matcher
 
     match = matcher(_resources(base.recording), _resources(new.recording), exact_resources)
     d = diff_profiles(base.recording, new.recording, match=match)
     keys = keys_for(d)
+    if intervals is not None:
+        # from the rollups' moments (fleet/rollups.py), or the per-upload rows must answer
+        ci = intervals(keys, match) if keys and reps else {}
+        if ci is None:
+            raise NeedRows
+        return d, keys, ci, match
     ci = bootstrap(engine, snap, base, new, keys, match, reps) if keys else {}
     return d, keys, ci, match
+
+
+class NeedRows(Exception):
+    """A diff read from the rollups whose intervals they cannot give: read per upload."""
 
 
 def unmatched_share(d: ProfileDiff) -> tuple[float, float]:

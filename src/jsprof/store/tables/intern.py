@@ -26,7 +26,7 @@ import orjson
 
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
-from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns
+from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
 
 NS_PER_MS = 1_000_000
 
@@ -62,6 +62,10 @@ class Release:
     # one function with it (`rollup.frame_groups`, kept as frames come)
     groups: list[int] = field(default_factory=list)
     group_first: dict[tuple, int] = field(default_factory=dict)
+    # per frame id: the smallest id of the frames of its name and script, any line
+    # (`rollup.name_groups`: what rollup_moments keys)
+    names: list[int] = field(default_factory=list)
+    name_first: dict[tuple, int] = field(default_factory=dict)
 
     def frame(self, key: tuple) -> int:
         fid = self.frame_ids.get(key)
@@ -74,7 +78,9 @@ class Release:
     def grouped(self, key: tuple, fid: int) -> None:
         """Frame `fid` (the next id) in its function's group."""
         assert fid == len(self.groups), "frames must come in id order"
-        self.groups.append(self.group_first.setdefault(group_key(key), fid))
+        gk = group_key(key)
+        self.groups.append(self.group_first.setdefault(gk, fid))
+        self.names.append(self.name_first.setdefault(gk[:2], fid))
 
     def stack(self, parent: int, frame: int) -> int:
         sid = self.stack_ids.get((parent, frame))
@@ -382,15 +388,22 @@ def write_release_parts(
     # as stored (from `frame_base`), each group's too
     groups = np.concatenate([np.full(frame_base, -1, np.int64),
                              np.asarray(rel.groups, np.int64) + frame_base])
+    parent = np.asarray(rel.stack_parent, np.int64)
+    sframe = np.asarray(rel.stack_frame, np.int64)
+    names = np.asarray(rel.names, np.int64)
     cells: dict[str | None, list[dict]] = {}
     for c in rel.cells:
         cells.setdefault(day_of(c.get("_at")), []).append(c)
     for day in sorted(cells, key=lambda d: d or ""):
         group = cells[day]
         up = {k: [c[k] for c in group] for k in CELL_COLS}
-        got = rollup_columns(up, per_day.get(("weights", day), _no_rows(sch["weights"])),
-                             per_day.get(("upload_frames", day), _no_rows(sch["upload_frames"])),
-                             groups)
+        w = per_day.get(("weights", day), _no_rows(sch["weights"]))
+        st = np.asarray(w["stack_id"], np.int64)
+        m = upload_moments(w["uk"], np.where(st >= 0, st - stack_base, st), w["marker"],
+                           w["weight_ns"], parent, sframe, names)
+        m["key"] = np.where(m["key"] >= 0, m["key"] + frame_base, m["key"])
+        got = rollup_columns(up, w, per_day.get(("upload_frames", day),
+                                                _no_rows(sch["upload_frames"])), groups, m)
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
             data = got[kind]

@@ -13,7 +13,14 @@ import numpy as np
 from ..durable import fsync_dir
 from .manifest import part_path, write_manifest
 from .parts import new_part, read_part, schemas, verify_part
-from .rollup import CELL_COLS, ROLLUP_KINDS, frame_groups, rollup_columns
+from .rollup import (
+    CELL_COLS,
+    ROLLUP_KINDS,
+    frame_groups,
+    name_groups,
+    rollup_columns,
+    upload_moments,
+)
 
 
 def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
@@ -46,7 +53,28 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
     for e in entry["parts"]["frames"]:  # in id order, as the compactor numbered them
         t = read_part(pq, verify_part(tdir, e), tdir).to_pydict()
         frames += zip(t["name"], t["resource"], t["line"], t["column"], strict=True)
-    data = rollup_columns(cols, rows["weights"], rows["upload_frames"], frame_groups(frames))
+    par, sfr = [], []
+    for e in entry["parts"]["stacks"]:  # in id order
+        t = read_part(pq, verify_part(tdir, e), tdir, ["parent_id", "frame_id"])
+        par.append(t["parent_id"].to_numpy())
+        sfr.append(t["frame_id"].to_numpy())
+    parent = np.concatenate(par) if par else np.zeros(0, np.int64)
+    sframe = np.concatenate(sfr) if sfr else np.zeros(0, np.int64)
+    w = rows["weights"]
+    # per upload, so a block of rows holds its uploads whole: ~1 M rows at a time
+    order = np.argsort(w["uk"], kind="stable")
+    w = {k: np.asarray(v)[order] for k, v in w.items()}
+    cuts = np.nonzero(np.diff(w["uk"]))[0] + 1 if len(w["uk"]) else np.zeros(0, np.int64)
+    bounds = [0, *[int(c) for c in cuts[np.diff(cuts // (1 << 20), prepend=0) > 0]],
+              len(w["uk"])]
+    names = name_groups(frames)
+    got = [upload_moments(w["uk"][a:b], w["stack_id"][a:b], w["marker"][a:b],
+                          w["weight_ns"][a:b], parent, sframe, names)
+           for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+    moments = {k: np.concatenate([g[k] for g in got]) if got else np.zeros(0, np.int64)
+               for k in ("uk", "key", "s", "t")}
+    data = rollup_columns(cols, rows["weights"], rows["upload_frames"], frame_groups(frames),
+                          moments)
     sub = f"{day}/" if day else ""
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,

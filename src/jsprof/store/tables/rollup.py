@@ -21,6 +21,15 @@ holds one row per key whatever the number of batches. Queries only read them.
                  keyed by its smallest frame id, the same of their summed self time
                  (grouped 1), so a query by that rule counts such an upload once
 
+  rollup_moments route, env, key -> uploads, s_sum, s_sq, s_a, t_sum, t_sq, t_a
+                 per function by name and script (`name_groups`: the default identity
+                 rule's script, any line; keyed by its smallest frame id; a sample with
+                 no stack by -2 - its marker), over the uploads: the sums of its self
+                 ns s, of s^2 and of s x a (a: the upload's all ns), and the same of its
+                 total ns t (on a stack's path once); rollup_cells' `a_sq` sums a^2.
+                 What `fleet diff`'s intervals of a share S/A need (the delta method of
+                 the bootstrap over uploads), added up over uploads, parts and days
+
 Percentiles of per-trace self time come from those buckets: every value is replaced by
 its bucket's middle, within `ALPHA` (1 %) of it, on every path (the per-upload tables
 too), so a rollup answer and a per-upload one are the same numbers.
@@ -41,7 +50,8 @@ import numpy as np
 
 from ...trace import NONE
 
-ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames")
+ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames",
+                "rollup_moments")
 CELL = ("route", "env")
 # What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
 CELL_COLS = ("uk", "route", "env", "sample_interval", "page_load", "samples", "lost_ms")
@@ -52,6 +62,7 @@ KEYS = {
     "rollup_loads": (*CELL, "load_hash"),
     "rollup_stacks": (*CELL, "stack_id", "marker"),
     "rollup_frames": (*CELL, "frame_id", "marker", "bucket", "grouped"),
+    "rollup_moments": (*CELL, "key"),
 }
 
 # Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
@@ -165,7 +176,7 @@ def schemas() -> dict[str, Any]:
         "rollup_cells": pa.schema([*cell, ("sample_interval", pa.float64()),
                                    ("uploads", pa.int64()), ("own_loads", pa.int64()),
                                    ("samples", pa.int64()), ("total_ns", pa.int64()),
-                                   ("lost_ms", pa.float64())]),
+                                   ("lost_ms", pa.float64()), ("a_sq", pa.float64())]),
         "rollup_loads": pa.schema([*cell, ("load_hash", pa.int64()),
                                    ("registers", pa.binary())]),
         "rollup_stacks": pa.schema([*cell, ("stack_id", pa.int64()), ("marker", pa.int8()),
@@ -173,6 +184,10 @@ def schemas() -> dict[str, Any]:
         "rollup_frames": pa.schema([*cell, ("frame_id", pa.int64()), ("marker", pa.int8()),
                                     ("bucket", pa.int16()), ("grouped", pa.int8()),
                                     ("traces", pa.int64())]),
+        "rollup_moments": pa.schema([*cell, ("key", pa.int64()), ("uploads", pa.int64()),
+                                     ("s_sum", pa.int64()), ("s_sq", pa.float64()),
+                                     ("s_a", pa.float64()), ("t_sum", pa.int64()),
+                                     ("t_sq", pa.float64()), ("t_a", pa.float64())]),
     }
 
 
@@ -190,6 +205,62 @@ def group_key(frame: tuple) -> tuple:
     return (name, script_identity(res), line, col)
 
 
+def name_groups(frames: list[tuple]) -> np.ndarray:
+    """Per frame (in id order): the smallest id of the frames with its name and its
+    script as the default identity rule names it (any line): `fleet diff`'s keys."""
+    from ...analysis.diff import script_identity
+
+    first: dict[tuple, int] = {}
+    return np.asarray([first.setdefault((f[0], script_identity(f[1])), i)
+                       for i, f in enumerate(frames)], np.int64)
+
+
+def upload_moments(uk: np.ndarray, stack_id: np.ndarray, marker: np.ndarray,
+                   weight_ns: np.ndarray, parent: np.ndarray, frame: np.ndarray,
+                   group: np.ndarray) -> dict[str, np.ndarray]:
+    """Weights rows (uk, stack, marker, ns) -> per (upload, key) the self ns `s` and the
+    total ns `t` of each key: a frame's `group` (`name_groups`) for the stacks (self: the
+    leaf's; total: every group on the path, once), -2 - marker for rows with no stack."""
+    uk = np.asarray(uk, np.int64)
+    st = np.asarray(stack_id, np.int64)
+    w = np.asarray(weight_ns, np.int64)
+    js = st >= 0
+    keys = [np.stack([uk[~js], -2 - np.asarray(marker, np.int64)[~js]], axis=1)]
+    s_l, t_l = [w[~js]], [w[~js]]
+    if js.any():
+        su, inv = np.unique(st[js], return_inverse=True)
+        inv = inv.reshape(-1)
+        par = np.asarray(parent, np.int64)
+        grp = np.asarray(group, np.int64)[np.asarray(frame, np.int64)]
+        pi, pg = [], []
+        cur, idx = su.copy(), np.arange(len(su))
+        while len(cur):  # up each distinct stack's path, one level per round
+            pi.append(idx)
+            pg.append(grp[cur])
+            cur = par[cur]
+            on = cur >= 0
+            cur, idx = cur[on], idx[on]
+        pair = np.unique(np.stack([np.concatenate(pi), np.concatenate(pg)], axis=1), axis=0)
+        cnt = np.bincount(pair[:, 0], minlength=len(su))
+        start = np.cumsum(cnt) - cnt
+        n_of = cnt[inv]
+        row = np.repeat(np.arange(len(inv)), n_of)
+        off = np.arange(len(row)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
+        ujs, wjs = uk[js], w[js]
+        keys.append(np.stack([ujs[row], pair[start[inv][row] + off, 1]], axis=1))
+        s_l.append(np.zeros(len(row), np.int64))
+        t_l.append(wjs[row])
+        keys.append(np.stack([ujs, grp[su][inv]], axis=1))  # self: the leaf's group
+        s_l.append(wjs)
+        t_l.append(np.zeros(len(wjs), np.int64))
+    k = np.concatenate(keys)
+    uq, inv = np.unique(k, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    return {"uk": uq[:, 0].copy(), "key": uq[:, 1].copy(),
+            "s": _sum(inv, np.concatenate(s_l), len(uq)),
+            "t": _sum(inv, np.concatenate(t_l), len(uq))}
+
+
 def frame_groups(frames: list[tuple]) -> np.ndarray:
     """Per frame (in id order): the smallest id of the frames with its `group_key`. A
     release's ids only grow, so a group's smallest id never changes as frames come."""
@@ -199,14 +270,16 @@ def frame_groups(frames: list[tuple]) -> np.ndarray:
 
 
 def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
-                   frames: dict[str, np.ndarray], groups: np.ndarray | None = None
+                   frames: dict[str, np.ndarray], groups: np.ndarray | None = None,
+                   moments: dict[str, np.ndarray] | None = None
                    ) -> dict[str, dict[str, Any]]:
     """The rollup rows (kind -> columns) of some uploads of one release and day.
 
     `up`: per upload `uk`, `route`, `env`, `sample_interval`, `page_load`, `samples`,
     `lost_ms` (lists or arrays); `weights`, `frames`: their rows of the weights and
     upload_frames tables (uk, ...). Rows of uploads not in `up` are ignored. `groups`:
-    per frame id, its group's smallest id (`frame_groups`; -1 or beyond: none)."""
+    per frame id, its group's smallest id (`frame_groups`; -1 or beyond: none).
+    `moments`: per (upload, key) self and total ns (`upload_moments`)."""
     g = np.asarray(groups if groups is not None else [], np.int64)
     uks = np.asarray(up["uk"], np.int64)
     # Each upload's cell: an index into the distinct (route, env) pairs, in first-seen order
@@ -252,6 +325,8 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
         "samples": np.asarray([int(samples[i].sum()) for i in idx], np.int64),
         "total_ns": np.asarray([int(total_ns[i].sum()) for i in idx], np.int64),
         "lost_ms": np.asarray([float(lost[i].sum()) for i in idx], np.float64),
+        "a_sq": np.asarray([float((total_ns[i].astype(np.float64) ** 2).sum()) for i in idx],
+                           np.float64),
     })
     # loads: distinct (cell, page-load id)
     pl = sorted({(c, p) for c, p in zip(cell_of.tolist(), up["page_load"], strict=True)
@@ -296,6 +371,31 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
         "frame_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
         "bucket": uq[:, 3].astype(np.int16), "grouped": uq[:, 4].astype(np.int8),
         "traces": np.bincount(inv.reshape(-1), minlength=len(uq)).astype(np.int64),
+    })
+    # moments: per (cell, key) over the uploads, with each upload's all ns `a`
+    m = moments or {"uk": np.zeros(0, np.int64), "key": np.zeros(0, np.int64),
+                    "s": np.zeros(0, np.int64), "t": np.zeros(0, np.int64)}
+    mc, mok = cell_rows(np.asarray(m["uk"], np.int64))
+    a = np.zeros(int(mok.sum()))
+    if mok.any():
+        a = total_ns[order[np.searchsorted(suk, np.asarray(m["uk"], np.int64)[mok])]].astype(
+            np.float64)
+    ms = np.asarray(m["s"], np.int64)[mok]
+    mt = np.asarray(m["t"], np.int64)[mok]
+    key = np.stack([mc[mok], np.asarray(m["key"], np.int64)[mok]], axis=1) if mok.any() \
+        else np.zeros((0, 2), np.int64)
+    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+
+    def fsum(v: np.ndarray) -> np.ndarray:
+        return np.bincount(inv, weights=v, minlength=len(uq)).astype(np.float64)
+
+    sf, tf = ms.astype(np.float64), mt.astype(np.float64)
+    out["rollup_moments"] = with_cell(uq[:, 0], {
+        "key": uq[:, 1].copy(),
+        "uploads": np.bincount(inv, minlength=len(uq)).astype(np.int64),
+        "s_sum": _sum(inv, ms, len(uq)), "s_sq": fsum(sf * sf), "s_a": fsum(sf * a),
+        "t_sum": _sum(inv, mt, len(uq)), "t_sq": fsum(tf * tf), "t_a": fsum(tf * a),
     })
     return out
 

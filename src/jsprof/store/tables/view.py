@@ -33,6 +33,7 @@ from .rollup import (
     bucket_of,
     frame_groups,
     load_hash,
+    name_groups,
     page_loads,
     quantiles,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "bucket_of",
     "frame_groups",
     "load_hash",
+    "name_groups",
     "page_loads",
     "part_files",
     "quantiles",
