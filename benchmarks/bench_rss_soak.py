@@ -11,8 +11,8 @@ every few seconds.
 Printed per process: RSS before the first query, after it (the baseline: a worker loads
 DuckDB and pyarrow at its first query), at the quarters of the time after it and at the
 end; the end's ratio to the baseline, and the slope (MiB/min, least squares) over the
-second half of the run. Flat means a ratio near 1 and a slope near 0 however long it runs.
-The machine is shared: compare processes of one run, not runs.
+second half of the run; then RSS per minute. Flat means a ratio near 1 and a slope near 0
+however long it runs. The machine is shared: compare processes of one run, not runs.
 
     .venv/bin/python benchmarks/bench_rss_soak.py                       # 30 min
     .venv/bin/python benchmarks/bench_rss_soak.py --seconds 300 --query-every 30
@@ -224,6 +224,16 @@ def main() -> int:
               f"end: {' / '.join(mib)}; peak {max(b for _, b in pts) / (1 << 20):.0f}; "
               f"end / after the first query {after[-1][1] / base:.2f}; second half "
               f"{_slope_mib_per_min(half):+.2f} MiB/min")
+    # RSS per minute (the last sample of each minute), per process
+    minutes = int(max((t for pts in rss.values() for t, _ in pts), default=0.0) // 60) + 1
+    print("RSS MiB per minute: " + ", ".join(f"{roles[p]} {p}" for p in sorted(
+        rss, key=lambda p: (roles[p], p))))
+    for m in range(minutes):
+        row = []
+        for p in sorted(rss, key=lambda p: (roles[p], p)):
+            got = [b for t, b in rss[p] if m * 60 <= t < (m + 1) * 60]
+            row.append(f"{got[-1] / (1 << 20):.0f}" if got else "-")
+        print(f"  minute {m + 1}: {' / '.join(row)}")
     print(f"collector stderr: {len(err)} lines, {sum(b'Traceback' in x for x in err)} "
           "tracebacks")
     bad += sum(n for c, n in uploads.items() if c != "202")

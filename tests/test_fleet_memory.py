@@ -154,3 +154,45 @@ def test_a_part_is_checked_a_chunk_at_a_time(tmp_path: Path) -> None:
     (tmp_path / "q.parquet").write_bytes(data)
     with pytest.raises(CompactError, match="damaged"):
         parts.verify_part(tmp_path, dict(bad, path="q.parquet"))
+
+
+def test_the_checked_parts_a_worker_remembers_stay_within_a_few_mib(tmp_path: Path,
+                                                                    monkeypatch) -> None:
+    # A collector worker remembers each part it checked (path -> inode, size, mtime, CRC);
+    # its compactor makes a part every few seconds and merges them away, so over days the
+    # paths seen only grow: the bound is what the memory comes to.
+    import zlib
+
+    from jsprof.store.tables import parts
+
+    monkeypatch.setattr(parts, "_verified", {})
+    d = tmp_path / "tables" / "samples" / "rkey=c2e927918b374b54" / "2026-12-05"
+    d.mkdir(parents=True)
+    n = 400
+    entries = []
+    for i in range(n):
+        p = d / f"part-{i:06d}.parquet"
+        p.write_bytes(b"PAR1" + bytes([i % 256]) * 64)
+        data = p.read_bytes()
+        entries.append({"path": str(p.relative_to(tmp_path)), "bytes": len(data),
+                        "crc32": zlib.crc32(data)})
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        for e in entries:
+            parts.verify_part(tmp_path, e)
+        per_entry = (tracemalloc.get_traced_memory()[0] - base) / n
+    finally:
+        tracemalloc.stop()
+    assert len(parts._verified) == n
+    assert per_entry * parts._VERIFIED_MAX < 8 << 20, per_entry  # before: 200,000 entries
+    # Past the bound the oldest go, one at a time; the rest are still known.
+    monkeypatch.setattr(parts, "_VERIFIED_MAX", 100)
+    p = d / "part-new.parquet"
+    p.write_bytes(b"PAR1new")
+    parts.verify_part(tmp_path, {"path": str(p.relative_to(tmp_path)), "bytes": 7,
+                                 "crc32": zlib.crc32(b"PAR1new")})
+    assert len(parts._verified) == 100
+    assert str(p) in parts._verified
+    assert str(tmp_path / entries[-1]["path"]) in parts._verified
+    assert str(tmp_path / entries[0]["path"]) not in parts._verified

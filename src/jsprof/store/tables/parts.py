@@ -93,9 +93,12 @@ def _overlaps(entry: str | dict, since: float | None, until: float | None) -> bo
 # Parts checked by this process: path -> (inode, size, mtime_ns, crc32). Parts are never
 # modified once listed, so one check per process is enough (a long-lived collector does
 # not re-read gigabytes of tables per dashboard query); a file replaced or touched since
-# is checked again.
+# is checked again. A store lists a few hundred parts at a time, but a collector's
+# compactor makes a part every few seconds and merges them away: the oldest entry goes
+# past the bound (at 200,000 entries, ~300 bytes each, a worker grew to ~60 MB of them
+# over days; issue 34), and one still listed is checked once more when next read.
 _verified: dict[str, tuple[int, int, int, int]] = {}
-_VERIFIED_MAX = 200_000
+_VERIFIED_MAX = 10_000
 
 
 CRC_CHUNK = 1 << 20
@@ -144,8 +147,9 @@ def verify_part(tdir: Path, entry: str | dict) -> str:
                 f"{path}: table part is damaged (its checksum does not match the manifest); "
                 f"remove {tdir} to rebuild the tables from the raw uploads"
             )
-        if len(_verified) >= _VERIFIED_MAX:
-            _verified.clear()
+        _verified.pop(key, None)
+        while len(_verified) >= _VERIFIED_MAX:
+            del _verified[next(iter(_verified))]
         _verified[key] = seen
     return str(path)
 
