@@ -1,16 +1,19 @@
-"""`fleet top` over 30 days of a busy collector, from the rollup tables (issue 34).
+"""`fleet top` and `fleet diff` over 30 days of a busy collector, from the rollup tables
+(issue 34).
 
 A collector at `--rate` uploads/s for `--days` days is not replayed as 52 M HTTP posts:
 the tables its compactor would hold are written directly, the way a closed day's merged
 parts hold them (store/tables/rollup.py): per release, UTC day and cell (route, env), the
 stacks summed (Zipf-distributed sample counts over each release's stack tree, so more
 uploads also reach more of its rare stacks), the frames' uploads per bucket of self time
-(log-normal self times drawn per frame, counted into the buckets), the cells' upload
+(log-normal self times drawn per frame, counted into the buckets), the moments `diff`'s
+intervals read (per frame, from the same log-normal's mean and spread), the cells' upload
 counts, and a HyperLogLog sketch per cell of its page loads (`--chunks` uploads each).
 Every store gets its releases' frame and stack dictionaries and a manifest of the current format
 whose parts carry sizes and CRC-32s, so the query checks and reads them as any store's.
 
-Then `jsprof fleet top --json` runs in a fresh process per query (as the CLI runs),
+Then `jsprof fleet top --json` (and `fleet diff --json` of the two releases) runs in a
+fresh process per query (as the CLI runs),
 `--repeat` times per store, over the whole span and over one release and route; printed:
 the median wall time of the query (after the imports, which a collector has done once;
 the whole process's too), the child's peak RSS, the rows its rollups hold, and the ratio of
@@ -112,7 +115,8 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
                 c = cols["rollup_cells"]
                 for k, v in (("route", route), ("env", env), ("sample_interval", 10.0),
                              ("uploads", u), ("own_loads", 0), ("samples", int(cnt.sum())),
-                             ("total_ns", int(cnt.sum()) * 10_000_000), ("lost_ms", 0.0)):
+                             ("total_ns", int(cnt.sum()) * 10_000_000), ("lost_ms", 0.0),
+                             ("a_sq", float(u) * (args.samples * 10e6) ** 2)):
                     c[k].append(v)
                 # page loads: a sketch of u / chunks distinct ids, drawn register by register
                 n_loads = max(1, u // args.chunks)
@@ -136,6 +140,27 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
                     fr += [f] * len(b)
                     bk += b.tolist()
                     tr += k.tolist()
+                # moments (diff's intervals): per frame (its own name group) over the
+                # uploads holding it, log-normal self times (sigma 0.8), total = self plus a
+                # log-normal share of its callees'; per no-stack marker likewise
+                hold = np.nonzero(with_f)[0]
+                n = with_f[hold].astype(np.float64)
+                a = args.samples * 10e6  # an upload's all ns
+                es = np.where(np.isin(hold, list(leaf)), np.exp(mu[hold] + 0.32), 0.0)
+                et = es + np.exp(mu[hold] + 0.5)
+                c = cols["rollup_moments"]
+                keys = np.r_[hold, [-1, -5, -7]]
+                ni = np.r_[n, [float(u)] * 3]
+                ms = np.r_[es, idle * 10e6 / max(u, 1)]
+                mt = np.r_[et, idle * 10e6 / max(u, 1)]
+                c["route"] += [route] * len(keys)
+                c["env"] += [env] * len(keys)
+                c["key"] += keys.tolist()
+                c["uploads"] += ni.astype(np.int64).tolist()
+                for col, e in (("s", ms), ("t", mt)):
+                    c[f"{col}_sum"] += np.rint(ni * e).astype(np.int64).tolist()
+                    c[f"{col}_sq"] += (ni * e * e * np.exp(0.64)).tolist()
+                    c[f"{col}_a"] += (ni * e * a).tolist()
                 c = cols["rollup_frames"]
                 c["route"] += [route] * len(fr)
                 c["env"] += [env] * len(fr)
@@ -165,13 +190,14 @@ import contextlib, io
 ti = time.perf_counter()
 out = io.TextIOWrapper(io.BytesIO(), encoding="utf-8")
 with contextlib.redirect_stdout(out):
-    code = main(["fleet", "top", "--store", sys.argv[1], "--app", "shop", "--json",
-                 *sys.argv[2:]])
+    code = main(["fleet", sys.argv[2], "--store", sys.argv[1], "--app", "shop", "--json",
+                 *sys.argv[3:]])
 t1 = time.perf_counter()
 out.flush()
 doc = json.loads(out.buffer.getvalue())
-print(json.dumps({"s": t1 - t0, "query": t1 - ti, "code": code, "traces": doc["traces"],
-                  "pageLoads": doc["pageLoads"],
+side = doc["new"] if "new" in doc else doc  # diff: its NEW side
+print(json.dumps({"s": t1 - t0, "query": t1 - ti, "code": code, "traces": side["traces"],
+                  "pageLoads": side["pageLoads"],
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
 
@@ -190,7 +216,10 @@ def main() -> None:
     ap.add_argument("--dir", default=None)
     args = ap.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-rollups-"))
-    queries = {"all": [], "one release+route": ["--release", "1.0.0", "--route", "/cart"]}
+    queries = {"top all": ["top"],
+               "top one release+route": ["top", "--release", "1.0.0", "--route", "/cart"],
+               "diff 1.0.0 -> 1.1.0": ["diff", "--base", "release=1.0.0", "--new",
+                                       "release=1.1.0"]}
     scales = [float(x) for x in args.scales.split(",")]
     runs: dict[tuple[float, str], list[dict]] = {}
     try:
@@ -221,7 +250,7 @@ def main() -> None:
                 ref = statistics.median(r["query"] for r in runs[(scales[0], name)])
                 each = ", ".join(f"{r['query']:.2f}" for r in got)
                 proc = statistics.median(r["s"] for r in got)
-                print(f"x{scale:g} top {name:<18} median {med:6.2f} s (runs {each}; the "
+                print(f"x{scale:g} {name:<22} median {med:6.2f} s (runs {each}; the "
                       f"process with its imports {proc:.2f} s), peak RSS "
                       f"{max(r['rss_mb'] for r in got):.0f} MB, traces {got[0]['traces']:,}, "
                       f"pageLoads {got[0]['pageLoads']:,}; x{med / ref:.2f} of scale "
