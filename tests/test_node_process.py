@@ -139,3 +139,30 @@ def test_a_scripts_line_that_mentions_an_inspector_line_is_passed_on_whole(
     rec = record_node(script, sample_interval=1.0)
     assert rec.tracks[0].meta["exit"] == "ok"
     assert capfd.readouterr().err == said
+
+
+def test_a_hung_node_is_described_thread_by_thread() -> None:
+    # A Node that stops answering CDP is described by where its main thread and each of
+    # its other threads wait (the CI hang: its main thread in a futex; which others did
+    # was not said), so the error itself tells a deadlock from a lost reply.
+    from jsprof.engines.node.process import process_state
+
+    block = "Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0)"
+    proc = subprocess.Popen(["node", "-e", block])
+    try:
+        deadline = time.monotonic() + 60
+        said = ""
+        while time.monotonic() < deadline:
+            said = process_state(proc.pid)
+            if "futex" in said.split(";")[0]:  # the main thread blocked in Atomics.wait
+                break
+            time.sleep(0.05)
+        main, _, threads = said.partition("; threads: ")
+        assert "waiting in futex" in main, said
+        # the main thread and Node's helper threads (V8's workers, libuv's), grouped
+        parts = threads.split("; ")
+        counts = [int(p.rsplit(" x", 1)[1]) if " x" in p else 1 for p in parts]
+        assert sum(counts) >= 3 and "node: " in threads, said
+    finally:
+        proc.kill()
+        proc.wait()

@@ -111,7 +111,35 @@ def process_state(pid: int) -> str:
             wchan = f.read().decode("ascii", "replace").strip()
     except OSError:
         wchan = ""
-    return f"{said}, waiting in {wchan}" if wchan and wchan != "0" else said
+    said = f"{said}, waiting in {wchan}" if wchan and wchan != "0" else said
+    threads = _threads_waiting(pid)
+    return f"{said}; threads: {threads}" if threads else said
+
+
+def _threads_waiting(pid: int) -> str:
+    """Where each thread of `pid` waits, grouped ("node: futex_do_wait; V8Worker x4:
+    futex_do_wait; ..."): a hung main thread and what its helpers do tell a deadlock from
+    a starved or lost reply."""
+    try:
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except OSError:
+        return ""
+    seen: dict[str, int] = {}
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm", "rb") as f:
+                comm = f.read().decode("ascii", "replace").strip()
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read().decode("ascii", "replace")
+            with open(f"/proc/{pid}/task/{tid}/wchan", "rb") as f:
+                wchan = f.read().decode("ascii", "replace").strip()
+        except OSError:
+            continue
+        state = stat[stat.rfind(")") + 2 :][:1]
+        where = wchan if wchan and wchan != "0" else ("running" if state == "R" else state)
+        key = f"{comm}: {where}"
+        seen[key] = seen.get(key, 0) + 1
+    return "; ".join(k if n == 1 else f"{k} x{n}" for k, n in seen.items())
 
 
 def script_path(script: str | os.PathLike[str]) -> str:
