@@ -147,6 +147,7 @@ def test_a_leaf_comparator_keeps_its_time_on_the_cpu_clock(tmp_path: Path) -> No
         assert counts.get("sortAll", 0) * 3 <= counts["byScore"], (run, counts)
 
 
+@pytest.mark.under_load
 def test_a_leaf_comparator_keeps_its_time_on_the_wall_clock(tmp_path: Path) -> None:
     """The default clock. Before, the wall clock looked at its deadline every 1,000 polls
     only and a frame exit only when the timer thread had poked (every 20 ms, for ticks
