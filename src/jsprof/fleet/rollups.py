@@ -15,6 +15,12 @@ per function of the default script identity rule (`page.html?exp=a` and `?exp=b`
 `grouped` 1), so source maps that join frames, or a `--url-rule` that joins others, are
 what the per-upload rows answer (`frames_of`). The uncompacted tail's copies of committed
 frames are never in one upload with them.
+
+`fleet top` reads a selection so (`select`); `fleet diff` too when both sides have at least
+MOMENTS_MIN_UPLOADS uploads and no part day, its intervals from rollup_moments
+(`diff_intervals`: the bootstrap's first-order variance from sums over uploads).
+`regressions` stays per upload: its unit is the page load, whose chunks one compaction
+batch may hold apart, so its sum of squares per page load is no sum over batches.
 """
 
 from __future__ import annotations
