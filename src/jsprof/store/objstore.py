@@ -239,9 +239,10 @@ class Mirror:
     manifest and the parts it lists (immutable: fetched once), and the segment objects
     past a cursor."""
 
-    def __init__(self, objects: ObjectStore, root: Path) -> None:
+    def __init__(self, objects: ObjectStore, root: Path, sweep: bool = False) -> None:
         self.objects = objects
         self.root = root
+        self.sweep = sweep  # a query's mirror: old parts go (the compactor's merge sweeps its own)
         self.tdir = root / "tables"
         (root / "segments").mkdir(parents=True, exist_ok=True)
         self.tdir.mkdir(parents=True, exist_ok=True)
@@ -289,7 +290,36 @@ class Mirror:
             _write_atomic(local, obj[0])
         _write_atomic(self.tdir / MANIFEST, data)
         self.set_etag(etag)
+        if self.sweep:
+            self._sweep(paths | {MANIFEST})
         return True
+
+    def _sweep(self, keep: set[str]) -> None:
+        """Remove the parts no manifest has listed for a merge's grace, counted from the
+        first pull that found them unlisted (a query on this machine that read an older
+        manifest still finds its parts): the mirror stays the size of the tables, not of
+        their history."""
+        from .tables.merge import GRACE_S
+
+        book = self.root / "unlisted.json"
+        try:
+            since: dict[str, float] = orjson.loads(book.read_bytes())
+        except (FileNotFoundError, orjson.JSONDecodeError):
+            since = {}
+        now = time.time()
+        seen: dict[str, float] = {}
+        for dirpath, _dirs, files in os.walk(self.tdir):
+            for name in files:
+                full = Path(dirpath, name)
+                rel = full.relative_to(self.tdir).as_posix()
+                if rel in keep or name.startswith("."):
+                    continue
+                at = since.get(rel, now)
+                if now - at > GRACE_S:
+                    full.unlink(missing_ok=True)
+                else:
+                    seen[rel] = at
+        _write_atomic(book, orjson.dumps(seen))
 
     def pull_segments(self, positions: dict[str, int]) -> int:
         """Fetch the segment objects with records past `positions` (segment -> records
@@ -543,7 +573,7 @@ def query_mirror(url: str, objects: ObjectStore | None = None) -> Path:
     from .tables.manifest import cursor_in, read_manifest
 
     objects = objects if objects is not None else open_objects(url)
-    m = Mirror(objects, mirror_dir(objects.url, "query"))
+    m = Mirror(objects, mirror_dir(objects.url, "query"), sweep=True)
     m.pull_tables()
     cur = cursor_in(read_manifest(m.root))
     m.pull_segments(cur.positions if cur is not None else {})
