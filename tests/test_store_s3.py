@@ -442,3 +442,34 @@ def test_a_query_mirror_drops_unlisted_parts_after_the_grace(
     objects.put_if(MANIFEST_KEY, orjson.dumps(doc), etag)
     objstore.query_mirror(objects.url, objects)
     assert not gone.exists() and kept.exists()
+
+
+def test_a_failed_put_acknowledges_nothing(tmp_path: Path) -> None:
+    """The S3 API goes away under a running collector: its next upload is answered 503 with
+    Retry-After and a one-line JSON error (nothing acknowledged), and the collector lives on."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    with moto_server() as env:
+        url = f"s3://{new_bucket(env)}/fleet"
+        c = Collector(url, "--app", "shop:k1", "--compact-every", "0",
+                      env={**base, **env, "XDG_CACHE_HOME": str(tmp_path / "c")})
+        try:
+            assert c.post(TRACE, "app=shop&key=k1&id=first")[0] == 202
+            with aws_env(env):
+                objects = open_objects(url)
+                assert [k for k, _ in objects.list("segments/")]
+        except BaseException:
+            c.kill()
+            raise
+    # moto's server is gone (its context closed); the collector runs on
+    try:
+        status, headers, body = c.request("POST", "/v1/traces?app=shop&key=k1&id=second",
+                                          TRACE, {"Content-Type": "application/json"},
+                                          timeout=300)
+        assert status == 503, body
+        assert "retry-after" in headers
+        doc = orjson.loads(body)
+        assert list(doc) == ["error"] and "\n" not in doc["error"]
+        assert c.proc.poll() is None
+    finally:
+        c.stop()
+    assert not any(env["AWS_SECRET_ACCESS_KEY"] in line for line in c.stderr_lines)
