@@ -183,6 +183,26 @@ def test_compactors_keep_each_upload_once_and_a_stale_commit_loses(
     assert held == listed(man)
 
 
+def test_a_collector_past_a_million_flushes_still_has_its_uploads_compacted(
+        tmp_path: Path) -> None:
+    """A segment object's number is written with six digits or more: the millionth flush
+    of a long-running collector (group commit: one object per burst of uploads) makes a
+    seven-digit name, which the compactor, the query mirror and the health counts must
+    still read (an acknowledged upload is never left behind)."""
+    from jsprof.store.objstore import object_health
+
+    objects = LocalObjects(tmp_path / "objects")
+    st = ObjectSegmentStore(objects.url, objects)
+    st.n = 999_999
+    for i in range(3):
+        assert st.append(f"u{i}", _meta(i), TRACE) is True
+    assert len(objects.list("segments/")) == 3
+    assert object_health(objects)["pending"] == 3
+    assert ObjectCompactor(objects, tmp_path / "machine").run().uploads == 3
+    assert sorted(_compacted_ids(objects)) == ["u0", "u1", "u2"]
+    assert object_health(objects)["pending"] == 0
+
+
 # ---- real collectors on moto, killed mid-flush ------------------------------------------------
 
 # The collector as `jsprof serve` runs it, with a hook in the segment writer: at the flush

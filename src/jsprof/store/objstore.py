@@ -57,7 +57,7 @@ FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flus
 # Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
 # flushing thread (tests/test_store_s3.py blocks there and kills the collector).
 _flush_hook: Any = None
-_SEG_NAME = re.compile(r"^[0-9]{10}-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6}-([0-9]+)\.seg$")
+_SEG_NAME = re.compile(r"^[0-9]{10}-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}-([0-9]+)\.seg$")
 
 
 def segment_count(name: str) -> int | None:
