@@ -10,6 +10,7 @@ the default 200 resamples differ from that by 10-13 %), and Dask answers as Duck
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -106,6 +107,16 @@ def test_small_sides_and_part_days_read_per_upload(store: Path) -> None:
         assert sel is not None and len(sel.ends) and sel.traces >= rollups.MOMENTS_MIN_UPLOADS
         got = api.diff_parts(s, BASE, part, None)
         assert got.base.rollup is None and got.new.rollup is None
+        # a rule that names `page.html?exp=idle` apart: busyLoop of `?exp=basic` and of
+        # `?exp=idle` are two keys of the diff, one name group of the moments (the default
+        # rule's script), which cannot say each apart: the per-upload rows answer
+        rule = ("none", "[?]exp=idle$=-idle")
+        split = api.diff_parts(s, replace(BASE, url_rules=rule), replace(NEW, url_rules=rule),
+                               None)
+        assert rollups.select(s.engine, s.snap, replace(BASE, url_rules=rule)) is not None
+        assert split.base.rollup is None and split.new.rollup is None
+        res = {r["resource"] for r in split.doc["rows"] if r["name"] == "busyLoop"}
+        assert res == {"http://127.0.0.1:8000/page.html", "http://127.0.0.1:8000/page.html-idle"}
     st.close()
 
 
