@@ -203,6 +203,32 @@ def test_a_collector_past_a_million_flushes_still_has_its_uploads_compacted(
     assert object_health(objects)["pending"] == 0
 
 
+def test_a_run_that_met_only_a_retry_commits_its_cursor(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client's retry of an upload already compacted, stored by another collector: the
+    compactor drops it and commits the cursor past it, so no query's tail holds it again
+    (counted twice: once in the tables, once in the tail) and /readyz's pending is 0."""
+    from jsprof.store import objstore
+    from jsprof.store.store import Store
+    from jsprof.store.tables.view import cursor_in, read_manifest
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    objects = LocalObjects(tmp_path / "objects")
+    one, two = ObjectSegmentStore(objects.url, objects), ObjectSegmentStore(objects.url, objects)
+    for i in range(3):
+        one.append(f"u{i}", _meta(i), TRACE)
+    comp = ObjectCompactor(objects, tmp_path / "machine")
+    assert comp.run().uploads == 3
+    two.append("u0", _meta(0), TRACE)  # the retry
+    assert comp.run().uploads == 0
+    assert comp.duplicates == 1
+    assert objstore.object_health(objects)["pending"] == 0
+    tail = Store(objstore.query_mirror(objects.url, objects))
+    man = read_manifest(tail.path)
+    assert [u for _, u, _, _ in tail.iter_uploads(cursor_in(man))] == []
+    assert sorted(_compacted_ids(objects)) == ["u0", "u1", "u2"]
+
+
 # ---- real collectors on moto, killed mid-flush ------------------------------------------------
 
 # The collector as `jsprof serve` runs it, with a hook in the segment writer: at the flush

@@ -360,6 +360,7 @@ class Deduped:
         self.store = store
         self.seen = seen
         self.dropped = 0
+        self.cursor: Any = None  # after the last upload read, kept or dropped
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.store, name)
@@ -371,6 +372,7 @@ class Deduped:
                      ) -> Iterator[tuple[Any, str, dict, bytes]]:
         seen = self.seen if self.seen is not None else set()
         for cur, upload_id, meta, body in self.store.iter_uploads(after, on_damage=on_damage):
+            self.cursor = cur
             if upload_id in seen:
                 self.dropped += 1
                 continue
@@ -444,6 +446,23 @@ class Lease:
             self.etag = None
 
 
+def _cursor_past(tdir: Path, cursor: Any) -> None:
+    """Move the mirror's committed cursor past the uploads `compact` never saw (retries of
+    ids compacted already, dropped by `Deduped` after the last one it kept): its cursor
+    stops at the last upload kept, so a run that met only retries committed nothing and
+    every query's tail held them again (counted twice)."""
+    from .lock import TablesLock
+    from .tables.manifest import MANIFEST, cursor_in, cursor_out, read_manifest, write_manifest
+
+    if cursor is None or not (tdir / MANIFEST).exists():
+        return
+    with TablesLock(tdir):
+        man = read_manifest(tdir.parent)
+        if cursor_in(man) != cursor:
+            cursor_out(man, cursor)
+            write_manifest(tdir, man)
+
+
 class Conflict(StoreError):
     """Another compactor committed the tables since this one read them."""
 
@@ -509,13 +528,16 @@ class ObjectCompactor:
             source = Deduped(store, self.seen)
             stats = compact(source, batch=self.batch)
             self.duplicates = source.dropped
+            if source.dropped:
+                _cursor_past(self.mirror.tdir, source.cursor)
             merge_parts(self.mirror.root)
         finally:
             store.close()
         new = read_manifest(self.mirror.root)
         if not (self.mirror.tdir / MANIFEST).exists() or (
-                start_etag is not None and not stats.batches and listed(new) == listed(man)):
-            return stats  # nothing new, nothing merged
+                start_etag is not None and not stats.batches and listed(new) == listed(man)
+                and cursor_in(new) == cur):
+            return stats  # nothing new, nothing merged, nothing read
         data = (self.mirror.tdir / MANIFEST).read_bytes()
         if still_held is not None and not still_held():
             raise Conflict(f"{self.objects.url}: the compactor's lease was lost; "
