@@ -229,6 +229,43 @@ def test_a_run_that_met_only_a_retry_commits_its_cursor(
     assert sorted(_compacted_ids(objects)) == ["u0", "u1", "u2"]
 
 
+def test_a_segment_put_answered_there_already_is_checked_before_it_is_acknowledged(
+        tmp_path: Path) -> None:
+    """S3 answers a conditional create 412 (there already) or 409 (a conditional write to
+    the key in flight): for a collector's own segment key that is its own earlier attempt
+    (botocore's retry of a put whose first try landed, or is still under way). An upload
+    is acknowledged only once its object is seen stored; one in flight that may still fail
+    is answered 503 (the client retries; the compactor keeps each id once)."""
+    from jsprof.store.errors import StoreUnavailable
+
+    class InFlight(LocalObjects):
+        """put_new answers False for a segment it did not store (a 409's outcome)."""
+
+        def put_new(self, key: str, data: bytes) -> bool:
+            if key.startswith("segments/"):
+                return False
+            return super().put_new(key, data)
+
+    objects = InFlight(tmp_path / "objects")
+    st = ObjectSegmentStore(objects.url, objects)
+    with pytest.raises(StoreUnavailable):
+        st.append("u0", _meta(0), TRACE)
+    assert objects.list("segments/") == []
+
+    class Landed(LocalObjects):
+        """put_new stores the object, then answers False (a retried put whose first try
+        landed): acknowledged."""
+
+        def put_new(self, key: str, data: bytes) -> bool:
+            super().put_new(key, data)
+            return False
+
+    objects = Landed(tmp_path / "landed")
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.append("u0", _meta(0), TRACE) is True
+    assert len(objects.list("segments/")) == 1
+
+
 # ---- real collectors on moto, killed mid-flush ------------------------------------------------
 
 # The collector as `jsprof serve` runs it, with a hook in the segment writer: at the flush

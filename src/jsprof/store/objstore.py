@@ -44,7 +44,7 @@ from typing import Any
 import orjson
 
 from . import segment as seg
-from .errors import StoreError, StoreUnavailable
+from .errors import ObjectStoreError, StoreError, StoreUnavailable
 from .objects import ObjectStore, open_objects
 
 log = logging.getLogger("jsprof.store")
@@ -148,9 +148,16 @@ class ObjectSegmentStore:
         key = f"{SEGMENTS}{self.prefix}-{n:06d}-{len(records)}.seg"
         if _flush_hook is not None:
             _flush_hook("before", n)
-        # False: the key exists, and only this writer makes its keys: a retried put whose
-        # first attempt landed. Either way the object holds these records.
-        self.objects.put_new(key, b"".join(parts))
+        data = b"".join(parts)
+        # False: the key exists (412), or a conditional write to it is under way (409), and
+        # only this writer makes its keys: its own earlier attempt (botocore retries a put
+        # whose reply it missed). Acknowledged only once that object is seen stored whole:
+        # an attempt still in flight may yet fail.
+        if not self.objects.put_new(key, data):
+            got = self.objects.get(key)
+            if got is None or got[0] != data:
+                raise ObjectStoreError(f"{self.objects.url}: cannot create {key}: a write "
+                                       "to it is still under way")
         if _flush_hook is not None:
             _flush_hook("after", n)
         self.flushes += 1
