@@ -236,6 +236,11 @@ def main() -> int:
         print(f"  minute {m + 1}: {' / '.join(row)}")
     print(f"collector stderr: {len(err)} lines, {sum(b'Traceback' in x for x in err)} "
           "tracebacks")
+    seen: dict[bytes, None] = {}
+    for line in err:
+        seen.setdefault(line.rstrip()[:300], None)
+    for line in list(seen)[:8]:  # what went wrong, each once
+        print(f"  stderr: {line.decode(errors='replace')}")
     bad += sum(n for c, n in uploads.items() if c != "202")
     bad += sum(n for _, _, codes, _ in rounds for c, n in codes.items() if c != "200")
     return 1 if bad else 0
