@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -66,10 +66,16 @@ def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
     a user who may only read the store; what is over the cap is counted (`pending`)."""
     from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
 
+    lock: Any = nullcontext()
     if getattr(store, "objects", None) is not None:  # a collector's store on S3
-        store = _object_store(store.url)
-    man = read_manifest(store.path)
-    tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
+        from ..store.objstore import query_lock
+
+        lock = query_lock(store.objects.url)  # the mirror, shared: see query_lock
+    with lock:
+        if getattr(store, "objects", None) is not None:
+            store = _object_store(store.url)
+        man = read_manifest(store.path)
+        tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
     # After the manifest: an upload pruned since it was compacted is left out.
     snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
     snap.remote = getattr(store, "remote_url", None)

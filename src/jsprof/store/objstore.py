@@ -38,6 +38,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -594,6 +595,24 @@ class ObjectCompactor:
             if key != MANIFEST_KEY and rel not in keep:
                 self.objects.delete(key)
                 self.pushed.discard(rel)
+
+
+@contextmanager
+def query_lock(url: str) -> Iterator[None]:
+    """Held by a query from its mirror's refresh to the end of its tail's read: queries on
+    one machine (a collector's query threads, its workers, fleet commands) share the
+    mirror, and a refresh drops the segment objects a newer cursor passed, which a query
+    that read the older manifest is still counting in its tail."""
+    import fcntl
+
+    root = mirror_dir(url, "query")
+    root.mkdir(parents=True, exist_ok=True)
+    fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # the flock goes with it
 
 
 def query_mirror(url: str, objects: ObjectStore | None = None) -> Path:
