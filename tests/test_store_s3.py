@@ -266,12 +266,13 @@ def test_a_segment_put_answered_there_already_is_checked_before_it_is_acknowledg
     assert len(objects.list("segments/")) == 1
 
 
+@pytest.mark.parametrize("via", ["collector", "fleet"])
 def test_a_query_reads_its_tail_while_another_refreshes_the_mirror(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Queries on one machine share a mirror (a collector's query threads, its workers): one
-    refreshing it after a compaction drops the segments the new cursor passed, which
-    another query, still reading its tail after the older manifest, was counting. Its
-    uploads must count: a refresh waits for the tails being read."""
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, via: str) -> None:
+    """Queries on one machine share a mirror (a collector's query threads, its workers,
+    fleet commands): one refreshing it after a compaction drops the segments the new
+    cursor passed, which another query, still reading its tail after the older manifest,
+    was counting. Its uploads must count: a refresh waits for the tails being read."""
     from jsprof.fleet import api
     from jsprof.store import objstore
     from jsprof.store.tables import view
@@ -288,15 +289,19 @@ def test_a_query_reads_its_tail_while_another_refreshes_the_mirror(
         if not other:  # the first query: another compacts and refreshes the mirror now
             def refresh() -> None:
                 ObjectCompactor(objects, tmp_path / "compactor").run()
-                api.snapshot(st)
+                api.snapshot(opened())
 
             other.append(threading.Thread(target=refresh))
             other[0].start()
             other[0].join(3.0)  # done unless it waits for this query's tail
         return real_read_tail(store, man, limit)
 
+    def opened() -> object:  # as `jsprof serve` hands it over, or fleet's open_store
+        return st if via == "collector" else api._object_store(objects.url)
+
+    store = opened()
     monkeypatch.setattr(view, "read_tail", read_tail)
-    snap = api.snapshot(st)
+    snap = api.snapshot(store)
     other[0].join()
     assert sum(e["rows"] for e in snap.manifest["uploads"]) == 3
     assert objstore.object_health(objects)["pending"] == 0

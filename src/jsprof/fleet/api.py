@@ -40,18 +40,24 @@ def open_store(path: str | os.PathLike) -> Any:
         raise JsprofError(f"--store {path}: {e}") from None
 
 
-def _object_store(url: str) -> Any:
+def _object_store(url: str, locked: bool = False) -> Any:
     """A store on an object store, as a query reads it: its manifest, parts and the
     segments past the cursor copied into this machine's query mirror (`store.objstore`:
-    reads the bucket, writes nothing there), read as a local store; each upload id once."""
+    reads the bucket, writes nothing there), read as a local store; each upload id once.
+    `locked`: the caller holds the mirror's `query_lock` (else it is taken for the pull)."""
     from ..extras import require
 
     require("s3", "a store on s3://")
     from ..store import Store, StoreError
-    from ..store.objstore import Deduped, query_mirror
+    from ..store.objstore import Deduped, query_lock, query_mirror
 
     try:
-        store = Deduped(Store(query_mirror(url)), None)
+        if locked:
+            root = query_mirror(url)
+        else:
+            with query_lock(url):
+                root = query_mirror(url)
+        store = Deduped(Store(root), None)
         store.remote_url = url
         return store
     except StoreError as e:
@@ -66,14 +72,19 @@ def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
     a user who may only read the store; what is over the cap is counted (`pending`)."""
     from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
 
+    # A store on S3 (a collector's, or `open_store`'s of an s3:// URL): its mirror is
+    # refreshed and its tail read under the mirror's lock (shared: see query_lock)
+    url = getattr(store, "remote_url", None)
+    if url is None and getattr(store, "objects", None) is not None:
+        url = store.url
     lock: Any = nullcontext()
-    if getattr(store, "objects", None) is not None:  # a collector's store on S3
+    if url is not None:
         from ..store.objstore import query_lock
 
-        lock = query_lock(store.objects.url)  # the mirror, shared: see query_lock
+        lock = query_lock(url)
     with lock:
-        if getattr(store, "objects", None) is not None:
-            store = _object_store(store.url)
+        if url is not None:
+            store = _object_store(url, locked=True)
         man = read_manifest(store.path)
         tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
     # After the manifest: an upload pruned since it was compacted is left out.

@@ -605,6 +605,11 @@ def query_lock(url: str) -> Iterator[None]:
     that read the older manifest is still counting in its tail."""
     import fcntl
 
+    if url.startswith("s3://"):  # as S3Objects spells it (query_mirror's folder)
+        from .s3 import parse_url
+
+        bucket, prefix = parse_url(url)
+        url = f"s3://{bucket}/{prefix}" if prefix else f"s3://{bucket}"
     root = mirror_dir(url, "query")
     root.mkdir(parents=True, exist_ok=True)
     fd = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
