@@ -57,9 +57,12 @@ $(JS_STAMP): tests/js/package-lock.json
 	touch $(JS_STAMP)
 
 # Everything, and a skipped test fails the run (JSPROF_NO_SKIP=1, tests/conftest.py); then
-# the engines' sampling tests again on a loaded machine (test-load).
+# the engines' sampling tests again on a loaded machine (test-load). The suite runs in
+# TEST_WORKERS pytest-xdist workers, a test file to a worker (--dist loadfile: a module's
+# browser, collector or Dask cluster is started once); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 test: $(STAMP) chromium nginx $(JS_STAMP)
-	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20
+	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadfile
 	$(TEST_LOAD)
 
 # The tests marked under_load (sample counts, shares, achieved intervals on QuickJS, Node and

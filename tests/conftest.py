@@ -39,13 +39,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 NO_SKIP = os.environ.pop("JSPROF_NO_SKIP", "") == "1"
 
 
+# `make test` runs the tests in pytest-xdist workers (-n): they start after the line above
+# took the variable out of the environment, so the controller hands them its NO_SKIP.
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: object) -> None:
+    node.workerinput["jsprof_no_skip"] = NO_SKIP  # type: ignore[attr-defined]
+
+
+def _no_skip(config: pytest.Config) -> bool:
+    worker = getattr(config, "workerinput", None)
+    return NO_SKIP or bool(worker and worker.get("jsprof_no_skip"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and call.when == "call":
         _native_stacks_of_a_hung_node(report, str(call.excinfo.value))
-    if NO_SKIP and report.skipped and not hasattr(report, "wasxfail"):
+    if _no_skip(item.config) and report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else report.longrepr
         report.outcome = "failed"
         report.longrepr = f"skipped, but JSPROF_NO_SKIP=1 forbids skips: {reason}"

@@ -50,6 +50,17 @@ def test_a_skip_fails_under_make_test(tmp_path):
     assert relaxed.returncode == 0 and "2 passed, 1 skipped, 1 xfailed" in relaxed.stdout
 
 
+def test_a_skip_fails_in_xdist_workers_too(tmp_path):
+    # `make test` runs the suite in pytest-xdist workers (-n), which start after conftest
+    # took JSPROF_NO_SKIP out of the environment
+    strict = _run(tmp_path, "1", "-n", "2")
+    assert strict.returncode == 1, strict.stdout
+    assert "1 failed, 2 passed, 1 xfailed" in strict.stdout, strict.stdout
+    assert "JSPROF_NO_SKIP=1 forbids skips" in strict.stdout and "tool missing" in strict.stdout
+    relaxed = _run(tmp_path, "", "-n", "2")
+    assert relaxed.returncode == 0 and "2 passed, 1 skipped, 1 xfailed" in relaxed.stdout
+
+
 def test_chromium_fixture_users_are_deselected_by_test_fast(tmp_path):
     fast = _run(tmp_path, "", "-m", "not chromium and not npm")
     assert "1 deselected" in fast.stdout, fast.stdout
