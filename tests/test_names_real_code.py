@@ -20,6 +20,7 @@ from jsprof import sourcemap_files
 from jsprof.analysis.diff import diff_profiles
 from jsprof.analysis.profile import summarize
 from jsprof.fleet import sourcemaps as fleet_sourcemaps
+from jsprof.names import FunctionNames
 from jsprof.record import record
 
 pytestmark = pytest.mark.npm
@@ -502,3 +503,42 @@ def test_typescript_sources_are_read_as_typescript(tmp_path):
     total = sum(ms for _, ms in rows)
     named = sum(ms for name, ms in rows if name in v8)
     assert total > 0 and named / total >= 0.95, rows
+
+
+def test_quickjs_arrows_of_a_minified_bundle_are_placed_as_v8_places_them(tmp_path):
+    """typescript 5.9 (its CommonJS build: `var __export = (target, all) => {...}` and
+    thousands of arrows assigned to variables) bundled and minified by esbuild, loaded on
+    QuickJS (CPU clock) and read through the map: QuickJS places an arrow written
+    `n=(e,t)=>` at the `n`, whose mapping is the variable's, in no function's head. Each
+    function is then where V8 places it in the original (an arrow's first character), and
+    `__export`, which runs over typescript's ~2,000 exports at load, at its own `(`."""
+    src = JS / "typescript" / "lib" / "typescript.js"
+    shutil.copy(src, tmp_path / "typescript.js")
+    (tmp_path / "driver.js").write_text(
+        'var ts = require("./typescript.js");\n'
+        'console.log(ts.transpileModule("let x: number = 1", {}).outputText.length > 0);\n'
+    )
+    subprocess.run(
+        [str(BIN / "esbuild"), "driver.js", "--bundle", "--minify", "--sourcemap",
+         "--platform=node", "--outfile=ts.min.js", "--log-level=warning"],
+        cwd=tmp_path, check=True, timeout=180,
+    )
+    rec = record(tmp_path / "ts.min.js", sample_interval=1.0, clock="cpu")
+    notes: list[str] = []
+    mapped = sourcemap_files.apply(rec, str(tmp_path / "ts.min.js.map"), None, notes)
+    assert notes == []
+    text = (tmp_path / "typescript.js").read_text()
+    index = FunctionNames(text)
+    v8_places = {(f.v8_line, f.v8_column) for f in index.functions()}
+    trace = mapped.tracks[0].trace
+    ours = [(f.name, f.line, f.column) for f in trace.frames
+            if f.resource_id is not None
+            and trace.resources[f.resource_id].endswith("/typescript.js")
+            and (f.line, f.column) != (1, 1)]
+    assert len(ours) >= 5, ours
+    misplaced = [f for f in ours if (f[1], f[2]) not in v8_places]
+    assert misplaced == [], misplaced
+    head = text.index("var __export = (")
+    line = text.count("\n", 0, head) + 1
+    column = head - text.rfind("\n", 0, head) + len("var __export = ")  # 1-based, its `(`
+    assert ("__export", line, column) in ours, [f for f in ours if f[0] == "__export"]

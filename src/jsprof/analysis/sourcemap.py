@@ -177,6 +177,20 @@ class SourceMap:
             return self.contents[s]
         return None if self.read_source is None else self.read_source(self.source_url(s))
 
+    def next_position(self, line: int, column: int) -> tuple[int, int, int] | None:
+        """(source index, original line, column; 1-based) of the first mapping after a
+        1-based generated position on its line: where a minifier gave a function's first
+        character no mapping of its own, or an engine places it before that character
+        (QuickJS: some arrows a token or two early), the next mapping is the function's."""
+        gl = line - 1
+        if not 0 <= gl < len(self._cols):
+            return None
+        i = bisect.bisect_right(self._cols[gl], column - 1)
+        if i >= len(self._cols[gl]):
+            return None
+        s, ln, c, _ = self._segs[gl][i]
+        return s, ln + 1, c + 1
+
     def _function_segment(self, gl: int, i: int, col0: int) -> int:
         """The segment naming the function whose position is col0 (segment i at/before it).
 
@@ -256,6 +270,8 @@ def apply_to_trace(
                     hit = plain
                 elif plain is not hit:
                     fn = index.at(hit[1], hit[2])
+                if fn is None:
+                    fn = _function_after(sm, index, source, f.line, f.column or 1)
                 if f.name:
                     tally[url][fn is None] += 1
         looked.append((sm, hit, source, fn))
@@ -320,6 +336,27 @@ def apply_to_trace(
         sample_stack=new_stack[trace.sample_stack],
         sample_line=_map_lines(trace, frame_map),
     )
+
+
+def _function_after(
+    sm: SourceMap, index: FunctionNames, source: int, line: int, column: int
+) -> JsFunction | None:
+    """The function whose head holds the first mapping after a frame's position, when
+    the mapping at or before it is in no function's head (see `SourceMap.next_position`).
+    QuickJS places some arrows a token or two before their `(` (`h=(t)=>...` at the `h`,
+    `a,(e,n)=>...` at the `a`): the next mapping is then the arrow's own first
+    character. A mapping at the first character of any other function is one nested in
+    this one's body (`function(){return function(){}}`), not this one."""
+    nxt = sm.next_position(line, column)
+    if nxt is None or nxt[0] != source:
+        return None
+    fn = index.at(nxt[1], nxt[2])
+    if fn is None:
+        return None
+    arrow = (fn.v8_line, fn.v8_column) == (fn.line, fn.column)
+    if (fn.line, fn.column) == (nxt[1], nxt[2]) and not arrow:
+        return None
+    return fn
 
 
 def _function_names(
