@@ -542,3 +542,29 @@ def test_quickjs_arrows_of_a_minified_bundle_are_placed_as_v8_places_them(tmp_pa
     line = text.count("\n", 0, head) + 1
     column = head - text.rfind("\n", 0, head) + len("var __export = ")  # 1-based, its `(`
     assert ("__export", line, column) in ours, [f for f in ours if f[0] == "__export"]
+
+
+@pytest.mark.chromium
+def test_chromium_record_summary_reads_through_the_map(work):
+    """`jsprof record --engine chromium` of a page running the terser bundle: its summary's
+    top functions are named through the bundle's map, as record's on Node and QuickJS
+    are (it showed `qt.readRegexp acorn.js:1:108389`, and no `--sourcemap` hint)."""
+    d = work["dir"]
+    (d / "page.html").write_text('<!doctype html><script src="terser.min.js"></script>\n')
+    out = d / "page.json"
+    p = subprocess.run(
+        [sys.executable, "-m", "jsprof.cli", "record", "--engine", "chromium", "-o", str(out),
+         "page.html"],
+        cwd=d, capture_output=True, text=True, timeout=240,
+    )
+    assert p.returncode == 0, p.stderr
+    said = p.stderr.splitlines()
+    assert f"see it with: jsprof report {out} --sourcemap" in p.stderr, p.stderr
+    top = said.index("top 5 by self time, through the scripts' source maps:")
+    truth = _truth(work)
+    rows = [re.search(r" ms  (.+)  ([\w.]+\.js):(\d+):\d+$", row) for row in said[top + 1:]]
+    assert any(rows), said
+    for m in filter(None, rows):
+        assert m.group(2) in ("acorn.js", "driver.js"), m.group(0)
+        name = "" if m.group(1).startswith("(anonymous ") else m.group(1)
+        assert name in truth[(m.group(2), int(m.group(3)))], m.group(0)

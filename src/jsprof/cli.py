@@ -1098,7 +1098,8 @@ def _finish_record(
         lines, status = notes(rec, exit_status(rec))
 
         def say() -> None:
-            print_recording_summary(rec, out)
+            # through the page's scripts' maps, as on the other engines
+            print_recording_summary(rec, out, mapped=_through_maps(rec))
             for line in lines:
                 print(line, file=sys.stderr)
 
