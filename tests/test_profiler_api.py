@@ -112,7 +112,9 @@ def test_muted_script_contributes_no_frames_and_keeps_callers() -> None:
     assert trace.resources == ["app.js"]
     assert "hidden" not in frame_names(trace)
     leaves = [trace.frames[trace.stack_frame[i]].name for i in trace.sample_stack if i != NONE]
-    assert leaves.count("caller") >= 100
+    # every sample of the muted code is the caller's (160 of 160 quiet); how many there are
+    # is the wall clock's and the machine's (92 beside another test run), so not a count
+    assert len(leaves) >= 10 and leaves.count("caller") == len(leaves), leaves
 
 
 def test_js_global_without_permission_throws_not_allowed() -> None:

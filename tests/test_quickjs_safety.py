@@ -346,23 +346,31 @@ def test_loop_body_lines_not_the_header(interval: float) -> None:
 
 
 def test_stacks_deeper_than_the_walker_are_counted() -> None:
+    # On the CPU clock, with loops that count iterations: a tick per ms of the thread's CPU
+    # time, so how many ticks fell while the deep stack was up is the thread's CPU time
+    # then, measured here, whatever the load (a wall-clock count of a 150 ms spin was 75
+    # once beside another test run).
+    work = "function work(n) { let x = 0; for (let i = 0; i < n; i++) x += i % 7; return x; }"
     _quickjs.set_max_depth(50)
     try:
         rt = QuickJS()
-        session = rt.profiler(sample_interval=1.0)
-        deep_ms = rt.eval(
-            SPIN + "\nfunction rec(n, d) { if (n === 0) spin(d); else rec(n - 1, d); }"
-            "\nconst t = performance.now(); rec(100, 150); const deepMs = performance.now() - t;"
-            "\nrec(10, 100); deepMs"
-        )
+        rt.eval(work + "\nfunction rec(n, d) { return n === 0 ? work(d) : rec(n - 1, d); }")
+        session = rt.profiler(sample_interval=1.0, clock="cpu")
+        t0 = time.thread_time()
+        rt.eval("rec(100, 4e6)")  # 101 frames deep
+        t1 = time.thread_time()
+        rt.eval("rec(10, 4e6)")  # 11 deep: never truncated
+        t2 = time.thread_time()
         trace = session.stop()
     finally:
         _quickjs.set_max_depth(_quickjs.MAX_DEPTH)
+    deep_cpu, shallow_cpu = (t1 - t0) * 1000, (t2 - t1) * 1000
     deep = session.meta["truncatedStacks"]
-    # one per 1 ms tick while the 101-deep stack was up (the 150 ms spin, longer on a
-    # loaded machine); the 11-deep rec(10) never
-    assert 100 <= deep <= deep_ms + 20, (deep_ms, session.meta)
-    assert trace.num_samples >= deep + 80
+    assert deep_cpu >= 20 and shallow_cpu >= 20, (deep_cpu, shallow_cpu)  # the work is there
+    # one per tick while the 101-deep stack was up, none for the 11-deep one
+    assert 0.8 * deep_cpu - 2 <= deep <= deep_cpu + 2, (deep, deep_cpu, session.meta)
+    assert trace.num_samples - deep >= 0.8 * shallow_cpu - 2, (
+        trace.num_samples, deep, shallow_cpu)
 
 
 def test_ticks_lost_to_a_stopped_process_are_counted(tmp_path: Path) -> None:

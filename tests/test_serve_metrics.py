@@ -217,8 +217,11 @@ def test_failing_compactor_shows_in_readyz_metrics_log_and_check(tmp_path: Path)
         for i in range(3):
             assert col.request("POST", f"/v1/traces?app=shop&key=k1&id=a{i}", body, JSON)[0] == 202
         manifest = store / "tables" / "_manifest.json"
-        _wait("the first compaction", lambda: manifest.is_file() and value(
-            scrape(col), "jsprof_compactor_pending_uploads") == 0)
+        # the compactor's run report comes a moment after its manifest: a scrape between
+        # the two saw pending 0 and runs 0 (beside another test run)
+        _wait("the first compaction's report", lambda: manifest.is_file() and (
+            lambda m: value(m, "jsprof_compactor_pending_uploads") == 0
+            and value(m, "jsprof_compactor_runs_total") >= 1)(scrape(col)))
         m = scrape(col)
         assert value(m, "jsprof_compactor_runs_total") >= 1
         assert value(m, "jsprof_compactor_failures_total") == 0
