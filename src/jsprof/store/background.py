@@ -179,6 +179,19 @@ def die_with(parent: int) -> None:
         os._exit(0)
 
 
+def become_background(parent: int) -> None:
+    """What a compactor process does first, on a local store or a bucket: go when the
+    worker that started it goes (`parent`, 0 for none), yield the CPU to the collectors
+    (nice), and end at once on SIGTERM (a run cut short leaves nothing committed)."""
+    if parent:
+        die_with(parent)
+    try:
+        os.nice(NICE)
+    except OSError:
+        pass
+    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
 
@@ -189,13 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keep-raw", type=float, default=None,
                    help="seconds raw segments are kept once compacted (default: for ever)")
     args = p.parse_args(argv)
-    if args.parent:
-        die_with(args.parent)
-    try:
-        os.nice(NICE)
-    except OSError:
-        pass
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    become_background(args.parent)
     from . import retention
     from .store import Store
     from .tables.compact import compact

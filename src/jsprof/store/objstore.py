@@ -701,10 +701,9 @@ def main(argv: list[str] | None = None) -> int:
     which one of them, on any machine, compacts. Runs every `--interval` seconds while it
     holds the lease, tries to take it as often while another holds it."""
     import argparse
-    import signal
     import sys
 
-    from .background import NICE, Reporter, die_with
+    from .background import Reporter, become_background
 
     p = argparse.ArgumentParser(prog="python -m jsprof.store.objstore")
     p.add_argument("store")
@@ -712,13 +711,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--parent", type=int, default=0)
     p.add_argument("--once", action="store_true", help="one run (when the lease is free)")
     args = p.parse_args(argv)
-    if args.parent:
-        die_with(args.parent)
-    try:
-        os.nice(NICE)
-    except OSError:
-        pass
-    signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+    become_background(args.parent)
     import fcntl
 
     objects = open_objects(args.store)
