@@ -694,6 +694,9 @@ def test_sandwich_merges_callers_above_and_callees_below(browser, data, tmp_path
     # Clicking a caller makes it the chosen function.
     callers.locator("g", has_text="arrowWork").first.click()
     wait(page, "decodeURIComponent(location.hash).indexOf('fn=arrowWork') >= 0")
+    # the hash changes first, the panel is drawn after it (CI read 'fib' in between)
+    wait(page, "(document.querySelector(\"[data-panel='function'] h2\") || {}).textContent"
+               " === 'arrowWork'")
     assert page.locator("[data-panel='function'] h2").text_content() == "arrowWork"
     page.screenshot(path=str(tmp_path / "sandwich.png"))
     assert page.errors == []
