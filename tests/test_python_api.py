@@ -137,6 +137,21 @@ def test_an_ipython_shell_shows_a_recording_as_the_viewer(app):
     assert jsprof._show_in_ipython() is False  # no shell runs in this process
 
 
+def test_jsprof_imports_beside_a_half_imported_ipython():
+    """`import jsprof` while IPython's package is still importing (it is in sys.modules
+    without `get_ipython` yet) neither fails nor registers anything: there is no shell."""
+    code = (
+        "import sys, types\n"
+        "sys.modules['IPython'] = types.ModuleType('IPython')\n"  # what a partial import leaves
+        "import jsprof\n"
+        "assert jsprof._show_in_ipython() is False\n"
+        "print('imported')\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0 and p.stdout == "imported\n", p.stderr
+
+
 def test_a_recording_shows_as_the_viewer_in_a_sandboxed_frame(app):
     rec = jsprof.load(app)
     out = jsprof.views.inline_viewer(rec)

@@ -97,10 +97,14 @@ def _show_in_ipython() -> bool:
     starting a shell in a process that imported jsprof first. False outside IPython.
     (The model, trace.py, has no `_repr_html_`: it would import the views above it.)"""
     ipython = sys.modules.get("IPython")  # never imported here: only a running shell counts
-    shell = ipython.get_ipython() if ipython is not None else None
-    if shell is None:
-        return False
-    html = shell.display_formatter.formatters["text/html"]
+    # IPython may be in sys.modules half-imported (jsprof imported while IPython's own
+    # package imports, e.g. from a startup hook): no `get_ipython` yet means no shell yet.
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if callable(get_ipython) else None
+    formatters = getattr(getattr(shell, "display_formatter", None), "formatters", None)
+    if not isinstance(formatters, dict) or "text/html" not in formatters:
+        return False  # no shell, or one that shows no HTML (a terminal-only embedding)
+    html = formatters["text/html"]
     html.for_type_by_name("jsprof.trace", "Recording", _recording_html)
     return True
 
