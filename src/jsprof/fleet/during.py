@@ -13,7 +13,9 @@ long frames (analysis/busy.py: inside a long frame's script entry, that entry po
 again by the frames of the whole page load (all its chunks: a frame reported with the
 next chunk still covers its samples), so a handler is charged only for the time inside
 its own script entries; the kept time so charged to entry points is reported
-(`attributedMs`)"""
+(`attributedMs`). The lost time (what a gap had beyond the weight cap, `trace.gap_cap`) is
+counted as the time is: a kept sample's own, so `lostMs` of a `--during` query is what was
+lost inside its windows, not the whole uploads'"""
 
 from __future__ import annotations
 
@@ -132,6 +134,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     tables = {rkey: _Tables() for rkey in up.rkeys}
     rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
     attributed_ms = 0.0
+    lost = np.zeros(len(up), np.float64)  # per upload: the lost time of its kept samples
     # Uploads whose timeline has a window of this kind at any length: none means the
     # filter selects nothing (exit 2), where a threshold that keeps none is a real zero.
     with_kind = 0
@@ -166,6 +169,8 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
               else np.full(int(keep.sum()), NONE, np.int64))
         wk = w[keep]
         attributed_ms += float(wk[charged_mask(tr)[keep]].sum())
+        if up.lost_ms[i] > 0:
+            lost[i] = float(lost_per_sample(samples["t"][a:b], w)[keep].sum())
         rows.append((np.full(len(st), ri, np.int64), st, mk,
                      samples["weight_ns"][a:b][keep],
                      np.full(len(st), int(up.uk[i]), np.int64)))
@@ -191,7 +196,25 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
     frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
             "attributed_ms": attributed_ms, "with_kind": with_kind, "untimed": untimed,
-            "windows": sum(kept.values())}
+            "windows": sum(kept.values()), "lost_ms": lost}
+
+
+def lost_per_sample(t: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """Per sample of one upload (its stored times `t` and weights `w`, ms): what its gap
+    to the next sample had beyond the weight cap, so the upload's lost time (`trace.
+    weights_and_lost`) sample by sample. A capped sample weighs the cap, the largest
+    weight of its upload; any other sample's weight is its whole gap, except the last of
+    a track (its interval, never the cap), whose "gap" to the next track's first sample is
+    no gap at all."""
+    out = np.zeros(len(t), np.float64)
+    if len(t) < 2:
+        return out
+    gap = np.diff(t)
+    head = w[:-1]
+    # weights are stored in whole ns: a capped one is the cap to within a ns
+    capped = (head >= float(w.max()) - 1e-6) & (gap > head + 1e-6)
+    out[:-1][capped] = gap[capped] - head[capped]
+    return out
 
 
 def _sum_rows(ri: np.ndarray, st: np.ndarray, mk: np.ndarray, wns: np.ndarray,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -196,6 +196,9 @@ def select(engine: Engine, snap: Snapshot, f: Filters, up: Uploads | None = None
         from .during import select_during
 
         got = select_during(snap, up, f.during, f.slower_than, f.app, pick)
+        # the lost time inside the windows, not the whole uploads' (the note under a
+        # `--during` table, `lostMs`)
+        up = replace(up, lost_ms=got["lost_ms"])
         rows = got["rows"]
         if f.exclude_idle:
             rows, idle_ms, idle_n = without_idle(rows)
@@ -233,6 +236,7 @@ def select_groups(engine: Engine, snap: Snapshot, f: Filters, up: Uploads,
         from .during import select_during
 
         got = select_during(snap, up, f.during, f.slower_than, f.app, target_pick(f))
+        up = replace(up, lost_ms=got["lost_ms"])
         releases = named(got["releases"], f)
         pt: StackRows = got["per_trace"]
         if f.exclude_idle:
