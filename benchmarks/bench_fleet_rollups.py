@@ -1,5 +1,5 @@
-"""`fleet top` and `fleet diff` over 30 days of a busy collector, from the rollup tables
-(issue 34).
+"""`fleet top`, `fleet diff` and `fleet vitals` over 30 days of a busy collector, from the
+rollup tables (issue 34).
 
 A collector at `--rate` uploads/s for `--days` days is not replayed as 52 M HTTP posts:
 the tables its compactor would hold are written directly, the way a closed day's merged
@@ -7,12 +7,15 @@ parts hold them (store/tables/rollup.py): per release, UTC day and cell (route, 
 stacks summed (Zipf-distributed sample counts over each release's stack tree, so more
 uploads also reach more of its rare stacks), the frames' uploads per bucket of self time
 (log-normal self times drawn per frame, counted into the buckets), the moments `diff`'s
-intervals read (per frame, from the same log-normal's mean and spread), the cells' upload
-counts, and a HyperLogLog sketch per cell of its page loads (`--chunks` uploads each).
+intervals read (per frame, from the same log-normal's mean and spread), the vitals' values
+per bucket (log-normal INP, LCP, CLS, long-frame blocking and interaction parts, per page
+load, long frame and interaction), the cells' upload counts, and a HyperLogLog sketch per
+cell of its page loads (`--chunks` uploads each).
 Every store gets its releases' frame and stack dictionaries and a manifest of the current format
 whose parts carry sizes and CRC-32s, so the query checks and reads them as any store's.
 
-Then `jsprof fleet top --json` (and `fleet diff --json` of the two releases) runs in a
+Then `jsprof fleet top --json` (and `fleet diff --json` of the two releases, `fleet
+vitals --json`) runs in a
 fresh process per query (as the CLI runs),
 `--repeat` times per store, over the whole span and over one release and route; printed:
 the median wall time of the query (after the imports, which a collector has done once;
@@ -52,6 +55,7 @@ def _tree(rng: np.random.Generator, stacks: int, frames: int) -> tuple[np.ndarra
 
 
 def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
+    from jsprof.store.tables import vitals as rv
     from jsprof.store.tables.intern import release_key
     from jsprof.store.tables.manifest import FORMAT_VERSION, write_manifest
     from jsprof.store.tables.parts import new_part, schemas
@@ -161,6 +165,43 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
                     c[f"{col}_sum"] += np.rint(ni * e).astype(np.int64).tolist()
                     c[f"{col}_sq"] += (ni * e * e * np.exp(0.64)).tolist()
                     c[f"{col}_a"] += (ni * e * a).tolist()
+                # vitals: per page load its INP (60 % have one), LCP (90 %, 3 elements),
+                # CLS; per long frame (2 a load) its blocking; per interaction (1.5 a
+                # load, 3 types) its duration and parts: log-normal values, bucketed
+                c = cols["rollup_vitals"]
+
+                def vital(metric: int, label: str, n: int, mu_ms: float, sigma: float,
+                          c: dict = c, route: str = route, env: str = env) -> None:
+                    if n <= 0:
+                        return
+                    if mu_ms <= 0:
+                        b, k = np.zeros(1, np.int64), np.asarray([n])
+                    else:
+                        draw = np.exp(rng.normal(np.log(mu_ms), sigma, min(n, 4000)))
+                        b, k = np.unique(rv.buckets(draw), return_counts=True)
+                        k = np.maximum(1, np.rint(k * n / min(n, 4000)).astype(np.int64))
+                    c["route"] += [route] * len(b)
+                    c["env"] += [env] * len(b)
+                    c["metric"] += [metric] * len(b)
+                    c["label"] += [label] * len(b)
+                    c["bucket"] += b.tolist()
+                    c["count"] += k.tolist()
+
+                vital(rv.LOAD, "", n_loads, 0, 0)
+                vital(rv.INP, "", int(0.6 * n_loads), 180.0, 0.7)
+                for j, el in enumerate(("img.hero", "h1", "div.banner")):
+                    n_el = int(0.9 * n_loads) // 3
+                    vital(rv.LCP, "", n_el, 1200.0 * (1 + j), 0.5)
+                    vital(rv.LCP_ELEMENT, el, n_el, 0, 0)
+                vital(rv.CLS, "", int(0.9 * n_loads), 0.05, 1.0)
+                vital(rv.LONG_FRAME, "", 2 * n_loads, 0, 0)
+                vital(rv.BLOCKING, "", int(1.8 * n_loads), 40.0, 1.0)
+                for t in ("click", "keydown", "pointerup"):
+                    n_i = n_loads // 2
+                    vital(rv.DURATION, t, n_i, 120.0, 0.7)
+                    vital(rv.INPUT_DELAY, t, n_i, 8.0, 1.0)
+                    vital(rv.PROCESSING, t, n_i, 60.0, 0.8)
+                    vital(rv.PRESENTATION, t, n_i, 30.0, 0.6)
                 c = cols["rollup_frames"]
                 c["route"] += [route] * len(fr)
                 c["env"] += [env] * len(fr)
@@ -196,6 +237,9 @@ t1 = time.perf_counter()
 out.flush()
 doc = json.loads(out.buffer.getvalue())
 side = doc["new"] if "new" in doc else doc  # diff: its NEW side
+if "rows" in side and "traces" not in side:  # vitals: its rows' page loads
+    side = {"traces": sum(r["interactions"] for r in side["rows"]),
+            "pageLoads": sum(r["pageLoads"] for r in side["rows"])}
 print(json.dumps({"s": t1 - t0, "query": t1 - ti, "code": code, "traces": side["traces"],
                   "pageLoads": side["pageLoads"],
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -219,7 +263,8 @@ def main() -> None:
     queries = {"top all": ["top"],
                "top one release+route": ["top", "--release", "1.0.0", "--route", "/cart"],
                "diff 1.0.0 -> 1.1.0": ["diff", "--base", "release=1.0.0", "--new",
-                                       "release=1.1.0"]}
+                                       "release=1.1.0"],
+               "vitals all": ["vitals"]}
     scales = [float(x) for x in args.scales.split(",")]
     runs: dict[tuple[float, str], list[dict]] = {}
     try:

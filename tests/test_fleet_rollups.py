@@ -17,6 +17,7 @@ import orjson
 import pytest
 
 from fleet_util import DAY, T0, make_trace, real_store, upload
+from jsprof.errors import UsageError
 from jsprof.fleet import api, query, rollups
 from jsprof.fleet.filters import Filters
 from jsprof.store import Store
@@ -427,6 +428,16 @@ def test_an_estimated_page_load_count_says_so_where_it_is_shown(
         assert abs(got["pageLoads"] / 24 - 1) < 4 * rollup.HLL_ERROR
         exact = api.top(s, part, 5)
         assert exact["pageLoadsEstimated"] is False and exact["pageLoads"] == 24
+        # The min-evidence refusal names the count it judged, and says when it is the
+        # sketch's estimate (a diff reads the rollups from MOMENTS_MIN_UPLOADS uploads)
+        monkeypatch.setattr(rollups, "MOMENTS_MIN_UPLOADS", 1)
+        for f, said in ((whole, f"matches ~{got['pageLoads']} page loads (an estimate from "
+                         "the rollups' page-load sketch: standard error 1.6 %) and"),
+                        (part, "matches 24 page loads and")):
+            with pytest.raises(UsageError) as e:
+                api.diff(s, f, f, min_traces=1000)
+            assert said in str(e.value), str(e.value)
+        monkeypatch.undo()
     st.close()
     for argv, said in (([], f"~{got['pageLoads']} page loads (estimated: standard error 1.6 %)"),
                        (["--until", "2026-11-26T12:00Z"], "; 24 page loads")):
@@ -487,7 +498,7 @@ def test_format_6_rollups_are_rebuilt_with_the_identity_groups(
     compact(st)
     st.close()
     man = read_manifest(copy)
-    assert man["formatVersion"] == FORMAT_VERSION == 8 and man["rollups"]
+    assert man["formatVersion"] == FORMAT_VERSION == 9 and man["rollups"]
     st = api.open_store(copy)
     with api.session(st) as s:
         assert rollups.select(s.engine, s.snap, f) is not None

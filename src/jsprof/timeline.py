@@ -225,6 +225,15 @@ def interaction_end(e: dict) -> float:
     return max(e["start"] + e["duration"], e.get("processingEnd") or 0.0)
 
 
+def inp(durations: list[float]) -> float | None:
+    """A page load's INP from its interactions' durations (web-vitals' rule: the slowest,
+    ignoring one for every 50 interactions)."""
+    if not durations:
+        return None
+    d = sorted(durations, reverse=True)
+    return d[min(len(d) - 1, len(d) // 50)]
+
+
 def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
     """(page-load key, timeline) per upload -> each page load's merged timeline."""
     out: dict[str, PageLoad] = {}

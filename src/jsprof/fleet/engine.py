@@ -420,7 +420,9 @@ ROLLUP_OUT = {
     "rollup_frames": (("ri", "frame_id", "marker", "bucket", "grouped"), ("traces",)),
     "rollup_moments": (("ri", "key"), ("uploads", "s_sum", "s_sq", "s_a", "t_sum", "t_sq",
                                        "t_a")),
+    "rollup_vitals": (("ri", "route", "metric", "label", "bucket"), ("count",)),
 }
+ROLLUP_TEXT = ("route", "label")  # rollup columns of text (object arrays)
 # rollup columns summed as floats (the rest are integers, summed exactly)
 ROLLUP_FLOATS = ("sample_interval", "lost_ms", "a_sq", "s_sq", "s_a", "t_sq", "t_a")
 
@@ -435,7 +437,8 @@ def _empty_rollup(kind: str) -> dict[str, np.ndarray]:
     if kind == "rollup_loads":
         return _loads([], [])
     keys, sums = ROLLUP_OUT[kind]
-    return {c: np.zeros(0, np.float64 if c in ROLLUP_FLOATS else np.int64)
+    return {c: np.zeros(0, object if c in ROLLUP_TEXT else
+                        np.float64 if c in ROLLUP_FLOATS else np.int64)
             for c in (*keys, *sums)}
 
 
@@ -1058,7 +1061,12 @@ class DaskEngine:
         g = df.groupby(list(keys), dropna=False)[list(sums)].sum()
         pdf = self.client.compute(g).result().reset_index().sort_values(
             list(keys), kind="stable")
-        return {c: pdf[c].to_numpy().astype(np.float64 if c in ROLLUP_FLOATS else np.int64)
+        import pandas as pd
+
+        # text keys as DuckDB gives them: None, not pandas' NaN, for a null
+        return {c: np.asarray([None if pd.isna(v) else v for v in pdf[c].tolist()], object)
+                if c in ROLLUP_TEXT else
+                pdf[c].to_numpy().astype(np.float64 if c in ROLLUP_FLOATS else np.int64)
                 for c in (*keys, *sums)}
 
 

@@ -531,8 +531,16 @@ def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int)
     if loads < min_traces or sel.samples < min_samples:
         # The upload count only when it differs: chunked uploads are why the two part.
         ups = "" if sel.traces == loads else f" (in {plural(sel.traces, 'upload')})"
+        said = plural(loads, "page load")
+        if sel.uploads.page_loads_estimated():
+            # From a rollup cell's HyperLogLog sketch: the count it is judged on is an
+            # estimate, which the reader should know before widening filters for it.
+            from ..store.tables.view import HLL_ERROR
+
+            said = (f"~{said} (an estimate from the rollups' page-load sketch: standard "
+                    f"error {100 * HLL_ERROR:.1f} %)")
         raise UsageError(
-            f"fleet diff: {side} matches {plural(loads, 'page load')}{ups} and "
+            f"fleet diff: {side} matches {said}{ups} and "
             f"{plural(sel.samples, 'sample')}; each side needs at least "
             f"{plural(min_traces, 'page load')} and {plural(min_samples, 'sample')} (widen "
             "the filters, wait for more uploads, or lower --min-traces/--min-samples)"

@@ -12,7 +12,16 @@ routes where most interactions are that fast. Long-frame blocking: each long ani
 frame's blockingDuration. CLS: each page load's (the client's, as web-vitals counts it:
 its largest session window of layout shifts without recent input; of its last chunk).
 `lcpElements`: the selectors LCP named, the most page loads first. The p75s interpolate
-linearly (numpy's default), as every fleet percentile does.
+linearly (numpy's default), as every fleet percentile does, between values each kept as
+the middle of its bucket of a log scale (within 1 % of it: `store/tables/vitals.py`).
+
+Over whole UTC days the answer comes from the rollups (rollup_vitals: per release,
+route, env and day, how many values fell in each bucket), so its cost grows with routes,
+days and distinct values, not uploads; a `--since`/`--until` inside a day, `--where`,
+and tables not rolled up yet read every upload's timeline. Both paths give the same
+numbers, with one difference: the rollups keep each UTC day's page loads apart, so a
+page load whose chunks fall on two days is two page loads there (each with its day's
+chunks), one here.
 """
 
 from __future__ import annotations
@@ -22,20 +31,13 @@ from typing import Any
 
 import numpy as np
 
+from ..timeline import inp as inp
 from . import timeline as tl
 from .engine import Snapshot, Uploads
 
 
 def _p75(values: list[float]) -> float | None:
     return round(float(np.percentile(values, 75)), 3) if values else None
-
-
-def inp(durations: list[float]) -> float | None:
-    """A page load's INP from its interactions' durations (web-vitals' rule)."""
-    if not durations:
-        return None
-    d = sorted(durations, reverse=True)
-    return d[min(len(d) - 1, len(d) // 50)]
 
 
 def _version_key(release: str) -> tuple:
@@ -62,11 +64,18 @@ def upload_rows(snap: Snapshot, f: Any, up: Uploads) -> dict[int, tuple[str | No
 
 
 def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
-    """The `fleet vitals --json` document."""
+    """The `fleet vitals --json` document: from the rollups over whole UTC days (`rolled`),
+    else from every upload's timeline."""
+    got = rolled(engine, snap, f)
+    if got is not None:
+        return got
+    from ..store.tables.view import rollup_vitals as rv
+
     up = engine.uploads(snap, f)
     rows = upload_rows(snap, f, up)
     groups: dict[tuple[str, str | None], list[tuple[str, dict | None]]] = {}
-    for i, uk in enumerate(up.uk.tolist()):
+    for i in np.argsort(up.uk, kind="stable").tolist():  # chunks in upload order
+        uk = int(up.uk[i])
         route, meta = rows.get(uk, (None, {}))
         key = up.page_load[i] or f"upload:{up.id[i]}"
         groups.setdefault((up.release[i], route), []).append((key, meta.get("timeline")))
@@ -74,53 +83,98 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     for (release, route), items in sorted(
             groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
         loads = tl.page_loads(items)
-        inps, lcps, blocking, clss = [], [], [], []
-        elements: dict[str, int] = {}
-        n_inter = 0
-        types: dict[str, dict[str, list[float]]] = {}
-        for pl in loads.values():
-            n_inter += len(pl.interactions)
-            v = inp([e["duration"] for e in pl.interactions])
-            if v is not None:
-                inps.append(v)
-            if pl.load and pl.load.get("lcp") is not None:
-                lcps.append(pl.load["lcp"])
-                el = pl.load.get("lcpElement") or "(unknown)"
-                elements[el] = elements.get(el, 0) + 1
-            if pl.load and pl.load.get("cls") is not None:
-                clss.append(pl.load["cls"])
-            blocking += [fr["blockingDuration"] for fr in pl.long_frames
-                         if fr.get("blockingDuration") is not None]
-            for e in pl.interactions:
-                t = types.setdefault(e.get("type") or "(unknown)", {
-                    "d": [], "delay": [], "processing": [], "presentation": []})
-                t["d"].append(e["duration"])
-                ps, pe = e.get("processingStart"), e.get("processingEnd")
-                if ps is not None and pe is not None:
-                    t["delay"].append(max(0.0, ps - e["start"]))
-                    t["processing"].append(max(0.0, pe - ps))
-                    t["presentation"].append(max(0.0, e["start"] + e["duration"] - pe))
-        out.append({
-            "app": f.app, "release": release, "route": route,
-            "pageLoads": len(loads), "interactions": n_inter,
-            "inpP75Ms": _p75(inps), "inpPageLoads": len(inps),
-            "longFrames": sum(len(pl.long_frames) for pl in loads.values()),
-            "longFrameBlockingP75Ms": _p75(blocking),
-            "lcpP75Ms": _p75(lcps), "lcpPageLoads": len(lcps),
-            # the elements LCP named, the most page loads first (at most 5)
-            "lcpElements": [{"element": k, "pageLoads": n} for k, n in sorted(
-                elements.items(), key=lambda kv: (-kv[1], kv[0]))[:5]],
-            "clsP75": None if not clss else round(float(np.percentile(clss, 75)), 4),
-            "clsPageLoads": len(clss),
-            "interactionTypes": {
-                k: {"count": len(v["d"]), "p75Ms": _p75(v["d"]),
-                    "inputDelayP75Ms": _p75(v["delay"]),
-                    "processingP75Ms": _p75(v["processing"]),
-                    "presentationP75Ms": _p75(v["presentation"])}
-                for k, v in sorted(types.items())
-            },
-        })
+        t = rv.tally(((None, None), m, lab, v, 1) for pl in loads.values()
+                     for m, lab, v in rv.load_values([{
+                         "interactions": pl.interactions, "longFrames": pl.long_frames,
+                         "load": pl.load}]))
+        out.append(_row(f.app, release, route, t["metric"], t["label"], t["bucket"],
+                        t["count"]))
     return {"rows": out}
+
+
+def rolled(engine: Any, snap: Snapshot, f: Any) -> dict | None:
+    """`vitals` from the rollup_vitals rows of whole UTC days (`store/tables/vitals.py`),
+    or None when the rollups cannot answer `f` (`rollups.plan`; a `--since`/`--until`
+    inside a day): their rows grow with routes, days and distinct values, not uploads."""
+    from . import rollups
+
+    whole, edges = rollups._split_days(f)
+    if whole is None or edges:
+        return None
+    p = rollups.plan(snap, whole)
+    if p is None:
+        return None
+    got = engine.rollup(p, "rollup_vitals", f)
+    ri = np.asarray(got["ri"], np.int64)
+    routes = list(got["route"])
+    groups: dict[tuple[str, str | None], list[int]] = {}
+    for i, (r, route) in enumerate(zip(ri.tolist(), routes, strict=True)):
+        rel = snap.manifest["releases"][p.rkeys[r]]["release"]
+        groups.setdefault((rel, None if route is None else str(route)), []).append(i)
+    out = []
+    for (release, route), idx in sorted(
+            groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
+        ix = np.asarray(idx, np.int64)
+        out.append(_row(f.app, release, route, np.asarray(got["metric"])[ix],
+                        [got["label"][i] for i in idx], np.asarray(got["bucket"])[ix],
+                        np.asarray(got["count"])[ix]))
+    return {"rows": out}
+
+
+def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: list,
+         bucket: np.ndarray, count: np.ndarray) -> dict:
+    """One (release, route)'s row from its rollup_vitals counts: the p75s of bucket
+    middles (within 1 % of each value), interpolated as numpy's default percentile."""
+    from ..store.tables.view import quantiles
+    from ..store.tables.view import rollup_vitals as rv
+
+    metric = np.asarray(metric, np.int64)
+    count = np.asarray(count, np.int64)
+    label = [str(x) for x in label]
+
+    def n_of(m: int, lab: str | None = None) -> int:
+        on = metric == m
+        if lab is not None:
+            on &= np.asarray([x == lab for x in label], bool)
+        return int(count[on].sum())
+
+    def p75(m: int, lab: str | None = None, digits: int = 3) -> float | None:
+        on = metric == m
+        if lab is not None:
+            on &= np.asarray([x == lab for x in label], bool)
+        on &= count != 0
+        if not count[on].sum():
+            return None
+        _, (q,) = quantiles(np.zeros(int(on.sum()), np.int64), bucket[on], count[on], 1,
+                            (0.75,))
+        return round(float(q[0]), digits)
+
+    elements: dict[str, int] = {}
+    types: set[str] = set()
+    for m, lab, c in zip(metric.tolist(), label, count.tolist(), strict=True):
+        if m == rv.LCP_ELEMENT and c:
+            elements[lab] = elements.get(lab, 0) + c
+        elif m == rv.DURATION and c:
+            types.add(lab)
+    return {
+        "app": app, "release": release, "route": route,
+        "pageLoads": n_of(rv.LOAD), "interactions": n_of(rv.DURATION),
+        "inpP75Ms": p75(rv.INP), "inpPageLoads": n_of(rv.INP),
+        "longFrames": n_of(rv.LONG_FRAME),
+        "longFrameBlockingP75Ms": p75(rv.BLOCKING),
+        "lcpP75Ms": p75(rv.LCP), "lcpPageLoads": n_of(rv.LCP),
+        # the elements LCP named, the most page loads first (at most 5)
+        "lcpElements": [{"element": k, "pageLoads": n} for k, n in sorted(
+            elements.items(), key=lambda kv: (-kv[1], kv[0]))[:5] if n],
+        "clsP75": p75(rv.CLS, digits=4), "clsPageLoads": n_of(rv.CLS),
+        "interactionTypes": {
+            k: {"count": n_of(rv.DURATION, k), "p75Ms": p75(rv.DURATION, k),
+                "inputDelayP75Ms": p75(rv.INPUT_DELAY, k),
+                "processingP75Ms": p75(rv.PROCESSING, k),
+                "presentationP75Ms": p75(rv.PRESENTATION, k)}
+            for k in sorted(types)
+        },
+    }
 
 
 def upload_vitals(timeline: dict | None, chunks: int = 1) -> list[tuple[str, str, str]]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Protocol
 
 from ...errors import JsprofError
@@ -38,6 +39,7 @@ from .manifest import (
     write_manifest,
 )
 from .rebuild import build_rollups
+from .vitals import prior_timelines
 
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
 
@@ -101,7 +103,10 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
                         "parts": {k: [] for k in KINDS},
                     },
                 )
-                for kind, entries in write_release_parts(tdir, rkey, rel, part).items():
+                # rollup_vitals: a page load's chunks committed before (`vitals.py`)
+                prior = partial(prior_timelines, tdir, man, rkey)
+                for kind, entries in write_release_parts(tdir, rkey, rel, part,
+                                                         prior=prior).items():
                     entry["parts"][kind].extend(entries)
                     written.extend(entries)
                 entry["frames"] = len(rel.frame_ids)

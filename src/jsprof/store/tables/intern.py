@@ -16,7 +16,7 @@ adds them in.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ import orjson
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
 from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
+from .vitals import Prior, batch_rows
 
 NS_PER_MS = 1_000_000
 
@@ -330,7 +331,8 @@ def _shift(ids: np.ndarray, base: int) -> np.ndarray:
 
 
 def write_release_parts(
-    tdir: Path | None, rkey: str, rel: Release, part: int, frame_base: int = 0, stack_base: int = 0
+    tdir: Path | None, rkey: str, rel: Release, part: int, frame_base: int = 0, stack_base: int = 0,
+    prior: Callable[[str | None], Prior] | None = None,
 ) -> dict[str, list]:
     """Write this batch's new rows of one release; returns kind -> manifest entries.
 
@@ -339,6 +341,8 @@ def write_release_parts(
     `frame_base`, `stack_base`: where `rel`'s own ids start in the release's tables (a
     query's tail, interned apart from the committed tables, continues their ids).
     `tdir` None: the parts are tables in memory (`read_tail`), nothing is written.
+    `prior(day)`: the timelines of the chunks committed before this batch of the page
+    loads it holds (`vitals.prior_timelines`), so rollup_vitals counts each page load once.
     """
     sch = schemas()
     name = f"part-{part:06d}.parquet"
@@ -404,6 +408,9 @@ def write_release_parts(
         m["key"] = np.where(m["key"] >= 0, m["key"] + frame_base, m["key"])
         got = rollup_columns(up, w, per_day.get(("upload_frames", day),
                                                 _no_rows(sch["upload_frames"])), groups, m)
+        got["rollup_vitals"] = batch_rows(
+            {k: [c[k] for c in group] for k in ("route", "env", "page_load", "timeline")},
+            prior(day) if prior is not None else None)
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
             data = got[kind]
@@ -425,6 +432,7 @@ def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec
         "uk": uk, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
         "sample_interval": number_of(meta.get("sampleInterval")),
         "page_load": page_load_of(meta), "samples": n, "lost_ms": lost_ms, "_at": rel.cur_at,
+        "timeline": meta.get("timeline") if isinstance(meta.get("timeline"), dict) else None,
     })
     return {
         "uk": uk,

@@ -1,6 +1,7 @@
 """Rollups made anew from the per-upload tables (no raw segment needed, which raw
 retention may have deleted): a day a prune cut in two (`prune.py`), and tables of format 6
-(rollup_frames without the identity rule's groups), 5 or 4 (no rollups) at the first
+(rollup_frames without the identity rule's groups), 7 and 8 (without the moments or the
+vitals), 5 or 4 (no rollups) at the first
 compaction that reads them (`compact.py`). The same
 `rollup_columns` as the compactor's batches, so the rows are the same sums."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import orjson
 
 from ..durable import fsync_dir
 from .manifest import part_path, write_manifest
@@ -21,6 +23,7 @@ from .rollup import (
     rollup_columns,
     upload_moments,
 )
+from .vitals import batch_rows
 
 
 def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
@@ -30,7 +33,7 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
     import pyarrow.parquet as pq
 
     entry = man["releases"][rkey]
-    cols: dict[str, list] = {k: [] for k in (*CELL_COLS, "received_at")}
+    cols: dict[str, list] = {k: [] for k in (*CELL_COLS, "received_at", "meta")}
     for e in man["uploads"]:
         if isinstance(e, dict) and e.get("rkey") == rkey and e.get("day") == day:
             t = read_part(pq, verify_part(tdir, e), tdir, list(cols)).to_pydict()
@@ -75,6 +78,13 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
                for k in ("uk", "key", "s", "t")}
     data = rollup_columns(cols, rows["weights"], rows["upload_frames"], frame_groups(frames),
                           moments)
+    # the day's page loads whole, all their chunks at once (no earlier batch to take away)
+    order = np.argsort(np.asarray(cols["uk"], np.int64), kind="stable").tolist()
+    tls = [(orjson.loads(m) if m else {}).get("timeline") for m in cols["meta"]]
+    data["rollup_vitals"] = batch_rows({
+        "route": [cols["route"][i] for i in order], "env": [cols["env"][i] for i in order],
+        "page_load": [cols["page_load"][i] for i in order],
+        "timeline": [tls[i] if isinstance(tls[i], dict) else None for i in order]}, None)
     sub = f"{day}/" if day else ""
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,

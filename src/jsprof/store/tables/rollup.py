@@ -29,6 +29,13 @@ holds one row per key whatever the number of batches. Queries only read them.
                  total ns t (on a stack's path once); rollup_cells' `a_sq` sums a^2.
                  What `fleet diff`'s intervals of a share S/A need (the delta method of
                  the bootstrap over uploads), added up over uploads, parts and days
+  rollup_vitals  route, env, metric, label, bucket -> count
+                 what `fleet vitals` reads (tables/vitals.py): per page load its INP,
+                 LCP (and element), CLS, per long frame its blocking, per interaction
+                 its duration and parts by type, each as a bucket of the log scale; a
+                 batch adds its page loads' values with their earlier chunks and takes
+                 away those of the earlier chunks alone (counts -1), so a day sums to
+                 each page load once
 
 Percentiles of per-trace self time come from those buckets: every value is replaced by
 its bucket's middle, within `ALPHA` (1 %) of it, on every path (the per-upload tables
@@ -51,7 +58,7 @@ import numpy as np
 from ...trace import NONE
 
 ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames",
-                "rollup_moments")
+                "rollup_moments", "rollup_vitals")
 CELL = ("route", "env")
 # What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
 CELL_COLS = ("uk", "route", "env", "sample_interval", "page_load", "samples", "lost_ms")
@@ -63,6 +70,7 @@ KEYS = {
     "rollup_stacks": (*CELL, "stack_id", "marker"),
     "rollup_frames": (*CELL, "frame_id", "marker", "bucket", "grouped"),
     "rollup_moments": (*CELL, "key"),
+    "rollup_vitals": (*CELL, "metric", "label", "bucket"),
 }
 
 # Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
@@ -188,6 +196,8 @@ def schemas() -> dict[str, Any]:
                                      ("s_sum", pa.int64()), ("s_sq", pa.float64()),
                                      ("s_a", pa.float64()), ("t_sum", pa.int64()),
                                      ("t_sq", pa.float64()), ("t_a", pa.float64())]),
+        "rollup_vitals": pa.schema([*cell, ("metric", pa.int8()), ("label", pa.string()),
+                                    ("bucket", pa.int16()), ("count", pa.int64())]),
     }
 
 
@@ -421,7 +431,12 @@ def aggregate(kind: str, table: Any) -> Any:
     got = table.group_by(keys, use_threads=False).aggregate([(v, "sum") for v in vals])
     cols = {k: got[k] for k in keys}
     cols.update({v: got[f"{v}_sum"] for v in vals})
-    return pa.table(cols).select(sch.names).cast(sch)
+    out = pa.table(cols).select(sch.names).cast(sch)
+    if kind == "rollup_vitals":  # a page load's -1s met its +1s: nothing left to keep
+        import pyarrow.compute as pc
+
+        out = out.filter(pc.not_equal(out["count"], 0))
+    return out
 
 
 def _merge_loads(table: Any, sch: Any) -> Any:

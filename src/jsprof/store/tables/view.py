@@ -12,9 +12,11 @@ may only read the store, and never waits on the compactor, nor the compactor on 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from ...errors import JsprofError
+from . import vitals as rollup_vitals
 from .compact import UploadSource
 from .intern import (
     Release,
@@ -38,6 +40,7 @@ from .rollup import (
     quantiles,
 )
 from .rollup import schemas as rollup_schemas
+from .vitals import prior_timelines
 
 __all__ = [
     "HLL_ERROR",
@@ -56,6 +59,7 @@ __all__ = [
     "read_tail",
     "release_key",
     "rollup_schemas",
+    "rollup_vitals",
     "tables_dir",
 ]
 
@@ -139,7 +143,10 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
             "committedFrames": fb,
             "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
         }
-        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb).items():
+        # a page load's chunks committed before the tail (rollup_vitals: `vitals.py`)
+        prior = partial(prior_timelines, tables_dir(store.path), man, rkey)
+        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb,
+                                                 prior=prior).items():
             entry["parts"][kind].extend(entries)
         new["releases"][rkey] = entry
     tail.manifest = new

@@ -1,0 +1,224 @@
+"""What `fleet vitals` counts of a page load, as rows that add up (the `rollup_vitals` table):
+per (route, env, metric, label, bucket) how many values, so that the p75s over any span of
+whole days come from one small histogram per release, route, env and day, not from every
+upload's timeline.
+
+A page load's values (`load_values`) come from all its chunks' timelines merged
+(`timeline.page_loads`: an interaction reported twice counts once, at its longest; the
+load's LCP and CLS as its chunks last said them). Its chunks may reach the compactor in
+different batches, so a batch adds, per page load it holds, the values of the page load
+with its chunks so far (+1 each) and takes away those of the chunks committed before it
+(-1 each: `prior_timelines` finds them among that day's uploads of the release). Summed
+over every part of a day, that leaves each page load's values once, from all its chunks.
+
+A page load is one per (route, env, UTC day): the unit the rollups keep apart. One whose
+chunks fall on two UTC days counts once on each (the per-upload answer over both days
+counts it once, its chunks merged); its values per day are those of that day's chunks.
+
+Every value is kept as its bucket of the log scale `rollup.bucket_of` (of the value x
+1e6: ms as ns, CLS as millionths), within ALPHA (1 %) of it; `fleet vitals` reads the
+bucket middles on every path, so the rollups and the per-upload rows give one answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import numpy as np
+
+# Metrics (the `metric` column) and their labels
+LOAD = 0  # one row per page load (value 0)
+INP = 1  # the page load's INP (web-vitals' rule: `timeline.inp`)
+LCP = 2
+CLS = 3
+BLOCKING = 4  # each long frame's blockingDuration
+LONG_FRAME = 5  # one row per long frame (value 0): the count, with or without blocking
+LCP_ELEMENT = 6  # label: the element LCP named (value 0)
+DURATION = 7  # per interaction, label: its type
+INPUT_DELAY = 8
+PROCESSING = 9
+PRESENTATION = 10
+SCALE = 1e6  # values are bucketed as value x SCALE (ms -> ns)
+
+Row = tuple[int, str, float]  # (metric, label, value)
+
+
+def load_values(timelines: Iterable[dict | None]) -> list[Row]:
+    """The rows of one page load from its chunks' timelines (in upload order), merged."""
+    from ...timeline import inp, page_loads
+
+    pl = page_loads([("", t) for t in timelines])[""]
+    out: list[Row] = [(LOAD, "", 0.0)]
+    v = inp([e["duration"] for e in pl.interactions])
+    if v is not None:
+        out.append((INP, "", v))
+    ld = pl.load or {}
+    if ld.get("lcp") is not None:
+        out.append((LCP, "", ld["lcp"]))
+        out.append((LCP_ELEMENT, ld.get("lcpElement") or "(unknown)", 0.0))
+    if ld.get("cls") is not None:
+        out.append((CLS, "", ld["cls"]))
+    for fr in pl.long_frames:
+        out.append((LONG_FRAME, "", 0.0))
+        if fr.get("blockingDuration") is not None:
+            out.append((BLOCKING, "", fr["blockingDuration"]))
+    for e in pl.interactions:
+        t = e.get("type") or "(unknown)"
+        out.append((DURATION, t, e["duration"]))
+        ps, pe = e.get("processingStart"), e.get("processingEnd")
+        if ps is not None and pe is not None:
+            out.append((INPUT_DELAY, t, max(0.0, ps - e["start"])))
+            out.append((PROCESSING, t, max(0.0, pe - ps)))
+            out.append((PRESENTATION, t, max(0.0, e["start"] + e["duration"] - pe)))
+    return out
+
+
+def buckets(values: Any) -> np.ndarray:
+    """Per value: its bucket (`rollup.bucket_of` of value x SCALE)."""
+    from .rollup import bucket_of
+
+    v = np.asarray(values, np.float64)
+    return bucket_of(np.rint(np.clip(v * SCALE, 0.0, 9e18)).astype(np.int64))
+
+
+def tally(rows: Iterable[tuple[Any, int, str, float, int]]) -> dict[str, list]:
+    """(cell, metric, label, value, +1/-1) rows -> rollup_vitals columns: counts summed per
+    (cell, metric, label, bucket), rows that sum to 0 left out. `cell`: (route, env)."""
+    rows = list(rows)
+    b = buckets([r[3] for r in rows]).tolist() if rows else []
+    acc: dict[tuple, int] = {}
+    for (cell, m, lab, _, sign), bk in zip(rows, b, strict=True):
+        k = (cell[0], cell[1], m, lab, bk)
+        acc[k] = acc.get(k, 0) + sign
+    keys = sorted((k for k, n in acc.items() if n), key=lambda k: (
+        k[0] or "", k[0] is None, k[1] or "", k[1] is None, k[2], k[3], k[4]))
+    return {"route": [k[0] for k in keys], "env": [k[1] for k in keys],
+            "metric": np.asarray([k[2] for k in keys], np.int8),
+            "label": [k[3] for k in keys],
+            "bucket": np.asarray([k[4] for k in keys], np.int16),
+            "count": np.asarray([acc[k] for k in keys], np.int64)}
+
+
+Prior = Callable[[set[tuple]], dict[tuple, list[dict | None]]]
+
+
+def batch_rows(up: dict[str, list], prior: Prior | None) -> dict[str, list]:
+    """The rollup_vitals columns a batch of one release and day adds: `up` per upload (in
+    upload-key order) `route`, `env`, `page_load`, `timeline`; `prior`: for (route, env,
+    page_load) keys, the timelines of their chunks already committed that day (None:
+    there are none, as when a whole day is rolled up at once)."""
+    loads: dict[tuple, list[dict | None]] = {}
+    for i, (r, e, p, t) in enumerate(zip(up["route"], up["env"], up["page_load"],
+                                         up["timeline"], strict=True)):
+        loads.setdefault((r, e, p) if p is not None else (r, e, None, i), []).append(t)
+    before = prior({k for k in loads if len(k) == 3}) if prior is not None else {}
+    rows = []
+    for k, ts in loads.items():
+        old = before.get(k) if len(k) == 3 else None
+        rows += [((k[0], k[1]), m, lab, v, 1) for m, lab, v in load_values([*(old or []), *ts])]
+        if old:
+            rows += [((k[0], k[1]), m, lab, v, -1) for m, lab, v in load_values(old)]
+    return tally(rows)
+
+
+# Per (tables, release, day): which page load each committed upload of that day belongs
+# to, as parallel arrays (uk, 64-bit hash of its page-load id), and the parts read into
+# them. A process (the compactor, a collector's worker) reads each part's two columns
+# once; a merged part, whose rows it holds already, once more. Bounded: the oldest
+# (release, day) goes first.
+_index: dict[tuple, dict] = {}
+_INDEX_MAX = 16
+
+
+def _day_index(tdir: Any, man: dict, rkey: str, day: str | None) -> tuple[dict, list]:
+    """The (uk, hash) index of `rkey`'s `day` (`_index`) brought up to `man`, and the
+    day's uploads parts (their paths, checked)."""
+    import pyarrow.parquet as pq
+
+    from .parts import read_part, verify_part
+    from .rollup import load_hash
+
+    key = (str(tdir), rkey, day)
+    ix = _index.pop(key, None) or {"parts": set(), "uk": np.zeros(0, np.int64),
+                                    "hash": np.zeros(0, np.int64), "groups": {}}
+    while len(_index) >= _INDEX_MAX:
+        del _index[next(iter(_index))]
+    _index[key] = ix
+    paths = []
+    for e in man["uploads"]:
+        if not isinstance(e, dict) or e.get("rkey") != rkey or e.get("day") != day:
+            continue
+        path = verify_part(tdir, e)
+        paths.append(path)
+        if path in ix["parts"]:
+            continue
+        t = read_part(pq, path, tdir, ["uk", "page_load"]).to_pydict()
+        # each row group's range of upload keys: where a lookup's uploads are
+        n = np.asarray([m.num_rows for m in _row_groups(path)], np.int64)
+        u = np.asarray(t["uk"], np.int64)
+        starts = (np.cumsum(n) - n)[n > 0]
+        ix["groups"][path] = (np.nonzero(n > 0)[0], np.minimum.reduceat(u, starts),
+                              np.maximum.reduceat(u, starts)) if len(u) else (
+            np.zeros(0, np.int64),) * 3
+        on = [i for i, p in enumerate(t["page_load"]) if p is not None]
+        uk = np.concatenate([ix["uk"], np.asarray([t["uk"][i] for i in on], np.int64)])
+        h = np.concatenate([ix["hash"], load_hash([t["page_load"][i] for i in on])])
+        uk, first = np.unique(uk, return_index=True)  # a merged part's rows are known
+        ix["uk"], ix["hash"] = uk, h[first]
+        ix["parts"].add(path)
+    ix["parts"] &= set(paths)
+    ix["groups"] = {p: g for p, g in ix["groups"].items() if p in ix["parts"]}
+    return ix, paths
+
+
+def _row_groups(path: str) -> list:
+    import pyarrow.parquet as pq
+
+    md = pq.ParquetFile(path).metadata
+    return [md.row_group(i) for i in range(md.num_row_groups)]
+
+
+def prior_timelines(tdir: Any, man: dict, rkey: str, day: str | None) -> Prior:
+    """`batch_rows`' `prior` from the committed uploads of `rkey` and `day` as `man` lists
+    them: the uploads of the wanted page loads from the day's index (`_day_index`), then
+    the timelines (in `meta`) of only the row groups that hold them (a batch's part is
+    one row group, a merge's row groups hold at most 16 MB: a live page load's earlier
+    chunks are in a few recent ones), found by their upload keys' range."""
+    def get(want: set[tuple]) -> dict[tuple, list[dict | None]]:
+        import orjson
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from .manifest import CompactError
+        from .rollup import load_hash
+
+        if not want:
+            return {}
+        ix, paths = _day_index(tdir, man, rkey, day)
+        uks = np.sort(ix["uk"][np.isin(ix["hash"], load_hash(sorted({k[2] for k in want})))])
+        out: dict[tuple, list[tuple[int, dict | None]]] = {}
+        for path in paths if len(uks) else []:
+            gi, lo, hi = ix["groups"][path]
+            j = np.minimum(np.searchsorted(uks, lo), len(uks) - 1)
+            groups = gi[(uks[j] >= lo) & (uks[j] <= hi)].tolist()
+            if not groups:
+                continue
+            try:
+                t = pq.ParquetFile(path).read_row_groups(
+                    groups, columns=["uk", "route", "env", "page_load", "meta"],
+                    use_threads=False).to_pydict()
+            except (OSError, pa.ArrowException) as x:
+                msg = (str(x).splitlines() or ["unreadable"])[0][:200]
+                raise CompactError(f"{path}: table part does not read ({msg}); remove "
+                                   f"{tdir} to rebuild the tables from the raw uploads"
+                                   ) from None
+            for uk, r, en, p, meta in zip(t["uk"], t["route"], t["env"], t["page_load"],
+                                          t["meta"], strict=True):
+                if (r, en, p) in want:
+                    tl = orjson.loads(meta).get("timeline") if meta else None
+                    out.setdefault((r, en, p), []).append((uk, tl if isinstance(tl, dict)
+                                                           else None))
+        return {k: [t for _, t in sorted(v, key=lambda x: x[0])] for k, v in out.items()}
+
+    return get
