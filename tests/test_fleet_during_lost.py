@@ -96,7 +96,12 @@ def _lost_inside(trace: dict, windows: list[tuple[float, float]], interval: floa
     return float((gap[over] - cap).sum()), float((gap[over & inside] - cap).sum()), cap
 
 
-def test_during_counts_only_the_time_lost_inside_its_windows(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def page_load(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[dict], list]:
+    """One page load: a stopped renderer's hole, then three clicks that parse with acorn;
+    the store once compacted, its uploads as the collector gives them back, and the page
+    load's interaction windows (from every chunk's timeline, as `--during` reads them)."""
+    tmp_path = tmp_path_factory.mktemp("during")
     script = _build(tmp_path)
     collector: list[str] = []
 
@@ -134,21 +139,31 @@ def test_during_counts_only_the_time_lost_inside_its_windows(tmp_path: Path) -> 
             raw = [orjson.loads(x) for x in col.wait_stored(*ids, timeout=60)]
             # the compactor has them in its tables once `fleet` sees no pending upload
             deadline = time.monotonic() + 120
-            while (whole := _fleet(store))["pendingUploads"]:
+            while _fleet(store)["pendingUploads"]:
                 assert time.monotonic() < deadline, "uploads never compacted"
                 time.sleep(0.5)
         finally:
             col.stop()
+    wins = [(e["start"], e["start"] + e["duration"]) for doc in raw
+            for e in doc["jsprof"]["meta"]["timeline"]["interactions"]]
+    assert wins, "no interaction observed"
+    return store, raw, wins
 
+
+def _trace(doc: dict) -> dict:
+    return doc["tracks"][0]["trace"] if "tracks" in doc else doc
+
+
+def test_during_counts_only_the_time_lost_inside_its_windows(page_load) -> None:
+    store, raw, wins = page_load
+    whole = _fleet(store)
     during = _fleet(store, "--during", "interaction", "--slower-than", "0")
     lost_all = lost_in = 0.0
     holes = []  # per upload: its longest gap before the first interaction, and its cap
+    first = min(a for a, _ in wins)
     for doc in raw:
         meta = doc["jsprof"]["meta"]
-        tr = doc["tracks"][0]["trace"] if "tracks" in doc else doc
-        wins = [(e["start"], e["start"] + e["duration"])
-                for e in meta["timeline"]["interactions"]]
-        first = min((a for a, _ in wins), default=float("inf"))
+        tr = _trace(doc)
         a, i, cap = _lost_inside(tr, wins, float(meta.get("sampleInterval") or 10))
         lost_all += a
         lost_in += i
@@ -162,3 +177,33 @@ def test_during_counts_only_the_time_lost_inside_its_windows(tmp_path: Path) -> 
     assert during["lostMs"] == pytest.approx(lost_in, abs=0.5), (during["lostMs"], lost_in,
                                                                   lost_all)
     assert during["lostMs"] < whole["lostMs"]
+
+
+def test_during_counts_a_trace_for_every_function_on_its_kept_stacks(page_load) -> None:
+    # `traces` is how many traces contain the function (docs/field.md): with --during,
+    # those whose kept samples have it anywhere on their stacks, as without --during.
+    # It once counted only the traces where the function was a leaf: acorn's `parse`,
+    # which only calls the parser, had 17,047 ms of total time in 0 traces.
+    store, raw, wins = page_load
+    during = _fleet(store, "--during", "interaction", "--slower-than", "0", "--top", "100000")
+    want: dict[tuple, set[int]] = {}
+    for n, doc in enumerate(raw):
+        tr = _trace(doc)
+        frames, stacks, res = tr["frames"], tr["stacks"], tr["resources"]
+        for smp in tr["samples"]:
+            s = smp.get("stackId")
+            if s is None or not any(a <= smp["timestamp"] <= b for a, b in wins):
+                continue
+            while s is not None:
+                f = frames[stacks[s]["frameId"]]
+                if res[f["resourceId"]].endswith("/static/app.min.js") if "resourceId" in f \
+                        else False:
+                    want.setdefault((f["name"], f.get("line"), f.get("column")), set()).add(n)
+                s = stacks[s].get("parentId")
+    got = {(r["name"], r["line"], r["column"]): r for r in during["rows"]
+           if (r["resource"] or "").endswith("/static/app.min.js")
+           and not r["name"].endswith(".onclick")}  # entry points: LoAF's, not a frame
+    assert set(got) == set(want)
+    # Some function of acorn only calls others inside these windows (self 0).
+    assert any(r["selfMs"] == 0 for r in got.values()), got
+    assert {k: r["traces"] for k, r in got.items()} == {k: len(v) for k, v in want.items()}

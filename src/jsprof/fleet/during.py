@@ -176,10 +176,12 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
                      np.full(len(st), int(up.uk[i]), np.int64)))
     releases = {}
     leaf_frame = {}
+    parent_of = {}
     rel_names = dict(zip(up.rkey, up.release, strict=True))
     for rkey, tab in tables.items():
         trace = tab.trace()
         leaf_frame[rkey] = trace.stack_frame.astype(np.int64)
+        parent_of[rkey] = trace.stack_parent.astype(np.int64)
         releases[rkey] = mapped_release(snap, rkey, app, rel_names[rkey], trace)
     cols = [np.concatenate([r[k] for r in rows]) if rows else np.zeros(0, np.int64)
             for k in range(5)]
@@ -193,7 +195,9 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
         if m.any():
             leaf[m] = leaf_frame[rkey][st[m]]
     fr = _sum_rows(ri, leaf, mk, wns, uk)
-    frames = FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns)
+    frames = _with_callers(FrameRows(fr.uk, fr.ri, fr.stack_id, fr.marker, fr.weight_ns),
+                           per_trace, [leaf_frame[k] for k in up.rkeys],
+                           [parent_of[k] for k in up.rkeys])
     return {"releases": releases, "rows": total, "per_trace": per_trace, "frames": frames,
             "attributed_ms": attributed_ms, "with_kind": with_kind, "untimed": untimed,
             "windows": sum(kept.values()), "lost_ms": lost}
@@ -215,6 +219,44 @@ def lost_per_sample(t: np.ndarray, w: np.ndarray) -> np.ndarray:
     capped = (head >= float(w.max()) - 1e-6) & (gap > head + 1e-6)
     out[:-1][capped] = gap[capped] - head[capped]
     return out
+
+
+def _with_callers(fr: FrameRows, per_trace: StackRows, frame_of: list[np.ndarray],
+                  parent_of: list[np.ndarray]) -> FrameRows:
+    """`fr` (per trace, its leaf frames' self time) with a row of self time 0 for every
+    other frame on the trace's kept stacks, as the compactor's `upload_frames` has one
+    for every frame present: a function that only calls others (a handler, a parser's
+    entry) is in those traces too (`top`'s traces, p50 and p95 count it)."""
+    extra_uk, extra_ri, extra_f = [], [], []
+    if per_trace.uk is None or not len(per_trace.uk):
+        return fr
+    have = set(zip(fr.uk.tolist(), fr.ri.tolist(), fr.frame_id.tolist(), strict=True))
+    js = per_trace.stack_id >= 0
+    pairs = np.unique(np.stack([per_trace.uk[js], per_trace.ri[js]], axis=1), axis=0)
+    for u, r in pairs.tolist():
+        m = js & (per_trace.uk == u) & (per_trace.ri == r)
+        par, frm = parent_of[r], frame_of[r]
+        seen: set[int] = set()
+        present: set[int] = set()
+        for s in np.unique(per_trace.stack_id[m]).tolist():
+            s = int(par[s])  # the leaf's own frame has its row already
+            while s != NONE and s not in seen:
+                seen.add(s)
+                present.add(int(frm[s]))
+                s = int(par[s])
+        for f in sorted(present):
+            if (u, r, f) not in have:
+                extra_uk.append(u)
+                extra_ri.append(r)
+                extra_f.append(f)
+    if not extra_uk:
+        return fr
+    n = len(extra_uk)
+    return FrameRows(np.concatenate([fr.uk, np.asarray(extra_uk, np.int64)]),
+                     np.concatenate([fr.ri, np.asarray(extra_ri, np.int64)]),
+                     np.concatenate([fr.frame_id, np.asarray(extra_f, np.int64)]),
+                     np.concatenate([fr.marker, np.full(n, NONE, np.int64)]),
+                     np.concatenate([fr.self_ns, np.zeros(n, np.int64)]))
 
 
 def _sum_rows(ri: np.ndarray, st: np.ndarray, mk: np.ndarray, wns: np.ndarray,
