@@ -158,6 +158,18 @@ def test_uploads_not_compacted_yet_add_to_their_page_loads(
                receivedAt=T0 + (i % 4) * DAY + 7200e3, pageLoad=f"load-{i}", timeline=t,
                **({"env": ["prod", "dev"][i % 3]} if i % 3 < 2 else {}))
     st.close()
+    # Only a query that reads the tail's rollup_vitals looks for its page loads' earlier
+    # chunks (the uploads' page-load column of their days): `top` does not
+    from jsprof.store.tables import vitals as rv
+
+    rv._index.clear()
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        assert api.top(s, Filters(app="shop"), 5)["traces"] > 0
+        assert not rv._index
+        assert api.vitals(s, Filters(app="shop"))["rows"]
+        assert len(rv._index) == 3  # (1.10.0, day 1), (1.11.0, day 2), (1.11.0, day 1)
+    st.close()
     _check(copy, monkeypatch)
 
 

@@ -47,9 +47,13 @@ class Plan:
     committed: dict | None = None  # rkey -> its committed frames, when a tail follows them
 
 
-def plan(snap: Snapshot, f: Filters) -> Plan | None:
-    """The rollup parts that answer `f` exactly, or None: the per-upload tables must."""
+def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Plan | None:
+    """The rollup parts that answer `f` exactly, or None: the per-upload tables must.
+    `kinds`: the rollup tables read (default: all but rollup_vitals, which only `fleet
+    vitals` reads: a query's tail makes its part when it is read)."""
     from ..store.tables.view import ROLLUP_KINDS, part_files
+
+    kinds = tuple(k for k in ROLLUP_KINDS if k != "rollup_vitals") if kinds is None else kinds
 
     man = snap.manifest
     if not man.get("rollups") or f.where or f.during is not None:
@@ -60,9 +64,9 @@ def plan(snap: Snapshot, f: Filters) -> Plan | None:
     rkeys = sorted(k for k, e in man["releases"].items() if e["app"] == f.app and (
         f.release is None or e["release"] == f.release))
     marks = [m for k, m in snap.pruned.items() if k in ("*", f.app)]
-    parts: dict[str, list[list[Part]]] = {k: [] for k in ROLLUP_KINDS}
+    parts: dict[str, list[list[Part]]] = {k: [] for k in kinds}
     for rkey in rkeys:
-        for kind in ROLLUP_KINDS:
+        for kind in kinds:
             keep = []
             for e in man["releases"][rkey]["parts"][kind]:
                 if not isinstance(e, dict) or e.get("minAt") is None:

@@ -101,7 +101,7 @@ def rolled(engine: Any, snap: Snapshot, f: Any) -> dict | None:
     whole, edges = rollups._split_days(f)
     if whole is None or edges:
         return None
-    p = rollups.plan(snap, whole)
+    p = rollups.plan(snap, whole, ("rollup_vitals",))
     if p is None:
         return None
     got = engine.rollup(p, "rollup_vitals", f)

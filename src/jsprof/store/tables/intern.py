@@ -18,6 +18,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -408,17 +409,34 @@ def write_release_parts(
         m["key"] = np.where(m["key"] >= 0, m["key"] + frame_base, m["key"])
         got = rollup_columns(up, w, per_day.get(("upload_frames", day),
                                                 _no_rows(sch["upload_frames"])), groups, m)
-        got["rollup_vitals"] = batch_rows(
-            {k: [c[k] for c in group] for k in ("route", "env", "page_load", "timeline")},
-            prior(day) if prior is not None else None)
+        vit = {k: [c[k] for c in group] for k in ("route", "env", "page_load", "timeline")}
+        pr = prior(day) if prior is not None else None
+        if tdir is not None:
+            got["rollup_vitals"] = batch_rows(vit, pr)
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
+            if kind == "rollup_vitals" and tdir is None:
+                # A query's tail: made when a query reads it (`part_files`), so that the
+                # others need not look for its page loads' earlier chunks
+                e = new_part(None, f"{kind}/rkey={rkey}/{sub}{name}",
+                             {f.name: [] for f in sch[kind]}, sch[kind], 0, day,
+                             [c.get("_at") for c in group])
+                e.pop("table")
+                e["build"] = partial(_vitals_table, vit, pr, sch[kind])
+                written.setdefault(kind, []).append(e)
+                continue
             data = got[kind]
             written.setdefault(kind, []).append(new_part(
                 tdir, f"{kind}/rkey={rkey}/{sub}{name}", data, sch[kind], len(data["route"]),
                 day, [c.get("_at") for c in group],
             ))
     return written
+
+
+def _vitals_table(up: dict, prior: Prior | None, schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table(batch_rows(up, prior), schema=schema)
 
 
 def _no_rows(schema: Any) -> dict[str, np.ndarray]:
