@@ -515,13 +515,16 @@ def cmd_sourcemaps_upload(args: argparse.Namespace) -> int:
 
     if args.url and args.store:
         raise UsageError("give --store PATH or --url URL, not both")
+    notes: list[str] = []
     if args.url:
-        names = _remote(args).upload_sourcemaps(args.app, args.release, args.maps)
+        names = _remote(args).upload_sourcemaps(args.app, args.release, args.maps, notes)
     else:
         store = args.store or DEFAULT_STORE
         if not os.path.isdir(store):
             raise UsageError(f"--store {store}: no such store (a directory `jsprof serve` writes)")
-        names = sourcemaps.upload(store, args.app, args.release, args.maps)
+        names = sourcemaps.upload(store, args.app, args.release, args.maps, notes)
+    for line in notes:
+        print(f"jsprof: warning: {line}", file=sys.stderr)
     for n in names:
         print(f"stored {n} for {args.app} {args.release}", file=sys.stderr)
     return 0

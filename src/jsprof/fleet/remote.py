@@ -190,14 +190,17 @@ class Remote:
                              limit=MAX_INPUT_BYTES)
         return read_any(data, f"{self.base}/v1/query/export")
 
-    def upload_sourcemaps(self, app: str, release: str, items: list[str]) -> list[str]:
-        from .sourcemaps import _map_files
+    def upload_sourcemaps(self, app: str, release: str, items: list[str],
+                          notes: list[str] | None = None) -> list[str]:
+        from .sourcemaps import _map_files, with_sources
 
         names = []
         for p in _map_files(items):
             doc = self._doc(
                 "/v1/sourcemaps", [("app", app), ("release", release), ("name", p.name)],
-                "POST", token_env="JSPROF_ADMIN_TOKEN", body=p.read_bytes(),
+                "POST", token_env="JSPROF_ADMIN_TOKEN",
+                # at most the collector's limit on a map's body (serve/query.py MAX_BODY)
+                body=with_sources(p, p.read_bytes(), notes, limit=64 << 20),
             )
             stored = doc.get("stored")
             # The server's name for it, printed: a string, as visible escapes.

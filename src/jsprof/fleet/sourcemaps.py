@@ -82,10 +82,65 @@ def store_map(store_path: str | os.PathLike, app: str, release: str, data: bytes
     return name
 
 
-def upload(store_path: str | os.PathLike, app: str, release: str, items: list[str]) -> list[str]:
+def with_sources(path: Path, data: bytes, notes: list[str] | None = None,
+                 limit: int = sourcemap.MAX_MAP_BYTES) -> bytes:
+    """The map at `path` with the original sources it does not carry (`sourcesContent`)
+    read from beside it, as `jsprof report --sourcemap` reads them: the fleet keeps no
+    other copy of the sources, and without their text a function is named from the
+    minified code and the map's `names` alone (terser leaves `sourcesContent` out by
+    default: a function it inlined is then `(anonymous app.js:9)` where V8 names the
+    original `countIdentifiers`). `notes` gets a line per map some of whose sources are
+    in neither place. A map that is not one, or would outgrow `limit` bytes, is left as
+    it is (`store_map` judges it)."""
+    import orjson
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data
+    if type(doc) is not dict or type(doc.get("sources")) is not list:
+        return data
+    srcs = doc["sources"]
+    root = doc.get("sourceRoot") if type(doc.get("sourceRoot")) is str else ""
+    content = doc.get("sourcesContent")
+    have = list(content) if type(content) is list else []
+    have += [None] * (len(srcs) - len(have))
+    if all(type(c) is str for c in have[:len(srcs)]):
+        return data
+    filled = missing = 0
+    for i, src in enumerate(srcs):
+        if type(have[i]) is str or type(src) is not str or not src:
+            continue
+        full = root + src
+        if re.match(r"^[a-z][a-z0-9+.-]*:", full) and not full.startswith("file:"):
+            missing += 1  # a URL: not a file of this machine
+            continue
+        text = sourcemap_files.read_source(
+            full if full.startswith("file:") else str(path.parent / full))
+        if text is None:
+            missing += 1
+            continue
+        have[i] = text
+        filled += 1
+    if missing and notes is not None:
+        notes.append(
+            f"{path}: {missing} of {len(srcs)} original sources are neither in its "
+            "sourcesContent nor beside it: their functions are named from the minified "
+            "code and the map's names (build the map with its sources, e.g. terser "
+            "--source-map includeSources)")
+    if not filled:
+        return data
+    doc["sourcesContent"] = have[:len(srcs)]
+    out = orjson.dumps(doc)
+    return out if len(out) <= limit else data
+
+
+def upload(store_path: str | os.PathLike, app: str, release: str, items: list[str],
+           notes: list[str] | None = None) -> list[str]:
     names = []
     for p in _map_files(items):
-        names.append(store_map(store_path, app, release, p.read_bytes(), str(p)))
+        data = with_sources(p, p.read_bytes(), notes)
+        names.append(store_map(store_path, app, release, data, str(p)))
     return names
 
 
