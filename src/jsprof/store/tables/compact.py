@@ -42,6 +42,9 @@ from .rebuild import build_rollups
 from .vitals import prior_timelines
 
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
+# ... and samples: a batch's memory follows its samples (its rows and tables, ~40 bytes a
+# sample, twice that while a part is built), and an upload may hold 6,000 or 200,000
+BATCH_SAMPLES = 3_000_000
 
 
 class UploadSource(Protocol):
@@ -66,8 +69,11 @@ class CompactStats:
 
 
 
-def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> CompactStats:
-    """Append every upload the store acknowledged since the last run to the tables.
+def compact(store: UploadSource, batch: int = BATCH, progress: Any = None,
+            batch_samples: int = BATCH_SAMPLES) -> CompactStats:
+    """Append every upload the store acknowledged since the last run to the tables, in
+    batches of at most `batch` uploads, each committed once its samples reach
+    `batch_samples`.
 
     Idempotent and safe to run while collectors write and while another compactor runs
     (the second waits on the lock, then finds only what is left).
@@ -85,8 +91,10 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
         last_cursor: Any = None
         have_new = False
 
+        in_batch = 0  # samples of `pending`
+
         def commit() -> None:
-            nonlocal pending, have_new
+            nonlocal pending, have_new, in_batch
             if not have_new:
                 return
             part = man["nextPart"]
@@ -133,6 +141,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             write_manifest(tdir, man)
             stats.batches += 1
             pending = []
+            in_batch = 0
             have_new = False
 
         known = {(d["segment"], d["offset"]) for d in man.setdefault("damaged", [])}
@@ -178,9 +187,10 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None) -> Co
             n = row["samples"]
             stats.uploads += 1
             stats.samples += n
+            in_batch += n
             if progress is not None:
                 progress(stats)
-            if len(pending) >= batch:
+            if len(pending) >= batch or in_batch >= batch_samples:
                 commit()
         commit()
         keep_releases(tdir, releases, man)

@@ -252,7 +252,7 @@ def add_upload(rel: Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]
     # weight): what the merged Time view and `--during` read, so no query reads raw uploads.
     rel.samples.append(
         {"uk": uk, "t": np.concatenate(times), "stack_id": np.concatenate(stacks),
-         "marker": np.concatenate(markers), "weight_ns": np.concatenate(wns),
+         "marker": np.concatenate(markers).astype(np.int8), "weight_ns": np.concatenate(wns),
          "_at": rel.cur_at}
     )
     k, n, ns = _segment_sums(np.concatenate(keys), np.concatenate(samples), np.concatenate(wns))
@@ -319,10 +319,15 @@ def _map_stacks(
 # ---- a batch's rows as parts -----------------------------------------------------------------
 
 def _concat_rows(rows: list[dict], cols: Iterable[str]) -> dict[str, np.ndarray]:
+    """The rows' columns concatenated. Each row's arrays are taken out of it (`pop`) as
+    their column is built, so the rows and their table are held at once one column at a
+    time, not whole (a tail of 3 M samples held both: ~100 MB more at the peak)."""
     out = {}
+    n = [len(r["marker"]) for r in rows]
     for c in cols:
-        parts = [np.broadcast_to(np.asarray(r[c]), np.shape(r["marker"])) for r in rows]
+        parts = [np.broadcast_to(np.asarray(r.pop(c)), k) for r, k in zip(rows, n, strict=True)]
         out[c] = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        del parts
     return out
 
 
@@ -370,25 +375,30 @@ def write_release_parts(
     per_day: dict[tuple[str, str | None], dict] = {}
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames),
                        ("samples", rel.samples)):
+        # The rows are consumed (their arrays move into the parts): the caller drops
+        # them after this anyway, and a tail's samples are the bulk of what it holds
         by_day: dict[str | None, list[dict]] = {}
         for r in rows:
             by_day.setdefault(day_of(r.get("_at")), []).append(r)
+        rows.clear()
         cols = [f.name for f in sch[kind]]
         for day in sorted(by_day, key=lambda d: d or ""):
-            group = by_day[day]
+            group = by_day.pop(day)
+            times = [r.get("_at") for r in group]
             data = _concat_rows(group, cols)
+            del group
             data["marker"] = data["marker"].astype(np.int8)
             if kind in ("weights", "samples"):
                 data["stack_id"] = _shift(data["stack_id"], stack_base)
             else:
                 data["frame_id"] = _shift(data["frame_id"], frame_base)
-            per_day[(kind, day)] = data
+            if kind != "samples":  # the rollups below read weights and upload frames
+                per_day[(kind, day)] = data
             sub = f"{day}/" if day else ""
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(new_part(
-                tdir, path, data, sch[kind], len(data["uk"]), day,
-                [r.get("_at") for r in group],
-            ))
+                tdir, path, data, sch[kind], len(data["uk"]), day, times))
+            del data
     # The rollups of the same rows (tables/rollup.py), one part per kind and day; frame ids
     # as stored (from `frame_base`), each group's too
     groups = np.concatenate([np.full(frame_base, -1, np.int64),

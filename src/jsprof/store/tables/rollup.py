@@ -225,50 +225,105 @@ def name_groups(frames: list[tuple]) -> np.ndarray:
                        for i, f in enumerate(frames)], np.int64)
 
 
+# Expanded (upload, key) rows `upload_moments` builds at a time: ~40 bytes each in its
+# arrays, a few copies in np.unique's sort, so a block costs some tens of MB whatever the
+# batch. All of a batch's rows at once (each weights row times the groups on its stack's
+# path) took ~800 MiB for 500 field uploads (issue 34: the tail a query reads, the
+# compactor's first batch).
+MOMENTS_BLOCK = 1 << 18
+
+
 def upload_moments(uk: np.ndarray, stack_id: np.ndarray, marker: np.ndarray,
                    weight_ns: np.ndarray, parent: np.ndarray, frame: np.ndarray,
-                   group: np.ndarray) -> dict[str, np.ndarray]:
+                   group: np.ndarray, block: int = MOMENTS_BLOCK) -> dict[str, np.ndarray]:
     """Weights rows (uk, stack, marker, ns) -> per (upload, key) the self ns `s` and the
     total ns `t` of each key: a frame's `group` (`name_groups`) for the stacks (self: the
-    leaf's; total: every group on the path, once), -2 - marker for rows with no stack."""
+    leaf's; total: every group on the path, once), -2 - marker for rows with no stack.
+    Rows sorted by (uk, key).
+
+    Each distinct stack's path is walked once; the rows are then expanded a block of
+    whole uploads at a time (about `block` expanded rows; one upload's own rows may be
+    more), so memory follows the block and the distinct stacks, not the batch."""
     uk = np.asarray(uk, np.int64)
     st = np.asarray(stack_id, np.int64)
     w = np.asarray(weight_ns, np.int64)
+    mk = np.asarray(marker, np.int64)
+    if len(uk) and np.any(uk[1:] < uk[:-1]):
+        order = np.argsort(uk, kind="stable")
+        uk, st, w, mk = uk[order], st[order], w[order], mk[order]
     js = st >= 0
-    keys = [np.stack([uk[~js], -2 - np.asarray(marker, np.int64)[~js]], axis=1)]
+    # Per distinct stack: the distinct groups on its path (`pair[start[i]:][:cnt[i]]`)
+    su = np.unique(st[js])
+    par = np.asarray(parent, np.int64)
+    grp = np.asarray(group, np.int64)[np.asarray(frame, np.int64)] if len(su) else su
+    pi, pg = [], []
+    cur, idx = su.copy(), np.arange(len(su))
+    while len(cur):  # up each distinct stack's path, one level per round
+        pi.append(idx)
+        pg.append(grp[cur])
+        cur = par[cur]
+        on = cur >= 0
+        cur, idx = cur[on], idx[on]
+    pair = (np.unique(np.stack([np.concatenate(pi), np.concatenate(pg)], axis=1), axis=0)
+            if pi else np.zeros((0, 2), np.int64))
+    cnt = np.bincount(pair[:, 0], minlength=len(su))
+    start = np.cumsum(cnt) - cnt
+    leaf = grp[su]
+    # Expanded rows per weights row: its path's groups and its leaf's (self), or 1 (idle)
+    sidx = np.searchsorted(su, st)
+    n_exp = np.ones(len(st), np.int64)
+    n_exp[js] = cnt[sidx[js]] + 1
+    ends = np.flatnonzero(np.r_[uk[1:] != uk[:-1], True]) + 1 if len(uk) else np.zeros(0, int)
+    total = np.cumsum(n_exp)
+    bounds = [0]
+    for e in ends.tolist():  # cut after an upload once the block is full
+        if total[e - 1] - (total[bounds[-1] - 1] if bounds[-1] else 0) >= block:
+            bounds.append(e)
+    if bounds[-1] != len(uk):
+        bounds.append(len(uk))
+    out: list[dict[str, np.ndarray]] = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        out.append(_moments_block(uk[a:b], st[a:b], mk[a:b], w[a:b], js[a:b], sidx[a:b],
+                                  pair, cnt, start, leaf))
+    if not out:
+        z = np.zeros(0, np.int64)
+        return {"uk": z, "key": z.copy(), "s": z.copy(), "t": z.copy()}
+    return {k: np.concatenate([o[k] for o in out]) for k in ("uk", "key", "s", "t")}
+
+
+def _moments_block(uk: np.ndarray, st: np.ndarray, mk: np.ndarray, w: np.ndarray,
+                   js: np.ndarray, sidx: np.ndarray, pair: np.ndarray, cnt: np.ndarray,
+                   start: np.ndarray, leaf: np.ndarray) -> dict[str, np.ndarray]:
+    """`upload_moments` of whole uploads' rows; `sidx`: each row's index in the distinct
+    stacks (where `js`)."""
+    ku, kk = [uk[~js]], [-2 - mk[~js]]
     s_l, t_l = [w[~js]], [w[~js]]
     if js.any():
-        su, inv = np.unique(st[js], return_inverse=True)
-        inv = inv.reshape(-1)
-        par = np.asarray(parent, np.int64)
-        grp = np.asarray(group, np.int64)[np.asarray(frame, np.int64)]
-        pi, pg = [], []
-        cur, idx = su.copy(), np.arange(len(su))
-        while len(cur):  # up each distinct stack's path, one level per round
-            pi.append(idx)
-            pg.append(grp[cur])
-            cur = par[cur]
-            on = cur >= 0
-            cur, idx = cur[on], idx[on]
-        pair = np.unique(np.stack([np.concatenate(pi), np.concatenate(pg)], axis=1), axis=0)
-        cnt = np.bincount(pair[:, 0], minlength=len(su))
-        start = np.cumsum(cnt) - cnt
+        inv = sidx[js]
         n_of = cnt[inv]
         row = np.repeat(np.arange(len(inv)), n_of)
         off = np.arange(len(row)) - np.repeat(np.cumsum(n_of) - n_of, n_of)
         ujs, wjs = uk[js], w[js]
-        keys.append(np.stack([ujs[row], pair[start[inv][row] + off, 1]], axis=1))
+        ku.append(ujs[row])
+        kk.append(pair[start[inv][row] + off, 1])
         s_l.append(np.zeros(len(row), np.int64))
         t_l.append(wjs[row])
-        keys.append(np.stack([ujs, grp[su][inv]], axis=1))  # self: the leaf's group
+        del row, off
+        ku.append(ujs)  # self: the leaf's group
+        kk.append(leaf[inv])
         s_l.append(wjs)
         t_l.append(np.zeros(len(wjs), np.int64))
-    k = np.concatenate(keys)
-    uq, inv = np.unique(k, axis=0, return_inverse=True)
-    inv = inv.reshape(-1)
-    return {"uk": uq[:, 0].copy(), "key": uq[:, 1].copy(),
-            "s": _sum(inv, np.concatenate(s_l), len(uq)),
-            "t": _sum(inv, np.concatenate(t_l), len(uq))}
+    k_uk, k_key = np.concatenate(ku), np.concatenate(kk)
+    del ku, kk
+    order = np.lexsort((k_key, k_uk))
+    k_uk, k_key = k_uk[order], k_key[order]
+    first = np.flatnonzero(np.r_[True, (k_uk[1:] != k_uk[:-1]) | (k_key[1:] != k_key[:-1])])
+    out = {"uk": k_uk[first], "key": k_key[first]}
+    del k_uk, k_key
+    for name, vals in (("s", s_l), ("t", t_l)):
+        v = np.concatenate(vals)[order]
+        out[name] = np.add.reduceat(v, first) if len(v) else v  # integers: exact
+    return out
 
 
 def frame_groups(frames: list[tuple]) -> np.ndarray:

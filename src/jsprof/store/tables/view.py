@@ -46,6 +46,7 @@ __all__ = [
     "HLL_ERROR",
     "ROLLUP_KINDS",
     "TAIL_MAX",
+    "TAIL_MAX_SAMPLES",
     "CompactError",
     "Tail",
     "bucket_of",
@@ -67,6 +68,12 @@ __all__ = [
 # and GIL while it runs. While the background compactor keeps up, the tail is a few seconds
 # of uploads; past the cap a query counts what it left out (`Tail.pending`).
 TAIL_MAX = 500
+# ... and samples: what the tail holds in memory grows with its samples (~40 bytes each in
+# its tables, about twice that at the peak while they are built), not with its uploads,
+# which may hold 6,000 samples or 200,000 (`serve.config.Limits.max_samples`). 3 M is 500
+# field uploads of 6,000: ~120 MB of tables, a peak of ~250 MB in all (issue 34: 500
+# such uploads peaked at 1.2 GB before the tail's moments were built a block at a time).
+TAIL_MAX_SAMPLES = 3_000_000
 
 
 @dataclass
@@ -79,9 +86,12 @@ class Tail:
     damaged: int = 0  # damaged records met in the tail that the manifest does not list
 
 
-def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
+def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
+              max_samples: int = TAIL_MAX_SAMPLES) -> Tail:
     """What a query adds to the committed tables `man` without compacting: the uploads
-    stored after its cursor (at most `limit`, oldest first), interned into parts held in
+    stored after its cursor (at most `limit`, oldest first, and no upload once
+    `max_samples` samples are read: the last one read may pass it by its own samples,
+    so the memory held is bounded by the cap plus one upload), interned into parts held in
     memory (pyarrow Tables, listed in a copy of `man`: `part_files` gives them as such).
     Nothing is written anywhere (no temporary file either: a query runs as a user who may
     only read the store) and no lock is taken, so a query never waits on a compaction,
@@ -105,10 +115,11 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
             tail.damaged += 1
 
     uk = man["nextUk"]
+    samples = 0
     it = store.iter_uploads(cursor_in(man), on_damage=damaged)
     try:
         for cur, upload_id, meta, body in it:
-            if len(rows) >= limit:
+            if len(rows) >= limit or samples >= max_samples:
                 tail.pending = 1 + store.count_uploads(cur)  # this one, and all after it
                 break
             app = text_of(meta.get("app")) or ""
@@ -123,6 +134,8 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX) -> Tail:
             except JsprofError:
                 continue  # compaction lists it in `skipped`; no upload key, as there
             rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec))
+            del rec  # parsed: its columns are interned
+            samples += rows[-1]["samples"]
             uk += 1
     finally:
         it.close()
