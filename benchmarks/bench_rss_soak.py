@@ -239,7 +239,7 @@ def main() -> int:
     seen: dict[bytes, None] = {}
     for line in err:
         seen.setdefault(line.rstrip()[:300], None)
-    for line in list(seen)[:8]:  # what went wrong, each once
+    for line in list(seen)[:40]:  # what went wrong, each once (a traceback whole)
         print(f"  stderr: {line.decode(errors='replace')}")
     bad += sum(n for c, n in uploads.items() if c != "202")
     bad += sum(n for _, _, codes, _ in rounds for c, n in codes.items() if c != "200")

@@ -464,7 +464,9 @@ class _Headers:
         except Exception as e:
             # Answered here, not by Starlette's outer error middleware, so the access log
             # and the nosniff header see the 500 (the log said "status 0").
-            log.error("jsprof serve: %s %s failed: %r", scope["method"], scope["path"], e)
+            # With its traceback: a 500 is a bug, and where it was raised is what finds it
+            log.error("jsprof serve: %s %s failed: %r", scope["method"], scope["path"], e,
+                      exc_info=True)
             if status:
                 raise  # the answer had started: nothing more can be sent
             msg = error(500, "internal error; see the collector's stderr")
