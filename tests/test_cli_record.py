@@ -220,13 +220,14 @@ console.log(t > 0);
 """
 
 
-def test_class_field_initializers_are_placed_at_their_first_field(tmp_path):
+def test_class_field_initializers_are_placed_where_v8_places_them(tmp_path):
     # QuickJS runs class field initializers and static blocks in functions of its own,
-    # with line 0 for the function. Their code has positions: such a function is placed at
-    # its first positioned instruction (the first field), so two classes' initializers
-    # are told apart in every table (they once shared "(anonymous app.js)"); a holder
-    # with no positioned code (a class whose only static member is a block) has no
-    # position, never an invalid 0, and `validate`/`report` read the file.
+    # with line 0 for the function (upstream). They are placed where V8 places the
+    # functions running them, so two classes' initializers are told apart in every table
+    # (they once shared "(anonymous app.js)") and match a V8 profile of the code: the
+    # instance fields' at the class's first character, the static ones' at the `static`
+    # of the last static field, never at no position or an invalid 0; `validate` and
+    # `report` read the file.
     two = CLASS_FIELDS + "class Other { y = spin(3000); static { spin(300000); } }\n" + (
         "for (let i = 0; i < 300; i++) new Other();\n")
     app = _script(tmp_path, two)
@@ -238,24 +239,23 @@ def test_class_field_initializers_are_placed_at_their_first_field(tmp_path):
     frames = jsprof.load(out).tracks[0].trace.frames
     # named as V8 names the functions that run a class's field initializers
     anon = {
-        (f.line, f.column) for f in frames
+        (f.name, f.line, f.column) for f in frames
         if f.name in ("<instance_members_initializer>", "<static_initializer>")
-        and f.line is not None
     }
-    # the instance fields (line 4, `spin` at column 7), the static fields (line 6), and
-    # Other's instance field (line 13): each its own place
-    lines = {line for line, _ in anon}
-    assert {4, 6, 13} <= lines, frames
-    assert (4, 7) in anon, frames
+    # Point (line 3): its instance fields at 3:1, its static field and block at the
+    # `static` of line 6; Other's (line 13) instance field at 13:1, its block at 13:31
+    assert anon <= {("<instance_members_initializer>", 3, 1), ("<static_initializer>", 6, 3),
+                    ("<instance_members_initializer>", 13, 1),
+                    ("<static_initializer>", 13, 31)}, frames
+    assert {3, 6, 13} <= {line for _, line, _ in anon}, frames
     assert all(f.line >= 1 and f.column >= 1 for f in frames if f.line is not None)
-    unplaced = [f for f in frames if f.line is None]
-    assert all(f.column is None and f.resource_id == 0 for f in unplaced)
+    assert all(f.line is not None for f in frames if f.resource_id is not None)
     r = run("report", "--by", "function", "--wide", out)
     assert r.returncode == 0, r.stderr
     rows = r.stdout.splitlines()
-    for line, name in ((4, "<instance_members_initializer>"), (6, "<static_initializer>"),
-                       (13, "<instance_members_initializer>")):
-        assert any(name in row and f"app.js:{line}:" in row for row in rows), r.stdout
+    for at, name in (("3:1", "<instance_members_initializer>"), ("6:3", "<static_initializer>"),
+                     ("13:1", "<instance_members_initializer>")):
+        assert any(name in row and row.endswith(f"app.js:{at}") for row in rows), r.stdout
 
 
 def test_summary_figures_are_the_recordings_own(tmp_path):

@@ -568,3 +568,69 @@ def test_chromium_record_summary_reads_through_the_map(work):
         assert m.group(2) in ("acorn.js", "driver.js"), m.group(0)
         name = "" if m.group(1).startswith("(anonymous ") else m.group(1)
         assert name in truth[(m.group(2), int(m.group(3)))], m.group(0)
+
+
+PRETTIER_DRIVER = """\
+import * as prettier from "./standalone.mjs";
+import * as babel from "./babel.mjs";
+import * as estree from "./estree.mjs";
+const SOURCE = {source};
+let n = 0;
+const end = Date.now() + {ms};
+while (n < {runs} || Date.now() < end) {{
+  await prettier.format(SOURCE, {{ parser: "babel", plugins: [babel, estree] }});
+  n++;
+}}
+"""
+
+
+def test_quickjs_places_prettiers_functions_where_v8_does(tmp_path):
+    """prettier (npm, minified: `var h=(t)=>`, `class{#a=[];#m(){}}`) formatting a file on
+    QuickJS and on V8 (node --cpu-prof --jitless: interpreted as on QuickJS, no function
+    inlined into another, the time spread alike): the QuickJS profile's functions are
+    V8's, by name, script, line and column, for >= 98 % of the self time in the functions
+    V8 has too (by name or by place; the rest V8 did not sample), and >= 93 % of all of
+    prettier's (measured: 99.4-99.7 % and 97.8-99.5 %; before, 94.9 % and 88.8 %: QuickJS
+    counted a column from the last identifier or blank before the token and from 0 on line
+    1, and placed class constructors and field initializers elsewhere)."""
+    if shutil.which("node") is None:
+        pytest.fail("node is not installed; these tests need Node.js 20")
+    files = ("standalone.mjs", "babel.mjs", "estree.mjs")
+    for f in files:
+        src = JS / "prettier" / ("plugins" if f != "standalone.mjs" else "") / f
+        assert src.exists(), "tests/js missing: `make test` installs it"
+        shutil.copy(src, tmp_path / f)
+    source = json.dumps((JS / "source-map" / "lib" / "source-map-generator.js").read_text())
+    (tmp_path / "v8.mjs").write_text(PRETTIER_DRIVER.format(source=source, ms=3000, runs=4))
+    (tmp_path / "quickjs.mjs").write_text(PRETTIER_DRIVER.format(source=source, ms=0, runs=1))
+    out = tmp_path / "prof"
+    subprocess.run(
+        ["node", "--jitless", "--cpu-prof",
+         f"--cpu-prof-dir={out}", "--cpu-prof-interval", "100", "v8.mjs"],
+        cwd=tmp_path, check=True, timeout=300, capture_output=True,
+    )
+    (profile,) = out.glob("*.cpuprofile")
+
+    def rows(rec):
+        s = summarize(rec)
+        return [(k.name, (k.resource or "").rsplit("/", 1)[-1], k.line, k.column, ms)
+                for k, ms in zip(s.stats.keys, s.stats.self_ms.tolist(), strict=True)
+                if (k.resource or "").rsplit("/", 1)[-1] in files]
+
+    v8 = rows(jsprof.load(profile))
+    where = {r[:4] for r in v8}
+    names = {(r[0], r[1]) for r in v8}
+    places = {r[1:4] for r in v8}
+    quickjs = rows(record(tmp_path / "quickjs.mjs", sample_interval=1.0, clock="cpu"))
+    total = sum(r[4] for r in quickjs)
+    agree = sum(r[4] for r in quickjs if r[:4] in where)
+    known = sum(r[4] for r in quickjs if r[:4] in where or r[:2] in names or r[1:4] in places)
+    wrong = sorted(((round(r[4]), *r[:4]) for r in quickjs
+                    if r[:4] not in where and (r[:2] in names or r[1:4] in places)),
+                   reverse=True)[:8]
+    unknown = sorted(((round(r[4]), *r[:4]) for r in quickjs
+                      if r[:4] not in where and r[:2] not in names and r[1:4] not in places),
+                     reverse=True)[:8]
+    assert total > 200, total  # prettier's functions on QuickJS's CPU time
+    assert agree / known >= 0.98 and agree / total >= 0.93, (
+        agree / known, agree / total, total, wrong, unknown)

@@ -226,11 +226,14 @@ class FunctionNames:
         i = self.index_at(line, column)
         return None if i is None else self.function(i)
 
-    def initializer_at(self, line: int, column: int) -> str | None:
-        """V8's name for the function that runs a class's field initializers when the
-        position is in one (outside any function of its own): `<instance_members_initializer>`
-        for instance fields, `<static_initializer>` for static fields and static blocks
-        (QuickJS runs them in nameless functions placed at the first initializer's code)."""
+    def initializer_at(self, line: int, column: int) -> tuple[str, int, int] | None:
+        """V8's name and 1-based place for the function that runs a class's field
+        initializers when the position is in one (outside any function of its own):
+        `<instance_members_initializer>` for instance fields, at the class's first
+        character; `<static_initializer>` for static fields and static blocks, at the
+        `static` of the class's last static field, else of its first static block
+        (measured, Node 20). QuickJS runs static ones in nameless functions placed at the
+        first initializer's code and a static block's `{`."""
         p = self._point(line, column)
         if p is None:
             return None
@@ -239,15 +242,29 @@ class FunctionNames:
             t = node.type
             if t in FUNCTION_TYPES:
                 return None
-            if t == "class_static_block":
-                return "<static_initializer>"
+            member = node if t == "class_static_block" else None
             if t in _FIELD_TYPES and node.parent is not None and (
                 node.parent.type == "class_body"
             ):
-                static = any(c.type == "static" for c in node.children)
-                return "<static_initializer>" if static else "<instance_members_initializer>"
+                member = node
+            if member is not None:
+                body = member.parent
+                cls = body.parent if body is not None else None
+                if member.type in _FIELD_TYPES and not _is_static(member):
+                    at = cls if cls is not None and cls.type in _CLASS_TYPES else member
+                    return "<instance_members_initializer>", *self._v8_point(at)
+                statics = [m for m in body.named_children if m.type in _FIELD_TYPES
+                           and _is_static(m)] if body is not None else []
+                blocks = [m for m in body.named_children if m.type == "class_static_block"
+                          ] if body is not None else []
+                at = statics[-1] if statics else (blocks[0] if blocks else member)
+                return "<static_initializer>", *self._v8_point(at)
             node = node.parent
         return None
+
+    def _v8_point(self, node: Any) -> tuple[int, int]:
+        r, c = node.start_point
+        return r + 1, self._char_col(r, c)
 
     def functions(self) -> list[JsFunction]:
         return [self.function(i) for i in range(len(self._nodes))]
@@ -439,6 +456,10 @@ def _at_class(cls: Any) -> str:
     return _class_name(cls)
 
 
+def _is_static(member: Any) -> bool:
+    return any(c.type == "static" for c in member.children)
+
+
 def _key_text(method: Any) -> str | None:
     key = method.child_by_field_name("name")
     return None if key is None else _key_name(key)
@@ -489,10 +510,14 @@ def name_frames(
         if fn is not None and (fn.v8_line, fn.v8_column) != (f.line, f.column):
             f = frames[i] = f._replace(line=fn.v8_line, column=fn.v8_column)
             changed = True
-        if f.name:
+        if fn is None:
+            init = index.initializer_at(f.line, f.column or 1)
+            if init is not None:  # placed where V8 places it, named so when nameless
+                name, line, column = init
+                f = frames[i] = f._replace(name=f.name or name, line=line, column=column)
+                changed = True
             continue
-        name = fn.name if fn is not None else index.initializer_at(f.line, f.column or 1)
-        if name:
-            frames[i] = f._replace(name=name)
+        if not f.name and fn.name:
+            frames[i] = f._replace(name=fn.name)
             changed = True
     return trace.replace(frames=frames) if changed else trace

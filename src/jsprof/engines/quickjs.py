@@ -20,15 +20,13 @@ Frames in the traces
 - ``resourceId`` names the script given to ``eval``/``eval_file`` as
   ``jsprof.trace.normalise_resource`` spells it: a local file as the ``file://`` URL of
   its real path, however it was named.
-- ``line``/``column`` (1-based) are the function's *definition position as QuickJS
-  records it*: for ``function f(a) {}`` (declaration or expression) the ``function``
-  keyword; for methods, getters/setters and class members the start of the property name
-  (``x`` in ``get x() {}``, ``m`` in ``static m() {}``); for arrow functions the start of
-  the parameter list (``(`` or the lone parameter's name); for a class constructor the
-  ``constructor`` keyword (its name is the class's); for top-level code line 1, column 1.
-  Chromium/V8 instead report the ``(`` that opens the parameter list, so a QuickJS column
-  is usually a few characters left of Chromium's for the same function (equal for
-  parenthesised arrows).
+- ``line``/``column`` (1-based characters) are where V8 places the function, where the
+  script's source is at hand (``jsprof.names``): the ``(`` that opens its parameter list,
+  an arrow's or a class's first character (a class's default constructor and its instance
+  fields' initializer function), for top-level code line 1, column 1. QuickJS itself
+  records the ``function`` keyword, a method's name, an arrow's first token, and counts a
+  column in UTF-8 bytes from the token's own start (our quickjs.patch: upstream counts
+  from the last identifier or blank before it, from 0 on line 1).
 - The per-sample ``line`` column is the line executing in the leaf frame: the instruction
   at which the interpreter polled (a backward jump, i.e. the loop the time is spent in, or
   a call being made).
@@ -450,12 +448,13 @@ class QuickJS:
         return name_frames(self._character_columns(trace), self._source_text, self._names)
 
     def _character_columns(self, trace: ProfilerTrace) -> ProfilerTrace:
-        """QuickJS counts a column in UTF-8 bytes, from 0 on a script's first line and from
-        1 on the others (`var f = function` on line 1: 8; on line 2: 9): converted to the
-        1-based characters of the line, where the script's text is at hand (a minified
-        bundle is one first line, often with non-ASCII text in it)."""
+        """QuickJS counts a column in UTF-8 bytes (1-based, our quickjs.patch: upstream
+        counts from 0 on a script's first line): converted to the 1-based characters of
+        the line, where the script's text is at hand (a minified bundle is one first line,
+        often with non-ASCII text in it)."""
         frames = list(trace.frames)
         lines: dict[str, list[str] | None] = {}
+        ascii_lines: dict[tuple[str, int], bool] = {}
         for i, f in enumerate(frames):
             if f.resource_id is None or f.line is None or f.column is None:
                 continue
@@ -469,10 +468,11 @@ class QuickJS:
             if got is None or f.line > len(got):
                 continue
             text = got[f.line - 1]
-            offset = f.column if f.line == 1 else f.column - 1
-            if f.line != 1 and text.isascii():
+            if (url, f.line) not in ascii_lines:
+                ascii_lines[url, f.line] = text.isascii()  # once per line of a bundle
+            if ascii_lines[url, f.line]:
                 continue
-            column = len(text.encode("utf-8")[:offset].decode("utf-8", "replace")) + 1
+            column = len(text.encode("utf-8")[: f.column - 1].decode("utf-8", "replace")) + 1
             if column != f.column:
                 frames[i] = f._replace(column=column)
         return trace.replace(frames=frames)
