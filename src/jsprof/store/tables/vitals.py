@@ -122,26 +122,26 @@ def batch_rows(up: dict[str, list], prior: Prior | None) -> dict[str, list]:
     return tally(rows)
 
 
-# Per (tables, release, day): which page load each committed upload of that day belongs
-# to, as parallel arrays (uk, 64-bit hash of its page-load id), and the parts read into
-# them. A process (the compactor, a collector's worker) reads each part's two columns
-# once; a merged part, whose rows it holds already, once more. Bounded: the oldest
-# (release, day) goes first.
+# Per (tables, release, day): per uploads part of that day, its uploads' keys and
+# page-load ids (Arrow strings) and each row group's range of upload keys. A process
+# (the compactor, a collector's worker) reads each part's two columns once (a merged
+# part's again: a merge's parts leave the index as it comes); ~20-30 bytes an upload
+# (~45 MB for a day at 20 uploads/s); at most _INDEX_MAX (release, day)s, the least
+# recently used going first.
 _index: dict[tuple, dict] = {}
-_INDEX_MAX = 16
+_INDEX_MAX = 8
 
 
-def _day_index(tdir: Any, man: dict, rkey: str, day: str | None) -> tuple[dict, list]:
-    """The (uk, hash) index of `rkey`'s `day` (`_index`) brought up to `man`, and the
-    day's uploads parts (their paths, checked)."""
+def _day_index(tdir: Any, man: dict, rkey: str, day: str | None) -> dict:
+    """The index of `rkey`'s `day` (`_index`): part path -> (uk, page_load, (row group,
+    min uk, max uk)), brought up to `man` (its uploads parts, checked)."""
+    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     from .parts import read_part, verify_part
-    from .rollup import load_hash
 
     key = (str(tdir), rkey, day)
-    ix = _index.pop(key, None) or {"parts": set(), "uk": np.zeros(0, np.int64),
-                                    "hash": np.zeros(0, np.int64), "groups": {}}
+    ix = _index.pop(key, None) or {}
     while len(_index) >= _INDEX_MAX:
         del _index[next(iter(_index))]
     _index[key] = ix
@@ -151,25 +151,21 @@ def _day_index(tdir: Any, man: dict, rkey: str, day: str | None) -> tuple[dict, 
             continue
         path = verify_part(tdir, e)
         paths.append(path)
-        if path in ix["parts"]:
+        if path in ix:
             continue
-        t = read_part(pq, path, tdir, ["uk", "page_load"]).to_pydict()
+        t = read_part(pq, path, tdir, ["uk", "page_load"])
+        u = t["uk"].to_numpy()
         # each row group's range of upload keys: where a lookup's uploads are
         n = np.asarray([m.num_rows for m in _row_groups(path)], np.int64)
-        u = np.asarray(t["uk"], np.int64)
         starts = (np.cumsum(n) - n)[n > 0]
-        ix["groups"][path] = (np.nonzero(n > 0)[0], np.minimum.reduceat(u, starts),
-                              np.maximum.reduceat(u, starts)) if len(u) else (
-            np.zeros(0, np.int64),) * 3
-        on = [i for i, p in enumerate(t["page_load"]) if p is not None]
-        uk = np.concatenate([ix["uk"], np.asarray([t["uk"][i] for i in on], np.int64)])
-        h = np.concatenate([ix["hash"], load_hash([t["page_load"][i] for i in on])])
-        uk, first = np.unique(uk, return_index=True)  # a merged part's rows are known
-        ix["uk"], ix["hash"] = uk, h[first]
-        ix["parts"].add(path)
-    ix["parts"] &= set(paths)
-    ix["groups"] = {p: g for p, g in ix["groups"].items() if p in ix["parts"]}
-    return ix, paths
+        groups = (np.nonzero(n > 0)[0], np.minimum.reduceat(u, starts),
+                  np.maximum.reduceat(u, starts)) if len(u) else (np.zeros(0, np.int64),) * 3
+        on = pc.is_valid(t["page_load"])
+        ix[path] = (u[on.to_numpy(zero_copy_only=False)],
+                    t["page_load"].filter(on).combine_chunks(), groups)
+    for gone in set(ix) - set(paths):  # merged away: the merged part holds its rows
+        del ix[gone]
+    return ix
 
 
 def _row_groups(path: str) -> list:
@@ -188,18 +184,21 @@ def prior_timelines(tdir: Any, man: dict, rkey: str, day: str | None) -> Prior:
     def get(want: set[tuple]) -> dict[tuple, list[dict | None]]:
         import orjson
         import pyarrow as pa
+        import pyarrow.compute as pc
         import pyarrow.parquet as pq
 
         from .manifest import CompactError
-        from .rollup import load_hash
 
         if not want:
             return {}
-        ix, paths = _day_index(tdir, man, rkey, day)
-        uks = np.sort(ix["uk"][np.isin(ix["hash"], load_hash(sorted({k[2] for k in want})))])
+        ix = _day_index(tdir, man, rkey, day)
+        ids = pa.array(sorted({k[2] for k in want}), pa.string())
         out: dict[tuple, list[tuple[int, dict | None]]] = {}
-        for path in paths if len(uks) else []:
-            gi, lo, hi = ix["groups"][path]
+        for path, (in_part, loads, (gi, lo, hi)) in ix.items():
+            hit = pc.is_in(loads, value_set=ids).to_numpy(zero_copy_only=False)
+            if not hit.any():
+                continue
+            uks = np.sort(in_part[hit])
             j = np.minimum(np.searchsorted(uks, lo), len(uks) - 1)
             groups = gi[(uks[j] >= lo) & (uks[j] <= hi)].tolist()
             if not groups:
