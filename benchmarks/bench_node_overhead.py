@@ -11,6 +11,8 @@ falls on every condition alike):
                    CLI in a fresh Python process, as a user runs it)
   plain/cpu-prof/jsprof empty   the same on an empty script
   before tsc/empty with --before-src DIR: the jsprof CLI from another checkout's src/
+--interval MS sets both profilers' interval (default 1 ms, both tools' default).
+--floor adds `floor tsc/empty`: the least a record path without numpy could cost (FLOOR).
 Measured per run: wall time, and CPU time (user+sys) of the command and every process it
 waited for (os.wait4's rusage: Python and Node under jsprof).
 
@@ -84,6 +86,58 @@ finally:
 sys.exit(code)
 """
 
+# --floor: the least a record path without numpy could cost, measured: the CLI as a user
+# runs it up to the recording's end (Node started, the output checked, the profile taken in
+# slices, Node's exit awaited), every slice then read into columns by the C reader (which
+# any path has to do), and nothing after: no trace model, no file, no summary. numpy cannot
+# be imported (None in sys.modules): a step that needs it fails the run. The end's other
+# imports (the summary's analysis, the output's format) are not made. Internals patched
+# here: _Preparing (its imports after the check), _Isolate.track (the conversion).
+FLOOR = """\
+import resource, sys
+out = sys.argv.pop(1)
+sys.modules["numpy"] = None
+from jsprof import cli
+from jsprof.engines.node import isolate
+from jsprof.formats import _columns
+
+
+class Floor(Exception):
+    pass
+
+
+def check_only(self):
+    try:
+        self._out = self._check()
+    except BaseException as e:
+        self._error = e
+    finally:
+        self._checked.set()
+        sys.setswitchinterval(self._switch)
+
+
+def read_only(self, requested, source):
+    for p in self.profile or ():
+        if _columns.read_profile(p.raw, p.start) is None:
+            raise SystemExit("a slice the C reader leaves to the dict path: no floor")
+    raise Floor
+
+
+cli._Preparing._run = check_only
+isolate._Isolate.track = read_only
+code = 0
+try:
+    code = cli.main(sys.argv[1:])
+except Floor:
+    pass
+finally:
+    s = resource.getrusage(resource.RUSAGE_SELF)
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    with open(out, "a") as f:
+        f.write(f"{s.ru_utime + s.ru_stime} {c.ru_utime + c.ru_stime}\\n")
+sys.exit(code)
+"""
+
 # As installed by pip, jsprof runs from cached bytecode (no PYTHONDONTWRITEBYTECODE).
 ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 
@@ -96,6 +150,11 @@ def main() -> None:
     ap.add_argument("--split", action="store_true",
                     help="also say jsprof's Python CPU apart from Node's (a thin wrapper)")
     ap.add_argument("--only", help="comma-separated scripts to run (tsc-ajv,tsc,empty)")
+    ap.add_argument("--floor", action="store_true",
+                    help="also run the floor of a record path without numpy (see FLOOR)")
+    ap.add_argument("--interval", type=float, default=1.0,
+                    help="sampling interval in ms of both profilers (default 1: jsprof's and "
+                         "--cpu-prof's default)")
     a = ap.parse_args()
     if not (TYPESCRIPT / "lib" / "tsc.js").is_file():
         raise SystemExit("tests/js/node_modules lacks typescript: run `make` (npm ci there)")
@@ -120,23 +179,28 @@ def main() -> None:
     }
     if a.only:
         scripts = {k: v for k, v in scripts.items() if k in a.only.split(",")}
-    cpuprof = [a.node, "--cpu-prof", "--cpu-prof-interval", "1000", "--cpu-prof-dir",
+    us = round(a.interval * 1000)
+    cpuprof = [a.node, "--cpu-prof", "--cpu-prof-interval", str(us), "--cpu-prof-dir",
                str(tmp / "cpuprof")]
     if a.split:
         (tmp / "split.py").write_text(SPLIT)
+    (tmp / "floor.py").write_text(FLOOR)
 
     def jsprof(who: str, what: str) -> list[str]:
         cli = [sys.executable, "-m", "jsprof.cli"]
-        if a.split:
-            cli = [sys.executable, str(tmp / "split.py"), str(tmp / f"split {who} {what}")]
+        if a.split or who == "floor":
+            wrapper = "floor.py" if who == "floor" else "split.py"
+            cli = [sys.executable, str(tmp / wrapper), str(tmp / f"split {who} {what}")]
         out = str(tmp / f"{who}-{what}.jsprof.json")
-        return [*cli, "record", "--engine", "node", "--interval", "1", "-o", out]
+        return [*cli, "record", "--engine", "node", "--interval", f"{a.interval:g}", "-o", out]
 
     conds: dict[str, tuple[list[str], dict[str, str]]] = {}
     for what, argv in scripts.items():
         conds[f"plain {what}"] = ([a.node, *argv], ENV)
         conds[f"cpu-prof {what}"] = ([*cpuprof, *argv], ENV)
         conds[f"jsprof {what}"] = ([*jsprof("jsprof", what), *argv], ENV)
+        if a.floor:
+            conds[f"floor {what}"] = ([*jsprof("floor", what), *argv], ENV)
         if a.before_src:
             conds[f"before {what}"] = (
                 [*jsprof("before", what), *argv], {**ENV, "PYTHONPATH": a.before_src}
@@ -168,7 +232,8 @@ def main() -> None:
         return statistics.median(x[i] / y[i] for x, y in zip(res[n], res[base], strict=True))
 
     load = os.getloadavg()[0]
-    print(f"{a.rounds} interleaved rounds; node {a.node}; load average {load:.1f}")
+    print(f"{a.rounds} interleaved rounds; node {a.node}; interval {a.interval:g} ms; "
+          f"load average {load:.1f}")
     print(f"{'condition':16} {'wall s':>7} {'cpu s':>7} {'cpu/plain':>10} {'wall/plain':>11}"
           f" {'wall/cpu-prof':>14}")
     for n in names:
@@ -181,7 +246,7 @@ def main() -> None:
     for n, xs in splits.items():
         print(f"{n:16} Python {statistics.median(x[0] for x in xs):.3f} s CPU, Node "
               f"{statistics.median(x[1] for x in xs):.3f} s (medians)")
-    for who in ("jsprof", "before"):
+    for who in ("jsprof", "before", "floor"):
         for what in ("tsc-ajv", "tsc"):
             if f"{who} {what}" not in res:
                 continue
