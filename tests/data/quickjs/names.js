@@ -1,5 +1,5 @@
-// Fixture for tests/test_quickjs.py: every function spins so the sampler sees it.
-function spin(ms) { const t = performance.now(); while (performance.now() - t < ms) {} }
+// Fixture for tests/test_quickjs.py: every function spins ms of its own running (CPU clock).
+function spin(ms) { let ran = 0, t = performance.now(); while (ran < ms) { const n = performance.now(); if (n - t < 1) ran += n - t; t = n; } }
 function declared() { spin(15); }
 const expr = function () { spin(15); };
 const named = function inner() { spin(15); };
