@@ -102,3 +102,41 @@ def test_a_bad_meta_timeline_is_not_read() -> None:
     bad = Track("main", tr, meta={"timeline": {"longFrames": [{"start": "soon"}]}})
     rec, busy = attribute(Recording([bad]))
     assert busy.samples == 0 and rec.tracks[0].trace is tr
+
+
+def test_an_entry_points_offset_is_placed_by_its_scripts_line_starts() -> None:
+    """LoAF's `sourceCharPosition` is an offset: with the script's line starts (UTF-16
+    units, V8's line ends) the entry point gets a line and column; the sampled frame at
+    that place is it whatever its name (a minified script's names repeat), another place
+    is a frame of its own, and without line starts the frame has no line."""
+    from jsprof.script_lines import line_starts, position
+
+    text = "a\nbc\r\nd\re\u2028\U0001f600f\ng"
+    starts = line_starts(text)
+    assert starts == [0, 2, 6, 8, 10, 14]  # the emoji is two UTF-16 units, as in V8
+    assert [position(starts, o) for o in (0, 3, 9, 12, 14)] == [
+        (1, 1), (2, 2), (4, 2), (5, 3), (6, 1)]
+    assert position(starts, -1) is None and position(starts, None) is None
+
+    def frames_with(pos: int, lines) -> ProfilerFrame:
+        tr = ProfilerTrace(
+            resources=[URL], frames=[ProfilerFrame("t", 0, 3, 10)], stack_parent=[NONE],
+            stack_frame=[0], sample_time=np.array([100.0, 110.0, 120.0]),
+            sample_stack=np.array([0, NONE, NONE]))
+        loaf = [{"start": 105.0, "duration": 60.0, "renderStart": 160.0, "scripts": [
+            {"start": 106.0, "duration": 50.0, "invoker": "BUTTON#buy.onclick",
+             "sourceURL": URL, "sourceFunctionName": "", "sourceCharPosition": pos}]}]
+        out, busy = attribute_trace(tr, loaf, None, lines)
+        assert busy.script_samples == 2
+        leaf = out.stack_frame[out.sample_stack[1]]
+        entry = out.frames[out.stack_frame[out.stack_parent[out.sample_stack[1]]]]
+        assert out.frames[leaf].name == NOT_CAPTURED
+        return entry
+
+    def three(url: str) -> list[int]:
+        return [0, 40, 100]  # line 3 starts at offset 100
+    assert frames_with(109, three) == ProfilerFrame("t", 0, 3, 10)
+    assert frames_with(104, three) == ProfilerFrame("BUTTON#buy.onclick", 0, 3, 5)
+    assert frames_with(104, lambda url: None) == ProfilerFrame("BUTTON#buy.onclick", 0, None,
+                                                               None)
+    assert frames_with(-1, three) == ProfilerFrame("BUTTON#buy.onclick", 0, None, None)

@@ -13,7 +13,11 @@ their start and duration. So a stack-less sample (in a trace with markers, one m
   `<entry point>` > `(stack not captured)`, the entry point named by the entry's
   `sourceFunctionName`, else its `invoker` (`BUTTON#buy.onclick`), at its `sourceURL`
   (the sampled frame of that name in that script when the trace has exactly one, so its
-  total holds both; LoAF gives a character offset, not a line);
+  total holds both); LoAF gives a character offset (`sourceCharPosition`), not a line: with
+  the script's line starts (`lines`: the fleet's, from `sourcemaps upload`) it is the
+  sampled frame at that line and column (whatever its name: a minified script's names
+  repeat), else a frame of its own there, which a source map then maps to the original
+  function as it maps a sampled one; without them the frame has no line;
 - inside a LoAF but in no script entry is the frame's own work: `(long frame: rendering)`
   from the frame's `renderStart` on (style, layout, paint, what the browser does to
   present the frame), `(long frame: not in script)` before it (between and around the
@@ -31,11 +35,13 @@ frames from all its chunks. Pure: Recording -> Recording.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from .. import timeline as tl
+from ..script_lines import position
 from ..trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
 
 NOT_CAPTURED = tl.NOT_CAPTURED  # "(stack not captured)"
@@ -112,10 +118,12 @@ def _classify(times: np.ndarray, frames: list[dict]) -> tuple[np.ndarray, np.nda
     return si, phase, scripts
 
 
-def attribute_trace(tr: ProfilerTrace, frames: list[dict], weights: np.ndarray | None = None
+def attribute_trace(tr: ProfilerTrace, frames: list[dict], weights: np.ndarray | None = None,
+                    lines: Callable[[str], Sequence[int] | None] | None = None
                     ) -> tuple[ProfilerTrace, Busy]:
     """`tr` with its stack-less samples inside `frames` put on busy stacks (the module's
-    rule), and what was charged (ms by `weights`, the samples' own when given)."""
+    rule), and what was charged (ms by `weights`, the samples' own when given). `lines`:
+    a script URL's line starts (`script_lines`), None where not known."""
     if not frames or not tr.num_samples:
         return tr, Busy()
     lost = np.flatnonzero(lost_mask(tr))
@@ -168,15 +176,38 @@ def attribute_trace(tr: ProfilerTrace, frames: list[dict], weights: np.ndarray |
 
     new_stack = np.full(len(lost), NONE, np.int64)
     # In a script entry: one (entry point) > (stack not captured) stack per entry point.
-    by_entry: dict[tuple[str, str | None], int] = {}
+    by_entry: dict[tuple[str, str | None, tuple[int, int] | None], int] = {}
+    # (script, line, column) -> frame: the sampled frames, then the entry points placed.
+    placed: dict[tuple[int, int, int], int] = {
+        (f.resource_id, f.line, f.column): k for k, f in enumerate(fr)
+        if f.resource_id is not None and f.line is not None and f.column is not None}
     script_stack = np.full(len(scripts), NONE, np.int64)
     for k in np.unique(si[si >= 0]).tolist():
         key = tl.entry_name(scripts[k])
-        sid = by_entry.get(key)
+        at = None
+        if key[1] is not None and lines is not None:
+            starts = lines(key[1])
+            if starts is not None:
+                at = position(starts, scripts[k].get("sourceCharPosition"))
+        sid = by_entry.get((*key, at))
         if sid is None:
             one = same.get(key, set())
-            entry = next(iter(one)) if len(one) == 1 else frame_id(*key)
-            sid = by_entry[key] = stack_of(entry, frame_id(NOT_CAPTURED, None))
+            if at is not None:
+                # Its place is known: the sampled frame there (any name: a minified
+                # script's names repeat), else a frame of its own there.
+                rid = res_id.get(key[1])
+                if rid is None:
+                    rid = res_id[key[1]] = len(resources)
+                    resources.append(key[1])
+                entry = placed.get((rid, *at))
+                if entry is None:
+                    entry = placed[(rid, *at)] = len(fr)
+                    fr.append(ProfilerFrame(key[0], rid, at[0], at[1]))
+            elif len(one) == 1:
+                entry = next(iter(one))
+            else:
+                entry = frame_id(*key)
+            sid = by_entry[(*key, at)] = stack_of(entry, frame_id(NOT_CAPTURED, None))
         script_stack[k] = sid
     in_script = si >= 0
     new_stack[in_script] = script_stack[si[in_script]]

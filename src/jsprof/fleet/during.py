@@ -24,6 +24,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from .. import script_lines
 from ..analysis.busy import attribute_trace, charged_mask
 from ..trace import NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
@@ -131,6 +132,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
                         strict=True):
             spans[int(samples["uk"][a])] = (a, b)
     stored = {rkey: stored_trace(snap, rkey) for rkey in up.rkeys}
+    lines = script_lines.for_store(snap.store_path)  # where an entry point's offset lies
     tables = {rkey: _Tables() for rkey in up.rkeys}
     rows: list[tuple[np.ndarray, ...]] = []  # per upload: ri, stack, marker, weight_ns, uk
     attributed_ms = 0.0
@@ -161,7 +163,7 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
             continue
         # Compaction charged lost stacks by the upload's own long frames; a frame that
         # ended after its chunk was sent is in the next chunk's timeline: the page load's.
-        tr = attribute_trace(tr, pl.long_frames, w)[0]
+        tr = attribute_trace(tr, pl.long_frames, w, lines(up.rkey[i]))[0]
         ri = int(up.ri[i])
         smap = tables[up.rkey[i]].add_trace(tr)
         st = smap[tr.sample_stack[keep]]

@@ -304,6 +304,7 @@ class Snapshot:
         from ..store.tables.view import tables_dir
 
         self.tdir = tables_dir(store_path)
+        self.store_path = store_path
         self.manifest = manifest
         # What a prune removed may still have rows in the tables (parts not yet rewritten):
         # a query never counts it. `pruned`: the store's retention marks (app or "*" ->

@@ -192,7 +192,7 @@ class Remote:
 
     def upload_sourcemaps(self, app: str, release: str, items: list[str],
                           notes: list[str] | None = None) -> list[str]:
-        from .sourcemaps import _map_files, with_sources
+        from .sourcemaps import _map_files, with_line_starts, with_sources
 
         names = []
         for p in _map_files(items):
@@ -200,7 +200,8 @@ class Remote:
                 "/v1/sourcemaps", [("app", app), ("release", release), ("name", p.name)],
                 "POST", token_env="JSPROF_ADMIN_TOKEN",
                 # at most the collector's limit on a map's body (serve/query.py MAX_BODY)
-                body=with_sources(p, p.read_bytes(), notes, limit=64 << 20),
+                body=with_line_starts(p, with_sources(p, p.read_bytes(), notes, limit=64 << 20),
+                                      notes, limit=64 << 20),
             )
             stored = doc.get("stored")
             # The server's name for it, printed: a string, as visible escapes.

@@ -14,7 +14,7 @@ from urllib.parse import urljoin
 
 import numpy as np
 
-from .. import sourcemap_files
+from .. import script_lines, sourcemap_files
 from ..analysis import sourcemap
 from ..analysis.profile import FunctionKey
 from ..errors import UsageError
@@ -22,7 +22,7 @@ from ..io import atomic_write
 from ..store.tables.view import release_key
 from ..trace import ProfilerTrace
 
-DIR = "sourcemaps"
+DIR = script_lines.MAPS_DIR
 MAX_FILES = 10_000
 
 
@@ -74,12 +74,53 @@ def validate(data: bytes, where: str) -> sourcemap.SourceMap:
 def store_map(store_path: str | os.PathLike, app: str, release: str, data: bytes,
               name_hint: str) -> str:
     """Validate one map and keep it for (app, release); returns the stored name."""
+    import orjson
+
     sm = validate(data, name_hint)
     name = stored_name(Path(name_hint), sm)
     d = release_dir(store_path, release_key(app, release))
     d.mkdir(parents=True, exist_ok=True)
     atomic_write(d / name, data)
+    # The script's line index (`with_line_starts`), kept apart so the compactor reads it
+    # without the map; a map without one removes an earlier build's.
+    doc = orjson.loads(data)
+    script_lines.write(d, name, script_lines.check(doc.get(script_lines.KEY))
+                       if type(doc) is dict else None)
     return name
+
+
+def with_line_starts(path: Path, data: bytes, notes: list[str] | None = None,
+                     limit: int = sourcemap.MAX_MAP_BYTES) -> bytes:
+    """The map at `path` with the line starts of its script (`script_lines`), read
+    beside it: its `file`, else the map's name without `.map`. A long animation frame's
+    script entry gives a character offset into the script; with them the fleet maps it as
+    it maps a sampled frame. `notes` gets a line when the script is not there (its
+    entry points keep the minified script's names). Left as it is when it is no map or
+    would outgrow `limit` bytes."""
+    import orjson
+
+    try:
+        doc = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return data
+    if type(doc) is not dict:
+        return data
+    base = (script_lines.script_base(doc["file"]) if type(doc.get("file")) is str else "")
+    script = path.parent / (base or (path.name[:-4] if path.name.endswith(".map") else ""))
+    if not script.is_file():  # (no name at all: the folder, not a file)
+        if notes is not None:
+            notes.append(
+                f"{path}: its script ({script.name or '?'}) is not beside it: long animation "
+                "frames' entry points in it keep their minified names (upload the map "
+                "from the build's output folder)")
+        return data
+    try:
+        text = script.read_bytes().decode("utf-8", errors="replace")
+    except OSError:
+        return data
+    doc[script_lines.KEY] = script_lines.line_starts(text)
+    out = orjson.dumps(doc)
+    return out if len(out) <= limit else data
 
 
 def with_sources(path: Path, data: bytes, notes: list[str] | None = None,
@@ -139,7 +180,7 @@ def upload(store_path: str | os.PathLike, app: str, release: str, items: list[st
            notes: list[str] | None = None) -> list[str]:
     names = []
     for p in _map_files(items):
-        data = with_sources(p, p.read_bytes(), notes)
+        data = with_line_starts(p, with_sources(p, p.read_bytes(), notes), notes)
         names.append(store_map(store_path, app, release, data, str(p)))
     return names
 

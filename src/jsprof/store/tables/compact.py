@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any, Protocol
 
+from ... import script_lines
 from ...errors import JsprofError
 from ..durable import fsync_dir
 from ..lock import TablesLock
@@ -159,6 +160,8 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None,
             stats.damaged += 1
             have_new = True
 
+        # each release's script line index: where a LoAF entry point's offset lies
+        lines = script_lines.for_store(store.path)
         for cur, upload_id, meta, body in store.iter_uploads(cursor, on_damage=damaged):
             last_cursor = cur
             have_new = True
@@ -182,7 +185,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None,
                 continue
             uk = man["nextUk"]
             man["nextUk"] = uk + 1
-            row = upload_row(rel, uk, upload_id, rkey, meta, rec)
+            row = upload_row(rel, uk, upload_id, rkey, meta, rec, lines(rkey))
             pending.append(row)
             n = row["samples"]
             stats.uploads += 1

@@ -192,7 +192,7 @@ def upload_weights(track: Any, meta: dict) -> tuple[np.ndarray, float]:
     return weights_and_lost(track.trace, v if v is not None and v > 0 else track.sample_interval)
 
 
-def attributed(track: Any, meta: dict, w: np.ndarray) -> Any:
+def attributed(track: Any, meta: dict, w: np.ndarray, lines: Any = None) -> Any:
     """One upload track's trace with its busy samples attributed (analysis/busy.py: a
     stack-less sample inside a long animation frame of the upload's timeline is its script
     entry point's, or the frame's own, never `(idle)`): what the tables keep, so every
@@ -200,17 +200,19 @@ def attributed(track: Any, meta: dict, w: np.ndarray) -> Any:
     collector checked them); a frame that ends after its chunk was sent is reported with
     the next chunk, and its samples in this one stay `(idle)` here (`--during` reads the
     whole page load's frames). The queries that read raw records (`fleet/during.py`,
-    `fleet/timecourse.py`) call this too."""
+    `fleet/timecourse.py`) call this too. `lines`: the release's script line starts
+    (`script_lines.reader`), which place an entry point by its character offset."""
     from ...analysis.busy import attribute_trace
     from ...timeline import of_track
 
     t = meta.get("timeline")
     frames = list(t.get("longFrames") or ()) if isinstance(t, dict) else []
     frames += of_track(track).long_frames
-    return attribute_trace(track.trace, frames, w)[0]
+    return attribute_trace(track.trace, frames, w, lines)[0]
 
 
-def add_upload(rel: Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]:
+def add_upload(rel: Release, uk: int, rec: Any, meta: dict, lines: Any = None
+               ) -> tuple[int, float]:
     """Intern one upload's tracks into `rel`; queue its weights and frame rows.
 
     Returns (samples, total ms, lost ms: gaps beyond the weight cap, `trace.gap_cap`).
@@ -224,7 +226,7 @@ def add_upload(rel: Release, uk: int, rec: Any, meta: dict) -> tuple[int, float]
             continue
         w, lost = upload_weights(track, meta)
         lost_ms += lost
-        tr = attributed(track, meta, w)
+        tr = attributed(track, meta, w, lines)
         res = tr.resources
         fmap = [
             rel.frame(
@@ -453,9 +455,10 @@ def _no_rows(schema: Any) -> dict[str, np.ndarray]:
     return {f.name: np.zeros(0, np.int64) for f in schema}
 
 
-def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec: Any) -> dict:
+def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec: Any,
+               lines: Any = None) -> dict:
     """Intern one parsed upload into `rel` (`add_upload`) and return its uploads-table row."""
-    n, total_ms, lost_ms = add_upload(rel, uk, rec, meta)
+    n, total_ms, lost_ms = add_upload(rel, uk, rec, meta, lines)
     rel.cells.append({
         "uk": uk, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
         "sample_interval": number_of(meta.get("sampleInterval")),

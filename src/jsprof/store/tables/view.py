@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+from ... import script_lines
 from ...errors import JsprofError
 from . import vitals as rollup_vitals
 from .compact import UploadSource
@@ -116,6 +117,8 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
 
     uk = man["nextUk"]
     samples = 0
+    # each release's script line index: where a LoAF entry point's offset lies
+    lines = script_lines.for_store(store.path)
     it = store.iter_uploads(cursor_in(man), on_damage=damaged)
     try:
         for cur, upload_id, meta, body in it:
@@ -133,7 +136,7 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
                 rec = read_any(body, f"upload {upload_id}")
             except JsprofError:
                 continue  # compaction lists it in `skipped`; no upload key, as there
-            rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec))
+            rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec, lines(rkey)))
             del rec  # parsed: its columns are interned
             samples += rows[-1]["samples"]
             uk += 1
