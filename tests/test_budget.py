@@ -11,9 +11,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from jsprof.budget import EXIT_CODES, budget, looks
+from jsprof.analysis.diff import NameKey
+from jsprof.budget import EXIT_CODES, Run, _judge, budget, functions_changed, looks
+from jsprof.render.budget import BudgetText
 
 pytest_plugins = ("pytester",)
 
@@ -161,6 +164,35 @@ def test_a_script_that_throws_is_one_line(tmp_path):
     p = _cli(base, bad)
     assert p.returncode == 2, p.stderr
     assert "NEW failed in round 1: Error: boom" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_a_run_that_measured_nothing_is_left_out_not_fatal():
+    """One run of 0 busy ms (no sample outside waiting: Node hardly ran while recorded, as
+    CI saw at load 16 beside a second pytest worker) is no measurement: the others still
+    decide and name the function. Before, it left all 168 rounds 'unsure', no function."""
+    rng = np.random.default_rng(7)
+    render, other = NameKey("render", "app.js"), NameKey("layout", "app.js")
+
+    def runs(render_ms: float) -> list[Run]:
+        out = []
+        for _ in range(30):
+            stretch = float(rng.uniform(1.0, 1.3))  # load stretches a run by a factor
+            r, o = render_ms * stretch, 10.0 * stretch
+            out.append(Run(r + o, {render: r, other: o}, None))
+        return out
+
+    base, new = runs(20.0), runs(40.0)
+    base[3] = Run(0.0, {}, None)  # all its samples were (idle), or there were none
+    test, _, verdict = _judge(base, new, 10.0, None, 0.05 / 6)
+    assert verdict == "slower" and test is not None and 1.4 < test.ratio < 1.8, test
+    changed = functions_changed(base, new)
+    assert changed and changed[0].key == render, changed
+    doc = {"ciLevel": 0.95, "verdict": "slower", "budgetPct": 10.0, "maxSlowerMs": None,
+           "changePct": 60.0, "metric": "busy wall ms per run", "beforeMsPerRun": 33.0,
+           "afterMsPerRun": 53.0, "interval": [40.0, 80.0], "stoppedBy": "decided",
+           "rounds": 30, "engine": "node", "clock": "wall", "elapsedS": 9.0,
+           "timeCapS": 60.0, "maxRounds": 100, "unmeasuredRuns": 1, "changed": []}
+    assert "1 runs left out: no sample outside waiting" in BudgetText().render(doc)
 
 
 def test_planted_slowdown_on_node_wall_clock(tmp_path):

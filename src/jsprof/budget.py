@@ -32,6 +32,11 @@ they are listed with the one that explains most of the change first.
 BASE and NEW are usually two files (two builds, two checkouts): functions match by name
 and by their script's path relative to its side's folder, and BASE's script itself matches
 NEW's whatever the two are called.
+
+A run whose number is 0 (no sample outside waiting: the work was shorter than the sampling
+interval, or on a loaded machine the engine hardly ran while it was recorded) measured
+nothing, so it is left out of the tests, and the summary says how many were; before, one
+such run among hundreds left every look "unsure" and named no function.
 """
 
 from __future__ import annotations
@@ -168,6 +173,7 @@ class BudgetResult:
     changed: list[FunctionChanged] = field(default_factory=list)
     match: ResourceMatcher | None = field(repr=False, default=None)
     flame_path: str | None = None  # where the pytest fixture wrote the flame diff
+    unmeasured: int = 0  # runs left out of the tests: their number was 0 (see the module)
 
     def check(self, unsure_ok: bool = True) -> None:
         """Raise AssertionError with the summary when NEW is slower than the budget allows
@@ -216,6 +222,7 @@ class BudgetResult:
             "rounds": self.rounds, "minRounds": self.min_rounds, "maxRounds": self.max_rounds,
             "timeCapS": self.time_cap, "elapsedS": round(self.elapsed, 1),
             "stoppedBy": self.stopped_by,
+            "unmeasuredRuns": self.unmeasured,
             "changed": [c.json() for c in self.changed],
         }
 
@@ -414,6 +421,7 @@ def budget(
         _metric(engine, clock, measure), budget_pct, max_slower, max_slower_ms,
         len(b_runs), min_rounds, max_rounds, time_cap, elapsed, stopped_by, test, level,
         b_runs, n_runs, match=match,
+        unmeasured=sum(1 for r in (*b_runs, *n_runs) if not r.ms > 0),
     )
     res.changed = functions_changed(b_runs, n_runs, sample_interval)
     return res
@@ -425,6 +433,12 @@ def _metric(engine: str, clock: str, measure: str | None) -> str:
     return "CPU ms per run" if clock == "cpu" else "busy wall ms per run (samples not idle)"
 
 
+def _measured(runs: list[Run]) -> list[Run]:
+    """The runs that measured something: a 0 (no sample outside waiting) is no number of
+    the work's time, and its logarithm none at all (see the module)."""
+    return [r for r in runs if r.ms > 0]
+
+
 def _judge(b_runs: list[Run], n_runs: list[Run], max_slower: float | None,
            max_slower_ms: float | None, level: float) -> tuple[Ratio | None, float, str]:
     """The ratio of the runs' numbers, the allowed slowdown (percent) and the verdict.
@@ -434,9 +448,9 @@ def _judge(b_runs: list[Run], n_runs: list[Run], max_slower: float | None,
     one 1/3 as long never), so the logarithms are the nearer to symmetric and one
     stretched run moves their mean far less than it moves the mean in ms. The ratio is
     then that of the geometric means, its interval the difference's, exponentiated."""
-    b = np.array([r.ms for r in b_runs])
-    n = np.array([r.ms for r in n_runs])
-    if len(b) < 2 or not (b > 0).all() or not (n > 0).all():
+    b = np.array([r.ms for r in _measured(b_runs)])
+    n = np.array([r.ms for r in _measured(n_runs)])
+    if len(b) < 2 or len(n) < 2:
         return None, 0.0, "unsure"
     got = changes(np.log(b)[:, None], np.log(n)[:, None], PERM_SEED + len(b_runs))
     if not got:
@@ -465,7 +479,8 @@ def functions_changed(b_runs: list[Run], n_runs: list[Run], sample_interval: flo
                       alpha: float = ALPHA) -> list[FunctionChanged]:
     """The functions whose self ms per run changed (Benjamini-Hochberg at `alpha` over the
     functions tested), the one that explains most of the whole change first."""
-    if len(b_runs) < 2 or len(n_runs) < 2 or not all(r.ms > 0 for r in b_runs + n_runs):
+    b_runs, n_runs = _measured(b_runs), _measured(n_runs)
+    if len(b_runs) < 2 or len(n_runs) < 2:
         return []
     keys: list[NameKey] = []
     seen: set[NameKey] = set()

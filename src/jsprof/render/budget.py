@@ -43,8 +43,10 @@ class BudgetText(Renderer):
             budget += f" (the larger of {doc['maxSlowerPct'] or 0:g}% and "
             budget += f"{doc['maxSlowerMs']:g} ms)"
         lines = [f"{v.upper()}: {WHY[v]} ({budget})"]
+        left_out = doc.get("unmeasuredRuns") or 0
         if doc["changePct"] is None:
-            lines.append(f"  too few rounds to compare ({doc['rounds']})")
+            lines.append(f"  too few runs measured anything to compare ({doc['rounds']} "
+                         f"rounds a side, {left_out} runs measured 0 ms)")
         else:
             lines.append(
                 f"  {doc['metric']}: {doc['beforeMsPerRun']:.3f} -> {doc['afterMsPerRun']:.3f} "
@@ -56,6 +58,9 @@ class BudgetText(Renderer):
             f"  {doc['rounds']} rounds a side on {doc['engine']} ({doc['clock']} clock), "
             f"{doc['elapsedS']:.0f} s; {why}"
         )
+        if left_out:
+            lines.append(f"  {left_out} runs left out: no sample outside waiting (the work is "
+                         "shorter than the sampling interval, or the engine hardly ran)")
         if v == "unsure":
             lines.append("  more rounds (--max-rounds, --time-cap) or a quieter machine "
                          "narrow the interval")
