@@ -1173,6 +1173,18 @@ static void sampler_take_due(Sampler *s, JSRuntime *rt, int at)
     pthread_mutex_unlock(&s->lock);
 }
 
+/* Owner thread: ticks still pending after a capture had no JavaScript frame to go to (a
+   top-level call's entry, the script or module compiled just before it): the very next
+   poll takes them, the first with a frame, that of the code about to run. Left to the
+   poll count, they went to whichever function the count ended in: the compile of
+   prettier's modules (~50 ms of CPU) to esbuild's `__export` helper, the first function
+   the first module calls. */
+static inline void sampler_keep_pending(Sampler *s)
+{
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0)
+        sampler_poke(s);
+}
+
 /* Owner thread, in the interpreter: only the sampler's C work (no Python, no JS). */
 static int interrupt_handler(JSRuntime *rt, void *opaque)
 {
@@ -1191,10 +1203,12 @@ static int interrupt_handler(JSRuntime *rt, void *opaque)
             t = jsprof_ticks();
         }
         sampler_approach(h, t);
+        sampler_keep_pending(s);
     } else if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0) {
         pthread_mutex_lock(&s->lock);
         sampler_capture_locked(s, rt, CAPTURE_POLL);
         pthread_mutex_unlock(&s->lock);
+        sampler_keep_pending(s);
     } else if (s->running && mono_ms() >= s->next_due + s->self_grace) {
         /* A natural poll, the timer thread ticking: a tick overdue by more than an
            interval means the timer thread is starved of CPU (a loaded machine), so it
@@ -1259,7 +1273,8 @@ static void jsprof_left(struct JSContext *ctx, int at)
        is 0 again), unless an interrupt or an owner request wants the next poll to reach
        the handler */
     if (ctx->interrupt_counter <= 0 && !host_interrupted(h) &&
-        !atomic_load_explicit(&h->owner_req, memory_order_relaxed))
+        !atomic_load_explicit(&h->owner_req, memory_order_relaxed) &&
+        atomic_load_explicit(&s->pending, memory_order_relaxed) == 0)
         ctx->interrupt_counter = JS_INTERRUPT_COUNTER_INIT;
 }
 
