@@ -7,7 +7,8 @@ Real code: a click handler that parses with acorn (from npm, pinned) and seriali
 tree (JSON: Chromium's Profiler keeps few stacks there), bundled by esbuild and minified
 by terser (both from npm) into a script of several lines; the page runs in headless
 Chromium with the real client, a real `jsprof serve` on loopback stores its uploads and
-the map goes up with `fleet sourcemaps upload --url`. Before, the entry point kept the
+the map goes up with `fleet sourcemaps upload --url`; `jsprof report --sourcemap DIR` of
+the uploads reads the script beside the map. Before, the entry point kept the
 bundle's name (`BUTTON#parse.onclick` or terser's mangled one, at app.min.js, no line)."""
 
 from __future__ import annotations
@@ -158,6 +159,21 @@ def test_fleet_names_a_long_frames_entry_point_through_the_map(tmp_path: Path) -
     mine = [r for r in rows if r["name"] == HANDLER]
     assert mine and all((r["resource"] or "").endswith("/src.js") and r["line"] == LINE
                         for r in mine), mine
+    # `jsprof report --sourcemap DIR` of the uploads reads the script beside the map alike.
+    local = []
+    for n, one in enumerate(raw):
+        f = tmp_path / f"upload{n}.jsprof.json"
+        f.write_bytes(orjson.dumps(one))
+        r = subprocess.run([str(JSPROF), "report", str(f), "--sourcemap", str(dist), "--json",
+                            "--top", "100000"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        got = orjson.loads(r.stdout)
+        local += got["rows"] if isinstance(got, dict) else got
+    assert not [r for r in local if (r.get("resource") or "").endswith("/app.min.js")
+                and r["name"] in {s.get("sourceFunctionName") or s.get("invoker")
+                                  for s in entries}], local
+    assert [r for r in local if r["name"] == HANDLER and r["line"] == LINE
+            and (r.get("resource") or "").endswith("/src.js")], local
     # ... and every sample whose stack the browser lost is under it in the merged profile.
     tr = io.load(merged).tracks[0].trace
     lost = [k for k, f in enumerate(tr.frames) if f.name == NOT_CAPTURED]

@@ -142,8 +142,16 @@ def _load(
 
     # Busy time first (stack-less samples inside long animation frames: never `(idle)`),
     # by the page's own names, before source maps rename the frames it matches them to.
-    rec, args.busy_result = attribute(io.load(path))
-    if getattr(args, "sourcemap", None) is not None:
+    # With source maps, an entry point is placed by its offset into the script found where
+    # its map is (the map then names it as the original function).
+    maps = getattr(args, "sourcemap", None)
+    lines = None
+    if maps is not None:
+        from .sourcemap_files import script_lines_for
+
+        lines = script_lines_for(maps or None)
+    rec, args.busy_result = attribute(io.load(path), lines=lines)
+    if maps is not None:
         from . import sourcemap_files
 
         notes: list[str] = []

@@ -19,6 +19,7 @@ import base64
 import os
 import re
 import stat
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -115,6 +116,31 @@ def _local_path(resource: str) -> Path | None:
 def _basename(resource: str) -> str:
     path = urlparse(resource).path if "://" in resource else resource
     return os.path.basename(path)
+
+
+def script_lines_for(where: str | None) -> Callable[[str], list[int] | None]:
+    """A script URL -> the line starts of the script as `find_maps` finds its map (in
+    `where`, a DIR or beside a .map FILE, by its basename; else the local script itself),
+    None when it is not there: where a long animation frame's entry point, given as a
+    character offset, lies (`analysis.busy`)."""
+    from .script_lines import line_starts
+
+    cache: dict[str, list[int] | None] = {}
+
+    def lines(url: str) -> list[int] | None:
+        if url not in cache:
+            if where is None:
+                local = _local_path(url)
+                path = None if local is None else str(local)
+            else:
+                d = Path(where) if os.path.isdir(where) else Path(where).parent
+                base = _basename(url)
+                path = str(d / base) if base else None
+            text = None if path is None else read_source(path)
+            cache[url] = None if text is None else line_starts(text)
+        return cache[url]
+
+    return lines
 
 
 def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:

@@ -236,10 +236,12 @@ def attribute_trace(tr: ProfilerTrace, frames: list[dict], weights: np.ndarray |
                      int(frame_only.sum()), float(w[frame_only].sum()))
 
 
-def attribute(rec: Recording, frames: list[list[dict]] | None = None) -> tuple[Recording, Busy]:
+def attribute(rec: Recording, frames: list[list[dict]] | None = None,
+              lines: Callable[[str], Sequence[int] | None] | None = None
+              ) -> tuple[Recording, Busy]:
     """Every track with its busy samples attributed (`attribute_trace`) by its own page's
     long frames (`long_frames`), or by `frames[i]` for track i when given (the fleet's:
-    a page load's frames from all its chunks)."""
+    a page load's frames from all its chunks); `lines` as `attribute_trace` takes it."""
     from ..trace import sample_weights
 
     tracks = []
@@ -251,7 +253,7 @@ def attribute(rec: Recording, frames: list[list[dict]] | None = None) -> tuple[R
             tracks.append(t)
             continue
         w = sample_weights(t.trace, t.sample_interval)
-        tr, got = attribute_trace(t.trace, fs, w)
+        tr, got = attribute_trace(t.trace, fs, w, lines)
         if got.samples:
             changed = True
             total = total + got
