@@ -61,7 +61,9 @@ def _object_store(url: str, locked: bool = False) -> Any:
         store.remote_url = url
         return store
     except StoreError as e:
-        raise JsprofError(f"--store {url}: {e}") from None
+        from ..store.errors import about_store
+
+        raise JsprofError(about_store(url, e)) from None
 
 
 def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:

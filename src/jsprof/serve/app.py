@@ -526,7 +526,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             # them, on any machine, compacts.
             compactor = None
             if os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
-                compactor = CompactorProcess(config.store, config.compact_every)
+                compactor = CompactorProcess(config.store, config.compact_every,
+                                             keep_raw=config.keep_raw_s)
                 compactor.start()
         elif config.compact_every > 0:
             from ..store.background import BackgroundCompactor

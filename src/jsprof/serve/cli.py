@@ -210,11 +210,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="copy a store, while collectors run, into a new folder (a store itself)",
         description="Copy the store consistently into a new folder while collectors keep "
         "taking uploads (the compactor waits meanwhile). The copy is a store: restore by "
-        "serving it (jsprof serve --store DIR) or by putting it where the store was.",
+        "serving it (jsprof serve --store DIR) or by putting it where the store was. A store "
+        "on s3:// is copied to a folder or an empty s3:// prefix, and restored by copying "
+        "that back into an empty prefix (docs/store.md).",
     )
     _add_store_arg(bk)
     bk.add_argument("--to", type=path, required=True, metavar="DIR",
-                    help="the new folder (must not exist)")
+                    help="the new folder (must not exist), or an empty s3://bucket/prefix")
     bk.set_defaults(func=main_backup)
     cp = ps.add_parser(
         "compact",
@@ -354,7 +356,9 @@ def main(args: argparse.Namespace) -> int:
         try:
             store.probe()  # type: ignore[attr-defined]
         except StoreError as e:
-            raise UsageError(f"--store {config.store}: {e}") from None
+            from ..store.errors import about_store
+
+            raise UsageError(about_store(config.store, e)) from None
     # Finish dead writers' segments (and their claims) before any worker takes uploads: a
     # retried upload then finds its claim even if a machine crash had lost it.
     store.recover()
@@ -407,10 +411,10 @@ def _check_object_store(args: argparse.Namespace) -> None:
 
 
 def _existing_store(path: str) -> None:
-    if "://" in path:  # check, prune, backup (compact has its own path for object storage)
+    if "://" in path:  # check, prune (compact and backup have their own paths)
         raise UsageError(f"--store {path}: not supported on object storage yet (docs/store.md, "
                          "On object storage); compact with `jsprof serve compact`, query with "
-                         "`jsprof fleet`")
+                         "`jsprof fleet`, copy with `jsprof serve backup`")
     if not Path(path, "segments").is_dir():
         raise UsageError(f"--store {path}: not a jsprof store (no segments/ folder)")
 
@@ -565,10 +569,46 @@ def _compact_objects(url: str) -> int:
         finally:
             lease.release()
     except StoreError as e:
-        raise UsageError(f"--store {url}: {e}") from None
+        from ..store.errors import about_store
+
+        raise UsageError(about_store(url, e)) from None
     print(f"jsprof serve compact: {plural(stats.uploads, 'upload')} compacted "
           f"({plural(stats.skipped, 'unreadable upload')} skipped, "
           f"{plural(comp.duplicates, 'repeated upload')} dropped)")
+    return 0
+
+
+def _backup_objects(src_url: str, dst_url: str) -> int:
+    """`jsprof serve backup` to, from or between object stores: a copy of a store on
+    object storage (`objbackup.py`), or its restore from such a copy into an empty one."""
+    from ..extras import require
+
+    require("s3", "a store on s3://")
+    from ..store import StoreError
+    from ..store.errors import about_store
+    from ..store.objbackup import copy_store, is_backup
+    from ..store.objects import open_objects
+
+    try:
+        src = open_objects(src_url)
+        if "://" not in src_url:
+            if not Path(src_url).is_dir():
+                raise UsageError(f"--store {src_url}: no such directory")
+            if not is_backup(src):
+                raise UsageError(
+                    f"--store {src_url}: not a whole backup of a store on object storage "
+                    "(no backup.json: a copy that did not finish?); restore from another")
+        dst = open_objects(dst_url)
+        st = copy_store(src, dst)
+    except StoreError as e:
+        raise UsageError(about_store(src_url, e)) from None
+    except OSError as e:
+        where = f"{e.filename}: " if e.filename else ""
+        raise UsageError(f"serve backup --store {src_url} --to {dst_url}: {where}"
+                         f"{e.strerror or e}") from None
+    print(f"jsprof serve backup: {src_url} -> {dst_url}: "
+          f"{plural(st.segments, 'segment object')}, {plural(st.parts, 'table part')}, "
+          f"{_size(st.bytes)}")
     return 0
 
 
@@ -596,6 +636,8 @@ def main_prune(args: argparse.Namespace) -> int:
 
 
 def main_backup(args: argparse.Namespace) -> int:
+    if "://" in args.store or "://" in args.to:
+        return _backup_objects(args.store, args.to)
     _existing_store(args.store)
     from ..store import StoreError
     from ..store.backup import backup

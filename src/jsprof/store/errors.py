@@ -9,6 +9,13 @@ class StoreError(Exception):
     """The store cannot be used as asked (bad path, unsupported URL, damaged record)."""
 
 
+def about_store(store: object, e: Exception) -> str:
+    """`--store STORE: what went wrong`, naming the store once: an object store's errors
+    begin with its URL already (`s3://bucket/prefix: cannot read ...`)."""
+    text = str(e)
+    return f"--store {text}" if text.startswith("s3://") else f"--store {store}: {text}"
+
+
 class RawRemoved(StoreError):
     """The upload was stored and compacted, and its raw record removed since by the raw
     retention (`--keep-raw`): the query tables hold it, its trace as uploaded is gone."""

@@ -10,7 +10,10 @@ objects, the compactor's lease and commits) is one code path for both:
   there: a segment object is never rewritten, a lease is taken by one process;
 - `put_if(key, data, etag)`: replace only when unchanged since read (S3 `If-Match`), None
   when another writer got there first: the manifest's commit and the lease's renewal;
-- `list(prefix)` -> [(key, size)], sorted; `delete(key)`.
+- `list(prefix)` -> [(key, size)], sorted; `delete(key)`;
+- `aged(prefix)` -> [(key, seconds since it was last written)], by the store's own clock
+  (S3: the listing's `LastModified` against its reply's `Date`), so no two machines' wall
+  clocks are compared.
 
 An etag is opaque: equal etags mean the same object version. `open_objects(url)` gives
 `LocalObjects` for a directory and `S3Objects` (`s3.py`, the `s3` extra) for `s3://`.
@@ -22,6 +25,7 @@ import fcntl
 import hashlib
 import os
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
@@ -44,6 +48,8 @@ class ObjectStore(Protocol):
     def list(self, prefix: str) -> list[tuple[str, int]]: ...
 
     def delete(self, key: str) -> None: ...
+
+    def aged(self, prefix: str) -> list[tuple[str, float]]: ...
 
 
 def is_url(store: str | os.PathLike) -> bool:
@@ -144,6 +150,16 @@ class LocalObjects:
                 key = full.relative_to(self.root).as_posix()
                 if key.startswith(prefix):
                     yield key, full.stat().st_size
+
+    def aged(self, prefix: str) -> list[tuple[str, float]]:
+        now = time.time()
+        out = []
+        for key, _size in self._walk(prefix):
+            try:
+                out.append((key, now - (self.root / key).stat().st_mtime))
+            except FileNotFoundError:
+                pass
+        return sorted(out)
 
     def delete(self, key: str) -> None:
         try:

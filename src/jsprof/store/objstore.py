@@ -4,20 +4,24 @@ that holds a lease made of the store's own conditional writes, queries that only
 
 Keys under the store's prefix (docs/store.md, "On object storage"):
 
-    segments/<writer>-<n>-<count>.seg   one flush of one collector: <count> records in
-                                        the segment format (segment.py), sealed by its
-                                        trailer; created with If-None-Match, never rewritten
+    segments/<writer>-<n>-t<first>-<last>-<count>.seg
+                                        one flush of one collector: <count> records in
+                                        the segment format (segment.py) received in
+                                        [first, last] ms, sealed by its trailer; created
+                                        with If-None-Match, never rewritten
     tables/_manifest.json               the tables' commit (the metadata index): replaced
                                         only with If-Match on the etag its writer read
-    tables/...                          the Parquet parts it lists (tables/ layout)
-    leases/compactor.json               who compacts: {"owner", "until"}, taken with
-                                        If-None-Match or If-Match on an expired one
+    tables/....<run token>.parquet      the Parquet parts it lists (tables/ layout), each
+                                        created once by the run that made it
+    leases/compactor.json               who compacts (`Lease`): taken with If-None-Match,
+                                        or If-Match on a lapsed or released one
 
 The tables code (`tables/`) runs unchanged on a local *mirror*: a directory laid out as a
 local store (segments/, tables/) that holds the objects a run needs. The compactor pulls
 the committed manifest and its parts and the segments past its cursor, compacts and merges
-there, pushes the new parts, then commits the manifest with If-Match: a compactor whose
-lease lapsed (paused, partitioned) loses that commit and lists nothing. A query pulls the
+there, pushes the new parts under names of its own, then commits the manifest with
+If-Match: a compactor whose lease lapsed (paused, partitioned) loses that commit, lists
+nothing and has replaced or deleted nothing another wrote. A query pulls the
 same into its own mirror and reads it; it writes nothing to the bucket.
 
 An upload is acknowledged once the segment object holding it is stored. A collector killed
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import os
 import re
 import secrets
@@ -58,14 +63,31 @@ FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flus
 # Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
 # flushing thread (tests/test_store_s3.py blocks there and kills the collector).
 _flush_hook: Any = None
-_SEG_NAME = re.compile(r"^[0-9]{10}-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}-([0-9]+)\.seg$")
+# <writer start s>-<host>-<pid>-<hex>-<n>[-t<first ms>-<last ms>]-<count>.seg (the
+# receivedAt range since issue 34's GET /v1/traces/{id}: older names have none)
+_SEG_NAME = re.compile(r"^([0-9]{10})-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}"
+                       r"(?:-t([0-9]+)-([0-9]+))?-([0-9]+)\.seg$")
 
 
 def segment_count(name: str) -> int | None:
     """Records in the segment object `name` (its name says so: a reader skips a segment it
     has read to its end without fetching it), or None for a name not ours."""
     m = _SEG_NAME.match(name)
-    return int(m.group(1)) if m else None
+    return int(m.group(4)) if m else None
+
+
+def segment_may_hold(name: str, received_at: float | None) -> bool:
+    """Whether segment object `name` may hold an upload received at `received_at` (epoch
+    ms): within the range its name gives, or (a name without one) written by a writer
+    started before then; any of ours when the time is unknown."""
+    m = _SEG_NAME.match(name)
+    if m is None:
+        return False
+    if received_at is None:
+        return True
+    if m.group(2) is not None:
+        return int(m.group(2)) <= received_at <= int(m.group(3))
+    return int(m.group(1)) * 1000 <= received_at + 1000
 
 
 # ---- the collectors' side --------------------------------------------------------------------
@@ -146,7 +168,10 @@ class ObjectSegmentStore:
             parts.extend(r.parts(i))
             lo, hi = min(lo, r.received_at), max(hi, r.received_at)
         parts.append(seg.encode_trailer(len(records), (lo, hi)))
-        key = f"{SEGMENTS}{self.prefix}-{n:06d}-{len(records)}.seg"
+        # The receivedAt range in the name: GET /v1/traces/{id} fetches only the segments
+        # whose range holds the upload's time (the tables give it), not every one.
+        key = (f"{SEGMENTS}{self.prefix}-{n:06d}-t{math.floor(lo)}-{math.ceil(hi)}-"
+               f"{len(records)}.seg")
         if _flush_hook is not None:
             _flush_hook("before", n)
         data = b"".join(parts)
@@ -174,7 +199,8 @@ class ObjectSegmentStore:
         pass
 
     def get(self, upload_id: str) -> tuple[dict, bytes] | None:
-        return None  # no per-id index in the bucket: GET /v1/traces/{id} answers 404
+        """(meta, trace_json) of a stored upload (`GET /v1/traces/{id}`), or None."""
+        return find_upload(self.objects, upload_id)
 
     def __contains__(self, upload_id: str) -> bool:
         return False
@@ -219,6 +245,80 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
         len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
     return {"pending": pending, "compacted": int(man.get("nextUk", 0)), "parts": parts,
             "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
+
+
+def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | None:
+    """(meta, trace_json) of the upload `upload_id` as it was stored, or None: not in the
+    tail (the segments past the committed cursor, in this machine's query mirror), not in
+    the tables. A compacted upload's record is read from the segment objects whose
+    receivedAt range (in their names) holds the time the tables give it: one listing and
+    a fetch or two, not a scan of the bucket. RawRemoved when the tables hold it and no
+    segment object does any more (raw retention, a lifecycle rule)."""
+    import tempfile
+
+    import pyarrow.parquet as pq
+
+    from .errors import RawRemoved
+    from .tables.manifest import part_path, read_manifest
+
+    with query_lock(objects.url):
+        root = query_mirror(objects.url, objects)
+        found = _scan_segments(root / "segments", upload_id)
+        if found is not None:
+            return found
+        at: float | None = None
+        held = False
+        tdir = root / "tables"
+        for e in reversed(read_manifest(root)["uploads"]):
+            t = pq.read_table(tdir / part_path(e), columns=["id", "received_at"],
+                              filters=[("id", "==", upload_id)])
+            if t.num_rows:
+                held, at = True, t.column("received_at")[0].as_py()
+                break
+    if not held:
+        return None
+    names = [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)]
+    with tempfile.TemporaryDirectory(prefix="jsprof-get-") as tmp:
+        for name in names:
+            if not segment_may_hold(name, at):
+                continue
+            got = objects.get(SEGMENTS + name)
+            if got is None:
+                continue  # removed since listed
+            path = Path(tmp, name)
+            path.write_bytes(got[0])
+            found = _scan_segments(Path(tmp), upload_id, [name])
+            path.unlink()
+            if found is not None:
+                return found
+    raise RawRemoved(f"{upload_id!r}: compacted, and no segment object holds its raw record "
+                     "any more (raw retention, or a lifecycle rule on segments/); the query "
+                     "tables still count it")
+
+
+def _scan_segments(sdir: Path, upload_id: str,
+                   names: list[str] | None = None) -> tuple[dict, bytes] | None:
+    """The first whole record of `upload_id` in the segment files under `sdir`."""
+    from .segment import RecordHeader, SegmentError
+
+    if names is None:
+        names = sorted(e.name for e in os.scandir(sdir) if e.name.endswith(".seg"))
+    for name in names:
+        try:
+            fd = os.open(sdir / name, os.O_RDONLY)
+        except FileNotFoundError:
+            continue
+        try:
+            for h in seg.scan(fd):
+                if isinstance(h, RecordHeader) and h.upload_id == upload_id:
+                    try:
+                        meta, trace = seg.read_record(fd, h)
+                    except SegmentError:
+                        continue  # a damaged copy: a retry's may be whole
+                    return orjson.loads(meta), trace
+        finally:
+            os.close(fd)
+    return None
 
 
 # ---- a local mirror of what a run reads --------------------------------------------------------
@@ -329,18 +429,18 @@ class Mirror:
                     seen[rel] = at
         _write_atomic(book, orjson.dumps(seen))
 
-    def pull_segments(self, positions: dict[str, int]) -> int:
+    def pull_segments(self, positions: dict[str, int]) -> dict[str, float]:
         """Fetch the segment objects with records past `positions` (segment -> records
-        read); drop local copies read to their end. How many were fetched."""
+        read); drop local copies read to their end. The bucket's segment objects: name ->
+        seconds since written (the bucket's clock)."""
         sdir = self.root / "segments"
-        fetched = 0
-        remote = set()
-        for key, _size in self.objects.list(SEGMENTS):
+        remote: dict[str, float] = {}
+        for key, age in self.objects.aged(SEGMENTS):
             name = key[len(SEGMENTS):]
             count = segment_count(name)
             if count is None:
                 continue
-            remote.add(name)
+            remote[name] = age
             local = sdir / name
             if positions.get(name, 0) >= count:
                 local.unlink(missing_ok=True)
@@ -351,11 +451,10 @@ class Mirror:
             if obj is None:
                 continue  # removed since listed (retention)
             _write_atomic(local, obj[0])
-            fetched += 1
         for e in os.scandir(sdir):
             if e.name.endswith(".seg") and e.name not in remote:
                 os.unlink(e.path)
-        return fetched
+        return remote
 
 
 class Deduped:
@@ -388,25 +487,123 @@ class Deduped:
             yield cur, upload_id, meta, body
 
 
-def compacted_ids(tdir: Path, man: dict) -> set[str]:
-    """The ids of every upload the tables hold (the uploads parts' id column)."""
-    import pyarrow.parquet as pq
+class CompactedIds:
+    """The ids of the uploads the committed tables hold, as the compactor's `Deduped` asks
+    them (`in`, `add`), in a SQLite file of its mirror (`ids.sqlite`), not in memory: the
+    compactor's memory stays flat however many uploads the store has kept. The ids a run
+    adds are kept apart (`pending`) until its commit (`commit`); a run that did not commit
+    drops them (a new instance). `catch_up(tdir, man)` indexes the uploads rows a manifest
+    holds from the `uk` the file has indexed up to (another compactor's commits: read
+    from the parts' `uk`-filtered rows, not all of them)."""
 
-    from .tables.manifest import part_path
+    def __init__(self, path: Path) -> None:
+        import sqlite3
 
-    ids: set[str] = set()
-    for e in man.get("uploads", []):
-        col = pq.read_table(tdir / part_path(e), columns=["id"]).column("id")
-        ids.update(col.to_pylist())
-    return ids
+        # one thread at a time (a run), not always the one that opened it (tests, threads)
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA synchronous=NORMAL")
+        self.db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
+        self.db.execute("CREATE TABLE IF NOT EXISTS upto (uk INTEGER)")
+        self.pending: set[str] = set()
+
+    @property
+    def upto(self) -> int:
+        row = self.db.execute("SELECT uk FROM upto").fetchone()
+        return int(row[0]) if row else 0
+
+    def _set_upto(self, uk: int) -> None:
+        self.db.execute("DELETE FROM upto")
+        self.db.execute("INSERT INTO upto VALUES (?)", (uk,))
+
+    def __contains__(self, upload_id: str) -> bool:
+        if upload_id in self.pending:
+            return True
+        return self.db.execute("SELECT 1 FROM ids WHERE id = ?", (upload_id,)).fetchone() \
+            is not None
+
+    def add(self, upload_id: str) -> None:
+        self.pending.add(upload_id)
+
+    def __len__(self) -> int:
+        return int(self.db.execute("SELECT count(*) FROM ids").fetchone()[0]) + len(
+            self.pending)
+
+    def catch_up(self, tdir: Path, man: dict) -> None:
+        import pyarrow.compute as pc
+        import pyarrow.parquet as pq
+
+        from .tables.manifest import part_path
+
+        next_uk = int(man.get("nextUk", 0))
+        start = self.upto
+        if start > next_uk:  # tables rebuilt (an older format's): index them anew
+            self.db.execute("DELETE FROM ids")
+            start = 0
+        if start == next_uk:
+            return
+        self.db.execute("BEGIN")
+        try:
+            for e in man.get("uploads", []):
+                f = pq.ParquetFile(tdir / part_path(e))
+                # row groups wholly below `start` are skipped by their statistics; the
+                # rest read in small batches (a flat peak, whatever the part's size)
+                groups = [g for g in range(f.metadata.num_row_groups)
+                          if not _below(f.metadata.row_group(g), start)]
+                for b in f.iter_batches(batch_size=8192, row_groups=groups,
+                                        columns=["id", "uk"]):
+                    ids = b.column(0).filter(pc.greater_equal(b.column(1), start))
+                    self.db.executemany("INSERT OR IGNORE INTO ids VALUES (?)",
+                                        ((i,) for i in ids.to_pylist()))
+            self._set_upto(next_uk)
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def commit(self, next_uk: int) -> None:
+        """The run that added `pending` committed the tables up to `next_uk`."""
+        self.db.execute("BEGIN")
+        self.db.executemany("INSERT OR IGNORE INTO ids VALUES (?)",
+                            ((i,) for i in self.pending))
+        self._set_upto(next_uk)
+        self.db.execute("COMMIT")
+        self.pending = set()
+
+    def close(self) -> None:
+        self.db.close()
+
+
+def _below(group: Any, start: int) -> bool:
+    """Whether a row group's `uk` statistics say every row of it is below `start`."""
+    for c in range(group.num_columns):
+        col = group.column(c)
+        if col.path_in_schema == "uk":
+            st = col.statistics
+            return st is not None and st.has_min_max and st.max < start
+    return False
 
 
 # ---- the compactor ---------------------------------------------------------------------------
 
 
 class Lease:
-    """The compactor's lease: `leases/compactor.json`, created with If-None-Match, taken
-    over (once expired) and renewed with If-Match on the etag this holder last wrote."""
+    """The compactor's lease: `leases/compactor.json`, created with If-None-Match, renewed
+    with If-Match on the etag this holder last wrote, taken over with If-Match once lapsed.
+
+    Lapsed is judged without comparing clocks of two machines: the document carries a
+    `generation` (+1 per write) and its `duration`, and a contender counts the duration on
+    its own monotonic clock from when it first saw that version of the document; a holder
+    counts its hold on its own monotonic clock from the start of the write that renewed it,
+    which precedes any contender's first sight of it (so the holder's hold ends first, clock
+    rates being equal; it uses `HOLD_SHARE` of the duration against drift). Each run
+    renews it before its push and its commit (`still_held`). The lease saves work; the
+    tables stay whole without it: parts are pushed under names of their own and the
+    manifest is replaced with If-Match, so a holder whose lease lapsed loses its commit
+    and overwrites nothing. `until` (the writer's wall clock) is written for people and
+    for documents without a `duration` (an older jsprof's), judged by it as before."""
+
+    HOLD_SHARE = 0.8
 
     def __init__(self, objects: ObjectStore, owner: str | None = None,
                  seconds: float = LEASE_S) -> None:
@@ -414,44 +611,71 @@ class Lease:
         self.owner = owner or f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(4)}"
         self.seconds = seconds
         self.etag: str | None = None
+        self.generation = 0
+        self._held_until = 0.0  # monotonic: the end of this holder's hold
+        self._seen: tuple[str, float] | None = None  # (etag, monotonic first seen): another's
 
-    def _doc(self) -> bytes:
-        return orjson.dumps({"owner": self.owner, "until": time.time() + self.seconds})
+    def _doc(self, generation: int) -> bytes:
+        return orjson.dumps({"owner": self.owner, "generation": generation,
+                             "duration": self.seconds, "until": time.time() + self.seconds})
+
+    def held(self) -> bool:
+        """Whether this holder's last renewal still holds, by its own monotonic clock."""
+        return self.etag is not None and time.monotonic() < self._held_until
+
+    def _took(self, etag: str, generation: int, started: float) -> bool:
+        self.etag, self.generation, self._seen = etag, generation, None
+        self._held_until = started + self.seconds * self.HOLD_SHARE
+        return True
 
     def acquire(self) -> bool:
         """Take or renew the lease; True while this owner holds it."""
+        started = time.monotonic()
         if self.etag is not None:
-            etag = self.objects.put_if(LEASE_KEY, self._doc(), self.etag)
+            etag = self.objects.put_if(LEASE_KEY, self._doc(self.generation + 1), self.etag)
             if etag is not None:
-                self.etag = etag
-                return True
+                return self._took(etag, self.generation + 1, started)
             self.etag = None  # lost it (it lapsed, someone took it over)
+            self._held_until = 0.0
         got = self.objects.get(LEASE_KEY)
         if got is None:
-            if not self.objects.put_new(LEASE_KEY, self._doc()):
+            if not self.objects.put_new(LEASE_KEY, self._doc(1)):
                 return False
             got = self.objects.get(LEASE_KEY)
             if got is None or orjson.loads(got[0]).get("owner") != self.owner:
                 return False
-            self.etag = got[1]
-            return True
+            return self._took(got[1], 1, started)
+        data, etag = got
         try:
-            doc = orjson.loads(got[0])
+            doc = orjson.loads(data)
+            owner = str(doc.get("owner", ""))
+            generation = int(doc.get("generation", 0))
+            duration = doc.get("duration")
             until = float(doc.get("until", 0))
         except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
-            until = 0.0  # unreadable: as good as expired
-        if until > time.time():
+            owner, generation, duration, until = "", 0, None, 0.0  # unreadable: nobody's
+        if owner and not self._lapsed(etag, duration, until):
             return False
-        etag = self.objects.put_if(LEASE_KEY, self._doc(), got[1])
-        if etag is None:
+        new = self.objects.put_if(LEASE_KEY, self._doc(generation + 1), etag)
+        if new is None:
             return False
-        self.etag = etag
-        return True
+        return self._took(new, generation + 1, started)
+
+    def _lapsed(self, etag: str, duration: Any, until: float) -> bool:
+        if type(duration) not in (int, float):
+            return until <= time.time()  # an older jsprof's document: its wall clock
+        now = time.monotonic()
+        if self._seen is None or self._seen[0] != etag:
+            self._seen = (etag, now)  # renewed (or new to us) since: count from now
+        return now - self._seen[1] >= float(duration)
 
     def release(self) -> None:
         if self.etag is not None:
-            self.objects.put_if(LEASE_KEY, orjson.dumps({"owner": "", "until": 0}), self.etag)
+            self.objects.put_if(LEASE_KEY, orjson.dumps(
+                {"owner": "", "generation": self.generation + 1, "duration": 0, "until": 0}),
+                self.etag)
             self.etag = None
+            self._held_until = 0.0
 
 
 def _cursor_past(tdir: Path, cursor: Any) -> None:
@@ -471,20 +695,57 @@ def _cursor_past(tdir: Path, cursor: Any) -> None:
             write_manifest(tdir, man)
 
 
+def _cursor_trim(tdir: Path, remote: set[str]) -> None:
+    """Drop from the mirror's cursor the segments the bucket no longer holds (raw retention,
+    a lifecycle rule): a name in the cursor was read, and a key is never used again, so
+    nothing is read twice; the cursor (and the manifest) stays the size of what the bucket
+    keeps, not of its history."""
+    from .lock import TablesLock
+    from .tables.manifest import MANIFEST, cursor_in, cursor_out, read_manifest, write_manifest
+
+    if not (tdir / MANIFEST).exists():
+        return
+    with TablesLock(tdir):
+        man = read_manifest(tdir.parent)
+        cur = cursor_in(man)
+        if cur is None or not hasattr(cur, "positions"):
+            return
+        gone = [n for n in cur.positions if n not in remote]
+        if gone:
+            for n in gone:
+                del cur.positions[n]
+            cursor_out(man, cur)
+            write_manifest(tdir, man)
+
+
 class Conflict(StoreError):
     """Another compactor committed the tables since this one read them."""
 
 
 class ObjectCompactor:
     """One compactor's state for a store on an object store: its mirror, the ids it has
-    compacted. `run()` does one compaction (pull, compact, merge, push, commit)."""
+    compacted. `run()` does one compaction (pull, compact, merge, push, commit).
 
-    def __init__(self, objects: ObjectStore, root: Path, batch: int = 500) -> None:
+    What it writes never replaces what another wrote: each run pushes its new parts under
+    names no other run makes (`<name>.<run token>.parquet`, created with If-None-Match),
+    commits the manifest with If-Match on the etag it started from, and deletes only the
+    parts the manifest it replaced listed and its successor does not, the parts of its own
+    runs that never committed, and strays older than `STRAY_S` on the store's clock. A
+    compactor whose lease lapsed mid-run (paused, partitioned) so loses its commit and
+    harms nothing the next holder wrote."""
+
+    STRAY_S = 3600.0  # an unlisted part this old (store's clock) is a dead run's
+    PUSH_MAX_S = STRAY_S / 2  # a run whose push began longer ago (own clock) commits nothing
+
+    def __init__(self, objects: ObjectStore, root: Path, batch: int = 500,
+                 keep_raw: float | None = None) -> None:
         self.objects = objects
         self.mirror = Mirror(objects, root)
         self.batch = batch
-        self.seen: set[str] | None = None
-        self.pushed: set[str] = set()
+        self.keep_raw = keep_raw  # seconds a compacted segment object stays; None: forever
+        self.raw_removed = 0  # segment objects the last run deleted
+        self.seen: CompactedIds | None = None
+        self.orphans: set[str] = set()  # keys this process pushed in runs that did not commit
         self.duplicates = 0  # upload ids met again in the last run (dropped)
 
     def _reset(self) -> None:
@@ -496,18 +757,23 @@ class ObjectCompactor:
         self.mirror.tdir.mkdir(parents=True)
         (self.mirror.root / "manifest.etag").unlink(missing_ok=True)
         assert not (self.mirror.tdir / MANIFEST).exists()
+        self._forget_ids()
+
+    def _forget_ids(self) -> None:
+        """Drop what a run added to the ids (committed or not: the file knows)."""
+        if self.seen is not None:
+            self.seen.close()
         self.seen = None
-        self.pushed = set()
 
     def run(self, still_held: Any = None) -> Any:
         """Compact what the collectors stored since the last commit; the CompactStats.
-        `still_held()`: asked before anything is written to the bucket (the lease)."""
+        `still_held()`: asked before the first write to the bucket and before the commit
+        (the lease: renewed, or lost)."""
         from .tables.intern import forget
 
         if self.mirror.pull_tables():
             forget(self.mirror.tdir)  # its interned releases are another writer's now
-            self.seen = None
-            self.pushed = set()
+            self._forget_ids()
         try:
             return self._run(still_held)
         except BaseException:
@@ -525,11 +791,10 @@ class ObjectCompactor:
         start_etag = self.mirror.etag
         man = read_manifest(self.mirror.root)
         if self.seen is None:
-            self.seen = compacted_ids(self.mirror.tdir, man)
-        if start_etag is not None:
-            self.pushed = self.pushed | listed(man)
+            self.seen = CompactedIds(self.mirror.root / "ids.sqlite")
+            self.seen.catch_up(self.mirror.tdir, man)
         cur = cursor_in(man)
-        self.mirror.pull_segments(cur.positions if cur is not None else {})
+        remote = self.mirror.pull_segments(cur.positions if cur is not None else {})
         store = Store(self.mirror.root)
         stats = CompactStats()
         try:
@@ -538,27 +803,55 @@ class ObjectCompactor:
             self.duplicates = source.dropped
             if source.dropped:
                 _cursor_past(self.mirror.tdir, source.cursor)
+            _cursor_trim(self.mirror.tdir, set(remote))
             merge_parts(self.mirror.root)
         finally:
             store.close()
+        self.raw_removed = self._drop_raw(man, remote)
         new = read_manifest(self.mirror.root)
         if not (self.mirror.tdir / MANIFEST).exists() or (
                 start_etag is not None and not stats.batches and listed(new) == listed(man)
                 and cursor_in(new) == cur):
             return stats  # nothing new, nothing merged, nothing read
-        data = (self.mirror.tdir / MANIFEST).read_bytes()
         if still_held is not None and not still_held():
             raise Conflict(f"{self.objects.url}: the compactor's lease was lost; "
                            "its run is dropped")
-        self._push(new, start_etag)
+        began = time.monotonic()
+        new = self._push(man, new)
+        if time.monotonic() - began > self.PUSH_MAX_S or (
+                still_held is not None and not still_held()):
+            raise Conflict(f"{self.objects.url}: the compactor's lease was lost while it "
+                           "pushed its parts; its run is dropped")
+        data = (self.mirror.tdir / MANIFEST).read_bytes()
         etag = (self.objects.put_if(MANIFEST_KEY, data, start_etag) if start_etag
                 else self._created(data))
         if etag is None:
             raise Conflict(f"{self.objects.url}: another compactor committed the tables "
                            "meanwhile; this run's work is dropped and done again")
         self.mirror.set_etag(etag)
-        self._sweep(new)
+        self.seen.commit(int(new.get("nextUk", 0)))
+        self._sweep(man, new)
         return stats
+
+    def _drop_raw(self, man: dict, remote: dict[str, float]) -> int:
+        """Raw retention (`--keep-raw`): delete the segment objects that the committed
+        cursor (`man`, as the bucket holds it: never a run's own, uncommitted) has read to
+        their end and that were last written more than `keep_raw` ago by the bucket's
+        clock. Their uploads are in the tables; `GET /v1/traces/{id}` answers 410 for them.
+        The next commit drops their names from the cursor (`_cursor_trim`)."""
+        from .tables.manifest import cursor_in
+
+        if self.keep_raw is None:
+            return 0
+        cur = cursor_in(man)
+        positions = cur.positions if cur is not None else {}
+        n = 0
+        for name, age in sorted(remote.items()):
+            count = segment_count(name)
+            if count is not None and positions.get(name, 0) >= count and age >= self.keep_raw:
+                self.objects.delete(SEGMENTS + name)
+                n += 1
+        return n
 
     def _created(self, data: bytes) -> str | None:
         if not self.objects.put_new(MANIFEST_KEY, data):
@@ -566,35 +859,81 @@ class ObjectCompactor:
         got = self.objects.get(MANIFEST_KEY)
         return got[1] if got is not None and got[0] == data else None
 
-    def _push(self, man: dict, start_etag: str | None) -> None:
-        """Put every part `man` lists that the bucket does not hold yet. A part is created
-        with If-None-Match: one that is there already is left by a run killed before its
-        commit (unlisted: replaced) unless another compactor committed since (a conflict)."""
-        from .tables.manifest import listed
+    def _push(self, old: dict, new: dict) -> dict:
+        """Name the parts `new` lists and `old` (the committed manifest) does not after
+        this run (`<name>.<token>.parquet`: the mirror's files, the manifest's entries and
+        the interned releases' part lists renamed) and create them in the bucket with
+        If-None-Match; the manifest as renamed. A part merged within this run (listed only
+        as obsolete) is not pushed."""
+        from .tables import intern
+        from .tables.manifest import listed, part_path, write_manifest
 
-        obsolete = {o["path"] for o in man.get("obsolete", [])}
-        for rel in sorted(listed(man) - obsolete - self.pushed):
-            data = (self.mirror.tdir / rel).read_bytes()
+        tdir = self.mirror.tdir
+        obsolete = {o["path"] for o in new.get("obsolete", [])}
+        fresh = sorted(listed(new) - listed(old) - obsolete)
+        token = secrets.token_hex(6)
+        names = {rel: f"{rel[:-len('.parquet')]}.{token}.parquet" for rel in fresh
+                 if rel.endswith(".parquet")}
+
+        def renamed(entries: list) -> list:
+            out = []
+            for e in entries:
+                if isinstance(e, str):
+                    out.append(names.get(e, e))
+                elif e["path"] in names:
+                    out.append(dict(e, path=names[e["path"]]))
+                else:
+                    out.append(e)
+            return out
+
+        new["uploads"] = renamed(new["uploads"])
+        for r in new["releases"].values():
+            r["parts"] = {kind: renamed(entries) for kind, entries in r["parts"].items()}
+        for rel, name in names.items():
+            os.replace(tdir / rel, tdir / name)
+        write_manifest(tdir, new)
+        for (d, _rkey), release in intern._cache.items():
+            if d == str(tdir):  # what it was built from, under the names committed
+                release.loaded_frames = renamed(release.loaded_frames)
+                release.loaded_stacks = renamed(release.loaded_stacks)
+        for rel in sorted(part_path(e) for e in _entries(new)
+                          if part_path(e) in names.values()):
+            data = (tdir / rel).read_bytes()
             key = "tables/" + rel
+            self.orphans.add(key)  # until the commit lists it
             if not self.objects.put_new(key, data):
-                got = self.objects.get(MANIFEST_KEY)
-                if (got[1] if got is not None else None) != start_etag:
-                    raise Conflict(f"{self.objects.url}: another compactor committed the "
-                                   "tables meanwhile; this run's work is dropped")
-                self.objects.put(key, data)
-            self.pushed.add(rel)
+                # Only this run makes this name: its own earlier attempt (a retried put)
+                got = self.objects.get(key)
+                if got is None or got[0] != data:
+                    raise ObjectStoreError(f"{self.objects.url}: cannot create {key}: a "
+                                           "write to it is still under way")
+        return new
 
-    def _sweep(self, man: dict) -> None:
-        """Remove the table objects the committed manifest no longer lists (merged parts
-        past their grace, files of runs that never committed)."""
+    def _sweep(self, old: dict, new: dict) -> None:
+        """After a commit: delete the table objects the replaced manifest listed and this
+        one does not (merged parts past their grace), this process's parts of runs that
+        never committed, and unlisted parts older than STRAY_S (dead compactors' runs);
+        never a part another live compactor may be about to commit."""
         from .tables.manifest import listed
 
-        keep = listed(man)
-        for key, _ in self.objects.list("tables/"):
-            rel = key[len("tables/"):]
-            if key != MANIFEST_KEY and rel not in keep:
-                self.objects.delete(key)
-                self.pushed.discard(rel)
+        keep = {"tables/" + rel for rel in listed(new)}
+        for key in self.orphans & keep:
+            self.orphans.discard(key)
+        gone = {"tables/" + rel for rel in listed(old)} - keep
+        gone |= self.orphans
+        for key, age in self.objects.aged("tables/"):
+            if key != MANIFEST_KEY and key not in keep and age > self.STRAY_S:
+                gone.add(key)
+        for key in sorted(gone):
+            self.objects.delete(key)
+            self.orphans.discard(key)
+
+
+def _entries(man: dict) -> Iterator[Any]:
+    yield from man["uploads"]
+    for r in man["releases"].values():
+        for entries in r["parts"].values():
+            yield from entries
 
 
 @contextmanager
@@ -640,9 +979,10 @@ class CompactorProcess:
     stopped with the collector. It competes for the bucket's lease with the other
     collectors' ones; only the holder compacts."""
 
-    def __init__(self, url: str, interval: float) -> None:
+    def __init__(self, url: str, interval: float, keep_raw: float | None = None) -> None:
         self.url = url
         self.interval = interval
+        self.keep_raw = keep_raw
         self._stop = threading.Event()
         self._proc: Any = None
         self._thread = threading.Thread(target=self._run, name="jsprof-objcompactor",
@@ -662,7 +1002,8 @@ class CompactorProcess:
 
         while not self._stop.is_set():
             cmd = [sys.executable, "-m", "jsprof.store.objstore", self.url,
-                   "--interval", str(self.interval), "--parent", str(os.getpid())]
+                   "--interval", str(self.interval), "--parent", str(os.getpid()),
+                   "--keep-raw", "forever" if self.keep_raw is None else str(self.keep_raw)]
             try:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                               stdout=subprocess.DEVNULL,
@@ -710,6 +1051,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--interval", type=float, default=5.0)
     p.add_argument("--parent", type=int, default=0)
     p.add_argument("--once", action="store_true", help="one run (when the lease is free)")
+    p.add_argument("--keep-raw", default="forever",
+                   help="seconds a compacted segment object stays (forever: never deleted)")
     args = p.parse_args(argv)
     become_background(args.parent)
     import fcntl
@@ -729,7 +1072,8 @@ def main(argv: list[str] | None = None) -> int:
             if args.once or (args.parent and os.getppid() != args.parent):
                 return 1 if args.once else 0
             time.sleep(args.interval)
-    comp = ObjectCompactor(objects, root)
+    keep_raw = None if args.keep_raw == "forever" else float(args.keep_raw)
+    comp = ObjectCompactor(objects, root, keep_raw=keep_raw)
     said = Reporter()
     failures = 0
     while not (args.parent and os.getppid() != args.parent):

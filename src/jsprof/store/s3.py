@@ -124,6 +124,25 @@ class S3Objects:
             raise self._fail("list", prefix or "/", e) from None
         return sorted(out)
 
+    def aged(self, prefix: str) -> list[tuple[str, float]]:
+        from email.utils import parsedate_to_datetime
+
+        out: list[tuple[str, float]] = []
+        cut = len(self.prefix) + 1 if self.prefix else 0
+        try:
+            pages = self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self._key(prefix))
+            for page in pages:
+                date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+                now = parsedate_to_datetime(date) if date else None
+                for o in page.get("Contents", []):
+                    # no Date header: age 0, so nothing is judged old by this machine's clock
+                    age = (now - o["LastModified"]).total_seconds() if now else 0.0
+                    out.append((o["Key"][cut:], age))
+        except self._errors as e:
+            raise self._fail("list", prefix or "/", e) from None
+        return sorted(out)
+
     def delete(self, key: str) -> None:
         try:
             self.client.delete_object(Bucket=self.bucket, Key=self._key(key))

@@ -1,0 +1,292 @@
+"""What a store on object storage gives operators as a local one does (store/objstore.py):
+`GET /v1/traces/{id}` of an upload in the tail or compacted, on moto's S3 server (loopback)
+and on the local-directory implementation of the same interface."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+pytest.importorskip("boto3")
+pytest.importorskip("moto")
+
+from jsprof.store.errors import RawRemoved  # noqa: E402
+from jsprof.store.objects import LocalObjects, open_objects  # noqa: E402
+from jsprof.store.objstore import ObjectCompactor, ObjectSegmentStore  # noqa: E402
+from s3_util import aws_env, moto_server, new_bucket  # noqa: E402
+from serve_util import FIXTURES  # noqa: E402
+
+TRACE = (FIXTURES / "trace-basic.json").read_bytes()
+
+
+@pytest.fixture(scope="module")
+def s3() -> dict[str, str]:
+    with moto_server() as env:
+        yield env
+
+
+@pytest.fixture(params=["local", "s3"])
+def objects(request: pytest.FixtureRequest, tmp_path: Path, s3: dict[str, str],
+            monkeypatch: pytest.MonkeyPatch) -> object:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    if request.param == "local":
+        yield LocalObjects(tmp_path / "objects")
+        return
+    with aws_env(s3):
+        yield open_objects(f"s3://{new_bucket(s3)}/store")
+
+
+class Counted:
+    """`inner`, counting the segment objects fetched."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.url = inner, inner.url
+        self.segment_gets = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def get(self, key: str) -> object:
+        if key.startswith("segments/"):
+            self.segment_gets += 1
+        return self.inner.get(key)
+
+
+def _meta(i: int) -> dict:
+    # one second apart: each flush's receivedAt range (in its name) is its own
+    return {"app": "shop", "release": "r1", "receivedAt": time.time() * 1000 - 60e3 + i * 1e3,
+            "sampleInterval": 10.0, "n": i}
+
+
+def test_get_finds_an_upload_in_the_tail_and_once_compacted(
+        objects: object, tmp_path: Path) -> None:
+    """As on a local store: an upload is given back as stored while it waits in a segment
+    object past the cursor and after the compactor has run; a compacted one costs one
+    segment fetch (its name's receivedAt range), not a scan of the bucket; an id never
+    stored is None; a compacted upload whose segment objects are gone (a lifecycle rule) is
+    RawRemoved (410), not 404."""
+    st = ObjectSegmentStore(objects.url, objects)
+    for i in range(6):
+        assert st.append(f"u{i}", _meta(i), TRACE) is True
+    meta, trace = st.get("u2")
+    assert trace == TRACE and meta["n"] == 2
+    assert st.get("never") is None
+    assert ObjectCompactor(objects, tmp_path / "compactor").run().uploads == 6
+    counted = Counted(objects)
+    st = ObjectSegmentStore(objects.url, counted)
+    for i in (0, 4):
+        counted.segment_gets = 0
+        meta, trace = st.get(f"u{i}")
+        assert trace == TRACE and meta["n"] == i
+        assert counted.segment_gets == 1
+    assert st.get("never") is None
+    for key, _ in objects.list("segments/"):
+        objects.delete(key)
+    with pytest.raises(RawRemoved):
+        st.get("u3")
+
+
+def test_get_trace_on_a_collector_of_a_bucket(s3: dict[str, str], tmp_path: Path) -> None:
+    """`GET /v1/traces/{id}` on a real `jsprof serve --store s3://...`: 200 with the trace
+    before and after its compactor has run, 404 for an id never stored (was: 404 always)."""
+    import os
+
+    from jsprof.store.objstore import MANIFEST_KEY
+    from serve_util import Collector
+
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/fleet"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    c = Collector(url, "--app", "shop:k1", "--compact-every", "1",
+                  env={**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    try:
+        assert c.post(TRACE, "app=shop&key=k1&id=first")[0] == 202
+        status, body = c.get("first")
+        assert status == 200, body
+        doc = orjson.loads(body)
+        assert doc["jsprof"]["meta"]["app"] == "shop"
+        assert doc["frames"] == orjson.loads(TRACE)["frames"]
+        with aws_env(s3):
+            objects = open_objects(url)
+            deadline = time.monotonic() + 300
+            while (got := objects.get(MANIFEST_KEY)) is None or \
+                    orjson.loads(got[0])["nextUk"] < 1:
+                assert time.monotonic() < deadline, c.stderr_lines
+                time.sleep(0.5)
+        status, body2 = c.get("first")
+        assert status == 200, body2
+        assert orjson.loads(body2) == doc
+        assert c.get("never")[0] == 404
+    finally:
+        c.stop()
+
+
+def _ids(objects: object) -> list[str]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jsprof.store.objstore import MANIFEST_KEY
+
+    man = orjson.loads(objects.get(MANIFEST_KEY)[0])
+    ids: list[str] = []
+    for e in man["uploads"]:
+        data = objects.get("tables/" + e["path"])[0]
+        ids += pq.read_table(pa.BufferReader(data), columns=["id"]).column("id").to_pylist()
+    return sorted(ids)
+
+
+def _cursor(objects: object) -> dict[str, int]:
+    from jsprof.store.objstore import MANIFEST_KEY
+
+    return orjson.loads(orjson.loads(objects.get(MANIFEST_KEY)[0])["cursor"])
+
+
+def test_raw_retention_deletes_compacted_segment_objects(
+        objects: object, tmp_path: Path) -> None:
+    """`--keep-raw` on a bucket: a segment object goes once the committed cursor has read
+    it to its end and it is older than the age (0 here: at once), never before; its name
+    leaves the cursor (which stays the size of what the bucket keeps); every upload stays
+    counted once, and GET answers 410 for one whose raw record went. A longer age keeps
+    them."""
+    st = ObjectSegmentStore(objects.url, objects)
+    for i in range(4):
+        st.append(f"u{i}", _meta(i), TRACE)
+    keep = ObjectCompactor(objects, tmp_path / "keep", keep_raw=3600.0)
+    assert keep.run().uploads == 4
+    st.append("u4", _meta(4), TRACE)
+    assert keep.run().uploads == 1
+    assert keep.raw_removed == 0 and len(objects.list("segments/")) == 5
+
+    comp = ObjectCompactor(objects, tmp_path / "drop", keep_raw=0.0)
+    st.append("u5", _meta(5), TRACE)
+    assert comp.run().uploads == 1
+    assert comp.raw_removed == 5  # compacted by the committed cursor: u0-u4's, not u5's
+    left = [k for k, _ in objects.list("segments/")]
+    assert len(left) == 1 and segment_holds(objects, left[0], "u5")
+    st.append("u6", _meta(6), TRACE)
+    assert comp.run().uploads == 1
+    assert comp.raw_removed == 1
+    # u5's (deleted in this run, after its listing: the next run trims it) and u6's
+    assert len(_cursor(objects)) == 2
+    assert _ids(objects) == [f"u{i}" for i in range(7)]
+    with pytest.raises(RawRemoved):
+        st.get("u1")
+    assert st.get("u6")[1] == TRACE
+    st.append("u7", _meta(7), TRACE)
+    assert comp.run().uploads == 1
+    assert len(_cursor(objects)) == 2 and len(objects.list("segments/")) == 1
+    assert _ids(objects) == [f"u{i}" for i in range(8)]
+
+
+def segment_holds(objects: object, key: str, upload_id: str) -> bool:
+    return upload_id.encode() in objects.get(key)[0]
+
+
+def _jsprof(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
+    from serve_util import JSPROF
+
+    return subprocess.run([str(JSPROF), *args], env=env, capture_output=True, timeout=600)
+
+
+def test_backup_and_restore_of_a_bucket(s3: dict[str, str], tmp_path: Path) -> None:
+    """`jsprof serve backup --store s3://... --to DIR` copies the store (segment objects,
+    the committed tables); `--store DIR --to s3://new/prefix` restores it into an empty
+    prefix, where `jsprof fleet` counts what the source counted when copied (compacted
+    uploads and the tail), and the compactor goes on from the copied manifest, each
+    upload once. Refused, one line: a destination not empty, a folder that is not a whole
+    backup."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    src_url = f"s3://{new_bucket(s3)}/fleet"
+    with aws_env(s3):
+        src = open_objects(src_url)
+        st = ObjectSegmentStore(src_url, src)
+        for i in range(6):
+            st.append(f"u{i}", _meta(i), TRACE)
+        assert ObjectCompactor(src, tmp_path / "compactor").run().uploads == 6
+        for i in range(6, 8):
+            st.append(f"u{i}", _meta(i), TRACE)
+    copy = tmp_path / "backup"
+    out = _jsprof(env, "serve", "backup", "--store", src_url, "--to", str(copy))
+    assert out.returncode == 0, out.stderr.decode()
+    assert "8 segment objects" in out.stdout.decode()
+    with aws_env(s3):
+        st.append("u8", _meta(8), TRACE)  # after the backup: not in it
+    dst_url = f"s3://{new_bucket(s3)}/restored"
+    out = _jsprof(env, "serve", "backup", "--store", str(copy), "--to", dst_url)
+    assert out.returncode == 0, out.stderr.decode()
+    top = _jsprof(env, "fleet", "top", "--store", dst_url, "--app", "shop", "--json")
+    assert top.returncode == 0, top.stderr.decode()
+    assert orjson.loads(top.stdout)["traces"] == 8
+    with aws_env(s3):
+        dst = open_objects(dst_url)
+        assert ObjectCompactor(dst, tmp_path / "restored-compactor").run().uploads == 2
+        assert _ids(dst) == [f"u{i}" for i in range(8)]
+        assert ObjectSegmentStore(dst_url, dst).get("u3")[1] == TRACE
+    # refused: into a prefix that holds a store; from a folder that is no whole backup
+    for args in (("--store", str(copy), "--to", dst_url),
+                 ("--store", str(tmp_path / "cache"), "--to", f"s3://{new_bucket(s3)}/x")):
+        out = _jsprof(env, "serve", "backup", *args)
+        err = out.stderr.decode()
+        assert out.returncode != 0 and "Traceback" not in err, err
+        assert len([x for x in err.splitlines() if x.strip()]) == 1, err
+
+
+def test_the_compactors_ids_are_kept_on_disk_not_in_memory(tmp_path: Path) -> None:
+    """The ids of the compacted uploads (what keeps a client's retry once) are indexed in
+    the compactor's mirror (SQLite), read from the uploads parts in batches: indexing
+    200,000 ids leaves no Python object per id and peaks far below what a set of them
+    holds (it was a set of every id the store ever compacted, read whole). Catching up
+    with another compactor's commit reads only the rows from the last indexed `uk`."""
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.compute  # noqa: F401 - imported before the count: modules are not ids
+    import pyarrow.parquet as pq
+
+    from jsprof.store.objstore import CompactedIds
+
+    tdir = tmp_path / "tables"
+    tdir.mkdir()
+    n = 200_000
+    ids = [f"upload-{i:012d}-{i * 7919 % 1000003:07d}" for i in range(n)]
+    pq.write_table(pa.table({"uk": pa.array(range(n), pa.int64()), "id": ids}),
+                   tdir / "a.parquet", row_group_size=50_000)
+    man = {"uploads": [{"path": "a.parquet"}], "nextUk": n}
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        index = CompactedIds(tmp_path / "ids.sqlite")
+        index.catch_up(tdir, man)
+        current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    as_set = set(ids)
+    import sys
+
+    set_bytes = sys.getsizeof(as_set) + sum(sys.getsizeof(i) for i in ids)
+    assert current - base < set_bytes / 10, (current - base, set_bytes)
+    assert peak - base < set_bytes / 4, (peak - base, set_bytes)
+    assert len(index) == n and ids[123_456] in index and "never" not in index
+    # another compactor committed 10 more; a run's own ids count once committed
+    more = [f"later-{i}" for i in range(10)]
+    pq.write_table(pa.table({"uk": pa.array(range(n, n + 10), pa.int64()), "id": more}),
+                   tdir / "b.parquet")
+    man = {"uploads": [{"path": "a.parquet"}, {"path": "b.parquet"}], "nextUk": n + 10}
+    index.catch_up(tdir, man)
+    assert len(index) == n + 10 and "later-3" in index
+    index.add("mine")
+    assert "mine" in index
+    index.close()
+    again = CompactedIds(tmp_path / "ids.sqlite")  # a run that did not commit: not kept
+    assert "mine" not in again and "later-3" in again and again.upto == n + 10
+    again.add("mine")
+    again.commit(n + 11)
+    again.close()
+    assert "mine" in CompactedIds(tmp_path / "ids.sqlite")
