@@ -9,6 +9,7 @@ import secrets
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,15 +33,21 @@ def _free_port() -> int:
 def moto_server() -> Iterator[dict[str, str]]:
     """moto's S3 server on 127.0.0.1; yields the environment that reaches it."""
     port = _free_port()
+    # Its log (a line per request) goes to a file: into a pipe nobody read until the end,
+    # it filled the pipe's 64 KiB after ~600 requests and moto's server then hung in a
+    # write, answering nothing more (read timeouts in whichever test came next).
+    log = tempfile.TemporaryFile()
     proc = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
     )
     env = {**CREDENTIALS, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}"}
     try:
         deadline = time.monotonic() + 120  # its first start imports much: a busy machine
         while True:
-            assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+            if proc.poll() is not None:
+                log.seek(0)
+                raise AssertionError(log.read().decode(errors="replace")[-2000:])
             try:
                 client(env).list_buckets()
                 break
@@ -51,7 +58,7 @@ def moto_server() -> Iterator[dict[str, str]]:
     finally:
         proc.kill()
         proc.wait()
-        proc.stderr.close()
+        log.close()
 
 
 def client(env: dict[str, str]) -> object:
