@@ -206,3 +206,44 @@ def test_an_until_expression_that_does_not_compile_is_one_line(place: Path, argv
               "--until 'js:(': the expression does not compile (SyntaxError: Unexpected end "
               "of input); give a JavaScript expression")
     assert not (place / "out.json").exists()
+
+
+PAGE = ("<html><body><script>function work() { let s = 0; for (let i = 0; i < 1e5; i++) "
+        "s += i; return s; }\nsetInterval(work, 20);</script></body></html>\n")
+
+
+def _said(p: subprocess.CompletedProcess, status: int, *said: str) -> str:
+    assert p.returncode == status, (p.args, p.returncode, p.stderr)
+    assert "Traceback" not in p.stderr, p.stderr
+    lines = [ln for ln in p.stderr.splitlines() if "--until" in ln]
+    assert len(lines) == 1, p.stderr
+    for s in said:
+        assert s in lines[0], lines[0]
+    return lines[0]
+
+
+def test_an_until_statement_that_never_ends_is_stopped_and_said(place: Path) -> None:
+    # Real Chromium: the probe ran `while(true){}` on the page's main thread for good, the
+    # profile could not be stopped, and jsprof hung past --duration (2 min, then "Chromium
+    # delivered no profile"). V8 stops the probe at its timeout; one line; the samples kept.
+    (place / "page.html").write_text(PAGE)
+    p = _run(place, "record", "--engine", "chromium", "--duration", "60", "--until",
+             "js:while(true){}", "-o", "out.json", "page.html")
+    _said(p, 1, "--until 'js:while(true){}': the expression did not finish in 1000 ms",
+          "give an expression that returns")
+    assert (place / "out.json").exists()
+    p = _run(place, "budget", "page.html", "page.html", "--engine", "chromium",
+             "--min-rounds", "2", "--until", "js:while(true){}")
+    _one_line(p, "page.html: BASE, round 1: --until 'js:while(true){}': the expression "
+              "did not finish")
+
+
+def test_an_until_expression_that_always_throws_is_said(place: Path) -> None:
+    # It threw at every probe, unseen: the page ran to --duration and jsprof exited 0 as
+    # if the expression had ended it.
+    (place / "page.html").write_text(PAGE)
+    p = _run(place, "record", "--engine", "chromium", "--duration", "3", "--until",
+             "js:window.app.done", "-o", "out.json", "page.html")
+    _said(p, 1, "--until 'js:window.app.done': the expression threw at each of its",
+          "TypeError: Cannot read properties of undefined", "--duration did")
+    assert (place / "out.json").exists()

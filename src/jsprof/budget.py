@@ -315,6 +315,9 @@ class Sides:
                 f"{path}: {which} failed in round {round_no}: {e.name}: {e} (budget compares "
                 "runs that end well; fix it and run again)"
             ) from None
+        problem = rec.tracks[0].meta.get("untilProblem") if rec.tracks else None
+        if problem:  # a page's --until that can never end it: every round would be junk
+            raise EngineError(f"{path}: {which}, round {round_no}: {problem}")
         times, total = function_times(rec, None, self.match, True)
         ms = run_number(rec, times, total, self.measure)
         return Run(ms, {k: s for k, (s, _) in times.items()}, rec)

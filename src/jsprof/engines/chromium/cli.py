@@ -38,6 +38,9 @@ def notes(rec: Recording, interrupted_status: int) -> tuple[list[str], int]:
         if t.meta.get("partial")
     ]
     how = meta.get("exit")
+    if meta.get("untilProblem"):
+        notes.append(f"jsprof: {printable(meta['untilProblem'])}; the samples were kept")
+        return notes, 1
     if how == "interrupted":
         notes.append("jsprof: interrupted; the samples taken so far were kept")
         return notes, interrupted_status  # 130 for Ctrl-C, 143 for SIGTERM

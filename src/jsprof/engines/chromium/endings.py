@@ -50,6 +50,18 @@ def check_until(page: PageSession, until_expr: str | None) -> None:
     )
 
 
+# A probe of `--until js:EXPR` may take this long on the page's main thread; a statement
+# that never ends (`js:while(true){}`) is stopped by V8 then (Runtime.evaluate's timeout).
+# Left running, it held the main thread, the profile could not be stopped, and jsprof hung
+# past --duration (2 min, then "Chromium delivered no profile").
+PROBE_TIMEOUT_MS = 1000
+
+
+def _given(until_expr: str) -> str:
+    given = "js:" + until_expr
+    return given[:77] + "..." if len(given) > 80 else given
+
+
 def wait_for_end(
     page: PageSession,
     until_expr: str | None,
@@ -60,13 +72,35 @@ def wait_for_end(
     """Serve the page until an ending; returns how it ended."""
     deadline = None if duration is None else time.monotonic() + duration
     expr_mid: int | None = None
+    replies = threw = 0
+    thrown = ""
     expr_sent = 0.0
     was_loaded = False
     s = page.main.session
     while True:
-        if sig.hit:
-            return "interrupted"
-        if deadline is not None and time.monotonic() >= deadline:
+        ended = "interrupted" if sig.hit else None
+        if ended is None and deadline is not None and time.monotonic() >= deadline:
+            ended = "duration"
+        if ended and until_expr is not None and expr_mid is not None and (
+            time.monotonic() - expr_sent > PROBE_TIMEOUT_MS / 1000
+        ):
+            page.until_problem = (
+                f"--until {_given(until_expr)!r}: the expression did not finish on the "
+                f"page's main thread (a probe ran {time.monotonic() - expr_sent:.1f} s), so "
+                f"it never ended the recording; give an expression that returns, e.g. "
+                "--until 'js:window.done === true'"
+            )
+            return ended
+        if ended == "interrupted":
+            return ended
+        if ended == "duration":
+            if until_expr is not None and replies and threw == replies:
+                # one line for the user (record's and run's notes): it could never be true
+                page.until_problem = (
+                    f"--until {_given(until_expr)!r}: the expression threw at each of its "
+                    f"{replies} probes ({thrown}), so it never ended the recording; "
+                    "--duration did"
+                )
             return "duration"
         if not page.pump(0.02):
             return "browser-exited"
@@ -96,12 +130,34 @@ def wait_for_end(
                         "expression": f"Boolean(eval({json.dumps(until_expr + SOURCE_URL)}))"
                         + SOURCE_URL,
                         "returnByValue": True,
+                        "timeout": PROBE_TIMEOUT_MS,
                     },
                 )
                 expr_sent = now
         elif expr_mid is not None and expr_mid in s.replies:
             mid, expr_mid = expr_mid, None
-            with contextlib.suppress(CDPError, CDPClosed, EngineError):
+            try:
                 r = s.result(mid, 0)
-                if r.get("result", {}).get("value") is True:
+            except CDPError as e:  # a probe V8 stopped at its timeout: an error reply
+                terminated = "terminat" in str(e).lower()
+                r = {"exceptionDetails": {"text": str(e)}} if terminated else None
+            except (CDPClosed, EngineError):
+                r = None
+            if r is not None:
+                replies += 1
+                details = r.get("exceptionDetails")
+                if details:
+                    threw += 1
+                    exc = details.get("exception") or {}
+                    text = str(exc.get("description") or details.get("text") or "")
+                    thrown = (text.splitlines() or ["an exception"])[0][:120]
+                    if "terminat" in text.lower():
+                        page.until_problem = (
+                            f"--until {_given(until_expr)!r}: the expression did not finish "
+                            f"in {PROBE_TIMEOUT_MS} ms on the page's main thread and was "
+                            "stopped; give an expression that returns, e.g. "
+                            "--until 'js:window.done === true'"
+                        )
+                        return "until-stuck"
+                elif r.get("result", {}).get("value") is True:
                     return "ok"

@@ -49,6 +49,8 @@ class PageSession:
         self.us = us  # None: not profiling (jsprof run)
         self.stdout = stdout
         self.stderr = stderr
+        # why `--until js:EXPR` could not end the recording, one line (endings.py)
+        self.until_problem: str | None = None
         self.stop_on_error = stop_on_error
         self.main = JSThread(session, "page", "")
         self.threads: list[JSThread] = [self.main]

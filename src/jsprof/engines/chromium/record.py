@@ -160,6 +160,8 @@ def _record_in(
         meta["error"] = page.errors[0]
     if lost:
         meta["lost"] = lost
+    if page.until_problem:
+        meta["untilProblem"] = page.until_problem
     if measures and tracks[0].name == "main":
         meta["measures"] = measures
     return Recording(tracks)
