@@ -14,26 +14,21 @@ bundle's name (`BUTTON#parse.onclick` or terser's mangled one, at app.min.js, no
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
-import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
 from jsprof import io
 from jsprof.analysis.busy import NOT_CAPTURED
-from serve_util import JSPROF, Collector
+from mapped_app_util import report_rows, run_mapped_app
 
 pytestmark = [pytest.mark.npm, pytest.mark.chromium]
 
 JS = Path(__file__).parent / "js" / "node_modules"
 ESBUILD = JS / ".bin" / "esbuild"
 TERSER = JS / ".bin" / "terser"
-ADMIN = "test-admin-token"
 HANDLER = "onParseClickForJsprof"
 SRC = """import { parse } from "./acorn.mjs";
 import { SOURCE } from "./input.js";
@@ -90,57 +85,10 @@ def _build(d: Path) -> Path:
     return dist
 
 
-def _fleet(store: Path, *args: str) -> dict:
-    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(store), "--app", "shop",
-                        "--json", "--top", "100000", *args],
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stderr
-    return orjson.loads(r.stdout)
-
-
 def test_fleet_names_a_long_frames_entry_point_through_the_map(tmp_path: Path) -> None:
     dist = _build(tmp_path)
-    script = (dist / "app.min.js").read_bytes()
-    collector: list[str] = []
-
-    def respond(path: str) -> tuple[bytes, str, dict]:
-        if path.startswith("/static/app.min.js"):
-            return script, "text/javascript", {}
-        return (PAGE % {"collector": collector[0]}).encode(), HTML, {
-            "Document-Policy": "js-profiling"}
-
-    store = tmp_path / "store"
-    with page_server(respond) as origin:
-        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}",
-                        "--compact-every", "1", env={"JSPROF_ADMIN_TOKEN": ADMIN})
-        collector.append(col.url)
-        try:
-            up = subprocess.run(
-                [str(JSPROF), "fleet", "sourcemaps", "upload", "--url", col.url, "--app",
-                 "shop", "--release", "3.0.0", str(dist)],
-                capture_output=True, text=True, timeout=120,
-                env={**os.environ, "JSPROF_ADMIN_TOKEN": ADMIN})
-            assert up.returncode == 0, up.stderr
-            assert "warning" not in up.stderr, up.stderr
-            with playwright_chromium() as b:
-                page = open_page(b, f"{origin}/", profiled=True, timeout_ms=60000)
-                for _ in range(4):
-                    page.click("#parse")
-                    page.wait_for_timeout(150)
-                ids = page.evaluate("profiler.stop()")
-                page.close()
-            raw = [orjson.loads(x) for x in col.wait_stored(*ids, timeout=60)]
-            deadline = time.monotonic() + 120
-            while (doc := _fleet(store))["pendingUploads"]:
-                assert time.monotonic() < deadline, "uploads never compacted"
-                time.sleep(0.5)
-            merged = tmp_path / "merged.jsprof.json"
-            ex = subprocess.run([str(JSPROF), "fleet", "export", "--store", str(store),
-                                 "--app", "shop", "-o", str(merged)],
-                                capture_output=True, text=True, timeout=180)
-            assert ex.returncode == 0, ex.stderr
-        finally:
-            col.stop()
+    run = run_mapped_app(tmp_path, dist, PAGE, "3.0.0", export=True)
+    raw, doc, script, merged = run.raw, run.top, run.script, run.merged
 
     # The page reported the handler's long frames, in the minified script, by offset.
     entries = [s for one in raw
@@ -160,15 +108,7 @@ def test_fleet_names_a_long_frames_entry_point_through_the_map(tmp_path: Path) -
     assert mine and all((r["resource"] or "").endswith("/src.js") and r["line"] == LINE
                         for r in mine), mine
     # `jsprof report --sourcemap DIR` of the uploads reads the script beside the map alike.
-    local = []
-    for n, one in enumerate(raw):
-        f = tmp_path / f"upload{n}.jsprof.json"
-        f.write_bytes(orjson.dumps(one))
-        r = subprocess.run([str(JSPROF), "report", str(f), "--sourcemap", str(dist), "--json",
-                            "--top", "100000"], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        got = orjson.loads(r.stdout)
-        local += got["rows"] if isinstance(got, dict) else got
+    local = report_rows(tmp_path, raw, dist)
     assert not [r for r in local if (r.get("resource") or "").endswith("/app.min.js")
                 and r["name"] in {s.get("sourceFunctionName") or s.get("invoker")
                                   for s in entries}], local

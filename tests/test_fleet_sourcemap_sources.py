@@ -13,24 +13,20 @@ Before the fix the fleet named the walker `(anonymous src.js:4)` at 4:1, where V
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import time
 from pathlib import Path
 
 import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
-from serve_util import JSPROF, Collector
+from mapped_app_util import report_rows, run_mapped_app
 
 pytestmark = [pytest.mark.npm, pytest.mark.chromium]
 
 JS = Path(__file__).parent / "js" / "node_modules"
 ESBUILD = JS / ".bin" / "esbuild"
 TERSER = JS / ".bin" / "terser"
-ADMIN = "test-admin-token"
 SRC = """import { parse } from "./acorn.mjs";
 import { SOURCE } from "./input.js";
 
@@ -99,66 +95,15 @@ def _build(d: Path) -> Path:
     return dist
 
 
-def _fleet(store: Path, *args: str) -> dict:
-    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(store), "--app", "shop",
-                        "--json", "--top", "100000", *args],
-                       capture_output=True, text=True, timeout=180)
-    assert r.returncode == 0, r.stderr
-    return orjson.loads(r.stdout)
-
-
 def test_fleet_names_functions_from_the_sources_beside_the_map(tmp_path: Path) -> None:
     dist = _build(tmp_path)
-    script = (dist / "app.min.js").read_bytes()
-    collector: list[str] = []
-
-    def respond(path: str) -> tuple[bytes, str, dict]:
-        if path.startswith("/static/app.min.js"):
-            return script, "text/javascript", {}
-        return (PAGE % {"collector": collector[0]}).encode(), HTML, {
-            "Document-Policy": "js-profiling"}
-
-    store = tmp_path / "store"
-    with page_server(respond) as origin:
-        col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}",
-                        "--compact-every", "1", env={"JSPROF_ADMIN_TOKEN": ADMIN})
-        collector.append(col.url)
-        try:
-            up = subprocess.run(
-                [str(JSPROF), "fleet", "sourcemaps", "upload", "--url", col.url, "--app",
-                 "shop", "--release", "2.0.0", str(dist)],
-                capture_output=True, text=True, timeout=120,
-                env={**os.environ, "JSPROF_ADMIN_TOKEN": ADMIN})
-            assert up.returncode == 0, up.stderr
-            # every source is beside the map: nothing to warn of
-            assert "warning" not in up.stderr, up.stderr
-            with playwright_chromium() as b:
-                page = open_page(b, f"{origin}/", profiled=True, timeout_ms=60000)
-                for _ in range(4):
-                    page.click("#parse")
-                    page.wait_for_timeout(150)
-                ids = page.evaluate("profiler.stop()")
-                page.close()
-            raw = [orjson.loads(x) for x in col.wait_stored(*ids, timeout=60)]
-            deadline = time.monotonic() + 120
-            while (doc := _fleet(store))["pendingUploads"]:
-                assert time.monotonic() < deadline, "uploads never compacted"
-                time.sleep(0.5)
-        finally:
-            col.stop()
+    run = run_mapped_app(tmp_path, dist, PAGE, "2.0.0")
+    doc = run.top
 
     # What `jsprof report --sourcemap` says of the same upload, reading the sources
     # beside the map: the function at the walker's line.
-    local = []
-    for n, one in enumerate(raw):
-        f = tmp_path / f"upload{n}.jsprof.json"
-        f.write_bytes(orjson.dumps(one))
-        r = subprocess.run([str(JSPROF), "report", str(f), "--sourcemap", str(dist), "--json",
-                            "--top", "100000"], capture_output=True, text=True, timeout=120)
-        assert r.returncode == 0, r.stderr
-        rows = orjson.loads(r.stdout)
-        rows = rows["rows"] if isinstance(rows, dict) else rows
-        local += [row for row in rows if (row.get("resource") or "").endswith("/src.js")]
+    local = [row for row in report_rows(tmp_path, run.raw, dist)
+             if (row.get("resource") or "").endswith("/src.js")]
     assert {(r["name"], r["line"], r["column"]) for r in local
             if r["line"] == LINE} == {("countIdentifiers", LINE, V8_COLUMN)}, local
     mine = [r for r in doc["rows"] if (r["resource"] or "").endswith("/src.js")]
