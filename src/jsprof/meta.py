@@ -71,6 +71,8 @@ class TrackMeta(TypedDict, total=False):
     # Chromium: the page's timeline (long frames and interactions held as the track's spans)
     # Chromium: the page's performance.measure entries (name, startTime, duration ms)
     measures: list[dict[str, Any]]
+    # Chromium: why --until js:EXPR never ended the recording (it hung or always threw)
+    untilProblem: str
     timelineDropped: dict[str, int]  # entries over the client's per-take limits
     timelineRefused: list[str]  # batches that failed the timeline check, why
     # jsprof serve: an upload's client timeline (GET /v1/traces/{id}), read by analysis/busy.py
