@@ -54,13 +54,17 @@ def main(out: str = "workers.pftrace") -> int:
     for t in threads:
         t.start()
     registered.wait()
-    with NodeRuntime() as node:
-        manager.add(node.profiler(), name="node")
-        with manager.recording(sample_interval=1.0, out=out) as handle:
-            go.set()
-            node.eval(WORK % ("nodeTask", 200, "nodeTask"))
-            for d in done:
-                d.wait(timeout=120)
+    try:
+        with NodeRuntime() as node:
+            manager.add(node.profiler(), name="node")
+            with manager.recording(sample_interval=1.0, out=out) as handle:
+                go.set()
+                node.eval(WORK % ("nodeTask", 200, "nodeTask"))
+                for d in done:
+                    d.wait(timeout=120)
+    finally:
+        # also on an error: the QuickJS threads wait for it, and the process would never end
+        go.set()
         finished.set()
     for t in threads:
         t.join()
