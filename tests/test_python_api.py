@@ -50,7 +50,9 @@ def test_report_is_the_commands_text(app, argv, kw, monkeypatch):
     got = jsprof.report(jsprof.load(app), **kw)
     assert str(got) == want
     # the hot function (its script, by resource) is there: the comparison is of something
-    assert ("app.js" if kw.get("by") == "resource" else "tokenize") in want
+    # by line, the top 4 lines are wherever the recording's samples fell (CI once had none
+    # of tokenize's among them): any line of app.js says the rows are the app's
+    assert ("app.js" if kw.get("by") in ("resource", "line") else "tokenize") in want
     assert repr(got).startswith(want.rstrip("\n"))
 
 
