@@ -84,9 +84,7 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
             groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
         loads = tl.page_loads(items)
         t = rv.tally(((None, None), m, lab, v, 1) for pl in loads.values()
-                     for m, lab, v in rv.load_values([{
-                         "interactions": pl.interactions, "longFrames": pl.long_frames,
-                         "load": pl.load}]))
+                     for m, lab, v in rv.page_load_values(pl))
         out.append(_row(f.app, release, route, t["metric"], t["label"], t["bucket"],
                         t["count"]))
     return {"rows": out}

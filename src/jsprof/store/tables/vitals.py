@@ -46,9 +46,15 @@ Row = tuple[int, str, float]  # (metric, label, value)
 
 def load_values(timelines: Iterable[dict | None]) -> list[Row]:
     """The rows of one page load from its chunks' timelines (in upload order), merged."""
-    from ...timeline import inp, page_loads
+    from ...timeline import page_loads
 
-    pl = page_loads([("", t) for t in timelines])[""]
+    return page_load_values(page_loads([("", t) for t in timelines])[""])
+
+
+def page_load_values(pl: Any) -> list[Row]:
+    """The rows of one merged page load (`timeline.page_loads`' value)."""
+    from ...timeline import inp
+
     out: list[Row] = [(LOAD, "", 0.0)]
     v = inp([e["duration"] for e in pl.interactions])
     if v is not None:
