@@ -67,14 +67,9 @@ def _copy_tables(src: ObjectStore, dst: ObjectStore, manifest: bytes,
                  stats: CopyStats) -> None:
     import orjson
 
-    from .tables.manifest import part_path
+    from .tables.manifest import part_paths
 
-    man = orjson.loads(manifest)
-    entries = list(man.get("uploads", []))
-    for r in man.get("releases", {}).values():
-        for kind in r["parts"].values():
-            entries += kind
-    for rel in sorted({part_path(e) for e in entries}):
+    for rel in sorted(part_paths(orjson.loads(manifest))):
         part = src.get("tables/" + rel)
         if part is None:
             raise StoreError(f"{src.url}: tables/{rel} is listed by the manifest but missing "

@@ -369,7 +369,7 @@ class Mirror:
     def pull_tables(self) -> bool:
         """The bucket's committed manifest and the parts it lists (not the obsolete ones);
         True when it differs from the one this mirror had."""
-        from .tables.manifest import MANIFEST, part_path
+        from .tables.manifest import MANIFEST, part_paths
 
         got = self.objects.get(MANIFEST_KEY)
         if got is None:
@@ -382,11 +382,7 @@ class Mirror:
         data, etag = got
         if etag == self.etag and (self.tdir / MANIFEST).exists():
             return False
-        man = orjson.loads(data)
-        paths = {part_path(e) for e in man.get("uploads", [])}
-        for r in man.get("releases", {}).values():
-            for entries in r["parts"].values():
-                paths.update(part_path(e) for e in entries)
+        paths = part_paths(orjson.loads(data))
         for rel in sorted(paths):
             local = self.tdir / rel
             if local.exists():
@@ -866,7 +862,7 @@ class ObjectCompactor:
         If-None-Match; the manifest as renamed. A part merged within this run (listed only
         as obsolete) is not pushed."""
         from .tables import intern
-        from .tables.manifest import listed, part_path, write_manifest
+        from .tables.manifest import listed, part_paths, write_manifest
 
         tdir = self.mirror.tdir
         obsolete = {o["path"] for o in new.get("obsolete", [])}
@@ -896,8 +892,7 @@ class ObjectCompactor:
             if d == str(tdir):  # what it was built from, under the names committed
                 release.loaded_frames = renamed(release.loaded_frames)
                 release.loaded_stacks = renamed(release.loaded_stacks)
-        for rel in sorted(part_path(e) for e in _entries(new)
-                          if part_path(e) in names.values()):
+        for rel in sorted(part_paths(new) & set(names.values())):
             data = (tdir / rel).read_bytes()
             key = "tables/" + rel
             self.orphans.add(key)  # until the commit lists it
@@ -927,13 +922,6 @@ class ObjectCompactor:
         for key in sorted(gone):
             self.objects.delete(key)
             self.orphans.discard(key)
-
-
-def _entries(man: dict) -> Iterator[Any]:
-    yield from man["uploads"]
-    for r in man["releases"].values():
-        for entries in r["parts"].values():
-            yield from entries
 
 
 @contextmanager

@@ -168,14 +168,18 @@ def part_path(entry: str | dict) -> str:
     return entry if isinstance(entry, str) else entry["path"]
 
 
-def listed(man: dict) -> set[str]:
-    """Every file the manifest names: its parts and the obsolete ones not yet deleted."""
-    out = {part_path(e) for e in man["uploads"]}
-    for r in man["releases"].values():
+def part_paths(man: dict) -> set[str]:
+    """The parts the manifest lists (uploads' and every release's, not the obsolete)."""
+    out = {part_path(e) for e in man.get("uploads", [])}
+    for r in man.get("releases", {}).values():
         for entries in r["parts"].values():
             out.update(part_path(e) for e in entries)
-    out.update(o["path"] for o in man.get("obsolete", []))
     return out
+
+
+def listed(man: dict) -> set[str]:
+    """Every file the manifest names: its parts and the obsolete ones not yet deleted."""
+    return part_paths(man) | {o["path"] for o in man.get("obsolete", [])}
 
 
 def cursor_in(man: dict) -> Any:
