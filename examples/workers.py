@@ -21,6 +21,15 @@ function spin(ms) { const end = performance.now() + ms; let x = 0;
 function %s() { return spin(%d); }
 %s();
 """
+# Node's task spins on its own CPU time (process.cpuUsage), not the wall clock: on a busy
+# machine 200 wall ms can pass with Node hardly running and hardly sampled.
+NODE_WORK = """
+function spin(ms) { const t0 = process.cpuUsage(); let x = 0;
+  for (;;) { for (let i = 0; i < 1000; i++) x++;
+    const d = process.cpuUsage(t0); if (d.user + d.system >= ms * 1000) return x; } }
+function nodeTask() { return spin(200); }
+nodeTask();
+"""
 
 
 def main(out: str = "workers.pftrace") -> int:
@@ -59,7 +68,7 @@ def main(out: str = "workers.pftrace") -> int:
             manager.add(node.profiler(), name="node")
             with manager.recording(sample_interval=1.0, out=out) as handle:
                 go.set()
-                node.eval(WORK % ("nodeTask", 200, "nodeTask"))
+                node.eval(NODE_WORK)
                 for d in done:
                     d.wait(timeout=120)
     finally:

@@ -97,13 +97,20 @@ def _build(d: Path) -> Path:
 
 def test_fleet_names_functions_from_the_sources_beside_the_map(tmp_path: Path) -> None:
     dist = _build(tmp_path)
-    run = run_mapped_app(tmp_path, dist, PAGE, "2.0.0")
+    # The walker loops over built-ins (for-in, Map), where Chromium's own Profiler keeps
+    # few stacks: beside two busy loops a page load once kept none of its samples. Such a
+    # load says nothing of names, so the page is loaded again (a fresh store each time).
+    for attempt in range(3):
+        where = tmp_path / f"load{attempt}"
+        where.mkdir()
+        run = run_mapped_app(where, dist, PAGE, "2.0.0")
+        # What `jsprof report --sourcemap` says of the same upload, reading the sources
+        # beside the map: the function at the walker's line.
+        local = [row for row in report_rows(where, run.raw, dist)
+                 if (row.get("resource") or "").endswith("/src.js")]
+        if any(r["line"] == LINE for r in local):
+            break
     doc = run.top
-
-    # What `jsprof report --sourcemap` says of the same upload, reading the sources
-    # beside the map: the function at the walker's line.
-    local = [row for row in report_rows(tmp_path, run.raw, dist)
-             if (row.get("resource") or "").endswith("/src.js")]
     assert {(r["name"], r["line"], r["column"]) for r in local
             if r["line"] == LINE} == {("countIdentifiers", LINE, V8_COLUMN)}, local
     mine = [r for r in doc["rows"] if (r["resource"] or "").endswith("/src.js")]
