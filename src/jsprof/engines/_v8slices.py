@@ -391,14 +391,16 @@ def drop_exit_wait(tp: ThreadProfile, end_us: float) -> tuple[int, float]:
     Returns (samples dropped, ms from the last kept sample to the last dropped one)."""
     if not len(tp.node):
         return 0, 0.0
-    waiting = np.fromiter(
-        (x in _WAIT_NAMES and not u for x, u in zip(tp.names, tp.urls, strict=True)),
-        bool, len(tp.names),
-    )
-    wait = waiting[tp.node] & (tp.ts >= end_us)
-    other = np.flatnonzero(~wait)
-    first = int(other[-1]) + 1 if len(other) else 0
-    n = len(tp.node) - first
+    # From the last sample back to the first that is not a wait: a few samples, not a look
+    # at each of the joined slices' ~35,000 nodes (tsc-ajv: ~3 ms of every recording's end).
+    names, urls, node, ts = tp.names, tp.urls, tp.node, tp.ts
+    first = len(node)
+    while first:
+        i = int(node[first - 1])
+        if not (ts[first - 1] >= end_us and names[i] in _WAIT_NAMES and not urls[i]):
+            break
+        first -= 1
+    n = len(node) - first
     if n == 0:
         return 0, 0.0
     spanned = float(tp.ts[-1] - tp.ts[max(first - 1, 0)]) / 1000.0
