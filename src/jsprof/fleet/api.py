@@ -66,12 +66,14 @@ def _object_store(url: str, locked: bool = False) -> Any:
         raise JsprofError(about_store(url, e)) from None
 
 
-def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
+def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False) -> Snapshot:
     """The committed tables read once, plus the uploads not compacted yet (the *tail*, at
     most `tail_limit`, default `tables.view.TAIL_MAX`) read from the raw store into memory
     (`store.tables.view.read_tail`). A query only reads: it compacts nothing, merges nothing,
     takes no lock and writes no file, not even a temporary one, so it answers the same as
-    a user who may only read the store; what is over the cap is counted (`pending`)."""
+    a user who may only read the store; what is over the cap is counted (`pending`).
+    `keep_tail`: the tail read is kept in this process, the next snapshot of the store
+    reads only the uploads stored since (a collector worker; a local store only)."""
     from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
 
     # A store on S3 (a collector's, or `open_store`'s of an s3:// URL): its mirror is
@@ -88,7 +90,8 @@ def snapshot(store: Any, tail_limit: int | None = None) -> Snapshot:
         if url is not None:
             store = _object_store(url, locked=True)
         man = read_manifest(store.path)
-        tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit)
+        tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit,
+                         keep=keep_tail and url is None)
     # After the manifest: an upload pruned since it was compacted is left out.
     snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
     snap.remote = getattr(store, "remote_url", None)
@@ -110,14 +113,14 @@ class Session:
 
 @contextmanager
 def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
-            local_workers: int | None = None, tail_limit: int | None = None
-            ) -> Iterator[Session]:
+            local_workers: int | None = None, tail_limit: int | None = None,
+            keep_tail: bool = False) -> Iterator[Session]:
     """A snapshot (`snapshot`: the tables and the tail, read only) and an engine."""
     if engine == "dask":  # before reading the tail, which may take a while
         from ..extras import require
 
         require("dask", "fleet's dask engine")
-    snap = snapshot(store, tail_limit)
+    snap = snapshot(store, tail_limit, keep_tail)
     eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
     if snap.remote is not None and isinstance(eng, DaskEngine):
         eng.remote = (snap.remote, snap.tdir)

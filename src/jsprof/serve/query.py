@@ -252,8 +252,9 @@ def _session(request: Request) -> Any:
     from ..fleet import api
 
     # No compaction here: the collector compacts in the background (store/background.py);
-    # a query reads the committed tables plus the uploads stored since (the tail).
-    return api.session(_store(request))
+    # a query reads the committed tables plus the uploads stored since (the tail), kept
+    # in this worker between its queries (`tables.kept_tail`: each reads what is new)
+    return api.session(_store(request), keep_tail=True)
 
 
 def _page(page: HtmlTablePage, rows: list[dict]) -> Response:

@@ -88,7 +88,7 @@ class Tail:
 
 
 def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
-              max_samples: int = TAIL_MAX_SAMPLES) -> Tail:
+              max_samples: int = TAIL_MAX_SAMPLES, keep: bool = False) -> Tail:
     """What a query adds to the committed tables `man` without compacting: the uploads
     stored after its cursor (at most `limit`, oldest first, and no upload once
     `max_samples` samples are read: the last one read may pass it by its own samples,
@@ -102,8 +102,16 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
     cost what compaction saves): its ids continue the release's, a frame already committed
     gets a second id with the same name and place, which every query merges by function.
     Upload keys continue `nextUk` in the order compaction will give them.
+
+    `keep`: what was read is kept in this process for its next call, which reads only
+    the uploads stored since (`kept_tail`: a collector worker's queries).
     """
     from ...formats import read_any
+
+    if keep:
+        from . import kept_tail
+
+        return kept_tail.read(store, man, limit, max_samples)
 
     releases: dict[str, Release] = {}
     rows: list[dict] = []

@@ -1,0 +1,373 @@
+"""A collector worker's tail, kept between its queries (issue 34).
+
+Every query reads the uploads not compacted yet (`view.read_tail`). While the background
+compactor is behind, that is up to 500 uploads (3 M samples): ~6-8 s of one core, and
+30-40 s on a loaded machine, for every query of a dashboard refresh, the same uploads
+parsed and interned again each time. A worker (`jsprof serve`) keeps them instead: the
+uploads are read once, a chunk at a time (`CHUNK`), into a release interner of the tail's
+own (ids from 0) and written as tables in memory; a query reads only the uploads stored
+since the last one and hands the kept tables on, their frame and stack ids moved up by the
+committed tables' counts of the moment (one vectorised add per id column).
+
+When the compactor commits, the uploads it took (a prefix of the tail, identified by the
+store's cursor after each upload and its upload key) are dropped from what is kept; a
+chunk the commit cut through is read again from the store (its other uploads only: at
+most `CHUNK`). Their frames and stacks stay (later chunks' stacks may point into them)
+until nothing kept is left or the dropped uploads reach `DEAD_MAX`: then it starts anew.
+Anything that does not line up (the manifest's cursor not one the kept tail passed, an
+upload key or id not the one expected, a release's script line index changed) starts
+anew too: the answer is always the one `view.read_tail` gives for the same manifest, up
+to how the rows are split into parts.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from ... import script_lines
+from ...errors import JsprofError
+from .intern import (
+    Release,
+    _vitals_table,
+    number_of,
+    release_key,
+    text_of,
+    upload_row,
+    write_release_parts,
+    write_upload_parts,
+)
+from .manifest import KINDS, cursor_in, tables_dir
+from .parts import day_of, new_part, schemas
+from .vitals import prior_timelines
+
+# Uploads interned and written as one set of tables: a commit that cuts through a chunk
+# costs reading its other uploads again (~20 ms of CPU each), so chunks stay small;
+# each kind's tables are one per chunk (a full tail of 500: 10 per kind).
+CHUNK = 50
+# Compacted uploads whose frames and stacks the kept tail may still carry
+DEAD_MAX = 500
+
+# id columns per kind, and which base (committed frames "f", stacks "s") moves them
+_IDS = {
+    "frames": {"frame_id": "f"},
+    "stacks": {"stack_id": "s", "parent_id": "s", "frame_id": "f"},
+    "weights": {"stack_id": "s"},
+    "samples": {"stack_id": "s"},
+    "upload_frames": {"frame_id": "f"},
+    "rollup_stacks": {"stack_id": "s"},
+    "rollup_frames": {"frame_id": "f"},
+    "rollup_moments": {"key": "f"},
+}
+_VIT = ("route", "env", "page_load", "timeline")
+
+
+@dataclass
+class _Upload:
+    after: Any  # the store's cursor after this upload
+    upload_id: str
+    uk: int | None  # None: not parsable (compaction skips it too, with no key)
+
+
+@dataclass
+class _Chunk:
+    uploads: list[_Upload]
+    samples: int
+    upload_parts: list[dict]
+    # rkey -> kind -> entries (tables with the tail's own ids, from 0)
+    parts: dict[str, dict[str, list[dict]]]
+    # (rkey, day) -> the columns rollup_vitals is made of, per upload in key order
+    vit: dict[tuple[str, str | None], dict[str, list]]
+
+
+@dataclass
+class _Kept:
+    start: Any  # the cursor the kept uploads start after (a manifest's)
+    releases: dict[str, Release] = field(default_factory=dict)
+    chunks: list[_Chunk] = field(default_factory=list)
+    # frames and stacks of chunks compacted since: rkey -> kind -> entries
+    dead: dict[str, dict[str, list[dict]]] = field(default_factory=dict)
+    dead_uploads: int = 0
+    end: Any = None  # the cursor after the last upload read
+    next_uk: int = 0
+    seq: int = 0  # chunks written (their part numbers)
+    damaged: set = field(default_factory=set)  # (segment, offset) met past `start`
+    lines: dict[str, Any] = field(default_factory=dict)  # rkey -> its maps dir's state
+
+
+_kept: dict[str, _Kept] = {}
+_lock = threading.Lock()
+# uploads parsed and interned here, by every kept tail of this process (tests count them)
+reads = 0
+
+
+def forget() -> None:
+    """Drop every kept tail (tests; a store removed)."""
+    with _lock:
+        _kept.clear()
+
+
+def read(store: Any, man: dict, limit: int, max_samples: int) -> Any:
+    """`view.read_tail(store, man, limit, max_samples)`, from what this process kept of
+    the tail at its last query plus the uploads stored since."""
+    from .view import Tail
+
+    key = os.path.realpath(store.path)
+    with _lock:
+        kept = _kept.pop(key, None)
+        if kept is not None and not _follow(store, kept, man):
+            kept = None
+        if kept is None:
+            kept = _Kept(cursor_in(man), next_uk=man["nextUk"])
+        pending = _read_new(store, kept, man, limit, max_samples)
+        tail = Tail(man, pending=pending)
+        tail.damaged = len(kept.damaged - {(d["segment"], d["offset"])
+                                           for d in man.get("damaged", [])})
+        uploads = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
+        if uploads:
+            tail.manifest = _manifest(store, kept, man)
+            tail.uploads = uploads
+        _kept[key] = kept
+        return tail
+
+
+def _lines_state(store: Any, rkey: str) -> Any:
+    try:
+        st = os.stat(Path(store.path) / script_lines.MAPS_DIR / f"rkey={rkey}")
+    except OSError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+def _follow(store: Any, kept: _Kept, man: dict) -> bool:
+    """Bring `kept` to `man`: drop what it compacted since. False: start anew."""
+    if any(_lines_state(store, r) != s for r, s in kept.lines.items()):
+        return False  # a release's line index changed: its uploads attribute otherwise
+    cur = cursor_in(man)
+    ups = [u for c in kept.chunks for u in c.uploads]
+    if cur == kept.start:
+        cut = 0
+    else:
+        cut = next((i + 1 for i, u in enumerate(ups) if u.after == cur), None)
+        if cut is None:
+            return False
+    first = next((u.uk for u in ups[cut:] if u.uk is not None), kept.next_uk)
+    if first != man["nextUk"]:
+        return False
+    if cut == 0:
+        return True
+    n = 0
+    live: list[_Chunk] = []
+    redo: tuple[_Chunk, int] | None = None
+    for c in kept.chunks:
+        if n + len(c.uploads) <= cut:
+            _bury(kept, c)
+        elif n >= cut:
+            live.append(c)
+        else:
+            redo = (c, cut - n)
+        n += len(c.uploads)
+    kept.dead_uploads += sum(u.uk is not None for u in ups[:cut])
+    kept.start = cur
+    if not live and redo is None or kept.dead_uploads > DEAD_MAX:
+        return False  # nothing kept is needed, or too much that is not
+    if redo is not None:
+        again = _reread(store, kept, *redo)
+        if again is None:
+            return False
+        _bury(kept, redo[0])
+        live.insert(0, again)
+    kept.chunks = live
+    return True
+
+
+def _bury(kept: _Kept, c: _Chunk) -> None:
+    """A chunk compacted (or read again): only its frames and stacks stay."""
+    for rkey, kinds in c.parts.items():
+        d = kept.dead.setdefault(rkey, {"frames": [], "stacks": []})
+        for k in ("frames", "stacks"):
+            d[k] += kinds.get(k, [])
+
+
+def _reread(store: Any, kept: _Kept, c: _Chunk, skip: int) -> _Chunk | None:
+    """Chunk `c`'s uploads after its first `skip` (compacted), read again from the store:
+    the same keys, the frames and stacks already interned."""
+    want = c.uploads[skip:]
+    build = _Builder(store, kept)
+    it = store.iter_uploads(kept.start, on_damage=lambda f: None)
+    try:
+        for u in want:
+            got = next(it, None)
+            if got is None or got[0] != u.after or got[1] != u.upload_id:
+                return None
+            build.add(*got, uk=u.uk)
+    finally:
+        it.close()
+    return build.flush()
+
+
+def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int) -> int:
+    """Read the uploads after `kept.end` into new chunks, up to the caps; returns how many
+    are left out over them (`Tail.pending`)."""
+    live = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
+    samples = sum(c.samples for c in kept.chunks)
+    after = kept.end if kept.end is not None else kept.start
+    if live >= limit or samples >= max_samples:
+        return store.count_uploads(after)
+
+    def damaged(f: Any) -> None:
+        kept.damaged.add((f.segment, f.offset))
+
+    build = _Builder(store, kept)
+    pending = 0
+    it = store.iter_uploads(after, on_damage=damaged)
+    try:
+        for got in it:
+            if live >= limit or samples >= max_samples:
+                pending = 1 + store.count_uploads(got[0])  # this one, and all after it
+                break
+            n = build.add(*got, uk=None)
+            kept.end = got[0]
+            live += n is not None
+            samples += n or 0
+            if len(build.uploads) >= CHUNK:
+                kept.chunks.append(build.flush())
+    finally:
+        it.close()
+    if build.uploads:
+        kept.chunks.append(build.flush())
+    return pending
+
+
+class _Builder:
+    """One chunk being read: its uploads interned into the kept tail's releases."""
+
+    def __init__(self, store: Any, kept: _Kept) -> None:
+        self.kept = kept
+        self.lines = script_lines.for_store(store.path)
+        self.store = store
+        self.uploads: list[_Upload] = []
+        self.rows: list[dict] = []
+        self.touched: dict[str, Release] = {}
+        self.samples = 0
+
+    def add(self, cur: Any, upload_id: str, meta: dict, body: bytes, uk: int | None
+            ) -> int | None:
+        """Intern one upload (key `uk`, else the next); its samples, None: not parsable."""
+        global reads
+        from ...formats import read_any
+
+        kept = self.kept
+        app = text_of(meta.get("app")) or ""
+        release = text_of(meta.get("release")) or ""
+        rkey = release_key(app, release)
+        rel = kept.releases.get(rkey)
+        if rel is None:
+            rel = kept.releases[rkey] = Release(app, release)
+            kept.lines[rkey] = _lines_state(self.store, rkey)
+        rel.cur_at = number_of(meta.get("receivedAt"))
+        try:
+            rec = read_any(body, f"upload {upload_id}")
+        except JsprofError:
+            self.uploads.append(_Upload(cur, upload_id, None))
+            return None
+        reads += 1
+        if uk is None:
+            uk = kept.next_uk
+            kept.next_uk += 1
+        self.touched[rkey] = rel
+        self.rows.append(upload_row(rel, uk, upload_id, rkey, meta, rec, self.lines(rkey)))
+        del rec
+        self.uploads.append(_Upload(cur, upload_id, uk))
+        n = self.rows[-1]["samples"]
+        self.samples += n
+        return n
+
+    def flush(self) -> _Chunk:
+        kept = self.kept
+        seq = kept.seq = kept.seq + 1
+        parts: dict[str, dict[str, list[dict]]] = {}
+        vit: dict[tuple[str, str | None], dict[str, list]] = {}
+        for rkey, rel in self.touched.items():
+            for c in rel.cells:
+                v = vit.setdefault((rkey, day_of(c.get("_at"))), {k: [] for k in (*_VIT, "at")})
+                for k in _VIT:
+                    v[k].append(c[k])
+                v["at"].append(c.get("_at"))
+            got = write_release_parts(None, rkey, rel, seq)
+            got.pop("rollup_vitals", None)  # made over the whole tail when read (_manifest)
+            parts[rkey] = got
+            rel.cells.clear()
+            rel.new_frames = []
+            rel.n_frames_committed = len(rel.frame_ids)
+            rel.n_stacks_committed = len(rel.stack_parent)
+        chunk = _Chunk(self.uploads, self.samples, write_upload_parts(None, self.rows, seq),
+                       parts, vit)
+        self.uploads, self.rows, self.touched, self.samples = [], [], {}, 0
+        return chunk
+
+
+def _moved(e: dict, kind: str, fb: int, sb: int) -> dict:
+    """A kept entry for one query: a copy, its ids moved up by the committed counts."""
+    import pyarrow.compute as pc
+
+    out = dict(e)
+    t = e["table"]
+    for name, which in _IDS.get(kind, {}).items():
+        base = fb if which == "f" else sb
+        if base:
+            i = t.schema.get_field_index(name)
+            col = t.column(i)
+            t = t.set_column(i, t.schema.field(i),
+                             pc.if_else(pc.greater_equal(col, 0), pc.add(col, base), col))
+    out["table"] = t
+    return out
+
+
+def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
+    """`man` plus the kept tail's tables, as `read_tail` lists them."""
+    sch = schemas()["rollup_vitals"]
+    tdir = tables_dir(store.path)
+    new = dict(man)
+    new["releases"] = dict(man["releases"])
+    new["nextUk"] = kept.next_uk
+    new["uploads"] = [*man["uploads"], *(dict(e) for c in kept.chunks for e in c.upload_parts)]
+    for rkey, rel in kept.releases.items():
+        old = man["releases"].get(rkey)
+        fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
+        entry = {
+            "app": rel.app, "release": rel.release,
+            "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
+            "committedFrames": fb,
+            "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
+        }
+        for kind, es in kept.dead.get(rkey, {}).items():
+            entry["parts"][kind] += [_moved(e, kind, fb, sb) for e in es]
+        vit: dict[str | None, dict[str, list]] = {}
+        for c in kept.chunks:
+            for kind, es in c.parts.get(rkey, {}).items():
+                entry["parts"][kind] += [_moved(e, kind, fb, sb) for e in es]
+            for (rk, day), v in c.vit.items():
+                if rk == rkey:
+                    acc = vit.setdefault(day, {k: [] for k in (*_VIT, "at")})
+                    for k, col in v.items():
+                        acc[k] += col
+        for day in sorted(vit, key=lambda d: d or ""):
+            v = vit[day]
+            sub = f"{day}/" if day else ""
+            e = new_part(None, f"rollup_vitals/rkey={rkey}/{sub}part-tail.parquet",
+                         {f.name: [] for f in sch}, sch, 0, day, v["at"])
+            e.pop("table")
+            prior = partial(prior_timelines, tdir, man, rkey, day)
+            e["build"] = partial(_build_vitals, {k: v[k] for k in _VIT}, prior, sch)
+            entry["parts"]["rollup_vitals"].append(e)
+        new["releases"][rkey] = entry
+    return new
+
+
+def _build_vitals(up: dict, prior: Any, schema: Any) -> Any:
+    return _vitals_table(up, prior(), schema)
