@@ -23,6 +23,10 @@ V8's rules, as measured on node 20 (tests/test_names.py pins them on V8 itself):
   (`a.x = b.y = function () {}` -> `a.x.b.y`), and inside a function whose own name
   starts with a capital letter (a constructor) that name first (`function T() {
   this.m = function () {} }` -> `T.m`);
+- but an arrow function or a call that completes while a function still waits for its
+  name takes it out of the inferrer's list: of array elements or a ternary's branches
+  `[() => 1, () => 2]` only the last arrow is named, of `[function () {}, f(x)]` none
+  (two function expressions in a row are both named);
 - nothing else: a function passed as an argument, returned or called at once is
   anonymous (``).
 A few inferences V8 makes from the parser's state rather than the syntax (an arrow in a
@@ -392,6 +396,7 @@ def _inferred_name(fn: Any) -> str:
     child, node = fn, fn.parent
     parts: list[list[tuple[str, int]]] = []  # innermost first
     named = False
+    infer_at = None  # where V8's inferrer names it: the innermost key, variable or assignment
     while node is not None:
         t = node.type
         if t in _THROUGH:
@@ -400,7 +405,7 @@ def _inferred_name(fn: Any) -> str:
             key = _key_name(node.child_by_field_name("key"))
             if key is not None:
                 parts.append([(key, _LITERAL)])
-            named = True
+            named, infer_at = True, infer_at or node
         elif t == "spread_element":
             pass
         elif t == "arguments" and node.parent is not None and node.parent.type == "new_expression":
@@ -411,7 +416,7 @@ def _inferred_name(fn: Any) -> str:
             target = node.child_by_field_name("name")
             if target.type == "identifier":
                 parts.append([(_text(target), _VAR)])
-            named = True
+            named, infer_at = True, infer_at or node
             break
         elif t in ("assignment_expression", "augmented_assignment_expression") and (
             node.child_by_field_name("right") == child
@@ -419,11 +424,11 @@ def _inferred_name(fn: Any) -> str:
             out: list[tuple[str, int]] = []
             _target_names(node.child_by_field_name("left"), out)
             parts.append(out)
-            named = True
+            named, infer_at = True, infer_at or node
         else:
             break
         child, node = node, node.parent
-    if not named:
+    if not named or _dropped(fn, infer_at):
         return ""
     stack: list[tuple[str, int]] = []
     enclosing = _enclosing_name(fn)
@@ -438,6 +443,58 @@ def _inferred_name(fn: Any) -> str:
         if not (kind == _VAR and k + 1 < len(stack) and stack[k + 1][1] == _VAR)
     ]
     return ".".join(names)
+
+
+# V8's inferrer keeps the functions waiting for a name in one list, which the next
+# assignment, variable, literal key or class member names (FuncNameInferrer::Infer). Before
+# that, an arrow function takes the last function out of the list as it goes in, and so
+# does a call (RemoveLastFunction: the function was the call's argument), so of
+# `[() => 1, () => 2]` (array elements, a ternary's branches) V8 names only the last, and
+# of `[function () {}, f(x)]` none (measured, Node 20: tests/test_names.py).
+_NAMING_POINTS = frozenset(
+    {"pair", "variable_declarator", "assignment_expression", "augmented_assignment_expression",
+     "method_definition", "class", "class_declaration", *_FIELD_TYPES}
+)
+_EVENT_TYPES = frozenset(
+    {"arrow_function", "call_expression", *_EXPRESSIONS, *_NAMING_POINTS}
+)
+
+
+def _completions(node: Any) -> Any:
+    """The nodes below and at `node` that matter to V8's list of functions waiting for a
+    name, in the order the parser completes them (children first); a function or class is
+    one step (its body is parsed apart, lazily)."""
+    if node.type not in FUNCTION_TYPES and node.type not in _CLASS_TYPES:
+        for c in node.children:
+            yield from _completions(c)
+    if node.type in _EVENT_TYPES:
+        yield node
+
+
+def _dropped(fn: Any, infer_at: Any) -> bool:
+    """Whether V8's inferrer takes `fn` out of its list before `infer_at` names it: an
+    arrow or a call completed while `fn` was the last function in the list."""
+    above = 0  # functions added after `fn` and still in the list
+    cur = fn
+    while cur is not None and cur != infer_at:
+        sib = cur.next_sibling
+        while sib is not None:
+            for ev in _completions(sib):
+                t = ev.type
+                if t in _NAMING_POINTS:
+                    return False
+                if t == "arrow_function":
+                    if above == 0:
+                        return True
+                elif t == "call_expression":
+                    if above == 0:
+                        return True
+                    above -= 1
+                else:
+                    above += 1
+            sib = sib.next_sibling
+        cur = cur.parent
+    return False
 
 
 def _at_class(cls: Any) -> str:
