@@ -166,3 +166,42 @@ def test_a_hung_node_is_described_thread_by_thread() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_node_held_for_the_debugger_answers_commands_but_no_awaited_evaluate() -> None:
+    # The CI hang's mechanism (gdb on a reproduced hang: Node's main thread still in
+    # Agent::WaitForConnectByOptions after our runIfWaitingForDebugger was answered): a
+    # Node held for the debugger runs commands from its wait loop, where no microtask runs,
+    # so an evaluate that awaits its value (as every NodeRuntime.eval does) never answers.
+    from jsprof.engines.cdp import CDPClient, CDPTimeout
+
+    node = NodeProcess(["-e", "setInterval(() => {}, 1 << 30)"])  # --inspect-brk
+    try:
+        with CDPClient(node.url or "") as client:
+            s = client.session
+            said = s.send("Runtime.evaluate", {"expression": "6 * 7", "returnByValue": True})
+            assert said["result"]["value"] == 42
+            with pytest.raises(CDPTimeout):
+                s.send("Runtime.evaluate", {"expression": "6 * 7", "returnByValue": True,
+                                            "awaitPromise": True}, timeout=3)
+    finally:
+        node.kill()
+
+
+def test_a_node_runtime_does_not_depend_on_nodes_go(monkeypatch) -> None:
+    # Node took a runIfWaitingForDebugger that came before it began to wait as a no-op and
+    # then waited for good (35 of 3,074 starts beside busy loops). Here every go is lost so:
+    # answered, not heeded. A NodeRuntime must work all the same (it hung: no reply in 60 s).
+    from jsprof.engines.cdp import Session
+    from jsprof.engines.node import NodeRuntime
+
+    send_nowait = Session.send_nowait
+
+    def lose_go(self, method, params=None, reply=True):
+        if method == "Runtime.runIfWaitingForDebugger":
+            method, params = "Runtime.evaluate", {"expression": "0"}  # a reply, no go
+        return send_nowait(self, method, params, reply)
+
+    monkeypatch.setattr(Session, "send_nowait", lose_go)
+    with NodeRuntime() as rt:
+        assert rt.eval("Promise.resolve(6 * 7)", timeout=30) == 42

@@ -20,12 +20,23 @@ class NodeRuntime:
     """A Node process kept alive and driven over CDP: `eval(source)` runs JavaScript."""
 
     def __init__(self, node: str | None = None) -> None:
-        # An interval holds the event loop open until we close the process.
-        self.proc = NodeProcess(["-e", "setInterval(() => {}, 1 << 30)"], node=node)
+        # An interval holds the event loop open until we close the process. Node is not
+        # held for the debugger (--inspect, not --inspect-brk): nothing runs before our
+        # first eval anyway, and a held Node could stay held. Node handles a
+        # runIfWaitingForDebugger that comes before it starts to wait (its inspector opens
+        # first; under load the command can be handled in between) as a no-op, then waits
+        # for a go that never comes. It still answers commands from
+        # its wait loop, but no microtask runs there, so an evaluate with awaitPromise
+        # (every eval) never answered: CI's "no CDP reply within 60 s", Node's main thread
+        # in a futex (in Agent::WaitForConnectByOptions, said gdb): 35 of 3,074 starts, six
+        # at a time beside six busy loops; 0 of 2,460 so.
+        self.proc = NodeProcess(
+            ["-e", "setInterval(() => {}, 1 << 30)"], node=node,
+            inspect=("--inspect=127.0.0.1:0",),
+        )
         try:
             self.client = CDPClient(self.proc.url or "")
             self.session = self.client.session
-            self.session.send("Runtime.runIfWaitingForDebugger")
             self.isolate = _Isolate(self.session, "main")
             self.isolate.read_origin()
         except BaseException:
@@ -37,7 +48,7 @@ class NodeRuntime:
             return evaluate(self.session, source, timeout)
         except CDPTimeout as e:
             # Busy in the script, stopped, or hung: what the kernel says of the process
-            # tells which (seen once in CI, not reproduced in 150 runs under load).
+            # and its threads tells which.
             raise CDPTimeout(
                 f"node (pid {self.proc.pid}): {e}; {process_state(self.proc.pid)}"
             ) from None
