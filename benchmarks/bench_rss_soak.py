@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import http.client
+import json
 import multiprocessing as mp
 import os
 import shutil
@@ -106,9 +107,14 @@ def _uploader(port: int, bodies: list[bytes], rate: float, threads: int, stop_at
     out.put(counts)
 
 
-def _query_round(port: int) -> tuple[dict[str, int], list[float]]:
+def _query_round(port: int) -> tuple[dict[str, int], list[float], dict[str, float], int | None]:
+    """Codes and times of a round's queries; the slowest time per query path; the
+    compactor's backlog (uploads not compacted: the tail each query reads) at the first
+    /v1/status."""
     codes: dict[str, int] = {}
     took = []
+    slowest: dict[str, float] = {}
+    backlog = None
     for _ in range(ASKS):
         for q in QUERIES:
             conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
@@ -116,15 +122,19 @@ def _query_round(port: int) -> tuple[dict[str, int], list[float]]:
             try:
                 conn.request("GET", q, headers={"Authorization": f"Bearer {TOKEN}"})
                 r = conn.getresponse()
-                r.read()
+                body = r.read()
                 code = str(r.status)
+                if q == "/v1/status" and backlog is None and r.status == 200:
+                    backlog = json.loads(body)["compactor"]["pending"]
             except OSError as e:
                 code = type(e).__name__
             finally:
                 conn.close()
             took.append(time.perf_counter() - t0)
+            path = q.split("?")[0]
+            slowest[path] = max(slowest.get(path, 0.0), took[-1])
             codes[code] = codes.get(code, 0) + 1
-    return codes, took
+    return codes, took, slowest, backlog
 
 
 def _slope_mib_per_min(points: list[tuple[float, int]]) -> float:
@@ -157,7 +167,8 @@ def main() -> int:
     threading.Thread(target=lambda: err.extend(proc.stderr), daemon=True).start()
     rss: dict[int, list[tuple[float, int]]] = {}
     roles: dict[int, str] = {}
-    rounds: list[tuple[float, float, dict[str, int], list[float]]] = []
+    rounds: list[tuple[float, float, dict[str, int], list[float], dict[str, float],
+                       int | None]] = []
     try:
         port = collector_port(proc, 2)
         ctx = mp.get_context("fork")
@@ -177,8 +188,8 @@ def main() -> int:
                 if time.time() >= stop_at:
                     return
                 t0 = time.time()
-                codes, took = _query_round(port)
-                rounds.append((t0 - start, time.time() - start, codes, took))
+                got = _query_round(port)
+                rounds.append((t0 - start, time.time() - start, *got))
                 next_query = max(next_query + args.query_every, time.time())
 
         qt = threading.Thread(target=querier, daemon=True)
@@ -202,10 +213,11 @@ def main() -> int:
     print(f"uploads: {uploads} ({uploads.get('202', 0) / args.seconds:.1f}/s acknowledged); "
           f"load at the end {load:.1f}")
     print(f"query rounds: {len(rounds)}")
-    for i, (t, _, codes, took) in enumerate(rounds):
-        if i in (0, 1, len(rounds) - 1) or i == len(rounds) // 2:
-            print(f"  round {i + 1} from {t:.0f} s: {codes}, median "
-                  f"{statistics.median(took):.2f} s, max {max(took):.2f} s")
+    for i, (t, end, codes, took, slowest, backlog) in enumerate(rounds):
+        worst = ", ".join(f"{p.rsplit('/', 1)[-1]} {v:.1f}" for p, v in slowest.items())
+        print(f"  round {i + 1} from {t:.0f} s, {end - t:.0f} s: {codes}, median "
+              f"{statistics.median(took):.2f} s, max {max(took):.2f} s (slowest: {worst}); "
+              f"compactor backlog {backlog} uploads")
     bad = 0
     for p in sorted(rss, key=lambda p: (roles[p], p)):
         pts = rss[p]
@@ -242,7 +254,7 @@ def main() -> int:
     for line in list(seen)[:40]:  # what went wrong, each once (a traceback whole)
         print(f"  stderr: {line.decode(errors='replace')}")
     bad += sum(n for c, n in uploads.items() if c != "202")
-    bad += sum(n for _, _, codes, _ in rounds for c, n in codes.items() if c != "200")
+    bad += sum(n for r in rounds for c, n in r[2].items() if c != "200")
     return 1 if bad else 0
 
 
