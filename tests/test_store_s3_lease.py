@@ -84,13 +84,16 @@ class Gated:
         self._gate("put_if", key)
         return self.inner.put_if(key, data, etag)
 
-    def list(self, prefix: str) -> list:
+    def list(self, prefix: str, **kw: object) -> list:
         self._gate("list", prefix)
-        return self.inner.list(prefix)
+        return self.inner.list(prefix, **kw)
 
-    def aged(self, prefix: str) -> list:
+    def aged(self, prefix: str, **kw: object) -> list:
         self._gate("aged", prefix)
-        return self.inner.aged(prefix)
+        return self.inner.aged(prefix, **kw)
+
+    def clock(self) -> float:
+        return self.inner.clock()
 
     def delete(self, key: str) -> None:
         self._gate("delete", key)

@@ -290,3 +290,144 @@ def test_the_compactors_ids_are_kept_on_disk_not_in_memory(tmp_path: Path) -> No
     again.commit(n + 11)
     again.close()
     assert "mine" in CompactedIds(tmp_path / "ids.sqlite")
+
+
+class Clocked:
+    """`inner` whose clock (the bucket's, which names segment objects) is `now`: a test's
+    hours pass in a moment."""
+
+    def __init__(self, inner: object, now: float) -> None:
+        self.inner, self.url, self.now = inner, inner.url, now
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def clock(self) -> float:
+        return self.now
+
+
+def _old_segment(objects: object, upload_id: str, i: int) -> str:
+    """A segment object as a jsprof before time-sorted names stored it (named by its
+    writer's start)."""
+    from jsprof.store import segment as seg
+
+    at = time.time() * 1000
+    rec = seg.make_record(upload_id, orjson.dumps(_meta(i)), TRACE, at, None)
+    data = b"".join([*rec.parts(0), seg.encode_trailer(1, (at, at))])
+    key = (f"segments/{int(time.time()) - 86400:010d}-oldhost-77-abcdef-{i:06d}"
+           f"-t{int(at)}-{int(at) + 1}-1.seg")
+    assert objects.put_new(key, data)
+    return key
+
+
+def test_a_compaction_lists_what_is_new_not_the_buckets_history(
+        s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With raw segments kept forever, a compaction run (and a query's refresh) lists the
+    segment objects of the last minutes and those not read yet, not every one the bucket
+    keeps: their names begin with the put's time by the bucket's clock and the listing
+    starts (StartAfter) LIST_MARGIN_S before the newest the committed cursor has read;
+    the cursor drops the names below, so the manifest stays as small. Objects counted as
+    moto's ListObjectsV2 answers them. Segment objects of an older jsprof (named by their
+    writer's start, one of them written after the upgrade began) are listed in full and
+    compacted once. Was: every run listed every segment object (48 and more here)."""
+    from jsprof.store import objstore
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    with aws_env(s3):
+        objects = open_objects(f"s3://{new_bucket(s3)}/store")
+    listed = [0]
+    real = objects.client.list_objects_v2
+
+    def counted(**kw: object) -> dict:
+        page = real(**kw)
+        if str(kw["Prefix"]).startswith("store/segments/"):
+            listed[0] += len(page.get("Contents", []))
+        return page
+
+    objects.client.list_objects_v2 = counted
+    _old_segment(objects, "old0", 0)
+    _old_segment(objects, "old1", 1)
+    clocked = Clocked(objects, time.time())
+    st = ObjectSegmentStore(objects.url, clocked)
+    comp = ObjectCompactor(objects, tmp_path / "compactor")  # keep-raw forever
+    per_run, ids = [], ["old0", "old1"]
+    step = 120.0  # between runs, by the bucket's clock: 300 s of margin spans 2.5 of them
+    for r in range(16):
+        clocked.now += step
+        for i in range(3):
+            ids.append(f"u{r}-{i}")
+            st.append(ids[-1], _meta(i), TRACE)
+        if r == 5:  # a collector of the older jsprof still running
+            _old_segment(objects, "old2", 2)
+            ids.append("old2")
+        listed[0] = 0
+        assert comp.run().uploads == 3 + (r == 0) * 2 + (r == 5)
+        per_run.append(listed[0])
+    # this run's 3, the 3 runs within the margin's 300 s of the newest read, the 3 old
+    # ones and the 8 new ones their growing pages (1, then 2 x 1 + 8 keys) run past
+    assert per_run[-8:] == [3 + 9 + 3 + 8] * 8, per_run
+    assert len(objects.list("segments/")) == 3 + 16 * 3
+    assert len(_cursor(objects)) == 12 + 3  # what the last run listed
+    assert _ids(objects) == sorted(ids)
+    listed[0] = 0
+    with aws_env(s3):
+        objstore.query_mirror(objects.url, objects)
+    assert listed[0] == 9 + 3 + 8  # no new one: those within the margin
+    assert objstore.object_health(objects)["pending"] == 0
+
+
+def test_raw_retention_deletes_what_fell_below_the_listing(tmp_path: Path) -> None:
+    """`--keep-raw AGE` still deletes compacted segment objects the listing no longer
+    reaches (below the cursor's floor), once they are AGE old by the store's clock, and
+    only those. On a local directory, whose files' times the test sets as a bucket's
+    LastModified would be (moto's are the puts' own)."""
+    import os
+
+    objects = LocalObjects(tmp_path / "objects")
+    clocked = Clocked(objects, objects.clock() - 3 * 3600)  # names from 3 h ago on
+    st = ObjectSegmentStore(objects.url, clocked)
+    comp = ObjectCompactor(objects, tmp_path / "compactor")
+    for r in range(6):
+        clocked.now += 600
+        st.append(f"u{r}", _meta(r), TRACE)
+        assert comp.run().uploads == 1
+    assert len(_cursor(objects)) == 2  # the last two runs' listing: the rest fell below
+    for key, _ in objects.list("segments/"):
+        t = int(key[len("segments/t"):][:13]) / 1000
+        os.utime(objects.root / key, (t, t))
+    drop = ObjectCompactor(objects, tmp_path / "drop", keep_raw=2 * 3600 + 25 * 60)
+    st.append("u6", _meta(6), TRACE)
+    assert drop.run().uploads == 1
+    # 2 h 50, 2 h 40 and 2 h 30 old went; 2 h 20 and 2 h 10 (below the floor too) stay
+    left = sorted(k for k, _ in objects.list("segments/"))
+    assert drop.raw_removed == 3 and len(left) == 4, left
+    assert [int(k[len("segments/t"):][:13]) for k in left[:2]] == [
+        int((clocked.now - m * 60) * 1000) for m in (20, 10)]  # u5 is 2 h old
+    assert _ids(objects) == [f"u{i}" for i in range(7)]
+
+
+def test_a_segment_is_named_by_the_buckets_clock_and_a_slow_put_is_not_acknowledged(
+        s3: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collector whose own clock is an hour ahead names its segment objects by the
+    bucket's (the Date of its replies), so names from many machines sort by one clock;
+    a put that returned later than PUT_MAX_S after its name's time is answered 503 (a
+    reader may have listed past it), the client retries."""
+    import types
+
+    from jsprof.store import objstore
+    from jsprof.store import s3 as s3mod
+    from jsprof.store.errors import StoreUnavailable
+
+    ahead = types.SimpleNamespace(time=lambda: time.time() + 3600)
+    with aws_env(s3):
+        objects = open_objects(f"s3://{new_bucket(s3)}/store")
+    monkeypatch.setattr(s3mod, "time", ahead)
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.append("u0", _meta(0), TRACE) is True
+    [(key, _)] = objects.list("segments/")
+    named = objstore.segment_time(key[len("segments/"):]) / 1000
+    assert abs(named - time.time()) < 10, (named, time.time())
+    monkeypatch.setattr(objstore, "PUT_MAX_S", -1.0)
+    with pytest.raises(StoreUnavailable, match="not acknowledged"):
+        st.append("u1", _meta(1), TRACE)
+

@@ -10,10 +10,15 @@ objects, the compactor's lease and commits) is one code path for both:
   there: a segment object is never rewritten, a lease is taken by one process;
 - `put_if(key, data, etag)`: replace only when unchanged since read (S3 `If-Match`), None
   when another writer got there first: the manifest's commit and the lease's renewal;
-- `list(prefix)` -> [(key, size)], sorted; `delete(key)`;
-- `aged(prefix)` -> [(key, seconds since it was last written)], by the store's own clock
-  (S3: the listing's `LastModified` against its reply's `Date`), so no two machines' wall
-  clocks are compared.
+- `list(prefix, start_after=, end_before=)` -> [(key, size)], sorted, the keys past
+  `start_after` and before `end_before` when given (S3: ListObjectsV2's `StartAfter`, and
+  no page fetched past `end_before`: a listing costs what it returns); `delete(key)`;
+- `aged(prefix, start_after=, end_before=)` -> [(key, seconds since it was last
+  written)], by the store's own clock (S3: the listing's `LastModified` against its
+  reply's `Date`), so no two machines' wall clocks are compared;
+- `clock()` -> the store's own clock (epoch seconds): S3, this machine's clock set by the
+  `Date` of the bucket's last reply (segment objects are named by it, so that their
+  names sort by one clock whatever the collectors' own say).
 
 An etag is opaque: equal etags mean the same object version. `open_objects(url)` gives
 `LocalObjects` for a directory and `S3Objects` (`s3.py`, the `s3` extra) for `s3://`.
@@ -45,11 +50,15 @@ class ObjectStore(Protocol):
 
     def put_if(self, key: str, data: bytes, etag: str) -> str | None: ...
 
-    def list(self, prefix: str) -> list[tuple[str, int]]: ...
+    def list(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, int]]: ...
 
     def delete(self, key: str) -> None: ...
 
-    def aged(self, prefix: str) -> list[tuple[str, float]]: ...
+    def aged(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, float]]: ...
+
+    def clock(self) -> float: ...
 
 
 def is_url(store: str | os.PathLike) -> bool:
@@ -66,6 +75,11 @@ def open_objects(store: str | os.PathLike) -> ObjectStore:
     if "://" in text:
         raise StoreError(f"{text}: a store is a directory or s3://bucket/prefix")
     return LocalObjects(text)
+
+
+def _within(key: str, start_after: str | None, end_before: str | None) -> bool:
+    return (start_after is None or key > start_after) and (end_before is None
+                                                          or key < end_before)
 
 
 def _etag(data: bytes) -> str:
@@ -137,8 +151,13 @@ class LocalObjects:
         finally:
             os.close(fd)
 
-    def list(self, prefix: str) -> list[tuple[str, int]]:
-        return sorted(self._walk(prefix))
+    def list(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, int]]:
+        return sorted(kv for kv in self._walk(prefix) if _within(kv[0], start_after,
+                                                                   end_before))
+
+    def clock(self) -> float:
+        return time.time()
 
     def _walk(self, prefix: str) -> Iterator[tuple[str, int]]:
         base = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
@@ -151,10 +170,13 @@ class LocalObjects:
                 if key.startswith(prefix):
                     yield key, full.stat().st_size
 
-    def aged(self, prefix: str) -> list[tuple[str, float]]:
+    def aged(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, float]]:
         now = time.time()
         out = []
         for key, _size in self._walk(prefix):
+            if not _within(key, start_after, end_before):
+                continue
             try:
                 out.append((key, now - (self.root / key).stat().st_mtime))
             except FileNotFoundError:

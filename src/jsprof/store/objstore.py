@@ -4,10 +4,12 @@ that holds a lease made of the store's own conditional writes, queries that only
 
 Keys under the store's prefix (docs/store.md, "On object storage"):
 
-    segments/<writer>-<n>-t<first>-<last>-<count>.seg
+    segments/t<time>-<writer>-<n>-t<first>-<last>-<count>.seg
                                         one flush of one collector: <count> records in
                                         the segment format (segment.py) received in
-                                        [first, last] ms, sealed by its trailer; created
+                                        [first, last] ms, its put begun at <time> ms (the
+                                        bucket's clock: names sort by time, readers list
+                                        the recent ones), sealed by its trailer; created
                                         with If-None-Match, never rewritten
     tables/_manifest.json               the tables' commit (the metadata index): replaced
                                         only with If-Match on the etag its writer read
@@ -63,24 +65,48 @@ FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flus
 # Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
 # flushing thread (tests/test_store_s3.py blocks there and kills the collector).
 _flush_hook: Any = None
-# <writer start s>-<host>-<pid>-<hex>-<n>[-t<first ms>-<last ms>]-<count>.seg (the
-# receivedAt range since issue 34's GET /v1/traces/{id}: older names have none)
-_SEG_NAME = re.compile(r"^([0-9]{10})-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}"
-                       r"(?:-t([0-9]+)-([0-9]+))?-([0-9]+)\.seg$")
+# A segment object's name begins with the time its put began, by the bucket's clock
+# (`ObjectStore.clock`), so names sort by time and a reader lists only the recent ones
+# (`listing_floor`): t<ms, 13 digits>-<host>-<pid>-<hex>-<n>-t<first ms>-<last ms>-<count>.seg
+_SEG_NAME = re.compile(r"^t([0-9]{13})-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}"
+                       r"-t([0-9]+)-([0-9]+)-([0-9]+)\.seg$")
+# A jsprof before issue 34's listing named them by its writer's start (which does not sort
+# by time): <writer start s>-<host>-<pid>-<hex>-<n>[-t<first ms>-<last ms>]-<count>.seg.
+# They all sort before the new names ("1..." < "t..."); read as before, listed in full.
+_OLD_SEG_NAME = re.compile(r"^([0-9]{10})-[A-Za-z0-9_.]+-[0-9]+-[0-9a-f]{6}-[0-9]{6,}"
+                           r"(?:-t([0-9]+)-([0-9]+))?-([0-9]+)\.seg$")
+NEW_SEGMENTS = SEGMENTS + "t"  # where the time-sorted names are
+# A collector acknowledges a segment object only if its put returned within PUT_MAX_S of
+# the time in its name (its own monotonic clock): an acknowledged object is listed within
+# PUT_MAX_S (plus the bucket clock's error, about a second) of its name's time. Readers
+# list from LIST_MARGIN_S before the newest name they have read, which covers that.
+PUT_MAX_S = 120.0
+LIST_MARGIN_S = 300.0
+
+
+def _match(name: str) -> re.Match | None:
+    return _SEG_NAME.match(name) or _OLD_SEG_NAME.match(name)
 
 
 def segment_count(name: str) -> int | None:
     """Records in the segment object `name` (its name says so: a reader skips a segment it
     has read to its end without fetching it), or None for a name not ours."""
-    m = _SEG_NAME.match(name)
+    m = _match(name)
     return int(m.group(4)) if m else None
+
+
+def segment_time(name: str) -> int | None:
+    """When the put of segment object `name` began (epoch ms, the bucket's clock), or
+    None for a name of an older jsprof (or not ours)."""
+    m = _SEG_NAME.match(name)
+    return int(m.group(1)) if m else None
 
 
 def segment_may_hold(name: str, received_at: float | None) -> bool:
     """Whether segment object `name` may hold an upload received at `received_at` (epoch
     ms): within the range its name gives, or (a name without one) written by a writer
     started before then; any of ours when the time is unknown."""
-    m = _SEG_NAME.match(name)
+    m = _match(name)
     if m is None:
         return False
     if received_at is None:
@@ -88,6 +114,33 @@ def segment_may_hold(name: str, received_at: float | None) -> bool:
     if m.group(2) is not None:
         return int(m.group(2)) <= received_at <= int(m.group(3))
     return int(m.group(1)) * 1000 <= received_at + 1000
+
+
+def listing_floor(positions: dict[str, int]) -> str | None:
+    """The key after which a reader at cursor `positions` lists the time-sorted segment
+    objects (ListObjectsV2's StartAfter), or None (from the first): the oldest it has not
+    read to its end, else LIST_MARGIN_S before the newest it has read. Every name before it
+    was read to its end, or is of a put that took longer than PUT_MAX_S, which no
+    collector acknowledged. So a listing costs the objects of the last minutes and those
+    not read yet, not every one the bucket keeps; the names it no longer lists leave the
+    cursor (`_cursor_trim`), which stays as small."""
+    times = [(t, n) for n in positions if (t := segment_time(n)) is not None]
+    if not times:
+        return None
+    floor = max(t for t, _ in times) - int(LIST_MARGIN_S * 1000)
+    for t, n in times:
+        if t < floor and positions[n] < (segment_count(n) or 0):
+            floor = t
+    return f"{NEW_SEGMENTS}{max(floor, 0):013d}"
+
+
+def list_segments(objects: ObjectStore, positions: dict[str, int]) -> list[tuple[str, float]]:
+    """[(key, seconds since written)] of the segment objects a reader at `positions` may
+    not have read to their end: an older jsprof's (all of them: their names do not sort by
+    time; a store written only by this jsprof has none, for a one-key look) and the
+    time-sorted ones from `listing_floor`."""
+    return (objects.aged(SEGMENTS, end_before=NEW_SEGMENTS)
+            + objects.aged(NEW_SEGMENTS, start_after=listing_floor(positions)))
 
 
 # ---- the collectors' side --------------------------------------------------------------------
@@ -111,7 +164,7 @@ class ObjectSegmentStore:
         self.objects = objects if objects is not None else open_objects(url)
         self.url = self.path = self.objects.url
         host = re.sub(r"[^A-Za-z0-9_.]", "_", socket.gethostname())[:40] or "host"
-        self.prefix = f"{int(time.time()):010d}-{host}-{os.getpid()}-{secrets.token_hex(3)}"
+        self.prefix = f"{host}-{os.getpid()}-{secrets.token_hex(3)}"
         self.n = 0
         self._cond = threading.Condition()
         self._queue: list[tuple[seg.Record, _Slot]] = []
@@ -168,10 +221,13 @@ class ObjectSegmentStore:
             parts.extend(r.parts(i))
             lo, hi = min(lo, r.received_at), max(hi, r.received_at)
         parts.append(seg.encode_trailer(len(records), (lo, hi)))
-        # The receivedAt range in the name: GET /v1/traces/{id} fetches only the segments
-        # whose range holds the upload's time (the tables give it), not every one.
-        key = (f"{SEGMENTS}{self.prefix}-{n:06d}-t{math.floor(lo)}-{math.ceil(hi)}-"
-               f"{len(records)}.seg")
+        # The put's start by the bucket's clock first (names sort by time: readers list
+        # the recent ones), the receivedAt range after (GET /v1/traces/{id} fetches only
+        # the segments whose range holds the upload's time, which the tables give).
+        began = time.monotonic()
+        at = math.floor(self.objects.clock() * 1000)
+        key = (f"{SEGMENTS}t{at:013d}-{self.prefix}-{n:06d}-t{math.floor(lo)}-"
+               f"{math.ceil(hi)}-{len(records)}.seg")
         if _flush_hook is not None:
             _flush_hook("before", n)
         data = b"".join(parts)
@@ -184,6 +240,11 @@ class ObjectSegmentStore:
             if got is None or got[0] != data:
                 raise ObjectStoreError(f"{self.objects.url}: cannot create {key}: a write "
                                        "to it is still under way")
+        took = time.monotonic() - began
+        if took > PUT_MAX_S:
+            # readers may have listed past its name's time already (`listing_floor`)
+            raise StoreUnavailable(f"{self.objects.url}: storing {key} took {took:.0f} s "
+                                   f"(over {PUT_MAX_S:.0f} s): not acknowledged; retry")
         if _flush_hook is not None:
             _flush_hook("after", n)
         self.flushes += 1
@@ -231,13 +292,14 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
         positions = orjson.loads(man["cursor"])
     pending = 0
     folders: dict[str, list[int]] = {}
+    floor = listing_floor(positions) or ""
     for key, size in objects.list(""):
         top = key.split("/", 1)[0]
         f = folders.setdefault(top, [0, 0])
         f[0] += size
         f[1] += 1
-        if key.startswith(SEGMENTS):
-            name = key[len(SEGMENTS):]
+        if key.startswith(SEGMENTS) and not (key.startswith(NEW_SEGMENTS) and key <= floor):
+            name = key[len(SEGMENTS):]  # below the floor: read to its end, left the cursor
             count = segment_count(name)
             if count is not None:
                 pending += max(0, count - positions.get(name, 0))
@@ -427,11 +489,12 @@ class Mirror:
 
     def pull_segments(self, positions: dict[str, int]) -> dict[str, float]:
         """Fetch the segment objects with records past `positions` (segment -> records
-        read); drop local copies read to their end. The bucket's segment objects: name ->
-        seconds since written (the bucket's clock)."""
+        read); drop local copies read to their end. The segment objects listed
+        (`list_segments`: an older jsprof's and the recent ones): name -> seconds since
+        written (the bucket's clock)."""
         sdir = self.root / "segments"
         remote: dict[str, float] = {}
-        for key, age in self.objects.aged(SEGMENTS):
+        for key, age in list_segments(self.objects, positions):
             name = key[len(SEGMENTS):]
             count = segment_count(name)
             if count is None:
@@ -834,7 +897,10 @@ class ObjectCompactor:
         cursor (`man`, as the bucket holds it: never a run's own, uncommitted) has read to
         their end and that were last written more than `keep_raw` ago by the bucket's
         clock. Their uploads are in the tables; `GET /v1/traces/{id}` answers 410 for them.
-        The next commit drops their names from the cursor (`_cursor_trim`)."""
+        The next commit drops their names from the cursor (`_cursor_trim`). Those this
+        run listed (`remote`), and those below the cursor's listing floor (read to their
+        end, left out of the listings): listed up to the time `keep_raw` ago, so this
+        listing holds what it deletes."""
         from .tables.manifest import cursor_in
 
         if self.keep_raw is None:
@@ -847,6 +913,13 @@ class ObjectCompactor:
             if count is not None and positions.get(name, 0) >= count and age >= self.keep_raw:
                 self.objects.delete(SEGMENTS + name)
                 n += 1
+        floor = listing_floor(positions)
+        if floor is not None:
+            due = f"{NEW_SEGMENTS}{max(0, int((self.objects.clock() - self.keep_raw) * 1e3)):013d}"
+            for key, age in self.objects.aged(NEW_SEGMENTS, end_before=min(floor, due)):
+                if key[len(SEGMENTS):] not in remote and age >= self.keep_raw:
+                    self.objects.delete(key)
+                    n += 1
         return n
 
     def _created(self, data: bytes) -> str | None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from typing import Any
 
 from .errors import ObjectStoreError, StoreError
@@ -59,6 +60,8 @@ class S3Objects:
             )
         import botocore.exceptions
 
+        self._offset: float | None = None  # the bucket's clock minus this machine's
+        self.client.meta.events.register("after-call.s3", self._dated)
         self._client_error = botocore.exceptions.ClientError
         self._errors = (botocore.exceptions.BotoCoreError, botocore.exceptions.ClientError)
 
@@ -111,37 +114,79 @@ class S3Objects:
                 return None
             raise self._fail("replace", key, e) from None
 
-    def list(self, prefix: str) -> list[tuple[str, int]]:
-        out: list[tuple[str, int]] = []
-        cut = len(self.prefix) + 1 if self.prefix else 0
-        try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=self._key(prefix))
-            for page in pages:
-                for o in page.get("Contents", []):
-                    out.append((o["Key"][cut:], int(o["Size"])))
-        except self._errors as e:
-            raise self._fail("list", prefix or "/", e) from None
-        return sorted(out)
-
-    def aged(self, prefix: str) -> list[tuple[str, float]]:
+    def _pages(self, prefix: str, start_after: str | None, end_before: str | None
+               ) -> Any:
+        """(reply Date or None, [(key under the prefix, listed object)]) per page of
+        ListObjectsV2, from `start_after`, no page fetched once a key reached
+        `end_before`. With `end_before` the pages grow from one key (1, then twice what
+        came so far): a range that is often empty costs one key, not a page of a thousand
+        keys past its end, and one that holds N keys costs at most about 3N."""
         from email.utils import parsedate_to_datetime
 
-        out: list[tuple[str, float]] = []
         cut = len(self.prefix) + 1 if self.prefix else 0
+        args: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._key(prefix)}
+        if start_after is not None:
+            args["StartAfter"] = self._key(start_after)
+        if end_before is not None:
+            args["MaxKeys"] = 1
+        seen = 0
         try:
-            pages = self.client.get_paginator("list_objects_v2").paginate(
-                Bucket=self.bucket, Prefix=self._key(prefix))
-            for page in pages:
+            while True:
+                page = self.client.list_objects_v2(**args)
                 date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
                 now = parsedate_to_datetime(date) if date else None
-                for o in page.get("Contents", []):
-                    # no Date header: age 0, so nothing is judged old by this machine's clock
-                    age = (now - o["LastModified"]).total_seconds() if now else 0.0
-                    out.append((o["Key"][cut:], age))
+                got = [(o["Key"][cut:], o) for o in page.get("Contents", [])]
+                ended = end_before is not None and any(k >= end_before for k, _ in got)
+                yield now, [(k, o) for k, o in got if end_before is None or k < end_before]
+                if ended or not page.get("IsTruncated"):
+                    return
+                args.pop("StartAfter", None)
+                if end_before is not None:
+                    seen += len(got)
+                    args["MaxKeys"] = min(1000, 2 * seen + 8)
+                args["ContinuationToken"] = page["NextContinuationToken"]
         except self._errors as e:
             raise self._fail("list", prefix or "/", e) from None
+
+    def list(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, int]]:
+        return sorted((k, int(o["Size"])) for _now, page in
+                      self._pages(prefix, start_after, end_before) for k, o in page)
+
+    def aged(self, prefix: str, start_after: str | None = None,
+             end_before: str | None = None) -> list[tuple[str, float]]:
+        out: list[tuple[str, float]] = []
+        for now, page in self._pages(prefix, start_after, end_before):
+            for key, o in page:
+                # no Date header: age 0, so nothing is judged old by this machine's clock
+                out.append((key, (now - o["LastModified"]).total_seconds() if now else 0.0))
         return sorted(out)
+
+    def clock(self) -> float:
+        """The bucket's clock: this machine's, set by the `Date` of the bucket's last
+        reply (any request's: one read of a key nobody writes when none came yet). A
+        `Date` says whole seconds: within about a second and a round trip."""
+        if self._offset is None:
+            try:
+                self.client.head_object(Bucket=self.bucket, Key=self._key("leases/.clock"))
+            except self._errors:
+                pass  # 404 (or 403): its reply's Date was read all the same
+            if self._offset is None:
+                raise ObjectStoreError(f"{self.url}: the bucket's replies carry no Date "
+                                       "header: its clock is unknown")
+        return time.time() + self._offset
+
+    def _dated(self, http_response: Any = None, **_kw: Any) -> None:
+        """botocore's after-call hook (every reply, errors too): the bucket's clock."""
+        from email.utils import parsedate_to_datetime
+
+        date = getattr(http_response, "headers", {}).get("date") if http_response else None
+        if date:
+            try:
+                # a Date is floored to its second: its middle is the better guess
+                self._offset = parsedate_to_datetime(date).timestamp() + 0.5 - time.time()
+            except (TypeError, ValueError):
+                pass
 
     def delete(self, key: str) -> None:
         try:
