@@ -290,7 +290,7 @@ def test_a_query_reads_its_tail_while_another_refreshes_the_mirror(
     real_read_tail = view.read_tail
     other: list[threading.Thread] = []
 
-    def read_tail(store: object, man: dict, limit: int) -> object:
+    def read_tail(store: object, man: dict, limit: int, **kw: object) -> object:
         if not other:  # the first query: another compacts and refreshes the mirror now
             def refresh() -> None:
                 ObjectCompactor(objects, tmp_path / "compactor").run()
@@ -299,7 +299,7 @@ def test_a_query_reads_its_tail_while_another_refreshes_the_mirror(
             other.append(threading.Thread(target=refresh))
             other[0].start()
             other[0].join(3.0)  # done unless it waits for this query's tail
-        return real_read_tail(store, man, limit)
+        return real_read_tail(store, man, limit, **kw)
 
     def opened() -> object:  # as `jsprof serve` hands it over, or fleet's open_store
         return st if via == "collector" else api._object_store(objects.url)
