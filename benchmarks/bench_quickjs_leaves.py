@@ -16,7 +16,11 @@ round by round so drift on a shared machine hits each alike:
   on the wall clock after each deschedule);
 - main (with --baseline PYTHON, e.g. /work/main/.venv/bin/python): no sampler, on a
   build without the frame-exit check (or the rseq watch's): its loads per frame exit,
-  unprofiled.
+  unprofiled; main-after: that build's sampler as it ships (a change of the checks,
+  side by side: after/main-after).
+
+--workloads callbacks: `forEach` of a tiny function, C calling bytecode and nothing
+else: the worst case for a check where a built-in calls back into JavaScript.
 
 Prints medians and the ratios of the medians of per-round ratios.
 
@@ -35,6 +39,9 @@ from pathlib import Path
 
 ACORN = Path(__file__).resolve().parent.parent / "tests" / "js" / "node_modules" / "acorn"
 FIB = "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\nfib(31);\n"
+# C calling bytecode, nothing else: what a check where a built-in calls back costs
+CALLBACKS = ("var a = new Array(1000).fill(1), t = 0;\nfunction f(x) { t += x; }\n"
+             "for (var i = 0; i < 2000; i++) a.forEach(f);\n")
 
 
 def acorn_setup() -> tuple[str, str]:
@@ -62,7 +69,7 @@ def child(workload: str, mode: str, interval: float, clock: str) -> float:
         lib, src = acorn_setup()
         rt.eval(lib, "acorn.js")
     else:
-        src = FIB
+        src = CALLBACKS if workload == "callbacks" else FIB
     s = None if mode in ("none", "main") else rt.profiler(sample_interval=interval,
                                                           clock=clock)
     t0 = time.process_time()
@@ -89,20 +96,23 @@ def main() -> None:
     ap.add_argument("--clock", choices=("cpu", "wall"), default="cpu",
                     help="the sampler's clock (wall: before = no rseq watch, no approach)")
     ap.add_argument("--baseline", help="a Python whose jsprof lacks the frame-exit check")
+    ap.add_argument("--workloads", default="fib,acorn",
+                    help="comma-separated: fib, acorn, callbacks (forEach of a tiny function)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:
         print(child(a.child[0], a.child[1], a.interval, a.clock))
         return
-    modes = ["none", "before", "after"] + (["main"] if a.baseline else [])
+    modes = ["none", "before", "after"] + (["main", "main-after"] if a.baseline else [])
     print(f"load average {os.getloadavg()[0]:.1f}; interval {a.interval} ms ({a.clock} clock); "
           f"{a.rounds} rounds")
-    for workload in ("fib", "acorn"):
+    for workload in a.workloads.split(","):
         got: dict[str, list[float]] = {m: [] for m in modes}
         for r in range(a.rounds):
             for m in modes[r % len(modes):] + modes[:r % len(modes)]:
-                py = a.baseline if m == "main" else sys.executable
-                got[m].append(measure(py, workload, m, a.interval, a.clock))
+                py = a.baseline if m.startswith("main") else sys.executable
+                got[m].append(measure(py, workload, m.removeprefix("main-"), a.interval,
+                                      a.clock))
 
         def ratio(x: str, y: str, got: dict[str, list[float]] = got) -> float:
             return statistics.median(p / q for p, q in zip(got[x], got[y], strict=True))
@@ -112,7 +122,8 @@ def main() -> None:
         print(f"  before/none {ratio('before', 'none'):.3f}"
               f"  after/none {ratio('after', 'none'):.3f}"
               f"  after/before {ratio('after', 'before'):.3f}"
-              + (f"  none/main {ratio('none', 'main'):.3f}" if a.baseline else ""))
+              + (f"  none/main {ratio('none', 'main'):.3f}"
+                 f"  after/main-after {ratio('after', 'main-after'):.3f}" if a.baseline else ""))
     print(f"load average {os.getloadavg()[0]:.1f}")
 
 
