@@ -248,7 +248,9 @@ def test_the_pytest_fixture_from_a_pytester_file(pytester, tmp_path, factor):
             res.check()
     """)
     art = tmp_path / "artifacts"
-    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", f"--jsprof-artifacts={art}")
+    # (Hypothesis's plugin left out: its import is most of a pytest's start.)
+    out = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+                                        f"--jsprof-artifacts={art}")
     page = art / "test_render_budget.budget.html"
     assert 'id="fg-facts"' in page.read_text()  # the flame diff, kept whatever the verdict
     if factor == 1:
