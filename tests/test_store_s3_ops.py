@@ -431,3 +431,180 @@ def test_a_segment_is_named_by_the_buckets_clock_and_a_slow_put_is_not_acknowled
     with pytest.raises(StoreUnavailable, match="not acknowledged"):
         st.append("u1", _meta(1), TRACE)
 
+
+def _bucket_state(s3: dict[str, str], bucket: str) -> list[tuple]:
+    from s3_util import client
+
+    pages = client(s3).get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return sorted((o["Key"], o["ETag"], o["LastModified"], o["Size"])
+                  for p in pages for o in p.get("Contents", []))
+
+
+def test_check_of_a_bucket_reports_a_damaged_segment_object_and_writes_nothing(
+        s3: dict[str, str], tmp_path: Path) -> None:
+    """`jsprof serve check --store s3://...` (was refused: not supported on object storage)
+    reads every segment object's records: a sound store exits 0 and says what the
+    compactor has not reached; a segment object with a damaged record is one line naming
+    it, exit 1, one line on stderr. The bucket is the same before and after (keys, etags,
+    times): check writes nothing."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/fleet"
+    with aws_env(s3):
+        objects = open_objects(url)
+        st = ObjectSegmentStore(url, objects)
+        for i in range(4):
+            st.append(f"u{i}", _meta(i), TRACE)
+        assert ObjectCompactor(objects, tmp_path / "compactor").run().uploads == 4
+        for i in range(4, 6):
+            st.append(f"u{i}", _meta(i), TRACE)
+    before = _bucket_state(s3, bucket)
+    out = _jsprof(env, "serve", "check", "--store", url)
+    text = out.stdout.decode()
+    assert out.returncode == 0, (text, out.stderr.decode())
+    assert "6 segment objects, 6 uploads" in text
+    assert "compactor: 2 uploads not yet compacted" in text
+    assert "per compacted upload (4 uploads in the tables)" in text
+    assert _bucket_state(s3, bucket) == before
+    with aws_env(s3):
+        key = sorted(k for k, _ in objects.list("segments/"))[1]
+        data = bytearray(objects.get(key)[0])
+        data[len(data) // 2] ^= 0xFF  # within u1's trace
+        objects.put(key, bytes(data))
+    before = _bucket_state(s3, bucket)
+    out = _jsprof(env, "serve", "check", "--store", url)
+    text, err = out.stdout.decode(), out.stderr.decode()
+    assert out.returncode == 1, (text, err)
+    problems = [x for x in text.splitlines() if x.startswith("segments/")]
+    assert len(problems) == 1 and problems[0].startswith(key + ": offset "), text
+    assert "'u1'" in problems[0]
+    assert len([x for x in err.splitlines() if x.strip()]) == 1 and "Traceback" not in err
+    assert _bucket_state(s3, bucket) == before
+
+
+def _segment(objects: object, at_ms: int, records: list[tuple[str, dict]]) -> str:
+    """A segment object of this jsprof's naming, put at `at_ms` (bucket's clock), holding
+    `records` (several uploads: a flush that took a burst)."""
+    import math
+
+    from jsprof.store import segment as seg
+
+    parts: list[bytes] = []
+    lo, hi = seg.NO_RANGE
+    for i, (uid, meta) in enumerate(records):
+        at = meta["receivedAt"]
+        parts += seg.make_record(uid, orjson.dumps(meta), TRACE, at, None).parts(i)
+        lo, hi = min(lo, at), max(hi, at)
+    parts.append(seg.encode_trailer(len(records), (lo, hi)))
+    key = (f"segments/t{at_ms:013d}-testhost-1-abcdef-{at_ms % 1000000:06d}-t{math.floor(lo)}-"
+           f"{math.ceil(hi)}-{len(records)}.seg")
+    assert objects.put_new(key, b"".join(parts))
+    return key
+
+
+def test_prune_of_a_bucket_removes_what_it_should_and_the_counts_stay_right(
+        s3: dict[str, str], tmp_path: Path) -> None:
+    """`jsprof serve prune --store s3://... --older-than 5d [--app A]` (was refused): the
+    uploads received before the cut leave the tables and the segment objects (one all
+    old: deleted; one that also holds what stays: written anew without them), under the
+    lease; `fleet top` counts what is left, GET of a pruned one is 404, the next
+    compaction reads nothing again, `serve check` is sound. While a collector's compactor
+    holds the lease, prune writes the mark (queries leave the uploads out at once) and that
+    compactor's next run removes them (`Pruner`)."""
+    import os
+
+    from jsprof.store import objstore
+    from jsprof.store.objprune import Pruner
+    from jsprof.store.objstore import Lease
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    url = f"s3://{new_bucket(s3)}/fleet"
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+
+    def meta(app: str, at: float) -> dict:
+        return {"app": app, "release": "r1", "receivedAt": at, "sampleInterval": 10.0}
+
+    with aws_env(s3):
+        objects = open_objects(url)
+        gone = _segment(objects, int(old) + 5000, [("s1", meta("shop", old)),
+                                                   ("s2", meta("shop", old + 1))])
+        mixed = _segment(objects, int(old) + 6000, [("s3", meta("shop", old + 2)),
+                                                    ("a1", meta("admin", old + 3))])
+        _segment(objects, int(now - 86400e3), [("s4", meta("shop", now - 86400e3))])
+        st = ObjectSegmentStore(url, objects)
+        st.append("s5", meta("shop", now), TRACE)
+        assert ObjectCompactor(objects, tmp_path / "first").run().uploads == 6
+
+    def top(app: str) -> int:
+        out = _jsprof(env, "fleet", "top", "--store", url, "--app", app, "--json")
+        assert out.returncode == 0, out.stderr.decode()
+        return orjson.loads(out.stdout)["traces"]
+
+    assert (top("shop"), top("admin")) == (5, 1)
+    out = _jsprof(env, "serve", "prune", "--store", url, "--older-than", "5d", "--app", "shop")
+    text = out.stdout.decode()
+    assert out.returncode == 0, out.stderr.decode()
+    assert "removed 3 uploads from the tables and 3 raw records" in text, text
+    assert (top("shop"), top("admin")) == (2, 1)
+    with aws_env(s3):
+        keys = {k for k, _ in objects.list("segments/")}
+        assert gone not in keys and mixed not in keys and len(keys) == 3
+        assert _ids(objects) == ["a1", "s4", "s5"]
+        assert st.get("s1") is None and st.get("s3") is None
+        assert st.get("a1")[1] == TRACE  # from the segment object written anew
+        assert ObjectCompactor(objects, tmp_path / "first").run().uploads == 0
+        assert ObjectCompactor(objects, tmp_path / "other").run().uploads == 0
+        health = objstore.object_health(objects)
+        assert (health["pending"], health["compacted"]) == (0, 3)
+    out = _jsprof(env, "serve", "check", "--store", url)
+    assert out.returncode == 0, out.stdout.decode() + out.stderr.decode()
+    assert "3 segment objects, 3 uploads" in out.stdout.decode()
+    # a collector's compactor holds the lease: the mark now, the cut at its next run
+    with aws_env(s3):
+        holder = Lease(objects)
+        assert holder.acquire()
+    out = _jsprof(env, "serve", "prune", "--store", url, "--older-than", "5d")
+    assert out.returncode == 0, out.stderr.decode()
+    assert "marked" in out.stdout.decode()
+    out = _jsprof(env, "fleet", "top", "--store", url, "--app", "admin", "--json")
+    assert "no uploads of app 'admin'" in out.stderr.decode()  # left out at once
+    with aws_env(s3):
+        assert _ids(objects) == ["a1", "s4", "s5"]
+        comp = ObjectCompactor(objects, tmp_path / "holder")
+        assert comp.run(holder.acquire).uploads == 0
+        cut = Pruner(comp).run(holder.acquire)
+        assert cut.tables_removed == 1 and cut.removed == 1
+        assert Pruner(comp).run(holder.acquire).removed == 0  # done already
+        assert _ids(objects) == ["s4", "s5"]
+        assert len(objects.list("segments/")) == 2
+
+
+def test_the_compactor_process_cuts_by_retention(tmp_path: Path) -> None:
+    """`jsprof serve --store s3://... --retention AGE` hands AGE to its compactor process
+    (`python -m jsprof.store.objstore URL --retention SECONDS`), which marks the cut and
+    makes it after its run: an upload older than AGE leaves the tables and its segment
+    object goes; a newer one stays. On a local directory (the same code)."""
+    import os
+    import sys
+
+    from jsprof.store.objprune import PRUNED_KEY
+
+    objects = LocalObjects(tmp_path / "objects")
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+    _segment(objects, int(old) + 1000, [("old", dict(_meta(0), receivedAt=old))])
+    ObjectSegmentStore(objects.url, objects).append("new", _meta(1), TRACE)
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "jsprof.store.objstore", objects.url,
+                          "--once", "--retention", str(5 * 86400)], env=env,
+                         capture_output=True, timeout=600)
+    assert out.returncode == 0, out.stderr.decode()
+    assert "pruned 1 uploads from the tables and 1 raw records" in out.stderr.decode()
+    assert _ids(objects) == ["new"]
+    assert len(objects.list("segments/")) == 1
+    assert orjson.loads(objects.get(PRUNED_KEY)[0])["*"] > old

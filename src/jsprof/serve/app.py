@@ -515,7 +515,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             app.state.store = open_store(config.store)
         app.state.query_limiter = anyio.CapacityLimiter(QUERY_THREADS)
         retention = None
-        if config.retention_s and os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
+        if config.retention_s and os.environ.get("JSPROF_SERVE_WORKER", "0") == "0" \
+                and not is_url(config.store):  # a bucket's: its compactor's (objprune.py)
             retention = _Retention(app.state.store, config.retention_s)
             retention.thread.start()
         compactor = None
@@ -527,7 +528,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             compactor = None
             if os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
                 compactor = CompactorProcess(config.store, config.compact_every,
-                                             keep_raw=config.keep_raw_s)
+                                             keep_raw=config.keep_raw_s,
+                                             retention=config.retention_s)
                 compactor.start()
         elif config.compact_every > 0:
             from ..store.background import BackgroundCompactor

@@ -405,21 +405,19 @@ def _check_object_store(args: argparse.Namespace) -> None:
         raise UsageError(
             f"--store {args.store}: a store on object storage keeps no read-token file; "
             "give --read-token-file FILE or set $JSPROF_READ_TOKEN")
-    if args.retention:
-        raise UsageError(f"--store {args.store}: --retention is not supported on object "
-                         "storage yet; use a lifecycle rule on the bucket's segments/")
+    if args.retention and args.compact_every <= 0:
+        raise UsageError(f"--store {args.store}: --retention on object storage is the "
+                         "compactor's; give --compact-every SECONDS (> 0)")
 
 
 def _existing_store(path: str) -> None:
-    if "://" in path:  # check, prune (compact and backup have their own paths)
-        raise UsageError(f"--store {path}: not supported on object storage yet (docs/store.md, "
-                         "On object storage); compact with `jsprof serve compact`, query with "
-                         "`jsprof fleet`, copy with `jsprof serve backup`")
     if not Path(path, "segments").is_dir():
         raise UsageError(f"--store {path}: not a jsprof store (no segments/ folder)")
 
 
 def main_check(args: argparse.Namespace) -> int:
+    if "://" in args.store:
+        return _check_objects(args.store)
     _existing_store(args.store)
     store = _open_store(args.store)
     rep = store.check()
@@ -458,6 +456,49 @@ def main_check(args: argparse.Namespace) -> int:
             "tail; its error is above and in the collector's log",
             file=sys.stderr,
         )
+        return 1
+    return 0
+
+
+def _check_objects(url: str) -> int:
+    """`jsprof serve check --store s3://...`: every segment object's records and the
+    manifest's parts (`store/objcheck.py`), the compactor's lag, the bucket's bytes.
+    Read-only."""
+    from ..extras import require
+
+    require("s3", "a store on s3://")
+    from ..store import StoreError
+    from ..store.errors import about_store
+    from ..store.objcheck import check_objects
+    from ..store.objects import open_objects
+
+    try:
+        rep = check_objects(open_objects(url))
+    except StoreError as e:
+        raise UsageError(about_store(url, e)) from None
+    out = sys.stdout
+    print(f"jsprof serve check: {url}: {plural(rep.segments, 'segment object')}, "
+          f"{plural(rep.records, 'upload')}", file=out)
+    for f in rep.findings:
+        print(f"{f.segment}: offset {f.offset}: {f.length} bytes: {f.what}", file=out)
+    now = time.time()
+    if rep.pending:
+        oldest = max(0.0, now - (rep.oldest_pending or now * 1000) / 1000)
+        print(f"compactor: {plural(rep.pending, 'upload')} not yet compacted, the oldest "
+              f"received {_ago(oldest)} ago", file=out)
+    else:
+        print("compactor: caught up", file=out)
+    total = sum(b for b, _ in rep.folders.values())
+    parts = ", ".join(f"{k} {_size(b)} in {plural(n, 'object')}"
+                      for k, (b, n) in sorted(rep.folders.items()))
+    print(f"bucket: {_size(total)} in {plural(sum(n for _, n in rep.folders.values()), 'object')}"
+          f"{f' ({parts})' if parts else ''}", file=out)
+    if rep.compacted:
+        print(f"bucket: {_size(total / rep.compacted)} per compacted upload "
+              f"({plural(rep.compacted, 'upload')} in the tables)", file=out)
+    if rep.findings:
+        print(f"jsprof serve check: {plural(len(rep.findings), 'problem')} found: readers "
+              "skip damaged records; the objects are left as they are", file=sys.stderr)
         return 1
     return 0
 
@@ -612,11 +653,53 @@ def _backup_objects(src_url: str, dst_url: str) -> int:
     return 0
 
 
+def _prune_objects(url: str, age: float, app: str | None) -> int:
+    """`jsprof serve prune --store s3://...`: the mark, then the cut under the bucket's
+    lease (`store/objprune.py`); while a collector's compactor holds the lease, it makes
+    the cut at its next run."""
+    from ..extras import require
+
+    require("s3", "a store on s3://")
+    from ..store import StoreError
+    from ..store.errors import about_store
+    from ..store.objects import open_objects
+    from ..store.objprune import mark, prune_objects
+    from ..store.objstore import Lease, ObjectCompactor, mirror_dir
+
+    try:
+        objects = open_objects(url)
+        cut = objects.clock() * 1000 - age * 1000
+        mark(objects, cut, app)  # from now on no query counts what the cut removes
+        lease = Lease(objects)
+        if not lease.acquire():
+            print(f"jsprof serve prune: {url}: marked; the compactor holding the lease "
+                  "(a running collector's) removes the uploads at its next run")
+            return 0
+        try:
+            comp = ObjectCompactor(objects, mirror_dir(objects.url, "compactor"))
+            res = prune_objects(comp, cut, app, lease.acquire, marked=True)
+        finally:
+            lease.release()
+    except StoreError as e:
+        raise UsageError(about_store(url, e)) from None
+    print(f"jsprof serve prune: removed {plural(res.tables_removed, 'upload')} from the "
+          f"tables and {plural(res.removed, 'raw record')} ({plural(res.deleted, 'segment object')}"
+          f" deleted, {res.rewritten} written anew), kept {res.kept} in the segment objects "
+          "it read")
+    if res.recent:
+        print(f"jsprof serve prune: {plural(res.recent, 'segment object')} of the last "
+              "minutes kept whole (their uploads are left out of every query); a later "
+              "cut removes them", file=sys.stderr)
+    return 0
+
+
 def main_prune(args: argparse.Namespace) -> int:
     from ..store import retention
 
-    _existing_store(args.store)
     age = parse_duration(args.older_than, "--older-than")
+    if "://" in args.store:
+        return _prune_objects(args.store, age, args.app)
+    _existing_store(args.store)
     store = _open_store(args.store)
     try:
         res = retention.prune(store, time.time() * 1000 - age * 1000, app=args.app)

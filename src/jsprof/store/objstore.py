@@ -60,6 +60,7 @@ log = logging.getLogger("jsprof.store")
 SEGMENTS = "segments/"
 MANIFEST_KEY = "tables/_manifest.json"
 LEASE_KEY = "leases/compactor.json"
+PRUNED_KEY = "pruned.json"  # retention marks (objprune.py), as a local store's pruned.json
 LEASE_S = 30.0  # a lease not renewed for this long is free
 FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flush is cut)
 # Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
@@ -305,8 +306,16 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
                 pending += max(0, count - positions.get(name, 0))
     parts = len(man.get("uploads", [])) + sum(
         len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
-    return {"pending": pending, "compacted": int(man.get("nextUk", 0)), "parts": parts,
+    return {"pending": pending, "compacted": compacted_rows(man), "parts": parts,
             "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
+
+
+def compacted_rows(man: dict) -> int:
+    """Uploads the tables of manifest `man` hold (a prune removes some: not `nextUk`)."""
+    try:
+        return sum(int(e["rows"]) for e in man.get("uploads", []) if isinstance(e, dict))
+    except (KeyError, TypeError, ValueError):
+        return 0
 
 
 def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | None:
@@ -872,6 +881,17 @@ class ObjectCompactor:
                 start_etag is not None and not stats.batches and listed(new) == listed(man)
                 and cursor_in(new) == cur):
             return stats  # nothing new, nothing merged, nothing read
+        new = self._commit(man, new, start_etag, still_held)
+        self.seen.commit(int(new.get("nextUk", 0)))
+        self._sweep(man, new)
+        return stats
+
+    def _commit(self, man: dict, new: dict, start_etag: str | None, still_held: Any) -> dict:
+        """Push the mirror's new parts and commit its manifest with If-Match on
+        `start_etag` (the one `man` was read with); the manifest as committed. Conflict
+        when the lease was lost or another writer committed since."""
+        from .tables.manifest import MANIFEST
+
         if still_held is not None and not still_held():
             raise Conflict(f"{self.objects.url}: the compactor's lease was lost; "
                            "its run is dropped")
@@ -888,9 +908,7 @@ class ObjectCompactor:
             raise Conflict(f"{self.objects.url}: another compactor committed the tables "
                            "meanwhile; this run's work is dropped and done again")
         self.mirror.set_etag(etag)
-        self.seen.commit(int(new.get("nextUk", 0)))
-        self._sweep(man, new)
-        return stats
+        return new
 
     def _drop_raw(self, man: dict, remote: dict[str, float]) -> int:
         """Raw retention (`--keep-raw`): delete the segment objects that the committed
@@ -1027,6 +1045,11 @@ def query_mirror(url: str, objects: ObjectStore | None = None) -> Path:
 
     objects = objects if objects is not None else open_objects(url)
     m = Mirror(objects, mirror_dir(objects.url, "query"), sweep=True)
+    # The retention marks before the manifest (as a local prune writes its mark first):
+    # an upload pruned after either read is left out (`Store.pruned_before`).
+    marks = objects.get(PRUNED_KEY)
+    if marks is not None:
+        _write_atomic(m.root / "pruned.json", marks[0])
     m.pull_tables()
     cur = cursor_in(read_manifest(m.root))
     m.pull_segments(cur.positions if cur is not None else {})
@@ -1040,10 +1063,12 @@ class CompactorProcess:
     stopped with the collector. It competes for the bucket's lease with the other
     collectors' ones; only the holder compacts."""
 
-    def __init__(self, url: str, interval: float, keep_raw: float | None = None) -> None:
+    def __init__(self, url: str, interval: float, keep_raw: float | None = None,
+                 retention: float | None = None) -> None:
         self.url = url
         self.interval = interval
         self.keep_raw = keep_raw
+        self.retention = retention
         self._stop = threading.Event()
         self._proc: Any = None
         self._thread = threading.Thread(target=self._run, name="jsprof-objcompactor",
@@ -1065,6 +1090,8 @@ class CompactorProcess:
             cmd = [sys.executable, "-m", "jsprof.store.objstore", self.url,
                    "--interval", str(self.interval), "--parent", str(os.getpid()),
                    "--keep-raw", "forever" if self.keep_raw is None else str(self.keep_raw)]
+            if self.retention:
+                cmd += ["--retention", str(self.retention)]
             try:
                 self._proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL,
                                               stdout=subprocess.DEVNULL,
@@ -1114,6 +1141,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--once", action="store_true", help="one run (when the lease is free)")
     p.add_argument("--keep-raw", default="forever",
                    help="seconds a compacted segment object stays (forever: never deleted)")
+    p.add_argument("--retention", type=float, default=0.0,
+                   help="seconds an upload is kept (0: forever); cut hourly")
     args = p.parse_args(argv)
     become_background(args.parent)
     import fcntl
@@ -1135,6 +1164,9 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(args.interval)
     keep_raw = None if args.keep_raw == "forever" else float(args.keep_raw)
     comp = ObjectCompactor(objects, root, keep_raw=keep_raw)
+    from .objprune import Pruner
+
+    pruner = Pruner(comp, args.retention or None)
     said = Reporter()
     failures = 0
     while not (args.parent and os.getppid() != args.parent):
@@ -1145,6 +1177,11 @@ def main(argv: list[str] | None = None) -> int:
                 if stats.uploads:
                     print(f"jsprof serve: compacted {stats.uploads} uploads into "
                           f"{objects.url}", file=sys.stderr, flush=True)
+                cut = pruner.run(lease.acquire)
+                if cut is not None and (cut.removed or cut.tables_removed):
+                    print(f"jsprof serve: pruned {cut.tables_removed} uploads from the "
+                          f"tables and {cut.removed} raw records of {objects.url}",
+                          file=sys.stderr, flush=True)
         except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
             error = f"{e}" or type(e).__name__
         failures = failures + 1 if error else 0
