@@ -19,7 +19,7 @@ from jsprof.analysis.calltree import build_call_tree
 from jsprof.cli import main
 from jsprof.trace import NONE
 from test_transforms import ORIGINAL, _paths, _rec
-from viewer_util import open_page, record_acorn, wait, write_page
+from viewer_util import on_screen, open_page, record_acorn, wait, write_page
 
 
 @pytest.fixture(scope="module")
@@ -269,6 +269,7 @@ def test_menu_keys_bar_undo_and_the_link(browser, acorn_page):
     fill = {f["name"]: f["fill"] for f in _frames(page)}
     word = max((f for f in _frames(page) if f["name"] == "pp.readWord"), key=lambda f: f["w"])
     # right-click a frame: its menu; "Merge function" merges it everywhere
+    word = on_screen(page, word)
     page.mouse.click(word["cx"], word["cy"], button="right")
     assert page.locator("#fg-menu").is_visible()
     merge = page.locator("#fg-menu button[data-kind='merge']")
@@ -283,7 +284,7 @@ def test_menu_keys_bar_undo_and_the_link(browser, acorn_page):
         n: fill[n] for n in {f["name"] for f in _frames(page)} if n in fill}
     assert page.locator("#fg-transforms .tf-step.on").text_content() == "1. merge:pp.readWord"
     # the menu by keyboard: down to an entry, Escape closes it with nothing done
-    wide = max((f for f in _frames(page) if f["depth"] > 0), key=lambda f: f["w"])
+    wide = on_screen(page, max((f for f in _frames(page) if f["depth"] > 0), key=lambda f: f["w"]))
     page.mouse.click(wide["cx"], wide["cy"], button="right")
     wait(page, "!!document.getElementById('fg-menu')")
     page.keyboard.press("ArrowDown")
@@ -292,8 +293,8 @@ def test_menu_keys_bar_undo_and_the_link(browser, acorn_page):
     assert not page.locator("#fg-menu").count()
     assert page.evaluate("document.body.dataset.transforms") == "1"
     # a key on the frame under the pointer: F focuses on its function
-    stmt = max((f for f in _frames(page) if f["name"] == "pp$8.parseStatement"),
-               key=lambda f: f["w"])
+    stmt = on_screen(page, max((f for f in _frames(page) if f["name"] == "pp$8.parseStatement"),
+                               key=lambda f: f["w"]))
     page.mouse.move(stmt["cx"], stmt["cy"])
     page.keyboard.press("Shift+F")
     wait(page, "document.body.dataset.transforms === '2'")

@@ -84,3 +84,27 @@ def open_page(browser: Any, url: str, view: str | None = None, width: int = 1400
          else f"document.body.dataset.view === '{view}'")
     page.errors = errors
     return page
+
+
+# Whether a point of the window reaches the flame graph's canvas (not the sticky header
+# over it, not outside the window).
+_ON_CANVAS = ("([x, y]) => document.elementFromPoint(x, y) === "
+              "document.getElementById('fg-canvas')")
+
+
+def on_screen(page: Any, frame: dict, timeout: float = 30.0) -> dict:
+    """`frame` (of jsprofFrames) with its box scrolled into view, as a user would before
+    pointing at it: a graph taller than the window opens at its roots, so a deep frame may
+    be above the window or under the sticky header, where a click reaches no frame (a
+    recording whose widest pp.readWord was 51 deep: cy 63 under a 107 px header, no menu).
+    Returned re-read, once its middle reaches the canvas (moved on the scroll's paint)."""
+    if page.evaluate(_ON_CANVAS, [frame["cx"], frame["cy"]]):
+        return frame
+    page.evaluate("y => window.scrollBy(0, y - window.innerHeight / 2)", frame["cy"])
+    deadline = time.monotonic() + timeout
+    while True:
+        now = next(f for f in page.evaluate("jsprofFrames()") if f["i"] == frame["i"])
+        if page.evaluate(_ON_CANVAS, [now["cx"], now["cy"]]):
+            return now
+        assert time.monotonic() < deadline, f"frame {frame['name']} never came on screen: {now}"
+        time.sleep(0.05)
