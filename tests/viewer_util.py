@@ -5,10 +5,12 @@ Content-Security-Policy forbids the `eval` behind Playwright's wait_for_function
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +29,24 @@ while (Date.now() < end || n < 4) {{
 """
 
 
+_acorn: list[Path] = []  # the process's one recording of acorn (record_acorn)
+
+
 def record_acorn(d: Path) -> Path:
-    """A CPU-clock QuickJS recording of acorn parsing its own source, saved in `d`."""
+    """A CPU-clock QuickJS recording of acorn parsing its own source, saved in `d` (with
+    the two scripts it ran). Recorded once per process, in a folder of its own, and copied:
+    the tests that use it (viewer tables and transforms, the tail's memory) only read it,
+    and each recording costs a QuickJS run of seconds on a busy machine."""
+    if not _acorn:
+        _acorn.append(_record_acorn(Path(tempfile.mkdtemp(prefix="jsprof-acorn-"))))
+        atexit.register(shutil.rmtree, _acorn[0].parent, True)
+    src = _acorn[0]
+    for f in ("acorn.mjs", "driver.mjs", src.name):
+        shutil.copy(src.parent / f, d / f)
+    return d / src.name
+
+
+def _record_acorn(d: Path) -> Path:
     from jsprof.record import record
 
     src = JS / "acorn" / "dist" / "acorn.mjs"
