@@ -441,6 +441,11 @@ def test_every_acknowledged_upload_counts_once_after_a_kill_mid_flush(
                                     headers={"Authorization": "Bearer test-read-token"})
         assert status == 200, body
         assert "jsprof_compactor_pending_uploads 0.0" in body.decode()
+        assert "jsprof_compactor_lag_seconds 0.0" in body.decode()
+        # the lease holder's runs, from its report in the bucket
+        runs = [x for x in body.decode().splitlines()
+                if x.startswith("jsprof_compactor_runs_total ")]
+        assert runs and float(runs[0].split()[1]) >= 1, body.decode()
         assert 'jsprof_store_files{folder="segments"}' in body.decode()
     finally:
         b.stop()

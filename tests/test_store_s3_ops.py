@@ -608,3 +608,74 @@ def test_the_compactor_process_cuts_by_retention(tmp_path: Path) -> None:
     assert _ids(objects) == ["new"]
     assert len(objects.list("segments/")) == 1
     assert orjson.loads(objects.get(PRUNED_KEY)[0])["*"] > old
+
+
+def test_the_compactors_run_report_and_lag_on_a_bucket(
+        s3: dict[str, str], tmp_path: Path) -> None:
+    """The compactor holding the lease writes its run report to the bucket
+    (`compactor.json`, as a local store's) after each run; `/metrics` and `/v1/status`
+    give its runs, failures and the lag in seconds (the oldest uncompacted upload's age,
+    from the receivedAt range in its segment object's name), and `jsprof serve check`
+    prints them, exit 1 once the compactor is failing (3 runs in a row). Was: no report,
+    lag None."""
+    import os
+    import sys
+
+    from prometheus_client.core import Metric  # noqa: F401 - the metrics' own types
+
+    from jsprof.serve import metrics
+    from jsprof.store import objstore
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    url = f"s3://{new_bucket(s3)}/fleet"
+
+    def scrape(objects: object) -> dict[str, float]:
+        return {f.samples[0].name: f.samples[0].value
+                for f in metrics._object_store_metrics(objstore.object_health(objects))
+                if f.samples and not f.samples[0].labels}
+
+    def once(cache: str = "cache") -> None:
+        subprocess.run([sys.executable, "-m", "jsprof.store.objstore", url, "--once"],
+                       env={**env, "XDG_CACHE_HOME": str(tmp_path / cache)},
+                       capture_output=True, timeout=600)
+
+    with aws_env(s3):
+        objects = open_objects(url)
+        st = ObjectSegmentStore(url, objects)
+        st.append("u0", _meta(0), TRACE)  # received 60 s ago
+        st.append("u1", _meta(1), TRACE)
+        got = scrape(objects)
+        assert got["jsprof_compactor_pending_uploads"] == 2
+        assert 55 <= got["jsprof_compactor_lag_seconds"] < 600
+        assert got["jsprof_compactor_runs_total"] == 0
+    once()
+    with aws_env(s3):
+        got = scrape(objects)
+        assert got["jsprof_compactor_lag_seconds"] == 0
+        assert got["jsprof_compactor_runs_total"] == 1
+        assert got["jsprof_compactor_last_success_timestamp_seconds"] > time.time() - 600
+        status = metrics.status(st, True)["compactor"]
+        assert status["lagSeconds"] == 0 and status["failing"] is False
+        assert status["lastSuccessAt"] is not None
+    out = _jsprof(env, "serve", "check", "--store", url)
+    text = out.stdout.decode()
+    assert out.returncode == 0, text + out.stderr.decode()
+    assert "compactor: caught up" in text and "ok; 0 failed runs of 1" in text, text
+    with aws_env(s3):  # a part the manifest lists goes: every run fails
+        part = next(k for k, _ in objects.list("tables/") if k.endswith(".parquet"))
+        objects.delete(part)
+        st.append("u2", _meta(2), TRACE)
+    for i in range(3):
+        once(f"machine{i}")  # a mirror without the part: each run fails to pull it
+    with aws_env(s3):
+        got = scrape(objects)
+        assert got["jsprof_compactor_runs_total"] == 4
+        assert got["jsprof_compactor_failures_total"] == 3
+        assert got["jsprof_compactor_consecutive_failures"] == 3
+        assert got["jsprof_compactor_lag_seconds"] >= 55
+        assert metrics.status(st, True)["compactor"]["failing"] is True
+    out = _jsprof(env, "serve", "check", "--store", url)
+    text = out.stdout.decode()
+    assert out.returncode == 1
+    assert "compactor: failing, 3 runs in a row" in text and part in text, text

@@ -488,6 +488,7 @@ def _check_objects(url: str) -> int:
               f"received {_ago(oldest)} ago", file=out)
     else:
         print("compactor: caught up", file=out)
+    failing = _compactor_runs(rep.report, now, out)
     total = sum(b for b, _ in rep.folders.values())
     parts = ", ".join(f"{k} {_size(b)} in {plural(n, 'object')}"
                       for k, (b, n) in sorted(rep.folders.items()))
@@ -499,6 +500,11 @@ def _check_objects(url: str) -> int:
     if rep.findings:
         print(f"jsprof serve check: {plural(len(rep.findings), 'problem')} found: readers "
               "skip damaged records; the objects are left as they are", file=sys.stderr)
+        return 1
+    if failing:
+        print("jsprof serve check: the compactor is failing: queries read a growing "
+              "uncompacted tail; its error is above and in the lease holder's log",
+              file=sys.stderr)
         return 1
     return 0
 
@@ -521,6 +527,27 @@ def _size(n: float) -> str:
     return f"{n:.1f} TiB"  # pragma: no cover
 
 
+def _compactor_runs(st: dict, now: float, out: object) -> bool:
+    """The compactor's last runs from its report (`st`); True when it is failing."""
+    from ..store import health
+
+    failing = health.failing(st)
+    if failing:
+        ok_at = st.get("lastSuccessAt")
+        since = f"{_ago(now - ok_at)} ago" if ok_at else "never"
+        print(
+            f"compactor: failing, {plural(int(st['consecutiveFailures']), 'run')} in a row "
+            f"(last success {since}): {st.get('lastError', '?')}",
+            file=out,
+        )
+    elif st.get("lastRunAt"):
+        last = "ok" if not st.get("consecutiveFailures") else f"failed: {st.get('lastError')}"
+        print(f"compactor: last run {_ago(now - st['lastRunAt'])} ago, {last}; "
+              f"{plural(int(st.get('failuresTotal', 0)), 'failed run')} of "
+              f"{int(st.get('runsTotal', 0))}", file=out)
+    return failing
+
+
 def _check_compactor(store: object, records: int, out: object) -> bool:
     """The compactor's lag and last runs, and the disk the store takes; True when the
     compactor is failing (its last runs all failed)."""
@@ -536,21 +563,7 @@ def _check_compactor(store: object, records: int, out: object) -> bool:
         )
     else:
         print("compactor: caught up", file=out)
-    st = health.read_status(store.path)
-    failing = health.failing(st)
-    if failing:
-        ok_at = st.get("lastSuccessAt")
-        since = f"{_ago(now - ok_at)} ago" if ok_at else "never"
-        print(
-            f"compactor: failing, {plural(int(st['consecutiveFailures']), 'run')} in a row "
-            f"(last success {since}): {st.get('lastError', '?')}",
-            file=out,
-        )
-    elif st.get("lastRunAt"):
-        last = "ok" if not st.get("consecutiveFailures") else f"failed: {st.get('lastError')}"
-        print(f"compactor: last run {_ago(now - st['lastRunAt'])} ago, {last}; "
-              f"{plural(int(st.get('failuresTotal', 0)), 'failed run')} of "
-              f"{int(st.get('runsTotal', 0))}", file=out)
+    failing = _compactor_runs(health.read_status(store.path), now, out)
     use = health.disk_use(store.path)
     parts = ", ".join(f"{k} {_size(v)} in {plural(use.files[k], 'file')}"
                       for k, v in sorted(use.bytes.items()))

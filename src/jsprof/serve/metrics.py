@@ -17,6 +17,7 @@ fixed words, never a path or an error's text.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
 import orjson
@@ -253,12 +254,41 @@ async def healthz(request: Request) -> Response:
                     headers={"Cache-Control": "no-store"})
 
 
+def _object_lag_seconds(h: dict) -> float:
+    """Age of the oldest upload not yet compacted (by the receivedAt range in its segment
+    object's name; 0: caught up)."""
+    oldest = h.get("oldestPending")
+    return 0.0 if oldest is None else max(0.0, time.time() - oldest / 1000.0)
+
+
 def _object_store_metrics(h: dict) -> Any:
-    from prometheus_client.core import GaugeMetricFamily
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from ..store import health
 
     yield GaugeMetricFamily(
         "jsprof_compactor_pending_uploads",
         "Uploads stored but not yet compacted into the query tables", value=h["pending"])
+    yield GaugeMetricFamily(
+        "jsprof_compactor_lag_seconds",
+        "Age of the oldest upload not yet compacted (0: caught up)",
+        value=_object_lag_seconds(h))
+    st = h.get("report") or {}
+    yield CounterMetricFamily(
+        "jsprof_compactor_runs", "Compactor runs, over the store's life (the lease holders')",
+        value=int(st.get("runsTotal", 0)))
+    yield CounterMetricFamily(
+        "jsprof_compactor_failures",
+        "Compactor runs that failed, over the store's life (the lease holders')",
+        value=int(st.get("failuresTotal", 0)))
+    yield GaugeMetricFamily(
+        "jsprof_compactor_consecutive_failures",
+        f"Failed compactor runs in a row (failing from {health.FAILING_AFTER})",
+        value=int(st.get("consecutiveFailures", 0)))
+    yield GaugeMetricFamily(
+        "jsprof_compactor_last_success_timestamp_seconds",
+        "When the compactor last ran without error (Unix time; 0: never)",
+        value=float(st.get("lastSuccessAt", 0.0)))
     yield GaugeMetricFamily(
         "jsprof_store_table_parts", "Part files the query tables' manifest lists",
         value=h["parts"])
@@ -344,10 +374,14 @@ def status(store: Any, compacting: bool) -> dict[str, Any]:
 
     if hasattr(store, "health"):  # on object storage
         h = store.health()
+        st = h.get("report") or {}
         return {
-            "compactor": {"enabled": compacting, "pending": h["pending"], "lagSeconds": None,
-                          "failing": False, "consecutiveFailures": 0, "lastRunAt": None,
-                          "lastSuccessAt": None},
+            "compactor": {"enabled": compacting, "pending": h["pending"],
+                          "lagSeconds": _object_lag_seconds(h),
+                          "failing": health.failing(st),
+                          "consecutiveFailures": int(st.get("consecutiveFailures", 0)),
+                          "lastRunAt": st.get("lastRunAt"),
+                          "lastSuccessAt": st.get("lastSuccessAt")},
             "store": {"bytes": sum(v["bytes"] for v in h["folders"].values()),
                       "files": sum(v["objects"] for v in h["folders"].values())},
         }

@@ -61,6 +61,24 @@ def record_run(store_path: str | os.PathLike, error: str | None, now: float | No
     doc = read_status(store_path)
     if disk is not None:
         doc["diskUse"] = {"at": now, "bytes": disk.bytes, "files": disk.files}
+    doc = with_run(doc, error, now)
+    path = Path(store_path) / STATUS
+    tmp = path.with_name(f".{STATUS}.{os.getpid()}.tmp")
+    try:
+        tmp.write_bytes(orjson.dumps(doc))
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            tmp.unlink()
+        except OSError:
+            pass
+    return doc
+
+
+def with_run(doc: dict[str, Any], error: str | None, now: float) -> dict[str, Any]:
+    """The report `doc` with one more run (failed with `error`, or succeeded) at `now`:
+    a local store's `compactor.json`, and a bucket's (objstore.RunReport)."""
+    doc = dict(doc)
     doc["runsTotal"] = int(doc.get("runsTotal", 0)) + 1
     doc["lastRunAt"] = now
     doc["pid"] = os.getpid()
@@ -72,16 +90,6 @@ def record_run(store_path: str | os.PathLike, error: str | None, now: float | No
         doc["lastError"] = " ".join(error.split())[:500]
         doc["consecutiveFailures"] = int(doc.get("consecutiveFailures", 0)) + 1
         doc["failuresTotal"] = int(doc.get("failuresTotal", 0)) + 1
-    path = Path(store_path) / STATUS
-    tmp = path.with_name(f".{STATUS}.{os.getpid()}.tmp")
-    try:
-        tmp.write_bytes(orjson.dumps(doc))
-        os.replace(tmp, path)
-    except OSError:
-        try:
-            tmp.unlink()
-        except OSError:
-            pass
     return doc
 
 

@@ -26,6 +26,7 @@ from .objstore import (
     SEGMENTS,
     compacted_rows,
     listing_floor,
+    read_report,
     segment_count,
 )
 from .segment import Damage, SegmentError, Trailer
@@ -41,13 +42,14 @@ class ObjectCheck:
     oldest_pending: float | None = None  # epoch ms
     compacted: int = 0  # uploads the tables hold
     folders: dict[str, tuple[int, int]] = field(default_factory=dict)  # bytes, objects
+    report: dict = field(default_factory=dict)  # the compactor's (objstore.RunReport)
 
 
 def check_objects(objects: ObjectStore) -> ObjectCheck:
     """Check every segment object and the parts the committed manifest lists."""
     from .tables.manifest import cursor_in, part_paths
 
-    rep = ObjectCheck()
+    rep = ObjectCheck(report=read_report(objects))
     got = objects.get(MANIFEST_KEY)
     man = orjson.loads(got[0]) if got is not None else {}
     positions: dict[str, int] = {}

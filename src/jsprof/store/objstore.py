@@ -61,6 +61,7 @@ SEGMENTS = "segments/"
 MANIFEST_KEY = "tables/_manifest.json"
 LEASE_KEY = "leases/compactor.json"
 PRUNED_KEY = "pruned.json"  # retention marks (objprune.py), as a local store's pruned.json
+REPORT_KEY = "compactor.json"  # the compactor's run report (RunReport), as a local store's
 LEASE_S = 30.0  # a lease not renewed for this long is free
 FLUSH_MAX_BYTES = 32 << 20  # one segment object holds at most this much (a flush is cut)
 # Tests: called with ("before", n) and ("after", n) around segment object n's put, in the
@@ -101,6 +102,17 @@ def segment_time(name: str) -> int | None:
     None for a name of an older jsprof (or not ours)."""
     m = _SEG_NAME.match(name)
     return int(m.group(1)) if m else None
+
+
+def segment_first(name: str) -> float | None:
+    """The oldest receivedAt (epoch ms) segment object `name` holds, by its name (an older
+    jsprof's name without a range: its writer's start)."""
+    m = _match(name)
+    if m is None:
+        return None
+    if m.group(2) is not None:
+        return float(m.group(2))
+    return float(m.group(1)) * 1000 if len(m.group(1)) == 10 else None
 
 
 def segment_may_hold(name: str, received_at: float | None) -> bool:
@@ -294,6 +306,7 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
     pending = 0
     folders: dict[str, list[int]] = {}
     floor = listing_floor(positions) or ""
+    oldest: float | None = None  # epoch ms: the oldest receivedAt a pending segment holds
     for key, size in objects.list(""):
         top = key.split("/", 1)[0]
         f = folders.setdefault(top, [0, 0])
@@ -302,12 +315,70 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
         if key.startswith(SEGMENTS) and not (key.startswith(NEW_SEGMENTS) and key <= floor):
             name = key[len(SEGMENTS):]  # below the floor: read to its end, left the cursor
             count = segment_count(name)
-            if count is not None:
-                pending += max(0, count - positions.get(name, 0))
+            if count is not None and count > positions.get(name, 0):
+                pending += count - positions.get(name, 0)
+                first = segment_first(name)
+                if first is not None and (oldest is None or first < oldest):
+                    oldest = first
     parts = len(man.get("uploads", [])) + sum(
         len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
-    return {"pending": pending, "compacted": compacted_rows(man), "parts": parts,
+    return {"pending": pending, "oldestPending": oldest, "report": read_report(objects),
+            "compacted": compacted_rows(man), "parts": parts,
             "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
+
+
+def read_report(objects: ObjectStore) -> dict[str, Any]:
+    """The compactor's run report in the bucket (an empty dict: never written)."""
+    got = objects.get(REPORT_KEY)
+    try:
+        doc = orjson.loads(got[0]) if got is not None else {}
+    except orjson.JSONDecodeError:
+        return {}
+    return doc if type(doc) is dict else {}
+
+
+class RunReport:
+    """The compactor's run report in the bucket (`compactor.json`: `runsTotal`,
+    `failuresTotal`, `consecutiveFailures`, `lastRunAt`, `lastSuccessAt`, `lastFailureAt`,
+    `lastError`, Unix seconds; `health.with_run`), written by the lease holder after each
+    of its runs: replaced with If-Match on the etag it wrote last (one put per run), read
+    again when another holder wrote it since."""
+
+    def __init__(self, objects: ObjectStore) -> None:
+        self.objects = objects
+        self.doc: dict[str, Any] | None = None
+        self.etag: str | None = None
+
+    def record(self, error: str | None, now: float | None = None) -> dict[str, Any]:
+        from .health import with_run
+
+        now = time.time() if now is None else now
+        doc: dict[str, Any] = {}
+        for _ in range(3):
+            if self.doc is None:
+                got = self.objects.get(REPORT_KEY)
+                self.etag = got[1] if got is not None else None
+                try:
+                    self.doc = orjson.loads(got[0]) if got is not None else {}
+                except orjson.JSONDecodeError:
+                    self.doc = {}
+                if type(self.doc) is not dict:
+                    self.doc = {}
+            doc = with_run(self.doc, error, now)
+            doc["owner"] = socket.gethostname()
+            data = orjson.dumps(doc)
+            if self.etag is not None:
+                etag = self.objects.put_if(REPORT_KEY, data, self.etag)
+            elif self.objects.put_new(REPORT_KEY, data):
+                got = self.objects.get(REPORT_KEY)
+                etag = got[1] if got is not None and got[0] == data else None
+            else:
+                etag = None
+            if etag is not None:
+                self.doc, self.etag = doc, etag
+                return doc
+            self.doc = None  # another holder wrote it since: read it again
+        return doc
 
 
 def compacted_rows(man: dict) -> int:
@@ -1168,11 +1239,14 @@ def main(argv: list[str] | None = None) -> int:
 
     pruner = Pruner(comp, args.retention or None)
     said = Reporter()
+    report = RunReport(objects)
     failures = 0
     while not (args.parent and os.getppid() != args.parent):
         error = None
+        held = False
         try:
             if lease.acquire():
+                held = True
                 stats = comp.run(lease.acquire)
                 if stats.uploads:
                     print(f"jsprof serve: compacted {stats.uploads} uploads into "
@@ -1186,6 +1260,11 @@ def main(argv: list[str] | None = None) -> int:
             error = f"{e}" or type(e).__name__
         failures = failures + 1 if error else 0
         said.run({"consecutiveFailures": failures}, error)
+        if held:  # the holder's runs: what `serve check`, /metrics and /v1/status say
+            try:
+                report.record(error)
+            except Exception:  # noqa: BLE001, S110 - a report that cannot be written: the
+                pass  # run's own error (if any) is on stderr; the next run tries again
         if args.once:
             lease.release()
             return 1 if error else 0
