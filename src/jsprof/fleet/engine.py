@@ -422,10 +422,14 @@ ROLLUP_OUT = {
     "rollup_moments": (("ri", "key"), ("uploads", "s_sum", "s_sq", "s_a", "t_sum", "t_sq",
                                        "t_a")),
     "rollup_vitals": (("ri", "route", "metric", "label", "bucket"), ("count",)),
+    "rollup_perload": (("ri", "key"), ("loads", "s_sum", "s_sq")),
+    # not summed: each row as kept (`want`: the keys read)
+    "rollup_examples": (("ri", "key", "uk", "id"), ("self_ns",)),
 }
-ROLLUP_TEXT = ("route", "label")  # rollup columns of text (object arrays)
+ROLLUP_TEXT = ("route", "label", "id")  # rollup columns of text (object arrays)
 # rollup columns summed as floats (the rest are integers, summed exactly)
 ROLLUP_FLOATS = ("sample_interval", "lost_ms", "a_sq", "s_sq", "s_a", "t_sq", "t_a")
+ROLLUP_KEYED = ("rollup_examples",)  # `want` names its keys, not frames
 
 
 def _loads(hashes: list, registers: list) -> dict[str, Any]:
@@ -777,9 +781,11 @@ class DuckEngine:
             # The wanted frames of this release as a list of integers in the scan's filter,
             # which DuckDB applies in the Parquet reader (a semi-join on (ri, frame_id)
             # pairs took 2.5 s over 18 M rows; this 0.3 s)
-            mine = "" if want is None else " WHERE frame_id < 0 OR frame_id IN ({})".format(
-                ", ".join(str(int(x)) for x in np.asarray(want[1])[np.asarray(want[0]) == ri])
-                or "-1")
+            ids = ", ".join(str(int(x)) for x in
+                            np.asarray(want[1])[np.asarray(want[0]) == ri]) if want else ""
+            mine = ("" if want is None else f" WHERE key IN ({ids or '-1'})"
+                    if kind in ROLLUP_KEYED else
+                    f" WHERE frame_id < 0 OR frame_id IN ({ids or '-1'})")
             if paths:
                 pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?){mine}")
                 params.append(paths)
@@ -798,6 +804,9 @@ class DuckEngine:
                                  params=[*params, *cp]).to_arrow_table()
                 return _loads(t.column("load_hash").to_pylist(),
                               t.column("registers").to_pylist())
+            elif kind in ROLLUP_KEYED:
+                sql = (f"SELECT {', '.join((*keys, *sums))} FROM ({src}) WHERE {cond} "
+                       f"ORDER BY {', '.join(keys)}")
             else:
                 k = ", ".join(keys)
                 sql = (f"SELECT {k}, " + ", ".join(
@@ -1044,7 +1053,17 @@ class DaskEngine:
             return _empty_rollup(kind)
         df = frames[0] if len(frames) == 1 else dd.concat(frames)
         df = df.map_partitions(_pandas_cells, f, meta=df._meta)
-        if want is not None:
+        if want is not None and kind in ROLLUP_KEYED:
+            pairs = {(int(a), int(b)) for a, b in zip(np.asarray(want[0]).tolist(),
+                                                      np.asarray(want[1]).tolist(), strict=True)}
+
+            def pick_keys(part: Any, pairs: set = pairs) -> Any:
+                on = [(a, b) in pairs for a, b in zip(part["ri"].tolist(), part["key"].tolist(),
+                                                      strict=True)]
+                return part[np.asarray(on, bool)]
+
+            df = df.map_partitions(pick_keys, meta=df._meta)
+        elif want is not None:
             keys = np.asarray(want[0], np.int64) * (1 << 32) + np.asarray(want[1], np.int64)
 
             def pick(part: Any, keys: np.ndarray = keys) -> Any:
@@ -1059,9 +1078,13 @@ class DaskEngine:
             return _loads([None if pd.isna(v) else int(v) for v in pdf["load_hash"].tolist()],
                           pdf["registers"].tolist())
         keys, sums = ROLLUP_OUT[kind]
-        g = df.groupby(list(keys), dropna=False)[list(sums)].sum()
-        pdf = self.client.compute(g).result().reset_index().sort_values(
-            list(keys), kind="stable")
+        if kind in ROLLUP_KEYED:
+            pdf = self.client.compute(df[[*keys, *sums]]).result().sort_values(
+                list(keys), kind="stable")
+        else:
+            g = df.groupby(list(keys), dropna=False)[list(sums)].sum()
+            pdf = self.client.compute(g).result().reset_index().sort_values(
+                list(keys), kind="stable")
         import pandas as pd
 
         # text keys as DuckDB gives them: None, not pandas' NaN, for a null

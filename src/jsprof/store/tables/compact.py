@@ -40,6 +40,7 @@ from .manifest import (
     write_manifest,
 )
 from .rebuild import build_rollups
+from .perload import prior_self
 from .vitals import prior_timelines
 
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash
@@ -114,8 +115,10 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None,
                 )
                 # rollup_vitals: a page load's chunks committed before (`vitals.py`)
                 prior = partial(prior_timelines, tdir, man, rkey)
-                for kind, entries in write_release_parts(tdir, rkey, rel, part,
-                                                         prior=prior).items():
+                # rollup_perload: their self time per function (`perload.py`)
+                pself = partial(prior_self, tdir, man, rkey)
+                for kind, entries in write_release_parts(tdir, rkey, rel, part, prior=prior,
+                                                         prior_self=pself).items():
                     entry["parts"][kind].extend(entries)
                     written.extend(entries)
                 entry["frames"] = len(rel.frame_ids)

@@ -28,6 +28,8 @@ import orjson
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
 from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
+from .perload import PriorSelf, function_hash, upload_keys
+from .perload import batch_rows as perload_rows
 from .vitals import Prior, batch_rows
 
 NS_PER_MS = 1_000_000
@@ -68,6 +70,8 @@ class Release:
     # (`rollup.name_groups`: what rollup_moments keys)
     names: list[int] = field(default_factory=list)
     name_first: dict[tuple, int] = field(default_factory=dict)
+    # per frame id: its function's key in rollup_perload (`perload.function_hash`)
+    hashes: list[int] = field(default_factory=list)
 
     def frame(self, key: tuple) -> int:
         fid = self.frame_ids.get(key)
@@ -83,6 +87,7 @@ class Release:
         gk = group_key(key)
         self.groups.append(self.group_first.setdefault(gk, fid))
         self.names.append(self.name_first.setdefault(gk[:2], fid))
+        self.hashes.append(function_hash(key[0], key[1]))
 
     def stack(self, parent: int, frame: int) -> int:
         sid = self.stack_ids.get((parent, frame))
@@ -341,6 +346,7 @@ def _shift(ids: np.ndarray, base: int) -> np.ndarray:
 def write_release_parts(
     tdir: Path | None, rkey: str, rel: Release, part: int, frame_base: int = 0, stack_base: int = 0,
     prior: Callable[[str | None], Prior] | None = None,
+    prior_self: Callable[[str | None], PriorSelf] | None = None,
 ) -> dict[str, list]:
     """Write this batch's new rows of one release; returns kind -> manifest entries.
 
@@ -350,7 +356,8 @@ def write_release_parts(
     query's tail, interned apart from the committed tables, continues their ids).
     `tdir` None: the parts are tables in memory (`read_tail`), nothing is written.
     `prior(day)`: the timelines of the chunks committed before this batch of the page
-    loads it holds (`vitals.prior_timelines`), so rollup_vitals counts each page load once.
+    loads it holds (`vitals.prior_timelines`), so rollup_vitals counts each page load once;
+    `prior_self(day)`: their self ns per function (`perload.prior_self`), for rollup_perload.
     """
     sch = schemas()
     name = f"part-{part:06d}.parquet"
@@ -425,16 +432,29 @@ def write_release_parts(
         pr = prior(day) if prior is not None else None
         if tdir is not None:
             got["rollup_vitals"] = batch_rows(vit, pr)
+        # per function and page load (tables/perload.py): keys by hash, the same in a tail
+        uf = per_day.get(("upload_frames", day), _no_rows(sch["upload_frames"]))
+        hashes = np.asarray(rel.hashes, np.int64)
+        per = upload_keys(uf["uk"], uf["frame_id"], uf["marker"], uf["self_ns"], hashes,
+                          frame_base)
+        pl = {k: [c[k] for c in group] for k in ("uk", "id", "route", "env", "page_load")}
+        ps = prior_self(day) if prior_self is not None else None
+        if tdir is not None:
+            got["rollup_perload"], got["rollup_examples"] = perload_rows(pl, per, ps)
+        else:  # the tail: its examples need no earlier chunk
+            got["rollup_examples"] = perload_rows(pl, per, None)[1]
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
-            if kind == "rollup_vitals" and tdir is None:
+            if kind in ("rollup_vitals", "rollup_perload") and tdir is None:
                 # A query's tail: made when a query reads it (`part_files`), so that the
                 # others need not look for its page loads' earlier chunks
                 e = new_part(None, f"{kind}/rkey={rkey}/{sub}{name}",
                              {f.name: [] for f in sch[kind]}, sch[kind], 0, day,
                              [c.get("_at") for c in group])
                 e.pop("table")
-                e["build"] = partial(_vitals_table, vit, pr, sch[kind])
+                e["build"] = (partial(_vitals_table, vit, pr, sch[kind])
+                              if kind == "rollup_vitals" else
+                              partial(_perload_table, pl, per, ps, sch[kind]))
                 written.setdefault(kind, []).append(e)
                 continue
             data = got[kind]
@@ -451,6 +471,12 @@ def _vitals_table(up: dict, prior: Prior | None, schema: Any) -> Any:
     return pa.table(batch_rows(up, prior), schema=schema)
 
 
+def _perload_table(up: dict, per: dict, prior: PriorSelf | None, schema: Any) -> Any:
+    import pyarrow as pa
+
+    return pa.table(perload_rows(up, per, prior)[0], schema=schema)
+
+
 def _no_rows(schema: Any) -> dict[str, np.ndarray]:
     return {f.name: np.zeros(0, np.int64) for f in schema}
 
@@ -460,7 +486,7 @@ def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec
     """Intern one parsed upload into `rel` (`add_upload`) and return its uploads-table row."""
     n, total_ms, lost_ms = add_upload(rel, uk, rec, meta, lines)
     rel.cells.append({
-        "uk": uk, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
+        "uk": uk, "id": upload_id, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
         "sample_interval": number_of(meta.get("sampleInterval")),
         "page_load": page_load_of(meta), "samples": n, "lost_ms": lost_ms, "_at": rel.cur_at,
         "timeline": meta.get("timeline") if isinstance(meta.get("timeline"), dict) else None,

@@ -1,7 +1,7 @@
 """Rollups made anew from the per-upload tables (no raw segment needed, which raw
 retention may have deleted): a day a prune cut in two (`prune.py`), and tables of format 6
-(rollup_frames without the identity rule's groups), 7 and 8 (without the moments or the
-vitals), 5 or 4 (no rollups) at the first
+(rollup_frames without the identity rule's groups), 7, 8 and 9 (without the moments, the
+vitals or the per-load sums), 5 or 4 (no rollups) at the first
 compaction that reads them (`compact.py`). The same
 `rollup_columns` as the compactor's batches, so the rows are the same sums."""
 
@@ -23,6 +23,8 @@ from .rollup import (
     rollup_columns,
     upload_moments,
 )
+from .perload import batch_rows as perload_rows
+from .perload import frame_hashes, upload_keys
 from .vitals import batch_rows
 
 
@@ -33,7 +35,7 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
     import pyarrow.parquet as pq
 
     entry = man["releases"][rkey]
-    cols: dict[str, list] = {k: [] for k in (*CELL_COLS, "received_at", "meta")}
+    cols: dict[str, list] = {k: [] for k in (*CELL_COLS, "id", "received_at", "meta")}
     for e in man["uploads"]:
         if isinstance(e, dict) and e.get("rkey") == rkey and e.get("day") == day:
             t = read_part(pq, verify_part(tdir, e), tdir, list(cols)).to_pydict()
@@ -85,6 +87,12 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
         "route": [cols["route"][i] for i in order], "env": [cols["env"][i] for i in order],
         "page_load": [cols["page_load"][i] for i in order],
         "timeline": [tls[i] if isinstance(tls[i], dict) else None for i in order]}, None)
+    # per function and page load, the day's chunks all at once (no earlier batch)
+    uf = rows["upload_frames"]
+    per = upload_keys(uf["uk"], uf["frame_id"], uf["marker"], uf["self_ns"],
+                      frame_hashes(frames))
+    data["rollup_perload"], data["rollup_examples"] = perload_rows(
+        {k: cols[k] for k in ("uk", "id", "route", "env", "page_load")}, per, None)
     sub = f"{day}/" if day else ""
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,

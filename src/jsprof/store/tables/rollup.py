@@ -36,6 +36,14 @@ holds one row per key whatever the number of batches. Queries only read them.
                  batch adds its page loads' values with their earlier chunks and takes
                  away those of the earlier chunks alone (counts -1), so a day sums to
                  each page load once
+  rollup_perload route, env, key -> loads, s_sum, s_sq
+                 what `fleet regressions` tests (tables/perload.py): per function (a hash
+                 of its name and script) the page loads' sum and sum of squares of its
+                 self ns per page load, added across batches as rollup_vitals is; key
+                 LOAD_KEY counts the page loads (`loads`) and sums their all ns
+  rollup_examples route, env, key, uk -> id, self_ns
+                 per function the EXAMPLES_KEPT uploads with the most self ns in it;
+                 a merge keeps the top EXAMPLES_KEPT of its parts'
 
 Percentiles of per-trace self time come from those buckets: every value is replaced by
 its bucket's middle, within `ALPHA` (1 %) of it, on every path (the per-upload tables
@@ -58,7 +66,7 @@ import numpy as np
 from ...trace import NONE
 
 ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames",
-                "rollup_moments", "rollup_vitals")
+                "rollup_moments", "rollup_vitals", "rollup_perload", "rollup_examples")
 CELL = ("route", "env")
 # What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
 CELL_COLS = ("uk", "route", "env", "sample_interval", "page_load", "samples", "lost_ms")
@@ -71,6 +79,8 @@ KEYS = {
     "rollup_frames": (*CELL, "frame_id", "marker", "bucket", "grouped"),
     "rollup_moments": (*CELL, "key"),
     "rollup_vitals": (*CELL, "metric", "label", "bucket"),
+    "rollup_perload": (*CELL, "key"),
+    "rollup_examples": (*CELL, "key", "uk"),
 }
 
 # Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
@@ -198,6 +208,10 @@ def schemas() -> dict[str, Any]:
                                      ("t_sq", pa.float64()), ("t_a", pa.float64())]),
         "rollup_vitals": pa.schema([*cell, ("metric", pa.int8()), ("label", pa.string()),
                                     ("bucket", pa.int16()), ("count", pa.int64())]),
+        "rollup_perload": pa.schema([*cell, ("key", pa.int64()), ("loads", pa.int64()),
+                                     ("s_sum", pa.int64()), ("s_sq", pa.float64())]),
+        "rollup_examples": pa.schema([*cell, ("key", pa.int64()), ("uk", pa.int64()),
+                                      ("id", pa.string()), ("self_ns", pa.int64())]),
     }
 
 
@@ -482,6 +496,10 @@ def aggregate(kind: str, table: Any) -> Any:
         return table
     if kind == "rollup_loads":
         return _merge_loads(table, sch)
+    if kind == "rollup_examples":
+        from .perload import merge_examples
+
+        return merge_examples(table, sch)
     # Floats (a null interval) are grouped as values; lost_ms is summed in float64.
     got = table.group_by(keys, use_threads=False).aggregate([(v, "sum") for v in vals])
     cols = {k: got[k] for k in keys}
@@ -491,6 +509,12 @@ def aggregate(kind: str, table: Any) -> Any:
         import pyarrow.compute as pc
 
         out = out.filter(pc.not_equal(out["count"], 0))
+    if kind == "rollup_perload":  # a key only an earlier chunk had, taken away again
+        import pyarrow.compute as pc
+
+        out = out.filter(pc.or_(pc.or_(pc.not_equal(out["loads"], 0),
+                                       pc.not_equal(out["s_sum"], 0)),
+                                pc.not_equal(out["s_sq"], 0.0)))
     return out
 
 

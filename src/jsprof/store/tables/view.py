@@ -41,6 +41,7 @@ from .rollup import (
     quantiles,
 )
 from .rollup import schemas as rollup_schemas
+from .perload import prior_self
 from .vitals import prior_timelines
 
 __all__ = [
@@ -169,8 +170,9 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
         }
         # a page load's chunks committed before the tail (rollup_vitals: `vitals.py`)
         prior = partial(prior_timelines, tables_dir(store.path), man, rkey)
-        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb,
-                                                 prior=prior).items():
+        pself = partial(prior_self, tables_dir(store.path), man, rkey)
+        for kind, entries in write_release_parts(None, rkey, rel, 0, fb, sb, prior=prior,
+                                                 prior_self=pself).items():
             entry["parts"][kind].extend(entries)
         new["releases"][rkey] = entry
     tail.manifest = new

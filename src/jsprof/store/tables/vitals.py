@@ -181,49 +181,70 @@ def _row_groups(path: str) -> list:
     return [md.row_group(i) for i in range(md.num_row_groups)]
 
 
+def _prior_rows(tdir: Any, man: dict, rkey: str, day: str | None, want: set[tuple],
+                cols: list[str]) -> list[tuple[int, tuple, dict]]:
+    """The committed uploads of `rkey` and `day` (as `man` lists them) of the page loads
+    `want` ((route, env, page_load) keys): per upload (uk, its key, its `cols`), read from
+    the day's index (`_day_index`), then only the row groups that hold them (a batch's
+    part is one row group, a merge's row groups hold at most 16 MB: a live page load's
+    earlier chunks are in a few recent ones), found by their upload keys' range."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from .manifest import CompactError
+
+    if not want:
+        return []
+    ix = _day_index(tdir, man, rkey, day)
+    ids = pa.array(sorted({k[2] for k in want}), pa.string())
+    out: list[tuple[int, tuple, dict]] = []
+    for path, (in_part, loads, (gi, lo, hi)) in ix.items():
+        hit = pc.is_in(loads, value_set=ids).to_numpy(zero_copy_only=False)
+        if not hit.any():
+            continue
+        uks = np.sort(in_part[hit])
+        j = np.minimum(np.searchsorted(uks, lo), len(uks) - 1)
+        groups = gi[(uks[j] >= lo) & (uks[j] <= hi)].tolist()
+        if not groups:
+            continue
+        try:
+            t = pq.ParquetFile(path).read_row_groups(
+                groups, columns=["uk", "route", "env", "page_load", *cols],
+                use_threads=False).to_pydict()
+        except (OSError, pa.ArrowException) as x:
+            msg = (str(x).splitlines() or ["unreadable"])[0][:200]
+            raise CompactError(f"{path}: table part does not read ({msg}); remove "
+                               f"{tdir} to rebuild the tables from the raw uploads"
+                               ) from None
+        for i, (uk, r, en, p) in enumerate(zip(t["uk"], t["route"], t["env"],
+                                               t["page_load"], strict=True)):
+            if (r, en, p) in want:
+                out.append((uk, (r, en, p), {c: t[c][i] for c in cols}))
+    return out
+
+
+def prior_uploads(tdir: Any, man: dict, rkey: str, day: str | None, want: set[tuple]
+                  ) -> dict[tuple, list[int]]:
+    """Per (route, env, page_load) key of `want`: the upload keys of its chunks committed
+    before (`_prior_rows`), in order."""
+    out: dict[tuple, list[int]] = {}
+    for uk, k, _ in sorted(_prior_rows(tdir, man, rkey, day, want, []), key=lambda x: x[0]):
+        out.setdefault(k, []).append(uk)
+    return out
+
+
 def prior_timelines(tdir: Any, man: dict, rkey: str, day: str | None) -> Prior:
     """`batch_rows`' `prior` from the committed uploads of `rkey` and `day` as `man` lists
-    them: the uploads of the wanted page loads from the day's index (`_day_index`), then
-    the timelines (in `meta`) of only the row groups that hold them (a batch's part is
-    one row group, a merge's row groups hold at most 16 MB: a live page load's earlier
-    chunks are in a few recent ones), found by their upload keys' range."""
+    them: the timelines (in `meta`) of the wanted page loads' earlier chunks
+    (`_prior_rows`)."""
     def get(want: set[tuple]) -> dict[tuple, list[dict | None]]:
         import orjson
-        import pyarrow as pa
-        import pyarrow.compute as pc
-        import pyarrow.parquet as pq
 
-        from .manifest import CompactError
-
-        if not want:
-            return {}
-        ix = _day_index(tdir, man, rkey, day)
-        ids = pa.array(sorted({k[2] for k in want}), pa.string())
         out: dict[tuple, list[tuple[int, dict | None]]] = {}
-        for path, (in_part, loads, (gi, lo, hi)) in ix.items():
-            hit = pc.is_in(loads, value_set=ids).to_numpy(zero_copy_only=False)
-            if not hit.any():
-                continue
-            uks = np.sort(in_part[hit])
-            j = np.minimum(np.searchsorted(uks, lo), len(uks) - 1)
-            groups = gi[(uks[j] >= lo) & (uks[j] <= hi)].tolist()
-            if not groups:
-                continue
-            try:
-                t = pq.ParquetFile(path).read_row_groups(
-                    groups, columns=["uk", "route", "env", "page_load", "meta"],
-                    use_threads=False).to_pydict()
-            except (OSError, pa.ArrowException) as x:
-                msg = (str(x).splitlines() or ["unreadable"])[0][:200]
-                raise CompactError(f"{path}: table part does not read ({msg}); remove "
-                                   f"{tdir} to rebuild the tables from the raw uploads"
-                                   ) from None
-            for uk, r, en, p, meta in zip(t["uk"], t["route"], t["env"], t["page_load"],
-                                          t["meta"], strict=True):
-                if (r, en, p) in want:
-                    tl = orjson.loads(meta).get("timeline") if meta else None
-                    out.setdefault((r, en, p), []).append((uk, tl if isinstance(tl, dict)
-                                                           else None))
+        for uk, k, c in _prior_rows(tdir, man, rkey, day, want, ["meta"]):
+            tl = orjson.loads(c["meta"]).get("timeline") if c["meta"] else None
+            out.setdefault(k, []).append((uk, tl if isinstance(tl, dict) else None))
         return {k: [t for _, t in sorted(v, key=lambda x: x[0])] for k, v in out.items()}
 
     return get
