@@ -184,11 +184,17 @@ def changes(before: np.ndarray, after: np.ndarray, seed: int = PERM_SEED
             np.put_along_axis(onb, pick, 1.0, axis=1)
             null[lo:lo + m] = _welch(onb @ x, onb @ x2, nb, s, q, n)[4]
         null = -np.sort(-null, axis=0)
+    return _changes(nb, na, mb, ma, vb, va, t, null)
+
+
+def _changes(nb: int, na: int, mb: np.ndarray, ma: np.ndarray, vb: np.ndarray,
+             va: np.ndarray, t: np.ndarray, null: np.ndarray | None) -> list[Change]:
+    """Per column its Change, Welch-Satterthwaite's degrees of freedom."""
     out = []
-    for j in range(k):
+    for j in range(len(mb)):
         var = vb[j] + va[j]
         df = (var * var / ((vb[j] ** 2 / (nb - 1)) + (va[j] ** 2 / (na - 1)))
-              if var > 0 else float(n - 2))
+              if var > 0 else float(nb + na - 2))
         out.append(Change(float(mb[j]), float(ma[j]), float(vb[j]), float(va[j]),
                           max(float(df), 1.0), float(t[j]),
                           None if null is None else null[:, j]))
@@ -216,3 +222,18 @@ def bh_picked(p: list[float], alpha: float) -> tuple[list[bool], list[float]]:
         run = min(run, p[i] * m / rank)
         q[i] = min(run, 1.0)
     return picked, q
+
+
+def changes_from_sums(nb: int, sb: np.ndarray, qb: np.ndarray, na: int, sa: np.ndarray,
+                      qa: np.ndarray) -> list[Change] | None:
+    """`changes` from each side's page loads, sums and sums of squares per column (what
+    the rollups keep), for a pair of more than PERM_MAX_LOADS page loads (Student's t:
+    no permutation, which needs each page load's value); None without two page loads on
+    each side."""
+    if nb < 2 or na < 2:
+        return None
+    n = nb + na
+    assert n > PERM_MAX_LOADS, "a permutation null needs the page loads' values"
+    sb, qb = np.asarray(sb, np.float64), np.asarray(qb, np.float64)
+    s, q = sb + np.asarray(sa, np.float64), qb + np.asarray(qa, np.float64)
+    return _changes(nb, na, *_welch(sb, qb, nb, s, q, n), None)

@@ -412,9 +412,11 @@ class DiffParts:
 
 def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
-               flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False
-               ) -> DiffParts:
-    """`diff`, keeping the selections, the row keys and the matcher."""
+               flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False,
+               rolled: bool = False) -> DiffParts:
+    """`diff`, keeping the selections, the row keys and the matcher. `rolled` (with reps
+    0: no intervals): both sides from the rollups whatever their size, when they can be
+    (`fleet regressions`, which reads their per-load sums next)."""
     import math
 
     from ..analysis.calltree import build_call_tree
@@ -430,12 +432,13 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
 
     # From the rollups when both sides can be (their rows grow with days and distinct
     # stacks; the intervals from their moments: rollups.diff_intervals), else per upload.
-    # Not for the flame page (its Time view reads uploads) nor without intervals (reps 0:
-    # `regressions`, which reads per-upload values next).
-    rolled = [rollups.select(s.engine, s.snap, f) if reps and flame_fmt is None else None
-              for f in (base_f, new_f)]
-    if all(x is not None and x.traces >= rollups.MOMENTS_MIN_UPLOADS for x in rolled):
-        base, new = rolled
+    # Not for the flame page (its Time view reads uploads) nor without intervals (reps 0)
+    # unless `rolled` says the caller reads the rollups next.
+    sides = [rollups.select(s.engine, s.snap, f) if (reps or rolled) and flame_fmt is None
+             else None for f in (base_f, new_f)]
+    if all(x is not None and (rolled or x.traces >= rollups.MOMENTS_MIN_UPLOADS)
+           for x in sides):
+        base, new = sides
     else:
         base = query.select(s.engine, s.snap, base_f)
         new = query.select(s.engine, s.snap, new_f)

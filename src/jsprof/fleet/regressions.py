@@ -25,16 +25,19 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 
+from ..analysis import stats
 from ..analysis.stats import PERM_SEED, Change, bh_picked, changes
 from ..analysis.stats import t_cdf as t_cdf
 from ..analysis.stats import t_quantile as t_quantile
 from ..errors import UsageError
+from ..store.tables.perload import EXAMPLES_KEPT
 
 BY = ("release", "day")
 DAY_MS = 86400e3
@@ -74,12 +77,53 @@ def _release_units(s: Any, f: Any) -> list[tuple[str, Any]]:
     if f.release is not None:
         raise UsageError("fleet regressions compares every release in order; drop --release")
     first_seen = list(reversed(api.options(s, f.app)["releases"]))  # newest first -> oldest
+    return _in_order(first_seen, f)
+
+
+def _in_order(first_seen: list[str], f: Any) -> list[tuple[str, Any]]:
     order = version_order(first_seen) or first_seen
     return [(r, replace(f, release=r)) for r in order]
 
 
+def _rolled_units(s: Any, f: Any, by: str) -> list[tuple[str, Any]] | None:
+    """`_release_units` or `_day_units` from the rollups (rollup_cells' parts), with the
+    check that `f` matches an upload; None when the rollups cannot say (`rollups.plan`)."""
+    from . import api, rollups
+
+    if by == "release" and f.release is not None:
+        raise UsageError("fleet regressions compares every release in order; drop --release")
+    days = rollups.uploads_by_day(s.engine, s.snap, f)
+    if days is None:
+        return None
+    if by == "day":
+        # the days of `f`'s uploads, as `_day_units` finds them in the uploads table
+        at = np.asarray([datetime.strptime(d, "%Y-%m-%d").replace(tzinfo=UTC).timestamp()
+                         * 1e3 for d in days], np.float64)
+        units = _days(f, at)
+    else:
+        # every release of the app, whatever the other filters (`api.options`), in the
+        # order of their first upload
+        p = rollups.plan(s.snap, replace(f, release=None, route=None, env=None, since=None,
+                                         until=None), ("rollup_cells",))
+        if p is None:
+            return None
+        first = {rkey: min(e["minAt"] for e in keep)
+                 for rkey, keep in zip(p.rkeys, (p.entries or {})["rollup_cells"],
+                                       strict=True) if keep}
+        at = {s.snap.manifest["releases"][k]["release"]: t for k, t in first.items()}
+        # `api.options`' order (newest first, ties by name), oldest first
+        units = _in_order(list(reversed(sorted(at, key=lambda r: (-at[r], r)))), f)
+    if not days:
+        api.require_match(s, f, 0)
+    return units
+
+
 def _day_units(s: Any, f: Any) -> list[tuple[str, Any]]:
-    at = s.engine.uploads(s.snap, f).received_at
+    return _days(f, s.engine.uploads(s.snap, f).received_at)
+
+
+def _days(f: Any, at: np.ndarray) -> list[tuple[str, Any]]:
+    """Per UTC day of the receivedAt times `at` (ms): its label and `f` within it."""
     at = at[np.isfinite(at)]
     days = sorted({int(d) for d in np.floor(at / DAY_MS).tolist()})
     if len(days) > MAX_DAYS:
@@ -127,6 +171,79 @@ def _per_interaction(parts: Any, c: Change, loads_b: int, loads_a: int) -> dict:
             "afterMsPerInteraction": per(c.after * loads_a, na)}
 
 
+@dataclass
+class _Pair:
+    """One compared pair: its diff (rows, keys, selections), the columns tested and their
+    tests, the page loads a side, and `examples(row, n)`: NEW's uploads that show it."""
+
+    before: str
+    after: str
+    parts: Any
+    cols: list[int]
+    changes: list[Change] | None
+    loads_b: int
+    loads_a: int
+    examples: Callable[[int, int], list[str]]
+
+
+def _supported(parts: Any, self_b: np.ndarray, all_b: float, self_a: np.ndarray,
+               all_a: float, min_share: float) -> list[int]:
+    """The diff rows tested: code (not idle), with at least `min_share` % of either side's
+    time (`self_*`: per row, its self ms summed over the side's page loads)."""
+    cols = []
+    for i, r in enumerate(parts.doc["rows"]):
+        if r["resource"] is None and r["name"] in NOT_CODE:
+            continue
+        # Minimum support: a function with a sliver of either side's time would spend
+        # the query's error budget on changes no one could act on.
+        share = max(self_b[i] / all_b if all_b > 0 else 0.0,
+                    self_a[i] / all_a if all_a > 0 else 0.0)
+        if 100.0 * share >= min_share:
+            cols.append(i)
+    return cols
+
+
+def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_traces: int,
+          min_samples: int, min_share: float, rolled: bool) -> _Pair:
+    """The tests of one pair: from the rollups' per-load sums (`rollups.perload_side`)
+    when both sides can be read so and the pair has more than PERM_MAX_LOADS page loads
+    (Student's t), else from the page loads' own values (the per-upload rows of these
+    few page loads: a permutation null needs each one's value)."""
+    from . import api, query, rollups
+
+    plans = None
+    if rolled:
+        plans = [rollups.perload_plan(s.snap, g) for g in (base_f, new_f)]
+        if any(p is None for p in plans) or sum(
+                rollups.page_loads_of(s.engine, p, g)
+                for p, g in zip(plans, (base_f, new_f), strict=True)) <= stats.PERM_MAX_LOADS:
+            plans = None
+    # reps=0: no bootstrap; every row of the diff, its keys and matcher
+    parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0,
+                           rolled=plans is not None)
+    if plans is not None:
+        sides = [rollups.perload_side(s.engine, sel, p, parts.keys, parts.match)
+                 for sel, p in zip((parts.base, parts.new), plans, strict=True)]
+        b, a = sides
+        if b is not None and a is not None:
+            cols = _supported(parts, b.s, b.all_ms, a.s, a.all_ms, min_share)
+            got = (stats.changes_from_sums(b.loads, b.s[cols], b.q[cols], a.loads, a.s[cols],
+                                           a.q[cols]) if cols else None)
+            return _Pair(before, after, parts, cols, got, b.loads, a.loads,
+                         lambda i, n: rollups.perload_examples(s.engine, a, new_f, i, n))
+        parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0)
+    sb, _, ab = query.trace_shares(s.engine, s.snap, parts.base, parts.keys, parts.match)
+    sa, _, aa = query.trace_shares(s.engine, s.snap, parts.new, parts.keys, parts.match)
+    # The unit is the page load (its chunks summed): one value per load a side.
+    lb, lab = per_page_load(parts.base.uploads, sb, ab)
+    la, laa = per_page_load(parts.new.uploads, sa, aa)
+    cols = _supported(parts, lb.sum(axis=0), float(lab.sum()), la.sum(axis=0),
+                      float(laa.sum()), min_share)
+    got = changes(lb[:, cols], la[:, cols], PERM_SEED + k) if cols else None
+    return _Pair(before, after, parts, cols, got, len(lab), len(laa),
+                 lambda i, n: example_ids(parts, sa[:, i], n))
+
+
 def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: int = 5,
                 min_samples: int = 1000, examples: int = 3, by: str = "release",
                 alpha: float = FDR, min_share: float = MIN_SHARE_PCT) -> dict:
@@ -143,42 +260,28 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
         raise UsageError(f"--min-change {min_change}: expected a percentage, 0 or more")
     if not 0 <= min_share <= 100:
         raise UsageError(f"--min-share {min_share}: expected a percentage from 0 to 100")
-    # The rule of every query: a filter (--route, --env, --since, --where) that matches no
-    # upload is a mistake, not "no regressions".
-    api.require_match(s, f, len(s.engine.uploads(s.snap, f)))
-    units = _release_units(s, f) if by == "release" else _day_units(s, f)
+    rolled = _rolled_units(s, f, by) if examples <= EXAMPLES_KEPT else None
+    if rolled is not None:
+        units = rolled
+    else:
+        # The rule of every query: a filter (--route, --env, --since, --where) that matches
+        # no upload is a mistake, not "no regressions".
+        api.require_match(s, f, len(s.engine.uploads(s.snap, f)))
+        units = _release_units(s, f) if by == "release" else _day_units(s, f)
     base_key = "baseRelease" if by == "release" else "baseDay"
     skipped: list[dict] = []
     tests: list[tuple[int, int, Change]] = []  # (pair, row, its test)
-    pairs = []
+    pairs: list[_Pair] = []
     for (before, base_f), (after, new_f) in zip(units, units[1:], strict=False):
         try:
-            # reps=0: no bootstrap; every row of the diff, its keys and matcher
-            parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0)
+            pair = _pair(s, before, after, base_f, new_f, len(pairs), min_traces,
+                         min_samples, min_share, rolled is not None)
         except UsageError as e:
             skipped.append({by: after, base_key: before, "reason": str(e)})
             continue
-        sb, _, ab = query.trace_shares(s.engine, s.snap, parts.base, parts.keys, parts.match)
-        sa, _, aa = query.trace_shares(s.engine, s.snap, parts.new, parts.keys, parts.match)
-        # The unit is the page load (its chunks summed): one value per load a side.
-        lb, lab = per_page_load(parts.base.uploads, sb, ab)
-        la, laa = per_page_load(parts.new.uploads, sa, aa)
-        all_b, all_a = float(lab.sum()), float(laa.sum())
-        k = len(pairs)
-        pairs.append((before, after, parts, sa, lb, la, lab, laa))
-        cols = []
-        for i, r in enumerate(parts.doc["rows"]):
-            if r["resource"] is None and r["name"] in NOT_CODE:
-                continue
-            # Minimum support: a function with a sliver of either side's time would spend
-            # the query's error budget on changes no one could act on.
-            share = max(lb[:, i].sum() / all_b if all_b > 0 else 0.0,
-                        la[:, i].sum() / all_a if all_a > 0 else 0.0)
-            if 100.0 * share >= min_share:
-                cols.append(i)
-        got = changes(lb[:, cols], la[:, cols], PERM_SEED + k) if cols else None
-        for i, c in zip(cols, got or (), strict=False):
-            tests.append((k, i, c))
+        for i, c in zip(pair.cols, pair.changes or (), strict=False):
+            tests.append((len(pairs), i, c))
+        pairs.append(pair)
     picked, qvals = bh_picked([c.p for _, _, c in tests], alpha)
     m = len(tests)
     level = alpha * sum(picked) / m if m else alpha  # Benjamini-Yekutieli's FCR level
@@ -186,7 +289,8 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     seen: set[tuple[str, str | None, int | None]] = set()
     for (k, i, c), pick, qv in sorted(zip(tests, picked, qvals, strict=True),
                                       key=lambda x: (x[0][0], x[0][1])):
-        before, after, parts, sa, lb, la, lab, laa = pairs[k]
+        pair = pairs[k]
+        before, after, parts = pair.before, pair.after, pair.parts
         r = parts.doc["rows"][i]
         key = (r["name"], r["resource"], r["line"] if not r["name"] else None)
         if not pick or c.diff <= 0 or key in seen:
@@ -208,14 +312,15 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
             "pValue": float(f"{c.p:.3g}"), "qValue": float(f"{qv:.3g}"),
             "beforeSelfPct": r["baseSelfPct"], "afterSelfPct": r["newSelfPct"],
             "selfPp": r["selfPp"],
-            "beforePageLoads": len(lab), "afterPageLoads": len(laa),
-            **_per_interaction(parts, c, len(lab), len(laa)),
-            "exampleIds": example_ids(parts, sa[:, i], examples),
+            "beforePageLoads": pair.loads_b, "afterPageLoads": pair.loads_a,
+            **_per_interaction(parts, c, pair.loads_b, pair.loads_a),
+            "exampleIds": pair.examples(i, examples),
         })
     # Largest sure rise first: the interval's lower end, not the estimate.
     found.sort(key=lambda x: -x["changeMsCi"][0])
     # the compared releases' source maps that do not match their scripts (not applied)
-    warnings = query.map_warnings(*(p[2].base for p in pairs), *(p[2].new for p in pairs))
+    warnings = query.map_warnings(*(p.parts.base for p in pairs),
+                                  *(p.parts.new for p in pairs))
     return {"by": by, f"{by}s": [u for u, _ in units], "metric": "self ms per page load",
             "minChangePct": min_change, "minSharePct": min_share, "fdr": alpha, "tests": m,
             "ciLevel": round(1.0 - level, 6), "regressions": found, "skipped": skipped,

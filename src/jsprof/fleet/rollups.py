@@ -45,6 +45,7 @@ class Plan:
     frames: dict[int, Frames] | None = None  # per release index: `select` sets it
     stored: dict | None = None  # rkey -> its Release before the identity rule (`select`)
     committed: dict | None = None  # rkey -> its committed frames, when a tail follows them
+    entries: dict | None = None  # kind -> per release, the manifest entries of its parts
 
 
 def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Plan | None:
@@ -67,6 +68,7 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
         f.release is None or e["release"] == f.release))
     marks = [m for k, m in snap.pruned.items() if k in ("*", f.app)]
     parts: dict[str, list[list[Part]]] = {k: [] for k in kinds}
+    kept: dict[str, list[list[dict]]] = {k: [] for k in kinds}
     for rkey in rkeys:
         for kind in kinds:
             keep = []
@@ -83,7 +85,30 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
                 keep.append(e)
             one = {"releases": {rkey: {"parts": {kind: keep}}}, "uploads": []}
             parts[kind].append(part_files(snap.tdir, one, kind, [rkey]))
-    return Plan(rkeys, parts)
+            kept[kind].append(keep)
+    return Plan(rkeys, parts, entries=kept)
+
+
+def uploads_by_day(engine: Any, snap: Snapshot, f: Filters) -> dict[str, int] | None:
+    """Per UTC day ('YYYY-MM-DD') with rollups of `f`: its uploads that `f` matches (its
+    routes and envs), from rollup_cells; None when the rollups cannot answer (`plan`)."""
+    from ..store.tables.view import part_files
+
+    p = plan(snap, f, ("rollup_cells",))
+    if p is None:
+        return None
+    days: dict[str, list] = {}
+    for rkey, keep in zip(p.rkeys, (p.entries or {})["rollup_cells"], strict=True):
+        for e in keep:
+            one = {"releases": {rkey: {"parts": {"rollup_cells": [e]}}}, "uploads": []}
+            days.setdefault(e.get("day") or "", []).extend(
+                part_files(snap.tdir, one, "rollup_cells", [rkey]))
+    labels = sorted(days)
+    got = engine.rollup(Plan(labels, {"rollup_cells": [days[d] for d in labels]}),
+                        "rollup_cells", f)
+    n = np.bincount(np.asarray(got["ri"], np.int64),
+                    weights=np.asarray(got["uploads"], np.float64), minlength=len(labels))
+    return {d: int(c) for d, c in zip(labels, n.tolist(), strict=True) if c > 0}
 
 
 @dataclass
@@ -398,4 +423,117 @@ def _side_moments(engine: Any, sel: Any, keys: list, match: Any) -> dict | None:
                                minlength=K),
             "sq": np.bincount(j[on], weights=np.asarray(rows[f"{c}_sq"])[on], minlength=K),
             "a": np.bincount(j[on], weights=np.asarray(rows[f"{c}_a"])[on], minlength=K)}
+    return out
+
+
+# ---- regressions' per-load sums from rollup_perload -------------------------------------------
+
+
+@dataclass
+class PerLoad:
+    """One side's self ms per page load of each diff key, as sums over its page loads
+    (`rollup_perload`): what Welch's t and Fieller's interval need."""
+
+    loads: int  # page loads (one per route, env and UTC day: tables/perload.py)
+    all_ms: float  # their time, all of it
+    s: np.ndarray  # per key: the sum of its self ms per page load
+    q: np.ndarray  # ... of its square (ms^2)
+    plan: Plan  # the rollup_examples parts of the side
+    examples_keys: dict[int, list[tuple[int, int]]]  # key -> (plan release, rollup key)
+
+
+def perload_plan(snap: Snapshot, f: Filters) -> Plan | None:
+    """The rollup_perload and rollup_examples parts of `f` (`plan`), or None."""
+    return plan(snap, f, ("rollup_perload", "rollup_examples"))
+
+
+def page_loads_of(engine: Any, p: Plan, f: Filters) -> int:
+    """The page loads of a `perload_plan` (LOAD_KEY's `loads`)."""
+    from ..store.tables.perload import LOAD_KEY
+
+    rows = engine.rollup(p, "rollup_perload", f)
+    return int(np.asarray(rows["loads"])[np.asarray(rows["key"]) == LOAD_KEY].sum())
+
+
+def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerLoad | None:
+    """`sel`'s (read from the rollups, no part day) per-load sums per diff key from `p`'s
+    rollup_perload rows, or None when a key is not one function hash of each release (a
+    page load's value of a key of two hashes would be their sum, whose square no sum of
+    squares gives) or a release has source maps (keyed by the stored frames)."""
+    from ..analysis.diff import NameKey
+    from ..store.tables.perload import LOAD_KEY, function_hash
+    from ..trace import MARKERS, NONE, no_stack_name
+
+    if sel.rollup is None or (sel.ends is not None and len(sel.ends)):
+        return None
+    pos = {k: i for i, k in enumerate(keys)}
+    K = len(keys)
+    rows = engine.rollup(p, "rollup_perload", sel.filters)
+    ri = np.asarray(rows["ri"], np.int64)
+    key = np.asarray(rows["key"], np.int64)
+    j = np.full(len(ri), -1, np.int64)
+    ex: dict[int, list[tuple[int, int]]] = {}
+    for code in range(NONE, len(MARKERS)):  # a sample with no stack: -2 - its marker
+        jj = pos.get(NameKey(no_stack_name(code), None))
+        if jj is not None:
+            j[key == -2 - code] = jj
+            ex.setdefault(jj, []).extend((i, -2 - code) for i in range(len(p.rkeys)))
+    stored = (sel.rollup.stored or {})
+    for i, rkey in enumerate(p.rkeys):
+        rel = sel.releases.get(rkey)
+        st = stored.get(rkey)
+        mine = (ri == i) & (key >= 0)
+        if rel is None or st is None:
+            if mine.any():
+                return None
+            continue
+        if st.maps:
+            return None
+        tr = st.trace
+        h2j: dict[int, int] = {}
+        for fr, k in zip(tr.frames, rel.frame_key, strict=False):
+            h = function_hash(fr.name, None if fr.resource_id is None
+                              else tr.resources[fr.resource_id])
+            jj = pos.get(NameKey(k.name, match(k.resource)), -1)
+            if h2j.setdefault(h, jj) != jj:
+                return None  # one function of the release two keys
+        j2h: dict[int, int] = {}
+        for h, jj in h2j.items():
+            if jj >= 0 and j2h.setdefault(jj, h) != h:
+                return None  # two functions of the release one key
+        for jj, h in j2h.items():
+            ex.setdefault(jj, []).append((i, h))
+        if mine.any():
+            j[mine] = [h2j.get(h, -1) for h in key[mine].tolist()]
+    on = j >= 0
+    load = key == LOAD_KEY
+    return PerLoad(
+        int(np.asarray(rows["loads"])[load].sum()),
+        float(np.asarray(rows["s_sum"], np.float64)[load].sum()) / 1e6,
+        np.bincount(j[on], weights=np.asarray(rows["s_sum"], np.float64)[on] / 1e6,
+                    minlength=K),
+        np.bincount(j[on], weights=np.asarray(rows["s_sq"], np.float64)[on] / 1e12,
+                    minlength=K),
+        p, ex)
+
+
+def perload_examples(engine: Any, side: PerLoad, f: Filters, j: int, n: int) -> list[str]:
+    """Up to `n` (<= EXAMPLES_KEPT) ids of the side's uploads with the most self time of
+    key `j` (then the newest): `regressions.example_ids` from rollup_examples."""
+    want = side.examples_keys.get(j, [])
+    if n <= 0 or not want:
+        return []
+    got = engine.rollup(side.plan, "rollup_examples", f,
+                        (np.asarray([w[0] for w in want], np.int64),
+                         np.asarray([w[1] for w in want], np.int64)))
+    ns = np.asarray(got["self_ns"], np.int64)
+    uk = np.asarray(got["uk"], np.int64)
+    hold = np.nonzero(ns > 0)[0]
+    order = hold[np.lexsort((-uk[hold], -ns[hold]))]
+    out: list[str] = []
+    for i in order.tolist():
+        if got["id"][i] not in out:
+            out.append(got["id"][i])
+        if len(out) == n:
+            break
     return out

@@ -39,8 +39,8 @@ from .manifest import (
     tables_dir,
     write_manifest,
 )
-from .rebuild import build_rollups
 from .perload import prior_self
+from .rebuild import build_rollups
 from .vitals import prior_timelines
 
 BATCH = 2000  # uploads per committed batch: bounds memory and lost work on a crash

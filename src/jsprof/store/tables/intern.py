@@ -27,9 +27,9 @@ import orjson
 
 from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
-from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
 from .perload import PriorSelf, function_hash, upload_keys
 from .perload import batch_rows as perload_rows
+from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
 from .vitals import Prior, batch_rows
 
 NS_PER_MS = 1_000_000
@@ -486,7 +486,8 @@ def upload_row(rel: Release, uk: int, upload_id: str, rkey: str, meta: dict, rec
     """Intern one parsed upload into `rel` (`add_upload`) and return its uploads-table row."""
     n, total_ms, lost_ms = add_upload(rel, uk, rec, meta, lines)
     rel.cells.append({
-        "uk": uk, "id": upload_id, "route": text_of(meta.get("route")), "env": text_of(meta.get("env")),
+        "uk": uk, "id": upload_id, "route": text_of(meta.get("route")),
+        "env": text_of(meta.get("env")),
         "sample_interval": number_of(meta.get("sampleInterval")),
         "page_load": page_load_of(meta), "samples": n, "lost_ms": lost_ms, "_at": rel.cur_at,
         "timeline": meta.get("timeline") if isinstance(meta.get("timeline"), dict) else None,

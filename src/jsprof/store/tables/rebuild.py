@@ -15,6 +15,8 @@ import orjson
 from ..durable import fsync_dir
 from .manifest import part_path, write_manifest
 from .parts import new_part, read_part, schemas, verify_part
+from .perload import batch_rows as perload_rows
+from .perload import frame_hashes, upload_keys
 from .rollup import (
     CELL_COLS,
     ROLLUP_KINDS,
@@ -23,8 +25,6 @@ from .rollup import (
     rollup_columns,
     upload_moments,
 )
-from .perload import batch_rows as perload_rows
-from .perload import frame_hashes, upload_keys
 from .vitals import batch_rows
 
 

@@ -30,6 +30,7 @@ from .intern import (
 )
 from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
 from .parts import part_files
+from .perload import prior_self
 from .rollup import (
     HLL_ERROR,
     ROLLUP_KINDS,
@@ -41,7 +42,6 @@ from .rollup import (
     quantiles,
 )
 from .rollup import schemas as rollup_schemas
-from .perload import prior_self
 from .vitals import prior_timelines
 
 __all__ = [
