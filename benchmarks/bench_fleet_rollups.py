@@ -59,6 +59,7 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
     from jsprof.store.tables.intern import release_key
     from jsprof.store.tables.manifest import FORMAT_VERSION, write_manifest
     from jsprof.store.tables.parts import new_part, schemas
+    from jsprof.store.tables.perload import EXAMPLES_KEPT, LOAD_KEY, function_hash
     from jsprof.store.tables.rollup import HLL_M, ROLLUP_KINDS, bucket_of
 
     sch = schemas()
@@ -74,6 +75,13 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
            "rollups": True}
     rows = dict.fromkeys(ROLLUP_KINDS, 0)
     uploads = 0
+    # regressions' per-load values: each leaf frame's self ms per page load log-normal
+    # (sigma 0.8) in the page loads that run it, the same in every release but five of
+    # them 1.5x slower from release 1.1.0 on
+    prng = np.random.default_rng(11)
+    p_mu = prng.normal(np.log(args.chunks * 20e6), 1.0, args.frames)
+    p_run = np.clip(prng.beta(0.8, 1.5, args.frames), 0.02, 1.0)
+    uk_next = 0
     for ri in range(args.releases):
         release = f"1.{ri}.0"
         rkey = release_key("shop", release)
@@ -95,6 +103,9 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
         leaf = set(frame[np.argsort(-p_stack)[: args.frames // 4]].tolist())
         present = np.clip(rng.beta(0.5, 2.0, args.frames), 1e-4, 1.0)
         mu = rng.normal(np.log(20e6), 1.0, args.frames)  # median self time per frame, ns
+        fkey = np.asarray([function_hash(f"fn{i}", res) for i in range(args.frames)], np.int64)
+        leaves = np.asarray(sorted(leaf), np.int64)
+        slow = np.where(np.isin(np.arange(args.frames), leaves[:5]) & (ri > 0), np.log(1.5), 0.0)
         for d in range(args.days):
             day = time.strftime("%Y-%m-%d", time.gmtime((T0 + d * DAY_MS) / 1000))
             at = [T0 + d * DAY_MS, T0 + (d + 1) * DAY_MS - 1]
@@ -187,6 +198,35 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
                     c["bucket"] += b.tolist()
                     c["count"] += k.tolist()
 
+                # rollup_perload: per leaf frame over the page loads, sum and sum of
+                # squares of its self ns per load; the page loads themselves (LOAD_KEY);
+                # rollup_examples: its EXAMPLES_KEPT uploads with the most self ns
+                c = cols["rollup_perload"]
+                m = p_mu[leaves] + slow[leaves]
+                q = n_loads * p_run[leaves]
+                load_ns = args.chunks * args.samples * 10e6
+                keys = np.r_[fkey[leaves], [LOAD_KEY, -1, -5, -7]]
+                c["route"] += [route] * len(keys)
+                c["env"] += [env] * len(keys)
+                c["key"] += keys.tolist()
+                c["loads"] += [0] * len(leaves) + [n_loads, 0, 0, 0]
+                s1 = np.r_[q * np.exp(m + 0.32), [n_loads * load_ns] + [n_loads * 0.2 / 3
+                                                                          * load_ns] * 3]
+                s2 = np.r_[q * np.exp(2 * m + 1.28), [n_loads * load_ns ** 2 * 1.1]
+                           + [n_loads * (0.2 / 3 * load_ns) ** 2 * 1.2] * 3]
+                c["s_sum"] += np.rint(s1).astype(np.int64).tolist()
+                c["s_sq"] += s2.tolist()
+                c = cols["rollup_examples"]
+                k = min(EXAMPLES_KEPT, u)
+                for key in fkey[leaves].tolist():
+                    c["route"] += [route] * k
+                    c["env"] += [env] * k
+                    c["key"] += [key] * k
+                    c["uk"] += list(range(uk_next, uk_next + k))
+                    c["id"] += [f"up-{x}" for x in range(uk_next, uk_next + k)]
+                    c["self_ns"] += np.rint(np.exp(rng.normal(p_mu[key == fkey][0] + 1.5, 0.3,
+                                                              k))).astype(np.int64).tolist()
+                uk_next += u
                 vital(rv.LOAD, "", n_loads, 0, 0)
                 vital(rv.INP, "", int(0.6 * n_loads), 180.0, 0.7)
                 for j, el in enumerate(("img.hero", "h1", "div.banner")):
@@ -237,7 +277,9 @@ t1 = time.perf_counter()
 out.flush()
 doc = json.loads(out.buffer.getvalue())
 side = doc["new"] if "new" in doc else doc  # diff: its NEW side
-if "rows" in side and "traces" not in side:  # vitals: its rows' page loads
+if "regressions" in doc:  # regressions: changes judged and found, as traces/pageLoads
+    side = {"traces": doc["tests"], "pageLoads": len(doc["regressions"])}
+elif "rows" in side and "traces" not in side:  # vitals: its rows' page loads
     side = {"traces": sum(r["interactions"] for r in side["rows"]),
             "pageLoads": sum(r["pageLoads"] for r in side["rows"])}
 print(json.dumps({"s": t1 - t0, "query": t1 - ti, "code": code, "traces": side["traces"],
@@ -258,13 +300,20 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=3, help="uploads per page load")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--queries", default=None,
+                    help="only the queries whose names hold one of these words (a,b)")
     args = ap.parse_args()
     base = Path(args.dir or tempfile.mkdtemp(prefix="bench-rollups-"))
     queries = {"top all": ["top"],
                "top one release+route": ["top", "--release", "1.0.0", "--route", "/cart"],
                "diff 1.0.0 -> 1.1.0": ["diff", "--base", "release=1.0.0", "--new",
                                        "release=1.1.0"],
-               "vitals all": ["vitals"]}
+               "vitals all": ["vitals"],
+               "regressions by release": ["regressions"],
+               "regressions by day /cart": ["regressions", "--by", "day", "--route", "/cart"]}
+    if args.queries:
+        queries = {k: v for k, v in queries.items()
+                   if any(w in k for w in args.queries.split(","))}
     scales = [float(x) for x in args.scales.split(",")]
     runs: dict[tuple[float, str], list[dict]] = {}
     try:

@@ -19,6 +19,13 @@ and rose by more than `min_change` percent; it is reported once, with ms per pag
 before -> after, the change in ms and %, both intervals, and a few upload ids of that
 release (day) that hold it: those where it had the most self time. The list is ranked by
 the lower bound of the ms interval (the least the change can be), not by the estimate.
+
+Over whole UTC days (no `--where`, `--during`) the releases or days come from the rollups,
+and a pair of more than PERM_MAX_LOADS page loads is tested from their per-load sums
+(`rollups.perload_side`: Welch's t and Fieller's interval need the page loads, the sum
+and the sum of squares of each function's self ms per page load), its examples from
+rollup_examples: no per-upload row. A pair of at most PERM_MAX_LOADS page loads is
+judged by permutations of its page loads' values, which it reads per upload.
 """
 
 from __future__ import annotations
@@ -174,7 +181,8 @@ def _per_interaction(parts: Any, c: Change, loads_b: int, loads_a: int) -> dict:
 @dataclass
 class _Pair:
     """One compared pair: its diff (rows, keys, selections), the columns tested and their
-    tests, the page loads a side, and `examples(row, n)`: NEW's uploads that show it."""
+    tests, the page loads a side, and `examples(rows, n)`: per row, NEW's uploads that
+    show it."""
 
     before: str
     after: str
@@ -183,7 +191,7 @@ class _Pair:
     changes: list[Change] | None
     loads_b: int
     loads_a: int
-    examples: Callable[[int, int], list[str]]
+    examples: Callable[[list[int], int], dict[int, list[str]]]
 
 
 def _supported(parts: Any, self_b: np.ndarray, all_b: float, self_a: np.ndarray,
@@ -230,7 +238,7 @@ def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_
             got = (stats.changes_from_sums(b.loads, b.s[cols], b.q[cols], a.loads, a.s[cols],
                                            a.q[cols]) if cols else None)
             return _Pair(before, after, parts, cols, got, b.loads, a.loads,
-                         lambda i, n: rollups.perload_examples(s.engine, a, new_f, i, n))
+                         lambda rows, n: rollups.perload_examples(s.engine, a, new_f, rows, n))
         parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0)
     sb, _, ab = query.trace_shares(s.engine, s.snap, parts.base, parts.keys, parts.match)
     sa, _, aa = query.trace_shares(s.engine, s.snap, parts.new, parts.keys, parts.match)
@@ -241,7 +249,7 @@ def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_
                       float(laa.sum()), min_share)
     got = changes(lb[:, cols], la[:, cols], PERM_SEED + k) if cols else None
     return _Pair(before, after, parts, cols, got, len(lab), len(laa),
-                 lambda i, n: example_ids(parts, sa[:, i], n))
+                 lambda rows, n: {i: example_ids(parts, sa[:, i], n) for i in rows})
 
 
 def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: int = 5,
@@ -314,8 +322,16 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
             "selfPp": r["selfPp"],
             "beforePageLoads": pair.loads_b, "afterPageLoads": pair.loads_a,
             **_per_interaction(parts, c, pair.loads_b, pair.loads_a),
-            "exampleIds": pair.examples(i, examples),
+            "exampleIds": (k, i),
         })
+    # each pair's examples read at once (from the rollups: one scan for all its rows)
+    want: dict[int, list[int]] = {}
+    for x in found:
+        want.setdefault(x["exampleIds"][0], []).append(x["exampleIds"][1])
+    ids = {k: pairs[k].examples(rows, examples) for k, rows in want.items()}
+    for x in found:
+        k, i = x["exampleIds"]
+        x["exampleIds"] = ids[k][i]
     # Largest sure rise first: the interval's lower end, not the estimate.
     found.sort(key=lambda x: -x["changeMsCi"][0])
     # the compared releases' source maps that do not match their scripts (not applied)

@@ -19,8 +19,10 @@ frames are never in one upload with them.
 `fleet top` reads a selection so (`select`); `fleet diff` too when both sides have at least
 MOMENTS_MIN_UPLOADS uploads and no part day, its intervals from rollup_moments
 (`diff_intervals`: the bootstrap's first-order variance from sums over uploads).
-`regressions` stays per upload: its unit is the page load, whose chunks one compaction
-batch may hold apart, so its sum of squares per page load is no sum over batches.
+`fleet regressions` reads the releases or days from rollup_cells and, per pair of more
+than PERM_MAX_LOADS page loads, its tests' sums from rollup_perload (`perload_side`: per
+function its self ms per page load summed, and squared, over the side's page loads) and
+the examples from rollup_examples (store/tables/perload.py).
 """
 
 from __future__ import annotations
@@ -517,23 +519,28 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerL
         p, ex)
 
 
-def perload_examples(engine: Any, side: PerLoad, f: Filters, j: int, n: int) -> list[str]:
-    """Up to `n` (<= EXAMPLES_KEPT) ids of the side's uploads with the most self time of
-    key `j` (then the newest): `regressions.example_ids` from rollup_examples."""
-    want = side.examples_keys.get(j, [])
+def perload_examples(engine: Any, side: PerLoad, f: Filters, keys: list[int], n: int
+                     ) -> dict[int, list[str]]:
+    """Per key of `keys`: up to `n` (<= EXAMPLES_KEPT) ids of the side's uploads with the
+    most self time in it (then the newest), `regressions.example_ids` from
+    rollup_examples, all read in one scan."""
+    out: dict[int, list[str]] = {j: [] for j in keys}
+    want = [(j, w) for j in keys for w in side.examples_keys.get(j, [])]
     if n <= 0 or not want:
-        return []
+        return out
     got = engine.rollup(side.plan, "rollup_examples", f,
-                        (np.asarray([w[0] for w in want], np.int64),
-                         np.asarray([w[1] for w in want], np.int64)))
+                        (np.asarray([w[1][0] for w in want], np.int64),
+                         np.asarray([w[1][1] for w in want], np.int64)))
+    of = {w: [] for _, w in want}
+    for j, w in want:
+        of[w].append(j)
     ns = np.asarray(got["self_ns"], np.int64)
     uk = np.asarray(got["uk"], np.int64)
+    ri = np.asarray(got["ri"], np.int64)
+    key = np.asarray(got["key"], np.int64)
     hold = np.nonzero(ns > 0)[0]
-    order = hold[np.lexsort((-uk[hold], -ns[hold]))]
-    out: list[str] = []
-    for i in order.tolist():
-        if got["id"][i] not in out:
-            out.append(got["id"][i])
-        if len(out) == n:
-            break
+    for i in hold[np.lexsort((-uk[hold], -ns[hold]))].tolist():
+        for j in of.get((int(ri[i]), int(key[i])), ()):
+            if len(out[j]) < n and got["id"][i] not in out[j]:
+                out[j].append(got["id"][i])
     return out
