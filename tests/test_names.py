@@ -410,3 +410,23 @@ def test_array_elements_are_named_as_v8_names_them(tmp_path):
     assert by_line[5] == ["", "two"], by_line
     assert by_line[13] == ["fns", "fns"], by_line
     assert by_line[16] == [""] and by_line[17] == [""] and by_line[18] == ["afterNew"], by_line
+
+
+def test_a_function_before_a_deep_expression_is_named(tmp_path):
+    """A function followed in its array by an expression thousands of nodes deep (a long
+    `+` chain, as minified string concatenations are): named as V8 names it, where the
+    walk of what follows it was recursive and raised RecursionError (a QuickJS recording
+    of such a script failed with a traceback)."""
+    terms = " + ".join(["1"] * 3000)
+    src = ("// the first line is no function (the script's own code is at 1:1)\n"
+           "function spin() { var e = Date.now() + 3; while (Date.now() < e); }\n"
+           f"var deep = [function () {{ spin(); }}, {terms}];\n"
+           "for (var n = 0; n < 4; n++) deep[0]();\n")
+    script = tmp_path / "deep.js"
+    script.write_text(src)
+    v8 = _v8_names(_cpu_prof(tmp_path, script), "/deep.js")
+    want = {pos: name for pos, name in v8.items() if pos[0] == 3}
+    assert len(want) == 1, sorted(v8.items())
+    index = FunctionNames(src)
+    got = {pos: getattr(index.at(*pos), "name", None) for pos in want}
+    assert got == want and list(want.values()) == ["deep"], (got, want)

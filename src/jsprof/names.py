@@ -463,12 +463,17 @@ _EVENT_TYPES = frozenset(
 def _completions(node: Any) -> Any:
     """The nodes below and at `node` that matter to V8's list of functions waiting for a
     name, in the order the parser completes them (children first); a function or class is
-    one step (its body is parsed apart, lazily)."""
-    if node.type not in FUNCTION_TYPES and node.type not in _CLASS_TYPES:
-        for c in node.children:
-            yield from _completions(c)
-    if node.type in _EVENT_TYPES:
-        yield node
+    one step (its body is parsed apart, lazily). A loop, not recursion: a deep expression
+    after a function (`[function () {}, 1 + 1 + ... + 1]`) is as deep as it is long."""
+    todo: list[tuple[Any, bool]] = [(node, False)]
+    while todo:
+        n, done = todo.pop()
+        if done or n.type in FUNCTION_TYPES or n.type in _CLASS_TYPES:
+            if n.type in _EVENT_TYPES:
+                yield n
+            continue
+        todo.append((n, True))
+        todo.extend((c, False) for c in reversed(n.children))
 
 
 def _dropped(fn: Any, infer_at: Any) -> bool:
