@@ -679,3 +679,38 @@ def test_the_compactors_run_report_and_lag_on_a_bucket(
     text = out.stdout.decode()
     assert out.returncode == 1
     assert "compactor: failing, 3 runs in a row" in text and part in text, text
+
+
+def test_a_damaged_manifest_in_the_bucket_is_reported_not_a_traceback(
+        s3: dict[str, str], tmp_path: Path) -> None:
+    """A committed manifest that does not parse (a torn hand edit, a bad restore) made
+    `serve check` and the collector's `/metrics`, `/v1/status` and `/readyz` (all
+    `ObjectSegmentStore.health`) fail with a JSONDecodeError traceback. Now check names it
+    as damage (one line, exit 1, nothing written) and health counts no tables and says why,
+    as a local store's unreadable manifest does."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    bucket = new_bucket(s3)
+    url = f"s3://{bucket}/fleet"
+    with aws_env(s3):
+        objects = open_objects(url)
+        st = ObjectSegmentStore(url, objects)
+        for i in range(2):
+            st.append(f"u{i}", _meta(i), TRACE)
+        assert ObjectCompactor(objects, tmp_path / "compactor").run().uploads == 2
+        for bad in (b'{"formatVersion": 9, "uploads": [', b"[1, 2]"):
+            objects.put("tables/_manifest.json", bad)
+            h = st.health()
+            assert h["compacted"] == 0 and h["parts"] == 0
+            assert h["manifestProblem"].startswith("tables/_manifest.json: not a readable")
+    before = _bucket_state(s3, bucket)
+    out = _jsprof(env, "serve", "check", "--store", url)
+    text, err = out.stdout.decode(), out.stderr.decode()
+    assert out.returncode == 1, (text, err)
+    assert "Traceback" not in err and "Traceback" not in text
+    problems = [x for x in text.splitlines() if x.startswith("tables/_manifest.json")]
+    assert len(problems) == 1 and "not a readable compaction manifest" in problems[0], text
+    assert "2 segment objects, 2 uploads" in text
+    assert _bucket_state(s3, bucket) == before

@@ -16,14 +16,14 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import orjson
-
 from . import segment as seg
 from .objects import ObjectStore
 from .objstore import (
     MANIFEST_KEY,
     NEW_SEGMENTS,
     SEGMENTS,
+    ManifestDamaged,
+    bucket_manifest,
     compacted_rows,
     listing_floor,
     read_report,
@@ -50,8 +50,11 @@ def check_objects(objects: ObjectStore) -> ObjectCheck:
     from .tables.manifest import cursor_in, part_paths
 
     rep = ObjectCheck(report=read_report(objects))
-    got = objects.get(MANIFEST_KEY)
-    man = orjson.loads(got[0]) if got is not None else {}
+    try:
+        man = bucket_manifest(objects)
+    except ManifestDamaged as e:  # damage to report, as a segment's is: not a traceback
+        man = {}
+        rep.findings.append(Finding(MANIFEST_KEY, 0, 0, str(e).split(": ", 1)[1]))
     positions: dict[str, int] = {}
     if man:
         cur = cursor_in(man)

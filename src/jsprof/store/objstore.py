@@ -295,11 +295,39 @@ class ObjectSegmentStore:
         return object_health(self.objects)
 
 
+class ManifestDamaged(StoreError):
+    """The bucket's committed manifest is not a JSON object: operators' reads report it
+    (`serve check` as damage, `/metrics` and `/v1/status` as no tables) instead of failing
+    with a traceback; only a compaction run replaces it."""
+
+
+def bucket_manifest(objects: ObjectStore) -> dict[str, Any]:
+    """The committed manifest as its reader needs it ({} when none was ever committed).
+    Raises ManifestDamaged, one line naming the object, when it does not parse."""
+    got = objects.get(MANIFEST_KEY)
+    if got is None:
+        return {}
+    try:
+        doc = orjson.loads(got[0])
+    except orjson.JSONDecodeError as e:
+        raise ManifestDamaged(f"{MANIFEST_KEY}: not a readable compaction manifest ({e})"
+                              ) from None
+    if type(doc) is not dict:
+        raise ManifestDamaged(f"{MANIFEST_KEY}: not a readable compaction manifest (a JSON "
+                              f"{type(doc).__name__}, not an object)")
+    return doc
+
+
 def object_health(objects: ObjectStore) -> dict[str, Any]:
     """Uploads in segment objects past the committed cursor (`pending`), what the tables
-    hold (`compacted`, `parts`), and the bytes and objects under each top-level folder."""
-    got = objects.get(MANIFEST_KEY)
-    man = orjson.loads(got[0]) if got is not None else {}
+    hold (`compacted`, `parts`), and the bytes and objects under each top-level folder.
+    A damaged manifest counts as no tables (as a local store's unreadable one does) and is
+    named in `manifestProblem`."""
+    problem = None
+    try:
+        man = bucket_manifest(objects)
+    except ManifestDamaged as e:
+        man, problem = {}, str(e)
     positions: dict[str, int] = {}
     if man.get("hasCursor") and man.get("cursorKind") == "Cursor":
         positions = orjson.loads(man["cursor"])
@@ -323,7 +351,7 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
     parts = len(man.get("uploads", [])) + sum(
         len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
     return {"pending": pending, "oldestPending": oldest, "report": read_report(objects),
-            "compacted": compacted_rows(man), "parts": parts,
+            "compacted": compacted_rows(man), "parts": parts, "manifestProblem": problem,
             "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
 
 
