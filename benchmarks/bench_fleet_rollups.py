@@ -1,5 +1,5 @@
-"""`fleet top`, `fleet diff` and `fleet vitals` over 30 days of a busy collector, from the
-rollup tables (issue 34).
+"""`fleet top`, `fleet diff`, `fleet vitals` and `fleet regressions` over 30 days of a busy
+collector, from the rollup tables (issue 34).
 
 A collector at `--rate` uploads/s for `--days` days is not replayed as 52 M HTTP posts:
 the tables its compactor would hold are written directly, the way a closed day's merged
@@ -9,7 +9,8 @@ uploads also reach more of its rare stacks), the frames' uploads per bucket of s
 (log-normal self times drawn per frame, counted into the buckets), the moments `diff`'s
 intervals read (per frame, from the same log-normal's mean and spread), the vitals' values
 per bucket (log-normal INP, LCP, CLS, long-frame blocking and interaction parts, per page
-load, long frame and interaction), the cells' upload counts, and a HyperLogLog sketch per
+load, long frame and interaction), regressions' per-load sums and examples per leaf
+function (rollup_perload, rollup_examples), the cells' upload counts, and a HyperLogLog sketch per
 cell of its page loads (`--chunks` uploads each).
 Every store gets its releases' frame and stack dictionaries and a manifest of the current format
 whose parts carry sizes and CRC-32s, so the query checks and reads them as any store's.
