@@ -17,8 +17,10 @@ import pytest
 
 import jsprof.formats
 from fleet_util import T0, make_trace, upload
+from jsprof.analysis import stats
 from jsprof.fleet import api
 from jsprof.fleet.filters import Filters
+from jsprof.fleet.regressions import regressions
 from jsprof.store import Store
 from jsprof.store.tables import kept_tail
 from jsprof.store.tables.compact import compact
@@ -45,7 +47,9 @@ def _answers(st: Store, keep: bool) -> tuple:
     with api.session(st, keep_tail=keep) as s:
         return (api.top(s, f, None), api.vitals(s, f),
                 api.flame(s, f), api.list_uploads(s, f, limit=100),
-                api.interactions(s, f, None))
+                api.interactions(s, f, None),
+                # from rollup_perload (the pairs have more than PERM_MAX_LOADS, set below)
+                regressions(s, f, min_traces=1, min_samples=1))
 
 
 def test_a_second_query_reads_only_what_is_new(tmp_path: Path,
@@ -59,6 +63,7 @@ def test_a_second_query_reads_only_what_is_new(tmp_path: Path,
 
     monkeypatch.setattr(jsprof.formats, "read_any", counting)
     monkeypatch.setattr(kept_tail, "CHUNK", 3)
+    monkeypatch.setattr(stats, "PERM_MAX_LOADS", 2)
     kept_tail.forget()
     rng = np.random.default_rng(11)
     st = Store(tmp_path / "store")

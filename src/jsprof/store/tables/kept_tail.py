@@ -29,10 +29,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ... import script_lines
 from ...errors import JsprofError
 from .intern import (
     Release,
+    _perload_table,
     _vitals_table,
     number_of,
     release_key,
@@ -43,6 +46,7 @@ from .intern import (
 )
 from .manifest import KINDS, cursor_in, tables_dir
 from .parts import day_of, new_part, schemas
+from .perload import prior_self
 from .vitals import prior_timelines
 
 # Uploads interned and written as one set of tables: a commit that cuts through a chunk
@@ -82,6 +86,8 @@ class _Chunk:
     parts: dict[str, dict[str, list[dict]]]
     # (rkey, day) -> the columns rollup_vitals is made of, per upload in key order
     vit: dict[tuple[str, str | None], dict[str, list]]
+    # (rkey, day) -> what rollup_perload is made of: the uploads' columns, their keys' sums
+    perload: dict[tuple[str, str | None], tuple[dict[str, list], dict[str, Any]]]
 
 
 @dataclass
@@ -292,6 +298,7 @@ class _Builder:
         seq = kept.seq = kept.seq + 1
         parts: dict[str, dict[str, list[dict]]] = {}
         vit: dict[tuple[str, str | None], dict[str, list]] = {}
+        perload: dict[tuple[str, str | None], tuple[dict[str, list], dict[str, Any]]] = {}
         for rkey, rel in self.touched.items():
             for c in rel.cells:
                 v = vit.setdefault((rkey, day_of(c.get("_at"))), {k: [] for k in (*_VIT, "at")})
@@ -299,14 +306,20 @@ class _Builder:
                     v[k].append(c[k])
                 v["at"].append(c.get("_at"))
             got = write_release_parts(None, rkey, rel, seq)
-            got.pop("rollup_vitals", None)  # made over the whole tail when read (_manifest)
+            # made over the whole tail when read (_manifest): a page load's chunks may be
+            # in two kept chunks, and what came before them is the manifest's of the moment
+            got.pop("rollup_vitals", None)
+            for e in got.pop("rollup_perload", []):
+                up, per = e["build"].args[:2]  # intern._perload_table's
+                perload[(rkey, e["day"])] = (up, per)
+            assert not any("build" in e for es in got.values() for e in es), list(got)
             parts[rkey] = got
             rel.cells.clear()
             rel.new_frames = []
             rel.n_frames_committed = len(rel.frame_ids)
             rel.n_stacks_committed = len(rel.stack_parent)
         chunk = _Chunk(self.uploads, self.samples, write_upload_parts(None, self.rows, seq),
-                       parts, vit)
+                       parts, vit, perload)
         self.uploads, self.rows, self.touched, self.samples = [], [], {}, 0
         return chunk
 
@@ -356,6 +369,27 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
                     acc = vit.setdefault(day, {k: [] for k in (*_VIT, "at")})
                     for k, col in v.items():
                         acc[k] += col
+        pl: dict[str | None, tuple[dict[str, list], dict[str, list]]] = {}
+        for c in kept.chunks:
+            for (rk, day), (up, per) in c.perload.items():
+                if rk == rkey:
+                    acc_up, acc_per = pl.setdefault(day, ({}, {}))
+                    for k, col in up.items():
+                        acc_up.setdefault(k, []).extend(col)
+                    for k, arr in per.items():
+                        acc_per.setdefault(k, []).append(arr)
+        psch = schemas()["rollup_perload"]
+        for day in sorted(pl, key=lambda d: d or ""):
+            up, per = pl[day]
+            sub = f"{day}/" if day else ""
+            e = new_part(None, f"rollup_perload/rkey={rkey}/{sub}part-tail.parquet",
+                         {f.name: [] for f in psch}, psch, 0, day,
+                         vit.get(day, {}).get("at", [None]))
+            e.pop("table")
+            e["build"] = partial(_build_perload, up, {k: np.concatenate(v)
+                                                      for k, v in per.items()},
+                                 partial(prior_self, tdir, man, rkey, day), psch)
+            entry["parts"]["rollup_perload"].append(e)
         for day in sorted(vit, key=lambda d: d or ""):
             v = vit[day]
             sub = f"{day}/" if day else ""
@@ -371,3 +405,7 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
 
 def _build_vitals(up: dict, prior: Any, schema: Any) -> Any:
     return _vitals_table(up, prior(), schema)
+
+
+def _build_perload(up: dict, per: dict, prior: Any, schema: Any) -> Any:
+    return _perload_table(up, per, prior(), schema)
