@@ -590,7 +590,8 @@ def test_quickjs_places_prettiers_functions_where_v8_does(tmp_path):
     inlined into another, the time spread alike): the QuickJS profile's functions are
     V8's, by name, script, line and column, for >= 98 % of the self time in the functions
     V8 has too (by name or by place; the rest V8 did not sample), and >= 93 % of all of
-    prettier's (measured: 99.4-99.7 % and 97.8-99.5 %; before, 94.9 % and 88.8 %: QuickJS
+    prettier's (measured: 99.4-99.7 % and 97.8-99.5 %; the modules' top-level code left
+    out, 99.5-99.8 % and 97.2-99.0 %; before, 94.9 % and 88.8 %: QuickJS
     counted a column from the last identifier or blank before the token and from 0 on line
     1, and placed class constructors and field initializers elsewhere)."""
     if shutil.which("node") is None:
@@ -614,10 +615,17 @@ def test_quickjs_places_prettiers_functions_where_v8_does(tmp_path):
     (profile,) = out.glob("*.cpuprofile")
 
     def rows(rec):
+        # A module's top-level code ('' at 1:1) is left out on both sides: QuickJS's holds
+        # the compile of the three modules (the sampler's design since 61b2ee2: 55-68 ms
+        # of CPU each run, quiet or loaded), V8's under 1 ms of their evaluation (2-10
+        # samples at 100 us; V8 charges a module's compile to Node's loader). Whether the
+        # ~60 ms agreed hung on V8 sampling that 1 ms: beside busy loops V8 took 1 sample
+        # there in 1 of 6 runs, and in CI (load ~30) none, so 58 ms disagreed (0.885).
         s = summarize(rec)
         return [(k.name, (k.resource or "").rsplit("/", 1)[-1], k.line, k.column, ms)
                 for k, ms in zip(s.stats.keys, s.stats.self_ms.tolist(), strict=True)
-                if (k.resource or "").rsplit("/", 1)[-1] in files]
+                if (k.resource or "").rsplit("/", 1)[-1] in files
+                and (k.name, k.line, k.column) != ("", 1, 1)]
 
     v8 = rows(jsprof.load(profile))
     where = {r[:4] for r in v8}
