@@ -586,7 +586,7 @@ def test_prune_of_a_bucket_removes_what_it_should_and_the_counts_stay_right(
 
 def test_the_compactor_process_cuts_by_retention(tmp_path: Path) -> None:
     """`jsprof serve --store s3://... --retention AGE` hands AGE to its compactor process
-    (`python -m jsprof.store.objstore URL --retention SECONDS`), which marks the cut and
+    (`python -m jsprof.store.objcompactor URL --retention SECONDS`), which marks the cut and
     makes it after its run: an upload older than AGE leaves the tables and its segment
     object goes; a newer one stays. On a local directory (the same code)."""
     import os
@@ -600,7 +600,7 @@ def test_the_compactor_process_cuts_by_retention(tmp_path: Path) -> None:
     _segment(objects, int(old) + 1000, [("old", dict(_meta(0), receivedAt=old))])
     ObjectSegmentStore(objects.url, objects).append("new", _meta(1), TRACE)
     env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-m", "jsprof.store.objstore", objects.url,
+    out = subprocess.run([sys.executable, "-m", "jsprof.store.objcompactor", objects.url,
                           "--once", "--retention", str(5 * 86400)], env=env,
                          capture_output=True, timeout=600)
     assert out.returncode == 0, out.stderr.decode()
@@ -636,7 +636,7 @@ def test_the_compactors_run_report_and_lag_on_a_bucket(
                 if f.samples and not f.samples[0].labels}
 
     def once(cache: str = "cache") -> None:
-        subprocess.run([sys.executable, "-m", "jsprof.store.objstore", url, "--once"],
+        subprocess.run([sys.executable, "-m", "jsprof.store.objcompactor", url, "--once"],
                        env={**env, "XDG_CACHE_HOME": str(tmp_path / cache)},
                        capture_output=True, timeout=600)
 

@@ -44,7 +44,7 @@ from ..analysis.stats import PERM_SEED, Change, bh_picked, changes
 from ..analysis.stats import t_cdf as t_cdf
 from ..analysis.stats import t_quantile as t_quantile
 from ..errors import UsageError
-from ..store.tables.perload import EXAMPLES_KEPT
+from ..store.tables.view import EXAMPLES_KEPT
 
 BY = ("release", "day")
 DAY_MS = 86400e3

@@ -451,7 +451,7 @@ def perload_plan(snap: Snapshot, f: Filters) -> Plan | None:
 
 def page_loads_of(engine: Any, p: Plan, f: Filters) -> int:
     """The page loads of a `perload_plan` (LOAD_KEY's `loads`)."""
-    from ..store.tables.perload import LOAD_KEY
+    from ..store.tables.view import LOAD_KEY
 
     rows = engine.rollup(p, "rollup_perload", f)
     return int(np.asarray(rows["loads"])[np.asarray(rows["key"]) == LOAD_KEY].sum())
@@ -463,7 +463,7 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerL
     page load's value of a key of two hashes would be their sum, whose square no sum of
     squares gives) or a release has source maps (keyed by the stored frames)."""
     from ..analysis.diff import NameKey
-    from ..store.tables.perload import LOAD_KEY, function_hash
+    from ..store.tables.view import LOAD_KEY, function_hash
     from ..trace import MARKERS, NONE, no_stack_name
 
     if sel.rollup is None or (sel.ends is not None and len(sel.ends)):

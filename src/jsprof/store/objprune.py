@@ -40,9 +40,9 @@ from .objstore import (
     SEGMENTS,
     Conflict,
     ObjectCompactor,
-    _match,
     listing_floor,
     segment_count,
+    segment_match,
     segment_time,
 )
 from .segment import RecordHeader
@@ -127,10 +127,10 @@ def prune_objects(comp: ObjectCompactor, older_than: float, app: str | None = No
 
 def _prune_segment(objects: ObjectStore, key: str, older_than: float, app: str | None,
                    floor: str, positions: dict[str, int], res: ObjectPrune) -> None:
-    from .store import _app_is
+    from .store import app_is
 
     name = key[len(SEGMENTS):]
-    m = _match(name)
+    m = segment_match(name)
     if m is None or (m.group(2) is not None and int(m.group(2)) >= older_than):
         return  # not ours, or every record newer than the cut
     if m.group(3) is not None and int(m.group(3)) < older_than and app is None:
@@ -151,7 +151,7 @@ def _prune_segment(objects: ObjectStore, key: str, older_than: float, app: str |
         try:
             heads = [h for h in seg.scan(fd) if isinstance(h, RecordHeader)]
             drop = {h.offset for h in heads
-                    if h.received_at < older_than and _app_is(fd, h, app)}
+                    if h.received_at < older_than and app_is(fd, h, app)}
             if not drop:
                 res.kept += len(heads)
                 return

@@ -86,14 +86,14 @@ PUT_MAX_S = 120.0
 LIST_MARGIN_S = 300.0
 
 
-def _match(name: str) -> re.Match | None:
+def segment_match(name: str) -> re.Match | None:
     return _SEG_NAME.match(name) or _OLD_SEG_NAME.match(name)
 
 
 def segment_count(name: str) -> int | None:
     """Records in the segment object `name` (its name says so: a reader skips a segment it
     has read to its end without fetching it), or None for a name not ours."""
-    m = _match(name)
+    m = segment_match(name)
     return int(m.group(4)) if m else None
 
 
@@ -107,7 +107,7 @@ def segment_time(name: str) -> int | None:
 def segment_first(name: str) -> float | None:
     """The oldest receivedAt (epoch ms) segment object `name` holds, by its name (an older
     jsprof's name without a range: its writer's start)."""
-    m = _match(name)
+    m = segment_match(name)
     if m is None:
         return None
     if m.group(2) is not None:
@@ -119,7 +119,7 @@ def segment_may_hold(name: str, received_at: float | None) -> bool:
     """Whether segment object `name` may hold an upload received at `received_at` (epoch
     ms): within the range its name gives, or (a name without one) written by a writer
     started before then; any of ours when the time is unknown."""
-    m = _match(name)
+    m = segment_match(name)
     if m is None:
         return False
     if received_at is None:
@@ -1157,7 +1157,7 @@ def query_mirror(url: str, objects: ObjectStore | None = None) -> Path:
 
 class CompactorProcess:
     """A collector's compactor for a store on an object store: `python -m
-    jsprof.store.objstore URL` in a process of its own (compaction is parse-and-intern
+    jsprof.store.objcompactor URL` in a process of its own (compaction is parse-and-intern
     work: on a thread it would hold the GIL against ingest), restarted when it dies,
     stopped with the collector. It competes for the bucket's lease with the other
     collectors' ones; only the holder compacts."""
@@ -1186,7 +1186,7 @@ class CompactorProcess:
         import sys
 
         while not self._stop.is_set():
-            cmd = [sys.executable, "-m", "jsprof.store.objstore", self.url,
+            cmd = [sys.executable, "-m", "jsprof.store.objcompactor", self.url,
                    "--interval", str(self.interval), "--parent", str(os.getpid()),
                    "--keep-raw", "forever" if self.keep_raw is None else str(self.keep_raw)]
             if self.retention:
@@ -1221,86 +1221,3 @@ class CompactorProcess:
 
 
 # ---- the compactor process -------------------------------------------------------------------
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m jsprof.store.objstore URL`: the compactor of a store on an object store.
-    Started by each `jsprof serve --store s3://...` (its first worker); the lease decides
-    which one of them, on any machine, compacts. Runs every `--interval` seconds while it
-    holds the lease, tries to take it as often while another holds it."""
-    import argparse
-    import sys
-
-    from .background import Reporter, become_background
-
-    p = argparse.ArgumentParser(prog="python -m jsprof.store.objstore")
-    p.add_argument("store")
-    p.add_argument("--interval", type=float, default=5.0)
-    p.add_argument("--parent", type=int, default=0)
-    p.add_argument("--once", action="store_true", help="one run (when the lease is free)")
-    p.add_argument("--keep-raw", default="forever",
-                   help="seconds a compacted segment object stays (forever: never deleted)")
-    p.add_argument("--retention", type=float, default=0.0,
-                   help="seconds an upload is kept (0: forever); cut hourly")
-    args = p.parse_args(argv)
-    become_background(args.parent)
-    import fcntl
-
-    objects = open_objects(args.store)
-    lease = Lease(objects)
-    root = mirror_dir(objects.url, "compactor")
-    root.mkdir(parents=True, exist_ok=True)
-    # One compactor per mirror: a second collector on this machine waits here, so two
-    # never write one mirror (they would still never both commit: the lease, If-Match).
-    lock = os.open(root / ".lock", os.O_RDWR | os.O_CREAT, 0o644)
-    while True:
-        try:
-            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            break
-        except BlockingIOError:
-            if args.once or (args.parent and os.getppid() != args.parent):
-                return 1 if args.once else 0
-            time.sleep(args.interval)
-    keep_raw = None if args.keep_raw == "forever" else float(args.keep_raw)
-    comp = ObjectCompactor(objects, root, keep_raw=keep_raw)
-    from .objprune import Pruner
-
-    pruner = Pruner(comp, args.retention or None)
-    said = Reporter()
-    report = RunReport(objects)
-    failures = 0
-    while not (args.parent and os.getppid() != args.parent):
-        error = None
-        held = False
-        try:
-            if lease.acquire():
-                held = True
-                stats = comp.run(lease.acquire)
-                if stats.uploads:
-                    print(f"jsprof serve: compacted {stats.uploads} uploads into "
-                          f"{objects.url}", file=sys.stderr, flush=True)
-                cut = pruner.run(lease.acquire)
-                if cut is not None and (cut.removed or cut.tables_removed):
-                    print(f"jsprof serve: pruned {cut.tables_removed} uploads from the "
-                          f"tables and {cut.removed} raw records of {objects.url}",
-                          file=sys.stderr, flush=True)
-        except Exception as e:  # noqa: BLE001 - the loop must outlive one bad run
-            error = f"{e}" or type(e).__name__
-        failures = failures + 1 if error else 0
-        said.run({"consecutiveFailures": failures}, error)
-        if held:  # the holder's runs: what `serve check`, /metrics and /v1/status say
-            try:
-                report.record(error)
-            except Exception:  # noqa: BLE001, S110 - a report that cannot be written: the
-                pass  # run's own error (if any) is on stderr; the next run tries again
-        if args.once:
-            lease.release()
-            return 1 if error else 0
-        time.sleep(args.interval)
-    return 0
-
-
-if __name__ == "__main__":
-    import sys
-
-    sys.exit(main())

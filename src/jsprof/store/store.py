@@ -698,7 +698,7 @@ class Store:
                         damage.append(h)
                     else:
                         count = max(count, h.count)
-                drop = [h for h in heads if h.received_at < older_than and _app_is(fd, h, app)]
+                drop = [h for h in heads if h.received_at < older_than and app_is(fd, h, app)]
                 kept += len(heads) - len(drop)
                 if not drop:
                     continue
@@ -1133,7 +1133,7 @@ def _mark_stored(fd: int, upload_id: str) -> None:
         log.error("store: %r stored, but its claim not marked (%s)", upload_id, e.strerror)
 
 
-def _app_is(fd: int, h: RecordHeader, app: str | None) -> bool:
+def app_is(fd: int, h: RecordHeader, app: str | None) -> bool:
     if app is None:
         return True
     meta = os.pread(fd, h.meta_len, h.offset + seg.HEADER_SIZE + h.id_len)

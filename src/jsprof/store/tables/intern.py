@@ -452,9 +452,9 @@ def write_release_parts(
                              {f.name: [] for f in sch[kind]}, sch[kind], 0, day,
                              [c.get("_at") for c in group])
                 e.pop("table")
-                e["build"] = (partial(_vitals_table, vit, pr, sch[kind])
+                e["build"] = (partial(vitals_table, vit, pr, sch[kind])
                               if kind == "rollup_vitals" else
-                              partial(_perload_table, pl, per, ps, sch[kind]))
+                              partial(perload_table, pl, per, ps, sch[kind]))
                 written.setdefault(kind, []).append(e)
                 continue
             data = got[kind]
@@ -465,13 +465,13 @@ def write_release_parts(
     return written
 
 
-def _vitals_table(up: dict, prior: Prior | None, schema: Any) -> Any:
+def vitals_table(up: dict, prior: Prior | None, schema: Any) -> Any:
     import pyarrow as pa
 
     return pa.table(batch_rows(up, prior), schema=schema)
 
 
-def _perload_table(up: dict, per: dict, prior: PriorSelf | None, schema: Any) -> Any:
+def perload_table(up: dict, per: dict, prior: PriorSelf | None, schema: Any) -> Any:
     import pyarrow as pa
 
     return pa.table(perload_rows(up, per, prior)[0], schema=schema)

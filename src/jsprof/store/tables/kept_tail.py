@@ -35,12 +35,12 @@ from ... import script_lines
 from ...errors import JsprofError
 from .intern import (
     Release,
-    _perload_table,
-    _vitals_table,
     number_of,
+    perload_table,
     release_key,
     text_of,
     upload_row,
+    vitals_table,
     write_release_parts,
     write_upload_parts,
 )
@@ -117,11 +117,10 @@ def forget() -> None:
         _kept.clear()
 
 
-def read(store: Any, man: dict, limit: int, max_samples: int) -> Any:
-    """`view.read_tail(store, man, limit, max_samples)`, from what this process kept of
-    the tail at its last query plus the uploads stored since."""
-    from .view import Tail
-
+def read(store: Any, man: dict, limit: int, max_samples: int) -> tuple[dict, int, int, int]:
+    """`view.read_tail(store, man, limit, max_samples)`'s Tail (manifest, uploads, pending,
+    damaged), from what this process kept of the tail at its last query plus the uploads
+    stored since."""
     key = os.path.realpath(store.path)
     with _lock:
         kept = _kept.pop(key, None)
@@ -130,15 +129,12 @@ def read(store: Any, man: dict, limit: int, max_samples: int) -> Any:
         if kept is None:
             kept = _Kept(cursor_in(man), next_uk=man["nextUk"])
         pending = _read_new(store, kept, man, limit, max_samples)
-        tail = Tail(man, pending=pending)
-        tail.damaged = len(kept.damaged - {(d["segment"], d["offset"])
-                                           for d in man.get("damaged", [])})
+        damaged = len(kept.damaged - {(d["segment"], d["offset"])
+                                      for d in man.get("damaged", [])})
         uploads = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
-        if uploads:
-            tail.manifest = _manifest(store, kept, man)
-            tail.uploads = uploads
+        manifest = _manifest(store, kept, man) if uploads else man
         _kept[key] = kept
-        return tail
+        return manifest, uploads, pending, damaged
 
 
 def _lines_state(store: Any, rkey: str) -> Any:
@@ -310,7 +306,7 @@ class _Builder:
             # in two kept chunks, and what came before them is the manifest's of the moment
             got.pop("rollup_vitals", None)
             for e in got.pop("rollup_perload", []):
-                up, per = e["build"].args[:2]  # intern._perload_table's
+                up, per = e["build"].args[:2]  # intern.perload_table's
                 perload[(rkey, e["day"])] = (up, per)
             assert not any("build" in e for es in got.values() for e in es), list(got)
             parts[rkey] = got
@@ -404,8 +400,8 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
 
 
 def _build_vitals(up: dict, prior: Any, schema: Any) -> Any:
-    return _vitals_table(up, prior(), schema)
+    return vitals_table(up, prior(), schema)
 
 
 def _build_perload(up: dict, per: dict, prior: Any, schema: Any) -> Any:
-    return _perload_table(up, per, prior(), schema)
+    return perload_table(up, per, prior(), schema)

@@ -33,8 +33,9 @@ from typing import Any
 
 import numpy as np
 
+from .rollup import top_examples
+
 LOAD_KEY = -1000  # the page load itself (the no-stack keys are -1 .. -17)
-EXAMPLES_KEPT = 5  # uploads kept per (route, env, function): `--examples` at most this
 
 PriorSelf = Callable[[set[tuple]], dict[tuple, tuple[np.ndarray, np.ndarray]]]
 
@@ -162,41 +163,13 @@ def batch_rows(up: dict[str, list], per: dict[str, np.ndarray], prior: PriorSelf
     fn = pkey != LOAD_KEY
     ex = {"cell": cell_up[row[fn]], "key": pkey[fn], "uk": uks[row[fn]], "self_ns": ps[fn],
           "row": row[fn]}
-    top = _top(ex["cell"], ex["key"], ex["self_ns"], ex["uk"])
+    top = top_examples(ex["cell"], ex["key"], ex["self_ns"], ex["uk"])
     examples = {"route": [names[c][0] for c in ex["cell"][top].tolist()],
                 "env": [names[c][1] for c in ex["cell"][top].tolist()],
                 "key": ex["key"][top].copy(), "uk": ex["uk"][top].copy(),
                 "id": [up["id"][r] for r in ex["row"][top].tolist()],
                 "self_ns": ex["self_ns"][top].copy()}
     return perload, examples
-
-
-def _top(group: np.ndarray, key: np.ndarray, self_ns: np.ndarray, uk: np.ndarray,
-         k: int = EXAMPLES_KEPT) -> np.ndarray:
-    """Indices of the rows that are among the `k` with the most `self_ns` (then the
-    largest `uk`) of their (group, key), in that order."""
-    if not len(key):
-        return np.zeros(0, np.int64)
-    order = np.lexsort((-np.asarray(uk, np.int64), -np.asarray(self_ns, np.int64),
-                        np.asarray(key, np.int64), np.asarray(group, np.int64)))
-    g, kk = np.asarray(group)[order], np.asarray(key)[order]
-    start = np.r_[True, (g[1:] != g[:-1]) | (kk[1:] != kk[:-1])]
-    first = np.maximum.accumulate(np.where(start, np.arange(len(order)), 0))
-    rank = np.arange(len(order)) - first
-    return order[rank < k]
-
-
-def merge_examples(table: Any, sch: Any) -> Any:
-    """rollup_examples rows of several parts: the top EXAMPLES_KEPT per (route, env, key)."""
-    import pyarrow as pa
-
-    d = table.to_pydict()
-    cells: dict[tuple, int] = {}
-    c = np.asarray([cells.setdefault((r, e), len(cells))
-                    for r, e in zip(d["route"], d["env"], strict=True)], np.int64)
-    top = _top(c, np.asarray(d["key"], np.int64), np.asarray(d["self_ns"], np.int64),
-               np.asarray(d["uk"], np.int64)).tolist()
-    return pa.table({n: [d[n][i] for i in top] for n in sch.names}, schema=sch)
 
 
 def prior_self(tdir: Any, man: dict, rkey: str, day: str | None) -> PriorSelf:

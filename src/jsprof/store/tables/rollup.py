@@ -497,8 +497,6 @@ def aggregate(kind: str, table: Any) -> Any:
     if kind == "rollup_loads":
         return _merge_loads(table, sch)
     if kind == "rollup_examples":
-        from .perload import merge_examples
-
         return merge_examples(table, sch)
     # Floats (a null interval) are grouped as values; lost_ms is summed in float64.
     got = table.group_by(keys, use_threads=False).aggregate([(v, "sum") for v in vals])
@@ -547,3 +545,35 @@ def _merge_loads(table: Any, sch: Any) -> Any:
             out["load_hash"].append(h)
             out["registers"].append(g)
     return pa.table(out, schema=sch)
+
+
+# rollup_examples (what `fleet regressions` cites; tables/perload.py makes the rows)
+EXAMPLES_KEPT = 5  # uploads kept per (route, env, function): `--examples` at most this
+
+
+def top_examples(group: np.ndarray, key: np.ndarray, self_ns: np.ndarray, uk: np.ndarray,
+         k: int = EXAMPLES_KEPT) -> np.ndarray:
+    """Indices of the rows that are among the `k` with the most `self_ns` (then the
+    largest `uk`) of their (group, key), in that order."""
+    if not len(key):
+        return np.zeros(0, np.int64)
+    order = np.lexsort((-np.asarray(uk, np.int64), -np.asarray(self_ns, np.int64),
+                        np.asarray(key, np.int64), np.asarray(group, np.int64)))
+    g, kk = np.asarray(group)[order], np.asarray(key)[order]
+    start = np.r_[True, (g[1:] != g[:-1]) | (kk[1:] != kk[:-1])]
+    first = np.maximum.accumulate(np.where(start, np.arange(len(order)), 0))
+    rank = np.arange(len(order)) - first
+    return order[rank < k]
+
+
+def merge_examples(table: Any, sch: Any) -> Any:
+    """rollup_examples rows of several parts: the top EXAMPLES_KEPT per (route, env, key)."""
+    import pyarrow as pa
+
+    d = table.to_pydict()
+    cells: dict[tuple, int] = {}
+    c = np.asarray([cells.setdefault((r, e), len(cells))
+                    for r, e in zip(d["route"], d["env"], strict=True)], np.int64)
+    top = top_examples(c, np.asarray(d["key"], np.int64), np.asarray(d["self_ns"], np.int64),
+               np.asarray(d["uk"], np.int64)).tolist()
+    return pa.table({n: [d[n][i] for i in top] for n in sch.names}, schema=sch)

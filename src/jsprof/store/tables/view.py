@@ -30,8 +30,9 @@ from .intern import (
 )
 from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
 from .parts import part_files
-from .perload import prior_self
+from .perload import LOAD_KEY, function_hash, prior_self
 from .rollup import (
+    EXAMPLES_KEPT,
     HLL_ERROR,
     ROLLUP_KINDS,
     bucket_of,
@@ -45,7 +46,9 @@ from .rollup import schemas as rollup_schemas
 from .vitals import prior_timelines
 
 __all__ = [
+    "EXAMPLES_KEPT",
     "HLL_ERROR",
+    "LOAD_KEY",
     "ROLLUP_KINDS",
     "TAIL_MAX",
     "TAIL_MAX_SAMPLES",
@@ -53,6 +56,7 @@ __all__ = [
     "Tail",
     "bucket_of",
     "frame_groups",
+    "function_hash",
     "load_hash",
     "name_groups",
     "page_loads",
@@ -112,7 +116,8 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
     if keep:
         from . import kept_tail
 
-        return kept_tail.read(store, man, limit, max_samples)
+        kept, uploads, pending, damaged = kept_tail.read(store, man, limit, max_samples)
+        return Tail(kept, uploads=uploads, pending=pending, damaged=damaged)
 
     releases: dict[str, Release] = {}
     rows: list[dict] = []
