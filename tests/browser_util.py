@@ -10,7 +10,6 @@ find_chromium's message, never a skip. The benchmarks import this module too
 
 from __future__ import annotations
 
-import atexit
 import http.server
 import os
 import signal
@@ -30,65 +29,20 @@ def chromium_path() -> str:
     return find_chromium()
 
 
-# One Playwright driver per process and one Chromium per set of extra flags, started on first
-# use and kept for the rest of the process (the pytest session, a benchmark run): starting
-# the driver (a Node process) and Chromium cost 3-4 s at load 20 and the suite asked for
-# them ~45 times. A test gets its isolation from the browser contexts it opens (each its own
-# cookies, storage and cache, as a fresh profile has), and every context opened inside a
-# `playwright_chromium()` block is closed when the block ends. A browser that crashed or
-# was closed is started again at the next block.
-_driver: Any = None
-_browsers: dict[tuple[str, ...], Any] = {}
-
-
-def _playwright() -> Any:
-    global _driver
-    if _driver is None:
-        os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
-        from playwright.sync_api import sync_playwright
-
-        _driver = sync_playwright().start()
-        atexit.register(close_playwright)
-    return _driver
-
-
-def close_playwright() -> None:
-    """Close the shared browsers and stop the driver (the end of the pytest session; at
-    exit otherwise)."""
-    global _driver
-    for b in _browsers.values():
-        try:
-            b.close()
-        except Exception:  # noqa: BLE001 - a browser that crashed is gone already
-            pass
-    _browsers.clear()
-    if _driver is not None:
-        d, _driver = _driver, None
-        d.stop()
-
-
 @contextmanager
 def playwright_chromium(*args: str) -> Iterator[Any]:
     """Playwright's Browser on that Chromium (Playwright downloads no browser of its own),
-    shared (see above); `args` go after the headless flags. The contexts opened in the
-    block (browser.new_context(), browser.new_page()) are closed at its end. Blocks may
-    nest (a module's fixture and a test's own block): the same driver serves both."""
-    b = _browsers.get(args)
-    if b is None or not b.is_connected():
-        exe = chromium_path()
-        b = _playwright().chromium.launch(executable_path=exe, headless=True,
-                                          args=[*HEADLESS_FLAGS, *args])
-        _browsers[args] = b
-    before = set(b.contexts)
-    try:
-        yield b
-    finally:
-        for c in b.contexts:
-            if c not in before:
-                try:
-                    c.close()
-                except Exception:  # noqa: BLE001 - the browser went (crashed, killed)
-                    pass
+    closed at the end; `args` go after the headless flags."""
+    os.environ.setdefault("PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD", "1")
+    from playwright.sync_api import sync_playwright
+
+    exe = chromium_path()
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=exe, headless=True, args=[*HEADLESS_FLAGS, *args])
+        try:
+            yield b
+        finally:
+            b.close()
 
 
 @contextmanager

@@ -3,8 +3,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,15 +20,6 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 @pytest.fixture
 def data() -> Path:
     return DATA
-
-
-@pytest.fixture(scope="session", autouse=True)
-def _shared_chromium() -> Iterator[None]:
-    """The Chromium tests share (browser_util.playwright_chromium) goes with the session."""
-    yield
-    browser_util = sys.modules.get("browser_util")  # imported by the tests that use it
-    if browser_util is not None:
-        browser_util.close_playwright()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
