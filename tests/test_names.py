@@ -73,7 +73,7 @@ var TokContext = function TokContext(f) { this.f = f; };
 var types = { tmpl: new TokContext(function (p) { spin(); }) }; calls.push(types.tmpl.f);
 var bound = function () { spin(); }.bind(null); calls.push(bound);
 var dflt = function (f = function () { spin(); }) { f(); }; calls.push(dflt);
-for (var n = 0; n < 2; n++) for (const f of calls) f();
+for (var n = 0; n < 4; n++) for (const f of calls) f();
 """
 
 
