@@ -93,16 +93,13 @@ def test_get_finds_an_upload_in_the_tail_and_once_compacted(
 def test_get_trace_on_a_collector_of_a_bucket(s3: dict[str, str], tmp_path: Path) -> None:
     """`GET /v1/traces/{id}` on a real `jsprof serve --store s3://...`: 200 with the trace
     before and after its compactor has run, 404 for an id never stored (was: 404 always)."""
-    import os
 
     from jsprof.store.objstore import MANIFEST_KEY
     from serve_util import Collector
 
     bucket = new_bucket(s3)
     url = f"s3://{bucket}/fleet"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    c = Collector(url, "--app", "shop:k1", "--compact-every", "1",
-                  env={**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")})
+    c = Collector(url, "--app", "shop:k1", "--compact-every", "1", env=_cli_env(s3, tmp_path))
     try:
         assert c.post(TRACE, "app=shop&key=k1&id=first")[0] == 202
         status, body = c.get("first")
@@ -186,6 +183,15 @@ def segment_holds(objects: object, key: str, upload_id: str) -> bool:
     return upload_id.encode() in objects.get(key)[0]
 
 
+def _cli_env(s3: dict[str, str], tmp_path: Path) -> dict[str, str]:
+    """The environment of a `jsprof` command on the moto server: its AWS variables only
+    (none of the caller's), its own cache folder."""
+    import os
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    return {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+
+
 def _jsprof(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
     from serve_util import JSPROF
 
@@ -199,10 +205,8 @@ def test_backup_and_restore_of_a_bucket(s3: dict[str, str], tmp_path: Path) -> N
     uploads and the tail), and the compactor goes on from the copied manifest, each
     upload once. Refused, one line: a destination not empty, a folder that is not a whole
     backup."""
-    import os
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = _cli_env(s3, tmp_path)
     src_url = f"s3://{new_bucket(s3)}/fleet"
     with aws_env(s3):
         src = open_objects(src_url)
@@ -447,10 +451,8 @@ def test_check_of_a_bucket_reports_a_damaged_segment_object_and_writes_nothing(
     compactor has not reached; a segment object with a damaged record is one line naming
     it, exit 1, one line on stderr. The bucket is the same before and after (keys, etags,
     times): check writes nothing."""
-    import os
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = _cli_env(s3, tmp_path)
     bucket = new_bucket(s3)
     url = f"s3://{bucket}/fleet"
     with aws_env(s3):
@@ -514,14 +516,12 @@ def test_prune_of_a_bucket_removes_what_it_should_and_the_counts_stay_right(
     compaction reads nothing again, `serve check` is sound. While a collector's compactor
     holds the lease, prune writes the mark (queries leave the uploads out at once) and that
     compactor's next run removes them (`Pruner`)."""
-    import os
 
     from jsprof.store import objstore
     from jsprof.store.objprune import Pruner
     from jsprof.store.objstore import Lease
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = _cli_env(s3, tmp_path)
     url = f"s3://{new_bucket(s3)}/fleet"
     now = time.time() * 1000
     old = now - 10 * 86400e3
@@ -618,7 +618,6 @@ def test_the_compactors_run_report_and_lag_on_a_bucket(
     from the receivedAt range in its segment object's name), and `jsprof serve check`
     prints them, exit 1 once the compactor is failing (3 runs in a row). Was: no report,
     lag None."""
-    import os
     import sys
 
     from prometheus_client.core import Metric  # noqa: F401 - the metrics' own types
@@ -626,8 +625,7 @@ def test_the_compactors_run_report_and_lag_on_a_bucket(
     from jsprof.serve import metrics
     from jsprof.store import objstore
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = _cli_env(s3, tmp_path)
     url = f"s3://{new_bucket(s3)}/fleet"
 
     def scrape(objects: object) -> dict[str, float]:
@@ -688,10 +686,8 @@ def test_a_damaged_manifest_in_the_bucket_is_reported_not_a_traceback(
     `ObjectSegmentStore.health`) fail with a JSONDecodeError traceback. Now check names it
     as damage (one line, exit 1, nothing written) and health counts no tables and says why,
     as a local store's unreadable manifest does."""
-    import os
 
-    base = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env = {**base, **s3, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    env = _cli_env(s3, tmp_path)
     bucket = new_bucket(s3)
     url = f"s3://{bucket}/fleet"
     with aws_env(s3):

@@ -44,7 +44,7 @@ from .intern import (
     write_release_parts,
     write_upload_parts,
 )
-from .manifest import KINDS, cursor_in, tables_dir
+from .manifest import cursor_in, tables_dir, tail_release, with_tail
 from .parts import day_of, new_part, schemas
 from .perload import prior_self
 from .vitals import prior_timelines
@@ -341,19 +341,11 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
     """`man` plus the kept tail's tables, as `read_tail` lists them."""
     sch = schemas()["rollup_vitals"]
     tdir = tables_dir(store.path)
-    new = dict(man)
-    new["releases"] = dict(man["releases"])
-    new["nextUk"] = kept.next_uk
-    new["uploads"] = [*man["uploads"], *(dict(e) for c in kept.chunks for e in c.upload_parts)]
+    new = with_tail(man, kept.next_uk,
+                    [dict(e) for c in kept.chunks for e in c.upload_parts])
     for rkey, rel in kept.releases.items():
-        old = man["releases"].get(rkey)
-        fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
-        entry = {
-            "app": rel.app, "release": rel.release,
-            "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
-            "committedFrames": fb,
-            "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
-        }
+        entry, fb, sb = tail_release(man, rkey, rel.app, rel.release, len(rel.frame_ids),
+                                     len(rel.stack_parent))
         for kind, es in kept.dead.get(rkey, {}).items():
             entry["parts"][kind] += [_moved(e, kind, fb, sb) for e in es]
         vit: dict[str | None, dict[str, list]] = {}

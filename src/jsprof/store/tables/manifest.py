@@ -169,6 +169,34 @@ def part_path(entry: str | dict) -> str:
     return entry if isinstance(entry, str) else entry["path"]
 
 
+def with_tail(man: dict, next_uk: int, upload_entries: list[dict]) -> dict:
+    """A copy of `man` that a query's tail extends: its own releases dict, the tail's
+    upload parts after the committed ones, `nextUk` past the tail's uploads."""
+    new = dict(man)
+    new["releases"] = dict(man["releases"])
+    new["nextUk"] = next_uk
+    new["uploads"] = [*man["uploads"], *upload_entries]
+    return new
+
+
+def tail_release(man: dict, rkey: str, app: str, release: str, frames: int, stacks: int
+                 ) -> tuple[dict, int, int]:
+    """Release `rkey`'s entry with a tail's `frames` and `stacks` after the committed
+    ones, and the committed counts (fb, sb) the tail's ids continue from. Frame ids below
+    `committedFrames` are the committed ones; no upload holds frames of both
+    (`fleet.release.merges_in_an_upload`). The committed parts are copied: the tail's are
+    appended by the caller."""
+    old = man["releases"].get(rkey)
+    fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
+    entry = {
+        "app": app, "release": release,
+        "frames": fb + frames, "stacks": sb + stacks,
+        "committedFrames": fb,
+        "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
+    }
+    return entry, fb, sb
+
+
 def part_paths(man: dict) -> set[str]:
     """The parts the manifest lists (uploads' and every release's, not the obsolete)."""
     out = {part_path(e) for e in man.get("uploads", [])}

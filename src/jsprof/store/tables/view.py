@@ -28,7 +28,14 @@ from .intern import (
     write_release_parts,
     write_upload_parts,
 )
-from .manifest import KINDS, CompactError, cursor_in, read_manifest, tables_dir
+from .manifest import (
+    CompactError,
+    cursor_in,
+    read_manifest,
+    tables_dir,
+    tail_release,
+    with_tail,
+)
 from .parts import part_files
 from .perload import LOAD_KEY, function_hash, prior_self
 from .rollup import (
@@ -158,21 +165,10 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
         it.close()
     if not rows:
         return tail
-    new = dict(man)
-    new["releases"] = dict(man["releases"])
-    new["nextUk"] = uk
-    new["uploads"] = [*man["uploads"], *write_upload_parts(None, rows, 0)]
+    new = with_tail(man, uk, write_upload_parts(None, rows, 0))
     for rkey, rel in releases.items():
-        old = man["releases"].get(rkey)
-        fb, sb = (old["frames"], old["stacks"]) if old else (0, 0)
-        entry = {
-            "app": rel.app, "release": rel.release,
-            "frames": fb + len(rel.frame_ids), "stacks": sb + len(rel.stack_parent),
-            # frame ids below this are the committed ones; the tail's continue them, and
-            # no upload holds frames of both (`fleet.release.merges_in_an_upload`)
-            "committedFrames": fb,
-            "parts": {k: list(old["parts"][k]) if old else [] for k in KINDS},
-        }
+        entry, fb, sb = tail_release(man, rkey, rel.app, rel.release, len(rel.frame_ids),
+                                     len(rel.stack_parent))
         # a page load's chunks committed before the tail (rollup_vitals: `vitals.py`)
         prior = partial(prior_timelines, tables_dir(store.path), man, rkey)
         pself = partial(prior_self, tables_dir(store.path), man, rkey)
