@@ -346,11 +346,13 @@ def _compactor_pid(store: Path) -> int | None:
 
 def test_a_compactor_process_that_keeps_dying_says_so(tmp_path: Path) -> None:
     """Killed three times: each death is a log line with how it died, a failed run in the
-    store's report and the metrics; it is restarted each time (backing off)."""
+    store's report and the metrics; it is restarted each time, backing off from
+    --compactor-restart (0.25 s here: 0.5 + 1 + 2 s of waits, not the default's 4 + 8 + 16)."""
     import signal
 
     store = tmp_path / "st"
-    col = Collector(store, "--app", "shop:k1", "--compact-every", "0.5")
+    col = Collector(store, "--app", "shop:k1", "--compact-every", "0.5",
+                    "--compactor-restart", "0.25")
     try:
         assert col.request("POST", "/v1/traces?app=shop&key=k1&id=a", fixture_bytes(),
                            JSON)[0] == 202
@@ -362,6 +364,9 @@ def test_a_compactor_process_that_keeps_dying_says_so(tmp_path: Path) -> None:
             killed.append(pid)
         _wait("the third death logged", lambda: "".join(col.stderr_lines).count(
             "the compactor process exited (signal SIGKILL); restarting it") >= 3, 60)
+        log = "".join(col.stderr_lines)
+        for wait in ("0.5", "1", "2"):  # doubled for each death in a row
+            assert f"restarting it in {wait} s" in log, log
         m = scrape(col)
         assert value(m, "jsprof_compactor_failures_total") >= 3
         # It comes back: a fourth process, and runs that succeed again.

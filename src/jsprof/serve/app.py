@@ -529,7 +529,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             if os.environ.get("JSPROF_SERVE_WORKER", "0") == "0":
                 compactor = CompactorProcess(config.store, config.compact_every,
                                              keep_raw=config.keep_raw_s,
-                                             retention=config.retention_s)
+                                             retention=config.retention_s,
+                                             restart=config.compactor_restart_s)
                 compactor.start()
         elif config.compact_every > 0:
             from ..store.background import BackgroundCompactor
@@ -537,7 +538,8 @@ def create_app(config: ServeConfig, store: Store | None = None) -> Starlette:
             # Every worker takes part; one holds the store's lease and runs the compactor
             # process, another takes over if it dies.
             compactor = BackgroundCompactor(app.state.store.path, config.compact_every,
-                                            keep_raw=config.keep_raw_s)
+                                            keep_raw=config.keep_raw_s,
+                                            restart=config.compactor_restart_s)
             compactor.start()
         app.state.compactor = compactor
         forwarder = None

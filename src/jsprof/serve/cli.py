@@ -169,6 +169,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "process per store (default 5; 0: never, e.g. when `jsprof fleet` runs elsewhere)",
     )
     p.add_argument(
+        "--compactor-restart",
+        type=_seconds,
+        default=2.0,
+        metavar="S",
+        help="start a compactor process that died again after S seconds, doubled for each "
+        "death in a row up to 60 s (default 2; a bucket's compactor: S each time)",
+    )
+    p.add_argument(
         "--keep-raw",
         default="7d",
         metavar="AGE",
@@ -295,6 +303,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         max_connections=args.max_connections,
         forwarded_allow_ips=args.forwarded_allow_ips,
         compact_every=args.compact_every,
+        compactor_restart_s=args.compactor_restart,
         keep_raw_s=_keep_raw(args.keep_raw),
         forward=_forward(args.forward),
     )

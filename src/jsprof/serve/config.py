@@ -57,6 +57,9 @@ class ServeConfig:
     # Seconds between background compactions (one compactor process per store, whatever
     # the workers; store/background.py); 0: none (compact elsewhere, e.g. `jsprof fleet`).
     compact_every: float = 5.0
+    # Seconds before a compactor process that died is started again, doubled for each death
+    # in a row up to 60 s (store/background.py; on an object store, a fixed wait).
+    compactor_restart_s: float = 2.0
     # Seconds raw segments are kept once compacted (store/retention.py); None: for ever.
     keep_raw_s: float | None = 7 * 86400.0
     # OTLP/HTTP profiles endpoint every stored upload is also pushed to (serve/forward.py)

@@ -35,6 +35,10 @@ log = logging.getLogger("jsprof.store")
 LEASE = "_compactor.lock"
 INTERVAL_S = 5.0  # between runs that found the store caught up
 RETRY_S = 2.0  # a worker without the lease tries again this often
+# A compactor process that died is started again after RESTART_S, doubled for each death in
+# a row (at most 60 s): a process that dies at once does not spin (`jsprof serve
+# --compactor-restart`).
+RESTART_S = 2.0
 NICE = 10
 # Uploads per committed batch here (tables.compact.BATCH is 2,000): while catching up on a backlog
 # the committed tables move on every ~10 s, so the tail queries read stays short.
@@ -46,11 +50,13 @@ class BackgroundCompactor:
     the compactor process while holding it, restart that process if it dies, stop both."""
 
     def __init__(self, store_path: str | os.PathLike, interval: float = INTERVAL_S,
-                 retry: float = RETRY_S, keep_raw: float | None = None) -> None:
+                 retry: float = RETRY_S, keep_raw: float | None = None,
+                 restart: float = RESTART_S) -> None:
         self.store_path = Path(store_path)
         self.interval = interval
         self.keep_raw = keep_raw  # seconds; None: raw segments are kept for ever
         self.retry = retry
+        self.restart = restart
         self._stop = threading.Event()
         self._proc: subprocess.Popen | None = None
         self._lock = threading.Lock()
@@ -146,11 +152,11 @@ class BackgroundCompactor:
             # went to our stderr just before), count it in the store's compactor report
             # (metrics, readyz, `serve check`), and start it again, backing off.
             failures = failures + 1 if time.monotonic() - started < 60 else 1
-            wait = min(60.0, self.retry * 2 ** min(failures, 5))
+            wait = min(60.0, self.restart * 2 ** min(failures, 5))
             error = f"the compactor process exited ({_exit_status(proc.returncode)})"
             status = record_run(self.store_path, error)
             print(
-                f"jsprof serve: {error}; restarting it in {wait:.0f} s "
+                f"jsprof serve: {error}; restarting it in {wait:g} s "
                 f"({status.get('consecutiveFailures', failures)} failed runs in a row)",
                 file=sys.stderr, flush=True,
             )

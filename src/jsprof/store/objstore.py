@@ -1163,11 +1163,12 @@ class CompactorProcess:
     collectors' ones; only the holder compacts."""
 
     def __init__(self, url: str, interval: float, keep_raw: float | None = None,
-                 retention: float | None = None) -> None:
+                 retention: float | None = None, restart: float = 2.0) -> None:
         self.url = url
         self.interval = interval
         self.keep_raw = keep_raw
         self.retention = retention
+        self.restart = restart  # seconds before a process that died is started again
         self._stop = threading.Event()
         self._proc: Any = None
         self._thread = threading.Thread(target=self._run, name="jsprof-objcompactor",
@@ -1205,7 +1206,7 @@ class CompactorProcess:
             if not self._stop.is_set():
                 print(f"jsprof serve: the compactor process exited ({self._proc.returncode}); "
                       "restarting it", file=sys.stderr, flush=True)
-                self._stop.wait(2)
+                self._stop.wait(self.restart)
 
     def stop(self, timeout: float = 5.0) -> None:
         self._stop.set()
