@@ -10,6 +10,7 @@ read of the same manifest. Counted here: the bodies each query parses (`read_any
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -95,3 +96,31 @@ def test_a_second_query_reads_only_what_is_new(tmp_path: Path,
     kept_query(2)
     st.close()
     kept_tail.forget()
+
+
+def test_a_store_made_again_at_the_same_path_keeps_nothing_of_the_old(
+        tmp_path: Path) -> None:
+    # The tail was kept by the store's path: a store removed and made again there (a test's
+    # fixture, a notebook starting over, a restore into the same directory) answered with
+    # the old store's uploads as well as its own. The new store's first cursor and upload
+    # keys line up with what the old one kept, so nothing said to start anew.
+    kept_tail.forget()
+    rng = np.random.default_rng(3)
+    old = Store(tmp_path / "store")
+    for i in range(4):
+        upload(old, f"old{i}", make_trace(rng, 200), app="shop", release="1.0",
+               receivedAt=T0 + i * 1e3)
+    f = Filters(app="shop")
+    with api.session(old, keep_tail=True) as s:
+        assert len(api.list_uploads(s, f, limit=100)["uploads"]) == 4
+    shutil.rmtree(tmp_path / "store")
+    new = Store(tmp_path / "store")
+    for i in range(5):
+        upload(new, f"new{i}", make_trace(rng, 200), app="shop", release="1.0",
+               receivedAt=T0 + i * 1e3)
+    with api.session(new, keep_tail=True) as s:
+        kept = api.list_uploads(s, f, limit=100)
+    with api.session(new, keep_tail=False) as s:
+        fresh = api.list_uploads(s, f, limit=100)
+    assert sorted(u["id"] for u in kept["uploads"]) == [f"new{i}" for i in range(5)]
+    assert kept == fresh

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -105,25 +106,33 @@ class _Kept:
     lines: dict[str, Any] = field(default_factory=dict)  # rkey -> its maps dir's state
 
 
-_kept: dict[str, _Kept] = {}
-_lock = threading.Lock()
+# Kept per store object (a collector's app holds one for its life), not per path: a store
+# removed and made again at the same path is a new Store with nothing kept, where a tail
+# kept by path answered with the old store's uploads (its cursor and upload keys both
+# still lined up with a new store's first ones). Weak keys: a store dropped takes its
+# tail with it. A lock per store: one store's query never waits on another's read.
+_kept: weakref.WeakKeyDictionary[Any, _Kept] = weakref.WeakKeyDictionary()
+_locks: weakref.WeakKeyDictionary[Any, threading.Lock] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()  # guards the two maps only
 # uploads parsed and interned here, by every kept tail of this process (tests count them)
 reads = 0
 
 
 def forget() -> None:
-    """Drop every kept tail (tests; a store removed)."""
+    """Drop every kept tail (tests)."""
     with _lock:
         _kept.clear()
 
 
 def read(store: Any, man: dict, limit: int, max_samples: int) -> tuple[dict, int, int, int]:
     """`view.read_tail(store, man, limit, max_samples)`'s Tail (manifest, uploads, pending,
-    damaged), from what this process kept of the tail at its last query plus the uploads
-    stored since."""
-    key = os.path.realpath(store.path)
+    damaged), from what this process kept of `store`'s tail at its last query plus the
+    uploads stored since."""
     with _lock:
-        kept = _kept.pop(key, None)
+        lock = _locks.setdefault(store, threading.Lock())
+    with lock:
+        with _lock:
+            kept = _kept.pop(store, None)
         if kept is not None and not _follow(store, kept, man):
             kept = None
         if kept is None:
@@ -133,7 +142,8 @@ def read(store: Any, man: dict, limit: int, max_samples: int) -> tuple[dict, int
                                       for d in man.get("damaged", [])})
         uploads = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
         manifest = _manifest(store, kept, man) if uploads else man
-        _kept[key] = kept
+        with _lock:
+            _kept[store] = kept
         return manifest, uploads, pending, damaged
 
 
