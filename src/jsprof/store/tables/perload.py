@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .rollup import top_examples
+from .rollup import top_examples, unique_rows
 
 LOAD_KEY = -1000  # the page load itself (the no-stack keys are -1 .. -17)
 
@@ -74,7 +74,7 @@ def upload_keys(uk: np.ndarray, frame_id: np.ndarray, marker: np.ndarray, self_n
     if not len(k):
         z = np.zeros(0, np.int64)
         return {"uk": z, "key": z.copy(), "s": z.copy()}
-    uq, inv = np.unique(k, axis=0, return_inverse=True)
+    uq, inv = unique_rows(k)
     s = np.zeros(len(uq), np.int64)
     np.add.at(s, inv.reshape(-1), v)  # integers: exact
     return {"uk": uq[:, 0].copy(), "key": uq[:, 1].copy(), "s": s}
@@ -108,7 +108,7 @@ def batch_rows(up: dict[str, list], per: dict[str, np.ndarray], prior: PriorSelf
     kx = np.concatenate([k, np.stack([np.arange(len(lkeys), dtype=np.int64),
                                       np.full(len(lkeys), LOAD_KEY, np.int64)], axis=1)])
     vx = np.concatenate([ps, np.zeros(len(lkeys), np.int64)])
-    uq, inv = np.unique(kx, axis=0, return_inverse=True)
+    uq, inv = unique_rows(kx)
     x = np.zeros(len(uq), np.int64)
     np.add.at(x, inv.reshape(-1), vx)
     old = np.zeros(len(uq), np.int64)
@@ -128,7 +128,7 @@ def batch_rows(up: dict[str, list], per: dict[str, np.ndarray], prior: PriorSelf
         ok_ = np.stack([np.concatenate(extra_l), np.concatenate(extra_k)], axis=1)
         ov = np.concatenate(extra_v)
         both = np.concatenate([uq, ok_]) if len(uq) else ok_
-        uq2, inv2 = np.unique(both, axis=0, return_inverse=True)
+        uq2, inv2 = unique_rows(both)
         inv2 = inv2.reshape(-1)
         x2 = np.zeros(len(uq2), np.int64)
         x2[inv2[:len(uq)]] = x
@@ -144,7 +144,7 @@ def batch_rows(up: dict[str, list], per: dict[str, np.ndarray], prior: PriorSelf
     names = list(cells)
     ck = np.stack([cell_of_load[li], uq[:, 1]], axis=1) if len(uq) else np.zeros((0, 2),
                                                                                    np.int64)
-    cq, cinv = np.unique(ck, axis=0, return_inverse=True)
+    cq, cinv = unique_rows(ck)
     cinv = cinv.reshape(-1)
     s_sum = np.zeros(len(cq), np.int64)
     np.add.at(s_sum, cinv, x)

@@ -239,12 +239,46 @@ def name_groups(frames: list[tuple]) -> np.ndarray:
                        for i, f in enumerate(frames)], np.int64)
 
 
+def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`np.unique(rows, axis=0, return_inverse=True)` of an (n, k) integer array: the
+    distinct rows in lexicographic order, and each row's index among them. numpy sorts
+    the rows as opaque byte records there (a comparison sort of k-field structs): 2.5 s of
+    the 8 s a tail of 500 field uploads took (issue 34). Here the columns are packed into
+    one int64 key when their value ranges allow (offsets in mixed radix keep the order),
+    else ordered with `np.lexsort`; either way an integer sort."""
+    a = np.asarray(rows, np.int64)
+    n, k = a.shape
+    if not n:
+        return a.copy(), np.zeros(0, np.intp)
+    lo, hi = a.min(axis=0), a.max(axis=0)
+    spans = [int(h) - int(m) + 1 for h, m in zip(hi.tolist(), lo.tolist(), strict=True)]
+    if math.prod(spans) < 1 << 62:
+        packed = np.zeros(n, np.int64)
+        for j in range(k):
+            packed *= spans[j]
+            packed += a[:, j] - lo[j]
+        order = np.argsort(packed)
+        s = packed[order]
+        first = np.r_[True, s[1:] != s[:-1]]
+    else:  # a column of hashes: the whole int64 range
+        order = np.lexsort(a.T[::-1])
+        s = a[order]
+        first = np.r_[True, (s[1:] != s[:-1]).any(axis=1)]
+    inv = np.empty(n, np.intp)
+    inv[order] = np.cumsum(first) - 1
+    return a[order[first]], inv
+
+
 # Expanded (upload, key) rows `upload_moments` builds at a time: ~40 bytes each in its
 # arrays, a few copies in np.unique's sort, so a block costs some tens of MB whatever the
 # batch. All of a batch's rows at once (each weights row times the groups on its stack's
 # path) took ~800 MiB for 500 field uploads (issue 34: the tail a query reads, the
 # compactor's first batch).
 MOMENTS_BLOCK = 1 << 18
+# A block's (upload, key) sums go through a dense array of every pair when it has at most
+# this many cells, or this many per expanded row (8 bytes each, three arrays): else sorted
+DENSE_CELLS = 1 << 20
+DENSE_PER_ROW = 4
 
 
 def upload_moments(uk: np.ndarray, stack_id: np.ndarray, marker: np.ndarray,
@@ -278,7 +312,7 @@ def upload_moments(uk: np.ndarray, stack_id: np.ndarray, marker: np.ndarray,
         cur = par[cur]
         on = cur >= 0
         cur, idx = cur[on], idx[on]
-    pair = (np.unique(np.stack([np.concatenate(pi), np.concatenate(pg)], axis=1), axis=0)
+    pair = (unique_rows(np.stack([np.concatenate(pi), np.concatenate(pg)], axis=1))[0]
             if pi else np.zeros((0, 2), np.int64))
     cnt = np.bincount(pair[:, 0], minlength=len(su))
     start = np.cumsum(cnt) - cnt
@@ -329,14 +363,35 @@ def _moments_block(uk: np.ndarray, st: np.ndarray, mk: np.ndarray, w: np.ndarray
         t_l.append(np.zeros(len(wjs), np.int64))
     k_uk, k_key = np.concatenate(ku), np.concatenate(kk)
     del ku, kk
-    order = np.lexsort((k_key, k_uk))
-    k_uk, k_key = k_uk[order], k_key[order]
-    first = np.flatnonzero(np.r_[True, (k_uk[1:] != k_uk[:-1]) | (k_key[1:] != k_key[:-1])])
-    out = {"uk": k_uk[first], "key": k_key[first]}
+    if not len(k_uk):
+        z = np.zeros(0, np.int64)
+        return {"uk": z, "key": z.copy(), "s": z.copy(), "t": z.copy()}
+    # (uk, key) packed into one index: both columns are small (the block's upload keys;
+    # group ids and -2 - marker). Summed into a dense array of every index when that is
+    # not much larger than the rows, which gives them in (uk, key) order with no sort (the
+    # lexsort was ~40 % of a tail's interning, issue 34); else sorted by the index.
+    lo, ulo = int(k_key.min()), int(k_uk.min())
+    span = int(k_key.max()) - lo + 1
+    size = (int(k_uk.max()) - ulo + 1) * span
+    packed = (k_uk - ulo) * span + (k_key - lo)
     del k_uk, k_key
+    if size <= max(DENSE_PER_ROW * len(packed), DENSE_CELLS):
+        cells = np.flatnonzero(np.bincount(packed, minlength=size))
+        out = {"uk": cells // span + ulo, "key": cells % span + lo}
+        for name, vals in (("s", s_l), ("t", t_l)):
+            acc = np.zeros(size, np.int64)
+            np.add.at(acc, packed, np.concatenate(vals))  # integers: exact
+            out[name] = acc[cells]
+        return out
+    order = np.argsort(packed)
+    sp = packed[order]
+    first = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+    cells = sp[first]
+    del sp
+    out = {"uk": cells // span + ulo, "key": cells % span + lo}
     for name, vals in (("s", s_l), ("t", t_l)):
         v = np.concatenate(vals)[order]
-        out[name] = np.add.reduceat(v, first) if len(v) else v  # integers: exact
+        out[name] = np.add.reduceat(v, first)  # integers: exact
     return out
 
 
@@ -417,7 +472,7 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
     st = np.asarray(weights["stack_id"], np.int64)[wok]
     mk = np.asarray(weights["marker"], np.int64)[wok]
     key = np.stack([wc[wok], st, mk], axis=1) if wok.any() else np.zeros((0, 3), np.int64)
-    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    uq, inv = unique_rows(key)
     inv = inv.reshape(-1)
     out["rollup_stacks"] = with_cell(uq[:, 0], {
         "stack_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
@@ -440,12 +495,12 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
         if multi.any():
             uk = np.asarray(frames["uk"], np.int64)[fok][multi]
             pk = np.stack([uk, rep[multi], fc[fok][multi]], axis=1)
-            uq, inv = np.unique(pk, axis=0, return_inverse=True)
+            uq, inv = unique_rows(pk)
             ns = _sum(inv.reshape(-1), fns[multi], len(uq))
             key = np.concatenate([key, np.stack([
                 uq[:, 2], uq[:, 1], np.full(len(uq), NONE, np.int64), bucket_of(ns),
                 np.ones(len(uq), np.int64)], axis=1)])
-    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    uq, inv = unique_rows(key)
     out["rollup_frames"] = with_cell(uq[:, 0], {
         "frame_id": uq[:, 1].copy(), "marker": uq[:, 2].astype(np.int8),
         "bucket": uq[:, 3].astype(np.int16), "grouped": uq[:, 4].astype(np.int8),
@@ -463,7 +518,7 @@ def rollup_columns(up: dict[str, Any], weights: dict[str, np.ndarray],
     mt = np.asarray(m["t"], np.int64)[mok]
     key = np.stack([mc[mok], np.asarray(m["key"], np.int64)[mok]], axis=1) if mok.any() \
         else np.zeros((0, 2), np.int64)
-    uq, inv = np.unique(key, axis=0, return_inverse=True)
+    uq, inv = unique_rows(key)
     inv = inv.reshape(-1)
 
     def fsum(v: np.ndarray) -> np.ndarray:
