@@ -2,7 +2,9 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-# jsprof and its core dependencies, QuickJS built: all `make demo` needs.
+# jsprof and its core dependencies, QuickJS built: all `make demo` needs. Its objects are
+# kept in build/objcache (setup.py's JSPROF_BUILD_CACHE): the wheel tests/test_packaging.py
+# builds from the sdist takes them instead of compiling QuickJS again (minutes at load 20).
 CORE := $(VENV)/.jsprof-core
 # ... and every extra and the test and docs tools (the dev extra): `make test` and the rest.
 STAMP := $(VENV)/.jsprof-installed
@@ -12,7 +14,7 @@ STAMP := $(VENV)/.jsprof-installed
 $(CORE): pyproject.toml $(wildcard setup.py) $(wildcard src/jsprof/engines/_quickjs/*) \
 		src/jsprof/formats/_columns.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet -e .
+	JSPROF_BUILD_CACHE=$(CURDIR)/build/objcache $(PY) -m pip install --quiet -e .
 	touch $(CORE)
 
 # The dev extra's requirements beside the core (tools/extra_requirements.py expands its

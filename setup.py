@@ -16,6 +16,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePosixPath
 
@@ -44,8 +45,18 @@ OFFLINE_HINT = (
 # No debug info unless CFLAGS asks for it (Python's own flags carry -g): it is a fifth of the
 # CPU time of compiling quickjs.c (26 s against 32 s), most of a first `make demo`.
 NO_DEBUG = [] if "-g" in os.environ.get("CFLAGS", "").split() else ["-g0"]
-OWN_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra", *NO_DEBUG]
-QJS_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w", *NO_DEBUG]
+# Paths inside the source tree leave the objects as relative ones (__FILE__, debug info):
+# the same sources make the same objects wherever they are unpacked, which the build cache
+# below relies on.
+PREFIX_MAP = [f"-ffile-prefix-map={HERE}=."]
+OWN_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-Wall", "-Wextra", *NO_DEBUG, *PREFIX_MAP]
+QJS_CFLAGS = ["-O2", "-std=gnu11", "-D_GNU_SOURCE", "-w", *NO_DEBUG, *PREFIX_MAP]
+# JSPROF_BUILD_CACHE=DIR: compiled objects kept in DIR by what made them (`make` sets it to
+# build/objcache), so a second build of the same C, from another copy of the tree (the
+# wheel `python -m build` makes from the sdist, tests/test_packaging.py), compiles nothing:
+# quickjs.c is ~30 s of CPU, minutes on a loaded machine.
+BUILD_CACHE_ENV = "JSPROF_BUILD_CACHE"
+BUILD_CACHE_KEEP = 24  # objects kept in it, the newest
 
 
 class BuildError(SystemExit):
@@ -206,7 +217,88 @@ def _rel(p: Path) -> str:
     return os.path.relpath(p, HERE)
 
 
+def object_key(cmd: list[str], root: Path, compiler_id: str) -> str | None:
+    """What decides the object `cmd` (a `cc ... -c SRC -o OBJ ...` line) makes: the compiler,
+    its flags less the include paths and the output, and the preprocessed source (every
+    header's text; paths in `root` written as <root>). None when it does not preprocess:
+    the real compile then says why."""
+    i = cmd.index("-o")
+    pre = [("-E" if a == "-c" else a) for a in cmd[:i] + cmd[i + 2:]]
+    try:
+        r = subprocess.run(pre, capture_output=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if r.returncode != 0:
+        return None
+    mark = str(root)
+    flags, skip = [], False
+    for a in cmd[1:i] + cmd[i + 2:]:
+        if skip:
+            skip = False
+        elif a in ("-I", "-isystem", "-iquote"):
+            skip = True  # what they found is in the preprocessed text
+        elif not a.startswith(("-I", "-isystem", "-iquote")):
+            flags.append(a.replace(mark, "<root>"))
+    h = hashlib.sha256(compiler_id.encode())
+    h.update("\0".join(flags).encode())
+    h.update(r.stdout.replace(mark.encode(), b"<root>"))
+    return h.hexdigest()
+
+
+def caching_spawn(spawn: object, cache: Path, root: Path) -> object:
+    """`spawn` (a compiler's) that takes a compile's object from `cache` when one was made
+    by the same compiler from the same preprocessed source and flags, and keeps every object
+    it compiles there. Links and anything else run as they are."""
+    ids: dict[str, str] = {}
+
+    def compiler_id(cc: str) -> str:
+        if cc not in ids:
+            try:
+                r = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=60)
+                ids[cc] = f"{shutil.which(cc)}\n{r.stdout}"
+            except (OSError, subprocess.TimeoutExpired):
+                ids[cc] = ""
+        return ids[cc]
+
+    def run(cmd: list[str], **kw: object) -> object:
+        cmd = list(cmd)
+        if "-c" not in cmd or cmd.count("-o") != 1 or cmd.index("-o") == len(cmd) - 1:
+            return spawn(cmd, **kw)
+        cid = compiler_id(cmd[0])
+        key = object_key(cmd, root, cid) if cid else None
+        if key is None:
+            return spawn(cmd, **kw)
+        obj = Path(cmd[cmd.index("-o") + 1])
+        kept = cache / f"{key}.o"
+        if kept.is_file():
+            obj.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(kept, obj)
+            os.utime(kept)  # recently used: kept when the cache is trimmed
+            print(f"jsprof: {_rel(obj)} from the build cache ({cache})", flush=True)
+            return None
+        out = spawn(cmd, **kw)
+        try:
+            cache.mkdir(parents=True, exist_ok=True)
+            tmp = cache / f".{key}.{os.getpid()}.{threading.get_ident()}.tmp"
+            shutil.copyfile(obj, tmp)
+            os.replace(tmp, kept)  # whole or not at all, if two builds store it at once
+            objs = sorted(cache.glob("*.o"), key=lambda p: p.stat().st_mtime, reverse=True)
+            for old in objs[BUILD_CACHE_KEEP:]:
+                old.unlink(missing_ok=True)
+        except OSError as e:  # a cache that cannot be written costs only the next build
+            print(f"jsprof: build cache {cache} not written: {e}", flush=True)
+        return out
+
+    return run
+
+
 class BuildQuickJS(build_ext):
+    def build_extensions(self) -> None:
+        cache = os.environ.get(BUILD_CACHE_ENV)
+        if cache:
+            self.compiler.spawn = caching_spawn(self.compiler.spawn, Path(cache), HERE)
+        super().build_extensions()
+
     def run(self) -> None:
         qjs = prepare_quickjs()
         for ext in self.extensions:

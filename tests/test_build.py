@@ -128,3 +128,58 @@ def test_setup_py_builds_nothing_when_imported() -> None:
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )
     assert r.returncode == 0 and r.stdout == "", (r.stdout, r.stderr)
+
+
+def test_the_build_cache_gives_the_object_a_compile_would(tmp_path: Path) -> None:
+    """JSPROF_BUILD_CACHE (issue 37): an object compiled in one copy of the tree is taken
+    from the cache by another copy only when the compile there would make the same bytes
+    (same compiler, flags and preprocessed source: __FILE__ and an included header's text
+    count, where the copy is does not); anything else compiles."""
+    setup = load_setup()
+    for flags in (setup.OWN_CFLAGS, setup.QJS_CFLAGS):  # what makes objects path-free
+        assert f"-ffile-prefix-map={setup.HERE}=." in flags
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc is not None, "a C compiler is needed"
+    cache = tmp_path / "cache"
+    trees = [tmp_path / "a" / "src", tmp_path / "b" / "deeper" / "src"]
+    for t in trees:
+        (t / "inc").mkdir(parents=True)
+        # found through an absolute -I, as quickjs.c is: __FILE__ there is its full path
+        (t / "inc" / "h.h").write_text("#define GREETING \"hi\"\n"
+                                       "const char *where(void) { return __FILE__; }\n")
+        (t / "m.c").write_text('#include "h.h"\n'
+                               "const char *say(void) { return GREETING; }\n")
+    compiled: list[str] = []
+
+    def spawn(cmd: list[str]) -> None:
+        compiled.append(cmd[cmd.index("-o") + 1])
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def compile_in(tree: Path, obj: str, cached: bool = True) -> bytes:
+        # as setuptools does it: relative source, include dirs and prefix map absolute
+        flags = ["-O2", "-g0", f"-ffile-prefix-map={tree}=.", "-I", str(tree / "inc"),
+                 f"-I{tmp_path}/env-{tree.parent.name}/include"]
+        cmd = [cc, *flags, "-c", "m.c", "-o", obj]
+        cwd = os.getcwd()
+        os.chdir(tree)  # setuptools compiles in the tree's root
+        try:
+            run = setup.caching_spawn(spawn, cache, tree) if cached else spawn
+            run(cmd)
+        finally:
+            os.chdir(cwd)
+        return (tree / obj).read_bytes()
+
+    first = compile_in(trees[0], "m.o")
+    assert compiled == ["m.o"] and len(list(cache.glob("*.o"))) == 1
+    # Another copy elsewhere: from the cache, the very bytes its own compile makes.
+    from_cache = compile_in(trees[1], "m.o")
+    assert compiled == ["m.o"], "compiled again"
+    assert from_cache == first == compile_in(trees[1], "fresh.o", cached=False)
+    assert b"./inc/h.h" in from_cache and str(tmp_path).encode() not in from_cache
+    # A header's text or a flag changed: compiled, not taken.
+    (trees[1] / "inc" / "h.h").write_text("#define GREETING \"hello\"\n"
+                                          "const char *where(void) { return __FILE__; }\n")
+    compile_in(trees[1], "m.o")
+    assert compiled[-1] == "m.o" and len(compiled) == 3
+    assert b"hello" in (trees[1] / "m.o").read_bytes()
+    assert len(list(cache.glob("*.o"))) == 2

@@ -3,7 +3,8 @@
 size, and the commands that need an extra saying which one.
 
 One wheel and one venv per session (fixtures): `python -m build` compiles QuickJS once
-(~1 min on two busy cores), the venv installs the core's dependencies from pip's cache.
+(~1 min on two busy cores; nothing when `make` compiled the same C, build/objcache), the
+venv installs the core's dependencies from pip's cache.
 Marked `packaging` (`make test` runs it; `make test-fast` leaves it out).
 """
 
@@ -26,6 +27,7 @@ pytestmark = pytest.mark.packaging
 
 ROOT = Path(__file__).resolve().parent.parent
 QUICKJS_SDIST = ROOT / "build" / "sdist" / "quickjs_ng-0.17.0.2.tar.gz"
+BUILD_CACHE = ROOT / "build" / "objcache"  # the Makefile's
 CORE_LIMIT_MB = 160
 # What the core must not install: the field and dask extras' packages (extras.py).
 EXTRA_MODULES = ("starlette", "uvicorn", "zstandard", "pyarrow", "duckdb", "pandas", "dask",
@@ -69,6 +71,10 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> Dist:
     env = _clean_env()
     if QUICKJS_SDIST.is_file():  # the pinned QuickJS sdist `make` fetched: no second download
         env["JSPROF_QUICKJS_SDIST"] = str(QUICKJS_SDIST)
+    # The objects `make` compiled for the source tree, taken again when the sdist's copy of
+    # the C would compile to the same bytes (setup.py's JSPROF_BUILD_CACHE, tests/test_build.py):
+    # the wheel is still built from the sdist, its C preprocessed there, linked there.
+    env["JSPROF_BUILD_CACHE"] = str(BUILD_CACHE)
     # As `make dist` runs it: the sdist first, then the wheel built from that sdist in an
     # isolated environment, so a file the sdist forgot fails the wheel here.
     r = subprocess.run([sys.executable, "-m", "build", "--outdir", str(out), str(ROOT)],
