@@ -353,7 +353,9 @@ def test_save_streams_the_same_bytes_and_refuses_in_one_line(
 ) -> None:
     """`jsprof.save` writes the samples from the columns to the file in chunks of 65,536
     (threads format while one writes): the file holds exactly `dumps`' bytes."""
-    monkeypatch.setattr(jsprof_format, "_WRITERS", threads)
+    from jsprof.formats import _jsprof_write  # the writer's module (numpy-free)
+
+    monkeypatch.setattr(_jsprof_write, "_WRITERS", threads)
     out = tmp_path / "out.jsprof.json"
     for n in (1, 65_536, 65_537, 200_001):
         rec = _with_columns(synthetic(n, 60, idle=0.3, markers=n > 1))

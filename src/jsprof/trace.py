@@ -9,100 +9,43 @@ the model, and the rules on sample times that every reader applies alike (`step_
 
 from __future__ import annotations
 
-import functools
-import os
-import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
 from .meta import TrackMeta
 
-# The spec's marker extension: what the agent was doing when a sample was taken.
-MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
-MARKER_CODE: dict[str, int] = {m: i for i, m in enumerate(MARKERS)}
-
-NONE = -1  # "no value" in an int column (no parent, no stack, no marker)
-
-# What every output calls the samples with no stack (report's table and tree, the flame
-# graph, fleet queries, and the pseudo frame the stack-list formats write and read back):
-# V8's names for its pseudo nodes, so jsprof says what DevTools and V8's tools say. Index
-# 0: no marker; index m + 1: marker code m (`gc` is `(garbage collector)`, `other` is
-# `(program)`, the others `(marker)`).
-NO_STACK_NAMES: tuple[str, ...] = ("(idle)",) + tuple(
-    {"gc": "(garbage collector)", "other": "(program)"}.get(m, f"({m})") for m in MARKERS
+# The numpy-free half of the model, re-exported: every reader and writer imports it from here.
+from .traceparts import (  # noqa: F401
+    GAP_CAP_INTERVALS,
+    GAP_CAP_MIN_MS,
+    MARKER_CODE,
+    MARKERS,
+    MAX_BACKWARDS_MS,
+    NO_LINE,
+    NO_STACK_NAMES,
+    NONE,
+    URL_SCHEME,
+    FunctionKey,
+    GapCapping,
+    ProfilerFrame,
+    StackTable,
+    anonymous_label,
+    no_stack_name,
+    normalise_resource,
 )
-
-
-def no_stack_name(marker: int) -> str:
-    """The name of samples with no stack and this marker code (NONE: no marker)."""
-    return NO_STACK_NAMES[marker + 1]
 
 # The most samples a reader makes from counts in a file (pprof values, folded counts,
 # PrimJS hitCounts, speedscope weights): ~2 GB of columns. A count beyond it is a broken
 # or hostile file, not a profile; readers say so rather than run out of memory.
 MAX_SAMPLES = 100_000_000
-NO_LINE = 0  # "unknown line" in the per-sample line column (lines are 1-based)
 
 # Sample times (ms) a recording can have, the one rule every reader applies (a writer then
 # never writes what a reader refuses). A double counts ms exactly below 2**53 (285,000
 # years): anything beyond is a broken file, not a recording.
 MAX_MS = 2.0**53
-# The spec's samples are in time order and engines emit them so, but V8 steps back a little
-# now and then (a sample's tick is stamped before an earlier one is processed; observed:
-# up to 73 µs). A sample more than this earlier than the latest one before it means the
-# samples are out of order: the gaps between samples, which are their weights, are then
-# meaningless.
-MAX_BACKWARDS_MS = 10.0
-
-
-class ProfilerFrame(NamedTuple):
-    """A spec ProfilerFrame; None where the spec's optional member is absent."""
-
-    name: str
-    resource_id: int | None = None
-    line: int | None = None
-    column: int | None = None
-
-
-class FunctionKey(NamedTuple):
-    """The one frame identity outside a trace's own tables: name, resource URL, line,
-    column (1-based). Frames that agree on all four are one function, whichever trace or
-    frame id they came from; analysis keys by it and the stack-list formats carry it."""
-
-    name: str
-    resource: str | None = None
-    line: int | None = None
-    column: int | None = None
-
-    def label(self) -> str:
-        return self.name or anonymous_label(self.resource, self.line)
-
-    def location(self) -> str:
-        """`url:line:column`; empty for a profiler's pseudo frame (`(program)`, ...)."""
-        if self.resource is None and self.line is None and self.name.startswith("("):
-            return ""
-        parts = [self.resource or "(unknown)"]
-        if self.line is not None:
-            parts.append(str(self.line))
-            if self.column is not None:
-                parts.append(str(self.column))
-        return ":".join(parts)
-
-
-def anonymous_label(resource: str | None, line: int | None) -> str:
-    """What every output calls a function with no name: `(anonymous work.js:8)`, its
-    script's file name and its line, as speedscope does, so that the anonymous functions of
-    one file (module code, callbacks, arrows) are told apart; `(anonymous line 8)` with no
-    script, `(anonymous)` with neither."""
-    if not resource:
-        return "(anonymous)" if line is None else f"(anonymous line {line})"
-    path = resource.split("#", 1)[0].split("?", 1)[0].rstrip("/")
-    where = path.rsplit("/", 1)[-1] or resource
-    return f"(anonymous {where})" if line is None else f"(anonymous {where}:{line})"
 
 
 def function_keys(trace: ProfilerTrace) -> list[FunctionKey]:
@@ -269,18 +212,6 @@ class ProfilerTrace:
         return stack_depths(self.stack_parent)
 
 
-# The longest a sample may stand for, in intervals of its own trace: a gap to the next
-# sample beyond it is not time the sample saw but a hole (a laptop suspended mid-chunk, a
-# throttled background tab, a broken clock) and is counted as lost time instead. Twenty
-# intervals keep every gap a late sampler leaves in the real traces we have (Chromium on a
-# loaded machine: up to 15.7 intervals, 157 ms of `fib` at 10 ms), while one upload with a
-# 3-hour hole adds at most 20 intervals per hole (200 ms at 10 ms) to the fleet's numbers.
-# Never under 100 ms: an operating system's scheduling hiccup is milliseconds whatever the
-# interval (Node's V8 at 0.18 ms leaves 6-8 ms gaps, 46 intervals, in tests/data/node).
-GAP_CAP_INTERVALS = 20.0
-GAP_CAP_MIN_MS = 100.0
-
-
 def gap_cap(trace: ProfilerTrace, interval: float | None = None) -> float | None:
     """The most one sample may weigh (ms): GAP_CAP_INTERVALS times the trace's interval,
     the larger of the one it says (`interval`) and the median gap its samples show (so a
@@ -316,19 +247,6 @@ def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
                 lost = float((w[over] - cap).sum())
                 w[over] = cap
     return w, lost
-
-
-class GapCapping(NamedTuple):
-    """What `gap_cap` did to one trace: `gaps` samples whose gap to the next was longer
-    than `cap_ms` weigh `cap_ms` each; `lost_ms` is what those gaps had beyond it. `base_ms`
-    is the interval the cap counts from (the larger of the declared one and the median
-    gap); `floor` says that GAP_CAP_MIN_MS set the cap (20 of those intervals are less)."""
-
-    gaps: int
-    lost_ms: float
-    cap_ms: float
-    base_ms: float
-    floor: bool
 
 
 def gap_capping(trace: ProfilerTrace, interval: float | None = None) -> GapCapping | None:
@@ -747,7 +665,7 @@ class Recording:
 
 
 
-class TraceBuilder:
+class TraceBuilder(StackTable):
     """Builds a ProfilerTrace with the spec's algorithms.
 
     "get an element ID": a component-wise equal resource, frame or stack gets the index
@@ -758,11 +676,7 @@ class TraceBuilder:
     """
 
     def __init__(self) -> None:
-        self._resources: dict[str, int] = {}
-        self._frames: dict[ProfilerFrame, int] = {}
-        self._stacks: dict[tuple[int, int], int] = {}
-        self._stack_parent: list[int] = []
-        self._stack_frame: list[int] = []
+        super().__init__()
         self._times: list[float] = []
         self._sample_stacks: list[int] = []
         self._markers: list[int] | None = None
@@ -770,93 +684,6 @@ class TraceBuilder:
 
     def __len__(self) -> int:
         return len(self._times)
-
-    def resource_id(self, url: str) -> int:
-        rid = self._resources.get(url)
-        if rid is None:
-            rid = self._resources[url] = len(self._resources)
-        return rid
-
-    def frame_id(
-        self,
-        name: str,
-        resource_id: int | None = None,
-        line: int | None = None,
-        column: int | None = None,
-    ) -> int:
-        key = ProfilerFrame(name, resource_id, line, column)
-        fid = self._frames.get(key)
-        if fid is None:
-            fid = self._frames[key] = len(self._frames)
-        return fid
-
-    def stack_id(self, frame_ids: Iterable[int | None]) -> int | None:
-        parent = NONE
-        for fid in frame_ids:
-            if fid is not None:
-                parent = self.stack_id_from(parent, fid)
-        return None if parent == NONE else parent
-
-    def stack_id_from(self, parent: int | None, frame_id: int) -> int:
-        """The stack of `frame_id` called from stack `parent` (None or NONE for a root)."""
-        key = (NONE if parent is None else parent, frame_id)
-        sid = self._stacks.get(key)
-        if sid is None:
-            sid = self._stacks[key] = len(self._stack_frame)
-            self._stack_parent.append(key[0])
-            self._stack_frame.append(frame_id)
-        return sid
-
-    def intern_tree(
-        self,
-        parents: Sequence[int],
-        frames: Sequence[tuple[str, str | None, int | None, int | None] | None],
-        order: Iterable[int],
-    ) -> list[int]:
-        """The stack id of every node of a call tree (NONE where no frame is left).
-
-        `parents[i]` is node i's parent (NONE for a root), `frames[i]` its frame as (name,
-        resource URL, line, column), or None for a node that is not a frame (its children
-        take its parent's stack, as the spec skips a frame without an ID). `order` visits
-        parents before children. The per-node loop of `stack_id_from`, kept tight: profiles
-        have up to millions of nodes.
-        """
-        resources, frame_ids, stacks = self._resources, self._frames, self._stacks
-        stack_parent, stack_frame = self._stack_parent, self._stack_frame
-        node_stack = [NONE] * len(parents)
-        # Many nodes share a frame (a tsc profile: 25,000 nodes, 1,700 frames): the frame
-        # as given finds its id in one look-up, its resource's and its own skipped.
-        given: dict[tuple, int] = {}
-        for i in order:
-            p = parents[i]
-            up = node_stack[p] if p != NONE else NONE
-            f = frames[i]
-            if f is None:
-                node_stack[i] = up
-                continue
-            fid = given.get(f)
-            if fid is None:
-                name, url, line, column = f
-                if url is None:
-                    rid = None
-                else:
-                    rid = resources.get(url)
-                    if rid is None:
-                        rid = resources[url] = len(resources)
-                # A plain tuple hashes and compares as the ProfilerFrame it stands for.
-                key = (name, rid, line, column)
-                fid = frame_ids.get(key)  # type: ignore[call-overload]
-                if fid is None:
-                    fid = frame_ids[key] = len(frame_ids)  # type: ignore[index]
-                given[f] = fid
-            skey = (up, fid)
-            sid = stacks.get(skey)
-            if sid is None:
-                sid = stacks[skey] = len(stack_frame)
-                stack_parent.append(up)
-                stack_frame.append(fid)
-            node_stack[i] = sid
-        return node_stack
 
     def map_stacks(self, trace: ProfilerTrace, new_frame: Sequence[int | None]) -> np.ndarray:
         """Re-intern `trace`'s stacks with each frame f replaced by `new_frame[f]`.
@@ -912,33 +739,6 @@ class TraceBuilder:
 
 
 # ---- resources: one spelling per script -------------------------------------------------
-
-# A URL scheme of two or more letters (`file:`, `node:`, `https:`, `data:`...): one letter
-# would be a Windows drive.
-URL_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-def normalise_resource(name: str) -> str:
-    """The resource string every engine records for a script.
-
-    A local file, however it was named (`app.js`, `./app.js`, `/abs/app.js`, through a
-    symlink), becomes the `file://` URL of its real path, as V8 and Node report scripts.
-    URLs (`file:`, `node:`, `https:`...) are kept as they are; a name that is neither a URL
-    nor an existing file (`<eval>`, `[eval]`) is kept too, except that an absolute path is
-    always a `file://` URL. Relative names resolve against the current directory.
-    """
-    if not name or URL_SCHEME.match(name):
-        return name
-    return _local_resource(name, os.getcwd())
-
-
-@functools.lru_cache(maxsize=4096)
-def _local_resource(name: str, cwd: str) -> str:
-    path = os.path.join(cwd, name)
-    if os.path.isabs(name) or os.path.isfile(path):
-        return Path(os.path.realpath(path)).as_uri()
-    return name
-
 
 def normalise_resources(trace: ProfilerTrace) -> ProfilerTrace:
     """`trace` with every resource spelled by `normalise_resource`; two spellings of one

@@ -13,7 +13,6 @@ from operator import itemgetter
 from typing import Any
 
 import numpy as np
-import orjson
 
 from ..errors import ErrorAt, TraceFormatError, shown
 from ..meta import normalise as normalise_meta
@@ -33,9 +32,9 @@ from ..trace import (
     step_back,
 )
 from ._json import type_name
+from ._jsprof_write import FORMAT_KEY, FORMAT_VERSION  # noqa: F401 - the format's keys
+from ._jsprof_write import MARKER_JSON as _MARKER_JSON  # noqa: F401 - read by _jsprof_typed
 
-FORMAT_KEY = "jsprof"
-FORMAT_VERSION = 1
 MAX_TABLE_ENTRIES = 2**31 - 1  # ids are int32 columns
 MAX_POSITION = 2**31 - 1  # lines and columns: 32-bit in every engine and writer
 MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
@@ -43,7 +42,6 @@ MAX_META_DEPTH = 32  # free-form meta is for small facts, not documents
 # explicit -1 in a file stays distinguishable from "key absent".
 _ABSENT = -(2**40)
 # The spec's marker strings as JSON text, by code: what the C reader and writer match.
-_MARKER_JSON = tuple(orjson.dumps(m) for m in MARKERS)
 
 
 def is_profiler_trace(doc: Any) -> bool:
