@@ -107,7 +107,9 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     in_script, in_jsprof, modules = p.stdout.splitlines()
     assert (in_script, in_jsprof) == ("undefined", "None")
     names = modules.split()
-    assert (tmp_path / "x.json").exists() and "jsprof.formats.jsprof" in names
+    assert (tmp_path / "x.json").exists() and "jsprof.formats._jsprof_write" in names
+    # written and summarised without the model: no numpy at all (recorded.py, issue 32)
+    assert "numpy" not in names and "jsprof.trace" not in names
     for other in ("pprof", "speedscope", "chrometrace", "perfetto", "firefox", "folded"):
         assert f"jsprof.formats.{other}" not in names
     assert "rich.console" not in names and "jsprof.render.console" not in names

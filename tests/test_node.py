@@ -781,18 +781,18 @@ def test_a_recording_reads_each_slice_once(monkeypatch):
     # the run so far).
     from jsprof.engines._v8text import ProfileText
     from jsprof.engines.node.isolate import _Isolate
-    from jsprof.formats import _v8profile
+    from jsprof.formats import _columns, _v8profile
 
     read: list[int] = []
     as_dicts: list[int] = []
     sent: list[object] = []
-    read_text = _v8profile.read_profile_text
+    read_text = _columns.read_profile  # the C reader, whichever path calls it
     node_columns = _v8profile._node_columns
     track = _Isolate.track
 
     def counted(text, start):
         got = read_text(text, start)
-        read.append(len(got[0][0][1]) if got is not None else -1)
+        read.append(len(got[1]) if got is not None else -1)
         return got
 
     def counted_dicts(err, nodes):
@@ -803,7 +803,7 @@ def test_a_recording_reads_each_slice_once(monkeypatch):
         sent.extend(self.profile or ())
         return track(self, *args)
 
-    monkeypatch.setattr(_v8profile, "read_profile_text", counted)
+    monkeypatch.setattr(_columns, "read_profile", counted)
     monkeypatch.setattr(_v8profile, "_node_columns", counted_dicts)
     monkeypatch.setattr(_Isolate, "track", spied)
     rec = record_node(JS / "split.js", sample_interval=1.0)

@@ -815,6 +815,12 @@ def _through_maps(rec: Recording) -> Recording | None:
     sourceMappingURL comments, a .map beside them), for the summary's top functions; None
     when no script has one. A map that cannot be read or does not match is said in one
     line and the summary shows what was recorded: the file is written either way."""
+    from .recorded import LightRecording
+
+    if isinstance(rec, LightRecording):
+        if not rec.may_have_source_maps():
+            return None  # (no numpy for the summary: see recorded.py)
+        rec = rec.recording()
     from . import sourcemap_files
 
     notes: list[str] = []
@@ -877,10 +883,16 @@ class _Preparing:
         "rich._emoji_replace",
     )
     RICH = ("rich.console", "rich.markup")
+    # A LightRecording written as jsprof's JSON (`record --engine node`): no numpy at all.
+    LIGHT = (
+        "jsprof.recorded", "jsprof.engines._v8join", "jsprof.formats._jsprof_write",
+        "jsprof.analysis.sampling", "jsprof.render.rows", "rich._emoji_replace",
+    )
 
-    def __init__(self, check: Callable[[], str]) -> None:
+    def __init__(self, check: Callable[[], str], light: bool = False) -> None:
         import threading
 
+        self._light = light
         self._check = check
         self._out: str | None = None
         self._error: BaseException | None = None
@@ -906,27 +918,38 @@ class _Preparing:
             if self._error is None:
                 import importlib
 
-                from .formats import writer_for
+                from .formats import writer_name
                 from .render.summary import rich_console_needed
 
                 assert self._out is not None
-                # numpy's OpenBLAS starts a thread pool as it loads (~17 ms of CPU here,
-                # measured) that jsprof never uses: one thread, unless the user chose. Node
-                # was started before, so the script does not see the variable.
-                blas = "OPENBLAS_NUM_THREADS"
-                ours = blas not in os.environ
-                if ours:
-                    os.environ[blas] = "1"
-                try:
-                    writer_for(self._out, None)  # its module: numpy, the model, the writer
-                finally:
-                    if ours:
-                        os.environ.pop(blas, None)
+                if self._light and writer_name(self._out, None, option=None) == "jsprof":
+                    imports = self.LIGHT
+                else:
+                    imports = self.IMPORTS
+                    self._import_format()
                 rich = self.RICH if rich_console_needed() else ()
-                for name in (*self.IMPORTS, *rich):
+                for name in (*imports, *rich):
                     importlib.import_module(name)
         finally:
             sys.setswitchinterval(self._switch)
+
+    def _import_format(self) -> None:
+        """The output format's module (numpy, the model, the writer)."""
+        from .formats import writer_for
+
+        assert self._out is not None
+        # numpy's OpenBLAS starts a thread pool as it loads (~17 ms of CPU here, measured)
+        # that jsprof never uses: one thread, unless the user chose. Node was started
+        # before, so the script does not see the variable.
+        blas = "OPENBLAS_NUM_THREADS"
+        ours = blas not in os.environ
+        if ours:
+            os.environ[blas] = "1"
+        try:
+            writer_for(self._out, None)  # its module: numpy, the model, the writer
+        finally:
+            if ours:
+                os.environ.pop(blas, None)
 
     def output(self) -> str:
         """The checked output path; raises what the check raised."""
@@ -1015,7 +1038,7 @@ def cmd_record(args: argparse.Namespace) -> int:
         # checks the output (numpy and the formats come with it) and imports what the end
         # needs; the script waits only for the check. Started after this thread's own
         # imports above, so the two never import one module at once.
-        prep = _Preparing(lambda: _record_output(args, stem))
+        prep = _Preparing(lambda: _record_output(args, stem), light=spec.takes("light"))
         prep.start()
 
     error: BaseException | None = None
@@ -1043,6 +1066,8 @@ def cmd_record(args: argparse.Namespace) -> int:
                 gate=None if prep is None else prep.output,
                 until=args.until,
                 clock=args.clock,
+                # Node: written and summarised without numpy when it can be (recorded.py)
+                light=prep is not None and spec.takes("light"),
             )
     except (JSError, KeyboardInterrupt, JsprofError) as e:
         rec = getattr(e, "recording", None)

@@ -11,15 +11,16 @@ import tempfile
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from .errors import JsprofError, TraceFormatError, UsageError
-from .formats import read_any, writer_for
+from .formats import read_any, writer_for, writer_name
 
 # The trace model (numpy) only where a trace is read or written: `record` checks its -o
 # (check_output, free_name) before numpy is imported (start-up).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from .recorded import LightRecording
     from .trace import ProfilerTrace, Recording
 
 MAX_INPUT_BYTES = 8 << 30  # after decompression: a limit against gzip bombs and runaway files
@@ -205,13 +206,25 @@ def free_name(stem: str, suffix: str) -> str:
 
 
 def save(
-    obj: Recording | ProfilerTrace, dest: str | os.PathLike, format: str | None = None
+    obj: Recording | ProfilerTrace | LightRecording, dest: str | os.PathLike,
+    format: str | None = None,
 ) -> None:
-    """Write a Recording (or one ProfilerTrace) to `dest`; `-` is stdout; `.gz` compresses."""
+    """Write a Recording (or one ProfilerTrace, or a recorded.LightRecording) to `dest`; `-`
+    is stdout; `.gz` compresses."""
+    from .recorded import LightRecording
+
+    dest_s = str(dest)
+    if isinstance(obj, LightRecording):
+        if writer_name(dest_s, format) == "jsprof":
+            # the jsprof writer without the model (numpy): `record --engine node`'s file
+            from .formats import _jsprof_write
+
+            _save_as(obj, dest_s, _jsprof_write.dumps, _jsprof_write.write_file)
+            return
+        obj = obj.recording()
     from .trace import Recording
 
     rec = obj if isinstance(obj, Recording) else Recording.of(obj)
-    dest_s = str(dest)
     fmt = writer_for(dest_s, format)
     if fmt.name != "jsprof":
         # A merged profile has no time axis (meta `aggregated`; jsprof's own format says
@@ -219,12 +232,18 @@ def save(
         from .trace import laid_out
 
         rec = laid_out(rec)
-    write_file = getattr(fmt, "write_file", None)
+    _save_as(rec, dest_s, fmt.write, getattr(fmt, "write_file", None))  # type: ignore[arg-type]
+
+
+def _save_as(
+    rec: Any, dest_s: str, write: Callable[[Any], bytes],
+    write_file: Callable[[Any, BinaryIO], None] | None,
+) -> None:
     if write_file is not None and dest_s != "-" and not dest_s.lower().endswith(".gz"):
         # Written as it is made (a big jsprof file needs no buffer of its size).
-        atomic_write(dest, lambda f: write_file(rec, f))
+        atomic_write(dest_s, lambda f: write_file(rec, f))
         return
-    data = fmt.write(rec)  # type: ignore[misc]
+    data = write(rec)
     # A format that is gzipped by definition (pprof) must not be compressed twice.
     if dest_s.lower().endswith(".gz") and data[:2] != _GZIP_MAGIC:
         data = gzip.compress(data, compresslevel=6, mtime=0)
@@ -232,4 +251,4 @@ def save(
         sys.stdout.buffer.write(data)
         sys.stdout.buffer.flush()
     else:
-        atomic_write(dest, data)
+        atomic_write(dest_s, data)

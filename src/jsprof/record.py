@@ -34,6 +34,7 @@ TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (~10 ms b
 if TYPE_CHECKING:
     from typing import Any
 
+    from .recorded import LightRecording
     from .trace import Recording
 
 # The engines, their options and entry points: engines/registry.py (one EngineSpec each).
@@ -114,7 +115,8 @@ def record(
     gate: Callable[[], object] | None = None,
     until: str | None = None,
     clock: str = "wall",
-) -> Recording:
+    light: bool = False,
+) -> Recording | LightRecording:
     """Run the script at `path` under the sampling profiler and return its Recording.
 
     engine="chromium": `path` is a URL (http, https, file), a local .html page or a
@@ -126,6 +128,8 @@ def record(
     `started`: what `start_engine` returned for this script (Node already booting).
     `gate` (engine="node"): called once the profiler runs, before the script starts (the
     CLI checks its output meanwhile, in another thread); what it raises ends Node.
+    `light` (engine="node"): a recorded.LightRecording when every track could be made
+    without numpy (what `jsprof record` writes and summarises; `.recording()` is the model).
     `progress`: filled in with a cheap way to count samples while the script runs (a status
     line's; QuickJS so far).
 
@@ -179,7 +183,7 @@ def record(
         rec, error = spec.record(
             p, sample_interval=sample_interval, max_buffer_size=max_buffer_size, args=args,
             node_args=node_args, duration=duration, started=started, progress=progress,
-            gate=gate, until=until, clock=clock,
+            gate=gate, until=until, clock=clock, light=light,
         )
     if isinstance(error, JSError) and not_parsed_here(p, error):
         # The script never ran: a mistake in it, not its ending (no trace, no exit 1).

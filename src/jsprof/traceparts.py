@@ -79,6 +79,13 @@ class FunctionKey(NamedTuple):
         return ":".join(parts)
 
 
+class LineKey(NamedTuple):
+    """A line of a function: analysis's key for hot lines."""
+
+    function: FunctionKey
+    line: int  # NO_LINE (0): unknown
+
+
 def anonymous_label(resource: str | None, line: int | None) -> str:
     """What every output calls a function with no name: `(anonymous work.js:8)`, its
     script's file name and its line, as speedscope does, so that the anonymous functions of
@@ -148,6 +155,16 @@ def _local_resource(name: str, cwd: str) -> str:
 
 
 
+# V8's pseudo nodes (a CPU profile's nodes with no URL): "(root)" is not a frame; samples in
+# the others have no stack, with the marker given here (None: no marker).
+V8_PSEUDO_MARKERS: dict[str, str | None] = {
+    "(root)": None,
+    "(program)": "other",
+    "(garbage collector)": "gc",
+    "(idle)": None,
+}
+
+
 class StackTable:
     """The spec's "get an element ID" for resources, frames and stacks: a component-wise
     equal resource, frame or stack gets the index it already has, otherwise it is appended
@@ -178,6 +195,11 @@ class StackTable:
         if fid is None:
             fid = self._frames[key] = len(self._frames)
         return fid
+
+    def tables(self) -> tuple[list[str], list[ProfilerFrame], list[int], list[int]]:
+        """(resources, frames, stack parents, stack frames) as interned so far."""
+        frames = [f if type(f) is ProfilerFrame else ProfilerFrame(*f) for f in self._frames]
+        return list(self._resources), frames, self._stack_parent, self._stack_frame
 
     def stack_id(self, frame_ids: Iterable[int | None]) -> int | None:
         parent = NONE

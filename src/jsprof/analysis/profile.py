@@ -30,6 +30,7 @@ from ..trace import (
     sample_weights,  # noqa: F401 - re-exported: calltree, diff and callers import it here
     weights_and_lost,
 )
+from ..traceparts import LineKey
 
 
 class KeyTable:
@@ -376,11 +377,6 @@ def _capping(tracks: list[Track], losses: list[float]) -> list[GapCapping]:
             if c is not None:
                 out.append(c)
     return out
-
-
-class LineKey(NamedTuple):
-    function: FunctionKey
-    line: int  # NO_LINE (0): unknown
 
 
 def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summary | None:

@@ -2,8 +2,9 @@
 for and what the gap cap left out of it, CPU time against wall-clock time.
 
 `jsprof record`'s summary (render/summary.py) formats these; nothing here prints. Imported
-after the recording ends (numpy is loaded by then): `record` must not import it before the
-profiled program starts.
+after the recording ends: `record` must not import it before the profiled program starts.
+numpy and the model are imported by the functions that compute over columns: the classes
+here also hold what recorded.py computes without numpy (`record --engine node`).
 """
 
 from __future__ import annotations
@@ -11,10 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-
 from ..meta import CPU, clock_of
-from ..trace import gap_capping, recorded_samples, weights_and_lost
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -50,6 +48,8 @@ class Achieved:
 def achieved(times: ArrayLike, interval: float) -> Achieved | None:
     """The achieved interval of samples taken at `times` (ms) asking for `interval`; None
     with fewer than two distinct times."""
+    import numpy as np
+
     d = np.diff(np.asarray(times, dtype=np.float64))
     d = d[d > 0]
     if not len(d):
@@ -76,6 +76,10 @@ class TrackSampling:
 
 
 def track_sampling(track: Track) -> TrackSampling:
+    import numpy as np
+
+    from ..trace import gap_capping, recorded_samples, weights_and_lost
+
     tr = track.trace
     weights, lost_ms = weights_and_lost(tr, track.sample_interval)
     cpu = clock_of(track.meta) == CPU
@@ -99,4 +103,6 @@ def track_sampling(track: Track) -> TrackSampling:
 
 def backward_steps(trace: ProfilerTrace) -> int:
     """How many sample timestamps go back in time (kept in order; counted as 0 ms)."""
+    import numpy as np
+
     return int((np.diff(trace.sample_time) < 0).sum())

@@ -9,7 +9,12 @@ makes), joins them (`join_slices`), drops samples on masks (jsprof's own code, a
 wait at its start, the preload, the wait after the program's end) and interns only the
 nodes some kept sample is at or under (`ThreadProfile.to_trace`): a tsc recording's slices
 hold ~25,000 nodes, and each pass over them as dicts cost ms of every recording's end
-(the earlier drops, one pass each, were ~0.1 s of a 3 s tsc run; issue 32)."""
+(the earlier drops, one pass each, were ~0.1 s of a 3 s tsc run; issue 32).
+
+Since the record path without numpy (issue 32), the Node engine converts with
+`_v8join` (the same rules over lists) and comes here only for what that one does not
+take: a worker's pause wrapper, a slice the C reader leaves to the JSON parser, a profile
+this module's checks must word."""
 
 from __future__ import annotations
 
@@ -17,6 +22,9 @@ import collections
 
 import numpy as np
 
+from ._v8join import PRELOAD_FNS as _PRELOAD_FNS  # the rules' names: one copy, there
+from ._v8join import PSEUDO as _PSEUDO
+from ._v8join import WAIT_NAMES as _WAIT_NAMES
 from ._v8text import ProfileText
 
 TYPE_CHECKING = False
@@ -74,10 +82,6 @@ def concat_profiles(profiles: list[dict]) -> dict:
     }
 
 
-# What loads a preload (`--require`) in Node 18-22: pre_execution's loadPreloadModules and
-# the CommonJS loader's Module._preloadModules.
-_PRELOAD_FNS = frozenset({"loadPreloadModules", "Module._preloadModules"})
-_PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
 
 
 def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[int]) -> list[dict]:
@@ -109,9 +113,6 @@ def _prune_unsampled(nodes: list[dict], parent: dict[int, int], samples: list[in
     return out
 
 
-# What a thread shows while Node waits for jsprof after the program's end: nothing running
-# (idle, or V8's own "(program)"), or the native process.exit() it waits in.
-_WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
 
 
 def _work_end(profile: dict) -> tuple[np.ndarray, np.ndarray, int]:

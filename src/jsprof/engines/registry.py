@@ -227,7 +227,7 @@ SPECS: dict[str, EngineSpec] = {
         EngineSpec(
             "node",
             "scripts",
-            ("args", "node_args", "started", "gate"),
+            ("args", "node_args", "started", "gate", "light"),
             "V8 keeps all",
             label="Node",
             attach_flag="--pid PID",

@@ -38,15 +38,9 @@ from ..trace import (
     step_back,
     step_back_problem,
 )
+from ..traceparts import V8_PSEUDO_MARKERS as PSEUDO_MARKERS
 from . import _columns
 from ._json import type_name
-
-PSEUDO_MARKERS: dict[str, str | None] = {
-    "(root)": None,
-    "(program)": "other",
-    "(garbage collector)": "gc",
-    "(idle)": None,
-}
 
 
 def _int_array(values: list, err: ErrorAt, field: str) -> np.ndarray:

@@ -9,8 +9,12 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlparse
 
-from ..analysis.profile import FunctionKey, LineKey, Summary
-from ..trace import GapCapping
+# numpy-free: `jsprof record --engine node` labels its summary's rows with key_label
+from ..traceparts import FunctionKey, GapCapping, LineKey
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from ..analysis.profile import Summary
 
 
 def _pct(x: float, total: float) -> float:

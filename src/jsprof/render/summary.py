@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 
     from ..analysis.sampling import Achieved
     from ..errors import JSError
+    from ..recorded import LightRecording
     from ..trace import Recording
 
 # Piped output (CI logs, files) must not wrap at rich's 80-column default, nor titles.
@@ -178,7 +179,8 @@ def _rich_escape(text: str) -> str:
 
 
 def print_recording_summary(
-    rec: Recording, out: str | None, top: int = 5, mapped: Recording | None = None
+    rec: Recording | LightRecording, out: str | None, top: int = 5,
+    mapped: Recording | None = None,
 ) -> None:
     """Per track: samples, span, requested and achieved interval, capture latency and a
     full buffer; where the trace went; then, last, the `top` functions by self time
@@ -198,18 +200,26 @@ def print_recording_summary(
 
 
 def _summary_lines(
-    rec: Recording,
+    rec: Recording | LightRecording,
     out: str | None,
     top: int,
     escape: Callable[[str], str],
     mapped: Recording | None = None,
 ) -> Iterator[str]:
-    """The summary's lines in rich markup, user text through `escape`."""
-    from ..analysis.sampling import track_sampling
+    """The summary's lines in rich markup, user text through `escape`. A
+    recorded.LightRecording (`record --engine node`) is summarised from its own columns, with
+    the same numbers (recorded.py)."""
+    from ..recorded import LightRecording
+
+    light = isinstance(rec, LightRecording)
+    if light:
+        from ..recorded import track_sampling
+    else:
+        from ..analysis.sampling import track_sampling  # type: ignore[assignment]
 
     for t in rec.tracks:
         tr = t.trace
-        s = track_sampling(t)
+        s = track_sampling(t)  # type: ignore[arg-type]
         # The time the samples stand for, as `report` counts it (not last minus first),
         # and what the gap cap left out of it, said as `report` says it.
         lost = ""
@@ -262,13 +272,19 @@ def _summary_lines(
         maps = "" if mapped is None else " --sourcemap"
         yield (f"wrote {escape(out)}; see it with: jsprof report {escape(out)}{maps}")
     if top and rec.num_samples:
-        from ..analysis.profile import summarize
-        from .rows import short_location, summary_rows
+        from .rows import short_location
 
-        shown = rec if mapped is None else mapped
-        rows = [
-            r for r in summary_rows(summarize(shown, top_self=top), top) if r.get("self_ms", 0) > 0
-        ]
+        if light and mapped is None:
+            from ..recorded import top_rows
+
+            rows = top_rows(rec, top)  # type: ignore[arg-type]
+        else:
+            from ..analysis.profile import summarize
+            from .rows import summary_rows
+
+            shown = rec if mapped is None else mapped
+            rows = summary_rows(summarize(shown, top_self=top), top)  # type: ignore[arg-type]
+        rows = [r for r in rows if r.get("self_ms", 0) > 0]
         rows = sorted(rows, key=lambda r: -r["self_ms"])[:top]
         if rows:
             # the file keeps what was recorded; `report --sourcemap` shows it mapped

@@ -15,6 +15,7 @@ from .process import ENGINE
 # The trace model (numpy) is imported only to make the track: `jsprof record` imports it
 # in another thread while this module starts the profiler.
 if TYPE_CHECKING:
+    from ...recorded import LightTrack
     from ...trace import ProfilerTrace, Track
 
 # Evaluated in each isolate: its epoch time origin and the same instant on the monotonic
@@ -217,19 +218,33 @@ class _Isolate:
         end_us = max(float(p.get("endTime", 0)) for p in self.slices)
         return (end_us - origin) / 1000.0, (noticed * 1e6 - origin) / 1000.0
 
-    def track(self, requested_ms: float, source: str) -> Track | None:
+    def track(
+        self, requested_ms: float, source: str, light: bool = False
+    ) -> Track | LightTrack | None:
+        """The thread's track: made without numpy (engines/_v8join.py) from what V8 writes,
+        as a LightTrack with `light` (the record path's), else as the model's Track; through
+        _v8slices on numpy for anything else (which words what is wrong)."""
         if self.profile is None:
             return None
-        from .._v8slices import drop_exit_wait, drop_preload, join_slices
+        from .._v8join import thread_track
         from .pause import PAUSE_WRAPPER
+
+        splice = PAUSE_WRAPPER if self.paused_at_start else None
+        got = thread_track(
+            self.profile, self.name, ENGINE, requested_ms, self.time_origin, self.origin_us,
+            self.hide_urls, splice, self.go_us, self._exit_end,
+        )
+        if got is not None:
+            t, exit_wait = got
+            if self._exit_end is not None:
+                self.exit_wait = exit_wait
+            return t if light else t.to_track()
+        from .._v8slices import drop_exit_wait, drop_preload, join_slices
 
         # The slices read once into columns and joined; jsprof's own code, a worker's wait
         # at its start, the preload and the exit wait dropped from the samples; the trace
         # made of the nodes the kept samples are at or under.
-        joined = join_slices(
-            self.profile, source, self.hide_urls,
-            PAUSE_WRAPPER if self.paused_at_start else None,
-        )
+        joined = join_slices(self.profile, source, self.hide_urls, splice)
         if self.go_us is not None:
             drop_preload(joined, self.go_us)
         if self._exit_end is not None:

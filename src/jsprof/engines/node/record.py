@@ -20,6 +20,7 @@ from .process import NodeProcess, effective_interval, interval_us, script_path
 # are imported while it boots (start_node, then record_node).
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing
 if TYPE_CHECKING:
+    from ...recorded import LightRecording, LightTrack
     from ...trace import Recording, Track
     from .._ending import Progress
     from ..cdp import CDPClient, Session
@@ -85,7 +86,8 @@ def record_node(
     process: NodeProcess | None = None,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
-) -> Recording:
+    light: bool = False,
+) -> Recording | LightRecording:
     """Run `script` under Node with V8's sampling profiler; one track per thread.
 
     Tracks: "main", then "worker N" in the order workers started. `meta` of the main track:
@@ -97,7 +99,9 @@ def record_node(
     With `timeout` (seconds) Node is ended after that long ("duration"). A worker whose
     profile could not be taken is listed in the main track's `meta["lost"]`. `gate` is
     called once the profiler runs, before the script starts (the CLI waits there for its
-    output check, done meanwhile); what it raises ends Node and propagates.
+    output check, done meanwhile); what it raises ends Node and propagates. `light`: a
+    recorded.LightRecording when every track could be made without numpy (`jsprof record`
+    writes and summarises it so; `.recording()` is the model), else the Recording.
     Raises EngineError when Node cannot start or dies before any sample was delivered.
     """
     path = script_path(script)
@@ -113,13 +117,13 @@ def record_node(
         isolates, how, error, code, children, exiting = _record(
             proc, us, workers, timeout, sigint, progress, gate
         )
-        tracks: list[Track] = []
+        tracks: list[Track | LightTrack] = []
         lost: list[str] = []
         try:
             # Node exits on its own once we disconnected: its profiles become tracks
             # meanwhile (its exit took 2-30 ms after an empty script, measured).
             for iso in isolates if isolates and isolates[0].profile is not None else ():
-                t = iso.track(requested, f"{path} [{iso.name}]")
+                t = iso.track(requested, f"{path} [{iso.name}]", light)
                 if t is not None:
                     tracks.append(t)
                     if iso.exit_wait is not None and iso.exit_wait[0]:
@@ -136,8 +140,6 @@ def record_node(
         finally:
             if exiting:
                 code = proc.wait_exit(10.0)
-    from ...trace import Recording
-
     if not tracks:
         signame = ""
         if code is not None and code < 0:
@@ -170,7 +172,14 @@ def record_node(
         meta["lost"] = lost
     if children:
         meta["childProcesses"] = "not profiled: child processes run without jsprof"
-    return Recording(tracks)
+    from ...recorded import LightRecording, LightTrack
+
+    if all(type(t) is LightTrack for t in tracks):
+        return LightRecording(tracks)  # type: ignore[arg-type]
+    from ...trace import Recording
+
+    # (a track _v8join could not make came through numpy: the model for all)
+    return Recording([t.to_track() if type(t) is LightTrack else t for t in tracks])
 
 
 def _record(
@@ -437,9 +446,10 @@ def record_script(
     started: NodeProcess | None = None,
     progress: Progress | None = None,
     gate: Callable[[], object] | None = None,
-) -> tuple[Recording, BaseException | None]:
+    light: bool = False,
+) -> tuple[Recording | LightRecording, BaseException | None]:
     """One track per thread (main, worker N); the script's error is taken from the main
-    track's meta (record_node itself never raises for the script)."""
+    track's meta (record_node itself never raises for the script). `light`: record_node's."""
     rec = record_node(
         p,
         args=args,
@@ -449,6 +459,7 @@ def record_script(
         process=started,
         progress=progress,
         gate=gate,
+        light=light,
     )
     meta = rec.tracks[0].meta
     error: BaseException | None = None

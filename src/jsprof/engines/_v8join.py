@@ -1,0 +1,346 @@
+"""One Node thread's profile slices to its track's columns without numpy (issue 32): the
+inspector's text read in C (`formats._columns.read_profile`), the slices joined, jsprof's
+own samples and waits dropped, the nodes the kept samples are at or under interned into
+the spec's tables, as recorded.py's LightTrack.
+
+It takes what V8's inspector writes: node ids 1..n, each node listed after its parent,
+samples in range. Anything else (a slice the C reader leaves to the JSON parser, a
+worker's pause wrapper, a step back in time, malformed positionTicks) gives None, and the
+caller converts with `_v8slices` on numpy, which checks and words every problem. The
+result is the same trace, column for column (tests/test_node_light.py): the rules below
+are `_v8slices`' and `formats._v8profile.finish`'s, written over lists.
+"""
+
+from __future__ import annotations
+
+from array import array
+from itertools import accumulate
+
+from ..formats import _columns
+from ..recorded import LightTrace, LightTrack
+from ..traceparts import (
+    MARKER_CODE,
+    MAX_BACKWARDS_MS,
+    NO_LINE,
+    NONE,
+    V8_PSEUDO_MARKERS,
+    StackTable,
+    normalise_resource,
+)
+from ._v8text import ProfileText
+
+# What loads a preload (`--require`) in Node 18-22: pre_execution's loadPreloadModules and
+# the CommonJS loader's Module._preloadModules.
+PRELOAD_FNS = frozenset({"loadPreloadModules", "Module._preloadModules"})
+PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
+# What a thread shows while Node waits for jsprof after the program's end: nothing running
+# (idle, or V8's own "(program)"), or the native process.exit() it waits in.
+WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
+MAX_SAMPLES = 100_000_000  # trace.MAX_SAMPLES: the most ticks a node's positionTicks count
+_LIMIT = 2**53  # microsecond clocks a double holds exactly
+
+
+class Joined:
+    """A thread's slices in one node index space: per node its name, URL, 0-based line and
+    column, positionTicks and parent (NONE for a root; parents come first); the kept
+    samples' nodes and CDP microsecond timestamps."""
+
+    __slots__ = ("names", "urls", "lines", "cols", "ticks", "parent", "node", "ts", "start_time")
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+        self.urls: list[str] = []
+        self.lines: list[int] = []
+        self.cols: list[int] = []
+        self.ticks: list = []
+        self.parent: list[int] = []
+        self.node: list[int] = []
+        self.ts: list[int] = []
+        self.start_time: int = 0
+
+
+def _ints(b: bytearray) -> list[int]:
+    return memoryview(b).cast("q").tolist()
+
+
+def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | None) -> tuple | None:
+    """One slice: (names, urls, lines, cols, ticks, parent, node, ts, startTime), its
+    samples in code from `hide_urls` dropped; None for anything but V8's plain shape."""
+    reader = getattr(_columns, "read_profile", None)
+    got = None if reader is None else reader(p.raw, p.start)
+    if got is None or p.raw[got[13]:].strip() != b"}}":
+        return None
+    ids_b, names, urls, lines, cols, counts_b, flat_b, _hits, ticks, t0, t1, smp, dl, _ = got
+    nn = len(names)
+    if not abs(t0) < _LIMIT or (t1 is not None and not abs(t1) < _LIMIT):
+        return None
+    for values in (lines, cols):
+        if values and not (-(2**31) <= min(values) and max(values) < 2**31):
+            return None
+    if splice is not None and any(n == splice and not u for n, u in zip(names, urls,
+                                                                          strict=True)):
+        return None  # a worker's pause wrapper: spliced out by _v8slices
+    ids = _ints(ids_b)
+    if nn and (min(ids) < 0 or max(ids) >= 4 * nn + 1024):
+        return None
+    table = [-1] * (max(ids) + 1 if nn else 0)
+    for i, x in enumerate(ids):
+        if table[x] >= 0:
+            return None
+        table[x] = i
+    counts, flat = _ints(counts_b), _ints(flat_b)
+    if len(counts) != nn or sum(counts) != len(flat):
+        return None
+    parent = [NONE] * nn
+    size = len(table)
+    k = 0
+    for i, c in enumerate(counts):
+        for x in flat[k:k + c]:
+            j = table[x] if 0 <= x < size else -1
+            if j <= i or parent[j] != NONE:  # not listed after its parent, or twice
+                return None
+            parent[j] = i
+        k += c
+    samples, deltas = _ints(smp), _ints(dl)
+    if len(samples) != len(deltas):
+        return None
+    node = [table[x] if 0 <= x < size else -1 for x in samples]
+    if node and min(node) < 0:
+        return None
+    ts = list(accumulate(deltas))
+    if ts:
+        ts = [t + t0 for t in ts]
+        if not (-_LIMIT < min(ts) and max(ts) < _LIMIT):
+            return None
+    if hide_urls and not hide_urls.isdisjoint(urls):
+        inherited = [False] * nn
+        for i in range(nn):
+            p_ = parent[i]
+            inherited[i] = urls[i] in hide_urls or (p_ != NONE and inherited[p_])
+        kept = [i for i, n in enumerate(node) if not inherited[n]]
+        node = [node[i] for i in kept]
+        ts = [ts[i] for i in kept]
+    return names, urls, lines, cols, ticks, parent, node, ts, t0
+
+
+def join(
+    slices: list, hide_urls: set[str] | frozenset[str] = frozenset(), splice: str | None = None
+) -> Joined | None:
+    """_v8slices.join_slices over lists; None where that one is needed (see the module)."""
+    j = Joined()
+    several = len(slices) > 1
+    last = float("-inf")
+    starts = []
+    for p in slices:
+        if not isinstance(p, ProfileText):
+            return None
+        got = _read(p, hide_urls, splice)
+        if got is None:
+            return None
+        names, urls, lines, cols, ticks, parent, node, ts, t0 = got
+        if several and not names:
+            continue  # a slice without nodes has nothing to join
+        if several:
+            # A slice begins with the ticks V8 took before the previous one ended but
+            # processed after: back in time order, and a tick two slices hold kept once.
+            order = sorted(range(len(ts)), key=ts.__getitem__)
+            order = [i for i in order if ts[i] > last]
+            node = [node[i] for i in order]
+            ts = [ts[i] for i in order]
+            if ts:
+                last = ts[-1]
+        offset = len(j.names)
+        j.parent += [x + offset if x != NONE else NONE for x in parent]
+        j.node += [x + offset for x in node]
+        j.ts += ts
+        starts.append(t0)
+        j.names += names
+        j.urls += urls
+        j.lines += lines
+        j.cols += cols
+        j.ticks += ticks
+    j.start_time = (min(starts) if several else starts[0]) if starts else 0
+    return j
+
+
+def drop_preload(j: Joined, go_us: float) -> None:
+    """_v8slices.drop_preload: the main thread's samples from the instant the preload let
+    the script go, without the loader's return from the preload just after it."""
+    names, urls, parent = j.names, j.urls, j.parent
+    kind: dict[int, str] = {}
+
+    def kind_of(i: int) -> str:
+        if i in kind:
+            return kind[i]
+        in_preload = False
+        internal = True
+        cur = i
+        while cur != NONE:
+            url = urls[cur]
+            if url and not url.startswith("node:"):
+                internal = False
+            if names[cur] in PRELOAD_FNS:
+                in_preload = True
+            cur = parent[cur]
+        if names[i] in PSEUDO and not urls[i]:
+            k = "pseudo"
+        else:
+            k = "preload" if in_preload and internal else "other"
+        kind[i] = k
+        return k
+
+    keep = [t >= go_us for t in j.ts]
+    last = -1
+    for i, (n, ok) in enumerate(zip(j.node, keep, strict=True)):
+        if not ok:
+            continue
+        k = kind_of(n)
+        if k == "preload":
+            last = i
+        elif k == "other":
+            break
+    if last >= 0:
+        keep[: last + 1] = [False] * (last + 1)
+    if any(keep):
+        j.start_time = max(j.start_time, int(go_us))
+    j.node = [n for n, ok in zip(j.node, keep, strict=True) if ok]
+    j.ts = [t for t, ok in zip(j.ts, keep, strict=True) if ok]
+
+
+def drop_exit_wait(j: Joined, end_us: float) -> tuple[int, float]:
+    """_v8slices.drop_exit_wait: Node's wait for jsprof after the program ended, dropped
+    from the end; (samples dropped, ms from the last kept sample to the last dropped)."""
+    if not j.node:
+        return 0, 0.0
+    names, urls, node, ts = j.names, j.urls, j.node, j.ts
+    first = len(node)
+    while first:
+        i = node[first - 1]
+        if not (ts[first - 1] >= end_us and names[i] in WAIT_NAMES and not urls[i]):
+            break
+        first -= 1
+    n = len(node) - first
+    if n == 0:
+        return 0, 0.0
+    spanned = float(ts[-1] - ts[max(first - 1, 0)]) / 1000.0
+    j.node, j.ts = node[:first], ts[:first]
+    return n, spanned
+
+
+def _position_lines(ticks: list, node: list[int]) -> array | bool | None:
+    """formats._v8profile's per-sample lines from positionTicks (a node's samples get its
+    lines in positionTicks order); None: no line data; False: ticks the checked path must
+    word."""
+    with_ticks = [i for i, t in enumerate(ticks) if t]
+    if not with_ticks or not node:
+        return None
+    lines: dict[int, list[int]] = {}
+    for i in with_ticks:
+        t = ticks[i]
+        if type(t) is not list:
+            return False
+        try:
+            ls = [p["line"] for p in t]
+            cs = [p["ticks"] for p in t]
+        except (KeyError, TypeError):
+            return False
+        if not all(type(x) is int and -(2**31) <= x < 2**31 for x in ls) or not all(
+            type(x) is int and x >= 0 for x in cs
+        ):
+            return False
+        if sum(cs) > MAX_SAMPLES:
+            return False
+        lines[i] = [ln for ln, c in zip(ls, cs, strict=True) for _ in range(c)]
+    seen: dict[int, int] = {}
+    out = array("i", bytes(4 * len(node)))
+    for k, n in enumerate(node):
+        have = lines.get(n)
+        if have is None:
+            continue
+        r = seen.get(n, 0)
+        seen[n] = r + 1
+        if r < len(have):
+            out[k] = max(have[r], NO_LINE)
+    return out
+
+
+def to_trace(j: Joined, origin_us: float | None) -> LightTrace | None:
+    """_v8slices.ThreadProfile.to_trace over lists: the nodes the kept samples are at or
+    under (and each slice's root) interned in node order; None for a step back in time or
+    positionTicks the checked path must word."""
+    parent, names, urls, lines, cols = j.parent, j.names, j.urls, j.lines, j.cols
+    n = len(parent)
+    live = bytearray(n)
+    for s in set(j.node):
+        while s != NONE and not live[s]:
+            live[s] = 1
+            s = parent[s]
+    for i, p in enumerate(parent):
+        if p == NONE:
+            live[i] = 1
+    order = [i for i in range(n) if live[i]]
+    script = MARKER_CODE["script"]
+    node_marker = [script] * n
+    keys: list[tuple | None] = [None] * n
+    for i in order:
+        name, url = names[i], urls[i]
+        if name in V8_PSEUDO_MARKERS and not url:
+            m = V8_PSEUDO_MARKERS[name]
+            node_marker[i] = NONE if m is None else MARKER_CODE[m]
+        else:
+            ln, cn = lines[i], cols[i]
+            keys[i] = (name, url or None, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
+    table = StackTable()
+    node_stack = table.intern_tree(parent, keys, order)
+    resources, frames, stack_parent, stack_frame = table.tables()
+    origin = float(j.start_time) if origin_us is None else float(origin_us)
+    times = [(float(t) - origin) / 1000.0 for t in j.ts]
+    latest = float("-inf")
+    for t in times:  # trace.step_back: the checked path refuses it, in its words
+        if t < latest - MAX_BACKWARDS_MS:
+            return None
+        latest = max(latest, t)
+    line = _position_lines(j.ticks, j.node)
+    if line is False:
+        return None
+    markers = [node_marker[x] for x in j.node]
+    # resources spelled one way per script (trace.normalise_resources)
+    spelled = [normalise_resource(r) for r in resources]
+    if spelled != resources:
+        index: dict[str, int] = {}
+        remap = [index.setdefault(r, len(index)) for r in spelled]
+        frames = [f if f.resource_id is None else f._replace(resource_id=remap[f.resource_id])
+                  for f in frames]
+        resources = list(index)
+    return LightTrace(
+        resources, frames, array("i", stack_parent), array("i", stack_frame),
+        array("d", times), array("i", [node_stack[x] for x in j.node]),
+        array("b", markers) if any(m != NONE for m in markers) else None,
+        line if isinstance(line, array) else None,
+    )
+
+
+def thread_track(
+    slices: list, name: str, engine: str, requested_ms: float, time_origin: float,
+    origin_us: float | None, hide_urls: set[str] | frozenset[str] = frozenset(),
+    splice: str | None = None, go_us: float | None = None, exit_end: float | None = None,
+) -> tuple[LightTrack, tuple[int, float] | None] | None:
+    """The thread's track as isolate.track makes it (engines/_v8session.make_track's meta:
+    the median gap V8 achieved), and what drop_exit_wait dropped; None: use _v8slices."""
+    j = join(slices, hide_urls, splice)
+    if j is None:
+        return None
+    if go_us is not None:
+        drop_preload(j, go_us)
+    exit_wait = drop_exit_wait(j, exit_end) if exit_end is not None else None
+    trace = to_trace(j, origin_us)
+    if trace is None:
+        return None
+    meta = {}
+    gap = trace.median_gap()
+    if gap is not None:
+        meta["medianIntervalMs"] = round(gap, 4)
+    return (
+        LightTrack(name, trace, time_origin, engine, requested_ms, requested_ms, meta),
+        exit_wait,
+    )
