@@ -116,7 +116,7 @@ def check_only(self):
         sys.setswitchinterval(self._switch)
 
 
-def read_only(self, requested, source):
+def read_only(self, requested, source, light=False):
     for p in self.profile or ():
         if _columns.read_profile(p.raw, p.start) is None:
             raise SystemExit("a slice the C reader leaves to the dict path: no floor")
