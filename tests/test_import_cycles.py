@@ -134,9 +134,10 @@ def test_no_import_cycles_in_jsprof() -> None:
 
 
 def test_the_model_imports_nothing_above_it() -> None:
-    """trace.py imports only errors, meta and its numpy-free half (traceparts) of ours (the last upward arrow was
-    `Recording._repr_html_` -> views: Jupyter's viewer is registered with IPython by
-    jsprof/__init__.py now); formats import no engine, analysis, render or views."""
+    """trace.py imports only errors, meta and its numpy-free half (traceparts) of ours
+    (the last upward arrow was `Recording._repr_html_` -> views: Jupyter's viewer is
+    registered with IPython by jsprof/__init__.py now); formats import no engine,
+    analysis, render or views."""
     g = import_graph()
     assert g["jsprof.trace"] <= {"jsprof.errors", "jsprof.meta", "jsprof.traceparts"}
     assert g["jsprof.traceparts"] == set()
