@@ -124,3 +124,48 @@ def test_a_store_made_again_at_the_same_path_keeps_nothing_of_the_old(
         fresh = api.list_uploads(s, f, limit=100)
     assert sorted(u["id"] for u in kept["uploads"]) == [f"new{i}" for i in range(5)]
     assert kept == fresh
+
+
+def test_a_query_reads_a_bounded_number_of_new_uploads(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 34: at load 24-36 a worker got a tenth of a core, and a query that read every
+    upload stored since the last one (hundreds, ~16 ms of CPU each) took minutes. A query
+    now reads at most `TAIL_NEW_MAX` new uploads, answers with what it has and counts the
+    rest as pending; the next queries read on, and once they have, the answer is a fresh
+    full read's."""
+    from jsprof.store.tables import view
+
+    parsed: list[int] = []
+    read_any = jsprof.formats.read_any
+
+    def counting(*a: object, **k: object) -> object:
+        parsed.append(1)
+        return read_any(*a, **k)
+
+    monkeypatch.setattr(jsprof.formats, "read_any", counting)
+    monkeypatch.setattr(kept_tail, "CHUNK", 3)
+    monkeypatch.setattr(view, "TAIL_NEW_MAX", 4)
+    monkeypatch.setattr(stats, "PERM_MAX_LOADS", 2)
+    kept_tail.forget()
+    rng = np.random.default_rng(12)
+    st = Store(tmp_path / "store")
+    _add(st, rng, 0, 10)
+    f = Filters(app="shop")
+
+    def query(reads: int, traces: int, pending: int) -> None:
+        parsed.clear()
+        with api.session(st, keep_tail=True) as s:
+            doc = api.top(s, f, None)
+        assert len(parsed) == reads
+        assert (doc["traces"], doc["pendingUploads"]) == (traces, pending)
+
+    query(4, 4, 6)
+    query(4, 8, 2)
+    query(2, 10, 0)
+    assert _answers(st, True) == _answers(st, False)  # all read: a fresh full read's answer
+    _add(st, rng, 10, 5)
+    query(4, 14, 1)
+    query(1, 15, 0)
+    assert _answers(st, True) == _answers(st, False)
+    st.close()
+    kept_tail.forget()

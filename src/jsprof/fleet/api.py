@@ -73,8 +73,9 @@ def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False)
     takes no lock and writes no file, not even a temporary one, so it answers the same as
     a user who may only read the store; what is over the cap is counted (`pending`).
     `keep_tail`: the tail read is kept in this process, the next snapshot of the store
-    reads only the uploads stored since (a collector worker; a local store only)."""
-    from ..store.tables.view import TAIL_MAX, read_manifest, read_tail
+    reads only the uploads stored since, at most `TAIL_NEW_MAX` of them (a collector
+    worker; a local store only)."""
+    from ..store.tables.view import TAIL_MAX, TAIL_NEW_MAX, read_manifest, read_tail
 
     # A store on S3 (a collector's, or `open_store`'s of an s3:// URL): its mirror is
     # refreshed and its tail read under the mirror's lock (shared: see query_lock)
@@ -90,8 +91,11 @@ def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False)
         if url is not None:
             store = _object_store(url, locked=True)
         man = read_manifest(store.path)
+        keep = keep_tail and url is None
+        # a kept tail reads at most TAIL_NEW_MAX new uploads a query: a bounded wait, the
+        # rest counted (`pending`) and read by the next queries
         tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit,
-                         keep=keep_tail and url is None)
+                         keep=keep, new_max=TAIL_NEW_MAX if keep else None)
     # After the manifest: an upload pruned since it was compacted is left out.
     snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
     snap.remote = getattr(store, "remote_url", None)
@@ -134,7 +138,9 @@ def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None =
 def notes(s: Session) -> dict:
     """What every query document says of the store beside its rows: raw records no query
     can count (damaged on disk: `jsprof serve check` lists them), and uploads stored but
-    in no result yet (the collector's compactor is behind by more than a query reads)."""
+    in no result yet (the collector's compactor is behind by more than a query reads, or
+    a collector's query has not read them yet: each reads at most `TAIL_NEW_MAX` new
+    ones, the next query more)."""
     return {"damagedRecords": s.snap.damaged, "pendingUploads": s.snap.pending}
 
 

@@ -328,7 +328,8 @@ def _store_notes(args: argparse.Namespace, damaged: int, pending: int) -> None:
               f"{'its' if damaged == 1 else 'their'} checksum and {'is' if damaged == 1 else 'are'}"
               f" in no result (`{check}` lists them)", file=sys.stderr)
     if pending:
-        why = ("the collector's compactor is behind; ask again later" if args.url else
+        why = ("the collector's compactor is behind, and each query reads a bounded number "
+               "of the uploads it has not compacted; ask again later" if args.url else
                "a collector's compactor is behind, or none compacts this store: "
                f"`jsprof serve compact --store {args.store or DEFAULT_STORE}` compacts it")
         print(f"jsprof: note: {plural(pending, 'upload')} stored but not compacted yet "

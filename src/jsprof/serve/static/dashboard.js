@@ -189,7 +189,10 @@ async function loadTop() {
     (doc.pageLoadsEstimated ? " (estimated: standard error 1.6 %)" : "") + " · " +
     `${plural(doc.samples, "sample")} · ${fmt(doc.totalMs / 1000, 1)} s` +
     (doc.excludedIdleMs !== undefined ? ` · idle excluded: ${fmt(doc.excludedIdleMs / 1000, 1)} s of ` +
-      `(idle) and (program) samples (${doc.excludedIdleSamples}) left out here and in the merged flame graph` : "");
+      `(idle) and (program) samples (${doc.excludedIdleSamples}) left out here and in the merged flame graph` : "") +
+    // the collector reads a bounded number of new uploads a query (the compactor behind)
+    (doc.pendingUploads ? ` · ${plural(doc.pendingUploads, "newer upload")} not read yet ` +
+      "(each refresh reads more)" : "");
   const body = $("top").tBodies[0];
   body.replaceChildren();
   for (const r of doc.rows) {

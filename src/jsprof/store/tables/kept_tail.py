@@ -124,10 +124,12 @@ def forget() -> None:
         _kept.clear()
 
 
-def read(store: Any, man: dict, limit: int, max_samples: int) -> tuple[dict, int, int, int]:
+def read(store: Any, man: dict, limit: int, max_samples: int, new_max: int | None = None
+         ) -> tuple[dict, int, int, int]:
     """`view.read_tail(store, man, limit, max_samples)`'s Tail (manifest, uploads, pending,
     damaged), from what this process kept of `store`'s tail at its last query plus the
-    uploads stored since."""
+    uploads stored since: at most `new_max` of them (None: no cap but `limit`), the rest
+    counted as pending for a later call to read (`view.TAIL_NEW_MAX`)."""
     with _lock:
         lock = _locks.setdefault(store, threading.Lock())
     with lock:
@@ -137,7 +139,7 @@ def read(store: Any, man: dict, limit: int, max_samples: int) -> tuple[dict, int
             kept = None
         if kept is None:
             kept = _Kept(cursor_in(man), next_uk=man["nextUk"])
-        pending = _read_new(store, kept, man, limit, max_samples)
+        pending = _read_new(store, kept, man, limit, max_samples, new_max)
         damaged = len(kept.damaged - {(d["segment"], d["offset"])
                                       for d in man.get("damaged", [])})
         uploads = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
@@ -222,9 +224,10 @@ def _reread(store: Any, kept: _Kept, c: _Chunk, skip: int) -> _Chunk | None:
     return build.flush()
 
 
-def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int) -> int:
-    """Read the uploads after `kept.end` into new chunks, up to the caps; returns how many
-    are left out over them (`Tail.pending`)."""
+def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int,
+              new_max: int | None = None) -> int:
+    """Read the uploads after `kept.end` into new chunks, up to the caps (and at most
+    `new_max` this call); returns how many are left out over them (`Tail.pending`)."""
     live = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
     samples = sum(c.samples for c in kept.chunks)
     after = kept.end if kept.end is not None else kept.start
@@ -236,13 +239,16 @@ def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int) 
 
     build = _Builder(store, kept)
     pending = 0
+    read_now = 0
     it = store.iter_uploads(after, on_damage=damaged)
     try:
         for got in it:
-            if live >= limit or samples >= max_samples:
+            if (live >= limit or samples >= max_samples
+                    or new_max is not None and read_now >= new_max):
                 pending = 1 + store.count_uploads(got[0])  # this one, and all after it
                 break
             n = build.add(*got, uk=None)
+            read_now += 1
             kept.end = got[0]
             live += n is not None
             samples += n or 0

@@ -59,6 +59,7 @@ __all__ = [
     "ROLLUP_KINDS",
     "TAIL_MAX",
     "TAIL_MAX_SAMPLES",
+    "TAIL_NEW_MAX",
     "CompactError",
     "Tail",
     "bucket_of",
@@ -87,6 +88,12 @@ TAIL_MAX = 500
 # field uploads of 6,000: ~120 MB of tables, a peak of ~250 MB in all (issue 34: 500
 # such uploads peaked at 1.2 GB before the tail's moments were built a block at a time).
 TAIL_MAX_SAMPLES = 3_000_000
+# New uploads one query of a collector worker reads (`keep`: the rest wait, counted in
+# `Tail.pending`, for its next query): ~2 s of one core at ~6 ms of CPU per field upload
+# (6,000 samples; benchmarks/RESULTS.md, issue 34). The answer then comes within that,
+# however far the compactor is behind, on a worker that gets a tenth of a core: 20 s,
+# where a query that read all that had come (hundreds) took minutes at load 24-36.
+TAIL_NEW_MAX = 300
 
 
 @dataclass
@@ -100,7 +107,8 @@ class Tail:
 
 
 def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
-              max_samples: int = TAIL_MAX_SAMPLES, keep: bool = False) -> Tail:
+              max_samples: int = TAIL_MAX_SAMPLES, keep: bool = False,
+              new_max: int | None = None) -> Tail:
     """What a query adds to the committed tables `man` without compacting: the uploads
     stored after its cursor (at most `limit`, oldest first, and no upload once
     `max_samples` samples are read: the last one read may pass it by its own samples,
@@ -116,14 +124,18 @@ def read_tail(store: UploadSource, man: dict, limit: int = TAIL_MAX,
     Upload keys continue `nextUk` in the order compaction will give them.
 
     `keep`: what was read is kept in this process for its next call, which reads only
-    the uploads stored since (`kept_tail`: a collector worker's queries).
+    the uploads stored since (`kept_tail`: a collector worker's queries), and each call
+    reads at most `new_max` of those (None: any number up to `limit`; a collector's
+    queries pass `TAIL_NEW_MAX`); the others are counted in `pending` and read by the
+    calls after it, `new_max` at a time.
     """
     from ...formats import read_any
 
     if keep:
         from . import kept_tail
 
-        kept, uploads, pending, damaged = kept_tail.read(store, man, limit, max_samples)
+        kept, uploads, pending, damaged = kept_tail.read(store, man, limit, max_samples,
+                                                         new_max)
         return Tail(kept, uploads=uploads, pending=pending, damaged=damaged)
 
     releases: dict[str, Release] = {}
