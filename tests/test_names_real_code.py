@@ -322,11 +322,17 @@ def test_a_trace_without_columns_is_said_as_such(work, tmp_path):
     assert "does not match" not in said[0]
 
 
-def test_quickjs_names_functions_as_v8_does(work):
+@pytest.fixture(scope="module")
+def acorn_on_quickjs(work):
+    """The acorn driver recorded on QuickJS, its CPU time: one recording for the tests that
+    read it (each a few seconds of QuickJS on a loaded machine)."""
+    return record(work["dir"] / "driver.mjs", sample_interval=1.0, clock="cpu")
+
+
+def test_quickjs_names_functions_as_v8_does(work, acorn_on_quickjs):
     """acorn on QuickJS: its `pp.next = function () {}` methods are named as V8 names
     them, so a QuickJS profile reads (and diffs) as a V8 one of the same code."""
-    d = work["dir"]
-    rec = record(d / "driver.mjs", sample_interval=1.0, clock="cpu")  # its CPU time
+    rec = acorn_on_quickjs
     s = summarize(rec)
     total = float(s.stats.self_ms.sum())
     anonymous = sum(
@@ -359,15 +365,14 @@ def test_quickjs_names_functions_as_v8_does(work):
     assert len(top10_at & quickjs_at) >= 8, (sorted(top10_at - quickjs_at), len(quickjs_at))
 
 
-def test_quickjs_and_v8_profiles_of_acorn_diff_by_name(work, tmp_path):
+def test_quickjs_and_v8_profiles_of_acorn_diff_by_name(work, acorn_on_quickjs, tmp_path):
     """jsprof diff of V8's profile (node --cpu-prof) and a QuickJS recording of the same
     acorn driver: the functions match by name and script. V8's `(garbage collector)`, a
     row QuickJS never has (up to half of a V8 run under load), counted as time in
     'functions NEW does not have' and set off the warning that the scripts did not match
     (two checkouts, --strip-prefix), of one and the same acorn.mjs."""
-    d = work["dir"]
     out = tmp_path / "quickjs.json"
-    jsprof.save(record(d / "driver.mjs", sample_interval=1.0, clock="cpu"), out)
+    jsprof.save(acorn_on_quickjs, out)
     v8 = work["truth"]["acorn.mjs"]
     diff = diff_profiles(jsprof.load(v8), jsprof.load(out), rank="ms", anonymous_by_line=True)
     gc = [r for r in diff.rows if r.key.name == "(garbage collector)"]
