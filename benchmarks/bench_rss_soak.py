@@ -107,10 +107,13 @@ def _uploader(port: int, bodies: list[bytes], rate: float, threads: int, stop_at
     out.put(counts)
 
 
-def _query_round(port: int) -> tuple[dict[str, int], list[float], dict[str, float], int | None]:
+def _query_round(port: int) -> tuple[dict[str, int], list[float], dict[str, float], int | None,
+                                      list[int]]:
     """Codes and times of a round's queries; the slowest time per query path; the
     compactor's backlog (uploads not compacted: the tail each query reads) at the first
-    /v1/status."""
+    /v1/status; each query's pendingUploads (uploads its worker had not read yet: a query
+    reads a bounded number of new ones, `TAIL_NEW_MAX`), where it says."""
+    pending: list[int] = []
     codes: dict[str, int] = {}
     took = []
     slowest: dict[str, float] = {}
@@ -126,6 +129,11 @@ def _query_round(port: int) -> tuple[dict[str, int], list[float], dict[str, floa
                 code = str(r.status)
                 if q == "/v1/status" and backlog is None and r.status == 200:
                     backlog = json.loads(body)["compactor"]["pending"]
+                said = r.getheader("X-Jsprof-Pending-Uploads")
+                if said is None and q.startswith("/v1/query/") and body[:1] == b"{":
+                    said = json.loads(body).get("pendingUploads")
+                if said is not None and r.status == 200:
+                    pending.append(int(said))
             except OSError as e:
                 code = type(e).__name__
             finally:
@@ -134,7 +142,7 @@ def _query_round(port: int) -> tuple[dict[str, int], list[float], dict[str, floa
             path = q.split("?")[0]
             slowest[path] = max(slowest.get(path, 0.0), took[-1])
             codes[code] = codes.get(code, 0) + 1
-    return codes, took, slowest, backlog
+    return codes, took, slowest, backlog, pending
 
 
 def _slope_mib_per_min(points: list[tuple[float, int]]) -> float:
@@ -168,7 +176,7 @@ def main() -> int:
     rss: dict[int, list[tuple[float, int]]] = {}
     roles: dict[int, str] = {}
     rounds: list[tuple[float, float, dict[str, int], list[float], dict[str, float],
-                       int | None]] = []
+                       int | None, list[int]]] = []
     try:
         port = collector_port(proc, 2)
         ctx = mp.get_context("fork")
@@ -213,11 +221,12 @@ def main() -> int:
     print(f"uploads: {uploads} ({uploads.get('202', 0) / args.seconds:.1f}/s acknowledged); "
           f"load at the end {load:.1f}")
     print(f"query rounds: {len(rounds)}")
-    for i, (t, end, codes, took, slowest, backlog) in enumerate(rounds):
+    for i, (t, end, codes, took, slowest, backlog, pending) in enumerate(rounds):
         worst = ", ".join(f"{p.rsplit('/', 1)[-1]} {v:.1f}" for p, v in slowest.items())
         print(f"  round {i + 1} from {t:.0f} s, {end - t:.0f} s: {codes}, median "
               f"{statistics.median(took):.2f} s, max {max(took):.2f} s (slowest: {worst}); "
-              f"compactor backlog {backlog} uploads")
+              f"compactor backlog {backlog} uploads; pendingUploads "
+              f"{min(pending, default=0)}-{max(pending, default=0)}")
     bad = 0
     for p in sorted(rss, key=lambda p: (roles[p], p)):
         pts = rss[p]
