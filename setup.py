@@ -5,7 +5,8 @@ QuickJS-ng's source is never committed: at build time we fetch the pinned PyPI s
 with pip (the only network jsprof's build needs), unpack `upstream-quickjs/`, apply our
 small patch (src/jsprof/engines/_quickjs/quickjs.patch) and compile it -O2 together with
 the sampler. The unpacked, patched tree is cached under build/ so rebuilds don't
-re-download. Set JSPROF_QUICKJS_SDIST=/path/to/quickjs_ng-0.17.0.2.tar.gz to build offline.
+re-download. Set JSPROF_QUICKJS_SDIST=/path/to/quickjs_ng-0.17.0.2.tar.gz to build offline,
+and JSPROF_BUILD_CACHE=DIR to keep the compiled objects for the next build (docs/engines.md).
 """
 
 from __future__ import annotations
