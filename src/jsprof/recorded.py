@@ -148,7 +148,7 @@ class LightRecording:
             for r in t.trace.resources:
                 if r.startswith("file://"):
                     path = unquote(urlparse(r).path)
-                elif r and "://" not in r and not r.startswith("node:"):
+                elif r and "://" not in r:  # a path as given (sourcemap_files._local_path)
                     path = r
                 else:
                     continue
