@@ -199,6 +199,17 @@ def test_record_imports_no_numpy_and_prints_what_the_file_says(name, tmp_path, c
     assert want in r.stderr, (want, r.stderr)
 
 
+def test_a_map_comment_naming_no_file_needs_no_numpy(tmp_path):
+    """typescript's own lib/_tsc.js ends in `//# sourceMappingURL=_tsc.js.map`, a file npm
+    does not install: no map is read, so the summary needs no model (it did, measured)."""
+    script = tmp_path / "m.js"
+    script.write_text(SCRIPTS["busy"] + "//# sourceMappingURL=m.js.map\n")
+    r = _cli(["record", "--engine", "node", "-o", "o.jsprof.json", "m.js"], tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().splitlines()[-1] == "False", r.stderr
+    assert "--sourcemap" not in r.stderr
+
+
 def test_record_with_a_source_map_goes_through_the_model(tmp_path):
     """A script with a sourceMappingURL: the summary is shown through the map (numpy);
     the file is the same either way."""

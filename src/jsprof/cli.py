@@ -815,13 +815,14 @@ def _through_maps(rec: Recording) -> Recording | None:
     sourceMappingURL comments, a .map beside them), for the summary's top functions; None
     when no script has one. A map that cannot be read or does not match is said in one
     line and the summary shows what was recorded: the file is written either way."""
+    from . import sourcemap_files
     from .recorded import LightRecording
 
     if isinstance(rec, LightRecording):
-        if not rec.may_have_source_maps():
-            return None  # (no numpy for the summary: see recorded.py)
+        # what `apply` would find, without reading a map: none, no model (numpy) either
+        if not any(sourcemap_files.local_map_named(t.trace.resources) for t in rec.tracks):
+            return None
         rec = rec.recording()
-    from . import sourcemap_files
 
     notes: list[str] = []
     try:

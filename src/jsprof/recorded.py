@@ -17,7 +17,6 @@ This is the record path's border, not a second model: analysis stays on numpy co
 
 from __future__ import annotations
 
-import os
 from array import array
 from typing import Any
 
@@ -137,33 +136,6 @@ class LightRecording:
 
             self._full = Recording([t.to_track() for t in self.tracks])
         return self._full
-
-    def may_have_source_maps(self) -> bool:
-        """Whether a local script of it may have a source map (`sourcemap_files.find_maps`
-        would look): a `<script>.map` beside it, or `sourceMappingURL` in its last 64 KiB.
-        Erring towards yes: then the summary goes through the model and the maps."""
-        from urllib.parse import unquote, urlparse
-
-        for t in self.tracks:
-            for r in t.trace.resources:
-                if r.startswith("file://"):
-                    path = unquote(urlparse(r).path)
-                elif r and "://" not in r:  # a path as given (sourcemap_files._local_path)
-                    path = r
-                else:
-                    continue
-                if not os.path.isfile(path):
-                    continue
-                if os.path.isfile(path + ".map"):
-                    return True
-                try:
-                    with open(path, "rb") as f:
-                        f.seek(max(0, os.fstat(f.fileno()).st_size - 65536))
-                        if b"sourceMappingURL" in f.read():
-                            return True
-                except OSError:
-                    return True
-        return False
 
 
 # ---- the summary's numbers, as the model computes them ---------------------------------

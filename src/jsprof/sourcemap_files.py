@@ -11,6 +11,10 @@ Where maps come from (`--sourcemap DIR|FILE`, or beside local scripts):
 Map files are data: parsed as JSON with size limits, never evaluated. An original source
 the map does not carry (`sourcesContent`) is read from a local file on demand, only to find
 where a function ends.
+
+The map classes and the model (numpy) are imported by the functions that read maps:
+`local_map_named` (is there a map beside these scripts?) is asked by `record --engine
+node`'s summary, which needs no numpy when there is none (recorded.py).
 """
 
 from __future__ import annotations
@@ -26,10 +30,12 @@ from urllib.parse import unquote, urlparse
 
 import orjson
 
-from .analysis import sourcemap
-from .analysis.sourcemap import MAX_MAP_BYTES, SourceMap, SourceMapError
 from .errors import UsageError
-from .trace import Recording, spans_without_calls
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from .analysis.sourcemap import SourceMap
+    from .trace import Recording
 
 MAX_SOURCE_BYTES = 16 << 20  # an original source read to find where its functions end
 _URL_COMMENT = re.compile(rb"[#@]\s*sourceMappingURL=(\S+)\s*(?:\*/)?\s*$")
@@ -61,6 +67,8 @@ def _with_reader(sm: SourceMap) -> SourceMap:
 
 
 def _read_limited(path: Path) -> bytes:
+    from .analysis.sourcemap import MAX_MAP_BYTES, SourceMapError
+
     try:
         if path.stat().st_size > MAX_MAP_BYTES:
             raise SourceMapError(f"{path}: larger than the {MAX_MAP_BYTES} byte source map limit")
@@ -70,6 +78,8 @@ def _read_limited(path: Path) -> bytes:
 
 
 def load_map(path: str | os.PathLike) -> SourceMap:
+    from .analysis.sourcemap import SourceMap, SourceMapError
+
     p = Path(path)
     try:
         doc = orjson.loads(_read_limited(p))
@@ -78,7 +88,8 @@ def load_map(path: str | os.PathLike) -> SourceMap:
     return _with_reader(SourceMap(doc, str(p), str(p.parent)))
 
 
-def _from_comment(script: Path) -> SourceMap | None:
+def _map_url(script: Path) -> str | None:
+    """The URL of the script's `sourceMappingURL` comment (in its last five lines)."""
     try:
         with open(script, "rb") as f:
             f.seek(max(0, script.stat().st_size - 65536))
@@ -90,9 +101,30 @@ def _from_comment(script: Path) -> SourceMap | None:
         m = _URL_COMMENT.search(line.strip())
         if m:
             break
-    if m is None:
+    return None if m is None else m.group(1).decode("utf-8", "replace")
+
+
+def local_map_named(resources: list[str]) -> bool:
+    """Whether `find_maps(resources, None)` finds a map to read (a local script's inline
+    or existing sourceMappingURL target, or a `.map` beside it), without reading one."""
+    for r in resources:
+        local = _local_path(r)
+        if local is None or not local.is_file():
+            continue
+        url = _map_url(local)
+        if url is not None and (url.startswith("data:") or (local.parent / unquote(url)).is_file()):
+            return True
+        if local.with_name(local.name + ".map").is_file():
+            return True
+    return False
+
+
+def _from_comment(script: Path) -> SourceMap | None:
+    from .analysis.sourcemap import SourceMap, SourceMapError
+
+    url = _map_url(script)
+    if url is None:
         return None
-    url = m.group(1).decode("utf-8", "replace")
     if url.startswith("data:"):
         header, _, payload = url.partition(",")
         raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload).encode()
@@ -145,6 +177,8 @@ def script_lines_for(where: str | None) -> Callable[[str], list[int] | None]:
 
 def find_maps(resources: list[str], where: str | None) -> dict[str, SourceMap]:
     """Source maps per resource, from `where` (a DIR or a .map FILE) or beside the scripts."""
+    from .analysis.sourcemap import SourceMapError
+
     found: dict[str, SourceMap] = {}
     if where is not None and not os.path.exists(where):
         raise SourceMapError(f"{where}: no such file or directory (give a .map file or a folder)")
@@ -190,6 +224,9 @@ def apply(
     their URL, for a viewer that shows them; `notes` a line per map that does not match
     its script (not applied: `analysis.sourcemap.apply_to_trace`), and one line when the
     maps `where` names fit no script of the recording (nothing was applied)."""
+    from .analysis import sourcemap
+    from .trace import Recording, spans_without_calls
+
     tracks = []
     found = False
     for t in rec.tracks:
