@@ -60,7 +60,8 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
     from jsprof.store.tables.intern import release_key
     from jsprof.store.tables.manifest import FORMAT_VERSION, write_manifest
     from jsprof.store.tables.parts import new_part, schemas
-    from jsprof.store.tables.perload import EXAMPLES_KEPT, LOAD_KEY, function_hash
+    from jsprof.store.tables.perload import LOAD_KEY, function_hash
+    from jsprof.store.tables.rollup import EXAMPLES_KEPT
     from jsprof.store.tables.rollup import HLL_M, ROLLUP_KINDS, bucket_of
 
     sch = schemas()

@@ -224,3 +224,72 @@ def test_dask_gives_the_rolled_regressions_duckdb_gives(store: Path, tmp_path: P
     finally:
         client.close()
         c.close()
+
+
+class _PerPair:
+    """`rollups.Units` as every pair read its sides before: each day (release) on its own,
+    with its own scans of rollup_cells, rollup_loads, rollup_stacks and rollup_perload."""
+
+    def __init__(self, engine: object, snap: object, f: Filters, fs: list[Filters]) -> None:
+        from jsprof.fleet import rollups
+
+        self.select = lambda i: rollups.select(engine, snap, fs[i])
+        plans = [rollups.perload_plan(snap, g) for g in fs]
+        self.perload = [None if p is None else (p, engine.rollup(p, "rollup_perload", g))
+                        for p, g in zip(plans, fs, strict=True)]
+
+
+@pytest.fixture(scope="module")
+def days_store(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # fib 6x slower from the fourth day on, in every release
+    path = tmp_path_factory.mktemp("rollups_regressions_days") / "store"
+    real_store(path, 29, lambda i, day, rel: "fib" if day >= 3 else None, n=72,
+               chunks=lambda i: 1 + i % 3, route=lambda i: ["/cart", "/home"][i % 2])
+    st = Store(path)
+    compact(st, batch=5)
+    st.close()
+    return path
+
+
+def test_every_day_read_in_one_scan_per_table(store: Path, days_store: Path, low_perm: None,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    # `--by day` over 30 days read each pair as a diff of two rolled selections: ~10 scans
+    # of the rollups a pair, each day read twice (29 pairs: 33-48 s at load 20-30). Now
+    # each table is scanned once for every day, whatever their number; the document is
+    # the per-pair reads' to the last digit, its order and ties too.
+    from jsprof.fleet import rollups
+
+    docs = []
+    for path, by, f in ((days_store, "day", Filters(app="shop")),
+                        (days_store, "day", Filters(app="shop", route="/cart")),
+                        (store, "release", Filters(app="shop"))):
+        with api.session(api.open_store(path)) as s:
+            with monkeypatch.context() as m:
+                m.setattr(rollups, "Units", _PerPair)
+                ref = regressions.regressions(s, f, by=by)
+            scans: list[str] = []
+            scan = s.engine.rollup
+
+            def counted(*a: object, scans: list = scans, scan: object = scan,
+                        **k: object) -> dict:
+                scans.append(str(a[1]))
+                return scan(*a, **k)
+
+            with monkeypatch.context() as m:
+                _no_upload_rows(s, m)
+                m.setattr(s.engine, "rollup", counted)
+                got = regressions.regressions(s, f, by=by)
+        assert got == ref
+        assert got["tests"] > 5 and not got["skipped"]
+        # the days (rollup_cells), then cells, loads, stacks and per-load sums of every
+        # unit, then the examples of the pairs that found something
+        assert scans[:5] == ["rollup_cells", "rollup_cells", "rollup_loads", "rollup_stacks",
+                             "rollup_perload"], scans
+        assert set(scans[5:]) <= {"rollup_examples"}
+        assert len(scans) - 5 <= len({(x["baseDay"] if by == "day" else x["baseRelease"])
+                                      for x in got["regressions"]})
+        docs.append(got)
+    assert len(docs[0]["days"]) == 6
+    assert [(x["name"], x["day"]) for x in docs[0]["regressions"]][:1] == [
+        ("fib", "2026-11-29")]
+    assert docs[2]["regressions"]

@@ -419,10 +419,11 @@ class DiffParts:
 def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
                flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False,
-               rolled: bool = False) -> DiffParts:
+               rolled: bool = False, units: Any = None) -> DiffParts:
     """`diff`, keeping the selections, the row keys and the matcher. `rolled` (with reps
     0: no intervals): both sides from the rollups whatever their size, when they can be
-    (`fleet regressions`, which reads their per-load sums next)."""
+    (`fleet regressions`, which reads their per-load sums next); `units`: those two
+    sides' `rollups.select`, already made (`rollups.Units`)."""
     import math
 
     from ..analysis.calltree import build_call_tree
@@ -440,8 +441,9 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     # stacks; the intervals from their moments: rollups.diff_intervals), else per upload.
     # Not for the flame page (its Time view reads uploads) nor without intervals (reps 0)
     # unless `rolled` says the caller reads the rollups next.
-    sides = [rollups.select(s.engine, s.snap, f) if (reps or rolled) and flame_fmt is None
-             else None for f in (base_f, new_f)]
+    sides = list(units) if units is not None else [
+        rollups.select(s.engine, s.snap, f) if (reps or rolled) and flame_fmt is None
+        else None for f in (base_f, new_f)]
     if all(x is not None and (rolled or x.traces >= rollups.MOMENTS_MIN_UPLOADS)
            for x in sides):
         base, new = sides

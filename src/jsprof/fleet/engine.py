@@ -432,10 +432,16 @@ ROLLUP_FLOATS = ("sample_interval", "lost_ms", "a_sq", "s_sq", "s_a", "t_sq", "t
 ROLLUP_KEYED = ("rollup_examples",)  # `want` names its keys, not frames
 
 
-def _loads(hashes: list, registers: list) -> dict[str, Any]:
-    """rollup_loads rows: the page-load hashes, and the cells' sketches."""
+def _loads(hashes: list, registers: list, ri: list | None = None) -> dict[str, Any]:
+    """rollup_loads rows: the page-load hashes, and the cells' sketches; with `ri` (per
+    row, the plan's index) also `hash_ri` and `registers_ri`, per hash and per sketch."""
+    ri = [0] * len(hashes) if ri is None else ri
     return {"load_hash": np.asarray([x for x in hashes if x is not None], np.int64),
-            "registers": [r for r in registers if r is not None]}
+            "registers": [r for r in registers if r is not None],
+            "hash_ri": np.asarray([i for i, x in zip(ri, hashes, strict=True)
+                                   if x is not None], np.int64),
+            "registers_ri": np.asarray([i for i, r in zip(ri, registers, strict=True)
+                                        if r is not None], np.int64)}
 
 
 def _empty_rollup(kind: str) -> dict[str, np.ndarray]:
@@ -800,10 +806,10 @@ class DuckEngine:
                 return _empty_rollup(kind)
             src = " UNION ALL BY NAME ".join(pieces)
             if kind == "rollup_loads":
-                t = self.con.sql(f"SELECT load_hash, registers FROM ({src}) WHERE {cond}",
+                t = self.con.sql(f"SELECT ri, load_hash, registers FROM ({src}) WHERE {cond}",
                                  params=[*params, *cp]).to_arrow_table()
                 return _loads(t.column("load_hash").to_pylist(),
-                              t.column("registers").to_pylist())
+                              t.column("registers").to_pylist(), t.column("ri").to_pylist())
             elif kind in ROLLUP_KEYED:
                 sql = (f"SELECT {', '.join((*keys, *sums))} FROM ({src}) WHERE {cond} "
                        f"ORDER BY {', '.join(keys)}")
@@ -1074,9 +1080,9 @@ class DaskEngine:
         if kind == "rollup_loads":
             import pandas as pd
 
-            pdf = self.client.compute(df[["load_hash", "registers"]]).result()
+            pdf = self.client.compute(df[["ri", "load_hash", "registers"]]).result()
             return _loads([None if pd.isna(v) else int(v) for v in pdf["load_hash"].tolist()],
-                          pdf["registers"].tolist())
+                          pdf["registers"].tolist(), [int(v) for v in pdf["ri"].tolist()])
         keys, sums = ROLLUP_OUT[kind]
         if kind in ROLLUP_KEYED:
             pdf = self.client.compute(df[[*keys, *sums]]).result().sort_values(

@@ -212,26 +212,31 @@ def _supported(parts: Any, self_b: np.ndarray, all_b: float, self_a: np.ndarray,
 
 
 def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_traces: int,
-          min_samples: int, min_share: float, rolled: bool) -> _Pair:
-    """The tests of one pair: from the rollups' per-load sums (`rollups.perload_side`)
-    when both sides can be read so and the pair has more than PERM_MAX_LOADS page loads
-    (Student's t), else from the page loads' own values (the per-upload rows of these
-    few page loads: a permutation null needs each one's value)."""
+          min_samples: int, min_share: float, units: Any, at: int, hashes: dict) -> _Pair:
+    """The tests of one pair (`units`' `at` and `at` + 1, read from the rollups:
+    `rollups.Units`; None: per upload; `k`: the pair's number, its permutations' seed):
+    from the rollups' per-load sums (`rollups.perload_side`) when both sides can be read
+    so and the pair has more than PERM_MAX_LOADS page loads (Student's t), else from the
+    page loads' own values (the per-upload rows of these few page loads: a permutation
+    null needs each one's value)."""
     from . import api, query, rollups
 
     plans = None
-    if rolled:
-        plans = [rollups.perload_plan(s.snap, g) for g in (base_f, new_f)]
+    if units is not None:
+        plans = [units.perload[at], units.perload[at + 1]]
         if any(p is None for p in plans) or sum(
-                rollups.page_loads_of(s.engine, p, g)
-                for p, g in zip(plans, (base_f, new_f), strict=True)) <= stats.PERM_MAX_LOADS:
+                rollups.page_loads_of(s.engine, p, g, rows)
+                for (p, rows), g in zip(plans, (base_f, new_f), strict=True)
+        ) <= stats.PERM_MAX_LOADS:
             plans = None
     # reps=0: no bootstrap; every row of the diff, its keys and matcher
     parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0,
-                           rolled=plans is not None)
+                           rolled=plans is not None,
+                           units=None if plans is None else (units.select(at),
+                                                             units.select(at + 1)))
     if plans is not None:
-        sides = [rollups.perload_side(s.engine, sel, p, parts.keys, parts.match)
-                 for sel, p in zip((parts.base, parts.new), plans, strict=True)]
+        sides = [rollups.perload_side(s.engine, sel, p, parts.keys, parts.match, rows, hashes)
+                 for sel, (p, rows) in zip((parts.base, parts.new), plans, strict=True)]
         b, a = sides
         if b is not None and a is not None:
             cols = _supported(parts, b.s, b.all_ms, a.s, a.all_ms, min_share)
@@ -260,7 +265,7 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     without enough evidence, the releases (`releases`) or days (`days`) in the order
     compared, `tests` (how many (function, pair) changes were judged) and `ciLevel` (the
     level of the reported intervals)."""
-    from . import api, query
+    from . import api, query, rollups
 
     if by not in BY:
         raise UsageError(f"--by {str(by)[:20]!r}: use release or day")
@@ -280,10 +285,15 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     skipped: list[dict] = []
     tests: list[tuple[int, int, Change]] = []  # (pair, row, its test)
     pairs: list[_Pair] = []
-    for (before, base_f), (after, new_f) in zip(units, units[1:], strict=False):
+    # every unit's rollup rows read at once (one scan per table, not two per pair)
+    read = None if rolled is None else rollups.Units(s.engine, s.snap, f,
+                                                      [g for _, g in units])
+    hashes: dict = {}
+    for u, ((before, base_f), (after, new_f)) in enumerate(zip(units, units[1:],
+                                                               strict=False)):
         try:
             pair = _pair(s, before, after, base_f, new_f, len(pairs), min_traces,
-                         min_samples, min_share, rolled is not None)
+                         min_samples, min_share, read, u, hashes)
         except UsageError as e:
             skipped.append({by: after, base_key: before, "reason": str(e)})
             continue

@@ -193,23 +193,57 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     """`query.select` from the rollups, or None when they cannot answer `f` (`plan`). A
     `--since`/`--until` inside a day: the whole days between from the rollups, the
     uploads of the part days at the ends from their own rows (`edges`), added up."""
-    from ..store.tables.view import load_hash, page_loads
-    from . import query
-    from .engine import StackRows
-    from .release import named
-
     whole, edges = _split_days(f)
     if whole is None:
         return None
     p = plan(snap, whole)
     if p is None:
         return None
+    return _selection(engine, snap, f, p, edges, engine.rollup(p, "rollup_cells", f),
+                      engine.rollup(p, "rollup_loads", f),
+                      lambda: engine.rollup(p, "rollup_stacks", f), _Releases(snap, f))
+
+
+class _Releases:
+    """A query's releases, each read and named once however many selections hold it
+    (`Units`: a regressions query's days hold the same releases)."""
+
+    def __init__(self, snap: Snapshot, f: Filters) -> None:
+        self.snap, self.f = snap, f
+        self.stored: dict[str, Any] = {}
+        self.named: dict[str, Any] = {}
+        self.frames: dict[str, Frames | None] = {}
+
+    def read(self, rkeys: list[str]) -> tuple[dict, dict, dict]:
+        """`rkeys`' stored releases, named releases and `frames_of` (None: per upload)."""
+        from . import query
+        from .release import named
+
+        for k in rkeys:
+            if k not in self.stored:
+                self.stored[k] = query._read_release(self.snap, k)
+                self.named.update(named({k: self.stored[k]}, self.f))
+                self.frames[k] = frames_of(
+                    self.stored[k], self.named[k],
+                    self.snap.manifest["releases"][k].get("committedFrames"))
+        return ({k: self.stored[k] for k in rkeys}, {k: self.named[k] for k in rkeys},
+                {k: self.frames[k] for k in rkeys})
+
+
+def _selection(engine: Any, snap: Snapshot, f: Filters, p: Plan, edges: list[Filters],
+               cells: dict, loads: dict, stacks: Any, rels: _Releases) -> Any:
+    """`select`'s Selection from the plan `p`'s rollup_cells and rollup_loads rows,
+    `stacks()` its rollup_stacks rows (read only when the rollups can answer), and the
+    uploads of the part days `edges`."""
+    from ..store.tables.view import load_hash, page_loads
+    from . import query
+    from .engine import StackRows
+
     ends = _no_uploads()
     for e in edges:
         ends = _concat(ends, engine.uploads(snap, e))
     pos = {k: i for i, k in enumerate(p.rkeys)}
     end_ri = np.asarray([pos[k] for k in ends.rkeys] or [0], np.int64)  # ends' -> plan's
-    cells = engine.rollup(p, "rollup_cells", f)
     cells = {k: np.concatenate([np.asarray(cells[k]), v]) for k, v in {
         "ri": end_ri[ends.ri] if len(ends) else np.zeros(0, np.int64),
         "sample_interval": ends.sample_interval, "uploads": np.ones(len(ends), np.int64),
@@ -217,25 +251,22 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
         "samples": ends.samples, "total_ns": np.rint(ends.total_ms * 1e6).astype(np.int64),
         "lost_ms": ends.lost_ms,
         "a_sq": np.rint(ends.total_ms * 1e6) ** 2}.items()}
-    loads = engine.rollup(p, "rollup_loads", f)
     ids = [x for x in ends.page_load if x is not None]
     n_loads = page_loads(np.concatenate([loads["load_hash"], load_hash(ids)]),
                          loads["registers"])
     up = Rolled(p.rkeys, cells, int(cells["own_loads"].sum()) + n_loads,
                 estimated=bool(loads["registers"]))
-    stored = {k: query._read_release(snap, k) for k in up.rkeys}
+    stored, releases, how = rels.read(up.rkeys)
     p.stored = stored
     p.committed = {k: snap.manifest["releases"][k].get("committedFrames") for k in stored}
-    releases = named(stored, f)
     # How each release's rollup_frames rows count a function once per upload (`Frames`),
     # or None: only its per-upload rows can
     p.frames = {}
-    for k, rel in releases.items():
-        how = frames_of(stored[k], rel, snap.manifest["releases"][k].get("committedFrames"))
-        if how is None:
+    for k in releases:
+        if how[k] is None:
             return None
-        p.frames[pos[k]] = how
-    got = engine.rollup(p, "rollup_stacks", f)
+        p.frames[pos[k]] = how[k]
+    got = stacks()
     if len(ends):
         more = engine.stacks(snap, ends)
         got = _sum_stacks({k: np.concatenate([np.asarray(got[k]), v]) for k, v in {
@@ -253,6 +284,76 @@ def select(engine: Any, snap: Snapshot, f: Filters) -> Any:
     sel.rollup = p
     sel.ends = ends
     return sel
+
+
+# ---- several selections read at once (`fleet regressions`' days or releases) ------------------
+
+
+def _scan_many(engine: Any, plans: list[Plan], kind: str, f: Filters) -> list[dict]:
+    """`engine.rollup(plan, kind, f)` of each of `plans`, all read in one scan: one plan
+    whose releases are every plan's in turn, its rows then split by plan (in each, the
+    same rows in the same order as its own scan gives)."""
+    off = np.cumsum([0] + [len(p.rkeys) for p in plans])
+    one = Plan([k for p in plans for k in p.rkeys],
+               {kind: [x for p in plans for x in p.parts[kind]]})
+    got = engine.rollup(one, kind, f)
+    out = []
+    for i in range(len(plans)):
+        lo, hi = int(off[i]), int(off[i + 1])
+        if kind == "rollup_loads":
+            h, r = got["hash_ri"], got["registers_ri"]
+            out.append({"load_hash": got["load_hash"][(h >= lo) & (h < hi)],
+                        "registers": [x for x, j in zip(got["registers"], r.tolist(),
+                                                        strict=True) if lo <= j < hi]})
+            continue
+        ri = np.asarray(got["ri"], np.int64)
+        a, b = np.searchsorted(ri, lo), np.searchsorted(ri, hi)  # rows sorted by ri
+        mine = {c: np.asarray(v)[a:b] for c, v in got.items()}
+        mine["ri"] = mine["ri"] - lo
+        out.append(mine)
+    return out
+
+
+class Units:
+    """The selections `fleet regressions` compares (each day or release, `fs`; every one
+    with `f`'s route and env), read from the rollups as `select` and `perload_plan` read
+    them one by one, but each rollup table in one scan for all of them (29 pairs of days
+    read each day twice, 10 scans a pair: 290 scans where these are 4) and each release
+    read and named once. Selections are built when asked, the last two kept (a pair's
+    NEW is the next pair's BASE)."""
+
+    def __init__(self, engine: Any, snap: Snapshot, f: Filters, fs: list[Filters]) -> None:
+        self.engine, self.snap, self.fs = engine, snap, fs
+        self.rels = _Releases(snap, f)
+        self._sel: dict[int, Any] = {}
+        plans = [plan(snap, g) if _split_days(g) == (g, []) else None for g in fs]
+        got = [p for p in plans if p is not None]
+        scans = {k: _scan_many(engine, got, k, f) if got else []
+                 for k in ("rollup_cells", "rollup_loads", "rollup_stacks")}
+        self._plans: list[Plan | None] = []
+        self._rows: list[dict | None] = []
+        it = iter(range(len(got)))
+        for p in plans:
+            j = None if p is None else next(it)
+            self._plans.append(p)
+            self._rows.append(None if j is None else {k: v[j] for k, v in scans.items()})
+        pl = [perload_plan(snap, g) for g in fs]
+        got = [p for p in pl if p is not None]
+        rows = iter(_scan_many(engine, got, "rollup_perload", f) if got else [])
+        self.perload: list[tuple[Plan, dict] | None] = [
+            None if p is None else (p, next(rows)) for p in pl]
+
+    def select(self, i: int) -> Any:
+        """`select(engine, snap, fs[i])`: None when the rollups cannot answer it."""
+        if i not in self._sel:
+            p, rows = self._plans[i], self._rows[i]
+            self._sel[i] = select(self.engine, self.snap, self.fs[i]) if rows is None else (
+                _selection(
+                self.engine, self.snap, self.fs[i], p, [], rows["rollup_cells"],
+                    rows["rollup_loads"], lambda: rows["rollup_stacks"], self.rels))
+            for k in [k for k in self._sel if k < i - 1]:
+                del self._sel[k]
+        return self._sel[i]
 
 
 def _split_days(f: Filters) -> tuple[Filters | None, list[Filters]]:
@@ -449,19 +550,23 @@ def perload_plan(snap: Snapshot, f: Filters) -> Plan | None:
     return plan(snap, f, ("rollup_perload", "rollup_examples"))
 
 
-def page_loads_of(engine: Any, p: Plan, f: Filters) -> int:
-    """The page loads of a `perload_plan` (LOAD_KEY's `loads`)."""
+def page_loads_of(engine: Any, p: Plan, f: Filters, rows: dict | None = None) -> int:
+    """The page loads of a `perload_plan` (LOAD_KEY's `loads`); `rows`: its rollup_perload
+    rows, already read (`Units.perload`)."""
     from ..store.tables.view import LOAD_KEY
 
-    rows = engine.rollup(p, "rollup_perload", f)
+    rows = engine.rollup(p, "rollup_perload", f) if rows is None else rows
     return int(np.asarray(rows["loads"])[np.asarray(rows["key"]) == LOAD_KEY].sum())
 
 
-def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerLoad | None:
+def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any,
+                 rows: dict | None = None, hashes: dict | None = None) -> PerLoad | None:
     """`sel`'s (read from the rollups, no part day) per-load sums per diff key from `p`'s
     rollup_perload rows, or None when a key is not one function hash of each release (a
     page load's value of a key of two hashes would be their sum, whose square no sum of
-    squares gives) or a release has source maps (keyed by the stored frames)."""
+    squares gives) or a release has source maps (keyed by the stored frames). `rows`:
+    those rows already read (`Units.perload`); `hashes`: rkey -> its frames'
+    `function_hash`, kept between calls."""
     from ..analysis.diff import NameKey
     from ..store.tables.view import LOAD_KEY, function_hash
     from ..trace import MARKERS, NONE, no_stack_name
@@ -470,7 +575,9 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerL
         return None
     pos = {k: i for i, k in enumerate(keys)}
     K = len(keys)
-    rows = engine.rollup(p, "rollup_perload", sel.filters)
+    rows = engine.rollup(p, "rollup_perload", sel.filters) if rows is None else rows
+    hashes = {} if hashes is None else hashes
+    matched: dict[str | None, Any] = {}
     ri = np.asarray(rows["ri"], np.int64)
     key = np.asarray(rows["key"], np.int64)
     j = np.full(len(ri), -1, np.int64)
@@ -492,11 +599,15 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any) -> PerL
         if st.maps:
             return None
         tr = st.trace
+        if rkey not in hashes:
+            hashes[rkey] = [function_hash(fr.name, None if fr.resource_id is None
+                                          else tr.resources[fr.resource_id])
+                            for fr in tr.frames]
         h2j: dict[int, int] = {}
-        for fr, k in zip(tr.frames, rel.frame_key, strict=False):
-            h = function_hash(fr.name, None if fr.resource_id is None
-                              else tr.resources[fr.resource_id])
-            jj = pos.get(NameKey(k.name, match(k.resource)), -1)
+        for h, k in zip(hashes[rkey], rel.frame_key, strict=False):
+            if k.resource not in matched:  # a script per many frames: matched once
+                matched[k.resource] = match(k.resource)
+            jj = pos.get(NameKey(k.name, matched[k.resource]), -1)
             if h2j.setdefault(h, jj) != jj:
                 return None  # one function of the release two keys
         j2h: dict[int, int] = {}
