@@ -656,6 +656,10 @@ def test_the_compactors_run_report_and_lag_on_a_bucket(
         status = metrics.status(st, True)["compactor"]
         assert status["lagSeconds"] == 0 and status["failing"] is False
         assert status["lastSuccessAt"] is not None
+        # the folders' figures: the process's walk of the bucket (`BucketUse`), in its report
+        folders = objstore.object_health(objects)["folders"]
+        assert folders["segments"]["objects"] == 2 and folders["tables"]["objects"] > 2
+        assert metrics.status(st, True)["store"]["files"] > 4
     out = _jsprof(env, "serve", "check", "--store", url)
     text = out.stdout.decode()
     assert out.returncode == 0, text + out.stderr.decode()
@@ -710,3 +714,112 @@ def test_a_damaged_manifest_in_the_bucket_is_reported_not_a_traceback(
     assert len(problems) == 1 and "not a readable compaction manifest" in problems[0], text
     assert "2 segment objects, 2 uploads" in text
     assert _bucket_state(s3, bucket) == before
+
+
+def test_a_scrape_lists_what_is_new_not_the_buckets_history(
+        s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`/metrics`, `/v1/status` and `/readyz` (`object_health`) listed the whole bucket on
+    every scrape (its bytes and objects per folder): a bucket keeping a week of raw
+    segments costs a thousand ListObjectsV2 pages a scrape. Now a scrape lists what a
+    compaction run lists (the segment objects of the last minutes and those not read yet)
+    and takes the folders' figures from the compactor's report, which walks the bucket a
+    step a run (`BucketUse`, here 500 keys a step). Counted as moto answers
+    ListObjectsV2: the same requests and keys with 8 and with 1,100 segment objects
+    kept, and the figures are a listing's of the whole bucket."""
+    from jsprof.serve import metrics
+    from jsprof.store import objstore
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    seen = {}
+    for n in (8, 1100):
+        with aws_env(s3):
+            objects = open_objects(f"s3://{new_bucket(s3)}/store")
+        listed = [0, 0]  # requests, keys
+        real = objects.client.list_objects_v2
+
+        def counted(real: object = real, listed: list = listed, **kw: object) -> dict:
+            page = real(**kw)
+            listed[0] += 1
+            listed[1] += len(page.get("Contents", []))
+            return page
+
+        objects.client.list_objects_v2 = counted
+        now = int(time.time() * 1000)
+        for i in range(n):  # one a minute until a minute ago, by the bucket's clock
+            at = now - (n - i) * 60_000
+            _segment(objects, at, [(f"u{i}", dict(_meta(i), receivedAt=at - 500.0))])
+        assert ObjectCompactor(objects, tmp_path / f"compactor-{n}", batch=500
+                               ).run().uploads == n
+        walk, use, steps = objstore.BucketUse(objects, step=500), None, 0
+        while use is None:
+            listed[0] = 0
+            use = walk.walk()
+            assert listed[0] == 1  # one page a step
+            steps += 1
+        assert steps == 1 + (n + 10) // 500
+        objstore.RunReport(objects).record(None, use=use)
+        listed[:] = [0, 0]
+        h = objstore.object_health(objects)
+        seen[n] = tuple(listed)
+        assert h["pending"] == 0 and h["compacted"] == n
+        every: dict[str, list[int]] = {}
+        for key, size in objects.list(""):
+            f = every.setdefault(key.split("/", 1)[0], [0, 0])
+            f[0] += size
+            f[1] += 1
+        for folder in ("segments", "tables"):
+            assert [h["folders"][folder]["bytes"], h["folders"][folder]["objects"]] == \
+                every[folder], folder
+        assert h["folders"]["segments"]["objects"] == n
+        assert h["foldersAt"] == pytest.approx(time.time(), abs=600)
+        st = ObjectSegmentStore(objects.url, objects)
+        for i in range(2):
+            st.append(f"new{i}", _meta(i), TRACE)
+        listed[:] = [0, 0]
+        assert objstore.object_health(objects)["pending"] == 2
+        assert listed[0] == seen[n][0] and listed[1] == seen[n][1] + 2
+        text = {f.name: f for f in metrics._object_store_metrics(h)}
+        assert text["jsprof_store_walked_timestamp_seconds"].samples[0].value == h["foldersAt"]
+    # the segment objects within LIST_MARGIN_S of the newest read (6 of one a minute)
+    # and the one-key look for an older jsprof's names: whatever the bucket keeps
+    assert seen[8] == seen[1100] == (2, 7), seen
+
+
+class Listed:
+    """`inner`, counting the segment object keys its listings returned."""
+
+    def __init__(self, inner: object) -> None:
+        self.inner, self.url = inner, inner.url
+        self.segment_keys = 0
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def list(self, prefix: str, *a: object, **kw: object) -> list:
+        got = self.inner.list(prefix, *a, **kw)
+        self.segment_keys += sum(1 for k, _ in got if k.startswith("segments/"))
+        return got
+
+
+def test_get_of_a_compacted_upload_lists_the_hours_around_it(
+        objects: object, tmp_path: Path) -> None:
+    """`GET /v1/traces/{id}` of a compacted upload listed every segment object the bucket
+    keeps (41 here) to pick the ones whose receivedAt range holds the upload's. Now it
+    lists those put within GET_WINDOW_S (an hour) of that time: names sort by the put's
+    time. An upload whose collector's clock was hours off the bucket's is still found
+    (then by every name, as before)."""
+    now = int(time.time() * 1000)
+    for i in range(40):  # one an hour
+        at = now - (40 - i) * 3600_000
+        _segment(objects, at, [(f"h{i}", dict(_meta(i), receivedAt=at - 500.0))])
+    skewed = now - 10 * 3600_000 + 1800_000  # its collector's clock 3 hours behind
+    _segment(objects, skewed, [("late", dict(_meta(99), receivedAt=skewed - 3 * 3600e3))])
+    assert ObjectCompactor(objects, tmp_path / "compactor", batch=500).run().uploads == 41
+    listed = Listed(objects)
+    st = ObjectSegmentStore(objects.url, listed)
+    meta, trace = st.get("h20")
+    assert meta["n"] == 20 and trace == TRACE
+    assert listed.segment_keys == 2  # the hour's two segment objects
+    meta, trace = st.get("late")
+    assert meta["n"] == 99 and trace == TRACE
+

@@ -301,6 +301,13 @@ def _object_store_metrics(h: dict) -> Any:
         n.add_metric([folder], v["objects"])
     yield b
     yield n
+    # those figures are the compactor's walk of the bucket, a step a run (no scrape lists
+    # the bucket's history): when its last whole walk began
+    yield GaugeMetricFamily(
+        "jsprof_store_walked_timestamp_seconds",
+        "When the compactor's last whole walk of the bucket (the bytes and files above) "
+        "began (Unix time, the bucket's clock; 0: none yet)",
+        value=float(h.get("foldersAt") or 0.0))
 
 
 def _object_readiness(store: Any) -> dict[str, str]:

@@ -10,7 +10,7 @@ import time
 
 from .objects import open_objects
 from .objprune import Pruner
-from .objstore import Lease, ObjectCompactor, RunReport, mirror_dir
+from .objstore import BucketUse, Lease, ObjectCompactor, RunReport, mirror_dir
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -56,10 +56,12 @@ def main(argv: list[str] | None = None) -> int:
     pruner = Pruner(comp, args.retention or None)
     said = Reporter()
     report = RunReport(objects)
+    use = BucketUse(objects)
     failures = 0
     while not (args.parent and os.getppid() != args.parent):
         error = None
         held = False
+        walked = None
         try:
             if lease.acquire():
                 held = True
@@ -77,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
         failures = failures + 1 if error else 0
         said.run({"consecutiveFailures": failures}, error)
         if held:  # the holder's runs: what `serve check`, /metrics and /v1/status say
+            try:  # the folders' figures for /metrics and /v1/status, a step a run (read only)
+                walked = use.walk()
+            except Exception:  # noqa: BLE001, S110 - the bucket not answering: the run's
+                pass  # own error says so, or the next step will
             try:
-                report.record(error)
+                report.record(error, use=walked)
             except Exception:  # noqa: BLE001, S110 - a report that cannot be written: the
                 pass  # run's own error (if any) is on stderr; the next run tries again
         if args.once:

@@ -10,9 +10,10 @@ objects, the compactor's lease and commits) is one code path for both:
   there: a segment object is never rewritten, a lease is taken by one process;
 - `put_if(key, data, etag)`: replace only when unchanged since read (S3 `If-Match`), None
   when another writer got there first: the manifest's commit and the lease's renewal;
-- `list(prefix, start_after=, end_before=)` -> [(key, size)], sorted, the keys past
-  `start_after` and before `end_before` when given (S3: ListObjectsV2's `StartAfter`, and
-  no page fetched past `end_before`: a listing costs what it returns); `delete(key)`;
+- `list(prefix, start_after=, end_before=, max_keys=)` -> [(key, size)], sorted, the keys
+  past `start_after` and before `end_before` when given (S3: ListObjectsV2's `StartAfter`,
+  and no page fetched past `end_before`: a listing costs what it returns), the first
+  `max_keys` of them when given (a walk of the bucket in steps); `delete(key)`;
 - `aged(prefix, start_after=, end_before=)` -> [(key, seconds since it was last
   written)], by the store's own clock (S3: the listing's `LastModified` against its
   reply's `Date`), so no two machines' wall clocks are compared;
@@ -51,7 +52,8 @@ class ObjectStore(Protocol):
     def put_if(self, key: str, data: bytes, etag: str) -> str | None: ...
 
     def list(self, prefix: str, start_after: str | None = None,
-             end_before: str | None = None) -> list[tuple[str, int]]: ...
+             end_before: str | None = None, max_keys: int | None = None
+             ) -> list[tuple[str, int]]: ...
 
     def delete(self, key: str) -> None: ...
 
@@ -152,9 +154,11 @@ class LocalObjects:
             os.close(fd)
 
     def list(self, prefix: str, start_after: str | None = None,
-             end_before: str | None = None) -> list[tuple[str, int]]:
-        return sorted(kv for kv in self._walk(prefix) if _within(kv[0], start_after,
-                                                                   end_before))
+             end_before: str | None = None, max_keys: int | None = None
+             ) -> list[tuple[str, int]]:
+        got = sorted(kv for kv in self._walk(prefix) if _within(kv[0], start_after,
+                                                                  end_before))
+        return got if max_keys is None else got[:max_keys]
 
     def clock(self) -> float:
         return time.time()

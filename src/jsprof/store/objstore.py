@@ -84,6 +84,10 @@ NEW_SEGMENTS = SEGMENTS + "t"  # where the time-sorted names are
 # list from LIST_MARGIN_S before the newest name they have read, which covers that.
 PUT_MAX_S = 120.0
 LIST_MARGIN_S = 300.0
+# `GET /v1/traces/{id}` of a compacted upload lists the segment objects put within this of
+# its receivedAt (the collector's clock at ingest; the names: the bucket's, by which that
+# collector's clock is off by what NTP leaves, and the put waits a flush or two)
+GET_WINDOW_S = 3600.0
 
 
 def segment_match(name: str) -> re.Match | None:
@@ -322,7 +326,13 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
     """Uploads in segment objects past the committed cursor (`pending`), what the tables
     hold (`compacted`, `parts`), and the bytes and objects under each top-level folder.
     A damaged manifest counts as no tables (as a local store's unreadable one does) and is
-    named in `manifestProblem`."""
+    named in `manifestProblem`.
+
+    What a scrape of `/metrics` or `/v1/status` costs: the manifest and the report (two
+    gets) and the segment objects a compaction run would list (`list_segments`: those of
+    the last minutes and those not read yet), whatever the bucket has kept. The folders'
+    figures are the compactor's (`BucketUse`, in its report: as of `foldersAt`, when its
+    last whole walk of the bucket began; empty until one ended)."""
     problem = None
     try:
         man = bucket_manifest(objects)
@@ -332,27 +342,59 @@ def object_health(objects: ObjectStore) -> dict[str, Any]:
     if man.get("hasCursor") and man.get("cursorKind") == "Cursor":
         positions = orjson.loads(man["cursor"])
     pending = 0
-    folders: dict[str, list[int]] = {}
-    floor = listing_floor(positions) or ""
     oldest: float | None = None  # epoch ms: the oldest receivedAt a pending segment holds
-    for key, size in objects.list(""):
-        top = key.split("/", 1)[0]
-        f = folders.setdefault(top, [0, 0])
-        f[0] += size
-        f[1] += 1
-        if key.startswith(SEGMENTS) and not (key.startswith(NEW_SEGMENTS) and key <= floor):
-            name = key[len(SEGMENTS):]  # below the floor: read to its end, left the cursor
-            count = segment_count(name)
-            if count is not None and count > positions.get(name, 0):
-                pending += count - positions.get(name, 0)
-                first = segment_first(name)
-                if first is not None and (oldest is None or first < oldest):
-                    oldest = first
+    # below the floor: read to its end, left the cursor (`listing_floor`)
+    for key, _age in list_segments(objects, positions):
+        name = key[len(SEGMENTS):]
+        count = segment_count(name)
+        if count is not None and count > positions.get(name, 0):
+            pending += count - positions.get(name, 0)
+            first = segment_first(name)
+            if first is not None and (oldest is None or first < oldest):
+                oldest = first
     parts = len(man.get("uploads", [])) + sum(
         len(v) for r in man.get("releases", {}).values() for v in r["parts"].values())
-    return {"pending": pending, "oldestPending": oldest, "report": read_report(objects),
+    report = read_report(objects)
+    use = report.get("bucketUse") if isinstance(report.get("bucketUse"), dict) else {}
+    return {"pending": pending, "oldestPending": oldest, "report": report,
             "compacted": compacted_rows(man), "parts": parts, "manifestProblem": problem,
-            "folders": {k: {"bytes": v[0], "objects": v[1]} for k, v in folders.items()}}
+            "folders": use.get("folders") or {}, "foldersAt": use.get("at")}
+
+
+class BucketUse:
+    """The bytes and objects under each top-level folder of the bucket, for `/metrics` and
+    `/v1/status`, walked by the compactor in steps of at most `step` keys a run (one or a
+    few ListObjectsV2 pages, resumed after the last key listed) so that neither a run nor
+    a scrape pays for the bucket's history: a bucket of N objects is walked in N / `step`
+    runs, and the figures are those of the last whole walk (`at`: when it began, by the
+    bucket's clock). The walk is this process's: a new holder of the lease starts its own
+    (the report keeps the last figures meanwhile)."""
+
+    STEP = 5000  # keys a run lists: 5 pages (a few hundred ms); 1 M objects in ~17 min at 5 s
+
+    def __init__(self, objects: ObjectStore, step: int = STEP) -> None:
+        self.objects, self.step = objects, step
+        self._after: str | None = None
+        self._folders: dict[str, list[int]] = {}
+        self._at: float | None = None
+
+    def walk(self) -> dict[str, Any] | None:
+        """One step; the figures ({"at", "folders": {top: {"bytes", "objects"}}}) when it
+        ended a walk, else None."""
+        if self._after is None:
+            self._at = self.objects.clock()
+            self._folders = {}
+        got = self.objects.list("", start_after=self._after, max_keys=self.step)
+        for key, size in got:
+            f = self._folders.setdefault(key.split("/", 1)[0], [0, 0])
+            f[0] += size
+            f[1] += 1
+        if len(got) >= self.step:
+            self._after = got[-1][0]
+            return None
+        self._after = None
+        return {"at": self._at, "folders": {k: {"bytes": v[0], "objects": v[1]}
+                                            for k, v in sorted(self._folders.items())}}
 
 
 def read_report(objects: ObjectStore) -> dict[str, Any]:
@@ -377,7 +419,10 @@ class RunReport:
         self.doc: dict[str, Any] | None = None
         self.etag: str | None = None
 
-    def record(self, error: str | None, now: float | None = None) -> dict[str, Any]:
+    def record(self, error: str | None, now: float | None = None,
+               use: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The report with one more run (`health.with_run`) and, when a walk of the bucket
+        ended (`BucketUse.walk`), its figures as `bucketUse`."""
         from .health import with_run
 
         now = time.time() if now is None else now
@@ -394,6 +439,8 @@ class RunReport:
                     self.doc = {}
             doc = with_run(self.doc, error, now)
             doc["owner"] = socket.gethostname()
+            if use is not None:
+                doc["bucketUse"] = use
             data = orjson.dumps(doc)
             if self.etag is not None:
                 etag = self.objects.put_if(REPORT_KEY, data, self.etag)
@@ -421,11 +468,10 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
     """(meta, trace_json) of the upload `upload_id` as it was stored, or None: not in the
     tail (the segments past the committed cursor, in this machine's query mirror), not in
     the tables. A compacted upload's record is read from the segment objects whose
-    receivedAt range (in their names) holds the time the tables give it: one listing and
-    a fetch or two, not a scan of the bucket. RawRemoved when the tables hold it and no
-    segment object does any more (raw retention, a lifecycle rule)."""
-    import tempfile
-
+    receivedAt range (in their names) holds the time the tables give it: a listing of
+    the segment objects put within GET_WINDOW_S of that time and a fetch or two, not a
+    listing of the bucket. RawRemoved when the tables hold it and no segment object does
+    any more (raw retention, a lifecycle rule)."""
     import pyarrow.parquet as pq
 
     from .errors import RawRemoved
@@ -447,7 +493,38 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
                 break
     if not held:
         return None
-    names = [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)]
+    # The segment objects put within GET_WINDOW_S of its receivedAt (names sort by the
+    # put's time), and an older jsprof's (a one-key look when there are none): one listing
+    # of an hour or two of segment objects, whatever the bucket keeps. Only when none of
+    # them holds it (its collector's clock that far off the bucket's, or its raw record
+    # removed: 410) every segment object's name, as before.
+    near: list[str] = []
+    if at is not None:
+        lo, hi = (max(0, math.floor(at - GET_WINDOW_S * 1000)),
+                  math.ceil(at + GET_WINDOW_S * 1000))
+        near = [k[len(SEGMENTS):] for k, _ in
+                objects.list(SEGMENTS, end_before=NEW_SEGMENTS)
+                + objects.list(NEW_SEGMENTS, start_after=f"{NEW_SEGMENTS}{lo:013d}",
+                               end_before=f"{NEW_SEGMENTS}{hi:013d}")]
+        found = _fetch_holding(objects, near, upload_id, at)
+        if found is not None:
+            return found
+    tried = set(near)
+    found = _fetch_holding(objects, [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)
+                                     if k[len(SEGMENTS):] not in tried], upload_id, at)
+    if found is not None:
+        return found
+    raise RawRemoved(f"{upload_id!r}: compacted, and no segment object holds its raw record "
+                     "any more (raw retention, or a lifecycle rule on segments/); the query "
+                     "tables still count it")
+
+
+def _fetch_holding(objects: ObjectStore, names: list[str], upload_id: str,
+                   at: float | None) -> tuple[dict, bytes] | None:
+    """The upload's record from the first of the segment objects `names` whose receivedAt
+    range (in its name) holds `at` and that holds it, or None."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="jsprof-get-") as tmp:
         for name in names:
             if not segment_may_hold(name, at):
@@ -461,9 +538,7 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
             path.unlink()
             if found is not None:
                 return found
-    raise RawRemoved(f"{upload_id!r}: compacted, and no segment object holds its raw record "
-                     "any more (raw retention, or a lifecycle rule on segments/); the query "
-                     "tables still count it")
+    return None
 
 
 def _scan_segments(sdir: Path, upload_id: str,

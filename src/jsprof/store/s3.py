@@ -114,13 +114,14 @@ class S3Objects:
                 return None
             raise self._fail("replace", key, e) from None
 
-    def _pages(self, prefix: str, start_after: str | None, end_before: str | None
-               ) -> Any:
+    def _pages(self, prefix: str, start_after: str | None, end_before: str | None,
+               max_keys: int | None = None) -> Any:
         """(reply Date or None, [(key under the prefix, listed object)]) per page of
         ListObjectsV2, from `start_after`, no page fetched once a key reached
-        `end_before`. With `end_before` the pages grow from one key (1, then twice what
-        came so far): a range that is often empty costs one key, not a page of a thousand
-        keys past its end, and one that holds N keys costs at most about 3N."""
+        `end_before`, nor once `max_keys` keys came. With `end_before` the pages grow from
+        one key (1, then twice what came so far): a range that is often empty costs one
+        key, not a page of a thousand keys past its end, and one that holds N keys costs
+        at most about 3N."""
         from email.utils import parsedate_to_datetime
 
         cut = len(self.prefix) + 1 if self.prefix else 0
@@ -132,26 +133,29 @@ class S3Objects:
         seen = 0
         try:
             while True:
+                if max_keys is not None:
+                    args["MaxKeys"] = max(1, min(args.get("MaxKeys", 1000), max_keys - seen))
                 page = self.client.list_objects_v2(**args)
                 date = page.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
                 now = parsedate_to_datetime(date) if date else None
                 got = [(o["Key"][cut:], o) for o in page.get("Contents", [])]
                 ended = end_before is not None and any(k >= end_before for k, _ in got)
                 yield now, [(k, o) for k, o in got if end_before is None or k < end_before]
-                if ended or not page.get("IsTruncated"):
+                seen += len(got)
+                if ended or not page.get("IsTruncated") or (max_keys is not None
+                                                            and seen >= max_keys):
                     return
                 args.pop("StartAfter", None)
-                if end_before is not None:
-                    seen += len(got)
-                    args["MaxKeys"] = min(1000, 2 * seen + 8)
+                args["MaxKeys"] = min(1000, 2 * seen + 8) if end_before is not None else 1000
                 args["ContinuationToken"] = page["NextContinuationToken"]
         except self._errors as e:
             raise self._fail("list", prefix or "/", e) from None
 
     def list(self, prefix: str, start_after: str | None = None,
-             end_before: str | None = None) -> list[tuple[str, int]]:
+             end_before: str | None = None, max_keys: int | None = None
+             ) -> list[tuple[str, int]]:
         return sorted((k, int(o["Size"])) for _now, page in
-                      self._pages(prefix, start_after, end_before) for k, o in page)
+                      self._pages(prefix, start_after, end_before, max_keys) for k, o in page)
 
     def aged(self, prefix: str, start_after: str | None = None,
              end_before: str | None = None) -> list[tuple[str, float]]:
