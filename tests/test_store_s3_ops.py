@@ -823,3 +823,30 @@ def test_get_of_a_compacted_upload_lists_the_hours_around_it(
     meta, trace = st.get("late")
     assert meta["n"] == 99 and trace == TRACE
 
+
+def test_a_pruned_upload_sent_again_is_stored_again(objects: object, tmp_path: Path) -> None:
+    """A prune left the pruned uploads' ids in the compactor's index of compacted ids
+    (`ids.sqlite` of its mirror): the same id sent again (acknowledged, 202) was then
+    dropped by that machine's compactor as a retry of an upload the tables no longer held,
+    and counted nowhere, while a compactor on another machine (its index caught up from
+    the tables) would have stored it. Now the prune takes those ids out of the index: the
+    upload sent again is stored again, whichever machine compacts, as on a local store."""
+    from jsprof.store.objprune import prune_objects
+
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+    _segment(objects, int(old) + 5000, [("p1", dict(_meta(1), receivedAt=old)),
+                                         ("p2", dict(_meta(2), receivedAt=old + 1))])
+    _segment(objects, int(now - 3600e3), [("k1", dict(_meta(3), receivedAt=now - 3600e3))])
+    comp = ObjectCompactor(objects, tmp_path / "a")
+    assert comp.run().uploads == 3
+    cut = prune_objects(comp, now - 5 * 86400e3)
+    assert cut.tables_removed == 2
+    assert _ids(objects) == ["k1"]
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.append("p1", _meta(4), TRACE)  # sent again, now
+    assert comp.run().uploads == 1
+    assert _ids(objects) == ["k1", "p1"]
+    assert ObjectCompactor(objects, tmp_path / "b").run().uploads == 0  # each once
+    meta, trace = st.get("p1")
+    assert meta["n"] == 4 and trace == TRACE

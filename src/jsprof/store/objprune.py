@@ -107,10 +107,13 @@ def prune_objects(comp: ObjectCompactor, older_than: float, app: str | None = No
     try:
         res.tables_removed = prune_tables(comp.mirror.root, older_than, app)
         if res.tables_removed:
-            new = comp._commit(man, read_manifest(comp.mirror.root), start_etag,  # noqa: SLF001
-                               still_held)
+            cut = read_manifest(comp.mirror.root)
+            gone = _pruned_ids(comp.mirror.root, man, cut)
+            new = comp._commit(man, cut, start_etag, still_held)  # noqa: SLF001
             comp._sweep(man, new)  # noqa: SLF001
-            comp._forget_ids()  # noqa: SLF001 - its ids are read again from the tables
+            # out of the compacted ids too: the same id sent again is a new upload (as on
+            # a local store), not a retry of one the tables no longer hold
+            comp.ids_pruned(gone)
     except BaseException:
         comp._reset()  # noqa: SLF001 - the mirror may be ahead of the bucket
         raise
@@ -123,6 +126,26 @@ def prune_objects(comp: ObjectCompactor, older_than: float, app: str | None = No
             raise Conflict(f"{objects.url}: the compactor's lease was lost; the prune stops")
         _prune_segment(objects, key, older_than, app, floor, positions, res)
     return res
+
+
+def _pruned_ids(root: Path, before: dict, after: dict) -> set[str]:
+    """The ids of the uploads the manifest `after` (a prune's) no longer holds of
+    `before`'s: those of the uploads parts it dropped or rewrote, less those of the parts
+    it wrote (read in the mirror, where the dropped parts stay for their grace)."""
+    import pyarrow.parquet as pq
+
+    from .tables.manifest import part_path
+
+    def ids(man: dict, other: dict) -> set[str]:
+        theirs = {part_path(e) for e in other["uploads"]}
+        out: set[str] = set()
+        for e in man["uploads"]:
+            if part_path(e) not in theirs:
+                out.update(pq.read_table(root / "tables" / part_path(e), columns=["id"])
+                           .column("id").to_pylist())
+        return out
+
+    return ids(before, after) - ids(after, before)
 
 
 def _prune_segment(objects: ObjectStore, key: str, older_than: float, app: str | None,

@@ -803,6 +803,12 @@ class CompactedIds:
             self.db.execute("ROLLBACK")
             raise
 
+    def discard(self, ids: set[str]) -> None:
+        """Uploads a prune took out of the committed tables: no longer compacted."""
+        self.db.execute("BEGIN")
+        self.db.executemany("DELETE FROM ids WHERE id = ?", ((i,) for i in ids))
+        self.db.execute("COMMIT")
+
     def commit(self, next_uk: int) -> None:
         """The run that added `pending` committed the tables up to `next_uk`."""
         self.db.execute("BEGIN")
@@ -1000,6 +1006,17 @@ class ObjectCompactor:
         (self.mirror.root / "manifest.etag").unlink(missing_ok=True)
         assert not (self.mirror.tdir / MANIFEST).exists()
         self._forget_ids()
+
+    def ids_pruned(self, ids: set[str]) -> None:
+        """A prune committed tables without the uploads `ids`: out of the index of
+        compacted ids (kept on disk between runs), so that one sent again is stored."""
+        self._forget_ids()  # what a run added and did not commit goes too
+        if ids:
+            seen = CompactedIds(self.mirror.root / "ids.sqlite")
+            try:
+                seen.discard(ids)
+            finally:
+                seen.close()
 
     def _forget_ids(self) -> None:
         """Drop what a run added to the ids (committed or not: the file knows)."""
