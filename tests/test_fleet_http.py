@@ -32,11 +32,11 @@ LONG = "N" * 1024  # the longest name the collector keeps whole
 
 
 class Server:
-    def __init__(self, store: Path) -> None:
+    def __init__(self, store: Path, *extra: str) -> None:
         env = {k: v for k, v in os.environ.items() if k != "JSPROF_READ_TOKEN"}
         self.proc = subprocess.Popen(
             [str(JSPROF), "serve", "--store", str(store), "--port", "0", "--app", "shop:k1",
-             "--read-token", TOKEN, "--admin-token", ADMIN],
+             "--read-token", TOKEN, "--admin-token", ADMIN, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         )
         line = self.proc.stdout.readline().decode()
@@ -383,3 +383,51 @@ def test_dashboard_says_it_is_loading_until_the_answers_come(server):
         assert page.get_attribute("body", "aria-busy") == "false"
         # The merged flame graph's note goes once its frame has loaded.
         expect(page.locator("#flame-note")).to_have_text("", timeout=60000)
+
+
+def test_a_query_reads_at_most_query_new_uploads_and_counts_the_rest(tmp_path):
+    """Issue 34: `--query-new-uploads N`: each query reads at most N uploads its worker
+    had not read (none compacted here: --compact-every 0), answers with those and counts
+    the rest in pendingUploads (JSON) and X-Jsprof-Pending-Uploads (a flame page); the
+    next queries read on."""
+    srv = Server(tmp_path / "store", "--compact-every", "0", "--query-new-uploads", "2")
+    try:
+        rng = np.random.default_rng(4)
+        for i in range(5):
+            body = orjson.dumps({"trace": trace_to_doc(make_trace(rng, 100)),
+                                 "meta": {"sampleInterval": 10}})
+            q = urlencode({"app": "shop", "release": "1.0", "id": f"u{i}", "key": "k1"})
+            assert srv.request("POST", f"/v1/traces?{q}", body,
+                               {"Content-Type": "application/json"})[0] == 202
+        seen = []
+        for _ in range(2):
+            status, _, data = srv.get("/v1/query/top", [("app", "shop")])
+            assert status == 200, data
+            doc = orjson.loads(data)
+            seen.append((doc["traces"], doc["pendingUploads"]))
+        status, headers, _ = srv.get("/v1/query/flame", [("app", "shop")])
+        assert status == 200
+        seen.append(int(headers["x-jsprof-pending-uploads"]))
+        assert seen == [(2, 3), (4, 1), 0]
+    finally:
+        srv.stop()
+
+
+def test_dashboard_says_how_many_uploads_it_has_not_read_yet(server):
+    """The top-functions line says when a query left uploads for the next ones
+    (pendingUploads; the answer here is the server's with that count set)."""
+    from playwright.sync_api import expect
+
+    def pending(route) -> None:
+        got = route.fetch()
+        route.fulfill(response=got, json={**got.json(), "pendingUploads": 7})
+
+    with playwright_chromium() as browser:
+        page = browser.new_page()
+        page.route("**/v1/query/top*", pending)
+        page.goto(server.url + "/")
+        page.fill("#token", TOKEN)
+        page.click("#signin")
+        page.wait_for_selector("body[data-ready='1']", timeout=60000)
+        expect(page.locator("#top-summary")).to_contain_text(
+            "7 newer uploads not read yet (each refresh reads more)", timeout=60000)

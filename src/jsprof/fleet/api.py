@@ -66,15 +66,16 @@ def _object_store(url: str, locked: bool = False) -> Any:
         raise JsprofError(about_store(url, e)) from None
 
 
-def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False) -> Snapshot:
+def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False,
+             tail_new: int | None = None) -> Snapshot:
     """The committed tables read once, plus the uploads not compacted yet (the *tail*, at
     most `tail_limit`, default `tables.view.TAIL_MAX`) read from the raw store into memory
     (`store.tables.view.read_tail`). A query only reads: it compacts nothing, merges nothing,
     takes no lock and writes no file, not even a temporary one, so it answers the same as
     a user who may only read the store; what is over the cap is counted (`pending`).
     `keep_tail`: the tail read is kept in this process, the next snapshot of the store
-    reads only the uploads stored since, at most `TAIL_NEW_MAX` of them (a collector
-    worker; a local store only)."""
+    reads only the uploads stored since, at most `tail_new` of them (default
+    `TAIL_NEW_MAX`; a collector worker; a local store only)."""
     from ..store.tables.view import TAIL_MAX, TAIL_NEW_MAX, read_manifest, read_tail
 
     # A store on S3 (a collector's, or `open_store`'s of an s3:// URL): its mirror is
@@ -95,7 +96,8 @@ def snapshot(store: Any, tail_limit: int | None = None, keep_tail: bool = False)
         # a kept tail reads at most TAIL_NEW_MAX new uploads a query: a bounded wait, the
         # rest counted (`pending`) and read by the next queries
         tail = read_tail(store, man, TAIL_MAX if tail_limit is None else tail_limit,
-                         keep=keep, new_max=TAIL_NEW_MAX if keep else None)
+                         keep=keep,
+                         new_max=(tail_new or TAIL_NEW_MAX) if keep else None)
     # After the manifest: an upload pruned since it was compacted is left out.
     snap = Snapshot(store.path, tail.manifest, store.__contains__, store.pruned_before())
     snap.remote = getattr(store, "remote_url", None)
@@ -118,13 +120,13 @@ class Session:
 @contextmanager
 def session(store: Any, engine: str | Engine = "duckdb", scheduler: str | None = None,
             local_workers: int | None = None, tail_limit: int | None = None,
-            keep_tail: bool = False) -> Iterator[Session]:
+            keep_tail: bool = False, tail_new: int | None = None) -> Iterator[Session]:
     """A snapshot (`snapshot`: the tables and the tail, read only) and an engine."""
     if engine == "dask":  # before reading the tail, which may take a while
         from ..extras import require
 
         require("dask", "fleet's dask engine")
-    snap = snapshot(store, tail_limit, keep_tail)
+    snap = snapshot(store, tail_limit, keep_tail, tail_new)
     eng = open_engine(engine, scheduler, local_workers) if isinstance(engine, str) else engine
     if snap.remote is not None and isinstance(eng, DaskEngine):
         eng.remote = (snap.remote, snap.tdir)

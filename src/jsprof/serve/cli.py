@@ -169,6 +169,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "process per store (default 5; 0: never, e.g. when `jsprof fleet` runs elsewhere)",
     )
     p.add_argument(
+        "--query-new-uploads",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="uploads not compacted yet that one query reads beyond those its worker read "
+        "before (default 300, ~2 s of one core); the rest are counted in the answer "
+        "(pendingUploads) and read by the next queries",
+    )
+    p.add_argument(
         "--compactor-restart",
         type=_seconds,
         default=2.0,
@@ -304,6 +313,7 @@ def _config(args: argparse.Namespace) -> ServeConfig:
         forwarded_allow_ips=args.forwarded_allow_ips,
         compact_every=args.compact_every,
         compactor_restart_s=args.compactor_restart,
+        query_new_uploads=args.query_new_uploads,
         keep_raw_s=_keep_raw(args.keep_raw),
         forward=_forward(args.forward),
     )

@@ -60,6 +60,9 @@ class ServeConfig:
     # Seconds before a compactor process that died is started again, doubled for each death
     # in a row up to 60 s (store/background.py; on an object store, a fixed wait).
     compactor_restart_s: float = 2.0
+    # New uploads (not compacted, not read by this worker before) one query reads at
+    # most; None: `store.tables.view.TAIL_NEW_MAX`. The rest are its pendingUploads.
+    query_new_uploads: int | None = None
     # Seconds raw segments are kept once compacted (store/retention.py); None: for ever.
     keep_raw_s: float | None = 7 * 86400.0
     # OTLP/HTTP profiles endpoint every stored upload is also pushed to (serve/forward.py)

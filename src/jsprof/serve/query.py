@@ -254,7 +254,10 @@ def _session(request: Request) -> Any:
     # No compaction here: the collector compacts in the background (store/background.py);
     # a query reads the committed tables plus the uploads stored since (the tail), kept
     # in this worker between its queries (`tables.kept_tail`: each reads what is new)
-    return api.session(_store(request), keep_tail=True)
+    # reading at most --query-new-uploads of those a query (the rest: pendingUploads)
+    return api.session(_store(request), keep_tail=True,
+                       tail_new=getattr(getattr(request.app.state, "config", None),
+                                        "query_new_uploads", None))
 
 
 def _page(page: HtmlTablePage, rows: list[dict]) -> Response:
