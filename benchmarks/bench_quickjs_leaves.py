@@ -21,6 +21,9 @@ round by round so drift on a shared machine hits each alike:
 
 --workloads callbacks: `forEach` of a tiny function, C calling bytecode and nothing
 else: the worst case for a check where a built-in calls back into JavaScript.
+--workloads replace: a regexp `replace` with a callback building a 6.9 MB string (4
+passes of tests/test_quickjs_native_callbacks.py's script): where a big buffer's growth
+looks at the clock.
 
 Prints medians and the ratios of the medians of per-round ratios.
 
@@ -42,6 +45,14 @@ FIB = "function fib(n) { return n < 2 ? n : fib(n - 1) + fib(n - 2); }\nfib(31);
 # C calling bytecode, nothing else: what a check where a built-in calls back costs
 CALLBACKS = ("var a = new Array(1000).fill(1), t = 0;\nfunction f(x) { t += x; }\n"
              "for (var i = 0; i < 2000; i++) a.forEach(f);\n")
+# a built-in's own work between callbacks, its result string grown by big reallocations
+REPLACE = (
+    "var pad = 'abcdefghij'.repeat(230), out = [];\n"
+    "for (var i = 0; i < 3000; i++) { var at = (i * 7919) % 2292;\n"
+    "  out.push(pad.slice(0, at) + 'ABCDE' + (i % 10) + pad.slice(0, 2294 - at)); }\n"
+    "var text = out.join('\\n'), n = 0;\n"
+    "function lower(m) { return m.toLowerCase(); }\n"
+    "for (var p = 0; p < 4; p++) n += text.replace(/[A-Z]{5}\\d/g, lower).length;\n")
 
 
 def acorn_setup() -> tuple[str, str]:
@@ -69,7 +80,7 @@ def child(workload: str, mode: str, interval: float, clock: str) -> float:
         lib, src = acorn_setup()
         rt.eval(lib, "acorn.js")
     else:
-        src = CALLBACKS if workload == "callbacks" else FIB
+        src = {"callbacks": CALLBACKS, "replace": REPLACE}.get(workload, FIB)
     s = None if mode in ("none", "main") else rt.profiler(sample_interval=interval,
                                                           clock=clock)
     t0 = time.process_time()
@@ -97,7 +108,8 @@ def main() -> None:
                     help="the sampler's clock (wall: before = no rseq watch, no approach)")
     ap.add_argument("--baseline", help="a Python whose jsprof lacks the frame-exit check")
     ap.add_argument("--workloads", default="fib,acorn",
-                    help="comma-separated: fib, acorn, callbacks (forEach of a tiny function)")
+                    help="comma-separated: fib, acorn, callbacks (forEach of a tiny function), "
+                         "replace (a regexp replace with a callback)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:

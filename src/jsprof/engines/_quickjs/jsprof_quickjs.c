@@ -26,6 +26,9 @@
  *    function returns; if a tick came due meanwhile (counter <= 0 and ticks pending) we
  *    capture right there, where the stack is the JS caller's: time in JSON.parse/sort/
  *    regex is charged to the function that called it, not to whatever runs next.
+ *    Inside a built-in that calls back (a `replace` with a function), its C work between
+ *    two callbacks has no return of its own: the long part of it, a big buffer's growth
+ *    (JSPROF_REALLOCATED), looks at the clock where it ends, with the built-in's stack.
  *  - Draining (owner thread) symbolises: names via the closure's own `name` data property,
  *    files, lines and columns via the bytecode, and interns stacks into a (parent, func)
  *    trie. Python gets flat arrays.
