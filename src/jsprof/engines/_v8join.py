@@ -81,32 +81,40 @@ def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | No
                                                                           strict=True)):
         return None  # a worker's pause wrapper: spliced out by _v8slices
     ids = _ints(ids_b)
-    if nn and (min(ids) < 0 or max(ids) >= 4 * nn + 1024):
-        return None
-    table = [-1] * (max(ids) + 1 if nn else 0)
-    for i, x in enumerate(ids):
-        if table[x] >= 0:
-            return None
-        table[x] = i
     counts, flat = _ints(counts_b), _ints(flat_b)
-    if len(counts) != nn or sum(counts) != len(flat):
+    samples, deltas = _ints(smp), _ints(dl)
+    if len(counts) != nn or sum(counts) != len(flat) or len(samples) != len(deltas):
+        return None
+    if ids == list(range(1, nn + 1)):
+        # V8 numbers its nodes 1..n in the order it lists them: an id is its index + 1
+        flat = [x - 1 for x in flat]
+        node = [x - 1 for x in samples]
+        if (flat and not (min(flat) >= 0 and max(flat) < nn)) or (
+            node and not (min(node) >= 0 and max(node) < nn)
+        ):
+            return None
+    else:
+        if nn and (min(ids) < 0 or max(ids) >= 4 * nn + 1024):
+            return None
+        table = [-1] * (max(ids) + 1 if nn else 0)
+        for i, x in enumerate(ids):
+            if table[x] >= 0:
+                return None
+            table[x] = i
+        size = len(table)
+        flat = [table[x] if 0 <= x < size else -1 for x in flat]
+        node = [table[x] if 0 <= x < size else -1 for x in samples]
+        if (flat and min(flat) < 0) or (node and min(node) < 0):
+            return None
+    # Each node's parent from the children lists: every child listed once, after its parent.
+    if len(set(flat)) != len(flat):
         return None
     parent = [NONE] * nn
-    size = len(table)
-    k = 0
-    for i, c in enumerate(counts):
-        for x in flat[k:k + c]:
-            j = table[x] if 0 <= x < size else -1
-            if j <= i or parent[j] != NONE:  # not listed after its parent, or twice
-                return None
-            parent[j] = i
-        k += c
-    samples, deltas = _ints(smp), _ints(dl)
-    if len(samples) != len(deltas):
-        return None
-    node = [table[x] if 0 <= x < size else -1 for x in samples]
-    if node and min(node) < 0:
-        return None
+    of = [i for i, c in enumerate(counts) for _ in range(c)]
+    for j, i in zip(flat, of, strict=True):
+        if j <= i:
+            return None
+        parent[j] = i
     ts = list(accumulate(deltas))
     if ts:
         ts = [t + t0 for t in ts]
