@@ -291,3 +291,41 @@ def test_sums_are_numpys_bits() -> None:
     for n in [*range(0, 300), 1000, 8191, 8193, 65537]:
         a = [rng.random() * 10 ** rng.randint(-3, 3) for _ in range(n)]
         assert np_sum(a) == float(np.asarray(a).sum())
+
+
+def _text(nodes: list[dict], samples: list[int], deltas: list[int]):
+    from jsprof.engines._v8text import ProfileText
+
+    profile = {"nodes": nodes, "startTime": 1000, "endTime": 1000 + sum(deltas),
+               "samples": samples, "timeDeltas": deltas}
+    raw = b'{"id":7,"result":{"profile":' + json.dumps(profile).encode() + b"}}"
+    return ProfileText(raw, raw.index(b'{"nodes"'))
+
+
+def _node(i: int, name: str, children: list[int], url: str = "file:///a.js") -> dict:
+    n = {"id": i, "callFrame": {"functionName": name, "scriptId": "1", "url": url,
+                                "lineNumber": i, "columnNumber": 2}, "hitCount": 0}
+    if children:
+        n["children"] = children
+    return n
+
+
+@pytest.mark.parametrize("shape", ["sparse ids", "child listed first"])
+def test_other_numbering_is_converted_alike_or_left_to_numpy(shape):
+    if shape == "sparse ids":  # not 1..n: the id table
+        nodes = [_node(50, "(root)", [90, 70], ""), _node(90, "a", [30]), _node(70, "b", []),
+                 _node(30, "c", [])]
+        samples = [90, 30, 70, 30, 50]
+    else:  # a child before its parent: _v8slices orders the tree
+        nodes = [_node(2, "a", []), _node(1, "(root)", [2], "")]
+        samples = [2, 2, 1]
+    deltas = [5, 1000, 1000, 1000, 1000][: len(samples)]
+    args = ("main", "node", 1.0, 0.0, None)
+    got = _v8join.thread_track([_text(nodes, samples, deltas)], *args)
+    trace = normalise_resources(join_slices([_text(nodes, samples, deltas)], "s").to_trace(None))
+    if shape == "sparse ids":
+        assert got is not None
+        _same_columns(got[0].trace, trace)
+        assert got[0].trace.num_stacks == 3
+    else:
+        assert got is None and trace.num_stacks == 1
