@@ -242,23 +242,25 @@ def _position_lines(ticks: list, node: list[int]) -> array | bool | None:
     with_ticks = [i for i, t in enumerate(ticks) if t]
     if not with_ticks or not node:
         return None
+    # Checked all at once (what the checked path words is for it to say: False), then
+    # expanded only for the nodes a kept sample is at.
+    try:
+        if not all(type(ticks[i]) is list for i in with_ticks):
+            return False
+        entries = [p for i in with_ticks for p in ticks[i]]
+        ls = [p["line"] for p in entries]
+        cs = [p["ticks"] for p in entries]
+    except (KeyError, TypeError):
+        return False
+    if (ls and not (set(map(type, ls)) == {int} and -(2**31) <= min(ls) and max(ls) < 2**31)) or (
+        cs and not (set(map(type, cs)) == {int} and min(cs) >= 0 and sum(cs) <= MAX_SAMPLES)
+    ):
+        return False
     lines: dict[int, list[int]] = {}
+    sampled = set(node)
     for i in with_ticks:
-        t = ticks[i]
-        if type(t) is not list:
-            return False
-        try:
-            ls = [p["line"] for p in t]
-            cs = [p["ticks"] for p in t]
-        except (KeyError, TypeError):
-            return False
-        if not all(type(x) is int and -(2**31) <= x < 2**31 for x in ls) or not all(
-            type(x) is int and x >= 0 for x in cs
-        ):
-            return False
-        if sum(cs) > MAX_SAMPLES:
-            return False
-        lines[i] = [ln for ln, c in zip(ls, cs, strict=True) for _ in range(c)]
+        if i in sampled:
+            lines[i] = [p["line"] for p in ticks[i] for _ in range(p["ticks"])]
     seen: dict[int, int] = {}
     out = array("i", bytes(4 * len(node)))
     for k, n in enumerate(node):
@@ -283,10 +285,7 @@ def to_trace(j: Joined, origin_us: float | None) -> LightTrace | None:
         while s != NONE and not live[s]:
             live[s] = 1
             s = parent[s]
-    for i, p in enumerate(parent):
-        if p == NONE:
-            live[i] = 1
-    order = [i for i in range(n) if live[i]]
+    order = [i for i, (x, p) in enumerate(zip(live, parent, strict=True)) if x or p == NONE]
     script = MARKER_CODE["script"]
     node_marker = [script] * n
     keys: list[tuple | None] = [None] * n
