@@ -199,6 +199,24 @@ def test_record_imports_no_numpy_and_prints_what_the_file_says(name, tmp_path, c
     assert want in r.stderr, (want, r.stderr)
 
 
+def test_lost_time_is_said_without_numpy(tmp_path, monkeypatch, capsys):
+    """A summary with gaps past the cap (a loaded machine's) says its lost time without
+    the model: its note's constants are traceparts' (rows.lost_note imported trace.py)."""
+    code = (
+        "import sys\nfrom array import array\n"
+        "from jsprof.recorded import LightRecording, LightTrace, LightTrack\n"
+        "from jsprof.render.summary import print_recording_summary\n"
+        "tr = LightTrace([], [], array('i'), array('i'), array('d', [0.0, 1.0, 400.0, 401.0]),"
+        " array('i', [-1, -1, -1, -1]), None, None)\n"
+        "print_recording_summary(LightRecording([LightTrack('main', tr, 0.0, 'node', 1.0, 1.0,"
+        " {})]), 'x')\nprint('numpy' in sys.modules)\n"
+    )
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": str(SRC)}, timeout=60)
+    assert "ms lost in 1 gap" in r.stderr, r.stderr
+    assert r.stdout.strip() == "False", r.stderr
+
+
 def test_a_map_comment_naming_no_file_needs_no_numpy(tmp_path):
     """typescript's own lib/_tsc.js ends in `//# sourceMappingURL=_tsc.js.map`, a file npm
     does not install: no map is read, so the summary needs no model (it did, measured)."""

@@ -316,7 +316,7 @@ def lost_note(lost: float, capping: Sequence[GapCapping] = ()) -> str:
     """` (+1234.5 ms lost in ...)` when a gap was capped: with `capping` (the tracks' own,
     `trace.gap_capping`) which cap applied, to how many gaps, and why; without it (a fleet
     query's merged total) the rule."""
-    from ..trace import GAP_CAP_INTERVALS, GAP_CAP_MIN_MS
+    from ..traceparts import GAP_CAP_INTERVALS, GAP_CAP_MIN_MS
     from ..words import plural
 
     if not lost > 0:
