@@ -14,7 +14,9 @@ are `_v8slices`' and `formats._v8profile.finish`'s, written over lists.
 from __future__ import annotations
 
 from array import array
+from collections.abc import Callable
 from itertools import accumulate
+from typing import Any
 
 from ..formats import _columns
 from ..recorded import LightTrace, LightTrack
@@ -171,10 +173,11 @@ def join(
     return j
 
 
-def drop_preload(j: Joined, go_us: float) -> None:
-    """_v8slices.drop_preload: the main thread's samples from the instant the preload let
-    the script go, without the loader's return from the preload just after it."""
-    names, urls, parent = j.names, j.urls, j.parent
+def preload_kinds(names: list[str], urls: list[str], parent: Any) -> Callable[[int], str]:
+    """What a node is, for dropping the preload's leading samples (this module's
+    drop_preload and _v8slices'): "preload" (only Node's loader, under a function that loads
+    the preload), "pseudo" (idle, GC, "(program)") or "other" (the script's own). `parent`:
+    a list or numpy column, NONE at a root."""
     kind: dict[int, str] = {}
 
     def kind_of(i: int) -> str:
@@ -189,7 +192,7 @@ def drop_preload(j: Joined, go_us: float) -> None:
                 internal = False
             if names[cur] in PRELOAD_FNS:
                 in_preload = True
-            cur = parent[cur]
+            cur = int(parent[cur])
         if names[i] in PSEUDO and not urls[i]:
             k = "pseudo"
         else:
@@ -197,6 +200,13 @@ def drop_preload(j: Joined, go_us: float) -> None:
         kind[i] = k
         return k
 
+    return kind_of
+
+
+def drop_preload(j: Joined, go_us: float) -> None:
+    """_v8slices.drop_preload: the main thread's samples from the instant the preload let
+    the script go, without the loader's return from the preload just after it."""
+    kind_of = preload_kinds(j.names, j.urls, j.parent)
     keep = [t >= go_us for t in j.ts]
     last = -1
     for i, (n, ok) in enumerate(zip(j.node, keep, strict=True)):

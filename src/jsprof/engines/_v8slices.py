@@ -22,9 +22,8 @@ import collections
 
 import numpy as np
 
-from ._v8join import PRELOAD_FNS as _PRELOAD_FNS  # the rules' names: one copy, there
-from ._v8join import PSEUDO as _PSEUDO
 from ._v8join import WAIT_NAMES as _WAIT_NAMES
+from ._v8join import preload_kinds  # the rules: one copy, there
 from ._v8text import ProfileText
 
 TYPE_CHECKING = False
@@ -344,28 +343,7 @@ def drop_preload(tp: ThreadProfile, go_us: float) -> None:
     charged for what was dropped: all of it comes before the first kept one."""
     keep = tp.ts >= go_us
     idx = np.flatnonzero(keep)
-    names, urls, parent = tp.names, tp.urls, tp.parent
-    kind: dict[int, str] = {}  # node index -> "preload" (loader only), "pseudo", "other"
-
-    def kind_of(i: int) -> str:
-        if i in kind:
-            return kind[i]
-        in_preload = False
-        internal = True
-        cur = i
-        while cur != -1:
-            url = urls[cur]
-            if url and not url.startswith("node:"):
-                internal = False
-            if names[cur] in _PRELOAD_FNS:
-                in_preload = True
-            cur = int(parent[cur])
-        if names[i] in _PSEUDO and not urls[i]:
-            k = "pseudo"
-        else:
-            k = "preload" if in_preload and internal else "other"
-        kind[i] = k
-        return k
+    kind_of = preload_kinds(tp.names, tp.urls, tp.parent)
 
     # The leading samples only: the walk ends at the first of the script's own.
     last = -1
