@@ -169,19 +169,23 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
     # (idle) and (program) left out with exclude_idle, as the other merged views do
     keep = (f"NOT (stack_id = {NONE} AND marker IN ({', '.join(map(str, IDLE_MARKERS))}))"
             if sel.filters.exclude_idle else "true")
-    got = {"g": empty, "b": empty, "load": empty, "ns": empty}
+    got = {"ri": empty, "sid": empty, "m": empty, "b": empty, "load": empty, "ns": empty,
+           "first": empty}
+    m_g: dict[int, np.ndarray] = {}  # release index -> each stored stack's function
     with duck.sample_scan(snap, sub, ri=sub.ri, pos=np.arange(len(sub), dtype=np.int64),
                           load=np.asarray(load, np.int64)) as run:
-        # The releases with samples, the markers of the samples without a stack (where
-        # they first come), and how many samples are kept.
-        seen = {"ri": empty, "m": empty, "first": empty, "n": empty} if run is None else run(
-            f"SELECT ri, CASE WHEN stack_id = {NONE} THEN marker END AS m, "
-            f"min(pos) FILTER (WHERE {keep}) AS first, "
-            f"count(*) FILTER (WHERE {keep}) AS n FROM s GROUP BY ALL")
+        # Two scans of the samples (each reads the parts: most of the view's cost). The
+        # first: the releases with samples, how many samples are kept, and the largest
+        # kept times, enough of them for the 99th percentile (`_percentile99`) whatever
+        # `n` is up to the uploads' sample count (a third scan only if there are more).
+        most = _top_wanted(int(sub.samples.sum()))
+        seen = {"ri": empty, "n": empty, "top": empty} if run is None else run(
+            f"SELECT ri, count(*) FILTER (WHERE {keep}) AS n, "
+            f"max(greatest(t, 0.0), {most}) FILTER (WHERE {keep}) AS top "
+            "FROM s GROUP BY ri")
         n = int(seen["n"].sum())
         # Each stored stack's leaf function as `fleet top` names it (the release's maps).
         ident = identity(sel.filters)
-        m_ri, m_sid, m_g = [], [], []
         for ri in sorted(set(seen["ri"].tolist())):  # sub.rkeys is sorted
             rkey = sub.rkeys[ri]
             trace = stored_trace(snap, rkey)
@@ -189,54 +193,50 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
                 snap, rkey, app, sub.release[sub.rkey.index(rkey)], trace), ident)
             fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0],
                              np.int64)
-            m_ri.append(np.full(trace.num_stacks, ri, np.int64))
-            m_sid.append(np.arange(trace.num_stacks, dtype=np.int64))
-            m_g.append(fid[trace.stack_frame.astype(np.int64)])
-        marker_g: dict[int, int] = {}
-        for _, mk in sorted({(int(f), int(mk)) for f, mk, c in zip(
-                seen["first"].tolist(), seen["m"].tolist(), seen["n"].tolist(), strict=True)
-                if mk == mk and c > 0}):  # (NaN: a row of samples with a stack)
-            # Samples without a stack are named as `report` and `fleet top` name them.
-            marker_g[mk] = keys.setdefault(no_stack_name(mk), len(keys))
+            m_g[int(ri)] = fid[trace.stack_frame.astype(np.int64)]
         # Buckets up to the 99th percentile of the samples' times, so one tab left open
         # for an hour does not squeeze every page load into the first bucket; later
         # samples are one last bucket ("later"). A sample before navigation start (none
         # should be) counts at 0.
-        hi = _percentile99(run, keep, n) if n else 1.0
+        hi = 1.0
+        if n:
+            tops = [np.asarray(v, np.float64) for v in seen["top"] if v is not None]
+            # descending as the engine orders them (NaN, none expected, first)
+            largest = np.sort(np.concatenate(tops))[::-1] if tops else np.zeros(0)
+            hi = _percentile99(run, keep, n, largest)
         width = _nice(max(hi, 1.0) / BUCKETS)
         nb = max(int(math.ceil(hi / width)), 1)
         if n:
-            import pyarrow as pa
-
-            duck.con.register("gmap", pa.table({
-                "ri": np.concatenate(m_ri), "stack_id": np.concatenate(m_sid),
-                "g": np.concatenate(m_g)}))
-            try:
-                # Per (function, bucket) and per bucket: ns and page loads. `t // width` as
-                # numpy floors it (fmod, then the quotient rounded), so a sample on a
-                # bucket's edge falls where numpy puts it. A sample without a stack is
-                # the function -2 - marker here.
-                # `t // width` as numpy floors it (fmod, then the quotient rounded), so a
-                # sample on a bucket's edge falls where numpy puts it. A sample without a
-                # stack is the function -2 - marker here. Per (function, bucket): ns; per
-                # (bucket, page load): whether it has a sample.
-                got = run(
-                    "SELECT g, b, load, sum(weight_ns)::BIGINT AS ns FROM ("
-                    "  SELECT coalesce(gm.g, -2 - s.marker) AS g, s.weight_ns, s.load,"
-                    f"  least({floor_div_sql('s.x', 's.w')}, s.nb)::BIGINT AS b FROM ("
-                    "   SELECT *, greatest(t, 0.0) AS x, ?::DOUBLE AS w, ?::DOUBLE AS nb"
-                    f"  FROM s WHERE {keep}) s"
-                    "  LEFT JOIN gmap gm ON s.stack_id >= 0 AND gm.ri = s.ri"
-                    "  AND gm.stack_id = s.stack_id"
-                    ") GROUP BY GROUPING SETS ((g, b), (b, load))", width, float(nb))
-            finally:
-                duck.con.unregister("gmap")
+            # Per (release, stack, marker, bucket) and per (bucket, page load): ns, and the
+            # first upload with it (the order of the functions of samples without a
+            # stack); the stacks' functions are looked up after, in numpy.
+            # `t // width` as numpy floors it (fmod, then the quotient rounded), so a
+            # sample on a bucket's edge falls where numpy puts it.
+            got = run(
+                "SELECT ri, stack_id AS sid, marker AS m, b, load, "
+                "sum(weight_ns)::BIGINT AS ns, min(pos) AS first FROM ("
+                "  SELECT s.ri, s.stack_id, s.marker, s.weight_ns, s.load, s.pos,"
+                f"  least({floor_div_sql('s.x', 's.w')}, s.nb)::BIGINT AS b FROM ("
+                "   SELECT *, greatest(t, 0.0) AS x, ?::DOUBLE AS w, ?::DOUBLE AS nb"
+                f"  FROM s WHERE {keep}) s"
+                ") GROUP BY GROUPING SETS ((ri, stack_id, marker, b), (b, load))",
+                width, float(nb))
     later = bool((got["b"] == nb).any())
     nbk = nb + 1 if later else nb
-    per_load = got["g"] != got["g"]  # NaN: a (bucket, page load) row
+    per_load = got["ri"] != got["ri"]  # NaN: a (bucket, page load) row
     loads_b = np.bincount(np.asarray(got["b"][per_load], np.int64), minlength=nbk)
     cell = ~per_load
-    g = np.asarray(got["g"][cell], np.int64)
+    g = _functions_of(np.asarray(got["ri"][cell], np.int64),
+                      np.asarray(got["sid"][cell], np.int64),
+                      np.asarray(got["m"][cell], np.int64), m_g)
+    # Samples without a stack are named as `report` and `fleet top` name them, their
+    # functions after the releases' in the order the uploads first have them.
+    marker_g: dict[int, int] = {}
+    first = got["first"][cell]
+    for _, mk in sorted({(int(f), int(mk)) for f, mk, sid in zip(
+            first.tolist(), got["m"][cell].tolist(), got["sid"][cell].tolist(), strict=True)
+            if sid == NONE}):
+        marker_g[mk] = keys.setdefault(no_stack_name(mk), len(keys))
     nos = g < 0
     if nos.any():
         to = np.full(len(MARKERS) + 1, -1, np.int64)  # marker + 1 -> its function
@@ -261,18 +261,42 @@ def floor_div_sql(x: str, w: str) -> str:
     return f"(CASE WHEN {q} - floor({q}) > 0.5 THEN floor({q}) + 1 ELSE floor({q}) END)"
 
 
-def _percentile99(run: Any, keep: str, n: int) -> float:
+def _top_wanted(rows: int) -> int:
+    """How many of the largest times `_percentile99` reads of `rows` samples (at least as
+    many as it reads of any fewer: the count only grows with `rows`)."""
+    n = max(rows, 1)
+    return n - math.floor((n - 1) * (99 / 100)) + 1
+
+
+def _percentile99(run: Any, keep: str, n: int, largest: np.ndarray | None = None) -> float:
     """np.percentile(times, 99) of the `n` kept samples' times (at least 0), from the two
-    order statistics it interpolates between, fetched from the engine (a top-N of 1 %
-    of the samples, not all of them): numpy's own interpolation of those two gives its
-    exact answer."""
+    order statistics it interpolates between: from `largest` (the largest kept times,
+    descending) when it holds them, else fetched from the engine (a top-N of 1 % of the
+    samples, not all of them): numpy's own interpolation of those two gives its exact
+    answer."""
     virtual = (n - 1) * (99 / 100)  # numpy's "linear" method
     k0 = math.floor(virtual)
     if virtual >= n - 1:
+        if largest is not None and len(largest):
+            return float(largest[0])
         return float(run(f"SELECT max(greatest(t, 0.0)) AS v FROM s WHERE {keep}")["v"][0])
-    top = run(f"SELECT greatest(t, 0.0) AS v FROM s WHERE {keep} ORDER BY v DESC "
-              "LIMIT 2 OFFSET ?", n - 2 - k0)["v"]
+    if largest is not None and len(largest) >= n - k0:
+        top = largest[n - 2 - k0:n - k0]
+    else:
+        top = run(f"SELECT greatest(t, 0.0) AS v FROM s WHERE {keep} ORDER BY v DESC "
+                  "LIMIT 2 OFFSET ?", n - 2 - k0)["v"]
     return float(np.quantile(np.asarray([top[1], top[0]], np.float64), virtual - k0))
+
+
+def _functions_of(ri: np.ndarray, sid: np.ndarray, marker: np.ndarray,
+                  m_g: dict[int, np.ndarray]) -> np.ndarray:
+    """Each (release, stack) row's function index, from the releases' stack -> function
+    arrays; a row without one (no stack) is -2 - its marker."""
+    g = -2 - marker
+    for r, fn in m_g.items():
+        mine = (ri == r) & (sid >= 0) & (sid < len(fn))
+        g[mine] = fn[sid[mine]]
+    return g
 
 
 def _examples(up: Uploads, pls: dict[str, tl.PageLoad], pick: np.ndarray,
