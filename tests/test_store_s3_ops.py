@@ -850,3 +850,31 @@ def test_a_pruned_upload_sent_again_is_stored_again(objects: object, tmp_path: P
     assert ObjectCompactor(objects, tmp_path / "b").run().uploads == 0  # each once
     meta, trace = st.get("p1")
     assert meta["n"] == 4 and trace == TRACE
+
+
+def test_a_prune_on_another_machine_empties_this_ones_index_too(
+        objects: object, tmp_path: Path) -> None:
+    """Machine B indexed the compacted ids (p1 among them) before machine A pruned p1: B's
+    index (`ids.sqlite`, caught up by `uk` only, and a prune adds none) still held p1, so
+    p1 sent again and compacted by B was dropped as a retry, and counted nowhere. The
+    manifest counts prunes; an index that saw another count is made anew from the tables."""
+    from jsprof.store.objprune import prune_objects
+
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+    _segment(objects, int(old) + 5000, [("p1", dict(_meta(1), receivedAt=old))])
+    _segment(objects, int(now - 3600e3), [("k1", dict(_meta(3), receivedAt=now - 3600e3))])
+    a = ObjectCompactor(objects, tmp_path / "a")
+    assert a.run().uploads == 2
+    b = ObjectCompactor(objects, tmp_path / "b")
+    assert b.run().uploads == 0  # b's index now holds p1 and k1
+    assert prune_objects(a, now - 5 * 86400e3).tables_removed == 1
+    assert _ids(objects) == ["k1"]
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.append("p1", _meta(4), TRACE)  # sent again, now
+    assert b.run().uploads == 1
+    assert _ids(objects) == ["k1", "p1"]
+    assert a.run().uploads == 0  # each once
+    assert ObjectCompactor(objects, tmp_path / "c").run().uploads == 0
+    meta, trace = st.get("p1")
+    assert meta["n"] == 4 and trace == TRACE

@@ -747,6 +747,7 @@ class CompactedIds:
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("CREATE TABLE IF NOT EXISTS ids (id TEXT PRIMARY KEY) WITHOUT ROWID")
         self.db.execute("CREATE TABLE IF NOT EXISTS upto (uk INTEGER)")
+        self.db.execute("CREATE TABLE IF NOT EXISTS pruned (n INTEGER)")
         self.pending: set[str] = set()
 
     @property
@@ -778,14 +779,21 @@ class CompactedIds:
         from .tables.manifest import part_path
 
         next_uk = int(man.get("nextUk", 0))
+        prunes = int(man.get("prunes", 0))
+        row = self.db.execute("SELECT n FROM pruned").fetchone()
         start = self.upto
-        if start > next_uk:  # tables rebuilt (an older format's): index them anew
-            self.db.execute("DELETE FROM ids")
-            start = 0
-        if start == next_uk:
+        # Tables rebuilt (an older format's), or pruned since this file indexed them (here
+        # or on another machine: a prune takes ids out and adds no `uk`): index them anew.
+        anew = start > next_uk or (row[0] if row else 0) != prunes
+        if not anew and start == next_uk:
             return
         self.db.execute("BEGIN")
         try:
+            if anew:
+                self.db.execute("DELETE FROM ids")
+                self.db.execute("DELETE FROM pruned")
+                self.db.execute("INSERT INTO pruned VALUES (?)", (prunes,))
+                start = 0
             for e in man.get("uploads", []):
                 f = pq.ParquetFile(tdir / part_path(e))
                 # row groups wholly below `start` are skipped by their statistics; the

@@ -109,6 +109,10 @@ def prune_tables(
             if n < t.num_rows:
                 uploads.append(rewrite(e, t, pc.invert(at), sch["uploads"]))
         man["uploads"] = uploads
+        if removed:
+            # counted: a compactor's index of compacted ids on another machine (objstore's
+            # CompactedIds, caught up by `uk`, which a prune adds none of) sees the change
+            man["prunes"] = int(man.get("prunes", 0)) + 1
         for rkey, uks in dropped.items():
             entry = man["releases"].get(rkey)
             if entry is None:
