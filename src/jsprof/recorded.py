@@ -72,11 +72,7 @@ class LightTrace:
 
     def median_gap(self) -> float | None:
         """ProfilerTrace.median_gap: the median of the positive gaps between samples."""
-        d = sorted(x for x in _diff(self.sample_time) if x > 0)
-        if not d:
-            return None
-        n = len(d)
-        return float((d[(n - 1) // 2] + d[n // 2]) / 2)
+        return _median_gap(self.sample_time)
 
     def to_trace(self) -> ProfilerTrace:
         from .trace import ProfilerTrace
@@ -184,6 +180,7 @@ def np_sum(a: list[float]) -> float:
 
 
 def _median_gap(times: Any) -> float | None:
+    """trace.ProfilerTrace.median_gap of these sample times."""
     d = sorted(x for x in _diff(times) if x > 0)
     if not d:
         return None
