@@ -35,6 +35,7 @@ from .traceparts import (  # noqa: F401
     anonymous_label,
     no_stack_name,
     normalise_resource,
+    normalised_tables,
 )
 
 # The most samples a reader makes from counts in a file (pprof values, folded counts,
@@ -743,17 +744,12 @@ class TraceBuilder(StackTable):
 def normalise_resources(trace: ProfilerTrace) -> ProfilerTrace:
     """`trace` with every resource spelled by `normalise_resource`; two spellings of one
     script become one resource (frames are re-pointed), so the table stays unique."""
-    new = [normalise_resource(r) for r in trace.resources]
-    if new == trace.resources:
+    got = normalised_tables(trace.resources, trace.frames)
+    if got is None:
         return trace
-    index: dict[str, int] = {}
-    remap = [index.setdefault(r, len(index)) for r in new]
-    frames = [
-        f if f.resource_id is None else f._replace(resource_id=remap[f.resource_id])
-        for f in trace.frames
-    ]
+    resources, frames = got
     return ProfilerTrace(
-        list(index),
+        resources,
         frames,
         trace.stack_parent,
         trace.stack_frame,

@@ -153,6 +153,22 @@ def _local_resource(name: str, cwd: str) -> str:
     return name
 
 
+def normalised_tables(
+    resources: list[str], frames: list[ProfilerFrame]
+) -> tuple[list[str], list[ProfilerFrame]] | None:
+    """The resources spelled by `normalise_resource` and the frames re-pointed at them (two
+    spellings of one script become one resource, so the table stays unique); None when
+    every resource is spelled so already. trace.normalise_resources and the numpy-free
+    record path (engines/_v8join.py) both: one rule."""
+    spelled = [normalise_resource(r) for r in resources]
+    if spelled == resources:
+        return None
+    index: dict[str, int] = {}
+    remap = [index.setdefault(r, len(index)) for r in spelled]
+    return list(index), [
+        f if f.resource_id is None else f._replace(resource_id=remap[f.resource_id])
+        for f in frames
+    ]
 
 
 # V8's pseudo nodes (a CPU profile's nodes with no URL): "(root)" is not a frame; samples in

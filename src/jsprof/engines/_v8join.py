@@ -27,7 +27,7 @@ from ..traceparts import (
     NONE,
     V8_PSEUDO_MARKERS,
     StackTable,
-    normalise_resource,
+    normalised_tables,
 )
 from ._v8text import ProfileText
 
@@ -322,13 +322,9 @@ def to_trace(j: Joined, origin_us: float | None) -> LightTrace | None:
         return None
     markers = [node_marker[x] for x in j.node]
     # resources spelled one way per script (trace.normalise_resources)
-    spelled = [normalise_resource(r) for r in resources]
-    if spelled != resources:
-        index: dict[str, int] = {}
-        remap = [index.setdefault(r, len(index)) for r in spelled]
-        frames = [f if f.resource_id is None else f._replace(resource_id=remap[f.resource_id])
-                  for f in frames]
-        resources = list(index)
+    got = normalised_tables(resources, frames)
+    if got is not None:
+        resources, frames = got
     return LightTrace(
         resources, frames, array("i", stack_parent), array("i", stack_frame),
         array("d", times), array("i", [node_stack[x] for x in j.node]),
