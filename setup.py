@@ -272,11 +272,18 @@ def caching_spawn(spawn: object, cache: Path, root: Path) -> object:
         obj = Path(cmd[cmd.index("-o") + 1])
         kept = cache / f"{key}.o"
         if kept.is_file():
-            obj.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(kept, obj)
-            os.utime(kept)  # recently used: kept when the cache is trimmed
-            print(f"jsprof: {_rel(obj)} from the build cache ({cache})", flush=True)
-            return None
+            try:
+                obj.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(kept, obj)
+            except OSError:
+                pass  # trimmed by another build meanwhile: compiled below
+            else:
+                try:
+                    os.utime(kept)  # recently used: kept when the cache is trimmed
+                except OSError:
+                    pass  # a cache this build may only read (CI's, mounted read-only)
+                print(f"jsprof: {_rel(obj)} from the build cache ({cache})", flush=True)
+                return None
         out = spawn(cmd, **kw)
         try:
             cache.mkdir(parents=True, exist_ok=True)

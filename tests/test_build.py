@@ -183,3 +183,39 @@ def test_the_build_cache_gives_the_object_a_compile_would(tmp_path: Path) -> Non
     assert compiled[-1] == "m.o" and len(compiled) == 3
     assert b"hello" in (trees[1] / "m.o").read_bytes()
     assert len(list(cache.glob("*.o"))) == 2
+
+
+def test_a_build_cache_it_may_only_read_still_gives_its_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A hit marks the object recently used (os.utime); a cache this build may only read (a
+    CI cache mounted read-only) made that raise out of the build, where a cache that
+    cannot be written is meant to cost only the next build. Now the object is taken."""
+    setup = load_setup()
+    cc = shutil.which("gcc") or shutil.which("cc")
+    assert cc is not None, "a C compiler is needed"
+    cache = tmp_path / "cache"
+    (tmp_path / "m.c").write_text("int f(void) { return 4; }\n")
+    compiled: list[str] = []
+
+    def spawn(cmd: list[str]) -> None:
+        compiled.append(cmd[cmd.index("-o") + 1])
+        subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    def compile_to(obj: str) -> None:
+        cwd = os.getcwd()
+        os.chdir(tmp_path)
+        try:
+            setup.caching_spawn(spawn, cache, tmp_path)([cc, "-O2", "-c", "m.c", "-o", obj])
+        finally:
+            os.chdir(cwd)
+
+    compile_to("a.o")
+
+    def read_only(*_a: object, **_kw: object) -> None:
+        raise PermissionError(13, "Read-only file system")
+
+    monkeypatch.setattr(os, "utime", read_only)
+    compile_to("b.o")
+    assert compiled == ["a.o"], "compiled again"
+    assert (tmp_path / "b.o").read_bytes() == (tmp_path / "a.o").read_bytes()
