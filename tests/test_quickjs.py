@@ -257,8 +257,15 @@ def test_names_lines_columns_exact() -> None:
     assert got == want
     assert all(f.resource_id == 0 for f in trace.frames)
     p = paths(trace)
-    assert p[("", "", "spin")] >= 20  # the forEach callback under top-level code
-    assert p[("", "get kind", "spin")] >= 8
+    # Each of the file's 18 spin(15) calls runs the same time, so each path gets its share
+    # of all spin samples: at least half of it. (Not a count: spin measures its 15 ms with
+    # performance.now() less the gaps of 1 ms or more, and beside 15 runnable processes the
+    # shorter preemptions it counts as running were no CPU time: 17 samples where 20 were
+    # asserted, CI at load 10-15.)
+    spun = sum(n for k, n in p.items() if k and k[-1] == "spin")
+    assert spun >= 18, p
+    assert p[("", "", "spin")] >= 0.5 * spun * 2 / 18, (spun, p)  # the IIFE and forEach callback
+    assert p[("", "get kind", "spin")] >= 0.5 * spun / 18, (spun, p)
 
 
 @pytest.mark.parametrize("interval", [1.0, 0.1])
