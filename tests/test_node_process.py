@@ -154,7 +154,10 @@ def test_a_hung_node_is_described_thread_by_thread() -> None:
         said = ""
         while time.monotonic() < deadline:
             said = process_state(proc.pid)
-            if "futex" in said.split(";")[0]:  # the main thread blocked in Atomics.wait
+            # the main thread blocked in Atomics.wait, Node's threads all started (its main
+            # thread waits in a futex at start-up too, beside one other: CI of ccc986c)
+            if "futex" in said.split(";")[0] and said.count("node: ") + sum(
+                    int(p.rsplit(" x", 1)[1]) - 1 for p in said.split("; ") if " x" in p) >= 3:
                 break
             time.sleep(0.05)
         main, _, threads = said.partition("; threads: ")
