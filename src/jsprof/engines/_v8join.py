@@ -38,6 +38,8 @@ PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
 # What a thread shows while Node waits for jsprof after the program's end: nothing running
 # (idle, or V8's own "(program)"), or the native process.exit() it waits in.
 WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
+REALLY_EXIT = "reallyExit"  # process.exit()'s native end: it never returns
+GC = "(garbage collector)"
 MAX_SAMPLES = 100_000_000  # trace.MAX_SAMPLES: the most ticks a node's positionTicks count
 _LIMIT = 2**53  # microsecond clocks a double holds exactly
 
@@ -225,18 +227,43 @@ def drop_preload(j: Joined, go_us: float) -> None:
     j.ts = [t for t, ok in zip(j.ts, keep, strict=True) if ok]
 
 
-def drop_exit_wait(j: Joined, end_us: float) -> tuple[int, float]:
-    """_v8slices.drop_exit_wait: Node's wait for jsprof after the program ended, dropped
-    from the end; (samples dropped, ms from the last kept sample to the last dropped)."""
-    if not j.node:
-        return 0, 0.0
-    names, urls, node, ts = j.names, j.urls, j.node, j.ts
-    first = len(node)
-    while first:
-        i = node[first - 1]
-        if not (ts[first - 1] >= end_us and names[i] in WAIT_NAMES and not urls[i]):
+def exit_wait_start(names: list[str], urls: list[str], node, ts, end_us: float) -> int:
+    """Where Node's wait for jsprof after the program's end (`end_us`) starts among the
+    samples (`node`, `ts`: lists or numpy columns): len(node) when there is none.
+
+    After process.exit() the wait is everything from the first sample in its native
+    reallyExit, which never returns: while Node waits there it runs jsprof's commands
+    (each slice's stop and start, its bridge calls), and a sample taken then shows
+    process.exit's JS `exit` as the leaf, without reallyExit (seen on Node 20 at load
+    10-15: one such sample kept 7 % of a tsc profile in the wait). After a normal end the
+    wait is the trailing run of idle and "(program)" samples, with the GC tasks Node ran
+    while it waited (they run because it waits): a GC right after the program's last JS is
+    its allocation's, and stays."""
+    n = len(node)
+    after = n  # the first sample at or after the end
+    while after and ts[after - 1] >= end_us:
+        after -= 1
+    for k in range(after, n):
+        i = int(node[k])
+        if names[i] == REALLY_EXIT and not urls[i]:
+            return k
+    first = n
+    while first > after:
+        i = int(node[first - 1])
+        if urls[i] or not (names[i] in WAIT_NAMES or names[i] == GC):
             break
         first -= 1
+    while first < n and names[int(node[first])] == GC:
+        first += 1
+    return first
+
+
+def drop_exit_wait(j: Joined, end_us: float) -> tuple[int, float]:
+    """_v8slices.drop_exit_wait over lists: Node's wait for jsprof after the program ended
+    (exit_wait_start), dropped from the end; (samples dropped, ms from the last kept sample
+    to the last dropped)."""
+    node, ts = j.node, j.ts
+    first = exit_wait_start(j.names, j.urls, node, ts, end_us)
     n = len(node) - first
     if n == 0:
         return 0, 0.0

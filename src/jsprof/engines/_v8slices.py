@@ -22,8 +22,7 @@ import collections
 
 import numpy as np
 
-from ._v8join import WAIT_NAMES as _WAIT_NAMES
-from ._v8join import preload_kinds  # the rules: one copy, there
+from ._v8join import exit_wait_start, preload_kinds  # the rules: one copy, there
 from ._v8text import ProfileText
 
 TYPE_CHECKING = False
@@ -364,22 +363,14 @@ def drop_exit_wait(tp: ThreadProfile, end_us: float) -> tuple[int, float]:
     """The main thread's samples without Node's wait for jsprof after the program ended
     (`end_us`, V8's clock: the hook's 'exit' listener). After its 'exit' event Node waits
     (in process.exit()'s native reallyExit, or idle after a normal end) until jsprof has
-    stopped the profiler: on a loaded machine that took 150 ms, 7.5 % of a tsc run. Dropped:
-    the trailing samples after `end_us` that are idle, "(program)" or in reallyExit; kept:
-    everything up to the last other sample (the script's own 'exit' listeners, a GC).
-    Returns (samples dropped, ms from the last kept sample to the last dropped one)."""
-    if not len(tp.node):
-        return 0, 0.0
-    # From the last sample back to the first that is not a wait: a few samples, not a look
-    # at each of the joined slices' ~35,000 nodes (tsc-ajv: ~3 ms of every recording's end).
-    names, urls, node, ts = tp.names, tp.urls, tp.node, tp.ts
-    first = len(node)
-    while first:
-        i = int(node[first - 1])
-        if not (ts[first - 1] >= end_us and names[i] in _WAIT_NAMES and not urls[i]):
-            break
-        first -= 1
-    n = len(node) - first
+    stopped the profiler: on a loaded machine that took 150 ms, 7.5 % of a tsc run. What
+    is dropped is _v8join.exit_wait_start's (one rule for both paths): kept, everything
+    the program ran up to then (the script's own 'exit' listeners, their GCs). Returns
+    (samples dropped, ms from the last kept sample to the last dropped one)."""
+    # From the end back: a few samples, not a look at each of the joined slices' ~35,000
+    # nodes (tsc-ajv: ~3 ms of every recording's end).
+    first = exit_wait_start(tp.names, tp.urls, tp.node, tp.ts, end_us)
+    n = len(tp.node) - first
     if n == 0:
         return 0, 0.0
     spanned = float(tp.ts[-1] - tp.ts[max(first - 1, 0)]) / 1000.0
