@@ -1,14 +1,15 @@
 """One Node thread's profile slices to its track's columns without numpy (issue 32): the
 inspector's text read in C (`formats._columns.read_profile`), the slices joined, jsprof's
-own samples and waits dropped, the nodes the kept samples are at or under interned into
-the spec's tables, as recorded.py's LightTrack.
+own samples and waits dropped (a worker's wait at its start spliced out), the nodes the
+kept samples are at or under interned into the spec's tables, as recorded.py's LightTrack.
 
 It takes what V8's inspector writes: node ids 1..n, each node listed after its parent,
-samples in range. Anything else (a slice the C reader leaves to the JSON parser, a
-worker's pause wrapper, a step back in time, malformed positionTicks) gives None, and the
-caller converts with `_v8slices` on numpy, which checks and words every problem. The
-result is the same trace, column for column (tests/test_node_light.py): the rules below
-are `_v8slices`' and `formats._v8profile.finish`'s, written over lists.
+samples in range. Anything else (a slice the C reader leaves to the JSON parser, a step
+back in time, malformed positionTicks) gives None, and the caller converts with
+`_v8slices` on numpy, which checks and words every problem. The result is the same trace,
+column for column (tests/test_node_light.py, and on real programs the summary's numbers:
+tests/test_node_light_summary.py): the rules below are `_v8slices`' and
+`formats._v8profile.finish`'s, written over lists; a rule changed there changes here.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class Joined:
     column, positionTicks and parent (NONE for a root; parents come first); the kept
     samples' nodes and CDP microsecond timestamps."""
 
-    __slots__ = ("names", "urls", "lines", "cols", "ticks", "parent", "node", "ts", "start_time")
+    __slots__ = (
+        "names", "urls", "lines", "cols", "ticks", "parent", "removed", "node", "ts",
+        "start_time",
+    )
 
     def __init__(self) -> None:
         self.names: list[str] = []
@@ -58,6 +62,7 @@ class Joined:
         self.cols: list[int] = []
         self.ticks: list = []
         self.parent: list[int] = []
+        self.removed = bytearray()  # spliced out (a worker's pause wrapper): never a frame
         self.node: list[int] = []
         self.ts: list[int] = []
         self.start_time: int = 0
@@ -81,9 +86,6 @@ def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | No
     for values in (lines, cols):
         if values and not (-(2**31) <= min(values) and max(values) < 2**31):
             return None
-    if splice is not None and any(n == splice and not u for n, u in zip(names, urls,
-                                                                          strict=True)):
-        return None  # a worker's pause wrapper: spliced out by _v8slices
     ids = _ints(ids_b)
     counts, flat = _ints(counts_b), _ints(flat_b)
     samples, deltas = _ints(smp), _ints(dl)
@@ -132,7 +134,23 @@ def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | No
         kept = [i for i, n in enumerate(node) if not inherited[n]]
         node = [node[i] for i in kept]
         ts = [ts[i] for i in kept]
-    return names, urls, lines, cols, ticks, parent, node, ts, t0
+    wrap = bytearray(nn)
+    if splice is not None:
+        # A worker's pause wrapper (pause.py), as _v8slices.join_slices splices it: its own
+        # samples dropped, its children hung from its parent (after the hidden code's
+        # samples were found on the tree as V8 wrote it).
+        for i, (n, u) in enumerate(zip(names, urls, strict=True)):
+            if n == splice and not u:
+                wrap[i] = 1
+        if any(wrap):
+            kept = [i for i, n in enumerate(node) if not wrap[n]]
+            node = [node[i] for i in kept]
+            ts = [ts[i] for i in kept]
+            for i in range(nn):  # parents first: a wrapper's parent is already resolved
+                p_ = parent[i]
+                if p_ != NONE and wrap[p_]:
+                    parent[i] = parent[p_]
+    return names, urls, lines, cols, ticks, parent, node, ts, t0, wrap
 
 
 def join(
@@ -149,7 +167,7 @@ def join(
         got = _read(p, hide_urls, splice)
         if got is None:
             return None
-        names, urls, lines, cols, ticks, parent, node, ts, t0 = got
+        names, urls, lines, cols, ticks, parent, node, ts, t0, wrap = got
         if several and not names:
             continue  # a slice without nodes has nothing to join
         if several:
@@ -163,6 +181,7 @@ def join(
                 last = ts[-1]
         offset = len(j.names)
         j.parent += [x + offset if x != NONE else NONE for x in parent]
+        j.removed += wrap
         j.node += [x + offset for x in node]
         j.ts += ts
         starts.append(t0)
@@ -322,7 +341,11 @@ def to_trace(j: Joined, origin_us: float | None) -> LightTrace | None:
         while s != NONE and not live[s]:
             live[s] = 1
             s = parent[s]
-    order = [i for i, (x, p) in enumerate(zip(live, parent, strict=True)) if x or p == NONE]
+    removed = j.removed
+    order = [
+        i for i, (x, p) in enumerate(zip(live, parent, strict=True))
+        if x or (p == NONE and not removed[i])
+    ]
     script = MARKER_CODE["script"]
     node_marker = [script] * n
     keys: list[tuple | None] = [None] * n

@@ -13,8 +13,8 @@ hold ~25,000 nodes, and each pass over them as dicts cost ms of every recording'
 
 Since the record path without numpy (issue 32), the Node engine converts with
 `_v8join` (the same rules over lists) and comes here only for what that one does not
-take: a worker's pause wrapper, a slice the C reader leaves to the JSON parser, a profile
-this module's checks must word."""
+take: a slice the C reader leaves to the JSON parser, a profile this module's checks must
+word (a worker's pause wrapper is spliced there too, alike: tests/test_node_light.py)."""
 
 from __future__ import annotations
 

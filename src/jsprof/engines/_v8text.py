@@ -10,7 +10,8 @@ import re
 from typing import Any
 
 # The reply to Profiler.stop as Node's inspector writes it (no sessionId: the main
-# thread's; a worker's replies come quoted inside NodeWorker messages).
+# thread's; a worker's replies come quoted inside NodeWorker messages, and cdp.py matches
+# them unquoted).
 _REPLY = re.compile(rb'\{"id":(\d+),"result":\{"profile":')
 _TAIL = b"}}"
 

@@ -274,7 +274,11 @@ class CDPClient:
             p = msg["params"]
             child = session.children.get(p["sessionId"])
             if child is not None:
-                self._route(orjson.loads(p["message"]), child)
+                # A worker's reply to Profiler.stop kept as text too (the main thread's is,
+                # in _pump): its track is then made without numpy, as the main thread's.
+                inner = p["message"]
+                got = reply_with_profile(inner.encode()) if self.raw_profiles else None
+                self._route(orjson.loads(inner) if got is None else got, child)
             return
         if method == "NodeWorker.detachedFromWorker":
             child = session.children.get(msg["params"]["sessionId"])
