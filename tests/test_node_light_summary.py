@@ -27,13 +27,10 @@ from jsprof.analysis.sampling import track_sampling
 from jsprof.render import summary as summary_mod
 from jsprof.render.rows import summary_rows
 from jsprof.trace import weights_and_lost
+from test_node_light import ACORN, JS, ROOT, SRC
 
 pytestmark = pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
 
-ROOT = Path(__file__).resolve().parent.parent
-SRC = ROOT / "src"
-JS = ROOT / "tests" / "js" / "node_modules"
-ACORN = JS / "acorn" / "dist" / "acorn.js"
 TSC = JS / "typescript" / "bin" / "tsc"
 TOPS = (1, 3, 5, 20, 10**6)
 ROW_KEYS = ("name", "location", "self_ms", "self_pct")
