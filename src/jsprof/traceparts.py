@@ -181,6 +181,30 @@ V8_PSEUDO_MARKERS: dict[str, str | None] = {
 }
 
 
+def v8_node_frames(
+    names: Sequence[str], urls: Sequence[str], lines: Sequence[int], cols: Sequence[int],
+    order: Iterable[int],
+) -> tuple[list[tuple[str, str | None, int | None, int | None] | None], list[int]]:
+    """A V8 CPU profile's nodes as `StackTable.intern_tree` takes them, and each node's
+    marker code: a pseudo node (V8_PSEUDO_MARKERS, no URL) is no frame and marks its
+    samples; any other is the frame (name, URL or None, 1-based line and column or None:
+    V8's are 0-based, -1 for none) and marks its samples "script". Only the nodes in
+    `order` are looked at (the others: None, "script"). One rule for the CDP profile
+    reader (formats/_v8profile.finish, numpy) and the Node record path (engines/_v8join)."""
+    script = MARKER_CODE["script"]
+    node_marker = [script] * len(names)
+    keys: list[tuple[str, str | None, int | None, int | None] | None] = [None] * len(names)
+    for i in order:
+        name, url = names[i], urls[i]
+        if name in V8_PSEUDO_MARKERS and not url:
+            m = V8_PSEUDO_MARKERS[name]
+            node_marker[i] = NONE if m is None else MARKER_CODE[m]
+        else:
+            ln, cn = lines[i], cols[i]
+            keys[i] = (name, url or None, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
+    return keys, node_marker
+
+
 class StackTable:
     """The spec's "get an element ID" for resources, frames and stacks: a component-wise
     equal resource, frame or stack gets the index it already has, otherwise it is appended

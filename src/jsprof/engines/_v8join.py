@@ -22,13 +22,12 @@ from typing import Any
 from ..formats import _columns
 from ..recorded import LightTrace, LightTrack
 from ..traceparts import (
-    MARKER_CODE,
     MAX_BACKWARDS_MS,
     NO_LINE,
     NONE,
-    V8_PSEUDO_MARKERS,
     StackTable,
     normalised_tables,
+    v8_node_frames,
 )
 from ._v8text import ProfileText
 
@@ -346,17 +345,7 @@ def to_trace(j: Joined, origin_us: float | None) -> LightTrace | None:
         i for i, (x, p) in enumerate(zip(live, parent, strict=True))
         if x or (p == NONE and not removed[i])
     ]
-    script = MARKER_CODE["script"]
-    node_marker = [script] * n
-    keys: list[tuple | None] = [None] * n
-    for i in order:
-        name, url = names[i], urls[i]
-        if name in V8_PSEUDO_MARKERS and not url:
-            m = V8_PSEUDO_MARKERS[name]
-            node_marker[i] = NONE if m is None else MARKER_CODE[m]
-        else:
-            ln, cn = lines[i], cols[i]
-            keys[i] = (name, url or None, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
+    keys, node_marker = v8_node_frames(names, urls, lines, cols, order)
     table = StackTable()
     node_stack = table.intern_tree(parent, keys, order)
     resources, frames, stack_parent, stack_frame = table.tables()

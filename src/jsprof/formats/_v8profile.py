@@ -38,7 +38,7 @@ from ..trace import (
     step_back,
     step_back_problem,
 )
-from ..traceparts import V8_PSEUDO_MARKERS as PSEUDO_MARKERS
+from ..traceparts import v8_node_frames
 from . import _columns
 from ._json import type_name
 
@@ -428,16 +428,7 @@ def finish(
 
     # Frames, resources and stacks, interned in topological order so that the same
     # profile always gives the same ids (and a written profile reads back identically).
-    node_marker = [MARKER_CODE["script"]] * nn
-    keys: list[tuple | None] = [None] * nn
-    for i in order:
-        name, url = names[i], urls[i]
-        if name in PSEUDO_MARKERS and not url:
-            m = PSEUDO_MARKERS[name]
-            node_marker[i] = NONE if m is None else MARKER_CODE[m]
-        else:
-            ln, cn = lines[i], cols[i]
-            keys[i] = (name, url or None, ln + 1 if ln >= 0 else None, cn + 1 if cn >= 0 else None)
+    keys, node_marker = v8_node_frames(names, urls, lines, cols, order)
     b = TraceBuilder()
     node_stack = b.intern_tree(parent.tolist(), keys, order)
     base = b.build()
