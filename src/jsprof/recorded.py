@@ -27,6 +27,8 @@ from .traceparts import (
     FunctionKey,
     GapCapping,
     ProfilerFrame,
+    gap_cap_and_base,
+    middle,
     no_stack_name,
 )
 
@@ -179,20 +181,22 @@ def np_sum(a: list[float]) -> float:
     return _pairwise(a, 0, len(a))
 
 
+# The rules below are the model's (trace.py, analysis/sampling.py, analysis/profile.py:
+# each cites its counterpart here) over lists; their scalar parts are shared
+# (traceparts.gap_cap_and_base, middle, GapCapping.of, sampling.Achieved.of), the column
+# arithmetic is written twice, and tests/test_node_light_summary.py holds the two equal on
+# real recordings (tests/test_node_light.py on drawn tracks with ties and capped gaps).
+
+
 def _median_gap(times: Any) -> float | None:
     """trace.ProfilerTrace.median_gap of these sample times."""
     d = sorted(x for x in _diff(times) if x > 0)
-    if not d:
-        return None
-    n = len(d)
-    return float((d[(n - 1) // 2] + d[n // 2]) / 2)
+    return middle(d) if d else None
 
 
 def _gap_cap(times: Any, interval: float | None) -> tuple[float, float] | None:
     """trace.gap_cap and the base it counts from."""
-    base = max(interval if interval is not None and interval > 0 else 0.0,
-               _median_gap(times) or 0.0)
-    return (max(GAP_CAP_INTERVALS * base, GAP_CAP_MIN_MS), base) if base > 0 else None
+    return gap_cap_and_base(interval, _median_gap(times))
 
 
 def weights_and_lost(track: LightTrack) -> tuple[list[float], float]:
@@ -225,11 +229,10 @@ def _gap_capping(track: LightTrack) -> GapCapping | None:
     got = _gap_cap(t, track.sample_interval)
     if got is None:
         return None
-    cap, base = got
-    over = [g - cap for g in _diff(t) if g > cap]
+    over = [g - got[0] for g in _diff(t) if g > got[0]]
     if not over:
         return None
-    return GapCapping(len(over), np_sum(over), cap, base, GAP_CAP_INTERVALS * base < GAP_CAP_MIN_MS)
+    return GapCapping.of(len(over), np_sum(over), got)
 
 
 def track_sampling(track: LightTrack) -> TrackSampling:
@@ -244,12 +247,8 @@ def track_sampling(track: LightTrack) -> TrackSampling:
     if track.sample_interval:
         d = [x for x in _diff(track.trace.sample_time) if x > 0]
         if d:
-            n = len(d)
-            s = sorted(d)
-            total = np_sum(d)
-            behind = np_sum([x for x in d if x > BEHIND_GAP * track.sample_interval]) / total
-            got = Achieved(median=float((s[(n - 1) // 2] + s[n // 2]) / 2), mean=total / n,
-                           behind=behind)
+            behind = [x for x in d if x > BEHIND_GAP * track.sample_interval]
+            got = Achieved.of(sorted(d), np_sum(d), np_sum(behind))
     return TrackSampling(
         samples=track.trace.num_samples,
         span_ms=np_sum(weights),

@@ -33,6 +33,8 @@ from .traceparts import (  # noqa: F401
     ProfilerFrame,
     StackTable,
     anonymous_label,
+    gap_cap_and_base,
+    middle,
     no_stack_name,
     normalise_resource,
     normalised_tables,
@@ -193,12 +195,12 @@ class ProfilerTrace:
         """The median of the positive gaps between samples (ms): the interval the samples
         show, for traces that do not say theirs. None with fewer than two distinct times."""
         d = np.diff(self.sample_time)
-        d = np.sort(d[d > 0])
+        d = d[d > 0]
         if not len(d):
             return None
         # np.median would import numpy.ma (~10 ms of `jsprof record`'s start-up).
         n = len(d)
-        return float((d[(n - 1) // 2] + d[n // 2]) / 2)
+        return middle(np.partition(d, [(n - 1) // 2, n // 2]))
 
     def stack_frames(self, stack_id: int) -> list[int]:
         """Frame ids of a stack, outermost first."""
@@ -219,14 +221,16 @@ def gap_cap(trace: ProfilerTrace, interval: float | None = None) -> float | None
     wrong declared interval cannot make healthy gaps look like holes), and at least
     GAP_CAP_MIN_MS. None when the trace shows no interval at all (fewer than two distinct
     times and none declared)."""
-    base = max(interval if interval is not None and interval > 0 else 0.0,
-               trace.median_gap() or 0.0)
-    return max(GAP_CAP_INTERVALS * base, GAP_CAP_MIN_MS) if base > 0 else None
+    got = gap_cap_and_base(interval, trace.median_gap())
+    return None if got is None else got[0]
 
 
 def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
                      ) -> tuple[np.ndarray, float]:
-    """`sample_weights` and the milliseconds its cap left out (the lost time)."""
+    """`sample_weights` and the milliseconds its cap left out (the lost time).
+    recorded.weights_and_lost is this over lists (`record --engine node`, without numpy):
+    a rule changed here changes there (tests/test_node_light_summary.py compares the two
+    on real recordings, tests/test_node_light.py on drawn ones)."""
     if trace.sample_weight is not None:
         return trace.sample_weight, 0.0
     t = trace.sample_time
@@ -253,20 +257,17 @@ def weights_and_lost(trace: ProfilerTrace, interval: float | None = None
 def gap_capping(trace: ProfilerTrace, interval: float | None = None) -> GapCapping | None:
     """How `sample_weights` capped this trace's gaps; None when no gap was capped (or the
     trace carries its own weights). For the notes that show lost time: which cap, why, how
-    many gaps and how much."""
+    many gaps and how much. (recorded.py's gap_capping: the same over lists.)"""
     if trace.sample_weight is not None or trace.num_samples < 2:
         return None
-    cap = gap_cap(trace, interval)
-    if cap is None:
+    got = gap_cap_and_base(interval, trace.median_gap())
+    if got is None:
         return None
     gaps = np.diff(trace.sample_time)
-    over = gaps > cap
+    over = gaps > got[0]
     if not over.any():
         return None
-    base = max(interval if interval is not None and interval > 0 else 0.0,
-               trace.median_gap() or 0.0)
-    return GapCapping(int(over.sum()), float((gaps[over] - cap).sum()), cap, base,
-                      GAP_CAP_INTERVALS * base < GAP_CAP_MIN_MS)
+    return GapCapping.of(int(over.sum()), float((gaps[over] - got[0]).sum()), got)
 
 
 def step_back(times: np.ndarray) -> tuple[int, int] | None:

@@ -1,9 +1,11 @@
 """The model's parts that need no numpy: frame identity (ProfilerFrame, FunctionKey and
-the anonymous label), markers and the names of stack-less samples, the gap cap's rule
-constants, one spelling per script (`normalise_resource`) and the interning of a call tree
-into the spec's tables (`StackTable`). trace.py holds the model's columns on top of these
-and re-exports them; `jsprof record --engine node` writes its file and prints its summary
-from them without importing numpy (engines/_v8join.py, recorded.py)."""
+the anonymous label), markers and the names of stack-less samples, the gap cap's rule (its
+constants, `gap_cap_and_base`, GapCapping) and the median (`middle`), one spelling per
+script (`normalise_resource`), a V8 profile node's frame (`v8_node_frames`) and the
+interning of a call tree into the spec's tables (`StackTable`). trace.py holds the model's
+columns on top of these and re-exports them; `jsprof record --engine node` writes its file
+and prints its summary from them without importing numpy (engines/_v8join.py,
+recorded.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import os
 import re
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # The spec's marker extension: what the agent was doing when a sample was taken.
 MARKERS: tuple[str, ...] = ("script", "gc", "style", "layout", "paint", "other")
@@ -123,6 +125,32 @@ class GapCapping(NamedTuple):
     cap_ms: float
     base_ms: float
     floor: bool
+
+    @classmethod
+    def of(cls, gaps: int, lost_ms: float, cap: tuple[float, float]) -> GapCapping:
+        """`gaps` gaps capped at `cap` (gap_cap_and_base's), `lost_ms` beyond it."""
+        cap_ms, base_ms = cap
+        return cls(gaps, lost_ms, cap_ms, base_ms, GAP_CAP_INTERVALS * base_ms < GAP_CAP_MIN_MS)
+
+
+# The gap cap's and the median's rules, the scalar parts of what the model computes over
+# numpy columns (trace.py, analysis/sampling.py) and recorded.py over lists (the Node
+# record path, without numpy): one spelling for both.
+
+
+def gap_cap_and_base(interval: float | None, median_gap: float | None
+                     ) -> tuple[float, float] | None:
+    """trace.gap_cap of a trace declaring `interval` whose samples show `median_gap`, and
+    the base it counts from (the larger of the two); None when neither is positive."""
+    base = max(interval if interval is not None and interval > 0 else 0.0, median_gap or 0.0)
+    return (max(GAP_CAP_INTERVALS * base, GAP_CAP_MIN_MS), base) if base > 0 else None
+
+
+def middle(d: Sequence[Any]) -> float:
+    """The median of `d`, sorted (or a numpy array partitioned at (n-1)//2 and n//2; not
+    empty): the mean of its two middle items, as numpy's median takes it."""
+    n = len(d)
+    return float((d[(n - 1) // 2] + d[n // 2]) / 2)
 
 
 

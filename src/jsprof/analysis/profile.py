@@ -335,7 +335,9 @@ def summarize(
     `top_self`: only the keys that can be among the first `top_self` by self time (ties
     included) get their total and are rows, for a caller that shows no more (`jsprof
     record`'s summary: the totals of a tsc profile's 20,000 stacks were most of its CPU).
-    Those rows, and their order by self then total, are the full summary's."""
+    Those rows, and their order by self then total, are the full summary's.
+    recorded.top_rows is the summary's top rows over lists (`record --engine node`, without
+    numpy): a rule changed here changes there (tests/test_node_light_summary.py)."""
     tracks = _tracks(rec, track)
     table = KeyTable()
     keyer = frame_function_ids if by == "function" else frame_resource_ids

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..meta import CPU, clock_of
+from ..traceparts import middle
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from numpy.typing import ArrayLike
 
     from ..trace import GapCapping, ProfilerTrace, Track
@@ -44,10 +47,17 @@ class Achieved:
         """The median says it all: the sampler kept up and the gaps hardly vary."""
         return not self.fell_behind and self.mean <= MEAN_SHOWN * self.median
 
+    @classmethod
+    def of(cls, ordered: Sequence[float], total: float, behind_ms: float) -> Achieved:
+        """From the positive gaps `ordered` (sorted, or partitioned as traceparts.middle
+        takes them), their sum and the sum of those over BEHIND_GAP intervals: `achieved`
+        on numpy and recorded.track_sampling on lists both end here."""
+        return cls(median=middle(ordered), mean=total / len(ordered), behind=behind_ms / total)
+
 
 def achieved(times: ArrayLike, interval: float) -> Achieved | None:
     """The achieved interval of samples taken at `times` (ms) asking for `interval`; None
-    with fewer than two distinct times."""
+    with fewer than two distinct times. (recorded.track_sampling: the same over lists.)"""
     import numpy as np
 
     d = np.diff(np.asarray(times, dtype=np.float64))
@@ -56,10 +66,7 @@ def achieved(times: ArrayLike, interval: float) -> Achieved | None:
         return None
     n = len(d)
     mid = np.partition(d, [(n - 1) // 2, n // 2])  # np.median would import numpy.ma
-    median = float((mid[(n - 1) // 2] + mid[n // 2]) / 2)
-    total = float(d.sum())
-    behind = float(d[d > BEHIND_GAP * interval].sum()) / total
-    return Achieved(median=median, mean=total / n, behind=behind)
+    return Achieved.of(mid, float(d.sum()), float(d[d > BEHIND_GAP * interval].sum()))
 
 
 @dataclass(frozen=True)
@@ -76,6 +83,9 @@ class TrackSampling:
 
 
 def track_sampling(track: Track) -> TrackSampling:
+    """The track's sampling, on the model's numpy columns. recorded.track_sampling is this
+    over lists (`record --engine node`, without numpy): a rule changed here changes there
+    (tests/test_node_light_summary.py compares the two on real recordings)."""
     import numpy as np
 
     from ..trace import gap_capping, recorded_samples, weights_and_lost
