@@ -356,3 +356,30 @@ def test_part_numbers_past_six_digits_are_read_whole() -> None:
     assert parts.part_no({"path": "uploads/k/2026-01-01/part-1234567.parquet"}) == 1234567
     assert parts.part_no("weights/rkey=k/2026-01-01/part-1000001-2.parquet") == 1000001
     assert parts.part_no("uploads/k/part-000042.parquet") == 42
+
+
+def test_uploads_parts_name_the_segments_they_came_from_through_merge_and_prune(
+        tmp_path: Path) -> None:
+    """Each uploads part's entry names the first and last segment its rows were compacted
+    from (`segments`: on a bucket `GET /v1/traces/{id}` lists only that range of segment
+    objects); a merged part the widest range of its parts, a part a prune rewrote the
+    range of the one it replaces."""
+    from jsprof.store import retention
+
+    st = Store(tmp_path / "s")
+    now = _now_ms()
+    names = []
+    for r in range(4):
+        _add(st, np.random.default_rng(r), str(r), now - 4e3 + r * 1e3)
+        names.append(sorted(p.name for p in (st.path / "segments").glob("*.seg"))[-1])
+        st.rotate()
+        compact(st)
+    ups = read_manifest(st.path)["uploads"]
+    assert [e["segments"] for e in ups] == [[n, n] for n in names for _ in range(2)]
+    merge_parts(st.path, fanout=4)
+    ups = read_manifest(st.path)["uploads"]
+    assert [e["segments"] for e in ups] == [[names[0], names[-1]]] * 2
+    retention.prune(st, now - 2.5e3)  # the day's part straddles the cut: rewritten
+    after = read_manifest(st.path)["uploads"]
+    assert [e["path"] for e in after] != [e["path"] for e in ups]
+    assert [e["segments"] for e in after] == [[names[0], names[-1]]] * 2

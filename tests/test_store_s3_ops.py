@@ -807,7 +807,7 @@ def test_get_of_a_compacted_upload_lists_the_hours_around_it(
     keeps (41 here) to pick the ones whose receivedAt range holds the upload's. Now it
     lists those put within GET_WINDOW_S (an hour) of that time: names sort by the put's
     time. An upload whose collector's clock was hours off the bucket's is still found
-    (then by every name, as before)."""
+    (then by its uploads part's range of segment names)."""
     now = int(time.time() * 1000)
     for i in range(40):  # one an hour
         at = now - (40 - i) * 3600_000
@@ -822,6 +822,66 @@ def test_get_of_a_compacted_upload_lists_the_hours_around_it(
     assert listed.segment_keys == 2  # the hour's two segment objects
     meta, trace = st.get("late")
     assert meta["n"] == 99 and trace == TRACE
+
+
+def test_get_by_id_lists_the_same_whatever_history_the_bucket_keeps(
+        s3: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GET /v1/traces/{id}` of a compacted upload whose segment object is not within an
+    hour of its receivedAt (its collector's clock hours behind the bucket's) or is gone
+    (raw retention: 410) listed every segment object the bucket keeps: its cost grew with
+    the history. Now the uploads part holding it names the first and last segment
+    objects it came from, and the lookup lists that range only. Buckets of 3 and of 24
+    days of segment objects (three a day, written directly, compacted a day at a time),
+    counted as moto answers ListObjectsV2: the same requests and keys for an id of the
+    first day, a skewed one, one whose raw record is gone and one never stored."""
+    from jsprof.store import objstore
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    seen = {}
+    for days in (6, 24):
+        with aws_env(s3):
+            objects = open_objects(f"s3://{new_bucket(s3)}/store")
+        comp = ObjectCompactor(objects, tmp_path / f"compactor-{days}", batch=500)
+        now = int(time.time() * 1000) - 3600_000
+        gone = ""
+        for d in range(days):
+            for k in range(3):  # eight hours apart
+                at = now - (days - d) * 86400_000 + k * 8 * 3600_000
+                received = at - (3 * 3600e3 if (d, k) == (1, 1) else 500.0)  # 3 h behind
+                key = _segment(objects, at, [(f"d{d}-{k}", dict(_meta(k), receivedAt=received,
+                                                                 n=d * 10 + k))])
+                if (d, k) == (1, 2):
+                    gone = key
+            assert comp.run().uploads == 3
+        objects.delete(gone)  # raw retention, a lifecycle rule
+        listed = [0, 0]  # requests, keys
+        real = objects.client.list_objects_v2
+
+        def counted(real: object = real, listed: list = listed, **kw: object) -> dict:
+            page = real(**kw)
+            if str(kw["Prefix"]).startswith("store/segments/"):
+                listed[0] += 1
+                listed[1] += len(page.get("Contents", []))
+            return page
+
+        objects.client.list_objects_v2 = counted
+        st = ObjectSegmentStore(objects.url, objects)
+        costs = []
+        for uid, n in (("d0-0", 0), ("d1-1", 11), ("d1-2", None), ("never", None)):
+            listed[:] = [0, 0]
+            with aws_env(s3):
+                if uid == "d1-2":
+                    with pytest.raises(RawRemoved):
+                        st.get(uid)
+                elif n is None:
+                    assert st.get(uid) is None
+                else:
+                    meta, trace = st.get(uid)
+                    assert meta["n"] == n and trace == TRACE
+            costs.append(tuple(listed))
+        seen[days] = costs
+        assert objstore.object_health(objects)["pending"] == 0
+    assert seen[6] == seen[24], seen
 
 
 def test_a_pruned_upload_sent_again_is_stored_again(objects: object, tmp_path: Path) -> None:

@@ -19,10 +19,16 @@ class Cursor:
     per-segment counts can. `dumps`/`loads` keep it between runs (JSON).
     """
 
-    __slots__ = ("positions",)
+    __slots__ = ("last", "positions")
 
-    def __init__(self, positions: Mapping[str, int] | None = None) -> None:
+    def __init__(self, positions: Mapping[str, int] | None = None,
+                 last: str | None = None) -> None:
         self.positions: dict[str, int] = dict(positions or {})
+        # The segment of the record this cursor was yielded after (`iter_uploads`; None
+        # when loaded): the compactor notes where each upload came from (`segments` of
+        # its uploads part), so that `GET /v1/traces/{id}` on a bucket finds it without a
+        # listing of every segment object. Not kept by `dumps`, not compared.
+        self.last = last
 
     def dumps(self) -> str:
         return orjson.dumps(self.positions, option=orjson.OPT_SORT_KEYS).decode()

@@ -466,12 +466,14 @@ def compacted_rows(man: dict) -> int:
 
 def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | None:
     """(meta, trace_json) of the upload `upload_id` as it was stored, or None: not in the
-    tail (the segments past the committed cursor, in this machine's query mirror), not in
-    the tables. A compacted upload's record is read from the segment objects whose
-    receivedAt range (in their names) holds the time the tables give it: a listing of
-    the segment objects put within GET_WINDOW_S of that time and a fetch or two, not a
-    listing of the bucket. RawRemoved when the tables hold it and no segment object does
-    any more (raw retention, a lifecycle rule)."""
+    tail (the segment objects past the committed cursor, in this machine's query mirror),
+    not in the tables. A compacted upload's record is read from the segment objects whose
+    receivedAt range (in their names) holds the time the tables give it, among those its
+    uploads part came from (the part's `segments`: its first and last segment names, which
+    sort by the put's time): a listing of those put within GET_WINDOW_S of that time, then
+    (a collector's clock that far off the bucket's) of the part's whole range, and a fetch
+    or two; never a listing of the bucket's history. RawRemoved when the tables hold it
+    and no segment object does any more (raw retention, a lifecycle rule)."""
     import pyarrow.parquet as pq
 
     from .errors import RawRemoved
@@ -484,39 +486,64 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
             return found
         at: float | None = None
         held = False
+        span: list | None = None
         tdir = root / "tables"
         for e in reversed(read_manifest(root)["uploads"]):
             t = pq.read_table(tdir / part_path(e), columns=["id", "received_at"],
                               filters=[("id", "==", upload_id)])
             if t.num_rows:
                 held, at = True, t.column("received_at")[0].as_py()
+                span = e.get("segments") if isinstance(e, dict) else None
                 break
     if not held:
         return None
-    # The segment objects put within GET_WINDOW_S of its receivedAt (names sort by the
-    # put's time), and an older jsprof's (a one-key look when there are none): one listing
-    # of an hour or two of segment objects, whatever the bucket keeps. Only when none of
-    # them holds it (its collector's clock that far off the bucket's, or its raw record
-    # removed: 410) every segment object's name, as before.
-    near: list[str] = []
+    # First the segment objects put within GET_WINDOW_S of its receivedAt (an hour or two
+    # of them), then the rest of its part's range: names sort by the put's time.
+    lo = hi = None
     if at is not None:
         lo, hi = (max(0, math.floor(at - GET_WINDOW_S * 1000)),
                   math.ceil(at + GET_WINDOW_S * 1000))
-        near = [k[len(SEGMENTS):] for k, _ in
-                objects.list(SEGMENTS, end_before=NEW_SEGMENTS)
-                + objects.list(NEW_SEGMENTS, start_after=f"{NEW_SEGMENTS}{lo:013d}",
-                               end_before=f"{NEW_SEGMENTS}{hi:013d}")]
+    if isinstance(span, list) and len(span) == 2 and all(isinstance(n, str) for n in span):
+        # An older jsprof's names (not time-sorted, all before the new ones) are listed
+        # whole when the range begins among them.
+        old = segment_time(span[0]) is None
+        first, last = segment_time(span[0]) or 0, segment_time(span[1])
+        near = _names(objects, None if last is None else max(first, lo or 0),
+                      None if last is None else min(last, last if hi is None else hi), old)
         found = _fetch_holding(objects, near, upload_id, at)
+        if found is None and last is not None:
+            tried = set(near)
+            found = _fetch_holding(objects, [n for n in _names(objects, first, last, False)
+                                             if n not in tried], upload_id, at)
         if found is not None:
             return found
-    tried = set(near)
-    found = _fetch_holding(objects, [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)
-                                     if k[len(SEGMENTS):] not in tried], upload_id, at)
-    if found is not None:
-        return found
+    else:
+        # A part compacted before parts named their segments: the hour around it, then
+        # (its collector's clock that far off the bucket's) every name, as before.
+        near = []
+        if lo is not None and hi is not None:
+            near = _names(objects, lo, hi, old=True)
+            found = _fetch_holding(objects, near, upload_id, at)
+            if found is not None:
+                return found
+        tried = set(near)
+        found = _fetch_holding(objects, [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)
+                                         if k[len(SEGMENTS):] not in tried], upload_id, at)
+        if found is not None:
+            return found
     raise RawRemoved(f"{upload_id!r}: compacted, and no segment object holds its raw record "
                      "any more (raw retention, or a lifecycle rule on segments/); the query "
                      "tables still count it")
+
+
+def _names(objects: ObjectStore, lo: int | None, hi: int | None, old: bool) -> list[str]:
+    """The names of the segment objects put from `lo` to `hi` (epoch ms, the bucket's
+    clock; None: none of them), and with `old` an older jsprof's (not time-sorted)."""
+    keys = objects.list(SEGMENTS, end_before=NEW_SEGMENTS) if old else []
+    if lo is not None and hi is not None and lo <= hi:
+        keys += objects.list(NEW_SEGMENTS, start_after=f"{NEW_SEGMENTS}{lo:013d}",
+                             end_before=f"{NEW_SEGMENTS}{hi + 1:013d}")
+    return [k[len(SEGMENTS):] for k, _ in keys]
 
 
 def _fetch_holding(objects: ObjectStore, names: list[str], upload_id: str,

@@ -1037,7 +1037,7 @@ class Store:
                                 Finding(name, h.offset, h.end - h.offset, f"{h.upload_id!r}: {e}")
                             )
                         continue
-                    yield Cursor(positions), h.upload_id, orjson.loads(meta), trace
+                    yield Cursor(positions, name), h.upload_id, orjson.loads(meta), trace
 
     def count_uploads(self, after: Cursor | None = None) -> int:
         """How many uploads `iter_uploads(after)` has left to yield (damaged ones too),

@@ -189,6 +189,7 @@ def compact(store: UploadSource, batch: int = BATCH, progress: Any = None,
             uk = man["nextUk"]
             man["nextUk"] = uk + 1
             row = upload_row(rel, uk, upload_id, rkey, meta, rec, lines(rkey))
+            row["_segment"] = getattr(cur, "last", None)  # its part's `segments`
             pending.append(row)
             n = row["samples"]
             stats.uploads += 1

@@ -575,6 +575,13 @@ def write_upload_parts(tdir: Path | None, rows: list[dict], part: int) -> list[d
         path = f"uploads/{rkey}/{sub}part-{part:06d}.parquet"
         e = new_part(tdir, path, cols, sch, len(group), day, [r["received_at"] for r in group])
         e["rkey"] = rkey
+        # The first and last segment names its uploads came from (the compactor's rows
+        # say, a query's tail's do not): on a bucket, names sort by their put's time, so
+        # `GET /v1/traces/{id}` lists only the segment objects between them
+        # (objstore.find_upload), never the bucket's whole history.
+        segs = [r.get("_segment") for r in group]
+        if all(segs):
+            e["segments"] = [min(segs), max(segs)]
         out.append(e)
     return out
 

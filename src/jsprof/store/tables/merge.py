@@ -193,6 +193,9 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     }
     if "rkey" in entries[0]:
         out["rkey"] = entries[0]["rkey"]
+    if all(isinstance(e.get("segments"), list) for e in entries):  # uploads parts
+        out["segments"] = [min(e["segments"][0] for e in entries),
+                           max(e["segments"][1] for e in entries)]
     return out
 
 

@@ -81,6 +81,8 @@ def prune_tables(
             dirs.add((tdir / rel).parent)
             if isinstance(e, dict) and "rkey" in e:
                 ne["rkey"] = e["rkey"]
+            if isinstance(e, dict) and "segments" in e:  # those of what it keeps, and more
+                ne["segments"] = e["segments"]
             if level(e):  # in place of a merged part: levels never rise along a list
                 ne["level"] = level(e)
             return ne
