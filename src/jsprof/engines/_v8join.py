@@ -15,7 +15,7 @@ tests/test_node_light_summary.py): the rules below are `_v8slices`' and
 from __future__ import annotations
 
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any
 
@@ -194,10 +194,10 @@ def join(
 
 
 def preload_kinds(names: list[str], urls: list[str], parent: Any) -> Callable[[int], str]:
-    """What a node is, for dropping the preload's leading samples (this module's
-    drop_preload and _v8slices'): "preload" (only Node's loader, under a function that loads
-    the preload), "pseudo" (idle, GC, "(program)") or "other" (the script's own). `parent`:
-    a list or numpy column, NONE at a root."""
+    """What a node is, for dropping the preload's leading samples (preload_end):
+    "preload" (only Node's loader, under a function that loads the preload), "pseudo"
+    (idle, GC, "(program)") or "other" (the script's own). `parent`: a list or numpy
+    column, NONE at a root."""
     kind: dict[int, str] = {}
 
     def kind_of(i: int) -> str:
@@ -223,20 +223,32 @@ def preload_kinds(names: list[str], urls: list[str], parent: Any) -> Callable[[i
     return kind_of
 
 
-def drop_preload(j: Joined, go_us: float) -> None:
-    """_v8slices.drop_preload: the main thread's samples from the instant the preload let
-    the script go, without the loader's return from the preload just after it."""
-    kind_of = preload_kinds(j.names, j.urls, j.parent)
-    keep = [t >= go_us for t in j.ts]
+def preload_end(
+    names: list[str], urls: list[str], parent: Any, samples: Iterable[tuple[int, int]]
+) -> int:
+    """The last of the leading samples still in Node's loading of the preload (-1: none),
+    of `samples`, (index, node) pairs of the samples from the go on, in time order: the
+    walk ends at the first of the script's own, passing over idle, GC and "(program)".
+    One walk for this module's drop_preload (lists) and _v8slices' (numpy)."""
+    kind_of = preload_kinds(names, urls, parent)
     last = -1
-    for i, (n, ok) in enumerate(zip(j.node, keep, strict=True)):
-        if not ok:
-            continue
+    for i, n in samples:
         k = kind_of(n)
         if k == "preload":
             last = i
         elif k == "other":
             break
+    return last
+
+
+def drop_preload(j: Joined, go_us: float) -> None:
+    """_v8slices.drop_preload: the main thread's samples from the instant the preload let
+    the script go, without the loader's return from the preload just after it."""
+    keep = [t >= go_us for t in j.ts]
+    last = preload_end(
+        j.names, j.urls, j.parent,
+        ((i, n) for i, (n, ok) in enumerate(zip(j.node, keep, strict=True)) if ok),
+    )
     if last >= 0:
         keep[: last + 1] = [False] * (last + 1)
     if any(keep):

@@ -22,7 +22,7 @@ import collections
 
 import numpy as np
 
-from ._v8join import exit_wait_start, preload_kinds  # the rules: one copy, there
+from ._v8join import exit_wait_start, preload_end  # the rules: one copy, there
 from ._v8text import ProfileText
 
 TYPE_CHECKING = False
@@ -342,16 +342,10 @@ def drop_preload(tp: ThreadProfile, go_us: float) -> None:
     charged for what was dropped: all of it comes before the first kept one."""
     keep = tp.ts >= go_us
     idx = np.flatnonzero(keep)
-    kind_of = preload_kinds(tp.names, tp.urls, tp.parent)
-
     # The leading samples only: the walk ends at the first of the script's own.
-    last = -1
-    for i, node in zip(idx.tolist(), tp.node[idx].tolist(), strict=True):
-        k = kind_of(node)
-        if k == "preload":
-            last = i
-        elif k == "other":
-            break
+    last = preload_end(
+        tp.names, tp.urls, tp.parent, zip(idx.tolist(), tp.node[idx].tolist(), strict=True)
+    )
     if last >= 0:
         keep[: last + 1] = False
     if keep.any():
