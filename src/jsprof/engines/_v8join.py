@@ -15,6 +15,7 @@ tests/test_node_light_summary.py): the rules below are `_v8slices`' and
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from itertools import accumulate
 from typing import Any
@@ -40,6 +41,7 @@ PSEUDO = frozenset({"(program)", "(garbage collector)", "(idle)"})
 WAIT_NAMES = frozenset({"(idle)", "(program)", "reallyExit"})
 REALLY_EXIT = "reallyExit"  # process.exit()'s native end: it never returns
 GC = "(garbage collector)"
+PROGRAM = "(program)"  # V8's name for the thread busy outside JavaScript
 MAX_SAMPLES = 100_000_000  # trace.MAX_SAMPLES: the most ticks a node's positionTicks count
 _LIMIT = 2**53  # microsecond clocks a double holds exactly
 
@@ -72,8 +74,10 @@ def _ints(b: bytearray) -> list[int]:
 
 
 def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | None) -> tuple | None:
-    """One slice: (names, urls, lines, cols, ticks, parent, node, ts, startTime), its
-    samples in code from `hide_urls` dropped; None for anything but V8's plain shape."""
+    """One slice: (names, urls, lines, cols, ticks, parent, node, ts, startTime, wrap,
+    cut), its samples in code from `hide_urls` dropped; None for anything but V8's plain
+    shape. `cut`: where the program's samples end, the first of the trailing dropped ones
+    (the bridge before Profiler.stop) or else the slice's endTime (None without one)."""
     reader = getattr(_columns, "read_profile", None)
     got = None if reader is None else reader(p.raw, p.start)
     if got is None or p.raw[got[13]:].strip() != b"}}":
@@ -125,12 +129,17 @@ def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | No
         ts = [t + t0 for t in ts]
         if not (-_LIMIT < min(ts) and max(ts) < _LIMIT):
             return None
+    cut = t1
     if hide_urls and not hide_urls.isdisjoint(urls):
         inherited = [False] * nn
         for i in range(nn):
             p_ = parent[i]
             inherited[i] = urls[i] in hide_urls or (p_ != NONE and inherited[p_])
         kept = [i for i, n in enumerate(node) if not inherited[n]]
+        last_kept = max((ts[i] for i in kept), default=float("-inf"))
+        trailing = [t for t, n in zip(ts, node, strict=True) if inherited[n] and t > last_kept]
+        if trailing:
+            cut = min(trailing)
         node = [node[i] for i in kept]
         ts = [ts[i] for i in kept]
     wrap = bytearray(nn)
@@ -149,7 +158,34 @@ def _read(p: ProfileText, hide_urls: set[str] | frozenset[str], splice: str | No
                 p_ = parent[i]
                 if p_ != NONE and wrap[p_]:
                     parent[i] = parent[p_]
-    return names, urls, lines, cols, ticks, parent, node, ts, t0, wrap
+    return names, urls, lines, cols, ticks, parent, node, ts, t0, wrap, cut
+
+
+def _insert_slice_gaps(j: Joined, cuts: list[float]) -> None:
+    """A "(program)" sample at each slice's cut (`_read`) that a kept sample follows: from
+    there to the next slice's first kept sample the thread ran jsprof's own work (the
+    bridge, Profiler.stop serialising the slice, Profiler.start), not the program. Without
+    it that time (1-40 ms a slice change on a tsc run at load ~10, 3-5 % of the run at
+    0.1 ms) was the self time of whatever function ran before the change."""
+    ts = j.ts
+    at: list[tuple[int, float]] = []
+    for c in cuts:
+        k = bisect_right(ts, c)
+        if 0 < k < len(ts) and ts[k - 1] < c and (not at or at[-1][0] != k):
+            at.append((k, c))
+    if not at:
+        return
+    program = len(j.names)
+    j.names.append(PROGRAM)
+    j.urls.append("")
+    j.lines.append(-1)
+    j.cols.append(-1)
+    j.ticks.append(None)
+    j.parent.append(NONE)
+    j.removed.append(0)
+    for k, c in reversed(at):
+        j.ts.insert(k, c)
+        j.node.insert(k, program)
 
 
 def join(
@@ -160,15 +196,18 @@ def join(
     several = len(slices) > 1
     last = float("-inf")
     starts = []
+    cuts: list[float] = []  # each slice's cut (`_read`): where jsprof's work began
     for p in slices:
         if not isinstance(p, ProfileText):
             return None
         got = _read(p, hide_urls, splice)
         if got is None:
             return None
-        names, urls, lines, cols, ticks, parent, node, ts, t0, wrap = got
+        names, urls, lines, cols, ticks, parent, node, ts, t0, wrap, cut = got
         if several and not names:
             continue  # a slice without nodes has nothing to join
+        if several and cut is not None:
+            cuts.append(float(cut))
         if several:
             # A slice begins with the ticks V8 took before the previous one ended but
             # processed after: back in time order, and a tick two slices hold kept once.
@@ -190,6 +229,8 @@ def join(
         j.cols += cols
         j.ticks += ticks
     j.start_time = (min(starts) if several else starts[0]) if starts else 0
+    if several:
+        _insert_slice_gaps(j, cuts)
     return j
 
 

@@ -22,7 +22,7 @@ import collections
 
 import numpy as np
 
-from ._v8join import exit_wait_start, preload_end  # the rules: one copy, there
+from ._v8join import PROGRAM, exit_wait_start, preload_end  # the rules: one copy, there
 from ._v8text import ProfileText
 
 TYPE_CHECKING = False
@@ -266,6 +266,7 @@ def join_slices(
     several = len(slices) > 1
     last = -np.inf
     starts = []
+    cuts: list[float] = []
     for p in slices:
         got = p.read() if isinstance(p, ProfileText) else None
         if got is None:
@@ -280,9 +281,16 @@ def join_slices(
         parent, node, ts = read_tree(err, columns, start, _end, ids, deltas, objs)
         _, p_names, p_urls, p_lines, p_cols, _, _, p_ticks = columns
         keep = np.ones(len(node), bool)
+        cut = _end  # _v8join._read's: where the program's samples end
         if hide_urls and not hide_urls.isdisjoint(p_urls):
             own = np.fromiter(map(hide_urls.__contains__, p_urls), bool, len(p_urls))
             keep &= ~_inherited(parent, own)[node]
+            last_kept = ts[keep].max() if keep.any() else -np.inf
+            trailing = ts[~keep & (ts > last_kept)]
+            if len(trailing):
+                cut = trailing.min()
+        if several and p_names and cut is not None:
+            cuts.append(float(cut))
         gone = np.zeros(len(parent), bool)
         if splice is not None:
             wrap = np.fromiter(
@@ -322,13 +330,33 @@ def join_slices(
     def cat(parts: list[np.ndarray], dtype: type) -> np.ndarray:
         return np.concatenate(parts) if parts else np.zeros(0, dtype)
 
+    node_all, ts_all = cat(nodes_out, np.int64), cat(ts_out, np.int64)
+    # _v8join._insert_slice_gaps: a "(program)" sample at each slice's cut that a kept
+    # sample follows (jsprof's work from there to the next slice's first sample)
+    at: list[tuple[int, float]] = []
+    for c in cuts if several else []:
+        k = int(np.searchsorted(ts_all, c, side="right"))
+        if 0 < k < len(ts_all) and ts_all[k - 1] < c and (not at or at[-1][0] != k):
+            at.append((k, c))
+    if at:
+        program = len(names)
+        names.append(PROGRAM)
+        urls.append("")
+        lines.append(-1)
+        cols.append(-1)
+        ticks.append(None)
+        parents.append(np.array([-1], np.int64))
+        removed.append(np.zeros(1, bool))
+        where = [k for k, _ in at]
+        node_all = np.insert(node_all, where, program)
+        ts_all = np.insert(ts_all, where, [c for _, c in at])
     return ThreadProfile(
         source,
         (None, names, urls, lines, cols, None, None, ticks),
         cat(parents, np.int64),
         cat(removed, bool),
-        cat(nodes_out, np.int64),
-        cat(ts_out, np.int64),
+        node_all,
+        ts_all,
         (min(starts) if several else starts[0]) if starts else 0,
     )
 
