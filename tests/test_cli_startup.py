@@ -122,6 +122,11 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     # the inspector's WebSocket: its handshake's SHA-1 without OpenSSL (hashlib), its
     # 127.0.0.1 connected to without getaddrinfo (which imports the idna codec)
     assert "hashlib" not in names and "encodings.idna" not in names
+    # nor orjson, whose import brings dataclasses, inspect, uuid, platform and datetime
+    # (~13 ms of CPU, a tenth of a short recording's process: issue 32): the inspector's
+    # small messages, the file's tables and the summary go through the stdlib's json
+    for heavy in ("orjson", "dataclasses", "inspect", "uuid", "platform", "datetime"):
+        assert heavy not in names, heavy
     assert "wrote " in p.stderr
 
 

@@ -14,7 +14,8 @@ where a function ends.
 
 The map classes and the model (numpy) are imported by the functions that read maps:
 `local_map_named` (is there a map beside these scripts?) is asked by `record --engine
-node`'s summary, which needs no numpy when there is none (recorded.py).
+node`'s summary, which needs no numpy when there is none (recorded.py), nor orjson and
+dataclasses (~13 ms of CPU to import: issue 32), imported where a map is read or applied.
 """
 
 from __future__ import annotations
@@ -24,11 +25,8 @@ import os
 import re
 import stat
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 from urllib.parse import unquote, urlparse
-
-import orjson
 
 from .errors import UsageError
 
@@ -78,6 +76,8 @@ def _read_limited(path: Path) -> bytes:
 
 
 def load_map(path: str | os.PathLike) -> SourceMap:
+    import orjson
+
     from .analysis.sourcemap import SourceMap, SourceMapError
 
     p = Path(path)
@@ -128,6 +128,8 @@ def _from_comment(script: Path) -> SourceMap | None:
     if url.startswith("data:"):
         header, _, payload = url.partition(",")
         raw = base64.b64decode(payload) if header.endswith(";base64") else unquote(payload).encode()
+        import orjson
+
         try:
             sm = SourceMap(orjson.loads(raw), f"{script} (inline map)", str(script.parent))
             return _with_reader(sm)
@@ -224,6 +226,8 @@ def apply(
     their URL, for a viewer that shows them; `notes` a line per map that does not match
     its script (not applied: `analysis.sourcemap.apply_to_trace`), and one line when the
     maps `where` names fit no script of the recording (nothing was applied)."""
+    from dataclasses import replace
+
     from .analysis import sourcemap
     from .trace import Recording, spans_without_calls
 

@@ -7,11 +7,10 @@ track's samples holds the rest (see formats/jsprof.py)."""
 
 from __future__ import annotations
 
+import json
 import os
 from array import array
 from typing import Any, BinaryIO
-
-import orjson
 
 from ..errors import TraceFormatError
 from ..traceparts import MARKERS
@@ -20,9 +19,7 @@ from . import _columns
 FORMAT_KEY = "jsprof"
 FORMAT_VERSION = 1
 # Each marker's JSON text, as the C reader and writer take them.
-MARKER_JSON = tuple(orjson.dumps(m) for m in MARKERS)
-
-_NUMPY = orjson.OPT_SERIALIZE_NUMPY
+MARKER_JSON = tuple(json.dumps(m).encode() for m in MARKERS)
 # Threads writing a big samples array (consecutive shares, without the GIL): formatting
 # shortest floats is most of a save, and it splits evenly.
 _WRITERS = min(4, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1)
@@ -111,11 +108,66 @@ class Json(bytes):
     """Text already serialised (by the C column writer), put into an object as it is."""
 
 
+# A value of at most this many values in all, each of a kind `_plain` lets through, is
+# written by the stdlib's json (the same text); others by orjson, imported then. A short
+# recording's tables and meta are that small (a 4-line tsc: 866 frames, 5 values each:
+# ~1 ms for the check and json), and orjson's import costs ~13 ms of CPU (dataclasses,
+# inspect, uuid, platform, datetime: issue 32), a tenth of such a recording's process;
+# 4,000 frames cost the check and json ~5 ms; a bigger table goes to orjson (0.2 ms).
+_PLAIN_ITEMS = 20_000
+_I64_MIN, _U64_END = -(1 << 63), 1 << 64  # orjson's ints (it refuses others)
+
+
+def _plain(v: Any, budget: list[int]) -> bool:
+    """Whether json.dumps writes `v` as orjson does: str, bool, None, ints orjson takes,
+    floats that both write in positional notation (Python's repr turns to exponents below
+    1e-4 and from 1e16 on, orjson at other points; within, both write the shortest digits:
+    checked on 200,000 random floats), lists and tuples, dicts with str keys; at most
+    `budget[0]` values in all. Strings are checked when encoded (a lone surrogate)."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return False
+    t = type(v)
+    if t is str or t is bool or v is None:
+        return True
+    if t is int:
+        return _I64_MIN <= v < _U64_END
+    if t is float:
+        return v == 0.0 or 1e-4 <= abs(v) < 1e16
+    if t is dict:
+        for k, x in v.items():
+            if type(k) is not str or not _plain(x, budget):
+                return False
+        return True
+    if t is list or t is tuple:
+        if len(v) > budget[0]:
+            return False
+        for x in v:
+            if not _plain(x, budget):
+                return False
+        return True
+    return False  # numpy arrays and scalars (the model's columns), anything else
+
+
+def dumps_json(v: Any) -> bytes:
+    """`orjson.dumps(v, option=OPT_SERIALIZE_NUMPY)`, byte for byte: through the stdlib's
+    json when `_plain`, so that writing a short recording does not import orjson."""
+    if _plain(v, [_PLAIN_ITEMS]):
+        try:
+            text = json.dumps(v, ensure_ascii=False, separators=(",", ":"), check_circular=False)
+            return text.encode()
+        except UnicodeEncodeError:
+            pass  # a lone surrogate: orjson's own error below
+    import orjson
+
+    return orjson.dumps(v, option=orjson.OPT_SERIALIZE_NUMPY)
+
+
 def json_object(items: dict[str, Any]) -> bytes:
     """An object as orjson writes it, with `Json` values kept verbatim (the ext object has
     a handful of keys; only its column values are big)."""
     parts = [
-        orjson.dumps(k) + b":" + (v if type(v) is Json else orjson.dumps(v, option=_NUMPY))
+        dumps_json(k) + b":" + (v if type(v) is Json else dumps_json(v))
         for k, v in items.items()
     ]
     return b"{" + b",".join(parts) + b"}"
@@ -126,9 +178,9 @@ def _trace_head(trace: Trace) -> bytes:
     return b"".join(
         (
             b'{"resources":',
-            orjson.dumps(list(trace.resources)),
+            dumps_json(list(trace.resources)),
             b',"frames":',
-            orjson.dumps(frame_dicts(trace)),
+            dumps_json(frame_dicts(trace)),
             b',"stacks":',
             _columns.write_stacks(_i32(trace.stack_parent), _i32(trace.stack_frame)),
             b',"samples":[',

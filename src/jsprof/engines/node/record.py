@@ -198,9 +198,8 @@ def _record(
     then the caller waits for its exit code, proc.wait_exit). `hook`: the preload whose
     samples are dropped (default: hook_path()); `on_title`: told every console.profile
     title the main thread reports (command.py reads the exit code there)."""
+    import json
     import pathlib
-
-    import orjson
 
     from ..cdp import CDPClient, CDPClosed
     from .isolate import _ERROR_PREFIX, _Isolate
@@ -222,8 +221,8 @@ def _record(
         if title.startswith(_END_PREFIX) and main.end_us is None:
             main.end_us = _number(title[len(_END_PREFIX) :])
         if title.startswith(_ERROR_PREFIX) and error is None:
-            with contextlib.suppress(orjson.JSONDecodeError):
-                got = orjson.loads(title[len(_ERROR_PREFIX) :])
+            with contextlib.suppress(ValueError):  # (the hook's JSON.stringify: valid)
+                got = json.loads(title[len(_ERROR_PREFIX) :])
                 error = got if isinstance(got, dict) else {"message": str(got)}
 
     try:
