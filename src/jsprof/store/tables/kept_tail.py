@@ -15,8 +15,9 @@ chunk the commit cut through is read again from the store (its other uploads onl
 most `CHUNK`). Their frames and stacks stay (later chunks' stacks may point into them)
 until nothing kept is left or the dropped uploads reach `DEAD_MAX`: then it starts anew.
 Anything that does not line up (the manifest's cursor not one the kept tail passed, an
-upload key or id not the one expected, a release's script line index changed) starts
-anew too: the answer is always the one `view.read_tail` gives for the same manifest, up
+upload key or id not the one expected, a release's script line index changed, a
+segment of damage met and not compacted yet rewritten by a prune) starts anew too:
+the answer is always the one `view.read_tail` gives for the same manifest, up
 to how the rows are split into parts.
 """
 
@@ -102,7 +103,13 @@ class _Kept:
     end: Any = None  # the cursor after the last upload read
     next_uk: int = 0
     seq: int = 0  # chunks written (their part numbers)
-    damaged: set = field(default_factory=set)  # (segment, offset) met past `start`
+    # (segment, offset) -> (uploads read before it, its segment file's identity): the
+    # damage met past `start`. Once the compactor's cursor has passed the upload after it,
+    # the manifest's `damaged` list speaks for it (listing it while it lasts, leaving it
+    # out once a prune dropped it or its segment): it leaves this map (`_follow`).
+    damaged: dict = field(default_factory=dict)
+    read_total: int = 0  # uploads read into this kept tail, compacted ones included
+    cut_total: int = 0  # of those, the ones the compactor has taken since
     lines: dict[str, Any] = field(default_factory=dict)  # rkey -> its maps dir's state
 
 
@@ -140,8 +147,8 @@ def read(store: Any, man: dict, limit: int, max_samples: int, new_max: int | Non
         if kept is None:
             kept = _Kept(cursor_in(man), next_uk=man["nextUk"])
         pending = _read_new(store, kept, man, limit, max_samples, new_max)
-        damaged = len(kept.damaged - {(d["segment"], d["offset"])
-                                      for d in man.get("damaged", [])})
+        damaged = len(kept.damaged.keys() - {(d["segment"], d["offset"])
+                                             for d in man.get("damaged", [])})
         uploads = sum(u.uk is not None for c in kept.chunks for u in c.uploads)
         manifest = _manifest(store, kept, man) if uploads else man
         with _lock:
@@ -172,6 +179,10 @@ def _follow(store: Any, kept: _Kept, man: dict) -> bool:
     first = next((u.uk for u in ups[cut:] if u.uk is not None), kept.next_uk)
     if first != man["nextUk"]:
         return False
+    kept.cut_total += cut
+    kept.damaged = {k: v for k, v in kept.damaged.items() if v[0] >= kept.cut_total}
+    if any(_segment_id(store, k[0]) != v[1] for k, v in kept.damaged.items()):
+        return False  # a prune rewrote (or removed) a segment of damage not compacted yet
     if cut == 0:
         return True
     n = 0
@@ -197,6 +208,16 @@ def _follow(store: Any, kept: _Kept, man: dict) -> bool:
         live.insert(0, again)
     kept.chunks = live
     return True
+
+
+def _segment_id(store: Any, name: str) -> Any:
+    """The identity of segment `name`'s file: a prune's rewrite renames a new file over
+    it (and may drop damaged bytes or move them), an empty one is deleted."""
+    try:
+        st = os.stat(Path(store.path) / "segments" / name)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
 
 
 def _bury(kept: _Kept, c: _Chunk) -> None:
@@ -235,7 +256,8 @@ def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int,
         return store.count_uploads(after)
 
     def damaged(f: Any) -> None:
-        kept.damaged.add((f.segment, f.offset))
+        kept.damaged.setdefault((f.segment, f.offset),
+                                (kept.read_total, _segment_id(store, f.segment)))
 
     build = _Builder(store, kept)
     pending = 0
@@ -249,6 +271,7 @@ def _read_new(store: Any, kept: _Kept, man: dict, limit: int, max_samples: int,
                 break
             n = build.add(*got, uk=None)
             read_now += 1
+            kept.read_total += 1
             kept.end = got[0]
             live += n is not None
             samples += n or 0
