@@ -84,6 +84,23 @@ def test_atomic_write_leaves_no_half_file(tmp_path):
         io.atomic_write(tmp_path / "no" / "a.json", b"x")
 
 
+def test_the_temp_file_is_new_and_private(tmp_path, monkeypatch):
+    """io._mkstemp (tempfile.mkstemp's file without importing tempfile): created 0600 and
+    exclusively, so a name that is there (a file, a symlink planted to redirect the write)
+    is never opened; the write then goes to a new name."""
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    draws = iter([b"\1" * 6, b"\1" * 6, b"\2" * 6])
+    monkeypatch.setattr(io.os, "urandom", lambda n: next(draws))
+    planted = tmp_path / f".a.json.{'01' * 6}.tmp"
+    planted.symlink_to(victim)
+    fd, tmp = io._mkstemp(tmp_path, "a.json")
+    os.close(fd)
+    assert tmp == str(tmp_path / f".a.json.{'02' * 6}.tmp")
+    assert stat.S_IMODE(os.stat(tmp).st_mode) == 0o600
+    assert victim.read_bytes() == b"keep"
+
+
 def test_flame_default_output_and_open(tmp_path, capsys):
     trace = tmp_path / "t.json"
     trace.write_bytes(open(TRACE, "rb").read())

@@ -127,6 +127,8 @@ def test_record_imports_only_its_output_format_and_no_rich_console(tmp_path: Pat
     # small messages, the file's tables and the summary go through the stdlib's json
     for heavy in ("orjson", "dataclasses", "inspect", "uuid", "platform", "datetime"):
         assert heavy not in names, heavy
+    # nor tempfile (random, weakref: ~2 ms): the file is written through io._mkstemp
+    assert "tempfile" not in names and "random" not in names
     assert "wrote " in p.stderr
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from typing import TYPE_CHECKING
 
 from .errors import JsprofError, UsageError
@@ -49,6 +48,8 @@ def save_recording(rec: Recording, out: str) -> str:
         io.save(rec, out)
         return out
     except (JsprofError, OSError) as e:
+        import tempfile
+
         stem = os.path.join(tempfile.gettempdir(), "jsprof-" + os.path.basename(out).split(".")[0])
         fallback = io.free_name(stem, SUFFIX)
         io.save(rec, fallback)
