@@ -22,9 +22,11 @@ from jsprof.fleet import api, timecourse
 from jsprof.fleet import engine as fleet_engine
 from jsprof.fleet.engine import Snapshot, Uploads
 from jsprof.fleet.filters import Filters
-from jsprof.fleet.timecourse import BUCKETS, _nice, _percentile99, floor_div_sql
+from jsprof.fleet.timecourse import _percentile99, floor_div_sql
 from jsprof.store import Store
 from jsprof.store.tables.compact import compact
+from jsprof.store.tables.view import TIME_BUCKETS as BUCKETS
+from jsprof.store.tables.view import nice as _nice
 from jsprof.trace import MARKERS, NONE, TraceBuilder, no_stack_name
 
 DATA = Path(__file__).parent / "data" / "chromium"

@@ -824,6 +824,37 @@ class DuckEngine:
             for n in names:
                 self.con.unregister(n)
 
+    def rollup_sql(self, plan: Any, kind: str, f: Filters, sql: str, *params: Any
+                   ) -> dict[str, np.ndarray]:
+        """`sql` over the relation `r`: the rows of one rollup table of `plan`'s parts in
+        `f`'s routes and envs, with `ri` (the plan's release index): for sums that are
+        not `rollup`'s (the Time view's: a least, distinct page loads)."""
+        pieces, pp, names = [], [], []
+        for ri, parts in enumerate(plan.parts[kind]):
+            paths, mem = _split(parts)
+            if paths:
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?)")
+                pp.append(paths)
+            if mem is not None:
+                names.append(f"roll_{id(mem):x}")
+                self.con.register(names[-1], mem)
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}")
+        if not pieces:
+            from ..store.tables.view import rollup_schemas
+
+            pieces.append("SELECT 0::BIGINT AS ri, * FROM empty_rollup")
+            names.append("empty_rollup")
+            self.con.register("empty_rollup", rollup_schemas()[kind].empty_table())
+        cond, cp = _cells_sql(f)
+        try:
+            src = " UNION ALL BY NAME ".join(pieces)
+            return _arrow_cols(self.con.sql(
+                f"WITH r AS (SELECT * FROM ({src}) WHERE {cond}) {sql}",
+                params=[*pp, *cp, *params]).to_arrow_table())
+        finally:
+            for n in names:
+                self.con.unregister(n)
+
     @contextmanager
     def sample_scan(self, snap: Snapshot, up: Uploads, **cols: np.ndarray
                     ) -> Iterator[Callable[..., dict[str, np.ndarray]] | None]:

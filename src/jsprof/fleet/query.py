@@ -22,6 +22,7 @@ from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
 from ..meta import AGGREGATED
+from ..store.tables.view import IDLE_MARKERS as TABLE_IDLE_MARKERS
 from ..store.tables.view import bucket_of, quantiles
 from ..trace import (
     MARKERS,
@@ -162,8 +163,8 @@ def _merged_interval(up: Uploads, mine: np.ndarray) -> float | None:
 
 # Samples with no JavaScript that --exclude-idle leaves out: no stack, and the marker of
 # (idle) (none) or of (program) ("other"). GC, style, layout and paint stay: they are work
-# the page's code caused.
-IDLE_MARKERS = (NONE, MARKERS.index("other"))
+# the page's code caused. Defined with the tables (the Time view's rollups count them).
+IDLE_MARKERS = TABLE_IDLE_MARKERS
 
 
 def idle_mask(stack_id: np.ndarray, marker: np.ndarray) -> np.ndarray:

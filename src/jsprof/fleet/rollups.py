@@ -52,13 +52,15 @@ class Plan:
 
 def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Plan | None:
     """The rollup parts that answer `f` exactly, or None: the per-upload tables must.
-    `kinds`: the rollup tables read (default: all but rollup_vitals, rollup_perload and
-    rollup_examples, which only `fleet vitals` and `fleet regressions` read: a query's
+    `kinds`: the rollup tables read (default: all but rollup_vitals, rollup_perload,
+    rollup_examples and the Time view's, which only `fleet vitals`, `fleet regressions` and
+    the flame page read: a query's
     tail makes the first two when they are read)."""
-    from ..store.tables.view import ROLLUP_KINDS, part_files
+    from ..store.tables.view import ROLLUP_KINDS, TIME_KINDS, part_files
 
     kinds = tuple(k for k in ROLLUP_KINDS if k not in (
-        "rollup_vitals", "rollup_perload", "rollup_examples")) if kinds is None else kinds
+        "rollup_vitals", "rollup_perload", "rollup_examples", *TIME_KINDS)
+    ) if kinds is None else kinds
 
     man = snap.manifest
     if not man.get("rollups") or f.where or f.during is not None:

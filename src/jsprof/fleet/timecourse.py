@@ -24,26 +24,18 @@ from typing import Any
 import numpy as np
 
 from ..analysis.profile import FunctionKey
+from ..store.tables.view import time_key
 from ..trace import MARKERS, NONE, no_stack_name
 from . import timeline as tl
 from .engine import Snapshot, Uploads
 
 TIME_UPLOADS = 500  # uploads whose samples a view reads at most
-BUCKETS = 100  # time buckets up to the 99th percentile of sample times (and one "later")
+# BUCKETS: time buckets up to the 99th percentile of sample times (and one "later");
+# `_nice` their width. One definition with the tables' Time view rollups, which count
+# the samples by the (width, buckets) their time would give (`time_key`).
 FUNCTIONS = 200  # functions with a per-bucket row; the rest are one "(other functions)" row
 EXAMPLES = 6  # example uploads linked
 NS_PER_MS = 1_000_000
-
-
-def _nice(x: float) -> float:
-    """The smallest 1, 2 or 5 times a power of ten at or above `x` (ms)."""
-    if not x > 0:
-        return 1.0
-    p = 10.0 ** math.floor(math.log10(x))
-    for m in (1, 2, 5, 10):
-        if m * p >= x - 1e-12:
-            return m * p
-    return 10 * p
 
 
 def _spread(n: int, cap: int) -> np.ndarray:
@@ -81,11 +73,17 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     # The samples table is a local read whatever the engine: Dask's too runs it here.
     duck = engine if isinstance(engine, DuckEngine) else DuckEngine(threads=1)
     try:
-        got = _bucket_sums(duck, snap, sel, app, sub, up.page_load_index()[pick])
+        got = _rolled_sums(duck, snap, sel, app, up)
+        rolled = got is not None
+        if got is None:
+            got = _bucket_sums(duck, snap, sel, app, sub, up.page_load_index()[pick])
     finally:
         if duck is not engine:
             duck.close()
     width, nbk, later, names, cells, total_b, loads_b = got
+    page_loads = len(tl.page_loads(timelines))
+    if rolled:  # every upload's samples, the timelines of `pick`'s
+        read, untimed, page_loads = len(up), 0, up.page_loads()
     g, b, ns = cells
     # As `fleet top` sums them: exact integer ns per function and bucket, then ms.
     self_ns = np.bincount(g, weights=ns, minlength=len(names))
@@ -140,7 +138,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     return {
         "width": width, "buckets": nbk, "later": later,
         "uploads": read, "uploadsAll": len(up), "uploadsUntimed": untimed,
-        "pageLoads": len(pls),
+        "pageLoads": page_loads, "timelineUploads": len(pick),
         "pageLoadsAll": up.page_loads(),
         "totalMs": round(float(total_b.sum()) / NS_PER_MS, 6),
         "bucketMs": [round(float(x) / NS_PER_MS, 6) for x in total_b],
@@ -162,7 +160,6 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
     Functions are indexed as the releases' frames come (releases by key), then the
     samples without a stack by their name, in the order the uploads first have them."""
     from .query import IDLE_MARKERS
-    from .release import identity, mapped_release, named_release, stored_trace
 
     empty = np.zeros(0, np.int64)
     keys: dict[FunctionKey | str, int] = {}
@@ -185,15 +182,7 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
             "FROM s GROUP BY ri")
         n = int(seen["n"].sum())
         # Each stored stack's leaf function as `fleet top` names it (the release's maps).
-        ident = identity(sel.filters)
-        for ri in sorted(set(seen["ri"].tolist())):  # sub.rkeys is sorted
-            rkey = sub.rkeys[ri]
-            trace = stored_trace(snap, rkey)
-            rel = named_release(mapped_release(
-                snap, rkey, app, sub.release[sub.rkey.index(rkey)], trace), ident)
-            fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0],
-                             np.int64)
-            m_g[int(ri)] = fid[trace.stack_frame.astype(np.int64)]
+        m_g = _stack_functions(snap, sel, app, sub, seen["ri"], keys)
         # Buckets up to the 99th percentile of the samples' times, so one tab left open
         # for an hour does not squeeze every page load into the first bucket; later
         # samples are one last bucket ("later"). A sample before navigation start (none
@@ -204,8 +193,7 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
             # descending as the engine orders them (NaN, none expected, first)
             largest = np.sort(np.concatenate(tops))[::-1] if tops else np.zeros(0)
             hi = _percentile99(run, keep, n, largest)
-        width = _nice(max(hi, 1.0) / BUCKETS)
-        nb = max(int(math.ceil(hi / width)), 1)
+        width, nb = time_key(hi)
         if n:
             # Per (release, stack, marker, bucket) and per (bucket, page load): ns, and the
             # first upload with it (the order of the functions of samples without a
@@ -221,11 +209,39 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
                 f"  FROM s WHERE {keep}) s"
                 ") GROUP BY GROUPING SETS ((ri, stack_id, marker, b), (b, load))",
                 width, float(nb))
-    later = bool((got["b"] == nb).any())
-    nbk = nb + 1 if later else nb
     per_load = got["ri"] != got["ri"]  # NaN: a (bucket, page load) row
-    loads_b = np.bincount(np.asarray(got["b"][per_load], np.int64), minlength=nbk)
     cell = ~per_load
+    loads_b = np.bincount(np.asarray(got["b"][per_load], np.int64))
+    return width, *_cells(got, cell, nb, loads_b, m_g, keys)
+
+
+def _stack_functions(snap: Snapshot, sel: Any, app: str, up: Uploads, ris: np.ndarray,
+                     keys: dict) -> dict[int, np.ndarray]:
+    """Per release index of `up` in `ris`: each stored stack's function index in `keys`
+    (which this adds the releases' functions to, releases by key)."""
+    from .release import identity, mapped_release, named_release, stored_trace
+
+    m_g: dict[int, np.ndarray] = {}
+    ident = identity(sel.filters)
+    for ri in sorted(set(np.asarray(ris, np.int64).tolist())):  # up.rkeys is sorted
+        rkey = up.rkeys[ri]
+        trace = stored_trace(snap, rkey)
+        rel = named_release(mapped_release(
+            snap, rkey, app, up.release[up.rkey.index(rkey)], trace), ident)
+        fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0],
+                         np.int64)
+        m_g[int(ri)] = fid[trace.stack_frame.astype(np.int64)]
+    return m_g
+
+
+def _cells(got: dict, cell: np.ndarray, nb: int, loads_b: np.ndarray,
+           m_g: dict[int, np.ndarray], keys: dict) -> tuple:
+    """`_bucket_sums`' answer from the (release, stack, marker, bucket) rows `got[cell]`
+    (ns, and `first`: an order of the uploads that first have them) and the page loads
+    per bucket."""
+    later = bool((got["b"][cell] == nb).any())
+    nbk = nb + 1 if later else nb
+    loads_b = np.concatenate([loads_b, np.zeros(max(nbk - len(loads_b), 0), np.int64)])
     g = _functions_of(np.asarray(got["ri"][cell], np.int64),
                       np.asarray(got["sid"][cell], np.int64),
                       np.asarray(got["m"][cell], np.int64), m_g)
@@ -249,7 +265,57 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
     b, ns = np.asarray(got["b"][cell], np.int64), np.asarray(got["ns"][cell], np.int64)
     # exact: float64 sums of integer ns below 2**53 ns
     total_b = np.rint(np.bincount(b, weights=ns, minlength=nbk)).astype(np.int64)
-    return width, nbk, later, names, (g, b, ns), total_b, loads_b
+    return nbk, later, names, (g, b, ns), total_b, loads_b
+
+
+def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
+                 ) -> tuple | None:
+    """`_bucket_sums` of every upload of the selection from the Time view's rollups
+    (store/tables/timeroll.py), or None when they cannot answer it: a selection the
+    rollups do not (`rollups.plan`: whole days, app, release, route, env), uploads
+    without sample rows, a 99th percentile between two of their keys, a width under 1 ms
+    or past their largest grid. The same sums, buckets and page loads as the samples'."""
+    from ..store.tables.view import TIME_KINDS, percentile_key, view_grid
+    from .query import IDLE_MARKERS
+    from .rollups import plan
+
+    f = sel.filters
+    if not len(up) or bool((up.uk < snap.manifest.get("samplesFromUk", 0)).any()):
+        return None
+    p = plan(snap, f, TIME_KINDS)
+    if p is None or not set(up.rkeys) <= set(p.rkeys):
+        return None
+    keys = duck.rollup_sql(p, "rollup_timekeys", f, (
+        "SELECT width, nb, sum(samples)::BIGINT AS n FROM r "
+        f"{'WHERE idle = 0 ' if f.exclude_idle else ''}GROUP BY width, nb"))
+    key = percentile_key(keys["width"], keys["nb"], keys["n"])
+    grid = None if key is None else view_grid(key[0])
+    if key is None or grid is None:
+        return None
+    (width, nb), (k, m) = key, grid
+    keep = (f"NOT (stack_id = {NONE} AND marker IN ({', '.join(map(str, IDLE_MARKERS))}))"
+            if f.exclude_idle else "true")
+    b = f"least(tb // {m}, {nb})::BIGINT"
+    got = duck.rollup_sql(p, "rollup_time", f, (
+        f"SELECT ri, stack_id AS sid, marker AS m, {b} AS b, sum(weight_ns)::BIGINT AS ns, "
+        f"min(first_uk) AS first FROM r WHERE grid = ? AND {keep} GROUP BY ALL"), k)
+    lb = duck.rollup_sql(p, "rollup_timeloads", f, (
+        f"SELECT {b} AS b, count(DISTINCT load_hash)::BIGINT AS n FROM r WHERE grid = ? "
+        f"{'AND busy > 0 ' if f.exclude_idle else ''}GROUP BY b"), k)
+    if set(np.asarray(got["ri"], np.int64).tolist()) - set(range(len(p.rkeys))):
+        return None
+    # the plan's release indices as the selection's (both sorted keys)
+    to = np.asarray([up.rkeys.index(r) if r in up.rkeys else -1 for r in p.rkeys] or [0],
+                    np.int64)
+    got["ri"] = to[np.asarray(got["ri"], np.int64)]
+    if (got["ri"] < 0).any():
+        return None
+    loads_b = np.zeros(nb + 1, np.int64)
+    loads_b[np.asarray(lb["b"], np.int64)] = np.asarray(lb["n"], np.int64)
+    fn: dict = {}
+    m_g = _stack_functions(snap, sel, app, up, got["ri"], fn)
+    nbk, *rest = _cells(got, np.ones(len(got["ri"]), bool), nb, loads_b, m_g, fn)
+    return width, nbk, rest[0], rest[1], rest[2], rest[3], rest[4][:nbk]
 
 
 def floor_div_sql(x: str, w: str) -> str:

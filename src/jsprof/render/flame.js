@@ -2402,7 +2402,9 @@
     function build() {
       built = true;
       var more = F.uploads < F.uploadsAll ? " Read " + F.uploads + " of the " + F.uploadsAll +
-        " matching uploads (an even spread): the lanes and the range's table count those; the vitals rows below count all." : "";
+        " matching uploads (an even spread): the lanes and the range's table count those; the vitals rows below count all." :
+        F.timelineUploads < F.uploadsAll ? " The long frames, interactions and LCP rows are those of " + F.timelineUploads +
+        " of the " + F.uploadsAll + " uploads (an even spread); the lanes count all." : "";
       sec.appendChild(el("p", {"class": "note", "data-note": "fleet"},
         "No common clock: each of the " + F.pageLoads + " page load" + (F.pageLoads === 1 ? "" : "s") +
         " (" + F.uploads + " upload" + (F.uploads === 1 ? "" : "s") + ") is placed at its own time since navigation start, " +

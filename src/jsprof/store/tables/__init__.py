@@ -10,6 +10,7 @@ without re-parsing JSON. One module per job:
 - `prune.py`: a retention cut applied to the tables (`store/retention.py` runs it);
 - `view.py`: what a query reads (manifest, uncompacted tail in memory, parts to scan);
 - `rollup.py`: the rollup tables' rows (per release, day, route and env), summed on merge;
+- `timeroll.py`: the merged Time view's rollups (sums per time bucket of fixed grids);
 - `rebuild.py`: rollups made anew from the per-upload tables (a prune's cut day, upgrades).
 
 Writers (compact, merge, prune) hold the tables' lock (`store/lock.py`); readers take none.

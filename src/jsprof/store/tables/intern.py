@@ -29,7 +29,15 @@ from ...trace import NONE, weights_and_lost
 from .parts import day_of, new_part, read_part, schemas, verify_part
 from .perload import PriorSelf, function_hash, upload_keys
 from .perload import batch_rows as perload_rows
-from .rollup import CELL_COLS, ROLLUP_KINDS, group_key, rollup_columns, upload_moments
+from .rollup import (
+    CELL_COLS,
+    ROLLUP_KINDS,
+    group_key,
+    load_hash,
+    rollup_columns,
+    upload_moments,
+)
+from .timeroll import TIME_KINDS, time_rows
 from .vitals import Prior, batch_rows
 
 NS_PER_MS = 1_000_000
@@ -454,6 +462,10 @@ def write_release_parts(
                 data["frame_id"] = _shift(data["frame_id"], frame_base)
             if kind != "samples":  # the rollups below read weights and upload frames
                 per_day[(kind, day)] = data
+            else:  # and the Time view's sums of the samples (tables/timeroll.py)
+                per_day[("time", day)] = time_rows(
+                    {k: [c[k] for c in rel.cells if day_of(c.get("_at")) == day]
+                     for k in ("uk", "id", "route", "env", "page_load")}, data, load_hash)
             sub = f"{day}/" if day else ""
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(new_part(
@@ -494,6 +506,8 @@ def write_release_parts(
             got["rollup_perload"], got["rollup_examples"] = perload_rows(pl, per, ps)
         else:  # the tail: its examples need no earlier chunk
             got["rollup_examples"] = perload_rows(pl, per, None)[1]
+        got.update(per_day.get(("time", day)) or {
+            k: _no_rows(sch[k]) | {"route": [], "env": []} for k in TIME_KINDS})
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
             if kind in ("rollup_vitals", "rollup_perload") and tdir is None:

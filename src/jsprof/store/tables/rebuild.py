@@ -20,11 +20,14 @@ from .perload import frame_hashes, upload_keys
 from .rollup import (
     CELL_COLS,
     ROLLUP_KINDS,
+    aggregate,
     frame_groups,
+    load_hash,
     name_groups,
     rollup_columns,
     upload_moments,
 )
+from .timeroll import TIME_KINDS, time_rows
 from .vitals import batch_rows
 
 
@@ -93,11 +96,35 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
                       frame_hashes(frames))
     data["rollup_perload"], data["rollup_examples"] = perload_rows(
         {k: cols[k] for k in ("uk", "id", "route", "env", "page_load")}, per, None)
+    data.update(_time_rollups(tdir, entry, day, cols))
     sub = f"{day}/" if day else ""
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,
                             cols["received_at"])]
             for kind in ROLLUP_KINDS}
+
+
+def _time_rollups(tdir: Path, entry: dict, day: str | None, cols: dict) -> dict[str, dict]:
+    """The Time view's rollups of a release's day from its samples parts, a part at a
+    time (a day's samples are the bulk of its tables), then summed by key as a merge."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    sch = schemas()
+    cells = {k: cols[k] for k in ("uk", "id", "route", "env", "page_load")}
+    got: dict[str, list] = {k: [] for k in TIME_KINDS}
+    for e in entry["parts"]["samples"]:
+        if isinstance(e, dict) and e.get("day") == day:
+            t = read_part(pq, verify_part(tdir, e), tdir)
+            rows = time_rows(cells, {k: t[k].to_numpy() for k in t.column_names}, load_hash)
+            for k in TIME_KINDS:
+                got[k].append(pa.table(rows[k], schema=sch[k]))
+    out = {}
+    for k in TIME_KINDS:
+        t = aggregate(k, pa.concat_tables(got[k])) if got[k] else sch[k].empty_table()
+        out[k] = {c: t[c].to_pylist() if c in ("route", "env") else t[c].to_numpy()
+                  for c in t.column_names}
+    return out
 
 
 def build_rollups(tdir: Path, man: dict) -> None:

@@ -64,9 +64,12 @@ from typing import Any
 import numpy as np
 
 from ...trace import NONE
+from .timeroll import TIME_KINDS
+from .timeroll import schemas as time_schemas
 
 ROLLUP_KINDS = ("rollup_cells", "rollup_loads", "rollup_stacks", "rollup_frames",
-                "rollup_moments", "rollup_vitals", "rollup_perload", "rollup_examples")
+                "rollup_moments", "rollup_vitals", "rollup_perload", "rollup_examples",
+                *TIME_KINDS)
 CELL = ("route", "env")
 # What `rollup_columns` takes of each upload (the compactor's, or the uploads table's)
 CELL_COLS = ("uk", "route", "env", "sample_interval", "page_load", "samples", "lost_ms")
@@ -81,7 +84,12 @@ KEYS = {
     "rollup_vitals": (*CELL, "metric", "label", "bucket"),
     "rollup_perload": (*CELL, "key"),
     "rollup_examples": (*CELL, "key", "uk"),
+    "rollup_time": (*CELL, "grid", "tb", "stack_id", "marker"),
+    "rollup_timeloads": (*CELL, "grid", "tb", "load_hash"),
+    "rollup_timekeys": (*CELL, "idle", "width", "nb"),
 }
+# Value columns a merge keeps the least of (the others are summed)
+MIN_VALUES = frozenset({"first_uk"})
 
 # Relative accuracy of a per-trace percentile: a value v > 0 ns is in bucket
 # 1 + ceil(log_GAMMA(v)), whose middle 2 GAMMA^k / (GAMMA + 1) is within ALPHA of every
@@ -212,6 +220,7 @@ def schemas() -> dict[str, Any]:
                                      ("s_sum", pa.int64()), ("s_sq", pa.float64())]),
         "rollup_examples": pa.schema([*cell, ("key", pa.int64()), ("uk", pa.int64()),
                                       ("id", pa.string()), ("self_ns", pa.int64())]),
+        **time_schemas(),
     }
 
 
@@ -554,9 +563,10 @@ def aggregate(kind: str, table: Any) -> Any:
     if kind == "rollup_examples":
         return merge_examples(table, sch)
     # Floats (a null interval) are grouped as values; lost_ms is summed in float64.
-    got = table.group_by(keys, use_threads=False).aggregate([(v, "sum") for v in vals])
+    how = {v: "min" if v in MIN_VALUES else "sum" for v in vals}
+    got = table.group_by(keys, use_threads=False).aggregate([(v, h) for v, h in how.items()])
     cols = {k: got[k] for k in keys}
-    cols.update({v: got[f"{v}_sum"] for v in vals})
+    cols.update({v: got[f"{v}_{h}"] for v, h in how.items()})
     out = pa.table(cols).select(sch.names).cast(sch)
     if kind == "rollup_vitals":  # a page load's -1s met its +1s: nothing left to keep
         import pyarrow.compute as pc

@@ -50,11 +50,16 @@ from .rollup import (
     quantiles,
 )
 from .rollup import schemas as rollup_schemas
+from .timeroll import BUCKETS as TIME_BUCKETS
+from .timeroll import IDLE_MARKERS, TIME_KINDS, nice, percentile_key, time_key, view_grid
 from .vitals import prior_timelines
 
 __all__ = [
     "EXAMPLES_KEPT",
     "HLL_ERROR",
+    "IDLE_MARKERS",
+    "TIME_BUCKETS",
+    "TIME_KINDS",
     "LOAD_KEY",
     "ROLLUP_KINDS",
     "TAIL_MAX",
@@ -67,14 +72,18 @@ __all__ = [
     "function_hash",
     "load_hash",
     "name_groups",
+    "nice",
     "page_loads",
     "part_files",
+    "percentile_key",
     "quantiles",
     "read_manifest",
     "read_tail",
     "release_key",
     "rollup_schemas",
     "rollup_vitals",
+    "time_key",
+    "view_grid",
     "tables_dir",
 ]
 

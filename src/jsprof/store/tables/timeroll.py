@@ -1,0 +1,191 @@
+"""The merged Time view's rollups (format 11): what `fleet flame`'s Time view sums, made
+from a batch's samples at compaction, so that a query over whole days reads rows that grow
+with distinct stacks and time buckets, not with the samples (issue 34: the view's scans of
+the samples were ~85 % of a flame page, ~9x `fleet top`).
+
+  rollup_time      route, env, grid, tb, stack_id, marker -> weight_ns, first_uk
+                   the samples' ns per time bucket `tb` = min(t // 10^grid ms, TB_CAP) of
+                   each grid (t: ms since the page's start, at least 0), and the first
+                   upload with them (min uk: the order the view names no-stack samples in)
+  rollup_timeloads route, env, grid, tb, load_hash -> samples, busy
+                   per page load (`load_hash` of its id, or of its upload's own id) its
+                   samples in each bucket, and those not idle (`IDLE_MARKERS`): the view's
+                   page loads per bucket, with and without --exclude-idle
+  rollup_timekeys  route, env, idle, width, nb -> samples
+                   the samples counted per `time_key` of their time: what the 99th
+                   percentile of the times picks (the buckets' width and count), found
+                   without the times themselves (`percentile_key`)
+
+The view's width is 1, 2 or 5 x 10^k ms; for k in 0..GRIDS-1 its buckets are sums of grid
+k's (integer ms: `t // w` is exact, and equals `(t // 10^k) // (w / 10^k)`). Bucket
+indices past TB_CAP grid steps are one row: every view puts them in its "later" bucket.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from ...trace import MARKERS, NONE
+
+BUCKETS = 100  # the view's time buckets up to the 99th percentile (and one "later")
+GRIDS = 6  # grids of 10^0 .. 10^5 ms: views of widths 1 ms .. 500 s
+# A view has at most BUCKETS + 1 buckets before "later" (`_nice` may undershoot by 1e-12)
+# of at most 5 grid steps each: 505 steps; past TB_CAP a bucket is "later" in every view.
+TB_CAP = 1023
+# Samples that --exclude-idle leaves out: no stack, marked idle or unmarked ("other")
+IDLE_MARKERS = (NONE, MARKERS.index("other"))
+TIME_KINDS = ("rollup_time", "rollup_timeloads", "rollup_timekeys")
+
+
+def nice(x: float) -> float:
+    """The smallest 1, 2 or 5 times a power of ten at or above `x` (ms)."""
+    if not x > 0:
+        return 1.0
+    p = 10.0 ** math.floor(math.log10(x))
+    for m in (1, 2, 5, 10):
+        if m * p >= x - 1e-12:
+            return m * p
+    return 10 * p
+
+
+def time_key(hi: float) -> tuple[float, int]:
+    """(width ms, buckets) of a Time view whose samples' 99th percentile time is `hi`.
+    Non-decreasing in `hi` (width first, then buckets): the times with one key are an
+    interval."""
+    width = nice(max(hi, 1.0) / BUCKETS)
+    return width, max(int(math.ceil(hi / width)), 1)
+
+
+def time_keys(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """`time_key` of each time (>= 0), exactly as it computes it: the width in numpy,
+    checked against `nice` at each width's smallest and largest time (the key is
+    monotone, so the times between have it too), the rest by `nice` itself."""
+    x = np.asarray(x, np.float64)
+    if not len(x):
+        return np.zeros(0), np.zeros(0, np.int64)
+    v = np.maximum(x, 1.0) / BUCKETS
+    p = 10.0 ** np.floor(np.log10(v))
+    w = np.where(1 * p >= v - 1e-12, p, np.where(2 * p >= v - 1e-12, 2 * p,
+                 np.where(5 * p >= v - 1e-12, 5 * p, 10 * p)))
+    for c in np.unique(w).tolist():
+        on = w == c
+        lo, hi = float(x[on].min()), float(x[on].max())
+        if nice(max(lo, 1.0) / BUCKETS) != c or nice(max(hi, 1.0) / BUCKETS) != c:
+            ux, inv = np.unique(x[on], return_inverse=True)
+            w[on] = np.asarray([nice(max(u, 1.0) / BUCKETS) for u in ux.tolist()])[inv]
+    nb = np.maximum(np.ceil(x / w), 1).astype(np.int64)
+    return w, nb
+
+
+def percentile_key(width: np.ndarray, nb: np.ndarray, n: np.ndarray
+                   ) -> tuple[float, int] | None:
+    """`time_key` of np.percentile(times, 99) from the times counted per key (`n` of
+    key (`width`, `nb`)), or None when the two times numpy interpolates between have two
+    keys (the percentile then needs the times). numpy's value lies between those two,
+    and the times with one key are an interval: the same key."""
+    cnt = np.asarray(n, np.int64)
+    keep = cnt > 0
+    w, b, cnt = np.asarray(width, np.float64)[keep], np.asarray(nb, np.int64)[keep], cnt[keep]
+    total = int(cnt.sum())
+    if not total:
+        return None
+    order = np.lexsort((b, w))
+    w, b, cum = w[order], b[order], np.cumsum(cnt[order])
+    k0 = math.floor((total - 1) * (99 / 100))  # numpy's "linear" method's ranks
+    k1 = min(k0 + 1, total - 1)
+    i0, i1 = np.searchsorted(cum, [k0, k1], side="right").tolist()
+    if w[i0] != w[i1] or b[i0] != b[i1]:  # (rows of one key need not be one row)
+        return None
+    return float(w[i0]), int(b[i0])
+
+
+def view_grid(width: float) -> tuple[int, int] | None:
+    """(grid k, buckets of the grid per view bucket) that a view of `width` ms sums
+    from, or None (under 1 ms or past the largest grid: its sums need the samples)."""
+    if not (width >= 1 and width == int(width)):
+        return None
+    k = len(str(int(width))) - 1
+    if k >= GRIDS or int(width) % 10 ** k:
+        return None
+    return k, int(width) // 10 ** k
+
+
+def time_rows(cells: dict[str, Any], samples: dict[str, np.ndarray],
+              load_hash: Any) -> dict[str, dict[str, Any]]:
+    """The three kinds' rows of a batch's samples (uk, t, stack_id as stored, marker,
+    weight_ns) of one day; `cells`: its uploads' uk, id, route, env, page_load (lists);
+    `load_hash`: page-load ids -> 64-bit hashes (rollup.load_hash)."""
+    import pyarrow as pa
+
+    uks = np.asarray(cells["uk"], np.int64)
+    order = np.argsort(uks, kind="stable")
+    uks = uks[order]
+    cid: dict[tuple, int] = {}
+    ci = np.asarray([cid.setdefault((r, e), len(cid)) for r, e in
+                     zip(cells["route"], cells["env"], strict=True)], np.int64)[order]
+    lh = load_hash([p if p is not None else f"\0upload:{u}"
+                    for p, u in zip(cells["page_load"], cells["id"], strict=True)])[order]
+    uk = np.asarray(samples["uk"], np.int64)
+    at = np.searchsorted(uks, uk)
+    c = ci[at]
+    x = np.maximum(np.asarray(samples["t"], np.float64), 0.0)
+    sid = np.asarray(samples["stack_id"], np.int64)
+    mk = np.asarray(samples["marker"], np.int64)
+    ns = np.asarray(samples["weight_ns"], np.int64)
+    idle = (sid == NONE) & np.isin(mk, IDLE_MARKERS)
+    w, nb = time_keys(x)
+    keys = pa.table({"c": c, "idle": idle.astype(np.int8), "width": w, "nb": nb}).group_by(
+        ["c", "idle", "width", "nb"], use_threads=False).aggregate([("nb", "count")])
+    time, loads = [], []
+    for k in range(GRIDS):
+        tb = np.minimum(np.floor_divide(x, 10.0 ** k), TB_CAP).astype(np.int16)
+        g = np.full(len(tb), k, np.int8)
+        time.append(pa.table({"c": c, "grid": g, "tb": tb, "stack_id": sid, "marker": mk,
+                              "weight_ns": ns, "uk": uk}).group_by(
+            ["c", "grid", "tb", "stack_id", "marker"], use_threads=False).aggregate(
+            [("weight_ns", "sum"), ("uk", "min")]))
+        loads.append(pa.table({"c": c, "grid": g, "tb": tb, "load_hash": lh[at],
+                               "busy": (~idle).astype(np.int64)}).group_by(
+            ["c", "grid", "tb", "load_hash"], use_threads=False).aggregate(
+            [("busy", "count"), ("busy", "sum")]))
+    t, ld = pa.concat_tables(time), pa.concat_tables(loads)
+    route = [r for r, _ in cid]
+    env = [e for _, e in cid]
+
+    def cell(col: Any) -> dict[str, list]:
+        i = col.to_numpy()
+        return {"route": [route[j] for j in i.tolist()], "env": [env[j] for j in i.tolist()]}
+
+    return {
+        "rollup_time": {**cell(t["c"]), "grid": t["grid"].to_numpy(),
+                        "tb": t["tb"].to_numpy(), "stack_id": t["stack_id"].to_numpy(),
+                        "marker": t["marker"].to_numpy().astype(np.int8),
+                        "weight_ns": t["weight_ns_sum"].to_numpy(),
+                        "first_uk": t["uk_min"].to_numpy()},
+        "rollup_timeloads": {**cell(ld["c"]), "grid": ld["grid"].to_numpy(),
+                             "tb": ld["tb"].to_numpy(), "load_hash": ld["load_hash"].to_numpy(),
+                             "samples": ld["busy_count"].to_numpy(),
+                             "busy": ld["busy_sum"].to_numpy()},
+        "rollup_timekeys": {**cell(keys["c"]), "idle": keys["idle"].to_numpy(),
+                            "width": keys["width"].to_numpy(), "nb": keys["nb"].to_numpy(),
+                            "samples": keys["nb_count"].to_numpy()},
+    }
+
+
+def schemas() -> dict[str, Any]:
+    import pyarrow as pa
+
+    cell = [("route", pa.string()), ("env", pa.string())]
+    return {
+        "rollup_time": pa.schema([*cell, ("grid", pa.int8()), ("tb", pa.int16()),
+                                  ("stack_id", pa.int64()), ("marker", pa.int8()),
+                                  ("weight_ns", pa.int64()), ("first_uk", pa.int64())]),
+        "rollup_timeloads": pa.schema([*cell, ("grid", pa.int8()), ("tb", pa.int16()),
+                                       ("load_hash", pa.int64()), ("samples", pa.int64()),
+                                       ("busy", pa.int64())]),
+        "rollup_timekeys": pa.schema([*cell, ("idle", pa.int8()), ("width", pa.float64()),
+                                      ("nb", pa.int64()), ("samples", pa.int64())]),
+    }
