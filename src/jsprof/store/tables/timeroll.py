@@ -139,40 +139,71 @@ def time_rows(cells: dict[str, Any], samples: dict[str, np.ndarray],
     w, nb = time_keys(x)
     keys = pa.table({"c": c, "idle": idle.astype(np.int8), "width": w, "nb": nb}).group_by(
         ["c", "idle", "width", "nb"], use_threads=False).aggregate([("nb", "count")])
+    # Each grid's keys packed into one int64 (mixed radix: cell, tb, marker + 1, stack + 1;
+    # page loads by their index among the batch's) and grouped on it: half the CPU of a
+    # group-by on the columns (issue 34: the compactor pays this per batch)
+    lid = np.unique(lh, return_inverse=True)[1].reshape(-1)[at] if len(lh) else at
+    lhs = np.unique(lh) if len(lh) else lh
+    ms, ss, ls = int(mk.max(initial=0)) + 2, int(sid.max(initial=0)) + 2, len(lhs) + 1
+    cs, ts = len(cid) + 1, TB_CAP + 1
+    sids = None
+    if cs * ts * ms * ss >= 1 << 62:  # stack ids too large to pack: packed by their rank
+        sids, rank = np.unique(sid, return_inverse=True)
+        sid, ss = rank.reshape(-1).astype(np.int64) - 1, len(sids) + 1
     time, loads = [], []
     for k in range(GRIDS):
-        tb = np.minimum(np.floor_divide(x, 10.0 ** k), TB_CAP).astype(np.int16)
-        g = np.full(len(tb), k, np.int8)
-        time.append(pa.table({"c": c, "grid": g, "tb": tb, "stack_id": sid, "marker": mk,
-                              "weight_ns": ns, "uk": uk}).group_by(
-            ["c", "grid", "tb", "stack_id", "marker"], use_threads=False).aggregate(
-            [("weight_ns", "sum"), ("uk", "min")]))
-        loads.append(pa.table({"c": c, "grid": g, "tb": tb, "load_hash": lh[at],
-                               "busy": (~idle).astype(np.int64)}).group_by(
-            ["c", "grid", "tb", "load_hash"], use_threads=False).aggregate(
-            [("busy", "count"), ("busy", "sum")]))
-    t, ld = pa.concat_tables(time), pa.concat_tables(loads)
+        tb = np.minimum(np.floor_divide(x, 10.0 ** k), TB_CAP).astype(np.int64)
+        ct = c * ts + tb
+        time.append(_grouped(((ct * ms + (mk + 1)) * ss + (sid + 1)), cs * ts * ms * ss,
+                             {"weight_ns": (ns, "sum"), "uk": (uk, "min")}, k,
+                             lambda key: {"ct": key // (ms * ss),
+                                          "marker": (key // ss) % ms - 1,
+                                          "stack_id": key % ss - 1}))
+        loads.append(_grouped(ct * ls + lid, cs * ts * ls,
+                              {"busy": ((~idle).astype(np.int64), "sum"),
+                               "samples": (np.ones(len(x), np.int64), "sum")}, k,
+                              lambda key: {"ct": key // ls, "load": key % ls}))
+    tk = np.concatenate([g["ct"] for g in time])
+    lk = np.concatenate([g["ct"] for g in loads])
     route = [r for r, _ in cid]
     env = [e for _, e in cid]
 
-    def cell(col: Any) -> dict[str, list]:
-        i = col.to_numpy()
-        return {"route": [route[j] for j in i.tolist()], "env": [env[j] for j in i.tolist()]}
+    def cell(ci: np.ndarray) -> dict[str, list]:
+        i = np.asarray(ci).tolist()
+        return {"route": [route[j] for j in i], "env": [env[j] for j in i]}
+
+    def cat(rows: list[dict], col: str) -> np.ndarray:
+        return np.concatenate([g[col] for g in rows])
 
     return {
-        "rollup_time": {**cell(t["c"]), "grid": t["grid"].to_numpy(),
-                        "tb": t["tb"].to_numpy(), "stack_id": t["stack_id"].to_numpy(),
-                        "marker": t["marker"].to_numpy().astype(np.int8),
-                        "weight_ns": t["weight_ns_sum"].to_numpy(),
-                        "first_uk": t["uk_min"].to_numpy()},
-        "rollup_timeloads": {**cell(ld["c"]), "grid": ld["grid"].to_numpy(),
-                             "tb": ld["tb"].to_numpy(), "load_hash": ld["load_hash"].to_numpy(),
-                             "samples": ld["busy_count"].to_numpy(),
-                             "busy": ld["busy_sum"].to_numpy()},
+        "rollup_time": {**cell(tk // ts), "grid": cat(time, "grid").astype(np.int8),
+                        "tb": (tk % ts).astype(np.int16),
+                        "stack_id": (cat(time, "stack_id") if sids is None else
+                                     sids[cat(time, "stack_id") + 1]),
+                        "marker": cat(time, "marker").astype(np.int8),
+                        "weight_ns": cat(time, "weight_ns"), "first_uk": cat(time, "uk")},
+        "rollup_timeloads": {**cell(lk // ts), "grid": cat(loads, "grid").astype(np.int8),
+                             "tb": (lk % ts).astype(np.int16),
+                             "load_hash": lhs[cat(loads, "load")],
+                             "samples": cat(loads, "samples"), "busy": cat(loads, "busy")},
         "rollup_timekeys": {**cell(keys["c"]), "idle": keys["idle"].to_numpy(),
                             "width": keys["width"].to_numpy(), "nb": keys["nb"].to_numpy(),
                             "samples": keys["nb_count"].to_numpy()},
     }
+
+
+def _grouped(key: np.ndarray, span: int, vals: dict[str, tuple[np.ndarray, str]], grid: int,
+             unpack: Any) -> dict[str, np.ndarray]:
+    """Rows grouped by a packed key (`span`: its values' bound): each of `vals` summed or
+    its least kept, the key unpacked into columns, and the grid."""
+    import pyarrow as pa
+
+    assert span < 1 << 62, span  # bounded by the batch's samples (`time_rows`)
+    t = pa.table({"k": key, **{n: v for n, (v, _) in vals.items()}}).group_by(
+        ["k"], use_threads=False).aggregate([(n, how) for n, (_, how) in vals.items()])
+    k = t["k"].to_numpy()
+    out = {n: t[f"{n}_{how}"].to_numpy() for n, (_, how) in vals.items()}
+    return {**out, **unpack(k), "grid": np.full(len(k), grid, np.int8)}
 
 
 def schemas() -> dict[str, Any]:
