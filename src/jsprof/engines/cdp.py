@@ -203,6 +203,9 @@ class CDPClient:
         # Replies to Profiler.stop on the root session kept as text (engines/_v8text.py),
         # read into columns when the track is made.
         self.raw_profiles = False
+        # Root-session events the owner never reads, dropped unparsed: messages starting
+        # with one of these texts (e.g. b'{"method":"Profiler.consoleProfileFinished"').
+        self.unread: tuple[bytes, ...] = ()
 
     # -- low level
     def _quickack(self) -> None:
@@ -262,6 +265,9 @@ class CDPClient:
             except ConnectionClosed:
                 self._mark_closed()
                 return False
+            if self.unread and raw.startswith(self.unread):
+                timeout = 0
+                continue
             msg = reply_with_profile(raw) if self.raw_profiles else None
             self._route(_loads(raw) if msg is None else msg)
             timeout = 0  # then drain what else is already there without waiting

@@ -228,6 +228,10 @@ def _record(
     try:
         client = CDPClient(proc.url or "")
         client.raw_profiles = True  # the slices read in C when the track is made
+        # Each slice's bridge ends a console.profile: V8 sends its profile (~7 KB on tsc, a
+        # deep stack's nodes), as for the script's own console.profileEnd calls. Nothing
+        # here reads them: dropped unparsed (21 on a 4-line tsc run, 155 KB of JSON).
+        client.unread = (b'{"method":"Profiler.consoleProfileFinished"',)
         root = client.session
         main = _Isolate(root, "main")
         hook = hook or hook_path()
