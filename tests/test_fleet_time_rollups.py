@@ -226,3 +226,34 @@ def test_a_view_grid_sums_exactly() -> None:
         assert (np.floor_divide(t, width) == np.floor_divide(np.floor_divide(t, 10.0 ** k), m)
                 ).all(), width
         assert math.isclose(m * 10 ** k, width)
+
+
+@pytest.mark.parametrize("f", FILTERS + [Filters(app="shop", since=T0 + DAY + 3600e3)])
+def test_the_call_tree_from_the_rollups_is_the_same_page(store: Path, f: Filters) -> None:
+    """The flame page's call tree from rollup_stacks, as `top` reads them (no weights row
+    per upload), and its Time view from the uploads table: byte for byte the page the
+    per-upload selection draws (a part day too: its ends read per upload)."""
+    from jsprof.fleet import query, rollups
+
+    st = api.open_store(store)
+    with api.session(st) as s:
+        calls = {"per_upload": 0}
+        orig_sel, orig_q = rollups.select, query.select
+
+        def q(*a: Any, **k: Any) -> Any:
+            calls["per_upload"] += 1
+            return orig_q(*a, **k)
+
+        query.select = q
+        try:
+            a = [api.flame(s, f, fmt, 2000) for fmt in ("html", "svg")]
+            assert calls["per_upload"] == 0  # no weights read per upload
+        finally:
+            query.select = orig_q
+        rollups.select = lambda *a: None
+        try:
+            b = [api.flame(s, f, fmt, 2000) for fmt in ("html", "svg")]
+        finally:
+            rollups.select = orig_sel
+    st.close()
+    assert a == b

@@ -173,9 +173,15 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     collector's) makes the Time view's example uploads links; without it they are ids."""
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
-    from . import query
+    from . import query, rollups
 
-    sel = query.select(s.engine, s.snap, f)
+    # The call tree from the rollups when they can say it, as `top` (rows per distinct
+    # stack and day, not per upload); the Time view then reads the uploads table for its
+    # per-upload choices (the spread, the timelines), not the weights
+    sel = rollups.select(s.engine, s.snap, f) if f.during is None else None
+    per_upload = sel is None
+    if sel is None:
+        sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
     require_windows(sel)
     tree = build_call_tree(sel.recording)
@@ -188,7 +194,8 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if f.during is not None:
         lost += (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
                  "points")
-    views = _views(s, sel, example_url) if fmt == "html" else {}
+    views = {} if fmt != "html" else _views(s, sel if per_upload else replace(
+        sel, uploads=s.engine.uploads(s.snap, f)), example_url)
     return FlameRenderer(
         fmt, title=title or f"{f.app} · {describe(f)}",
         subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
