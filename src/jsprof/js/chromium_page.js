@@ -51,6 +51,45 @@
     });
     Object.defineProperty(g.close, 'name', { value: 'close' });
   }
+  // A worker ended by the page (terminate) or by itself (close) takes its profile with
+  // it: jsprof keeps what its slices hold. So close() first ends the slice being
+  // recorded, and the page's terminate() waits (the page no longer hears from that
+  // worker) until jsprof has cut every worker's slice, then ends it (`release`).
+  let current = '';
+  let closed = false;
+  const held = [];
+  let terminate = null;
+  if (typeof g.close === 'function' && typeof g.document !== 'object'
+      && typeof g.WorkerGlobalScope === 'function') {
+    const close = g.close;
+    define('close', function close_() {
+      // (then an empty slice whose title says so: jsprof's next slice may have been
+      // asked for already, and it must not take the thread's end for a lost second)
+      if (current) { profileEnd(current); current = ''; }
+      closed = true;
+      profile('jsprof-slice-closed'); profileEnd('jsprof-slice-closed');
+      return close.call(g);
+    });
+    Object.defineProperty(g.close, 'name', { value: 'close' });
+  }
+  if (typeof g.Worker === 'function' && typeof g.document === 'object') {
+    const proto = g.Worker.prototype;
+    terminate = proto.terminate;
+    const mute = (e) => e.stopImmediatePropagation();
+    Object.defineProperty(proto, 'terminate', {
+      value: function terminate_() {
+        const tell = g.__jsprofTerminate;
+        if (typeof tell !== 'function' || !(this instanceof g.Worker)) return terminate.call(this);
+        if (held.includes(this)) return undefined;
+        for (const t of ['message', 'messageerror', 'error']) this.addEventListener(t, mute, true);
+        held.push(this);
+        tell('');
+        return undefined;
+      },
+      writable: true, configurable: true, enumerable: false,
+    });
+    Object.defineProperty(proto.terminate, 'name', { value: 'terminate' });
+  }
   /*jsprof:timeline*/
   let timeline = null;
   if (typeof g.document === 'object' && typeof g.PerformanceObserver === 'function') {
@@ -79,7 +118,12 @@
         resolve([pending, t - Math.max(lastDue, rafAt)]);
       }, 0)),
       // End one slice and start the next in one call, so no tick falls between.
-      slice: (next, prev) => { profile(next); if (prev) profileEnd(prev); },
+      slice: (next, prev) => {
+        if (closed) return;
+        profile(next); if (prev) profileEnd(prev); current = next;
+      },
+      // The workers' slices were cut: end the first n workers the page terminated.
+      release: (n) => { for (const w of held.splice(0, n)) if (terminate) terminate.call(w); },
       origin: () => [perf.timeOrigin, now()],
       // What was observed since the last call, on this document's clock. `last`: the
       // recording ends; a long frame and an interaction are reported once their frame

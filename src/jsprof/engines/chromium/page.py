@@ -29,6 +29,7 @@ _MEASURES_JS = (
     + SOURCE_URL
 )
 QUIET_MS = 500  # the --until load rule: no task ran for this long
+CUT_WAIT = 2.0  # s: a worker terminated by the page is ended after this at the latest
 
 
 class PageSession:
@@ -83,6 +84,13 @@ class PageSession:
         # recording was all idle and said nothing (exit 0).
         self.served_root: str | None = None
         self._scripts: dict[str, str] = {}  # requestId -> URL of a script being loaded
+        # Worker.terminate() calls the helper holds until the workers' slices are cut
+        # (cut_workers): how many are held and not in the cut under way, and that cut's
+        # (thread, message id) answers to wait for, its count and deadline.
+        self._terminations = 0
+        self._cutting: list[tuple[JSThread, int | None]] = []
+        self._cut_count = 0
+        self._cut_deadline = 0.0
 
     # -- setup
     def prepare(self, start_profiler: bool = True) -> None:
@@ -95,6 +103,7 @@ class PageSession:
         self.frame_id = tree.get("frameTree", {}).get("frame", {}).get("id")
         if self._helper is not None:
             s.send("Runtime.addBinding", {"name": "__jsprofClose"})
+            s.send("Runtime.addBinding", {"name": "__jsprofTerminate"})
             s.send("Page.addScriptToEvaluateOnNewDocument", {"source": self._helper})
             self.main.helper = True
         s.send(
@@ -215,6 +224,7 @@ class PageSession:
             gone = self.by_session.get(p.get("sessionId", ""))
             if gone is not None:
                 gone.gone = True
+                gone.gone_at = now
                 gone.session.closed = True
         elif m == "Runtime.executionContextCreated" and th is self.main:
             aux = p.get("context", {}).get("auxData", {})
@@ -244,6 +254,9 @@ class PageSession:
         elif m == "Runtime.bindingCalled" and p.get("name") == "__jsprofClose":
             if th is self.main:
                 self.closed_by_page = True
+        elif m == "Runtime.bindingCalled" and p.get("name") == "__jsprofTerminate":
+            if th is self.main:
+                self._terminations += 1
         elif m == "Network.requestWillBeSent":
             self.inflight.add(p.get("requestId", ""))
             self.last_net = now
@@ -299,7 +312,42 @@ class PageSession:
             ):
                 self.main.gone = True
                 self.closed_by_page = True
+        self.cut_workers()
         return alive
+
+    def cut_workers(self) -> None:
+        """A worker ended takes its profile with it, keeping only its slices: when the
+        page terminates workers (the helper holds each Worker.terminate() call), end every
+        live worker's slice, wait for the answers (the slice's profile comes before its
+        answer), then let the page end the workers it terminated (`__jsprof.release`).
+        Which Worker object is which thread the protocol does not say, so all are cut."""
+        if self._cutting:
+            done = time.monotonic() >= self._cut_deadline
+            waiting = False
+            for th, mid in self._cutting:
+                if mid is not None and not (th.gone or th.session.closed):
+                    waiting = waiting or mid not in th.session.replies
+            if waiting and not done:
+                return
+            for th, mid in self._cutting:
+                if mid is not None and mid in th.session.replies:
+                    th.cut_at = time.monotonic()
+            n, self._cutting, self._cut_count = self._cut_count, [], 0
+            with contextlib.suppress(CDPClosed):
+                self.main.session.send_nowait(
+                    "Runtime.evaluate",
+                    {"expression": f"globalThis.__jsprof && __jsprof.release({n})" + SOURCE_URL},
+                    reply=False,
+                )
+        if not self._terminations or self.main.gone:
+            return
+        self._cut_count, self._terminations = self._terminations, 0
+        workers = [th for th in self.threads if th.kind == "worker" and not th.gone]
+        self._cutting = [(th, th.rotate(reply=True)) for th in workers]
+        self._cut_deadline = time.monotonic() + CUT_WAIT
+        if not any(mid is not None for _, mid in self._cutting):
+            self._cutting = [(self.main, None)]  # nothing to wait for: released next call
+            self.cut_workers()
 
     def tick(self) -> None:
         now = time.monotonic()

@@ -22,7 +22,9 @@ ENGINE = "chromium"
 MIN_INTERVAL_US = 50
 SLICE_PERIOD = 1.0  # s: at most this much is lost when a thread dies unannounced
 _SLICE_PREFIX = "jsprof-slice-"
+_CLOSED_SLICE = _SLICE_PREFIX + "closed"  # chromium_page.js: a worker's close() ended it
 PROBE_PERIOD = 0.1  # s
+CUT_GONE = 2.0  # s: a worker gone this soon after a cut of its slice was the one ended
 PROFILE_STOP_TIMEOUT = 120.0
 
 
@@ -46,6 +48,12 @@ class JSThread:
     slices: list[dict] = field(default_factory=list)
     slice_no: int = 0
     next_slice: float = float("inf")
+    # When a cut for a worker the page terminated (PageSession.cut_workers) ended this
+    # thread's slice, and when the thread went away: a worker gone right after a cut, or
+    # one whose own close() ended its slice, has all it ran in its slices.
+    cut_at: float = float("-inf")
+    gone_at: float = float("inf")
+    closed_itself: bool = False
     lost: str | None = None
     partial: bool = False
     gone: bool = False
@@ -73,20 +81,31 @@ class JSThread:
         _v8session.start_profiler(self.session, us, wait=False)
         self.profiling = True
 
-    def rotate(self) -> None:
-        """End the current slice and start the next in one call (no tick falls between)."""
+    def rotate(self, reply: bool = False) -> int | None:
+        """End the current slice and start the next in one call (no tick falls between).
+        `reply`: return the message id of the call, whose answer comes once the ended
+        slice's profile was sent (it comes first, on this session)."""
         if not self.profiling or not self.helper or self.gone or self.session.closed:
-            return
+            return None
         k = self.slice_no + 1
         prev = f"'{_SLICE_PREFIX}{self.slice_no}'" if self.slice_no else "''"
         expr = f"globalThis.__jsprof && __jsprof.slice('{_SLICE_PREFIX}{k}', {prev})"
+        mid = None
         with contextlib.suppress(CDPClosed):
-            self.session.send_nowait(
-                "Runtime.evaluate", {"expression": expr + SOURCE_URL}, reply=False
+            mid = self.session.send_nowait(
+                "Runtime.evaluate", {"expression": expr + SOURCE_URL}, reply=reply
             )
         self.slice_no = k
         self.next_slice = time.monotonic() + SLICE_PERIOD
         self.ask_timeline()
+        return mid if reply else None
+
+    def ended_whole(self) -> bool:
+        """The thread ended with nothing it ran outside its slices: its own close() ended
+        the slice it was in (the helper), or it was terminated right after a cut."""
+        return self.gone and bool(self.slices) and (
+            self.closed_itself or 0 <= self.gone_at - self.cut_at <= CUT_GONE
+        )
 
     # -- the page's timeline (long animation frames, interactions)
     def ask_timeline(self, last: bool = False) -> None:
@@ -133,6 +152,9 @@ class JSThread:
         if event.get("method") == "Profiler.consoleProfileFinished" and str(
             p.get("title", "")
         ).startswith(_SLICE_PREFIX):
+            if p.get("title") == _CLOSED_SLICE:  # the worker's close(): its end, empty
+                self.closed_itself = True
+                return True
             self.slices.append(p["profile"])
             return True
         return False
@@ -148,13 +170,15 @@ class JSThread:
                 self.profile = self.session.result(mid, timeout)["profile"]
             except (CDPClosed, CDPError, EngineError) as e:
                 self.lost = f"the profile could not be taken ({e})"
-        elif self.profiling and self.profile is None:
+        elif self.profiling and self.profile is None and not self.ended_whole():
             self.lost = "the thread ended before its profile could be taken"
         self.profiling = False
         if self.profile is None and self.slices:
             from .._v8slices import concat_profiles
 
             self.profile = concat_profiles(self.slices)
+            if self.ended_whole():
+                return
             self.partial = True
             self.lost = (
                 f"{self.lost or 'no full profile'}; kept {len(self.slices)} slice(s) taken "
