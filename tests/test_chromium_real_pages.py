@@ -91,3 +91,65 @@ def test_an_ended_worker_keeps_its_track(browser: Browser, tmp_path: Path, how: 
     names = _names(worker)
     assert "parseInWorker" in names and "pp$8.parseTopLevel" in names, sorted(names)[:40]
     assert "parseInWorker" not in _names(rec.tracks[0])
+
+
+# A worker made from a Blob (as bundlers' inline workers are): its URL is
+# blob:ORIGIN/UUID, a new UUID on every page load, and ORIGIN was jsprof's loopback server
+# with its random port. Two recordings of one page then shared no function of the worker:
+# `jsprof diff` showed each as [new] and [removed].
+BLOB_PAGE = """<!doctype html><html><body><script>
+const acornUrl = new URL('acorn.js', location.href).href;
+const src = `importScripts('${acornUrl}');
+function blobParse(text) { return acorn.parse(text, {ecmaVersion: 2020}).body.length; }
+onmessage = async () => {
+  const text = await (await fetch('${acornUrl}')).text();
+  const t0 = performance.now();
+  let rounds = 0;
+  while (performance.now() - t0 < 300 || rounds < 2) { blobParse(text); rounds++; }
+  postMessage(rounds);
+};`;
+const w = new Worker(URL.createObjectURL(new Blob([src], {type: 'text/javascript'})));
+w.onmessage = (e) => { console.log('blob parsed ' + e.data + ' times'); window.done = true; };
+w.postMessage(0);
+</script></body></html>
+"""
+
+
+@pytest.mark.under_load
+def test_a_blob_workers_functions_match_across_recordings(
+    browser: Browser, tmp_path: Path
+) -> None:
+    from jsprof.analysis.diff import diff_profiles
+
+    shutil.copy(ACORN, tmp_path / "acorn.js")
+    page = tmp_path / "blob.html"
+    page.write_text(BLOB_PAGE)
+    recs = []
+    for _ in range(2):
+        out = io.StringIO()
+        rec = record_chromium(str(page), 1.0, until="js:window.done", browser=browser, stdout=out)
+        assert out.getvalue().startswith("blob parsed "), out.getvalue()
+        assert len(rec.tracks) == 2, [t.name for t in rec.tracks]
+        worker = rec.tracks[1]
+        # Named without the loopback server's port, as the page's own files are.
+        root = tmp_path.resolve().as_uri()
+        assert worker.name.startswith(f"blob:{root}/"), worker.name
+        assert "blobParse" in _names(worker)
+        recs.append(rec)
+    assert recs[0].tracks[1].name != recs[1].tracks[1].name  # a new UUID each load
+    d = diff_profiles(recs[0], recs[1], rank="ms", anonymous_by_line=True)
+    rows = {r.key.name: r for r in d.rows if r.key.resource and r.key.resource.startswith("blob:")}
+    assert "blobParse" in rows, sorted(rows)
+    assert rows["blobParse"].status == "", rows["blobParse"]  # in both: matched
+    assert rows["blobParse"].base_total_ms > 0 and rows["blobParse"].new_total_ms > 0
+
+
+def test_blob_urls_match_by_their_origin() -> None:
+    # A page at a URL of its own (no jsprof server): the UUID alone differs.
+    from jsprof.analysis.diff import ResourceMatcher
+
+    m = ResourceMatcher()
+    a = m("blob:https://app.example/0b6a9a52-7f38-4a51-9c1e-2d5d0f1a7c11")
+    b = m("blob:https://app.example/9f1c2e3d-4b5a-4c6d-8e7f-a1b2c3d4e5f6")
+    assert a == b == "blob:https://app.example"
+    assert m("blob:https://other.example/9f1c2e3d-4b5a-4c6d-8e7f-a1b2c3d4e5f6") != a

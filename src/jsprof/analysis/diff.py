@@ -91,6 +91,9 @@ def strip_build_marks(url: str) -> str:
     return head + sep + "/".join([*dirs, bare or name])
 
 
+_BLOB_UUID = re.compile(r"/[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}$")
+
+
 def _split_origin(url: str) -> tuple[str, str, str]:
     """(`https://host`, ``, `/path`) for a URL; ("", "", path) for a path."""
     m = re.match(r"^([A-Za-z][A-Za-z0-9+.-]*://[^/]*)(.*)$", url)
@@ -120,6 +123,9 @@ class ResourceMatcher:
     """What each resource is matched by across two profiles (its *match key*).
 
     - no `?query` or `#fragment` (cache busters change from build to build);
+    - a `blob:` URL is its origin (`blob:https://app.example`): the UUID after it is new
+      on every page load, so the same worker code would never match (the cost: two blob
+      scripts of one origin are one resource here);
     - a local file is its path, however it was spelled: `file:///x/app.js` and `/x/app.js`
       are `file:///x/app.js`, `./lib/../app.js` is `app.js`;
     - `strip_prefixes` (paths, `file://` or other URLs) are cut off the front, leaving a
@@ -143,6 +149,10 @@ class ResourceMatcher:
 
     def own_key(self, url: str) -> str:
         u = match_resource(url) or url
+        if u.startswith("blob:"):
+            # A blob URL's last part is a random UUID, new each time the page makes it
+            # (a worker from a Blob): its code is the page origin's blob, matched as one.
+            return _BLOB_UUID.sub("", u)
         path = _local_path(u)
         if path is None:
             for p in self._urls:

@@ -131,7 +131,16 @@ class PageServer(http.server.ThreadingHTTPServer):
         """The `file://` URL (of the real path, as `trace.normalise_resource` spells a
         local script) of the file this server serves at `url`; the generated page is
         named by its script. Any other URL, or a path outside the root (never served),
-        comes back unchanged. Query and fragment are not part of a file's name."""
+        comes back unchanged. Query and fragment are not part of a file's name. A `blob:`
+        URL the page made (a worker from a Blob) is of the page's origin: that origin is
+        spelled by the served folder's `file://` URL (blob:file:///app/UUID), so it does
+        not carry the server's random port."""
+        if url.startswith("blob:"):
+            for origin in self._origins():
+                if url.startswith("blob:" + origin + "/"):
+                    return "blob:" + Path(os.path.realpath(self.root)).as_uri() + url[
+                        len("blob:" + origin):]
+            return url
         for origin in self._origins():
             if url.startswith(origin + "/"):
                 break
