@@ -200,20 +200,25 @@ def test_late_foreign_start_error_reaches_the_callers_stop() -> None:
     prof.stop_timeout = 0.2
     got: dict = {}
     in_callback = threading.Event()
+    returned = threading.Event()
 
-    def body() -> None:  # the owner, blocked outside JavaScript for a while
+    def body() -> None:  # the owner, blocked outside JavaScript until start() returned
         if not in_callback.is_set():
             in_callback.set()
-            time.sleep(1.0)
+            # Not a fixed 1 s: a starter that got a core only after it had passed found
+            # the owner free, and start() was served (and failed) then and there.
+            returned.wait(30)
 
     def starter() -> None:
         in_callback.wait(10)
         try:
             prof.start()  # times out: queued
             got["start"] = "returned"
+            got["started"] = prof.started  # before the owner is let go to serve it
         except BaseException as e:  # noqa: BLE001
             got["start"] = e
-        got["started"] = prof.started
+        finally:
+            returned.set()
 
     th = threading.Thread(target=starter)
     th.start()
