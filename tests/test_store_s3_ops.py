@@ -938,3 +938,39 @@ def test_a_prune_on_another_machine_empties_this_ones_index_too(
     assert ObjectCompactor(objects, tmp_path / "c").run().uploads == 0
     meta, trace = st.get("p1")
     assert meta["n"] == 4 and trace == TRACE
+
+
+def test_get_by_id_finds_an_old_named_segment_a_prune_wrote_anew(
+        objects: object, tmp_path: Path) -> None:
+    """An uploads part compacted from segment objects of an older jsprof only (names by
+    their writer's start: `segments` both old names) whose segment object a prune then
+    wrote anew without its pruned records: the copy is named by time (`t<writer start>-
+    pruned_...`), among the time-sorted names. GET of an upload it kept listed only the
+    older jsprof's names for such a part, and answered 410 (RawRemoved) for a record the
+    bucket holds."""
+    from jsprof.store import segment as seg
+    from jsprof.store.objprune import prune_objects
+
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+    parts: list[bytes] = []
+    for i, (uid, at) in enumerate((("p1", old), ("k1", now - 2 * 86400e3))):
+        parts += seg.make_record(uid, orjson.dumps(dict(_meta(i), receivedAt=at)), TRACE,
+                                 at, None).parts(i)
+    parts.append(seg.encode_trailer(2, (old, now - 2 * 86400e3)))
+    key = (f"segments/{int(old / 1000):010d}-oldhost-77-abcdef-000000"
+           f"-t{int(old)}-{int(now - 2 * 86400e3) + 1}-2.seg")
+    assert objects.put_new(key, b"".join(parts))
+    comp = ObjectCompactor(objects, tmp_path / "a")
+    assert comp.run().uploads == 2
+    # a new collector's segment object after it (the listing's floor is past the old name)
+    _segment(objects, int(now - 3600e3), [("k2", dict(_meta(3), receivedAt=now - 3600e3))])
+    assert comp.run().uploads == 1
+    cut = prune_objects(comp, now - 5 * 86400e3)
+    assert (cut.tables_removed, cut.rewritten) == (1, 1)
+    keys = [k for k, _ in objects.list("segments/")]
+    assert key not in keys and any("-pruned_1-" in k for k in keys), keys
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.get("p1") is None
+    meta, trace = st.get("k1")
+    assert meta["n"] == 1 and trace == TRACE

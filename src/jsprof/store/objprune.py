@@ -43,7 +43,7 @@ from .objstore import (
     listing_floor,
     segment_count,
     segment_match,
-    segment_time,
+    segment_put_time,
 )
 from .segment import RecordHeader
 
@@ -218,7 +218,7 @@ def _rewritten_key(name: str) -> str:
     """A name of its own sorting where `name` did (its time; an older jsprof's name: its
     writer's start), its kept records (`{kept}`) and receivedAt range filled in by
     `_rewrite`."""
-    t = segment_time(name)
+    t = segment_put_time(name)
     if t is None:
         t = int(name[:10]) * 1000
     return f"{NEW_SEGMENTS}{t:013d}-pruned_{{kept}}-{os.getpid()}-{secrets.token_hex(3)}-000000"

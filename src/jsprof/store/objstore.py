@@ -108,6 +108,16 @@ def segment_time(name: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def segment_put_time(name: str) -> int | None:
+    """Where segment object `name` sorts among the time-sorted names (epoch ms): its put's
+    time, or for an older jsprof's name its writer's start, which a prune's copy of it is
+    named by (objprune._rewritten_key); None for a name not ours."""
+    t = segment_time(name)
+    if t is None and (m := _OLD_SEG_NAME.match(name)) is not None:
+        t = int(m.group(1)) * 1000
+    return t
+
+
 def segment_first(name: str) -> float | None:
     """The oldest receivedAt (epoch ms) segment object `name` holds, by its name (an older
     jsprof's name without a range: its writer's start)."""
@@ -505,9 +515,10 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
                   math.ceil(at + GET_WINDOW_S * 1000))
     if isinstance(span, list) and len(span) == 2 and all(isinstance(n, str) for n in span):
         # An older jsprof's names (not time-sorted, all before the new ones) are listed
-        # whole when the range begins among them.
+        # whole when the range begins among them; a prune's copies of them are new names
+        # at their writers' start times, within the range's times (segment_put_time).
         old = segment_time(span[0]) is None
-        first, last = segment_time(span[0]) or 0, segment_time(span[1])
+        first, last = segment_put_time(span[0]) or 0, segment_put_time(span[1])
         near = _names(objects, None if last is None else max(first, lo or 0),
                       None if last is None else min(last, last if hi is None else hi), old)
         found = _fetch_holding(objects, near, upload_id, at)
