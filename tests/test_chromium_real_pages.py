@@ -153,3 +153,49 @@ def test_blob_urls_match_by_their_origin() -> None:
     b = m("blob:https://app.example/9f1c2e3d-4b5a-4c6d-8e7f-a1b2c3d4e5f6")
     assert a == b == "blob:https://app.example"
     assert m("blob:https://other.example/9f1c2e3d-4b5a-4c6d-8e7f-a1b2c3d4e5f6") != a
+
+
+# Two workers of one script that the page named (`new Worker(url, {name})`, as a pool
+# does) were "URL" and "URL #2" in the order they attached: which was which, the
+# recording did not say. Each worker runs the parse function its name picks.
+NAMED_WORKER = """importScripts('acorn.js');
+function parseAlpha(text) { return acorn.parse(text, {ecmaVersion: 2020}).body.length; }
+function parseBeta(text) { return acorn.parse(text, {ecmaVersion: 2020}).body.length; }
+onmessage = async () => {
+  const text = await (await fetch('acorn.js')).text();
+  const f = self.name === 'alpha' ? parseAlpha : parseBeta;
+  const t0 = performance.now();
+  let rounds = 0;
+  while (performance.now() - t0 < 300 || rounds < 2) { f(text); rounds++; }
+  postMessage(rounds);
+};
+"""
+
+NAMED_PAGE = """<!doctype html><html><body><script>
+let left = 2;
+for (const name of ['beta', 'alpha']) {
+  const w = new Worker('named.js', {name});
+  w.onmessage = () => { if (--left === 0) { console.log('both done'); window.done = true; } };
+  w.postMessage(0);
+}
+</script></body></html>
+"""
+
+
+@pytest.mark.under_load
+def test_a_named_worker_track_carries_its_name(browser: Browser, tmp_path: Path) -> None:
+    shutil.copy(ACORN, tmp_path / "acorn.js")
+    (tmp_path / "named.js").write_text(NAMED_WORKER)
+    page = tmp_path / "named.html"
+    page.write_text(NAMED_PAGE)
+    out = io.StringIO()
+    rec = record_chromium(str(page), 1.0, until="js:window.done", browser=browser, stdout=out)
+    assert out.getvalue() == "both done\n"
+    url = (tmp_path / "named.js").resolve().as_uri()
+    by_name = {t.meta.get("workerName"): t for t in rec.tracks[1:]}
+    assert sorted(t.name for t in rec.tracks[1:]) == [f"alpha ({url})", f"beta ({url})"]
+    assert set(by_name) == {"alpha", "beta"} and all(t.meta["url"] == url for t in by_name.values())
+    alpha, beta = _names(by_name["alpha"]), _names(by_name["beta"])
+    assert "parseAlpha" in alpha and "parseBeta" not in alpha, sorted(alpha)[:30]
+    assert "parseBeta" in beta and "parseAlpha" not in beta, sorted(beta)[:30]
+    assert rec.track("alpha") is by_name["alpha"]  # --track NAME: a name or its start

@@ -13,7 +13,7 @@ from typing import TextIO
 
 from ...errors import EngineError
 from ...trace import Track
-from ...words import printable_lines
+from ...words import printable, printable_lines
 from ..cdp import CDPClient, CDPClosed, CDPError, Session
 from .console import STDERR_TYPES, exception_text, format_console
 from .helper import SOURCE_URL, helper_source
@@ -145,6 +145,9 @@ class PageSession:
         url = info.get("url", "")
         name = url or kind
         th = JSThread(sess, kind, url, name=name)
+        title = info.get("title", "")
+        if kind == "worker" and isinstance(title, str) and title and title != url:
+            th.worker_name = printable(title)
         self.threads.append(th)
         self.by_session[sid] = th
         try:
@@ -452,6 +455,8 @@ class PageSession:
         seen: dict[str, int] = {}
         for th in self.threads[1:]:
             base = th.url or th.kind
+            if th.worker_name:  # named by the page: the name first, so --track NAME finds it
+                base = f"{th.worker_name} ({base})"
             seen[base] = seen.get(base, 0) + 1
             th.name = base if seen[base] == 1 else f"{base} #{seen[base]}"
         # The rule's wait began at the page's last work on any thread, or its last request's

@@ -42,6 +42,9 @@ class JSThread:
     session: Session
     kind: str  # "page", "worker", "iframe"
     url: str
+    # A worker's own name (`new Worker(url, {name})`, its target's title): two workers of
+    # one script, or one from a Blob, are told apart by it.
+    worker_name: str = ""
     name: str = "main"
     profiling: bool = False
     profile: dict | None = None
@@ -302,6 +305,8 @@ class JSThread:
             time_origin = (origin_us + mono_to_epoch_us) / 1000.0
         trace, _ = profile_to_trace(profile, self.url or self.name, origin_us=origin_us)
         meta: dict[str, Any] = {"url": self.url, "kind": self.kind}
+        if self.worker_name:
+            meta["workerName"] = self.worker_name
         if self.partial:
             meta["partial"] = self.lost
         if waited[0]:
