@@ -515,10 +515,11 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
                   math.ceil(at + GET_WINDOW_S * 1000))
     if isinstance(span, list) and len(span) == 2 and all(isinstance(n, str) for n in span):
         # An older jsprof's names (not time-sorted, all before the new ones) are listed
-        # whole when the range begins among them; a prune's copies of them are new names
-        # at their writers' start times, within the range's times (segment_put_time).
+        # whole when the range begins among them, with every new name up to its end: a
+        # new collector's put before an old one's start, and a prune's copies of old
+        # names, named by their writers' start (segment_put_time: the range's last too).
         old = segment_time(span[0]) is None
-        first, last = segment_put_time(span[0]) or 0, segment_put_time(span[1])
+        first, last = segment_time(span[0]) or 0, segment_put_time(span[1])
         near = _names(objects, None if last is None else max(first, lo or 0),
                       None if last is None else min(last, last if hi is None else hi), old)
         found = _fetch_holding(objects, near, upload_id, at)
