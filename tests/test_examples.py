@@ -4,6 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
@@ -34,12 +35,23 @@ def test_workers_example_records_five_runtimes_into_one_perfetto_trace(tmp_path)
     got = {names[s].split(" (")[0]: n for s, n in counts.items()}
     # Four QuickJS runtimes (one created, one destroyed mid-recording) and the Node process.
     assert set(got) == {"quickjs 0", "quickjs 1", "quickjs 2", "quickjs 3", "node"}
-    assert all(n >= 50 for n in got.values()), got  # each ran 150-300 ms of work at 1 ms
     rec = jsprof.load(out)
+    assert {t.name.split(" (")[0]: t.trace.num_samples for t in rec.tracks} == got
     for t in rec.tracks:
         names = {f.name for f in t.trace.frames}
         want = "nodeTask" if t.name.startswith("node") else f"task{t.name.split()[1]}"
         assert want in names, (t.name, names)
+        # Sampled through its work (QuickJS i: 150 + 50 i wall ms; Node: 200 ms of CPU, as
+        # long in wall time or longer): the samples through it span it but for a gap at
+        # each end, the largest the recording has. Not '>= 50 samples': a wall-clock count
+        # is the machine's (quickjs 1, removed right after its 200 ms, kept 39 at load 25).
+        ms = 200 if want == "nodeTask" else 150 + 50 * int(t.name.split()[1])
+        tr = t.trace
+        frame_names = [f.name for f in tr.frames]
+        times = [x for s, x in zip(tr.sample_stack.tolist(), tr.sample_time.tolist(), strict=True)
+                 if s >= 0 and want in {frame_names[f] for f in tr.stack_frames(s)}]
+        gap = float(np.max(np.diff(tr.sample_time)))
+        assert times[-1] - times[0] >= ms - 2 * gap, (t.name, times[0], times[-1], gap)
 
 
 @pytest.mark.parametrize("engine", ["quickjs", "node",
