@@ -195,6 +195,34 @@ def test_a_prune_that_cuts_a_day_rolls_the_day_up_anew(store: Path, tmp_path: Pa
     assert got["pageLoads"] == 30 + 2 + 2
 
 
+def test_a_prune_that_cuts_a_day_of_several_parts_rolls_it_up_once(store: Path,
+                                                                   tmp_path: Path) -> None:
+    """A day compacted in several batches, cut by a prune inside one part's range: the
+    day is rolled up anew from what it keeps, and its parts after the cut, which hold
+    those uploads too, go with the cut one. Was: they were kept beside the new part, and
+    their uploads counted twice (top: 80 traces against 74; the Time view's too)."""
+    from test_fleet_time_rollups import _per_sample, _view
+
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st, batch=5)  # several parts a day
+    man = read_manifest(copy)
+    parts = sorted((e["minAt"], e["maxAt"]) for r in man["releases"].values()
+                   for e in r["parts"]["rollup_cells"] if e["day"] == "2026-11-27")
+    # the end of day 1's first part of two or more uploads' times: inside its range
+    cut = next(hi for lo, hi in parts if lo < hi)
+    assert any(lo >= cut for lo, _ in parts)  # a later part of the day is kept
+    prune(st, cut)
+    st.close()
+    _check(copy, [Filters(app="shop"), Filters(app="shop", since=T0 + DAY, until=T0 + 2 * DAY)])
+    st = api.open_store(copy)
+    with api.session(st) as s:
+        f = Filters(app="shop")
+        assert _view(s, f) == _per_sample(s, f)
+    st.close()
+
+
 def test_a_prune_under_way_is_answered_from_the_per_upload_rows(store: Path,
                                                                  tmp_path: Path) -> None:
     """A prune writes its cut first, then rewrites the tables: in between, a day it cuts

@@ -132,6 +132,17 @@ def prune_tables(
                     if e["maxAt"] >= older_than:  # made anew from what the day keeps
                         straddled.add(e["day"])
                 entry["parts"][kind] = kept
+            # A cut day is rolled up anew from every upload it keeps, so its parts from
+            # after the cut go too: kept beside the new part, their uploads counted twice
+            for kind in ROLLUP_KINDS:
+                kept = []
+                for e in entry["parts"][kind]:
+                    if isinstance(e, dict) and e.get("minAt") is not None and \
+                            e.get("day") in straddled:
+                        garbage.append(part_path(e))
+                    else:
+                        kept.append(e)
+                entry["parts"][kind] = kept
             for kind in ROW_KINDS:
                 kept = []
                 for e in entry["parts"][kind]:
