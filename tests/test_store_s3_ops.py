@@ -974,3 +974,41 @@ def test_get_by_id_finds_an_old_named_segment_a_prune_wrote_anew(
     assert st.get("p1") is None
     meta, trace = st.get("k1")
     assert meta["n"] == 1 and trace == TRACE
+
+
+def test_get_by_id_finds_a_pruned_copy_of_an_old_name_written_after_the_part_s_last_new(
+        objects: object, tmp_path: Path) -> None:
+    """One uploads part from an older jsprof's segment object (its writer started 6 days
+    ago) and a new collector's put before that start (7 days ago): by name the new one is
+    the part's last. A prune's copy of the old object is named by its writer's start,
+    after that last put: GET of an upload the copy kept listed only up to the new name's
+    time and answered 410 (RawRemoved) for a record the bucket holds."""
+    from jsprof.store import segment as seg
+    from jsprof.store.objprune import prune_objects
+
+    now = time.time() * 1000
+    old, kept_at = now - 10 * 86400e3, now - 2 * 86400e3
+    parts: list[bytes] = []
+    for i, (uid, at) in enumerate((("p1", old), ("k1", kept_at))):
+        parts += seg.make_record(uid, orjson.dumps(dict(_meta(i), receivedAt=at)), TRACE,
+                                 at, None).parts(i)
+    parts.append(seg.encode_trailer(2, (old, kept_at)))
+    key = (f"segments/{int((now - 6 * 86400e3) / 1000):010d}-oldhost-77-abcdef-000000"
+           f"-t{int(old)}-{int(kept_at) + 1}-2.seg")
+    assert objects.put_new(key, b"".join(parts))
+    _segment(objects, int(now - 7 * 86400e3),
+             [("k2", dict(_meta(3), receivedAt=kept_at + 1))])
+    comp = ObjectCompactor(objects, tmp_path / "a")
+    assert comp.run().uploads == 3
+    # a later put, read in another part: the listing's floor passes the old writer's start
+    _segment(objects, int(now - 3600e3), [("k3", dict(_meta(4), receivedAt=now - 3600e3))])
+    assert comp.run().uploads == 1
+    cut = prune_objects(comp, now - 5 * 86400e3)
+    assert (cut.tables_removed, cut.rewritten) == (1, 1)
+    keys = [k for k, _ in objects.list("segments/")]
+    assert key not in keys and any("-pruned_1-" in k for k in keys), keys
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.get("p1") is None
+    meta, trace = st.get("k1")
+    assert meta["n"] == 1 and trace == TRACE
+    assert st.get("k2")[1] == TRACE and st.get("k3")[1] == TRACE

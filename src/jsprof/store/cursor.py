@@ -49,3 +49,23 @@ class Cursor:
 
     def __repr__(self) -> str:
         return f"Cursor({self.positions!r})"
+
+
+def put_time(name: str) -> int | None:
+    """Where segment object `name` sorts among the time-sorted names (epoch ms): a
+    time-sorted name's put time (`t<13 digits>-...`), an older jsprof's writer start
+    (`<10 digits, s>-...`), by which a prune names its copy of it; None for another name."""
+    if len(name) > 14 and name[0] == "t" and name[1:14].isdigit() and name[14] == "-":
+        return int(name[1:14])
+    if len(name) > 10 and name[:10].isdigit() and name[10] == "-":
+        return int(name[:10]) * 1000
+    return None
+
+
+def segment_span(names: list[str]) -> list[str]:
+    """[first, last] of the segment names an uploads part came from (its `segments`): the
+    least name (an older jsprof's if any: they sort before the time-sorted ones) and the
+    latest by `put_time`. Not the greatest name: an older jsprof's writer can start after
+    a time-sorted put, and a prune's copy of its object is named by that start, past the
+    time-sorted name (objstore.find_upload lists up to the last's `put_time`)."""
+    return [min(names), max(names, key=lambda n: (put_time(n) or 0, n))]

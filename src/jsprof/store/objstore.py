@@ -52,6 +52,7 @@ from typing import Any
 import orjson
 
 from . import segment as seg
+from .cursor import put_time
 from .errors import ObjectStoreError, StoreError, StoreUnavailable
 from .objects import ObjectStore, open_objects
 
@@ -112,10 +113,7 @@ def segment_put_time(name: str) -> int | None:
     """Where segment object `name` sorts among the time-sorted names (epoch ms): its put's
     time, or for an older jsprof's name its writer's start, which a prune's copy of it is
     named by (objprune._rewritten_key); None for a name not ours."""
-    t = segment_time(name)
-    if t is None and (m := _OLD_SEG_NAME.match(name)) is not None:
-        t = int(m.group(1)) * 1000
-    return t
+    return put_time(name) if segment_match(name) else None
 
 
 def segment_first(name: str) -> float | None:

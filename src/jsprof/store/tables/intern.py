@@ -26,6 +26,7 @@ import numpy as np
 import orjson
 
 from ...trace import NONE, weights_and_lost
+from ..cursor import segment_span
 from .parts import day_of, new_part, read_part, schemas, verify_part
 from .perload import PriorSelf, function_hash, upload_keys
 from .perload import batch_rows as perload_rows
@@ -595,7 +596,7 @@ def write_upload_parts(tdir: Path | None, rows: list[dict], part: int) -> list[d
         # (objstore.find_upload), never the bucket's whole history.
         segs = [r.get("_segment") for r in group]
         if all(segs):
-            e["segments"] = [min(segs), max(segs)]
+            e["segments"] = segment_span(segs)
         out.append(e)
     return out
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cursor import segment_span
 from ..durable import fsync_dir
 from ..lock import TablesLock
 from .intern import follow_merge, forget
@@ -194,8 +195,7 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     if "rkey" in entries[0]:
         out["rkey"] = entries[0]["rkey"]
     if all(isinstance(e.get("segments"), list) for e in entries):  # uploads parts
-        out["segments"] = [min(e["segments"][0] for e in entries),
-                           max(e["segments"][1] for e in entries)]
+        out["segments"] = segment_span([n for e in entries for n in e["segments"]])
     return out
 
 
