@@ -655,6 +655,10 @@ def test_a_local_page_is_named_by_its_files_in_every_recording(
     for r in rows:
         if r["name"] in hot:
             assert r["status"] == "changed", r
+        elif r["resource"] is None:
+            # V8's pseudo-frames name no script: a GC may happen in one run only (the CI
+            # of 630538a: "(garbage collector)" 1.2 % in one run, none in the other)
+            assert r["name"].startswith("("), r
         else:
             assert (
                 r["status"] == "changed"

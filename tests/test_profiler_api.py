@@ -118,10 +118,15 @@ def test_muted_script_contributes_no_frames_and_keeps_callers() -> None:
     trace = s.stop()
     assert trace.resources == ["app.js"]
     assert "hidden" not in frame_names(trace)
-    leaves = [trace.frames[trace.stack_frame[i]].name for i in trace.sample_stack if i != NONE]
-    # every sample of the muted code is the caller's (160 of 160 quiet); how many there are
-    # is the wall clock's and the machine's (92 beside another test run), so not a count
-    assert len(leaves) >= 10 and leaves.count("caller") == len(leaves), leaves
+    stacks = [[trace.frames[f].name for f in trace.stack_frames(int(i))]
+              for i in trace.sample_stack if i != NONE]
+    # every sample of the muted code is the caller's (160 of 160 quiet): a stack through
+    # `caller` ends there; the only other frame is the script's own top level ('', a tick
+    # taken as it called or returned: 1 of 94 in the CI of 630538a at load 10-15); how many
+    # there are is the wall clock's and the machine's (92 beside another test run)
+    assert {n for st in stacks for n in st} <= {"caller", ""}, stacks
+    through = [st for st in stacks if "caller" in st]
+    assert len(through) >= 10 and all(st[-1] == "caller" for st in through), stacks
 
 
 def test_js_global_without_permission_throws_not_allowed() -> None:

@@ -17,6 +17,7 @@ pytest.importorskip("moto")
 from jsprof.store.errors import RawRemoved  # noqa: E402
 from jsprof.store.objects import LocalObjects, open_objects  # noqa: E402
 from jsprof.store.objstore import ObjectCompactor, ObjectSegmentStore  # noqa: E402
+from jsprof.store.segment import HEADER_SIZE  # noqa: E402
 from s3_util import aws_env, moto_server, new_bucket  # noqa: E402
 from serve_util import FIXTURES  # noqa: E402
 
@@ -474,7 +475,11 @@ def test_check_of_a_bucket_reports_a_damaged_segment_object_and_writes_nothing(
     with aws_env(s3):
         key = sorted(k for k, _ in objects.list("segments/"))[1]
         data = bytearray(objects.get(key)[0])
-        data[len(data) // 2] ^= 0xFF  # within u1's trace
+        # the upload it holds (one a segment here; which one sorts second is the names'
+        # put times': u2 did once, in the CI of 630538a)
+        held = bytes(data[HEADER_SIZE:HEADER_SIZE + 2]).decode()  # the record's id, at 0
+        assert held in {f"u{i}" for i in range(6)}, held
+        data[len(data) // 2] ^= 0xFF  # within its trace
         objects.put(key, bytes(data))
     before = _bucket_state(s3, bucket)
     out = _jsprof(env, "serve", "check", "--store", url)
@@ -482,7 +487,7 @@ def test_check_of_a_bucket_reports_a_damaged_segment_object_and_writes_nothing(
     assert out.returncode == 1, (text, err)
     problems = [x for x in text.splitlines() if x.startswith("segments/")]
     assert len(problems) == 1 and problems[0].startswith(key + ": offset "), text
-    assert "'u1'" in problems[0]
+    assert f"'{held}'" in problems[0], (held, problems)
     assert len([x for x in err.splitlines() if x.strip()]) == 1 and "Traceback" not in err
     assert _bucket_state(s3, bucket) == before
 
