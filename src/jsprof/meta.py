@@ -22,6 +22,7 @@ class TrackMeta(TypedDict, total=False):
     target: str  # Chromium: the page or URL asked for
     url: str  # Chromium: the thread's document or worker script
     kind: str  # Chromium: page, worker, iframe ...
+    workerName: str  # Chromium: a worker's own name, given by the page (new Worker(url, {name}))
     endpoint: str  # Chromium attach: the DevTools endpoint
     chromium: str  # Chromium: the browser's product/version
     exit: str  # ok, error, interrupted, duration, killed ...
