@@ -60,7 +60,6 @@ class TrackMeta(TypedDict, total=False):
     idleSamples: int
     deferredSamples: int
     nativeReturnSamples: int
-    gcSamples: int
     droppedTicks: int
     stallDroppedTicks: int
     offCpuDroppedTicks: int
