@@ -58,7 +58,19 @@ def check_datadog(path, expect_light: bool, busy_line: int) -> None:
     assert self_ms["busyLoop"] > 0.6 * whole, (self_ms, whole)
     assert self_ms["busyLoop"] == max(self_ms.values())
     assert total_ms["mainLoop"] > 0.8 * whole
-    assert total_ms["mainLoop"] >= self_ms["busyLoop"] + self_ms["lightWork"] - 1e-6
+    # mainLoop's total holds its callees' self time (the reader builds whole stacks), but
+    # for a tick V8 took with the caller lost: a stack of busyLoop alone (1.2 of 308 ms in
+    # the CI of aa0c9e7), which the pprof file holds as such
+    rec = jsprof.load(path)
+    orphan = 0.0
+    for track in rec.tracks:
+        w = sample_weights(track.trace, track.sample_interval).tolist()
+        for p, ms in zip(paths(track.trace), w, strict=True):
+            if p is not None and p[-1][0] in ("busyLoop", "lightWork") and all(
+                    f[0] != "mainLoop" for f in p):
+                orphan += ms
+    assert orphan < 0.05 * whole, (orphan, whole)
+    assert total_ms["mainLoop"] >= self_ms["busyLoop"] + self_ms["lightWork"] - orphan - 1e-6
     if expect_light:
         assert 0 < self_ms["lightWork"] < self_ms["busyLoop"]
     rec = jsprof.load(path)
