@@ -292,6 +292,42 @@ def test_jsprofs_own_code_is_not_in_any_thread():
     assert "workerWork" in {f.name for f in _script_frames(rec.tracks[1].trace, "worker.js")}
 
 
+def test_every_expression_jsprof_evaluates_while_profiling_is_hidden(monkeypatch):
+    # The test above sees jsprof's code only when a sample happens to fall in it: in one CI
+    # run a worker's console.profile lookup (evaluated after its profiler started) was 2
+    # url-less frames of the worker's profile. Here every expression or function jsprof
+    # sends to a thread whose profiler was started must name a source URL whose samples
+    # are dropped, whether or not a sample fell in it this time.
+    from jsprof.engines.cdp import Session
+    from jsprof.engines.node.isolate import BRIDGE_URL, INTERNAL_URL
+    from jsprof.engines.node.record import _WORKER_EXIT_URL
+
+    hidden = {BRIDGE_URL, INTERNAL_URL, _WORKER_EXIT_URL}
+    sent: list[tuple[int, str, dict]] = []
+    real = Session.send_nowait
+
+    def spy(self, method, params=None, reply=True):
+        sent.append((id(self), method, params or {}))
+        return real(self, method, params, reply)
+
+    monkeypatch.setattr(Session, "send_nowait", spy)
+    rec = record_node(JS / "worker.js", sample_interval=0.1)
+    assert [t.name for t in rec.tracks] == ["main", "worker 1"]
+    started: set[int] = set()
+    seen = 0
+    for who, method, params in sent:
+        if method == "Profiler.start":
+            started.add(who)
+        elif who in started and method in ("Runtime.evaluate", "Runtime.callFunctionOn"):
+            text = params.get("expression") or params.get("functionDeclaration") or ""
+            urls = [line.split("=", 1)[1] for line in text.splitlines()
+                    if line.startswith("//# sourceURL=")]
+            assert urls and urls[-1] in hidden, (method, text[:200])
+            seen += 1
+    # both threads' slices (the bridge) and the worker's console lookup and exit hook
+    assert len(started) == 2 and seen >= 4, (started, seen)
+
+
 def test_attach_by_pid_then_close_the_inspector():
     # --inspect-port=127.0.0.1:0: SIGUSR1 opens the inspector on a random loopback port
     # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is

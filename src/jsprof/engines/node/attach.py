@@ -17,7 +17,7 @@ from ...trace import Recording
 from .._process import SignalFlag
 from ..base import DEFAULT_INTERVAL_MS
 from ..cdp import CDPClient, CDPClosed, CDPError
-from .isolate import _Isolate
+from .isolate import _Isolate, internal
 from .process import effective_interval, find_node, interval_us
 
 INSPECTOR_PORT = 9229  # Node's default; a process started with --inspect-port may use another
@@ -28,7 +28,7 @@ _LOOPBACK = ("0100007F", "00000000000000000000000001000000")  # 127.0.0.1, ::1 i
 # Evaluated in the target before we disconnect: close its inspector once no connection to
 # its port is left (Linux /proc: server-side sockets ESTABLISHED, CLOSE_WAIT or LAST_ACK),
 # checked every 20 ms for at most 10 s.
-_CLOSE_WHEN_ALONE = r"""((r) => {
+_CLOSE_WHEN_ALONE = internal(r"""((r) => {
   const fs = r('node:fs'), inspector = r('node:inspector');
   const port = ':' + Number(new URL(inspector.url()).port).toString(16).toUpperCase()
     .padStart(4, '0');
@@ -47,7 +47,7 @@ _CLOSE_WHEN_ALONE = r"""((r) => {
   };
   setTimeout(check, 20).unref();
   return 0;
-})(require)"""
+})(require)""")
 
 
 def _inspector_targets(port: int) -> list[dict]:

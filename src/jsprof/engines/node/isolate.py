@@ -18,9 +18,22 @@ if TYPE_CHECKING:
     from ...recorded import LightTrack
     from ...trace import ProfilerTrace, Track
 
+# Every expression jsprof evaluates in a thread whose profiler may be running names this
+# source URL: V8 samples it like the program's code, and without a URL its frames were
+# the program's "(anonymous line 1)" (the slices' console.profile lookup in a worker,
+# taken after the worker's profiler started: 2 frames, seen in CI). The samples in it are
+# dropped like the bridge's.
+INTERNAL_URL = "jsprof:internal"
+
+
+def internal(expression: str) -> str:
+    """`expression` as jsprof's own code (see INTERNAL_URL)."""
+    return f"{expression}\n//# sourceURL={INTERNAL_URL}\n"
+
+
 # Evaluated in each isolate: its epoch time origin and the same instant on the monotonic
 # clock V8's profile timestamps use (microseconds, from nanoseconds read around it).
-_ORIGIN_EXPR = (
+_ORIGIN_EXPR = internal(
     "(() => { const a = process.hrtime.bigint(); const n = performance.now();"
     " const b = process.hrtime.bigint();"
     " return [performance.timeOrigin, Number(a + b) / 2000 - n * 1000]; })()"
@@ -42,7 +55,7 @@ SLICE_PERIOD = 0.5  # s
 # the script runs (it may replace them later) and kept as a remote object: nothing is
 # added to the script's globals.
 _BRIDGE = "jsprof-bridge"
-_CONSOLE_FNS = "((c) => [c.profile.bind(c), c.profileEnd.bind(c)])(console)"
+_CONSOLE_FNS = internal("((c) => [c.profile.bind(c), c.profileEnd.bind(c)])(console)")
 # The bridge's own call costs the thread a few ms per slice (10 ms in a 1 s run, measured):
 # jsprof's time, not the script's. Its sourceURL (V8 reads the magic comment anywhere in the
 # text it compiles) lets those samples be dropped like the preload's.
@@ -74,7 +87,7 @@ class _Isolate:
         self._sliced_since = 0.0
         self._console_id: str | None = None
         # Code whose samples are jsprof's, not the script's.
-        self.hide_urls: set[str] = {BRIDGE_URL}
+        self.hide_urls: set[str] = {BRIDGE_URL, INTERNAL_URL}
         # The main thread: when jsprof's preload let the script go (monotonic us, V8's
         # clock); the recording starts there (_v8slices.drop_preload).
         self.go_us: float | None = None

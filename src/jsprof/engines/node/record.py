@@ -354,9 +354,11 @@ def _release(root: Session) -> None:
     commands are handled in order on Node's main thread, so the hook either finds the flag
     set or is released from its wait; should both land between its test of the flag and its
     wait, the recording loop says go again until that title comes."""
+    from .isolate import internal
+
     root.send_nowait(
         "Runtime.evaluate",
-        {"expression": "globalThis[Symbol.for('jsprof.go')] = true"},
+        {"expression": internal("globalThis[Symbol.for('jsprof.go')] = true")},
         reply=False,
     )
     root.send_nowait("Runtime.runIfWaitingForDebugger", reply=False)
