@@ -774,6 +774,25 @@ class DuckEngine:
             out[c][rep] = np.rint(v).astype(np.int64)
         return out
 
+    def _rollup_pieces(self, plan: Any, kind: str, where: Callable[[int], str]
+                       ) -> tuple[list[str], list[Any], list[str]]:
+        """One SELECT per release of `plan`'s `kind` parts (their files, and the tail's
+        table in memory, registered here: the caller unregisters `names`), each with `ri`
+        (the plan's release index) and `where(ri)` after it; (pieces, params, names)."""
+        pieces: list[str] = []
+        params: list[Any] = []
+        names: list[str] = []
+        for ri, parts in enumerate(plan.parts[kind]):
+            paths, mem = _split(parts)
+            if paths:
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?){where(ri)}")
+                params.append(paths)
+            if mem is not None:
+                names.append(f"roll_{id(mem):x}")
+                self.con.register(names[-1], mem)
+                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}{where(ri)}")
+        return pieces, params, names
+
     def rollup(self, plan: Any, kind: str, f: Filters,
                want: tuple[np.ndarray, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """One rollup table of `plan`'s parts (fleet/rollups.py), its rows of `f`'s
@@ -781,24 +800,18 @@ class DuckEngine:
         `want` (release indices, frame ids): rollup_frames of those frames only, and of
         the rows without one."""
 
-        pieces, params, names = [], [], []
-        for ri, parts in enumerate(plan.parts[kind]):
-            paths, mem = _split(parts)
+        def mine(ri: int) -> str:
+            if want is None:
+                return ""
             # The wanted frames of this release as a list of integers in the scan's filter,
             # which DuckDB applies in the Parquet reader (a semi-join on (ri, frame_id)
             # pairs took 2.5 s over 18 M rows; this 0.3 s)
             ids = ", ".join(str(int(x)) for x in
-                            np.asarray(want[1])[np.asarray(want[0]) == ri]) if want else ""
-            mine = ("" if want is None else f" WHERE key IN ({ids or '-1'})"
-                    if kind in ROLLUP_KEYED else
+                            np.asarray(want[1])[np.asarray(want[0]) == ri])
+            return (f" WHERE key IN ({ids or '-1'})" if kind in ROLLUP_KEYED else
                     f" WHERE frame_id < 0 OR frame_id IN ({ids or '-1'})")
-            if paths:
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?){mine}")
-                params.append(paths)
-            if mem is not None:
-                names.append(f"roll_{id(mem):x}")
-                self.con.register(names[-1], mem)
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}{mine}")
+
+        pieces, params, names = self._rollup_pieces(plan, kind, mine)
         cond, cp = _cells_sql(f)
         keys, sums = ROLLUP_OUT[kind]
         try:
@@ -829,16 +842,7 @@ class DuckEngine:
         """`sql` over the relation `r`: the rows of one rollup table of `plan`'s parts in
         `f`'s routes and envs, with `ri` (the plan's release index): for sums that are
         not `rollup`'s (the Time view's: a least, distinct page loads)."""
-        pieces, pp, names = [], [], []
-        for ri, parts in enumerate(plan.parts[kind]):
-            paths, mem = _split(parts)
-            if paths:
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM read_parquet(?)")
-                pp.append(paths)
-            if mem is not None:
-                names.append(f"roll_{id(mem):x}")
-                self.con.register(names[-1], mem)
-                pieces.append(f"SELECT {ri}::BIGINT AS ri, * FROM {names[-1]}")
+        pieces, pp, names = self._rollup_pieces(plan, kind, lambda ri: "")
         if not pieces:
             from ..store.tables.view import rollup_schemas
 
