@@ -24,6 +24,9 @@ else: the worst case for a check where a built-in calls back into JavaScript.
 --workloads replace: a regexp `replace` with a callback building a 6.9 MB string (4
 passes of tests/test_quickjs_native_callbacks.py's script): where a big buffer's growth
 looks at the clock.
+--workloads gc: a `map` with a tiny callback whose result is left in a cycle, beside a
+live graph of 200,000 objects (tests/test_quickjs_gc.py's cyclic half): ~15 garbage
+collections, where each one's start and end look at the clock.
 
 Prints medians and the ratios of the medians of per-round ratios.
 
@@ -53,6 +56,14 @@ REPLACE = (
     "var text = out.join('\\n'), n = 0;\n"
     "function lower(m) { return m.toLowerCase(); }\n"
     "for (var p = 0; p < 4; p++) n += text.replace(/[A-Z]{5}\\d/g, lower).length;\n")
+# garbage collections: cycles only the collector frees, a live graph each one walks
+GC = (
+    "var live = [];\nfor (var i = 0; i < 100000; i++) { var a = { i: i }, b = { a: a };\n"
+    "  a.b = b; live.push(a); }\nvar words = [];\n"
+    "for (var i = 0; i < 20; i++) words.push('word' + i);\n"
+    "function up(w) { return w.toUpperCase(); }\n"
+    "function upAll(ws) { var r = ws.map(up); r.self = r; return r.length; }\n"
+    "for (var k = 0, n = 0; k < 60000; k++) n += upAll(words);\n")
 
 
 def acorn_setup() -> tuple[str, str]:
@@ -80,7 +91,7 @@ def child(workload: str, mode: str, interval: float, clock: str) -> float:
         lib, src = acorn_setup()
         rt.eval(lib, "acorn.js")
     else:
-        src = {"callbacks": CALLBACKS, "replace": REPLACE}.get(workload, FIB)
+        src = {"callbacks": CALLBACKS, "replace": REPLACE, "gc": GC}.get(workload, FIB)
     s = None if mode in ("none", "main") else rt.profiler(sample_interval=interval,
                                                           clock=clock)
     t0 = time.process_time()
@@ -109,7 +120,8 @@ def main() -> None:
     ap.add_argument("--baseline", help="a Python whose jsprof lacks the frame-exit check")
     ap.add_argument("--workloads", default="fib,acorn",
                     help="comma-separated: fib, acorn, callbacks (forEach of a tiny function), "
-                         "replace (a regexp replace with a callback)")
+                         "replace (a regexp replace with a callback), gc (garbage "
+                         "collections)")
     ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.child:

@@ -60,6 +60,7 @@ class TrackMeta(TypedDict, total=False):
     idleSamples: int
     deferredSamples: int
     nativeReturnSamples: int
+    gcSamples: int
     droppedTicks: int
     stallDroppedTicks: int
     offCpuDroppedTicks: int

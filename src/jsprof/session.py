@@ -29,10 +29,10 @@ import numpy as np
 
 from .errors import UsageError
 from .meta import CLOCKS, CPU, WALL
-from .trace import NONE, ProfilerTrace, TraceBuilder, Track
+from .trace import MARKER_CODE, NONE, ProfilerTrace, TraceBuilder, Track
 
-# flag bits per raw sample
-DEFERRED, IDLE, NATIVE = 1, 2, 4
+# flag bits per raw sample (GC: due during the engine's garbage collection, no stack)
+DEFERRED, IDLE, NATIVE, GC = 1, 2, 4, 8
 # WebIDL unsigned long
 MAX_UNSIGNED_LONG = 2**32 - 1
 
@@ -168,6 +168,7 @@ class ProfilerSession:
         self._builder = TraceBuilder()
         self._times: list[np.ndarray] = []
         self._stacks: list[np.ndarray] = []
+        self._markers: list[np.ndarray] = []
         self._lines: list[np.ndarray] = []
         self._latencies: list[np.ndarray] = []
         self._count = 0
@@ -177,8 +178,8 @@ class ProfilerSession:
         self._weights: list[np.ndarray] = []
         self._last_cpu = 0.0  # the CPU clock's reading at the previous kept sample (or start)
         self._counts = {
-            "idle": 0, "deferred": 0, "native": 0, "dropped": 0, "stall": 0, "offcpu": 0,
-            "truncated": 0
+            "idle": 0, "deferred": 0, "native": 0, "gc": 0, "dropped": 0, "stall": 0,
+            "offcpu": 0, "truncated": 0
         }
         self._overflow = False
         # due -> capture (ms) of each sample stamped at its capture time; for benchmarks
@@ -288,8 +289,11 @@ class ProfilerSession:
             self._stacks.append(remap[chunk.stack[idx]])
             self._lines.append(chunk.line[idx])
             flags = chunk.flags[idx]
+            # the collector's samples: no stack, V8's `gc` marker ("(garbage collector)")
+            self._markers.append(np.where(flags & GC, MARKER_CODE["gc"], NONE).astype(np.int8))
+            self._counts["gc"] += int(np.count_nonzero(flags & GC))
             self._counts["idle"] += int(np.count_nonzero(flags & IDLE))
-            deferred = (flags & (DEFERRED | IDLE)) == DEFERRED
+            deferred = (flags & (DEFERRED | IDLE | GC)) == DEFERRED
             self._counts["deferred"] += int(np.count_nonzero(deferred))
             self._counts["native"] += int(np.count_nonzero(flags & NATIVE))
             captured = (flags & (DEFERRED | IDLE)) == 0
@@ -316,6 +320,8 @@ class ProfilerSession:
             # ticks that came due inside a built-in call, charged to its JS caller
             deferredSamples=self._counts["deferred"],
             nativeReturnSamples=self._counts["native"],
+            # ticks due during a garbage collection: no stack, the `gc` marker
+            gcSamples=self._counts["gc"],
             # due -> captured at the interpreter's next poll: the accuracy of a sample's time
             captureLatencyMs=_percentiles(self.capture_latencies_ms),
             bufferFull=self.buffer_full or self._overflow,
@@ -338,12 +344,15 @@ class ProfilerSession:
             stack_frame=b.stack_frame,
             sample_time=cat(self._times, np.float64),
             sample_stack=cat(self._stacks, np.int32),
+            # a marker column only when there is a marker (else the trace has none)
+            sample_marker=cat(self._markers, np.int8) if self._counts["gc"] else None,
             sample_line=cat(self._lines, np.int32),
             sample_weight=cat(self._weights, np.float64) if self.clock == CPU else None,
         )
         if self._sampler.name_frames is not None:
             self._trace = self._sampler.name_frames(self._trace)
         self._times, self._stacks, self._lines, self._latencies = [], [], [], []
+        self._markers = []
         self._weights = []
         return self._trace
 

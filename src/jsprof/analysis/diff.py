@@ -322,8 +322,9 @@ class ProfileDiff:
         """The share (percent) of BASE's time in rows only BASE has, and of NEW's in rows
         only NEW has: most of either means the two sides did not match (another script, a
         checkout elsewhere, another build), not that the code changed. Only the scripts'
-        functions count: an engine's own rows (`(garbage collector)`, which QuickJS never
-        has and V8 may give half of a run) say nothing of whether the code matched."""
+        functions count: an engine's own rows (`(garbage collector)`: QuickJS's collector
+        and V8's take different shares of the same code, V8's up to half of a run) say
+        nothing of whether the code matched."""
         removed = sum(r.base_self for r in self.rows if r.status == "removed" and r.key.resource)
         added = sum(r.new_self for r in self.rows if r.status == "new" and r.key.resource)
         return removed, added

@@ -29,6 +29,9 @@
  *    Inside a built-in that calls back (a `replace` with a function), its C work between
  *    two callbacks has no return of its own: the long part of it, a big buffer's growth
  *    (JSPROF_REALLOCATED), looks at the clock where it ends, with the built-in's stack.
+ *  - A garbage collection (JS_RunGC) polls nowhere either: JSPROF_GC looks at the clock
+ *    where it starts and where it ends; its ticks are samples with no stack and the `gc`
+ *    marker, V8's "(garbage collector)" (see jsprof_gc).
  *  - Draining (owner thread) symbolises: names via the closure's own `name` data property,
  *    files, lines and columns via the bytecode, and interns stacks into a (parent, func)
  *    trie. Python gets flat arrays.
@@ -178,6 +181,13 @@ static void jsprof_frame_exit(struct JSContext *ctx);
         }                                                                              \
     } while (0)
 
+/* a garbage collection (JS_RunGC) starts (begin = 1) or ends (0): ticks due before it
+   are taken with the allocating frame's stack, those due during it as the collector's
+   (see jsprof_gc). Collections are rare (QuickJS's threshold is 1.5x the memory in use
+   after the last one): nothing on the interpreter's hot paths */
+static void jsprof_gc(struct JSRuntime *rt, int begin);
+#define JSPROF_GC(rt, begin) jsprof_gc(rt, begin)
+
 #include "quickjs.c"
 
 /* ------------------------------------------------------------------------- clocks */
@@ -282,7 +292,8 @@ static void rseq_init(void)
 #define SAMPLE_IDLE 0x80000000u     /* no JS on the stack */
 #define SAMPLE_DEFERRED 0x40000000u /* tick came due before the capture point (native call) */
 #define SAMPLE_NATIVE 0x20000000u   /* captured when a built-in returned */
-#define SAMPLE_NNEW_MASK 0x1fffffffu
+#define SAMPLE_GC 0x10000000u       /* due during a garbage collection: no stack (jsprof_gc) */
+#define SAMPLE_NNEW_MASK 0x0fffffffu
 #define MAX_DEPTH 16384
 #define SELF_SAMPLE_COUNTER_INIT 1000
 /* the walker's depth limit: MAX_DEPTH, lowered by tests through _quickjs.set_max_depth */
@@ -345,6 +356,7 @@ typedef struct Sampler {
     uint32_t prev_depth;
 
     atomic_int pending; /* ticks due, not yet captured */
+    int gc;             /* owner thread: in a garbage collection begun under JS (jsprof_gc) */
     double pending_first_due, pending_last_due;
     int idle;           /* under lock: runtime not executing JS */
     /* Script window (`jsprof record`): the recording holds the script, from just before
@@ -532,6 +544,29 @@ static void sampler_drop_first_locked(Sampler *s, int n, int lost)
 #define CAPTURE_RETURN 3 /* a bytecode function's frame exit (JSPROF_FRAME_EXIT) */
 #define CAPTURE_AGAIN 4  /* the same point again: ticks due during the capture before */
 
+/* lock held, owner thread, in a garbage collection: its `n` ticks, taken where it ends,
+   are samples with no stack that say so (the trace's `gc` marker: V8's and so Node's
+   "(garbage collector)"). The delta chain of stacks is left as it is, as for idle
+   samples. Kept however long the thread waited (the collector ran all along), and on
+   the CPU clock each weighs its tick's CPU time, like any other. */
+static void sampler_push_gc_locked(Sampler *s, int n)
+{
+    double now = sampler_now(s);
+    if (!s->cpu)
+        sampler_mark_running_locked(s, now + s->time_origin_mono,
+                                    thread_cpu_ms(CLOCK_THREAD_CPUTIME_ID));
+    for (int k = 0; k < n; k++) {
+        double due = n > 1 ? s->pending_first_due +
+                                 (s->pending_last_due - s->pending_first_due) * k / (n - 1)
+                           : s->pending_last_due;
+        double cpu = n > 1 ? s->pending_first_cpu +
+                                 (s->pending_last_cpu - s->pending_first_cpu) * k / (n - 1)
+                           : s->pending_last_cpu;
+        if (sampler_push(s, due, now, cpu, 0, SAMPLE_GC | (k < n - 1 ? SAMPLE_DEFERRED : 0)) < 0)
+            return;
+    }
+}
+
 /* lock held, owner thread: record `pending` ticks with the current JS stack */
 static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
 {
@@ -543,6 +578,10 @@ static void sampler_capture_locked(Sampler *s, JSRuntime *rt, int at)
 
     if (n <= 0 || s->full)
         return;
+    if (s->gc) {
+        sampler_push_gc_locked(s, n);
+        return;
+    }
     for (sf = rt->current_stack_frame; sf && d < g_max_depth; sf = sf->prev_frame) {
         JSObject *p;
         JSFunctionBytecode *b;
@@ -1265,6 +1304,34 @@ static void jsprof_reallocated(struct JSRuntime *rt)
 {
     if (rt->gc_phase == JS_GC_PHASE_NONE)
         jsprof_freeing(rt);
+}
+
+/* A garbage collection (JS_RunGC: QuickJS's cycle collector, run when an object's
+   allocation passes the threshold) polls nowhere: its ticks went to the next look after
+   it, whichever frame that was. In a built-in that allocates between callbacks (a regexp
+   `replace` with a function: a match array per call) that was the next callback, which
+   got the collector's milliseconds as self time. At its start the ticks already due are
+   the allocating frame's (taken with its stack, like a poll's); at its end the ticks due
+   meanwhile are the collector's: samples with no stack and the `gc` marker, what V8
+   records for its own collector (Node's "(garbage collector)" row). Only under
+   JavaScript: a collection with no frame (a compile's, the runtime's last) leaves its
+   ticks to the rules for no frame yet (the code about to run). */
+static void jsprof_gc(struct JSRuntime *rt, int begin)
+{
+    Host *h = JS_GetRuntimeOpaque(rt);
+    Sampler *s;
+    if (!h)
+        return;
+    s = &h->s;
+    if (begin ? !rt->current_stack_frame : !s->gc)
+        return;
+    if (atomic_load_explicit(&s->pending, memory_order_relaxed) > 0 ||
+        (s->hot->armed && jsprof_ticks() >= s->hot->deadline))
+        sampler_take_due(s, rt, begin ? CAPTURE_POLL : CAPTURE_OTHER);
+    s->gc = begin;
+    /* the handler's pace leaves the collection out: counted afresh from its end */
+    if (!begin && s->hot->armed)
+        sampler_approach(h, jsprof_ticks());
 }
 
 /* a built-in's return (at == CAPTURE_NATIVE) or a bytecode frame's exit (CAPTURE_RETURN)
@@ -3141,7 +3208,7 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             uint32_t nnew = r->nnew & SAMPLE_NNEW_MASK;
             double t;
             flags[i] = ((r->nnew & SAMPLE_DEFERRED) ? 1 : 0) | ((r->nnew & SAMPLE_IDLE) ? 2 : 0) |
-                       ((r->nnew & SAMPLE_NATIVE) ? 4 : 0);
+                       ((r->nnew & SAMPLE_NATIVE) ? 4 : 0) | ((r->nnew & SAMPLE_GC) ? 8 : 0);
             due[i] = r->due;
             cap[i] = r->cap;
             cpu[i] = r->cpu;
@@ -3150,10 +3217,10 @@ static PyObject *Runtime_sampler_drain(RuntimeObject *self, PyObject *unused)
             if (t <= last_ts)
                 t = last_ts + 1e-6; /* strictly increasing timestamps */
             ts[i] = last_ts = t;
-            if (r->nnew & SAMPLE_IDLE) {
+            if (r->nnew & (SAMPLE_IDLE | SAMPLE_GC)) {
                 stack[i] = -1;
                 line[i] = 0;
-                continue; /* idle samples leave the delta chain untouched */
+                continue; /* idle and GC samples leave the delta chain untouched */
             }
             depth = r->keep;
             for (uint32_t k = 0; k < nnew && fi < nf; k++, fi++) {
