@@ -302,6 +302,42 @@ def test_until_load_waits_for_timers_not_for_promises(browser: Browser) -> None:
     assert rec.tracks[0].meta["exit"] == "ok"
 
 
+def test_a_workers_timers_run_and_hold_the_load_rule(browser: Browser, tmp_path: Path) -> None:
+    # jsprof's helper is evaluated in a worker while it waits for the debugger, and there
+    # Chromium (156) has no setTimeout or setInterval on the global yet: the helper kept
+    # undefined as the originals, so the worker's first timer threw a TypeError from
+    # jsprof's wrapper in the worker's own code, and the probe of its pending timers threw
+    # too (the load rule took the worker for idle, and ended before its timer fell due).
+    (tmp_path / "w.js").write_text(
+        "function workerLate(ms) { const end = performance.now() + ms;"
+        " while (performance.now() < end); }\n"
+        "const never = setTimeout(() => postMessage('cleared timer fired'), 100);\n"
+        "clearTimeout(never);\n"
+        "const tick = setInterval(() => {}, 20);\n"
+        "setTimeout(() => { clearInterval(tick); workerLate(200); postMessage('late'); }, 1200);\n"
+    )
+    page = tmp_path / "p.html"
+    page.write_text(
+        "<!doctype html><script>const w = new Worker('w.js');\n"
+        "w.onmessage = (e) => console.log('worker said ' + e.data);\n"
+        # the helper makes each Worker through its constructor (chromium_page.js): a
+        # Worker is still what the page's own checks take it for
+        "class Sub extends Worker {}\n"
+        "console.log('a Worker: ' + (w instanceof Worker && w.constructor === Worker\n"
+        "  && Object.getPrototypeOf(w) === Worker.prototype && Worker.name === 'Worker'\n"
+        "  && new Sub('data:text/javascript,') instanceof Sub));</script>\n"
+    )
+    out, err = io.StringIO(), io.StringIO()
+    rec = record_chromium(str(page), 1.0, browser=browser, stdout=out, stderr=err)
+    main = rec.tracks[0]
+    assert err.getvalue() == "" and "errors" not in main.meta, (err.getvalue(), main.meta)
+    # the load rule waited for the worker's pending timer, which ran
+    assert out.getvalue() == "a Worker: true\nworker said late\n", out.getvalue()
+    assert main.meta["exit"] == "ok", main.meta
+    wt = next(t for t in rec.tracks if t.name.endswith("/w.js")).trace
+    assert "workerLate" in {f.name for f in wt.frames}, sorted({f.name for f in wt.frames})
+
+
 def test_window_close_ends_record_and_run(browser: Browser) -> None:
     from jsprof.engines.chromium import run_chromium
 

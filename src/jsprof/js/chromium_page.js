@@ -20,19 +20,63 @@
     Object.defineProperty(g, name, { value: fn, writable: true, configurable: true, enumerable: true });
   };
   const rAF0 = typeof g.requestAnimationFrame === 'function' ? g.requestAnimationFrame : null;
-  const sT = g.setTimeout, sI = g.setInterval, cT = g.clearTimeout, cI = g.clearInterval;
+  // The timers' originals, each read when it is called. In a dedicated worker waiting
+  // for the debugger, where jsprof evaluates this file, Chromium (156) has not yet put
+  // WorkerGlobalScope's operations on the global's prototype: setTimeout, setInterval,
+  // clearTimeout and clearInterval read undefined there (so do atob and others we do not
+  // wrap), and they are there, below our wrappers, once the worker's script runs. Read
+  // once here, every worker's first setInterval threw a TypeError from our wrapper in the
+  // worker's own code, and each probe of a worker's timers failed. An original missing
+  // when called too (no scope is known to do that): the wrapper takes itself away and the
+  // call goes where it would without jsprof.
+  const native = (name) => {
+    let f = g[name];
+    return () => {
+      if (typeof f !== 'function') {
+        const below = Object.getPrototypeOf(g);
+        f = below == null ? undefined : Reflect.get(below, name, g);
+      }
+      return typeof f === 'function' ? f : null;
+    };
+  };
+  const sT = native('setTimeout'), sI = native('setInterval');
+  const cT = native('clearTimeout'), cI = native('clearInterval');
+  const unwrapped = (name, self, args) => {
+    delete g[name];
+    return Reflect.apply(g[name], self, args);
+  };
+  // jsprof's own waits, through the page's setTimeout (a microtask if it has none yet)
+  const later = (f, ms) => {
+    const o = sT();
+    if (o) o.call(g, f, ms);
+    else Promise.resolve().then(f);
+  };
   define('setTimeout', function setTimeout(f, ms, ...args) {
-    const id = sT.call(g, f, ms, ...args);
+    const o = sT();
+    if (!o) return unwrapped('setTimeout', this, arguments);
+    const id = o.call(g, f, ms, ...args);
     timers.set(id, now() + Math.max(0, Number(ms) || 0));
     return id;
   });
   define('setInterval', function setInterval(f, ms, ...args) {
-    const id = sI.call(g, f, ms, ...args);
+    const o = sI();
+    if (!o) return unwrapped('setInterval', this, arguments);
+    const id = o.call(g, f, ms, ...args);
     timers.set(id, Infinity);
     return id;
   });
-  define('clearTimeout', function clearTimeout(id) { timers.delete(id); return cT.call(g, id); });
-  define('clearInterval', function clearInterval(id) { timers.delete(id); return cI.call(g, id); });
+  define('clearTimeout', function clearTimeout(id) {
+    const o = cT();
+    if (!o) return unwrapped('clearTimeout', this, arguments);
+    timers.delete(id);
+    return o.call(g, id);
+  });
+  define('clearInterval', function clearInterval(id) {
+    const o = cI();
+    if (!o) return unwrapped('clearInterval', this, arguments);
+    timers.delete(id);
+    return o.call(g, id);
+  });
   if (typeof g.requestAnimationFrame === 'function') {
     const rAF = g.requestAnimationFrame;
     define('requestAnimationFrame', function requestAnimationFrame(f) {
@@ -73,15 +117,34 @@
     Object.defineProperty(g.close, 'name', { value: 'close' });
   }
   if (typeof g.Worker === 'function' && typeof g.document === 'object') {
-    const proto = g.Worker.prototype;
+    const W = g.Worker;
+    const proto = W.prototype;
     terminate = proto.terminate;
-    const mute = (e) => e.stopImmediatePropagation();
+    // Silencing a terminated worker takes a listener that runs before the page's own, and
+    // a target runs its listeners in the order they were added, capture or not (Chromium
+    // 156: a capture listener added at terminate() stopped none of those the page added
+    // before; the page heard every message the worker posted while held). So each Worker
+    // gets this one as it is made, through the constructor: it is the first.
+    const muted = new WeakSet();
+    const listen = g.EventTarget.prototype.addEventListener;
+    const mute = (e) => { if (muted.has(e.currentTarget)) e.stopImmediatePropagation(); };
+    const Worker = new Proxy(W, {
+      construct(target, args, newTarget) {
+        const w = Reflect.construct(target, args, newTarget === Worker ? W : newTarget);
+        for (const t of ['message', 'messageerror', 'error']) listen.call(w, t, mute, true);
+        return w;
+      },
+    });
+    Object.defineProperty(g, 'Worker', { ...Object.getOwnPropertyDescriptor(g, 'Worker'), value: Worker });
+    Object.defineProperty(proto, 'constructor', {
+      ...Object.getOwnPropertyDescriptor(proto, 'constructor'), value: Worker,
+    });
     Object.defineProperty(proto, 'terminate', {
       value: function terminate_() {
         const tell = g.__jsprofTerminate;
-        if (typeof tell !== 'function' || !(this instanceof g.Worker)) return terminate.call(this);
+        if (typeof tell !== 'function' || !(this instanceof W)) return terminate.call(this);
         if (held.includes(this)) return undefined;
-        for (const t of ['message', 'messageerror', 'error']) this.addEventListener(t, mute, true);
+        muted.add(this);
         held.push(this);
         tell('');
         return undefined;
@@ -107,7 +170,7 @@
     value: Object.freeze({
       // Resolves in a task of its own, so a busy thread answers late:
       // [pending timers + animation frames, ms since the last one fell due].
-      idle: () => new Promise((resolve) => sT.call(g, () => {
+      idle: () => new Promise((resolve) => later(() => {
         const t = now();
         let pending = 0;
         for (const [id, due] of timers) {
@@ -135,8 +198,8 @@
         return new Promise((resolve) => {
           let done = false;
           const end = () => { if (!done) { done = true; resolve(take()); } };
-          if (rAF0) rAF0.call(g, () => rAF0.call(g, () => sT.call(g, end, 50)));
-          sT.call(g, end, 500);
+          if (rAF0) rAF0.call(g, () => rAF0.call(g, () => later(end, 50)));
+          later(end, 500);
         });
       },
     }),
