@@ -50,6 +50,11 @@ def _loads(raw: bytes | str) -> Any:
     return orjson.loads(raw)
 
 
+# The browser's answer to a command for a flattened session it no longer has: the target
+# (a worker, an iframe) went away before the command reached it.
+SESSION_NOT_FOUND = -32001
+
+
 class CDPError(EngineError):
     """The other end answered a command with an error."""
 
@@ -306,6 +311,14 @@ class CDPClient:
             return
         if method == "NodeWorker.detachedFromWorker":
             child = session.children.get(msg["params"]["sessionId"])
+            if child is not None:
+                child.closed = True
+        elif method == "Target.detachedFromTarget":
+            # A flattened session's target went away (a page ended its worker): closed
+            # now, as the event is read, not when its owner gets round to handling it
+            # (the Chromium engine's pumps at the recording's end do not), so nothing
+            # more is asked of it and `result` stops waiting for it.
+            child = self.sessions.get(str((msg.get("params") or {}).get("sessionId")))
             if child is not None:
                 child.closed = True
         session.events.append(msg)
