@@ -16,6 +16,7 @@ adds them in.
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
@@ -27,7 +28,7 @@ import orjson
 
 from ...trace import NONE, weights_and_lost
 from ..cursor import segment_span
-from .parts import day_of, new_part, read_part, schemas, verify_part
+from .parts import day_of, new_part, new_parts_streamed, read_part, schemas, verify_part
 from .perload import PriorSelf, function_hash, upload_keys
 from .perload import batch_rows as perload_rows
 from .rollup import (
@@ -38,8 +39,10 @@ from .rollup import (
     rollup_columns,
     upload_moments,
 )
-from .timeroll import TIME_KINDS, time_rows
+from .timeroll import TIME_KINDS, time_parts
 from .vitals import Prior, batch_rows
+
+log = logging.getLogger("jsprof.store")
 
 NS_PER_MS = 1_000_000
 
@@ -442,6 +445,7 @@ def write_release_parts(
             "frame_id": np.asarray(rel.stack_frame[s0:], np.int64) + frame_base,
         }, sch["stacks"], len(rel.stack_parent) - s0)]
     per_day: dict[tuple[str, str | None], dict] = {}
+    time_parts_of: dict[str | None, dict[str, dict]] = {}  # day -> the Time view's parts
     for kind, rows in (("weights", rel.weights), ("upload_frames", rel.upload_frames),
                        ("samples", rel.samples)):
         # The rows are consumed (their arrays move into the parts): the caller drops
@@ -463,11 +467,21 @@ def write_release_parts(
                 data["frame_id"] = _shift(data["frame_id"], frame_base)
             if kind != "samples":  # the rollups below read weights and upload frames
                 per_day[(kind, day)] = data
-            else:  # and the Time view's sums of the samples (tables/timeroll.py)
-                per_day[("time", day)] = time_rows(
-                    {k: [c[k] for c in rel.cells if day_of(c.get("_at")) == day]
-                     for k in ("uk", "id", "route", "env", "page_load")}, data, load_hash)
             sub = f"{day}/" if day else ""
+            if kind == "samples":  # and the Time view's sums of them (tables/timeroll.py),
+                # written a grid at a time as they are made (a batch's grids held together
+                # were most of a compaction's peak: issue 34)
+                mine = [c for c in rel.cells if day_of(c.get("_at")) == day]
+                dropped, pieces = time_parts(
+                    {k: [c[k] for c in mine] for k in ("uk", "id", "route", "env", "page_load")},
+                    data, load_hash)
+                if dropped:
+                    log.warning("%s: %d samples with a NaN time left out of the Time view's "
+                                "rollups", rkey, dropped)
+                time_parts_of[day] = new_parts_streamed(
+                    tdir, {k: f"{k}/rkey={rkey}/{sub}{name}" for k in TIME_KINDS}, pieces,
+                    sch, day, [c.get("_at") for c in mine])
+                del pieces, mine
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(new_part(
                 tdir, path, data, sch[kind], len(data["uk"]), day, times))
@@ -507,10 +521,13 @@ def write_release_parts(
             got["rollup_perload"], got["rollup_examples"] = perload_rows(pl, per, ps)
         else:  # the tail: its examples need no earlier chunk
             got["rollup_examples"] = perload_rows(pl, per, None)[1]
-        got.update(per_day.get(("time", day)) or {
-            k: _no_rows(sch[k]) | {"route": [], "env": []} for k in TIME_KINDS})
         sub = f"{day}/" if day else ""
         for kind in ROLLUP_KINDS:
+            if kind in TIME_KINDS and day in time_parts_of:  # written with the samples
+                written.setdefault(kind, []).append(time_parts_of[day][kind])
+                continue
+            if kind in TIME_KINDS:  # uploads of the day without samples
+                got[kind] = _no_rows(sch[kind]) | {"route": [], "env": []}
             if kind in ("rollup_vitals", "rollup_perload") and tdir is None:
                 # A query's tail: made when a query reads it (`part_files`), so that the
                 # others need not look for its page loads' earlier chunks

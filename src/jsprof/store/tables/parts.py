@@ -10,6 +10,7 @@ import os
 import re
 import time
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,11 @@ def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> tuple[in
     extra = ({"use_byte_stream_split": ["t"], "use_dictionary": ["uk", "marker"]}
              if "t" in columns else {})
     pq.write_table(table, tmp, compression="zstd", **extra)
+    return _settle(tmp, path)
+
+
+def _settle(tmp: Path, path: Path) -> tuple[int, int]:
+    """A written temporary part fsynced and renamed to `path`; its (size, CRC-32)."""
     with open(tmp, "rb") as f:
         data = f.read()
         os.fsync(f.fileno())
@@ -59,12 +65,9 @@ def day_of(at: float | None) -> str | None:
     return time.strftime("%Y-%m-%d", time.gmtime(at / 1000.0))
 
 
-def new_part(
-    tdir: Path | None, rel: str, columns: dict[str, Any], schema: Any, rows: int,
-    day: str | None = None, times: list[float | None] | None = None,
-) -> dict:
+def _entry(rel: str, rows: int, day: str | None, times: list[float | None] | None) -> dict:
     known = [t for t in times or [] if t is not None and math.isfinite(t)]
-    entry = {
+    return {
         "path": rel,
         "day": day,
         # A part with any upload of unknown time has no range: it is never skipped.
@@ -72,6 +75,13 @@ def new_part(
         "maxAt": max(known) if known and len(known) == len(times or []) else None,
         "rows": rows,
     }
+
+
+def new_part(
+    tdir: Path | None, rel: str, columns: dict[str, Any], schema: Any, rows: int,
+    day: str | None = None, times: list[float | None] | None = None,
+) -> dict:
+    entry = _entry(rel, rows, day, times)
     if tdir is None:
         # A query's tail: the part as a table in memory, never written (`read_tail`)
         import pyarrow as pa
@@ -80,6 +90,56 @@ def new_part(
         return entry
     entry["bytes"], entry["crc32"] = _write_parquet(tdir / rel, columns, schema)
     return entry
+
+
+def new_parts_streamed(
+    tdir: Path | None, rels: dict[str, str], pieces: Iterator[tuple[str, Any]],
+    schemas: dict[str, Any], day: str | None = None, times: list[float | None] | None = None,
+) -> dict[str, dict]:
+    """One part per kind of `rels` (kind -> its path) from `pieces`, (kind, table) in
+    any interleaving, each written as a row group when it comes, so that only one piece
+    is held at a time (the Time view's rollups: a grid per piece, tables/timeroll.py);
+    kind -> its manifest entry. `tdir` None: the parts as tables in memory (a tail)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = dict.fromkeys(rels, 0)
+    if tdir is None:
+        held: dict[str, list] = {k: [] for k in rels}
+        for kind, t in pieces:
+            held[kind].append(t)
+            rows[kind] += t.num_rows
+        out = {k: _entry(rel, rows[k], day, times) for k, rel in rels.items()}
+        for k, e in out.items():
+            e["table"] = (pa.concat_tables(held[k]) if held[k] else
+                          schemas[k].empty_table())
+        return out
+    paths = {k: tdir / rel for k, rel in rels.items()}
+    tmps = {k: p.with_name(f".{p.name}.tmp") for k, p in paths.items()}
+    writers: dict[str, Any] = {}
+    try:
+        for k, p in paths.items():
+            p.parent.mkdir(parents=True, exist_ok=True)
+            writers[k] = pq.ParquetWriter(tmps[k], schemas[k], compression="zstd")
+        for kind, t in pieces:
+            if t.num_rows:
+                writers[kind].write_table(t)
+            rows[kind] += t.num_rows
+            del t  # not held while the next piece is made
+        for w in writers.values():
+            w.close()
+    except BaseException:
+        for k, w in writers.items():
+            try:
+                w.close()
+            finally:
+                tmps[k].unlink(missing_ok=True)
+        raise
+    out = {}
+    for k, rel in rels.items():
+        out[k] = _entry(rel, rows[k], day, times)
+        out[k]["bytes"], out[k]["crc32"] = _settle(tmps[k], paths[k])
+    return out
 
 
 def _overlaps(entry: str | dict, since: float | None, until: float | None) -> bool:

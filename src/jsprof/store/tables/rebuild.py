@@ -118,7 +118,7 @@ def _time_rollups(tdir: Path, entry: dict, day: str | None, cols: dict) -> dict[
             t = read_part(pq, verify_part(tdir, e), tdir)
             rows = time_rows(cells, {k: t[k].to_numpy() for k in t.column_names}, load_hash)
             for k in TIME_KINDS:
-                got[k].append(pa.table(rows[k], schema=sch[k]))
+                got[k].append(rows[k])
     out = {}
     for k in TIME_KINDS:
         t = aggregate(k, pa.concat_tables(got[k])) if got[k] else sch[k].empty_table()

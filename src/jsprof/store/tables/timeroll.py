@@ -24,6 +24,7 @@ indices past TB_CAP grid steps are one row: every view puts them in its "later" 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -113,13 +114,35 @@ def view_grid(width: float) -> tuple[int, int] | None:
     return k, int(width) // 10 ** k
 
 
-def time_rows(cells: dict[str, Any], samples: dict[str, np.ndarray],
-              load_hash: Any) -> dict[str, dict[str, Any]]:
+def time_parts(cells: dict[str, Any], samples: dict[str, np.ndarray], load_hash: Any
+               ) -> tuple[int, Iterator[tuple[str, Any]]]:
     """The three kinds' rows of a batch's samples (uk, t, stack_id as stored, marker,
-    weight_ns) of one day; `cells`: its uploads' uk, id, route, env, page_load (lists);
-    `load_hash`: page-load ids -> 64-bit hashes (rollup.load_hash)."""
+    weight_ns) of one day, as (kind, pyarrow table) pieces: rollup_timekeys whole, then
+    per grid its rollup_time and rollup_timeloads rows, each made when the one before
+    has been taken, so a writer holds one grid's rows at a time (issue 34: the six grids
+    held together, route and env as a Python string per row, were a 574 MiB peak of a
+    3 M-sample batch). `cells`: its uploads' uk, id, route, env, page_load (lists);
+    `load_hash`: page-load ids -> 64-bit hashes (rollup.load_hash).
+
+    Returns (samples dropped, pieces). A sample whose time is NaN is in no time bucket
+    (numpy would put it at an arbitrary one: NaN cast to int64) and no time key: it is
+    left out of the rollups and counted. The recorders' formats refuse such times, so
+    a stored sample has one only if the table was written by other means."""
+    t = np.asarray(samples["t"], np.float64)
+    nan = np.isnan(t)
+    dropped = int(nan.sum())
+    if dropped:
+        keep = ~nan
+        samples = {k: np.asarray(samples[k])[keep]
+                   for k in ("uk", "t", "stack_id", "marker", "weight_ns")}
+    return dropped, _pieces(cells, samples, load_hash)
+
+
+def _pieces(cells: dict[str, Any], samples: dict[str, np.ndarray], load_hash: Any
+            ) -> Iterator[tuple[str, Any]]:
     import pyarrow as pa
 
+    sch = schemas()
     uks = np.asarray(cells["uk"], np.int64)
     order = np.argsort(uks, kind="stable")
     uks = uks[order]
@@ -136,66 +159,121 @@ def time_rows(cells: dict[str, Any], samples: dict[str, np.ndarray],
     mk = np.asarray(samples["marker"], np.int64)
     ns = np.asarray(samples["weight_ns"], np.int64)
     idle = (sid == NONE) & np.isin(mk, IDLE_MARKERS)
-    w, nb = time_keys(x)
-    keys = pa.table({"c": c, "idle": idle.astype(np.int8), "width": w, "nb": nb}).group_by(
-        ["c", "idle", "width", "nb"], use_threads=False).aggregate([("nb", "count")])
+    # route and env by their cell's code: a row's strings are taken from the cells' only
+    # as a piece's table is made (one Python str per row was ~80 MB of the 3 M batch's)
+    route = pa.array([r for r, _ in cid], pa.string())
+    env = pa.array([e for _, e in cid], pa.string())
+
+    def cell(codes: np.ndarray) -> dict[str, Any]:
+        i = pa.array(np.asarray(codes, np.int64))
+        return {"route": route.take(i), "env": env.take(i)}
+
+    # the keys counted a slice of samples at a time, then summed: `time_keys`'s arrays of
+    # a whole batch were its peak (~145 MiB of temporaries at 3 M samples)
+    counted = []
+    for a in range(0, len(x), SLICE_ROWS):
+        w, nb = time_keys(x[a:a + SLICE_ROWS])
+        counted.append(pa.table({
+            "c": c[a:a + SLICE_ROWS], "idle": idle[a:a + SLICE_ROWS].astype(np.int8),
+            "width": w, "nb": nb}).group_by(["c", "idle", "width", "nb"], use_threads=False
+                                             ).aggregate([("nb", "count")]))
+        del w, nb
+    keys = (pa.concat_tables(counted).group_by(["c", "idle", "width", "nb"], use_threads=False)
+            .aggregate([("nb_count", "sum")]).rename_columns(
+                {"nb_count_sum": "nb_count"}) if counted else None)
+    del counted
+    yield "rollup_timekeys", pa.table({
+        **cell(keys["c"].to_numpy()), "idle": keys["idle"].to_numpy(),
+        "width": keys["width"].to_numpy(), "nb": keys["nb"].to_numpy(),
+        "samples": keys["nb_count"].to_numpy()} if keys is not None else
+        {f.name: [] for f in sch["rollup_timekeys"]}, schema=sch["rollup_timekeys"])
+    del keys
     # Each grid's keys packed into one int64 (mixed radix: cell, tb, marker + 1, stack + 1;
     # page loads by their index among the batch's) and grouped on it: half the CPU of a
     # group-by on the columns (issue 34: the compactor pays this per batch)
     lid = np.unique(lh, return_inverse=True)[1].reshape(-1)[at] if len(lh) else at
     lhs = np.unique(lh) if len(lh) else lh
+    del at
     ms, ss, ls = int(mk.max(initial=0)) + 2, int(sid.max(initial=0)) + 2, len(lhs) + 1
     cs, ts = len(cid) + 1, TB_CAP + 1
     sids = None
     if cs * ts * ms * ss >= 1 << 62:  # stack ids too large to pack: packed by their rank
         sids, rank = np.unique(sid, return_inverse=True)
         sid, ss = rank.reshape(-1).astype(np.int64) - 1, len(sids) + 1
-    time, loads = [], []
+    # the key's low digits (marker, stack) and high (cell), the same in every grid
+    msid = (mk + 1) * ss + (sid + 1)
+    cts = c * ts
+    busy = (~idle).astype(np.int8)
+    del mk, sid, idle, c
     for k in range(GRIDS):
-        tb = np.minimum(np.floor_divide(x, 10.0 ** k), TB_CAP).astype(np.int64)
-        ct = c * ts + tb
-        time.append(_grouped(((ct * ms + (mk + 1)) * ss + (sid + 1)), cs * ts * ms * ss,
-                             {"weight_ns": (ns, "sum"), "uk": (uk, "min")}, k,
-                             lambda key: {"ct": key // (ms * ss),
-                                          "marker": (key // ss) % ms - 1,
-                                          "stack_id": key % ss - 1}))
-        loads.append(_grouped(ct * ls + lid, cs * ts * ls,
-                              {"busy": ((~idle).astype(np.int64), "sum"),
-                               "samples": (np.ones(len(x), np.int64), "sum")}, k,
-                              lambda key: {"ct": key // ls, "load": key % ls}))
-    tk = np.concatenate([g["ct"] for g in time])
-    lk = np.concatenate([g["ct"] for g in loads])
-    route = [r for r, _ in cid]
-    env = [e for _, e in cid]
-
-    def cell(ci: np.ndarray) -> dict[str, list]:
-        i = np.asarray(ci).tolist()
-        return {"route": [route[j] for j in i], "env": [env[j] for j in i]}
-
-    def cat(rows: list[dict], col: str) -> np.ndarray:
-        return np.concatenate([g[col] for g in rows])
-
-    return {
-        "rollup_time": {**cell(tk // ts), "grid": cat(time, "grid").astype(np.int8),
-                        "tb": (tk % ts).astype(np.int16),
-                        "stack_id": (cat(time, "stack_id") if sids is None else
-                                     sids[cat(time, "stack_id") + 1]),
-                        "marker": cat(time, "marker").astype(np.int8),
-                        "weight_ns": cat(time, "weight_ns"), "first_uk": cat(time, "uk")},
-        "rollup_timeloads": {**cell(lk // ts), "grid": cat(loads, "grid").astype(np.int8),
-                             "tb": (lk % ts).astype(np.int16),
-                             "load_hash": lhs[cat(loads, "load")],
-                             "samples": cat(loads, "samples"), "busy": cat(loads, "busy")},
-        "rollup_timekeys": {**cell(keys["c"]), "idle": keys["idle"].to_numpy(),
-                            "width": keys["width"].to_numpy(), "nb": keys["nb"].to_numpy(),
-                            "samples": keys["nb_count"].to_numpy()},
-    }
+        tb = np.floor_divide(x, 10.0 ** k)
+        np.minimum(tb, TB_CAP, out=tb)
+        ct = tb.astype(np.int64)
+        del tb
+        ct += cts
+        for on in _slices(ct, cs * ts):
+            g = _grouped(ct[on] * (ms * ss) + msid[on], cs * ts * ms * ss,
+                         {"weight_ns": (ns[on], "sum"), "uk": (uk[on], "min")},
+                         lambda key: {"ct": key // (ms * ss), "marker": (key // ss) % ms - 1,
+                                      "stack_id": key % ss - 1})
+            yield "rollup_time", pa.table({
+                **cell(g["ct"] // ts), "grid": np.full(len(g["ct"]), k, np.int8),
+                "tb": (g["ct"] % ts).astype(np.int16),
+                "stack_id": g["stack_id"] if sids is None else sids[g["stack_id"] + 1],
+                "marker": g["marker"].astype(np.int8), "weight_ns": g["weight_ns"],
+                "first_uk": g["uk"]}, schema=sch["rollup_time"])
+            del g
+            b = busy[on]
+            g = _grouped(ct[on] * ls + lid[on], cs * ts * ls,
+                         {"busy": (b, "sum"), "samples": (b, "count")},
+                         lambda key: {"ct": key // ls, "load": key % ls})
+            del b
+            yield "rollup_timeloads", pa.table({
+                **cell(g["ct"] // ts), "grid": np.full(len(g["ct"]), k, np.int8),
+                "tb": (g["ct"] % ts).astype(np.int16), "load_hash": lhs[g["load"]],
+                "samples": g["samples"], "busy": g["busy"]}, schema=sch["rollup_timeloads"])
+            del g
+        del ct
 
 
-def _grouped(key: np.ndarray, span: int, vals: dict[str, tuple[np.ndarray, str]], grid: int,
+SLICE_ROWS = 1 << 20
+
+
+def _slices(ct: np.ndarray, span: int) -> Iterator[Any]:
+    """The rows of a grid in slices of whole (cell, tb) values `ct` (< `span`) of about
+    SLICE_ROWS rows each (more when one value has more), so that no group-by holds its
+    hash table of a whole batch (a grid of 2.5 M groups of the 3 M-sample batch took
+    Arrow's pool to ~285 MiB): as slices, the same rows, keys never split. One slice is
+    `slice(None)`: the arrays as they are."""
+    if len(ct) <= SLICE_ROWS:
+        yield slice(None)
+        return
+    cum = np.cumsum(np.bincount(ct, minlength=span))
+    lo = 0
+    while lo < span:
+        hi = int(np.searchsorted(cum, (cum[lo - 1] if lo else 0) + SLICE_ROWS, "right"))
+        hi = min(max(hi, lo + 1), span)  # at least one value
+        yield (ct >= lo) & (ct < hi)
+        lo = hi
+
+
+def time_rows(cells: dict[str, Any], samples: dict[str, np.ndarray],
+              load_hash: Any) -> dict[str, Any]:
+    """`time_parts`'s pieces of each kind as one table (all grids at once: for a table
+    that is small or held anyway, as a query's tail is)."""
+    import pyarrow as pa
+
+    got: dict[str, list] = {k: [] for k in TIME_KINDS}
+    for kind, t in time_parts(cells, samples, load_hash)[1]:
+        got[kind].append(t)
+    sch = schemas()
+    return {k: pa.concat_tables(v) if v else sch[k].empty_table() for k, v in got.items()}
+
+
+def _grouped(key: np.ndarray, span: int, vals: dict[str, tuple[np.ndarray, str]],
              unpack: Any) -> dict[str, np.ndarray]:
     """Rows grouped by a packed key (`span`: its values' bound): each of `vals` summed or
-    its least kept, the key unpacked into columns, and the grid."""
+    its least kept, and the key unpacked into columns."""
     import pyarrow as pa
 
     assert span < 1 << 62, span  # bounded by the batch's samples (`time_rows`)
@@ -203,7 +281,7 @@ def _grouped(key: np.ndarray, span: int, vals: dict[str, tuple[np.ndarray, str]]
         ["k"], use_threads=False).aggregate([(n, how) for n, (_, how) in vals.items()])
     k = t["k"].to_numpy()
     out = {n: t[f"{n}_{how}"].to_numpy() for n, (_, how) in vals.items()}
-    return {**out, **unpack(k), "grid": np.full(len(k), grid, np.int8)}
+    return {**out, **unpack(k)}
 
 
 def schemas() -> dict[str, Any]:
