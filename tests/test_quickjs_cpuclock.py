@@ -264,3 +264,47 @@ def test_cpu_time_is_the_runtime_s_on_whichever_thread_runs_it() -> None:
     trace = s.stop()
     total = float(trace.sample_weight.sum())
     assert 0.85 <= total / sum(spent) <= 1.05, (total, spent)
+
+
+# Two functions doing the same work, called in turn: a rhythm of one round per ROUND_CPU.
+RHYTHM = """\
+function work(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }
+function other(n) { let s = 0; for (let i = 0; i < n; i++) s += i % 7; return s; }
+let total = 0;
+for (let r = 0; r < ROUNDS; r++) { total += work(N); total += other(N); }
+"""
+# chi-square's 99.9 % point for 6 degrees of freedom
+CHI2_6_999 = 22.46
+
+
+def _rhythm(tmp_path: Path, rounds: int, n: int) -> tuple[int, int]:
+    script = tmp_path / f"rhythm-{rounds}-{n}.js"
+    script.write_text(RHYTHM.replace("ROUNDS", str(rounds)).replace("N)", f"{n})"))
+    t = record(script, sample_interval=1.0, clock="cpu").tracks[0]
+    names = [t.trace.frames[t.trace.stack_frame[s]].name if s != NONE else ""
+             for s in t.trace.sample_stack.tolist()]
+    return names.count("work"), names.count("other")
+
+
+def test_a_rhythm_at_the_interval_is_not_sampled_at_one_phase(tmp_path: Path) -> None:
+    """A script whose rounds take one interval of CPU each: on a fixed CPU grid every tick
+    fell at the same point of a round, and that point was set by the script's first tick,
+    so a whole run went to one function or the other (`work`'s share 0.12-0.64 over 10
+    runs, mean 0.36, where both do the same work; issue 32). Each tick is now taken at a
+    random point of its interval: every run's share is a binomial draw around a half."""
+    # The round's CPU time, measured on this machine as the sampler counts it: 200 rounds
+    # (one sample per ms of CPU, ~1 % precision), then N set for rounds of 1 ms.
+    w, o = _rhythm(tmp_path, 200, 10000)
+    per_call = (w + o) / 400  # ms of CPU per call of 10,000 iterations
+    assert per_call > 0, (w, o)
+    n = max(1000, round(10000 * 0.5 / per_call))
+    z2, shares = 0.0, []
+    for _ in range(6):
+        w, o = _rhythm(tmp_path, 40, n)
+        k = w + o
+        assert k >= 20, (w, o, n)
+        # both functions do the same work: work's samples are Binomial(k, 1/2) when each
+        # tick is an even draw of its interval (at most that spread: one per interval)
+        z2 += (w - k / 2) ** 2 / (k / 4)
+        shares.append(round(w / k, 2))
+    assert z2 <= CHI2_6_999, (z2, shares, n, per_call)
