@@ -106,19 +106,22 @@ def test_track_by_unique_prefix_on_a_workers_recording(tmp_path):
     assert p.returncode == 2 and p.stderr == f"jsprof: error: no track named 'worker 3' {listing}\n"
 
 
-# After 'hold' the script works until it sees it was held (two looks at the clock 300 ms
-# apart), then 100 ms more: the hole is inside the recording however late the test reads
-# the line (work(100) after it was over in 100 ms, and a test at load 10-15 held Node's
-# exit wait, which jsprof drops, or nothing: no gap, 1 run in 3 on a busy machine).
+# The script says 'hold' from inside the loop that watches the clock, after its first
+# look: it works until it sees it was held (two looks 300 ms apart), then 100 ms more, so
+# the hole is inside the recording however late the test reads the line (work(100) after
+# it was over in 100 ms, and a test at load 10-15 held Node's exit wait, which jsprof
+# drops, or nothing: no gap, 1 run in 3 on a busy machine). Said before the loop, the
+# line let the hold land before the loop's first look (untilHeld not yet compiled): no
+# gap seen, and the loop ran to its 60 s limit (all three such tests in a CI run).
 GAPPY = """\
 function work(ms) { const end = performance.now() + ms; let x = 0;
   while (performance.now() < end) x += Math.sqrt(x + 1); return x; }
-function untilHeld() { let last = performance.now(); const limit = last + 60000; let x = 0;
-  for (;;) { const now = performance.now(); if (now - last > 300 || now > limit) return x;
-    last = now; x += Math.sqrt(x + 1); } }
+function untilHeld(say) { let last = performance.now(); const limit = last + 60000; let x = 0;
+  for (;;) { const now = performance.now();
+    if (now - last > 300) { process.stdout.write('seen\\n'); return x; } if (now > limit) return x;
+    last = now; if (say) { process.stdout.write(say); say = ''; } x += Math.sqrt(x + 1); } }
 work(100);
-process.stdout.write('hold\\n');
-untilHeld();
+untilHeld('hold\\n');
 work(100);
 """
 
@@ -144,12 +147,15 @@ def test_report_says_which_gap_cap_applied_how_many_gaps_and_why(tmp_path):
         stdout=subprocess.PIPE,
     )
     assert p.stdout is not None
+    said = []
     for line in p.stdout:
+        said.append(line.strip())
         if line.strip() == b"hold":
             os.kill(p.pid, signal.SIGSTOP)
             time.sleep(0.4)
             os.kill(p.pid, signal.SIGCONT)
     assert p.wait(60) == 0
+    assert said == [b"hold", b"seen"]  # the script's loop saw the hold it watched for
     (prof,) = tmp_path.glob("*.cpuprofile")
     t = jsprof.load(prof).tracks[0]
     gaps = np.diff(t.trace.sample_time)
@@ -187,7 +193,9 @@ def test_record_summary_says_the_gap_cap_too(tmp_path):
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     assert p.stdout is not None
+    said = []
     for line in p.stdout:
+        said.append(line.split(" ")[0].strip())
         if line.startswith("hold "):
             pid = int(line.split()[1])
             os.kill(pid, signal.SIGSTOP)
@@ -195,6 +203,7 @@ def test_record_summary_says_the_gap_cap_too(tmp_path):
             os.kill(pid, signal.SIGCONT)
     _, err = p.communicate(timeout=120)
     assert p.returncode == 0, err
+    assert said == ["hold", "seen"], said  # the script's loop saw the hold it watched for
     doc = json.loads(run("report", tmp_path / "r.jsprof.json", "--json").stdout)
     (lost,) = doc["lost"]
     summary = " ".join(err.split())

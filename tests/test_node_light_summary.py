@@ -198,14 +198,15 @@ def test_a_process_held_still(tmp_path, capsys):
     starved machine is: where V8's sampler leaves the hole in its samples (not every time:
     test_cli_report's gap cap test says so too), the gap cap's lost time and capped gaps
     are among the numbers compared. The script works on until it sees the hold (as
-    test_cli_report's do): however late the test reads the line, the hold is mid-run."""
+    test_cli_report's do, the line said from inside the loop that watches): however late the
+    test reads the line, the hold is mid-run."""
     (tmp_path / "held.js").write_text(
         "function work(ms) { const end = performance.now() + ms; let x = 0;\n"
         "  while (performance.now() < end) x += Math.sqrt(x + 1); return x; }\n"
-        "function untilHeld() { let last = performance.now(); const limit = last + 60000;\n"
+        "function untilHeld(say) { let last = performance.now(); const limit = last + 60000;\n"
         "  for (;;) { const now = performance.now(); if (now - last > 300 || now > limit) return;\n"
-        "    last = now; } }\n"
-        "work(100);\nprocess.stdout.write('hold ' + process.pid + '\\n');\nuntilHeld();\n"
+        "    last = now; if (say) { process.stdout.write(say); say = ''; } } }\n"
+        "work(100);\nuntilHeld('hold ' + process.pid + '\\n');\n"
         "work(100);\n"
     )
 
