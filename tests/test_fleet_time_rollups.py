@@ -159,6 +159,22 @@ def test_uploads_not_compacted_yet_and_merged_parts(store: Path, tmp_path: Path)
     merge_parts(copy, now=T0 / 1000 + 30 * 86400, fanout=2)
     st.close()
     _check(copy, filters=FILTERS[:2])
+    # a merge sums the parts a grid at a time (issue 34): a row group per grid
+    import pyarrow.parquet as pq
+
+    from jsprof.store.tables.manifest import part_path, tables_dir
+
+    man = read_manifest(copy)
+    merged = [e for r in man["releases"].values() for k in ("rollup_time", "rollup_timeloads")
+              for e in r["parts"][k] if e.get("level", 0) > 0]
+    assert merged
+    for e in merged:
+        meta = pq.ParquetFile(tables_dir(copy) / part_path(e)).metadata
+        col = meta.schema.names.index("grid")
+        grids = [(meta.row_group(i).column(col).statistics.min,
+                  meta.row_group(i).column(col).statistics.max)
+                 for i in range(meta.num_row_groups)]
+        assert all(lo == hi for lo, hi in grids) and len(grids) > 1, (e["path"], grids)
 
 
 def test_tables_of_the_format_before_are_read_per_sample_then_rolled_up(

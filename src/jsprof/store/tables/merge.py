@@ -25,8 +25,20 @@ from .manifest import (
     tables_dir,
     write_manifest,
 )
-from .parts import level, new_part, part_no, read_part, schemas, unlink_parts, verify_part
+from .parts import (
+    level,
+    new_part,
+    new_parts_streamed,
+    part_no,
+    read_part,
+    schemas,
+    unlink_parts,
+    verify_part,
+)
 from .rollup import ROLLUP_KINDS, aggregate
+from .timeroll import GRIDS
+
+GRIDDED = ("rollup_time", "rollup_timeloads")  # rollups whose keys hold a grid
 
 # A collector compacts every few seconds and each run writes a few small parts. Parts of one
 # group (a table, release and UTC day; a release's frames or stacks) are merged the way
@@ -128,6 +140,21 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     rel = str(Path(part_path(entries[0])).parent / f"part-{part:06d}.parquet")
     path = tdir / rel
     tmp = path.with_name(f".{path.name}.tmp")
+    if kind in GRIDDED:
+        # Summed a grid at a time (a key holds its grid: no key is in two), each grid a
+        # row group: the parts of batches at the compactor's cap hold millions of rows
+        # each (4 M at 3 M samples), which held at once with their sums' hash table were
+        # over a GiB for a merge of 8 (issue 34)
+        src = [verify_part(tdir, e) for e in entries]
+        pieces = ((kind, aggregate(kind, pa.concat_tables([
+            read_part(pq, p, tdir, filters=[("grid", "=", g)]).select(sch.names).cast(sch)
+            for p in src]))) for g in range(GRIDS))
+        out = new_parts_streamed(tdir, {kind: rel}, pieces, {kind: sch},
+                                 entries[0].get("day"),
+                                 [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))]
+                                 )[kind]
+        out["level"] = max(level(e) for e in entries) + 1
+        return out
     if kind in ROLLUP_KINDS:
         # Rows summed by their keys: a day's part holds one row per key, however many
         # batches wrote it (rollups are small: held at once)

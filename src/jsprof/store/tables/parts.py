@@ -17,11 +17,12 @@ from typing import Any
 from .manifest import CompactError, part_path
 
 
-def read_part(pq: Any, path: str, tdir: Path, columns: list[str] | None = None) -> Any:
+def read_part(pq: Any, path: str, tdir: Path, columns: list[str] | None = None,
+              filters: list | None = None) -> Any:
     import pyarrow as pa
 
     try:
-        return pq.read_table(path, columns=columns)
+        return pq.read_table(path, columns=columns, filters=filters)
     except (OSError, pa.ArrowException) as e:
         msg = (str(e).splitlines() or ["unreadable"])[0][:200]
         raise CompactError(
