@@ -91,8 +91,9 @@ def test_slices_of_a_grid_are_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_samples_with_a_nan_time_are_left_out_and_counted() -> None:
-    """A NaN time has no bucket and no key (numpy casts NaN to an arbitrary int64): the
-    rows are those of the other samples, and the count says how many were left out."""
+    """A NaN time has no bucket and no key (`time_keys` raised on one: the compaction of
+    its batch failed; NaN cast to int64 is an arbitrary bucket): the rows are those of
+    the other samples, and the count says how many were left out."""
     cells, samples = _batch(10, 300, seed=3)
     bad = samples["t"].copy()
     bad[[0, 5, 299, 1000, 2999]] = np.nan

@@ -125,9 +125,10 @@ def time_parts(cells: dict[str, Any], samples: dict[str, np.ndarray], load_hash:
     `load_hash`: page-load ids -> 64-bit hashes (rollup.load_hash).
 
     Returns (samples dropped, pieces). A sample whose time is NaN is in no time bucket
-    (numpy would put it at an arbitrary one: NaN cast to int64) and no time key: it is
-    left out of the rollups and counted. The recorders' formats refuse such times, so
-    a stored sample has one only if the table was written by other means."""
+    (NaN cast to int64 is an arbitrary one) and no time key (`time_keys` raised on it,
+    failing every compaction of its batch): it is left out of the rollups and counted.
+    The recorders' formats refuse such times, so a stored sample has one only if the
+    table was written by other means."""
     t = np.asarray(samples["t"], np.float64)
     nan = np.isnan(t)
     dropped = int(nan.sum())
