@@ -296,7 +296,10 @@ class ProfilerSession:
             deferred = (flags & (DEFERRED | IDLE | GC)) == DEFERRED
             self._counts["deferred"] += int(np.count_nonzero(deferred))
             self._counts["native"] += int(np.count_nonzero(flags & NATIVE))
-            captured = (flags & (DEFERRED | IDLE)) == 0
+            # a latency is a tick's wait for its stack's capture: an idle or collector's
+            # sample has no stack captured (a collection's last one came due up to an
+            # interval before the collection ended, a wait that is the collector's)
+            captured = (flags & (DEFERRED | IDLE | GC)) == 0
             self._latencies.append((chunk.cap[idx] - chunk.due[idx])[captured])
             self._count += len(idx)
         if full:
