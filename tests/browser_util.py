@@ -46,6 +46,20 @@ def playwright_chromium(*args: str) -> Iterator[Any]:
 
 
 @contextmanager
+def fresh_pages(browser: Any) -> Iterator[Any]:
+    """A module's Playwright Browser (launched once: a launch and close is ~2 s of a test,
+    more under load) for one test: the contexts the test opens (each `new_page()` makes
+    its own) are closed at its end, so no page of one test runs on into the next."""
+    before = list(browser.contexts)
+    try:
+        yield browser
+    finally:
+        for c in browser.contexts:
+            if not any(c is b for b in before):
+                c.close()
+
+
+@contextmanager
 def engine_browser() -> Iterator[Browser]:
     """jsprof's own Browser (the Chromium engine's, on a debugging pipe); at the end it is
     closed and its process is gone."""

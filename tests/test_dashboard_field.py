@@ -6,19 +6,29 @@ function and some routes carry markup: the page must show it as text."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 from fleet_util import real_store
 from serve_util import READ_TOKEN, Collector, signed_in
 
 HOSTILE = '<img src=x onerror="document.title=\'pwned\'">fib'
 HOSTILE_ROUTE = '/cart/"><script>document.title="pwned"</script>'
 SHOTS = os.environ.get("JSPROF_DASHBOARD_SHOTS")  # a folder to keep the screenshots in
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
 
 
 def _plant(i: int, day: int, rel: str) -> str | None:
@@ -90,7 +100,7 @@ def test_one_uploads_flame_graph(col: Collector) -> None:
         "query parameter 'format': not one /v1/traces/{id}/flame reads (none)")
 
 
-def test_a_served_svg_runs_its_own_script_and_no_other(col: Collector) -> None:
+def test_a_served_svg_runs_its_own_script_and_no_other(chromium: Any, col: Collector) -> None:
     # An SVG has no <meta> for a policy: the collector sends the file's own (its script by
     # hash, no network) as a header, or any script in an SVG ran on the dashboard's origin.
     from browser_util import page_server
@@ -108,7 +118,7 @@ def test_a_served_svg_runs_its_own_script_and_no_other(col: Collector) -> None:
     evil = body.replace(b"</svg>", b"<script>document.documentElement.setAttribute("
                         b"'data-pwned','1')</script></svg>")
     served = {k: v for k, v in headers.items() if k == "content-security-policy"}
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(extra_http_headers=auth)
         page.goto(col.url + "/v1/query/flame?app=shop&format=svg")
         page.wait_for_selector("svg[data-ready='1']", timeout=20000)
@@ -119,14 +129,14 @@ def test_a_served_svg_runs_its_own_script_and_no_other(col: Collector) -> None:
             assert page.evaluate("document.documentElement.getAttribute('data-pwned')") is None
 
 
-def test_the_fleet_pages_views_keep_hostile_names_as_text(col: Collector) -> None:
+def test_the_fleet_pages_views_keep_hostile_names_as_text(chromium: Any, col: Collector) -> None:
     # The merged page's Time, Sandwich and Source views (fleet lanes, example uploads,
     # sourcesContent text) with a function named as markup and a route as a script.
     from urllib.parse import quote
 
     auth = {"Authorization": f"Bearer {READ_TOKEN}"}
     base = col.url + "/v1/query/flame?app=shop"
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(extra_http_headers=auth)
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -148,14 +158,14 @@ def test_the_fleet_pages_views_keep_hostile_names_as_text(col: Collector) -> Non
         assert errors == []
 
 
-def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_path: Path
-                                                          ) -> None:
+def test_dashboard_regressions_uploads_and_example_flames(chromium: Any, col: Collector,
+                                                          tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     shots = Path(SHOTS) if SHOTS else tmp_path
     expected = _api(col, "/v1/query/regressions", app="shop")["regressions"]
     assert [r["name"] for r in expected] == [HOSTILE]
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -271,7 +281,7 @@ def test_dashboard_regressions_uploads_and_example_flames(col: Collector, tmp_pa
 
 
 
-def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None:
+def test_dashboard_diff_minimum_evidence(chromium: Any, col: Collector, tmp_path: Path) -> None:
     # The release diff's minimum evidence (min_traces, min_samples) is set on the page and
     # reaches the query: 16 page loads a release pass 16 and fail 17, in a sentence (it counts
     # page loads, and the box says so: "Min page loads"); a bad
@@ -291,7 +301,7 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
                    new="release=1.10.0", min_traces="16")["base"]["samples"]
 
     shots = Path(SHOTS) if SHOTS else tmp_path
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         signed_in(page, col.url)
         assert page.input_value("#diff-min-traces") == "5"
@@ -348,14 +358,14 @@ def test_dashboard_diff_minimum_evidence(col: Collector, tmp_path: Path) -> None
         assert '{"error"' not in page.locator("main").text_content()
 
 
-def test_dashboard_regressions_minimum_evidence_in_its_words(col: Collector) -> None:
+def test_dashboard_regressions_minimum_evidence_in_its_words(chromium: Any, col: Collector) -> None:
     # The regressions' pairs without enough evidence are skipped with the server's reason,
     # which names the command line's --min-traces/--min-samples; on the dashboard the
     # boxes are "Min page loads"/"Min samples", beside the table, and they reach the query.
     # 16 page loads a release: 17 skips the one pair, 16 finds the planted regression.
     from playwright.sync_api import expect
 
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         signed_in(page, col.url)
         rows = page.locator("#regressions tbody tr")

@@ -10,14 +10,16 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import numpy as np
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 from fleet_util import make_trace
 from jsprof.cli import main
 from jsprof.formats.jsprof import trace_to_doc
@@ -66,6 +68,14 @@ class Server:
     def stop(self) -> None:
         self.proc.terminate()
         self.proc.wait(15)
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
 
 
 def _hostile_trace(rng: np.random.Generator) -> object:
@@ -203,10 +213,10 @@ def test_series_by_day_and_by_release_over_http(server):
             sum(p["selfPct"] * p["totalMs"] for p in rel) / both, abs=0.01)
 
 
-def test_dashboard_in_chromium(server):
+def test_dashboard_in_chromium(chromium: Any, server):
     from playwright.sync_api import expect
 
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page()
         dialogs: list[str] = []
         page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
@@ -304,7 +314,7 @@ def _until_held(page, held: list, seconds: float, what: str) -> None:
         page.wait_for_timeout(50)
 
 
-def test_the_chart_draws_the_last_asked_for_not_the_last_answered(server):
+def test_the_chart_draws_the_last_asked_for_not_the_last_answered(chromium: Any, server):
     """The dashboard charts the first row's function as the table loads; on a cold
     collector that answer can come after the user has clicked another function and asked
     for it by day. It was drawn over theirs (a full CI run: the chart stayed on releases
@@ -312,7 +322,7 @@ def test_the_chart_draws_the_last_asked_for_not_the_last_answered(server):
     are drawn, then let go: the chart stays the user's."""
     from playwright.sync_api import expect
 
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page()
         held: list = []
 
@@ -356,12 +366,12 @@ def _drawn_frames(frame) -> int:
         return 0
 
 
-def test_dashboard_says_it_is_loading_until_the_answers_come(server):
+def test_dashboard_says_it_is_loading_until_the_answers_come(chromium: Any, server):
     """The first load's tables are empty for seconds on a large store: a sentence says
     the answers are coming, and goes once they are drawn; the flame frame says so too."""
     from playwright.sync_api import expect
 
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page()
         held: list = []
         # Hold the first query's answer: the page is as a slow store leaves it.
@@ -413,7 +423,7 @@ def test_a_query_reads_at_most_query_new_uploads_and_counts_the_rest(tmp_path):
         srv.stop()
 
 
-def test_dashboard_says_how_many_uploads_it_has_not_read_yet(server):
+def test_dashboard_says_how_many_uploads_it_has_not_read_yet(chromium: Any, server):
     """The top-functions line says when a query left uploads for the next ones
     (pendingUploads; the answer here is the server's with that count set)."""
     from playwright.sync_api import expect
@@ -422,7 +432,7 @@ def test_dashboard_says_how_many_uploads_it_has_not_read_yet(server):
         got = route.fetch()
         route.fulfill(response=got, json={**got.json(), "pendingUploads": 7})
 
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page()
         page.route("**/v1/query/top*", pending)
         page.goto(server.url + "/")

@@ -14,11 +14,12 @@ import subprocess
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
+from browser_util import HTML, fresh_pages, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, READ_TOKEN, Collector
 
 PAGE = """<!doctype html>
@@ -76,6 +77,14 @@ addEventListener("load", () => setTimeout(() => {
 """
 
 
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
+
+
 def _png(w: int, h: int) -> bytes:
     """A solid PNG of w x h (the LCP candidate)."""
     def chunk(kind: bytes, data: bytes) -> bytes:
@@ -92,7 +101,8 @@ MENU_TWO = "body > ul.menu > li:nth-of-type(2) > button.item"
 
 
 @pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[str], Collector]]:
+def stored(chromium: Any, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[Path, list[str], Collector]]:
     """Two page loads clicked and typed in for real; the store, upload ids, collector."""
     collector: list[str] = []
 
@@ -109,7 +119,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
         collector.append(col.url)
         ids: list[str] = []
         try:
-            with playwright_chromium() as b:
+            with fresh_pages(chromium) as b:
                 for _ in range(2):
                     page = open_page(b, f"{origin}/checkout", profiled=True)
                     for _ in range(3):
@@ -258,14 +268,14 @@ def _lanes(page) -> dict[str, int]:
         "ls => ls.map(l => [l.dataset.lane, Number(l.dataset.count)])"))
 
 
-def test_one_uploads_page_has_its_vitals_and_lanes(stored) -> None:
+def test_one_uploads_page_has_its_vitals_and_lanes(chromium: Any, stored) -> None:
     store, ids, col = stored
     metas = _metas(store, ids)
     uid, meta = max(zip(ids, metas, strict=True),
                     key=lambda x: len(x[1]["timeline"]["interactions"]))
     t = meta["timeline"]
     assert t["interactions"] and t["longFrames"]
-    with playwright_chromium() as b:
+    with fresh_pages(chromium) as b:
         page, errors = _open_upload(b, col, uid)
         lanes = _lanes(page)
         # A lane per kind of window, one box per window the upload's timeline holds.
@@ -306,13 +316,13 @@ def _post_hostile(col: Collector) -> str:
     return "hostile-1"
 
 
-def test_one_uploads_page_shows_client_text_as_text(stored) -> None:
+def test_one_uploads_page_shows_client_text_as_text(chromium: Any, stored) -> None:
     # Timeline text is the client's: a target or an LCP element that is markup is shown as
     # its characters on the upload's page, never run.
     _, _, col = stored
     hostile = HOSTILE
     _post_hostile(col)
-    with playwright_chromium() as b:
+    with fresh_pages(chromium) as b:
         page, errors = _open_upload(b, col, "hostile-1")
         assert _lanes(page) == {"main long animation frames": 1, "main interactions": 1}
         facts = page.text_content("#fg-facts")
@@ -322,12 +332,12 @@ def test_one_uploads_page_shows_client_text_as_text(stored) -> None:
         assert errors == []
 
 
-def test_the_dashboard_lists_interactions_per_target(stored) -> None:
+def test_the_dashboard_lists_interactions_per_target(chromium: Any, stored) -> None:
     from serve_util import signed_in
 
     _, _, col = stored
     _post_hostile(col)
-    with playwright_chromium() as b:
+    with fresh_pages(chromium) as b:
         page = b.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -375,7 +385,7 @@ def test_functions_read_a_bounded_spread_of_page_loads(stored, monkeypatch) -> N
     assert first["functions"][0]["name"] == "payClickHandlerForJsprof"
 
 
-def test_one_uploads_page_has_its_page_loads_windows(stored) -> None:
+def test_one_uploads_page_has_its_page_loads_windows(chromium: Any, stored) -> None:
     # The client reports an interaction after the next paint: one near a chunk's end comes
     # in the next chunk's timeline. The first chunk's page still draws it over its samples,
     # and its vitals are the page load's (INP from the later chunk).
@@ -400,7 +410,7 @@ def test_one_uploads_page_has_its_page_loads_windows(stored) -> None:
             "POST", f"/v1/traces?app=shop&key=k1&id={uid}&route=/late&release=9.9", body,
             {"Content-Type": "application/json"})
         assert status in (202,), got
-    with playwright_chromium() as b:
+    with fresh_pages(chromium) as b:
         page, errors = _open_upload(b, col, "chunk-1")
         assert _lanes(page) == {"main interactions": 1}
         facts = dict(page.eval_on_selector_all(
@@ -410,7 +420,7 @@ def test_one_uploads_page_has_its_page_loads_windows(stored) -> None:
         assert errors == []
 
 
-def test_an_uploads_own_long_frame_after_its_last_sample_is_drawn(stored) -> None:
+def test_an_uploads_own_long_frame_after_its_last_sample_is_drawn(chromium: Any, stored) -> None:
     """The upload page's Time view drew the page load's windows that cover its samples
     only, its own among them: a long frame of its own that ended after its last sample (its
     entry reported with the chunk) was left out (6 boxes of its 7 long frames, once in a
@@ -438,7 +448,7 @@ def test_an_uploads_own_long_frame_after_its_last_sample_is_drawn(stored) -> Non
     assert status == 202, got
     _, back = col.get("late-frame")
     assert len(orjson.loads(back)["jsprof"]["meta"]["timeline"]["longFrames"]) == len(frames)
-    with playwright_chromium() as b:
+    with fresh_pages(chromium) as b:
         page, errors = _open_upload(b, col, "late-frame")
         lanes = _lanes(page)
         assert lanes["main long animation frames"] == len(frames), (lanes, len(frames))
