@@ -1017,3 +1017,111 @@ def test_get_by_id_finds_a_pruned_copy_of_an_old_name_written_after_the_part_s_l
     meta, trace = st.get("k1")
     assert meta["n"] == 1 and trace == TRACE
     assert st.get("k2")[1] == TRACE and st.get("k3")[1] == TRACE
+
+
+def test_get_of_an_unknown_id_reads_no_parts_ids(
+        objects: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`GET /v1/traces/{id}` of an id the bucket never stored read the id column of every
+    uploads part in the query mirror (min/max statistics say nothing of random ids): its
+    cost grew with the store's history. Each uploads part now has a Bloom filter on `id`
+    (in its footer; written at compaction, merge and a prune's rewrite; read once): an
+    unknown id opens no part's ids, a compacted one only its own part's. Counted as the
+    reads of the id column, on real parts of real compactor runs: nine runs (eight of
+    them merged into one part), then a prune that rewrites that part."""
+    import pyarrow.parquet as pq
+
+    from jsprof.store.objprune import prune_objects
+    from jsprof.store.objstore import MANIFEST_KEY
+    from jsprof.store.tables.merge import FANOUT
+
+    comp = ObjectCompactor(objects, tmp_path / "compactor")
+    st = ObjectSegmentStore(objects.url, objects)
+    for run in range(FANOUT + 1):
+        for i in range(2):
+            assert st.append(f"r{run}-u{i}", _meta(run * 2 + i), TRACE)
+        assert comp.run().uploads == 2
+    parts = orjson.loads(objects.get(MANIFEST_KEY)[0])["uploads"]
+    assert len(parts) == 2 and parts[0].get("level") == 1, parts
+    reads: list[str] = []
+    real = pq.read_table
+
+    def counted(source: object, *a: object, columns: list | None = None, **kw: object) -> object:
+        if columns is not None and "id" in columns:
+            reads.append(str(source))
+        return real(source, *a, columns=columns, **kw)
+
+    def looked_up() -> None:
+        reads.clear()
+        assert st.get("never-stored") is None
+        assert reads == []  # was: one read per uploads part
+        for uid, n in (("r1-u1", 3), (f"r{FANOUT}-u0", FANOUT * 2)):
+            reads.clear()
+            meta, trace = st.get(uid)
+            assert meta["n"] == n and trace == TRACE
+            assert len(reads) == 1, reads
+
+    monkeypatch.setattr(pq, "read_table", counted)
+    looked_up()
+    # the merged part holds uploads on both sides of the cut: written anew without r0's
+    cut = prune_objects(comp, st.get("r1-u0")[0]["receivedAt"] - 500)
+    assert cut.tables_removed == 2
+    assert st.get("r0-u0") is None
+    looked_up()
+
+
+class PruneInTheMiddle:
+    """`inner`, whose first fetch of a segment object first runs `prune()` to its end: a
+    prune by the lease holder racing a lookup that has refreshed its mirror (manifest,
+    parts) and listed the segment objects, and now fetches one."""
+
+    def __init__(self, inner: object, prune: object) -> None:
+        self.inner, self.url, self.prune = inner, inner.url, prune
+        self.pruned = None
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.inner, name)
+
+    def get(self, key: str) -> object:
+        if key.startswith("segments/") and self.pruned is None:
+            self.pruned = self.prune()
+        return self.inner.get(key)
+
+
+def test_get_by_id_during_a_prune(objects: object, tmp_path: Path) -> None:
+    """A prune that runs while `GET /v1/traces/{id}` looks an upload up, after the lookup
+    read the tables (the upload compacted) and listed the segment objects. One segment
+    object holds p1, q1 and k1, received 2 ms apart; a first cut removes p1 (the prune
+    writes the object anew without it and deletes it), a second q1. Their collector's
+    clock was 3 hours behind the bucket's: the hour around an upload's receivedAt lists
+    nothing, and the lookup lists its part's whole range of segment names.
+    A kept upload (k1, during the second cut) was answered 410 (RawRemoved) though the
+    bucket holds it: the object listed was gone when fetched, and its copy (put before the
+    original is deleted, named where it sorted) was never listed. Now a name that vanished
+    between listing and fetch makes the lookup list again. A removed one (p1, during the
+    first cut) was 410 too ("its raw record removed") for an upload that is gone; now it
+    is 404, as after the prune and as a query counts it: before answering 410 the lookup
+    reads the retention marks again (a prune writes its mark first)."""
+    from jsprof.store.objprune import prune_objects
+
+    now = time.time() * 1000
+    old = now - 10 * 86400e3
+    key = _segment(objects, int(old + 3 * 3600e3),
+                   [("p1", dict(_meta(1), receivedAt=old)),
+                    ("q1", dict(_meta(2), receivedAt=old + 2)),
+                    ("k1", dict(_meta(3), receivedAt=old + 4))])
+    _segment(objects, int(now - 3600e3), [("k2", dict(_meta(4), receivedAt=now - 3600e3))])
+    comp = ObjectCompactor(objects, tmp_path / "compactor")
+    assert comp.run().uploads == 4
+    for uid, cut, n in (("p1", old + 1, None), ("k1", old + 3, 3)):
+        raced = PruneInTheMiddle(objects, lambda cut=cut: prune_objects(comp, cut))
+        st = ObjectSegmentStore(objects.url, raced)
+        if n is None:
+            assert st.get(uid) is None  # was: RawRemoved (410)
+        else:
+            meta, trace = st.get(uid)  # was: RawRemoved (410)
+            assert meta["n"] == n and trace == TRACE
+        assert raced.pruned is not None and raced.pruned.rewritten == 1
+    keys = [k for k, _ in objects.list("segments/")]
+    assert key not in keys and any("-pruned_1-" in k for k in keys), keys
+    st = ObjectSegmentStore(objects.url, objects)
+    assert st.get("p1") is None and st.get("q1") is None and st.get("k1")[1] == TRACE

@@ -223,3 +223,34 @@ def test_damaged_raw_records_are_counted_by_compaction_not_silently_skipped(
     again = compact(st)  # counted once, not again
     assert (again.uploads, again.damaged) == (1, 0) and len(read_manifest(st.path)["damaged"]) == 2
     st.close()
+
+
+def test_an_uploads_part_keeps_a_filter_of_its_ids(tmp_path: Path) -> None:
+    """The Bloom filter of an uploads part's ids (store/tables/idfilter.py), as a part's
+    footer keeps it: every id written is held (any UTF-8 id, up to the 128 characters a
+    collector keeps), ids never written are excluded but for ~0.3 %, a part without one
+    (an older jsprof's) may hold any id, and a file replaced is read again."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from jsprof.store.tables import idfilter
+
+    def write(path: Path, ids: list[str]) -> None:  # as parts.py writes a part
+        t = pa.table({"id": ids})
+        with pq.ParquetWriter(path, t.schema) as w:
+            w.write_table(t)
+            idfilter.put(w, idfilter.encode(t["id"]))
+
+    ids = [f"id-{i}" for i in range(5000)] + ["é日本", "x" * 128, ""]
+    path = tmp_path / "part.parquet"
+    write(path, ids)
+    assert all(idfilter.may_hold(path, idfilter.id_hash(i)) for i in ids)
+    false = sum(idfilter.may_hold(path, idfilter.id_hash(f"other-{i}")) for i in range(20000))
+    assert false < 20000 * 0.01, false
+    plain = tmp_path / "old.parquet"
+    pq.write_table(pa.table({"id": ids}), plain)
+    assert idfilter.may_hold(plain, idfilter.id_hash("other-1"))
+    write(path, ["other-1"])
+    os.utime(path, ns=(1, 1))  # another file at the path: not the cached filter
+    assert idfilter.may_hold(path, idfilter.id_hash("other-1"))
+    assert not idfilter.may_hold(path, idfilter.id_hash("id-1"))

@@ -44,7 +44,7 @@ import shutil
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -485,6 +485,7 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
     import pyarrow.parquet as pq
 
     from .errors import RawRemoved
+    from .tables.idfilter import id_hash, may_hold
     from .tables.manifest import part_path, read_manifest
 
     with query_lock(objects.url):
@@ -493,14 +494,19 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
         if found is not None:
             return found
         at: float | None = None
+        app: str | None = None
         held = False
         span: list | None = None
         tdir = root / "tables"
+        h = id_hash(upload_id)
         for e in reversed(read_manifest(root)["uploads"]):
-            t = pq.read_table(tdir / part_path(e), columns=["id", "received_at"],
+            if not may_hold(tdir / part_path(e), h):
+                continue  # its ids' filter says not (an unknown id: as a rule every part)
+            t = pq.read_table(tdir / part_path(e), columns=["id", "received_at", "app"],
                               filters=[("id", "==", upload_id)])
             if t.num_rows:
                 held, at = True, t.column("received_at")[0].as_py()
+                app = t.column("app")[0].as_py()
                 span = e.get("segments") if isinstance(e, dict) else None
                 break
     if not held:
@@ -511,6 +517,7 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
     if at is not None:
         lo, hi = (max(0, math.floor(at - GET_WINDOW_S * 1000)),
                   math.ceil(at + GET_WINDOW_S * 1000))
+    listings: list[Callable[[], list[str]]] = []
     if isinstance(span, list) and len(span) == 2 and all(isinstance(n, str) for n in span):
         # An older jsprof's names (not time-sorted, all before the new ones) are listed
         # whole when the range begins among them, with every new name up to its end: a
@@ -518,32 +525,68 @@ def find_upload(objects: ObjectStore, upload_id: str) -> tuple[dict, bytes] | No
         # names, named by their writers' start (segment_put_time: the range's last too).
         old = segment_time(span[0]) is None
         first, last = segment_time(span[0]) or 0, segment_put_time(span[1])
-        near = _names(objects, None if last is None else max(first, lo or 0),
-                      None if last is None else min(last, last if hi is None else hi), old)
-        found = _fetch_holding(objects, near, upload_id, at)
-        if found is None and last is not None:
-            tried = set(near)
-            found = _fetch_holding(objects, [n for n in _names(objects, first, last, False)
-                                             if n not in tried], upload_id, at)
-        if found is not None:
-            return found
+        listings.append(lambda: _names(
+            objects, None if last is None else max(first, lo or 0),
+            None if last is None else min(last, last if hi is None else hi), old))
+        if last is not None:
+            listings.append(lambda: _names(objects, first, last, False))
     else:
         # A part compacted before parts named their segments: the hour around it, then
         # (its collector's clock that far off the bucket's) every name, as before.
-        near = []
         if lo is not None and hi is not None:
-            near = _names(objects, lo, hi, old=True)
-            found = _fetch_holding(objects, near, upload_id, at)
-            if found is not None:
-                return found
-        tried = set(near)
-        found = _fetch_holding(objects, [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)
-                                         if k[len(SEGMENTS):] not in tried], upload_id, at)
-        if found is not None:
-            return found
+            listings.append(lambda: _names(objects, lo, hi, old=True))
+        listings.append(lambda: [k[len(SEGMENTS):] for k, _ in objects.list(SEGMENTS)])
+    found = _fetch_listed(objects, listings, upload_id, at)
+    if found is not None:
+        return found
+    if _pruned_since(objects, app, at):
+        return None  # a prune cut it while we looked: gone, as a query counts it
     raise RawRemoved(f"{upload_id!r}: compacted, and no segment object holds its raw record "
                      "any more (raw retention, or a lifecycle rule on segments/); the query "
                      "tables still count it")
+
+
+# A lookup lists again when a segment object it listed was gone when fetched, at most this
+# often: a prune writes such an object anew (put first, then the old one deleted)
+RELISTS = 3
+
+
+def _fetch_listed(objects: ObjectStore, listings: list[Callable[[], list[str]]],
+                  upload_id: str, at: float | None) -> tuple[dict, bytes] | None:
+    """The upload's record from the names of each listing in turn (those not fetched
+    yet). A name listed and gone when fetched is a prune's rewrite (or a deletion) since
+    the listing: the copy, put before the original was deleted and named where it sorted,
+    is in a listing made after, so the last listing is made again (up to RELISTS times)."""
+    tried: set[str] = set()
+    queue = list(listings)
+    again = 0
+    while queue:
+        listing = queue.pop(0)
+        names = [n for n in listing() if n not in tried]
+        found, vanished = _fetch_holding(objects, names, upload_id, at)
+        if found is not None:
+            return found
+        tried.update(names)
+        if vanished and not queue and again < RELISTS:
+            again += 1
+            queue.append(listing)
+    return None
+
+
+def _pruned_since(objects: ObjectStore, app: str | None, at: float | None) -> bool:
+    """Whether the bucket's retention marks, read now, cut an upload of `app` received at
+    `at` (a prune writes its mark before it removes anything)."""
+    got = objects.get(PRUNED_KEY)
+    if got is None or at is None:
+        return False
+    try:
+        marks = orjson.loads(got[0])
+    except orjson.JSONDecodeError:
+        return False
+    if type(marks) is not dict:
+        return False
+    cuts = [v for k, v in marks.items() if k in ("*", app) and type(v) in (int, float)]
+    return bool(cuts) and at < max(cuts)
 
 
 def _names(objects: ObjectStore, lo: int | None, hi: int | None, old: bool) -> list[str]:
@@ -557,25 +600,28 @@ def _names(objects: ObjectStore, lo: int | None, hi: int | None, old: bool) -> l
 
 
 def _fetch_holding(objects: ObjectStore, names: list[str], upload_id: str,
-                   at: float | None) -> tuple[dict, bytes] | None:
+                   at: float | None) -> tuple[tuple[dict, bytes] | None, bool]:
     """The upload's record from the first of the segment objects `names` whose receivedAt
-    range (in its name) holds `at` and that holds it, or None."""
+    range (in its name) holds `at` and that holds it, or None; and whether one of those
+    fetched was gone (removed since listed)."""
     import tempfile
 
+    vanished = False
     with tempfile.TemporaryDirectory(prefix="jsprof-get-") as tmp:
         for name in names:
             if not segment_may_hold(name, at):
                 continue
             got = objects.get(SEGMENTS + name)
             if got is None:
-                continue  # removed since listed
+                vanished = True  # removed since listed
+                continue
             path = Path(tmp, name)
             path.write_bytes(got[0])
             found = _scan_segments(Path(tmp), upload_id, [name])
             path.unlink()
             if found is not None:
-                return found
-    return None
+                return found, vanished
+    return None, vanished
 
 
 def _scan_segments(sdir: Path, upload_id: str,

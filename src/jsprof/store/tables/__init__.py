@@ -4,6 +4,7 @@ without re-parsing JSON. One module per job:
 - `manifest.py`: what is committed (cursor, part files, per-release sizes), read once by a
   query, replaced atomically by a writer;
 - `parts.py`: the Parquet schemas, writing and checking one part file;
+- `idfilter.py`: an uploads part's Bloom filter of its ids (in its footer), for lookups;
 - `intern.py`: one upload -> its release's frame and stack ids and its rows (the time rule);
 - `compact.py`: the compactor's run (raw uploads since the cursor -> parts -> manifest);
 - `merge.py`: small parts merged by levels, closed days into one, old files after a grace;

@@ -14,6 +14,7 @@ from typing import Any
 from ..cursor import segment_span
 from ..durable import fsync_dir
 from ..lock import TablesLock
+from .idfilter import Builder, put
 from .intern import follow_merge, forget
 from .manifest import (
     KINDS,
@@ -26,6 +27,7 @@ from .manifest import (
     write_manifest,
 )
 from .parts import (
+    is_uploads,
     level,
     new_part,
     new_parts_streamed,
@@ -180,6 +182,8 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
             w.write_table(t, row_group_size=max(1, t.num_rows))
         buf, held = [], 0
 
+    # an uploads part's filter of its ids (idfilter.py), made as its rows stream by
+    ids = Builder(sum(int(e.get("rows") or 0) for e in entries)) if is_uploads(sch) else None
     with pq.ParquetWriter(tmp, sch, compression="zstd") as w:
         for e in entries:
             src = verify_part(tdir, e)
@@ -193,6 +197,8 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
                     buf.append(t)
                     held += t.nbytes
                     rows += t.num_rows
+                    if ids is not None:
+                        ids.add(t.column("id"))
             except (OSError, pa.ArrowException) as err:
                 msg = (str(err).splitlines() or ["unreadable"])[0][:200]
                 raise CompactError(
@@ -200,6 +206,8 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
                     "tables from the raw uploads"
                 ) from None
         flush()
+        if ids is not None:
+            put(w, ids.encode())
     crc, size = 0, 0
     with open(tmp, "rb") as fh:
         while chunk := fh.read(1 << 20):

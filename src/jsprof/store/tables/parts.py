@@ -31,6 +31,11 @@ def read_part(pq: Any, path: str, tdir: Path, columns: list[str] | None = None,
         ) from None
 
 
+def is_uploads(schema: Any) -> bool:
+    """Whether `schema` is the uploads table's (whose parts keep a filter of their ids)."""
+    return schema.names == schemas()["uploads"].names
+
+
 def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> tuple[int, int]:
     """Write a part (temporary name, fsync, rename); returns its (size, CRC-32)."""
     import pyarrow as pa
@@ -43,7 +48,12 @@ def _write_parquet(path: Path, columns: dict[str, Any], schema: Any) -> tuple[in
     # whose neighbours differ in their low bytes); its upload keys and markers are runs.
     extra = ({"use_byte_stream_split": ["t"], "use_dictionary": ["uk", "marker"]}
              if "t" in columns else {})
-    pq.write_table(table, tmp, compression="zstd", **extra)
+    with pq.ParquetWriter(tmp, table.schema, compression="zstd", **extra) as w:
+        w.write_table(table)
+        if is_uploads(schema):
+            from .idfilter import encode, put
+
+            put(w, encode(table["id"]))
     return _settle(tmp, path)
 
 
