@@ -5,16 +5,26 @@ against a real `jsprof serve` on page loads resampled from real Chromium traces.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
 from urllib.parse import urlencode
 
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 from fleet_util import real_store
 from serve_util import READ_TOKEN, Collector, signed_in
 
 RELEASE = "1.10.0"
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +49,8 @@ def _idle(page) -> None:
                            timeout=120000)
 
 
-def test_top_table_and_chart_give_one_share(col: Collector) -> None:
-    with playwright_chromium() as browser:
+def test_top_table_and_chart_give_one_share(chromium: Any, col: Collector) -> None:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -83,8 +93,8 @@ def test_top_table_and_chart_give_one_share(col: Collector) -> None:
         assert errors == []
 
 
-def test_one_trace_is_one_trace(col: Collector) -> None:
-    with playwright_chromium() as browser:
+def test_one_trace_is_one_trace(chromium: Any, col: Collector) -> None:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page()
         signed_in(page, col.url)
         page.fill("#route", "/solo")

@@ -2,16 +2,26 @@
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
 
 import jsprof
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
 
 
 def test_workers_example_records_five_runtimes_into_one_perfetto_trace(tmp_path):
@@ -74,7 +84,7 @@ def test_demo_app_records_on_every_engine(tmp_path, engine):
 
 
 @pytest.mark.chromium
-def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
+def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(chromium: Any, tmp_path):
     """examples/field/page.html's slow function, under Chromium's own Profiler (what the
     browser client uses), keeps the stacks of most samples: the demo once called
     `String(i).includes` in its loop, which allocates, and the browser lost 209 of 214
@@ -113,7 +123,7 @@ def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
     srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), partial(Header, directory=tmp_path))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     try:
-        with playwright_chromium() as b:
+        with fresh_pages(chromium) as b:
             page = b.new_page()
             page.goto(f"http://127.0.0.1:{srv.server_address[1]}/p.html")
             page.wait_for_function("window.result !== undefined", timeout=120_000)
@@ -126,7 +136,7 @@ def test_field_demo_workload_keeps_its_stacks_in_chromiums_profiler(tmp_path):
 
 
 @pytest.mark.chromium
-def test_field_demo_page_runs_the_tour_with_a_clean_console(tmp_path):
+def test_field_demo_page_runs_the_tour_with_a_clean_console(chromium: Any, tmp_path):
     """docs/field.md's tour for real: `jsprof serve`, examples/field/serve_page.py's
     handler serving page.html, the page in Chromium. It lists its upload ids, the browser
     asks the page server for nothing but the page (it asked for /favicon.ico: a 404 in the
@@ -161,7 +171,7 @@ def test_field_demo_page_runs_the_tour_with_a_clean_console(tmp_path):
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     console: list[str] = []
     try:
-        with playwright_chromium() as b:
+        with fresh_pages(chromium) as b:
             tab = b.new_page()
             tab.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
             tab.goto(f"{origin}/page.html")

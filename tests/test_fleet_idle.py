@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 from fleet_util import upload
 from jsprof import io
 from jsprof.cli import main
@@ -28,6 +30,14 @@ from serve_util import READ_TOKEN, Collector, signed_in
 DATA = Path(__file__).parent / "data" / "chromium"
 NO_JS_LEFT_OUT = ("(idle)", "(program)")
 EVIL = "fib\u202elive"  # drew as "fibevil" reversed: "fiblive" read backwards after fib
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module's tests, each taking its pages through
+    fresh_pages (a launch and close per test was ~2 s of each)."""
+    with playwright_chromium() as b:
+        yield b
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +148,8 @@ def test_exclude_idle_refusals(store_path: Path, capsys) -> None:
         assert code == 2 and word in err and err.count("\n") == 1, (argv, err)
 
 
-def test_the_dashboards_exclude_idle_toggle(store_path: Path, col: Collector, capsys) -> None:
+def test_the_dashboards_exclude_idle_toggle(chromium: Any, store_path: Path, col: Collector,
+                                            capsys) -> None:
     every = _top(capsys, store_path)
     busy = _top(capsys, store_path, "--exclude-idle")
     auth = {"Authorization": f"Bearer {READ_TOKEN}"}
@@ -148,7 +159,7 @@ def test_the_dashboards_exclude_idle_toggle(store_path: Path, col: Collector, ca
     st, _, body = col.request("GET", "/v1/query/top?app=shop&exclude_idle=yes",
                               headers=auth)
     assert st == 400 and b"use 1 or 0" in body
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
@@ -198,12 +209,13 @@ def test_the_dashboards_exclude_idle_toggle(store_path: Path, col: Collector, ca
         assert errors == []
 
 
-def test_the_dashboard_shows_bidi_controls_as_escapes(col: Collector, tmp_path: Path) -> None:
+def test_the_dashboard_shows_bidi_controls_as_escapes(chromium: Any, col: Collector,
+                                                      tmp_path: Path) -> None:
     # A function named with U+202E: the top table's cell and its title, the chart's
     # heading, the uploads' "that run ..." and the merged flame's label show "\u202e"; the
     # queries the page makes with the name (chart, uploads) still find it.
     shown = "fib\\u202elive"
-    with playwright_chromium() as browser:
+    with fresh_pages(chromium) as browser:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
