@@ -91,14 +91,23 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     order = np.argsort(-self_ms, kind="stable")
     order = order[self_ms[order] > 0]
 
-    def bucket_row(m: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        per = np.rint(np.bincount(b[m], weights=ns[m], minlength=nbk)).astype(np.int64)
-        nz = np.nonzero(per)[0]
-        return nz, per[nz]
+    # Each shown function's ns per bucket, and the rest's together, in one bincount over
+    # the cells (a mask of the cells per function was FUNCTIONS passes over them); each
+    # bin adds its cells in the same order as a function's own bincount did.
+    top = order[:FUNCTIONS]
+    row_of = np.full(len(names), len(top), dtype=np.int64)
+    row_of[top] = np.arange(len(top))
+    per_row = np.rint(np.bincount(row_of[g] * nbk + b, weights=ns,
+                                  minlength=(len(top) + 1) * nbk)).astype(np.int64)
+    per_row = per_row.reshape(len(top) + 1, nbk)
+
+    def bucket_row(r: int) -> tuple[np.ndarray, np.ndarray]:
+        nz = np.nonzero(per_row[r])[0]
+        return nz, per_row[r][nz]
 
     rows = []
-    for j in order[:FUNCTIONS].tolist():
-        nz, per = bucket_row(g == j)
+    for r, j in enumerate(top.tolist()):
+        nz, per = bucket_row(r)
         k = names[j]
         rows.append({
             "name": k.label() if isinstance(k, FunctionKey) else k,
@@ -108,7 +117,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
         })
     rest = order[FUNCTIONS:]
     if len(rest):
-        nz, per = bucket_row(np.isin(g, rest))
+        nz, per = bucket_row(len(top))
         rows.append({"name": f"(other functions: {len(rest)})", "loc": "",
                      "self": round(float(per.sum()) / NS_PER_MS, 6), "other": True,
                      "b": nz.tolist(), "v": [round(float(x) / NS_PER_MS, 6) for x in per]})
