@@ -90,19 +90,21 @@ def test_slices_of_a_grid_are_its_rows(monkeypatch: pytest.MonkeyPatch) -> None:
     assert _summed(sliced) == _summed(whole)
 
 
-def test_samples_with_a_nan_time_are_left_out_and_counted() -> None:
-    """A NaN time has no bucket and no key (`time_keys` raised on one: the compaction of
-    its batch failed; NaN cast to int64 is an arbitrary bucket): the rows are those of
-    the other samples, and the count says how many were left out."""
+@pytest.mark.parametrize("bad_value", [np.nan, np.inf, -np.inf])
+def test_samples_with_a_nan_time_are_left_out_and_counted(bad_value: float) -> None:
+    """A time that is not finite has no bucket and no key (`time_keys` raised on a NaN,
+    `nice` on an infinity: the compaction of its batch failed; NaN cast to int64 is an
+    arbitrary bucket): the rows are those of the other samples, and the count says how
+    many were left out."""
     cells, samples = _batch(10, 300, seed=3)
     bad = samples["t"].copy()
-    bad[[0, 5, 299, 1000, 2999]] = np.nan
+    bad[[0, 5, 299, 1000, 2999]] = bad_value
     with_nan = dict(samples, t=bad)
     dropped, pieces = time_parts(cells, with_nan, rollup.load_hash)
     got: dict[str, list] = {k: [] for k in TIME_KINDS}
     for kind, t in pieces:
         got[kind].append(t)
-    keep = ~np.isnan(bad)
+    keep = np.isfinite(bad)
     want = time_rows(cells, {k: np.asarray(v)[keep] for k, v in samples.items()},
                      rollup.load_hash)
     assert dropped == 5

@@ -124,16 +124,15 @@ def time_parts(cells: dict[str, Any], samples: dict[str, np.ndarray], load_hash:
     3 M-sample batch). `cells`: its uploads' uk, id, route, env, page_load (lists);
     `load_hash`: page-load ids -> 64-bit hashes (rollup.load_hash).
 
-    Returns (samples dropped, pieces). A sample whose time is NaN is in no time bucket
-    (NaN cast to int64 is an arbitrary one) and no time key (`time_keys` raised on it,
-    failing every compaction of its batch): it is left out of the rollups and counted.
-    The recorders' formats refuse such times, so a stored sample has one only if the
-    table was written by other means."""
+    Returns (samples dropped, pieces). A sample whose time is not finite is in no time
+    bucket (NaN cast to int64 is an arbitrary one) and no time key (`time_keys` raised on
+    a NaN, `nice` on an infinity: either failed every compaction of its batch): it is
+    left out of the rollups and counted. The recorders' formats refuse such times, so a
+    stored sample has one only if the table was written by other means."""
     t = np.asarray(samples["t"], np.float64)
-    nan = np.isnan(t)
-    dropped = int(nan.sum())
+    keep = np.isfinite(t)
+    dropped = int(len(t) - keep.sum())
     if dropped:
-        keep = ~nan
         samples = {k: np.asarray(samples[k])[keep]
                    for k in ("uk", "t", "stack_id", "marker", "weight_ns")}
     return dropped, _pieces(cells, samples, load_hash)
