@@ -19,6 +19,7 @@ import argparse
 import math
 import os
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -109,6 +110,7 @@ def main() -> None:
               f"{statistics.median(cpu) * 1e3:.1f} ms, wall {statistics.median(wall) * 1e3:.1f}"
               f" ms (medians of {args.lookups})")
     sys.stdout.flush()
+    shutil.rmtree(tmp, ignore_errors=True)  # the store built here is not kept
 
 
 if __name__ == "__main__":
