@@ -16,16 +16,9 @@ from jsprof.store.tables.compact import compact
 
 
 @pytest.fixture(scope="module")
-def cluster():
-    from distributed import Client, LocalCluster
-
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(c)
-    assert len(client.scheduler_info()["workers"]) == 2
-    yield c, client
-    client.close()
-    c.close()
+def cluster(dask_client):
+    """The session's LocalCluster (conftest.dask_client) and its Client."""
+    return dask_client.cluster, dask_client
 
 
 @pytest.fixture(scope="module")

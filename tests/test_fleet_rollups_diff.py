@@ -120,26 +120,17 @@ def test_small_sides_and_part_days_read_per_upload(store: Path) -> None:
     st.close()
 
 
-def test_dask_gives_the_rolled_diff_duckdb_gives(store: Path) -> None:
-    from distributed import Client, LocalCluster
-
+def test_dask_gives_the_rolled_diff_duckdb_gives(dask_client: object, store: Path) -> None:
     from jsprof.fleet.engine import DaskEngine, DuckEngine
 
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(c)
-    try:
-        st = api.open_store(store)
-        with api.session(st, DuckEngine()) as sd, api.session(st, DaskEngine(client=client)) as sk:
-            pd_, pk = api.diff_parts(sd, BASE, NEW, None), api.diff_parts(sk, BASE, NEW, None)
-            assert pk.base.rollup is not None
-            assert _rows(pd_.doc) == _rows(pk.doc)
-            for a, b in zip(pd_.doc["rows"], pk.doc["rows"], strict=True):
-                for k in CI:
-                    assert (a[k] is None) == (b[k] is None)
-                    if a[k] is not None:
-                        assert a[k] == pytest.approx(b[k], abs=2e-3), k
-        st.close()
-    finally:
-        client.close()
-        c.close()
+    st = api.open_store(store)
+    with api.session(st, DuckEngine()) as sd, api.session(st, DaskEngine(client=dask_client)) as sk:
+        pd_, pk = api.diff_parts(sd, BASE, NEW, None), api.diff_parts(sk, BASE, NEW, None)
+        assert pk.base.rollup is not None
+        assert _rows(pd_.doc) == _rows(pk.doc)
+        for a, b in zip(pd_.doc["rows"], pk.doc["rows"], strict=True):
+            for k in CI:
+                assert (a[k] is None) == (b[k] is None)
+                if a[k] is not None:
+                    assert a[k] == pytest.approx(b[k], abs=2e-3), k
+    st.close()

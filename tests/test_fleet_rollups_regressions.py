@@ -191,7 +191,8 @@ def test_small_pairs_still_read_their_page_loads(store: Path,
         assert got["regressions"]
 
 
-def test_dask_gives_the_rolled_regressions_duckdb_gives(store: Path, tmp_path: Path,
+def test_dask_gives_the_rolled_regressions_duckdb_gives(dask_client: object, store: Path,
+                                                        tmp_path: Path,
                                                         low_perm: None,
                                                         monkeypatch: pytest.MonkeyPatch
                                                         ) -> None:
@@ -199,31 +200,22 @@ def test_dask_gives_the_rolled_regressions_duckdb_gives(store: Path, tmp_path: P
     # rollups on a real LocalCluster's workers with no per-upload read, equals DuckDB's
     # (the parts merged, as a collector's closed days are: a task per small part of a
     # batch of 5 took minutes at load 30; three days by day).
-    from distributed import Client, LocalCluster
-
     from jsprof.fleet.engine import DaskEngine
 
     copy = tmp_path / "s"
     shutil.copytree(store, copy)
     merge_parts(copy, now=T0 / 1000 + 30 * 86400, fanout=64)
 
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(c)
-    try:
-        for by, f in (("release", Filters(app="shop")),
-                      ("day", Filters(app="shop", since=T0, until=T0 + 3 * DAY))):
-            docs = []
-            for engine in ("duckdb", DaskEngine(client=client)):
-                with api.session(api.open_store(copy), engine) as s:
-                    with monkeypatch.context() as m:
-                        _no_upload_rows(s, m)
-                        docs.append(regressions.regressions(s, f, by=by))
-            _same(*docs)
-            assert docs[0]["tests"] > 5
-    finally:
-        client.close()
-        c.close()
+    for by, f in (("release", Filters(app="shop")),
+                  ("day", Filters(app="shop", since=T0, until=T0 + 3 * DAY))):
+        docs = []
+        for engine in ("duckdb", DaskEngine(client=dask_client)):
+            with api.session(api.open_store(copy), engine) as s:
+                with monkeypatch.context() as m:
+                    _no_upload_rows(s, m)
+                    docs.append(regressions.regressions(s, f, by=by))
+        _same(*docs)
+        assert docs[0]["tests"] > 5
 
 
 class _PerPair:

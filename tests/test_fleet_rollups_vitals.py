@@ -238,9 +238,8 @@ def test_percentiles_are_of_bucket_middles_within_alpha(
                                                           rel=ALPHA)
 
 
-def test_dask_gives_the_rolled_vitals_duckdb_gives(store: Path, tmp_path: Path) -> None:
-    from distributed import Client, LocalCluster
-
+def test_dask_gives_the_rolled_vitals_duckdb_gives(dask_client: object, store: Path,
+                                                   tmp_path: Path) -> None:
     from jsprof.fleet.engine import DaskEngine, DuckEngine
 
     copy = tmp_path / "s"
@@ -248,19 +247,12 @@ def test_dask_gives_the_rolled_vitals_duckdb_gives(store: Path, tmp_path: Path) 
     st = Store(copy)
     compact(st, batch=9)
     st.close()
-    c = LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                     dashboard_address="127.0.0.1:0", host="127.0.0.1")
-    client = Client(c)
-    try:
-        st = api.open_store(copy)
-        with api.session(st, DuckEngine()) as sd, api.session(st, DaskEngine(client=client)) as sk:
-            for f in FILTERS[:4]:
-                got = vitals.rolled(sk.engine, sk.snap, f)
-                assert got is not None and got == vitals.rolled(sd.engine, sd.snap, f), f
-        st.close()
-    finally:
-        client.close()
-        c.close()
+    st = api.open_store(copy)
+    with api.session(st, DuckEngine()) as sd, api.session(st, DaskEngine(client=dask_client)) as sk:
+        for f in FILTERS[:4]:
+            got = vitals.rolled(sk.engine, sk.snap, f)
+            assert got is not None and got == vitals.rolled(sd.engine, sd.snap, f), f
+    st.close()
 
 
 def test_format_8_tables_get_their_vitals_rolled_up(
