@@ -7,6 +7,7 @@ is "slower" with that function first, on QuickJS's CPU clock and on Node's wall 
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -54,7 +55,8 @@ def _pair(tmp_path: Path, factor: int = 2, scale: int = 1) -> tuple[Path, Path]:
     """BASE and NEW in two folders (two checkouts), NEW's `render` `factor` times the work."""
     (tmp_path / "a").mkdir(exist_ok=True)
     (tmp_path / "b").mkdir(exist_ok=True)
-    text = APP.replace("20000", str(20000 * scale)).replace("60000", str(60000 * scale))
+    # one pass: replaced in turn, 20000 * 3 became a "60000" the second replace scaled again
+    text = re.sub(r"\b(20000|60000)\b", lambda m: str(int(m.group()) * scale), APP)
     base = tmp_path / "a" / "app.js"
     new = tmp_path / "b" / "app.js"
     base.write_text(text.replace("RENDER", "1"))
