@@ -44,7 +44,7 @@ from jsprof.trace import NONE, ProfilerTrace, sample_weights
 # frame is then an async function's, resumed by a job). Each compares names with a
 # built-in, then scores both items with plain arithmetic: no poll from that built-in's
 # return to the next comparator call's entry, where the caller's stack is current (the
-# callee's frame does not exist yet). ~100 ms of CPU: a few seconds under the loads below.
+# callee's frame does not exist yet). ~400 ms of CPU (ROUNDS): seconds under the loads below.
 SCRIPT = """\
 function makeData(n, seed) {
   const a = [];
@@ -97,7 +97,7 @@ async function sortLeafAfterAwait(data) {
 }
 async function main() {
   const data = makeData(3000, 7);
-  for (let r = 0; r < 3; r++) {
+  for (let r = 0; r < ROUNDS; r++) {
     sortSync(data.slice());
     await sortAfterAwait(data.slice());
     sortLeafSync(data.slice());
@@ -109,6 +109,12 @@ main();
 PAIRS = (("sortSync", "cmpSync"), ("sortAfterAwait", "cmpAfterAwait"),
          ("sortLeafSync", "leafSync"), ("sortLeafAfterAwait", "leafAfterAwait"))
 RUNS = 3
+# Sorts per comparator: ~35 samples of each comparator at 3 (~100 ms of CPU), where a
+# caller's share is a binomial draw (CPU clock, beside busy loops: 8.5 % on average,
+# leaf comparators 10-14 %): 9 of 35 (CI, 1 pair in 188 at load 11-16) crossed the third
+# with nothing wrong. At 12, ~140-200 samples each: the same bound is ~8 sd away (6 runs:
+# the largest share 0.168), and the failures it is for are shares of 1 or more.
+ROUNDS = 12
 
 
 def self_ms(trace: ProfilerTrace, interval: float, origin: float = 0.0,
@@ -171,7 +177,7 @@ def throttle(p: subprocess.Popen, done: threading.Event, stops: list[tuple[float
 
 def record_loaded(tmp_path: Path, run: int, load_kind: str, clock: str) -> dict:
     script = tmp_path / "sorts.js"
-    script.write_text(SCRIPT)
+    script.write_text(SCRIPT.replace("ROUNDS", str(ROUNDS)))
     out = tmp_path / f"{load_kind}-{clock}-{run}.jsprof.json"
     stops: list[tuple[float, float]] = []
     cmd = [sys.executable, "-m", "jsprof.cli", "record", "--clock", clock, "-o", str(out),
