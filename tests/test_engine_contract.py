@@ -94,9 +94,15 @@ def _spans_the_work(trace: ProfilerTrace, ms: float) -> None:
     frame_names = [f.name for f in trace.frames]
     times = [t for s, t in zip(trace.sample_stack.tolist(), trace.sample_time.tolist(), strict=True)
              if s >= 0 and "contractWork" in {frame_names[f] for f in trace.stack_frames(s)}]
-    assert len(times) >= 2, times
+    # every sample as (time, its stack's frames, outermost first): what the span's rest held
+    # (CI once: contractWork's samples spanned 49 of its 100 ms, the largest gap 14 ms,
+    # 25 samples; what the other ones were was not known)
+    every = [(round(t, 1), [frame_names[f] for f in trace.stack_frames(s)] if s >= 0 else [])
+             for s, t in zip(trace.sample_stack.tolist(), trace.sample_time.tolist(),
+                             strict=True)]
+    assert len(times) >= 2, every
     gap = float(np.max(np.diff(trace.sample_time)))
-    assert times[-1] - times[0] >= ms - 2 * gap, (times[0], times[-1], gap)
+    assert times[-1] - times[0] >= ms - 2 * gap, (times[0], times[-1], gap, every)
 
 
 def names(trace: ProfilerTrace) -> set[str]:
