@@ -1858,7 +1858,7 @@ def _sigint_ends_the_run() -> None:
     by a parent that ignores it): Python keeps an inherited SIG_IGN, so QuickJS, whose run
     stops through Python's KeyboardInterrupt, ran on until killed (10 minutes, until a
     SIGTERM), while Node and Chromium, which set their own handler, stopped. The engine's
-    process keeps the disposition jsprof was given (`_process.die_with_parent`)."""
+    process keeps the disposition jsprof was given (`_process.dies_with_jsprof`)."""
     import signal
     import threading
 

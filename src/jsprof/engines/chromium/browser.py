@@ -11,7 +11,7 @@ import subprocess
 import tempfile
 
 from ...errors import EngineError
-from .._process import die_with_parent, end_group
+from .._process import dies_with_jsprof, end_group
 from ..cdp import CDPClient, CDPClosed, CDPError, Session
 from ..cdp_pipe import child_pipes, install_in_child
 
@@ -70,11 +70,11 @@ class Browser:
             "about:blank",
         ]
 
-        parent = os.getpid()
+        die_with_jsprof = dies_with_jsprof()
 
         def child() -> None:
             install_in_child(fds)
-            die_with_parent(parent)
+            die_with_jsprof()
 
         try:
             with open(self._log_path, "wb") as log:

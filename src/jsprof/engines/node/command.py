@@ -21,7 +21,6 @@ track's meta also holds the command's ending as a script's (`command`, `exit`,
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import select
 import shlex
@@ -35,7 +34,7 @@ from collections.abc import Sequence
 
 from ...errors import EngineError, UsageError
 from .._ending import interruption
-from .._process import SignalFlag, die_with_parent, end_group
+from .._process import SignalFlag, dies_with_jsprof, end_group
 from .process import (
     _INSPECTOR_LINES,
     effective_interval,
@@ -285,7 +284,7 @@ def record_command(
                 # Its own session, as a script's Node: a terminal's Ctrl-C reaches jsprof only,
                 # which takes every profile before it ends the command.
                 start_new_session=True,
-                preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                preexec_fn=dies_with_jsprof(),
             )
         except OSError as e:
             os.close(bell_r)

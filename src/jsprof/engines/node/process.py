@@ -3,7 +3,6 @@ forwarding its stderr (less the inspector's own lines), and ending it and its gr
 
 from __future__ import annotations
 
-import functools
 import os
 import re
 import select
@@ -16,7 +15,7 @@ from collections.abc import Sequence
 
 from ...errors import EngineError, UsageError
 from .. import _v8session
-from .._process import die_with_parent, end_group
+from .._process import dies_with_jsprof, end_group
 
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (start-up)
 if TYPE_CHECKING:
@@ -211,7 +210,7 @@ class NodeProcess:
                 stderr=subprocess.PIPE,
                 start_new_session=True,
                 env=env,
-                preexec_fn=functools.partial(die_with_parent, os.getpid()),
+                preexec_fn=dies_with_jsprof(),
             )
         except OSError as e:
             raise EngineError(f"cannot start {exe}: {e}") from None
