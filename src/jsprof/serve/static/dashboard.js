@@ -9,11 +9,31 @@ const SVG = "http://www.w3.org/2000/svg";
 
 function status(text) { $("status").textContent = text || ""; }
 
-// The tables stay empty while the queries run (seconds on a large store): say so.
+// The queries take seconds on a large store: say so. The note floats over the page (the
+// style sheet), so showing and hiding it moves nothing.
 function loading(text) {
   $("loading").hidden = !text;
   if (text) $("loading").textContent = text;
   document.body.setAttribute("aria-busy", text ? "true" : "false");
+}
+
+// A table's rows are replaced in one step when its answer has come, never emptied while
+// the query runs: an emptied table collapses, and all below it (the merged flame graph)
+// moves under the user's pointer, then back when the rows come. Until then the old rows
+// stay, dimmed (aria-busy; opacity moves nothing). Each table's loads are numbered: the
+// answer of one overtaken by a newer load is dropped, so no older rows are put in last.
+const loads = {};
+
+function pending(table) {
+  const seq = (loads[table.id] || 0) + 1;
+  loads[table.id] = seq;
+  table.setAttribute("aria-busy", "true");
+  return () => loads[table.id] === seq;
+}
+
+function showRows(table, rows) {
+  table.tBodies[0].replaceChildren(...rows);
+  table.setAttribute("aria-busy", "false");
 }
 
 async function getJSON(path, params) {
@@ -60,11 +80,13 @@ async function loadVitals() {
   const p = filterParams();
   p.delete("during"); // vitals read the timelines, not samples
   p.delete("exclude_idle");
-  const body = $("vitals").tBodies[0];
-  body.replaceChildren();
-  $("vitals-empty").textContent = "";
+  const table = $("vitals");
+  const current = pending(table);
+  const rows = [];
+  let empty = "";
   try {
     const doc = await getJSON("/v1/query/vitals", p);
+    if (!current()) return;
     for (const r of doc.rows) {
       const tr = document.createElement("tr");
       cell(tr, r.route === null ? "(none)" : r.route, "l route");
@@ -75,12 +97,15 @@ async function loadVitals() {
       const el = (r.lcpElements || [])[0];
       cell(tr, el ? `${el.element} (${el.pageLoads})` : "", "l route");
       cell(tr, r.clsP75 === null || r.clsP75 === undefined ? "–" : fmt(r.clsP75, 3));
-      body.append(tr);
+      rows.push(tr);
     }
-    if (!doc.rows.length) $("vitals-empty").textContent = "No page loads match these filters.";
+    if (!doc.rows.length) empty = "No page loads match these filters.";
   } catch (e) {
-    $("vitals-empty").textContent = e.message;
+    if (!current()) return;
+    empty = e.message;
   }
+  showRows(table, rows);
+  $("vitals-empty").textContent = empty;
 }
 
 // Per interaction target and type (`fleet interactions`): the functions that ran during
@@ -91,16 +116,19 @@ async function loadInteractions() {
   p.delete("exclude_idle");
   p.set("top", "15");
   p.set("functions", "3");
-  const body = $("interactions").tBodies[0];
-  body.replaceChildren();
-  $("interactions-note").textContent = "";
+  const table = $("interactions");
+  const current = pending(table);
   let doc;
   try {
     doc = await getJSON("/v1/query/interactions", p);
   } catch (e) {
-    body.append(sentenceRow(8, `Interactions could not be listed: ${e.message}`));
+    if (!current()) return;
+    showRows(table, [sentenceRow(8, `Interactions could not be listed: ${e.message}`)]);
+    $("interactions-note").textContent = "";
     return;
   }
+  if (!current()) return;
+  const rows = [];
   for (const r of doc.rows) {
     const tr = document.createElement("tr");
     cell(tr, r.target, "l fn");
@@ -114,12 +142,13 @@ async function loadInteractions() {
       td.append(linkButton(`${vis(f.label)} (${fmt(f.selfMs, 0)})`, `chart ${f.label}`,
         () => loadChart(f.name, f.label, fnWhere(f)).catch((e) => status(e.message))), " ");
     }
-    body.append(tr);
+    rows.push(tr);
   }
   if (!doc.rows.length) {
-    body.append(sentenceRow(8, "No interactions in these uploads' timelines (the client " +
+    rows.push(sentenceRow(8, "No interactions in these uploads' timelines (the client " +
       "observes those of 16 ms and more)."));
   }
+  showRows(table, rows);
   $("interactions-note").textContent = `${plural(doc.interactions, "interaction")} on ` +
     `${plural(doc.targets, "target")} in ${plural(doc.pageLoads, "page load")}` +
     (doc.rows.length < doc.targets ? `; the first ${doc.rows.length} shown` : "") + ".";
@@ -178,10 +207,22 @@ const NO_STACK_NAMES = new Set([
   "(idle)", "(script)", "(garbage collector)", "(style)", "(layout)", "(paint)", "(program)",
 ]);
 
+// Whether the flame graph has samples to draw; null if a newer load overtook this one.
 async function loadTop() {
   const p = filterParams();
   p.set("top", "30");
-  const doc = await getJSON("/v1/query/top", p);
+  const table = $("top");
+  const current = pending(table);
+  let doc;
+  try {
+    doc = await getJSON("/v1/query/top", p);
+  } catch (e) {
+    if (!current()) return null;
+    $("top-summary").textContent = "";
+    showRows(table, [sentenceRow(9, `Top functions could not be computed: ${e.message}`)]);
+    return false;
+  }
+  if (!current()) return null;
   $("top-summary").textContent =
     `${plural(doc.traces, "trace")} · ${doc.pageLoadsEstimated ? "~" : ""}` +
     `${plural(doc.pageLoads, "page load")}` +
@@ -193,8 +234,7 @@ async function loadTop() {
     // the collector reads a bounded number of new uploads a query (the compactor behind)
     (doc.pendingUploads ? ` · ${plural(doc.pendingUploads, "newer upload")} not read yet ` +
       "(each refresh reads more)" : "");
-  const body = $("top").tBodies[0];
-  body.replaceChildren();
+  const rows = [];
   for (const r of doc.rows) {
     const tr = document.createElement("tr");
     const idle = r.resource === null && NO_STACK_NAMES.has(r.name);
@@ -209,11 +249,12 @@ async function loadTop() {
         () => showUploadsOf(r.name, r.resource, r.label)));
     }
     tr.addEventListener("click", () => loadChart(r.name, r.label, fnWhere(r)));
-    body.append(tr);
+    rows.push(tr);
   }
   if (!doc.rows.length) {
-    body.append(sentenceRow(9, "No samples match these filters."));
+    rows.push(sentenceRow(9, "No samples match these filters."));
   }
+  showRows(table, rows);
   const firstFn = doc.rows.find((r) => r.resource !== null);
   if (firstFn && !$("chart").dataset.fn) {
     loadChart(firstFn.name, firstFn.label, fnWhere(firstFn)).catch((e) => status(e.message));
@@ -337,13 +378,14 @@ async function runDiff(ev) {
   p.set("new", `release=${$("new").value}`);
   p.set("top", "25");
   status("");
-  const body = $("diff").tBodies[0];
-  body.replaceChildren();
-  $("diff-flame").hidden = true;
+  const table = $("diff");
+  const current = pending(table);
   try {
     evidenceParam(p, "diff-min-traces", "min_traces", "Min page loads");
     evidenceParam(p, "diff-min-samples", "min_samples", "Min samples");
     const doc = await getJSON("/v1/query/diff", p);
+    if (!current()) return;
+    const rows = [];
     for (const r of doc.rows) {
       const tr = document.createElement("tr");
       cell(tr, fmt(r.selfPp, 2), r.selfPp > 0 ? "up" : r.selfPp < 0 ? "down" : "");
@@ -356,14 +398,17 @@ async function runDiff(ev) {
       cell(tr, r.label + (r.status === "new" || r.status === "removed"
         ? `  [${r.status}]` : ""), "l fn");
       cell(tr, r.resource === null ? "" : r.resource, "l loc");
-      body.append(tr);
+      rows.push(tr);
     }
+    showRows(table, rows);
     p.set("format", "flame-html");
     $("diff-flame").src = `/v1/query/diff?${p}`;
     $("diff-flame").hidden = false;
   } catch (e) {
+    if (!current()) return;
     const said = ourWords(e.message);
-    body.append(sentenceRow(7, `The releases could not be compared: ${said}`));
+    showRows(table, [sentenceRow(7, `The releases could not be compared: ${said}`)]);
+    $("diff-flame").hidden = true;
   }
 }
 
@@ -424,18 +469,22 @@ async function loadRegressions(ev) {
   // By release compares every release in order; by day may look within one.
   if (by === "release") p.delete("release");
   p.set("by", by);
-  const body = $("regressions").tBodies[0];
-  body.replaceChildren();
-  $("regressions-note").textContent = "";
+  const table = $("regressions");
+  const current = pending(table);
   let doc;
   try {
     evidenceParam(p, "reg-min-traces", "min_traces", "Min page loads");
     evidenceParam(p, "reg-min-samples", "min_samples", "Min samples");
     doc = await getJSON("/v1/query/regressions", p);
   } catch (e) {
-    body.append(sentenceRow(8, `Regressions could not be computed: ${ourWords(e.message)}`));
+    if (!current()) return;
+    showRows(table,
+      [sentenceRow(8, `Regressions could not be computed: ${ourWords(e.message)}`)]);
+    $("regressions-note").textContent = "";
     return;
   }
+  if (!current()) return;
+  const rows = [];
   const units = doc[`${by}s`];
   const baseKey = by === "release" ? "baseRelease" : "baseDay";
   for (const r of doc.regressions) {
@@ -459,20 +508,20 @@ async function loadRegressions(ev) {
     // function of that name is charted)
     tr.addEventListener("click", () => loadChart(r.name, r.label,
       { resource: null, line: null, column: null }));
-    body.append(tr);
+    rows.push(tr);
   }
   const span = units.length ? ` (${units[0]} to ${units[units.length - 1]})` : "";
   if (units.length < 2) {
     // one release (day) is nothing to compare, not a clean bill of health
-    body.append(sentenceRow(8, `Nothing to compare: regressions compare each ${by} with ` +
+    rows.push(sentenceRow(8, `Nothing to compare: regressions compare each ${by} with ` +
       `the one before, and these filters select ${plural(units.length, by)}` +
       (units.length ? ` (${units[0]}).` : ".")));
   } else if (!doc.regressions.length && doc.skipped.length === units.length - 1) {
     // every pair lacked evidence: nothing was compared, not a clean bill of health
-    body.append(sentenceRow(8, `Nothing compared over ${plural(units.length, by)}${span}: ` +
+    rows.push(sentenceRow(8, `Nothing compared over ${plural(units.length, by)}${span}: ` +
       `no ${by} had enough evidence beside the one before (see below).`));
   } else if (!doc.regressions.length) {
-    body.append(sentenceRow(8, `No function's self time per page load rose by more than ` +
+    rows.push(sentenceRow(8, `No function's self time per page load rose by more than ` +
       `${doc.minChangePct}% over ${plural(units.length, by)}${span}.`));
   }
   const notes = doc.skipped.map(
@@ -482,6 +531,7 @@ async function loadRegressions(ev) {
       `${plural(doc.tests, "change")} of functions with ${doc.minSharePct}% or more of the ` +
       `time tested, at a ${fmt(100 * doc.fdr, 0)}% false discovery rate.`);
   }
+  showRows(table, rows);
   $("regressions-note").textContent = notes.join(" ");
 }
 
@@ -512,21 +562,28 @@ async function loadUploads() {
     p.set("function", uploads.fn.name);
     if (uploads.fn.resource !== null) p.set("resource", uploads.fn.resource);
   }
-  $("uploads-what").textContent = uploads.fn ? vis(`that run ${uploads.fn.label}`) : "";
-  $("uploads-what").title = uploads.fn ? vis(uploads.fn.label) : "";
-  $("uploads-all").hidden = !uploads.fn;
-  const body = $("uploads").tBodies[0];
-  body.replaceChildren();
-  $("uploads-note").textContent = "";
-  $("uploads-next").hidden = true;
-  $("uploads-first").hidden = uploads.pages.length < 2;
-  let doc;
+  // What the table lists (its heading, the pager) changes with its rows, not before.
+  const fn = uploads.fn, page = uploads.pages.length;
+  const table = $("uploads");
+  const current = pending(table);
+  let doc = null, failed = null;
   try {
     doc = await getJSON("/v1/traces", p);
   } catch (e) {
-    body.append(sentenceRow(9, `The uploads could not be listed: ${e.message}`));
+    failed = e;
+  }
+  if (!current()) return;
+  $("uploads-what").textContent = fn ? vis(`that run ${fn.label}`) : "";
+  $("uploads-what").title = fn ? vis(fn.label) : "";
+  $("uploads-all").hidden = !fn;
+  $("uploads-first").hidden = page < 2;
+  $("uploads-next").hidden = !(doc && doc.nextCursor);
+  if (failed) {
+    showRows(table, [sentenceRow(9, `The uploads could not be listed: ${failed.message}`)]);
+    $("uploads-note").textContent = "";
     return;
   }
+  const rows = [];
   for (const u of doc.uploads) {
     const tr = document.createElement("tr");
     const idCell = cell(tr, "", "l route");
@@ -539,17 +596,17 @@ async function loadUploads() {
     const open = cell(tr, "");
     open.append(linkButton("flame graph", `flame graph of upload ${u.id}`, () => openUpload(u.id)));
     tr.addEventListener("click", () => openUpload(u.id));
-    body.append(tr);
+    rows.push(tr);
   }
   if (!doc.uploads.length) {
-    body.append(sentenceRow(9, uploads.pages.length > 1 ? "No more uploads."
-      : uploads.fn ? `No upload matching these filters runs ${uploads.fn.label}.`
+    rows.push(sentenceRow(9, page > 1 ? "No more uploads."
+      : fn ? `No upload matching these filters runs ${fn.label}.`
         : "No uploads match these filters."));
   }
-  $("uploads-note").textContent = `Page ${uploads.pages.length}` +
+  showRows(table, rows);
+  $("uploads-note").textContent = `Page ${page}` +
     (doc.nextCursor ? "; newer first, more on the next page." : ".");
   if (doc.nextCursor) {
-    $("uploads-next").hidden = false;
     $("uploads-next").onclick = () => {
       uploads.pages.push(doc.nextCursor);
       loadUploads().catch((e) => status(e.message));
@@ -584,17 +641,12 @@ async function refresh(ev) {
 
 async function refreshAll() {
   // Each section says its own error where its result would be, and a failed one
-  // leaves no stale result of earlier filters behind.
+  // leaves no stale result of earlier filters behind. Each keeps its rows until its
+  // answer comes (showRows): with the same data nothing above the flame frame moves.
   await loadVitals();
   await loadInteractions();
-  let drawn = false;
-  try {
-    drawn = await loadTop();
-  } catch (e) {
-    $("top-summary").textContent = "";
-    $("top").tBodies[0].replaceChildren(
-      sentenceRow(9, `Top functions could not be computed: ${e.message}`));
-  }
+  const drawn = await loadTop();
+  if (drawn === null) return; // a newer refresh asked since: it fills the rest
   // The flame graph only for filters the top table answered (its error would be JSON in
   // the frame): the same selection.
   $("flame").hidden = !drawn;
