@@ -281,12 +281,13 @@ def test_dashboard_in_chromium(chromium: Any, server):
                 break
             assert time.monotonic() < deadline, [f.url for f in page.frames]
             page.wait_for_timeout(100)  # (time.sleep would hold Playwright's events)
-        # The regressions and uploads above the frame are emptied and filled again after
-        # its src is set, and its note goes at its load: until the dashboard says it is done
-        # (aria-busy false) and the note is gone, the frame moves. A click inside it is
-        # aimed where the tab was; if the frame moved down past the tab, the click lands on
-        # the dashboard, Playwright counts it done (the frame never saw it) and the viewer
-        # stays on Flame: the 60 s wait for sandwich rows of issue 37. Forced (the uploads'
+        # The uploads above the frame get this release's rows (6 for 13) after its src is
+        # set: until the dashboard says it is done (aria-busy false) and the frame's note
+        # is gone, the frame may move (with unchanged data nothing moves now:
+        # tests/test_dashboard_layout.py). A click inside it is aimed where the tab was; if
+        # the frame moved past the tab, the click lands on the dashboard, Playwright counts
+        # it done (the frame never saw it) and the viewer stays on Flame: the 60 s wait for
+        # sandwich rows of issue 37. Forced before the tables kept their rows (the uploads'
         # answer held until the frame drew): the tab moved 123 px down, a click where it
         # was left the view on Flame.
         expect(page.locator("body")).to_have_attribute("aria-busy", "false", timeout=60000)
