@@ -31,7 +31,7 @@ from jsprof.render.flame import (
     script_json,
 )
 from jsprof.trace import Recording, TraceBuilder
-from viewer_util import open_page, record_app, wait
+from viewer_util import open_page, record_app, record_log, wait
 
 SVG_NS = "{http://www.w3.org/2000/svg}"
 XSS_SCRIPT = "</script><img src=x onerror=alert(1)>"
@@ -1252,7 +1252,12 @@ def _source_app(tmp_path: Path, engine: str) -> tuple[Path, Path]:
 
 def _report_lines(trace: Path, capsys, *extra: str) -> list[dict]:
     capsys.readouterr()
-    assert main(["report", str(trace), "--by", "line", "--json", "--all", *extra]) == 0
+    if main(["report", str(trace), "--by", "line", "--json", "--all", *extra]) != 0:
+        # Once in CI a Chromium recording had no line data at all: say what it held.
+        err = capsys.readouterr().err
+        main(["report", str(trace), "--top", "15"])
+        pytest.fail(f"report --by line failed: {err}\nrecord said:\n{record_log(trace)}\n"
+                    f"the trace by function:\n{capsys.readouterr().out}")
     return json.loads(capsys.readouterr().out)["rows"]
 
 

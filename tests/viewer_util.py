@@ -74,7 +74,16 @@ def record_app(d: Path, source: str, engine: str) -> Path:
         capture_output=True, text=True, timeout=180, cwd=d,
     )
     assert p.returncode == 0, p.stderr
+    # What record said (its summary, notes of lost or partial tracks): a test that finds
+    # the trace wrong prints it (record_log), the recording itself is gone with tmp_path.
+    out.with_suffix(".log").write_text(p.stdout + p.stderr)
     return out
+
+
+def record_log(trace: Path) -> str:
+    """What `jsprof record` printed when it wrote `trace` (record_app)."""
+    log = trace.with_suffix(".log")
+    return log.read_text() if log.exists() else "(no record log)"
 
 
 def write_page(trace: Path, out: Path, *extra: str) -> Path:
