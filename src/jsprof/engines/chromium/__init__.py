@@ -19,10 +19,11 @@ notes after a recording's summary; the command itself is jsprof/cli.py's).
 How it is done (measured on Chromium 156, see docs/engines.md):
 - The browser is started with no port at all (the pipe), a fresh profile folder, in its
   own process group, with a parent-death signal: it never outlives jsprof.
-- Profiling starts on the blank tab before navigation; V8's inspector keeps the profiler
-  state of a session and restores it (interval included) in the renderer the navigation
-  lands in, before the page's first script. Workers and iframes are auto-attached
-  paused (`waitForDebuggerOnStart`), get `setSamplingInterval` then `start`, then run.
+- Profiling starts on the blank tab before navigation (its reply waited for); V8's
+  inspector keeps the profiler state of a session and restores it (interval included) in
+  the document the navigation lands in, before the page's first script. Workers and
+  iframes are auto-attached paused (`waitForDebuggerOnStart`), get `setSamplingInterval`
+  then `start`, then run.
 - Timestamps: V8 profiles count microseconds of the monotonic clock Chromium's
   `performance.timeOrigin` is derived from; each track is made relative to its own
   context's time origin (page or worker), so they line up with `performance.now()`.

@@ -116,11 +116,10 @@ class Browser:
     def new_page(self) -> tuple[Session, str]:
         """A fresh blank tab, in a browser context of its own, and a flattened session.
 
-        Its own context, because the profiler must already run in the renderer the page
-        lands in: the first navigation of a fresh context's blank tab stays in the tab's
-        still unassigned renderer, where we started it; in a shared context Chromium may
-        move the page to another renderer of the same site, and V8's inspector restores
-        the profiler there only after the page's first scripts ran (measured: 1 in 6)."""
+        Its own context, so that no other page of the site shares its renderer: the page's
+        document restarts the profiler from the session's confirmed state (page.py's
+        prepare waits for the start's reply; docs/engines.md, "Profiler state survives a
+        navigation")."""
         root = self.client.session
         ctx = root.send("Target.createBrowserContext", {"disposeOnDetach": True})
         cid = ctx["browserContextId"]

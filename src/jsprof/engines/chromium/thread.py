@@ -79,9 +79,10 @@ class JSThread:
     next_timeline: float = 0.0
 
     # -- profiler
-    def start_profiler(self, us: int) -> None:
-        """Queued without waiting: commands run in order, before the thread's first line."""
-        _v8session.start_profiler(self.session, us, wait=False)
+    def start_profiler(self, us: int, wait: bool = False) -> None:
+        """Queued without waiting (a thread paused at its start: the commands run in order,
+        before its first line); `wait`: until the thread said the profiler runs."""
+        _v8session.start_profiler(self.session, us, wait=wait)
         self.profiling = True
 
     def rotate(self, reply: bool = False) -> int | None:
