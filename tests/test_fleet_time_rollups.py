@@ -198,14 +198,9 @@ def test_tables_of_the_format_before_are_read_per_sample_then_rolled_up(
     _check(copy, filters=FILTERS[:1])
 
 
-def test_the_dask_engine_draws_the_same_view(store: Path) -> None:
-    pytest.importorskip("distributed")
-    from distributed import Client, LocalCluster
-
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
-                      dashboard_address=None) as c, Client(c) as client:
-        _check(store, filters=FILTERS[:1] + FILTERS[4:5],
-               engine=fleet_engine.DaskEngine(client=client))
+def test_the_dask_engine_draws_the_same_view(store: Path, dask_client: Any) -> None:
+    _check(store, filters=FILTERS[:1] + FILTERS[4:5],
+           engine=fleet_engine.DaskEngine(client=dask_client))
 
 
 def test_the_percentile_s_key_from_counts_is_numpy_s() -> None:

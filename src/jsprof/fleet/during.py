@@ -26,6 +26,7 @@ import numpy as np
 
 from .. import script_lines
 from ..analysis.busy import attribute_trace, charged_mask
+from ..store.tables.view import timed
 from ..trace import NONE, ProfilerTrace, TraceBuilder
 from . import timeline as tl
 from .engine import FrameRows, Snapshot, StackRows, Uploads
@@ -155,9 +156,15 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
         if not windows or int(up.uk[i]) not in spans:
             continue
         a, b = spans[int(up.uk[i])]
-        w = samples["weight_ns"][a:b] / NS_PER_MS  # the weights the compactor stored
-        tr = _upload_trace(stored[up.rkey[i]], samples["t"][a:b], samples["stack_id"][a:b],
-                           samples["marker"][a:b].astype(np.int64))
+        # A sample whose stored time is not finite is in no window and is no neighbour:
+        # left out before all else, by the Time view's rule (`timed`), so the gaps (its
+        # lost time) are those of the samples with a time (an infinite gap to one made
+        # the kept samples' lost time infinite)
+        on = timed(samples["t"][a:b])
+        t, wns = samples["t"][a:b][on], samples["weight_ns"][a:b][on]
+        w = wns / NS_PER_MS  # the weights the compactor stored
+        tr = _upload_trace(stored[up.rkey[i]], t, samples["stack_id"][a:b][on],
+                           samples["marker"][a:b][on].astype(np.int64))
         keep = tl.in_windows(tr.sample_time, windows)
         if not keep.any():
             continue
@@ -172,9 +179,8 @@ def select_during(snap: Snapshot, up: Uploads, during: str, slower_than: float |
         wk = w[keep]
         attributed_ms += float(wk[charged_mask(tr)[keep]].sum())
         if up.lost_ms[i] > 0:
-            lost[i] = float(lost_per_sample(samples["t"][a:b], w)[keep].sum())
-        rows.append((np.full(len(st), ri, np.int64), st, mk,
-                     samples["weight_ns"][a:b][keep],
+            lost[i] = float(lost_per_sample(t, w)[keep].sum())
+        rows.append((np.full(len(st), ri, np.int64), st, mk, wns[keep],
                      np.full(len(st), int(up.uk[i]), np.int64)))
     releases = {}
     leaf_frame = {}

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis.profile import FunctionKey
-from ..store.tables.view import time_key
+from ..store.tables.view import TIMED_SQL, time_key
 from ..trace import MARKERS, NONE, no_stack_name
 from . import timeline as tl
 from .engine import Snapshot, Uploads
@@ -80,7 +80,7 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     finally:
         if duck is not engine:
             duck.close()
-    width, nbk, later, names, cells, total_b, loads_b = got
+    width, nbk, later, names, cells, total_b, loads_b, non_finite = got
     page_loads = len(tl.page_loads(timelines))
     if rolled:  # every upload's samples, the timelines of `pick`'s
         read, untimed, page_loads = len(up), 0, up.page_loads()
@@ -147,6 +147,8 @@ def time_course(engine: Any, snap: Snapshot, sel: Any, app: str) -> dict:
     return {
         "width": width, "buckets": nbk, "later": later,
         "uploads": read, "uploadsAll": len(up), "uploadsUntimed": untimed,
+        # samples of the uploads read whose stored time is not finite: in no bucket
+        "samplesNonFinite": non_finite,
         "pageLoads": page_loads, "timelineUploads": len(pick),
         "pageLoadsAll": up.page_loads(),
         "totalMs": round(float(total_b.sum()) / NS_PER_MS, 6),
@@ -165,16 +167,21 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
                  load: np.ndarray) -> tuple:
     """The samples of `sub` summed in the engine: (bucket width ms, buckets, whether the
     last is "later", the functions (FunctionKey or a no-stack name) by index, the
-    (function, bucket, ns) cells, ns per bucket, page loads with a sample per bucket).
-    Functions are indexed as the releases' frames come (releases by key), then the
-    samples without a stack by their name, in the order the uploads first have them."""
+    (function, bucket, ns) cells, ns per bucket, page loads with a sample per bucket,
+    samples left out for a time that is not finite). Functions are indexed as the
+    releases' frames come (releases by key), then the samples without a stack by their
+    name, in the order the uploads first have them."""
     from .query import IDLE_MARKERS
 
     empty = np.zeros(0, np.int64)
     keys: dict[FunctionKey | str, int] = {}
-    # (idle) and (program) left out with exclude_idle, as the other merged views do
-    keep = (f"NOT (stack_id = {NONE} AND marker IN ({', '.join(map(str, IDLE_MARKERS))}))"
-            if sel.filters.exclude_idle else "true")
+    # A time that is not finite places its sample nowhere (NaN sorted as the largest time
+    # was the 99th percentile, and fell in "later"; -inf counted at 0): left out and
+    # counted, by the rule the rollups follow (`TIMED_SQL`), so both paths agree.
+    # (idle) and (program) left out with exclude_idle, as the other merged views do.
+    keep = TIMED_SQL + (
+        f" AND NOT (stack_id = {NONE} AND marker IN ({', '.join(map(str, IDLE_MARKERS))}))"
+        if sel.filters.exclude_idle else "")
     got = {"ri": empty, "sid": empty, "m": empty, "b": empty, "load": empty, "ns": empty,
            "first": empty}
     m_g: dict[int, np.ndarray] = {}  # release index -> each stored stack's function
@@ -185,11 +192,12 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
         # kept times, enough of them for the 99th percentile (`_percentile99`) whatever
         # `n` is up to the uploads' sample count (a third scan only if there are more).
         most = _top_wanted(int(sub.samples.sum()))
-        seen = {"ri": empty, "n": empty, "top": empty} if run is None else run(
+        seen = {"ri": empty, "n": empty, "top": empty, "bad": empty} if run is None else run(
             f"SELECT ri, count(*) FILTER (WHERE {keep}) AS n, "
-            f"max(greatest(t, 0.0), {most}) FILTER (WHERE {keep}) AS top "
-            "FROM s GROUP BY ri")
+            f"max(greatest(t, 0.0), {most}) FILTER (WHERE {keep}) AS top, "
+            f"count(*) FILTER (WHERE NOT {TIMED_SQL}) AS bad FROM s GROUP BY ri")
         n = int(seen["n"].sum())
+        non_finite = int(np.asarray(seen["bad"], np.int64).sum())
         # Each stored stack's leaf function as `fleet top` names it (the release's maps).
         m_g = _stack_functions(snap, sel, app, sub, seen["ri"], keys)
         # Buckets up to the 99th percentile of the samples' times, so one tab left open
@@ -199,7 +207,7 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
         hi = 1.0
         if n:
             tops = [np.asarray(v, np.float64) for v in seen["top"] if v is not None]
-            # descending as the engine orders them (NaN, none expected, first)
+            # descending as the engine orders them (no NaN: `keep` has none)
             largest = np.sort(np.concatenate(tops))[::-1] if tops else np.zeros(0)
             hi = _percentile99(run, keep, n, largest)
         width, nb = time_key(hi)
@@ -221,7 +229,7 @@ def _bucket_sums(duck: Any, snap: Snapshot, sel: Any, app: str, sub: Uploads,
     per_load = got["ri"] != got["ri"]  # NaN: a (bucket, page load) row
     cell = ~per_load
     loads_b = np.bincount(np.asarray(got["b"][per_load], np.int64))
-    return width, *_cells(got, cell, nb, loads_b, m_g, keys)
+    return width, *_cells(got, cell, nb, loads_b, m_g, keys), non_finite
 
 
 def _stack_functions(snap: Snapshot, sel: Any, app: str, up: Uploads, ris: np.ndarray,
@@ -283,7 +291,10 @@ def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
     (store/tables/timeroll.py), or None when they cannot answer it: a selection the
     rollups do not (`rollups.plan`: whole days, app, release, route, env), uploads
     without sample rows, a 99th percentile between two of their keys, a width under 1 ms
-    or past their largest grid. The same sums, buckets and page loads as the samples'."""
+    or past their largest grid. The same sums, buckets and page loads as the samples', and
+    the same count of samples left out for a time that is not finite: the rollups have no
+    key for them (`timeroll.time_parts`), so they are the uploads' samples less those the
+    keys count."""
     from ..store.tables.view import TIME_KINDS, percentile_key, view_grid
     from .query import IDLE_MARKERS
     from .rollups import plan
@@ -295,9 +306,14 @@ def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
     if p is None or not set(up.rkeys) <= set(p.rkeys):
         return None
     keys = duck.rollup_sql(p, "rollup_timekeys", f, (
-        "SELECT width, nb, sum(samples)::BIGINT AS n FROM r "
-        f"{'WHERE idle = 0 ' if f.exclude_idle else ''}GROUP BY width, nb"))
-    key = percentile_key(keys["width"], keys["nb"], keys["n"])
+        "SELECT idle, width, nb, sum(samples)::BIGINT AS n FROM r GROUP BY idle, width, nb"))
+    keyed = np.asarray(keys["n"], np.int64)
+    non_finite = int(up.samples.sum()) - int(keyed.sum())
+    if non_finite < 0:  # keys of samples the uploads do not have: the samples answer
+        return None
+    if f.exclude_idle:
+        keyed = np.where(np.asarray(keys["idle"], np.int64) == 0, keyed, 0)
+    key = percentile_key(keys["width"], keys["nb"], keyed)
     grid = None if key is None else view_grid(key[0])
     if key is None or grid is None:
         return None
@@ -324,7 +340,7 @@ def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
     fn: dict = {}
     m_g = _stack_functions(snap, sel, app, up, got["ri"], fn)
     nbk, *rest = _cells(got, np.ones(len(got["ri"]), bool), nb, loads_b, m_g, fn)
-    return width, nbk, rest[0], rest[1], rest[2], rest[3], rest[4][:nbk]
+    return width, nbk, rest[0], rest[1], rest[2], rest[3], rest[4][:nbk], non_finite
 
 
 def floor_div_sql(x: str, w: str) -> str:

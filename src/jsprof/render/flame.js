@@ -2405,6 +2405,8 @@
         " matching uploads (an even spread): the lanes and the range's table count those; the vitals rows below count all." :
         F.timelineUploads < F.uploadsAll ? " The long frames, interactions and LCP rows are those of " + F.timelineUploads +
         " of the " + F.uploadsAll + " uploads (an even spread); the lanes count all." : "";
+      if (F.samplesNonFinite) more += " " + F.samplesNonFinite + " sample" + (F.samplesNonFinite === 1 ? "" : "s") +
+        " stored with a time that is not a finite number (not from a browser) are in no bucket: left out.";
       sec.appendChild(el("p", {"class": "note", "data-note": "fleet"},
         "No common clock: each of the " + F.pageLoads + " page load" + (F.pageLoads === 1 ? "" : "s") +
         " (" + F.uploads + " upload" + (F.uploads === 1 ? "" : "s") + ") is placed at its own time since navigation start, " +

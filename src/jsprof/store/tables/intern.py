@@ -476,8 +476,8 @@ def write_release_parts(
                     {k: [c[k] for c in mine] for k in ("uk", "id", "route", "env", "page_load")},
                     data, load_hash)
                 if dropped:
-                    log.warning("%s: %d samples with a NaN time left out of the Time view's "
-                                "rollups", rkey, dropped)
+                    log.warning("%s: %d samples with a time that is not finite left out "
+                                "of the Time view's rollups", rkey, dropped)
                 time_parts_of[day] = new_parts_streamed(
                     tdir, {k: f"{k}/rkey={rkey}/{sub}{name}" for k in TIME_KINDS}, pieces,
                     sch, day, [c.get("_at") for c in mine])

@@ -39,6 +39,16 @@ TB_CAP = 1023
 # Samples that --exclude-idle leaves out: no stack, marked idle or unmarked ("other")
 IDLE_MARKERS = (NONE, MARKERS.index("other"))
 TIME_KINDS = ("rollup_time", "rollup_timeloads", "rollup_timekeys")
+# Which samples the Time view places: those whose stored time is finite. A NaN or
+# infinite time is in no bucket and no key, so it is left out and counted, by the
+# rollups here (`timed`) and by the view's scans of the samples (this SQL, on the samples'
+# `t`): one rule, so either path gives the same view (issue 34).
+TIMED_SQL = "isfinite(t)"
+
+
+def timed(t: np.ndarray) -> np.ndarray:
+    """`TIMED_SQL` of times `t`: which are finite."""
+    return np.isfinite(np.asarray(t, np.float64))
 
 
 def nice(x: float) -> float:
@@ -129,9 +139,8 @@ def time_parts(cells: dict[str, Any], samples: dict[str, np.ndarray], load_hash:
     a NaN, `nice` on an infinity: either failed every compaction of its batch): it is
     left out of the rollups and counted. The recorders' formats refuse such times, so a
     stored sample has one only if the table was written by other means."""
-    t = np.asarray(samples["t"], np.float64)
-    keep = np.isfinite(t)
-    dropped = int(len(t) - keep.sum())
+    keep = timed(samples["t"])
+    dropped = int(len(keep) - keep.sum())
     if dropped:
         samples = {k: np.asarray(samples[k])[keep]
                    for k in ("uk", "t", "stack_id", "marker", "weight_ns")}

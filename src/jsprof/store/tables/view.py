@@ -51,7 +51,16 @@ from .rollup import (
 )
 from .rollup import schemas as rollup_schemas
 from .timeroll import BUCKETS as TIME_BUCKETS
-from .timeroll import IDLE_MARKERS, TIME_KINDS, nice, percentile_key, time_key, view_grid
+from .timeroll import (
+    IDLE_MARKERS,
+    TIME_KINDS,
+    TIMED_SQL,
+    nice,
+    percentile_key,
+    time_key,
+    timed,
+    view_grid,
+)
 from .vitals import prior_timelines
 
 __all__ = [
@@ -60,6 +69,7 @@ __all__ = [
     "IDLE_MARKERS",
     "TIME_BUCKETS",
     "TIME_KINDS",
+    "TIMED_SQL",
     "LOAD_KEY",
     "ROLLUP_KINDS",
     "TAIL_MAX",
@@ -83,6 +93,7 @@ __all__ = [
     "rollup_schemas",
     "rollup_vitals",
     "time_key",
+    "timed",
     "view_grid",
     "tables_dir",
 ]
