@@ -32,6 +32,9 @@ class Release:
     # a line per uploaded map that does not match its script (not applied: shown as
     # recorded), as `jsprof record/report` say it
     warnings: list[str] = field(default_factory=list)
+    # per stored stack id, its stored frame id (the tables' stacks, before maps): what a
+    # view of the tables' stack ids needs with `frame_key`, without reading them again
+    stack_frame: np.ndarray | None = None
 
 
 def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
@@ -43,9 +46,10 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     frame_key = sourcemaps.frame_functions(trace, maps, notes,
                                            sourcemaps.mismatch_hint(app, release))
     stack_map = None
+    stored_frames = trace.stack_frame
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes)
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes, stored_frames)
 
 
 def merges_frames(rel: Release) -> bool:
