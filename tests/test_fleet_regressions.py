@@ -94,7 +94,11 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
     assert r.returncode == 0 and r.stdout == (
         "nothing compared over 2 releases (1.0.0 to 1.1.0): no release had enough evidence "
         "beside the one before (why: the lines on stderr)\n"), (r.stdout, r.stderr)
-    assert r.stderr.startswith("not compared: 1.0.0 -> 1.1.0: "), r.stderr
+    # ... in regressions' words: it said "fleet diff: --base (...)", options of another
+    # command (a field try: `regressions --during interaction` on a 21-page-load store).
+    assert r.stderr.startswith(
+        "not compared: 1.0.0 -> 1.1.0: release 1.0.0 matches 8 page loads"), r.stderr
+    assert "fleet diff" not in r.stderr and "--base" not in r.stderr, r.stderr
 
 
 # ---- page loads resampled from real Chromium traces ------------------------------------------

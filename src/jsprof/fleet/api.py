@@ -428,11 +428,14 @@ class DiffParts:
 def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
                rules: list[str] = (), min_traces: int = 5, min_samples: int = 1000,
                flame_fmt: str | None = None, reps: int = 200, exact_resources: bool = False,
-               rolled: bool = False, units: Any = None) -> DiffParts:
+               rolled: bool = False, units: Any = None,
+               named_as: tuple[str, str] | None = None) -> DiffParts:
     """`diff`, keeping the selections, the row keys and the matcher. `rolled` (with reps
     0: no intervals): both sides from the rollups whatever their size, when they can be
     (`fleet regressions`, which reads their per-load sums next); `units`: those two
-    sides' `rollups.select`, already made (`rollups.Units`)."""
+    sides' `rollups.select`, already made (`rollups.Units`). `named_as`: how a refusal names
+    the two sides in the caller's words (`regressions`: "release 1.0.1"), else diff's
+    own: `fleet diff: --base (FILTERS)`."""
     import math
 
     from ..analysis.calltree import build_call_tree
@@ -459,12 +462,16 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     else:
         base = query.select(s.engine, s.snap, base_f)
         new = query.select(s.engine, s.snap, new_f)
-    require_match(s, base_f, base.traces, f"--base ({describe(base_f)}): ")
-    require_match(s, new_f, new.traces, f"--new ({describe(new_f)}): ")
-    require_windows(base, f"--base ({describe(base_f)}): ")
-    require_windows(new, f"--new ({describe(new_f)}): ")
-    query.check_evidence(base, f"--base ({describe(base_f)})", min_traces, min_samples)
-    query.check_evidence(new, f"--new ({describe(new_f)})", min_traces, min_samples)
+    named = named_as or (f"--base ({describe(base_f)})", f"--new ({describe(new_f)})")
+    require_match(s, base_f, base.traces, f"{named[0]}: ")
+    require_match(s, new_f, new.traces, f"{named[1]}: ")
+    require_windows(base, f"{named[0]}: ")
+    require_windows(new, f"{named[1]}: ")
+    # diff's own refusal names the command (its stderr line has no other context); a
+    # caller's sides are said inside that caller's sentence
+    said = named if named_as else tuple(f"fleet diff: {n}" for n in named)
+    query.check_evidence(base, said[0], min_traces, min_samples)
+    query.check_evidence(new, said[1], min_traces, min_samples)
 
     def keys_for(d: Any) -> list:
         # A rule naming no function is a typo that would pass CI forever: exit 2 with the

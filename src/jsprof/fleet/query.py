@@ -525,7 +525,8 @@ MIN_SAMPLES = 1000
 
 
 def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int) -> None:
-    """Enough evidence on one side of a diff: `min_traces` counts page loads, not uploads
+    """Enough evidence on one side of a diff (`side`: its name, the refusal's subject):
+    `min_traces` counts page loads, not uploads
     (the option keeps its old name): the chunks of one page load (one `pageLoad` id) are one
     user's visit, not several independent traces, as `regressions` tests them."""
     loads = sel.uploads.page_loads()
@@ -541,7 +542,7 @@ def check_evidence(sel: Selection, side: str, min_traces: int, min_samples: int)
             said = (f"~{said} (an estimate from the rollups' page-load sketch: standard "
                     f"error {100 * HLL_ERROR:.1f} %)")
         raise UsageError(
-            f"fleet diff: {side} matches {said}{ups} and "
+            f"{side} matches {said}{ups} and "
             f"{plural(sel.samples, 'sample')}; each side needs at least "
             f"{plural(min_traces, 'page load')} and {plural(min_samples, 'sample')} (widen "
             "the filters, wait for more uploads, or lower --min-traces/--min-samples)"

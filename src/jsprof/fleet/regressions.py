@@ -212,7 +212,8 @@ def _supported(parts: Any, self_b: np.ndarray, all_b: float, self_a: np.ndarray,
 
 
 def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_traces: int,
-          min_samples: int, min_share: float, units: Any, at: int, hashes: dict) -> _Pair:
+          min_samples: int, min_share: float, units: Any, at: int, hashes: dict,
+          by: str) -> _Pair:
     """The tests of one pair (`units`' `at` and `at` + 1, read from the rollups:
     `rollups.Units`; None: per upload; `k`: the pair's number, its permutations' seed):
     from the rollups' per-load sums (`rollups.perload_side`) when both sides can be read
@@ -229,9 +230,12 @@ def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_
                 for (p, rows), g in zip(plans, (base_f, new_f), strict=True)
         ) <= stats.PERM_MAX_LOADS:
             plans = None
+    # A pair too thin to test is named in this command's words ("release 1.0.1"), not
+    # diff's ("fleet diff: --base (...)": options `regressions` does not have).
+    names = (f"{by} {before}", f"{by} {after}")
     # reps=0: no bootstrap; every row of the diff, its keys and matcher
     parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0,
-                           rolled=plans is not None,
+                           named_as=names, rolled=plans is not None,
                            units=None if plans is None else (units.select(at),
                                                              units.select(at + 1)))
     if plans is not None:
@@ -244,7 +248,8 @@ def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_
                                            a.q[cols]) if cols else None)
             return _Pair(before, after, parts, cols, got, b.loads, a.loads,
                          lambda rows, n: rollups.perload_examples(s.engine, a, new_f, rows, n))
-        parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0)
+        parts = api.diff_parts(s, base_f, new_f, None, (), min_traces, min_samples, None, 0,
+                               named_as=names)
     sb, _, ab = query.trace_shares(s.engine, s.snap, parts.base, parts.keys, parts.match)
     sa, _, aa = query.trace_shares(s.engine, s.snap, parts.new, parts.keys, parts.match)
     # The unit is the page load (its chunks summed): one value per load a side.
@@ -293,7 +298,7 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
                                                                strict=False)):
         try:
             pair = _pair(s, before, after, base_f, new_f, len(pairs), min_traces,
-                         min_samples, min_share, read, u, hashes)
+                         min_samples, min_share, read, u, hashes, by)
         except UsageError as e:
             skipped.append({by: after, base_key: before, "reason": str(e)})
             continue
