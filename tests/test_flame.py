@@ -341,6 +341,29 @@ def test_the_page_script_is_package_data_and_valid_javascript():
     assert '"render/*.js"' in pyproject
 
 
+@pytest.mark.parametrize("fmt", ["html", "svg"])
+def test_each_function_is_worded_once_per_page(data: Path, fmt: str,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """A function's label is made once for the page's frames, model and index (and once
+    by the colour rule), not once per drawn frame and per view: that per-frame wording was
+    most of the render's CPU on a fleet flame page (issue 34)."""
+    from jsprof.trace import FunctionKey
+
+    rec = io.load(data / "node" / "bench.cpuprofile")
+    tree = build_call_tree(rec)
+    calls = [0]
+    real = FunctionKey.label
+
+    def label(self: FunctionKey) -> str:
+        calls[0] += 1
+        return real(self)
+
+    monkeypatch.setattr(FunctionKey, "label", label)
+    render_flame(tree, fmt, rec=rec)
+    assert len(tree.parent) > 3 * len(tree.functions)  # frames repeat functions
+    assert calls[0] <= 2 * len(tree.functions) + 4
+
+
 def _basic_tree_small():
     return build_call_tree(_rec([["main", "a"], ["main", "b"]]))
 

@@ -40,7 +40,15 @@ def fill_rule(color_by: str, hue_of: dict[str | None, int]) -> Callable[[Any], s
     next hue when first asked) or by its name. Diff pages colour the Flame view's frames
     by change instead, and keep this rule in the other views."""
 
+    memo: dict[Any, str] = {}  # a function's fill never changes once it has one
+
     def fill_of(fn: Any) -> str:
+        got = memo.get(fn)
+        if got is None:
+            got = memo[fn] = _fill(fn)
+        return got
+
+    def _fill(fn: Any) -> str:
         name = clean(fn.label())
         if color_by == "function":
             return function_fill(name)

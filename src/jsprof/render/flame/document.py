@@ -18,7 +18,7 @@ from ..base import Renderer, flame_kind
 from ..packed import pack_ints, pack_ms, quantize_ms
 from ..viewer_samples import sample_columns
 from .colours import diff_fill, signed_ms
-from .escape import clean, script_json
+from .escape import clean, function_texts, script_json
 from .frames import frames
 from .index import tree_index
 from .layout import WIDTH, layout, track_widths
@@ -71,7 +71,9 @@ def render_flame(
     # Widths as the page reads them back (packed to the ns): the SVG's titles and the
     # page's tooltips print the same numbers.
     lay.w = quantize_ms(np.array(lay.w, np.float64)).tolist()
-    fr = frames(tree, lay, icicle, color_by, change, width, svg=fmt == "svg")
+    # every function's label and location, worded once for the frames, model and index
+    texts = function_texts(tree.functions)
+    fr = frames(tree, lay, icicle, color_by, change, width, svg=fmt == "svg", texts=texts)
     legend = fr.legend
     if change is not None:
         m = (
@@ -103,7 +105,7 @@ def render_flame(
         return svg_document(fr, data, title, subtitle, width)
     # (recursion, once: the model's function totals and the index's outermost calls)
     rep_fn = repeats_an_ancestor(tree.parent, tree.function)
-    m = viewer_model(tree, rep_fn)
+    m = viewer_model(tree, rep_fn, texts)
     keys = m.pop("_keys")
     model_fn = m.pop("_fn")
     # One colour rule for every view: each model function's fill as the Flame view fills
@@ -130,7 +132,7 @@ def render_flame(
         else:
             views = ("flame", "sandwich", "source")  # --during: its samples' times are gone
         src = script_json(source_model(rec, keys, m["ftotal"], track, source))
-    ix = tree_index(tree, fr.fill_of, rep_fn)
+    ix = tree_index(tree, fr.fill_of, rep_fn, texts)
     if ix is not None:
         # The tables read the whole tree (the index): above INDEX_NODES there is none.
         at = views.index("sandwich") + 1

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import html
 import re
+from typing import Any
 
 import orjson
 
@@ -17,6 +18,12 @@ _BAD_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\ud800-\udfff\ufffe\ufff
 def clean(s: str) -> str:
     """Replace characters XML cannot carry at all (even escaped) with U+FFFD."""
     return _BAD_CHARS.sub("\ufffd", s)
+
+
+def function_texts(functions: list[Any]) -> tuple[list[str], list[str]]:
+    """Each function's label and location (FunctionKey's), cleaned: once per page for
+    every view that words them (frames, model, index), not once per view and node."""
+    return [clean(f.label()) for f in functions], [clean(f.location()) for f in functions]
 
 
 def esc(s: str) -> str:

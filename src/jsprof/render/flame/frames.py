@@ -25,7 +25,7 @@ from .colours import (
     resource_fill,
     signed_ms,
 )
-from .escape import clean, esc
+from .escape import clean, esc, function_texts
 from .layout import CHAR_W, PAD, ROOT_FN, ROW, FlameLayout
 
 
@@ -61,8 +61,10 @@ def frames(
     change: TreeChange | None,
     width: int,
     svg: bool = True,
+    texts: tuple[list[str], list[str]] | None = None,
 ) -> Frames:
-    """The drawn frames: SVG elements (`svg`) or the page's columns, and the legend."""
+    """The drawn frames: SVG elements (`svg`) or the page's columns, and the legend.
+    `texts`: `function_texts(tree.functions)` when the caller has it."""
     total = lay.total if lay.total > 0 else 1.0
     max_depth = max(lay.depth) if len(lay) else 0
     height = (max_depth + 1) * ROW
@@ -82,19 +84,27 @@ def frames(
 
     # Hues go to resources by their self time, so the hottest code gets the first colour
     # (and the legend lists resources hottest first).
+    # (per drawn frame: its node's function, -1 for the root; the columns as Python lists
+    # once, not a numpy scalar per frame)
+    labels, fn_locs = function_texts(funcs) if texts is None else texts
+    node = np.array(lay.node, np.int64)
+    real = node >= 0
+    fn_at = np.full(len(node), -1, np.int64)
+    fn_at[real] = tree.function[node[real]]
+    fn_of = fn_at.tolist()
+    own = tree.self_ms.tolist()
     res_self: dict[str, float] = {}
     fn_self: dict[str, float] = {}
     unscripted = False
-    for n in lay.node:
+    for n, fi in zip(lay.node, fn_of, strict=True):
         if n >= 0:
-            fn = funcs[int(tree.function[n])]
-            r = fn.resource
+            r = funcs[fi].resource
             if r is not None:
-                res_self[r] = res_self.get(r, 0.0) + float(tree.self_ms[n])
+                res_self[r] = res_self.get(r, 0.0) + own[n]
             else:
                 unscripted = True
-            label = clean(fn.label())
-            fn_self[label] = fn_self.get(label, 0.0) + float(tree.self_ms[n])
+            label = labels[fi]
+            fn_self[label] = fn_self.get(label, 0.0) + own[n]
     for r in sorted(res_self, key=lambda r: -res_self[r]):
         hue_of[r] = HUES[len(hue_of) % len(HUES)]
         if color_by == "resource":
@@ -110,23 +120,31 @@ def frames(
     col_l: list[int] = []
     col_f: list[int] = []
     fill_ix: dict[str, int] = {}
+    # A function's name, location and fill, worded once however many frames it has
+    # (a diff's fills are per frame)
+    worded: dict[int, tuple[str, str, str]] = {}
+    q_self = quantize_ms(tree.self_ms).tolist() if svg else []
+    samples_of = tree.total_samples.tolist() if svg else []
     parts = []
     for j in range(len(lay)):
         n = lay.node[j]
+        self_ms, samples = 0.0, None
         if n == ROOT_FN:
-            name, loc, self_ms, samples = "all", "every sample in the profile", 0.0, None
-            fill = GREY
+            name, loc, fill = "all", "every sample in the profile", GREY
         else:
-            fn = funcs[int(tree.function[n])]
-            name, loc = clean(fn.label()), clean(fn.location())
-            if fn.resource is None and not loc and fn.name in NO_STACK_NAMES:
-                loc = "samples with no JavaScript on the stack"
-            self_ms = float(quantize_ms(tree.self_ms[n]))
-            samples = int(tree.total_samples[n])
+            fi = fn_of[j]
+            got = worded.get(fi)
+            if got is None:
+                fn = funcs[fi]
+                loc = fn_locs[fi]
+                if fn.resource is None and not loc and fn.name in NO_STACK_NAMES:
+                    loc = "samples with no JavaScript on the stack"
+                got = worded[fi] = (labels[fi], loc, "" if change is not None else fill_of(fn))
+            name, loc, fill = got
             if change is not None:
                 fill = diff_fill(float(change.colour[n]), d_scale)
-            else:
-                fill = fill_of(fn)
+            if svg:
+                self_ms, samples = q_self[n], int(samples_of[n])
         col_n.append(name_ix.setdefault(name, len(name_ix)))
         if len(name_ix) > len(names):
             names.append(name)
@@ -179,7 +197,6 @@ def frames(
     # The page draws on a canvas from binary columns (one atob each, no per-number parse):
     # depth, position and width (ms), name, location and fill ids, self ms and samples, and
     # for a diff the numbers of its tooltip line.
-    node = np.array(lay.node, np.int64)
 
     def at(col: np.ndarray, root: float) -> np.ndarray:
         """`col` at each drawn frame's node, `root` at the root (a tree may have no node)."""

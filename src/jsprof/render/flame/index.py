@@ -25,7 +25,8 @@ INDEX_TRACK_CELLS = 4_000_000  # nodes x tracks of per-track totals at most
 
 
 def tree_index(
-    tree: CallTree, fill_of: Callable[[Any], str] | None = None, rep: np.ndarray | None = None
+    tree: CallTree, fill_of: Callable[[Any], str] | None = None, rep: np.ndarray | None = None,
+    texts: tuple[list[str], list[str]] | None = None,
 ) -> dict | None:
     """The call tree as columns for the page (None above INDEX_NODES nodes: the page then
     searches and zooms over the drawn frames only). With `fill_of` (the Flame view's
@@ -44,7 +45,7 @@ def tree_index(
         "fn": pack_ints(tree.function),
         "tot": pack_ms(tree.total_ms),
         "n": pack_ints(np.rint(tree.total_samples)),
-        "fname": [clean(f.label()) for f in tree.functions],
+        "fname": [clean(f.label()) for f in tree.functions] if texts is None else texts[0],
         "res": list(res),
         "fres": pack_ints(np.array(fres, np.int64)),
         "fline": pack_ints(np.array([-1 if f.line is None else f.line for f in tree.functions],
@@ -52,7 +53,8 @@ def tree_index(
         "fcol": pack_ints(np.array([-1 if f.column is None else f.column for f in tree.functions],
                                    np.int64)),
         # pseudo frames ("(program)") have no location at all
-        "nolo": [i for i, f in enumerate(tree.functions) if not f.location()],
+        "nolo": [i for i, f in enumerate(tree.functions) if not f.location()] if texts is None
+        else [i for i, loc in enumerate(texts[1]) if not loc],
         # For the page's transforms (viewer_transforms.js), which match as the command
         # line's do: the functions with no name of their own (they match "(anonymous)" as
         # well as their label), the rows of samples with no stack (no frame to match), and

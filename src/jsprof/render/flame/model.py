@@ -8,7 +8,7 @@ import numpy as np
 from ...analysis.calltree import CallTree
 from ...analysis.profile import repeats_an_ancestor
 from ..packed import pack_ints, pack_ms
-from .escape import clean
+from .escape import function_texts
 
 # The viewer's other views (sandwich, time) read a finer tree than the drawing keeps: every
 # node above this share of all time, at most MODEL_NODES of them, so zoom and the callers
@@ -61,9 +61,11 @@ def model_nodes(tree: CallTree) -> tuple[np.ndarray, np.ndarray]:
     return nodes, index
 
 
-def viewer_model(tree: CallTree, rep: np.ndarray | None = None) -> dict:
+def viewer_model(tree: CallTree, rep: np.ndarray | None = None,
+                 texts: tuple[list[str], list[str]] | None = None) -> dict:
     """The data of the sandwich view: every function with its self and total, and the call
-    tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees."""
+    tree's nodes above MODEL_SHARE (parents before children) to merge callers and callees.
+    `texts`: `function_texts(tree.functions)` when the caller has it."""
     total = float(tree.total_time)
     tm = tree.total_ms
     nodes, index = model_nodes(tree)
@@ -80,12 +82,15 @@ def viewer_model(tree: CallTree, rep: np.ndarray | None = None) -> dict:
     used = np.nonzero(has)[0]
     fmap = np.full(len(tree.functions), -1, np.int64)
     fmap[used] = np.arange(len(used))
-    funcs = [tree.functions[i] for i in used.tolist()]
+    kept = used.tolist()
+    funcs = [tree.functions[i] for i in kept]
+    labels, locs = function_texts(funcs) if texts is None else (
+        [texts[0][i] for i in kept], [texts[1][i] for i in kept])
     # Time a dropped child stood for is not the parent's own: kept apart so the views can
     # say "(thinner paths)" instead of painting it as self time.
     return {
-        "fname": [clean(f.label()) for f in funcs],
-        "floc": [clean(f.location()) for f in funcs],
+        "fname": labels,
+        "floc": locs,
         "fself": [round(float(v), 6) for v in self_ms[used]],
         "ftotal": [round(float(v), 6) for v in total_ms[used]],
         "fselfN": self_n[used].tolist(),
