@@ -124,13 +124,18 @@ def main() -> int:
         c, w = cpu(lambda s=s: asks["flame html"](s))
     print(f"first flame html of the process: {c:.2f} s CPU, {crcs[0]} parts checksummed",
           flush=True)
-    for name, ask in asks.items():
-        for r in range(args.runs):
+    cpus: dict[str, list[float]] = {name: [] for name in asks}
+    for r in range(args.runs):  # the asks alternated, so the machine's load falls on each
+        for name, ask in asks.items():
             crcs[0] = 0
             with api.session(st, keep_tail=True) as s:
                 c, w = cpu(lambda s=s, ask=ask: ask(s))
-            print(f"{name} run {r}: {c:.2f} s CPU, {w:.2f} s wall, {crcs[0]} parts "
+            cpus[name].append(c)
+            print(f"{name} run {r}: {c:.3f} s CPU, {w:.2f} s wall, {crcs[0]} parts "
                   "checksummed", flush=True)
+    med = {name: sorted(v)[len(v) // 2] for name, v in cpus.items()}
+    print("median CPU: " + ", ".join(
+        f"{name} {v:.3f} s ({v / med['top']:.2f}x top)" for name, v in med.items()), flush=True)
     default = timecourse.TIME_UPLOADS
     for cap in [int(x) for x in args.caps.split(",") if x]:
         timecourse.TIME_UPLOADS = cap
