@@ -627,15 +627,23 @@ function shareDefinition() {
     "The release diff and the regressions count every sample.";
 }
 
+// Refreshes still running. A refresh asked while another runs overlaps it, and either may
+// end first (an overtaken table's answer is dropped, and a refresh whose top table was
+// overtaken stops there, leaving the rest to the other): the page is done (aria-busy
+// false, the note hidden) only when the last of them has ended.
+let refreshing = 0;
+
 async function refresh(ev) {
   if (ev) ev.preventDefault();
   status("");
   shareDefinition();
+  refreshing += 1;
   loading("Loading the results of these filters: web vitals, interactions, top functions, regressions and uploads…");
   try {
     await refreshAll();
   } finally {
-    loading("");
+    refreshing -= 1;
+    if (!refreshing) loading("");
   }
 }
 
