@@ -395,3 +395,42 @@ def test_dashboard_regressions_minimum_evidence_in_its_words(chromium: Any, col:
         expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
             "Regressions could not be computed: Min samples is “0”; enter a whole "
             "number, 1 or more.", timeout=60000)
+
+
+def test_a_refresh_answers_the_filters_it_started_with(chromium: Any, col: Collector) -> None:
+    # A refresh loads its sections one after another (seconds on a large store). A release
+    # picked meanwhile, not applied, was read by the later sections (top, regressions,
+    # uploads) while the vitals above them had the filters applied: a field try showed
+    # every release's vitals and interactions beside release 1.0.2's top table. The pick
+    # is made here at the moment the vitals are asked for (the page's fetch wrapped).
+    from playwright.sync_api import expect
+
+    with fresh_pages(chromium) as browser:
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        signed_in(page, col.url)
+        ids = page.locator("#uploads tbody a.upload")
+        expect(ids).to_have_count(20, timeout=60000)
+        page.evaluate("""() => {
+          const f = window.fetch;
+          window.fetch = function (url, opts) {
+            if (String(url).includes("/v1/query/vitals") && !window.picked) {
+              window.picked = true;
+              document.getElementById("release").value = "1.10.0";
+            }
+            return f.call(this, url, opts);
+          };
+        }""")
+        page.click("#apply")  # every release, as the controls say when it is clicked
+        expect(page.locator("body")).to_have_attribute("aria-busy", "false", timeout=60000)
+        assert page.evaluate("window.picked") is True
+        # Every section of that refresh: all releases (1.10.0 alone has 16 uploads, the
+        # newest u46), the vitals of each.
+        expect(ids).to_have_count(20, timeout=60000)
+        assert ids.first.text_content() == "u47"
+        vitals = page.locator("#vitals tbody").inner_text()
+        assert "1.9.0" in vitals and "1.11.0" in vitals, vitals
+        # Applied, the pick is every section's.
+        page.click("#apply")
+        expect(ids).to_have_count(16, timeout=60000)
+        assert ids.first.text_content() == "u46"
+        expect(page.locator("#vitals tbody")).not_to_contain_text("1.9.0", timeout=60000)

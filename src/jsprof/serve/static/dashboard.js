@@ -61,7 +61,19 @@ function fill(select, values, keepFirst) {
   }
 }
 
+// The filters of the last refresh (Apply, an app picked, Exclude idle): every section
+// reads these, never the controls as they are when its turn comes. A refresh loads its
+// sections one after another (seconds on a large store); a release picked meanwhile, not
+// yet applied, gave the later sections (top, regressions, uploads) that release while the
+// vitals and interactions above them kept the one applied (a field try: vitals of every
+// release beside release 1.0.2's top table, nothing on the page saying so).
+let applied = null;
+
 function filterParams() {
+  return new URLSearchParams(applied ?? controlParams());
+}
+
+function controlParams() {
   const p = new URLSearchParams();
   p.set("app", $("app").value);
   if ($("release").value) p.set("release", $("release").value);
@@ -635,6 +647,7 @@ let refreshing = 0;
 
 async function refresh(ev) {
   if (ev) ev.preventDefault();
+  applied = controlParams();
   status("");
   shareDefinition();
   refreshing += 1;
