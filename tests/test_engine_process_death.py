@@ -1,6 +1,6 @@
 """An engine's process dies with jsprof (`engines/_process.dies_with_jsprof`, Linux's
 PR_SET_PDEATHSIG), and the forked child imports nothing on its way to exec: an import
-there cost the child ~10 ms of CPU per start (issue 32: counted as Node's) and can
+there cost the child ~4 ms of CPU per start (issue 32: counted as Node's) and can
 deadlock on a lock another of jsprof's threads held at the fork."""
 
 from __future__ import annotations
