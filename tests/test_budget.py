@@ -112,21 +112,28 @@ def test_planted_slowdown_is_slower_and_named_first_quickjs_cpu(tmp_path):
 
 
 def test_a_a_pair_is_never_slower_quickjs(tmp_path):
-    # Runs of ~10 ms of CPU (scale 4), ~10 samples at 1 ms: at scale 1 (~2.3 ms, 2 or 3
+    # Runs of ~13 ms of CPU (scale 4), ~13 samples at 1 ms: at scale 1 (~2.3 ms, 2 or 3
     # samples a run) the runs' numbers were mostly quantization, no look could ever say
     # "same" within 5 %, and every run went to the 300-round limit "unsure" (33-42 s).
-    # Now "same" is decided in 22-33 rounds (4-5 s), and the test asserts it was the
-    # rounds' numbers, not the round limit, that ended the run.
+    # Now "same" is decided in 22-33 rounds (4-5 s) on a quiet machine. On a loaded one
+    # the runs' spread is wider and the rounds may run out first (CI of fa082eb: 300
+    # rounds in 50 s, +1.2 %, interval -2.5 to +5.0 %): "unsure" is then the right answer,
+    # so the test asserts what it can know, that the runs are not quantized (each run's
+    # number is made of enough samples) and that no look found a change either way.
     base, _ = _pair(tmp_path, scale=4)
     res = budget(base, base, max_slower=5.0, time_cap=60)
     assert res.verdict != "slower", res.summary()
     assert res.verdict in ("same", "unsure")  # "faster" would be as false as "slower"
     doc = res.json()
     _check_schema(doc)
-    assert doc["stoppedBy"] != "max rounds", res.summary()
+    per_run = sorted(len(t.trace.sample_time) for r in res.base_runs + res.new_runs
+                     for t in r.rec.tracks)
+    assert per_run[len(per_run) // 2] >= 8, (per_run[:10], res.summary())
     lo, hi = doc["interval"]
     if res.verdict == "same":
         assert -5.0 <= lo <= hi <= 5.0
+    else:  # the rounds or the time ran out: nothing was found to differ
+        assert lo is not None and hi is not None and lo <= 0.0 <= hi, res.summary()
     # nothing changed, so nothing that changed leads the list (BH at 5 % FDR may pick a
     # function by chance, rarely; it must then be one that exists on both sides)
     assert all(c["name"] in ("tokenize", "render", "layout", "main", "") for c in doc["changed"])
