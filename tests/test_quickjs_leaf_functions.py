@@ -88,11 +88,15 @@ def test_leaf_functions_keep_their_time_on_quickjs(work):
                          {k: round(100 * v8.get(k, 0), 2) for k in LEAVES}, n)
     assert q.get("finishNodeAt", 0) >= v8["finishNodeAt"] / 10, (q.get("finishNodeAt"), v8)
     # ... and the time is no longer charged where polls are dense: skipSpace's loop (a
-    # backward jump per character) within 3x what V8 gives it and nextToken together
-    # (before: 28-32 %, 4x).
-    loop = q.get("pp.skipSpace", 0)
-    assert loop <= 3 * (v8.get("pp.skipSpace", 0) + v8.get("pp.nextToken", 0)), (
-        loop, v8.get("pp.skipSpace"), v8.get("pp.nextToken"))
+    # backward jump per character; before: 28-32 % of the JS time). V8 inlines skipSpace
+    # into nextToken and, in some runs, nextToken into next: their shares move between
+    # the three run to run (4 runs here: nextToken 0.9-7.0 %, next 4.4-8.7 %; the CI of
+    # fa082eb had skipSpace + nextToken at 2.0 %, which failed a bound on those two), the
+    # three together 9.7-12.6 %. So the three are compared as one on both sides: QuickJS
+    # 13.9-14.3 % (3 runs), with the bug >= 35 %; within 2x of V8's.
+    group = ("pp.skipSpace", "pp.nextToken", "pp.next")
+    q_group, v8_group = (sum(s.get(k, 0) for k in group) for s in (q, v8))
+    assert q_group <= 2 * v8_group, ({k: q.get(k) for k in group}, {k: v8.get(k) for k in group})
 
 
 # A comparator with no loop and no call: its only checks are its callers' (the entry poll
