@@ -14,11 +14,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from ...errors import EngineError, JSError
 from .._ending import interruption
+from .._process import dies_with_jsprof
 from ..base import Instrumentation
 from .preload import not_compiled
 
@@ -55,7 +56,7 @@ def run_instrumented(
                 env=env,
                 pass_fds=(theirs.fileno(),),
                 start_new_session=True,
-                preexec_fn=_die_with_jsprof(),
+                preexec_fn=dies_with_jsprof(),
             )
         except FileNotFoundError:
             ours.close()
@@ -89,22 +90,6 @@ def run_instrumented(
             err.exit_code = code  # type: ignore[attr-defined]
             raise err from None
     return dump, error, None
-
-
-def _die_with_jsprof() -> Callable[[], None] | None:
-    """A preexec_fn that has Node SIGKILLed if jsprof dies (Linux's PR_SET_PDEATHSIG: it
-    is in its own session, so nothing else would end it). prctl is looked up here, not
-    in the forked child, where importing (ctypes) can deadlock on a lock another thread
-    held at the fork."""
-    if sys.platform != "linux":
-        return None
-    try:
-        import ctypes
-
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, signal.SIGKILL)  # 1 = PR_SET_PDEATHSIG
 
 
 def _wait_ending_on_signals(proc: subprocess.Popen, ctl: socket.socket) -> int | None:
