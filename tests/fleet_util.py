@@ -325,3 +325,19 @@ def jittered_store(path: object, seed: int, factors: dict[str, float], loads: in
                    receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"{rel}-load-{i}", **extra)
     st.close()
     return path
+
+
+def as_tables_format_10(store: Path) -> None:
+    """The store's tables as format 10 wrote them: no Time view rollups in the manifest
+    (the next compaction rolls them up from the samples tables, `rebuild.py`)."""
+    import orjson
+
+    from jsprof.store.tables.view import TIME_KINDS
+
+    mp = store / "tables" / "_manifest.json"
+    man = orjson.loads(mp.read_bytes())
+    for entry in man["releases"].values():
+        for k in TIME_KINDS:
+            entry["parts"].pop(k)
+    man["formatVersion"] = 10
+    mp.write_bytes(orjson.dumps(man))

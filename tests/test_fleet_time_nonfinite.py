@@ -18,11 +18,10 @@ import numpy as np
 import orjson
 import pytest
 
-from fleet_util import T0, real_store
+from fleet_util import T0, as_tables_format_10, real_store
 from jsprof.fleet import api, timecourse
 from jsprof.fleet import engine as fleet_engine
 from jsprof.fleet.filters import Filters
-from jsprof.store.tables.view import TIME_KINDS
 
 FILTERS = [Filters(app="shop"), Filters(app="shop", exclude_idle=True),
            Filters(app="shop", route="/home")]
@@ -80,13 +79,7 @@ def _roll_up_again(path: Path) -> None:
     from jsprof.store.tables.compact import compact
     from jsprof.store.tables.manifest import read_manifest
 
-    mp = path / "tables" / "_manifest.json"
-    man = orjson.loads(mp.read_bytes())
-    for entry in man["releases"].values():
-        for k in TIME_KINDS:
-            entry["parts"].pop(k)
-    man["formatVersion"] = 10
-    mp.write_bytes(orjson.dumps(man))
+    as_tables_format_10(path)
     st = Store(path)
     compact(st)
     st.close()

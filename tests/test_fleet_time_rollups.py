@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import orjson
 import pytest
 
-from fleet_util import DAY, T0, make_trace, real_store, upload
+from fleet_util import DAY, T0, as_tables_format_10, make_trace, real_store, upload
 from jsprof.fleet import api, timecourse
 from jsprof.fleet import engine as fleet_engine
 from jsprof.fleet.filters import Filters
@@ -28,7 +27,6 @@ from jsprof.store.tables.compact import compact
 from jsprof.store.tables.manifest import read_manifest
 from jsprof.store.tables.merge import merge_parts
 from jsprof.store.tables.timeroll import (
-    TIME_KINDS,
     percentile_key,
     time_key,
     time_keys,
@@ -207,13 +205,7 @@ def test_tables_of_the_format_before_are_read_per_sample_then_rolled_up(
     next compaction, which rolls their days up from the samples tables: then the same."""
     copy = tmp_path / "s"
     shutil.copytree(store, copy)
-    mp = copy / "tables" / "_manifest.json"
-    man = orjson.loads(mp.read_bytes())
-    for entry in man["releases"].values():
-        for k in TIME_KINDS:
-            entry["parts"].pop(k)
-    man["formatVersion"] = 10
-    mp.write_bytes(orjson.dumps(man))
+    as_tables_format_10(copy)
     _check(copy, rolled=False, filters=FILTERS[:1])
     st = Store(copy)
     compact(st)
