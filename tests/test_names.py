@@ -2,8 +2,10 @@
 itself (node --cpu-prof: every call frame's functionName at its position)."""
 
 import json
+import os
 import shutil
 import subprocess
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -40,6 +42,7 @@ class K {
   #priv() { spin(); }
   callPriv() { this.#priv(); }
   field = () => { spin(); };
+  spun = spin();
 }
 var k = new K(); calls.push(() => new K());
 calls.push(() => k.method());
@@ -53,11 +56,11 @@ calls.push(function () { spin(); });
 o["str"] = function () { spin(); }; calls.push(o.str);
 o[0] = function () { spin(); }; calls.push(o[0]);
 o.b = { c: {} }; o.b.c.d = function () { spin(); }; calls.push(o.b.c.d);
-function Ctor() { this.t = function () { spin(); }; calls.push(this.t); }
+function Ctor() { spin(); this.t = function () { spin(); }; calls.push(this.t); }
 new Ctor();
-function lower() { this.u = function () { spin(); }; calls.push(this.u); }
+function lower() { spin(); this.u = function () { spin(); }; calls.push(this.u); }
 lower.call({});
-function ret() { return function () { spin(); }; } calls.push(ret());
+function ret() { spin(); return function () { spin(); }; } calls.push(ret());
 var quoted = { "str key": function () { spin(); }, 7: function () { spin(); } };
 calls.push(quoted["str key"], quoted[7]);
 var acc = { get gx() { spin(); return 1; } }; calls.push(() => acc.gx);
@@ -69,7 +72,7 @@ var Cls = class { m2() { spin(); } }; calls.push(() => new Cls().m2());
 var NoCtor = class extends K {}; calls.push(() => new NoCtor());
 var inArray = { a: [function () { spin(); }] }; calls.push(inArray.a[0]);
 var computed = { ["comp" + 1]: function () { spin(); } }; calls.push(computed.comp1);
-var TokContext = function TokContext(f) { this.f = f; };
+var TokContext = function TokContext(f) { spin(); this.f = f; };
 var types = { tmpl: new TokContext(function (p) { spin(); }) }; calls.push(types.tmpl.f);
 var bound = function () { spin(); }.bind(null); calls.push(bound);
 var dflt = function (f = function () { spin(); }) { f(); }; calls.push(dflt);
@@ -89,6 +92,8 @@ def _v8_names(profile: Path, url_suffix: str) -> dict[tuple[int, int], str]:
 
 
 def _cpu_prof(tmp_path: Path, script: Path, *args: str) -> Path:
+    """V8's profile of the script; beside it, in tmp_path/"coverage", V8's coverage of the
+    same run (which functions ran: see _v8_ran)."""
     if shutil.which("node") is None:
         pytest.fail("node is not installed; these tests need Node.js 20")
     out = tmp_path / "prof"
@@ -96,9 +101,22 @@ def _cpu_prof(tmp_path: Path, script: Path, *args: str) -> Path:
         ["node", "--cpu-prof", f"--cpu-prof-dir={out}", "--cpu-prof-interval", "100",
          str(script), *args],
         check=True, timeout=120,
+        env={**os.environ, "NODE_V8_COVERAGE": str(tmp_path / "coverage")},
     )
     (profile,) = out.glob("*.cpuprofile")
     return profile
+
+
+def _v8_ran(tmp_path: Path, url_suffix: str) -> Counter[str]:
+    """How many functions of each name ran in _cpu_prof's run, by V8's coverage (which,
+    unlike a profile, lists a function that ran too briefly to be sampled)."""
+    ran: Counter[str] = Counter()
+    for part in (tmp_path / "coverage").glob("*.json"):
+        for script in json.loads(part.read_text())["result"]:
+            if script["url"].endswith(url_suffix):
+                ran.update(fn["functionName"] for fn in script["functions"]
+                           if fn["ranges"][0]["count"] > 0)
+    return ran
 
 
 def test_every_form_is_named_as_v8_names_it(tmp_path):
@@ -319,7 +337,7 @@ def test_quickjs_columns_are_characters():
 # closing `}`, its field initializers at their first code (or nowhere).
 MINIFIED = """\
 function spin(){var e=Date.now()+3;while(Date.now()<e);}
-var h=(t)=>{spin()},cu=()=>()=>{spin()},ap={apply:(m,l)=>{spin()}};
+var h=(t)=>{spin()},cu=()=>{spin();return()=>{spin()}},ap={apply:(m,l)=>{spin()}};
 const g=async function(){spin()},gen=function*(){spin();yield 1};
 var o={m(){spin()},get v(){spin();return 1},"s k"(){spin()},*gm(){spin();yield 1},
 async am(){spin()}};
@@ -327,7 +345,7 @@ class K{#a=[];#b="";static s=(()=>{spin();return 1})();f=(()=>{spin();return 1})
 #m(){spin()}static sm(){spin()}run(){this.#m()}get gg(){spin();return 1}}
 class D{a=null;b=[];c=(spin(),1)}class E extends D{constructor(){super();spin()}}
 class S{static a=spin();static{spin()}static b=spin();}class T{static{spin()}}
-var fe=(function(){return function named(){spin()}})(),w=[1,function(){spin()}];
+var fe=(function(){spin();return function named(){spin()}})(),w=[1,function(){spin()}];
 function run(){h(1);cu()();ap.apply();g();gen().next();o.m();o.v;o["s k"]();o.gm().next();o.am();
 var k=new K;k.run();K.sm();k.gg;new D;new E;fe();w[1]()}
 for(var i=0;i<4;i++)run();
@@ -351,6 +369,13 @@ def test_quickjs_places_functions_as_v8(tmp_path):
             cf = node["callFrame"]
             if cf["url"].endswith(f"/forms{i}.js"):
                 v8.add((cf["functionName"], cf["lineNumber"] + 1, cf["columnNumber"] + 1))
+        # The comparison is sound only if V8 sampled every function that ran: one QuickJS
+        # caught in a moment and V8 did not would be a row V8 "lacks" by chance (a CI run
+        # failed so on Ctor, which then ran for microseconds). So every function spins, and
+        # V8's coverage of the same run says none that ran is missing from its profile.
+        rows = Counter(name for name, _, _ in v8)
+        ran = _v8_ran(tmp_path / str(i), f"/forms{i}.js")
+        assert {name for name, n in ran.items() if rows[name] < n} == set(), (ran, rows)
         got = {(name, line, col) for (url, line, col), name in
                _quickjs_frames(QuickJS(), src, str(script)).items() if url.endswith(".js")}
         assert len(got) >= (50 if i == 0 else 25), sorted(got)
