@@ -630,6 +630,7 @@ class Session {
     this.drainTimer = null;
     this.drainAt = 0;
     this.draining = false;
+    this.loadSent = null; // the page load's timings as last put in an upload (JSON)
     // One id per page load: the chunks of this page count once in the fleet.
     this.pageLoad = randomId();
     this.timeline = opts.timeline === false ? null : new Timeline();
@@ -807,17 +808,16 @@ class Session {
     return this.opts.endpoint.replace(/\/+$/, "");
   }
 
-  // The upload of `traces` (JSON, gzip'd when the browser can): {id, url, body, gz, size,
-  // last}, or null when they hold no sample. The body is text/plain (gzip bytes or JSON):
-  // no header that needs a CORS preflight, so a keepalive request is one request.
-  async build(chunk, id, pieces, after, why, timelines, plainUnder = 0) {
+  // The upload document of `pieces` (their samples after `after`) and `timelines`, made in
+  // this task (no await: a page in pagehide may get no other): {json, bytes, last,
+  // samples, timeline}; `last` is `after` when no sample is new.
+  compose(chunk, pieces, after, why, timelines) {
     const traces = pieces.map((p) =>
       p.after > -Infinity
         ? Object.assign({}, p.trace, {samples: p.trace.samples.filter((x) => x.timestamp > p.after)})
         : p.trace,
     );
     const trace = mergeTraces(traces, after);
-    if (trace.samples.length === 0) return null;
     const meta = Object.assign({}, this.opts.meta, {
       timeOrigin: performance.timeOrigin,
       userAgent: navigator.userAgent,
@@ -831,19 +831,40 @@ class Session {
     const doc = {trace, meta};
     if (this.timeline) doc.timeline = mergeTimelines(timelines);
     const json = JSON.stringify(doc);
-    const last = trace.samples[trace.samples.length - 1].timestamp;
-    const plain = new TextEncoder().encode(json).byteLength;
+    const n = trace.samples.length;
+    return {
+      json,
+      bytes: new TextEncoder().encode(json).byteLength,
+      last: n ? trace.samples[n - 1].timestamp : after,
+      samples: n,
+      timeline: doc.timeline || null,
+    };
+  }
+
+  // An upload as it is sent: {id, url, body, gz, size, last}.
+  upload(id, c, gz) {
+    if (c.timeline && c.timeline.load) this.loadSent = JSON.stringify(c.timeline.load);
+    return {id, url: this.url(id), body: gz || c.json, gz: !!gz, size: gz ? gz.byteLength : c.bytes,
+            last: c.last};
+  }
+
+  // The upload of `traces` (JSON, gzip'd when the browser can), or null when they hold no
+  // sample. The body is text/plain (gzip bytes or JSON): no header that needs a CORS
+  // preflight, so a keepalive request is one request.
+  async build(chunk, id, pieces, after, why, timelines, plainUnder = 0) {
+    const c = this.compose(chunk, pieces, after, why, timelines);
+    if (c.samples === 0) return null;
     // A page that is going away sends what fits its keepalive budget as it is: gzip takes
     // more turns of the event loop than such a page may have left.
     let gz = null;
-    if (plain > plainUnder) {
+    if (c.bytes > plainUnder) {
       try {
-        gz = await gzip(json);
+        gz = await gzip(c.json);
       } catch (e) {
         gz = null;
       }
     }
-    return {id, url: this.url(id), body: gz || json, gz: !!gz, size: gz ? gz.byteLength : plain, last};
+    return this.upload(id, c, gz);
   }
 
   // Keep the chunk so far ready to send (and in the outbox, unfinished) after each piece:
@@ -903,9 +924,9 @@ class Session {
   }
 
   // The page is going away: send at once what is ready (the chunk as last prepared), then
-  // the rest (pieces since, and the running one) as its own upload if Profiler.stop() still
-  // gets to give it. `restart`: profile on (beforeunload may be followed by no unload: a
-  // download, a cancelled navigation).
+  // what else the page holds now (`sendNow`), then the rest (the running piece) as its own
+  // upload if Profiler.stop() still gets to give it. `restart`: profile on (beforeunload
+  // may be followed by no unload: a download, a cancelled navigation).
   leave(why, restart) {
     if (this.stopped) return;
     const chunk = this.chunk;
@@ -922,15 +943,16 @@ class Session {
       this.outbox.update(prep.up.id, {f: 1, a: Date.now()});
       this.track(Promise.resolve(this.deliver(prep.up, true)));
     }
+    const sent = this.sendNow(chunk, why, prep);
     if (tail) this.addPiece(chunk, tail);
     const rest = chunk.ready
       .then(() => {
         if (this.timeline) chunk.parts.push(this.timeline.take());
-        const pieces = chunk.pieces.slice(prep ? prep.pieces : 0);
-        const parts = chunk.parts.slice(prep ? prep.parts : 0);
-        const id = prep ? randomId() : chunk.id;
+        const pieces = chunk.pieces.slice(sent.pieces);
+        const parts = chunk.parts.slice(sent.parts);
+        const id = sent.any ? randomId() : chunk.id;
         const room = this.opts.keepaliveLimit - this.keepaliveBytes;
-        return this.build(chunk, id, pieces, prep ? prep.last : -Infinity, why, parts, room);
+        return this.build(chunk, id, pieces, sent.last, why, parts, room);
       })
       .then((up) => {
         if (!up) return null;
@@ -943,6 +965,84 @@ class Session {
         return null;
       });
     this.track(rest);
+  }
+
+  // Send, in this task, what the page holds of `chunk` beyond `prep` (the chunk as last
+  // prepared, or null): the pieces Profiler.stop() has given since, and the timeline
+  // observed since (an interaction just before a navigation: its Event Timing entry is
+  // here, and no later task may run). Plain JSON: gzip takes turns of the event loop.
+  // Within the keepalive budget left; over it, the timeline goes on its own, fitted to
+  // the budget by `fitTimeline` (what it leaves out counted in timeline.dropped), and the
+  // samples as an upload of their own (a beacon, else the outbox: the next page load).
+  // Returns where the rest of the chunk starts: {pieces, parts, last, any: sent before}.
+  sendNow(chunk, why, prep) {
+    if (this.timeline) chunk.parts.push(this.timeline.take());
+    const after = prep ? prep.last : -Infinity;
+    const pieces = chunk.pieces.slice(prep ? prep.pieces : 0);
+    const parts = chunk.parts.slice(prep ? prep.parts : 0);
+    const out = {pieces: chunk.pieces.length, parts: chunk.parts.length, last: after, any: !!prep};
+    const send = (c) => {
+      const up = this.upload(randomId(), c, null);
+      this.stats.chunks++;
+      this.outbox.put(up);
+      this.track(Promise.resolve(this.deliver(up, true)));
+      out.any = true;
+    };
+    try {
+      let c = this.compose(chunk, pieces, after, why, parts);
+      const room = () => this.opts.keepaliveLimit - this.keepaliveBytes;
+      if (c.bytes > room() && this.timeline) {
+        const t = this.fitTimeline(this.compose(chunk, [], after, why, parts), room());
+        if (this.news(t.timeline)) send(t);
+        if (c.samples === 0) return out;
+        c = this.compose(chunk, pieces, after, why, []);
+      } else if (c.samples === 0 && !this.news(c.timeline)) {
+        return out;
+      }
+      send(c);
+      out.last = c.last;
+    } catch (e) {
+      this.stats.failed++; // the rest, if stop() resolves, still holds these pieces
+    }
+    return out;
+  }
+
+  // Whether `timeline` holds anything not sent yet: long frames, interactions, or a page
+  // load (LCP, CLS) other than the one last sent.
+  news(timeline) {
+    if (!timeline) return false;
+    if (timeline.longFrames.length || timeline.interactions.length) return true;
+    return timeline.load !== null && JSON.stringify(timeline.load) !== this.loadSent;
+  }
+
+  // `c` (a timeline-only upload) made to fit `room` bytes: its shortest long frames left
+  // out first, then its shortest interactions (each list is longest first), counted in
+  // its timeline.dropped and in every later upload's (the counts only grow).
+  fitTimeline(c, room) {
+    const tl = c.timeline;
+    if (!tl || c.bytes <= room) return c;
+    const size = (x) => new TextEncoder().encode(JSON.stringify(x)).byteLength + 1;
+    const frames = tl.longFrames.slice();
+    const inter = tl.interactions.slice();
+    let bytes = c.bytes + 32; // the dropped counts may grow by a few digits
+    let lf = 0;
+    let ia = 0;
+    while (bytes > room && frames.length) {
+      bytes -= size(frames.pop());
+      lf++;
+    }
+    while (bytes > room && inter.length) {
+      bytes -= size(inter.pop());
+      ia++;
+    }
+    this.timeline.dropped.longFrames += lf;
+    this.timeline.dropped.interactions += ia;
+    const dropped = {longFrames: tl.dropped.longFrames + lf, interactions: tl.dropped.interactions + ia};
+    const doc = JSON.parse(c.json);
+    doc.timeline = Object.assign({}, tl, {longFrames: frames, interactions: inter, dropped});
+    const json = JSON.stringify(doc);
+    return Object.assign({}, c, {json, bytes: new TextEncoder().encode(json).byteLength,
+                                 timeline: doc.timeline});
   }
 
   visibilityChanged() {

@@ -1,0 +1,187 @@
+"""What a page that goes away sends (issue 34): an interaction just before a navigation
+must arrive. In real headless Chromium, with the real client and a real `jsprof serve` on
+loopback: a click whose handler runs ~200 ms, then the page goes (a link to the next page,
+or the tab closed) a few hundred ms later, while the piece that holds the click is still
+running. Profiler.stop() resolves in a task a page being unloaded may never run, so what
+the browser gave the page before pagehide (the click's Event Timing entry) must go in the
+upload sent at once, not wait for stop().
+
+What is counted is the page's own Event Timing entries (its observer, apart from the
+client's) against the interactions the collector's store holds for that page load."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from browser_util import HTML, Response, page_server, playwright_chromium
+from jsprof.store import Store
+from serve_util import Collector
+
+PAGE = """<!doctype html>
+<meta charset="utf-8"><title>leaving</title>
+<button id="act">act</button>
+<a id="next" href="%(next)s">next page</a>
+<script>
+// The page's own view of its interactions: what the browser gave it.
+window.__et = [];
+new PerformanceObserver((l) => {
+  for (const e of l.getEntries()) {
+    if (e.interactionId) window.__et.push({name: e.name, id: e.interactionId});
+  }
+}).observe({type: "event", buffered: true, durationThreshold: 16});
+</script>
+<script type="module">
+import {startProfiling} from "%(collector)s/v1/client.js";
+function actHandlerForJsprof(ms) {
+  const end = performance.now() + ms;
+  let x = 0;
+  while (performance.now() < end) for (let i = 0; i < 2000; i++) x += Math.sqrt(i * x + 1);
+  return x;
+}
+const q = new URLSearchParams(location.search);
+window.profiling = startProfiling({
+  endpoint: "%(collector)s", app: "shop", key: "k1", release: q.get("release"),
+  sampleRate: 1, drainDelayMs: Number(q.get("drain") || 1000),
+});
+document.getElementById("act").addEventListener("click", () => actHandlerForJsprof(200));
+window.ready = true;
+</script>
+"""
+N = 5
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    with playwright_chromium() as b:
+        yield b
+
+
+@pytest.fixture
+def site() -> Iterator[tuple[str, list[str]]]:
+    """Pages /leave/K?release=R, each linking to /leave/K+1; the collector's URL is set by
+    the test."""
+    collector: list[str] = []
+
+    def respond(path: str) -> Response:
+        base, _, query = path.partition("?")
+        if not base.startswith("/leave/"):
+            return b"", "text/plain", {}  # the browser's favicon.ico
+        k = int(base.rsplit("/", 1)[1])
+        body = PAGE % {"collector": collector[0], "next": f"/leave/{k + 1}?{query}"}
+        return body.encode(), HTML, {"Document-Policy": "js-profiling"}
+
+    with page_server(respond) as origin:
+        yield origin, collector
+
+
+def _click(page: object) -> tuple[str, list[int]]:
+    """Click #act while the piece that will hold it runs, and wait until the page has seen
+    the click's Event Timing entry; (pageLoad, the page's interaction ids of its clicks)."""
+    page.wait_for_function("window.ready === true", timeout=30000)
+    assert page.evaluate("profiling.enabled"), page.evaluate("profiling.reason")
+    # The third piece (1 s) has begun: the chunk as prepared holds pieces one and two, and
+    # the click falls in the running piece, which goes away with the page.
+    page.wait_for_function("profiling.stats.profilers >= 3", timeout=30000)
+    page.click("#act")
+    page.wait_for_function("__et.some((e) => e.name === 'click')", timeout=30000)
+    ids = page.evaluate("[...new Set(__et.filter((e) => e.name === 'click').map((e) => e.id))]")
+    return page.evaluate("profiling.pageLoad"), ids
+
+
+def _stored_clicks(store: Path, release: str) -> dict[str, set[int]]:
+    """pageLoad -> the interaction ids of the clicks its stored timelines hold."""
+    out: dict[str, set[int]] = {}
+    with Store(store) as s:
+        for _, _, meta, _ in s.iter_uploads():
+            if meta.get("release") != release:
+                continue
+            got = out.setdefault(meta.get("pageLoad"), set())
+            for e in (meta.get("timeline") or {}).get("interactions", []):
+                if e["type"] == "click" and e["target"] == "button#act":
+                    got.add(e["id"])
+    return out
+
+
+def _arrived(store: Path, release: str, truth: dict[str, list[int]],
+             seconds: float = 30.0) -> dict[str, set[int]]:
+    """The stored clicks once every one the pages saw is stored (or after `seconds`)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        got = _stored_clicks(store, release)
+        if all(set(ids) <= got.get(pl, set()) for pl, ids in truth.items()):
+            return got
+        if time.monotonic() > deadline:
+            return got
+        time.sleep(0.5)
+
+
+@pytest.mark.parametrize("how", ["navigation", "close"])
+def test_a_click_just_before_the_page_goes_arrives(site, browser, tmp_path: Path,
+                                                   how: str) -> None:
+    origin, collector = site
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    collector.append(col.url)
+    truth: dict[str, list[int]] = {}
+    try:
+        context = browser.new_context()
+        if how == "navigation":
+            page = context.new_page()
+            page.goto(f"{origin}/leave/0?release={how}")
+            for k in range(N):
+                pl, ids = _click(page)
+                truth[pl] = ids
+                with page.expect_navigation(url=f"**/leave/{k + 1}?*"):
+                    page.click("#next")
+            # The last page sends what earlier ones left in the outbox (over budget: none).
+            page.wait_for_function("window.ready === true", timeout=30000)
+        else:
+            # No page after: what arrives is what the closing page sent itself. Playwright's
+            # close() gives pagehide alone, no beforeunload (no task runs after it).
+            for _ in range(N):
+                page = context.new_page()
+                page.goto(f"{origin}/leave/0?release={how}&drain=600000")
+                pl, ids = _click(page)
+                truth[pl] = ids
+                page.close()
+        got = _arrived(store, how, truth)
+        lost = {pl: sorted(set(ids) - got.get(pl, set())) for pl, ids in truth.items()}
+        lost = {pl: ids for pl, ids in lost.items() if ids}
+        print(f"{how}: {sum(map(len, truth.values()))} clicks seen by the pages, "
+              f"{sum(len(got.get(pl, set()) & set(ids)) for pl, ids in truth.items())} stored")
+        assert all(truth.values()), truth  # every page saw its click
+        assert not lost, lost
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_the_upload_at_pagehide_is_one_the_page_sends_at_once(site, browser,
+                                                             tmp_path: Path) -> None:
+    # The click's timeline goes with the page's way out (chunkReason "pagehide" or
+    # "beforeunload"), in an upload built in the event's own task: no Profiler.stop(), no
+    # gzip awaited. Shown where no later task runs at all: the page's event loop is blocked
+    # from pagehide on, so only what the handler itself sent can arrive.
+    origin, collector = site
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{origin}/leave/0?release=blocked&drain=600000")
+        pl, ids = _click(page)
+        # Added after the client's listener: runs after it, in the same task, and keeps
+        # every later task of this page from running (a stop() that resolves, a gzip).
+        page.evaluate("addEventListener('pagehide', () => { const end = performance.now() + 3000;"
+                      " while (performance.now() < end); })")
+        page.close()
+        got = _arrived(store, "blocked", {pl: ids})
+        assert set(ids) <= got.get(pl, set()), (ids, got)
+        context.close()
+    finally:
+        col.stop()
