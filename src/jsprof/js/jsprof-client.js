@@ -15,7 +15,9 @@
 // to send (gzip'd, and in localStorage) after each piece. Profiler.stop() resolves in a
 // task, and a page being unloaded runs none: so when the page goes away (beforeunload,
 // pagehide) the chunk as last prepared goes at once by keepalive fetch (else sendBeacon),
-// and the piece since then follows if stop() still resolves. Every upload waits in the
+// then, built in the same task, what the page holds beyond it (the timeline observed
+// since, the pieces stop() already gave), and the running piece follows if stop() still
+// resolves. Every upload waits in the
 // outbox (localStorage) until the collector acknowledges it; a failed one is retried with
 // backoff, and the next page load sends what an earlier one left (same id: stored once).
 
