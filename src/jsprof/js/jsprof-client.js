@@ -995,7 +995,7 @@ class Session {
       const room = () => this.opts.keepaliveLimit - this.keepaliveBytes;
       if (c.bytes > room() && this.timeline) {
         const t = this.fitTimeline(this.compose(chunk, [], after, why, parts), room());
-        if (this.news(t.timeline)) send(t);
+        if (this.news(t.timeline) || t.cut) send(t);
         if (c.samples === 0) return out;
         c = this.compose(chunk, pieces, after, why, []);
       } else if (c.samples === 0 && !this.news(c.timeline)) {
@@ -1019,7 +1019,9 @@ class Session {
 
   // `c` (a timeline-only upload) made to fit `room` bytes: its shortest long frames left
   // out first, then its shortest interactions (each list is longest first), counted in
-  // its timeline.dropped and in every later upload's (the counts only grow).
+  // its timeline.dropped and in every later upload's (the counts only grow); `cut` set.
+  // When it would not fit even without any of them, it is left whole (then it goes by
+  // beacon, else from the outbox with the next page load: late, not lost).
   fitTimeline(c, room) {
     const tl = c.timeline;
     if (!tl || c.bytes <= room) return c;
@@ -1027,6 +1029,8 @@ class Session {
     const frames = tl.longFrames.slice();
     const inter = tl.interactions.slice();
     let bytes = c.bytes + 32; // the dropped counts may grow by a few digits
+    const all = [...frames, ...inter].reduce((n, x) => n + size(x), 0);
+    if (bytes - all > room) return c;
     let lf = 0;
     let ia = 0;
     while (bytes > room && frames.length) {
@@ -1044,7 +1048,7 @@ class Session {
     doc.timeline = Object.assign({}, tl, {longFrames: frames, interactions: inter, dropped});
     const json = JSON.stringify(doc);
     return Object.assign({}, c, {json, bytes: new TextEncoder().encode(json).byteLength,
-                                 timeline: doc.timeline});
+                                 timeline: doc.timeline, cut: lf + ia > 0});
   }
 
   visibilityChanged() {
