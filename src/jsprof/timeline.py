@@ -225,6 +225,30 @@ def interaction_end(e: dict) -> float:
     return max(e["start"] + e["duration"], e.get("processingEnd") or 0.0)
 
 
+# An interaction's name by rank (jsprof-client.js INTERACTION_RANK): its click, else its
+# keydown, else the event seen.
+INTERACTION_RANK = {"click": 2, "keydown": 1}
+
+
+def merge_interaction(old: dict, e: dict) -> dict:
+    """Two reports of one interaction (same `id`, the client's shape) as one, by the
+    client's rule (jsprof-client.js `mergeInteraction`): the longest event's duration (INP
+    counts an interaction once, by its longest event), the first start and processing
+    start, the last processing end, the higher-ranked type, the first target given."""
+    out = dict(old)
+    out["duration"] = max(old["duration"], e["duration"])
+    out["start"] = min(old["start"], e["start"])
+    for k, pick in (("processingStart", min), ("processingEnd", max)):
+        got = [v for v in (old.get(k), e.get(k)) if v is not None]
+        out[k] = pick(got) if got else None
+    rank = INTERACTION_RANK.get
+    if rank(e.get("type") or "", 0) > rank(old.get("type") or "", 0):
+        out["type"] = e.get("type")
+    if not out.get("target"):
+        out["target"] = e.get("target")
+    return out
+
+
 def inp(durations: list[float]) -> float | None:
     """A page load's INP from its interactions' durations (web-vitals' rule: the slowest,
     ignoring one for every 50 interactions)."""
@@ -243,12 +267,14 @@ def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
             continue
         pl.long_frames.extend(t.get("longFrames") or [])
         for e in t.get("interactions") or []:
-            old = next((o for o in pl.interactions
+            old = next((k for k, o in enumerate(pl.interactions)
                         if e.get("id") is not None and o.get("id") == e.get("id")), None)
             if old is None:
                 pl.interactions.append(e)
-            elif e["duration"] > old["duration"]:
-                pl.interactions[pl.interactions.index(old)] = e
+            else:
+                # One user action reported in two chunks (a keydown in one, its keyup in
+                # the next): one interaction, as the client folds its own parts.
+                pl.interactions[old] = merge_interaction(pl.interactions[old], e)
         ld = t.get("load")
         if ld:
             # LCP is final only at the first input: later chunks know more; keep any value.

@@ -171,6 +171,30 @@ function lcpUrl(url) {
 
 const ms = (x) => (typeof x === "number" && isFinite(x) && x >= 0 ? x : null);
 
+// An interaction's name: its click, else its keydown, else the event seen (a press whose
+// click never came: dragged off, or the page went away). By rank, not by arrival: a chunk
+// may take its pointerdown before the click's entry is reported (seen in Chromium 156
+// under load), and the click's part then came second.
+const INTERACTION_RANK = {click: 2, keydown: 1};
+
+/**
+ * Fold event `e` of an interaction (the client's shape) into `old`, the same interaction
+ * (same `id`): how the events of one user action (pointerdown, pointerup, click; keydown,
+ * keyup) are one interaction, as Event Timing's interactionId groups them and web-vitals
+ * counts INP: its duration is the longest event's, its processing runs from the first
+ * handlers to the last, it is named by rank (INTERACTION_RANK). The collector folds the
+ * chunks of a page load by the same rule (timeline.py `merge_interaction`).
+ */
+export function mergeInteraction(old, e) {
+  old.duration = Math.max(old.duration, e.duration);
+  old.start = Math.min(old.start, e.start);
+  old.processingStart = Math.min(old.processingStart, e.processingStart);
+  old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
+  if ((INTERACTION_RANK[e.type] || 0) > (INTERACTION_RANK[old.type] || 0)) old.type = e.type;
+  if (!old.target) old.target = e.target;
+  return old;
+}
+
 /**
  * What the page made users wait for, on the trace's clock (performance.now()): long
  * animation frames with their scripts, interactions (Event Timing, grouped by
@@ -234,29 +258,18 @@ class Timeline {
 
   event(e) {
     if (!e.interactionId) return; // not part of an interaction (e.g. mouseover)
+    const one = {
+      id: e.interactionId,
+      type: short(e.name),
+      start: e.startTime,
+      duration: e.duration,
+      processingStart: e.processingStart,
+      processingEnd: e.processingEnd,
+      target: describeTarget(e.target),
+    };
     const old = this.interactions.get(e.interactionId);
-    // One interaction, several events (pointerdown, pointerup, click): its duration is the
-    // longest one's, as web-vitals counts INP; its processing runs from the first event's
-    // handlers to the last one's; it is named by its click or key event.
-    const named = e.name === "click" || e.name === "keydown";
-    if (!old) {
-      this.interactions.set(e.interactionId, {
-        id: e.interactionId,
-        type: short(e.name),
-        start: e.startTime,
-        duration: e.duration,
-        processingStart: e.processingStart,
-        processingEnd: e.processingEnd,
-        target: describeTarget(e.target),
-      });
-      return;
-    }
-    old.duration = Math.max(old.duration, e.duration);
-    old.start = Math.min(old.start, e.startTime);
-    old.processingStart = Math.min(old.processingStart, e.processingStart);
-    old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
-    if (named) old.type = short(e.name);
-    if (!old.target) old.target = describeTarget(e.target);
+    if (old) mergeInteraction(old, one);
+    else this.interactions.set(e.interactionId, one);
   }
 
   frame(f) {
@@ -440,7 +453,7 @@ export function mergeTraces(traces, after = -Infinity) {
 
 // The timelines taken at several moments of one chunk, as one (the same limits, longest
 // kept; an interaction reported in two of them counts once).
-function mergeTimelines(parts) {
+export function mergeTimelines(parts) {
   const got = parts.filter(Boolean);
   if (got.length === 0) return null;
   if (got.length === 1) return got[0];
@@ -454,11 +467,7 @@ function mergeTimelines(parts) {
         byId.set(e.id, Object.assign({}, e));
         continue;
       }
-      old.duration = Math.max(old.duration, e.duration);
-      old.start = Math.min(old.start, e.start);
-      old.processingStart = Math.min(old.processingStart, e.processingStart);
-      old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
-      if (!old.target) old.target = e.target;
+      mergeInteraction(old, e);
     }
   }
   const inter = [...byId.values()].sort(longest);

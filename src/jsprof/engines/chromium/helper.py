@@ -20,7 +20,7 @@ def timeline_source() -> str:
     plain script: one copy of what is observed and how, for the fleet and local runs."""
     text = _res.files("jsprof").joinpath("js", "jsprof-client.js").read_text("utf-8")
     block = text[text.index(_BEGIN) : text.index(_END)]
-    return block.replace("export const ", "const ")
+    return block.replace("export const ", "const ").replace("export function ", "function ")
 
 
 @functools.cache
