@@ -674,9 +674,10 @@ class Session {
     // buffer fills stops sampling, and the next one can start only once that task is over.
     // Sized for the piece (1.5x its length), a task that outlasted the first short pieces
     // (a bundle evaluated at load) went unsampled from there to its end: 1.2 s of a 1.5 s
-    // task in headless Chromium, 4 % and 11 % of busy time on a real site under load
-    // (tests/test_client_buffer.py). A chunk's worth is 6,000 samples at 10 ms: V8 keeps
-    // only the samples it takes, so the room costs nothing until it is used.
+    // task in headless Chromium (tests/test_client_buffer.py; the other time a trace loses,
+    // to a loaded machine: docs/field.md, "Lost time"). A chunk's worth is 6,000 samples at
+    // 10 ms: V8 only bounds the samples it keeps with it (they are added one by one), so
+    // the room costs nothing until it is used.
     const maxBufferSize = Math.ceil(chunkMs / sampleInterval);
     const before = performance.now();
     const p = new Profiler({sampleInterval, maxBufferSize});
