@@ -168,11 +168,57 @@ def recording(s: Session, f: Filters) -> Any:
 
 def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
           icicle: bool = False, color_by: str = "resource", title: str | None = None,
-          example_url: str | None = None) -> str:
+          example_url: str | None = None, time_url: str | None = None) -> str:
     """The merged flame graph page. `example_url` ("/v1/traces/{id}/flame", the
-    collector's) makes the Time view's example uploads links; without it they are ids."""
+    collector's) makes the Time view's example uploads links; without it they are ids.
+    `time_url` (the collector's dashboard) leaves the Time view out of the page: its
+    script reads it from that URL (`flame_time`'s document) when the tab is first opened.
+    Without it the page holds it, as a file must (it works with no server)."""
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
+    from . import query
+
+    sel, per_upload = _flame_selection(s, f)
+    tree = build_call_tree(sel.recording)
+    if not tree.total_time > 0:
+        raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
+    tree = query.fold_tree(tree, max_nodes)
+    lost = ""
+    if f.exclude_idle:
+        lost += f" · (idle) and (program) left out: {sel.idle_ms:.1f} ms"
+    if f.during is not None:
+        lost += (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
+                 "points")
+    views: dict[str, Any] = {}
+    if fmt == "html" and time_url is not None and f.during is None:
+        # (the Time view's own reads, its uploads' among them, wait for its tab)
+        views = _views(s, sel, None, time_view=False)
+        views["fleet_time"] = {"url": time_url}
+        views["fetches"] = True
+    elif fmt == "html":
+        views = _views(s, _time_selection(s, f, sel, per_upload), example_url)
+    return FlameRenderer(
+        fmt, title=title or f"{f.app} · {describe(f)}",
+        subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
+        f"{plural(sel.traces, 'trace')}{lost}",
+        icicle=icicle, color_by=color_by, **views,
+    ).render(tree)
+
+
+def flame_time(s: Session, f: Filters, example_url: str | None = None) -> dict:
+    """The Time view of `flame`'s page for the same filters, read on its own (the
+    dashboard's page asks for it when its tab is opened): the `fleetTime` block the page
+    would have held, and the store's notes."""
+    if f.during is not None:
+        raise UsageError("fleet flame: no Time view with during= (those samples' times are "
+                         "gone); leave during out")
+    sel, per_upload = _flame_selection(s, f)
+    views = _views(s, _time_selection(s, f, sel, per_upload), example_url, sources=False)
+    return {"fleetTime": views["fleet_time"], **notes(s)}
+
+
+def _flame_selection(s: Session, f: Filters) -> tuple[Any, bool]:
+    """The flame page's Selection of `f` and whether it was read per upload (no rollups)."""
     from . import query, rollups
 
     # The call tree from the rollups when they can say it, as `top` (rows per distinct
@@ -184,34 +230,24 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
         sel = query.select(s.engine, s.snap, f)
     require_match(s, f, sel.traces)
     require_windows(sel)
-    tree = build_call_tree(sel.recording)
-    if not tree.total_time > 0:
-        raise UsageError(f"fleet flame: no samples match {describe(f)}; nothing to draw")
-    tree = query.fold_tree(tree, max_nodes)
-    lost = ""
-    if f.exclude_idle:
-        lost += f" · (idle) and (program) left out: {sel.idle_ms:.1f} ms"
-    if f.during is not None:
-        lost += (f" · {sel.attributed_ms:.1f} ms of lost stacks charged to long-frame entry "
-                 "points")
-    views = {} if fmt != "html" else _views(s, sel if per_upload else replace(
-        sel, uploads=s.engine.uploads(s.snap, f)), example_url)
-    return FlameRenderer(
-        fmt, title=title or f"{f.app} · {describe(f)}",
-        subtitle=f"{tree.total_time:.1f} ms · {plural(sel.samples, 'sample')} · "
-        f"{plural(sel.traces, 'trace')}{lost}",
-        icicle=icicle, color_by=color_by, **views,
-    ).render(tree)
+    return sel, per_upload
 
 
-def _views(s: Session, sel: Any, example_url: str | None) -> dict[str, Any]:
+def _time_selection(s: Session, f: Filters, sel: Any, per_upload: bool) -> Any:
+    """`sel` with its uploads, which a rollups' Selection leaves out, for the Time view."""
+    return sel if per_upload else replace(sel, uploads=s.engine.uploads(s.snap, f))
+
+
+def _views(s: Session, sel: Any, example_url: str | None, time_view: bool = True,
+           sources: bool = True) -> dict[str, Any]:
     """The flame page's options for its Time and Source views of a selection: the page
     loads' time since their start (none with --during: those samples' times are gone),
     and the functions' text where the releases' source maps carry it."""
     from .timecourse import StoreSources, time_course
 
     f = sel.filters
-    ft = time_course(s.engine, s.snap, sel, f.app) if f.during is None else None
+    ft = (time_course(s.engine, s.snap, sel, f.app)
+          if time_view and f.during is None else None)
     if ft is not None and example_url is not None:
         from urllib.parse import quote
 
@@ -219,8 +255,10 @@ def _views(s: Session, sel: Any, example_url: str | None) -> dict[str, Any]:
             ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
     from .release import identity
 
-    return {"rec": sel.recording, "source": StoreSources(sel.releases, identity(f)),
-            "fleet_time": ft}
+    out: dict[str, Any] = {"rec": sel.recording, "fleet_time": ft}
+    if sources:
+        out["source"] = StoreSources(sel.releases, identity(f))
+    return out
 
 
 def require_match(s: Session, f: Filters, traces: int, prefix: str = "") -> None:

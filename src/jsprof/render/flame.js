@@ -930,7 +930,9 @@
   var views = Object.create(null), view = "flame";
   var M = null, viewMakers = Object.create(null);
   if (doc.getElementById("v-sandwich")) viewMakers.sandwich = sandwichView;
-  if (doc.getElementById("v-time")) viewMakers.time = function (M) { return M.fleetTime ? fleetTimeView(M) : timeView(M); };
+  if (doc.getElementById("v-time")) viewMakers.time = function (M) {
+    return !M.fleetTime ? timeView(M) : M.fleetTime.url ? fetchedFleetTimeView(M) : fleetTimeView(M);
+  };
   if (doc.getElementById("v-source")) viewMakers.source = sourceView;
   // The Bottom-up and Call tree tables (viewer_tables.js) read the current tree.
   var JV = window.JsprofViewer || {};
@@ -1335,7 +1337,10 @@
     for (var k = 0; k < secs.length; k++) secs[k].hidden = secs[k].getAttribute("data-v") !== name;
     var tabs = doc.querySelectorAll("nav.tabs a");
     for (k = 0; k < tabs.length; k++) {
-      tabs[k].className = tabs[k].getAttribute("data-tab") === name ? "on" : "";
+      var on = tabs[k].getAttribute("data-tab") === name;
+      tabs[k].className = on ? "on" : "";
+      // (the view shown, said to a screen reader as the highlight says it to the eye)
+      if (on) tabs[k].setAttribute("aria-current", "true"); else tabs[k].removeAttribute("aria-current");
     }
     if (status) status.textContent = "";
     if (trackSel && D.tracks && D.tracks.length > 1) trackSel.hidden = name !== "flame";
@@ -2319,6 +2324,40 @@
         draw();
       },
       search: function (q) { filter = q; }
+    };
+  }
+
+  // ---- the collector's page: its fleet Time view read when its tab is first opened -----
+  // M.fleetTime is {url}: GET url answers {fleetTime: the block a file holds} (the
+  // collector's /v1/query/flame_time, same origin, the dashboard's session). Until then the
+  // section says it is being read (aria-busy, a status line); an error is said there.
+  function fetchedFleetTimeView(M) {
+    var sec = doc.getElementById("v-time"), real = null, lastShown = null;
+    var note = el("p", {"class": "note", role: "status", "data-note": "reading"},
+      "Reading the Time view of these filters\u2026");
+    sec.setAttribute("aria-busy", "true");
+    sec.appendChild(note);
+    fetch(M.fleetTime.url, {credentials: "same-origin", headers: {Accept: "application/json"}})
+      .then(function (r) {
+        return r.json().then(function (d) {
+          if (!r.ok || !d || !d.fleetTime) throw new Error((d && d.error) || "HTTP " + r.status);
+          return d;
+        }, function () { throw new Error("HTTP " + r.status); });
+      })
+      .then(function (d) {
+        sec.removeChild(note);
+        M.fleetTime = d.fleetTime;
+        real = fleetTimeView(M);
+        sec.setAttribute("aria-busy", "false");
+        if (view === "time") real.show(lastShown);
+      }, function (err) {
+        note.textContent = vis("The Time view could not be read: " + (err && err.message || err));
+        note.setAttribute("data-note", "error");
+        sec.setAttribute("aria-busy", "false");
+      });
+    return {
+      show: function (p) { lastShown = p; if (real) real.show(p); },
+      search: function (q) { if (real) real.search(q); }
     };
   }
 

@@ -1,5 +1,5 @@
-"""The fleet queries over HTTP: `GET /v1/query/top|flame|diff|export|series|options|
-regressions|vitals` and `GET /v1/traces`.
+"""The fleet queries over HTTP: `GET /v1/query/top|flame|flame_time|diff|export|series|
+options|regressions|vitals` and `GET /v1/traces`.
 
 Query parameters are the CLI's options (`app`, `release`, `route`, `env`, `since`, `until`,
 repeatable `where=KEY=VALUE`; `top`, `max_nodes`, `base`, `new`, repeatable `fail_if`, ...),
@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -88,7 +89,10 @@ _SAMPLE_PARAMS = frozenset({"during", "slower_than", "target", "exclude_idle"})
 # filter silently not applied), answered 400 naming it.
 ROUTE_PARAMS = {
     "top": FILTER_PARAMS | {"top", "format"},
-    "flame": FILTER_PARAMS | {"format", "max_nodes"},
+    # time_view=fetch: the dashboard's page, whose Time view is read when its tab opens
+    # (flame_time); without it the page holds its Time view, as a saved file must
+    "flame": FILTER_PARAMS | {"format", "max_nodes", "time_view"},
+    "flame_time": FILTER_PARAMS,
     # (exclude_idle: top, flame, export and series, the dashboard's chart, which must
     # give the top table's share; the intervals of diff and regressions are resampled
     # over every sample)
@@ -323,7 +327,8 @@ def _notes_headers(s: Any) -> dict[str, str]:
             PENDING_HEADER: str(int(n["pendingUploads"]))}
 
 
-def _flame_response(page: str, fmt: str, notes: dict[str, str] | None = None) -> Response:
+def _flame_response(page: str, fmt: str, notes: dict[str, str] | None = None,
+                    fetches: bool = False) -> Response:
     from ..render.flame import page_csp
 
     media = MEDIA_TYPES[fmt]  # a FlameRenderer's kind: html or svg
@@ -331,7 +336,7 @@ def _flame_response(page: str, fmt: str, notes: dict[str, str] | None = None) ->
     # has no <meta> to carry it, so a served SVG had no policy at all, and a script an
     # escaping slip let into one would have run on this origin, beside the dashboard's
     # session. Framed by this origin's dashboard and nowhere else.
-    csp = page_csp(fmt) + "; frame-ancestors 'self'"
+    csp = page_csp(fmt, fetches) + "; frame-ancestors 'self'"
     return Response(
         page,
         media_type=media,
@@ -349,12 +354,38 @@ async def flame(request: Request) -> Response:
         fmt = request.query_params.get("format") or "html"
         if fmt not in ("html", "svg"):
             raise UsageError(f"query parameter format: {fmt[:20]!r}; use html or svg")
+        later = request.query_params.get("time_view") or "inline"
+        if later not in ("inline", "fetch"):
+            raise UsageError(f"query parameter time_view: {later[:20]!r}; use inline or fetch")
+        # The Time view's own reads (a spread of uploads' samples by time, the vitals) wait
+        # for its tab: most looks at the dashboard's merged graph never open it.
+        time_url = None
+        if later == "fetch" and fmt == "html" and f.during is None:
+            time_url = "/v1/query/flame_time?" + urlencode(
+                [(k, v) for k, v in request.query_params.multi_items() if k in FILTER_PARAMS])
         max_nodes = _int(request.query_params, "max_nodes", 2000)
         with _session(request) as s:
             # The Time view links its example uploads to their own pages here.
-            page = api.flame(s, f, fmt, max_nodes, example_url=_ROUTE_PATHS["trace_flame"])
+            page = api.flame(s, f, fmt, max_nodes, example_url=_ROUTE_PATHS["trace_flame"],
+                             time_url=time_url)
             notes = _notes_headers(s)
-        return _flame_response(page, fmt, notes)
+        return _flame_response(page, fmt, notes, fetches=time_url is not None)
+
+    return await _run(request, work)
+
+
+async def flame_time(request: Request) -> Response:
+    """`GET /v1/query/flame_time`: the Time view of the flame page of the same filters
+    (JSON: `fleetTime`, the block the page would hold), which the dashboard's page reads
+    when its Time tab is first opened."""
+    def work() -> Response:
+        from ..fleet import api
+
+        check_params(request, "flame_time")
+        f = filters_from_query(request)
+        with _session(request) as s:
+            doc = api.flame_time(s, f, example_url=_ROUTE_PATHS["trace_flame"])
+        return _json(doc)
 
     return await _run(request, work)
 
@@ -743,6 +774,7 @@ def routes() -> list[BaseRoute]:
     return [
         Route("/v1/query/top", top, methods=["GET"]),
         Route("/v1/query/flame", flame, methods=["GET"]),
+        Route("/v1/query/flame_time", flame_time, methods=["GET"]),
         Route("/v1/query/diff", diff, methods=["GET"]),
         Route("/v1/query/export", export, methods=["GET"]),
         Route("/v1/query/series", series, methods=["GET"]),

@@ -45,6 +45,7 @@ def render_flame(
     source: Callable[[str], str | None] | None = None,
     fleet_time: dict | None = None,
     facts: list[tuple[str, str, str]] | None = None,
+    fetches: bool = False,
 ) -> str:
     """A flame graph of `tree` as a complete SVG or HTML document ("svg" or "html").
 
@@ -61,7 +62,9 @@ def render_flame(
 
     A fleet merge (a tree folded from `rec`, whose samples have no common clock) passes
     `fleet_time` (fleet/timecourse.py: time since each page's start, in buckets) for its
-    Time view instead of the lanes of real sample times.
+    Time view instead of the lanes of real sample times; `{"url": U}` there (with
+    `fetches`, which lets the page read its own origin) has the page read that block from U
+    when the Time view is first opened (a collector's page: its reads wait for the tab).
     """
     if fmt not in ("svg", "html"):
         raise ValueError(f"unknown flame graph format {fmt!r}")
@@ -149,7 +152,7 @@ def render_flame(
     model = script_json(m)
     return html_document(
         fr, data, title, subtitle, legend, width, model, views, src,
-        None if ix is None else script_json(ix), facts, samples,
+        None if ix is None else script_json(ix), facts, samples, fetches,
     )
 
 

@@ -157,6 +157,7 @@ def html_document(
     index: str | None = None,
     facts: list[tuple[str, str, str]] | None = None,
     samples: str | None = None,
+    fetches: bool = False,
 ) -> str:
     facts_html = "".join(
         f'<span data-fact="{esc(k)}"><b>{esc(label)}</b> {esc(value)}</span>'
@@ -168,8 +169,9 @@ def html_document(
         f'<span><span class="sw" style="background:{fill}"></span>{esc(label)}</span>'
         for fill, label in legend[:12]
     )
-    # Only this exact script may run: a hash-pinned Content-Security-Policy, no network.
-    csp = page_csp("html")
+    # Only this exact script may run: a hash-pinned Content-Security-Policy, no network
+    # (`fetches`: its own origin's, for a view read when opened).
+    csp = page_csp("html", fetches)
     tabs = "".join(
         f'<a href="#view={v}" data-tab="{v}">{label}</a>' for v, label in VIEWS if v in views
     )

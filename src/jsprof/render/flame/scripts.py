@@ -35,15 +35,17 @@ def svg_script() -> str:
     return (JS_DIR / "flame_svg.js").read_text(encoding="utf-8")
 
 
-def page_csp(kind: str) -> str:
+def page_csp(kind: str, fetches: bool = False) -> str:
     """The Content-Security-Policy of a flame file of this kind ("html" or "svg"): only its
     own script runs (pinned by hash), no network. The HTML page carries it in a <meta>; an
-    SVG cannot, so whoever serves one sends it as a header (`jsprof serve` does)."""
+    SVG cannot, so whoever serves one sends it as a header (`jsprof serve` does).
+    `fetches`: a page served by the collector that reads a view from its own origin when
+    the view is opened (the dashboard's merged page: its Time view)."""
     scripts = (*viewer_modules(), flame_script()) if kind == "html" else (svg_script(),)
     hashes = " ".join(
         f"'sha256-{base64.b64encode(hashlib.sha256(s.encode()).digest()).decode()}'"
         for s in scripts)
     return (
         "default-src 'none'; style-src 'unsafe-inline'; img-src data:; "
-        f"script-src {hashes}"
+        f"script-src {hashes}" + ("; connect-src 'self'" if fetches else "")
     )

@@ -281,6 +281,9 @@ function loadFlame() {
   const p = filterParams();
   p.set("format", "html");
   p.set("max_nodes", "1500");
+  // Its Time view is read when its tab is opened (its own query, as long as the rest of
+  // the page's together), not with the graph.
+  p.set("time_view", "fetch");
   $("flame-note").textContent = "Drawing the merged flame graph of these filters…";
   $("flame").addEventListener("load", () => { $("flame-note").textContent = ""; }, { once: true });
   $("flame").src = `/v1/query/flame?${p}`;
