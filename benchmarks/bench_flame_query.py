@@ -5,8 +5,10 @@ The store: --uploads of bench_ingest's field traces (8 seeds, 6,000 samples, app
 compacted every --compact-every uploads (the soak's `--compact-every 5` at 10 uploads/s
 makes parts of ~50), the last --tail left uncompacted (a collector's tail). Then, in one
 process and as a collector worker asks (a kept tail, read once before): `top`, the flame
-page (HTML: with its Time view) and the flame SVG (no Time view), --runs each, process CPU
-time (DuckDB's threads included) and wall; the HTML page's Time view once more per
+page (HTML: with its Time view, as `fleet flame -o` writes it), the dashboard's flame page
+(its Time view read when the tab opens: `time_view=fetch`), that read (`flame_time`, the
+Time tab's own query) and the flame SVG (no Time view), --runs each, process CPU time
+(DuckDB's threads included) and wall; the HTML page's Time view once more per
 `TIME_UPLOADS` value of --caps (what it reads grows with it); --profile: cProfile of one
 HTML page, and each of the Time view's sample scans timed.
 
@@ -114,8 +116,14 @@ def main() -> int:
         "top": lambda s: api.top(s, f, 20),
         "flame html": lambda s: api.flame(s, f, "html", 2000,
                                           example_url="/v1/traces/{id}/flame"),
+        "flame html dashboard": lambda s: api.flame(
+            s, f, "html", 2000, example_url="/v1/traces/{id}/flame",
+            time_url="/v1/query/flame_time?app=soak"),
+        "time tab": lambda s: api.flame_time(s, f, example_url="/v1/traces/{id}/flame"),
         "flame svg": lambda s: api.flame(s, f, "svg", 2000),
     }
+    if not hasattr(api, "flame_time"):  # (a src before the dashboard's page read it later)
+        del asks["flame html dashboard"], asks["time tab"]
     with api.session(st, keep_tail=True) as s:  # the tail read once, as a worker has it
         c, w = cpu(lambda s=s: api.top(s, f, 20))
     print(f"first top of the process: {c:.2f} s CPU, {crcs[0]} parts checksummed", flush=True)
