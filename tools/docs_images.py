@@ -174,7 +174,9 @@ def dashboard(pw, tmp: Path) -> None:
             page.set_viewport_size({"width": 1200, "height": 420})
             page.goto(f"{url}{merged}#view=time")
             page.wait_for_selector("body[data-view='time']", timeout=60000)
-            page.locator("#v-time > *").first.wait_for(state="attached", timeout=60000)
+            # (the frame's page reads its Time view when the tab opens: its lanes, not the
+            # "Reading" line before them)
+            page.locator("#v-time .flane").first.wait_for(state="attached", timeout=60000)
             page.wait_for_timeout(500)
             page.screenshot(path=str(tmp / "merged-time.raw.png"))
         finally:
