@@ -148,3 +148,23 @@ def test_the_time_views_own_query_refuses_what_it_cannot_answer(
         err = orjson.loads(body)["error"]
         assert status == 400 and why in err and "\n" not in err, (path, err)
     assert c.request("GET", "/v1/query/flame_time?app=shop")[0] == 401
+
+
+def test_a_time_view_that_cannot_be_read_says_why(chromium: Any,
+                                                  col: tuple[Collector, Path]) -> None:
+    # (a session that ended while the page was open: the collector answers 401 JSON)
+    from playwright.sync_api import expect
+
+    c, _ = col
+    with fresh_pages(chromium) as browser:
+        page = browser.new_page(extra_http_headers=AUTH)
+        page.route("**/v1/query/flame_time*", lambda r: r.fulfill(
+            status=401, content_type="application/json",
+            body=orjson.dumps({"error": "sign in again"})))
+        page.goto(f"{c.url}/v1/query/flame?app=shop&time_view=fetch#view=time")
+        page.wait_for_selector("body[data-view='time']", timeout=20000)
+        sec = page.locator("#v-time")
+        expect(sec).to_have_attribute("aria-busy", "false", timeout=20000)
+        note = sec.locator("p[role='status']")
+        expect(note).to_have_text("The Time view could not be read: sign in again")
+        assert sec.locator(".flane").count() == 0
