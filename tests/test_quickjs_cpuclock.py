@@ -19,6 +19,7 @@ from jsprof.engines.quickjs import QuickJS
 from jsprof.errors import UsageError
 from jsprof.record import record
 from jsprof.trace import NONE, Recording, lost_ms, sample_weights
+from quickjs_util import MAKE_DATA
 
 # ~0.4 s of CPU on a CI core: long enough for ratios of a few %, short under load
 WORK = """\
@@ -314,16 +315,7 @@ def test_a_rhythm_at_the_interval_is_not_sampled_at_one_phase(tmp_path: Path) ->
 # ~7 us a call here): its only looks at the clock are its frame exits, the caller's are
 # the next call's entry polls (the callee's frame does not exist yet) and the native sort
 # between calls is ~1 % of the comparator's time (perf of the unprofiled run: 0.95 %).
-HEAVY_COMPARATOR = """\
-function makeData(n, seed) {
-  const a = [];
-  let x = seed;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    a.push({ x: x & 1023, y: (x >> 10) & 1023, z: (x >> 20) & 1023 });
-  }
-  return a;
-}
+HEAVY_COMPARATOR = MAKE_DATA + """\
 function heavy(a, b) {
   let s = 0;
 LINES  return s;

@@ -21,6 +21,7 @@ import jsprof
 from jsprof.analysis.profile import summarize
 from jsprof.record import record
 from jsprof.trace import NONE
+from quickjs_util import MAKE_DATA
 
 ACORN = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist"
 DRIVER = """import {{ parse }} from "./acorn.mjs";
@@ -105,16 +106,7 @@ def test_leaf_functions_keep_their_time_on_quickjs(work):
 # machine deschedules the thread where it page-faults, in the built-ins that allocate,
 # and such a stall's ticks are kept on the built-in's caller (sortAll 171 against
 # byScore's 295 in one of 6 runs beside 4 busy loops, 143 of them from one stall).
-COMPARATOR = """\
-function makeData(n, seed) {
-  const a = [];
-  let x = seed;
-  for (let i = 0; i < n; i++) {
-    x = (x * 1103515245 + 12345) & 0x7fffffff;
-    a.push({ x: x & 1023, y: (x >> 10) & 1023, z: (x >> 20) & 1023 });
-  }
-  return a;
-}
+COMPARATOR = MAKE_DATA + """\
 function byScore(a, b) {
   const sa = ((a.x * 31 + a.y) * 17 + a.z) % 1009 + ((a.x ^ a.z) * 13 + (a.y | 7)) % 101;
   const sb = ((b.x * 31 + b.y) * 17 + b.z) % 1009 + ((b.x ^ b.z) * 13 + (b.y | 7)) % 101;
