@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -253,16 +254,27 @@ def test_during_windows_leave_non_finite_times_out(during_stores: tuple[Path, Pa
     assert got[0] == got[1], (got[0]["lostMs"], got[1]["lostMs"])
 
 
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module's page tests (one per store parameter): a
+    launch and close is ~2 s, more under load; each test's pages are its own
+    (`fresh_pages`)."""
+    from browser_util import playwright_chromium
+
+    with playwright_chromium("--disable-dev-shm-usage") as b:
+        yield b
+
+
 @pytest.mark.chromium
-def test_the_page_says_how_many_were_left_out(stores: tuple[Path, Path, int],
+def test_the_page_says_how_many_were_left_out(stores: tuple[Path, Path, int], browser: Any,
                                               tmp_path: Path) -> None:
     """The merged flame page's Time view (in headless Chromium) says how many samples it
     left out for their time; the page of the store without them says nothing of it."""
-    from browser_util import playwright_chromium
+    from browser_util import fresh_pages
 
     bad, clean, n = stores
     notes = []
-    with playwright_chromium("--disable-dev-shm-usage") as browser:
+    with fresh_pages(browser) as browser:
         for path in (bad, clean):
             st = api.open_store(path)
             with api.session(st) as s:
