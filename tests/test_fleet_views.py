@@ -7,13 +7,15 @@ in real headless Chromium."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
-from browser_util import playwright_chromium
+from browser_util import fresh_pages, playwright_chromium
 from fleet_util import make_trace, upload, vlq
 from jsprof.cli import main
 from jsprof.fleet import api, timecourse
@@ -82,6 +84,14 @@ def page(store: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("fleetviews-page") / "fleet.html"
     assert main(["fleet", "flame", "--store", str(store), "--app", "shop", "-o", str(out)]) == 0
     return out
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module's three page tests (a launch and close is
+    3.7-5.4 s at load 18): each test's pages are its own (`fresh_pages`)."""
+    with playwright_chromium("--disable-dev-shm-usage") as b:
+        yield b
 
 
 def _loc(r: dict) -> str:
@@ -155,11 +165,11 @@ def test_merged_source_view(store: Path, page: Path, tmp_path: Path, capsys) -> 
 
 
 def test_merged_time_and_source_views_in_chromium(store: Path, page: Path, capsys,
-                                                  tmp_path: Path) -> None:
+                                                  browser: Any, tmp_path: Path) -> None:
     top = _json(capsys, ["fleet", "top", "--store", str(store), "--app", "shop", "--json",
                          "--all"])
     vit = _json(capsys, ["fleet", "vitals", "--store", str(store), "--app", "shop", "--json"])
-    with playwright_chromium("--disable-dev-shm-usage") as browser:
+    with fresh_pages(browser) as browser:
         p = browser.new_page(viewport={"width": 1300, "height": 1000})
         errors: list[str] = []
         p.on("pageerror", lambda e: errors.append(str(e)))
@@ -218,7 +228,8 @@ def test_during_has_no_time_tab_but_its_source_view(store: Path, tmp_path: Path)
     assert src["lineData"] is False and src["fns"]
 
 
-def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path) -> None:
+def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path, browser: Any
+                                                     ) -> None:
     """The Time view's axis of buckets ends in "later" (the chunks past the last bucket);
     the last tick's label was printed over it ("late120000.0"). Every label drawn on the
     axis canvas stays clear of "later" and inside the canvas, at several widths."""
@@ -233,7 +244,7 @@ def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path) -
                              id: this.canvas.__id || (this.canvas.__id = Math.random())});
         return orig.apply(this, arguments);
       };"""
-    with playwright_chromium("--disable-dev-shm-usage") as browser:
+    with fresh_pages(browser) as browser:
         for width in (900, 1300, 1400, 1700):
             p = browser.new_page(viewport={"width": width, "height": 900})
             p.add_init_script(record)
@@ -252,7 +263,7 @@ def test_merged_time_axis_labels_do_not_overlap_later(store: Path, page: Path) -
             p.close()
 
 
-def test_merged_time_lanes_of_one_name_say_where(tmp_path: Path) -> None:
+def test_merged_time_lanes_of_one_name_say_where(tmp_path: Path, browser: Any) -> None:
     """Two functions of one name in two scripts (`has42` of page.html and of
     page11.html) were two Time lanes both labelled `has42`; each now says its place."""
     from jsprof.trace import TraceBuilder
@@ -273,7 +284,7 @@ def test_merged_time_lanes_of_one_name_say_where(tmp_path: Path) -> None:
     out = tmp_path / "fleet.html"
     assert main(["fleet", "flame", "--store", str(tmp_path / "store"), "--app", "shop",
                  "-o", str(out)]) == 0
-    with playwright_chromium("--disable-dev-shm-usage") as browser:
+    with fresh_pages(browser) as browser:
         p = browser.new_page(viewport={"width": 1300, "height": 900})
         p.goto(out.as_uri() + "#view=time")
         p.wait_for_selector("#v-time [data-lane='has42']", timeout=30000)
