@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import orjson
 import pytest
 
 from browser_util import HTML, Response, page_server, playwright_chromium
@@ -33,6 +34,19 @@ new PerformanceObserver((l) => {
     if (e.interactionId) window.__et.push({name: e.name, id: e.interactionId});
   }
 }).observe({type: "event", buffered: true, durationThreshold: 16});
+// The bodies of the keepalive requests the page made, as it made them.
+window.__sent = [];
+const realFetch = window.fetch;
+window.fetch = function (url, init) {
+  if (init && init.keepalive) __sent.push(typeof init.body === "string" ? init.body : null);
+  return realFetch.apply(this, arguments);
+};
+let vis = "visible";
+window.hide = () => {
+  Object.defineProperty(document, "visibilityState", {configurable: true, get: () => vis});
+  vis = "hidden";
+  document.dispatchEvent(new Event("visibilitychange"));
+};
 window.__loaf = 0;
 new PerformanceObserver((l) => { window.__loaf += l.getEntries().length; })
   .observe({type: "long-animation-frame", buffered: true});
@@ -195,6 +209,31 @@ def test_the_upload_at_pagehide_is_one_the_page_sends_at_once(site, browser,
                       " while (performance.now() < end); })")
         page.close()
         got = _arrived(store, "blocked", {pl: ids})
+        assert set(ids) <= got.get(pl, set()), (ids, got)
+        context.close()
+    finally:
+        col.stop()
+
+
+def test_a_tab_that_is_hidden_sends_its_click_in_that_task(site, browser,
+                                                           tmp_path: Path) -> None:
+    # Hidden may be the last a page runs (a phone's browser freezes or discards a
+    # background tab, no pagehide): the keepalive request with the click leaves in the
+    # visibilitychange task itself, before any later task, and is stored.
+    origin, collector = site
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{origin}/leave/0?release=hidden&drain=600000")
+        pl, ids = _click(page)
+        bodies = page.evaluate("(() => { __sent.length = 0; hide(); return __sent.slice(); })()")
+        sent = {e["id"] for b in bodies if b
+                for e in (orjson.loads(b).get("timeline") or {}).get("interactions", [])}
+        assert set(ids) <= sent, (ids, sent, len(bodies))
+        got = _arrived(store, "hidden", {pl: ids})
         assert set(ids) <= got.get(pl, set()), (ids, got)
         context.close()
     finally:

@@ -348,7 +348,10 @@ def test_a_hidden_tab_sends_what_its_keepalive_budget_could_not_take(site, brows
         assert _arrived(got, [load]) == [load], page.evaluate("profiling.stats")
         stats = page.evaluate("profiling.stats")
         assert stats["deferred"] >= 1 and stats["beacons"] == 0, stats
-        assert [m["chunkReason"] for _, m, _ in got[load]] == ["hidden"]
+        # Hidden ends the chunk as a page going away does: the chunk as prepared
+        # ("unload"), then what the page held since ("hidden"), all over the budget here.
+        reasons = [m["chunkReason"] for _, m, _ in got[load]]
+        assert "hidden" in reasons and set(reasons) <= {"unload", "hidden"}, reasons
         context.close()
     finally:
         col.stop()

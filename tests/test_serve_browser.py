@@ -138,7 +138,9 @@ def test_beacon_when_keepalive_cannot_take_it(site, browser) -> None:
     res = page.evaluate("beaconOnly()")
     page.close()
     assert res["stats"]["sent"] >= 2 and res["stats"]["dropped"] == 0, res
-    assert res["stats"]["beacons"] == 1, res
+    # Hidden: the timeline at once (its own upload: the page load's timings are new), then
+    # the chunk's samples once stop() gives them; each by beacon.
+    assert 1 <= res["stats"]["beacons"] <= 2, res
     reasons = set()
     for upload_id in res["ids"]:
         doc = orjson.loads(col.wait_stored(upload_id)[0])

@@ -14,7 +14,7 @@
 // seconds, joined in the page: the stacks stay a tree, never one per sample) and kept ready
 // to send (gzip'd, and in localStorage) after each piece. Profiler.stop() resolves in a
 // task, and a page being unloaded runs none: so when the page goes away (beforeunload,
-// pagehide) the chunk as last prepared goes at once by keepalive fetch (else sendBeacon),
+// pagehide, hidden) the chunk as last prepared goes at once by keepalive fetch (else sendBeacon),
 // then, built in the same task, what the page holds beyond it (the timeline observed
 // since, the pieces stop() already gave), and the running piece follows if stop() still
 // resolves. Every upload waits in the
@@ -1072,17 +1072,13 @@ class Session {
                                  timeline: doc.timeline, cut: lf + ia > 0});
   }
 
+  // Hidden: the chunk ends the way a page that goes away ends it (`leave`), what the page
+  // holds sent in this task: a hidden page may be frozen or discarded next (a phone's
+  // browser put in the background) without another task, or a pagehide.
   visibilityChanged() {
     if (this.stopped) return;
     if (document.visibilityState === "hidden") {
-      const chunk = this.chunk;
-      const tail = this.profiler;
-      this.chunk = null;
-      this.profiler = null;
-      clearTimeout(this.pieceTimer);
-      if (!chunk) return;
-      if (tail) this.addPiece(chunk, tail);
-      this.finish(chunk, "hidden", true);
+      this.leave("hidden", false);
     } else if (!this.profiler) {
       this.begin();
     }
