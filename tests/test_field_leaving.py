@@ -121,7 +121,7 @@ def _click(page: object) -> tuple[str, list[int]]:
 
 
 def _stored_clicks(store: Path, release: str) -> dict[str, set[int]]:
-    """pageLoad -> the interaction ids of the clicks its stored timelines hold."""
+    """pageLoad -> the interaction ids on #act its stored timelines hold."""
     out: dict[str, set[int]] = {}
     with Store(store) as s:
         for _, _, meta, _ in s.iter_uploads():
@@ -129,7 +129,7 @@ def _stored_clicks(store: Path, release: str) -> dict[str, set[int]]:
                 continue
             got = out.setdefault(meta.get("pageLoad"), set())
             for e in (meta.get("timeline") or {}).get("interactions", []):
-                if e["type"] == "click" and e["target"] == "button#act":
+                if e["target"] == "button#act":  # its click, or a part of it (pointerdown)
                     got.add(e["id"])
     return out
 
