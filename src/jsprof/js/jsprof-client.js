@@ -960,6 +960,8 @@ class Session {
     if (restart && document.visibilityState !== "hidden") this.begin();
     if (!chunk) return;
     chunk.done = true;
+    // Stopped first, so that what follows (the client's own sending) is not in its samples.
+    if (tail) this.addPiece(chunk, tail);
     const prep = chunk.prepared;
     if (prep) {
       this.stats.chunks++;
@@ -967,7 +969,6 @@ class Session {
       this.track(Promise.resolve(this.deliver(prep.up, true)));
     }
     const sent = this.sendNow(chunk, why, prep);
-    if (tail) this.addPiece(chunk, tail);
     const rest = chunk.ready
       .then(() => {
         if (this.timeline) chunk.parts.push(this.timeline.take());
