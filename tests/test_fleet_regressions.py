@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -86,8 +87,12 @@ def test_mistakes_are_one_line_and_exit_2(tmp_path: Path) -> None:
         assert r.returncode == 2, (extra, r.stdout, r.stderr)
         assert said in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     r = subprocess.run(base + ["--route", "/cart"], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0 and r.stdout == "no regressions over 2 releases (1.0.0 to 1.1.0)\n", (
+    # ... and what 8 page loads a side could not have seen (issue 34)
+    head, unseen = r.stdout.splitlines()
+    assert r.returncode == 0 and head == "no regressions over 2 releases (1.0.0 to 1.1.0)", (
         r.stdout, r.stderr)
+    assert unseen.startswith("unseen at release 1.1.0 (after 1.0.0; 8 -> 8 page loads): "
+                             "rises in "), unseen
     # Too little evidence for every pair is not "no regressions" (it said so): nothing was
     # compared, and stderr says why.
     r = subprocess.run(base + ["--min-traces", "9"], capture_output=True, text=True, timeout=300)
@@ -373,6 +378,63 @@ def test_the_same_store_without_the_slowdown_reports_nothing(tmp_path: Path) -> 
     for seed in range(8):
         doc = _jittered(tmp_path / f"s{seed}", 100 + seed, SAME)
         assert doc["tests"] > 6 and doc["regressions"] == [], (seed, doc["regressions"])
+
+
+def test_no_regressions_says_what_its_page_loads_could_not_see(tmp_path: Path) -> None:
+    """Issue 34: a site's summarizeTree called twice in release 2 (+33 % of its ms, a field
+    try, 24 -> 25 page loads) was not reported, rightly: its ms per page load spread 1.4x
+    its mean (7 of 24 page loads without a sample of it), where a sound test finds +33 %
+    1 time in 10 (uncorrected; the query's 12 tests, 3 in 100) and needs ~1,000 page loads
+    a side to find it 19 times in 20. So the answer says what it could not see. Here on
+    real Chromium samples (nothing planted): each tested function's smallest rise found
+    half the time, checked by planting half and twice that rise in its page loads
+    resampled (Welch's t at the query's level, 4,000 resamples at once)."""
+    from jsprof.analysis import stats
+    from jsprof.fleet import api, query
+    from jsprof.fleet.filters import Filters
+    from jsprof.fleet.regressions import per_page_load, regressions
+    from jsprof.fleet.text import RegressionsText
+
+    jittered_store(tmp_path / "s", 5, SAME, loads=16)
+    f = Filters(app="shop")
+    with api.session(api.open_store(tmp_path / "s")) as s:
+        doc = regressions(s, f)
+        parts = api.diff_parts(s, replace(f, release="1.9.0"), replace(f, release="1.10.0"),
+                               None, (), 5, 1000, None, 0)
+        j = [r["name"] for r in parts.doc["rows"]].index("jsonWork")
+        base, _, base_all = query.trace_shares(s.engine, s.snap, parts.base, parts.keys,
+                                               parts.match)
+        x = per_page_load(parts.base.uploads, base, base_all)[0][:, j]
+    assert doc["regressions"] == [] and doc["unseenPower"] == 0.5
+    assert [(u["release"], u["baseRelease"], u["beforePageLoads"], u["afterPageLoads"])
+            for u in doc["unseen"]] == [("1.10.0", "1.9.0", 16, 16), ("1.11.0", "1.10.0", 16, 16)]
+    fns = doc["unseen"][0]["functions"]
+    assert len(fns) <= doc["tests"] and fns == sorted(fns, key=lambda g: -g["beforeMsPerLoad"])
+    (jw,) = [g for g in fns if g["name"] == "jsonWork"]
+    assert jw["beforeMsPerLoad"] == round(float(x.mean()), 3)
+    # (1.5x of jsonWork was found in 17 of 20 such stores: docs/field.md)
+    rise = jw["minRisePct"] / 100.0
+    assert 0.1 <= rise < 0.6, jw
+    level = doc["fdr"] / doc["tests"]
+    rng = np.random.default_rng(11)
+
+    def found(r: float) -> float:
+        b = x[rng.integers(0, len(x), (4000, 16))]
+        a = x[rng.integers(0, len(x), (4000, 16))] * (1.0 + r)
+        t = (a.mean(1) - b.mean(1)) / np.sqrt((a.var(1, ddof=1) + b.var(1, ddof=1)) / 16)
+        return float(np.mean(t > stats.t_quantile(1.0 - level / 2.0, 30)))
+
+    low, at, high = found(rise / 2), found(rise), found(2 * rise)
+    print(f"jsonWork: unseen under +{100 * rise:.0f}%; found {low:.2f} at half, {at:.2f} at "
+          f"it, {high:.2f} at twice")
+    assert low <= 0.25 and 0.3 <= at <= 0.8 and high >= 0.9, (low, at, high)
+    # ... and the text says so, per pair, after "no regressions"
+    lines = RegressionsText().render(doc).splitlines()
+    assert lines[0] == "no regressions over 3 releases (1.9.0 to 1.11.0)", lines
+    assert lines[1].startswith("unseen at release 1.10.0 (after 1.9.0; 16 -> 16 page loads): "
+                               "rises in "), lines
+    assert f"jsonWork under +{jw['minRisePct']:.0f}%" in lines[1], lines
+    assert lines[2].startswith("unseen at release 1.11.0 (after 1.10.0; "), lines
 
 
 def test_permutation_p_value_and_critical_value_agree() -> None:

@@ -262,6 +262,31 @@ def _pair(s: Any, before: str, after: str, base_f: Any, new_f: Any, k: int, min_
                  lambda rows, n: {i: example_ids(parts, sa[:, i], n) for i in rows})
 
 
+def _unseen(pair: _Pair, by: str, base_key: str, level: float, min_change: float) -> dict:
+    """What the pair could not see: per function tested, the smallest rise (%) the query
+    finds at least half the time (`stats.min_rise`, at `level`: alpha over the tests, the
+    p-value BH needs to pick a change that is the query's only one; never under
+    `min_change`, which no report goes below). A "no regressions" over 25 page loads is
+    then read as what it is: a function whose ms per page load spread as much as its mean
+    could have doubled unseen (issue 34). Functions BASE did not run have no relative rise
+    and are left out; `minRisePct` null: no rise of any size would."""
+    rows = pair.parts.doc["rows"]
+    fns = []
+    for i, c in zip(pair.cols, pair.changes or (), strict=False):
+        r = stats.min_rise(c.before, c.var_b * pair.loads_b, pair.loads_b, pair.loads_a,
+                           c.t(level))
+        if r is None:
+            continue
+        row = rows[i]
+        fns.append({"name": row["name"], "label": row["label"], "resource": row["resource"],
+                    "line": row.get("line"), "beforeMsPerLoad": round(c.before, 3),
+                    "minRisePct": (round(max(100.0 * r, min_change), 1) if math.isfinite(r)
+                                   else None)})
+    fns.sort(key=lambda x: -x["beforeMsPerLoad"])
+    return {by: pair.after, base_key: pair.before, "beforePageLoads": pair.loads_b,
+            "afterPageLoads": pair.loads_a, "functions": fns}
+
+
 def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: int = 5,
                 min_samples: int = 1000, examples: int = 3, by: str = "release",
                 alpha: float = FDR, min_share: float = MIN_SHARE_PCT) -> dict:
@@ -349,10 +374,12 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
         x["exampleIds"] = ids[k][i]
     # Largest sure rise first: the interval's lower end, not the estimate.
     found.sort(key=lambda x: -x["changeMsCi"][0])
+    unseen = [_unseen(p, by, base_key, alpha / m, min_change) for p in pairs] if m else []
     # the compared releases' source maps that do not match their scripts (not applied)
     warnings = query.map_warnings(*(p.parts.base for p in pairs),
                                   *(p.parts.new for p in pairs))
     return {"by": by, f"{by}s": [u for u, _ in units], "metric": "self ms per page load",
             "minChangePct": min_change, "minSharePct": min_share, "fdr": alpha, "tests": m,
-            "ciLevel": round(1.0 - level, 6), "regressions": found, "skipped": skipped,
+            "ciLevel": round(1.0 - level, 6), "regressions": found,
+            "unseenPower": stats.POWER, "unseen": unseen, "skipped": skipped,
             "warnings": warnings}

@@ -332,7 +332,27 @@ class RegressionsText(Renderer):
             else:
                 lines.append(f"no regressions over {over}" + (
                     f"; {skipped} of {pairs} pairs not compared (stderr)" if skipped else ""))
+        lines += [_unseen_line(u, by, base_key) for u in doc.get("unseen") or ()]
         return "".join(line + "\n" for line in lines)
+
+
+UNSEEN_SHOWN = 5  # functions named per pair in the text (--json: every one tested)
+
+
+def _unseen_line(u: dict, by: str, base_key: str) -> str:
+    """One pair's `unseen` as a line: the rise each of its largest functions could have
+    taken unseen. Named functions of a script only (the code one can act on; the
+    pseudo-frames stay in --json); "no regressions" over a few page loads is no all-clear."""
+    fns = [f for f in u["functions"] if f["resource"] and f["name"]][:UNSEEN_SHOWN]
+
+    def rise(f: dict) -> str:
+        x = f["minRisePct"]
+        return f"{printable(f['name'])} {'of any size' if x is None else f'under +{x:.0f}%'}"
+
+    what = ", ".join(rise(f) for f in fns) if fns else "(no named function tested)"
+    return (f"unseen at {by} {printable(u[by])} (after {printable(u[base_key])}; "
+            f"{u['beforePageLoads']} -> {u['afterPageLoads']} page loads): rises in {what} "
+            "are more often missed than found (more page loads see smaller ones)")
 
 
 def _per_interaction(r: dict) -> str:
