@@ -1,10 +1,10 @@
 """What a page that goes away sends (issue 34): an interaction just before a navigation
 must arrive. In real headless Chromium, with the real client and a real `jsprof serve` on
 loopback: a click whose handler runs ~200 ms, then the page goes (a link to the next page,
-or the tab closed) a few hundred ms later, while the piece that holds the click is still
-running. Profiler.stop() resolves in a task a page being unloaded may never run, so what
-the browser gave the page before pagehide (the click's Event Timing entry) must go in the
-upload sent at once, not wait for stop().
+`page.goto`: the browser's own navigation, or the tab closed) a few hundred ms later,
+while the piece that holds the click is still running. Profiler.stop() resolves in a task
+a page being unloaded may never run, so what the browser gave the page before pagehide
+(the click's Event Timing entry) must go in the upload sent at once, not wait for stop().
 
 What is counted is the page's own Event Timing entries (its observer, apart from the
 client's) against the interactions the collector's store holds for that page load."""
@@ -147,7 +147,7 @@ def _arrived(store: Path, release: str, truth: dict[str, list[int]],
         time.sleep(0.5)
 
 
-@pytest.mark.parametrize("how", ["navigation", "close"])
+@pytest.mark.parametrize("how", ["navigation", "goto", "close"])
 def test_a_click_just_before_the_page_goes_arrives(site, browser, tmp_path: Path,
                                                    how: str) -> None:
     origin, collector = site
@@ -157,14 +157,17 @@ def test_a_click_just_before_the_page_goes_arrives(site, browser, tmp_path: Path
     truth: dict[str, list[int]] = {}
     try:
         context = browser.new_context()
-        if how == "navigation":
+        if how in ("navigation", "goto"):
             page = context.new_page()
             page.goto(f"{origin}/leave/0?release={how}")
             for k in range(N):
                 pl, ids = _click(page)
                 truth[pl] = ids
-                with page.expect_navigation(url=f"**/leave/{k + 1}?*"):
-                    page.click("#next")
+                if how == "goto":
+                    page.goto(f"{origin}/leave/{k + 1}?release={how}")
+                else:
+                    with page.expect_navigation(url=f"**/leave/{k + 1}?*"):
+                        page.click("#next")
             # The last page sends what earlier ones left in the outbox (over budget: none).
             page.wait_for_function("window.ready === true", timeout=30000)
         else:
