@@ -242,6 +242,38 @@ def test_fleet_tables_and_exclude_idle_keep_busy_time(stored, tmp_path: Path) ->
     assert "(stack not captured)" in out.read_text()
 
 
+def test_fleet_top_says_where_the_lost_stacks_were(stored, tmp_path: Path) -> None:
+    # Issue 34 (a): `(stack not captured)` was a row of 9 % with `(unknown)` for its
+    # location. It stays one row (its time is not a function's), and says what it is and
+    # which entry points its samples are charged to, as much as each: nothing vanishes.
+    _, store, (doc,) = stored
+    want = _expected(_saved(doc, tmp_path), doc)
+    top = _fleet(store, "top", "--all")
+    rows = {r["name"]: r for r in top["rows"]}
+    lost = rows["(stack not captured)"]
+    assert "built-ins" in lost["why"] and "entry point" in lost["why"], lost
+    eps = {e["label"]: e["ms"] for e in lost["entryPoints"]}
+    assert eps[HANDLER] == pytest.approx(want[HANDLER], abs=0.1), eps
+    assert eps[TIMER] == pytest.approx(want[TIMER], abs=0.1), eps
+    assert sum(eps.values()) + lost["otherEntryPointsMs"] == pytest.approx(
+        lost["selfMs"], abs=0.1)
+    assert list(eps) == sorted(eps, key=lambda k: -eps[k])  # most first
+    for name in ("(long frame: rendering)", "(long frame: not in script)"):
+        if name in rows:
+            assert "long animation frame" in rows[name]["why"] and \
+                "entryPoints" not in rows[name]
+    assert all("why" not in r for r in top["rows"] if r["name"] == "(idle)")
+    # The table: the location column names the entry points, a note says what it means.
+    r = subprocess.run([str(JSPROF), "fleet", "top", "--store", str(store), "--app", "shop",
+                        "--all"], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (line,) = [x for x in r.stdout.splitlines() if x.split("  ")[-1] != ""
+               and "(stack not captured)  " in x]
+    assert "(no stack) under " in line and HANDLER in line and "(unknown)" not in line, line
+    assert any(x.startswith("(stack not captured): samples the browser's Profiler took")
+               for x in r.stdout.splitlines()), r.stdout
+
+
 def _entries(doc: dict, name: str) -> list[tuple[float, float]]:
     return [(s, e) for s, e, n in _windows(doc)[1] if n == name]
 
@@ -294,6 +326,13 @@ def test_dashboard_exclude_idle_shows_busy_time(stored, tmp_path: Path) -> None:
         names = page.locator("#top td.fn").all_text_contents()
         assert "(stack not captured)" in names and TIMER in names, names
         assert "(idle)" not in names, names
+        # Its location says where its samples were, its note what they are (issue 34).
+        loc = page.locator("#top tr", has=page.locator("td.fn", has_text="(stack not "
+                                                            "captured)")).locator("td.loc")
+        assert "(no stack) under " in loc.text_content() and HANDLER in loc.text_content()
+        assert "(stack not captured): samples the browser's Profiler took" in \
+            page.locator("#top-note").text_content()
+        page.locator("#top-section").screenshot(path=str(tmp_path / "top.png"))
 
 
 def test_tables_of_the_old_reading_are_rebuilt(stored, tmp_path: Path) -> None:

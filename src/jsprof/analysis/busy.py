@@ -42,7 +42,15 @@ import numpy as np
 
 from .. import timeline as tl
 from ..script_lines import position
-from ..trace import MARKER_CODE, NONE, ProfilerFrame, ProfilerTrace, Recording, Track
+from ..trace import (
+    MARKER_CODE,
+    NONE,
+    FunctionKey,
+    ProfilerFrame,
+    ProfilerTrace,
+    Recording,
+    Track,
+)
 
 NOT_CAPTURED = tl.NOT_CAPTURED  # "(stack not captured)"
 RENDERING = "(long frame: rendering)"
@@ -270,3 +278,45 @@ def charged_mask(tr: ProfilerTrace) -> np.ndarray:
     has = tr.sample_stack != NONE
     out[has] = per_stack[tr.sample_stack[has]]
     return out
+
+
+# What each of the rows above means, in the words every table's note uses (fleet top, its
+# dashboard table): a row without a location must say why it has none.
+WHY = {
+    NOT_CAPTURED: "samples the browser's Profiler took without a stack inside a long "
+                  "animation frame's script (Chromium keeps few stacks while built-ins "
+                  "run: sort, JSON, RegExp); each is charged to its script's entry point, "
+                  "whose total includes it",
+    NOT_IN_SCRIPT: "samples without a stack inside a long animation frame but in none of "
+                   "its scripts, before its rendering: the browser's own work between "
+                   "tasks, or a script the frame did not list",
+    RENDERING: "samples without a stack inside a long animation frame's rendering (style, "
+               "layout, paint)",
+}
+
+
+def charged_entries(rec: Recording) -> list[tuple[FunctionKey, float]]:
+    """The entry points the `(stack not captured)` samples of `rec` are charged to, with
+    their ms, most first: where the self time of that row was (a stack's leaf is the row,
+    its parent the entry point `attribute_trace` put it under)."""
+    from ..trace import function_keys, weights_and_lost
+
+    acc: dict[FunctionKey, float] = {}
+    for t in rec.tracks:
+        tr = t.trace
+        if not tr.num_stacks or not tr.num_samples:
+            continue
+        hit = np.array([f.name == NOT_CAPTURED and f.line is None and f.resource_id is None
+                        for f in tr.frames], bool)
+        leaf = hit[tr.stack_frame] & (tr.stack_parent != NONE)
+        if not leaf.any():
+            continue
+        w = weights_and_lost(tr, t.sample_interval)[0]
+        has = tr.sample_stack != NONE
+        per_stack = np.bincount(tr.sample_stack[has], weights=w[has], minlength=tr.num_stacks)
+        keys = function_keys(tr)
+        for s in np.nonzero(leaf)[0].tolist():
+            if per_stack[s] > 0:
+                k = keys[int(tr.stack_frame[tr.stack_parent[s]])]
+                acc[k] = acc.get(k, 0.0) + float(per_stack[s])
+    return sorted(acc.items(), key=lambda kv: (-kv[1], kv[0].label()))

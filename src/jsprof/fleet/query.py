@@ -431,6 +431,7 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             "selfPct": _r(st.self_ms[i] * pct, 2), "totalPct": _r(st.total_ms[i] * pct, 2),
             "traces": int(traces[i]), "p50SelfMs": _r(p50[i]), "p95SelfMs": _r(p95[i]),
         })
+    _explain_lost_stacks(rows, sel.recording)
     base = len(st.keys)
     for j, r in enumerate(summary.no_js):
         rows.append({
@@ -456,6 +457,30 @@ def top_document(sel: Selection, summary: Summary, traces: np.ndarray, p50: np.n
             # compacted before the tables kept sample times (format 4): not in this answer
             doc["untimedUploads"] = sel.untimed
     return doc
+
+
+# Entry points listed on the `(stack not captured)` row (the rest summed as `otherMs`).
+ENTRY_POINTS_SHOWN = 5
+
+
+def _explain_lost_stacks(rows: list[dict], rec: Recording) -> None:
+    """The rows busy time without a stack made (analysis/busy.py) have no location: each
+    gets `why` (what its samples are), and `(stack not captured)` the entry points its
+    samples are charged to (`entryPoints`, most first: where the trace says they were),
+    so the row says where to look; its self time stays one row, counted once."""
+    from ..analysis import busy
+
+    for r in rows:
+        if r["resource"] is not None or r["name"] not in busy.WHY:
+            continue
+        r["why"] = busy.WHY[r["name"]]
+        if r["name"] != busy.NOT_CAPTURED:
+            continue
+        got = busy.charged_entries(rec)
+        r["entryPoints"] = [
+            {"name": k.name, "label": k.label(), "resource": k.resource, "line": k.line,
+             "column": k.column, "ms": _r(ms)} for k, ms in got[:ENTRY_POINTS_SHOWN]]
+        r["otherEntryPointsMs"] = _r(sum(ms for _, ms in got[ENTRY_POINTS_SHOWN:]))
 
 
 # ---- flame -----------------------------------------------------------------------------------

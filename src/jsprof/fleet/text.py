@@ -43,6 +43,24 @@ def _loc(r: dict) -> str:
     return ":".join(parts)
 
 
+def _where(r: dict) -> str:
+    """A row's location; the rows of busy time without a stack have none, and say so: the
+    entry points `(stack not captured)` is charged to (shares of its self time), the long
+    frame for the others (what each means: the note under the table)."""
+    if not r.get("why"):
+        return _loc(r)
+    eps = r.get("entryPoints")
+    if eps is None:
+        return "(no stack: in long animation frames)"
+    own = r["selfMs"] or 0.0
+    parts = [f"{e['label']} {100.0 * e['ms'] / own:.0f}%" if own > 0 else e["label"]
+             for e in eps]
+    if r.get("otherEntryPointsMs"):
+        parts.append(f"others {100.0 * r['otherEntryPointsMs'] / own:.0f}%" if own > 0
+                     else "others")
+    return "(no stack) under " + ", ".join(parts) if parts else "(no stack)"
+
+
 def _name(r: dict) -> str:
     # The one label every output gives a function (FunctionKey.label): an anonymous one is
     # `(anonymous page.html:445)`, as `jsprof report` and `fleet flame` print it.
@@ -72,7 +90,7 @@ class FleetTopTable(TextRenderer):
                 f"{r['selfPct']:.1f}", f"{r['totalPct']:.1f}", _ms(r["selfMs"]),
                 _ms(r["totalMs"]), str(r["traces"]), _ms(r["p50SelfMs"]), _ms(r["p95SelfMs"]),
             ])
-            pairs.append((printable(_name(r)), "" if idle else printable(_loc(r))))
+            pairs.append((printable(_name(r)), "" if idle else printable(_where(r))))
         # function and location as `jsprof report` lays them out: one column, so a row with
         # no location gives its name that room too (`(garbage collector)` was cut to half)
         head, names = name_and_location(pairs, ("function", "location"),
@@ -91,6 +109,9 @@ class FleetTopTable(TextRenderer):
               f"{page_loads(doc)}", width)
         if "excludedIdleMs" in doc:
             _note(out, idle_note(doc["excludedIdleMs"], doc["excludedIdleSamples"]), width)
+        for r in doc["rows"]:
+            if r.get("why"):
+                _note(out, f"{r['name']}: {r['why']}", width)
         if doc.get("during"):
             _note(out, f"only samples during {doc['during']} windows; "
                   f"{doc.get('attributedMs') or 0.0:.1f} ms of samples whose stack the browser "

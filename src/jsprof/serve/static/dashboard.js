@@ -206,11 +206,24 @@ function cell(tr, text, cls) {
 const fmt = (v, d = 1) => (v === null || v === undefined ? "" : Number(v).toFixed(d));
 
 function where(r) {
+  if (r.why) return noStackWhere(r);
   if (r.resource === null) return "";
   let s = r.resource;
   if (r.line !== null) s += `:${r.line}`;
   if (r.column !== null) s += `:${r.column}`;
   return s;
+}
+
+// A busy row without a stack (analysis/busy.py) has no location: it says so, and
+// `(stack not captured)` names the entry points its samples are charged to, with their
+// shares of its self time (fleet/text.py `_where`, the same words).
+function noStackWhere(r) {
+  if (!r.entryPoints) return "(no stack: in long animation frames)";
+  const own = r.selfMs || 0;
+  const share = (ms) => (own > 0 ? ` ${Math.round((100 * ms) / own)}%` : "");
+  const parts = r.entryPoints.map((e) => e.label + share(e.ms));
+  if (r.otherEntryPointsMs) parts.push("others" + share(r.otherEntryPointsMs));
+  return parts.length ? "(no stack) under " + parts.join(", ") : "(no stack)";
 }
 
 // The names of samples with no stack, as every jsprof output names them (jsprof/trace.py
@@ -231,6 +244,7 @@ async function loadTop() {
   } catch (e) {
     if (!current()) return null;
     $("top-summary").textContent = "";
+    $("top-note").textContent = "";
     showRows(table, [sentenceRow(9, `Top functions could not be computed: ${e.message}`)]);
     return false;
   }
@@ -254,7 +268,8 @@ async function loadTop() {
     cell(tr, fmt(r.selfPct)); cell(tr, fmt(r.totalPct)); cell(tr, fmt(r.selfMs));
     cell(tr, String(r.traces)); cell(tr, fmt(r.p50SelfMs)); cell(tr, fmt(r.p95SelfMs));
     cell(tr, r.label, "l fn");
-    cell(tr, where(r), "l loc");
+    const loc = cell(tr, where(r), "l loc");
+    if (r.why) loc.title = `${where(r)}\n${r.name}: ${r.why}`; // the cell is cut to its width
     const td = cell(tr, "");
     if (!idle) {
       td.append(linkButton("uploads", `the uploads that run ${r.label}`,
@@ -267,6 +282,9 @@ async function loadTop() {
     rows.push(sentenceRow(9, "No samples match these filters."));
   }
   showRows(table, rows);
+  // What the rows without a location are (the CLI's notes under its table).
+  $("top-note").textContent = doc.rows.filter((r) => r.why).map((r) => `${r.name}: ${r.why}.`)
+    .join(" ");
   const firstFn = doc.rows.find((r) => r.resource !== null);
   if (firstFn && !$("chart").dataset.fn) {
     loadChart(firstFn.name, firstFn.label, fnWhere(firstFn)).catch((e) => status(e.message));
