@@ -17,13 +17,14 @@ import json
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
+from browser_util import HTML, fresh_pages, open_page, page_server, playwright_chromium
 from jsprof.engines.node.process import find_node
-from serve_util import JSPROF, Collector
+from serve_util import JSPROF, Collector, signed_in
 
 CLIENT = Path(__file__).parents[1] / "src" / "jsprof" / "js" / "jsprof-client.js"
 
@@ -45,9 +46,17 @@ window.ready = true;
 
 
 @pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, list[dict]]]:
+def chromium() -> Iterator[Any]:
+    """One Playwright Chromium for the module (the page load and the dashboard)."""
+    with playwright_chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def stored(chromium: Any, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[Path, list[dict], Collector]]:
     """One page load: a click, then a key held across a chunk's end (keydown in the first
-    upload, keyup in the second); the store and the two uploads' metas."""
+    upload, keyup in the second); the store, the two uploads' metas, the collector."""
     collector: list[str] = []
     with page_server(lambda _: ((PAGE % {"collector": collector[0]}).encode(), HTML,
                                 {"Document-Policy": "js-profiling"})) as origin:
@@ -55,7 +64,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
         col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
         collector.append(col.url)
         try:
-            with playwright_chromium() as b:
+            with fresh_pages(chromium) as b:
                 page = open_page(b, f"{origin}/rows", profiled=True)
                 page.click("#go")
                 page.focus("#q")
@@ -70,7 +79,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, lis
             from jsprof.store import Store
 
             metas = [Store(store).get(i)[0] for i in ids]
-            yield store, metas
+            yield store, metas, col
         finally:
             col.stop()
 
@@ -83,7 +92,7 @@ def _fleet(store: Path, *args: str) -> dict:
 
 
 def test_a_held_key_across_chunks_is_one_keydown_interaction(stored) -> None:
-    store, metas = stored
+    store, metas, _ = stored
     # The premise: the key's events came in two uploads of one page load, one id.
     assert len(metas) == 2 and metas[0]["pageLoad"] == metas[1]["pageLoad"]
     down = [e for e in metas[0]["timeline"]["interactions"] if e["target"] == "input#q"]
@@ -100,6 +109,22 @@ def test_a_held_key_across_chunks_is_one_keydown_interaction(stored) -> None:
     # ... and its window starts at the keydown: the input delay is the keydown's, not the
     # ~500 ms the key was held (the keyup's start).
     assert key["inputDelayP75Ms"] < 100, key
+
+
+def test_the_dashboard_lists_the_held_key_once(stored, chromium: Any, tmp_path: Path
+                                              ) -> None:
+    from playwright.sync_api import expect
+
+    _, _, col = stored
+    with fresh_pages(chromium) as b:
+        page = b.new_page()
+        signed_in(page, col.url)
+        rows = page.locator("#interactions tbody tr")
+        expect(rows).to_have_count(2, timeout=60000)
+        got = sorted(tuple(rows.nth(i).locator("td").all_text_contents()[:3])
+                     for i in range(2))
+        assert got == [("button#go", "click", "1"), ("input#q", "keydown", "1")], got
+        page.locator("#interactions").screenshot(path=str(tmp_path / "interactions.png"))
 
 
 # What the client's timeline took in two parts of one chunk in the field try of issue 34
