@@ -5,6 +5,7 @@ function and some routes carry markup: the page must show it as text."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -208,8 +209,20 @@ def test_dashboard_regressions_uploads_and_example_flames(chromium: Any, col: Co
         # By day: none (the releases are spread over every day), said in a sentence.
         page.select_option("#reg-by", "day")
         expect(page.locator("#regressions tbody tr.sentence")).to_have_text(
-            "No function's self time per page load rose by more than 10% over 4 days "
-            "(2026-11-26 to 2026-11-29).", timeout=60000)
+            "No rise of more than 10% found in a function's self time per page load over "
+            "4 days (2026-11-26 to 2026-11-29).", timeout=60000)
+        # ... and what the last pair's page loads could not have seen (issue 34): the
+        # document's rises, its three largest named functions
+        u = _api(col, "/v1/query/regressions", app="shop", by="day")["unseen"][-1]
+        fns = [f for f in u["functions"] if f["resource"] and f["name"]][:3]
+        rises = ", ".join(f"{f['label']} under +{math.floor(f['minRisePct'] + 0.5)}%"
+                          if f["minRisePct"] is not None else f"{f['label']} of any size"
+                          for f in fns)
+        assert fns and u["day"] == "2026-11-29"
+        expect(page.locator("#regressions-note")).to_have_text(
+            f"At 2026-11-29 (after 2026-11-28; {u['beforePageLoads']} → "
+            f"{u['afterPageLoads']} page loads) rises in {rises} are more often missed "
+            "than found: more page loads see smaller ones.")
 
         # The uploads list: 48 uploads, 20 a page, newest first; the cursor pages on.
         ids = page.locator("#uploads tbody a.upload")

@@ -554,8 +554,9 @@ async function loadRegressions(ev) {
     rows.push(sentenceRow(8, `Nothing compared over ${plural(units.length, by)}${span}: ` +
       `no ${by} had enough evidence beside the one before (see below).`));
   } else if (!doc.regressions.length) {
-    rows.push(sentenceRow(8, `No function's self time per page load rose by more than ` +
-      `${doc.minChangePct}% over ${plural(units.length, by)}${span}.`));
+    // "none found", not "none rose": a few page loads miss large rises (issue 34)
+    rows.push(sentenceRow(8, `No rise of more than ${doc.minChangePct}% found in a ` +
+      `function's self time per page load over ${plural(units.length, by)}${span}.`));
   }
   const notes = doc.skipped.map(
     (k) => `${k[baseKey]} → ${k[by]} not compared: ${ourWords(k.reason)}`);
@@ -564,8 +565,24 @@ async function loadRegressions(ev) {
       `${plural(doc.tests, "change")} of functions with ${doc.minSharePct}% or more of the ` +
       `time tested, at a ${fmt(100 * doc.fdr, 0)}% false discovery rate.`);
   }
+  const unseen = unseenNote(doc.unseen || [], by, baseKey);
+  if (unseen) notes.push(unseen);
   showRows(table, rows);
   $("regressions-note").textContent = notes.join(" ");
+}
+
+// What the last compared pair could not see (the document's `unseen`): the rise each of
+// its three largest named functions could have taken, more often missed than found.
+function unseenNote(unseen, by, baseKey) {
+  if (!unseen.length) return "";
+  const u = unseen[unseen.length - 1];
+  const fns = u.functions.filter((f) => f.resource && f.name).slice(0, 3);
+  if (!fns.length) return "";
+  const rises = fns.map((f) => `${f.label} ${f.minRisePct === null ? "of any size"
+    : `under +${Math.round(f.minRisePct)}%`}`);
+  return `At ${u[by]} (after ${u[baseKey]}; ${u.beforePageLoads} → ${u.afterPageLoads} ` +
+    `page loads) rises in ${rises.join(", ")} are more often missed than found: ` +
+    "more page loads see smaller ones.";
 }
 
 // The uploads list: the header's filters, a function's uploads when one was picked,
