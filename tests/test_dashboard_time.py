@@ -168,3 +168,26 @@ def test_a_time_view_that_cannot_be_read_says_why(chromium: Any,
         note = sec.locator("p[role='status']")
         expect(note).to_have_text("The Time view could not be read: sign in again")
         assert sec.locator(".flane").count() == 0
+
+
+def test_the_time_view_read_later_covers_the_window_the_graph_was_drawn_with(
+        col: tuple[Collector, Path]) -> None:
+    # The dashboard's Since is an age (1h, 7d): read against each request's clock, the tab
+    # opened later would move the window. The page's Time view URL carries the graph's.
+    import time
+
+    c, _ = col
+    before = time.time() * 1000.0
+    status, _, body = c.request(
+        "GET", "/v1/query/flame?app=shop&since=3650d&time_view=fetch", headers=AUTH)
+    after = time.time() * 1000.0
+    assert status == 200, body
+    model = orjson.loads(re.search(rb'id="fg-model">(.*?)</script>', body, re.S).group(1))
+    url = urlsplit(model["fleetTime"]["url"])
+    q = dict(parse_qsl(url.query))
+    ten_years = 3650 * 86400e3
+    assert before - ten_years <= float(q["since"]) <= after - ten_years, q
+    assert q["app"] == "shop" and "until" not in q
+    status, _, got = c.request("GET", f"{url.path}?{url.query}", headers=AUTH)
+    assert status == 200, got
+    assert orjson.loads(got)["fleetTime"]["fns"]

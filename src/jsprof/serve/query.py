@@ -361,8 +361,7 @@ async def flame(request: Request) -> Response:
         # for its tab: most looks at the dashboard's merged graph never open it.
         time_url = None
         if later == "fetch" and fmt == "html" and f.during is None:
-            time_url = "/v1/query/flame_time?" + urlencode(
-                [(k, v) for k, v in request.query_params.multi_items() if k in FILTER_PARAMS])
+            time_url = "/v1/query/flame_time?" + urlencode(_time_view_params(request, f))
         max_nodes = _int(request.query_params, "max_nodes", 2000)
         with _session(request) as s:
             # The Time view links its example uploads to their own pages here.
@@ -372,6 +371,17 @@ async def flame(request: Request) -> Response:
         return _flame_response(page, fmt, notes, fetches=time_url is not None)
 
     return await _run(request, work)
+
+
+def _time_view_params(request: Request, f: Any) -> list[tuple[str, str]]:
+    """The filters of the flame page's Time view read: the page's own, with `since` and
+    `until` as the epoch ms the graph was drawn with. An age (`since=1h`, the dashboard's
+    choices) is read against the clock of each request: left as it came, the Time view
+    opened half an hour later would cover another window than the graph above it."""
+    out = [(k, v) for k, v in request.query_params.multi_items()
+           if k in FILTER_PARAMS and k not in ("since", "until")]
+    out += [(k, repr(v)) for k, v in (("since", f.since), ("until", f.until)) if v is not None]
+    return out
 
 
 async def flame_time(request: Request) -> Response:
