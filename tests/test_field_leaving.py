@@ -11,6 +11,7 @@ client's) against the interactions the collector's store holds for that page loa
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ import pytest
 
 from browser_util import HTML, Response, page_server, playwright_chromium
 from jsprof.store import Store
-from serve_util import Collector
+from serve_util import JSPROF, Collector
 
 PAGE = """<!doctype html>
 <meta charset="utf-8"><title>leaving</title>
@@ -281,6 +282,14 @@ def test_what_the_keepalive_budget_cannot_take_is_left_out_by_count(site, browse
         # Every long frame the page saw is stored or counted as left out (the client may
         # see one more than the page did: a frame that ended after the page's count).
         assert dropped >= 1 and frames + dropped >= seen >= 12, (frames, dropped, seen)
+        # The fleet reports what the client left out, by its count.
+        args = [str(JSPROF), "fleet", "interactions", "--store", str(store), "--app", "shop",
+                "--release", "budget"]
+        r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert orjson.loads(r.stdout)["leftOut"] == {"interactions": 0, "longFrames": dropped}
+        r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert f"0 interactions, {dropped} long frames" in " ".join(r.stdout.split()), r.stdout
         context.close()
     finally:
         col.stop()

@@ -127,4 +127,20 @@ def interactions(engine: Any, snap: Snapshot, f: Any, top: int | None = 20,
                                    "totalMs", "selfPct")} for r in fns if (r["selfMs"] or 0) > 0]
         out.append(row)
     return {"app": f.app, "pageLoads": len(loads), "interactions": total,
-            "targets": len(groups), "rows": out}
+            "targets": len(groups), "rows": out, "leftOut": left_out(keyed)}
+
+
+def left_out(keyed: list[tuple[str, dict | None]]) -> dict[str, int]:
+    """What the clients counted and did not send, over the page loads of `keyed` ((page
+    load, timeline) per upload): interactions and long frames past a chunk's caps or cut
+    to fit the keepalive budget as a page went away (jsprof-client.js `fitTimeline`). Per
+    page load its largest count (a client's counts only grow), summed."""
+    per_load: dict[str, dict[str, int]] = {}
+    for key, t in keyed:
+        got = (t or {}).get("dropped") or {}
+        m = per_load.setdefault(key, {"interactions": 0, "longFrames": 0})
+        for k in m:
+            v = got.get(k)
+            if isinstance(v, int) and v > m[k]:
+                m[k] = v
+    return {k: sum(m[k] for m in per_load.values()) for k in ("interactions", "longFrames")}
