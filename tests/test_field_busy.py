@@ -12,12 +12,13 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
+from browser_util import HTML, fresh_pages, open_page, page_server, playwright_chromium
 from serve_util import JSPROF, Collector, signed_in
 
 HANDLER = "sortClickHandlerForJsprof"
@@ -65,7 +66,17 @@ window.ready = true;
 
 
 @pytest.fixture(scope="module")
-def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector, Path, list]]:
+def browser() -> Iterator[Any]:
+    """One headless Chromium for the module: the page loads `stored` makes (up to three)
+    and the dashboard test (a launch and close is 3.7-5.4 s at load 18); each use's pages
+    are its own (`fresh_pages`)."""
+    with playwright_chromium() as b:
+        yield b
+
+
+@pytest.fixture(scope="module")
+def stored(tmp_path_factory: pytest.TempPathFactory, browser: Any
+           ) -> Iterator[tuple[Collector, Path, list]]:
     """One page load clicked for real; the collector (still running), its store and the
     uploads as `GET /v1/traces/{id}` gives them back."""
     collector: list[str] = []
@@ -82,7 +93,7 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector
             col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
             collector[:] = [col.url]
             try:
-                docs = _load_once(col, origin)
+                docs = _load_once(browser, col, origin)
             except BaseException:
                 col.stop()
                 raise
@@ -97,8 +108,8 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Collector
             col.stop()
 
 
-def _load_once(col: Collector, origin: str) -> list:
-    with playwright_chromium() as b:
+def _load_once(browser: Any, col: Collector, origin: str) -> list:
+    with fresh_pages(browser) as b:
         page = open_page(b, f"{origin}/busy", profiled=True)
         page.wait_for_timeout(300)  # some real idle before the clicks
         for _ in range(4):
@@ -314,11 +325,11 @@ def test_during_charges_a_handler_only_inside_its_script_entries(stored, tmp_pat
     assert want[HANDLER] > 0 and lost["total_ms"] == pytest.approx(want[HANDLER], abs=0.05)
 
 
-def test_dashboard_exclude_idle_shows_busy_time(stored, tmp_path: Path) -> None:
+def test_dashboard_exclude_idle_shows_busy_time(stored, browser: Any, tmp_path: Path) -> None:
     from playwright.sync_api import expect
 
     col, _, (doc,) = stored
-    with playwright_chromium() as browser:
+    with fresh_pages(browser) as browser:
         page = browser.new_page()
         signed_in(page, col.url)
         assert page.is_checked("#exclude-idle")  # the default
