@@ -111,6 +111,22 @@ def open_page(opener: Any, url: str, *, profiled: bool = False, timeout_ms: floa
     return page
 
 
+def wait_entry(page: Any, entry_type: str, match: str, timeout_ms: float = 30000) -> None:
+    """Wait until the browser has reported to `page` a performance entry of `entry_type`
+    ("long-animation-frame", "event") for which the JS expression `match` of `e` holds,
+    instead of a sleep that a loaded machine outlasts. A PerformanceObserver of the page's
+    own client made before this one is given the same entry in the same task, first: once
+    this returns, the client holds it."""
+    page.evaluate("""([type, src, ms]) => new Promise((resolve, reject) => {
+      const hit = new Function("e", "return (" + src + ");");
+      const t = setTimeout(() => reject(new Error(`no ${type} entry with ${src} in ${ms} ms`)), ms);
+      new PerformanceObserver((l, o) => {
+        if (l.getEntries().some(hit)) { clearTimeout(t); o.disconnect(); resolve(true); }
+      }).observe(type === "event" ? {type, buffered: true, durationThreshold: 16}
+                                  : {type, buffered: true});
+    })""", [entry_type, match, timeout_ms])
+
+
 HTML = "text/html; charset=utf-8"
 # What a page server answers a GET with: the body, its Content-Type and more headers.
 Response = tuple[bytes, str, dict[str, str]]

@@ -18,7 +18,7 @@ from urllib.parse import urlencode
 import orjson
 import pytest
 
-from browser_util import HTML, open_page, page_server, playwright_chromium
+from browser_util import HTML, open_page, page_server, playwright_chromium, wait_entry
 from serve_util import READ_TOKEN, Collector
 
 pytestmark = [pytest.mark.chromium]
@@ -65,7 +65,9 @@ def test_a_long_task_from_the_first_piece_is_sampled_to_its_end(tmp_path: Path) 
         try:
             with playwright_chromium() as b:
                 page = open_page(b, f"{origin}/", profiled=True, timeout_ms=60000)
-                page.wait_for_timeout(300)  # the long frame's entry is reported
+                # the long frame's entry reported (the client's observer has it)
+                wait_entry(page, "long-animation-frame",
+                           f"e.scripts.some((s) => s.sourceFunctionName === '{SPIN}')")
                 ids = page.evaluate("profiler.stop()")
                 stats = page.evaluate("JSON.parse(JSON.stringify(profiler.stats))")
                 page.close()

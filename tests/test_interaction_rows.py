@@ -22,7 +22,14 @@ from typing import Any
 import orjson
 import pytest
 
-from browser_util import HTML, fresh_pages, open_page, page_server, playwright_chromium
+from browser_util import (
+    HTML,
+    fresh_pages,
+    open_page,
+    page_server,
+    playwright_chromium,
+    wait_entry,
+)
 from jsprof.engines.node.process import find_node
 from serve_util import JSPROF, Collector, signed_in
 
@@ -69,10 +76,12 @@ def stored(chromium: Any, tmp_path_factory: pytest.TempPathFactory
                 page.click("#go")
                 page.focus("#q")
                 page.keyboard.down("a")
-                page.wait_for_timeout(500)  # the keydown's entry is reported after its paint
+                # the keydown's entry, reported after its paint, is in the first upload ...
+                wait_entry(page, "event", "e.name === 'keydown' && e.interactionId > 0")
                 ids = page.evaluate("profiler.flush()")
                 page.keyboard.up("a")
-                page.wait_for_timeout(600)
+                # ... the keyup's (its 200 ms handler) in the second
+                wait_entry(page, "event", "e.name === 'keyup' && e.interactionId > 0")
                 ids = page.evaluate("profiler.stop()")
                 page.close()
             col.wait_stored(*ids)
