@@ -21,7 +21,9 @@
  *    JSPROF_FRAME_EXIT when a bytecode frame is left, one load of the poll counter; while
  *    a tick is due or about to be (the counter at 0) the tick is taken there, with the
  *    returning frame on the stack (see sampler_approach). On the wall clock it also looks
- *    when the thread was descheduled since its last look (rseq: JSPROF_RESUMED).
+ *    when the thread was descheduled since its last look (rseq: JSPROF_RESUMED). On the
+ *    CPU clock, near a due time, polls and frame exits compare the tick counter with it
+ *    inline, and each such look moves it on by its own cost (JSPROF_POLL_SKIP).
  *  - Built-in (C) functions never poll. The patch calls JSPROF_NATIVE_RETURN when a C
  *    function returns; if a tick came due meanwhile (counter <= 0 and ticks pending) we
  *    capture right there, where the stack is the JS caller's: time in JSON.parse/sort/
@@ -99,10 +101,6 @@ typedef struct JsprofHot {
     /* the wall clock, self-sampling, rseq at hand: frame exits also look at the clock
        when the thread was descheduled since the last look (JSPROF_RESUMED) */
     volatile int watch;
-    /* the CPU clock, the approach's last counts (sampler_approach): frame exits look at
-       the clock while the handler's count runs, so a count that ends past the due time
-       does not take the tick at its last poll */
-    volatile int exits;
 } JsprofHot;
 
 /* Has the running thread been descheduled (or signalled, or moved to another CPU) since
@@ -132,6 +130,27 @@ static long g_rseq_cs_off;
 
 struct JSContext;
 static void jsprof_native_return(struct JSContext *ctx);
+/* The CPU clock, the last microseconds before a due time (sampler_approach's window,
+   where the handler would run at every poll): a poll whose countdown ended compares the
+   tick counter with the due time itself and calls the handler only once it has passed.
+   The handler's call at every poll there (the pace, the next count: ~25 ns, against the
+   native sort's ~11 ns between two comparator calls) put its cost between the
+   comparator's last look and the caller's: near each due time, exactly where the ticks
+   fall, callers ran longer than they do unprofiled (issue 32). Each look there moves
+   the due time on by its own cost (jsprof_look, calibrated: calibrate_look), so the tick
+   falls on the script's time without the looks': at both ends of every call, they are
+   twice the ~11 ns a native sort spends between two comparator calls. At most by the
+   window's length in all (jsprof_due_max): a calibration above a look's real cost
+   could otherwise move it on faster than a tight loop's polls reach it */
+static inline uint64_t jsprof_looked(uint64_t *due, uint64_t look, uint64_t max)
+{
+    uint64_t d = *due + look;
+    return *due = d < max ? d : max;
+}
+#define JSPROF_POLL_SKIP(ctx)                                                          \
+    ((ctx)->jsprof_look != 0 &&                                                        \
+     jsprof_ticks() < jsprof_looked(&(ctx)->jsprof_due, (ctx)->jsprof_look,            \
+                                    (ctx)->jsprof_due_max))
 /* polls between interrupt-handler calls: QuickJS's own 10,000 unless a sampler runs */
 #define JS_INTERRUPT_COUNTER_INIT                                                      \
     (ctx->rt->user_opaque && ((JsprofHot *)ctx->rt->user_opaque)->counter_init != 0    \
@@ -145,8 +164,10 @@ static void jsprof_native_return(struct JSContext *ctx);
 #define JSPROF_NATIVE_RETURN(ctx)                                                      \
     do {                                                                               \
         JsprofHot *hot_ = (JsprofHot *)(ctx)->rt->user_opaque;                         \
-        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0) ||                      \
-            (hot_ && hot_->armed && __builtin_expect(jsprof_ticks() >= hot_->deadline, 0))) \
+        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0)                         \
+                ? !JSPROF_POLL_SKIP(ctx)                                               \
+                : (hot_ && hot_->armed &&                                              \
+                   __builtin_expect(jsprof_ticks() >= hot_->deadline, 0)))             \
             jsprof_native_return(ctx);                                                 \
     } while (0)
 
@@ -176,11 +197,18 @@ static void jsprof_reallocated(struct JSRuntime *rt);
    polls nowhere of its own (its entry's poll runs before its frame exists), so without
    this its time went to whatever polled next, mostly its caller. */
 static void jsprof_frame_exit(struct JSContext *ctx);
+/* The CPU clock, the approach's last counts and its window (sampler_set_cadence): the
+   context's exit_due is the due time, compared here inline, so frame exits look without
+   a call and the counter at 0 calls out only once it has passed. Otherwise 0: one load
+   from the context (not two through the runtime's opaque) */
 #define JSPROF_FRAME_EXIT(ctx, sf, pc)                                                 \
     do {                                                                               \
-        if (__builtin_expect((ctx)->interrupt_counter <= 0, 0) ||                      \
-            __builtin_expect((ctx)->rt->user_opaque &&                                 \
-                             ((JsprofHot *)(ctx)->rt->user_opaque)->exits, 0) ||       \
+        uint64_t due_ = (ctx)->jsprof_due;                                             \
+        if (__builtin_expect(due_ != 0 ? jsprof_ticks() >=                             \
+                                             jsprof_looked(&(ctx)->jsprof_due,         \
+                                                           (ctx)->jsprof_look,         \
+                                                           (ctx)->jsprof_due_max)      \
+                                       : (ctx)->interrupt_counter <= 0, 0) ||          \
             __builtin_expect(JSPROF_RESUMED(ctx), 0)) {                                \
             (sf)->cur_pc = (pc);                                                       \
             jsprof_frame_exit(ctx);                                                    \
@@ -712,18 +740,32 @@ static double g_repoke_ms = 0.001;
    lose it write again. */
 static inline void sampler_poke(Sampler *s)
 {
-    for (int i = 0; i < s->nctx; i++)
+    for (int i = 0; i < s->nctx; i++) {
+        /* no inline check may hold the handler back (JSPROF_POLL_SKIP) */
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_look = 0;
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_due = 0;
         *(volatile int *)&s->ctxs[i]->interrupt_counter = 0;
+    }
+}
+
+/* lock held or owner thread: polls and frame exits stop comparing a due time inline (it
+   is about to change, or the sampler stops); sampler_set_cadence sets them again */
+static inline void sampler_clear_dues(Sampler *s)
+{
+    for (int i = 0; i < s->nctx; i++) {
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_look = 0;
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_due = 0;
+    }
 }
 
 /* lock held: point the interpreter's deadline checks at next_due (self-sampling) */
 static void sampler_arm_locked(Sampler *s)
 {
     double ahead;
+    sampler_clear_dues(s);
     if (!s->self_sample || !s->running || g_ticks_per_ms <= 0) {
         s->hot->armed = 0;
         s->hot->watch = 0;
-        s->hot->exits = 0;
         return;
     }
     /* the wall clock: a deschedule makes frame exits look (see sampler_approach) */
@@ -909,6 +951,27 @@ static int read_pair(uint64_t *t, double *m)
     return m1 - m0 < 0.02;
 }
 
+/* jsprof_ticks() one inline look at the clock takes (JSPROF_POLL_SKIP's: a load, a
+   tick-counter read, a compare and a store), the least of 8 timings of 256 looks; at
+   least 1, which also marks polls that compare inline. A TSC read is ~18 ns on this VM */
+static uint64_t g_look_ticks = 1;
+static void calibrate_look(void)
+{
+    volatile uint64_t due = UINT64_MAX / 2;
+    uint64_t best = UINT64_MAX;
+    unsigned n = 0;
+    for (int r = 0; r < 8; r++) {
+        uint64_t t0 = jsprof_ticks(), t1;
+        for (int i = 0; i < 256; i++)
+            n += jsprof_ticks() < (due += 1);
+        t1 = jsprof_ticks();
+        if (t1 > t0 && t1 - t0 < best)
+            best = t1 - t0;
+    }
+    best = best == UINT64_MAX || n == 0 ? 0 : best / 256;
+    g_look_ticks = best > 0 ? best : 1;
+}
+
 static void calibrate_ticks(void)
 {
     uint64_t t0, t1;
@@ -931,6 +994,7 @@ static void calibrate_ticks(void)
             g_ticks_per_ms = (double)(t1 - t0) / (m1 - m0);
         }
     }
+    calibrate_look();
     /* never undisturbed: g_ticks_per_ms stays 0 and the timer thread samples instead */
     pthread_mutex_unlock(&g_rate_lock);
 }
@@ -1202,17 +1266,29 @@ static int g_approach = 1;
 static double g_window_ms = 0.01, g_divide = 4;
 
 /* owner thread: the handler runs again after `count` polls (-1: at every poll, and every
-   frame exit looks at the clock) */
-static void sampler_set_cadence(Host *h, int count)
+   frame exit looks at the clock); `exits`: frame exits look at the clock meanwhile (the
+   CPU clock's last counts, see sampler_approach), and at every poll (count -1) the poll
+   compares the clock inline, the handler called only once the tick is due */
+static void sampler_set_cadence(Host *h, int count, int exits, uint64_t window)
 {
     Sampler *s = &h->s;
     int c = count > 0 ? count : 0;
+    uint64_t due = 0, look = 0, max = 0;
     h->hot.counter_init = count > 0 ? count : -1;
     /* an interrupt or an owner request wants the very next poll */
     if (host_interrupted(h) || atomic_load_explicit(&h->owner_req, memory_order_relaxed))
         c = 0;
-    for (int i = 0; i < s->nctx; i++)
+    else if (exits && h->hot.armed) {
+        due = h->hot.deadline;
+        look = count > 0 ? 0 : g_look_ticks;
+        max = due + (count > 0 ? 0 : window);
+    }
+    for (int i = 0; i < s->nctx; i++) {
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_due_max = max;
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_look = look;
+        *(volatile uint64_t *)&s->ctxs[i]->jsprof_due = due;
         *(volatile int *)&s->ctxs[i]->interrupt_counter = c;
+    }
     s->poll_count = count > 0 ? count : 1;
 }
 
@@ -1257,14 +1333,14 @@ static void sampler_approach(Host *h, uint64_t t)
        only, where it was measured: on the wall clock (frame exits look after each
        deschedule already) test_short_builtin_calls_charged_to_caller failed 2 of 3
        runs with it at load 12 (1 of 14 on main's build). */
-    h->hot.exits = s->cpu && g_approach == 1 && polls <= APPROACH_POLLS;
+    int exits = s->cpu && g_approach == 1 && polls <= APPROACH_POLLS;
     if (polls >= SELF_SAMPLE_COUNTER_INIT)
         count = SELF_SAMPLE_COUNTER_INIT;
     else if (polls < 1)
         count = -1;
     else
         count = (int)polls;
-    sampler_set_cadence(h, count);
+    sampler_set_cadence(h, count, exits, w);
 }
 
 /* Owner thread, between polls: capture the ticks pending or due now (deadline passed). */
@@ -2284,7 +2360,7 @@ static void sampler_stop_thread(Host *h)
     h->hot.counter_init = 0; /* QuickJS's own poll cadence again */
     h->hot.armed = 0;
     h->hot.watch = 0;
-    h->hot.exits = 0;
+    sampler_clear_dues(&h->s);
     pthread_cond_signal(&h->s.cond);
     pthread_mutex_unlock(&h->s.lock);
     Py_BEGIN_ALLOW_THREADS
@@ -2633,7 +2709,7 @@ static PyObject *Runtime_sampler_start(RuntimeObject *self, PyObject *args)
         h->s.running = 0;
         h->hot.armed = 0;
         h->hot.watch = 0;
-        h->hot.exits = 0;
+        sampler_clear_dues(&h->s);
         h->hot.counter_init = 0;
         sampler_free_buffers(h);
         PyErr_SetString(PyExc_OSError, "could not start the sampler thread");
