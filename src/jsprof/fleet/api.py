@@ -172,7 +172,8 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     """The merged flame graph page. `example_url` ("/v1/traces/{id}/flame", the
     collector's) makes the Time view's example uploads links; without it they are ids.
     `time_url` (the collector's dashboard) leaves the Time view out of the page: its
-    script reads it from that URL (`flame_time`'s document) when the tab is first opened.
+    script reads it from that URL (`flame_time`'s document) when the tab is first opened;
+    the URL should carry `pin=` `data_pin(s)`, so that view counts this graph's uploads.
     Without it the page holds it, as a file must (it works with no server)."""
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
@@ -205,16 +206,49 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     ).render(tree)
 
 
-def flame_time(s: Session, f: Filters, example_url: str | None = None) -> dict:
+def flame_time(s: Session, f: Filters, example_url: str | None = None,
+               pin: int | None = None) -> dict:
     """The Time view of `flame`'s page for the same filters, read on its own (the
     dashboard's page asks for it when its tab is opened): the `fleetTime` block the page
-    would have held, and the store's notes."""
+    would have held, `pin`, and the store's notes.
+
+    `pin`: the page's `data_pin` (its snapshot's `nextUk`): the view counts only the
+    uploads the page's graph counted, whatever arrived since (upload keys stay theirs
+    through compaction). When this snapshot does not reach it (another worker's tail
+    behind, the tables made anew), the view is of the uploads read now, and `pin` says
+    so (`same` false, `note`) for the page to show: never two answers passed off as one.
+
+    It reads what the view needs (the uploads, then the spread's samples or the Time
+    rollups): no call tree, which the page has already drawn."""
+    from .timecourse import TimeSelection
+
     if f.during is not None:
         raise UsageError("fleet flame: no Time view with during= (those samples' times are "
                          "gone); leave during out")
-    sel, per_upload = _flame_selection(s, f)
-    views = _views(s, _time_selection(s, f, sel, per_upload), example_url, sources=False)
-    return {"fleetTime": views["fleet_time"], **notes(s)}
+    held = data_pin(s)
+    same = pin is None or pin <= held
+    if pin is not None and same:
+        s.snap.pin(pin)
+    up = s.engine.uploads(s.snap, f)
+    require_match(s, f, len(up))
+    views = _views(s, TimeSelection(f, up), example_url, sources=False)
+    doc: dict[str, Any] = {"fleetTime": views["fleet_time"]}
+    if pin is not None:
+        doc["pin"] = {"asked": pin, "read": pin if same else held, "same": same}
+        if not same:
+            doc["pin"]["note"] = (
+                "This Time view is of the uploads the collector holds now, not of those "
+                "the graph above was drawn from (it was drawn from a later read of the "
+                "store): the two may count different uploads. Reload the page for both "
+                "of one read.")
+    return {**doc, **notes(s)}
+
+
+def data_pin(s: Session) -> int:
+    """What identifies the uploads `s` reads: its tables' `nextUk` (the committed tables
+    plus the tail read), every upload below it and none at or past it. `flame_time`'s
+    `pin`."""
+    return int(s.snap.manifest["nextUk"])
 
 
 def _flame_selection(s: Session, f: Filters) -> tuple[Any, bool]:
@@ -255,8 +289,9 @@ def _views(s: Session, sel: Any, example_url: str | None, time_view: bool = True
             ex["href"] = example_url.replace("{id}", quote(ex["id"], safe=""))
     from .release import identity
 
-    out: dict[str, Any] = {"rec": sel.recording, "fleet_time": ft}
+    out: dict[str, Any] = {"fleet_time": ft}
     if sources:
+        out["rec"] = sel.recording
         out["source"] = StoreSources(sel.releases, identity(f))
     return out
 

@@ -320,6 +320,22 @@ class Snapshot:
         self.pending = 0
         # The store's URL when it is on object storage (its parts also in the bucket).
         self.remote: str | None = None
+        # Only uploads with a key below this (None: all): an earlier query's upload set
+        # (`pin`). Keys are given in the order uploads were stored and stay theirs through
+        # compaction and merges, so "uk < N" is the same uploads whatever came since.
+        self.uk_below: int | None = None
+
+    def pin(self, uk_below: int) -> None:
+        """Count only the uploads whose key is below `uk_below`: those of an earlier
+        snapshot whose tables' `nextUk` it was (what a page read, for a view of that page
+        read later). The rollups, which sum uploads past it, then do not answer
+        (`rollups.plan`): the per-upload tables do."""
+        self.uk_below = uk_below
+
+    def pinned_out(self) -> bool:
+        """Whether the pin leaves out uploads this snapshot holds (the rollups cannot
+        answer then)."""
+        return self.uk_below is not None and self.uk_below < int(self.manifest["nextUk"])
 
     def alive(self, ids: list[str], apps: list[str], received_at: np.ndarray) -> np.ndarray:
         """Per upload row: not pruned."""
@@ -336,7 +352,9 @@ class Snapshot:
 
     def keep_live(self, up: Uploads, app: str) -> Uploads:
         """`up` (all of `app`) without what was pruned and, for an id stored again after a
-        prune, only its latest row."""
+        prune, only its latest row; below the pin (`pin`) when there is one."""
+        if self.uk_below is not None and len(up) and int(up.uk.max()) >= self.uk_below:
+            up = up.subset(up.uk < self.uk_below)
         if not len(up):
             return up
         keep = self.alive(up.id, [app] * len(up), up.received_at)

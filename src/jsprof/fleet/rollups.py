@@ -63,7 +63,7 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
     ) if kinds is None else kinds
 
     man = snap.manifest
-    if not man.get("rollups") or f.where or f.during is not None:
+    if not man.get("rollups") or f.where or f.during is not None or snap.pinned_out():
         return None
     for t in (f.since, f.until):
         if t is not None and t % DAY_MS:

@@ -19,6 +19,7 @@ buckets is its `fleet top` self time.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -36,6 +37,17 @@ TIME_UPLOADS = 500  # uploads whose samples a view reads at most
 FUNCTIONS = 200  # functions with a per-bucket row; the rest are one "(other functions)" row
 EXAMPLES = 6  # example uploads linked
 NS_PER_MS = 1_000_000
+
+
+@dataclass
+class TimeSelection:
+    """What `time_course` reads of a query's Selection: its filters and uploads, and the
+    releases it has already read (it reads the others it needs itself). The Time view read
+    on its own (`api.flame_time`) makes one of these: no stacks summed, no call tree."""
+
+    filters: Any
+    uploads: Uploads
+    releases: dict = field(default_factory=dict)
 
 
 def _spread(n: int, cap: int) -> np.ndarray:

@@ -2328,8 +2328,9 @@
   }
 
   // ---- the collector's page: its fleet Time view read when its tab is first opened -----
-  // M.fleetTime is {url}: GET url answers {fleetTime: the block a file holds} (the
-  // collector's /v1/query/flame_time, same origin, the dashboard's session). Until then the
+  // M.fleetTime is {url}: GET url answers {fleetTime: the block a file holds, pin} (the
+  // collector's /v1/query/flame_time, same origin, the dashboard's session; the URL pins
+  // the graph's uploads, and pin.same false says the view could not be of those). Until then the
   // section says it is being read (aria-busy, a status line); an error is said there.
   function fetchedFleetTimeView(M) {
     var sec = doc.getElementById("v-time"), real = null, lastShown = null;
@@ -2346,6 +2347,12 @@
       })
       .then(function (d) {
         sec.removeChild(note);
+        // The collector could not answer for the uploads the graph was drawn from (its
+        // `pin`): said above the lanes, never shown as if it were the graph's.
+        if (d.pin && d.pin.same === false) {
+          sec.appendChild(el("p", {"class": "note", role: "status", "data-note": "pin"},
+            vis(String(d.pin.note || "This Time view is not of the graph's uploads."))));
+        }
         M.fleetTime = d.fleetTime;
         real = fleetTimeView(M);
         sec.setAttribute("aria-busy", "false");

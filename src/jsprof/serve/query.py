@@ -92,7 +92,8 @@ ROUTE_PARAMS = {
     # time_view=fetch: the dashboard's page, whose Time view is read when its tab opens
     # (flame_time); without it the page holds its Time view, as a saved file must
     "flame": FILTER_PARAMS | {"format", "max_nodes", "time_view"},
-    "flame_time": FILTER_PARAMS,
+    # pin: the page's upload set (`api.data_pin`), so the view answers for its graph's
+    "flame_time": FILTER_PARAMS | {"pin"},
     # (exclude_idle: top, flame, export and series, the dashboard's chart, which must
     # give the top table's share; the intervals of diff and regressions are resampled
     # over every sample)
@@ -359,11 +360,13 @@ async def flame(request: Request) -> Response:
             raise UsageError(f"query parameter time_view: {later[:20]!r}; use inline or fetch")
         # The Time view's own reads (a spread of uploads' samples by time, the vitals) wait
         # for its tab: most looks at the dashboard's merged graph never open it.
-        time_url = None
-        if later == "fetch" and fmt == "html" and f.during is None:
-            time_url = "/v1/query/flame_time?" + urlencode(_time_view_params(request, f))
+        lazy = later == "fetch" and fmt == "html" and f.during is None
         max_nodes = _int(request.query_params, "max_nodes", 2000)
         with _session(request) as s:
+            # pinned to the uploads this graph is drawn from: the view, read later,
+            # counts none that arrive meanwhile (`api.flame_time`)
+            time_url = None if not lazy else "/v1/query/flame_time?" + urlencode(
+                [*_time_view_params(request, f), ("pin", str(api.data_pin(s)))])
             # The Time view links its example uploads to their own pages here.
             page = api.flame(s, f, fmt, max_nodes, example_url=_ROUTE_PATHS["trace_flame"],
                              time_url=time_url)
@@ -384,6 +387,22 @@ def _time_view_params(request: Request, f: Any) -> list[tuple[str, str]]:
     return out
 
 
+PIN_DIGITS = 15  # an upload key bound: a whole number under 10**15 (JSON-exact)
+
+
+def _pin(v: str | None) -> int | None:
+    """flame_time's `pin=` (an upload key bound, `api.data_pin`): digits only, bounded;
+    read as a number, never evaluated."""
+    from ..errors import UsageError
+
+    if v is None:
+        return None
+    if not (0 < len(v) <= PIN_DIGITS and v.isascii() and v.isdigit()):
+        raise UsageError(f"query parameter pin: {v[:20]!r}; expected the whole number the "
+                         f"page's Time view URL carries (at most {PIN_DIGITS} digits)")
+    return int(v)
+
+
 async def flame_time(request: Request) -> Response:
     """`GET /v1/query/flame_time`: the Time view of the flame page of the same filters
     (JSON: `fleetTime`, the block the page would hold), which the dashboard's page reads
@@ -393,8 +412,9 @@ async def flame_time(request: Request) -> Response:
 
         check_params(request, "flame_time")
         f = filters_from_query(request)
+        pin = _pin(request.query_params.get("pin"))
         with _session(request) as s:
-            doc = api.flame_time(s, f, example_url=_ROUTE_PATHS["trace_flame"])
+            doc = api.flame_time(s, f, example_url=_ROUTE_PATHS["trace_flame"], pin=pin)
         return _json(doc)
 
     return await _run(request, work)
