@@ -244,6 +244,39 @@ def test_a_tab_that_is_hidden_sends_its_click_in_that_task(site, browser,
         col.stop()
 
 
+def test_what_could_not_be_sent_at_once_goes_with_the_rest(site, browser,
+                                                          tmp_path: Path) -> None:
+    # The upload made in the hidden task fails to be made (here its first TextEncoder call
+    # throws, as a JSON too large for the engine would): what it held is not lost, the
+    # rest of the chunk (once stop() resolves; the tab lives on) carries the click. Before
+    # (review11), the rest started past the timeline that upload would have held.
+    origin, collector = site
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{origin}/leave/0?release=failed&drain=600000")
+        pl, ids = _click(page)
+        failed = page.evaluate("""(() => {
+          const enc = TextEncoder.prototype.encode;
+          TextEncoder.prototype.encode = function () {
+            TextEncoder.prototype.encode = enc;
+            throw new RangeError("too large");
+          };
+          const before = profiling.stats.failed;
+          hide();
+          return profiling.stats.failed - before;
+        })()""")
+        assert failed == 1  # the premise: the upload of the hidden task was not made
+        got = _arrived(store, "failed", {pl: ids})
+        assert set(ids) <= got.get(pl, set()), (ids, got)
+        context.close()
+    finally:
+        col.stop()
+
+
 def test_what_the_keepalive_budget_cannot_take_is_left_out_by_count(site, browser,
                                                                    tmp_path: Path) -> None:
     # Long frames, then a click, all in the first piece (5 s: nothing prepared yet), with a

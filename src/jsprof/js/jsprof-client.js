@@ -1004,7 +1004,11 @@ class Session {
     const after = prep ? prep.last : -Infinity;
     const pieces = chunk.pieces.slice(prep ? prep.pieces : 0);
     const parts = chunk.parts.slice(prep ? prep.parts : 0);
-    const out = {pieces: chunk.pieces.length, parts: chunk.parts.length, last: after, any: !!prep};
+    // Until sent, the rest starts where `prep` ended: an error here leaves what it did not
+    // send to the rest (before, the rest started past it, and an interaction was lost).
+    const all = {pieces: chunk.pieces.length, parts: chunk.parts.length};
+    const out = {pieces: prep ? prep.pieces : 0, parts: prep ? prep.parts : 0, last: after,
+                 any: !!prep};
     const send = (c) => {
       const up = this.upload(randomId(), c, null);
       this.stats.chunks++;
@@ -1018,15 +1022,17 @@ class Session {
       if (c.bytes > room() && this.timeline) {
         const t = this.fitTimeline(this.compose(chunk, [], after, why, parts), room());
         if (this.news(t.timeline) || t.cut) send(t);
-        if (c.samples === 0) return out;
+        out.parts = all.parts; // the timeline is sent (or held nothing new)
+        if (c.samples === 0) return Object.assign(out, all);
         c = this.compose(chunk, pieces, after, why, []);
       } else if (c.samples === 0 && !this.news(c.timeline)) {
-        return out;
+        return Object.assign(out, all);
       }
       send(c);
+      Object.assign(out, all);
       out.last = c.last;
     } catch (e) {
-      this.stats.failed++; // the rest, if stop() resolves, still holds these pieces
+      this.stats.failed++; // the rest, if stop() resolves, holds what was not sent
     }
     return out;
   }
