@@ -143,6 +143,109 @@ def test_evented_profile():
     assert [len(p) for p in paths(t)] == [1, 2, 1]
 
 
+def _walk_events(depth: int, n: int) -> list[dict]:
+    """main > rec x d > leaf, the sampled depth d walking down to `depth` and back up in
+    `n` steps: each step opens and closes the recursion's frames to d at one time (no
+    sample there), then the leaf for 1 ms (one sample of a stack of its own depth)."""
+    ev = [{"type": "O", "at": 0, "frame": 0}]
+    cur = t = 0
+    for k in range(n):
+        d = int(depth * (1 - abs(2 * k / n - 1)))
+        for _ in range(cur, d):
+            ev.append({"type": "O", "at": t, "frame": 1})
+        for _ in range(d, cur):
+            ev.append({"type": "C", "at": t, "frame": 1})
+        cur = d
+        ev += [{"type": "O", "at": t, "frame": 2}, {"type": "C", "at": t + 1, "frame": 2}]
+        t += 1
+    ev += [{"type": "C", "at": t, "frame": 1}] * cur + [{"type": "C", "at": t, "frame": 0}]
+    return ev
+
+
+WALK_FRAMES = [{"name": "main", "file": "a.js", "line": 1}, {"name": "rec", "file": "a.js",
+               "line": 2}, {"name": "leaf", "file": "a.js", "line": 3}]
+
+
+def test_a_deep_evented_profile_is_read_per_node(monkeypatch):
+    """An evented profile's stacks were each made from the whole open stack (a tuple of
+    it per sample, then every frame of every distinct stack interned): a recursion 30,000
+    deep took 40 s to read 3,000 samples (tests/test_viewer_range.py's deep export, at
+    load 24). Now each open frame is a node of a tree, interned once: the builder is asked
+    once per node, not once per frame of every stack (here 2,000 deep, 400 samples:
+    ~200,000 asks before, under 2,400 now)."""
+    from jsprof.trace import TraceBuilder
+
+    depth, n = 2000, 400
+    data = _foreign({"type": "evented", "name": "deep", "unit": "milliseconds",
+                     "startValue": 0, "endValue": n, "events": _walk_events(depth, n)},
+                    frames=WALK_FRAMES)
+    asks = [0]
+    real = TraceBuilder.stack_id_from
+
+    def counted(self, parent, frame_id):
+        asks[0] += 1
+        return real(self, parent, frame_id)
+
+    monkeypatch.setattr(TraceBuilder, "stack_id_from", counted)
+    t = read_any(data, "deep.speedscope.json").tracks[0].trace
+    assert t.num_samples == n
+    assert max(len(p) for p in paths(t)) == depth + 2
+    assert asks[0] <= 2 * (depth + n), asks[0]
+
+
+def test_evented_stacks_read_as_their_frame_lists_build():
+    """The tree the evented reader keeps gives the trace `build_trace` makes of each
+    sample's open frames as a list (the reader before), numbered the same: random opens
+    and closes, two frame entries with one key (one frame), a pseudo frame alone (a
+    marker) and under others (a frame), frames opened and closed at one time (no
+    sample)."""
+    from jsprof.formats._common import build_trace
+
+    frames = [{"name": "main", "file": "a.js", "line": 1}, {"name": "f", "file": "a.js",
+              "line": 5}, {"name": "f", "file": "a.js", "line": 5}, {"name": "g"},
+              {"name": "(garbage collector)"}]
+    keys = [(f["name"], f.get("file"), f.get("line"), None) for f in frames]
+    rng = np.random.default_rng(4)
+    markers = merged = 0
+    for _ in range(20):
+        ev, open_, t = [], [], 0
+        for _ in range(300):
+            t += int(rng.integers(0, 3))
+            if open_ and rng.random() < 0.45:
+                ev.append({"type": "C", "at": t, "frame": open_.pop()})
+            else:
+                fr = int(rng.integers(0, len(frames)))
+                open_.append(fr)
+                ev.append({"type": "O", "at": t, "frame": fr})
+        ev += [{"type": "C", "at": t + 1, "frame": fr} for fr in reversed(open_)]
+        # the reader before: each sample's open frames as a tuple, unique in first-use order
+        index: dict[tuple, int] = {}
+        skeys, times, cur, prev = [], [], [], None
+        for e in ev:
+            if prev is not None and e["at"] > prev and cur:
+                skeys.append(index.setdefault(tuple(cur), len(index)))
+                times.append(float(prev))
+            prev = e["at"]
+            if e["type"] == "O":
+                cur.append(e["frame"])
+            else:
+                cur.pop()
+        want = build_trace([[keys[i] for i in s] for s in index], np.array(skeys, np.int64),
+                           np.array(times))
+        got = read_any(_foreign({"type": "evented", "name": "r", "unit": "milliseconds",
+                                 "startValue": 0, "endValue": t + 1, "events": ev},
+                                frames=frames), "r.json").tracks[0].trace
+        assert got.frames == want.frames and got.resources == want.resources
+        for c in ("stack_parent", "stack_frame", "sample_stack", "sample_time"):
+            assert getattr(got, c).tolist() == getattr(want, c).tolist(), c
+        assert (got.sample_marker is None) == (want.sample_marker is None)
+        if want.sample_marker is not None:
+            assert got.sample_marker.tolist() == want.sample_marker.tolist()
+            markers += 1
+        merged += len(index) - len({tuple(keys[i] for i in s) for s in index})  # f and f
+    assert markers and merged > 0, (markers, merged)  # the cases named were met
+
+
 def test_gc_pseudo_frame_reads_as_marker():
     data = _foreign(
         {

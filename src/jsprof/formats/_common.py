@@ -8,6 +8,8 @@ JavaScript function of the same name (which has a script) is never taken for one
 
 `build_trace` is the one builder the readers share: unique stacks as frame lists (per
 stack work, Python) plus a per-sample index into them (per sample work, numpy).
+`build_trace_tree` is the same for a reader that meets its stacks as a tree (speedscope's
+evented profiles: frames opened and closed), where a list per stack would cost its depth.
 
 Instrumented calls in the trace-event formats (Chrome trace, Perfetto) are named and found
 back by `call_slice`, `call_frame_key` and `FrameFinder`: one rule for both.
@@ -104,6 +106,64 @@ def build_trace(
             ids.append(fid)
         sid = b.stack_id(ids)
         stack_id[k] = NONE if sid is None else sid
+    base = b.build()
+    sample_key = np.asarray(sample_key, np.int64)
+    if markers is None and any_pseudo:
+        m = pseudo_marker[sample_key]
+        markers = m if (m != NONE).any() else None
+    return ProfilerTrace(
+        resources=base.resources,
+        frames=base.frames,
+        stack_parent=base.stack_parent,
+        stack_frame=base.stack_frame,
+        sample_time=times,
+        sample_stack=stack_id[sample_key],
+        sample_marker=markers,
+        sample_line=lines,
+    )
+
+
+def build_trace_tree(
+    node_parent: Sequence[int],
+    node_frame: Sequence[FrameKey],
+    sampled: Sequence[int],
+    sample_key: np.ndarray,
+    times: np.ndarray,
+    markers: np.ndarray | None = None,
+    lines: np.ndarray | None = None,
+) -> ProfilerTrace:
+    """`build_trace` of stacks given as nodes of a tree (each its parent node, -1 for a
+    root, and its frame): `sampled[k]` is the node of unique stack k. The same trace
+    `build_trace` makes of those stacks' frame lists, numbered the same (each stack's
+    callers interned root first, stack by stack in order), at a cost per node, not per
+    frame of every stack: a deep recursion's stacks share all but their last frames."""
+    b = TraceBuilder()
+    stack_id = np.full(len(sampled) + 1, NONE, np.int64)  # +1: empty input still indexes
+    pseudo_marker = np.full(len(sampled) + 1, NONE, np.int64)
+    any_pseudo = False
+    frame_ids: dict[FrameKey, int] = {}
+    sid_of = [NONE] * len(node_parent)  # the node's stack id, once interned
+    for k, node in enumerate(sampled):
+        fk = node_frame[node]
+        if node_parent[node] < 0 and fk[1] is None and fk[0] in PSEUDO_INDEX:
+            pseudo_marker[k] = PSEUDO_INDEX[fk[0]] - 1
+            any_pseudo = True
+            continue
+        chain = []  # the callers not yet interned, innermost first
+        n = node
+        while n >= 0 and sid_of[n] == NONE:
+            chain.append(n)
+            n = node_parent[n]
+        parent = NONE if n < 0 else sid_of[n]
+        for n in reversed(chain):
+            fk = node_frame[n]
+            fid = frame_ids.get(fk)
+            if fid is None:
+                name, url, line, col = fk
+                rid = b.resource_id(url) if url is not None else None
+                fid = frame_ids[fk] = b.frame_id(name, rid, line, col)
+            parent = sid_of[n] = b.stack_id_from(parent, fid)
+        stack_id[k] = sid_of[node]
     base = b.build()
     sample_key = np.asarray(sample_key, np.int64)
     if markers is None and any_pseudo:
