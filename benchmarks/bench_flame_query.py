@@ -120,10 +120,16 @@ def main() -> int:
             s, f, "html", 2000, example_url="/v1/traces/{id}/flame",
             time_url="/v1/query/flame_time?app=soak"),
         "time tab": lambda s: api.flame_time(s, f, example_url="/v1/traces/{id}/flame"),
+        # the tab opened after 10 uploads arrived: pinned below them, so the rollups (which
+        # sum them too) step aside and the Time view reads its spread's samples
+        "time tab pinned": lambda s: api.flame_time(
+            s, f, example_url="/v1/traces/{id}/flame", pin=api.data_pin(s) - 10),
         "flame svg": lambda s: api.flame(s, f, "svg", 2000),
     }
     if not hasattr(api, "flame_time"):  # (a src before the dashboard's page read it later)
         del asks["flame html dashboard"], asks["time tab"]
+    if not hasattr(api, "data_pin"):  # (a src before the tab was pinned to the graph's)
+        del asks["time tab pinned"]
     with api.session(st, keep_tail=True) as s:  # the tail read once, as a worker has it
         c, w = cpu(lambda s=s: api.top(s, f, 20))
     print(f"first top of the process: {c:.2f} s CPU, {crcs[0]} parts checksummed", flush=True)
