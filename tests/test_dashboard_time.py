@@ -191,3 +191,34 @@ def test_the_time_view_read_later_covers_the_window_the_graph_was_drawn_with(
     status, _, got = c.request("GET", f"{url.path}?{url.query}", headers=AUTH)
     assert status == 200, got
     assert orjson.loads(got)["fleetTime"]["fns"]
+
+
+def test_a_time_view_not_of_the_graphs_uploads_says_so(chromium: Any,
+                                                       col: tuple[Collector, Path]) -> None:
+    # (the collector's read did not reach the page's pin: another worker's tail behind, the
+    # tables made anew; here its answer is made so by the route, the rest real)
+    from playwright.sync_api import expect
+
+    c, _ = col
+    said = "This Time view is of the uploads the collector holds now"
+
+    def behind(route: Any) -> None:
+        doc = orjson.loads(route.fetch().body())
+        held = doc.get("pin", {}).get("asked", 12)  # (the real answer: the graph's uploads)
+        doc["pin"] = {"asked": held + 3, "read": held, "same": False,
+                      "note": said + " \u202e(not the graph's)."}
+        route.fulfill(status=200, content_type="application/json", body=orjson.dumps(doc))
+
+    with fresh_pages(chromium) as browser:
+        page = browser.new_page(extra_http_headers=AUTH)
+        page.route("**/v1/query/flame_time*", behind)
+        page.goto(f"{c.url}/v1/query/flame?app=shop&time_view=fetch#view=time")
+        page.wait_for_selector("body[data-view='time']", timeout=20000)
+        sec = page.locator("#v-time")
+        expect(sec).to_have_attribute("aria-busy", "false", timeout=20000)
+        note = sec.locator("p[data-note='pin']")
+        expect(note).to_have_attribute("role", "status")
+        # said first, above the lanes, its text shown as text (a bidi control made visible)
+        assert note.text_content() == said + " \\u202e(not the graph's)."
+        assert sec.evaluate("s => s.querySelector('p.note').dataset.note") == "pin"
+        expect(sec.locator(".flane[data-kind='function']").first).to_be_visible()
