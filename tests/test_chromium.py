@@ -647,7 +647,8 @@ def test_conformance_file_on_the_native_profiler(browser: Browser) -> None:
     rows = [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
     assert rows and rows[-1] == {"done": True}
     failed = {r["check"] for r in rows[:-1] if not r["ok"]}
-    assert failed <= CHROMIUM_DIFFERS, failed - CHROMIUM_DIFFERS
+    assert failed <= CHROMIUM_DIFFERS, {r["check"]: r["detail"] for r in rows[:-1]
+                                        if r["check"] in failed - CHROMIUM_DIFFERS}
     passed = {r["check"] for r in rows[:-1] if r["ok"]}
     assert len(passed) >= 30
     assert "a known function is a frame with resource, line and column" in passed

@@ -39,7 +39,9 @@ function wellFormed(trace) {
   for (let i = 0; i < trace.samples.length; i++) {
     const s = trace.samples[i];
     if ('stackId' in s && (s.stackId === undefined || !(s.stackId < trace.stacks.length))) return `samples[${i}].stackId`;
-    if (i && !(s.timestamp > trace.samples[i - 1].timestamp)) return `samples[${i}] not increasing`;
+    // In time order, not strictly: a browser coarsens sample times as it does
+    // performance.now(), and Chromium under load gave two samples one time (93 then 93).
+    if (i && !(s.timestamp >= trace.samples[i - 1].timestamp)) return `samples[${i}] out of order: ${trace.samples[i - 1].timestamp} then ${s.timestamp}`;
   }
   for (const f of trace.frames) {
     if ('resourceId' in f && !(f.resourceId < trace.resources.length)) return 'frame resourceId';
@@ -157,8 +159,11 @@ function wellFormed(trace) {
       gaps.every((g) => g >= 5 - fast.sampleInterval / 2 - 1e-6), Math.min(...gaps));
     // Counts are bounded above by the clock; below only loosely (a loaded machine loses ticks).
     const slowSpan = st.samples.length ? st.samples[st.samples.length - 1].timestamp - st.samples[0].timestamp : 0;
+    // (At least 2 samples, so there is a span; the 10 that `retried` asks for are its reason
+    // to try again, not this check's: Chromium at load 20 kept 9 in the last try.)
     check('the slower session keeps at most one tick per interval',
-      st.samples.length >= 10 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1, st.samples.length);
+      st.samples.length >= 2 && st.samples.length <= slowSpan / (5 - fast.sampleInterval / 2) + 1,
+      `${st.samples.length} in ${slowSpan} ms`);
     // Whole: the fast session kept ticks through its 150 ms (at least a few, however loaded the
     // machine) and more than the slow one's share of the same time.
     check('the other session is whole', ft.samples.length >= 5 && ft.samples.length > st.samples.length / 2, ft.samples.length);
