@@ -115,8 +115,8 @@ def test_a_held_key_across_chunks_is_one_keydown_interaction(stored) -> None:
     key = rows[("input#q", "keydown")]
     # Its duration is its longest event's (INP's number) ...
     assert key["count"] == 1 and key["maxMs"] == up[0]["duration"]
-    # ... and its window starts at the keydown: the input delay is the keydown's, not the
-    # ~500 ms the key was held (the keyup's start).
+    # ... and so are its timings: the input delay is the keyup's own, not the ~500 ms the
+    # key was held (from the keydown's start to the keyup's handlers).
     assert key["inputDelayP75Ms"] < 100, key
 
 
@@ -150,6 +150,35 @@ PARTS = [
                        "target": "button#parse"}]},
 ]
 
+# Folded: named by the click, timed by it (the longest event: the pointerdown's frame
+# rendered at 3067.8, the click's at 3923.9, so the pointerdown's earlier start and
+# handlers are not the click frame's).
+FOLDED = {"id": 5244, "type": "click", "start": 3043.9, "duration": 880,
+          "processingStart": 3063.1, "processingEnd": 3790.7, "target": "button#parse"}
+
+# A key held 300 ms (keydown and keyup frames apart), then a click whose pointerup and
+# click rendered in one frame: the held key is timed by its keyup alone (before: start at
+# the keydown, processing to the keyup's end, 354 ms of processing in 200 ms); the click
+# spans both of its frame's events.
+HELD = [{"id": 7, "type": "keydown", "start": 100.0, "duration": 48, "processingStart": 102.0,
+         "processingEnd": 110.0, "target": "input#q"},
+        {"id": 7, "type": "keyup", "start": 400.0, "duration": 200, "processingStart": 402.0,
+         "processingEnd": 560.0, "target": "input#q"},
+        {"id": 8, "type": "pointerup", "start": 900.0, "duration": 104, "processingStart": 903.0,
+         "processingEnd": 950.0, "target": "button#go"},
+        {"id": 8, "type": "click", "start": 901.0, "duration": 100, "processingStart": 951.0,
+         "processingEnd": 990.0, "target": "button#go"}]
+HELD_FOLDED = [{"id": 7, "type": "keydown", "start": 400.0, "duration": 200,
+                "processingStart": 402.0, "processingEnd": 560.0, "target": "input#q"},
+               {"id": 8, "type": "click", "start": 900.0, "duration": 104,
+                "processingStart": 903.0, "processingEnd": 990.0, "target": "button#go"}]
+
+
+def _held_parts(order: list[int]) -> list[dict]:
+    return [{"longFrames": [], "load": None, "dropped": {"longFrames": 0, "interactions": 0},
+             "interactions": [HELD[i]]} for i in order]
+
+
 MERGE = """
 import {mergeTimelines} from %s;
 let text = "";
@@ -169,9 +198,7 @@ def test_the_client_names_a_folded_pointer_interaction_by_its_click(tmp_path: Pa
                            input=json.dumps(parts), capture_output=True, text=True, timeout=60)
         assert r.returncode == 0, r.stderr
         (got,) = json.loads(r.stdout)["interactions"]
-        assert got == {"id": 5244, "type": "click", "start": 3043.8, "duration": 880,
-                       "processingStart": 3062.3, "processingEnd": 3790.7,
-                       "target": "button#parse"}
+        assert got == FOLDED, got
 
 
 def test_the_collector_folds_chunks_by_the_clients_rule() -> None:
@@ -179,7 +206,27 @@ def test_the_collector_folds_chunks_by_the_clients_rule() -> None:
 
     for parts in (PARTS, PARTS[::-1]):
         pl = tl.page_loads([("a", p) for p in parts])["a"]
-        assert pl.interactions == [{"id": 5244, "type": "click", "start": 3043.8,
-                                    "duration": 880, "processingStart": 3062.3,
-                                    "processingEnd": 3790.7, "target": "button#parse"}]
+        assert pl.interactions == [FOLDED]
 
+
+
+def test_events_of_other_frames_do_not_widen_an_interaction(tmp_path: Path) -> None:
+    """The client and the collector fold a held key by its longest event alone and a
+    click's one frame's events together: processing never longer than the interaction."""
+    from jsprof import timeline as tl
+
+    mjs = tmp_path / "jsprof-client.mjs"
+    mjs.write_bytes(CLIENT.read_bytes())
+    for order in ([0, 1, 2, 3], [1, 0, 3, 2]):
+        parts = _held_parts(order)
+        r = subprocess.run([find_node(), "--input-type=module", "-e",
+                            MERGE % json.dumps(mjs.as_uri())],
+                           input=json.dumps(parts), capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        client = sorted(json.loads(r.stdout)["interactions"], key=lambda e: e["id"])
+        collector = sorted(tl.page_loads([("a", p) for p in parts])["a"].interactions,
+                           key=lambda e: e["id"])
+        for got in (client, collector):
+            assert got == HELD_FOLDED, (order, got)
+            for e in got:
+                assert e["processingEnd"] - e["processingStart"] <= e["duration"], e

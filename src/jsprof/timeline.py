@@ -228,25 +228,41 @@ def interaction_end(e: dict) -> float:
 # An interaction's name by rank (jsprof-client.js INTERACTION_RANK): its click, else its
 # keydown, else the event seen.
 INTERACTION_RANK = {"click": 2, "keydown": 1}
+# Events of one interaction whose frames rendered this close are one frame's (web-vitals:
+# Event Timing rounds durations to 8 ms). jsprof-client.js SAME_FRAME_MS is the same.
+SAME_FRAME_MS = 8.0
 
 
 def merge_interaction(old: dict, e: dict) -> dict:
     """Two reports of one interaction (same `id`, the client's shape) as one, by the
-    client's rule (jsprof-client.js `mergeInteraction`): the longest event's duration (INP
-    counts an interaction once, by its longest event), the first start and processing
-    start, the last processing end, the higher-ranked type, the first target given."""
+    client's rule (jsprof-client.js `mergeInteraction`): the longest event's timings (INP
+    counts an interaction once, by its longest event), widened by the other's only when
+    the two ended in one frame (web-vitals' grouping: render times within SAME_FRAME_MS),
+    the higher-ranked type, the first target given. Events of other frames keep out: a key
+    held 300 ms is a keydown and a keyup frames apart, and their first start to last
+    processing end made processing longer than the interaction (354 against 200 ms)."""
+    longer = e if e["duration"] > old["duration"] else old
+    other = old if longer is e else e
     out = dict(old)
-    out["duration"] = max(old["duration"], e["duration"])
-    out["start"] = min(old["start"], e["start"])
-    for k, pick in (("processingStart", min), ("processingEnd", max)):
-        got = [v for v in (old.get(k), e.get(k)) if v is not None]
-        out[k] = pick(got) if got else None
+    for k in ("start", "duration", "processingStart", "processingEnd"):
+        out[k] = longer.get(k)
+    if abs(_render_end(longer) - _render_end(other)) <= SAME_FRAME_MS:
+        out["start"] = min(old["start"], e["start"])
+        for k, pick in (("processingStart", min), ("processingEnd", max)):
+            got = [v for v in (old.get(k), e.get(k)) if v is not None]
+            out[k] = pick(got) if got else None
     rank = INTERACTION_RANK.get
     if rank(e.get("type") or "", 0) > rank(old.get("type") or "", 0):
         out["type"] = e.get("type")
     if not out.get("target"):
         out["target"] = e.get("target")
     return out
+
+
+def _render_end(e: dict) -> float:
+    """When the frame that presented the event's result was rendered (Event Timing:
+    startTime + duration, which the browser rounds to 8 ms)."""
+    return float(e["start"]) + float(e["duration"])
 
 
 def inp(durations: list[float]) -> float | None:

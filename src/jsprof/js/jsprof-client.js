@@ -176,20 +176,31 @@ const ms = (x) => (typeof x === "number" && isFinite(x) && x >= 0 ? x : null);
 // may take its pointerdown before the click's entry is reported (seen in Chromium 156
 // under load), and the click's part then came second.
 const INTERACTION_RANK = {click: 2, keydown: 1};
+// Events of one interaction whose frames rendered this close are one frame's (web-vitals:
+// Event Timing rounds durations to 8 ms). timeline.py SAME_FRAME_MS is the same.
+const SAME_FRAME_MS = 8;
 
 /**
  * Fold event `e` of an interaction (the client's shape) into `old`, the same interaction
  * (same `id`): how the events of one user action (pointerdown, pointerup, click; keydown,
  * keyup) are one interaction, as Event Timing's interactionId groups them and web-vitals
- * counts INP: its duration is the longest event's, its processing runs from the first
- * handlers to the last, it is named by rank (INTERACTION_RANK). The collector folds the
- * chunks of a page load by the same rule (timeline.py `merge_interaction`).
+ * counts INP: its timings are the longest event's, widened to the other's start and
+ * handlers only when the two ended in one frame (render times within SAME_FRAME_MS: a key
+ * held 300 ms is a keydown and a keyup frames apart, and spanning both made processing
+ * longer than the interaction), it is named by rank (INTERACTION_RANK). The collector
+ * folds the chunks of a page load by the same rule (timeline.py `merge_interaction`).
  */
 export function mergeInteraction(old, e) {
-  old.duration = Math.max(old.duration, e.duration);
-  old.start = Math.min(old.start, e.start);
-  old.processingStart = Math.min(old.processingStart, e.processingStart);
-  old.processingEnd = Math.max(old.processingEnd, e.processingEnd);
+  const longer = e.duration > old.duration ? e : old;
+  const other = longer === e ? old : e;
+  const sameFrame = Math.abs(longer.start + longer.duration - (other.start + other.duration)) <= SAME_FRAME_MS;
+  const start = sameFrame ? Math.min(old.start, e.start) : longer.start;
+  const processingStart = sameFrame ? Math.min(old.processingStart, e.processingStart) : longer.processingStart;
+  const processingEnd = sameFrame ? Math.max(old.processingEnd, e.processingEnd) : longer.processingEnd;
+  old.duration = longer.duration;
+  old.start = start;
+  old.processingStart = processingStart;
+  old.processingEnd = processingEnd;
   if ((INTERACTION_RANK[e.type] || 0) > (INTERACTION_RANK[old.type] || 0)) old.type = e.type;
   if (!old.target) old.target = e.target;
   return old;
