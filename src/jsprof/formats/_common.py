@@ -106,21 +106,8 @@ def build_trace(
             ids.append(fid)
         sid = b.stack_id(ids)
         stack_id[k] = NONE if sid is None else sid
-    base = b.build()
-    sample_key = np.asarray(sample_key, np.int64)
-    if markers is None and any_pseudo:
-        m = pseudo_marker[sample_key]
-        markers = m if (m != NONE).any() else None
-    return ProfilerTrace(
-        resources=base.resources,
-        frames=base.frames,
-        stack_parent=base.stack_parent,
-        stack_frame=base.stack_frame,
-        sample_time=times,
-        sample_stack=stack_id[sample_key],
-        sample_marker=markers,
-        sample_line=lines,
-    )
+    return _finish(b, stack_id, pseudo_marker if any_pseudo else None, sample_key, times,
+                   markers, lines)
 
 
 def build_trace_tree(
@@ -164,9 +151,19 @@ def build_trace_tree(
                 fid = frame_ids[fk] = b.frame_id(name, rid, line, col)
             parent = sid_of[n] = b.stack_id_from(parent, fid)
         stack_id[k] = sid_of[node]
+    return _finish(b, stack_id, pseudo_marker if any_pseudo else None, sample_key, times,
+                   markers, lines)
+
+
+def _finish(b: TraceBuilder, stack_id: np.ndarray, pseudo_marker: np.ndarray | None,
+            sample_key: np.ndarray, times: np.ndarray, markers: np.ndarray | None,
+            lines: np.ndarray | None) -> ProfilerTrace:
+    """The trace of `build_trace` and `build_trace_tree` once their stacks are interned:
+    each sample's stack by its unique stack's key, and the markers of pseudo-frame stacks
+    (`pseudo_marker`, None when there were none) when the file gave no markers."""
     base = b.build()
     sample_key = np.asarray(sample_key, np.int64)
-    if markers is None and any_pseudo:
+    if markers is None and pseudo_marker is not None:
         m = pseudo_marker[sample_key]
         markers = m if (m != NONE).any() else None
     return ProfilerTrace(
