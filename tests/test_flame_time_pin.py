@@ -16,10 +16,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+import numpy as np
 import orjson
 import pytest
 
-from fleet_util import real_store
+from fleet_util import DAY, T0, real_store, resampled_page_load, upload
 from serve_util import READ_TOKEN, Collector, field_trace
 
 AUTH = {"Authorization": f"Bearer {READ_TOKEN}"}
@@ -136,3 +137,63 @@ def test_a_pin_the_collector_cannot_answer_is_said_and_bad_ones_refused(
         assert status == 400 and "query parameter pin" in err and "\n" not in err, (bad, err)
     status, _, body = c.request("GET", "/v1/query/top?app=shop&pin=3", headers=AUTH)
     assert status == 400 and b"pin" in body
+
+
+def _same_day(st: object, rng: np.random.Generator, ids: range) -> None:
+    """Uploads u{i} of `ids` on real_store's first day, after its 12."""
+    for i in ids:
+        upload(st, f"u{i:02d}", resampled_page_load(rng, repeat=5), app="shop",
+               release=("1.9.0", "1.10.0", "1.11.0")[i % 3], route="/cart",
+               receivedAt=T0 + 3600e3 + i * 60e3, pageLoad=f"load-{i}")
+
+
+@pytest.mark.parametrize("late", ["tail", "compacted"])
+def test_a_pinned_tab_reads_per_upload_only_the_parts_its_pin_cuts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late: str) -> None:
+    """Uploads that arrive between the page and its tab are in the Time view's rollups of
+    their day: the tab reads the parts wholly below its pin as rolled up and per upload
+    only the uploads below it of the parts that hold later ones (compacted: 3 of 15; in the
+    tail: none; before, all 15: ~9x `fleet top` on bench_flame_query's 1,000), the same
+    answer as the page's read and as the samples' (the rollups set aside)."""
+    from jsprof.fleet import api, timecourse
+    from jsprof.fleet.engine import DuckEngine
+    from jsprof.fleet.filters import Filters
+    from jsprof.store import Store
+    from jsprof.store.tables.compact import compact
+
+    scanned: list[int] = []
+    real_scan = DuckEngine.sample_scan
+
+    def counted(self: DuckEngine, snap: object, up: object, **cols: object) -> object:
+        scanned.append(len(up))
+        return real_scan(self, snap, up, **cols)
+
+    monkeypatch.setattr(DuckEngine, "sample_scan", counted)
+    rng = np.random.default_rng(7)
+    st = Store(real_store(tmp_path / "store", 5, n=12))
+    compact(st)  # u00-u11 committed, one part a release
+    _same_day(st, rng, range(12, 15))  # the tail when the page is drawn
+    f = Filters(app="shop", since=T0, until=T0 + DAY)
+    with api.session(st, keep_tail=True) as s:
+        pin = api.data_pin(s)
+        page = api.flame_time(s, f, pin=pin)
+        assert page["fleetTime"]["uploadsAll"] == 15 and scanned == []  # all rolled up
+        with monkeypatch.context() as m:  # the samples' answer: the kept tail's rollups
+            m.setattr(timecourse, "_rolled_sums", lambda *a: None)  # held its stacks' ids
+            page_samples = api.flame_time(s, f, pin=pin)  # as its own (another function's)
+        scanned.clear()
+    assert orjson.dumps(page["fleetTime"]) == orjson.dumps(page_samples["fleetTime"])
+    _same_day(st, rng, range(15, 18))  # past the pin, on the same day
+    if late == "compacted":
+        compact(st)  # u12-u17 one batch: its parts hold uploads on both sides of the pin
+    with api.session(st, keep_tail=True) as s:
+        assert api.data_pin(s) == pin + 3
+        tab = api.flame_time(s, f, pin=pin)
+        # compacted: u12-u14's samples, not the other 12's; in the tail: none (the kept
+        # tail read u12-u14 as one chunk, u15-u17 as the next)
+        assert scanned == ([3] if late == "compacted" else []), scanned
+        monkeypatch.setattr(timecourse, "_rolled_sums", lambda *a: None)
+        slow = api.flame_time(s, f, pin=pin)
+    assert tab["fleetTime"]["uploadsAll"] == 15
+    assert orjson.dumps(tab["fleetTime"]) == orjson.dumps(page["fleetTime"])
+    assert orjson.dumps(tab["fleetTime"]) == orjson.dumps(slow["fleetTime"])

@@ -324,12 +324,16 @@ class Snapshot:
         # (`pin`). Keys are given in the order uploads were stored and stay theirs through
         # compaction and merges, so "uk < N" is the same uploads whatever came since.
         self.uk_below: int | None = None
+        # Per query's filters: the receivedAt of the uploads the pin left out of its
+        # `uploads` (`keep_live`), whose days the rollups cannot answer (`rollups.plan`)
+        self.past_pin: dict[Filters, np.ndarray] = {}
 
     def pin(self, uk_below: int) -> None:
         """Count only the uploads whose key is below `uk_below`: those of an earlier
         snapshot whose tables' `nextUk` it was (what a page read, for a view of that page
-        read later). The rollups, which sum uploads past it, then do not answer
-        (`rollups.plan`): the per-upload tables do."""
+        read later). The rollups, which sum uploads past it, then answer only for the
+        days that hold none of them (`rollups.plan`, from `past_pin`): the per-upload
+        tables for the others."""
         self.uk_below = uk_below
 
     def pinned_out(self) -> bool:
@@ -350,11 +354,17 @@ class Snapshot:
                 keep[i] = self.live(ids[i])
         return keep
 
-    def keep_live(self, up: Uploads, app: str) -> Uploads:
+    def keep_live(self, up: Uploads, app: str, f: Filters | None = None) -> Uploads:
         """`up` (all of `app`) without what was pruned and, for an id stored again after a
-        prune, only its latest row; below the pin (`pin`) when there is one."""
+        prune, only its latest row; below the pin (`pin`) when there is one. `f`: the
+        filters `up` was read with, under which the times of the uploads past the pin are
+        kept (`past_pin`)."""
         if self.uk_below is not None and len(up) and int(up.uk.max()) >= self.uk_below:
+            if f is not None:
+                self.past_pin[f] = up.received_at[up.uk >= self.uk_below]
             up = up.subset(up.uk < self.uk_below)
+        elif self.uk_below is not None and f is not None:
+            self.past_pin[f] = up.received_at[:0]
         if not len(up):
             return up
         keep = self.alive(up.id, [app] * len(up), up.received_at)
@@ -648,7 +658,7 @@ class DuckEngine:
                 f"SELECT {', '.join(UPLOAD_COLS)} FROM {src} WHERE {cond} ORDER BY uk",
                 params=[*p, *params],
             ).to_arrow_table()
-        return snap.keep_live(_uploads_from(t.to_pydict()), f.app)
+        return snap.keep_live(_uploads_from(t.to_pydict()), f.app, f)
 
     def _register_u(self, up: Uploads, group: np.ndarray | None = None) -> None:
         import pyarrow as pa
@@ -1016,7 +1026,8 @@ class DaskEngine:
         df = self._read(files, cols)
         out = df.map_partitions(_pandas_filter, f, meta=df._meta)[list(UPLOAD_COLS)]
         pdf = self.client.compute(out).result().sort_values("uk", kind="stable")
-        return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}), f.app)
+        return snap.keep_live(_uploads_from({c: pdf[c].tolist() for c in UPLOAD_COLS}),
+                              f.app, f)
 
     def stacks(self, snap: Snapshot, up: Uploads, group: np.ndarray | None = None
                ) -> StackRows:

@@ -48,14 +48,21 @@ class Plan:
     stored: dict | None = None  # rkey -> its Release before the identity rule (`select`)
     committed: dict | None = None  # rkey -> its committed frames, when a tail follows them
     entries: dict | None = None  # kind -> per release, the manifest entries of its parts
+    # kind -> per release: day -> the (minUk, maxUk) of its parts left out for a pin (None:
+    # unknown, every upload of the day), whose uploads the caller reads per upload
+    left: dict | None = None
 
 
-def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Plan | None:
+def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None,
+         pinned: set[str | None] | None = None) -> Plan | None:
     """The rollup parts that answer `f` exactly, or None: the per-upload tables must.
     `kinds`: the rollup tables read (default: all but rollup_vitals, rollup_perload,
     rollup_examples and the Time view's, which only `fleet vitals`, `fleet regressions` and
     the flame page read: a query's
-    tail makes the first two when they are read)."""
+    tail makes the first two when they are read). `pinned`: `pinned_days`, passed by a
+    caller that reads per upload the uploads of the parts `left` out; with a pin past
+    some of `f`'s uploads, None without it. A part of those days is read when its upload
+    keys are all below the pin and no part left out is among them."""
     from ..store.tables.view import ROLLUP_KINDS, TIME_KINDS, part_files
 
     kinds = tuple(k for k in ROLLUP_KINDS if k not in (
@@ -63,8 +70,16 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
     ) if kinds is None else kinds
 
     man = snap.manifest
-    if not man.get("rollups") or f.where or f.during is not None or snap.pinned_out():
+    if not man.get("rollups") or f.where or f.during is not None:
         return None
+    # Pinned below uploads the snapshot holds (`Snapshot.pin`): their days' sums count
+    # them, so only the days without one are read here (`pinned_days` says which).
+    if not snap.pinned_out():
+        pinned = None
+    else:
+        out = pinned_days(snap, f)
+        if out is None or pinned is None or not out <= pinned:
+            return None  # (a caller that reads those days per upload passes `pinned`)
     for t in (f.since, f.until):
         if t is not None and t % DAY_MS:
             return None
@@ -73,9 +88,11 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
     marks = [m for k, m in snap.pruned.items() if k in ("*", f.app)]
     parts: dict[str, list[list[Part]]] = {k: [] for k in kinds}
     kept: dict[str, list[list[dict]]] = {k: [] for k in kinds}
+    left: dict[str, list[dict]] = {k: [] for k in kinds}
     for rkey in rkeys:
         for kind in kinds:
             keep = []
+            out_: dict[str | None, list] = {}
             for e in man["releases"][rkey]["parts"][kind]:
                 if not isinstance(e, dict) or e.get("minAt") is None:
                     return None  # uploads without a time: only their ids say if pruned
@@ -86,11 +103,46 @@ def plan(snap: Snapshot, f: Filters, kinds: tuple[str, ...] | None = None) -> Pl
                     continue  # every upload of it was pruned
                 if any(e["minAt"] < m for m in marks):
                     return None  # a prune is under way: its day is not rolled up anew yet
+                if pinned is not None and e.get("day") in pinned and not (
+                        e.get("maxUk") is not None and e["maxUk"] < snap.uk_below):
+                    out_.setdefault(e.get("day"), []).append(
+                        None if e.get("minUk") is None else (e["minUk"], e["maxUk"]))
+                    continue  # its uploads below the pin: read per upload by the caller
                 keep.append(e)
+            keep, out_ = _apart(keep, out_)
+            left[kind].append(out_)
             one = {"releases": {rkey: {"parts": {kind: keep}}}, "uploads": []}
             parts[kind].append(part_files(snap.tdir, one, kind, [rkey]))
             kept[kind].append(keep)
-    return Plan(rkeys, parts, entries=kept)
+    return Plan(rkeys, parts, entries=kept, left=left)
+
+
+def _apart(keep: list[dict], out: dict[str | None, list]) -> tuple[list[dict], dict]:
+    """`plan`'s parts kept and left out per day, the days where a kept part's upload keys
+    may be among a left one's (or a left one's are unknown) left out whole: each upload
+    then is in a part read or in a span read per upload, never both."""
+    for day, spans in out.items():
+        mine = [e for e in keep if e.get("day") == day]
+        if None in spans or any(
+                e.get("minUk") is None or any(e["minUk"] <= b and a <= e["maxUk"]
+                                              for a, b in spans) for e in mine):
+            keep = [e for e in keep if e.get("day") != day]
+            out[day] = [None]
+    return keep, out
+
+
+def pinned_days(snap: Snapshot, f: Filters) -> set[str | None] | None:
+    """The UTC days of `f`'s uploads that `snap`'s pin leaves out (`Snapshot.pin`, a pin
+    past uploads it holds): their days' rollups sum them, so only those days must be read
+    per upload. None when the uploads `f` reads were not listed under the pin (their
+    days unknown: no rollups). A rollup part is one day's uploads (`day_of` their
+    receivedAt), and `f`'s rows of it are of the uploads `f` matches (route, env)."""
+    from ..store.tables.view import day_of
+
+    at = snap.past_pin.get(f)
+    if at is None:
+        return None
+    return {day_of(float(t)) for t in np.asarray(at, np.float64).tolist()}
 
 
 def uploads_by_day(engine: Any, snap: Snapshot, f: Filters) -> dict[str, int] | None:

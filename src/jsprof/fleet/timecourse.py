@@ -314,13 +314,18 @@ def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
     keys count."""
     from ..store.tables.view import TIME_KINDS, percentile_key, view_grid
     from .query import IDLE_MARKERS
-    from .rollups import plan
+    from .rollups import pinned_days, plan
 
     f = sel.filters
     if not len(up) or bool((up.uk < snap.manifest.get("samplesFromUk", 0)).any()):
         return None
-    p = plan(snap, f, TIME_KINDS)
+    # Pinned below uploads the store holds (`Snapshot.pin`): the parts of the days those
+    # are on that may sum them are read as their uploads' rows, the rest as rolled up
+    days = pinned_days(snap, f) if snap.pinned_out() else None
+    p = plan(snap, f, TIME_KINDS, days)
     if p is None or not set(up.rkeys) <= set(p.rkeys):
+        return None
+    if days and not _rolled_per_upload(duck, snap, f, p, up):
         return None
     keys = duck.rollup_sql(p, "rollup_timekeys", f, (
         "SELECT idle, width, nb, sum(samples)::BIGINT AS n FROM r GROUP BY idle, width, nb"))
@@ -358,6 +363,64 @@ def _rolled_sums(duck: Any, snap: Snapshot, sel: Any, app: str, up: Uploads
     m_g = _stack_functions(snap, sel, app, up, got["ri"], fn)
     nbk, *rest = _cells(got, np.ones(len(got["ri"]), bool), nb, loads_b, m_g, fn)
     return width, nbk, rest[0], rest[1], rest[2], rest[3], rest[4][:nbk], non_finite
+
+
+def _rolled_per_upload(duck: Any, snap: Snapshot, f: Any, p: Any, up: Uploads) -> bool:
+    """The Time view's rollup rows of the uploads of `up` in the parts `p` left out for a
+    pin (`rollups.plan`'s `left`), made from their samples as compaction makes a batch's
+    (`timeroll.time_rows`), added to `p` as parts in memory; False (the caller reads the
+    samples) when the kinds left out different uploads. Their work is theirs: the rows of
+    the uploads read, not of the store's history."""
+    from ..store.tables.view import TIME_KINDS, day_of, load_hash, time_rows
+    from .engine import read_part
+
+    pos = {k: i for i, k in enumerate(p.rkeys)}
+    pri = np.asarray([pos[k] for k in up.rkeys] or [0], np.int64)[up.ri]
+    days = [day_of(float(t)) for t in up.received_at.tolist()]
+    masks = []
+    for kind in TIME_KINDS:
+        m = np.zeros(len(up), bool)
+        for i, (ri, day, uk) in enumerate(zip(pri.tolist(), days, up.uk.tolist(),
+                                              strict=True)):
+            spans = p.left[kind][ri].get(day)
+            m[i] = spans is not None and any(s is None or s[0] <= uk <= s[1] for s in spans)
+        masks.append(m)
+    if any((m != masks[0]).any() for m in masks[1:]):
+        return False
+    sub = up.subset(masks[0])
+    if not len(sub):
+        return True
+    want = set(sub.uk.tolist())
+    route_env: dict[int, tuple] = {}
+    for part in snap.upload_files(f):
+        t = read_part(part, ["uk", "route", "env"]).to_pydict()
+        for uk, r, e in zip(t["uk"], t["route"], t["env"], strict=True):
+            if uk in want:
+                route_env[uk] = (r, e)
+    if len(route_env) < len(want):
+        return False
+    with duck.sample_scan(snap, sub, ri=sub.ri) as run:
+        rows = None if run is None else run(
+            "SELECT uk, t, stack_id, marker, weight_ns, ri FROM s")
+    for ri, rkey in enumerate(sub.rkeys):
+        mine = sub.ri == ri
+        uks = sub.uk[mine].tolist()
+        cells = {"uk": uks, "id": [x for x, m in zip(sub.id, mine, strict=True) if m],
+                 "route": [route_env[u][0] for u in uks],
+                 "env": [route_env[u][1] for u in uks],
+                 "page_load": [x for x, m in zip(sub.page_load, mine, strict=True) if m]}
+        if rows is None:
+            samples = {k: np.zeros(0, np.int64) for k in ("uk", "stack_id", "marker",
+                                                          "weight_ns")}
+            samples["t"] = np.zeros(0, np.float64)
+        else:
+            at = np.asarray(rows["ri"], np.int64) == ri
+            samples = {k: np.asarray(rows[k])[at]
+                       for k in ("uk", "t", "stack_id", "marker", "weight_ns")}
+        made = time_rows(cells, samples, load_hash)
+        for kind in TIME_KINDS:
+            p.parts[kind][pos[rkey]].append(made[kind])
+    return True
 
 
 def floor_div_sql(x: str, w: str) -> str:

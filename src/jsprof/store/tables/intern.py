@@ -478,9 +478,11 @@ def write_release_parts(
                 if dropped:
                     log.warning("%s: %d samples with a time that is not finite left out "
                                 "of the Time view's rollups", rkey, dropped)
+                uks = [int(c["uk"]) for c in mine]
                 time_parts_of[day] = new_parts_streamed(
                     tdir, {k: f"{k}/rkey={rkey}/{sub}{name}" for k in TIME_KINDS}, pieces,
-                    sch, day, [c.get("_at") for c in mine])
+                    sch, day, [c.get("_at") for c in mine],
+                    (min(uks), max(uks)) if uks else None)
                 del pieces, mine
             path = f"{kind}/rkey={rkey}/{sub}{name}"
             written.setdefault(kind, []).append(new_part(

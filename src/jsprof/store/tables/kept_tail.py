@@ -66,6 +66,9 @@ _IDS = {
     "samples": {"stack_id": "s"},
     "upload_frames": {"frame_id": "f"},
     "rollup_stacks": {"stack_id": "s"},
+    # (the Time view's: left as the tail's own ids, its stacks were the committed
+    # tables' of those numbers, another function's time)
+    "rollup_time": {"stack_id": "s"},
     "rollup_frames": {"frame_id": "f"},
     "rollup_moments": {"key": "f"},
 }

@@ -142,6 +142,10 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
     rel = str(Path(part_path(entries[0])).parent / f"part-{part:06d}.parquet")
     path = tdir / rel
     tmp = path.with_name(f".{path.name}.tmp")
+    # the merged parts' upload keys (the Time view's rollups keep them: `parts._entry`)
+    spans = [(e.get("minUk"), e.get("maxUk")) for e in entries]
+    uks = None if any(a is None or b is None for a, b in spans) else (
+        min(a for a, _ in spans), max(b for _, b in spans))
     if kind in GRIDDED:
         # Summed a grid at a time (a key holds its grid: no key is in two), each grid a
         # row group: the parts of batches at the compactor's cap hold millions of rows
@@ -153,8 +157,8 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
             for p in src]))) for g in range(GRIDS))
         out = new_parts_streamed(tdir, {kind: rel}, pieces, {kind: sch},
                                  entries[0].get("day"),
-                                 [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))]
-                                 )[kind]
+                                 [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))],
+                                 uks)[kind]
         out["level"] = max(level(e) for e in entries) + 1
         return out
     if kind in ROLLUP_KINDS:
@@ -165,7 +169,7 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
             for e in entries]))
         out = new_part(tdir, rel, {n: t[n] for n in sch.names}, sch, t.num_rows,
                        entries[0].get("day"),
-                       [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))])
+                       [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))], uks)
         out["level"] = max(level(e) for e in entries) + 1
         return out
     # Streamed: the parts' row groups are read one at a time and written as row groups of

@@ -76,9 +76,14 @@ def day_of(at: float | None) -> str | None:
     return time.strftime("%Y-%m-%d", time.gmtime(at / 1000.0))
 
 
-def _entry(rel: str, rows: int, day: str | None, times: list[float | None] | None) -> dict:
+def _entry(rel: str, rows: int, day: str | None, times: list[float | None] | None,
+           uks: tuple[int, int] | None = None) -> dict:
     known = [t for t in times or [] if t is not None and math.isfinite(t)]
-    return {
+    # `uks`: the least and largest upload key of the part's uploads (the Time view's
+    # rollups): a query pinned below later uploads reads the parts wholly below its pin
+    # (`rollups.plan`); a part without them is read only when its day holds none.
+    span = {} if uks is None else {"minUk": int(uks[0]), "maxUk": int(uks[1])}
+    return {**span,
         "path": rel,
         "day": day,
         # A part with any upload of unknown time has no range: it is never skipped.
@@ -91,8 +96,9 @@ def _entry(rel: str, rows: int, day: str | None, times: list[float | None] | Non
 def new_part(
     tdir: Path | None, rel: str, columns: dict[str, Any], schema: Any, rows: int,
     day: str | None = None, times: list[float | None] | None = None,
+    uks: tuple[int, int] | None = None,
 ) -> dict:
-    entry = _entry(rel, rows, day, times)
+    entry = _entry(rel, rows, day, times, uks)
     if tdir is None:
         # A query's tail: the part as a table in memory, never written (`read_tail`)
         import pyarrow as pa
@@ -106,6 +112,7 @@ def new_part(
 def new_parts_streamed(
     tdir: Path | None, rels: dict[str, str], pieces: Iterator[tuple[str, Any]],
     schemas: dict[str, Any], day: str | None = None, times: list[float | None] | None = None,
+    uks: tuple[int, int] | None = None,
 ) -> dict[str, dict]:
     """One part per kind of `rels` (kind -> its path) from `pieces`, (kind, table) in
     any interleaving, each written as a row group when it comes, so that only one piece
@@ -120,7 +127,7 @@ def new_parts_streamed(
         for kind, t in pieces:
             held[kind].append(t)
             rows[kind] += t.num_rows
-        out = {k: _entry(rel, rows[k], day, times) for k, rel in rels.items()}
+        out = {k: _entry(rel, rows[k], day, times, uks) for k, rel in rels.items()}
         for k, e in out.items():
             e["table"] = (pa.concat_tables(held[k]) if held[k] else
                           schemas[k].empty_table())
@@ -148,7 +155,7 @@ def new_parts_streamed(
         raise
     out = {}
     for k, rel in rels.items():
-        out[k] = _entry(rel, rows[k], day, times)
+        out[k] = _entry(rel, rows[k], day, times, uks)
         out[k]["bytes"], out[k]["crc32"] = _settle(tmps[k], paths[k])
     return out
 

@@ -36,7 +36,7 @@ from .manifest import (
     tail_release,
     with_tail,
 )
-from .parts import part_files
+from .parts import day_of, part_files
 from .perload import LOAD_KEY, function_hash, prior_self
 from .rollup import (
     EXAMPLES_KEPT,
@@ -58,6 +58,7 @@ from .timeroll import (
     nice,
     percentile_key,
     time_key,
+    time_rows,
     timed,
     view_grid,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "Tail",
     "bucket_of",
     "frame_groups",
+    "day_of",
     "function_hash",
     "load_hash",
     "name_groups",
@@ -93,6 +95,7 @@ __all__ = [
     "rollup_schemas",
     "rollup_vitals",
     "time_key",
+    "time_rows",
     "timed",
     "view_grid",
     "tables_dir",
