@@ -517,6 +517,7 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
     body = fixture_bytes("trace-basic.json")  # ~20 KB, stored compressed
     acked: list[str] = []
     full: list[tuple[str, dict]] = []
+    statuses: list[int] = []
     try:
         for i in range(400):
             status, h, data = col.request(
@@ -526,6 +527,7 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
                 {"Content-Type": "application/json"},
             )
             assert status in (202, 503), (status, data)
+            statuses.append(status)
             if status == 202:
                 acked.append(f"u{i}")
             else:
@@ -545,7 +547,15 @@ def test_full_disk_answers_503_and_ingest_resumes(tmp_path: Path) -> None:
     finally:
         col.stop()
     log = "".join(col.stderr_lines)
-    assert log.count("disk is full") == 1, log[-2000:]
+    # One line per episode: a run of 503s with no upload stored in it. The compactor,
+    # running while the disk fills, can free a little (a failed compaction's own files)
+    # and let an upload land between two runs (CI: a line at a segment's write, then one
+    # at a claim's, a 202 between): that is a new episode, said again. A line per request
+    # would give one per 503, and the runs are fewer than the 503s.
+    runs = sum(1 for i, st in enumerate(statuses)
+               if st == 503 and (i == 0 or statuses[i - 1] == 202))
+    assert runs < len(full), statuses
+    assert log.count("disk is full") == runs, (statuses, log[-2000:])
     assert "Traceback" not in log
 
 
