@@ -7,7 +7,7 @@ import pytest
 
 import jsprof
 from jsprof.analysis.calltree import build_call_tree
-from jsprof.analysis.profile import hot_lines, sample_weights, summarize
+from jsprof.analysis.profile import depth_levels, hot_lines, sample_weights, subtree_sums, summarize
 from jsprof.errors import UsageError
 from jsprof.trace import NO_STACK_NAMES, Recording, TraceBuilder, Track
 
@@ -251,3 +251,27 @@ def test_track_chosen_by_name_then_unique_prefix():
         rec.track("y")
     with pytest.raises(UsageError, match="no track named ''"):
         rec.track("")
+
+
+def test_depth_levels_and_subtree_sums_on_random_forests():
+    # depth_levels replaced a scan per level (`depth == d`): every node once, in its own
+    # level, ascending within it; the sums over subtrees agree with a walk up each path.
+    from jsprof.trace import stack_depths
+
+    rng = np.random.default_rng(7)
+    for n in (0, 1, 2, 50, 400):
+        parent = np.array([-1 if k == 0 or rng.random() < 0.1 else int(rng.integers(0, k))
+                           for k in range(n)], np.int64)
+        depth = stack_depths(parent) if n else np.zeros(0, np.int32)
+        levels = depth_levels(depth)
+        assert len(levels) == (int(depth.max()) if n else 0)
+        for d, level in enumerate(levels, start=1):
+            assert level.tolist() == np.nonzero(depth == d)[0].tolist()
+        own = rng.random(n)
+        want = own.copy()
+        for k in range(n):
+            p = parent[k]
+            while p != -1:
+                want[p] += own[k]
+                p = parent[p]
+        assert np.allclose(subtree_sums(parent, own, depth), want)

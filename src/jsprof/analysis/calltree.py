@@ -15,6 +15,7 @@ from .profile import (
     FunctionKey,
     KeyTable,
     _tracks,
+    depth_levels,
     frame_function_ids,
     no_js_rows,
     sample_weights,
@@ -103,9 +104,7 @@ def build_call_tree(rec: Recording | ProfilerTrace, track: str | None = None) ->
     t_fn: list[np.ndarray] = []
     n_nodes = 0
     n_fn = max(len(table), 1)
-    max_depth = int(depth.max()) if n else 0
-    for d in range(1, max_depth + 1):
-        level = np.nonzero(depth == d)[0]
+    for level in depth_levels(depth):
         tp = np.where(parent[level] == NONE, NONE, node_of[np.maximum(parent[level], 0)])
         key = (tp + 1) * n_fn + fn[level]
         uniq, first, inv = np.unique(key, return_index=True, return_inverse=True)
