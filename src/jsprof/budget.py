@@ -7,15 +7,16 @@ QuickJS (`--clock cpu`: the runtime's CPU time, what load and waiting do not inf
 busy ms (all samples but `(idle)`) on Node and Chromium, whose V8 samples wall time only,
 or a page's `performance.measure` duration (`measure=`).
 
-The test is the fleet's (analysis/stats.py): Welch's t, judged against its permutation
-distribution, on the logarithms of the runs' numbers (load stretches a run by a factor:
-see `_judge`), so the change is the ratio of NEW's geometric mean to BASE's, read as a
-relative change in percent. After `min_rounds` and then whenever the rounds have grown by a
-fifth, the interval is looked at; each look is at level 1 - 0.05 / L for the L looks the
-round limit allows (Bonferroni), so the interval reported is a 95 % interval whichever
-look stopped the run (stopping when it looks decided would otherwise make a false
-"slower" likelier with every look). With the allowed slowdown B percent (`max_slower`, or
-`max_slower_ms` of BASE's time, the larger of the two when both are given):
+The test is on the logarithms of the runs' numbers (load stretches a run by a factor: see
+`_judge`): the Hodges-Lehmann shift of NEW's against BASE's with its Mann-Whitney (Moses)
+interval (analysis/ranks.py), distribution-free under the shift model, so the change is a
+ratio, read as a relative change in percent. After `min_rounds` and then whenever the
+rounds have grown by a fifth, the interval is looked at; each look is at level
+1 - 0.05 / L for the L looks the round limit allows (Bonferroni), so the interval reported
+is a 95 % interval whichever look stopped the run (stopping when it looks decided would
+otherwise make a false "slower" likelier with every look). With the allowed slowdown B
+percent (`max_slower`, or `max_slower_ms` of BASE's time, the larger of the two when both
+are given):
 
     slower   the whole interval above +B      NEW is slower than the budget allows
     faster   the whole interval below -B      NEW is faster by more than B
@@ -51,7 +52,8 @@ from typing import Any
 import numpy as np
 
 from .analysis.diff import NameKey, ResourceMatcher, function_times
-from .analysis.stats import PERM_SEED, Change, bh_picked, changes
+from .analysis.ranks import shift_interval
+from .analysis.stats import Change, bh_picked, changes
 from .errors import EngineError, JSError, UsageError
 from .trace import Recording, Track
 
@@ -75,6 +77,12 @@ def looks(min_rounds: int, max_rounds: int) -> list[int]:
     while out[-1] < max_rounds:
         out.append(min(max_rounds, max(out[-1] + 1, math.ceil(out[-1] * GROWTH))))
     return out
+
+
+def look_level(min_rounds: int, max_rounds: int) -> float:
+    """Each look's level: ALPHA over the planned looks and one more, the one the time cap
+    may force between planned looks (Bonferroni: 95 % whichever look stops the run)."""
+    return ALPHA / (len(looks(min_rounds, max_rounds)) + 1)
 
 
 @dataclass
@@ -379,8 +387,7 @@ def budget(
     match = side_matcher(base, new)
     sides = Sides(engine, sample_interval, clock, args, until, measure, match, duration)
     plan = looks(min_rounds, max_rounds)
-    # One look more than planned: the one the time cap may force between planned looks.
-    level = ALPHA / (len(plan) + 1)
+    level = look_level(min_rounds, max_rounds)
     b_runs: list[Run] = []
     n_runs: list[Run] = []
     started = time.monotonic()
@@ -448,21 +455,26 @@ def _judge(b_runs: list[Run], n_runs: list[Run], max_slower: float | None,
 
     The test is on the runs' logarithms: a slowdown is a factor, and on a loaded machine
     a run's time is stretched by one (a run 3x as long as the rest is common under load,
-    one 1/3 as long never), so the logarithms are the nearer to symmetric and one
-    stretched run moves their mean far less than it moves the mean in ms. The ratio is
-    then that of the geometric means, its interval the difference's, exponentiated."""
-    b = np.array([r.ms for r in _measured(b_runs)])
-    n = np.array([r.ms for r in _measured(n_runs)])
+    one 1/3 as long never). The interval is the rank one (analysis/ranks.py): the
+    Hodges-Lehmann shift of NEW's logarithms against BASE's with its Mann-Whitney (Moses)
+    interval, exponentiated to a ratio. Its assumption is the shift model: NEW's runs are
+    BASE's times one factor, the load's stretch falling on both alike. It replaced Welch's
+    t on the logarithms (issue 37): under load the runs are heavy tailed (8 ms and 151 ms
+    in one A/A pair of page runs), and a t interval's width grows with such a run's
+    square, so a page slowed 4x was still "unsure" after 27 rounds where the rank interval
+    decided at 6 (benchmarks/RESULTS.md, budget_rank). BASE's geometric mean is `before`;
+    `after` is it times the estimated ratio."""
+    b = np.log([r.ms for r in _measured(b_runs)])
+    n = np.log([r.ms for r in _measured(n_runs)])
     if len(b) < 2 or len(n) < 2:
         return None, 0.0, "unsure"
-    got = changes(np.log(b)[:, None], np.log(n)[:, None], PERM_SEED + len(b_runs))
-    if not got:
+    s = shift_interval(b, n, level)
+    if s is None:
         return None, 0.0, "unsure"
-    c = got[0]
-    lo_log, hi_log = c.ms_interval(level)
-    before, after = math.exp(c.before), math.exp(c.after)
-    r = Ratio(before, after, math.exp(lo_log) if math.isfinite(lo_log) else None,
-              math.exp(hi_log) if math.isfinite(hi_log) else None)
+    before = math.exp(float(b.mean()))
+    r = Ratio(before, before * math.exp(s.estimate),
+              None if s.lo is None else math.exp(s.lo),
+              None if s.hi is None else math.exp(s.hi))
     allowed = max_slower or 0.0
     if max_slower_ms is not None and before > 0:
         allowed = max(allowed, 100.0 * max_slower_ms / before)
