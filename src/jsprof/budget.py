@@ -24,10 +24,11 @@ are given):
     unsure   none of these when the rounds or the time ran out
 
 When a verdict is reached the rounds stop. Then every function's self ms per run is tested
-the same way (on log(ms + one sample interval): a run may not sample a function at all),
-functions with at least 0.5 % of either side's time; Benjamini-Hochberg at a 5 % false
-discovery rate picks the ones that changed, and their intervals are at the level that
-keeps the false coverage rate at 5 % (Benjamini-Yekutieli), as `fleet regressions` does;
+as `fleet regressions` tests it, Welch's t against its permutation distribution (a p-value
+per function, which Benjamini-Hochberg needs), on log(ms + one sample interval) (a run may
+not sample a function at all), functions with at least 0.5 % of either side's time;
+Benjamini-Hochberg at a 5 % false discovery rate picks the ones that changed, and their
+intervals are at the level that keeps the false coverage rate at 5 % (Benjamini-Yekutieli);
 they are listed with the one that explains most of the change first.
 
 BASE and NEW are usually two files (two builds, two checkouts): functions match by name
