@@ -16,6 +16,7 @@ import orjson
 import pytest
 
 from fleet_util import DAY, T0, jittered_store, make_trace, real_store, upload
+from jsprof.fleet.text import RegressionsText
 from jsprof.store import Store
 from serve_util import JSPROF, READ_TOKEN, Collector
 
@@ -368,6 +369,14 @@ def test_a_2pct_function_1_5x_slower_is_found_by_its_ms_per_page_load(tmp_path: 
             assert 0 < r["changeMsCi"][0] < r["changeMsPerLoad"] < r["changeMsCi"][1]
             assert r["qValue"] <= doc["fdr"] and r["pValue"] <= 1 - doc["ciLevel"] + 1e-9
             assert r["beforePageLoads"] == r["afterPageLoads"] == 16
+            # The pair it was found at does not also list it as a rise it could miss
+            # (the unseen line said "rises in jsonWork under +N% are more often missed").
+            (u,) = [u for u in doc["unseen"] if u["release"] == r["release"]]
+            flags = {f["name"]: f["found"] for f in u["functions"]}
+            assert flags.pop("jsonWork") is True and not any(flags.values()), u
+            text = RegressionsText().render(doc).splitlines()
+            (line,) = [x for x in text if x.startswith("unseen at release 1.10.0 ")]
+            assert "jsonWork" not in line, line
     # Found in 17 of 20 seeds when measured (docs/field.md); 5 here.
     assert found >= 4, found
 

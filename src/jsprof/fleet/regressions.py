@@ -375,6 +375,14 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     # Largest sure rise first: the interval's lower end, not the estimate.
     found.sort(key=lambda x: -x["changeMsCi"][0])
     unseen = [_unseen(p, by, base_key, alpha / m, min_change) for p in pairs] if m else []
+    # A function reported at a pair rose by more than that pair could miss: `found` says
+    # so, and the text and dashboard leave it out of "more often missed than found".
+    flagged = {(x[by], x["name"], x["resource"], x["line"] if not x["name"] else None)
+               for x in found}
+    for u in unseen:
+        for fn in u["functions"]:
+            fn["found"] = (u[by], fn["name"], fn["resource"],
+                           fn["line"] if not fn["name"] else None) in flagged
     # the compared releases' source maps that do not match their scripts (not applied)
     warnings = query.map_warnings(*(p.parts.base for p in pairs),
                                   *(p.parts.new for p in pairs))

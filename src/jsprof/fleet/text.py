@@ -368,8 +368,10 @@ UNSEEN_SHOWN = 5  # functions named per pair in the text (--json: every one test
 def _unseen_line(u: dict, by: str, base_key: str) -> str:
     """One pair's `unseen` as a line: the rise each of its largest functions could have
     taken unseen. Named functions of a script only (the code one can act on; the
-    pseudo-frames stay in --json); "no regressions" over a few page loads is no all-clear."""
-    fns = [f for f in u["functions"] if f["resource"] and f["name"]][:UNSEEN_SHOWN]
+    pseudo-frames stay in --json), and not those reported at this pair (they rose by more
+    than it could miss); "no regressions" over a few page loads is no all-clear."""
+    fns = [f for f in u["functions"]
+           if f["resource"] and f["name"] and not f.get("found")][:UNSEEN_SHOWN]
 
     def rise(f: dict) -> str:
         x = f["minRisePct"]

@@ -576,7 +576,8 @@ async function loadRegressions(ev) {
 function unseenNote(unseen, by, baseKey) {
   if (!unseen.length) return "";
   const u = unseen[unseen.length - 1];
-  const fns = u.functions.filter((f) => f.resource && f.name).slice(0, 3);
+  // not those reported at this pair: they rose by more than it could miss
+  const fns = u.functions.filter((f) => f.resource && f.name && !f.found).slice(0, 3);
   if (!fns.length) return "";
   const rises = fns.map((f) => `${f.label} ${f.minRisePct === null ? "of any size"
     : `under +${Math.round(f.minRisePct)}%`}`);
