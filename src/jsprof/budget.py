@@ -97,7 +97,8 @@ class Run:
 
 @dataclass
 class Ratio:
-    """NEW's runs against BASE's: the geometric means (ms per run) and their ratio with its
+    """NEW's runs against BASE's: BASE's geometric mean (ms per run), it times the estimated
+    ratio (the Hodges-Lehmann shift of the logarithms: see `_judge`), and the ratio's
     interval at one look's level (None: an end the runs do not bound)."""
 
     before: float
