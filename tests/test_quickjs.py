@@ -761,19 +761,16 @@ def test_short_builtin_calls_charged_to_caller() -> None:
     trace = session.stop()
     # f's share of f + g, as measured from inside by performance.now() (the top-level
     # loop's own samples belong to neither); benchmarks/bench_quickjs.py reports the split
-    # on a quiet machine (goal: within 3 points). Each sample stands for the time since
-    # the one before: a wall-clock sample is taken at the first poll after its due time,
-    # so after a deschedule it is where the thread resumed, which is where it was stopped.
-    # Counted instead, a deschedule is one sample wherever it fell while performance.now()
-    # counts all of it: beside busy loops counts were off by up to 0.10 (f 0.67 against
-    # 0.57), the times since the one before by at most 0.001 in 14 runs.
-    t = np.asarray(trace.sample_time, np.float64)
-    since = np.diff(t, prepend=t[0])
-    leaf = [None if s < 0 else trace.frames[trace.stack_frame[s]].name
-            for s in trace.sample_stack]
+    # on a quiet machine (goal: within 3 points). Weighed as `report` weighs them (the gap
+    # to the next sample): a wall-clock sample is taken at the first poll after its due
+    # time, so after a deschedule where the thread resumed, which is where it stood still,
+    # and the sampler keeps the first of the ticks due meanwhile, so the gap is that
+    # sample's (test_quickjs_load's test_a_stop_is_charged_where_the_thread_stood). Before,
+    # the gap was the sample's before it: beside busy loops f 0.605 against 0.749.
     ms = collections.Counter()
-    for name, w in zip(leaf, since.tolist(), strict=True):
-        ms[name] += w
+    for s, w in zip(trace.sample_stack.tolist(), sample_weights(trace, 0.1).tolist(),
+                    strict=True):
+        ms[None if s < 0 else trace.frames[trace.stack_frame[s]].name] += w
     sampled = ms["f"] / (ms["f"] + ms["g"])
     assert abs(sampled - rt.eval("share")) <= 0.05, (sampled, rt.eval("share"),
                                                     leaf_names(trace))
