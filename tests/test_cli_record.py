@@ -103,7 +103,8 @@ def test_ctrl_c_still_writes_the_trace(tmp_path):
     tr = jsprof.load(out).tracks[0]
     assert "loop" in {f.name for f in tr.trace.frames}
     # 300 ms or more of the loop, weighed as `report` does (a loaded machine's ticks due
-    # while the script waited for a core are lost; the gap weighs on the sample before)
+    # while the script waited for a core are lost; the gap weighs on the first of them,
+    # where the thread resumed)
     assert float(sample_weights(tr.trace, tr.sample_interval).sum()) >= 100
 
 

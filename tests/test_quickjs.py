@@ -55,7 +55,8 @@ def accounted(trace: ProfilerTrace, meta: dict, name: str) -> int:
 def inclusive_ms(trace: ProfilerTrace, name: str, interval: float) -> float:
     """The ms of the samples on a stack through `name`, weighed as `report` weighs them
     (the gap to the next sample): on a loaded machine the ticks due while the script
-    could not run are lost (offCpuDroppedTicks) and the gap weighs on the sample before."""
+    could not run are lost (offCpuDroppedTicks) but the first, where the thread resumed,
+    which weighs the gap."""
     through: dict[int, bool] = {}
     total = 0.0
     for s, w in zip(trace.sample_stack.tolist(), sample_weights(trace, interval).tolist(),

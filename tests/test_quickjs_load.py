@@ -11,7 +11,8 @@ the interpreter takes its ticks itself where the comparator's stack is current (
 built-in's return), so the caller had ~1 % of the comparator's time; throttled, it had
 70-100 % (3,267 ticks against cmpSync's 3,877): a false `[new]` hot function in `diff`.
 Ticks due while the thread could not run have no known stack: they are counted as lost
-(`offCpuDroppedTicks`), and the wall clock's gap goes to the sample before the stall.
+(`offCpuDroppedTicks`) but the first, stamped where the stall began: the wall clock's gap
+is the stack's where the thread resumed, where it stood still.
 
 Two of the comparators call nothing (no loop, no call: they poll nowhere of their own).
 On the wall clock they had no sample at all, quiet or loaded: their ticks went to the
@@ -199,8 +200,8 @@ def record_loaded(tmp_path: Path, run: int, load_kind: str, clock: str) -> dict:
     track = load(out).tracks[0]
     ms, n = self_ms(track.trace, track.sample_interval)
     # the wall clock's milliseconds while the process ran: a stop's 50 ms weigh on the
-    # sample before it (its ticks are lost, no stack is known for them), a caller's as
-    # often as the caller has samples: the test's own stops are not a function's time
+    # sample where the thread resumed (the caller's when it stopped in the native sort):
+    # the test's own stops are not a function's time
     # (the CPU clock's weights are CPU ms, its stops no one's already)
     run_ms, _ = self_ms(track.trace, track.sample_interval, track.time_origin,
                         stops if clock == "wall" else ())
@@ -235,11 +236,12 @@ def test_comparators_keep_their_time_under_load(tmp_path: Path, load_kind: str,
             assert samples.get(caller, 0) * 3 <= samples.get(comparator, 0), (
                 run, caller, comparator, samples, counts, meta)
             # The report's milliseconds. The CPU clock's are the ticks': a third. On the
-            # wall clock a stop (50 ms) weighs on the sample before it, a caller's as
-            # often as its share of the samples (10 runs here: 2 of 40 pairs had one on
-            # the caller, 64 ms of sortSync's 3 samples beside cmpSync's 153 ms in 72;
-            # CI once: a caller 102 ms against its comparator's 87): chance, not a place
-            # the ticks went. So the wall clock's are compared as the time the process
+            # wall clock a stop (50 ms) weighs on one sample, a caller's when it stopped
+            # in the native sort (until issue 32's last pass: the sample before it, a
+            # caller's as often as its share of the samples; 10 runs: 2 of 40 pairs had
+            # one on the caller, 64 ms of sortSync's 3 samples beside cmpSync's 153 ms in
+            # 72; CI once: a caller 102 ms against its comparator's 87): the test's
+            # stops, not the script's. So the wall clock's are compared as the time the process
             # ran: each sample's span less the test's own stops. Below the comparator's
             # (the issue's symptom: sortAfterAwait 172 ms against 103).
             if clock == "cpu":

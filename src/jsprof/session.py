@@ -320,7 +320,9 @@ class ProfilerSession:
         self.meta.update(
             samples=self._count,
             idleSamples=self._counts["idle"],
-            # ticks that came due inside a built-in call, charged to its JS caller
+            # ticks stamped at their due time, captured later: due inside a built-in call
+            # (charged to its JS caller), or the first of a stall's (wall clock: where the
+            # thread resumed; the gap to the next sample is the stall's)
             deferredSamples=self._counts["deferred"],
             nativeReturnSamples=self._counts["native"],
             # ticks due during a garbage collection: no stack, the `gc` marker
