@@ -402,3 +402,42 @@ def test_anonymous_functions_are_rows_of_their_own_on_a_real_engine(
     assert main(["report", paths[1], "--json", "--all", "--focus", "(anonymous work.js:9)"]) == 0
     names = {r["name"] for r in json.loads(capsys.readouterr().out)["rows"]}
     assert {"(anonymous work.js:9)", "spin"} <= names and "(anonymous work.js:11)" not in names
+
+
+def _places(stacks, resource=APP):
+    """Like _rec, with frames given as (name, line, column): many functions of one name."""
+    b = TraceBuilder()
+    r = b.resource_id(resource)
+    for i, frames in enumerate(stacks):
+        ids = [b.frame_id(n, r, line, col) for n, line, col in frames]
+        b.add_sample(float(i), b.stack_id(ids))
+    return Recording.of(b.build(), sample_interval=1.0)
+
+
+def test_a_shared_name_matches_by_place():
+    """Two `e`s and two anonymous functions of one line (a minified bundle): four rows, told
+    apart by place (issue 32, anonkey); a unique name still matches wherever it moved; a
+    rule names one place or all."""
+    top = ("run", 1, 1)
+    e1, e2, a1, a2 = ("e", 1, 40), ("e", 1, 90), ("", 1, 200), ("", 1, 300)
+    base = _places([[top, e1]] * 4 + [[top, e2]] * 2 + [[top, a1]] * 3 + [[top, a2]])
+    new = _places([[("run", 1, 7), e1]] * 2 + [[("run", 1, 7), e2]] * 6
+                  + [[("run", 1, 7), a1]] * 3 + [[("run", 1, 7), a2]])
+    d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows}
+    assert set(rows) == {"run", "e@app.js:1:40", "e@app.js:1:90", "(anonymous app.js:1:200)",
+                         "(anonymous app.js:1:300)"}
+    assert rows["run"].status == "" and rows["run"].d_total == pytest.approx(0)  # 100 % both
+    assert rows["e@app.js:1:40"].d_self_ms == pytest.approx(-2)
+    assert rows["e@app.js:1:90"].d_self_ms == pytest.approx(4)
+    assert rows["(anonymous app.js:1:200)"].d_self_ms == pytest.approx(0)
+    assert len(check_gates(d, [parse_gate("e@app.js:1:90:self>+3ms", ALL_UNITS)])) == 1
+    assert len(check_gates(d, [parse_gate("e@app.js:1:40:self>+3ms", ALL_UNITS)])) == 0
+    assert len(check_gates(d, [parse_gate("e:self>+3ms", ALL_UNITS)])) == 1
+    assert len(d.find("(anonymous app.js:1)")) == 2
+    # the flame diff keys paths alike: each e its own node
+    tree = build_call_tree(new)
+    ch = tree_changes(build_call_tree(base), tree, unit="ms")
+    by_col = {tree.functions[int(tree.function[i])].column: i for i in range(len(tree.parent))}
+    assert ch.d_self_ms[by_col[40]] == pytest.approx(-2)
+    assert ch.d_self_ms[by_col[90]] == pytest.approx(4)

@@ -46,15 +46,28 @@ from .profile import (
 
 
 class NameKey(NamedTuple):
-    """What a function is matched by across two profiles: name and resource, and for an
-    anonymous function (empty name) its line too (None for a named one)."""
+    """What a function is matched by across two profiles: name and resource; for an
+    anonymous function (empty name) its line too; and for a name several functions of one
+    script share (`KeyRule`) its line, and its column where the line does not tell them
+    apart (None where not part of the match)."""
 
     name: str
     resource: str | None
     line: int | None = None
+    column: int | None = None
 
     def label(self) -> str:
-        return self.name or anonymous_label(self.resource, self.line)
+        if not self.name:
+            label = anonymous_label(self.resource, self.line)
+            return label if self.column is None else f"{label[:-1]}:{self.column})"
+        if self.line is None:
+            return self.name
+        # A shared name matched by place: `e@app.min.js:1:4750`, as Firefox writes a
+        # stack frame, so that the rows of the many `e`s of a minified script differ.
+        where = anonymous_label(self.resource, self.line)[len("(anonymous ") : -1]
+        if where.startswith("line "):
+            where = where[len("line ") :]
+        return f"{self.name}@{where}" + ("" if self.column is None else f":{self.column}")
 
 
 def name_key(
@@ -63,6 +76,53 @@ def name_key(
     """The match key of a frame: its line counts only when it has no name (and
     `anonymous_by_line`: False merges a resource's anonymous functions, as before issue 20)."""
     return NameKey(name, resource, line if anonymous_by_line and not name else None)
+
+
+class KeyRule:
+    """The match key of each frame of two profiles (issue 32, anonkey).
+
+    A name is matched by name and resource alone, not by place, so that a function
+    survives an edit that moves it. That holds only where the name is one function: in a
+    minified bundle dozens of functions are `e` or `t`, and every anonymous function of a
+    one-line bundle is on line 1, so name (and line) would add up different functions into
+    one row. The rule: a (name, resource) that has one place (line, column) among the
+    frames of each profile matches as `name_key` does (it may have moved); one with
+    several places in either profile matches by place in both: by line where its places'
+    lines differ, else by line and column. Two
+    places are two functions (a frame's line and column are where its function starts),
+    so each row is one function. The cost: such functions match only where they did not
+    move, which between two builds of a minified bundle is seldom: they show as removed
+    and new, per place, rather than as a change claimed between functions that may not
+    be the same (matching the n-th `e` to the n-th `e` would pair strangers once one is
+    added, or once one is not sampled in one run)."""
+
+    def __init__(self, sides: Iterable[Iterable[tuple[str, str | None, int | None, int | None]]],
+                 anonymous_by_line: bool = True) -> None:
+        # anonymous_by_line=False (`fleet diff`'s keys, which its resampling rebuilds from
+        # (name, resource)) keeps the merged rows of before.
+        self._by_line = anonymous_by_line
+        shared: set[tuple[str, str | None]] = set()
+        places: dict[tuple[str, str | None], set[tuple[int | None, int | None]]] = {}
+        for side in sides:
+            seen: dict[tuple[str, str | None], set[tuple[int | None, int | None]]] = {}
+            for name, resource, line, column in side:
+                seen.setdefault((name, resource), set()).add((line, column))
+            # Several places on one side: one place on each side is one function that
+            # may have moved, and matches by name.
+            shared.update(k for k, v in seen.items() if len(v) > 1)
+            for k, v in seen.items():
+                places.setdefault(k, set()).update(v)
+        # (name, resource) -> True: by line and column; False: by line
+        self._by_place = {
+            k: len({ln for ln, _ in places[k]}) < len(places[k]) for k in shared
+        }
+
+    def __call__(self, name: str, resource: str | None, line: int | None,
+                 column: int | None) -> NameKey:
+        how = self._by_place.get((name, resource)) if self._by_line else None
+        if how is None:
+            return name_key(name, resource, line, self._by_line)
+        return NameKey(name, resource, line, column if how else None)
 
 
 def match_resource(url: str | None) -> str | None:
@@ -203,15 +263,34 @@ def _resources(rec: Recording, track: str | None) -> set[str]:
     return {r for t in tracks for r in t.trace.resources}
 
 
+def _tracks(rec: Recording, track: str | None) -> list:
+    return [rec.track(track)] if track is not None else list(rec.tracks)
+
+
+def key_rule(recs: Iterable[Recording], track: str | None, match: ResourceMatcher,
+             by_line: bool = True) -> KeyRule:
+    """The KeyRule of the frames of `recs` (both sides of a diff), resources under `match`."""
+    sides = []
+    for rec in recs:
+        places = []
+        for t in _tracks(rec, track):
+            res = [match(r) for r in t.trace.resources]
+            places.extend(
+                (f.name, None if f.resource_id is None else res[f.resource_id], f.line,
+                 f.column)
+                for f in t.trace.frames
+            )
+        sides.append(places)
+    return KeyRule(sides, by_line)
+
+
 def _frame_name_keys(
-    trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher, by_line: bool
+    trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher, rule: KeyRule
 ) -> np.ndarray:
     res = [match(r) for r in trace.resources]
     ids = [
         table.intern(
-            name_key(
-                f.name, None if f.resource_id is None else res[f.resource_id], f.line, by_line
-            )
+            rule(f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column)
         )
         for f in trace.frames
     ]
@@ -219,12 +298,12 @@ def _frame_name_keys(
 
 
 def _times(
-    rec: Recording, track: str | None, match: ResourceMatcher, by_line: bool
+    rec: Recording, track: str | None, match: ResourceMatcher, rule: KeyRule
 ) -> tuple[dict[NameKey, tuple[float, float]], float]:
     """Self and total ms per NameKey, and the total time in ms."""
-    tracks = [rec.track(track)] if track is not None else list(rec.tracks)
+    tracks = _tracks(rec, track)
     table = KeyTable()
-    frame_keys = [_frame_name_keys(t.trace, table, match, by_line) for t in tracks]
+    frame_keys = [_frame_name_keys(t.trace, table, match, rule) for t in tracks]
     weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
     acc = _empty(len(table))
     # The same accumulation `summarize` uses, keyed by NameKey, so recursion (and two
@@ -255,8 +334,9 @@ def function_times(
 ) -> tuple[dict[NameKey, tuple[float, float]], float]:
     """Self and total ms per function (its NameKey under `match`; samples without
     JavaScript as their report rows, `(idle)` ...), and the recording's total ms: one side of
-    a diff, for callers that compare many runs (`jsprof budget`)."""
-    return _times(as_recording(rec), track, match, by_line)
+    a diff, for callers that compare many runs (`jsprof budget`). The keys are `name_key`'s
+    (a KeyRule of no places): every run keyed alike, whatever else was sampled."""
+    return _times(as_recording(rec), track, match, KeyRule((), by_line))
 
 
 @dataclass
@@ -341,7 +421,8 @@ class ProfileDiff:
 
     def find(self, name: str) -> list[FunctionChange]:
         """Rows whose function is called `name` (any resource; `(anonymous)` names every
-        anonymous function, `(anonymous app.js:8)` one); `*` matches every row."""
+        anonymous function, `(anonymous app.js:8)` those of line 8, `(anonymous
+        app.js:1:40)` one; `e` every `e`, `e@app.js:1:40` one); `*` matches every row."""
         if name == "*":
             return list(self.rows)
         return [
@@ -350,6 +431,7 @@ class ProfileDiff:
             if r.key.name == name
             or r.key.label() == name
             or (not r.key.name and name == "(anonymous)")
+            or (not r.key.name and name == anonymous_label(r.key.resource, r.key.line))
         ]
 
 
@@ -368,8 +450,9 @@ def diff_profiles(
 
     Functions match by `name_key` and resource match key (`ResourceMatcher`; `match` gives
     the matcher to use, so a caller that resamples the same rows keys them alike);
-    `anonymous_by_line` tells anonymous functions apart by line (`jsprof diff` does; the
-    default keeps the keys `fleet diff`'s own per-trace tables are built with)."""
+    `anonymous_by_line` tells anonymous functions apart by line, and the functions that
+    share a name in one script apart by place (`KeyRule`; `jsprof diff` does; the default
+    keeps the keys `fleet diff`'s own per-trace tables are built with)."""
     if rank not in ("ms", "share"):
         raise ValueError(f"rank must be 'ms' or 'share', not {rank!r}")
     base, new = as_recording(base), as_recording(new)
@@ -377,8 +460,9 @@ def diff_profiles(
         match = ResourceMatcher.for_pair(
             _resources(base, track), _resources(new, track), strip_prefixes
         )
-    b, b_total = _times(base, track, match, anonymous_by_line)
-    n, n_total = _times(new, track, match, anonymous_by_line)
+    rule = key_rule((base, new), track, match, anonymous_by_line)
+    b, b_total = _times(base, track, match, rule)
+    n, n_total = _times(new, track, match, rule)
     b_scale = 100.0 / b_total if b_total > 0 else 0.0
     n_scale = 100.0 / n_total if n_total > 0 else 0.0
     rows = []
@@ -392,7 +476,9 @@ def diff_profiles(
             )
         )
     # Ties (often exact zeros) fall back to name so the order is stable across runs.
-    tie = lambda r: (r.key.name, r.key.resource or "", r.key.line or 0)  # noqa: E731
+    tie = lambda r: (  # noqa: E731
+        r.key.name, r.key.resource or "", r.key.line or 0, r.key.column or 0
+    )
     if rank == "ms":
         # Self ms first: a caller's total grows with any callee's, so ranking by total
         # would put `main` (the whole change) on top of every diff.
@@ -431,11 +517,11 @@ class TreeChange:
 
 
 def _path_shares(
-    tree: CallTree, paths: dict, match: ResourceMatcher
+    tree: CallTree, paths: dict, match: ResourceMatcher, rule: KeyRule
 ) -> tuple[np.ndarray, dict[int, list[float]]]:
     """Path id per node (interning into `paths`) and self/total share and self/total ms
     per path id."""
-    fkeys = [name_key(f.name, match(f.resource), f.line) for f in tree.functions]
+    fkeys = [rule(f.name, match(f.resource), f.line, f.column) for f in tree.functions]
     n = len(tree.parent)
     path_of = np.empty(n, dtype=np.int64)
     scale = 100.0 / tree.total_time if tree.total_time > 0 else 0.0
@@ -472,9 +558,12 @@ def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = 
             (f.resource for f in new.functions if f.resource is not None),
             strip_prefixes,
         )
+    rule = KeyRule(
+        [(f.name, match(f.resource), f.line, f.column) for f in t.functions] for t in (base, new)
+    )
     paths: dict = {}
-    _, b_sums = _path_shares(base, paths, match)
-    n_path, n_sums = _path_shares(new, paths, match)
+    _, b_sums = _path_shares(base, paths, match, rule)
+    n_path, n_sums = _path_shares(new, paths, match, rule)
     d = np.zeros((4, len(n_path)))
     in_base = np.zeros(len(n_path), dtype=bool)
     none = [0.0, 0.0, 0.0, 0.0]

@@ -325,7 +325,11 @@ def diff_rows(diff: ProfileDiff, top: int | None) -> list[dict]:
             "total_rel_pct": None if math.isinf(rel_total) else round(rel_total, 2),
         }
         if r.key.line is not None:
-            row["line"] = r.key.line  # anonymous functions are matched by their line too
+            # anonymous functions, and a name several functions of a script share, are
+            # matched by their place too (analysis.diff.KeyRule)
+            row["line"] = r.key.line
+        if r.key.column is not None:
+            row["column"] = r.key.column
         out.append(row)
     return out
 
