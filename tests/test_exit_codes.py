@@ -220,6 +220,20 @@ def test_node_uncaught_error_prints_once_with_its_class(tmp_path):
 
 KILLED = WORK + "work(200); HOW; work(3000);\n"
 
+# `sliced(n)` works on until jsprof has taken n slices of the profile since the script
+# started: each slice ends with jsprof's "bridge" console.profile, whose end an inspector
+# session of the script's own sees at once (in the loop, as it runs). On a quiet machine
+# they are taken by the time the script has run 0.2 s (every 50 ms at first); on a loaded
+# one jsprof, starved of a core, had taken none when Node had run 200 ms (1 of 30 of the
+# kill test beside 4 busy loops: exit 2, nothing recorded), which no kill can keep.
+SLICED = WORK + (
+    "const watch = new (require('node:inspector').Session)(); watch.connect();\n"
+    "let slices = 0; watch.post('Profiler.enable');\n"
+    "watch.on('Profiler.consoleProfileFinished', (m) => {\n"
+    "  if (m.params.title === 'jsprof-bridge') slices++; });\n"
+    "function sliced(n) { while (slices < n) work(1); }\n"
+)
+
 
 @pytest.mark.parametrize("sig,status", [("SIGTERM", 143), ("SIGKILL", 137)])
 def test_node_killing_itself_keeps_every_sample(tmp_path, sig, status):
@@ -251,11 +265,14 @@ def test_node_killed_from_outside_soon_after_start_keeps_the_slices(tmp_path):
 def test_node_killed_from_outside_0_2_s_in_loses_at_most_one_slice(tmp_path):
     # SIGKILL cannot be caught, so what V8 sampled since the last slice dies with Node; the
     # slices come every quarter of the run so far (at least every 50 ms), so a kill once
-    # Node has run its script 0.2 s loses ~50 ms, and the trace says which window. The kill
+    # Node has run its script 0.3 s loses ~75 ms, and the trace says which window. The kill
     # waits for the script to say it ran that long: 0.2 s of the test's sleep once passed
-    # with Node hardly running (1 sample kept, in CI beside a second pytest worker).
+    # with Node hardly running (1 sample kept, in CI beside a second pytest worker). And
+    # for jsprof to have taken two slices (SLICED): on a quiet machine it has by then;
+    # then 100 ms more of work, so that the kill falls anywhere between two slices.
     app = tmp_path / "app.js"
-    app.write_text(WORK + "work(200); console.log('working'); work(20000);\n")
+    app.write_text(SLICED + "work(200); sliced(2); work(100); console.log('working');"
+                   " work(20000);\n")
     out = tmp_path / "o.json"
     proc = _start_recording(app, out)
     with _Waits(proc.pid) as waits:
