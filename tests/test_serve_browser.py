@@ -98,10 +98,11 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
     page.close()
     assert res["enabled"] and res["reason"] is None, res
     assert res["stats"]["dropped"] == 0 and res["stats"]["failed"] == 0, res
-    assert res["pausedWhileHidden"] >= 2  # the timed chunk and the hidden one
+    assert res["pausedWhileHidden"] >= 2, res  # the timed chunk and the hidden one
     ids = res["ids"]
     assert len(ids) >= 4, res  # interval, hidden, flush (keepalive), stop
     reasons, hot = [], 0
+    seen = []  # each upload's reason, samples and whether the hot function is in it
     for upload_id in ids:
         doc = orjson.loads(col.wait_stored(upload_id)[0])
         meta = doc["jsprof"]["meta"]
@@ -110,15 +111,18 @@ def test_chromium_trace_reaches_the_collector(site, browser, tmp_path: Path) -> 
         assert doc["jsprof"]["timeOrigin"] > 1.6e12
         reasons.append(meta["chunkReason"])
         names = {f["name"] for f in doc["frames"]}
+        seen.append((meta["chunkReason"], len(doc["samples"]), "hotFunctionForJsprof" in names))
         if "hotFunctionForJsprof" in names:
             hot += 1
             out = tmp_path / f"{upload_id}.json"
             out.write_bytes(orjson.dumps(doc))
-    assert {"hidden", "flush", "stop"} <= set(reasons), reasons
+    # (a failure says what came: this test failed once at load ~20, not seen in 18 runs
+    # beside 4-6 busy loops, where the flush chunk held 4-24 samples and the stop 12-29)
+    assert {"hidden", "flush", "stop"} <= set(reasons), (seen, res)
     # The timed chunk ends on its timer, or earlier on samplebufferfull when the busy loop
     # kept the timer from firing (maxBufferSize is 1.5 x the chunk's samples).
-    assert {"interval", "bufferfull"} & set(reasons), reasons
-    assert hot >= 3
+    assert {"interval", "bufferfull"} & set(reasons), (seen, res)
+    assert hot >= 3, (seen, res)
     r = subprocess.run(
         [str(JSPROF), "report", str(out), "--top", "3"],
         capture_output=True,
