@@ -431,7 +431,9 @@ def _children_of(pid: int) -> list[int]:
     return out
 
 
-def _record_and_kill(after: float) -> dict:
+def _record_and_kill(after: float, ran: float = 0.0) -> dict:
+    """record_node of ending.js killed `after` s from Node's start, and once Node has run
+    `ran` s of CPU: a stretch of wall-clock time can pass with Node hardly running."""
     import threading
 
     box: dict = {}
@@ -460,6 +462,8 @@ def _record_and_kill(after: float) -> dict:
     while not kids() and th.is_alive() and time.monotonic() < deadline:
         time.sleep(0.01)
     time.sleep(after)
+    while time.monotonic() < deadline and max(map(_cpu_seconds, kids()), default=0.0) < ran:
+        time.sleep(0.05)
     found = kids()
     assert len(found) == 1, (found, box)
     os.kill(found[0], signal.SIGKILL)
@@ -469,7 +473,9 @@ def _record_and_kill(after: float) -> dict:
 
 
 def test_node_killed_from_outside_keeps_the_slices():
-    box = _record_and_kill(2.6)
+    # 0.8 s of Node's CPU at least (2.6 s of sleep is ~2.5 s of it on a quiet machine):
+    # samples kept then are V8's of its running, not of the machine's load
+    box = _record_and_kill(2.6, ran=0.8)
     rec = box.get("rec")
     assert rec is not None, box
     t = rec.tracks[0]
