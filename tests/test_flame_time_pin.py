@@ -197,3 +197,101 @@ def test_a_pinned_tab_reads_per_upload_only_the_parts_its_pin_cuts(
     assert tab["fleetTime"]["uploadsAll"] == 15
     assert orjson.dumps(tab["fleetTime"]) == orjson.dumps(page["fleetTime"])
     assert orjson.dumps(tab["fleetTime"]) == orjson.dumps(slow["fleetTime"])
+
+
+def _timeline(i: int, k: int) -> dict:
+    """Page load i's chunk k: an interaction, a long frame and its LCP, all its own."""
+    return {"interactions": [{"id": k + 1, "type": "click", "start": 10.0 + k,
+                              "duration": 100.0 + 37 * i + k, "processingStart": 15.0,
+                              "processingEnd": 60.0, "target": "button#buy"}],
+            "longFrames": [{"start": 5.0, "duration": 80.0 + i, "blockingDuration": 30.0 + i + k}],
+            "load": {"lcp": 500.0 + 11 * i + k}}
+
+
+@pytest.mark.parametrize("mode", ["tail", "compacting"])
+def test_the_vitals_of_a_pinned_tab_are_the_page_s_when_uploads_arrive(
+        tmp_path: Path, mode: str) -> None:
+    """The vitals beside the Time view count the graph's uploads, as its lanes do: read
+    after uploads arrived, the pinned tab gives the page's vitals, from the rollups. One
+    page load's chunks fall on two UTC days: one page load a day there, as the page's read
+    (the rollups) counted it; read per upload, as the pinned tab's vitals were, it was one
+    page load (8 where the page said 9): the answer changed as uploads arrived."""
+    from jsprof.store import Store
+
+    st = Store(real_store(tmp_path / "store", 5, n=12))
+    rng = np.random.default_rng(3)
+    n = 0
+    for i in range(4):  # page loads of 1 to 3 chunks, one of them over midnight
+        for k in range(1 + i % 3):
+            n += 1
+            at = T0 + DAY - 30e3 + k * 60e3 if i == 2 else T0 + 7200e3 + n * 60e3
+            upload(st, f"v{i}.{k}", resampled_page_load(rng, repeat=1), app="shop",
+                   release="1.9.0", route="/cart", receivedAt=at, pageLoad=f"vl-{i}",
+                   timeline=_timeline(i, k))
+    st.close()
+    extra = ["--compact-every", "0"] if mode == "tail" else ["--compact-every", "1"]
+    c = Collector(tmp_path / "store", "--app", "shop:k1", *extra)
+    try:
+        url = _time_url(c, "app=shop&format=html&time_view=fetch")
+        before = _get(c, url)
+        mine = [r for r in before["fleetTime"]["vitals"] if r["release"] == "1.9.0"]
+        assert [r["pageLoads"] for r in mine] == [9] and mine[0]["inpP75Ms"] is not None
+        for i in range(3):
+            assert c.post(field_trace(300, seed=i + 3),
+                          f"app=shop&key=k1&release=1.9.0&id=late{i}")[0] == 202
+        c.wait_stored("late0", "late1", "late2")
+        later = _get(c, url)
+        assert later["pin"]["same"] is True
+        assert later["fleetTime"]["vitals"] == before["fleetTime"]["vitals"]
+    finally:
+        c.stop()
+
+
+@pytest.mark.parametrize("late", ["tail", "compacted"])
+def test_pinned_vitals_read_per_upload_only_the_page_loads_of_the_parts_the_pin_cuts(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, late: str) -> None:
+    """Chunks of page loads on both sides of the pin, in one part once compacted: the pinned
+    vitals come from the rollups (before: every upload's timeline), the parts wholly below
+    the pin as rolled up and the cut ones' uploads below it added as a batch of them would
+    be, so they equal the page's."""
+    from jsprof.fleet import api
+    from jsprof.fleet import vitals as fv
+    from jsprof.fleet.filters import Filters
+    from jsprof.store import Store
+    from jsprof.store.tables.compact import compact
+
+    answered: list[bool] = []
+    real = fv.rolled
+    monkeypatch.setattr(fv, "rolled", lambda *a: answered.append(
+        (got := real(*a)) is not None) or got)
+    rng = np.random.default_rng(7)
+    st = Store(real_store(tmp_path / "store", 5, n=12))
+    n = 0
+
+    def chunk(i: int, k: int) -> None:
+        nonlocal n
+        n += 1
+        upload(st, f"p{i}.{k}", resampled_page_load(rng, repeat=1), app="shop",
+               release="1.9.0", route="/cart", receivedAt=T0 + 7200e3 + n * 60e3,
+               pageLoad=f"pl-{i}", timeline=_timeline(i, k))
+
+    for i in range(4):
+        chunk(i, 0)
+    compact(st)
+    for i in range(2, 6):  # the tail when the page is drawn
+        chunk(i, 1)
+    f = Filters(app="shop", since=T0, until=T0 + DAY)
+    with api.session(st, keep_tail=True) as s:
+        pin = api.data_pin(s)
+        page = api.flame_time(s, f, pin=pin)["fleetTime"]["vitals"]
+    for i in range(3, 8):  # past the pin: page loads 3-5 go on, 6 and 7 begin
+        chunk(i, 2)
+    if late == "compacted":
+        compact(st)  # p2.1-p7.2 one batch: its part holds uploads on both sides of the pin
+    answered.clear()
+    with api.session(st, keep_tail=True) as s:
+        tab = api.flame_time(s, f, pin=pin)["fleetTime"]["vitals"]
+    assert answered == [True]
+    assert tab == page
+    assert [r["pageLoads"] for r in tab if r["release"] == "1.9.0"] == [4 + 6]
+

@@ -93,30 +93,115 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
 def rolled(engine: Any, snap: Snapshot, f: Any) -> dict | None:
     """`vitals` from the rollup_vitals rows of whole UTC days (`store/tables/vitals.py`),
     or None when the rollups cannot answer `f` (`rollups.plan`; a `--since`/`--until`
-    inside a day): their rows grow with routes, days and distinct values, not uploads."""
+    inside a day): their rows grow with routes, days and distinct values, not uploads.
+
+    Pinned below uploads the store holds (`Snapshot.pin`, the dashboard's Time tab): the
+    parts wholly below the pin as rolled up, and per upload only the uploads below it of
+    the parts the pin cuts (`_cut_rows`), so every number counts the pinned uploads."""
     from . import rollups
 
     whole, edges = rollups._split_days(f)
     if whole is None or edges:
         return None
-    p = rollups.plan(snap, whole, ("rollup_vitals",))
+    days = rollups.pinned_days(snap, whole) if snap.pinned_out() else None
+    p = rollups.plan(snap, whole, ("rollup_vitals",), days)
     if p is None:
         return None
     got = engine.rollup(p, "rollup_vitals", f)
-    ri = np.asarray(got["ri"], np.int64)
-    routes = list(got["route"])
-    groups: dict[tuple[str, str | None], list[int]] = {}
-    for i, (r, route) in enumerate(zip(ri.tolist(), routes, strict=True)):
+    # per (release, route): (metric, label, bucket) -> count, the cut parts' rows added
+    # to the rolled ones (their -1s meet the +1s of the chunks before them)
+    groups: dict[tuple[str, str | None], dict[tuple[int, str, int], int]] = {}
+    for r, route, m, lab, b, c in zip(
+            np.asarray(got["ri"], np.int64).tolist(), list(got["route"]),
+            np.asarray(got["metric"]).tolist(), list(got["label"]),
+            np.asarray(got["bucket"]).tolist(), np.asarray(got["count"]).tolist(),
+            strict=True):
         rel = snap.manifest["releases"][p.rkeys[r]]["release"]
-        groups.setdefault((rel, None if route is None else str(route)), []).append(i)
+        g = groups.setdefault((rel, None if route is None else str(route)), {})
+        g[(int(m), str(lab), int(b))] = g.get((int(m), str(lab), int(b)), 0) + int(c)
+    if days:
+        for (rel, route), t in _cut_rows(engine, snap, whole, p).items():
+            g = groups.setdefault((rel, route), {})
+            for m, lab, b, c in zip(t["metric"].tolist(), t["label"], t["bucket"].tolist(),
+                                    t["count"].tolist(), strict=True):
+                g[(m, str(lab), b)] = g.get((m, str(lab), b), 0) + c
     out = []
-    for (release, route), idx in sorted(
+    for (release, route), acc in sorted(
             groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
-        ix = np.asarray(idx, np.int64)
-        out.append(_row(f.app, release, route, np.asarray(got["metric"])[ix],
-                        [got["label"][i] for i in idx], np.asarray(got["bucket"])[ix],
-                        np.asarray(got["count"])[ix]))
+        rows = [(*k, c) for k, c in sorted(acc.items()) if c]
+        if not rows:
+            continue
+        m, lab, b, c = zip(*rows, strict=True)
+        out.append(_row(f.app, release, route, np.asarray(m, np.int64), list(lab),
+                        np.asarray(b, np.int64), np.asarray(c, np.int64)))
     return {"rows": out}
+
+
+def _cut_rows(engine: Any, snap: Snapshot, f: Any, p: Any
+              ) -> dict[tuple[str, str | None], dict]:
+    """The rollup_vitals rows, per (release, route), of the uploads below the pin in the
+    parts `p` left out for it (`rollups.plan`'s `left`), as a compaction batch of them
+    would add them (`tables/vitals.batch_rows`): per page load (route, env, UTC day) its
+    values with its chunks in the parts read, less those without these chunks. The parts
+    read hold the day's uploads below every one left out (`rollups._apart`), so a page
+    load's chunks there are its chunks before these. Only these page loads' timelines are
+    read: the work of the uploads the pin cuts, not of the store's history."""
+    import orjson
+
+    from ..store.tables.view import day_of
+    from ..store.tables.view import rollup_vitals as rv
+    from .engine import read_part
+
+    up = engine.uploads(snap, f)  # below the pin (`Snapshot.keep_live`)
+    pos = {k: i for i, k in enumerate(p.rkeys)}
+    left = p.left["rollup_vitals"]
+    days = [day_of(float(t)) for t in up.received_at.tolist()]
+    cut = np.zeros(len(up), bool)
+    for i, (rk, day, uk) in enumerate(zip(up.rkey, days, up.uk.tolist(), strict=True)):
+        spans = left[pos[rk]].get(day) if rk in pos else None
+        cut[i] = spans is not None and any(s is None or s[0] <= uk <= s[1] for s in spans)
+    if not cut.any():
+        return {}
+    loads = {(up.rkey[i], days[i], up.page_load[i]) for i in np.nonzero(cut)[0].tolist()
+             if up.page_load[i] is not None}
+    before = np.asarray([not c and (rk, d, pl) in loads for c, rk, d, pl in zip(
+        cut.tolist(), up.rkey, days, up.page_load, strict=True)], bool)
+    want = set(up.uk[cut | before].tolist())
+    cells: dict[int, tuple] = {}
+    for part in snap.upload_files(f):
+        t = read_part(part, ["uk", "route", "env", "meta"]).to_pydict()
+        for uk, route, env, meta in zip(t["uk"], t["route"], t["env"], t["meta"],
+                                        strict=True):
+            if uk in want:
+                tl_ = (orjson.loads(meta) if meta else {}).get("timeline")
+                cells[uk] = (route, env, tl_ if isinstance(tl_, dict) else None)
+    batches: dict[tuple, dict[str, list]] = {}
+    prior: dict[tuple, dict[tuple, list]] = {}
+    for i in np.argsort(up.uk, kind="stable").tolist():  # chunks in upload order
+        if not (cut[i] or before[i]):
+            continue
+        route, env, tl_ = cells.get(int(up.uk[i]), (None, None, None))
+        key = (up.rkey[i], days[i])
+        if before[i]:
+            prior.setdefault(key, {}).setdefault((route, env, up.page_load[i]), []).append(tl_)
+            continue
+        b = batches.setdefault(key, {"route": [], "env": [], "page_load": [], "timeline": []})
+        for k, v in (("route", route), ("env", env), ("page_load", up.page_load[i]),
+                     ("timeline", tl_)):
+            b[k].append(v)
+    out: dict[tuple[str, str | None], dict] = {}
+    for (rk, day), b in batches.items():
+        mine = prior.get((rk, day), {})
+        t = rv.batch_rows(b, lambda want, mine=mine: {k: mine[k] for k in want if k in mine})
+        rel = snap.manifest["releases"][rk]["release"]
+        for j, route in enumerate(t["route"]):
+            acc = out.setdefault((rel, None if route is None else str(route)), {
+                "metric": [], "label": [], "bucket": [], "count": []})
+            for k in acc:
+                acc[k].append(t[k][j])
+    return {k: {"metric": np.asarray(v["metric"], np.int64), "label": v["label"],
+                "bucket": np.asarray(v["bucket"], np.int64),
+                "count": np.asarray(v["count"], np.int64)} for k, v in out.items()}
 
 
 def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: list,

@@ -524,6 +524,10 @@ def write_release_parts(
         else:  # the tail: its examples need no earlier chunk
             got["rollup_examples"] = perload_rows(pl, per, None)[1]
         sub = f"{day}/" if day else ""
+        # rollup_vitals' upload keys, as the Time view's: a query pinned below later
+        # uploads reads the parts wholly below its pin (fleet/vitals.py `rolled`)
+        uks = [int(c["uk"]) for c in group]
+        span = (min(uks), max(uks)) if uks else None
         for kind in ROLLUP_KINDS:
             if kind in TIME_KINDS and day in time_parts_of:  # written with the samples
                 written.setdefault(kind, []).append(time_parts_of[day][kind])
@@ -535,7 +539,8 @@ def write_release_parts(
                 # others need not look for its page loads' earlier chunks
                 e = new_part(None, f"{kind}/rkey={rkey}/{sub}{name}",
                              {f.name: [] for f in sch[kind]}, sch[kind], 0, day,
-                             [c.get("_at") for c in group])
+                             [c.get("_at") for c in group],
+                             span if kind == "rollup_vitals" else None)
                 e.pop("table")
                 e["build"] = (partial(vitals_table, vit, pr, sch[kind])
                               if kind == "rollup_vitals" else
@@ -546,6 +551,7 @@ def write_release_parts(
             written.setdefault(kind, []).append(new_part(
                 tdir, f"{kind}/rkey={rkey}/{sub}{name}", data, sch[kind], len(data["route"]),
                 day, [c.get("_at") for c in group],
+                span if kind == "rollup_vitals" else None,
             ))
     return written
 

@@ -339,10 +339,12 @@ class _Builder:
         perload: dict[tuple[str, str | None], tuple[dict[str, list], dict[str, Any]]] = {}
         for rkey, rel in self.touched.items():
             for c in rel.cells:
-                v = vit.setdefault((rkey, day_of(c.get("_at"))), {k: [] for k in (*_VIT, "at")})
+                v = vit.setdefault((rkey, day_of(c.get("_at"))),
+                                   {k: [] for k in (*_VIT, "at", "uk")})
                 for k in _VIT:
                     v[k].append(c[k])
                 v["at"].append(c.get("_at"))
+                v["uk"].append(int(c["uk"]))
             got = write_release_parts(None, rkey, rel, seq)
             # made over the whole tail when read (_manifest): a page load's chunks may be
             # in two kept chunks, and what came before them is the manifest's of the moment
@@ -396,7 +398,7 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
                 entry["parts"][kind] += [_moved(e, kind, fb, sb) for e in es]
             for (rk, day), v in c.vit.items():
                 if rk == rkey:
-                    acc = vit.setdefault(day, {k: [] for k in (*_VIT, "at")})
+                    acc = vit.setdefault(day, {k: [] for k in (*_VIT, "at", "uk")})
                     for k, col in v.items():
                         acc[k] += col
         pl: dict[str | None, tuple[dict[str, list], dict[str, list]]] = {}
@@ -424,7 +426,8 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
             v = vit[day]
             sub = f"{day}/" if day else ""
             e = new_part(None, f"rollup_vitals/rkey={rkey}/{sub}part-tail.parquet",
-                         {f.name: [] for f in sch}, sch, 0, day, v["at"])
+                         {f.name: [] for f in sch}, sch, 0, day, v["at"],
+                         (min(v["uk"]), max(v["uk"])) if v["uk"] else None)
             e.pop("table")
             prior = partial(prior_timelines, tdir, man, rkey, day)
             e["build"] = partial(_build_vitals, {k: v[k] for k in _VIT}, prior, sch)

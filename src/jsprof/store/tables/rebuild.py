@@ -98,9 +98,13 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
         {k: cols[k] for k in ("uk", "id", "route", "env", "page_load")}, per, None)
     data.update(_time_rollups(tdir, entry, day, cols))
     sub = f"{day}/" if day else ""
+    # the day's upload keys on the parts a pinned query reads by them (`parts._entry`):
+    # a rebuilt day (a prune's cut, an older format's) gets them as a batch's parts do
+    span = (min(cols["uk"]), max(cols["uk"]))
     return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
                             data[kind], sch[kind], len(data[kind]["route"]), day,
-                            cols["received_at"])]
+                            cols["received_at"],
+                            span if kind in (*TIME_KINDS, "rollup_vitals") else None)]
             for kind in ROLLUP_KINDS}
 
 
