@@ -193,20 +193,25 @@ def test_the_time_view_read_later_covers_the_window_the_graph_was_drawn_with(
     assert orjson.loads(got)["fleetTime"]["fns"]
 
 
+@pytest.mark.parametrize("why", ["behind", "pruned"])
 def test_a_time_view_not_of_the_graphs_uploads_says_so(chromium: Any,
-                                                       col: tuple[Collector, Path]) -> None:
+                                                       col: tuple[Collector, Path],
+                                                       why: str) -> None:
     # (the collector's read did not reach the page's pin: another worker's tail behind, the
-    # tables made anew; here its answer is made so by the route, the rest real)
+    # tables made anew; or a prune took some of the graph's uploads since: here its answer
+    # is made so by the route, the rest real)
     from playwright.sync_api import expect
 
     c, _ = col
-    said = "This Time view is of the uploads the collector holds now"
+    said = ("This Time view is of the uploads the collector holds now" if why == "behind"
+            else "3 uploads of the 12 the graph above was drawn from were pruned")
 
     def behind(route: Any) -> None:
         doc = orjson.loads(route.fetch().body())
         held = doc.get("pin", {}).get("asked", 12)  # (the real answer: the graph's uploads)
-        doc["pin"] = {"asked": held + 3, "read": held, "same": False,
-                      "note": said + " \u202e(not the graph's)."}
+        doc["pin"] = ({"asked": held + 3, "read": held, "same": False} if why == "behind"
+                      else {"asked": held, "read": held, "same": True, "pruned": 3})
+        doc["pin"]["note"] = said + " \u202e(not the graph's)."
         route.fulfill(status=200, content_type="application/json", body=orjson.dumps(doc))
 
     with fresh_pages(chromium) as browser:

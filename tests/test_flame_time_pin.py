@@ -295,3 +295,40 @@ def test_pinned_vitals_read_per_upload_only_the_page_loads_of_the_parts_the_pin_
     assert tab == page
     assert [r["pageLoads"] for r in tab if r["release"] == "1.9.0"] == [4 + 6]
 
+
+def test_uploads_pruned_between_the_page_and_its_tab_are_said(tmp_path: Path) -> None:
+    """A retention prune between the page and its Time tab takes some of the graph's
+    uploads: the tab can count only the rest, and says how many went (before: 6 of 10
+    fewer, said nowhere). A real collector; the prune is `jsprof serve prune`."""
+    import subprocess
+    import time
+
+    from jsprof.store import Store
+    from serve_util import JSPROF
+
+    st = Store(tmp_path / "store")
+    rng = np.random.default_rng(5)
+    now = time.time() * 1000
+    for i in range(10):  # 6 received 40 days ago, 4 an hour ago
+        upload(st, f"u{i}", resampled_page_load(rng, repeat=1), app="shop",
+               release="1.9.0", route="/cart", pageLoad=f"load-{i}",
+               receivedAt=(now - 40 * DAY if i < 6 else now - 3600e3) + i * 1e3)
+    st.close()
+    c = Collector(tmp_path / "store", "--app", "shop:k1", "--compact-every", "0")
+    try:
+        url = _time_url(c, "app=shop&format=html&time_view=fetch")
+        assert dict(parse_qsl(urlsplit(url).query))["drawn"] == "10"
+        before = _get(c, url)
+        assert before["fleetTime"]["uploadsAll"] == 10 and "note" not in before["pin"]
+        r = subprocess.run([str(JSPROF), "serve", "prune", "--store", str(tmp_path / "store"),
+                            "--older-than", "30d"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "removed 6 uploads" in r.stdout, (r.stdout, r.stderr)
+        later = _get(c, url)
+        assert later["fleetTime"]["uploadsAll"] == 4
+        assert later["pin"]["same"] is True and later["pin"]["pruned"] == 6
+        assert "6 uploads of the 10 the graph above was drawn from were pruned" in (
+            later["pin"]["note"]), later["pin"]
+        status, _, body = c.request("GET", url.replace("drawn=10", "drawn=1e3"), headers=AUTH)
+        assert status == 400 and b"query parameter drawn" in body
+    finally:
+        c.stop()

@@ -173,7 +173,8 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     collector's) makes the Time view's example uploads links; without it they are ids.
     `time_url` (the collector's dashboard) leaves the Time view out of the page: its
     script reads it from that URL (`flame_time`'s document) when the tab is first opened;
-    the URL should carry `pin=` `data_pin(s)`, so that view counts this graph's uploads.
+    the URL should carry `pin=` `data_pin(s)`, so that view counts this graph's uploads
+    (this adds `drawn=`, how many it counts: `flame_time` says when a prune took some).
     Without it the page holds it, as a file must (it works with no server)."""
     from ..analysis.calltree import build_call_tree
     from ..render.flame import FlameRenderer
@@ -194,7 +195,7 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
     if fmt == "html" and time_url is not None and f.during is None:
         # (the Time view's own reads, its uploads' among them, wait for its tab)
         views = _views(s, sel, None, time_view=False)
-        views["fleet_time"] = {"url": time_url}
+        views["fleet_time"] = {"url": f"{time_url}&drawn={sel.traces}"}
         views["fetches"] = True
     elif fmt == "html":
         views = _views(s, _time_selection(s, f, sel, per_upload), example_url)
@@ -207,7 +208,7 @@ def flame(s: Session, f: Filters, fmt: str = "html", max_nodes: int = 2000,
 
 
 def flame_time(s: Session, f: Filters, example_url: str | None = None,
-               pin: int | None = None) -> dict:
+               pin: int | None = None, drawn: int | None = None) -> dict:
     """The Time view of `flame`'s page for the same filters, read on its own (the
     dashboard's page asks for it when its tab is opened): the `fleetTime` block the page
     would have held, `pin`, and the store's notes.
@@ -217,6 +218,9 @@ def flame_time(s: Session, f: Filters, example_url: str | None = None,
     through compaction). When this snapshot does not reach it (another worker's tail
     behind, the tables made anew), the view is of the uploads read now, and `pin` says
     so (`same` false, `note`) for the page to show: never two answers passed off as one.
+    `drawn`: how many uploads the graph counted (`flame` adds it to the URL): a retention
+    prune since may have taken some of the pinned ones, which the view then cannot count;
+    `pin.pruned` and the note say how many.
 
     It reads what the view needs (the uploads, then the spread's samples or the Time
     rollups): no call tree, which the page has already drawn."""
@@ -241,6 +245,16 @@ def flame_time(s: Session, f: Filters, example_url: str | None = None,
                 "the graph above was drawn from (it was drawn from a later read of the "
                 "store): the two may count different uploads. Reload the page for both "
                 "of one read.")
+        elif drawn is not None and len(up) < drawn:
+            # The pin keeps out what came since, not what a prune took (keep_live): the
+            # pinned set shrank, which the view says rather than pass it off as the graph's
+            gone = drawn - len(up)
+            doc["pin"]["pruned"] = gone
+            doc["pin"]["note"] = (
+                f"{plural(gone, 'upload')} of the {drawn:,} the graph above was drawn from "
+                f"{'was' if gone == 1 else 'were'} pruned (retention) since it was drawn: "
+                f"this Time view counts the {len(up):,} left. Reload the page for both of "
+                "one read.")
     return {**doc, **notes(s)}
 
 

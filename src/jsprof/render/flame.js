@@ -2348,8 +2348,9 @@
       .then(function (d) {
         sec.removeChild(note);
         // The collector could not answer for the uploads the graph was drawn from (its
-        // `pin`): said above the lanes, never shown as if it were the graph's.
-        if (d.pin && d.pin.same === false) {
+        // `pin`), or a prune took some of them since (pin.pruned): said above the lanes,
+        // never shown as if it were the graph's.
+        if (d.pin && (d.pin.same === false || d.pin.pruned)) {
           sec.appendChild(el("p", {"class": "note", role: "status", "data-note": "pin"},
             vis(String(d.pin.note || "This Time view is not of the graph's uploads."))));
         }

@@ -93,7 +93,7 @@ ROUTE_PARAMS = {
     # (flame_time); without it the page holds its Time view, as a saved file must
     "flame": FILTER_PARAMS | {"format", "max_nodes", "time_view"},
     # pin: the page's upload set (`api.data_pin`), so the view answers for its graph's
-    "flame_time": FILTER_PARAMS | {"pin"},
+    "flame_time": FILTER_PARAMS | {"pin", "drawn"},
     # (exclude_idle: top, flame, export and series, the dashboard's chart, which must
     # give the top table's share; the intervals of diff and regressions are resampled
     # over every sample)
@@ -390,15 +390,15 @@ def _time_view_params(request: Request, f: Any) -> list[tuple[str, str]]:
 PIN_DIGITS = 15  # an upload key bound: a whole number under 10**15 (JSON-exact)
 
 
-def _pin(v: str | None) -> int | None:
-    """flame_time's `pin=` (an upload key bound, `api.data_pin`): digits only, bounded;
-    read as a number, never evaluated."""
+def _pin(v: str | None, name: str = "pin") -> int | None:
+    """flame_time's `pin=` (an upload key bound, `api.data_pin`) or `drawn=` (the uploads
+    the graph counted): digits only, bounded; read as a number, never evaluated."""
     from ..errors import UsageError
 
     if v is None:
         return None
     if not (0 < len(v) <= PIN_DIGITS and v.isascii() and v.isdigit()):
-        raise UsageError(f"query parameter pin: {v[:20]!r}; expected the whole number the "
+        raise UsageError(f"query parameter {name}: {v[:20]!r}; expected the whole number the "
                          f"page's Time view URL carries (at most {PIN_DIGITS} digits)")
     return int(v)
 
@@ -413,8 +413,10 @@ async def flame_time(request: Request) -> Response:
         check_params(request, "flame_time")
         f = filters_from_query(request)
         pin = _pin(request.query_params.get("pin"))
+        drawn = _pin(request.query_params.get("drawn"), "drawn")
         with _session(request) as s:
-            doc = api.flame_time(s, f, example_url=_ROUTE_PATHS["trace_flame"], pin=pin)
+            doc = api.flame_time(s, f, example_url=_ROUTE_PATHS["trace_flame"], pin=pin,
+                                 drawn=drawn)
         return _json(doc)
 
     return await _run(request, work)
