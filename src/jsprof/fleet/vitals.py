@@ -166,9 +166,14 @@ def _cut_rows(engine: Any, snap: Snapshot, f: Any, p: Any
              if up.page_load[i] is not None}
     before = np.asarray([not c and (rk, d, pl) in loads for c, rk, d, pl in zip(
         cut.tolist(), up.rkey, days, up.page_load, strict=True)], bool)
-    want = set(up.uk[cut | before].tolist())
+    keys = np.unique(up.uk[cut | before])
+    want = set(keys.tolist())
     cells: dict[int, tuple] = {}
     for part in snap.upload_files(f):
+        # the metas (the bulk of an uploads part) only of the parts that hold one: most
+        # are below the pin, their page loads in the rollups
+        if not np.isin(read_part(part, ["uk"]).column("uk").to_numpy(), keys).any():
+            continue
         t = read_part(part, ["uk", "route", "env", "meta"]).to_pydict()
         for uk, route, env, meta in zip(t["uk"], t["route"], t["env"], t["meta"],
                                         strict=True):
