@@ -41,6 +41,9 @@ def _timelines(rng: np.random.Generator, chunks: int) -> list[dict]:
     went reported again in the next one, longer (one id), and the load's LCP and CLS as
     known so far (LCP may change until the first input, CLS only grows)."""
     out, ids, lcp, cls = [], 0, float(rng.uniform(300, 3000)), 0.0
+    # what the client left out so far (its counts only grow; most page loads none)
+    lost = {"interactions": 0, "longFrames": 0}
+    grows = rng.random() < 0.4
     el = ELEMENTS[int(rng.integers(0, 3))]
     carry = None
     for c in range(chunks):
@@ -66,7 +69,11 @@ def _timelines(rng: np.random.Generator, chunks: int) -> list[dict]:
         load = {"lcp": lcp, "lcpElement": el, "cls": round(cls, 6)}
         if c == 0 and rng.random() < 0.2:
             load = {"lcp": None}
-        out.append({"interactions": inter, "longFrames": frames, "load": load})
+        t = {"interactions": inter, "longFrames": frames, "load": load}
+        if grows:
+            lost = {k: v + int(rng.integers(0, 4)) for k, v in lost.items()}
+            t["dropped"] = dict(lost)
+        out.append(t)
     return out
 
 
@@ -290,3 +297,65 @@ def test_format_8_tables_get_their_vitals_rolled_up(
         assert {**vitals.rolled(s.engine, s.snap, f), **api.notes(s)} == before
     st.close()
     _check(copy, monkeypatch)
+
+
+def test_vitals_say_what_the_clients_left_out(
+        store: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`leftOut` per row (the clients' `timeline.dropped`: per page load its largest count,
+    summed), the same from the rollups (batches that cut page loads apart, merged) as from
+    the timelines; one line under the text table; and the days whose rollup parts were
+    written before the counts were are named, not counted as none."""
+    import subprocess
+
+    import orjson
+
+    from jsprof.store.tables.manifest import read_manifest, tables_dir, write_manifest
+    from serve_util import JSPROF
+
+    want = {"interactions": 0, "longFrames": 0}
+    per_load: dict[str, dict] = {}
+    with Store(store) as st:
+        for _, uid, meta, _ in st.iter_uploads():
+            d = (meta.get("timeline") or {}).get("dropped") or {}
+            key = meta.get("pageLoad") or uid
+            m = per_load.setdefault(key, {"interactions": 0, "longFrames": 0})
+            for k in m:
+                m[k] = max(m[k], d.get(k, 0))
+    for m in per_load.values():
+        for k in want:
+            want[k] += m[k]
+    assert want["longFrames"] > 0 and want["interactions"] > 0
+    copy = tmp_path / "s"
+    shutil.copytree(store, copy)
+    st = Store(copy)
+    compact(st, batch=4)
+    st.close()
+    merge_parts(copy, now=T0 / 1000 + 30 * 86400, fanout=2)
+    _check(copy, monkeypatch)
+    sto = api.open_store(copy)
+    with api.session(sto) as s:
+        doc = api.vitals(s, Filters(app="shop"))
+        assert vitals.rolled(s.engine, s.snap, Filters(app="shop")) is not None
+    sto.close()
+    assert {k: sum(r["leftOut"][k] for r in doc["rows"]) for k in want} == want
+    assert "leftOutUncountedDays" not in doc
+    args = [str(JSPROF), "fleet", "vitals", "--store", str(copy), "--app", "shop"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert (f"not in these p75s: {want['interactions']} interactions, "
+            f"{want['longFrames']} long frames") in " ".join(r.stdout.split()), r.stdout
+    # Parts an older jsprof wrote (no count of what was left out): those days are named
+    man = read_manifest(copy)
+    days = set()
+    for rel in man["releases"].values():
+        for e in rel["parts"]["rollup_vitals"]:
+            if e.get("day") in ("2026-11-26", "2026-11-27"):
+                e.pop("leftOut", None)
+                days.add(e["day"])
+    write_manifest(tables_dir(copy), man)
+    r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120)
+    assert orjson.loads(r.stdout)["leftOutUncountedDays"] == sorted(days) == [
+        "2026-11-26", "2026-11-27"]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert "not counted on 2 days compacted before they were (2026-11-26 to 2026-11-27)" in (
+        " ".join(r.stdout.split())), r.stdout

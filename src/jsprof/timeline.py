@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -200,6 +200,10 @@ class PageLoad:
     long_frames: list[dict]
     interactions: list[dict]  # one per interactionId (the longest report of it)
     load: dict | None
+    # What the client counted and did not send (`timeline.dropped`: past a chunk's caps,
+    # cut to fit the keepalive budget at pagehide): per kind its largest count over the
+    # chunks (a client's counts only grow)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def windows(self, during: str, slower_than: float,
                 pick: Callable[[dict], bool] | None = None) -> list[tuple[float, float]]:
@@ -282,6 +286,9 @@ def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
         if not t:
             continue
         pl.long_frames.extend(t.get("longFrames") or [])
+        for k, v in (t.get("dropped") or {}).items():
+            if isinstance(v, int) and v > pl.dropped.get(k, 0):
+                pl.dropped[k] = v
         for e in t.get("interactions") or []:
             old = next((k for k, o in enumerate(pl.interactions)
                         if e.get("id") is not None and o.get("id") == e.get("id")), None)

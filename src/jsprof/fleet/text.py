@@ -255,6 +255,11 @@ class VitalsTable(TextRenderer):
             line = elide_cells(line, fit)
             t.add_row(*line[:6], *(Text(x) for x in line[6:]))
         out.table("web vitals per route and release, p75", t)
+        from .vitals import left_out_note
+
+        left = left_out_note(doc)
+        if left:
+            _note(out, left, width)
         _note(out, "blocking: long-animation-frame blocking time; CLS: cumulative layout "
               "shift (web-vitals' session windows); slowest type p75: the "
               "interaction type with the slowest p75, its input delay / processing / "

@@ -83,8 +83,7 @@ def vitals(engine: Any, snap: Snapshot, f: Any) -> dict:
     for (release, route), items in sorted(
             groups.items(), key=lambda g: (g[0][1] or "", _version_key(g[0][0]))):
         loads = tl.page_loads(items)
-        t = rv.tally(((None, None), m, lab, v, 1) for pl in loads.values()
-                     for m, lab, v in rv.page_load_values(pl))
+        t = rv.tally(r for pl in loads.values() for r in rv.signed((None, None), pl, 1))
         out.append(_row(f.app, release, route, t["metric"], t["label"], t["bucket"],
                         t["count"]))
     return {"rows": out}
@@ -134,7 +133,16 @@ def rolled(engine: Any, snap: Snapshot, f: Any) -> dict | None:
         m, lab, b, c = zip(*rows, strict=True)
         out.append(_row(f.app, release, route, np.asarray(m, np.int64), list(lab),
                         np.asarray(b, np.int64), np.asarray(c, np.int64)))
-    return {"rows": out}
+    doc: dict = {"rows": out}
+    # Parts compacted before the left-out counts were rolled up have none: their days'
+    # `leftOut` is not counted (said, not passed off as none)
+    from ..store.tables.view import rollup_vitals as rv
+
+    old = {e.get("day") or "(unknown day)" for es in (p.entries or {})["rollup_vitals"]
+           for e in es if not e.get(rv.LEFT_OUT_MARK)}
+    if old:
+        doc["leftOutUncountedDays"] = sorted(old)
+    return doc
 
 
 def _cut_rows(engine: Any, snap: Snapshot, f: Any, p: Any
@@ -209,6 +217,25 @@ def _cut_rows(engine: Any, snap: Snapshot, f: Any, p: Any
                 "count": np.asarray(v["count"], np.int64)} for k, v in out.items()}
 
 
+def left_out_note(doc: dict) -> str | None:
+    """`fleet vitals`' one line on what the clients left out, over its rows (None: none
+    and no day uncounted): the p75s are of what was sent, which lost those."""
+    n = {k: sum(int((r.get("leftOut") or {}).get(k) or 0) for r in doc["rows"])
+         for k in ("interactions", "longFrames")}
+    days = doc.get("leftOutUncountedDays") or []
+    if not any(n.values()) and not days:
+        return None
+    from ..words import plural
+
+    line = ("left out by the clients (past their caps, or cut to fit a page's way out), "
+            f"not in these p75s: {plural(n['interactions'], 'interaction')}, "
+            f"{plural(n['longFrames'], 'long frame')}")
+    if days:
+        line += (f"; not counted on {plural(len(days), 'day')} compacted before they were "
+                 f"({days[0]}{' to ' + days[-1] if len(days) > 1 else ''})")
+    return line
+
+
 def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: list,
          bucket: np.ndarray, count: np.ndarray) -> dict:
     """One (release, route)'s row from its rollup_vitals counts: the p75s of bucket
@@ -255,6 +282,9 @@ def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: l
         "lcpElements": [{"element": k, "pageLoads": n} for k, n in sorted(
             elements.items(), key=lambda kv: (-kv[1], kv[0]))[:5] if n],
         "clsP75": p75(rv.CLS, digits=4), "clsPageLoads": n_of(rv.CLS),
+        # what the clients counted and did not send (past their caps, or cut to fit a
+        # page's way out): not in these p75s, which may lean fast for it
+        "leftOut": {k: n_of(rv.LEFT_OUT, k) for k in rv.LEFT_OUT_KINDS},
         "interactionTypes": {
             k: {"count": n_of(rv.DURATION, k), "p75Ms": p75(rv.DURATION, k),
                 "inputDelayP75Ms": p75(rv.INPUT_DELAY, k),

@@ -2515,6 +2515,19 @@
         t.appendChild(tr);
       });
       box.appendChild(t);
+      // what the clients counted and did not send: the p75s above are of what was sent
+      var lost = {interactions: 0, longFrames: 0};
+      F.vitals.forEach(function (r) {
+        var d = r.leftOut || {};
+        lost.interactions += d.interactions || 0;
+        lost.longFrames += d.longFrames || 0;
+      });
+      if (lost.interactions || lost.longFrames) {
+        box.appendChild(el("p", {"class": "note", "data-note": "left-out"},
+          "Left out by the clients (past their caps, or cut to fit a page's way out), not in " +
+          "these p75s: " + lost.interactions + " interaction" + (lost.interactions === 1 ? "" : "s") +
+          ", " + lost.longFrames + " long frame" + (lost.longFrames === 1 ? "" : "s") + "."));
+      }
       return box;
     }
     function examples() {

@@ -532,7 +532,12 @@ async def vitals(request: Request) -> Response:
                 ("interactions", "interactions"), ("inpP75Ms", "INP p75 ms"),
                 ("longFrameBlockingP75Ms", "long-frame blocking p75 ms"),
                 ("lcpP75Ms", "LCP p75 ms"), ("clsP75", "CLS p75")]
-        return _page(HtmlTablePage(f"web vitals: {api.describe(f)}", cols), doc["rows"])
+        from ..fleet.vitals import left_out_note
+
+        left = left_out_note(doc)
+        return _page(HtmlTablePage(f"web vitals: {api.describe(f)}", cols,
+                                   [left[0].upper() + left[1:] + "."] if left else []),
+                     doc["rows"])
 
     return await _run(request, work)
 

@@ -40,7 +40,7 @@ from .rollup import (
     upload_moments,
 )
 from .timeroll import TIME_KINDS, time_parts
-from .vitals import Prior, batch_rows
+from .vitals import Prior, batch_rows, counts_left_out
 
 log = logging.getLogger("jsprof.store")
 
@@ -545,14 +545,17 @@ def write_release_parts(
                 e["build"] = (partial(vitals_table, vit, pr, sch[kind])
                               if kind == "rollup_vitals" else
                               partial(perload_table, pl, per, ps, sch[kind]))
-                written.setdefault(kind, []).append(e)
+                written.setdefault(kind, []).append(
+                    counts_left_out(e) if kind == "rollup_vitals" else e)
                 continue
             data = got[kind]
-            written.setdefault(kind, []).append(new_part(
+            e = new_part(
                 tdir, f"{kind}/rkey={rkey}/{sub}{name}", data, sch[kind], len(data["route"]),
                 day, [c.get("_at") for c in group],
                 span if kind == "rollup_vitals" else None,
-            ))
+            )
+            written.setdefault(kind, []).append(
+                counts_left_out(e) if kind == "rollup_vitals" else e)
     return written
 
 

@@ -49,7 +49,7 @@ from .intern import (
 from .manifest import cursor_in, tables_dir, tail_release, with_tail
 from .parts import day_of, new_part, schemas
 from .perload import prior_self
-from .vitals import prior_timelines
+from .vitals import counts_left_out, prior_timelines
 
 # Uploads interned and written as one set of tables: a commit that cuts through a chunk
 # costs reading its other uploads again (~20 ms of CPU each), so chunks stay small;
@@ -431,7 +431,7 @@ def _manifest(store: Any, kept: _Kept, man: dict) -> dict:
             e.pop("table")
             prior = partial(prior_timelines, tdir, man, rkey, day)
             e["build"] = partial(_build_vitals, {k: v[k] for k in _VIT}, prior, sch)
-            entry["parts"]["rollup_vitals"].append(e)
+            entry["parts"]["rollup_vitals"].append(counts_left_out(e))
         new["releases"][rkey] = entry
     return new
 

@@ -39,6 +39,7 @@ from .parts import (
 )
 from .rollup import ROLLUP_KINDS, aggregate
 from .timeroll import GRIDS
+from .vitals import LEFT_OUT_MARK
 
 GRIDDED = ("rollup_time", "rollup_timeloads")  # rollups whose keys hold a grid
 
@@ -171,6 +172,8 @@ def _merge_group(tdir: Path, kind: str, entries: list, part: int) -> dict:
                        entries[0].get("day"),
                        [x for e in entries for x in (e.get("minAt"), e.get("maxAt"))], uks)
         out["level"] = max(level(e) for e in entries) + 1
+        if all(e.get(LEFT_OUT_MARK) for e in entries):  # (every part's page loads counted)
+            out[LEFT_OUT_MARK] = True
         return out
     # Streamed: the parts' row groups are read one at a time and written as row groups of
     # up to MERGE_GROUP_BYTES (in memory) or MERGE_GROUP_ROWS, so a merge holds about that

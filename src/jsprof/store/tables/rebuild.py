@@ -28,7 +28,7 @@ from .rollup import (
     upload_moments,
 )
 from .timeroll import TIME_KINDS, time_rows
-from .vitals import batch_rows
+from .vitals import batch_rows, counts_left_out
 
 
 def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
@@ -101,11 +101,13 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
     # the day's upload keys on the parts a pinned query reads by them (`parts._entry`):
     # a rebuilt day (a prune's cut, an older format's) gets them as a batch's parts do
     span = (min(cols["uk"]), max(cols["uk"]))
-    return {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
-                            data[kind], sch[kind], len(data[kind]["route"]), day,
-                            cols["received_at"],
-                            span if kind in (*TIME_KINDS, "rollup_vitals") else None)]
-            for kind in ROLLUP_KINDS}
+    out = {kind: [new_part(tdir, f"{kind}/rkey={rkey}/{sub}part-{part:06d}-r.parquet",
+                           data[kind], sch[kind], len(data[kind]["route"]), day,
+                           cols["received_at"],
+                           span if kind in (*TIME_KINDS, "rollup_vitals") else None)]
+           for kind in ROLLUP_KINDS}
+    counts_left_out(out["rollup_vitals"][0])
+    return out
 
 
 def _time_rollups(tdir: Path, entry: dict, day: str | None, cols: dict) -> dict[str, dict]:

@@ -39,6 +39,14 @@ DURATION = 7  # per interaction, label: its type
 INPUT_DELAY = 8
 PROCESSING = 9
 PRESENTATION = 10
+# per page load, what its client counted and did not send (`timeline.dropped`), label
+# "interactions" or "longFrames": one row of value 0 whose count is that number
+LEFT_OUT = 11
+LEFT_OUT_KINDS = ("interactions", "longFrames")
+# A page load's left-out count kept at most this (a client's counts are checked below
+# 2**53 only: a thousand such summed would pass int64)
+LEFT_OUT_MAX = 2**32
+LEFT_OUT_MARK = "leftOut"  # a part entry's key: its rows count them (`counts_left_out`)
 SCALE = 1e6  # values are bucketed as value x SCALE (ms -> ns)
 
 Row = tuple[int, str, float]  # (metric, label, value)
@@ -80,6 +88,28 @@ def page_load_values(pl: Any) -> list[Row]:
     return out
 
 
+def counts_left_out(entry: dict) -> dict:
+    """A rollup_vitals part entry marked as holding its page loads' LEFT_OUT rows (parts
+    written before they were counted do not: `fleet vitals` says which days' counts it
+    lacks). A merge keeps the mark when every merged part has it."""
+    entry[LEFT_OUT_MARK] = True
+    return entry
+
+
+def left_out(pl: Any) -> list[tuple[str, int]]:
+    """One merged page load's left-out counts ((label, n), n > 0): the LEFT_OUT rows,
+    each weighted by its n (`signed`)."""
+    d = pl.dropped or {}
+    return [(k, min(int(d[k]), LEFT_OUT_MAX)) for k in LEFT_OUT_KINDS if d.get(k)]
+
+
+def signed(cell: Any, pl: Any, sign: int) -> list[tuple[Any, int, str, float, int]]:
+    """`tally`'s rows of one merged page load in `cell`: its values, each `sign`, and its
+    left-out counts, each `sign` times its count."""
+    return ([(cell, m, lab, v, sign) for m, lab, v in page_load_values(pl)]
+            + [(cell, LEFT_OUT, k, 0.0, sign * n) for k, n in left_out(pl)])
+
+
 def buckets(values: Any) -> np.ndarray:
     """Per value: its bucket (`rollup.bucket_of` of value x SCALE)."""
     from .rollup import bucket_of
@@ -89,8 +119,9 @@ def buckets(values: Any) -> np.ndarray:
 
 
 def tally(rows: Iterable[tuple[Any, int, str, float, int]]) -> dict[str, list]:
-    """(cell, metric, label, value, +1/-1) rows -> rollup_vitals columns: counts summed per
-    (cell, metric, label, bucket), rows that sum to 0 left out. `cell`: (route, env)."""
+    """(cell, metric, label, value, count) rows -> rollup_vitals columns: counts summed per
+    (cell, metric, label, bucket), rows that sum to 0 left out. `cell`: (route, env);
+    count: +1/-1 a value, +/-n a LEFT_OUT row (`signed`)."""
     rows = list(rows)
     b = buckets([r[3] for r in rows]).tolist() if rows else []
     acc: dict[tuple, int] = {}
@@ -119,12 +150,17 @@ def batch_rows(up: dict[str, list], prior: Prior | None) -> dict[str, list]:
                                          up["timeline"], strict=True)):
         loads.setdefault((r, e, p) if p is not None else (r, e, None, i), []).append(t)
     before = prior({k for k in loads if len(k) == 3}) if prior is not None else {}
+    from ...timeline import page_loads
+
+    def merged(ts: list[dict | None]) -> Any:
+        return page_loads([("", t) for t in ts])[""]
+
     rows = []
     for k, ts in loads.items():
         old = before.get(k) if len(k) == 3 else None
-        rows += [((k[0], k[1]), m, lab, v, 1) for m, lab, v in load_values([*(old or []), *ts])]
+        rows += signed((k[0], k[1]), merged([*(old or []), *ts]), 1)
         if old:
-            rows += [((k[0], k[1]), m, lab, v, -1) for m, lab, v in load_values(old)]
+            rows += signed((k[0], k[1]), merged(old), -1)
     return tally(rows)
 
 
