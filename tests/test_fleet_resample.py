@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from fleet_util import make_trace, upload
-from jsprof.analysis.diff import _times, diff_profiles
+from jsprof.analysis.diff import diff_profiles, function_times
 from jsprof.fleet import api, engine, query
 from jsprof.fleet.engine import (
     WEIGHT_SCALE,
@@ -127,7 +127,7 @@ def _shares(store, sel, keys, match):
     A = np.zeros(len(sel.uploads))
     for u, uid in enumerate(sel.uploads.id):
         rec = Recording([Track("main", store.raw[uid], sample_interval=10.0)])
-        times, A[u] = _times(rec, None, match, False)
+        times, A[u] = function_times(rec, None, match, False)
         for k, (s, t) in times.items():
             if k in pos:
                 S[u, pos[k]] += s
