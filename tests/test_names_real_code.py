@@ -308,16 +308,18 @@ def test_a_map_that_fits_no_script_is_said(work, tmp_path):
 
 
 def test_a_trace_without_columns_is_said_as_such(work, tmp_path):
-    """A recording converted to pprof keeps lines but no columns: the map cannot place a
-    minified function, and the line says that, not that the map is another build's."""
+    """Folded stacks with lines but no columns (`name (url:line)`, as py-spy writes them;
+    jsprof's pprof kept no columns before Line.column): the map cannot place a minified
+    function, and the line says that, not that the map is another build's."""
     d = work["dir"]
     profile = next((d / "prof-esbuild.min.js").glob("*.cpuprofile"), None) or _node_profile(
         d, "esbuild.min.js"
     )
-    pprof = tmp_path / "esbuild.pprof"
-    subprocess.run([sys.executable, "-m", "jsprof.cli", "convert", str(profile), str(pprof)],
+    folded = tmp_path / "esbuild.folded"
+    subprocess.run([sys.executable, "-m", "jsprof.cli", "convert", str(profile), str(folded)],
                    check=True, capture_output=True, timeout=120)
-    said = _report_stderr(pprof, "--sourcemap", d / "esbuild.min.js.map")
+    folded.write_text(re.sub(r"(:\d+):\d+\)", r"\1)", folded.read_text()))
+    said = _report_stderr(folded, "--sourcemap", d / "esbuild.min.js.map")
     assert len(said) == 1 and "a line but no column" in said[0], said
     assert "does not match" not in said[0]
 
