@@ -16,7 +16,7 @@ import pytest
 
 import jsprof
 from jsprof.analysis.profile import summarize
-from jsprof.formats import pprof, read_any
+from jsprof.formats import folded, pprof, read_any
 
 pytestmark = pytest.mark.npm
 
@@ -77,3 +77,19 @@ def test_pprof_keeps_functions_on_one_line_apart(bundle):
     rows = [_cli("report", f, "--all", "--json", cwd=d) for f in (str(bundle["json"]), "b.pprof")]
     a, b = (json.loads(r.stdout)["rows"] for r in rows)
     assert len(a) == len(b)
+
+
+def test_folded_reads_anonymous_functions_back_as_anonymous(bundle):
+    """Folded stacks write an anonymous function as `(anonymous) (url:line:col)`; read
+    back it is that function again (empty name), so a diff against the recording shows
+    no function new or removed (before: `(anonymous)` new, each anonymous one removed)."""
+    rec = bundle["rec"]
+    keys = _keys(rec)
+    assert any(not name for name, *_ in keys)  # the bundle has anonymous functions
+    back = read_any(folded.write(rec), "b.folded")
+    assert _keys(back) == keys  # samples per function: folded stacks keep counts
+    d = bundle["dir"]
+    assert _cli("convert", str(bundle["json"]), "b.folded", cwd=d).returncode == 0
+    r = _cli("diff", str(bundle["json"]), "b.folded", "--all", cwd=d)
+    assert r.returncode == 0, r.stderr
+    assert "[new]" not in r.stdout and "[removed]" not in r.stdout, r.stdout

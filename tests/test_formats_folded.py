@@ -14,13 +14,20 @@ from jsprof.trace import MARKER_CODE, NONE
 
 
 def _normalise(t: collections.Counter) -> collections.Counter:
-    """What folded keeps: names with `;`/newlines replaced, empty names as (anonymous),
-    markers only on samples without JavaScript."""
+    """What folded keeps: names with `;`/newlines replaced, empty names as (anonymous)
+    where the frame has no place (with one, `(anonymous) (url:line:col)` reads back
+    empty), markers only on samples without JavaScript."""
+    def name(n: str, placed: bool) -> str:
+        if placed:
+            return "" if n == "(anonymous)" else n
+        return n or "(anonymous)"
+
     out: collections.Counter = collections.Counter()
     for (path, marker), c in t.items():
         if path is not None:
             path = tuple(
-                ((n or "(anonymous)").replace(";", ",").replace("\n", " "), *rest)
+                (name(n, rest[0] is not None or rest[1] is not None)
+                 .replace(";", ",").replace("\n", " "), *rest)
                 for n, *rest in path
             )
             marker = NONE  # folded has no markers; only no-JS pseudo frames carry one

@@ -5,7 +5,8 @@ flamegraph.pl, inferno and speedscope read it. How jsprof writes it:
 
 - A frame is `name (url:line:column)`, or `name (url)` without a line, or just `name`
   without a script. Unknown line or column parts are written as 0 (lines are 1-based, so
-  0 cannot be a real one); an empty name is written `(anonymous)`, as viewers show it.
+  0 cannot be a real one); an empty name is written `(anonymous)`, as viewers show it,
+  and `(anonymous)` with a place, `(anonymous) (url...)`, reads back as the empty name.
 - `;` cannot appear in a frame (it separates frames) and a line break cannot appear
   either: both become `,`/space. This loses nothing a person reads, but a name that held
   them does not read back identically.
@@ -63,11 +64,12 @@ _CLEAN = str.maketrans(
 )
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")
 NOMINAL_INTERVAL_MS = 1.0
+ANONYMOUS = "(anonymous)"  # an empty name, as viewers show it
 SNIFF_BYTES = 1 << 20
 
 
 def _frame_text(name: str, url: str | None, line: int | None, col: int | None) -> str:
-    text = name or "(anonymous)"
+    text = name or ANONYMOUS
     if url is not None or line is not None:
         loc = url or ""
         if line is not None or col is not None:
@@ -122,7 +124,10 @@ def _parse_frame(text: str) -> FrameKey:
         return (text, None, None, None)
     line = int(m["line"]) if m["line"] is not None else 0
     col = int(m["col"]) if m["col"] is not None else 0
-    return (m["name"], m["url"] or None, line or None, col or None)
+    # jsprof writes an empty name (V8's anonymous function) as `(anonymous)`; with a place
+    # it is that function again, not one named "(anonymous)" (which diffed as new).
+    name = "" if m["name"] == ANONYMOUS else m["name"]
+    return (name, m["url"] or None, line or None, col or None)
 
 
 def sniff(data: bytes, doc: Any) -> bool:
