@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import jsprof
-from jsprof.analysis.profile import summarize
+from jsprof.analysis.profile import count_share_shift, summarize
 from jsprof.formats import folded, pprof, read_any
 
 pytestmark = pytest.mark.npm
@@ -93,3 +93,39 @@ def test_folded_reads_anonymous_functions_back_as_anonymous(bundle):
     r = _cli("diff", str(bundle["json"]), "b.folded", "--all", cwd=d)
     assert r.returncode == 0, r.stderr
     assert "[new]" not in r.stdout and "[removed]" not in r.stdout, r.stdout
+
+
+def test_folded_counts_are_said_to_be_counts_not_times(bundle):
+    """Folded stacks hold sample counts only (read back 1 ms a sample): report's footer,
+    its JSON, diff's header and JSON say the ms are sample counts, and diff warns when one
+    side only is; `convert` to folded says how far counting moves the shares when the
+    samples did not weigh alike. Before: `3906 samples, 3906.0 ms` of a 5,258 ms
+    recording, and a diff of samples against ms, unsaid."""
+    d, src = bundle["dir"], str(bundle["json"])
+    r = _cli("convert", src, "c.folded", cwd=d)
+    assert r.returncode == 0, r.stderr
+    got = count_share_shift(summarize(bundle["rec"]))
+    assert got is not None
+    said = [line for line in r.stderr.splitlines() if "keep sample counts" in line]
+    if got[0] >= 0.05:
+        assert len(said) == 1 and f"up to {got[0]:.1f} percentage points" in said[0], r.stderr
+    else:
+        assert said == [], r.stderr
+    # read back, every sample weighs alike: converting it again has nothing to say
+    r = _cli("convert", "c.folded", "again.folded", cwd=d)
+    assert r.returncode == 0 and "keep sample counts" not in r.stderr, r.stderr
+
+    footer = _cli("report", "c.folded", cwd=d).stdout.splitlines()[-1]
+    assert "keep sample counts, not times" in footer and " ms;" not in footer
+    assert "not times" not in _cli("report", src, cwd=d).stdout
+    assert json.loads(_cli("report", "c.folded", "--json", cwd=d).stdout)[
+        "ms_are_sample_counts"] is True
+    assert "ms_are_sample_counts" not in json.loads(_cli("report", src, "--json", cwd=d).stdout)
+
+    r = _cli("diff", src, "c.folded", cwd=d)
+    assert "c.folded: read from folded stacks" in r.stdout.splitlines()[0], r.stdout
+    assert "c.folded holds sample counts, not times" in r.stderr, r.stderr
+    r = _cli("diff", src, "c.folded", "--json", cwd=d)
+    assert json.loads(r.stdout)["ms_are_sample_counts"] == ["c.folded"]
+    r = _cli("diff", "again.folded", "c.folded", cwd=d)  # both counts: no mismatch to warn of
+    assert "holds sample counts" not in r.stderr and "not times" in r.stdout.splitlines()[0]

@@ -492,7 +492,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
             f"{plural(len(rec.tracks), 'track')})",
             file=sys.stderr,
         )
-    if fmt.name not in WEIGHTED_FORMATS and any(
+    if fmt.name == "folded":
+        _say_counts_not_times(rec, args.output)
+    elif fmt.name not in WEIGHTED_FORMATS and any(
         t.trace.sample_weight is not None for t in rec.tracks
     ):
         from .meta import CPU, clock_of
@@ -513,6 +515,31 @@ def cmd_convert(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+# Below this (in percentage points of self time) counting samples changes no share a
+# report shows (one decimal).
+SHARE_SHIFT_PP = 0.05
+
+
+def _say_counts_not_times(rec: Recording, output: str) -> None:
+    """Folded stacks keep sample counts: where the samples did not weigh alike (gaps of
+    a loaded machine, the CPU clock, a filter's weights), one line says how far that moves
+    the shares (read back, every sample weighs 1 ms)."""
+    from .analysis.profile import count_share_shift, key_text, summarize
+
+    got = count_share_shift(summarize(rec))
+    if got is None or got[0] < SHARE_SHIFT_PP:
+        return
+    pp, key = got
+    name = key if isinstance(key, str) else key_text(key)[0]
+    print(
+        f"note: folded stacks keep sample counts, not times: this recording's samples do "
+        f"not weigh alike, so read back from {output} a function's share of self time "
+        f"moves by up to {pp:.1f} percentage points ({name}); write .jsprof.json, "
+        ".pb.gz or .speedscope.json to keep the times",
+        file=sys.stderr,
+    )
 
 
 def cmd_formats(args: argparse.Namespace) -> int:
@@ -660,14 +687,26 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # another function gets slower).
     d = diff_profiles(base, new, args.track, args.strip_prefix, rank="ms", anonymous_by_line=True)
     check_rule_names(d, gates)  # a rule naming no function: exit 2 before any output
+    counted = _counts_only_sides(args, base, new)
     if args.json:
-        print_json({**render.diff_json(d, top), **_transforms_json(args)})
+        print_json({**render.diff_json(d, top), **_transforms_json(args),
+                    **({"ms_are_sample_counts": counted} if counted else {})})
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
+        if counted:
+            title += f"; {' and '.join(counted)}: {render.COUNTS_NOTE}"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
     _warn_unmatched(d, base, new, args.track)  # after the table, where one is looking
     _tell_transforms(args)
     _warn_clocks(args, base, new)
+    if len(counted) == 1:
+        other = args.new if counted == [args.base] else args.base
+        print(
+            f"jsprof: diff: warning: {counted[0]} holds sample counts, not times (folded "
+            f"stacks): its ms do not compare with {other}'s; compare the shares (pp), or "
+            "diff the recording it was written from",
+            file=sys.stderr,
+        )
     if flame is not None:
         new_tree = build_call_tree(new, args.track)
         change = tree_changes(
@@ -737,6 +776,17 @@ def cmd_budget(args: argparse.Namespace) -> int:
 
         emit(BudgetText(), doc)
     return res.exit_code
+
+
+def _counts_only_sides(args: argparse.Namespace, base: Recording, new: Recording) -> list[str]:
+    """The sides (their file names) read from folded stacks, whose ms are sample counts."""
+    from .meta import counts_only
+
+    def counted(rec: Recording) -> bool:
+        tracks = [rec.track(args.track)] if args.track is not None else rec.tracks
+        return any(counts_only(t.meta) for t in tracks)
+
+    return [path for path, rec in ((args.base, base), (args.new, new)) if counted(rec)]
 
 
 def _warn_clocks(args: argparse.Namespace, base: Recording, new: Recording) -> None:

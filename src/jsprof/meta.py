@@ -112,6 +112,10 @@ CLOCKS = (WALL, CPU)
 # out one after another, each as long as its weight (`trace.laid_out`).
 AGGREGATED = "aggregated"
 BUFFER_FULL = "bufferFull"
+# The format a track was read from, where it bears on what its numbers mean: "folded"
+# (formats/folded.py) holds sample counts only, laid out 1 ms a sample on reading.
+SOURCE_FORMAT = "sourceFormat"
+FOLDED = "folded"
 EXIT_WAIT_DROPPED = "exitWaitDropped"
 QUIET_WAIT_DROPPED = "quietWaitDropped"
 # The profiled program's command lines: a script's `args`, a command's `command` and each
@@ -150,3 +154,9 @@ def normalise(meta: dict[str, Any]) -> dict[str, Any]:
         else:
             out[k] = v
     return out
+
+
+def counts_only(meta: Any) -> bool:
+    """The track's times are sample counts (read from folded stacks: 1 ms a sample), not
+    times: every place showing its ms says so."""
+    return meta.get(SOURCE_FORMAT) == FOLDED

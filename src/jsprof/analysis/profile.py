@@ -15,6 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..meta import counts_only
 from ..trace import (
     NONE,
     FunctionKey,
@@ -200,6 +201,8 @@ class Summary:
     lost_ms: float = 0.0
     # How each track's gaps were capped (`trace.gap_capping`), for the tracks that lost any.
     capping: list[GapCapping] = field(default_factory=list)
+    # The tracks were read from folded stacks: their ms are sample counts, not times.
+    counts_only: bool = False
 
     def __repr__(self) -> str:
         # The generated repr printed every column; this reads as report's table does.
@@ -376,7 +379,24 @@ def summarize(
         no_js=no_js_rows(tracks, weights),
         lost_ms=float(sum(lost for _, lost in wl)),
         capping=_capping(tracks, [lost for _, lost in wl]),
+        counts_only=any(counts_only(t.meta) for t in tracks),
     )
+
+
+def count_share_shift(summary: Summary) -> tuple[float, object] | None:
+    """How far counting samples moves a function's share of self time: the largest
+    difference, in percentage points, between a key's share of the self ms and its share of
+    the self samples, with that key (a no-JavaScript row's name); None without samples.
+    Zero when every sample weighs the same; what folded stacks (counts only) change."""
+    ms = [*summary.stats.self_ms.tolist(), *(r.ms for r in summary.no_js)]
+    n = [*summary.stats.self_samples.tolist(), *(r.samples for r in summary.no_js)]
+    keys = [*summary.stats.keys, *(r.label for r in summary.no_js)]
+    if not ms or not summary.total_samples or not summary.total_ms > 0:
+        return None
+    shift = [abs(a / summary.total_ms - b / summary.total_samples) * 100
+             for a, b in zip(ms, n, strict=True)]
+    i = max(range(len(shift)), key=shift.__getitem__)
+    return shift[i], keys[i]
 
 
 def _capping(tracks: list[Track], losses: list[float]) -> list[GapCapping]:

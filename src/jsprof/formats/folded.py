@@ -38,6 +38,7 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import ErrorAt, TraceFormatError
+from ..meta import FOLDED, SOURCE_FORMAT
 from ..trace import NONE, Recording, Track, sample_counts
 from ._common import (
     PSEUDO_NAMES,
@@ -229,7 +230,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         if rows:
             trace.sample_weight = weight
             trace.sample_count = c[c > 0]
-        tracks.append(Track(name, trace, meta={"sourceFormat": "folded"}))
+        tracks.append(Track(name, trace, meta={SOURCE_FORMAT: FOLDED}))
     return Recording(tracks)
 
 

@@ -35,6 +35,11 @@ from .rows import (
     wrap_to,
 )
 
+# What report and diff say of a recording read from folded stacks: the file holds sample
+# counts only, which reading lays out 1 ms apart, so its "ms" are not times.
+COUNTS_NOTE = ("read from folded stacks, which keep sample counts, not times: each ms "
+               "shown is one sample")
+
 
 def row_count(summary: Summary) -> int:
     """All rows a summary has: its keys and its no-JavaScript rows."""
@@ -48,6 +53,8 @@ def summary_json(summary: Summary, top: int | None, by: str, sort: str) -> dict:
         "total_samples": summary.total_samples,
         "lost_ms": round(summary.lost_ms, 3),
         **({"lost": capping_json(summary.capping)} if summary.capping else {}),
+        # read from folded stacks: every *_ms is a sample count (1 ms a sample)
+        **({"ms_are_sample_counts": True} if summary.counts_only else {}),
         "rows": summary_rows(summary, top, sort),
     }
 
@@ -129,8 +136,11 @@ class SummaryTable(TextRenderer):
         hint = "" if len(rows) == n else " (--all shows every row)"
         samples = plural(summary.total_samples, "sample")
         lost = lost_note(summary.lost_ms, summary.capping)
+        total = f"{summary.total_ms:.1f} ms"
+        if summary.counts_only:
+            total = COUNTS_NOTE
         out.print(
-            f"[dim]{samples}, {summary.total_ms:.1f} ms{escape(lost)}; showing "
+            f"[dim]{samples}, {escape(total)}{escape(lost)}; showing "
             f"{len(rows)} of {n} {escape(by)} rows{hint}[/dim]"
         )
 
