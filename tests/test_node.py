@@ -328,6 +328,7 @@ def test_every_expression_jsprof_evaluates_while_profiling_is_hidden(monkeypatch
     assert len(started) == 2 and seen >= 4, (started, seen)
 
 
+@pytest.mark.under_load
 def test_attach_by_pid_then_close_the_inspector():
     # --inspect-port=127.0.0.1:0: SIGUSR1 opens the inspector on a random loopback port
     # (no fixed 9229 to collide with); jsprof finds it in /proc. Afterwards no port is
@@ -341,7 +342,13 @@ def test_attach_by_pid_then_close_the_inspector():
         t = rec.tracks[0]
         assert t.meta["pid"] == p.pid and t.meta["exit"] == "duration"
         assert any(f.name == "tick" for f in _script_frames(t.trace, "server.js"))
-        assert t.trace.num_samples >= 50
+        # Sampled through the 1 s attach: its samples span it but for a gap at each end,
+        # the largest the recording has. Not `>= 50`: how many ticks V8's sampler gets in
+        # 1 s is the machine's (195-535 beside 6 busy loops at load 15, gaps up to 366 ms).
+        st = t.trace.sample_time
+        worst = float(np.diff(st).max()) if len(st) > 1 else 0.0
+        span = float(st[-1] - st[0]) if len(st) else 0.0
+        assert len(st) >= 2 and span >= 1000 - 2 * worst - 2, (len(st), span, worst)
         deadline = time.monotonic() + 10
         while _listening_ports(p.pid) and time.monotonic() < deadline:
             time.sleep(0.02)
