@@ -50,6 +50,8 @@ class JSError(JsprofError):
 
     compile: bool = False
     where: str | None = None
+    # What the user can do about it, when jsprof knows (one line, said after the error).
+    hint: str | None = None
 
     def __init__(self, message: str, js_stack: str = "", name: str = "Error") -> None:
         super().__init__(message)

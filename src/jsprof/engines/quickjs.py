@@ -174,6 +174,35 @@ def _compile_site(js_stack: str) -> str | None:
     return m.group(1) if m else None
 
 
+# The host's module loader (jsprof_quickjs.c, module_loader) when no file has the name
+# QuickJS resolved: `./` and `../` against the importing module's directory, anything else
+# as it is written (a package name is then looked for as a file in the working directory).
+_NO_MODULE_RE = re.compile(r"^could not load module '(.*)'$")
+
+
+def module_hint(e: JSError) -> str | None:
+    """What to do when an import found no file: jsprof's QuickJS host loads modules by
+    path only. Looking packages up in node_modules (package.json `exports` and its
+    conditions, `module`, `main`) would still not run most of them: CommonJS packages and
+    Node's built-in modules (`node:fs`) do not exist in QuickJS; a bundler resolves all of
+    it, and Node runs it as it is."""
+    m = _NO_MODULE_RE.match(str(e)) if e.name == "ReferenceError" else None
+    if m is None:
+        return None
+    # QuickJS has made `./x.mjs` of a script named without a directory `x.mjs`, which
+    # then reads like a package name: one hint for both.
+    spec = m.group(1)
+    if spec.startswith("node:"):
+        return (f"'{spec}' is a Node built-in module, which QuickJS does not have: record "
+                "with --engine node")
+    return (
+        f"no file '{spec}': jsprof's QuickJS loads imports by path only ('./x.mjs', "
+        "'../x.mjs' from the importing file, '/abs/x.mjs'), never a package from "
+        "node_modules; bundle the script first (esbuild app.mjs --bundle --format=esm "
+        "--outfile=app.bundle.mjs) or record it with --engine node"
+    )
+
+
 _BOOTSTRAP = "jsprof:quickjs_profiler.js"
 _JS_DIR = Path(__file__).resolve().parent.parent / "js"
 
@@ -320,6 +349,7 @@ class QuickJS:
                 except JSError as e:
                     if e.compile:  # the C side compiles apart from the run (host_eval)
                         e.where = _compile_site(e.js_stack)
+                    e.hint = e.hint or module_hint(e)
                     raise
                 finally:
                     self._serve_requests()

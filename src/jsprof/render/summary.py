@@ -108,6 +108,8 @@ def print_js_error(e: JSError) -> None:
     stack = (e.js_stack or "").rstrip()
     if stack:
         print(printable_lines(stack), file=sys.stderr)
+    if e.hint:
+        print(f"jsprof: hint: {e.hint}", file=sys.stderr)
 
 
 def _ms(x: float) -> str:
