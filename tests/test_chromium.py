@@ -135,6 +135,7 @@ def test_chromium_found() -> None:
     assert shutil.which(find_chromium())
 
 
+@pytest.mark.under_load
 def test_cli_record_js_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from jsprof.cli import main
     from jsprof.io import load
@@ -160,8 +161,14 @@ def test_cli_record_js_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     trace = rec.tracks[0].trace
     assert rec.tracks[0].sample_interval == 0.1
     assert "fifty" in {f.name for f in trace.frames}
-    # 0.1 ms works: samples come well under 1 ms apart.
-    assert rec.tracks[0].meta["medianIntervalMs"] < 0.5
+    # 0.1 ms works: samples come well under 1 ms apart. A quarter of the gaps at least,
+    # not the median (the achieved interval): a loaded machine keeps the sampler from a
+    # core now and then, and lengthens that many gaps (0.18-0.19 ms medians beside 6 busy
+    # loops at load 20, 9-13 % of the gaps over 0.5 ms); it shortens none, and a 1 ms
+    # sampler spaces three quarters of its samples 1.06-1.09 ms apart or more there.
+    gaps = np.diff(trace.sample_time)
+    q25 = float(np.percentile(gaps, 25))
+    assert q25 < 0.5, (q25, rec.tracks[0].meta["medianIntervalMs"], len(gaps))
 
 
 # ---- names, lines and columns: the same as Chromium's own Profiler -----------------------
