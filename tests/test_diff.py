@@ -415,14 +415,13 @@ def _places(stacks, resource=APP):
 
 
 def test_a_shared_name_matches_by_place():
-    """Two `e`s and two anonymous functions of one line (a minified bundle): four rows, told
-    apart by place (issue 32, anonkey); a unique name still matches wherever it moved; a
-    rule names one place or all."""
+    """Two `e`s and two anonymous functions of one line (a minified bundle), two runs of one
+    build: four rows, told apart by place (issue 32, anonkey); a rule names one place or
+    all. (A script that moved: the next test.)"""
     top = ("run", 1, 1)
     e1, e2, a1, a2 = ("e", 1, 40), ("e", 1, 90), ("", 1, 200), ("", 1, 300)
     base = _places([[top, e1]] * 4 + [[top, e2]] * 2 + [[top, a1]] * 3 + [[top, a2]])
-    new = _places([[("run", 1, 7), e1]] * 2 + [[("run", 1, 7), e2]] * 6
-                  + [[("run", 1, 7), a1]] * 3 + [[("run", 1, 7), a2]])
+    new = _places([[top, e1]] * 2 + [[top, e2]] * 6 + [[top, a1]] * 3 + [[top, a2]])
     d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
     rows = {r.key.label(): r for r in d.rows}
     assert set(rows) == {"run", "e@app.js:1:40", "e@app.js:1:90", "(anonymous app.js:1:200)",
@@ -441,3 +440,41 @@ def test_a_shared_name_matches_by_place():
     by_col = {tree.functions[int(tree.function[i])].column: i for i in range(len(tree.parent))}
     assert ch.d_self_ms[by_col[40]] == pytest.approx(-2)
     assert ch.d_self_ms[by_col[90]] == pytest.approx(4)
+
+
+def test_a_shared_name_whose_places_moved_matches_by_name():
+    """review12: two `render` methods of one file (classes A and B), a comment line added
+    above both: matched by line, B's `render` (line 3 before) was paired with A's (line 3
+    after) and A's came out [new], failing a `render:self>+50%` gate on a move alone. When
+    the places of a shared name do not agree between the profiles (one's not all among
+    the other's), the name matches by name as before: one row, its functions added up.
+    And the flame diff keeps the paths under a shared name whose column moved (a rebuilt
+    one-line bundle): they were all new."""
+    run = ("run", 1, 1)
+    a, b = ("render", 2, 10), ("render", 3, 10)
+    a2, b2 = ("render", 3, 10), ("render", 4, 10)
+    base = _places([[run, a]] * 6 + [[run, b]] * 4)
+    new = _places([[("run", 2, 1), a2]] * 6 + [[("run", 2, 1), b2]] * 5)
+    d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows}
+    assert set(rows) == {"run", "render"}, set(rows)
+    assert rows["render"].status == "" and rows["render"].d_self_ms == pytest.approx(1)
+    assert check_gates(d, [parse_gate("render:self>+50%", ALL_UNITS)]) == []
+    # places that agree (two runs of one build, B not sampled in one): by place, as before
+    d = diff_profiles(base, _places([[run, a]] * 9), rank="ms", anonymous_by_line=True)
+    assert {r.key.label() for r in d.rows} == {"run", "render@app.js:2", "render@app.js:3"}
+    # ... and where each run sampled one the other did not (A and B, A and C): `run` did
+    # not move, so the script did not: by place
+    c = ("render", 4, 10)
+    d = diff_profiles(base, _places([[run, a]] * 5 + [[run, c]] * 5), rank="ms",
+                      anonymous_by_line=True)
+    assert {r.key.label() for r in d.rows} == {"run", "render@app.js:2", "render@app.js:3",
+                                               "render@app.js:4"}
+    # a one-line bundle rebuilt: `j.parse` twice on line 1, both moved by 45 columns
+    p1, p2, leaf = ("j.parse", 1, 13875), ("j.parse", 1, 20000), ("walk", 1, 30000)
+    q1, q2, leaf2 = ("j.parse", 1, 13920), ("j.parse", 1, 20045), ("walk", 1, 30045)
+    base = _places([[run, p1, leaf]] * 5 + [[run, p2]] * 2)
+    new = _places([[run, q1, leaf2]] * 5 + [[run, q2]] * 2)
+    tree = build_call_tree(new)
+    ch = tree_changes(build_call_tree(base), tree, unit="ms")
+    assert all(ch.in_base), ch.in_base  # every path of NEW had one in BASE

@@ -87,14 +87,19 @@ class KeyRule:
     one-line bundle is on line 1, so name (and line) would add up different functions into
     one row. The rule: a (name, resource) that has one place (line, column) among the
     frames of each profile matches as `name_key` does (it may have moved); one with
-    several places in either profile matches by place in both: by line where its places'
-    lines differ, else by line and column. Two
-    places are two functions (a frame's line and column are where its function starts),
-    so each row is one function. The cost: such functions match only where they did not
-    move, which between two builds of a minified bundle is seldom: they show as removed
-    and new, per place, rather than as a change claimed between functions that may not
-    be the same (matching the n-th `e` to the n-th `e` would pair strangers once one is
-    added, or once one is not sampled in one run)."""
+    several places in either profile matches by place in both (by line where its places'
+    lines differ, else by line and column) when its script did not move: every function
+    of the script with a name of its own (one place in each profile) is at the same place
+    in both, as in two runs of one build; a script without such a function, when one
+    profile's places of the name are all among the other's (a function not sampled in one
+    run is only missing there). Two places are two functions (a frame's line and column
+    are where its function starts), so each row is one function. In a script that moved
+    (an edit above two `render` methods moves both, a rebuilt bundle moves every column),
+    matched by place, one would be paired with another that moved onto its place, or
+    every path under a moved one would count as new in the flame diff (review12): there
+    the name matches by name as before anonkey, its functions adding up in one row
+    (matching the n-th `e` to the n-th `e` would pair strangers once one is added, or
+    once one is not sampled in one run)."""
 
     def __init__(self, sides: Iterable[Iterable[tuple[str, str | None, int | None, int | None]]],
                  anonymous_by_line: bool = True) -> None:
@@ -102,7 +107,7 @@ class KeyRule:
         # (name, resource)) keeps the merged rows of before.
         self._by_line = anonymous_by_line
         shared: set[tuple[str, str | None]] = set()
-        places: dict[tuple[str, str | None], set[tuple[int | None, int | None]]] = {}
+        per_side: list[dict[tuple[str, str | None], set[tuple[int | None, int | None]]]] = []
         for side in sides:
             seen: dict[tuple[str, str | None], set[tuple[int | None, int | None]]] = {}
             for name, resource, line, column in side:
@@ -110,12 +115,25 @@ class KeyRule:
             # Several places on one side: one place on each side is one function that
             # may have moved, and matches by name.
             shared.update(k for k, v in seen.items() if len(v) > 1)
-            for k, v in seen.items():
-                places.setdefault(k, set()).update(v)
+            per_side.append(seen)
+        # Whether each script moved, told by its functions of a name of their own: one
+        # place in every profile that has them, in two profiles at least.
+        moved: dict[str | None, bool] = {}
+        for k in {k for sd in per_side for k in sd} - shared:
+            got = {next(iter(sd[k])) for sd in per_side if k in sd}
+            if sum(k in sd for sd in per_side) > 1:
+                moved[k[1]] = moved.get(k[1], False) or len(got) > 1
         # (name, resource) -> True: by line and column; False: by line
-        self._by_place = {
-            k: len({ln for ln, _ in places[k]}) < len(places[k]) for k in shared
-        }
+        self._by_place: dict[tuple[str, str | None], bool] = {}
+        for k in shared:
+            sets = sorted((sd[k] for sd in per_side if k in sd), key=len)
+            if k[1] in moved:
+                stayed = not moved[k[1]]
+            else:  # no function of the script tells: the places agree
+                stayed = all(a <= b for a, b in zip(sets, sets[1:], strict=False))
+            if stayed:
+                places = set().union(*sets)
+                self._by_place[k] = len({ln for ln, _ in places}) < len(places)
 
     def __call__(self, name: str, resource: str | None, line: int | None,
                  column: int | None) -> NameKey:
