@@ -54,6 +54,122 @@ def _vlq(segment: str, where: str) -> list[int]:
     return out
 
 
+def _decode_python(mappings: str, where: str) -> tuple[list, list]:
+    """The mappings, one generated line at a time, in Python: the reference `_decode`
+    keeps to, and what says exactly where a malformed map goes wrong."""
+    all_cols: list[list[int]] = []
+    all_segs: list[list[tuple[int, int, int, int]]] = []
+    src = line = col = name = 0
+    for gl, text in enumerate(mappings.split(";")):
+        cols: list[int] = []
+        segs: list[tuple[int, int, int, int]] = []
+        gcol = 0
+        for seg in text.split(","):
+            if not seg:
+                continue
+            v = _vlq(seg, f"{where}: mappings line {gl + 1}")
+            if not v:
+                raise SourceMapError(f"{where}: mappings line {gl + 1}: unfinished VLQ {seg!r}")
+            gcol += v[0]
+            if len(v) >= 4:
+                src += v[1]
+                line += v[2]
+                col += v[3]
+                n = -1
+                if len(v) >= 5:
+                    name += v[4]
+                    n = name
+                cols.append(gcol)
+                segs.append((src, line, col, n))
+        order = sorted(range(len(cols)), key=cols.__getitem__)
+        all_cols.append([cols[i] for i in order])
+        all_segs.append([segs[i] for i in order])
+    return all_cols, all_segs
+
+
+_DIGIT = np.full(256, -1, np.int64)  # byte -> base64 digit; -2 ',' and -3 ';'; -1 other
+for _i, _c in enumerate(_B64):
+    _DIGIT[ord(_c)] = _i
+_DIGIT[ord(",")], _DIGIT[ord(";")] = -2, -3
+_MAX_DIGITS = 12  # of one value: 60 bits, as far as int64 goes; more is no real map
+
+
+def _decode(mappings: str, where: str) -> tuple[Any, Any]:
+    """`_decode_python`'s lines from whole-string numpy operations: a map's VLQ values
+    decoded per character in Python were ~30 % of a source-mapped report of prettier
+    (2.4 MB of map); each line's lists are made when a lookup first reads it. Anything
+    irregular (a character outside base64, an unfinished value, a value over 60 bits)
+    goes to `_decode_python`, which says where."""
+    raw = mappings.encode("utf-8")
+    d = _DIGIT[np.frombuffer(raw, np.uint8)]
+    dig = d >= 0
+    p = np.nonzero(dig)[0]
+    dv = d[p]
+    cont = (dv & 32) != 0
+    after = dig[np.minimum(p + 1, len(d) - 1)] & (p + 1 < len(d))  # a digit follows
+    if (d == -1).any() or (cont & ~after).any():
+        return _decode_python(mappings, where)
+    end = ~cont
+    first = np.concatenate([[0], np.nonzero(end)[0][:-1] + 1]) if len(p) else p
+    vid = np.cumsum(end) - end  # each digit's value
+    k = np.arange(len(p)) - first[vid]
+    if len(p) and k.max() >= _MAX_DIGITS:
+        return _decode_python(mappings, where)
+    raw_v = np.add.reduceat((dv & 31) << (5 * k), first) if len(p) else p
+    values = np.where(raw_v & 1, -(raw_v >> 1), raw_v >> 1)
+    vend = p[end]  # each value's last byte
+    seps = np.cumsum(d < -1)
+    lines = np.cumsum(d == -3)
+    n_lines = int(lines[-1]) + 1 if len(d) else 1
+    seg = seps[vend]  # each value's segment (values of one segment are adjacent)
+    head = np.concatenate([[True], seg[1:] != seg[:-1]]) if len(seg) else seg.astype(bool)
+    start = np.nonzero(head)[0]  # each segment's first value
+    count = np.diff(np.concatenate([start, [len(seg)]]))
+    gl = lines[vend[start]]
+    # the generated column restarts at 0 on every line; the others run on across lines
+    gsum = np.cumsum(values[start])
+    line_start = np.searchsorted(gl, gl)  # each segment's line's first segment
+    gcol = gsum - np.concatenate([[0], gsum])[line_start]
+    mapped = count >= 4
+    named = count >= 5
+
+    def running(f: int, keep: np.ndarray) -> np.ndarray:
+        delta = np.zeros(len(start), np.int64)
+        delta[keep] = values[start[keep] + f]
+        return np.cumsum(delta)
+
+    src, oline, ocol, name = (running(1, mapped), running(2, mapped), running(3, mapped),
+                              running(4, named))
+    name = np.where(named, name, -1)
+    keep = np.nonzero(mapped)[0]
+    order = keep[np.lexsort((gcol[keep], gl[keep]))]
+    cols = gcol[order]
+    segs = np.stack([src[order], oline[order], ocol[order], name[order]], axis=1)
+    bounds = np.searchsorted(gl[order], np.arange(n_lines + 1))
+    return _Lines(cols, segs, bounds, tuples=False), _Lines(cols, segs, bounds, tuples=True)
+
+
+class _Lines:
+    """Per generated line a list (columns, or (source, line, column, name) tuples), made
+    on first reading from the decoded columns."""
+
+    def __init__(self, cols: np.ndarray, segs: np.ndarray, bounds: np.ndarray,
+                 tuples: bool) -> None:
+        self._cols, self._segs, self._bounds, self._tuples = cols, segs, bounds, tuples
+        self._made: dict[int, list] = {}
+
+    def __len__(self) -> int:
+        return len(self._bounds) - 1
+
+    def __getitem__(self, gl: int) -> list:
+        got = self._made.get(gl)
+        if got is None:
+            a, b = int(self._bounds[gl]), int(self._bounds[gl + 1])
+            got = self._made[gl] = (list(map(tuple, self._segs[a:b].tolist())) if self._tuples
+                                    else self._cols[a:b].tolist())
+        return got
+
+
 class SourceMap:
     """One decoded v3 map: per generated line, sorted columns and their original position."""
 
@@ -87,33 +203,7 @@ class SourceMap:
         self.file = doc.get("file") if type(doc.get("file")) is str else None
         self.base_dir = base_dir
         self.read_source: Callable[[str], str | None] | None = None
-        self._cols: list[list[int]] = []
-        self._segs: list[list[tuple[int, int, int, int]]] = []
-        src = line = col = name = 0
-        for gl, text in enumerate(mappings.split(";")):
-            cols: list[int] = []
-            segs: list[tuple[int, int, int, int]] = []
-            gcol = 0
-            for seg in text.split(","):
-                if not seg:
-                    continue
-                v = _vlq(seg, f"{where}: mappings line {gl + 1}")
-                if not v:
-                    raise SourceMapError(f"{where}: mappings line {gl + 1}: unfinished VLQ {seg!r}")
-                gcol += v[0]
-                if len(v) >= 4:
-                    src += v[1]
-                    line += v[2]
-                    col += v[3]
-                    n = -1
-                    if len(v) >= 5:
-                        name += v[4]
-                        n = name
-                    cols.append(gcol)
-                    segs.append((src, line, col, n))
-            order = sorted(range(len(cols)), key=cols.__getitem__)
-            self._cols.append([cols[i] for i in order])
-            self._segs.append([segs[i] for i in order])
+        self._cols, self._segs = _decode(mappings, where)
 
     def line_of(self, line: int, from_column: int = 1) -> tuple[int, int] | None:
         """(source index, original line 1-based) that a generated line maps to as a whole:
