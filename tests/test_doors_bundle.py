@@ -129,3 +129,15 @@ def test_folded_counts_are_said_to_be_counts_not_times(bundle):
     assert json.loads(r.stdout)["ms_are_sample_counts"] == ["c.folded"]
     r = _cli("diff", "again.folded", "c.folded", cwd=d)  # both counts: no mismatch to warn of
     assert "holds sample counts" not in r.stderr and "not times" in r.stdout.splitlines()[0]
+
+
+def test_a_flame_graph_of_folded_stacks_says_its_ms_are_counts(bundle):
+    """`jsprof flame` of folded stacks: the subtitle counts samples and says the ms are
+    sample counts, where a recording's gives its ms (before: '405.0 ms · 405 samples')."""
+    d = bundle["dir"]
+    assert _cli("convert", str(bundle["json"]), "f.folded", cwd=d).returncode == 0
+    for src, out in ((str(bundle["json"]), "r.svg"), ("f.folded", "f.svg")):
+        r = _cli("flame", src, "-o", out, cwd=d)
+        assert r.returncode == 0, r.stderr
+    assert "keep sample counts, not times" in (d / "f.svg").read_text()
+    assert "not times" not in (d / "r.svg").read_text()

@@ -687,6 +687,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
     # another function gets slower).
     d = diff_profiles(base, new, args.track, args.strip_prefix, rank="ms", anonymous_by_line=True)
     check_rule_names(d, gates)  # a rule naming no function: exit 2 before any output
+    from .meta import COUNTS_NOTE
+
     counted = _counts_only_sides(args, base, new)
     if args.json:
         print_json({**render.diff_json(d, top), **_transforms_json(args),
@@ -694,7 +696,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         if counted:
-            title += f"; {' and '.join(counted)}: {render.COUNTS_NOTE}"
+            title += f"; {' and '.join(counted)}: {COUNTS_NOTE}"
         emit(render.DiffTable(_console(), top, title, args.wide), d)
     _warn_unmatched(d, base, new, args.track)  # after the table, where one is looking
     _tell_transforms(args)

@@ -156,6 +156,12 @@ def normalise(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+# What report, diff and flame say of a recording read from folded stacks: the file holds
+# sample counts only, which reading lays out 1 ms apart, so its "ms" are not times.
+COUNTS_NOTE = ("read from folded stacks, which keep sample counts, not times: each ms "
+               "shown is one sample")
+
+
 def counts_only(meta: Any) -> bool:
     """The track's times are sample counts (read from folded stacks: 1 ms a sample), not
     times: every place showing its ms says so."""

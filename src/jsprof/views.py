@@ -222,16 +222,22 @@ def flame_document(
     source: str = "the recording",
 ) -> str:
     """The flame graph page (kind "html") or picture ("svg") `jsprof flame` writes."""
+    from .meta import COUNTS_NOTE, counts_only
     from .render.flame import FlameRenderer
     from .words import plural
 
     if color_by not in ("resource", "function"):
         raise UsageError(f"color_by={color_by!r}: expected 'resource' or 'function'")
     calls, samples = flame_tree(rec, track, source)
+    tracks = [rec.track(track)] if track is not None else rec.tracks
+    time = f"{calls.total_time:.1f} ms · "
+    if any(counts_only(t.meta) for t in tracks):
+        time = ""  # said after the count
     flame = FlameRenderer(
         kind,
         title=title,
-        subtitle=f"{calls.total_time:.1f} ms · {plural(samples, 'sample')} · "
+        subtitle=f"{time}{plural(samples, 'sample')}"
+        + ("" if time else f" {COUNTS_NOTE}") + " · "
         f"{trace_title(rec, track)}" + "".join(f" · {t}" for t in transforms),
         icicle=icicle,
         color_by=color_by,

@@ -14,6 +14,7 @@ from rich.text import Text
 from ..analysis.calltree import CallTree
 from ..analysis.diff import ProfileDiff
 from ..analysis.profile import Summary
+from ..meta import COUNTS_NOTE
 from ..trace import NO_STACK_NAMES, GapCapping, Recording
 from ..words import plural, printable
 from .plain import TextOut, TextRenderer, plain_table
@@ -34,11 +35,6 @@ from .rows import (
     summary_rows,
     wrap_to,
 )
-
-# What report and diff say of a recording read from folded stacks: the file holds sample
-# counts only, which reading lays out 1 ms apart, so its "ms" are not times.
-COUNTS_NOTE = ("read from folded stacks, which keep sample counts, not times: each ms "
-               "shown is one sample")
 
 
 def row_count(summary: Summary) -> int:
