@@ -51,6 +51,7 @@ def _top(col: Collector, **params: str) -> dict:
     return orjson.loads(body)
 
 
+@pytest.mark.under_load
 def test_a_long_task_from_the_first_piece_is_sampled_to_its_end(tmp_path: Path) -> None:
     collector: list[str] = []
 
@@ -79,12 +80,28 @@ def test_a_long_task_from_the_first_piece_is_sampled_to_its_end(tmp_path: Path) 
               if any(s["sourceFunctionName"] == SPIN for s in f["scripts"])]
     assert len(frames) == 1, doc["jsprof"]["meta"]["timeline"]["longFrames"]
     frame_ms = frames[0]["duration"]
-    # Inside the long frame, as the fleet counts it: the task's time is its function's,
-    # and what gaps lost past the weight cap is what a loaded machine took from the page
-    # (its main thread not running: seconds apart, a few hundred ms at most), not the
-    # task's tail (1.6 s of this one before the fix).
+    # Sampled to its end: the task's samples span its frame but for a gap at each end, the
+    # largest between them (a full buffer stopped them ~375 ms in, 1.6 s before its end).
+    # Not the fleet's `lostMs` against a share of the frame: what a loaded machine's gaps
+    # lose (its main thread or the sampler not running) is the machine's.
+    names = [f["name"] for f in doc["frames"]]
+
+    def through_spin(sid: int | None) -> bool:
+        while sid is not None:
+            st = doc["stacks"][sid]
+            if names[st["frameId"]] == SPIN:
+                return True
+            sid = st.get("parentId")
+        return False
+
+    times = [s["timestamp"] for s in doc["samples"] if through_spin(s.get("stackId"))]
+    worst = max((b - a for a, b in zip(times, times[1:], strict=False)), default=0.0)
+    span = times[-1] - times[0] if times else 0.0
+    assert len(times) >= 2 and span >= frame_ms - 2 * worst - 2, (len(times), span, worst,
+                                                                   frame_ms)
+    # Inside the long frame, as the fleet counts it: the task's time, or what the gaps
+    # lost past the weight cap, account for the stretch its samples span.
     rows = {r["name"]: r for r in top["rows"]}
-    assert top["lostMs"] < 0.25 * frame_ms, (top["lostMs"], frame_ms, rows.get(SPIN))
-    assert rows[SPIN]["totalMs"] > 0.5 * frame_ms, (rows[SPIN], frame_ms, top["lostMs"])
+    assert rows[SPIN]["totalMs"] + top["lostMs"] >= span - 2, (rows[SPIN], top["lostMs"], span)
     # No Profiler of the page filled its buffer (the client counts them).
     assert stats.get("bufferFull") == 0, stats
