@@ -348,3 +348,27 @@ def test_the_docs_page_names_every_json_field():
     page = (Path(__file__).parent.parent / "docs" / "budget.md").read_text()
     for key in sorted(TOP_KEYS | CHANGED_KEYS):
         assert f'"{key}"' in page, key
+
+
+def test_a_function_explains_its_share_of_the_change_the_verdict_shows():
+    # review12: the verdict's change is BASE's geometric mean times the rank (Hodges-
+    # Lehmann) ratio, but a function's explainsPct divided by NEW's geometric mean minus
+    # BASE's: with two NEW runs stretched 10x by load, f's +53 ms was "69 % of the change"
+    # shown as +21 ms. Now the share is of the change shown.
+    from jsprof.analysis.diff import NameKey
+
+    rng = np.random.default_rng(3)
+    f, g = NameKey("f", "a.js"), NameKey("g", "a.js")
+
+    def run(fms: float, gms: float) -> Run:
+        return Run(fms + gms, {f: fms, g: gms}, None)
+
+    b = [run(50 * rng.uniform(.97, 1.03), 50 * rng.uniform(.97, 1.03)) for _ in range(12)]
+    n = [run(70 * rng.uniform(.97, 1.03), 50 * rng.uniform(.97, 1.03)) for _ in range(12)]
+    for i in (0, 1):  # load stretches two NEW runs 10x, both functions alike
+        n[i] = run(n[i].self_ms[f] * 10, n[i].self_ms[g] * 10)
+    test, _, _ = _judge(b, n, 5.0, None, 0.0025)
+    (first, *_) = functions_changed(b, n)
+    assert first.key == f
+    shown = test.after - test.before
+    assert first.explains * shown == pytest.approx(first.after - first.before, rel=1e-9)
