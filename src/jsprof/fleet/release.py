@@ -7,8 +7,11 @@ tables' parts, fleet/during.py from the windows) share it without importing each
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
+
+from .. import script_lines
 
 from ..analysis.profile import FunctionKey
 from ..trace import ProfilerFrame, ProfilerTrace
@@ -35,6 +38,9 @@ class Release:
     # per stored stack id, its stored frame id (the tables' stacks, before maps): what a
     # view of the tables' stack ids needs with `frame_key`, without reading them again
     stack_frame: np.ndarray | None = None
+    # script URL -> the release whose uploaded map names it here (`shared_maps`: the same
+    # bundle, the map uploaded for that release only)
+    borrowed: dict[str, str] = field(default_factory=dict)
 
 
 def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
@@ -42,6 +48,8 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     """A release's Release from its frames and stacks: the functions named as the
     release's source maps name them, and the stacks mapped, when it has maps."""
     maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
+    shared = shared_maps(snap, rkey, app, trace, maps)
+    maps.update({url: sm for url, (sm, _) in shared.items()})
     notes: list[str] = []
     frame_key = sourcemaps.frame_functions(trace, maps, notes,
                                            sourcemaps.mismatch_hint(app, release))
@@ -49,7 +57,88 @@ def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
     stored_frames = trace.stack_frame
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes, stored_frames)
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes, stored_frames,
+                   {url: other for url, (_, other) in shared.items()})
+
+
+def shared_maps(snap: Snapshot, rkey: str, app: str, trace: ProfilerTrace, have: dict
+                ) -> dict[str, tuple[Any, str]]:
+    """Maps uploaded for another release of `app` that name scripts of `trace` which have
+    no map of their own: script URL -> (map, that release). A map is about a script's
+    bytes, not a release label: two releases serving one bundle (the store keeps no hash
+    of it) with a map uploaded for one would otherwise name one function two ways, and
+    every comparison across them would report it removed on one side and new on the other.
+    The store knows a script by its frames only, so a map is taken when it verifiably
+    fits them (`_fits`), else the script stays as recorded (`pair_map_warnings` then
+    says so where a comparison meets it)."""
+    missing = [u for u in trace.resources if u not in have]
+    if not missing:
+        return {}
+    store = snap.tdir.parent
+    out: dict[str, tuple[Any, str]] = {}
+    releases = snap.manifest.get("releases", {})
+    for other in sorted(releases):
+        entry = releases[other]
+        if other == rkey or entry.get("app") != app:
+            continue
+        if not sourcemaps.release_dir(store, other).is_dir():
+            continue
+        got = sourcemaps.maps_for(store, other, [u for u in missing if u not in out])
+        if not got:
+            continue
+        theirs = _positions(snap, other)
+        lines = script_lines.reader(sourcemaps.release_dir(store, other))
+        for url, sm in got.items():
+            if _fits(trace, url, sm, theirs, lines(url)):
+                out[url] = (sm, str(entry.get("release", "")))
+    return out
+
+
+def _positions(snap: Snapshot, rkey: str) -> dict[tuple[str, int, int], str]:
+    """(script basename, line, column) -> the function's recorded name, of a release's
+    stored frames."""
+    from .engine import read_part
+
+    out: dict[tuple[str, int, int], str] = {}
+    for p in snap.files("frames", [rkey]):
+        t = read_part(p, ["name", "resource", "line", "column"]).to_pydict()
+        for n, r, ln, c in zip(t["name"], t["resource"], t["line"], t["column"], strict=True):
+            if r is not None and ln is not None and n:
+                out[(script_lines.script_base(r), ln, c or 1)] = n
+    return out
+
+
+def _fits(trace: ProfilerTrace, url: str, sm: Any, theirs: dict[tuple[str, int, int], str],
+          starts: list[int] | None) -> bool:
+    """Another release's map `sm` fits `trace`'s script `url`: its named frames lie in
+    the script's lines (when the upload kept its line starts), every one at a position
+    where the other release recorded a function has that function's name (the same
+    bytes put the same function there), at least one does, and the check `jsprof report
+    --sourcemap` refuses another build's map by says nothing."""
+    rid = trace.resources.index(url)
+    base = script_lines.script_base(url)
+    mine = [i for i, f in enumerate(trace.frames)
+            if f.resource_id == rid and f.line is not None and f.name
+            and not f.name.startswith(("(", "<"))]
+    same = 0
+    for i in mine:
+        f = trace.frames[i]
+        col = f.column or 1
+        if starts is not None and (f.line > len(starts) or (
+                f.line < len(starts) and col > starts[f.line] - starts[f.line - 1])):
+            return False
+        name = theirs.get((base, f.line, col))
+        if name is not None:
+            if name != f.name:
+                return False
+            same += 1
+    if not same:
+        return False
+    probe = ProfilerTrace(trace.resources, [trace.frames[i] for i in mine],
+                          np.full(len(mine), -1), np.arange(len(mine)))
+    notes: list[str] = []
+    sourcemaps.frame_functions(probe, {url: sm}, notes)
+    return not notes
 
 
 def merges_frames(rel: Release) -> bool:
