@@ -13,13 +13,14 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import JsprofError, UsageError
 from ..words import plural, printable
 from .engine import DaskEngine, DuckEngine, Snapshot, open_engine
 from .filters import Filters, glob_regex
+from .release import identity, one_sided_maps
 
 Engine = DuckEngine | DaskEngine
 
@@ -510,6 +511,9 @@ class DiffParts:
     base: Any  # query.Selection of each side (`query.trace_shares` reads it per trace)
     new: Any
     match: Any  # the ResourceMatcher both sides were keyed with
+    # a line per script a map names on one side only (compared as recorded on both:
+    # `release.one_sided_maps`)
+    map_notes: list[str] = field(default_factory=list)
 
 
 def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 20,
@@ -540,15 +544,26 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     # stacks; the intervals from their moments: rollups.diff_intervals), else per upload.
     # Not for the flame page (its Time view reads uploads) nor without intervals (reps 0)
     # unless `rolled` says the caller reads the rollups next.
-    sides = list(units) if units is not None else [
-        rollups.select(s.engine, s.snap, f) if (reps or rolled) and flame_fmt is None
-        else None for f in (base_f, new_f)]
-    if all(x is not None and (rolled or x.traces >= rollups.MOMENTS_MIN_UPLOADS)
-           for x in sides):
-        base, new = sides
-    else:
-        base = query.select(s.engine, s.snap, base_f)
-        new = query.select(s.engine, s.snap, new_f)
+    def select_sides(base_f: Filters, new_f: Filters, units: Any) -> tuple[Any, Any]:
+        sides = list(units) if units is not None else [
+            rollups.select(s.engine, s.snap, f) if (reps or rolled) and flame_fmt is None
+            else None for f in (base_f, new_f)]
+        if all(x is not None and (rolled or x.traces >= rollups.MOMENTS_MIN_UPLOADS)
+               for x in sides):
+            return sides[0], sides[1]
+        return query.select(s.engine, s.snap, base_f), query.select(s.engine, s.snap, new_f)
+
+    base, new = select_sides(base_f, new_f, units)
+    # A script a source map names in some compared release but not in another that runs
+    # it (another build, no map of its own) is compared as recorded on both sides: named
+    # two ways, each of its functions would be removed on one side and new on the other.
+    scripts, map_notes = one_sided_maps(
+        [sel.releases[k] for sel in (base, new) for k in sel.uploads.rkeys
+         if k in sel.releases], identity(base_f))
+    if scripts:
+        base_f = replace(base_f, unmapped=base_f.unmapped | scripts)
+        new_f = replace(new_f, unmapped=new_f.unmapped | scripts)
+        base, new = select_sides(base_f, new_f, None)
     named = named_as or (f"--base ({describe(base_f)})", f"--new ({describe(new_f)})")
     require_match(s, base_f, base.traces, f"{named[0]}: ")
     require_match(s, new_f, new.traces, f"{named[1]}: ")
@@ -656,7 +671,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
         "functions": len(d.rows),
         "rows": rows,
         "failures": failures,
-        "warnings": query.map_warnings(base, new) + _match_warnings(d),
+        "warnings": query.map_warnings(base, new) + map_notes + _match_warnings(d),
         **notes(s),
     }
     page = None
@@ -670,7 +685,7 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
             # Time, Sandwich and Source of NEW, as `jsprof diff --flame` gives them.
             **(_views(s, new, None) if flame_fmt == "html" else {}),
         ).render(new_tree)
-    return DiffParts(doc, page, [r.key for r in shown], base, new, match)
+    return DiffParts(doc, page, [r.key for r in shown], base, new, match, map_notes)
 
 
 def _candidates(rows: list, top_n: int | None) -> list:
@@ -734,8 +749,15 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
         return self_ms * pct, total_ms * pct, total
 
     points = []
+    warnings: list[str] = []
     if by == "release":
         sel = query.select(s.engine, s.snap, f)
+        # releases compared with each other: a script mapped in some only is read as
+        # recorded in all (`release.one_sided_maps`), as `diff` and `regressions` read it
+        scripts, warnings = one_sided_maps(
+            [sel.releases[k] for k in sel.uploads.rkeys if k in sel.releases], identity(f))
+        if scripts:
+            sel = query.select(s.engine, s.snap, replace(f, unmapped=f.unmapped | scripts))
         first: dict[str, float] = {}
         for r, t in zip(sel.uploads.release, sel.uploads.received_at.tolist(), strict=True):
             first[r] = min(first.get(r, t), t)
@@ -768,7 +790,7 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
                     "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
                     "totalMs": round(total, 3)})
     return {"function": name, "resource": resource, "line": line, "column": column,
-            "by": by, "points": points, **notes(s)}
+            "by": by, "points": points, "warnings": warnings, **notes(s)}
 
 
 def options(s: Session, app: str | None, received: bool = False) -> dict:

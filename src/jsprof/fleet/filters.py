@@ -84,6 +84,10 @@ class Filters:
     # --url-rule: how script URLs are named across releases (`fleet.releases`; () the
     # default rule, "none" drops what came before, REGEX=REPL adds a substitution)
     url_rules: tuple[str, ...] = ()
+    # scripts (as the identity rule names them) read without their source maps: set by a
+    # comparison across releases where some release has no map for them
+    # (`release.one_sided_maps`), never by a user
+    unmapped: frozenset[str] = frozenset()
 
     def with_side(self, spec: str, option: str) -> Filters:
         """`release=A` (or `route=/x*,env=prod`, any meta key): this filter set narrowed."""

@@ -384,8 +384,10 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
             fn["found"] = (u[by], fn["name"], fn["resource"],
                            fn["line"] if not fn["name"] else None) in flagged
     # the compared releases' source maps that do not match their scripts (not applied)
-    warnings = query.map_warnings(*(p.parts.base for p in pairs),
-                                  *(p.parts.new for p in pairs))
+    warnings = list(dict.fromkeys(
+        query.map_warnings(*(p.parts.base for p in pairs), *(p.parts.new for p in pairs))
+        # scripts a map names on one side of a pair only: compared as recorded
+        + [line for p in pairs for line in p.parts.map_notes]))
     return {"by": by, f"{by}s": [u for u, _ in units], "metric": "self ms per page load",
             "minChangePct": min_change, "minSharePct": min_share, "fdr": alpha, "tests": m,
             "ciLevel": round(1.0 - level, 6), "regressions": found,

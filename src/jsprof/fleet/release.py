@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from .. import script_lines
-
 from ..analysis.profile import FunctionKey
 from ..trace import ProfilerFrame, ProfilerTrace
 from . import sourcemaps
@@ -41,24 +40,80 @@ class Release:
     # script URL -> the release whose uploaded map names it here (`shared_maps`: the same
     # bundle, the map uploaded for that release only)
     borrowed: dict[str, str] = field(default_factory=dict)
+    # the frames and stacks as stored (before maps): what `unmapped_release` maps again
+    # without some scripts' maps
+    stored: ProfilerTrace | None = None
+
+    @property
+    def mapped(self) -> set[str]:
+        """The script URLs a map names here (a map refused as another build's names none:
+        its line is in `warnings`)."""
+        return {u for u in self.maps if not any(w.startswith(f"{u}: ") for w in self.warnings)}
 
 
 def mapped_release(snap: Snapshot, rkey: str, app: str, release: str,
                    trace: ProfilerTrace) -> Release:
     """A release's Release from its frames and stacks: the functions named as the
-    release's source maps name them, and the stacks mapped, when it has maps."""
+    release's source maps name them (or another release's, for the same bundle:
+    `shared_maps`), and the stacks mapped, when it has maps."""
     maps = sourcemaps.maps_for(snap.tdir.parent, rkey, trace.resources)
     shared = shared_maps(snap, rkey, app, trace, maps)
     maps.update({url: sm for url, (sm, _) in shared.items()})
+    return _with_maps(rkey, app, release, trace, maps,
+                      {url: other for url, (_, other) in shared.items()})
+
+
+def _with_maps(rkey: str, app: str, release: str, trace: ProfilerTrace, maps: dict,
+               borrowed: dict[str, str]) -> Release:
     notes: list[str] = []
     frame_key = sourcemaps.frame_functions(trace, maps, notes,
                                            sourcemaps.mismatch_hint(app, release))
     stack_map = None
-    stored_frames = trace.stack_frame
+    stored = trace
     if maps:
         trace, stack_map = sourcemaps.apply(trace, maps)
-    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes, stored_frames,
-                   {url: other for url, (_, other) in shared.items()})
+    return Release(rkey, app, release, trace, frame_key, stack_map, maps, notes,
+                   stored.stack_frame, borrowed, stored)
+
+
+def unmapped_release(rel: Release, ident: ScriptIdentity, scripts: frozenset[str]) -> Release:
+    """`rel` without the maps of the scripts `ident` names as one of `scripts`: what a
+    comparison with a release that has no map for that script reads (`one_sided_maps`)."""
+    drop = [u for u in rel.maps if ident(u) in scripts]
+    if not drop or rel.stored is None:
+        return rel
+    keep = {u: sm for u, sm in rel.maps.items() if u not in drop}
+    return _with_maps(rel.rkey, rel.app, rel.release, rel.stored, keep,
+                      {u: r for u, r in rel.borrowed.items() if u in keep})
+
+
+def one_sided_maps(rels: list[Release], ident: ScriptIdentity
+                   ) -> tuple[frozenset[str], list[str]]:
+    """The scripts (as `ident` names them) a map names in some of `rels` but not in
+    another that runs them: another build with no map of its own, so one function would
+    have two names (new on one side, removed on the other). Returned with a warning line
+    per script and release that lacks a map, saying what to upload. A comparison reads
+    those scripts as recorded in every release (`Filters.unmapped`)."""
+    mapped: dict[str, list[Release]] = {}
+    bare: dict[str, list[tuple[Release, str]]] = {}
+    for rel in rels:
+        have = rel.mapped
+        for u in have:
+            mapped.setdefault(ident(u) or u, []).append(rel)
+        for u in (rel.stored or rel.trace).resources:
+            if u not in have:
+                bare.setdefault(ident(u) or u, []).append((rel, u))
+    out: dict[str, None] = {}
+    lines: dict[str, None] = {}
+    for name in sorted(set(mapped) & set(bare)):
+        out[name] = None
+        with_map = ", ".join(sorted({r.release for r in mapped[name]}))
+        for rel, url in bare[name]:
+            lines[(f"{url}: no source map names it in {rel.app} {rel.release} (its frames "
+                   f"do not show it is the script mapped in {rel.app} {with_map}), so it is "
+                   "compared as recorded in every release: "
+                   f"{sourcemaps.mismatch_hint(rel.app, rel.release)}")] = None
+    return frozenset(out), list(lines)
 
 
 def shared_maps(snap: Snapshot, rkey: str, app: str, trace: ProfilerTrace, have: dict
@@ -168,9 +223,11 @@ def identity(f: Filters) -> ScriptIdentity:
 
 def named(releases: dict[str, Release], f: Filters) -> dict[str, Release]:
     """Each release with its scripts named as `f`'s identity rule names them, so that one
-    function is one function in every release (every merged view reads releases so)."""
+    function is one function in every release (every merged view reads releases so), and
+    without the maps of `f.unmapped` (a comparison with a release that has none)."""
     ident = identity(f)
-    return {k: named_release(r, ident) for k, r in releases.items()}
+    return {k: named_release(unmapped_release(r, ident, f.unmapped), ident)
+            for k, r in releases.items()}
 
 
 def named_release(rel: Release, ident: ScriptIdentity) -> Release:

@@ -248,19 +248,18 @@ def _stack_functions(snap: Snapshot, sel: Any, app: str, up: Uploads, ris: np.nd
                      keys: dict) -> dict[int, np.ndarray]:
     """Per release index of `up` in `ris`: each stored stack's function index in `keys`
     (which this adds the releases' functions to, releases by key)."""
-    from .release import identity, mapped_release, named_release, stored_trace
+    from .release import mapped_release, named, stored_trace
 
     m_g: dict[int, np.ndarray] = {}
-    ident = identity(sel.filters)
     for ri in sorted(set(np.asarray(ris, np.int64).tolist())):  # up.rkeys is sorted
         rkey = up.rkeys[ri]
         # The selection's own release, named by the same rule, when it has it: reading
         # and naming a release again was ~15 % of a merged flame page's CPU (issue 34)
         rel = sel.releases.get(rkey)
         if rel is None or rel.stack_frame is None:
-            rel = named_release(mapped_release(
-                snap, rkey, app, up.release[up.rkey.index(rkey)], stored_trace(snap, rkey)),
-                ident)
+            rel = named({rkey: mapped_release(
+                snap, rkey, app, up.release[up.rkey.index(rkey)], stored_trace(snap, rkey))},
+                sel.filters)[rkey]
         assert rel.stack_frame is not None
         fid = np.asarray([keys.setdefault(k, len(keys)) for k in rel.frame_key] or [0],
                          np.int64)

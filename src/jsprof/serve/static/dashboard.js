@@ -381,7 +381,15 @@ async function loadChart(name, label, fnAt) {
     lab.textContent = shown.length > 9 ? `${shown.slice(0, 8)}…` : shown;
     svg.append(rect, val, lab);
   });
-  $("chart").replaceChildren(svg);
+  // what the server says of the compared releases (a script mapped in some only: read
+  // as recorded in all), under the bars
+  const said = (doc.warnings || []).map((w) => {
+    const note = document.createElement("p");
+    note.className = "note";
+    note.textContent = vis(w);
+    return note;
+  });
+  $("chart").replaceChildren(svg, ...said);
 }
 
 // The diff's minimum evidence per side (min_traces: page loads, min_samples): a whole number of 1 or
@@ -434,6 +442,8 @@ async function runDiff(ev) {
       rows.push(tr);
     }
     showRows(table, rows);
+    // source maps that could not be applied alike on both sides, the sides not matching
+    $("diff-note").textContent = vis((doc.warnings || []).join(" "));
     p.set("format", "flame-html");
     $("diff-flame").src = `/v1/query/diff?${p}`;
     $("diff-flame").hidden = false;
@@ -441,6 +451,7 @@ async function runDiff(ev) {
     if (!current()) return;
     const said = ourWords(e.message);
     showRows(table, [sentenceRow(7, `The releases could not be compared: ${said}`)]);
+    $("diff-note").textContent = "";
     $("diff-flame").hidden = true;
   }
 }
@@ -567,6 +578,7 @@ async function loadRegressions(ev) {
   }
   const unseen = unseenNote(doc.unseen || [], by, baseKey);
   if (unseen) notes.push(unseen);
+  notes.push(...(doc.warnings || []).map(vis));
   showRows(table, rows);
   $("regressions-note").textContent = notes.join(" ");
 }
