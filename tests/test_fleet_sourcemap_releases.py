@@ -1,0 +1,221 @@
+"""A source map uploaded for one release: every comparison across releases compares like
+with like (issue 34, mapmix).
+
+A new user's store: releases 1.0.0 and 1.1.0 served the SAME bundle (1.1.0 walks the AST
+4 times a parse instead of once), the map was uploaded for 1.0.0 only. Before the fix
+1.0.0's functions were named from the map and 1.1.0's as recorded (minified), so
+`fleet regressions` reported every hot minified function of 1.1.0 "new" and `fleet diff`
+listed each function [removed] on one side and [new] on the other. A map is about a
+script's bytes, not a release label: it now names the same bundle in the other release
+(`release.shared_maps`). When the other release's script is another build, the script
+is compared as recorded on both sides and `warnings` says which release lacks a map.
+
+Real code: acorn (npm, pinned) and a walker bundled by esbuild (as the other source-map
+tests do), run by QuickJS on the CPU clock, several runs per release."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fleet_util import T0, upload
+from jsprof.cli import main
+from jsprof.record import record
+from jsprof.store import Store
+from jsprof.store.tables.compact import compact
+
+pytestmark = pytest.mark.npm
+
+JS = Path(__file__).parent / "js" / "node_modules"
+ESBUILD = JS / ".bin" / "esbuild"
+DRIVER = """import {{ parse }} from "./acorn.mjs";
+const SOURCE = {source};
+function countNodes(ast) {{
+  let n = 0;
+  const stack = [ast];
+  while (stack.length) {{
+    const node = stack.pop();
+    n++;
+    for (const k in node) {{
+      const v = node[k];
+      if (v && typeof v === "object") {{
+        if (Array.isArray(v)) {{
+          for (const c of v) if (c && typeof c.type === "string") stack.push(c);
+        }} else if (typeof v.type === "string") stack.push(v);
+      }}
+    }}
+  }}
+  return n;
+}}
+const rounds = Number(scriptArgs[1]);
+let total = 0;
+for (let i = 0; i < 15; i++) {{
+  const ast = parse(SOURCE, {{ ecmaVersion: "latest" }});
+  for (let r = 0; r < rounds; r++) total += countNodes(ast);
+}}
+console.log(total > 0);
+"""
+RUNS = 10  # page loads per release (6 a side: a permutation p of at least 1/462)
+PLANTED = "countNodes"
+
+
+def _bundle(d: Path, out: str, *extra: str) -> None:
+    subprocess.run([str(ESBUILD), "driver.mjs", "--bundle", "--minify", "--sourcemap",
+                    f"--outfile={out}", "--log-level=warning", *extra],
+                   cwd=d, check=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
+    """Two builds of one app (`b` with a banner above the code: every position moves) and
+    the traces of RUNS runs of each: `a` walking once and 4 times a parse, `b` 4 times."""
+    assert ESBUILD.exists(), "tests/js missing: `make test` installs it"
+    d = tmp_path_factory.mktemp("mapmix")
+    shutil.copy(JS / "acorn" / "dist" / "acorn.mjs", d / "acorn.mjs")
+    src = (JS / "acorn" / "dist" / "bin.js").read_text()
+    (d / "driver.mjs").write_text(DRIVER.format(source=json.dumps(src)))
+    for b in ("a", "b"):
+        (d / b).mkdir()
+    _bundle(d, "a/app.min.js")
+    _bundle(d, "b/app.min.js", "--banner:js=/*! shop 2.0\n * acorn (MIT)\n */")
+    traces = {}
+    for key, build, rounds in (("a1", "a", 1), ("a4", "a", 4), ("b4", "b", 4)):
+        traces[key] = [record(d / build / "app.min.js", sample_interval=1.0, clock="cpu",
+                              args=[str(rounds)]).tracks[0].trace for _ in range(RUNS)]
+    return d, traces
+
+
+def _store(path: Path, sides: list[tuple[str, list]]) -> Path:
+    """Releases in turn, each page load one upload of /static/app.min.js, compacted."""
+    st = Store(path)
+    n = 0
+    for release, traces in sides:
+        for tr in traces:
+            tr = tr.replace(resources=[
+                "https://shop.example/static/app.min.js" if r.endswith("app.min.js") else r
+                for r in tr.resources])
+            upload(st, f"{release}-{n}", tr, app="shop", release=release, route="/",
+                   sampleInterval=1.0, receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"l{n}")
+            n += 1
+    compact(st)
+    st.close()
+    return path
+
+
+def _docs(store: Path, engine: object) -> tuple[dict, dict]:
+    """`fleet regressions --json` and `fleet diff --json` of 1.0.0 -> 1.1.0 on `engine`."""
+    from jsprof.fleet import api, regressions
+    from jsprof.fleet.filters import Filters
+
+    f = Filters(app="shop")
+    with api.session(api.open_store(store), engine) as s:
+        reg = regressions.regressions(s, f, min_traces=3, min_samples=100)
+        diff, _ = api.diff(s, f.with_side("release=1.0.0", "--base"),
+                           f.with_side("release=1.1.0", "--new"), None, (), 3, 100)
+    return reg, diff
+
+
+def _one_sided(diff: dict) -> list[tuple[str, str, float]]:
+    """The diff's new and removed rows: label, status, self % on the side that has it."""
+    return [(r["label"], r["status"], r["newSelfPct"] if r["status"] == "new"
+             else r["baseSelfPct"]) for r in diff["rows"] if r["status"] in ("new", "removed")]
+
+
+def _one_sided_pct(diff: dict) -> float:
+    """The most self time % one side has in functions the other lacks."""
+    got = _one_sided(diff)
+    return max(sum(p for _, st, p in got if st == k) for k in ("new", "removed"))
+
+
+def _engines(dask_client: object) -> list[object]:
+    from jsprof.fleet.engine import DaskEngine
+
+    return ["duckdb", DaskEngine(client=dask_client)]
+
+
+def _upload_map(store: Path, release: str, build: Path, capsys: pytest.CaptureFixture) -> None:
+    assert main(["fleet", "sourcemaps", "upload", "--store", str(store), "--app", "shop",
+                 "--release", release, str(build / "app.min.js.map")]) == 0
+    capsys.readouterr()
+
+
+def test_a_map_uploaded_for_one_release_names_the_same_bundle_in_both(
+        builds: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture,
+        dask_client: object) -> None:
+    d, traces = builds
+    store = _store(tmp_path / "store", [("1.0.0", traces["a1"]), ("1.1.0", traces["a4"])])
+    _upload_map(store, "1.0.0", d / "a", capsys)
+    for engine in _engines(dask_client):
+        reg, diff = _docs(store, engine)
+        # only the planted function, risen (not "new": it ran in both), named by the map
+        assert [r["name"] for r in reg["regressions"]] == [PLANTED], reg["regressions"]
+        (r,) = reg["regressions"]
+        assert r["beforeMsPerLoad"] > 0 and r["changePct"] > 0, r
+        assert reg["warnings"] == []
+        # A rare function sampled on one side only is new or removed by chance; a naming
+        # change made every function of the script so (before: ~100 % of a side's time)
+        assert _one_sided_pct(diff) < 5, _one_sided(diff)
+        # the map's names on both sides (acorn's own `pp$...` methods)
+        assert any(row["name"].startswith("pp$") for row in diff["rows"])
+        assert diff["warnings"] == []
+
+
+def test_the_release_chart_names_the_same_bundle_alike(builds: tuple[Path, dict],
+                                                       tmp_path: Path,
+                                                       capsys: pytest.CaptureFixture) -> None:
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+
+    d, traces = builds
+    store = _store(tmp_path / "store", [("1.0.0", traces["a1"]), ("1.1.0", traces["a4"])])
+    _upload_map(store, "1.0.0", d / "a", capsys)
+    with api.session(api.open_store(store)) as s:
+        doc = api.series(s, Filters(app="shop"), PLANTED)
+    pts = {p["label"]: p["selfPct"] for p in doc["points"]}
+    # walked 4 times a parse in 1.1.0, once in 1.0.0: a share in both, larger in 1.1.0
+    assert 0 < pts["1.0.0"] < pts["1.1.0"], pts
+    assert doc["warnings"] == []
+
+
+def test_a_script_mapped_on_one_side_only_is_compared_as_recorded_with_a_warning(
+        builds: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture,
+        dask_client: object) -> None:
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+
+    d, traces = builds
+    # 1.1.0 is another build (a banner above the code) with no map of its own
+    store = _store(tmp_path / "store", [("1.0.0", traces["a4"]), ("1.1.0", traces["b4"])])
+    _upload_map(store, "1.0.0", d / "a", capsys)
+    url = "https://shop.example/static/app.min.js"
+    without = tmp_path / "without"
+    shutil.copytree(store, without)
+    shutil.rmtree(without / "sourcemaps")
+    bare = _docs(without, "duckdb")
+    assert not any(row["name"].startswith("pp$") for row in bare[1]["rows"])
+    for engine in _engines(dask_client):
+        reg, diff = _docs(store, engine)
+        # the same code on both sides: nothing "new" from names (before: every function
+        # of 1.1.0's script; a rise of a function that ran on both sides is noise the
+        # store without maps shows alike, below)
+        assert not [r["name"] for r in reg["regressions"] if r["beforeMsPerLoad"] == 0]
+        (line,) = reg["warnings"]
+        assert line.startswith(f"{url}: no source map names it in shop 1.1.0"), line
+        assert "shop 1.0.0" in line and "jsprof fleet sourcemaps upload" in line, line
+        assert diff["warnings"][:1] == [line], diff["warnings"]
+        assert _one_sided_pct(diff) < 5, _one_sided(diff)
+        # both sides as recorded: what the store without any map gives
+        assert reg["regressions"] == bare[0]["regressions"]
+        assert diff["rows"] == bare[1]["rows"]
+    # the text output says it too (stderr), and the release chart reads it the same way
+    capsys.readouterr()
+    assert main(["fleet", "regressions", "--store", str(store), "--app", "shop",
+                 "--min-traces", "3", "--min-samples", "100"]) in (0, 1)
+    assert f"jsprof: warning: {line}" in capsys.readouterr().err.splitlines()
+    with api.session(api.open_store(store)) as sess:
+        doc = api.series(sess, Filters(app="shop"), "parse")
+    assert doc["warnings"] == [line]
