@@ -83,8 +83,12 @@ def unmapped_release(rel: Release, ident: ScriptIdentity, scripts: frozenset[str
     if not drop or rel.stored is None:
         return rel
     keep = {u: sm for u, sm in rel.maps.items() if u not in drop}
-    return _with_maps(rel.rkey, rel.app, rel.release, rel.stored, keep,
-                      {u: r for u, r in rel.borrowed.items() if u in keep})
+    out = _with_maps(rel.rkey, rel.app, rel.release, rel.stored, keep,
+                     {u: r for u, r in rel.borrowed.items() if u in keep})
+    # a dropped map that does not match its script still does not: still said
+    out.warnings = [w for w in rel.warnings if w not in out.warnings
+                    and any(w.startswith(f"{u}: ") for u in drop)] + out.warnings
+    return out
 
 
 def one_sided_maps(rels: list[Release], ident: ScriptIdentity
