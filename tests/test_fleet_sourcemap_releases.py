@@ -151,10 +151,14 @@ def test_a_map_uploaded_for_one_release_names_the_same_bundle_in_both(
     _upload_map(store, "1.0.0", d / "a", capsys)
     for engine in _engines(dask_client):
         reg, diff = _docs(store, engine)
-        # only the planted function, risen (not "new": it ran in both), named by the map
-        assert [r["name"] for r in reg["regressions"]] == [PLANTED], reg["regressions"]
-        (r,) = reg["regressions"]
-        assert r["beforeMsPerLoad"] > 0 and r["changePct"] > 0, r
+        # the planted function, risen (not "new": it ran in both), named by the map; no
+        # function "new" (before: every hot function of 1.1.0's minified script was).
+        # Another rise may be found beside it: one run at load ~20 also found the
+        # tokenizer's pp.fullCharCodeAt (a 5 % false discovery rate allows it).
+        got = {r["name"]: r for r in reg["regressions"]}
+        assert PLANTED in got, reg["regressions"]
+        assert got[PLANTED]["changePct"] > 0, got[PLANTED]
+        assert not [n for n, r in got.items() if r["beforeMsPerLoad"] == 0], got
         assert reg["warnings"] == []
         # A rare function sampled on one side only is new or removed by chance; a naming
         # change made every function of the script so (before: ~100 % of a side's time)
