@@ -363,19 +363,27 @@ def test_quickjs_places_functions_as_v8(tmp_path):
     for i, src in enumerate((CASES, MINIFIED)):
         script = tmp_path / f"forms{i}.js"
         script.write_text(src)
-        prof = _cpu_prof(tmp_path / str(i), script)
-        v8: set[tuple[str, int, int]] = set()
-        for node in json.loads(prof.read_text())["nodes"]:
-            cf = node["callFrame"]
-            if cf["url"].endswith(f"/forms{i}.js"):
-                v8.add((cf["functionName"], cf["lineNumber"] + 1, cf["columnNumber"] + 1))
         # The comparison is sound only if V8 sampled every function that ran: one QuickJS
         # caught in a moment and V8 did not would be a row V8 "lacks" by chance (a CI run
         # failed so on Ctor, which then ran for microseconds). So every function spins, and
         # V8's coverage of the same run says none that ran is missing from its profile.
-        rows = Counter(name for name, _, _ in v8)
-        ran = _v8_ran(tmp_path / str(i), f"/forms{i}.js")
-        assert {name for name, n in ran.items() if rows[name] < n} == set(), (ran, rows)
+        # A spin is 3 ms of wall clock: a loaded machine can keep the thread off its core
+        # for all of it (TokContext unsampled in a run beside another pytest worker at load
+        # ~20), so V8 runs again, at most 4 times, until its profile holds every function.
+        for attempt in range(4):
+            out = tmp_path / f"{i}-{attempt}"
+            prof = _cpu_prof(out, script)
+            v8: set[tuple[str, int, int]] = set()
+            for node in json.loads(prof.read_text())["nodes"]:
+                cf = node["callFrame"]
+                if cf["url"].endswith(f"/forms{i}.js"):
+                    v8.add((cf["functionName"], cf["lineNumber"] + 1, cf["columnNumber"] + 1))
+            rows = Counter(name for name, _, _ in v8)
+            ran = _v8_ran(out, f"/forms{i}.js")
+            missed = {name for name, n in ran.items() if rows[name] < n}
+            if not missed:
+                break
+        assert missed == set(), (ran, rows)
         got = {(name, line, col) for (url, line, col), name in
                _quickjs_frames(QuickJS(), src, str(script)).items() if url.endswith(".js")}
         assert len(got) >= (50 if i == 0 else 25), sorted(got)
