@@ -78,3 +78,29 @@ def test_normal_beyond_exact_max_is_close_to_exact_and_counts_ties():
     jitter = shift_interval(q[0] + rng.normal(0, 1e-9, 80), q[1] + rng.normal(0, 1e-9, 80), 0.01)
     assert tied is not None and jitter is not None
     assert tied.hi - tied.lo <= jitter.hi - jitter.lo + 1e-6
+
+
+def test_the_interval_is_the_exact_rank_test_inverted():
+    """review12: the order statistics' index was checked on one hand-made example. Here,
+    on random samples, the interval is exactly the shifts the exact two-sided rank test
+    does not reject, the test's null counted by brute force (`_brute_u`), at shifts between
+    consecutive pairwise differences: no index or level convention of ranks.py is used."""
+    rng = np.random.default_rng(12)
+    nulls: dict[tuple[int, int], np.ndarray] = {}
+    for _ in range(300):
+        m, n = int(rng.integers(1, 8)), int(rng.integers(1, 8))
+        level = float(rng.choice([0.02, 0.05, 0.1, 0.2, 0.5]))
+        x, y = rng.normal(0, 1, m), rng.normal(0.5, 1, n)
+        s = shift_interval(x, y, level)
+        assert s is not None and s.exact
+        null = nulls.setdefault((m, n), _brute_u(m, n))
+        cdf = np.cumsum(null) / null.sum()
+        d = np.sort(np.subtract.outer(y, x).ravel())
+        mids = np.concatenate([[d[0] - 1], (d[1:] + d[:-1]) / 2, [d[-1] + 1]])
+        for delta in mids:
+            u = int((d > delta).sum())  # BASE below NEW - delta, pairs
+            low = cdf[u]  # P(U <= u)
+            high = 1.0 - (cdf[u - 1] if u > 0 else 0.0)  # P(U >= u)
+            accepted = min(low, high) > level / 2 + 1e-12
+            inside = (s.lo is None or s.lo < delta) and (s.hi is None or delta < s.hi)
+            assert accepted == inside, (m, n, level, delta, s, u)
