@@ -26,9 +26,10 @@ RES = "https://shop.example/static/app.min.js"
 
 def make_trace(rng: np.random.Generator, n: int, interval: float = 10.0,
                hot: str | None = None, hot_share: float = 0.0, idle_share: float = 0.2,
-               ) -> ProfilerTrace:
+               column: int = 3) -> ProfilerTrace:
     """n samples ~`interval` ms apart with jitter; some idle (with markers); `hot` gets
-    `hot_share` of the JS samples on top of the usual paths."""
+    `hot_share` of the JS samples on top of the usual paths; every function at `column`
+    of its line (another build of the script: another column)."""
     b = TraceBuilder()
     lines = {name: 10 + 7 * i for i, name in enumerate(
         sorted({f for p, _ in PATHS for f in p} | ({hot} if hot else set())))}
@@ -36,12 +37,12 @@ def make_trace(rng: np.random.Generator, n: int, interval: float = 10.0,
     weights = []
     for path, w in PATHS:
         stacks.append(b.stack_id(
-            b.frame_id(f, b.resource_id(RES), lines[f], 3) for f in path))
+            b.frame_id(f, b.resource_id(RES), lines[f], column) for f in path))
         weights.append(w)
     if hot:
         total = sum(weights)
         stacks.append(b.stack_id(
-            b.frame_id(f, b.resource_id(RES), lines[f], 3) for f in ["main", "render", hot]))
+            b.frame_id(f, b.resource_id(RES), lines[f], column) for f in ["main", "render", hot]))
         weights.append(total * hot_share / (1 - hot_share))
     p = np.asarray(weights, float) / sum(weights)
     t = np.cumsum(rng.uniform(0.7, 1.6, n) * interval)
