@@ -70,8 +70,16 @@ $(JS_STAMP): tests/js/package-lock.json
 # each one seen is fixed, but no full 2-worker run has passed yet, so one process stays the
 # default until one does. TEST_WORKERS=2 runs two.
 TEST_WORKERS ?= 0
+# Each run's tmp_path under build/ (--basetemp: emptied when the run starts, never swept at
+# its end). pytest's default numbered dirs in /tmp are swept at a session's end, all but the
+# newest 3: test_conftest's inner pytests push the main run's dir out, so the under_load
+# run's end deleted the whole suite's tmp (stop 48's CI: 41 tests passed in ~90 s, then
+# that rmtree beside the busy loops ran into LOAD_LIMIT, exit 124).
+TEST_TMP = $(CURDIR)/build/pytest-tmp
 test: $(STAMP) chromium nginx $(JS_STAMP)
-	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadfile
+	mkdir -p $(TEST_TMP)
+	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadfile \
+		--basetemp=$(TEST_TMP)/all
 	$(TEST_LOAD)
 
 # The tests marked under_load (sample counts, shares, achieved intervals on QuickJS, Node and
@@ -86,8 +94,9 @@ LOAD_LIMIT ?= 600
 LOAD_FILES = $(shell grep -l '^@pytest.mark.under_load' tests/test_*.py)
 TEST_LOAD = JSPROF_NO_SKIP=1 $(PY) tools/under_load.py --per-cpu $(LOAD_PER_CPU) \
 	--limit $(LOAD_LIMIT) -- $(PY) -m pytest -q -p no:cacheprovider -m under_load --durations=5 \
-	$(LOAD_FILES)
+	--basetemp=$(TEST_TMP)/load $(LOAD_FILES)
 test-load: $(STAMP) chromium $(JS_STAMP)
+	mkdir -p $(TEST_TMP)
 	$(TEST_LOAD)
 
 # For contributors: all but the tests that need headless Chromium, nginx or the npm test
