@@ -30,7 +30,8 @@ def test_a_relative_import_runs(tmp_path):
 @pytest.mark.parametrize(
     ("spec", "said"),
     [("marked", "bundle the script first (esbuild"), ("./nope.mjs", "--engine node"),
-     ("node:fs", "a Node built-in module")],
+     ("node:fs", "a Node built-in module"), ("fs", "a Node built-in module"),
+     ("fs/promises", "a Node built-in module")],
 )
 def test_an_import_quickjs_cannot_load_says_what_to_do(tmp_path, spec, said):
     """A package that is there in node_modules, a file that is not, a Node built-in."""
@@ -46,3 +47,16 @@ def test_an_import_quickjs_cannot_load_says_what_to_do(tmp_path, spec, said):
     assert "could not load module" in lines[-2], r.stderr
     assert lines[-1].startswith("jsprof: hint: ") and said in lines[-1], r.stderr
     assert spec.removeprefix("./") in lines[-1]
+
+
+def test_the_built_in_names_are_nodes():
+    """`fs` without `node:` is Node's too (before: "no file 'fs'", a hint to bundle it):
+    the hint's list is the Node the tests run, sub-paths (`fs/promises`) by their first
+    part."""
+    from jsprof.engines.quickjs import NODE_BUILTINS
+
+    r = subprocess.run(
+        ["node", "-p", "require('module').builtinModules.filter(m => !m.startsWith('_'))"
+         ".map(m => m.split('/')[0]).join(' ')"],
+        capture_output=True, text=True, timeout=60, check=True)
+    assert set(r.stdout.split()) <= NODE_BUILTINS, set(r.stdout.split()) - NODE_BUILTINS

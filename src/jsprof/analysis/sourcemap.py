@@ -39,6 +39,11 @@ class SourceMapError(JsprofError):
     pass
 
 
+# ECMA-426: each VLQ value is a 32-bit signed integer. A larger one is no real map's, and
+# sums of 60-bit values (as many as a map has) would wrap the numpy decoder's int64.
+_MAX_VALUE = 1 << 31
+
+
 def _vlq(segment: str, where: str) -> list[int]:
     out, value, shift = [], 0, 0
     for ch in segment:
@@ -49,6 +54,10 @@ def _vlq(segment: str, where: str) -> list[int]:
         if d & 32:
             shift += 5
             continue
+        if value >> 1 > _MAX_VALUE:
+            raise SourceMapError(
+                f"{where}: VLQ value {value >> 1} out of range (a source map's values are "
+                "32-bit): the map is corrupt; rebuild it")
         out.append(-(value >> 1) if value & 1 else value >> 1)
         value, shift = 0, 0
     return out
@@ -91,14 +100,14 @@ _DIGIT = np.full(256, -1, np.int64)  # byte -> base64 digit; -2 ',' and -3 ';'; 
 for _i, _c in enumerate(_B64):
     _DIGIT[ord(_c)] = _i
 _DIGIT[ord(",")], _DIGIT[ord(";")] = -2, -3
-_MAX_DIGITS = 12  # of one value: 60 bits, as far as int64 goes; more is no real map
+_MAX_DIGITS = 7  # of one value: 35 bits hold any 32-bit value and its sign bit
 
 
 def _decode(mappings: str, where: str) -> tuple[Any, Any]:
     """`_decode_python`'s lines from whole-string numpy operations: a map's VLQ values
     decoded per character in Python were ~30 % of a source-mapped report of prettier
     (2.4 MB of map); each line's lists are made when a lookup first reads it. Anything
-    irregular (a character outside base64, an unfinished value, a value over 60 bits)
+    irregular (a character outside base64, an unfinished value, a value over 32 bits)
     goes to `_decode_python`, which says where."""
     raw = mappings.encode("utf-8")
     d = _DIGIT[np.frombuffer(raw, np.uint8)]
@@ -116,6 +125,8 @@ def _decode(mappings: str, where: str) -> tuple[Any, Any]:
     if len(p) and k.max() >= _MAX_DIGITS:
         return _decode_python(mappings, where)
     raw_v = np.add.reduceat((dv & 31) << (5 * k), first) if len(p) else p
+    if len(p) and (raw_v >> 1).max() > _MAX_VALUE:
+        return _decode_python(mappings, where)
     values = np.where(raw_v & 1, -(raw_v >> 1), raw_v >> 1)
     vend = p[end]  # each value's last byte
     seps = np.cumsum(d < -1)

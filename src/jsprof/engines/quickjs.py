@@ -179,6 +179,16 @@ def _compile_site(js_stack: str) -> str | None:
 # as it is written (a package name is then looked for as a file in the working directory).
 _NO_MODULE_RE = re.compile(r"^could not load module '(.*)'$")
 
+# Node's built-in modules (`require('module').builtinModules` of Node 20, without the
+# `_`-prefixed internals), which Node also resolves without `node:` (`import fs from "fs"`).
+# tests/test_quickjs_imports.py checks this against the Node it runs.
+NODE_BUILTINS = frozenset(
+    "assert async_hooks buffer child_process cluster console constants crypto dgram "
+    "diagnostics_channel dns domain events fs http http2 https inspector module net os "
+    "path perf_hooks process punycode querystring readline repl stream string_decoder sys "
+    "timers tls trace_events tty url util v8 vm wasi worker_threads zlib".split()
+)
+
 
 def module_hint(e: JSError) -> str | None:
     """What to do when an import found no file: jsprof's QuickJS host loads modules by
@@ -192,7 +202,7 @@ def module_hint(e: JSError) -> str | None:
     # QuickJS has made `./x.mjs` of a script named without a directory `x.mjs`, which
     # then reads like a package name: one hint for both.
     spec = m.group(1)
-    if spec.startswith("node:"):
+    if spec.startswith("node:") or spec.split("/")[0] in NODE_BUILTINS:
         return (f"'{spec}' is a Node built-in module, which QuickJS does not have: record "
                 "with --engine node")
     return (
