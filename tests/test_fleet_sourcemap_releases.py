@@ -71,19 +71,29 @@ def _bundle(d: Path, out: str, *extra: str) -> None:
 
 @pytest.fixture(scope="module")
 def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
-    """Two builds of one app (`b` with a banner above the code: every position moves) and
-    the traces of RUNS runs of each: `a` walking once and 4 times a parse, `b` 4 times."""
+    """Three builds of one app and the traces of RUNS runs of each: `a` walking once and
+    4 times a parse, `b` (a banner above the code: every position moves) and `m` (a
+    statement added in acorn's `toAssignable`: on the minified line, every function
+    after it a few columns on, the ones before in place) 4 times."""
     assert ESBUILD.exists(), "tests/js missing: `make test` installs it"
     d = tmp_path_factory.mktemp("mapmix")
-    shutil.copy(JS / "acorn" / "dist" / "acorn.mjs", d / "acorn.mjs")
+    acorn = (JS / "acorn" / "dist" / "acorn.mjs").read_text()
+    head = "pp$7.toAssignable = function(node, isBinding, refDestructuringErrors) {\n"
+    assert head in acorn
     src = (JS / "acorn" / "dist" / "bin.js").read_text()
-    (d / "driver.mjs").write_text(DRIVER.format(source=json.dumps(src)))
-    for b in ("a", "b"):
+    for b in ("a", "b", "m"):
         (d / b).mkdir()
+    for at, code in ((d, acorn), (d / "m", acorn.replace(head, head + (
+            '  if (node && node.type === "ParenthesizedExpression" && '
+            "this.options.ecmaVersion < 3) { return node }\n"), 1))):
+        (at / "acorn.mjs").write_text(code)
+        (at / "driver.mjs").write_text(DRIVER.format(source=json.dumps(src)))
     _bundle(d, "a/app.min.js")
     _bundle(d, "b/app.min.js", "--banner:js=/*! shop 2.0\n * acorn (MIT)\n */")
+    _bundle(d / "m", "app.min.js")
     traces = {}
-    for key, build, rounds in (("a1", "a", 1), ("a4", "a", 4), ("b4", "b", 4)):
+    for key, build, rounds in (("a1", "a", 1), ("a4", "a", 4), ("b4", "b", 4),
+                               ("m4", "m", 4)):
         traces[key] = [record(d / build / "app.min.js", sample_interval=1.0, clock="cpu",
                               args=[str(rounds)]).tracks[0].trace for _ in range(RUNS)]
     return d, traces
@@ -185,15 +195,19 @@ def test_the_release_chart_names_the_same_bundle_alike(builds: tuple[Path, dict]
     assert doc["warnings"] == []
 
 
+@pytest.mark.parametrize("other", ["b4", "m4"])
 def test_a_script_mapped_on_one_side_only_is_compared_as_recorded_with_a_warning(
         builds: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture,
-        dask_client: object) -> None:
+        dask_client: object, other: str) -> None:
     from jsprof.fleet import api
     from jsprof.fleet.filters import Filters
 
     d, traces = builds
-    # 1.1.0 is another build (a banner above the code) with no map of its own
-    store = _store(tmp_path / "store", [("1.0.0", traces["a4"]), ("1.1.0", traces["b4"])])
+    # 1.1.0 is another build with no map of its own: a banner above the code (b4), or a
+    # statement added mid-line (m4: before the fix its map was lent, as every position
+    # both releases recorded held one name, and named 14 % of 1.1.0's self time wrongly,
+    # `pp$5.parseSubscript` as `noCalls`, with no warning)
+    store = _store(tmp_path / "store", [("1.0.0", traces["a4"]), ("1.1.0", traces[other])])
     _upload_map(store, "1.0.0", d / "a", capsys)
     url = "https://shop.example/static/app.min.js"
     without = tmp_path / "without"
