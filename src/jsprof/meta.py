@@ -70,6 +70,10 @@ class TrackMeta(TypedDict, total=False):
     quickjsVersion: str
     # V8 engines
     medianIntervalMs: float
+    # a track whose capped weights are stored where its samples have no times to cap again
+    # (pprof read back): what the gap cap did to the recording (gaps, lostMs, capMs,
+    # intervalMs: trace.stored_capping)
+    gapCapping: dict[str, float]
     # Chromium: the page's timeline (long frames and interactions held as the track's spans)
     # Chromium: the page's performance.measure entries (name, startTime, duration ms)
     measures: list[dict[str, Any]]
@@ -116,6 +120,9 @@ BUFFER_FULL = "bufferFull"
 # (formats/folded.py) holds sample counts only, laid out 1 ms a sample on reading.
 SOURCE_FORMAT = "sourceFormat"
 FOLDED = "folded"
+# The gap cap's lost time of a recording whose weights a track stores (trace.stored_capping):
+# formats without sample times (pprof) carry it, a selection of samples drops it.
+GAP_CAPPING = "gapCapping"
 EXIT_WAIT_DROPPED = "exitWaitDropped"
 QUIET_WAIT_DROPPED = "quietWaitDropped"
 # The profiled program's command lines: a script's `args`, a command's `command` and each

@@ -9,13 +9,14 @@ the model, and the rules on sample times that every reader applies alike (`step_
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .meta import TrackMeta
+from .meta import GAP_CAPPING, TrackMeta
 
 # The numpy-free half of the model, re-exported: every reader and writer imports it from here.
 from .traceparts import (  # noqa: F401
@@ -268,6 +269,68 @@ def gap_capping(trace: ProfilerTrace, interval: float | None = None) -> GapCappi
     if not over.any():
         return None
     return GapCapping.of(int(over.sum()), float((gaps[over] - got[0]).sum()), got)
+
+
+def is_finite_number(v: object) -> bool:
+    """A JSON number a double holds (not a bool; an int of any size is a JSON number, and
+    one beyond MAX_MS made math.isfinite raise)."""
+    if type(v) is int:
+        return abs(v) < MAX_MS
+    return type(v) is float and math.isfinite(v)
+
+
+def stored_capping(meta: TrackMeta | dict[str, Any]) -> GapCapping | None:
+    """The meta key `gapCapping` as a GapCapping: what the gap cap did to the recording
+    whose capped weights a track stores (a pprof read back: its samples have no times to
+    cap again). None without it, or where it is not four finite numbers that a cap can
+    have given (a hand-edited or damaged file: such a key is ignored, as other meta is)."""
+    got = meta.get(GAP_CAPPING)
+    if not isinstance(got, dict):
+        return None
+    vals = [got.get(k) for k in ("gaps", "lostMs", "capMs", "intervalMs")]
+    if not all(is_finite_number(v) for v in vals):
+        return None
+    gaps, lost, cap, base = vals
+    if gaps != int(gaps) or gaps < 1 or not lost > 0 or not cap > 0 or not base > 0:
+        return None
+    return GapCapping.of(int(gaps), float(lost), (float(cap), float(base)))
+
+
+def capping_meta(c: GapCapping) -> dict[str, float]:
+    """`gapCapping`'s value for `c` (stored_capping reads it back as `c`)."""
+    return {"gaps": c.gaps, "lostMs": c.lost_ms, "capMs": c.cap_ms, "intervalMs": c.base_ms}
+
+
+def track_weights_and_lost(track: Track) -> tuple[np.ndarray, float]:
+    """`weights_and_lost` of the track's trace, with the lost time its meta keeps for
+    stored weights (`stored_capping`) where its samples no longer show it."""
+    w, lost = weights_and_lost(track.trace, track.sample_interval)
+    if track.trace.sample_weight is not None:
+        c = stored_capping(track.meta)
+        if c is not None:
+            lost = c.lost_ms
+    return w, lost
+
+
+def track_gap_capping(track: Track) -> GapCapping | None:
+    """`gap_capping` of the track's trace, or for stored weights the meta's
+    (`stored_capping`): the same that `track_weights_and_lost` counts."""
+    if track.trace.sample_weight is not None:
+        return stored_capping(track.meta)
+    return gap_capping(track.trace, track.sample_interval)
+
+
+def samples_dropped(track: Track, trace: ProfilerTrace) -> Track:
+    """`track` holding `trace`, a selection of its samples (a filter's, `--during`'s):
+    without the stored gap capping, whose lost time was the whole recording's, so a
+    selection of a pprof read back reports what the same selection of the recording
+    does (the gap cap is not applied to a selection's kept weights)."""
+    from dataclasses import replace
+
+    meta = track.meta
+    if GAP_CAPPING in meta:
+        meta = {k: v for k, v in meta.items() if k != GAP_CAPPING}  # type: ignore[assignment]
+    return replace(track, trace=trace, meta=meta)
 
 
 def step_back(times: np.ndarray) -> tuple[int, int] | None:

@@ -17,6 +17,7 @@ const out = {
   period: num(p.period),
   timeNanos: num(p.timeNanos),
   durationNanos: num(p.durationNanos),
+  comments: (p.comment || []).map(str),
   samples: p.sample.map((s) => ({
     locationId: s.locationId.map(num),
     value: s.value.map(num),

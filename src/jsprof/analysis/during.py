@@ -12,12 +12,12 @@ time inside its own script entries. Pure: Recording -> Recording.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import timeline as tl
-from ..trace import Recording, sample_weights
+from ..trace import Recording, sample_weights, samples_dropped
 from .busy import attribute, charged_mask
 from .filters import keep_samples
 
@@ -64,5 +64,5 @@ def during(rec: Recording, kind: str, slower_than: float | None = None) -> Durin
         keep = tl.in_windows(tr.sample_time + b, windows)
         w = sample_weights(tr, t.sample_interval)  # from the whole recording, as filters do
         attributed += float(w[keep & charged_mask(tr)].sum())
-        tracks.append(replace(t, trace=keep_samples(tr, keep, w)))
+        tracks.append(samples_dropped(t, keep_samples(tr, keep, w)))
     return During(Recording(tracks), len(windows), n_any, attributed)

@@ -39,6 +39,7 @@ from ..trace import (
     Track,
     anonymous_label,
     sample_weights,
+    samples_dropped,
     spans_without_calls,
 )
 from .profile import as_recording
@@ -85,16 +86,18 @@ def keep_samples(trace: ProfilerTrace, keep: np.ndarray, weights: np.ndarray) ->
 
 
 def _map_tracks(
-    rec: Recording | ProfilerTrace, fn: Callable[[Track], ProfilerTrace], frames_kept: bool = True
+    rec: Recording | ProfilerTrace, fn: Callable[[Track], ProfilerTrace], frames_kept: bool = True,
+    selects: bool = False,
 ) -> Recording:
+    """`fn` over the tracks; `selects`: it keeps some samples (`samples_dropped`)."""
     rec = as_recording(rec)
-    # Spans point into the frames table: they survive only filters that keep it as is.
-    return Recording(
-        [
-            replace(t, trace=fn(t), spans=t.spans if frames_kept else spans_without_calls(t.spans))
-            for t in rec.tracks
-        ]
-    )
+    out = []
+    for t in rec.tracks:
+        tr = fn(t)
+        t = samples_dropped(t, tr) if selects else replace(t, trace=tr)
+        # Spans point into the frames table: they survive only filters that keep it as is.
+        out.append(replace(t, spans=t.spans if frames_kept else spans_without_calls(t.spans)))
+    return Recording(out)
 
 
 def name_matcher(pattern: str) -> FramePredicate:
@@ -119,7 +122,7 @@ def focus(rec: Recording, pattern: str) -> Recording:
         keep = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
         return _select(tr, keep, track.sample_interval)
 
-    return _map_tracks(rec, one)
+    return _map_tracks(rec, one, selects=True)
 
 
 def exclude(rec: Recording, pattern: str) -> Recording:
@@ -130,7 +133,7 @@ def exclude(rec: Recording, pattern: str) -> Recording:
         hit = (sid != NONE) & through[np.maximum(sid, 0)] if len(through) else sid != sid
         return _select(tr, ~hit, track.sample_interval)
 
-    return _map_tracks(rec, one)
+    return _map_tracks(rec, one, selects=True)
 
 
 def _hide_trace(tr: ProfilerTrace, pred: FramePredicate, label: str) -> ProfilerTrace:
@@ -213,7 +216,7 @@ def time_range(rec: Recording, start: float | None, end: float | None) -> Record
             keep &= t < end
         return _select(tr, keep, track.sample_interval)
 
-    return _map_tracks(rec, one)
+    return _map_tracks(rec, one, selects=True)
 
 
 def parse_time_range(text: str) -> tuple[float | None, float | None]:

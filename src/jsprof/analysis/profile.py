@@ -24,12 +24,12 @@ from ..trace import (
     Recording,
     Track,
     function_keys,
-    gap_capping,
     no_stack_name,
     recorded_samples,
     sample_counts,
     sample_weights,  # noqa: F401 - re-exported: calltree, diff and callers import it here
-    weights_and_lost,
+    track_gap_capping,
+    track_weights_and_lost,
 )
 from ..traceparts import LineKey
 
@@ -354,7 +354,7 @@ def summarize(
     table = KeyTable()
     keyer = frame_function_ids if by == "function" else frame_resource_ids
     frame_keys = [keyer(t.trace, table) for t in tracks]
-    wl = [weights_and_lost(t.trace, t.sample_interval) for t in tracks]
+    wl = [track_weights_and_lost(t) for t in tracks]
     weights = [w for w, _ in wl]
     acc = _empty(len(table))
     parts = [
@@ -404,7 +404,7 @@ def _capping(tracks: list[Track], losses: list[float]) -> list[GapCapping]:
     out = []
     for t, lost in zip(tracks, losses, strict=True):
         if lost > 0:
-            c = gap_capping(t.trace, t.sample_interval)
+            c = track_gap_capping(t)
             if c is not None:
                 out.append(c)
     return out
@@ -425,7 +425,7 @@ def hot_lines(rec: Recording | ProfilerTrace, track: str | None = None) -> Summa
     losses = []
     for t in tracks:
         tr = t.trace
-        w, lo = weights_and_lost(tr, t.sample_interval)
+        w, lo = track_weights_and_lost(t)
         weights.append(w)
         lost += lo
         losses.append(lo)

@@ -89,10 +89,10 @@ def track_sampling(track: Track) -> TrackSampling:
     (tests/test_node_light_summary.py compares the two on real recordings)."""
     import numpy as np
 
-    from ..trace import gap_capping, recorded_samples, weights_and_lost
+    from ..trace import recorded_samples, track_gap_capping, track_weights_and_lost
 
     tr = track.trace
-    weights, lost_ms = weights_and_lost(tr, track.sample_interval)
+    weights, lost_ms = track_weights_and_lost(track)
     cpu = clock_of(track.meta) == CPU
     got = None
     if track.sample_interval:
@@ -105,7 +105,7 @@ def track_sampling(track: Track) -> TrackSampling:
         samples=recorded_samples(tr),
         span_ms=float(weights.sum()),
         lost_ms=float(lost_ms),
-        capping=gap_capping(tr, track.sample_interval) if lost_ms > 0 else None,
+        capping=track_gap_capping(track) if lost_ms > 0 else None,
         cpu=cpu,
         achieved=got,
         wall_ms=wall,

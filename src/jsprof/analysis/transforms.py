@@ -50,6 +50,7 @@ from ..trace import (
     TraceBuilder,
     Track,
     sample_weights,
+    samples_dropped,
     spans_without_calls,
 )
 from . import filters
@@ -299,6 +300,10 @@ def _focus_resource(r: _Rebuild, pattern: str) -> bool:
 # ---- one transform over a recording ------------------------------------------------------
 
 
+# The transforms that keep only some samples (the others drop none).
+DROPPING = frozenset({"focus", "focus-subtree", "focus-resource"})
+
+
 def _one_track(track: Track, t: Transform) -> tuple[ProfilerTrace, bool]:
     tr = track.trace
     r = _Rebuild(tr)
@@ -318,8 +323,7 @@ def _one_track(track: Track, t: Transform) -> tuple[ProfilerTrace, bool]:
             _collapse(r, hit)
         else:
             _recursion(r, hit, focus=t.kind == "focus")
-    drops = t.kind in ("focus", "focus-subtree", "focus-resource")
-    return r.finish(track.sample_interval, drop_lost=drops), matched
+    return r.finish(track.sample_interval, drop_lost=t.kind in DROPPING), matched
 
 
 def transform(rec: Recording, t: Transform) -> tuple[Recording, bool]:
@@ -330,6 +334,8 @@ def transform(rec: Recording, t: Transform) -> tuple[Recording, bool]:
     for track in rec.tracks:
         trace, hit = _one_track(track, t)
         matched |= hit
+        if t.kind in DROPPING:  # a selection of the samples: the recording's lost time not
+            track = samples_dropped(track, trace)
         # spans point into the frames table, which a transform rebuilds
         tracks.append(replace(track, trace=trace, spans=spans_without_calls(track.spans)))
     return Recording(tracks), matched

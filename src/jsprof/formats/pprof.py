@@ -28,13 +28,19 @@ jsprof writes, and how the model maps onto it:
 - A comment (`OWN_LINES`) says that a Line is the line executing; reading a file without
   it, a function with no start_line takes its Lines' line when they all name one
   (@datadog/pprof's way of giving V8's function line).
-- Lost time (gaps beyond the cap, `trace.lost_ms`) is not carried: pprof's samples have
-  no times, so the file holds only the time samples stood for (docs/formats.md says so).
+- A comment per track with samples (`TRACK_INFO`, JSON): its name, engine, declared and
+  requested interval and, when the gap cap left time out (`trace.lost_ms`), how
+  (`gapCapping`: gaps, lost ms, the cap, the interval it counted from). pprof's samples
+  have no times to find lost time in again and its one `period` stands for every track;
+  the values stay the time the samples stood for, what other pprof readers sum. Read back
+  into the Track's fields and its meta `gapCapping` (`trace.stored_capping`), so `report`
+  of the pprof is the recording's; a value that is not valid is left out.
 - A comment (`CPU_CLOCK` and the track's name) per track recorded on the CPU clock (track
   meta `clock`: its weights are CPU time), read back into the meta.
 - `time_nanos` is the earliest sample's Unix epoch time (left out when a track's time
   origin is unknown, and read back as unknown when 0 or absent),
-  `duration_nanos` the span.
+  `duration_nanos` the span, `period` the median of the tracks' intervals (a track without
+  one: the median share a sample of it gets on reading, so it writes back the same).
 
 Reading accepts any pprof whose sample types include a count (`samples`/`sample` with
 unit `count`) or a time in nanoseconds (`count = value / period`); a negative time, a
@@ -55,6 +61,8 @@ become caller-first frames.
 from __future__ import annotations
 
 import gzip
+import json
+import math
 import zlib
 from typing import Any
 
@@ -62,8 +70,20 @@ import numpy as np
 
 from .. import trace as model
 from ..errors import ErrorAt, TraceFormatError
-from ..meta import CLOCK, CPU, clock_of
-from ..trace import MARKERS, NO_LINE, NONE, Recording, Track, sample_weights
+from ..meta import CLOCK, CPU, GAP_CAPPING, clock_of
+from ..trace import (
+    MARKERS,
+    NO_LINE,
+    NONE,
+    GapCapping,
+    Recording,
+    Track,
+    capping_meta,
+    is_finite_number,
+    stored_capping,
+    track_gap_capping,
+    track_weights_and_lost,
+)
 from . import _protobuf as pb
 from ._common import (
     PSEUDO_NAMES,
@@ -91,6 +111,11 @@ OWN_LINES = "jsprof: Line.line is the line executing; Function.start_line the fu
 # Said beside it since Line.column is written (files before it hold 0 there: unknown).
 OWN_COLUMNS = "jsprof: Line.column is the function's column (Function has no field for it)"
 CPU_CLOCK = "jsprof: the samples weigh CPU time (clock cpu) in track: "
+# One per track with samples: what a report of the recording says of it that pprof has no
+# field for, as JSON (`_track_info`): its name, engine, declared and requested interval
+# and, when the gap cap left time out, how (`gapCapping`: trace.capping_meta). pprof's
+# period is one for all tracks, and its samples have no times to find the lost time in.
+TRACK_INFO = "jsprof: track "
 LEN_FIELDS = {1, 2, 3, 4, 5, 6, 11}
 VARINT_FIELDS = {7, 8, 9, 10, 12, 14, 15}
 
@@ -156,6 +181,7 @@ def encode_profile(rec: Recording) -> bytes:
     starts: list[float] = []
     ends: list[float] = []
     intervals: list[float] = []
+    infos: list[str] = []
     for track in rec.tracks:
         trace = track.trace
         n = trace.num_samples
@@ -163,13 +189,13 @@ def encode_profile(rec: Recording) -> bytes:
             continue
         keys = frame_keys(trace)
         stacks = stack_lists(trace)
-        w = sample_weights(trace, track.sample_interval)
+        w, lost = track_weights_and_lost(track)
+        infos.append(_track_info(track, track_gap_capping(track) if lost > 0 else None))
         # An unknown origin: the track is on the recording's shared time 0.
         offset = track.time_origin - base if track.time_origin is not None else 0.0
         rel = trace.sample_time + offset
         starts.append(float(rel.min()))
         ends.append(float((rel + w).max()))
-        intervals.append(track.sample_interval or float(np.median(w)))
         pseudo = pseudo_index(trace)
         stack = np.where(
             trace.sample_stack != NONE, trace.sample_stack.astype(np.int64), -pseudo - 2
@@ -197,6 +223,9 @@ def encode_profile(rec: Recording) -> bytes:
         if trace.sample_count is not None:  # a merged profile: the samples each row stands for
             counts = np.rint(np.bincount(inverse, weights=trace.sample_count,
                                          minlength=len(uniq))).astype(np.int64)
+        # A track without an interval: the median time a sample stands for, as reading lays
+        # them out (each its pprof sample's share), so the file read back writes it again.
+        intervals.append(track.sample_interval or _median_share(ns, counts))
         track_label = (strings("track"), strings(track.name)) if several else None
         for u in np.argsort(first, kind="stable").tolist():
             s, ln, m = uniq[u].tolist()
@@ -227,6 +256,8 @@ def encode_profile(rec: Recording) -> bytes:
     for t in rec.tracks:
         if clock_of(t.meta) == CPU:
             prof.comment.append(strings(CPU_CLOCK + t.name))
+    for info in infos:
+        prof.comment.append(strings(info))
     prof.string_table.extend(s.encode("utf-8") for s in strings.index)
     if starts:
         if known:
@@ -235,6 +266,66 @@ def encode_profile(rec: Recording) -> bytes:
     if intervals:
         prof.period = period
     return prof.SerializeToString()
+
+
+def _track_info(track: Track, capping: GapCapping | None) -> str:
+    """TRACK_INFO's comment for `track`, whose gaps `capping` capped (None: no time lost)."""
+    info: dict[str, Any] = {"name": track.name}
+    if track.engine is not None:
+        info["engine"] = track.engine
+    for key, v in (("sampleInterval", track.sample_interval),
+                   ("requestedInterval", track.requested_interval)):
+        info[key] = _interval(v)
+    if capping is not None:
+        info[GAP_CAPPING] = capping_meta(capping)
+    return TRACK_INFO + json.dumps(info, ensure_ascii=False, allow_nan=False)
+
+
+def _interval(v: Any) -> float | None:
+    """An interval as TRACK_INFO holds one: a positive finite number, else None."""
+    ok = is_finite_number(v) or (isinstance(v, np.floating) and math.isfinite(v))
+    return float(v) if ok and v > 0 else None
+
+
+def _track_infos(said: list[str]) -> dict[str, dict[str, Any]]:
+    """TRACK_INFO's comments by track name, each as Track's fields and meta keys it gives:
+    what is not a valid value is left out (a damaged comment reads as no comment)."""
+    out: dict[str, dict[str, Any]] = {}
+    for c in said:
+        if not c.startswith(TRACK_INFO):
+            continue
+        try:
+            info = json.loads(c[len(TRACK_INFO):])
+        except ValueError:
+            continue
+        if not isinstance(info, dict) or not isinstance(info.get("name"), str):
+            continue
+        got: dict[str, Any] = {
+            "engine": info["engine"] if isinstance(info.get("engine"), str) else None,
+            "requested_interval": _interval(info.get("requestedInterval")),
+        }
+        # null: the track has none; a damaged value leaves the period's
+        said = info.get("sampleInterval")
+        if "sampleInterval" in info and (said is None or _interval(said) is not None):
+            got["sample_interval"] = _interval(said)
+        capping = stored_capping(info)
+        if capping is not None:
+            got[GAP_CAPPING] = capping_meta(capping)
+        out[info["name"]] = got
+    return out
+
+
+def _median_share(ns: np.ndarray, counts: np.ndarray) -> float:
+    """The median of the pprof samples' shares of their time (ns / count, ms), each share
+    counted as many times as its sample counts."""
+    share = ns / np.maximum(counts, 1) / NS_PER_MS
+    order = np.argsort(share, kind="stable")
+    cum = np.cumsum(counts[order])
+    if not len(cum) or cum[-1] <= 0:
+        return 0.0
+    total = int(cum[-1])
+    pick = np.searchsorted(cum, [(total - 1) // 2, total // 2], side="right")
+    return float(share[order][pick].mean())
 
 
 def _group_ns(inverse: np.ndarray, w: np.ndarray, n: int, name: str) -> np.ndarray:
@@ -394,6 +485,7 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
     said = [strings[i] for i in comments if 0 <= i < len(strings)]
     own = OWN_LINES in said
     cpu_tracks = {c[len(CPU_CLOCK):] for c in said if c.startswith(CPU_CLOCK)}
+    infos = _track_infos(said)
     # A function's column: in jsprof's own files every Line of it holds the frame's; from
     # other producers only where its Lines give its line too (their Line.column is
     # otherwise the executing column, not the function's place).
@@ -499,6 +591,9 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         )
     tracks = []
     interval_ms = period / NS_PER_MS if period > 0 else None
+    if len(per_track) == 1 and len(infos) == 1:
+        # one track: written without a track label, named by its comment
+        per_track = {next(iter(infos)): next(iter(per_track.values()))}
     for name, t in per_track.items():
         c = np.array(t["count"], np.int64)
         ns = np.array(t["ns"], np.int64)
@@ -533,14 +628,20 @@ def read(data: bytes, doc: Any, source: str) -> Recording:
         trace.sample_weight = spacing  # pprof's values are the weights, the last one too
         if rows:
             trace.sample_count = c[c > 0]
+        info = infos.get(name)
+        meta: dict[str, Any] = {CLOCK: CPU} if name in cpu_tracks else {}
+        if info is not None and GAP_CAPPING in info:
+            meta[GAP_CAPPING] = info[GAP_CAPPING]
         tracks.append(
             Track(
                 name,
                 trace,
                 # 0 or absent: the profile does not say when it was taken.
                 time_origin=time_nanos / NS_PER_MS if time_nanos else None,
-                sample_interval=interval_ms,
-                meta={CLOCK: CPU} if name in cpu_tracks else {},  # type: ignore[typeddict-item]
+                engine=None if info is None else info["engine"],
+                sample_interval=(info or {}).get("sample_interval", interval_ms),
+                requested_interval=None if info is None else info["requested_interval"],
+                meta=meta,  # type: ignore[arg-type]
             )
         )
     if not tracks:
