@@ -278,7 +278,10 @@ def test_lost_stacks_inside_a_long_frame_go_to_its_entry_point(recorded: Path) -
             for s in tr.sample_stack.tolist()
         ]
     )
-    assert on.sum() >= 10
+    # How many samples V8 takes in the handler's 150 ms of wall clock is the machine's (3
+    # at load ~28 in a CI run where this said `>= 10`): at least one, and every one of
+    # them must be charged back below.
+    assert on.sum() >= 1, names
     main.trace = tr.replace(sample_stack=np.where(on, NONE, tr.sample_stack))
     sp = main.spans
     assert sp is not None
