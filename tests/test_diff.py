@@ -445,11 +445,12 @@ def test_a_shared_name_matches_by_place():
 def test_a_shared_name_whose_places_moved_matches_by_name():
     """review12: two `render` methods of one file (classes A and B), a comment line added
     above both: matched by line, B's `render` (line 3 before) was paired with A's (line 3
-    after) and A's came out [new], failing a `render:self>+50%` gate on a move alone. When
-    the places of a shared name do not agree between the profiles (one's not all among
-    the other's), the name matches by name as before: one row, its functions added up.
-    And the flame diff keeps the paths under a shared name whose column moved (a rebuilt
-    one-line bundle): they were all new."""
+    after) and A's came out [new], failing a `render:self>+50%` gate on a move alone. As
+    many places on each side, moved alike by one edit: paired in order, each render its
+    own row (keyorder; review12's fix gave one row, the two added up). Where nothing pairs
+    them (places that disagree, not as many on each side), the name matches by name as
+    before anonkey: one row, its functions added up. And the flame diff keeps the paths
+    under a shared name whose column moved (a rebuilt one-line bundle): they were all new."""
     run = ("run", 1, 1)
     a, b = ("render", 2, 10), ("render", 3, 10)
     a2, b2 = ("render", 3, 10), ("render", 4, 10)
@@ -457,8 +458,17 @@ def test_a_shared_name_whose_places_moved_matches_by_name():
     new = _places([[("run", 2, 1), a2]] * 6 + [[("run", 2, 1), b2]] * 5)
     d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
     rows = {r.key.label(): r for r in d.rows}
+    assert set(rows) == {"run", "render@app.js:3", "render@app.js:4"}, set(rows)
+    assert rows["render@app.js:3"].status == "" and rows["render@app.js:3"].d_self_ms == 0
+    assert rows["render@app.js:4"].status == "" and rows["render@app.js:4"].d_self_ms == 1
+    assert check_gates(d, [parse_gate("render:self>+50%", ALL_UNITS)]) == []
+    # B moved, A not sampled in NEW: B's place is A's old one, and one place against two
+    # says nothing of which is which: by name, one row
+    d = diff_profiles(base, _places([[("run", 2, 1), b2]] * 5), rank="ms",
+                      anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows}
     assert set(rows) == {"run", "render"}, set(rows)
-    assert rows["render"].status == "" and rows["render"].d_self_ms == pytest.approx(1)
+    assert rows["render"].status == "" and rows["render"].d_self_ms == pytest.approx(-5)
     assert check_gates(d, [parse_gate("render:self>+50%", ALL_UNITS)]) == []
     # places that agree (two runs of one build, B not sampled in one): by place, as before
     d = diff_profiles(base, _places([[run, a]] * 9), rank="ms", anonymous_by_line=True)
@@ -478,3 +488,42 @@ def test_a_shared_name_whose_places_moved_matches_by_name():
     tree = build_call_tree(new)
     ch = tree_changes(build_call_tree(base), tree, unit="ms")
     assert all(ch.in_base), ch.in_base  # every path of NEW had one in BASE
+
+
+def test_an_edit_below_an_unmoved_function_pairs_the_moved_ones_in_order():
+    """review13 (keyorder): `run` on line 1 stays, a comment line added below it moves the
+    two `render` methods down a line. Decided per script (`run` did not move: by place),
+    B's old render (line 3) was paired with A's new one and the gate failed on a move
+    alone (`render@2 removed -6`, `render@4 new +5`, `render@3 +2`). Per name: as many
+    places on each side, moved by one edit: in order, each render itself."""
+    run = ("run", 1, 1)
+    base = _places([[run, ("render", 2, 10)]] * 6 + [[run, ("render", 3, 10)]] * 4)
+    new = _places([[run, ("render", 3, 10)]] * 6 + [[run, ("render", 4, 10)]] * 5)
+    d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows}
+    assert set(rows) == {"run", "render@app.js:3", "render@app.js:4"}, set(rows)
+    assert all(r.status == "" for r in d.rows), [(r.key.label(), r.status) for r in d.rows]
+    assert rows["render@app.js:3"].d_self_ms == 0 and rows["render@app.js:4"].d_self_ms == 1
+    assert check_gates(d, [parse_gate("render:self>+50%", ALL_UNITS)]) == []
+    ch = tree_changes(build_call_tree(base), build_call_tree(new), unit="ms")
+    assert all(ch.in_base), ch.in_base
+
+
+def test_functions_of_a_name_of_their_own_carry_a_shared_name_across_an_edit():
+    """Where the code moved is told by the script's functions with a name of their own
+    (one place a side): three lines added between `helper` and `tail` move the `e`s below
+    `helper`, not the one above. BASE sampled an `e` NEW did not (line 50): not as many
+    places on each side, and in order they would pair strangers; carried by the anchors
+    around each, every `e` is itself, the unsampled one [removed] at its place."""
+    run, helper, tail, end = ("run", 1, 1), ("helper", 20, 1), ("tail", 40, 1), ("end", 60, 1)
+    base = _places([[run, ("e", 10, 5)]] * 3 + [[run, helper, ("e", 30, 5)]] * 4
+                   + [[run, tail, ("e", 50, 5)]] * 2 + [[run, end]])
+    moved = lambda f: (f[0], f[1] + 3, f[2])  # noqa: E731
+    new = _places([[run, ("e", 10, 5)]] * 3 + [[run, helper, ("e", 33, 5)]] * 5
+                  + [[run, moved(tail)]] * 2 + [[run, moved(end)]])
+    d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows if r.key.name == "e"}
+    assert set(rows) == {"e@app.js:10", "e@app.js:33", "e@app.js:50"}, set(rows)
+    assert rows["e@app.js:10"].status == "" and rows["e@app.js:10"].d_self_ms == 0
+    assert rows["e@app.js:33"].status == "" and rows["e@app.js:33"].d_self_ms == 1
+    assert rows["e@app.js:50"].status == "removed"

@@ -6,6 +6,7 @@ prettier bundle diffed with itself had 119 functions in its top row. Each row is
 function of `report`; a recording against itself changes nothing."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import jsprof
-from jsprof.analysis.diff import diff_profiles
+from jsprof.analysis.diff import ResourceMatcher, diff_profiles, key_rule
 from jsprof.analysis.profile import summarize
 from jsprof.record import record
 
@@ -124,3 +125,70 @@ def test_diff_of_a_minified_bundle_is_per_function(bundles, bundle, tmp_path):
     doc = json.loads(p.stdout)
     names = [(r["name"], r["resource"]) for r in doc["rows"]]
     assert len(names) == len(set(names))
+
+
+EDIT = "globalThis.jsprofEdit=1;"
+
+
+def test_an_edit_mid_line_keeps_each_function_of_a_shared_name_itself(bundles, tmp_path):
+    """keyorder (issue 32): esbuild's bundle and the same bundle with a statement added in
+    the middle of one line, recorded on Node: the columns after the edit shift,
+    the rest of the bundle stays. Every function of a name several functions share (the
+    anonymous ones, minified names) pairs with itself in the diff: its key on each side
+    is the same exactly when the edit moved the one onto the other, so the edit causes no
+    [new] or [removed] and no row holds strangers. Before, the script counted as moved (its
+    functions of a name of their own after the edit moved) and each such name was one
+    row of all its functions."""
+    text = (bundles / "esbuild.min.js").read_text()
+    lines = text.split("\n")
+    # top-level statement boundaries (acorn's `var pp$N = Parser.prototype`): the middle
+    # one of the line that has most
+    spots = [[m.start() + 1 for m in re.finditer(r";var \w+=\w+\.prototype[,;]", s)]
+             for s in lines]
+    longest = max(range(len(lines)), key=lambda i: len(spots[i]))
+    spots = spots[longest]
+    assert len(spots) >= 3, spots
+    start = sum(len(s) + 1 for s in lines[:longest])
+    at = spots[len(spots) // 2]
+    edited = tmp_path / "edited"
+    edited.mkdir()
+    (edited / "esbuild.min.js").write_text(text[: start + at] + EDIT + text[start + at:])
+    line, column = longest + 1, at + 1  # of the first character added (1-based)
+
+    def moved(p):
+        return (p[0], p[1] + len(EDIT)) if p[0] == line and p[1] >= column else p
+
+    a = record(bundles / "esbuild.min.js", engine="node", sample_interval=0.5)
+    b = record(edited / "esbuild.min.js", engine="node", sample_interval=0.5)
+    prefixes = (str(bundles), str(edited))
+    match = ResourceMatcher.for_pair(
+        *({r for t in rec.tracks for r in t.trace.resources} for rec in (a, b)), prefixes
+    )
+    rule = key_rule((a, b), None, match)
+    fa, fb = _functions(a), _functions(b)
+    script = next(f[1] for f in fa if f[1].endswith("esbuild.min.js"))
+    groups: dict[str, list[set]] = {}
+    for side, fs in enumerate((fa, fb)):
+        for name, res, ln, col in fs:
+            if res.endswith("esbuild.min.js"):
+                groups.setdefault(name, [set(), set()])[side].add((ln, col))
+    shared = {n: g for n, g in groups.items() if max(len(g[0]), len(g[1])) > 1}
+    places = [p for g in shared.values() for p in g[0]]
+    # what the test is for: shared names on both sides of the edit, and on the edit's line
+    assert any(moved(p) != p for p in places) and any(moved(p) == p for p in places), places
+    wrong = []
+    for name, (pa, pb) in shared.items():
+        for p in pa:
+            for q in pb:
+                same = rule(name, match(script), *p, side=0) == rule(
+                    name, match(script), *q, side=1)
+                if same != (q == moved(p)):
+                    wrong.append((name or "(anonymous)", p, q, same))
+    assert wrong == [], (len(wrong), wrong[:10])
+    # and the diff: a row only one side has is a function the other did not sample
+    d = diff_profiles(a, b, rank="ms", anonymous_by_line=True, strip_prefixes=prefixes)
+    for r in d.rows:
+        if r.key.resource == match(script) and r.key.name in shared and r.status:
+            pa, pb = shared[r.key.name]
+            there = {moved(p) for p in pa} & pb
+            assert (r.key.line, r.key.column) not in there, (r.key.label(), r.status)

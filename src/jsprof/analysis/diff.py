@@ -35,6 +35,7 @@ from ..errors import UsageError
 from ..trace import NONE, URL_SCHEME, ProfilerTrace, Recording, anonymous_label
 from ..words import printable
 from .calltree import CallTree
+from .placepair import Anchors, Place, pair_places
 from .profile import (
     KeyTable,
     _accumulate_track,
@@ -79,7 +80,7 @@ def name_key(
 
 
 class KeyRule:
-    """The match key of each frame of two profiles (issue 32, anonkey).
+    """The match key of each frame of two profiles (issue 32: anonkey, keyorder).
 
     A name is matched by name and resource alone, not by place, so that a function
     survives an edit that moves it. That holds only where the name is one function: in a
@@ -87,19 +88,22 @@ class KeyRule:
     one-line bundle is on line 1, so name (and line) would add up different functions into
     one row. The rule: a (name, resource) that has one place (line, column) among the
     frames of each profile matches as `name_key` does (it may have moved); one with
-    several places in either profile matches by place in both (by line where its places'
-    lines differ, else by line and column) when its script did not move: every function
-    of the script with a name of its own (one place in each profile) is at the same place
-    in both, as in two runs of one build; a script without such a function, when one
-    profile's places of the name are all among the other's (a function not sampled in one
-    run is only missing there). Two places are two functions (a frame's line and column
-    are where its function starts), so each row is one function. In a script that moved
-    (an edit above two `render` methods moves both, a rebuilt bundle moves every column),
-    matched by place, one would be paired with another that moved onto its place, or
-    every path under a moved one would count as new in the flame diff (review12): there
-    the name matches by name as before anonkey, its functions adding up in one row
-    (matching the n-th `e` to the n-th `e` would pair strangers once one is added, or
-    once one is not sampled in one run)."""
+    several places in either profile is decided per name by `placepair.pair_places`
+    (two places are two functions: a frame's line and column are where its function
+    starts), from the script's functions with a name of their own (where the code moved)
+    and the order of the name's places (an edit keeps it). Each of its functions is then
+    a row of its own, keyed by its place in NEW (in BASE where NEW did not sample it): by
+    line where those lines differ, else by line and column. Where nothing tells the
+    functions apart (places that disagree, in different numbers on each side, no anchor),
+    the name matches by name as before anonkey, its functions adding up in one row, so
+    that a move alone never pairs a function with a stranger (review12, keyorder's
+    review13: an edit below an unmoved `run` moved two `render` methods by a line, and
+    by place B's old render was paired with A's new one).
+
+    The key of a frame depends on its side when a function moved: call with `side` (0:
+    the first of `sides`, BASE; 1: NEW). Without it (the form before keyorder) a name
+    whose functions moved matches by name on every side; one whose functions all stayed
+    by place."""
 
     def __init__(self, sides: Iterable[Iterable[tuple[str, str | None, int | None, int | None]]],
                  anonymous_by_line: bool = True) -> None:
@@ -107,40 +111,74 @@ class KeyRule:
         # (name, resource)) keeps the merged rows of before.
         self._by_line = anonymous_by_line
         shared: set[tuple[str, str | None]] = set()
-        per_side: list[dict[tuple[str, str | None], set[tuple[int | None, int | None]]]] = []
+        per_side: list[dict[tuple[str, str | None], set[Place]]] = []
         for side in sides:
-            seen: dict[tuple[str, str | None], set[tuple[int | None, int | None]]] = {}
+            seen: dict[tuple[str, str | None], set[Place]] = {}
             for name, resource, line, column in side:
                 seen.setdefault((name, resource), set()).add((line, column))
             # Several places on one side: one place on each side is one function that
             # may have moved, and matches by name.
             shared.update(k for k, v in seen.items() if len(v) > 1)
             per_side.append(seen)
-        # Whether each script moved, told by its functions of a name of their own: one
-        # place in every profile that has them, in two profiles at least.
-        moved: dict[str | None, bool] = {}
-        for k in {k for sd in per_side for k in sd} - shared:
-            got = {next(iter(sd[k])) for sd in per_side if k in sd}
-            if sum(k in sd for sd in per_side) > 1:
-                moved[k[1]] = moved.get(k[1], False) or len(got) > 1
-        # (name, resource) -> True: by line and column; False: by line
-        self._by_place: dict[tuple[str, str | None], bool] = {}
+        # per shared (name, resource): its key per side and place; and whether any of its
+        # functions moved (then the side-less form matches it by name)
+        self._keys: dict[tuple[str, str | None], list[dict[Place, NameKey]]] = {}
+        self._moved: set[tuple[str, str | None]] = set()
+        anchors: dict[str | None, Anchors] = {}
+        if len(per_side) == 2 and shared:
+            # Each script's anchors: its names with one place on each side.
+            moves: dict[str | None, list[tuple[Place, Place]]] = {}
+            for a in (per_side[0].keys() & per_side[1].keys()) - shared:
+                moves.setdefault(a[1], []).append(
+                    (next(iter(per_side[0][a])), next(iter(per_side[1][a]))))
+            anchors = {r: Anchors(m) for r, m in moves.items()}
         for k in shared:
-            sets = sorted((sd[k] for sd in per_side if k in sd), key=len)
-            if k[1] in moved:
-                stayed = not moved[k[1]]
-            else:  # no function of the script tells: the places agree
-                stayed = all(a <= b for a, b in zip(sets, sets[1:], strict=False))
-            if stayed:
-                places = set().union(*sets)
-                self._by_place[k] = len({ln for ln, _ in places}) < len(places)
+            functions = self._functions(k, per_side, anchors.get(k[1], Anchors(())))
+            if functions is not None:
+                self._place(k, functions, len(per_side))
+
+    @staticmethod
+    def _functions(k: tuple[str, str | None], per_side: list[dict], anchors: Anchors
+                   ) -> list[list[Place | None]] | None:
+        """The functions of shared name `k`, each its place per side (None: not there), or
+        None: match by name."""
+        if len(per_side) == 2:
+            base, new = (sd.get(k, set()) for sd in per_side)
+            pairs = pair_places(base, new, anchors)
+            return None if pairs is None else [list(p) for p in pairs]
+        # Other than two profiles: by place when one side's places are all among another's.
+        sets = sorted((sd[k] for sd in per_side if k in sd), key=len)
+        if not all(a <= b for a, b in zip(sets, sets[1:], strict=False)):
+            return None
+        return [[p if p in sd.get(k, ()) else None for sd in per_side]
+                for p in set().union(*sets)]
+
+    def _place(self, k: tuple[str, str | None], functions: list[list[Place | None]],
+               n_sides: int) -> None:
+        # Each function keyed by its place on the last side that has it (NEW's).
+        at = [next(p for p in reversed(f) if p is not None) for f in functions]
+        if len(set(at)) < len(at):
+            return  # two functions at one place: nothing sound to key them by; by name
+        by_column = len({line for line, _ in at}) < len(at)
+        keys: list[dict[Place, NameKey]] = [{} for _ in range(n_sides)]
+        for f, (line, column) in zip(functions, at, strict=True):
+            key = NameKey(k[0], k[1], line, column if by_column else None)
+            for side, p in enumerate(f):
+                if p is not None:
+                    keys[side][p] = key
+                    if p != (line, column):
+                        self._moved.add(k)
+        self._keys[k] = keys
 
     def __call__(self, name: str, resource: str | None, line: int | None,
-                 column: int | None) -> NameKey:
-        how = self._by_place.get((name, resource)) if self._by_line else None
-        if how is None:
+                 column: int | None, side: int | None = None) -> NameKey:
+        keys = self._keys.get((name, resource)) if self._by_line else None
+        if keys is None or (side is None and (name, resource) in self._moved):
             return name_key(name, resource, line, self._by_line)
-        return NameKey(name, resource, line, column if how else None)
+        if side is None:  # nothing moved: each side keys a place alike
+            side = next((i for i, ks in enumerate(keys) if (line, column) in ks), -1)
+        key = keys[side].get((line, column)) if 0 <= side < len(keys) else None
+        return key if key is not None else name_key(name, resource, line, self._by_line)
 
 
 def match_resource(url: str | None) -> str | None:
@@ -303,12 +341,14 @@ def key_rule(recs: Iterable[Recording], track: str | None, match: ResourceMatche
 
 
 def _frame_name_keys(
-    trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher, rule: KeyRule
+    trace: ProfilerTrace, table: KeyTable, match: ResourceMatcher, rule: KeyRule,
+    side: int | None = None,
 ) -> np.ndarray:
     res = [match(r) for r in trace.resources]
     ids = [
         table.intern(
-            rule(f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column)
+            rule(f.name, None if f.resource_id is None else res[f.resource_id], f.line, f.column,
+                 side)
         )
         for f in trace.frames
     ]
@@ -316,12 +356,13 @@ def _frame_name_keys(
 
 
 def _times(
-    rec: Recording, track: str | None, match: ResourceMatcher, rule: KeyRule
+    rec: Recording, track: str | None, match: ResourceMatcher, rule: KeyRule,
+    side: int | None = None,
 ) -> tuple[dict[NameKey, tuple[float, float]], float]:
     """Self and total ms per NameKey, and the total time in ms."""
     tracks = _tracks(rec, track)
     table = KeyTable()
-    frame_keys = [_frame_name_keys(t.trace, table, match, rule) for t in tracks]
+    frame_keys = [_frame_name_keys(t.trace, table, match, rule, side) for t in tracks]
     weights = [sample_weights(t.trace, t.sample_interval) for t in tracks]
     acc = _empty(len(table))
     # The same accumulation `summarize` uses, keyed by NameKey, so recursion (and two
@@ -479,8 +520,8 @@ def diff_profiles(
             _resources(base, track), _resources(new, track), strip_prefixes
         )
     rule = key_rule((base, new), track, match, anonymous_by_line)
-    b, b_total = _times(base, track, match, rule)
-    n, n_total = _times(new, track, match, rule)
+    b, b_total = _times(base, track, match, rule, 0)
+    n, n_total = _times(new, track, match, rule, 1)
     b_scale = 100.0 / b_total if b_total > 0 else 0.0
     n_scale = 100.0 / n_total if n_total > 0 else 0.0
     rows = []
@@ -535,11 +576,11 @@ class TreeChange:
 
 
 def _path_shares(
-    tree: CallTree, paths: dict, match: ResourceMatcher, rule: KeyRule
+    tree: CallTree, paths: dict, match: ResourceMatcher, rule: KeyRule, side: int
 ) -> tuple[np.ndarray, dict[int, list[float]]]:
     """Path id per node (interning into `paths`) and self/total share and self/total ms
-    per path id."""
-    fkeys = [rule(f.name, match(f.resource), f.line, f.column) for f in tree.functions]
+    per path id; `side`: the tree's in `rule` (0 BASE, 1 NEW)."""
+    fkeys = [rule(f.name, match(f.resource), f.line, f.column, side) for f in tree.functions]
     n = len(tree.parent)
     path_of = np.empty(n, dtype=np.int64)
     scale = 100.0 / tree.total_time if tree.total_time > 0 else 0.0
@@ -580,8 +621,8 @@ def tree_changes(base: CallTree, new: CallTree, strip_prefixes: Sequence[str] = 
         [(f.name, match(f.resource), f.line, f.column) for f in t.functions] for t in (base, new)
     )
     paths: dict = {}
-    _, b_sums = _path_shares(base, paths, match, rule)
-    n_path, n_sums = _path_shares(new, paths, match, rule)
+    _, b_sums = _path_shares(base, paths, match, rule, 0)
+    n_path, n_sums = _path_shares(new, paths, match, rule, 1)
     d = np.zeros((4, len(n_path)))
     in_base = np.zeros(len(n_path), dtype=bool)
     none = [0.0, 0.0, 0.0, 0.0]
