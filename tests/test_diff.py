@@ -10,6 +10,7 @@ from jsprof import io
 from jsprof.analysis.calltree import build_call_tree
 from jsprof.analysis.diff import (
     ALL_UNITS,
+    KeyRule,
     NameKey,
     check_gates,
     diff_profiles,
@@ -527,3 +528,19 @@ def test_functions_of_a_name_of_their_own_carry_a_shared_name_across_an_edit():
     assert rows["e@app.js:10"].status == "" and rows["e@app.js:10"].d_self_ms == 0
     assert rows["e@app.js:33"].status == "" and rows["e@app.js:33"].d_self_ms == 1
     assert rows["e@app.js:50"].status == "removed"
+
+
+def test_key_rule_without_a_side_keeps_its_former_form():
+    """`KeyRule(...)(name, resource, line, column)` without `side` (its callers before
+    keyorder): a name whose functions moved matches by name on both sides (a place of
+    BASE's and NEW's is not one key), one whose functions stayed by place."""
+    base = [("run", "a.js", 1, 1), ("render", "a.js", 2, 10), ("render", "a.js", 3, 10),
+            ("e", "a.js", 1, 40), ("e", "a.js", 1, 90)]
+    new = [("run", "a.js", 1, 1), ("render", "a.js", 3, 10), ("render", "a.js", 4, 10),
+           ("e", "a.js", 1, 40), ("e", "a.js", 1, 90)]
+    rule = KeyRule([base, new])
+    assert rule("render", "a.js", 3, 10) == NameKey("render", "a.js")
+    assert rule("render", "a.js", 3, 10, side=0) == NameKey("render", "a.js", 4)
+    assert rule("render", "a.js", 3, 10, side=1) == NameKey("render", "a.js", 3)
+    assert rule("e", "a.js", 1, 90) == rule("e", "a.js", 1, 90, side=0) == NameKey(
+        "e", "a.js", 1, 90)
