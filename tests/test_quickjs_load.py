@@ -345,3 +345,54 @@ def test_a_stop_is_charged_where_the_thread_stood(tmp_path: Path) -> None:
     assert busy_ms <= 2 * interval, (busy_ms, idle_ms, took)
     assert idle_ms >= took["woke"] - took["set"] - 2 * interval, (idle_ms, took)
     assert abs(ms.get("h", 0.0) - took["h"]) <= 2 * interval, (ms, took)
+
+
+@pytest.mark.under_load
+def test_slower_concurrent_sessions_charge_a_stop_where_the_thread_stood() -> None:
+    """Sessions at 3 ms and 10 ms beside a 1 ms one on one runtime, beside busy loops:
+    each keeps the 1 ms sampler's ticks a sampler at its own interval would have taken,
+    so its f share by the report's milliseconds follows performance.now()'s as the 1 ms
+    session's does (test_a_stop_is_charged_where_the_thread_stood). A stop's first tick
+    stands for the stop (restamped where it began, the ticks after it dropped): thinning
+    by times kept the tick after it, so the stop weighed on the slower session's sample
+    before it, and the slower session's grid restarted where the thread resumed. 600
+    rounds a side, load 14-20: f's share minus performance.now()'s at 10 ms -0.17
+    (bound 0.042), at 3 ms -0.10 (0.038), the 1 ms session's within 0.0013; now
+    within 0.003 at 3 and 10 ms (bounds 0.044-0.064)."""
+    import json
+
+    from jsprof.engines.quickjs import QuickJS
+
+    with busy_processes():
+        rt = QuickJS()
+        sessions = {iv: rt.profiler(sample_interval=iv) for iv in (1.0, 3.0, 10.0)}
+        rt.eval(TWO_AND_A_TIMER.replace("rounds(300)", "rounds(600)"), "two.js")
+        traces = {iv: s.stop() for iv, s in sessions.items()}
+    took = json.loads(rt.eval("JSON.stringify(took)"))
+    want = took["f"] / (took["f"] + took["g"])
+    seen = {}
+    for iv, trace in traces.items():
+        t = trace.sample_time
+        # its samples stay an interval apart, less half a tick (a gap's at its due time)
+        assert float(np.diff(t).min()) >= iv - 0.5 - 1e-6, iv
+        # each weighs the gap to the next, without the report's cap (as the test above)
+        weights = np.diff(t, append=t[-1] + iv)
+        w: dict[str, list[float]] = {"f": [], "g": []}
+        for s, x in zip(trace.sample_stack.tolist(), weights.tolist(), strict=True):
+            if s != NONE:
+                name = trace.frames[trace.stack_frame[s]].name
+                if name in w:
+                    w[name].append(x)
+        f, g = np.array(w["f"]), np.array(w["g"])
+        both = np.concatenate([f, g])
+        # the share of gap-weighted samples: as noisy as sum(w)^2 / sum(w^2) of them
+        # drawn alike (Kish's effective sample size), fewer than their count when the
+        # gaps differ (a stop's sample weighs the whole stop)
+        ess = float(both.sum() ** 2 / (both**2).sum())
+        got = float(f.sum() / both.sum())
+        tol = 3 * (want * (1 - want) / ess) ** 0.5
+        seen[iv] = (round(got - want, 4), round(tol, 4), len(both), round(ess))
+        assert ess >= 100, (iv, seen, sessions[iv].meta)
+    for iv in (3.0, 10.0):
+        got_minus_want, tol = seen[iv][:2]
+        assert abs(got_minus_want) <= tol, (iv, seen, want, took, sessions[iv].meta)

@@ -6,7 +6,9 @@ owns one engine sampler (a `SamplerBackend`) and the live sessions on it:
 
 - the sampler ticks at the smallest live interval (`base`); each session keeps a tick when
   at least its own interval less half a tick has passed since its last kept sample (the
-  rule Chromium follows: a 100 ms profiler keeps every 10th tick of a 10 ms one);
+  rule Chromium follows: a 100 ms profiler keeps every 10th tick of a 10 ms one); on the
+  wall clock a due time that falls in a gap of the grid (a stop's ticks dropped) is the
+  tick's before the gap, and the session's grid keeps its phase past it (`keep_spans`);
 - samples are drained from the engine whenever the set of live sessions changes, so every
   drained chunk belongs to exactly the sessions live during it, and stopping one session
   never disturbs another;
@@ -106,6 +108,55 @@ def keep_indices(time: np.ndarray, threshold: float, last_kept: float) -> np.nda
     return np.asarray(out, np.intp)
 
 
+def keep_spans(time: np.ndarray, threshold: float, last_kept: float, interval: float,
+               tick: float, before: bool = False) -> tuple[np.ndarray, np.ndarray, float]:
+    """The wall clock's `keep_indices`, for a session slower than the sampler: indices of
+    the ticks it keeps (-1: the tick just before `time`, the previous chunk's last, when
+    `before`), the times to stamp them at, and the new `last_kept`.
+
+    On the wall clock a sample weighs the gap to the next one, so each tick stands for
+    its time until the next tick. A gap in the sampler's grid (`tick` ms apart) is the
+    tick's before it: a stop's first tick, restamped where the stop began (the ticks
+    after it dropped as off-CPU, see the engine's sampler_capture_locked), or the last
+    JavaScript sample before an idle wait's lost ticks. The session samples what a
+    sampler at its own interval would have: at each of its due times (the last kept
+    sample + `interval`, on a full grid the first tick at least `threshold` after it, as
+    `keep_indices`), the tick that stands for that time. Where a due time falls in a gap
+    that is the tick before it, stamped at the due time (a sampler at the session's
+    interval keeps the first tick due in a stop so); the session's later due times in
+    the gap are no sample (that sampler drops them as off-CPU), and its grid goes on
+    after the gap at the same phase. Thinning by times alone kept the first tick after
+    the gap, so the stop weighed on the session's sample before it, and the session's
+    grid restarted where the thread resumed (issue 32: beside a 1 ms session and busy
+    loops, a 10 ms session's f share 0.08-0.10 under performance.now()'s, the 1 ms
+    one's within 0.003; restamping alone left 0.03-0.05)."""
+    out: list[int] = []
+    at: list[float] = []
+    last = last_kept
+    prev = -1 if before else None  # the last tick not kept
+    for i, t in enumerate(time.tolist()):
+        if t - last < threshold:
+            prev = i
+            continue
+        due = last + interval
+        if t >= due + tick / 2 and math.isfinite(due):
+            # ticks are missing around the due time: a gap's, the tick's before it
+            if prev is not None:
+                out.append(prev)
+                at.append(due)
+            # the next due time at or past this tick (within half a tick of it on a grid
+            # of the session's interval, else later)
+            last = due + max(math.ceil((t - tick / 2 - due) / interval), 1) * interval - interval
+            if t - last < threshold:
+                prev = i
+                continue
+        out.append(i)
+        at.append(t)
+        last = t
+        prev = None
+    return np.asarray(out, np.intp), np.asarray(at, np.float64), last
+
+
 def strictly_increasing(t: np.ndarray, after: float) -> np.ndarray:
     """`t` raised where needed so each time is at least 1 ns past the one before (and the
     first past `after`): the trace format's rule, kept even if an engine's grid stepped
@@ -175,6 +226,10 @@ class ProfilerSession:
         self._last_kept = -math.inf
         self._last_time = -math.inf
         self._last_base = math.inf
+        # wall clock: the last tick of the chunks so far when not kept (stack id, line,
+        # flags, capture latency), a slower session's sample should the next chunk begin
+        # after a gap (keep_spans)
+        self._tail: tuple[int, int, int, float] | None = None
         self._weights: list[np.ndarray] = []
         self._last_cpu = 0.0  # the CPU clock's reading at the previous kept sample (or start)
         self._counts = {
@@ -258,19 +313,45 @@ class ProfilerSession:
         threshold = self.sample_interval - min(self._last_base, chunk.interval) / 2
         # the ticks' places on the sampler's grid: wall time, or the CPU clock's
         grid = chunk.cpu if self.clock == CPU and chunk.cpu is not None else chunk.due
-        if self.sample_interval <= chunk.interval:
+        wall = self.clock != CPU
+        # index -1: the previous chunk's last tick (self._tail), wall clock only
+        before = wall and self._tail is not None
+        if wall:
+            n = len(grid)
+            if self.sample_interval <= chunk.interval:
+                # Every tick of the sampler is one of ours, once past the last kept
+                # sample, but for ticks closer than the threshold: a batch due on a faster
+                # session's grid, taken after the sampler slowed down (a stop's, seen
+                # 1 ms apart in a 3 ms session's trace). keep_spans thins those and the
+                # chunk's head (a due time in a gap before its first kept tick); after
+                # them every tick is kept (on this grid keep_spans would keep them too).
+                close = np.flatnonzero(np.diff(grid) < threshold)
+                n = min(n, int(close[-1]) + 3 if len(close) else 2)
+            idx, at, self._last_kept = keep_spans(
+                grid[:n], threshold, self._last_kept, self.sample_interval, chunk.interval,
+                before,
+            )
+            if n < len(grid):
+                idx = np.concatenate([idx, np.arange(n, len(grid))])
+                at = np.concatenate([at, grid[n:]])
+                self._last_kept = float(grid[-1])
+        elif self.sample_interval <= chunk.interval:
             # Every tick of the sampler is one of ours, once past the last kept sample.
             # (Thinning by timestamps throughout would drop ticks captured late on a
             # loaded machine, which are still real ticks.)
             first = int(np.searchsorted(grid, self._last_kept + threshold))
             idx = np.arange(first, len(chunk))
+            at = grid[idx]
         else:
             idx = keep_indices(grid, threshold, self._last_kept)
+            at = grid[idx]
         left = self.max_buffer_size - self._count
         full = len(idx) >= left
-        idx = idx[: max(left, 0)]
+        idx, at = idx[: max(left, 0)], at[: max(left, 0)]
+        remap = None
         if len(idx):
-            self._last_kept = float(grid[idx[-1]])
+            if not wall:  # keep_spans moved it on (past a gap's due times too)
+                self._last_kept = float(at[-1])
             if self.clock == CPU:
                 # each sample weighs the runtime's CPU time since the one before it
                 g = grid[idx]
@@ -280,15 +361,27 @@ class ProfilerSession:
             remap = self._stack_map(chunk)
             # A sample is stamped with its tick's due time on the sampler's grid (its
             # stack is the one captured at the interpreter's next poll, `captureLatencyMs`
-            # later): so a session's samples are exactly as far apart as its ticks.
-            t = chunk.due[idx]
+            # later): so a session's samples are exactly as far apart as its ticks. (The
+            # wall clock: a gap's tick kept at our due time in it, see keep_spans.)
+            t = at if wall else chunk.due[idx]
             if t[0] <= self._last_time or (len(t) > 1 and not (t[1:] > t[:-1]).all()):
                 t = strictly_increasing(t, self._last_time)
             self._last_time = float(t[-1])
             self._times.append(t)
-            self._stacks.append(remap[chunk.stack[idx]])
-            self._lines.append(chunk.line[idx])
+            tail = self._tail if idx[0] < 0 else None
+            if tail is not None:
+                idx = idx[1:]
+            stacks = remap[chunk.stack[idx]]
+            lines = chunk.line[idx]
             flags = chunk.flags[idx]
+            latency = chunk.cap[idx] - chunk.due[idx]
+            if tail is not None:
+                stacks = np.concatenate(([tail[0]], stacks)).astype(stacks.dtype)
+                lines = np.concatenate(([tail[1]], lines)).astype(lines.dtype)
+                flags = np.concatenate(([tail[2]], flags)).astype(flags.dtype)
+                latency = np.concatenate(([tail[3]], latency))
+            self._stacks.append(stacks)
+            self._lines.append(lines)
             # the collector's samples: no stack, V8's `gc` marker ("(garbage collector)")
             self._markers.append(np.where(flags & GC, MARKER_CODE["gc"], NONE).astype(np.int8))
             self._counts["gc"] += int(np.count_nonzero(flags & GC))
@@ -300,8 +393,16 @@ class ProfilerSession:
             # sample has no stack captured (a collection's last one came due up to an
             # interval before the collection ended, a wait that is the collector's)
             captured = (flags & (DEFERRED | IDLE | GC)) == 0
-            self._latencies.append((chunk.cap[idx] - chunk.due[idx])[captured])
-            self._count += len(idx)
+            self._latencies.append(latency[captured])
+            self._count += len(stacks)
+        n = len(chunk)
+        if not wall or (n and len(idx) and idx[-1] == n - 1):
+            self._tail = None
+        elif n:
+            if remap is None:
+                remap = self._stack_map(chunk)
+            self._tail = (int(remap[chunk.stack[-1]]), int(chunk.line[-1]),
+                          int(chunk.flags[-1]), float(chunk.cap[-1] - chunk.due[-1]))
         if full:
             self.buffer_full = True
             self._finish()
