@@ -373,8 +373,6 @@ def test_slower_concurrent_sessions_charge_a_stop_where_the_thread_stood() -> No
     seen = {}
     for iv, trace in traces.items():
         t = trace.sample_time
-        # its samples stay an interval apart, less half a tick (a gap's at its due time)
-        assert float(np.diff(t).min()) >= iv - 0.5 - 1e-6, iv
         # each weighs the gap to the next, without the report's cap (as the test above)
         weights = np.diff(t, append=t[-1] + iv)
         w: dict[str, list[float]] = {"f": [], "g": []}
@@ -396,3 +394,9 @@ def test_slower_concurrent_sessions_charge_a_stop_where_the_thread_stood() -> No
     for iv in (3.0, 10.0):
         got_minus_want, tol = seen[iv][:2]
         assert abs(got_minus_want) <= tol, (iv, seen, want, took, sessions[iv].meta)
+    for iv, trace in traces.items():
+        # its samples stay an interval apart, less half a tick (a gap's at its due time;
+        # before, the 3 ms session's held 1 ms apart ticks taken where the thread resumed
+        # from a stop, due on the 1 ms grid, once the 1 ms session had stopped)
+        gaps = np.diff(trace.sample_time)
+        assert float(gaps.min()) >= iv - 0.5 - 1e-6, (iv, np.sort(gaps)[:5])

@@ -128,7 +128,7 @@ def keep_spans(time: np.ndarray, threshold: float, last_kept: float, interval: f
     after the gap at the same phase. Thinning by times alone kept the first tick after
     the gap, so the stop weighed on the session's sample before it, and the session's
     grid restarted where the thread resumed (issue 32: beside a 1 ms session and busy
-    loops, a 10 ms session's f share 0.08-0.10 under performance.now()'s, the 1 ms
+    loops, a 10 ms session's f share 0.08-0.19 off performance.now()'s, the 1 ms
     one's within 0.003; restamping alone left 0.03-0.05)."""
     out: list[int] = []
     at: list[float] = []
