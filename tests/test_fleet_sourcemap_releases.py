@@ -234,6 +234,39 @@ def test_a_script_mapped_on_one_side_only_is_compared_as_recorded_with_a_warning
     assert main(["fleet", "regressions", "--store", str(store), "--app", "shop",
                  "--min-traces", "3", "--min-samples", "100"]) in (0, 1)
     assert f"jsprof: warning: {line}" in capsys.readouterr().err.splitlines()
+    # the release chart: each release as its own map names it (a point is no comparison),
+    # and where the function cannot be named, unknown with a line saying why (before: the
+    # script read as recorded in every release, countNodes 0 % in both)
     with api.session(api.open_store(store)) as sess:
-        doc = api.series(sess, Filters(app="shop"), "parse")
-    assert doc["warnings"] == [line]
+        doc = api.series(sess, Filters(app="shop"), PLANTED)
+    pts = {p["label"]: p["selfPct"] for p in doc["points"]}
+    assert pts["1.0.0"] > 0 and pts["1.1.0"] is None, pts
+    (note,) = doc["warnings"]
+    assert note.startswith(f"shop 1.1.0: no function named {PLANTED}, and {url} is named by "
+                           "no source map in shop 1.1.0"), note
+    assert note.endswith("upload the .map built with this script for shop 1.1.0 "
+                         "(jsprof fleet sourcemaps upload)"), note
+
+
+def test_the_release_chart_names_each_release_by_its_own_or_a_rightly_lent_map(
+        builds: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """1.0.0 with its map, 1.0.1 the same bundle (the map lent), 1.1.0 another build
+    without one. Before: one unmapped release made the chart read the script as recorded
+    in all three, so countNodes (~35 % of each) was 0.0 % everywhere."""
+    from jsprof.fleet import api
+    from jsprof.fleet.filters import Filters
+
+    d, traces = builds
+    half = RUNS // 2
+    store = _store(tmp_path / "store", [("1.0.0", traces["a4"][:half]),
+                                        ("1.0.1", traces["a4"][half:]),
+                                        ("1.1.0", traces["m4"])])
+    _upload_map(store, "1.0.0", d / "a", capsys)
+    with api.session(api.open_store(store)) as s:
+        doc = api.series(s, Filters(app="shop"), PLANTED)
+    pts = {p["label"]: p for p in doc["points"]}
+    assert pts["1.0.0"]["selfPct"] > 0 and pts["1.0.1"]["selfPct"] > 0, pts
+    assert pts["1.1.0"]["selfPct"] is None and pts["1.1.0"]["totalPct"] is None, pts
+    assert pts["1.1.0"]["traces"] == RUNS
+    (note,) = doc["warnings"]
+    assert note.startswith(f"shop 1.1.0: no function named {PLANTED}"), note

@@ -736,7 +736,7 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
     from ..trace import Recording
     from . import query
 
-    def shares(rec: Recording) -> tuple[float, float, float]:
+    def shares(rec: Recording) -> tuple[float, float, float, bool]:
         sm = summarize(rec)
         total = sm.total_ms
         hit = [i for i, k in enumerate(sm.stats.keys) if k.name == name and (
@@ -746,27 +746,32 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
         # totals; take the widest as the share the name has at least.
         total_ms = float(max((sm.stats.total_ms[i] for i in hit), default=0.0))
         pct = 100.0 / total if total > 0 else 0.0
-        return self_ms * pct, total_ms * pct, total
+        return self_ms * pct, total_ms * pct, total, bool(hit)
 
     points = []
     warnings: list[str] = []
     if by == "release":
+        # Each release as its own maps (or a map rightly lent: `release.shared_maps`) name
+        # it, as `top --release` does: a point is one release's share, not a comparison,
+        # so reading a script mapped in some releases only as recorded in all
+        # (`release.one_sided_maps`, as `diff` reads two sides) would lose the function in
+        # every release, mapped ones too.
         sel = query.select(s.engine, s.snap, f)
-        # releases compared with each other: a script mapped in some only is read as
-        # recorded in all (`release.one_sided_maps`), as `diff` and `regressions` read it
-        scripts, warnings = one_sided_maps(
-            [sel.releases[k] for k in sel.uploads.rkeys if k in sel.releases], identity(f))
-        if scripts:
-            sel = query.select(s.engine, s.snap, replace(f, unmapped=f.unmapped | scripts))
         first: dict[str, float] = {}
         for r, t in zip(sel.uploads.release, sel.uploads.received_at.tolist(), strict=True):
             first[r] = min(first.get(r, t), t)
+        found: dict[str, tuple[float, float, float, bool]] = {}
         by_release = {t.meta["release"]: t for t in sel.recording.tracks}
+        for rel in by_release:
+            found[rel] = shares(Recording([by_release[rel]]))
+        unknown, warnings = _unnamed_points(sel, identity(f), name, found)
         for rel in sorted(by_release, key=lambda r: (first.get(r, 0.0), r)):
-            t = by_release[rel]
-            sp, tp, total = shares(Recording([t]))
-            points.append({"label": rel, "selfPct": round(sp, 3), "totalPct": round(tp, 3),
-                           "traces": t.meta["traces"], "totalMs": round(total, 3)})
+            sp, tp, total, _ = found[rel]
+            gone = rel in unknown
+            points.append({"label": rel, "selfPct": None if gone else round(sp, 3),
+                           "totalPct": None if gone else round(tp, 3),
+                           "traces": by_release[rel].meta["traces"],
+                           "totalMs": round(total, 3)})
     else:
         from datetime import UTC, datetime
 
@@ -784,13 +789,50 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
             # UTC days from the first, up to 90 (a chart, not a report); -1: left out
             day = np.where(fin & (day - d0 <= 90), day - d0, -1)
             for d, sel in sorted(query.select_groups(s.engine, s.snap, f, up, day).items()):
-                sp, tp, total = shares(sel.recording)
+                sp, tp, total, _ = shares(sel.recording)
                 points.append({
                     "label": datetime.fromtimestamp((d0 + d) * 86400, UTC).strftime("%Y-%m-%d"),
                     "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
                     "totalMs": round(total, 3)})
     return {"function": name, "resource": resource, "line": line, "column": column,
             "by": by, "points": points, "warnings": warnings, **notes(s)}
+
+
+def _unnamed_points(sel: Any, ident: Any, name: str, found: dict) -> tuple[set[str], list[str]]:
+    """The releases (labels) of a per-release chart where function `name` cannot be told
+    apart from absent: none of its functions is `name`, and a script a map names in some
+    releases only (`one_sided_maps`: another build without a map of its own) is named
+    otherwise there than in a release where `name` was found, so the function may be
+    there under another name (minified, or the map's). Their share is unknown, not 0:
+    with a line each saying which script and what to upload."""
+    from . import sourcemaps
+
+    rels = [sel.releases[k] for k in sel.uploads.rkeys if k in sel.releases]
+    scripts, _ = one_sided_maps(rels, ident)
+    if not scripts:
+        return set(), []
+    side: dict[str, frozenset[str]] = {}  # release -> the one-sided scripts a map names
+    app: dict[str, str] = {}
+    for r in rels:
+        side[r.release] = side.get(r.release, frozenset()) | (
+            {ident(u) or u for u in r.mapped} & scripts)
+        app[r.release] = r.app
+    hit = sorted(r for r, v in found.items() if v[3])
+    out: set[str] = set()
+    lines: list[str] = []
+    for rel in sorted(found):
+        there = [h for h in hit if h in side and side[h] != side.get(rel, side[h])]
+        if found[rel][3] or not there:
+            continue
+        out.add(rel)
+        differ = sorted(side[rel] ^ side[there[0]])
+        bare = sorted(r for r in side if not side[r] >= set(differ))
+        lines.append(
+            f"{app[rel]} {rel}: no function named {name}, and {', '.join(differ)} is named by "
+            f"no source map in {app[rel]} {', '.join(bare)} (another build), so {name} may be "
+            f"there under another name: its share in {rel} is unknown (null), not 0: "
+            f"{sourcemaps.mismatch_hint(app[rel], bare[0])}")
+    return out, lines
 
 
 def options(s: Session, app: str | None, received: bool = False) -> dict:

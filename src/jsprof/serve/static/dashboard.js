@@ -366,14 +366,16 @@ async function loadChart(name, label, fnAt) {
     rect.setAttribute("width", "36");
     rect.setAttribute("height", String(Math.max(h, 0.5)));
     const tip = document.createElementNS(SVG, "title");
-    tip.textContent = vis(`${pt.label}: ${fmt(pt.selfPct, 2)} % self, ${plural(pt.traces, "trace")}`);
+    // null: the function cannot be named in that release (the note under the bars says why)
+    const known = pt.selfPct !== null;
+    tip.textContent = vis(`${pt.label}: ${known ? `${fmt(pt.selfPct, 2)} %` : "unknown"} self, ${plural(pt.traces, "trace")}`);
     rect.append(tip);
     rect.dataset.label = pt.label;
     rect.dataset.selfPct = String(pt.selfPct);
     const val = document.createElementNS(SVG, "text");
     val.setAttribute("x", String(30 + i * 60));
     val.setAttribute("y", String(base - h - 4));
-    val.textContent = `${fmt(pt.selfPct, 1)}%`;
+    val.textContent = known ? `${fmt(pt.selfPct, 1)}%` : "?";
     const lab = document.createElementNS(SVG, "text");
     lab.setAttribute("x", String(30 + i * 60));
     lab.setAttribute("y", String(base + 16));
