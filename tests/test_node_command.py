@@ -7,6 +7,7 @@ killed by SIGKILL keeping their samples. Before this, `npm` was taken for a scri
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -622,3 +623,36 @@ def test_no_process_lists_its_inspector_id_over_http(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "listed 404 false" in p.stdout, p.stdout
     assert jsprof.load(tmp_path / "o.json").tracks, "the process was still profiled"
+
+
+def test_one_process_of_two_command_recordings_by_its_script(tmp_path):
+    """A command's process tracks are `pid PID SCRIPT`, and the pid is new on every run:
+    `--track` took only a name or its start, so the one process a user compares across two
+    recordings of `npm run build` could not be named in both (`diff --track 'pid 27822'`:
+    no such track in the other file). Its script, or the script's file name, names it in
+    each. Real acorn (tests/js/node_modules) parsing its own source, run by a shell
+    command beside a `node -e`, recorded twice."""
+    acorn = JS / "node_modules" / "acorn"
+    if not (acorn / "bin" / "acorn").is_file():
+        pytest.fail("tests/js/node_modules lacks acorn; run `make test` (npm ci there)")
+    cmd = (f"node {acorn / 'bin' / 'acorn'} --ecma2022 --silent {acorn / 'dist' / 'acorn.js'}"
+           " && node -e 0")
+    outs = [tmp_path / f"run{i}.jsprof.json" for i in (1, 2)]
+    for out in outs:
+        p = _run("record", "--engine", "node", "-o", out, "--", "sh", "-c", cmd)
+        assert p.returncode == 0, p.stderr
+    pids = [next(t.name for t in jsprof.load(out).tracks if t.name.endswith("/acorn"))
+            for out in outs]
+    assert pids[0] != pids[1], pids  # two runs, two pids: the name alone does not match
+    # the file name, and the script as the track names it (relative to the working folder)
+    for name in ("acorn", pids[0].split(" ", 2)[2]):
+        p = _run("diff", *outs, "--track", name, "--json")
+        assert p.returncode == 0, p.stderr
+        # the acorn process alone, on both sides: acorn's parser, no `node -e`
+        rows = json.loads(p.stdout)["rows"]
+        parser = [r for r in rows if str(r["resource"]).endswith("acorn/dist/acorn.js")]
+        assert len(parser) >= 5 and all(r["status"] != "new" for r in parser[:5]), rows[:5]
+        p = _run("report", outs[0], "--track", name, "--json")
+        assert p.returncode == 0, p.stderr
+    p = _run("report", outs[0], "--track", "no-such-script")
+    assert p.returncode == 2 and "no track named 'no-such-script'" in p.stderr, p.stderr

@@ -1448,7 +1448,9 @@ def _add_wide_arg(p: argparse.ArgumentParser) -> None:
 
 
 def _add_track_arg(p: argparse.ArgumentParser, what: str) -> None:
-    p.add_argument("--track", metavar="NAME", help=what + "; NAME or its unique start")
+    p.add_argument("--track", metavar="NAME",
+                   help=what + "; NAME or its unique start (a command's process: its "
+                   "script or the script's file name, e.g. tsc)")
 
 
 _ENGINE_HELP = "the engine that runs the script (default quickjs)"

@@ -10,6 +10,7 @@ the model, and the rules on sample times that every reader applies alike (`step_
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -680,6 +681,37 @@ class Track:
     meta: TrackMeta = field(default_factory=dict)  # type: ignore[assignment]
 
 
+_PID_TRACK = re.compile(r"pid \d+ (.+)")
+
+
+def _process_names(track_name: str) -> list[str]:
+    """The names a command's process track `pid PID SCRIPT[ worker N]` also answers to:
+    the rest after its pid, and that with the script's folders left out."""
+    m = _PID_TRACK.fullmatch(track_name)
+    if m is None:
+        return []
+    rest = m.group(1)
+    short = re.sub(r"^\S*/", "", rest)
+    return [rest] if short == rest else [rest, short]
+
+
+def _starting(tracks: Sequence[Track], name: str, names: Any) -> list[Track]:
+    """The tracks one of whose `names(track)` starts with `name`; of several, the one
+    whose name goes on with a non-word character there, when that is one track."""
+    if not name:
+        return []
+    hits: list[tuple[Track, str]] = []
+    for t in tracks:
+        n = next((n for n in names(t) if n.startswith(name)), None)
+        if n is not None:
+            hits.append((t, n))
+    if len(hits) > 1:
+        whole = [t for t, n in hits if len(n) > len(name) and not n[len(name)].isalnum()]
+        if len(whole) == 1:
+            return whole
+    return [t for t, _ in hits]
+
+
 @dataclass
 class Recording:
     """One or more tracks. A plain ProfilerTrace file is a Recording of one track."""
@@ -693,23 +725,28 @@ class Recording:
     def track(self, name: str) -> Track:
         """The track called `name`, else the one whose name starts with it (`worker 1` for
         `worker 1 (js-worker-1)`; where several do, the one whose name goes on with a
-        non-word character, so `worker 1` is not `worker 10 (...)`). An unknown or
-        ambiguous name is a UsageError listing the tracks, on one line."""
+        non-word character, so `worker 1` is not `worker 10 (...)`). A command's process
+        track, `pid PID SCRIPT` (`record --engine node -- COMMAND`), also answers to its
+        SCRIPT and to SCRIPT's file name (`tsc` for `pid 41 node_modules/.bin/tsc`, `tsc
+        worker 1` for its worker), whole or by its start as above: its pid is new on every
+        run, so one name finds the same process in two recordings (`diff --track tsc`).
+        An unknown or ambiguous name is a UsageError listing the tracks, on one line."""
         for t in self.tracks:
             if t.name == name:
                 return t
-        hits = [t for t in self.tracks if name and t.name.startswith(name)]
-        if len(hits) > 1:
-            whole = [t for t in hits if not t.name[len(name)].isalnum()]
-            hits = whole if len(whole) == 1 else hits
+        named = [t for t in self.tracks if name in _process_names(t.name)]
+        hits = named or _starting(self.tracks, name, lambda t: [t.name])
+        if not hits:
+            hits = _starting(self.tracks, name, lambda t: _process_names(t.name))
         if len(hits) == 1:
             return hits[0]
         from .errors import UsageError
 
         names = ", ".join(repr(t.name) for t in self.tracks)
         if hits:
+            how = "are called" if named else "start with"
             raise UsageError(
-                f"track {name!r} is ambiguous: {len(hits)} tracks start with it; give more of "
+                f"track {name!r} is ambiguous: {len(hits)} tracks {how} it; give more of "
                 f"the name (the tracks: {names})"
             )
         raise UsageError(f"no track named {name!r} (the tracks: {names})")
