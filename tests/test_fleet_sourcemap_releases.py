@@ -270,3 +270,12 @@ def test_the_release_chart_names_each_release_by_its_own_or_a_rightly_lent_map(
     assert pts["1.1.0"]["traces"] == RUNS
     (note,) = doc["warnings"]
     assert note.startswith(f"shop 1.1.0: no function named {PLANTED}"), note
+    # and the other way: 1.1.0's hottest function of the script, as recorded (minified),
+    # cannot be named in the mapped releases
+    with api.session(api.open_store(store)) as s:
+        rows = api.top(s, Filters(app="shop").with_side("release=1.1.0", "--new"), 10)["rows"]
+        mini = next(r["name"] for r in rows if (r["resource"] or "").endswith("app.min.js"))
+        doc = api.series(s, Filters(app="shop"), mini)
+    pts = {p["label"]: p["selfPct"] for p in doc["points"]}
+    assert pts["1.1.0"] > 0 and pts["1.0.0"] is None and pts["1.0.1"] is None, (mini, pts)
+    assert [w.split(":")[0] for w in doc["warnings"]] == ["shop 1.0.0", "shop 1.0.1"], doc
