@@ -15,6 +15,7 @@ import base64
 import gzip
 import subprocess
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,11 +33,15 @@ PAGE = """<!doctype html>
 <script>
 // The page's own view of its interactions: what the browser gave it.
 window.__et = [];
-new PerformanceObserver((l) => {
+window.__etObs = new PerformanceObserver((l) => {
   for (const e of l.getEntries()) {
-    if (e.interactionId) window.__et.push({name: e.name, id: e.interactionId});
+    if (e.interactionId) {
+      window.__et.push({name: e.name, id: e.interactionId, start: e.startTime,
+                        duration: e.duration});
+    }
   }
-}).observe({type: "event", buffered: true, durationThreshold: 16});
+});
+__etObs.observe({type: "event", buffered: true, durationThreshold: 16});
 // The bodies of the keepalive requests the page made, as it made them.
 window.__sent = [];
 const realFetch = window.fetch;
@@ -58,8 +63,31 @@ window.hide = () => {
   document.dispatchEvent(new Event("visibilitychange"));
 };
 window.__loaf = 0;
-new PerformanceObserver((l) => { window.__loaf += l.getEntries().length; })
-  .observe({type: "long-animation-frame", buffered: true});
+window.__loafs = [];
+window.__loafObs = new PerformanceObserver((l) => {
+  window.__loaf += l.getEntries().length;
+  for (const e of l.getEntries()) __loafs.push({start: e.startTime, duration: e.duration});
+});
+__loafObs.observe({type: "long-animation-frame", buffered: true});
+// ?measure=1: when each Profiler was made (after its constructor returned, and when the
+// client next touched it: the client's own note of its start lies between), and the
+// pagehide as the client's listener saw it (this one runs before it, the test's after).
+window.__ctors = [];
+if (new URLSearchParams(location.search).get("measure")) {
+  const Real = window.Profiler;
+  window.Profiler = class extends Real {
+    constructor(o) {
+      super(o);
+      this.__m = {made: performance.now(), touched: null};
+      __ctors.push(this.__m);
+    }
+    addEventListener(...a) {
+      if (this.__m.touched === null) this.__m.touched = performance.now();
+      return super.addEventListener(...a);
+    }
+  };
+  addEventListener("pagehide", () => { window.__hideBefore = performance.now(); });
+}
 </script>
 <script type="module">
 import {startProfiling} from "%(collector)s/v1/client.js";
@@ -90,6 +118,7 @@ window.ready = true;
 </script>
 """
 N = 4
+NOTES: list[str] = []  # the pages' /note requests (their queries), in order
 
 
 @pytest.fixture(scope="module")
@@ -106,6 +135,9 @@ def site() -> Iterator[tuple[str, list[str]]]:
 
     def respond(path: str) -> Response:
         base, _, query = path.partition("?")
+        if base == "/note":  # what a page measured, sent as it went away
+            NOTES.append(urllib.parse.unquote(query))
+            return b"", "text/plain", {}
         if not base.startswith("/leave/"):
             return b"", "text/plain", {}  # the browser's favicon.ico
         k = int(base.rsplit("/", 1)[1])
@@ -236,6 +268,104 @@ def test_the_upload_at_pagehide_is_one_the_page_sends_at_once(site, browser,
         col.stop()
 
 
+def _unsampled(store: Path, release: str, pl: str) -> dict[int, dict]:
+    """Piece number -> its smallest `timeline.unsampled` report among the stored uploads of
+    page load `pl` (as the fleet merges them: the upload that brought its samples says 0)."""
+    out: dict[int, dict] = {}
+    with Store(store) as s:
+        for _, _, meta, _ in s.iter_uploads():
+            u = (meta.get("timeline") or {}).get("unsampled")
+            if meta.get("release") == release and meta.get("pageLoad") == pl and u:
+                if u["piece"] not in out or u["ms"] < out[u["piece"]]["ms"]:
+                    out[u["piece"]] = u
+    return out
+
+
+# The page's own measure as it goes (a listener after the client's, so its pagehide), sent
+# by a keepalive request to the page's server; then the page's event loop is blocked: no
+# later task runs, as when a page is unloaded, so the running piece's stop() never resolves.
+MEASURE_AND_BLOCK = """addEventListener('pagehide', () => {
+  const after = performance.now();
+  const et = __et.slice();
+  for (const e of __etObs.takeRecords()) {
+    if (e.interactionId) et.push({id: e.interactionId, start: e.startTime, duration: e.duration});
+  }
+  const lf = __loafs.concat(__loafObs.takeRecords().map(
+    (e) => ({start: e.startTime, duration: e.duration})));
+  const note = {before: __hideBefore, after, ctors: __ctors, et, lf};
+  fetch('/note?' + encodeURIComponent(JSON.stringify(note)), {keepalive: true});
+  const end = performance.now() + 3000;
+  while (performance.now() < end);
+})"""
+
+
+def test_the_running_piece_at_pagehide_is_counted_as_unsampled(site, browser,
+                                                               tmp_path: Path) -> None:
+    # A click whose handler runs 200 ms in the running piece, then the page goes (pagehide
+    # alone, its event loop blocked from there: the piece's Profiler.stop() never
+    # resolves). Its samples never come; the upload sent in the pagehide task counts them:
+    # `timeline.unsampled`, the piece's wall clock from its Profiler's start to the
+    # pagehide, and the interactions and long frames in it, as the page itself measured
+    # them. The fleet says so. Before, nothing did: the samples were lost without a count.
+    origin, collector = site
+    NOTES.clear()
+    store = tmp_path / "store"
+    col = Collector(store, "--app", "shop:k1", "--allow-origin", f"shop={origin}")
+    collector.append(col.url)
+    try:
+        context = browser.new_context()
+        page = context.new_page()
+        page.goto(f"{origin}/leave/0?release=unsampled&measure=1&drain=600000")
+        pl, ids = _click(page)
+        page.evaluate(MEASURE_AND_BLOCK)
+        page.close()
+        got = _arrived(store, "unsampled", {pl: ids})
+        assert set(ids) <= got.get(pl, set()), (ids, got)
+        deadline = time.monotonic() + 30
+        while not NOTES and time.monotonic() < deadline:
+            time.sleep(0.2)
+        note = orjson.loads(NOTES[-1])
+        counted = _unsampled(store, "unsampled", pl)
+        lost = {k: u for k, u in counted.items() if u["ms"] > 0}
+        print(f"unsampled: {counted}, the page made {len(note['ctors'])} Profilers")
+        # The piece running at pagehide is the page's last Profiler, and only it is lost.
+        assert list(lost) == [len(note["ctors"])], (counted, len(note["ctors"]))
+        u = lost[len(note["ctors"])]
+        made = note["ctors"][-1]
+        # Its start: after the Profiler's constructor returned, before the client next
+        # touched it; its end: the pagehide, between the page's listeners around the client's.
+        assert made["made"] <= u["start"] <= made["touched"], (made, u)
+        end = u["start"] + u["ms"]
+        assert note["before"] - 1e-6 <= end <= note["after"] + 1e-6, (note, u)
+        assert note["before"] - made["touched"] - 1e-6 <= u["ms"] <= note["after"] - made["made"]
+
+        def over(x: dict) -> bool:
+            return x["start"] < end and x["start"] + x["duration"] > u["start"]
+
+        assert u["interactions"] == len({e["id"] for e in note["et"] if over(e)}), (u, note)
+        assert u["longFrames"] == sum(map(over, note["lf"])), (u, note)
+        # The fleet says it: one page load ended with that much unsampled.
+        want = {"unsampledPageLoads": 1, "unsampledMs": round(u["ms"]),
+                "unsampledInteractions": u["interactions"],
+                "unsampledLongFrames": u["longFrames"]}
+        words = f"1 page load ended with {round(u['ms']) / 1000:.1f} s unsampled"
+        for cmd in ("vitals", "interactions"):
+            args = [str(JSPROF), "fleet", cmd, "--store", str(store), "--app", "shop",
+                    "--release", "unsampled"]
+            r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            doc = orjson.loads(r.stdout)
+            left = doc["leftOut"] if cmd == "interactions" else {
+                k: sum(row["leftOut"][k] for row in doc["rows"]) for k in want}
+            assert {k: left[k] for k in want} == want, (cmd, left)
+            r = subprocess.run(args, capture_output=True, text=True, timeout=120)
+            assert r.returncode == 0, r.stderr
+            assert words in " ".join(r.stdout.split()), r.stdout
+        context.close()
+    finally:
+        col.stop()
+
+
 def test_a_tab_that_is_hidden_sends_its_click_in_that_task(site, browser,
                                                            tmp_path: Path) -> None:
     # Hidden may be the last a page runs (a phone's browser freezes or discards a
@@ -256,6 +386,20 @@ def test_a_tab_that_is_hidden_sends_its_click_in_that_task(site, browser,
         assert set(ids) <= sent, (ids, sent, len(bodies))
         got = _arrived(store, "hidden", {pl: ids})
         assert set(ids) <= got.get(pl, set()), (ids, got)
+        # The tab lives on, so the running piece's stop() resolves: the hidden task's upload
+        # counted it as unsampled, the rest brought its samples and says so (ms 0), and the
+        # page load ends with nothing unsampled (not counted as lost when it came).
+        deadline = time.monotonic() + 30
+        counted = _unsampled(store, "hidden", pl)
+        while (not counted or any(u["ms"] for u in counted.values())) \
+                and time.monotonic() < deadline:
+            time.sleep(0.5)
+            counted = _unsampled(store, "hidden", pl)
+        assert counted and not any(u["ms"] for u in counted.values()), counted
+        r = subprocess.run([str(JSPROF), "fleet", "interactions", "--store", str(store),
+                            "--app", "shop", "--release", "hidden", "--json"],
+                           capture_output=True, text=True, timeout=120)
+        assert orjson.loads(r.stdout)["leftOut"]["unsampledPageLoads"] == 0, r.stdout
         context.close()
     finally:
         col.stop()
@@ -337,7 +481,9 @@ def test_what_the_keepalive_budget_cannot_take_is_left_out_by_count(site, browse
                 "--release", "budget"]
         r = subprocess.run([*args, "--json"], capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, r.stderr
-        assert orjson.loads(r.stdout)["leftOut"] == {"interactions": 0, "longFrames": dropped}
+        left = orjson.loads(r.stdout)["leftOut"]
+        assert {k: left[k] for k in ("interactions", "longFrames")} == {
+            "interactions": 0, "longFrames": dropped}
         r = subprocess.run(args, capture_output=True, text=True, timeout=120)
         assert f"0 interactions, {dropped} long frames" in " ".join(r.stdout.split()), r.stdout
         context.close()

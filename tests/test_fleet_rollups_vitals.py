@@ -46,6 +46,7 @@ def _timelines(rng: np.random.Generator, chunks: int) -> list[dict]:
     grows = rng.random() < 0.4
     el = ELEMENTS[int(rng.integers(0, 3))]
     carry = None
+    pending = None  # the piece a chunk counted as unsampled as its page was hidden
     for c in range(chunks):
         inter = []
         if carry is not None:
@@ -73,6 +74,17 @@ def _timelines(rng: np.random.Generator, chunks: int) -> list[dict]:
         if grows:
             lost = {k: v + int(rng.integers(0, 4)) for k, v in lost.items()}
             t["dropped"] = dict(lost)
+        # The running piece as the page was hidden or left (`timeline.unsampled`): counted
+        # unsampled in one chunk; the next chunk, when there is one, brought its samples
+        # (ms 0: the page lived on); the last chunk's stays counted.
+        if pending is not None:
+            t["unsampled"] = dict(pending, ms=0.0, longFrames=0, interactions=0)
+            pending = None
+        elif rng.random() < 0.4:
+            pending = t["unsampled"] = {
+                "piece": c + 1, "start": float(rng.uniform(0, 20000)),
+                "ms": float(rng.uniform(1, 5000)), "longFrames": int(rng.integers(0, 3)),
+                "interactions": int(rng.integers(0, 2))}
         out.append(t)
     return out
 
@@ -314,6 +326,7 @@ def test_vitals_say_what_the_clients_left_out(
 
     want = {"interactions": 0, "longFrames": 0}
     per_load: dict[str, dict] = {}
+    pieces: dict[str, dict[int, dict]] = {}  # per page load, per piece: its smallest report
     with Store(store) as st:
         for _, uid, meta, _ in st.iter_uploads():
             d = (meta.get("timeline") or {}).get("dropped") or {}
@@ -321,10 +334,24 @@ def test_vitals_say_what_the_clients_left_out(
             m = per_load.setdefault(key, {"interactions": 0, "longFrames": 0})
             for k in m:
                 m[k] = max(m[k], d.get(k, 0))
+            u = (meta.get("timeline") or {}).get("unsampled")
+            if u:
+                old = pieces.setdefault(key, {}).get(u["piece"])
+                if old is None or u["ms"] < old["ms"]:
+                    pieces[key][u["piece"]] = u
     for m in per_load.values():
         for k in want:
             want[k] += m[k]
     assert want["longFrames"] > 0 and want["interactions"] > 0
+    # The pieces whose samples never came: a page load counts once, its ms summed (whole)
+    ended = [[u for u in ps.values() if u["ms"] > 0] for ps in pieces.values()]
+    ended = [us for us in ended if us]
+    want["unsampledPageLoads"] = len(ended)
+    want["unsampledMs"] = sum(round(sum(u["ms"] for u in us)) for us in ended)
+    want["unsampledLongFrames"] = sum(u["longFrames"] for us in ended for u in us)
+    want["unsampledInteractions"] = sum(u["interactions"] for us in ended for u in us)
+    # some pieces came later (ms 0 after a count), some never did
+    assert 0 < len(ended) < len(pieces), (len(ended), len(pieces))
     copy = tmp_path / "s"
     shutil.copytree(store, copy)
     st = Store(copy)
@@ -344,6 +371,8 @@ def test_vitals_say_what_the_clients_left_out(
     assert r.returncode == 0, r.stderr
     assert (f"not in these p75s: {want['interactions']} interactions, "
             f"{want['longFrames']} long frames") in " ".join(r.stdout.split()), r.stdout
+    assert (f"{want['unsampledPageLoads']} page loads ended with "
+            f"{want['unsampledMs'] / 1000:.1f} s unsampled") in " ".join(r.stdout.split())
     # Parts an older jsprof wrote (no count of what was left out): those days are named
     man = read_manifest(copy)
     days = set()

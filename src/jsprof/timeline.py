@@ -104,7 +104,13 @@ _INTERACTION_KEYS = ("id", "type", "start", "duration", "processingStart", "proc
 _LOAD_KEYS = ("responseStart", "domContentLoaded", "load", "lcp", "lcpElement", "lcpUrl",
               "cls")
 MAX_CLS = 1e6  # a score (the sum of layout-shift fractions), not ms: over 1 is rare already
-_TOP_KEYS = ("longFrames", "interactions", "load", "dropped")
+_TOP_KEYS = ("longFrames", "interactions", "load", "dropped", "unsampled")
+# `unsampled`: the piece a page's Profiler was running as the page left (jsprof-client.js
+# `unsampledPiece`): its number in the page load, its start, the ms from there to the
+# leaving (0 in the upload that brought its samples) and the long frames and interactions
+# of the timeline that overlap it
+_UNSAMPLED_KEYS = ("piece", "start", "ms", "longFrames", "interactions")
+UNSAMPLED_KINDS = ("ms", "longFrames", "interactions")
 
 
 def _strip(url: str | None) -> str | None:
@@ -187,7 +193,24 @@ def check(doc: Any, where: str = "body.timeline", keep_query: bool = False) -> d
             if type(v) is not int or not 0 <= v < 2**53:
                 raise TimelineError(f"{w}.{k}: expected a whole number, got {_kind(v)}")
             dropped[k] = v
-    return {"longFrames": frames, "interactions": inters, "load": load, "dropped": dropped}
+    out = {"longFrames": frames, "interactions": inters, "load": load, "dropped": dropped}
+    if t.get("unsampled") is not None:
+        out["unsampled"] = _unsampled(t["unsampled"], f"{where}.unsampled")
+    return out
+
+
+def _unsampled(v: Any, where: str) -> dict:
+    u = _obj(v, where, _UNSAMPLED_KEYS)
+    out: dict = {}
+    for k in ("piece", "longFrames", "interactions"):
+        n = u.get(k, 0)
+        if type(n) is not int or not 0 <= n < 2**53:
+            raise TimelineError(f"{where}.{k}: expected a whole number, got "
+                                f"{n if type(n) in (int, float) else _kind(n)}")
+        out[k] = n
+    out["start"] = _num(u, "start", where, required=True)
+    out["ms"] = _num(u, "ms", where, required=True)
+    return out
 
 
 # ---- per page load ----------------------------------------------------------------------------
@@ -204,6 +227,20 @@ class PageLoad:
     # cut to fit the keepalive budget at pagehide): per kind its largest count over the
     # chunks (a client's counts only grow)
     dropped: dict[str, int] = field(default_factory=dict)
+    # The pieces running as the page left, per piece number: its smallest report (the
+    # upload sent as the page left counts it; the one that brought its samples says 0)
+    unsampled: dict[int, dict] = field(default_factory=dict)
+
+    def unsampled_counts(self) -> dict[str, int]:
+        """What the page load's client could not send of its running pieces: `ms` (whole
+        ms of wall clock), `longFrames` and `interactions` overlapping them (summed over its
+        pieces; {} when none went unsampled)."""
+        got = [u for u in self.unsampled.values() if u["ms"] > 0]
+        if not got:
+            return {}
+        return {"ms": round(sum(u["ms"] for u in got)),
+                "longFrames": sum(u["longFrames"] for u in got),
+                "interactions": sum(u["interactions"] for u in got)}
 
     def windows(self, during: str, slower_than: float,
                 pick: Callable[[dict], bool] | None = None) -> list[tuple[float, float]]:
@@ -289,6 +326,11 @@ def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
         for k, v in (t.get("dropped") or {}).items():
             if isinstance(v, int) and v > pl.dropped.get(k, 0):
                 pl.dropped[k] = v
+        u = t.get("unsampled")
+        if u:
+            old = pl.unsampled.get(u["piece"])
+            if old is None or u["ms"] < old["ms"]:
+                pl.unsampled[u["piece"]] = u
         for e in t.get("interactions") or []:
             old = next((k for k, o in enumerate(pl.interactions)
                         if e.get("id") is not None and o.get("id") == e.get("id")), None)
@@ -306,6 +348,27 @@ def page_loads(timelines: list[tuple[str, dict | None]]) -> dict[str, PageLoad]:
             if (pl.load or {}).get("cls") is not None and ld.get("cls") is not None:
                 merged["cls"] = max(pl.load["cls"], ld["cls"])  # it only grows: the latest
             pl.load = merged
+    return out
+
+
+# What a page load's client counted and did not send, as `fleet vitals` and `fleet
+# interactions` report it (`leftOut`): interactions and long frames past its caps or cut
+# to fit the keepalive budget (`timeline.dropped`), and its running pieces whose samples
+# never came (`timeline.unsampled`): page loads, ms, and the long frames and interactions
+# in them
+LEFT_OUT_KINDS = ("interactions", "longFrames", "unsampledPageLoads", "unsampledMs",
+                  "unsampledLongFrames", "unsampledInteractions")
+
+
+def left_out(pl: PageLoad) -> dict[str, int]:
+    """One merged page load's `LEFT_OUT_KINDS` counts (every kind, 0 when none)."""
+    d = pl.dropped or {}
+    u = pl.unsampled_counts()
+    out = {k: int(d.get(k) or 0) for k in ("interactions", "longFrames")}
+    out["unsampledPageLoads"] = 1 if u else 0
+    out["unsampledMs"] = u.get("ms", 0)
+    out["unsampledLongFrames"] = u.get("longFrames", 0)
+    out["unsampledInteractions"] = u.get("interactions", 0)
     return out
 
 

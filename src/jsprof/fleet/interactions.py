@@ -134,13 +134,11 @@ def left_out(keyed: list[tuple[str, dict | None]]) -> dict[str, int]:
     """What the clients counted and did not send, over the page loads of `keyed` ((page
     load, timeline) per upload): interactions and long frames past a chunk's caps or cut
     to fit the keepalive budget as a page went away (jsprof-client.js `fitTimeline`). Per
-    page load its largest count (a client's counts only grow), summed."""
-    per_load: dict[str, dict[str, int]] = {}
-    for key, t in keyed:
-        got = (t or {}).get("dropped") or {}
-        m = per_load.setdefault(key, {"interactions": 0, "longFrames": 0})
-        for k in m:
-            v = got.get(k)
-            if isinstance(v, int) and v > m[k]:
-                m[k] = v
-    return {k: sum(m[k] for m in per_load.values()) for k in ("interactions", "longFrames")}
+    page load its largest count (a client's counts only grow), summed; and the page loads
+    whose running piece's samples never came (`timeline.unsampled`), their ms and the
+    interactions and long frames in those pieces (`timeline.LEFT_OUT_KINDS`)."""
+    from ..timeline import LEFT_OUT_KINDS, page_loads
+    from ..timeline import left_out as counts
+
+    per_load = [counts(pl) for pl in page_loads(keyed).values()]
+    return {k: sum(m[k] for m in per_load) for k in LEFT_OUT_KINDS}

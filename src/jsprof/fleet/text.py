@@ -308,11 +308,11 @@ class InteractionsTable(TextRenderer):
                 line = (f"  {fn['selfMs']:>9.1f} ms self {fn['selfPct']:>6.1f} %  "
                         f"{printable(_name(fn))}  {printable(_loc(fn))}")
                 out.print(Text(elide_middle(line, width) if width else line), soft_wrap=True)
-        left = doc.get("leftOut") or {}
-        if any(left.values()):
-            _note(out, "left out by the clients (past their caps, or cut to fit a page's way "
-                  f"out), not in these rows: {plural(left['interactions'], 'interaction')}, "
-                  f"{plural(left['longFrames'], 'long frame')}", width)
+        from .vitals import left_out_words
+
+        left = left_out_words(doc.get("leftOut") or {}, "these rows")
+        if left:
+            _note(out, left, width)
         _note(out, "INP of: how many page loads had this target's interaction as their INP "
               "(the web-vitals rule); p75/max: its interactions' durations; long frames: ms of "
               "long animation frames inside its interactions", width)

@@ -217,19 +217,43 @@ def _cut_rows(engine: Any, snap: Snapshot, f: Any, p: Any
                 "count": np.asarray(v["count"], np.int64)} for k, v in out.items()}
 
 
+def left_out_words(n: dict, what: str) -> str | None:
+    """The words for `leftOut` counts `n` (`timeline.LEFT_OUT_KINDS`) not in `what` (None:
+    all 0): what the clients cut, and the page loads whose running piece's samples never
+    came (its Profiler.stop() does not resolve as a page is unloaded)."""
+    from ..words import plural
+
+    def got(k: str) -> int:
+        return int(n.get(k) or 0)
+
+    out = []
+    if got("interactions") or got("longFrames"):
+        out.append("left out by the clients (past their caps, or cut to fit a page's way "
+                   f"out), not in {what}: {plural(got('interactions'), 'interaction')}, "
+                   f"{plural(got('longFrames'), 'long frame')}")
+    if got("unsampledPageLoads"):
+        out.append(f"{plural(got('unsampledPageLoads'), 'page load')} ended with "
+                   f"{got('unsampledMs') / 1000:.1f} s unsampled (the piece profiling as the "
+                   "page left: its samples never came; "
+                   f"{plural(got('unsampledInteractions'), 'interaction')} and "
+                   f"{plural(got('unsampledLongFrames'), 'long frame')} in it)")
+    return "; ".join(out) or None
+
+
 def left_out_note(doc: dict) -> str | None:
     """`fleet vitals`' one line on what the clients left out, over its rows (None: none
     and no day uncounted): the p75s are of what was sent, which lost those."""
+    from ..timeline import LEFT_OUT_KINDS
+
     n = {k: sum(int((r.get("leftOut") or {}).get(k) or 0) for r in doc["rows"])
-         for k in ("interactions", "longFrames")}
+         for k in LEFT_OUT_KINDS}
     days = doc.get("leftOutUncountedDays") or []
-    if not any(n.values()) and not days:
+    line = left_out_words(n, "these p75s")
+    if not line and not days:
         return None
     from ..words import plural
 
-    line = ("left out by the clients (past their caps, or cut to fit a page's way out), "
-            f"not in these p75s: {plural(n['interactions'], 'interaction')}, "
-            f"{plural(n['longFrames'], 'long frame')}")
+    line = line or "nothing left out by the clients"
     if days:
         line += (f"; not counted on {plural(len(days), 'day')} compacted before they were "
                  f"({days[0]}{' to ' + days[-1] if len(days) > 1 else ''})")
@@ -242,6 +266,7 @@ def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: l
     middles (within 1 % of each value), interpolated as numpy's default percentile."""
     from ..store.tables.view import quantiles
     from ..store.tables.view import rollup_vitals as rv
+    from ..timeline import LEFT_OUT_KINDS
 
     metric = np.asarray(metric, np.int64)
     count = np.asarray(count, np.int64)
@@ -284,7 +309,7 @@ def _row(app: str, release: str, route: str | None, metric: np.ndarray, label: l
         "clsP75": p75(rv.CLS, digits=4), "clsPageLoads": n_of(rv.CLS),
         # what the clients counted and did not send (past their caps, or cut to fit a
         # page's way out): not in these p75s, which may lean fast for it
-        "leftOut": {k: n_of(rv.LEFT_OUT, k) for k in rv.LEFT_OUT_KINDS},
+        "leftOut": {k: n_of(rv.LEFT_OUT, k) for k in LEFT_OUT_KINDS},
         "interactionTypes": {
             k: {"count": n_of(rv.DURATION, k), "p75Ms": p75(rv.DURATION, k),
                 "inputDelayP75Ms": p75(rv.INPUT_DELAY, k),
@@ -336,4 +361,9 @@ def upload_vitals(timeline: dict | None, chunks: int = 1) -> list[tuple[str, str
     if any(dropped.values()):
         out.append(("dropped", "Left out by the client's caps",
                     ", ".join(f"{n} {k}" for k, n in dropped.items() if n)))
+    u = timeline.get("unsampledCounts") or {}
+    if u:
+        out.append(("unsampled", "Not sampled as the page left",
+                    f"{ms(u['ms'])} of the piece profiling then (its samples never came; "
+                    f"{u['interactions']} interactions, {u['longFrames']} long frames in it)"))
     return out

@@ -644,6 +644,7 @@ class Session {
     this.pieceTimer = null;
     this.pieceNo = 0;
     this.starts = new WeakMap(); // Profiler -> [before, after] its constructor ran
+    this.pieceIds = new WeakMap(); // Profiler -> its piece's number in this page load (from 1)
     this.chunkNo = 0;
     this.lastSample = Promise.resolve(-Infinity); // the last sample of the pieces so far
     this.stopped = false;
@@ -700,6 +701,7 @@ class Session {
     // when the piece joins its chunk: the tick before it weighs that gap, as any other.
     this.starts.set(p, [before, performance.now()]);
     this.stats.profilers++;
+    this.pieceIds.set(p, this.stats.profilers);
     // Only a task longer than a chunk fills it: counted, and the piece ends at once.
     p.addEventListener("samplebufferfull", () => {
       this.stats.bufferFull++;
@@ -713,7 +715,7 @@ class Session {
       id: randomId(),
       n: ++this.chunkNo,
       started: performance.now(),
-      pieces: [], // its ended pieces, in order: {trace, after}
+      pieces: [], // its ended pieces, in order: {trace, after, n}
       ready: Promise.resolve(), // resolves once every ended piece is in `pieces`
       parts: [], // timelines taken so far
       prepared: null, // its pieces so far, ready to send as they are: {up, pieces, parts, last}
@@ -779,9 +781,11 @@ class Session {
       .filter((p, k) => p && (k === 0 || p !== profiler))
       .map((p) => this.starts.get(p))
       .filter(Boolean);
+    const n = this.pieceIds.get(profiler);
     const piece = Promise.all([prev, stopped]).then(([after, trace]) => ({
       trace: trace && spans.length ? withoutStartSample(trace, ...spans) : trace,
       after,
+      n,
     }));
     this.lastSample = piece.then(
       ({trace, after}) =>
@@ -844,8 +848,9 @@ class Session {
 
   // The upload document of `pieces` (their samples after `after`) and `timelines`, made in
   // this task (no await: a page in pagehide may get no other): {json, bytes, last,
-  // samples, timeline}; `last` is `after` when no sample is new.
-  compose(chunk, pieces, after, why, timelines) {
+  // samples, timeline}; `last` is `after` when no sample is new. `unsampled`: the running
+  // piece's count (`unsampledPiece`), put in the timeline.
+  compose(chunk, pieces, after, why, timelines, unsampled = null) {
     const traces = pieces.map((p) =>
       p.after > -Infinity
         ? Object.assign({}, p.trace, {samples: p.trace.samples.filter((x) => x.timestamp > p.after)})
@@ -864,6 +869,7 @@ class Session {
     // The trace as the browser gave it (pieces joined): its stacks stay a tree.
     const doc = {trace, meta};
     if (this.timeline) doc.timeline = mergeTimelines(timelines);
+    if (doc.timeline && unsampled) doc.timeline = Object.assign({}, doc.timeline, {unsampled});
     const json = JSON.stringify(doc);
     const n = trace.samples.length;
     return {
@@ -885,8 +891,8 @@ class Session {
   // The upload of `traces` (JSON, gzip'd when the browser can), or null when they hold no
   // sample. The body is text/plain (gzip bytes or JSON): no header that needs a CORS
   // preflight, so a keepalive request is one request.
-  async build(chunk, id, pieces, after, why, timelines, plainUnder = 0) {
-    const c = this.compose(chunk, pieces, after, why, timelines);
+  async build(chunk, id, pieces, after, why, timelines, plainUnder = 0, unsampled = null) {
+    const c = this.compose(chunk, pieces, after, why, timelines, unsampled);
     if (c.samples === 0) return null;
     // A page that is going away sends what fits its keepalive budget as it is: gzip takes
     // more turns of the event loop than such a page may have left.
@@ -961,10 +967,15 @@ class Session {
   // what else the page holds now (`sendNow`), then the rest (the running piece) as its own
   // upload if Profiler.stop() still gets to give it. `restart`: profile on (beforeunload
   // may be followed by no unload: a download, a cancelled navigation).
+  // The running piece's samples come only if stop() resolves (at pagehide it never does in
+  // Chromium), so what goes now counts it as unsampled (`timeline.unsampled`), and the
+  // rest, when it comes, says it arrived (ms 0): the collector keeps the smaller per piece.
   leave(why, restart) {
     if (this.stopped) return;
     const chunk = this.chunk;
     const tail = this.profiler;
+    const start = tail && this.starts.get(tail);
+    const running = start ? {piece: this.pieceIds.get(tail), start: start[1], end: performance.now()} : null;
     this.chunk = null;
     this.profiler = null;
     clearTimeout(this.pieceTimer);
@@ -979,7 +990,7 @@ class Session {
       this.outbox.update(prep.up.id, {f: 1, a: Date.now()});
       this.track(Promise.resolve(this.deliver(prep.up, true)));
     }
-    const sent = this.sendNow(chunk, why, prep);
+    const sent = this.sendNow(chunk, why, prep, running);
     const rest = chunk.ready
       .then(() => {
         if (this.timeline) chunk.parts.push(this.timeline.take());
@@ -987,7 +998,9 @@ class Session {
         const parts = chunk.parts.slice(sent.parts);
         const id = sent.any ? randomId() : chunk.id;
         const room = this.opts.keepaliveLimit - this.keepaliveBytes;
-        return this.build(chunk, id, pieces, sent.last, why, parts, room);
+        const got = running && pieces.some((p) => p.n === running.piece);
+        const arrived = got ? {piece: running.piece, start: running.start, ms: 0, longFrames: 0, interactions: 0} : null;
+        return this.build(chunk, id, pieces, sent.last, why, parts, room, arrived);
       })
       .then((up) => {
         if (!up) return null;
@@ -1010,8 +1023,10 @@ class Session {
   // the budget by `fitTimeline` (what it leaves out counted in timeline.dropped), and the
   // samples as an upload of their own (a beacon, else the outbox: the next page load).
   // Returns where the rest of the chunk starts: {pieces, parts, last, any: sent before}.
-  sendNow(chunk, why, prep) {
+  // `running`: the piece still running ({piece, start, end}), counted in the timeline sent.
+  sendNow(chunk, why, prep, running = null) {
     if (this.timeline) chunk.parts.push(this.timeline.take());
+    const unsampled = running && this.timeline ? this.unsampledPiece(chunk, running) : null;
     const after = prep ? prep.last : -Infinity;
     const pieces = chunk.pieces.slice(prep ? prep.pieces : 0);
     const parts = chunk.parts.slice(prep ? prep.parts : 0);
@@ -1028,15 +1043,15 @@ class Session {
       out.any = true;
     };
     try {
-      let c = this.compose(chunk, pieces, after, why, parts);
+      let c = this.compose(chunk, pieces, after, why, parts, unsampled);
       const room = () => this.opts.keepaliveLimit - this.keepaliveBytes;
       if (c.bytes > room() && this.timeline) {
-        const t = this.fitTimeline(this.compose(chunk, [], after, why, parts), room());
-        if (this.news(t.timeline) || t.cut) send(t);
+        const t = this.fitTimeline(this.compose(chunk, [], after, why, parts, unsampled), room());
+        if (this.news(t.timeline) || t.cut || unsampled) send(t);
         out.parts = all.parts; // the timeline is sent (or held nothing new)
         if (c.samples === 0) return Object.assign(out, all);
         c = this.compose(chunk, pieces, after, why, []);
-      } else if (c.samples === 0 && !this.news(c.timeline)) {
+      } else if (c.samples === 0 && !this.news(c.timeline) && !unsampled) {
         return Object.assign(out, all);
       }
       send(c);
@@ -1046,6 +1061,23 @@ class Session {
       this.stats.failed++; // the rest, if stop() resolves, holds what was not sent
     }
     return out;
+  }
+
+  // The running piece's count as the page leaves (`timeline.unsampled`: {piece, start, ms,
+  // longFrames, interactions}): its wall clock from its Profiler's start to `end`, and how
+  // many long frames and interactions of this chunk's timeline overlap it (their samples
+  // are in it: a slow click just before a navigation is the case that matters).
+  unsampledPiece(chunk, running) {
+    const {piece, start, end} = running;
+    const over = (x) => x.start < end && x.start + x.duration > start;
+    let longFrames = 0;
+    const ids = new Set();
+    for (const part of chunk.parts) {
+      if (!part) continue;
+      longFrames += part.longFrames.filter(over).length;
+      for (const e of part.interactions) if (over(e)) ids.add(e.id);
+    }
+    return {piece, start, ms: Math.max(0, end - start), longFrames, interactions: ids.size};
   }
 
   // Whether `timeline` holds anything not sent yet: long frames, interactions, or a page

@@ -2516,17 +2516,24 @@
       });
       box.appendChild(t);
       // what the clients counted and did not send: the p75s above are of what was sent
-      var lost = {interactions: 0, longFrames: 0};
+      var lost = {interactions: 0, longFrames: 0, unsampledPageLoads: 0, unsampledMs: 0,
+        unsampledInteractions: 0, unsampledLongFrames: 0};
       F.vitals.forEach(function (r) {
         var d = r.leftOut || {};
-        lost.interactions += d.interactions || 0;
-        lost.longFrames += d.longFrames || 0;
+        Object.keys(lost).forEach(function (k) { lost[k] += Number(d[k]) || 0; });
       });
+      function n(k, what) { return lost[k] + " " + what + (lost[k] === 1 ? "" : "s"); }
       if (lost.interactions || lost.longFrames) {
         box.appendChild(el("p", {"class": "note", "data-note": "left-out"},
           "Left out by the clients (past their caps, or cut to fit a page's way out), not in " +
-          "these p75s: " + lost.interactions + " interaction" + (lost.interactions === 1 ? "" : "s") +
-          ", " + lost.longFrames + " long frame" + (lost.longFrames === 1 ? "" : "s") + "."));
+          "these p75s: " + n("interactions", "interaction") + ", " + n("longFrames", "long frame") + "."));
+      }
+      // the pieces profiling as their pages left, whose Profiler.stop() never resolved
+      if (lost.unsampledPageLoads) {
+        box.appendChild(el("p", {"class": "note", "data-note": "unsampled"},
+          n("unsampledPageLoads", "page load") + " ended with " + (lost.unsampledMs / 1000).toFixed(1) +
+          " s unsampled (the piece profiling as the page left: its samples never came; " +
+          n("unsampledInteractions", "interaction") + " and " + n("unsampledLongFrames", "long frame") + " in it)."));
       }
       return box;
     }

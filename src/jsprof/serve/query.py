@@ -689,8 +689,11 @@ def _page_load_timeline(request: Request, meta: dict, upload_id: str
     for _, t in items:
         for k, v in ((t or {}).get("dropped") or {}).items():
             dropped[k] = max(dropped.get(k, 0), v)  # the client's counts only grow
-    return {"longFrames": pl.long_frames, "interactions": pl.interactions, "load": pl.load,
-            "dropped": dropped}, len(items)
+    out = {"longFrames": pl.long_frames, "interactions": pl.interactions, "load": pl.load,
+           "dropped": dropped}
+    if pl.unsampled_counts():  # the piece running as the page left, never sent
+        out["unsampledCounts"] = pl.unsampled_counts()
+    return out, len(items)
 
 
 async def regressions(request: Request) -> Response:

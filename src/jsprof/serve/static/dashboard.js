@@ -96,9 +96,11 @@ async function loadVitals() {
   const current = pending(table);
   const rows = [];
   let empty = "";
+  let note = "";
   try {
     const doc = await getJSON("/v1/query/vitals", p);
     if (!current()) return;
+    note = leftOutNote(doc.rows);
     for (const r of doc.rows) {
       const tr = document.createElement("tr");
       cell(tr, r.route === null ? "(none)" : r.route, "l route");
@@ -118,6 +120,27 @@ async function loadVitals() {
   }
   showRows(table, rows);
   $("vitals-empty").textContent = empty;
+  $("vitals-note").textContent = note;
+}
+
+// What the clients counted and did not send, over the vitals rows (`leftOut`), in
+// `fleet vitals`' words (fleet/vitals.py left_out_words): "" when nothing.
+function leftOutNote(rows) {
+  const n = {interactions: 0, longFrames: 0, unsampledPageLoads: 0, unsampledMs: 0,
+             unsampledInteractions: 0, unsampledLongFrames: 0};
+  for (const r of rows) for (const k of Object.keys(n)) n[k] += Number((r.leftOut || {})[k]) || 0;
+  const of = (k, w) => `${n[k]} ${w}${n[k] === 1 ? "" : "s"}`;
+  const out = [];
+  if (n.interactions || n.longFrames) {
+    out.push("Left out by the clients (past their caps, or cut to fit a page's way out), not in " +
+             `these p75s: ${of("interactions", "interaction")}, ${of("longFrames", "long frame")}.`);
+  }
+  if (n.unsampledPageLoads) {
+    out.push(`${of("unsampledPageLoads", "page load")} ended with ${(n.unsampledMs / 1000).toFixed(1)} s ` +
+             "unsampled (the piece profiling as the page left: its samples never came; " +
+             `${of("unsampledInteractions", "interaction")} and ${of("unsampledLongFrames", "long frame")} in it).`);
+  }
+  return out.join(" ");
 }
 
 // Per interaction target and type (`fleet interactions`): the functions that ran during

@@ -42,7 +42,7 @@ PRESENTATION = 10
 # per page load, what its client counted and did not send (`timeline.dropped`), label
 # "interactions" or "longFrames": one row of value 0 whose count is that number
 LEFT_OUT = 11
-LEFT_OUT_KINDS = ("interactions", "longFrames")
+# (its labels: `timeline.LEFT_OUT_KINDS`, the running pieces not sampled among them)
 # A page load's left-out count kept at most this (a client's counts are checked below
 # 2**53 only: a thousand such summed would pass int64)
 LEFT_OUT_MAX = 2**32
@@ -99,8 +99,9 @@ def counts_left_out(entry: dict) -> dict:
 def left_out(pl: Any) -> list[tuple[str, int]]:
     """One merged page load's left-out counts ((label, n), n > 0): the LEFT_OUT rows,
     each weighted by its n (`signed`)."""
-    d = pl.dropped or {}
-    return [(k, min(int(d[k]), LEFT_OUT_MAX)) for k in LEFT_OUT_KINDS if d.get(k)]
+    from ...timeline import left_out as counts
+
+    return [(k, min(n, LEFT_OUT_MAX)) for k, n in counts(pl).items() if n]
 
 
 def signed(cell: Any, pl: Any, sign: int) -> list[tuple[Any, int, str, float, int]]:
