@@ -975,7 +975,9 @@ class Session {
     const chunk = this.chunk;
     const tail = this.profiler;
     const start = tail && this.starts.get(tail);
-    const running = start ? {piece: this.pieceIds.get(tail), start: start[1], end: performance.now()} : null;
+    const running = start
+      ? {piece: this.pieceIds.get(tail), start: start[1], end: performance.now()}
+      : null;
     this.chunk = null;
     this.profiler = null;
     clearTimeout(this.pieceTimer);
@@ -999,7 +1001,9 @@ class Session {
         const id = sent.any ? randomId() : chunk.id;
         const room = this.opts.keepaliveLimit - this.keepaliveBytes;
         const got = running && pieces.some((p) => p.n === running.piece);
-        const arrived = got ? {piece: running.piece, start: running.start, ms: 0, longFrames: 0, interactions: 0} : null;
+        const arrived = got
+          ? {piece: running.piece, start: running.start, ms: 0, longFrames: 0, interactions: 0}
+          : null;
         return this.build(chunk, id, pieces, sent.last, why, parts, room, arrived);
       })
       .then((up) => {
