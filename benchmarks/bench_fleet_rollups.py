@@ -105,7 +105,8 @@ def _write_store(root: Path, scale: float, args: argparse.Namespace) -> dict:
         leaf = set(frame[np.argsort(-p_stack)[: args.frames // 4]].tolist())
         present = np.clip(rng.beta(0.5, 2.0, args.frames), 1e-4, 1.0)
         mu = rng.normal(np.log(20e6), 1.0, args.frames)  # median self time per frame, ns
-        fkey = np.asarray([function_hash(f"fn{i}", res) for i in range(args.frames)], np.int64)
+        fkey = np.asarray([function_hash(f"fn{i}", res, i * 3 + 1, 5)  # as the frames above
+                           for i in range(args.frames)], np.int64)
         leaves = np.asarray(sorted(leaf), np.int64)
         slow = np.where(np.isin(np.arange(args.frames), leaves[:5]) & (ri > 0), np.log(1.5), 0.0)
         for d in range(args.days):

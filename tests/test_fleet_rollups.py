@@ -526,7 +526,7 @@ def test_format_6_rollups_are_rebuilt_with_the_identity_groups(
     compact(st)
     st.close()
     man = read_manifest(copy)
-    assert man["formatVersion"] == FORMAT_VERSION == 11 and man["rollups"]
+    assert man["formatVersion"] == FORMAT_VERSION == 12 and man["rollups"]
     st = api.open_store(copy)
     with api.session(st) as s:
         assert rollups.select(s.engine, s.snap, f) is not None

@@ -1,5 +1,5 @@
 """`fleet diff` from the rollups (issue 34): over whole days, each side's shares from
-rollup_stacks and the 95 % intervals from rollup_moments (per function by name and script:
+rollup_stacks and the 95 % intervals from rollup_moments (per function by place, format 12:
 sums over uploads of its self and total ns, their squares and their products with the
 upload's all ns), instead of a bootstrap over every upload's rows. On a store of page loads
 resampled from the real Chromium traces (chunked, ~160 uploads a release): the moments

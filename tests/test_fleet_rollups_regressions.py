@@ -173,7 +173,7 @@ def test_format_9_tables_are_read_per_upload_until_rebuilt(
     st = Store(copy)
     compact(st)
     st.close()
-    assert read_manifest(copy)["formatVersion"] == FORMAT_VERSION == 11
+    assert read_manifest(copy)["formatVersion"] == FORMAT_VERSION == 12
     with api.session(api.open_store(copy)) as s:
         with monkeypatch.context() as m:
             _no_upload_rows(s, m)

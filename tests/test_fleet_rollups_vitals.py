@@ -303,7 +303,7 @@ def test_format_8_tables_get_their_vitals_rolled_up(
     st = Store(copy)
     compact(st)
     st.close()
-    assert read_manifest(copy)["formatVersion"] == FORMAT_VERSION == 11
+    assert read_manifest(copy)["formatVersion"] == FORMAT_VERSION == 12
     st = api.open_store(copy)
     with api.session(st) as s:
         assert {**vitals.rolled(s.engine, s.snap, f), **api.notes(s)} == before

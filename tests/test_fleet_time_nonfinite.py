@@ -84,7 +84,7 @@ def _roll_up_again(path: Path) -> None:
     st = Store(path)
     compact(st)
     st.close()
-    assert read_manifest(path)["formatVersion"] == 11
+    assert read_manifest(path)["formatVersion"] == 12
 
 
 def _mark(frac: float, seed: int) -> Any:

@@ -210,7 +210,7 @@ def test_tables_of_the_format_before_are_read_per_sample_then_rolled_up(
     st = Store(copy)
     compact(st)
     st.close()
-    assert read_manifest(copy)["formatVersion"] == 11
+    assert read_manifest(copy)["formatVersion"] == 12
     _check(copy, filters=FILTERS[:1])
 
 

@@ -107,8 +107,8 @@ class KeyRule:
 
     def __init__(self, sides: Iterable[Iterable[tuple[str, str | None, int | None, int | None]]],
                  anonymous_by_line: bool = True) -> None:
-        # anonymous_by_line=False (`fleet diff`'s keys, which its resampling rebuilds from
-        # (name, resource)) keeps the merged rows of before.
+        # anonymous_by_line=False (`fleet diff`): the anonymous functions of a script that
+        # has one (in each profile) match by script alone, not by line
         self._by_line = anonymous_by_line
         shared: set[tuple[str, str | None]] = set()
         per_side: list[dict[tuple[str, str | None], set[Place]]] = []
@@ -172,13 +172,32 @@ class KeyRule:
 
     def __call__(self, name: str, resource: str | None, line: int | None,
                  column: int | None, side: int | None = None) -> NameKey:
-        keys = self._keys.get((name, resource)) if self._by_line else None
-        if keys is None or (side is None and (name, resource) in self._moved):
+        keys = self._keys.get((name, resource))
+        # The fleet's form (anonymous_by_line=False) matches a name whose functions moved
+        # by name on every side too: its resampling and rollups map each stored frame onto
+        # a key by the frame's own place (`key_index`), which no move can follow.
+        if keys is None or ((side is None or not self._by_line)
+                            and (name, resource) in self._moved):
             return name_key(name, resource, line, self._by_line)
         if side is None:  # nothing moved: each side keys a place alike
             side = next((i for i, ks in enumerate(keys) if (line, column) in ks), -1)
         key = keys[side].get((line, column)) if 0 <= side < len(keys) else None
         return key if key is not None else name_key(name, resource, line, self._by_line)
+
+
+def key_index(pos: dict[NameKey, int], name: str, resource: str | None, line: int | None,
+              column: int | None, default: int = -1) -> int:
+    """The index in `pos` (a diff's rows' keys) of the row a frame adds to, its resource
+    already matched: by place where the diff's KeyRule matched its name by place (by line
+    and column, or by line), else by name (and line, for an anonymous one by line), as
+    `KeyRule` keys it. For callers that map stored frames onto a diff's rows (`fleet`'s
+    resampling and rollups) without the rule itself."""
+    for k in (NameKey(name, resource, line, column), NameKey(name, resource, line),
+              NameKey(name, resource)):
+        j = pos.get(k)
+        if j is not None:
+            return j
+    return default
 
 
 def match_resource(url: str | None) -> str | None:

@@ -628,7 +628,8 @@ def diff_parts(s: Session, base_f: Filters, new_f: Filters, top_n: int | None = 
     for r in shown:
         rows.append({
             "name": r.key.name, "label": r.key.label(), "resource": r.key.resource,
-            "line": r.key.line, "status": r.status or ("changed" if r.impact > 1e-9 else "same"),
+            "line": r.key.line, "column": r.key.column,
+            "status": r.status or ("changed" if r.impact > 1e-9 else "same"),
             "baseSelfPct": r3(r.base_self), "newSelfPct": r3(r.new_self),
             "baseTotalPct": r3(r.base_total), "newTotalPct": r3(r.new_total),
             "selfPp": r3(r.d_self), "totalPp": r3(r.d_total),

@@ -18,7 +18,13 @@ from typing import Any
 import numpy as np
 
 from ..analysis.calltree import CallTree
-from ..analysis.diff import NameKey, ProfileDiff, ResourceMatcher, diff_profiles
+from ..analysis.diff import (
+    NameKey,
+    ProfileDiff,
+    ResourceMatcher,
+    diff_profiles,
+    key_index,
+)
 from ..analysis.profile import FunctionKey, Summary, repeats_an_ancestor, summarize
 from ..errors import UsageError
 from ..meta import AGGREGATED
@@ -608,7 +614,8 @@ def resample_spec(sel: Selection, keys: list[NameKey],
         if not tr.num_stacks or not keys:
             continue
         fkey = np.asarray(
-            [pos.get(NameKey(k.name, match(k.resource)), -1) for k in _trace_function_keys(tr)]
+            [key_index(pos, k.name, match(k.resource), k.line, k.column)
+             for k in _trace_function_keys(tr)]
             or [-1], np.int64
         )
         node_key = fkey[tr.stack_frame]

@@ -279,7 +279,8 @@ def _unseen(pair: _Pair, by: str, base_key: str, level: float, min_change: float
             continue
         row = rows[i]
         fns.append({"name": row["name"], "label": row["label"], "resource": row["resource"],
-                    "line": row.get("line"), "beforeMsPerLoad": round(c.before, 3),
+                    "line": row.get("line"), "column": row.get("column"),
+                    "beforeMsPerLoad": round(c.before, 3),
                     "minRisePct": (round(max(100.0 * r, min_change), 1) if math.isfinite(r)
                                    else None)})
     fns.sort(key=lambda x: -x["beforeMsPerLoad"])
@@ -334,13 +335,13 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     m = len(tests)
     level = alpha * sum(picked) / m if m else alpha  # Benjamini-Yekutieli's FCR level
     found: list[dict] = []
-    seen: set[tuple[str, str | None, int | None]] = set()
+    seen: set[tuple[str, str | None, int | None, int | None]] = set()
     for (k, i, c), pick, qv in sorted(zip(tests, picked, qvals, strict=True),
                                       key=lambda x: (x[0][0], x[0][1])):
         pair = pairs[k]
         before, after, parts = pair.before, pair.after, pair.parts
         r = parts.doc["rows"][i]
-        key = (r["name"], r["resource"], r["line"] if not r["name"] else None)
+        key = (r["name"], r["resource"], r.get("line"), r.get("column"))  # the diff's key
         if not pick or c.diff <= 0 or key in seen:
             continue
         rel = 100.0 * (c.after / c.before - 1.0) if c.before > 0 else math.inf
@@ -351,7 +352,7 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
         rlo, rhi = c.ratio_interval(level)
         found.append({
             "name": r["name"], "label": r["label"], "resource": r["resource"],
-            "line": r.get("line"), by: after, base_key: before,
+            "line": r.get("line"), "column": r.get("column"), by: after, base_key: before,
             "beforeMsPerLoad": round(c.before, 3), "afterMsPerLoad": round(c.after, 3),
             "changeMsPerLoad": round(c.diff, 3), "changeMsCi": [round(lo, 3), round(hi, 3)],
             "changePct": round(rel, 1) if math.isfinite(rel) else None,
@@ -377,12 +378,11 @@ def regressions(s: Any, f: Any, min_change: float = MIN_CHANGE_PCT, min_traces: 
     unseen = [_unseen(p, by, base_key, alpha / m, min_change) for p in pairs] if m else []
     # A function reported at a pair rose by more than that pair could miss: `found` says
     # so, and the text and dashboard leave it out of "more often missed than found".
-    flagged = {(x[by], x["name"], x["resource"], x["line"] if not x["name"] else None)
-               for x in found}
+    flagged = {(x[by], x["name"], x["resource"], x["line"], x["column"]) for x in found}
     for u in unseen:
         for fn in u["functions"]:
-            fn["found"] = (u[by], fn["name"], fn["resource"],
-                           fn["line"] if not fn["name"] else None) in flagged
+            fn["found"] = (u[by], fn["name"], fn["resource"], fn["line"],
+                           fn["column"]) in flagged
     # the compared releases' source maps that do not match their scripts (not applied)
     warnings = list(dict.fromkeys(
         query.map_warnings(*(p.parts.base for p in pairs), *(p.parts.new for p in pairs))

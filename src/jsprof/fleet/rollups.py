@@ -480,7 +480,8 @@ def diff_intervals(engine: Any, base: Any, new: Any, keys: list, match: Any
     """`query.bootstrap`'s 95 % intervals (pp of share and relative %, self and total, per
     key) from the rollups' moments, or None (the per-upload rows must resample): both
     sides read from the rollups with no part day at a window's end, and each key one
-    name group (`name_groups`) of each release's frames that one upload may hold.
+    function (`frame_groups`: name, script, line, column) of each release's frames that
+    one upload may hold.
 
     A key's share is a ratio of sums over uploads, R = S/A (S: its ns, A: all ns). The
     Bayesian bootstrap (each upload weighted by an Exp(1) draw) has, to first order, the
@@ -529,9 +530,11 @@ def _ratio(m: dict[str, np.ndarray], a: float, b: float) -> tuple[np.ndarray, np
 
 def _side_moments(engine: Any, sel: Any, keys: list, match: Any) -> dict | None:
     """One side's sums per diff key (`self`, `total`: sum, sq, a) and all ns `a`, a^2
-    `b`; None when a key is not one name group of each release (by origin)."""
-    from ..analysis.diff import NameKey
-    from ..store.tables.view import name_groups
+    `b`; None when a key is not one function of each release (by origin): the moments are
+    per function by place (format 12), so a key by place reads its own, and a key by name
+    (one place a side: `diff.KeyRule`) reads that place's in each release."""
+    from ..analysis.diff import NameKey, key_index
+    from ..store.tables.view import frame_groups
     from ..trace import no_stack_name
 
     p = sel.rollup
@@ -554,13 +557,13 @@ def _side_moments(engine: Any, sel: Any, keys: list, match: Any) -> dict | None:
         if st.maps:
             return None  # grouped by the stored frames, not by what the maps make of them
         tr = st.trace
-        frames = [(fr.name, None if fr.resource_id is None else tr.resources[fr.resource_id])
-                  for fr in tr.frames]
+        frames = [(fr.name, None if fr.resource_id is None else tr.resources[fr.resource_id],
+                   fr.line, fr.column) for fr in tr.frames]
         n = len(frames)
         committed = (p.committed or {}).get(rkey)
         c = n if committed is None else min(committed, n)
-        g = np.concatenate([name_groups(frames[:c]), name_groups(frames[c:]) + c])
-        jf = np.asarray([pos.get(NameKey(k.name, match(k.resource)), -1)
+        g = np.concatenate([frame_groups(frames[:c]), frame_groups(frames[c:]) + c])
+        jf = np.asarray([key_index(pos, k.name, match(k.resource), k.line, k.column)
                          for k in rel.frame_key] or [-1], np.int64)
         # one key per group, and within an origin one group per key
         if n and (jf[:n] != jf[g]).any():
@@ -621,7 +624,7 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any,
     squares gives) or a release has source maps (keyed by the stored frames). `rows`:
     those rows already read (`Units.perload`); `hashes`: rkey -> its frames'
     `function_hash`, kept between calls."""
-    from ..analysis.diff import NameKey
+    from ..analysis.diff import NameKey, key_index
     from ..store.tables.view import LOAD_KEY, function_hash
     from ..trace import MARKERS, NONE, no_stack_name
 
@@ -655,13 +658,14 @@ def perload_side(engine: Any, sel: Any, p: Plan, keys: list, match: Any,
         tr = st.trace
         if rkey not in hashes:
             hashes[rkey] = [function_hash(fr.name, None if fr.resource_id is None
-                                          else tr.resources[fr.resource_id])
+                                          else tr.resources[fr.resource_id], fr.line,
+                                          fr.column)
                             for fr in tr.frames]
         h2j: dict[int, int] = {}
         for h, k in zip(hashes[rkey], rel.frame_key, strict=False):
             if k.resource not in matched:  # a script per many frames: matched once
                 matched[k.resource] = match(k.resource)
-            jj = pos.get(NameKey(k.name, matched[k.resource]), -1)
+            jj = key_index(pos, k.name, matched[k.resource], k.line, k.column)
             if h2j.setdefault(h, jj) != jj:
                 return None  # one function of the release two keys
         j2h: dict[int, int] = {}

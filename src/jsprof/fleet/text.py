@@ -64,7 +64,7 @@ def _where(r: dict) -> str:
 def _name(r: dict) -> str:
     # The one label every output gives a function (FunctionKey.label): an anonymous one is
     # `(anonymous page.html:445)`, as `jsprof report` and `fleet flame` print it.
-    return r["name"] or anonymous_label(r.get("resource"), r.get("line"))
+    return r.get("label") or r["name"] or anonymous_label(r.get("resource"), r.get("line"))
 
 
 def _ms(v: float | None) -> str:
@@ -332,7 +332,8 @@ class RegressionsText(Renderer):
         level = f"{100.0 * doc.get('ciLevel', 0.95):.4g}%"
         for r in doc["regressions"]:
             lo, hi = r["changeMsCi"]
-            name = r["name"] or anonymous_label(r["resource"], r.get("line"))
+            name = (r.get("label") or r["name"]
+                    or anonymous_label(r["resource"], r.get("line")))
             eg = ", ".join(printable(i) for i in r["exampleIds"]) or "(none)"
             lines.append(
                 f"{printable(name)} ({printable(r['resource'] or '')}): "

@@ -78,10 +78,6 @@ class Release:
     # one function with it (`rollup.frame_groups`, kept as frames come)
     groups: list[int] = field(default_factory=list)
     group_first: dict[tuple, int] = field(default_factory=dict)
-    # per frame id: the smallest id of the frames of its name and script, any line
-    # (`rollup.name_groups`: what rollup_moments keys)
-    names: list[int] = field(default_factory=list)
-    name_first: dict[tuple, int] = field(default_factory=dict)
     # per frame id: its function's key in rollup_perload (`perload.function_hash`)
     hashes: list[int] = field(default_factory=list)
 
@@ -98,8 +94,7 @@ class Release:
         assert fid == len(self.groups), "frames must come in id order"
         gk = group_key(key)
         self.groups.append(self.group_first.setdefault(gk, fid))
-        self.names.append(self.name_first.setdefault(gk[:2], fid))
-        self.hashes.append(function_hash(key[0], key[1]))
+        self.hashes.append(function_hash(*key[:4]))
 
     def stack(self, parent: int, frame: int) -> int:
         sid = self.stack_ids.get((parent, frame))
@@ -494,7 +489,8 @@ def write_release_parts(
                              np.asarray(rel.groups, np.int64) + frame_base])
     parent = np.asarray(rel.stack_parent, np.int64)
     sframe = np.asarray(rel.stack_frame, np.int64)
-    names = np.asarray(rel.names, np.int64)
+    # rollup_moments keys by those groups too (format 12: by place, issue 32)
+    own = np.asarray(rel.groups, np.int64)
     cells: dict[str | None, list[dict]] = {}
     for c in rel.cells:
         cells.setdefault(day_of(c.get("_at")), []).append(c)
@@ -504,7 +500,7 @@ def write_release_parts(
         w = per_day.get(("weights", day), _no_rows(sch["weights"]))
         st = np.asarray(w["stack_id"], np.int64)
         m = upload_moments(w["uk"], np.where(st >= 0, st - stack_base, st), w["marker"],
-                           w["weight_ns"], parent, sframe, names)
+                           w["weight_ns"], parent, sframe, own)
         m["key"] = np.where(m["key"] >= 0, m["key"] + frame_base, m["key"])
         got = rollup_columns(up, w, per_day.get(("upload_frames", day),
                                                 _no_rows(sch["upload_frames"])), groups, m)

@@ -30,16 +30,23 @@ MANIFEST = "_manifest.json"
 # rollup_moments and rollup_cells.a_sq (what `fleet diff`'s intervals need); 9:
 # rollup_vitals (what `fleet vitals` counts: tables/vitals.py); 10: rollup_perload and
 # rollup_examples (what `fleet regressions` tests: tables/perload.py); 11: rollup_time,
-# rollup_timeloads and rollup_timekeys (what the merged Time view sums: tables/timeroll.py)
-FORMAT_VERSION = 11
+# rollup_timeloads and rollup_timekeys (what the merged Time view sums: tables/timeroll.py);
+# 12: rollup_moments, rollup_perload and rollup_examples per function by place (name,
+# script, line, column), where 8-11 had one row per name and script: a minified script's
+# anonymous or same-named functions, which `fleet diff` and `regressions` key by place,
+# each their own (issue 32)
+FORMAT_VERSION = 12
 # Formats read as they are and upgraded by the next compaction, not rebuilt: 4 has every
 # table of 5 but `samples`, which only its uploads from `samplesFromUk` on have (a rebuild
 # would need raw segments that raw retention, `--keep-raw`, may have deleted).
 # 5 has every table of 6 but the rollups, which the next compaction builds from its
 # per-upload tables (`tables/rebuild.py`); until then queries read the per-upload tables.
 # 6, 7, 8, 9 and 10 have them without the groups, the moments, the vitals, the per-load
-# sums or the Time view's: rebuilt so too (the per-upload tables are the same).
-UPGRADES = (4, 5, 6, 7, 8, 9, 10)
+# sums or the Time view's, and 11 with the moments and per-load sums by name and script:
+# rebuilt so too (the per-upload tables are the same). Their rollups are never read as
+# they are (a key by place there would be its name's sum): queries read the per-upload
+# tables until then.
+UPGRADES = (4, 5, 6, 7, 8, 9, 10, 11)
 
 KINDS = ("frames", "stacks", "weights", "upload_frames", "samples", *ROLLUP_KINDS)
 ROW_KINDS = ("weights", "upload_frames", "samples")  # per-upload rows, parted by day
@@ -72,12 +79,13 @@ def _upgraded(doc: dict) -> dict:
     """A manifest of a format in UPGRADES as this format reads it (in memory; the next
     compaction commits it): no samples parts, and no sample rows for any upload so far
     (format 4); no rollups (4 and 5) or rollups without the identity groups (6), the
-    moments (7), the vitals (8), the per-load sums (9) or the Time view's (10), which
-    that compaction builds (`rebuild.py`)."""
+    moments (7), the vitals (8), the per-load sums (9), the Time view's (10) or the
+    moments and per-load sums by place (11), which that compaction builds
+    (`rebuild.py`)."""
     was = doc.get("formatVersion")
     doc = dict(doc, formatVersion=FORMAT_VERSION)
     doc.setdefault("samplesFromUk", doc.get("nextUk", 0))
-    if "rollups" not in doc or was in (6, 7, 8, 9, 10):
+    if "rollups" not in doc or was in (6, 7, 8, 9, 10, 11):
         doc["rollups"] = not doc.get("nextUk")
     doc["releases"] = {k: dict(v, parts={**{n: [] for n in KINDS}, **v["parts"]})
                        for k, v in doc["releases"].items()}

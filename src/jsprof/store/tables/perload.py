@@ -4,8 +4,9 @@ ns per page load (`rollup_perload`), and the uploads with the most of it
 (`rollup_examples`), so that a release's or a day's test reads rows per function and day,
 not per upload.
 
-A function is keyed by a 63-bit hash of its name and its script as the default identity
-rule names it (`function_hash`: `rollup.name_groups`' key, any line), the same in every
+A function is keyed by a 63-bit hash of its name, its script as the default identity
+rule names it, its line and column (`function_hash`: `rollup.group_key`; format 12, where
+10 and 11 hashed name and script, any line), the same in every
 batch, in a query's tail and in every release, so a page load whose chunks are in
 different batches (or some committed and some in the tail, whose frame ids differ) adds
 up on one key. A sample with no stack is keyed -2 - its marker (as `rollup_moments`), and
@@ -40,19 +41,24 @@ LOAD_KEY = -1000  # the page load itself (the no-stack keys are -1 .. -17)
 PriorSelf = Callable[[set[tuple]], dict[tuple, tuple[np.ndarray, np.ndarray]]]
 
 
-def function_hash(name: str, resource: str | None) -> int:
-    """A frame's function key (name, script by the default identity rule) as a 63-bit
-    integer (>= 0)."""
+def function_hash(name: str, resource: str | None, line: int | None,
+                  column: int | None) -> int:
+    """A frame's function (`rollup.group_key`: name, script by the default identity rule,
+    line, column) as a 63-bit integer (>= 0). By place (format 12): a minified script's
+    functions that share a name (or none) are each their own key, so a query that keys
+    them by place reads each apart, and one that keys them by name sums the one place a
+    release has of it (issue 32)."""
     from ...analysis.diff import script_identity
 
-    s = f"{name}\0{script_identity(resource) or ''}\0{resource is None}"
+    s = (f"{name}\0{script_identity(resource) or ''}\0{resource is None}"
+         f"\0{'' if line is None else line}\0{'' if column is None else column}")
     h = int.from_bytes(hashlib.blake2b(s.encode(), digest_size=8).digest(), "little")
     return h & ((1 << 63) - 1)
 
 
 def frame_hashes(frames: list[tuple]) -> np.ndarray:
-    """Per frame (name, resource, ...), in id order: its `function_hash`."""
-    return np.asarray([function_hash(f[0], f[1]) for f in frames] or [], np.int64)
+    """Per frame (name, resource, line, column), in id order: its `function_hash`."""
+    return np.asarray([function_hash(*f[:4]) for f in frames] or [], np.int64)
 
 
 def upload_keys(uk: np.ndarray, frame_id: np.ndarray, marker: np.ndarray, self_ns: np.ndarray,
@@ -208,8 +214,9 @@ def prior_self(tdir: Any, man: dict, rkey: str, day: str | None) -> PriorSelf:
         t = pa.concat_tables(rows)
         frames: list[tuple] = []
         for e in entry["parts"]["frames"]:  # in id order
-            f = read_part(pq, verify_part(tdir, e), tdir, ["name", "resource"]).to_pydict()
-            frames += zip(f["name"], f["resource"], strict=True)
+            f = read_part(pq, verify_part(tdir, e), tdir,
+                          ["name", "resource", "line", "column"]).to_pydict()
+            frames += zip(f["name"], f["resource"], f["line"], f["column"], strict=True)
         per = upload_keys(t["uk"].to_numpy(), t["frame_id"].to_numpy(),
                           t["marker"].to_numpy(), t["self_ns"].to_numpy(),
                           frame_hashes(frames))

@@ -23,7 +23,6 @@ from .rollup import (
     aggregate,
     frame_groups,
     load_hash,
-    name_groups,
     rollup_columns,
     upload_moments,
 )
@@ -75,13 +74,13 @@ def rebuild_rollups(tdir: Path, man: dict, rkey: str, day: str | None, part: int
     cuts = np.nonzero(np.diff(w["uk"]))[0] + 1 if len(w["uk"]) else np.zeros(0, np.int64)
     bounds = [0, *[int(c) for c in cuts[np.diff(cuts // (1 << 20), prepend=0) > 0]],
               len(w["uk"])]
-    names = name_groups(frames)
+    groups = frame_groups(frames)  # rollup_moments' keys too (by place: format 12)
     got = [upload_moments(w["uk"][a:b], w["stack_id"][a:b], w["marker"][a:b],
-                          w["weight_ns"][a:b], parent, sframe, names)
+                          w["weight_ns"][a:b], parent, sframe, groups)
            for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
     moments = {k: np.concatenate([g[k] for g in got]) if got else np.zeros(0, np.int64)
                for k in ("uk", "key", "s", "t")}
-    data = rollup_columns(cols, rows["weights"], rows["upload_frames"], frame_groups(frames),
+    data = rollup_columns(cols, rows["weights"], rows["upload_frames"], groups,
                           moments)
     # the day's page loads whole, all their chunks at once (no earlier batch to take away)
     order = np.argsort(np.asarray(cols["uk"], np.int64), kind="stable").tolist()

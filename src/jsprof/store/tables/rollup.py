@@ -22,9 +22,13 @@ holds one row per key whatever the number of batches. Queries only read them.
                  (grouped 1), so a query by that rule counts such an upload once
 
   rollup_moments route, env, key -> uploads, s_sum, s_sq, s_a, t_sum, t_sq, t_a
-                 per function by name and script (`name_groups`: the default identity
-                 rule's script, any line; keyed by its smallest frame id; a sample with
-                 no stack by -2 - its marker), over the uploads: the sums of its self
+                 per function (`frame_groups`: name, the default identity rule's
+                 script, line and column, as rollup_frames groups them; format 12,
+                 where 8-11 grouped by name and script, any line; keyed by its smallest
+                 frame id; a sample with no stack by -2 - its marker), so a diff that
+                 keys a minified script's functions by place reads each apart and one
+                 that keys a function by name reads its one place in a release (issue
+                 32); over the uploads: the sums of its self
                  ns s, of s^2 and of s x a (a: the upload's all ns), and the same of its
                  total ns t (on a stack's path once); rollup_cells' `a_sq` sums a^2.
                  What `fleet diff`'s intervals of a share S/A need (the delta method of
@@ -38,8 +42,9 @@ holds one row per key whatever the number of batches. Queries only read them.
                  each page load once
   rollup_perload route, env, key -> loads, s_sum, s_sq
                  what `fleet regressions` tests (tables/perload.py): per function (a hash
-                 of its name and script) the page loads' sum and sum of squares of its
-                 self ns per page load, added across batches as rollup_vitals is; key
+                 of its `group_key`, by place as rollup_moments) the page loads' sum
+                 and sum of squares of its self ns per page load, added across batches
+                 as rollup_vitals is; key
                  LOAD_KEY counts the page loads (`loads`) and sums their all ns
   rollup_examples route, env, key, uk -> id, self_ns
                  per function the EXAMPLES_KEPT uploads with the most self ns in it;
@@ -238,16 +243,6 @@ def group_key(frame: tuple) -> tuple:
     return (name, script_identity(res), line, col)
 
 
-def name_groups(frames: list[tuple]) -> np.ndarray:
-    """Per frame (in id order): the smallest id of the frames with its name and its
-    script as the default identity rule names it (any line): `fleet diff`'s keys."""
-    from ...analysis.diff import script_identity
-
-    first: dict[tuple, int] = {}
-    return np.asarray([first.setdefault((f[0], script_identity(f[1])), i)
-                       for i, f in enumerate(frames)], np.int64)
-
-
 def unique_rows(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """`np.unique(rows, axis=0, return_inverse=True)` of an (n, k) integer array: the
     distinct rows in lexicographic order, and each row's index among them. numpy sorts
@@ -294,7 +289,7 @@ def upload_moments(uk: np.ndarray, stack_id: np.ndarray, marker: np.ndarray,
                    weight_ns: np.ndarray, parent: np.ndarray, frame: np.ndarray,
                    group: np.ndarray, block: int = MOMENTS_BLOCK) -> dict[str, np.ndarray]:
     """Weights rows (uk, stack, marker, ns) -> per (upload, key) the self ns `s` and the
-    total ns `t` of each key: a frame's `group` (`name_groups`) for the stacks (self: the
+    total ns `t` of each key: a frame's `group` (`frame_groups`) for the stacks (self: the
     leaf's; total: every group on the path, once), -2 - marker for rows with no stack.
     Rows sorted by (uk, key).
 

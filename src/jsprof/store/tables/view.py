@@ -45,7 +45,6 @@ from .rollup import (
     bucket_of,
     frame_groups,
     load_hash,
-    name_groups,
     page_loads,
     quantiles,
 )
@@ -83,7 +82,6 @@ __all__ = [
     "day_of",
     "function_hash",
     "load_hash",
-    "name_groups",
     "nice",
     "page_loads",
     "part_files",
