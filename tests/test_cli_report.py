@@ -53,6 +53,31 @@ def test_report_by_line_without_lines_is_a_clear_error(data):
     assert "Traceback" not in p.stderr
 
 
+def test_by_line_of_a_format_that_keeps_no_lines_names_the_format(tmp_path):
+    """Real acorn (tests/js/node_modules) parsing its own source on QuickJS, whose samples
+    carry lines: written as Perfetto or folded stacks, `--by line` said the engine did not
+    record them (newuser13). It names the format, and the recording still reports."""
+    from pathlib import Path
+
+    acorn = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist" / "acorn.js"
+    if not acorn.is_file():
+        pytest.fail("tests/js/node_modules lacks acorn; run `make test` (npm ci there)")
+    script = tmp_path / "parse.js"
+    script.write_text(acorn.read_text() + (  # the UMD sets globalThis.acorn
+        "\nconst SRC = 'function f(a, b) { return [a, b].map((x) => x * 2); }\\n'"
+        ".repeat(4000);\nfor (let i = 0; i < 3; i++) acorn.parse(SRC, {ecmaVersion: 2022});\n"))
+    rec = tmp_path / "parse.jsprof.json"
+    run("record", "-o", rec, script)
+    assert "parse" in run("report", rec, "--by", "line").stdout
+    for ext, name in ((".pftrace", "perfetto"), (".folded", "folded")):
+        out = tmp_path / f"parse{ext}"
+        run("convert", rec, out)
+        p = run("report", out, "--by", "line", ok=False)
+        assert p.returncode == 2, p.stderr
+        assert f"its format, {name}, keeps none" in p.stderr, p.stderr
+        assert "engine" not in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 def test_bad_flag_is_usage_error(data):
     p = run("report", data / "chromium" / "trace-basic.json", "--top", "0", ok=False)
     assert p.returncode == 2 and "must be at least 1" in p.stderr and "Traceback" not in p.stderr

@@ -293,10 +293,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             summary = (hot_lines(rec, args.track) if by == "line"
                        else summarize(rec, by=by, track=args.track))
             if summary is None:
-                raise UsageError(
-                    f"{args.trace}: has no per-sample line data (the engine did not record "
-                    "it); use --by function"
-                )
+                raise UsageError(views.no_line_data(args.trace))
             doc = render.summary_json(summary, top, by, sort)
         print_json({**doc, **_lost_json(lost), **_during_json(args), **_busy_json(args),
                     **_transforms_json(args)})

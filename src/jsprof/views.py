@@ -12,7 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .errors import UsageError
+from .errors import JsprofError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -75,14 +75,36 @@ def report_view(
     if by == "line":
         summary = hot_lines(rec, track)
         if summary is None:
-            raise UsageError(
-                f"{source}: has no per-sample line data (the engine did not record it); "
-                "use --by function"
-            )
+            raise UsageError(no_line_data(source))
     else:
         summary = summarize(rec, by=by, track=track)
     title = trace_title(rec, track) + "".join(f" · {t}" for t in transforms)
     return render.SummaryTable(console, top, by, title, sort, wide), summary
+
+
+# Formats with no place for the line a sample executed: a recording written there loses
+# what its engine recorded (jsprof, .cpuprofile, pprof, speedscope, Chrome trace and OTLP
+# keep it)
+_NO_LINE_FORMATS = ("perfetto", "folded")
+
+
+def no_line_data(source: str) -> str:
+    """`--by line`'s refusal for a trace with no per-sample lines: the file's format when
+    that is why (a Perfetto or folded file converted from a recording that had them; the
+    line blamed the engine), else the engine."""
+    why = "the engine did not record it"
+    if source != "-" and os.path.isfile(source):
+        from . import io
+        from .formats import detect
+
+        try:
+            fmt = detect(*io.read_input(source))
+        except (JsprofError, OSError):
+            fmt = None
+        if fmt is not None and fmt.name in _NO_LINE_FORMATS:
+            why = (f"its format, {fmt.name}, keeps none; report the recording it was "
+                   "converted from")
+    return f"{source}: has no per-sample line data ({why}); use --by function"
 
 
 def trace_title(rec: Recording, track: str | None) -> str:
