@@ -235,3 +235,34 @@ def test_record_summary_says_the_gap_cap_too(tmp_path):
     gap_word = "gap" if lost["gaps"] == 1 else "gaps"
     assert (f"+{lost['lost_ms']:.1f} ms lost in {lost['gaps']} {gap_word} between samples "
             "longer than the cap of") in summary, summary
+
+
+def test_diff_json_names_the_broken_rules(tmp_path):
+    """`diff --json --fail-if` printed the table's numbers only; which rule broke (and so
+    why the job exited 1) went to stderr alone (newuser13). Real acorn on QuickJS, CPU
+    clock, 1 and 3 parses: one rule every function breaks, one none does."""
+    from pathlib import Path
+
+    acorn = Path(__file__).parent / "js" / "node_modules" / "acorn" / "dist" / "acorn.js"
+    if not acorn.is_file():
+        pytest.fail("tests/js/node_modules lacks acorn; run `make test` (npm ci there)")
+    recs = []
+    for n in (1, 3):
+        script = tmp_path / f"parse{n}.js"
+        script.write_text(acorn.read_text() + (
+            "\nconst SRC = 'function f(a, b) { return [a, b].map((x) => x * 2); }\\n'"
+            ".repeat(3000);\n"
+            f"for (let i = 0; i < {n}; i++) acorn.parse(SRC, {{ecmaVersion: 2022}});\n"))
+        recs.append(tmp_path / f"parse{n}.jsprof.json")
+        run("record", "--clock", "cpu", "-o", recs[-1], script)
+    rules = ["*:total>-100pp", "*:total>+200pp"]  # every change is above -100 pp, none above 200
+    p = run("diff", *recs, "--json", *[a for r in rules for a in ("--fail-if", r)], ok=False)
+    assert p.returncode == 1, p.stderr
+    doc = json.loads(p.stdout)
+    assert doc["fail_if"] == rules, doc.get("fail_if")
+    assert doc["broken"] and all(line.endswith(f"breaks --fail-if {rules[0]!r}")
+                                 for line in doc["broken"]), doc["broken"]
+    said = p.stderr.splitlines()[-len(doc["broken"]):]
+    assert [f"jsprof: diff: {line}" for line in doc["broken"]] == said, p.stderr
+    p = run("diff", *recs, "--json", "--fail-if", rules[1])
+    assert json.loads(p.stdout)["broken"] == [] and p.returncode == 0

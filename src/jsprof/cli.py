@@ -687,9 +687,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from .meta import COUNTS_NOTE
 
     counted = _counts_only_sides(args, base, new)
+    failures = check_gates(d, gates)
     if args.json:
+        # the rules and what broke them, as on stderr: the JSON is what a CI job keeps
+        rules = {"fail_if": list(args.fail_if), "broken": failures} if gates else {}
         print_json({**render.diff_json(d, top), **_transforms_json(args),
-                    **({"ms_are_sample_counts": counted} if counted else {})})
+                    **({"ms_are_sample_counts": counted} if counted else {}), **rules})
     else:
         title = f"{args.new} vs {args.base} (change in self ms and in share of all time)"
         if counted:
@@ -724,7 +727,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
         io.atomic_write(args.flame, doc.encode("utf-8"))
         print(f"wrote {args.flame}", file=sys.stderr)
         _say_embedded(read)
-    failures = check_gates(d, gates)
     for line in failures:
         print(f"jsprof: diff: {line}", file=sys.stderr)
     return 1 if failures else 0
