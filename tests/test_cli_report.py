@@ -266,3 +266,34 @@ def test_diff_json_names_the_broken_rules(tmp_path):
     assert [f"jsprof: diff: {line}" for line in doc["broken"]] == said, p.stderr
     p = run("diff", *recs, "--json", "--fail-if", rules[1])
     assert json.loads(p.stdout)["broken"] == [] and p.returncode == 0
+
+
+def test_flame_names_the_map_sources_it_embeds(tmp_path):
+    """`flame --sourcemap` puts the original sources from the map's `sourcesContent` into
+    the page, but its stderr line named only the minified script (newuser13: prettier's
+    bundle, 'holds source text of dist/app.min.js' while the page held standalone.mjs,
+    babel.mjs and estree.mjs too). Real acorn bundled and minified by esbuild with a map
+    that carries its sources, run on QuickJS."""
+    from pathlib import Path
+
+    js = Path(__file__).parent / "js" / "node_modules"
+    if not (js / ".bin" / "esbuild").exists() or not (js / "acorn").is_dir():
+        pytest.fail("tests/js/node_modules lacks esbuild or acorn; run `make test`")
+    (tmp_path / "entry.mjs").write_text(
+        f"import {{ parse }} from {json.dumps(str(js / 'acorn' / 'dist' / 'acorn.mjs'))};\n"
+        "const src = 'function f(a, b) { return [a, b].map((x) => x * 2); }\\n'.repeat(3000);\n"
+        "for (let i = 0; i < 3; i++) parse(src, { ecmaVersion: 2022 });\n")
+    subprocess.run([str(js / ".bin" / "esbuild"), "entry.mjs", "--bundle", "--minify",
+                    "--sourcemap", "--outfile=app.min.js", "--log-level=warning"],
+                   cwd=tmp_path, check=True, timeout=120)
+    rec = tmp_path / "app.jsprof.json"
+    run("record", "-o", rec, tmp_path / "app.min.js")
+    p = subprocess.run([*JSPROF, "flame", str(rec), "--sourcemap", "-o",
+                        str(tmp_path / "app.html")], capture_output=True, text=True,
+                       timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    said = [line for line in p.stderr.splitlines() if "the page holds source text" in line]
+    # the minified script and the map's acorn.mjs: "... app.min.js and 1 other"
+    assert len(said) == 1 and " and " in said[0], p.stderr
+    page = (tmp_path / "app.html").read_text()
+    assert "acorn.mjs" in page  # the map's source is in the page, as the line says

@@ -314,7 +314,8 @@ class SourceReader:
     `http://host/js/app.js`) the file under `embed_dir` at the URL's path (`DIR/js/app.js`),
     else its name (`DIR/app.js`). None when none is there; a local file outside those
     folders is not read (`refused` names it); files over MAX_SOURCE_BYTES are not read.
-    `embedded` lists the local files read, for the command to say what the page holds.
+    `embedded` lists the local files read and the sources served from maps'
+    `sourcesContent`, for the command to say what the page holds.
     A root that is `too_broad` (/, the home folder) does not count unless it is `embed_dir`:
     `broad` names those left out, and `broad_refused` those a file was not read for."""
 
@@ -355,6 +356,9 @@ class SourceReader:
 
     def __call__(self, url: str) -> str | None:
         if url in self.texts:
+            # a map's sourcesContent goes into the page too: said with the local files
+            # (the line named only the minified script whose map it came through)
+            self.embedded.append(url)
             return self.texts[url]
         local = _local_path(url)
         got = self._read_local(local)
