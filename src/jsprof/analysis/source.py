@@ -45,6 +45,16 @@ class SourceFile:
         in no function (top-level code) or a source that does not parse there. A frame
         with no name (`named` False) at a function's first character is taken for the
         script's own code, which starts there too (at 1:1)."""
+        span = self.function_span(line, column, named)
+        return None if span is None else (span[0][0], span[1][0])
+
+    def function_span(
+        self, line: int | None, column: int | None, named: bool = True
+    ) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """As `function_lines`, with columns: ((line, column), (line, column)) of the
+        function's first character and of the one after its last, 1-based lines and
+        columns in characters (a minified script's functions share its long lines: the
+        columns say where on them each one is)."""
         if not line or line > len(self.lines):
             return None
         if self._tree is False:
@@ -60,4 +70,10 @@ class SourceFile:
             node = node.parent
         if node is None or (not named and tuple(node.start_point) == (row, col)):
             return None
-        return int(node.start_point.row) + 1, int(node.end_point.row) + 1
+        (r0, c0), (r1, c1) = node.start_point, node.end_point
+        return (r0 + 1, self._chars(r0, c0) + 1), (r1 + 1, self._chars(r1, c1) + 1)
+
+    def _chars(self, row: int, byte_col: int) -> int:
+        """A tree-sitter column (bytes of the line) in characters."""
+        text = self.lines[row] if row < len(self.lines) else ""
+        return len(text.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))

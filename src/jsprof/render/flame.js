@@ -1867,8 +1867,26 @@
         tr.className = "hot";
       }
       tr.appendChild(a); tr.appendChild(b); tr.appendChild(c);
-      tr.appendChild(el("td", {"class": "code"}, code));
+      tr.appendChild(typeof code === "string" ? el("td", {"class": "code"}, code) : code);
       tb.appendChild(tr);
+    }
+    // A long line's window for this function (a minified script's line holds dozens):
+    // c = [line, first column, text, line length, the frame's column or 0]. A "\u2026"
+    // stands for each cut, the frame's column is marked; the text stays text.
+    function cutCell(c) {
+      var td = el("td", {"class": "code", "data-from": c[1]});
+      var cs = Array.from(c[2]), m = c[4] - c[1];
+      if (c[1] > 1) td.appendChild(el("span", {"class": "cut", title: (c[1] - 1) + " characters before"}, "\u2026"));
+      if (c[4] > 0 && m >= 0 && m < cs.length) {
+        td.appendChild(doc.createTextNode(vis(cs.slice(0, m).join(""))));
+        td.appendChild(el("mark", {"class": "col", title: "column " + c[4]}, cs[m]));
+        td.appendChild(doc.createTextNode(vis(cs.slice(m + 1).join(""))));
+      } else {
+        td.appendChild(doc.createTextNode(vis(c[2])));
+      }
+      var rest = c[3] - (c[1] - 1) - cs.length;
+      if (rest > 0) td.appendChild(el("span", {"class": "cut", title: rest + " characters after"}, "\u2026"));
+      return td;
     }
     function draw() {
       sec.textContent = "";
@@ -1916,9 +1934,10 @@
       var tb = el("tbody", {});
       if (e[7] > 0 || e[8] > 0) row(tb, 0, e[7], e[8], "(line unknown: the engine or the source map could not place these samples)", max);
       if (e[1] >= 0) {
-        var T = text[e[1]], gap = 0;
+        var T = text[e[1]], gap = 0, cuts = {};
+        (e[10] || []).forEach(function (c) { cuts[c[0]] = c; });
         for (var ln = e[2]; ln <= e[3]; ln++) {
-          var t = T[ln];
+          var t = cuts[ln] ? cutCell(cuts[ln]) : T[ln];
           if (t === undefined) { gap++; continue; }
           if (gap) { tb.appendChild(el("tr", {"class": "gap"})).appendChild(el("td", {colspan: 5}, "\u22ef " + gap + " line" + (gap === 1 ? "" : "s"))); gap = 0; }
           var j = at[ln];

@@ -104,6 +104,8 @@ table.src td.ln { color: #8e8e93; }
 table.src td.code { text-align: left; white-space: pre; font-family: ui-monospace,
   "DejaVu Sans Mono", Menlo, Consolas, monospace; color: #1d1d1f; }
 table.src tr.hot td.code { background: #fff4ef; }
+table.src td.code .cut { color: #8e8e93; }
+table.src td.code mark.col { background: #ffd60a; color: inherit; }
 table.src tr.gap td { color: #8e8e93; text-align: left; padding: 2px 6px; }
 table.src tr:hover td { background: #f4f8fd; }
 .tfbar { padding: 2px 16px 4px; display: flex; flex-wrap: wrap; gap: 4px 6px; align-items: center;

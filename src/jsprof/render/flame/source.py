@@ -18,6 +18,10 @@ SOURCE_LINE_CHARS = 400
 SOURCE_FN_LINES = 300
 SOURCE_FUNCTIONS = 5_000
 SOURCE_WINDOW = 6  # lines either side of a sampled line in a long function
+# A line longer than SOURCE_LINE_CHARS (a minified script's: 30 kB, dozens of functions on
+# it) is shown per function as a window of that many characters, starting SOURCE_LEAD
+# before the function's column: its start would be some other function's text.
+SOURCE_LEAD = 40
 
 
 def source_model(
@@ -34,7 +38,8 @@ def source_model(
     engine's own frame), "nolocal" (its script is not a file here), "outside" (a local file
     the reader may not embed: outside the trace's and the current folder), "cap" (the size
     cap), or the reader's own `missing` word (the fleet's: "nomap", no source map of the
-    release carries the text)."""
+    release carries the text). A function's long lines are its own cuts (its 11th item:
+    [line, first column, text, line length, marked column or 0]), not shared chunks."""
     lines = hot_lines(rec, track)
     rows: dict[FunctionKey, list[tuple[int, float, int]]] = {}
     total = 0.0
@@ -77,8 +82,10 @@ def source_model(
             why = "nolocal"
         a = b = 0
         shown: list[int] = []
+        cuts: list[list] = []
         if sf is not None and len(out) < SOURCE_FUNCTIONS:
-            span = sf.function_lines(key.line, key.column, bool(key.name))
+            where = sf.function_span(key.line, key.column, bool(key.name))
+            span = None if where is None else (where[0][0], where[1][0])
             a, b = span if span is not None else (key.line or known[0][0], key.line or 0)
             if known:
                 a, b = min(a, known[0][0]), max(b, known[-1][0])
@@ -93,17 +100,19 @@ def source_model(
                     want.update(range(max(a, ln - SOURCE_WINDOW), min(b, ln + SOURCE_WINDOW) + 1))
                 shown = sorted(want)[: SOURCE_FN_LINES * 4]
             have = kept.setdefault(key.resource, {})  # type: ignore[arg-type]
-            new = [ln for ln in shown if ln not in have]
-            cost = sum(min(len(sf.lines[ln - 1]), SOURCE_LINE_CHARS) + 4 for ln in new)
+            long = {ln for ln in shown if len(sf.lines[ln - 1].rstrip("\r")) > SOURCE_LINE_CHARS}
+            new = [ln for ln in shown if ln not in have and ln not in long]
+            cost = sum(len(sf.lines[ln - 1]) + 4 for ln in new)
+            cost += len(long) * (SOURCE_LINE_CHARS + 24)
             if cost > budget:
                 why, shown = "cap", []
             else:
                 budget -= cost
                 for ln in new:
+                    have[ln] = clean(sf.lines[ln - 1].rstrip("\r"))
+                for ln in sorted(long):
                     t = sf.lines[ln - 1].rstrip("\r")
-                    if len(t) > SOURCE_LINE_CHARS:
-                        t = t[: SOURCE_LINE_CHARS - 1] + "\u2026"
-                    have[ln] = clean(t)
+                    cuts.append(_cut(t, ln, key.line, key.column, where))
         if not got and not shown and not bare:
             continue
         if shown:
@@ -115,7 +124,7 @@ def source_model(
         out.append([
             f, fi, a, b,
             [r[0] for r in known], [round(r[1], 6) for r in known], [r[2] for r in known],
-            round(unk_ms, 6), unk_n, why,
+            round(unk_ms, 6), unk_n, why, cuts,
         ])
     chunks = []
     for url, fi in files.items():
@@ -141,3 +150,27 @@ def source_model(
         "chunks": chunks,
         "fns": out,
     }
+
+
+def _cut(
+    text: str,
+    ln: int,
+    line: int | None,
+    column: int | None,
+    where: tuple[tuple[int, int], tuple[int, int]] | None,
+) -> list:
+    """A long line's window for one function: [ln, first column (1-based), text, the
+    line's length, the frame's column on it or 0]. On the frame's line the window is
+    around its column; on the function's first or last line (when the frame is not on
+    it), around the function's start or end; on a line in between, its start."""
+    mark = column if ln == line and column else 0
+    if mark:
+        at = mark
+    elif where is not None and ln == where[0][0]:
+        at = where[0][1]
+    elif where is not None and ln == where[1][0]:
+        at = max(1, where[1][1] - SOURCE_LINE_CHARS + 2 * SOURCE_LEAD)
+    else:
+        at = 1
+    first = max(1, min(at - SOURCE_LEAD, len(text) - SOURCE_LINE_CHARS + 1))
+    return [ln, first, clean(text[first - 1 : first - 1 + SOURCE_LINE_CHARS]), len(text), mark]
