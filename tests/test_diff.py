@@ -510,6 +510,26 @@ def test_an_edit_below_an_unmoved_function_pairs_the_moved_ones_in_order():
     assert all(ch.in_base), ch.in_base
 
 
+def test_two_runs_of_one_build_keep_a_function_both_sampled_as_itself():
+    """review14: two runs of one build, `e` at 2:134 sampled in both, each run one other
+    `e` the other did not (3:130 in BASE, 1:10 in NEW). In order they paired as "one edit"
+    (shifts (-1,-124) and (-1,+4): lines moved and columns too, on different lines, which
+    no edit does): e@2 50 -> 5, a `e:self>+50%` gate broken (+900 %). Now nothing tells
+    them apart (no anchor above them): by name, one row, unchanged."""
+    run = ("run", 5, 1)
+    base = _places([[run, ("e", 2, 134)]] * 50 + [[run, ("e", 3, 130)]] * 5 + [[run]] * 45)
+    new = _places([[run, ("e", 1, 10)]] * 5 + [[run, ("e", 2, 134)]] * 50 + [[run]] * 45)
+    d = diff_profiles(base, new, rank="ms", anonymous_by_line=True)
+    rows = {r.key.label(): r for r in d.rows}
+    assert set(rows) == {"run", "e"}, set(rows)
+    assert rows["e"].status == "" and rows["e"].d_self_ms == 0
+    assert check_gates(d, [parse_gate("e:self>+50%", ALL_UNITS)]) == []
+    # a real one-edit move still pairs in order: a line added above both
+    moved = _places([[run, ("e", 3, 134)]] * 50 + [[run, ("e", 4, 130)]] * 5 + [[run]] * 45)
+    d = diff_profiles(base, moved, rank="ms", anonymous_by_line=True)
+    assert all(r.status == "" for r in d.rows), [(r.key.label(), r.status) for r in d.rows]
+
+
 def test_functions_of_a_name_of_their_own_carry_a_shared_name_across_an_edit():
     """Where the code moved is told by the script's functions with a name of their own
     (one place a side): three lines added between `helper` and `tail` move the `e`s below
