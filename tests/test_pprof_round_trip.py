@@ -157,6 +157,14 @@ def test_each_track_keeps_its_interval_engine_and_lost_time():
     '"intervalMs": 1}}',
     '{"name": "main", "sampleInterval": 1e400, "requestedInterval": ' + "9" * 400 + ', '
     '"gapCapping": {"gaps": 1, "lostMs": ' + "9" * 400 + ', "capMs": 100, "intervalMs": 1}}',
+    # review14: a lost time no recording has, a cap its interval does not give, nesting
+    # past the parser's stack (a traceback before), a comment past any of ours in length
+    '{"name": "main", "gapCapping": {"gaps": 1, "lostMs": 1e300, "capMs": 100, '
+    '"intervalMs": 1}}',
+    '{"name": "main", "gapCapping": {"gaps": 1, "lostMs": 50, "capMs": 1, "intervalMs": 1}}',
+    "[" * 200_000 + "]" * 200_000,
+    '{"name": "main", "pad": "' + "x" * 70_000 + '", "gapCapping": {"gaps": 1, '
+    '"lostMs": 50, "capMs": 100, "intervalMs": 1}}',
 ])
 def test_a_damaged_track_comment_reads_as_none(info):
     # Files of other writers have none; a damaged one is left out, value by value.

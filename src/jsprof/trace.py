@@ -292,7 +292,13 @@ def stored_capping(meta: TrackMeta | dict[str, Any]) -> GapCapping | None:
     if not all(is_finite_number(v) for v in vals):
         return None
     gaps, lost, cap, base = vals
-    if gaps != int(gaps) or gaps < 1 or not lost > 0 or not cap > 0 or not base > 0:
+    if gaps != int(gaps) or not 1 <= gaps < MAX_SAMPLES or not 0 < lost < MAX_MS:
+        return None
+    # the cap its interval gives (`gap_cap`), as a recording's own notes say (review14: a
+    # comment with capMs 1 and intervalMs 1 printed "cap of 1 ms (the floor; 20 x the 1 ms
+    # interval is 20 ms)")
+    if not 0 < base < MAX_MS or not math.isclose(
+            cap, max(GAP_CAP_INTERVALS * base, GAP_CAP_MIN_MS), rel_tol=1e-9):
         return None
     return GapCapping.of(int(gaps), float(lost), (float(cap), float(base)))
 

@@ -116,6 +116,9 @@ CPU_CLOCK = "jsprof: the samples weigh CPU time (clock cpu) in track: "
 # and, when the gap cap left time out, how (`gapCapping`: trace.capping_meta). pprof's
 # period is one for all tracks, and its samples have no times to find the lost time in.
 TRACK_INFO = "jsprof: track "
+# A track's comment is a few hundred bytes; a longer one is not ours (nor read: json's
+# parser recurses per nesting level, and a file is data, not a request for work).
+TRACK_INFO_MAX = 64 << 10
 LEN_FIELDS = {1, 2, 3, 4, 5, 6, 11}
 VARINT_FIELDS = {7, 8, 9, 10, 12, 14, 15}
 
@@ -292,11 +295,11 @@ def _track_infos(said: list[str]) -> dict[str, dict[str, Any]]:
     what is not a valid value is left out (a damaged comment reads as no comment)."""
     out: dict[str, dict[str, Any]] = {}
     for c in said:
-        if not c.startswith(TRACK_INFO):
+        if not c.startswith(TRACK_INFO) or len(c) > TRACK_INFO_MAX:
             continue
         try:
             info = json.loads(c[len(TRACK_INFO):])
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting past the stack
             continue
         if not isinstance(info, dict) or not isinstance(info.get("name"), str):
             continue
