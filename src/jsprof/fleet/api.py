@@ -765,7 +765,9 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
         by_release = {t.meta["release"]: t for t in sel.recording.tracks}
         for rel in by_release:
             found[rel] = shares(Recording([by_release[rel]]))
-        unknown, warnings = _unnamed_points(sel, identity(f), name, found)
+        unknown, warnings = _unnamed_points(
+            [sel.releases[k] for k in sel.uploads.rkeys if k in sel.releases], identity(f),
+            name, {rel: v[3] for rel, v in found.items()})
         for rel in sorted(by_release, key=lambda r: (first.get(r, 0.0), r)):
             sp, tp, total, _ = found[rel]
             gone = rel in unknown
@@ -789,26 +791,55 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
             d0 = int(day[fin].min())
             # UTC days from the first, up to 90 (a chart, not a report); -1: left out
             day = np.where(fin & (day - d0 <= 90), day - d0, -1)
-            for d, sel in sorted(query.select_groups(s.engine, s.snap, f, up, day).items()):
-                sp, tp, total, _ = shares(sel.recording)
+            days = sorted(query.select_groups(s.engine, s.snap, f, up, day).items())
+            # Each release named as its own maps name it, as in the per-release chart. A
+            # release where the function cannot be named (another build of a script a map
+            # names elsewhere: `_unnamed_points`) may hold it under another name: counted,
+            # its time would sink the day's share (0 % on a day with only it), so the
+            # day's share is of its other releases' uploads, and unknown (null) on a day
+            # with none.
+            rels: dict[str, Any] = {}
+            for _, sel in days:
+                rels.update((k, sel.releases[k]) for k in sel.uploads.rkeys
+                            if k in sel.releases)
+            unknown: set[str] = set()
+            if one_sided_maps(list(rels.values()), identity(f))[0]:
+                hit: dict[str, bool] = {}
+                for _, sel in days:
+                    for t in sel.recording.tracks:
+                        r = t.meta["release"]
+                        hit[r] = hit.get(r, False) or shares(Recording([t]))[3]
+                unknown, warnings = _unnamed_points(
+                    list(rels.values()), identity(f), name, hit,
+                    "its share in {rel} is unknown, so {rel}'s uploads are left out of "
+                    "each day's share (a day with no others: null), not counted as 0")
+            for d, sel in days:
+                kept = [t for t in sel.recording.tracks if t.meta["release"] not in unknown]
+                out = sum(t.meta["traces"] for t in sel.recording.tracks
+                          if t.meta["release"] in unknown)
+                gone = not kept
+                sp, tp, total, _ = (0.0, 0.0, 0.0, False) if gone else shares(Recording(kept))
                 points.append({
                     "label": datetime.fromtimestamp((d0 + d) * 86400, UTC).strftime("%Y-%m-%d"),
-                    "selfPct": round(sp, 3), "totalPct": round(tp, 3), "traces": sel.traces,
-                    "totalMs": round(total, 3)})
+                    "selfPct": None if gone else round(sp, 3),
+                    "totalPct": None if gone else round(tp, 3), "traces": sel.traces,
+                    "leftOutTraces": out, "totalMs": round(total, 3)})
     return {"function": name, "resource": resource, "line": line, "column": column,
             "by": by, "points": points, "warnings": warnings, **notes(s)}
 
 
-def _unnamed_points(sel: Any, ident: Any, name: str, found: dict) -> tuple[set[str], list[str]]:
-    """The releases (labels) of a per-release chart where function `name` cannot be told
-    apart from absent: none of its functions is `name`, and a script a map names in some
-    releases only (`one_sided_maps`: another build without a map of its own) is named
-    otherwise there than in a release where `name` was found, so the function may be
-    there under another name (minified, or the map's). Their share is unknown, not 0:
-    with a line each saying which script and what to upload."""
+def _unnamed_points(rels: list, ident: Any, name: str, hit: dict[str, bool],
+                    said: str = "its share in {rel} is unknown (null), not 0"
+                    ) -> tuple[set[str], list[str]]:
+    """The releases (labels) of `hit` (release -> whether function `name` was found in
+    it) where `name` cannot be told apart from absent: none of its functions is `name`,
+    and a script a map names in some releases (`rels`) only (`one_sided_maps`: another
+    build without a map of its own) is named otherwise there than in a release where
+    `name` was found, so the function may be there under another name (minified, or the
+    map's). Their share is unknown, not 0: with a line each saying which script, what the
+    chart does (`said`, with `{rel}`) and what to upload."""
     from . import sourcemaps
 
-    rels = [sel.releases[k] for k in sel.uploads.rkeys if k in sel.releases]
     scripts, _ = one_sided_maps(rels, ident)
     if not scripts:
         return set(), []
@@ -818,12 +849,12 @@ def _unnamed_points(sel: Any, ident: Any, name: str, found: dict) -> tuple[set[s
         side[r.release] = side.get(r.release, frozenset()) | (
             {ident(u) or u for u in r.mapped} & scripts)
         app[r.release] = r.app
-    hit = sorted(r for r, v in found.items() if v[3])
+    found = sorted(r for r, v in hit.items() if v)
     out: set[str] = set()
     lines: list[str] = []
-    for rel in sorted(found):
-        there = [h for h in hit if h in side and side[h] != side.get(rel, side[h])]
-        if found[rel][3] or not there:
+    for rel in sorted(hit):
+        there = [h for h in found if h in side and side[h] != side.get(rel, side[h])]
+        if hit[rel] or not there:
             continue
         out.add(rel)
         differ = sorted(side[rel] ^ side[there[0]])
@@ -831,7 +862,7 @@ def _unnamed_points(sel: Any, ident: Any, name: str, found: dict) -> tuple[set[s
         lines.append(
             f"{app[rel]} {rel}: no function named {name}, and {', '.join(differ)} is named by "
             f"no source map in {app[rel]} {', '.join(bare)} (another build), so {name} may be "
-            f"there under another name: its share in {rel} is unknown (null), not 0: "
+            f"there under another name: {said.format(rel=rel)}: "
             f"{sourcemaps.mismatch_hint(app[rel], bare[0])}")
     return out, lines
 
