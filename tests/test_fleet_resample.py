@@ -263,7 +263,7 @@ def _series_per_day(s, f, name):
             "selfPct": round(float(sum(sm.stats.self_ms[i] for i in hit)) * pct, 3),
             "totalPct": round(float(max((sm.stats.total_ms[i] for i in hit), default=0.0))
                               * pct, 3),
-            "traces": sel.traces, "totalMs": round(sm.total_ms, 3)})
+            "traces": sel.traces, "leftOutTraces": 0, "totalMs": round(sm.total_ms, 3)})
     return points
 
 

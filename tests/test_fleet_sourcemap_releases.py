@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -99,17 +100,20 @@ def builds(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict]:
     return d, traces
 
 
-def _store(path: Path, sides: list[tuple[str, list]]) -> Path:
-    """Releases in turn, each page load one upload of /static/app.min.js, compacted."""
+def _store(path: Path, sides: list[tuple[str, list]], days: list[int] | None = None) -> Path:
+    """Releases in turn, each page load one upload of /static/app.min.js, compacted; a
+    side's uploads on UTC day `days[i]` from T0 (default: all on the first)."""
     st = Store(path)
     n = 0
-    for release, traces in sides:
+    for i, (release, traces) in enumerate(sides):
+        day = 0 if days is None else days[i]
         for tr in traces:
             tr = tr.replace(resources=[
                 "https://shop.example/static/app.min.js" if r.endswith("app.min.js") else r
                 for r in tr.resources])
             upload(st, f"{release}-{n}", tr, app="shop", release=release, route="/",
-                   sampleInterval=1.0, receivedAt=T0 + 3600e3 + n * 60e3, pageLoad=f"l{n}")
+                   sampleInterval=1.0, receivedAt=T0 + day * 86400e3 + 3600e3 + n * 60e3,
+                   pageLoad=f"l{n}")
             n += 1
     compact(st)
     st.close()
@@ -279,3 +283,71 @@ def test_the_release_chart_names_each_release_by_its_own_or_a_rightly_lent_map(
     pts = {p["label"]: p["selfPct"] for p in doc["points"]}
     assert pts["1.1.0"] > 0 and pts["1.0.0"] is None and pts["1.0.1"] is None, (mini, pts)
     assert [w.split(":")[0] for w in doc["warnings"]] == ["shop 1.0.0", "shop 1.0.1"], doc
+
+
+def test_the_day_chart_and_regressions_by_day_with_a_map_for_some_releases(
+        builds: tuple[Path, dict], tmp_path: Path, capsys: pytest.CaptureFixture,
+        dask_client: object) -> None:
+    """A rollout: day 1 1.0.0 (its map uploaded), day 2 1.0.0 and 1.1.0 (another build,
+    no map), day 3 1.1.0. Each release is named by its own map, as in the release chart;
+    before, the day chart summed them, so countNodes (~35 % of every page load) read
+    33.8 / 19.0 / 0.0 % (1.1.0's time under minified names sank day 2 and hid it on day
+    3), and the minified name of 1.1.0's 0.0 / 15.7 / 33.3. Now a release that cannot
+    name the function is left out of a day's share (null with only it) with a note.
+    `regressions --by day` compares each pair of days as recorded, with a warning."""
+    from jsprof.fleet import api, regressions
+    from jsprof.fleet.filters import Filters
+
+    d, traces = builds
+    half = RUNS // 2
+    a4, m4 = traces["a4"], traces["m4"]
+    store = _store(tmp_path / "store", [("1.0.0", a4[:half]), ("1.0.0", a4[half:]),
+                                        ("1.1.0", m4[:half]), ("1.1.0", m4[half:])],
+                   days=[0, 1, 1, 2])
+    _upload_map(store, "1.0.0", d / "a", capsys)
+    without = tmp_path / "without"
+    shutil.copytree(store, without)
+    shutil.rmtree(without / "sourcemaps")
+    f = Filters(app="shop")
+    url = "https://shop.example/static/app.min.js"
+    with api.session(api.open_store(without)) as s:
+        bare = regressions.regressions(s, f, min_traces=3, min_samples=100, by="day")
+    for engine in _engines(dask_client):
+        with api.session(api.open_store(store), engine) as s:
+            doc = api.series(s, f, PLANTED, by="day")
+            # one release's uploads alone: what the day's share is of
+            own = {r: {p["label"]: p for p in api.series(
+                s, replace(f, release=r), PLANTED, by="day")["points"]}
+                for r in ("1.0.0", "1.1.0")}
+            rows = api.top(s, f.with_side("release=1.1.0", "--new"), 10)["rows"]
+            mini = next(r["name"] for r in rows
+                        if (r["resource"] or "").endswith("app.min.js"))
+            other = api.series(s, f, mini, by="day")
+            mine = {p["label"]: p for p in api.series(
+                s, replace(f, release="1.1.0"), mini, by="day")["points"]}
+            reg = regressions.regressions(s, f, min_traces=3, min_samples=100, by="day")
+        d1, d2, d3 = doc["points"]
+        assert [p["traces"] for p in doc["points"]] == [half, 2 * half, half]
+        assert [p["leftOutTraces"] for p in doc["points"]] == [0, half, half]
+        assert d1["selfPct"] > 0
+        # day 2: 1.0.0's uploads of that day alone (before: diluted by 1.1.0's)
+        assert d2["selfPct"] == own["1.0.0"][d2["label"]]["selfPct"] > 0, (doc, own)
+        assert d3["selfPct"] is None and d3["totalPct"] is None, doc  # before: 0.0
+        (note,) = doc["warnings"]
+        assert note.startswith(f"shop 1.1.0: no function named {PLANTED}, and {url} is "
+                               "named by no source map in shop 1.1.0"), note
+        assert "1.1.0's uploads are left out of each day's share" in note, note
+        # the other way: the minified name, 1.1.0's, unknown where only 1.0.0 ran
+        o1, o2, o3 = other["points"]
+        assert o1["selfPct"] is None, other
+        assert o2["selfPct"] == mine[o2["label"]]["selfPct"] > 0, (other, mine)
+        assert o3["selfPct"] == mine[o3["label"]]["selfPct"] > 0, (other, mine)
+        assert [w.split(":")[0] for w in other["warnings"]] == ["shop 1.0.0"], other
+        # regressions by day: each pair of days as recorded on both sides (day 2 runs
+        # both builds), nothing "new" from names, said once; what no map gives
+        assert reg["days"] == [p["label"] for p in doc["points"]]
+        assert not [r["name"] for r in reg["regressions"] if r["beforeMsPerLoad"] == 0]
+        (line,) = reg["warnings"]
+        assert line.startswith(f"{url}: no source map names it in shop 1.1.0"), line
+        assert reg["regressions"] == bare["regressions"]
+        assert reg["unseen"] == bare["unseen"]

@@ -732,7 +732,9 @@ def series(s: Session, f: Filters, name: str, by: str = "release",
     `top` counts for that release (day) alone, so a release's point is the `top` row's
     `selfPct` with `--release` it (`exclude_idle`: of the time left, as `top`'s). With
     `resource`, the one function a `top` row names (name, script, line, column); without,
-    every function of that name."""
+    every function of that name. Each release is named by its own maps; where that hides
+    the function (`_unnamed_points`) a release's point is null, and a day's share leaves
+    that release's uploads out (`leftOutTraces`), with a note."""
     from ..analysis.profile import summarize
     from ..trace import Recording
     from . import query

@@ -391,7 +391,10 @@ async function loadChart(name, label, fnAt) {
     const tip = document.createElementNS(SVG, "title");
     // null: the function cannot be named in that release (the note under the bars says why)
     const known = pt.selfPct !== null;
-    tip.textContent = vis(`${pt.label}: ${known ? `${fmt(pt.selfPct, 2)} %` : "unknown"} self, ${plural(pt.traces, "trace")}`);
+    // a day's share leaves out the uploads of a release that cannot name the function
+    const left = known ? pt.leftOutTraces || 0 : 0;
+    const of = left ? `${plural(pt.traces - left, "trace")} of ${pt.traces} (see below)` : plural(pt.traces, "trace");
+    tip.textContent = vis(`${pt.label}: ${known ? `${fmt(pt.selfPct, 2)} %` : "unknown"} self, ${of}`);
     rect.append(tip);
     rect.dataset.label = pt.label;
     rect.dataset.selfPct = String(pt.selfPct);
