@@ -94,6 +94,13 @@ def test_timeline_stored_in_meta(col: Collector) -> None:
     (lambda t: t["load"].update(cls=-0.1), "body.timeline.load.cls"),
     (lambda t: t["load"].update(cls="0.1"), "body.timeline.load.cls"),
     (lambda t: t["load"].update(lcpUrl="x" * 3000), "body.timeline.load.lcpUrl"),
+    # review14: more long frames (50 ms or more each, one after another) than the piece's
+    # ms can hold; before, 2**53 - 1 of them in a piece were stored and summed
+    (lambda t: t.update(unsampled={"piece": 1, "start": 10.0, "ms": 100.0, "longFrames": 5,
+                                   "interactions": 0}), "body.timeline.unsampled.longFrames"),
+    (lambda t: t.update(unsampled={"piece": 1, "start": 10.0, "ms": 1e4,
+                                   "longFrames": 2**53 - 1, "interactions": 0}),
+     "body.timeline.unsampled.longFrames"),
 ])
 def test_bad_timeline_is_a_400_naming_the_field(col: Collector, bad, field: str,
                                                 plain_trace: bool) -> None:
@@ -348,3 +355,24 @@ def test_series_by_day_during_a_window(store: Path) -> None:
             assert p["totalPct"] > 0
     finally:
         st.close()
+
+
+def test_left_out_counts_are_bounded_alike_for_every_query():
+    """review14: three uploads of one page load, each a running piece of its own with
+    2**52 interactions: `fleet interactions` summed them whole (unsampledInteractions
+    27,021,597,764,222,973) where the vitals rollups kept each page load's count at most
+    2**32, so the two said different totals. Both read `timeline.left_out` now."""
+    from jsprof.store.tables import vitals as rv
+    from jsprof.timeline import LEFT_OUT_MAX, check, left_out, page_loads
+
+    ups = []
+    for piece in (1, 2, 3):
+        t = {"longFrames": [], "interactions": [], "unsampled": {
+            "piece": piece, "start": 1000.0 * piece, "ms": 500.0, "longFrames": 3,
+            "interactions": 2**52}}
+        ups.append(("pl-1", check(t)))
+    pl = page_loads(ups)["pl-1"]
+    got = left_out(pl)
+    assert got["unsampledInteractions"] == LEFT_OUT_MAX, got
+    assert got["unsampledLongFrames"] == 9 and got["unsampledMs"] == 1500
+    assert dict(rv.left_out(pl))["unsampledInteractions"] == LEFT_OUT_MAX

@@ -34,6 +34,10 @@ MAX_INTERACTIONS = 100
 MAX_TEXT = 256
 MAX_URL = 2048
 MAX_TIME_MS = 1e10  # ~115 days of a page's performance.now(): beyond is not a page's clock
+# A page load's left-out count kept at most this (a client's counts are checked below
+# 2**53 only: a thousand such summed would pass int64); every query that sums them
+# (fleet vitals' rollups, fleet interactions) takes it from `left_out`, so they agree.
+LEFT_OUT_MAX = 2**32
 
 DURING = ("interaction", "long-frame", "load")
 # --slower-than defaults: an interaction over 200 ms is "poor" INP; a long frame with 50 ms
@@ -210,6 +214,14 @@ def _unsampled(v: Any, where: str) -> dict:
         out[k] = n
     out["start"] = _num(u, "start", where, required=True)
     out["ms"] = _num(u, "ms", where, required=True)
+    # Long frames run one after another on the page's main thread, each 50 ms or more:
+    # a piece of `ms` overlaps at most ms / 50 + 2 of them (review14: one upload claimed
+    # 2**53 of them in a piece, the fleet's leftOut summed it).
+    most = int(out["ms"] // 50) + 2
+    if out["longFrames"] > most:
+        raise TimelineError(f"{where}.longFrames: {out['longFrames']} long frames in a piece "
+                            f"of {out['ms']:g} ms, where at most {most} fit (each is 50 ms "
+                            "or more)")
     return out
 
 
@@ -369,7 +381,7 @@ def left_out(pl: PageLoad) -> dict[str, int]:
     out["unsampledMs"] = u.get("ms", 0)
     out["unsampledLongFrames"] = u.get("longFrames", 0)
     out["unsampledInteractions"] = u.get("interactions", 0)
-    return out
+    return {k: min(n, LEFT_OUT_MAX) for k, n in out.items()}
 
 
 def in_windows(times: np.ndarray, windows: list[tuple[float, float]]) -> np.ndarray:

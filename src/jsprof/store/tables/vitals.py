@@ -43,9 +43,7 @@ PRESENTATION = 10
 # "interactions" or "longFrames": one row of value 0 whose count is that number
 LEFT_OUT = 11
 # (its labels: `timeline.LEFT_OUT_KINDS`, the running pieces not sampled among them)
-# A page load's left-out count kept at most this (a client's counts are checked below
-# 2**53 only: a thousand such summed would pass int64)
-LEFT_OUT_MAX = 2**32
+# A page load's left-out counts are kept at most timeline.LEFT_OUT_MAX (its `left_out`)
 LEFT_OUT_MARK = "leftOut"  # a part entry's key: its rows count them (`counts_left_out`)
 SCALE = 1e6  # values are bucketed as value x SCALE (ms -> ns)
 
@@ -101,7 +99,7 @@ def left_out(pl: Any) -> list[tuple[str, int]]:
     each weighted by its n (`signed`)."""
     from ...timeline import left_out as counts
 
-    return [(k, min(n, LEFT_OUT_MAX)) for k, n in counts(pl).items() if n]
+    return [(k, n) for k, n in counts(pl).items() if n]
 
 
 def signed(cell: Any, pl: Any, sign: int) -> list[tuple[Any, int, str, float, int]]:
