@@ -70,12 +70,14 @@ $(JS_STAMP): tests/js/package-lock.json
 # each one seen is fixed, but no full 2-worker run has passed yet, so one process stays the
 # default until one does. TEST_WORKERS=2 runs two.
 TEST_WORKERS ?= 0
-# Each run's tmp_path under build/ (--basetemp: emptied when the run starts, never swept at
-# its end). pytest's default numbered dirs in /tmp are swept at a session's end, all but the
-# newest 3: test_conftest's inner pytests push the main run's dir out, so the under_load
-# run's end deleted the whole suite's tmp (stop 48's CI: 41 tests passed in ~90 s, then
-# that rmtree beside the busy loops ran into LOAD_LIMIT, exit 124).
-TEST_TMP = $(CURDIR)/build/pytest-tmp
+# Each run's tmp_path in a dir of this checkout's own in /tmp (--basetemp: emptied when the
+# run starts, never swept at its end). pytest's default numbered dirs in /tmp are swept at a
+# session's end, all but the newest 3: test_conftest's inner pytests push the main run's dir
+# out, so the under_load run's end deleted the whole suite's tmp (stop 48's CI: 41 tests
+# passed in ~90 s, then that rmtree beside the busy loops ran into LOAD_LIMIT, exit 124).
+# Not under the checkout: paths under the working directory print relative to it, and
+# tests expect a script in tmp_path printed whole (test_diff's real-engine ones failed so).
+TEST_TMP = $(or $(TMPDIR),/tmp)/jsprof-pytest-$(shell printf %s '$(CURDIR)' | cksum | cut -d' ' -f1)
 test: $(STAMP) chromium nginx $(JS_STAMP)
 	mkdir -p $(TEST_TMP)
 	JSPROF_NO_SKIP=1 $(PY) -m pytest -q --durations=20 -n $(TEST_WORKERS) --dist loadfile \
